@@ -1,0 +1,416 @@
+//! A policy file as written by a user (`stockade.toml`). Every key is optional; unknown keys,
+//! duplicate keys, wrong types and unknown profile names are errors naming line and column.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{known_profiles_hint, Location, PolicyError};
+use crate::model::{Limits, NetworkMode, ReadScope};
+use crate::profile::PROFILES;
+
+/// A parsed policy file: a profile name plus patches applied on top of that profile.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct PolicyFile {
+    /// Profile to start from; `None` means the default (unless overridden).
+    pub profile: Option<String>,
+    /// Additions to the filesystem rules.
+    pub filesystem: FilesystemPatch,
+    /// Additions to the environment rules.
+    pub env: EnvPatch,
+    /// Network settings.
+    pub network: NetworkPatch,
+    /// Resource limits (no keys yet).
+    pub limits: Limits,
+}
+
+/// The `[filesystem]` table: lists are appended to the profile's, `read_scope` replaces it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FilesystemPatch {
+    pub read_scope: Option<ReadScope>,
+    pub deny_read: Vec<String>,
+    pub allow_read: Vec<String>,
+    pub allow_write: Vec<String>,
+    pub deny_write: Vec<String>,
+}
+
+/// The `[env]` table: lists are appended, `set` is merged (the file wins).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EnvPatch {
+    pub allow: Vec<String>,
+    pub set: BTreeMap<String, String>,
+    pub passthrough: Vec<String>,
+}
+
+/// The `[network]` table.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NetworkPatch {
+    pub mode: Option<NetworkMode>,
+}
+
+/// The file as deserialized, keeping the span of `profile` so a bad name can be located.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicyFile {
+    #[serde(default)]
+    profile: Option<toml::Spanned<String>>,
+    #[serde(default)]
+    filesystem: FilesystemPatch,
+    #[serde(default)]
+    env: EnvPatch,
+    #[serde(default)]
+    network: NetworkPatch,
+    #[serde(default)]
+    limits: Limits,
+}
+
+/// Parses the text of a policy file. `origin` names it in error messages (usually its path).
+///
+/// # Errors
+///
+/// [`PolicyError::ParseFile`] for TOML syntax errors, unknown or duplicate keys, values of the
+/// wrong type and unknown profile names, with the line and column of the problem.
+pub fn parse_policy_file(text: &str, origin: &str) -> Result<PolicyFile, PolicyError> {
+    let raw: RawPolicyFile = toml::from_str(text).map_err(|err| toml_error(text, origin, &err))?;
+    let profile = match raw.profile {
+        None => None,
+        Some(spanned) => {
+            let span = spanned.span();
+            let name = spanned.into_inner();
+            if !PROFILES.contains(&name.as_str()) {
+                return Err(PolicyError::ParseFile {
+                    origin: origin.to_owned(),
+                    location: Some(location(text, span.start)),
+                    message: format!("unknown profile `{name}`"),
+                    hint: Some(known_profiles_hint()),
+                });
+            }
+            Some(name)
+        }
+    };
+    Ok(PolicyFile {
+        profile,
+        filesystem: raw.filesystem,
+        env: raw.env,
+        network: raw.network,
+        limits: raw.limits,
+    })
+}
+
+/// Reads and parses the policy file at `path`.
+///
+/// # Errors
+///
+/// [`PolicyError::ReadFile`] when the file cannot be read (or is not UTF-8), otherwise as
+/// [`parse_policy_file`].
+pub fn read_policy_file(path: &Path) -> Result<PolicyFile, PolicyError> {
+    let text = std::fs::read_to_string(path).map_err(|source| PolicyError::ReadFile {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse_policy_file(&text, &path.display().to_string())
+}
+
+fn toml_error(text: &str, origin: &str, err: &toml::de::Error) -> PolicyError {
+    let span = err.span();
+    let mut message = err.message().trim_end().to_owned();
+    // Name the offending key when the parser's message does not (duplicate keys).
+    if let Some(key) = span.as_ref().and_then(|s| text.get(s.clone())) {
+        let key = key.trim();
+        if message.starts_with("duplicate key") && !key.is_empty() && !message.contains(key) {
+            message = format!("duplicate key `{key}`");
+        }
+    }
+    let hint = message
+        .find("expected one of ")
+        .map(|at| {
+            format!(
+                "known keys here: {}",
+                &message[at + "expected one of ".len()..]
+            )
+        })
+        .or_else(|| {
+            message
+                .contains("there are no fields")
+                .then(|| "this table accepts no keys yet; remove the key".to_owned())
+        })
+        .or_else(|| {
+            message
+                .starts_with("duplicate key")
+                .then(|| "each key may appear only once; remove one of them".to_owned())
+        });
+    if let Some(keys) = key_path(err) {
+        message = format!("{message}, in `{keys}`");
+    }
+    PolicyError::ParseFile {
+        origin: origin.to_owned(),
+        location: span.map(|s| location(text, s.start)),
+        message,
+        hint,
+    }
+}
+
+/// The dotted key path the error is about, when the parser knows it. `toml` keeps it private
+/// but prints it (as "in `a.b`") when the error carries no input text.
+fn key_path(err: &toml::de::Error) -> Option<String> {
+    let mut bare = err.clone();
+    bare.set_input(None);
+    let shown = bare.to_string();
+    let line = shown.lines().rev().find(|l| l.starts_with("in `"))?;
+    let keys = line.strip_prefix("in `")?.strip_suffix('`')?;
+    (!keys.is_empty()).then(|| keys.to_owned())
+}
+
+/// Converts a byte offset into a 1-based line and column (columns count characters).
+fn location(text: &str, offset: usize) -> Location {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let before = &text[..offset];
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    Location {
+        line: before.matches('\n').count() + 1,
+        column: before[line_start..].chars().count() + 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> PolicyError {
+        parse_policy_file(text, "stockade.toml").unwrap_err()
+    }
+
+    fn located(err: &PolicyError) -> (usize, usize) {
+        match err {
+            PolicyError::ParseFile {
+                location: Some(loc),
+                ..
+            } => (loc.line, loc.column),
+            other => panic!("no location in {other:?}"),
+        }
+    }
+
+    const EXAMPLE: &str = r#"
+profile = "workspace-write"
+[filesystem]
+deny_read = ["~/secrets", ".env.local"]
+allow_write = ["~/.cache/pip"]
+[env]
+allow = ["RUST_LOG"]
+set = { FOO = "bar" }
+passthrough = ["GITHUB_TOKEN"]
+[network]
+mode = "none"
+[limits]      # accepted but no keys yet
+"#;
+
+    #[test]
+    fn parses_full_example() {
+        let file = parse_policy_file(EXAMPLE, "stockade.toml").unwrap();
+        assert_eq!(file.profile.as_deref(), Some("workspace-write"));
+        assert_eq!(file.filesystem.deny_read, ["~/secrets", ".env.local"]);
+        assert_eq!(file.filesystem.allow_write, ["~/.cache/pip"]);
+        assert!(file.filesystem.allow_read.is_empty());
+        assert!(file.filesystem.deny_write.is_empty());
+        assert_eq!(file.filesystem.read_scope, None);
+        assert_eq!(file.env.allow, ["RUST_LOG"]);
+        assert_eq!(file.env.set.get("FOO").map(String::as_str), Some("bar"));
+        assert_eq!(file.env.passthrough, ["GITHUB_TOKEN"]);
+        assert_eq!(file.network.mode, Some(NetworkMode::None));
+    }
+
+    #[test]
+    fn empty_file_is_all_defaults() {
+        assert_eq!(parse_policy_file("", "x").unwrap(), PolicyFile::default());
+        assert_eq!(
+            parse_policy_file("# nothing\n", "x").unwrap(),
+            PolicyFile::default()
+        );
+    }
+
+    #[test]
+    fn read_scope_values() {
+        let file = parse_policy_file("[filesystem]\nread_scope = \"allow-list\"", "x").unwrap();
+        assert_eq!(file.filesystem.read_scope, Some(ReadScope::AllowList));
+        let file = parse_policy_file("[filesystem]\nread_scope = \"host\"", "x").unwrap();
+        assert_eq!(file.filesystem.read_scope, Some(ReadScope::Host));
+    }
+
+    #[test]
+    fn unknown_top_level_key() {
+        let e = err("profile = \"read-only\"\nfoo = 1\n");
+        assert_eq!(located(&e), (2, 1));
+        assert_eq!(
+            e.to_string(),
+            "stockade.toml: line 2, column 1: unknown field `foo`, expected one of \
+             `profile`, `filesystem`, `env`, `network`, `limits`"
+        );
+        assert_eq!(e.code(), "E_POLICY_INVALID");
+        assert_eq!(
+            e.hint().as_deref(),
+            Some("known keys here: `profile`, `filesystem`, `env`, `network`, `limits`")
+        );
+    }
+
+    #[test]
+    fn unknown_nested_key_names_line_and_column() {
+        let e = err("[filesystem]\ndeny_read = []\n  bogus = 2\n");
+        assert_eq!(located(&e), (3, 3));
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with("stockade.toml: line 3, column 3: unknown field `bogus`"),
+            "{msg}"
+        );
+        assert!(e.hint().unwrap().contains("`allow_write`"));
+    }
+
+    #[test]
+    fn unknown_key_in_env_and_network() {
+        assert_eq!(located(&err("[env]\nallowed = []")), (2, 1));
+        assert!(err("[network]\nproxy = 1").to_string().contains("`proxy`"));
+    }
+
+    #[test]
+    fn unknown_key_in_limits() {
+        let e = err("[limits]\nmemory = 1\n");
+        assert_eq!(located(&e), (2, 1));
+        assert!(e.to_string().contains("unknown field `memory`"));
+        assert!(e.hint().is_some());
+    }
+
+    #[test]
+    fn duplicate_key_names_key() {
+        let e = err("profile = \"read-only\"\nprofile = \"read-only\"\n");
+        assert_eq!(
+            e.to_string(),
+            "stockade.toml: line 2, column 1: duplicate key `profile`"
+        );
+    }
+
+    #[test]
+    fn duplicate_key_in_inline_table() {
+        let e = err("[env]\nset = { A = \"1\", A = \"2\" }");
+        assert_eq!(located(&e), (2, 18));
+        assert!(e.to_string().contains("duplicate key `A`"), "{e}");
+    }
+
+    #[test]
+    fn duplicate_table() {
+        let e = err("[filesystem]\n[filesystem]\n");
+        assert_eq!(located(&e), (2, 2));
+        assert!(e.to_string().contains("duplicate key `filesystem`"), "{e}");
+    }
+
+    #[test]
+    fn wrong_type_names_line_and_key() {
+        let e = err("[filesystem]\ndeny_read = \"x\"\n");
+        assert_eq!(located(&e), (2, 13));
+        let msg = e.to_string();
+        assert!(
+            msg.contains("invalid type: string \"x\", expected a sequence"),
+            "{msg}"
+        );
+        assert!(msg.ends_with("in `filesystem.deny_read`"), "{msg}");
+    }
+
+    #[test]
+    fn wrong_type_inside_list_and_map() {
+        assert_eq!(
+            located(&err("[filesystem]\ndeny_read = [\"a\", 1]")),
+            (2, 19)
+        );
+        let e = err("[env]\nset = { FOO = 1 }");
+        assert_eq!(located(&e), (2, 15));
+        assert!(e.to_string().contains("in `env.set.FOO`"), "{e}");
+    }
+
+    #[test]
+    fn wrong_enum_value() {
+        let e = err("[network]\nmode = \"full\"");
+        assert_eq!(located(&e), (2, 8));
+        assert!(e
+            .to_string()
+            .contains("unknown variant `full`, expected `none`"));
+        let e = err("[filesystem]\nread_scope = \"all\"");
+        assert!(e.to_string().contains("`host` or `allow-list`"));
+    }
+
+    #[test]
+    fn unknown_profile_names_line_and_column() {
+        let e = err("# comment\n  profile = \"yolo\"\n");
+        assert_eq!(
+            e.to_string(),
+            "stockade.toml: line 2, column 13: unknown profile `yolo`"
+        );
+        assert_eq!(
+            e.hint().as_deref(),
+            Some("known profiles: workspace-write, read-only")
+        );
+    }
+
+    #[test]
+    fn syntax_error_has_location() {
+        let e = err("profile = \n");
+        assert_eq!(located(&e).0, 1);
+        assert!(e.to_string().starts_with("stockade.toml: line 1, column "));
+    }
+
+    #[test]
+    fn columns_count_characters() {
+        // "é" is two bytes but one column: the second key starts at character 20 (byte 21).
+        let e = err("[env]\nset = { \"é\" = \"1\", \"é\" = \"2\" }");
+        assert_eq!(located(&e), (2, 20));
+    }
+
+    #[test]
+    fn location_conversion() {
+        let text = "ab\ncd\n\nxy";
+        assert_eq!(location(text, 0), Location { line: 1, column: 1 });
+        assert_eq!(location(text, 1), Location { line: 1, column: 2 });
+        assert_eq!(location(text, 3), Location { line: 2, column: 1 });
+        assert_eq!(location(text, 7), Location { line: 4, column: 1 });
+        assert_eq!(location(text, 999), Location { line: 4, column: 3 });
+    }
+
+    #[test]
+    fn read_file_from_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("stockade.toml");
+        std::fs::write(&path, EXAMPLE).unwrap();
+        let file = read_policy_file(&path).unwrap();
+        assert_eq!(file.env.passthrough, ["GITHUB_TOKEN"]);
+
+        std::fs::write(&path, "\n\nnope = 1\n").unwrap();
+        let e = read_policy_file(&path).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}: line 3, column 1: unknown field `nope`, expected one of `profile`, \
+                 `filesystem`, `env`, `network`, `limits`",
+                path.display()
+            )
+        );
+    }
+
+    #[test]
+    fn read_missing_file_names_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("missing.toml");
+        let e = read_policy_file(&path).unwrap_err();
+        assert!(matches!(e, PolicyError::ReadFile { .. }));
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with(&format!("failed to read policy file {}: ", path.display())),
+            "{msg}"
+        );
+        assert_eq!(e.code(), "E_POLICY_INVALID");
+        assert!(e.hint().is_some());
+    }
+}

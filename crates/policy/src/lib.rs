@@ -1,0 +1,71 @@
+//! The stockade policy: what a sandboxed command may read, write, see in its environment and
+//! reach on the network.
+//!
+//! A policy starts from a built-in [profile](profile()) (data, not code), is patched by an
+//! optional policy file ([`parse_policy_file`], strict: unknown keys are errors with line and
+//! column), then by command-line [`Overrides`]; [`resolve`] merges and validates the three into
+//! a [`Policy`]. Path patterns in the policy (`~/.ssh`, `$WORKSPACE`, `.env`) are turned into
+//! concrete paths and globs by [`expand`]; the child's environment is built from scratch by
+//! [`build_env`].
+//!
+//! ```
+//! use std::ffi::OsString;
+//! use std::path::PathBuf;
+//!
+//! let file = policy::parse_policy_file(
+//!     r#"
+//! profile = "workspace-write"
+//! [filesystem]
+//! deny_read = ["~/secrets"]
+//! [env]
+//! set = { FOO = "bar" }
+//! "#,
+//!     "stockade.toml",
+//! )?;
+//! let overrides = policy::Overrides { env: vec!["GITHUB_TOKEN".into()], ..Default::default() };
+//! let resolved = policy::resolve(Some(file), &overrides)?;
+//! assert_eq!(resolved.filesystem.allow_write, ["$WORKSPACE"]);
+//! assert!(policy::digest(&resolved).starts_with("sha256:"));
+//!
+//! let ctx = policy::PathContext {
+//!     home: PathBuf::from("/home/me"),
+//!     workspace: PathBuf::from("/work/repo"),
+//!     writable_roots: vec![PathBuf::from("/work/repo")],
+//! };
+//! let secrets = policy::expand("~/secrets", &ctx)?;
+//! assert_eq!(secrets, [policy::PathPattern::Exact(PathBuf::from("/home/me/secrets"))]);
+//! let Some(policy::PathPattern::Glob(dotenv)) = policy::expand(".env", &ctx)?.pop() else {
+//!     unreachable!()
+//! };
+//! assert!(dotenv.is_match("/work/repo/app/.env".as_ref()));
+//!
+//! let caller = [("PATH", "/usr/bin"), ("GITHUB_TOKEN", "ghp_x"), ("AWS_SECRET_ACCESS_KEY", "x")]
+//!     .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+//! let env = policy::build_env(&resolved.env, caller);
+//! let names: Vec<_> = env.iter().map(|(k, _)| k.to_str().unwrap_or_default()).collect();
+//! assert_eq!(names, ["FOO", "GITHUB_TOKEN", "PATH"]);
+//! # Ok::<(), policy::PolicyError>(())
+//! ```
+#![forbid(unsafe_code)]
+
+pub mod env;
+pub mod error;
+pub mod file;
+pub mod model;
+pub mod paths;
+pub mod profile;
+pub mod resolve;
+
+pub use env::{build_env, is_secret_name};
+pub use error::{Location, PolicyError};
+pub use file::{
+    parse_policy_file, read_policy_file, EnvPatch, FilesystemPatch, NetworkPatch, PolicyFile,
+};
+pub use model::*;
+pub use paths::{
+    canonicalize_existing, expand, is_within, normalize_lexically, Glob, PathContext, PathPattern,
+};
+pub use profile::{
+    profile, DEFAULT_DENY_READ, DEFAULT_ENV_ALLOW, DEFAULT_PROFILE, PROFILES, PROTECTED_PATHS,
+};
+pub use resolve::{digest, resolve, Overrides};

@@ -1,0 +1,79 @@
+//! The resolved policy: what a run may read, write, see in its environment and reach on the
+//! network. Pure data; serializes to the JSON shown by `stockade policy show --json`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// A fully resolved policy (profile + file + command-line overrides merged).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Policy {
+    /// Name of the profile this policy started from.
+    pub profile: String,
+    pub filesystem: Filesystem,
+    pub env: Env,
+    pub network: Network,
+    pub limits: Limits,
+}
+
+/// Whether paths outside the listed ones are readable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReadScope {
+    /// The whole host filesystem is readable, minus `deny_read`.
+    #[default]
+    Host,
+    /// Only `allow_read`, the writable roots and the system runtime paths are readable.
+    AllowList,
+}
+
+/// Filesystem rules. Every entry is a path pattern: absolute, or starting with `~`,
+/// `$HOME` or `$WORKSPACE`; deny entries may contain globs (`*`, `?`, `[..]`, `**`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Filesystem {
+    pub read_scope: ReadScope,
+    /// Paths that cannot be read (masked). The most specific rule wins against `allow_read`.
+    pub deny_read: Vec<String>,
+    /// Paths readable even inside a `deny_read` entry; with `read_scope = "allow-list"`, the
+    /// only readable paths besides writable roots and the system runtime.
+    pub allow_read: Vec<String>,
+    /// Writable roots (the private `/tmp` is always writable and not listed here).
+    pub allow_write: Vec<String>,
+    /// Paths inside writable roots that stay read-only (protected paths).
+    pub deny_write: Vec<String>,
+}
+
+/// Environment rules: the child's environment is built from scratch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Env {
+    /// Names (or `PREFIX*` patterns) copied from the caller's environment, except names that
+    /// look like secrets (`LD_*`, `*_KEY`, `*_TOKEN`, `*_SECRET`, ...).
+    pub allow: Vec<String>,
+    /// Variables set to a fixed value.
+    pub set: BTreeMap<String, String>,
+    /// Exact names copied from the caller even when they look like secrets.
+    pub passthrough: Vec<String>,
+}
+
+/// Network access mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetworkMode {
+    /// A private network namespace with only loopback.
+    #[default]
+    None,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Network {
+    pub mode: NetworkMode,
+}
+
+/// Resource limits. Filled in by the resource-limits work; no keys are accepted yet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {}

@@ -1,0 +1,600 @@
+//! Expansion of path patterns into concrete paths and globs. Pure: nothing here touches the
+//! filesystem except [`canonicalize_existing`].
+//!
+//! Pattern forms:
+//! - `/abs/path`: as written;
+//! - `~`, `~/x`, `$HOME`, `${HOME}/x`: under [`PathContext::home`];
+//! - `$WORKSPACE`, `${WORKSPACE}/x`: under [`PathContext::workspace`];
+//! - a relative pattern such as `.env` or `.git/hooks`: that path at any depth beneath every
+//!   writable root, one [`Glob`] `<root>/**/<pattern>` per root.
+//!
+//! A pattern containing `*`, `?`, `[` or `{` becomes a [`Glob`], anything else an exact path.
+//! Backslash is an ordinary character; to match a metacharacter literally, bracket it (`[*]`).
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Component, Path, PathBuf};
+
+use globset::{GlobBuilder, GlobMatcher};
+
+use crate::error::PolicyError;
+
+/// The directories patterns are expanded against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathContext {
+    /// The user's home directory (`~`, `$HOME`). Must be absolute.
+    pub home: PathBuf,
+    /// The workspace directory (`$WORKSPACE`). Must be absolute.
+    pub workspace: PathBuf,
+    /// Writable roots, beneath which relative patterns apply. Must be absolute.
+    pub writable_roots: Vec<PathBuf>,
+}
+
+/// One expanded pattern.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathPattern {
+    /// A single absolute, lexically normalized path.
+    Exact(PathBuf),
+    /// An absolute glob.
+    Glob(Glob),
+}
+
+/// An absolute glob pattern, compiled. `*` and `?` never match `/`; `**` matches any number of
+/// directories (including none).
+#[derive(Debug, Clone)]
+pub struct Glob {
+    pattern: String,
+    base: PathBuf,
+    matcher: GlobMatcher,
+}
+
+impl PartialEq for Glob {
+    fn eq(&self, other: &Self) -> bool {
+        self.pattern == other.pattern
+    }
+}
+
+impl Eq for Glob {}
+
+impl Glob {
+    /// The absolute glob pattern (in `globset` syntax; literal parts are escaped).
+    pub fn pattern(&self) -> &str {
+        &self.pattern
+    }
+
+    /// The longest directory prefix free of glob characters: every match lies beneath it.
+    pub fn base(&self) -> &Path {
+        &self.base
+    }
+
+    /// Whether `path` (made lexically normal first) matches the pattern.
+    pub fn is_match(&self, path: &Path) -> bool {
+        self.matcher.is_match(normalize_lexically(path))
+    }
+
+    /// Whether the pattern can match at any depth (contains `**`).
+    pub fn crosses_dirs(&self) -> bool {
+        self.pattern.contains("**")
+    }
+}
+
+/// Expands `pattern` against `ctx`. Relative patterns give one glob per writable root (none
+/// when there are no writable roots); the other forms give exactly one entry.
+///
+/// # Errors
+///
+/// [`PolicyError::ExpandPattern`] for an empty pattern, a NUL byte, a variable other than
+/// `HOME`/`WORKSPACE`, `~user`, `..` in a relative pattern, a non-absolute context directory,
+/// or an invalid glob.
+pub fn expand(pattern: &str, ctx: &PathContext) -> Result<Vec<PathPattern>, PolicyError> {
+    let fail = |reason: String| PolicyError::ExpandPattern {
+        pattern: pattern.to_owned(),
+        reason,
+    };
+    match classify(pattern).map_err(fail)? {
+        Start::Root(tail) => Ok(vec![build(Path::new("/"), &[tail]).map_err(fail)?]),
+        Start::Home(tail) => Ok(vec![build(&ctx.home, &[tail]).map_err(fail)?]),
+        Start::Workspace(tail) => Ok(vec![build(&ctx.workspace, &[tail]).map_err(fail)?]),
+        Start::Relative(rel) => ctx
+            .writable_roots
+            .iter()
+            .map(|root| build(root, &["**", rel]).map_err(fail))
+            .collect(),
+    }
+}
+
+/// Removes `.` components and resolves `..` against the preceding component, without touching
+/// the filesystem. `..` above `/` stays `/`; leading `..` of a relative path are kept.
+pub fn normalize_lexically(path: &Path) -> PathBuf {
+    let mut out: Vec<Component<'_>> = Vec::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => match out.last() {
+                Some(Component::Normal(_)) => {
+                    out.pop();
+                }
+                Some(Component::RootDir | Component::Prefix(_)) => {}
+                _ => out.push(component),
+            },
+            other => out.push(other),
+        }
+    }
+    if out.is_empty() {
+        return PathBuf::from(".");
+    }
+    out.iter().collect()
+}
+
+/// Whether `path` is `root` or lies beneath it, comparing whole components after lexical
+/// normalization (`/h/.sshfoo` is not within `/h/.ssh`).
+pub fn is_within(path: &Path, root: &Path) -> bool {
+    normalize_lexically(path).starts_with(normalize_lexically(root))
+}
+
+/// The canonical form of `path` (symlinks resolved), or `None` if it does not exist or cannot
+/// be resolved.
+pub fn canonicalize_existing(path: &Path) -> Option<PathBuf> {
+    std::fs::canonicalize(path).ok()
+}
+
+/// Whether a pattern (or path component) contains glob metacharacters.
+pub(crate) fn has_glob_meta(s: &str) -> bool {
+    s.contains(['*', '?', '[', '{'])
+}
+
+/// Whether a pattern is relative (applies beneath every writable root).
+pub(crate) fn is_relative_pattern(pattern: &str) -> bool {
+    !pattern.is_empty() && !pattern.starts_with(['/', '~', '$'])
+}
+
+/// Checks that `pattern` is well-formed, by expanding it against a placeholder context.
+pub(crate) fn check_syntax(pattern: &str) -> Result<(), PolicyError> {
+    let ctx = PathContext {
+        home: PathBuf::from("/home/user"),
+        workspace: PathBuf::from("/workspace"),
+        writable_roots: vec![PathBuf::from("/workspace")],
+    };
+    expand(pattern, &ctx).map(|_| ())
+}
+
+/// Where a pattern is anchored, with the rest of the pattern.
+enum Start<'a> {
+    Root(&'a str),
+    Home(&'a str),
+    Workspace(&'a str),
+    Relative(&'a str),
+}
+
+fn classify(pattern: &str) -> Result<Start<'_>, String> {
+    if pattern.is_empty() {
+        return Err("the pattern is empty".to_owned());
+    }
+    if pattern.contains('\0') {
+        return Err("the pattern contains a NUL byte".to_owned());
+    }
+    if let Some(rest) = pattern.strip_prefix('/') {
+        return Ok(Start::Root(rest));
+    }
+    if let Some(rest) = pattern.strip_prefix('~') {
+        return match rest.strip_prefix('/') {
+            Some(tail) => Ok(Start::Home(tail)),
+            None if rest.is_empty() => Ok(Start::Home("")),
+            None => Err("`~user` is not supported; use `~/` or an absolute path".to_owned()),
+        };
+    }
+    if let Some(rest) = pattern.strip_prefix('$') {
+        let (name, after) = match rest.strip_prefix('{') {
+            Some(braced) => braced
+                .split_once('}')
+                .ok_or_else(|| "unterminated `${`".to_owned())?,
+            None => {
+                let end = rest
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(rest.len());
+                rest.split_at(end)
+            }
+        };
+        let tail = match after.strip_prefix('/') {
+            Some(tail) => tail,
+            None if after.is_empty() => "",
+            None => return Err(format!("expected `/` after `${name}`")),
+        };
+        return match name {
+            "HOME" => Ok(Start::Home(tail)),
+            "WORKSPACE" => Ok(Start::Workspace(tail)),
+            _ => Err(format!(
+                "unknown variable `${name}`; only `$HOME` and `$WORKSPACE` are expanded"
+            )),
+        };
+    }
+    if pattern.split('/').any(|part| part == "..") {
+        return Err("a relative pattern cannot contain `..`".to_owned());
+    }
+    Ok(Start::Relative(pattern))
+}
+
+/// A component of a pattern under construction.
+enum Part {
+    Literal(OsString),
+    Glob(String),
+}
+
+/// Joins `base` (a context directory) with pattern `tails`, normalizes lexically and compiles.
+fn build(base: &Path, tails: &[&str]) -> Result<PathPattern, String> {
+    if !base.is_absolute() {
+        return Err(format!("`{}` is not an absolute path", base.display()));
+    }
+    let mut parts: Vec<Part> = Vec::new();
+    for component in normalize_lexically(base).components() {
+        if let Component::Normal(name) = component {
+            parts.push(Part::Literal(name.to_owned()));
+        }
+    }
+    for piece in tails.iter().flat_map(|t| t.split('/')) {
+        match piece {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p if has_glob_meta(p) => parts.push(Part::Glob(p.to_owned())),
+            p => parts.push(Part::Literal(OsString::from(p))),
+        }
+    }
+    if !parts.iter().any(|p| matches!(p, Part::Glob(_))) {
+        let mut path = PathBuf::from("/");
+        for part in &parts {
+            if let Part::Literal(name) = part {
+                path.push(name);
+            }
+        }
+        return Ok(PathPattern::Exact(path));
+    }
+    let mut base = PathBuf::from("/");
+    let mut pattern = String::new();
+    let mut in_base = true;
+    for part in &parts {
+        pattern.push('/');
+        match part {
+            Part::Literal(name) => {
+                pattern.push_str(&globset::escape(utf8(name)?));
+                if in_base {
+                    base.push(name);
+                }
+            }
+            Part::Glob(glob) => {
+                pattern.push_str(glob);
+                in_base = false;
+            }
+        }
+    }
+    let matcher = GlobBuilder::new(&pattern)
+        .literal_separator(true)
+        .backslash_escape(false)
+        .build()
+        .map_err(|e| format!("invalid glob: {}", e.kind()))?
+        .compile_matcher();
+    Ok(PathPattern::Glob(Glob {
+        pattern,
+        base,
+        matcher,
+    }))
+}
+
+fn utf8(name: &OsStr) -> Result<&str, String> {
+    name.to_str().ok_or_else(|| {
+        format!(
+            "`{}` is not valid UTF-8 and cannot be part of a glob",
+            name.to_string_lossy()
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx() -> PathContext {
+        PathContext {
+            home: PathBuf::from("/home/u"),
+            workspace: PathBuf::from("/ws"),
+            writable_roots: vec![PathBuf::from("/ws")],
+        }
+    }
+
+    fn exact(pattern: &str) -> PathBuf {
+        match expand(pattern, &ctx()).unwrap().as_slice() {
+            [PathPattern::Exact(path)] => path.clone(),
+            other => panic!("{pattern}: {other:?}"),
+        }
+    }
+
+    fn globs(pattern: &str, ctx: &PathContext) -> Vec<Glob> {
+        expand(pattern, ctx)
+            .unwrap()
+            .into_iter()
+            .map(|p| match p {
+                PathPattern::Glob(g) => g,
+                other => panic!("{pattern}: {other:?}"),
+            })
+            .collect()
+    }
+
+    fn glob(pattern: &str) -> Glob {
+        let mut all = globs(pattern, &ctx());
+        assert_eq!(all.len(), 1, "{pattern}");
+        all.remove(0)
+    }
+
+    fn expand_err(pattern: &str) -> String {
+        expand(pattern, &ctx()).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn home_forms() {
+        assert_eq!(exact("~"), Path::new("/home/u"));
+        assert_eq!(exact("~/"), Path::new("/home/u"));
+        assert_eq!(exact("~/.ssh"), Path::new("/home/u/.ssh"));
+        assert_eq!(exact("$HOME"), Path::new("/home/u"));
+        assert_eq!(exact("$HOME/.aws"), Path::new("/home/u/.aws"));
+        assert_eq!(exact("${HOME}"), Path::new("/home/u"));
+        assert_eq!(exact("${HOME}/x/y"), Path::new("/home/u/x/y"));
+    }
+
+    #[test]
+    fn workspace_forms() {
+        assert_eq!(exact("$WORKSPACE"), Path::new("/ws"));
+        assert_eq!(exact("$WORKSPACE/build"), Path::new("/ws/build"));
+        assert_eq!(exact("${WORKSPACE}"), Path::new("/ws"));
+        assert_eq!(exact("${WORKSPACE}/target/"), Path::new("/ws/target"));
+    }
+
+    #[test]
+    fn absolute_as_is() {
+        assert_eq!(exact("/etc/shadow"), Path::new("/etc/shadow"));
+        assert_eq!(exact("/"), Path::new("/"));
+        assert_eq!(exact("/var/log/"), Path::new("/var/log"));
+        assert_eq!(exact("//a//b"), Path::new("/a/b"));
+    }
+
+    #[test]
+    fn dot_and_dotdot_are_normalized() {
+        assert_eq!(exact("/a/./b/../c"), Path::new("/a/c"));
+        assert_eq!(exact("~/../other"), Path::new("/home/other"));
+        assert_eq!(exact("$WORKSPACE/.."), Path::new("/"));
+        assert_eq!(exact("/../../etc"), Path::new("/etc"));
+        assert_eq!(exact("/.."), Path::new("/"));
+    }
+
+    #[test]
+    fn context_dirs_are_normalized_too() {
+        let ctx = PathContext {
+            home: PathBuf::from("/home/./u/"),
+            workspace: PathBuf::from("/x/../ws"),
+            writable_roots: vec![PathBuf::from("/ws/")],
+        };
+        assert_eq!(
+            expand("~/.ssh", &ctx).unwrap(),
+            [PathPattern::Exact(PathBuf::from("/home/u/.ssh"))]
+        );
+        assert_eq!(
+            expand("$WORKSPACE", &ctx).unwrap(),
+            [PathPattern::Exact(PathBuf::from("/ws"))]
+        );
+        assert_eq!(globs(".env", &ctx)[0].pattern(), "/ws/**/.env");
+    }
+
+    #[test]
+    fn glob_under_home() {
+        let g = glob("~/.config/*/token");
+        assert_eq!(g.pattern(), "/home/u/.config/*/token");
+        assert_eq!(g.base(), Path::new("/home/u/.config"));
+        assert!(!g.crosses_dirs());
+        assert!(g.is_match(Path::new("/home/u/.config/app/token")));
+        assert!(!g.is_match(Path::new("/home/u/.config/a/b/token")));
+    }
+
+    #[test]
+    fn glob_metacharacters() {
+        for pattern in ["/a/b?", "/a/[ab]", "/a/{x,y}", "/a/*.pem"] {
+            assert_eq!(glob(pattern).base(), Path::new("/a"), "{pattern}");
+        }
+        assert!(glob("/a/{x,y}").is_match(Path::new("/a/y")));
+        assert!(glob("/a/*.pem").is_match(Path::new("/a/key.pem")));
+        assert!(!glob("/a/*.pem").is_match(Path::new("/a/b/key.pem")));
+    }
+
+    #[test]
+    fn double_star_crosses_dirs() {
+        let g = glob("/data/**/*.key");
+        assert!(g.crosses_dirs());
+        assert_eq!(g.base(), Path::new("/data"));
+        assert!(g.is_match(Path::new("/data/x.key")));
+        assert!(g.is_match(Path::new("/data/a/b/x.key")));
+        assert!(!g.is_match(Path::new("/other/x.key")));
+    }
+
+    #[test]
+    fn glob_with_dotdot_after_literal() {
+        let g = glob("/a/b/../*.txt");
+        assert_eq!(g.pattern(), "/a/*.txt");
+        assert_eq!(g.base(), Path::new("/a"));
+    }
+
+    #[test]
+    fn relative_pattern_one_glob_per_root() {
+        let ctx = PathContext {
+            home: PathBuf::from("/home/u"),
+            workspace: PathBuf::from("/ws"),
+            writable_roots: vec![PathBuf::from("/ws"), PathBuf::from("/home/u/.cache")],
+        };
+        let all = globs(".env", &ctx);
+        let patterns: Vec<&str> = all.iter().map(Glob::pattern).collect();
+        assert_eq!(patterns, ["/ws/**/.env", "/home/u/.cache/**/.env"]);
+        assert_eq!(all[0].base(), Path::new("/ws"));
+        assert_eq!(all[1].base(), Path::new("/home/u/.cache"));
+        assert!(all.iter().all(Glob::crosses_dirs));
+        assert!(all[1].is_match(Path::new("/home/u/.cache/pip/.env")));
+        assert!(!all[1].is_match(Path::new("/ws/.env")));
+    }
+
+    #[test]
+    fn relative_pattern_without_roots_expands_to_nothing() {
+        let ctx = PathContext {
+            writable_roots: Vec::new(),
+            ..ctx()
+        };
+        assert!(expand(".env", &ctx).unwrap().is_empty());
+    }
+
+    #[test]
+    fn dotenv_globs() {
+        let env = glob(".env");
+        let env_star = glob(".env.*");
+        let matches = |p: &str| env.is_match(Path::new(p)) || env_star.is_match(Path::new(p));
+        assert!(matches("/ws/.env"));
+        assert!(matches("/ws/a/.env"));
+        assert!(matches("/ws/.env.local"));
+        assert!(matches("/ws/a/b/.env.local"));
+        assert!(!matches("/ws/.envrc"));
+        assert!(!matches("/ws/a/.environment"));
+        assert!(!matches("/ws/.env/inner"));
+        assert!(!matches("/other/.env"));
+    }
+
+    #[test]
+    fn git_hooks_relative_glob() {
+        let g = glob(".git/hooks");
+        assert_eq!(g.pattern(), "/ws/**/.git/hooks");
+        assert!(g.is_match(Path::new("/ws/.git/hooks")));
+        assert!(g.is_match(Path::new("/ws/sub/.git/hooks")));
+        assert!(g.is_match(Path::new("/ws/a/b/.git/hooks/")));
+        assert!(!g.is_match(Path::new("/ws/.git/hooksx")));
+        assert!(!g.is_match(Path::new("/ws/git/hooks")));
+    }
+
+    #[test]
+    fn relative_pattern_with_dot_prefix() {
+        assert_eq!(glob("./.envrc").pattern(), "/ws/**/.envrc");
+    }
+
+    #[test]
+    fn literal_metacharacters_in_context_are_escaped() {
+        let ctx = PathContext {
+            home: PathBuf::from("/home/u"),
+            workspace: PathBuf::from("/src/[proj]"),
+            writable_roots: vec![PathBuf::from("/src/[proj]")],
+        };
+        let g = globs(".env", &ctx).remove(0);
+        assert_eq!(g.pattern(), "/src/[[]proj[]]/**/.env");
+        assert_eq!(g.base(), Path::new("/src/[proj]"));
+        assert!(g.is_match(Path::new("/src/[proj]/.env")));
+        assert!(!g.is_match(Path::new("/src/p/.env")));
+    }
+
+    #[test]
+    fn is_match_normalizes_input() {
+        assert!(glob(".env").is_match(Path::new("/ws/a/./b/../.env")));
+    }
+
+    #[test]
+    fn glob_equality_compares_patterns() {
+        assert_eq!(glob("/a/*"), glob("/a/./*"));
+        assert_ne!(glob("/a/*"), glob("/b/*"));
+    }
+
+    #[test]
+    fn errors() {
+        assert_eq!(
+            expand_err("$FOO/x"),
+            "failed to expand path pattern `$FOO/x`: unknown variable `$FOO`; only `$HOME` \
+             and `$WORKSPACE` are expanded"
+        );
+        assert!(expand_err("${USER}").contains("unknown variable `$USER`"));
+        assert!(expand_err("$HOMEX").contains("unknown variable `$HOMEX`"));
+        assert!(expand_err("${HOME}x").contains("expected `/` after `$HOME`"));
+        assert!(expand_err("${HOME").contains("unterminated"));
+        assert!(expand_err("~root/.ssh").contains("`~user` is not supported"));
+        assert!(expand_err("").contains("empty"));
+        assert!(expand_err("/a\0b").contains("NUL"));
+        assert!(expand_err("../x").contains("cannot contain `..`"));
+        assert!(expand_err("a/../../x").contains("cannot contain `..`"));
+        assert!(expand_err("/a/[b").contains("invalid glob"));
+    }
+
+    #[test]
+    fn error_code_and_hint() {
+        let e = expand("$FOO", &ctx()).unwrap_err();
+        assert_eq!(e.code(), "E_POLICY_INVALID");
+        assert!(e.hint().unwrap().contains("$WORKSPACE"));
+    }
+
+    #[test]
+    fn relative_context_dir_is_an_error() {
+        let ctx = PathContext {
+            home: PathBuf::from("home"),
+            ..ctx()
+        };
+        let e = expand("~/.ssh", &ctx).unwrap_err().to_string();
+        assert!(e.contains("`home` is not an absolute path"), "{e}");
+    }
+
+    #[test]
+    fn normalize() {
+        let n = |p: &str| normalize_lexically(Path::new(p));
+        assert_eq!(n("/a/./b/../c/"), Path::new("/a/c"));
+        assert_eq!(n("/../.."), Path::new("/"));
+        assert_eq!(n("/"), Path::new("/"));
+        assert_eq!(n("a/b/../.."), Path::new("."));
+        assert_eq!(n("../a/../b"), Path::new("../b"));
+        assert_eq!(n("./a"), Path::new("a"));
+    }
+
+    #[test]
+    fn within() {
+        let w = |p: &str, r: &str| is_within(Path::new(p), Path::new(r));
+        assert!(w("/h/.ssh", "/h/.ssh"));
+        assert!(w("/h/.ssh/id_rsa", "/h/.ssh"));
+        assert!(w("/h/.ssh/", "/h/.ssh"));
+        assert!(!w("/h/.sshfoo", "/h/.ssh"));
+        assert!(!w("/h/.ssh-backup/key", "/h/.ssh"));
+        assert!(!w("/h", "/h/.ssh"));
+        assert!(w("/anything", "/"));
+        assert!(!w("/h/.ssh/../x", "/h/.ssh"));
+        assert!(w("/h/x/../.ssh/k", "/h/.ssh"));
+    }
+
+    #[test]
+    fn canonicalize() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let canon_real = canonicalize_existing(&real).unwrap();
+        assert_eq!(canonicalize_existing(&link), Some(canon_real));
+        assert_eq!(canonicalize_existing(&dir.path().join("missing")), None);
+    }
+
+    #[test]
+    fn helpers() {
+        assert!(has_glob_meta("a*"));
+        assert!(has_glob_meta("{a,b}"));
+        assert!(!has_glob_meta("/plain/path"));
+        assert!(is_relative_pattern(".env"));
+        assert!(!is_relative_pattern("/x"));
+        assert!(!is_relative_pattern("~/x"));
+        assert!(!is_relative_pattern("$HOME"));
+        assert!(check_syntax("~/.ssh").is_ok());
+        assert!(check_syntax("$NOPE").is_err());
+    }
+
+    #[test]
+    fn default_patterns_all_expand() {
+        for pattern in crate::DEFAULT_DENY_READ
+            .iter()
+            .chain(crate::PROTECTED_PATHS)
+        {
+            assert!(!expand(pattern, &ctx()).unwrap().is_empty(), "{pattern}");
+        }
+    }
+}

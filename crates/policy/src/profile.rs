@@ -1,0 +1,231 @@
+//! Built-in profiles. A profile is plain data: a name and the writable roots it grants; every
+//! profile shares the same deny lists, environment allow-list and network mode.
+
+use crate::error::PolicyError;
+use crate::model::{Env, Filesystem, Limits, Network, NetworkMode, Policy, ReadScope};
+
+/// The profile used when neither the command line nor the policy file names one.
+pub const DEFAULT_PROFILE: &str = "workspace-write";
+
+/// Names of the built-in profiles, in the order they are documented.
+pub const PROFILES: &[&str] = &["workspace-write", "read-only"];
+
+/// Paths that are never readable by default: credentials, shell/REPL histories, browser
+/// profiles, and (relative, so at any depth beneath every writable root) dotenv files.
+pub const DEFAULT_DENY_READ: &[&str] = &[
+    // Credentials and tokens.
+    "~/.ssh",
+    "~/.gnupg",
+    "~/.aws",
+    "~/.azure",
+    "~/.config/gcloud",
+    "~/.kube",
+    "~/.docker",
+    "~/.netrc",
+    "~/.npmrc",
+    "~/.pypirc",
+    "~/.git-credentials",
+    "~/.config/gh",
+    "~/.cargo/credentials",
+    "~/.cargo/credentials.toml",
+    "~/.vault-token",
+    "~/.password-store",
+    "~/.local/share/keyrings",
+    "~/.terraform.d/credentials.tfrc.json",
+    "~/.m2/settings.xml",
+    "~/.gradle/gradle.properties",
+    "~/.config/hub",
+    // Shell and REPL histories.
+    "~/.bash_history",
+    "~/.zsh_history",
+    "~/.histfile",
+    "~/.local/share/fish/fish_history",
+    "~/.python_history",
+    "~/.node_repl_history",
+    "~/.psql_history",
+    "~/.mysql_history",
+    "~/.sqlite_history",
+    "~/.lesshst",
+    "~/.viminfo",
+    // Browser profiles (cookies, saved passwords).
+    "~/.mozilla",
+    "~/.config/google-chrome",
+    "~/.config/chromium",
+    "~/.config/BraveSoftware",
+    "~/.config/microsoft-edge",
+    "~/.config/vivaldi",
+    "~/.config/opera",
+    "~/snap/firefox",
+    "~/.var/app/org.mozilla.firefox",
+    "~/.var/app/com.google.Chrome",
+    // Dotenv files, at any depth beneath every writable root.
+    ".env",
+    ".env.*",
+];
+
+/// Paths that stay read-only inside writable roots (relative: at any depth beneath every
+/// writable root): files that make other programs run code later (git hooks, editor and agent
+/// configuration, shell start-up files) and stockade's own configuration.
+pub const PROTECTED_PATHS: &[&str] = &[
+    ".git/hooks",
+    ".git/config",
+    ".gitmodules",
+    ".envrc",
+    ".mcp.json",
+    ".vscode",
+    ".idea",
+    ".claude",
+    ".codex",
+    ".husky",
+    "stockade.toml",
+    ".stockade",
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    ".config/fish",
+];
+
+/// Environment variables copied from the caller by default (secret-looking names excepted).
+pub const DEFAULT_ENV_ALLOW: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "LC_*",
+    "TERM",
+    "COLORTERM",
+    "TZ",
+    "CI",
+    "NO_COLOR",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+];
+
+/// What distinguishes one built-in profile from another.
+struct ProfileDef {
+    name: &'static str,
+    allow_write: &'static [&'static str],
+}
+
+const DEFS: &[ProfileDef] = &[
+    ProfileDef {
+        name: "workspace-write",
+        allow_write: &["$WORKSPACE"],
+    },
+    ProfileDef {
+        name: "read-only",
+        allow_write: &[],
+    },
+];
+
+/// The built-in profile called `name`, as a resolved [`Policy`].
+///
+/// # Errors
+///
+/// [`PolicyError::UnknownProfile`] when `name` is not one of [`PROFILES`].
+pub fn profile(name: &str) -> Result<Policy, PolicyError> {
+    let def = DEFS
+        .iter()
+        .find(|d| d.name == name)
+        .ok_or_else(|| PolicyError::UnknownProfile {
+            name: name.to_owned(),
+        })?;
+    Ok(Policy {
+        profile: def.name.to_owned(),
+        filesystem: Filesystem {
+            read_scope: ReadScope::Host,
+            deny_read: strings(DEFAULT_DENY_READ),
+            allow_read: Vec::new(),
+            allow_write: strings(def.allow_write),
+            deny_write: strings(PROTECTED_PATHS),
+        },
+        env: Env {
+            allow: strings(DEFAULT_ENV_ALLOW),
+            set: Default::default(),
+            passthrough: Vec::new(),
+        },
+        network: Network {
+            mode: NetworkMode::None,
+        },
+        limits: Limits {},
+    })
+}
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| (*s).to_owned()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profiles_list_matches_definitions() {
+        let names: Vec<&str> = DEFS.iter().map(|d| d.name).collect();
+        assert_eq!(names, PROFILES);
+        assert!(PROFILES.contains(&DEFAULT_PROFILE));
+    }
+
+    #[test]
+    fn workspace_write_profile() {
+        let p = profile("workspace-write").unwrap();
+        assert_eq!(p.profile, "workspace-write");
+        assert_eq!(p.filesystem.read_scope, ReadScope::Host);
+        assert_eq!(p.filesystem.allow_write, vec!["$WORKSPACE"]);
+        assert_eq!(p.filesystem.deny_read, strings(DEFAULT_DENY_READ));
+        assert_eq!(p.filesystem.deny_write, strings(PROTECTED_PATHS));
+        assert!(p.filesystem.allow_read.is_empty());
+        assert_eq!(p.env.allow, strings(DEFAULT_ENV_ALLOW));
+        assert!(p.env.set.is_empty());
+        assert!(p.env.passthrough.is_empty());
+        assert_eq!(p.network.mode, NetworkMode::None);
+    }
+
+    #[test]
+    fn read_only_profile_has_no_writable_roots() {
+        let p = profile("read-only").unwrap();
+        assert_eq!(p.profile, "read-only");
+        assert!(p.filesystem.allow_write.is_empty());
+        assert_eq!(p.filesystem.deny_write, strings(PROTECTED_PATHS));
+        assert_eq!(p.filesystem.deny_read, strings(DEFAULT_DENY_READ));
+    }
+
+    #[test]
+    fn unknown_profile_lists_known_ones() {
+        let err = profile("yolo").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "failed to load profile `yolo`: unknown profile"
+        );
+        assert_eq!(err.code(), "E_POLICY_INVALID");
+        assert_eq!(
+            err.hint().as_deref(),
+            Some("known profiles: workspace-write, read-only")
+        );
+    }
+
+    #[test]
+    fn default_lists_have_no_duplicates() {
+        for list in [DEFAULT_DENY_READ, PROTECTED_PATHS, DEFAULT_ENV_ALLOW] {
+            let mut seen = std::collections::HashSet::new();
+            for item in list {
+                assert!(seen.insert(item), "duplicate {item}");
+            }
+        }
+    }
+
+    #[test]
+    fn dotenv_patterns_are_relative() {
+        assert!(DEFAULT_DENY_READ.contains(&".env"));
+        assert!(DEFAULT_DENY_READ.contains(&".env.*"));
+    }
+}

@@ -1,0 +1,521 @@
+//! Resolution: profile, then policy file, then command-line overrides, into one validated
+//! [`Policy`]; and the policy's digest.
+
+use sha2::{Digest, Sha256};
+
+use crate::error::PolicyError;
+use crate::file::PolicyFile;
+use crate::model::Policy;
+use crate::paths::{check_syntax, has_glob_meta, is_relative_pattern};
+use crate::profile::{profile, DEFAULT_PROFILE};
+
+/// Command-line overrides, applied after the policy file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Overrides {
+    /// Profile to start from; wins over the file's `profile`.
+    pub profile: Option<String>,
+    /// Extra writable roots.
+    pub allow_write: Vec<String>,
+    /// Extra unreadable paths.
+    pub deny_read: Vec<String>,
+    /// Extra readable paths.
+    pub allow_read: Vec<String>,
+    /// `NAME` passes the caller's `NAME` through; `NAME=VALUE` sets it.
+    pub env: Vec<String>,
+}
+
+/// Resolves a policy: the profile (`overrides.profile`, else the file's, else
+/// [`DEFAULT_PROFILE`]), then the file's sections, then `overrides`. Lists are appended
+/// (duplicates dropped, order kept), `env.set` maps merged (later wins), optional fields
+/// replace. The result is validated.
+///
+/// # Errors
+///
+/// [`PolicyError::UnknownProfile`], [`PolicyError::InvalidEnvName`] for empty names or names
+/// containing `=` or NUL (or a misplaced `*`), [`PolicyError::InvalidPattern`] for empty
+/// patterns, NUL bytes, malformed patterns, and writable roots that are relative or contain
+/// glob characters.
+pub fn resolve(file: Option<PolicyFile>, overrides: &Overrides) -> Result<Policy, PolicyError> {
+    let name = overrides
+        .profile
+        .as_deref()
+        .or_else(|| file.as_ref().and_then(|f| f.profile.as_deref()))
+        .unwrap_or(DEFAULT_PROFILE);
+    let mut policy = profile(name)?;
+
+    if let Some(file) = file {
+        let fs = &mut policy.filesystem;
+        if let Some(scope) = file.filesystem.read_scope {
+            fs.read_scope = scope;
+        }
+        append(&mut fs.deny_read, file.filesystem.deny_read);
+        append(&mut fs.allow_read, file.filesystem.allow_read);
+        append(&mut fs.allow_write, file.filesystem.allow_write);
+        append(&mut fs.deny_write, file.filesystem.deny_write);
+        append(&mut policy.env.allow, file.env.allow);
+        policy.env.set.extend(file.env.set);
+        append(&mut policy.env.passthrough, file.env.passthrough);
+        if let Some(mode) = file.network.mode {
+            policy.network.mode = mode;
+        }
+        policy.limits = file.limits;
+    }
+
+    let fs = &mut policy.filesystem;
+    append(&mut fs.allow_write, overrides.allow_write.iter().cloned());
+    append(&mut fs.deny_read, overrides.deny_read.iter().cloned());
+    append(&mut fs.allow_read, overrides.allow_read.iter().cloned());
+    for entry in &overrides.env {
+        match entry.split_once('=') {
+            Some((name, value)) => {
+                policy.env.set.insert(name.to_owned(), value.to_owned());
+            }
+            None => append(&mut policy.env.passthrough, [entry.clone()]),
+        }
+    }
+
+    validate(&policy)?;
+    Ok(policy)
+}
+
+/// `"sha256:"` followed by the hex SHA-256 of the policy's JSON serialization. Stable: struct
+/// fields serialize in declaration order and maps are sorted.
+pub fn digest(policy: &Policy) -> String {
+    // Serializing plain structs, strings and string-keyed maps cannot fail; should it ever,
+    // the error text is hashed instead so the function stays total.
+    let json = serde_json::to_vec(policy)
+        .unwrap_or_else(|e| format!("unserializable policy: {e}").into_bytes());
+    let hash = Sha256::digest(&json);
+    let mut out = String::with_capacity(7 + 64);
+    out.push_str("sha256:");
+    for byte in hash.iter() {
+        out.push(hex_digit(byte >> 4));
+        out.push(hex_digit(byte & 0x0f));
+    }
+    out
+}
+
+fn hex_digit(nibble: u8) -> char {
+    char::from(b"0123456789abcdef"[usize::from(nibble & 0x0f)])
+}
+
+/// Appends the items not already present, keeping order.
+fn append(list: &mut Vec<String>, items: impl IntoIterator<Item = String>) {
+    for item in items {
+        if !list.contains(&item) {
+            list.push(item);
+        }
+    }
+}
+
+fn validate(policy: &Policy) -> Result<(), PolicyError> {
+    let fs = &policy.filesystem;
+    for (field, list) in [
+        ("filesystem.deny_read", &fs.deny_read),
+        ("filesystem.allow_read", &fs.allow_read),
+        ("filesystem.allow_write", &fs.allow_write),
+        ("filesystem.deny_write", &fs.deny_write),
+    ] {
+        for pattern in list {
+            validate_pattern(field, pattern)?;
+        }
+    }
+    for pattern in &fs.allow_write {
+        let reason = if has_glob_meta(pattern) {
+            "a writable root cannot contain glob characters (`*`, `?`, `[`, `{`)"
+        } else if is_relative_pattern(pattern) {
+            "a writable root must be absolute or start with `~/`, `$HOME` or `$WORKSPACE`"
+        } else {
+            continue;
+        };
+        return Err(invalid_pattern("filesystem.allow_write", pattern, reason));
+    }
+
+    let env = &policy.env;
+    for name in &env.allow {
+        let star = name.find('*');
+        if star.is_some_and(|at| at + 1 != name.len()) {
+            return Err(invalid_env(
+                "env.allow",
+                name,
+                "`*` is only allowed at the end",
+            ));
+        }
+        if name != "*" {
+            validate_env_name(name.trim_end_matches('*'))
+                .map_err(|reason| invalid_env("env.allow", name, reason))?;
+        }
+    }
+    for name in &env.passthrough {
+        validate_env_name(name)
+            .and_then(|()| no_star(name))
+            .map_err(|reason| invalid_env("env.passthrough", name, reason))?;
+    }
+    for (name, value) in &env.set {
+        validate_env_name(name)
+            .and_then(|()| no_star(name))
+            .map_err(|reason| invalid_env("env.set", name, reason))?;
+        if value.contains('\0') {
+            return Err(invalid_env(
+                "env.set",
+                name,
+                "the value contains a NUL byte",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn validate_pattern(field: &'static str, pattern: &str) -> Result<(), PolicyError> {
+    if pattern.is_empty() {
+        return Err(invalid_pattern(field, pattern, "the pattern is empty"));
+    }
+    if pattern.contains('\0') {
+        return Err(invalid_pattern(
+            field,
+            pattern,
+            "the pattern contains a NUL byte",
+        ));
+    }
+    check_syntax(pattern).map_err(|err| match err {
+        PolicyError::ExpandPattern { reason, .. } => invalid_pattern(field, pattern, &reason),
+        other => other,
+    })
+}
+
+fn validate_env_name(name: &str) -> Result<(), &'static str> {
+    if name.is_empty() {
+        Err("the name is empty")
+    } else if name.contains('=') {
+        Err("the name contains `=`")
+    } else if name.contains('\0') {
+        Err("the name contains a NUL byte")
+    } else {
+        Ok(())
+    }
+}
+
+fn no_star(name: &str) -> Result<(), &'static str> {
+    if name.contains('*') {
+        Err("only `env.allow` accepts `*` patterns")
+    } else {
+        Ok(())
+    }
+}
+
+fn invalid_pattern(field: &'static str, pattern: &str, reason: &str) -> PolicyError {
+    PolicyError::InvalidPattern {
+        field,
+        pattern: pattern.to_owned(),
+        reason: reason.to_owned(),
+    }
+}
+
+fn invalid_env(field: &'static str, name: &str, reason: &str) -> PolicyError {
+    PolicyError::InvalidEnvName {
+        field,
+        name: name.to_owned(),
+        reason: reason.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::file::parse_policy_file;
+    use crate::model::{NetworkMode, ReadScope};
+    use crate::profile::{DEFAULT_DENY_READ, DEFAULT_ENV_ALLOW, PROTECTED_PATHS};
+
+    fn file(text: &str) -> PolicyFile {
+        parse_policy_file(text, "stockade.toml").unwrap()
+    }
+
+    fn overrides_err(overrides: Overrides) -> String {
+        resolve(None, &overrides).unwrap_err().to_string()
+    }
+
+    fn file_err(text: &str) -> String {
+        resolve(Some(file(text)), &Overrides::default())
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn no_file_no_overrides_is_default_profile() {
+        let p = resolve(None, &Overrides::default()).unwrap();
+        assert_eq!(p, profile(DEFAULT_PROFILE).unwrap());
+    }
+
+    #[test]
+    fn profile_precedence() {
+        let f = file("profile = \"read-only\"");
+        assert_eq!(
+            resolve(Some(f.clone()), &Overrides::default())
+                .unwrap()
+                .profile,
+            "read-only"
+        );
+        let o = Overrides {
+            profile: Some("workspace-write".into()),
+            ..Overrides::default()
+        };
+        let p = resolve(Some(f), &o).unwrap();
+        assert_eq!(p.profile, "workspace-write");
+        assert_eq!(p.filesystem.allow_write, ["$WORKSPACE"]);
+    }
+
+    #[test]
+    fn unknown_override_profile() {
+        let o = Overrides {
+            profile: Some("nope".into()),
+            ..Overrides::default()
+        };
+        let e = resolve(None, &o).unwrap_err();
+        assert!(matches!(e, PolicyError::UnknownProfile { .. }));
+        assert_eq!(
+            e.hint().as_deref(),
+            Some("known profiles: workspace-write, read-only")
+        );
+    }
+
+    #[test]
+    fn unknown_profile_in_programmatic_file() {
+        let f = PolicyFile {
+            profile: Some("nope".into()),
+            ..PolicyFile::default()
+        };
+        assert!(matches!(
+            resolve(Some(f), &Overrides::default()),
+            Err(PolicyError::UnknownProfile { .. })
+        ));
+    }
+
+    #[test]
+    fn lists_append_in_order_profile_file_overrides() {
+        let f = file(
+            r#"
+[filesystem]
+deny_read = ["~/secrets", "~/.ssh", "/b"]
+allow_read = ["~/.ssh/config"]
+allow_write = ["~/.cache/pip"]
+deny_write = ["Makefile"]
+"#,
+        );
+        let o = Overrides {
+            deny_read: vec!["/a".into(), "/b".into()],
+            allow_read: vec!["/r".into()],
+            allow_write: vec!["/tmp/out".into(), "~/.cache/pip".into()],
+            ..Overrides::default()
+        };
+        let p = resolve(Some(f), &o).unwrap();
+        let fs = &p.filesystem;
+        let n = DEFAULT_DENY_READ.len();
+        assert_eq!(fs.deny_read[..n], *DEFAULT_DENY_READ);
+        assert_eq!(fs.deny_read[n..], ["~/secrets", "/b", "/a"]);
+        assert_eq!(fs.allow_read, ["~/.ssh/config", "/r"]);
+        assert_eq!(fs.allow_write, ["$WORKSPACE", "~/.cache/pip", "/tmp/out"]);
+        assert_eq!(fs.deny_write.len(), PROTECTED_PATHS.len() + 1);
+        assert_eq!(fs.deny_write.last().map(String::as_str), Some("Makefile"));
+    }
+
+    #[test]
+    fn optional_fields_replace() {
+        let f = file("[filesystem]\nread_scope = \"allow-list\"\n[network]\nmode = \"none\"");
+        let p = resolve(Some(f), &Overrides::default()).unwrap();
+        assert_eq!(p.filesystem.read_scope, ReadScope::AllowList);
+        assert_eq!(p.network.mode, NetworkMode::None);
+        let p = resolve(Some(file("")), &Overrides::default()).unwrap();
+        assert_eq!(p.filesystem.read_scope, ReadScope::Host);
+    }
+
+    #[test]
+    fn env_merging() {
+        let f = file(
+            r#"
+[env]
+allow = ["RUST_LOG", "PATH"]
+set = { FOO = "file", BAR = "file" }
+passthrough = ["GITHUB_TOKEN"]
+"#,
+        );
+        let o = Overrides {
+            env: vec![
+                "FOO=cli".into(),
+                "GITHUB_TOKEN".into(),
+                "NPM_TOKEN".into(),
+                "EMPTY=".into(),
+                "EQ=a=b".into(),
+            ],
+            ..Overrides::default()
+        };
+        let p = resolve(Some(f), &o).unwrap();
+        let n = DEFAULT_ENV_ALLOW.len();
+        assert_eq!(p.env.allow[..n], *DEFAULT_ENV_ALLOW);
+        assert_eq!(p.env.allow[n..], ["RUST_LOG"]);
+        assert_eq!(p.env.passthrough, ["GITHUB_TOKEN", "NPM_TOKEN"]);
+        let set: Vec<(&str, &str)> = p
+            .env
+            .set
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(
+            set,
+            [
+                ("BAR", "file"),
+                ("EMPTY", ""),
+                ("EQ", "a=b"),
+                ("FOO", "cli")
+            ]
+        );
+    }
+
+    #[test]
+    fn allow_write_glob_rejected_naming_entry() {
+        let e = overrides_err(Overrides {
+            allow_write: vec!["/tmp/*".into()],
+            ..Overrides::default()
+        });
+        assert_eq!(
+            e,
+            "failed to validate path pattern `/tmp/*` in filesystem.allow_write: a writable \
+             root cannot contain glob characters (`*`, `?`, `[`, `{`)"
+        );
+        assert!(file_err("[filesystem]\nallow_write = [\"~/{a,b}\"]").contains("`~/{a,b}`"));
+    }
+
+    #[test]
+    fn allow_write_relative_rejected() {
+        let e = file_err("[filesystem]\nallow_write = [\"build\"]");
+        assert!(e.contains("`build` in filesystem.allow_write"), "{e}");
+        assert!(e.contains("must be absolute"), "{e}");
+    }
+
+    #[test]
+    fn empty_and_nul_patterns_rejected() {
+        let e = file_err("[filesystem]\ndeny_read = [\"\"]");
+        assert_eq!(
+            e,
+            "failed to validate path pattern `` in filesystem.deny_read: the pattern is empty"
+        );
+        let e = overrides_err(Overrides {
+            allow_read: vec!["/a\0b".into()],
+            ..Overrides::default()
+        });
+        assert!(e.contains("filesystem.allow_read: the pattern contains a NUL byte"));
+    }
+
+    #[test]
+    fn malformed_patterns_rejected_early() {
+        let e = file_err("[filesystem]\ndeny_write = [\"$PROJECT/x\"]");
+        assert_eq!(
+            e,
+            "failed to validate path pattern `$PROJECT/x` in filesystem.deny_write: unknown \
+             variable `$PROJECT`; only `$HOME` and `$WORKSPACE` are expanded"
+        );
+        assert!(file_err("[filesystem]\nallow_read = [\"~bob\"]").contains("`~user`"));
+    }
+
+    #[test]
+    fn invalid_env_names() {
+        let e = overrides_err(Overrides {
+            env: vec!["=x".into()],
+            ..Overrides::default()
+        });
+        assert_eq!(
+            e,
+            "failed to validate environment variable `` in env.set: the name is empty"
+        );
+        let e = file_err("[env]\nallow = [\"A=B\"]");
+        assert_eq!(
+            e,
+            "failed to validate environment variable `A=B` in env.allow: the name contains `=`"
+        );
+        assert!(file_err("[env]\npassthrough = [\"\"]").contains("empty"));
+        assert!(file_err("[env]\npassthrough = [\"A\\u0000\"]").contains("NUL"));
+        assert!(file_err("[env]\nset = { \"A=B\" = \"1\" }").contains("`A=B` in env.set"));
+        assert!(file_err("[env]\nset = { A = \"x\\u0000\" }").contains("value contains a NUL"));
+    }
+
+    #[test]
+    fn env_star_placement() {
+        assert!(resolve(
+            Some(file("[env]\nallow = [\"MY_*\", \"*\"]")),
+            &Overrides::default()
+        )
+        .is_ok());
+        let e = file_err("[env]\nallow = [\"*_DIR\"]");
+        assert!(e.contains("`*` is only allowed at the end"), "{e}");
+        let e = file_err("[env]\npassthrough = [\"GH_*\"]");
+        assert!(e.contains("only `env.allow` accepts `*`"), "{e}");
+    }
+
+    #[test]
+    fn env_error_hint() {
+        let e = resolve(Some(file("[env]\nallow = [\"\"]")), &Overrides::default()).unwrap_err();
+        assert_eq!(e.code(), "E_POLICY_INVALID");
+        assert!(e.hint().unwrap().contains("LC_*"));
+    }
+
+    #[test]
+    fn digest_is_stable() {
+        let p = resolve(None, &Overrides::default()).unwrap();
+        let d = digest(&p);
+        assert!(d.starts_with("sha256:"));
+        assert_eq!(d.len(), "sha256:".len() + 64);
+        assert!(d["sha256:".len()..]
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+        assert_eq!(d, digest(&p.clone()));
+        assert_eq!(d, digest(&resolve(None, &Overrides::default()).unwrap()));
+    }
+
+    #[test]
+    fn digest_matches_json_sha256() {
+        let p = profile("read-only").unwrap();
+        let json = serde_json::to_vec(&p).unwrap();
+        let expected: String = Sha256::digest(&json)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(digest(&p), format!("sha256:{expected}"));
+    }
+
+    #[test]
+    fn digest_changes_with_content() {
+        let base = resolve(None, &Overrides::default()).unwrap();
+        let mut other = base.clone();
+        other.env.set.insert("A".into(), "1".into());
+        assert_ne!(digest(&base), digest(&other));
+        let mut other = base.clone();
+        other.filesystem.deny_read.push("/x".into());
+        assert_ne!(digest(&base), digest(&other));
+        assert_ne!(digest(&base), digest(&profile("read-only").unwrap()));
+    }
+
+    #[test]
+    fn digest_independent_of_set_insertion_order() {
+        let mut a = profile("read-only").unwrap();
+        let mut b = a.clone();
+        a.env.set.insert("X".into(), "1".into());
+        a.env.set.insert("Y".into(), "2".into());
+        b.env.set.insert("Y".into(), "2".into());
+        b.env.set.insert("X".into(), "1".into());
+        assert_eq!(digest(&a), digest(&b));
+    }
+
+    #[test]
+    fn append_dedups_keeping_order() {
+        let mut list = vec!["a".to_owned(), "b".to_owned()];
+        append(&mut list, ["c", "a", "d", "c"].map(String::from));
+        assert_eq!(list, ["a", "b", "c", "d"]);
+    }
+
+    #[test]
+    fn hex() {
+        assert_eq!(hex_digit(0), '0');
+        assert_eq!(hex_digit(9), '9');
+        assert_eq!(hex_digit(10), 'a');
+        assert_eq!(hex_digit(15), 'f');
+    }
+}
