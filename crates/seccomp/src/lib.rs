@@ -1,0 +1,550 @@
+//! The seccomp layer of stockade: the syscall deny-list as a BPF program.
+//!
+//! This crate only *builds and describes* the filter. Installing it is the job of the
+//! `sys` crate, which does so in the forked child, after `PR_SET_NO_NEW_PRIVS`, without
+//! allocating: [`build_default`] is called before the fork and the child only reads
+//! [`ArchGuarded::instructions`].
+//!
+//! # Where this layer sits
+//!
+//! The filter is a **deny-list**: every syscall it does not name is allowed. It is one
+//! layer of several; Landlock (file access), namespaces and dropped capabilities do the
+//! rest. What it refuses is the kernel surface that those layers do not cover or that
+//! exists mainly to attack them (new namespaces, `ptrace`, `io_uring`, keyrings, `bpf`,
+//! mounting, module loading, terminal input injection, Unix sockets to host services...).
+//! [`default_rules`] lists every refusal with its reason; the same table drives the
+//! compiler, so the description and the program cannot drift apart.
+//!
+//! # Program shape
+//!
+//! [`build_default`] returns an [`ArchGuarded`] program made of two parts:
+//!
+//! 1. A guard prefix written by hand as raw classic BPF ([`GUARD_LEN`] instructions):
+//!
+//!    ```text
+//!    0: ld  [4]                      ; seccomp_data.arch
+//!    1: jeq #AUDIT_ARCH_X86_64, 1, 0
+//!    2: ret #SECCOMP_RET_KILL_PROCESS ; i386 (int 0x80) or any other ABI
+//!    3: ld  [0]                      ; seccomp_data.nr
+//!    4: jge #0x40000000, 0, 1
+//!    5: ret #SECCOMP_RET_KILL_PROCESS ; x32 ABI bit set (this also catches negative nr)
+//!    6: jeq #__NR_clone3, 0, 1
+//!    7: ret #SECCOMP_RET_ERRNO|ENOSYS
+//!    ```
+//!
+//!    `clone3` passes its flags in a struct in user memory, which seccomp cannot read.
+//!    Answering `ENOSYS` makes glibc (and other libcs) fall back to `clone(2)`, whose
+//!    flags are a register the filter does check. seccompiler can only give one
+//!    "match" action per filter, so the one rule with a different errno lives here.
+//!
+//! 2. The program compiled by [`seccompiler`] from the table (`mismatch_action = Allow`,
+//!    `match_action = Errno(EPERM)`, target `x86_64`). It starts with its own
+//!    architecture check, which is redundant after ours and harmless; then one block per
+//!    denied syscall. Since the prefix only *prepends* instructions and classic BPF
+//!    jumps are relative and forward-only, every jump in the compiled part stays valid.
+//!
+//! Default action: allow.
+//!
+//! # Argument checks
+//!
+//! All argument checks compare the low 32 bits (seccompiler `Dword`), which is what the
+//! kernel itself uses for these arguments: `ioctl`'s `cmd` is an `unsigned int`,
+//! `socket`'s `domain` an `int`, and `clone(2)` only looks at `lower_32_bits(flags)`.
+//! Checking the whole 64-bit value would let a caller slip past by setting high bits
+//! that the kernel then ignores.
+//!
+//! - `unshare` and `clone` are refused when `flags` (arg0) has any namespace bit set
+//!   (one seccompiler rule per bit: `flags & bit == bit`). For `clone` the list leaves
+//!   out `CLONE_NEWTIME` (`0x80`): in `clone(2)` the low byte of `flags` is the exit
+//!   signal (`CSIGNAL`), the kernel strips it from the flags, and a time namespace can
+//!   only be made with `unshare(2)` or `clone3` (which is `ENOSYS` anyway).
+//! - `ioctl` is refused for `TIOCSTI` and `TIOCLINUX` (arg1).
+//! - `socket` is refused for `AF_UNIX` (arg0); `socketpair` stays allowed, so programs
+//!   can still talk to their own children.
+//!
+//! # Architectures
+//!
+//! Only x86_64 is supported. On any other target [`build_default`] returns
+//! [`SeccompError::UnsupportedArch`].
+
+#![forbid(unsafe_code)]
+
+use std::collections::btree_map::Entry as MapEntry;
+use std::collections::BTreeMap;
+
+use seccompiler::{
+    sock_filter, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
+    SeccompFilter, SeccompRule, TargetArch,
+};
+
+/// One thing the filter refuses, for the plan JSON and docs.
+#[derive(Debug, Clone, serde::Serialize, PartialEq, Eq)]
+pub struct Rule {
+    /// The syscall's name, or `"*"` for the guards that apply to every call.
+    pub syscall: &'static str,
+    /// `"always"`, or the argument condition, e.g. `"arg0 has CLONE_NEWUSER"`.
+    pub when: &'static str,
+    /// `"errno EPERM"`, `"errno ENOSYS"` or `"kill process"`.
+    pub action: &'static str,
+    /// Why the sandbox refuses it.
+    pub why: &'static str,
+}
+
+/// A seccomp BPF program that starts with the architecture guard.
+///
+/// Only this crate can make one (the field is private), so a program without the guard
+/// cannot be handed to the installer by construction. The program is never longer than
+/// [`MAX_INSTRUCTIONS`], so its length always fits the `u16` of `struct sock_fprog`.
+///
+/// [`seccompiler::sock_filter`] is `#[repr(C)]` with the same layout as the kernel's
+/// `struct sock_filter` (and `libc::sock_filter`), so the installer can point a
+/// `sock_fprog` at [`ArchGuarded::instructions`] directly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArchGuarded {
+    program: Vec<sock_filter>,
+}
+
+impl ArchGuarded {
+    /// The whole program, guard prefix first.
+    pub fn instructions(&self) -> &[sock_filter] {
+        &self.program
+    }
+
+    /// Number of instructions (at most [`MAX_INSTRUCTIONS`]).
+    pub fn len(&self) -> usize {
+        self.program.len()
+    }
+
+    /// Whether the program has no instructions; never true for a built program.
+    pub fn is_empty(&self) -> bool {
+        self.program.is_empty()
+    }
+}
+
+/// Why a filter could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum SeccompError {
+    /// The crate only knows the x86_64 syscall ABI.
+    #[error("failed to build seccomp filter: unsupported architecture {arch} (only x86_64 is supported)")]
+    UnsupportedArch {
+        /// `std::env::consts::ARCH` of the build.
+        arch: &'static str,
+    },
+    /// seccompiler refused the rules.
+    #[error("failed to build seccomp filter: {0}")]
+    Compile(seccompiler::BackendError),
+    /// The program is longer than the kernel accepts.
+    #[error(
+        "failed to build seccomp filter: {len} instructions, the kernel accepts at most {max}"
+    )]
+    TooLong {
+        /// Length of the program that was built.
+        len: usize,
+        /// [`MAX_INSTRUCTIONS`].
+        max: usize,
+    },
+}
+
+/// The kernel's limit on a classic BPF program (`BPF_MAXINSNS`).
+pub const MAX_INSTRUCTIONS: usize = 4096;
+
+/// Number of instructions in the hand-written guard prefix.
+pub const GUARD_LEN: usize = 8;
+
+// Classic BPF opcodes, from <linux/bpf_common.h>.
+const BPF_LD: u16 = 0x00;
+const BPF_JMP: u16 = 0x05;
+const BPF_RET: u16 = 0x06;
+const BPF_W: u16 = 0x00;
+const BPF_ABS: u16 = 0x20;
+const BPF_JEQ: u16 = 0x10;
+const BPF_JGE: u16 = 0x30;
+const BPF_K: u16 = 0x00;
+
+// Offsets in `struct seccomp_data { int nr; __u32 arch; __u64 ip; __u64 args[6]; }`.
+const SECCOMP_DATA_NR_OFFSET: u32 = 0;
+const SECCOMP_DATA_ARCH_OFFSET: u32 = 4;
+
+/// `AUDIT_ARCH_X86_64` = `EM_X86_64 | __AUDIT_ARCH_64BIT | __AUDIT_ARCH_LE` (<linux/audit.h>).
+const AUDIT_ARCH_X86_64: u32 = 62 | 0x8000_0000 | 0x4000_0000;
+
+/// `__X32_SYSCALL_BIT`: x32 syscalls are the x86_64 numbers with this bit set.
+const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+
+/// `__NR_clone3` on x86_64.
+const NR_CLONE3_X86_64: u32 = 435;
+
+const EPERM: &str = "errno EPERM";
+const ENOSYS: &str = "errno ENOSYS";
+const KILL: &str = "kill process";
+
+/// Namespace bits of `unshare(2)`'s flags.
+const UNSHARE_NS_BITS: &[u64] = &[
+    libc::CLONE_NEWUSER as u64,
+    libc::CLONE_NEWNS as u64,
+    libc::CLONE_NEWPID as u64,
+    libc::CLONE_NEWNET as u64,
+    libc::CLONE_NEWIPC as u64,
+    libc::CLONE_NEWUTS as u64,
+    libc::CLONE_NEWCGROUP as u64,
+    libc::CLONE_NEWTIME as u64,
+];
+
+/// Namespace bits of `clone(2)`'s flags: as for `unshare`, less `CLONE_NEWTIME`, whose
+/// bit (0x80) is part of the exit-signal byte in `clone(2)` (see the crate docs).
+const CLONE_NS_BITS: &[u64] = &[
+    libc::CLONE_NEWUSER as u64,
+    libc::CLONE_NEWNS as u64,
+    libc::CLONE_NEWPID as u64,
+    libc::CLONE_NEWNET as u64,
+    libc::CLONE_NEWIPC as u64,
+    libc::CLONE_NEWUTS as u64,
+    libc::CLONE_NEWCGROUP as u64,
+];
+
+// `libc::Ioctl` is `c_ulong` on glibc and `c_int` on musl, hence the casts.
+#[allow(clippy::unnecessary_cast)]
+const TIOCSTI: u64 = libc::TIOCSTI as u64;
+#[allow(clippy::unnecessary_cast)]
+const TIOCLINUX: u64 = libc::TIOCLINUX as u64;
+
+/// When a compiled rule matches.
+#[derive(Debug, Clone, Copy)]
+enum Match {
+    /// Every call of the syscall.
+    Always,
+    /// The low 32 bits of argument `arg` have at least one of `bits` set.
+    AnyBit { arg: u8, bits: &'static [u64] },
+    /// The low 32 bits of argument `arg` equal `value`.
+    Equals { arg: u8, value: u64 },
+}
+
+/// How a table entry is enforced.
+#[derive(Debug, Clone, Copy)]
+enum Check {
+    /// By the hand-written guard prefix.
+    Guard,
+    /// By the seccompiler part, with `Errno(EPERM)`. `nr` is `None` when the build
+    /// target is not x86_64 (the numbers are only taken from libc there).
+    Compiled { nr: Option<i64>, matches: Match },
+}
+
+/// A row of the table: what is described and how it is enforced.
+#[derive(Debug, Clone)]
+struct Entry {
+    rule: Rule,
+    check: Check,
+}
+
+/// The x86_64 number of `libc::$sys`, or `None` when building for another architecture
+/// (where the constant may not exist or mean another syscall).
+macro_rules! nr {
+    ($sys:ident) => {{
+        #[cfg(target_arch = "x86_64")]
+        let nr: Option<i64> = Some(libc::$sys);
+        #[cfg(not(target_arch = "x86_64"))]
+        let nr: Option<i64> = None;
+        nr
+    }};
+}
+
+/// A row enforced by the compiled part; the name comes from the libc constant, so the
+/// name and the number cannot disagree.
+macro_rules! deny {
+    ($sys:ident, $when:expr, $matches:expr, $why:expr) => {
+        Entry {
+            rule: Rule {
+                syscall: stringify!($sys).trim_start_matches("SYS_"),
+                when: $when,
+                action: EPERM,
+                why: $why,
+            },
+            check: Check::Compiled {
+                nr: nr!($sys),
+                matches: $matches,
+            },
+        }
+    };
+    ($sys:ident, $why:expr) => {
+        deny!($sys, "always", Match::Always, $why)
+    };
+}
+
+const WHY_MEMORY: &str = "reads or writes another process's memory";
+const WHY_IO_URING: &str =
+    "io_uring performs I/O the syscall filter never sees and is a large kernel attack surface";
+const WHY_MOUNT: &str = "changes the filesystem view that the sandbox's other layers rely on";
+const WHY_KEYS: &str = "kernel keyrings are not namespaced: could read or plant credentials";
+const WHY_MODULE: &str = "loads or unloads kernel modules";
+const WHY_KEXEC: &str = "replaces the running kernel";
+const WHY_SWAP: &str = "changes the system's swap";
+const WHY_CLOCK: &str = "changes the system clock";
+const WHY_PORTS: &str = "raw access to I/O ports";
+const WHY_HANDLE: &str =
+    "file handles open files by inode, bypassing path-based checks (the 'shocker' escape)";
+const WHY_NAMESPACES: &str =
+    "new namespaces (user namespaces above all) expose kernel attack surface and can regain capabilities";
+
+/// The whole table, in the order [`default_rules`] reports it.
+fn table() -> Vec<Entry> {
+    vec![
+        Entry {
+            rule: Rule {
+                syscall: "*",
+                when: "seccomp_data.arch is not AUDIT_ARCH_X86_64",
+                action: KILL,
+                why: "other ABIs (i386 via int 0x80) number syscalls differently; the deny-list only covers x86_64",
+            },
+            check: Check::Guard,
+        },
+        Entry {
+            rule: Rule {
+                syscall: "*",
+                when: "nr >= 0x40000000 (x32 ABI bit set, or a negative number)",
+                action: KILL,
+                why: "x32 syscalls reach the same kernel code under other numbers than the deny-list names",
+            },
+            check: Check::Guard,
+        },
+        deny!(SYS_ptrace, "inspects and controls other processes"),
+        deny!(SYS_process_vm_readv, WHY_MEMORY),
+        deny!(SYS_process_vm_writev, WHY_MEMORY),
+        deny!(SYS_io_uring_setup, WHY_IO_URING),
+        deny!(SYS_io_uring_enter, WHY_IO_URING),
+        deny!(SYS_io_uring_register, WHY_IO_URING),
+        deny!(SYS_mount, WHY_MOUNT),
+        deny!(SYS_umount2, WHY_MOUNT),
+        deny!(SYS_pivot_root, WHY_MOUNT),
+        deny!(SYS_chroot, WHY_MOUNT),
+        deny!(SYS_move_mount, WHY_MOUNT),
+        deny!(SYS_open_tree, WHY_MOUNT),
+        deny!(SYS_fsopen, WHY_MOUNT),
+        deny!(SYS_fsconfig, WHY_MOUNT),
+        deny!(SYS_fsmount, WHY_MOUNT),
+        deny!(SYS_fspick, WHY_MOUNT),
+        deny!(SYS_mount_setattr, WHY_MOUNT),
+        deny!(SYS_setns, "joins another process's namespaces"),
+        deny!(SYS_keyctl, WHY_KEYS),
+        deny!(SYS_add_key, WHY_KEYS),
+        deny!(SYS_request_key, WHY_KEYS),
+        deny!(SYS_bpf, "loads eBPF programs: a large kernel attack surface"),
+        deny!(
+            SYS_perf_event_open,
+            "performance events leak information about the kernel and other processes"
+        ),
+        deny!(
+            SYS_userfaultfd,
+            "stalls kernel page faults at will, a common kernel-exploit primitive"
+        ),
+        deny!(SYS_kexec_load, WHY_KEXEC),
+        deny!(SYS_kexec_file_load, WHY_KEXEC),
+        deny!(SYS_init_module, WHY_MODULE),
+        deny!(SYS_finit_module, WHY_MODULE),
+        deny!(SYS_delete_module, WHY_MODULE),
+        deny!(SYS_acct, "switches system-wide process accounting"),
+        deny!(SYS_swapon, WHY_SWAP),
+        deny!(SYS_swapoff, WHY_SWAP),
+        deny!(SYS_reboot, "reboots or halts the machine"),
+        deny!(
+            SYS_syslog,
+            "reads or clears the kernel log, which leaks kernel addresses"
+        ),
+        deny!(SYS_settimeofday, WHY_CLOCK),
+        deny!(SYS_clock_settime, WHY_CLOCK),
+        deny!(SYS_clock_adjtime, WHY_CLOCK),
+        deny!(SYS_adjtimex, WHY_CLOCK),
+        deny!(SYS_quotactl, "reads or changes disk quotas"),
+        deny!(SYS_open_by_handle_at, WHY_HANDLE),
+        deny!(SYS_name_to_handle_at, WHY_HANDLE),
+        deny!(
+            SYS_lookup_dcookie,
+            "kernel profiling interface that resolves kernel directory entries"
+        ),
+        deny!(SYS_iopl, WHY_PORTS),
+        deny!(SYS_ioperm, WHY_PORTS),
+        deny!(
+            SYS_fanotify_init,
+            "watches (and can block) file access across the whole mount or filesystem"
+        ),
+        deny!(
+            SYS_pidfd_getfd,
+            "copies file descriptors out of another process"
+        ),
+        deny!(
+            SYS_vhangup,
+            "hangs up the controlling terminal of the user's session"
+        ),
+        // personality(2) is deliberately NOT denied: setarch, some build tools and
+        // emulators use it, and the x32/i386 guards do not depend on it.
+        deny!(
+            SYS_unshare,
+            "arg0 (flags) has any of CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID|CLONE_NEWNET|CLONE_NEWIPC|CLONE_NEWUTS|CLONE_NEWCGROUP|CLONE_NEWTIME",
+            Match::AnyBit {
+                arg: 0,
+                bits: UNSHARE_NS_BITS
+            },
+            WHY_NAMESPACES
+        ),
+        deny!(
+            SYS_clone,
+            "arg0 (flags) has any of CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID|CLONE_NEWNET|CLONE_NEWIPC|CLONE_NEWUTS|CLONE_NEWCGROUP",
+            Match::AnyBit {
+                arg: 0,
+                bits: CLONE_NS_BITS
+            },
+            WHY_NAMESPACES
+        ),
+        Entry {
+            rule: Rule {
+                syscall: "clone3",
+                when: "always",
+                action: ENOSYS,
+                why: "its flags are in memory seccomp cannot read; ENOSYS makes libc fall back to clone(2), whose flags are checked",
+            },
+            check: Check::Guard,
+        },
+        deny!(
+            SYS_ioctl,
+            "arg1 (cmd) == TIOCSTI",
+            Match::Equals {
+                arg: 1,
+                value: TIOCSTI
+            },
+            "pushes characters into a terminal's input: commands run in the user's shell after the sandbox exits"
+        ),
+        deny!(
+            SYS_ioctl,
+            "arg1 (cmd) == TIOCLINUX",
+            Match::Equals {
+                arg: 1,
+                value: TIOCLINUX
+            },
+            "virtual-console control: can paste into the console's input and read the screen"
+        ),
+        deny!(
+            SYS_socket,
+            "arg0 (domain) == AF_UNIX",
+            Match::Equals {
+                arg: 0,
+                value: libc::AF_UNIX as u64
+            },
+            "reaches host services over Unix sockets (container runtimes, D-Bus, ssh-agent, systemd); socketpair stays allowed"
+        ),
+    ]
+}
+
+/// Everything the default filter refuses, in program order: the two guards (foreign
+/// architecture, x32), then the syscalls denied outright, then the argument-dependent
+/// ones (`unshare`, `clone`, `clone3`, `ioctl`, `socket`).
+pub fn default_rules() -> Vec<Rule> {
+    table().into_iter().map(|entry| entry.rule).collect()
+}
+
+/// Builds the default filter: the guard prefix followed by the compiled deny-list.
+///
+/// Deterministic: two calls return equal programs.
+pub fn build_default() -> Result<ArchGuarded, SeccompError> {
+    if !cfg!(target_arch = "x86_64") {
+        return Err(SeccompError::UnsupportedArch {
+            arch: std::env::consts::ARCH,
+        });
+    }
+    let compiled = compile(&table())?;
+    let mut program = guard_prefix().to_vec();
+    program.extend(compiled);
+    if program.len() > MAX_INSTRUCTIONS {
+        return Err(SeccompError::TooLong {
+            len: program.len(),
+            max: MAX_INSTRUCTIONS,
+        });
+    }
+    Ok(ArchGuarded { program })
+}
+
+/// The hand-written prefix (see the crate docs for the listing).
+fn guard_prefix() -> [sock_filter; GUARD_LEN] {
+    [
+        stmt(BPF_LD | BPF_W | BPF_ABS, SECCOMP_DATA_ARCH_OFFSET),
+        jump(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+        stmt(BPF_RET | BPF_K, libc::SECCOMP_RET_KILL_PROCESS),
+        stmt(BPF_LD | BPF_W | BPF_ABS, SECCOMP_DATA_NR_OFFSET),
+        jump(BPF_JMP | BPF_JGE | BPF_K, X32_SYSCALL_BIT, 0, 1),
+        stmt(BPF_RET | BPF_K, libc::SECCOMP_RET_KILL_PROCESS),
+        jump(BPF_JMP | BPF_JEQ | BPF_K, NR_CLONE3_X86_64, 0, 1),
+        stmt(
+            BPF_RET | BPF_K,
+            libc::SECCOMP_RET_ERRNO | (libc::ENOSYS as u32 & libc::SECCOMP_RET_DATA),
+        ),
+    ]
+}
+
+fn stmt(code: u16, k: u32) -> sock_filter {
+    sock_filter {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    }
+}
+
+fn jump(code: u16, k: u32, jt: u8, jf: u8) -> sock_filter {
+    sock_filter { code, jt, jf, k }
+}
+
+/// Compiles the `Check::Compiled` rows with seccompiler (Allow by default, EPERM on match).
+fn compile(table: &[Entry]) -> Result<BpfProgram, SeccompError> {
+    // `None` = the syscall is denied on every call; it wins over conditional rows.
+    let mut chains: BTreeMap<i64, Option<Vec<SeccompRule>>> = BTreeMap::new();
+    for entry in table {
+        let Check::Compiled { nr, matches } = entry.check else {
+            continue;
+        };
+        let nr = nr.ok_or(SeccompError::UnsupportedArch {
+            arch: std::env::consts::ARCH,
+        })?;
+        let rules = match matches {
+            Match::Always => None,
+            Match::AnyBit { arg, bits } => Some(
+                bits.iter()
+                    .map(|&bit| rule(arg, SeccompCmpOp::MaskedEq(bit), bit))
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+            Match::Equals { arg, value } => Some(vec![rule(arg, SeccompCmpOp::Eq, value)?]),
+        };
+        match (chains.entry(nr), rules) {
+            (MapEntry::Vacant(slot), rules) => {
+                slot.insert(rules);
+            }
+            (MapEntry::Occupied(mut slot), None) => {
+                slot.insert(None);
+            }
+            (MapEntry::Occupied(mut slot), Some(mut more)) => {
+                if let Some(existing) = slot.get_mut() {
+                    existing.append(&mut more);
+                }
+            }
+        }
+    }
+    let rules = chains
+        .into_iter()
+        .map(|(nr, chain)| (nr, chain.unwrap_or_default()))
+        .collect();
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        TargetArch::x86_64,
+    )
+    .map_err(SeccompError::Compile)?;
+    BpfProgram::try_from(filter).map_err(SeccompError::Compile)
+}
+
+/// One seccompiler rule with a single 32-bit condition on argument `arg`.
+fn rule(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompRule, SeccompError> {
+    let condition = SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
+        .map_err(SeccompError::Compile)?;
+    SeccompRule::new(vec![condition]).map_err(SeccompError::Compile)
+}
+
+#[cfg(test)]
+mod tests;
