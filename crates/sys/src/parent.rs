@@ -1,0 +1,202 @@
+//! Supervisor-side helpers: spawning the relay, writing id maps, making idmapped mounts and
+//! forwarding signals into the sandbox. These run in the supervisor, where allocation is fine.
+
+use std::ffi::CString;
+use std::fs;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::raw::c_int;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use crate::postfork::{self, ChildSpec, Report};
+use crate::raw::{self, MountAttr};
+
+/// A spawned relay process and the supervisor's ends of its pipes.
+#[derive(Debug)]
+pub struct Spawned {
+    pub relay_pid: libc::pid_t,
+    report: OwnedFd,
+    sync: Option<OwnedFd>,
+}
+
+/// Fork the relay, which runs [`postfork::relay`] with `spec` and never returns.
+///
+/// `spec.report_fd` and `spec.sync_fd` are filled in here; the caller leaves them as -1.
+pub fn spawn(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> io::Result<Spawned> {
+    let (report_r, report_w) = raw::pipe()?;
+    let (sync_r, sync_w) = match raw::pipe() {
+        Ok(p) => p,
+        Err(e) => {
+            raw::close(report_r);
+            raw::close(report_w);
+            return Err(e.into());
+        }
+    };
+    let mut spec = *spec;
+    spec.report_fd = report_w;
+    spec.sync_fd = sync_r;
+    match raw::fork() {
+        Ok(0) => {
+            raw::close(report_r);
+            raw::close(sync_w);
+            postfork::relay(&spec, slots)
+        }
+        Ok(pid) => {
+            raw::close(report_w);
+            raw::close(sync_r);
+            // SAFETY: both descriptors were just created by pipe2 and are owned by nobody else.
+            let (report, sync) = unsafe { (OwnedFd::from_raw_fd(report_r), OwnedFd::from_raw_fd(sync_w)) };
+            Ok(Spawned {
+                relay_pid: pid,
+                report,
+                sync: Some(sync),
+            })
+        }
+        Err(e) => {
+            for fd in [report_r, report_w, sync_r, sync_w] {
+                raw::close(fd);
+            }
+            Err(e.into())
+        }
+    }
+}
+
+impl Spawned {
+    /// The next record from the sandbox, or `None` at end of stream (every writer gone).
+    pub fn next_report(&self) -> io::Result<Option<Report>> {
+        let mut buf = [0u8; Report::SIZE];
+        let mut got = 0;
+        while got < Report::SIZE {
+            match raw::read(self.report.as_raw_fd(), &mut buf[got..]) {
+                Ok(0) => return Ok(None),
+                Ok(n) => got += n,
+                Err(e) if e.0 == libc::EINTR => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(Some(Report::from_bytes(&buf)))
+    }
+
+    /// Let the relay continue (after the id maps are written).
+    pub fn release(&mut self) -> io::Result<()> {
+        match self.sync.take() {
+            Some(fd) => raw::write_all(fd.as_raw_fd(), &[1]).map_err(Into::into),
+            None => Ok(()),
+        }
+    }
+
+    /// Wait for the relay to exit; returns its raw wait status.
+    pub fn wait(&self) -> io::Result<c_int> {
+        raw::waitpid(self.relay_pid, 0)
+            .map(|(_, s)| s)
+            .map_err(Into::into)
+    }
+
+    /// Kill the relay (and with it, through PDEATHSIG, the whole sandbox).
+    pub fn kill(&self) {
+        let _ = raw::kill(self.relay_pid, libc::SIGKILL);
+    }
+}
+
+/// Write `/proc/PID/{setgroups,uid_map,gid_map}` for a child that unshared its user namespace.
+pub fn write_id_maps(pid: libc::pid_t, uid_map: &str, gid_map: &str, deny_setgroups: bool) -> io::Result<()> {
+    if deny_setgroups {
+        fs::write(format!("/proc/{pid}/setgroups"), "deny")?;
+    }
+    fs::write(format!("/proc/{pid}/uid_map"), uid_map)?;
+    fs::write(format!("/proc/{pid}/gid_map"), gid_map)?;
+    Ok(())
+}
+
+/// A user namespace whose only mappings are `uid_map` and `gid_map`, held by a descriptor,
+/// for use as the idmapping of an idmapped mount. The helper process that created it is gone
+/// when this returns.
+pub fn idmap_userns(uid_map: &str, gid_map: &str) -> io::Result<OwnedFd> {
+    let (ready_r, ready_w) = raw::pipe()?;
+    let (go_r, go_w) = raw::pipe()?;
+    match raw::fork() {
+        Ok(0) => {
+            // Child: unshare, say so, wait until the parent has opened our namespace.
+            let code = match raw::unshare(libc::CLONE_NEWUSER) {
+                Ok(()) => 0,
+                Err(_) => 1,
+            };
+            let _ = raw::write_all(ready_w, &[code as u8]);
+            let mut b = [0u8; 1];
+            let _ = raw::read(go_r, &mut b);
+            raw::exit(code)
+        }
+        Ok(pid) => {
+            raw::close(ready_w);
+            raw::close(go_r);
+            let mut b = [0u8; 1];
+            let result = match raw::read(ready_r, &mut b) {
+                Ok(1) if b[0] == 0 => write_id_maps(pid, uid_map, gid_map, false).and_then(|_| {
+                    let f = fs::File::open(format!("/proc/{pid}/ns/user"))?;
+                    Ok(OwnedFd::from(f))
+                }),
+                Ok(_) => Err(io::Error::other("the idmap helper could not create a user namespace")),
+                Err(e) => Err(e.into()),
+            };
+            raw::close(ready_r);
+            raw::close(go_w);
+            let _ = raw::waitpid(pid, 0);
+            result
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A detached, recursive copy of the mount tree at `path` with the idmapping of `userns`,
+/// optionally read-only. Needs CAP_SYS_ADMIN over the filesystem (a root caller).
+pub fn idmapped_clone(path: &std::path::Path, userns: &OwnedFd, readonly: bool) -> io::Result<OwnedFd> {
+    let c = CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))?;
+    let flags = raw::OPEN_TREE_CLONE | raw::OPEN_TREE_CLOEXEC | libc::AT_RECURSIVE as u32;
+    let fd = raw::open_tree(libc::AT_FDCWD, &c, flags)?;
+    // SAFETY: fd was just returned by open_tree and is owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut attr = MountAttr {
+        attr_set: raw::MOUNT_ATTR_IDMAP | raw::MOUNT_ATTR_NOSUID | raw::MOUNT_ATTR_NODEV,
+        userns_fd: userns.as_raw_fd() as u64,
+        ..MountAttr::default()
+    };
+    if readonly {
+        attr.attr_set |= raw::MOUNT_ATTR_RDONLY;
+    }
+    // Idmapping must be set on the tree's own mount; submounts would need their own (kernel
+    // rule), so apply non-recursively first and only then the other flags recursively.
+    raw::mount_setattr_fd(fd.as_raw_fd(), false, &attr)?;
+    Ok(fd)
+}
+
+static FORWARD_TO: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn forward(sig: c_int) {
+    let pid = FORWARD_TO.load(Ordering::Relaxed);
+    if pid > 0 {
+        let _ = raw::kill(pid, sig);
+    }
+}
+
+/// Forward SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 received by the supervisor to
+/// `pid` (the sandbox init, which passes them to the command).
+pub fn forward_signals_to(pid: libc::pid_t) -> io::Result<()> {
+    FORWARD_TO.store(pid, Ordering::Relaxed);
+    for sig in [
+        libc::SIGINT,
+        libc::SIGTERM,
+        libc::SIGHUP,
+        libc::SIGQUIT,
+        libc::SIGUSR1,
+        libc::SIGUSR2,
+    ] {
+        raw::set_signal_handler(sig, Some(forward))?;
+    }
+    Ok(())
+}
+
+/// Raw descriptor of an `OwnedFd`, for filling mount slots before the fork.
+pub fn raw_fd(fd: &OwnedFd) -> RawFd {
+    fd.as_raw_fd()
+}

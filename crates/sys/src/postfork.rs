@@ -1,0 +1,555 @@
+//! The sandbox's whole life after `fork`, in three processes:
+//!
+//! 1. **relay** (forked by the supervisor): dies with the supervisor (`PR_SET_PDEATHSIG`),
+//!    `unshare`s every namespace, tells the supervisor it is ready, waits until the supervisor
+//!    has written its uid/gid maps, forks the init and relays the init's exit code. It stays in
+//!    the host pid namespace, so the supervisor learns the init's pid from it.
+//! 2. **init** (pid 1 of the new pid namespace): takes the sandbox ids, builds the mount tree
+//!    in the planned order, sets the hostname, brings loopback up, forks the command, drops its
+//!    own capabilities, forwards signals to the command and reaps. When the command ends it
+//!    kills whatever is left in the namespace and exits with the command's code.
+//! 3. **command**: new session, working directory, Landlock rules for mounts made after the
+//!    fork, every capability dropped, `no_new_privs`, Landlock, close-on-exec for every inherited
+//!    descriptor above 2, seccomp, `execve`.
+//!
+//! Nothing here allocates, panics or decides: the [`ChildSpec`] was prepared by the `native`
+//! crate. A failure is reported as a `Copy` [`Report`] over the close-on-exec report pipe and
+//! the process `_exit`s with 125 (126/127 for exec failures).
+
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_int, c_ulong};
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use crate::raw::{self, Errno, MountAttr};
+
+/// Where in the child's life a failure happened. Stable numbers (they cross a pipe).
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    ParentGone = 1,
+    Unshare = 2,
+    WaitForMaps = 3,
+    ForkInit = 4,
+    SetGroups = 5,
+    SetIds = 6,
+    Mount = 7,
+    Hostname = 8,
+    Loopback = 9,
+    ForkCommand = 10,
+    Setsid = 11,
+    Chdir = 12,
+    LandlockRule = 13,
+    DropCapabilities = 14,
+    NoNewPrivs = 15,
+    LandlockRestrict = 16,
+    CloseDescriptors = 17,
+    Seccomp = 18,
+    Exec = 19,
+}
+
+impl Stage {
+    pub fn from_u32(v: u32) -> Option<Stage> {
+        use Stage::*;
+        const ALL: [Stage; 19] = [
+            ParentGone, Unshare, WaitForMaps, ForkInit, SetGroups, SetIds, Mount, Hostname,
+            Loopback, ForkCommand, Setsid, Chdir, LandlockRule, DropCapabilities, NoNewPrivs,
+            LandlockRestrict, CloseDescriptors, Seccomp, Exec,
+        ];
+        ALL.into_iter().find(|s| *s as u32 == v)
+    }
+
+    /// A short verb phrase for messages: "failed to <describe>".
+    pub fn describe(self) -> &'static str {
+        match self {
+            Stage::ParentGone => "stay attached to the supervisor",
+            Stage::Unshare => "create the sandbox namespaces",
+            Stage::WaitForMaps => "receive the user-namespace id maps",
+            Stage::ForkInit => "start the sandbox init process",
+            Stage::SetGroups => "drop supplementary groups",
+            Stage::SetIds => "switch to the sandbox user and group",
+            Stage::Mount => "build the sandbox filesystem",
+            Stage::Hostname => "set the sandbox hostname",
+            Stage::Loopback => "bring up the sandbox loopback interface",
+            Stage::ForkCommand => "start the command process",
+            Stage::Setsid => "start a new session",
+            Stage::Chdir => "enter the working directory",
+            Stage::LandlockRule => "add a Landlock rule",
+            Stage::DropCapabilities => "drop capabilities",
+            Stage::NoNewPrivs => "set no_new_privs",
+            Stage::LandlockRestrict => "enforce the Landlock ruleset",
+            Stage::CloseDescriptors => "close inherited descriptors",
+            Stage::Seccomp => "install the seccomp filter",
+            Stage::Exec => "execute the program",
+        }
+    }
+}
+
+/// What a record on the report pipe says.
+pub const REPORT_FAILURE: u32 = 1;
+pub const REPORT_READY: u32 = 2;
+pub const REPORT_INIT_PID: u32 = 3;
+pub const REPORT_STATUS: u32 = 4;
+
+/// One fixed-size record on the report pipe.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Report {
+    pub kind: u32,
+    pub stage: u32,
+    /// Index of the mount step or Landlock rule that failed, else 0.
+    pub index: u32,
+    /// errno for failures, pid for `REPORT_INIT_PID`, raw wait status for `REPORT_STATUS`.
+    pub value: i32,
+}
+
+impl Report {
+    pub const SIZE: usize = 16;
+
+    pub fn to_bytes(self) -> [u8; Report::SIZE] {
+        let mut b = [0u8; Report::SIZE];
+        b[0..4].copy_from_slice(&self.kind.to_ne_bytes());
+        b[4..8].copy_from_slice(&self.stage.to_ne_bytes());
+        b[8..12].copy_from_slice(&self.index.to_ne_bytes());
+        b[12..16].copy_from_slice(&self.value.to_ne_bytes());
+        b
+    }
+
+    pub fn from_bytes(b: &[u8; Report::SIZE]) -> Report {
+        let word = |i: usize| [b[i], b[i + 1], b[i + 2], b[i + 3]];
+        Report {
+            kind: u32::from_ne_bytes(word(0)),
+            stage: u32::from_ne_bytes(word(4)),
+            index: u32::from_ne_bytes(word(8)),
+            value: i32::from_ne_bytes(word(12)),
+        }
+    }
+}
+
+/// One step of building the sandbox's mount tree, executed by the init in order.
+#[derive(Debug, Clone, Copy)]
+pub enum MountOp<'a> {
+    /// Make every inherited mount private: nothing we do propagates to the host.
+    MakeRootPrivate,
+    /// Detached copy (`open_tree(OPEN_TREE_CLONE)`) of `source` into `slots[slot]`, taken
+    /// before later steps cover its path.
+    Clone {
+        source: &'a CStr,
+        slot: usize,
+        recursive: bool,
+    },
+    /// The inherited tree becomes read-only, nosuid and nodev, recursively.
+    ReadOnlyRoot,
+    /// A fresh tmpfs at `target`.
+    Tmpfs {
+        target: &'a CStr,
+        data: &'a CStr,
+        flags: c_ulong,
+    },
+    /// A directory inside a tmpfs made by an earlier step, with exactly `mode`.
+    Mkdir { path: &'a CStr, mode: u32 },
+    /// An empty regular file inside a tmpfs made by an earlier step (a file mount point).
+    File { path: &'a CStr, mode: u32 },
+    Symlink { target: &'a CStr, path: &'a CStr },
+    /// Attach the detached mount in `slots[slot]` at `target`, read-only if asked.
+    Attach {
+        slot: usize,
+        target: &'a CStr,
+        readonly: bool,
+    },
+    /// A new procfs for the sandbox's own pid namespace.
+    Proc { target: &'a CStr },
+    /// A new devpts instance.
+    Devpts { target: &'a CStr },
+    /// Re-bind `path` onto itself read-only (protected paths, `/proc/sys`).
+    ReadOnly { path: &'a CStr },
+    /// Re-bind `path` onto itself, writable: a mount point cannot be renamed or removed.
+    Pin { path: &'a CStr },
+    /// Cover a directory with an empty, read-only, mode-000 directory.
+    MaskDir { target: &'a CStr },
+    /// Cover a file with an empty, read-only, mode-000 file.
+    MaskFile { target: &'a CStr },
+}
+
+/// Landlock rules the command adds for mounts that exist only after the fork (their inodes
+/// are new, so the supervisor could not open them), plus the ruleset to enforce.
+#[derive(Debug, Clone, Copy)]
+pub struct LandlockSpec<'a> {
+    pub ruleset_fd: c_int,
+    pub rules: &'a [(&'a CStr, u64)],
+}
+
+/// Everything the command process needs, prepared before the fork.
+#[derive(Debug, Clone, Copy)]
+pub struct CommandSpec<'a> {
+    pub cwd: &'a CStr,
+    /// NULL-terminated argv and envp arrays whose strings outlive the fork.
+    pub argv: &'a [*const c_char],
+    pub envp: &'a [*const c_char],
+    /// Paths tried in order with `execve` (the PATH search was done by the planner).
+    pub candidates: &'a [&'a CStr],
+    pub landlock: Option<LandlockSpec<'a>>,
+    pub seccomp: Option<&'a [libc::sock_filter]>,
+}
+
+/// Everything the relay and init need, prepared before the fork.
+#[derive(Debug, Clone, Copy)]
+pub struct ChildSpec<'a> {
+    pub supervisor_pid: libc::pid_t,
+    /// Write end of the report pipe.
+    pub report_fd: c_int,
+    /// Read end of the sync pipe: one byte once the id maps are written.
+    pub sync_fd: c_int,
+    pub namespaces: c_int,
+    pub uid: u32,
+    pub gid: u32,
+    pub clear_groups: bool,
+    pub hostname: &'a [u8],
+    pub mounts: &'a [MountOp<'a>],
+    pub command: CommandSpec<'a>,
+}
+
+fn report(fd: c_int, r: Report) {
+    // A failed report cannot be reported; the exit code still tells the supervisor.
+    let _ = raw::write_all(fd, &r.to_bytes());
+}
+
+fn fail(fd: c_int, stage: Stage, index: usize, e: Errno, code: c_int) -> ! {
+    report(
+        fd,
+        Report {
+            kind: REPORT_FAILURE,
+            stage: stage as u32,
+            index: index as u32,
+            value: e.0,
+        },
+    );
+    raw::exit(code)
+}
+
+/// The exit code a shell would show for a raw wait status.
+pub fn exit_code(status: c_int) -> c_int {
+    if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else if libc::WIFSIGNALED(status) {
+        128 + libc::WTERMSIG(status)
+    } else {
+        125
+    }
+}
+
+/// Entry point of the relay process (the supervisor's direct child). Never returns.
+pub fn relay(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
+    let fd = spec.report_fd;
+    if let Err(e) = raw::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as c_ulong, 0) {
+        fail(fd, Stage::ParentGone, 0, e, 125);
+    }
+    if raw::getppid() != spec.supervisor_pid {
+        fail(fd, Stage::ParentGone, 0, Errno(libc::ESRCH), 125);
+    }
+    if let Err(e) = raw::unshare(spec.namespaces) {
+        fail(fd, Stage::Unshare, 0, e, 125);
+    }
+    report(
+        fd,
+        Report {
+            kind: REPORT_READY,
+            ..Report::default()
+        },
+    );
+    let mut byte = [0u8; 1];
+    match raw::read(spec.sync_fd, &mut byte) {
+        Ok(1) => {}
+        Ok(_) => fail(fd, Stage::WaitForMaps, 0, Errno(libc::EPIPE), 125),
+        Err(e) => fail(fd, Stage::WaitForMaps, 0, e, 125),
+    }
+    raw::close(spec.sync_fd);
+    let pid = match raw::fork() {
+        Ok(0) => init(spec, slots),
+        Ok(pid) => pid,
+        Err(e) => fail(fd, Stage::ForkInit, 0, e, 125),
+    };
+    report(
+        fd,
+        Report {
+            kind: REPORT_INIT_PID,
+            value: pid,
+            ..Report::default()
+        },
+    );
+    match raw::waitpid(pid, 0) {
+        Ok((_, status)) => raw::exit(exit_code(status)),
+        Err(_) => raw::exit(125),
+    }
+}
+
+/// The command's pid, for the init's signal-forwarding handler.
+static COMMAND_PID: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn forward_signal(sig: c_int) {
+    let pid = COMMAND_PID.load(Ordering::Relaxed);
+    if pid > 0 {
+        // kill is async-signal-safe; a failure (command already gone) needs no handling.
+        let _ = raw::kill(pid, sig);
+    }
+}
+
+const FORWARDED_SIGNALS: [c_int; 6] = [
+    libc::SIGINT,
+    libc::SIGTERM,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+];
+
+fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
+    let fd = spec.report_fd;
+    if let Err(e) = raw::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as c_ulong, 0) {
+        fail(fd, Stage::ParentGone, 0, e, 125);
+    }
+    if spec.clear_groups {
+        if let Err(e) = raw::clear_groups() {
+            fail(fd, Stage::SetGroups, 0, e, 125);
+        }
+    }
+    if let Err(e) = raw::setresgid(spec.gid).and_then(|_| raw::setresuid(spec.uid)) {
+        fail(fd, Stage::SetIds, 0, e, 125);
+    }
+    raw::umask(0o022);
+    let mut mask_fd: c_int = -1;
+    for (i, op) in spec.mounts.iter().enumerate() {
+        if let Err(e) = apply_mount(op, slots, &mut mask_fd) {
+            fail(fd, Stage::Mount, i, e, 125);
+        }
+    }
+    if mask_fd >= 0 {
+        raw::close(mask_fd);
+    }
+    if let Err(e) = raw::sethostname(spec.hostname) {
+        fail(fd, Stage::Hostname, 0, e, 125);
+    }
+    if let Err(e) = raw::loopback_up() {
+        fail(fd, Stage::Loopback, 0, e, 125);
+    }
+    let cmd = match raw::fork() {
+        Ok(0) => command(fd, &spec.command),
+        Ok(pid) => pid,
+        Err(e) => fail(fd, Stage::ForkCommand, 0, e, 125),
+    };
+    COMMAND_PID.store(cmd, Ordering::Relaxed);
+    for sig in FORWARDED_SIGNALS {
+        // Best effort: without a handler the signal is simply not forwarded.
+        let _ = raw::set_signal_handler(sig, Some(forward_signal));
+    }
+    // The init needs no privilege from here on: it only waits, forwards and kills.
+    let _ = raw::drop_all_capabilities();
+    let _ = raw::set_no_new_privs();
+    let _ = raw::prctl(libc::PR_SET_DUMPABLE, 0, 0);
+    let status = loop {
+        match raw::waitpid(-1, 0) {
+            Ok((pid, status)) if pid == cmd => break status,
+            Ok(_) => continue,
+            Err(_) => break 0x7f00, // no children left: report 127<<8-ish "unknown"
+        }
+    };
+    report(
+        fd,
+        Report {
+            kind: REPORT_STATUS,
+            value: status,
+            ..Report::default()
+        },
+    );
+    // Nothing outlives the command: kill every other process in the namespace and reap it.
+    let _ = raw::kill(-1, libc::SIGKILL);
+    while raw::waitpid(-1, 0).is_ok() {}
+    raw::exit(exit_code(status))
+}
+
+fn apply_mount(op: &MountOp<'_>, slots: &mut [c_int], mask_fd: &mut c_int) -> raw::Result<()> {
+    const NOSUID_NODEV: u64 = raw::MOUNT_ATTR_NOSUID | raw::MOUNT_ATTR_NODEV;
+    let ro = |extra: u64| MountAttr {
+        attr_set: raw::MOUNT_ATTR_RDONLY | extra,
+        ..MountAttr::default()
+    };
+    match *op {
+        MountOp::MakeRootPrivate => raw::mount(
+            None,
+            c"/",
+            None,
+            (libc::MS_REC | libc::MS_PRIVATE) as c_ulong,
+            None,
+        ),
+        MountOp::Clone {
+            source,
+            slot,
+            recursive,
+        } => {
+            let mut flags = raw::OPEN_TREE_CLONE | raw::OPEN_TREE_CLOEXEC;
+            if recursive {
+                flags |= libc::AT_RECURSIVE as u32;
+            }
+            let fd = raw::open_tree(libc::AT_FDCWD, source, flags)?;
+            match slots.get_mut(slot) {
+                Some(s) => {
+                    *s = fd;
+                    Ok(())
+                }
+                None => Err(Errno(libc::EINVAL)),
+            }
+        }
+        MountOp::ReadOnlyRoot => raw::mount_setattr(
+            libc::AT_FDCWD,
+            c"/",
+            libc::AT_RECURSIVE as u32,
+            &ro(NOSUID_NODEV),
+        ),
+        MountOp::Tmpfs {
+            target,
+            data,
+            flags,
+        } => raw::mount(Some(c"tmpfs"), target, Some(c"tmpfs"), flags, Some(data)),
+        MountOp::Mkdir { path, mode } => {
+            raw::mkdirat(libc::AT_FDCWD, path, mode)?;
+            raw::chmod(path, mode)
+        }
+        MountOp::File { path, mode } => {
+            let fd = raw::openat(libc::AT_FDCWD, path, libc::O_CREAT | libc::O_WRONLY, mode)?;
+            raw::close(fd);
+            raw::chmod(path, mode)
+        }
+        MountOp::Symlink { target, path } => raw::symlink(target, path),
+        MountOp::Attach {
+            slot,
+            target,
+            readonly,
+        } => {
+            let fd = *slots.get(slot).ok_or(Errno(libc::EINVAL))?;
+            let attr = if readonly {
+                ro(NOSUID_NODEV)
+            } else {
+                MountAttr {
+                    attr_set: NOSUID_NODEV,
+                    ..MountAttr::default()
+                }
+            };
+            raw::mount_setattr_fd(fd, true, &attr)?;
+            raw::move_mount_fd(fd, target)?;
+            raw::close(fd);
+            Ok(())
+        }
+        MountOp::Proc { target } => raw::mount(
+            Some(c"proc"),
+            target,
+            Some(c"proc"),
+            (libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC) as c_ulong,
+            None,
+        ),
+        MountOp::Devpts { target } => raw::mount(
+            Some(c"devpts"),
+            target,
+            Some(c"devpts"),
+            (libc::MS_NOSUID | libc::MS_NOEXEC) as c_ulong,
+            Some(c"newinstance,ptmxmode=0666,mode=0620"),
+        ),
+        MountOp::ReadOnly { path } => rebind(path, Some(ro(NOSUID_NODEV))),
+        MountOp::Pin { path } => rebind(path, None),
+        MountOp::MaskDir { target } => mask(target, c"d", mask_fd),
+        MountOp::MaskFile { target } => mask(target, c"f", mask_fd),
+    }
+}
+
+fn rebind(path: &CStr, attr: Option<MountAttr>) -> raw::Result<()> {
+    let flags = raw::OPEN_TREE_CLONE | raw::OPEN_TREE_CLOEXEC | libc::AT_RECURSIVE as u32;
+    let fd = raw::open_tree(libc::AT_FDCWD, path, flags)?;
+    let res = attr
+        .map_or(Ok(()), |a| raw::mount_setattr_fd(fd, true, &a))
+        .and_then(|_| raw::move_mount_fd(fd, path));
+    raw::close(fd);
+    res
+}
+
+fn mask(target: &CStr, name: &CStr, mask_fd: &mut c_int) -> raw::Result<()> {
+    if *mask_fd < 0 {
+        let fd = raw::detached_tmpfs(c"0755")?;
+        raw::mkdirat(fd, c"d", 0)?;
+        let f = raw::openat(fd, c"f", libc::O_CREAT | libc::O_RDONLY, 0)?;
+        raw::close(f);
+        *mask_fd = fd;
+    }
+    let fd = raw::open_tree(
+        *mask_fd,
+        name,
+        raw::OPEN_TREE_CLONE | raw::OPEN_TREE_CLOEXEC,
+    )?;
+    let attr = MountAttr {
+        attr_set: raw::MOUNT_ATTR_RDONLY
+            | raw::MOUNT_ATTR_NOSUID
+            | raw::MOUNT_ATTR_NODEV
+            | raw::MOUNT_ATTR_NOEXEC,
+        ..MountAttr::default()
+    };
+    let res = raw::mount_setattr_fd(fd, false, &attr).and_then(|_| raw::move_mount_fd(fd, target));
+    raw::close(fd);
+    res
+}
+
+fn command(fd: c_int, spec: &CommandSpec<'_>) -> ! {
+    for sig in FORWARDED_SIGNALS {
+        let _ = raw::set_signal_handler(sig, None);
+    }
+    let _ = raw::unblock_all_signals();
+    if let Err(e) = raw::setsid() {
+        fail(fd, Stage::Setsid, 0, e, 125);
+    }
+    if let Err(e) = raw::chdir(spec.cwd) {
+        fail(fd, Stage::Chdir, 0, e, 125);
+    }
+    if let Some(ll) = spec.landlock {
+        for (i, (path, access)) in ll.rules.iter().enumerate() {
+            let added = raw::openat(libc::AT_FDCWD, path, libc::O_PATH, 0).and_then(|pfd| {
+                let r = raw::landlock_add_path_rule(ll.ruleset_fd, pfd, *access);
+                raw::close(pfd);
+                r
+            });
+            if let Err(e) = added {
+                fail(fd, Stage::LandlockRule, i, e, 125);
+            }
+        }
+    }
+    if let Err(e) = raw::drop_all_capabilities() {
+        fail(fd, Stage::DropCapabilities, 0, e, 125);
+    }
+    if let Err(e) = raw::set_no_new_privs() {
+        fail(fd, Stage::NoNewPrivs, 0, e, 125);
+    }
+    if let Some(ll) = spec.landlock {
+        if let Err(e) = raw::landlock_restrict_self(ll.ruleset_fd) {
+            fail(fd, Stage::LandlockRestrict, 0, e, 125);
+        }
+        raw::close(ll.ruleset_fd);
+    }
+    if let Err(e) = raw::cloexec_from(3) {
+        fail(fd, Stage::CloseDescriptors, 0, e, 125);
+    }
+    if let Some(filter) = spec.seccomp {
+        if let Err(e) = raw::seccomp_install(filter) {
+            fail(fd, Stage::Seccomp, 0, e, 125);
+        }
+    }
+    // execvp-like search over the planned candidates: remember EACCES-class errors (126)
+    // over "not found" (127), as shells do.
+    let mut worst = Errno(libc::ENOENT);
+    for path in spec.candidates {
+        let e = raw::execve(path, spec.argv, spec.envp);
+        match e.0 {
+            libc::ENOENT | libc::ENOTDIR => {}
+            _ => worst = e,
+        }
+    }
+    let code = match worst.0 {
+        libc::ENOENT | libc::ENOTDIR => 127,
+        _ => 126,
+    };
+    fail(fd, Stage::Exec, 0, worst, code)
+}

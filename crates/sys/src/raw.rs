@@ -1,0 +1,554 @@
+//! Raw syscall wrappers. Every function is allocation-free and returns `Result<_, Errno>`.
+//!
+//! Constants missing from the `libc` crate (new mount API, Landlock) are defined here from the
+//! kernel UAPI headers (`linux/mount.h`, `linux/landlock.h`), x86_64 numbering where it matters.
+
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_int, c_long, c_uint, c_ulong};
+
+/// An OS error number, `Copy` so the child can report it over a pipe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Errno(pub i32);
+
+impl Errno {
+    fn last() -> Errno {
+        // SAFETY: __errno_location returns a valid thread-local pointer in every libc thread.
+        Errno(unsafe { *libc::__errno_location() })
+    }
+}
+
+impl std::fmt::Display for Errno {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", std::io::Error::from_raw_os_error(self.0))
+    }
+}
+
+impl std::error::Error for Errno {}
+
+impl From<Errno> for std::io::Error {
+    fn from(e: Errno) -> Self {
+        std::io::Error::from_raw_os_error(e.0)
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Errno>;
+
+fn check(ret: c_long) -> Result<c_long> {
+    if ret < 0 {
+        Err(Errno::last())
+    } else {
+        Ok(ret)
+    }
+}
+
+fn check_int(ret: c_int) -> Result<c_int> {
+    if ret < 0 {
+        Err(Errno::last())
+    } else {
+        Ok(ret)
+    }
+}
+
+// ---- new mount API (linux/mount.h) ----
+pub const OPEN_TREE_CLONE: c_uint = 1;
+pub const OPEN_TREE_CLOEXEC: c_uint = libc::O_CLOEXEC as c_uint;
+pub const MOVE_MOUNT_F_EMPTY_PATH: c_uint = 0x0000_0004;
+pub const FSOPEN_CLOEXEC: c_uint = 1;
+pub const FSMOUNT_CLOEXEC: c_uint = 1;
+pub const FSCONFIG_SET_STRING: c_uint = 1;
+pub const FSCONFIG_CMD_CREATE: c_uint = 6;
+pub const MOUNT_ATTR_RDONLY: u64 = 0x0000_0001;
+pub const MOUNT_ATTR_NOSUID: u64 = 0x0000_0002;
+pub const MOUNT_ATTR_NODEV: u64 = 0x0000_0004;
+pub const MOUNT_ATTR_NOEXEC: u64 = 0x0000_0008;
+pub const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
+
+/// `struct mount_attr` from linux/mount.h.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MountAttr {
+    pub attr_set: u64,
+    pub attr_clr: u64,
+    pub propagation: u64,
+    pub userns_fd: u64,
+}
+
+// ---- Landlock (linux/landlock.h) ----
+pub const LANDLOCK_RULE_PATH_BENEATH: c_int = 1;
+pub const LANDLOCK_CREATE_RULESET_VERSION: c_uint = 1;
+
+#[repr(C, packed)]
+struct LandlockPathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+// ---- capabilities ----
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// `unshare(2)`.
+pub fn unshare(flags: c_int) -> Result<()> {
+    // SAFETY: unshare takes flags only and touches no memory of ours.
+    check_int(unsafe { libc::unshare(flags) }).map(drop)
+}
+
+/// `fork(2)` through libc, so that libc resets its own per-thread state in the child.
+/// Returns 0 in the child and the child's pid in the parent.
+pub(crate) fn fork() -> Result<libc::pid_t> {
+    // SAFETY: fork has no memory preconditions; callers in the child only use the
+    // allocation-free functions of this module until exec or _exit.
+    check_int(unsafe { libc::fork() })
+}
+
+/// `_exit(2)`: ends the process without running destructors or atexit handlers.
+pub fn exit(code: c_int) -> ! {
+    // SAFETY: _exit never returns and has no preconditions.
+    unsafe { libc::_exit(code) }
+}
+
+/// `read(2)` into a buffer.
+pub fn read(fd: c_int, buf: &mut [u8]) -> Result<usize> {
+    // SAFETY: the pointer and length describe a live, writable buffer.
+    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+    check(n as c_long).map(|n| n as usize)
+}
+
+/// `write(2)` of a whole buffer, retrying on EINTR and short writes.
+pub fn write_all(fd: c_int, mut buf: &[u8]) -> Result<()> {
+    while !buf.is_empty() {
+        // SAFETY: the pointer and length describe a live buffer.
+        let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+        if n < 0 {
+            let e = Errno::last();
+            if e.0 == libc::EINTR {
+                continue;
+            }
+            return Err(e);
+        }
+        buf = &buf[n as usize..];
+    }
+    Ok(())
+}
+
+/// `close(2)`, ignoring errors (the descriptor is gone either way).
+pub fn close(fd: c_int) {
+    // SAFETY: closing a descriptor we own; a stale number yields EBADF and no harm.
+    unsafe { libc::close(fd) };
+}
+
+/// `pipe2(O_CLOEXEC)`: returns (read end, write end).
+pub fn pipe() -> Result<(c_int, c_int)> {
+    let mut fds = [0 as c_int; 2];
+    // SAFETY: fds is a valid array of two ints.
+    check_int(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    Ok((fds[0], fds[1]))
+}
+
+/// `waitpid(2)`, retrying on EINTR. Returns (pid, raw status).
+pub fn waitpid(pid: libc::pid_t, flags: c_int) -> Result<(libc::pid_t, c_int)> {
+    loop {
+        let mut status: c_int = 0;
+        // SAFETY: status is a valid out-pointer.
+        let r = unsafe { libc::waitpid(pid, &mut status, flags) };
+        if r < 0 {
+            let e = Errno::last();
+            if e.0 == libc::EINTR {
+                continue;
+            }
+            return Err(e);
+        }
+        return Ok((r, status));
+    }
+}
+
+/// `kill(2)`.
+pub fn kill(pid: libc::pid_t, sig: c_int) -> Result<()> {
+    // SAFETY: kill has no memory arguments.
+    check_int(unsafe { libc::kill(pid, sig) }).map(drop)
+}
+
+/// `prctl(2)` with integer arguments.
+pub fn prctl(option: c_int, arg2: c_ulong, arg3: c_ulong) -> Result<c_int> {
+    // SAFETY: the prctl options used by stockade take integer arguments only.
+    check_int(unsafe { libc::prctl(option, arg2, arg3, 0 as c_ulong, 0 as c_ulong) })
+}
+
+/// `getppid(2)`.
+pub fn getppid() -> libc::pid_t {
+    // SAFETY: no arguments.
+    unsafe { libc::getppid() }
+}
+
+/// `setsid(2)`.
+pub fn setsid() -> Result<()> {
+    // SAFETY: no arguments.
+    check_int(unsafe { libc::setsid() }).map(drop)
+}
+
+/// `chdir(2)`.
+pub fn chdir(path: &CStr) -> Result<()> {
+    // SAFETY: path is a valid NUL-terminated string.
+    check_int(unsafe { libc::chdir(path.as_ptr()) }).map(drop)
+}
+
+/// `sethostname(2)`.
+pub fn sethostname(name: &[u8]) -> Result<()> {
+    // SAFETY: pointer and length describe a live buffer.
+    check_int(unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) }).map(drop)
+}
+
+/// Raw `setresuid(2)`: the syscall affects only the calling thread, which is what a
+/// single-threaded child wants (glibc's wrapper would broadcast to other threads).
+pub fn setresuid(uid: u32) -> Result<()> {
+    // SAFETY: integer arguments only.
+    check(unsafe { libc::syscall(libc::SYS_setresuid, uid, uid, uid) }).map(drop)
+}
+
+/// Raw `setresgid(2)`.
+pub fn setresgid(gid: u32) -> Result<()> {
+    // SAFETY: integer arguments only.
+    check(unsafe { libc::syscall(libc::SYS_setresgid, gid, gid, gid) }).map(drop)
+}
+
+/// Raw `setgroups(0, NULL)`: drops every supplementary group.
+pub fn clear_groups() -> Result<()> {
+    // SAFETY: a zero-length list with a null pointer is valid.
+    check(unsafe { libc::syscall(libc::SYS_setgroups, 0, std::ptr::null::<libc::gid_t>()) })
+        .map(drop)
+}
+
+/// `mount(2)`.
+pub fn mount(
+    source: Option<&CStr>,
+    target: &CStr,
+    fstype: Option<&CStr>,
+    flags: c_ulong,
+    data: Option<&CStr>,
+) -> Result<()> {
+    let p = |s: Option<&CStr>| s.map_or(std::ptr::null(), |s| s.as_ptr());
+    // SAFETY: every pointer is null or a valid NUL-terminated string.
+    check_int(unsafe {
+        libc::mount(
+            p(source),
+            target.as_ptr(),
+            p(fstype),
+            flags,
+            p(data).cast(),
+        )
+    })
+    .map(drop)
+}
+
+/// `open_tree(2)`: with `OPEN_TREE_CLONE` returns a detached copy of the mount at `path`.
+pub fn open_tree(dirfd: c_int, path: &CStr, flags: c_uint) -> Result<c_int> {
+    // SAFETY: path is a valid NUL-terminated string.
+    check(unsafe { libc::syscall(libc::SYS_open_tree, dirfd, path.as_ptr(), flags) })
+        .map(|fd| fd as c_int)
+}
+
+/// `move_mount(2)` of a detached mount fd onto `target`.
+pub fn move_mount_fd(fd: c_int, target: &CStr) -> Result<()> {
+    let empty = c"";
+    // SAFETY: both paths are valid NUL-terminated strings.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            fd,
+            empty.as_ptr(),
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    })
+    .map(drop)
+}
+
+/// `mount_setattr(2)`.
+pub fn mount_setattr(dirfd: c_int, path: &CStr, flags: c_uint, attr: &MountAttr) -> Result<()> {
+    // SAFETY: path is valid; attr points to a live struct whose size we pass.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            dirfd,
+            path.as_ptr(),
+            flags,
+            attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    })
+    .map(drop)
+}
+
+/// Set attributes on a detached mount fd (`AT_EMPTY_PATH`).
+pub fn mount_setattr_fd(fd: c_int, recursive: bool, attr: &MountAttr) -> Result<()> {
+    let mut flags = libc::AT_EMPTY_PATH as c_uint;
+    if recursive {
+        flags |= libc::AT_RECURSIVE as c_uint;
+    }
+    mount_setattr(fd, c"", flags, attr)
+}
+
+/// A new, detached tmpfs (`fsopen` + `fsconfig` + `fsmount`); returns the mount fd.
+pub fn detached_tmpfs(mode: &CStr) -> Result<c_int> {
+    // SAFETY: the fs name is a valid string; flags are integers.
+    let fsfd = check(unsafe { libc::syscall(libc::SYS_fsopen, c"tmpfs".as_ptr(), FSOPEN_CLOEXEC) })?
+        as c_int;
+    // SAFETY: key and value are valid strings; aux is unused for SET_STRING.
+    let set = check(unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fsfd,
+            FSCONFIG_SET_STRING,
+            c"mode".as_ptr(),
+            mode.as_ptr(),
+            0,
+        )
+    });
+    let created = set.and_then(|_| {
+        // SAFETY: CMD_CREATE takes no pointers.
+        check(unsafe {
+            libc::syscall(
+                libc::SYS_fsconfig,
+                fsfd,
+                FSCONFIG_CMD_CREATE,
+                std::ptr::null::<c_char>(),
+                std::ptr::null::<c_char>(),
+                0,
+            )
+        })
+    });
+    let mnt = created.and_then(|_| {
+        // SAFETY: integer arguments only.
+        check(unsafe { libc::syscall(libc::SYS_fsmount, fsfd, FSMOUNT_CLOEXEC, 0) })
+    });
+    close(fsfd);
+    mnt.map(|fd| fd as c_int)
+}
+
+/// `openat(2)`.
+pub fn openat(dirfd: c_int, path: &CStr, flags: c_int, mode: libc::mode_t) -> Result<c_int> {
+    // SAFETY: path is a valid NUL-terminated string.
+    check_int(unsafe { libc::openat(dirfd, path.as_ptr(), flags | libc::O_CLOEXEC, mode) })
+}
+
+/// `mkdirat(2)`; an existing directory is not an error.
+pub fn mkdirat(dirfd: c_int, path: &CStr, mode: libc::mode_t) -> Result<()> {
+    // SAFETY: path is a valid NUL-terminated string.
+    match check_int(unsafe { libc::mkdirat(dirfd, path.as_ptr(), mode) }) {
+        Err(Errno(libc::EEXIST)) => Ok(()),
+        r => r.map(drop),
+    }
+}
+
+/// `fchmodat(2)`, to set modes exactly (mkdir/open are filtered by the umask).
+pub fn chmod(path: &CStr, mode: libc::mode_t) -> Result<()> {
+    // SAFETY: path is a valid NUL-terminated string.
+    check_int(unsafe { libc::fchmodat(libc::AT_FDCWD, path.as_ptr(), mode, 0) }).map(drop)
+}
+
+/// `symlinkat(2)`.
+pub fn symlink(target: &CStr, linkpath: &CStr) -> Result<()> {
+    // SAFETY: both are valid NUL-terminated strings.
+    check_int(unsafe { libc::symlinkat(target.as_ptr(), libc::AT_FDCWD, linkpath.as_ptr()) })
+        .map(drop)
+}
+
+/// `umask(2)`.
+pub fn umask(mask: libc::mode_t) -> libc::mode_t {
+    // SAFETY: integer argument only.
+    unsafe { libc::umask(mask) }
+}
+
+/// Bring the loopback interface up (a new network namespace starts with it down).
+pub fn loopback_up() -> Result<()> {
+    // SAFETY: integer arguments only.
+    let fd = check_int(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: ifreq is plain old data; all-zero is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *dst = *src as c_char;
+    }
+    // SAFETY: req is a valid ifreq for SIOCGIFFLAGS.
+    let got = check_int(unsafe { libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut req) });
+    let set = got.and_then(|_| {
+        // SAFETY: reading the union member SIOCGIFFLAGS just filled.
+        unsafe { req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as i16 };
+        // SAFETY: req is a valid ifreq for SIOCSIFFLAGS.
+        check_int(unsafe { libc::ioctl(fd, libc::SIOCSIFFLAGS, &req) })
+    });
+    close(fd);
+    set.map(drop)
+}
+
+/// Drop every capability: bounding set, ambient set, then effective/permitted/inheritable.
+pub fn drop_all_capabilities() -> Result<()> {
+    // CAP_LAST_CAP on this kernel family is 40; dropping unknown numbers yields EINVAL, which
+    // ends the loop.
+    for cap in 0..64 {
+        match prctl(libc::PR_CAPBSET_DROP, cap, 0) {
+            Ok(_) => {}
+            Err(Errno(libc::EINVAL)) => break,
+            Err(e) => return Err(e),
+        }
+    }
+    prctl(
+        libc::PR_CAP_AMBIENT,
+        libc::PR_CAP_AMBIENT_CLEAR_ALL as c_ulong,
+        0,
+    )?;
+    let header = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let data = [CapData::default(); 2];
+    // SAFETY: header and the two-element data array match the v3 capset ABI.
+    check(unsafe { libc::syscall(libc::SYS_capset, &header as *const CapHeader, data.as_ptr()) })
+        .map(drop)
+}
+
+/// Set `no_new_privs`: exec can no longer grant privileges (setuid bits, file caps).
+pub fn set_no_new_privs() -> Result<()> {
+    prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0).map(drop)
+}
+
+/// The Landlock ABI version, or the error (ENOSYS / EOPNOTSUPP when unavailable).
+pub fn landlock_abi() -> Result<i32> {
+    // SAFETY: a null attr with size 0 and the VERSION flag is the documented query form.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    })
+    .map(|v| v as i32)
+}
+
+/// `landlock_add_rule(2)` for a path-beneath rule.
+pub fn landlock_add_path_rule(ruleset_fd: c_int, parent_fd: c_int, access: u64) -> Result<()> {
+    let attr = LandlockPathBeneathAttr {
+        allowed_access: access,
+        parent_fd,
+    };
+    // SAFETY: attr is a live packed struct of the layout the kernel expects.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset_fd,
+            LANDLOCK_RULE_PATH_BENEATH,
+            &attr as *const LandlockPathBeneathAttr,
+            0u32,
+        )
+    })
+    .map(drop)
+}
+
+/// `landlock_restrict_self(2)`.
+pub fn landlock_restrict_self(ruleset_fd: c_int) -> Result<()> {
+    // SAFETY: integer arguments only.
+    check(unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset_fd, 0u32) }).map(drop)
+}
+
+/// Install a seccomp BPF program (requires `no_new_privs`).
+pub fn seccomp_install(filter: &[libc::sock_filter]) -> Result<()> {
+    let prog = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: prog points to a live program; the kernel copies it before returning.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            0u32,
+            &prog as *const libc::sock_fprog,
+        )
+    })
+    .map(drop)
+}
+
+/// Mark every descriptor from `first` up close-on-exec.
+pub fn cloexec_from(first: c_uint) -> Result<()> {
+    // SAFETY: integer arguments only.
+    check(unsafe { libc::syscall(libc::SYS_close_range, first, c_uint::MAX, libc::CLOSE_RANGE_CLOEXEC) })
+        .map(drop)
+}
+
+/// `execve(2)`; returns only on failure.
+pub fn execve(path: &CStr, argv: &[*const c_char], envp: &[*const c_char]) -> Errno {
+    // SAFETY: argv and envp are NULL-terminated arrays of valid strings (built by the caller).
+    unsafe { libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
+    Errno::last()
+}
+
+/// Install `handler` for `sig` (with SA_RESTART), or reset it to the default when `None`.
+pub fn set_signal_handler(sig: c_int, handler: Option<extern "C" fn(c_int)>) -> Result<()> {
+    // SAFETY: sigaction is plain old data; zeroed is a valid "no flags, empty mask" value.
+    let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
+    act.sa_sigaction = match handler {
+        Some(h) => h as usize,
+        None => libc::SIG_DFL,
+    };
+    act.sa_flags = libc::SA_RESTART;
+    // SAFETY: act is a valid sigaction; the old action is not requested.
+    check_int(unsafe { libc::sigaction(sig, &act, std::ptr::null_mut()) }).map(drop)
+}
+
+/// Unblock every signal in the calling thread.
+pub fn unblock_all_signals() -> Result<()> {
+    // SAFETY: sigset_t is plain data; sigemptyset initialises it.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: set is a valid sigset_t.
+    unsafe { libc::sigemptyset(&mut set) };
+    // SAFETY: set is initialised; old mask not requested.
+    check_int(unsafe { libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut()) })
+        .map(drop)
+}
+
+/// `geteuid(2)` / `getegid(2)`.
+pub fn euid() -> u32 {
+    // SAFETY: no arguments.
+    unsafe { libc::geteuid() }
+}
+
+pub fn egid() -> u32 {
+    // SAFETY: no arguments.
+    unsafe { libc::getegid() }
+}
+
+/// A minimal ruleset (handles READ_FILE, no rules) for the doctor's enforcement probe.
+pub fn landlock_ruleset_for_probe() -> Result<c_int> {
+    #[repr(C)]
+    struct Attr {
+        handled_access_fs: u64,
+    }
+    let attr = Attr {
+        handled_access_fs: 1 << 2,
+    };
+    // SAFETY: attr is a live struct whose size we pass (the kernel accepts a prefix of the
+    // full ruleset attr).
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            &attr as *const Attr,
+            std::mem::size_of::<Attr>(),
+            0u32,
+        )
+    })
+    .map(|fd| fd as c_int)
+}
