@@ -63,7 +63,8 @@ pub use file::{
 };
 pub use model::*;
 pub use paths::{
-    canonicalize_existing, expand, is_within, normalize_lexically, Glob, PathContext, PathPattern,
+    canonicalize_existing, expand, is_within, normalize_lexically, Glob, GlobList, PathContext,
+    PathPattern,
 };
 pub use profile::{
     profile, DEFAULT_DENY_READ, DEFAULT_ENV_ALLOW, DEFAULT_PROFILE, PROFILES, PROTECTED_PATHS,

@@ -598,3 +598,43 @@ mod tests {
         }
     }
 }
+
+/// Many globs compiled into one matcher, so a directory walk tests each path once.
+#[derive(Debug, Clone)]
+pub struct GlobList {
+    set: globset::GlobSet,
+}
+
+impl GlobList {
+    /// Compile `globs` (already validated by [`expand`]) into one set; indices follow the
+    /// iteration order.
+    pub fn new<'a>(globs: impl IntoIterator<Item = &'a Glob>) -> Result<GlobList, PolicyError> {
+        let mut builder = globset::GlobSetBuilder::new();
+        for g in globs {
+            let glob = GlobBuilder::new(&g.pattern)
+                .literal_separator(true)
+                .backslash_escape(false)
+                .build()
+                .map_err(|e| PolicyError::ExpandPattern {
+                    pattern: g.pattern.clone(),
+                    reason: format!("invalid glob: {}", e.kind()),
+                })?;
+            builder.add(glob);
+        }
+        let set = builder.build().map_err(|e| PolicyError::ExpandPattern {
+            pattern: String::new(),
+            reason: format!("failed to compile globs: {e}"),
+        })?;
+        Ok(GlobList { set })
+    }
+
+    /// Indices of the globs that match `path` (taken as it is: walk output is already normal).
+    pub fn matches(&self, path: &Path) -> Vec<usize> {
+        self.set.matches(path)
+    }
+
+    /// Whether any glob matches `path`.
+    pub fn is_match(&self, path: &Path) -> bool {
+        self.set.is_match(path)
+    }
+}

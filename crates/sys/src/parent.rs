@@ -45,7 +45,8 @@ pub fn spawn(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> io::Result<Spawned> {
             raw::close(report_w);
             raw::close(sync_r);
             // SAFETY: both descriptors were just created by pipe2 and are owned by nobody else.
-            let (report, sync) = unsafe { (OwnedFd::from_raw_fd(report_r), OwnedFd::from_raw_fd(sync_w)) };
+            let (report, sync) =
+                unsafe { (OwnedFd::from_raw_fd(report_r), OwnedFd::from_raw_fd(sync_w)) };
             Ok(Spawned {
                 relay_pid: pid,
                 report,
@@ -99,7 +100,12 @@ impl Spawned {
 }
 
 /// Write `/proc/PID/{setgroups,uid_map,gid_map}` for a child that unshared its user namespace.
-pub fn write_id_maps(pid: libc::pid_t, uid_map: &str, gid_map: &str, deny_setgroups: bool) -> io::Result<()> {
+pub fn write_id_maps(
+    pid: libc::pid_t,
+    uid_map: &str,
+    gid_map: &str,
+    deny_setgroups: bool,
+) -> io::Result<()> {
     if deny_setgroups {
         fs::write(format!("/proc/{pid}/setgroups"), "deny")?;
     }
@@ -117,6 +123,8 @@ pub fn idmap_userns(uid_map: &str, gid_map: &str) -> io::Result<OwnedFd> {
     match raw::fork() {
         Ok(0) => {
             // Child: unshare, say so, wait until the parent has opened our namespace.
+            raw::close(ready_r);
+            raw::close(go_w);
             let code = match raw::unshare(libc::CLONE_NEWUSER) {
                 Ok(()) => 0,
                 Err(_) => 1,
@@ -135,7 +143,9 @@ pub fn idmap_userns(uid_map: &str, gid_map: &str) -> io::Result<OwnedFd> {
                     let f = fs::File::open(format!("/proc/{pid}/ns/user"))?;
                     Ok(OwnedFd::from(f))
                 }),
-                Ok(_) => Err(io::Error::other("the idmap helper could not create a user namespace")),
+                Ok(_) => Err(io::Error::other(
+                    "the idmap helper could not create a user namespace",
+                )),
                 Err(e) => Err(e.into()),
             };
             raw::close(ready_r);
@@ -149,7 +159,11 @@ pub fn idmap_userns(uid_map: &str, gid_map: &str) -> io::Result<OwnedFd> {
 
 /// A detached, recursive copy of the mount tree at `path` with the idmapping of `userns`,
 /// optionally read-only. Needs CAP_SYS_ADMIN over the filesystem (a root caller).
-pub fn idmapped_clone(path: &std::path::Path, userns: &OwnedFd, readonly: bool) -> io::Result<OwnedFd> {
+pub fn idmapped_clone(
+    path: &std::path::Path,
+    userns: &OwnedFd,
+    readonly: bool,
+) -> io::Result<OwnedFd> {
     let c = CString::new(path.as_os_str().as_encoded_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))?;
     let flags = raw::OPEN_TREE_CLONE | raw::OPEN_TREE_CLOEXEC | libc::AT_RECURSIVE as u32;

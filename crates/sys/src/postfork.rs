@@ -51,9 +51,25 @@ impl Stage {
     pub fn from_u32(v: u32) -> Option<Stage> {
         use Stage::*;
         const ALL: [Stage; 19] = [
-            ParentGone, Unshare, WaitForMaps, ForkInit, SetGroups, SetIds, Mount, Hostname,
-            Loopback, ForkCommand, Setsid, Chdir, LandlockRule, DropCapabilities, NoNewPrivs,
-            LandlockRestrict, CloseDescriptors, Seccomp, Exec,
+            ParentGone,
+            Unshare,
+            WaitForMaps,
+            ForkInit,
+            SetGroups,
+            SetIds,
+            Mount,
+            Hostname,
+            Loopback,
+            ForkCommand,
+            Setsid,
+            Chdir,
+            LandlockRule,
+            DropCapabilities,
+            NoNewPrivs,
+            LandlockRestrict,
+            CloseDescriptors,
+            Seccomp,
+            Exec,
         ];
         ALL.into_iter().find(|s| *s as u32 == v)
     }
@@ -146,28 +162,51 @@ pub enum MountOp<'a> {
         flags: c_ulong,
     },
     /// A directory inside a tmpfs made by an earlier step, with exactly `mode`.
-    Mkdir { path: &'a CStr, mode: u32 },
+    Mkdir {
+        path: &'a CStr,
+        mode: u32,
+    },
     /// An empty regular file inside a tmpfs made by an earlier step (a file mount point).
-    File { path: &'a CStr, mode: u32 },
-    Symlink { target: &'a CStr, path: &'a CStr },
-    /// Attach the detached mount in `slots[slot]` at `target`, read-only if asked.
+    File {
+        path: &'a CStr,
+        mode: u32,
+    },
+    Symlink {
+        target: &'a CStr,
+        path: &'a CStr,
+    },
+    /// Attach the detached mount in `slots[slot]` at `target`: always nosuid, nodev unless it
+    /// is a device node, read-only if asked.
     Attach {
         slot: usize,
         target: &'a CStr,
         readonly: bool,
+        device: bool,
     },
     /// A new procfs for the sandbox's own pid namespace.
-    Proc { target: &'a CStr },
+    Proc {
+        target: &'a CStr,
+    },
     /// A new devpts instance.
-    Devpts { target: &'a CStr },
+    Devpts {
+        target: &'a CStr,
+    },
     /// Re-bind `path` onto itself read-only (protected paths, `/proc/sys`).
-    ReadOnly { path: &'a CStr },
+    ReadOnly {
+        path: &'a CStr,
+    },
     /// Re-bind `path` onto itself, writable: a mount point cannot be renamed or removed.
-    Pin { path: &'a CStr },
+    Pin {
+        path: &'a CStr,
+    },
     /// Cover a directory with an empty, read-only, mode-000 directory.
-    MaskDir { target: &'a CStr },
+    MaskDir {
+        target: &'a CStr,
+    },
     /// Cover a file with an empty, read-only, mode-000 file.
-    MaskFile { target: &'a CStr },
+    MaskFile {
+        target: &'a CStr,
+    },
 }
 
 /// Landlock rules the command adds for mounts that exist only after the fork (their inodes
@@ -423,16 +462,19 @@ fn apply_mount(op: &MountOp<'_>, slots: &mut [c_int], mask_fd: &mut c_int) -> ra
             slot,
             target,
             readonly,
+            device,
         } => {
             let fd = *slots.get(slot).ok_or(Errno(libc::EINVAL))?;
-            let attr = if readonly {
-                ro(NOSUID_NODEV)
-            } else {
-                MountAttr {
-                    attr_set: NOSUID_NODEV,
-                    ..MountAttr::default()
-                }
+            let mut attr = MountAttr {
+                attr_set: raw::MOUNT_ATTR_NOSUID,
+                ..MountAttr::default()
             };
+            if !device {
+                attr.attr_set |= raw::MOUNT_ATTR_NODEV;
+            }
+            if readonly {
+                attr.attr_set |= raw::MOUNT_ATTR_RDONLY;
+            }
             raw::mount_setattr_fd(fd, true, &attr)?;
             raw::move_mount_fd(fd, target)?;
             raw::close(fd);

@@ -241,16 +241,8 @@ pub fn mount(
 ) -> Result<()> {
     let p = |s: Option<&CStr>| s.map_or(std::ptr::null(), |s| s.as_ptr());
     // SAFETY: every pointer is null or a valid NUL-terminated string.
-    check_int(unsafe {
-        libc::mount(
-            p(source),
-            target.as_ptr(),
-            p(fstype),
-            flags,
-            p(data).cast(),
-        )
-    })
-    .map(drop)
+    check_int(unsafe { libc::mount(p(source), target.as_ptr(), p(fstype), flags, p(data).cast()) })
+        .map(drop)
 }
 
 /// `open_tree(2)`: with `OPEN_TREE_CLONE` returns a detached copy of the mount at `path`.
@@ -376,7 +368,9 @@ pub fn umask(mask: libc::mode_t) -> libc::mode_t {
 /// Bring the loopback interface up (a new network namespace starts with it down).
 pub fn loopback_up() -> Result<()> {
     // SAFETY: integer arguments only.
-    let fd = check_int(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    let fd = check_int(unsafe {
+        libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0)
+    })?;
     // SAFETY: ifreq is plain old data; all-zero is a valid value.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
     for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
@@ -485,8 +479,15 @@ pub fn seccomp_install(filter: &[libc::sock_filter]) -> Result<()> {
 /// Mark every descriptor from `first` up close-on-exec.
 pub fn cloexec_from(first: c_uint) -> Result<()> {
     // SAFETY: integer arguments only.
-    check(unsafe { libc::syscall(libc::SYS_close_range, first, c_uint::MAX, libc::CLOSE_RANGE_CLOEXEC) })
-        .map(drop)
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first,
+            c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    })
+    .map(drop)
 }
 
 /// `execve(2)`; returns only on failure.
@@ -516,8 +517,7 @@ pub fn unblock_all_signals() -> Result<()> {
     // SAFETY: set is a valid sigset_t.
     unsafe { libc::sigemptyset(&mut set) };
     // SAFETY: set is initialised; old mask not requested.
-    check_int(unsafe { libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut()) })
-        .map(drop)
+    check_int(unsafe { libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut()) }).map(drop)
 }
 
 /// `geteuid(2)` / `getegid(2)`.

@@ -1,0 +1,258 @@
+//! `stockade`: run a command inside layered containment.
+//!
+//! Thin by design: clap parses flags, the policy is resolved, one library call runs, errors are
+//! printed once (`stockade: error[CODE]: message` plus hints, or JSON with `--json`), and the
+//! process exits with the command's code, 125 when stockade refused or failed, 126/127 when the
+//! program could not be executed.
+
+#![forbid(unsafe_code)]
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use stockade::{Backend, Error, NativeBackend, RunRequest};
+
+/// Exit code when stockade itself refused or failed.
+const EXIT_REFUSED: u8 = 125;
+
+#[derive(Parser)]
+#[command(
+    name = "stockade",
+    version,
+    about = "Run AI agents' commands in a sandbox that tells you what it blocked"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a program (after `--`) or a shell string (`--shell`) in the sandbox.
+    Run(RunArgs),
+    /// Probe what this machine can enforce, by trying it.
+    Doctor {
+        /// Print the checks as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show or check policies.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
+}
+
+#[derive(Subcommand)]
+enum PolicyCommand {
+    /// Print the resolved policy and the sandbox plan for the given options.
+    Show {
+        #[command(flatten)]
+        policy: PolicyArgs,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Validate a policy file (strict: unknown or duplicate keys are errors).
+    Check { file: PathBuf },
+}
+
+#[derive(Args, Clone)]
+struct PolicyArgs {
+    /// Workspace directory (writable under the default profile). Default: current directory.
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// Policy file (TOML).
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
+    /// Built-in profile: workspace-write (default) or read-only.
+    #[arg(long, value_name = "NAME")]
+    profile: Option<String>,
+    /// Also allow writing PATH.
+    #[arg(long = "allow-write", value_name = "PATH")]
+    allow_write: Vec<String>,
+    /// Deny reading PATH (masked inside).
+    #[arg(long = "deny-read", value_name = "PATH")]
+    deny_read: Vec<String>,
+    /// Allow reading PATH even inside a denied path.
+    #[arg(long = "allow-read", value_name = "PATH")]
+    allow_read: Vec<String>,
+    /// Pass NAME from the caller's environment, or set NAME=VALUE.
+    #[arg(long = "env", value_name = "NAME[=VALUE]")]
+    env: Vec<String>,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    #[command(flatten)]
+    policy: PolicyArgs,
+    /// Run `/bin/sh -c STRING` instead of a program.
+    #[arg(long, value_name = "STRING", conflicts_with = "argv")]
+    shell: Option<String>,
+    /// Write a JSON run record here.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+    /// Append JSON-line audit events here.
+    #[arg(long, value_name = "FILE")]
+    audit: Option<PathBuf>,
+    /// Run even if Landlock or seccomp cannot be enforced (recorded in the report).
+    #[arg(long)]
+    allow_degraded: bool,
+    /// Print stockade's own errors as JSON on stderr.
+    #[arg(long)]
+    json: bool,
+    /// The program and its arguments.
+    #[arg(last = true, value_name = "PROGRAM")]
+    argv: Vec<String>,
+}
+
+fn print_error(e: &Error, json: bool) {
+    if json {
+        let v = serde_json::json!({
+            "error": { "code": e.code(), "kind": e.kind(), "message": e.to_string(), "hint": e.hint() }
+        });
+        eprintln!("{v}");
+    } else {
+        eprintln!("stockade: error[{}]: {e}", e.code());
+        if let Some(h) = e.hint() {
+            eprintln!("  hint: {h}");
+        }
+    }
+}
+
+fn resolve(args: &PolicyArgs) -> Result<policy::Policy, Error> {
+    let file = match &args.policy {
+        Some(p) => Some(policy::read_policy_file(p)?),
+        None => None,
+    };
+    let overrides = policy::Overrides {
+        profile: args.profile.clone(),
+        allow_write: args.allow_write.clone(),
+        deny_read: args.deny_read.clone(),
+        allow_read: args.allow_read.clone(),
+        env: args.env.clone(),
+    };
+    Ok(policy::resolve(file, &overrides)?)
+}
+
+fn run(args: RunArgs) -> Result<u8, Error> {
+    let argv = match args.shell {
+        Some(s) => vec!["/bin/sh".to_string(), "-c".to_string(), s],
+        None => args.argv,
+    };
+    let policy = resolve(&args.policy)?;
+    let mut request = RunRequest::new(argv, args.policy.workspace)?;
+    request.options.allow_degraded = args.allow_degraded;
+    request.report = args.report;
+    request.audit = args.audit;
+    let result = stockade::run(&policy, &request)?;
+    if let Some(errno) = result.outcome.exec_errno {
+        let program = request.native.argv.first().cloned().unwrap_or_default();
+        let (code, what) = if result.exit_code == 127 {
+            ("E_COMMAND_NOT_FOUND", "not found")
+        } else {
+            ("E_COMMAND_NOT_EXECUTABLE", "cannot be executed")
+        };
+        let cause = std::io::Error::from_raw_os_error(errno);
+        if args.json {
+            eprintln!(
+                "{}",
+                serde_json::json!({"error": {"code": code, "kind": "exec", "message": format!("{program}: {what}: {cause}")}})
+            );
+        } else {
+            eprintln!("stockade: error[{code}]: {program}: {what} inside the sandbox: {cause}");
+        }
+    }
+    for v in &result.violations {
+        eprintln!(
+            "stockade: violation[{}]: {} {}: {}",
+            v.code,
+            v.kind.replace('_', " "),
+            v.path.display(),
+            v.action
+        );
+    }
+    for s in &result.outcome.skipped {
+        eprintln!("stockade: warning: degraded run, skipped {s}");
+    }
+    Ok(u8::try_from(result.exit_code).unwrap_or(EXIT_REFUSED))
+}
+
+fn doctor(json: bool) -> u8 {
+    let checks = NativeBackend.probe();
+    let ok = checks.iter().all(|c| c.ok || !c.required);
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({ "ok": ok, "backend": NativeBackend.name(), "checks": checks })
+        );
+    } else {
+        for c in &checks {
+            let mark = if c.ok {
+                "ok  "
+            } else if c.required {
+                "FAIL"
+            } else {
+                "warn"
+            };
+            println!("[{mark}] {:<28} {}", c.name, c.detail);
+            if let Some(fix) = &c.fix {
+                println!("       fix: {fix}");
+            }
+        }
+        println!(
+            "{}",
+            if ok {
+                "stockade can enforce its default policy on this machine."
+            } else {
+                "stockade cannot enforce its default policy here: `stockade run` will refuse (exit 125) until the failures above are fixed."
+            }
+        );
+    }
+    if ok {
+        0
+    } else {
+        1
+    }
+}
+
+fn policy_show(args: PolicyArgs, json: bool) -> Result<u8, Error> {
+    let policy = resolve(&args)?;
+    let request = RunRequest::new(vec!["true".into()], args.workspace)?;
+    let plan = stockade::plan(&policy, &request)?;
+    let doc = serde_json::json!({ "policy": policy, "policy_digest": policy::digest(&policy), "plan": plan });
+    if json {
+        println!("{doc}");
+    } else {
+        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+    }
+    Ok(0)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let (result, json) = match cli.command {
+        Command::Run(args) => {
+            let json = args.json;
+            (run(args), json)
+        }
+        Command::Doctor { json } => (Ok(doctor(json)), json),
+        Command::Policy(PolicyCommand::Show { policy, json }) => (policy_show(policy, json), json),
+        Command::Policy(PolicyCommand::Check { file }) => (
+            policy::read_policy_file(&file)
+                .and_then(|f| policy::resolve(Some(f), &policy::Overrides::default()))
+                .map(|_| {
+                    println!("{}: ok", file.display());
+                    0
+                })
+                .map_err(Error::from),
+            false,
+        ),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            print_error(&e, json);
+            ExitCode::from(EXIT_REFUSED)
+        }
+    }
+}

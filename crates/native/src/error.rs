@@ -1,0 +1,105 @@
+//! Errors of planning and running a sandbox, each with a stable code and a fix.
+
+use std::path::PathBuf;
+
+/// Stable error codes shown in messages, `--json` output and audit events.
+pub const E_POLICY_INVALID: &str = "E_POLICY_INVALID";
+pub const E_PROTECTION_UNAVAILABLE: &str = "E_PROTECTION_UNAVAILABLE";
+pub const E_SANDBOX_SETUP: &str = "E_SANDBOX_SETUP";
+pub const E_COMMAND_NOT_FOUND: &str = "E_COMMAND_NOT_FOUND";
+pub const E_COMMAND_NOT_EXECUTABLE: &str = "E_COMMAND_NOT_EXECUTABLE";
+pub const E_INTERNAL: &str = "E_INTERNAL";
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error(transparent)]
+    Policy(#[from] policy::PolicyError),
+    #[error("no program to run")]
+    NoProgram,
+    #[error("writable path does not exist: {}", .0.display())]
+    WritableRootMissing(PathBuf),
+    #[error("writable paths must be exact paths, not globs: {0}")]
+    WritableRootGlob(String),
+    #[error("refusing to make {} writable", .0.display())]
+    WritableRootForbidden(PathBuf),
+    #[error("more than {limit} entries below {}: refusing to run without checking them all for secrets and protected paths", .root.display())]
+    WalkLimit { root: PathBuf, limit: usize },
+    #[error("workspace is not a directory: {}", .0.display())]
+    Workspace(PathBuf),
+}
+
+impl PlanError {
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            PlanError::Policy(e) => e.hint(),
+            PlanError::NoProgram => {
+                Some("give a program after `--`, or use --shell 'COMMAND'".into())
+            }
+            PlanError::WritableRootMissing(_) => {
+                Some("create it first or remove it from allow_write / --allow-write".into())
+            }
+            PlanError::WritableRootGlob(_) => {
+                Some("list each writable directory explicitly".into())
+            }
+            PlanError::WritableRootForbidden(_) => Some(
+                "allow a narrower directory; /, /dev, /proc and /sys cannot be made writable"
+                    .into(),
+            ),
+            PlanError::WalkLimit { .. } => Some("use a narrower --workspace".into()),
+            PlanError::Workspace(_) => Some("pass an existing directory with --workspace".into()),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// A protection the policy needs cannot be enforced on this machine.
+    #[error("{what} is not available: {cause}")]
+    Unavailable {
+        what: &'static str,
+        cause: String,
+        fix: String,
+    },
+    /// Setting up the sandbox failed at a given step.
+    #[error("failed to {stage}{}: {cause}", .path.as_ref().map(|p| format!(" ({})", p.display())).unwrap_or_default())]
+    Setup {
+        stage: &'static str,
+        path: Option<PathBuf>,
+        cause: std::io::Error,
+    },
+    #[error("failed to {what}: {cause}")]
+    Io { what: String, cause: std::io::Error },
+}
+
+impl RunError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            RunError::Plan(_) => E_POLICY_INVALID,
+            RunError::Unavailable { .. } => E_PROTECTION_UNAVAILABLE,
+            RunError::Setup { .. } => E_SANDBOX_SETUP,
+            RunError::Io { .. } => E_INTERNAL,
+        }
+    }
+
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            RunError::Plan(e) => e.hint(),
+            RunError::Unavailable { fix, .. } => Some(fix.clone()),
+            RunError::Setup { cause, .. } if cause.raw_os_error() == Some(libc::EPERM) => Some(
+                "run `stockade doctor` to see which kernel feature is blocked on this machine"
+                    .into(),
+            ),
+            RunError::Setup { .. } => Some("run `stockade doctor` to check this machine".into()),
+            RunError::Io { .. } => None,
+        }
+    }
+
+    pub(crate) fn io(what: impl Into<String>, cause: std::io::Error) -> RunError {
+        RunError::Io {
+            what: what.into(),
+            cause,
+        }
+    }
+}

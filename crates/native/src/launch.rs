@@ -1,0 +1,452 @@
+//! `launch`: prepare everything that allocates or may fail slowly (Landlock ruleset, seccomp
+//! program, idmapped mounts, C strings), fork the sandbox, write its id maps, supervise it and
+//! collect its status. The child side lives in `sys::postfork`.
+
+use std::ffi::{CStr, CString};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::raw::{c_char, c_int};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use landlock::{
+    Access as _, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, Scope, ABI,
+};
+use sys::postfork::{self, ChildSpec, CommandSpec, LandlockSpec, MountOp, Stage};
+
+use crate::error::RunError;
+use crate::plan::{Access, Mount, Plan, Rule};
+
+/// What the caller allows to be skipped when it cannot be enforced.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Run even when Landlock or seccomp cannot be enforced, recording what was skipped.
+    pub allow_degraded: bool,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The exit code a shell would show (command's code, 128+N for signal N, 126/127).
+    pub exit_code: i32,
+    /// Signal that killed the command, if any.
+    pub signal: Option<i32>,
+    /// errno of the failed `execve` when the command could not be executed (126/127).
+    pub exec_errno: Option<i32>,
+    pub duration: Duration,
+    /// Layers skipped under `--allow-degraded`, with why.
+    pub skipped: Vec<String>,
+    pub landlock_abi: Option<i32>,
+}
+
+// Landlock filesystem access bits (linux/landlock.h).
+const EXECUTE: u64 = 1 << 0;
+const WRITE_FILE: u64 = 1 << 1;
+const READ_FILE: u64 = 1 << 2;
+const READ_DIR: u64 = 1 << 3;
+const TRUNCATE: u64 = 1 << 14;
+const IOCTL_DEV: u64 = 1 << 15;
+const FILE_RIGHTS: u64 = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV;
+
+fn access_bits(access: Access, dir: bool) -> u64 {
+    let bits = match access {
+        Access::Read => EXECUTE | READ_FILE | READ_DIR,
+        Access::Full => u64::MAX,
+        Access::Device => READ_FILE | WRITE_FILE | TRUNCATE | IOCTL_DEV | READ_DIR,
+        Access::ReadWriteFiles => EXECUTE | READ_FILE | READ_DIR | WRITE_FILE | TRUNCATE,
+    };
+    if dir {
+        bits
+    } else {
+        bits & FILE_RIGHTS
+    }
+}
+
+fn cstring(p: impl AsRef<[u8]>) -> Result<CString, RunError> {
+    CString::new(p.as_ref()).map_err(|_| {
+        RunError::io(
+            "prepare the sandbox",
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "string contains a NUL byte",
+            ),
+        )
+    })
+}
+
+fn path_c(p: &Path) -> Result<CString, RunError> {
+    cstring(p.as_os_str().as_encoded_bytes())
+}
+
+/// The Landlock ruleset with every host-side rule added, plus the bits the kernel handles.
+struct Landlock {
+    fd: OwnedFd,
+    handled: u64,
+    abi: i32,
+}
+
+fn landlock(plan: &Plan) -> Result<Landlock, String> {
+    let abi_num = sys::raw::landlock_abi()
+        .map_err(|e| format!("Landlock is not supported by this kernel ({e})"))?;
+    let abi = ABI::from(abi_num.min(7));
+    let fs = AccessFs::from_all(abi);
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(fs)
+        .map_err(|e| e.to_string())?;
+    if abi_num >= 6 {
+        ruleset = ruleset
+            .scope(Scope::from_all(abi))
+            .map_err(|e| e.to_string())?;
+    }
+    let mut created = ruleset.create().map_err(|e| e.to_string())?;
+    let handled = fs.bits();
+    for Rule { path, access, dir } in &plan.landlock.host_rules {
+        let Ok(fd) = PathFd::new(path) else {
+            continue; // vanished since planning: nothing to grant
+        };
+        let bits = access_bits(*access, *dir) & handled;
+        (&mut created)
+            .add_rule(PathBeneath::new(
+                fd,
+                BitFlags::<AccessFs>::from_bits_truncate(bits),
+            ))
+            .map_err(|e| format!("failed to add a Landlock rule for {}: {e}", path.display()))?;
+    }
+    let fd: Option<OwnedFd> = created.into();
+    let fd = fd.ok_or_else(|| "Landlock ruleset was not created".to_string())?;
+    Ok(Landlock {
+        fd,
+        handled,
+        abi: abi_num,
+    })
+}
+
+/// Run the plan. Blocks until the sandbox has ended.
+pub fn launch(plan: &Plan, options: Options) -> Result<Outcome, RunError> {
+    let started = Instant::now();
+    let mut skipped = Vec::new();
+
+    // ---- prepare: everything that allocates or may fail slowly, before the fork ----
+    let landlock = match landlock(plan) {
+        Ok(l) => Some(l),
+        Err(cause) if options.allow_degraded => {
+            skipped.push(format!("landlock: {cause}"));
+            None
+        }
+        Err(cause) => {
+            return Err(RunError::Unavailable {
+                what: "Landlock",
+                cause,
+                fix: "use a kernel with Landlock enabled (CONFIG_SECURITY_LANDLOCK=y and `landlock` in the lsm= boot list), or pass --allow-degraded to run without it".into(),
+            })
+        }
+    };
+    // seccompiler's sock_filter and libc's have the same C layout but are distinct types.
+    let seccomp: Option<Vec<libc::sock_filter>> = match seccomp::build_default() {
+        Ok(p) => Some(
+            p.instructions()
+                .iter()
+                .map(|i| libc::sock_filter {
+                    code: i.code,
+                    jt: i.jt,
+                    jf: i.jf,
+                    k: i.k,
+                })
+                .collect(),
+        ),
+        Err(e) if options.allow_degraded => {
+            skipped.push(format!("seccomp: {e}"));
+            None
+        }
+        Err(e) => {
+            return Err(RunError::Unavailable {
+                what: "seccomp",
+                cause: e.to_string(),
+                fix: "stockade's seccomp filter supports x86_64 only; pass --allow-degraded to run without it".into(),
+            })
+        }
+    };
+
+    let mut slots: Vec<c_int> = vec![-1; plan.slots];
+    let mut held: Vec<OwnedFd> = Vec::new();
+    let mut namespaces: Vec<((String, String), OwnedFd)> = Vec::new();
+    for m in &plan.idmapped {
+        let key = (m.uid_map.clone(), m.gid_map.clone());
+        let idx = match namespaces.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                let ns = sys::parent::idmap_userns(&m.uid_map, &m.gid_map).map_err(|e| RunError::Unavailable {
+                    what: "an idmapping user namespace",
+                    cause: e.to_string(),
+                    fix: "enable unprivileged user namespaces (sysctl user.max_user_namespaces > 0)".into(),
+                })?;
+                namespaces.push((key, ns));
+                namespaces.len() - 1
+            }
+        };
+        let fd = sys::parent::idmapped_clone(&m.path, &namespaces[idx].1, m.readonly).map_err(|e| {
+            RunError::Unavailable {
+                what: "an idmapped mount",
+                cause: format!("{}: {e}", m.path.display()),
+                fix: "as root, stockade runs the command as an unprivileged uid and needs idmapped mounts (Linux ≥ 5.12; ext4, xfs, btrfs or tmpfs ≥ 6.3) for the writable paths; or run stockade as a regular user".into(),
+            }
+        })?;
+        if let Some(s) = slots.get_mut(m.slot) {
+            *s = fd.as_raw_fd();
+        }
+        held.push(fd);
+    }
+    drop(namespaces);
+
+    // C strings the child borrows. Built completely before any op borrows them.
+    let mount_paths: Vec<(CString, Option<CString>)> = plan
+        .mounts
+        .iter()
+        .map(|m| {
+            let (a, b): (Option<&Path>, Option<CString>) = match m {
+                Mount::Tmpfs { target, data, .. } => (Some(target), Some(cstring(data)?)),
+                Mount::Symlink { target, path } => (Some(path), Some(path_c(target)?)),
+                other => (other.path(), None),
+            };
+            Ok((path_c(a.unwrap_or(Path::new("/")))?, b))
+        })
+        .collect::<Result<_, RunError>>()?;
+    let ops: Vec<MountOp<'_>> = plan
+        .mounts
+        .iter()
+        .zip(&mount_paths)
+        .map(|(m, (p, extra))| mount_op(m, p, extra.as_deref()))
+        .collect();
+
+    let env_c: Vec<CString> = plan
+        .env
+        .iter()
+        .map(|(k, v)| cstring(format!("{k}={v}")))
+        .collect::<Result<_, _>>()?;
+    let argv_c: Vec<CString> = plan.argv.iter().map(cstring).collect::<Result<_, _>>()?;
+    let envp: Vec<*const c_char> = env_c
+        .iter()
+        .map(|c| c.as_ptr())
+        .chain([std::ptr::null()])
+        .collect();
+    let argv: Vec<*const c_char> = argv_c
+        .iter()
+        .map(|c| c.as_ptr())
+        .chain([std::ptr::null()])
+        .collect();
+    let cand_c: Vec<CString> = plan
+        .candidates
+        .iter()
+        .map(|p| path_c(p))
+        .collect::<Result<_, _>>()?;
+    let candidates: Vec<&CStr> = cand_c.iter().map(CString::as_c_str).collect();
+    let cwd = path_c(&plan.cwd)?;
+    let child_rules_c: Vec<(CString, u64)> = match &landlock {
+        Some(l) => plan
+            .landlock
+            .child_rules
+            .iter()
+            .map(|r| Ok((path_c(&r.path)?, access_bits(r.access, r.dir) & l.handled)))
+            .collect::<Result<_, RunError>>()?,
+        None => Vec::new(),
+    };
+    let child_rules: Vec<(&CStr, u64)> = child_rules_c
+        .iter()
+        .map(|(c, b)| (c.as_c_str(), *b))
+        .collect();
+
+    let spec = ChildSpec {
+        supervisor_pid: std::process::id() as libc::pid_t,
+        report_fd: -1,
+        sync_fd: -1,
+        namespaces: sys::probe::ALL_NAMESPACES,
+        uid: plan.ids.inside_uid,
+        gid: plan.ids.inside_gid,
+        clear_groups: plan.ids.clear_groups,
+        hostname: plan.hostname.as_bytes(),
+        mounts: &ops,
+        command: CommandSpec {
+            cwd: &cwd,
+            argv: &argv,
+            envp: &envp,
+            candidates: &candidates,
+            landlock: landlock.as_ref().map(|l| LandlockSpec {
+                ruleset_fd: l.fd.as_raw_fd(),
+                rules: &child_rules,
+            }),
+            seccomp: seccomp.as_deref(),
+        },
+    };
+
+    // ---- launch and supervise ----
+    let mut child =
+        sys::parent::spawn(&spec, &mut slots).map_err(|e| RunError::io("fork the sandbox", e))?;
+    drop(held);
+    let mut failure: Option<postfork::Report> = None;
+    let mut exec_failure: Option<postfork::Report> = None;
+    let mut status: Option<c_int> = None;
+    let mut map_error: Option<std::io::Error> = None;
+    loop {
+        let report = match child.next_report() {
+            Ok(Some(r)) => r,
+            Ok(None) => break,
+            Err(e) => {
+                child.kill();
+                let _ = child.wait();
+                return Err(RunError::io("read the sandbox's reports", e));
+            }
+        };
+        match report.kind {
+            postfork::REPORT_READY => {
+                let ids = &plan.ids;
+                match sys::parent::write_id_maps(
+                    child.relay_pid,
+                    &ids.uid_map,
+                    &ids.gid_map,
+                    ids.deny_setgroups,
+                )
+                .and_then(|_| child.release())
+                {
+                    Ok(()) => {}
+                    Err(e) => {
+                        map_error = Some(e);
+                        child.kill();
+                    }
+                }
+            }
+            postfork::REPORT_INIT_PID => {
+                let _ = sys::parent::forward_signals_to(report.value);
+            }
+            postfork::REPORT_STATUS => status = Some(report.value),
+            postfork::REPORT_FAILURE if report.stage == Stage::Exec as u32 => {
+                exec_failure = Some(report)
+            }
+            postfork::REPORT_FAILURE if failure.is_none() => failure = Some(report),
+            _ => {}
+        }
+    }
+    let relay_status = child
+        .wait()
+        .map_err(|e| RunError::io("wait for the sandbox", e))?;
+    let duration = started.elapsed();
+    if let Some(e) = map_error {
+        return Err(RunError::Unavailable {
+            what: "user-namespace id mapping",
+            cause: e.to_string(),
+            fix: "allow writing /proc/PID/uid_map (unprivileged user namespaces must be enabled)"
+                .into(),
+        });
+    }
+    if let Some(f) = failure {
+        return Err(setup_error(plan, f));
+    }
+    let exec_errno = exec_failure.map(|f| f.value);
+    let (exit_code, signal) = match status {
+        Some(s) if libc::WIFSIGNALED(s) => (128 + libc::WTERMSIG(s), Some(libc::WTERMSIG(s))),
+        Some(s) => (postfork::exit_code(s), None),
+        None => (postfork::exit_code(relay_status), None),
+    };
+    Ok(Outcome {
+        exit_code,
+        signal,
+        exec_errno,
+        duration,
+        skipped,
+        landlock_abi: landlock.as_ref().map(|l| l.abi),
+    })
+}
+
+fn mount_op<'a>(m: &Mount, p: &'a CStr, extra: Option<&'a CStr>) -> MountOp<'a> {
+    let extra = extra.unwrap_or(c"");
+    match m {
+        Mount::MakeRootPrivate => MountOp::MakeRootPrivate,
+        Mount::Clone {
+            slot, recursive, ..
+        } => MountOp::Clone {
+            source: p,
+            slot: *slot,
+            recursive: *recursive,
+        },
+        Mount::ReadOnlyRoot => MountOp::ReadOnlyRoot,
+        Mount::Tmpfs { flags, .. } => MountOp::Tmpfs {
+            target: p,
+            data: extra,
+            flags: *flags as libc::c_ulong,
+        },
+        Mount::Mkdir { mode, .. } => MountOp::Mkdir {
+            path: p,
+            mode: *mode,
+        },
+        Mount::File { mode, .. } => MountOp::File {
+            path: p,
+            mode: *mode,
+        },
+        Mount::Symlink { .. } => MountOp::Symlink {
+            target: extra,
+            path: p,
+        },
+        Mount::Attach {
+            slot,
+            readonly,
+            device,
+            ..
+        } => MountOp::Attach {
+            slot: *slot,
+            target: p,
+            readonly: *readonly,
+            device: *device,
+        },
+        Mount::Proc { .. } => MountOp::Proc { target: p },
+        Mount::Devpts { .. } => MountOp::Devpts { target: p },
+        Mount::ReadOnly { .. } => MountOp::ReadOnly { path: p },
+        Mount::Pin { .. } => MountOp::Pin { path: p },
+        Mount::MaskDir { .. } => MountOp::MaskDir { target: p },
+        Mount::MaskFile { .. } => MountOp::MaskFile { target: p },
+    }
+}
+
+fn setup_error(plan: &Plan, f: postfork::Report) -> RunError {
+    let stage = Stage::from_u32(f.stage);
+    let path = match stage {
+        Some(Stage::Mount) => plan
+            .mounts
+            .get(f.index as usize)
+            .and_then(|m| m.path().map(Path::to_path_buf)),
+        Some(Stage::LandlockRule) => plan
+            .landlock
+            .child_rules
+            .get(f.index as usize)
+            .map(|r| r.path.clone()),
+        Some(Stage::Chdir) => Some(plan.cwd.clone()),
+        _ => None,
+    };
+    let cause = std::io::Error::from_raw_os_error(f.value);
+    match stage {
+        Some(Stage::Unshare) => RunError::Unavailable {
+            what: "Linux namespaces",
+            cause: format!("failed to create user/mount/pid/net/ipc/uts/cgroup namespaces: {cause}"),
+            fix: "enable unprivileged user namespaces: `sysctl -w kernel.unprivileged_userns_clone=1` (Debian/Ubuntu), `sysctl -w user.max_user_namespaces=15000`, or on Ubuntu 24.04+ `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`; inside a container, run it with --privileged or a seccomp profile that allows clone/unshare of namespaces".into(),
+        },
+        Some(Stage::Seccomp) => RunError::Unavailable {
+            what: "seccomp",
+            cause: format!("failed to install the seccomp filter: {cause}"),
+            fix: "use a kernel with CONFIG_SECCOMP_FILTER=y, or pass --allow-degraded".into(),
+        },
+        Some(Stage::LandlockRestrict) => RunError::Unavailable {
+            what: "Landlock",
+            cause: format!("failed to enforce the ruleset: {cause}"),
+            fix: "use a kernel with Landlock enabled, or pass --allow-degraded".into(),
+        },
+        Some(s) => RunError::Setup {
+            stage: s.describe(),
+            path,
+            cause,
+        },
+        None => RunError::Setup {
+            stage: "set up the sandbox",
+            path,
+            cause,
+        },
+    }
+}

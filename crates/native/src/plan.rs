@@ -1,0 +1,909 @@
+//! `Plan::new`: policy + request + host facts → everything the sandbox will do, as data.
+//!
+//! The plan is pure given a [`HostView`]: it lists the mount steps in the order the init runs
+//! them, the uid/gid maps, the Landlock rules, the seccomp rules, the environment and the exec
+//! candidates. Unit tests compare whole plans built against a fake host.
+
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use policy::{is_within, PathContext, PathPattern, Policy, ReadScope};
+use serde::Serialize;
+
+use crate::error::PlanError;
+use crate::host::{HostView, Kind};
+
+/// Hostname inside the sandbox.
+pub const SANDBOX_HOSTNAME: &str = "stockade";
+/// Uid and gid the command has inside the sandbox when the caller is root: never 0.
+pub const ROOT_CALLER_INSIDE_ID: u32 = 1000;
+/// Host-side uid and gid the sandbox runs as when the caller is root. An id no account uses,
+/// so the sandbox passes no owner or group check on host files (`/proc/sys`, `/etc/shadow`);
+/// the writable roots (and a private home) reach it through idmapped mounts instead.
+pub const ROOT_CALLER_HOST_ID: u32 = 0x7ff0_0000;
+/// Walking the writable roots (to find `.env` files and protected paths) stops here and the
+/// run is refused rather than silently leaving paths unprotected.
+pub const WALK_LIMIT: usize = 500_000;
+
+/// Device nodes bound from the host into the sandbox's private `/dev`.
+const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+];
+/// Paths of the sandbox's own procfs that are re-bound read-only.
+const PROC_READ_ONLY: &[&str] = &["/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"];
+/// Readable roots under `read_scope = "allow-list"` besides the listed paths.
+const SYSTEM_READ: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
+];
+/// Places the sandbox replaces wholesale; host paths below them are not visible inside.
+const REPLACED: &[&str] = &["/tmp", "/dev", "/proc"];
+
+/// What the caller asked to run, and where.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// Program and arguments (`--shell S` is `["/bin/sh", "-c", S]`).
+    pub argv: Vec<String>,
+    /// Canonical workspace directory.
+    pub workspace: PathBuf,
+    /// Canonical current directory of the caller.
+    pub cwd: PathBuf,
+    pub home: PathBuf,
+    pub uid: u32,
+    pub gid: u32,
+    /// The caller's environment.
+    pub env: Vec<(OsString, OsString)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Ids {
+    pub inside_uid: u32,
+    pub inside_gid: u32,
+    pub host_uid: u32,
+    pub host_gid: u32,
+    /// Contents written to `/proc/PID/uid_map` and `gid_map`.
+    pub uid_map: String,
+    pub gid_map: String,
+    /// Unprivileged callers must write `deny` to `setgroups` before `gid_map`.
+    pub deny_setgroups: bool,
+    /// Root callers drop supplementary groups (root's group 0) inside.
+    pub clear_groups: bool,
+}
+
+/// An idmapped detached mount the supervisor makes before the fork (root callers only).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Idmapped {
+    pub slot: usize,
+    pub path: PathBuf,
+    pub readonly: bool,
+    pub uid_map: String,
+    pub gid_map: String,
+}
+
+/// One mount step; mirrors `sys::postfork::MountOp` with owned paths.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Mount {
+    MakeRootPrivate,
+    Clone {
+        source: PathBuf,
+        slot: usize,
+        recursive: bool,
+    },
+    ReadOnlyRoot,
+    Tmpfs {
+        target: PathBuf,
+        data: String,
+        flags: u64,
+    },
+    Mkdir {
+        path: PathBuf,
+        mode: u32,
+    },
+    File {
+        path: PathBuf,
+        mode: u32,
+    },
+    Symlink {
+        target: PathBuf,
+        path: PathBuf,
+    },
+    Attach {
+        slot: usize,
+        target: PathBuf,
+        readonly: bool,
+        device: bool,
+    },
+    Proc {
+        target: PathBuf,
+    },
+    Devpts {
+        target: PathBuf,
+    },
+    ReadOnly {
+        path: PathBuf,
+    },
+    Pin {
+        path: PathBuf,
+    },
+    MaskDir {
+        target: PathBuf,
+    },
+    MaskFile {
+        target: PathBuf,
+    },
+}
+
+impl Mount {
+    /// The path this step acts on, for error messages.
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            Mount::MakeRootPrivate | Mount::ReadOnlyRoot => Some(Path::new("/")),
+            Mount::Clone { source, .. } => Some(source),
+            Mount::Tmpfs { target, .. }
+            | Mount::Attach { target, .. }
+            | Mount::Proc { target }
+            | Mount::Devpts { target }
+            | Mount::MaskDir { target }
+            | Mount::MaskFile { target } => Some(target),
+            Mount::Mkdir { path, .. }
+            | Mount::File { path, .. }
+            | Mount::Symlink { path, .. }
+            | Mount::ReadOnly { path }
+            | Mount::Pin { path } => Some(path),
+        }
+    }
+}
+
+/// Landlock access classes; `prepare` turns them into bits for the kernel's ABI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Access {
+    /// Read files, list directories, execute.
+    Read,
+    /// Everything (writable roots, private `/tmp`).
+    Full,
+    /// Read, write, truncate and ioctl on device files.
+    Device,
+    /// Read plus writing existing files (the sandbox's own `/proc`).
+    ReadWriteFiles,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Rule {
+    pub path: PathBuf,
+    pub access: Access,
+    /// Whether `path` is a directory (file rules may carry only file rights).
+    pub dir: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+pub struct LandlockPlan {
+    /// Rules on host inodes, added by the supervisor before the fork.
+    pub host_rules: Vec<Rule>,
+    /// Rules on mounts the init creates, added by the command after the fork.
+    pub child_rules: Vec<Rule>,
+}
+
+/// What the supervisor checks after the run: protected paths that did not exist at the start.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct SweepPlan {
+    pub roots: Vec<PathBuf>,
+    pub patterns: Vec<String>,
+    pub existing: BTreeSet<PathBuf>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub ids: Ids,
+    pub idmapped: Vec<Idmapped>,
+    pub slots: usize,
+    pub mounts: Vec<Mount>,
+    pub landlock: LandlockPlan,
+    pub seccomp: Vec<seccomp::Rule>,
+    pub env: Vec<(String, String)>,
+    pub argv: Vec<String>,
+    pub candidates: Vec<PathBuf>,
+    pub cwd: PathBuf,
+    pub hostname: String,
+    pub writable_roots: Vec<PathBuf>,
+    pub masked: Vec<PathBuf>,
+    pub protected: Vec<PathBuf>,
+    #[serde(skip)]
+    pub sweep: SweepPlan,
+    #[serde(skip)]
+    pub sweep_globs: Option<policy::GlobList>,
+}
+
+fn depth(p: &Path) -> usize {
+    p.components().count()
+}
+
+fn under_replaced(p: &Path) -> bool {
+    REPLACED.iter().any(|r| is_within(p, Path::new(r)))
+}
+
+impl Plan {
+    pub fn new(policy: &Policy, req: &Request, host: &dyn HostView) -> Result<Plan, PlanError> {
+        let program = req.argv.first().ok_or(PlanError::NoProgram)?;
+        if program.is_empty() {
+            return Err(PlanError::NoProgram);
+        }
+        let writable_roots = writable_roots(policy, req, host)?;
+        let ctx = PathContext {
+            home: req.home.clone(),
+            workspace: req.workspace.clone(),
+            writable_roots: writable_roots.clone(),
+        };
+        let expand_all = |list: &[String]| -> Result<Vec<PathPattern>, PlanError> {
+            let mut out = Vec::new();
+            for p in list {
+                out.extend(policy::expand(p, &ctx)?);
+            }
+            Ok(out)
+        };
+        let deny_read = expand_all(&policy.filesystem.deny_read)?;
+        let allow_read = expand_all(&policy.filesystem.allow_read)?;
+        let deny_write = expand_all(&policy.filesystem.deny_write)?;
+
+        let found = Matches::collect(host, &writable_roots, &deny_read, &deny_write)?;
+        let allows: Vec<PathBuf> = allow_read
+            .iter()
+            .filter_map(|p| match p {
+                PathPattern::Exact(p) => Some(host.canonicalize(p).unwrap_or_else(|| p.clone())),
+                PathPattern::Glob(_) => None,
+            })
+            .collect();
+
+        // Masks: every denied path that exists, minus allow exceptions, minus paths that
+        // hold a writable root (writing implies reading), minus paths the sandbox replaces.
+        let mut masks: Vec<(PathBuf, Kind)> = Vec::new();
+        for d in &found.deny_read {
+            let Some(canon) = host.canonicalize(d) else {
+                continue;
+            };
+            if writable_roots.iter().any(|w| is_within(w, &canon)) {
+                continue;
+            }
+            let visible =
+                !under_replaced(&canon) || writable_roots.iter().any(|w| is_within(&canon, w));
+            if !visible {
+                continue;
+            }
+            mask_targets(host, &canon, &allows, &mut masks);
+        }
+        masks.sort();
+        masks.dedup();
+
+        // Protected paths inside writable roots (outside them everything is read-only).
+        let mut protected: BTreeSet<PathBuf> = BTreeSet::new();
+        let mut pins: BTreeSet<PathBuf> = BTreeSet::new();
+        for p in &found.deny_write {
+            if writable_roots.iter().any(|w| is_within(p, w)) && p != &req.workspace {
+                protected.insert(p.clone());
+            }
+        }
+        for gitfile in &found.git_files {
+            protect_git_file(host, gitfile, &writable_roots, &mut protected);
+        }
+        for p in &protected {
+            if let Some(parent) = p.parent() {
+                let is_gitdir = parent.file_name().is_some_and(|n| n == ".git")
+                    || host.stat(&parent.join("HEAD")).is_some();
+                if is_gitdir && !writable_roots.iter().any(|w| w == parent) {
+                    pins.insert(parent.to_path_buf());
+                }
+            }
+        }
+        // A mask inside a protected path or a protected path inside a mask: the mask wins.
+        let masked_paths: Vec<PathBuf> = masks.iter().map(|(p, _)| p.clone()).collect();
+        protected.retain(|p| !masked_paths.iter().any(|m| is_within(p, m)));
+
+        let ids = ids(req);
+        let mut slots = 0usize;
+        let mut idmapped = Vec::new();
+        let mut mounts = vec![Mount::MakeRootPrivate];
+
+        // 1. Detached copies of everything that later steps cover (devices live under /dev,
+        //    writable roots may live under /tmp), taken while the host tree is still intact.
+        let mut devices = Vec::new();
+        for dev in DEVICES {
+            let path = PathBuf::from(dev);
+            if host.stat(&path).is_some() {
+                mounts.push(Mount::Clone {
+                    source: path.clone(),
+                    slot: slots,
+                    recursive: false,
+                });
+                devices.push((path, slots));
+                slots += 1;
+            }
+        }
+        let mut overlay: Vec<(usize, u8, Vec<Mount>)> = Vec::new();
+        if req.uid == 0 {
+            if let Some(home) = host.stat(&req.home) {
+                let covered = writable_roots.iter().any(|w| is_within(&req.home, w));
+                if home.kind == Kind::Dir && home.mode & 0o001 == 0 && !covered {
+                    idmapped.push(Idmapped {
+                        slot: slots,
+                        path: req.home.clone(),
+                        readonly: true,
+                        uid_map: format!("{} {} 1\n", home.uid, ROOT_CALLER_HOST_ID),
+                        gid_map: format!("{} {} 1\n", home.gid, ROOT_CALLER_HOST_ID),
+                    });
+                    overlay.push((
+                        depth(&req.home),
+                        0,
+                        vec![Mount::Attach {
+                            slot: slots,
+                            target: req.home.clone(),
+                            readonly: true,
+                            device: false,
+                        }],
+                    ));
+                    slots += 1;
+                }
+            }
+        }
+        for root in &writable_roots {
+            let entry = host
+                .stat(root)
+                .ok_or_else(|| PlanError::WritableRootMissing(root.clone()))?;
+            if req.uid == 0 {
+                idmapped.push(Idmapped {
+                    slot: slots,
+                    path: root.clone(),
+                    readonly: false,
+                    uid_map: format!("{} {} 1\n", entry.uid, ROOT_CALLER_HOST_ID),
+                    gid_map: format!("{} {} 1\n", entry.gid, ROOT_CALLER_HOST_ID),
+                });
+            } else {
+                mounts.push(Mount::Clone {
+                    source: root.clone(),
+                    slot: slots,
+                    recursive: true,
+                });
+            }
+            let mut steps = Vec::new();
+            if is_within(root, Path::new("/tmp")) {
+                // Mount points inside the private /tmp: create each missing component.
+                let mut dirs: Vec<PathBuf> = root
+                    .ancestors()
+                    .skip(1)
+                    .take_while(|a| *a != Path::new("/tmp"))
+                    .map(Path::to_path_buf)
+                    .collect();
+                dirs.reverse();
+                for d in dirs {
+                    steps.push(Mount::Mkdir {
+                        path: d,
+                        mode: 0o755,
+                    });
+                }
+                steps.push(if entry.kind == Kind::Dir {
+                    Mount::Mkdir {
+                        path: root.clone(),
+                        mode: 0o755,
+                    }
+                } else {
+                    Mount::File {
+                        path: root.clone(),
+                        mode: 0o644,
+                    }
+                });
+            }
+            steps.push(Mount::Attach {
+                slot: slots,
+                target: root.clone(),
+                readonly: false,
+                device: false,
+            });
+            overlay.push((depth(root), 1, steps));
+            slots += 1;
+        }
+        for p in &pins {
+            overlay.push((depth(p), 2, vec![Mount::Pin { path: p.clone() }]));
+        }
+        for p in &protected {
+            overlay.push((depth(p), 3, vec![Mount::ReadOnly { path: p.clone() }]));
+        }
+        for (p, kind) in &masks {
+            let m = if *kind == Kind::Dir {
+                Mount::MaskDir { target: p.clone() }
+            } else {
+                Mount::MaskFile { target: p.clone() }
+            };
+            overlay.push((depth(p), 4, vec![m]));
+        }
+
+        // 2. The host tree becomes read-only; private /tmp, /dev and /proc replace the host's.
+        let nosuid_nodev = libc::MS_NOSUID | libc::MS_NODEV;
+        mounts.push(Mount::ReadOnlyRoot);
+        mounts.push(Mount::Tmpfs {
+            target: "/tmp".into(),
+            data: "mode=1777".into(),
+            flags: nosuid_nodev,
+        });
+        mounts.push(Mount::Tmpfs {
+            target: "/dev".into(),
+            data: "mode=0755,size=1m".into(),
+            flags: libc::MS_NOSUID | libc::MS_NOEXEC,
+        });
+        for (path, slot) in &devices {
+            mounts.push(Mount::File {
+                path: path.clone(),
+                mode: 0o666,
+            });
+            mounts.push(Mount::Attach {
+                slot: *slot,
+                target: path.clone(),
+                readonly: false,
+                device: true,
+            });
+        }
+        mounts.push(Mount::Mkdir {
+            path: "/dev/pts".into(),
+            mode: 0o755,
+        });
+        mounts.push(Mount::Devpts {
+            target: "/dev/pts".into(),
+        });
+        mounts.push(Mount::Symlink {
+            target: "pts/ptmx".into(),
+            path: "/dev/ptmx".into(),
+        });
+        mounts.push(Mount::Mkdir {
+            path: "/dev/shm".into(),
+            mode: 0o1777,
+        });
+        mounts.push(Mount::Tmpfs {
+            target: "/dev/shm".into(),
+            data: "mode=1777".into(),
+            flags: nosuid_nodev,
+        });
+        for (target, path) in [
+            ("/proc/self/fd", "/dev/fd"),
+            ("/proc/self/fd/0", "/dev/stdin"),
+            ("/proc/self/fd/1", "/dev/stdout"),
+            ("/proc/self/fd/2", "/dev/stderr"),
+        ] {
+            mounts.push(Mount::Symlink {
+                target: target.into(),
+                path: path.into(),
+            });
+        }
+        mounts.push(Mount::Proc {
+            target: "/proc".into(),
+        });
+        for p in PROC_READ_ONLY {
+            if host.lstat_kind(Path::new(p)).is_some() {
+                mounts.push(Mount::ReadOnly { path: p.into() });
+            }
+        }
+        // 3. Home, writable roots, pins, protected paths and masks: parents before children.
+        overlay.sort_by_key(|(d, class, _)| (*d, *class));
+        for (_, _, steps) in overlay {
+            mounts.extend(steps);
+        }
+
+        let landlock = landlock_plan(
+            policy,
+            host,
+            &writable_roots,
+            &allows,
+            &masked_paths,
+            &devices,
+        );
+        let env = environment(policy, req);
+        let cwd = if is_within(&req.cwd, &req.workspace) {
+            req.cwd.clone()
+        } else {
+            req.workspace.clone()
+        };
+        let candidates = candidates(program, &env);
+        let write_globs: Vec<&policy::Glob> = deny_write
+            .iter()
+            .filter_map(|p| match p {
+                PathPattern::Glob(g) => Some(g),
+                PathPattern::Exact(_) => None,
+            })
+            .collect();
+        let sweep_globs = Some(policy::GlobList::new(write_globs.iter().copied())?);
+        Ok(Plan {
+            ids,
+            idmapped,
+            slots,
+            mounts,
+            landlock,
+            seccomp: seccomp::default_rules(),
+            env,
+            argv: req.argv.clone(),
+            candidates,
+            cwd,
+            hostname: SANDBOX_HOSTNAME.into(),
+            writable_roots: writable_roots.clone(),
+            masked: masked_paths,
+            protected: protected.iter().cloned().collect(),
+            sweep: SweepPlan {
+                roots: writable_roots,
+                patterns: write_globs
+                    .iter()
+                    .map(|g| g.pattern().to_string())
+                    .collect(),
+                existing: found.deny_write.iter().cloned().collect(),
+            },
+            sweep_globs,
+        })
+    }
+}
+
+fn ids(req: &Request) -> Ids {
+    if req.uid == 0 {
+        let (i, h) = (ROOT_CALLER_INSIDE_ID, ROOT_CALLER_HOST_ID);
+        Ids {
+            inside_uid: i,
+            inside_gid: i,
+            host_uid: h,
+            host_gid: h,
+            uid_map: format!("{i} {h} 1\n"),
+            gid_map: format!("{i} {h} 1\n"),
+            deny_setgroups: false,
+            clear_groups: true,
+        }
+    } else {
+        Ids {
+            inside_uid: req.uid,
+            inside_gid: req.gid,
+            host_uid: req.uid,
+            host_gid: req.gid,
+            uid_map: format!("{0} {0} 1\n", req.uid),
+            gid_map: format!("{0} {0} 1\n", req.gid),
+            deny_setgroups: true,
+            clear_groups: false,
+        }
+    }
+}
+
+fn writable_roots(
+    policy: &Policy,
+    req: &Request,
+    host: &dyn HostView,
+) -> Result<Vec<PathBuf>, PlanError> {
+    let ctx = PathContext {
+        home: req.home.clone(),
+        workspace: req.workspace.clone(),
+        writable_roots: Vec::new(),
+    };
+    let mut roots: Vec<PathBuf> = Vec::new();
+    for entry in &policy.filesystem.allow_write {
+        for pat in policy::expand(entry, &ctx)? {
+            let PathPattern::Exact(p) = pat else {
+                return Err(PlanError::WritableRootGlob(entry.clone()));
+            };
+            let canon = host
+                .canonicalize(&p)
+                .ok_or_else(|| PlanError::WritableRootMissing(p.clone()))?;
+            for forbidden in ["/", "/dev", "/proc", "/sys"] {
+                if canon == Path::new(forbidden)
+                    || (forbidden != "/" && is_within(&canon, Path::new(forbidden)))
+                {
+                    return Err(PlanError::WritableRootForbidden(canon));
+                }
+            }
+            if canon == Path::new("/tmp") {
+                continue; // the private /tmp is always writable
+            }
+            if !roots.contains(&canon) {
+                roots.push(canon);
+            }
+        }
+    }
+    roots.sort_by_key(|p| (depth(p), p.clone()));
+    Ok(roots)
+}
+
+/// Existing paths that match deny patterns, found by stat (exact) and by walking (globs).
+#[derive(Debug, Default)]
+struct Matches {
+    deny_read: Vec<PathBuf>,
+    deny_write: Vec<PathBuf>,
+    git_files: Vec<PathBuf>,
+}
+
+impl Matches {
+    fn collect(
+        host: &dyn HostView,
+        roots: &[PathBuf],
+        deny_read: &[PathPattern],
+        deny_write: &[PathPattern],
+    ) -> Result<Matches, PlanError> {
+        let mut m = Matches::default();
+        let mut globs: Vec<(&policy::Glob, bool)> = Vec::new();
+
+        for (list, is_read) in [(deny_read, true), (deny_write, false)] {
+            for pat in list {
+                match pat {
+                    PathPattern::Exact(p) => {
+                        if host.lstat_kind(p).is_some() {
+                            let out = if is_read {
+                                &mut m.deny_read
+                            } else {
+                                &mut m.deny_write
+                            };
+                            out.push(p.clone());
+                        }
+                    }
+                    PathPattern::Glob(g) => globs.push((g, is_read)),
+                }
+            }
+        }
+        let set = policy::GlobList::new(globs.iter().map(|(g, _)| *g))?;
+        // Walk every distinct glob base once (writable roots are the bases of the relative
+        // patterns); a base inside another base is covered by the outer walk.
+        let mut bases: Vec<PathBuf> = globs.iter().map(|(g, _)| g.base().to_path_buf()).collect();
+        bases.extend(roots.iter().cloned());
+        bases.sort_by_key(|p| (depth(p), p.clone()));
+        bases.dedup();
+        let mut walked: Vec<PathBuf> = Vec::new();
+        let mut count = 0usize;
+        for base in bases {
+            if walked.iter().any(|w| is_within(&base, w)) || host.lstat_kind(&base).is_none() {
+                continue;
+            }
+            walk(host, &base, &mut count, &mut |path, kind| {
+                for i in set.matches(path) {
+                    let out = if globs[i].1 {
+                        &mut m.deny_read
+                    } else {
+                        &mut m.deny_write
+                    };
+                    out.push(path.to_path_buf());
+                }
+                if kind == Kind::File && path.file_name().is_some_and(|n| n == ".git") {
+                    m.git_files.push(path.to_path_buf());
+                }
+            })?;
+            walked.push(base);
+        }
+        for v in [&mut m.deny_read, &mut m.deny_write, &mut m.git_files] {
+            v.sort();
+            v.dedup();
+        }
+        Ok(m)
+    }
+}
+
+/// Depth-first walk that does not follow symlinks and looks only one level into `.git`
+/// directories (hooks and config live there; objects need no scan).
+pub(crate) fn walk(
+    host: &dyn HostView,
+    root: &Path,
+    count: &mut usize,
+    visit: &mut dyn FnMut(&Path, Kind),
+) -> Result<(), PlanError> {
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let in_git = dir.file_name().is_some_and(|n| n == ".git");
+        for (name, kind) in host.list_dir(&dir) {
+            *count += 1;
+            if *count > WALK_LIMIT {
+                return Err(PlanError::WalkLimit {
+                    root: root.to_path_buf(),
+                    limit: WALK_LIMIT,
+                });
+            }
+            let path = dir.join(&name);
+            visit(&path, kind);
+            if kind == Kind::Dir && !in_git {
+                stack.push(path);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The paths to cover so that `deny` is unreadable except for `allows` inside it.
+fn mask_targets(
+    host: &dyn HostView,
+    deny: &Path,
+    allows: &[PathBuf],
+    out: &mut Vec<(PathBuf, Kind)>,
+) {
+    if allows.iter().any(|a| a == deny) {
+        return;
+    }
+    let Some(entry) = host.stat(deny) else {
+        return;
+    };
+    let inner: Vec<&PathBuf> = allows.iter().filter(|a| is_within(a, deny)).collect();
+    if inner.is_empty() || entry.kind != Kind::Dir {
+        out.push((deny.to_path_buf(), entry.kind));
+        return;
+    }
+    for (name, _) in host.list_dir(deny) {
+        let child = deny.join(name);
+        if inner.iter().any(|a| is_within(a, &child)) {
+            mask_targets(host, &child, allows, out);
+        } else if let Some(canon) = host.canonicalize(&child) {
+            if let Some(e) = host.stat(&canon) {
+                out.push((canon, e.kind));
+            }
+        }
+    }
+}
+
+/// For a `.git` file (worktree or submodule), protect the real git dir's hooks and config.
+fn protect_git_file(
+    host: &dyn HostView,
+    gitfile: &Path,
+    roots: &[PathBuf],
+    protected: &mut BTreeSet<PathBuf>,
+) {
+    let Some(text) = host.read_small(gitfile) else {
+        return;
+    };
+    let Some(target) = text.lines().find_map(|l| l.strip_prefix("gitdir:")) else {
+        return;
+    };
+    let base = gitfile.parent().unwrap_or(Path::new("/"));
+    let gitdir = policy::normalize_lexically(&base.join(target.trim()));
+    let mut dirs = vec![gitdir.clone()];
+    if let Some(common) = host.read_small(&gitdir.join("commondir")) {
+        dirs.push(policy::normalize_lexically(&gitdir.join(common.trim())));
+    }
+    protected.insert(gitfile.to_path_buf());
+    for d in dirs {
+        let Some(d) = host.canonicalize(&d) else {
+            continue;
+        };
+        for name in ["hooks", "config"] {
+            let p = d.join(name);
+            if roots.iter().any(|w| is_within(&p, w)) && host.lstat_kind(&p).is_some() {
+                protected.insert(p);
+            }
+        }
+    }
+}
+
+fn landlock_plan(
+    policy: &Policy,
+    host: &dyn HostView,
+    writable_roots: &[PathBuf],
+    allows: &[PathBuf],
+    masked: &[PathBuf],
+    devices: &[(PathBuf, usize)],
+) -> LandlockPlan {
+    let mut starts: Vec<PathBuf> = match policy.filesystem.read_scope {
+        ReadScope::Host => vec![PathBuf::from("/")],
+        ReadScope::AllowList => SYSTEM_READ
+            .iter()
+            .chain(REPLACED.iter())
+            .map(PathBuf::from)
+            .chain(allows.iter().cloned())
+            .collect(),
+    };
+    starts.sort();
+    starts.dedup();
+    // Masks inside writable roots cannot be mirrored (a rule on the root grants everything
+    // beneath it); the mount masks enforce those alone.
+    let outside: Vec<&PathBuf> = masked
+        .iter()
+        .filter(|m| !writable_roots.iter().any(|w| is_within(m, w)))
+        .collect();
+    let mut rules = Vec::new();
+    for s in &starts {
+        read_rules(host, s, &outside, &mut rules);
+    }
+    for w in writable_roots {
+        let dir = host.stat(w).is_some_and(|e| e.kind == Kind::Dir);
+        rules.push(Rule {
+            path: w.clone(),
+            access: Access::Full,
+            dir,
+        });
+    }
+    for (d, _) in devices {
+        rules.push(Rule {
+            path: d.clone(),
+            access: Access::Device,
+            dir: false,
+        });
+    }
+    let child_rules = vec![
+        Rule {
+            path: "/tmp".into(),
+            access: Access::Full,
+            dir: true,
+        },
+        Rule {
+            path: "/dev/shm".into(),
+            access: Access::Full,
+            dir: true,
+        },
+        Rule {
+            path: "/dev/pts".into(),
+            access: Access::Device,
+            dir: true,
+        },
+        Rule {
+            path: "/proc".into(),
+            access: Access::ReadWriteFiles,
+            dir: true,
+        },
+    ];
+    LandlockPlan {
+        host_rules: rules,
+        child_rules,
+    }
+}
+
+/// Read rules covering `root` except the masked paths: a root holding a mask is replaced by
+/// its children, recursively (Landlock can grant, never subtract).
+fn read_rules(host: &dyn HostView, root: &Path, masked: &[&PathBuf], out: &mut Vec<Rule>) {
+    if masked.iter().any(|m| m.as_path() == root) {
+        return;
+    }
+    let Some(entry) = host.stat(root) else {
+        return;
+    };
+    let holds_mask = masked.iter().any(|m| is_within(m, root));
+    if !holds_mask || entry.kind != Kind::Dir {
+        out.push(Rule {
+            path: root.to_path_buf(),
+            access: Access::Read,
+            dir: entry.kind == Kind::Dir,
+        });
+        return;
+    }
+    for (name, _) in host.list_dir(root) {
+        read_rules(host, &root.join(name), masked, out);
+    }
+}
+
+fn environment(policy: &Policy, req: &Request) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = policy::build_env(&policy.env, req.env.iter().cloned())
+        .into_iter()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect();
+    let cwd = if is_within(&req.cwd, &req.workspace) {
+        &req.cwd
+    } else {
+        &req.workspace
+    };
+    for (k, v) in [
+        ("TMPDIR", "/tmp".to_string()),
+        ("PWD", cwd.display().to_string()),
+    ] {
+        env.retain(|(name, _)| name != k);
+        env.push((k.to_string(), v));
+    }
+    if !env.iter().any(|(k, _)| k == "HOME") {
+        env.push(("HOME".into(), req.home.display().to_string()));
+    }
+    if !env.iter().any(|(k, _)| k == "PATH") {
+        env.push(("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()));
+    }
+    env.sort();
+    env
+}
+
+/// execvp's search, done ahead of time over the sandbox's PATH.
+fn candidates(program: &str, env: &[(String, String)]) -> Vec<PathBuf> {
+    if program.contains('/') {
+        return vec![PathBuf::from(program)];
+    }
+    let path = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_str())
+        .unwrap_or("/usr/local/bin:/usr/bin:/bin");
+    path.split(':')
+        .filter(|d| d.starts_with('/'))
+        .map(|d| Path::new(d).join(program))
+        .collect()
+}

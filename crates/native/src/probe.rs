@@ -1,0 +1,172 @@
+//! `stockade doctor` for the native backend: every check tries the feature in a throw-away
+//! child and reports what happened, with a fix for what is missing.
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub ok: bool,
+    /// Whether the default policy needs it (a failed required check makes `run` refuse).
+    pub required: bool,
+    pub detail: String,
+    pub fix: Option<String>,
+}
+
+fn check(
+    name: &'static str,
+    required: bool,
+    result: std::io::Result<Result<(), sys::Errno>>,
+    ok_detail: &str,
+    fix: &str,
+) -> Check {
+    match result {
+        Ok(Ok(())) => Check {
+            name,
+            ok: true,
+            required,
+            detail: ok_detail.to_string(),
+            fix: None,
+        },
+        Ok(Err(e)) => Check {
+            name,
+            ok: false,
+            required,
+            detail: format!("failed: {e}"),
+            fix: Some(fix.to_string()),
+        },
+        Err(e) => Check {
+            name,
+            ok: false,
+            required,
+            detail: format!("could not run the probe: {e}"),
+            fix: Some(fix.to_string()),
+        },
+    }
+}
+
+const USERNS_FIX: &str = "enable unprivileged user namespaces: `sysctl -w user.max_user_namespaces=15000` and, on Debian/Ubuntu, `sysctl -w kernel.unprivileged_userns_clone=1` (Ubuntu 24.04+: `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`); inside a container or another sandbox, namespaces must be allowed by its seccomp profile";
+
+/// Run every probe.
+pub fn probe() -> Vec<Check> {
+    let mut checks = vec![
+        check(
+            "user namespaces",
+            true,
+            sys::probe::user_namespace(),
+            "can create a user namespace",
+            USERNS_FIX,
+        ),
+        check(
+            "all namespaces",
+            true,
+            sys::probe::all_namespaces(),
+            "can create user, mount, pid, net, ipc, uts and cgroup namespaces together",
+            USERNS_FIX,
+        ),
+        check(
+            "mounts in a user namespace",
+            true,
+            sys::probe::mounts_in_user_namespace(),
+            "can build a private read-only mount tree with tmpfs (new mount API)",
+            "use Linux ≥ 5.12 (mount_setattr, open_tree, fsopen) with user namespaces enabled",
+        ),
+    ];
+    let caller_root = sys::raw::euid() == 0;
+    if caller_root {
+        checks.push(check(
+            "idmapped mounts",
+            true,
+            sys::probe::idmapped_mount(),
+            "can create idmapped mounts (needed to run as an unprivileged uid when the caller is root)",
+            "use Linux ≥ 5.12 and a filesystem with idmapped-mount support (ext4, xfs, btrfs; tmpfs from 6.3), or run stockade as a regular user",
+        ));
+    } else {
+        checks.push(Check {
+            name: "idmapped mounts",
+            ok: true,
+            required: false,
+            detail: "not needed: the caller is not root".into(),
+            fix: None,
+        });
+    }
+    let abi = sys::raw::landlock_abi();
+    let landlock_detail = match abi {
+        Ok(v) => format!(
+            "Landlock ABI {v} enforced (filesystem{}{})",
+            if v >= 4 { ", TCP" } else { "" },
+            if v >= 6 {
+                ", signal and abstract-socket scopes"
+            } else {
+                ""
+            }
+        ),
+        Err(_) => String::new(),
+    };
+    checks.push(check(
+        "landlock",
+        true,
+        sys::probe::landlock_enforce(),
+        &landlock_detail,
+        "use a kernel with CONFIG_SECURITY_LANDLOCK=y and `landlock` in the lsm= boot parameter (Linux ≥ 5.13; ABI 6+ for scopes)",
+    ));
+    checks.push(check(
+        "seccomp",
+        true,
+        sys::probe::seccomp_filter(),
+        "can install seccomp filters with no_new_privs",
+        "use a kernel with CONFIG_SECCOMP_FILTER=y; inside a container, allow seccomp()",
+    ));
+    match seccomp::build_default() {
+        Ok(p) => checks.push(Check {
+            name: "seccomp program",
+            ok: true,
+            required: true,
+            detail: format!("{} BPF instructions, x86_64 only, x32 refused", p.len()),
+            fix: None,
+        }),
+        Err(e) => checks.push(Check {
+            name: "seccomp program",
+            ok: false,
+            required: true,
+            detail: e.to_string(),
+            fix: Some("stockade's filter supports x86_64 only".into()),
+        }),
+    }
+    checks.push(cgroups());
+    checks
+}
+
+/// Informational until resource limits land: which cgroup hierarchies exist and are usable.
+fn cgroups() -> Check {
+    let mut parts = Vec::new();
+    for c in ["memory", "pids", "cpu"] {
+        let p = format!("/sys/fs/cgroup/{c}");
+        if std::path::Path::new(&p).join("cgroup.procs").exists() {
+            let writable = sys::raw::euid() == 0;
+            parts.push(format!(
+                "v1 {c}{}",
+                if writable { " (writable)" } else { "" }
+            ));
+        }
+    }
+    for root in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
+        if let Ok(ctl) = std::fs::read_to_string(format!("{root}/cgroup.controllers")) {
+            parts.push(format!("v2 at {root} with controllers [{}]", ctl.trim()));
+        }
+    }
+    Check {
+        name: "cgroups",
+        ok: true,
+        required: false,
+        detail: if parts.is_empty() {
+            "no cgroup hierarchy found (resource limits are not enforced yet)".into()
+        } else {
+            format!(
+                "{} (resource limits are not enforced yet)",
+                parts.join("; ")
+            )
+        },
+        fix: None,
+    }
+}

@@ -1,0 +1,197 @@
+//! After the run: protected paths the sandbox created (they did not exist at the start, so no
+//! read-only mount could cover them) are moved out of the way and reported.
+//!
+//! The sandbox is dead when this runs (its pid namespace is gone), so nothing races it.
+//! Quarantine keeps the content: `<root>/.stockade/quarantine/<run-id>/<relative path>`.
+//! What stays: git's `*.sample` hooks and a new repository's config when it only holds keys
+//! that run nothing (`git init` and `git remote add` output).
+
+use std::path::{Path, PathBuf};
+
+use policy::is_within;
+use serde::Serialize;
+
+use crate::host::{HostView, Kind};
+use crate::plan::{walk, Plan};
+
+pub const E_SANDBOX_VIOLATION: &str = "E_SANDBOX_VIOLATION";
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Violation {
+    pub code: &'static str,
+    pub kind: &'static str,
+    pub path: PathBuf,
+    /// What stockade did about it.
+    pub action: String,
+}
+
+/// Minimal config git writes for a new repository, used when a new config had to be replaced.
+const MINIMAL_GIT_CONFIG: &str =
+    "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n";
+
+/// Find protected paths created during the run and neutralise them.
+pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
+    let mut found = Vec::new();
+    let mut count = 0usize;
+    for root in &plan.sweep.roots {
+        let _ = walk(host, root, &mut count, &mut |path, _| {
+            let protected = plan.sweep_globs.as_ref().is_some_and(|g| g.is_match(path));
+            if protected && !plan.sweep.existing.contains(path) {
+                found.push(path.to_path_buf());
+            }
+        });
+    }
+    found.sort();
+    let mut out: Vec<Violation> = Vec::new();
+    let mut moved: Vec<PathBuf> = Vec::new();
+    for path in found {
+        if moved.iter().any(|m| is_within(&path, m)) {
+            continue;
+        }
+        let Some(root) = plan.sweep.roots.iter().find(|r| is_within(&path, r)) else {
+            continue;
+        };
+        let is_hooks = path.file_name().is_some_and(|n| n == "hooks")
+            && path
+                .parent()
+                .and_then(Path::file_name)
+                .is_some_and(|n| n == ".git");
+        let is_git_config = path.file_name().is_some_and(|n| n == "config")
+            && path
+                .parent()
+                .and_then(Path::file_name)
+                .is_some_and(|n| n == ".git");
+        if is_hooks && host.lstat_kind(&path) == Some(Kind::Dir) {
+            for (name, _) in host.list_dir(&path) {
+                if name.to_string_lossy().ends_with(".sample") {
+                    continue;
+                }
+                let hook = path.join(&name);
+                out.push(quarantine(root, &hook, run_id, "protected_path_created"));
+            }
+        } else if is_git_config && host.lstat_kind(&path) == Some(Kind::File) {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            if git_config_is_inert(&text) {
+                continue;
+            }
+            let mut v = quarantine(root, &path, run_id, "protected_path_created");
+            if std::fs::write(&path, MINIMAL_GIT_CONFIG).is_ok() {
+                v.action.push_str("; replaced with a minimal config");
+            }
+            out.push(v);
+        } else {
+            out.push(quarantine(root, &path, run_id, "protected_path_created"));
+            moved.push(path);
+        }
+    }
+    out
+}
+
+fn quarantine(root: &Path, path: &Path, run_id: &str, kind: &'static str) -> Violation {
+    let rel = path.strip_prefix(root).unwrap_or(path);
+    let qdir = root.join(".stockade").join("quarantine").join(run_id);
+    let dest = qdir.join(rel);
+    let result = (|| -> std::io::Result<()> {
+        // The sandbox may itself have created `.stockade`: move it aside first.
+        let source = if is_within(&dest, path) {
+            let aside = root.join(format!(".stockade-{run_id}"));
+            std::fs::rename(path, &aside)?;
+            aside
+        } else {
+            path.to_path_buf()
+        };
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::rename(&source, &dest)
+    })();
+    let action = match result {
+        Ok(()) => format!("moved to {}", dest.display()),
+        Err(e) => format!(
+            "could not be moved to {}: {e}; remove it by hand",
+            dest.display()
+        ),
+    };
+    Violation {
+        code: E_SANDBOX_VIOLATION,
+        kind,
+        path: path.to_path_buf(),
+        action,
+    }
+}
+
+/// True when a git config only holds keys that make git run nothing.
+pub fn git_config_is_inert(text: &str) -> bool {
+    let mut section = String::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix('[') {
+            let Some(inner) = rest.strip_suffix(']') else {
+                return false;
+            };
+            let mut parts = inner.splitn(2, char::is_whitespace);
+            section = parts.next().unwrap_or("").to_ascii_lowercase();
+            if parts.next().is_some() && !matches!(section.as_str(), "branch" | "remote") {
+                return false;
+            }
+            continue;
+        }
+        let key = line
+            .split(['=', ' ', '\t'])
+            .next()
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        let ok = match section.as_str() {
+            "core" => matches!(
+                key.as_str(),
+                "repositoryformatversion"
+                    | "filemode"
+                    | "bare"
+                    | "logallrefupdates"
+                    | "ignorecase"
+                    | "precomposeunicode"
+                    | "symlinks"
+            ),
+            "extensions" => matches!(key.as_str(), "objectformat" | "refstorage"),
+            "user" => matches!(key.as_str(), "name" | "email"),
+            "init" => key == "defaultbranch",
+            "branch" => matches!(key.as_str(), "remote" | "merge"),
+            "remote" => matches!(key.as_str(), "url" | "fetch" | "pushurl"),
+            _ => false,
+        };
+        if !ok {
+            return false;
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::git_config_is_inert;
+
+    #[test]
+    fn git_init_config_is_inert() {
+        let text = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n[remote \"origin\"]\n\turl = https://example.com/x.git\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n[branch \"main\"]\n\tremote = origin\n\tmerge = refs/heads/main\n";
+        assert!(git_config_is_inert(text));
+    }
+
+    #[test]
+    fn code_running_keys_are_not_inert() {
+        for text in [
+            "[core]\n\tfsmonitor = /tmp/evil\n",
+            "[core]\n\thooksPath = /tmp\n",
+            "[core]\n\tpager = sh -c evil\n",
+            "[include]\n\tpath = ../x\n",
+            "[filter \"lfs\"]\n\tclean = evil\n",
+            "[alias]\n\tst = !evil\n",
+            "[diff \"x\"]\n\ttextconv = evil\n",
+            "[core \"x\"]\n\tbare = false\n",
+        ] {
+            assert!(!git_config_is_inert(text), "{text}");
+        }
+    }
+}

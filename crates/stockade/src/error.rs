@@ -1,0 +1,53 @@
+//! Every failure of stockade itself, with a stable code, a kind and a fix.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Policy(#[from] policy::PolicyError),
+    #[error(transparent)]
+    Plan(#[from] native::PlanError),
+    #[error(transparent)]
+    Run(#[from] native::RunError),
+    #[error("failed to open workspace {}: {cause}", .path.display())]
+    Workspace {
+        path: PathBuf,
+        cause: std::io::Error,
+    },
+    #[error("failed to {what}: {cause}")]
+    Io { what: String, cause: std::io::Error },
+}
+
+impl Error {
+    /// Stable code, e.g. `E_POLICY_INVALID`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::Policy(e) => e.code(),
+            Error::Plan(_) | Error::Workspace { .. } => native::error::E_POLICY_INVALID,
+            Error::Run(e) => e.code(),
+            Error::Io { .. } => native::error::E_INTERNAL,
+        }
+    }
+
+    /// Coarse class for audit events and `--json`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Policy(_) | Error::Plan(_) | Error::Workspace { .. } => "policy",
+            Error::Run(native::RunError::Unavailable { .. }) => "protection_unavailable",
+            Error::Run(native::RunError::Plan(_)) => "policy",
+            Error::Run(_) => "setup",
+            Error::Io { .. } => "internal",
+        }
+    }
+
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            Error::Policy(e) => e.hint(),
+            Error::Plan(e) => e.hint(),
+            Error::Run(e) => e.hint(),
+            Error::Workspace { .. } => Some("pass an existing directory with --workspace".into()),
+            Error::Io { .. } => None,
+        }
+    }
+}

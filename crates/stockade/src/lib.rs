@@ -1,0 +1,185 @@
+//! Stockade runs an agent's command inside layered containment and records what happened.
+//!
+//! This crate chooses the backend (today: [`NativeBackend`]), runs a request through it, and
+//! writes the run record (`--report`) and the audit log (`--audit`, JSON lines). It never
+//! prints: the CLI does.
+//!
+//! ```no_run
+//! use stockade::{run, RunRequest};
+//! let request = RunRequest::new(vec!["true".into()], None)?;
+//! let policy = policy::resolve(None, &policy::Overrides::default())?;
+//! let result = run(&policy, &request)?;
+//! assert_eq!(result.exit_code, 0);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![forbid(unsafe_code)]
+
+mod error;
+mod record;
+
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub use error::Error;
+pub use native::{Check, Violation};
+use record::{AuditLog, RunRecord};
+
+/// A sandbox implementation. Later backends (gVisor, containers, WASM, microVM) implement this.
+pub trait Backend {
+    fn name(&self) -> &'static str;
+    /// What this machine can enforce, found by trying.
+    fn probe(&self) -> Vec<Check>;
+}
+
+/// Namespaces, mounts, Landlock and seccomp built in-process.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NativeBackend;
+
+impl Backend for NativeBackend {
+    fn name(&self) -> &'static str {
+        "native"
+    }
+
+    fn probe(&self) -> Vec<Check> {
+        native::probe()
+    }
+}
+
+/// One `stockade run`.
+#[derive(Debug, Clone)]
+pub struct RunRequest {
+    pub native: native::Request,
+    pub options: native::Options,
+    /// Write the JSON run record here.
+    pub report: Option<PathBuf>,
+    /// Append JSON-line audit events here.
+    pub audit: Option<PathBuf>,
+}
+
+impl RunRequest {
+    /// A request for `argv` in `workspace` (default: the current directory), as the calling user
+    /// with the caller's environment.
+    pub fn new(argv: Vec<String>, workspace: Option<PathBuf>) -> Result<RunRequest, Error> {
+        let cwd = std::env::current_dir().map_err(|e| Error::Io {
+            what: "read the current directory".into(),
+            cause: e,
+        })?;
+        let ws = workspace.unwrap_or_else(|| cwd.clone());
+        let workspace = std::fs::canonicalize(&ws).map_err(|e| Error::Workspace {
+            path: ws.clone(),
+            cause: e,
+        })?;
+        if !workspace.is_dir() {
+            return Err(Error::Workspace {
+                path: ws,
+                cause: std::io::Error::from_raw_os_error(20),
+            });
+        }
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/"));
+        let (uid, gid) = native::caller_ids();
+        Ok(RunRequest {
+            native: native::Request {
+                argv,
+                workspace,
+                cwd: std::fs::canonicalize(&cwd).unwrap_or(cwd),
+                home,
+                uid,
+                gid,
+                env: std::env::vars_os().collect(),
+            },
+            options: native::Options::default(),
+            report: None,
+            audit: None,
+        })
+    }
+}
+
+/// The result of a run that started.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    pub exit_code: i32,
+    pub outcome: native::Outcome,
+    pub violations: Vec<Violation>,
+    pub run_id: String,
+}
+
+fn run_id() -> String {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    format!("{}-{}", now.as_millis(), std::process::id())
+}
+
+/// Plan the policy into a sandbox (without running it), for `stockade policy show`.
+pub fn plan(policy: &policy::Policy, request: &RunRequest) -> Result<native::Plan, Error> {
+    Ok(native::Plan::new(
+        policy,
+        &request.native,
+        &native::RealHost,
+    )?)
+}
+
+/// Run a request under a policy: plan, launch, sweep, record. Refusals are audited too.
+pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, Error> {
+    let id = run_id();
+    let mut audit = AuditLog::open(request.audit.as_deref(), &id)?;
+    let digest = policy::digest(policy);
+    let result = (|| {
+        let plan = plan(policy, request)?;
+        audit.event(
+            "run_start",
+            serde_json::json!({
+                "argv": plan.argv,
+                "workspace": request.native.workspace,
+                "policy_digest": digest,
+                "backend": NativeBackend.name(),
+            }),
+        )?;
+        let outcome = native::launch(&plan, request.options)?;
+        let violations = native::sweep(&plan, &native::RealHost, &id);
+        Ok((plan, outcome, violations))
+    })();
+    match result {
+        Ok((plan, outcome, violations)) => {
+            for s in &outcome.skipped {
+                audit.event("degraded", serde_json::json!({ "skipped": s }))?;
+            }
+            for v in &violations {
+                audit.event("violation", serde_json::to_value(v).unwrap_or_default())?;
+            }
+            audit.event(
+                "run_end",
+                serde_json::json!({
+                    "exit_code": outcome.exit_code,
+                    "signal": outcome.signal,
+                    "duration_ms": outcome.duration.as_millis() as u64,
+                    "violations": violations.len(),
+                }),
+            )?;
+            if let Some(path) = &request.report {
+                RunRecord::new(&id, policy, &digest, &plan, &outcome, &violations).write(path)?;
+            }
+            Ok(RunResult {
+                exit_code: outcome.exit_code,
+                outcome,
+                violations,
+                run_id: id,
+            })
+        }
+        Err(e) => {
+            let e: Error = e;
+            audit.event(
+                "refused",
+                serde_json::json!({
+                    "code": e.code(),
+                    "kind": e.kind(),
+                    "message": e.to_string(),
+                }),
+            )?;
+            Err(e)
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! The run record (`--report FILE`, one JSON document) and the audit log (`--audit FILE`,
+//! appended JSON lines).
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+use crate::Error;
+
+pub(crate) struct AuditLog {
+    file: Option<File>,
+    run_id: String,
+}
+
+impl AuditLog {
+    pub(crate) fn open(path: Option<&Path>, run_id: &str) -> Result<AuditLog, Error> {
+        let file = match path {
+            Some(p) => Some(
+                OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .map_err(|e| Error::Io {
+                        what: format!("open audit log {}", p.display()),
+                        cause: e,
+                    })?,
+            ),
+            None => None,
+        };
+        Ok(AuditLog {
+            file,
+            run_id: run_id.to_string(),
+        })
+    }
+
+    pub(crate) fn event(&mut self, event: &str, fields: serde_json::Value) -> Result<(), Error> {
+        let Some(f) = self.file.as_mut() else {
+            return Ok(());
+        };
+        let ts = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis() as u64;
+        let mut obj = serde_json::json!({ "ts_ms": ts, "run_id": self.run_id, "event": event });
+        if let (Some(o), serde_json::Value::Object(extra)) = (obj.as_object_mut(), fields) {
+            o.extend(extra);
+        }
+        let mut line = obj.to_string();
+        line.push('\n');
+        f.write_all(line.as_bytes()).map_err(|e| Error::Io {
+            what: "write the audit log".into(),
+            cause: e,
+        })
+    }
+}
+
+#[derive(Serialize)]
+struct PlanSummary<'a> {
+    inside_uid: u32,
+    host_uid: u32,
+    writable_roots: &'a [std::path::PathBuf],
+    masked: &'a [std::path::PathBuf],
+    protected: &'a [std::path::PathBuf],
+    mounts: usize,
+    landlock_rules: usize,
+    landlock_abi: Option<i32>,
+    seccomp_rules: usize,
+    env_names: Vec<&'a str>,
+}
+
+#[derive(Serialize)]
+pub(crate) struct RunRecord<'a> {
+    run_id: &'a str,
+    backend: &'static str,
+    profile: &'a str,
+    policy_digest: &'a str,
+    argv: &'a [String],
+    plan: PlanSummary<'a>,
+    exit_code: i32,
+    signal: Option<i32>,
+    exec_errno: Option<i32>,
+    duration_ms: u64,
+    violations: &'a [native::Violation],
+    skipped: &'a [String],
+}
+
+impl<'a> RunRecord<'a> {
+    pub(crate) fn new(
+        run_id: &'a str,
+        policy: &'a policy::Policy,
+        digest: &'a str,
+        plan: &'a native::Plan,
+        outcome: &'a native::Outcome,
+        violations: &'a [native::Violation],
+    ) -> RunRecord<'a> {
+        RunRecord {
+            run_id,
+            backend: "native",
+            profile: &policy.profile,
+            policy_digest: digest,
+            argv: &plan.argv,
+            plan: PlanSummary {
+                inside_uid: plan.ids.inside_uid,
+                host_uid: plan.ids.host_uid,
+                writable_roots: &plan.writable_roots,
+                masked: &plan.masked,
+                protected: &plan.protected,
+                mounts: plan.mounts.len(),
+                landlock_rules: plan.landlock.host_rules.len() + plan.landlock.child_rules.len(),
+                landlock_abi: outcome.landlock_abi,
+                seccomp_rules: plan.seccomp.len(),
+                env_names: plan.env.iter().map(|(k, _)| k.as_str()).collect(),
+            },
+            exit_code: outcome.exit_code,
+            signal: outcome.signal,
+            exec_errno: outcome.exec_errno,
+            duration_ms: outcome.duration.as_millis() as u64,
+            violations,
+            skipped: &outcome.skipped,
+        }
+    }
+
+    pub(crate) fn write(&self, path: &Path) -> Result<(), Error> {
+        let text = serde_json::to_string_pretty(self).map_err(|e| Error::Io {
+            what: "serialize the run record".into(),
+            cause: std::io::Error::other(e),
+        })?;
+        std::fs::write(path, text + "\n").map_err(|e| Error::Io {
+            what: format!("write the run record {}", path.display()),
+            cause: e,
+        })
+    }
+}
