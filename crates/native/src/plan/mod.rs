@@ -907,3 +907,6 @@ fn candidates(program: &str, env: &[(String, String)]) -> Vec<PathBuf> {
         .map(|d| Path::new(d).join(program))
         .collect()
 }
+
+#[cfg(test)]
+mod tests;

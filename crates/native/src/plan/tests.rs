@@ -1,0 +1,461 @@
+//! Whole plans built against a fake host, compared as data.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use super::*;
+use crate::host::{Entry, HostView, Kind};
+
+/// A fake filesystem: path → (kind, uid, mode); symlinks are not modelled.
+#[derive(Default)]
+struct FakeHost {
+    entries: BTreeMap<PathBuf, Entry>,
+    files: BTreeMap<PathBuf, String>,
+}
+
+impl FakeHost {
+    fn dir(mut self, p: &str, uid: u32, mode: u32) -> Self {
+        for a in Path::new(p).ancestors() {
+            self.entries.entry(a.to_path_buf()).or_insert(Entry {
+                kind: Kind::Dir,
+                uid: 0,
+                gid: 0,
+                mode: 0o755,
+            });
+        }
+        self.entries.insert(
+            p.into(),
+            Entry {
+                kind: Kind::Dir,
+                uid,
+                gid: uid,
+                mode,
+            },
+        );
+        self
+    }
+
+    fn file(mut self, p: &str) -> Self {
+        let parent = Path::new(p)
+            .parent()
+            .map(|x| x.display().to_string())
+            .unwrap_or_default();
+        if !self.entries.contains_key(Path::new(&parent)) {
+            self = self.dir(&parent, 0, 0o755);
+        }
+        self.entries.insert(
+            p.into(),
+            Entry {
+                kind: Kind::File,
+                uid: 0,
+                gid: 0,
+                mode: 0o644,
+            },
+        );
+        self
+    }
+
+    fn text(mut self, p: &str, text: &str) -> Self {
+        self = self.file(p);
+        self.files.insert(p.into(), text.into());
+        self
+    }
+}
+
+impl HostView for FakeHost {
+    fn stat(&self, path: &Path) -> Option<Entry> {
+        self.entries.get(path).copied()
+    }
+    fn lstat_kind(&self, path: &Path) -> Option<Kind> {
+        self.entries.get(path).map(|e| e.kind)
+    }
+    fn canonicalize(&self, path: &Path) -> Option<PathBuf> {
+        self.entries.contains_key(path).then(|| path.to_path_buf())
+    }
+    fn list_dir(&self, path: &Path) -> Vec<(OsString, Kind)> {
+        self.entries
+            .iter()
+            .filter(|(p, _)| p.parent() == Some(path) && p.as_path() != path)
+            .filter_map(|(p, e)| Some((p.file_name()?.to_os_string(), e.kind)))
+            .collect()
+    }
+    fn read_small(&self, path: &Path) -> Option<String> {
+        self.files.get(path).cloned()
+    }
+}
+
+fn machine() -> FakeHost {
+    FakeHost::default()
+        .dir("/usr/bin", 0, 0o755)
+        .dir("/etc", 0, 0o755)
+        .dir("/tmp", 0, 0o1777)
+        .dir("/proc/sys", 0, 0o555)
+        .dir("/proc/irq", 0, 0o555)
+        .file("/dev/null")
+        .file("/dev/zero")
+        .dir("/home/u", 1000, 0o750)
+        .file("/home/u/.ssh/id_rsa")
+        .file("/home/u/.bashrc")
+        .dir("/home/u/ws", 1000, 0o755)
+        .file("/home/u/ws/.env")
+        .file("/home/u/ws/src.rs")
+        .dir("/home/u/ws/.git/hooks", 1000, 0o755)
+        .file("/home/u/ws/.git/config")
+        .file("/home/u/ws/.git/HEAD")
+}
+
+fn request(uid: u32) -> Request {
+    Request {
+        argv: vec!["git".into(), "status".into()],
+        workspace: "/home/u/ws".into(),
+        cwd: "/home/u/ws".into(),
+        home: "/home/u".into(),
+        uid,
+        gid: uid,
+        env: vec![
+            ("PATH".into(), "/usr/bin:/bin".into()),
+            ("HOME".into(), "/home/u".into()),
+            ("FAKE_API_KEY".into(), "k".into()),
+            ("LD_PRELOAD".into(), "/x.so".into()),
+            ("LC_ALL".into(), "C".into()),
+        ],
+    }
+}
+
+fn default_policy() -> Policy {
+    policy::profile("workspace-write").unwrap()
+}
+
+fn p(s: &str) -> PathBuf {
+    PathBuf::from(s)
+}
+
+#[test]
+fn unprivileged_plan_mounts_in_order() {
+    let plan = Plan::new(&default_policy(), &request(1000), &machine()).unwrap();
+    let nosuid_nodev = libc::MS_NOSUID | libc::MS_NODEV;
+    let expected = vec![
+        Mount::MakeRootPrivate,
+        Mount::Clone {
+            source: p("/dev/null"),
+            slot: 0,
+            recursive: false,
+        },
+        Mount::Clone {
+            source: p("/dev/zero"),
+            slot: 1,
+            recursive: false,
+        },
+        Mount::Clone {
+            source: p("/home/u/ws"),
+            slot: 2,
+            recursive: true,
+        },
+        Mount::ReadOnlyRoot,
+        Mount::Tmpfs {
+            target: p("/tmp"),
+            data: "mode=1777".into(),
+            flags: nosuid_nodev,
+        },
+        Mount::Tmpfs {
+            target: p("/dev"),
+            data: "mode=0755,size=1m".into(),
+            flags: libc::MS_NOSUID | libc::MS_NOEXEC,
+        },
+        Mount::File {
+            path: p("/dev/null"),
+            mode: 0o666,
+        },
+        Mount::Attach {
+            slot: 0,
+            target: p("/dev/null"),
+            readonly: false,
+            device: true,
+        },
+        Mount::File {
+            path: p("/dev/zero"),
+            mode: 0o666,
+        },
+        Mount::Attach {
+            slot: 1,
+            target: p("/dev/zero"),
+            readonly: false,
+            device: true,
+        },
+        Mount::Mkdir {
+            path: p("/dev/pts"),
+            mode: 0o755,
+        },
+        Mount::Devpts {
+            target: p("/dev/pts"),
+        },
+        Mount::Symlink {
+            target: p("pts/ptmx"),
+            path: p("/dev/ptmx"),
+        },
+        Mount::Mkdir {
+            path: p("/dev/shm"),
+            mode: 0o1777,
+        },
+        Mount::Tmpfs {
+            target: p("/dev/shm"),
+            data: "mode=1777".into(),
+            flags: nosuid_nodev,
+        },
+        Mount::Symlink {
+            target: p("/proc/self/fd"),
+            path: p("/dev/fd"),
+        },
+        Mount::Symlink {
+            target: p("/proc/self/fd/0"),
+            path: p("/dev/stdin"),
+        },
+        Mount::Symlink {
+            target: p("/proc/self/fd/1"),
+            path: p("/dev/stdout"),
+        },
+        Mount::Symlink {
+            target: p("/proc/self/fd/2"),
+            path: p("/dev/stderr"),
+        },
+        Mount::Proc { target: p("/proc") },
+        Mount::ReadOnly {
+            path: p("/proc/sys"),
+        },
+        Mount::ReadOnly {
+            path: p("/proc/irq"),
+        },
+        // Home credentials (depth 4) come before the workspace (depth 4 by class) ...
+        Mount::Attach {
+            slot: 2,
+            target: p("/home/u/ws"),
+            readonly: false,
+            device: false,
+        },
+        Mount::MaskDir {
+            target: p("/home/u/.ssh"),
+        },
+        // ... then the pinned git dir, the protected paths and the workspace masks.
+        Mount::Pin {
+            path: p("/home/u/ws/.git"),
+        },
+        Mount::MaskFile {
+            target: p("/home/u/ws/.env"),
+        },
+        Mount::ReadOnly {
+            path: p("/home/u/ws/.git/config"),
+        },
+        Mount::ReadOnly {
+            path: p("/home/u/ws/.git/hooks"),
+        },
+    ];
+    assert_eq!(plan.mounts, expected);
+    assert_eq!(plan.slots, 3);
+    assert!(plan.idmapped.is_empty());
+    assert_eq!(plan.ids.uid_map, "1000 1000 1\n");
+    assert!(plan.ids.deny_setgroups);
+    assert!(!plan.ids.clear_groups);
+}
+
+#[test]
+fn root_caller_runs_as_unmapped_uid_with_idmapped_writable_roots_and_private_home() {
+    let host = machine().dir("/root", 0, 0o700).dir("/root/ws", 0, 0o755);
+    let mut req = request(0);
+    req.workspace = p("/root/ws");
+    req.cwd = p("/root/ws");
+    req.home = p("/root");
+    let plan = Plan::new(&default_policy(), &req, &host).unwrap();
+    assert_eq!(plan.ids.inside_uid, ROOT_CALLER_INSIDE_ID);
+    assert_ne!(plan.ids.inside_uid, 0);
+    assert_eq!(plan.ids.uid_map, format!("1000 {ROOT_CALLER_HOST_ID} 1\n"));
+    assert!(plan.ids.clear_groups);
+    let home = &plan.idmapped[0];
+    assert_eq!(
+        (home.path.as_path(), home.readonly),
+        (Path::new("/root"), true)
+    );
+    assert_eq!(home.uid_map, format!("0 {ROOT_CALLER_HOST_ID} 1\n"));
+    let ws = &plan.idmapped[1];
+    assert_eq!(
+        (ws.path.as_path(), ws.readonly),
+        (Path::new("/root/ws"), false)
+    );
+    // Parent-made mounts are attached, never cloned in the child.
+    assert!(!plan
+        .mounts
+        .iter()
+        .any(|m| matches!(m, Mount::Clone { source, .. } if source == Path::new("/root/ws"))));
+    let home_attach = plan.mounts.iter().position(|m| matches!(m, Mount::Attach { target, readonly: true, .. } if target == Path::new("/root")));
+    let ws_attach = plan.mounts.iter().position(|m| matches!(m, Mount::Attach { target, readonly: false, .. } if target == Path::new("/root/ws")));
+    assert!(
+        home_attach.unwrap() < ws_attach.unwrap(),
+        "home before the workspace inside it"
+    );
+}
+
+#[test]
+fn workspace_under_tmp_gets_mount_points_in_the_private_tmp() {
+    let host = machine().dir("/tmp/a/ws", 1000, 0o755);
+    let mut req = request(1000);
+    req.workspace = p("/tmp/a/ws");
+    req.cwd = p("/tmp/a/ws");
+    let plan = Plan::new(&default_policy(), &req, &host).unwrap();
+    let i = plan
+        .mounts
+        .iter()
+        .position(|m| {
+            *m == Mount::Mkdir {
+                path: p("/tmp/a"),
+                mode: 0o755,
+            }
+        })
+        .unwrap();
+    assert_eq!(
+        plan.mounts[i + 1],
+        Mount::Mkdir {
+            path: p("/tmp/a/ws"),
+            mode: 0o755
+        }
+    );
+    assert!(
+        matches!(&plan.mounts[i + 2], Mount::Attach { target, .. } if target == Path::new("/tmp/a/ws"))
+    );
+    let tmpfs = plan
+        .mounts
+        .iter()
+        .position(|m| matches!(m, Mount::Tmpfs { target, .. } if target == Path::new("/tmp")))
+        .unwrap();
+    assert!(tmpfs < i);
+}
+
+#[test]
+fn landlock_read_rules_split_around_masked_paths_outside_writable_roots() {
+    let plan = Plan::new(&default_policy(), &request(1000), &machine()).unwrap();
+    let read: Vec<&Path> = plan
+        .landlock
+        .host_rules
+        .iter()
+        .filter(|r| r.access == Access::Read)
+        .map(|r| r.path.as_path())
+        .collect();
+    assert!(
+        !read.contains(&Path::new("/")),
+        "/ holds a mask: it must be split"
+    );
+    assert!(!read.contains(&Path::new("/home/u")));
+    assert!(!read.contains(&Path::new("/home/u/.ssh")));
+    for granted in ["/usr", "/etc", "/tmp", "/home/u/.bashrc", "/home/u/ws"] {
+        assert!(
+            read.contains(&Path::new(granted)),
+            "{granted} readable: {read:?}"
+        );
+    }
+    let full: Vec<&Path> = plan
+        .landlock
+        .host_rules
+        .iter()
+        .filter(|r| r.access == Access::Full)
+        .map(|r| r.path.as_path())
+        .collect();
+    assert_eq!(full, vec![Path::new("/home/u/ws")]);
+    let child: Vec<&Path> = plan
+        .landlock
+        .child_rules
+        .iter()
+        .map(|r| r.path.as_path())
+        .collect();
+    assert_eq!(
+        child,
+        vec![
+            Path::new("/tmp"),
+            Path::new("/dev/shm"),
+            Path::new("/dev/pts"),
+            Path::new("/proc")
+        ]
+    );
+}
+
+#[test]
+fn allow_read_inside_a_denied_dir_masks_only_the_siblings() {
+    let host = machine()
+        .file("/home/u/.ssh/known_hosts")
+        .file("/home/u/.ssh/config");
+    let mut pol = default_policy();
+    pol.filesystem.allow_read.push("~/.ssh/known_hosts".into());
+    let plan = Plan::new(&pol, &request(1000), &host).unwrap();
+    assert!(plan.masked.contains(&p("/home/u/.ssh/id_rsa")));
+    assert!(plan.masked.contains(&p("/home/u/.ssh/config")));
+    assert!(!plan.masked.contains(&p("/home/u/.ssh/known_hosts")));
+    assert!(!plan.masked.contains(&p("/home/u/.ssh")));
+}
+
+#[test]
+fn environment_is_scrubbed_and_tmpdir_set() {
+    let plan = Plan::new(&default_policy(), &request(1000), &machine()).unwrap();
+    let names: Vec<&str> = plan.env.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(names, vec!["HOME", "LC_ALL", "PATH", "PWD", "TMPDIR"]);
+    assert!(plan.env.contains(&("TMPDIR".into(), "/tmp".into())));
+    let mut pol = default_policy();
+    pol.env.passthrough.push("FAKE_API_KEY".into());
+    let plan = Plan::new(&pol, &request(1000), &machine()).unwrap();
+    assert!(plan.env.contains(&("FAKE_API_KEY".into(), "k".into())));
+}
+
+#[test]
+fn program_search_follows_the_sandbox_path() {
+    let plan = Plan::new(&default_policy(), &request(1000), &machine()).unwrap();
+    assert_eq!(plan.candidates, vec![p("/usr/bin/git"), p("/bin/git")]);
+    let mut req = request(1000);
+    req.argv = vec!["./run.sh".into()];
+    let plan = Plan::new(&default_policy(), &req, &machine()).unwrap();
+    assert_eq!(plan.candidates, vec![p("./run.sh")]);
+}
+
+#[test]
+fn git_file_protects_the_real_git_dir() {
+    let host = machine()
+        .dir("/home/u/ws/wt", 1000, 0o755)
+        .text(
+            "/home/u/ws/wt/.git",
+            "gitdir: /home/u/ws/.git/worktrees/wt\n",
+        )
+        .dir("/home/u/ws/.git/worktrees/wt", 1000, 0o755)
+        .text("/home/u/ws/.git/worktrees/wt/commondir", "../..\n");
+    let plan = Plan::new(&default_policy(), &request(1000), &host).unwrap();
+    assert!(plan.protected.contains(&p("/home/u/ws/wt/.git")));
+    assert!(plan.protected.contains(&p("/home/u/ws/.git/hooks")));
+    assert!(plan.protected.contains(&p("/home/u/ws/.git/config")));
+}
+
+#[test]
+fn refusals_name_the_path() {
+    let mut pol = default_policy();
+    pol.filesystem.allow_write.push("/nonexistent".into());
+    let e = Plan::new(&pol, &request(1000), &machine()).unwrap_err();
+    assert!(
+        matches!(e, PlanError::WritableRootMissing(ref x) if x == Path::new("/nonexistent")),
+        "{e}"
+    );
+    let mut pol = default_policy();
+    pol.filesystem.allow_write.push("/proc/sys".into());
+    let e = Plan::new(&pol, &request(1000), &machine()).unwrap_err();
+    assert!(matches!(e, PlanError::WritableRootForbidden(_)), "{e}");
+    let mut req = request(1000);
+    req.argv = vec![];
+    assert!(matches!(
+        Plan::new(&default_policy(), &req, &machine()),
+        Err(PlanError::NoProgram)
+    ));
+}
+
+#[test]
+fn read_only_profile_has_no_writable_roots() {
+    let pol = policy::profile("read-only").unwrap();
+    let plan = Plan::new(&pol, &request(1000), &machine()).unwrap();
+    assert!(plan.writable_roots.is_empty());
+    assert!(!plan
+        .mounts
+        .iter()
+        .any(|m| matches!(m, Mount::Attach { device: false, .. })));
+}
