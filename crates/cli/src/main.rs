@@ -139,8 +139,23 @@ fn run(args: RunArgs) -> Result<u8, Error> {
         Some(s) => vec!["/bin/sh".to_string(), "-c".to_string(), s],
         None => args.argv,
     };
-    let policy = resolve(&args.policy)?;
-    let mut request = RunRequest::new(argv, args.policy.workspace)?;
+    let prepared = resolve(&args.policy).and_then(|policy| {
+        Ok((
+            policy,
+            RunRequest::new(argv, args.policy.workspace.clone())?,
+        ))
+    });
+    let (policy, mut request) = match prepared {
+        Ok(p) => p,
+        Err(e) => {
+            // Refusals before the run are audited too; a failing audit write must not hide
+            // the original error.
+            if let Some(audit) = &args.audit {
+                let _ = stockade::audit_refusal(audit, &e);
+            }
+            return Err(e);
+        }
+    };
     request.options.allow_degraded = args.allow_degraded;
     request.report = args.report;
     request.audit = args.audit;

@@ -51,6 +51,7 @@ const FILE_RIGHTS: u64 = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
 fn access_bits(access: Access, dir: bool) -> u64 {
     let bits = match access {
         Access::Read => EXECUTE | READ_FILE | READ_DIR,
+        Access::List => READ_DIR,
         Access::Full => u64::MAX,
         Access::Device => READ_FILE | WRITE_FILE | TRUNCATE | IOCTL_DEV | READ_DIR,
         Access::ReadWriteFiles => EXECUTE | READ_FILE | READ_DIR | WRITE_FILE | TRUNCATE,

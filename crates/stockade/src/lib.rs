@@ -122,6 +122,16 @@ pub fn plan(policy: &policy::Policy, request: &RunRequest) -> Result<native::Pla
     )?)
 }
 
+/// Record a refusal that happened before a run could start (bad policy file, bad workspace)
+/// in the audit log at `path`.
+pub fn audit_refusal(path: &std::path::Path, error: &Error) -> Result<(), Error> {
+    let mut audit = AuditLog::open(Some(path), &run_id())?;
+    audit.event(
+        "refused",
+        serde_json::json!({ "code": error.code(), "kind": error.kind(), "message": error.to_string() }),
+    )
+}
+
 /// Run a request under a policy: plan, launch, sweep, record. Refusals are audited too.
 pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, Error> {
     let id = run_id();

@@ -166,6 +166,9 @@ impl Mount {
 pub enum Access {
     /// Read files, list directories, execute.
     Read,
+    /// List a directory (and, as Landlock rights are inherited, directories beneath it) without
+    /// reading files: given to directories split around a masked path, so `ls ~` still works.
+    List,
     /// Everything (writable roots, private `/tmp`).
     Full,
     /// Read, write, truncate and ioctl on device files.
@@ -860,6 +863,11 @@ fn read_rules(host: &dyn HostView, root: &Path, masked: &[&PathBuf], out: &mut V
         });
         return;
     }
+    out.push(Rule {
+        path: root.to_path_buf(),
+        access: Access::List,
+        dir: true,
+    });
     for (name, _) in host.list_dir(root) {
         read_rules(host, &root.join(name), masked, out);
     }
