@@ -2,9 +2,10 @@
 //!
 //! 1. **relay** (forked by the supervisor): dies with the supervisor (`PR_SET_PDEATHSIG`),
 //!    `unshare`s every namespace, tells the supervisor it is ready, waits until the supervisor
-//!    has written its uid/gid maps, forks the init and relays the init's exit code. It stays in
-//!    the host pid namespace, so the supervisor learns the init's pid from it.
-//! 2. **init** (pid 1 of the new pid namespace): takes the sandbox ids, builds the mount tree
+//!    has written its uid/gid maps, takes the sandbox ids, forks the init and relays the init's
+//!    exit code. It stays in the host pid namespace, so the supervisor learns the init's pid
+//!    from it.
+//! 2. **init** (pid 1 of the new pid namespace): dies with the relay, builds the mount tree
 //!    in the planned order, sets the hostname, brings loopback up, forks the command, drops its
 //!    own capabilities, forwards signals to the command and reaps. When the command ends it
 //!    kills whatever is left in the namespace and exits with the command's code.
@@ -302,11 +303,38 @@ pub fn relay(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
         Err(e) => fail(fd, Stage::WaitForMaps, 0, e, 125),
     }
     raw::close(spec.sync_fd);
+    // Take the sandbox ids here, not in the init: the kernel clears the parent-death signal
+    // when a process's uid or gid changes, so it is armed again afterwards, while the relay can
+    // still check that its parent is the supervisor.
+    if spec.clear_groups {
+        if let Err(e) = raw::clear_groups() {
+            fail(fd, Stage::SetGroups, 0, e, 125);
+        }
+    }
+    if let Err(e) = raw::setresgid(spec.gid).and_then(|_| raw::setresuid(spec.uid)) {
+        fail(fd, Stage::SetIds, 0, e, 125);
+    }
+    if let Err(e) = raw::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as c_ulong, 0) {
+        fail(fd, Stage::ParentGone, 0, e, 125);
+    }
+    if raw::getppid() != spec.supervisor_pid {
+        fail(fd, Stage::ParentGone, 0, Errno(libc::ESRCH), 125);
+    }
+    // Lifeline: only the relay holds its write end, so the init can tell the relay is alive
+    // after arming its own parent-death signal (it cannot see the relay's pid).
+    let (life_r, life_w) = match raw::pipe() {
+        Ok(p) => p,
+        Err(e) => fail(fd, Stage::ForkInit, 0, e, 125),
+    };
     let pid = match raw::fork() {
-        Ok(0) => init(spec, slots),
+        Ok(0) => {
+            raw::close(life_w);
+            init(spec, slots, life_r)
+        }
         Ok(pid) => pid,
         Err(e) => fail(fd, Stage::ForkInit, 0, e, 125),
     };
+    raw::close(life_r);
     report(
         fd,
         Report {
@@ -341,18 +369,17 @@ const FORWARDED_SIGNALS: [c_int; 6] = [
     libc::SIGUSR2,
 ];
 
-fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
+fn init(spec: &ChildSpec<'_>, slots: &mut [c_int], lifeline: c_int) -> ! {
     let fd = spec.report_fd;
+    // Dies with the relay, which dies with the supervisor. The init's credentials never change
+    // after this (a uid/gid change would clear the setting).
     if let Err(e) = raw::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as c_ulong, 0) {
         fail(fd, Stage::ParentGone, 0, e, 125);
     }
-    if spec.clear_groups {
-        if let Err(e) = raw::clear_groups() {
-            fail(fd, Stage::SetGroups, 0, e, 125);
-        }
-    }
-    if let Err(e) = raw::setresgid(spec.gid).and_then(|_| raw::setresuid(spec.uid)) {
-        fail(fd, Stage::SetIds, 0, e, 125);
+    match raw::pipe_writers_gone(lifeline) {
+        Ok(false) => raw::close(lifeline),
+        Ok(true) => fail(fd, Stage::ParentGone, 0, Errno(libc::ESRCH), 125),
+        Err(e) => fail(fd, Stage::ParentGone, 0, e, 125),
     }
     raw::umask(0o022);
     let mut mask_fd: c_int = -1;

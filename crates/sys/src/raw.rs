@@ -175,6 +175,18 @@ pub fn waitpid(pid: libc::pid_t, flags: c_int) -> Result<(libc::pid_t, c_int)> {
     }
 }
 
+/// Whether every write end of the pipe `fd` is closed (its writer is gone), without blocking.
+pub fn pipe_writers_gone(fd: c_int) -> Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: pfd is a valid single-element pollfd array.
+    check_int(unsafe { libc::poll(&mut pfd, 1, 0) })?;
+    Ok(pfd.revents & libc::POLLHUP != 0)
+}
+
 /// `kill(2)`.
 pub fn kill(pid: libc::pid_t, sig: c_int) -> Result<()> {
     // SAFETY: kill has no memory arguments.
