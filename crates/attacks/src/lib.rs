@@ -1,0 +1,972 @@
+//! Shared harness of the attack suite.
+//!
+//! Every test builds a [`Fixture`] (a fake `$HOME` full of credentials and a workspace that
+//! is a git repository, both under `/var/tmp` because the sandbox replaces `/tmp`), runs a
+//! real attack inside `stockade run` and checks that it was blocked, then runs the *same*
+//! shell snippet directly with `/bin/sh -c` on the same fixture and checks that it works
+//! there (the control), so that every test can fail.
+//!
+//! Attack snippets are wrapped by [`wrap`]: the snippet runs in a subshell and the wrapper
+//! prints [`DONE`] with the snippet's exit status. A sandboxed run that never printed the
+//! line did not run the snippet at all (stockade refused or crashed), which is a failure, not
+//! a "blocked" attack.
+//!
+//! The stockade binary is `$STOCKADE_BIN`, else `target/<profile>/stockade` next to the test
+//! executable's `deps/` directory (build it first with `cargo build -p cli`).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test harness: panicking with a message is how it reports a failure"
+)]
+
+use std::ffi::{OsStr, OsString};
+use std::fs;
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// `PATH` given to every command, sandboxed or not: system directories only, so that both
+/// the root and the unprivileged pass find the same tools (`/usr/bin/python3`, not a shim
+/// under `/root`).
+pub const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// A command that runs longer than this is killed and the test fails (override with
+/// `STOCKADE_TEST_TIMEOUT=<seconds>`).
+pub const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The line [`wrap`] prints after the snippet, followed by ` rc=<status>`.
+pub const DONE: &str = "__STOCKADE_ATTACK_DONE__";
+
+/// Where fixtures live: not `/tmp`, which the sandbox replaces with an empty tmpfs.
+pub const FIXTURE_PARENT: &str = "/var/tmp";
+
+/// Is the test process running as root (the "root caller" pass)?
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Prints the standard skip line for a root-caller-only assertion and returns `true` when
+/// the caller is not root, so a test can write `if skip_unless_root("...") { return; }`.
+pub fn skip_unless_root(what: &str) -> bool {
+    if is_root() {
+        false
+    } else {
+        println!("skipped: needs root caller: {what}");
+        true
+    }
+}
+
+/// The caller's effective uid.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// A token unique to this process and call, used in markers and names.
+pub fn unique() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "{:x}{:08x}{:x}",
+        std::process::id(),
+        nanos,
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The stockade binary under test.
+pub fn stockade_bin() -> PathBuf {
+    let path = match std::env::var_os("STOCKADE_BIN") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => {
+            let exe = std::env::current_exe().expect("current_exe");
+            // target/<profile>/deps/<test-exe> -> target/<profile>/stockade
+            exe.parent()
+                .and_then(Path::parent)
+                .map(|dir| dir.join("stockade"))
+                .expect("test executable has no grandparent directory")
+        }
+    };
+    assert!(
+        path.is_file(),
+        "stockade binary not found at {}: build it with `cargo build -p cli` (or set STOCKADE_BIN)",
+        path.display()
+    );
+    path
+}
+
+/// Quotes `s` for `/bin/sh`.
+pub fn sh_quote(s: impl AsRef<OsStr>) -> String {
+    let s = s.as_ref().to_string_lossy();
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// The absolute path of `name` in [`PATH`], if it is installed.
+pub fn which(name: &str) -> Option<PathBuf> {
+    PATH.split(':')
+        .map(|dir| Path::new(dir).join(name))
+        .find(|p| {
+            fs::metadata(p)
+                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+                .unwrap_or(false)
+        })
+}
+
+/// `/usr/bin/python3` (or another python3 in [`PATH`]) when installed; prints a skip line
+/// naming `what` otherwise.
+pub fn python3(what: &str) -> Option<PathBuf> {
+    let found = if Path::new("/usr/bin/python3").is_file() {
+        Some(PathBuf::from("/usr/bin/python3"))
+    } else {
+        which("python3")
+    };
+    if found.is_none() {
+        println!("skipped: python3 not installed: {what}");
+    }
+    found
+}
+
+/// Writes `contents` to `path` (creating parent directories, mode 0755) with `mode`.
+pub fn write_file(path: &Path, contents: impl AsRef<[u8]>, mode: u32) {
+    if let Some(parent) = path.parent() {
+        mkdir(parent);
+    }
+    fs::write(path, contents).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+    chmod(path, mode);
+}
+
+/// `mkdir -p` with mode 0755 for every directory it creates.
+pub fn mkdir(path: &Path) {
+    if path.is_dir() {
+        return;
+    }
+    if let Some(parent) = path.parent() {
+        mkdir(parent);
+    }
+    fs::create_dir(path).unwrap_or_else(|e| panic!("mkdir {}: {e}", path.display()));
+    chmod(path, 0o755);
+}
+
+/// `chmod`.
+pub fn chmod(path: &Path, mode: u32) {
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))
+        .unwrap_or_else(|e| panic!("chmod {}: {e}", path.display()));
+}
+
+/// The file's bytes, or `None` when it cannot be read.
+pub fn read_bytes(path: &Path) -> Option<Vec<u8>> {
+    fs::read(path).ok()
+}
+
+/// The file's text (lossy), or `None` when it cannot be read.
+pub fn read_text(path: &Path) -> Option<String> {
+    read_bytes(path).map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
+/// Every path below `dir` (not following symlinks), skipping the subtrees for which `skip`
+/// returns true.
+pub fn walk(dir: &Path, skip: &dyn Fn(&Path) -> bool) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let p = entry.path();
+            if skip(&p) {
+                continue;
+            }
+            let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
+            out.push(p.clone());
+            if is_dir {
+                stack.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// Git hooks that would run: every entry of a `hooks` directory inside a `.git` directory
+/// below `ws` whose name does not end in `.sample` (the quarantine under `.stockade/` is
+/// not part of the live workspace and is skipped).
+pub fn live_hooks(ws: &Path) -> Vec<PathBuf> {
+    let quarantine = ws.join(".stockade");
+    walk(ws, &|p| p.starts_with(&quarantine))
+        .into_iter()
+        .filter(|p| {
+            let parent = p.parent();
+            let in_hooks = parent.and_then(Path::file_name) == Some(OsStr::new("hooks"))
+                && parent
+                    .and_then(Path::parent)
+                    .and_then(Path::file_name)
+                    .is_some_and(|n| n == ".git");
+            let sample = p
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().ends_with(".sample"));
+            in_hooks && !sample
+        })
+        .collect()
+}
+
+/// Files below `<ws>/.stockade/quarantine`.
+pub fn quarantined_files(ws: &Path) -> Vec<PathBuf> {
+    walk(&ws.join(".stockade/quarantine"), &|_| false)
+        .into_iter()
+        .filter(|p| p.symlink_metadata().map(|m| !m.is_dir()).unwrap_or(false))
+        .collect()
+}
+
+/// Does any string anywhere in `value` satisfy `pred`?
+pub fn json_any_string(value: &serde_json::Value, pred: &dyn Fn(&str) -> bool) -> bool {
+    match value {
+        serde_json::Value::String(s) => pred(s),
+        serde_json::Value::Array(items) => items.iter().any(|v| json_any_string(v, pred)),
+        serde_json::Value::Object(map) => {
+            map.iter().any(|(k, v)| pred(k) || json_any_string(v, pred))
+        }
+        _ => false,
+    }
+}
+
+/// The string field `key` of a JSON object, or "".
+pub fn json_str<'a>(value: &'a serde_json::Value, key: &str) -> &'a str {
+    value.get(key).and_then(|v| v.as_str()).unwrap_or("")
+}
+
+/// Parses a JSON file written by stockade (`--report`), panicking with its text otherwise.
+pub fn read_json(path: &Path) -> serde_json::Value {
+    let text = read_text(path).unwrap_or_else(|| panic!("{} was not written", path.display()));
+    serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{} is not JSON ({e}):\n{text}", path.display()))
+}
+
+/// Parses a JSON-lines file written by stockade (`--audit`).
+pub fn read_jsonl(path: &Path) -> Vec<serde_json::Value> {
+    let text = read_text(path).unwrap_or_else(|| panic!("{} was not written", path.display()));
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("line of {} is not JSON ({e}): {l}", path.display()))
+        })
+        .collect()
+}
+
+/// Wraps an attack snippet: it runs in a subshell, then [`DONE`] and its status are printed
+/// on a line of their own.
+pub fn wrap(script: &str) -> String {
+    // The status goes on a line of its own even when the snippet's output lacks a final
+    // newline.
+    format!("(\n{script}\n)\n__rc=$?\nprintf '\\n{DONE} rc=%s\\n' \"$__rc\"\n")
+}
+
+/// A finished command.
+#[derive(Debug)]
+pub struct Run {
+    /// What was run, for messages.
+    pub what: String,
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// The exit code as a shell reports it: the code, or 128 + the signal that killed it.
+    pub fn code(&self) -> i32 {
+        self.status
+            .code()
+            .unwrap_or_else(|| 128 + self.status.signal().unwrap_or(0))
+    }
+
+    /// stdout followed by stderr.
+    pub fn all_output(&self) -> String {
+        format!("{}{}", self.stdout, self.stderr)
+    }
+
+    /// A description for assertion messages.
+    pub fn describe(&self) -> String {
+        format!(
+            "{}\n--- status: {} (code {})\n--- stdout:\n{}\n--- stderr:\n{}\n---",
+            self.what,
+            self.status,
+            self.code(),
+            self.stdout,
+            self.stderr
+        )
+    }
+
+    /// Asserts the exit code.
+    pub fn assert_code(&self, code: i32) -> &Self {
+        assert_eq!(
+            self.code(),
+            code,
+            "expected exit code {code}\n{}",
+            self.describe()
+        );
+        self
+    }
+
+    /// Asserts exit code 0.
+    pub fn assert_success(&self) -> &Self {
+        self.assert_code(0)
+    }
+
+    /// Asserts a non-zero exit code.
+    pub fn assert_failure(&self) -> &Self {
+        assert_ne!(
+            self.code(),
+            0,
+            "expected a non-zero exit code\n{}",
+            self.describe()
+        );
+        self
+    }
+
+    /// Asserts that stdout contains `needle`.
+    pub fn assert_stdout_contains(&self, needle: &str) -> &Self {
+        assert!(
+            self.stdout.contains(needle),
+            "expected stdout to contain {needle:?}\n{}",
+            self.describe()
+        );
+        self
+    }
+
+    /// Asserts that stderr contains `needle`.
+    pub fn assert_stderr_contains(&self, needle: &str) -> &Self {
+        assert!(
+            self.stderr.contains(needle),
+            "expected stderr to contain {needle:?}\n{}",
+            self.describe()
+        );
+        self
+    }
+
+    /// Asserts that neither stdout nor stderr contains `needle`.
+    pub fn assert_lacks(&self, needle: &str) -> &Self {
+        assert!(
+            !self.stdout.contains(needle) && !self.stderr.contains(needle),
+            "output must not contain {needle:?}\n{}",
+            self.describe()
+        );
+        self
+    }
+
+    /// Interprets the output of a [`wrap`]ped snippet.
+    pub fn outcome(self) -> Outcome {
+        let rc = self.stdout.lines().rev().find_map(|l| {
+            l.strip_prefix(DONE)
+                .and_then(|rest| rest.trim().strip_prefix("rc="))
+                .and_then(|n| n.trim().parse::<i32>().ok())
+        });
+        Outcome { run: self, rc }
+    }
+}
+
+/// The result of a [`wrap`]ped snippet: the run, and the snippet's own exit status when the
+/// wrapper got to print it.
+#[derive(Debug)]
+pub struct Outcome {
+    pub run: Run,
+    pub rc: Option<i32>,
+}
+
+impl Outcome {
+    /// Asserts the snippet really ran (the wrapper printed its status) and the whole command
+    /// exited 0; returns the snippet's status.
+    pub fn ran(&self) -> i32 {
+        match self.rc {
+            Some(rc) if self.run.code() == 0 => rc,
+            _ => panic!(
+                "the snippet did not run to the end (no `{DONE}` line, or a non-zero exit \
+                 of the shell): stockade refused or crashed\n{}",
+                self.run.describe()
+            ),
+        }
+    }
+
+    /// The attack ran, failed (non-zero status) and `marker` appears nowhere in its output.
+    pub fn assert_blocked(&self, marker: &str) -> &Self {
+        let rc = self.ran();
+        assert_ne!(
+            rc,
+            0,
+            "the attack succeeded (status 0)\n{}",
+            self.run.describe()
+        );
+        self.run.assert_lacks(marker);
+        self
+    }
+
+    /// The attack ran and `marker` appears nowhere in its output (its status is not checked).
+    pub fn assert_hidden(&self, marker: &str) -> &Self {
+        self.ran();
+        self.run.assert_lacks(marker);
+        self
+    }
+
+    /// The attack ran and failed (non-zero status).
+    pub fn assert_failed(&self) -> &Self {
+        let rc = self.ran();
+        assert_ne!(
+            rc,
+            0,
+            "expected the snippet to fail\n{}",
+            self.run.describe()
+        );
+        self
+    }
+
+    /// The snippet ran and succeeded (status 0).
+    pub fn assert_ok(&self) -> &Self {
+        let rc = self.ran();
+        assert_eq!(
+            rc,
+            0,
+            "expected the snippet to succeed\n{}",
+            self.run.describe()
+        );
+        self
+    }
+
+    /// The snippet ran, succeeded and printed `marker` on stdout.
+    pub fn assert_shows(&self, marker: &str) -> &Self {
+        self.assert_ok();
+        self.run.assert_stdout_contains(marker);
+        self
+    }
+
+    /// Asserts that stdout or stderr contains `needle`.
+    pub fn assert_output_contains(&self, needle: &str) -> &Self {
+        assert!(
+            self.run.all_output().contains(needle),
+            "expected output to contain {needle:?}\n{}",
+            self.run.describe()
+        );
+        self
+    }
+
+    /// Asserts that neither stdout nor stderr contains `needle`.
+    pub fn assert_lacks(&self, needle: &str) -> &Self {
+        self.run.assert_lacks(needle);
+        self
+    }
+}
+
+/// A command to run with a clean environment, a timeout and captured output.
+#[derive(Debug, Clone)]
+pub struct Cmd {
+    program: PathBuf,
+    args: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+    cwd: PathBuf,
+    stdin: Option<Vec<u8>>,
+    timeout: Duration,
+}
+
+impl Cmd {
+    /// `program` with no arguments, an environment holding only [`PATH`], run in `cwd`.
+    pub fn new(program: impl Into<PathBuf>, cwd: &Path) -> Self {
+        Self {
+            program: program.into(),
+            args: Vec::new(),
+            env: vec![("PATH".into(), PATH.into())],
+            cwd: cwd.to_path_buf(),
+            stdin: None,
+            timeout: std::env::var("STOCKADE_TEST_TIMEOUT")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .map_or(TIMEOUT, Duration::from_secs),
+        }
+    }
+
+    /// Appends one argument.
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Self {
+        self.args.push(arg.as_ref().to_os_string());
+        self
+    }
+
+    /// Appends arguments.
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.args
+            .extend(args.into_iter().map(|a| a.as_ref().to_os_string()));
+        self
+    }
+
+    /// Sets (or replaces) an environment variable.
+    pub fn env(mut self, name: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Self {
+        let name = name.as_ref().to_os_string();
+        self.env.retain(|(n, _)| *n != name);
+        self.env.push((name, value.as_ref().to_os_string()));
+        self
+    }
+
+    /// Runs in `dir` instead.
+    pub fn cwd(mut self, dir: &Path) -> Self {
+        self.cwd = dir.to_path_buf();
+        self
+    }
+
+    /// Feeds `input` on standard input (the default is `/dev/null`).
+    pub fn stdin(mut self, input: impl Into<Vec<u8>>) -> Self {
+        self.stdin = Some(input.into());
+        self
+    }
+
+    /// A one-line description of the command.
+    pub fn describe(&self) -> String {
+        let mut s = format!("$ cd {} &&", sh_quote(&self.cwd));
+        for (n, v) in &self.env {
+            s.push_str(&format!(" {}={}", n.to_string_lossy(), sh_quote(v)));
+        }
+        s.push_str(&format!(" {}", sh_quote(&self.program)));
+        for a in &self.args {
+            s.push(' ');
+            s.push_str(&sh_quote(a));
+        }
+        s
+    }
+
+    /// Runs the command to completion (killing it after [`TIMEOUT`]).
+    pub fn run(self) -> Run {
+        let what = self.describe();
+        let mut command = Command::new(&self.program);
+        command
+            .args(&self.args)
+            .env_clear()
+            .envs(self.env.iter().map(|(n, v)| (n, v)))
+            .current_dir(&self.cwd)
+            .stdin(if self.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("failed to start: {e}\n{what}"));
+        if let Some(input) = self.stdin {
+            let mut pipe = child.stdin.take().expect("stdin pipe");
+            thread::spawn(move || {
+                let _ = pipe.write_all(&input);
+            });
+        }
+        let stdout = reader(child.stdout.take().expect("stdout pipe"));
+        let stderr = reader(child.stderr.take().expect("stderr pipe"));
+        let status = wait_deadline(&mut child, self.timeout);
+        let collect = |rx: mpsc::Receiver<Vec<u8>>| {
+            rx.recv_timeout(Duration::from_secs(10))
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .unwrap_or_else(|_| "<output pipe still held open by a leftover process>".into())
+        };
+        let stdout = collect(stdout);
+        let stderr = collect(stderr);
+        match status {
+            Some(status) => Run {
+                what,
+                status,
+                stdout,
+                stderr,
+            },
+            None => panic!(
+                "timed out after {:?}, killed\n{what}\n--- stdout:\n{stdout}\n--- stderr:\n{stderr}",
+                self.timeout
+            ),
+        }
+    }
+
+    /// Runs a [`wrap`]ped snippet and interprets its output.
+    pub fn outcome(self) -> Outcome {
+        self.run().outcome()
+    }
+}
+
+fn reader(mut pipe: impl Read + Send + 'static) -> mpsc::Receiver<Vec<u8>> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = pipe.read_to_end(&mut buf);
+        let _ = tx.send(buf);
+    });
+    rx
+}
+
+/// Waits for `child`; after `timeout` kills its process group and returns `None`.
+fn wait_deadline(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            if let Ok(pid) = libc::pid_t::try_from(child.id()) {
+                // SAFETY: kill has no memory-safety preconditions; the group is the child's own.
+                unsafe { libc::kill(-pid, libc::SIGKILL) };
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A fake home and a workspace, under a fresh directory in `/var/tmp`.
+///
+/// Layout (all directories 0755 and files 0644, so the sandbox, which runs as another uid
+/// when the caller is root, is kept out by stockade alone, not by file permissions):
+///
+/// ```text
+/// <root>/home/            fake $HOME: .ssh/id_rsa .aws/credentials .bashrc .netrc
+///                         .git-credentials .bash_history .gnupg/… .config/gh/hosts.yml
+///                         notes.txt (not a secret: readable inside)
+/// <root>/ws/              workspace: git repo (README.md, app/main.txt and a .gitignore
+///                         naming the dotenv files committed), .env, .env.local,
+///                         app/.env.production
+/// <root>/outside/         caller-writable directory outside the workspace: target.txt
+/// <root>/scripts/         helper scripts the tests write (readable inside)
+/// ```
+pub struct Fixture {
+    dir: tempfile::TempDir,
+    /// Unique token of this fixture (appears in markers, never in paths).
+    pub id: String,
+    pub root: PathBuf,
+    pub home: PathBuf,
+    pub ws: PathBuf,
+    pub outside: PathBuf,
+}
+
+impl Fixture {
+    /// A fixture whose workspace is a git repository with one commit.
+    pub fn new() -> Self {
+        Self::build(true)
+    }
+
+    /// A fixture whose workspace is a plain directory (no `.git`).
+    pub fn without_git() -> Self {
+        Self::build(false)
+    }
+
+    fn build(git: bool) -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("stockade-attacks.")
+            .tempdir_in(FIXTURE_PARENT)
+            .expect("create fixture directory in /var/tmp");
+        // Canonical path: the workspace stockade sees is canonicalized too.
+        let root = dir.path().canonicalize().expect("canonicalize fixture");
+        chmod(&root, 0o755);
+        let fx = Fixture {
+            id: unique(),
+            home: root.join("home"),
+            ws: root.join("ws"),
+            outside: root.join("outside"),
+            root,
+            dir,
+        };
+        fx.populate_home();
+        mkdir(&fx.ws);
+        mkdir(&fx.outside);
+        mkdir(&fx.root.join("scripts"));
+        write_file(&fx.outside.join("target.txt"), "original\n", 0o644);
+        write_file(
+            &fx.ws.join("README.md"),
+            format!("# demo\n{}\n", fx.marker("readme")),
+            0o644,
+        );
+        write_file(
+            &fx.ws.join(".env"),
+            format!("API_KEY={}\n", fx.marker("dotenv")),
+            0o644,
+        );
+        write_file(
+            &fx.ws.join(".env.local"),
+            format!("DB_PASSWORD={}\n", fx.marker("dotenvlocal")),
+            0o644,
+        );
+        write_file(
+            &fx.ws.join("app/.env.production"),
+            format!("STRIPE_KEY={}\n", fx.marker("dotenvprod")),
+            0o644,
+        );
+        write_file(&fx.ws.join("app/main.txt"), "main\n", 0o644);
+        // As in a real project, the dotenv files are ignored by git.
+        write_file(&fx.ws.join(".gitignore"), ".env\n.env.*\n", 0o644);
+        if git {
+            fx.git_host(&["-c", "init.defaultBranch=main", "init", "-q"])
+                .assert_success();
+            fx.git_host(&["config", "user.email", "attacks@example.invalid"])
+                .assert_success();
+            fx.git_host(&["config", "user.name", "Attack Suite"])
+                .assert_success();
+            fx.git_host(&["config", "commit.gpgsign", "false"])
+                .assert_success();
+            fx.git_host(&["add", "README.md", "app/main.txt", ".gitignore"])
+                .assert_success();
+            fx.git_host(&["commit", "-q", "-m", "initial"])
+                .assert_success();
+            // git creates .git/ with its own modes; make every directory traversable.
+            for p in walk(&fx.ws.join(".git"), &|_| false) {
+                if p.is_dir() {
+                    chmod(&p, 0o755);
+                }
+            }
+        }
+        fx
+    }
+
+    fn populate_home(&self) {
+        let h = &self.home;
+        mkdir(h);
+        write_file(
+            &h.join(".ssh/id_rsa"),
+            format!(
+                "-----BEGIN OPENSSH PRIVATE KEY-----\n{}\n-----END OPENSSH PRIVATE KEY-----\n",
+                self.marker("ssh")
+            ),
+            0o644,
+        );
+        write_file(
+            &h.join(".ssh/config"),
+            format!("# {}\nHost *\n", self.marker("sshconfig")),
+            0o644,
+        );
+        write_file(
+            &h.join(".aws/credentials"),
+            format!(
+                "[default]\naws_access_key_id = AKIAEXAMPLE\naws_secret_access_key = {}\n",
+                self.marker("aws")
+            ),
+            0o644,
+        );
+        write_file(
+            &h.join(".bashrc"),
+            format!("# bashrc {}\n", self.marker("bashrc")),
+            0o644,
+        );
+        write_file(
+            &h.join(".netrc"),
+            format!(
+                "machine example.invalid login u password {}\n",
+                self.marker("netrc")
+            ),
+            0o644,
+        );
+        write_file(
+            &h.join(".git-credentials"),
+            format!("https://u:{}@example.invalid\n", self.marker("gitcred")),
+            0o644,
+        );
+        write_file(
+            &h.join(".bash_history"),
+            format!("export GITHUB_TOKEN={}\n", self.marker("history")),
+            0o644,
+        );
+        write_file(
+            &h.join(".gnupg/private-keys-v1.d/key.key"),
+            format!("{}\n", self.marker("gnupg")),
+            0o644,
+        );
+        write_file(
+            &h.join(".config/gh/hosts.yml"),
+            format!("github.com:\n  oauth_token: {}\n", self.marker("gh")),
+            0o644,
+        );
+        write_file(
+            &h.join(".npmrc"),
+            format!(
+                "//registry.example.invalid/:_authToken={}\n",
+                self.marker("npmrc")
+            ),
+            0o644,
+        );
+        write_file(
+            &h.join("notes.txt"),
+            format!("{}\n", self.marker("notes")),
+            0o644,
+        );
+    }
+
+    /// The marker string of a kind of secret (`ssh`, `aws`, `dotenv`, `bashrc`, ...).
+    /// Markers appear only in file contents and environment values, never in paths, so an
+    /// error message naming a path never contains one.
+    pub fn marker(&self, kind: &str) -> String {
+        format!("{kind}-MARKER-{}", self.id)
+    }
+
+    /// Environment given to every command: `PATH` and the fake `HOME`.
+    fn base(&self, program: impl Into<PathBuf>) -> Cmd {
+        Cmd::new(program, &self.ws).env("HOME", &self.home)
+    }
+
+    /// `stockade ARGS...` with the fixture's environment, in the workspace.
+    pub fn stockade<I, S>(&self, args: I) -> Cmd
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.base(stockade_bin()).args(args)
+    }
+
+    /// `stockade run --workspace WS OPTS... --shell SCRIPT`.
+    pub fn sandbox(&self, opts: &[&str], script: &str) -> Cmd {
+        self.stockade(["run".as_ref(), "--workspace".as_ref(), self.ws.as_os_str()])
+            .args(opts)
+            .arg("--shell")
+            .arg(script)
+    }
+
+    /// `stockade run --workspace WS OPTS... -- ARGV...`.
+    pub fn sandbox_argv(&self, opts: &[&str], argv: &[&str]) -> Cmd {
+        self.stockade(["run".as_ref(), "--workspace".as_ref(), self.ws.as_os_str()])
+            .args(opts)
+            .arg("--")
+            .args(argv)
+    }
+
+    /// `/bin/sh -c SCRIPT` on the host, with the same environment and directory as
+    /// [`Fixture::sandbox`].
+    pub fn host(&self, script: &str) -> Cmd {
+        self.base("/bin/sh").arg("-c").arg(script)
+    }
+
+    /// The attack: [`wrap`]ped `script` inside `stockade run` with `opts`.
+    pub fn attack(&self, opts: &[&str], script: &str) -> Cmd {
+        self.sandbox(opts, &wrap(script))
+    }
+
+    /// The control: the same [`wrap`]ped `script` directly on the host.
+    pub fn control(&self, script: &str) -> Cmd {
+        self.host(&wrap(script))
+    }
+
+    /// `git -C WS ARGS...` on the host (for setting up and inspecting the repository).
+    pub fn git_host(&self, args: &[&str]) -> Run {
+        self.base("git")
+            .args(["-c", "safe.directory=*"])
+            .args(args)
+            .run()
+    }
+
+    /// Writes a helper script into `<root>/scripts/` (readable inside the sandbox).
+    pub fn script(&self, name: &str, contents: &str) -> PathBuf {
+        let path = self.root.join("scripts").join(name);
+        write_file(&path, contents, 0o755);
+        path
+    }
+
+    /// A path for a `--report`/`--audit` file, outside the workspace.
+    pub fn out_file(&self, name: &str) -> PathBuf {
+        self.root.join(name)
+    }
+
+    /// The fixture directory handle (kept alive as long as the fixture).
+    pub fn tempdir(&self) -> &tempfile::TempDir {
+        &self.dir
+    }
+}
+
+impl Default for Fixture {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A host process that must stay invisible and untouchable from inside; killed on drop.
+pub struct HostProcess {
+    pub child: Child,
+    /// Unique string in its command line.
+    pub marker: String,
+}
+
+impl HostProcess {
+    /// Starts `sleep 60` on the host, with the marker as its `argv[0]` (so it shows in `ps`
+    /// and `/proc/PID/cmdline`, and killing it leaves no orphan behind).
+    pub fn sleeper() -> Self {
+        let marker = format!("hostproc-MARKER-{}", unique());
+        let child = Command::new(which("sleep").expect("sleep"))
+            .arg0(&marker)
+            .arg("60")
+            .env_clear()
+            .env("PATH", PATH)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn host sleeper");
+        Self { child, marker }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Is it still running (not exited, not killed)?
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for HostProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A host SysV shared-memory segment; removed on drop.
+pub struct HostShm {
+    pub key: i32,
+    pub id: i32,
+}
+
+impl HostShm {
+    /// Creates a 4096-byte segment with a fresh key, mode 0644.
+    pub fn create() -> Self {
+        for attempt in 0..64u32 {
+            let seed = u32::from_str_radix(&unique()[..8], 16).unwrap_or(attempt) ^ attempt;
+            let key = i32::try_from(0x5700_0000 | (seed & 0x00ff_ffff)).unwrap_or(0x5700_0001);
+            // SAFETY: shmget only reads its integer arguments.
+            let id = unsafe { libc::shmget(key, 4096, libc::IPC_CREAT | libc::IPC_EXCL | 0o644) };
+            if id >= 0 {
+                return Self { key, id };
+            }
+        }
+        panic!("shmget: {}", std::io::Error::last_os_error());
+    }
+
+    /// The key as `ipcs` prints it (`0x5700abcd`).
+    pub fn key_hex(&self) -> String {
+        format!("0x{:08x}", self.key)
+    }
+}
+
+impl Drop for HostShm {
+    fn drop(&mut self) {
+        // SAFETY: IPC_RMID ignores the buffer argument, which may be null.
+        unsafe { libc::shmctl(self.id, libc::IPC_RMID, std::ptr::null_mut()) };
+    }
+}
+
+/// The host's hostname.
+pub fn host_hostname() -> String {
+    fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_default()
+}

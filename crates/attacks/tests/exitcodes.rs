@@ -1,0 +1,87 @@
+//! Exit codes: the command's own (0, 1, 42), 126 for a file that is not executable, 127 for
+//! a missing program, 128+N for a command killed by signal N. Each is compared with what
+//! `/bin/sh` reports for the same command on the host.
+
+use attacks::{write_file, Fixture};
+
+#[test]
+fn command_exit_codes_pass_through() {
+    let fx = Fixture::new();
+    for code in [0, 1, 42, 124, 255] {
+        let script = format!("exit {code}");
+        fx.sandbox(&[], &script).run().assert_code(code);
+        fx.host(&script).run().assert_code(code);
+    }
+    fx.sandbox_argv(&[], &["true"]).run().assert_code(0);
+    fx.sandbox_argv(&[], &["false"]).run().assert_code(1);
+    fx.sandbox_argv(&[], &["sh", "-c", "exit 42"])
+        .run()
+        .assert_code(42);
+}
+
+#[test]
+fn not_executable_is_126() {
+    let fx = Fixture::new();
+    write_file(&fx.ws.join("script.sh"), "#!/bin/sh\necho ran\n", 0o644);
+    let run = fx.sandbox_argv(&[], &["./script.sh"]).run();
+    run.assert_code(126).assert_lacks("ran\n");
+    let run = fx.sandbox_argv(&[], &["./app"]).run();
+    run.assert_code(126);
+    // Control: the shell agrees.
+    fx.host("./script.sh").run().assert_code(126);
+    fx.sandbox(&[], "./script.sh").run().assert_code(126);
+}
+
+#[test]
+fn missing_program_is_127() {
+    let fx = Fixture::new();
+    let name = format!("no-such-program-{}", fx.id);
+    let run = fx.sandbox_argv(&[], &[&name]).run();
+    run.assert_code(127);
+    assert!(
+        run.stderr.contains(&name),
+        "stderr should name the missing program\n{}",
+        run.describe()
+    );
+    fx.sandbox_argv(&[], &["/nonexistent/dir/prog"])
+        .run()
+        .assert_code(127);
+    fx.sandbox(&[], &name).run().assert_code(127);
+    fx.host(&name).run().assert_code(127);
+}
+
+#[test]
+fn killed_by_signal_is_128_plus_n() {
+    let fx = Fixture::new();
+    for (signal, name) in [(9, "KILL"), (15, "TERM"), (1, "HUP")] {
+        let script = format!("kill -{name} $$");
+        fx.sandbox(&[], &script).run().assert_code(128 + signal);
+        // Control: the host shell dies of the same signal.
+        let host = fx.host(&script).run();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&host.status),
+            Some(signal),
+            "{}",
+            host.describe()
+        );
+    }
+    fx.sandbox_argv(&[], &["sh", "-c", "kill -9 $$"])
+        .run()
+        .assert_code(137);
+}
+
+#[test]
+fn output_and_input_pass_through() {
+    let fx = Fixture::new();
+    let run = fx.sandbox_argv(&[], &["cat"]).stdin("piped input\n").run();
+    run.assert_success().assert_stdout_contains("piped input\n");
+    let run = fx.sandbox(&[], "echo out; echo err >&2; exit 3").run();
+    run.assert_code(3);
+    assert_eq!(run.stdout, "out\n", "{}", run.describe());
+    run.assert_stderr_contains("err\n");
+    // A larger output arrives whole.
+    let run = fx.sandbox(&[], "seq 1 200000").run();
+    run.assert_success();
+    assert_eq!(run.stdout.lines().count(), 200_000);
+    assert!(run.stdout.ends_with("200000\n"));
+}

@@ -1,0 +1,134 @@
+//! Lifecycle: nothing the sandbox started outlives its supervisor. Killing `stockade` with
+//! SIGKILL (no chance to clean up) must end every process inside, including ones that
+//! `setsid`, double-fork and ignore SIGTERM; the control shows the same tree under a plain
+//! shell keeps running when its parent is killed.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use attacks::{stockade_bin, Fixture};
+
+/// Pids whose command line mentions `tag`.
+fn processes_with(tag: &str) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains(tag))
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+fn wait_until(what: impl Fn() -> bool, timeout: Duration) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < timeout {
+        if what() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    what()
+}
+
+fn spawn(mut cmd: Command, fx: &Fixture) -> Child {
+    cmd.env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", &fx.home)
+        .current_dir(&fx.ws)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn")
+}
+
+fn kill_all(tag: &str) {
+    for pid in processes_with(tag) {
+        // SAFETY: kill with a pid and a signal number touches no memory.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+}
+
+#[test]
+fn killing_the_supervisor_ends_every_process_in_the_sandbox() {
+    let fx = Fixture::new();
+    let tag = fx.marker("lifecycle");
+    // A daemon that left the session and ignores SIGTERM, plus a foreground child.
+    let script = format!(
+        "(trap '' TERM HUP; setsid sh -c 'trap \"\" TERM HUP; sleep 300; : {tag}' &); sh -c 'sleep 300; : {tag}'"
+    );
+
+    let mut cmd = Command::new(stockade_bin());
+    cmd.args(["run", "--workspace"])
+        .arg(&fx.ws)
+        .args(["--shell", &script]);
+    let mut child = spawn(cmd, &fx);
+    let started = wait_until(|| processes_with(&tag).len() >= 3, Duration::from_secs(15));
+    if !started {
+        let _ = child.kill();
+        let _ = child.wait();
+        kill_all(&tag);
+        panic!("the sandboxed processes never started");
+    }
+    child.kill().expect("SIGKILL stockade");
+    let _ = child.wait();
+    let gone = wait_until(|| processes_with(&tag).is_empty(), Duration::from_secs(5));
+    let left = processes_with(&tag);
+    kill_all(&tag);
+    assert!(
+        gone,
+        "processes outlived their SIGKILLed supervisor: {left:?}"
+    );
+
+    // Control: the same tree under a plain shell survives the shell's SIGKILL.
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c").arg(&script);
+    let mut control = spawn(cmd, &fx);
+    let started = wait_until(|| processes_with(&tag).len() >= 3, Duration::from_secs(10));
+    assert!(
+        started,
+        "control never started: {:?} {:?}",
+        processes_with(&tag),
+        control.try_wait()
+    );
+    control.kill().expect("SIGKILL sh");
+    let _ = control.wait();
+    std::thread::sleep(Duration::from_millis(300));
+    let survivors = processes_with(&tag);
+    kill_all(&tag);
+    assert!(
+        !survivors.is_empty(),
+        "control: orphans should survive without stockade"
+    );
+}
+
+#[test]
+fn background_processes_end_with_the_command() {
+    let fx = Fixture::new();
+    let tag = fx.marker("background");
+    // Background output goes to /dev/null so the control's pipes close when the shell exits.
+    let script = format!(
+        "setsid sh -c 'sleep 300; : {tag}' >/dev/null 2>&1 & sh -c 'sleep 300; : {tag}' >/dev/null 2>&1 & sleep 0.2; exit 7"
+    );
+    let run = fx.sandbox(&[], &script).run();
+    run.assert_code(7);
+    let gone = wait_until(|| processes_with(&tag).is_empty(), Duration::from_secs(5));
+    let left = processes_with(&tag);
+    kill_all(&tag);
+    assert!(gone, "background processes outlived the command: {left:?}");
+
+    // Control: on the host the same script leaves them running.
+    let run = fx.host(&script).run();
+    run.assert_code(7);
+    std::thread::sleep(Duration::from_millis(200));
+    let survivors = processes_with(&tag);
+    kill_all(&tag);
+    assert!(
+        !survivors.is_empty(),
+        "control: background processes survive a plain shell"
+    );
+}

