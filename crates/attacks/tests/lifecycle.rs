@@ -3,6 +3,9 @@
 //! `setsid`, double-fork and ignore SIGTERM; the control shows the same tree under a plain
 //! shell keeps running when its parent is killed.
 
+// Test helpers may panic: a failed spawn is a failed test.
+#![allow(clippy::expect_used)]
+
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
