@@ -44,6 +44,12 @@ pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
     found.sort();
     let mut out: Vec<Violation> = Vec::new();
     let mut moved: Vec<PathBuf> = Vec::new();
+    // The quarantine lives in `<root>/.stockade`; one the sandbox created (possibly a symlink
+    // to somewhere else) is quarantined first, so nothing below is written through it.
+    found.sort_by_key(|p| {
+        let is_own_dir = plan.sweep.roots.iter().any(|r| p == &r.join(".stockade"));
+        (!is_own_dir, p.clone())
+    });
     for path in found {
         if moved.iter().any(|m| is_within(&path, m)) {
             continue;
@@ -75,8 +81,19 @@ pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
                 continue;
             }
             let mut v = quarantine(root, &path, run_id, "protected_path_created");
-            if std::fs::write(&path, MINIMAL_GIT_CONFIG).is_ok() {
-                v.action.push_str("; replaced with a minimal config");
+            // Only once the original is gone, and never through a symlink (create_new fails on
+            // any existing path, links included).
+            if host.lstat_kind(&path).is_none() {
+                let written = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&path)
+                    .and_then(|mut f| {
+                        std::io::Write::write_all(&mut f, MINIMAL_GIT_CONFIG.as_bytes())
+                    });
+                if written.is_ok() {
+                    v.action.push_str("; replaced with a minimal config");
+                }
             }
             out.push(v);
         } else {
@@ -102,6 +119,13 @@ fn quarantine(root: &Path, path: &Path, run_id: &str, kind: &'static str) -> Vio
         };
         if let Some(parent) = dest.parent() {
             std::fs::create_dir_all(parent)?;
+            // Every component must be a real directory: a symlink planted by the sandbox would
+            // send the rename (done with the supervisor's rights) elsewhere.
+            if std::fs::canonicalize(parent)? != parent {
+                return Err(std::io::Error::other(
+                    "the quarantine path contains a symbolic link",
+                ));
+            }
         }
         std::fs::rename(&source, &dest)
     })();
@@ -171,7 +195,72 @@ pub fn git_config_is_inert(text: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::git_config_is_inert;
+    use super::*;
+    use crate::host::RealHost;
+    use crate::plan::{Plan, Request};
+
+    fn plan_for(ws: &Path) -> Plan {
+        let req = Request {
+            argv: vec!["true".into()],
+            workspace: ws.to_path_buf(),
+            cwd: ws.to_path_buf(),
+            home: ws.join("home"),
+            uid: 1000,
+            gid: 1000,
+            env: Vec::new(),
+        };
+        Plan::new(
+            &policy::profile("workspace-write").unwrap(),
+            &req,
+            &RealHost,
+        )
+        .unwrap()
+    }
+
+    /// The sandbox plants `.stockade -> OUTSIDE` and a hook: the supervisor must not create
+    /// or move anything through the link.
+    #[test]
+    fn planted_stockade_symlink_does_not_redirect_the_quarantine() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(tmp.path()).unwrap().join("ws");
+        let outside = ws.parent().unwrap().join("outside");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        let plan = plan_for(&ws);
+        // What the sandbox did during the run:
+        std::os::unix::fs::symlink(&outside, ws.join(".stockade")).unwrap();
+        std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+        std::fs::write(ws.join(".git/hooks/pre-commit"), "evil").unwrap();
+        let violations = sweep(&plan, &RealHost, "run1");
+        assert!(
+            std::fs::read_dir(&outside).unwrap().next().is_none(),
+            "nothing written outside"
+        );
+        assert!(!ws.join(".git/hooks/pre-commit").exists(), "{violations:?}");
+        assert!(ws
+            .join(".stockade/quarantine/run1/.git/hooks/pre-commit")
+            .exists());
+        assert!(std::fs::symlink_metadata(ws.join(".stockade"))
+            .unwrap()
+            .is_dir());
+        // The planted link itself is reported (and quarantined) too.
+        assert!(violations.iter().any(|v| v.path == ws.join(".stockade")));
+    }
+
+    #[test]
+    fn new_git_config_symlink_is_moved_not_followed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(tmp.path()).unwrap().join("ws");
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        let target = ws.parent().unwrap().join("victim");
+        std::fs::write(&target, "precious").unwrap();
+        let plan = plan_for(&ws);
+        std::fs::create_dir_all(ws.join("sub/.git")).unwrap();
+        std::os::unix::fs::symlink(&target, ws.join("sub/.git/config")).unwrap();
+        let _ = sweep(&plan, &RealHost, "run2");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious");
+        assert!(std::fs::symlink_metadata(ws.join("sub/.git/config")).is_err());
+    }
 
     #[test]
     fn git_init_config_is_inert() {
