@@ -197,14 +197,7 @@ extern "C" fn forward(sig: c_int) {
 /// `pid` (the sandbox init, which passes them to the command).
 pub fn forward_signals_to(pid: libc::pid_t) -> io::Result<()> {
     FORWARD_TO.store(pid, Ordering::Relaxed);
-    for sig in [
-        libc::SIGINT,
-        libc::SIGTERM,
-        libc::SIGHUP,
-        libc::SIGQUIT,
-        libc::SIGUSR1,
-        libc::SIGUSR2,
-    ] {
+    for sig in postfork::FORWARDED_SIGNALS {
         raw::set_signal_handler(sig, Some(forward))?;
     }
     Ok(())

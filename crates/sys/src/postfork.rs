@@ -360,7 +360,8 @@ extern "C" fn forward_signal(sig: c_int) {
     }
 }
 
-const FORWARDED_SIGNALS: [c_int; 6] = [
+/// Signals the supervisor and the init pass on to the command.
+pub const FORWARDED_SIGNALS: [c_int; 6] = [
     libc::SIGINT,
     libc::SIGTERM,
     libc::SIGHUP,
