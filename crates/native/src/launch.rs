@@ -17,6 +17,8 @@ use sys::postfork::{self, ChildSpec, CommandSpec, LandlockSpec, MountOp, Stage};
 use crate::error::RunError;
 use crate::plan::{Access, Mount, Plan, Rule};
 
+const NAMESPACES_FIX: &str = "enable unprivileged user namespaces: `sysctl -w kernel.unprivileged_userns_clone=1` (Debian/Ubuntu), `sysctl -w user.max_user_namespaces=15000`, or on Ubuntu 24.04+ `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`; inside a container, run it with --privileged or a seccomp profile that allows clone/unshare of namespaces";
+
 /// What the caller allows to be skipped when it cannot be enforced.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Options {
@@ -258,7 +260,6 @@ pub fn launch(plan: &Plan, options: Options) -> Result<Outcome, RunError> {
         .collect();
 
     let spec = ChildSpec {
-        supervisor_pid: std::process::id() as libc::pid_t,
         report_fd: -1,
         sync_fd: -1,
         namespaces: sys::probe::ALL_NAMESPACES,
@@ -281,13 +282,38 @@ pub fn launch(plan: &Plan, options: Options) -> Result<Outcome, RunError> {
     };
 
     // ---- launch and supervise ----
-    let mut child =
-        sys::parent::spawn(&spec, &mut slots).map_err(|e| RunError::io("fork the sandbox", e))?;
+    let mut child = sys::parent::spawn(&spec, &mut slots).map_err(|e| match e.raw_os_error() {
+        Some(libc::EPERM | libc::EINVAL | libc::ENOSPC | libc::EUSERS | libc::ENOSYS) => {
+            RunError::Unavailable {
+                what: "Linux namespaces",
+                cause: format!(
+                    "failed to create user/mount/pid/net/ipc/uts/cgroup namespaces: {e}"
+                ),
+                fix: NAMESPACES_FIX.into(),
+            }
+        }
+        _ => RunError::io("start the sandbox", e),
+    })?;
     drop(held);
+    let ids = &plan.ids;
+    let mapped =
+        sys::parent::write_id_maps(child.pid, &ids.uid_map, &ids.gid_map, ids.deny_setgroups)
+            .and_then(|_| child.release());
+    if let Err(e) = mapped {
+        child.kill();
+        let _ = child.wait();
+        return Err(RunError::Unavailable {
+            what: "user-namespace id mapping",
+            cause: e.to_string(),
+            fix: "allow writing /proc/PID/uid_map (unprivileged user namespaces must be enabled)"
+                .into(),
+        });
+    }
+    // Best effort: without forwarding, Ctrl-C still ends the sandbox with the supervisor.
+    let _ = sys::parent::forward_signals_to(child.pid);
     let mut failure: Option<postfork::Report> = None;
     let mut exec_failure: Option<postfork::Report> = None;
     let mut status: Option<c_int> = None;
-    let mut map_error: Option<std::io::Error> = None;
     loop {
         let report = match child.next_report() {
             Ok(Some(r)) => r,
@@ -299,26 +325,6 @@ pub fn launch(plan: &Plan, options: Options) -> Result<Outcome, RunError> {
             }
         };
         match report.kind {
-            postfork::REPORT_READY => {
-                let ids = &plan.ids;
-                match sys::parent::write_id_maps(
-                    child.relay_pid,
-                    &ids.uid_map,
-                    &ids.gid_map,
-                    ids.deny_setgroups,
-                )
-                .and_then(|_| child.release())
-                {
-                    Ok(()) => {}
-                    Err(e) => {
-                        map_error = Some(e);
-                        child.kill();
-                    }
-                }
-            }
-            postfork::REPORT_INIT_PID => {
-                let _ = sys::parent::forward_signals_to(report.value);
-            }
             postfork::REPORT_STATUS => status = Some(report.value),
             postfork::REPORT_FAILURE if report.stage == Stage::Exec as u32 => {
                 exec_failure = Some(report)
@@ -327,18 +333,10 @@ pub fn launch(plan: &Plan, options: Options) -> Result<Outcome, RunError> {
             _ => {}
         }
     }
-    let relay_status = child
+    let init_status = child
         .wait()
         .map_err(|e| RunError::io("wait for the sandbox", e))?;
     let duration = started.elapsed();
-    if let Some(e) = map_error {
-        return Err(RunError::Unavailable {
-            what: "user-namespace id mapping",
-            cause: e.to_string(),
-            fix: "allow writing /proc/PID/uid_map (unprivileged user namespaces must be enabled)"
-                .into(),
-        });
-    }
     if let Some(f) = failure {
         return Err(setup_error(plan, f));
     }
@@ -346,7 +344,7 @@ pub fn launch(plan: &Plan, options: Options) -> Result<Outcome, RunError> {
     let (exit_code, signal) = match status {
         Some(s) if libc::WIFSIGNALED(s) => (128 + libc::WTERMSIG(s), Some(libc::WTERMSIG(s))),
         Some(s) => (postfork::exit_code(s), None),
-        None => (postfork::exit_code(relay_status), None),
+        None => (postfork::exit_code(init_status), None),
     };
     Ok(Outcome {
         exit_code,
@@ -426,8 +424,10 @@ fn setup_error(plan: &Plan, f: postfork::Report) -> RunError {
     match stage {
         Some(Stage::Unshare) => RunError::Unavailable {
             what: "Linux namespaces",
-            cause: format!("failed to create user/mount/pid/net/ipc/uts/cgroup namespaces: {cause}"),
-            fix: "enable unprivileged user namespaces: `sysctl -w kernel.unprivileged_userns_clone=1` (Debian/Ubuntu), `sysctl -w user.max_user_namespaces=15000`, or on Ubuntu 24.04+ `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`; inside a container, run it with --privileged or a seccomp profile that allows clone/unshare of namespaces".into(),
+            cause: format!(
+                "failed to create user/mount/pid/net/ipc/uts/cgroup namespaces: {cause}"
+            ),
+            fix: NAMESPACES_FIX.into(),
         },
         Some(Stage::Seccomp) => RunError::Unavailable {
             what: "seccomp",

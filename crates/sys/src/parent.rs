@@ -11,15 +11,19 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use crate::postfork::{self, ChildSpec, Report};
 use crate::raw::{self, MountAttr};
 
-/// A spawned relay process and the supervisor's ends of its pipes.
+/// A spawned sandbox init and the supervisor's ends of its pipes.
 #[derive(Debug)]
 pub struct Spawned {
-    pub relay_pid: libc::pid_t,
+    /// Host pid of the sandbox's init.
+    pub pid: libc::pid_t,
     report: OwnedFd,
-    sync: Option<OwnedFd>,
+    /// Kept open for the whole run: the init treats a hang-up as the supervisor's death.
+    sync: OwnedFd,
+    released: bool,
 }
 
-/// Fork the relay, which runs [`postfork::relay`] with `spec` and never returns.
+/// Clone the sandbox init into new namespaces (`spec.namespaces`); the child runs
+/// [`postfork::init`] with `spec` and never returns.
 ///
 /// `spec.report_fd` and `spec.sync_fd` are filled in here; the caller leaves them as -1.
 pub fn spawn(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> io::Result<Spawned> {
@@ -35,11 +39,11 @@ pub fn spawn(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> io::Result<Spawned> {
     let mut spec = *spec;
     spec.report_fd = report_w;
     spec.sync_fd = sync_r;
-    match raw::fork() {
+    match raw::clone_fork(spec.namespaces) {
         Ok(0) => {
             raw::close(report_r);
             raw::close(sync_w);
-            postfork::relay(&spec, slots)
+            postfork::init(&spec, slots)
         }
         Ok(pid) => {
             raw::close(report_w);
@@ -48,9 +52,10 @@ pub fn spawn(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> io::Result<Spawned> {
             let (report, sync) =
                 unsafe { (OwnedFd::from_raw_fd(report_r), OwnedFd::from_raw_fd(sync_w)) };
             Ok(Spawned {
-                relay_pid: pid,
+                pid,
                 report,
-                sync: Some(sync),
+                sync,
+                released: false,
             })
         }
         Err(e) => {
@@ -78,24 +83,25 @@ impl Spawned {
         Ok(Some(Report::from_bytes(&buf)))
     }
 
-    /// Let the relay continue (after the id maps are written).
+    /// Let the init continue (after the id maps are written).
     pub fn release(&mut self) -> io::Result<()> {
-        match self.sync.take() {
-            Some(fd) => raw::write_all(fd.as_raw_fd(), &[1]).map_err(Into::into),
-            None => Ok(()),
+        if self.released {
+            return Ok(());
         }
+        self.released = true;
+        raw::write_all(self.sync.as_raw_fd(), &[1]).map_err(Into::into)
     }
 
-    /// Wait for the relay to exit; returns its raw wait status.
+    /// Wait for the init to exit; returns its raw wait status.
     pub fn wait(&self) -> io::Result<c_int> {
-        raw::waitpid(self.relay_pid, 0)
+        raw::waitpid(self.pid, 0)
             .map(|(_, s)| s)
             .map_err(Into::into)
     }
 
-    /// Kill the relay (and with it, through PDEATHSIG, the whole sandbox).
+    /// Kill the init, and with it every process in the sandbox's pid namespace.
     pub fn kill(&self) {
-        let _ = raw::kill(self.relay_pid, libc::SIGKILL);
+        let _ = raw::kill(self.pid, libc::SIGKILL);
     }
 }
 
@@ -118,42 +124,30 @@ pub fn write_id_maps(
 /// for use as the idmapping of an idmapped mount. The helper process that created it is gone
 /// when this returns.
 pub fn idmap_userns(uid_map: &str, gid_map: &str) -> io::Result<OwnedFd> {
-    let (ready_r, ready_w) = raw::pipe()?;
     let (go_r, go_w) = raw::pipe()?;
-    match raw::fork() {
+    match raw::clone_fork(libc::CLONE_NEWUSER) {
         Ok(0) => {
-            // Child: unshare, say so, wait until the parent has opened our namespace.
-            raw::close(ready_r);
+            // Child, already in its own user namespace: wait until the parent has opened it.
             raw::close(go_w);
-            let code = match raw::unshare(libc::CLONE_NEWUSER) {
-                Ok(()) => 0,
-                Err(_) => 1,
-            };
-            let _ = raw::write_all(ready_w, &[code as u8]);
             let mut b = [0u8; 1];
             let _ = raw::read(go_r, &mut b);
-            raw::exit(code)
+            raw::exit(0)
         }
         Ok(pid) => {
-            raw::close(ready_w);
             raw::close(go_r);
-            let mut b = [0u8; 1];
-            let result = match raw::read(ready_r, &mut b) {
-                Ok(1) if b[0] == 0 => write_id_maps(pid, uid_map, gid_map, false).and_then(|_| {
-                    let f = fs::File::open(format!("/proc/{pid}/ns/user"))?;
-                    Ok(OwnedFd::from(f))
-                }),
-                Ok(_) => Err(io::Error::other(
-                    "the idmap helper could not create a user namespace",
-                )),
-                Err(e) => Err(e.into()),
-            };
-            raw::close(ready_r);
+            let result = write_id_maps(pid, uid_map, gid_map, false).and_then(|_| {
+                let f = fs::File::open(format!("/proc/{pid}/ns/user"))?;
+                Ok(OwnedFd::from(f))
+            });
             raw::close(go_w);
             let _ = raw::waitpid(pid, 0);
             result
         }
-        Err(e) => Err(e.into()),
+        Err(e) => {
+            raw::close(go_r);
+            raw::close(go_w);
+            Err(e.into())
+        }
     }
 }
 

@@ -1,21 +1,19 @@
-//! The sandbox's whole life after `fork`, in three processes:
+//! The sandbox's whole life after `clone`, in two processes:
 //!
-//! 1. **relay** (forked by the supervisor): dies with the supervisor (`PR_SET_PDEATHSIG`),
-//!    `unshare`s every namespace, tells the supervisor it is ready, waits until the supervisor
-//!    has written its uid/gid maps, takes the sandbox ids, forks the init and relays the init's
-//!    exit code. It stays in the host pid namespace, so the supervisor learns the init's pid
-//!    from it.
-//! 2. **init** (pid 1 of the new pid namespace): dies with the relay, builds the mount tree
+//! 1. **init**: the supervisor's direct child, created by one `clone` with every namespace flag,
+//!    so it is pid 1 of the new pid namespace. It waits until the supervisor has written its
+//!    uid/gid maps, takes the sandbox ids, arms its parent-death signal, builds the mount tree
 //!    in the planned order, sets the hostname, brings loopback up, forks the command, drops its
 //!    own capabilities, forwards signals to the command and reaps. When the command ends it
 //!    kills whatever is left in the namespace and exits with the command's code.
-//! 3. **command**: new session, working directory, Landlock rules for mounts made after the
+//! 2. **command**: new session, working directory, Landlock rules for mounts made after the
 //!    fork, every capability dropped, `no_new_privs`, Landlock, close-on-exec for every inherited
 //!    descriptor above 2, seccomp, `execve`.
 //!
 //! Nothing here allocates, panics or decides: the [`ChildSpec`] was prepared by the `native`
 //! crate. A failure is reported as a `Copy` [`Report`] over the close-on-exec report pipe and
-//! the process `_exit`s with 125 (126/127 for exec failures).
+//! the process `_exit`s with 125 (126/127 for exec failures). Forks are raw `clone`s
+//! ([`raw::clone_fork`]), never glibc's `fork`, so no libc lock is taken after the first one.
 
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_ulong};
@@ -103,8 +101,6 @@ impl Stage {
 
 /// What a record on the report pipe says.
 pub const REPORT_FAILURE: u32 = 1;
-pub const REPORT_READY: u32 = 2;
-pub const REPORT_INIT_PID: u32 = 3;
 pub const REPORT_STATUS: u32 = 4;
 
 /// One fixed-size record on the report pipe.
@@ -115,7 +111,7 @@ pub struct Report {
     pub stage: u32,
     /// Index of the mount step or Landlock rule that failed, else 0.
     pub index: u32,
-    /// errno for failures, pid for `REPORT_INIT_PID`, raw wait status for `REPORT_STATUS`.
+    /// errno for failures, raw wait status for `REPORT_STATUS`.
     pub value: i32,
 }
 
@@ -231,14 +227,15 @@ pub struct CommandSpec<'a> {
     pub seccomp: Option<&'a [libc::sock_filter]>,
 }
 
-/// Everything the relay and init need, prepared before the fork.
+/// Everything the init needs, prepared before the clone.
 #[derive(Debug, Clone, Copy)]
 pub struct ChildSpec<'a> {
-    pub supervisor_pid: libc::pid_t,
     /// Write end of the report pipe.
     pub report_fd: c_int,
-    /// Read end of the sync pipe: one byte once the id maps are written.
+    /// Read end of the sync pipe: one byte once the id maps are written. The supervisor keeps
+    /// the write end open for the whole run, so a hang-up means the supervisor is gone.
     pub sync_fd: c_int,
+    /// Namespace flags for the clone that creates the init.
     pub namespaces: c_int,
     pub uid: u32,
     pub gid: u32,
@@ -277,78 +274,6 @@ pub fn exit_code(status: c_int) -> c_int {
     }
 }
 
-/// Entry point of the relay process (the supervisor's direct child). Never returns.
-pub fn relay(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
-    let fd = spec.report_fd;
-    if let Err(e) = raw::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as c_ulong, 0) {
-        fail(fd, Stage::ParentGone, 0, e, 125);
-    }
-    if raw::getppid() != spec.supervisor_pid {
-        fail(fd, Stage::ParentGone, 0, Errno(libc::ESRCH), 125);
-    }
-    if let Err(e) = raw::unshare(spec.namespaces) {
-        fail(fd, Stage::Unshare, 0, e, 125);
-    }
-    report(
-        fd,
-        Report {
-            kind: REPORT_READY,
-            ..Report::default()
-        },
-    );
-    let mut byte = [0u8; 1];
-    match raw::read(spec.sync_fd, &mut byte) {
-        Ok(1) => {}
-        Ok(_) => fail(fd, Stage::WaitForMaps, 0, Errno(libc::EPIPE), 125),
-        Err(e) => fail(fd, Stage::WaitForMaps, 0, e, 125),
-    }
-    raw::close(spec.sync_fd);
-    // Take the sandbox ids here, not in the init: the kernel clears the parent-death signal
-    // when a process's uid or gid changes, so it is armed again afterwards, while the relay can
-    // still check that its parent is the supervisor.
-    if spec.clear_groups {
-        if let Err(e) = raw::clear_groups() {
-            fail(fd, Stage::SetGroups, 0, e, 125);
-        }
-    }
-    if let Err(e) = raw::setresgid(spec.gid).and_then(|_| raw::setresuid(spec.uid)) {
-        fail(fd, Stage::SetIds, 0, e, 125);
-    }
-    if let Err(e) = raw::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as c_ulong, 0) {
-        fail(fd, Stage::ParentGone, 0, e, 125);
-    }
-    if raw::getppid() != spec.supervisor_pid {
-        fail(fd, Stage::ParentGone, 0, Errno(libc::ESRCH), 125);
-    }
-    // Lifeline: only the relay holds its write end, so the init can tell the relay is alive
-    // after arming its own parent-death signal (it cannot see the relay's pid).
-    let (life_r, life_w) = match raw::pipe() {
-        Ok(p) => p,
-        Err(e) => fail(fd, Stage::ForkInit, 0, e, 125),
-    };
-    let pid = match raw::fork() {
-        Ok(0) => {
-            raw::close(life_w);
-            init(spec, slots, life_r)
-        }
-        Ok(pid) => pid,
-        Err(e) => fail(fd, Stage::ForkInit, 0, e, 125),
-    };
-    raw::close(life_r);
-    report(
-        fd,
-        Report {
-            kind: REPORT_INIT_PID,
-            value: pid,
-            ..Report::default()
-        },
-    );
-    match raw::waitpid(pid, 0) {
-        Ok((_, status)) => raw::exit(exit_code(status)),
-        Err(_) => raw::exit(125),
-    }
-}
-
 /// The command's pid, for the init's signal-forwarding handler.
 static COMMAND_PID: AtomicI32 = AtomicI32::new(0);
 
@@ -370,15 +295,31 @@ pub const FORWARDED_SIGNALS: [c_int; 6] = [
     libc::SIGUSR2,
 ];
 
-fn init(spec: &ChildSpec<'_>, slots: &mut [c_int], lifeline: c_int) -> ! {
+/// Entry point of the init (pid 1 of the sandbox). Never returns.
+pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
     let fd = spec.report_fd;
-    // Dies with the relay, which dies with the supervisor. The init's credentials never change
-    // after this (a uid/gid change would clear the setting).
+    let mut byte = [0u8; 1];
+    match raw::read(spec.sync_fd, &mut byte) {
+        Ok(1) => {}
+        Ok(_) => fail(fd, Stage::WaitForMaps, 0, Errno(libc::EPIPE), 125),
+        Err(e) => fail(fd, Stage::WaitForMaps, 0, e, 125),
+    }
+    if spec.clear_groups {
+        if let Err(e) = raw::clear_groups() {
+            fail(fd, Stage::SetGroups, 0, e, 125);
+        }
+    }
+    if let Err(e) = raw::setresgid(spec.gid).and_then(|_| raw::setresuid(spec.uid)) {
+        fail(fd, Stage::SetIds, 0, e, 125);
+    }
+    // Die with the supervisor. Armed only now because the kernel clears the setting when the
+    // uid or gid changes; a supervisor that died before this point has hung up the sync pipe.
+    // The init's credentials never change after this.
     if let Err(e) = raw::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as c_ulong, 0) {
         fail(fd, Stage::ParentGone, 0, e, 125);
     }
-    match raw::pipe_writers_gone(lifeline) {
-        Ok(false) => raw::close(lifeline),
+    match raw::pipe_writers_gone(spec.sync_fd) {
+        Ok(false) => raw::close(spec.sync_fd),
         Ok(true) => fail(fd, Stage::ParentGone, 0, Errno(libc::ESRCH), 125),
         Err(e) => fail(fd, Stage::ParentGone, 0, e, 125),
     }
@@ -398,7 +339,7 @@ fn init(spec: &ChildSpec<'_>, slots: &mut [c_int], lifeline: c_int) -> ! {
     if let Err(e) = raw::loopback_up() {
         fail(fd, Stage::Loopback, 0, e, 125);
     }
-    let cmd = match raw::fork() {
+    let cmd = match raw::clone_fork(0) {
         Ok(0) => command(fd, &spec.command),
         Ok(pid) => pid,
         Err(e) => fail(fd, Stage::ForkCommand, 0, e, 125),

@@ -8,7 +8,7 @@ use crate::raw::{self, Errno, MountAttr};
 /// Run `f` in a forked child; its result comes back over a pipe.
 fn in_child(f: fn() -> raw::Result<()>) -> io::Result<Result<(), Errno>> {
     let (r, w) = raw::pipe()?;
-    match raw::fork() {
+    match raw::clone_fork(0) {
         Ok(0) => {
             raw::close(r);
             let code: i32 = match f() {

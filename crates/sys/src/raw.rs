@@ -106,12 +106,29 @@ pub fn unshare(flags: c_int) -> Result<()> {
     check_int(unsafe { libc::unshare(flags) }).map(drop)
 }
 
-/// `fork(2)` through libc, so that libc resets its own per-thread state in the child.
-/// Returns 0 in the child and the child's pid in the parent.
-pub(crate) fn fork() -> Result<libc::pid_t> {
-    // SAFETY: fork has no memory preconditions; callers in the child only use the
-    // allocation-free functions of this module until exec or _exit.
-    check_int(unsafe { libc::fork() })
+/// Fork-like raw `clone(2)` (no new stack: the child continues on a copy of ours) with extra
+/// `flags`, e.g. namespace flags. Returns 0 in the child and the child's pid in the parent.
+///
+/// Raw rather than glibc's `fork`: glibc's takes its internal locks (malloc arenas, stdio)
+/// around the fork, which can deadlock in a child of a multi-threaded parent; and with
+/// `CLONE_NEWPID` the child itself becomes pid 1 of the new namespace, which `fork` + `unshare`
+/// cannot do. The child must only use this module's allocation-free calls: glibc's cached
+/// thread id in the child is stale, so `raise`/`abort`/pthread calls are off limits there.
+pub(crate) fn clone_fork(flags: c_int) -> Result<libc::pid_t> {
+    // SAFETY: with a null stack, clone behaves like fork (the child runs on a copy-on-write
+    // copy of this stack); the remaining pointer arguments are unused without the matching
+    // CLONE_*TID / CLONE_SETTLS flags.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (flags | libc::SIGCHLD) as c_ulong,
+            0usize,
+            0usize,
+            0usize,
+            0usize,
+        )
+    };
+    check(ret).map(|pid| pid as libc::pid_t)
 }
 
 /// `_exit(2)`: ends the process without running destructors or atexit handlers.
