@@ -173,7 +173,7 @@ pub fn launch(plan: &Plan, options: Options) -> Result<Outcome, RunError> {
 
     let mut slots: Vec<c_int> = vec![-1; plan.slots];
     let mut held: Vec<OwnedFd> = Vec::new();
-    let mut namespaces: Vec<((String, String), OwnedFd)> = Vec::new();
+    let mut namespaces: Vec<((String, String), sys::parent::IdmapNamespace)> = Vec::new();
     for m in &plan.idmapped {
         let key = (m.uid_map.clone(), m.gid_map.clone());
         let idx = match namespaces.iter().position(|(k, _)| *k == key) {
@@ -188,7 +188,7 @@ pub fn launch(plan: &Plan, options: Options) -> Result<Outcome, RunError> {
                 namespaces.len() - 1
             }
         };
-        let fd = sys::parent::idmapped_clone(&m.path, &namespaces[idx].1, m.readonly).map_err(|e| {
+        let fd = sys::parent::idmapped_clone(&m.path, namespaces[idx].1.fd(), m.readonly).map_err(|e| {
             RunError::Unavailable {
                 what: "an idmapped mount",
                 cause: format!("{}: {e}", m.path.display()),

@@ -121,9 +121,30 @@ pub fn write_id_maps(
 }
 
 /// A user namespace whose only mappings are `uid_map` and `gid_map`, held by a descriptor,
-/// for use as the idmapping of an idmapped mount. The helper process that created it is gone
-/// when this returns.
-pub fn idmap_userns(uid_map: &str, gid_map: &str) -> io::Result<OwnedFd> {
+/// for use as the idmapping of an idmapped mount.
+#[derive(Debug)]
+pub struct IdmapNamespace {
+    fd: OwnedFd,
+    helper: libc::pid_t,
+}
+
+impl IdmapNamespace {
+    pub fn fd(&self) -> &OwnedFd {
+        &self.fd
+    }
+}
+
+impl Drop for IdmapNamespace {
+    /// Reap the helper that created the namespace. It was told to exit as soon as the
+    /// namespace was opened, so by now this does not wait.
+    fn drop(&mut self) {
+        let _ = raw::waitpid(self.helper, 0);
+    }
+}
+
+/// Create an [`IdmapNamespace`]: a helper cloned into a new user namespace gets its maps
+/// written, the namespace is opened, and the helper is let go (it is reaped on drop).
+pub fn idmap_userns(uid_map: &str, gid_map: &str) -> io::Result<IdmapNamespace> {
     let (go_r, go_w) = raw::pipe()?;
     match raw::clone_fork(libc::CLONE_NEWUSER) {
         Ok(0) => {
@@ -140,8 +161,13 @@ pub fn idmap_userns(uid_map: &str, gid_map: &str) -> io::Result<OwnedFd> {
                 Ok(OwnedFd::from(f))
             });
             raw::close(go_w);
-            let _ = raw::waitpid(pid, 0);
-            result
+            match result {
+                Ok(fd) => Ok(IdmapNamespace { fd, helper: pid }),
+                Err(e) => {
+                    let _ = raw::waitpid(pid, 0);
+                    Err(e)
+                }
+            }
         }
         Err(e) => {
             raw::close(go_r);

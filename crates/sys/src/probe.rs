@@ -118,7 +118,7 @@ pub fn idmapped_mount() -> io::Result<Result<(), Errno>> {
         Ok(ns) => ns,
         Err(e) => return Ok(Err(Errno(e.raw_os_error().unwrap_or(libc::EPERM)))),
     };
-    match crate::parent::idmapped_clone(std::path::Path::new("/"), &ns, true) {
+    match crate::parent::idmapped_clone(std::path::Path::new("/"), ns.fd(), true) {
         Ok(_) => Ok(Ok(())),
         Err(e) => Ok(Err(Errno(e.raw_os_error().unwrap_or(libc::EPERM)))),
     }
