@@ -493,3 +493,148 @@ fn protected_paths_created_during_run_are_quarantined() {
         assert!(fx.ws.join(name).exists());
     }
 }
+
+/// A `.git` *file* made during the run (`gitdir: ../evil`) would send host git to a bare
+/// repository the sandbox filled with hooks. The sweep moves the redirect out.
+#[test]
+fn gitdir_redirect_made_during_run_is_quarantined() {
+    let fx = Fixture::new();
+    let (report, audit, opts) = report_opts(&fx);
+    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    let script = format!(
+        "git init -q --bare evil && git --git-dir=evil config core.bare false && {} && mkdir -p sub && printf 'gitdir: ../evil\\n' > sub/.git",
+        write_hook("evil/hooks/pre-commit")
+    );
+    fx.attack(&opts, &script).outcome().assert_ok();
+    assert!(
+        fs::symlink_metadata(fx.ws.join("sub/.git")).is_err(),
+        "the gitdir redirect is still in the workspace"
+    );
+    assert_violation_reported(&report, &audit, "sub/.git");
+    assert_host_git_runs_nothing(&fx, &fx.ws.join("sub"));
+    // Control: without stockade the redirect stays and host git runs the planted hook.
+    fx.control(&script).outcome().assert_ok();
+    let commit = fx.git_host(&[
+        "-C",
+        &fx.ws.join("sub").display().to_string(),
+        "-c",
+        "user.email=h@example.invalid",
+        "-c",
+        "user.name=H",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "x",
+    ]);
+    assert!(
+        commit.all_output().contains("pwned-by-hook"),
+        "{}",
+        commit.describe()
+    );
+}
+
+/// `.git/commondir` makes git take hooks and config from another directory.
+#[test]
+fn commondir_redirect_made_during_run_is_quarantined() {
+    let fx = Fixture::new();
+    let (report, audit, opts) = report_opts(&fx);
+    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    let script = format!(
+        "git init -q --bare evilc && {} && echo ../evilc > .git/commondir",
+        write_hook("evilc/hooks/pre-commit")
+    );
+    fx.attack(&opts, &script).outcome().assert_ok();
+    assert!(
+        !fx.ws.join(".git/commondir").exists(),
+        "commondir left in place"
+    );
+    assert_violation_reported(&report, &audit, ".git/commondir");
+    assert_host_git_runs_nothing(&fx, &fx.ws);
+    fx.control(&script).outcome().assert_ok();
+    let commit = fx.git_host(&[
+        "-C",
+        &fx.ws.display().to_string(),
+        "-c",
+        "user.email=h@example.invalid",
+        "-c",
+        "user.name=H",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "x",
+    ]);
+    assert!(
+        commit.all_output().contains("pwned-by-hook"),
+        "{}",
+        commit.describe()
+    );
+}
+
+/// A submodule's git dir lives in `.git/modules/<name>`. After `git submodule deinit` no
+/// worktree `.git` file points at it any more, yet `git submodule update` later runs its
+/// `post-checkout` hook: its hooks are protected like the top-level ones.
+#[test]
+fn deinitialised_submodule_hooks_cannot_be_planted() {
+    let fx = Fixture::new();
+    let src = fx.root.join("lib-src");
+    fs::create_dir_all(&src).unwrap();
+    let git = |dir: &Path, args: &[&str]| {
+        fx.git_host(
+            &[
+                &[
+                    "-C",
+                    &dir.display().to_string(),
+                    "-c",
+                    "protocol.file.allow=always",
+                ][..],
+                args,
+            ]
+            .concat(),
+        )
+        .assert_success();
+    };
+    git(&src, &["init", "-q"]);
+    git(
+        &src,
+        &[
+            "-c",
+            "user.email=a@b",
+            "-c",
+            "user.name=a",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "lib",
+        ],
+    );
+    git(
+        &fx.ws,
+        &["submodule", "add", "-q", &src.display().to_string(), "lib"],
+    );
+    git(&fx.ws, &["submodule", "deinit", "-q", "-f", "lib"]);
+    assert!(
+        !fx.ws.join("lib/.git").exists(),
+        "deinit leaves no worktree link"
+    );
+    for p in attacks::walk(&fx.ws, &|_| false) {
+        if p.is_dir() {
+            attacks::chmod(&p, 0o755);
+        }
+    }
+    let hook = ".git/modules/lib/hooks/post-checkout";
+    let script = write_hook(hook);
+    let inside = fx.attack(&[], &script).outcome();
+    inside.assert_failed();
+    assert!(
+        !fx.ws.join(hook).exists(),
+        "a hook was planted in the submodule's git dir"
+    );
+    fx.control(&script).outcome().assert_ok();
+    assert!(
+        fx.ws.join(hook).exists(),
+        "control: the hook can be planted without stockade"
+    );
+}

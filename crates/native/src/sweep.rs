@@ -4,7 +4,9 @@
 //! The sandbox is dead when this runs (its pid namespace is gone), so nothing races it.
 //! Quarantine keeps the content: `<root>/.stockade/quarantine/<run-id>/<relative path>`.
 //! What stays: git's `*.sample` hooks and a new repository's config when it only holds keys
-//! that run nothing (`git init` and `git remote add` output).
+//! that run nothing (`git init` and `git remote add` output). Submodule git dirs (`.git/modules`)
+//! are treated the same way, and a new `.git` that is not a directory (a `gitdir:` file or a
+//! symlink, which would send host git to another repository's hooks) is moved out whole.
 
 use std::path::{Path, PathBuf};
 
@@ -12,7 +14,7 @@ use policy::is_within;
 use serde::Serialize;
 
 use crate::host::{HostView, Kind};
-use crate::plan::{walk, Plan};
+use crate::plan::{in_git_modules, is_git_redirect, is_submodule_code_path, walk, Plan};
 
 pub const E_SANDBOX_VIOLATION: &str = "E_SANDBOX_VIOLATION";
 
@@ -34,8 +36,10 @@ pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
     let mut found = Vec::new();
     let mut count = 0usize;
     for root in &plan.sweep.roots {
-        let _ = walk(host, root, &mut count, &mut |path, _| {
-            let protected = plan.sweep_globs.as_ref().is_some_and(|g| g.is_match(path));
+        let _ = walk(host, root, &mut count, &mut |path, kind| {
+            let protected = plan.sweep_globs.as_ref().is_some_and(|g| g.is_match(path))
+                || is_submodule_code_path(path)
+                || is_git_redirect(path, kind);
             if protected && !plan.sweep.existing.contains(path) {
                 found.push(path.to_path_buf());
             }
@@ -57,16 +61,12 @@ pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
         let Some(root) = plan.sweep.roots.iter().find(|r| is_within(&path, r)) else {
             continue;
         };
-        let is_hooks = path.file_name().is_some_and(|n| n == "hooks")
-            && path
-                .parent()
-                .and_then(Path::file_name)
-                .is_some_and(|n| n == ".git");
-        let is_git_config = path.file_name().is_some_and(|n| n == "config")
-            && path
-                .parent()
-                .and_then(Path::file_name)
-                .is_some_and(|n| n == ".git");
+        // Inside a git dir: the top-level `.git` or a submodule's under `.git/modules`.
+        let in_gitdir = path
+            .parent()
+            .is_some_and(|p| p.file_name().is_some_and(|n| n == ".git") || in_git_modules(p));
+        let is_hooks = in_gitdir && path.file_name().is_some_and(|n| n == "hooks");
+        let is_git_config = in_gitdir && path.file_name().is_some_and(|n| n == "config");
         if is_hooks && host.lstat_kind(&path) == Some(Kind::Dir) {
             for (name, _) in host.list_dir(&path) {
                 if name.to_string_lossy().ends_with(".sample") {

@@ -69,6 +69,7 @@ pub const DEFAULT_DENY_READ: &[&str] = &[
 pub const PROTECTED_PATHS: &[&str] = &[
     ".git/hooks",
     ".git/config",
+    ".git/commondir",
     ".gitmodules",
     ".envrc",
     ".mcp.json",

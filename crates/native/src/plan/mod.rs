@@ -538,7 +538,12 @@ impl Plan {
                     .iter()
                     .map(|g| g.pattern().to_string())
                     .collect(),
-                existing: found.deny_write.iter().cloned().collect(),
+                existing: found
+                    .deny_write
+                    .iter()
+                    .chain(&found.git_files)
+                    .cloned()
+                    .collect(),
             },
             sweep_globs,
         })
@@ -667,7 +672,10 @@ impl Matches {
                     };
                     out.push(path.to_path_buf());
                 }
-                if kind == Kind::File && path.file_name().is_some_and(|n| n == ".git") {
+                if is_submodule_code_path(path) {
+                    m.deny_write.push(path.to_path_buf());
+                }
+                if is_git_redirect(path, kind) {
                     m.git_files.push(path.to_path_buf());
                 }
             })?;
@@ -681,8 +689,9 @@ impl Matches {
     }
 }
 
-/// Depth-first walk that does not follow symlinks and looks only one level into `.git`
-/// directories (hooks and config live there; objects need no scan).
+/// Depth-first walk that does not follow symlinks. Inside a `.git` directory it only goes into
+/// `modules` (submodule git dirs), and inside those it skips object stores, refs and logs:
+/// hooks and config are what can run code.
 pub(crate) fn walk(
     host: &dyn HostView,
     root: &Path,
@@ -691,7 +700,10 @@ pub(crate) fn walk(
 ) -> Result<(), PlanError> {
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
-        let in_git = dir.file_name().is_some_and(|n| n == ".git");
+        let dir_is_git = dir.file_name().is_some_and(|n| n == ".git");
+        let dir_in_modules = in_git_modules(&dir);
+        // `.git/modules` (or a nested `modules`) holds submodule git dirs, whatever their names.
+        let dir_is_modules = dir_in_modules && dir.file_name().is_some_and(|n| n == "modules");
         for (name, kind) in host.list_dir(&dir) {
             *count += 1;
             if *count > WALK_LIMIT {
@@ -702,12 +714,50 @@ pub(crate) fn walk(
             }
             let path = dir.join(&name);
             visit(&path, kind);
-            if kind == Kind::Dir && !in_git {
+            let descend = if dir_is_git {
+                name == "modules"
+            } else if dir_is_modules {
+                true
+            } else if dir_in_modules {
+                !matches!(
+                    name.to_str(),
+                    Some("objects" | "refs" | "logs" | "info" | "branches" | "lfs" | "hooks")
+                )
+            } else {
+                true
+            };
+            if kind == Kind::Dir && descend {
                 stack.push(path);
             }
         }
     }
     Ok(())
+}
+
+/// Whether `path` lies inside a `.git/modules` tree (the git dirs of submodules).
+pub(crate) fn in_git_modules(path: &Path) -> bool {
+    let names: Vec<&std::ffi::OsStr> = path.iter().collect();
+    names
+        .windows(2)
+        .any(|w| w[0] == ".git" && w[1] == "modules")
+}
+
+/// `hooks`, `config` or `commondir` of a submodule's git dir: what makes git run code there.
+pub(crate) fn is_submodule_code_path(path: &Path) -> bool {
+    let named = path
+        .file_name()
+        .is_some_and(|n| n == "hooks" || n == "config" || n == "commondir");
+    let parent_is_modules = path
+        .parent()
+        .and_then(Path::file_name)
+        .is_some_and(|n| n == "modules");
+    named && !parent_is_modules && path.parent().is_some_and(in_git_modules)
+}
+
+/// A `.git` entry that is not a directory (a `gitdir:` file or a symlink) redirects git to
+/// another git dir, with that dir's hooks and config.
+pub(crate) fn is_git_redirect(path: &Path, kind: Kind) -> bool {
+    kind != Kind::Dir && path.file_name().is_some_and(|n| n == ".git")
 }
 
 /// The paths to cover so that `deny` is unreadable except for `allows` inside it.

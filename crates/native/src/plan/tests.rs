@@ -459,3 +459,31 @@ fn read_only_profile_has_no_writable_roots() {
         .iter()
         .any(|m| matches!(m, Mount::Attach { device: false, .. })));
 }
+
+#[test]
+fn submodule_git_dirs_are_protected_without_a_worktree_link() {
+    let host = machine()
+        .dir("/home/u/ws/.git/modules/lib/hooks", 1000, 0o755)
+        .file("/home/u/ws/.git/modules/lib/config")
+        .file("/home/u/ws/.git/modules/lib/HEAD")
+        .dir("/home/u/ws/.git/modules/lib/objects/ab", 1000, 0o755)
+        .dir("/home/u/ws/.git/modules/hooks/hooks", 1000, 0o755)
+        .file("/home/u/ws/.git/modules/hooks/HEAD");
+    let plan = Plan::new(&default_policy(), &request(1000), &host).unwrap();
+    for p in [
+        "/home/u/ws/.git/modules/lib/hooks",
+        "/home/u/ws/.git/modules/lib/config",
+        "/home/u/ws/.git/modules/hooks/hooks",
+    ] {
+        assert!(
+            plan.protected.contains(&PathBuf::from(p)),
+            "{p} protected: {:?}",
+            plan.protected
+        );
+    }
+    // A submodule named `hooks` is a git dir, not a hooks dir: it stays writable.
+    assert!(!plan.protected.contains(&p("/home/u/ws/.git/modules/hooks")));
+    assert!(plan.mounts.contains(&Mount::Pin {
+        path: p("/home/u/ws/.git/modules/lib")
+    }));
+}
