@@ -638,3 +638,55 @@ fn deinitialised_submodule_hooks_cannot_be_planted() {
         "control: the hook can be planted without stockade"
     );
 }
+
+/// `.git/hooks` as a symlink at the start: the read-only bind covers its target, but the link
+/// itself can be swapped for a real directory full of hooks. The sweep sees the change of kind.
+#[test]
+fn symlinked_hooks_dir_swapped_for_a_real_one_is_quarantined() {
+    let fx = Fixture::new();
+    let shared = fx.ws.join("shared-hooks");
+    fs::create_dir_all(&shared).unwrap();
+    attacks::chmod(&shared, 0o755);
+    fs::remove_dir_all(fx.ws.join(".git/hooks")).unwrap();
+    std::os::unix::fs::symlink("../shared-hooks", fx.ws.join(".git/hooks")).unwrap();
+    let (report, audit, opts) = report_opts(&fx);
+    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    let script = format!(
+        "rm .git/hooks && mkdir .git/hooks && {}",
+        write_hook(".git/hooks/pre-commit")
+    );
+    fx.attack(&opts, &script).outcome().assert_ok();
+    assert_no_live_hooks(&fx.ws, "swapped hooks symlink");
+    assert_violation_reported(&report, &audit, ".git/hooks");
+    assert_host_git_runs_nothing(&fx, &fx.ws);
+    // Control: without stockade the swap leaves a live hook.
+    fs::remove_dir_all(fx.ws.join(".git/hooks")).ok();
+    std::os::unix::fs::symlink("../shared-hooks", fx.ws.join(".git/hooks")).unwrap();
+    fx.control(&script).outcome().assert_ok();
+    assert_eq!(
+        live_hooks(&fx.ws),
+        vec![fx.ws.join(".git/hooks/pre-commit")]
+    );
+}
+
+/// A workspace whose `.git` is a symlink to the real git dir (kept beside it): that git dir's
+/// hooks are protected, and the run is not refused.
+#[test]
+fn git_dir_behind_a_symlink_is_protected() {
+    let fx = Fixture::new();
+    fs::rename(fx.ws.join(".git"), fx.ws.join(".repo")).unwrap();
+    std::os::unix::fs::symlink(".repo", fx.ws.join(".git")).unwrap();
+    let script = write_hook(".git/hooks/pre-commit");
+    let inside = fx.attack(&[], &script).outcome();
+    inside.assert_failed();
+    assert!(
+        !fx.ws.join(".repo/hooks/pre-commit").exists(),
+        "hook planted through the .git symlink"
+    );
+    // Ordinary git use still works through the link.
+    fx.attack(&[], "echo more >> README.md && git add README.md && git -c user.email=a@b -c user.name=a commit -qm more")
+        .outcome()
+        .assert_ok();
+    fx.control(&script).outcome().assert_ok();
+    assert!(fx.ws.join(".repo/hooks/pre-commit").exists());
+}

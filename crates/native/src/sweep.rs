@@ -40,7 +40,7 @@ pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
             let protected = plan.sweep_globs.as_ref().is_some_and(|g| g.is_match(path))
                 || is_submodule_code_path(path)
                 || is_git_redirect(path, kind);
-            if protected && !plan.sweep.existing.contains(path) {
+            if protected && plan.sweep.existing.get(path) != Some(&kind) {
                 found.push(path.to_path_buf());
             }
         });

@@ -4,7 +4,7 @@
 //! them, the uid/gid maps, the Landlock rules, the seccomp rules, the environment and the exec
 //! candidates. Unit tests compare whole plans built against a fake host.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -198,7 +198,9 @@ pub struct LandlockPlan {
 pub struct SweepPlan {
     pub roots: Vec<PathBuf>,
     pub patterns: Vec<String>,
-    pub existing: BTreeSet<PathBuf>,
+    /// Protected paths present at the start, with their kind: a path whose kind changed (a
+    /// symlinked `.git/hooks` replaced by a real directory) counts as created.
+    pub existing: BTreeMap<PathBuf, Kind>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -287,8 +289,17 @@ impl Plan {
         let mut protected: BTreeSet<PathBuf> = BTreeSet::new();
         let mut pins: BTreeSet<PathBuf> = BTreeSet::new();
         for p in &found.deny_write {
-            if writable_roots.iter().any(|w| is_within(p, w)) && p != &req.workspace {
-                protected.insert(p.clone());
+            // A mount cannot cover a symlink: protect its target when that is writable (the
+            // link itself can still be replaced; the sweep notices the change of kind).
+            let target = match host.lstat_kind(p) {
+                Some(Kind::Symlink) => match host.canonicalize(p) {
+                    Some(t) => t,
+                    None => continue,
+                },
+                _ => p.clone(),
+            };
+            if writable_roots.iter().any(|w| is_within(&target, w)) && target != req.workspace {
+                protected.insert(target);
             }
         }
         for gitfile in &found.git_files {
@@ -542,7 +553,7 @@ impl Plan {
                     .deny_write
                     .iter()
                     .chain(&found.git_files)
-                    .cloned()
+                    .filter_map(|p| Some((p.clone(), host.lstat_kind(p)?)))
                     .collect(),
             },
             sweep_globs,
@@ -790,34 +801,56 @@ fn mask_targets(
     }
 }
 
-/// For a `.git` file (worktree or submodule), protect the real git dir's hooks and config.
+/// For a `.git` that is not a directory (a `gitdir:` file of a worktree or submodule, or a
+/// symlink), protect the real git dir's hooks, config and commondir.
 fn protect_git_file(
     host: &dyn HostView,
-    gitfile: &Path,
+    entry: &Path,
     roots: &[PathBuf],
     protected: &mut BTreeSet<PathBuf>,
 ) {
-    let Some(text) = host.read_small(gitfile) else {
-        return;
+    let base = entry.parent().unwrap_or(Path::new("/"));
+    let gitdir = match host.stat(entry).map(|e| e.kind) {
+        // A symlink to the git dir itself.
+        Some(Kind::Dir) => match host.canonicalize(entry) {
+            Some(d) => d,
+            None => return,
+        },
+        Some(Kind::File) => {
+            let Some(text) = host.read_small(entry) else {
+                return;
+            };
+            let Some(target) = text.lines().find_map(|l| l.strip_prefix("gitdir:")) else {
+                return;
+            };
+            policy::normalize_lexically(&base.join(target.trim()))
+        }
+        _ => return,
     };
-    let Some(target) = text.lines().find_map(|l| l.strip_prefix("gitdir:")) else {
-        return;
-    };
-    let base = gitfile.parent().unwrap_or(Path::new("/"));
-    let gitdir = policy::normalize_lexically(&base.join(target.trim()));
+    // A regular `.git` file can be bound read-only; a symlink cannot (the sweep watches it).
+    if host.lstat_kind(entry) == Some(Kind::File) {
+        protected.insert(entry.to_path_buf());
+    }
     let mut dirs = vec![gitdir.clone()];
     if let Some(common) = host.read_small(&gitdir.join("commondir")) {
         dirs.push(policy::normalize_lexically(&gitdir.join(common.trim())));
     }
-    protected.insert(gitfile.to_path_buf());
     for d in dirs {
         let Some(d) = host.canonicalize(&d) else {
             continue;
         };
-        for name in ["hooks", "config"] {
+        for name in ["hooks", "config", "commondir"] {
             let p = d.join(name);
-            if roots.iter().any(|w| is_within(&p, w)) && host.lstat_kind(&p).is_some() {
-                protected.insert(p);
+            let target = match host.lstat_kind(&p) {
+                None => continue,
+                Some(Kind::Symlink) => match host.canonicalize(&p) {
+                    Some(t) => t,
+                    None => continue,
+                },
+                Some(_) => p,
+            };
+            if roots.iter().any(|w| is_within(&target, w)) {
+                protected.insert(target);
             }
         }
     }
