@@ -1,4 +1,4 @@
-//! Supervisor-side helpers: spawning the relay, writing id maps, making idmapped mounts and
+//! Supervisor-side helpers: cloning the sandbox init, writing id maps, making idmapped mounts and
 //! forwarding signals into the sandbox. These run in the supervisor, where allocation is fine.
 
 use std::ffi::CString;
