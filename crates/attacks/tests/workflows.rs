@@ -153,3 +153,34 @@ fn socketpair_and_pipes_still_work() {
     );
     fx.attack(&[], &script).outcome().assert_shows("pair-ok");
 }
+
+/// npm keeps its cache in the (read-only) home; inside, it gets a private one in `/tmp` and an
+/// install of a local package works (no network needed).
+#[test]
+fn npm_install_of_a_local_package_works() {
+    let Some(npm) = attacks::which("npm") else {
+        println!("skipped: npm is not installed");
+        return;
+    };
+    let fx = Fixture::new();
+    attacks::write_file(
+        &fx.ws.join("localpkg/package.json"),
+        r#"{"name":"localpkg","version":"1.0.0","main":"index.js"}"#,
+        0o644,
+    );
+    attacks::write_file(
+        &fx.ws.join("localpkg/index.js"),
+        "module.exports = 42;\n",
+        0o644,
+    );
+    attacks::chmod(&fx.ws.join("localpkg"), 0o755);
+    let script = format!(
+        "mkdir npmproj && cd npmproj && {npm} init -y >/dev/null && {npm} install --no-audit --no-fund --offline ../localpkg >/dev/null && node -e 'console.log(require(\"localpkg\"))' && {npm} config get cache",
+        npm = sh_quote(&npm)
+    );
+    let out = fx.attack(&[], &script).outcome();
+    out.assert_ok()
+        .assert_shows("42\n")
+        .assert_shows("/tmp/.npm\n");
+    assert!(fx.ws.join("npmproj/node_modules/localpkg").exists());
+}

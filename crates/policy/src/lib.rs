@@ -43,7 +43,7 @@
 //!     .map(|(k, v)| (OsString::from(k), OsString::from(v)));
 //! let env = policy::build_env(&resolved.env, caller);
 //! let names: Vec<_> = env.iter().map(|(k, _)| k.to_str().unwrap_or_default()).collect();
-//! assert_eq!(names, ["FOO", "GITHUB_TOKEN", "PATH"]);
+//! assert_eq!(names, ["FOO", "GITHUB_TOKEN", "PATH", "npm_config_cache"]);
 //! # Ok::<(), policy::PolicyError>(())
 //! ```
 #![forbid(unsafe_code)]
@@ -67,6 +67,7 @@ pub use paths::{
     PathPattern,
 };
 pub use profile::{
-    profile, DEFAULT_DENY_READ, DEFAULT_ENV_ALLOW, DEFAULT_PROFILE, PROFILES, PROTECTED_PATHS,
+    profile, DEFAULT_DENY_READ, DEFAULT_ENV_ALLOW, DEFAULT_ENV_SET, DEFAULT_PROFILE, PROFILES,
+    PROTECTED_PATHS,
 };
 pub use resolve::{digest, resolve, Overrides};

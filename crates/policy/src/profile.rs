@@ -133,6 +133,11 @@ const DEFS: &[ProfileDef] = &[
 /// # Errors
 ///
 /// [`PolicyError::UnknownProfile`] when `name` is not one of [`PROFILES`].
+/// Variables every profile sets. Package managers whose cache lives in the read-only home get a
+/// private one in the sandbox's `/tmp` (a writable shared cache would let one run poison the
+/// packages the next one, or the host, installs).
+pub const DEFAULT_ENV_SET: &[(&str, &str)] = &[("npm_config_cache", "/tmp/.npm")];
+
 pub fn profile(name: &str) -> Result<Policy, PolicyError> {
     let def = DEFS
         .iter()
@@ -151,7 +156,10 @@ pub fn profile(name: &str) -> Result<Policy, PolicyError> {
         },
         env: Env {
             allow: strings(DEFAULT_ENV_ALLOW),
-            set: Default::default(),
+            set: DEFAULT_ENV_SET
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
             passthrough: Vec::new(),
         },
         network: Network {
@@ -186,7 +194,14 @@ mod tests {
         assert_eq!(p.filesystem.deny_write, strings(PROTECTED_PATHS));
         assert!(p.filesystem.allow_read.is_empty());
         assert_eq!(p.env.allow, strings(DEFAULT_ENV_ALLOW));
-        assert!(p.env.set.is_empty());
+        assert_eq!(
+            p.env
+                .set
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect::<Vec<_>>(),
+            [("npm_config_cache", "/tmp/.npm")]
+        );
         assert!(p.env.passthrough.is_empty());
         assert_eq!(p.network.mode, NetworkMode::None);
     }

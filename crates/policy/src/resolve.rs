@@ -365,7 +365,8 @@ passthrough = ["GITHUB_TOKEN"]
                 ("BAR", "file"),
                 ("EMPTY", ""),
                 ("EQ", "a=b"),
-                ("FOO", "cli")
+                ("FOO", "cli"),
+                ("npm_config_cache", "/tmp/.npm")
             ]
         );
     }

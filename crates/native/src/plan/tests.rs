@@ -394,7 +394,17 @@ fn allow_read_inside_a_denied_dir_masks_only_the_siblings() {
 fn environment_is_scrubbed_and_tmpdir_set() {
     let plan = Plan::new(&default_policy(), &request(1000), &machine()).unwrap();
     let names: Vec<&str> = plan.env.iter().map(|(k, _)| k.as_str()).collect();
-    assert_eq!(names, vec!["HOME", "LC_ALL", "PATH", "PWD", "TMPDIR"]);
+    assert_eq!(
+        names,
+        vec![
+            "HOME",
+            "LC_ALL",
+            "PATH",
+            "PWD",
+            "TMPDIR",
+            "npm_config_cache"
+        ]
+    );
     assert!(plan.env.contains(&("TMPDIR".into(), "/tmp".into())));
     let mut pol = default_policy();
     pol.env.passthrough.push("FAKE_API_KEY".into());
