@@ -31,11 +31,9 @@ fn assert_no_live_hooks(ws: &Path, context: &str) {
     );
 }
 
-/// Runs `git status` and `git commit` on the host in `dir` (as a user would after the run)
-/// and asserts no planted hook or fsmonitor ran.
-fn assert_host_git_runs_nothing(fx: &Fixture, dir: &Path) {
-    let status = fx.git_host(&["-C", &dir.display().to_string(), "status"]);
-    let commit = fx.git_host(&[
+/// `git commit --allow-empty` on the host in `dir`, as a user would after the run.
+fn host_commit(fx: &Fixture, dir: &Path) -> attacks::Run {
+    fx.git_host(&[
         "-C",
         &dir.display().to_string(),
         "-c",
@@ -47,7 +45,14 @@ fn assert_host_git_runs_nothing(fx: &Fixture, dir: &Path) {
         "--allow-empty",
         "-m",
         "host commit after the run",
-    ]);
+    ])
+}
+
+/// Runs `git status` and `git commit` on the host in `dir` (as a user would after the run)
+/// and asserts no planted hook or fsmonitor ran.
+fn assert_host_git_runs_nothing(fx: &Fixture, dir: &Path) {
+    let status = fx.git_host(&["-C", &dir.display().to_string(), "status"]);
+    let commit = host_commit(fx, dir);
     for run in [&status, &commit] {
         run.assert_lacks("pwned");
     }
@@ -514,19 +519,7 @@ fn gitdir_redirect_made_during_run_is_quarantined() {
     assert_host_git_runs_nothing(&fx, &fx.ws.join("sub"));
     // Control: without stockade the redirect stays and host git runs the planted hook.
     fx.control(&script).outcome().assert_ok();
-    let commit = fx.git_host(&[
-        "-C",
-        &fx.ws.join("sub").display().to_string(),
-        "-c",
-        "user.email=h@example.invalid",
-        "-c",
-        "user.name=H",
-        "commit",
-        "-q",
-        "--allow-empty",
-        "-m",
-        "x",
-    ]);
+    let commit = host_commit(&fx, &fx.ws.join("sub"));
     assert!(
         commit.all_output().contains("pwned-by-hook"),
         "{}",
@@ -552,19 +545,7 @@ fn commondir_redirect_made_during_run_is_quarantined() {
     assert_violation_reported(&report, &audit, ".git/commondir");
     assert_host_git_runs_nothing(&fx, &fx.ws);
     fx.control(&script).outcome().assert_ok();
-    let commit = fx.git_host(&[
-        "-C",
-        &fx.ws.display().to_string(),
-        "-c",
-        "user.email=h@example.invalid",
-        "-c",
-        "user.name=H",
-        "commit",
-        "-q",
-        "--allow-empty",
-        "-m",
-        "x",
-    ]);
+    let commit = host_commit(&fx, &fx.ws);
     assert!(
         commit.all_output().contains("pwned-by-hook"),
         "{}",
