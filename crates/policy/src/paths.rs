@@ -615,6 +615,11 @@ mod tests {
 #[derive(Debug, Clone)]
 pub struct GlobList {
     fast: Vec<(usize, FastGlob)>,
+    /// Fast globs by their literal last component: a walk looks a file name up once instead of
+    /// testing every glob (most names match none).
+    by_name: std::collections::HashMap<String, Vec<usize>>,
+    /// Fast globs whose last component has wildcards (`.env.*`).
+    wild: Vec<usize>,
     slow: Option<(globset::GlobSet, Vec<usize>)>,
 }
 
@@ -709,6 +714,16 @@ impl GlobList {
                 }
             }
         }
+        let mut by_name: std::collections::HashMap<String, Vec<usize>> = Default::default();
+        let mut wild = Vec::new();
+        for (k, (_, f)) in fast.iter().enumerate() {
+            match f.tail.last() {
+                Some(last) if !last.contains(['*', '?']) => {
+                    by_name.entry(last.clone()).or_default().push(k)
+                }
+                _ => wild.push(k),
+            }
+        }
         let slow = if slow_index.is_empty() {
             None
         } else {
@@ -718,15 +733,36 @@ impl GlobList {
             })?;
             Some((set, slow_index))
         };
-        Ok(GlobList { fast, slow })
+        Ok(GlobList {
+            fast,
+            by_name,
+            wild,
+            slow,
+        })
+    }
+
+    /// Fast globs that can match a path with this last component.
+    fn fast_candidates<'a>(
+        &'a self,
+        path: &'a Path,
+    ) -> impl Iterator<Item = &'a (usize, FastGlob)> + 'a {
+        let name = path.file_name().and_then(OsStr::to_str).unwrap_or("");
+        let named = self.by_name.get(name).map(Vec::as_slice).unwrap_or(&[]);
+        let wild = self.wild.iter().filter(move |k| {
+            self.fast[**k]
+                .1
+                .tail
+                .last()
+                .is_some_and(|pat| wildcard_match(pat, name))
+        });
+        named.iter().chain(wild).map(|k| &self.fast[*k])
     }
 
     /// Indices of the globs that match `path` (taken as it is: walk output is already normal),
     /// in ascending order.
     pub fn matches(&self, path: &Path) -> Vec<usize> {
         let mut out: Vec<usize> = self
-            .fast
-            .iter()
+            .fast_candidates(path)
             .filter(|(_, f)| f.is_match(path))
             .map(|(i, _)| *i)
             .collect();
@@ -743,7 +779,7 @@ impl GlobList {
 
     /// Whether any glob matches `path`.
     pub fn is_match(&self, path: &Path) -> bool {
-        self.fast.iter().any(|(_, f)| f.is_match(path))
+        self.fast_candidates(path).any(|(_, f)| f.is_match(path))
             || self
                 .slow
                 .as_ref()
