@@ -103,7 +103,8 @@ lines += [
     "  command runs as an unprivileged uid (bwrap, run by root, keeps uid 0 inside).",
     "- srt and runsc ran as root here; srt's time is mostly Node start-up and its socat bridges.",
     "- stockade walks the writable roots twice per run (before: `.env` and protected paths; after: the",
-    "  sweep). That costs about 5 µs per entry: a workspace of 5,500 entries adds ~45 ms.",
+    "  sweep). Both walks together cost about 5 µs per entry: a workspace of 12,000 entries (this",
+    "  repository with its build output) takes 66 ms per run instead of ~8 ms.",
 ]
 open(sys.argv[2], "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
