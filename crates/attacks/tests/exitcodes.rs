@@ -85,3 +85,65 @@ fn output_and_input_pass_through() {
     assert_eq!(run.stdout.lines().count(), 200_000);
     assert!(run.stdout.ends_with("200000\n"));
 }
+
+/// The command leads a new session (so it has no controlling terminal to inject into), while
+/// on the host the same shell shares its caller's session.
+#[test]
+fn command_runs_in_a_new_session() {
+    let fx = Fixture::new();
+    let script = "echo \"pid=$$ sid=$(ps -o sid= -p $$ | tr -d ' ')\"";
+    let inside = fx.attack(&[], script).outcome();
+    inside.assert_ok();
+    let line = inside
+        .run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("pid="))
+        .unwrap_or_default()
+        .to_owned();
+    let (pid, sid) = line
+        .trim_start_matches("pid=")
+        .split_once(" sid=")
+        .unwrap_or_else(|| panic!("{}", inside.run.describe()));
+    assert_eq!(
+        pid, sid,
+        "inside, the shell is not its own session leader: {line}"
+    );
+    // Control: directly, the shell is not a session leader.
+    let control = fx.control(script).outcome();
+    control.assert_ok();
+    let line = control
+        .run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("pid="))
+        .unwrap_or_default()
+        .to_owned();
+    let (pid, sid) = line
+        .trim_start_matches("pid=")
+        .split_once(" sid=")
+        .unwrap_or_default();
+    assert_ne!(pid, sid, "control: {line}");
+}
+
+/// A terminal on stdin/stdout reaches the command as a terminal (run under `script`, which
+/// gives stockade a pseudo-terminal).
+#[test]
+fn terminal_passes_through() {
+    let Some(script_bin) = attacks::which("script") else {
+        println!("skipped: `script` (util-linux) is not installed");
+        return;
+    };
+    let fx = Fixture::new();
+    let inner = format!(
+        "{} run --workspace {} --shell 'test -t 0 && test -t 1 && echo both-are-terminals'",
+        attacks::sh_quote(attacks::stockade_bin()),
+        attacks::sh_quote(&fx.ws)
+    );
+    let run = attacks::Cmd::new(script_bin, &fx.ws)
+        .env("HOME", &fx.home)
+        .args(["-qec", inner.as_str(), "/dev/null"])
+        .run();
+    run.assert_success()
+        .assert_stdout_contains("both-are-terminals");
+}
