@@ -422,13 +422,6 @@ fn setup_error(plan: &Plan, f: postfork::Report) -> RunError {
     };
     let cause = std::io::Error::from_raw_os_error(f.value);
     match stage {
-        Some(Stage::Unshare) => RunError::Unavailable {
-            what: "Linux namespaces",
-            cause: format!(
-                "failed to create user/mount/pid/net/ipc/uts/cgroup namespaces: {cause}"
-            ),
-            fix: NAMESPACES_FIX.into(),
-        },
         Some(Stage::Seccomp) => RunError::Unavailable {
             what: "seccomp",
             cause: format!("failed to install the seccomp filter: {cause}"),

@@ -4,7 +4,7 @@
 use std::ffi::CString;
 use std::fs;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicI32, Ordering};
 
@@ -221,9 +221,4 @@ pub fn forward_signals_to(pid: libc::pid_t) -> io::Result<()> {
         raw::set_signal_handler(sig, Some(forward))?;
     }
     Ok(())
-}
-
-/// Raw descriptor of an `OwnedFd`, for filling mount slots before the fork.
-pub fn raw_fd(fd: &OwnedFd) -> RawFd {
-    fd.as_raw_fd()
 }

@@ -26,9 +26,7 @@ use crate::raw::{self, Errno, MountAttr};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stage {
     ParentGone = 1,
-    Unshare = 2,
     WaitForMaps = 3,
-    ForkInit = 4,
     SetGroups = 5,
     SetIds = 6,
     Mount = 7,
@@ -49,11 +47,9 @@ pub enum Stage {
 impl Stage {
     pub fn from_u32(v: u32) -> Option<Stage> {
         use Stage::*;
-        const ALL: [Stage; 19] = [
+        const ALL: [Stage; 17] = [
             ParentGone,
-            Unshare,
             WaitForMaps,
-            ForkInit,
             SetGroups,
             SetIds,
             Mount,
@@ -77,9 +73,7 @@ impl Stage {
     pub fn describe(self) -> &'static str {
         match self {
             Stage::ParentGone => "stay attached to the supervisor",
-            Stage::Unshare => "create the sandbox namespaces",
             Stage::WaitForMaps => "receive the user-namespace id maps",
-            Stage::ForkInit => "start the sandbox init process",
             Stage::SetGroups => "drop supplementary groups",
             Stage::SetIds => "switch to the sandbox user and group",
             Stage::Mount => "build the sandbox filesystem",
