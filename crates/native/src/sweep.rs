@@ -14,7 +14,7 @@ use policy::is_within;
 use serde::Serialize;
 
 use crate::host::{HostView, Kind};
-use crate::plan::{in_git_modules, is_git_redirect, is_submodule_code_path, walk, Plan};
+use crate::plan::{in_git_modules, walk, Plan};
 
 pub const E_SANDBOX_VIOLATION: &str = "E_SANDBOX_VIOLATION";
 
@@ -37,10 +37,9 @@ pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
     let mut count = 0usize;
     for root in &plan.sweep.roots {
         let _ = walk(host, root, &mut count, &mut |path, kind| {
-            let protected = plan.sweep_globs.as_ref().is_some_and(|g| g.is_match(path))
-                || is_submodule_code_path(path)
-                || is_git_redirect(path, kind);
-            if protected && plan.sweep.existing.get(path) != Some(&kind) {
+            if plan.deny_globs.is_protected(path, kind)
+                && plan.sweep.existing.get(path) != Some(&kind)
+            {
                 found.push(path.to_path_buf());
             }
         });

@@ -197,7 +197,6 @@ pub struct LandlockPlan {
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct SweepPlan {
     pub roots: Vec<PathBuf>,
-    pub patterns: Vec<String>,
     /// Protected paths present at the start, with their kind: a path whose kind changed (a
     /// symlinked `.git/hooks` replaced by a real directory) counts as created.
     pub existing: BTreeMap<PathBuf, Kind>,
@@ -222,7 +221,7 @@ pub struct Plan {
     #[serde(skip)]
     pub sweep: SweepPlan,
     #[serde(skip)]
-    pub sweep_globs: Option<policy::GlobList>,
+    pub deny_globs: DenyGlobs,
 }
 
 fn depth(p: &Path) -> usize {
@@ -291,12 +290,8 @@ impl Plan {
         for p in &found.deny_write {
             // A mount cannot cover a symlink: protect its target when that is writable (the
             // link itself can still be replaced; the sweep notices the change of kind).
-            let target = match host.lstat_kind(p) {
-                Some(Kind::Symlink) => match host.canonicalize(p) {
-                    Some(t) => t,
-                    None => continue,
-                },
-                _ => p.clone(),
+            let Some(target) = mount_target(host, p) else {
+                continue;
             };
             if writable_roots.iter().any(|w| is_within(&target, w)) && target != req.workspace {
                 protected.insert(target);
@@ -520,14 +515,6 @@ impl Plan {
             req.workspace.clone()
         };
         let candidates = candidates(program, &env);
-        let write_globs: Vec<&policy::Glob> = deny_write
-            .iter()
-            .filter_map(|p| match p {
-                PathPattern::Glob(g) => Some(g),
-                PathPattern::Exact(_) => None,
-            })
-            .collect();
-        let sweep_globs = Some(policy::GlobList::new(write_globs.iter().copied())?);
         Ok(Plan {
             ids,
             idmapped,
@@ -545,10 +532,6 @@ impl Plan {
             protected: protected.iter().cloned().collect(),
             sweep: SweepPlan {
                 roots: writable_roots,
-                patterns: write_globs
-                    .iter()
-                    .map(|g| g.pattern().to_string())
-                    .collect(),
                 existing: found
                     .deny_write
                     .iter()
@@ -556,7 +539,7 @@ impl Plan {
                     .filter_map(|p| Some((p.clone(), host.lstat_kind(p)?)))
                     .collect(),
             },
-            sweep_globs,
+            deny_globs: found.globs,
         })
     }
 }
@@ -627,11 +610,54 @@ fn writable_roots(
 }
 
 /// Existing paths that match deny patterns, found by stat (exact) and by walking (globs).
-#[derive(Debug, Default)]
+/// The deny globs of a policy, compiled once: the planner's walk and the sweep's both use it.
+#[derive(Debug, Clone)]
+pub struct DenyGlobs {
+    set: policy::GlobList,
+    /// Per glob: from `deny_read` (true) or `deny_write` (false).
+    read: Vec<bool>,
+}
+
+impl DenyGlobs {
+    fn new<'a>(
+        read: impl IntoIterator<Item = &'a policy::Glob>,
+        write: impl IntoIterator<Item = &'a policy::Glob>,
+    ) -> Result<DenyGlobs, PlanError> {
+        let globs: Vec<(&policy::Glob, bool)> = read
+            .into_iter()
+            .map(|g| (g, true))
+            .chain(write.into_iter().map(|g| (g, false)))
+            .collect();
+        Ok(DenyGlobs {
+            set: policy::GlobList::new(globs.iter().map(|(g, _)| *g))?,
+            read: globs.iter().map(|(_, r)| *r).collect(),
+        })
+    }
+
+    /// Whether `path` matches a `deny_read` glob, and whether it matches a `deny_write` one.
+    fn matches(&self, path: &Path) -> (bool, bool) {
+        self.set
+            .matches(path)
+            .into_iter()
+            .fold((false, false), |(r, w), i| {
+                let is_read = self.read.get(i).copied().unwrap_or(false);
+                (r || is_read, w || !is_read)
+            })
+    }
+
+    /// A path whose appearance the sweep must handle: a protected glob's match, code of a
+    /// submodule's git dir, or a `.git` that redirects git elsewhere.
+    pub(crate) fn is_protected(&self, path: &Path, kind: Kind) -> bool {
+        self.matches(path).1 || is_submodule_code_path(path) || is_git_redirect(path, kind)
+    }
+}
+
+#[derive(Debug)]
 struct Matches {
     deny_read: Vec<PathBuf>,
     deny_write: Vec<PathBuf>,
     git_files: Vec<PathBuf>,
+    globs: DenyGlobs,
 }
 
 impl Matches {
@@ -641,30 +667,37 @@ impl Matches {
         deny_read: &[PathPattern],
         deny_write: &[PathPattern],
     ) -> Result<Matches, PlanError> {
-        let mut m = Matches::default();
-        let mut globs: Vec<(&policy::Glob, bool)> = Vec::new();
-
-        for (list, is_read) in [(deny_read, true), (deny_write, false)] {
+        let (mut deny_read_found, mut deny_write_found) = (Vec::new(), Vec::new());
+        let mut read_globs = Vec::new();
+        let mut write_globs = Vec::new();
+        for (list, found, globs) in [
+            (deny_read, &mut deny_read_found, &mut read_globs),
+            (deny_write, &mut deny_write_found, &mut write_globs),
+        ] {
             for pat in list {
                 match pat {
                     PathPattern::Exact(p) => {
                         if host.lstat_kind(p).is_some() {
-                            let out = if is_read {
-                                &mut m.deny_read
-                            } else {
-                                &mut m.deny_write
-                            };
-                            out.push(p.clone());
+                            found.push(p.clone());
                         }
                     }
-                    PathPattern::Glob(g) => globs.push((g, is_read)),
+                    PathPattern::Glob(g) => globs.push(g),
                 }
             }
         }
-        let set = policy::GlobList::new(globs.iter().map(|(g, _)| *g))?;
+        let mut m = Matches {
+            deny_read: deny_read_found,
+            deny_write: deny_write_found,
+            git_files: Vec::new(),
+            globs: DenyGlobs::new(read_globs.iter().copied(), write_globs.iter().copied())?,
+        };
         // Walk every distinct glob base once (writable roots are the bases of the relative
         // patterns); a base inside another base is covered by the outer walk.
-        let mut bases: Vec<PathBuf> = globs.iter().map(|(g, _)| g.base().to_path_buf()).collect();
+        let mut bases: Vec<PathBuf> = read_globs
+            .iter()
+            .chain(&write_globs)
+            .map(|g| g.base().to_path_buf())
+            .collect();
         bases.extend(roots.iter().cloned());
         bases.sort_by_key(|p| (depth(p), p.clone()));
         bases.dedup();
@@ -675,15 +708,11 @@ impl Matches {
                 continue;
             }
             walk(host, &base, &mut count, &mut |path, kind| {
-                for i in set.matches(path) {
-                    let out = if globs[i].1 {
-                        &mut m.deny_read
-                    } else {
-                        &mut m.deny_write
-                    };
-                    out.push(path.to_path_buf());
+                let (read, write) = m.globs.matches(path);
+                if read {
+                    m.deny_read.push(path.to_path_buf());
                 }
-                if is_submodule_code_path(path) {
+                if write || is_submodule_code_path(path) {
                     m.deny_write.push(path.to_path_buf());
                 }
                 if is_git_redirect(path, kind) {
@@ -801,6 +830,15 @@ fn mask_targets(
     }
 }
 
+/// Where a read-only bind for `path` can land: the path itself, or, since a mount cannot cover
+/// a symlink, the symlink's target. `None` if it does not exist (or dangles).
+fn mount_target(host: &dyn HostView, path: &Path) -> Option<PathBuf> {
+    match host.lstat_kind(path)? {
+        Kind::Symlink => host.canonicalize(path),
+        _ => Some(path.to_path_buf()),
+    }
+}
+
 /// For a `.git` that is not a directory (a `gitdir:` file of a worktree or submodule, or a
 /// symlink), protect the real git dir's hooks, config and commondir.
 fn protect_git_file(
@@ -841,13 +879,8 @@ fn protect_git_file(
         };
         for name in ["hooks", "config", "commondir"] {
             let p = d.join(name);
-            let target = match host.lstat_kind(&p) {
-                None => continue,
-                Some(Kind::Symlink) => match host.canonicalize(&p) {
-                    Some(t) => t,
-                    None => continue,
-                },
-                Some(_) => p,
+            let Some(target) = mount_target(host, &p) else {
+                continue;
             };
             if roots.iter().any(|w| is_within(&target, w)) {
                 protected.insert(target);
