@@ -86,6 +86,20 @@ fn output_and_input_pass_through() {
     assert!(run.stdout.ends_with("200000\n"));
 }
 
+/// The `pid=.. sid=..` line printed by the session probe below, as (pid, sid).
+fn pid_and_sid(run: &attacks::Run) -> (String, String) {
+    let line = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("pid="))
+        .unwrap_or_else(|| panic!("no pid line\n{}", run.describe()));
+    let (pid, sid) = line
+        .trim_start_matches("pid=")
+        .split_once(" sid=")
+        .unwrap_or_else(|| panic!("malformed pid line\n{}", run.describe()));
+    (pid.to_owned(), sid.to_owned())
+}
+
 /// The command leads a new session (so it has no controlling terminal to inject into), while
 /// on the host the same shell shares its caller's session.
 #[test]
@@ -94,36 +108,13 @@ fn command_runs_in_a_new_session() {
     let script = "echo \"pid=$$ sid=$(ps -o sid= -p $$ | tr -d ' ')\"";
     let inside = fx.attack(&[], script).outcome();
     inside.assert_ok();
-    let line = inside
-        .run
-        .stdout
-        .lines()
-        .find(|l| l.starts_with("pid="))
-        .unwrap_or_default()
-        .to_owned();
-    let (pid, sid) = line
-        .trim_start_matches("pid=")
-        .split_once(" sid=")
-        .unwrap_or_else(|| panic!("{}", inside.run.describe()));
-    assert_eq!(
-        pid, sid,
-        "inside, the shell is not its own session leader: {line}"
-    );
+    let (pid, sid) = pid_and_sid(&inside.run);
+    assert_eq!(pid, sid, "inside, the shell is not its own session leader");
     // Control: directly, the shell is not a session leader.
     let control = fx.control(script).outcome();
     control.assert_ok();
-    let line = control
-        .run
-        .stdout
-        .lines()
-        .find(|l| l.starts_with("pid="))
-        .unwrap_or_default()
-        .to_owned();
-    let (pid, sid) = line
-        .trim_start_matches("pid=")
-        .split_once(" sid=")
-        .unwrap_or_default();
-    assert_ne!(pid, sid, "control: {line}");
+    let (pid, sid) = pid_and_sid(&control.run);
+    assert_ne!(pid, sid, "control: the host shell leads its own session");
 }
 
 /// A terminal on stdin/stdout reaches the command as a terminal (run under `script`, which
