@@ -92,7 +92,12 @@ impl RunError {
                     .into(),
             ),
             RunError::Setup { .. } => Some("run `stockade doctor` to check this machine".into()),
-            RunError::Io { .. } => None,
+            RunError::Io { cause, .. } if cause.raw_os_error() == Some(libc::EAGAIN) => Some(
+                "the process or thread limit was reached (ulimit -u, or a pids cgroup); free some or raise it".into(),
+            ),
+            RunError::Io { .. } => Some(
+                "an unexpected system error in the step named above; `stockade doctor` checks what this machine can enforce".into(),
+            ),
         }
     }
 
