@@ -864,6 +864,18 @@ impl Fixture {
             .run()
     }
 
+    /// A copy of the stockade binary under the fixture root, for tests that run stockade
+    /// inside a sandbox: the build directory may be under `/tmp` (a clone in `/tmp/x`), which
+    /// the sandbox replaces with its own empty `/tmp`.
+    pub fn stockade_inside(&self) -> PathBuf {
+        let dir = self.root.join("bin");
+        mkdir(&dir);
+        let copy = dir.join("stockade");
+        std::fs::copy(stockade_bin(), &copy).expect("copy the stockade binary into the fixture");
+        chmod(&copy, 0o755);
+        copy
+    }
+
     /// Writes a helper script into `<root>/scripts/` (readable inside the sandbox).
     pub fn script(&self, name: &str, contents: &str) -> PathBuf {
         let path = self.root.join("scripts").join(name);

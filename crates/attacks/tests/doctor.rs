@@ -3,7 +3,7 @@
 //! `stockade run`, which must be refused with E_PROTECTION_UNAVAILABLE rather than run with
 //! fewer protections.
 
-use attacks::{json_str, sh_quote, stockade_bin, Fixture};
+use attacks::{json_str, sh_quote, Fixture};
 
 fn parse(stdout: &str, what: &str) -> serde_json::Value {
     serde_json::from_str(stdout.trim())
@@ -60,7 +60,7 @@ fn doctor_passes_on_this_machine() {
 #[test]
 fn doctor_inside_a_sandbox_fails_and_names_user_namespaces() {
     let fx = Fixture::new();
-    let bin = stockade_bin();
+    let bin = fx.stockade_inside();
     let bin = bin.to_str().expect("utf-8 path");
     let run = fx.sandbox_argv(&[], &[bin, "doctor", "--json"]).run();
     assert_ne!(
@@ -100,7 +100,7 @@ fn doctor_inside_a_sandbox_fails_and_names_user_namespaces() {
 #[test]
 fn nested_run_is_refused_with_protection_unavailable() {
     let fx = Fixture::new();
-    let bin = sh_quote(stockade_bin());
+    let bin = sh_quote(fx.stockade_inside());
     let marker = fx.marker("nested");
     let script = format!("{bin} run -- echo {marker}; echo \"inner=$?\"");
     let run = fx.sandbox(&[], &script).run();
