@@ -5,17 +5,20 @@
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::raw::{c_char, c_int};
-use std::path::Path;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use landlock::{
     Access as _, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
     RulesetAttr, RulesetCreatedAttr, Scope, ABI,
 };
-use sys::postfork::{self, ChildSpec, CommandSpec, LandlockSpec, MountOp, Stage};
+use sys::mediate;
+use sys::postfork::{self, ChildSpec, CommandSpec, LandlockSpec, MediateSpec, MountOp, Stage};
 
 use crate::error::RunError;
 use crate::plan::{Access, Mount, Plan, Rule};
+use crate::sweep::{Violation, E_SANDBOX_VIOLATION};
 
 const NAMESPACES_FIX: &str = "enable unprivileged user namespaces: `sysctl -w kernel.unprivileged_userns_clone=1` (Debian/Ubuntu), `sysctl -w user.max_user_namespaces=15000`, or on Ubuntu 24.04+ `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`; inside a container, run it with --privileged or a seccomp profile that allows clone/unshare of namespaces";
 
@@ -39,6 +42,8 @@ pub struct Outcome {
     /// Layers skipped under `--allow-degraded`, with why.
     pub skipped: Vec<String>,
     pub landlock_abi: Option<i32>,
+    /// Calls the creation guard refused during the run.
+    pub blocked: Vec<Violation>,
 }
 
 // Landlock filesystem access bits (linux/landlock.h).
@@ -259,6 +264,51 @@ pub fn launch(plan: &Plan, options: Options) -> Result<Outcome, RunError> {
         .map(|(c, b)| (c.as_c_str(), *b))
         .collect();
 
+    // The creation guard's rules, borrowed by the init.
+    let mediation = match seccomp::build_mediation() {
+        Ok(p) => Some(
+            p.iter()
+                .map(|i| libc::sock_filter {
+                    code: i.code,
+                    jt: i.jt,
+                    jf: i.jf,
+                    k: i.k,
+                })
+                .collect::<Vec<_>>(),
+        ),
+        Err(e) if options.allow_degraded => {
+            skipped.push(format!("mediated creation (protected paths created during the run are only swept afterwards): {e}"));
+            None
+        }
+        Err(e) => {
+            return Err(RunError::Unavailable {
+                what: "seccomp user notification",
+                cause: e.to_string(),
+                fix: "stockade's mediation filter supports x86_64 only; pass --allow-degraded to run without it".into(),
+            })
+        }
+    };
+    let guard = &plan.creation_guard;
+    let guard_roots: Vec<&[u8]> = guard
+        .roots
+        .iter()
+        .map(|p| p.as_os_str().as_bytes())
+        .collect();
+    let guard_tails: Vec<Vec<&[u8]>> = guard
+        .protected
+        .iter()
+        .map(|g| g.tail.iter().map(|t| t.as_bytes()).collect())
+        .collect();
+    let guard_protected: Vec<sys::protect::Protected<'_>> = guard
+        .protected
+        .iter()
+        .zip(&guard_tails)
+        .map(|(g, tail)| sys::protect::Protected {
+            base: g.base.as_os_str().as_bytes(),
+            tail,
+        })
+        .collect();
+
     let spec = ChildSpec {
         report_fd: -1,
         sync_fd: -1,
@@ -279,6 +329,13 @@ pub fn launch(plan: &Plan, options: Options) -> Result<Outcome, RunError> {
             }),
             seccomp: seccomp.as_deref(),
         },
+        mediate: mediation.as_deref().map(|filter| MediateSpec {
+            filter,
+            rules: sys::protect::Rules {
+                roots: &guard_roots,
+                protected: &guard_protected,
+            },
+        }),
     };
 
     // ---- launch and supervise ----
@@ -314,8 +371,9 @@ pub fn launch(plan: &Plan, options: Options) -> Result<Outcome, RunError> {
     let mut failure: Option<postfork::Report> = None;
     let mut exec_failure: Option<postfork::Report> = None;
     let mut status: Option<c_int> = None;
+    let mut blocked: Vec<Violation> = Vec::new();
     loop {
-        let report = match child.next_report() {
+        let (report, path) = match child.next_report() {
             Ok(Some(r)) => r,
             Ok(None) => break,
             Err(e) => {
@@ -330,6 +388,16 @@ pub fn launch(plan: &Plan, options: Options) -> Result<Outcome, RunError> {
                 exec_failure = Some(report)
             }
             postfork::REPORT_FAILURE if failure.is_none() => failure = Some(report),
+            mediate::REPORT_BLOCKED => blocked.push(blocked_violation(&report, path)),
+            mediate::REPORT_BLOCKED_MORE => blocked.push(Violation {
+                code: E_SANDBOX_VIOLATION,
+                kind: BLOCKED,
+                path: PathBuf::new(),
+                action: format!(
+                    "and {} more refused calls, not listed one by one",
+                    report.value
+                ),
+            }),
             _ => {}
         }
     }
@@ -353,7 +421,23 @@ pub fn launch(plan: &Plan, options: Options) -> Result<Outcome, RunError> {
         duration,
         skipped,
         landlock_abi: landlock.as_ref().map(|l| l.abi),
+        blocked,
     })
+}
+
+/// Violation kind of a call the creation guard refused during the run.
+pub const BLOCKED: &str = "protected_path_blocked";
+
+fn blocked_violation(report: &postfork::Report, path: Vec<u8>) -> Violation {
+    let op = mediate::Op::from_u32(report.stage).map_or("call", mediate::Op::name);
+    let why = sys::protect::Reason::from_u32(report.value as u32)
+        .map_or("protected path", sys::protect::Reason::describe);
+    Violation {
+        code: E_SANDBOX_VIOLATION,
+        kind: BLOCKED,
+        path: PathBuf::from(std::ffi::OsString::from_vec(path)),
+        action: format!("refused {op} with EPERM during the run ({why})"),
+    }
 }
 
 fn mount_op<'a>(m: &Mount, p: &'a CStr, extra: Option<&'a CStr>) -> MountOp<'a> {

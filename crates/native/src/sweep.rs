@@ -8,7 +8,10 @@
 //! are treated the same way, and a new `.git` that is not a directory (a `gitdir:` file or a
 //! symlink, which would send host git to another repository's hooks) is moved out whole.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+
+pub use sys::protect::git_config_is_inert;
 
 use policy::is_within;
 use serde::Serialize;
@@ -75,8 +78,17 @@ pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
                 out.push(quarantine(root, &hook, run_id, "protected_path_created"));
             }
         } else if is_git_config && host.lstat_kind(&path) == Some(Kind::File) {
-            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let text = std::fs::read(&path).unwrap_or_default();
             if git_config_is_inert(&text) {
+                // The creation guard made it read-only during the run (mode 0444); give the
+                // owner its write bit back, as git itself would have left it.
+                if let Ok(meta) = std::fs::symlink_metadata(&path) {
+                    let mut perm = meta.permissions();
+                    if perm.mode() & 0o200 == 0 {
+                        perm.set_mode(perm.mode() | 0o200);
+                        let _ = std::fs::set_permissions(&path, perm);
+                    }
+                }
                 continue;
             }
             let mut v = quarantine(root, &path, run_id, "protected_path_created");
@@ -141,55 +153,6 @@ fn quarantine(root: &Path, path: &Path, run_id: &str, kind: &'static str) -> Vio
         path: path.to_path_buf(),
         action,
     }
-}
-
-/// True when a git config only holds keys that make git run nothing.
-pub fn git_config_is_inert(text: &str) -> bool {
-    let mut section = String::new();
-    for line in text.lines() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
-            continue;
-        }
-        if let Some(rest) = line.strip_prefix('[') {
-            let Some(inner) = rest.strip_suffix(']') else {
-                return false;
-            };
-            let mut parts = inner.splitn(2, char::is_whitespace);
-            section = parts.next().unwrap_or("").to_ascii_lowercase();
-            if parts.next().is_some() && !matches!(section.as_str(), "branch" | "remote") {
-                return false;
-            }
-            continue;
-        }
-        let key = line
-            .split(['=', ' ', '\t'])
-            .next()
-            .unwrap_or("")
-            .to_ascii_lowercase();
-        let ok = match section.as_str() {
-            "core" => matches!(
-                key.as_str(),
-                "repositoryformatversion"
-                    | "filemode"
-                    | "bare"
-                    | "logallrefupdates"
-                    | "ignorecase"
-                    | "precomposeunicode"
-                    | "symlinks"
-            ),
-            "extensions" => matches!(key.as_str(), "objectformat" | "refstorage"),
-            "user" => matches!(key.as_str(), "name" | "email"),
-            "init" => key == "defaultbranch",
-            "branch" => matches!(key.as_str(), "remote" | "merge"),
-            "remote" => matches!(key.as_str(), "url" | "fetch" | "pushurl"),
-            _ => false,
-        };
-        if !ok {
-            return false;
-        }
-    }
-    true
 }
 
 #[cfg(test)]
@@ -264,7 +227,7 @@ mod tests {
     #[test]
     fn git_init_config_is_inert() {
         let text = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n[remote \"origin\"]\n\turl = https://example.com/x.git\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n[branch \"main\"]\n\tremote = origin\n\tmerge = refs/heads/main\n";
-        assert!(git_config_is_inert(text));
+        assert!(git_config_is_inert(text.as_bytes()));
     }
 
     #[test]
@@ -279,7 +242,7 @@ mod tests {
             "[diff \"x\"]\n\ttextconv = evil\n",
             "[core \"x\"]\n\tbare = false\n",
         ] {
-            assert!(!git_config_is_inert(text), "{text}");
+            assert!(!git_config_is_inert(text.as_bytes()), "{text}");
         }
     }
 }

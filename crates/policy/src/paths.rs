@@ -82,6 +82,12 @@ impl Glob {
     pub fn crosses_dirs(&self) -> bool {
         self.pattern.contains("**")
     }
+
+    /// For the common shape `<literal dir>/**/<tail>` whose tail uses only `*` and `?`: the
+    /// directory and the tail's components (unescaped), e.g. `(/ws, [".git", "hooks"])`.
+    pub fn literal_base_and_tail(&self) -> Option<(&Path, Vec<String>)> {
+        FastGlob::of(self).map(|f| (self.base.as_path(), f.tail))
+    }
 }
 
 /// Expands `pattern` against `ctx`. Relative patterns give one glob per writable root (none

@@ -546,5 +546,8 @@ fn rule(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompRule, SeccompErr
     SeccompRule::new(vec![condition]).map_err(SeccompError::Compile)
 }
 
+mod mediation;
+pub use mediation::{build_mediation, mediated_calls, Mediated};
+
 #[cfg(test)]
 mod tests;

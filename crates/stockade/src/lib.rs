@@ -149,7 +149,8 @@ pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, E
             }),
         )?;
         let outcome = native::launch(&plan, request.options)?;
-        let violations = native::sweep(&plan, &native::RealHost, &id);
+        let mut violations = outcome.blocked.clone();
+        violations.extend(native::sweep(&plan, &native::RealHost, &id));
         Ok((plan, outcome, violations))
     })();
     match result {

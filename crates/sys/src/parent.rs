@@ -69,18 +69,38 @@ pub fn spawn(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> io::Result<Spawned> {
 
 impl Spawned {
     /// The next record from the sandbox, or `None` at end of stream (every writer gone).
-    pub fn next_report(&self) -> io::Result<Option<Report>> {
+    /// Records of kind [`crate::mediate::REPORT_BLOCKED`] carry a path, returned alongside.
+    pub fn next_report(&self) -> io::Result<Option<(Report, Vec<u8>)>> {
         let mut buf = [0u8; Report::SIZE];
+        if !self.read_exact(&mut buf)? {
+            return Ok(None);
+        }
+        let report = Report::from_bytes(&buf);
+        let mut path = Vec::new();
+        if report.kind == crate::mediate::REPORT_BLOCKED {
+            path.resize(
+                (report.index as usize).min(crate::mediate::REPORT_PATH_MAX),
+                0,
+            );
+            if !self.read_exact(&mut path)? {
+                return Ok(None);
+            }
+        }
+        Ok(Some((report, path)))
+    }
+
+    /// Fill `buf` from the report pipe; false at end of stream.
+    fn read_exact(&self, buf: &mut [u8]) -> io::Result<bool> {
         let mut got = 0;
-        while got < Report::SIZE {
+        while got < buf.len() {
             match raw::read(self.report.as_raw_fd(), &mut buf[got..]) {
-                Ok(0) => return Ok(None),
+                Ok(0) => return Ok(false),
                 Ok(n) => got += n,
                 Err(e) if e.0 == libc::EINTR => continue,
                 Err(e) => return Err(e.into()),
             }
         }
-        Ok(Some(Report::from_bytes(&buf)))
+        Ok(true)
     }
 
     /// Let the init continue (after the id maps are written).

@@ -19,6 +19,8 @@ use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_ulong};
 use std::sync::atomic::{AtomicI32, Ordering};
 
+use crate::mediate;
+use crate::protect::Rules;
 use crate::raw::{self, Errno, MountAttr};
 
 /// Where in the child's life a failure happened. Stable numbers (they cross a pipe).
@@ -42,12 +44,13 @@ pub enum Stage {
     CloseDescriptors = 17,
     Seccomp = 18,
     Exec = 19,
+    Mediation = 20,
 }
 
 impl Stage {
     pub fn from_u32(v: u32) -> Option<Stage> {
         use Stage::*;
-        const ALL: [Stage; 17] = [
+        const ALL: [Stage; 18] = [
             ParentGone,
             WaitForMaps,
             SetGroups,
@@ -65,6 +68,7 @@ impl Stage {
             CloseDescriptors,
             Seccomp,
             Exec,
+            Mediation,
         ];
         ALL.into_iter().find(|s| *s as u32 == v)
     }
@@ -89,6 +93,7 @@ impl Stage {
             Stage::CloseDescriptors => "close inherited descriptors",
             Stage::Seccomp => "install the seccomp filter",
             Stage::Exec => "execute the program",
+            Stage::Mediation => "hand the mediation listener to the init",
         }
     }
 }
@@ -221,6 +226,14 @@ pub struct CommandSpec<'a> {
     pub seccomp: Option<&'a [libc::sock_filter]>,
 }
 
+/// Mediated creation (see [`crate::mediate`]): the command installs `filter` and hands its
+/// listener to the init, which serves it under `rules`.
+#[derive(Debug, Clone, Copy)]
+pub struct MediateSpec<'a> {
+    pub filter: &'a [libc::sock_filter],
+    pub rules: Rules<'a>,
+}
+
 /// Everything the init needs, prepared before the clone.
 #[derive(Debug, Clone, Copy)]
 pub struct ChildSpec<'a> {
@@ -237,9 +250,10 @@ pub struct ChildSpec<'a> {
     pub hostname: &'a [u8],
     pub mounts: &'a [MountOp<'a>],
     pub command: CommandSpec<'a>,
+    pub mediate: Option<MediateSpec<'a>>,
 }
 
-fn report(fd: c_int, r: Report) {
+pub(crate) fn report(fd: c_int, r: Report) {
     // A failed report cannot be reported; the exit code still tells the supervisor.
     let _ = raw::write_all(fd, &r.to_bytes());
 }
@@ -333,10 +347,54 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
     if let Err(e) = raw::loopback_up() {
         fail(fd, Stage::Loopback, 0, e, 125);
     }
+    // The init takes the command's Landlock rules itself: it performs mediated calls for the
+    // command and must not be able to do more than the command could. The command's domain
+    // will be nested in this one.
+    if let Some(ll) = spec.command.landlock {
+        for (i, (path, access)) in ll.rules.iter().enumerate() {
+            let added = raw::openat(libc::AT_FDCWD, path, libc::O_PATH, 0).and_then(|pfd| {
+                let r = raw::landlock_add_path_rule(ll.ruleset_fd, pfd, *access);
+                raw::close(pfd);
+                r
+            });
+            if let Err(e) = added {
+                fail(fd, Stage::LandlockRule, i, e, 125);
+            }
+        }
+        if let Err(e) = raw::landlock_restrict_self(ll.ruleset_fd) {
+            fail(fd, Stage::LandlockRestrict, 0, e, 125);
+        }
+    }
+    let (init_sock, cmd_sock) = match spec.mediate {
+        Some(_) => match raw::socketpair() {
+            Ok(pair) => pair,
+            Err(e) => fail(fd, Stage::ForkCommand, 0, e, 125),
+        },
+        None => (-1, -1),
+    };
     let cmd = match raw::clone_fork(0) {
-        Ok(0) => command(fd, &spec.command),
+        Ok(0) => {
+            if init_sock >= 0 {
+                raw::close(init_sock);
+            }
+            command(
+                fd,
+                &spec.command,
+                spec.mediate.map(|m| (m.filter, cmd_sock)),
+            )
+        }
         Ok(pid) => pid,
         Err(e) => fail(fd, Stage::ForkCommand, 0, e, 125),
+    };
+    let listener = match spec.mediate {
+        Some(_) => {
+            raw::close(cmd_sock);
+            // EOF means the command failed before installing the filter (and reported why).
+            let got = raw::recv_fd(init_sock);
+            raw::close(init_sock);
+            got.ok().flatten()
+        }
+        None => None,
     };
     COMMAND_PID.store(cmd, Ordering::Relaxed);
     for sig in FORWARDED_SIGNALS {
@@ -347,12 +405,15 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
     let _ = raw::drop_all_capabilities();
     let _ = raw::set_no_new_privs();
     let _ = raw::prctl(libc::PR_SET_DUMPABLE, 0, 0);
-    let status = loop {
-        match raw::waitpid(-1, 0) {
-            Ok((pid, status)) if pid == cmd => break status,
-            Ok(_) => continue,
-            Err(_) => break 0x7f00, // no children left: report 127<<8-ish "unknown"
-        }
+    let status = match (listener, spec.mediate) {
+        (Some(listener), Some(m)) => mediate::serve(listener, cmd, &m.rules, fd),
+        _ => loop {
+            match raw::waitpid(-1, 0) {
+                Ok((pid, status)) if pid == cmd => break status,
+                Ok(_) => continue,
+                Err(_) => break 0x7f00, // no children left: report 127<<8-ish "unknown"
+            }
+        },
     };
     report(
         fd,
@@ -499,7 +560,11 @@ fn mask(target: &CStr, name: &CStr, mask_fd: &mut c_int) -> raw::Result<()> {
     res
 }
 
-fn command(fd: c_int, spec: &CommandSpec<'_>) -> ! {
+fn command(
+    fd: c_int,
+    spec: &CommandSpec<'_>,
+    mediation: Option<(&[libc::sock_filter], c_int)>,
+) -> ! {
     for sig in FORWARDED_SIGNALS {
         let _ = raw::set_signal_handler(sig, None);
     }
@@ -509,18 +574,6 @@ fn command(fd: c_int, spec: &CommandSpec<'_>) -> ! {
     }
     if let Err(e) = raw::chdir(spec.cwd) {
         fail(fd, Stage::Chdir, 0, e, 125);
-    }
-    if let Some(ll) = spec.landlock {
-        for (i, (path, access)) in ll.rules.iter().enumerate() {
-            let added = raw::openat(libc::AT_FDCWD, path, libc::O_PATH, 0).and_then(|pfd| {
-                let r = raw::landlock_add_path_rule(ll.ruleset_fd, pfd, *access);
-                raw::close(pfd);
-                r
-            });
-            if let Err(e) = added {
-                fail(fd, Stage::LandlockRule, i, e, 125);
-            }
-        }
     }
     if let Err(e) = raw::drop_all_capabilities() {
         fail(fd, Stage::DropCapabilities, 0, e, 125);
@@ -540,6 +593,19 @@ fn command(fd: c_int, spec: &CommandSpec<'_>) -> ! {
     if let Some(filter) = spec.seccomp {
         if let Err(e) = raw::seccomp_install(filter) {
             fail(fd, Stage::Seccomp, 0, e, 125);
+        }
+    }
+    if let Some((filter, sock)) = mediation {
+        // From here on every name-creating call waits for the init, which gets the listener
+        // now; the command must not keep it (it could answer its own calls).
+        let sent = raw::seccomp_install_listener(filter).and_then(|listener| {
+            let r = raw::send_fd(sock, listener);
+            raw::close(listener);
+            r
+        });
+        raw::close(sock);
+        if let Err(e) = sent {
+            fail(fd, Stage::Mediation, 0, e, 125);
         }
     }
     // execvp-like search over the planned candidates: remember EACCES-class errors (126)

@@ -581,3 +581,289 @@ pub fn landlock_ruleset_for_probe() -> Result<c_int> {
     })
     .map(|fd| fd as c_int)
 }
+
+// ---- seccomp user notification and the calls the init makes on the command's behalf ----
+
+/// Install a seccomp program that returns `SECCOMP_RET_USER_NOTIF` for some calls; returns the
+/// listener descriptor (close-on-exec). Signals other than fatal ones cannot interrupt a call
+/// the listener has received (`WAIT_KILLABLE_RECV`, Linux 5.19), so a call the init performed
+/// is never restarted; on older kernels the flag is left out.
+pub fn seccomp_install_listener(filter: &[libc::sock_filter]) -> Result<c_int> {
+    let prog = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr() as *mut libc::sock_filter,
+    };
+    let install = |flags: c_ulong| {
+        // SAFETY: prog points to a live program; the kernel copies it before returning.
+        check(unsafe {
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                flags,
+                &prog as *const libc::sock_fprog,
+            )
+        })
+    };
+    let listener = libc::SECCOMP_FILTER_FLAG_NEW_LISTENER;
+    match install(listener | libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV) {
+        Err(Errno(libc::EINVAL)) => install(listener),
+        r => r,
+    }
+    .map(|fd| fd as c_int)
+}
+
+/// `socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC)`.
+pub fn socketpair() -> Result<(c_int, c_int)> {
+    let mut fds = [0 as c_int; 2];
+    // SAFETY: fds is a valid array of two ints.
+    check_int(unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    })?;
+    Ok((fds[0], fds[1]))
+}
+
+/// Room for one descriptor in a control message (`CMSG_SPACE(sizeof(int))` on x86_64).
+#[repr(C, align(8))]
+struct FdCmsg([u8; 24]);
+
+/// Send `fd` over the Unix socket `sock` (`SCM_RIGHTS`), with one data byte.
+pub fn send_fd(sock: c_int, fd: c_int) -> Result<()> {
+    let mut byte = [1u8];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut control = FdCmsg([0; 24]);
+    // SAFETY: msghdr is plain data; zeroed is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.0.as_mut_ptr().cast();
+    // SAFETY: CMSG_SPACE only computes a size.
+    msg.msg_controllen = unsafe { libc::CMSG_SPACE(4) } as usize;
+    // SAFETY: msg_control points at a buffer of msg_controllen bytes, so CMSG_FIRSTHDR is
+    // non-null and CMSG_DATA points inside it with room for one int.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(4) as usize;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<c_int>(), fd);
+    }
+    // SAFETY: msg and everything it points to are live for the call.
+    check(unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) } as c_long).map(drop)
+}
+
+/// Receive one descriptor sent by [`send_fd`]; `None` when the peer closed without sending.
+pub fn recv_fd(sock: c_int) -> Result<Option<c_int>> {
+    let mut byte = [0u8];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut control = FdCmsg([0; 24]);
+    // SAFETY: msghdr is plain data; zeroed is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.0.as_mut_ptr().cast();
+    msg.msg_controllen = control.0.len();
+    let n = loop {
+        // SAFETY: msg and its buffers are live for the call.
+        let n = unsafe { libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if n < 0 && Errno::last().0 == libc::EINTR {
+            continue;
+        }
+        break check(n as c_long)?;
+    };
+    if n == 0 {
+        return Ok(None);
+    }
+    // SAFETY: the kernel filled msg_control/msg_controllen; CMSG_FIRSTHDR checks the length.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        if cmsg.is_null()
+            || (*cmsg).cmsg_level != libc::SOL_SOCKET
+            || (*cmsg).cmsg_type != libc::SCM_RIGHTS
+        {
+            return Ok(None);
+        }
+        Ok(Some(std::ptr::read_unaligned(
+            libc::CMSG_DATA(cmsg).cast::<c_int>(),
+        )))
+    }
+}
+
+/// `pidfd_open(2)`.
+pub fn pidfd_open(pid: libc::pid_t) -> Result<c_int> {
+    // SAFETY: integer arguments only.
+    check(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0u32) }).map(|fd| fd as c_int)
+}
+
+/// `poll(2)` (EINTR is returned to the caller).
+pub fn poll(fds: &mut [libc::pollfd], timeout_ms: c_int) -> Result<c_int> {
+    // SAFETY: the slice is a valid pollfd array of the given length.
+    check_int(unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) })
+}
+
+/// `SECCOMP_IOCTL_NOTIF_RECV`.
+pub fn notif_recv(listener: c_int) -> Result<libc::seccomp_notif> {
+    // SAFETY: seccomp_notif is plain data and must be zeroed before the call.
+    let mut req: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+    // SAFETY: req is a live, correctly sized struct for this ioctl.
+    check_int(unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_RECV, &mut req) })?;
+    Ok(req)
+}
+
+/// `SECCOMP_IOCTL_NOTIF_SEND`: the call returns `val`, or fails with `errno` when non-zero.
+pub fn notif_send(listener: c_int, id: u64, val: i64, errno: c_int) -> Result<()> {
+    let resp = libc::seccomp_notif_resp {
+        id,
+        val,
+        error: -errno,
+        flags: 0,
+    };
+    // SAFETY: resp is a live, correctly sized struct for this ioctl.
+    check_int(unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND, &resp) }).map(drop)
+}
+
+/// `SECCOMP_IOCTL_NOTIF_ADDFD` with `SECCOMP_ADDFD_FLAG_SEND`: installs a copy of `fd` in the
+/// target and makes the call return its number, atomically.
+pub fn notif_addfd_send(listener: c_int, id: u64, fd: c_int, cloexec: bool) -> Result<c_int> {
+    let addfd = libc::seccomp_notif_addfd {
+        id,
+        flags: libc::SECCOMP_ADDFD_FLAG_SEND as u32,
+        srcfd: fd as u32,
+        newfd: 0,
+        newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
+    };
+    // SAFETY: addfd is a live, correctly sized struct for this ioctl.
+    check_int(unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_ADDFD, &addfd) })
+}
+
+/// `SECCOMP_IOCTL_NOTIF_ID_VALID`: whether the notifying call is still waiting.
+pub fn notif_id_valid(listener: c_int, id: u64) -> bool {
+    // SAFETY: id is a live u64 for this ioctl.
+    unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0 }
+}
+
+/// `pread(2)`.
+pub fn pread(fd: c_int, buf: &mut [u8], offset: u64) -> Result<usize> {
+    // SAFETY: the pointer and length describe a live, writable buffer.
+    let n = unsafe {
+        libc::pread(
+            fd,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            offset as libc::off_t,
+        )
+    };
+    check(n as c_long).map(|n| n as usize)
+}
+
+/// `readlinkat(2)` into `buf`; returns the length (not NUL-terminated).
+pub fn readlinkat(dirfd: c_int, path: &CStr, buf: &mut [u8]) -> Result<usize> {
+    // SAFETY: path is NUL-terminated; buf is live and writable for its length.
+    let n = unsafe { libc::readlinkat(dirfd, path.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    check(n as c_long).map(|n| n as usize)
+}
+
+/// `fstatat(2)`.
+pub fn fstatat(dirfd: c_int, path: &CStr, flags: c_int) -> Result<libc::stat> {
+    // SAFETY: stat is plain data; the kernel fills it.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: path is NUL-terminated; st is a valid out-pointer.
+    check_int(unsafe { libc::fstatat(dirfd, path.as_ptr(), &mut st, flags) })?;
+    Ok(st)
+}
+
+/// `fstatfs(2)`: the filesystem's magic number.
+pub fn fs_magic(fd: c_int) -> Result<i64> {
+    // SAFETY: statfs is plain data; the kernel fills it.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: st is a valid out-pointer.
+    check_int(unsafe { libc::fstatfs(fd, &mut st) })?;
+    Ok(st.f_type)
+}
+
+/// `mkdirat(2)`, reporting every error (unlike [`mkdirat`]).
+pub fn mkdirat_strict(dirfd: c_int, path: &CStr, mode: libc::mode_t) -> Result<()> {
+    // SAFETY: path is a valid NUL-terminated string.
+    check_int(unsafe { libc::mkdirat(dirfd, path.as_ptr(), mode) }).map(drop)
+}
+
+/// `openat(2)` with exactly these flags (the caller decides about close-on-exec).
+pub fn openat_exact(dirfd: c_int, path: &CStr, flags: c_int, mode: libc::mode_t) -> Result<c_int> {
+    // SAFETY: path is a valid NUL-terminated string.
+    check_int(unsafe { libc::openat(dirfd, path.as_ptr(), flags, mode) })
+}
+
+/// `mknodat(2)`.
+pub fn mknodat(dirfd: c_int, path: &CStr, mode: libc::mode_t, dev: libc::dev_t) -> Result<()> {
+    // SAFETY: path is a valid NUL-terminated string.
+    check_int(unsafe { libc::mknodat(dirfd, path.as_ptr(), mode, dev) }).map(drop)
+}
+
+/// `symlinkat(2)`.
+pub fn symlinkat(target: &CStr, dirfd: c_int, path: &CStr) -> Result<()> {
+    // SAFETY: both are valid NUL-terminated strings.
+    check_int(unsafe { libc::symlinkat(target.as_ptr(), dirfd, path.as_ptr()) }).map(drop)
+}
+
+/// `linkat(2)`.
+pub fn linkat(olddir: c_int, old: &CStr, newdir: c_int, new: &CStr, flags: c_int) -> Result<()> {
+    // SAFETY: both are valid NUL-terminated strings.
+    check_int(unsafe { libc::linkat(olddir, old.as_ptr(), newdir, new.as_ptr(), flags) }).map(drop)
+}
+
+/// `renameat2(2)`.
+pub fn renameat2(
+    olddir: c_int,
+    old: &CStr,
+    newdir: c_int,
+    new: &CStr,
+    flags: c_uint,
+) -> Result<()> {
+    // SAFETY: both are valid NUL-terminated strings.
+    check_int(unsafe { libc::renameat2(olddir, old.as_ptr(), newdir, new.as_ptr(), flags) })
+        .map(drop)
+}
+
+/// `unlinkat(2)`.
+pub fn unlinkat(dirfd: c_int, path: &CStr, flags: c_int) -> Result<()> {
+    // SAFETY: path is a valid NUL-terminated string.
+    check_int(unsafe { libc::unlinkat(dirfd, path.as_ptr(), flags) }).map(drop)
+}
+
+/// `fchmodat(2)` (follows a final symlink).
+pub fn fchmodat(dirfd: c_int, path: &CStr, mode: libc::mode_t) -> Result<()> {
+    // SAFETY: path is a valid NUL-terminated string.
+    check_int(unsafe { libc::fchmodat(dirfd, path.as_ptr(), mode, 0) }).map(drop)
+}
+
+/// `fcntl(F_SETFL)`.
+pub fn set_status_flags(fd: c_int, flags: c_int) -> Result<()> {
+    // SAFETY: integer arguments only.
+    check_int(unsafe { libc::fcntl(fd, libc::F_SETFL, flags) }).map(drop)
+}
+
+/// `process_vm_readv(2)` of one range of another process's memory into `buf`.
+pub fn process_vm_read(pid: libc::pid_t, buf: &mut [u8], addr: u64) -> Result<usize> {
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as usize as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: `local` describes our live, writable buffer; `remote` is only an address in the
+    // other process, which the kernel checks (EFAULT) and never dereferences in ours.
+    let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+    check(n as c_long).map(|n| n as usize)
+}

@@ -193,6 +193,26 @@ pub struct LandlockPlan {
     pub child_rules: Vec<Rule>,
 }
 
+/// A protected pattern as the creation guard matches it: `base/**/tail[0]/tail[1]/..` (`*` and
+/// `?` allowed in the tail), or `base` and everything below it when the tail is empty.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GuardPattern {
+    pub base: PathBuf,
+    pub tail: Vec<String>,
+}
+
+/// Mediated creation (`sys::mediate`): during the run, every call that creates a name in a
+/// writable root is performed by the init, which refuses protected paths (and git's built-in
+/// rules: hooks, config, commondir, `.git` redirects; see `sys::protect`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+pub struct CreationGuard {
+    pub roots: Vec<PathBuf>,
+    pub protected: Vec<GuardPattern>,
+    /// `deny_write` globs of other shapes: only the post-run sweep checks them.
+    pub sweep_only: Vec<String>,
+    pub calls: Vec<seccomp::Mediated>,
+}
+
 /// What the supervisor checks after the run: protected paths that did not exist at the start.
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct SweepPlan {
@@ -218,6 +238,8 @@ pub struct Plan {
     pub writable_roots: Vec<PathBuf>,
     pub masked: Vec<PathBuf>,
     pub protected: Vec<PathBuf>,
+    /// What the init checks while the run lasts, on every name-creating call.
+    pub creation_guard: CreationGuard,
     #[serde(skip)]
     pub sweep: SweepPlan,
     #[serde(skip)]
@@ -297,9 +319,17 @@ impl Plan {
                 protected.insert(target);
             }
         }
+        let mut redirect_gitdirs: BTreeSet<PathBuf> = BTreeSet::new();
         for gitfile in &found.git_files {
-            protect_git_file(host, gitfile, &writable_roots, &mut protected);
+            protect_git_file(
+                host,
+                gitfile,
+                &writable_roots,
+                &mut protected,
+                &mut redirect_gitdirs,
+            );
         }
+        let creation_guard = creation_guard(&writable_roots, &deny_write, &redirect_gitdirs);
         for p in &protected {
             if let Some(parent) = p.parent() {
                 let is_gitdir = parent.file_name().is_some_and(|n| n == ".git")
@@ -530,6 +560,7 @@ impl Plan {
             writable_roots: writable_roots.clone(),
             masked: masked_paths,
             protected: protected.iter().cloned().collect(),
+            creation_guard,
             sweep: SweepPlan {
                 roots: writable_roots,
                 existing: found
@@ -846,6 +877,7 @@ fn protect_git_file(
     entry: &Path,
     roots: &[PathBuf],
     protected: &mut BTreeSet<PathBuf>,
+    gitdirs: &mut BTreeSet<PathBuf>,
 ) {
     let base = entry.parent().unwrap_or(Path::new("/"));
     let gitdir = match host.stat(entry).map(|e| e.kind) {
@@ -877,6 +909,7 @@ fn protect_git_file(
         let Some(d) = host.canonicalize(&d) else {
             continue;
         };
+        gitdirs.insert(d.clone());
         for name in ["hooks", "config", "commondir"] {
             let p = d.join(name);
             let Some(target) = mount_target(host, &p) else {
@@ -1034,3 +1067,41 @@ fn candidates(program: &str, env: &[(String, String)]) -> Vec<PathBuf> {
 
 #[cfg(test)]
 mod tests;
+
+/// The creation guard's patterns: every `deny_write` pattern it can express, plus the hooks,
+/// config and commondir of git dirs that existing `.git` files or symlinks point to.
+fn creation_guard(
+    roots: &[PathBuf],
+    deny_write: &[PathPattern],
+    redirect_gitdirs: &BTreeSet<PathBuf>,
+) -> CreationGuard {
+    let mut guard = CreationGuard {
+        roots: roots.to_vec(),
+        calls: seccomp::mediated_calls(),
+        ..CreationGuard::default()
+    };
+    for pat in deny_write {
+        match pat {
+            PathPattern::Exact(p) => guard.protected.push(GuardPattern {
+                base: p.clone(),
+                tail: Vec::new(),
+            }),
+            PathPattern::Glob(g) => match g.literal_base_and_tail() {
+                Some((base, tail)) => guard.protected.push(GuardPattern {
+                    base: base.to_path_buf(),
+                    tail,
+                }),
+                None => guard.sweep_only.push(g.pattern().to_string()),
+            },
+        }
+    }
+    for d in redirect_gitdirs {
+        for name in ["hooks", "config", "commondir"] {
+            guard.protected.push(GuardPattern {
+                base: d.join(name),
+                tail: Vec::new(),
+            });
+        }
+    }
+    guard
+}

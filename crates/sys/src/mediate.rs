@@ -1,0 +1,1159 @@
+//! Mediated creation: the init performs the command's name-creating syscalls itself, so that
+//! a protected path (a git hook, a `.envrc`, a `gitdir:` redirect, ...) can never appear in
+//! a writable root, not even for a moment during the run.
+//!
+//! The command installs a seccomp filter (`seccomp::build_mediation`) whose calls
+//! `open`/`openat` with `O_CREAT`, `creat`, `mkdir*`, `mknod*`, `symlink*`, `link*`,
+//! `rename*` and the `chmod` family stop and notify a listener, and hands the listener to the
+//! init. For each call the init:
+//!
+//! 1. reads the path arguments **once** with `process_vm_readv` (letting the kernel continue
+//!    the original call would re-read memory the command can change in between, so the init
+//!    never answers "continue");
+//! 2. resolves them itself, component by component, from the command's cwd or dirfd
+//!    (`/proc/<tid>/cwd`, `/proc/<tid>/fd/N`), following symlinks as the kernel would, with
+//!    `/proc/self` meaning the command and procfs magic links opened for real;
+//! 3. asks [`protect::decide`] about the absolute path of the entry to be created, from the
+//!    real path of the directory it resolved to;
+//! 4. performs the call relative to that directory, or refuses it with `EPERM` and reports a
+//!    violation; an `open` returns its descriptor with `SECCOMP_IOCTL_NOTIF_ADDFD`.
+//!
+//! The init handles one call at a time, so no other mediated call (no rename of a parent in
+//! between) can interleave between its check and its action. It runs with the command's uid
+//! and gid, no capabilities, and a Landlock domain with the command's rules (the command's is
+//! nested inside it), so what it does for the command is what the kernel would have let the
+//! command do itself, minus the protected paths. The command's umask is applied by hand.
+//!
+//! A git config written by rename (`config.lock` → `config`, how git writes it) is accepted
+//! only when its content is inert, and then as a fresh read-only (0444) copy that no
+//! descriptor of the command refers to; `chmod` of protected files is refused, and setting
+//! extended attributes (ACLs could grant the write bit back) fails with `EOPNOTSUPP` in the
+//! filter itself.
+//!
+//! Allocation-free like the rest of the init: fixed buffers on the stack.
+
+use std::ffi::CStr;
+use std::os::raw::{c_int, c_uint};
+
+use crate::postfork::{self, Report};
+use crate::protect::{self, Create, Reason, Rules, Verdict};
+use crate::raw::{self, Errno};
+
+const PATH_MAX: usize = 4096;
+const NAME_MAX: usize = 255;
+/// Largest git config accepted through a rename (bigger ones are not what git init writes).
+const CONFIG_MAX: usize = 64 * 1024;
+/// Violation records sent per run; later ones are only counted.
+const MAX_REPORTED: u32 = 256;
+const PROC_SUPER_MAGIC: i64 = 0x9fa0;
+const PROC_ROOT_INO: u64 = 1;
+const O_TMPFILE: c_int = 0o20_200_000;
+
+/// The mediated call, as reported.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Open = 1,
+    Mkdir = 2,
+    Mknod = 3,
+    Symlink = 4,
+    Link = 5,
+    Rename = 6,
+    Chmod = 7,
+}
+
+impl Op {
+    pub fn from_u32(v: u32) -> Option<Op> {
+        use Op::*;
+        [Open, Mkdir, Mknod, Symlink, Link, Rename, Chmod]
+            .into_iter()
+            .find(|o| *o as u32 == v)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Open => "open",
+            Op::Mkdir => "mkdir",
+            Op::Mknod => "mknod",
+            Op::Symlink => "symlink",
+            Op::Link => "link",
+            Op::Rename => "rename",
+            Op::Chmod => "chmod",
+        }
+    }
+}
+
+/// Report kind for a refused call: `stage` is the [`Op`], `value` the [`Reason`], `index` the
+/// length of the path that follows the record.
+pub const REPORT_BLOCKED: u32 = 5;
+/// Report kind at the end of a run when more calls were refused than reported: `value` holds
+/// how many went unreported.
+pub const REPORT_BLOCKED_MORE: u32 = 6;
+/// Longest path sent in a report, so that a record stays within one atomic pipe write.
+pub const REPORT_PATH_MAX: usize = 4000;
+
+/// An owned descriptor, closed on drop.
+struct Fd(c_int);
+
+impl Drop for Fd {
+    fn drop(&mut self) {
+        if self.0 >= 0 {
+            raw::close(self.0);
+        }
+    }
+}
+
+/// A byte string in a fixed buffer, always NUL-terminated after `len`.
+struct Buf<const N: usize> {
+    buf: [u8; N],
+    len: usize,
+}
+
+impl<const N: usize> Buf<N> {
+    fn new() -> Self {
+        Buf {
+            buf: [0; N],
+            len: 0,
+        }
+    }
+
+    fn push(&mut self, b: &[u8]) -> Result<(), Errno> {
+        if self.len + b.len() >= N {
+            return Err(Errno(libc::ENAMETOOLONG));
+        }
+        self.buf[self.len..self.len + b.len()].copy_from_slice(b);
+        self.len += b.len();
+        self.buf[self.len] = 0;
+        Ok(())
+    }
+
+    fn push_num(&mut self, mut n: u64) -> Result<(), Errno> {
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        self.push(&digits[i..])
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    fn cstr(&self) -> Result<&CStr, Errno> {
+        CStr::from_bytes_until_nul(&self.buf[..=self.len]).map_err(|_| Errno(libc::EINVAL))
+    }
+}
+
+type PathBuf = Buf<PATH_MAX>;
+type Name = Buf<{ NAME_MAX + 1 }>;
+
+fn name_of(b: &[u8]) -> Result<Name, Errno> {
+    let mut n = Name::new();
+    n.push(b)?;
+    Ok(n)
+}
+
+fn open_path(path: &[u8], flags: c_int) -> Result<Fd, Errno> {
+    let mut p = PathBuf::new();
+    p.push(path)?;
+    raw::openat_exact(libc::AT_FDCWD, p.cstr()?, flags | libc::O_CLOEXEC, 0).map(Fd)
+}
+
+/// `/proc/self/fd/<fd>`: reaches the object behind one of the init's descriptors.
+fn self_fd_path(fd: c_int) -> Result<PathBuf, Errno> {
+    let mut p = PathBuf::new();
+    p.push(b"/proc/self/fd/")?;
+    p.push_num(fd as u64)?;
+    Ok(p)
+}
+
+/// The absolute path of the object behind `fd`, as the kernel names it.
+fn real_path(fd: c_int) -> Result<PathBuf, Errno> {
+    let link = self_fd_path(fd)?;
+    let mut out = PathBuf::new();
+    let n = raw::readlinkat(libc::AT_FDCWD, link.cstr()?, &mut out.buf[..PATH_MAX - 1])?;
+    out.len = n;
+    out.buf[n] = 0;
+    Ok(out)
+}
+
+/// `dir`'s real path joined with `name`.
+fn entry_path(dir: c_int, name: &[u8]) -> Result<PathBuf, Errno> {
+    let mut p = real_path(dir)?;
+    if p.bytes() != b"/" {
+        p.push(b"/")?;
+    }
+    p.push(name)?;
+    Ok(p)
+}
+
+/// The task that made the call.
+struct Target {
+    tid: i32,
+    /// The notification, to check it is still pending after reading the task's memory.
+    listener: c_int,
+    id: u64,
+    /// (umask, tgid), read from `/proc/<tid>/status` when first needed.
+    status: Option<(u32, i32)>,
+}
+
+impl Target {
+    fn proc_path(&self, suffix: &[u8]) -> Result<PathBuf, Errno> {
+        let mut p = PathBuf::new();
+        p.push(b"/proc/")?;
+        p.push_num(self.tid as u64)?;
+        p.push(suffix)?;
+        Ok(p)
+    }
+
+    /// A NUL-terminated string from the target's memory, read once.
+    fn string(&mut self, addr: u64) -> Result<PathBuf, Errno> {
+        if addr == 0 {
+            return Err(Errno(libc::EFAULT));
+        }
+        let mut out = PathBuf::new();
+        let mut at = addr;
+        loop {
+            // Page by page: a read that crosses into an unmapped page fails as a whole.
+            let page_left = 4096 - (at % 4096) as usize;
+            let room = PATH_MAX - 1 - out.len;
+            if room == 0 {
+                return Err(Errno(libc::ENAMETOOLONG));
+            }
+            let want = page_left.min(room);
+            let got =
+                match raw::process_vm_read(self.tid, &mut out.buf[out.len..out.len + want], at) {
+                    Ok(0) | Err(_) => return Err(Errno(libc::EFAULT)),
+                    Ok(n) => n,
+                };
+            // Read by pid: the tid could have been reused by another task since the
+            // notification; only go on if the call that notified is still waiting (then the
+            // tid is still its task's, and what was read is its memory).
+            if !raw::notif_id_valid(self.listener, self.id) {
+                return Err(Errno(libc::ESRCH));
+            }
+            if let Some(nul) = out.buf[out.len..out.len + got].iter().position(|b| *b == 0) {
+                out.len += nul;
+                out.buf[out.len] = 0;
+                return Ok(out);
+            }
+            out.len += got;
+            at += got as u64;
+        }
+    }
+
+    fn status(&mut self) -> Result<(u32, i32), Errno> {
+        if let Some(s) = self.status {
+            return Ok(s);
+        }
+        let p = self.proc_path(b"/status")?;
+        let f = open_path(p.bytes(), libc::O_RDONLY)?;
+        let mut buf = [0u8; 4096];
+        let mut len = 0;
+        while len < buf.len() {
+            match raw::read(f.0, &mut buf[len..])? {
+                0 => break,
+                n => len += n,
+            }
+        }
+        let field = |key: &[u8]| -> Option<&[u8]> {
+            buf[..len]
+                .split(|b| *b == b'\n')
+                .find_map(|line| line.strip_prefix(key))
+                .map(|v| v.trim_ascii())
+        };
+        let umask = field(b"Umask:")
+            .and_then(|v| parse_num(v, 8))
+            .ok_or(Errno(libc::EIO))?;
+        let tgid = field(b"Tgid:")
+            .and_then(|v| parse_num(v, 10))
+            .ok_or(Errno(libc::EIO))?;
+        let s = (umask as u32, tgid as i32);
+        self.status = Some(s);
+        Ok(s)
+    }
+
+    fn umask(&mut self) -> Result<u32, Errno> {
+        self.status().map(|s| s.0)
+    }
+
+    /// Where a relative path starts: the cwd, or the directory behind `dirfd`.
+    fn base(&self, dirfd: c_int, path: &[u8]) -> Result<Fd, Errno> {
+        if path.first() == Some(&b'/') {
+            return open_path(b"/", libc::O_PATH | libc::O_DIRECTORY);
+        }
+        if dirfd == libc::AT_FDCWD {
+            let p = self.proc_path(b"/cwd")?;
+            return open_path(p.bytes(), libc::O_PATH | libc::O_DIRECTORY);
+        }
+        self.fd(dirfd)
+    }
+
+    /// The object behind the target's descriptor `fd` (`EBADF` when it has none).
+    fn fd(&self, fd: c_int) -> Result<Fd, Errno> {
+        if fd < 0 {
+            return Err(Errno(libc::EBADF));
+        }
+        let mut p = self.proc_path(b"/fd/")?;
+        p.push_num(fd as u64)?;
+        open_path(p.bytes(), libc::O_PATH).map_err(|e| match e.0 {
+            libc::ENOENT => Errno(libc::EBADF),
+            _ => e,
+        })
+    }
+}
+
+fn parse_num(v: &[u8], radix: u32) -> Option<u64> {
+    std::str::from_utf8(v)
+        .ok()
+        .and_then(|s| u64::from_str_radix(s, radix).ok())
+}
+
+/// What a path resolved to. (The size difference is fine: it lives on the stack, briefly.)
+#[allow(clippy::large_enum_variant)]
+enum Resolved {
+    /// A directory and the last component in it (which may not exist yet). `name` has no `/`;
+    /// `trailing` says the path ended with `/`.
+    Entry { dir: Fd, name: Name, trailing: bool },
+    /// An existing object reached through a procfs magic link (`/proc/<pid>/fd/N`, ...).
+    Object(Fd),
+}
+
+fn is_dot(name: &[u8]) -> bool {
+    name == b"." || name == b".."
+}
+
+/// Resolve `path` from `start` the way the kernel would for the target: intermediate
+/// symlinks are always followed, the last one only when `follow_last`.
+fn resolve(t: &mut Target, start: Fd, path: &[u8], follow_last: bool) -> Result<Resolved, Errno> {
+    if path.is_empty() {
+        return Err(Errno(libc::ENOENT));
+    }
+    // The unresolved rest of the path lives at the end of `rest`, from `pos`: a symlink's
+    // target is spliced in front of it.
+    const REST: usize = 4 * PATH_MAX;
+    let mut rest = [0u8; REST];
+    if path.len() > REST {
+        return Err(Errno(libc::ENAMETOOLONG));
+    }
+    let mut pos = REST - path.len();
+    rest[pos..].copy_from_slice(path);
+    let mut cur = start;
+    let mut links = 0u32;
+    loop {
+        while pos < REST && rest[pos] == b'/' {
+            pos += 1;
+        }
+        if pos == REST {
+            return Ok(Resolved::Entry {
+                dir: cur,
+                name: name_of(b".")?,
+                trailing: true,
+            });
+        }
+        let end = rest[pos..]
+            .iter()
+            .position(|b| *b == b'/')
+            .map_or(REST, |i| pos + i);
+        let comp = name_of(&rest[pos..end])?;
+        let after = rest[end..].iter().position(|b| *b != b'/').map(|i| end + i);
+        let is_last = after.is_none();
+        let trailing = is_last && end < REST;
+        pos = after.unwrap_or(REST);
+        let c = comp.bytes();
+        if is_last && (is_dot(c) || (!follow_last && !trailing)) {
+            return Ok(Resolved::Entry {
+                dir: cur,
+                name: comp,
+                trailing,
+            });
+        }
+        if c == b"." {
+            continue;
+        }
+        if c == b".." {
+            cur = Fd(raw::openat_exact(
+                cur.0,
+                c"..",
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                0,
+            )?);
+            continue;
+        }
+        let st = match raw::fstatat(cur.0, comp.cstr()?, libc::AT_SYMLINK_NOFOLLOW) {
+            Ok(st) => st,
+            Err(Errno(libc::ENOENT)) if is_last => {
+                return Ok(Resolved::Entry {
+                    dir: cur,
+                    name: comp,
+                    trailing,
+                })
+            }
+            Err(e) => return Err(e),
+        };
+        if st.st_mode & libc::S_IFMT != libc::S_IFLNK {
+            if is_last {
+                return Ok(Resolved::Entry {
+                    dir: cur,
+                    name: comp,
+                    trailing,
+                });
+            }
+            cur = Fd(raw::openat_exact(
+                cur.0,
+                comp.cstr()?,
+                libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                0,
+            )?);
+            continue;
+        }
+        links += 1;
+        if links > 40 {
+            return Err(Errno(libc::ELOOP));
+        }
+        if raw::fs_magic(cur.0)? == PROC_SUPER_MAGIC {
+            let at_root = raw::fstatat(cur.0, c"", libc::AT_EMPTY_PATH)?.st_ino == PROC_ROOT_INO;
+            let obj = if at_root && (c == b"self" || c == b"thread-self") {
+                // Resolved by the init, "self" would be the init: substitute the target.
+                let (_, tgid) = t.status()?;
+                let mut p = PathBuf::new();
+                p.push(b"/proc/")?;
+                p.push_num(tgid as u64)?;
+                if c == b"thread-self" {
+                    p.push(b"/task/")?;
+                    p.push_num(t.tid as u64)?;
+                }
+                open_path(p.bytes(), libc::O_PATH | libc::O_DIRECTORY)?
+            } else {
+                // A magic link (fd/N, cwd, root, exe, ...): let the kernel jump.
+                Fd(raw::openat_exact(
+                    cur.0,
+                    comp.cstr()?,
+                    libc::O_PATH | libc::O_CLOEXEC,
+                    0,
+                )?)
+            };
+            if is_last {
+                return Ok(Resolved::Object(obj));
+            }
+            cur = obj;
+            continue;
+        }
+        let mut target = PathBuf::new();
+        let n = raw::readlinkat(cur.0, comp.cstr()?, &mut target.buf[..PATH_MAX - 1])?;
+        target.len = n;
+        // Splice "target/" in front of the rest.
+        let need = n + 1;
+        if need > pos {
+            return Err(Errno(libc::ENAMETOOLONG));
+        }
+        pos -= need;
+        rest[pos..pos + n].copy_from_slice(&target.buf[..n]);
+        rest[pos + n] = b'/';
+        if is_last && !trailing {
+            // Nothing followed: drop the separator we just added (keeps the last component last).
+            rest.copy_within(pos..pos + n, pos + 1);
+            pos += 1;
+        }
+        if target.buf.first() == Some(&b'/') {
+            cur = open_path(b"/", libc::O_PATH | libc::O_DIRECTORY)?;
+        }
+    }
+}
+
+/// What the call returns.
+enum Reply {
+    Value(i64),
+    Fd {
+        fd: Fd,
+        cloexec: bool,
+    },
+    /// A worker process answers (a blocking open).
+    Deferred,
+}
+
+/// A refused call, for the report.
+struct Blocked {
+    op: Op,
+    reason: Reason,
+    path: PathBuf,
+}
+
+struct Server<'a> {
+    listener: c_int,
+    report_fd: c_int,
+    rules: &'a Rules<'a>,
+    reported: u32,
+    unreported: u32,
+}
+
+/// Serve the listener until the command `cmd` ends; returns its raw wait status. Reaps every
+/// other child (the init is pid 1) along the way.
+pub(crate) fn serve(
+    listener: c_int,
+    cmd: libc::pid_t,
+    rules: &Rules<'_>,
+    report_fd: c_int,
+) -> c_int {
+    raw::umask(0);
+    let mut server = Server {
+        listener,
+        report_fd,
+        rules,
+        reported: 0,
+        unreported: 0,
+    };
+    let pidfd = raw::pidfd_open(cmd).unwrap_or(-1);
+    let mut listening = true;
+    let status = 'outer: loop {
+        loop {
+            match raw::waitpid(-1, libc::WNOHANG) {
+                Ok((pid, status)) if pid == cmd => break 'outer status,
+                Ok((0, _)) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+        let mut fds = [
+            libc::pollfd {
+                fd: if listening { listener } else { -1 },
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: pidfd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // Without a pidfd (cannot happen on kernels with the listener flags), poll with a
+        // timeout so the command's end is still noticed.
+        let timeout = if pidfd < 0 { 100 } else { -1 };
+        match raw::poll(&mut fds, timeout) {
+            Ok(_) => {}
+            Err(Errno(libc::EINTR)) => continue,
+            Err(_) => break raw::waitpid(cmd, 0).map_or(0x7f00, |(_, s)| s),
+        }
+        if fds[0].revents & libc::POLLIN != 0 {
+            server.handle_one();
+        } else if fds[0].revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
+            listening = false; // no task uses the filter any more
+        }
+        if fds[1].revents & libc::POLLIN != 0 {
+            break raw::waitpid(cmd, 0).map_or(0x7f00, |(_, s)| s);
+        }
+    };
+    if server.unreported > 0 {
+        postfork::report(
+            report_fd,
+            Report {
+                kind: REPORT_BLOCKED_MORE,
+                value: server.unreported as i32,
+                ..Report::default()
+            },
+        );
+    }
+    if pidfd >= 0 {
+        raw::close(pidfd);
+    }
+    status
+}
+
+impl Server<'_> {
+    fn handle_one(&mut self) {
+        let req = match raw::notif_recv(self.listener) {
+            Ok(r) => r,
+            Err(_) => return, // the caller died, or a signal: nothing to answer
+        };
+        let mut t = Target {
+            tid: req.pid as i32,
+            listener: self.listener,
+            id: req.id,
+            status: None,
+        };
+        let mut blocked: Option<Blocked> = None;
+        let reply = self.emulate(&req, &mut t, &mut blocked);
+        if let Some(b) = blocked {
+            self.report(&b);
+        }
+        let id = req.id;
+        // A stale id (the caller is gone) makes these fail; nothing else to do then.
+        let _ = match reply {
+            Ok(Reply::Value(v)) => raw::notif_send(self.listener, id, v, 0),
+            Ok(Reply::Fd { fd, cloexec }) => {
+                raw::notif_addfd_send(self.listener, id, fd.0, cloexec).map(drop)
+            }
+            Ok(Reply::Deferred) => Ok(()),
+            Err(e) => raw::notif_send(self.listener, id, 0, e.0),
+        };
+    }
+
+    fn report(&mut self, b: &Blocked) {
+        if self.reported >= MAX_REPORTED {
+            self.unreported += 1;
+            return;
+        }
+        self.reported += 1;
+        let path = &b.path.bytes()[..b.path.len.min(REPORT_PATH_MAX)];
+        let head = Report {
+            kind: REPORT_BLOCKED,
+            stage: b.op as u32,
+            index: path.len() as u32,
+            value: b.reason as i32,
+        };
+        let mut rec = [0u8; Report::SIZE + REPORT_PATH_MAX];
+        rec[..Report::SIZE].copy_from_slice(&head.to_bytes());
+        rec[Report::SIZE..Report::SIZE + path.len()].copy_from_slice(path);
+        // One write of at most PIPE_BUF bytes: atomic with the command's own reports.
+        let _ = raw::write_all(self.report_fd, &rec[..Report::SIZE + path.len()]);
+    }
+
+    fn emulate(
+        &mut self,
+        req: &libc::seccomp_notif,
+        t: &mut Target,
+        blocked: &mut Option<Blocked>,
+    ) -> Result<Reply, Errno> {
+        let a = req.data.args;
+        let fd_arg = |i: usize| a[i] as i32;
+        match req.data.nr as i64 {
+            libc::SYS_open => self.open(t, libc::AT_FDCWD, a[0], a[1] as c_int, a[2], blocked),
+            libc::SYS_openat => self.open(t, fd_arg(0), a[1], a[2] as c_int, a[3], blocked),
+            libc::SYS_creat => self.open(
+                t,
+                libc::AT_FDCWD,
+                a[0],
+                libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC,
+                a[1],
+                blocked,
+            ),
+            libc::SYS_mkdir => self.mknod(t, Op::Mkdir, libc::AT_FDCWD, a[0], a[1], 0, blocked),
+            libc::SYS_mkdirat => self.mknod(t, Op::Mkdir, fd_arg(0), a[1], a[2], 0, blocked),
+            libc::SYS_mknod => self.mknod(t, Op::Mknod, libc::AT_FDCWD, a[0], a[1], a[2], blocked),
+            libc::SYS_mknodat => self.mknod(t, Op::Mknod, fd_arg(0), a[1], a[2], a[3], blocked),
+            libc::SYS_symlink => self.symlink(t, a[0], libc::AT_FDCWD, a[1], blocked),
+            libc::SYS_symlinkat => self.symlink(t, a[0], fd_arg(1), a[2], blocked),
+            libc::SYS_link => self.link(t, libc::AT_FDCWD, a[0], libc::AT_FDCWD, a[1], 0, blocked),
+            libc::SYS_linkat => {
+                self.link(t, fd_arg(0), a[1], fd_arg(2), a[3], a[4] as c_int, blocked)
+            }
+            libc::SYS_rename => self.rename(
+                t,
+                libc::AT_FDCWD,
+                a[0],
+                libc::AT_FDCWD,
+                a[1],
+                0,
+                req.id,
+                blocked,
+            ),
+            libc::SYS_renameat => {
+                self.rename(t, fd_arg(0), a[1], fd_arg(2), a[3], 0, req.id, blocked)
+            }
+            libc::SYS_renameat2 => self.rename(
+                t,
+                fd_arg(0),
+                a[1],
+                fd_arg(2),
+                a[3],
+                a[4] as c_uint,
+                req.id,
+                blocked,
+            ),
+            libc::SYS_chmod => self.chmod(t, libc::AT_FDCWD, Some(a[0]), a[1], 0, blocked),
+            libc::SYS_fchmod => self.chmod(t, fd_arg(0), None, a[1], 0, blocked),
+            libc::SYS_fchmodat => self.chmod(t, fd_arg(0), Some(a[1]), a[2], 0, blocked),
+            SYS_FCHMODAT2 => self.chmod(t, fd_arg(0), Some(a[1]), a[2], a[3] as c_int, blocked),
+            _ => Err(Errno(libc::ENOSYS)),
+        }
+    }
+
+    fn deny(&self, op: Op, reason: Reason, path: &[u8], blocked: &mut Option<Blocked>) -> Errno {
+        let mut p = PathBuf::new();
+        let _ = p.push(&path[..path.len().min(PATH_MAX - 1)]);
+        *blocked = Some(Blocked {
+            op,
+            reason,
+            path: p,
+        });
+        Errno(libc::EPERM)
+    }
+
+    /// `open`/`openat`/`creat` with `O_CREAT`.
+    fn open(
+        &self,
+        t: &mut Target,
+        dirfd: c_int,
+        addr: u64,
+        flags: c_int,
+        mode: u64,
+        blocked: &mut Option<Blocked>,
+    ) -> Result<Reply, Errno> {
+        let path = t.string(addr)?;
+        let base = t.base(dirfd, path.bytes())?;
+        // With O_EXCL the kernel never follows a final symlink; with O_NOFOLLOW it fails on one.
+        let follow = flags & (libc::O_EXCL | libc::O_NOFOLLOW) == 0;
+        let cloexec = flags & libc::O_CLOEXEC != 0;
+        let (dir, name, trailing) = match resolve(t, base, path.bytes(), follow)? {
+            Resolved::Object(obj) => {
+                let p = self_fd_path(obj.0)?;
+                let reopen = flags & !(libc::O_CREAT | libc::O_EXCL);
+                return open_maybe_fifo(
+                    self.listener,
+                    t.id,
+                    libc::AT_FDCWD,
+                    p.cstr()?,
+                    reopen,
+                    0,
+                    cloexec,
+                );
+            }
+            Resolved::Entry {
+                dir,
+                name,
+                trailing,
+            } => (dir, name, trailing),
+        };
+        let n = name.cstr()?;
+        if is_dot(name.bytes()) {
+            return raw::openat_exact(dir.0, n, flags | libc::O_CLOEXEC, 0).map(|fd| Reply::Fd {
+                fd: Fd(fd),
+                cloexec,
+            });
+        }
+        match raw::fstatat(dir.0, n, libc::AT_SYMLINK_NOFOLLOW) {
+            Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFIFO && flags & libc::O_EXCL == 0 => {
+                open_maybe_fifo(
+                    self.listener,
+                    t.id,
+                    dir.0,
+                    n,
+                    flags & !libc::O_CREAT,
+                    0,
+                    cloexec,
+                )
+            }
+            Ok(_) => {
+                // Exists: nothing is created (O_EXCL makes this EEXIST, O_NOFOLLOW ELOOP).
+                raw::openat_exact(dir.0, n, flags | libc::O_CLOEXEC, 0).map(|fd| Reply::Fd {
+                    fd: Fd(fd),
+                    cloexec,
+                })
+            }
+            Err(Errno(libc::ENOENT)) => {
+                if trailing {
+                    return Err(Errno(libc::EISDIR));
+                }
+                let full = entry_path(dir.0, name.bytes())?;
+                if let Verdict::Deny(reason) =
+                    protect::decide(self.rules, full.bytes(), Create::File)
+                {
+                    return Err(self.deny(Op::Open, reason, full.bytes(), blocked));
+                }
+                let mode = (mode as u32) & 0o7777 & !t.umask()?;
+                raw::openat_exact(dir.0, n, flags | libc::O_CLOEXEC, mode).map(|fd| Reply::Fd {
+                    fd: Fd(fd),
+                    cloexec,
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `mkdir*` (`op` = Mkdir, `dev` unused) and `mknod*`.
+    #[allow(clippy::too_many_arguments)]
+    fn mknod(
+        &self,
+        t: &mut Target,
+        op: Op,
+        dirfd: c_int,
+        addr: u64,
+        mode: u64,
+        dev: u64,
+        blocked: &mut Option<Blocked>,
+    ) -> Result<Reply, Errno> {
+        let path = t.string(addr)?;
+        let base = t.base(dirfd, path.bytes())?;
+        let Resolved::Entry { dir, name, .. } = resolve(t, base, path.bytes(), false)? else {
+            return Err(Errno(libc::EEXIST));
+        };
+        let n = name.cstr()?;
+        let mode = mode as u32;
+        let kind = match (op, mode & libc::S_IFMT) {
+            (Op::Mkdir, _) => Create::Dir,
+            (_, 0) | (_, libc::S_IFREG) => Create::File,
+            _ => Create::Node,
+        };
+        let exists =
+            is_dot(name.bytes()) || raw::fstatat(dir.0, n, libc::AT_SYMLINK_NOFOLLOW).is_ok();
+        if !exists {
+            let full = entry_path(dir.0, name.bytes())?;
+            if let Verdict::Deny(reason) = protect::decide(self.rules, full.bytes(), kind) {
+                return Err(self.deny(op, reason, full.bytes(), blocked));
+            }
+        }
+        let perm = mode & 0o7777 & !t.umask()?;
+        match op {
+            Op::Mkdir => raw::mkdirat_strict(dir.0, n, perm),
+            _ => raw::mknodat(dir.0, n, (mode & libc::S_IFMT) | perm, dev as libc::dev_t),
+        }
+        .map(|_| Reply::Value(0))
+    }
+
+    fn symlink(
+        &self,
+        t: &mut Target,
+        target_addr: u64,
+        dirfd: c_int,
+        addr: u64,
+        blocked: &mut Option<Blocked>,
+    ) -> Result<Reply, Errno> {
+        let target = t.string(target_addr)?;
+        let path = t.string(addr)?;
+        let base = t.base(dirfd, path.bytes())?;
+        let Resolved::Entry { dir, name, .. } = resolve(t, base, path.bytes(), false)? else {
+            return Err(Errno(libc::EEXIST));
+        };
+        let n = name.cstr()?;
+        let exists =
+            is_dot(name.bytes()) || raw::fstatat(dir.0, n, libc::AT_SYMLINK_NOFOLLOW).is_ok();
+        if !exists {
+            let full = entry_path(dir.0, name.bytes())?;
+            if let Verdict::Deny(reason) =
+                protect::decide(self.rules, full.bytes(), Create::Symlink)
+            {
+                return Err(self.deny(Op::Symlink, reason, full.bytes(), blocked));
+            }
+        }
+        if target.len == 0 {
+            return Err(Errno(libc::ENOENT));
+        }
+        raw::symlinkat(target.cstr()?, dir.0, n).map(|_| Reply::Value(0))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn link(
+        &self,
+        t: &mut Target,
+        olddirfd: c_int,
+        old_addr: u64,
+        newdirfd: c_int,
+        new_addr: u64,
+        flags: c_int,
+        blocked: &mut Option<Blocked>,
+    ) -> Result<Reply, Errno> {
+        let old = t.string(old_addr)?;
+        let new = t.string(new_addr)?;
+        // The source: what the new name will point at.
+        let source = if old.len == 0 && flags & libc::AT_EMPTY_PATH != 0 {
+            Resolved::Object(t.fd(olddirfd)?)
+        } else {
+            let base = t.base(olddirfd, old.bytes())?;
+            resolve(t, base, old.bytes(), flags & libc::AT_SYMLINK_FOLLOW != 0)?
+        };
+        let source_path = match &source {
+            Resolved::Object(obj) => real_path(obj.0)?,
+            Resolved::Entry { dir, name, .. } => entry_path(dir.0, name.bytes())?,
+        };
+        if protect::is_protected_file(self.rules, source_path.bytes()) {
+            return Err(self.deny(
+                Op::Link,
+                Reason::ProtectedFile,
+                source_path.bytes(),
+                blocked,
+            ));
+        }
+        let base = t.base(newdirfd, new.bytes())?;
+        let Resolved::Entry { dir, name, .. } = resolve(t, base, new.bytes(), false)? else {
+            return Err(Errno(libc::EEXIST));
+        };
+        let n = name.cstr()?;
+        let exists =
+            is_dot(name.bytes()) || raw::fstatat(dir.0, n, libc::AT_SYMLINK_NOFOLLOW).is_ok();
+        if !exists {
+            let full = entry_path(dir.0, name.bytes())?;
+            if let Verdict::Deny(reason) = protect::decide(self.rules, full.bytes(), Create::Link) {
+                return Err(self.deny(Op::Link, reason, full.bytes(), blocked));
+            }
+        }
+        match &source {
+            Resolved::Object(obj) => {
+                let p = self_fd_path(obj.0)?;
+                raw::linkat(libc::AT_FDCWD, p.cstr()?, dir.0, n, libc::AT_SYMLINK_FOLLOW)
+            }
+            Resolved::Entry {
+                dir: odir,
+                name: oname,
+                ..
+            } => raw::linkat(odir.0, oname.cstr()?, dir.0, n, 0),
+        }
+        .map(|_| Reply::Value(0))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn rename(
+        &self,
+        t: &mut Target,
+        olddirfd: c_int,
+        old_addr: u64,
+        newdirfd: c_int,
+        new_addr: u64,
+        flags: c_uint,
+        id: u64,
+        blocked: &mut Option<Blocked>,
+    ) -> Result<Reply, Errno> {
+        let old = t.string(old_addr)?;
+        let new = t.string(new_addr)?;
+        let obase = t.base(olddirfd, old.bytes())?;
+        let Resolved::Entry {
+            dir: odir,
+            name: oname,
+            ..
+        } = resolve(t, obase, old.bytes(), false)?
+        else {
+            return Err(Errno(libc::EBUSY));
+        };
+        let nbase = t.base(newdirfd, new.bytes())?;
+        let Resolved::Entry {
+            dir: ndir,
+            name: nname,
+            ..
+        } = resolve(t, nbase, new.bytes(), false)?
+        else {
+            return Err(Errno(libc::EBUSY));
+        };
+        let (on, nn) = (oname.cstr()?, nname.cstr()?);
+        if is_dot(oname.bytes()) || is_dot(nname.bytes()) {
+            return raw::renameat2(odir.0, on, ndir.0, nn, flags).map(|_| Reply::Value(0));
+        }
+        let st = raw::fstatat(odir.0, on, libc::AT_SYMLINK_NOFOLLOW)?;
+        let kind = move_kind(st.st_mode);
+        let full = entry_path(ndir.0, nname.bytes())?;
+        let mut verdict = protect::decide(self.rules, full.bytes(), kind);
+        if flags & libc::RENAME_EXCHANGE != 0 && verdict == Verdict::Allow {
+            // The other entry moves the opposite way.
+            let back = raw::fstatat(ndir.0, nn, libc::AT_SYMLINK_NOFOLLOW)?;
+            let old_full = entry_path(odir.0, oname.bytes())?;
+            match protect::decide(self.rules, old_full.bytes(), move_kind(back.st_mode)) {
+                Verdict::Allow => {}
+                Verdict::Deny(reason) => {
+                    return Err(self.deny(Op::Rename, reason, old_full.bytes(), blocked))
+                }
+                Verdict::InertConfig => {
+                    return Err(self.deny(Op::Rename, Reason::GitConfig, old_full.bytes(), blocked))
+                }
+            }
+        }
+        if flags & libc::RENAME_EXCHANGE != 0 && verdict == Verdict::InertConfig {
+            verdict = Verdict::Deny(Reason::GitConfig);
+        }
+        match verdict {
+            Verdict::Allow => {
+                raw::renameat2(odir.0, on, ndir.0, nn, flags).map(|_| Reply::Value(0))
+            }
+            Verdict::Deny(reason) => Err(self.deny(Op::Rename, reason, full.bytes(), blocked)),
+            Verdict::InertConfig => {
+                if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+                    return Err(self.deny(Op::Rename, Reason::GitConfig, full.bytes(), blocked));
+                }
+                match fresh_config_copy(&odir, &oname, &ndir, &nname, flags, id) {
+                    Err(FreshCopy::Live) => {
+                        Err(self.deny(Op::Rename, Reason::GitConfig, full.bytes(), blocked))
+                    }
+                    Err(FreshCopy::Errno(e)) => Err(e),
+                    Ok(()) => Ok(Reply::Value(0)),
+                }
+            }
+        }
+    }
+
+    fn chmod(
+        &self,
+        t: &mut Target,
+        dirfd: c_int,
+        addr: Option<u64>,
+        mode: u64,
+        flags: c_int,
+        blocked: &mut Option<Blocked>,
+    ) -> Result<Reply, Errno> {
+        let path = match addr {
+            Some(a) => Some(t.string(a)?),
+            None => None,
+        };
+        let target = match &path {
+            Some(p) if !(p.len == 0 && flags & libc::AT_EMPTY_PATH != 0) => {
+                let base = t.base(dirfd, p.bytes())?;
+                resolve(t, base, p.bytes(), flags & libc::AT_SYMLINK_NOFOLLOW == 0)?
+            }
+            _ => Resolved::Object(t.fd(dirfd)?),
+        };
+        let mode = (mode as u32) & 0o7777;
+        // Only write bits matter: a protected file that is not writable must stay so (git
+        // init itself toggles the execute bit of its new config to probe core.filemode).
+        let grants_write = mode & 0o222 != 0;
+        match target {
+            Resolved::Object(obj) => {
+                let real = real_path(obj.0)?;
+                if grants_write && protect::is_protected_file(self.rules, real.bytes()) {
+                    return Err(self.deny(Op::Chmod, Reason::ProtectedFile, real.bytes(), blocked));
+                }
+                let p = self_fd_path(obj.0)?;
+                raw::fchmodat(libc::AT_FDCWD, p.cstr()?, mode).map(|_| Reply::Value(0))
+            }
+            Resolved::Entry { dir, name, .. } => {
+                let n = name.cstr()?;
+                let st = raw::fstatat(dir.0, n, libc::AT_SYMLINK_NOFOLLOW)?;
+                if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
+                    return Err(Errno(libc::EOPNOTSUPP));
+                }
+                let full = if is_dot(name.bytes()) {
+                    let sub = Fd(raw::openat_exact(
+                        dir.0,
+                        n,
+                        libc::O_PATH | libc::O_CLOEXEC,
+                        0,
+                    )?);
+                    real_path(sub.0)?
+                } else {
+                    entry_path(dir.0, name.bytes())?
+                };
+                if grants_write && protect::is_protected_file(self.rules, full.bytes()) {
+                    return Err(self.deny(Op::Chmod, Reason::ProtectedFile, full.bytes(), blocked));
+                }
+                raw::fchmodat(dir.0, n, mode).map(|_| Reply::Value(0))
+            }
+        }
+    }
+}
+
+/// `fchmodat2(2)` (Linux 6.6), not yet in the `libc` crate.
+const SYS_FCHMODAT2: i64 = 452;
+
+fn move_kind(mode: u32) -> Create {
+    match mode & libc::S_IFMT {
+        libc::S_IFDIR => Create::MoveDir,
+        libc::S_IFLNK => Create::MoveSymlink,
+        _ => Create::MoveFile,
+    }
+}
+
+/// Open a FIFO without blocking the init: try non-blocking first and drop `O_NONBLOCK`
+/// afterwards; if that would change the outcome (a writer with no reader yet, or a reader
+/// waiting for a writer), a short-lived worker process does the blocking open and answers.
+fn open_maybe_fifo(
+    listener: c_int,
+    id: u64,
+    dir: c_int,
+    path: &CStr,
+    flags: c_int,
+    mode: u32,
+    cloexec: bool,
+) -> Result<Reply, Errno> {
+    let is_fifo =
+        raw::fstatat(dir, path, 0).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFIFO);
+    if !is_fifo || flags & libc::O_NONBLOCK != 0 || flags & libc::O_ACCMODE == libc::O_RDWR {
+        return raw::openat_exact(dir, path, flags | libc::O_CLOEXEC, mode).map(|fd| Reply::Fd {
+            fd: Fd(fd),
+            cloexec,
+        });
+    }
+    if flags & libc::O_ACCMODE == libc::O_WRONLY {
+        match raw::openat_exact(dir, path, flags | libc::O_NONBLOCK | libc::O_CLOEXEC, mode) {
+            Ok(fd) => {
+                let fd = Fd(fd);
+                raw::set_status_flags(fd.0, flags & !libc::O_NONBLOCK)?;
+                return Ok(Reply::Fd { fd, cloexec });
+            }
+            Err(Errno(libc::ENXIO)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    // A worker answers for the init, which goes on serving; the init reaps it later.
+    match raw::clone_fork(0)? {
+        0 => {
+            let r = match raw::openat_exact(dir, path, flags | libc::O_CLOEXEC, mode) {
+                Ok(fd) => raw::notif_addfd_send(listener, id, fd, cloexec).map(drop),
+                Err(e) => raw::notif_send(listener, id, 0, e.0),
+            };
+            raw::exit(if r.is_ok() { 0 } else { 1 })
+        }
+        _ => Ok(Reply::Deferred),
+    }
+}
+
+enum FreshCopy {
+    Live,
+    Errno(Errno),
+}
+
+impl From<Errno> for FreshCopy {
+    fn from(e: Errno) -> Self {
+        FreshCopy::Errno(e)
+    }
+}
+
+/// Replace `ndir/nname` with a fresh, read-only copy of `odir/oname` if its content is an inert
+/// git config, then remove the source (the rename's effect, minus any descriptor the command
+/// still holds on the source).
+fn fresh_config_copy(
+    odir: &Fd,
+    oname: &Name,
+    ndir: &Fd,
+    nname: &Name,
+    flags: c_uint,
+    id: u64,
+) -> Result<(), FreshCopy> {
+    let src = Fd(raw::openat_exact(
+        odir.0,
+        oname.cstr()?,
+        libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        0,
+    )?);
+    let mut content = [0u8; CONFIG_MAX + 1];
+    let mut len = 0;
+    while len < content.len() {
+        match raw::read(src.0, &mut content[len..])? {
+            0 => break,
+            n => len += n,
+        }
+    }
+    if len > CONFIG_MAX || !protect::git_config_is_inert(&content[..len]) {
+        return Err(FreshCopy::Live);
+    }
+    let tmp = Fd(raw::openat_exact(
+        ndir.0,
+        c".",
+        O_TMPFILE | libc::O_WRONLY | libc::O_CLOEXEC,
+        0o444,
+    )?);
+    raw::write_all(tmp.0, &content[..len])?;
+    let mut tmp_name = Name::new();
+    tmp_name.push(nname.bytes())?;
+    tmp_name.push(b".stockade-")?;
+    tmp_name.push_num(id)?;
+    let p = self_fd_path(tmp.0)?;
+    raw::linkat(
+        libc::AT_FDCWD,
+        p.cstr()?,
+        ndir.0,
+        tmp_name.cstr()?,
+        libc::AT_SYMLINK_FOLLOW,
+    )?;
+    if let Err(e) = raw::renameat2(
+        ndir.0,
+        tmp_name.cstr()?,
+        ndir.0,
+        nname.cstr()?,
+        flags & libc::RENAME_NOREPLACE,
+    ) {
+        let _ = raw::unlinkat(ndir.0, tmp_name.cstr()?, 0);
+        return Err(e.into());
+    }
+    let _ = raw::unlinkat(odir.0, oname.cstr()?, 0);
+    Ok(())
+}

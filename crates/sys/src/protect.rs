@@ -1,0 +1,619 @@
+//! Which new directory entries the sandbox may create inside its writable roots: the rules the
+//! init applies, during the run, to every name-creating syscall it performs for the command
+//! (see [`crate::mediate`]).
+//!
+//! Pure and allocation-free (the init runs them after `fork`): paths are byte strings, absolute
+//! and normal (no `.`, `..`, `//` or trailing `/`), as the init reads them back from the kernel.
+//!
+//! A protected pattern is `base/**/t1/t2/..` (each `ti` one path component with `*` and `?`
+//! wildcards; an empty tail means `base` itself). Against a path `P` below `base` it can:
+//! - **match**: the last components of `P` match the tail (`P` is a protected path);
+//! - **cover**: an ancestor of `P` matches (`P` lies inside a protected path);
+//! - **begin**: the last components of `P` match a proper prefix of the tail (`P` could become
+//!   part of a protected path once children are added, e.g. `.git` for `.git/hooks`).
+//!
+//! Git needs more than patterns: hooks run from `<gitdir>/hooks`, config is read from
+//! `<gitdir>/config`, `<gitdir>/commondir` redirects to another git dir, and a `.git` that is
+//! not a directory (a `gitdir:` file or a symlink) sends git anywhere. A *git dir* here is a
+//! directory named `.git`, or one below `.git/modules/` (a submodule's) that is not inside its
+//! `refs`, `logs`, `objects`, `info` or `hooks` (so a branch named `config` or `hooks/x` is
+//! an ordinary file).
+//!
+//! What `git init` needs, and therefore what is allowed in a git dir: `hooks` as a directory
+//! (holding only `*.sample` files, which git never runs), and `config` written through a
+//! rename whose content is [inert](git_config_is_inert).
+
+/// A protected pattern: `base/**/tail...` (see the module docs).
+#[derive(Debug, Clone, Copy)]
+pub struct Protected<'a> {
+    pub base: &'a [u8],
+    pub tail: &'a [&'a [u8]],
+}
+
+/// The rules of one run.
+#[derive(Debug, Clone, Copy)]
+pub struct Rules<'a> {
+    /// Writable roots: only paths below them are checked (elsewhere is read-only or private).
+    pub roots: &'a [&'a [u8]],
+    pub protected: &'a [Protected<'a>],
+}
+
+/// What a syscall is about to create at a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Create {
+    /// `mkdir`.
+    Dir,
+    /// A regular file (`open` with `O_CREAT`, `creat`, `mknod S_IFREG`).
+    File,
+    /// A FIFO or socket node.
+    Node,
+    Symlink,
+    /// A hard link to an existing file.
+    Link,
+    /// A rename of a non-directory, non-symlink.
+    MoveFile,
+    MoveDir,
+    MoveSymlink,
+}
+
+/// The answer for one creation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Allow,
+    /// Refuse with `EPERM`; the reason says which rule.
+    Deny(Reason),
+    /// A git config: allowed only as a fresh, read-only copy of inert content.
+    InertConfig,
+}
+
+/// Why a creation was refused. Stable numbers (they cross the report pipe).
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// The path matches or lies inside a protected pattern.
+    ProtectedPath = 1,
+    /// A directory or symlink would start a protected path (`mv dir .git`, `ln -s x .config`).
+    BeginsProtectedPath = 2,
+    /// A `.git` that is not a directory (redirects git to another git dir).
+    GitRedirect = 3,
+    /// A non-`*.sample` entry in a git hooks directory.
+    GitHook = 4,
+    /// A git dir's `config` other than by an inert rename, or a `commondir`.
+    GitConfig = 5,
+    /// `chmod` (or a hard link) of a protected file.
+    ProtectedFile = 6,
+}
+
+impl Reason {
+    pub fn from_u32(v: u32) -> Option<Reason> {
+        use Reason::*;
+        [
+            ProtectedPath,
+            BeginsProtectedPath,
+            GitRedirect,
+            GitHook,
+            GitConfig,
+            ProtectedFile,
+        ]
+        .into_iter()
+        .find(|r| *r as u32 == v)
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Reason::ProtectedPath => "protected path",
+            Reason::BeginsProtectedPath => "would assemble a protected path",
+            Reason::GitRedirect => "a .git that is not a directory redirects git",
+            Reason::GitHook => "only *.sample files may be created in a git hooks directory",
+            Reason::GitConfig => "git config may only be written with inert keys",
+            Reason::ProtectedFile => "protected file",
+        }
+    }
+}
+
+/// Components of an absolute normal path, without the empty first one.
+fn components(path: &[u8]) -> impl DoubleEndedIterator<Item = &[u8]> + Clone {
+    path.split(|b| *b == b'/').filter(|c| !c.is_empty())
+}
+
+/// `path` is `root` or lies below it.
+pub fn is_within(path: &[u8], root: &[u8]) -> bool {
+    let root = match root {
+        [rest @ .., b'/'] => rest,
+        r => r,
+    };
+    path.starts_with(root) && (path.len() == root.len() || path[root.len()] == b'/')
+}
+
+/// `*` (any run) and `?` (one character) within one component. Works on UTF-8 characters when
+/// both sides are UTF-8, else on bytes.
+pub fn wildcard_match(pat: &[u8], name: &[u8]) -> bool {
+    if let (Ok(p), Ok(n)) = (std::str::from_utf8(pat), std::str::from_utf8(name)) {
+        return match_units(p.chars(), n.chars(), '*', '?');
+    }
+    match_units(pat.iter().copied(), name.iter().copied(), b'*', b'?')
+}
+
+fn match_units<T: PartialEq + Copy, I: Iterator<Item = T> + Clone>(
+    pat: I,
+    name: I,
+    star: T,
+    one: T,
+) -> bool {
+    // Iterative glob matching with one backtrack point (the last `*`).
+    let (mut p, mut n) = (pat, name);
+    let mut back: Option<(I, I)> = None;
+    loop {
+        let mut p_peek = p.clone();
+        match n.clone().next() {
+            None => return p.all(|c| c == star),
+            Some(nc) => match p_peek.next() {
+                Some(pc) if pc == star => {
+                    back = Some((p_peek.clone(), n.clone()));
+                    p = p_peek;
+                }
+                Some(pc) if pc == one || pc == nc => {
+                    p = p_peek;
+                    n.next();
+                }
+                _ => match back.take() {
+                    Some((bp, mut bn)) => {
+                        bn.next();
+                        back = Some((bp.clone(), bn.clone()));
+                        p = bp;
+                        n = bn;
+                    }
+                    None => return false,
+                },
+            },
+        }
+    }
+}
+
+/// How a pattern relates to `path`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Relation {
+    None,
+    Begins,
+    Covers,
+    Matches,
+}
+
+fn relation(p: &Protected<'_>, path: &[u8]) -> Relation {
+    if !is_within(path, p.base) {
+        return Relation::None;
+    }
+    let rest = &path[p.base.len().min(path.len())..];
+    if p.tail.is_empty() {
+        return if rest.is_empty() || rest == b"/" {
+            Relation::Matches
+        } else {
+            Relation::Covers
+        };
+    }
+    let names = components(rest);
+    let count = names.clone().count();
+    let n = p.tail.len();
+    // Does the tail match the `n` components ending at index `end` (exclusive)?
+    let tail_ends_at = |end: usize, len: usize| -> bool {
+        end >= len
+            && names
+                .clone()
+                .skip(end - len)
+                .take(len)
+                .zip(p.tail.iter())
+                .all(|(c, t)| wildcard_match(t, c))
+    };
+    if tail_ends_at(count, n) {
+        return Relation::Matches;
+    }
+    if (n..count).any(|end| tail_ends_at(end, n)) {
+        return Relation::Covers;
+    }
+    if (1..n).any(|k| tail_ends_at(count, k)) {
+        return Relation::Begins;
+    }
+    Relation::None
+}
+
+const GIT_DIR_INNER: [&[u8]; 5] = [b"refs", b"logs", b"objects", b"info", b"hooks"];
+
+/// Whether the directory whose components are `names` is a git dir (see the module docs).
+fn is_git_dir<'p>(names: impl DoubleEndedIterator<Item = &'p [u8]> + Clone) -> bool {
+    if names.clone().next_back() == Some(b".git".as_slice()) {
+        return true;
+    }
+    // Below the last `.git`: `modules/<name...>` without any git-internal directory.
+    let after: usize = names
+        .clone()
+        .rev()
+        .position(|c| c == b".git")
+        .unwrap_or(usize::MAX);
+    if after == usize::MAX {
+        return false;
+    }
+    let total = names.clone().count();
+    let mut inner = names.skip(total - after);
+    inner.next() == Some(b"modules".as_slice())
+        && after >= 2
+        && inner.all(|c| !GIT_DIR_INNER.contains(&c))
+}
+
+/// Split an absolute normal path into its parent's components and its last name.
+fn split(path: &[u8]) -> (&[u8], &[u8]) {
+    match path.iter().rposition(|b| *b == b'/') {
+        Some(i) => (&path[..i], &path[i + 1..]),
+        None => (b"", path),
+    }
+}
+
+/// Whether `path` lies in a writable root (only there are creations checked).
+fn in_roots(rules: &Rules<'_>, path: &[u8]) -> bool {
+    rules.roots.iter().any(|r| is_within(path, r))
+}
+
+/// The rule for creating `what` at `path` (absolute, normal).
+pub fn decide(rules: &Rules<'_>, path: &[u8], what: Create) -> Verdict {
+    if !in_roots(rules, path) {
+        return Verdict::Allow;
+    }
+    let (parent, name) = split(path);
+    let dirlike = matches!(what, Create::Dir | Create::MoveDir);
+    // Git first: its exceptions take precedence over the generic patterns.
+    if name == b".git" && !dirlike {
+        return Verdict::Deny(Reason::GitRedirect);
+    }
+    if name == b".git" && what == Create::MoveDir {
+        // A whole directory renamed into place would bring hooks and config with it.
+        return Verdict::Deny(Reason::BeginsProtectedPath);
+    }
+    let parent_names = components(parent);
+    if is_git_dir(parent_names.clone()) {
+        match name {
+            b"hooks" => {
+                return if what == Create::Dir {
+                    Verdict::Allow
+                } else {
+                    Verdict::Deny(Reason::GitHook)
+                }
+            }
+            b"config" | b"config.worktree" => {
+                return if what == Create::MoveFile {
+                    Verdict::InertConfig
+                } else {
+                    Verdict::Deny(Reason::GitConfig)
+                }
+            }
+            b"commondir" => return Verdict::Deny(Reason::GitConfig),
+            _ => {}
+        }
+        if what == Create::MoveDir {
+            // git never renames directories into a git dir; doing so could bring in `hooks`.
+            return Verdict::Deny(Reason::BeginsProtectedPath);
+        }
+    }
+    let (grand, parent_name) = split(parent);
+    if parent_name == b"hooks" && is_git_dir(components(grand)) {
+        let sample = name.ends_with(b".sample");
+        return if sample && matches!(what, Create::File | Create::MoveFile) {
+            Verdict::Allow
+        } else {
+            Verdict::Deny(Reason::GitHook)
+        };
+    }
+    let mut begins = false;
+    for p in rules.protected {
+        match relation(p, path) {
+            Relation::Matches | Relation::Covers => return Verdict::Deny(Reason::ProtectedPath),
+            Relation::Begins => begins = true,
+            Relation::None => {}
+        }
+    }
+    // A directory or symlink whose name starts a protected path could complete it at once
+    // (its content comes along); an empty new directory cannot.
+    if begins
+        && matches!(
+            what,
+            Create::MoveDir | Create::Symlink | Create::MoveSymlink
+        )
+    {
+        return Verdict::Deny(Reason::BeginsProtectedPath);
+    }
+    Verdict::Allow
+}
+
+/// Whether an existing file at `path` is protected (no `chmod`, no hard links to it).
+pub fn is_protected_file(rules: &Rules<'_>, path: &[u8]) -> bool {
+    if !in_roots(rules, path) {
+        return false;
+    }
+    let (parent, name) = split(path);
+    if is_git_dir(components(parent))
+        && matches!(
+            name,
+            b"config" | b"config.worktree" | b"commondir" | b"hooks"
+        )
+    {
+        return true;
+    }
+    let (grand, parent_name) = split(parent);
+    if parent_name == b"hooks" && is_git_dir(components(grand)) {
+        return !name.ends_with(b".sample");
+    }
+    rules
+        .protected
+        .iter()
+        .any(|p| matches!(relation(p, path), Relation::Matches | Relation::Covers))
+}
+
+/// Whether a git config only holds keys that run nothing: what `git init`, `git clone`,
+/// `git remote add`, `git branch --set-upstream-to` and `git config user.*` write. Anything
+/// else (`core.fsmonitor`, `core.hooksPath`, `core.pager`, `include.path`, aliases, filters,
+/// `core.sshCommand`, ...) makes the config "live". Invalid UTF-8 or syntax is live too.
+pub fn git_config_is_inert(text: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(text) else {
+        return false;
+    };
+    // Section names are short; a fixed buffer keeps this allocation-free.
+    let mut section_buf = [0u8; 16];
+    let mut section_len = usize::MAX; // no section yet
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix('[') {
+            let Some(inner) = rest.strip_suffix(']') else {
+                return false;
+            };
+            let mut parts = inner.splitn(2, char::is_whitespace);
+            let name = parts.next().unwrap_or("");
+            if name.len() > section_buf.len() {
+                return false;
+            }
+            section_buf[..name.len()].copy_from_slice(name.as_bytes());
+            section_buf[..name.len()].make_ascii_lowercase();
+            section_len = name.len();
+            let sub = parts.next().is_some();
+            let section = &section_buf[..section_len];
+            if sub && !matches!(section, b"branch" | b"remote") {
+                return false;
+            }
+            continue;
+        }
+        if section_len == usize::MAX {
+            return false;
+        }
+        let key = line.split(['=', ' ', '\t']).next().unwrap_or("");
+        let is = |k: &str| key.eq_ignore_ascii_case(k);
+        let ok = match &section_buf[..section_len] {
+            b"core" => {
+                is("repositoryformatversion")
+                    || is("filemode")
+                    || is("bare")
+                    || is("logallrefupdates")
+                    || is("ignorecase")
+                    || is("precomposeunicode")
+                    || is("symlinks")
+            }
+            b"extensions" => is("objectformat") || is("refstorage"),
+            b"user" => is("name") || is("email"),
+            b"init" => is("defaultbranch"),
+            b"branch" => is("remote") || is("merge"),
+            b"remote" => is("url") || is("fetch") || is("pushurl"),
+            _ => false,
+        };
+        if !ok {
+            return false;
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOOKS: &[&[u8]] = &[b".git", b"hooks"];
+    const CONFIG: &[&[u8]] = &[b".git", b"config"];
+    const ENVRC: &[&[u8]] = &[b".envrc"];
+    const FISH: &[&[u8]] = &[b".config", b"fish"];
+    const ENVS: &[&[u8]] = &[b".env.*"];
+    const PROTECTED: &[Protected<'static>] = &[
+        Protected {
+            base: b"/ws",
+            tail: HOOKS,
+        },
+        Protected {
+            base: b"/ws",
+            tail: CONFIG,
+        },
+        Protected {
+            base: b"/ws",
+            tail: ENVRC,
+        },
+        Protected {
+            base: b"/ws",
+            tail: FISH,
+        },
+        Protected {
+            base: b"/ws",
+            tail: ENVS,
+        },
+        Protected {
+            base: b"/ws/secret.txt",
+            tail: &[],
+        },
+    ];
+    const RULES: Rules<'static> = Rules {
+        roots: &[b"/ws"],
+        protected: PROTECTED,
+    };
+
+    fn d(path: &str, what: Create) -> Verdict {
+        decide(&RULES, path.as_bytes(), what)
+    }
+
+    const DENY_PATH: Verdict = Verdict::Deny(Reason::ProtectedPath);
+
+    #[test]
+    fn outside_the_roots_everything_is_allowed() {
+        assert_eq!(d("/tmp/.envrc", Create::File), Verdict::Allow);
+        assert_eq!(d("/tmp/x/.git", Create::Symlink), Verdict::Allow);
+        assert_eq!(d("/wsx/.envrc", Create::File), Verdict::Allow);
+    }
+
+    #[test]
+    fn protected_names_are_refused_at_any_depth_and_inside() {
+        assert_eq!(d("/ws/.envrc", Create::File), DENY_PATH);
+        assert_eq!(d("/ws/a/b/.envrc", Create::Dir), DENY_PATH);
+        assert_eq!(d("/ws/.env.local", Create::MoveFile), DENY_PATH);
+        assert_eq!(d("/ws/.config/fish", Create::Dir), DENY_PATH);
+        assert_eq!(d("/ws/.config/fish/config.fish", Create::File), DENY_PATH);
+        assert_eq!(d("/ws/secret.txt", Create::Link), DENY_PATH);
+        assert_eq!(d("/ws/.envrcx", Create::File), Verdict::Allow);
+        assert_eq!(d("/ws/src/main.rs", Create::File), Verdict::Allow);
+    }
+
+    #[test]
+    fn git_init_can_build_a_repository() {
+        assert_eq!(d("/ws/.git", Create::Dir), Verdict::Allow);
+        assert_eq!(d("/ws/.git/hooks", Create::Dir), Verdict::Allow);
+        assert_eq!(
+            d("/ws/.git/hooks/pre-commit.sample", Create::File),
+            Verdict::Allow
+        );
+        assert_eq!(d("/ws/.git/config.lock", Create::File), Verdict::Allow);
+        assert_eq!(d("/ws/.git/config", Create::MoveFile), Verdict::InertConfig);
+        assert_eq!(d("/ws/.git/HEAD", Create::MoveFile), Verdict::Allow);
+        assert_eq!(d("/ws/.git/objects/ab", Create::Dir), Verdict::Allow);
+        assert_eq!(
+            d("/ws/.git/refs/heads/config", Create::MoveFile),
+            Verdict::Allow
+        );
+        assert_eq!(d("/ws/.git/refs/heads/hooks", Create::Dir), Verdict::Allow);
+        assert_eq!(
+            d("/ws/.git/refs/heads/hooks/x", Create::MoveFile),
+            Verdict::Allow
+        );
+        assert_eq!(
+            d("/ws/.git/logs/refs/heads/config", Create::File),
+            Verdict::Allow
+        );
+        assert_eq!(d("/ws/.config", Create::Dir), Verdict::Allow);
+    }
+
+    #[test]
+    fn hooks_and_config_cannot_be_planted() {
+        let hook = Verdict::Deny(Reason::GitHook);
+        assert_eq!(d("/ws/.git/hooks/pre-commit", Create::File), hook);
+        assert_eq!(d("/ws/.git/hooks/pre-commit", Create::MoveFile), hook);
+        assert_eq!(d("/ws/.git/hooks/pre-commit", Create::Symlink), hook);
+        assert_eq!(d("/ws/.git/hooks/x.sample", Create::Symlink), hook);
+        assert_eq!(d("/ws/.git/hooks/pre-commit", Create::Link), hook);
+        assert_eq!(d("/ws/.git/hooks", Create::Symlink), hook);
+        assert_eq!(d("/ws/.git/hooks", Create::MoveDir), hook);
+        assert_eq!(d("/ws/a/.git/hooks/post-checkout", Create::File), hook);
+        assert_eq!(d("/ws/.git/modules/sub/hooks/pre-push", Create::File), hook);
+        assert_eq!(
+            d("/ws/.git/modules/a/b/hooks/pre-push", Create::MoveFile),
+            hook
+        );
+        let config = Verdict::Deny(Reason::GitConfig);
+        assert_eq!(d("/ws/.git/config", Create::File), config);
+        assert_eq!(d("/ws/.git/config", Create::Link), config);
+        assert_eq!(d("/ws/.git/config", Create::Symlink), config);
+        assert_eq!(d("/ws/.git/commondir", Create::File), config);
+        assert_eq!(
+            d("/ws/.git/modules/sub/commondir", Create::MoveFile),
+            config
+        );
+        assert_eq!(
+            d("/ws/.git/modules/sub/config", Create::MoveFile),
+            Verdict::InertConfig
+        );
+        // Inside the hooks dir's subdirectories the generic pattern still covers.
+        assert_eq!(d("/ws/.git/hooks/d/x", Create::File), DENY_PATH);
+    }
+
+    #[test]
+    fn git_redirects_and_assembled_paths_are_refused() {
+        let redirect = Verdict::Deny(Reason::GitRedirect);
+        assert_eq!(d("/ws/sub/.git", Create::File), redirect);
+        assert_eq!(d("/ws/sub/.git", Create::Symlink), redirect);
+        assert_eq!(d("/ws/sub/.git", Create::MoveFile), redirect);
+        assert_eq!(d("/ws/sub/.git", Create::MoveSymlink), redirect);
+        let begins = Verdict::Deny(Reason::BeginsProtectedPath);
+        assert_eq!(d("/ws/sub/.git", Create::MoveDir), begins);
+        assert_eq!(d("/ws/.git/x", Create::MoveDir), begins);
+        assert_eq!(d("/ws/.config", Create::MoveDir), begins);
+        assert_eq!(d("/ws/.config", Create::Symlink), begins);
+        assert_eq!(d("/ws/.config", Create::File), Verdict::Allow);
+        assert_eq!(d("/ws/a/b", Create::MoveDir), Verdict::Allow);
+        assert_eq!(d("/ws/.git/refs/x", Create::MoveDir), Verdict::Allow);
+    }
+
+    #[test]
+    fn protected_files_are_recognised() {
+        let p = |s: &str| is_protected_file(&RULES, s.as_bytes());
+        assert!(p("/ws/.git/config"));
+        assert!(p("/ws/.git/modules/s/config"));
+        assert!(p("/ws/.git/hooks/pre-commit"));
+        assert!(p("/ws/.envrc"));
+        assert!(p("/ws/.config/fish/config.fish"));
+        assert!(!p("/ws/.git/hooks/pre-commit.sample"));
+        assert!(!p("/ws/.git/refs/heads/config"));
+        assert!(!p("/ws/src/config"));
+        assert!(!p("/tmp/.envrc"));
+    }
+
+    #[test]
+    fn wildcards() {
+        assert!(wildcard_match(b".env.*", b".env.local"));
+        assert!(wildcard_match(b".env.*", b".env."));
+        assert!(!wildcard_match(b".env.*", b".env"));
+        assert!(wildcard_match(b"a?c", b"abc"));
+        assert!(wildcard_match(b"a?c", "aéc".as_bytes()));
+        assert!(wildcard_match(b"*.pem", b"key.pem"));
+        assert!(wildcard_match(b"*a*b", b"xxaxxb"));
+        assert!(!wildcard_match(b"*a*b", b"xxaxxbc"));
+        assert!(wildcard_match(b"*", b""));
+        assert!(wildcard_match(b"x", b"x"));
+        assert!(!wildcard_match(b"x", b"y"));
+    }
+
+    #[test]
+    fn within() {
+        assert!(is_within(b"/ws", b"/ws"));
+        assert!(is_within(b"/ws/a", b"/ws"));
+        assert!(is_within(b"/ws/a", b"/"));
+        assert!(!is_within(b"/wsa", b"/ws"));
+    }
+
+    #[test]
+    fn inert_git_configs() {
+        let init = b"[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n";
+        assert!(git_config_is_inert(init));
+        assert!(git_config_is_inert(
+            b"[remote \"origin\"]\n\turl = x\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n[user]\n\temail = a@b\n"
+        ));
+        assert!(git_config_is_inert(b""));
+        for live in [
+            &b"[core]\n\tfsmonitor = touch /tmp/pwned\n"[..],
+            b"[core]\n\thooksPath = /tmp/h\n",
+            b"[include]\n\tpath = /tmp/x\n",
+            b"[alias]\n\tst = !sh\n",
+            b"[core]\n\tpager = sh\n",
+            b"[filter \"x\"]\n\tclean = sh\n",
+            b"fsmonitor = x\n",
+            b"[core\n",
+            b"[core]\n\t\xff = 1\n",
+        ] {
+            assert!(
+                !git_config_is_inert(live),
+                "{}",
+                String::from_utf8_lossy(live)
+            );
+        }
+    }
+}
