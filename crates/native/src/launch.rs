@@ -511,6 +511,12 @@ fn setup_error(plan: &Plan, f: postfork::Report) -> RunError {
             cause: format!("failed to install the seccomp filter: {cause}"),
             fix: "use a kernel with CONFIG_SECCOMP_FILTER=y, or pass --allow-degraded".into(),
         },
+        Some(Stage::Mediation) => RunError::Unavailable {
+            what: "seccomp user notification",
+            cause: format!("failed to set up mediated creation: {cause}"),
+            fix: "use Linux ≥ 5.14 (seccomp user notification with SECCOMP_ADDFD_FLAG_SEND)"
+                .into(),
+        },
         Some(Stage::LandlockRestrict) => RunError::Unavailable {
             what: "Landlock",
             cause: format!("failed to enforce the ruleset: {cause}"),

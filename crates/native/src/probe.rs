@@ -117,6 +117,13 @@ pub fn probe() -> Vec<Check> {
         "can install seccomp filters with no_new_privs",
         "use a kernel with CONFIG_SECCOMP_FILTER=y; inside a container, allow seccomp()",
     ));
+    checks.push(check(
+        "seccomp user notification",
+        true,
+        sys::probe::seccomp_user_notification(),
+        "can hand name-creating calls to the init (protected paths are refused during the run)",
+        "use Linux ≥ 5.14 (seccomp user notification with SECCOMP_ADDFD_FLAG_SEND); inside a container, allow seccomp()",
+    ));
     match seccomp::build_default() {
         Ok(p) => checks.push(Check {
             name: "seccomp program",

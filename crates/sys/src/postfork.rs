@@ -3,12 +3,15 @@
 //! 1. **init**: the supervisor's direct child, created by one `clone` with every namespace flag,
 //!    so it is pid 1 of the new pid namespace. It waits until the supervisor has written its
 //!    uid/gid maps, takes the sandbox ids, arms its parent-death signal, builds the mount tree
-//!    in the planned order, sets the hostname, brings loopback up, forks the command, drops its
-//!    own capabilities, forwards signals to the command and reaps. When the command ends it
-//!    kills whatever is left in the namespace and exits with the command's code.
-//! 2. **command**: new session, working directory, Landlock rules for mounts made after the
-//!    fork, every capability dropped, `no_new_privs`, Landlock, close-on-exec for every inherited
-//!    descriptor above 2, seccomp, `execve`.
+//!    in the planned order, sets the hostname, brings loopback up, adds the Landlock rules for
+//!    the mounts it made and enforces the command's ruleset on itself, forks the command, drops
+//!    its own capabilities, then serves mediated creation ([`crate::mediate`]) with the
+//!    listener the command hands it, forwards signals to the command and reaps. When the
+//!    command ends it kills whatever is left in the namespace and exits with the command's code.
+//! 2. **command**: new session, working directory, every capability dropped, `no_new_privs`,
+//!    Landlock (a domain nested in the init's), close-on-exec for every inherited descriptor
+//!    above 2, the seccomp deny-list, the mediation filter (its listener sent to the init and
+//!    closed), `execve`.
 //!
 //! Nothing here allocates, panics or decides: the [`ChildSpec`] was prepared by the `native`
 //! crate. A failure is reported as a `Copy` [`Report`] over the close-on-exec report pipe and

@@ -112,6 +112,22 @@ pub fn seccomp_filter() -> io::Result<Result<(), Errno>> {
     })
 }
 
+/// Can it install a filter with a user-notification listener (mediated creation)?
+pub fn seccomp_user_notification() -> io::Result<Result<(), Errno>> {
+    in_child(|| {
+        raw::set_no_new_privs()?;
+        let allow = [libc::sock_filter {
+            code: (libc::BPF_RET | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 0,
+            k: libc::SECCOMP_RET_ALLOW,
+        }];
+        let listener = raw::seccomp_install_listener(&allow)?;
+        raw::close(listener);
+        Ok(())
+    })
+}
+
 /// Can it create an idmapped mount (needed when the caller is root)?
 pub fn idmapped_mount() -> io::Result<Result<(), Errno>> {
     let ns = match crate::parent::idmap_userns("0 2147418112 1\n", "0 2147418112 1\n") {
