@@ -404,8 +404,14 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
         // Best effort: without a handler the signal is simply not forwarded.
         let _ = raw::set_signal_handler(sig, Some(forward_signal));
     }
-    // The init needs no privilege from here on: it only waits, forwards and kills.
-    let _ = raw::drop_all_capabilities();
+    // The init needs no privilege from here on: it waits, forwards, kills, and performs
+    // mediated calls with the command's rights. The one exception is CAP_SYS_PTRACE (in the
+    // sandbox's user namespace): without it the init could not read the path arguments of a
+    // command that made itself non-dumpable (ssh, gpg-agent and others do), and every file
+    // such a program creates would fail. It grants no file access.
+    const CAP_SYS_PTRACE: u32 = 19; // linux/capability.h
+    let keep = listener.map(|_| CAP_SYS_PTRACE);
+    let _ = raw::drop_capabilities_except(keep);
     let _ = raw::set_no_new_privs();
     let _ = raw::prctl(libc::PR_SET_DUMPABLE, 0, 0);
     let status = match (listener, spec.mediate) {

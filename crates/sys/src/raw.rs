@@ -419,6 +419,12 @@ pub fn loopback_up() -> Result<()> {
 
 /// Drop every capability: bounding set, ambient set, then effective/permitted/inheritable.
 pub fn drop_all_capabilities() -> Result<()> {
+    drop_capabilities_except(None)
+}
+
+/// Drop every capability but `keep` (effective and permitted only; the bounding, ambient and
+/// inheritable sets are emptied, so an `execve` could never regain anything).
+pub fn drop_capabilities_except(keep: Option<u32>) -> Result<()> {
     // CAP_LAST_CAP on this kernel family is 40; dropping unknown numbers yields EINVAL, which
     // ends the loop.
     for cap in 0..64 {
@@ -437,7 +443,14 @@ pub fn drop_all_capabilities() -> Result<()> {
         version: LINUX_CAPABILITY_VERSION_3,
         pid: 0,
     };
-    let data = [CapData::default(); 2];
+    let mut data = [CapData::default(); 2];
+    if let Some(cap) = keep {
+        let (word, bit) = ((cap / 32) as usize, 1u32 << (cap % 32));
+        if let Some(d) = data.get_mut(word) {
+            d.effective = bit;
+            d.permitted = bit;
+        }
+    }
     // SAFETY: header and the two-element data array match the v3 capset ABI.
     check(unsafe { libc::syscall(libc::SYS_capset, &header as *const CapHeader, data.as_ptr()) })
         .map(drop)
