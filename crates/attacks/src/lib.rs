@@ -69,6 +69,12 @@ pub fn euid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
+/// The caller's effective gid.
+pub fn egid() -> u32 {
+    // SAFETY: getegid has no preconditions and cannot fail.
+    unsafe { libc::getegid() }
+}
+
 /// A token unique to this process and call, used in markers and names.
 pub fn unique() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -888,6 +894,23 @@ impl Fixture {
         self.root.join(name)
     }
 
+    /// Fresh `--report` and `--audit` files for one run (see [`Records`]).
+    pub fn records(&self) -> Records {
+        let report = self.out_file(&format!("report-{}.json", unique()));
+        let audit = self.out_file(&format!("audit-{}.jsonl", unique()));
+        Records {
+            opts: vec![
+                "--report".to_owned(),
+                report.display().to_string(),
+                "--audit".to_owned(),
+                audit.display().to_string(),
+            ],
+            report,
+            audit,
+            ws: self.ws.clone(),
+        }
+    }
+
     /// The fixture directory handle (kept alive as long as the fixture).
     pub fn tempdir(&self) -> &tempfile::TempDir {
         &self.dir
@@ -897,6 +920,124 @@ impl Fixture {
 impl Default for Fixture {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// Violation kind of a protected path whose creation was refused inside the run.
+pub const PROTECTED_PATH_BLOCKED: &str = "protected_path_blocked";
+
+/// Violation kind of a protected path the post-run sweep found and quarantined.
+pub const PROTECTED_PATH_CREATED: &str = "protected_path_created";
+
+/// The `--report` and `--audit` files of one run, and the options that ask for them.
+pub struct Records {
+    pub report: PathBuf,
+    pub audit: PathBuf,
+    opts: Vec<String>,
+    ws: PathBuf,
+}
+
+impl Records {
+    /// `--report FILE --audit FILE`, to pass to [`Fixture::attack`] and friends.
+    pub fn opts(&self) -> Vec<&str> {
+        self.opts.iter().map(String::as_str).collect()
+    }
+
+    /// The `violations` list of the report.
+    pub fn violations(&self) -> Vec<serde_json::Value> {
+        let json = read_json(&self.report);
+        json.get("violations")
+            .and_then(|v| v.as_array())
+            .cloned()
+            .unwrap_or_else(|| panic!("report has no `violations` list:\n{json:#}"))
+    }
+
+    /// The `violation` events of the audit log (every event must name itself).
+    pub fn audit_violations(&self) -> Vec<serde_json::Value> {
+        let events = read_jsonl(&self.audit);
+        assert!(
+            events.iter().all(|e| !json_str(e, "event").is_empty()),
+            "every audit event needs an `event` field:\n{events:#?}"
+        );
+        events
+            .into_iter()
+            .filter(|e| json_str(e, "event") == "violation")
+            .collect()
+    }
+
+    /// Is `v` an `E_SANDBOX_VIOLATION` of `kind` whose absolute `path` lies in the workspace
+    /// and ends with `/<one of suffixes>`?
+    fn is(&self, v: &serde_json::Value, kind: &str, suffixes: &[&str]) -> bool {
+        let path = json_str(v, "path");
+        json_str(v, "code") == "E_SANDBOX_VIOLATION"
+            && json_str(v, "kind") == kind
+            && Path::new(path).starts_with(&self.ws)
+            && suffixes.iter().any(|s| path.ends_with(&format!("/{s}")))
+    }
+
+    /// The run's refusal to create a protected path ending in one of `suffixes` (relative to
+    /// the workspace) was reported everywhere: a `protected_path_blocked` violation with an
+    /// absolute `path` and an `action` in the report, the same in the audit log, and the usual
+    /// `stockade: violation[...]` line on stderr. Returns the reported path.
+    pub fn assert_blocked(&self, run: &Run, suffixes: &[&str]) -> String {
+        let violations = self.violations();
+        let Some(v) = violations
+            .iter()
+            .find(|v| self.is(v, PROTECTED_PATH_BLOCKED, suffixes))
+        else {
+            panic!(
+                "report has no E_SANDBOX_VIOLATION/{PROTECTED_PATH_BLOCKED} violation whose path \
+                 is in {} and ends with one of {suffixes:?}:\n{violations:#?}\n{}",
+                self.ws.display(),
+                run.describe()
+            );
+        };
+        let path = json_str(v, "path").to_owned();
+        let action = json_str(v, "action");
+        assert!(
+            action.contains("refused"),
+            "the violation's `action` should say what was refused (e.g. \"refused mkdir (EPERM)\"):\n{v:#}"
+        );
+        let events = self.audit_violations();
+        assert!(
+            events
+                .iter()
+                .any(|e| self.is(e, PROTECTED_PATH_BLOCKED, suffixes)),
+            "audit log has no {PROTECTED_PATH_BLOCKED} violation event for {path}:\n{events:#?}"
+        );
+        let line =
+            format!("stockade: violation[E_SANDBOX_VIOLATION]: protected path blocked {path}");
+        run.assert_stderr_contains(&line);
+        path
+    }
+
+    /// The post-run sweep had nothing to do: no `protected_path_created` violation and an
+    /// empty quarantine (the run never got to create a protected path).
+    pub fn assert_nothing_swept(&self, run: &Run) {
+        let created: Vec<_> = self
+            .violations()
+            .into_iter()
+            .filter(|v| json_str(v, "kind") == PROTECTED_PATH_CREATED)
+            .collect();
+        assert!(
+            created.is_empty(),
+            "a protected path was created during the run (the sweep caught it afterwards, \
+             in-run prevention did not):\n{created:#?}\n{}",
+            run.describe()
+        );
+        let q = quarantined_files(&self.ws);
+        assert!(q.is_empty(), "quarantine is not empty: {q:?}");
+    }
+
+    /// The run reported no violation at all (ordinary work refused nothing).
+    pub fn assert_no_violations(&self, run: &Run) {
+        let violations = self.violations();
+        assert!(
+            violations.is_empty(),
+            "ordinary work produced violations:\n{violations:#?}\n{}",
+            run.describe()
+        );
+        run.assert_lacks("stockade: violation[");
     }
 }
 

@@ -4,17 +4,18 @@
 //! protected workspace paths (`.envrc`, `.vscode`, `.claude`, `.mcp.json`, ...).
 //!
 //! The decisive checks are on the HOST after `stockade run` returns: no executable
-//! non-sample hook anywhere in the workspace, config bytes unchanged, created protected paths
-//! moved to `.stockade/quarantine/<run-id>/` and reported as violations.
+//! non-sample hook anywhere in the workspace, config bytes unchanged. Protected paths that do
+//! not exist when the run starts cannot be created during it either: the creating system call
+//! fails with `EPERM` and is reported as a `protected_path_blocked` violation, and the post-run
+//! sweep (which moves protected paths created during the run to
+//! `.stockade/quarantine/<run-id>/`) stays as a backstop that must find nothing. Many more
+//! in-run cases are in `inrun.rs`.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use attacks::{
-    json_any_string, json_str, live_hooks, quarantined_files, read_bytes, read_json, read_jsonl,
-    read_text, write_file, Fixture,
-};
+use attacks::{live_hooks, read_bytes, read_text, write_file, Fixture, Records};
 
 const HOOK: &str = r"printf '#!/bin/sh\necho pwned-by-hook\n'";
 
@@ -62,58 +63,11 @@ fn assert_host_git_runs_nothing(fx: &Fixture, dir: &Path) {
     );
 }
 
-fn report_opts(fx: &Fixture) -> (PathBuf, PathBuf, Vec<String>) {
-    let report = fx.out_file("report.json");
-    let audit = fx.out_file("audit.jsonl");
-    let _ = fs::remove_file(&report);
-    let _ = fs::remove_file(&audit);
-    let opts = vec![
-        "--report".to_owned(),
-        report.display().to_string(),
-        "--audit".to_owned(),
-        audit.display().to_string(),
-    ];
-    (report, audit, opts)
-}
-
-fn is_created_violation(v: &serde_json::Value, needle: &str) -> bool {
-    json_str(v, "code") == "E_SANDBOX_VIOLATION"
-        && json_str(v, "kind") == "protected_path_created"
-        && json_any_string(v, &|s| s.contains(needle))
-}
-
-/// The `--report` file lists a `protected_path_created` violation mentioning `needle`, and
-/// the `--audit` file has a matching event.
-fn assert_violation_reported(report: &Path, audit: &Path, needle: &str) {
-    let json = read_json(report);
-    let violations = json
-        .get("violations")
-        .and_then(|v| v.as_array())
-        .unwrap_or_else(|| panic!("report has no `violations` list:\n{json:#}"));
-    assert!(
-        violations.iter().any(|v| is_created_violation(v, needle)),
-        "report has no E_SANDBOX_VIOLATION/protected_path_created violation naming {needle:?}:\n{json:#}"
-    );
-    let events = read_jsonl(audit);
-    assert!(
-        events.iter().any(|e| is_created_violation(e, needle)),
-        "audit log has no E_SANDBOX_VIOLATION/protected_path_created event naming {needle:?}:\n{events:#?}"
-    );
-    assert!(
-        events.iter().all(|e| !json_str(e, "event").is_empty()),
-        "every audit event needs an `event` field:\n{events:#?}"
-    );
-}
-
-/// A file under `.stockade/quarantine/` whose path ends with `suffix` and whose content
-/// contains `content`.
-fn assert_quarantined(ws: &Path, suffix: &str, content: &str) {
-    let files = quarantined_files(ws);
-    assert!(
-        files.iter().any(|f| f.to_string_lossy().ends_with(suffix)
-            && read_text(f).unwrap_or_default().contains(content)),
-        "no quarantined file ending in {suffix:?} holding {content:?}; quarantine holds {files:?}"
-    );
+/// The attack's creation of a protected path ending in one of `suffixes` was refused inside
+/// the run and reported, and the post-run sweep found nothing to quarantine.
+fn assert_refused_in_run(records: &Records, run: &attacks::Run, suffixes: &[&str]) {
+    records.assert_blocked(run, suffixes);
+    records.assert_nothing_swept(run);
 }
 
 fn mode(path: &Path) -> u32 {
@@ -194,13 +148,16 @@ fn hooks_dir_cannot_be_deleted_and_recreated() {
         "mv .git/hooks .git/hooks.old; mkdir -p .git/hooks && {}",
         write_hook(".git/hooks/pre-commit")
     );
-    let (report, audit, opts) = report_opts(&fx);
-    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
-    fx.attack(&opts, &script).outcome();
+    let records = fx.records();
+    let inside = fx.attack(&records.opts(), &script).outcome();
     assert_no_live_hooks(&fx.ws, "mv .git/hooks");
     if fx.ws.join(".git/hooks.old").exists() {
-        // The rename went through: then the new hook must have been caught.
-        assert_violation_reported(&report, &audit, ".git/hooks");
+        // The rename went through: then the new hook must have been refused in the run.
+        assert_refused_in_run(
+            &records,
+            &inside.run,
+            &[".git/hooks/pre-commit", ".git/hooks"],
+        );
     }
     // Control.
     let fx = Fixture::new();
@@ -212,24 +169,27 @@ fn hooks_dir_cannot_be_deleted_and_recreated() {
     assert_eq!(live_hooks(&fx.ws).len(), 1);
 }
 
+/// The repository is new, so no read-only mount covers its hooks: writing the hook fails
+/// in the run (`EPERM`), git's `*.sample` hooks are made as usual.
 #[test]
-fn hook_in_repo_made_by_git_init_during_run_is_quarantined_and_reported() {
+fn hook_in_repo_made_by_git_init_during_run_is_refused_and_reported() {
     let fx = Fixture::without_git();
-    let (report, audit, opts) = report_opts(&fx);
-    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    let records = fx.records();
     let script = format!(
-        "git -c init.defaultBranch=main init -q && {} && test -x .git/hooks/pre-commit",
+        "git -c init.defaultBranch=main init -q && {}",
         write_hook(".git/hooks/pre-commit")
     );
-    fx.attack(&opts, &script).outcome().assert_ok();
+    let inside = fx.attack(&records.opts(), &script).outcome();
+    inside
+        .assert_failed()
+        .assert_output_contains("Operation not permitted");
     // On the host, after the run: no live hook, the sample hooks kept.
     assert_no_live_hooks(&fx.ws, "git init during the run");
     let samples = fs::read_dir(fx.ws.join(".git/hooks"))
         .map(|d| d.flatten().count())
         .unwrap_or(0);
-    assert!(samples > 0, "git's *.sample hooks were not kept");
-    assert_quarantined(&fx.ws, "pre-commit", "pwned-by-hook");
-    assert_violation_reported(&report, &audit, ".git/hooks");
+    assert!(samples > 0, "git's *.sample hooks were not made");
+    assert_refused_in_run(&records, &inside.run, &[".git/hooks/pre-commit"]);
     assert_host_git_runs_nothing(&fx, &fx.ws);
     // Control: without stockade the hook stays.
     fx.control(&format!(
@@ -245,18 +205,25 @@ fn hook_in_repo_made_by_git_init_during_run_is_quarantined_and_reported() {
 }
 
 #[test]
-fn hook_in_nested_repo_made_during_run_is_quarantined() {
+fn hook_in_nested_repo_made_during_run_is_refused() {
     let fx = Fixture::new();
-    let (report, audit, opts) = report_opts(&fx);
-    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    let records = fx.records();
     let script = format!(
         "git init -q vendor/dep && {}",
         write_hook("vendor/dep/.git/hooks/post-checkout")
     );
-    fx.attack(&opts, &script).outcome().assert_ok();
+    let inside = fx.attack(&records.opts(), &script).outcome();
+    inside.assert_failed();
     assert_no_live_hooks(&fx.ws, "nested git init");
-    assert_quarantined(&fx.ws, "post-checkout", "pwned-by-hook");
-    assert_violation_reported(&report, &audit, "vendor/dep/.git/hooks");
+    assert!(
+        fx.ws.join("vendor/dep/.git/HEAD").is_file(),
+        "the nested git init itself must work"
+    );
+    assert_refused_in_run(
+        &records,
+        &inside.run,
+        &["vendor/dep/.git/hooks/post-checkout"],
+    );
     assert_host_git_runs_nothing(&fx, &fx.ws.join("vendor/dep"));
     fx.control(&script).outcome().assert_ok();
     assert_eq!(
@@ -286,17 +253,16 @@ fn git_dir_cannot_be_swapped_for_a_fresh_one() {
     let fx = Fixture::new();
     let config = fx.ws.join(".git/config");
     let before = read_bytes(&config).expect("config");
-    let (report, audit, opts) = report_opts(&fx);
-    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    let records = fx.records();
     let script = format!(
         "mv .git .git-old && git init -q && {}",
         write_hook(".git/hooks/pre-commit")
     );
-    let inside = fx.attack(&opts, &script).outcome();
+    let inside = fx.attack(&records.opts(), &script).outcome();
     inside.ran();
     assert_no_live_hooks(&fx.ws, "swapped .git");
     if fx.ws.join(".git-old").exists() {
-        assert_violation_reported(&report, &audit, ".git/hooks");
+        assert_refused_in_run(&records, &inside.run, &[".git/hooks/pre-commit"]);
     } else {
         assert_eq!(read_bytes(&config), Some(before), ".git/config changed");
     }
@@ -346,13 +312,13 @@ fn git_config_is_unchanged_after_the_run() {
 }
 
 /// A repository assembled by hand during the run (no git needed), whose new `.git/config`
-/// points `core.hooksPath` at an unprotected directory and sets `core.fsmonitor`: after the
-/// run, git on the host must run neither.
+/// would point `core.hooksPath` at an unprotected directory and set `core.fsmonitor`: writing
+/// that config (directly, or by renaming a file onto it) is refused in the run, and git on the
+/// host runs neither.
 #[test]
-fn config_of_repo_created_during_run_is_neutralized() {
+fn config_of_repo_created_during_run_is_refused() {
     let fx = Fixture::without_git();
-    let (report, audit, opts) = report_opts(&fx);
-    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    let records = fx.records();
     let fsmonitor = fx.script(
         "fsmonitor.sh",
         &format!(
@@ -361,22 +327,31 @@ fn config_of_repo_created_during_run_is_neutralized() {
         ),
     );
     let script = format!(
-        "set -e
-        mkdir -p .git/objects .git/refs/heads myhooks
-        echo 'ref: refs/heads/main' > .git/HEAD
-        printf '[core]\\n\\trepositoryformatversion = 0\\n\\thooksPath = myhooks\\n\\tfsmonitor = {}\\n' > .git/config
-        {}",
+        "mkdir -p .git/objects .git/refs/heads myhooks && echo 'ref: refs/heads/main' > .git/HEAD && {} || exit 99
+        printf '[core]\\n\\trepositoryformatversion = 0\\n\\thooksPath = myhooks\\n\\tfsmonitor = {}\\n' > cfg || exit 99
+        cat cfg > .git/config || mv cfg .git/config",
+        write_hook("myhooks/pre-commit"),
         fsmonitor.display(),
-        write_hook("myhooks/pre-commit")
     );
-    fx.attack(&opts, &script).outcome().assert_ok();
+    let inside = fx.attack(&records.opts(), &script).outcome();
+    inside.assert_failed();
+    assert_ne!(
+        inside.rc,
+        Some(99),
+        "setup failed\n{}",
+        inside.run.describe()
+    );
+    assert!(
+        fs::symlink_metadata(fx.ws.join(".git/config")).is_err(),
+        "a .git/config was created"
+    );
     let hooks_path = fx.git_host(&["config", "--get", "core.hooksPath"]);
     assert!(
         hooks_path.stdout.trim().is_empty(),
         "core.hooksPath survived the run\n{}",
         hooks_path.describe()
     );
-    assert_violation_reported(&report, &audit, ".git/config");
+    assert_refused_in_run(&records, &inside.run, &[".git/config"]);
     assert_host_git_runs_nothing(&fx, &fx.ws);
     // Control: planted directly, git on the host runs the hook.
     fx.control(&script).outcome().assert_ok();
@@ -462,11 +437,13 @@ fn existing_protected_paths_stay_read_only() {
     }
 }
 
+/// Protected paths that do not exist at the start cannot be created during the run: each
+/// creation fails there (so the path never exists on the host, not even while the run lasts)
+/// and is reported; the post-run sweep has nothing left to quarantine.
 #[test]
-fn protected_paths_created_during_run_are_quarantined() {
+fn protected_paths_cannot_be_created_during_run() {
     let fx = Fixture::new();
-    let (report, audit, opts) = report_opts(&fx);
-    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    let records = fx.records();
     // (file written, protected path the violation names)
     let created = [
         (".envrc", ".envrc"),
@@ -477,45 +454,56 @@ fn protected_paths_created_during_run_are_quarantined() {
         (".gitmodules", ".gitmodules"),
         ("app/.envrc", "app/.envrc"),
     ];
-    let mut script = String::from("set -e\n");
+    let mut script = String::new();
     for (name, _) in created {
         script.push_str(&format!(
-            "mkdir -p $(dirname {name}) && echo planted-{name} > {name}\n"
+            "mkdir -p $(dirname {name}) && echo planted-{name} > {name} || echo refused:{name}\n"
         ));
     }
-    fx.attack(&opts, &script).outcome().assert_ok();
+    let inside = fx.attack(&records.opts(), &script).outcome();
+    inside.assert_ok();
     for (name, protected) in created {
+        inside.assert_output_contains(&format!("refused:{name}\n"));
         assert!(
-            !fx.ws.join(name).exists(),
-            "{name} created during the run is still in the workspace"
+            fs::symlink_metadata(fx.ws.join(protected)).is_err(),
+            "{protected} was created in the workspace"
         );
-        assert_quarantined(&fx.ws, name, &format!("planted-{name}"));
-        assert_violation_reported(&report, &audit, protected);
+        records.assert_blocked(&inside.run, &[protected]);
     }
+    records.assert_nothing_swept(&inside.run);
     // Control.
-    fx.control(&script).outcome().assert_ok();
+    let out = fx.control(&script).outcome();
+    out.assert_ok().assert_lacks("refused:");
     for (name, _) in created {
         assert!(fx.ws.join(name).exists());
     }
 }
 
 /// A `.git` *file* made during the run (`gitdir: ../evil`) would send host git to a bare
-/// repository the sandbox filled with hooks. The sweep moves the redirect out.
+/// repository the sandbox filled with hooks. Writing it fails in the run.
 #[test]
-fn gitdir_redirect_made_during_run_is_quarantined() {
+fn gitdir_redirect_cannot_be_made_during_run() {
     let fx = Fixture::new();
-    let (report, audit, opts) = report_opts(&fx);
-    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    let records = fx.records();
+    // The hook in the bare repository may be refused as well; the control shows it works.
     let script = format!(
-        "git init -q --bare evil && git --git-dir=evil config core.bare false && {} && mkdir -p sub && printf 'gitdir: ../evil\\n' > sub/.git",
+        "git init -q --bare evil && git --git-dir=evil config core.bare false && {{ {} || true; }} && mkdir -p sub || exit 99
+        printf 'gitdir: ../evil\\n' > sub/.git",
         write_hook("evil/hooks/pre-commit")
     );
-    fx.attack(&opts, &script).outcome().assert_ok();
+    let inside = fx.attack(&records.opts(), &script).outcome();
+    inside.assert_failed();
+    assert_ne!(
+        inside.rc,
+        Some(99),
+        "setup failed\n{}",
+        inside.run.describe()
+    );
     assert!(
         fs::symlink_metadata(fx.ws.join("sub/.git")).is_err(),
-        "the gitdir redirect is still in the workspace"
+        "the gitdir redirect is in the workspace"
     );
-    assert_violation_reported(&report, &audit, "sub/.git");
+    assert_refused_in_run(&records, &inside.run, &["sub/.git"]);
     assert_host_git_runs_nothing(&fx, &fx.ws.join("sub"));
     // Control: without stockade the redirect stays and host git runs the planted hook.
     fx.control(&script).outcome().assert_ok();
@@ -529,20 +517,28 @@ fn gitdir_redirect_made_during_run_is_quarantined() {
 
 /// `.git/commondir` makes git take hooks and config from another directory.
 #[test]
-fn commondir_redirect_made_during_run_is_quarantined() {
+fn commondir_redirect_cannot_be_made_during_run() {
     let fx = Fixture::new();
-    let (report, audit, opts) = report_opts(&fx);
-    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    let records = fx.records();
+    // The hook in the bare repository may be refused as well; the control shows it works.
     let script = format!(
-        "git init -q --bare evilc && {} && echo ../evilc > .git/commondir",
+        "git init -q --bare evilc && {{ {} || true; }} || exit 99
+        echo ../evilc > .git/commondir",
         write_hook("evilc/hooks/pre-commit")
     );
-    fx.attack(&opts, &script).outcome().assert_ok();
-    assert!(
-        !fx.ws.join(".git/commondir").exists(),
-        "commondir left in place"
+    let inside = fx.attack(&records.opts(), &script).outcome();
+    inside.assert_failed();
+    assert_ne!(
+        inside.rc,
+        Some(99),
+        "setup failed\n{}",
+        inside.run.describe()
     );
-    assert_violation_reported(&report, &audit, ".git/commondir");
+    assert!(
+        fs::symlink_metadata(fx.ws.join(".git/commondir")).is_err(),
+        "a commondir was created"
+    );
+    assert_refused_in_run(&records, &inside.run, &[".git/commondir"]);
     assert_host_git_runs_nothing(&fx, &fx.ws);
     fx.control(&script).outcome().assert_ok();
     let commit = host_commit(&fx, &fx.ws);
@@ -621,24 +617,28 @@ fn deinitialised_submodule_hooks_cannot_be_planted() {
 }
 
 /// `.git/hooks` as a symlink at the start: the read-only bind covers its target, but the link
-/// itself can be swapped for a real directory full of hooks. The sweep sees the change of kind.
+/// itself can be swapped for a real directory. No hook can be created in that directory.
 #[test]
-fn symlinked_hooks_dir_swapped_for_a_real_one_is_quarantined() {
+fn symlinked_hooks_dir_swapped_for_a_real_one_accepts_no_hook() {
     let fx = Fixture::new();
     let shared = fx.ws.join("shared-hooks");
     fs::create_dir_all(&shared).unwrap();
     attacks::chmod(&shared, 0o755);
     fs::remove_dir_all(fx.ws.join(".git/hooks")).unwrap();
     std::os::unix::fs::symlink("../shared-hooks", fx.ws.join(".git/hooks")).unwrap();
-    let (report, audit, opts) = report_opts(&fx);
-    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    let records = fx.records();
     let script = format!(
         "rm .git/hooks && mkdir .git/hooks && {}",
         write_hook(".git/hooks/pre-commit")
     );
-    fx.attack(&opts, &script).outcome().assert_ok();
+    let inside = fx.attack(&records.opts(), &script).outcome();
+    inside.assert_failed();
     assert_no_live_hooks(&fx.ws, "swapped hooks symlink");
-    assert_violation_reported(&report, &audit, ".git/hooks");
+    assert_refused_in_run(
+        &records,
+        &inside.run,
+        &[".git/hooks/pre-commit", ".git/hooks"],
+    );
     assert_host_git_runs_nothing(&fx, &fx.ws);
     // Control: without stockade the swap leaves a live hook.
     fs::remove_dir_all(fx.ws.join(".git/hooks")).ok();

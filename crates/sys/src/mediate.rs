@@ -36,7 +36,7 @@ use std::ffi::CStr;
 use std::os::raw::{c_int, c_uint};
 
 use crate::postfork::{self, Report};
-use crate::protect::{self, Create, Reason, Rules, Verdict};
+use crate::protect::{self, Create, GitHint, Reason, Rules, Verdict};
 use crate::raw::{self, Errno};
 
 const PATH_MAX: usize = 4096;
@@ -673,6 +673,15 @@ impl Server<'_> {
         }
     }
 
+    /// [`protect::decide`] with a [`GitHint`] read from the disk when the rules want one.
+    fn decide(&self, path: &[u8], what: Create) -> Verdict {
+        protect::decide(self.rules, path, what, git_hint(path))
+    }
+
+    fn is_protected(&self, path: &[u8]) -> bool {
+        protect::is_protected_file(self.rules, path, git_hint(path))
+    }
+
     fn deny(&self, op: Op, reason: Reason, path: &[u8], blocked: &mut Option<Blocked>) -> Errno {
         let mut p = PathBuf::new();
         let _ = p.push(&path[..path.len().min(PATH_MAX - 1)]);
@@ -750,9 +759,7 @@ impl Server<'_> {
                     return Err(Errno(libc::EISDIR));
                 }
                 let full = entry_path(dir.0, name.bytes())?;
-                if let Verdict::Deny(reason) =
-                    protect::decide(self.rules, full.bytes(), Create::File)
-                {
+                if let Verdict::Deny(reason) = self.decide(full.bytes(), Create::File) {
                     return Err(self.deny(Op::Open, reason, full.bytes(), blocked));
                 }
                 let mode = (mode as u32) & 0o7777 & !t.umask()?;
@@ -793,7 +800,7 @@ impl Server<'_> {
             is_dot(name.bytes()) || raw::fstatat(dir.0, n, libc::AT_SYMLINK_NOFOLLOW).is_ok();
         if !exists {
             let full = entry_path(dir.0, name.bytes())?;
-            if let Verdict::Deny(reason) = protect::decide(self.rules, full.bytes(), kind) {
+            if let Verdict::Deny(reason) = self.decide(full.bytes(), kind) {
                 return Err(self.deny(op, reason, full.bytes(), blocked));
             }
         }
@@ -824,9 +831,7 @@ impl Server<'_> {
             is_dot(name.bytes()) || raw::fstatat(dir.0, n, libc::AT_SYMLINK_NOFOLLOW).is_ok();
         if !exists {
             let full = entry_path(dir.0, name.bytes())?;
-            if let Verdict::Deny(reason) =
-                protect::decide(self.rules, full.bytes(), Create::Symlink)
-            {
+            if let Verdict::Deny(reason) = self.decide(full.bytes(), Create::Symlink) {
                 return Err(self.deny(Op::Symlink, reason, full.bytes(), blocked));
             }
         }
@@ -860,14 +865,6 @@ impl Server<'_> {
             Resolved::Object(obj) => real_path(obj.0)?,
             Resolved::Entry { dir, name, .. } => entry_path(dir.0, name.bytes())?,
         };
-        if protect::is_protected_file(self.rules, source_path.bytes()) {
-            return Err(self.deny(
-                Op::Link,
-                Reason::ProtectedFile,
-                source_path.bytes(),
-                blocked,
-            ));
-        }
         let base = t.base(newdirfd, new.bytes())?;
         let Resolved::Entry { dir, name, .. } = resolve(t, base, new.bytes(), false)? else {
             return Err(Errno(libc::EEXIST));
@@ -877,9 +874,18 @@ impl Server<'_> {
             is_dot(name.bytes()) || raw::fstatat(dir.0, n, libc::AT_SYMLINK_NOFOLLOW).is_ok();
         if !exists {
             let full = entry_path(dir.0, name.bytes())?;
-            if let Verdict::Deny(reason) = protect::decide(self.rules, full.bytes(), Create::Link) {
+            if let Verdict::Deny(reason) = self.decide(full.bytes(), Create::Link) {
                 return Err(self.deny(Op::Link, reason, full.bytes(), blocked));
             }
+        }
+        // Checked after the new name, so the report names what would have been created.
+        if self.is_protected(source_path.bytes()) {
+            return Err(self.deny(
+                Op::Link,
+                Reason::ProtectedFile,
+                source_path.bytes(),
+                blocked,
+            ));
         }
         match &source {
             Resolved::Object(obj) => {
@@ -934,12 +940,12 @@ impl Server<'_> {
         let st = raw::fstatat(odir.0, on, libc::AT_SYMLINK_NOFOLLOW)?;
         let kind = move_kind(st.st_mode);
         let full = entry_path(ndir.0, nname.bytes())?;
-        let mut verdict = protect::decide(self.rules, full.bytes(), kind);
+        let mut verdict = self.decide(full.bytes(), kind);
         if flags & libc::RENAME_EXCHANGE != 0 && verdict == Verdict::Allow {
             // The other entry moves the opposite way.
             let back = raw::fstatat(ndir.0, nn, libc::AT_SYMLINK_NOFOLLOW)?;
             let old_full = entry_path(odir.0, oname.bytes())?;
-            match protect::decide(self.rules, old_full.bytes(), move_kind(back.st_mode)) {
+            match self.decide(old_full.bytes(), move_kind(back.st_mode)) {
                 Verdict::Allow => {}
                 Verdict::Deny(reason) => {
                     return Err(self.deny(Op::Rename, reason, old_full.bytes(), blocked))
@@ -999,7 +1005,7 @@ impl Server<'_> {
         match target {
             Resolved::Object(obj) => {
                 let real = real_path(obj.0)?;
-                if grants_write && protect::is_protected_file(self.rules, real.bytes()) {
+                if grants_write && self.is_protected(real.bytes()) {
                     return Err(self.deny(Op::Chmod, Reason::ProtectedFile, real.bytes(), blocked));
                 }
                 let p = self_fd_path(obj.0)?;
@@ -1022,7 +1028,7 @@ impl Server<'_> {
                 } else {
                     entry_path(dir.0, name.bytes())?
                 };
-                if grants_write && protect::is_protected_file(self.rules, full.bytes()) {
+                if grants_write && self.is_protected(full.bytes()) {
                     return Err(self.deny(Op::Chmod, Reason::ProtectedFile, full.bytes(), blocked));
                 }
                 raw::fchmodat(dir.0, n, mode).map(|_| Reply::Value(0))
@@ -1156,4 +1162,36 @@ fn fresh_config_copy(
     }
     let _ = raw::unlinkat(odir.0, oname.cstr()?, 0);
     Ok(())
+}
+
+/// Whether the parent and grandparent of `path` hold a `HEAD` and an `objects` directory, when
+/// [`protect::wants_hint`] says it matters. Paths are the init's own view (the same as the
+/// command's); a lookup error counts as "no".
+fn git_hint(path: &[u8]) -> GitHint {
+    if !protect::wants_hint(path) {
+        return GitHint::default();
+    }
+    let looks_like_gitdir = |dir: &[u8]| -> bool {
+        let probe = |name: &[u8], want_dir: bool| {
+            let mut p = PathBuf::new();
+            p.push(dir).and_then(|_| p.push(name)).is_ok()
+                && p.cstr().is_ok_and(|c| {
+                    raw::fstatat(libc::AT_FDCWD, c, libc::AT_SYMLINK_NOFOLLOW)
+                        .is_ok_and(|st| !want_dir || st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+                })
+        };
+        probe(b"/HEAD", false) && probe(b"/objects", true)
+    };
+    let parent = match path.iter().rposition(|b| *b == b'/') {
+        Some(i) => &path[..i],
+        None => return GitHint::default(),
+    };
+    let grand = parent
+        .iter()
+        .rposition(|b| *b == b'/')
+        .map(|i| &parent[..i]);
+    GitHint {
+        parent_is_gitdir: looks_like_gitdir(parent),
+        grand_is_gitdir: grand.is_some_and(looks_like_gitdir),
+    }
 }

@@ -252,8 +252,29 @@ fn in_roots(rules: &Rules<'_>, path: &[u8]) -> bool {
     rules.roots.iter().any(|r| is_within(path, r))
 }
 
+/// What the caller saw on disk: whether the parent and the grandparent of the path look like
+/// git dirs by content (a `HEAD` and an `objects` directory: a bare repository, or a git dir
+/// reached under another name). Names alone cannot tell `b/hooks` of a bare repository `b`
+/// from any `hooks` directory.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GitHint {
+    pub parent_is_gitdir: bool,
+    pub grand_is_gitdir: bool,
+}
+
+/// Whether [`decide`] or [`is_protected_file`] would use a [`GitHint`] for `path`, so the
+/// caller only looks at the disk when it matters.
+pub fn wants_hint(path: &[u8]) -> bool {
+    let (parent, name) = split(path);
+    let (_, parent_name) = split(parent);
+    matches!(
+        name,
+        b"hooks" | b"config" | b"config.worktree" | b"commondir"
+    ) || parent_name == b"hooks"
+}
+
 /// The rule for creating `what` at `path` (absolute, normal).
-pub fn decide(rules: &Rules<'_>, path: &[u8], what: Create) -> Verdict {
+pub fn decide(rules: &Rules<'_>, path: &[u8], what: Create, hint: GitHint) -> Verdict {
     if !in_roots(rules, path) {
         return Verdict::Allow;
     }
@@ -267,8 +288,11 @@ pub fn decide(rules: &Rules<'_>, path: &[u8], what: Create) -> Verdict {
         // A whole directory renamed into place would bring hooks and config with it.
         return Verdict::Deny(Reason::BeginsProtectedPath);
     }
-    let parent_names = components(parent);
-    if is_git_dir(parent_names.clone()) {
+    if what == Create::MoveDir && is_git_dir(components(path)) {
+        // A directory renamed to become a git dir (`.git/modules/<name>`) brings its hooks.
+        return Verdict::Deny(Reason::BeginsProtectedPath);
+    }
+    if hint.parent_is_gitdir || is_git_dir(components(parent)) {
         match name {
             b"hooks" => {
                 return if what == Create::Dir {
@@ -293,7 +317,7 @@ pub fn decide(rules: &Rules<'_>, path: &[u8], what: Create) -> Verdict {
         }
     }
     let (grand, parent_name) = split(parent);
-    if parent_name == b"hooks" && is_git_dir(components(grand)) {
+    if parent_name == b"hooks" && (hint.grand_is_gitdir || is_git_dir(components(grand))) {
         let sample = name.ends_with(b".sample");
         return if sample && matches!(what, Create::File | Create::MoveFile) {
             Verdict::Allow
@@ -323,12 +347,12 @@ pub fn decide(rules: &Rules<'_>, path: &[u8], what: Create) -> Verdict {
 }
 
 /// Whether an existing file at `path` is protected (no `chmod`, no hard links to it).
-pub fn is_protected_file(rules: &Rules<'_>, path: &[u8]) -> bool {
+pub fn is_protected_file(rules: &Rules<'_>, path: &[u8], hint: GitHint) -> bool {
     if !in_roots(rules, path) {
         return false;
     }
     let (parent, name) = split(path);
-    if is_git_dir(components(parent))
+    if (hint.parent_is_gitdir || is_git_dir(components(parent)))
         && matches!(
             name,
             b"config" | b"config.worktree" | b"commondir" | b"hooks"
@@ -337,7 +361,7 @@ pub fn is_protected_file(rules: &Rules<'_>, path: &[u8]) -> bool {
         return true;
     }
     let (grand, parent_name) = split(parent);
-    if parent_name == b"hooks" && is_git_dir(components(grand)) {
+    if parent_name == b"hooks" && (hint.grand_is_gitdir || is_git_dir(components(grand))) {
         return !name.ends_with(b".sample");
     }
     rules
@@ -451,7 +475,7 @@ mod tests {
     };
 
     fn d(path: &str, what: Create) -> Verdict {
-        decide(&RULES, path.as_bytes(), what)
+        decide(&RULES, path.as_bytes(), what, GitHint::default())
     }
 
     const DENY_PATH: Verdict = Verdict::Deny(Reason::ProtectedPath);
@@ -551,11 +575,41 @@ mod tests {
         assert_eq!(d("/ws/.config", Create::File), Verdict::Allow);
         assert_eq!(d("/ws/a/b", Create::MoveDir), Verdict::Allow);
         assert_eq!(d("/ws/.git/refs/x", Create::MoveDir), Verdict::Allow);
+        assert_eq!(d("/ws/.git/modules/sub", Create::MoveDir), begins);
+        assert_eq!(d("/ws/.git/modules/a/modules/b", Create::MoveDir), begins);
+        assert_eq!(d("/ws/.git/modules/sub", Create::Dir), Verdict::Allow);
+    }
+
+    #[test]
+    fn bare_repositories_are_recognised_by_content() {
+        let bare = GitHint {
+            parent_is_gitdir: false,
+            grand_is_gitdir: true,
+        };
+        let v = decide(&RULES, b"/ws/b/hooks/pre-receive", Create::File, bare);
+        assert_eq!(v, Verdict::Deny(Reason::GitHook));
+        let v = decide(&RULES, b"/ws/b/hooks/x.sample", Create::File, bare);
+        assert_eq!(v, Verdict::Allow);
+        let parent = GitHint {
+            parent_is_gitdir: true,
+            grand_is_gitdir: false,
+        };
+        let v = decide(&RULES, b"/ws/b/config", Create::MoveFile, parent);
+        assert_eq!(v, Verdict::InertConfig);
+        assert!(is_protected_file(&RULES, b"/ws/b/config", parent));
+        assert!(!is_protected_file(
+            &RULES,
+            b"/ws/b/config",
+            GitHint::default()
+        ));
+        assert!(wants_hint(b"/ws/b/hooks/pre-receive"));
+        assert!(wants_hint(b"/ws/b/config"));
+        assert!(!wants_hint(b"/ws/b/src/main.rs"));
     }
 
     #[test]
     fn protected_files_are_recognised() {
-        let p = |s: &str| is_protected_file(&RULES, s.as_bytes());
+        let p = |s: &str| is_protected_file(&RULES, s.as_bytes(), GitHint::default());
         assert!(p("/ws/.git/config"));
         assert!(p("/ws/.git/modules/s/config"));
         assert!(p("/ws/.git/hooks/pre-commit"));
