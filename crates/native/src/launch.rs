@@ -514,8 +514,7 @@ fn setup_error(plan: &Plan, f: postfork::Report) -> RunError {
         Some(Stage::Mediation) => RunError::Unavailable {
             what: "seccomp user notification",
             cause: format!("failed to set up mediated creation: {cause}"),
-            fix: "use Linux ≥ 5.14 (seccomp user notification with SECCOMP_ADDFD_FLAG_SEND)"
-                .into(),
+            fix: "use Linux ≥ 5.14 (seccomp user notification with SECCOMP_ADDFD_FLAG_SEND)".into(),
         },
         Some(Stage::LandlockRestrict) => RunError::Unavailable {
             what: "Landlock",
