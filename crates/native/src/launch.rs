@@ -329,6 +329,8 @@ pub fn launch(plan: &Plan, options: Options) -> Result<Outcome, RunError> {
             }),
             seccomp: seccomp.as_deref(),
         },
+        new_network: true,
+        proxy: None,
         mediate: mediation.as_deref().map(|filter| MediateSpec {
             filter,
             rules: sys::protect::Rules {

@@ -335,6 +335,69 @@ fn resolve(t: &mut Target, start: Fd, path: &[u8], follow_last: bool) -> Result<
     if path.is_empty() {
         return Err(Errno(libc::ENOENT));
     }
+    match resolve_without_symlinks(&start, path, follow_last)? {
+        Fast::Done(dir, name, trailing) => Ok(Resolved::Entry {
+            dir: dir.unwrap_or(start),
+            name,
+            trailing,
+        }),
+        Fast::Symlink => resolve_slowly(t, start, path, follow_last),
+    }
+}
+
+#[allow(clippy::large_enum_variant)] // on the stack, briefly
+enum Fast {
+    /// The directory (`None`: `start` itself), the last component, the trailing-slash flag.
+    Done(Option<Fd>, Name, bool),
+    /// A symlink is on the way: walk component by component.
+    Symlink,
+}
+
+/// The common case in one call: when no component is a symlink, the kernel's resolution and
+/// ours cannot differ, so `openat2(RESOLVE_NO_SYMLINKS)` opens the parent directly.
+fn resolve_without_symlinks(start: &Fd, path: &[u8], follow_last: bool) -> Result<Fast, Errno> {
+    let trimmed_len = path.len() - path.iter().rev().take_while(|b| **b == b'/').count();
+    let trailing = trimmed_len < path.len();
+    let trimmed = &path[..trimmed_len];
+    let (dirpart, last) = match trimmed.iter().rposition(|b| *b == b'/') {
+        Some(i) => (&path[..=i], &trimmed[i + 1..]),
+        None => (&b""[..], trimmed),
+    };
+    if last.is_empty() || is_dot(last) {
+        return Ok(Fast::Symlink); // "/", "x/.." and the like: the careful walk handles them
+    }
+    let name = name_of(last)?;
+    let dir = if dirpart.is_empty() {
+        None
+    } else {
+        let mut p = PathBuf::new();
+        p.push(dirpart)?;
+        match raw::openat_no_symlinks(start.0, p.cstr()?, libc::O_PATH | libc::O_DIRECTORY) {
+            Ok(fd) => Some(Fd(fd)),
+            Err(Errno(libc::ELOOP | libc::ENOSYS | libc::EXDEV | libc::EAGAIN)) => {
+                return Ok(Fast::Symlink)
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    if follow_last || trailing {
+        let dirfd = dir.as_ref().map_or(start.0, |d| d.0);
+        if let Ok(st) = raw::fstatat(dirfd, name.cstr()?, libc::AT_SYMLINK_NOFOLLOW) {
+            if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
+                return Ok(Fast::Symlink);
+            }
+        }
+    }
+    Ok(Fast::Done(dir, name, trailing))
+}
+
+/// Component by component, following symlinks by hand (see [`resolve`]).
+fn resolve_slowly(
+    t: &mut Target,
+    start: Fd,
+    path: &[u8],
+    follow_last: bool,
+) -> Result<Resolved, Errno> {
     // The unresolved rest of the path lives at the end of `rest`, from `pos`: a symlink's
     // target is spliced in front of it.
     const REST: usize = 4 * PATH_MAX;
@@ -511,12 +574,18 @@ pub(crate) fn serve(
     };
     let pidfd = raw::pidfd_open(cmd).unwrap_or(-1);
     let mut listening = true;
+    let mut rounds: u32 = 0;
     let status = 'outer: loop {
-        loop {
-            match raw::waitpid(-1, libc::WNOHANG) {
-                Ok((pid, status)) if pid == cmd => break 'outer status,
-                Ok((0, _)) | Err(_) => break,
-                Ok(_) => {}
+        // Orphans the init inherited are reaped now and then (a zombie costs nothing meanwhile);
+        // the command's own end is seen through its pidfd.
+        rounds = rounds.wrapping_add(1);
+        if rounds % 64 == 1 {
+            loop {
+                match raw::waitpid(-1, libc::WNOHANG) {
+                    Ok((pid, status)) if pid == cmd => break 'outer status,
+                    Ok((0, _)) | Err(_) => break,
+                    Ok(_) => {}
+                }
             }
         }
         let mut fds = [

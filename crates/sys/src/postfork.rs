@@ -48,12 +48,13 @@ pub enum Stage {
     Seccomp = 18,
     Exec = 19,
     Mediation = 20,
+    ProxyListener = 21,
 }
 
 impl Stage {
     pub fn from_u32(v: u32) -> Option<Stage> {
         use Stage::*;
-        const ALL: [Stage; 18] = [
+        const ALL: [Stage; 19] = [
             ParentGone,
             WaitForMaps,
             SetGroups,
@@ -72,6 +73,7 @@ impl Stage {
             Seccomp,
             Exec,
             Mediation,
+            ProxyListener,
         ];
         ALL.into_iter().find(|s| *s as u32 == v)
     }
@@ -97,6 +99,7 @@ impl Stage {
             Stage::Seccomp => "install the seccomp filter",
             Stage::Exec => "execute the program",
             Stage::Mediation => "hand the mediation listener to the init",
+            Stage::ProxyListener => "open the proxy's listening socket in the sandbox",
         }
     }
 }
@@ -254,6 +257,20 @@ pub struct ChildSpec<'a> {
     pub mounts: &'a [MountOp<'a>],
     pub command: CommandSpec<'a>,
     pub mediate: Option<MediateSpec<'a>>,
+    /// Whether the init is in a new network namespace (then it brings loopback up).
+    pub new_network: bool,
+    /// The egress proxy's listening socket, made by the init inside the sandbox's network
+    /// namespace and sent to the supervisor, which serves it from the host side.
+    pub proxy: Option<ProxySpec>,
+}
+
+/// Where the proxy listens inside the sandbox, and the socket to hand the listener over.
+#[derive(Debug, Clone, Copy)]
+pub struct ProxySpec {
+    pub addr: [u8; 4],
+    pub port: u16,
+    /// The init's end of a socketpair made by the supervisor.
+    pub sock: c_int,
 }
 
 pub(crate) fn report(fd: c_int, r: Report) {
@@ -347,8 +364,21 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
     if let Err(e) = raw::sethostname(spec.hostname) {
         fail(fd, Stage::Hostname, 0, e, 125);
     }
-    if let Err(e) = raw::loopback_up() {
-        fail(fd, Stage::Loopback, 0, e, 125);
+    if spec.new_network {
+        if let Err(e) = raw::loopback_up() {
+            fail(fd, Stage::Loopback, 0, e, 125);
+        }
+    }
+    if let Some(p) = spec.proxy {
+        let sent = raw::tcp_listen(p.addr, p.port, 1024).and_then(|listener| {
+            let r = raw::send_fd(p.sock, listener);
+            raw::close(listener);
+            r
+        });
+        raw::close(p.sock);
+        if let Err(e) = sent {
+            fail(fd, Stage::ProxyListener, 0, e, 125);
+        }
     }
     // The init takes the command's Landlock rules itself: it performs mediated calls for the
     // command and must not be able to do more than the command could. The command's domain

@@ -880,3 +880,77 @@ pub fn process_vm_read(pid: libc::pid_t, buf: &mut [u8], addr: u64) -> Result<us
     let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
     check(n as c_long).map(|n| n as usize)
 }
+
+/// A listening TCP socket on `addr:port` (IPv4), close-on-exec, `SO_REUSEADDR`.
+pub fn tcp_listen(addr: [u8; 4], port: u16, backlog: c_int) -> Result<c_int> {
+    // SAFETY: integer arguments only.
+    let fd = check_int(unsafe {
+        libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0)
+    })?;
+    let one: c_int = 1;
+    let sin = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes(addr),
+        },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: `one` and `sin` are live values of the sizes passed.
+    let r = check_int(unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_REUSEADDR,
+            (&one as *const c_int).cast(),
+            std::mem::size_of::<c_int>() as libc::socklen_t,
+        )
+    })
+    .and_then(|_| {
+        // SAFETY: as above.
+        check_int(unsafe {
+            libc::bind(
+                fd,
+                (&sin as *const libc::sockaddr_in).cast(),
+                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            )
+        })
+    })
+    // SAFETY: integer arguments only.
+    .and_then(|_| check_int(unsafe { libc::listen(fd, backlog) }));
+    match r {
+        Ok(_) => Ok(fd),
+        Err(e) => {
+            close(fd);
+            Err(e)
+        }
+    }
+}
+
+/// `openat2(2)` with `RESOLVE_NO_SYMLINKS`: fails with `ELOOP` at the first symlink of any kind.
+pub fn openat_no_symlinks(dirfd: c_int, path: &CStr, flags: c_int) -> Result<c_int> {
+    #[repr(C)]
+    struct OpenHow {
+        flags: u64,
+        mode: u64,
+        resolve: u64,
+    }
+    const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+    const SYS_OPENAT2: c_long = 437;
+    let how = OpenHow {
+        flags: (flags | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve: RESOLVE_NO_SYMLINKS,
+    };
+    // SAFETY: path is NUL-terminated and `how` is a live open_how of the size passed.
+    check(unsafe {
+        libc::syscall(
+            SYS_OPENAT2,
+            dirfd,
+            path.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    })
+    .map(|fd| fd as c_int)
+}
