@@ -30,7 +30,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a program (after `--`) or a shell string (`--shell`) in the sandbox.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Probe what this machine can enforce, by trying it.
     Doctor {
         /// Print the checks as JSON.
@@ -47,7 +47,7 @@ enum PolicyCommand {
     /// Print the resolved policy and the sandbox plan for the given options.
     Show {
         #[command(flatten)]
-        policy: PolicyArgs,
+        policy: Box<PolicyArgs>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -79,6 +79,20 @@ struct PolicyArgs {
     /// Pass NAME from the caller's environment, or set NAME=VALUE.
     #[arg(long = "env", value_name = "NAME[=VALUE]")]
     env: Vec<String>,
+    /// Network: none (default: only the sandbox's own loopback), proxy (egress only through
+    /// stockade's proxy, under the domain rules) or host (the host's network, unfiltered).
+    #[arg(long, value_name = "MODE", value_parser = ["none", "proxy", "host"])]
+    net: Option<String>,
+    /// Mode proxy: allow this domain (`example.com`, `*.example.com` = subdomains; `:PORT`).
+    #[arg(long = "allow-domain", value_name = "PATTERN")]
+    allow_domain: Vec<String>,
+    /// Mode proxy: never reach this domain (wins over every allow rule).
+    #[arg(long = "deny-domain", value_name = "PATTERN")]
+    deny_domain: Vec<String>,
+    /// Mode proxy: allow this IP, network or exact host (`127.0.0.1:5432`, `10.0.0.0/8`): the
+    /// only way to reach IP literals and loopback, private or link-local addresses.
+    #[arg(long = "allow-host", value_name = "HOST[:PORT]")]
+    allow_host: Vec<String>,
 }
 
 #[derive(Args)]
@@ -130,6 +144,14 @@ fn resolve(args: &PolicyArgs) -> Result<policy::Policy, Error> {
         deny_read: args.deny_read.clone(),
         allow_read: args.allow_read.clone(),
         env: args.env.clone(),
+        net: args.net.as_deref().map(|m| match m {
+            "proxy" => policy::NetworkMode::Proxy,
+            "host" => policy::NetworkMode::Host,
+            _ => policy::NetworkMode::None,
+        }),
+        allow_domains: args.allow_domain.clone(),
+        deny_domains: args.deny_domain.clone(),
+        allow_hosts: args.allow_host.clone(),
     };
     Ok(policy::resolve(file, &overrides)?)
 }
@@ -185,6 +207,26 @@ fn run(args: RunArgs) -> Result<u8, Error> {
             v.path.display(),
             v.action
         );
+    }
+    // Blocked destinations, once each, with the reason.
+    let mut seen: Vec<(&str, u16, &str)> = Vec::new();
+    for e in result
+        .network
+        .iter()
+        .filter(|e| e.code == stockade::NETWORK_DENIED)
+    {
+        let key = (e.host.as_str(), e.port, e.rule.as_str());
+        if !seen.contains(&key) {
+            seen.push(key);
+            eprintln!(
+                "stockade: network[{}]: {}:{} ({}): {}",
+                e.code,
+                e.host,
+                e.port,
+                e.protocol,
+                e.reason.as_deref().unwrap_or(&e.rule)
+            );
+        }
     }
     for s in &result.outcome.skipped {
         eprintln!("stockade: warning: degraded run, skipped {s}");
@@ -247,11 +289,12 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let (result, json) = match cli.command {
         Command::Run(args) => {
+            let args = *args;
             let json = args.json;
             (run(args), json)
         }
         Command::Doctor { json } => (Ok(doctor(json)), json),
-        Command::Policy(PolicyCommand::Show { policy, json }) => (policy_show(policy, json), json),
+        Command::Policy(PolicyCommand::Show { policy, json }) => (policy_show(*policy, json), json),
         Command::Policy(PolicyCommand::Check { file }) => (
             policy::read_policy_file(&file)
                 .and_then(|f| policy::resolve(Some(f), &policy::Overrides::default()))

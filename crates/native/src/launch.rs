@@ -131,7 +131,14 @@ fn landlock(plan: &Plan) -> Result<Landlock, String> {
 }
 
 /// Run the plan. Blocks until the sandbox has ended.
-pub fn launch(plan: &Plan, options: Options) -> Result<Outcome, RunError> {
+/// Receives the proxy's listening socket (mode `proxy`) and starts serving it.
+pub type ProxyStarter<'a> = &'a mut dyn FnMut(std::net::TcpListener) -> Result<(), String>;
+
+pub fn launch(
+    plan: &Plan,
+    options: Options,
+    proxy: Option<ProxyStarter<'_>>,
+) -> Result<Outcome, RunError> {
     let started = Instant::now();
     let mut skipped = Vec::new();
 
@@ -309,10 +316,37 @@ pub fn launch(plan: &Plan, options: Options) -> Result<Outcome, RunError> {
         })
         .collect();
 
+    // Mode proxy: a channel for the init to hand over the listening socket it opens inside.
+    let proxy_channel = match (plan.network.proxy, &proxy) {
+        (Some(_), Some(_)) => Some(
+            sys::parent::fd_channel().map_err(|e| RunError::io("create the proxy channel", e))?,
+        ),
+        (Some(_), None) => {
+            return Err(RunError::Unavailable {
+                what: "the egress proxy",
+                cause: "network mode proxy needs a proxy to serve it".into(),
+                fix: "run through `stockade run`, which starts the proxy".into(),
+            })
+        }
+        _ => None,
+    };
+    let proxy_spec = plan
+        .network
+        .proxy
+        .zip(proxy_channel.as_ref())
+        .map(|(addr, (_, init_end))| sys::postfork::ProxySpec {
+            addr: addr.ip().octets(),
+            port: addr.port(),
+            sock: init_end.as_raw_fd(),
+        });
     let spec = ChildSpec {
         report_fd: -1,
         sync_fd: -1,
-        namespaces: sys::probe::ALL_NAMESPACES,
+        namespaces: if plan.network.new_namespace {
+            sys::probe::ALL_NAMESPACES
+        } else {
+            sys::probe::ALL_NAMESPACES & !libc::CLONE_NEWNET
+        },
         uid: plan.ids.inside_uid,
         gid: plan.ids.inside_gid,
         clear_groups: plan.ids.clear_groups,
@@ -329,8 +363,8 @@ pub fn launch(plan: &Plan, options: Options) -> Result<Outcome, RunError> {
             }),
             seccomp: seccomp.as_deref(),
         },
-        new_network: true,
-        proxy: None,
+        new_network: plan.network.new_namespace,
+        proxy: proxy_spec,
         mediate: mediation.as_deref().map(|filter| MediateSpec {
             filter,
             rules: sys::protect::Rules {
@@ -367,6 +401,24 @@ pub fn launch(plan: &Plan, options: Options) -> Result<Outcome, RunError> {
             fix: "allow writing /proc/PID/uid_map (unprivileged user namespaces must be enabled)"
                 .into(),
         });
+    }
+    if let (Some((ours, init_end)), Some(start)) = (proxy_channel, proxy) {
+        drop(init_end); // only the init's copy may remain, so its exit means end of stream
+        let started = match sys::parent::recv_listener(&ours) {
+            Ok(Some(listener)) => start(listener),
+            // The init failed before sending it; its report says why.
+            Ok(None) => Ok(()),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(cause) = started {
+            child.kill();
+            let _ = child.wait();
+            return Err(RunError::Unavailable {
+                what: "the egress proxy",
+                cause,
+                fix: "see the cause; `--net none` runs without network".into(),
+            });
+        }
     }
     // Best effort: without forwarding, Ctrl-C still ends the sandbox with the supervisor.
     let _ = sys::parent::forward_signals_to(child.pid);
@@ -517,6 +569,11 @@ fn setup_error(plan: &Plan, f: postfork::Report) -> RunError {
             what: "seccomp user notification",
             cause: format!("failed to set up mediated creation: {cause}"),
             fix: "use Linux ≥ 5.14 (seccomp user notification with SECCOMP_ADDFD_FLAG_SEND)".into(),
+        },
+        Some(Stage::ProxyListener) => RunError::Setup {
+            stage: "open the proxy's listening socket inside the sandbox",
+            path: None,
+            cause,
         },
         Some(Stage::LandlockRestrict) => RunError::Unavailable {
             what: "Landlock",

@@ -20,7 +20,7 @@
 //!     env: std::env::vars_os().collect(),
 //! };
 //! let plan = Plan::new(&policy, &req, &RealHost)?;
-//! let outcome = launch(&plan, Options::default())?;
+//! let outcome = launch(&plan, Options::default(), None)?;
 //! assert_eq!(outcome.exit_code, 0);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -36,7 +36,7 @@ pub mod sweep;
 
 pub use error::{PlanError, RunError};
 pub use host::{HostView, RealHost};
-pub use launch::{launch, Options, Outcome};
+pub use launch::{launch, Options, Outcome, ProxyStarter};
 pub use plan::{Plan, Request};
 pub use probe::{probe, Check};
 pub use sweep::{sweep, Violation};

@@ -75,6 +75,20 @@ pub enum PolicyError {
         reason: String,
     },
 
+    /// A network rule (`allow_domains`, `deny_domains` or `allow_hosts` entry) that cannot be
+    /// used in the list it appears in.
+    #[error("failed to validate network rule `{entry}` in {field}: {reason}")]
+    InvalidNetRule {
+        /// Which list it was found in (`network.allow_domains`, ...).
+        field: &'static str,
+        /// The offending entry, as written.
+        entry: String,
+        /// Why it is rejected.
+        reason: String,
+        /// How to fix it.
+        hint: String,
+    },
+
     /// A path pattern that cannot be turned into concrete paths.
     #[error("failed to expand path pattern `{pattern}`: {reason}")]
     ExpandPattern {
@@ -125,6 +139,7 @@ impl PolicyError {
                     PATTERN_FORMS.to_owned()
                 })
             }
+            PolicyError::InvalidNetRule { hint, .. } => Some(hint.clone()),
             PolicyError::ExpandPattern { .. } => Some(PATTERN_FORMS.to_owned()),
         }
     }

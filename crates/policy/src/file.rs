@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{known_profiles_hint, Location, PolicyError};
 use crate::model::{Limits, NetworkMode, ReadScope};
+use crate::net::NetList;
 use crate::profile::PROFILES;
 
 /// A parsed policy file: a profile name plus patches applied on top of that profile.
@@ -45,11 +46,27 @@ pub struct EnvPatch {
     pub passthrough: Vec<String>,
 }
 
-/// The `[network]` table.
+/// The `[network]` table: `mode` replaces the profile's, lists are appended. Entries are
+/// kept as written (they are validated when parsed from a file, and normalized by
+/// [`crate::resolve()`]).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct NetworkPatch {
     pub mode: Option<NetworkMode>,
+    pub allow_domains: Vec<String>,
+    pub deny_domains: Vec<String>,
+    pub allow_hosts: Vec<String>,
+}
+
+/// The `[network]` table as deserialized, keeping each entry's span so an invalid one can be
+/// located.
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct RawNetworkPatch {
+    mode: Option<NetworkMode>,
+    allow_domains: Vec<toml::Spanned<String>>,
+    deny_domains: Vec<toml::Spanned<String>>,
+    allow_hosts: Vec<toml::Spanned<String>>,
 }
 
 /// The file as deserialized, keeping the span of `profile` so a bad name can be located.
@@ -63,7 +80,7 @@ struct RawPolicyFile {
     #[serde(default)]
     env: EnvPatch,
     #[serde(default)]
-    network: NetworkPatch,
+    network: RawNetworkPatch,
     #[serde(default)]
     limits: Limits,
 }
@@ -92,13 +109,49 @@ pub fn parse_policy_file(text: &str, origin: &str) -> Result<PolicyFile, PolicyE
             Some(name)
         }
     };
+    let raw_net = raw.network;
+    let network = NetworkPatch {
+        mode: raw_net.mode,
+        allow_domains: net_entries(text, origin, NetList::AllowDomains, raw_net.allow_domains)?,
+        deny_domains: net_entries(text, origin, NetList::DenyDomains, raw_net.deny_domains)?,
+        allow_hosts: net_entries(text, origin, NetList::AllowHosts, raw_net.allow_hosts)?,
+    };
     Ok(PolicyFile {
         profile,
         filesystem: raw.filesystem,
         env: raw.env,
-        network: raw.network,
+        network,
         limits: raw.limits,
     })
+}
+
+/// Validates the entries of one `[network]` list, locating the first invalid one.
+fn net_entries(
+    text: &str,
+    origin: &str,
+    list: NetList,
+    entries: Vec<toml::Spanned<String>>,
+) -> Result<Vec<String>, PolicyError> {
+    entries
+        .into_iter()
+        .map(|spanned| {
+            let start = spanned.span().start;
+            let entry = spanned.into_inner();
+            match list.canonicalize(&entry) {
+                Ok(_) => Ok(entry),
+                Err(err) => Err(PolicyError::ParseFile {
+                    origin: origin.to_owned(),
+                    location: Some(location(text, start)),
+                    message: format!(
+                        "invalid entry `{entry}`: {}, in `{}`",
+                        err.reason,
+                        list.field()
+                    ),
+                    hint: Some(err.hint),
+                }),
+            }
+        })
+        .collect()
 }
 
 /// Reads and parses the policy file at `path`.
@@ -335,11 +388,121 @@ mode = "none"
     fn wrong_enum_value() {
         let e = err("[network]\nmode = \"full\"");
         assert_eq!(located(&e), (2, 8));
-        assert!(e
-            .to_string()
-            .contains("unknown variant `full`, expected `none`"));
+        assert!(
+            e.to_string()
+                .contains("unknown variant `full`, expected one of `none`, `proxy`, `host`"),
+            "{e}"
+        );
         let e = err("[filesystem]\nread_scope = \"all\"");
         assert!(e.to_string().contains("`host` or `allow-list`"));
+    }
+
+    const NETWORK: &str = r#"
+[network]
+mode = "proxy"
+allow_domains = ["Example.com", "*.docs.rs:443"]
+deny_domains = ["*.com"]
+allow_hosts = ["127.0.0.1:5432", "[::1]:8080", "10.1.2.0/24", "db.internal:5432"]
+"#;
+
+    #[test]
+    fn network_table() {
+        let file = parse_policy_file(NETWORK, "x").unwrap();
+        let net = &file.network;
+        assert_eq!(net.mode, Some(NetworkMode::Proxy));
+        // Kept as written; resolution canonicalizes.
+        assert_eq!(net.allow_domains, ["Example.com", "*.docs.rs:443"]);
+        assert_eq!(net.deny_domains, ["*.com"]);
+        assert_eq!(
+            net.allow_hosts,
+            [
+                "127.0.0.1:5432",
+                "[::1]:8080",
+                "10.1.2.0/24",
+                "db.internal:5432"
+            ]
+        );
+        for (text, mode) in [
+            ("none", NetworkMode::None),
+            ("proxy", NetworkMode::Proxy),
+            ("host", NetworkMode::Host),
+        ] {
+            let file = parse_policy_file(&format!("[network]\nmode = \"{text}\""), "x").unwrap();
+            assert_eq!(file.network.mode, Some(mode));
+        }
+        let file = parse_policy_file("[network]\n", "x").unwrap();
+        assert_eq!(file.network, NetworkPatch::default());
+    }
+
+    #[test]
+    fn network_unknown_and_duplicate_keys() {
+        let e = err("[network]\nmode = \"proxy\"\nallow_domain = [\"a.test\"]\n");
+        assert_eq!(located(&e), (3, 1));
+        assert_eq!(
+            e.to_string(),
+            "stockade.toml: line 3, column 1: unknown field `allow_domain`, expected one of \
+             `mode`, `allow_domains`, `deny_domains`, `allow_hosts`, in `network`"
+        );
+        assert_eq!(
+            e.hint().as_deref(),
+            Some("known keys here: `mode`, `allow_domains`, `deny_domains`, `allow_hosts`")
+        );
+        let e = err("[network]\nallow_hosts = []\n\nallow_hosts = [\"::1\"]\n");
+        assert_eq!(located(&e), (4, 1));
+        assert!(e.to_string().contains("duplicate key `allow_hosts`"), "{e}");
+        let e = err("[network]\ndeny_domains = \"evil.test\"\n");
+        assert_eq!(located(&e), (2, 16));
+        assert!(e.to_string().ends_with("in `network.deny_domains`"), "{e}");
+        let e = err("[network]\nallow_hosts = [\"::1\", 5432]\n");
+        assert_eq!(located(&e), (2, 23));
+    }
+
+    #[test]
+    fn network_invalid_entries_name_line_and_column() {
+        let e = err("[network]\nmode = \"proxy\"\nallow_domains = [\"ok.test\", \"*.co.uk\"]\n");
+        assert_eq!(located(&e), (3, 29));
+        assert_eq!(
+            e.to_string(),
+            "stockade.toml: line 3, column 29: invalid entry `*.co.uk`: it opens the whole \
+             public suffix `co.uk`, in `network.allow_domains`"
+        );
+        assert_eq!(e.code(), "E_POLICY_INVALID");
+        assert!(e.hint().unwrap().contains("`deny_domains` may be broad"));
+
+        // Broad patterns are fine in deny_domains, `*` alone is not.
+        assert!(parse_policy_file("[network]\ndeny_domains = [\"*.com\", \"co.uk\"]", "x").is_ok());
+        let e = err("[network]\ndeny_domains = [\n  \"evil.test\",\n  \"*\",\n]\n");
+        assert_eq!(located(&e), (4, 3));
+        assert!(e
+            .to_string()
+            .contains("invalid entry `*`: `*` alone would match every name"));
+
+        let e = err("[network]\nallow_hosts = [\"10.1.2.3/24\"]");
+        assert_eq!(located(&e), (2, 16));
+        assert!(
+            e.to_string().contains("`10.1.2.3/24` has host bits set"),
+            "{e}"
+        );
+        assert_eq!(
+            e.hint().as_deref(),
+            Some("write the network address: `10.1.2.0/24`")
+        );
+
+        let e = err("[network]\nallow_domains = [\"127.0.0.1\"]");
+        assert!(e.hint().unwrap().contains("go in `allow_hosts`"), "{e}");
+        let e = err("[network]\nallow_domains = [\"example.com:0\"]");
+        assert!(
+            e.to_string()
+                .contains("port `0` is not between 1 and 65535"),
+            "{e}"
+        );
+        let e = err("[network]\nallow_hosts = [\"*.internal\"]");
+        assert!(
+            e.hint()
+                .unwrap()
+                .contains("put `*.` patterns in `allow_domains`"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! column), then by command-line [`Overrides`]; [`resolve`] merges and validates the three into
 //! a [`Policy`]. Path patterns in the policy (`~/.ssh`, `$WORKSPACE`, `.env`) are turned into
 //! concrete paths and globs by [`expand`]; the child's environment is built from scratch by
-//! [`build_env`].
+//! [`build_env`]; the network rules are compiled into a matcher for the egress proxy by
+//! [`NetRules::new`] (see [`net`]).
 //!
 //! ```
 //! use std::ffi::OsString;
@@ -52,6 +53,7 @@ pub mod env;
 pub mod error;
 pub mod file;
 pub mod model;
+pub mod net;
 pub mod paths;
 pub mod profile;
 pub mod resolve;
@@ -62,6 +64,9 @@ pub use file::{
     parse_policy_file, read_policy_file, EnvPatch, FilesystemPatch, NetworkPatch, PolicyFile,
 };
 pub use model::*;
+pub use net::{
+    AllowHost, DomainPattern, HostSpec, NetDecision, NetList, NetRuleError, NetRules, Target,
+};
 pub use paths::{
     canonicalize_existing, expand, is_within, normalize_lexically, Glob, GlobList, PathContext,
     PathPattern,

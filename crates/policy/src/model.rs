@@ -62,15 +62,30 @@ pub struct Env {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum NetworkMode {
-    /// A private network namespace with only loopback.
+    /// A private network namespace with only loopback: nothing reaches the host or beyond.
     #[default]
     None,
+    /// Egress only through stockade's proxy, under `allow_domains`, `deny_domains` and
+    /// `allow_hosts`.
+    Proxy,
+    /// The host's network, unfiltered: an explicit opt-out, recorded as such.
+    Host,
 }
 
+/// Network rules. The lists are used by the egress proxy (mode `proxy`, or the standalone
+/// proxy); entries are validated and kept in canonical form (see [`crate::net`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct Network {
     pub mode: NetworkMode,
+    /// Domain patterns that may be reached: `example.com` (exactly), `*.example.com`
+    /// (subdomains only), each optionally `:PORT`. Never a whole public suffix.
+    pub allow_domains: Vec<String>,
+    /// Domain patterns that may never be reached; wins over every allow rule.
+    pub deny_domains: Vec<String>,
+    /// IP addresses, networks and exact names (each optionally `:PORT`): the only way to
+    /// reach IP literals and loopback, private or link-local destinations.
+    pub allow_hosts: Vec<String>,
 }
 
 /// Resource limits. Filled in by the resource-limits work; no keys are accepted yet.

@@ -164,6 +164,9 @@ pub fn profile(name: &str) -> Result<Policy, PolicyError> {
         },
         network: Network {
             mode: NetworkMode::None,
+            allow_domains: Vec::new(),
+            deny_domains: Vec::new(),
+            allow_hosts: Vec::new(),
         },
         limits: Limits {},
     })
@@ -203,6 +206,7 @@ mod tests {
             [("npm_config_cache", "/tmp/.npm")]
         );
         assert!(p.env.passthrough.is_empty());
+        assert_eq!(p.network, Network::default());
         assert_eq!(p.network.mode, NetworkMode::None);
     }
 
@@ -213,6 +217,7 @@ mod tests {
         assert!(p.filesystem.allow_write.is_empty());
         assert_eq!(p.filesystem.deny_write, strings(PROTECTED_PATHS));
         assert_eq!(p.filesystem.deny_read, strings(DEFAULT_DENY_READ));
+        assert_eq!(p.network, Network::default());
     }
 
     #[test]

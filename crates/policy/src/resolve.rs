@@ -5,7 +5,8 @@ use sha2::{Digest, Sha256};
 
 use crate::error::PolicyError;
 use crate::file::PolicyFile;
-use crate::model::Policy;
+use crate::model::{Network, NetworkMode, Policy};
+use crate::net::NetList;
 use crate::paths::{check_syntax, has_glob_meta, is_relative_pattern};
 use crate::profile::{profile, DEFAULT_PROFILE};
 
@@ -22,19 +23,28 @@ pub struct Overrides {
     pub allow_read: Vec<String>,
     /// `NAME` passes the caller's `NAME` through; `NAME=VALUE` sets it.
     pub env: Vec<String>,
+    /// Network mode; wins over the file's.
+    pub net: Option<NetworkMode>,
+    /// Extra `network.allow_domains` patterns.
+    pub allow_domains: Vec<String>,
+    /// Extra `network.deny_domains` patterns.
+    pub deny_domains: Vec<String>,
+    /// Extra `network.allow_hosts` entries.
+    pub allow_hosts: Vec<String>,
 }
 
 /// Resolves a policy: the profile (`overrides.profile`, else the file's, else
 /// [`DEFAULT_PROFILE`]), then the file's sections, then `overrides`. Lists are appended
 /// (duplicates dropped, order kept), `env.set` maps merged (later wins), optional fields
-/// replace. The result is validated.
+/// replace. The result is validated; network entries are put in canonical form.
 ///
 /// # Errors
 ///
 /// [`PolicyError::UnknownProfile`], [`PolicyError::InvalidEnvName`] for empty names or names
 /// containing `=` or NUL (or a misplaced `*`), [`PolicyError::InvalidPattern`] for empty
 /// patterns, NUL bytes, malformed patterns, and writable roots that are relative or contain
-/// glob characters.
+/// glob characters, [`PolicyError::InvalidNetRule`] for network entries that are malformed
+/// or (in `allow_domains`, `allow_hosts`) open a whole public suffix.
 pub fn resolve(file: Option<PolicyFile>, overrides: &Overrides) -> Result<Policy, PolicyError> {
     let name = overrides
         .profile
@@ -55,9 +65,13 @@ pub fn resolve(file: Option<PolicyFile>, overrides: &Overrides) -> Result<Policy
         append(&mut policy.env.allow, file.env.allow);
         policy.env.set.extend(file.env.set);
         append(&mut policy.env.passthrough, file.env.passthrough);
+        let net = &mut policy.network;
         if let Some(mode) = file.network.mode {
-            policy.network.mode = mode;
+            net.mode = mode;
         }
+        append(&mut net.allow_domains, file.network.allow_domains);
+        append(&mut net.deny_domains, file.network.deny_domains);
+        append(&mut net.allow_hosts, file.network.allow_hosts);
         policy.limits = file.limits;
     }
 
@@ -74,8 +88,43 @@ pub fn resolve(file: Option<PolicyFile>, overrides: &Overrides) -> Result<Policy
         }
     }
 
+    let net = &mut policy.network;
+    if let Some(mode) = overrides.net {
+        net.mode = mode;
+    }
+    append(
+        &mut net.allow_domains,
+        overrides.allow_domains.iter().cloned(),
+    );
+    append(
+        &mut net.deny_domains,
+        overrides.deny_domains.iter().cloned(),
+    );
+    append(&mut net.allow_hosts, overrides.allow_hosts.iter().cloned());
+
     validate(&policy)?;
+    canonicalize_network(&mut policy.network)?;
     Ok(policy)
+}
+
+/// Validates the network lists and replaces every entry by its canonical form (lower case,
+/// no trailing dot, standard address notation), dropping the duplicates that leaves.
+fn canonicalize_network(net: &mut Network) -> Result<(), PolicyError> {
+    for (list, entries) in [
+        (NetList::AllowDomains, &mut net.allow_domains),
+        (NetList::DenyDomains, &mut net.deny_domains),
+        (NetList::AllowHosts, &mut net.allow_hosts),
+    ] {
+        let mut canonical = Vec::with_capacity(entries.len());
+        for entry in entries.iter() {
+            let item = list
+                .canonicalize(entry)
+                .map_err(|err| err.into_policy_error(list, entry))?;
+            append(&mut canonical, [item]);
+        }
+        *entries = canonical;
+    }
+    Ok(())
 }
 
 /// `"sha256:"` followed by the hex SHA-256 of the policy's JSON serialization. Stable: struct
@@ -223,7 +272,7 @@ fn invalid_env(field: &'static str, name: &str, reason: &str) -> PolicyError {
 mod tests {
     use super::*;
     use crate::file::parse_policy_file;
-    use crate::model::{NetworkMode, ReadScope};
+    use crate::model::ReadScope;
     use crate::profile::{DEFAULT_DENY_READ, DEFAULT_ENV_ALLOW, PROTECTED_PATHS};
 
     fn file(text: &str) -> PolicyFile {
@@ -456,6 +505,212 @@ passthrough = ["GITHUB_TOKEN"]
         let e = resolve(Some(file("[env]\nallow = [\"\"]")), &Overrides::default()).unwrap_err();
         assert_eq!(e.code(), "E_POLICY_INVALID");
         assert!(e.hint().unwrap().contains("LC_*"));
+    }
+
+    #[test]
+    fn network_defaults_to_none_without_rules() {
+        for name in crate::PROFILES {
+            let o = Overrides {
+                profile: Some((*name).to_owned()),
+                ..Overrides::default()
+            };
+            assert_eq!(resolve(None, &o).unwrap().network, Network::default());
+        }
+    }
+
+    #[test]
+    fn network_mode_precedence() {
+        let f = file("[network]\nmode = \"proxy\"");
+        let p = resolve(Some(f.clone()), &Overrides::default()).unwrap();
+        assert_eq!(p.network.mode, NetworkMode::Proxy);
+        let o = Overrides {
+            net: Some(NetworkMode::Host),
+            ..Overrides::default()
+        };
+        assert_eq!(
+            resolve(Some(f), &o).unwrap().network.mode,
+            NetworkMode::Host
+        );
+        let o = Overrides {
+            net: Some(NetworkMode::None),
+            ..Overrides::default()
+        };
+        let p = resolve(Some(file("[network]\nmode = \"host\"")), &o).unwrap();
+        assert_eq!(p.network.mode, NetworkMode::None);
+    }
+
+    #[test]
+    fn network_lists_append_canonical_and_deduplicated() {
+        let f = file(
+            r#"
+[network]
+mode = "proxy"
+allow_domains = ["Example.COM.", "*.docs.rs:443"]
+deny_domains = ["*.Evil.test"]
+allow_hosts = ["[::ffff:127.0.0.1]:5432", "[0::1]", "db.internal"]
+"#,
+        );
+        let o = Overrides {
+            allow_domains: vec!["example.com".into(), "crates.io".into()],
+            deny_domains: vec!["*.com".into(), "*.evil.test.".into()],
+            allow_hosts: vec!["127.0.0.1:5432".into(), "10.1.2.0/24".into()],
+            ..Overrides::default()
+        };
+        let net = resolve(Some(f), &o).unwrap().network;
+        assert_eq!(net.mode, NetworkMode::Proxy);
+        assert_eq!(
+            net.allow_domains,
+            ["example.com", "*.docs.rs:443", "crates.io"]
+        );
+        assert_eq!(net.deny_domains, ["*.evil.test", "*.com"]);
+        assert_eq!(
+            net.allow_hosts,
+            ["127.0.0.1:5432", "::1", "db.internal", "10.1.2.0/24"]
+        );
+        // The canonical form resolves to itself.
+        let again = Overrides {
+            allow_domains: net.allow_domains.clone(),
+            deny_domains: net.deny_domains.clone(),
+            allow_hosts: net.allow_hosts.clone(),
+            net: Some(net.mode),
+            ..Overrides::default()
+        };
+        assert_eq!(resolve(None, &again).unwrap().network, net);
+    }
+
+    #[test]
+    fn network_overrides_validated_like_the_file() {
+        let e = resolve(
+            None,
+            &Overrides {
+                allow_domains: vec!["ok.test".into(), "*.github.io".into()],
+                ..Overrides::default()
+            },
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "failed to validate network rule `*.github.io` in network.allow_domains: it opens \
+             the whole public suffix `github.io`"
+        );
+        assert_eq!(e.code(), "E_POLICY_INVALID");
+        assert!(e.hint().unwrap().contains("list the domains you need"));
+        assert!(resolve(
+            None,
+            &Overrides {
+                deny_domains: vec!["*.github.io".into(), "com".into()],
+                ..Overrides::default()
+            }
+        )
+        .is_ok());
+        let e = overrides_err(Overrides {
+            deny_domains: vec!["*".into()],
+            ..Overrides::default()
+        });
+        assert_eq!(
+            e,
+            "failed to validate network rule `*` in network.deny_domains: `*` alone would \
+             match every name"
+        );
+        let e = overrides_err(Overrides {
+            allow_hosts: vec!["[::1]:99999".into()],
+            ..Overrides::default()
+        });
+        assert!(
+            e.contains("`[::1]:99999` in network.allow_hosts: port `99999`"),
+            "{e}"
+        );
+        let e = overrides_err(Overrides {
+            allow_domains: vec!["bad_name.test".into()],
+            ..Overrides::default()
+        });
+        assert!(e.contains("the label `bad_name` contains `_`"), "{e}");
+    }
+
+    #[test]
+    fn programmatic_file_entries_are_validated() {
+        let mut f = PolicyFile::default();
+        f.network.allow_hosts.push("0.0.0.0/0".into());
+        let e = resolve(Some(f), &Overrides::default()).unwrap_err();
+        assert!(matches!(
+            e,
+            PolicyError::InvalidNetRule {
+                field: "network.allow_hosts",
+                ..
+            }
+        ));
+        assert!(e.to_string().contains("covers every address"), "{e}");
+    }
+
+    #[test]
+    fn network_json_rendering() {
+        let o = Overrides {
+            net: Some(NetworkMode::Proxy),
+            allow_domains: vec!["example.com".into()],
+            deny_domains: vec!["*.evil.test".into()],
+            allow_hosts: vec!["[::1]:8080".into()],
+            ..Overrides::default()
+        };
+        let p = resolve(None, &o).unwrap();
+        let json = serde_json::to_value(&p).unwrap();
+        assert_eq!(
+            json["network"],
+            serde_json::json!({
+                "mode": "proxy",
+                "allow_domains": ["example.com"],
+                "deny_domains": ["*.evil.test"],
+                "allow_hosts": ["[::1]:8080"],
+            })
+        );
+        let back: Policy = serde_json::from_value(json).unwrap();
+        assert_eq!(back, p);
+        let none = serde_json::to_value(resolve(None, &Overrides::default()).unwrap()).unwrap();
+        assert_eq!(
+            none["network"],
+            serde_json::json!({
+                "mode": "none", "allow_domains": [], "deny_domains": [], "allow_hosts": [],
+            })
+        );
+        let host = Overrides {
+            net: Some(NetworkMode::Host),
+            ..Overrides::default()
+        };
+        let host = serde_json::to_value(resolve(None, &host).unwrap()).unwrap();
+        assert_eq!(host["network"]["mode"], "host");
+    }
+
+    #[test]
+    fn digest_covers_network() {
+        let base = resolve(None, &Overrides::default()).unwrap();
+        let with = |o: Overrides| digest(&resolve(None, &o).unwrap());
+        let proxy = with(Overrides {
+            net: Some(NetworkMode::Proxy),
+            ..Overrides::default()
+        });
+        assert_ne!(digest(&base), proxy);
+        let allow = with(Overrides {
+            net: Some(NetworkMode::Proxy),
+            allow_domains: vec!["example.com".into()],
+            ..Overrides::default()
+        });
+        assert_ne!(proxy, allow);
+        // Equivalent spellings resolve to the same policy, hence the same digest.
+        let spelled = with(Overrides {
+            net: Some(NetworkMode::Proxy),
+            allow_domains: vec!["EXAMPLE.com.".into(), "example.com".into()],
+            ..Overrides::default()
+        });
+        assert_eq!(allow, spelled);
+        for field in 0..3 {
+            let mut other = base.clone();
+            let list = match field {
+                0 => &mut other.network.allow_domains,
+                1 => &mut other.network.deny_domains,
+                _ => &mut other.network.allow_hosts,
+            };
+            list.push("x.test".into());
+            assert_ne!(digest(&base), digest(&other));
+        }
     }
 
     #[test]

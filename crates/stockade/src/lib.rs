@@ -23,6 +23,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use error::Error;
 pub use native::{Check, Violation};
+pub use net::proxy::{Event as NetworkEvent, DENIED as NETWORK_DENIED};
 use record::{AuditLog, RunRecord};
 
 /// A sandbox implementation. Later backends (gVisor, containers, WASM, microVM) implement this.
@@ -103,7 +104,33 @@ pub struct RunResult {
     pub exit_code: i32,
     pub outcome: native::Outcome,
     pub violations: Vec<Violation>,
+    /// The egress proxy's decisions (mode proxy).
+    pub network: Vec<net::proxy::Event>,
     pub run_id: String,
+}
+
+/// The policy's network rules, as the proxy asks them.
+struct ProxyRules(policy::NetRules);
+
+impl net::proxy::Rules for ProxyRules {
+    fn check(&self, host: &str, port: u16) -> Result<String, (String, String)> {
+        let d = self.0.check(host, port);
+        if d.allowed {
+            Ok(d.rule)
+        } else {
+            let reason = format!("{host}:{port} is not allowed by the network rules");
+            Err((d.rule, reason))
+        }
+    }
+
+    fn private_allowed(&self, host: &str, port: u16, ip: std::net::IpAddr) -> bool {
+        self.0.private_allowed(host, port, ip)
+    }
+
+    fn explicit_host(&self, host: &str, port: u16) -> bool {
+        let d = self.0.check(host, port);
+        d.allowed && d.rule.starts_with("allow_hosts:")
+    }
 }
 
 fn run_id() -> String {
@@ -148,13 +175,44 @@ pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, E
                 "backend": NativeBackend.name(),
             }),
         )?;
-        let outcome = native::launch(&plan, request.options)?;
+        let mut rules = match plan.network.proxy {
+            Some(_) => Some(policy::NetRules::new(&policy.network)?),
+            None => None,
+        };
+        let mut proxy: Option<net::proxy::Proxy> = None;
+        let mut start = |listener: std::net::TcpListener| -> Result<(), String> {
+            let rules = rules.take().ok_or("the proxy was started twice")?;
+            let p = net::proxy::Proxy::start(
+                listener,
+                Box::new(ProxyRules(rules)),
+                net::proxy::Limits::default(),
+            )
+            .map_err(|e| format!("failed to start the egress proxy: {e}"))?;
+            proxy = Some(p);
+            Ok(())
+        };
+        let hook: Option<native::ProxyStarter<'_>> = match plan.network.proxy {
+            Some(_) => Some(&mut start),
+            None => None,
+        };
+        let launched = native::launch(&plan, request.options, hook);
+        let network = proxy.map(|p| p.stop()).unwrap_or_default();
+        let outcome = launched?;
         let mut violations = outcome.blocked.clone();
         violations.extend(native::sweep(&plan, &native::RealHost, &id));
-        Ok((plan, outcome, violations))
+        Ok((plan, outcome, violations, network))
     })();
     match result {
-        Ok((plan, outcome, violations)) => {
+        Ok((plan, outcome, violations, network)) => {
+            for e in &network.events {
+                audit.event("network", serde_json::to_value(e).unwrap_or_default())?;
+            }
+            if network.dropped > 0 {
+                audit.event(
+                    "network",
+                    serde_json::json!({ "code": "NET_EVENTS_DROPPED", "count": network.dropped }),
+                )?;
+            }
             for s in &outcome.skipped {
                 audit.event("degraded", serde_json::json!({ "skipped": s }))?;
             }
@@ -171,12 +229,22 @@ pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, E
                 }),
             )?;
             if let Some(path) = &request.report {
-                RunRecord::new(&id, policy, &digest, &plan, &outcome, &violations).write(path)?;
+                RunRecord::new(
+                    &id,
+                    policy,
+                    &digest,
+                    &plan,
+                    &outcome,
+                    &violations,
+                    &network.events,
+                )
+                .write(path)?;
             }
             Ok(RunResult {
                 exit_code: outcome.exit_code,
                 outcome,
                 violations,
+                network: network.events,
                 run_id: id,
             })
         }

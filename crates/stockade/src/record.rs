@@ -85,6 +85,9 @@ pub(crate) struct RunRecord<'a> {
     duration_ms: u64,
     violations: &'a [native::Violation],
     skipped: &'a [String],
+    network_mode: policy::NetworkMode,
+    /// Every decision of the egress proxy (mode proxy).
+    network: &'a [net::proxy::Event],
 }
 
 impl<'a> RunRecord<'a> {
@@ -95,6 +98,7 @@ impl<'a> RunRecord<'a> {
         plan: &'a native::Plan,
         outcome: &'a native::Outcome,
         violations: &'a [native::Violation],
+        network: &'a [net::proxy::Event],
     ) -> RunRecord<'a> {
         RunRecord {
             run_id,
@@ -120,6 +124,8 @@ impl<'a> RunRecord<'a> {
             duration_ms: outcome.duration.as_millis() as u64,
             violations,
             skipped: &outcome.skipped,
+            network_mode: plan.network.mode,
+            network,
         }
     }
 

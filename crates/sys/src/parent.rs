@@ -242,3 +242,22 @@ pub fn forward_signals_to(pid: libc::pid_t) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Receive the proxy's listening socket sent by the init ([`crate::postfork::ProxySpec`]);
+/// `None` when the init ended without sending one (it reported why).
+pub fn recv_listener(sock: &OwnedFd) -> io::Result<Option<std::net::TcpListener>> {
+    match raw::recv_fd(sock.as_raw_fd())? {
+        // SAFETY: the kernel just installed this descriptor for us (SCM_RIGHTS); we own it
+        // and nothing else refers to it.
+        Some(fd) => Ok(Some(unsafe { std::net::TcpListener::from_raw_fd(fd) })),
+        None => Ok(None),
+    }
+}
+
+/// A socketpair for handing descriptors from the init to the supervisor: (supervisor's end,
+/// init's end). Both close-on-exec.
+pub fn fd_channel() -> io::Result<(OwnedFd, OwnedFd)> {
+    let (a, b) = raw::socketpair()?;
+    // SAFETY: socketpair just returned these two descriptors, owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(a), OwnedFd::from_raw_fd(b)) })
+}

@@ -193,6 +193,57 @@ pub struct LandlockPlan {
     pub child_rules: Vec<Rule>,
 }
 
+/// Where the sandbox's traffic may go.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NetPlan {
+    pub mode: policy::NetworkMode,
+    /// A new network namespace (modes `none` and `proxy`): only loopback inside.
+    pub new_namespace: bool,
+    /// Mode `proxy`: the address inside the sandbox where the proxy listens (the init opens
+    /// it in the sandbox's namespace; the supervisor serves it from the host side).
+    pub proxy: Option<std::net::SocketAddrV4>,
+}
+
+/// Where the proxy listens inside the sandbox's own network namespace (which has nothing else).
+pub const PROXY_ADDR: std::net::SocketAddrV4 =
+    std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 3128);
+
+fn net_plan(policy: &Policy) -> NetPlan {
+    let mode = policy.network.mode;
+    NetPlan {
+        mode,
+        new_namespace: mode != policy::NetworkMode::Host,
+        proxy: (mode == policy::NetworkMode::Proxy).then_some(PROXY_ADDR),
+    }
+}
+
+/// Variables that point clients at the proxy: curl, wget, git, pip, npm, cargo, Python,
+/// Node and Go all read some of them. `NO_PROXY` is cleared so nothing goes direct (direct
+/// connections fail anyway: the namespace has only loopback).
+fn proxy_env(addr: std::net::SocketAddrV4) -> Vec<(String, String)> {
+    let http = format!("http://{addr}");
+    let socks = format!("socks5h://{addr}");
+    let mut env = Vec::new();
+    for name in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
+        env.push((name.to_string(), http.clone()));
+    }
+    for name in ["ALL_PROXY", "all_proxy"] {
+        env.push((name.to_string(), socks.clone()));
+    }
+    for name in [
+        "npm_config_proxy",
+        "npm_config_https_proxy",
+        "CARGO_HTTP_PROXY",
+        "PIP_PROXY",
+    ] {
+        env.push((name.to_string(), http.clone()));
+    }
+    for name in ["NO_PROXY", "no_proxy"] {
+        env.push((name.to_string(), String::new()));
+    }
+    env
+}
+
 /// A protected pattern as the creation guard matches it: `base/**/tail[0]/tail[1]/..` (`*` and
 /// `?` allowed in the tail), or `base` and everything below it when the tail is empty.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -240,6 +291,7 @@ pub struct Plan {
     pub protected: Vec<PathBuf>,
     /// What the init checks while the run lasts, on every name-creating call.
     pub creation_guard: CreationGuard,
+    pub network: NetPlan,
     #[serde(skip)]
     pub sweep: SweepPlan,
     #[serde(skip)]
@@ -538,7 +590,15 @@ impl Plan {
             &masked_paths,
             &devices,
         );
-        let env = environment(policy, req);
+        let network = net_plan(policy);
+        let mut env = environment(policy, req);
+        if let Some(addr) = network.proxy {
+            for (k, v) in proxy_env(addr) {
+                env.retain(|(name, _)| *name != k);
+                env.push((k, v));
+            }
+            env.sort();
+        }
         let cwd = if is_within(&req.cwd, &req.workspace) {
             req.cwd.clone()
         } else {
@@ -561,6 +621,7 @@ impl Plan {
             masked: masked_paths,
             protected: protected.iter().cloned().collect(),
             creation_guard,
+            network,
             sweep: SweepPlan {
                 roots: writable_roots,
                 existing: found

@@ -497,3 +497,49 @@ fn submodule_git_dirs_are_protected_without_a_worktree_link() {
         path: p("/home/u/ws/.git/modules/lib")
     }));
 }
+
+#[test]
+fn network_modes_plan_the_namespace_the_proxy_and_its_variables() {
+    let host = machine();
+    let req = request(1000);
+    let env_of = |plan: &Plan, name: &str| {
+        plan.env
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+
+    let none = Plan::new(&default_policy(), &req, &host).unwrap();
+    assert!(none.network.new_namespace);
+    assert_eq!(none.network.proxy, None);
+    assert_eq!(env_of(&none, "HTTPS_PROXY"), None);
+
+    let mut policy = default_policy();
+    policy.network.mode = policy::NetworkMode::Proxy;
+    let proxy = Plan::new(&policy, &req, &host).unwrap();
+    assert!(proxy.network.new_namespace);
+    assert_eq!(proxy.network.proxy, Some(PROXY_ADDR));
+    let http = format!("http://{PROXY_ADDR}");
+    for name in [
+        "HTTP_PROXY",
+        "https_proxy",
+        "npm_config_https_proxy",
+        "CARGO_HTTP_PROXY",
+    ] {
+        assert_eq!(
+            env_of(&proxy, name).as_deref(),
+            Some(http.as_str()),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        env_of(&proxy, "ALL_PROXY"),
+        Some(format!("socks5h://{PROXY_ADDR}"))
+    );
+    assert_eq!(env_of(&proxy, "NO_PROXY").as_deref(), Some(""));
+
+    policy.network.mode = policy::NetworkMode::Host;
+    let host_net = Plan::new(&policy, &req, &host).unwrap();
+    assert!(!host_net.network.new_namespace);
+    assert_eq!(host_net.network.proxy, None);
+}

@@ -1,0 +1,703 @@
+//! The egress proxy: HTTP forward proxy (absolute-form requests), HTTPS through `CONNECT`, and
+//! SOCKS5 (`CONNECT` with remote name resolution), all on one listening socket that the
+//! sandbox's init opened inside the sandbox's network namespace. The supervisor serves it from
+//! the host side: no helper process, no bridge, no polling.
+//!
+//! Every request goes through [`Proxy::admit`]: the rules ([`Rules`]), then one resolution on
+//! the host (the system resolver, so `/etc/hosts` works), then the SSRF check of **every**
+//! resolved address ([`crate::ssrf`]); the connection goes to the exact addresses checked, so a
+//! second, different answer (DNS rebinding) is never used. Tunnels (CONNECT, SOCKS5) must start
+//! with a TLS ClientHello whose SNI names the requested host (domain fronting), unless the
+//! target is an explicit `allow_hosts` entry; plain HTTP goes through the forward proxy, where
+//! each request's `Host` must match its target.
+//!
+//! Decisions are [`Event`]s with stable codes, returned when the proxy stops.
+
+use std::convert::Infallible;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{combinators::BoxBody, BodyExt, Empty, Full};
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde::Serialize;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{oneshot, Semaphore};
+
+use crate::{http, sni, socks5, ssrf, Target};
+
+/// What the proxy asks of the policy.
+pub trait Rules: Send + Sync + 'static {
+    /// `Ok(rule)` when `host:port` may be reached, `Err((rule, reason))` when not.
+    fn check(&self, host: &str, port: u16) -> Result<String, (String, String)>;
+    /// Whether an explicit `allow_hosts` entry lifts the SSRF check for this address.
+    fn private_allowed(&self, host: &str, port: u16, ip: IpAddr) -> bool;
+    /// Whether `host:port` is an explicit `allow_hosts` entry (tunnels to it need not be TLS).
+    fn explicit_host(&self, host: &str, port: u16) -> bool;
+}
+
+/// Limits that keep a slow or hostile client from exhausting the proxy.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_connections: usize,
+    /// Time to send a request line, a SOCKS greeting or a ClientHello.
+    pub handshake: Duration,
+    /// A tunnel with no traffic either way for this long is closed.
+    pub idle: Duration,
+    pub connect: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: 256,
+            handshake: Duration::from_secs(10),
+            idle: Duration::from_secs(300),
+            connect: Duration::from_secs(10),
+        }
+    }
+}
+
+/// One decision of the proxy.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Event {
+    /// `NET_ALLOWED` or `E_NETWORK_DENIED`.
+    pub code: &'static str,
+    /// `http`, `connect` or `socks5`.
+    pub protocol: &'static str,
+    pub host: String,
+    pub port: u16,
+    /// The rule that decided.
+    pub rule: String,
+    /// Why it was refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Refused before any connection was made.
+    pub before_connect: bool,
+    /// The address connected to, when allowed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub addr: Option<SocketAddr>,
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+}
+
+pub const ALLOWED: &str = "NET_ALLOWED";
+pub const DENIED: &str = "E_NETWORK_DENIED";
+/// Events kept per run; later ones are counted only.
+const MAX_EVENTS: usize = 10_000;
+
+struct Shared {
+    rules: Box<dyn Rules>,
+    limits: Limits,
+    events: Mutex<(Vec<Event>, u64)>,
+}
+
+impl Shared {
+    fn record(&self, e: Event) {
+        if let Ok(mut ev) = self.events.lock() {
+            if ev.0.len() < MAX_EVENTS {
+                ev.0.push(e);
+            } else {
+                ev.1 += 1;
+            }
+        }
+    }
+}
+
+/// A refusal, for the event and the client's error response.
+struct Denial {
+    rule: String,
+    reason: String,
+    before_connect: bool,
+}
+
+/// The running proxy (its own thread and tokio runtime).
+pub struct Proxy {
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    shared: Arc<Shared>,
+}
+
+/// What a stopped proxy reports.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    pub events: Vec<Event>,
+    /// Events beyond the kept ones.
+    pub dropped: u64,
+}
+
+impl Proxy {
+    /// Serve `listener` (already listening, e.g. inside the sandbox's network namespace).
+    pub fn start(
+        listener: std::net::TcpListener,
+        rules: Box<dyn Rules>,
+        limits: Limits,
+    ) -> io::Result<Proxy> {
+        listener.set_nonblocking(true)?;
+        let shared = Arc::new(Shared {
+            rules,
+            limits,
+            events: Mutex::new((Vec::new(), 0)),
+        });
+        let (stop_tx, stop_rx) = oneshot::channel();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("stockade-proxy")
+            .enable_all()
+            .build()?;
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("stockade-proxy".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let listener = match TcpListener::from_std(listener) {
+                        Ok(l) => l,
+                        Err(_) => return,
+                    };
+                    tokio::select! {
+                        _ = serve(listener, s) => {}
+                        _ = stop_rx => {}
+                    }
+                });
+                runtime.shutdown_timeout(Duration::from_millis(200));
+            })?;
+        Ok(Proxy {
+            stop: Some(stop_tx),
+            thread: Some(thread),
+            shared,
+        })
+    }
+
+    /// Stop serving (open tunnels are cut) and return the decisions.
+    pub fn stop(mut self) -> Report {
+        self.shutdown();
+        match self.shared.events.lock() {
+            Ok(mut ev) => Report {
+                events: std::mem::take(&mut ev.0),
+                dropped: ev.1,
+            },
+            Err(_) => Report::default(),
+        }
+    }
+
+    fn shutdown(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    let permits = Arc::new(Semaphore::new(shared.limits.max_connections));
+    loop {
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            return;
+        };
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let s = shared.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let _ = connection(stream, s).await;
+        });
+    }
+}
+
+/// One client connection: SOCKS5 if it starts with version byte 5, HTTP otherwise.
+async fn connection(stream: TcpStream, shared: Arc<Shared>) -> io::Result<()> {
+    let _ = stream.set_nodelay(true);
+    let mut first = [0u8; 1];
+    let n = tokio::time::timeout(shared.limits.handshake, stream.peek(&mut first))
+        .await
+        .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
+    if n == 1 && first[0] == socks5::VERSION {
+        return socks(stream, shared).await;
+    }
+    let s = shared.clone();
+    let service = hyper::service::service_fn(move |req| {
+        let s = s.clone();
+        async move { Ok::<_, Infallible>(http_request(req, s).await) }
+    });
+    hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(shared.limits.handshake)
+        .serve_connection(TokioIo::new(stream), service)
+        .with_upgrades()
+        .await
+        .map_err(io::Error::other)
+}
+
+type Body = BoxBody<Bytes, hyper::Error>;
+
+fn text(status: StatusCode, reason: &str) -> Response<Body> {
+    let mut r = Response::new(
+        Full::new(Bytes::from(format!("stockade: {reason}\n")))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *r.status_mut() = status;
+    if let Ok(v) = hyper::header::HeaderValue::from_str(&reason.replace(['\r', '\n'], " ")) {
+        r.headers_mut().insert("x-stockade-denied", v);
+    }
+    r
+}
+
+fn denied(d: &Denial) -> Response<Body> {
+    text(StatusCode::FORBIDDEN, &format!("{} ({})", d.reason, d.rule))
+}
+
+async fn http_request(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Body> {
+    if req.method() == Method::CONNECT {
+        return connect_request(req, shared).await;
+    }
+    let Ok(http::AbsoluteTarget {
+        target: Target { host, port },
+        path: origin,
+    }) = http::parse_absolute_target(&req.uri().to_string())
+    else {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "only absolute-form http:// requests and CONNECT are proxied",
+        );
+    };
+    let header = req
+        .headers()
+        .get(hyper::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("");
+    if !http::host_header_matches(&host, port, header) {
+        let d = Denial {
+            rule: "host header must match the request target".into(),
+            reason: format!("Host {header:?} does not match {host}:{port}"),
+            before_connect: true,
+        };
+        shared.record(event("http", &host, port, Err(&d), None, 0, 0));
+        return denied(&d);
+    }
+    let (rule, addrs) = match admit(&shared, &host, port).await {
+        Ok(a) => a,
+        Err(d) => {
+            shared.record(event("http", &host, port, Err(&d), None, 0, 0));
+            return denied(&d);
+        }
+    };
+    let (stream, addr) = match connect(&addrs, shared.limits.connect).await {
+        Ok(s) => s,
+        Err(e) => return text(StatusCode::BAD_GATEWAY, &format!("connect failed: {e}")),
+    };
+    let (mut sender, conn) =
+        match hyper::client::conn::http1::handshake::<_, Incoming>(TokioIo::new(stream)).await {
+            Ok(x) => x,
+            Err(e) => return text(StatusCode::BAD_GATEWAY, &format!("upstream: {e}")),
+        };
+    tokio::spawn(conn);
+    let (mut parts, body) = req.into_parts();
+    parts.uri = match origin.parse() {
+        Ok(u) => u,
+        Err(_) => return text(StatusCode::BAD_REQUEST, "bad request target"),
+    };
+    for h in ["proxy-connection", "proxy-authorization", "keep-alive"] {
+        parts.headers.remove(h);
+    }
+    let resp = sender.send_request(Request::from_parts(parts, body)).await;
+    shared.record(event("http", &host, port, Ok(&rule), Some(addr), 0, 0));
+    match resp {
+        Ok(r) => r.map(|b| b.boxed()),
+        Err(e) => text(StatusCode::BAD_GATEWAY, &format!("upstream: {e}")),
+    }
+}
+
+async fn connect_request(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Body> {
+    let authority = req
+        .uri()
+        .authority()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let Ok(Target { host, port }) = http::parse_connect_authority(&authority) else {
+        return text(StatusCode::BAD_REQUEST, "CONNECT needs host:port");
+    };
+    let (rule, addrs) = match admit(&shared, &host, port).await {
+        Ok(a) => a,
+        Err(d) => {
+            shared.record(event("connect", &host, port, Err(&d), None, 0, 0));
+            return denied(&d);
+        }
+    };
+    tokio::spawn(async move {
+        if let Ok(upgraded) = hyper::upgrade::on(req).await {
+            let t = Tunnel {
+                protocol: "connect",
+                host,
+                port,
+                rule,
+                addrs,
+            };
+            tunnel(TokioIo::new(upgraded), t, Vec::new(), shared).await;
+        }
+    });
+    Response::new(Empty::new().map_err(|never| match never {}).boxed())
+}
+
+async fn socks(mut stream: TcpStream, shared: Arc<Shared>) -> io::Result<()> {
+    let limit = shared.limits.handshake;
+    let request = tokio::time::timeout(limit, socks_handshake(&mut stream))
+        .await
+        .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
+    let Some((request, pipelined)) = request else {
+        return Ok(()); // already answered (no acceptable method, bad request)
+    };
+    let Target { host, port } = request.target;
+    if request.command != socks5::Command::Connect {
+        let reply = socks5::encode_reply(socks5::Reply::CommandNotSupported, None);
+        return stream.write_all(&reply).await;
+    }
+    match admit(&shared, &host, port).await {
+        Ok((rule, addrs)) => {
+            let ok = socks5::encode_reply(socks5::Reply::Succeeded, None);
+            stream.write_all(&ok).await?;
+            let t = Tunnel {
+                protocol: "socks5",
+                host,
+                port,
+                rule,
+                addrs,
+            };
+            tunnel(stream, t, pipelined, shared).await;
+            Ok(())
+        }
+        Err(d) => {
+            shared.record(event("socks5", &host, port, Err(&d), None, 0, 0));
+            let no = socks5::encode_reply(socks5::Reply::NotAllowed, None);
+            stream.write_all(&no).await
+        }
+    }
+}
+
+/// Greeting, method choice, request. `None` when the exchange ended with a refusal already
+/// sent. Bytes after the request (a client that did not wait for the reply) come back too.
+async fn socks_handshake(stream: &mut TcpStream) -> io::Result<Option<(socks5::Request, Vec<u8>)>> {
+    let mut buf = Vec::with_capacity(512);
+    let mut chunk = [0u8; 512];
+    let greeting = loop {
+        match socks5::parse_greeting(&buf) {
+            socks5::Parsed::Done { value, consumed } => {
+                buf.drain(..consumed);
+                break value;
+            }
+            socks5::Parsed::Invalid(_) => return Ok(None),
+            socks5::Parsed::Need(_) => {}
+        }
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 || buf.len() > 4096 {
+            return Ok(None);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    stream.write_all(&greeting.reply()).await?;
+    if greeting.method() != socks5::METHOD_NO_AUTH {
+        return Ok(None);
+    }
+    loop {
+        match socks5::parse_request(&buf) {
+            socks5::Parsed::Done { value, consumed } => {
+                buf.drain(..consumed);
+                return Ok(Some((value, buf)));
+            }
+            socks5::Parsed::Invalid(e) => {
+                if let Some(reply) = e.reply() {
+                    stream.write_all(&socks5::encode_reply(reply, None)).await?;
+                }
+                return Ok(None);
+            }
+            socks5::Parsed::Need(_) => {}
+        }
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 || buf.len() > 4096 {
+            return Ok(None);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// The rules, then one resolution and the SSRF check of every address. Returns the rule
+/// that allowed it and the addresses to connect to (only these).
+async fn admit(
+    shared: &Shared,
+    host: &str,
+    port: u16,
+) -> Result<(String, Vec<SocketAddr>), Denial> {
+    let rules = &shared.rules;
+    let rule = match rules.check(host, port) {
+        Ok(rule) => rule,
+        Err((rule, reason)) => {
+            return Err(Denial {
+                rule,
+                reason,
+                before_connect: true,
+            })
+        }
+    };
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let addrs: Vec<SocketAddr> = match bare.parse::<IpAddr>() {
+        Ok(ip) => vec![SocketAddr::new(ip, port)],
+        Err(_) => match tokio::net::lookup_host((bare, port)).await {
+            Ok(a) => a.collect(),
+            Err(e) => {
+                return Err(Denial {
+                    rule: "resolution".into(),
+                    reason: format!("{host} does not resolve: {e}"),
+                    before_connect: true,
+                })
+            }
+        },
+    };
+    if addrs.is_empty() {
+        return Err(Denial {
+            rule: "resolution".into(),
+            reason: format!("{host} does not resolve"),
+            before_connect: true,
+        });
+    }
+    for a in &addrs {
+        if let Some(class) = ssrf::forbidden(a.ip()) {
+            if !rules.private_allowed(host, port, a.ip()) {
+                return Err(Denial {
+                    rule: format!("ssrf:{}", class.code()),
+                    reason: format!(
+                        "{host} resolves to {} ({}); only an allow_hosts entry opens it",
+                        a.ip(),
+                        class.describe()
+                    ),
+                    before_connect: true,
+                });
+            }
+        }
+    }
+    Ok((rule, addrs))
+}
+
+async fn connect(addrs: &[SocketAddr], limit: Duration) -> io::Result<(TcpStream, SocketAddr)> {
+    let mut last = io::Error::from(io::ErrorKind::AddrNotAvailable);
+    for a in addrs {
+        match tokio::time::timeout(limit, TcpStream::connect(a)).await {
+            Ok(Ok(s)) => {
+                let _ = s.set_nodelay(true);
+                return Ok((s, *a));
+            }
+            Ok(Err(e)) => last = e,
+            Err(_) => last = io::Error::from(io::ErrorKind::TimedOut),
+        }
+    }
+    Err(last)
+}
+
+/// An admitted tunnel.
+struct Tunnel {
+    protocol: &'static str,
+    host: String,
+    port: u16,
+    rule: String,
+    addrs: Vec<SocketAddr>,
+}
+
+/// A tunnel: check the first flight (TLS with the right SNI), connect, splice. `first` holds
+/// client bytes already read.
+async fn tunnel<S: AsyncRead + AsyncWrite + Unpin>(
+    mut client: S,
+    t: Tunnel,
+    mut first: Vec<u8>,
+    shared: Arc<Shared>,
+) {
+    let Tunnel {
+        protocol,
+        host,
+        port,
+        rule,
+        addrs,
+    } = t;
+    let explicit = shared.rules.explicit_host(&host, port);
+    if !explicit {
+        match first_flight(&mut client, &mut first, shared.limits.handshake).await {
+            Ok(()) => {}
+            Err(reason) => {
+                let d = Denial {
+                    rule: "tls sni must match the requested host".into(),
+                    reason,
+                    before_connect: true,
+                };
+                shared.record(event(protocol, &host, port, Err(&d), None, 0, 0));
+                let _ = client.shutdown().await;
+                return;
+            }
+        }
+        if let Err(reason) = check_sni(&first, &host) {
+            let d = Denial {
+                rule: "tls sni must match the requested host".into(),
+                reason,
+                before_connect: true,
+            };
+            shared.record(event(protocol, &host, port, Err(&d), None, 0, 0));
+            let _ = client.shutdown().await;
+            return;
+        }
+    }
+    let (mut upstream, addr) = match connect(&addrs, shared.limits.connect).await {
+        Ok(x) => x,
+        Err(_) => {
+            let _ = client.shutdown().await;
+            return;
+        }
+    };
+    if upstream.write_all(&first).await.is_err() {
+        return;
+    }
+    let (up, down) = splice(&mut client, &mut upstream, shared.limits.idle).await;
+    shared.record(event(
+        protocol,
+        &host,
+        port,
+        Ok(&rule),
+        Some(addr),
+        up + first.len() as u64,
+        down,
+    ));
+}
+
+/// Read until the ClientHello is complete (or clearly not one).
+async fn first_flight<S: AsyncRead + Unpin>(
+    client: &mut S,
+    buf: &mut Vec<u8>,
+    limit: Duration,
+) -> Result<(), String> {
+    let read = async {
+        let mut chunk = [0u8; 4096];
+        loop {
+            match sni::parse(buf) {
+                sni::Sni::Need(_) => {}
+                _ => return Ok(()),
+            }
+            if buf.len() > 64 * 1024 {
+                return Err("the first flight is too long".to_string());
+            }
+            match client.read(&mut chunk).await {
+                Ok(0) => return Err("the client closed before sending a ClientHello".into()),
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+    };
+    tokio::time::timeout(limit, read)
+        .await
+        .map_err(|_| "no ClientHello in time".to_string())?
+}
+
+fn check_sni(first: &[u8], host: &str) -> Result<(), String> {
+    let want = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .trim_end_matches('.')
+        .to_ascii_lowercase();
+    match sni::parse(first) {
+        sni::Sni::Found(hello) => match hello.server_name {
+            Some(name) if name == want => Ok(()),
+            Some(name) => Err(format!(
+                "TLS SNI {name:?} does not match the requested host {want:?} (domain fronting)"
+            )),
+            None if want.parse::<IpAddr>().is_ok() => Ok(()),
+            None => Err(format!("TLS without SNI to {want:?}")),
+        },
+        sni::Sni::NotTls => Err(format!(
+            "not TLS: tunnels to {want:?} must carry TLS (use the HTTP proxy for http://)"
+        )),
+        sni::Sni::Invalid(e) => Err(format!("malformed ClientHello: {e}")),
+        sni::Sni::Need(_) => Err("incomplete ClientHello".into()),
+    }
+}
+
+/// Copy both ways until both sides close or nothing moves for `idle`. Returns bytes
+/// (client → upstream, upstream → client).
+async fn splice<A, B>(a: &mut A, b: &mut B, idle: Duration) -> (u64, u64)
+where
+    A: AsyncRead + AsyncWrite + Unpin,
+    B: AsyncRead + AsyncWrite + Unpin,
+{
+    let (mut ar, mut aw) = tokio::io::split(a);
+    let (mut br, mut bw) = tokio::io::split(b);
+    let up = copy_idle(&mut ar, &mut bw, idle);
+    let down = copy_idle(&mut br, &mut aw, idle);
+    let (u, d) = tokio::join!(up, down);
+    (u, d)
+}
+
+async fn copy_idle<R, W>(r: &mut R, w: &mut W, idle: Duration) -> u64
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut total = 0u64;
+    loop {
+        let n = match tokio::time::timeout(idle, r.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
+            Ok(Ok(n)) => n,
+        };
+        if w.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+        total += n as u64;
+    }
+    let _ = w.shutdown().await;
+    total
+}
+
+fn event(
+    protocol: &'static str,
+    host: &str,
+    port: u16,
+    outcome: Result<&str, &Denial>,
+    addr: Option<SocketAddr>,
+    up: u64,
+    down: u64,
+) -> Event {
+    match outcome {
+        Ok(rule) => Event {
+            code: ALLOWED,
+            protocol,
+            host: host.to_string(),
+            port,
+            rule: rule.to_string(),
+            reason: None,
+            before_connect: false,
+            addr,
+            bytes_up: up,
+            bytes_down: down,
+        },
+        Err(d) => Event {
+            code: DENIED,
+            protocol,
+            host: host.to_string(),
+            port,
+            rule: d.rule.clone(),
+            reason: Some(d.reason.clone()),
+            before_connect: d.before_connect,
+            addr: None,
+            bytes_up: 0,
+            bytes_down: 0,
+        },
+    }
+}
