@@ -534,6 +534,26 @@ impl Cmd {
         self
     }
 
+    /// Runs the command under a wrapper: `prefix[0] prefix[1..]... PROGRAM ARGS...` (e.g.
+    /// `nsenter --net=/run/netns/x --`), with the same environment and directory.
+    pub fn under<S: AsRef<OsStr>>(mut self, prefix: &[S]) -> Self {
+        let Some((first, rest)) = prefix.split_first() else {
+            return self;
+        };
+        let mut args: Vec<OsString> = rest.iter().map(|a| a.as_ref().to_os_string()).collect();
+        args.push(self.program.into_os_string());
+        args.append(&mut self.args);
+        self.program = PathBuf::from(first.as_ref());
+        self.args = args;
+        self
+    }
+
+    /// Kills the command after `timeout` instead of [`TIMEOUT`].
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
     /// A one-line description of the command.
     pub fn describe(&self) -> String {
         let mut s = format!("$ cd {} &&", sh_quote(&self.cwd));
