@@ -89,7 +89,36 @@ hyperfine -N --warmup 2 --runs "${CREATE_RUNS:-15}" --export-json "$create_json"
   -n "bwrap: create $files files" "bwrap --unshare-all --ro-bind / / --bind $cws $cws --dev /dev --proc /proc sh $ws/create.sh" \
   -n "stockade: create $files files" "$bin run --workspace $cws -- sh $ws/create.sh" >&2 || true
 
-python3 - "$ws/result.json" "$OLDPWD/$out" "$unpriv_json" "$create_json" "$files" "$cfs" <<'PY'
+# The egress proxy: start-up with --net proxy, added latency per plain HTTP request, and
+# CONNECT throughput, against loopback servers on the host (allowed with --allow-host).
+net_json="$ws/net.json"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+mkdir -p "$ws/www" && echo hello > "$ws/www/small" && truncate -s 512M "$ws/www/big"
+(cd "$ws/www" && exec python3 -m http.server "$port" --bind 127.0.0.1 >/dev/null 2>&1) &
+server=$!
+sleep 0.5
+cat > "$ws/lat.py" <<LAT
+import os, statistics, time, urllib.request
+opener = urllib.request.build_opener()
+t = []
+for _ in range(300):
+    s = time.perf_counter(); opener.open("http://127.0.0.1:$port/small").read(); t.append(time.perf_counter() - s)
+print(statistics.median(t) * 1e6)
+LAT
+hyperfine -N --warmup 10 --runs "$runs" --export-json "$net_json" \
+  -n "stockade run --net none" "$bin run -- true" \
+  -n "stockade run --net proxy" "$bin run --net proxy -- true" >&2 || true
+lat_direct=$(python3 "$ws/lat.py")
+lat_proxy=$("$bin" run --net proxy --allow-host "127.0.0.1:$port" -- python3 "$ws/lat.py")
+tp_direct=""; tp_proxy=""
+for _ in 1 2 3; do
+  tp_direct+="$(curl -s -o /dev/null -w '%{speed_download}' "http://127.0.0.1:$port/big") "
+  tp_proxy+="$("$bin" run --net proxy --allow-host "127.0.0.1:$port" -- curl -s -p -o /dev/null -w '%{speed_download}' "http://127.0.0.1:$port/big") "
+done
+kill "$server" 2>/dev/null || true
+echo "{\"lat_direct\": $lat_direct, \"lat_proxy\": $lat_proxy, \"tp_direct\": [${tp_direct// /,}0], \"tp_proxy\": [${tp_proxy// /,}0]}" > "$ws/netnums.json"
+
+python3 - "$ws/result.json" "$OLDPWD/$out" "$unpriv_json" "$create_json" "$files" "$cfs" "$net_json" "$ws/netnums.json" <<'PY'
 import json, os, sys, platform, datetime
 res = json.load(open(sys.argv[1]))["results"]
 unpriv = json.load(open(sys.argv[3]))["results"] if os.path.exists(sys.argv[3]) else []
@@ -148,6 +177,31 @@ if os.path.exists(sys.argv[4]):
         m = r["median"] * 1000
         extra = f"{(m - cbase) * 1000 / files:.0f}" if cbase else "n/a"
         lines.append(f"| {r['command']} | {m:.1f} | {r['stddev']*1000:.1f} | {len(r['times'])} | {extra} |")
+if os.path.exists(sys.argv[7]) and os.path.exists(sys.argv[8]):
+    import statistics
+    res_net = json.load(open(sys.argv[7]))["results"]
+    nums = json.load(open(sys.argv[8]))
+    lines += [
+        "",
+        "## Egress proxy",
+        "",
+        "| measure | value |",
+        "|---|---:|",
+    ]
+    for r in res_net:
+        lines.append(f"| {r['command']} -- true, median | {r['median']*1000:.2f} ms |")
+    lines.append(f"| plain HTTP request, p50, direct (python urllib, new connection each) | {nums['lat_direct']:.0f} µs |")
+    lines.append(f"| the same through the proxy | {nums['lat_proxy']:.0f} µs (+{nums['lat_proxy']-nums['lat_direct']:.0f} µs) |")
+    tpd = statistics.median([x for x in nums["tp_direct"] if x > 0] or [0])
+    tpp = statistics.median([x for x in nums["tp_proxy"] if x > 0] or [0])
+    ratio = f"{tpp/tpd*100:.0f}%" if tpd else "n/a"
+    lines.append(f"| 512 MiB over loopback, direct (curl, median of 3) | {tpd/1e6:.0f} MB/s |")
+    lines.append(f"| the same through a CONNECT tunnel | {tpp/1e6:.0f} MB/s ({ratio} of direct) |")
+    lines += [
+        "",
+        "The server is python's http.server on the host's loopback; on this 2-core machine the",
+        "server, curl and the proxy share two cores, so the tunnel's copy competes for CPU.",
+    ]
 open(sys.argv[2], "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY

@@ -649,7 +649,7 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let mut buf = vec![0u8; 64 * 1024];
+    let mut buf = vec![0u8; 256 * 1024];
     let mut total = 0u64;
     loop {
         let n = match tokio::time::timeout(idle, r.read(&mut buf)).await {
