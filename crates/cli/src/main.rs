@@ -7,7 +7,7 @@
 
 #![forbid(unsafe_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
@@ -40,6 +40,19 @@ enum Command {
     /// Show or check policies.
     #[command(subcommand)]
     Policy(PolicyCommand),
+    /// Run the egress proxy on this machine for a whole agent (the rules of `run --net proxy`),
+    /// until Ctrl-C. It filters only what is sent to it: pair it with a network namespace or
+    /// firewall that blocks direct connections.
+    Proxy {
+        #[command(flatten)]
+        policy: Box<PolicyArgs>,
+        /// Where to listen (loopback only).
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:3128")]
+        listen: std::net::SocketAddr,
+        /// Append JSON-line audit events here, as they happen.
+        #[arg(long, value_name = "FILE")]
+        audit: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -294,6 +307,11 @@ fn main() -> ExitCode {
             (run(args), json)
         }
         Command::Doctor { json } => (Ok(doctor(json)), json),
+        Command::Proxy {
+            policy,
+            listen,
+            audit,
+        } => (proxy(&policy, listen, audit.as_deref()), false),
         Command::Policy(PolicyCommand::Show { policy, json }) => (policy_show(*policy, json), json),
         Command::Policy(PolicyCommand::Check { file }) => (
             policy::read_policy_file(&file)
@@ -313,4 +331,26 @@ fn main() -> ExitCode {
             ExitCode::from(EXIT_REFUSED)
         }
     }
+}
+
+fn proxy(
+    args: &PolicyArgs,
+    listen: std::net::SocketAddr,
+    audit: Option<&Path>,
+) -> Result<u8, Error> {
+    let policy = resolve(args)?;
+    let ready = |addr: std::net::SocketAddr| {
+        eprintln!("stockade: egress proxy on {addr} (HTTP, CONNECT, SOCKS5); Ctrl-C stops it");
+        eprintln!("  export HTTP_PROXY=http://{addr} HTTPS_PROXY=http://{addr} ALL_PROXY=socks5h://{addr}");
+    };
+    let events = stockade::serve_proxy(&policy, listen, audit, &ready)?;
+    let denied = events
+        .iter()
+        .filter(|e| e.code == stockade::NETWORK_DENIED)
+        .count();
+    eprintln!(
+        "stockade: proxy stopped: {} decisions, {denied} denied",
+        events.len()
+    );
+    Ok(0)
 }

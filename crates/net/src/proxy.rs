@@ -95,10 +95,15 @@ struct Shared {
     rules: Box<dyn Rules>,
     limits: Limits,
     events: Mutex<(Vec<Event>, u64)>,
+    /// Called with every event as it happens (the standalone proxy logs them live).
+    on_event: Option<Box<dyn Fn(&Event) + Send + Sync>>,
 }
 
 impl Shared {
     fn record(&self, e: Event) {
+        if let Some(f) = &self.on_event {
+            f(&e);
+        }
         if let Ok(mut ev) = self.events.lock() {
             if ev.0.len() < MAX_EVENTS {
                 ev.0.push(e);
@@ -138,11 +143,22 @@ impl Proxy {
         rules: Box<dyn Rules>,
         limits: Limits,
     ) -> io::Result<Proxy> {
+        Proxy::start_with(listener, rules, limits, None)
+    }
+
+    /// [`Proxy::start`], calling `on_event` with every decision as it is made.
+    pub fn start_with(
+        listener: std::net::TcpListener,
+        rules: Box<dyn Rules>,
+        limits: Limits,
+        on_event: Option<Box<dyn Fn(&Event) + Send + Sync>>,
+    ) -> io::Result<Proxy> {
         listener.set_nonblocking(true)?;
         let shared = Arc::new(Shared {
             rules,
             limits,
             events: Mutex::new((Vec::new(), 0)),
+            on_event,
         });
         let (stop_tx, stop_rx) = oneshot::channel();
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -171,6 +187,22 @@ impl Proxy {
             thread: Some(thread),
             shared,
         })
+    }
+
+    /// Serve until SIGINT or SIGTERM, then stop (the standalone `stockade proxy`).
+    pub fn run_until_signal(self) -> io::Result<Report> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        rt.block_on(async {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+            tokio::select! {
+                r = tokio::signal::ctrl_c() => r,
+                _ = term.recv() => Ok(()),
+            }
+        })?;
+        Ok(self.stop())
     }
 
     /// Stop serving (open tunnels are cut) and return the decisions.

@@ -17,6 +17,9 @@ pub enum Error {
     },
     #[error("failed to {what}: {cause}")]
     Io { what: String, cause: std::io::Error },
+    /// A request stockade refuses as given (with how to ask instead).
+    #[error("{message}")]
+    Usage { message: String, hint: String },
 }
 
 impl Error {
@@ -24,7 +27,9 @@ impl Error {
     pub fn code(&self) -> &'static str {
         match self {
             Error::Policy(e) => e.code(),
-            Error::Plan(_) | Error::Workspace { .. } => native::error::E_POLICY_INVALID,
+            Error::Plan(_) | Error::Workspace { .. } | Error::Usage { .. } => {
+                native::error::E_POLICY_INVALID
+            }
             Error::Run(e) => e.code(),
             Error::Io { .. } => native::error::E_INTERNAL,
         }
@@ -33,7 +38,9 @@ impl Error {
     /// Coarse class for audit events and `--json`.
     pub fn kind(&self) -> &'static str {
         match self {
-            Error::Policy(_) | Error::Plan(_) | Error::Workspace { .. } => "policy",
+            Error::Policy(_) | Error::Plan(_) | Error::Workspace { .. } | Error::Usage { .. } => {
+                "policy"
+            }
             Error::Run(native::RunError::Unavailable { .. }) => "protection_unavailable",
             Error::Run(native::RunError::Plan(_)) => "policy",
             Error::Run(_) => "setup",
@@ -48,6 +55,7 @@ impl Error {
             Error::Run(e) => e.hint(),
             Error::Workspace { .. } => Some("pass an existing directory with --workspace".into()),
             Error::Io { .. } => None,
+            Error::Usage { hint, .. } => Some(hint.clone()),
         }
     }
 }

@@ -109,6 +109,54 @@ pub struct RunResult {
     pub run_id: String,
 }
 
+/// `stockade proxy`: serve the egress proxy on `listen` (loopback only) under the policy's
+/// network rules until SIGINT/SIGTERM, for users who wrap a whole agent. `ready` is told the
+/// address once it listens. Every decision goes to the audit log as it happens.
+pub fn serve_proxy(
+    policy: &policy::Policy,
+    listen: std::net::SocketAddr,
+    audit: Option<&std::path::Path>,
+    ready: &dyn Fn(std::net::SocketAddr),
+) -> Result<Vec<NetworkEvent>, Error> {
+    if !listen.ip().is_loopback() {
+        return Err(Error::Usage {
+            message: format!("refusing to listen on {listen}: not a loopback address"),
+            hint: "anyone who can reach the address could use the proxy; listen on 127.0.0.1 or ::1 and expose it deliberately if you must".into(),
+        });
+    }
+    let rules = policy::NetRules::new(&policy.network)?;
+    let listener = std::net::TcpListener::bind(listen).map_err(|e| Error::Io {
+        what: format!("listen on {listen}"),
+        cause: e,
+    })?;
+    let addr = listener.local_addr().map_err(|e| Error::Io {
+        what: "read the listening address".into(),
+        cause: e,
+    })?;
+    let log = std::sync::Mutex::new(AuditLog::open(audit, &run_id())?);
+    let on_event = move |e: &NetworkEvent| {
+        if let Ok(mut log) = log.lock() {
+            let _ = log.event("network", serde_json::to_value(e).unwrap_or_default());
+        }
+    };
+    let proxy = net::proxy::Proxy::start_with(
+        listener,
+        Box::new(ProxyRules(rules)),
+        net::proxy::Limits::default(),
+        Some(Box::new(on_event)),
+    )
+    .map_err(|e| Error::Io {
+        what: "start the egress proxy".into(),
+        cause: e,
+    })?;
+    ready(addr);
+    let report = proxy.run_until_signal().map_err(|e| Error::Io {
+        what: "wait for a signal".into(),
+        cause: e,
+    })?;
+    Ok(report.events)
+}
+
 /// The policy's network rules, as the proxy asks them.
 struct ProxyRules(policy::NetRules);
 
