@@ -86,6 +86,9 @@ pub struct Event {
     pub bytes_down: u64,
 }
 
+/// A callback for every decision as it is made.
+pub type OnEvent = Box<dyn Fn(&Event) + Send + Sync>;
+
 pub const ALLOWED: &str = "NET_ALLOWED";
 pub const DENIED: &str = "E_NETWORK_DENIED";
 /// Events kept per run; later ones are counted only.
@@ -96,7 +99,7 @@ struct Shared {
     limits: Limits,
     events: Mutex<(Vec<Event>, u64)>,
     /// Called with every event as it happens (the standalone proxy logs them live).
-    on_event: Option<Box<dyn Fn(&Event) + Send + Sync>>,
+    on_event: Option<OnEvent>,
 }
 
 impl Shared {
@@ -151,7 +154,7 @@ impl Proxy {
         listener: std::net::TcpListener,
         rules: Box<dyn Rules>,
         limits: Limits,
-        on_event: Option<Box<dyn Fn(&Event) + Send + Sync>>,
+        on_event: Option<OnEvent>,
     ) -> io::Result<Proxy> {
         listener.set_nonblocking(true)?;
         let shared = Arc::new(Shared {
