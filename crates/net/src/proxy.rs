@@ -349,11 +349,73 @@ async fn http_request(req: Request<Incoming>, shared: Arc<Shared>) -> Response<B
     for h in ["proxy-connection", "proxy-authorization", "keep-alive"] {
         parts.headers.remove(h);
     }
+    let up = parts
+        .headers
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
     let resp = sender.send_request(Request::from_parts(parts, body)).await;
-    shared.record(event("http", &host, port, Ok(&rule), Some(addr), 0, 0));
     match resp {
-        Ok(r) => r.map(|b| b.boxed()),
-        Err(e) => text(StatusCode::BAD_GATEWAY, &format!("upstream: {e}")),
+        Ok(r) => {
+            // The event is recorded when the response body is done, with its size.
+            let done = move |down: u64| {
+                shared.record(event("http", &host, port, Ok(&rule), Some(addr), up, down));
+            };
+            r.map(|b| {
+                Counted {
+                    inner: b,
+                    bytes: 0,
+                    done: Some(Box::new(done)),
+                }
+                .boxed()
+            })
+        }
+        Err(e) => {
+            shared.record(event("http", &host, port, Ok(&rule), Some(addr), up, 0));
+            text(StatusCode::BAD_GATEWAY, &format!("upstream: {e}"))
+        }
+    }
+}
+
+/// A response body that counts its bytes and reports the total when dropped (finished or cut).
+struct Counted {
+    inner: Incoming,
+    bytes: u64,
+    done: Option<Box<dyn FnOnce(u64) + Send + Sync>>,
+}
+
+impl hyper::body::Body for Counted {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, hyper::Error>>> {
+        let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
+        if let std::task::Poll::Ready(Some(Ok(frame))) = &polled {
+            if let Some(data) = frame.data_ref() {
+                self.bytes += data.len() as u64;
+            }
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        if let Some(done) = self.done.take() {
+            done(self.bytes);
+        }
     }
 }
 
