@@ -25,7 +25,7 @@ use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use serde::Serialize;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, Semaphore};
 
@@ -436,16 +436,21 @@ async fn connect_request(req: Request<Incoming>, shared: Arc<Shared>) -> Respons
         }
     };
     tokio::spawn(async move {
-        if let Ok(upgraded) = hyper::upgrade::on(req).await {
-            let t = Tunnel {
-                protocol: "connect",
-                host,
-                port,
-                rule,
-                addrs,
-            };
-            tunnel(TokioIo::new(upgraded), t, Vec::new(), shared).await;
-        }
+        let Ok(upgraded) = hyper::upgrade::on(req).await else {
+            return;
+        };
+        // Back to the plain socket (plus anything hyper read ahead) for zero-copy relaying.
+        let Ok(parts) = upgraded.downcast::<TokioIo<TcpStream>>() else {
+            return;
+        };
+        let t = Tunnel {
+            protocol: "connect",
+            host,
+            port,
+            rule,
+            addrs,
+        };
+        tunnel(parts.io.into_inner(), t, parts.read_buf.to_vec(), shared).await;
     });
     Response::new(Empty::new().map_err(|never| match never {}).boxed())
 }
@@ -614,12 +619,7 @@ struct Tunnel {
 
 /// A tunnel: check the first flight (TLS with the right SNI), connect, splice. `first` holds
 /// client bytes already read.
-async fn tunnel<S: AsyncRead + AsyncWrite + Unpin>(
-    mut client: S,
-    t: Tunnel,
-    mut first: Vec<u8>,
-    shared: Arc<Shared>,
-) {
+async fn tunnel(mut client: TcpStream, t: Tunnel, mut first: Vec<u8>, shared: Arc<Shared>) {
     let Tunnel {
         protocol,
         host,
@@ -663,7 +663,7 @@ async fn tunnel<S: AsyncRead + AsyncWrite + Unpin>(
     if upstream.write_all(&first).await.is_err() {
         return;
     }
-    let (up, down) = splice(&mut client, &mut upstream, shared.limits.idle).await;
+    let (up, down) = relay(client, upstream, shared.limits.idle).await;
     shared.record(event(
         protocol,
         &host,
@@ -726,40 +726,32 @@ fn check_sni(first: &[u8], host: &str) -> Result<(), String> {
     }
 }
 
-/// Copy both ways until both sides close or nothing moves for `idle`. Returns bytes
-/// (client → upstream, upstream → client).
-async fn splice<A, B>(a: &mut A, b: &mut B, idle: Duration) -> (u64, u64)
-where
-    A: AsyncRead + AsyncWrite + Unpin,
-    B: AsyncRead + AsyncWrite + Unpin,
-{
-    let (mut ar, mut aw) = tokio::io::split(a);
-    let (mut br, mut bw) = tokio::io::split(b);
-    let up = copy_idle(&mut ar, &mut bw, idle);
-    let down = copy_idle(&mut br, &mut aw, idle);
-    let (u, d) = tokio::join!(up, down);
-    (u, d)
-}
-
-async fn copy_idle<R, W>(r: &mut R, w: &mut W, idle: Duration) -> u64
-where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
-{
-    let mut buf = vec![0u8; 256 * 1024];
-    let mut total = 0u64;
-    loop {
-        let n = match tokio::time::timeout(idle, r.read(&mut buf)).await {
-            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
-            Ok(Ok(n)) => n,
-        };
-        if w.write_all(&buf[..n]).await.is_err() {
-            break;
-        }
-        total += n as u64;
-    }
-    let _ = w.shutdown().await;
-    total
+/// Relay both ways with `splice(2)` on two blocking threads (no copy through user space) until
+/// both sides close or nothing moves for `idle`; falls back to copying if the sockets cannot
+/// be turned into blocking ones. Returns bytes (client → upstream, upstream → client).
+async fn relay(client: TcpStream, upstream: TcpStream, idle: Duration) -> (u64, u64) {
+    let blocking = |s: TcpStream| -> io::Result<std::net::TcpStream> {
+        let s = s.into_std()?;
+        s.set_nonblocking(false)?;
+        Ok(s)
+    };
+    let (client, upstream) = match (blocking(client), blocking(upstream)) {
+        (Ok(c), Ok(u)) => (c, u),
+        _ => return (0, 0),
+    };
+    let (Ok(c2), Ok(u2)) = (client.try_clone(), upstream.try_clone()) else {
+        return (0, 0);
+    };
+    let activity = Arc::new(sys::relay::Activity::new());
+    let a2 = activity.clone();
+    let up = tokio::task::spawn_blocking(move || {
+        sys::relay::splice_all(&c2, &u2, &a2, idle).unwrap_or(0)
+    });
+    let down = tokio::task::spawn_blocking(move || {
+        sys::relay::splice_all(&upstream, &client, &activity, idle).unwrap_or(0)
+    });
+    let (up, down) = tokio::join!(up, down);
+    (up.unwrap_or(0), down.unwrap_or(0))
 }
 
 fn event(

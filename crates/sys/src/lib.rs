@@ -23,5 +23,6 @@ pub mod postfork;
 pub mod probe;
 pub mod protect;
 pub mod raw;
+pub mod relay;
 
 pub use raw::Errno;

@@ -954,3 +954,19 @@ pub fn openat_no_symlinks(dirfd: c_int, path: &CStr, flags: c_int) -> Result<c_i
     })
     .map(|fd| fd as c_int)
 }
+
+/// `splice(2)` between a descriptor and a pipe, moving pages instead of copying them.
+pub fn splice(fd_in: c_int, fd_out: c_int, len: usize) -> Result<usize> {
+    // SAFETY: null offsets (both ends are a socket or a pipe); integer arguments otherwise.
+    let n = unsafe {
+        libc::splice(
+            fd_in,
+            std::ptr::null_mut(),
+            fd_out,
+            std::ptr::null_mut(),
+            len,
+            libc::SPLICE_F_MOVE | libc::SPLICE_F_MORE,
+        )
+    };
+    check(n as c_long).map(|n| n as usize)
+}
