@@ -346,9 +346,8 @@ async fn http_request(req: Request<Incoming>, shared: Arc<Shared>) -> Response<B
         Ok(u) => u,
         Err(_) => return text(StatusCode::BAD_REQUEST, "bad request target"),
     };
-    for h in ["proxy-connection", "proxy-authorization", "keep-alive"] {
-        parts.headers.remove(h);
-    }
+    strip_hop_by_hop(&mut parts.headers);
+    parts.headers.remove("proxy-authorization");
     let up = parts
         .headers
         .get(hyper::header::CONTENT_LENGTH)
@@ -357,7 +356,10 @@ async fn http_request(req: Request<Incoming>, shared: Arc<Shared>) -> Response<B
         .unwrap_or(0);
     let resp = sender.send_request(Request::from_parts(parts, body)).await;
     match resp {
-        Ok(r) => {
+        Ok(mut r) => {
+            // The upstream's connection handling is its own: the client's connection to the
+            // proxy stays open for its next request.
+            strip_hop_by_hop(r.headers_mut());
             // The event is recorded when the response body is done, with its size.
             let done = move |down: u64| {
                 shared.record(event("http", &host, port, Ok(&rule), Some(addr), up, down));
@@ -375,6 +377,33 @@ async fn http_request(req: Request<Incoming>, shared: Arc<Shared>) -> Response<B
             shared.record(event("http", &host, port, Ok(&rule), Some(addr), up, 0));
             text(StatusCode::BAD_GATEWAY, &format!("upstream: {e}"))
         }
+    }
+}
+
+/// Remove hop-by-hop headers (RFC 9110 section 7.6.1), including those the `Connection`
+/// header names: they describe one connection, not the message.
+fn strip_hop_by_hop(headers: &mut hyper::HeaderMap) {
+    let named: Vec<String> = headers
+        .get_all(hyper::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|t| t.trim().to_ascii_lowercase())
+        .filter(|t| !t.is_empty())
+        .collect();
+    for name in named {
+        headers.remove(name.as_str());
+    }
+    for h in [
+        "connection",
+        "proxy-connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "upgrade",
+        "proxy-authenticate",
+    ] {
+        headers.remove(h);
     }
 }
 
