@@ -184,3 +184,77 @@ fn npm_install_of_a_local_package_works() {
         .assert_shows("/tmp/.npm\n");
     assert!(fx.ws.join("npmproj/node_modules/localpkg").exists());
 }
+
+/// `cargo new` makes its repository with libgit2, which creates `.git/config` with
+/// `open(O_CREAT)` before writing it through a lock file; then a build and a commit. The new
+/// config must be usable and stay inert (mediated creation gives it out empty and read-only).
+#[test]
+fn cargo_new_build_and_commit_work() {
+    // The toolchain's own cargo (set by cargo for its test runs), not rustup's proxy, which
+    // would look for its toolchains in the fixture's fake HOME.
+    let Some(cargo) = std::env::var_os("CARGO").map(std::path::PathBuf::from) else {
+        println!("skipped: not run by cargo (no CARGO variable)");
+        return;
+    };
+    let rustc = cargo.with_file_name("rustc");
+    // Inside, the command never runs as root: a toolchain under a private home is out of reach.
+    let reachable = cargo.ancestors().skip(1).all(|dir| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(dir).is_ok_and(|m| m.permissions().mode() & 0o001 != 0)
+    });
+    if !reachable {
+        println!(
+            "skipped: the toolchain at {} is not reachable by other users",
+            cargo.display()
+        );
+        return;
+    }
+    if std::process::Command::new(&cargo)
+        .arg("--version")
+        .output()
+        .map_or(true, |o| !o.status.success())
+    {
+        println!("skipped: cargo does not run for this caller");
+        return;
+    }
+    let fx = Fixture::new();
+    let script = format!(
+        "{cargo} new -q hello && cd hello && {cargo} build -q && ./target/debug/hello && git add -A && git -c user.name=a -c user.email=a@example.invalid commit -qm init && git log --oneline | wc -l",
+        cargo = sh_quote(&cargo)
+    );
+    let rustc_env = format!("RUSTC={}", rustc.display());
+    let out = fx
+        .attack(
+            &["--env", "CARGO_HOME=/tmp/cargo-home", "--env", &rustc_env],
+            &script,
+        )
+        .outcome();
+    out.assert_ok()
+        .assert_shows("Hello, world!\n")
+        .assert_shows("1\n");
+    let config = attacks::read_text(&fx.ws.join("hello/.git/config")).unwrap_or_default();
+    assert!(
+        config.contains("repositoryformatversion"),
+        "new repository config: {config:?}"
+    );
+}
+
+/// libgit2 (cargo new, many IDE integrations) creates a new repository's `.git/config` with
+/// `open(O_CREAT)`, then writes it by renaming `config.lock` onto it. Both steps must work,
+/// and the created file must not be writable through the descriptor it was created with.
+#[test]
+fn config_created_empty_then_written_by_lock_rename_works() {
+    let fx = Fixture::new();
+    let script = "git init -q r && rm r/.git/config \
+        && : > r/.git/config \
+        && printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n' > r/.git/config.lock \
+        && mv r/.git/config.lock r/.git/config \
+        && git -C r status --short && echo config-ok \
+        && { echo '[core]' >> r/.git/config && echo APPENDED; true; }";
+    let out = fx.attack(&[], script).outcome();
+    out.assert_ok()
+        .assert_shows("config-ok\n")
+        .assert_lacks("APPENDED");
+    let config = attacks::read_text(&fx.ws.join("r/.git/config")).unwrap_or_default();
+    assert!(config.contains("bare = false"), "config: {config:?}");
+}

@@ -828,8 +828,27 @@ impl Server<'_> {
                     return Err(Errno(libc::EISDIR));
                 }
                 let full = entry_path(dir.0, name.bytes())?;
-                if let Verdict::Deny(reason) = self.decide(full.bytes(), Create::File) {
-                    return Err(self.deny(Op::Open, reason, full.bytes(), blocked));
+                match self.decide(full.bytes(), Create::File) {
+                    Verdict::Deny(reason) => {
+                        return Err(self.deny(Op::Open, reason, full.bytes(), blocked))
+                    }
+                    Verdict::EmptyConfig => {
+                        // Created empty and read-only; the caller gets a read-only descriptor,
+                        // so content can only arrive by an (inert) rename.
+                        let made = raw::openat_exact(
+                            dir.0,
+                            n,
+                            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC,
+                            0o444,
+                        )?;
+                        raw::close(made);
+                        let ro = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+                        return raw::openat_exact(dir.0, n, ro, 0).map(|fd| Reply::Fd {
+                            fd: Fd(fd),
+                            cloexec,
+                        });
+                    }
+                    Verdict::Allow | Verdict::InertConfig => {}
                 }
                 let mode = (mode as u32) & 0o7777 & !t.umask()?;
                 raw::openat_exact(dir.0, n, flags | libc::O_CLOEXEC, mode).map(|fd| Reply::Fd {
@@ -869,8 +888,14 @@ impl Server<'_> {
             is_dot(name.bytes()) || raw::fstatat(dir.0, n, libc::AT_SYMLINK_NOFOLLOW).is_ok();
         if !exists {
             let full = entry_path(dir.0, name.bytes())?;
-            if let Verdict::Deny(reason) = self.decide(full.bytes(), kind) {
-                return Err(self.deny(op, reason, full.bytes(), blocked));
+            match self.decide(full.bytes(), kind) {
+                Verdict::Deny(reason) => return Err(self.deny(op, reason, full.bytes(), blocked)),
+                Verdict::EmptyConfig => {
+                    // mknod of a regular file: empty, and read-only like above.
+                    return raw::mknodat(dir.0, n, libc::S_IFREG | 0o444, 0)
+                        .map(|_| Reply::Value(0));
+                }
+                Verdict::Allow | Verdict::InertConfig => {}
             }
         }
         let perm = mode & 0o7777 & !t.umask()?;
@@ -1019,7 +1044,7 @@ impl Server<'_> {
                 Verdict::Deny(reason) => {
                     return Err(self.deny(Op::Rename, reason, old_full.bytes(), blocked))
                 }
-                Verdict::InertConfig => {
+                Verdict::InertConfig | Verdict::EmptyConfig => {
                     return Err(self.deny(Op::Rename, Reason::GitConfig, old_full.bytes(), blocked))
                 }
             }
@@ -1032,6 +1057,9 @@ impl Server<'_> {
                 raw::renameat2(odir.0, on, ndir.0, nn, flags).map(|_| Reply::Value(0))
             }
             Verdict::Deny(reason) => Err(self.deny(Op::Rename, reason, full.bytes(), blocked)),
+            Verdict::EmptyConfig => {
+                Err(self.deny(Op::Rename, Reason::GitConfig, full.bytes(), blocked))
+            }
             Verdict::InertConfig => {
                 if st.st_mode & libc::S_IFMT != libc::S_IFREG {
                     return Err(self.deny(Op::Rename, Reason::GitConfig, full.bytes(), blocked));

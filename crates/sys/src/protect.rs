@@ -64,6 +64,10 @@ pub enum Verdict {
     Deny(Reason),
     /// A git config: allowed only as a fresh, read-only copy of inert content.
     InertConfig,
+    /// A git config created by `open(O_CREAT)` (libgit2 creates it empty first, then writes
+    /// it by renaming a lock file): allowed only empty and read-only, through a descriptor
+    /// that cannot write.
+    EmptyConfig,
 }
 
 /// Why a creation was refused. Stable numbers (they cross the report pipe).
@@ -302,10 +306,10 @@ pub fn decide(rules: &Rules<'_>, path: &[u8], what: Create, hint: GitHint) -> Ve
                 }
             }
             b"config" | b"config.worktree" => {
-                return if what == Create::MoveFile {
-                    Verdict::InertConfig
-                } else {
-                    Verdict::Deny(Reason::GitConfig)
+                return match what {
+                    Create::MoveFile => Verdict::InertConfig,
+                    Create::File => Verdict::EmptyConfig,
+                    _ => Verdict::Deny(Reason::GitConfig),
                 }
             }
             b"commondir" => return Verdict::Deny(Reason::GitConfig),
@@ -544,7 +548,8 @@ mod tests {
             hook
         );
         let config = Verdict::Deny(Reason::GitConfig);
-        assert_eq!(d("/ws/.git/config", Create::File), config);
+        assert_eq!(d("/ws/.git/config", Create::File), Verdict::EmptyConfig);
+        assert_eq!(d("/ws/.git/config", Create::Node), config);
         assert_eq!(d("/ws/.git/config", Create::Link), config);
         assert_eq!(d("/ws/.git/config", Create::Symlink), config);
         assert_eq!(d("/ws/.git/commondir", Create::File), config);
