@@ -360,6 +360,9 @@ async fn http_request(req: Request<Incoming>, shared: Arc<Shared>) -> Response<B
             // The upstream's connection handling is its own: the client's connection to the
             // proxy stays open for its next request.
             strip_hop_by_hop(r.headers_mut());
+            // The client's connection is HTTP/1.1 whatever the upstream spoke (an HTTP/1.0
+            // status line would make the client close its proxy connection after each request).
+            *r.version_mut() = hyper::Version::HTTP_11;
             // The event is recorded when the response body is done, with its size.
             let done = move |down: u64| {
                 shared.record(event("http", &host, port, Ok(&rule), Some(addr), up, down));
