@@ -1143,3 +1143,38 @@ pub fn host_hostname() -> String {
         .map(|s| s.trim().to_owned())
         .unwrap_or_default()
 }
+
+/// Pids whose command line mentions `tag` (all users, all pid namespaces this one can see).
+pub fn processes_with(tag: &str) -> Vec<i32> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains(tag))
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+/// Polls `what` every 20 ms until it holds or `timeout` passes; returns its last value.
+pub fn wait_until(what: impl Fn() -> bool, timeout: Duration) -> bool {
+    let start = std::time::Instant::now();
+    while start.elapsed() < timeout {
+        if what() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    what()
+}
+
+/// SIGKILL every process whose command line mentions `tag` (clean-up after controls).
+pub fn kill_all(tag: &str) {
+    for pid in processes_with(tag) {
+        // SAFETY: kill with a pid and a signal number touches no memory.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+}

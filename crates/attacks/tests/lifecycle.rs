@@ -7,35 +7,9 @@
 #![allow(clippy::expect_used)]
 
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use attacks::{stockade_bin, Fixture};
-
-/// Pids whose command line mentions `tag`.
-fn processes_with(tag: &str) -> Vec<i32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|c| String::from_utf8_lossy(&c).contains(tag))
-                .unwrap_or(false)
-        })
-        .collect()
-}
-
-fn wait_until(what: impl Fn() -> bool, timeout: Duration) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < timeout {
-        if what() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    what()
-}
+use attacks::{kill_all, processes_with, stockade_bin, wait_until, Fixture};
 
 fn spawn(mut cmd: Command, fx: &Fixture) -> Child {
     cmd.env_clear()
@@ -49,20 +23,13 @@ fn spawn(mut cmd: Command, fx: &Fixture) -> Child {
         .expect("spawn")
 }
 
-fn kill_all(tag: &str) {
-    for pid in processes_with(tag) {
-        // SAFETY: kill with a pid and a signal number touches no memory.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
-    }
-}
-
 #[test]
 fn killing_the_supervisor_ends_every_process_in_the_sandbox() {
     let fx = Fixture::new();
     let tag = fx.marker("lifecycle");
     // A daemon that left the session and ignores SIGTERM, plus a foreground child.
     let script = format!(
-        "(trap '' TERM HUP; setsid sh -c 'trap \"\" TERM HUP; sleep 300; : {tag}' &); sh -c 'sleep 300; : {tag}'"
+        "(trap '' TERM HUP; setsid sh -c 'trap \"\" TERM HUP; while :; do sleep 1; done; : {tag}' &); sh -c 'while :; do sleep 1; done; : {tag}'"
     );
 
     let mut cmd = Command::new(stockade_bin());
@@ -115,7 +82,7 @@ fn background_processes_end_with_the_command() {
     let tag = fx.marker("background");
     // Background output goes to /dev/null so the control's pipes close when the shell exits.
     let script = format!(
-        "setsid sh -c 'sleep 300; : {tag}' >/dev/null 2>&1 & sh -c 'sleep 300; : {tag}' >/dev/null 2>&1 & sleep 0.2; exit 7"
+        "setsid sh -c 'while :; do sleep 1; done; : {tag}' >/dev/null 2>&1 & sh -c 'while :; do sleep 1; done; : {tag}' >/dev/null 2>&1 & sleep 0.2; exit 7"
     );
     let run = fx.sandbox(&[], &script).run();
     run.assert_code(7);

@@ -106,6 +106,9 @@ struct PolicyArgs {
     /// only way to reach IP literals and loopback, private or link-local addresses.
     #[arg(long = "allow-host", value_name = "HOST[:PORT]")]
     allow_host: Vec<String>,
+    /// End the whole run after SECONDS (exit code 124); 0: no limit. Default: 600.
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<u64>,
 }
 
 #[derive(Args)]
@@ -165,6 +168,7 @@ fn resolve(args: &PolicyArgs) -> Result<policy::Policy, Error> {
         allow_domains: args.allow_domain.clone(),
         deny_domains: args.deny_domain.clone(),
         allow_hosts: args.allow_host.clone(),
+        timeout: args.timeout,
     };
     Ok(policy::resolve(file, &overrides)?)
 }
@@ -195,6 +199,7 @@ fn run(args: RunArgs) -> Result<u8, Error> {
     request.report = args.report;
     request.audit = args.audit;
     let result = stockade::run(&policy, &request)?;
+    let policy_timeout = policy.limits.timeout;
     if let Some(errno) = result.outcome.exec_errno {
         let program = request.native.argv.first().cloned().unwrap_or_default();
         let (code, what) = if result.exit_code == 127 {
@@ -240,6 +245,12 @@ fn run(args: RunArgs) -> Result<u8, Error> {
                 e.reason.as_deref().unwrap_or(&e.rule)
             );
         }
+    }
+    if result.outcome.timed_out {
+        eprintln!(
+            "stockade: error[E_TIMEOUT]: the run exceeded its time limit ({} s) and was ended; every process in it was killed",
+            policy_timeout.unwrap_or(0)
+        );
     }
     for s in &result.outcome.skipped {
         eprintln!("stockade: warning: degraded run, skipped {s}");

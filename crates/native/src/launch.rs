@@ -44,6 +44,8 @@ pub struct Outcome {
     pub landlock_abi: Option<i32>,
     /// Calls the creation guard refused during the run.
     pub blocked: Vec<Violation>,
+    /// The run hit `limits.timeout` and was ended (exit code 124).
+    pub timed_out: bool,
 }
 
 // Landlock filesystem access bits (linux/landlock.h).
@@ -426,7 +428,28 @@ pub fn launch(
     let mut exec_failure: Option<postfork::Report> = None;
     let mut status: Option<c_int> = None;
     let mut blocked: Vec<Violation> = Vec::new();
+    // The deadline: at it, SIGTERM to the command (through the init); after a grace period,
+    // SIGKILL to the init, which takes every process of the pid namespace with it.
+    let mut deadline = plan.timeout.map(|t| started + t);
+    let mut timed_out = false;
     loop {
+        if let Some(at) = deadline {
+            let left = at.saturating_duration_since(Instant::now());
+            let ready = child
+                .report_ready(left)
+                .map_err(|e| RunError::io("wait for the sandbox", e))?;
+            if !ready {
+                if timed_out {
+                    child.kill();
+                    deadline = None;
+                } else {
+                    timed_out = true;
+                    child.signal(libc::SIGTERM);
+                    deadline = Some(Instant::now() + TIMEOUT_GRACE);
+                }
+                continue;
+            }
+        }
         let (report, path) = match child.next_report() {
             Ok(Some(r)) => r,
             Ok(None) => break,
@@ -464,6 +487,7 @@ pub fn launch(
     }
     let exec_errno = exec_failure.map(|f| f.value);
     let (exit_code, signal) = match status {
+        _ if timed_out => (EXIT_TIMEOUT, None),
         Some(s) if libc::WIFSIGNALED(s) => (128 + libc::WTERMSIG(s), Some(libc::WTERMSIG(s))),
         Some(s) => (postfork::exit_code(s), None),
         None => (postfork::exit_code(init_status), None),
@@ -476,8 +500,14 @@ pub fn launch(
         skipped,
         landlock_abi: landlock.as_ref().map(|l| l.abi),
         blocked,
+        timed_out,
     })
 }
+
+/// Exit code of a run that hit its time limit (as `timeout(1)`).
+pub const EXIT_TIMEOUT: i32 = 124;
+/// Between SIGTERM and SIGKILL at the deadline.
+const TIMEOUT_GRACE: Duration = Duration::from_secs(1);
 
 /// Violation kind of a call the creation guard refused during the run.
 pub const BLOCKED: &str = "protected_path_blocked";

@@ -22,7 +22,7 @@ pub struct PolicyFile {
     pub env: EnvPatch,
     /// Network settings.
     pub network: NetworkPatch,
-    /// Resource limits (no keys yet).
+    /// Resource limits; keys given override the profile's.
     pub limits: Limits,
 }
 
@@ -187,6 +187,12 @@ fn toml_error(text: &str, origin: &str, err: &toml::de::Error) -> PolicyError {
             )
         })
         .or_else(|| {
+            // A table with a single known key: "expected `timeout`".
+            message
+                .find("expected `")
+                .map(|at| format!("known keys here: {}", &message[at + "expected ".len()..]))
+        })
+        .or_else(|| {
             message
                 .contains("there are no fields")
                 .then(|| "this table accepts no keys yet; remove the key".to_owned())
@@ -261,7 +267,8 @@ set = { FOO = "bar" }
 passthrough = ["GITHUB_TOKEN"]
 [network]
 mode = "none"
-[limits]      # accepted but no keys yet
+[limits]
+timeout = 120
 "#;
 
     #[test]
@@ -328,6 +335,14 @@ mode = "none"
     fn unknown_key_in_env_and_network() {
         assert_eq!(located(&err("[env]\nallowed = []")), (2, 1));
         assert!(err("[network]\nproxy = 1").to_string().contains("`proxy`"));
+    }
+
+    #[test]
+    fn limits_timeout_parses() {
+        let file = parse_policy_file("[limits]\ntimeout = 30\n", "x").unwrap();
+        assert_eq!(file.limits.timeout, Some(30));
+        assert!(parse_policy_file("[limits]\ntimeout = -1\n", "x").is_err());
+        assert!(parse_policy_file("[limits]\ntimeout = \"1m\"\n", "x").is_err());
     }
 
     #[test]

@@ -72,7 +72,7 @@ pub use paths::{
     PathPattern,
 };
 pub use profile::{
-    profile, DEFAULT_DENY_READ, DEFAULT_ENV_ALLOW, DEFAULT_ENV_SET, DEFAULT_PROFILE, PROFILES,
-    PROTECTED_PATHS,
+    profile, DEFAULT_DENY_READ, DEFAULT_ENV_ALLOW, DEFAULT_ENV_SET, DEFAULT_PROFILE,
+    DEFAULT_TIMEOUT_SECS, PROFILES, PROTECTED_PATHS,
 };
 pub use resolve::{digest, resolve, Overrides};

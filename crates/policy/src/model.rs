@@ -88,7 +88,13 @@ pub struct Network {
     pub allow_hosts: Vec<String>,
 }
 
-/// Resource limits. Filled in by the resource-limits work; no keys are accepted yet.
+/// Resource limits. In a policy file each key overrides the profile's value; absent keys keep
+/// it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
-pub struct Limits {}
+pub struct Limits {
+    /// Wall-clock limit in seconds: at the deadline every process of the run is ended (a grace
+    /// signal, then SIGKILL) and the run exits 124. `0` means no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u64>,
+}

@@ -92,6 +92,9 @@ pub const PROTECTED_PATHS: &[&str] = &[
     ".config/fish",
 ];
 
+/// Default wall-clock limit of a run (10 minutes); raise it with `--timeout` or `[limits]`.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 600;
+
 /// Environment variables copied from the caller by default (secret-looking names excepted).
 pub const DEFAULT_ENV_ALLOW: &[&str] = &[
     "PATH",
@@ -168,7 +171,9 @@ pub fn profile(name: &str) -> Result<Policy, PolicyError> {
             deny_domains: Vec::new(),
             allow_hosts: Vec::new(),
         },
-        limits: Limits {},
+        limits: Limits {
+            timeout: Some(DEFAULT_TIMEOUT_SECS),
+        },
     })
 }
 

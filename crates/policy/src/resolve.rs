@@ -31,6 +31,8 @@ pub struct Overrides {
     pub deny_domains: Vec<String>,
     /// Extra `network.allow_hosts` entries.
     pub allow_hosts: Vec<String>,
+    /// `limits.timeout` in seconds (`0`: none); wins over the file's.
+    pub timeout: Option<u64>,
 }
 
 /// Resolves a policy: the profile (`overrides.profile`, else the file's, else
@@ -72,7 +74,9 @@ pub fn resolve(file: Option<PolicyFile>, overrides: &Overrides) -> Result<Policy
         append(&mut net.allow_domains, file.network.allow_domains);
         append(&mut net.deny_domains, file.network.deny_domains);
         append(&mut net.allow_hosts, file.network.allow_hosts);
-        policy.limits = file.limits;
+        if let Some(t) = file.limits.timeout {
+            policy.limits.timeout = Some(t);
+        }
     }
 
     let fs = &mut policy.filesystem;
@@ -91,6 +95,9 @@ pub fn resolve(file: Option<PolicyFile>, overrides: &Overrides) -> Result<Policy
     let net = &mut policy.network;
     if let Some(mode) = overrides.net {
         net.mode = mode;
+    }
+    if let Some(t) = overrides.timeout {
+        policy.limits.timeout = Some(t);
     }
     append(
         &mut net.allow_domains,
@@ -287,6 +294,26 @@ mod tests {
         resolve(Some(file(text)), &Overrides::default())
             .unwrap_err()
             .to_string()
+    }
+
+    #[test]
+    fn timeout_comes_from_profile_then_file_then_flag() {
+        let p = resolve(None, &Overrides::default()).unwrap();
+        assert_eq!(p.limits.timeout, Some(crate::DEFAULT_TIMEOUT_SECS));
+        let p = resolve(
+            Some(file("[limits]\ntimeout = 30\n")),
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(p.limits.timeout, Some(30));
+        let p = resolve(Some(file("[limits]\n")), &Overrides::default()).unwrap();
+        assert_eq!(p.limits.timeout, Some(crate::DEFAULT_TIMEOUT_SECS));
+        let flags = Overrides {
+            timeout: Some(0),
+            ..Overrides::default()
+        };
+        let p = resolve(Some(file("[limits]\ntimeout = 30\n")), &flags).unwrap();
+        assert_eq!(p.limits.timeout, Some(0));
     }
 
     #[test]

@@ -264,6 +264,16 @@ pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, E
             for s in &outcome.skipped {
                 audit.event("degraded", serde_json::json!({ "skipped": s }))?;
             }
+            if outcome.timed_out {
+                audit.event(
+                    "timeout",
+                    serde_json::json!({
+                        "code": "E_TIMEOUT",
+                        "limit_s": policy.limits.timeout,
+                        "exit_code": outcome.exit_code,
+                    }),
+                )?;
+            }
             for v in &violations {
                 audit.event("violation", serde_json::to_value(v).unwrap_or_default())?;
             }

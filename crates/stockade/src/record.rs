@@ -86,6 +86,8 @@ pub(crate) struct RunRecord<'a> {
     violations: &'a [native::Violation],
     skipped: &'a [String],
     network_mode: policy::NetworkMode,
+    /// Which limit ended the run, if one did (`timeout`).
+    ended_by: Option<&'static str>,
     /// Every decision of the egress proxy (mode proxy).
     network: &'a [net::proxy::Event],
 }
@@ -125,6 +127,7 @@ impl<'a> RunRecord<'a> {
             violations,
             skipped: &outcome.skipped,
             network_mode: plan.network.mode,
+            ended_by: outcome.timed_out.then_some("timeout"),
             network,
         }
     }

@@ -123,6 +123,29 @@ impl Spawned {
     pub fn kill(&self) {
         let _ = raw::kill(self.pid, libc::SIGKILL);
     }
+
+    /// Send `sig` to the init, which forwards SIGTERM and friends to the command.
+    pub fn signal(&self, sig: c_int) {
+        let _ = raw::kill(self.pid, sig);
+    }
+
+    /// Wait until a report can be read (or the stream ended), at most `timeout`; `Ok(false)`
+    /// when the time ran out first.
+    pub fn report_ready(&self, timeout: std::time::Duration) -> io::Result<bool> {
+        let mut fds = [libc::pollfd {
+            fd: self.report.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        let ms = timeout.as_millis().min(c_int::MAX as u128) as c_int;
+        loop {
+            match raw::poll(&mut fds, ms) {
+                Ok(n) => return Ok(n > 0),
+                Err(e) if e.0 == libc::EINTR => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
 }
 
 /// Write `/proc/PID/{setgroups,uid_map,gid_map}` for a child that unshared its user namespace.

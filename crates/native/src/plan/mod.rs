@@ -292,6 +292,8 @@ pub struct Plan {
     /// What the init checks while the run lasts, on every name-creating call.
     pub creation_guard: CreationGuard,
     pub network: NetPlan,
+    /// Wall-clock limit of the run (`limits.timeout`; none when 0).
+    pub timeout: Option<std::time::Duration>,
     #[serde(skip)]
     pub sweep: SweepPlan,
     #[serde(skip)]
@@ -622,6 +624,11 @@ impl Plan {
             protected: protected.iter().cloned().collect(),
             creation_guard,
             network,
+            timeout: policy
+                .limits
+                .timeout
+                .filter(|t| *t > 0)
+                .map(std::time::Duration::from_secs),
             sweep: SweepPlan {
                 roots: writable_roots,
                 existing: found

@@ -1,0 +1,86 @@
+//! Time limit: at `--timeout` the whole run ends, including processes that trap SIGTERM and
+//! daemons that left the session, and stockade exits 124 with an `E_TIMEOUT` event. (The
+//! other limits of the resource-limits issue are not built yet.)
+
+use std::time::{Duration, Instant};
+
+use attacks::{json_str, kill_all, processes_with, read_json, read_jsonl, wait_until, Fixture};
+
+#[test]
+fn timeout_ends_a_sleeping_command_with_124() {
+    let fx = Fixture::new();
+    let records = fx.records();
+    let mut opts = records.opts();
+    opts.extend(["--timeout", "2"]);
+    let started = Instant::now();
+    let run = fx.sandbox(&opts, "sleep 100").run();
+    let took = started.elapsed();
+    run.assert_code(124);
+    run.assert_stderr_contains("E_TIMEOUT");
+    assert!(
+        took >= Duration::from_millis(1900) && took < Duration::from_millis(4500),
+        "returned after {took:?}"
+    );
+    let report = read_json(&records.report);
+    assert_eq!(json_str(&report, "ended_by"), "timeout", "{report}");
+    assert!(
+        read_jsonl(&records.audit)
+            .iter()
+            .any(|e| json_str(e, "event") == "timeout" && json_str(e, "code") == "E_TIMEOUT"),
+        "no timeout event in the audit log"
+    );
+
+    // Control: without a limit the same kind of command runs past the 2 s.
+    let started = Instant::now();
+    let run = fx.sandbox(&["--timeout", "0"], "sleep 3").run();
+    run.assert_code(0);
+    assert!(started.elapsed() >= Duration::from_secs(3));
+}
+
+#[test]
+fn timeout_ends_term_trapping_and_daemonized_processes() {
+    let fx = Fixture::new();
+    let tag = fx.marker("timeout");
+    let script = format!(
+        "trap '' TERM; (trap '' TERM HUP; setsid sh -c 'trap \"\" TERM HUP; while :; do sleep 1; done; : {tag}' >/dev/null 2>&1 &); \
+         sh -c 'trap \"\" TERM; while :; do sleep 1; done; : {tag}'"
+    );
+    let started = Instant::now();
+    let run = fx.sandbox(&["--timeout", "2"], &script).run();
+    let took = started.elapsed();
+    let left = processes_with(&tag);
+    kill_all(&tag);
+    run.assert_code(124);
+    assert!(
+        took < Duration::from_millis(4500),
+        "returned after {took:?}"
+    );
+    assert!(left.is_empty(), "processes outlived the timeout: {left:?}");
+
+    // Control: the same tree under a shell killed after 2 s leaves its daemon running.
+    let control = format!(
+        "timeout -s KILL 2 sh -c {}; true",
+        attacks::sh_quote(&script)
+    );
+    let run = fx.host(&control).run();
+    run.assert_code(0);
+    let survived = wait_until(|| !processes_with(&tag).is_empty(), Duration::from_secs(1));
+    kill_all(&tag);
+    assert!(
+        survived,
+        "control: the daemon should survive a plain timeout"
+    );
+}
+
+#[test]
+fn limits_timeout_in_a_policy_file_applies() {
+    let fx = Fixture::new();
+    let policy = fx.ws.join("limits.toml");
+    attacks::write_file(&policy, "[limits]\ntimeout = 1\n", 0o644);
+    let started = Instant::now();
+    let run = fx
+        .sandbox(&["--policy", &policy.display().to_string()], "sleep 30")
+        .run();
+    run.assert_code(124);
+    assert!(started.elapsed() < Duration::from_millis(3500));
+}
