@@ -430,7 +430,7 @@ pub fn launch(
     let mut blocked: Vec<Violation> = Vec::new();
     // The deadline: at it, SIGTERM to the command (through the init); after a grace period,
     // SIGKILL to the init, which takes every process of the pid namespace with it.
-    let mut deadline = plan.timeout.map(|t| started + t);
+    let mut deadline = plan.timeout_secs.map(|t| started + Duration::from_secs(t));
     let mut timed_out = false;
     loop {
         if let Some(at) = deadline {

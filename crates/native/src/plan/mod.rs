@@ -292,8 +292,8 @@ pub struct Plan {
     /// What the init checks while the run lasts, on every name-creating call.
     pub creation_guard: CreationGuard,
     pub network: NetPlan,
-    /// Wall-clock limit of the run (`limits.timeout`; none when 0).
-    pub timeout: Option<std::time::Duration>,
+    /// Wall-clock limit of the run in seconds (`limits.timeout`; none when 0).
+    pub timeout_secs: Option<u64>,
     #[serde(skip)]
     pub sweep: SweepPlan,
     #[serde(skip)]
@@ -624,11 +624,7 @@ impl Plan {
             protected: protected.iter().cloned().collect(),
             creation_guard,
             network,
-            timeout: policy
-                .limits
-                .timeout
-                .filter(|t| *t > 0)
-                .map(std::time::Duration::from_secs),
+            timeout_secs: policy.limits.timeout.filter(|t| *t > 0),
             sweep: SweepPlan {
                 roots: writable_roots,
                 existing: found
