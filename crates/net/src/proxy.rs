@@ -98,11 +98,28 @@ struct Shared {
     rules: Box<dyn Rules>,
     limits: Limits,
     events: Mutex<(Vec<Event>, u64)>,
+    /// Open tunnels' events (index into `events`) and their live byte counters.
+    live: Mutex<Vec<(usize, Arc<Counters>)>>,
     /// Called with every event as it happens (the standalone proxy logs them live).
     on_event: Option<OnEvent>,
 }
 
 impl Shared {
+    /// Record an event whose byte counts are filled in from `counters` when reported.
+    fn record_live(&self, e: Event, counters: Arc<Counters>) {
+        if let Some(f) = &self.on_event {
+            f(&e);
+        }
+        if let (Ok(mut ev), Ok(mut live)) = (self.events.lock(), self.live.lock()) {
+            if ev.0.len() < MAX_EVENTS {
+                live.push((ev.0.len(), counters));
+                ev.0.push(e);
+            } else {
+                ev.1 += 1;
+            }
+        }
+    }
+
     fn record(&self, e: Event) {
         if let Some(f) = &self.on_event {
             f(&e);
@@ -161,6 +178,7 @@ impl Proxy {
             rules,
             limits,
             events: Mutex::new((Vec::new(), 0)),
+            live: Mutex::new(Vec::new()),
             on_event,
         });
         let (stop_tx, stop_rx) = oneshot::channel();
@@ -211,11 +229,23 @@ impl Proxy {
     /// Stop serving (open tunnels are cut) and return the decisions.
     pub fn stop(mut self) -> Report {
         self.shutdown();
+        let live = match self.shared.live.lock() {
+            Ok(mut l) => std::mem::take(&mut *l),
+            Err(_) => Vec::new(),
+        };
         match self.shared.events.lock() {
-            Ok(mut ev) => Report {
-                events: std::mem::take(&mut ev.0),
-                dropped: ev.1,
-            },
+            Ok(mut ev) => {
+                for (i, c) in live {
+                    if let Some(e) = ev.0.get_mut(i) {
+                        e.bytes_up = c.up.load(std::sync::atomic::Ordering::Relaxed);
+                        e.bytes_down = c.down.load(std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+                Report {
+                    events: std::mem::take(&mut ev.0),
+                    dropped: ev.1,
+                }
+            }
             Err(_) => Report::default(),
         }
     }
@@ -695,16 +725,24 @@ async fn tunnel(mut client: TcpStream, t: Tunnel, mut first: Vec<u8>, shared: Ar
     if upstream.write_all(&first).await.is_err() {
         return;
     }
-    let (up, down) = relay(client, upstream, shared.limits.idle).await;
-    shared.record(event(
-        protocol,
-        &host,
-        port,
-        Ok(&rule),
-        Some(addr),
-        up + first.len() as u64,
-        down,
-    ));
+    // Recorded now, not when the tunnel closes: a run can end (and the proxy stop) while a
+    // tunnel is still open. Its byte counts are live counters read when the report is made.
+    let counters = Arc::new(Counters::default());
+    counters
+        .up
+        .store(first.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    shared.record_live(
+        event(protocol, &host, port, Ok(&rule), Some(addr), 0, 0),
+        counters.clone(),
+    );
+    relay(client, upstream, shared.limits.idle, &counters).await;
+}
+
+/// Bytes moved by an open tunnel, each way.
+#[derive(Debug, Default)]
+struct Counters {
+    up: std::sync::atomic::AtomicU64,
+    down: std::sync::atomic::AtomicU64,
 }
 
 /// Read until the ClientHello is complete (or clearly not one).
@@ -761,7 +799,7 @@ fn check_sni(first: &[u8], host: &str) -> Result<(), String> {
 /// Relay both ways with `splice(2)` on two blocking threads (no copy through user space) until
 /// both sides close or nothing moves for `idle`; falls back to copying if the sockets cannot
 /// be turned into blocking ones. Returns bytes (client → upstream, upstream → client).
-async fn relay(client: TcpStream, upstream: TcpStream, idle: Duration) -> (u64, u64) {
+async fn relay(client: TcpStream, upstream: TcpStream, idle: Duration, counters: &Arc<Counters>) {
     let blocking = |s: TcpStream| -> io::Result<std::net::TcpStream> {
         let s = s.into_std()?;
         s.set_nonblocking(false)?;
@@ -769,21 +807,20 @@ async fn relay(client: TcpStream, upstream: TcpStream, idle: Duration) -> (u64, 
     };
     let (client, upstream) = match (blocking(client), blocking(upstream)) {
         (Ok(c), Ok(u)) => (c, u),
-        _ => return (0, 0),
+        _ => return,
     };
     let (Ok(c2), Ok(u2)) = (client.try_clone(), upstream.try_clone()) else {
-        return (0, 0);
+        return;
     };
     let activity = Arc::new(sys::relay::Activity::new());
     let a2 = activity.clone();
-    let up = tokio::task::spawn_blocking(move || {
-        sys::relay::splice_all(&c2, &u2, &a2, idle).unwrap_or(0)
-    });
+    let (k1, k2) = (counters.clone(), counters.clone());
+    let up =
+        tokio::task::spawn_blocking(move || sys::relay::splice_all(&c2, &u2, &a2, idle, &k1.up));
     let down = tokio::task::spawn_blocking(move || {
-        sys::relay::splice_all(&upstream, &client, &activity, idle).unwrap_or(0)
+        sys::relay::splice_all(&upstream, &client, &activity, idle, &k2.down)
     });
-    let (up, down) = tokio::join!(up, down);
-    (up.unwrap_or(0), down.unwrap_or(0))
+    let _ = tokio::join!(up, down);
 }
 
 fn event(

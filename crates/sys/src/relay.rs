@@ -47,6 +47,7 @@ pub fn splice_all(
     to: &TcpStream,
     activity: &Activity,
     idle: Duration,
+    moved: &AtomicU64,
 ) -> io::Result<u64> {
     from.set_read_timeout(Some(
         idle.min(Duration::from_secs(5))
@@ -84,6 +85,7 @@ pub fn splice_all(
                 }
             }
             total += n as u64;
+            moved.fetch_add(n as u64, Ordering::Relaxed);
         }
     })();
     raw::close(pipe_r);
