@@ -84,3 +84,28 @@ fn limits_timeout_in_a_policy_file_applies() {
     run.assert_code(124);
     assert!(started.elapsed() < Duration::from_millis(3500));
 }
+
+/// Filling the private `/tmp` (or `/dev/shm`) stops at `--tmp-size` with ENOSPC; the same
+/// write fits under a larger limit (control).
+#[test]
+fn tmp_size_bounds_the_private_tmp_and_shm() {
+    let fx = Fixture::new();
+    for dir in ["/tmp", "/dev/shm"] {
+        let script = format!("dd if=/dev/zero of={dir}/fill bs=1M count=24 2>&1; echo dd-rc=$?");
+        let run = fx.sandbox(&["--tmp-size", "8M"], &script).run();
+        run.assert_code(0);
+        run.assert_stdout_contains("No space left on device");
+        run.assert_stdout_contains("dd-rc=1");
+        let run = fx.sandbox(&["--tmp-size", "64M"], &script).run();
+        run.assert_code(0);
+        run.assert_stdout_contains("dd-rc=0");
+    }
+}
+
+#[test]
+fn tmp_size_below_a_mebibyte_is_refused() {
+    let fx = Fixture::new();
+    let run = fx.sandbox(&["--tmp-size", "1k"], "true").run();
+    run.assert_code(125);
+    run.assert_stderr_contains("E_POLICY_INVALID");
+}

@@ -109,6 +109,9 @@ struct PolicyArgs {
     /// End the whole run after SECONDS (exit code 124); 0: no limit. Default: 600.
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<u64>,
+    /// Size of the private /tmp and /dev/shm (memory), e.g. 512M, 2G. Default: 1G.
+    #[arg(long = "tmp-size", value_name = "SIZE")]
+    tmp_size: Option<String>,
 }
 
 #[derive(Args)]
@@ -169,6 +172,7 @@ fn resolve(args: &PolicyArgs) -> Result<policy::Policy, Error> {
         deny_domains: args.deny_domain.clone(),
         allow_hosts: args.allow_host.clone(),
         timeout: args.timeout,
+        tmp_size: args.tmp_size.clone(),
     };
     Ok(policy::resolve(file, &overrides)?)
 }

@@ -89,6 +89,17 @@ pub enum PolicyError {
         hint: String,
     },
 
+    /// A value (a limit) that cannot be used.
+    #[error("failed to validate `{value}` for {key}: {reason}")]
+    InvalidValue {
+        /// The key, e.g. `limits.tmp_size`.
+        key: String,
+        /// The value, as written.
+        value: String,
+        /// Why it is rejected.
+        reason: String,
+    },
+
     /// A path pattern that cannot be turned into concrete paths.
     #[error("failed to expand path pattern `{pattern}`: {reason}")]
     ExpandPattern {
@@ -124,6 +135,9 @@ impl PolicyError {
             }
             PolicyError::ParseFile { hint, .. } => hint.clone(),
             PolicyError::UnknownProfile { .. } => Some(known_profiles_hint()),
+            PolicyError::InvalidValue { .. } => {
+                Some("write a size such as `512M` or `2G` (binary units)".to_owned())
+            }
             PolicyError::InvalidEnvName { field, .. } => Some(if *field == "env.allow" {
                 "use a variable name, or a prefix followed by a single trailing `*` (e.g. `LC_*`)"
                     .to_owned()

@@ -73,6 +73,6 @@ pub use paths::{
 };
 pub use profile::{
     profile, DEFAULT_DENY_READ, DEFAULT_ENV_ALLOW, DEFAULT_ENV_SET, DEFAULT_PROFILE,
-    DEFAULT_TIMEOUT_SECS, PROFILES, PROTECTED_PATHS,
+    DEFAULT_TIMEOUT_SECS, DEFAULT_TMP_SIZE, PROFILES, PROTECTED_PATHS,
 };
-pub use resolve::{digest, resolve, Overrides};
+pub use resolve::{digest, parse_size, resolve, Overrides};

@@ -97,4 +97,8 @@ pub struct Limits {
     /// signal, then SIGKILL) and the run exits 124. `0` means no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<u64>,
+    /// Size of the private `/tmp` (and `/dev/shm`), e.g. `"512M"`, `"1G"`; writes beyond it
+    /// fail with ENOSPC inside. Memory-backed: nothing reaches the host's disk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tmp_size: Option<String>,
 }

@@ -95,6 +95,9 @@ pub const PROTECTED_PATHS: &[&str] = &[
 /// Default wall-clock limit of a run (10 minutes); raise it with `--timeout` or `[limits]`.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 600;
 
+/// Default size of the private `/tmp`; raise it with `--tmp-size` or `[limits]`.
+pub const DEFAULT_TMP_SIZE: &str = "1G";
+
 /// Environment variables copied from the caller by default (secret-looking names excepted).
 pub const DEFAULT_ENV_ALLOW: &[&str] = &[
     "PATH",
@@ -173,6 +176,7 @@ pub fn profile(name: &str) -> Result<Policy, PolicyError> {
         },
         limits: Limits {
             timeout: Some(DEFAULT_TIMEOUT_SECS),
+            tmp_size: Some(DEFAULT_TMP_SIZE.to_owned()),
         },
     })
 }

@@ -33,6 +33,8 @@ pub struct Overrides {
     pub allow_hosts: Vec<String>,
     /// `limits.timeout` in seconds (`0`: none); wins over the file's.
     pub timeout: Option<u64>,
+    /// `limits.tmp_size` (`512M`, `1G`, bytes); wins over the file's.
+    pub tmp_size: Option<String>,
 }
 
 /// Resolves a policy: the profile (`overrides.profile`, else the file's, else
@@ -77,6 +79,9 @@ pub fn resolve(file: Option<PolicyFile>, overrides: &Overrides) -> Result<Policy
         if let Some(t) = file.limits.timeout {
             policy.limits.timeout = Some(t);
         }
+        if let Some(size) = file.limits.tmp_size {
+            policy.limits.tmp_size = Some(size);
+        }
     }
 
     let fs = &mut policy.filesystem;
@@ -98,6 +103,12 @@ pub fn resolve(file: Option<PolicyFile>, overrides: &Overrides) -> Result<Policy
     }
     if let Some(t) = overrides.timeout {
         policy.limits.timeout = Some(t);
+    }
+    if let Some(size) = &overrides.tmp_size {
+        policy.limits.tmp_size = Some(size.clone());
+    }
+    if let Some(size) = &policy.limits.tmp_size {
+        parse_size(size)?; // validated here, read by the planner
     }
     append(
         &mut net.allow_domains,
@@ -136,6 +147,43 @@ fn canonicalize_network(net: &mut Network) -> Result<(), PolicyError> {
 
 /// `"sha256:"` followed by the hex SHA-256 of the policy's JSON serialization. Stable: struct
 /// fields serialize in declaration order and maps are sorted.
+/// A size such as `1G`, `512M`, `64k` or a number of bytes (binary units, case-insensitive,
+/// an optional `iB`/`B`), at least 1 MiB.
+pub fn parse_size(text: &str) -> Result<u64, PolicyError> {
+    let invalid = |reason: &str| PolicyError::InvalidValue {
+        key: "limits.tmp_size".into(),
+        value: text.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let t = text.trim().to_ascii_lowercase();
+    let t = t
+        .strip_suffix("ib")
+        .or_else(|| t.strip_suffix('b'))
+        .unwrap_or(&t);
+    let (digits, unit) = match t.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => (&t[..i], &t[i..]),
+        None => (t, ""),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| invalid("expected a number with an optional unit k, M, G or T"))?;
+    let shift = match unit {
+        "" => 0,
+        "k" => 10,
+        "m" => 20,
+        "g" => 30,
+        "t" => 40,
+        _ => return Err(invalid("unknown unit; use k, M, G or T")),
+    };
+    let bytes = n
+        .checked_mul(1u64 << shift)
+        .ok_or_else(|| invalid("too large"))?;
+    if bytes < 1 << 20 {
+        return Err(invalid("at least 1M"));
+    }
+    Ok(bytes)
+}
+
 pub fn digest(policy: &Policy) -> String {
     // Serializing plain structs, strings and string-keyed maps cannot fail; should it ever,
     // the error text is hashed instead so the function stays total.
@@ -314,6 +362,25 @@ mod tests {
         };
         let p = resolve(Some(file("[limits]\ntimeout = 30\n")), &flags).unwrap();
         assert_eq!(p.limits.timeout, Some(0));
+    }
+
+    #[test]
+    fn sizes_parse_in_binary_units() {
+        assert_eq!(parse_size("1G").unwrap(), 1 << 30);
+        assert_eq!(parse_size("512m").unwrap(), 512 << 20);
+        assert_eq!(parse_size("2GiB").unwrap(), 2 << 30);
+        assert_eq!(parse_size("1048576").unwrap(), 1 << 20);
+        assert_eq!(parse_size("4096k").unwrap(), 4 << 20);
+        for bad in ["", "G", "1.5G", "1X", "-1G", "1k", "99999999999T"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+        let p = resolve(None, &Overrides::default()).unwrap();
+        assert_eq!(p.limits.tmp_size.as_deref(), Some(crate::DEFAULT_TMP_SIZE));
+        let bad = Overrides {
+            tmp_size: Some("lots".into()),
+            ..Overrides::default()
+        };
+        assert!(overrides_err(bad).contains("limits.tmp_size"));
     }
 
     #[test]

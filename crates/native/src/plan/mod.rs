@@ -516,10 +516,15 @@ impl Plan {
 
         // 2. The host tree becomes read-only; private /tmp, /dev and /proc replace the host's.
         let nosuid_nodev = libc::MS_NOSUID | libc::MS_NODEV;
+        // The private /tmp and /dev/shm are memory: bounded by `limits.tmp_size` each.
+        let tmp_data = match &policy.limits.tmp_size {
+            Some(size) => format!("mode=1777,size={}", policy::parse_size(size)?),
+            None => "mode=1777".to_string(),
+        };
         mounts.push(Mount::ReadOnlyRoot);
         mounts.push(Mount::Tmpfs {
             target: "/tmp".into(),
-            data: "mode=1777".into(),
+            data: tmp_data.clone(),
             flags: nosuid_nodev,
         });
         mounts.push(Mount::Tmpfs {
@@ -556,7 +561,7 @@ impl Plan {
         });
         mounts.push(Mount::Tmpfs {
             target: "/dev/shm".into(),
-            data: "mode=1777".into(),
+            data: tmp_data,
             flags: nosuid_nodev,
         });
         for (target, path) in [

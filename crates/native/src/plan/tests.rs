@@ -155,7 +155,7 @@ fn unprivileged_plan_mounts_in_order() {
         Mount::ReadOnlyRoot,
         Mount::Tmpfs {
             target: p("/tmp"),
-            data: "mode=1777".into(),
+            data: "mode=1777,size=1073741824".into(),
             flags: nosuid_nodev,
         },
         Mount::Tmpfs {
@@ -200,7 +200,7 @@ fn unprivileged_plan_mounts_in_order() {
         },
         Mount::Tmpfs {
             target: p("/dev/shm"),
-            data: "mode=1777".into(),
+            data: "mode=1777,size=1073741824".into(),
             flags: nosuid_nodev,
         },
         Mount::Symlink {
