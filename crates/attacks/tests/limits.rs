@@ -109,3 +109,25 @@ fn tmp_size_below_a_mebibyte_is_refused() {
     run.assert_code(125);
     run.assert_stderr_contains("E_POLICY_INVALID");
 }
+
+/// `--files N` caps open files per process (soft and hard): opening more fails with EMFILE,
+/// and the command cannot raise it again. Control: a larger limit lets the same opens succeed.
+#[test]
+fn files_limit_caps_open_descriptors() {
+    let Some(py) = attacks::python3("open files") else {
+        return;
+    };
+    let fx = Fixture::new();
+    let script = format!(
+        "ulimit -Hn; ulimit -n 100000 2>/dev/null && echo RAISED; {} -c 'import os\nn=0\ntry:\n    while n < 200:\n        os.open(\"/dev/null\", os.O_RDONLY); n += 1\nexcept OSError as e:\n    print(\"EMFILE\" if e.errno == 24 else e)\nprint(\"opened\", n)'",
+        attacks::sh_quote(&py)
+    );
+    let run = fx.sandbox(&["--files", "64"], &script).run();
+    run.assert_code(0);
+    run.assert_stdout_contains("64\n");
+    run.assert_stdout_contains("EMFILE");
+    run.assert_lacks("RAISED");
+    let run = fx.sandbox(&["--files", "1024"], &script).run();
+    run.assert_code(0);
+    run.assert_stdout_contains("opened 200");
+}

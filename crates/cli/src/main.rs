@@ -112,6 +112,9 @@ struct PolicyArgs {
     /// Size of the private /tmp and /dev/shm (memory), e.g. 512M, 2G. Default: 1G.
     #[arg(long = "tmp-size", value_name = "SIZE")]
     tmp_size: Option<String>,
+    /// Open files per process (RLIMIT_NOFILE, soft and hard; can only be lowered).
+    #[arg(long, value_name = "N")]
+    files: Option<u64>,
 }
 
 #[derive(Args)]
@@ -173,6 +176,7 @@ fn resolve(args: &PolicyArgs) -> Result<policy::Policy, Error> {
         allow_hosts: args.allow_host.clone(),
         timeout: args.timeout,
         tmp_size: args.tmp_size.clone(),
+        files: args.files,
     };
     Ok(policy::resolve(file, &overrides)?)
 }

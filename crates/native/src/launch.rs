@@ -273,6 +273,14 @@ pub fn launch(
         .map(|(c, b)| (c.as_c_str(), *b))
         .collect();
 
+    let rlimits: Vec<(c_int, u64)> = plan
+        .rlimits
+        .iter()
+        .filter_map(|(name, v)| match name.as_str() {
+            "RLIMIT_NOFILE" => Some((libc::RLIMIT_NOFILE as c_int, *v)),
+            _ => None,
+        })
+        .collect();
     // The creation guard's rules, borrowed by the init.
     let mediation = match seccomp::build_mediation() {
         Ok(p) => Some(
@@ -364,6 +372,7 @@ pub fn launch(
                 rules: &child_rules,
             }),
             seccomp: seccomp.as_deref(),
+            rlimits: &rlimits,
         },
         new_network: plan.network.new_namespace,
         proxy: proxy_spec,
@@ -599,6 +608,11 @@ fn setup_error(plan: &Plan, f: postfork::Report) -> RunError {
             what: "seccomp user notification",
             cause: format!("failed to set up mediated creation: {cause}"),
             fix: "use Linux ≥ 5.14 (seccomp user notification with SECCOMP_ADDFD_FLAG_SEND)".into(),
+        },
+        Some(Stage::Rlimit) => RunError::Unavailable {
+            what: "the open-files limit",
+            cause: format!("failed to set it: {cause}"),
+            fix: "ask for at most the caller's own hard limit (`ulimit -Hn`); raising it needs CAP_SYS_RESOURCE".into(),
         },
         Some(Stage::ProxyListener) => RunError::Setup {
             stage: "open the proxy's listening socket inside the sandbox",

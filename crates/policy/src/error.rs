@@ -135,9 +135,11 @@ impl PolicyError {
             }
             PolicyError::ParseFile { hint, .. } => hint.clone(),
             PolicyError::UnknownProfile { .. } => Some(known_profiles_hint()),
-            PolicyError::InvalidValue { .. } => {
-                Some("write a size such as `512M` or `2G` (binary units)".to_owned())
-            }
+            PolicyError::InvalidValue { key, .. } => Some(if key == "limits.tmp_size" {
+                "write a size such as `512M` or `2G` (binary units)".to_owned()
+            } else {
+                format!("choose another value for `{key}`")
+            }),
             PolicyError::InvalidEnvName { field, .. } => Some(if *field == "env.allow" {
                 "use a variable name, or a prefix followed by a single trailing `*` (e.g. `LC_*`)"
                     .to_owned()

@@ -101,4 +101,7 @@ pub struct Limits {
     /// fail with ENOSPC inside. Memory-backed: nothing reaches the host's disk.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tmp_size: Option<String>,
+    /// Open files per process (`RLIMIT_NOFILE`, soft and hard); it can only be lowered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<u64>,
 }

@@ -177,6 +177,7 @@ pub fn profile(name: &str) -> Result<Policy, PolicyError> {
         limits: Limits {
             timeout: Some(DEFAULT_TIMEOUT_SECS),
             tmp_size: Some(DEFAULT_TMP_SIZE.to_owned()),
+            files: None,
         },
     })
 }

@@ -35,6 +35,8 @@ pub struct Overrides {
     pub timeout: Option<u64>,
     /// `limits.tmp_size` (`512M`, `1G`, bytes); wins over the file's.
     pub tmp_size: Option<String>,
+    /// `limits.files` (open files per process); wins over the file's.
+    pub files: Option<u64>,
 }
 
 /// Resolves a policy: the profile (`overrides.profile`, else the file's, else
@@ -82,6 +84,9 @@ pub fn resolve(file: Option<PolicyFile>, overrides: &Overrides) -> Result<Policy
         if let Some(size) = file.limits.tmp_size {
             policy.limits.tmp_size = Some(size);
         }
+        if let Some(n) = file.limits.files {
+            policy.limits.files = Some(n);
+        }
     }
 
     let fs = &mut policy.filesystem;
@@ -106,6 +111,16 @@ pub fn resolve(file: Option<PolicyFile>, overrides: &Overrides) -> Result<Policy
     }
     if let Some(size) = &overrides.tmp_size {
         policy.limits.tmp_size = Some(size.clone());
+    }
+    if let Some(n) = overrides.files {
+        policy.limits.files = Some(n);
+    }
+    if policy.limits.files.is_some_and(|n| n < 16) {
+        return Err(PolicyError::InvalidValue {
+            key: "limits.files".into(),
+            value: policy.limits.files.unwrap_or_default().to_string(),
+            reason: "at least 16 (stdin, stdout, stderr and the dynamic loader need some)".into(),
+        });
     }
     if let Some(size) = &policy.limits.tmp_size {
         parse_size(size)?; // validated here, read by the planner

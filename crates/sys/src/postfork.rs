@@ -49,12 +49,13 @@ pub enum Stage {
     Exec = 19,
     Mediation = 20,
     ProxyListener = 21,
+    Rlimit = 22,
 }
 
 impl Stage {
     pub fn from_u32(v: u32) -> Option<Stage> {
         use Stage::*;
-        const ALL: [Stage; 19] = [
+        const ALL: [Stage; 20] = [
             ParentGone,
             WaitForMaps,
             SetGroups,
@@ -74,6 +75,7 @@ impl Stage {
             Exec,
             Mediation,
             ProxyListener,
+            Rlimit,
         ];
         ALL.into_iter().find(|s| *s as u32 == v)
     }
@@ -100,6 +102,7 @@ impl Stage {
             Stage::Exec => "execute the program",
             Stage::Mediation => "hand the mediation listener to the init",
             Stage::ProxyListener => "open the proxy's listening socket in the sandbox",
+            Stage::Rlimit => "set a resource limit",
         }
     }
 }
@@ -230,6 +233,8 @@ pub struct CommandSpec<'a> {
     pub candidates: &'a [&'a CStr],
     pub landlock: Option<LandlockSpec<'a>>,
     pub seccomp: Option<&'a [libc::sock_filter]>,
+    /// Resource limits (`RLIMIT_*`, value) set on the command before `execve`.
+    pub rlimits: &'a [(c_int, u64)],
 }
 
 /// Mediated creation (see [`crate::mediate`]): the command installs `filter` and hands its
@@ -625,6 +630,11 @@ fn command(
             fail(fd, Stage::LandlockRestrict, 0, e, 125);
         }
         raw::close(ll.ruleset_fd);
+    }
+    for (i, (resource, value)) in spec.rlimits.iter().enumerate() {
+        if let Err(e) = raw::set_rlimit(*resource, *value) {
+            fail(fd, Stage::Rlimit, i, e, 125);
+        }
     }
     if let Err(e) = raw::cloexec_from(3) {
         fail(fd, Stage::CloseDescriptors, 0, e, 125);

@@ -970,3 +970,13 @@ pub fn splice(fd_in: c_int, fd_out: c_int, len: usize) -> Result<usize> {
     };
     check(n as c_long).map(|n| n as usize)
 }
+
+/// `setrlimit(2)` of both the soft and the hard limit (lowering needs no privilege).
+pub fn set_rlimit(resource: c_int, value: u64) -> Result<()> {
+    let lim = libc::rlimit {
+        rlim_cur: value,
+        rlim_max: value,
+    };
+    // SAFETY: lim is a live rlimit struct.
+    check_int(unsafe { libc::setrlimit(resource as _, &lim) }).map(drop)
+}

@@ -294,6 +294,9 @@ pub struct Plan {
     pub network: NetPlan,
     /// Wall-clock limit of the run in seconds (`limits.timeout`; none when 0).
     pub timeout_secs: Option<u64>,
+    /// Resource limits set on the command before `execve` (name, value), e.g.
+    /// `("RLIMIT_NOFILE", 256)`: the mechanism is the rlimit itself.
+    pub rlimits: Vec<(String, u64)>,
     #[serde(skip)]
     pub sweep: SweepPlan,
     #[serde(skip)]
@@ -630,6 +633,12 @@ impl Plan {
             creation_guard,
             network,
             timeout_secs: policy.limits.timeout.filter(|t| *t > 0),
+            rlimits: policy
+                .limits
+                .files
+                .map(|n| ("RLIMIT_NOFILE".to_string(), n))
+                .into_iter()
+                .collect(),
             sweep: SweepPlan {
                 roots: writable_roots,
                 existing: found
