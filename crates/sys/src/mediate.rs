@@ -319,8 +319,14 @@ fn parse_num(v: &[u8], radix: u32) -> Option<u64> {
 #[allow(clippy::large_enum_variant)]
 enum Resolved {
     /// A directory and the last component in it (which may not exist yet). `name` has no `/`;
-    /// `trailing` says the path ended with `/`.
-    Entry { dir: Fd, name: Name, trailing: bool },
+    /// `trailing` says the path ended with `/`; `last` is the component's `lstat` when the
+    /// resolver already made it (it exists and is not a symlink, or `ENOENT`).
+    Entry {
+        dir: Fd,
+        name: Name,
+        trailing: bool,
+        last: Option<Result<libc::stat, Errno>>,
+    },
     /// An existing object reached through a procfs magic link (`/proc/<pid>/fd/N`, ...).
     Object(Fd),
 }
@@ -336,10 +342,11 @@ fn resolve(t: &mut Target, start: Fd, path: &[u8], follow_last: bool) -> Result<
         return Err(Errno(libc::ENOENT));
     }
     match resolve_without_symlinks(&start, path, follow_last)? {
-        Fast::Done(dir, name, trailing) => Ok(Resolved::Entry {
+        Fast::Done(dir, name, trailing, last) => Ok(Resolved::Entry {
             dir: dir.unwrap_or(start),
             name,
             trailing,
+            last,
         }),
         Fast::Symlink => resolve_slowly(t, start, path, follow_last),
     }
@@ -347,8 +354,9 @@ fn resolve(t: &mut Target, start: Fd, path: &[u8], follow_last: bool) -> Result<
 
 #[allow(clippy::large_enum_variant)] // on the stack, briefly
 enum Fast {
-    /// The directory (`None`: `start` itself), the last component, the trailing-slash flag.
-    Done(Option<Fd>, Name, bool),
+    /// The directory (`None`: `start` itself), the last component, the trailing-slash flag,
+    /// and the component's `lstat` if it was made.
+    Done(Option<Fd>, Name, bool, Option<Result<libc::stat, Errno>>),
     /// A symlink is on the way: walk component by component.
     Symlink,
 }
@@ -380,15 +388,17 @@ fn resolve_without_symlinks(start: &Fd, path: &[u8], follow_last: bool) -> Resul
             Err(e) => return Err(e),
         }
     };
+    let mut last = None;
     if follow_last || trailing {
         let dirfd = dir.as_ref().map_or(start.0, |d| d.0);
-        if let Ok(st) = raw::fstatat(dirfd, name.cstr()?, libc::AT_SYMLINK_NOFOLLOW) {
-            if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
-                return Ok(Fast::Symlink);
-            }
+        match raw::fstatat(dirfd, name.cstr()?, libc::AT_SYMLINK_NOFOLLOW) {
+            Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFLNK => return Ok(Fast::Symlink),
+            Ok(st) => last = Some(Ok(st)),
+            Err(Errno(libc::ENOENT)) => last = Some(Err(Errno(libc::ENOENT))),
+            Err(_) => {}
         }
     }
-    Ok(Fast::Done(dir, name, trailing))
+    Ok(Fast::Done(dir, name, trailing, last))
 }
 
 /// Component by component, following symlinks by hand (see [`resolve`]).
@@ -418,6 +428,7 @@ fn resolve_slowly(
                 dir: cur,
                 name: name_of(b".")?,
                 trailing: true,
+                last: None,
             });
         }
         let end = rest[pos..]
@@ -435,6 +446,7 @@ fn resolve_slowly(
                 dir: cur,
                 name: comp,
                 trailing,
+                last: None,
             });
         }
         if c == b"." {
@@ -456,6 +468,7 @@ fn resolve_slowly(
                     dir: cur,
                     name: comp,
                     trailing,
+                    last: Some(Err(Errno(libc::ENOENT))),
                 })
             }
             Err(e) => return Err(e),
@@ -466,6 +479,7 @@ fn resolve_slowly(
                     dir: cur,
                     name: comp,
                     trailing,
+                    last: Some(Ok(st)),
                 });
             }
             cur = Fd(raw::openat_exact(
@@ -539,6 +553,14 @@ enum Reply {
     },
     /// A worker process answers (a blocking open).
     Deferred,
+}
+
+/// Where a call would create a name: the directory, the name, and (when the name does not
+/// exist yet) the rule for creating it with the absolute path it would have.
+struct NewName {
+    dir: Fd,
+    name: Name,
+    rule: Option<(Verdict, PathBuf)>,
 }
 
 /// A refused call, for the report.
@@ -762,6 +784,38 @@ impl Server<'_> {
         Errno(libc::EPERM)
     }
 
+    /// Where `path` (from `dirfd`) would put a new name, without following a final symlink,
+    /// and the rule for creating `what` there: `None` when the name exists already (the call
+    /// itself then answers, e.g. `EEXIST`), else the verdict and the absolute path.
+    fn new_name(
+        &self,
+        t: &mut Target,
+        dirfd: c_int,
+        path: &PathBuf,
+        what: Create,
+    ) -> Result<NewName, Errno> {
+        let base = t.base(dirfd, path.bytes())?;
+        let Resolved::Entry { dir, name, .. } = resolve(t, base, path.bytes(), false)? else {
+            return Err(Errno(libc::EEXIST));
+        };
+        let exists = is_dot(name.bytes())
+            || raw::fstatat(dir.0, name.cstr()?, libc::AT_SYMLINK_NOFOLLOW).is_ok();
+        if exists {
+            return Ok(NewName {
+                dir,
+                name,
+                rule: None,
+            });
+        }
+        let full = entry_path(dir.0, name.bytes())?;
+        let verdict = self.decide(full.bytes(), what);
+        Ok(NewName {
+            dir,
+            name,
+            rule: Some((verdict, full)),
+        })
+    }
+
     /// `open`/`openat`/`creat` with `O_CREAT`.
     fn open(
         &self,
@@ -777,17 +831,19 @@ impl Server<'_> {
         // With O_EXCL the kernel never follows a final symlink; with O_NOFOLLOW it fails on one.
         let follow = flags & (libc::O_EXCL | libc::O_NOFOLLOW) == 0;
         let cloexec = flags & libc::O_CLOEXEC != 0;
-        let (dir, name, trailing) = match resolve(t, base, path.bytes(), follow)? {
+        let (dir, name, trailing, last) = match resolve(t, base, path.bytes(), follow)? {
             Resolved::Object(obj) => {
                 let p = self_fd_path(obj.0)?;
                 let reopen = flags & !(libc::O_CREAT | libc::O_EXCL);
+                let is_fifo = raw::fstatat(obj.0, c"", libc::AT_EMPTY_PATH)
+                    .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFIFO);
                 return open_maybe_fifo(
                     self.listener,
                     t.id,
                     libc::AT_FDCWD,
                     p.cstr()?,
                     reopen,
-                    0,
+                    is_fifo,
                     cloexec,
                 );
             }
@@ -795,7 +851,8 @@ impl Server<'_> {
                 dir,
                 name,
                 trailing,
-            } => (dir, name, trailing),
+                last,
+            } => (dir, name, trailing, last),
         };
         let n = name.cstr()?;
         if is_dot(name.bytes()) {
@@ -804,7 +861,8 @@ impl Server<'_> {
                 cloexec,
             });
         }
-        match raw::fstatat(dir.0, n, libc::AT_SYMLINK_NOFOLLOW) {
+        let last = last.unwrap_or_else(|| raw::fstatat(dir.0, n, libc::AT_SYMLINK_NOFOLLOW));
+        match last {
             Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFIFO && flags & libc::O_EXCL == 0 => {
                 open_maybe_fifo(
                     self.listener,
@@ -812,7 +870,7 @@ impl Server<'_> {
                     dir.0,
                     n,
                     flags & !libc::O_CREAT,
-                    0,
+                    true,
                     cloexec,
                 )
             }
@@ -873,22 +931,16 @@ impl Server<'_> {
         blocked: &mut Option<Blocked>,
     ) -> Result<Reply, Errno> {
         let path = t.string(addr)?;
-        let base = t.base(dirfd, path.bytes())?;
-        let Resolved::Entry { dir, name, .. } = resolve(t, base, path.bytes(), false)? else {
-            return Err(Errno(libc::EEXIST));
-        };
-        let n = name.cstr()?;
         let mode = mode as u32;
         let kind = match (op, mode & libc::S_IFMT) {
             (Op::Mkdir, _) => Create::Dir,
             (_, 0) | (_, libc::S_IFREG) => Create::File,
             _ => Create::Node,
         };
-        let exists =
-            is_dot(name.bytes()) || raw::fstatat(dir.0, n, libc::AT_SYMLINK_NOFOLLOW).is_ok();
-        if !exists {
-            let full = entry_path(dir.0, name.bytes())?;
-            match self.decide(full.bytes(), kind) {
+        let NewName { dir, name, rule } = self.new_name(t, dirfd, &path, kind)?;
+        let n = name.cstr()?;
+        if let Some((verdict, full)) = rule {
+            match verdict {
                 Verdict::Deny(reason) => return Err(self.deny(op, reason, full.bytes(), blocked)),
                 Verdict::EmptyConfig => {
                     // mknod of a regular file: empty, and read-only like above.
@@ -916,18 +968,10 @@ impl Server<'_> {
     ) -> Result<Reply, Errno> {
         let target = t.string(target_addr)?;
         let path = t.string(addr)?;
-        let base = t.base(dirfd, path.bytes())?;
-        let Resolved::Entry { dir, name, .. } = resolve(t, base, path.bytes(), false)? else {
-            return Err(Errno(libc::EEXIST));
-        };
+        let NewName { dir, name, rule } = self.new_name(t, dirfd, &path, Create::Symlink)?;
         let n = name.cstr()?;
-        let exists =
-            is_dot(name.bytes()) || raw::fstatat(dir.0, n, libc::AT_SYMLINK_NOFOLLOW).is_ok();
-        if !exists {
-            let full = entry_path(dir.0, name.bytes())?;
-            if let Verdict::Deny(reason) = self.decide(full.bytes(), Create::Symlink) {
-                return Err(self.deny(Op::Symlink, reason, full.bytes(), blocked));
-            }
+        if let Some((Verdict::Deny(reason), full)) = rule {
+            return Err(self.deny(Op::Symlink, reason, full.bytes(), blocked));
         }
         if target.len == 0 {
             return Err(Errno(libc::ENOENT));
@@ -959,18 +1003,10 @@ impl Server<'_> {
             Resolved::Object(obj) => real_path(obj.0)?,
             Resolved::Entry { dir, name, .. } => entry_path(dir.0, name.bytes())?,
         };
-        let base = t.base(newdirfd, new.bytes())?;
-        let Resolved::Entry { dir, name, .. } = resolve(t, base, new.bytes(), false)? else {
-            return Err(Errno(libc::EEXIST));
-        };
+        let NewName { dir, name, rule } = self.new_name(t, newdirfd, &new, Create::Link)?;
         let n = name.cstr()?;
-        let exists =
-            is_dot(name.bytes()) || raw::fstatat(dir.0, n, libc::AT_SYMLINK_NOFOLLOW).is_ok();
-        if !exists {
-            let full = entry_path(dir.0, name.bytes())?;
-            if let Verdict::Deny(reason) = self.decide(full.bytes(), Create::Link) {
-                return Err(self.deny(Op::Link, reason, full.bytes(), blocked));
-            }
+        if let Some((Verdict::Deny(reason), full)) = rule {
+            return Err(self.deny(Op::Link, reason, full.bytes(), blocked));
         }
         // Checked after the new name, so the report names what would have been created.
         if self.is_protected(source_path.bytes()) {
@@ -1154,19 +1190,17 @@ fn open_maybe_fifo(
     dir: c_int,
     path: &CStr,
     flags: c_int,
-    mode: u32,
+    is_fifo: bool,
     cloexec: bool,
 ) -> Result<Reply, Errno> {
-    let is_fifo =
-        raw::fstatat(dir, path, 0).is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFIFO);
     if !is_fifo || flags & libc::O_NONBLOCK != 0 || flags & libc::O_ACCMODE == libc::O_RDWR {
-        return raw::openat_exact(dir, path, flags | libc::O_CLOEXEC, mode).map(|fd| Reply::Fd {
+        return raw::openat_exact(dir, path, flags | libc::O_CLOEXEC, 0).map(|fd| Reply::Fd {
             fd: Fd(fd),
             cloexec,
         });
     }
     if flags & libc::O_ACCMODE == libc::O_WRONLY {
-        match raw::openat_exact(dir, path, flags | libc::O_NONBLOCK | libc::O_CLOEXEC, mode) {
+        match raw::openat_exact(dir, path, flags | libc::O_NONBLOCK | libc::O_CLOEXEC, 0) {
             Ok(fd) => {
                 let fd = Fd(fd);
                 raw::set_status_flags(fd.0, flags & !libc::O_NONBLOCK)?;
@@ -1179,7 +1213,7 @@ fn open_maybe_fifo(
     // A worker answers for the init, which goes on serving; the init reaps it later.
     match raw::clone_fork(0)? {
         0 => {
-            let r = match raw::openat_exact(dir, path, flags | libc::O_CLOEXEC, mode) {
+            let r = match raw::openat_exact(dir, path, flags | libc::O_CLOEXEC, 0) {
                 Ok(fd) => raw::notif_addfd_send(listener, id, fd, cloexec).map(drop),
                 Err(e) => raw::notif_send(listener, id, 0, e.0),
             };
