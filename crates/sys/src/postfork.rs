@@ -428,9 +428,17 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
         Some(_) => {
             raw::close(cmd_sock);
             // EOF means the command failed before installing the filter (and reported why).
+            // Any other failure would leave the command's creating calls unserved: end the
+            // run instead, with the reason.
             let got = raw::recv_fd(init_sock);
             raw::close(init_sock);
-            got.ok().flatten()
+            match got {
+                Ok(listener) => listener,
+                Err(e) => {
+                    let _ = raw::kill(cmd, libc::SIGKILL);
+                    fail(fd, Stage::Mediation, 0, e, 125)
+                }
+            }
         }
         None => None,
     };
