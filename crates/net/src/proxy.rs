@@ -17,7 +17,7 @@ use std::convert::Infallible;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{combinators::BoxBody, BodyExt, Empty, Full};
@@ -102,6 +102,8 @@ struct Shared {
     live: Mutex<Vec<(usize, Arc<Counters>)>>,
     /// Called with every event as it happens (the standalone proxy logs them live).
     on_event: Option<OnEvent>,
+    /// Idle upstream connections of the forward proxy.
+    pool: Pool,
 }
 
 impl Shared {
@@ -180,10 +182,10 @@ impl Proxy {
             events: Mutex::new((Vec::new(), 0)),
             live: Mutex::new(Vec::new()),
             on_event,
+            pool: Pool::default(),
         });
         let (stop_tx, stop_rx) = oneshot::channel();
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+        let runtime = tokio::runtime::Builder::new_current_thread()
             .thread_name("stockade-proxy")
             .enable_all()
             .build()?;
@@ -361,16 +363,6 @@ async fn http_request(req: Request<Incoming>, shared: Arc<Shared>) -> Response<B
             return denied(&d);
         }
     };
-    let (stream, addr) = match connect(&addrs, shared.limits.connect).await {
-        Ok(s) => s,
-        Err(e) => return text(StatusCode::BAD_GATEWAY, &format!("connect failed: {e}")),
-    };
-    let (mut sender, conn) =
-        match hyper::client::conn::http1::handshake::<_, Incoming>(TokioIo::new(stream)).await {
-            Ok(x) => x,
-            Err(e) => return text(StatusCode::BAD_GATEWAY, &format!("upstream: {e}")),
-        };
-    tokio::spawn(conn);
     let (mut parts, body) = req.into_parts();
     parts.uri = match origin.parse() {
         Ok(u) => u,
@@ -384,7 +376,40 @@ async fn http_request(req: Request<Incoming>, shared: Arc<Shared>) -> Response<B
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok())
         .unwrap_or(0);
-    let resp = sender.send_request(Request::from_parts(parts, body)).await;
+    let request = Request::from_parts(parts, body);
+    let pooled = match shared.pool.take(&host, port, &addrs) {
+        // Ready once its connection has finished the previous exchange; an error means the
+        // upstream closes it (HTTP/1.0, `Connection: close`).
+        Some((mut s, a)) => match tokio::time::timeout(POOL_READY, s.ready()).await {
+            Ok(Ok(())) => Some((s, a)),
+            _ => None,
+        },
+        None => None,
+    };
+    let reused = pooled.is_some();
+    let (mut sender, mut addr) = match pooled {
+        Some(x) => x,
+        None => match open_upstream(&addrs, shared.limits.connect).await {
+            Ok(x) => x,
+            Err(e) => return text(StatusCode::BAD_GATEWAY, &e),
+        },
+    };
+    let mut resp = sender.try_send_request(request).await;
+    if reused {
+        // The pooled connection closed under us before the request went out: the request
+        // comes back untouched and goes on a fresh connection to the same checked addresses.
+        if let Err(e) = &mut resp {
+            if let Some(request) = e.take_message() {
+                match open_upstream(&addrs, shared.limits.connect).await {
+                    Ok((s, a)) => {
+                        (sender, addr) = (s, a);
+                        resp = sender.try_send_request(request).await;
+                    }
+                    Err(e) => return text(StatusCode::BAD_GATEWAY, &e),
+                }
+            }
+        }
+    }
     match resp {
         Ok(mut r) => {
             // The upstream's connection handling is its own: the client's connection to the
@@ -393,8 +418,12 @@ async fn http_request(req: Request<Incoming>, shared: Arc<Shared>) -> Response<B
             // The client's connection is HTTP/1.1 whatever the upstream spoke (an HTTP/1.0
             // status line would make the client close its proxy connection after each request).
             *r.version_mut() = hyper::Version::HTTP_11;
-            // The event is recorded when the response body is done, with its size.
-            let done = move |down: u64| {
+            // The event is recorded when the response body is done, with its size; a body read
+            // to its end gives the connection back to the pool.
+            let done = move |down: u64, complete: bool| {
+                if complete {
+                    shared.pool.put(&host, port, addr, sender);
+                }
                 shared.record(event("http", &host, port, Ok(&rule), Some(addr), up, down));
             };
             r.map(|b| {
@@ -408,7 +437,80 @@ async fn http_request(req: Request<Incoming>, shared: Arc<Shared>) -> Response<B
         }
         Err(e) => {
             shared.record(event("http", &host, port, Ok(&rule), Some(addr), up, 0));
-            text(StatusCode::BAD_GATEWAY, &format!("upstream: {e}"))
+            text(
+                StatusCode::BAD_GATEWAY,
+                &format!("upstream: {}", e.into_error()),
+            )
+        }
+    }
+}
+
+/// Connect to the first reachable checked address and start an HTTP/1.1 client connection.
+async fn open_upstream(
+    addrs: &[SocketAddr],
+    limit: Duration,
+) -> Result<(Upstream, SocketAddr), String> {
+    let (stream, addr) = connect(addrs, limit)
+        .await
+        .map_err(|e| format!("connect failed: {e}"))?;
+    let (sender, conn) = hyper::client::conn::http1::handshake::<_, Incoming>(TokioIo::new(stream))
+        .await
+        .map_err(|e| format!("upstream: {e}"))?;
+    tokio::spawn(conn);
+    Ok((sender, addr))
+}
+
+type Upstream = hyper::client::conn::http1::SendRequest<Incoming>;
+
+/// Idle upstream connections of the forward proxy, kept for the next request to the same
+/// place. Every request is still admitted on its own (rules, one resolution, SSRF check); a
+/// pooled connection serves it only when it was opened for the same host and port and its
+/// address is one of those this request's admission returned.
+#[derive(Default)]
+struct Pool {
+    idle: Mutex<Vec<Idle>>,
+}
+
+struct Idle {
+    host: String,
+    port: u16,
+    addr: SocketAddr,
+    sender: Upstream,
+    since: Instant,
+}
+
+/// Idle connections kept at most, all places together, and for how long.
+const POOL_MAX: usize = 32;
+const POOL_IDLE: Duration = Duration::from_secs(30);
+/// How long a pooled connection may take to finish its previous exchange.
+const POOL_READY: Duration = Duration::from_secs(1);
+
+impl Pool {
+    fn take(&self, host: &str, port: u16, addrs: &[SocketAddr]) -> Option<(Upstream, SocketAddr)> {
+        let mut idle = self.idle.lock().ok()?;
+        idle.retain(|i| !i.sender.is_closed() && i.since.elapsed() < POOL_IDLE);
+        let at = idle
+            .iter()
+            .rposition(|i| i.port == port && i.host == host && addrs.contains(&i.addr))?;
+        let i = idle.swap_remove(at);
+        Some((i.sender, i.addr))
+    }
+
+    fn put(&self, host: &str, port: u16, addr: SocketAddr, sender: Upstream) {
+        if sender.is_closed() {
+            return;
+        }
+        if let Ok(mut idle) = self.idle.lock() {
+            if idle.len() >= POOL_MAX {
+                idle.remove(0);
+            }
+            idle.push(Idle {
+                host: host.to_string(),
+                port,
+                addr,
+                sender,
+                since: Instant::now(),
+            });
         }
     }
 }
@@ -440,11 +542,12 @@ fn strip_hop_by_hop(headers: &mut hyper::HeaderMap) {
     }
 }
 
-/// A response body that counts its bytes and reports the total when dropped (finished or cut).
+/// A response body that counts its bytes and reports the total when dropped (finished or cut),
+/// and whether it was read to its end.
 struct Counted {
     inner: Incoming,
     bytes: u64,
-    done: Option<Box<dyn FnOnce(u64) + Send + Sync>>,
+    done: Option<Box<dyn FnOnce(u64, bool) + Send + Sync>>,
 }
 
 impl hyper::body::Body for Counted {
@@ -456,10 +559,19 @@ impl hyper::body::Body for Counted {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, hyper::Error>>> {
         let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
-        if let std::task::Poll::Ready(Some(Ok(frame))) = &polled {
-            if let Some(data) = frame.data_ref() {
-                self.bytes += data.len() as u64;
+        match &polled {
+            std::task::Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    self.bytes += data.len() as u64;
+                }
+                // The last frame: report now, before the client has it and sends its next
+                // request, so the connection is back in the pool for that one.
+                if hyper::body::Body::is_end_stream(&self.inner) {
+                    self.finish(true);
+                }
             }
+            std::task::Poll::Ready(None) => self.finish(true),
+            _ => {}
         }
         polled
     }
@@ -473,11 +585,18 @@ impl hyper::body::Body for Counted {
     }
 }
 
+impl Counted {
+    fn finish(&mut self, complete: bool) {
+        if let Some(done) = self.done.take() {
+            done(self.bytes, complete);
+        }
+    }
+}
+
 impl Drop for Counted {
     fn drop(&mut self) {
-        if let Some(done) = self.done.take() {
-            done(self.bytes);
-        }
+        let complete = hyper::body::Body::is_end_stream(&self.inner);
+        self.finish(complete);
     }
 }
 

@@ -175,6 +175,13 @@ pub fn pipe() -> Result<(c_int, c_int)> {
     Ok((fds[0], fds[1]))
 }
 
+/// Grow a pipe's buffer (`F_SETPIPE_SZ`); the kernel rounds up to a power of two of pages and
+/// refuses sizes above `/proc/sys/fs/pipe-max-size` for unprivileged callers. Returns the size.
+pub fn set_pipe_size(fd: c_int, size: usize) -> Result<usize> {
+    // SAFETY: F_SETPIPE_SZ takes an integer argument and no memory.
+    check_int(unsafe { libc::fcntl(fd, libc::F_SETPIPE_SZ, size as c_int) }).map(|n| n as usize)
+}
+
 /// `waitpid(2)`, retrying on EINTR. Returns (pid, raw status).
 pub fn waitpid(pid: libc::pid_t, flags: c_int) -> Result<(libc::pid_t, c_int)> {
     loop {
@@ -965,7 +972,7 @@ pub fn splice(fd_in: c_int, fd_out: c_int, len: usize) -> Result<usize> {
             fd_out,
             std::ptr::null_mut(),
             len,
-            libc::SPLICE_F_MOVE | libc::SPLICE_F_MORE,
+            libc::SPLICE_F_MOVE,
         )
     };
     check(n as c_long).map(|n| n as usize)

@@ -14,6 +14,9 @@ use crate::raw::{self, Errno};
 /// How much one `splice` call moves at most.
 const CHUNK: usize = 1 << 20;
 
+/// The pipe between the two sockets (the default unprivileged `pipe-max-size`).
+const PIPE_SIZE: usize = 1 << 20;
+
 fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -54,6 +57,8 @@ pub fn splice_all(
             .max(Duration::from_millis(100)),
     ))?;
     let (pipe_r, pipe_w) = raw::pipe()?;
+    // A bigger pipe lets one splice move more than the default 64 KiB; failure only costs speed.
+    let _ = raw::set_pipe_size(pipe_w, PIPE_SIZE);
     let result = (|| -> io::Result<u64> {
         let mut total = 0u64;
         loop {
