@@ -92,33 +92,68 @@ hyperfine -N --warmup 2 --runs "${CREATE_RUNS:-15}" --export-json "$create_json"
 # The egress proxy: start-up with --net proxy, added latency per plain HTTP request, and
 # CONNECT throughput, against loopback servers on the host (allowed with --allow-host).
 net_json="$ws/net.json"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-mkdir -p "$ws/www" && echo hello > "$ws/www/small" && truncate -s 512M "$ws/www/big"
+freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+port=$(freeport); kport=$(freeport); tport=$(freeport); sport=$(freeport)
+mkdir -p "$ws/www" && echo hello > "$ws/www/small" && truncate -s 1G "$ws/www/big"
+# HTTP/1.0 (a new upstream connection per request) and HTTP/1.1 keep-alive servers.
 (cd "$ws/www" && exec python3 -m http.server "$port" --bind 127.0.0.1 >/dev/null 2>&1) &
 server=$!
+cat > "$ws/keepalive.py" <<'PY'
+import http.server, os, sys
+class H(http.server.SimpleHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    def log_message(self, *a): pass
+os.chdir(sys.argv[2])
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+PY
+python3 "$ws/keepalive.py" "$kport" "$ws/www" >/dev/null 2>&1 &
+kserver=$!
+# A TLS server: what a CONNECT tunnel carries.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$ws/key.pem" \
+  -out "$ws/cert.pem" -days 1 -subj /CN=localhost >/dev/null 2>&1
+(cd "$ws/www" && exec openssl s_server -quiet -WWW -accept "127.0.0.1:$tport" -cert "$ws/cert.pem" -key "$ws/key.pem" >/dev/null 2>&1) &
+tserver=$!
+# A bare byte relay (what srt's socat bridges are), for the floor of any relay's cost.
+(exec socat "TCP-LISTEN:$sport,bind=127.0.0.1,reuseaddr,fork,nodelay" "TCP:127.0.0.1:$kport,nodelay") >/dev/null 2>&1 &
+relay=$!
 sleep 0.5
-# Latency: 300 sequential requests from one curl (it keeps its connection to the proxy; the
-# server, python's HTTP/1.0 http.server, takes a new connection for each either way).
-urls=()
-for _ in $(seq 300); do urls+=(-o /dev/null "http://127.0.0.1:$port/small"); done
-p50() { sort -n | awk '{a[NR]=$1} END {printf "%.0f", a[int((NR+1)/2)] * 1000000}'; }
 hyperfine -N --warmup 10 --runs "$runs" --export-json "$net_json" \
   -n "stockade run --net none" "$bin run -- true" \
   -n "stockade run --net proxy" "$bin run --net proxy -- true" >&2 || true
-lat_direct=$(curl -s "${urls[@]}" -w '%{time_total}\n' | p50)
-lat_proxy=$("$bin" run --net proxy --allow-host "127.0.0.1:$port" -- curl -s "${urls[@]}" -w '%{time_total}\n' | p50)
-tp_direct=""; tp_proxy=""; tp_socat=""
-sport=$((port + 1))
-(exec socat "TCP-LISTEN:$sport,bind=127.0.0.1,reuseaddr,fork" "TCP:127.0.0.1:$port") >/dev/null 2>&1 &
-relay=$!
-sleep 0.3
+# Latency: 1000 sequential requests from one curl (it keeps its connection to the proxy), the
+# body to stdout, the timing to stderr (an output file would be a mediated create each time).
+# p50 of each round; the median of three rounds, direct and proxied taking turns.
+p50() { sort -n | awk '{a[NR]=$1} END {printf "%.0f", a[int((NR+1)/2)] * 1000000}'; }
+lat() { # port, then the command prefix
+  local p=$1 urls=(); shift
+  for _ in $(seq 1000); do urls+=("http://127.0.0.1:$p/small"); done
+  "$@" curl -s "${urls[@]}" -w '%{stderr}%{time_total}\n' 2>&1 >/dev/null | p50
+}
+declare -A L=()
 for _ in 1 2 3; do
-  tp_socat+="$(curl -s -o /dev/null -w '%{speed_download}' "http://127.0.0.1:$sport/big") "
-  tp_direct+="$(curl -s -o /dev/null -w '%{speed_download}' "http://127.0.0.1:$port/big") "
-  tp_proxy+="$("$bin" run --net proxy --allow-host "127.0.0.1:$port" -- curl -s -p -o /dev/null -w '%{speed_download}' "http://127.0.0.1:$port/big") "
+  for k in "$port" "$kport"; do
+    L[d$k]+="$(lat "$k") "
+    L[p$k]+="$(lat "$k" "$bin" run --net proxy --allow-host "127.0.0.1:$k" --) "
+  done
+  L[s]+="$(lat "$sport") "
 done
-kill "$server" "$relay" 2>/dev/null || true
-echo "{\"lat_direct\": $lat_direct, \"lat_proxy\": $lat_proxy, \"tp_direct\": [${tp_direct// /,}0], \"tp_proxy\": [${tp_proxy// /,}0], \"tp_socat\": [${tp_socat// /,}0]}" > "$ws/netnums.json"
+tp() { curl -s -k -o /dev/null -w '%{speed_download}' "$@"; }
+declare -A T=()
+for _ in 1 2 3; do
+  T[d]+="$(tp "http://127.0.0.1:$port/big") "
+  T[p]+="$("$bin" run --net proxy --allow-host "127.0.0.1:$port" -- curl -s -p -o /dev/null -w '%{speed_download}' "http://127.0.0.1:$port/big") "
+  T[td]+="$(tp "https://127.0.0.1:$tport/big") "
+  T[tp]+="$("$bin" run --net proxy --allow-host "127.0.0.1:$tport" -- curl -s -k -o /dev/null -w '%{speed_download}' "https://127.0.0.1:$tport/big") "
+done
+kill "$server" "$kserver" "$tserver" "$relay" 2>/dev/null || true
+{
+  echo "{"
+  sep=""
+  for k in "${!L[@]}" ; do printf '%s"lat_%s": [%s]' "$sep" "$k" "$(echo ${L[$k]} | tr ' ' ',')"; sep=", "; done
+  for k in "${!T[@]}" ; do printf '%s"tp_%s": [%s]' "$sep" "$k" "$(echo ${T[$k]} | tr ' ' ',')"; done
+  printf ', "port": %s, "kport": %s}\n' "$port" "$kport"
+} > "$ws/netnums.json"
 
 python3 - "$ws/result.json" "$OLDPWD/$out" "$unpriv_json" "$create_json" "$files" "$cfs" "$net_json" "$ws/netnums.json" <<'PY'
 import json, os, sys, platform, datetime
@@ -192,16 +227,19 @@ if os.path.exists(sys.argv[7]) and os.path.exists(sys.argv[8]):
     ]
     for r in res_net:
         lines.append(f"| {r['command']} -- true, median | {r['median']*1000:.2f} ms |")
-    lines.append(f"| plain HTTP request, p50, direct (curl, 300 in a row) | {nums['lat_direct']:.0f} µs |")
-    lines.append(f"| the same through the proxy | {nums['lat_proxy']:.0f} µs (+{nums['lat_proxy']-nums['lat_direct']:.0f} µs) |")
-    tpd = statistics.median([x for x in nums["tp_direct"] if x > 0] or [0])
-    tpp = statistics.median([x for x in nums["tp_proxy"] if x > 0] or [0])
-    ratio = f"{tpp/tpd*100:.0f}%" if tpd else "n/a"
-    lines.append(f"| 512 MiB over loopback, direct (curl, median of 3) | {tpd/1e6:.0f} MB/s |")
-    lines.append(f"| the same through a CONNECT tunnel | {tpp/1e6:.0f} MB/s ({ratio} of direct) |")
-    tps = statistics.median([x for x in nums.get("tp_socat", []) if x > 0] or [0])
-    if tps:
-        lines.append(f"| the same through a plain socat relay (srt's bridge) | {tps/1e6:.0f} MB/s ({tps/tpd*100:.0f}% of direct) |")
+    med = lambda k: statistics.median([x for x in nums.get(k, []) if x > 0] or [0])
+    p, kp = nums["port"], nums["kport"]
+    for label, k in (("HTTP/1.1 keep-alive server", kp), ("HTTP/1.0 server (a new connection per request)", p)):
+        d, q = med(f"lat_d{k}"), med(f"lat_p{k}")
+        lines.append(f"| {label}: request p50, direct | {d:.0f} µs |")
+        lines.append(f"| the same through the proxy (curl inside the sandbox) | {q:.0f} µs (+{q-d:.0f} µs) |")
+        if k == kp and med("lat_s"):
+            lines.append(f"| the same through a bare socat relay (no parsing, no rules) | {med('lat_s'):.0f} µs (+{med('lat_s')-d:.0f} µs) |")
+    for label, dk, pk in (("1 GiB over TLS (what a CONNECT tunnel carries)", "tp_td", "tp_tp"), ("1 GiB in the clear (curl -p, an allow_hosts tunnel)", "tp_d", "tp_p")):
+        d, q = med(dk), med(pk)
+        ratio = f"{q/d*100:.0f}%" if d else "n/a"
+        lines.append(f"| {label}, direct (median of 3) | {d/1e6:.0f} MB/s |")
+        lines.append(f"| the same through a CONNECT tunnel | {q/1e6:.0f} MB/s ({ratio} of direct) |")
     lines += [
         "",
         "The server is python's http.server on the host's loopback. Through any relay the bytes",

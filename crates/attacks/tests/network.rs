@@ -406,6 +406,8 @@ fn settle() {
 /// records every request head. Stops on drop.
 struct HttpServer {
     addr: SocketAddr,
+    /// Answers with `Connection: keep-alive` and serves more requests on a connection.
+    keep_alive: bool,
     conns: Arc<AtomicUsize>,
     heads: Arc<Mutex<Vec<String>>>,
     stop: Arc<AtomicBool>,
@@ -416,10 +418,17 @@ impl HttpServer {
     fn bind(addr: &str, root: &Path) -> Self {
         let listener =
             TcpListener::bind(addr).unwrap_or_else(|e| panic!("bind test server {addr}: {e}"));
-        Self::serve(listener, root)
+        Self::serve(listener, root, false)
     }
 
-    fn serve(listener: TcpListener, root: &Path) -> Self {
+    /// [`HttpServer::bind`], keeping connections open for further requests (HTTP/1.1).
+    fn bind_keep_alive(addr: &str, root: &Path) -> Self {
+        let listener =
+            TcpListener::bind(addr).unwrap_or_else(|e| panic!("bind test server {addr}: {e}"));
+        Self::serve(listener, root, true)
+    }
+
+    fn serve(listener: TcpListener, root: &Path, keep_alive: bool) -> Self {
         listener.set_nonblocking(true).expect("nonblocking");
         let addr = listener.local_addr().expect("local addr");
         let conns = Arc::new(AtomicUsize::new(0));
@@ -437,7 +446,7 @@ impl HttpServer {
                     Ok((stream, _)) => {
                         c.fetch_add(1, Ordering::SeqCst);
                         let (h, root) = (h.clone(), root.clone());
-                        thread::spawn(move || serve_http(stream, &root, &h));
+                        thread::spawn(move || serve_http(stream, &root, &h, keep_alive));
                     }
                     Err(_) => thread::sleep(Duration::from_millis(5)),
                 }
@@ -445,6 +454,7 @@ impl HttpServer {
         });
         Self {
             addr,
+            keep_alive,
             conns,
             heads,
             stop,
@@ -470,18 +480,48 @@ impl Drop for HttpServer {
     }
 }
 
-fn serve_http(mut s: TcpStream, root: &Path, heads: &Mutex<Vec<String>>) {
+fn serve_http(mut s: TcpStream, root: &Path, heads: &Mutex<Vec<String>>, keep_alive: bool) {
     let _ = s.set_nonblocking(false);
     let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
-    while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 65536 {
-        match s.read(&mut chunk) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+    loop {
+        let end = loop {
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break Some(i + 4);
+            }
+            if buf.len() >= 65536 {
+                break None;
+            }
+            match s.read(&mut chunk) {
+                Ok(0) | Err(_) => break None,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        };
+        let Some(end) = end else {
+            if !buf.is_empty() && !keep_alive {
+                answer_http(&mut s, &buf, root, heads, false);
+            }
+            return;
+        };
+        let head: Vec<u8> = buf.drain(..end).collect();
+        answer_http(&mut s, &head, root, heads, keep_alive);
+        if !keep_alive {
+            return;
         }
     }
-    let head = String::from_utf8_lossy(&buf).into_owned();
+}
+
+/// Answer one request whose head is `buf`.
+fn answer_http(
+    s: &mut TcpStream,
+    buf: &[u8],
+    root: &Path,
+    heads: &Mutex<Vec<String>>,
+    keep_alive: bool,
+) {
+    let connection = if keep_alive { "keep-alive" } else { "close" };
+    let head = String::from_utf8_lossy(buf).into_owned();
     heads.lock().expect("lock").push(head.clone());
     let mut target = head.split_whitespace().nth(1).unwrap_or("/").to_owned();
     if let Some(rest) = target.strip_prefix("http://") {
@@ -504,16 +544,17 @@ fn serve_http(mut s: TcpStream, root: &Path, heads: &Mutex<Vec<String>>) {
     let response = match body {
         Some(b) => {
             let mut r = format!(
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n\r\n",
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nContent-Type: application/octet-stream\r\nConnection: {connection}\r\n\r\n",
                 b.len()
             )
             .into_bytes();
             r.extend_from_slice(&b);
             r
         }
-        None => {
-            b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_vec()
-        }
+        None => format!(
+            "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: {connection}\r\n\r\n"
+        )
+        .into_bytes(),
     };
     let _ = s.write_all(&response);
 }
@@ -775,12 +816,12 @@ impl TestNet {
 
     /// An HTTP server in the server namespace.
     fn server_http(&self, addr: &str, root: &Path) -> HttpServer {
-        HttpServer::serve(Self::tcp(&self.server, addr), root)
+        HttpServer::serve(Self::tcp(&self.server, addr), root, false)
     }
 
     /// An HTTP server in the client namespace (where stockade runs).
     fn client_http(&self, addr: &str, root: &Path) -> HttpServer {
-        HttpServer::serve(Self::tcp(&self.client, addr), root)
+        HttpServer::serve(Self::tcp(&self.client, addr), root, false)
     }
 
     /// The test DNS server (see [`UdpSink`]) on 198.51.100.2:53.
@@ -1133,7 +1174,7 @@ fn net_none_ipv6_to_host_loopback_fails() {
         println!("skipped: the host has no ::1");
         return;
     };
-    let srv = HttpServer::serve(listener, &k.web_root("v6", &marker));
+    let srv = HttpServer::serve(listener, &k.web_root("v6", &marker), false);
     let sink = UdpSink::bind("[::1]:0");
     let (port, uport) = (srv.port(), sink.port());
     let clients = [
@@ -1332,6 +1373,63 @@ fn proxy_allow_host_reaches_a_loopback_server_and_records_it() {
 }
 
 #[test]
+fn proxy_reuses_upstream_connections_only_for_admitted_requests_to_the_same_host() {
+    let Some(k) = Kit::new("proxy upstream connection reuse") else {
+        return;
+    };
+    let marker = k.fx.marker("www");
+    let srv = HttpServer::bind_keep_alive("127.0.0.1:0", &k.web_root("a", &marker));
+    assert!(srv.keep_alive);
+    let port = srv.port();
+    let by_ip = format!("http://127.0.0.1:{port}/file");
+    let by_name = format!("http://localhost:{port}/file");
+    // Two requests by address share one upstream connection; the same address by another
+    // name, not allowed, is refused although a connection to it is open and idle.
+    let rec = k.fx.records();
+    let allow = format!("127.0.0.1:{port}");
+    let o = opts(Some(&rec), &["--net", "proxy", "--allow-host", &allow]);
+    // The last curl makes two requests on its one connection to the proxy.
+    let script = format!(
+        "{} && {} && {}; curl -sS -f -m 5 {ip} {ip}",
+        curl(&by_ip),
+        curl(&by_ip),
+        curl_i(&by_name),
+        ip = sh_quote(&by_ip),
+    );
+    let out = k.fx.attack(&strs(&o), &script).outcome();
+    out.assert_shows(&marker);
+    assert_denied(&rec, &out.run, "http", "localhost", port, true);
+    assert_eq!(
+        srv.connections(),
+        1,
+        "four admitted requests to one server should share one upstream connection\n{}",
+        out.run.describe()
+    );
+    // Allowed by name too: the name gets a connection of its own.
+    let name = format!("localhost:{port}");
+    let o = opts(
+        None,
+        &[
+            "--net",
+            "proxy",
+            "--allow-host",
+            &allow,
+            "--allow-host",
+            &name,
+        ],
+    );
+    let script = format!("{} && {} && {}", curl(&by_ip), curl(&by_name), curl(&by_ip));
+    let out = k.fx.attack(&strs(&o), &script).outcome();
+    out.assert_shows(&marker);
+    assert_eq!(
+        srv.connections(),
+        3,
+        "a pooled connection opened for 127.0.0.1 served a request for localhost\n{}",
+        out.run.describe()
+    );
+}
+
+#[test]
 fn proxy_refuses_a_loopback_target_without_allow_host_before_connecting() {
     let Some(k) = Kit::new("proxy refusal of a loopback host") else {
         return;
@@ -1459,7 +1557,7 @@ fn proxy_refuses_ip_literals_and_ports_not_in_allow_hosts() {
     let other_port = HttpServer::bind("127.0.0.1:0", &root);
     let v6 = TcpListener::bind("[::1]:0")
         .ok()
-        .map(|l| HttpServer::serve(l, &root));
+        .map(|l| HttpServer::serve(l, &root, false));
     let allow = format!("127.0.0.1:{}", allowed.port());
     let mut targets = vec![
         ("127.0.0.2".to_owned(), other_ip.port()),
