@@ -346,10 +346,37 @@ timeout = 120
     }
 
     #[test]
+    fn limits_memory_pids_cpu_output_parse() {
+        let file = parse_policy_file(
+            "[limits]\nmemory = \"512M\"\npids = 64\ncpu = 0.5\noutput_limit = \"1M\"\n",
+            "x",
+        )
+        .unwrap();
+        assert_eq!(file.limits.memory.as_deref(), Some("512M"));
+        assert_eq!(file.limits.pids, Some(64));
+        assert_eq!(file.limits.cpu.map(|c| c.millis()), Some(500));
+        assert_eq!(file.limits.output_limit.as_deref(), Some("1M"));
+        let two = parse_policy_file("[limits]\ncpu = 2\n", "x").unwrap();
+        assert_eq!(two.limits.cpu.map(|c| c.millis()), Some(2000));
+        for bad in [
+            "cpu = 0",
+            "cpu = 0.001",
+            "cpu = -1",
+            "cpu = \"half\"",
+            "pids = -1",
+        ] {
+            assert!(
+                parse_policy_file(&format!("[limits]\n{bad}\n"), "x").is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
     fn unknown_key_in_limits() {
-        let e = err("[limits]\nmemory = 1\n");
+        let e = err("[limits]\nswap = 1\n");
         assert_eq!(located(&e), (2, 1));
-        assert!(e.to_string().contains("unknown field `memory`"));
+        assert!(e.to_string().contains("unknown field `swap`"));
         assert!(e.hint().is_some());
     }
 

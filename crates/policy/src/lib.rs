@@ -72,7 +72,10 @@ pub use paths::{
     PathPattern,
 };
 pub use profile::{
-    profile, DEFAULT_DENY_READ, DEFAULT_ENV_ALLOW, DEFAULT_ENV_SET, DEFAULT_PROFILE,
-    DEFAULT_TIMEOUT_SECS, DEFAULT_TMP_SIZE, PROFILES, PROTECTED_PATHS,
+    profile, DEFAULT_DENY_READ, DEFAULT_ENV_ALLOW, DEFAULT_ENV_SET, DEFAULT_MEMORY,
+    DEFAULT_OUTPUT_LIMIT, DEFAULT_PIDS, DEFAULT_PROFILE, DEFAULT_TIMEOUT_SECS, DEFAULT_TMP_SIZE,
+    PROFILES, PROTECTED_PATHS,
 };
-pub use resolve::{digest, parse_size, resolve, Overrides};
+pub use resolve::{
+    digest, parse_memory, parse_output_limit, parse_size, resolve, MemoryLimit, Overrides,
+};

@@ -104,4 +104,79 @@ pub struct Limits {
     /// Open files per process (`RLIMIT_NOFILE`, soft and hard); it can only be lowered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub files: Option<u64>,
+    /// Memory of the whole run (every process together; no swap beyond it): a size (`"512M"`,
+    /// `"2G"`) or a share of the machine's memory (`"50%"`). `"0"` means no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+    /// Processes and threads of the whole run at once. `0` means no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids: Option<u64>,
+    /// CPU time of the whole run, in cores (`0.5`: half of one core; `2`: two cores).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<Cores>,
+    /// Output per stream (stdout, stderr) passed on, e.g. `"16M"`: beyond it the middle is
+    /// dropped and a marker says how much (the head and the tail are kept). `"0"`: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_limit: Option<String>,
+}
+
+/// A number of CPU cores, kept in thousandths so policies compare and hash exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Cores {
+    millis: u64,
+}
+
+impl Cores {
+    /// The smallest share a limit can enforce (the kernel's minimum quota per period).
+    pub const MIN_MILLIS: u64 = 10;
+
+    /// `None` unless `cores` is finite and at least 0.01.
+    pub fn new(cores: f64) -> Option<Cores> {
+        if !cores.is_finite() || !(0.0..=1e6).contains(&cores) {
+            return None;
+        }
+        let millis = (cores * 1000.0).round() as u64;
+        (millis >= Cores::MIN_MILLIS).then_some(Cores { millis })
+    }
+
+    /// Thousandths of a core.
+    pub fn millis(self) -> u64 {
+        self.millis
+    }
+
+    pub fn as_f64(self) -> f64 {
+        self.millis as f64 / 1000.0
+    }
+}
+
+impl std::fmt::Display for Cores {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.as_f64())
+    }
+}
+
+impl Serialize for Cores {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(self.as_f64())
+    }
+}
+
+impl<'de> Deserialize<'de> for Cores {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Cores, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Number {
+            F(f64),
+            I(u64),
+        }
+        let cores = match Number::deserialize(d)? {
+            Number::F(f) => f,
+            Number::I(i) => i as f64,
+        };
+        Cores::new(cores).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "limits.cpu must be a number of cores of at least 0.01, not {cores}"
+            ))
+        })
+    }
 }

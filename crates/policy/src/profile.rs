@@ -98,6 +98,15 @@ pub const DEFAULT_TIMEOUT_SECS: u64 = 600;
 /// Default size of the private `/tmp`; raise it with `--tmp-size` or `[limits]`.
 pub const DEFAULT_TMP_SIZE: &str = "1G";
 
+/// Default memory of a run: half of the machine's; change it with `--memory` or `[limits]`.
+pub const DEFAULT_MEMORY: &str = "50%";
+
+/// Default number of processes (and threads) of a run at once.
+pub const DEFAULT_PIDS: u64 = 1024;
+
+/// Default output passed on per stream.
+pub const DEFAULT_OUTPUT_LIMIT: &str = "16M";
+
 /// Environment variables copied from the caller by default (secret-looking names excepted).
 pub const DEFAULT_ENV_ALLOW: &[&str] = &[
     "PATH",
@@ -178,6 +187,10 @@ pub fn profile(name: &str) -> Result<Policy, PolicyError> {
             timeout: Some(DEFAULT_TIMEOUT_SECS),
             tmp_size: Some(DEFAULT_TMP_SIZE.to_owned()),
             files: None,
+            memory: Some(DEFAULT_MEMORY.to_owned()),
+            pids: Some(DEFAULT_PIDS),
+            cpu: None,
+            output_limit: Some(DEFAULT_OUTPUT_LIMIT.to_owned()),
         },
     })
 }

@@ -5,7 +5,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::PolicyError;
 use crate::file::PolicyFile;
-use crate::model::{Network, NetworkMode, Policy};
+use crate::model::{Cores, Limits, Network, NetworkMode, Policy};
 use crate::net::NetList;
 use crate::paths::{check_syntax, has_glob_meta, is_relative_pattern};
 use crate::profile::{profile, DEFAULT_PROFILE};
@@ -37,6 +37,14 @@ pub struct Overrides {
     pub tmp_size: Option<String>,
     /// `limits.files` (open files per process); wins over the file's.
     pub files: Option<u64>,
+    /// `limits.memory` (`512M`, `50%`, `0`); wins over the file's.
+    pub memory: Option<String>,
+    /// `limits.pids` (`0`: none); wins over the file's.
+    pub pids: Option<u64>,
+    /// `limits.cpu` in cores; wins over the file's.
+    pub cpu: Option<Cores>,
+    /// `limits.output_limit` per stream (`16M`, `0`); wins over the file's.
+    pub output_limit: Option<String>,
 }
 
 /// Resolves a policy: the profile (`overrides.profile`, else the file's, else
@@ -81,12 +89,13 @@ pub fn resolve(file: Option<PolicyFile>, overrides: &Overrides) -> Result<Policy
         if let Some(t) = file.limits.timeout {
             policy.limits.timeout = Some(t);
         }
-        if let Some(size) = file.limits.tmp_size {
+        if let Some(size) = file.limits.tmp_size.clone() {
             policy.limits.tmp_size = Some(size);
         }
         if let Some(n) = file.limits.files {
             policy.limits.files = Some(n);
         }
+        merge_limits(&mut policy.limits, file.limits);
     }
 
     let fs = &mut policy.filesystem;
@@ -115,6 +124,16 @@ pub fn resolve(file: Option<PolicyFile>, overrides: &Overrides) -> Result<Policy
     if let Some(n) = overrides.files {
         policy.limits.files = Some(n);
     }
+    merge_limits(
+        &mut policy.limits,
+        Limits {
+            memory: overrides.memory.clone(),
+            pids: overrides.pids,
+            cpu: overrides.cpu,
+            output_limit: overrides.output_limit.clone(),
+            ..Limits::default()
+        },
+    );
     if policy.limits.files.is_some_and(|n| n < 16) {
         return Err(PolicyError::InvalidValue {
             key: "limits.files".into(),
@@ -124,6 +143,12 @@ pub fn resolve(file: Option<PolicyFile>, overrides: &Overrides) -> Result<Policy
     }
     if let Some(size) = &policy.limits.tmp_size {
         parse_size(size)?; // validated here, read by the planner
+    }
+    if let Some(m) = &policy.limits.memory {
+        parse_memory(m)?;
+    }
+    if let Some(o) = &policy.limits.output_limit {
+        parse_output_limit(o)?;
     }
     append(
         &mut net.allow_domains,
@@ -160,13 +185,70 @@ fn canonicalize_network(net: &mut Network) -> Result<(), PolicyError> {
     Ok(())
 }
 
+/// The memory, pids, cpu and output keys of `patch` that are set replace the policy's.
+fn merge_limits(limits: &mut Limits, patch: Limits) {
+    if patch.memory.is_some() {
+        limits.memory = patch.memory;
+    }
+    if patch.pids.is_some() {
+        limits.pids = patch.pids;
+    }
+    if patch.cpu.is_some() {
+        limits.cpu = patch.cpu;
+    }
+    if patch.output_limit.is_some() {
+        limits.output_limit = patch.output_limit;
+    }
+}
+
+/// A memory limit: bytes, or a share of the machine's memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryLimit {
+    Bytes(u64),
+    /// Percent (1–100) of the machine's physical memory.
+    Percent(u8),
+}
+
+/// `limits.memory`: `0` (no limit, `None`), a size of at least 4M (`512M`, `2G`), or a share
+/// of physical memory (`50%`, 1–100).
+pub fn parse_memory(text: &str) -> Result<Option<MemoryLimit>, PolicyError> {
+    let t = text.trim();
+    if t == "0" {
+        return Ok(None);
+    }
+    if let Some(p) = t.strip_suffix('%') {
+        return match p.trim().parse::<u8>() {
+            Ok(n @ 1..=100) => Ok(Some(MemoryLimit::Percent(n))),
+            _ => Err(PolicyError::InvalidValue {
+                key: "limits.memory".into(),
+                value: text.to_owned(),
+                reason: "a share of memory is 1% to 100%".into(),
+            }),
+        };
+    }
+    size_at_least("limits.memory", text, 4 << 20).map(|b| Some(MemoryLimit::Bytes(b)))
+}
+
+/// `limits.output_limit`: `0` (no limit, `None`) or a size of at least 1K per stream.
+pub fn parse_output_limit(text: &str) -> Result<Option<u64>, PolicyError> {
+    if text.trim() == "0" {
+        return Ok(None);
+    }
+    size_at_least("limits.output_limit", text, 1 << 10).map(Some)
+}
+
 /// `"sha256:"` followed by the hex SHA-256 of the policy's JSON serialization. Stable: struct
 /// fields serialize in declaration order and maps are sorted.
 /// A size such as `1G`, `512M`, `64k` or a number of bytes (binary units, case-insensitive,
 /// an optional `iB`/`B`), at least 1 MiB.
 pub fn parse_size(text: &str) -> Result<u64, PolicyError> {
+    size_at_least("limits.tmp_size", text, 1 << 20)
+}
+
+/// A size (see [`parse_size`]) of at least `min` bytes, for `key`.
+fn size_at_least(key: &str, text: &str, min: u64) -> Result<u64, PolicyError> {
     let invalid = |reason: &str| PolicyError::InvalidValue {
-        key: "limits.tmp_size".into(),
+        key: key.into(),
         value: text.to_owned(),
         reason: reason.to_owned(),
     };
@@ -193,8 +275,13 @@ pub fn parse_size(text: &str) -> Result<u64, PolicyError> {
     let bytes = n
         .checked_mul(1u64 << shift)
         .ok_or_else(|| invalid("too large"))?;
-    if bytes < 1 << 20 {
-        return Err(invalid("at least 1M"));
+    if bytes < min {
+        let at_least = if min >= 1 << 20 {
+            format!("at least {}M", min >> 20)
+        } else {
+            format!("at least {}k", min >> 10)
+        };
+        return Err(invalid(&at_least));
     }
     Ok(bytes)
 }
@@ -357,6 +444,60 @@ mod tests {
         resolve(Some(file(text)), &Overrides::default())
             .unwrap_err()
             .to_string()
+    }
+
+    #[test]
+    fn memory_pids_cpu_output_come_from_profile_then_file_then_flag() {
+        let p = resolve(None, &Overrides::default()).unwrap();
+        assert_eq!(p.limits.memory.as_deref(), Some(crate::DEFAULT_MEMORY));
+        assert_eq!(p.limits.pids, Some(crate::DEFAULT_PIDS));
+        assert_eq!(p.limits.cpu, None);
+        assert_eq!(
+            p.limits.output_limit.as_deref(),
+            Some(crate::DEFAULT_OUTPUT_LIMIT)
+        );
+        let f = || Some(file("[limits]\nmemory = \"1G\"\npids = 64\ncpu = 1.5\n"));
+        let p = resolve(f(), &Overrides::default()).unwrap();
+        assert_eq!(p.limits.memory.as_deref(), Some("1G"));
+        assert_eq!(p.limits.pids, Some(64));
+        assert_eq!(p.limits.cpu.map(|c| c.millis()), Some(1500));
+        assert_eq!(p.limits.output_limit.as_deref(), Some("16M"));
+        let flags = Overrides {
+            memory: Some("0".into()),
+            pids: Some(0),
+            cpu: Cores::new(0.25),
+            output_limit: Some("1M".into()),
+            ..Overrides::default()
+        };
+        let p = resolve(f(), &flags).unwrap();
+        assert_eq!(p.limits.memory.as_deref(), Some("0"));
+        assert_eq!(p.limits.pids, Some(0));
+        assert_eq!(p.limits.cpu.map(|c| c.millis()), Some(250));
+        assert_eq!(p.limits.output_limit.as_deref(), Some("1M"));
+        for (memory, ok) in [
+            ("50%", true),
+            ("100%", true),
+            ("0%", false),
+            ("101%", false),
+            ("2M", false),
+            ("4M", true),
+            ("lots", false),
+        ] {
+            let o = Overrides {
+                memory: Some(memory.into()),
+                ..Overrides::default()
+            };
+            assert_eq!(resolve(None, &o).is_ok(), ok, "{memory}");
+        }
+        assert_eq!(parse_memory("50%").unwrap(), Some(MemoryLimit::Percent(50)));
+        assert_eq!(parse_memory("0").unwrap(), None);
+        assert_eq!(
+            parse_memory("128M").unwrap(),
+            Some(MemoryLimit::Bytes(128 << 20))
+        );
+        assert_eq!(parse_output_limit("0").unwrap(), None);
+        assert_eq!(parse_output_limit("4k").unwrap(), Some(4096));
+        assert!(parse_output_limit("100").is_err());
     }
 
     #[test]
