@@ -34,6 +34,10 @@ pub trait HostView {
     fn list_dir(&self, path: &Path) -> Vec<(OsString, Kind)>;
     /// The first KiB of a small text file (used for `.git` files).
     fn read_small(&self, path: &Path) -> Option<String>;
+    /// What this process may do with cgroups (none by default: a fake host has none).
+    fn cgroups(&self) -> crate::cgroup::CgroupFacts {
+        crate::cgroup::CgroupFacts::default()
+    }
 }
 
 fn kind_of(ft: std::fs::FileType) -> Kind {
@@ -94,5 +98,9 @@ impl HostView for RealHost {
             .read_to_end(&mut buf)
             .ok()?;
         String::from_utf8(buf).ok()
+    }
+
+    fn cgroups(&self) -> crate::cgroup::CgroupFacts {
+        crate::cgroup::CgroupFacts::probe()
     }
 }

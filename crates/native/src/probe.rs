@@ -144,36 +144,49 @@ pub fn probe() -> Vec<Check> {
     checks
 }
 
-/// Informational until resource limits land: which cgroup hierarchies exist and are usable.
+/// Which mechanism enforces each resource limit for this caller (see [`crate::cgroup`]).
 fn cgroups() -> Check {
-    let mut parts = Vec::new();
-    for c in ["memory", "pids", "cpu"] {
-        let p = format!("/sys/fs/cgroup/{c}");
-        if std::path::Path::new(&p).join("cgroup.procs").exists() {
-            let writable = sys::raw::euid() == 0;
-            parts.push(format!(
-                "v1 {c}{}",
-                if writable { " (writable)" } else { "" }
-            ));
-        }
-    }
-    for root in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
-        if let Ok(ctl) = std::fs::read_to_string(format!("{root}/cgroup.controllers")) {
-            parts.push(format!("v2 at {root} with controllers [{}]", ctl.trim()));
-        }
-    }
+    use crate::cgroup::{choose, CgroupFacts, Wanted};
+    let facts = CgroupFacts::probe();
+    let one = |w: Wanted| match choose(&facts, &w) {
+        Ok(p) => p
+            .memory
+            .or(p.pids)
+            .or(p.cpu_millis)
+            .map_or("none", |(_, m)| m.describe()),
+        Err(_) => "unavailable",
+    };
+    let memory = one(Wanted {
+        memory: Some(1),
+        ..Wanted::default()
+    });
+    let pids = one(Wanted {
+        pids: Some(1),
+        ..Wanted::default()
+    });
+    let cpu = one(Wanted {
+        cpu_millis: Some(1000),
+        ..Wanted::default()
+    });
+    let memory_note = if memory == "rlimit" {
+        " (RLIMIT_DATA, per process)"
+    } else {
+        ""
+    };
+    let pids_note = if pids == "rlimit" {
+        " (RLIMIT_NPROC, per user namespace)"
+    } else {
+        ""
+    };
     Check {
-        name: "cgroups",
+        name: "resource limits",
         ok: true,
         required: false,
-        detail: if parts.is_empty() {
-            "no cgroup hierarchy found (resource limits are not enforced yet)".into()
-        } else {
-            format!(
-                "{} (resource limits are not enforced yet)",
-                parts.join("; ")
-            )
-        },
-        fix: None,
+        detail: format!(
+            "memory: {memory}{memory_note}; pids: {pids}{pids_note}; cpu: {cpu}"
+        ),
+        fix: (cpu == "unavailable").then(|| {
+            "--cpu needs a cgroup: a systemd session with delegation (`systemd-run --user --scope -p Delegate=yes ...`), or root where cgroup v1 is mounted".into()
+        }),
     }
 }

@@ -23,6 +23,7 @@ pub mod postfork;
 pub mod probe;
 pub mod protect;
 pub mod raw;
+pub mod reaper;
 pub mod relay;
 
 pub use raw::Errno;

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use policy::{is_within, PathContext, PathPattern, Policy, ReadScope};
 use serde::Serialize;
 
+use crate::cgroup::{Missing, ResourcePlan, Wanted};
 use crate::error::PlanError;
 use crate::host::{HostView, Kind};
 
@@ -297,6 +298,14 @@ pub struct Plan {
     /// Resource limits set on the command before `execve` (name, value), e.g.
     /// `("RLIMIT_NOFILE", 256)`: the mechanism is the rlimit itself.
     pub rlimits: Vec<(String, u64)>,
+    /// Memory, processes and CPU of the whole run, and how each is enforced.
+    pub resources: ResourcePlan,
+    /// A limit the policy asks for that nothing on this machine can enforce (the run is
+    /// refused, or the limit skipped under `--allow-degraded`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resources_missing: Option<Missing>,
+    /// Output passed on per stream (`limits.output_limit`); none: everything.
+    pub output_limit: Option<u64>,
     #[serde(skip)]
     pub sweep: SweepPlan,
     #[serde(skip)]
@@ -615,6 +624,7 @@ impl Plan {
             req.workspace.clone()
         };
         let candidates = candidates(program, &env);
+        let (resources, resources_missing, output_limit) = resources(policy, host)?;
         Ok(Plan {
             ids,
             idmapped,
@@ -638,7 +648,11 @@ impl Plan {
                 .files
                 .map(|n| ("RLIMIT_NOFILE".to_string(), n))
                 .into_iter()
+                .chain(resources.rlimits.iter().cloned())
                 .collect(),
+            resources,
+            resources_missing,
+            output_limit,
             sweep: SweepPlan {
                 roots: writable_roots,
                 existing: found
@@ -651,6 +665,62 @@ impl Plan {
             deny_globs: found.globs,
         })
     }
+}
+
+/// The limits of the whole run and how this machine enforces them (see [`crate::cgroup`]).
+fn resources(
+    policy: &Policy,
+    host: &dyn HostView,
+) -> Result<(ResourcePlan, Option<Missing>, Option<u64>), PlanError> {
+    let limits = &policy.limits;
+    let memory = match limits
+        .memory
+        .as_deref()
+        .map(policy::parse_memory)
+        .transpose()?
+    {
+        Some(Some(policy::MemoryLimit::Bytes(b))) => Some(b),
+        // A share of an unknown total is no limit rather than a limit of nothing.
+        Some(Some(policy::MemoryLimit::Percent(p))) => {
+            Some(mem_total(host) / 100 * u64::from(p)).filter(|b| *b > 0)
+        }
+        _ => None,
+    };
+    let wanted = Wanted {
+        memory,
+        pids: limits.pids.filter(|n| *n > 0),
+        cpu_millis: limits.cpu.map(|c| c.millis()),
+    };
+    let output = limits
+        .output_limit
+        .as_deref()
+        .map(policy::parse_output_limit)
+        .transpose()?
+        .flatten();
+    let facts = host.cgroups();
+    Ok(match crate::cgroup::choose(&facts, &wanted) {
+        Ok(plan) => (plan, None, output),
+        Err(missing) => {
+            // Everything else still planned; the CPU limit is what is missing.
+            let rest = Wanted {
+                cpu_millis: None,
+                ..wanted
+            };
+            let plan = crate::cgroup::choose(&facts, &rest).unwrap_or_default();
+            (plan, Some(missing), output)
+        }
+    })
+}
+
+/// Physical memory in bytes (`MemTotal` of `/proc/meminfo`); 0 when unknown.
+fn mem_total(host: &dyn HostView) -> u64 {
+    host.read_small(Path::new("/proc/meminfo"))
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
 }
 
 fn ids(req: &Request) -> Ids {
