@@ -89,6 +89,14 @@ hyperfine -N --warmup 2 --runs "${CREATE_RUNS:-15}" --export-json "$create_json"
   -n "bwrap: create $files files" "bwrap --unshare-all --ro-bind / / --bind $cws $cws --dev /dev --proc /proc sh $ws/create.sh" \
   -n "stockade: create $files files" "$bin run --workspace $cws -- sh $ws/create.sh" >&2 || true
 
+# The cost of the limits: the default run (cgroup groups for memory and pids, their reaper,
+# the output relay) against the same run with those limits off.
+limits_json="$ws/limits.json"
+hyperfine -N --warmup 10 --runs "$runs" --export-json "$limits_json" \
+  -n "stockade run (default limits)" "$bin run -- true" \
+  -n "stockade run --memory 0 --pids 0 --output-limit 0" "$bin run --memory 0 --pids 0 --output-limit 0 -- true" \
+  >/dev/null 2>&1 || true
+
 # The egress proxy: start-up with --net proxy, added latency per plain HTTP request, and
 # CONNECT throughput, against loopback servers on the host (allowed with --allow-host).
 net_json="$ws/net.json"
@@ -155,7 +163,7 @@ kill "$server" "$kserver" "$tserver" "$relay" 2>/dev/null || true
   printf ', "port": %s, "kport": %s}\n' "$port" "$kport"
 } > "$ws/netnums.json"
 
-python3 - "$ws/result.json" "$OLDPWD/$out" "$unpriv_json" "$create_json" "$files" "$cfs" "$net_json" "$ws/netnums.json" <<'PY'
+python3 - "$ws/result.json" "$OLDPWD/$out" "$unpriv_json" "$create_json" "$files" "$cfs" "$net_json" "$ws/netnums.json" "$limits_json" <<'PY'
 import json, os, sys, platform, datetime
 res = json.load(open(sys.argv[1]))["results"]
 unpriv = json.load(open(sys.argv[3]))["results"] if os.path.exists(sys.argv[3]) else []
@@ -247,6 +255,24 @@ if os.path.exists(sys.argv[7]) and os.path.exists(sys.argv[8]):
         "TCP work is the bottleneck: even a bare socat relay reaches a fraction of the direct rate.",
         "The tunnel relays with splice(2) (no copy through user space).",
     ]
+if os.path.exists(sys.argv[9]):
+    lim = json.load(open(sys.argv[9]))["results"]
+    if len(lim) == 2:
+        on, off = lim[0]["median"] * 1000, lim[1]["median"] * 1000
+        mech = "cgroup v1 (memory, pids, cpuacct)" if os.geteuid() == 0 else "rlimits"
+        lines += [
+            "",
+            "## Resource limits",
+            "",
+            f"The default run bounds memory and pids ({mech} as this caller) and relays output through",
+            "the 16 MiB output limit; the second row turns those off.",
+            "",
+            "| command | median (ms) | σ (ms) | runs |",
+            "|---|---:|---:|---:|",
+        ]
+        for r in lim:
+            lines.append(f"| {r['command']} | {r['median']*1000:.2f} | {r['stddev']*1000:.2f} | {len(r['times'])} |")
+        lines.append(f"| cost of the limits | {on - off:+.2f} | | |")
 open(sys.argv[2], "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY

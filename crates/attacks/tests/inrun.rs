@@ -1689,16 +1689,12 @@ fn dev_redirections_reach_the_right_place() {
     }
 }
 
-/// The contract's own example, on the pipes the caller gave `stockade run`. For a root caller
-/// this cannot work (with or without mediation): the pipes belong to host root, which has no
-/// uid inside, and reopening a pipe through `/proc/self/fd` needs its owner's rights. A stdio
-/// relay owned by the sandbox user would fix it (a known limit, see README).
+/// The contract's own example, on the output pipes of `stockade run` (its output relay). For a
+/// root caller this works because the relay's pipes belong to the sandbox's host uid: the
+/// caller's own pipes belong to host root, which has no uid inside, and reopening a pipe
+/// through `/proc/self/fd` needs its owner's rights.
 #[test]
 fn dev_stdout_and_stderr_reach_the_callers_pipes() {
-    if attacks::is_root() {
-        println!("skipped: a root caller's own pipes cannot be reopened inside (known limit)");
-        return;
-    }
     let fx = Fixture::new();
     let out = works(
         &fx,

@@ -1,7 +1,8 @@
 //! Lifecycle: nothing the sandbox started outlives its supervisor. Killing `stockade` with
 //! SIGKILL (no chance to clean up) must end every process inside, including ones that
-//! `setsid`, double-fork and ignore SIGTERM; the control shows the same tree under a plain
-//! shell keeps running when its parent is killed.
+//! `setsid`, double-fork and ignore SIGTERM, within a second, and leave no cgroup of the run
+//! (its reaper removes them); the control shows the same tree under a plain shell keeps
+//! running when its parent is killed.
 
 // Test helpers may panic: a failed spawn is a failed test.
 #![allow(clippy::expect_used)]
@@ -21,6 +22,34 @@ fn spawn(mut cmd: Command, fx: &Fixture) -> Child {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn")
+}
+
+/// cgroup directories of the run of supervisor `pid` (named `stockade-PID-...`), at most four
+/// levels below /sys/fs/cgroup.
+fn run_groups(pid: u32) -> Vec<std::path::PathBuf> {
+    fn walk(dir: &std::path::Path, prefix: &str, depth: usize, out: &mut Vec<std::path::PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            if e.file_name().to_string_lossy().starts_with(prefix) {
+                out.push(e.path());
+            } else if depth > 0 {
+                walk(&e.path(), prefix, depth - 1, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(
+        std::path::Path::new("/sys/fs/cgroup"),
+        &format!("stockade-{pid}-"),
+        4,
+        &mut out,
+    );
+    out
 }
 
 #[test]
@@ -44,14 +73,26 @@ fn killing_the_supervisor_ends_every_process_in_the_sandbox() {
         kill_all(&tag);
         panic!("the sandboxed processes never started");
     }
+    // The run's cgroup (root here: cgroup v1 groups for memory, pids and cpuacct).
+    let groups = run_groups(child.id());
+    if attacks::is_root() {
+        assert!(
+            !groups.is_empty(),
+            "no cgroup of the run found while it ran"
+        );
+    }
     child.kill().expect("SIGKILL stockade");
     let _ = child.wait();
-    let gone = wait_until(|| processes_with(&tag).is_empty(), Duration::from_secs(5));
+    let gone = wait_until(
+        || processes_with(&tag).is_empty() && run_groups(child.id()).is_empty(),
+        Duration::from_secs(1),
+    );
     let left = processes_with(&tag);
+    let left_groups = run_groups(child.id());
     kill_all(&tag);
     assert!(
         gone,
-        "processes outlived their SIGKILLed supervisor: {left:?}"
+        "within a second of SIGKILL of the supervisor, left: processes {left:?}, cgroups {left_groups:?}"
     );
 
     // Control: the same tree under a plain shell survives the shell's SIGKILL.

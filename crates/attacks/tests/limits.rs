@@ -1,6 +1,8 @@
-//! Time limit: at `--timeout` the whole run ends, including processes that trap SIGTERM and
-//! daemons that left the session, and stockade exits 124 with an `E_TIMEOUT` event. (The
-//! other limits of the resource-limits issue are not built yet.)
+//! Resource limits. Time: at `--timeout` the whole run ends, including processes that trap
+//! SIGTERM and daemons that left the session, and stockade exits 124 with an `E_TIMEOUT`
+//! event. Memory, processes and CPU: a cgroup where the caller has one (root here: v1), else
+//! rlimits (memory, pids) or a refusal (CPU). Each test reads which mechanism the run's report
+//! says was in force and asserts what that mechanism guarantees.
 
 use std::time::{Duration, Instant};
 
@@ -130,4 +132,249 @@ fn files_limit_caps_open_descriptors() {
     let run = fx.sandbox(&["--files", "1024"], &script).run();
     run.assert_code(0);
     run.assert_stdout_contains("opened 200");
+}
+
+/// The mechanism the report says enforced `limit` (`cgroup_v1`, `cgroup_v2`, `rlimit`).
+fn mechanism(report: &serde_json::Value, limit: &str) -> String {
+    report["limits"][limit]["mechanism"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no limits.{limit}.mechanism in the report:\n{report:#}"))
+        .to_owned()
+}
+
+fn limit_hit<'a>(report: &'a serde_json::Value, limit: &str) -> Option<&'a serde_json::Value> {
+    report["limit_hits"]
+        .as_array()?
+        .iter()
+        .find(|h| json_str(h, "limit") == limit && json_str(h, "code") == "E_LIMIT_REACHED")
+}
+
+/// The most processes carrying `tag` seen at once while `run` lasts.
+fn peak_processes(tag: &str, run: impl FnOnce() -> attacks::Run) -> (attacks::Run, usize) {
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let d = done.clone();
+    let t = tag.to_owned();
+    let sampler = std::thread::spawn(move || {
+        let mut peak = 0;
+        while !d.load(std::sync::atomic::Ordering::Relaxed) {
+            peak = peak.max(processes_with(&t).len());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        peak
+    });
+    let r = run();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let peak = sampler.join().unwrap_or(usize::MAX);
+    (r, peak)
+}
+
+/// `--pids 64`: a program that tries to keep 150 processes alive at once gets at most 64
+/// (the rest of its forks fail with EAGAIN); control: with no limit it gets all 150. Under a
+/// cgroup the report counts the refused forks.
+#[test]
+fn pids_limit_caps_processes_of_the_run() {
+    let Some(py) = attacks::python3("pids limit") else {
+        return;
+    };
+    let fx = Fixture::new();
+    let tag = fx.marker("pids");
+    let script = format!(
+        "{} -c 'import subprocess\nps, failed = [], 0\nfor i in range(150):\n    try:\n        ps.append(subprocess.Popen([\"sh\", \"-c\", \"sleep 4; : {tag}\"]))\n    except OSError:\n        failed += 1\nfor p in ps:\n    p.wait()\nprint(\"started\", len(ps), \"failed\", failed)'",
+        attacks::sh_quote(&py)
+    );
+    let records = fx.records();
+    let mut opts = records.opts();
+    opts.extend(["--pids", "64"]);
+    let (run, peak) = peak_processes(&tag, || fx.sandbox(&opts, &script).run());
+    kill_all(&tag);
+    run.assert_code(0);
+    run.assert_lacks("failed 0");
+    assert!(peak <= 64, "{peak} processes at once under --pids 64");
+    let report = read_json(&records.report);
+    if mechanism(&report, "pids") != "rlimit" {
+        let hit = limit_hit(&report, "pids")
+            .unwrap_or_else(|| panic!("no pids limit event in the report:\n{report:#}"));
+        assert_eq!(hit["value"], 64, "{hit}");
+        assert!(
+            report["usage"]["pids_peak"]
+                .as_u64()
+                .is_some_and(|p| p <= 64),
+            "{report:#}"
+        );
+        run.assert_stderr_contains("E_LIMIT_REACHED");
+        assert!(
+            read_jsonl(&records.audit)
+                .iter()
+                .any(|e| json_str(e, "event") == "limit" && json_str(e, "limit") == "pids"),
+            "no limit event in the audit log"
+        );
+    }
+    // Control: without the limit all 150 run at once.
+    let (run, peak) = peak_processes(&tag, || fx.sandbox(&["--pids", "0"], &script).run());
+    kill_all(&tag);
+    run.assert_code(0);
+    run.assert_stdout_contains("started 150 failed 0");
+    assert!(
+        peak >= 140,
+        "control: only {peak} processes at once without a limit"
+    );
+}
+
+/// A real fork bomb under `--pids 64` stays contained (and the host can still fork); the
+/// time limit ends it.
+#[test]
+fn fork_bomb_is_contained_by_the_pids_limit() {
+    let fx = Fixture::new();
+    let tag = fx.marker("bomb");
+    let script = format!("b() {{ b 2>/dev/null & b 2>/dev/null; : {tag}; }}; b");
+    let records = fx.records();
+    let mut opts = records.opts();
+    opts.extend(["--pids", "64", "--timeout", "3"]);
+    let fx2 = &fx;
+    let (run, peak) = peak_processes(&tag, || {
+        let bomb = std::thread::scope(|s| {
+            let h = s.spawn(|| fx2.sandbox(&opts, &script).run());
+            std::thread::sleep(Duration::from_millis(1500));
+            // The host forks fine meanwhile.
+            fx2.host("echo host-can-fork")
+                .run()
+                .assert_stdout_contains("host-can-fork");
+            h.join().expect("bomb thread")
+        });
+        bomb
+    });
+    let left = processes_with(&tag);
+    kill_all(&tag);
+    // The time limit ends it, or the shells give up when their forks fail.
+    run.assert_failure();
+    assert!(peak <= 64, "{peak} processes of the bomb at once");
+    assert!(left.is_empty(), "bomb processes outlived the run: {left:?}");
+    let report = read_json(&records.report);
+    if mechanism(&report, "pids") != "rlimit" {
+        assert!(
+            limit_hit(&report, "pids").is_some(),
+            "no pids event:\n{report:#}"
+        );
+    }
+}
+
+/// Allocating 1 GiB under `--memory 128M` fails: killed by the OOM killer with a `memory`
+/// event under a cgroup, a failed allocation under the rlimit. Control: no limit, it works.
+#[test]
+fn memory_limit_stops_a_large_allocation() {
+    let Some(py) = attacks::python3("memory limit") else {
+        return;
+    };
+    let fx = Fixture::new();
+    let script = format!(
+        "{} -c 'b = bytearray(1 << 30); b[::4096] = b\"x\" * len(b[::4096]); print(\"allocated\", len(b))'",
+        attacks::sh_quote(&py)
+    );
+    let records = fx.records();
+    let mut opts = records.opts();
+    opts.extend(["--memory", "128M"]);
+    let run = fx.sandbox(&opts, &script).run();
+    run.assert_lacks("allocated");
+    let report = read_json(&records.report);
+    match mechanism(&report, "memory").as_str() {
+        "rlimit" => {
+            run.assert_failure();
+            run.assert_stderr_contains("MemoryError");
+        }
+        _ => {
+            run.assert_code(137);
+            assert_eq!(json_str(&report, "ended_by"), "memory", "{report:#}");
+            let hit = limit_hit(&report, "memory")
+                .unwrap_or_else(|| panic!("no memory event:\n{report:#}"));
+            assert_eq!(hit["value"], 128u64 << 20);
+            run.assert_stderr_contains("E_LIMIT_REACHED");
+            let peak = report["usage"]["memory_peak"].as_u64().unwrap_or(0);
+            assert!(peak > 0 && peak <= 128 << 20, "peak {peak}");
+        }
+    }
+    let run = fx.sandbox(&["--memory", "0"], &script).run();
+    run.assert_code(0);
+    run.assert_stdout_contains("allocated 1073741824");
+}
+
+/// Limits in a policy file, and the defaults: 50% of memory and 1024 processes.
+#[test]
+fn memory_and_pids_defaults_and_policy_file() {
+    let fx = Fixture::new();
+    let records = fx.records();
+    fx.sandbox(&records.opts(), "true").run().assert_code(0);
+    let report = read_json(&records.report);
+    assert_eq!(report["limits"]["pids"]["value"], 1024);
+    let mem = report["limits"]["memory"]["value"].as_u64().unwrap_or(0);
+    assert!(mem > 1 << 28, "default memory limit {mem}");
+    assert_eq!(report["limits"]["output"], 16u64 << 20);
+    assert!(report["usage"]["cpu_usec"].is_u64(), "{report:#}");
+
+    let policy = fx.ws.join("limits.toml");
+    attacks::write_file(&policy, "[limits]\nmemory = \"256M\"\npids = 32\n", 0o644);
+    let records = fx.records();
+    let mut opts = records.opts();
+    let p = policy.display().to_string();
+    opts.extend(["--policy", &p]);
+    fx.sandbox(&opts, "true").run().assert_code(0);
+    let report = read_json(&records.report);
+    assert_eq!(report["limits"]["pids"]["value"], 32);
+    assert_eq!(report["limits"]["memory"]["value"], 256u64 << 20);
+}
+
+/// `yes | head -c 2G` under `--output-limit 1M`: about 1 MiB arrives, with the marker saying
+/// how much was dropped and the last bytes kept; the run completes and stockade's memory stays
+/// small. The same on stderr. Control: without the limit everything arrives, unmarked.
+#[test]
+fn output_limit_keeps_head_and_tail_and_marks_the_cut() {
+    let Some(py) = attacks::python3("output limit") else {
+        return;
+    };
+    let fx = Fixture::new();
+    let records = fx.records();
+    // Run stockade from python to read its peak memory (RUSAGE_CHILDREN).
+    let bin = attacks::stockade_bin();
+    let opts: Vec<String> = records.opts().iter().map(|s| s.to_string()).collect();
+    let driver = format!(
+        "import resource, subprocess, sys\nr = subprocess.run([{bin:?}, 'run', '--workspace', {ws:?}, {opts}, '--output-limit', '1M', '--shell', 'yes | head -c 2G; echo last-line-kept; yes e | head -c 3M >&2'], capture_output=True)\nprint(len(r.stdout), r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\nsys.stdout.flush()\nmarks = [l for l in (r.stdout + r.stderr).split(b'\\n') if l.startswith(b'[stockade:')]\nsys.stderr.buffer.write(b'\\n'.join(marks) + b'\\n--tail--\\n' + r.stdout[-100:] + b'\\n--stderr--\\n' + r.stderr[-600:])",
+        bin = bin.display().to_string(),
+        ws = fx.ws.display().to_string(),
+        opts = opts.iter().map(|o| format!("{o:?}")).collect::<Vec<_>>().join(", "),
+    );
+    let run = attacks::Cmd::new(&py, &fx.ws)
+        .args(["-c", &driver])
+        .timeout(Duration::from_secs(120))
+        .run();
+    run.assert_code(0);
+    let line = run.stdout.lines().next().unwrap_or_default().to_owned();
+    let nums: Vec<u64> = line.split(' ').filter_map(|n| n.parse().ok()).collect();
+    let [len, code, maxrss_kib] = nums[..] else {
+        panic!("driver printed {line:?}\n{}", run.describe());
+    };
+    assert_eq!(code, 0, "{}", run.describe());
+    assert!(
+        (1 << 20..(1 << 20) + 512).contains(&len),
+        "{len} bytes of stdout under a 1 MiB limit"
+    );
+    assert!(
+        maxrss_kib < 64 * 1024,
+        "stockade peaked at {maxrss_kib} KiB"
+    );
+    run.assert_stderr_contains("bytes of stdout dropped here (limit 1 MiB per stream)");
+    run.assert_stderr_contains("last-line-kept");
+    run.assert_stderr_contains("bytes of stderr dropped here");
+    run.assert_stderr_contains("E_LIMIT_REACHED");
+    let report = read_json(&records.report);
+    let out = &report["output"]["stdout"];
+    assert_eq!(out["total"], (2u64 << 30) + 15, "{report:#}");
+    assert_eq!(out["dropped"], (2u64 << 30) + 15 - (1 << 20), "{report:#}");
+    assert!(limit_hit(&report, "output").is_some(), "{report:#}");
+
+    // Control: no limit, 8 MiB arrive whole.
+    let run = fx
+        .sandbox(&["--output-limit", "0"], "yes | head -c 8M")
+        .run();
+    run.assert_code(0);
+    assert_eq!(run.stdout.len(), 8 << 20);
+    run.assert_lacks("output limit reached");
 }

@@ -115,6 +115,30 @@ struct PolicyArgs {
     /// Open files per process (RLIMIT_NOFILE, soft and hard; can only be lowered).
     #[arg(long, value_name = "N")]
     files: Option<u64>,
+    /// Memory of the whole run, no swap beyond it: a size (512M, 2G) or a share of the
+    /// machine's (50%); 0: no limit. Default: 50%.
+    #[arg(long, value_name = "SIZE")]
+    memory: Option<String>,
+    /// Processes and threads of the whole run at once; 0: no limit. Default: 1024.
+    #[arg(long, value_name = "N")]
+    pids: Option<u64>,
+    /// CPU of the whole run in cores (0.5: half a core). Needs a cgroup. Default: no limit.
+    #[arg(long, value_name = "CORES", value_parser = parse_cores)]
+    cpu: Option<policy::Cores>,
+    /// Output passed on per stream (stdout, stderr); beyond it the middle is dropped with a
+    /// marker (head and tail kept); 0: no limit. Default: 16M.
+    #[arg(long = "output-limit", value_name = "SIZE")]
+    output_limit: Option<String>,
+}
+
+fn parse_cores(text: &str) -> Result<policy::Cores, String> {
+    text.trim()
+        .parse::<f64>()
+        .ok()
+        .and_then(policy::Cores::new)
+        .ok_or_else(|| {
+            format!("expected a number of cores of at least 0.01 (e.g. 0.5, 2), not {text:?}")
+        })
 }
 
 #[derive(Args)]
@@ -177,6 +201,10 @@ fn resolve(args: &PolicyArgs) -> Result<policy::Policy, Error> {
         timeout: args.timeout,
         tmp_size: args.tmp_size.clone(),
         files: args.files,
+        memory: args.memory.clone(),
+        pids: args.pids,
+        cpu: args.cpu,
+        output_limit: args.output_limit.clone(),
     };
     Ok(policy::resolve(file, &overrides)?)
 }
@@ -258,6 +286,12 @@ fn run(args: RunArgs) -> Result<u8, Error> {
         eprintln!(
             "stockade: error[E_TIMEOUT]: the run exceeded its time limit ({} s) and was ended; every process in it was killed",
             policy_timeout.unwrap_or(0)
+        );
+    }
+    for h in &result.outcome.limit_hits {
+        eprintln!(
+            "stockade: limit[{}]: {} ({}): {}",
+            h.code, h.limit, h.mechanism, h.detail
         );
     }
     for s in &result.outcome.skipped {

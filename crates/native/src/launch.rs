@@ -3,6 +3,7 @@
 //! collect its status. The child side lives in `sys::postfork`.
 
 use std::ffi::{CStr, CString};
+use std::io::IsTerminal;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::raw::{c_char, c_int};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -16,6 +17,7 @@ use landlock::{
 use sys::mediate;
 use sys::postfork::{self, ChildSpec, CommandSpec, LandlockSpec, MediateSpec, MountOp, Stage};
 
+use crate::cgroup::{Group, LimitHit, Usage};
 use crate::error::RunError;
 use crate::plan::{Access, Mount, Plan, Rule};
 use crate::sweep::{Violation, E_SANDBOX_VIOLATION};
@@ -46,6 +48,15 @@ pub struct Outcome {
     pub blocked: Vec<Violation>,
     /// The run hit `limits.timeout` and was ended (exit code 124).
     pub timed_out: bool,
+    /// What the run used: from its cgroup where it had one, else from the kernel's
+    /// accounting of the sandbox's reaped processes (CPU time, the largest process's memory).
+    pub usage: Usage,
+    /// Limits the run reached.
+    pub limit_hits: Vec<LimitHit>,
+    /// What the output relays passed on and dropped (under an output limit).
+    pub output: Option<Output>,
+    /// Which limit ended the run, if one did: `timeout` or `memory`.
+    pub ended_by: Option<&'static str>,
 }
 
 // Landlock filesystem access bits (linux/landlock.h).
@@ -143,6 +154,21 @@ pub fn launch(
 ) -> Result<Outcome, RunError> {
     let started = Instant::now();
     let mut skipped = Vec::new();
+    if let Some(m) = &plan.resources_missing {
+        if options.allow_degraded {
+            skipped.push(format!("{} limit: {}", m.limit, m.cause));
+        } else {
+            return Err(RunError::Unavailable {
+                what: match m.limit {
+                    "cpu" => "a CPU limit (--cpu)",
+                    "memory" => "a memory limit (--memory)",
+                    _ => "a process limit (--pids)",
+                },
+                cause: m.cause.clone(),
+                fix: m.fix.clone(),
+            });
+        }
+    }
 
     // ---- prepare: everything that allocates or may fail slowly, before the fork ----
     let landlock = match landlock(plan) {
@@ -278,6 +304,17 @@ pub fn launch(
         .iter()
         .filter_map(|(name, v)| match name.as_str() {
             "RLIMIT_NOFILE" => Some((libc::RLIMIT_NOFILE as c_int, *v)),
+            // Fallbacks for a run without a cgroup: never above what the caller already has
+            // (raising a hard limit needs a privilege; a lower one already holds).
+            "RLIMIT_DATA" | "RLIMIT_NPROC" => {
+                let r = if name == "RLIMIT_DATA" {
+                    libc::RLIMIT_DATA
+                } else {
+                    libc::RLIMIT_NPROC
+                } as c_int;
+                let hard = sys::raw::hard_rlimit(r).unwrap_or(u64::MAX);
+                Some((r, (*v).min(hard)))
+            }
             _ => None,
         })
         .collect();
@@ -349,6 +386,19 @@ pub fn launch(
             port: addr.port(),
             sock: init_end.as_raw_fd(),
         });
+    // Under an output limit the command's stdout and stderr are pipes the supervisor relays
+    // (see crate::output); without one the command writes to the caller's streams directly.
+    // A terminal is left to the command (colors, progress bars): a person reads it, not a
+    // model's context window.
+    let relayed = |terminal: bool| plan.output_limit.is_some() && !terminal;
+    let output_pipes: [Option<(OwnedFd, OwnedFd)>; 2] = [
+        relayed(std::io::stdout().is_terminal())
+            .then(|| output_pipe(plan))
+            .transpose()?,
+        relayed(std::io::stderr().is_terminal())
+            .then(|| output_pipe(plan))
+            .transpose()?,
+    ];
     let spec = ChildSpec {
         report_fd: -1,
         sync_fd: -1,
@@ -376,6 +426,12 @@ pub fn launch(
         },
         new_network: plan.network.new_namespace,
         proxy: proxy_spec,
+        stdout: output_pipes[0].as_ref().map_or(-1, |p| p.1.as_raw_fd()),
+        stderr: output_pipes[1].as_ref().map_or(-1, |p| p.1.as_raw_fd()),
+        output_readers: [
+            output_pipes[0].as_ref().map_or(-1, |p| p.0.as_raw_fd()),
+            output_pipes[1].as_ref().map_or(-1, |p| p.0.as_raw_fd()),
+        ],
         mediate: mediation.as_deref().map(|filter| MediateSpec {
             filter,
             rules: sys::protect::Rules {
@@ -384,6 +440,21 @@ pub fn launch(
             },
         }),
     };
+
+    // The run's cgroup, with a reaper that removes it should this process be killed.
+    let group_name = format!("stockade-{}-{}", std::process::id(), started_nanos());
+    let reaper_dirs = crate::cgroup::planned_dirs(&plan.resources, &group_name);
+    let reaper = if reaper_dirs.is_empty() {
+        None
+    } else {
+        let dirs: Vec<&Path> = reaper_dirs.iter().map(PathBuf::as_path).collect();
+        Some(
+            sys::reaper::Reaper::spawn(&dirs)
+                .map_err(|e| RunError::io("start the cgroup reaper", e))?,
+        )
+    };
+    let group =
+        Group::create(&plan.resources, &group_name).map_err(|e| cgroup_unavailable(plan, e))?;
 
     // ---- launch and supervise ----
     let mut child = sys::parent::spawn(&spec, &mut slots).map_err(|e| match e.raw_os_error() {
@@ -399,7 +470,27 @@ pub fn launch(
         _ => RunError::io("start the sandbox", e),
     })?;
     drop(held);
+    // Only the command may hold the write ends now (the relays see EOF when it is done).
+    let limit = plan.output_limit;
+    let [out_pipe, err_pipe] = output_pipes;
+    let relays = [
+        out_pipe.map(|(r, w)| {
+            drop(w);
+            std::thread::spawn(move || crate::output::relay(r, std::io::stdout(), limit, "stdout"))
+        }),
+        err_pipe.map(|(r, w)| {
+            drop(w);
+            std::thread::spawn(move || crate::output::relay(r, std::io::stderr(), limit, "stderr"))
+        }),
+    ];
     let ids = &plan.ids;
+    if let Some(g) = &group {
+        if let Err(e) = g.add(child.pid) {
+            child.kill();
+            let _ = child.wait();
+            return Err(cgroup_unavailable(plan, e));
+        }
+    }
     let mapped =
         sys::parent::write_id_maps(child.pid, &ids.uid_map, &ids.gid_map, ids.deny_setgroups)
             .and_then(|_| child.release());
@@ -491,6 +582,34 @@ pub fn launch(
         .wait()
         .map_err(|e| RunError::io("wait for the sandbox", e))?;
     let duration = started.elapsed();
+    let usage = match group {
+        Some(g) => {
+            let mut u = g.usage();
+            // Stragglers die with the pid namespace; the group is gone before we return.
+            let _ = g.remove(Duration::from_secs(2));
+            if u.cpu_usec.is_none() {
+                u.cpu_usec = sys::raw::children_rusage().ok().map(|r| r.0);
+            }
+            u
+        }
+        None => {
+            let r = sys::raw::children_rusage().ok();
+            Usage {
+                cpu_usec: r.map(|r| r.0),
+                memory_peak: r.map(|r| r.1),
+                ..Usage::default()
+            }
+        }
+    };
+    drop(reaper);
+    let [out_relay, err_relay] = relays;
+    let joined = |r: Option<std::thread::JoinHandle<crate::output::Relayed>>| {
+        r.map(|h| h.join().map(|r| r.summary).unwrap_or_default())
+    };
+    let output = plan.output_limit.map(|_| Output {
+        stdout: joined(out_relay),
+        stderr: joined(err_relay),
+    });
     if let Some(f) = failure {
         return Err(setup_error(plan, f));
     }
@@ -501,7 +620,37 @@ pub fn launch(
         Some(s) => (postfork::exit_code(s), None),
         None => (postfork::exit_code(init_status), None),
     };
+    let mut limit_hits = crate::cgroup::hits(&plan.resources, &usage);
+    if let (Some(o), Some(limit)) = (&output, plan.output_limit) {
+        for (name, s) in [("stdout", o.stdout), ("stderr", o.stderr)] {
+            if let Some(s) = s.filter(|s| s.dropped > 0) {
+                limit_hits.push(LimitHit {
+                    code: crate::cgroup::E_LIMIT_REACHED,
+                    limit: "output",
+                    value: limit,
+                    mechanism: "relay",
+                    detail: format!(
+                        "{} of {name} dropped (head and tail kept, a marker where the cut is)",
+                        crate::output::human_size(s.dropped)
+                    ),
+                });
+            }
+        }
+    }
+    let ended_by = if timed_out {
+        Some("timeout")
+    } else if usage.oom_kills > 0
+        && (signal == Some(libc::SIGKILL) || exit_code == 128 + libc::SIGKILL)
+    {
+        // The command, or the process whose status a shell passed on, died of the OOM kill.
+        Some("memory")
+    } else {
+        None
+    };
     Ok(Outcome {
+        output,
+        limit_hits,
+        ended_by,
         exit_code,
         signal,
         exec_errno,
@@ -510,7 +659,54 @@ pub fn launch(
         landlock_abi: landlock.as_ref().map(|l| l.abi),
         blocked,
         timed_out,
+        usage,
     })
+}
+
+/// Output of a run under an output limit, per stream; `None` for a stream that was a
+/// terminal (passed to the command as it is, not limited).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Output {
+    pub stdout: Option<crate::output::Summary>,
+    pub stderr: Option<crate::output::Summary>,
+}
+
+/// A pipe for one output stream. For a root caller its write end is given to the sandbox's
+/// host uid, so that the command can reopen it (`> /dev/stdout`), which a root-owned pipe
+/// refuses to an unprivileged uid.
+fn output_pipe(plan: &Plan) -> Result<(OwnedFd, OwnedFd), RunError> {
+    let (r, w) = std::io::pipe().map_err(|e| RunError::io("create an output pipe", e))?;
+    let w = OwnedFd::from(w);
+    if sys::raw::euid() == 0 && plan.ids.host_uid != 0 {
+        std::os::unix::fs::fchown(&w, Some(plan.ids.host_uid), Some(plan.ids.host_gid))
+            .map_err(|e| RunError::io("hand the output pipe to the sandbox's uid", e))?;
+    }
+    Ok((OwnedFd::from(r), w))
+}
+
+fn started_nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+}
+
+fn cgroup_unavailable(plan: &Plan, e: std::io::Error) -> RunError {
+    let which = [
+        plan.resources.memory.map(|(_, m)| ("memory", m)),
+        plan.resources.pids.map(|(_, m)| ("pids", m)),
+        plan.resources.cpu_millis.map(|(_, m)| ("cpu", m)),
+    ];
+    let limits: Vec<String> = which
+        .iter()
+        .flatten()
+        .filter(|(_, m)| *m != crate::cgroup::Mechanism::Rlimit)
+        .map(|(l, m)| format!("{l} ({})", m.describe()))
+        .collect();
+    RunError::Unavailable {
+        what: "the run's cgroup",
+        cause: format!("limits {}: {e}", limits.join(", ")),
+        fix: "check that the cgroup hierarchy is writable by this user (`stockade doctor`), or lower the limits to none (--memory 0, --pids 0) to run without a cgroup".into(),
+    }
 }
 
 /// Exit code of a run that hit its time limit (as `timeout(1)`).

@@ -27,9 +27,11 @@
 
 #![forbid(unsafe_code)]
 
+pub mod cgroup;
 pub mod error;
 pub mod host;
 pub mod launch;
+pub mod output;
 pub mod plan;
 pub mod probe;
 pub mod sweep;

@@ -264,6 +264,9 @@ pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, E
             for s in &outcome.skipped {
                 audit.event("degraded", serde_json::json!({ "skipped": s }))?;
             }
+            for h in &outcome.limit_hits {
+                audit.event("limit", serde_json::to_value(h).unwrap_or_default())?;
+            }
             if outcome.timed_out {
                 audit.event(
                     "timeout",

@@ -71,6 +71,40 @@ struct PlanSummary<'a> {
     env_names: Vec<&'a str>,
 }
 
+/// One limit and its mechanism.
+#[derive(Serialize)]
+struct LimitRecord {
+    value: u64,
+    mechanism: native::cgroup::Mechanism,
+}
+
+#[derive(Serialize)]
+struct LimitsRecord {
+    timeout_s: Option<u64>,
+    /// Bytes.
+    memory: Option<LimitRecord>,
+    pids: Option<LimitRecord>,
+    /// Thousandths of a core.
+    cpu_millicores: Option<LimitRecord>,
+    /// Bytes per stream.
+    output: Option<u64>,
+}
+
+impl LimitsRecord {
+    fn new(plan: &native::Plan) -> LimitsRecord {
+        let rec = |l: Option<(u64, native::cgroup::Mechanism)>| {
+            l.map(|(value, mechanism)| LimitRecord { value, mechanism })
+        };
+        LimitsRecord {
+            timeout_s: plan.timeout_secs,
+            memory: rec(plan.resources.memory),
+            pids: rec(plan.resources.pids),
+            cpu_millicores: rec(plan.resources.cpu_millis),
+            output: plan.output_limit,
+        }
+    }
+}
+
 #[derive(Serialize)]
 pub(crate) struct RunRecord<'a> {
     run_id: &'a str,
@@ -86,8 +120,16 @@ pub(crate) struct RunRecord<'a> {
     violations: &'a [native::Violation],
     skipped: &'a [String],
     network_mode: policy::NetworkMode,
-    /// Which limit ended the run, if one did (`timeout`).
+    /// Which limit ended the run, if one did (`timeout`, `memory`).
     ended_by: Option<&'static str>,
+    /// The limits in force and how each was enforced.
+    limits: LimitsRecord,
+    /// What the run used.
+    usage: &'a native::cgroup::Usage,
+    /// Limits the run reached.
+    limit_hits: &'a [native::cgroup::LimitHit],
+    /// Bytes of output written, passed on and dropped, per stream (under an output limit).
+    output: Option<native::launch::Output>,
     /// Every decision of the egress proxy (mode proxy).
     network: &'a [net::proxy::Event],
 }
@@ -127,7 +169,11 @@ impl<'a> RunRecord<'a> {
             violations,
             skipped: &outcome.skipped,
             network_mode: plan.network.mode,
-            ended_by: outcome.timed_out.then_some("timeout"),
+            ended_by: outcome.ended_by,
+            limits: LimitsRecord::new(plan),
+            usage: &outcome.usage,
+            limit_hits: &outcome.limit_hits,
+            output: outcome.output,
             network,
         }
     }

@@ -8,7 +8,8 @@
 //!    its own capabilities, then serves mediated creation ([`crate::mediate`]) with the
 //!    listener the command hands it, forwards signals to the command and reaps. When the
 //!    command ends it kills whatever is left in the namespace and exits with the command's code.
-//! 2. **command**: new session, working directory, every capability dropped, `no_new_privs`,
+//! 2. **command**: new session, the supervisor's output pipes as fds 1 and 2 (when given),
+//!    working directory, every capability dropped, `no_new_privs`,
 //!    Landlock (a domain nested in the init's), close-on-exec for every inherited descriptor
 //!    above 2, the seccomp deny-list, the mediation filter (its listener sent to the init and
 //!    closed), `execve`.
@@ -50,12 +51,13 @@ pub enum Stage {
     Mediation = 20,
     ProxyListener = 21,
     Rlimit = 22,
+    Stdio = 23,
 }
 
 impl Stage {
     pub fn from_u32(v: u32) -> Option<Stage> {
         use Stage::*;
-        const ALL: [Stage; 20] = [
+        const ALL: [Stage; 21] = [
             ParentGone,
             WaitForMaps,
             SetGroups,
@@ -76,6 +78,7 @@ impl Stage {
             Mediation,
             ProxyListener,
             Rlimit,
+            Stdio,
         ];
         ALL.into_iter().find(|s| *s as u32 == v)
     }
@@ -103,6 +106,7 @@ impl Stage {
             Stage::Mediation => "hand the mediation listener to the init",
             Stage::ProxyListener => "open the proxy's listening socket in the sandbox",
             Stage::Rlimit => "set a resource limit",
+            Stage::Stdio => "connect the command's output to the supervisor",
         }
     }
 }
@@ -267,6 +271,20 @@ pub struct ChildSpec<'a> {
     /// The egress proxy's listening socket, made by the init inside the sandbox's network
     /// namespace and sent to the supervisor, which serves it from the host side.
     pub proxy: Option<ProxySpec>,
+    /// When >= 0, the command's fd 1: the write end of the supervisor's output pipe; -1 keeps
+    /// the caller's. Made close-on-exec by the supervisor (only the command's fd 1 copy
+    /// survives `execve`); above 2 in practice (Rust's runtime keeps 0..=2 open).
+    pub stdout: c_int,
+    /// When >= 0, the command's fd 2: the write end of the supervisor's output pipe; -1 keeps
+    /// the caller's. Same rules as [`ChildSpec::stdout`].
+    pub stderr: c_int,
+    /// The supervisor's read ends of those output pipes (-1: none). The init inherits them
+    /// with the clone (close-on-exec does not apply without `execve`) and closes them first
+    /// thing, before the command is forked: the supervisor must hold the only read end, so
+    /// that when it stops reading (its own output was closed, `stockade run ... | head -1`)
+    /// the command gets `EPIPE`/`SIGPIPE` as in a plain pipeline instead of blocking on a
+    /// full pipe that nobody drains.
+    pub output_readers: [c_int; 2],
 }
 
 /// Where the proxy listens inside the sandbox, and the socket to hand the listener over.
@@ -331,6 +349,11 @@ pub const FORWARDED_SIGNALS: [c_int; 6] = [
 /// Entry point of the init (pid 1 of the sandbox). Never returns.
 pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
     let fd = spec.report_fd;
+    for reader in spec.output_readers {
+        if reader >= 0 {
+            raw::close(reader);
+        }
+    }
     let mut byte = [0u8; 1];
     match raw::read(spec.sync_fd, &mut byte) {
         Ok(1) => {}
@@ -418,12 +441,20 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
             command(
                 fd,
                 &spec.command,
+                (spec.stdout, spec.stderr),
                 spec.mediate.map(|m| (m.filter, cmd_sock)),
             )
         }
         Ok(pid) => pid,
         Err(e) => fail(fd, Stage::ForkCommand, 0, e, 125),
     };
+    // The output pipes are the command's: the init writes nothing to them, and must not be
+    // what keeps them open (end of output is when the command and its descendants are gone).
+    for out in [spec.stdout, spec.stderr] {
+        if out > 2 {
+            raw::close(out);
+        }
+    }
     let listener = match spec.mediate {
         Some(_) => {
             raw::close(cmd_sock);
@@ -615,14 +646,28 @@ fn mask(target: &CStr, name: &CStr, mask_fd: &mut c_int) -> raw::Result<()> {
 fn command(
     fd: c_int,
     spec: &CommandSpec<'_>,
+    (stdout, stderr): (c_int, c_int),
     mediation: Option<(&[libc::sock_filter], c_int)>,
 ) -> ! {
     for sig in FORWARDED_SIGNALS {
         let _ = raw::set_signal_handler(sig, None);
     }
+    // The supervisor (a Rust program) ignores SIGPIPE, and an ignored signal stays ignored
+    // across `execve`: restore the default so `stockade run yes | head -1` ends `yes` with
+    // SIGPIPE as a plain pipeline would, not with an EPIPE error message.
+    let _ = raw::set_signal_handler(libc::SIGPIPE, None);
     let _ = raw::unblock_all_signals();
     if let Err(e) = raw::setsid() {
         fail(fd, Stage::Setsid, 0, e, 125);
+    }
+    // The supervisor's output pipes become fds 1 and 2 (without close-on-exec); the originals
+    // are close-on-exec and `cloexec_from(3)` below covers them anyway.
+    for (i, (from, to)) in [(stdout, 1), (stderr, 2)].into_iter().enumerate() {
+        if from >= 0 {
+            if let Err(e) = raw::dup2(from, to) {
+                fail(fd, Stage::Stdio, i, e, 125);
+            }
+        }
     }
     if let Err(e) = raw::chdir(spec.cwd) {
         fail(fd, Stage::Chdir, 0, e, 125);

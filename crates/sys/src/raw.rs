@@ -11,7 +11,7 @@ use std::os::raw::{c_char, c_int, c_long, c_uint, c_ulong};
 pub struct Errno(pub i32);
 
 impl Errno {
-    fn last() -> Errno {
+    pub fn last() -> Errno {
         // SAFETY: __errno_location returns a valid thread-local pointer in every libc thread.
         Errno(unsafe { *libc::__errno_location() })
     }
@@ -866,6 +866,23 @@ pub fn fchmodat(dirfd: c_int, path: &CStr, mode: libc::mode_t) -> Result<()> {
     check_int(unsafe { libc::fchmodat(dirfd, path.as_ptr(), mode, 0) }).map(drop)
 }
 
+/// `dup2(2)`: make `new` a copy of `old`, without close-on-exec. When `old == new` (where
+/// `dup2` would change nothing) the close-on-exec flag is cleared instead, so the result is the
+/// same either way: `new` survives `execve`.
+pub fn dup2(old: c_int, new: c_int) -> Result<()> {
+    if old == new {
+        // SAFETY: integer arguments only.
+        return check_int(unsafe { libc::fcntl(new, libc::F_SETFD, 0) }).map(drop);
+    }
+    loop {
+        // SAFETY: integer arguments only; `new` is replaced atomically.
+        match check_int(unsafe { libc::dup2(old, new) }) {
+            Err(e) if e.0 == libc::EINTR => continue,
+            r => return r.map(drop),
+        }
+    }
+}
+
 /// `fcntl(F_SETFL)`.
 pub fn set_status_flags(fd: c_int, flags: c_int) -> Result<()> {
     // SAFETY: integer arguments only.
@@ -976,6 +993,31 @@ pub fn splice(fd_in: c_int, fd_out: c_int, len: usize) -> Result<usize> {
         )
     };
     check(n as c_long).map(|n| n as usize)
+}
+
+/// CPU time (user + system, microseconds) and the largest resident size (bytes) of this
+/// process's waited-for children and their waited-for descendants (`RUSAGE_CHILDREN`).
+pub fn children_rusage() -> Result<(u64, u64)> {
+    // SAFETY: rusage is plain data; all-zero is a valid value.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: ru is a valid out-pointer.
+    check_int(unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) })?;
+    let usec = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    Ok((
+        usec(ru.ru_utime) + usec(ru.ru_stime),
+        ru.ru_maxrss as u64 * 1024,
+    ))
+}
+
+/// The hard limit of `resource` (`getrlimit(2)`); `u64::MAX` for unlimited.
+pub fn hard_rlimit(resource: c_int) -> Result<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: lim is a valid out-pointer.
+    check_int(unsafe { libc::getrlimit(resource as _, &mut lim) })?;
+    Ok(lim.rlim_max)
 }
 
 /// `setrlimit(2)` of both the soft and the hard limit (lowering needs no privilege).

@@ -1,0 +1,61 @@
+//! CPU limit: `--cpu` caps the CPU time of the whole run through its cgroup; a caller without
+//! one is refused (no rlimit gives a CPU share). Alone in its test binary so that the
+//! measurement does not share the machine's two cores with other tests.
+
+use attacks::{read_json, Fixture};
+
+/// The mechanism the report says enforced `limit`.
+fn mechanism(report: &serde_json::Value, limit: &str) -> String {
+    report["limits"][limit]["mechanism"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no limits.{limit}.mechanism in the report:\n{report:#}"))
+        .to_owned()
+}
+
+/// `--cpu 0.5`: a 3-second busy loop gets at most half a core (1.5 s of CPU) under a cgroup;
+/// control: most of three seconds without the limit. (Its own test binary, so no other test
+/// of the suite shares the cores while it measures.) Without a cgroup the run is refused, naming the fix.
+#[test]
+fn cpu_limit_halves_a_busy_loop_or_is_refused() {
+    let Some(py) = attacks::python3("cpu limit") else {
+        return;
+    };
+    let fx = Fixture::new();
+    let script = format!(
+        "{} -c 'import time\nt = time.time()\nwhile time.time() - t < 3: pass'",
+        attacks::sh_quote(&py)
+    );
+    let records = fx.records();
+    let mut opts = records.opts();
+    opts.extend(["--cpu", "0.5"]);
+    let run = fx.sandbox(&opts, &script).run();
+    if run.code() == 125 {
+        run.assert_stderr_contains("E_PROTECTION_UNAVAILABLE");
+        run.assert_stderr_contains("--cpu");
+        run.assert_stderr_contains("Delegate=yes");
+        assert!(
+            !attacks::is_root(),
+            "root has cgroup v1 here: --cpu must work"
+        );
+        return;
+    }
+    run.assert_code(0);
+    let report = read_json(&records.report);
+    assert!(mechanism(&report, "cpu_millicores").starts_with("cgroup"));
+    let limited = report["usage"]["cpu_usec"].as_u64().unwrap_or(0);
+    assert!(
+        (500_000..1_700_000).contains(&limited),
+        "{limited} µs of CPU in 3 s under --cpu 0.5"
+    );
+    assert!(report["usage"]["cpu_throttled"].as_u64().unwrap_or(0) > 0);
+    let records = fx.records();
+    let run = fx.sandbox(&records.opts(), &script).run();
+    run.assert_code(0);
+    let cpu = read_json(&records.report)["usage"]["cpu_usec"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(
+        cpu >= 2_300_000,
+        "control: {cpu} µs of CPU in 3 s without a limit, {limited} with it"
+    );
+}

@@ -1,0 +1,648 @@
+//! The per-stream output limit of a sandboxed run.
+//!
+//! The command's stdout and stderr are pipes read by the supervisor, one relay thread per
+//! stream ([`relay`]). Up to the limit everything passes through unchanged. Beyond it the
+//! stream keeps its head and its tail (the end of a log is where the error is): the first
+//! `limit - limit / 4` bytes go out live, the last `limit / 4` bytes are held in a bounded ring
+//! and written at the end after one marker line that says how much was dropped ([`Capped`]).
+//! The pipe is always drained, so a chatty command never blocks on it; the one exception is a
+//! destination that refuses writes with `EPIPE` (`stockade run ... | head -1`): then the relay
+//! stops reading and closes its end, and the command gets `SIGPIPE`/`EPIPE` as it would in a
+//! plain pipeline.
+//!
+//! ```
+//! use native::output::Capped;
+//! let mut out = Vec::new();
+//! let mut sink = |b: &[u8]| -> std::io::Result<()> {
+//!     out.extend_from_slice(b);
+//!     Ok(())
+//! };
+//! let mut capped = Capped::new(16, "stdout");
+//! capped.push(b"abcdefghijklmnopqrstuvwxyz0123", &mut sink)?;
+//! let summary = capped.finish(&mut sink);
+//! assert_eq!(summary.dropped, 14);
+//! assert_eq!(
+//!     String::from_utf8_lossy(&out),
+//!     "abcdefghijkl\n[stockade: output limit reached: 14 bytes of stdout dropped here \
+//!      (limit 16 B per stream); the last 4 B follow]\n0123"
+//! );
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// Bytes read from the command's pipe at a time.
+const CHUNK: usize = 64 * 1024;
+
+/// The smallest step by which the tail ring grows (it never grows past its bound).
+const RING_STEP: usize = 4 * 1024;
+
+/// How long to wait before retrying a write to a non-blocking destination that is full.
+const RETRY: Duration = Duration::from_millis(1);
+
+/// What happened to one output stream.
+///
+/// `total - passed - dropped` bytes were lost to a destination that refused writes (see
+/// [`relay`]); with a destination that accepts everything, `passed + dropped == total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Summary {
+    /// Bytes the command wrote to the stream.
+    pub total: u64,
+    /// Bytes of the command's output written to the destination, the kept tail included and
+    /// the marker line excluded. A chunk counts only when all of it was written.
+    pub passed: u64,
+    /// Bytes cut by the limit (`total - limit` when the total is above the limit, else 0).
+    pub dropped: u64,
+}
+
+/// The head-and-tail limiter of one stream: pure, no I/O of its own.
+///
+/// With a limit `L`, `tail = L / 4` and `head = L - tail`: the first `head` bytes are
+/// forwarded by [`Capped::push`] as they come; later bytes go into a ring of at most `tail`
+/// bytes (allocated only once the head is exceeded, grown as needed, never above `tail`);
+/// [`Capped::finish`] writes the marker (only when something was dropped) and the ring.
+#[derive(Debug, Clone)]
+pub struct Capped {
+    limit: u64,
+    head: u64,
+    tail: usize,
+    stream: &'static str,
+    total: u64,
+    passed: u64,
+    /// The bytes after the head, at most `tail` of them. In order while not full; once full
+    /// (`ring.len() == tail`) the oldest byte is at `start`.
+    ring: Vec<u8>,
+    start: usize,
+}
+
+impl Capped {
+    /// A limiter for `limit` bytes of the stream named `stream` (`"stdout"`, `"stderr"`; used
+    /// in the marker).
+    pub fn new(limit: u64, stream: &'static str) -> Capped {
+        let tail = limit / 4;
+        Capped {
+            limit,
+            head: limit - tail,
+            // A tail beyond the address space cannot be reached: the head before it cannot be.
+            tail: usize::try_from(tail).unwrap_or(usize::MAX),
+            stream,
+            total: 0,
+            passed: 0,
+            ring: Vec::new(),
+            start: 0,
+        }
+    }
+
+    /// Take the next bytes of the stream: what is still within the head goes to `out` now,
+    /// the rest is kept for the tail. An error from `out` is returned (those bytes do not count
+    /// as passed); the bytes are accounted for either way, so pushing may go on.
+    pub fn push<F>(&mut self, data: &[u8], out: &mut F) -> io::Result<()>
+    where
+        F: FnMut(&[u8]) -> io::Result<()>,
+    {
+        let room = self.head.saturating_sub(self.total);
+        let live_len = usize::try_from(room).map_or(data.len(), |r| r.min(data.len()));
+        self.total = self.total.saturating_add(data.len() as u64);
+        let (live, rest) = data.split_at(live_len);
+        self.keep(rest);
+        if live.is_empty() {
+            return Ok(());
+        }
+        out(live)?;
+        self.passed += live.len() as u64;
+        Ok(())
+    }
+
+    /// End of the stream: write the marker line if anything was dropped, then the kept tail.
+    /// Write errors only reduce [`Summary::passed`].
+    pub fn finish<F>(self, out: &mut F) -> Summary
+    where
+        F: FnMut(&[u8]) -> io::Result<()>,
+    {
+        let dropped = self.total.saturating_sub(self.limit);
+        if dropped > 0 {
+            let marker = marker(dropped, self.stream, self.limit, self.tail as u64);
+            let _ = out(marker.as_bytes());
+        }
+        let mut passed = self.passed;
+        let (newer, older) = self.ring.split_at(self.start);
+        for part in [older, newer] {
+            if !part.is_empty() && out(part).is_ok() {
+                passed += part.len() as u64;
+            }
+        }
+        Summary {
+            total: self.total,
+            passed,
+            dropped,
+        }
+    }
+
+    /// Add bytes past the head to the ring, keeping only the last `tail` bytes.
+    fn keep(&mut self, mut data: &[u8]) {
+        if self.tail == 0 || data.is_empty() {
+            return;
+        }
+        if data.len() >= self.tail {
+            // The ring's old content is all superseded.
+            self.grow_to(self.tail);
+            self.ring.clear();
+            self.ring.extend_from_slice(&data[data.len() - self.tail..]);
+            self.start = 0;
+            return;
+        }
+        if self.ring.len() < self.tail {
+            let n = (self.tail - self.ring.len()).min(data.len());
+            self.grow_to(self.ring.len() + n);
+            self.ring.extend_from_slice(&data[..n]);
+            data = &data[n..];
+        }
+        // Full: overwrite the oldest bytes, wrapping around.
+        while !data.is_empty() {
+            let n = (self.tail - self.start).min(data.len());
+            self.ring[self.start..self.start + n].copy_from_slice(&data[..n]);
+            self.start = (self.start + n) % self.tail;
+            data = &data[n..];
+        }
+    }
+
+    /// Make room for `need` bytes in the ring (`need <= tail`), growing geometrically but never
+    /// past `tail`. `Vec::with_capacity` gives exactly the capacity asked for, so the bound is
+    /// exact. Only called while the ring is still in order.
+    fn grow_to(&mut self, need: usize) {
+        if need <= self.ring.capacity() {
+            return;
+        }
+        let cap = need
+            .max(self.ring.capacity().saturating_mul(2))
+            .max(RING_STEP)
+            .min(self.tail);
+        let mut grown = Vec::with_capacity(cap);
+        grown.extend_from_slice(&self.ring);
+        self.ring = grown;
+    }
+}
+
+/// The marker line written where output was cut.
+fn marker(dropped: u64, stream: &str, limit: u64, tail: u64) -> String {
+    format!(
+        "\n[stockade: output limit reached: {dropped} bytes of {stream} dropped here \
+         (limit {} per stream); the last {} follow]\n",
+        human_size(limit),
+        human_size(tail)
+    )
+}
+
+/// A byte count in binary units: `512 B`, `1 KiB`, `1.5 MiB`, `16 MiB` (an integer when
+/// exact, else one decimal).
+pub fn human_size(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut unit = 1024u128;
+    let mut name = UNITS[0];
+    for next in &UNITS[1..] {
+        if u128::from(bytes) < unit * 1024 {
+            break;
+        }
+        unit *= 1024;
+        name = next;
+    }
+    let b = u128::from(bytes);
+    if b % unit == 0 {
+        return format!("{} {name}", b / unit);
+    }
+    let tenths = (b * 10 + unit / 2) / unit;
+    format!("{}.{} {name}", tenths / 10, tenths % 10)
+}
+
+/// What a [`relay`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Relayed {
+    pub summary: Summary,
+    /// The destination refused writes with `EPIPE` (its reader is gone): the relay stopped
+    /// reading and closed the pipe, so the command saw `SIGPIPE`/`EPIPE` too.
+    pub broken: bool,
+}
+
+/// Copy one output stream of the command from the pipe `from` (the read end; the command
+/// holds the write end) to `to` (the caller's stdout or stderr: `std::io::stdout()` or any
+/// descriptor; duplicated here, the original is not closed), applying `limit` bytes per stream with [`Capped`] (`None`: everything passes).
+/// Meant to run on its own thread; returns once every writer of the pipe has closed it.
+///
+/// Reads retry on `EINTR`. Writes are complete (short writes continue, `EINTR` retries); a
+/// non-blocking destination that answers `EAGAIN` is retried after a 1 ms sleep rather than
+/// polled. The pipe is drained whatever happens to the destination, with one exception:
+/// `EPIPE` (the reader of `to` is gone) stops the relay at once and drops `from`, so the
+/// command gets `SIGPIPE`/`EPIPE` as in a plain pipeline ([`Relayed::broken`]). The caller must
+/// hold the only read end and ignore `SIGPIPE` itself (Rust programs do by default). Any
+/// other write error (or a destination that cannot be duplicated) stops writing for good;
+/// the rest is read and discarded, and is missing from [`Summary::passed`]. A read error other
+/// than `EINTR`/`EAGAIN` ends the relay as end of stream does.
+pub fn relay(from: OwnedFd, to: impl AsFd, limit: Option<u64>, stream: &'static str) -> Relayed {
+    let mut src = File::from(from);
+    let mut sink = Sink {
+        file: to.as_fd().try_clone_to_owned().ok().map(File::from),
+        broken: false,
+    };
+    let mut write = |b: &[u8]| sink.write(b);
+    let mut capped = limit.map(|l| Capped::new(l, stream));
+    let mut plain = Summary::default();
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        let n = match src.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                std::thread::sleep(RETRY);
+                continue;
+            }
+            Err(_) => break,
+        };
+        let data = &buf[..n];
+        let written = match capped.as_mut() {
+            Some(c) => c.push(data, &mut write),
+            None => {
+                plain.total += n as u64;
+                let r = write(data);
+                if r.is_ok() {
+                    plain.passed += n as u64;
+                }
+                r
+            }
+        };
+        if matches!(&written, Err(e) if is_epipe(e)) {
+            break;
+        }
+    }
+    // Closing the read end now is what hands SIGPIPE to the command after a broken sink.
+    drop(src);
+    let summary = match capped {
+        Some(c) => c.finish(&mut write),
+        None => plain,
+    };
+    Relayed {
+        summary,
+        broken: sink.broken,
+    }
+}
+
+fn is_epipe(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::EPIPE) || e.kind() == io::ErrorKind::BrokenPipe
+}
+
+/// The destination of a relay; `file` is `None` once a write failed (or the duplication did).
+struct Sink {
+    file: Option<File>,
+    broken: bool,
+}
+
+impl Sink {
+    fn write(&mut self, mut buf: &[u8]) -> io::Result<()> {
+        let Some(file) = self.file.as_mut() else {
+            return Err(if self.broken {
+                io::Error::from_raw_os_error(libc::EPIPE)
+            } else {
+                io::Error::other("the output destination failed earlier")
+            });
+        };
+        while !buf.is_empty() {
+            match file.write(buf) {
+                Ok(0) => {
+                    self.file = None;
+                    return Err(io::ErrorKind::WriteZero.into());
+                }
+                Ok(n) => buf = &buf[n..],
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(RETRY),
+                Err(e) => {
+                    self.broken = is_epipe(&e);
+                    self.file = None;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    fn run(limit: u64, chunks: &[&[u8]]) -> (Vec<u8>, Summary) {
+        let mut out = Vec::new();
+        let mut sink = |b: &[u8]| -> io::Result<()> {
+            out.extend_from_slice(b);
+            Ok(())
+        };
+        let mut c = Capped::new(limit, "stdout");
+        for chunk in chunks {
+            c.push(chunk, &mut sink).unwrap();
+        }
+        let s = c.finish(&mut sink);
+        (out, s)
+    }
+
+    #[test]
+    fn under_the_limit_passes_unchanged() {
+        for chunks in [&[&b"hello"[..]][..], &[b"he", b"", b"llo wor", b"ld!"]] {
+            let input: Vec<u8> = chunks.concat();
+            let (out, s) = run(16, chunks);
+            assert_eq!(out, input);
+            assert_eq!(
+                s,
+                Summary {
+                    total: input.len() as u64,
+                    passed: input.len() as u64,
+                    dropped: 0
+                }
+            );
+        }
+        let (out, s) = run(16, &[]);
+        assert!(out.is_empty());
+        assert_eq!(s, Summary::default());
+    }
+
+    #[test]
+    fn exactly_at_the_limit_passes_unchanged() {
+        let input = b"0123456789abcdef";
+        for split in 0..=input.len() {
+            let (a, b) = input.split_at(split);
+            let (out, s) = run(16, &[a, b]);
+            assert_eq!(out, input);
+            assert_eq!(s.dropped, 0);
+            assert_eq!(s.passed, 16);
+        }
+    }
+
+    #[test]
+    fn over_the_limit_keeps_head_marker_and_tail() {
+        let input = b"abcdefghijklmnopqrstuvwxyz0123";
+        let expected =
+            b"abcdefghijkl\n[stockade: output limit reached: 14 bytes of stdout dropped \
+                         here (limit 16 B per stream); the last 4 B follow]\n0123";
+        for size in 1..=input.len() {
+            let chunks: Vec<&[u8]> = input.chunks(size).collect();
+            let (out, s) = run(16, &chunks);
+            assert_eq!(
+                String::from_utf8_lossy(&out),
+                String::from_utf8_lossy(expected),
+                "chunk size {size}"
+            );
+            assert_eq!(
+                s,
+                Summary {
+                    total: 30,
+                    passed: 16,
+                    dropped: 14
+                }
+            );
+        }
+        // One byte over.
+        let (out, s) = run(16, &[b"0123456789abcdefX"]);
+        assert!(out.starts_with(b"0123456789ab\n[stockade: output limit reached: 1 bytes"));
+        assert!(out.ends_with(b"follow]\ndefX"));
+        assert_eq!(s.dropped, 1);
+    }
+
+    #[test]
+    fn tiny_limits() {
+        // limit 3: no tail at all, head only.
+        let (out, s) = run(3, &[b"abcdef"]);
+        assert!(out.starts_with(b"abc\n[stockade: output limit reached: 3 bytes"));
+        assert!(out.ends_with(b"the last 0 B follow]\n"));
+        assert_eq!((s.passed, s.dropped), (3, 3));
+        let (out, s) = run(0, &[b"ab"]);
+        assert!(out.starts_with(b"\n[stockade: output limit reached: 2 bytes of stdout"));
+        assert_eq!((s.total, s.passed, s.dropped), (2, 0, 2));
+    }
+
+    #[test]
+    fn the_ring_is_allocated_lazily() {
+        let mut c = Capped::new(1 << 20, "stderr");
+        let mut sink = |_: &[u8]| -> io::Result<()> { Ok(()) };
+        c.push(&vec![1u8; 768 * 1024], &mut sink).unwrap();
+        assert_eq!(c.ring.capacity(), 0);
+        c.push(b"x", &mut sink).unwrap();
+        assert!(c.ring.capacity() >= 1 && c.ring.capacity() <= RING_STEP);
+    }
+
+    #[test]
+    fn failed_writes_do_not_count_as_passed() {
+        let mut c = Capped::new(16, "stdout");
+        let mut failing = |_: &[u8]| -> io::Result<()> { Err(io::ErrorKind::Other.into()) };
+        assert!(c.push(b"0123456789", &mut failing).is_err());
+        assert!(c.push(b"abcdefghij", &mut failing).is_err());
+        let s = c.finish(&mut failing);
+        assert_eq!(
+            s,
+            Summary {
+                total: 20,
+                passed: 0,
+                dropped: 4
+            }
+        );
+    }
+
+    /// Byte `i` of a long deterministic stream.
+    fn byte(i: u64) -> u8 {
+        (i.wrapping_mul(2_654_435_761) >> 13) as u8
+    }
+
+    #[test]
+    fn huge_input_keeps_memory_bounded_and_the_exact_tail() {
+        const LIMIT: u64 = 1 << 20;
+        const TOTAL: u64 = 50_000_000;
+        let tail = (LIMIT / 4) as usize;
+        let head = LIMIT - LIMIT / 4;
+        let mut out = Vec::new();
+        let mut c = Capped::new(LIMIT, "stdout");
+        let mut pos = 0u64;
+        let sizes = [
+            1usize, 7, 4093, 65_537, 262_143, 262_144, 262_145, 999_999, 3,
+        ];
+        let mut k = 0;
+        while pos < TOTAL {
+            let n = (sizes[k % sizes.len()] as u64).min(TOTAL - pos);
+            k += 1;
+            let chunk: Vec<u8> = (pos..pos + n).map(byte).collect();
+            pos += n;
+            c.push(&chunk, &mut |b: &[u8]| -> io::Result<()> {
+                out.extend_from_slice(b);
+                Ok(())
+            })
+            .unwrap();
+            assert!(
+                c.ring.capacity() <= tail,
+                "ring grew to {}",
+                c.ring.capacity()
+            );
+            assert!(c.ring.len() <= tail);
+        }
+        let s = c.finish(&mut |b: &[u8]| -> io::Result<()> {
+            out.extend_from_slice(b);
+            Ok(())
+        });
+        assert_eq!(
+            s,
+            Summary {
+                total: TOTAL,
+                passed: LIMIT,
+                dropped: TOTAL - LIMIT
+            }
+        );
+        let marker = format!(
+            "\n[stockade: output limit reached: {} bytes of stdout dropped here (limit 1 MiB \
+             per stream); the last 256 KiB follow]\n",
+            TOTAL - LIMIT
+        );
+        let expected: Vec<u8> = (0..head)
+            .map(byte)
+            .chain(marker.bytes())
+            .chain((TOTAL - tail as u64..TOTAL).map(byte))
+            .collect();
+        assert!(out == expected, "output differs from head + marker + tail");
+    }
+
+    #[test]
+    fn human_sizes() {
+        let cases: [(u64, &str); 12] = [
+            (0, "0 B"),
+            (512, "512 B"),
+            (1023, "1023 B"),
+            (1024, "1 KiB"),
+            (1536, "1.5 KiB"),
+            (256 * 1024, "256 KiB"),
+            (1 << 20, "1 MiB"),
+            (3 << 19, "1.5 MiB"),
+            (16 << 20, "16 MiB"),
+            ((1 << 20) + 1, "1.0 MiB"),
+            (1 << 30, "1 GiB"),
+            (u64::MAX, "16.0 EiB"),
+        ];
+        for (n, s) in cases {
+            assert_eq!(human_size(n), s, "{n}");
+        }
+    }
+
+    /// Write `total` bytes of the deterministic stream into `w`, in 10,000-byte chunks.
+    fn write_stream(mut w: io::PipeWriter, total: u64) -> io::Result<()> {
+        let mut pos = 0;
+        while pos < total {
+            let n = 10_000.min(total - pos);
+            let chunk: Vec<u8> = (pos..pos + n).map(byte).collect();
+            w.write_all(&chunk)?;
+            pos += n;
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn relay_caps_a_real_pipe_without_blocking_the_writer() {
+        const LIMIT: u64 = 64 * 1024;
+        const TOTAL: u64 = 5_000_000;
+        let (cmd_r, cmd_w) = io::pipe().unwrap();
+        let (dest_r, dest_w) = io::pipe().unwrap();
+        let relay = std::thread::spawn(move || {
+            let r = relay(OwnedFd::from(cmd_r), dest_w.as_fd(), Some(LIMIT), "stdout");
+            drop(dest_w);
+            r
+        });
+        let (done_tx, done_rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done_tx.send(write_stream(cmd_w, TOTAL));
+        });
+        // Nobody reads the destination yet: the head (48 KiB) fits in its pipe buffer, and
+        // the relay keeps draining the command's pipe regardless.
+        let written = done_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the writer blocked");
+        written.unwrap();
+        let mut out = Vec::new();
+        let mut dest_r = dest_r;
+        dest_r.read_to_end(&mut out).unwrap();
+        let r = relay.join().unwrap();
+        assert!(!r.broken);
+        assert_eq!(
+            r.summary,
+            Summary {
+                total: TOTAL,
+                passed: LIMIT,
+                dropped: TOTAL - LIMIT
+            }
+        );
+        let marker = format!(
+            "\n[stockade: output limit reached: {} bytes of stdout dropped here (limit 64 KiB \
+             per stream); the last 16 KiB follow]\n",
+            TOTAL - LIMIT
+        );
+        let expected: Vec<u8> = (0..48 * 1024)
+            .map(byte)
+            .chain(marker.bytes())
+            .chain((TOTAL - 16 * 1024..TOTAL).map(byte))
+            .collect();
+        assert!(out == expected, "relayed output differs");
+    }
+
+    #[test]
+    fn relay_without_limit_passes_everything() {
+        const TOTAL: u64 = 300_000;
+        let (cmd_r, cmd_w) = io::pipe().unwrap();
+        let (mut dest_r, dest_w) = io::pipe().unwrap();
+        let writer = std::thread::spawn(move || write_stream(cmd_w, TOTAL));
+        let relay = std::thread::spawn(move || {
+            let r = relay(OwnedFd::from(cmd_r), dest_w.as_fd(), None, "stderr");
+            drop(dest_w);
+            r
+        });
+        let mut out = Vec::new();
+        dest_r.read_to_end(&mut out).unwrap();
+        writer.join().unwrap().unwrap();
+        let r = relay.join().unwrap();
+        assert_eq!(
+            r,
+            Relayed {
+                summary: Summary {
+                    total: TOTAL,
+                    passed: TOTAL,
+                    dropped: 0
+                },
+                broken: false
+            }
+        );
+        assert!(out == (0..TOTAL).map(byte).collect::<Vec<u8>>());
+    }
+
+    #[test]
+    fn relay_hands_epipe_back_to_the_writer() {
+        for limit in [Some(1 << 20), None] {
+            let (cmd_r, cmd_w) = io::pipe().unwrap();
+            let (dest_r, dest_w) = io::pipe().unwrap();
+            drop(dest_r); // `| head -1` that has already exited
+            let (done_tx, done_rx) = mpsc::channel();
+            std::thread::spawn(move || {
+                let _ = done_tx.send(write_stream(cmd_w, 1 << 30));
+            });
+            let r = relay(OwnedFd::from(cmd_r), dest_w.as_fd(), limit, "stdout");
+            assert!(r.broken);
+            assert_eq!(r.summary.passed, 0);
+            assert!(r.summary.total < 1 << 30);
+            let written = done_rx
+                .recv_timeout(Duration::from_secs(30))
+                .expect("the writer blocked instead of getting EPIPE");
+            assert_eq!(
+                written.map_err(|e| e.kind()),
+                Err(io::ErrorKind::BrokenPipe)
+            );
+        }
+    }
+}
