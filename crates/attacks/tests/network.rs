@@ -1133,6 +1133,32 @@ fn net_none_tcp_to_a_host_loopback_listener_fails() {
     assert!(srv.connections() >= clients.len());
 }
 
+/// Virtio sockets (`AF_VSOCK`) are not confined by the network namespace: in a VM they reach
+/// the hypervisor host whatever the mode. Creating one is refused inside (nothing is sent
+/// anywhere: the socket is never connected); control: the host can create one.
+#[test]
+fn vsock_sockets_cannot_be_created_in_any_mode() {
+    let Some(py) = attacks::python3("vsock") else {
+        return;
+    };
+    let fx = Fixture::new();
+    let script = format!(
+        "{} -c 'import socket\ntry:\n    socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)\n    print(\"vsock-created\")\nexcept OSError as e:\n    print(\"vsock-refused\", e.errno)'",
+        sh_quote(&py)
+    );
+    let control = fx.control(&script).outcome();
+    if control.run.stdout.contains("vsock-refused 97") {
+        println!("skipped: this kernel has no AF_VSOCK (EAFNOSUPPORT on the host)");
+        return;
+    }
+    control.assert_shows("vsock-created");
+    for mode in ["none", "proxy", "host"] {
+        let out = fx.attack(&["--net", mode], &script).outcome();
+        out.assert_shows(&format!("vsock-refused {}", libc::EPERM));
+        out.run.assert_lacks("vsock-created");
+    }
+}
+
 #[test]
 fn net_none_udp_to_a_host_loopback_listener_never_arrives() {
     let Some(k) = Kit::new("udp under --net none") else {

@@ -821,6 +821,104 @@ mod tests {
         assert_eq!(plan.pids, Some((10, Mechanism::Cgroup2)));
     }
 
+    /// The files a group is made of, against a plain directory standing in for cgroupfs.
+    #[test]
+    fn group_writes_limits_and_reads_usage_v1_and_v2() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = |n: &str| {
+            let p = tmp.path().join(n);
+            std::fs::create_dir_all(&p).unwrap();
+            p
+        };
+        let plan = ResourcePlan {
+            memory: Some((128 << 20, Mechanism::Cgroup1)),
+            pids: Some((64, Mechanism::Cgroup1)),
+            cpu_millis: Some((500, Mechanism::Cgroup1)),
+            cgroup: Some(CgroupSpec::V1 {
+                bases: vec![
+                    ("memory".into(), base("memory")),
+                    ("pids".into(), base("pids")),
+                    ("cpu".into(), base("cpu")),
+                    ("cpuacct".into(), base("cpuacct")),
+                ],
+            }),
+            rlimits: Vec::new(),
+        };
+        // memsw present: set like the limit.
+        let memsw_dir = tmp.path().join("memory/run");
+        let g = Group::create(&plan, "run").unwrap().unwrap();
+        assert_eq!(planned_dirs(&plan, "run").len(), 4);
+        let read = |p: &str| std::fs::read_to_string(tmp.path().join(p)).unwrap();
+        assert_eq!(read("memory/run/memory.limit_in_bytes"), "134217728");
+        assert!(!memsw_dir.join("memory.memsw.limit_in_bytes").exists());
+        assert_eq!(read("pids/run/pids.max"), "64");
+        assert_eq!(read("cpu/run/cpu.cfs_quota_us"), "50000");
+        assert_eq!(read("cpu/run/cpu.cfs_period_us"), "100000");
+        g.add(4242).unwrap();
+        assert_eq!(read("pids/run/cgroup.procs"), "4242");
+        let put = |p: &str, v: &str| std::fs::write(tmp.path().join(p), v).unwrap();
+        put("memory/run/memory.max_usage_in_bytes", "1000\n");
+        put(
+            "memory/run/memory.oom_control",
+            "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n",
+        );
+        put("pids/run/pids.peak", "64\n");
+        put("pids/run/pids.events", "max 7\n");
+        put("cpu/run/cpu.stat", "nr_periods 10\nnr_throttled 3\n");
+        put("cpuacct/run/cpuacct.usage", "2500000000\n");
+        let u = g.usage();
+        assert_eq!(u.memory_peak, Some(1000));
+        assert_eq!(u.oom_kills, 2);
+        assert_eq!(u.pids_peak, Some(64));
+        assert_eq!(u.pids_limit_hits, 7);
+        assert_eq!(u.cpu_throttled, 3);
+        assert_eq!(u.cpu_usec, Some(2_500_000));
+        let hits = hits(&plan, &u);
+        assert_eq!(
+            hits.iter().map(|h| h.limit).collect::<Vec<_>>(),
+            ["memory", "pids"]
+        );
+        // A plain directory with files cannot be removed as a cgroup can: reported, not hung.
+        assert!(g.remove(Duration::ZERO).is_err());
+
+        let v2 = base("v2");
+        std::fs::write(v2.join("cgroup.subtree_control"), "").unwrap();
+        let plan = ResourcePlan {
+            memory: Some((1 << 30, Mechanism::Cgroup2)),
+            pids: Some((10, Mechanism::Cgroup2)),
+            cpu_millis: Some((1500, Mechanism::Cgroup2)),
+            cgroup: Some(CgroupSpec::V2 {
+                base: v2.clone(),
+                enable: vec!["memory".into(), "pids".into(), "cpu".into()],
+            }),
+            rlimits: Vec::new(),
+        };
+        let g = Group::create(&plan, "run").unwrap().unwrap();
+        assert_eq!(read("v2/cgroup.subtree_control"), "+memory +pids +cpu");
+        assert_eq!(read("v2/run/memory.max"), "1073741824");
+        assert_eq!(read("v2/run/pids.max"), "10");
+        assert_eq!(read("v2/run/cpu.max"), "150000 100000");
+        put("v2/run/memory.peak", "77\n");
+        put(
+            "v2/run/memory.events",
+            "low 0\nhigh 0\nmax 5\noom 1\noom_kill 1\n",
+        );
+        put("v2/run/pids.events", "max 0\n");
+        put("v2/run/cpu.stat", "usage_usec 123\nnr_throttled 9\n");
+        let u = g.usage();
+        assert_eq!(
+            (
+                u.memory_peak,
+                u.oom_kills,
+                u.memory_limit_hits,
+                u.cpu_usec,
+                u.cpu_throttled
+            ),
+            (Some(77), 1, 5, Some(123), 9)
+        );
+        assert!(g.remove(Duration::ZERO).is_err());
+    }
+
     #[test]
     fn nothing_wanted_makes_no_group() {
         let plan = choose(&facts(true, ""), &Wanted::default()).unwrap();

@@ -60,7 +60,8 @@
 //!   only be made with `unshare(2)` or `clone3` (which is `ENOSYS` anyway).
 //! - `ioctl` is refused for `TIOCSTI` and `TIOCLINUX` (arg1).
 //! - `socket` is refused for `AF_UNIX` (arg0); `socketpair` stays allowed, so programs
-//!   can still talk to their own children.
+//!   can still talk to their own children. And for `AF_VSOCK`: virtio sockets ignore the
+//!   network namespace and reach the hypervisor host even in a run without network.
 //!
 //! # Architectures
 //!
@@ -429,6 +430,15 @@ fn table() -> Vec<Entry> {
                 value: libc::AF_UNIX as u64
             },
             "reaches host services over Unix sockets (container runtimes, D-Bus, ssh-agent, systemd); socketpair stays allowed"
+        ),
+        deny!(
+            SYS_socket,
+            "arg0 (domain) == AF_VSOCK",
+            Match::Equals {
+                arg: 0,
+                value: libc::AF_VSOCK as u64
+            },
+            "virtio sockets are not confined by the network namespace: they reach the hypervisor host (and other VMs) even without network"
         ),
     ]
 }
