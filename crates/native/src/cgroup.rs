@@ -160,30 +160,23 @@ pub fn choose(facts: &CgroupFacts, wanted: &Wanted) -> Result<ResourcePlan, Miss
             .map(|(_, p)| p.clone())
     };
     let mut bases: Vec<(String, PathBuf)> = Vec::new();
-    if let Some(bytes) = wanted.memory {
-        match v1("memory") {
-            Some(p) => {
-                bases.push(("memory".into(), p));
-                plan.memory = Some((bytes, Mechanism::Cgroup1));
-            }
-            None => {
-                plan.memory = Some((bytes, Mechanism::Rlimit));
-                plan.rlimits.push(("RLIMIT_DATA".into(), bytes));
-            }
+    let mut rlimits: Vec<(String, u64)> = Vec::new();
+    // The v1 hierarchy of `controller` when there is one, else the rlimit fallback.
+    let mut v1_or_rlimit = |controller: &str, value: u64, rlimit: &str| match v1(controller) {
+        Some(p) => {
+            bases.push((controller.into(), p));
+            (value, Mechanism::Cgroup1)
         }
-    }
-    if let Some(n) = wanted.pids {
-        match v1("pids") {
-            Some(p) => {
-                bases.push(("pids".into(), p));
-                plan.pids = Some((n, Mechanism::Cgroup1));
-            }
-            None => {
-                plan.pids = Some((n, Mechanism::Rlimit));
-                plan.rlimits.push(("RLIMIT_NPROC".into(), n));
-            }
+        None => {
+            rlimits.push((rlimit.into(), value));
+            (value, Mechanism::Rlimit)
         }
-    }
+    };
+    plan.memory = wanted
+        .memory
+        .map(|b| v1_or_rlimit("memory", b, "RLIMIT_DATA"));
+    plan.pids = wanted.pids.map(|n| v1_or_rlimit("pids", n, "RLIMIT_NPROC"));
+    plan.rlimits = rlimits;
     if let Some(millis) = wanted.cpu_millis {
         match v1("cpu") {
             Some(p) => {
@@ -206,12 +199,8 @@ pub fn choose(facts: &CgroupFacts, wanted: &Wanted) -> Result<ResourcePlan, Miss
         }
     }
     if !bases.is_empty() {
-        // CPU time is measured where the accounting hierarchy is separate.
-        if let Some(p) = v1("cpuacct") {
-            if !bases.iter().any(|(_, b)| *b == p) {
-                bases.push(("cpuacct".into(), p));
-            }
-        }
+        // CPU time comes from the kernel's accounting of reaped processes (`getrusage`), not
+        // from a `cpuacct` group: one more hierarchy to join and remove on every run.
         plan.cgroup = Some(CgroupSpec::V1 { bases });
     }
     Ok(plan)
@@ -547,6 +536,25 @@ impl Group {
         self.dirs.iter().map(|(_, d)| d.as_path())
     }
 
+    /// cgroup v1: each group's `tasks` file, open for writing, for the init to join by writing
+    /// `0` (itself); empty under v2 (the supervisor moves the init with [`Group::add`]).
+    pub fn tasks_files(&self) -> io::Result<Vec<std::os::fd::OwnedFd>> {
+        if self.version != 1 {
+            return Ok(Vec::new());
+        }
+        self.dirs
+            .iter()
+            .map(|(_, dir)| {
+                let path = dir.join("tasks");
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .map(std::os::fd::OwnedFd::from)
+                    .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+            })
+            .collect()
+    }
+
     /// Move process `pid` (and so everything it will start) into the group.
     pub fn add(&self, pid: i32) -> io::Result<()> {
         for (_, dir) in &self.dirs {
@@ -724,7 +732,7 @@ mod tests {
             panic!("v1 expected");
         };
         let names: Vec<&str> = bases.iter().map(|(c, _)| c.as_str()).collect();
-        assert_eq!(names, ["memory", "pids", "cpu", "cpuacct"]);
+        assert_eq!(names, ["memory", "pids", "cpu"]);
     }
 
     #[test]

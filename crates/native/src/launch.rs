@@ -399,7 +399,7 @@ pub fn launch(
             .then(|| output_pipe(plan))
             .transpose()?,
     ];
-    let spec = ChildSpec {
+    let mut spec = ChildSpec {
         report_fd: -1,
         sync_fd: -1,
         namespaces: if plan.network.new_namespace {
@@ -432,6 +432,8 @@ pub fn launch(
             output_pipes[0].as_ref().map_or(-1, |p| p.0.as_raw_fd()),
             output_pipes[1].as_ref().map_or(-1, |p| p.0.as_raw_fd()),
         ],
+        wait_group: false,
+        join_tasks: &[],
         mediate: mediation.as_deref().map(|filter| MediateSpec {
             filter,
             rules: sys::protect::Rules {
@@ -455,6 +457,15 @@ pub fn launch(
     };
     let group =
         Group::create(&plan.resources, &group_name).map_err(|e| cgroup_unavailable(plan, e))?;
+    // v1: the init joins by itself through `tasks` (no global lock); v2: the supervisor moves
+    // it while it sets up, and it forks the command once told.
+    let join_tasks: Vec<OwnedFd> = match &group {
+        Some(g) => g.tasks_files().map_err(|e| cgroup_unavailable(plan, e))?,
+        None => Vec::new(),
+    };
+    let join_fds: Vec<c_int> = join_tasks.iter().map(AsRawFd::as_raw_fd).collect();
+    spec.join_tasks = &join_fds;
+    spec.wait_group = group.is_some() && join_fds.is_empty();
 
     // ---- launch and supervise ----
     let mut child = sys::parent::spawn(&spec, &mut slots).map_err(|e| match e.raw_os_error() {
@@ -484,16 +495,19 @@ pub fn launch(
         }),
     ];
     let ids = &plan.ids;
-    if let Some(g) = &group {
-        if let Err(e) = g.add(child.pid) {
+    let mapped =
+        sys::parent::write_id_maps(child.pid, &ids.uid_map, &ids.gid_map, ids.deny_setgroups)
+            .and_then(|_| child.release());
+    // Into the run's cgroup while the init sets up the sandbox; it forks the command only
+    // once told the move is done.
+    drop(join_tasks);
+    if let (Some(g), Ok(()), true) = (&group, &mapped, spec.wait_group) {
+        if let Err(e) = g.add(child.pid).and_then(|_| child.release_command()) {
             child.kill();
             let _ = child.wait();
             return Err(cgroup_unavailable(plan, e));
         }
     }
-    let mapped =
-        sys::parent::write_id_maps(child.pid, &ids.uid_map, &ids.gid_map, ids.deny_setgroups)
-            .and_then(|_| child.release());
     if let Err(e) = mapped {
         child.kill();
         let _ = child.wait();

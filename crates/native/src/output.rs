@@ -458,12 +458,33 @@ mod tests {
         (i.wrapping_mul(2_654_435_761) >> 13) as u8
     }
 
+    /// What `total` bytes of the [`byte`] stream on stdout become under `limit`: the summary
+    /// and the bytes (head, marker, tail).
+    fn cut_stream(total: u64, limit: u64, limit_h: &str, tail_h: &str) -> (Summary, Vec<u8>) {
+        let tail = limit / 4;
+        let marker = format!(
+            "\n[stockade: output limit reached: {} bytes of stdout dropped here (limit {limit_h} \
+             per stream); the last {tail_h} follow]\n",
+            total - limit
+        );
+        let bytes = (0..limit - tail)
+            .map(byte)
+            .chain(marker.bytes())
+            .chain((total - tail..total).map(byte))
+            .collect();
+        let summary = Summary {
+            total,
+            passed: limit,
+            dropped: total - limit,
+        };
+        (summary, bytes)
+    }
+
     #[test]
     fn huge_input_keeps_memory_bounded_and_the_exact_tail() {
         const LIMIT: u64 = 1 << 20;
         const TOTAL: u64 = 50_000_000;
         let tail = (LIMIT / 4) as usize;
-        let head = LIMIT - LIMIT / 4;
         let mut out = Vec::new();
         let mut c = Capped::new(LIMIT, "stdout");
         let mut pos = 0u64;
@@ -492,24 +513,8 @@ mod tests {
             out.extend_from_slice(b);
             Ok(())
         });
-        assert_eq!(
-            s,
-            Summary {
-                total: TOTAL,
-                passed: LIMIT,
-                dropped: TOTAL - LIMIT
-            }
-        );
-        let marker = format!(
-            "\n[stockade: output limit reached: {} bytes of stdout dropped here (limit 1 MiB \
-             per stream); the last 256 KiB follow]\n",
-            TOTAL - LIMIT
-        );
-        let expected: Vec<u8> = (0..head)
-            .map(byte)
-            .chain(marker.bytes())
-            .chain((TOTAL - tail as u64..TOTAL).map(byte))
-            .collect();
+        let (summary, expected) = cut_stream(TOTAL, LIMIT, "1 MiB", "256 KiB");
+        assert_eq!(s, summary);
         assert!(out == expected, "output differs from head + marker + tail");
     }
 
@@ -572,24 +577,8 @@ mod tests {
         dest_r.read_to_end(&mut out).unwrap();
         let r = relay.join().unwrap();
         assert!(!r.broken);
-        assert_eq!(
-            r.summary,
-            Summary {
-                total: TOTAL,
-                passed: LIMIT,
-                dropped: TOTAL - LIMIT
-            }
-        );
-        let marker = format!(
-            "\n[stockade: output limit reached: {} bytes of stdout dropped here (limit 64 KiB \
-             per stream); the last 16 KiB follow]\n",
-            TOTAL - LIMIT
-        );
-        let expected: Vec<u8> = (0..48 * 1024)
-            .map(byte)
-            .chain(marker.bytes())
-            .chain((TOTAL - 16 * 1024..TOTAL).map(byte))
-            .collect();
+        let (summary, expected) = cut_stream(TOTAL, LIMIT, "64 KiB", "16 KiB");
+        assert_eq!(r.summary, summary);
         assert!(out == expected, "relayed output differs");
     }
 

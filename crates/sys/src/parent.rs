@@ -112,6 +112,12 @@ impl Spawned {
         raw::write_all(self.sync.as_raw_fd(), &[1]).map_err(Into::into)
     }
 
+    /// Let the init start the command (it has been moved into the run's cgroup); see
+    /// `ChildSpec::wait_group`.
+    pub fn release_command(&mut self) -> io::Result<()> {
+        raw::write_all(self.sync.as_raw_fd(), &[2]).map_err(Into::into)
+    }
+
     /// Wait for the init to exit; returns its raw wait status.
     pub fn wait(&self) -> io::Result<c_int> {
         raw::waitpid(self.pid, 0)

@@ -52,12 +52,14 @@ pub enum Stage {
     ProxyListener = 21,
     Rlimit = 22,
     Stdio = 23,
+    WaitForGroup = 24,
+    JoinGroup = 25,
 }
 
 impl Stage {
     pub fn from_u32(v: u32) -> Option<Stage> {
         use Stage::*;
-        const ALL: [Stage; 21] = [
+        const ALL: [Stage; 23] = [
             ParentGone,
             WaitForMaps,
             SetGroups,
@@ -79,6 +81,8 @@ impl Stage {
             ProxyListener,
             Rlimit,
             Stdio,
+            WaitForGroup,
+            JoinGroup,
         ];
         ALL.into_iter().find(|s| *s as u32 == v)
     }
@@ -107,6 +111,8 @@ impl Stage {
             Stage::ProxyListener => "open the proxy's listening socket in the sandbox",
             Stage::Rlimit => "set a resource limit",
             Stage::Stdio => "connect the command's output to the supervisor",
+            Stage::WaitForGroup => "wait to be placed in the run's cgroup",
+            Stage::JoinGroup => "join the run's cgroup",
         }
     }
 }
@@ -285,6 +291,16 @@ pub struct ChildSpec<'a> {
     /// the command gets `EPIPE`/`SIGPIPE` as in a plain pipeline instead of blocking on a
     /// full pipe that nobody drains.
     pub output_readers: [c_int; 2],
+    /// The supervisor moves the init into the run's cgroup after releasing it, and says so
+    /// with a second byte on the sync pipe: the init sets up the sandbox meanwhile (the move
+    /// can wait for an RCU grace period) and forks the command only after that byte, so the
+    /// command starts inside the group.
+    pub wait_group: bool,
+    /// cgroup v1 `tasks` files of the run's groups, opened for writing by the supervisor: the
+    /// init writes `0` (itself) to each first thing. A thread moving itself through `tasks`
+    /// skips the global threadgroup lock that moving a process through `cgroup.procs` takes,
+    /// and with it an RCU grace period (milliseconds) per run.
+    pub join_tasks: &'a [c_int],
 }
 
 /// Where the proxy listens inside the sandbox, and the socket to hand the listener over.
@@ -349,6 +365,12 @@ pub const FORWARDED_SIGNALS: [c_int; 6] = [
 /// Entry point of the init (pid 1 of the sandbox). Never returns.
 pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
     let fd = spec.report_fd;
+    for (i, tasks) in spec.join_tasks.iter().enumerate() {
+        if let Err(e) = raw::write_all(*tasks, b"0") {
+            fail(fd, Stage::JoinGroup, i, e, 125);
+        }
+        raw::close(*tasks);
+    }
     for reader in spec.output_readers {
         if reader >= 0 {
             raw::close(reader);
@@ -375,7 +397,8 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
         fail(fd, Stage::ParentGone, 0, e, 125);
     }
     match raw::pipe_writers_gone(spec.sync_fd) {
-        Ok(false) => raw::close(spec.sync_fd),
+        Ok(false) if !spec.wait_group => raw::close(spec.sync_fd),
+        Ok(false) => {}
         Ok(true) => fail(fd, Stage::ParentGone, 0, Errno(libc::ESRCH), 125),
         Err(e) => fail(fd, Stage::ParentGone, 0, e, 125),
     }
@@ -433,6 +456,13 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
         },
         None => (-1, -1),
     };
+    if spec.wait_group {
+        match raw::read(spec.sync_fd, &mut byte) {
+            Ok(1) => raw::close(spec.sync_fd),
+            Ok(_) => fail(fd, Stage::WaitForGroup, 0, Errno(libc::EPIPE), 125),
+            Err(e) => fail(fd, Stage::WaitForGroup, 0, e, 125),
+        }
+    }
     let cmd = match raw::clone_fork(0) {
         Ok(0) => {
             if init_sock >= 0 {
