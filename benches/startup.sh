@@ -259,7 +259,7 @@ if os.path.exists(sys.argv[9]):
     lim = json.load(open(sys.argv[9]))["results"]
     if len(lim) == 2:
         on, off = lim[0]["median"] * 1000, lim[1]["median"] * 1000
-        mech = "cgroup v1 (memory, pids, cpuacct)" if os.geteuid() == 0 else "rlimits"
+        mech = "cgroup v1 (memory, pids)" if os.geteuid() == 0 else "rlimits"
         lines += [
             "",
             "## Resource limits",

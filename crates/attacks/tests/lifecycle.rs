@@ -73,7 +73,7 @@ fn killing_the_supervisor_ends_every_process_in_the_sandbox() {
         kill_all(&tag);
         panic!("the sandboxed processes never started");
     }
-    // The run's cgroup (root here: cgroup v1 groups for memory, pids and cpuacct).
+    // The run's cgroup (root here: cgroup v1 groups for memory and pids).
     let groups = run_groups(child.id());
     if attacks::is_root() {
         assert!(
