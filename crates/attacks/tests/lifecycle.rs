@@ -143,3 +143,79 @@ fn background_processes_end_with_the_command() {
         "control: background processes survive a plain shell"
     );
 }
+
+/// Ctrl-C (SIGINT to stockade) is forwarded to the command first; a command that ignores it,
+/// and a daemon that left the session, end with the whole sandbox after the grace period:
+/// stockade exits 130 within a few seconds and nothing of the run remains. Control: the same
+/// tree under a plain shell shrugs the SIGINT off.
+#[test]
+fn ctrl_c_is_forwarded_then_the_whole_sandbox_ends() {
+    let fx = Fixture::new();
+    let tag = fx.marker("interrupt");
+    let seen = fx.ws.join("got-int");
+    let script = format!(
+        "(trap '' INT TERM HUP; setsid sh -c 'trap \"\" INT TERM HUP; while :; do sleep 1; done; : {tag}' &); \
+         trap 'echo int > {seen}' INT; while :; do sleep 1; done; : {tag}",
+        seen = attacks::sh_quote(&seen)
+    );
+    let mut cmd = Command::new(stockade_bin());
+    cmd.args(["run", "--workspace"])
+        .arg(&fx.ws)
+        .args(["--shell", &script]);
+    let mut child = spawn(cmd, &fx);
+    let started = wait_until(|| processes_with(&tag).len() >= 2, Duration::from_secs(15));
+    if !started {
+        let _ = child.kill();
+        let _ = child.wait();
+        kill_all(&tag);
+        panic!("the sandboxed processes never started");
+    }
+    let sent = std::time::Instant::now();
+    // SAFETY: kill with a pid and a signal number touches no memory.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let mut status = None;
+    while sent.elapsed() < Duration::from_secs(5) {
+        status = child.try_wait().ok().flatten();
+        if status.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let took = sent.elapsed();
+    let ended = status.is_some();
+    let gone = wait_until(|| processes_with(&tag).is_empty(), Duration::from_secs(1));
+    let left = processes_with(&tag);
+    kill_all(&tag);
+    // Reaps it if it ended; kills and reaps it if it did not.
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(ended, "stockade still running {took:?} after SIGINT");
+    assert!(
+        took < Duration::from_secs(3),
+        "stockade took {took:?} to end after SIGINT"
+    );
+    assert_eq!(status.and_then(|s| s.code()), Some(130), "{status:?}");
+    assert!(gone, "processes outlived the interrupted run: {left:?}");
+    assert!(
+        wait_until(|| seen.exists(), Duration::from_secs(1)),
+        "the command never saw the forwarded SIGINT"
+    );
+
+    // Control: a plain shell running the same tree ignores the SIGINT and keeps everything.
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c").arg(&script);
+    let mut control = spawn(cmd, &fx);
+    let started = wait_until(|| processes_with(&tag).len() >= 2, Duration::from_secs(10));
+    // SAFETY: as above.
+    unsafe { libc::kill(control.id() as i32, libc::SIGINT) };
+    std::thread::sleep(Duration::from_millis(1500));
+    let alive = matches!(control.try_wait(), Ok(None));
+    let _ = control.kill();
+    let _ = control.wait();
+    std::thread::sleep(Duration::from_millis(200));
+    let survivors = processes_with(&tag);
+    kill_all(&tag);
+    assert!(started, "control never started");
+    assert!(alive, "control: the shell should ignore SIGINT");
+    assert!(!survivors.is_empty(), "control: the daemon should survive");
+}

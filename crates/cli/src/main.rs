@@ -288,6 +288,11 @@ fn run(args: RunArgs) -> Result<u8, Error> {
             policy_timeout.unwrap_or(0)
         );
     }
+    if result.outcome.ended_by == Some("interrupt") {
+        eprintln!(
+            "stockade: interrupted: the signal was passed to the command; whatever was left of the run was ended"
+        );
+    }
     for h in &result.outcome.limit_hits {
         eprintln!(
             "stockade: limit[{}]: {} ({}): {}",

@@ -546,13 +546,31 @@ pub fn launch(
     // SIGKILL to the init, which takes every process of the pid namespace with it.
     let mut deadline = plan.timeout_secs.map(|t| started + Duration::from_secs(t));
     let mut timed_out = false;
+    // Ctrl-C (or SIGTERM, SIGHUP) to stockade: forwarded to the command by the handler; the
+    // whole sandbox ends after the same grace period if the command is still there.
+    let mut interrupted: Option<c_int> = None;
+    let mut interrupt_end: Option<Instant> = None;
     loop {
-        if let Some(at) = deadline {
-            let left = at.saturating_duration_since(Instant::now());
-            let ready = child
-                .report_ready(left)
-                .map_err(|e| RunError::io("wait for the sandbox", e))?;
-            if !ready {
+        if interrupted.is_none() {
+            if let Some(sig) = sys::parent::interrupted() {
+                interrupted = Some(sig);
+                interrupt_end = Some(Instant::now() + TIMEOUT_GRACE);
+            }
+        }
+        let wake = [deadline, interrupt_end].into_iter().flatten().min();
+        let left = wake.map_or(Duration::from_secs(86_400), |at| {
+            at.saturating_duration_since(Instant::now())
+        });
+        let ready = child
+            .report_ready(left)
+            .map_err(|e| RunError::io("wait for the sandbox", e))?;
+        if !ready {
+            let now = Instant::now();
+            if interrupt_end.is_some_and(|t| now >= t) {
+                child.kill();
+                interrupt_end = None;
+                deadline = None;
+            } else if deadline.is_some_and(|t| now >= t) {
                 if timed_out {
                     child.kill();
                     deadline = None;
@@ -561,8 +579,8 @@ pub fn launch(
                     child.signal(libc::SIGTERM);
                     deadline = Some(Instant::now() + TIMEOUT_GRACE);
                 }
-                continue;
             }
+            continue;
         }
         let (report, path) = match child.next_report() {
             Ok(Some(r)) => r,
@@ -628,11 +646,13 @@ pub fn launch(
         return Err(setup_error(plan, f));
     }
     let exec_errno = exec_failure.map(|f| f.value);
-    let (exit_code, signal) = match status {
+    let (exit_code, signal) = match (status, interrupted) {
         _ if timed_out => (EXIT_TIMEOUT, None),
-        Some(s) if libc::WIFSIGNALED(s) => (128 + libc::WTERMSIG(s), Some(libc::WTERMSIG(s))),
-        Some(s) => (postfork::exit_code(s), None),
-        None => (postfork::exit_code(init_status), None),
+        // Ended by us after the grace period: as if the signal had killed it.
+        (None, Some(sig)) => (128 + sig, Some(sig)),
+        (Some(s), _) if libc::WIFSIGNALED(s) => (128 + libc::WTERMSIG(s), Some(libc::WTERMSIG(s))),
+        (Some(s), _) => (postfork::exit_code(s), None),
+        (None, None) => (postfork::exit_code(init_status), None),
     };
     let mut limit_hits = crate::cgroup::hits(&plan.resources, &usage);
     if let (Some(o), Some(limit)) = (&output, plan.output_limit) {
@@ -653,6 +673,8 @@ pub fn launch(
     }
     let ended_by = if timed_out {
         Some("timeout")
+    } else if interrupted.is_some() {
+        Some("interrupt")
     } else if usage.oom_kills > 0
         && (signal == Some(libc::SIGKILL) || exit_code == 128 + libc::SIGKILL)
     {

@@ -264,6 +264,12 @@ pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, E
             for s in &outcome.skipped {
                 audit.event("degraded", serde_json::json!({ "skipped": s }))?;
             }
+            if outcome.ended_by == Some("interrupt") {
+                audit.event(
+                    "interrupt",
+                    serde_json::json!({ "exit_code": outcome.exit_code, "signal": outcome.signal }),
+                )?;
+            }
             for h in &outcome.limit_hits {
                 audit.event("limit", serde_json::to_value(h).unwrap_or_default())?;
             }

@@ -147,6 +147,8 @@ impl Spawned {
         loop {
             match raw::poll(&mut fds, ms) {
                 Ok(n) => return Ok(n > 0),
+                // An ending signal wakes the caller early, to start its grace period.
+                Err(e) if e.0 == libc::EINTR && interrupted().is_some() => return Ok(false),
                 Err(e) if e.0 == libc::EINTR => continue,
                 Err(e) => return Err(e.into()),
             }
@@ -254,11 +256,25 @@ pub fn idmapped_clone(
 }
 
 static FORWARD_TO: AtomicI32 = AtomicI32::new(0);
+/// The first SIGINT, SIGTERM or SIGHUP the supervisor received (0: none).
+static INTERRUPTED: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn forward(sig: c_int) {
     let pid = FORWARD_TO.load(Ordering::Relaxed);
     if pid > 0 {
         let _ = raw::kill(pid, sig);
+    }
+    if matches!(sig, libc::SIGINT | libc::SIGTERM | libc::SIGHUP) {
+        let _ = INTERRUPTED.compare_exchange(0, sig, Ordering::Relaxed, Ordering::Relaxed);
+    }
+}
+
+/// The first ending signal (SIGINT, SIGTERM, SIGHUP) forwarded to the sandbox, if any: the
+/// run then ends after a grace period even if the command ignores it.
+pub fn interrupted() -> Option<c_int> {
+    match INTERRUPTED.load(Ordering::Relaxed) {
+        0 => None,
+        sig => Some(sig),
     }
 }
 
