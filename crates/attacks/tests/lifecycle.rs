@@ -52,6 +52,27 @@ fn run_groups(pid: u32) -> Vec<std::path::PathBuf> {
     out
 }
 
+/// `stockade run --shell script` in the background, once `count` processes carrying `tag` are
+/// up.
+fn start_run(fx: &Fixture, script: &str, tag: &str, count: usize) -> Child {
+    let mut cmd = Command::new(stockade_bin());
+    cmd.args(["run", "--workspace"])
+        .arg(&fx.ws)
+        .args(["--shell", script]);
+    let mut child = spawn(cmd, fx);
+    let started = wait_until(
+        || processes_with(tag).len() >= count,
+        Duration::from_secs(15),
+    );
+    if !started {
+        let _ = child.kill();
+        let _ = child.wait();
+        kill_all(tag);
+        panic!("the sandboxed processes never started");
+    }
+    child
+}
+
 #[test]
 fn killing_the_supervisor_ends_every_process_in_the_sandbox() {
     let fx = Fixture::new();
@@ -61,18 +82,7 @@ fn killing_the_supervisor_ends_every_process_in_the_sandbox() {
         "(trap '' TERM HUP; setsid sh -c 'trap \"\" TERM HUP; while :; do sleep 1; done; : {tag}' &); sh -c 'while :; do sleep 1; done; : {tag}'"
     );
 
-    let mut cmd = Command::new(stockade_bin());
-    cmd.args(["run", "--workspace"])
-        .arg(&fx.ws)
-        .args(["--shell", &script]);
-    let mut child = spawn(cmd, &fx);
-    let started = wait_until(|| processes_with(&tag).len() >= 3, Duration::from_secs(15));
-    if !started {
-        let _ = child.kill();
-        let _ = child.wait();
-        kill_all(&tag);
-        panic!("the sandboxed processes never started");
-    }
+    let mut child = start_run(&fx, &script, &tag, 3);
     // The run's cgroup (root here: cgroup v1 groups for memory and pids).
     let groups = run_groups(child.id());
     if attacks::is_root() {
@@ -158,18 +168,7 @@ fn ctrl_c_is_forwarded_then_the_whole_sandbox_ends() {
          trap 'echo int > {seen}' INT; while :; do sleep 1; done; : {tag}",
         seen = attacks::sh_quote(&seen)
     );
-    let mut cmd = Command::new(stockade_bin());
-    cmd.args(["run", "--workspace"])
-        .arg(&fx.ws)
-        .args(["--shell", &script]);
-    let mut child = spawn(cmd, &fx);
-    let started = wait_until(|| processes_with(&tag).len() >= 2, Duration::from_secs(15));
-    if !started {
-        let _ = child.kill();
-        let _ = child.wait();
-        kill_all(&tag);
-        panic!("the sandboxed processes never started");
-    }
+    let mut child = start_run(&fx, &script, &tag, 2);
     let sent = std::time::Instant::now();
     // SAFETY: kill with a pid and a signal number touches no memory.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
