@@ -429,7 +429,17 @@ pub fn hits(plan: &ResourcePlan, usage: &Usage) -> Vec<LimitHit> {
         }
     }
     if let Some((n, m)) = plan.pids {
-        if usage.pids_limit_hits > 0 {
+        if m == Mechanism::Rlimit && usage.pids_peak.is_some_and(|p| p >= n) {
+            out.push(LimitHit {
+                code: E_LIMIT_REACHED,
+                limit: "pids",
+                value: n,
+                mechanism: mech(m),
+                detail: format!(
+                    "the run reached its limit of {n} processes (counted every 50 ms); forks beyond it failed"
+                ),
+            });
+        } else if usage.pids_limit_hits > 0 {
             out.push(LimitHit {
                 code: E_LIMIT_REACHED,
                 limit: "pids",
@@ -443,6 +453,33 @@ pub fn hits(plan: &ResourcePlan, usage: &Usage) -> Vec<LimitHit> {
         }
     }
     out
+}
+
+/// Tasks (processes and threads) in the process tree of `root` now: what `RLIMIT_NPROC` counts
+/// for a run (every task of the run has its uid in its own user namespace). Walks
+/// `/proc/PID/task/TID/children`; tasks that exit meanwhile are skipped.
+pub fn count_tasks(root: i32) -> u64 {
+    let mut count = 0u64;
+    let mut todo = vec![root];
+    while let Some(pid) = todo.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            count += 1;
+            let children =
+                std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+            todo.extend(
+                children
+                    .split_whitespace()
+                    .filter_map(|c| c.parse::<i32>().ok()),
+            );
+        }
+        if count > 1_000_000 {
+            break;
+        }
+    }
+    count
 }
 
 /// One run's cgroup (one directory per hierarchy under v1). Removed on drop.

@@ -550,6 +550,13 @@ pub fn launch(
     // whole sandbox ends after the same grace period if the command is still there.
     let mut interrupted: Option<c_int> = None;
     let mut interrupt_end: Option<Instant> = None;
+    // A pids limit enforced by RLIMIT_NPROC is not counted by the kernel: the run's processes
+    // are counted every PIDS_SAMPLE instead, for the report's peak and the limit event.
+    let mut next_sample = match plan.resources.pids {
+        Some((_, crate::cgroup::Mechanism::Rlimit)) => Some(started + PIDS_FIRST_SAMPLE),
+        _ => None,
+    };
+    let mut pids_sampled = 0u64;
     loop {
         if interrupted.is_none() {
             if let Some(sig) = sys::parent::interrupted() {
@@ -557,7 +564,10 @@ pub fn launch(
                 interrupt_end = Some(Instant::now() + TIMEOUT_GRACE);
             }
         }
-        let wake = [deadline, interrupt_end].into_iter().flatten().min();
+        let wake = [deadline, interrupt_end, next_sample]
+            .into_iter()
+            .flatten()
+            .min();
         let left = wake.map_or(Duration::from_secs(86_400), |at| {
             at.saturating_duration_since(Instant::now())
         });
@@ -566,6 +576,10 @@ pub fn launch(
             .map_err(|e| RunError::io("wait for the sandbox", e))?;
         if !ready {
             let now = Instant::now();
+            if next_sample.is_some_and(|t| now >= t) {
+                pids_sampled = pids_sampled.max(crate::cgroup::count_tasks(child.pid));
+                next_sample = Some(now + PIDS_SAMPLE);
+            }
             if interrupt_end.is_some_and(|t| now >= t) {
                 child.kill();
                 interrupt_end = None;
@@ -629,6 +643,7 @@ pub fn launch(
             Usage {
                 cpu_usec: r.map(|r| r.0),
                 memory_peak: r.map(|r| r.1),
+                pids_peak: (pids_sampled > 0).then_some(pids_sampled),
                 ..Usage::default()
             }
         }
@@ -744,6 +759,11 @@ fn cgroup_unavailable(plan: &Plan, e: std::io::Error) -> RunError {
         fix: "check that the cgroup hierarchy is writable by this user (`stockade doctor`), or lower the limits to none (--memory 0, --pids 0) to run without a cgroup".into(),
     }
 }
+
+/// When and how often the processes of a run whose pids limit is an rlimit are counted (a
+/// fork bomb reaches the limit within milliseconds; a count walks every task of the run).
+const PIDS_FIRST_SAMPLE: Duration = Duration::from_millis(20);
+const PIDS_SAMPLE: Duration = Duration::from_millis(50);
 
 /// Exit code of a run that hit its time limit (as `timeout(1)`).
 pub const EXIT_TIMEOUT: i32 = 124;
