@@ -13,8 +13,9 @@ fn mechanism(report: &serde_json::Value, limit: &str) -> String {
 }
 
 /// `--cpu 0.5`: a 3-second busy loop gets at most half a core (1.5 s of CPU) under a cgroup;
-/// control: most of three seconds without the limit. (Its own test binary, so no other test
-/// of the suite shares the cores while it measures.) Without a cgroup the run is refused, naming the fix.
+/// control: at least two of the three seconds without the limit, more than the limit can give.
+/// (Its own test binary, so no other test of the suite shares the cores while it measures.)
+/// Without a cgroup the run is refused, naming the fix.
 #[test]
 fn cpu_limit_halves_a_busy_loop_or_is_refused() {
     let Some(py) = attacks::python3("cpu limit") else {
@@ -55,7 +56,7 @@ fn cpu_limit_halves_a_busy_loop_or_is_refused() {
         .as_u64()
         .unwrap_or(0);
     assert!(
-        cpu >= 2_300_000,
+        cpu >= 2_000_000,
         "control: {cpu} µs of CPU in 3 s without a limit, {limited} with it"
     );
 }
