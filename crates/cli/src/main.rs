@@ -53,6 +53,17 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         audit: Option<PathBuf>,
     },
+    /// Copy standard input to standard output without invisible and direction-changing
+    /// characters, Unicode Tag characters and terminal control sequences (text headed to a
+    /// model or a terminal). Says on stderr what it removed, including text hidden in Tags.
+    Sanitize {
+        /// Also write the report (JSON) to FILE.
+        #[arg(long, value_name = "FILE")]
+        report: Option<PathBuf>,
+        /// The report as JSON on stderr instead of a summary line.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -356,6 +367,65 @@ fn policy_show(args: PolicyArgs, json: bool) -> Result<u8, Error> {
     Ok(0)
 }
 
+/// `stockade sanitize`: stdin → stdout through [`guard::Sanitizer`], in 64 KiB chunks.
+fn sanitize(report_file: Option<&Path>, json: bool) -> Result<u8, Error> {
+    use std::io::{Read, Write};
+    let io = |what: &str| {
+        let what = what.to_string();
+        move |cause| Error::Io { what, cause }
+    };
+    let mut s = guard::Sanitizer::new();
+    let (mut input, mut output) = (std::io::stdin().lock(), std::io::stdout().lock());
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut out = Vec::with_capacity(buf.len() + 64);
+    loop {
+        let n = match input.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io("read standard input")(e)),
+        };
+        out.clear();
+        s.push(&buf[..n], &mut out);
+        output
+            .write_all(&out)
+            .map_err(io("write standard output"))?;
+    }
+    out.clear();
+    let report = s.finish(&mut out);
+    output
+        .write_all(&out)
+        .map_err(io("write standard output"))?;
+    output.flush().map_err(io("write standard output"))?;
+    let value = serde_json::to_value(&report).unwrap_or_default();
+    if let Some(path) = report_file {
+        std::fs::write(path, format!("{value:#}\n")).map_err(io("write the sanitizer report"))?;
+    }
+    if json {
+        eprintln!("{value}");
+    } else if !report.is_clean() {
+        let parts: Vec<String> = report
+            .found
+            .iter()
+            .map(|(c, f)| {
+                let name = serde_json::to_value(c)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                format!("{} {name}", f.count)
+            })
+            .collect();
+        eprintln!("stockade: sanitize: removed {}", parts.join(", "));
+        if !report.hidden_text.is_empty() {
+            eprintln!(
+                "stockade: sanitize: hidden text (Unicode Tags): {:?}",
+                report.hidden_text
+            );
+        }
+    }
+    Ok(0)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let (result, json) = match cli.command {
@@ -365,6 +435,7 @@ fn main() -> ExitCode {
             (run(args), json)
         }
         Command::Doctor { json } => (Ok(doctor(json)), json),
+        Command::Sanitize { report, json } => (sanitize(report.as_deref(), json), json),
         Command::Proxy {
             policy,
             listen,
