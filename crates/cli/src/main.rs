@@ -168,6 +168,10 @@ struct RunArgs {
     /// Run even if Landlock or seccomp cannot be enforced (recorded in the report).
     #[arg(long)]
     allow_degraded: bool,
+    /// Pass the command's stdout and stderr (terminals too) through the sanitizer: no
+    /// invisible, Bidi or Tag characters, no terminal escape sequences (see `stockade sanitize`).
+    #[arg(long)]
+    sanitize_output: bool,
     /// Print stockade's own errors as JSON on stderr.
     #[arg(long)]
     json: bool,
@@ -243,6 +247,7 @@ fn run(args: RunArgs) -> Result<u8, Error> {
         }
     };
     request.options.allow_degraded = args.allow_degraded;
+    request.options.sanitize_output = args.sanitize_output;
     request.report = args.report;
     request.audit = args.audit;
     let result = stockade::run(&policy, &request)?;
@@ -303,6 +308,16 @@ fn run(args: RunArgs) -> Result<u8, Error> {
         eprintln!(
             "stockade: interrupted: the signal was passed to the command; whatever was left of the run was ended"
         );
+    }
+    if let Some(o) = &result.outcome.output {
+        for (name, r) in [
+            ("stdout", &o.sanitized_stdout),
+            ("stderr", &o.sanitized_stderr),
+        ] {
+            if let Some(r) = r.as_ref().filter(|r| !r.is_clean()) {
+                report_sanitized(&format!("sanitized {name}"), r);
+            }
+        }
     }
     for h in &result.outcome.limit_hits {
         eprintln!(
@@ -367,6 +382,28 @@ fn policy_show(args: PolicyArgs, json: bool) -> Result<u8, Error> {
     Ok(0)
 }
 
+/// One line of what the sanitizer removed, and one with the text hidden in Tags if any.
+fn report_sanitized(what: &str, report: &guard::Report) {
+    let parts: Vec<String> = report
+        .found
+        .iter()
+        .map(|(c, f)| {
+            let name = serde_json::to_value(c)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            format!("{} {name}", f.count)
+        })
+        .collect();
+    eprintln!("stockade: {what}: removed {}", parts.join(", "));
+    if !report.hidden_text.is_empty() {
+        eprintln!(
+            "stockade: {what}: hidden text (Unicode Tags): {:?}",
+            report.hidden_text
+        );
+    }
+}
+
 /// `stockade sanitize`: stdin → stdout through [`guard::Sanitizer`], in 64 KiB chunks.
 fn sanitize(report_file: Option<&Path>, json: bool) -> Result<u8, Error> {
     use std::io::{Read, Write};
@@ -404,24 +441,7 @@ fn sanitize(report_file: Option<&Path>, json: bool) -> Result<u8, Error> {
     if json {
         eprintln!("{value}");
     } else if !report.is_clean() {
-        let parts: Vec<String> = report
-            .found
-            .iter()
-            .map(|(c, f)| {
-                let name = serde_json::to_value(c)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default();
-                format!("{} {name}", f.count)
-            })
-            .collect();
-        eprintln!("stockade: sanitize: removed {}", parts.join(", "));
-        if !report.hidden_text.is_empty() {
-            eprintln!(
-                "stockade: sanitize: hidden text (Unicode Tags): {:?}",
-                report.hidden_text
-            );
-        }
+        report_sanitized("sanitize", &report);
     }
     Ok(0)
 }

@@ -29,6 +29,9 @@ const NAMESPACES_FIX: &str = "enable unprivileged user namespaces: `sysctl -w ke
 pub struct Options {
     /// Run even when Landlock or seccomp cannot be enforced, recording what was skipped.
     pub allow_degraded: bool,
+    /// Pass the command's stdout and stderr through the sanitizer (`guard::Sanitizer`), even
+    /// when they are terminals.
+    pub sanitize_output: bool,
 }
 
 /// How a run ended.
@@ -390,7 +393,9 @@ pub fn launch(
     // (see crate::output); without one the command writes to the caller's streams directly.
     // A terminal is left to the command (colors, progress bars): a person reads it, not a
     // model's context window.
-    let relayed = |terminal: bool| plan.output_limit.is_some() && !terminal;
+    // Under --sanitize-output terminals are relayed too: escape sequences are what it removes.
+    let sanitize = options.sanitize_output;
+    let relayed = |terminal: bool| sanitize || (plan.output_limit.is_some() && !terminal);
     let output_pipes: [Option<(OwnedFd, OwnedFd)>; 2] = [
         relayed(std::io::stdout().is_terminal())
             .then(|| output_pipe(plan))
@@ -487,11 +492,15 @@ pub fn launch(
     let relays = [
         out_pipe.map(|(r, w)| {
             drop(w);
-            std::thread::spawn(move || crate::output::relay(r, std::io::stdout(), limit, "stdout"))
+            std::thread::spawn(move || {
+                crate::output::relay(r, std::io::stdout(), limit, "stdout", sanitize)
+            })
         }),
         err_pipe.map(|(r, w)| {
             drop(w);
-            std::thread::spawn(move || crate::output::relay(r, std::io::stderr(), limit, "stderr"))
+            std::thread::spawn(move || {
+                crate::output::relay(r, std::io::stderr(), limit, "stderr", sanitize)
+            })
         }),
     ];
     let ids = &plan.ids;
@@ -651,11 +660,14 @@ pub fn launch(
     drop(reaper);
     let [out_relay, err_relay] = relays;
     let joined = |r: Option<std::thread::JoinHandle<crate::output::Relayed>>| {
-        r.map(|h| h.join().map(|r| r.summary).unwrap_or_default())
+        r.map(|h| h.join().unwrap_or_default())
     };
-    let output = plan.output_limit.map(|_| Output {
-        stdout: joined(out_relay),
-        stderr: joined(err_relay),
+    let (out_r, err_r) = (joined(out_relay), joined(err_relay));
+    let output = (plan.output_limit.is_some() || sanitize).then(|| Output {
+        stdout: out_r.as_ref().map(|r| r.summary),
+        stderr: err_r.as_ref().map(|r| r.summary),
+        sanitized_stdout: out_r.and_then(|r| r.sanitized),
+        sanitized_stderr: err_r.and_then(|r| r.sanitized),
     });
     if let Some(f) = failure {
         return Err(setup_error(plan, f));
@@ -714,12 +726,17 @@ pub fn launch(
     })
 }
 
-/// Output of a run under an output limit, per stream; `None` for a stream that was a
-/// terminal (passed to the command as it is, not limited).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+/// Output of a run under an output limit or `--sanitize-output`, per stream; `None` for a
+/// stream that was not relayed (a terminal under an output limit alone).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Output {
     pub stdout: Option<crate::output::Summary>,
     pub stderr: Option<crate::output::Summary>,
+    /// What `--sanitize-output` removed, per stream.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sanitized_stdout: Option<guard::Report>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sanitized_stderr: Option<guard::Report>,
 }
 
 /// A pipe for one output stream. For a root caller its write end is given to the sandbox's

@@ -223,12 +223,14 @@ pub fn human_size(bytes: u64) -> String {
 }
 
 /// What a [`relay`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct Relayed {
     pub summary: Summary,
     /// The destination refused writes with `EPIPE` (its reader is gone): the relay stopped
     /// reading and closed the pipe, so the command saw `SIGPIPE`/`EPIPE` too.
     pub broken: bool,
+    /// What the sanitizer removed, when the stream was sanitized.
+    pub sanitized: Option<guard::Report>,
 }
 
 /// Copy one output stream of the command from the pipe `from` (the read end; the command
@@ -245,7 +247,13 @@ pub struct Relayed {
 /// other write error (or a destination that cannot be duplicated) stops writing for good;
 /// the rest is read and discarded, and is missing from [`Summary::passed`]. A read error other
 /// than `EINTR`/`EAGAIN` ends the relay as end of stream does.
-pub fn relay(from: OwnedFd, to: impl AsFd, limit: Option<u64>, stream: &'static str) -> Relayed {
+pub fn relay(
+    from: OwnedFd,
+    to: impl AsFd,
+    limit: Option<u64>,
+    stream: &'static str,
+    sanitize: bool,
+) -> Relayed {
     let mut src = File::from(from);
     let mut sink = Sink {
         file: to.as_fd().try_clone_to_owned().ok().map(File::from),
@@ -254,6 +262,21 @@ pub fn relay(from: OwnedFd, to: impl AsFd, limit: Option<u64>, stream: &'static 
     let mut write = |b: &[u8]| sink.write(b);
     let mut capped = limit.map(|l| Capped::new(l, stream));
     let mut plain = Summary::default();
+    // Sanitizing comes first: the limit counts what would reach the reader.
+    let mut sanitizer = sanitize.then(guard::Sanitizer::new);
+    let mut clean = Vec::new();
+    let mut pass =
+        |data: &[u8], write: &mut dyn FnMut(&[u8]) -> io::Result<()>| match capped.as_mut() {
+            Some(c) => c.push(data, &mut |b: &[u8]| write(b)),
+            None => {
+                plain.total += data.len() as u64;
+                let r = write(data);
+                if r.is_ok() {
+                    plain.passed += data.len() as u64;
+                }
+                r
+            }
+        };
     let mut buf = vec![0u8; CHUNK];
     loop {
         let n = match src.read(&mut buf) {
@@ -266,24 +289,27 @@ pub fn relay(from: OwnedFd, to: impl AsFd, limit: Option<u64>, stream: &'static 
             }
             Err(_) => break,
         };
-        let data = &buf[..n];
-        let written = match capped.as_mut() {
-            Some(c) => c.push(data, &mut write),
-            None => {
-                plain.total += n as u64;
-                let r = write(data);
-                if r.is_ok() {
-                    plain.passed += n as u64;
-                }
-                r
+        let data: &[u8] = match sanitizer.as_mut() {
+            Some(s) => {
+                clean.clear();
+                s.push(&buf[..n], &mut clean);
+                &clean
             }
+            None => &buf[..n],
         };
+        let written = pass(data, &mut write);
         if matches!(&written, Err(e) if is_epipe(e)) {
             break;
         }
     }
     // Closing the read end now is what hands SIGPIPE to the command after a broken sink.
     drop(src);
+    let sanitized = sanitizer.map(|s| {
+        clean.clear();
+        let report = s.finish(&mut clean);
+        let _ = pass(&clean, &mut write);
+        report
+    });
     let summary = match capped {
         Some(c) => c.finish(&mut write),
         None => plain,
@@ -291,6 +317,7 @@ pub fn relay(from: OwnedFd, to: impl AsFd, limit: Option<u64>, stream: &'static 
     Relayed {
         summary,
         broken: sink.broken,
+        sanitized,
     }
 }
 
@@ -558,7 +585,13 @@ mod tests {
         let (cmd_r, cmd_w) = io::pipe().unwrap();
         let (dest_r, dest_w) = io::pipe().unwrap();
         let relay = std::thread::spawn(move || {
-            let r = relay(OwnedFd::from(cmd_r), dest_w.as_fd(), Some(LIMIT), "stdout");
+            let r = relay(
+                OwnedFd::from(cmd_r),
+                dest_w.as_fd(),
+                Some(LIMIT),
+                "stdout",
+                false,
+            );
             drop(dest_w);
             r
         });
@@ -589,7 +622,7 @@ mod tests {
         let (mut dest_r, dest_w) = io::pipe().unwrap();
         let writer = std::thread::spawn(move || write_stream(cmd_w, TOTAL));
         let relay = std::thread::spawn(move || {
-            let r = relay(OwnedFd::from(cmd_r), dest_w.as_fd(), None, "stderr");
+            let r = relay(OwnedFd::from(cmd_r), dest_w.as_fd(), None, "stderr", false);
             drop(dest_w);
             r
         });
@@ -605,7 +638,8 @@ mod tests {
                     passed: TOTAL,
                     dropped: 0
                 },
-                broken: false
+                broken: false,
+                sanitized: None,
             }
         );
         assert!(out == (0..TOTAL).map(byte).collect::<Vec<u8>>());
@@ -621,7 +655,7 @@ mod tests {
             std::thread::spawn(move || {
                 let _ = done_tx.send(write_stream(cmd_w, 1 << 30));
             });
-            let r = relay(OwnedFd::from(cmd_r), dest_w.as_fd(), limit, "stdout");
+            let r = relay(OwnedFd::from(cmd_r), dest_w.as_fd(), limit, "stdout", false);
             assert!(r.broken);
             assert_eq!(r.summary.passed, 0);
             assert!(r.summary.total < 1 << 30);

@@ -129,7 +129,7 @@ pub(crate) struct RunRecord<'a> {
     /// Limits the run reached.
     limit_hits: &'a [native::cgroup::LimitHit],
     /// Bytes of output written, passed on and dropped, per stream (under an output limit).
-    output: Option<native::launch::Output>,
+    output: Option<&'a native::launch::Output>,
     /// Every decision of the egress proxy (mode proxy).
     network: &'a [net::proxy::Event],
 }
@@ -173,7 +173,7 @@ impl<'a> RunRecord<'a> {
             limits: LimitsRecord::new(plan),
             usage: &outcome.usage,
             limit_hits: &outcome.limit_hits,
-            output: outcome.output,
+            output: outcome.output.as_ref(),
             network,
         }
     }
