@@ -80,7 +80,7 @@ pub struct V2Facts {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CgroupFacts {
     pub v2: Option<V2Facts>,
-    /// cgroup v1: each mounted controller of interest (`memory`, `pids`, `cpu`, `cpuacct`) and
+    /// cgroup v1: each mounted controller of interest (`memory`, `pids`, `cpu`) and
     /// the caller's own group in it, when the caller may create groups there.
     pub v1: Vec<(String, PathBuf)>,
 }
@@ -94,7 +94,7 @@ pub enum CgroupSpec {
         /// Controllers to enable in the base first (only at the hierarchy's root).
         enable: Vec<String>,
     },
-    /// One group per controller hierarchy (`cpuacct` only measures).
+    /// One group per controller hierarchy.
     V1 { bases: Vec<(String, PathBuf)> },
 }
 
@@ -289,7 +289,7 @@ pub fn parse_facts(
             continue;
         }
         for c in ctrls.split(',') {
-            if !["memory", "pids", "cpu", "cpuacct"].contains(&c) {
+            if !["memory", "pids", "cpu"].contains(&c) {
                 continue;
             }
             let Some((_, mnt, root, _)) = mounts
@@ -493,6 +493,12 @@ pub struct Group {
 /// CFS period for CPU limits.
 const CPU_PERIOD_US: u64 = 100_000;
 
+/// CPU time per [`CPU_PERIOD_US`] for `millis` thousandths of a core (at least the kernel's
+/// minimum of 1 ms).
+fn cpu_quota_us(millis: u64) -> u64 {
+    (millis * CPU_PERIOD_US / 1000).max(1000)
+}
+
 impl Group {
     /// Make the run's group(s) named `name` and set the limits. Nothing is left behind on
     /// failure.
@@ -527,7 +533,7 @@ impl Group {
                     write(&dir.join("pids.max"), &n.to_string())?;
                 }
                 if let Some((millis, _)) = plan.cpu_millis {
-                    let quota = (millis * CPU_PERIOD_US / 1000).max(1000);
+                    let quota = cpu_quota_us(millis);
                     write(&dir.join("cpu.max"), &format!("{quota} {CPU_PERIOD_US}"))?;
                 }
             }
@@ -555,7 +561,7 @@ impl Group {
                         }
                         "cpu" => {
                             if let Some((millis, _)) = plan.cpu_millis {
-                                let quota = (millis * CPU_PERIOD_US / 1000).max(1000);
+                                let quota = cpu_quota_us(millis);
                                 write(&dir.join("cpu.cfs_period_us"), &CPU_PERIOD_US.to_string())?;
                                 write(&dir.join("cpu.cfs_quota_us"), &quota.to_string())?;
                             }
@@ -628,11 +634,9 @@ impl Group {
                 }
                 "cpu" => {
                     u.cpu_throttled = key("cpu.stat", "nr_throttled").unwrap_or(0);
-                    if u.cpu_usec.is_none() {
-                        u.cpu_usec = num("cpuacct.usage").map(|ns| ns / 1000);
-                    }
+                    // Where `cpu` and `cpuacct` share a hierarchy (`cpu,cpuacct`).
+                    u.cpu_usec = num("cpuacct.usage").map(|ns| ns / 1000);
                 }
-                "cpuacct" => u.cpu_usec = num("cpuacct.usage").map(|ns| ns / 1000),
                 _ => {}
             }
         }
@@ -674,16 +678,11 @@ impl Drop for Group {
     }
 }
 
+/// SIGKILL every pid `procs` (a `cgroup.procs` file) lists: the reaper's own routine.
 fn kill_listed(procs: &Path) {
-    if let Ok(text) = std::fs::read_to_string(procs) {
-        for pid in text
-            .split_whitespace()
-            .filter_map(|p| p.parse::<i32>().ok())
-        {
-            if pid > 1 {
-                let _ = sys::raw::kill(pid, libc::SIGKILL);
-            }
-        }
+    use std::os::unix::ffi::OsStrExt;
+    if let Ok(path) = std::ffi::CString::new(procs.as_os_str().as_bytes()) {
+        sys::reaper::kill_listed(&path);
     }
 }
 
@@ -742,10 +741,6 @@ mod tests {
                 (
                     "memory".to_string(),
                     PathBuf::from("/sys/fs/cgroup/memory/process_api/bb9b")
-                ),
-                (
-                    "cpuacct".to_string(),
-                    PathBuf::from("/sys/fs/cgroup/cpuacct")
                 ),
                 ("cpu".to_string(), PathBuf::from("/sys/fs/cgroup/cpu")),
             ]
@@ -884,7 +879,6 @@ mod tests {
                     ("memory".into(), base("memory")),
                     ("pids".into(), base("pids")),
                     ("cpu".into(), base("cpu")),
-                    ("cpuacct".into(), base("cpuacct")),
                 ],
             }),
             rlimits: Vec::new(),
@@ -892,7 +886,7 @@ mod tests {
         // memsw present: set like the limit.
         let memsw_dir = tmp.path().join("memory/run");
         let g = Group::create(&plan, "run").unwrap().unwrap();
-        assert_eq!(planned_dirs(&plan, "run").len(), 4);
+        assert_eq!(planned_dirs(&plan, "run").len(), 3);
         let read = |p: &str| std::fs::read_to_string(tmp.path().join(p)).unwrap();
         assert_eq!(read("memory/run/memory.limit_in_bytes"), "134217728");
         assert!(!memsw_dir.join("memory.memsw.limit_in_bytes").exists());
@@ -910,7 +904,8 @@ mod tests {
         put("pids/run/pids.peak", "64\n");
         put("pids/run/pids.events", "max 7\n");
         put("cpu/run/cpu.stat", "nr_periods 10\nnr_throttled 3\n");
-        put("cpuacct/run/cpuacct.usage", "2500000000\n");
+        // `cpu` and `cpuacct` mounted together.
+        put("cpu/run/cpuacct.usage", "2500000000\n");
         let u = g.usage();
         assert_eq!(u.memory_peak, Some(1000));
         assert_eq!(u.oom_kills, 2);

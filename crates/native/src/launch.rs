@@ -309,15 +309,8 @@ pub fn launch(
             "RLIMIT_NOFILE" => Some((libc::RLIMIT_NOFILE as c_int, *v)),
             // Fallbacks for a run without a cgroup: never above what the caller already has
             // (raising a hard limit needs a privilege; a lower one already holds).
-            "RLIMIT_DATA" | "RLIMIT_NPROC" => {
-                let r = if name == "RLIMIT_DATA" {
-                    libc::RLIMIT_DATA
-                } else {
-                    libc::RLIMIT_NPROC
-                } as c_int;
-                let hard = sys::raw::hard_rlimit(r).unwrap_or(u64::MAX);
-                Some((r, (*v).min(hard)))
-            }
+            "RLIMIT_DATA" => Some(at_most_hard(libc::RLIMIT_DATA as c_int, *v)),
+            "RLIMIT_NPROC" => Some(at_most_hard(libc::RLIMIT_NPROC as c_int, *v)),
             _ => None,
         })
         .collect();
@@ -750,6 +743,12 @@ fn output_pipe(plan: &Plan) -> Result<(OwnedFd, OwnedFd), RunError> {
             .map_err(|e| RunError::io("hand the output pipe to the sandbox's uid", e))?;
     }
     Ok((OwnedFd::from(r), w))
+}
+
+/// `(resource, value)` lowered to the caller's hard limit of `resource` if that is lower.
+fn at_most_hard(resource: c_int, value: u64) -> (c_int, u64) {
+    let hard = sys::raw::hard_rlimit(resource).unwrap_or(u64::MAX);
+    (resource, value.min(hard))
 }
 
 fn started_nanos() -> u128 {

@@ -134,8 +134,9 @@ fn reap(pipe: c_int, dirs: &[(&CStr, &CStr)]) -> ! {
     unsafe { libc::_exit(0) }
 }
 
-/// SIGKILL every pid listed in a `cgroup.procs` file.
-fn kill_listed(procs: &CStr) {
+/// SIGKILL every pid listed in a `cgroup.procs` file. Raw syscalls only, no allocation: safe
+/// after a fork, and what the supervisor uses too.
+pub fn kill_listed(procs: &CStr) {
     let Ok(fd) = raw::openat(libc::AT_FDCWD, procs, libc::O_RDONLY | libc::O_CLOEXEC, 0) else {
         return;
     };
