@@ -274,7 +274,8 @@ fn fork_bomb_is_contained_by_the_pids_limit() {
 }
 
 /// Allocating 1 GiB under `--memory 128M` fails: killed by the OOM killer with a `memory`
-/// event under a cgroup, a failed allocation under the rlimit. Control: no limit, it works.
+/// event under a cgroup, a failed allocation under the rlimit, reported by the allocation
+/// watch (the kernel leaves no trace of it). Control: no limit, it works.
 #[test]
 fn memory_limit_stops_a_large_allocation() {
     let Some(py) = attacks::python3("memory limit") else {
@@ -295,6 +296,12 @@ fn memory_limit_stops_a_large_allocation() {
         "rlimit" => {
             run.assert_failure();
             run.assert_stderr_contains("MemoryError");
+            let hit = limit_hit(&report, "memory")
+                .unwrap_or_else(|| panic!("no memory event:\n{report:#}"));
+            assert_eq!(hit["value"], 128u64 << 20);
+            let detail = hit["detail"].as_str().unwrap_or_default();
+            assert!(detail.contains("asked for 1.0 GiB"), "{detail}");
+            run.assert_stderr_contains("E_LIMIT_REACHED");
         }
         _ => {
             run.assert_code(137);
@@ -310,6 +317,42 @@ fn memory_limit_stops_a_large_allocation() {
     let run = fx.sandbox(&["--memory", "0"], &script).run();
     run.assert_code(0);
     run.assert_stdout_contains("allocated 1073741824");
+}
+
+/// Memory taken a megabyte at a time under `--memory 128M` (each allocation smaller than the
+/// allocation watch sees under the rlimit): the run fails with a `memory` event by either
+/// mechanism. Control: the same with 64 MiB taken, below the limit: no event.
+#[test]
+fn memory_limit_reached_in_small_steps_is_reported() {
+    let Some(py) = attacks::python3("memory limit") else {
+        return;
+    };
+    let fx = Fixture::new();
+    let grab = |mib: u32| {
+        format!(
+            "{} -c 'l = []\nfor _ in range({mib}): l.append(bytearray(1 << 20))\nprint(\"held\", len(l))'",
+            attacks::sh_quote(&py)
+        )
+    };
+    let records = fx.records();
+    let mut opts = records.opts();
+    opts.extend(["--memory", "128M"]);
+    let run = fx.sandbox(&opts, &grab(1024)).run();
+    run.assert_lacks("held");
+    let report = read_json(&records.report);
+    assert!(
+        limit_hit(&report, "memory").is_some(),
+        "no memory event ({} mechanism):\n{report:#}",
+        mechanism(&report, "memory")
+    );
+    let run = fx.sandbox(&opts, &grab(64)).run();
+    run.assert_code(0);
+    run.assert_stdout_contains("held 64");
+    let report = read_json(&records.report);
+    assert!(
+        limit_hit(&report, "memory").is_none(),
+        "memory event below the limit:\n{report:#}"
+    );
 }
 
 /// Limits in a policy file, and the defaults: 50% of memory and 1024 processes.

@@ -107,6 +107,17 @@ pub struct ResourcePlan {
     pub cgroup: Option<CgroupSpec>,
     /// Rlimits of the command, by name (`RLIMIT_DATA`, `RLIMIT_NPROC`).
     pub rlimits: Vec<(String, u64)>,
+    /// With memory limited by `RLIMIT_DATA`: the size from which the init sees allocations
+    /// (`mmap`, `mremap`) and reports those the limit refuses, which the kernel does not.
+    pub allocation_watch: Option<u64>,
+}
+
+/// The allocation watch's threshold for a memory limit of `bytes` under `RLIMIT_DATA`: an
+/// eighth of it, at least 1 MiB. Allocations that size are rare (glibc maps 64 MiB arenas
+/// without write access, which the filter skips), so the notification's ~50 µs is paid
+/// seldom; an allocation that crosses the limit in one step of this size is reported.
+pub fn allocation_watch(bytes: u64) -> u64 {
+    (bytes / 8).max(1 << 20)
 }
 
 /// A limit that no mechanism here can enforce.
@@ -177,6 +188,10 @@ pub fn choose(facts: &CgroupFacts, wanted: &Wanted) -> Result<ResourcePlan, Miss
         .map(|b| v1_or_rlimit("memory", b, "RLIMIT_DATA"));
     plan.pids = wanted.pids.map(|n| v1_or_rlimit("pids", n, "RLIMIT_NPROC"));
     plan.rlimits = rlimits;
+    plan.allocation_watch = plan
+        .memory
+        .filter(|(_, m)| *m == Mechanism::Rlimit)
+        .map(|(b, _)| allocation_watch(b));
     if let Some(millis) = wanted.cpu_millis {
         match v1("cpu") {
             Some(p) => {
@@ -455,18 +470,30 @@ pub fn hits(plan: &ResourcePlan, usage: &Usage) -> Vec<LimitHit> {
     out
 }
 
-/// Tasks (processes and threads) in the process tree of `root` now: what `RLIMIT_NPROC` counts
-/// for a run (every task of the run has its uid in its own user namespace). Walks
-/// `/proc/PID/task/TID/children`; tasks that exit meanwhile are skipped.
-pub fn count_tasks(root: i32) -> u64 {
-    let mut count = 0u64;
+/// A look at a run's process tree when no cgroup counts for it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TreeSample {
+    /// Tasks (processes and threads): what `RLIMIT_NPROC` counts for a run (every task of
+    /// the run has its uid in its own user namespace).
+    pub tasks: u64,
+    /// The largest data size (`VmData`, what `RLIMIT_DATA` counts) of one process, in bytes.
+    pub data_peak: u64,
+}
+
+/// Samples the process tree of `root` now. Walks `/proc/PID/task/TID/children` and reads each
+/// process's `VmData`; tasks that exit meanwhile are skipped.
+pub fn sample_tree(root: i32) -> TreeSample {
+    let mut sample = TreeSample::default();
     let mut todo = vec![root];
     while let Some(pid) = todo.pop() {
         let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
             continue;
         };
+        if let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
+            sample.data_peak = sample.data_peak.max(vm_data(&status).unwrap_or(0));
+        }
         for task in tasks.flatten() {
-            count += 1;
+            sample.tasks += 1;
             let children =
                 std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
             todo.extend(
@@ -475,11 +502,24 @@ pub fn count_tasks(root: i32) -> u64 {
                     .filter_map(|c| c.parse::<i32>().ok()),
             );
         }
-        if count > 1_000_000 {
+        if sample.tasks > 1_000_000 {
             break;
         }
     }
-    count
+    sample
+}
+
+/// `VmData` of a `/proc/PID/status` text, in bytes.
+fn vm_data(status: &str) -> Option<u64> {
+    let kb = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmData:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    Some(kb * 1024)
 }
 
 /// One run's cgroup (one directory per hierarchy under v1). Removed on drop.
@@ -790,6 +830,9 @@ mod tests {
                 ("RLIMIT_NPROC".to_string(), 1024)
             ]
         );
+        // The allocation watch: an eighth of the limit, at least 1 MiB.
+        assert_eq!(plan.allocation_watch, Some(128 << 20));
+        assert_eq!(allocation_watch(4 << 20), 1 << 20);
         let e = choose(
             &f,
             &Wanted {
@@ -882,6 +925,7 @@ mod tests {
                 ],
             }),
             rlimits: Vec::new(),
+            allocation_watch: None,
         };
         // memsw present: set like the limit.
         let memsw_dir = tmp.path().join("memory/run");
@@ -932,6 +976,7 @@ mod tests {
                 enable: vec!["memory".into(), "pids".into(), "cpu".into()],
             }),
             rlimits: Vec::new(),
+            allocation_watch: None,
         };
         let g = Group::create(&plan, "run").unwrap().unwrap();
         assert_eq!(read("v2/cgroup.subtree_control"), "+memory +pids +cpu");
@@ -978,5 +1023,12 @@ mod tests {
         assert_eq!(under_mount(Path::new("/m"), "/a", "/b"), None);
         assert_eq!(under_mount(Path::new("/m"), "/", "/../x"), None);
         assert_eq!(unescape("/a\\040b"), "/a b");
+    }
+
+    #[test]
+    fn vm_data_is_read_in_bytes() {
+        let status = "Name:\tpython3\nVmPeak:\t  20000 kB\nVmData:\t    4812 kB\nVmStk:\t 132 kB\n";
+        assert_eq!(super::vm_data(status), Some(4812 * 1024));
+        assert_eq!(super::vm_data("Name:\tkthreadd\n"), None);
     }
 }

@@ -315,7 +315,7 @@ pub fn launch(
         })
         .collect();
     // The creation guard's rules, borrowed by the init.
-    let mediation = match seccomp::build_mediation() {
+    let mediation = match seccomp::build_mediation(plan.resources.allocation_watch) {
         Ok(p) => Some(
             p.iter()
                 .map(|i| libc::sock_filter {
@@ -552,13 +552,18 @@ pub fn launch(
     // whole sandbox ends after the same grace period if the command is still there.
     let mut interrupted: Option<c_int> = None;
     let mut interrupt_end: Option<Instant> = None;
-    // A pids limit enforced by RLIMIT_NPROC is not counted by the kernel: the run's processes
-    // are counted every PIDS_SAMPLE instead, for the report's peak and the limit event.
-    let mut next_sample = match plan.resources.pids {
-        Some((_, crate::cgroup::Mechanism::Rlimit)) => Some(started + PIDS_FIRST_SAMPLE),
-        _ => None,
+    // Limits enforced by RLIMIT_NPROC and RLIMIT_DATA are not counted for the run by the
+    // kernel: the run's processes and their data are sampled every PIDS_SAMPLE instead, for
+    // the report's peak and the limit events.
+    let by_rlimit = |l: Option<(u64, crate::cgroup::Mechanism)>| {
+        l.is_some_and(|(_, m)| m == crate::cgroup::Mechanism::Rlimit)
     };
-    let mut pids_sampled = 0u64;
+    let mut next_sample = (by_rlimit(plan.resources.pids) || by_rlimit(plan.resources.memory))
+        .then_some(started + PIDS_FIRST_SAMPLE);
+    let mut sampled = crate::cgroup::TreeSample::default();
+    // Allocations the allocation watch saw RLIMIT_DATA refuse: how many, and the first
+    // (size asked for, data held, limit).
+    let mut refused_allocations: (u64, Option<(u64, u64, u64)>) = (0, None);
     loop {
         if interrupted.is_none() {
             if let Some(sig) = sys::parent::interrupted() {
@@ -579,7 +584,9 @@ pub fn launch(
         if !ready {
             let now = Instant::now();
             if next_sample.is_some_and(|t| now >= t) {
-                pids_sampled = pids_sampled.max(crate::cgroup::count_tasks(child.pid));
+                let now_sample = crate::cgroup::sample_tree(child.pid);
+                sampled.tasks = sampled.tasks.max(now_sample.tasks);
+                sampled.data_peak = sampled.data_peak.max(now_sample.data_peak);
                 next_sample = Some(now + PIDS_SAMPLE);
             }
             if interrupt_end.is_some_and(|t| now >= t) {
@@ -614,6 +621,17 @@ pub fn launch(
             }
             postfork::REPORT_FAILURE if failure.is_none() => failure = Some(report),
             mediate::REPORT_BLOCKED => blocked.push(blocked_violation(&report, path)),
+            mediate::REPORT_MEMORY => {
+                let word = |i: usize| {
+                    path.get(8 * i..8 * i + 8)
+                        .and_then(|b| b.try_into().ok())
+                        .map_or(0, u64::from_ne_bytes)
+                };
+                refused_allocations.0 += 1;
+                refused_allocations
+                    .1
+                    .get_or_insert((word(0), word(1), word(2)));
+            }
             mediate::REPORT_BLOCKED_MORE => blocked.push(Violation {
                 code: E_SANDBOX_VIOLATION,
                 kind: BLOCKED,
@@ -645,7 +663,8 @@ pub fn launch(
             Usage {
                 cpu_usec: r.map(|r| r.0),
                 memory_peak: r.map(|r| r.1),
-                pids_peak: (pids_sampled > 0).then_some(pids_sampled),
+                pids_peak: (by_rlimit(plan.resources.pids) && sampled.tasks > 0)
+                    .then_some(sampled.tasks),
                 ..Usage::default()
             }
         }
@@ -675,6 +694,42 @@ pub fn launch(
         (None, None) => (postfork::exit_code(init_status), None),
     };
     let mut limit_hits = crate::cgroup::hits(&plan.resources, &usage);
+    let size = crate::output::human_size;
+    match (plan.resources.memory, refused_allocations) {
+        (Some((bytes, m)), (n, Some((asked, held, limit)))) => limit_hits.push(LimitHit {
+            code: crate::cgroup::E_LIMIT_REACHED,
+            limit: "memory",
+            value: bytes,
+            mechanism: m.code(),
+            detail: format!(
+                "{n} allocation(s) refused at the limit (RLIMIT_DATA, per process): the first asked for {} while the process held {} of its {}",
+                size(asked),
+                size(held),
+                size(limit)
+            ),
+        }),
+        // Smaller allocations than the watch sees: in a run that failed, a process that came
+        // within one watch step of the limit (sampled) has most likely had one refused.
+        (Some((bytes, m)), _)
+            if m == crate::cgroup::Mechanism::Rlimit
+                && exit_code != 0
+                && sampled.data_peak.saturating_add(plan.resources.allocation_watch.unwrap_or(0))
+                    > bytes =>
+        {
+            limit_hits.push(LimitHit {
+                code: crate::cgroup::E_LIMIT_REACHED,
+                limit: "memory",
+                value: bytes,
+                mechanism: m.code(),
+                detail: format!(
+                    "a process reached {} of data, near its limit of {} (RLIMIT_DATA, per process; sampled every 50 ms): allocations beyond it fail",
+                    size(sampled.data_peak),
+                    size(bytes)
+                ),
+            })
+        }
+        _ => {}
+    }
     if let (Some(o), Some(limit)) = (&output, plan.output_limit) {
         for (name, s) in [("stdout", o.stdout), ("stderr", o.stderr)] {
             if let Some(s) = s.filter(|s| s.dropped > 0) {

@@ -13,10 +13,20 @@
 //!   setxattr family:            jeq nr ? errno EOPNOTSUPP : next   (ACLs would undo chmod checks)
 //!   open:   jeq nr ? (ld args[1]; jset O_CREAT ? notify : allow) : next
 //!   openat: jeq nr ? (ld args[2]; jset O_CREAT ? notify : allow) : next
+//!   with an allocation watch of T bytes (memory limited by `RLIMIT_DATA` only):
+//!   mmap:   jeq nr ? (prot has PROT_WRITE and len >= T ? notify : allow) : next
+//!   mremap: jeq nr ? (new_len >= T ? notify : allow) : next
 //!   ret allow
 //! ```
 //!
-//! `O_CREAT` is tested on the low 32 bits, which is what the kernel uses (`int flags`).
+//! `O_CREAT` is tested on the low 32 bits, which is what the kernel uses (`int flags`). Sizes
+//! are 64-bit: a non-zero high half counts as at least `T`, and `T` is capped at 4 GiB - 1.
+//!
+//! The allocation watch is for reporting only: the kernel enforces `RLIMIT_DATA` either way,
+//! but it leaves no trace when it refuses an allocation. The init sees the large allocations
+//! (the ones that cross a limit in one step: `bytearray(1 << 30)`, a buffer doubled past it)
+//! and reports those that the limit refuses; small ones that cross it fail silently, as
+//! before.
 
 use seccompiler::sock_filter;
 
@@ -68,8 +78,9 @@ const XATTR_SETTERS: &[(&str, i64)] = &[
     ("setxattrat", NR_SETXATTRAT as i64),
 ];
 
-/// What the mediation filter does, call by call.
-pub fn mediated_calls() -> Vec<Mediated> {
+/// What the mediation filter does, call by call; `watch` is the allocation watch's threshold
+/// (see [`build_mediation`]).
+pub fn mediated_calls(watch: Option<u64>) -> Vec<Mediated> {
     let mut out: Vec<Mediated> = ALWAYS
         .iter()
         .map(|(name, _)| Mediated {
@@ -101,11 +112,26 @@ pub fn mediated_calls() -> Vec<Mediated> {
             action: "errno EOPNOTSUPP (an ACL could grant back the write bit chmod may not)",
         });
     }
+    if watch.is_some() {
+        let action = "checked by the sandbox init against RLIMIT_DATA: refused with ENOMEM and reported when over it, else continued";
+        out.push(Mediated {
+            syscall: "mmap",
+            when: "writable and at least the allocation watch's size",
+            action,
+        });
+        out.push(Mediated {
+            syscall: "mremap",
+            when: "new size at least the allocation watch's size",
+            action,
+        });
+    }
     out
 }
 
-/// Build the mediation program.
-pub fn build_mediation() -> Result<Vec<sock_filter>, SeccompError> {
+/// Build the mediation program. `watch`: also notify writable `mmap`s and `mremap`s of at
+/// least that many bytes (the allocation watch, for runs whose memory limit is
+/// `RLIMIT_DATA`).
+pub fn build_mediation(watch: Option<u64>) -> Result<Vec<sock_filter>, SeccompError> {
     if !cfg!(target_arch = "x86_64") {
         return Err(SeccompError::UnsupportedArch {
             arch: std::env::consts::ARCH,
@@ -133,6 +159,38 @@ pub fn build_mediation() -> Result<Vec<sock_filter>, SeccompError> {
     on(&mut p, NR_OPENAT2 as i64, errno(libc::ENOSYS));
     for (_, nr) in XATTR_SETTERS {
         on(&mut p, *nr, errno(libc::EOPNOTSUPP));
+    }
+    if let Some(t) = watch {
+        let t = u32::try_from(t).unwrap_or(u32::MAX);
+        let lo = |arg: u32| SECCOMP_DATA_ARGS_OFFSET + 8 * arg;
+        // mmap(addr, len, prot, flags, fd, off): nine instructions.
+        p.push(jump(BPF_JMP | BPF_JEQ | BPF_K, libc::SYS_mmap as u32, 0, 8));
+        p.push(stmt(BPF_LD | BPF_W | BPF_ABS, lo(2)));
+        p.push(jump(
+            BPF_JMP | BPF_JSET | BPF_K,
+            libc::PROT_WRITE as u32,
+            0,
+            5,
+        ));
+        p.push(stmt(BPF_LD | BPF_W | BPF_ABS, lo(1) + 4));
+        p.push(jump(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 2));
+        p.push(stmt(BPF_LD | BPF_W | BPF_ABS, lo(1)));
+        p.push(jump(BPF_JMP | BPF_JGE | BPF_K, t, 0, 1));
+        p.push(ret(notify));
+        p.push(ret(allow));
+        // mremap(old, old_len, new_len, flags, new_addr): seven instructions.
+        p.push(jump(
+            BPF_JMP | BPF_JEQ | BPF_K,
+            libc::SYS_mremap as u32,
+            0,
+            6,
+        ));
+        p.push(stmt(BPF_LD | BPF_W | BPF_ABS, lo(2) + 4));
+        p.push(jump(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 2));
+        p.push(stmt(BPF_LD | BPF_W | BPF_ABS, lo(2)));
+        p.push(jump(BPF_JMP | BPF_JGE | BPF_K, t, 0, 1));
+        p.push(ret(notify));
+        p.push(ret(allow));
     }
     for (nr, arg) in [(libc::SYS_open, 1u32), (libc::SYS_openat, 2u32)] {
         p.push(jump(BPF_JMP | BPF_JEQ | BPF_K, nr as u32, 0, 4));
@@ -185,7 +243,7 @@ mod tests {
 
     #[test]
     fn creating_calls_notify_and_others_pass() {
-        let p = build_mediation().unwrap();
+        let p = build_mediation(None).unwrap();
         let x86 = AUDIT_ARCH_X86_64;
         let notify = libc::SECCOMP_RET_USER_NOTIF;
         let allow = libc::SECCOMP_RET_ALLOW;
@@ -235,8 +293,67 @@ mod tests {
             libc::SECCOMP_RET_KILL_PROCESS
         );
         assert_eq!(
-            mediated_calls().len(),
+            mediated_calls(None).len(),
             ALWAYS.len() + 2 + 1 + XATTR_SETTERS.len()
+        );
+        // No allocation watch: mmap and mremap pass whatever their size.
+        let rw = (libc::PROT_READ | libc::PROT_WRITE) as u64;
+        assert_eq!(
+            run(&p, x86, libc::SYS_mmap as u32, [0, 1 << 40, rw, 0, 0, 0]),
+            allow
+        );
+    }
+
+    #[test]
+    fn allocation_watch_notifies_large_writable_mappings() {
+        let t = 16u64 << 20;
+        let p = build_mediation(Some(t)).unwrap();
+        let x86 = AUDIT_ARCH_X86_64;
+        let notify = libc::SECCOMP_RET_USER_NOTIF;
+        let allow = libc::SECCOMP_RET_ALLOW;
+        let rw = (libc::PROT_READ | libc::PROT_WRITE) as u64;
+        let mmap = |len: u64, prot: u64| {
+            run(
+                &p,
+                x86,
+                libc::SYS_mmap as u32,
+                [0, len, prot, 0x22, u64::MAX, 0],
+            )
+        };
+        assert_eq!(mmap(t, rw), notify);
+        assert_eq!(mmap(1 << 30, rw), notify);
+        assert_eq!(mmap(t - 1, rw), allow);
+        assert_eq!(mmap(4096, rw), allow);
+        // A size whose low half is small but high half is not.
+        assert_eq!(mmap((1 << 32) | 5, rw), notify);
+        // Reservations without write access are not data until made writable.
+        assert_eq!(mmap(1 << 30, libc::PROT_NONE as u64), allow);
+        assert_eq!(mmap(1 << 30, libc::PROT_READ as u64), allow);
+        let mremap =
+            |old: u64, new: u64| run(&p, x86, libc::SYS_mremap as u32, [0, old, new, 1, 0, 0]);
+        assert_eq!(mremap(1 << 20, 1 << 30), notify);
+        assert_eq!(mremap(1 << 20, 2 << 20), allow);
+        assert_eq!(mremap(0, 1 << 33), notify);
+        // The rest of the program is unchanged.
+        assert_eq!(run(&p, x86, libc::SYS_mkdir as u32, [0; 6]), notify);
+        assert_eq!(run(&p, x86, libc::SYS_read as u32, [0; 6]), allow);
+        let creat = libc::O_CREAT as u64;
+        assert_eq!(
+            run(&p, x86, libc::SYS_openat as u32, [0, 0, creat, 0, 0, 0]),
+            notify
+        );
+        // Watches above 4 GiB are capped there.
+        let p = build_mediation(Some(1 << 40)).unwrap();
+        let big = run(
+            &p,
+            x86,
+            libc::SYS_mmap as u32,
+            [0, u32::MAX as u64, rw, 0x22, 0, 0],
+        );
+        assert_eq!(big, notify);
+        assert_eq!(
+            mediated_calls(Some(t)).len(),
+            mediated_calls(None).len() + 2
         );
     }
 }

@@ -18,6 +18,11 @@
 //! 4. performs the call relative to that directory, or refuses it with `EPERM` and reports a
 //!    violation; an `open` returns its descriptor with `SECCOMP_IOCTL_NOTIF_ADDFD`.
 //!
+//! With memory limited by `RLIMIT_DATA`, the filter also stops large writable `mmap`s and
+//! growing `mremap`s (the allocation watch): those only get observed — the init reports the
+//! ones the limit is about to refuse and answers "continue", which is safe there because
+//! their arguments are plain values and the kernel still makes the decision.
+//!
 //! The init handles one call at a time, so no other mediated call (no rename of a parent in
 //! between) can interleave between its check and its action. It runs with the command's uid
 //! and gid, no capabilities, and a Landlock domain with the command's rules (the command's is
@@ -89,6 +94,11 @@ pub const REPORT_BLOCKED: u32 = 5;
 /// Report kind at the end of a run when more calls were refused than reported: `value` holds
 /// how many went unreported.
 pub const REPORT_BLOCKED_MORE: u32 = 6;
+/// Report kind for an allocation the allocation watch saw `RLIMIT_DATA` refuse: `value` is
+/// 0, `index` [`REPORT_MEMORY_LEN`], and the record is followed by three native-endian
+/// `u64`s: the size asked for, the data the process held, its `RLIMIT_DATA`.
+pub const REPORT_MEMORY: u32 = 7;
+pub const REPORT_MEMORY_LEN: usize = 24;
 /// Longest path sent in a report, so that a record stays within one atomic pipe write.
 pub const REPORT_PATH_MAX: usize = 4000;
 
@@ -252,16 +262,8 @@ impl Target {
         if let Some(s) = self.status {
             return Ok(s);
         }
-        let p = self.proc_path(b"/status")?;
-        let f = open_path(p.bytes(), libc::O_RDONLY)?;
         let mut buf = [0u8; 4096];
-        let mut len = 0;
-        while len < buf.len() {
-            match raw::read(f.0, &mut buf[len..])? {
-                0 => break,
-                n => len += n,
-            }
-        }
+        let len = self.read_status(&mut buf)?;
         let field = |key: &[u8]| -> Option<&[u8]> {
             buf[..len]
                 .split(|b| *b == b'\n')
@@ -281,6 +283,33 @@ impl Target {
 
     fn umask(&mut self) -> Result<u32, Errno> {
         self.status().map(|s| s.0)
+    }
+
+    /// What `RLIMIT_DATA` counts for the task's process now (`VmData`), in bytes.
+    fn data_bytes(&self) -> Result<u64, Errno> {
+        let mut buf = [0u8; 4096];
+        let len = self.read_status(&mut buf)?;
+        buf[..len]
+            .split(|b| *b == b'\n')
+            .find_map(|line| line.strip_prefix(b"VmData:"))
+            .and_then(|v| v.trim_ascii().strip_suffix(b"kB"))
+            .and_then(|v| parse_num(v.trim_ascii(), 10))
+            .map(|kb| kb * 1024)
+            .ok_or(Errno(libc::EIO))
+    }
+
+    /// `/proc/<tid>/status` into `buf` (4 KiB holds all of it); returns its length.
+    fn read_status(&self, buf: &mut [u8; 4096]) -> Result<usize, Errno> {
+        let p = self.proc_path(b"/status")?;
+        let f = open_path(p.bytes(), libc::O_RDONLY)?;
+        let mut len = 0;
+        while len < buf.len() {
+            match raw::read(f.0, &mut buf[len..])? {
+                0 => break,
+                n => len += n,
+            }
+        }
+        Ok(len)
     }
 
     /// Where a relative path starts: the cwd, or the directory behind `dirfd`.
@@ -553,6 +582,8 @@ enum Reply {
     },
     /// A worker process answers (a blocking open).
     Deferred,
+    /// The kernel performs the call as made (the allocation watch only observes).
+    Continue,
 }
 
 /// Where a call would create a name: the directory, the name, and (when the name does not
@@ -680,6 +711,7 @@ impl Server<'_> {
                 raw::notif_addfd_send(self.listener, id, fd.0, cloexec).map(drop)
             }
             Ok(Reply::Deferred) => Ok(()),
+            Ok(Reply::Continue) => raw::notif_continue(self.listener, id),
             Err(e) => raw::notif_send(self.listener, id, 0, e.0),
         };
     }
@@ -760,8 +792,54 @@ impl Server<'_> {
             libc::SYS_fchmod => self.chmod(t, fd_arg(0), None, a[1], 0, blocked),
             libc::SYS_fchmodat => self.chmod(t, fd_arg(0), Some(a[1]), a[2], 0, blocked),
             SYS_FCHMODAT2 => self.chmod(t, fd_arg(0), Some(a[1]), a[2], a[3] as c_int, blocked),
+            libc::SYS_mmap | libc::SYS_mremap => Ok(self.allocation(req, t)),
             _ => Err(Errno(libc::ENOSYS)),
         }
+    }
+
+    /// The allocation watch: a large writable `mmap` or a growing `mremap`. The kernel decides
+    /// (the reply is always "continue"); when the process's data plus the new pages exceed its
+    /// `RLIMIT_DATA` (the kernel's own test in `may_expand_vm`), the refusal it is about to
+    /// make is reported, since the kernel leaves no trace of it. A `MAP_FIXED` mapping may
+    /// replace pages already counted, so it is not predicted; nor are shared mappings and
+    /// stacks, which `RLIMIT_DATA` does not count. (An `mremap` of a shared mapping is
+    /// predicted as data: at worst a wrong report, never a changed outcome.)
+    fn allocation(&mut self, req: &libc::seccomp_notif, t: &mut Target) -> Reply {
+        const PAGE: u64 = 4096;
+        let a = req.data.args;
+        let grow = if req.data.nr as i64 == libc::SYS_mmap {
+            let not_data = libc::MAP_SHARED | libc::MAP_GROWSDOWN | libc::MAP_FIXED;
+            if (a[3] as c_int) & not_data != 0 || (a[3] as c_int) & libc::MAP_FIXED_NOREPLACE != 0 {
+                return Reply::Continue;
+            }
+            a[1]
+        } else {
+            a[2].saturating_sub(a[1])
+        };
+        let pages = grow.div_ceil(PAGE);
+        let Ok(limit) = raw::soft_rlimit_of(t.tid, libc::RLIMIT_DATA as c_int) else {
+            return Reply::Continue;
+        };
+        let Ok(data) = t.data_bytes() else {
+            return Reply::Continue;
+        };
+        if limit == libc::RLIM64_INFINITY || data / PAGE + pages <= limit / PAGE {
+            return Reply::Continue;
+        }
+        let mut rec = [0u8; Report::SIZE + REPORT_MEMORY_LEN];
+        let head = Report {
+            kind: REPORT_MEMORY,
+            index: REPORT_MEMORY_LEN as u32,
+            ..Report::default()
+        };
+        rec[..Report::SIZE].copy_from_slice(&head.to_bytes());
+        for (i, v) in [grow, data, limit].into_iter().enumerate() {
+            let at = Report::SIZE + 8 * i;
+            rec[at..at + 8].copy_from_slice(&v.to_ne_bytes());
+        }
+        // One write of less than PIPE_BUF bytes: atomic with the other reports.
+        let _ = raw::write_all(self.report_fd, &rec);
+        Reply::Continue
     }
 
     /// [`protect::decide`] with a [`GitHint`] read from the disk when the rules want one.

@@ -77,11 +77,15 @@ impl Spawned {
         }
         let report = Report::from_bytes(&buf);
         let mut path = Vec::new();
-        if report.kind == crate::mediate::REPORT_BLOCKED {
-            path.resize(
-                (report.index as usize).min(crate::mediate::REPORT_PATH_MAX),
-                0,
-            );
+        let trailing = match report.kind {
+            crate::mediate::REPORT_BLOCKED => {
+                (report.index as usize).min(crate::mediate::REPORT_PATH_MAX)
+            }
+            crate::mediate::REPORT_MEMORY => crate::mediate::REPORT_MEMORY_LEN,
+            _ => 0,
+        };
+        if trailing > 0 {
+            path.resize(trailing, 0);
             if !self.read_exact(&mut path)? {
                 return Ok(None);
             }

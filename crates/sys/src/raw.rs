@@ -752,6 +752,20 @@ pub fn notif_send(listener: c_int, id: u64, val: i64, errno: c_int) -> Result<()
     check_int(unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND, &resp) }).map(drop)
 }
 
+/// `SECCOMP_IOCTL_NOTIF_SEND` with `SECCOMP_USER_NOTIF_FLAG_CONTINUE`: the kernel performs
+/// the call as made. Only for calls whose arguments are values the listener merely observes
+/// (never for decisions about memory the caller can change meanwhile).
+pub fn notif_continue(listener: c_int, id: u64) -> Result<()> {
+    let resp = libc::seccomp_notif_resp {
+        id,
+        val: 0,
+        error: 0,
+        flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
+    };
+    // SAFETY: resp is a live, correctly sized struct for this ioctl.
+    check_int(unsafe { libc::ioctl(listener, libc::SECCOMP_IOCTL_NOTIF_SEND, &resp) }).map(drop)
+}
+
 /// `SECCOMP_IOCTL_NOTIF_ADDFD` with `SECCOMP_ADDFD_FLAG_SEND`: installs a copy of `fd` in the
 /// target and makes the call return its number, atomically.
 pub fn notif_addfd_send(listener: c_int, id: u64, fd: c_int, cloexec: bool) -> Result<c_int> {
@@ -1018,6 +1032,18 @@ pub fn hard_rlimit(resource: c_int) -> Result<u64> {
     // SAFETY: lim is a valid out-pointer.
     check_int(unsafe { libc::getrlimit(resource as _, &mut lim) })?;
     Ok(lim.rlim_max)
+}
+
+/// The soft limit of `resource` of process `pid` (`prlimit(2)` without setting);
+/// `u64::MAX` for unlimited.
+pub fn soft_rlimit_of(pid: libc::pid_t, resource: c_int) -> Result<u64> {
+    let mut lim = libc::rlimit64 {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a null new limit only reads; lim is a valid out-pointer.
+    check_int(unsafe { libc::prlimit64(pid, resource as _, std::ptr::null(), &mut lim) })?;
+    Ok(lim.rlim_cur)
 }
 
 /// `setrlimit(2)` of both the soft and the hard limit (lowering needs no privilege).

@@ -625,6 +625,8 @@ impl Plan {
         };
         let candidates = candidates(program, &env);
         let (resources, resources_missing, output_limit) = resources(policy, host)?;
+        let mut creation_guard = creation_guard;
+        creation_guard.calls = seccomp::mediated_calls(resources.allocation_watch);
         Ok(Plan {
             ids,
             idmapped,
@@ -1225,7 +1227,7 @@ fn creation_guard(
 ) -> CreationGuard {
     let mut guard = CreationGuard {
         roots: roots.to_vec(),
-        calls: seccomp::mediated_calls(),
+        calls: seccomp::mediated_calls(None),
         ..CreationGuard::default()
     };
     for pat in deny_write {
