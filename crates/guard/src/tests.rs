@@ -1,6 +1,10 @@
 //! The sanitizer against each class it removes, text it must keep, and chunking.
 
-use crate::sanitize::{classify, sanitize, Class, Sanitizer};
+use crate::sanitize::{
+    classify, sanitize, Class, Found, Report, Sanitizer, HIDDEN_MAX, REMOVED_BMP, REMOVED_SECOND,
+    STOP,
+};
+use std::collections::BTreeMap;
 
 fn clean(input: &str) -> String {
     sanitize(input.as_bytes()).0
@@ -219,4 +223,349 @@ fn memory_stays_constant_on_long_input() {
     assert_eq!(report.count(Class::Invisible), 200_000);
     assert_eq!(report.count(Class::Escape), 400_000);
     assert_eq!(report.bytes_in, chunk.len() as u64 * 200);
+}
+
+/// The classifier as first written, a `match` over code points: `classify` (a search of a
+/// range table the scan tables are derived from) must agree with it everywhere.
+fn reference_class(c: char) -> Option<Class> {
+    let u = c as u32;
+    Some(match u {
+        0x00..=0x08 | 0x0B | 0x0C | 0x0E..=0x1F | 0x7F | 0x80..=0x9F => Class::Control,
+        0x00AD
+        | 0x034F
+        | 0x115F
+        | 0x1160
+        | 0x17B4
+        | 0x17B5
+        | 0x180B..=0x180F
+        | 0x3164
+        | 0xFFA0
+        | 0xFEFF
+        | 0x200B..=0x200D
+        | 0x2060..=0x2064
+        | 0x206A..=0x206F
+        | 0x1BCA0..=0x1BCA3
+        | 0x1D173..=0x1D17A
+        | 0xE0080..=0xE00FF
+        | 0xE01F0..=0xE0FFF => Class::Invisible,
+        0x061C | 0x200E | 0x200F | 0x202A..=0x202E | 0x2066..=0x2069 => Class::Bidi,
+        0xE0000..=0xE007F => Class::Tag,
+        0xFE00..=0xFE0F | 0xE0100..=0xE01EF => Class::VariationSelector,
+        0xFFF9..=0xFFFB => Class::Annotation,
+        0x2000..=0x200A => Class::OddSpace,
+        _ => return None,
+    })
+}
+
+#[test]
+fn classify_agrees_with_the_reference_on_every_code_point() {
+    for c in (0..=0x10FFFF).filter_map(char::from_u32) {
+        assert_eq!(classify(c), reference_class(c), "U+{:04X}", c as u32);
+    }
+}
+
+/// The scan passes a byte only if no removed code point starts with it (or, for a lead byte,
+/// with it and the byte after it), and stops at every other; the BMP table has a bit for
+/// exactly the removed code points: the tables are what every code point's UTF-8 says.
+#[test]
+fn stop_bytes_are_exactly_the_first_bytes_of_what_is_removed() {
+    let mut stop = [false; 256];
+    let mut second = [0u64; 256];
+    for c in (0..=0x10FFFF).filter_map(char::from_u32) {
+        if reference_class(c).is_some() {
+            let mut utf8 = [0u8; 4];
+            let bytes = c.encode_utf8(&mut utf8).as_bytes();
+            stop[usize::from(bytes[0])] = true;
+            if let Some(next) = bytes.get(1) {
+                second[usize::from(bytes[0])] |= 1 << (next & 0x3F);
+            }
+        }
+    }
+    for b in 0..256 {
+        assert_eq!(STOP[b], stop[b], "byte {b:#04X}");
+        assert_eq!(REMOVED_SECOND[b], second[b], "byte {b:#04X}");
+    }
+    for u in 0..0x10000u32 {
+        let bit = REMOVED_BMP[(u >> 6) as usize] >> (u & 0x3F) & 1 != 0;
+        let want = char::from_u32(u).is_some_and(|c| reference_class(c).is_some());
+        assert_eq!(bit, want, "U+{u:04X}");
+    }
+    // The non-ASCII ones, for the record.
+    let leads: Vec<usize> = (0x80..256).filter(|&b| stop[b]).collect();
+    assert_eq!(
+        leads,
+        [0xC2, 0xCD, 0xD8, 0xE1, 0xE2, 0xE3, 0xEF, 0xF0, 0xF3]
+    );
+}
+
+/// The rules applied as simply as possible, to hold the fast sanitizer to: the whole input at
+/// once, decoded by the standard library, one code point (or invalid subpart) at a time
+/// through the escape-sequence state machine and `reference_class`; no scan, no tables.
+fn reference(input: &[u8]) -> (Vec<u8>, Report) {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Esc {
+        None,
+        Start,
+        Csi,
+        Str,
+        StrEscape,
+        Intermediate,
+    }
+    struct State {
+        esc: Esc,
+        out: Vec<u8>,
+        found: BTreeMap<Class, Found>,
+        hidden: String,
+    }
+    impl State {
+        fn note(&mut self, class: Class, at: usize) {
+            let f = self.found.entry(class).or_default();
+            f.count += 1;
+            f.first_offset.get_or_insert(at as u64);
+        }
+        fn char(&mut self, c: char, at: usize) {
+            let (u, ascii) = (c as u32, c.is_ascii());
+            match self.esc {
+                Esc::None => match u {
+                    0x1B => {
+                        self.note(Class::Escape, at);
+                        self.esc = Esc::Start;
+                    }
+                    0x9B => {
+                        self.note(Class::Escape, at);
+                        self.esc = Esc::Csi;
+                    }
+                    0x90 | 0x98 | 0x9D | 0x9E | 0x9F => {
+                        self.note(Class::Escape, at);
+                        self.esc = Esc::Str;
+                    }
+                    _ => match reference_class(c) {
+                        Some(class) => {
+                            self.note(class, at);
+                            if class == Class::Tag
+                                && (0xE0020..=0xE007E).contains(&u)
+                                && self.hidden.len() < HIDDEN_MAX
+                            {
+                                self.hidden.push(char::from((u - 0xE0000) as u8));
+                            }
+                        }
+                        None => self.out.extend_from_slice(c.to_string().as_bytes()),
+                    },
+                },
+                Esc::Start if ascii => {
+                    self.esc = match u {
+                        0x5B => Esc::Csi,
+                        0x5D | 0x50 | 0x5F | 0x5E | 0x58 => Esc::Str,
+                        0x20..=0x2F => Esc::Intermediate,
+                        0x1B => {
+                            self.note(Class::Escape, at);
+                            Esc::Start
+                        }
+                        _ => Esc::None,
+                    }
+                }
+                Esc::Csi if ascii && (0x20..=0x3F).contains(&u) => {}
+                Esc::Csi if ascii && (0x40..=0x7E).contains(&u) => self.esc = Esc::None,
+                Esc::Csi if u == 0x1B => {
+                    self.note(Class::Escape, at);
+                    self.esc = Esc::Start;
+                }
+                Esc::Intermediate if ascii && (0x20..=0x2F).contains(&u) => {}
+                Esc::Intermediate if ascii && (0x30..=0x7E).contains(&u) => self.esc = Esc::None,
+                // Anything else cuts a CSI, an ESC or intermediates short, and counts alone.
+                Esc::Start | Esc::Csi | Esc::Intermediate => {
+                    self.esc = Esc::None;
+                    self.char(c, at);
+                }
+                Esc::Str | Esc::StrEscape if u == 0x9C => self.esc = Esc::None,
+                Esc::Str if u == 0x07 => self.esc = Esc::None,
+                Esc::Str if u == 0x1B => self.esc = Esc::StrEscape,
+                Esc::Str => {}
+                Esc::StrEscape if ascii => {
+                    self.esc = if u == 0x5C { Esc::None } else { Esc::Str };
+                }
+                Esc::StrEscape => {}
+            }
+        }
+        fn invalid(&mut self, at: usize) {
+            self.note(Class::InvalidUtf8, at);
+            if self.esc == Esc::None {
+                self.out.extend_from_slice("\u{FFFD}".as_bytes());
+            }
+        }
+    }
+    let mut state = State {
+        esc: Esc::None,
+        out: Vec::new(),
+        found: BTreeMap::new(),
+        hidden: String::new(),
+    };
+    let mut at = 0;
+    for chunk in input.utf8_chunks() {
+        for (k, c) in chunk.valid().char_indices() {
+            state.char(c, at + k);
+        }
+        at += chunk.valid().len();
+        let bad = chunk.invalid();
+        if !bad.is_empty() {
+            // A sequence cut by the end of the input ends any escape sequence.
+            let cut = at + bad.len() == input.len()
+                && matches!(std::str::from_utf8(bad), Err(e) if e.error_len().is_none());
+            if cut {
+                state.esc = Esc::None;
+            }
+            state.invalid(at);
+            at += bad.len();
+        }
+    }
+    let report = Report {
+        bytes_in: input.len() as u64,
+        bytes_out: state.out.len() as u64,
+        found: state.found,
+        hidden_text: state.hidden,
+    };
+    (state.out, report)
+}
+
+/// Random input for the differential test: long and short runs of plain ASCII (across the
+/// scan's 32-byte blocks and the 2 KiB copy pieces), kept text whose lead bytes are the
+/// scan's stop bytes, every removed range and its neighbours, escape fragments, random code
+/// points, stray and truncated UTF-8.
+fn random_input(rng: &mut Lcg) -> Vec<u8> {
+    let specials: &[u32] = &[
+        0x00, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x0D, 0x1B, 0x1F, 0x20, 0x5B, 0x5C, 0x5D, 0x7E, 0x7F,
+        0x80, 0x90, 0x98, 0x9B, 0x9C, 0x9D, 0x9F, 0xA0, 0xA9, 0xAC, 0xAD, 0xAE, 0xE9, 0x34E, 0x34F,
+        0x350, 0x61B, 0x61C, 0x61D, 0x635, 0x646, 0x115E, 0x115F, 0x1160, 0x1161, 0x17B3, 0x17B4,
+        0x17B5, 0x17B6, 0x180A, 0x180B, 0x180F, 0x1810, 0x1EA1, 0x1FFF, 0x2000, 0x200A, 0x200B,
+        0x200F, 0x2010, 0x2014, 0x2019, 0x2029, 0x202A, 0x202E, 0x202F, 0x205F, 0x2060, 0x2064,
+        0x2065, 0x2066, 0x2069, 0x206A, 0x206F, 0x2070, 0x2192, 0x3001, 0x306E, 0x3163, 0x3164,
+        0x3165, 0x65E5, 0xD55C, 0xFDFF, 0xFE00, 0xFE0F, 0xFE10, 0xFEFE, 0xFEFF, 0xFF21, 0xFF9F,
+        0xFFA0, 0xFFA1, 0xFFF8, 0xFFF9, 0xFFFB, 0xFFFC, 0xFFFD, 0x1BC9F, 0x1BCA0, 0x1BCA3, 0x1BCA4,
+        0x1D172, 0x1D173, 0x1D17A, 0x1D17B, 0x1F680, 0x1F44D, 0x1F3FD, 0xDFFFF, 0xE0000, 0xE0001,
+        0xE0020, 0xE0041, 0xE007E, 0xE007F, 0xE0080, 0xE00FF, 0xE0100, 0xE01EF, 0xE01F0, 0xE0FFF,
+        0xE1000, 0x10FFFF,
+    ];
+    let escapes: &[&[u8]] = &[
+        b"\x1b[31m",
+        b"\x1b[",
+        b"\x1b]0;t\x07",
+        b"\x1b]8;;",
+        b"\x1b\\",
+        b"\x1bP",
+        b"\x1b(B",
+        b";1",
+        b"m",
+    ];
+    let mut input = Vec::new();
+    let pieces = rng.next() % 60;
+    for _ in 0..pieces {
+        match rng.next() % 10 {
+            0 | 1 => {
+                let n = match rng.next() % 8 {
+                    0 => rng.next() % 5000,
+                    _ => rng.next() % 80,
+                };
+                for _ in 0..n {
+                    input.push(match rng.next() % 20 {
+                        0 => b'\n',
+                        1 => b'\t',
+                        _ => 0x20 + (rng.next() % 0x5F) as u8,
+                    });
+                }
+            }
+            2..=4 => {
+                let u = specials[(rng.next() as usize) % specials.len()];
+                if let Some(c) = char::from_u32(u) {
+                    input.extend_from_slice(c.to_string().as_bytes());
+                }
+            }
+            5 => {
+                if let Some(c) = char::from_u32((rng.next() % 0x11_0000) as u32) {
+                    input.extend_from_slice(c.to_string().as_bytes());
+                }
+            }
+            6 => input.extend_from_slice(escapes[(rng.next() as usize) % escapes.len()]),
+            7 => input.push(0x80 + (rng.next() % 0x80) as u8),
+            8 => {
+                // The first bytes of a multi-byte sequence, cut short.
+                let u = specials[(rng.next() as usize) % specials.len()];
+                if let Some(c) = char::from_u32(u) {
+                    let s = c.to_string();
+                    let cut = 1 + (rng.next() as usize) % s.len().max(1);
+                    input.extend_from_slice(&s.as_bytes()[..cut.min(s.len())]);
+                }
+            }
+            _ => input.extend_from_slice("日本語のテキスト — نص 🚀 é".as_bytes()),
+        }
+    }
+    input
+}
+
+/// The fast sanitizer against the reference on random inputs, each fed whole and in random
+/// chunks (of 1 to 7 bytes, or up to a few KiB): byte-identical output, equal reports.
+#[test]
+fn differential_the_fast_path_matches_the_reference() {
+    let mut rng = Lcg(0x5EED);
+    for round in 0..1500 {
+        let input = random_input(&mut rng);
+        let (want, want_report) = reference(&input);
+        let small = rng.next().is_multiple_of(2);
+        let mut s = Sanitizer::new();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < input.len() {
+            let n = if small {
+                1 + (rng.next() as usize) % 7
+            } else {
+                1 + (rng.next() as usize) % 4000
+            };
+            let end = (i + n).min(input.len());
+            s.push(&input[i..end], &mut out);
+            i = end;
+        }
+        let report = s.finish(&mut out);
+        assert!(out == want, "round {round}: output differs for {input:?}");
+        assert_eq!(report, want_report, "round {round}: {input:?}");
+        let (whole, whole_report) = sanitize(&input);
+        assert!(
+            whole.as_bytes() == want.as_slice(),
+            "round {round}: {input:?}"
+        );
+        assert_eq!(whole_report, want_report, "round {round}");
+    }
+}
+
+/// Every removed code point and its neighbours, at every position across a block boundary of
+/// the scan, in plain ASCII: removed (and counted at the right offset) exactly as the
+/// reference says.
+#[test]
+fn removed_code_points_are_found_at_every_position_of_a_block() {
+    let mut around = Vec::new();
+    for c in (0..=0x10FFFF).filter_map(char::from_u32) {
+        if reference_class(c).is_some() {
+            around.extend([(c as u32).saturating_sub(1), c as u32, c as u32 + 1]);
+        }
+    }
+    around.sort_unstable();
+    around.dedup();
+    let mut rng = Lcg(11);
+    for u in around.into_iter().filter_map(char::from_u32) {
+        // All positions for the ones that are not in the long Tag and Invisible blocks.
+        let positions: Vec<usize> = if (0xE0000..0xE1000).contains(&(u as u32)) {
+            vec![(rng.next() % 70) as usize]
+        } else {
+            (0..70).collect()
+        };
+        for p in positions {
+            let input = format!("{}{u}{}", "a".repeat(p), "b".repeat(40));
+            let (want, want_report) = reference(input.as_bytes());
+            let (got, report) = sanitize(input.as_bytes());
+            assert!(
+                got.as_bytes() == want.as_slice(),
+                "U+{:04X} at {p}",
+                u as u32
+            );
+            assert_eq!(report, want_report, "U+{:04X} at {p}", u as u32);
+        }
+    }
 }
