@@ -77,7 +77,7 @@ fn timeout_ends_term_trapping_and_daemonized_processes() {
 #[test]
 fn limits_timeout_in_a_policy_file_applies() {
     let fx = Fixture::new();
-    let policy = fx.ws.join("limits.toml");
+    let policy = fx.root.join("limits.toml");
     attacks::write_file(&policy, "[limits]\ntimeout = 1\n", 0o644);
     let started = Instant::now();
     let run = fx
@@ -368,7 +368,7 @@ fn memory_and_pids_defaults_and_policy_file() {
     assert_eq!(report["limits"]["output"], 16u64 << 20);
     assert!(report["usage"]["cpu_usec"].is_u64(), "{report:#}");
 
-    let policy = fx.ws.join("limits.toml");
+    let policy = fx.root.join("limits.toml");
     attacks::write_file(&policy, "[limits]\nmemory = \"256M\"\npids = 32\n", 0o644);
     let records = fx.records();
     let mut opts = records.opts();

@@ -20,6 +20,19 @@ pub enum Error {
     /// A request stockade refuses as given (with how to ask instead).
     #[error("{message}")]
     Usage { message: String, hint: String },
+    /// The workspace's trust-relevant configuration is not the approved one
+    /// (`stockade trust`).
+    #[error("refusing to run in {}: {reason}", .workspace.display())]
+    Untrusted {
+        workspace: PathBuf,
+        reason: guard::trust::Refusal,
+    },
+    /// The trust check could not be made (a link out of the workspace, a corrupt store).
+    #[error(transparent)]
+    Trust(#[from] guard::trust::TrustError),
+    /// A command string the command layer refuses (`stockade guard`, `run --guard`).
+    #[error(transparent)]
+    Command(#[from] guard::command::Refusal),
 }
 
 impl Error {
@@ -32,6 +45,9 @@ impl Error {
             }
             Error::Run(e) => e.code(),
             Error::Io { .. } => native::error::E_INTERNAL,
+            Error::Untrusted { .. } => guard::trust::E_UNTRUSTED_CONFIG,
+            Error::Trust(e) => e.code(),
+            Error::Command(e) => e.code(),
         }
     }
 
@@ -45,6 +61,9 @@ impl Error {
             Error::Run(native::RunError::Plan(_)) => "policy",
             Error::Run(_) => "setup",
             Error::Io { .. } => "internal",
+            Error::Untrusted { .. } => "untrusted_config",
+            Error::Trust(e) => e.kind(),
+            Error::Command(_) => "command",
         }
     }
 
@@ -56,6 +75,17 @@ impl Error {
             Error::Workspace { .. } => Some("pass an existing directory with --workspace".into()),
             Error::Io { .. } => None,
             Error::Usage { hint, .. } => Some(hint.clone()),
+            Error::Untrusted { workspace, reason } => Some(reason.hint(workspace)),
+            Error::Trust(e) => e.hint(),
+            Error::Command(e) => Some(e.hint().to_string()),
+        }
+    }
+
+    /// For a refused command: the construct refused (`pipeline`, `path_outside_workspace`, ...).
+    pub fn construct(&self) -> Option<&'static str> {
+        match self {
+            Error::Command(e) => Some(e.construct.as_str()),
+            _ => None,
         }
     }
 }

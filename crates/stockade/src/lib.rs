@@ -56,6 +56,11 @@ pub struct RunRequest {
     pub report: Option<PathBuf>,
     /// Append JSON-line audit events here.
     pub audit: Option<PathBuf>,
+    /// The policy file the policy came from (`--policy`): one inside the workspace must be
+    /// approved (`stockade trust`).
+    pub policy_file: Option<PathBuf>,
+    /// The trust store (`$XDG_STATE_HOME/stockade/trust`); `None` when it cannot be located.
+    pub trust_store: Option<PathBuf>,
 }
 
 impl RunRequest {
@@ -94,6 +99,11 @@ impl RunRequest {
             options: native::Options::default(),
             report: None,
             audit: None,
+            policy_file: None,
+            trust_store: guard::trust::default_store_dir(
+                std::env::var_os("XDG_STATE_HOME").as_deref(),
+                std::env::var_os("HOME").as_deref(),
+            ),
         })
     }
 }
@@ -197,6 +207,56 @@ pub fn plan(policy: &policy::Policy, request: &RunRequest) -> Result<native::Pla
     )?)
 }
 
+/// The trust check of a run (see [`guard::trust::check_run`]): a workspace approved once, or
+/// a policy file inside the workspace, must match the approved files.
+pub fn check_trust(request: &RunRequest) -> Result<guard::trust::Gate, Error> {
+    let workspace = &request.native.workspace;
+    let gate = guard::trust::check_run(
+        workspace,
+        request.policy_file.as_deref(),
+        request.trust_store.as_deref(),
+    )?;
+    match gate {
+        guard::trust::Gate::Refused(reason) => Err(Error::Untrusted {
+            workspace: workspace.clone(),
+            reason,
+        }),
+        gate => Ok(gate),
+    }
+}
+
+/// The plan, with the trust store kept read-only when it lies in a writable root (a
+/// workspace or `--allow-write` that holds `$HOME`): otherwise the sandbox could forge
+/// approvals for other workspaces.
+fn plan_guarding_trust_store(
+    policy: &policy::Policy,
+    request: &RunRequest,
+) -> Result<native::Plan, Error> {
+    let plan = plan(policy, request)?;
+    let Some(dir) = request.trust_store.as_deref() else {
+        return Ok(plan);
+    };
+    let dir = guard::trust::resolve_dir(dir)?;
+    if !plan.writable_roots.iter().any(|w| dir.starts_with(w)) {
+        return Ok(plan);
+    }
+    let pattern = dir
+        .to_str()
+        .filter(|p| !p.contains(['*', '?', '[', ']', '{', '}']));
+    let Some(pattern) = pattern else {
+        return Err(Error::Usage {
+            message: format!(
+                "the trust store {} lies in a writable path and cannot be protected (its name is not UTF-8 or holds glob characters)",
+                dir.display()
+            ),
+            hint: "point XDG_STATE_HOME at a plain path outside the writable paths".into(),
+        });
+    };
+    let mut guarded = policy.clone();
+    guarded.filesystem.deny_write.push(pattern.to_string());
+    self::plan(&guarded, request)
+}
+
 /// Record a refusal that happened before a run could start (bad policy file, bad workspace)
 /// in the audit log at `path`.
 pub fn audit_refusal(path: &std::path::Path, error: &Error) -> Result<(), Error> {
@@ -213,7 +273,9 @@ pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, E
     let mut audit = AuditLog::open(request.audit.as_deref(), &id)?;
     let digest = policy::digest(policy);
     let result = (|| {
-        let plan = plan(policy, request)?;
+        // First: nothing of an unapproved workspace configuration is acted on.
+        check_trust(request)?;
+        let plan = plan_guarding_trust_store(policy, request)?;
         audit.event(
             "run_start",
             serde_json::json!({
