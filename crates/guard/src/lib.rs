@@ -3,10 +3,17 @@
 //! - [`sanitize`]: strips invisible and direction-changing code points, Unicode Tag
 //!   characters and terminal control sequences from text, streaming, and reports what it
 //!   removed (including text hidden in Tag characters).
+//! - [`command`]: the command layer: a shell command string parsed and checked under the
+//!   argv-only policy (one simple command of literal words, paths inside the workspace, the
+//!   program from a trusted search path) and turned into an argv that runs without a shell.
+//! - [`trust`]: content-addressed trust for a workspace's configuration: the digest of its
+//!   trust-relevant files, the per-user trust store, and the check `stockade run` makes.
 
 #![forbid(unsafe_code)]
 
+pub mod command;
 pub mod sanitize;
+pub mod trust;
 
 pub use sanitize::{classify, sanitize, Class, Found, Report, Sanitizer};
 

@@ -1,0 +1,172 @@
+//! `stockade selftest [--json] [--category C] [--case ID] [--list]`: runs the embedded attack
+//! corpus on this machine with throw-away fixtures and prints, per case, contained / escaped /
+//! not applicable (with why), plus what `doctor` found.
+//!
+//! Exit codes: 0 when nothing escaped, nothing was vacuous and every case ran; 1 otherwise;
+//! 125 when the selftest itself could not start (corpus or binary missing).
+
+use std::collections::BTreeSet;
+use std::io::Write;
+
+use clap::Args;
+use stockade::{Backend, Error, NativeBackend};
+
+#[derive(Args)]
+pub struct SelftestArgs {
+    /// Print the results as one JSON document.
+    #[arg(long)]
+    pub json: bool,
+    /// Run only the cases of this category (see --list).
+    #[arg(long, value_name = "CATEGORY")]
+    category: Option<String>,
+    /// Run only this case (repeatable).
+    #[arg(long = "case", value_name = "ID")]
+    cases: Vec<String>,
+    /// List the cases instead of running them.
+    #[arg(long)]
+    list: bool,
+    /// Cases run at once (default 3).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    parallel: usize,
+}
+
+fn io(what: &str) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |cause| Error::Io {
+        what: what.to_string(),
+        cause,
+    }
+}
+
+pub fn main(args: &SelftestArgs) -> Result<u8, Error> {
+    let corpus = selftest::load().map_err(|e| Error::Io {
+        what: "load the embedded attack corpus".into(),
+        cause: std::io::Error::other(e.to_string()),
+    })?;
+    let ids: BTreeSet<String> = args.cases.iter().cloned().collect();
+    let cases = selftest::select(&corpus, args.category.as_deref(), &ids);
+    let known: BTreeSet<&str> = corpus.iter().map(|c| c.id.as_str()).collect();
+    if let Some(bad) = ids.iter().find(|id| !known.contains(id.as_str())) {
+        return Err(Error::Io {
+            what: format!("select case {bad}"),
+            cause: std::io::Error::new(std::io::ErrorKind::NotFound, "no such case (see --list)"),
+        });
+    }
+    if cases.is_empty() {
+        return Err(Error::Io {
+            what: "select cases".into(),
+            cause: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no case matches (see --list for the categories and ids)",
+            ),
+        });
+    }
+    if args.list {
+        return list(&cases, args.json);
+    }
+    let config = selftest::Config {
+        stockade: std::env::current_exe().map_err(io("find the stockade binary"))?,
+        parallel: args.parallel,
+    };
+    selftest::install_interrupt_handler();
+    let checks = NativeBackend.probe();
+    let doctor_ok = checks.iter().all(|c| c.ok || !c.required);
+    let json = args.json;
+    let progress = |r: &selftest::CaseResult| {
+        if !json {
+            let mut err = std::io::stderr().lock();
+            let _ = writeln!(err, "  {:<10} {}", r.verdict.label(), r.id);
+        }
+    };
+    let started = std::time::Instant::now();
+    let results = selftest::run_cases(&cases, &config, &progress);
+    let interrupted = selftest::runner::INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst);
+    let counts = selftest::Counts::of(&results);
+    let passed = counts.passed() && !interrupted && results.len() == cases.len();
+    if json {
+        let doc = serde_json::json!({
+            "corpus_version": selftest::CORPUS_VERSION,
+            "caller": { "uid": selftest::runner::caller_uid(), "root": selftest::caller_is_root() },
+            "passed": passed,
+            "interrupted": interrupted,
+            "seconds": started.elapsed().as_secs_f64(),
+            "summary": counts,
+            "cases": results,
+            "doctor": { "ok": doctor_ok, "backend": NativeBackend.name(), "checks": checks },
+        });
+        println!("{doc}");
+    } else {
+        print_table(&results);
+        println!();
+        println!("doctor:");
+        for c in &checks {
+            let mark = if c.ok {
+                "ok  "
+            } else if c.required {
+                "FAIL"
+            } else {
+                "warn"
+            };
+            println!("  [{mark}] {:<28} {}", c.name, c.detail);
+        }
+        println!();
+        println!(
+            "selftest (corpus v{}, {} caller, {:.1}s): {} cases: {} contained, {} escaped, {} not applicable, {} vacuous, {} errors{}",
+            selftest::CORPUS_VERSION,
+            if selftest::caller_is_root() { "root" } else { "unprivileged" },
+            started.elapsed().as_secs_f64(),
+            counts.total,
+            counts.contained,
+            counts.escaped,
+            counts.not_applicable,
+            counts.vacuous,
+            counts.error,
+            if interrupted { " (interrupted)" } else { "" }
+        );
+        println!(
+            "{}",
+            if passed {
+                "PASS: every attack of the corpus was contained on this machine."
+            } else {
+                "FAIL: see the ESCAPED, VACUOUS and ERROR lines above."
+            }
+        );
+    }
+    Ok(if passed { 0 } else { 1 })
+}
+
+fn print_table(results: &[selftest::CaseResult]) {
+    let width = results.iter().map(|r| r.id.len()).max().unwrap_or(4).max(4);
+    println!(
+        "{:<width$}  {:<13}  {:<9}  detail",
+        "case", "category", "result"
+    );
+    for r in results {
+        println!(
+            "{:<width$}  {:<13}  {:<9}  {}",
+            r.id,
+            r.category,
+            r.verdict.label(),
+            r.detail
+        );
+    }
+}
+
+fn list(cases: &[selftest::Case], json: bool) -> Result<u8, Error> {
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({ "corpus_version": selftest::CORPUS_VERSION, "cases": cases })
+        );
+    } else {
+        let width = cases.iter().map(|c| c.id.len()).max().unwrap_or(4);
+        for c in cases {
+            println!("{:<width$}  {}  [{}]", c.id, c.title, c.why);
+        }
+        println!(
+            "{} cases (corpus v{})",
+            cases.len(),
+            selftest::CORPUS_VERSION
+        );
+    }
+    Ok(0)
+}
