@@ -64,7 +64,7 @@ pub fn is_secret_name(name: &str) -> bool {
 }
 
 /// Whether `name` matches an `allow` entry: exact, or `PREFIX*`.
-fn allowed(allow: &[String], name: &str) -> bool {
+pub(crate) fn allowed(allow: &[String], name: &str) -> bool {
     allow.iter().any(|entry| match entry.strip_suffix('*') {
         Some(prefix) => name.starts_with(prefix),
         None => entry == name,

@@ -154,18 +154,26 @@ fn net_entries(
         .collect()
 }
 
-/// Reads and parses the policy file at `path`.
+/// Reads and parses the policy file at `path`: stockade's TOML, or, when the file is JSON
+/// (named `*.json`, or starting with `{`), srt's or Claude Code's sandbox settings (see
+/// [`crate::settings_json`]; relative paths in them are resolved against this process's
+/// current directory, as srt and Claude Code do).
 ///
 /// # Errors
 ///
 /// [`PolicyError::ReadFile`] when the file cannot be read (or is not UTF-8), otherwise as
-/// [`parse_policy_file`].
+/// [`parse_policy_file`] or [`crate::parse_settings_json`].
 pub fn read_policy_file(path: &Path) -> Result<PolicyFile, PolicyError> {
     let text = std::fs::read_to_string(path).map_err(|source| PolicyError::ReadFile {
         path: path.to_path_buf(),
         source,
     })?;
-    parse_policy_file(&text, &path.display().to_string())
+    let origin = path.display().to_string();
+    if crate::settings_json::is_json(path, &text) {
+        let ctx = crate::settings_json::SettingsContext::of_process(path);
+        return crate::settings_json::parse_settings_json(&text, &origin, &ctx);
+    }
+    parse_policy_file(&text, &origin)
 }
 
 fn toml_error(text: &str, origin: &str, err: &toml::de::Error) -> PolicyError {

@@ -3,8 +3,9 @@
 //!
 //! A policy starts from a built-in [profile](profile()) (data, not code), is patched by an
 //! optional policy file ([`parse_policy_file`], strict: unknown keys are errors with line and
-//! column), then by command-line [`Overrides`]; [`resolve`] merges and validates the three into
-//! a [`Policy`]. Path patterns in the policy (`~/.ssh`, `$WORKSPACE`, `.env`) are turned into
+//! column; [`read_policy_file`] also reads srt's and Claude Code's JSON sandbox settings, see
+//! [`settings_json`]), then by command-line [`Overrides`]; [`resolve`] merges and validates the
+//! three into a [`Policy`]. Path patterns in the policy (`~/.ssh`, `$WORKSPACE`, `.env`) are turned into
 //! concrete paths and globs by [`expand`]; the child's environment is built from scratch by
 //! [`build_env`]; the network rules are compiled into a matcher for the egress proxy by
 //! [`NetRules::new`] (see [`net`]).
@@ -57,6 +58,8 @@ pub mod net;
 pub mod paths;
 pub mod profile;
 pub mod resolve;
+pub mod settings_json;
+pub mod strict_json;
 
 pub use env::{build_env, is_secret_name};
 pub use error::{Location, PolicyError};
@@ -79,3 +82,5 @@ pub use profile::{
 pub use resolve::{
     digest, parse_memory, parse_output_limit, parse_size, resolve, MemoryLimit, Overrides,
 };
+pub use settings_json::{is_json, parse_settings_json, SettingsContext, SettingsFormat};
+pub use strict_json::StrictJsonError;
