@@ -285,3 +285,27 @@ fn secret_via_inherited_file_descriptor_is_blocked() {
         .outcome()
         .assert_shows(&fx.marker("ssh"));
 }
+
+/// A hard link to `~/.aws/credentials` planted in the workspace before the run (a mask covers
+/// a path, not the file): the run is refused (125, `E_PROTECTION_UNAVAILABLE`) naming the
+/// file, instead of reading it through the other name. Found by the self-test corpus. Control:
+/// the planted name shows the secret on the host; a second name that is itself masked (a
+/// backup link in `~/.ssh`) does not stop runs.
+#[test]
+fn planted_hard_link_to_a_credential_file_refuses_the_run() {
+    let fx = Fixture::new();
+    std::fs::hard_link(fx.home.join(".aws/credentials"), fx.ws.join("data.csv")).unwrap();
+    let run = fx.sandbox(&[], "cat data.csv").run();
+    run.assert_code(125);
+    run.assert_stderr_contains("E_PROTECTION_UNAVAILABLE");
+    run.assert_stderr_contains(".aws/credentials has 2 names");
+    run.assert_stderr_contains("-samefile");
+    run.assert_lacks(&fx.marker("aws"));
+    fx.control("cat data.csv")
+        .outcome()
+        .assert_shows(&fx.marker("aws"));
+
+    let fx = Fixture::new();
+    std::fs::hard_link(fx.home.join(".ssh/id_rsa"), fx.home.join(".ssh/id_rsa.bak")).unwrap();
+    fx.attack(&[], "echo ran").outcome().assert_shows("ran");
+}

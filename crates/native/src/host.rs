@@ -21,6 +21,11 @@ pub struct Entry {
     pub uid: u32,
     pub gid: u32,
     pub mode: u32,
+    /// Device and inode: which file this is, whatever its name.
+    pub dev: u64,
+    pub ino: u64,
+    /// Names the file has (hard links).
+    pub links: u64,
 }
 
 pub trait HostView {
@@ -64,6 +69,9 @@ impl HostView for RealHost {
             uid: m.uid(),
             gid: m.gid(),
             mode: m.mode(),
+            dev: m.dev(),
+            ino: m.ino(),
+            links: m.nlink(),
         })
     }
 

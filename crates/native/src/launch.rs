@@ -157,6 +157,28 @@ pub fn launch(
 ) -> Result<Outcome, RunError> {
     let started = Instant::now();
     let mut skipped = Vec::new();
+    if let Some(l) = plan.linked_secrets.first() {
+        let others = plan.linked_secrets.len() - 1;
+        let cause = format!(
+            "{} has {} names (hard links) and only {} of them lies under a mask: the sandbox could read it through another{}",
+            l.path.display(),
+            l.links,
+            l.masked,
+            if others > 0 { format!(" (and {others} more such files)") } else { String::new() }
+        );
+        if options.allow_degraded {
+            skipped.push(format!("masking of linked credential files: {cause}"));
+        } else {
+            return Err(RunError::Unavailable {
+                what: "masking of a credential file",
+                cause,
+                fix: format!(
+                    "find its other names with `find / -xdev -samefile {}` and remove the ones you did not make on purpose (a copy does not share the file), or pass --allow-degraded to run anyway",
+                    l.path.display()
+                ),
+            });
+        }
+    }
     if let Some(m) = &plan.resources_missing {
         if options.allow_degraded {
             skipped.push(format!("{} limit: {}", m.limit, m.cause));

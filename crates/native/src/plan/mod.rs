@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::cgroup::{Missing, ResourcePlan, Wanted};
 use crate::error::PlanError;
-use crate::host::{HostView, Kind};
+use crate::host::{Entry, HostView, Kind};
 
 /// Hostname inside the sandbox.
 pub const SANDBOX_HOSTNAME: &str = "stockade";
@@ -292,6 +292,9 @@ pub struct Plan {
     pub protected: Vec<PathBuf>,
     /// What the init checks while the run lasts, on every name-creating call.
     pub creation_guard: CreationGuard,
+    /// Masked files with a hard link outside every mask: the sandbox could read them through
+    /// that other name, so the run is refused (see [`linked_secrets`]).
+    pub linked_secrets: Vec<LinkedSecret>,
     pub network: NetPlan,
     /// Wall-clock limit of the run in seconds (`limits.timeout`; none when 0).
     pub timeout_secs: Option<u64>,
@@ -371,6 +374,7 @@ impl Plan {
         }
         masks.sort();
         masks.dedup();
+        let linked_secrets = linked_secrets(host, &masks);
 
         // Protected paths inside writable roots (outside them everything is read-only).
         let mut protected: BTreeSet<PathBuf> = BTreeSet::new();
@@ -643,6 +647,7 @@ impl Plan {
             masked: masked_paths,
             protected: protected.iter().cloned().collect(),
             creation_guard,
+            linked_secrets,
             network,
             timeout_secs: policy.limits.timeout.filter(|t| *t > 0),
             rlimits: policy
@@ -1009,6 +1014,81 @@ fn mask_targets(
             }
         }
     }
+}
+
+/// A masked file that has more names than the masks cover.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LinkedSecret {
+    pub path: PathBuf,
+    /// Names the file has (hard links).
+    pub links: u64,
+    /// Names of it found under the masks.
+    pub masked: u64,
+}
+
+/// How deep below a masked directory files are checked for hard links, and how many entries
+/// per mask at most: credential files sit near the top (`~/.ssh/id_rsa`, `~/.aws/credentials`,
+/// `~/.gnupg/private-keys-v1.d/X.key`), and a browser profile of thousands of files must not
+/// cost every run a walk. Deeper or further files are not checked.
+const LINK_CHECK_DEPTH: usize = 2;
+const LINK_CHECK_ENTRIES: usize = 512;
+
+/// Masked regular files with a name outside the masks. A mask covers a path, not a file: a
+/// hard link to `~/.aws/credentials` planted in the workspace (or anywhere readable) would be
+/// read through. A file whose every name lies under a mask (`id_rsa` and a backup link of it
+/// in `~/.ssh`) is fine.
+pub fn linked_secrets(host: &dyn HostView, masks: &[(PathBuf, Kind)]) -> Vec<LinkedSecret> {
+    // (dev, ino) → (first path seen, links, names seen under masks)
+    let mut seen: BTreeMap<(u64, u64), (PathBuf, u64, u64)> = BTreeMap::new();
+    let mut note = |path: &Path, e: &Entry| {
+        if e.kind == Kind::File && e.links > 1 {
+            seen.entry((e.dev, e.ino))
+                .or_insert_with(|| (path.to_path_buf(), e.links, 0))
+                .2 += 1;
+        }
+    };
+    for (mask, kind) in masks {
+        match kind {
+            Kind::File if host.lstat_kind(mask) == Some(Kind::File) => {
+                if let Some(e) = host.stat(mask) {
+                    note(mask, &e);
+                }
+            }
+            Kind::Dir => {
+                let mut budget = LINK_CHECK_ENTRIES;
+                let mut todo = vec![(mask.clone(), 0usize)];
+                while let Some((dir, depth)) = todo.pop() {
+                    for (name, k) in host.list_dir(&dir) {
+                        if budget == 0 {
+                            break;
+                        }
+                        budget -= 1;
+                        let child = dir.join(name);
+                        match k {
+                            Kind::File => {
+                                if let Some(e) = host.stat(&child) {
+                                    note(&child, &e);
+                                }
+                            }
+                            Kind::Dir if depth + 1 < LINK_CHECK_DEPTH => {
+                                todo.push((child, depth + 1))
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    seen.into_values()
+        .filter(|(_, links, masked)| masked < links)
+        .map(|(path, links, masked)| LinkedSecret {
+            path,
+            links,
+            masked,
+        })
+        .collect()
 }
 
 /// Where a read-only bind for `path` can land: the path itself, or, since a mount cannot cover

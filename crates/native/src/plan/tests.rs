@@ -17,13 +17,18 @@ struct FakeHost {
 impl FakeHost {
     fn dir(mut self, p: &str, uid: u32, mode: u32) -> Self {
         for a in Path::new(p).ancestors() {
+            let ino = self.entries.len() as u64 + 1;
             self.entries.entry(a.to_path_buf()).or_insert(Entry {
                 kind: Kind::Dir,
                 uid: 0,
                 gid: 0,
                 mode: 0o755,
+                dev: 1,
+                ino,
+                links: 1,
             });
         }
+        let ino = self.entries.len() as u64 + 1;
         self.entries.insert(
             p.into(),
             Entry {
@@ -31,6 +36,9 @@ impl FakeHost {
                 uid,
                 gid: uid,
                 mode,
+                dev: 1,
+                ino,
+                links: 1,
             },
         );
         self
@@ -44,6 +52,7 @@ impl FakeHost {
         if !self.entries.contains_key(Path::new(&parent)) {
             self = self.dir(&parent, 0, 0o755);
         }
+        let ino = self.entries.len() as u64 + 1;
         self.entries.insert(
             p.into(),
             Entry {
@@ -51,8 +60,23 @@ impl FakeHost {
                 uid: 0,
                 gid: 0,
                 mode: 0o644,
+                dev: 1,
+                ino,
+                links: 1,
             },
         );
+        self
+    }
+
+    /// A second name `new` for the file `existing` (a hard link).
+    fn hard_link(mut self, existing: &str, new: &str) -> Self {
+        self = self.file(new);
+        let mut e = self.entries[Path::new(existing)];
+        e.links += 1;
+        for (_, other) in self.entries.iter_mut().filter(|(_, o)| o.ino == e.ino) {
+            other.links = e.links;
+        }
+        self.entries.insert(new.into(), e);
         self
     }
 
@@ -542,4 +566,27 @@ fn network_modes_plan_the_namespace_the_proxy_and_its_variables() {
     let host_net = Plan::new(&policy, &req, &host).unwrap();
     assert!(!host_net.network.new_namespace);
     assert_eq!(host_net.network.proxy, None);
+}
+
+/// A masked credential file with a hard link in the workspace is found (the run is refused
+/// on it); one whose every name is masked, or that has one name, is not.
+#[test]
+fn hard_links_of_masked_files_are_found() {
+    let policy = policy::resolve(None, &policy::Overrides::default()).unwrap();
+    let host = machine()
+        .file("/home/u/.aws/credentials")
+        .hard_link("/home/u/.aws/credentials", "/home/u/ws/data.csv")
+        .file("/home/u/.ssh/id_ed25519")
+        .hard_link("/home/u/.ssh/id_ed25519", "/home/u/.ssh/backup_key");
+    let plan = Plan::new(&policy, &request(1000), &host).unwrap();
+    assert_eq!(
+        plan.linked_secrets,
+        vec![LinkedSecret {
+            path: "/home/u/.aws/credentials".into(),
+            links: 2,
+            masked: 1
+        }]
+    );
+    let plan = Plan::new(&policy, &request(1000), &machine()).unwrap();
+    assert!(plan.linked_secrets.is_empty());
 }
