@@ -488,6 +488,8 @@ pub fn launch(
     spec.wait_group = group.is_some() && join_fds.is_empty();
 
     // ---- launch and supervise ----
+    // Ctrl-C from here on is caught (and passed on once the sandbox exists), not fatal.
+    let _ = sys::parent::catch_signals();
     let mut child = sys::parent::spawn(&spec, &mut slots).map_err(|e| match e.raw_os_error() {
         Some(libc::EPERM | libc::EINVAL | libc::ENOSPC | libc::EUSERS | libc::ENOSYS) => {
             RunError::Unavailable {

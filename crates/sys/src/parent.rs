@@ -39,7 +39,15 @@ pub fn spawn(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> io::Result<Spawned> {
     let mut spec = *spec;
     spec.report_fd = report_w;
     spec.sync_fd = sync_r;
-    match raw::clone_fork(spec.namespaces) {
+    // The init starts with the forwarded signals blocked, so one sent before it has a handler
+    // waits instead of being dropped (a namespace's init ignores signals it has no handler
+    // for); it unblocks them once it forwards to the command. Our own mask comes back below.
+    let mask = raw::block_signals(&postfork::FORWARDED_SIGNALS).ok();
+    let cloned = raw::clone_fork(spec.namespaces);
+    if let (false, Some(mask)) = (matches!(cloned, Ok(0)), &mask) {
+        let _ = raw::set_signal_mask(mask);
+    }
+    match cloned {
         Ok(0) => {
             raw::close(report_r);
             raw::close(sync_w);
@@ -282,12 +290,23 @@ pub fn interrupted() -> Option<c_int> {
     }
 }
 
-/// Forward SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 received by the supervisor to
-/// `pid` (the sandbox init, which passes them to the command).
-pub fn forward_signals_to(pid: libc::pid_t) -> io::Result<()> {
-    FORWARD_TO.store(pid, Ordering::Relaxed);
+/// Catch SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 from now on: recorded (see
+/// [`interrupted`]) and, once [`forward_signals_to`] names the sandbox, passed on. Called
+/// before the sandbox is spawned, so a Ctrl-C during set-up is not lost.
+pub fn catch_signals() -> io::Result<()> {
     for sig in postfork::FORWARDED_SIGNALS {
         raw::set_signal_handler(sig, Some(forward))?;
+    }
+    Ok(())
+}
+
+/// Forward the caught signals to `pid` (the sandbox init, which passes them to the command),
+/// starting with an ending signal caught before this call.
+pub fn forward_signals_to(pid: libc::pid_t) -> io::Result<()> {
+    catch_signals()?;
+    FORWARD_TO.store(pid, Ordering::Relaxed);
+    if let Some(sig) = interrupted() {
+        let _ = raw::kill(pid, sig);
     }
     Ok(())
 }

@@ -347,8 +347,14 @@ static COMMAND_PID: AtomicI32 = AtomicI32::new(0);
 extern "C" fn forward_signal(sig: c_int) {
     let pid = COMMAND_PID.load(Ordering::Relaxed);
     if pid > 0 {
+        // To the command's process group, as a terminal's Ctrl-C reaches the whole foreground
+        // job (a shell waiting for `sleep` runs its trap at once, not after the sleep); the
+        // command leads its own session, so its group is its pid. If the group is gone but
+        // the command is not (it moved itself to another group), to the command alone.
         // kill is async-signal-safe; a failure (command already gone) needs no handling.
-        let _ = raw::kill(pid, sig);
+        if raw::kill(-pid, sig).is_err() {
+            let _ = raw::kill(pid, sig);
+        }
     }
 }
 
@@ -508,6 +514,9 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
         // Best effort: without a handler the signal is simply not forwarded.
         let _ = raw::set_signal_handler(sig, Some(forward_signal));
     }
+    // The supervisor cloned us with these signals blocked: one sent meanwhile is pending and
+    // reaches the command now. (The command unblocks every signal before its exec.)
+    let _ = raw::unblock_all_signals();
     // The init needs no privilege from here on: it waits, forwards, kills, and performs
     // mediated calls with the command's rights. The one exception is CAP_SYS_PTRACE (in the
     // sandbox's user namespace): without it the init could not read the path arguments of a

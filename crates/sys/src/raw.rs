@@ -559,6 +559,29 @@ pub fn set_signal_handler(sig: c_int, handler: Option<extern "C" fn(c_int)>) -> 
     check_int(unsafe { libc::sigaction(sig, &act, std::ptr::null_mut()) }).map(drop)
 }
 
+/// Block `sigs` in the calling thread; returns the mask before, for [`set_signal_mask`].
+pub fn block_signals(sigs: &[c_int]) -> Result<libc::sigset_t> {
+    // SAFETY: sigset_t is plain data; sigemptyset initialises it.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: set is a valid sigset_t.
+    unsafe { libc::sigemptyset(&mut set) };
+    for &sig in sigs {
+        // SAFETY: set is initialised; an invalid signal number only makes this fail.
+        unsafe { libc::sigaddset(&mut set, sig) };
+    }
+    // SAFETY: both sets are valid; the old mask is written to `old`.
+    check_int(unsafe { libc::sigprocmask(libc::SIG_BLOCK, &set, &mut old) })?;
+    Ok(old)
+}
+
+/// Set the calling thread's signal mask to `mask` (as returned by [`block_signals`]).
+pub fn set_signal_mask(mask: &libc::sigset_t) -> Result<()> {
+    // SAFETY: mask is a valid sigset_t; the old mask is not requested.
+    check_int(unsafe { libc::sigprocmask(libc::SIG_SETMASK, mask, std::ptr::null_mut()) }).map(drop)
+}
+
 /// Unblock every signal in the calling thread.
 pub fn unblock_all_signals() -> Result<()> {
     // SAFETY: sigset_t is plain data; sigemptyset initialises it.
