@@ -346,11 +346,22 @@ impl Fixture {
             .map_err(err("start the host process (/bin/sleep)"))
     }
 
-    /// Has the host process been killed (by the control or the attack)?
+    /// Has the host process been killed (by the control or the attack)? A signal is
+    /// delivered when the target next runs, which on a busy machine can be a while after
+    /// `kill` returned: wait up to half a second for it to end before saying no.
     pub fn host_process_killed(&mut self) -> bool {
-        match &mut self.host_process {
-            Some(child) => !matches!(child.try_wait(), Ok(None)),
-            None => false,
+        let Some(child) = &mut self.host_process else {
+            return false;
+        };
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(500);
+        loop {
+            if !matches!(child.try_wait(), Ok(None)) {
+                return true;
+            }
+            if std::time::Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
         }
     }
 
