@@ -54,6 +54,10 @@ pub const MAX_COMMAND_LEN: usize = 64 * 1024;
 /// Deepest nesting of brackets and quotes accepted (the parser recurses on each level).
 pub const MAX_NESTING: usize = 64;
 
+/// Most `(` and `{` accepted outside single quotes: brush-parser's time grows exponentially
+/// with unbalanced ones (about ×1.8 each: 24 take seconds), and no single command needs many.
+pub const MAX_PARENS: usize = 16;
+
 /// Search path used when the caller has none.
 pub const DEFAULT_SEARCH_PATH: &str =
     "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -445,6 +449,14 @@ pub fn check_argv(argv: &[String], ctx: &Context) -> Result<Checked, Refusal> {
     if argv.is_empty() {
         return Err(Refusal::new(Construct::Empty, "", "there is no command"));
     }
+    if let Some(a) = argv.iter().find(|a| a.contains('\0')) {
+        // Cannot come from a real argv, and exec would cut the word there.
+        return Err(Refusal::new(
+            Construct::ParseError,
+            a,
+            "an argument contains a NUL byte",
+        ));
+    }
     let words = argv
         .iter()
         .map(|a| Arg {
@@ -524,6 +536,61 @@ fn parse(command: &str) -> Result<ast::Program, Refusal> {
             format!("brackets or quotes are nested more than {MAX_NESTING} deep"),
         ));
     }
+    let unquoted = outside_single_quotes(command);
+    if unquoted.windows(2).any(|w| w == b"<<") {
+        // Refused anyway (a redirection), and before parsing: brush-parser 0.3 panics on a
+        // here-document inside `$(` and allocates without bound on some others (found by
+        // fuzzing).
+        return Err(Refusal::new(
+            Construct::Redirection,
+            "<<",
+            "a here-document or here-string feeds the command input its arguments do not show",
+        ));
+    }
+    // Expansions are refused anyway; refusing them before parsing also keeps the parser off
+    // its slowest paths (unbalanced `${`/`$(` cost it exponential time, found by fuzzing).
+    for (needle, construct, why) in [
+        (
+            &b"$(("[..],
+            Construct::ArithmeticExpansion,
+            "an arithmetic expansion is computed when the command runs",
+        ),
+        (
+            b"$(",
+            Construct::CommandSubstitution,
+            "a command substitution runs another command first",
+        ),
+        (
+            b"`",
+            Construct::Backticks,
+            "backticks run another command first",
+        ),
+        (
+            b"${",
+            Construct::ParameterExpansion,
+            "a parameter expansion makes the argv differ from what was checked",
+        ),
+    ] {
+        if unquoted.windows(needle.len()).any(|w| w == needle) {
+            return Err(Refusal::new(
+                construct,
+                expansion_text(command, needle).unwrap_or(command),
+                why,
+            ));
+        }
+    }
+    if unquoted
+        .iter()
+        .filter(|b| matches!(**b, b'(' | b'{'))
+        .count()
+        > MAX_PARENS
+    {
+        return Err(Refusal::new(
+            Construct::ParseError,
+            command,
+            format!("more than {MAX_PARENS} `(` and `{{` outside single quotes"),
+        ));
+    }
     if let Some(fd) = oversized_fd_redirection(command) {
         // The parser would panic converting the number to a file descriptor.
         return Err(Refusal::new(
@@ -542,6 +609,67 @@ fn parse(command: &str) -> Result<ast::Program, Refusal> {
     parser
         .parse_program()
         .map_err(|e| Refusal::new(Construct::ParseError, command, e.to_string()))
+}
+
+/// The expansion starting at the first `opener` in `command` up to its closing bracket (or
+/// backtick), for the refusal's text; to the end when it is not closed.
+fn expansion_text<'a>(command: &'a str, opener: &[u8]) -> Option<&'a str> {
+    let start = command
+        .as_bytes()
+        .windows(opener.len())
+        .position(|w| w == opener)?;
+    let bytes = &command.as_bytes()[start + opener.len()..];
+    let end = if opener == b"`" {
+        bytes.iter().position(|b| *b == b'`').map(|i| i + 1)
+    } else {
+        let mut depth = 1usize;
+        bytes
+            .iter()
+            .position(|b| {
+                match b {
+                    b'(' | b'{' => depth += 1,
+                    b')' | b'}' => depth -= 1,
+                    _ => {}
+                }
+                depth == 0
+            })
+            .map(|i| i + 1)
+    };
+    let end = start + opener.len() + end.unwrap_or(bytes.len());
+    command.get(start..end)
+}
+
+/// The bytes of `command` that are not inside single quotes (a single-quoted stretch is
+/// replaced by one space): what the shell could still read as syntax. Backslashes escape the
+/// next byte outside quotes and inside double quotes, where `'` is an ordinary character.
+fn outside_single_quotes(command: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(command.len());
+    let (mut single, mut double) = (false, false);
+    let mut bytes = command.bytes();
+    while let Some(b) = bytes.next() {
+        if single {
+            if b == b'\'' {
+                single = false;
+                out.push(b' ');
+            }
+            continue;
+        }
+        match b {
+            b'\\' => {
+                out.push(b' ');
+                let _ = bytes.next();
+                continue;
+            }
+            b'\'' if !double => {
+                single = true;
+                continue;
+            }
+            b'"' => double = !double,
+            _ => {}
+        }
+        out.push(b);
+    }
+    out
 }
 
 /// A run of ten or more digits right before `<` or `>` (`99999999999>x`), with the operator.

@@ -152,6 +152,14 @@ fn each_construct_is_refused_and_named() {
         ("xargs rm", Construct::ProgramRunner),
         ("xargs", Construct::ProgramRunner),
         ("find . -exec touch pwned ';'", Construct::ProgramRunner),
+        // Found by fuzzing: brush-parser panics, or allocates without bound, on these.
+        ("$((<<()\n)", Construct::Redirection),
+        ("echo \"$(cat <<x\nhi\nx\n)\"", Construct::Redirection),
+        ("x\n<<\r x ", Construct::Redirection),
+        ("cat <<< hi", Construct::Redirection),
+        // Found by fuzzing: seconds of parsing (unbalanced `${`), now refused before it.
+        ("cD${z[}D{/D${z[}D{/s{D}/LDbas=c{D${zc{D}/s{D{{D${z[}D{/s{D}/LD${zs{{D${z[}D{/s{D}/LDbas=c{D${zc{D}/s{D{{D${z[}D{/s{D}/LD${z=c{D${zc{D}/s{}/s{$", Construct::ParameterExpansion),
+        ("((((((((((((((((((((((((((((((", Construct::ParseError),
         (
             "find src -name x -execdir ./x '{}' +",
             Construct::ProgramRunner,
@@ -244,6 +252,11 @@ fn ordinary_commands_pass_as_literal_argv() {
     let rows: &[(&str, &[&str])] = &[
         ("ls -la src", &["-la", "src"]),
         ("find src -name '*.rs'", &["src", "-name", "*.rs"]),
+        ("echo '<<' \\<\\<", &["<<", "<<"]),
+        (
+            "grep -E '((a|b)(c|d)){2}' src",
+            &["-E", "((a|b)(c|d)){2}", "src"],
+        ),
         ("env", &[]),
         ("ls", &[]),
         ("ls .", &["."]),
@@ -435,7 +448,7 @@ fn oversized_and_deeply_nested_input_is_refused() {
         Construct::ParseError
     );
     // Nesting under the bound still parses (and is refused for what it is).
-    let nested = format!("echo {}x{}", "$(".repeat(20), ")".repeat(20));
+    let nested = format!("echo {}x{}", "$(".repeat(12), ")".repeat(12));
     assert_eq!(
         check(&nested, &ctx).unwrap_err().construct,
         Construct::CommandSubstitution
