@@ -142,6 +142,38 @@ pub fn python3(what: &str) -> Option<PathBuf> {
     found
 }
 
+/// A cargo (with its rustc beside it) that the sandboxed command can run: inside, the command
+/// never runs as root, so a toolchain under a private home (rustup's under `/root`) is out of
+/// reach. The toolchain running the tests (`$CARGO`) when every directory above it can be
+/// entered by others, else Debian's `/usr/bin/cargo` (installed by scripts/test). Prints a
+/// skip line naming `what` when there is neither.
+pub fn cargo_for_sandbox(what: &str) -> Option<(PathBuf, PathBuf)> {
+    use std::os::unix::fs::PermissionsExt;
+    let reachable = |p: &Path| {
+        p.ancestors()
+            .skip(1)
+            .all(|dir| fs::metadata(dir).is_ok_and(|m| m.permissions().mode() & 0o001 != 0))
+    };
+    let runs = |p: &Path| {
+        Command::new(p)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let candidates = std::env::var_os("CARGO")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain([PathBuf::from("/usr/bin/cargo")]);
+    for cargo in candidates {
+        let rustc = cargo.with_file_name("rustc");
+        if cargo.is_file() && rustc.is_file() && reachable(&cargo) && runs(&cargo) {
+            return Some((cargo, rustc));
+        }
+    }
+    println!("skipped: no cargo the sandbox can reach (install Debian's cargo): {what}");
+    None
+}
+
 /// Writes `contents` to `path` (creating parent directories, mode 0755) with `mode`.
 pub fn write_file(path: &Path, contents: impl AsRef<[u8]>, mode: u32) {
     if let Some(parent) = path.parent() {

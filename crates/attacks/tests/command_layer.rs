@@ -243,29 +243,46 @@ fn normal_commands_run_without_a_shell() {
     assert_refused(&run, "path_outside_workspace");
 }
 
-/// `cargo --version` through the guard, when this caller's sandbox can reach a toolchain.
+/// `cargo test` on a small crate through the guard (the example of ordinary work),
+/// when this caller's sandbox can reach a toolchain.
 #[test]
 fn cargo_runs_through_the_guard() {
-    let Some(cargo) = std::env::var_os("CARGO").map(std::path::PathBuf::from) else {
-        println!("skipped: not run by cargo (no CARGO variable)");
+    let Some((cargo, rustc)) = attacks::cargo_for_sandbox("cargo test through the guard") else {
         return;
     };
-    // Inside, the command never runs as root: a toolchain under a private home is out of reach.
-    let reachable = cargo.ancestors().skip(1).all(|dir| {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::metadata(dir).is_ok_and(|m| m.permissions().mode() & 0o001 != 0)
-    });
-    if !reachable {
-        println!(
-            "skipped: the toolchain at {} is not reachable by other users",
-            cargo.display()
-        );
-        return;
-    }
     let fx = Fixture::new();
-    guarded(&fx, &[], &format!("{} --version", sh_quote(&cargo)))
-        .assert_success()
-        .assert_stdout_contains("cargo ");
+    attacks::write_file(
+        &fx.ws.join("Cargo.toml"),
+        "[package]\nname = \"guarded\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+        0o644,
+    );
+    attacks::write_file(
+        &fx.ws.join("src/lib.rs"),
+        "#[test]\nfn adds() {\n    assert_eq!(1 + 1, 2);\n}\n",
+        0o644,
+    );
+    // The program is found in the search path like any other: the one of the test's PATH,
+    // or the toolchain's own directory put first.
+    let dir = cargo
+        .parent()
+        .map(|d| d.display().to_string())
+        .unwrap_or_default();
+    let path = format!("PATH={dir}:{}", attacks::PATH);
+    let rustc_env = format!("RUSTC={}", rustc.display());
+    let run = guarded(
+        &fx,
+        &[
+            "--env",
+            &path,
+            "--env",
+            "CARGO_HOME=/tmp/cargo-home",
+            "--env",
+            &rustc_env,
+        ],
+        "cargo test --offline",
+    );
+    run.assert_success();
+    run.assert_stdout_contains("test adds ... ok");
 }
 
 /// `stockade guard` prints the argv (JSON with `--json`); a refusal names the construct in

@@ -190,36 +190,14 @@ fn npm_install_of_a_local_package_works() {
 /// config must be usable and stay inert (mediated creation gives it out empty and read-only).
 #[test]
 fn cargo_new_build_and_commit_work() {
-    // The toolchain's own cargo (set by cargo for its test runs), not rustup's proxy, which
-    // would look for its toolchains in the fixture's fake HOME.
-    let Some(cargo) = std::env::var_os("CARGO").map(std::path::PathBuf::from) else {
-        println!("skipped: not run by cargo (no CARGO variable)");
+    // A real toolchain's cargo, not rustup's proxy, which would look for its toolchains in
+    // the fixture's fake HOME.
+    let Some((cargo, rustc)) = attacks::cargo_for_sandbox("cargo new, build and commit") else {
         return;
     };
-    let rustc = cargo.with_file_name("rustc");
-    // Inside, the command never runs as root: a toolchain under a private home is out of reach.
-    let reachable = cargo.ancestors().skip(1).all(|dir| {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::metadata(dir).is_ok_and(|m| m.permissions().mode() & 0o001 != 0)
-    });
-    if !reachable {
-        println!(
-            "skipped: the toolchain at {} is not reachable by other users",
-            cargo.display()
-        );
-        return;
-    }
-    if std::process::Command::new(&cargo)
-        .arg("--version")
-        .output()
-        .map_or(true, |o| !o.status.success())
-    {
-        println!("skipped: cargo does not run for this caller");
-        return;
-    }
     let fx = Fixture::new();
     let script = format!(
-        "{cargo} new -q hello && cd hello && {cargo} build -q && ./target/debug/hello && git add -A && git -c user.name=a -c user.email=a@example.invalid commit -qm init && git log --oneline | wc -l",
+        "{cargo} new -q --vcs git hello && cd hello && {cargo} build -q && ./target/debug/hello && git add -A && git -c user.name=a -c user.email=a@example.invalid commit -qm init && git log --oneline | wc -l",
         cargo = sh_quote(&cargo)
     );
     let rustc_env = format!("RUSTC={}", rustc.display());
