@@ -54,6 +54,13 @@ for i in "${!cmds[@]}"; do
 done
 hyperfine -N --warmup 20 --runs "$runs" --export-json "$ws/result.json" "${args[@]}" >&2 || true
 
+# hyperfine sends output to /dev/null, which stockade passes through unrelayed; an agent's
+# harness reads a pipe, which goes through the output relay (its limit): measure that too.
+pipe_json="$ws/pipe.json"
+hyperfine -N --warmup 20 --runs "$runs" --output=pipe --export-json "$pipe_json" \
+  -n "bwrap --unshare-all, stdout a pipe" "bwrap --unshare-all --ro-bind / / --dev /dev --proc /proc true" \
+  -n "stockade run, stdout a pipe" "$bin run -- true" >&2 || true
+
 # Most users are not root: run stockade and bwrap again as an unprivileged user when we can.
 unpriv_json="$ws/unpriv.json"
 if [ "$(id -u)" = 0 ] && id "${BENCH_USER:-stockade-test}" >/dev/null 2>&1; then
@@ -101,15 +108,15 @@ variants = {
     "stockade run --memory 0 --pids 0 --output-limit 0": [bin, "run", "--memory", "0", "--pids", "0", "--output-limit", "0", "--", "true"],
 }
 times = {k: [] for k in variants}
-with open(os.devnull, "w") as null:
-    for _ in range(10):
-        for cmd in variants.values():
-            subprocess.run(cmd, stdout=null, stderr=null)
-    for _ in range(runs):
-        for k, cmd in variants.items():
-            t = time.perf_counter()
-            subprocess.run(cmd, stdout=null, stderr=null)
-            times[k].append(time.perf_counter() - t)
+# Output to pipes, as an agent's harness reads it (to /dev/null the relay is skipped).
+for _ in range(10):
+    for cmd in variants.values():
+        subprocess.run(cmd, capture_output=True)
+for _ in range(runs):
+    for k, cmd in variants.items():
+        t = time.perf_counter()
+        subprocess.run(cmd, capture_output=True)
+        times[k].append(time.perf_counter() - t)
 json.dump({"results": [{"command": k, "median": statistics.median(v), "stddev": statistics.stdev(v), "times": v} for k, v in times.items()]}, open(out, "w"))
 PY
 
@@ -228,7 +235,45 @@ hyperfine --warmup 1 --runs 5 --export-json "$san_json" \
   >/dev/null 2>&1 || true
 san_sizes="$(stat -c %s "$ws/ascii.txt") $(stat -c %s "$ws/mixed.txt")"
 
-python3 - "$ws/result.json" "$OLDPWD/$out" "$unpriv_json" "$create_json" "$files" "$cfs" "$net_json" "$ws/netnums.json" "$limits_json" "$san_json" "$san_sizes" <<'PY'
+# Footprint and leaks: the supervisor's peak RSS, then 1000 sequential runs and 50 concurrent
+# ones, with host mounts, open file handles, run cgroups, processes and temporary entries
+# counted before and after each.
+soak_json="$ws/soak.json"
+python3 - "$bin" "$soak_json" <<'PY'
+import glob, json, os, subprocess, sys, time
+bin, out = sys.argv[1], sys.argv[2]
+def peak_rss(cmd):
+    # The largest maxrss among the waited-for descendants (RUSAGE_CHILDREN of a fresh python):
+    # the supervisor's, as the init and the command are smaller.
+    code = ("import resource, subprocess, sys; "
+            "subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
+            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    return int(subprocess.run([sys.executable, "-c", code] + cmd, capture_output=True, text=True).stdout)
+def counts():
+    return {
+        "mounts": len(open("/proc/self/mountinfo").readlines()),
+        "file handles": int(open("/proc/sys/fs/file-nr").read().split()[0]),
+        "run cgroups": len(glob.glob("/sys/fs/cgroup/**/stockade-*", recursive=True)),
+        "processes": len([p for p in os.listdir("/proc") if p.isdigit()]),
+        "/tmp and /var/tmp entries": len(os.listdir("/tmp")) + len(os.listdir("/var/tmp")),
+    }
+res = {"rss": {
+    "stockade run -- true": peak_rss([bin, "run", "--", "true"]),
+    "stockade run --net proxy -- true": peak_rss([bin, "run", "--net", "proxy", "--", "true"]),
+}}
+before = counts()
+t = time.perf_counter()
+failed = sum(subprocess.run([bin, "run", "--", "true"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode != 0 for _ in range(1000))
+res["sequential"] = {"runs": 1000, "failed": failed, "seconds": time.perf_counter() - t, "before": before, "after": counts()}
+before = counts()
+t = time.perf_counter()
+procs = [subprocess.Popen([bin, "run", "--", "sleep", "0.5"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(50)]
+failed = sum(p.wait() != 0 for p in procs)
+res["concurrent"] = {"runs": 50, "failed": failed, "seconds": time.perf_counter() - t, "before": before, "after": counts()}
+json.dump(res, open(out, "w"))
+PY
+
+python3 - "$ws/result.json" "$OLDPWD/$out" "$unpriv_json" "$create_json" "$files" "$cfs" "$net_json" "$ws/netnums.json" "$limits_json" "$san_json" "$san_sizes" "$soak_json" "$pipe_json" <<'PY'
 import json, os, sys, platform, datetime
 res = json.load(open(sys.argv[1]))["results"]
 unpriv = json.load(open(sys.argv[3]))["results"] if os.path.exists(sys.argv[3]) else []
@@ -334,7 +379,7 @@ if os.path.exists(sys.argv[9]):
             "",
             f"The default run bounds memory and pids ({mech} as this caller) and relays output through",
             "the 16 MiB output limit; the second row turns those off. The two take turns, run by run",
-            "(python's subprocess, so both rows include its ~1 ms of spawning).",
+            "(python's subprocess reading pipes, so both rows include its ~1 ms of spawning).",
             "",
             "| command | median (ms) | σ (ms) | runs |",
             "|---|---:|---:|---:|",
@@ -360,6 +405,50 @@ if os.path.exists(sys.argv[10]):
         ours, theirs = san.get(f"stockade sanitize, {kind}"), san.get(f"regex chain (python re), {kind}")
         if ours and theirs:
             lines.append(f"| {kind}, {size >> 20} MiB | {size / ours / 1e6:.0f} MB/s | {size / theirs / 1e6:.0f} MB/s | {theirs / ours:.0f}× |")
+if len(sys.argv) > 13 and os.path.exists(sys.argv[13]):
+    pipe = {r["command"]: r for r in json.load(open(sys.argv[13]))["results"]}
+    b, o = pipe.get("bwrap --unshare-all, stdout a pipe"), pipe.get("stockade run, stdout a pipe")
+    if b and o:
+        lines += [
+            "",
+            "## Output to a pipe",
+            "",
+            "The rows above send output to `/dev/null`, which stockade passes on without its output",
+            "relay. An agent's harness reads a pipe, which goes through the relay (the output limit):",
+            "",
+            "| command | median (ms) | σ (ms) | ratio to bwrap |",
+            "|---|---:|---:|---:|",
+            f"| bwrap --unshare-all | {b['median']*1000:.2f} | {b['stddev']*1000:.2f} | 1.00× |",
+            f"| stockade run (default policy) | {o['median']*1000:.2f} | {o['stddev']*1000:.2f} | {o['median']/b['median']:.2f}× |",
+        ]
+if len(sys.argv) > 12 and os.path.exists(sys.argv[12]):
+    soak = json.load(open(sys.argv[12]))
+    lines += [
+        "",
+        "## Footprint and leaks",
+        "",
+        "Peak resident memory of the supervisor (the largest `ru_maxrss` among the processes a run",
+        "leaves to its caller), as root:",
+        "",
+        "| command | peak RSS |",
+        "|---|---:|",
+    ]
+    for k, v in soak["rss"].items():
+        lines.append(f"| `{k}` | {v / 1024:.1f} MiB |")
+    lines += [
+        "",
+        "1000 sequential `stockade run -- true`, then 50 concurrent `stockade run -- sleep 0.5`, as",
+        "root, with what the host holds counted before and after each (file handles and processes",
+        "are machine-wide, so they move a little with everything else running):",
+        "",
+        "| | sequential | concurrent |",
+        "|---|---:|---:|",
+    ]
+    seq, con = soak["sequential"], soak["concurrent"]
+    lines.append(f"| runs (failed) | {seq['runs']} ({seq['failed']}) | {con['runs']} ({con['failed']}) |")
+    lines.append(f"| wall time | {seq['seconds']:.1f} s ({seq['seconds'] / seq['runs'] * 1000:.1f} ms a run) | {con['seconds']:.2f} s |")
+    for key in seq["before"]:
+        lines.append(f"| {key}, before → after | {seq['before'][key]} → {seq['after'][key]} | {con['before'][key]} → {con['after'][key]} |")
 open(sys.argv[2], "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY

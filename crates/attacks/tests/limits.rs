@@ -438,3 +438,35 @@ fn output_limit_keeps_head_and_tail_and_marks_the_cut() {
     assert_eq!(run.stdout.len(), 8 << 20);
     run.assert_lacks("output limit reached");
 }
+
+/// Output sent to `/dev/null` is passed on as it is (nothing there can flood anything, and
+/// the relay would only cost time): no output summary and no limit event. Control: the same
+/// run to a pipe goes through the relay and its limit.
+#[test]
+fn output_to_dev_null_is_not_relayed() {
+    let fx = Fixture::new();
+    let report = fx.out_file("devnull-report.json");
+    let status = std::process::Command::new(attacks::stockade_bin())
+        .current_dir(&fx.ws)
+        .env("HOME", &fx.home)
+        .env("PATH", attacks::PATH)
+        .args(["run", "--output-limit", "1M", "--report"])
+        .arg(&report)
+        .args(["--", "sh", "-c", "head -c 3000000 /dev/zero"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+    let r = read_json(&report);
+    assert!(r["output"]["stdout"].is_null(), "{r:#}");
+    assert!(limit_hit(&r, "output").is_none(), "{r:#}");
+
+    let records = fx.records();
+    let mut opts = records.opts();
+    opts.extend(["--output-limit", "1M"]);
+    let run = fx.sandbox(&opts, "head -c 3000000 /dev/zero").run();
+    run.assert_success();
+    let r = read_json(&records.report);
+    assert!(limit_hit(&r, "output").is_some(), "{r:#}");
+}

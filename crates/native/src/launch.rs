@@ -4,7 +4,7 @@
 
 use std::ffi::{CStr, CString};
 use std::io::IsTerminal;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::raw::{c_char, c_int};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
@@ -144,6 +144,16 @@ fn landlock(plan: &Plan) -> Result<Landlock, String> {
         handled,
         abi: abi_num,
     })
+}
+
+/// Is `fd` the null device (character device 1:3)?
+fn is_dev_null(fd: std::os::fd::BorrowedFd<'_>) -> bool {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let Ok(file) = fd.try_clone_to_owned().map(std::fs::File::from) else {
+        return false;
+    };
+    file.metadata()
+        .is_ok_and(|m| m.file_type().is_char_device() && m.rdev() == libc::makedev(1, 3))
 }
 
 /// Run the plan. Blocks until the sandbox has ended.
@@ -409,13 +419,18 @@ pub fn launch(
     // A terminal is left to the command (colors, progress bars): a person reads it, not a
     // model's context window.
     // Under --sanitize-output terminals are relayed too: escape sequences are what it removes.
+    // `/dev/null` is passed as it is: nothing written there can flood anything, and the
+    // relay's pipes and thread would be pure cost.
     let sanitize = options.sanitize_output;
-    let relayed = |terminal: bool| sanitize || (plan.output_limit.is_some() && !terminal);
+    let relayed = |stream: std::os::fd::BorrowedFd<'_>, terminal: bool| {
+        sanitize || (plan.output_limit.is_some() && !terminal && !is_dev_null(stream))
+    };
+    let (stdout, stderr) = (std::io::stdout(), std::io::stderr());
     let output_pipes: [Option<(OwnedFd, OwnedFd)>; 2] = [
-        relayed(std::io::stdout().is_terminal())
+        relayed(stdout.as_fd(), stdout.is_terminal())
             .then(|| output_pipe(plan))
             .transpose()?,
-        relayed(std::io::stderr().is_terminal())
+        relayed(stderr.as_fd(), stderr.is_terminal())
             .then(|| output_pipe(plan))
             .transpose()?,
     ];
