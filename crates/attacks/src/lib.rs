@@ -26,10 +26,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// `PATH` given to every command, sandboxed or not: system directories only, so that both
 /// the root and the unprivileged pass find the same tools (`/usr/bin/python3`, not a shim
@@ -76,19 +75,7 @@ pub fn egid() -> u32 {
 }
 
 /// A token unique to this process and call, used in markers and names.
-pub fn unique() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!(
-        "{:x}{:08x}{:x}",
-        std::process::id(),
-        nanos,
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
-}
+pub use selftest::fixture::unique;
 
 /// The stockade binary under test.
 pub fn stockade_bin() -> PathBuf {

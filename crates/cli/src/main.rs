@@ -363,6 +363,17 @@ fn run(args: RunArgs) -> Result<u8, Error> {
     Ok(u8::try_from(result.exit_code).unwrap_or(EXIT_REFUSED))
 }
 
+/// `ok  `, `FAIL` (a required check failed) or `warn`, as `doctor` prints a check.
+fn check_mark(c: &stockade::Check) -> &'static str {
+    if c.ok {
+        "ok  "
+    } else if c.required {
+        "FAIL"
+    } else {
+        "warn"
+    }
+}
+
 fn doctor(json: bool) -> u8 {
     let checks = NativeBackend.probe();
     let ok = checks.iter().all(|c| c.ok || !c.required);
@@ -373,14 +384,7 @@ fn doctor(json: bool) -> u8 {
         );
     } else {
         for c in &checks {
-            let mark = if c.ok {
-                "ok  "
-            } else if c.required {
-                "FAIL"
-            } else {
-                "warn"
-            };
-            println!("[{mark}] {:<28} {}", c.name, c.detail);
+            println!("[{}] {:<28} {}", check_mark(c), c.name, c.detail);
             if let Some(fix) = &c.fix {
                 println!("       fix: {fix}");
             }

@@ -99,14 +99,7 @@ pub fn main(args: &SelftestArgs) -> Result<u8, Error> {
         println!();
         println!("doctor:");
         for c in &checks {
-            let mark = if c.ok {
-                "ok  "
-            } else if c.required {
-                "FAIL"
-            } else {
-                "warn"
-            };
-            println!("  [{mark}] {:<28} {}", c.name, c.detail);
+            println!("  [{}] {:<28} {}", crate::check_mark(c), c.name, c.detail);
         }
         println!();
         println!(

@@ -706,27 +706,31 @@ fn nesting(command: &str) -> usize {
     max
 }
 
+/// The one item of `items`: none is [`Construct::Empty`] (naming `whole`), more is what
+/// `more` makes of the second.
+fn exactly_one<'a, T>(
+    items: &'a [T],
+    whole: impl fmt::Display,
+    more: impl FnOnce(&'a T) -> Refusal,
+) -> Result<&'a T, Refusal> {
+    match items {
+        [] => Err(Refusal::new(Construct::Empty, whole, "there is no command")),
+        [one] => Ok(one),
+        [_, second, ..] => Err(more(second)),
+    }
+}
+
 fn single_simple_command<'a>(
     program: &'a ast::Program,
     command: &str,
 ) -> Result<&'a ast::SimpleCommand, Refusal> {
-    let list = match program.complete_commands.as_slice() {
-        [] => {
-            return Err(Refusal::new(
-                Construct::Empty,
-                command,
-                "there is no command",
-            ))
-        }
-        [list] => list,
-        [_, second, ..] => {
-            return Err(Refusal::new(
-                Construct::Sequence,
-                second,
-                "a second command would run after the first",
-            ))
-        }
-    };
+    let list = exactly_one(&program.complete_commands, command, |second| {
+        Refusal::new(
+            Construct::Sequence,
+            second,
+            "a second command would run after the first",
+        )
+    })?;
     if let Some(item) = list
         .0
         .iter()
@@ -738,23 +742,14 @@ fn single_simple_command<'a>(
             "`&` starts a background job that outlives the check",
         ));
     }
-    let and_or = match list.0.as_slice() {
-        [] => {
-            return Err(Refusal::new(
-                Construct::Empty,
-                command,
-                "there is no command",
-            ))
-        }
-        [item] => &item.0,
-        [_, second, ..] => {
-            return Err(Refusal::new(
-                Construct::Sequence,
-                &second.0,
-                "a second command would run after the first",
-            ))
-        }
-    };
+    let and_or = &exactly_one(&list.0, command, |second| {
+        Refusal::new(
+            Construct::Sequence,
+            &second.0,
+            "a second command would run after the first",
+        )
+    })?
+    .0;
     if let Some(next) = and_or.additional.first() {
         return Err(Refusal::new(
             Construct::AndOr,
@@ -777,23 +772,13 @@ fn single_simple_command<'a>(
             "`time` is shell syntax",
         ));
     }
-    let command = match pipeline.seq.as_slice() {
-        [] => {
-            return Err(Refusal::new(
-                Construct::Empty,
-                pipeline,
-                "there is no command",
-            ))
-        }
-        [one] => one,
-        [_, _, ..] => {
-            return Err(Refusal::new(
-                Construct::Pipeline,
-                pipeline,
-                "`|` feeds the output into a second command",
-            ))
-        }
-    };
+    let command = exactly_one(&pipeline.seq, pipeline, |_| {
+        Refusal::new(
+            Construct::Pipeline,
+            pipeline,
+            "`|` feeds the output into a second command",
+        )
+    })?;
     match command {
         ast::Command::Simple(simple) => Ok(simple),
         ast::Command::Compound(ast::CompoundCommand::Subshell(sub), _) => Err(Refusal::new(

@@ -6,10 +6,11 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{known_profiles_hint, Location, PolicyError};
+use crate::error::{known_profiles_hint, PolicyError};
 use crate::model::{Limits, NetworkMode, ReadScope};
 use crate::net::NetList;
 use crate::profile::PROFILES;
+use crate::strict_json::location;
 
 /// A parsed policy file: a profile name plus patches applied on top of that profile.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
@@ -232,23 +233,10 @@ fn key_path(err: &toml::de::Error) -> Option<String> {
     (!keys.is_empty()).then(|| keys.to_owned())
 }
 
-/// Converts a byte offset into a 1-based line and column (columns count characters).
-fn location(text: &str, offset: usize) -> Location {
-    let mut offset = offset.min(text.len());
-    while !text.is_char_boundary(offset) {
-        offset -= 1;
-    }
-    let before = &text[..offset];
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    Location {
-        line: before.matches('\n').count() + 1,
-        column: before[line_start..].chars().count() + 1,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Location;
 
     fn err(text: &str) -> PolicyError {
         parse_policy_file(text, "stockade.toml").unwrap_err()

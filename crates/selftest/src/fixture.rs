@@ -38,8 +38,8 @@ fn err(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> FixtureError {
     move |cause| FixtureError { what, cause }
 }
 
-/// A token unique to this process and call.
-fn unique() -> String {
+/// A token unique to this process and call (also the attack suite's, for markers and names).
+pub fn unique() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
