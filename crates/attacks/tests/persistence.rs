@@ -454,6 +454,9 @@ fn protected_paths_cannot_be_created_during_run() {
         (".vscode/tasks.json", ".vscode"),
         (".claude/settings.json", ".claude"),
         (".husky/pre-commit", ".husky"),
+        (".cursor/mcp.json", ".cursor"),
+        (".gemini/settings.json", ".gemini"),
+        (".devcontainer/devcontainer.json", ".devcontainer"),
         (".gitmodules", ".gitmodules"),
         ("app/.envrc", "app/.envrc"),
     ];
