@@ -128,6 +128,20 @@ pub fn mediated_calls(watch: Option<u64>) -> Vec<Mediated> {
     out
 }
 
+/// Six instructions: `then` when the 64-bit argument `arg` is at least `t` (a non-zero high
+/// half counts as at least), else `otherwise`.
+fn size_at_least(arg: u32, t: u32, then: sock_filter, otherwise: sock_filter) -> [sock_filter; 6] {
+    let lo = SECCOMP_DATA_ARGS_OFFSET + 8 * arg;
+    [
+        stmt(BPF_LD | BPF_W | BPF_ABS, lo + 4),
+        jump(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 2),
+        stmt(BPF_LD | BPF_W | BPF_ABS, lo),
+        jump(BPF_JMP | BPF_JGE | BPF_K, t, 0, 1),
+        then,
+        otherwise,
+    ]
+}
+
 /// Build the mediation program. `watch`: also notify writable `mmap`s and `mremap`s of at
 /// least that many bytes (the allocation watch, for runs whose memory limit is
 /// `RLIMIT_DATA`).
@@ -162,22 +176,21 @@ pub fn build_mediation(watch: Option<u64>) -> Result<Vec<sock_filter>, SeccompEr
     }
     if let Some(t) = watch {
         let t = u32::try_from(t).unwrap_or(u32::MAX);
-        let lo = |arg: u32| SECCOMP_DATA_ARGS_OFFSET + 8 * arg;
-        // mmap(addr, len, prot, flags, fd, off): nine instructions.
+        let size_at_least = |arg: u32| size_at_least(arg, t, ret(notify), ret(allow));
+        // mmap(addr, len, prot, flags, fd, off): nine instructions; without PROT_WRITE the
+        // jset skips to the tail's last one (allow).
         p.push(jump(BPF_JMP | BPF_JEQ | BPF_K, libc::SYS_mmap as u32, 0, 8));
-        p.push(stmt(BPF_LD | BPF_W | BPF_ABS, lo(2)));
+        p.push(stmt(
+            BPF_LD | BPF_W | BPF_ABS,
+            SECCOMP_DATA_ARGS_OFFSET + 8 * 2,
+        ));
         p.push(jump(
             BPF_JMP | BPF_JSET | BPF_K,
             libc::PROT_WRITE as u32,
             0,
             5,
         ));
-        p.push(stmt(BPF_LD | BPF_W | BPF_ABS, lo(1) + 4));
-        p.push(jump(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 2));
-        p.push(stmt(BPF_LD | BPF_W | BPF_ABS, lo(1)));
-        p.push(jump(BPF_JMP | BPF_JGE | BPF_K, t, 0, 1));
-        p.push(ret(notify));
-        p.push(ret(allow));
+        p.extend(size_at_least(1));
         // mremap(old, old_len, new_len, flags, new_addr): seven instructions.
         p.push(jump(
             BPF_JMP | BPF_JEQ | BPF_K,
@@ -185,12 +198,7 @@ pub fn build_mediation(watch: Option<u64>) -> Result<Vec<sock_filter>, SeccompEr
             0,
             6,
         ));
-        p.push(stmt(BPF_LD | BPF_W | BPF_ABS, lo(2) + 4));
-        p.push(jump(BPF_JMP | BPF_JEQ | BPF_K, 0, 0, 2));
-        p.push(stmt(BPF_LD | BPF_W | BPF_ABS, lo(2)));
-        p.push(jump(BPF_JMP | BPF_JGE | BPF_K, t, 0, 1));
-        p.push(ret(notify));
-        p.push(ret(allow));
+        p.extend(size_at_least(2));
     }
     for (nr, arg) in [(libc::SYS_open, 1u32), (libc::SYS_openat, 2u32)] {
         p.push(jump(BPF_JMP | BPF_JEQ | BPF_K, nr as u32, 0, 4));
