@@ -489,8 +489,9 @@ pub fn sample_tree(root: i32) -> TreeSample {
         let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
             continue;
         };
-        if let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
-            sample.data_peak = sample.data_peak.max(vm_data(&status).unwrap_or(0));
+        if let Ok(status) = std::fs::read(format!("/proc/{pid}/status")) {
+            let data = sys::mediate::vm_data(&status).unwrap_or(0);
+            sample.data_peak = sample.data_peak.max(data);
         }
         for task in tasks.flatten() {
             sample.tasks += 1;
@@ -507,19 +508,6 @@ pub fn sample_tree(root: i32) -> TreeSample {
         }
     }
     sample
-}
-
-/// `VmData` of a `/proc/PID/status` text, in bytes.
-fn vm_data(status: &str) -> Option<u64> {
-    let kb = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmData:"))?
-        .trim()
-        .strip_suffix("kB")?
-        .trim()
-        .parse::<u64>()
-        .ok()?;
-    Some(kb * 1024)
 }
 
 /// One run's cgroup (one directory per hierarchy under v1). Removed on drop.
@@ -1028,7 +1016,7 @@ mod tests {
     #[test]
     fn vm_data_is_read_in_bytes() {
         let status = "Name:\tpython3\nVmPeak:\t  20000 kB\nVmData:\t    4812 kB\nVmStk:\t 132 kB\n";
-        assert_eq!(super::vm_data(status), Some(4812 * 1024));
-        assert_eq!(super::vm_data("Name:\tkthreadd\n"), None);
+        assert_eq!(sys::mediate::vm_data(status.as_bytes()), Some(4812 * 1024));
+        assert_eq!(sys::mediate::vm_data(b"Name:\tkthreadd\n"), None);
     }
 }

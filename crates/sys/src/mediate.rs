@@ -289,13 +289,7 @@ impl Target {
     fn data_bytes(&self) -> Result<u64, Errno> {
         let mut buf = [0u8; 4096];
         let len = self.read_status(&mut buf)?;
-        buf[..len]
-            .split(|b| *b == b'\n')
-            .find_map(|line| line.strip_prefix(b"VmData:"))
-            .and_then(|v| v.trim_ascii().strip_suffix(b"kB"))
-            .and_then(|v| parse_num(v.trim_ascii(), 10))
-            .map(|kb| kb * 1024)
-            .ok_or(Errno(libc::EIO))
+        vm_data(&buf[..len]).ok_or(Errno(libc::EIO))
     }
 
     /// `/proc/<tid>/status` into `buf` (4 KiB holds all of it); returns its length.
@@ -336,6 +330,17 @@ impl Target {
             _ => e,
         })
     }
+}
+
+/// `VmData` (what `RLIMIT_DATA` counts) of a `/proc/PID/status` text, in bytes. Pure and
+/// allocation-free: the init uses it, and the supervisor's sampler too.
+pub fn vm_data(status: &[u8]) -> Option<u64> {
+    status
+        .split(|b| *b == b'\n')
+        .find_map(|line| line.strip_prefix(b"VmData:"))
+        .and_then(|v| v.trim_ascii().strip_suffix(b"kB"))
+        .and_then(|v| parse_num(v.trim_ascii(), 10))
+        .map(|kb| kb * 1024)
 }
 
 fn parse_num(v: &[u8], radix: u32) -> Option<u64> {
