@@ -503,7 +503,8 @@ pub fn launch(
     spec.wait_group = group.is_some() && join_fds.is_empty();
 
     // ---- launch and supervise ----
-    // Ctrl-C from here on is caught (and passed on once the sandbox exists), not fatal.
+    // Ctrl-C from here on is caught (and passed on once the sandbox exists), not fatal. Best
+    // effort: without the handlers, Ctrl-C still ends the sandbox with the supervisor.
     let _ = sys::parent::catch_signals();
     let mut child = sys::parent::spawn(&spec, &mut slots).map_err(|e| match e.raw_os_error() {
         Some(libc::EPERM | libc::EINVAL | libc::ENOSPC | libc::EUSERS | libc::ENOSYS) => {
@@ -577,8 +578,7 @@ pub fn launch(
             });
         }
     }
-    // Best effort: without forwarding, Ctrl-C still ends the sandbox with the supervisor.
-    let _ = sys::parent::forward_signals_to(child.pid);
+    sys::parent::forward_signals_to(child.pid);
     let mut failure: Option<postfork::Report> = None;
     let mut exec_failure: Option<postfork::Report> = None;
     let mut status: Option<c_int> = None;

@@ -300,15 +300,13 @@ pub fn catch_signals() -> io::Result<()> {
     Ok(())
 }
 
-/// Forward the caught signals to `pid` (the sandbox init, which passes them to the command),
-/// starting with an ending signal caught before this call.
-pub fn forward_signals_to(pid: libc::pid_t) -> io::Result<()> {
-    catch_signals()?;
+/// Forward the signals [`catch_signals`] catches to `pid` (the sandbox init, which passes
+/// them to the command), starting with an ending signal caught before this call.
+pub fn forward_signals_to(pid: libc::pid_t) {
     FORWARD_TO.store(pid, Ordering::Relaxed);
     if let Some(sig) = interrupted() {
         let _ = raw::kill(pid, sig);
     }
-    Ok(())
 }
 
 /// Receive the proxy's listening socket sent by the init ([`crate::postfork::ProxySpec`]);
