@@ -1049,7 +1049,8 @@ pub fn linked_secrets(host: &dyn HostView, masks: &[(PathBuf, Kind)]) -> Vec<Lin
     };
     for (mask, kind) in masks {
         match kind {
-            Kind::File if host.lstat_kind(mask) == Some(Kind::File) => {
+            // Mask paths are canonical: no symlink to tell apart from its target here.
+            Kind::File => {
                 if let Some(e) = host.stat(mask) {
                     note(mask, &e);
                 }
