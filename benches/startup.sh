@@ -124,9 +124,10 @@ PY
 # CONNECT throughput, against loopback servers on the host (allowed with --allow-host).
 net_json="$ws/net.json"
 freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-port=$(freeport); kport=$(freeport); tport=$(freeport); sport=$(freeport)
+port=$(freeport); kport=$(freeport); tport=$(freeport); sport=$(freeport); fport=$(freeport); fkport=$(freeport)
 mkdir -p "$ws/www" && echo hello > "$ws/www/small" && truncate -s 1G "$ws/www/big"
-# HTTP/1.0 (a new upstream connection per request) and HTTP/1.1 keep-alive servers.
+# HTTP/1.0 (a new upstream connection per request) and HTTP/1.1 keep-alive servers: python's
+# http.server, and a small server that answers in one write (benches/http_server.py).
 (cd "$ws/www" && exec python3 -m http.server "$port" --bind 127.0.0.1 >/dev/null 2>&1) &
 server=$!
 cat > "$ws/keepalive.py" <<'PY'
@@ -140,30 +141,36 @@ http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_foreve
 PY
 python3 "$ws/keepalive.py" "$kport" "$ws/www" >/dev/null 2>&1 &
 kserver=$!
+python3 "$OLDPWD/benches/http_server.py" "$fport" close >/dev/null 2>&1 &
+fserver=$!
+python3 "$OLDPWD/benches/http_server.py" "$fkport" keep >/dev/null 2>&1 &
+fkserver=$!
 # A TLS server: what a CONNECT tunnel carries.
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$ws/key.pem" \
   -out "$ws/cert.pem" -days 1 -subj /CN=localhost >/dev/null 2>&1
 (cd "$ws/www" && exec openssl s_server -quiet -WWW -accept "127.0.0.1:$tport" -cert "$ws/cert.pem" -key "$ws/key.pem" >/dev/null 2>&1) &
 tserver=$!
 # A bare byte relay (what srt's socat bridges are), for the floor of any relay's cost.
-(exec socat "TCP-LISTEN:$sport,bind=127.0.0.1,reuseaddr,fork,nodelay" "TCP:127.0.0.1:$kport,nodelay") >/dev/null 2>&1 &
+(exec socat "TCP-LISTEN:$sport,bind=127.0.0.1,reuseaddr,fork,nodelay" "TCP:127.0.0.1:$fkport,nodelay") >/dev/null 2>&1 &
 relay=$!
 sleep 0.5
 hyperfine -N --warmup 10 --runs "$runs" --export-json "$net_json" \
   -n "stockade run --net none" "$bin run -- true" \
   -n "stockade run --net proxy" "$bin run --net proxy -- true" >&2 || true
-# Latency: 1000 sequential requests from one curl (it keeps its connection to the proxy), the
-# body to stdout, the timing to stderr (an output file would be a mediated create each time).
-# p50 of each round; the median of three rounds, direct and proxied taking turns.
+# Latency: 1000 sequential requests from one curl (it keeps its connection to the proxy). The
+# timings go to a file and are read at the end: a line per request through the run's output
+# relay would measure the relay, not the proxy (and bodies go to /dev/null, not to output
+# files, each of which would be a mediated create inside the sandbox).
+# p50 of each round; the median of five rounds, direct and proxied taking turns.
 p50() { sort -n | awk '{a[NR]=$1} END {printf "%.0f", a[int((NR+1)/2)] * 1000000}'; }
-lat() { # port, then the command prefix
-  local p=$1 urls=(); shift
-  for _ in $(seq 1000); do urls+=("http://127.0.0.1:$p/small"); done
-  "$@" curl -s "${urls[@]}" -w '%{stderr}%{time_total}\n' 2>&1 >/dev/null | p50
+lat() { # port, then the command prefix (none: curl on the host, directly)
+  local p=$1 urls=""; shift
+  for _ in $(seq 1000); do urls+=" http://127.0.0.1:$p/small"; done
+  "$@" sh -c "curl -s $urls -w '%{stderr}%{time_total}\n' 2>/tmp/stockade-bench-lat >/dev/null; cat /tmp/stockade-bench-lat; rm -f /tmp/stockade-bench-lat" | p50
 }
 declare -A L=()
-for _ in 1 2 3; do
-  for k in "$port" "$kport"; do
+for _ in 1 2 3 4 5; do
+  for k in "$fport" "$fkport" "$port" "$kport"; do
     L[d$k]+="$(lat "$k") "
     L[p$k]+="$(lat "$k" "$bin" run --net proxy --allow-host "127.0.0.1:$k" --) "
   done
@@ -177,13 +184,13 @@ for _ in 1 2 3; do
   T[td]+="$(tp "https://127.0.0.1:$tport/big") "
   T[tp]+="$("$bin" run --net proxy --allow-host "127.0.0.1:$tport" -- curl -s -k -o /dev/null -w '%{speed_download}' "https://127.0.0.1:$tport/big") "
 done
-kill "$server" "$kserver" "$tserver" "$relay" 2>/dev/null || true
+kill "$server" "$kserver" "$fserver" "$fkserver" "$tserver" "$relay" 2>/dev/null || true
 {
   echo "{"
   sep=""
   for k in "${!L[@]}" ; do printf '%s"lat_%s": [%s]' "$sep" "$k" "$(echo ${L[$k]} | tr ' ' ',')"; sep=", "; done
   for k in "${!T[@]}" ; do printf '%s"tp_%s": [%s]' "$sep" "$k" "$(echo ${T[$k]} | tr ' ' ',')"; done
-  printf ', "port": %s, "kport": %s}\n' "$port" "$kport"
+  printf ', "port": %s, "kport": %s, "fport": %s, "fkport": %s}\n' "$port" "$kport" "$fport" "$fkport"
 } > "$ws/netnums.json"
 
 # The sanitizer: `stockade sanitize` against a regex chain of the same rules (python's re,
@@ -346,12 +353,17 @@ if os.path.exists(sys.argv[7]) and os.path.exists(sys.argv[8]):
     for r in res_net:
         lines.append(f"| {r['command']} -- true, median | {r['median']*1000:.2f} ms |")
     med = lambda k: statistics.median([x for x in nums.get(k, []) if x > 0] or [0])
-    p, kp = nums["port"], nums["kport"]
-    for label, k in (("HTTP/1.1 keep-alive server", kp), ("HTTP/1.0 server (a new connection per request)", p)):
+    p, kp, fp, fkp = nums["port"], nums["kport"], nums["fport"], nums["fkport"]
+    for label, k in (
+        ("one-write server, HTTP/1.1 keep-alive", fkp),
+        ("one-write server, HTTP/1.0 (a new connection per request)", fp),
+        ("python http.server, HTTP/1.1 keep-alive", kp),
+        ("python http.server, HTTP/1.0 (a new connection per request)", p),
+    ):
         d, q = med(f"lat_d{k}"), med(f"lat_p{k}")
         lines.append(f"| {label}: request p50, direct | {d:.0f} µs |")
         lines.append(f"| the same through the proxy (curl inside the sandbox) | {q:.0f} µs (+{q-d:.0f} µs) |")
-        if k == kp and med("lat_s"):
+        if k == fkp and med("lat_s"):
             lines.append(f"| the same through a bare socat relay (no parsing, no rules) | {med('lat_s'):.0f} µs (+{med('lat_s')-d:.0f} µs) |")
     for label, dk, pk in (("1 GiB over TLS (what a CONNECT tunnel carries)", "tp_td", "tp_tp"), ("1 GiB in the clear (curl -p, an allow_hosts tunnel)", "tp_d", "tp_p")):
         d, q = med(dk), med(pk)
@@ -360,11 +372,14 @@ if os.path.exists(sys.argv[7]) and os.path.exists(sys.argv[8]):
         lines.append(f"| the same through a CONNECT tunnel | {q/1e6:.0f} MB/s ({ratio} of direct) |")
     lines += [
         "",
-        "Servers: python's http.server (HTTP/1.0, and HTTP/1.1 keep-alive with TCP_NODELAY) and",
-        "`openssl s_server -WWW` on the host's loopback; curl inside the sandbox reaches them through",
-        "the run's proxy (`--allow-host`). Latency is the p50 of 1000 requests from one curl, the",
-        "median of three rounds; the proxy keeps idle upstream HTTP/1.1 connections for the next",
-        "admitted request to the same host. Tunnels relay with splice(2) through a 1 MiB pipe. On",
+        "Servers on the host's loopback: `benches/http_server.py` (every response in one write, as",
+        "production servers send a small one), python's http.server (head and body in two writes,",
+        "~300 µs of its own per request) and `openssl s_server -WWW`; curl inside the sandbox reaches",
+        "them through the run's proxy (`--allow-host`), curl on the host directly. Latency is the p50",
+        "of 1000 requests from one curl, the median of five rounds; the timings are written to a",
+        "file and read at the end (a line per request through the run's output relay would add the",
+        "relay's cost). The proxy keeps idle upstream HTTP/1.1 connections for the next admitted",
+        "request to the same host. Tunnels relay with splice(2) through a 1 MiB pipe. On",
         "this 2-core machine client, server and relay share the cores, so the ratios move by",
         "±15% from one run of this script to the next.",
     ]
