@@ -28,6 +28,17 @@ pub struct Entry {
     pub links: u64,
 }
 
+/// When a directory last changed, to tell after a run whether its entries can have changed.
+/// Creating, removing or renaming an entry sets the directory's ctime to the current time, and
+/// nothing without `CAP_SYS_TIME` can set a ctime back (`utimensat` moves ctime forward too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DirStamp {
+    pub dev: u64,
+    pub ino: u64,
+    pub ctime: i64,
+    pub ctime_nsec: i64,
+}
+
 pub trait HostView {
     /// Metadata following symlinks; `None` if the path does not exist or cannot be reached.
     fn stat(&self, path: &Path) -> Option<Entry>;
@@ -39,6 +50,18 @@ pub trait HostView {
     fn list_dir(&self, path: &Path) -> Vec<(OsString, Kind)>;
     /// The first KiB of a small text file (used for `.git` files).
     fn read_small(&self, path: &Path) -> Option<String>;
+    /// The directory's stamp (not following a final symlink); `None` if it is not a directory,
+    /// or by default (a fake host: every directory is listed).
+    fn dir_stamp(&self, _path: &Path) -> Option<DirStamp> {
+        None
+    }
+    /// Whether the filesystem holding `path` is a local one that sets ctime from this
+    /// machine's clock on every change (ext2/3/4, xfs, btrfs, tmpfs, overlayfs, f2fs,
+    /// bcachefs). Others (FUSE, network filesystems) report what their server says, possibly
+    /// nothing useful: their directories are always listed.
+    fn local_ctime(&self, _path: &Path) -> bool {
+        false
+    }
     /// What this process may do with cgroups (none by default: a fake host has none).
     fn cgroups(&self) -> crate::cgroup::CgroupFacts {
         crate::cgroup::CgroupFacts::default()
@@ -110,5 +133,38 @@ impl HostView for RealHost {
 
     fn cgroups(&self) -> crate::cgroup::CgroupFacts {
         crate::cgroup::CgroupFacts::probe()
+    }
+
+    fn dir_stamp(&self, path: &Path) -> Option<DirStamp> {
+        let m = std::fs::symlink_metadata(path).ok()?;
+        if !m.is_dir() {
+            return None;
+        }
+        Some(DirStamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            ctime: m.ctime(),
+            ctime_nsec: m.ctime_nsec(),
+        })
+    }
+
+    fn local_ctime(&self, path: &Path) -> bool {
+        // Magic numbers of statfs(2)'s f_type. Their timestamps' granularity (1 ns to 1 s) is
+        // below the sweep's settling window (see `plan::SETTLED`).
+        const LOCAL: &[u64] = &[
+            0xEF53,      // ext2/3/4
+            0x5846_5342, // xfs
+            0x9123_683E, // btrfs
+            0x0102_1994, // tmpfs
+            0x794C_7630, // overlayfs
+            0xF2F5_2010, // f2fs
+            0xCA45_1A4E, // bcachefs
+        ];
+        match rustix::fs::statfs(path) {
+            // f_type's width differs between architectures.
+            #[allow(clippy::unnecessary_cast)]
+            Ok(fs) => LOCAL.contains(&(fs.f_type as u64)),
+            Err(_) => false,
+        }
     }
 }

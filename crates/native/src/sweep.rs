@@ -2,6 +2,8 @@
 //! read-only mount could cover them) are moved out of the way and reported.
 //!
 //! The sandbox is dead when this runs (its pid namespace is gone), so nothing races it.
+//! Only directories whose ctime moved since the planner listed them are listed again (see
+//! [`crate::plan::DirStamps`]): any entry created, removed or renamed moves it.
 //! Quarantine keeps the content: `<root>/.stockade/quarantine/<run-id>/<relative path>`.
 //! What stays: git's `*.sample` hooks and a new repository's config when it only holds keys
 //! that run nothing (`git init` and `git remote add` output). Submodule git dirs (`.git/modules`)
@@ -17,7 +19,7 @@ use policy::is_within;
 use serde::Serialize;
 
 use crate::host::{HostView, Kind};
-use crate::plan::{in_git_modules, walk, Plan};
+use crate::plan::{in_git_modules, walk, Plan, Stamps};
 
 pub const E_SANDBOX_VIOLATION: &str = "E_SANDBOX_VIOLATION";
 
@@ -39,7 +41,8 @@ pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
     let mut found = Vec::new();
     let mut count = 0usize;
     for root in &plan.sweep.roots {
-        let _ = walk(host, root, &mut count, &mut |path, kind| {
+        let known = Stamps::SkipUnchanged(&plan.sweep.dirs);
+        let _ = walk(host, root, &mut count, known, &mut |path, kind| {
             if plan.deny_globs.is_protected(path, kind)
                 && plan.sweep.existing.get(path) != Some(&kind)
             {
@@ -207,6 +210,105 @@ mod tests {
             .is_dir());
         // The planted link itself is reported (and quarantined) too.
         assert!(violations.iter().any(|v| v.path == ws.join(".stockade")));
+    }
+
+    /// Asks the real host, counting directory listings.
+    struct Counting(std::cell::Cell<usize>);
+
+    impl HostView for Counting {
+        fn stat(&self, p: &Path) -> Option<crate::host::Entry> {
+            RealHost.stat(p)
+        }
+        fn lstat_kind(&self, p: &Path) -> Option<Kind> {
+            RealHost.lstat_kind(p)
+        }
+        fn canonicalize(&self, p: &Path) -> Option<PathBuf> {
+            RealHost.canonicalize(p)
+        }
+        fn list_dir(&self, p: &Path) -> Vec<(std::ffi::OsString, Kind)> {
+            self.0.set(self.0.get() + 1);
+            RealHost.list_dir(p)
+        }
+        fn read_small(&self, p: &Path) -> Option<String> {
+            RealHost.read_small(p)
+        }
+        fn dir_stamp(&self, p: &Path) -> Option<crate::host::DirStamp> {
+            RealHost.dir_stamp(p)
+        }
+        fn local_ctime(&self, p: &Path) -> bool {
+            RealHost.local_ctime(p)
+        }
+    }
+
+    /// A tree planned at once has not settled (its ctimes are newer than the walk minus
+    /// `SETTLED`): nothing is recorded, so the sweep lists everything.
+    #[test]
+    fn fresh_directories_are_not_trusted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(tmp.path()).unwrap().join("ws");
+        std::fs::create_dir_all(ws.join("a/b")).unwrap();
+        let plan = plan_for(&ws);
+        assert!(plan.sweep.dirs.dirs.is_empty(), "{:?}", plan.sweep.dirs);
+    }
+
+    /// The sweep lists only directories whose ctime moved. The sandbox's trick of putting a
+    /// directory's mtime back after planting a hook in it does not hide the hook: ctime moves
+    /// with every change, `utimensat` included.
+    #[test]
+    fn sweep_lists_only_changed_directories_and_sees_through_a_reset_mtime() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(tmp.path()).unwrap().join("ws");
+        for d in ["a/b/c", "a/x", "d/e"] {
+            std::fs::create_dir_all(ws.join(d)).unwrap();
+            std::fs::write(ws.join(d).join("f"), "x").unwrap();
+        }
+        let mut plan = plan_for(&ws);
+        // As if the tree had settled: record with no settling window.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let mut stamps = crate::plan::DirStamps::start_settled(std::time::Duration::ZERO);
+        let mut n = 0;
+        walk(
+            &RealHost,
+            &ws,
+            &mut n,
+            Stamps::Record(&mut stamps),
+            &mut |_, _| {},
+        )
+        .unwrap();
+        assert_eq!(stamps.dirs.len(), 7, "{:?}", stamps.dirs.keys());
+        plan.sweep.dirs = stamps;
+        std::thread::sleep(std::time::Duration::from_millis(20));
+
+        let host = Counting(std::cell::Cell::new(0));
+        assert!(sweep(&plan, &host, "quiet").is_empty());
+        assert_eq!(host.0.get(), 0, "nothing changed, nothing listed");
+
+        // What the sandbox did during the run: a hook deep in the tree, then the directory's
+        // mtime put back.
+        let c = ws.join("a/b/c");
+        let mtime = std::fs::metadata(&c).unwrap().modified().unwrap();
+        std::fs::create_dir_all(c.join(".git/hooks")).unwrap();
+        std::fs::write(c.join(".git/hooks/pre-commit"), "evil").unwrap();
+        std::fs::File::open(&c)
+            .unwrap()
+            .set_modified(mtime)
+            .unwrap();
+        assert_eq!(std::fs::metadata(&c).unwrap().modified().unwrap(), mtime);
+        let host = Counting(std::cell::Cell::new(0));
+        let violations = sweep(&plan, &host, "hook");
+        assert!(
+            violations
+                .iter()
+                .any(|v| v.path == c.join(".git/hooks/pre-commit")),
+            "{violations:?}"
+        );
+        assert!(!c.join(".git/hooks/pre-commit").exists());
+        // `c` and what is new below it; the rest of the tree passed unlisted.
+        assert_eq!(
+            host.0.get(),
+            3,
+            "c and c/.git by the walk, the hooks by the quarantine"
+        );
     }
 
     #[test]

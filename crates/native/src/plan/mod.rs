@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::cgroup::{Missing, ResourcePlan, Wanted};
 use crate::error::PlanError;
-use crate::host::{Entry, HostView, Kind};
+use crate::host::{DirStamp, Entry, HostView, Kind};
 
 /// Hostname inside the sandbox.
 pub const SANDBOX_HOSTNAME: &str = "stockade";
@@ -272,6 +272,92 @@ pub struct SweepPlan {
     /// Protected paths present at the start, with their kind: a path whose kind changed (a
     /// symlinked `.git/hooks` replaced by a real directory) counts as created.
     pub existing: BTreeMap<PathBuf, Kind>,
+    /// Directories the planner listed, with their stamps: the sweep lists again only those
+    /// that changed (and new ones).
+    #[serde(skip)]
+    pub dirs: DirStamps,
+}
+
+/// How long before the planner's walk a directory's ctime must lie for its stamp to be
+/// trusted. A change during the run then gives a later ctime even on a filesystem that keeps
+/// whole seconds (ext3) or a coarse clock; a directory changed more recently is listed again.
+pub const SETTLED: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// A directory the planner listed whose ctime had settled: its subdirectories (those the walk
+/// goes into), so an unchanged directory is passed through without listing it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettledDir {
+    pub stamp: DirStamp,
+    pub subdirs: Vec<OsString>,
+}
+
+/// The settled directories of the planner's walk, and when it began.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DirStamps {
+    pub taken_at: Option<std::time::SystemTime>,
+    /// [`SETTLED`], but for tests.
+    settle: std::time::Duration,
+    pub dirs: BTreeMap<PathBuf, SettledDir>,
+    /// Per device: whether its filesystem sets ctime locally ([`HostView::local_ctime`]).
+    local: BTreeMap<u64, bool>,
+}
+
+impl DirStamps {
+    /// Start recording (the clock is read before anything is listed).
+    pub fn start() -> DirStamps {
+        DirStamps::start_settled(SETTLED)
+    }
+
+    pub(crate) fn start_settled(settle: std::time::Duration) -> DirStamps {
+        DirStamps {
+            taken_at: Some(std::time::SystemTime::now()),
+            settle,
+            dirs: BTreeMap::new(),
+            local: BTreeMap::new(),
+        }
+    }
+
+    fn record(
+        &mut self,
+        host: &dyn HostView,
+        dir: PathBuf,
+        stamp: DirStamp,
+        subdirs: Vec<OsString>,
+    ) {
+        let local = *self
+            .local
+            .entry(stamp.dev)
+            .or_insert_with(|| host.local_ctime(&dir));
+        let Some(settled_before) = self.taken_at.and_then(|t| t.checked_sub(self.settle)) else {
+            return;
+        };
+        let changed = std::time::UNIX_EPOCH
+            + std::time::Duration::new(
+                u64::try_from(stamp.ctime).unwrap_or(u64::MAX / 2),
+                u32::try_from(stamp.ctime_nsec).unwrap_or(0),
+            );
+        if local && changed < settled_before {
+            self.dirs.insert(dir, SettledDir { stamp, subdirs });
+        }
+    }
+
+    /// The record of `dir` if its stamp is the same now, and the clock has not gone back since
+    /// the walk (a ctime compared across a clock step proves nothing).
+    fn unchanged(&self, dir: &Path, now: DirStamp) -> Option<&SettledDir> {
+        let rec = self.dirs.get(dir)?;
+        let clock_ok = self
+            .taken_at
+            .is_some_and(|t| std::time::SystemTime::now() >= t);
+        (clock_ok && rec.stamp == now).then_some(rec)
+    }
+}
+
+/// What [`walk`] does with directory stamps.
+pub(crate) enum Stamps<'a> {
+    /// List every directory and record the settled ones (the planner).
+    Record(&'a mut DirStamps),
+    /// Pass through the recorded directories whose stamp is unchanged (the sweep).
+    SkipUnchanged(&'a DirStamps),
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -346,7 +432,8 @@ impl Plan {
         let allow_read = expand_all(&policy.filesystem.allow_read)?;
         let deny_write = expand_all(&policy.filesystem.deny_write)?;
 
-        let found = Matches::collect(host, &writable_roots, &deny_read, &deny_write)?;
+        let mut dirs = DirStamps::start();
+        let found = Matches::collect(host, &writable_roots, &deny_read, &deny_write, &mut dirs)?;
         let allows: Vec<PathBuf> = allow_read
             .iter()
             .filter_map(|p| match p {
@@ -668,6 +755,7 @@ impl Plan {
                     .chain(&found.git_files)
                     .filter_map(|p| Some((p.clone(), host.lstat_kind(p)?)))
                     .collect(),
+                dirs,
             },
             deny_globs: found.globs,
         })
@@ -852,6 +940,7 @@ impl Matches {
         roots: &[PathBuf],
         deny_read: &[PathPattern],
         deny_write: &[PathPattern],
+        stamps: &mut DirStamps,
     ) -> Result<Matches, PlanError> {
         let (mut deny_read_found, mut deny_write_found) = (Vec::new(), Vec::new());
         let mut read_globs = Vec::new();
@@ -893,18 +982,24 @@ impl Matches {
             if walked.iter().any(|w| is_within(&base, w)) || host.lstat_kind(&base).is_none() {
                 continue;
             }
-            walk(host, &base, &mut count, &mut |path, kind| {
-                let (read, write) = m.globs.matches(path);
-                if read {
-                    m.deny_read.push(path.to_path_buf());
-                }
-                if write || is_submodule_code_path(path) {
-                    m.deny_write.push(path.to_path_buf());
-                }
-                if is_git_redirect(path, kind) {
-                    m.git_files.push(path.to_path_buf());
-                }
-            })?;
+            walk(
+                host,
+                &base,
+                &mut count,
+                Stamps::Record(stamps),
+                &mut |path, kind| {
+                    let (read, write) = m.globs.matches(path);
+                    if read {
+                        m.deny_read.push(path.to_path_buf());
+                    }
+                    if write || is_submodule_code_path(path) {
+                        m.deny_write.push(path.to_path_buf());
+                    }
+                    if is_git_redirect(path, kind) {
+                        m.git_files.push(path.to_path_buf());
+                    }
+                },
+            )?;
             walked.push(base);
         }
         for v in [&mut m.deny_read, &mut m.deny_write, &mut m.git_files] {
@@ -922,14 +1017,26 @@ pub(crate) fn walk(
     host: &dyn HostView,
     root: &Path,
     count: &mut usize,
+    mut stamps: Stamps<'_>,
     visit: &mut dyn FnMut(&Path, Kind),
 ) -> Result<(), PlanError> {
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
+        // Taken before the listing: a change after it shows in the ctime.
+        let stamp = host.dir_stamp(&dir);
+        if let (Stamps::SkipUnchanged(known), Some(now)) = (&stamps, stamp) {
+            if let Some(rec) = known.unchanged(&dir, now) {
+                // Same entries as when the planner listed it (every create, remove or rename
+                // in it would have moved its ctime): visited then, nothing new to see.
+                stack.extend(rec.subdirs.iter().map(|n| dir.join(n)));
+                continue;
+            }
+        }
         let dir_is_git = dir.file_name().is_some_and(|n| n == ".git");
         let dir_in_modules = in_git_modules(&dir);
         // `.git/modules` (or a nested `modules`) holds submodule git dirs, whatever their names.
         let dir_is_modules = dir_in_modules && dir.file_name().is_some_and(|n| n == "modules");
+        let mut subdirs = Vec::new();
         for (name, kind) in host.list_dir(&dir) {
             *count += 1;
             if *count > WALK_LIMIT {
@@ -954,7 +1061,11 @@ pub(crate) fn walk(
             };
             if kind == Kind::Dir && descend {
                 stack.push(path);
+                subdirs.push(name);
             }
+        }
+        if let (Stamps::Record(rec), Some(stamp)) = (&mut stamps, stamp) {
+            rec.record(host, dir, stamp, subdirs);
         }
     }
     Ok(())
