@@ -44,13 +44,39 @@ for d in range(1000):
 PY
 tree_entries=$(find "$tree" | wc -l)
 
+# bwrap given stockade's default policy as far as bwrap can express it (from the plan that
+# `stockade policy show` prints): the command's uid and gid, no capabilities, a new session,
+# the hostname, private /tmp and /dev/shm, the workspace writable, the credential masks, the
+# scrubbed environment. Not expressible: Landlock, the seccomp filters, mediated creation,
+# idmapped mounts, read-only /proc/sys, resource limits.
+bwrap_equivalent=$("$bin" policy show | python3 -c '
+import json, shlex, sys
+plan = json.load(sys.stdin)["plan"]
+a = ["bwrap", "--unshare-all", "--uid", str(plan["ids"]["inside_uid"]), "--gid", str(plan["ids"]["inside_gid"]),
+     "--cap-drop", "ALL", "--new-session", "--die-with-parent", "--hostname", plan["hostname"],
+     "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
+for w in plan["writable_roots"]:
+    a += ["--bind", w, w]
+for m in plan["mounts"]:
+    if m["op"] == "mask_file":
+        a += ["--ro-bind", "/dev/null", m["target"]]
+    elif m["op"] == "mask_dir":
+        a += ["--tmpfs", m["target"]]
+a += ["--clearenv"]
+for k, v in plan["env"]:
+    a += ["--setenv", k, v]
+a += ["--chdir", plan["cwd"], "true"]
+print(shlex.join(a))')
 cmds=(
   "true"
   "unshare -Urnpf true"
   "bwrap --unshare-all --ro-bind / / --dev /dev --proc /proc true"
+  "$bwrap_equivalent"
   "$bin run -- true"
+  "$bin run --memory 0 --pids 0 -- true"
 )
-names=("bare true" "unshare -Urnpf" "bwrap --unshare-all" "stockade run (default policy)")
+names=("bare true" "unshare -Urnpf" "bwrap --unshare-all" "bwrap, stockade's policy as far as bwrap expresses it"
+  "stockade run (default policy)" "stockade run --memory 0 --pids 0 (no limits, as bwrap)")
 if [ -x "$srt_dir/node_modules/.bin/srt" ]; then
   cmds+=("$srt_dir/node_modules/.bin/srt true")
   names+=("srt $(cd "$srt_dir" && node -p 'require("@anthropic-ai/sandbox-runtime/package.json").version' 2>/dev/null)")
@@ -329,7 +355,13 @@ lines += [
     "- `stockade run` here is the default `workspace-write` policy: new user/mount/pid/net/ipc/uts/cgroup",
     "  namespaces, read-only host, private /tmp, /dev and /proc, credential masks, Landlock ABI 7 with",
     "  scopes, the seccomp filter, all capabilities dropped, a scrubbed environment, and the post-run sweep.",
-    "- bwrap with these flags does far less: no Landlock, no seccomp, no masks, no env scrubbing.",
+    "- `bwrap --unshare-all` with these flags does far less: no Landlock, no seccomp, no masks, no",
+    "  env scrubbing. \"bwrap, stockade's policy as far as bwrap expresses it\" adds what bwrap can",
+    "  do of the default policy, built from `stockade policy show`: the command's uid and gid, no",
+    "  capabilities, a new session, the hostname, private /tmp and /dev/shm, the writable",
+    "  workspace, the credential masks, the scrubbed environment. It still has no Landlock, seccomp,",
+    "  mediated creation, idmapped mounts or resource limits. bwrap has no resource limits at all;",
+    "  the last stockade row turns them off to compare like with like.",
     "- As root, stockade also creates an idmapping user namespace and idmapped mounts, so the",
     "  command runs as an unprivileged uid (bwrap, run by root, keeps uid 0 inside).",
     "- srt and runsc ran as root here; srt's time is mostly Node start-up and its socat bridges.",
