@@ -55,6 +55,12 @@ pub trait HostView {
     fn dir_stamp(&self, _path: &Path) -> Option<DirStamp> {
         None
     }
+    /// [`HostView::list_dir`] with the directory's stamp taken first, from the same open
+    /// directory (so a change after the stamp shows in the ctime, and both describe one
+    /// directory).
+    fn list_dir_stamped(&self, path: &Path) -> (Option<DirStamp>, Vec<(OsString, Kind)>) {
+        (self.dir_stamp(path), self.list_dir(path))
+    }
     /// Whether the filesystem holding `path` is a local one that sets ctime from this
     /// machine's clock on every change (ext2/3/4, xfs, btrfs, tmpfs, overlayfs, f2fs,
     /// bcachefs). Others (FUSE, network filesystems) report what their server says, possibly
@@ -109,15 +115,16 @@ impl HostView for RealHost {
     }
 
     fn list_dir(&self, path: &Path) -> Vec<(OsString, Kind)> {
-        let mut out: Vec<(OsString, Kind)> = match std::fs::read_dir(path) {
-            Ok(rd) => rd
-                .filter_map(Result::ok)
-                .filter_map(|e| Some((e.file_name(), kind_of(e.file_type().ok()?))))
-                .collect(),
-            Err(_) => Vec::new(),
-        };
-        out.sort();
-        out
+        read_dir(path)
+            .map(|(_, entries)| entries)
+            .unwrap_or_default()
+    }
+
+    fn list_dir_stamped(&self, path: &Path) -> (Option<DirStamp>, Vec<(OsString, Kind)>) {
+        match read_dir(path) {
+            Some((stamp, entries)) => (Some(stamp), entries),
+            None => (None, Vec::new()),
+        }
     }
 
     fn read_small(&self, path: &Path) -> Option<String> {
@@ -167,4 +174,56 @@ impl HostView for RealHost {
             Err(_) => false,
         }
     }
+}
+
+/// A directory's stamp and entries, sorted by name, from one open directory: `fstat` then
+/// `getdents64` (std's `read_dir` would `fstat` it too, and hand the result to nobody).
+fn read_dir(path: &Path) -> Option<(DirStamp, Vec<(OsString, Kind)>)> {
+    use rustix::fs::{FileType, OFlags};
+    use std::os::unix::ffi::OsStrExt;
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .ok()?;
+    let st = rustix::fs::fstat(&fd).ok()?;
+    let stamp = DirStamp {
+        dev: st.st_dev,
+        ino: st.st_ino,
+        ctime: st.st_ctime,
+        ctime_nsec: i64::try_from(st.st_ctime_nsec).unwrap_or(0),
+    };
+    let mut dir = rustix::fs::Dir::new(fd).ok()?;
+    let mut out = Vec::new();
+    while let Some(entry) = dir.read() {
+        let Ok(entry) = entry else { break };
+        let name = entry.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        let kind = match entry.file_type() {
+            FileType::Directory => Kind::Dir,
+            FileType::RegularFile => Kind::File,
+            FileType::Symlink => Kind::Symlink,
+            // Filesystems that do not fill in d_type.
+            FileType::Unknown => {
+                let st = dir.fd().ok().and_then(|d| {
+                    rustix::fs::statat(d, entry.file_name(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                        .ok()
+                });
+                match st.map(|st| FileType::from_raw_mode(st.st_mode)) {
+                    Some(FileType::Directory) => Kind::Dir,
+                    Some(FileType::RegularFile) => Kind::File,
+                    Some(FileType::Symlink) => Kind::Symlink,
+                    Some(_) => Kind::Other,
+                    None => continue,
+                }
+            }
+            _ => Kind::Other,
+        };
+        out.push((std::ffi::OsStr::from_bytes(name).to_os_string(), kind));
+    }
+    out.sort();
+    Some((stamp, out))
 }

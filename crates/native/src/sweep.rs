@@ -42,13 +42,22 @@ pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
     let mut count = 0usize;
     for root in &plan.sweep.roots {
         let known = Stamps::SkipUnchanged(&plan.sweep.dirs);
-        let _ = walk(host, root, &mut count, known, &mut |path, kind| {
-            if plan.deny_globs.is_protected(path, kind)
-                && plan.sweep.existing.get(path) != Some(&kind)
-            {
-                found.push(path.to_path_buf());
-            }
-        });
+        let globs = &plan.deny_globs;
+        let concern = |name: &std::ffi::OsStr| globs.may_concern(name);
+        let _ = walk(
+            host,
+            root,
+            &mut count,
+            known,
+            &concern,
+            &mut |path, kind| {
+                if plan.deny_globs.is_protected(path, kind)
+                    && plan.sweep.existing.get(path) != Some(&kind)
+                {
+                    found.push(path.to_path_buf());
+                }
+            },
+        );
     }
     found.sort();
     let mut out: Vec<Violation> = Vec::new();
@@ -272,6 +281,7 @@ mod tests {
             &ws,
             &mut n,
             Stamps::Record(&mut stamps),
+            &|_| true,
             &mut |_, _| {},
         )
         .unwrap();

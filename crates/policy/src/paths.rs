@@ -752,7 +752,15 @@ impl GlobList {
         &'a self,
         path: &'a Path,
     ) -> impl Iterator<Item = &'a (usize, FastGlob)> + 'a {
-        let name = path.file_name().and_then(OsStr::to_str).unwrap_or("");
+        self.named_candidates(path.file_name().unwrap_or_default())
+    }
+
+    /// Fast globs that can match a path whose last component is `name`.
+    fn named_candidates<'a>(
+        &'a self,
+        name: &'a OsStr,
+    ) -> impl Iterator<Item = &'a (usize, FastGlob)> + 'a {
+        let name = name.to_str().unwrap_or("");
         let named = self.by_name.get(name).map(Vec::as_slice).unwrap_or(&[]);
         let wild = self.wild.iter().filter(move |k| {
             self.fast[**k]
@@ -781,6 +789,12 @@ impl GlobList {
         }
         out.sort_unstable();
         out
+    }
+
+    /// Whether a path whose last component is `name` could match a glob: false rules the
+    /// path out without building it (walks ask this of every directory entry).
+    pub fn may_match_name(&self, name: &OsStr) -> bool {
+        self.slow.is_some() || self.named_candidates(name).next().is_some()
     }
 
     /// Whether any glob matches `path`.
@@ -872,6 +886,39 @@ mod glob_list_tests {
             assert_eq!(list.matches(path), want, "{}", path.display());
             assert_eq!(list.is_match(path), !want.is_empty());
         }
+    }
+
+    /// The walks skip entries by name alone: a name ruled out must never belong to a match.
+    #[test]
+    fn names_ruled_out_never_match() {
+        let gs = globs(
+            &[".env", ".env.*", ".git/hooks", ".vscode", "x*y*z"],
+            &["/ws"],
+        );
+        let list = GlobList::new(&gs).unwrap();
+        assert!(list.slow.is_none());
+        for path in [
+            "/ws/.env",
+            "/ws/a/.env.local",
+            "/ws/.git/hooks",
+            "/ws/b/.vscode",
+            "/ws/x1y2z",
+            "/ws/src/main.rs",
+            "/ws/.envrc",
+            "/ws/hooks",
+        ] {
+            let path = Path::new(path);
+            let name = path.file_name().unwrap();
+            if !list.matches(path).is_empty() {
+                assert!(list.may_match_name(name), "{}", path.display());
+            }
+        }
+        for name in ["main.rs", ".envrc", "target", "env"] {
+            assert!(!list.may_match_name(OsStr::new(name)), "{name}");
+        }
+        // With a glob the regex path handles, nothing is ruled out.
+        let slow = GlobList::new(&globs(&["/etc/[ab]*"], &["/ws"])).unwrap();
+        assert!(slow.may_match_name(OsStr::new("main.rs")));
     }
 
     #[test]

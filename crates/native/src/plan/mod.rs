@@ -297,7 +297,9 @@ pub struct DirStamps {
     pub taken_at: Option<std::time::SystemTime>,
     /// [`SETTLED`], but for tests.
     settle: std::time::Duration,
-    pub dirs: BTreeMap<PathBuf, SettledDir>,
+    /// A hash map: thousands of paths, and comparing paths (component by component) is what
+    /// a tree would do on every insert.
+    pub dirs: std::collections::HashMap<PathBuf, SettledDir>,
     /// Per device: whether its filesystem sets ctime locally ([`HostView::local_ctime`]).
     local: BTreeMap<u64, bool>,
 }
@@ -312,7 +314,7 @@ impl DirStamps {
         DirStamps {
             taken_at: Some(std::time::SystemTime::now()),
             settle,
-            dirs: BTreeMap::new(),
+            dirs: std::collections::HashMap::new(),
             local: BTreeMap::new(),
         }
     }
@@ -919,6 +921,17 @@ impl DenyGlobs {
             })
     }
 
+    /// Whether an entry named `name` can be anything the walks look for (a glob's match, or
+    /// a name [`is_submodule_code_path`] or [`is_git_redirect`] looks at): the others are
+    /// passed over without building their paths.
+    pub(crate) fn may_concern(&self, name: &std::ffi::OsStr) -> bool {
+        self.set.may_match_name(name)
+            || name == ".git"
+            || name == "hooks"
+            || name == "config"
+            || name == "commondir"
+    }
+
     /// A path whose appearance the sweep must handle: a protected glob's match, code of a
     /// submodule's git dir, or a `.git` that redirects git elsewhere.
     pub(crate) fn is_protected(&self, path: &Path, kind: Kind) -> bool {
@@ -982,13 +995,15 @@ impl Matches {
             if walked.iter().any(|w| is_within(&base, w)) || host.lstat_kind(&base).is_none() {
                 continue;
             }
+            let globs = m.globs.clone();
             walk(
                 host,
                 &base,
                 &mut count,
                 Stamps::Record(stamps),
+                &|name| globs.may_concern(name),
                 &mut |path, kind| {
-                    let (read, write) = m.globs.matches(path);
+                    let (read, write) = globs.matches(path);
                     if read {
                         m.deny_read.push(path.to_path_buf());
                     }
@@ -1018,26 +1033,33 @@ pub(crate) fn walk(
     root: &Path,
     count: &mut usize,
     mut stamps: Stamps<'_>,
+    concern: &dyn Fn(&std::ffi::OsStr) -> bool,
     visit: &mut dyn FnMut(&Path, Kind),
 ) -> Result<(), PlanError> {
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
-        // Taken before the listing: a change after it shows in the ctime.
-        let stamp = host.dir_stamp(&dir);
-        if let (Stamps::SkipUnchanged(known), Some(now)) = (&stamps, stamp) {
-            if let Some(rec) = known.unchanged(&dir, now) {
+        if let Stamps::SkipUnchanged(known) = &stamps {
+            if let Some(rec) = host
+                .dir_stamp(&dir)
+                .and_then(|now| known.unchanged(&dir, now))
+            {
                 // Same entries as when the planner listed it (every create, remove or rename
                 // in it would have moved its ctime): visited then, nothing new to see.
                 stack.extend(rec.subdirs.iter().map(|n| dir.join(n)));
                 continue;
             }
         }
+        // The stamp is taken before the listing: a change after it shows in the ctime.
+        let (stamp, entries) = match stamps {
+            Stamps::Record(_) => host.list_dir_stamped(&dir),
+            Stamps::SkipUnchanged(_) => (None, host.list_dir(&dir)),
+        };
         let dir_is_git = dir.file_name().is_some_and(|n| n == ".git");
         let dir_in_modules = in_git_modules(&dir);
         // `.git/modules` (or a nested `modules`) holds submodule git dirs, whatever their names.
         let dir_is_modules = dir_in_modules && dir.file_name().is_some_and(|n| n == "modules");
         let mut subdirs = Vec::new();
-        for (name, kind) in host.list_dir(&dir) {
+        for (name, kind) in entries {
             *count += 1;
             if *count > WALK_LIMIT {
                 return Err(PlanError::WalkLimit {
@@ -1045,8 +1067,7 @@ pub(crate) fn walk(
                     limit: WALK_LIMIT,
                 });
             }
-            let path = dir.join(&name);
-            visit(&path, kind);
+            let interesting = concern(&name);
             let descend = if dir_is_git {
                 name == "modules"
             } else if dir_is_modules {
@@ -1059,9 +1080,16 @@ pub(crate) fn walk(
             } else {
                 true
             };
-            if kind == Kind::Dir && descend {
-                stack.push(path);
-                subdirs.push(name);
+            let descend = kind == Kind::Dir && descend;
+            if interesting || descend {
+                let path = dir.join(&name);
+                if interesting {
+                    visit(&path, kind);
+                }
+                if descend {
+                    stack.push(path);
+                    subdirs.push(name);
+                }
             }
         }
         if let (Stamps::Record(rec), Some(stamp)) = (&mut stamps, stamp) {
@@ -1081,14 +1109,18 @@ pub(crate) fn in_git_modules(path: &Path) -> bool {
 
 /// `hooks`, `config` or `commondir` of a submodule's git dir: what makes git run code there.
 pub(crate) fn is_submodule_code_path(path: &Path) -> bool {
+    // Called for every entry of every walk: the cheap test first.
     let named = path
         .file_name()
         .is_some_and(|n| n == "hooks" || n == "config" || n == "commondir");
+    if !named {
+        return false;
+    }
     let parent_is_modules = path
         .parent()
         .and_then(Path::file_name)
         .is_some_and(|n| n == "modules");
-    named && !parent_is_modules && path.parent().is_some_and(in_git_modules)
+    !parent_is_modules && path.parent().is_some_and(in_git_modules)
 }
 
 /// A `.git` entry that is not a directory (a `gitdir:` file or a symlink) redirects git to
