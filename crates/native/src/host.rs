@@ -143,16 +143,12 @@ impl HostView for RealHost {
     }
 
     fn dir_stamp(&self, path: &Path) -> Option<DirStamp> {
-        let m = std::fs::symlink_metadata(path).ok()?;
-        if !m.is_dir() {
+        // rustix's stat, as `read_dir`'s: one encoding of the device number for both.
+        let st = rustix::fs::lstat(path).ok()?;
+        if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::Directory {
             return None;
         }
-        Some(DirStamp {
-            dev: m.dev(),
-            ino: m.ino(),
-            ctime: m.ctime(),
-            ctime_nsec: m.ctime_nsec(),
-        })
+        Some(stamp_of(&st))
     }
 
     fn local_ctime(&self, path: &Path) -> bool {
@@ -187,13 +183,7 @@ fn read_dir(path: &Path) -> Option<(DirStamp, Vec<(OsString, Kind)>)> {
         rustix::fs::Mode::empty(),
     )
     .ok()?;
-    let st = rustix::fs::fstat(&fd).ok()?;
-    let stamp = DirStamp {
-        dev: st.st_dev,
-        ino: st.st_ino,
-        ctime: st.st_ctime,
-        ctime_nsec: i64::try_from(st.st_ctime_nsec).unwrap_or(0),
-    };
+    let stamp = stamp_of(&rustix::fs::fstat(&fd).ok()?);
     let mut dir = rustix::fs::Dir::new(fd).ok()?;
     let mut out = Vec::new();
     while let Some(entry) = dir.read() {
@@ -226,4 +216,13 @@ fn read_dir(path: &Path) -> Option<(DirStamp, Vec<(OsString, Kind)>)> {
     }
     out.sort();
     Some((stamp, out))
+}
+
+fn stamp_of(st: &rustix::fs::Stat) -> DirStamp {
+    DirStamp {
+        dev: st.st_dev,
+        ino: st.st_ino,
+        ctime: st.st_ctime,
+        ctime_nsec: i64::try_from(st.st_ctime_nsec).unwrap_or(0),
+    }
 }
