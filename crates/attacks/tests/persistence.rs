@@ -677,3 +677,55 @@ fn git_dir_behind_a_symlink_is_protected() {
     fx.control(&script).outcome().assert_ok();
     assert!(fx.ws.join(".repo/hooks/pre-commit").exists());
 }
+
+/// A `deny_write` glob the creation guard cannot express (a wildcard mid-path) is checked only
+/// by the post-run sweep, which lists again only the directories whose ctime moved. A file
+/// planted deep in a settled tree, its directory's mtime then put back, is still found: ctime
+/// moves with every change, `utimensat` included.
+#[test]
+fn sweep_sees_a_file_planted_in_a_settled_tree_behind_a_reset_mtime() {
+    let fx = Fixture::new();
+    for d in 0..40 {
+        fs::create_dir_all(fx.ws.join(format!("pkg{d}/deep/er"))).unwrap();
+    }
+    // Older than the sweep's settling window (3 s), so these directories are passed through
+    // unlisted when unchanged.
+    std::thread::sleep(std::time::Duration::from_millis(3300));
+    let policy = fx.out_file("sweep-policy.toml");
+    fs::write(
+        &policy,
+        "[filesystem]\ndeny_write = [\"$WORKSPACE/*/deep/er/deploy.key\"]\n",
+    )
+    .unwrap();
+    let records = fx.records();
+    // The mtime goes back to the nanosecond (`%y`), so it is the same as before the plant.
+    let script = "d=pkg7/deep/er; m=\"$(stat -c %y $d)\" && echo k > $d/deploy.key \
+                  && touch -m -d \"$m\" $d && test \"$(stat -c %y $d)\" = \"$m\" && echo planted";
+    let mut opts = records.opts();
+    let policy_arg = policy.display().to_string();
+    opts.extend(["--policy", policy_arg.as_str()]);
+    let inside = fx.attack(&opts, script).outcome();
+    inside.assert_ok().assert_output_contains("planted");
+    let planted = fx.ws.join("pkg7/deep/er/deploy.key");
+    assert!(
+        !planted.exists(),
+        "the planted file stayed in the workspace"
+    );
+    let violations = records.violations();
+    assert!(
+        violations.iter().any(|v| {
+            v["kind"] == attacks::PROTECTED_PATH_CREATED
+                && v["path"]
+                    .as_str()
+                    .is_some_and(|p| p.ends_with("/pkg7/deep/er/deploy.key"))
+        }),
+        "no protected_path_created violation for the planted file:\n{violations:#?}"
+    );
+    assert!(attacks::quarantined_files(&fx.ws)
+        .iter()
+        .any(|p| p.ends_with("pkg7/deep/er/deploy.key")));
+    // Control: without stockade the file stays, behind the same put-back mtime.
+    let out = fx.control(script).outcome();
+    out.assert_ok().assert_output_contains("planted");
+    assert!(planted.exists());
+}
