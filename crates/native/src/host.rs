@@ -145,7 +145,7 @@ impl HostView for RealHost {
     fn dir_stamp(&self, path: &Path) -> Option<DirStamp> {
         // rustix's stat, as `read_dir`'s: one encoding of the device number for both.
         let st = rustix::fs::lstat(path).ok()?;
-        if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::Directory {
+        if kind_of_raw(rustix::fs::FileType::from_raw_mode(st.st_mode)) != Kind::Dir {
             return None;
         }
         Some(stamp_of(&st))
@@ -193,29 +193,33 @@ fn read_dir(path: &Path) -> Option<(DirStamp, Vec<(OsString, Kind)>)> {
             continue;
         }
         let kind = match entry.file_type() {
-            FileType::Directory => Kind::Dir,
-            FileType::RegularFile => Kind::File,
-            FileType::Symlink => Kind::Symlink,
             // Filesystems that do not fill in d_type.
             FileType::Unknown => {
                 let st = dir.fd().ok().and_then(|d| {
                     rustix::fs::statat(d, entry.file_name(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
                         .ok()
                 });
-                match st.map(|st| FileType::from_raw_mode(st.st_mode)) {
-                    Some(FileType::Directory) => Kind::Dir,
-                    Some(FileType::RegularFile) => Kind::File,
-                    Some(FileType::Symlink) => Kind::Symlink,
-                    Some(_) => Kind::Other,
+                match st {
+                    Some(st) => kind_of_raw(FileType::from_raw_mode(st.st_mode)),
                     None => continue,
                 }
             }
-            _ => Kind::Other,
+            t => kind_of_raw(t),
         };
         out.push((std::ffi::OsStr::from_bytes(name).to_os_string(), kind));
     }
     out.sort();
     Some((stamp, out))
+}
+
+fn kind_of_raw(t: rustix::fs::FileType) -> Kind {
+    use rustix::fs::FileType;
+    match t {
+        FileType::Directory => Kind::Dir,
+        FileType::RegularFile => Kind::File,
+        FileType::Symlink => Kind::Symlink,
+        _ => Kind::Other,
+    }
 }
 
 fn stamp_of(st: &rustix::fs::Stat) -> DirStamp {
