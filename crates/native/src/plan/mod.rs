@@ -344,13 +344,14 @@ impl DirStamps {
     }
 
     /// The record of `dir` if its stamp is the same now, and the clock has not gone back since
-    /// the walk (a ctime compared across a clock step proves nothing).
-    fn unchanged(&self, dir: &Path, now: DirStamp) -> Option<&SettledDir> {
+    /// the walk (a ctime compared across a clock step proves nothing). Only a recorded
+    /// directory is stat'ed.
+    fn unchanged(&self, host: &dyn HostView, dir: &Path) -> Option<&SettledDir> {
         let rec = self.dirs.get(dir)?;
         let clock_ok = self
             .taken_at
             .is_some_and(|t| std::time::SystemTime::now() >= t);
-        (clock_ok && rec.stamp == now).then_some(rec)
+        (clock_ok && host.dir_stamp(dir) == Some(rec.stamp)).then_some(rec)
     }
 }
 
@@ -1039,10 +1040,7 @@ pub(crate) fn walk(
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
         if let Stamps::SkipUnchanged(known) = &stamps {
-            if let Some(rec) = host
-                .dir_stamp(&dir)
-                .and_then(|now| known.unchanged(&dir, now))
-            {
+            if let Some(rec) = known.unchanged(host, &dir) {
                 // Same entries as when the planner listed it (every create, remove or rename
                 // in it would have moved its ctime): visited then, nothing new to see.
                 stack.extend(rec.subdirs.iter().map(|n| dir.join(n)));
