@@ -140,53 +140,23 @@ hyperfine -N --warmup 2 --runs "${CREATE_RUNS:-15}" --export-json "$create_json"
   -n "bwrap: create $files files" "bwrap --unshare-all --ro-bind / / --bind $cws $cws --dev /dev --proc /proc sh $ws/create.sh" \
   -n "stockade: create $files files" "$bin run --workspace $cws -- sh $ws/create.sh" >&2 || true
 
-# The same start-up rows again, taking turns run by run: a hyperfine series runs one command
-# 200 times, then the next, and on this 2-core machine each run leaves kernel work behind (a
-# network namespace is torn down asynchronously) that slows the series after it. Output to
-# /dev/null, as hyperfine's; python's spawning (~1 ms) is in every row alike.
+# The same start-up rows again, taking turns run by run (benches/turns.py says why), output
+# to /dev/null as hyperfine's.
 turns_json="$ws/turns.json"
-python3 - "$turns_json" "$runs" "bwrap --unshare-all" "bwrap --unshare-all --ro-bind / / --dev /dev --proc /proc true" \
+python3 "$OLDPWD/benches/turns.py" "$turns_json" "$runs" null \
+  "bwrap --unshare-all" "bwrap --unshare-all --ro-bind / / --dev /dev --proc /proc true" \
   "bwrap, stockade's policy as far as bwrap expresses it" "$bwrap_equivalent" \
   "stockade run (default policy)" "$bin run -- true" \
-  "stockade run --memory 0 --pids 0" "$bin run --memory 0 --pids 0 -- true" <<'PY' || true
-import json, shlex, statistics, subprocess, sys, time
-out, runs = sys.argv[1], int(sys.argv[2])
-variants = {sys.argv[i]: shlex.split(sys.argv[i + 1]) for i in range(3, len(sys.argv), 2)}
-times = {k: [] for k in variants}
-for _ in range(10):
-    for cmd in variants.values():
-        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-for _ in range(runs):
-    for k, cmd in variants.items():
-        t = time.perf_counter()
-        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        times[k].append(time.perf_counter() - t)
-json.dump({"results": [{"command": k, "median": statistics.median(v), "stddev": statistics.stdev(v)} for k, v in times.items()]}, open(out, "w"))
-PY
+  "stockade run --memory 0 --pids 0" "$bin run --memory 0 --pids 0 -- true" || true
 
 # The cost of the limits: the default run (cgroup groups for memory and pids, their reaper,
 # the output relay) against the same run with those limits off, taking turns run by run (the
 # difference is about a millisecond, less than this machine's drift over a hyperfine series).
-limits_json="$ws/limits.json"
-python3 - "$bin" "$limits_json" "$runs" <<'PY' || true
-import json, os, statistics, subprocess, sys, time
-bin, out, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
-variants = {
-    "stockade run (default limits)": [bin, "run", "--", "true"],
-    "stockade run --memory 0 --pids 0 --output-limit 0": [bin, "run", "--memory", "0", "--pids", "0", "--output-limit", "0", "--", "true"],
-}
-times = {k: [] for k in variants}
 # Output to pipes, as an agent's harness reads it (to /dev/null the relay is skipped).
-for _ in range(10):
-    for cmd in variants.values():
-        subprocess.run(cmd, capture_output=True)
-for _ in range(runs):
-    for k, cmd in variants.items():
-        t = time.perf_counter()
-        subprocess.run(cmd, capture_output=True)
-        times[k].append(time.perf_counter() - t)
-json.dump({"results": [{"command": k, "median": statistics.median(v), "stddev": statistics.stdev(v), "times": v} for k, v in times.items()]}, open(out, "w"))
-PY
+limits_json="$ws/limits.json"
+python3 "$OLDPWD/benches/turns.py" "$limits_json" "$runs" pipe \
+  "stockade run (default limits)" "$bin run -- true" \
+  "stockade run --memory 0 --pids 0 --output-limit 0" "$bin run --memory 0 --pids 0 --output-limit 0 -- true" || true
 
 # The egress proxy: start-up with --net proxy, added latency per plain HTTP request, and
 # CONNECT throughput, against loopback servers on the host (allowed with --allow-host).
