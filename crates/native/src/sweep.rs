@@ -51,9 +51,7 @@ pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
             known,
             &concern,
             &mut |path, kind| {
-                if plan.deny_globs.is_protected(path, kind)
-                    && plan.sweep.existing.get(path) != Some(&kind)
-                {
+                if globs.is_protected(path, kind) && plan.sweep.existing.get(path) != Some(&kind) {
                     found.push(path.to_path_buf());
                 }
             },

@@ -996,15 +996,14 @@ impl Matches {
             if walked.iter().any(|w| is_within(&base, w)) || host.lstat_kind(&base).is_none() {
                 continue;
             }
-            let globs = m.globs.clone();
             walk(
                 host,
                 &base,
                 &mut count,
                 Stamps::Record(stamps),
-                &|name| globs.may_concern(name),
+                &|name| m.globs.may_concern(name),
                 &mut |path, kind| {
-                    let (read, write) = globs.matches(path);
+                    let (read, write) = m.globs.matches(path);
                     if read {
                         m.deny_read.push(path.to_path_buf());
                     }
