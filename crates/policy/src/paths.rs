@@ -897,6 +897,7 @@ mod glob_list_tests {
         );
         let list = GlobList::new(&gs).unwrap();
         assert!(list.slow.is_none());
+        let mut matched = 0;
         for path in [
             "/ws/.env",
             "/ws/a/.env.local",
@@ -910,9 +911,11 @@ mod glob_list_tests {
             let path = Path::new(path);
             let name = path.file_name().unwrap();
             if !list.matches(path).is_empty() {
+                matched += 1;
                 assert!(list.may_match_name(name), "{}", path.display());
             }
         }
+        assert_eq!(matched, 5, "the paths that should match do");
         for name in ["main.rs", ".envrc", "target", "env"] {
             assert!(!list.may_match_name(OsStr::new(name)), "{name}");
         }
