@@ -220,31 +220,35 @@ pub fn launch(
             })
         }
     };
+    // The deny-list and mediated creation, one seccomp program: the command installs it with
+    // a listener and hands that to the init. (Installing a filter is most of its cost.)
     // seccompiler's sock_filter and libc's have the same C layout but are distinct types.
-    let seccomp: Option<Vec<libc::sock_filter>> = match seccomp::build_default() {
-        Ok(p) => Some(
-            p.instructions()
-                .iter()
-                .map(|i| libc::sock_filter {
-                    code: i.code,
-                    jt: i.jt,
-                    jf: i.jf,
-                    k: i.k,
+    let filter: Option<Vec<libc::sock_filter>> =
+        match seccomp::build_with_mediation(plan.resources.allocation_watch) {
+            Ok(p) => Some(
+                p.instructions()
+                    .iter()
+                    .map(|i| libc::sock_filter {
+                        code: i.code,
+                        jt: i.jt,
+                        jf: i.jf,
+                        k: i.k,
+                    })
+                    .collect(),
+            ),
+            Err(e) if options.allow_degraded => {
+                skipped.push(format!("seccomp: {e}"));
+                skipped.push(format!("mediated creation (protected paths created during the run are only swept afterwards): {e}"));
+                None
+            }
+            Err(e) => {
+                return Err(RunError::Unavailable {
+                    what: "seccomp",
+                    cause: e.to_string(),
+                    fix: "stockade's seccomp filter supports x86_64 only; pass --allow-degraded to run without it".into(),
                 })
-                .collect(),
-        ),
-        Err(e) if options.allow_degraded => {
-            skipped.push(format!("seccomp: {e}"));
-            None
-        }
-        Err(e) => {
-            return Err(RunError::Unavailable {
-                what: "seccomp",
-                cause: e.to_string(),
-                fix: "stockade's seccomp filter supports x86_64 only; pass --allow-degraded to run without it".into(),
-            })
-        }
-    };
+            }
+        };
 
     let mut slots: Vec<c_int> = vec![-1; plan.slots];
     let mut held: Vec<OwnedFd> = Vec::new();
@@ -347,29 +351,6 @@ pub fn launch(
         })
         .collect();
     // The creation guard's rules, borrowed by the init.
-    let mediation = match seccomp::build_mediation(plan.resources.allocation_watch) {
-        Ok(p) => Some(
-            p.iter()
-                .map(|i| libc::sock_filter {
-                    code: i.code,
-                    jt: i.jt,
-                    jf: i.jf,
-                    k: i.k,
-                })
-                .collect::<Vec<_>>(),
-        ),
-        Err(e) if options.allow_degraded => {
-            skipped.push(format!("mediated creation (protected paths created during the run are only swept afterwards): {e}"));
-            None
-        }
-        Err(e) => {
-            return Err(RunError::Unavailable {
-                what: "seccomp user notification",
-                cause: e.to_string(),
-                fix: "stockade's mediation filter supports x86_64 only; pass --allow-degraded to run without it".into(),
-            })
-        }
-    };
     let guard = &plan.creation_guard;
     let guard_roots: Vec<&[u8]> = guard
         .roots
@@ -456,7 +437,6 @@ pub fn launch(
                 ruleset_fd: l.fd.as_raw_fd(),
                 rules: &child_rules,
             }),
-            seccomp: seccomp.as_deref(),
             rlimits: &rlimits,
         },
         new_network: plan.network.new_namespace,
@@ -469,7 +449,7 @@ pub fn launch(
         ],
         wait_group: false,
         join_tasks: &[],
-        mediate: mediation.as_deref().map(|filter| MediateSpec {
+        mediate: filter.as_deref().map(|filter| MediateSpec {
             filter,
             rules: sys::protect::Rules {
                 roots: &guard_roots,
@@ -963,8 +943,8 @@ fn setup_error(plan: &Plan, f: postfork::Report) -> RunError {
     match stage {
         Some(Stage::Seccomp) => RunError::Unavailable {
             what: "seccomp",
-            cause: format!("failed to install the seccomp filter: {cause}"),
-            fix: "use a kernel with CONFIG_SECCOMP_FILTER=y, or pass --allow-degraded".into(),
+            cause: format!("failed to install the seccomp filter (with its user-notification listener): {cause}"),
+            fix: "use Linux ≥ 5.14 with CONFIG_SECCOMP_FILTER=y; inside a container, allow seccomp()".into(),
         },
         Some(Stage::Mediation) => RunError::Unavailable {
             what: "seccomp user notification",

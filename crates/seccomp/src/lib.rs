@@ -19,7 +19,7 @@
 //!
 //! [`build_default`] returns an [`ArchGuarded`] program made of two parts:
 //!
-//! 1. A guard prefix written by hand as raw classic BPF ([`GUARD_LEN`] instructions):
+//! 1. A guard prefix ([`GUARD_LEN`] instructions):
 //!
 //!    ```text
 //!    0: ld  [4]                      ; seccomp_data.arch
@@ -28,22 +28,21 @@
 //!    3: ld  [0]                      ; seccomp_data.nr
 //!    4: jge #0x40000000, 0, 1
 //!    5: ret #SECCOMP_RET_KILL_PROCESS ; x32 ABI bit set (this also catches negative nr)
-//!    6: jeq #__NR_clone3, 0, 1
-//!    7: ret #SECCOMP_RET_ERRNO|ENOSYS
 //!    ```
 //!
-//!    `clone3` passes its flags in a struct in user memory, which seccomp cannot read.
-//!    Answering `ENOSYS` makes glibc (and other libcs) fall back to `clone(2)`, whose
-//!    flags are a register the filter does check. seccompiler can only give one
-//!    "match" action per filter, so the one rule with a different errno lives here.
+//! 2. A binary search on the syscall number over the table's rows (the `tree` module):
+//!    consecutive numbers with the same action share a range, a call reaches its action
+//!    after about seven compares, and the calls with argument checks end in a small block
+//!    of their own. Default action: allow.
 //!
-//! 2. The program compiled by [`seccompiler`] from the table (`mismatch_action = Allow`,
-//!    `match_action = Errno(EPERM)`, target `x86_64`). It starts with its own
-//!    architecture check, which is redundant after ours and harmless; then one block per
-//!    denied syscall. Since the prefix only *prepends* instructions and classic BPF
-//!    jumps are relative and forward-only, every jump in the compiled part stays valid.
+//! `clone3` passes its flags in a struct in user memory, which seccomp cannot read.
+//! Answering `ENOSYS` makes glibc (and other libcs) fall back to `clone(2)`, whose flags
+//! are a register the filter does check.
 //!
-//! Default action: allow.
+//! [`build_with_mediation`] puts the mediation filter's calls ([`build_mediation`]) in the
+//! same search: one program to install instead of two (the kernel's cost of installing a
+//! filter is most of its cost here), and one filter for each of the command's calls to
+//! pass. The two tables name different calls; building refuses an overlap.
 //!
 //! # Argument checks
 //!
@@ -54,7 +53,7 @@
 //! that the kernel then ignores.
 //!
 //! - `unshare` and `clone` are refused when `flags` (arg0) has any namespace bit set
-//!   (one seccompiler rule per bit: `flags & bit == bit`). For `clone` the list leaves
+//!   (`jset` on the union of the bits). For `clone` the list leaves
 //!   out `CLONE_NEWTIME` (`0x80`): in `clone(2)` the low byte of `flags` is the exit
 //!   signal (`CSIGNAL`), the kernel strips it from the flags, and a time namespace can
 //!   only be made with `unshare(2)` or `clone3` (which is `ENOSYS` anyway).
@@ -70,13 +69,12 @@
 
 #![forbid(unsafe_code)]
 
-use std::collections::btree_map::Entry as MapEntry;
 use std::collections::BTreeMap;
 
-use seccompiler::{
-    sock_filter, BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition,
-    SeccompFilter, SeccompRule, TargetArch,
-};
+/// A classic BPF instruction, `#[repr(C)]` with the kernel's `struct sock_filter` layout.
+pub use seccompiler::sock_filter;
+
+use tree::Leaf;
 
 /// One thing the filter refuses, for the plan JSON and docs.
 #[derive(Debug, Clone, serde::Serialize, PartialEq, Eq)]
@@ -131,9 +129,24 @@ pub enum SeccompError {
         /// `std::env::consts::ARCH` of the build.
         arch: &'static str,
     },
-    /// seccompiler refused the rules.
-    #[error("failed to build seccomp filter: {0}")]
-    Compile(seccompiler::BackendError),
+    /// A row names a number the search cannot hold (at or above the x32 bit).
+    #[error("failed to build seccomp filter: syscall number {nr} is out of range")]
+    BadNumber {
+        /// The number.
+        nr: u32,
+    },
+    /// An argument check's value does not fit the 32 bits it is compared on.
+    #[error("failed to build seccomp filter: argument value {value:#x} is wider than 32 bits")]
+    WideValue {
+        /// The value.
+        value: u64,
+    },
+    /// The deny-list and the mediation table both name a call.
+    #[error("failed to build seccomp filter: syscall {nr} is both denied and mediated")]
+    Overlap {
+        /// The number.
+        nr: u32,
+    },
     /// The program is longer than the kernel accepts.
     #[error(
         "failed to build seccomp filter: {len} instructions, the kernel accepts at most {max}"
@@ -149,8 +162,8 @@ pub enum SeccompError {
 /// The kernel's limit on a classic BPF program (`BPF_MAXINSNS`).
 pub const MAX_INSTRUCTIONS: usize = 4096;
 
-/// Number of instructions in the hand-written guard prefix.
-pub const GUARD_LEN: usize = 8;
+/// Number of instructions in the guard prefix.
+pub const GUARD_LEN: usize = 6;
 
 // Classic BPF opcodes, from <linux/bpf_common.h>.
 const BPF_LD: u16 = 0x00;
@@ -160,11 +173,14 @@ const BPF_W: u16 = 0x00;
 const BPF_ABS: u16 = 0x20;
 const BPF_JEQ: u16 = 0x10;
 const BPF_JGE: u16 = 0x30;
+const BPF_JSET: u16 = 0x40;
 const BPF_K: u16 = 0x00;
 
 // Offsets in `struct seccomp_data { int nr; __u32 arch; __u64 ip; __u64 args[6]; }`.
 const SECCOMP_DATA_NR_OFFSET: u32 = 0;
 const SECCOMP_DATA_ARCH_OFFSET: u32 = 4;
+/// `offsetof(struct seccomp_data, args)`; each argument is 8 bytes, low half first.
+const SECCOMP_DATA_ARGS_OFFSET: u32 = 16;
 
 /// `AUDIT_ARCH_X86_64` = `EM_X86_64 | __AUDIT_ARCH_64BIT | __AUDIT_ARCH_LE` (<linux/audit.h>).
 const AUDIT_ARCH_X86_64: u32 = 62 | 0x8000_0000 | 0x4000_0000;
@@ -173,7 +189,7 @@ const AUDIT_ARCH_X86_64: u32 = 62 | 0x8000_0000 | 0x4000_0000;
 const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 
 /// `__NR_clone3` on x86_64.
-const NR_CLONE3_X86_64: u32 = 435;
+const NR_CLONE3_X86_64: i64 = 435;
 
 const EPERM: &str = "errno EPERM";
 const ENOSYS: &str = "errno ENOSYS";
@@ -223,11 +239,15 @@ enum Match {
 /// How a table entry is enforced.
 #[derive(Debug, Clone, Copy)]
 enum Check {
-    /// By the hand-written guard prefix.
+    /// By the guard prefix.
     Guard,
-    /// By the seccompiler part, with `Errno(EPERM)`. `nr` is `None` when the build
-    /// target is not x86_64 (the numbers are only taken from libc there).
-    Compiled { nr: Option<i64>, matches: Match },
+    /// By the search, answering `errno` when the call matches. `nr` is `None` when the
+    /// build target is not x86_64 (the numbers are only taken from libc there).
+    Compiled {
+        nr: Option<i64>,
+        matches: Match,
+        errno: i32,
+    },
 }
 
 /// A row of the table: what is described and how it is enforced.
@@ -263,6 +283,7 @@ macro_rules! deny {
             check: Check::Compiled {
                 nr: nr!($sys),
                 matches: $matches,
+                errno: libc::EPERM,
             },
         }
     };
@@ -402,7 +423,11 @@ fn table() -> Vec<Entry> {
                 action: ENOSYS,
                 why: "its flags are in memory seccomp cannot read; ENOSYS makes libc fall back to clone(2), whose flags are checked",
             },
-            check: Check::Guard,
+            check: Check::Compiled {
+                nr: cfg!(target_arch = "x86_64").then_some(NR_CLONE3_X86_64),
+                matches: Match::Always,
+                errno: libc::ENOSYS,
+            },
         },
         deny!(
             SYS_ioctl,
@@ -450,28 +475,38 @@ pub fn default_rules() -> Vec<Rule> {
     table().into_iter().map(|entry| entry.rule).collect()
 }
 
-/// Builds the default filter: the guard prefix followed by the compiled deny-list.
+/// Builds the default filter: the guard prefix followed by the search over the deny-list.
 ///
 /// Deterministic: two calls return equal programs.
 pub fn build_default() -> Result<ArchGuarded, SeccompError> {
+    guarded(deny_calls()?)
+}
+
+/// Builds one program with the deny-list and the mediation filter's calls
+/// ([`build_mediation`]): install it with a listener (`SECCOMP_FILTER_FLAG_NEW_LISTENER`).
+pub fn build_with_mediation(watch: Option<u64>) -> Result<ArchGuarded, SeccompError> {
+    let mut calls = deny_calls()?;
+    for (nr, leaf) in mediation::calls(watch)? {
+        if calls.insert(nr, leaf).is_some() {
+            return Err(SeccompError::Overlap { nr });
+        }
+    }
+    guarded(calls)
+}
+
+/// The guard followed by the search over `calls` (unlisted calls are allowed).
+fn guarded(calls: BTreeMap<u32, Leaf>) -> Result<ArchGuarded, SeccompError> {
     if !cfg!(target_arch = "x86_64") {
         return Err(SeccompError::UnsupportedArch {
             arch: std::env::consts::ARCH,
         });
     }
-    let compiled = compile(&table())?;
     let mut program = guard_prefix().to_vec();
-    program.extend(compiled);
-    if program.len() > MAX_INSTRUCTIONS {
-        return Err(SeccompError::TooLong {
-            len: program.len(),
-            max: MAX_INSTRUCTIONS,
-        });
-    }
+    program.extend(tree::search(&calls, libc::SECCOMP_RET_ALLOW)?);
     Ok(ArchGuarded { program })
 }
 
-/// The hand-written prefix (see the crate docs for the listing).
+/// The guard prefix (see the crate docs for the listing); it leaves the number loaded.
 fn guard_prefix() -> [sock_filter; GUARD_LEN] {
     [
         stmt(BPF_LD | BPF_W | BPF_ABS, SECCOMP_DATA_ARCH_OFFSET),
@@ -480,11 +515,6 @@ fn guard_prefix() -> [sock_filter; GUARD_LEN] {
         stmt(BPF_LD | BPF_W | BPF_ABS, SECCOMP_DATA_NR_OFFSET),
         jump(BPF_JMP | BPF_JGE | BPF_K, X32_SYSCALL_BIT, 0, 1),
         stmt(BPF_RET | BPF_K, libc::SECCOMP_RET_KILL_PROCESS),
-        jump(BPF_JMP | BPF_JEQ | BPF_K, NR_CLONE3_X86_64, 0, 1),
-        stmt(
-            BPF_RET | BPF_K,
-            libc::SECCOMP_RET_ERRNO | (libc::ENOSYS as u32 & libc::SECCOMP_RET_DATA),
-        ),
     ]
 }
 
@@ -501,63 +531,86 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> sock_filter {
     sock_filter { code, jt, jf, k }
 }
 
-/// Compiles the `Check::Compiled` rows with seccompiler (Allow by default, EPERM on match).
-fn compile(table: &[Entry]) -> Result<BpfProgram, SeccompError> {
-    // `None` = the syscall is denied on every call; it wins over conditional rows.
-    let mut chains: BTreeMap<i64, Option<Vec<SeccompRule>>> = BTreeMap::new();
-    for entry in table {
-        let Check::Compiled { nr, matches } = entry.check else {
+/// The action "fail with `errno`".
+fn errno_action(errno: i32) -> u32 {
+    libc::SECCOMP_RET_ERRNO | (errno as u32 & libc::SECCOMP_RET_DATA)
+}
+
+/// Loads the low 32 bits of argument `arg`: what the kernel reads of an `int` or
+/// `unsigned int` argument.
+fn load_arg(arg: u8) -> sock_filter {
+    stmt(
+        BPF_LD | BPF_W | BPF_ABS,
+        SECCOMP_DATA_ARGS_OFFSET + 8 * u32::from(arg),
+    )
+}
+
+fn low_bits(value: u64) -> Result<u32, SeccompError> {
+    u32::try_from(value).map_err(|_| SeccompError::WideValue { value })
+}
+
+/// The search's leaves for the `Check::Compiled` rows: a call denied on every call
+/// returns its errno (that wins over conditional rows of the same call); a call with
+/// argument checks gets a block that tests each in table order.
+fn deny_calls() -> Result<BTreeMap<u32, Leaf>, SeccompError> {
+    let mut rows: BTreeMap<u32, Vec<(Match, i32)>> = BTreeMap::new();
+    for entry in table() {
+        let Check::Compiled { nr, matches, errno } = entry.check else {
             continue;
         };
         let nr = nr.ok_or(SeccompError::UnsupportedArch {
             arch: std::env::consts::ARCH,
         })?;
-        let rules = match matches {
-            Match::Always => None,
-            Match::AnyBit { arg, bits } => Some(
-                bits.iter()
-                    .map(|&bit| rule(arg, SeccompCmpOp::MaskedEq(bit), bit))
-                    .collect::<Result<Vec<_>, _>>()?,
-            ),
-            Match::Equals { arg, value } => Some(vec![rule(arg, SeccompCmpOp::Eq, value)?]),
-        };
-        match (chains.entry(nr), rules) {
-            (MapEntry::Vacant(slot), rules) => {
-                slot.insert(rules);
-            }
-            (MapEntry::Occupied(mut slot), None) => {
-                slot.insert(None);
-            }
-            (MapEntry::Occupied(mut slot), Some(mut more)) => {
-                if let Some(existing) = slot.get_mut() {
-                    existing.append(&mut more);
-                }
-            }
-        }
+        let nr = u32::try_from(nr).map_err(|_| SeccompError::BadNumber { nr: u32::MAX })?;
+        rows.entry(nr).or_default().push((matches, errno));
     }
-    let rules = chains
-        .into_iter()
-        .map(|(nr, chain)| (nr, chain.unwrap_or_default()))
-        .collect();
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        TargetArch::x86_64,
-    )
-    .map_err(SeccompError::Compile)?;
-    BpfProgram::try_from(filter).map_err(SeccompError::Compile)
+    let mut calls = BTreeMap::new();
+    for (nr, checks) in rows {
+        let always = checks
+            .iter()
+            .find(|(m, _)| matches!(m, Match::Always))
+            .map(|(_, errno)| *errno);
+        let leaf = match always {
+            Some(errno) => Leaf::Ret(errno_action(errno)),
+            None => Leaf::Block(argument_block(&checks)?),
+        };
+        calls.insert(nr, leaf);
+    }
+    Ok(calls)
 }
 
-/// One seccompiler rule with a single 32-bit condition on argument `arg`.
-fn rule(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompRule, SeccompError> {
-    let condition = SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
-        .map_err(SeccompError::Compile)?;
-    SeccompRule::new(vec![condition]).map_err(SeccompError::Compile)
+/// `ld` the argument (when not already loaded), then per check: `jset`/`jeq` falling into
+/// `ret errno`, else over it; `ret allow` at the end.
+fn argument_block(checks: &[(Match, i32)]) -> Result<Vec<sock_filter>, SeccompError> {
+    let mut block = Vec::new();
+    let mut loaded = None;
+    for &(matches, errno) in checks {
+        let (arg, test) = match matches {
+            Match::Always => continue,
+            Match::AnyBit { arg, bits } => {
+                let any = bits.iter().fold(0u64, |acc, b| acc | b);
+                (arg, jump(BPF_JMP | BPF_JSET | BPF_K, low_bits(any)?, 0, 1))
+            }
+            Match::Equals { arg, value } => {
+                (arg, jump(BPF_JMP | BPF_JEQ | BPF_K, low_bits(value)?, 0, 1))
+            }
+        };
+        if loaded != Some(arg) {
+            block.push(load_arg(arg));
+            loaded = Some(arg);
+        }
+        block.push(test);
+        block.push(stmt(BPF_RET | BPF_K, errno_action(errno)));
+    }
+    block.push(stmt(BPF_RET | BPF_K, libc::SECCOMP_RET_ALLOW));
+    Ok(block)
 }
 
 mod mediation;
+mod tree;
 pub use mediation::{build_mediation, mediated_calls, Mediated};
 
+#[cfg(test)]
+mod interpret;
 #[cfg(test)]
 mod tests;

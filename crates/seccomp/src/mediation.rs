@@ -3,20 +3,21 @@
 //! crate's `mediate` module).
 //!
 //! Written by hand as classic BPF because seccompiler has no `SECCOMP_RET_USER_NOTIF` action.
-//! Shape (x86_64 only; the arch guard is repeated so the program stands on its own):
+//! The calls go through the same search as the deny-list (see the `tree` module), after
+//! the same architecture guard, so the program stands on its own
+//! ([`build_mediation`]) or joins the deny-list in one program
+//! ([`crate::build_with_mediation`]):
 //!
 //! ```text
-//!   ld  [4]   ; arch      jeq AUDIT_ARCH_X86_64 ? next : kill
-//!   ld  [0]   ; nr        jge 0x40000000 ? kill : next
-//!   per always-mediated call:   jeq nr ? notify : next
-//!   openat2:                    jeq nr ? errno ENOSYS : next   (flags live in user memory)
-//!   setxattr family:            jeq nr ? errno EOPNOTSUPP : next   (ACLs would undo chmod checks)
-//!   open:   jeq nr ? (ld args[1]; jset O_CREAT ? notify : allow) : next
-//!   openat: jeq nr ? (ld args[2]; jset O_CREAT ? notify : allow) : next
+//!   always-mediated calls:  ret notify
+//!   openat2:                ret errno ENOSYS   (flags live in user memory)
+//!   setxattr family:        ret errno EOPNOTSUPP   (ACLs would undo chmod checks)
+//!   open:    ld args[1]; jset O_CREAT ? notify : allow
+//!   openat:  ld args[2]; jset O_CREAT ? notify : allow
 //!   with an allocation watch of T bytes (memory limited by `RLIMIT_DATA` only):
-//!   mmap:   jeq nr ? (prot has PROT_WRITE and len >= T ? notify : allow) : next
-//!   mremap: jeq nr ? (new_len >= T ? notify : allow) : next
-//!   ret allow
+//!   mmap:    prot has PROT_WRITE and len >= T ? notify : allow
+//!   mremap:  new_len >= T ? notify : allow
+//!   anything else: allow
 //! ```
 //!
 //! `O_CREAT` is tested on the low 32 bits, which is what the kernel uses (`int flags`). Sizes
@@ -28,16 +29,13 @@
 //! and reports those that the limit refuses; small ones that cross it fail silently, as
 //! before.
 
-use seccompiler::sock_filter;
+use std::collections::BTreeMap;
 
+use crate::tree::Leaf;
 use crate::{
-    jump, stmt, SeccompError, AUDIT_ARCH_X86_64, BPF_ABS, BPF_JEQ, BPF_JGE, BPF_JMP, BPF_K, BPF_LD,
-    BPF_RET, BPF_W, SECCOMP_DATA_ARCH_OFFSET, SECCOMP_DATA_NR_OFFSET, X32_SYSCALL_BIT,
+    errno_action, guarded, jump, load_arg, sock_filter, stmt, SeccompError, BPF_ABS, BPF_JEQ,
+    BPF_JGE, BPF_JMP, BPF_JSET, BPF_K, BPF_LD, BPF_RET, BPF_W, SECCOMP_DATA_ARGS_OFFSET,
 };
-
-const BPF_JSET: u16 = 0x40;
-/// `offsetof(struct seccomp_data, args)`; each argument is 8 bytes, low half first.
-const SECCOMP_DATA_ARGS_OFFSET: u32 = 16;
 
 /// x86_64 numbers the `libc` crate lacks.
 const NR_FCHMODAT2: u32 = 452;
@@ -146,107 +144,60 @@ fn size_at_least(arg: u32, t: u32, then: sock_filter, otherwise: sock_filter) ->
 /// least that many bytes (the allocation watch, for runs whose memory limit is
 /// `RLIMIT_DATA`).
 pub fn build_mediation(watch: Option<u64>) -> Result<Vec<sock_filter>, SeccompError> {
-    if !cfg!(target_arch = "x86_64") {
-        return Err(SeccompError::UnsupportedArch {
-            arch: std::env::consts::ARCH,
-        });
-    }
+    Ok(guarded(calls(watch)?)?.instructions().to_vec())
+}
+
+/// The search's leaves for the mediated calls.
+pub(crate) fn calls(watch: Option<u64>) -> Result<BTreeMap<u32, Leaf>, SeccompError> {
     let notify = libc::SECCOMP_RET_USER_NOTIF;
     let allow = libc::SECCOMP_RET_ALLOW;
-    let errno = |e: i32| libc::SECCOMP_RET_ERRNO | (e as u32 & libc::SECCOMP_RET_DATA);
     let ret = |k: u32| stmt(BPF_RET | BPF_K, k);
-    let mut p = vec![
-        stmt(BPF_LD | BPF_W | BPF_ABS, SECCOMP_DATA_ARCH_OFFSET),
-        jump(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
-        ret(libc::SECCOMP_RET_KILL_PROCESS),
-        stmt(BPF_LD | BPF_W | BPF_ABS, SECCOMP_DATA_NR_OFFSET),
-        jump(BPF_JMP | BPF_JGE | BPF_K, X32_SYSCALL_BIT, 0, 1),
-        ret(libc::SECCOMP_RET_KILL_PROCESS),
-    ];
-    let on = |p: &mut Vec<sock_filter>, nr: i64, action: u32| {
-        p.push(jump(BPF_JMP | BPF_JEQ | BPF_K, nr as u32, 0, 1));
-        p.push(ret(action));
-    };
-    for (_, nr) in ALWAYS {
-        on(&mut p, *nr, notify);
+    let nr = |n: i64| u32::try_from(n).map_err(|_| SeccompError::BadNumber { nr: u32::MAX });
+    let mut calls = BTreeMap::new();
+    for (_, n) in ALWAYS {
+        calls.insert(nr(*n)?, Leaf::Ret(notify));
     }
-    on(&mut p, NR_OPENAT2 as i64, errno(libc::ENOSYS));
-    for (_, nr) in XATTR_SETTERS {
-        on(&mut p, *nr, errno(libc::EOPNOTSUPP));
+    calls.insert(NR_OPENAT2, Leaf::Ret(errno_action(libc::ENOSYS)));
+    for (_, n) in XATTR_SETTERS {
+        calls.insert(nr(*n)?, Leaf::Ret(errno_action(libc::EOPNOTSUPP)));
     }
     if let Some(t) = watch {
         let t = u32::try_from(t).unwrap_or(u32::MAX);
         let size_at_least = |arg: u32| size_at_least(arg, t, ret(notify), ret(allow));
-        // mmap(addr, len, prot, flags, fd, off): nine instructions; without PROT_WRITE the
-        // jset skips to the tail's last one (allow).
-        p.push(jump(BPF_JMP | BPF_JEQ | BPF_K, libc::SYS_mmap as u32, 0, 8));
-        p.push(stmt(
-            BPF_LD | BPF_W | BPF_ABS,
-            SECCOMP_DATA_ARGS_OFFSET + 8 * 2,
-        ));
-        p.push(jump(
-            BPF_JMP | BPF_JSET | BPF_K,
-            libc::PROT_WRITE as u32,
-            0,
-            5,
-        ));
-        p.extend(size_at_least(1));
-        // mremap(old, old_len, new_len, flags, new_addr): seven instructions.
-        p.push(jump(
-            BPF_JMP | BPF_JEQ | BPF_K,
-            libc::SYS_mremap as u32,
-            0,
-            6,
-        ));
-        p.extend(size_at_least(2));
+        // mmap(addr, len, prot, flags, fd, off): without PROT_WRITE the jset skips to the
+        // tail's last instruction (allow).
+        let mut mmap = vec![
+            load_arg(2),
+            jump(BPF_JMP | BPF_JSET | BPF_K, libc::PROT_WRITE as u32, 0, 5),
+        ];
+        mmap.extend(size_at_least(1));
+        calls.insert(nr(libc::SYS_mmap)?, Leaf::Block(mmap));
+        // mremap(old, old_len, new_len, flags, new_addr).
+        calls.insert(
+            nr(libc::SYS_mremap)?,
+            Leaf::Block(size_at_least(2).to_vec()),
+        );
     }
-    for (nr, arg) in [(libc::SYS_open, 1u32), (libc::SYS_openat, 2u32)] {
-        p.push(jump(BPF_JMP | BPF_JEQ | BPF_K, nr as u32, 0, 4));
-        p.push(stmt(
-            BPF_LD | BPF_W | BPF_ABS,
-            SECCOMP_DATA_ARGS_OFFSET + 8 * arg,
-        ));
-        p.push(jump(BPF_JMP | BPF_JSET | BPF_K, libc::O_CREAT as u32, 0, 1));
-        p.push(ret(notify));
-        p.push(ret(allow));
+    for (n, arg) in [(libc::SYS_open, 1u8), (libc::SYS_openat, 2u8)] {
+        let block = vec![
+            load_arg(arg),
+            jump(BPF_JMP | BPF_JSET | BPF_K, libc::O_CREAT as u32, 0, 1),
+            ret(notify),
+            ret(allow),
+        ];
+        calls.insert(nr(n)?, Leaf::Block(block));
     }
-    p.push(ret(allow));
-    Ok(p)
+    Ok(calls)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A tiny classic-BPF interpreter for the instructions the program uses.
+    use crate::{AUDIT_ARCH_X86_64, X32_SYSCALL_BIT};
+
     fn run(p: &[sock_filter], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
-        let mut data = [0u8; 64];
-        data[0..4].copy_from_slice(&nr.to_ne_bytes());
-        data[4..8].copy_from_slice(&arch.to_ne_bytes());
-        for (i, a) in args.iter().enumerate() {
-            data[16 + 8 * i..24 + 8 * i].copy_from_slice(&a.to_ne_bytes());
-        }
-        let (mut pc, mut acc) = (0usize, 0u32);
-        loop {
-            let i = &p[pc];
-            match i.code {
-                c if c == BPF_LD | BPF_W | BPF_ABS => {
-                    let k = i.k as usize;
-                    acc = u32::from_ne_bytes([data[k], data[k + 1], data[k + 2], data[k + 3]]);
-                    pc += 1;
-                }
-                c if c == BPF_RET | BPF_K => return i.k,
-                c => {
-                    let taken = match c & 0xf0 {
-                        BPF_JEQ => acc == i.k,
-                        BPF_JGE => acc >= i.k,
-                        BPF_JSET => acc & i.k != 0,
-                        other => panic!("unexpected op {other:#x}"),
-                    };
-                    pc += 1 + if taken { i.jt } else { i.jf } as usize;
-                }
-            }
-        }
+        crate::interpret::run(p, arch, nr as i32, args)
     }
 
     #[test]

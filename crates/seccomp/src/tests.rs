@@ -20,59 +20,10 @@ fn expected_guard() -> Vec<sock_filter> {
         insn(0x20, 0, 0, 0),                // ld [0] (nr)
         insn(0x35, 0, 1, 0x4000_0000),      // jge x32 bit
         insn(0x06, 0, 0, RET_KILL_PROCESS), // ret KILL_PROCESS
-        insn(0x15, 0, 1, 435),              // jeq __NR_clone3
-        insn(0x06, 0, 0, RET_ENOSYS),       // ret ERRNO|ENOSYS
     ]
 }
 
-/// A classic-BPF interpreter for the opcodes seccompiler and the guard use, run over a
-/// synthetic `struct seccomp_data`. It also checks the program is well formed (every
-/// jump forward and in bounds, every path ends in `ret`).
-fn run(program: &[sock_filter], arch: u32, nr: i32, args: [u64; 6]) -> u32 {
-    let mut data = Vec::with_capacity(64);
-    data.extend_from_slice(&nr.to_le_bytes());
-    data.extend_from_slice(&arch.to_le_bytes());
-    data.extend_from_slice(&0x1234_5678u64.to_le_bytes());
-    for arg in args {
-        data.extend_from_slice(&arg.to_le_bytes());
-    }
-    let mut acc: u32 = 0;
-    let mut pc = 0usize;
-    loop {
-        let i = &program[pc];
-        let next = |off: u8| {
-            let target = pc + 1 + usize::from(off);
-            assert!(target < program.len(), "jump out of bounds at {pc}");
-            target
-        };
-        match i.code {
-            0x20 => {
-                let k = i.k as usize;
-                assert!(
-                    k.is_multiple_of(4) && k + 4 <= data.len(),
-                    "bad load at {pc}"
-                );
-                acc = u32::from_le_bytes(data[k..k + 4].try_into().unwrap());
-                pc = next(0);
-            }
-            0x54 => {
-                acc &= i.k;
-                pc = next(0);
-            }
-            0x05 => {
-                let target = pc + 1 + i.k as usize;
-                assert!(target < program.len(), "ja out of bounds at {pc}");
-                pc = target;
-            }
-            0x15 => pc = next(if acc == i.k { i.jt } else { i.jf }),
-            0x25 => pc = next(if acc > i.k { i.jt } else { i.jf }),
-            0x35 => pc = next(if acc >= i.k { i.jt } else { i.jf }),
-            0x45 => pc = next(if acc & i.k != 0 { i.jt } else { i.jf }),
-            0x06 => return i.k,
-            other => panic!("unexpected opcode {other:#x} at {pc}"),
-        }
-    }
-}
+use crate::interpret::run;
 
 fn call(nr: i64, args: [u64; 6]) -> u32 {
     let program = build_default().unwrap();
@@ -93,28 +44,186 @@ fn program_starts_with_exact_guard() {
     assert_eq!(guard_prefix().to_vec(), expected_guard());
 }
 
+/// The program as it was compiled before the search: the guard with a `clone3` check, then
+/// seccompiler's chain of compares for the EPERM rows (Allow by default). An independent
+/// compiler of the same table, kept as the reference the search must agree with.
+fn seccompiler_reference() -> Vec<sock_filter> {
+    use seccompiler::{
+        BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+        SeccompRule, TargetArch,
+    };
+    let rule = |arg: u8, op: SeccompCmpOp, value: u64| {
+        let c = SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).unwrap();
+        SeccompRule::new(vec![c]).unwrap()
+    };
+    // An empty chain = denied on every call; it wins over conditional rows.
+    let mut chains: std::collections::BTreeMap<i64, Option<Vec<SeccompRule>>> =
+        std::collections::BTreeMap::new();
+    for entry in table() {
+        let Check::Compiled {
+            nr, matches, errno, ..
+        } = entry.check
+        else {
+            continue;
+        };
+        if errno != libc::EPERM {
+            continue; // clone3, in the prefix below
+        }
+        let rules = match matches {
+            Match::Always => None,
+            Match::AnyBit { arg, bits } => Some(
+                bits.iter()
+                    .map(|&bit| rule(arg, SeccompCmpOp::MaskedEq(bit), bit))
+                    .collect(),
+            ),
+            Match::Equals { arg, value } => Some(vec![rule(arg, SeccompCmpOp::Eq, value)]),
+        };
+        let slot = chains.entry(nr.unwrap()).or_insert(Some(Vec::new()));
+        match (slot.as_mut(), rules) {
+            (_, None) => *slot = None,
+            (Some(existing), Some(more)) => existing.extend(more),
+            (None, Some(_)) => {}
+        }
+    }
+    let rules = chains
+        .into_iter()
+        .map(|(nr, chain)| (nr, chain.unwrap_or_default()))
+        .collect();
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        TargetArch::x86_64,
+    )
+    .unwrap();
+    let mut program = expected_guard();
+    program.push(insn(0x15, 0, 1, 435)); // jeq __NR_clone3
+    program.push(insn(0x06, 0, 0, RET_ENOSYS));
+    program.extend(BpfProgram::try_from(filter).unwrap());
+    program
+}
+
+/// Argument vectors worth trying for a call: all zero, each single bit of the low and high
+/// half of each of the first three arguments, the values the table compares with (alone,
+/// with high bits, with neighbours) and pseudo-random ones.
+fn argument_samples() -> Vec<[u64; 6]> {
+    let mut out = vec![[0u64; 6], [u64::MAX; 6]];
+    let mut values: Vec<u64> = (0..64).map(|b| 1u64 << b).collect();
+    for entry in table() {
+        if let Check::Compiled { matches, .. } = entry.check {
+            match matches {
+                Match::Always => {}
+                Match::AnyBit { bits, .. } => {
+                    let any = bits.iter().fold(0, |a, b| a | b);
+                    values.extend([any, any | (1 << 40), !any, !any & 0xffff_ffff]);
+                }
+                Match::Equals { value, .. } => {
+                    values.extend([value, value | (0xdead << 32), value + 1, value - 1]);
+                }
+            }
+        }
+    }
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for _ in 0..64 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        values.push(x);
+        values.push(x & 0xffff);
+    }
+    for arg in 0..3 {
+        for &v in &values {
+            let mut args = [0u64; 6];
+            args[arg] = v;
+            out.push(args);
+        }
+    }
+    out
+}
+
 #[test]
-fn compiled_part_follows_the_guard_with_its_own_arch_check() {
+fn the_search_agrees_with_seccompilers_chain() {
+    let reference = seccompiler_reference();
     let program = build_default().unwrap();
-    let rest = &program.instructions()[GUARD_LEN..];
-    assert_eq!(
-        &rest[..4],
-        &[
-            insn(0x20, 0, 0, 4),
-            insn(0x15, 1, 0, ARCH_X86_64),
-            insn(0x06, 0, 0, RET_KILL_PROCESS),
-            insn(0x20, 0, 0, 0),
-        ]
+    let p = program.instructions();
+    assert!(
+        p.len() * 2 < reference.len(),
+        "{} vs {} instructions",
+        p.len(),
+        reference.len()
     );
-    // Prepending must not change what seccompiler produced.
-    let compiled = compile(&table()).unwrap();
-    assert_eq!(rest, &compiled[..]);
-    assert!(program.len() <= MAX_INSTRUCTIONS);
-    // The last instruction is the default action: allow.
-    assert_eq!(
-        program.instructions().last(),
-        Some(&insn(0x06, 0, 0, RET_ALLOW))
-    );
+    let samples = argument_samples();
+    let listed: Vec<i64> = table()
+        .iter()
+        .filter_map(|e| match e.check {
+            Check::Compiled { nr, .. } => nr,
+            Check::Guard => None,
+        })
+        .collect();
+    let mut numbers: Vec<i32> = (-3..1024).collect();
+    numbers.extend([0x3fff_ffff, 0x4000_0000, 0x4000_0065, i32::MAX, i32::MIN]);
+    for arch in [ARCH_X86_64, ARCH_I386, 0] {
+        for &nr in &numbers {
+            // Every argument sample for the calls the table names, a few for the others.
+            let args: &[[u64; 6]] = if listed.contains(&i64::from(nr)) {
+                &samples
+            } else {
+                &samples[..2]
+            };
+            for &a in args {
+                assert_eq!(
+                    run(p, arch, nr, a),
+                    run(&reference, arch, nr, a),
+                    "arch {arch:#x} nr {nr} args {a:x?}"
+                );
+            }
+        }
+    }
+}
+
+/// Of two seccomp actions, the one the kernel applies when two filters disagree (the lower
+/// action value, read as signed: KILL_PROCESS first, ALLOW last).
+fn stronger(a: u32, b: u32) -> u32 {
+    if ((a & 0xffff_0000) as i32) <= ((b & 0xffff_0000) as i32) {
+        a
+    } else {
+        b
+    }
+}
+
+#[test]
+fn one_program_does_what_the_two_filters_did() {
+    for watch in [None, Some(16u64 << 20)] {
+        let both = build_with_mediation(watch).unwrap();
+        let deny = build_default().unwrap();
+        let mediation = build_mediation(watch).unwrap();
+        assert!(both.len() < deny.len() + mediation.len());
+        let samples = argument_samples();
+        let creat = libc::O_CREAT as u64;
+        let rw = (libc::PROT_READ | libc::PROT_WRITE) as u64;
+        let mut extra = vec![
+            [0, creat, 0, 0, 0, 0],
+            [0, 0, creat, 0, 0, 0],
+            [0, 1 << 30, rw, 0x22, 0, 0],
+            [0, 1 << 20, 1 << 30, 1, 0, 0],
+        ];
+        extra.extend(samples);
+        for arch in [ARCH_X86_64, ARCH_I386] {
+            for nr in (-3..1024).chain([0x4000_0002, 0x3fff_ffff]) {
+                for &a in &extra {
+                    let want = stronger(
+                        run(deny.instructions(), arch, nr, a),
+                        run(&mediation, arch, nr, a),
+                    );
+                    assert_eq!(
+                        run(both.instructions(), arch, nr, a),
+                        want,
+                        "watch {watch:?} arch {arch:#x} nr {nr} args {a:x?}"
+                    );
+                }
+            }
+        }
+    }
 }
 
 #[test]
@@ -221,14 +330,14 @@ fn rule_serializes_with_its_field_names() {
 fn every_table_row_is_enforced_by_the_program() {
     let program = build_default().unwrap();
     for entry in table() {
-        let Check::Compiled { nr, matches } = entry.check else {
+        let Check::Compiled { nr, matches, errno } = entry.check else {
             continue;
         };
         let nr = i32::try_from(nr.unwrap()).unwrap();
         let expect = |args: [u64; 6]| {
             assert_eq!(
                 run(program.instructions(), ARCH_X86_64, nr, args),
-                RET_EPERM,
+                errno_action(errno),
                 "{:?} with {args:?}",
                 entry.rule
             );
@@ -363,6 +472,7 @@ fn only_listed_syscalls_are_touched() {
                 e.check,
                 Check::Compiled {
                     matches: Match::Always,
+                    errno: libc::EPERM,
                     ..
                 }
             )
@@ -378,8 +488,9 @@ fn errors_name_the_problem() {
         e.to_string(),
         "failed to build seccomp filter: unsupported architecture riscv64 (only x86_64 is supported)"
     );
-    let e = SeccompError::Compile(seccompiler::BackendError::IdenticalActions);
-    assert!(e
-        .to_string()
-        .starts_with("failed to build seccomp filter: "));
+    let e = SeccompError::Overlap { nr: 2 };
+    assert_eq!(
+        e.to_string(),
+        "failed to build seccomp filter: syscall 2 is both denied and mediated"
+    );
 }

@@ -2,7 +2,7 @@
 //! a protected path (a git hook, a `.envrc`, a `gitdir:` redirect, ...) can never appear in
 //! a writable root, not even for a moment during the run.
 //!
-//! The command installs a seccomp filter (`seccomp::build_mediation`) whose calls
+//! The command installs a seccomp filter (`seccomp::build_with_mediation`) whose calls
 //! `open`/`openat` with `O_CREAT`, `creat`, `mkdir*`, `mknod*`, `symlink*`, `link*`,
 //! `rename*` and the `chmod` family stop and notify a listener, and hands the listener to the
 //! init. For each call the init:

@@ -11,8 +11,8 @@
 //! 2. **command**: new session, the supervisor's output pipes as fds 1 and 2 (when given),
 //!    working directory, every capability dropped, `no_new_privs`,
 //!    Landlock (a domain nested in the init's), close-on-exec for every inherited descriptor
-//!    above 2, the seccomp deny-list, the mediation filter (its listener sent to the init and
-//!    closed), `execve`.
+//!    above 2, the seccomp filter (the deny-list and mediated creation in one program; its
+//!    listener sent to the init and closed), `execve`.
 //!
 //! Nothing here allocates, panics or decides: the [`ChildSpec`] was prepared by the `native`
 //! crate. A failure is reported as a `Copy` [`Report`] over the close-on-exec report pipe and
@@ -242,13 +242,13 @@ pub struct CommandSpec<'a> {
     /// Paths tried in order with `execve` (the PATH search was done by the planner).
     pub candidates: &'a [&'a CStr],
     pub landlock: Option<LandlockSpec<'a>>,
-    pub seccomp: Option<&'a [libc::sock_filter]>,
     /// Resource limits (`RLIMIT_*`, value) set on the command before `execve`.
     pub rlimits: &'a [(c_int, u64)],
 }
 
-/// Mediated creation (see [`crate::mediate`]): the command installs `filter` and hands its
-/// listener to the init, which serves it under `rules`.
+/// The command's seccomp filter (the deny-list with mediated creation, see
+/// [`crate::mediate`]): the command installs `filter` and hands its listener to the init,
+/// which serves it under `rules`.
 #[derive(Debug, Clone, Copy)]
 pub struct MediateSpec<'a> {
     pub filter: &'a [libc::sock_filter],
@@ -731,19 +731,15 @@ fn command(
     if let Err(e) = raw::cloexec_from(3) {
         fail(fd, Stage::CloseDescriptors, 0, e, 125);
     }
-    if let Some(filter) = spec.seccomp {
-        if let Err(e) = raw::seccomp_install(filter) {
-            fail(fd, Stage::Seccomp, 0, e, 125);
-        }
-    }
     if let Some((filter, sock)) = mediation {
         // From here on every name-creating call waits for the init, which gets the listener
         // now; the command must not keep it (it could answer its own calls).
-        let sent = raw::seccomp_install_listener(filter).and_then(|listener| {
-            let r = raw::send_fd(sock, listener);
-            raw::close(listener);
-            r
-        });
+        let listener = match raw::seccomp_install_listener(filter) {
+            Ok(listener) => listener,
+            Err(e) => fail(fd, Stage::Seccomp, 0, e, 125),
+        };
+        let sent = raw::send_fd(sock, listener);
+        raw::close(listener);
         raw::close(sock);
         if let Err(e) = sent {
             fail(fd, Stage::Mediation, 0, e, 125);
