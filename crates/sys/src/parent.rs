@@ -4,7 +4,7 @@
 use std::ffi::CString;
 use std::fs;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicI32, Ordering};
 
@@ -189,6 +189,10 @@ pub fn write_id_maps(
 pub struct IdmapNamespace {
     fd: OwnedFd,
     helper: libc::pid_t,
+    // The helper's stack and pipe end: it shares our memory (`raw::clone_vm`), so they live
+    // until it has been waited for.
+    _stack: Vec<u8>,
+    _go: Box<[c_int; 2]>,
 }
 
 impl IdmapNamespace {
@@ -205,37 +209,58 @@ impl Drop for IdmapNamespace {
     }
 }
 
+/// The idmap helper's life, already in its own user namespace: wait until the parent has
+/// opened it (end of file on the pipe whose two ends `arg` points to).
+extern "C" fn idmap_helper(arg: *mut libc::c_void) -> c_int {
+    // SAFETY: `arg` is the boxed pair `idmap_userns` keeps alive until the helper has been
+    // waited for; both descriptors are open in the helper's own table (a copy of ours).
+    // rustix's raw calls never write `errno`, which the helper shares with us.
+    let [go_r, go_w] = unsafe { *(arg as *const [c_int; 2]) };
+    // SAFETY: the helper's copy of the write end is its own to close.
+    unsafe { rustix::io::close(go_w) };
+    // SAFETY: the read end stays open in the helper's table until it exits.
+    let go = unsafe { BorrowedFd::borrow_raw(go_r) };
+    let mut b = [0u8; 1];
+    let _ = rustix::io::read(go, &mut b);
+    0
+}
+
 /// Create an [`IdmapNamespace`]: a helper cloned into a new user namespace gets its maps
-/// written, the namespace is opened, and the helper is let go (it is reaped on drop).
+/// written, the namespace is opened, and the helper is let go (it is reaped on drop). The
+/// helper shares our memory ([`raw::clone_vm`]): a fork would cost more than everything else
+/// here.
 pub fn idmap_userns(uid_map: &str, gid_map: &str) -> io::Result<IdmapNamespace> {
     let (go_r, go_w) = raw::pipe()?;
-    match raw::clone_fork(libc::CLONE_NEWUSER) {
-        Ok(0) => {
-            // Child, already in its own user namespace: wait until the parent has opened it.
-            raw::close(go_w);
-            let mut b = [0u8; 1];
-            let _ = raw::read(go_r, &mut b);
-            raw::exit(0)
-        }
-        Ok(pid) => {
-            raw::close(go_r);
-            let result = write_id_maps(pid, uid_map, gid_map, false).and_then(|_| {
-                let f = fs::File::open(format!("/proc/{pid}/ns/user"))?;
-                Ok(OwnedFd::from(f))
-            });
-            raw::close(go_w);
-            match result {
-                Ok(fd) => Ok(IdmapNamespace { fd, helper: pid }),
-                Err(e) => {
-                    let _ = raw::waitpid(pid, 0);
-                    Err(e)
-                }
-            }
-        }
+    let mut go = Box::new([go_r, go_w]);
+    let mut stack = vec![0u8; 16 * 1024];
+    let arg: *mut [c_int; 2] = &mut *go;
+    // SAFETY: `idmap_helper` only reads `go` and makes two rustix syscalls; `go` and `stack`
+    // move into the returned value (or are dropped after the wait below).
+    let cloned =
+        unsafe { raw::clone_vm(libc::CLONE_NEWUSER, idmap_helper, arg.cast(), &mut stack) };
+    raw::close(go_r);
+    let pid = match cloned {
+        Ok(pid) => pid,
         Err(e) => {
-            raw::close(go_r);
             raw::close(go_w);
-            Err(e.into())
+            return Err(e.into());
+        }
+    };
+    let result = write_id_maps(pid, uid_map, gid_map, false).and_then(|_| {
+        let f = fs::File::open(format!("/proc/{pid}/ns/user"))?;
+        Ok(OwnedFd::from(f))
+    });
+    raw::close(go_w);
+    match result {
+        Ok(fd) => Ok(IdmapNamespace {
+            fd,
+            helper: pid,
+            _stack: stack,
+            _go: go,
+        }),
+        Err(e) => {
+            let _ = raw::waitpid(pid, 0);
+            Err(e)
         }
     }
 }
