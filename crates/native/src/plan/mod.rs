@@ -1320,7 +1320,7 @@ fn landlock_plan(
         .collect();
     let mut rules = Vec::new();
     for s in &starts {
-        read_rules(host, s, &outside, &mut rules);
+        read_rules(host, s, None, &outside, &mut rules);
     }
     for w in writable_roots {
         let dir = host.stat(w).is_some_and(|e| e.kind == Kind::Dir);
@@ -1366,20 +1366,32 @@ fn landlock_plan(
 }
 
 /// Read rules covering `root` except the masked paths: a root holding a mask is replaced by
-/// its children, recursively (Landlock can grant, never subtract).
-fn read_rules(host: &dyn HostView, root: &Path, masked: &[&PathBuf], out: &mut Vec<Rule>) {
+/// its children, recursively (Landlock can grant, never subtract). `listed` is the kind the
+/// parent's listing gave (not following symlinks): a directory or a plain file needs no
+/// `stat`, which is what following would find too.
+fn read_rules(
+    host: &dyn HostView,
+    root: &Path,
+    listed: Option<Kind>,
+    masked: &[&PathBuf],
+    out: &mut Vec<Rule>,
+) {
     if masked.iter().any(|m| m.as_path() == root) {
         return;
     }
-    let Some(entry) = host.stat(root) else {
-        return;
+    let kind = match listed {
+        Some(k @ (Kind::Dir | Kind::File)) => k,
+        _ => match host.stat(root) {
+            Some(entry) => entry.kind,
+            None => return,
+        },
     };
     let holds_mask = masked.iter().any(|m| is_within(m, root));
-    if !holds_mask || entry.kind != Kind::Dir {
+    if !holds_mask || kind != Kind::Dir {
         out.push(Rule {
             path: root.to_path_buf(),
             access: Access::Read,
-            dir: entry.kind == Kind::Dir,
+            dir: kind == Kind::Dir,
         });
         return;
     }
@@ -1388,8 +1400,8 @@ fn read_rules(host: &dyn HostView, root: &Path, masked: &[&PathBuf], out: &mut V
         access: Access::List,
         dir: true,
     });
-    for (name, _) in host.list_dir(root) {
-        read_rules(host, &root.join(name), masked, out);
+    for (name, kind) in host.list_dir(root) {
+        read_rules(host, &root.join(name), Some(kind), masked, out);
     }
 }
 
