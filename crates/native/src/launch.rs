@@ -10,10 +10,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use landlock::{
-    Access as _, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
-    RulesetAttr, RulesetCreatedAttr, Scope, ABI,
-};
+use landlock::{Access as _, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, Scope, ABI};
 use sys::mediate;
 use sys::postfork::{self, ChildSpec, CommandSpec, LandlockSpec, MediateSpec, MountOp, Stage};
 
@@ -123,22 +120,24 @@ fn landlock(plan: &Plan) -> Result<Landlock, String> {
             .scope(Scope::from_all(abi))
             .map_err(|e| e.to_string())?;
     }
-    let mut created = ruleset.create().map_err(|e| e.to_string())?;
+    let created = ruleset.create().map_err(|e| e.to_string())?;
     let handled = fs.bits();
+    let fd: Option<OwnedFd> = created.into();
+    let fd = fd.ok_or_else(|| "Landlock ruleset was not created".to_string())?;
+    // Rules added with the raw call: the planner already knows whether each path is a
+    // directory, so the crate's `stat` of every path (44 on a root run) would be wasted.
     for Rule { path, access, dir } in &plan.landlock.host_rules {
-        let Ok(fd) = PathFd::new(path) else {
+        let Ok(c) = path_c(path) else {
+            continue;
+        };
+        let Ok(pfd) = sys::raw::openat(libc::AT_FDCWD, &c, libc::O_PATH, 0) else {
             continue; // vanished since planning: nothing to grant
         };
         let bits = access_bits(*access, *dir) & handled;
-        (&mut created)
-            .add_rule(PathBeneath::new(
-                fd,
-                BitFlags::<AccessFs>::from_bits_truncate(bits),
-            ))
-            .map_err(|e| format!("failed to add a Landlock rule for {}: {e}", path.display()))?;
+        let added = sys::raw::landlock_add_path_rule(fd.as_raw_fd(), pfd, bits);
+        sys::raw::close(pfd);
+        added.map_err(|e| format!("failed to add a Landlock rule for {}: {e}", path.display()))?;
     }
-    let fd: Option<OwnedFd> = created.into();
-    let fd = fd.ok_or_else(|| "Landlock ruleset was not created".to_string())?;
     Ok(Landlock {
         fd,
         handled,
@@ -663,13 +662,17 @@ pub fn launch(
             _ => {}
         }
     }
+    // The command has ended and the init is exiting (its end of the report pipe is closed):
+    // read what the group counted while the kernel tears the namespaces down on the other
+    // CPU. Peaks and counts no longer move; only the init's last microseconds of CPU time
+    // (v2) are left out.
+    let counted = group.as_ref().map(Group::usage);
     let init_status = child
         .wait()
         .map_err(|e| RunError::io("wait for the sandbox", e))?;
     let duration = started.elapsed();
-    let usage = match group {
-        Some(g) => {
-            let mut u = g.usage();
+    let usage = match (group, counted) {
+        (Some(g), Some(mut u)) => {
             // Stragglers die with the pid namespace; the group is gone before we return.
             let _ = g.remove(Duration::from_secs(2));
             if u.cpu_usec.is_none() {
@@ -677,7 +680,7 @@ pub fn launch(
             }
             u
         }
-        None => {
+        _ => {
             let r = sys::raw::children_rusage().ok();
             Usage {
                 cpu_usec: r.map(|r| r.0),
