@@ -473,18 +473,31 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
             Err(e) => fail(fd, Stage::WaitForGroup, 0, e, 125),
         }
     }
-    let cmd = match raw::clone_fork(0) {
-        Ok(0) => {
-            if init_sock >= 0 {
-                raw::close(init_sock);
-            }
-            command(
-                fd,
-                &spec.command,
-                (spec.stdout, spec.stderr),
-                spec.mediate.map(|m| (m.filter, cmd_sock)),
-            )
-        }
+    // The command shares the init's memory until its `execve` (`CLONE_VM | CLONE_VFORK`, on a
+    // stack of its own): the init is suspended meanwhile, as after `vfork`, so nothing runs
+    // beside it, and there is no copy of the address space to make and then throw away at
+    // the `execve` (about 200 µs of every run). It makes no call the mediation filter stops
+    // (which would wait for the suspended init) between installing the filter and `execve`.
+    let start = CommandStart {
+        fd,
+        init_sock,
+        spec: &spec.command,
+        streams: (spec.stdout, spec.stderr),
+        mediation: spec.mediate.map(|m| (m.filter, cmd_sock)),
+    };
+    // SAFETY: `COMMAND_STACK` is used by this one child only, which runs `command_start` on
+    // it; the init touches neither it nor `start` until the child has called `execve` or
+    // exited (CLONE_VFORK), and `start` outlives that. The child only makes the raw calls
+    // `command` makes, which never allocate; the `errno` it shares is the suspended init's.
+    let cloned = unsafe {
+        raw::clone_vm(
+            libc::CLONE_VFORK,
+            command_start,
+            std::ptr::addr_of!(start).cast_mut().cast(),
+            COMMAND_STACK.get(),
+        )
+    };
+    let cmd = match cloned {
         Ok(pid) => pid,
         Err(e) => fail(fd, Stage::ForkCommand, 0, e, 125),
     };
@@ -684,6 +697,47 @@ fn mask(target: &CStr, name: &CStr, mask_fd: &mut c_int) -> raw::Result<()> {
     let res = raw::mount_setattr_fd(fd, false, &attr).and_then(|_| raw::move_mount_fd(fd, target));
     raw::close(fd);
     res
+}
+
+/// What the command needs to start (see `init`), read from the init's memory.
+struct CommandStart<'a> {
+    fd: c_int,
+    init_sock: c_int,
+    spec: &'a CommandSpec<'a>,
+    streams: (c_int, c_int),
+    mediation: Option<(&'a [libc::sock_filter], c_int)>,
+}
+
+/// The command's stack until its `execve`: in the init's memory, untouched (and so not even
+/// allocated) in the supervisor, used once per init.
+struct Stack(std::cell::UnsafeCell<[u8; COMMAND_STACK_SIZE]>);
+const COMMAND_STACK_SIZE: usize = 256 * 1024;
+// SAFETY: only the init's one command child uses it (see `init`).
+unsafe impl Sync for Stack {}
+static COMMAND_STACK: Stack = Stack(std::cell::UnsafeCell::new([0; COMMAND_STACK_SIZE]));
+
+impl Stack {
+    /// The whole stack.
+    ///
+    /// # Safety
+    ///
+    /// Nothing else may use the stack while the slice is alive.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn get(&self) -> &mut [u8] {
+        // SAFETY: per the caller's contract, this is the only reference.
+        unsafe { &mut *self.0.get() }
+    }
+}
+
+extern "C" fn command_start(arg: *mut libc::c_void) -> c_int {
+    // SAFETY: `arg` is the init's `CommandStart`, alive until this child has called `execve`
+    // or exited.
+    let start = unsafe { &*(arg as *const CommandStart<'_>) };
+    // The child has its own descriptor table (a copy of the init's).
+    if start.init_sock >= 0 {
+        raw::close(start.init_sock);
+    }
+    command(start.fd, start.spec, start.streams, start.mediation)
 }
 
 fn command(
