@@ -280,11 +280,6 @@ pub fn launch(
     }
     drop(namespaces);
 
-    // A root caller's network namespace is made on a thread of its own while this one
-    // prepares the rest (it is half a millisecond of the kernel's time); see
-    // `sys::parent::fresh_netns`. Should that fail, the clone makes it as for other callers.
-    let netns_maker = (plan.network.new_namespace && sys::raw::euid() == 0)
-        .then(|| std::thread::spawn(sys::parent::fresh_netns));
     // C strings the child borrows. Built completely before any op borrows them.
     let mount_paths: Vec<(CString, Option<CString>)> = plan
         .mounts
@@ -427,7 +422,6 @@ pub fn launch(
         } else {
             sys::probe::ALL_NAMESPACES & !libc::CLONE_NEWNET
         },
-        netns: -1,
         uid: plan.ids.inside_uid,
         gid: plan.ids.inside_gid,
         clear_groups: plan.ids.clear_groups,
@@ -491,14 +485,6 @@ pub fn launch(
     // Ctrl-C from here on is caught (and passed on once the sandbox exists), not fatal. Best
     // effort: without the handlers, Ctrl-C still ends the sandbox with the supervisor.
     let _ = sys::parent::catch_signals();
-    let netns: Option<OwnedFd> = netns_maker
-        .and_then(|maker| maker.join().ok())
-        .and_then(Result::ok);
-    if let Some(ns) = &netns {
-        spec.netns = ns.as_raw_fd();
-        spec.namespaces &= !libc::CLONE_NEWNET;
-        spec.new_network = false;
-    }
     let mut child = sys::parent::spawn(&spec, &mut slots).map_err(|e| match e.raw_os_error() {
         Some(libc::EPERM | libc::EINVAL | libc::ENOSPC | libc::EUSERS | libc::ENOSYS) => {
             RunError::Unavailable {
@@ -512,7 +498,6 @@ pub fn launch(
         _ => RunError::io("start the sandbox", e),
     })?;
     drop(held);
-    drop(netns);
     // Only the command may hold the write ends now (the relays see EOF when it is done).
     let limit = plan.output_limit;
     let [out_pipe, err_pipe] = output_pipes;

@@ -42,59 +42,16 @@ pub fn spawn(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> io::Result<Spawned> {
     // The init starts with the forwarded signals blocked, so one sent before it has a handler
     // waits instead of being dropped (a namespace's init ignores signals it has no handler
     // for); it unblocks them once it forwards to the command. Our own mask comes back below.
-    // A network namespace made beforehand: this thread enters it for the clone (the init
-    // starts there) and comes back right after.
-    let home_netns = match spec.netns {
-        -1 => None,
-        fd => {
-            let home = fs::File::open("/proc/thread-self/ns/net").and_then(|home| {
-                raw::setns(fd, libc::CLONE_NEWNET)?;
-                Ok(home)
-            });
-            match home {
-                Ok(home) => Some(home),
-                Err(e) => {
-                    for fd in [report_r, report_w, sync_r, sync_w] {
-                        raw::close(fd);
-                    }
-                    return Err(e);
-                }
-            }
-        }
-    };
     let mask = raw::block_signals(&postfork::FORWARDED_SIGNALS).ok();
     let cloned = raw::clone_fork(spec.namespaces);
     if let (false, Some(mask)) = (matches!(cloned, Ok(0)), &mask) {
         let _ = raw::set_signal_mask(mask);
     }
-    let back = match (&cloned, &home_netns) {
-        (Ok(0), Some(home)) => {
-            // The init keeps no descriptor of either namespace.
-            raw::close(home.as_raw_fd());
-            raw::close(spec.netns);
-            Ok(())
-        }
-        (_, Some(home)) => raw::setns(home.as_raw_fd(), libc::CLONE_NEWNET),
-        (_, None) => Ok(()),
-    };
     match cloned {
         Ok(0) => {
             raw::close(report_r);
             raw::close(sync_w);
             postfork::init(&spec, slots)
-        }
-        Ok(pid) if back.is_err() => {
-            // This thread is stuck in the sandbox's network: nothing may run on. The init
-            // waits for its maps and dies with the sync pipe.
-            for fd in [report_r, report_w, sync_r, sync_w] {
-                raw::close(fd);
-            }
-            let _ = raw::kill(pid, libc::SIGKILL);
-            let _ = raw::waitpid(pid, 0);
-            let cause = back.map_or_else(|e| e.to_string(), |()| String::new());
-            Err(io::Error::other(format!(
-                "failed to return to the supervisor's network namespace: {cause}"
-            )))
         }
         Ok(pid) => {
             raw::close(report_w);
@@ -306,20 +263,6 @@ pub fn idmap_userns(uid_map: &str, gid_map: &str) -> io::Result<IdmapNamespace> 
             Err(e)
         }
     }
-}
-
-/// A new network namespace with loopback up, for [`postfork::ChildSpec::netns`]: made by the
-/// calling thread (`unshare` moves only the caller; call it on a thread of its own, which
-/// can then end), so the kernel's half millisecond of setting a namespace up runs beside the
-/// supervisor's other preparations instead of inside the clone. The namespace belongs to
-/// this user namespace: joining it needs `CAP_SYS_ADMIN` here (a root caller), and the
-/// sandbox's own user namespace has no capability over it (it needs none: loopback is
-/// already up).
-pub fn fresh_netns() -> io::Result<OwnedFd> {
-    raw::unshare(libc::CLONE_NEWNET)?;
-    raw::loopback_up()?;
-    let f = fs::File::open("/proc/thread-self/ns/net")?;
-    Ok(OwnedFd::from(f))
 }
 
 /// A detached, recursive copy of the mount tree at `path` with the idmapping of `userns`,

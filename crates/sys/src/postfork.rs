@@ -265,9 +265,6 @@ pub struct ChildSpec<'a> {
     pub sync_fd: c_int,
     /// Namespace flags for the clone that creates the init.
     pub namespaces: c_int,
-    /// A network namespace made beforehand ([`crate::parent::fresh_netns`]) that the init
-    /// starts in, or -1. Then `namespaces` has no `CLONE_NEWNET`.
-    pub netns: c_int,
     pub uid: u32,
     pub gid: u32,
     pub clear_groups: bool,
@@ -275,8 +272,7 @@ pub struct ChildSpec<'a> {
     pub mounts: &'a [MountOp<'a>],
     pub command: CommandSpec<'a>,
     pub mediate: Option<MediateSpec<'a>>,
-    /// Whether the init is in a new network namespace it must bring loopback up in (not
-    /// when the namespace was made beforehand, with loopback up).
+    /// Whether the init is in a new network namespace (then it brings loopback up).
     pub new_network: bool,
     /// The egress proxy's listening socket, made by the init inside the sandbox's network
     /// namespace and sent to the supervisor, which serves it from the host side.

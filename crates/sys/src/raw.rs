@@ -106,12 +106,6 @@ pub fn unshare(flags: c_int) -> Result<()> {
     check_int(unsafe { libc::unshare(flags) }).map(drop)
 }
 
-/// `setns(2)`: move the calling thread into the namespace `fd` refers to.
-pub fn setns(fd: c_int, nstype: c_int) -> Result<()> {
-    // SAFETY: integer arguments only.
-    check_int(unsafe { libc::setns(fd, nstype) }).map(drop)
-}
-
 /// Fork-like raw `clone(2)` (no new stack: the child continues on a copy of ours) with extra
 /// `flags`, e.g. namespace flags. Returns 0 in the child and the child's pid in the parent.
 ///
