@@ -51,18 +51,24 @@ fn no_effective_capabilities_inside() {
     let script = "cat /proc/self/status";
     let inside = fx.attack(&[], script).outcome();
     inside.assert_ok();
-    let cap_eff = field(&inside.run.stdout, "CapEff");
-    assert_eq!(
-        u64::from_str_radix(&cap_eff, 16).ok(),
-        Some(0),
-        "CapEff inside is {cap_eff}\n{}",
-        inside.run.describe()
-    );
+    // Effective, permitted, inheritable and ambient sets empty, and the bounding set too
+    // (which the init empties before the command starts): no execve can grant one back.
+    for set in ["CapEff", "CapPrm", "CapInh", "CapAmb", "CapBnd"] {
+        let value = field(&inside.run.stdout, set);
+        assert_eq!(
+            u64::from_str_radix(&value, 16).ok(),
+            Some(0),
+            "{set} inside is {value}\n{}",
+            inside.run.describe()
+        );
+    }
+    // Control: outside, the bounding set is full for any caller.
+    let host = fx.control(script).outcome();
+    host.assert_ok();
+    assert_ne!(field(&host.run.stdout, "CapBnd"), "0000000000000000");
     if skip_unless_root("control: the root caller has capabilities") {
         return;
     }
-    let host = fx.control(script).outcome();
-    host.assert_ok();
     assert_ne!(field(&host.run.stdout, "CapEff"), "0000000000000000");
 }
 

@@ -474,6 +474,11 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
     // beside it, and there is no copy of the address space to make and then throw away at
     // the `execve` (about 200 µs of every run). It makes no call the mediation filter stops
     // (which would wait for the suspended init) between installing the filter and `execve`.
+    // The bounding set goes before the command starts: it inherits the empty set, and
+    // neither needs more than its effective capabilities dropped afterwards.
+    if let Err(e) = raw::drop_bounding_set() {
+        fail(fd, Stage::DropCapabilities, 0, e, 125);
+    }
     let start = CommandStart {
         fd,
         init_sock,
@@ -765,7 +770,7 @@ fn command(
     if let Err(e) = raw::chdir(spec.cwd) {
         fail(fd, Stage::Chdir, 0, e, 125);
     }
-    if let Err(e) = raw::drop_all_capabilities() {
+    if let Err(e) = raw::drop_capabilities_except(None) {
         fail(fd, Stage::DropCapabilities, 0, e, 125);
     }
     if let Err(e) = raw::set_no_new_privs() {

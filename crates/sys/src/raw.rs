@@ -461,14 +461,9 @@ pub fn loopback_up() -> Result<()> {
     set.map(drop)
 }
 
-/// Drop every capability: bounding set, ambient set, then effective/permitted/inheritable.
-pub fn drop_all_capabilities() -> Result<()> {
-    drop_capabilities_except(None)
-}
-
-/// Drop every capability but `keep` (effective and permitted only; the bounding, ambient and
-/// inheritable sets are emptied, so an `execve` could never regain anything).
-pub fn drop_capabilities_except(keep: Option<u32>) -> Result<()> {
+/// Empty the capability bounding set: no `execve` can grant a capability again. Done once by
+/// the init before it starts the command, which inherits the empty set.
+pub fn drop_bounding_set() -> Result<()> {
     // CAP_LAST_CAP on this kernel family is 40; dropping unknown numbers yields EINVAL, which
     // ends the loop.
     for cap in 0..64 {
@@ -478,6 +473,12 @@ pub fn drop_capabilities_except(keep: Option<u32>) -> Result<()> {
             Err(e) => return Err(e),
         }
     }
+    Ok(())
+}
+
+/// Drop every capability but `keep` (effective and permitted only; the ambient and
+/// inheritable sets are emptied). The bounding set is [`drop_bounding_set`]'s.
+pub fn drop_capabilities_except(keep: Option<u32>) -> Result<()> {
     prctl(
         libc::PR_CAP_AMBIENT,
         libc::PR_CAP_AMBIENT_CLEAR_ALL as c_ulong,
