@@ -717,7 +717,7 @@ impl Plan {
         } else {
             req.workspace.clone()
         };
-        let candidates = candidates(program, &env);
+        let candidates = candidates(host, program, &env);
         let (resources, resources_missing, output_limit) = resources(policy, host)?;
         let mut creation_guard = creation_guard;
         creation_guard.calls = seccomp::mediated_calls(resources.allocation_watch);
@@ -1433,7 +1433,11 @@ fn environment(policy: &Policy, req: &Request) -> Vec<(String, String)> {
 }
 
 /// execvp's search, done ahead of time over the sandbox's PATH.
-fn candidates(program: &str, env: &[(String, String)]) -> Vec<PathBuf> {
+/// Where `execve` looks for the program, in the sandbox's `PATH` order. A name without `/`
+/// keeps only the places where the host has something by that name: the sandbox sees the
+/// host's files or fewer (masks, empty tmpfs), never more before the command runs, and each
+/// failed `execve` costs a path walk on the run's critical path.
+fn candidates(host: &dyn HostView, program: &str, env: &[(String, String)]) -> Vec<PathBuf> {
     if program.contains('/') {
         return vec![PathBuf::from(program)];
     }
@@ -1445,6 +1449,7 @@ fn candidates(program: &str, env: &[(String, String)]) -> Vec<PathBuf> {
     path.split(':')
         .filter(|d| d.starts_with('/'))
         .map(|d| Path::new(d).join(program))
+        .filter(|p| host.lstat_kind(p).is_some())
         .collect()
 }
 

@@ -438,8 +438,15 @@ fn environment_is_scrubbed_and_tmpdir_set() {
 
 #[test]
 fn program_search_follows_the_sandbox_path() {
-    let plan = Plan::new(&default_policy(), &request(1000), &machine()).unwrap();
+    let host = machine().file("/usr/bin/git").file("/bin/git");
+    let plan = Plan::new(&default_policy(), &request(1000), &host).unwrap();
     assert_eq!(plan.candidates, vec![p("/usr/bin/git"), p("/bin/git")]);
+    // Places where the host has nothing by that name are not tried.
+    let host = machine().file("/bin/git");
+    let plan = Plan::new(&default_policy(), &request(1000), &host).unwrap();
+    assert_eq!(plan.candidates, vec![p("/bin/git")]);
+    let plan = Plan::new(&default_policy(), &request(1000), &machine()).unwrap();
+    assert!(plan.candidates.is_empty());
     let mut req = request(1000);
     req.argv = vec!["./run.sh".into()];
     let plan = Plan::new(&default_policy(), &req, &machine()).unwrap();
