@@ -4,20 +4,23 @@
 //!    so it is pid 1 of the new pid namespace. It waits until the supervisor has written its
 //!    uid/gid maps, takes the sandbox ids, arms its parent-death signal, builds the mount tree
 //!    in the planned order, sets the hostname, brings loopback up, adds the Landlock rules for
-//!    the mounts it made and enforces the command's ruleset on itself, forks the command, drops
-//!    its own capabilities, then serves mediated creation ([`crate::mediate`]) with the
+//!    the mounts it made and enforces the command's ruleset on itself, empties the capability
+//!    bounding set, starts the command (sharing its memory until the command's `execve`, as
+//!    after `vfork`: no copy of the address space to make and throw away), drops its own
+//!    capabilities, then serves mediated creation ([`crate::mediate`]) with the
 //!    listener the command hands it, forwards signals to the command and reaps. When the
 //!    command ends it kills whatever is left in the namespace and exits with the command's code.
 //! 2. **command**: new session, the supervisor's output pipes as fds 1 and 2 (when given),
-//!    working directory, every capability dropped, `no_new_privs`,
+//!    working directory, every capability dropped (the bounding set came empty), `no_new_privs`,
 //!    Landlock (a domain nested in the init's), close-on-exec for every inherited descriptor
 //!    above 2, the seccomp filter (the deny-list and mediated creation in one program; its
 //!    listener sent to the init and closed), `execve`.
 //!
 //! Nothing here allocates, panics or decides: the [`ChildSpec`] was prepared by the `native`
 //! crate. A failure is reported as a `Copy` [`Report`] over the close-on-exec report pipe and
-//! the process `_exit`s with 125 (126/127 for exec failures). Forks are raw `clone`s
-//! ([`raw::clone_fork`]), never glibc's `fork`, so no libc lock is taken after the first one.
+//! the process `_exit`s with 125 (126/127 for exec failures). The init is a raw `clone`
+//! ([`raw::clone_fork`]) and the command a `clone(CLONE_VM | CLONE_VFORK)` on a stack of its
+//! own, never glibc's `fork`, so no libc lock is taken after the first one.
 
 use std::ffi::CStr;
 use std::os::raw::{c_char, c_int, c_ulong};
