@@ -15,6 +15,7 @@
 //! [`choose`] is pure (tested against made-up facts); [`CgroupFacts::probe`] reads the facts
 //! from `/proc/self/cgroup` and `/proc/self/mountinfo`; [`Group`] is one run's cgroup.
 
+use crate::host::read_text;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -224,14 +225,14 @@ pub fn choose(facts: &CgroupFacts, wanted: &Wanted) -> Result<ResourcePlan, Miss
 impl CgroupFacts {
     /// Read this process's cgroups and the mounted hierarchies.
     pub fn probe() -> CgroupFacts {
-        let (Ok(cgroup), Ok(mountinfo)) = (
-            std::fs::read_to_string("/proc/self/cgroup"),
-            std::fs::read_to_string("/proc/self/mountinfo"),
+        let (Some(cgroup), Some(mountinfo)) = (
+            read_text(Path::new("/proc/self/cgroup"), TEXT_LIMIT),
+            read_text(Path::new("/proc/self/mountinfo"), TEXT_LIMIT),
         ) else {
             return CgroupFacts::default();
         };
         parse_facts(&cgroup, &mountinfo, &|p| may_write(p), &|p| {
-            std::fs::read_to_string(p).ok()
+            read_text(p, TEXT_LIMIT)
         })
     }
 }
@@ -719,14 +720,16 @@ fn write(path: &Path, value: &str) -> io::Result<()> {
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
 }
 
+/// The most read of a `/proc` or cgroup file (a mount table of many thousand mounts fits).
+const TEXT_LIMIT: usize = 16 << 20;
+
 fn read_num(path: &Path) -> Option<u64> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+    read_text(path, TEXT_LIMIT)?.trim().parse().ok()
 }
 
 /// The value of `key` in a flat-keyed file (`key value` per line).
 fn read_key(path: &Path, key: &str) -> Option<u64> {
-    std::fs::read_to_string(path)
-        .ok()?
+    read_text(path, TEXT_LIMIT)?
         .lines()
         .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok())
 }

@@ -128,14 +128,7 @@ impl HostView for RealHost {
     }
 
     fn read_small(&self, path: &Path) -> Option<String> {
-        use std::io::Read;
-        let mut buf = Vec::new();
-        std::fs::File::open(path)
-            .ok()?
-            .take(1024)
-            .read_to_end(&mut buf)
-            .ok()?;
-        String::from_utf8(buf).ok()
+        read_text(path, 1024)
     }
 
     fn cgroups(&self) -> crate::cgroup::CgroupFacts {
@@ -229,4 +222,28 @@ fn stamp_of(st: &rustix::fs::Stat) -> DirStamp {
         ctime: st.st_ctime,
         ctime_nsec: i64::try_from(st.st_ctime_nsec).unwrap_or(0),
     }
+}
+
+/// Up to `limit` bytes of a text file, in as few reads as it takes. Files of `/proc` and of
+/// cgroup hierarchies report a size of 0, so `std::fs::read_to_string` starts with a 32-byte
+/// probe and doubles from there; the kernel generates the text again for each of those reads
+/// (`/proc/self/mountinfo` eight times over, a tenth of a millisecond per run).
+pub(crate) fn read_text(path: &Path, limit: usize) -> Option<String> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut buf = vec![0u8; limit.min(16 * 1024)];
+    let mut len = 0;
+    while len < limit {
+        if len == buf.len() {
+            buf.resize((buf.len() * 2).min(limit), 0);
+        }
+        match file.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    buf.truncate(len);
+    String::from_utf8(buf).ok()
 }
