@@ -198,6 +198,15 @@ pub fn profile(name: &str) -> Result<Policy, PolicyError> {
     })
 }
 
+/// Whether `pattern` is one of the profiles' own path patterns: those pass
+/// `paths::check_syntax` (a test checks every one), so resolving a policy need not parse them
+/// again on every run.
+pub(crate) fn is_builtin_pattern(pattern: &str) -> bool {
+    DEFAULT_DENY_READ.contains(&pattern)
+        || PROTECTED_PATHS.contains(&pattern)
+        || DEFS.iter().any(|d| d.allow_write.contains(&pattern))
+}
+
 fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| (*s).to_owned()).collect()
 }
@@ -205,6 +214,19 @@ fn strings(items: &[&str]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn builtin_patterns_pass_the_syntax_check() {
+        let all = DEFAULT_DENY_READ
+            .iter()
+            .chain(PROTECTED_PATHS)
+            .chain(DEFS.iter().flat_map(|d| d.allow_write));
+        for pattern in all {
+            assert!(is_builtin_pattern(pattern));
+            crate::paths::check_syntax(pattern).unwrap();
+        }
+        assert!(!is_builtin_pattern("~/.ssh/extra"));
+    }
 
     #[test]
     fn profiles_list_matches_definitions() {

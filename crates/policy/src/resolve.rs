@@ -383,6 +383,9 @@ fn validate_pattern(field: &'static str, pattern: &str) -> Result<(), PolicyErro
             "the pattern contains a NUL byte",
         ));
     }
+    if crate::profile::is_builtin_pattern(pattern) {
+        return Ok(());
+    }
     check_syntax(pattern).map_err(|err| match err {
         PolicyError::ExpandPattern { reason, .. } => invalid_pattern(field, pattern, &reason),
         other => other,
