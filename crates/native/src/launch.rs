@@ -460,7 +460,7 @@ pub fn launch(
     // The run's cgroup, with a reaper that removes it should this process be killed.
     let group_name = format!("stockade-{}-{}", std::process::id(), started_nanos());
     let reaper_dirs = crate::cgroup::planned_dirs(&plan.resources, &group_name);
-    let reaper = if reaper_dirs.is_empty() {
+    let mut reaper = if reaper_dirs.is_empty() {
         None
     } else {
         let dirs: Vec<&Path> = reaper_dirs.iter().map(PathBuf::as_path).collect();
@@ -691,7 +691,11 @@ pub fn launch(
             }
         }
     };
-    drop(reaper);
+    // The groups are gone: the reaper may exit now, while the rest is put together; it is
+    // collected when `reaper` goes out of scope.
+    if let Some(r) = reaper.as_mut() {
+        r.release();
+    }
     let [out_relay, err_relay] = relays;
     let joined = |r: Option<std::thread::JoinHandle<crate::output::Relayed>>| {
         r.map(|h| h.join().unwrap_or_default())

@@ -106,6 +106,11 @@ impl Reaper {
     pub fn pid(&self) -> libc::pid_t {
         self.pid
     }
+
+    /// Let the reaper go without waiting for it (dropping the handle then collects it).
+    pub fn release(&mut self) {
+        drop(self.pipe.take());
+    }
 }
 
 impl Drop for Reaper {
