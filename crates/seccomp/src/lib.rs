@@ -133,7 +133,7 @@ pub enum SeccompError {
     #[error("failed to build seccomp filter: syscall number {nr} is out of range")]
     BadNumber {
         /// The number.
-        nr: u32,
+        nr: i64,
     },
     /// An argument check's value does not fit the 32 bits it is compared on.
     #[error("failed to build seccomp filter: argument value {value:#x} is wider than 32 bits")]
@@ -187,9 +187,6 @@ const AUDIT_ARCH_X86_64: u32 = 62 | 0x8000_0000 | 0x4000_0000;
 
 /// `__X32_SYSCALL_BIT`: x32 syscalls are the x86_64 numbers with this bit set.
 const X32_SYSCALL_BIT: u32 = 0x4000_0000;
-
-/// `__NR_clone3` on x86_64.
-const NR_CLONE3_X86_64: i64 = 435;
 
 const EPERM: &str = "errno EPERM";
 const ENOSYS: &str = "errno ENOSYS";
@@ -424,7 +421,7 @@ fn table() -> Vec<Entry> {
                 why: "its flags are in memory seccomp cannot read; ENOSYS makes libc fall back to clone(2), whose flags are checked",
             },
             check: Check::Compiled {
-                nr: cfg!(target_arch = "x86_64").then_some(NR_CLONE3_X86_64),
+                nr: nr!(SYS_clone3),
                 matches: Match::Always,
                 errno: libc::ENOSYS,
             },
@@ -545,6 +542,11 @@ fn load_arg(arg: u8) -> sock_filter {
     )
 }
 
+/// A syscall number as the search holds it.
+fn syscall_nr(nr: i64) -> Result<u32, SeccompError> {
+    u32::try_from(nr).map_err(|_| SeccompError::BadNumber { nr })
+}
+
 fn low_bits(value: u64) -> Result<u32, SeccompError> {
     u32::try_from(value).map_err(|_| SeccompError::WideValue { value })
 }
@@ -561,8 +563,9 @@ fn deny_calls() -> Result<BTreeMap<u32, Leaf>, SeccompError> {
         let nr = nr.ok_or(SeccompError::UnsupportedArch {
             arch: std::env::consts::ARCH,
         })?;
-        let nr = u32::try_from(nr).map_err(|_| SeccompError::BadNumber { nr: u32::MAX })?;
-        rows.entry(nr).or_default().push((matches, errno));
+        rows.entry(syscall_nr(nr)?)
+            .or_default()
+            .push((matches, errno));
     }
     let mut calls = BTreeMap::new();
     for (nr, checks) in rows {

@@ -33,8 +33,8 @@ use std::collections::BTreeMap;
 
 use crate::tree::Leaf;
 use crate::{
-    errno_action, guarded, jump, load_arg, sock_filter, stmt, SeccompError, BPF_ABS, BPF_JEQ,
-    BPF_JGE, BPF_JMP, BPF_JSET, BPF_K, BPF_LD, BPF_RET, BPF_W, SECCOMP_DATA_ARGS_OFFSET,
+    errno_action, guarded, jump, load_arg, sock_filter, stmt, syscall_nr, SeccompError, BPF_ABS,
+    BPF_JEQ, BPF_JGE, BPF_JMP, BPF_JSET, BPF_K, BPF_LD, BPF_RET, BPF_W, SECCOMP_DATA_ARGS_OFFSET,
 };
 
 /// x86_64 numbers the `libc` crate lacks.
@@ -152,14 +152,13 @@ pub(crate) fn calls(watch: Option<u64>) -> Result<BTreeMap<u32, Leaf>, SeccompEr
     let notify = libc::SECCOMP_RET_USER_NOTIF;
     let allow = libc::SECCOMP_RET_ALLOW;
     let ret = |k: u32| stmt(BPF_RET | BPF_K, k);
-    let nr = |n: i64| u32::try_from(n).map_err(|_| SeccompError::BadNumber { nr: u32::MAX });
     let mut calls = BTreeMap::new();
     for (_, n) in ALWAYS {
-        calls.insert(nr(*n)?, Leaf::Ret(notify));
+        calls.insert(syscall_nr(*n)?, Leaf::Ret(notify));
     }
     calls.insert(NR_OPENAT2, Leaf::Ret(errno_action(libc::ENOSYS)));
     for (_, n) in XATTR_SETTERS {
-        calls.insert(nr(*n)?, Leaf::Ret(errno_action(libc::EOPNOTSUPP)));
+        calls.insert(syscall_nr(*n)?, Leaf::Ret(errno_action(libc::EOPNOTSUPP)));
     }
     if let Some(t) = watch {
         let t = u32::try_from(t).unwrap_or(u32::MAX);
@@ -171,10 +170,10 @@ pub(crate) fn calls(watch: Option<u64>) -> Result<BTreeMap<u32, Leaf>, SeccompEr
             jump(BPF_JMP | BPF_JSET | BPF_K, libc::PROT_WRITE as u32, 0, 5),
         ];
         mmap.extend(size_at_least(1));
-        calls.insert(nr(libc::SYS_mmap)?, Leaf::Block(mmap));
+        calls.insert(syscall_nr(libc::SYS_mmap)?, Leaf::Block(mmap));
         // mremap(old, old_len, new_len, flags, new_addr).
         calls.insert(
-            nr(libc::SYS_mremap)?,
+            syscall_nr(libc::SYS_mremap)?,
             Leaf::Block(size_at_least(2).to_vec()),
         );
     }
@@ -185,7 +184,7 @@ pub(crate) fn calls(watch: Option<u64>) -> Result<BTreeMap<u32, Leaf>, SeccompEr
             ret(notify),
             ret(allow),
         ];
-        calls.insert(nr(n)?, Leaf::Block(block));
+        calls.insert(syscall_nr(n)?, Leaf::Block(block));
     }
     Ok(calls)
 }

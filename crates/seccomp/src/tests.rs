@@ -141,6 +141,17 @@ fn argument_samples() -> Vec<[u64; 6]> {
     out
 }
 
+/// The syscall numbers the table's compiled rows name.
+fn listed_numbers() -> Vec<i64> {
+    table()
+        .iter()
+        .filter_map(|e| match e.check {
+            Check::Compiled { nr, .. } => nr,
+            Check::Guard => None,
+        })
+        .collect()
+}
+
 #[test]
 fn the_search_agrees_with_seccompilers_chain() {
     let reference = seccompiler_reference();
@@ -153,13 +164,7 @@ fn the_search_agrees_with_seccompilers_chain() {
         reference.len()
     );
     let samples = argument_samples();
-    let listed: Vec<i64> = table()
-        .iter()
-        .filter_map(|e| match e.check {
-            Check::Compiled { nr, .. } => nr,
-            Check::Guard => None,
-        })
-        .collect();
+    let listed = listed_numbers();
     let mut numbers: Vec<i32> = (-3..1024).collect();
     numbers.extend([0x3fff_ffff, 0x4000_0000, 0x4000_0065, i32::MAX, i32::MIN]);
     for arch in [ARCH_X86_64, ARCH_I386, 0] {
@@ -445,13 +450,7 @@ fn argument_checks() {
 #[test]
 fn only_listed_syscalls_are_touched() {
     let program = build_default().unwrap();
-    let listed: Vec<i64> = table()
-        .iter()
-        .filter_map(|e| match e.check {
-            Check::Compiled { nr, .. } => nr,
-            Check::Guard => None,
-        })
-        .collect();
+    let listed = listed_numbers();
     let mut denied = 0;
     for nr in 0..600i32 {
         let got = run(program.instructions(), ARCH_X86_64, nr, [0; 6]);

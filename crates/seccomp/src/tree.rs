@@ -52,7 +52,7 @@ pub(crate) fn search(
     let mut next = 0u32; // the first number after the ranges so far
     for (&nr, leaf) in calls {
         if nr >= crate::X32_SYSCALL_BIT {
-            return Err(SeccompError::BadNumber { nr });
+            return Err(SeccompError::BadNumber { nr: i64::from(nr) });
         }
         if nr > next {
             push(&mut ranges, next, &default);
