@@ -136,18 +136,19 @@ pub(crate) fn clone_fork(flags: c_int) -> Result<libc::pid_t> {
 /// returns. Returns the helper's pid.
 ///
 /// Used for the small helpers the supervisor needs beside the sandbox (the cgroup reaper, the
-/// process that holds an idmapping user namespace): a fork copies and later tears down this
-/// process's page tables, about 130 µs each way here; a helper on shared memory costs a tenth.
-/// The sandbox itself is never started this way: its processes must not share the
-/// supervisor's memory.
+/// process that holds an idmapping user namespace), and by the init to start the command
+/// (with `CLONE_VFORK`, until its `execve`): a fork copies and later tears down the page
+/// tables, about 130 µs each way here; a process on shared memory costs a tenth. The init
+/// itself is never started this way: the sandbox must not share the supervisor's memory.
 ///
 /// # Safety
 ///
-/// `entry` runs concurrently with this process, on the same memory and the same
-/// thread-local storage (no `CLONE_SETTLS`): it must only read `arg`'s data, make syscalls
-/// that never write `errno` (rustix's raw ones; libc calls that cannot fail) and not
-/// allocate. `stack` and whatever `arg` points to must stay alive and unchanged until the
-/// helper has been waited for.
+/// `entry` runs on the same memory and the same thread-local storage as the caller (no
+/// `CLONE_SETTLS`), concurrently unless `flags` has `CLONE_VFORK`: it must not allocate,
+/// must only read `arg`'s data, and, run concurrently, must make only syscalls that never
+/// write `errno` (rustix's raw ones; libc calls that cannot fail). `stack` and whatever
+/// `arg` points to must stay alive and unchanged until the process has been waited for (or,
+/// with `CLONE_VFORK`, until this call returns).
 pub(crate) unsafe fn clone_vm(
     flags: c_int,
     entry: extern "C" fn(*mut libc::c_void) -> c_int,
