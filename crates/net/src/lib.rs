@@ -32,6 +32,7 @@
 
 pub mod http;
 pub mod proxy;
+pub mod resolve;
 pub mod sni;
 pub mod socks5;
 pub mod ssrf;

@@ -4,7 +4,7 @@
 //! the host side: no helper process, no bridge, no polling.
 //!
 //! Every request goes through [`Proxy::admit`]: the rules ([`Rules`]), then one resolution on
-//! the host (the system resolver, so `/etc/hosts` works), then the SSRF check of **every**
+//! the host ([`crate::resolve`]: the hosts file, then DNS), then the SSRF check of **every**
 //! resolved address ([`crate::ssrf`]); the connection goes to the exact addresses checked, so a
 //! second, different answer (DNS rebinding) is never used. Tunnels (CONNECT, SOCKS5) must start
 //! with a TLS ClientHello whose SNI names the requested host (domain fronting), unless the
@@ -31,6 +31,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, Semaphore};
 
+use crate::resolve::Resolver;
 use crate::{http, sni, socks5, ssrf, Target};
 
 /// What the proxy asks of the policy.
@@ -106,6 +107,8 @@ struct Shared {
     on_event: Option<OnEvent>,
     /// Idle upstream connections of the forward proxy.
     pool: Pool,
+    /// Names to addresses: the hosts file, then DNS.
+    resolver: Resolver,
 }
 
 impl Shared {
@@ -185,6 +188,7 @@ impl Proxy {
             live: Mutex::new(Vec::new()),
             on_event,
             pool: Pool::default(),
+            resolver: Resolver::default(),
         });
         let (stop_tx, stop_rx) = oneshot::channel();
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -800,8 +804,8 @@ async fn admit(
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     let addrs: Vec<SocketAddr> = match bare.parse::<IpAddr>() {
         Ok(ip) => vec![SocketAddr::new(ip, port)],
-        Err(_) => match tokio::net::lookup_host((bare, port)).await {
-            Ok(a) => a.collect(),
+        Err(_) => match shared.resolver.lookup(bare).await {
+            Ok(a) => a.into_iter().map(|ip| SocketAddr::new(ip, port)).collect(),
             Err(e) => {
                 return Err(Denial {
                     rule: "resolution".into(),
