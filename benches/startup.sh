@@ -24,8 +24,15 @@ if [ ! -x "$srt_dir/node_modules/.bin/srt" ] && command -v npm >/dev/null; then
   mkdir -p "$srt_dir" && (cd "$srt_dir" && npm install --silent @anthropic-ai/sandbox-runtime >/dev/null 2>&1) || true
 fi
 
-cargo build --release -q -p cli
-bin="$PWD/target/release/stockade"
+# The binary cargo built (static on glibc, under target/<host triple>/release: .cargo/config.toml).
+bin=$(cargo build --release -q -p cli --message-format=json | python3 -c '
+import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    if msg.get("reason") == "compiler-artifact" and msg["target"]["name"] == "stockade" and msg.get("executable"):
+        print(msg["executable"])
+')
+[ -x "$bin" ] || { echo "benches/startup.sh: no stockade binary from cargo build" >&2; exit 1; }
 ws="$(mktemp -d /var/tmp/stockade-bench.XXXXXX)"
 trap 'rm -rf "$ws" "$ws.tree"' EXIT
 chmod 755 "$ws"
