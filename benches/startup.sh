@@ -24,15 +24,22 @@ if [ ! -x "$srt_dir/node_modules/.bin/srt" ] && command -v npm >/dev/null; then
   mkdir -p "$srt_dir" && (cd "$srt_dir" && npm install --silent @anthropic-ai/sandbox-runtime >/dev/null 2>&1) || true
 fi
 
-# The binary cargo built (static on glibc, under target/<host triple>/release: .cargo/config.toml).
-bin=$(cargo build --release -q -p cli --message-format=json | python3 -c '
+# The stockade binary a `cargo build --release` makes (its path from cargo's own report).
+built_stockade() {
+  cargo build --release -q -p cli --message-format=json | python3 -c '
 import json, sys
 for line in sys.stdin:
     msg = json.loads(line)
     if msg.get("reason") == "compiler-artifact" and msg["target"]["name"] == "stockade" and msg.get("executable"):
         print(msg["executable"])
-')
+'
+}
+# Static on glibc (.cargo/config.toml), under target/<host triple>/release.
+bin=$(built_stockade)
 [ -x "$bin" ] || { echo "benches/startup.sh: no stockade binary from cargo build" >&2; exit 1; }
+# The same sources linked dynamically (RUSTFLAGS replaces the config's crt-static), to show
+# what static linking saves.
+dyn_bin=$(RUSTFLAGS="-C target-feature=-crt-static" CARGO_TARGET_DIR="$PWD/target/bench-dynamic" built_stockade) || dyn_bin=""
 ws="$(mktemp -d /var/tmp/stockade-bench.XXXXXX)"
 trap 'rm -rf "$ws" "$ws.tree"' EXIT
 chmod 755 "$ws"
@@ -84,6 +91,10 @@ cmds=(
 )
 names=("bare true" "unshare -Urnpf" "bwrap --unshare-all" "bwrap, stockade's policy as far as bwrap expresses it"
   "stockade run (default policy)" "stockade run --memory 0 --pids 0 (no limits, as bwrap)")
+if [ -x "$dyn_bin" ] && [ "$dyn_bin" != "$bin" ]; then
+  cmds+=("$dyn_bin run -- true")
+  names+=("stockade run, linked dynamically (glibc)")
+fi
 if [ -x "$srt_dir/node_modules/.bin/srt" ]; then
   cmds+=("$srt_dir/node_modules/.bin/srt true")
   names+=("srt $(cd "$srt_dir" && node -p 'require("@anthropic-ai/sandbox-runtime/package.json").version' 2>/dev/null)")
@@ -365,6 +376,9 @@ lines += [
     "  the last stockade row turns them off to compare like with like.",
     "- As root, stockade also creates an idmapping user namespace and idmapped mounts, so the",
     "  command runs as an unprivileged uid (bwrap, run by root, keeps uid 0 inside).",
+    "- stockade is linked statically (static-pie on glibc, `.cargo/config.toml`). The row \"linked",
+    "  dynamically\" (when present) is the same sources built with `-C target-feature=-crt-static`:",
+    "  the difference is what loading and relocating libc, libm and libgcc_s costs every run.",
     "- srt and runsc ran as root here; srt's time is mostly Node start-up and its socat bridges.",
     "- stockade lists the writable roots' directories before each run (`.env` files, protected",
     "  paths) and after it lists again only those whose ctime moved: a workspace with content costs",
