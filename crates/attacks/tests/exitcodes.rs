@@ -2,7 +2,7 @@
 //! a missing program, 128+N for a command killed by signal N. Each is compared with what
 //! `/bin/sh` reports for the same command on the host.
 
-use attacks::{write_file, Fixture};
+use attacks::{sh_quote, write_file, Fixture};
 
 #[test]
 fn command_exit_codes_pass_through() {
@@ -56,8 +56,14 @@ fn killed_by_signal_is_128_plus_n() {
     for (signal, name) in [(9, "KILL"), (15, "TERM"), (1, "HUP")] {
         let script = format!("kill -{name} $$");
         fx.sandbox(&[], &script).run().assert_code(128 + signal);
-        // Control: the host shell dies of the same signal.
-        let host = fx.host(&script).run();
+        // Control: the host shell dies of the same signal (with default dispositions: a
+        // caller such as `nohup` may have left SIGHUP ignored, which the sandbox resets).
+        let host = fx
+            .host(&format!(
+                "exec env --default-signal sh -c {}",
+                sh_quote(&script)
+            ))
+            .run();
         assert_eq!(
             std::os::unix::process::ExitStatusExt::signal(&host.status),
             Some(signal),
@@ -68,6 +74,27 @@ fn killed_by_signal_is_128_plus_n() {
     fx.sandbox_argv(&[], &["sh", "-c", "kill -9 $$"])
         .run()
         .assert_code(137);
+}
+
+/// A caller that ignores signals (`nohup`, some CI runners and agent harnesses) does not pass
+/// that on: the command starts with default dispositions, so `timeout` and a harness's
+/// SIGTERM or SIGHUP still end it. Control: a host shell started the same way survives.
+#[test]
+fn ignored_signals_of_the_caller_are_not_inherited() {
+    let fx = Fixture::new();
+    let ignore = ["env", "--ignore-signal=HUP,TERM", "--"];
+    for (signal, name) in [(15, "TERM"), (1, "HUP")] {
+        let script = format!("kill -{name} $$; echo survived");
+        fx.sandbox(&[], &script)
+            .under(&ignore)
+            .run()
+            .assert_code(128 + signal);
+        fx.host(&script)
+            .under(&ignore)
+            .run()
+            .assert_success()
+            .assert_stdout_contains("survived");
+    }
 }
 
 #[test]
