@@ -8,7 +8,7 @@
 //! - a name the hosts file lists resolves to every address listed for it there (of both
 //!   families, in file order) and nothing else: no DNS query is sent for it;
 //! - any other name goes to DNS, A and AAAA asked in parallel, with resolv.conf's servers,
-//!   `search`, `ndots`, `timeout` and `attempts`.
+//!   `search`, `ndots`, `timeout` and `attempts` (no server listed: 127.0.0.1, as glibc).
 //!
 //! Both files are read when a name is resolved (the hosts file on every lookup, as glibc does;
 //! resolv.conf on the first DNS lookup of a proxy), so a run sees the host's files of the
@@ -21,7 +21,9 @@ use std::io;
 use std::net::IpAddr;
 use std::path::PathBuf;
 
-use hickory_resolver::config::{LookupIpStrategy, ResolveHosts};
+use hickory_resolver::config::{LookupIpStrategy, ResolveHosts, ResolverConfig, ResolverOpts};
+use hickory_resolver::net::runtime::TokioRuntimeProvider;
+use hickory_resolver::system_conf::parse_resolv_conf;
 use hickory_resolver::TokioResolver;
 use tokio::sync::OnceCell;
 
@@ -106,15 +108,35 @@ impl Resolver {
     }
 }
 
-/// A DNS resolver configured from `/etc/resolv.conf`, never reading the hosts file itself
-/// (that is [`hosts_lookup`]'s, with glibc's rule that a listed name never goes to DNS).
-fn system_dns() -> io::Result<TokioResolver> {
-    let mut builder = TokioResolver::builder_tokio()
-        .map_err(|e| io::Error::other(format!("/etc/resolv.conf: {e}")))?;
-    let opts = builder.options_mut();
+/// The file the DNS servers and options come from.
+pub const RESOLV_CONF: &str = "/etc/resolv.conf";
+
+/// The DNS configuration of resolv.conf text `conf`, as glibc reads it: a file without a
+/// usable `nameserver` line (or no file: `conf` empty) means the server on this machine,
+/// 127.0.0.1, with the file's other options kept.
+pub fn dns_config(conf: &str) -> io::Result<(ResolverConfig, ResolverOpts)> {
+    let parsed = parse_resolv_conf(conf).or_else(|first| {
+        parse_resolv_conf(format!("{conf}\nnameserver 127.0.0.1\n"))
+            .map_err(|_| io::Error::other(format!("{RESOLV_CONF}: {first}")))
+    })?;
+    let (config, mut opts) = parsed;
+    // The hosts file is [`hosts_lookup`]'s, with glibc's rule that a listed name never goes
+    // to DNS; hickory's own reading of it would query DNS for a family the file lacks.
     opts.use_hosts_file = ResolveHosts::Never;
     opts.ip_strategy = LookupIpStrategy::Ipv4AndIpv6;
-    builder
+    Ok((config, opts))
+}
+
+/// A DNS resolver configured from [`RESOLV_CONF`] (see [`dns_config`]).
+fn system_dns() -> io::Result<TokioResolver> {
+    let conf = match std::fs::read_to_string(RESOLV_CONF) {
+        Ok(text) => text,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(io::Error::new(e.kind(), format!("{RESOLV_CONF}: {e}"))),
+    };
+    let (config, opts) = dns_config(&conf)?;
+    TokioResolver::builder_with_config(config, TokioRuntimeProvider::default())
+        .with_options(opts)
         .build()
         .map_err(|e| io::Error::other(format!("DNS resolver: {e}")))
 }
@@ -166,6 +188,36 @@ not-an-address broken.test
         ] {
             assert!(hosts_lookup(HOSTS, name).is_empty(), "{name}");
         }
+    }
+
+    fn servers(conf: &str) -> Vec<IpAddr> {
+        let (config, _) = dns_config(conf).expect("config");
+        config.name_servers().iter().map(|s| s.ip).collect()
+    }
+
+    #[test]
+    fn resolv_conf_servers_and_options_are_read() {
+        let conf = "# comment\nnameserver 198.51.100.2\nnameserver fd12::53\noptions timeout:1 attempts:1 ndots:2\nsearch corp.test\n";
+        assert_eq!(servers(conf), ips(&["198.51.100.2", "fd12::53"]));
+        let (config, opts) = dns_config(conf).expect("config");
+        assert_eq!(opts.timeout, std::time::Duration::from_secs(1));
+        assert_eq!((opts.attempts, opts.ndots), (1, 2));
+        assert_eq!(config.search().len(), 1);
+        assert_eq!(opts.use_hosts_file, ResolveHosts::Never);
+    }
+
+    #[test]
+    fn no_nameserver_means_the_local_one_as_in_glibc() {
+        for conf in [
+            "",
+            "options timeout:1\n",
+            "search corp.test\n",
+            "nameserver\n",
+        ] {
+            assert_eq!(servers(conf), ips(&["127.0.0.1"]), "{conf:?}");
+        }
+        let (_, opts) = dns_config("options timeout:1\n").expect("config");
+        assert_eq!(opts.timeout, std::time::Duration::from_secs(1));
     }
 
     #[tokio::test]
