@@ -2,7 +2,7 @@
 //! a missing program, 128+N for a command killed by signal N. Each is compared with what
 //! `/bin/sh` reports for the same command on the host.
 
-use attacks::{sh_quote, write_file, Fixture};
+use attacks::{write_file, Fixture};
 
 #[test]
 fn command_exit_codes_pass_through() {
@@ -55,15 +55,15 @@ fn killed_by_signal_is_128_plus_n() {
     let fx = Fixture::new();
     for (signal, name) in [(9, "KILL"), (15, "TERM"), (1, "HUP")] {
         let script = format!("kill -{name} $$");
-        fx.sandbox(&[], &script).run().assert_code(128 + signal);
-        // Control: the host shell dies of the same signal (with default dispositions: a
-        // caller such as `nohup` may have left SIGHUP ignored, which the sandbox resets).
-        let host = fx
-            .host(&format!(
-                "exec env --default-signal sh -c {}",
-                sh_quote(&script)
-            ))
-            .run();
+        // With default dispositions (a caller such as `nohup` may have left SIGHUP ignored,
+        // and an ignored signal stays ignored: see the next test).
+        let defaults = ["env", "--default-signal", "--"];
+        fx.sandbox(&[], &script)
+            .under(&defaults)
+            .run()
+            .assert_code(128 + signal);
+        // Control: the host shell dies of the same signal.
+        let host = fx.host(&script).under(&defaults).run();
         assert_eq!(
             std::os::unix::process::ExitStatusExt::signal(&host.status),
             Some(signal),
@@ -76,11 +76,12 @@ fn killed_by_signal_is_128_plus_n() {
         .assert_code(137);
 }
 
-/// A caller that ignores signals (`nohup`, some CI runners and agent harnesses) does not pass
-/// that on: the command starts with default dispositions, so `timeout` and a harness's
-/// SIGTERM or SIGHUP still end it. Control: a host shell started the same way survives.
+/// A signal the caller ignores (`nohup` ignores SIGHUP) stays ignored for the command, as it
+/// does across a plain shell's exec: `kill -HUP $$` inside is survived. Control: the same
+/// command in a host shell started the same way survives too, and without the ignore the
+/// sandboxed one dies of the signal.
 #[test]
-fn ignored_signals_of_the_caller_are_not_inherited() {
+fn signals_the_caller_ignores_stay_ignored_inside() {
     let fx = Fixture::new();
     let ignore = ["env", "--ignore-signal=HUP,TERM", "--"];
     for (signal, name) in [(15, "TERM"), (1, "HUP")] {
@@ -88,12 +89,17 @@ fn ignored_signals_of_the_caller_are_not_inherited() {
         fx.sandbox(&[], &script)
             .under(&ignore)
             .run()
-            .assert_code(128 + signal);
+            .assert_success()
+            .assert_stdout_contains("survived");
         fx.host(&script)
             .under(&ignore)
             .run()
             .assert_success()
             .assert_stdout_contains("survived");
+        fx.sandbox(&[], &script)
+            .under(&["env", "--default-signal", "--"])
+            .run()
+            .assert_code(128 + signal);
     }
 }
 

@@ -220,3 +220,54 @@ fn ctrl_c_is_forwarded_then_the_whole_sandbox_ends() {
     assert!(alive, "control: the shell should ignore SIGINT");
     assert!(!survivors.is_empty(), "control: the daemon should survive");
 }
+
+/// `nohup stockade run ...` survives the hangup: a SIGHUP to a stockade whose caller ignores
+/// SIGHUP is not caught, so it is neither forwarded nor a reason to end the run, and the
+/// command finishes (exit 0). Control: the same SIGHUP to a stockade started with default
+/// dispositions is forwarded and ends the run with 129.
+#[test]
+fn sighup_under_nohup_does_not_end_the_run() {
+    let fx = Fixture::new();
+    let finished = fx.ws.join("finished");
+    // Written by the command once it runs (the supervisor has caught its signals by then).
+    let running = fx.ws.join("running");
+    for (dispositions, want) in [
+        ("--ignore-signal=HUP", Some(0)),
+        ("--default-signal", Some(129)),
+    ] {
+        let tag = fx.marker("hangup");
+        let _ = std::fs::remove_file(&finished);
+        let _ = std::fs::remove_file(&running);
+        let script = format!(
+            "echo > {}; i=0; while [ $i -lt 10 ]; do sleep 0.2; i=$((i+1)); done; echo ok > {}; : {tag}",
+            attacks::sh_quote(&running),
+            attacks::sh_quote(&finished)
+        );
+        let mut cmd = Command::new("env");
+        cmd.args([dispositions, "--"])
+            .arg(stockade_bin())
+            .args(["run", "--workspace"])
+            .arg(&fx.ws)
+            .args(["--shell", &script]);
+        let mut child = spawn(cmd, &fx);
+        let started = wait_until(|| running.exists(), Duration::from_secs(15));
+        // SAFETY: kill with a pid and a signal number touches no memory.
+        unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+        let mut status = None;
+        let sent = std::time::Instant::now();
+        while status.is_none() && sent.elapsed() < Duration::from_secs(10) {
+            status = child.try_wait().ok().flatten();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        kill_all(&tag);
+        assert!(started, "the command never started ({dispositions})");
+        assert_eq!(
+            status.and_then(|s| s.code()),
+            want,
+            "{dispositions}: {status:?}"
+        );
+        assert_eq!(finished.exists(), want == Some(0), "{dispositions}");
+    }
+}

@@ -318,9 +318,13 @@ pub fn interrupted() -> Option<c_int> {
 /// Catch SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 from now on: recorded (see
 /// [`interrupted`]) and, once [`forward_signals_to`] names the sandbox, passed on. Called
 /// before the sandbox is spawned, so a Ctrl-C during set-up is not lost.
+///
+/// A signal the caller ignores is left ignored (`nohup stockade run ...` survives the
+/// hangup): not caught, so never forwarded and never a reason to end the run, and the command
+/// inherits the ignore as it would from a plain shell.
 pub fn catch_signals() -> io::Result<()> {
     for sig in postfork::FORWARDED_SIGNALS {
-        raw::set_signal_handler(sig, Some(forward))?;
+        raw::set_signal_handler_unless_ignored(sig, Some(forward))?;
     }
     Ok(())
 }

@@ -532,8 +532,9 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
     };
     COMMAND_PID.store(cmd, Ordering::Relaxed);
     for sig in FORWARDED_SIGNALS {
-        // Best effort: without a handler the signal is simply not forwarded.
-        let _ = raw::set_signal_handler(sig, Some(forward_signal));
+        // Best effort: without a handler the signal is simply not forwarded. One the caller
+        // ignores stays ignored (the supervisor does not catch it either).
+        let _ = raw::set_signal_handler_unless_ignored(sig, Some(forward_signal));
     }
     // The supervisor cloned us with these signals blocked: one sent meanwhile is pending and
     // reaches the command now. (The command unblocks every signal before its exec.)
@@ -750,8 +751,10 @@ fn command(
     (stdout, stderr): (c_int, c_int),
     mediation: Option<(&[libc::sock_filter], c_int)>,
 ) -> ! {
+    // The supervisor's handlers (inherited through the init) back to the default; a signal
+    // the caller ignores stays ignored, as across a plain shell's exec.
     for sig in FORWARDED_SIGNALS {
-        let _ = raw::set_signal_handler(sig, None);
+        let _ = raw::set_signal_handler_unless_ignored(sig, None);
     }
     // The supervisor (a Rust program) ignores SIGPIPE, and an ignored signal stays ignored
     // across `execve`: restore the default so `stockade run yes | head -1` ends `yes` with
