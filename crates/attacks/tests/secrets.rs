@@ -51,6 +51,11 @@ fn workspace_dotenv_direct_read_is_blocked() {
     // Absolute path to the workspace file.
     let abs = format!("cat {}", sh_quote(fx.ws.join(".env")));
     blocked_read(&fx, &abs, &fx.marker("dotenv"));
+    // A `*` in the name (the bulk glob matcher once took it for `.env.*`'s wildcard and
+    // missed the file; found by fuzzing).
+    let starred = fx.marker("dotenvstar");
+    write_file(&fx.ws.join("app/.env.*prod"), format!("{starred}\n"), 0o644);
+    blocked_read(&fx, "cat 'app/.env.*prod'", &starred);
 }
 
 #[test]

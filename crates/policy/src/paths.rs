@@ -687,12 +687,14 @@ fn wildcard_match(pat: &str, name: &str) -> bool {
     let (mut pi, mut ni) = (0usize, 0usize);
     let mut star: Option<(usize, usize)> = None;
     while ni < n.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
-            pi += 1;
-            ni += 1;
-        } else if pi < p.len() && p[pi] == '*' {
+        // A `*` in the pattern is always the wildcard, even against a `*` in the name (taken
+        // as a literal match, it would lose the wildcard: `.env.*` would miss `.env.*x`).
+        if pi < p.len() && p[pi] == '*' {
             star = Some((pi, ni));
             pi += 1;
+        } else if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
+            pi += 1;
+            ni += 1;
         } else if let Some((sp, sn)) = star {
             pi = sp + 1;
             ni = sn + 1;
@@ -935,5 +937,36 @@ mod glob_list_tests {
         assert!(wildcard_match("?", "é"));
         assert!(!wildcard_match("?", ""));
         assert!(wildcard_match("*", ""));
+    }
+
+    /// Found by fuzzing (`path_resolution`): a `*` in a file name was taken as matching the
+    /// pattern's `*` literally, so the bulk matcher missed `.env.*x` where globset masks it.
+    #[test]
+    fn a_star_or_question_mark_in_a_name_is_an_ordinary_character() {
+        assert!(wildcard_match("*", "*.pem"));
+        assert!(wildcard_match(".env.*", ".env.*x"));
+        assert!(wildcard_match("*.pem", "a*.pem"));
+        assert!(wildcard_match("a?c", "a*c"));
+        assert!(!wildcard_match("a*", "b*"));
+        let gs = globs(&["*", ".env.*", "*.pem"], &["/ws"]);
+        let list = GlobList::new(&gs).unwrap();
+        assert!(list.slow.is_none());
+        for path in [
+            "/ws/a/*.pem",
+            "/ws/.env.*x",
+            "/ws/b/?",
+            "/ws/c/*",
+            "/ws/*/.env.*?",
+        ] {
+            let path = Path::new(path);
+            let one_by_one: Vec<usize> = gs
+                .iter()
+                .enumerate()
+                .filter(|(_, g)| g.is_match(path))
+                .map(|(i, _)| i)
+                .collect();
+            assert!(!one_by_one.is_empty(), "{}", path.display());
+            assert_eq!(list.matches(path), one_by_one, "{}", path.display());
+        }
     }
 }

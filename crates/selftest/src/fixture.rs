@@ -313,6 +313,11 @@ impl Fixture {
             &ws.join("app/.env.production"),
             format!("SECRET={}\n", self.secret("dotenvprod")),
         )?;
+        // A `*` in the name: `.env.*` must match it as any other character.
+        write(
+            &ws.join("app/.env.*staging"),
+            format!("SECRET={}\n", self.secret("dotenvstar")),
+        )?;
         // A minimal git repository written by hand instead of running `git init`: it is
         // faster, does not depend on git being installed, and is the same on every machine.
         let git = ws.join(".git");
