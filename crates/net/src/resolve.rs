@@ -35,18 +35,23 @@ pub const HOSTS_FILE: &str = "/etc/hosts";
 /// `address name [alias...]`, `#` starts a comment; a line whose address does not parse is
 /// skipped, as glibc skips it.
 pub fn hosts_lookup(hosts: &str, name: &str) -> Vec<IpAddr> {
-    let mut found = Vec::new();
-    for line in hosts.lines() {
+    unique(hosts.lines().filter_map(|line| {
         let line = line.split('#').next().unwrap_or_default();
         let mut fields = line.split_ascii_whitespace();
-        let Some(addr) = fields.next() else { continue };
+        let addr = fields.next()?;
         if !fields.any(|n| n.eq_ignore_ascii_case(name)) {
-            continue;
+            return None;
         }
-        if let Ok(ip) = addr.parse::<IpAddr>() {
-            if !found.contains(&ip) {
-                found.push(ip);
-            }
+        addr.parse::<IpAddr>().ok()
+    }))
+}
+
+/// `ips` in their order, each once.
+fn unique(ips: impl IntoIterator<Item = IpAddr>) -> Vec<IpAddr> {
+    let mut found = Vec::new();
+    for ip in ips {
+        if !found.contains(&ip) {
+            found.push(ip);
         }
     }
     found
@@ -84,20 +89,11 @@ impl Resolver {
             }
         }
         let dns = self.dns.get_or_try_init(|| async { system_dns() }).await?;
-        let answer = dns.lookup_ip(name).await.map_err(|e| {
-            let kind = if e.is_no_records_found() {
-                io::ErrorKind::NotFound
-            } else {
-                io::ErrorKind::Other
-            };
-            io::Error::new(kind, e.to_string())
-        })?;
-        let mut found: Vec<IpAddr> = Vec::new();
-        for ip in answer.iter() {
-            if !found.contains(&ip) {
-                found.push(ip);
-            }
-        }
+        let answer = dns
+            .lookup_ip(name)
+            .await
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        let found = unique(answer.iter());
         if found.is_empty() {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
@@ -115,11 +111,10 @@ pub const RESOLV_CONF: &str = "/etc/resolv.conf";
 /// usable `nameserver` line (or no file: `conf` empty) means the server on this machine,
 /// 127.0.0.1, with the file's other options kept.
 pub fn dns_config(conf: &str) -> io::Result<(ResolverConfig, ResolverOpts)> {
-    let parsed = parse_resolv_conf(conf).or_else(|first| {
+    let (config, mut opts) = parse_resolv_conf(conf).or_else(|first| {
         parse_resolv_conf(format!("{conf}\nnameserver 127.0.0.1\n"))
             .map_err(|_| io::Error::other(format!("{RESOLV_CONF}: {first}")))
     })?;
-    let (config, mut opts) = parsed;
     // The hosts file is [`hosts_lookup`]'s, with glibc's rule that a listed name never goes
     // to DNS; hickory's own reading of it would query DNS for a family the file lacks.
     opts.use_hosts_file = ResolveHosts::Never;
