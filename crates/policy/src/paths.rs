@@ -813,6 +813,16 @@ impl GlobList {
 mod glob_list_tests {
     use super::*;
 
+    /// Indices of the globs of `gs` that match `path`, each asked alone (globset): what
+    /// [`GlobList::matches`] must give.
+    fn one_by_one(gs: &[Glob], path: &Path) -> Vec<usize> {
+        gs.iter()
+            .enumerate()
+            .filter(|(_, g)| g.is_match(path))
+            .map(|(i, _)| i)
+            .collect()
+    }
+
     fn globs(patterns: &[&str], roots: &[&str]) -> Vec<Glob> {
         let ctx = PathContext {
             home: "/h".into(),
@@ -879,12 +889,7 @@ mod glob_list_tests {
         ];
         for path in paths {
             let path = Path::new(path);
-            let want: Vec<usize> = gs
-                .iter()
-                .enumerate()
-                .filter(|(_, g)| g.is_match(path))
-                .map(|(i, _)| i)
-                .collect();
+            let want = one_by_one(&gs, path);
             assert_eq!(list.matches(path), want, "{}", path.display());
             assert_eq!(list.is_match(path), !want.is_empty());
         }
@@ -959,14 +964,9 @@ mod glob_list_tests {
             "/ws/*/.env.*?",
         ] {
             let path = Path::new(path);
-            let one_by_one: Vec<usize> = gs
-                .iter()
-                .enumerate()
-                .filter(|(_, g)| g.is_match(path))
-                .map(|(i, _)| i)
-                .collect();
-            assert!(!one_by_one.is_empty(), "{}", path.display());
-            assert_eq!(list.matches(path), one_by_one, "{}", path.display());
+            let want = one_by_one(&gs, path);
+            assert!(!want.is_empty(), "{}", path.display());
+            assert_eq!(list.matches(path), want, "{}", path.display());
         }
     }
 }

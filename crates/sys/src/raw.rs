@@ -599,21 +599,21 @@ pub fn set_signal_handler(sig: c_int, handler: Option<extern "C" fn(c_int)>) -> 
 }
 
 /// [`set_signal_handler`], unless `sig` is ignored now (`SIG_IGN`): an ignored signal stays
-/// ignored. Returns whether the disposition was changed. A caller that ignores a signal
+/// ignored. A caller that ignores a signal
 /// (`nohup` ignores SIGHUP) passes that on across `execve`, and a wrapper that is transparent
 /// keeps it: it neither catches the signal nor un-ignores it for its child.
 pub fn set_signal_handler_unless_ignored(
     sig: c_int,
     handler: Option<extern "C" fn(c_int)>,
-) -> Result<bool> {
+) -> Result<()> {
     // SAFETY: plain old data; zeroed is a valid value, and the kernel overwrites it.
     let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
     // SAFETY: a null new action only reads the current one into `old`, a valid sigaction.
     check_int(unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) })?;
     if old.sa_sigaction == libc::SIG_IGN {
-        return Ok(false);
+        return Ok(());
     }
-    set_signal_handler(sig, handler).map(|()| true)
+    set_signal_handler(sig, handler)
 }
 
 /// Block `sigs` in the calling thread; returns the mask before, for [`set_signal_mask`].
