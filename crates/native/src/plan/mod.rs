@@ -15,6 +15,10 @@ use crate::cgroup::{Missing, ResourcePlan, Wanted};
 use crate::error::PlanError;
 use crate::host::{DirStamp, Entry, HostView, Kind};
 
+mod reach;
+pub use reach::CwdFallback;
+use reach::Granted;
+
 /// Hostname inside the sandbox.
 pub const SANDBOX_HOSTNAME: &str = "stockade";
 /// Uid and gid the command has inside the sandbox when the caller is root: never 0.
@@ -375,6 +379,9 @@ pub struct Plan {
     pub argv: Vec<String>,
     pub candidates: Vec<PathBuf>,
     pub cwd: PathBuf,
+    /// The caller's current directory when the command cannot start there, and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cwd_fallback: Option<CwdFallback>,
     pub hostname: String,
     pub writable_roots: Vec<PathBuf>,
     pub masked: Vec<PathBuf>,
@@ -444,6 +451,11 @@ impl Plan {
                 PathPattern::Glob(_) => None,
             })
             .collect();
+        if allows.iter().any(|a| a == Path::new("/tmp")) {
+            return Err(PlanError::PrivateTmpGrant(PathBuf::from("/tmp")));
+        }
+        // Read grants below the host's /tmp are attached in the private one.
+        let tmp_grants = reach::tmp_read_grants(host, &allows, &writable_roots);
 
         // Masks: every denied path that exists, minus allow exceptions, minus paths that
         // hold a writable root (writing implies reading), minus paths the sandbox replaces.
@@ -455,8 +467,9 @@ impl Plan {
             if writable_roots.iter().any(|w| is_within(w, &canon)) {
                 continue;
             }
-            let visible =
-                !under_replaced(&canon) || writable_roots.iter().any(|w| is_within(&canon, w));
+            let visible = !under_replaced(&canon)
+                || writable_roots.iter().any(|w| is_within(&canon, w))
+                || tmp_grants.iter().any(|(g, _)| is_within(&canon, g));
             if !visible {
                 continue;
             }
@@ -524,10 +537,18 @@ impl Plan {
             }
         }
         let mut overlay: Vec<(usize, u8, Vec<Mount>)> = Vec::new();
+        // Every path the sandbox is granted, to find the directories on the way to them that
+        // it could not traverse (root callers, see `reach`).
+        let mut granted: Vec<Granted> = Vec::new();
         if req.uid == 0 {
             if let Some(home) = host.stat(&req.home) {
                 let covered = writable_roots.iter().any(|w| is_within(&req.home, w));
                 if home.kind == Kind::Dir && home.mode & 0o001 == 0 && !covered {
+                    granted.push(Granted {
+                        path: req.home.clone(),
+                        kind: Kind::Dir,
+                        mapped_owner: Some((home.uid, home.gid)),
+                    });
                     idmapped.push(Idmapped {
                         slot: slots,
                         path: req.home.clone(),
@@ -553,6 +574,11 @@ impl Plan {
             let entry = host
                 .stat(root)
                 .ok_or_else(|| PlanError::WritableRootMissing(root.clone()))?;
+            granted.push(Granted {
+                path: root.clone(),
+                kind: entry.kind,
+                mapped_owner: (req.uid == 0).then_some((entry.uid, entry.gid)),
+            });
             if req.uid == 0 {
                 idmapped.push(Idmapped {
                     slot: slots,
@@ -571,30 +597,7 @@ impl Plan {
             let mut steps = Vec::new();
             if is_within(root, Path::new("/tmp")) {
                 // Mount points inside the private /tmp: create each missing component.
-                let mut dirs: Vec<PathBuf> = root
-                    .ancestors()
-                    .skip(1)
-                    .take_while(|a| *a != Path::new("/tmp"))
-                    .map(Path::to_path_buf)
-                    .collect();
-                dirs.reverse();
-                for d in dirs {
-                    steps.push(Mount::Mkdir {
-                        path: d,
-                        mode: 0o755,
-                    });
-                }
-                steps.push(if entry.kind == Kind::Dir {
-                    Mount::Mkdir {
-                        path: root.clone(),
-                        mode: 0o755,
-                    }
-                } else {
-                    Mount::File {
-                        path: root.clone(),
-                        mode: 0o644,
-                    }
-                });
+                steps = reach::tmp_mount_points(root, entry.kind);
             }
             steps.push(Mount::Attach {
                 slot: slots,
@@ -605,6 +608,71 @@ impl Plan {
             overlay.push((depth(root), 1, steps));
             slots += 1;
         }
+        for a in &allows {
+            if let Some(entry) = host.stat(a) {
+                if !granted.iter().any(|g| g.path == *a) {
+                    granted.push(Granted {
+                        path: a.clone(),
+                        kind: entry.kind,
+                        mapped_owner: None,
+                    });
+                }
+            }
+        }
+        let covers = reach::covers(host, req.uid == 0, &granted);
+        for c in &covers {
+            overlay.push((depth(&c.dir), 0, c.steps.clone()));
+        }
+        // Read grants the sandbox's own view does not hold (below the private /tmp, or below
+        // a cover) are cloned before it is built: by the supervisor for a root caller, whose
+        // init could not traverse the way there either, mapping the grant's owner to the
+        // sandbox as for the home (read-only); by the init for anyone else.
+        let mut attached: Vec<(PathBuf, Kind)> = tmp_grants.clone();
+        for g in &granted {
+            let below_cover = covers.iter().any(|c| is_within(&g.path, &c.dir));
+            let outermost = !granted
+                .iter()
+                .any(|o| o.path != g.path && is_within(&g.path, &o.path));
+            if below_cover && outermost && allows.contains(&g.path) && g.mapped_owner.is_none() {
+                attached.push((g.path.clone(), g.kind));
+            }
+        }
+        for (grant, kind) in &attached {
+            if req.uid == 0 {
+                let Some(entry) = host.stat(grant) else {
+                    continue;
+                };
+                idmapped.push(Idmapped {
+                    slot: slots,
+                    path: grant.clone(),
+                    readonly: true,
+                    uid_map: format!("{} {} 1\n", entry.uid, ROOT_CALLER_HOST_ID),
+                    gid_map: format!("{} {} 1\n", entry.gid, ROOT_CALLER_HOST_ID),
+                });
+            } else {
+                mounts.push(Mount::Clone {
+                    source: grant.clone(),
+                    slot: slots,
+                    recursive: true,
+                });
+            }
+            let mut steps = if is_within(grant, Path::new("/tmp")) {
+                reach::tmp_mount_points(grant, *kind)
+            } else {
+                Vec::new() // the cover made its mount point
+            };
+            steps.push(Mount::Attach {
+                slot: slots,
+                target: grant.clone(),
+                readonly: true,
+                device: false,
+            });
+            overlay.push((depth(grant), 1, steps));
+            slots += 1;
+        }
+        // Masks below a cover and outside every grant are out of the sandbox's reach already
+        // (and their mount points do not exist in the cover).
+        masks.retain(|(p, _)| !reach::hidden_by_cover(p, &covers, &granted));
         for p in &pins {
             overlay.push((depth(p), 2, vec![Mount::Pin { path: p.clone() }]));
         }
@@ -712,11 +780,28 @@ impl Plan {
             }
             env.sort();
         }
-        let cwd = if is_within(&req.cwd, &req.workspace) {
-            req.cwd.clone()
-        } else {
-            req.workspace.clone()
+        let readable: Option<Vec<PathBuf>> = match policy.filesystem.read_scope {
+            ReadScope::Host => None,
+            ReadScope::AllowList => Some(
+                SYSTEM_READ
+                    .iter()
+                    .map(PathBuf::from)
+                    .chain(allows.iter().cloned())
+                    .collect(),
+            ),
         };
+        let (cwd, cwd_fallback) = reach::start_dir(
+            &req.cwd,
+            &reach::View {
+                host,
+                workspace: &req.workspace,
+                root_caller: req.uid == 0,
+                granted: &granted,
+                covers: &covers,
+                masks: &masks.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>(),
+                readable: readable.as_deref(),
+            },
+        );
         let candidates = candidates(host, program, &env);
         let (resources, resources_missing, output_limit) = resources(policy, host)?;
         let mut creation_guard = creation_guard;
@@ -732,6 +817,7 @@ impl Plan {
             argv: req.argv.clone(),
             candidates,
             cwd,
+            cwd_fallback,
             hostname: SANDBOX_HOSTNAME.into(),
             writable_roots: writable_roots.clone(),
             masked: masked_paths,

@@ -597,3 +597,5 @@ fn hard_links_of_masked_files_are_found() {
     let plan = Plan::new(&policy, &request(1000), &machine()).unwrap();
     assert!(plan.linked_secrets.is_empty());
 }
+
+mod reach;
