@@ -370,6 +370,14 @@ pub fn launch(
             tail,
         })
         .collect();
+    let guard_held: Vec<sys::protect::Held<'_>> = guard
+        .held_configs
+        .iter()
+        .map(|(path, slot)| sys::protect::Held {
+            path: path.as_os_str().as_bytes(),
+            slot: *slot,
+        })
+        .collect();
 
     // Mode proxy: a channel for the init to hand over the listening socket it opens inside.
     let proxy_channel = match (plan.network.proxy, &proxy) {
@@ -453,6 +461,7 @@ pub fn launch(
             rules: sys::protect::Rules {
                 roots: &guard_roots,
                 protected: &guard_protected,
+                held: &guard_held,
             },
         }),
     };
@@ -926,6 +935,10 @@ fn mount_op<'a>(m: &Mount, p: &'a CStr, extra: Option<&'a CStr>) -> MountOp<'a> 
         Mount::Devpts { .. } => MountOp::Devpts { target: p },
         Mount::ReadOnly { .. } => MountOp::ReadOnly { path: p },
         Mount::Pin { .. } => MountOp::Pin { path: p },
+        Mount::Hold { slot, .. } => MountOp::Hold {
+            path: p,
+            slot: *slot,
+        },
         Mount::MaskDir { .. } => MountOp::MaskDir { target: p },
         Mount::MaskFile { .. } => MountOp::MaskFile { target: p },
     }

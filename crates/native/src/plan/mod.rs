@@ -15,6 +15,7 @@ use crate::cgroup::{Missing, ResourcePlan, Wanted};
 use crate::error::PlanError;
 use crate::host::{DirStamp, Entry, HostView, Kind};
 
+mod git;
 mod reach;
 pub use reach::CwdFallback;
 use reach::Granted;
@@ -136,6 +137,10 @@ pub enum Mount {
     Pin {
         path: PathBuf,
     },
+    Hold {
+        path: PathBuf,
+        slot: usize,
+    },
     MaskDir {
         target: PathBuf,
     },
@@ -160,6 +165,7 @@ impl Mount {
             | Mount::File { path, .. }
             | Mount::Symlink { path, .. }
             | Mount::ReadOnly { path }
+            | Mount::Hold { path, .. }
             | Mount::Pin { path } => Some(path),
         }
     }
@@ -267,6 +273,9 @@ pub struct CreationGuard {
     /// `deny_write` globs of other shapes: only the post-run sweep checks them.
     pub sweep_only: Vec<String>,
     pub calls: Vec<seccomp::Mediated>,
+    /// Existing git configs (read-only during the run) and the slot of the descriptor the
+    /// init holds to rewrite one when only inert keys change (`git remote add`, `git push -u`).
+    pub held_configs: Vec<(PathBuf, usize)>,
 }
 
 /// What the supervisor checks after the run: protected paths that did not exist at the start.
@@ -493,6 +502,7 @@ impl Plan {
             }
         }
         let mut redirect_gitdirs: BTreeSet<PathBuf> = BTreeSet::new();
+        let mut git_dirs: Vec<git::GitDir> = Vec::new();
         for gitfile in &found.git_files {
             protect_git_file(
                 host,
@@ -500,9 +510,62 @@ impl Plan {
                 &writable_roots,
                 &mut protected,
                 &mut redirect_gitdirs,
+                &mut git_dirs,
             );
         }
-        let creation_guard = creation_guard(&writable_roots, &deny_write, &redirect_gitdirs);
+        // Everything else in those git dirs that makes git run code or look elsewhere.
+        for d in &found.git_dirs {
+            let top = (d.file_name().is_some_and(|n| n == ".git"))
+                .then(|| d.parent().map(Path::to_path_buf))
+                .flatten();
+            git_dirs.push(git::GitDir {
+                dir: d.clone(),
+                top,
+            });
+        }
+        git_dirs.extend(
+            writable_roots
+                .iter()
+                .filter_map(|r| git::enclosing(host, r)),
+        );
+        git_dirs.sort();
+        git_dirs.dedup();
+        let xdg_config_home = req
+            .env
+            .iter()
+            .find(|(k, _)| k == "XDG_CONFIG_HOME")
+            .map(|(_, v)| PathBuf::from(v));
+        let git_paths = git::protected_paths(
+            host,
+            &git_dirs,
+            &writable_roots,
+            &req.home,
+            &git::global_configs(&req.home, xdg_config_home.as_deref()),
+        );
+        for p in &git_paths {
+            if let Some(target) = mount_target(host, p) {
+                if writable_roots.iter().any(|w| is_within(&target, w)) && target != req.workspace {
+                    protected.insert(target);
+                }
+            }
+        }
+        let mut creation_guard = creation_guard(&writable_roots, &deny_write, &redirect_gitdirs);
+        creation_guard
+            .protected
+            .extend(git_paths.iter().map(|p| GuardPattern {
+                base: p.clone(),
+                tail: Vec::new(),
+            }));
+        for d in &git_dirs {
+            if writable_roots.iter().any(|w| is_within(&d.dir, w)) {
+                for name in git::WORKTREE_FILES {
+                    creation_guard.protected.push(GuardPattern {
+                        base: d.dir.join("worktrees"),
+                        tail: vec![name.to_string()],
+                    });
+                }
+            }
+        }
         for p in &protected {
             if let Some(parent) = p.parent() {
                 let is_gitdir = parent.file_name().is_some_and(|n| n == ".git")
@@ -676,8 +739,19 @@ impl Plan {
         for p in &pins {
             overlay.push((depth(p), 2, vec![Mount::Pin { path: p.clone() }]));
         }
+        let mut held_configs = Vec::new();
         for p in &protected {
-            overlay.push((depth(p), 3, vec![Mount::ReadOnly { path: p.clone() }]));
+            let mut steps = Vec::new();
+            if git::is_existing_config(host, p) {
+                steps.push(Mount::Hold {
+                    path: p.clone(),
+                    slot: slots,
+                });
+                held_configs.push((p.clone(), slots));
+                slots += 1;
+            }
+            steps.push(Mount::ReadOnly { path: p.clone() });
+            overlay.push((depth(p), 3, steps));
         }
         for (p, kind) in &masks {
             let m = if *kind == Kind::Dir {
@@ -804,8 +878,8 @@ impl Plan {
         );
         let candidates = candidates(host, program, &env);
         let (resources, resources_missing, output_limit) = resources(policy, host)?;
-        let mut creation_guard = creation_guard;
         creation_guard.calls = seccomp::mediated_calls(resources.allocation_watch);
+        creation_guard.held_configs = held_configs;
         Ok(Plan {
             ids,
             idmapped,
@@ -1031,6 +1105,8 @@ struct Matches {
     deny_read: Vec<PathBuf>,
     deny_write: Vec<PathBuf>,
     git_files: Vec<PathBuf>,
+    /// `.git` directories and submodule git dirs found in the walk.
+    git_dirs: Vec<PathBuf>,
     globs: DenyGlobs,
 }
 
@@ -1064,6 +1140,7 @@ impl Matches {
             deny_read: deny_read_found,
             deny_write: deny_write_found,
             git_files: Vec::new(),
+            git_dirs: Vec::new(),
             globs: DenyGlobs::new(read_globs.iter().copied(), write_globs.iter().copied())?,
         };
         // Walk every distinct glob base once (writable roots are the bases of the relative
@@ -1096,6 +1173,13 @@ impl Matches {
                     if write || is_submodule_code_path(path) {
                         m.deny_write.push(path.to_path_buf());
                     }
+                    if kind == Kind::Dir && path.file_name().is_some_and(|n| n == ".git") {
+                        m.git_dirs.push(path.to_path_buf());
+                    } else if is_submodule_code_path(path) {
+                        if let Some(parent) = path.parent() {
+                            m.git_dirs.push(parent.to_path_buf());
+                        }
+                    }
                     if is_git_redirect(path, kind) {
                         m.git_files.push(path.to_path_buf());
                     }
@@ -1103,7 +1187,12 @@ impl Matches {
             )?;
             walked.push(base);
         }
-        for v in [&mut m.deny_read, &mut m.deny_write, &mut m.git_files] {
+        for v in [
+            &mut m.deny_read,
+            &mut m.deny_write,
+            &mut m.git_files,
+            &mut m.git_dirs,
+        ] {
             v.sort();
             v.dedup();
         }
@@ -1335,6 +1424,7 @@ fn protect_git_file(
     roots: &[PathBuf],
     protected: &mut BTreeSet<PathBuf>,
     gitdirs: &mut BTreeSet<PathBuf>,
+    found: &mut Vec<git::GitDir>,
 ) {
     let base = entry.parent().unwrap_or(Path::new("/"));
     let gitdir = match host.stat(entry).map(|e| e.kind) {
@@ -1367,6 +1457,10 @@ fn protect_git_file(
             continue;
         };
         gitdirs.insert(d.clone());
+        found.push(git::GitDir {
+            dir: d.clone(),
+            top: Some(base.to_path_buf()),
+        });
         for name in ["hooks", "config", "commondir"] {
             let p = d.join(name);
             let Some(target) = mount_target(host, &p) else {
