@@ -152,3 +152,43 @@ fn nested_run_is_refused_with_protection_unavailable() {
         .assert_success()
         .assert_stdout_contains(&marker);
 }
+
+/// A host setting that denies user namespaces is named, with its fix, by `doctor` and by a
+/// refused run (not a bare `EPERM`). `user.max_user_namespaces` is per user namespace, so a
+/// namespace of the test's own stands in for such a host; the same reader takes Ubuntu's
+/// AppArmor restriction and Debian's switch (unit tests on a fake host in `native::userns`).
+#[test]
+fn a_host_setting_that_denies_user_namespaces_is_named_with_its_fix() {
+    let fx = Fixture::new();
+    let bin = sh_quote(attacks::stockade_bin());
+    let script = format!(
+        "echo 0 > /proc/sys/user/max_user_namespaces || exit 99
+        {bin} run -- true; echo run-rc=$?
+        {bin} doctor; echo doctor-rc=$?"
+    );
+    let run = attacks::Cmd::new("/usr/bin/unshare", &fx.ws)
+        .args(["-Ur", "/bin/sh", "-c", &script])
+        .run();
+    let out = run.all_output();
+    assert!(out.contains("run-rc=125"), "{}\n{out}", run.describe());
+    assert!(out.contains("doctor-rc=1"), "{out}");
+    for want in [
+        "error[E_PROTECTION_UNAVAILABLE]: a user namespace is not available",
+        "user.max_user_namespaces = 0: this host allows no user namespaces at all",
+        "[FAIL] user-namespace policy",
+        "sysctl -w user.max_user_namespaces=15000",
+    ] {
+        assert!(out.contains(want), "missing {want:?}:\n{out}");
+    }
+    // Control: the same namespace without the setting has no such finding.
+    let control = attacks::Cmd::new("/usr/bin/unshare", &fx.ws)
+        .args(["-Ur", "/bin/sh", "-c", &format!("{bin} doctor")])
+        .run();
+    assert!(
+        control
+            .all_output()
+            .contains("[ok  ] user-namespace policy"),
+        "{}",
+        control.all_output()
+    );
+}

@@ -41,6 +41,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print the AppArmor profile that lets this stockade binary create user namespaces on
+    /// hosts that restrict them (`kernel.apparmor_restrict_unprivileged_userns = 1`, Ubuntu
+    /// 23.10+): `stockade apparmor-profile | sudo tee /etc/apparmor.d/stockade`, then
+    /// `sudo apparmor_parser -r /etc/apparmor.d/stockade`.
+    ApparmorProfile,
     /// Show or check policies.
     #[command(subcommand)]
     Policy(PolicyCommand),
@@ -371,6 +376,17 @@ fn run(args: RunArgs) -> Result<u8, Error> {
     Ok(u8::try_from(result.exit_code).unwrap_or(EXIT_REFUSED))
 }
 
+fn apparmor_profile() -> Result<u8, Error> {
+    let exe = std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .map_err(|e| Error::Io {
+            what: "find the stockade binary".into(),
+            cause: e,
+        })?;
+    print!("{}", native::userns::apparmor_profile(&exe));
+    Ok(0)
+}
+
 /// `ok  `, `FAIL` (a required check failed) or `warn`, as `doctor` prints a check.
 fn check_mark(c: &stockade::Check) -> &'static str {
     if c.ok {
@@ -500,6 +516,7 @@ fn main() -> ExitCode {
             (run(args), json)
         }
         Command::Doctor { json } => (Ok(doctor(json)), json),
+        Command::ApparmorProfile => (apparmor_profile(), false),
         Command::Sanitize { report, json } => (sanitize(report.as_deref(), json), json),
         Command::Selftest(args) => (selftest::main(&args), args.json),
         Command::Guard(args) => (guard_command::main(&args), args.json),

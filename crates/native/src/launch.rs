@@ -257,10 +257,13 @@ pub fn launch(
         let idx = match namespaces.iter().position(|(k, _)| *k == key) {
             Some(i) => i,
             None => {
-                let ns = sys::parent::idmap_userns(&m.uid_map, &m.gid_map).map_err(|e| RunError::Unavailable {
-                    what: "an idmapping user namespace",
-                    cause: e.to_string(),
-                    fix: "enable unprivileged user namespaces (sysctl user.max_user_namespaces > 0)".into(),
+                let ns = sys::parent::idmap_userns(&m.uid_map, &m.gid_map).map_err(|e| {
+                    let cause = format!("failed to create an idmapping user namespace: {e}");
+                    crate::userns::refusal(&cause, true).unwrap_or(RunError::Unavailable {
+                        what: "an idmapping user namespace",
+                        cause,
+                        fix: "enable user namespaces (sysctl user.max_user_namespaces > 0)".into(),
+                    })
                 })?;
                 namespaces.push((key, ns));
                 namespaces.len() - 1
@@ -496,13 +499,13 @@ pub fn launch(
     let _ = sys::parent::catch_signals();
     let mut child = sys::parent::spawn(&spec, &mut slots).map_err(|e| match e.raw_os_error() {
         Some(libc::EPERM | libc::EINVAL | libc::ENOSPC | libc::EUSERS | libc::ENOSYS) => {
-            RunError::Unavailable {
+            let cause =
+                format!("failed to create user/mount/pid/net/ipc/uts/cgroup namespaces: {e}");
+            crate::userns::refusal(&cause, true).unwrap_or(RunError::Unavailable {
                 what: "Linux namespaces",
-                cause: format!(
-                    "failed to create user/mount/pid/net/ipc/uts/cgroup namespaces: {e}"
-                ),
+                cause,
                 fix: NAMESPACES_FIX.into(),
-            }
+            })
         }
         _ => RunError::io("start the sandbox", e),
     })?;
@@ -541,12 +544,16 @@ pub fn launch(
     if let Err(e) = mapped {
         child.kill();
         let _ = child.wait();
-        return Err(RunError::Unavailable {
-            what: "user-namespace id mapping",
-            cause: e.to_string(),
-            fix: "allow writing /proc/PID/uid_map (unprivileged user namespaces must be enabled)"
-                .into(),
-        });
+        let cause = format!("failed to write the id maps: {e}");
+        return Err(
+            crate::userns::refusal(&cause, true).unwrap_or(RunError::Unavailable {
+                what: "user-namespace id mapping",
+                cause,
+                fix:
+                    "allow writing /proc/PID/uid_map (unprivileged user namespaces must be enabled)"
+                        .into(),
+            }),
+        );
     }
     if let (Some((ours, init_end)), Some(start)) = (proxy_channel, proxy) {
         drop(init_end); // only the init's copy may remain, so its exit means end of stream
@@ -960,6 +967,27 @@ fn setup_error(plan: &Plan, f: postfork::Report) -> RunError {
         _ => None,
     };
     let cause = std::io::Error::from_raw_os_error(f.value);
+    // A host setting that denies capabilities in user namespaces (Ubuntu's AppArmor
+    // restriction) shows up as the first privileged step failing: name the setting.
+    if matches!(f.value, libc::EPERM | libc::EACCES)
+        && matches!(
+            stage,
+            Some(
+                Stage::Mount | Stage::SetIds | Stage::SetGroups | Stage::Hostname | Stage::Loopback
+            )
+        )
+    {
+        let what = format!(
+            "failed to {}{}: {cause}",
+            stage.map_or("set up the sandbox", Stage::describe),
+            path.as_ref()
+                .map(|p| format!(" ({})", p.display()))
+                .unwrap_or_default()
+        );
+        if let Some(e) = crate::userns::refusal(&what, false) {
+            return e;
+        }
+    }
     match stage {
         Some(Stage::Seccomp) => RunError::Unavailable {
             what: "seccomp",

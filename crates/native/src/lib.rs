@@ -35,6 +35,7 @@ pub mod output;
 pub mod plan;
 pub mod probe;
 pub mod sweep;
+pub mod userns;
 
 pub use error::{PlanError, RunError};
 pub use host::{HostView, RealHost};

@@ -47,6 +47,27 @@ fn check(
 
 const USERNS_FIX: &str = "enable unprivileged user namespaces: `sysctl -w user.max_user_namespaces=15000` and, on Debian/Ubuntu, `sysctl -w kernel.unprivileged_userns_clone=1` (Ubuntu 24.04+: `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`); inside a container or another sandbox, namespaces must be allowed by its seccomp profile";
 
+/// Whether a host setting denies user namespaces to stockade (see [`crate::userns`]).
+fn userns_policy(refused: bool) -> Check {
+    let facts = crate::userns::UsernsFacts::this_host();
+    match crate::userns::blocker(&facts, refused) {
+        None => Check {
+            name: "user-namespace policy",
+            ok: true,
+            required: true,
+            detail: "no host setting denies user namespaces to stockade".into(),
+            fix: None,
+        },
+        Some(b) => Check {
+            name: "user-namespace policy",
+            ok: false,
+            required: true,
+            detail: format!("{}: {}", b.setting, b.what),
+            fix: Some(b.fix),
+        },
+    }
+}
+
 /// Run every probe.
 pub fn probe() -> Vec<Check> {
     let mut checks = vec![
@@ -72,6 +93,14 @@ pub fn probe() -> Vec<Check> {
             "use Linux ≥ 5.12 (mount_setattr, open_tree, fsopen) with user namespaces enabled",
         ),
     ];
+    let refused = checks.iter().any(|c| !c.ok);
+    let policy = userns_policy(refused);
+    if let (false, Some(fix)) = (policy.ok, &policy.fix) {
+        for c in checks.iter_mut().filter(|c| !c.ok) {
+            c.fix = Some(fix.clone());
+        }
+    }
+    checks.insert(0, policy);
     let caller_root = sys::raw::euid() == 0;
     if caller_root {
         checks.push(check(
