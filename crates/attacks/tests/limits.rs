@@ -470,3 +470,62 @@ fn output_to_dev_null_is_not_relayed() {
     let r = read_json(&records.report);
     assert!(limit_hit(&r, "output").is_some(), "{r:#}");
 }
+
+/// Shared memory beyond `--memory` (issue 15): `memfd_create` + touching its pages, a SysV
+/// segment, a file in `/dev/shm`. A memory cgroup counts their pages (the run ends with a
+/// `memory` event); `RLIMIT_DATA` does not, so under it `memfd_create` and `shmget` are
+/// refused (ENOSYS) and `/dev/shm` holds at most the limit. Control: no limit, each fills.
+#[test]
+fn shared_memory_counts_against_the_memory_limit_or_is_refused() {
+    let Some(py) = attacks::python3("shared memory limit") else {
+        return;
+    };
+    let fx = Fixture::new();
+    let programs = [
+        (
+            "memfd",
+            "import os, mmap\nn = 256 << 20\ntry:\n    fd = os.memfd_create('x')\nexcept OSError as e:\n    print('refused', e.errno); raise SystemExit(3)\nos.ftruncate(fd, n)\nm = mmap.mmap(fd, n)\nfor i in range(0, n, 4096):\n    m[i] = 1\nprint('filled')\n",
+        ),
+        (
+            "sysv",
+            "import ctypes, ctypes.util\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.shmat.restype = ctypes.c_void_p\nn = 256 << 20\nid = libc.shmget(0, ctypes.c_size_t(n), 0o1600)\nif id < 0:\n    print('refused', ctypes.get_errno()); raise SystemExit(3)\np = libc.shmat(id, None, 0)\nlibc.shmctl(id, 0, None)\nctypes.memset(p, 1, n)\nprint('filled')\n",
+        ),
+        (
+            "devshm",
+            "n = 256 << 20\ntry:\n    with open('/dev/shm/fill', 'wb') as f:\n        for _ in range(256):\n            f.write(b'x' * (1 << 20))\nexcept OSError as e:\n    print('refused', e.errno); raise SystemExit(3)\nprint('filled')\n",
+        ),
+    ];
+    for (name, program) in programs {
+        let script = fx.script(&format!("{name}.py"), program);
+        let argv = [py.to_str().unwrap(), script.to_str().unwrap()];
+        let records = fx.records();
+        let mut opts = records.opts();
+        opts.extend(["--memory", "64M"]);
+        let run = fx.sandbox_argv(&opts, &argv).run();
+        run.assert_lacks("filled");
+        let report = read_json(&records.report);
+        match mechanism(&report, "memory").as_str() {
+            "rlimit" => {
+                run.assert_code(3);
+                let want = if name == "devshm" {
+                    "refused 28"
+                } else {
+                    "refused 38"
+                };
+                run.assert_stdout_contains(want);
+            }
+            _ => {
+                run.assert_code(137);
+                assert_eq!(
+                    json_str(&report, "ended_by"),
+                    "memory",
+                    "{name}: {report:#}"
+                );
+            }
+        }
+        // Control: without a memory limit the same program fills it.
+        let run = fx.sandbox_argv(&["--memory", "0"], &argv).run();
+        run.assert_code(0);
+        run.assert_stdout_contains("filled");
+    }
+}

@@ -22,8 +22,6 @@ pub enum PlanError {
     WritableRootGlob(String),
     #[error("refusing to make {} writable", .0.display())]
     WritableRootForbidden(PathBuf),
-    #[error("more than {limit} entries below {}: refusing to run without checking them all for secrets and protected paths", .root.display())]
-    WalkLimit { root: PathBuf, limit: usize },
     #[error("workspace is not a directory: {}", .0.display())]
     Workspace(PathBuf),
     #[error("cannot grant {}: the sandbox has a private /tmp", .0.display())]
@@ -47,7 +45,6 @@ impl PlanError {
                 "allow a narrower directory; /, /dev, /proc and /sys cannot be made writable"
                     .into(),
             ),
-            PlanError::WalkLimit { .. } => Some("use a narrower --workspace".into()),
             PlanError::Workspace(_) => Some("pass an existing directory with --workspace".into()),
             PlanError::PrivateTmpGrant(_) => Some(
                 "name a path below /tmp (it is attached inside); the private /tmp itself is always writable".into(),

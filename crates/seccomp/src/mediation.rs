@@ -76,6 +76,14 @@ const XATTR_SETTERS: &[(&str, i64)] = &[
     ("setxattrat", NR_SETXATTRAT as i64),
 ];
 
+/// Calls that make shared memory, whose pages `RLIMIT_DATA` does not count: refused when that
+/// rlimit is what bounds a run's memory (a memory cgroup counts them).
+const SHARED_MEMORY: &[(&str, i64)] = &[
+    ("memfd_create", libc::SYS_memfd_create),
+    ("memfd_secret", libc::SYS_memfd_secret),
+    ("shmget", libc::SYS_shmget),
+];
+
 /// What the mediation filter does, call by call; `watch` is the allocation watch's threshold
 /// (see [`build_mediation`]).
 pub fn mediated_calls(watch: Option<u64>) -> Vec<Mediated> {
@@ -111,6 +119,14 @@ pub fn mediated_calls(watch: Option<u64>) -> Vec<Mediated> {
         });
     }
     if watch.is_some() {
+        for (name, _) in SHARED_MEMORY {
+            out.push(Mediated {
+                syscall: name,
+                when: "always (memory bounded by RLIMIT_DATA, which does not count shared memory)",
+                action:
+                    "errno ENOSYS (programs fall back to files in the bounded /tmp or /dev/shm)",
+            });
+        }
         let action = "checked by the sandbox init against RLIMIT_DATA: refused with ENOMEM and reported when over it, else continued";
         out.push(Mediated {
             syscall: "mmap",
@@ -161,6 +177,9 @@ pub(crate) fn calls(watch: Option<u64>) -> Result<BTreeMap<u32, Leaf>, SeccompEr
         calls.insert(syscall_nr(*n)?, Leaf::Ret(errno_action(libc::EOPNOTSUPP)));
     }
     if let Some(t) = watch {
+        for (_, n) in SHARED_MEMORY {
+            calls.insert(syscall_nr(*n)?, Leaf::Ret(errno_action(libc::ENOSYS)));
+        }
         let t = u32::try_from(t).unwrap_or(u32::MAX);
         let size_at_least = |arg: u32| size_at_least(arg, t, ret(notify), ret(allow));
         // mmap(addr, len, prot, flags, fd, off): without PROT_WRITE the jset skips to the
@@ -263,6 +282,22 @@ mod tests {
     }
 
     #[test]
+    fn shared_memory_is_refused_only_under_the_allocation_watch() {
+        let enosys = errno_action(libc::ENOSYS);
+        for (_, n) in SHARED_MEMORY {
+            let nr = *n as u32;
+            let with = build_mediation(Some(16 << 20)).unwrap();
+            assert_eq!(run(&with, AUDIT_ARCH_X86_64, nr, [0; 6]), enosys, "{nr}");
+            let without = build_mediation(None).unwrap();
+            assert_eq!(
+                run(&without, AUDIT_ARCH_X86_64, nr, [0; 6]),
+                libc::SECCOMP_RET_ALLOW,
+                "{nr}"
+            );
+        }
+    }
+
+    #[test]
     fn allocation_watch_notifies_large_writable_mappings() {
         let t = 16u64 << 20;
         let p = build_mediation(Some(t)).unwrap();
@@ -311,7 +346,7 @@ mod tests {
         assert_eq!(big, notify);
         assert_eq!(
             mediated_calls(Some(t)).len(),
-            mediated_calls(None).len() + 2
+            mediated_calls(None).len() + 2 + SHARED_MEMORY.len()
         );
     }
 }
