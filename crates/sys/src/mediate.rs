@@ -530,6 +530,12 @@ fn resolve_slowly(
         }
         if raw::fs_magic(cur.0)? == PROC_SUPER_MAGIC {
             let at_root = raw::fstatat(cur.0, c"", libc::AT_EMPTY_PATH)?.st_ino == PROC_ROOT_INO;
+            // The init may open what belongs to itself (its descriptors: the report pipe, the
+            // listener, whatever the supervisor held) and, with CAP_SYS_PTRACE, what belongs
+            // to non-dumpable processes: only a jump the command could make itself is made.
+            if !(at_root || may_follow_proc_link(t, &cur, &st)?) {
+                return Err(Errno(libc::EACCES));
+            }
             let obj = if at_root && (c == b"self" || c == b"thread-self") {
                 // Resolved by the init, "self" would be the init: substitute the target.
                 let (_, tgid) = t.status()?;
@@ -576,6 +582,28 @@ fn resolve_slowly(
             cur = open_path(b"/", libc::O_PATH | libc::O_DIRECTORY)?;
         }
     }
+}
+
+/// Whether the command could follow the procfs magic link `link` (its `lstat`) in `dir`
+/// itself: the kernel lets a process follow the links of its own process, and of a process
+/// it may trace, which for the command (no capabilities, the same ids as every process of
+/// the sandbox) means a dumpable one. procfs makes a non-dumpable process's links owned by
+/// root, so a link owned by the sandbox user belongs to a dumpable process; the init itself
+/// is non-dumpable while it serves (and its uid is never 0).
+fn may_follow_proc_link(t: &mut Target, dir: &Fd, link: &libc::stat) -> Result<bool, Errno> {
+    let uid = raw::euid();
+    if uid != 0 && link.st_uid == uid {
+        return Ok(true);
+    }
+    // The command's own process: its pid directory, as the kernel names it ("/proc/PID/...").
+    let (_, tgid) = t.status()?;
+    let path = real_path(dir.0)?;
+    let pid = path
+        .bytes()
+        .strip_prefix(b"/proc/")
+        .map(|rest| rest.split(|b| *b == b'/').next().unwrap_or(rest))
+        .and_then(|n| parse_num(n, 10));
+    Ok(pid == Some(tgid as u64))
 }
 
 /// What the call returns.
@@ -909,6 +937,10 @@ impl Server<'_> {
         mode: u64,
         blocked: &mut Option<Blocked>,
     ) -> Result<Reply, Errno> {
+        // The init leads a session without a terminal: opening one without O_NOCTTY would
+        // make it the init's controlling terminal (the command's own call would have made it
+        // the command's; it gets the descriptor, not the session's terminal).
+        let flags = flags | libc::O_NOCTTY;
         let path = t.string(addr)?;
         let base = t.base(dirfd, path.bytes())?;
         // With O_EXCL the kernel never follows a final symlink; with O_NOFOLLOW it fails on one.

@@ -374,6 +374,13 @@ pub const FORWARDED_SIGNALS: [c_int; 6] = [
 /// Entry point of the init (pid 1 of the sandbox). Never returns.
 pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
     let fd = spec.report_fd;
+    // A session of its own before anything else: the init performs opens for the command
+    // (mediated creation), and an `open("/dev/tty")` made by a process that still had the
+    // caller's controlling terminal would hand the command the caller's terminal. The
+    // supervisor stays in the caller's foreground process group and forwards Ctrl-C.
+    if let Err(e) = raw::setsid() {
+        fail(fd, Stage::Setsid, 0, e, 125);
+    }
     for (i, tasks) in spec.join_tasks.iter().enumerate() {
         if let Err(e) = raw::write_all(*tasks, b"0") {
             fail(fd, Stage::JoinGroup, i, e, 125);
@@ -512,6 +519,10 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
             raw::close(out);
         }
     }
+    // Nor does it keep the caller's stdin, stdout and stderr (the caller's terminal, when
+    // interactive, even when the command's output goes through the supervisor's pipes): the
+    // command has its own copies, and the init should hold nothing of the caller's.
+    release_stdio();
     let listener = match spec.mediate {
         Some(_) => {
             raw::close(cmd_sock);
@@ -571,6 +582,20 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
     let _ = raw::kill(-1, libc::SIGKILL);
     while raw::waitpid(-1, 0).is_ok() {}
     raw::exit(exit_code(status))
+}
+
+/// Points the init's descriptors 0, 1 and 2 at `/dev/null` (closes them if it cannot be
+/// opened).
+fn release_stdio() {
+    let null = raw::openat(libc::AT_FDCWD, c"/dev/null", libc::O_RDWR, 0).unwrap_or(-1);
+    for std_fd in 0..=2 {
+        if null < 0 || raw::dup2(null, std_fd).is_err() {
+            raw::close(std_fd);
+        }
+    }
+    if null > 2 {
+        raw::close(null);
+    }
 }
 
 fn apply_mount(op: &MountOp<'_>, slots: &mut [c_int], mask_fd: &mut c_int) -> raw::Result<()> {
