@@ -59,6 +59,7 @@ pub const PLACEHOLDERS: &[&str] = &[
     "TCP6_PORT",
     "UDP_PORT",
     "UNIX_SOCK",
+    "UNIX_DGRAM",
     "ABSTRACT",
     "HOST_PID",
     "SHM_ID",
@@ -67,7 +68,15 @@ pub const PLACEHOLDERS: &[&str] = &[
 ];
 
 /// Loopback listeners a case can name in `listener_hit`.
-pub const LISTENERS: &[&str] = &["tcp", "tcp2", "tcp6", "udp", "unix", "abstract"];
+pub const LISTENERS: &[&str] = &[
+    "tcp",
+    "tcp2",
+    "tcp6",
+    "udp",
+    "unix",
+    "unix-dgram",
+    "abstract",
+];
 
 /// The prefix of the line the `escaped NAME` shell function prints (defined for every
 /// snippet), so that an escape signal is text the snippet *prints*, never text it contains.
