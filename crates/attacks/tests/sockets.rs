@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use attacks::{python3, read_text, sh_quote, Fixture};
+use attacks::{python3, read_text, sh_quote, Cmd, Fixture};
 
 /// `listener.py DIR`: binds `DIR/dgram.sock`, `DIR/stream.sock`, `DIR/seqpacket.sock` (mode
 /// 0777), appends every datagram, connection and message to `DIR/received.log`, and creates
@@ -270,4 +270,72 @@ fn inherited_host_socket_is_closed() {
         host.received().contains(&marker),
         "control: nothing arrived"
     );
+}
+
+/// The caller's stdin or stdout being a socket the command could aim elsewhere (here an
+/// unconnected Unix datagram socket; inetd hands UDP services such a socket as stdin): stdin
+/// is refused (`E_PROTECTION_UNAVAILABLE`, naming the fix), stdout is relayed through a
+/// pipe even with `--output-limit 0`. A connected stream socket (what libuv gives a child as
+/// stdio) still passes. Control: without stockade the command sends through them.
+#[test]
+fn caller_sockets_on_stdio_are_not_handed_over() {
+    let Some(py) = python3("unix sockets on stdio") else {
+        return;
+    };
+    let fx = Fixture::new();
+    let host = Host::start(&fx, &py);
+    let pass = fx.script("passfd.py", PASS_FD);
+    let dgram = host.dir.join("dgram.sock").display().to_string();
+    for fd in ["0", "1"] {
+        let marker = fx.marker(&format!("stdio{fd}"));
+        let code = format!(
+            "import socket, sys\n\
+             s = socket.socket(fileno={fd})\n\
+             s.sendto(b'{marker} via fd {fd}', {dgram:?})\n\
+             sys.stderr.write('sent through fd {fd}\\n')\n"
+        );
+        let argv = [py.to_str().unwrap_or("python3"), "-c", &code];
+        let wrapper = [
+            py.as_os_str(),
+            pass.as_os_str(),
+            host.dir.as_os_str(),
+            fd.as_ref(),
+        ];
+        let run = fx
+            .sandbox_argv(&["--output-limit", "0"], &argv)
+            .under(&wrapper)
+            .run();
+        let got = host.received();
+        assert!(
+            !got.contains(&marker),
+            "fd {fd}: the host received {got}\n{}",
+            run.describe()
+        );
+        if fd == "0" {
+            run.assert_code(125)
+                .assert_stderr_contains("E_PROTECTION_UNAVAILABLE")
+                .assert_stderr_contains("stdin is a socket");
+        } else {
+            run.assert_failure().assert_lacks("sent through");
+        }
+        let control = Cmd::new(&py, &fx.ws).args(&argv[1..]).under(&wrapper).run();
+        control
+            .assert_success()
+            .assert_stderr_contains("sent through");
+        assert!(
+            host.received().contains(&marker),
+            "control: nothing arrived through fd {fd}"
+        );
+    }
+    // A connected stream socketpair as stdin is what libuv gives its children: it passes.
+    let pair_stdin = "import os, socket, sys\n\
+                      a, b = socket.socketpair()\n\
+                      b.sendall(b'through-the-pair\\n'); b.close()\n\
+                      os.dup2(a.fileno(), 0)\n\
+                      os.execvp(sys.argv[1], sys.argv[1:])\n";
+    fx.sandbox_argv(&[], &["cat"])
+        .under(&[py.as_os_str(), "-c".as_ref(), pair_stdin.as_ref()])
+        .run()
+        .assert_success()
+        .assert_stdout_contains("through-the-pair");
 }
