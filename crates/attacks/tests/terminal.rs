@@ -304,3 +304,35 @@ fn interactive_terminal_use_keeps_working() {
         assert_eq!(run.code(), 3, "{seen:?}\n{}", run.describe());
     }
 }
+
+/// The init's other procfs files through an `O_CREAT` open, which the init performs with its
+/// own identity: its memory map (the supervisor's layout: the init is a clone of it without
+/// `execve`) and its descriptor directory, both refused to the command by the kernel.
+/// Control: the command's own (`/proc/self/maps`) opens the same way.
+#[test]
+fn init_process_files_are_out_of_reach() {
+    let fx = Fixture::new();
+    let Some(py) = python3("init's procfs files") else {
+        return;
+    };
+    let code = "import os, sys\n\
+                for p in sys.argv[1:]:\n\
+                \x20   try:\n\
+                \x20       fd = os.open(p, os.O_RDONLY | os.O_CREAT)\n\
+                \x20       print('opened', p, len(os.read(fd, 65536)) > 0 or list(os.scandir(fd))[:1])\n\
+                \x20   except OSError as e:\n\
+                \x20       print('refused', p, e.errno)\n";
+    let script = |paths: &str| format!("{} -c {} {paths}", sh_quote(&py), sh_quote(code));
+    let attack = fx
+        .attack(&[], &script("/proc/1/maps /proc/1/fd /proc/1/task/1/maps"))
+        .outcome();
+    attack.assert_ok().assert_lacks("opened");
+    for p in ["/proc/1/maps", "/proc/1/fd", "/proc/1/task/1/maps"] {
+        attack.assert_output_contains(&format!("refused {p} 13"));
+    }
+    fx.attack(&[], &script("/proc/self/maps /proc/thread-self/maps"))
+        .outcome()
+        .assert_ok()
+        .assert_output_contains("opened /proc/self/maps True")
+        .assert_output_contains("opened /proc/thread-self/maps True");
+}

@@ -528,15 +528,20 @@ fn resolve_slowly(
         if links > 40 {
             return Err(Errno(libc::ELOOP));
         }
-        if raw::fs_magic(cur.0)? == PROC_SUPER_MAGIC {
-            let at_root = raw::fstatat(cur.0, c"", libc::AT_EMPTY_PATH)?.st_ino == PROC_ROOT_INO;
+        let in_proc = raw::fs_magic(cur.0)? == PROC_SUPER_MAGIC;
+        let at_root =
+            in_proc && raw::fstatat(cur.0, c"", libc::AT_EMPTY_PATH)?.st_ino == PROC_ROOT_INO;
+        let self_link = at_root && (c == b"self" || c == b"thread-self");
+        // procfs's other top-level links (`mounts` -> `self/mounts`, `net` -> `self/net`) are
+        // plain ones: spliced below like any symlink, so that their `self` is the command's.
+        if self_link || (in_proc && !at_root) {
             // The init may open what belongs to itself (its descriptors: the report pipe, the
             // listener, whatever the supervisor held) and, with CAP_SYS_PTRACE, what belongs
             // to non-dumpable processes: only a jump the command could make itself is made.
-            if !(at_root || may_follow_proc_link(t, &cur, &st)?) {
+            if !(self_link || command_may_open_in_proc(t, &cur, &st)?) {
                 return Err(Errno(libc::EACCES));
             }
-            let obj = if at_root && (c == b"self" || c == b"thread-self") {
+            let obj = if self_link {
                 // Resolved by the init, "self" would be the init: substitute the target.
                 let (_, tgid) = t.status()?;
                 let mut p = PathBuf::new();
@@ -584,26 +589,35 @@ fn resolve_slowly(
     }
 }
 
-/// Whether the command could follow the procfs magic link `link` (its `lstat`) in `dir`
-/// itself: the kernel lets a process follow the links of its own process, and of a process
-/// it may trace, which for the command (no capabilities, the same ids as every process of
-/// the sandbox) means a dumpable one. procfs makes a non-dumpable process's links owned by
-/// root, so a link owned by the sandbox user belongs to a dumpable process; the init itself
-/// is non-dumpable while it serves (and its uid is never 0).
-fn may_follow_proc_link(t: &mut Target, dir: &Fd, link: &libc::stat) -> Result<bool, Errno> {
+/// Whether the command could itself follow the procfs magic link, or open the procfs file,
+/// `obj` (its `lstat`) in the procfs directory `dir`. The kernel lets a process at the links
+/// and most files of its own process, and of a process it may trace, which for the command
+/// (no capabilities, the same ids as every process of the sandbox) means a dumpable one;
+/// procfs makes a non-dumpable process's links and files owned by root, so one owned by the
+/// sandbox user belongs to a dumpable process. The init itself is non-dumpable while it
+/// serves (and its uid is never 0): its descriptors (the report pipe, the listener, what the
+/// supervisor held) and its memory maps stay out of reach. Coarse on purpose: every file of
+/// a non-dumpable process is refused, also the few the kernel would let the command read
+/// (`status`); nobody opens those with `O_CREAT`. Objects outside a process's directory
+/// (`/proc/sys`, `/proc/meminfo`) are the same for both.
+fn command_may_open_in_proc(t: &mut Target, dir: &Fd, obj: &libc::stat) -> Result<bool, Errno> {
     let uid = raw::euid();
-    if uid != 0 && link.st_uid == uid {
+    if uid != 0 && obj.st_uid == uid {
         return Ok(true);
     }
-    // The command's own process: its pid directory, as the kernel names it ("/proc/PID/...").
-    let (_, tgid) = t.status()?;
     let path = real_path(dir.0)?;
-    let pid = path
-        .bytes()
-        .strip_prefix(b"/proc/")
-        .map(|rest| rest.split(|b| *b == b'/').next().unwrap_or(rest))
-        .and_then(|n| parse_num(n, 10));
-    Ok(pid == Some(tgid as u64))
+    let rest = match path.bytes().strip_prefix(b"/proc") {
+        Some(b"") => return Ok(true), // the root: meminfo, sys, ... are no process's
+        Some(rest) if rest.first() == Some(&b'/') => &rest[1..],
+        _ => return Ok(false), // procfs mounted elsewhere: not the sandbox's /proc
+    };
+    let first = rest.split(|b| *b == b'/').next().unwrap_or(rest);
+    let Some(pid) = parse_num(first, 10) else {
+        return Ok(!matches!(first, b"self" | b"thread-self")); // not a process's directory
+    };
+    // The command's own process.
+    let (_, tgid) = t.status()?;
+    Ok(pid == tgid as u64)
 }
 
 /// What the call returns.
@@ -970,13 +984,21 @@ impl Server<'_> {
             } => (dir, name, trailing, last),
         };
         let n = name.cstr()?;
+        let last = last.unwrap_or_else(|| raw::fstatat(dir.0, n, libc::AT_SYMLINK_NOFOLLOW));
+        // Nothing is ever created in procfs, but what exists there is opened with the init's
+        // identity: only what the command could open itself.
+        if let Ok(st) = &last {
+            if raw::fs_magic(dir.0)? == PROC_SUPER_MAGIC && !command_may_open_in_proc(t, &dir, st)?
+            {
+                return Err(Errno(libc::EACCES));
+            }
+        }
         if is_dot(name.bytes()) {
             return raw::openat_exact(dir.0, n, flags | libc::O_CLOEXEC, 0).map(|fd| Reply::Fd {
                 fd: Fd(fd),
                 cloexec,
             });
         }
-        let last = last.unwrap_or_else(|| raw::fstatat(dir.0, n, libc::AT_SYMLINK_NOFOLLOW));
         match last {
             Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFIFO && flags & libc::O_EXCL == 0 => {
                 open_maybe_fifo(
