@@ -148,6 +148,7 @@ fn dev_tty_does_not_reach_the_callers_terminal() {
          echo {marker} via-echo >/dev/tty\n\
          (exec 3<>/dev/tty && echo {marker} via-rdwr >&3)\n\
          (exec 3<>/dev/tty && read -r line <&3 && echo \"read: $line\")\n\
+         echo \"pid 1 terminal: $(cut -d' ' -f7 /proc/1/stat)\"\n\
          true",
         py = open_and_write(&pty.python, "/dev/tty", &TTY_FLAGS, &marker),
     );
@@ -162,6 +163,8 @@ fn dev_tty_does_not_reach_the_callers_terminal() {
         outcome.run.describe()
     );
     outcome.assert_lacks(&format!("read: {typed}"));
+    // The init (pid 1 inside) has no controlling terminal (`tty_nr` 0 in its stat).
+    outcome.assert_output_contains("pid 1 terminal: 0\n");
     for flags in TTY_FLAGS {
         outcome.assert_output_contains(&format!("refused /dev/tty {flags}"));
     }
