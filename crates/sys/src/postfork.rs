@@ -406,6 +406,11 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
     if let Err(e) = raw::setresgid(spec.gid).and_then(|_| raw::setresuid(spec.uid)) {
         fail(fd, Stage::SetIds, 0, e, 125);
     }
+    // Not dumpable from here on (a root caller's init already is: its uid changed): the
+    // supervisor wrote the id maps before the byte above, and nothing in the sandbox may
+    // trace the init or open its /proc files (its descriptors, its memory) — not even in the
+    // moment between the command's `execve` and the init's last set-up steps.
+    let _ = raw::prctl(libc::PR_SET_DUMPABLE, 0, 0);
     // Die with the supervisor. Armed only now because the kernel clears the setting when the
     // uid or gid changes; a supervisor that died before this point has hung up the sync pipe.
     // The init's credentials never change after this.
@@ -559,7 +564,6 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
     let keep = listener.map(|_| CAP_SYS_PTRACE);
     let _ = raw::drop_capabilities_except(keep);
     let _ = raw::set_no_new_privs();
-    let _ = raw::prctl(libc::PR_SET_DUMPABLE, 0, 0);
     let status = match (listener, spec.mediate) {
         (Some(listener), Some(m)) => mediate::serve(listener, cmd, &m.rules, fd),
         _ => loop {
