@@ -1,15 +1,18 @@
 //! The sandbox's whole life after `clone`, in two processes:
 //!
 //! 1. **init**: the supervisor's direct child, created by one `clone` with every namespace flag,
-//!    so it is pid 1 of the new pid namespace. It waits until the supervisor has written its
-//!    uid/gid maps, takes the sandbox ids, arms its parent-death signal, builds the mount tree
-//!    in the planned order, sets the hostname, brings loopback up, adds the Landlock rules for
-//!    the mounts it made and enforces the command's ruleset on itself, empties the capability
-//!    bounding set, starts the command (sharing its memory until the command's `execve`, as
-//!    after `vfork`: no copy of the address space to make and throw away), drops its own
-//!    capabilities, then serves mediated creation ([`crate::mediate`]) with the
-//!    listener the command hands it, forwards signals to the command and reaps. When the
-//!    command ends it kills whatever is left in the namespace and exits with the command's code.
+//!    so it is pid 1 of the new pid namespace. It leaves the caller's session (it opens files
+//!    for the command: it must have no controlling terminal), waits until the supervisor has
+//!    written its uid/gid maps, takes the sandbox ids, makes itself non-dumpable, arms its
+//!    parent-death signal, builds the mount tree in the planned order, sets the hostname,
+//!    brings loopback up, adds the Landlock rules for the mounts it made and enforces the
+//!    command's ruleset on itself, empties the capability bounding set, starts the command
+//!    (sharing its memory until the command's `execve`, as after `vfork`: no copy of the
+//!    address space to make and throw away), points its own stdin, stdout and stderr at
+//!    `/dev/null` (the command has the caller's), drops its own capabilities, then serves
+//!    mediated creation ([`crate::mediate`]) with the listener the command hands it, forwards
+//!    signals to the command and reaps. When the command ends it kills whatever is left in the
+//!    namespace and exits with the command's code.
 //! 2. **command**: new session, the supervisor's output pipes as fds 1 and 2 (when given),
 //!    working directory, every capability dropped (the bounding set came empty), `no_new_privs`,
 //!    Landlock (a domain nested in the init's), close-on-exec for every inherited descriptor
