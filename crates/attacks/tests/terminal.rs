@@ -339,3 +339,54 @@ fn init_process_files_are_out_of_reach() {
         .assert_output_contains("opened /proc/self/maps True")
         .assert_output_contains("opened /proc/thread-self/maps True");
 }
+
+/// `--sanitize-output` with the caller's terminal on stdin: a terminal is open for reading and
+/// writing, so the command wrote escape sequences to its fd 0 (or reopened it for writing
+/// through `/proc/self/fd/0` or `/dev/stdin`) past the sanitizer. Under `--sanitize-output`
+/// the command's stdin is a read-only descriptor of the same terminal: reading what the user
+/// types and `isatty` keep working. Control: the same snippet without stockade.
+#[test]
+fn sanitize_output_holds_with_a_terminal_on_stdin() {
+    let fx = Fixture::new();
+    let Some(pty) = Pty::new(&fx, "terminal: stdin past the sanitizer") else {
+        return;
+    };
+    let marker = fx.marker("stdin");
+    let typed = fx.marker("typed");
+    let osc = |how: &str| format!("\\033]0;{marker} {how}\\007\\n");
+    let script = format!(
+        "printf '{fd0}' >&0\n\
+         printf '{creat}' >/proc/self/fd/0\n\
+         printf '{devstdin}' >>/dev/stdin\n\
+         {py} -c \"import os; os.write(os.open('/proc/self/fd/0', os.O_WRONLY), b'\\x1b]0;{marker} wronly\\x07')\"\n\
+         test -t 0 && echo stdin-is-a-terminal\n\
+         echo ready-to-read; read -r line; echo \"read: $line\"",
+        fd0 = osc("fd0"),
+        creat = osc("creat"),
+        devstdin = osc("devstdin"),
+        py = sh_quote(&pty.python),
+    );
+    let line = format!("{typed}\n");
+    let (seen, run) = pty.run(
+        fx.sandbox(&["--sanitize-output"], &script),
+        "on",
+        "ready-to-read",
+        line.as_bytes(),
+    );
+    assert!(
+        !seen.contains(&marker),
+        "escape sequences reached the terminal past --sanitize-output: {seen:?}\n{}",
+        run.describe()
+    );
+    assert!(
+        seen.contains("stdin-is-a-terminal") && seen.contains(&format!("read: {typed}")),
+        "interactive input stopped working: {seen:?}\n{}",
+        run.describe()
+    );
+    let (seen, run) = pty.run(fx.host(&script), "on", "ready-to-read", line.as_bytes());
+    assert!(
+        seen.contains(&format!("\x1b]0;{marker} fd0")),
+        "control: fd 0 did not reach the terminal: {seen:?}\n{}",
+        run.describe()
+    );
+}

@@ -173,6 +173,18 @@ fn aimable_socket(fd: std::os::fd::BorrowedFd<'_>) -> bool {
     getpeername(fd).is_err()
 }
 
+/// A new read-only descriptor of the terminal on stdin (close-on-exec; never made the
+/// supervisor's controlling terminal).
+fn read_only_terminal() -> Result<OwnedFd, RunError> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::NOCTTY | OFlags::CLOEXEC;
+    rustix::fs::open("/proc/self/fd/0", flags, Mode::empty()).map_err(|e| RunError::Unavailable {
+        what: "a read-only terminal for the command (--sanitize-output)",
+        cause: format!("cannot open the terminal on stdin again for reading: {e}"),
+        fix: "run without --sanitize-output, or give `stockade run` stdin from a pipe, a file or /dev/null".into(),
+    })
+}
+
 /// Run the plan. Blocks until the sandbox has ended.
 /// Receives the proxy's listening socket (mode `proxy`) and starts serving it.
 pub type ProxyStarter<'a> = &'a mut dyn FnMut(std::net::TcpListener) -> Result<(), String>;
@@ -443,6 +455,14 @@ pub fn launch(
             .then(|| output_pipe(plan))
             .transpose()?,
     ];
+    // Under --sanitize-output a terminal on stdin goes to the command read-only: a terminal is
+    // open for reading and writing, and the command would write escape sequences to its fd 0
+    // past the sanitizer.
+    let stdin_read_only = if sanitize && std::io::stdin().is_terminal() {
+        Some(read_only_terminal()?)
+    } else {
+        None
+    };
     let mut spec = ChildSpec {
         report_fd: -1,
         sync_fd: -1,
@@ -469,6 +489,7 @@ pub fn launch(
         },
         new_network: plan.network.new_namespace,
         proxy: proxy_spec,
+        stdin: stdin_read_only.as_ref().map_or(-1, |f| f.as_raw_fd()),
         stdout: output_pipes[0].as_ref().map_or(-1, |p| p.1.as_raw_fd()),
         stderr: output_pipes[1].as_ref().map_or(-1, |p| p.1.as_raw_fd()),
         output_readers: [

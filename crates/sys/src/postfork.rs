@@ -116,7 +116,7 @@ impl Stage {
             Stage::Mediation => "hand the mediation listener to the init",
             Stage::ProxyListener => "open the proxy's listening socket in the sandbox",
             Stage::Rlimit => "set a resource limit",
-            Stage::Stdio => "connect the command's output to the supervisor",
+            Stage::Stdio => "connect the command's stdin, stdout and stderr",
             Stage::WaitForGroup => "wait to be placed in the run's cgroup",
             Stage::JoinGroup => "join the run's cgroup",
         }
@@ -283,6 +283,11 @@ pub struct ChildSpec<'a> {
     /// The egress proxy's listening socket, made by the init inside the sandbox's network
     /// namespace and sent to the supervisor, which serves it from the host side.
     pub proxy: Option<ProxySpec>,
+    /// When >= 0, the command's fd 0: a read-only descriptor of the caller's terminal (under
+    /// `--sanitize-output`, where the caller's own stdin, open for reading and writing as
+    /// terminals are, would let the command write past the sanitizer); -1 keeps the caller's.
+    /// Same rules as [`ChildSpec::stdout`].
+    pub stdin: c_int,
     /// When >= 0, the command's fd 1: the write end of the supervisor's output pipe; -1 keeps
     /// the caller's. Made close-on-exec by the supervisor (only the command's fd 1 copy
     /// survives `execve`); above 2 in practice (Rust's runtime keeps 0..=2 open).
@@ -501,7 +506,7 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
         fd,
         init_sock,
         spec: &spec.command,
-        streams: (spec.stdout, spec.stderr),
+        streams: (spec.stdin, spec.stdout, spec.stderr),
         mediation: spec.mediate.map(|m| (m.filter, cmd_sock)),
     };
     // SAFETY: `COMMAND_STACK` is used by this one child only, which runs `command_start` on
@@ -522,9 +527,9 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
     };
     // The output pipes are the command's: the init writes nothing to them, and must not be
     // what keeps them open (end of output is when the command and its descendants are gone).
-    for out in [spec.stdout, spec.stderr] {
-        if out > 2 {
-            raw::close(out);
+    for own in [spec.stdin, spec.stdout, spec.stderr] {
+        if own > 2 {
+            raw::close(own);
         }
     }
     // Nor does it keep the caller's stdin, stdout and stderr (the caller's terminal, when
@@ -741,7 +746,7 @@ struct CommandStart<'a> {
     fd: c_int,
     init_sock: c_int,
     spec: &'a CommandSpec<'a>,
-    streams: (c_int, c_int),
+    streams: (c_int, c_int, c_int),
     mediation: Option<(&'a [libc::sock_filter], c_int)>,
 }
 
@@ -780,7 +785,7 @@ extern "C" fn command_start(arg: *mut libc::c_void) -> c_int {
 fn command(
     fd: c_int,
     spec: &CommandSpec<'_>,
-    (stdout, stderr): (c_int, c_int),
+    (stdin, stdout, stderr): (c_int, c_int, c_int),
     mediation: Option<(&[libc::sock_filter], c_int)>,
 ) -> ! {
     // The supervisor's handlers (inherited through the init) back to the default; a signal
@@ -796,9 +801,13 @@ fn command(
     if let Err(e) = raw::setsid() {
         fail(fd, Stage::Setsid, 0, e, 125);
     }
-    // The supervisor's output pipes become fds 1 and 2 (without close-on-exec); the originals
-    // are close-on-exec and `cloexec_from(3)` below covers them anyway.
-    for (i, (from, to)) in [(stdout, 1), (stderr, 2)].into_iter().enumerate() {
+    // The supervisor's output pipes become fds 1 and 2, a read-only terminal fd 0 (without
+    // close-on-exec); the originals are close-on-exec and `cloexec_from(3)` below covers them
+    // anyway. (Stage index 0 and 1 are stdout and stderr, 2 stdin.)
+    for (i, (from, to)) in [(stdout, 1), (stderr, 2), (stdin, 0)]
+        .into_iter()
+        .enumerate()
+    {
         if from >= 0 {
             if let Err(e) = raw::dup2(from, to) {
                 fail(fd, Stage::Stdio, i, e, 125);
