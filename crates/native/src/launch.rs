@@ -155,6 +155,36 @@ fn is_dev_null(fd: std::os::fd::BorrowedFd<'_>) -> bool {
         .is_ok_and(|m| m.file_type().is_char_device() && m.rdev() == libc::makedev(1, 3))
 }
 
+/// Whether `fd` is a socket the command could aim at another address: anything but a
+/// connected stream or seqpacket socket (a datagram socket takes an address with every
+/// `sendto` and can be `connect`ed again; an unconnected or listening one can `connect` or
+/// `accept`). Sockets keep their network namespace and reach paths through the caller's
+/// filesystem: such a socket on stdin, stdout or stderr would be a host Unix socket, or a
+/// host UDP socket past `--net none`, in the command's hands.
+fn aimable_socket(fd: std::os::fd::BorrowedFd<'_>) -> bool {
+    use rustix::net::{getpeername, sockopt, SocketType};
+    let Ok(ty) = sockopt::socket_type(fd) else {
+        return false; // not a socket (ENOTSOCK), or no descriptor at all
+    };
+    if ty != SocketType::STREAM && ty != SocketType::SEQPACKET {
+        return true;
+    }
+    // Connected when it has a peer (an unnamed one, for a socketpair, is `Ok(None)`).
+    getpeername(fd).is_err()
+}
+
+/// A new read-only descriptor of the terminal on stdin (close-on-exec; never made the
+/// supervisor's controlling terminal).
+fn read_only_terminal() -> Result<OwnedFd, RunError> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::NOCTTY | OFlags::CLOEXEC;
+    rustix::fs::open("/proc/self/fd/0", flags, Mode::empty()).map_err(|e| RunError::Unavailable {
+        what: "a read-only terminal for the command (--sanitize-output)",
+        cause: format!("cannot open the terminal on stdin again for reading: {e}"),
+        fix: "run without --sanitize-output, or give `stockade run` stdin from a pipe, a file or /dev/null".into(),
+    })
+}
+
 /// Run the plan. Blocks until the sandbox has ended.
 /// Receives the proxy's listening socket (mode `proxy`) and starts serving it.
 pub type ProxyStarter<'a> = &'a mut dyn FnMut(std::net::TcpListener) -> Result<(), String>;
@@ -166,6 +196,14 @@ pub fn launch(
 ) -> Result<Outcome, RunError> {
     let started = Instant::now();
     let mut skipped = Vec::new();
+    // stdout and stderr are relayed when they are such sockets (below); stdin cannot be.
+    if aimable_socket(std::io::stdin().as_fd()) {
+        return Err(RunError::Unavailable {
+            what: "keeping the caller's sockets out of the sandbox",
+            cause: "stdin is a socket the command could aim at other addresses (a datagram, unconnected or listening socket): host Unix sockets, or the network past --net".into(),
+            fix: "give `stockade run` a pipe, a file, a terminal or /dev/null as stdin (`< /dev/null`, `cat | stockade run ...`)".into(),
+        });
+    }
     if let Some(l) = plan.linked_secrets.first() {
         let others = plan.linked_secrets.len() - 1;
         let cause = format!(
@@ -411,10 +449,13 @@ pub fn launch(
     // model's context window.
     // Under --sanitize-output terminals are relayed too: escape sequences are what it removes.
     // `/dev/null` is passed as it is: nothing written there can flood anything, and the
-    // relay's pipes and thread would be pure cost.
+    // relay's pipes and thread would be pure cost. A socket the command could aim elsewhere
+    // is always relayed: the command gets a pipe, the supervisor writes to the socket.
     let sanitize = options.sanitize_output;
     let relayed = |stream: std::os::fd::BorrowedFd<'_>, terminal: bool| {
-        sanitize || (plan.output_limit.is_some() && !terminal && !is_dev_null(stream))
+        sanitize
+            || aimable_socket(stream)
+            || (plan.output_limit.is_some() && !terminal && !is_dev_null(stream))
     };
     let (stdout, stderr) = (std::io::stdout(), std::io::stderr());
     let output_pipes: [Option<(OwnedFd, OwnedFd)>; 2] = [
@@ -425,6 +466,14 @@ pub fn launch(
             .then(|| output_pipe(plan))
             .transpose()?,
     ];
+    // Under --sanitize-output a terminal on stdin goes to the command read-only: a terminal is
+    // open for reading and writing, and the command would write escape sequences to its fd 0
+    // past the sanitizer.
+    let stdin_read_only = if sanitize && std::io::stdin().is_terminal() {
+        Some(read_only_terminal()?)
+    } else {
+        None
+    };
     let mut spec = ChildSpec {
         report_fd: -1,
         sync_fd: -1,
@@ -451,6 +500,7 @@ pub fn launch(
         },
         new_network: plan.network.new_namespace,
         proxy: proxy_spec,
+        stdin: stdin_read_only.as_ref().map_or(-1, |f| f.as_raw_fd()),
         stdout: output_pipes[0].as_ref().map_or(-1, |p| p.1.as_raw_fd()),
         stderr: output_pipes[1].as_ref().map_or(-1, |p| p.1.as_raw_fd()),
         output_readers: [

@@ -58,9 +58,24 @@
 //!   signal (`CSIGNAL`), the kernel strips it from the flags, and a time namespace can
 //!   only be made with `unshare(2)` or `clone3` (which is `ENOSYS` anyway).
 //! - `ioctl` is refused for `TIOCSTI` and `TIOCLINUX` (arg1).
-//! - `socket` is refused for `AF_UNIX` (arg0); `socketpair` stays allowed, so programs
-//!   can still talk to their own children. And for `AF_VSOCK`: virtio sockets ignore the
-//!   network namespace and reach the hypervisor host even in a run without network.
+//! - `socket` is refused for `AF_UNIX` (arg0). And for `AF_VSOCK`: virtio sockets ignore
+//!   the network namespace and reach the hypervisor host even in a run without network.
+//! - `socketpair` is allowed only for `AF_UNIX` with a type (arg1, less the
+//!   `SOCK_NONBLOCK`/`SOCK_CLOEXEC` flags: `& 0xf`) of `SOCK_STREAM` or `SOCK_SEQPACKET`:
+//!   an allow-list (`SOCK_RAW` is a datagram socket to the kernel's `AF_UNIX`), checked
+//!   as `ld arg0; jeq AF_UNIX; ld arg1; and 0xf; jeq` per type. A datagram socket from a
+//!   pair is unconnected as far as a path goes: `sendto`/`sendmsg` with an address, or
+//!   `connect`, reach any host datagram socket the user may write (`/dev/log`, journald,
+//!   `$NOTIFY_SOCKET`), network namespace or not. The kernel keeps the allowed pairs to
+//!   each other: a stream pair's `sendmsg` with an address fails (`EISCONN`), a seqpacket
+//!   pair's ignores it, `connect` on either fails (`EISCONN`), and `listen` fails
+//!   (`EINVAL`: already connected), so binding one to a path makes a name nobody can
+//!   connect to. Programs still talk to their own children over them.
+//!
+//! No other call makes a Unix socket on x86_64: `socketcall` exists only in the i386 ABI
+//! (killed by the guard), `io_uring` (whose `IORING_OP_SOCKET` would) is refused, an
+//! `accept` needs a listening socket, and `open` of a socket's path or `/proc/PID/fd/N`
+//! gives `ENXIO`.
 //!
 //! # Architectures
 //!
@@ -175,6 +190,8 @@ const BPF_JEQ: u16 = 0x10;
 const BPF_JGE: u16 = 0x30;
 const BPF_JSET: u16 = 0x40;
 const BPF_K: u16 = 0x00;
+const BPF_ALU: u16 = 0x04;
+const BPF_AND: u16 = 0x50;
 
 // Offsets in `struct seccomp_data { int nr; __u32 arch; __u64 ip; __u64 args[6]; }`.
 const SECCOMP_DATA_NR_OFFSET: u32 = 0;
@@ -222,6 +239,15 @@ const TIOCSTI: u64 = libc::TIOCSTI as u64;
 #[allow(clippy::unnecessary_cast)]
 const TIOCLINUX: u64 = libc::TIOCLINUX as u64;
 
+/// The bits of a socket's `type` argument that name the type; the rest are the
+/// `SOCK_NONBLOCK` and `SOCK_CLOEXEC` flags (the kernel's `SOCK_TYPE_MASK`).
+const SOCK_TYPE_MASK: u64 = 0xf;
+/// The `socketpair(AF_UNIX, ...)` types allowed: connected byte streams and sequenced
+/// packets, whose sockets cannot be pointed anywhere else. Not `SOCK_DGRAM`, whose
+/// `sendto`/`sendmsg` with an address and `connect` reach any host datagram socket by path,
+/// nor `SOCK_RAW` (the kernel makes it a datagram socket for `AF_UNIX`).
+const UNIX_PAIR_TYPES: &[u64] = &[libc::SOCK_STREAM as u64, libc::SOCK_SEQPACKET as u64];
+
 /// When a compiled rule matches.
 #[derive(Debug, Clone, Copy)]
 enum Match {
@@ -231,6 +257,13 @@ enum Match {
     AnyBit { arg: u8, bits: &'static [u64] },
     /// The low 32 bits of argument `arg` equal `value`.
     Equals { arg: u8, value: u64 },
+    /// Unless the low 32 bits of arg0 (a socket domain) equal `domain` and those of arg1
+    /// (the type) masked with `type_mask` are one of `types`: an allow-list of socket types.
+    OutsideSocketTypes {
+        domain: u64,
+        type_mask: u64,
+        types: &'static [u64],
+    },
 }
 
 /// How a table entry is enforced.
@@ -454,6 +487,16 @@ fn table() -> Vec<Entry> {
             "reaches host services over Unix sockets (container runtimes, D-Bus, ssh-agent, systemd); socketpair stays allowed"
         ),
         deny!(
+            SYS_socketpair,
+            "arg0 (domain) != AF_UNIX, or arg1 (type) & 0xf is neither SOCK_STREAM nor SOCK_SEQPACKET",
+            Match::OutsideSocketTypes {
+                domain: libc::AF_UNIX as u64,
+                type_mask: SOCK_TYPE_MASK,
+                types: UNIX_PAIR_TYPES
+            },
+            "a datagram socket from socketpair reaches any host datagram socket by path (sendto, sendmsg, connect: /dev/log, journald, the notify socket); stream and seqpacket pairs stay allowed for talking to the command's own processes"
+        ),
+        deny!(
             SYS_socket,
             "arg0 (domain) == AF_VSOCK",
             Match::Equals {
@@ -467,7 +510,7 @@ fn table() -> Vec<Entry> {
 
 /// Everything the default filter refuses, in program order: the two guards (foreign
 /// architecture, x32), then the syscalls denied outright, then the argument-dependent
-/// ones (`unshare`, `clone`, `clone3`, `ioctl`, `socket`).
+/// ones (`unshare`, `clone`, `clone3`, `ioctl`, `socket`, `socketpair`).
 pub fn default_rules() -> Vec<Rule> {
     table().into_iter().map(|entry| entry.rule).collect()
 }
@@ -590,6 +633,21 @@ fn argument_block(checks: &[(Match, i32)]) -> Result<Vec<sock_filter>, SeccompEr
     for &(matches, errno) in checks {
         let (arg, test) = match matches {
             Match::Always => continue,
+            Match::OutsideSocketTypes {
+                domain,
+                type_mask,
+                types,
+            } => {
+                block.extend(socket_type_check(
+                    loaded == Some(0),
+                    domain,
+                    type_mask,
+                    types,
+                    errno,
+                )?);
+                loaded = None; // the accumulator holds the masked type now
+                continue;
+            }
             Match::AnyBit { arg, bits } => {
                 let any = bits.iter().fold(0u64, |acc, b| acc | b);
                 (arg, jump(BPF_JMP | BPF_JSET | BPF_K, low_bits(any)?, 0, 1))
@@ -606,6 +664,49 @@ fn argument_block(checks: &[(Match, i32)]) -> Result<Vec<sock_filter>, SeccompEr
         block.push(stmt(BPF_RET | BPF_K, errno_action(errno)));
     }
     block.push(stmt(BPF_RET | BPF_K, libc::SECCOMP_RET_ALLOW));
+    Ok(block)
+}
+
+/// The block for [`Match::OutsideSocketTypes`], falling through when the call is allowed:
+///
+/// ```text
+///     ld  arg0                      ; unless already loaded
+///     jeq #domain, 0, deny
+///     ld  arg1
+///     and #type_mask
+///     jeq #types[0], allow, 0       ; one per allowed type
+///     ...
+/// deny:
+///     ret errno
+/// allow:
+/// ```
+fn socket_type_check(
+    domain_loaded: bool,
+    domain: u64,
+    type_mask: u64,
+    types: &[u64],
+    errno: i32,
+) -> Result<Vec<sock_filter>, SeccompError> {
+    let n = u8::try_from(types.len()).map_err(|_| SeccompError::WideValue {
+        value: types.len() as u64,
+    })?;
+    let mut block = Vec::new();
+    if !domain_loaded {
+        block.push(load_arg(0));
+    }
+    block.push(jump(
+        BPF_JMP | BPF_JEQ | BPF_K,
+        low_bits(domain)?,
+        0,
+        n.saturating_add(2),
+    ));
+    block.push(load_arg(1));
+    block.push(stmt(BPF_ALU | BPF_AND | BPF_K, low_bits(type_mask)?));
+    for (i, t) in (0u8..).zip(types) {
+        // Over the remaining compares and the `ret`.
+        block.push(jump(BPF_JMP | BPF_JEQ | BPF_K, low_bits(*t)?, n - i, 0));
+    }
+    block.push(stmt(BPF_RET | BPF_K, errno_action(errno)));
     Ok(block)
 }
 

@@ -77,6 +77,20 @@ fn seccompiler_reference() -> Vec<sock_filter> {
                     .collect(),
             ),
             Match::Equals { arg, value } => Some(vec![rule(arg, SeccompCmpOp::Eq, value)]),
+            // Denied when the domain differs or the masked type is any other value.
+            Match::OutsideSocketTypes {
+                domain,
+                type_mask,
+                types,
+            } => Some(
+                std::iter::once(rule(0, SeccompCmpOp::Ne, domain))
+                    .chain(
+                        (0..=type_mask)
+                            .filter(|t| !types.contains(t))
+                            .map(|t| rule(1, SeccompCmpOp::MaskedEq(type_mask), t)),
+                    )
+                    .collect(),
+            ),
         };
         let slot = chains.entry(nr.unwrap()).or_insert(Some(Vec::new()));
         match (slot.as_mut(), rules) {
@@ -120,6 +134,13 @@ fn argument_samples() -> Vec<[u64; 6]> {
                 Match::Equals { value, .. } => {
                     values.extend([value, value | (0xdead << 32), value + 1, value - 1]);
                 }
+                Match::OutsideSocketTypes { domain, types, .. } => {
+                    values.extend([domain, domain | (0xdead << 32), domain + 1]);
+                    for &t in types {
+                        let flags = (libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK) as u64;
+                        values.extend([t, t | flags, t | (1 << 40), t + 1]);
+                    }
+                }
             }
         }
     }
@@ -136,6 +157,19 @@ fn argument_samples() -> Vec<[u64; 6]> {
             let mut args = [0u64; 6];
             args[arg] = v;
             out.push(args);
+        }
+    }
+    // Pairs for the rows that look at two arguments: a socket domain with each type.
+    let domains = [libc::AF_UNIX as u64, libc::AF_INET as u64, 1 | (7 << 32)];
+    for domain in domains {
+        for t in 0..20u64 {
+            for flags in [
+                0,
+                (libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK) as u64,
+                0xdead << 32,
+            ] {
+                out.push([domain, t | flags, 0, 0, 0, 0]);
+            }
         }
     }
     out
@@ -294,10 +328,11 @@ fn default_rules_name_everything_denied() {
         "clone3",
         "ioctl",
         "socket",
+        "socketpair",
     ] {
         assert!(names.contains(&name), "{name} missing from default_rules()");
     }
-    for allowed in ["personality", "socketpair", "fork", "execve"] {
+    for allowed in ["personality", "fork", "execve"] {
         assert!(!names.contains(&allowed), "{allowed} must not be denied");
     }
     for rule in &rules {
@@ -360,6 +395,16 @@ fn every_table_row_is_enforced_by_the_program() {
                 let mut args = [0; 6];
                 args[usize::from(arg)] = value;
                 expect(args);
+            }
+            Match::OutsideSocketTypes {
+                domain,
+                type_mask,
+                types,
+            } => {
+                expect([domain + 1, types[0], 0, 0, 0, 0]);
+                for t in (0..=type_mask).filter(|t| !types.contains(t)) {
+                    expect([domain, t, 0, 0, 0, 0]);
+                }
             }
         }
     }
@@ -432,6 +477,36 @@ fn argument_checks() {
     assert_eq!(call(libc::SYS_ioctl, [0, tcgets, 0, 0, 0, 0]), RET_ALLOW);
     // The request in arg0 (the fd) does not matter.
     assert_eq!(call(libc::SYS_ioctl, [tiocsti, 0, 0, 0, 0, 0]), RET_ALLOW);
+    // socketpair: AF_UNIX stream and seqpacket pairs (with any flags) are allowed; datagram
+    // (and SOCK_RAW, a datagram socket for AF_UNIX), other types and other domains are not.
+    let (unix, inet) = (libc::AF_UNIX as u64, libc::AF_INET as u64);
+    let flags = (libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK) as u64;
+    for allowed in [libc::SOCK_STREAM, libc::SOCK_SEQPACKET] {
+        let t = allowed as u64;
+        for args in [[unix, t, 0, 0, 0, 0], [unix, t | flags, 0, 0, 0, 0]] {
+            assert_eq!(call(libc::SYS_socketpair, args), RET_ALLOW, "{args:x?}");
+        }
+        // The kernel reads int arguments: high bits change nothing.
+        let high = [unix | (1 << 32), t | (1 << 40), 0, 0, 0, 0];
+        assert_eq!(call(libc::SYS_socketpair, high), RET_ALLOW);
+        assert_eq!(call(libc::SYS_socketpair, [inet, t, 0, 0, 0, 0]), RET_EPERM);
+    }
+    for denied in [
+        libc::SOCK_DGRAM,
+        libc::SOCK_RAW,
+        libc::SOCK_RDM,
+        10, // SOCK_PACKET
+        0,
+        15,
+    ] {
+        let t = denied as u64;
+        for args in [[unix, t, 0, 0, 0, 0], [unix, t | flags, 0, 0, 0, 0]] {
+            assert_eq!(call(libc::SYS_socketpair, args), RET_EPERM, "{args:x?}");
+        }
+    }
+    // The domain is not masked: a flag-like bit in it is another domain.
+    let odd = [unix | 0x80, libc::SOCK_STREAM as u64, 0, 0, 0, 0];
+    assert_eq!(call(libc::SYS_socketpair, odd), RET_EPERM);
     // socket: AF_UNIX denied, others allowed.
     assert_eq!(call(libc::SYS_socket, [1, 1, 0, 0, 0, 0]), RET_EPERM);
     // Only the domain counts: SOCK_STREAM (1) in arg1 does not make AF_INET a Unix socket.
@@ -457,7 +532,8 @@ fn only_listed_syscalls_are_touched() {
         if i64::from(nr) == libc::SYS_clone3 {
             assert_eq!(got, RET_ENOSYS);
         } else if listed.contains(&i64::from(nr)) {
-            // Conditional rows (unshare, clone, ioctl, socket) allow all-zero arguments.
+            // Conditional rows (unshare, clone, ioctl, socket) allow all-zero arguments;
+            // socketpair's allow-list does not (domain 0 is not AF_UNIX).
             assert!(got == RET_EPERM || got == RET_ALLOW, "nr {nr}: {got:#x}");
             denied += usize::from(got == RET_EPERM);
         } else {
@@ -477,7 +553,7 @@ fn only_listed_syscalls_are_touched() {
             )
         })
         .count();
-    assert_eq!(denied, always);
+    assert_eq!(denied, always + 1);
 }
 
 #[test]

@@ -187,9 +187,35 @@ fn probe_socket_inet_stream() -> i32 {
 }
 
 fn probe_socketpair_unix() -> i32 {
+    socketpair_result(libc::AF_UNIX, libc::SOCK_STREAM)
+}
+
+fn probe_socketpair_unix_seqpacket() -> i32 {
+    socketpair_result(libc::AF_UNIX, libc::SOCK_SEQPACKET)
+}
+
+fn probe_socketpair_unix_stream_flags() -> i32 {
+    let flags = libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK;
+    socketpair_result(libc::AF_UNIX, libc::SOCK_STREAM | flags)
+}
+
+fn probe_socketpair_unix_dgram() -> i32 {
+    socketpair_result(libc::AF_UNIX, libc::SOCK_DGRAM)
+}
+
+fn probe_socketpair_unix_dgram_cloexec() -> i32 {
+    socketpair_result(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC)
+}
+
+/// `SOCK_RAW` is accepted by the kernel for `AF_UNIX` and made a datagram socket.
+fn probe_socketpair_unix_raw() -> i32 {
+    socketpair_result(libc::AF_UNIX, libc::SOCK_RAW)
+}
+
+fn socketpair_result(domain: libc::c_int, ty: libc::c_int) -> i32 {
     let mut fds = [-1; 2];
     // SAFETY: `fds` has room for the two descriptors.
-    let ret = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, fds.as_mut_ptr()) };
+    let ret = unsafe { libc::socketpair(domain, ty, 0, fds.as_mut_ptr()) };
     let code = result(i64::from(ret));
     for fd in fds {
         if fd >= 0 {
@@ -421,10 +447,22 @@ fn ptrace_is_denied() {
 }
 
 #[test]
-fn unix_sockets_are_denied_but_socketpair_and_inet_work() {
+fn unix_sockets_are_denied_but_stream_socketpairs_and_inet_work() {
     assert_eq!(unfiltered(probe_socket_unix), OK);
     assert_eq!(filtered(probe_socket_unix), EPERM);
     assert_eq!(filtered(probe_socketpair_unix), OK);
+    assert_eq!(filtered(probe_socketpair_unix_seqpacket), OK);
+    assert_eq!(filtered(probe_socketpair_unix_stream_flags), OK);
+    // Datagram pairs can be aimed at any host datagram socket by path: denied (the controls
+    // show the kernel makes them, SOCK_RAW included).
+    for probe in [
+        probe_socketpair_unix_dgram,
+        probe_socketpair_unix_dgram_cloexec,
+        probe_socketpair_unix_raw,
+    ] {
+        assert_eq!(unfiltered(probe), OK);
+        assert_eq!(filtered(probe), EPERM);
+    }
     assert_eq!(filtered(probe_socket_inet), OK);
     // The domain is what counts, whatever the type (SOCK_STREAM is also 1).
     assert_eq!(unfiltered(probe_socket_unix_dgram), OK);

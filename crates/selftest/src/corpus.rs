@@ -60,6 +60,7 @@ pub const PLACEHOLDERS: &[&str] = &[
     "TCP6_PORT",
     "UDP_PORT",
     "UNIX_SOCK",
+    "UNIX_DGRAM",
     "ABSTRACT",
     "HOST_PID",
     "SHM_ID",
@@ -68,7 +69,15 @@ pub const PLACEHOLDERS: &[&str] = &[
 ];
 
 /// Loopback listeners a case can name in `listener_hit`.
-pub const LISTENERS: &[&str] = &["tcp", "tcp2", "tcp6", "udp", "unix", "abstract"];
+pub const LISTENERS: &[&str] = &[
+    "tcp",
+    "tcp2",
+    "tcp6",
+    "udp",
+    "unix",
+    "unix-dgram",
+    "abstract",
+];
 
 /// The prefix of the line the `escaped NAME` shell function prints (defined for every
 /// snippet), so that an escape signal is text the snippet *prints*, never text it contains.
@@ -144,6 +153,13 @@ pub struct Case {
     /// The run may end without the snippet finishing (timeouts, the run killed).
     #[serde(default)]
     pub may_not_finish: bool,
+    /// Both runs happen in a new session whose controlling terminal is a fresh
+    /// pseudo-terminal (util-linux `setsid --ctty`, so `tool:setsid` is required), while
+    /// stdin is `/dev/null` and stdout and stderr stay the runner's pipes: the caller's
+    /// terminal is present but not the command's output. `escape.terminal_has` reads what
+    /// reached it.
+    #[serde(default)]
+    pub terminal: bool,
     /// A refusal of `stockade run` (exit 125) whose output contains this code contains the
     /// attack (e.g. `E_UNTRUSTED_CONFIG`).
     #[serde(default)]
@@ -197,6 +213,9 @@ pub struct Escape {
     /// More than this many bytes of output arrived (stdout and stderr together).
     #[serde(default)]
     pub output_over: Option<u64>,
+    /// Each string reached the caller's terminal (a case with `terminal = true`).
+    #[serde(default)]
+    pub terminal_has: Vec<String>,
 }
 
 impl Escape {
@@ -208,6 +227,7 @@ impl Escape {
             + self.listener_saw.len()
             + usize::from(self.host_process_killed)
             + usize::from(self.output_over.is_some())
+            + self.terminal_has.len()
     }
 }
 
@@ -228,6 +248,7 @@ impl Case {
         t.extend(self.escape.output_has.iter().map(String::as_str));
         t.extend(self.escape.host_changed.iter().map(String::as_str));
         t.extend(self.escape.listener_saw.iter().map(String::as_str));
+        t.extend(self.escape.terminal_has.iter().map(String::as_str));
         t
     }
 
@@ -265,6 +286,12 @@ impl Case {
         }
         if self.escape.count() == 0 {
             return Err("`escape` names no signal: the case could never fail".into());
+        }
+        if !self.escape.terminal_has.is_empty() && !self.terminal {
+            return Err("`escape.terminal_has` needs `terminal = true`".into());
+        }
+        if self.terminal && !self.requires.iter().any(|r| r == "tool:setsid") {
+            return Err("`terminal = true` needs `requires = [\"tool:setsid\"]`".into());
         }
         for p in self.placeholders() {
             if !PLACEHOLDERS.contains(&p.as_str()) {

@@ -8,7 +8,7 @@ use std::fs;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream, UdpSocket};
 use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::{UnixDatagram, UnixListener, UnixStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -98,6 +98,7 @@ impl Needs {
                     "TCP6_PORT",
                     "UDP_PORT",
                     "UNIX_SOCK",
+                    "UNIX_DGRAM",
                     "ABSTRACT",
                 ]
                 .iter()
@@ -390,6 +391,7 @@ impl Fixture {
             "TCP6_PORT" => l?.tcp6?.to_string(),
             "UDP_PORT" => l?.udp.to_string(),
             "UNIX_SOCK" => l?.unix.display().to_string(),
+            "UNIX_DGRAM" => l?.unix_dgram.display().to_string(),
             "ABSTRACT" => l?.abstract_name.clone(),
             "HOST_PID" => self.host_process.as_ref()?.id().to_string(),
             "SHM_ID" => ipc("m")?,
@@ -557,15 +559,17 @@ impl ListenerLog {
 }
 
 /// Loopback listeners of one fixture: TCP (an HTTP responder), a second TCP one (a redirect
-/// target), TCP on `::1` when the host has IPv6 loopback, UDP, a Unix socket under the
-/// fixture and an abstract Unix socket. They answer with `listener-<name>-MARKER-<id>` and
-/// record who reached them; they stop on drop.
+/// target), TCP on `::1` when the host has IPv6 loopback, UDP, a Unix stream socket and a Unix
+/// datagram socket (`unix-dgram`, a `/dev/log` stand-in: it only records) under the fixture,
+/// and an abstract Unix socket. They answer with `listener-<name>-MARKER-<id>` and record who
+/// reached them; they stop on drop.
 struct Listeners {
     tcp: u16,
     tcp2: u16,
     tcp6: Option<u16>,
     udp: u16,
     unix: PathBuf,
+    unix_dgram: PathBuf,
     abstract_name: String,
     log: Arc<Mutex<ListenerLog>>,
     stop: Arc<AtomicBool>,
@@ -593,6 +597,10 @@ impl Listeners {
         let unix_listener =
             UnixListener::bind(&unix).map_err(err(format!("bind {}", unix.display())))?;
         chmod(&unix, 0o777)?;
+        let unix_dgram = root.join("host-dgram.sock");
+        let dgram = UnixDatagram::bind(&unix_dgram)
+            .map_err(err(format!("bind {}", unix_dgram.display())))?;
+        chmod(&unix_dgram, 0o777)?;
         let abstract_name = format!("stockade-selftest-{}", unique());
         let abstract_listener = {
             use std::os::linux::net::SocketAddrExt;
@@ -634,6 +642,20 @@ impl Listeners {
             });
         }
         {
+            let (log, stop) = (log.clone(), stop.clone());
+            thread::spawn(move || {
+                let mut buf = vec![0u8; 65536];
+                while let Ok(n) = dgram.recv(&mut buf) {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    if let Ok(mut log) = log.lock() {
+                        log.record("unix-dgram", &buf[..n]);
+                    }
+                }
+            });
+        }
+        {
             let (log, stop, body) = (log.clone(), stop.clone(), reply("udp"));
             thread::spawn(move || {
                 let mut buf = vec![0u8; 65536];
@@ -654,6 +676,7 @@ impl Listeners {
             tcp6: p6,
             udp: udp_port,
             unix,
+            unix_dgram,
             abstract_name,
             log,
             stop,
@@ -677,6 +700,9 @@ impl Drop for Listeners {
             let _ = s.send_to(b"stop", ("127.0.0.1", self.udp));
         }
         let _ = UnixStream::connect(&self.unix);
+        if let Ok(s) = UnixDatagram::unbound() {
+            let _ = s.send_to(b"stop", &self.unix_dgram);
+        }
         {
             use std::os::linux::net::SocketAddrExt;
             if let Ok(addr) =

@@ -216,6 +216,8 @@ struct Ran {
     /// Bytes of output (both streams), including what was not kept.
     bytes: u64,
     timed_out: bool,
+    /// What reached the pseudo-terminal of a `terminal` case.
+    terminal: Vec<u8>,
 }
 
 impl Ran {
@@ -270,10 +272,53 @@ fn with_redirect(redirect: Option<&str>, argv: Vec<OsString>) -> Vec<OsString> {
     }
 }
 
+/// A fresh pseudo-terminal: the master, and the terminal side opened without making it
+/// anyone's controlling terminal yet.
+fn open_terminal() -> Result<(std::fs::File, std::fs::File), String> {
+    use rustix::pty::{grantpt, openpt, ptsname, unlockpt, OpenptFlags};
+    fn failed(what: &'static str) -> impl Fn(rustix::io::Errno) -> String {
+        move |e| format!("cannot {what} a pseudo-terminal: {e}")
+    }
+    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).map_err(failed("open"))?;
+    grantpt(&master).map_err(failed("grant"))?;
+    unlockpt(&master).map_err(failed("unlock"))?;
+    let name = ptsname(&master, Vec::new()).map_err(failed("name"))?;
+    let flags = rustix::fs::OFlags::RDWR | rustix::fs::OFlags::NOCTTY | rustix::fs::OFlags::CLOEXEC;
+    let slave = rustix::fs::open(name.as_c_str(), flags, rustix::fs::Mode::empty())
+        .map_err(failed("open the terminal side of"))?;
+    Ok((std::fs::File::from(master), std::fs::File::from(slave)))
+}
+
+/// `argv` in a new session whose controlling terminal is the terminal on its stdin, with
+/// stdin `/dev/null` again: `setsid --ctty --wait /bin/sh -c 'exec "$@" </dev/null' sh ARGV`.
+fn under_terminal(argv: &[OsString]) -> Vec<OsString> {
+    let mut v: Vec<OsString> = vec![
+        "setsid".into(),
+        "--ctty".into(),
+        "--wait".into(),
+        "/bin/sh".into(),
+        "-c".into(),
+        "exec \"$@\" </dev/null".into(),
+        "sh".into(),
+    ];
+    v.extend(argv.iter().cloned());
+    v
+}
+
 /// Runs `argv` in `cwd` with a clean environment (`PATH`, the fixture's `HOME`, the case's
 /// variables), in its own process group, killed (the whole group) after `timeout` or on
-/// Ctrl-C.
+/// Ctrl-C. A `terminal` case runs under a fresh pseudo-terminal ([`under_terminal`]).
 fn execute(argv: &[OsString], fx: &Fixture, case: &Case, timeout: Duration) -> Result<Ran, String> {
+    let terminal = if case.terminal {
+        Some(open_terminal()?)
+    } else {
+        None
+    };
+    let argv = if case.terminal {
+        under_terminal(argv)
+    } else {
+        argv.to_vec()
+    };
     let Some((program, args)) = argv.split_first() else {
         return Err("empty command".into());
     };
@@ -284,29 +329,43 @@ fn execute(argv: &[OsString], fx: &Fixture, case: &Case, timeout: Duration) -> R
         .env("HOME", &fx.home)
         .env("LANG", "C.UTF-8")
         .current_dir(&fx.ws)
-        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
     for (k, v) in &case.env {
         cmd.env(k, fx.substitute(v));
     }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", program.to_string_lossy()))?;
+    let master = match terminal {
+        Some((master, slave)) => {
+            cmd.stdin(Stdio::from(slave));
+            Some(master)
+        }
+        None => {
+            cmd.stdin(Stdio::null());
+            None
+        }
+    };
+    let spawned = cmd.spawn();
+    // The runner's copy of the terminal side goes now: the master reads end of file (EIO)
+    // once the run's copies are gone.
+    drop(cmd);
+    let mut child =
+        spawned.map_err(|e| format!("cannot start {}: {e}", program.to_string_lossy()))?;
     let total = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let out = reader(child.stdout.take(), total.clone());
     let err = reader(child.stderr.take(), total.clone());
+    let term = reader(master, std::sync::Arc::default());
     let (status, timed_out) = wait(&mut child, timeout);
     let collect =
         |rx: mpsc::Receiver<Vec<u8>>| rx.recv_timeout(Duration::from_secs(3)).unwrap_or_default();
-    let (stdout, stderr) = (collect(out), collect(err));
+    let (stdout, stderr, terminal) = (collect(out), collect(err), collect(term));
     Ok(Ran {
         status,
         stdout,
         stderr,
         bytes: total.load(Ordering::SeqCst),
         timed_out,
+        terminal,
     })
 }
 
@@ -469,6 +528,14 @@ fn observe(case: &Case, config: &Config, attack: bool) -> Result<Observed, Strin
         note(
             seen.contains(&needle),
             format!("a listener received {needle:?}"),
+        );
+    }
+    let on_terminal = String::from_utf8_lossy(&ran.terminal);
+    for needle in &case.escape.terminal_has {
+        let needle = fx.substitute(needle);
+        note(
+            on_terminal.contains(&needle),
+            format!("the caller's terminal showed {needle:?}"),
         );
     }
     if case.escape.host_process_killed {
@@ -651,5 +718,31 @@ mod tests {
         assert_eq!(run_case(&vacuous, &config).verdict, Verdict::Vacuous);
         let counts = Counts::of(&[run_case(&read, &config)]);
         assert!(!counts.passed());
+    }
+
+    /// A `terminal` case runs with a pseudo-terminal as the controlling terminal (stdin,
+    /// stdout and stderr elsewhere): writing to `/dev/tty` reaches it, writing to stdout
+    /// does not.
+    #[test]
+    fn a_terminal_case_sees_what_reached_the_terminal_only() {
+        if find_tool("setsid").is_none() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            stockade: fake_stockade(dir.path()),
+            parallel: 1,
+        };
+        let head = "title = \"t\"\nwhy = \"w\"\nrequires = [\"tool:setsid\"]\nterminal = true\n";
+        let tty = case(&format!(
+            "id = \"t.tty\"\n{head}script = 'echo tty-$((6*7)) >/dev/tty; test ! -t 0'\n[escape]\nterminal_has = [\"tty-42\"]\nrc = 0\n"
+        ));
+        let r = run_case(&tty, &config);
+        assert_eq!(r.verdict, Verdict::Escaped, "{r:?}");
+        let stdout = case(&format!(
+            "id = \"t.stdout\"\n{head}script = 'echo tty-$((6*7))'\n[escape]\nterminal_has = [\"tty-42\"]\n"
+        ));
+        let r = run_case(&stdout, &config);
+        assert_eq!(r.verdict, Verdict::Vacuous, "{r:?}");
     }
 }

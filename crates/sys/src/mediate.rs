@@ -528,9 +528,20 @@ fn resolve_slowly(
         if links > 40 {
             return Err(Errno(libc::ELOOP));
         }
-        if raw::fs_magic(cur.0)? == PROC_SUPER_MAGIC {
-            let at_root = raw::fstatat(cur.0, c"", libc::AT_EMPTY_PATH)?.st_ino == PROC_ROOT_INO;
-            let obj = if at_root && (c == b"self" || c == b"thread-self") {
+        let in_proc = raw::fs_magic(cur.0)? == PROC_SUPER_MAGIC;
+        let at_root =
+            in_proc && raw::fstatat(cur.0, c"", libc::AT_EMPTY_PATH)?.st_ino == PROC_ROOT_INO;
+        let self_link = at_root && (c == b"self" || c == b"thread-self");
+        // procfs's other top-level links (`mounts` -> `self/mounts`, `net` -> `self/net`) are
+        // plain ones: spliced below like any symlink, so that their `self` is the command's.
+        if self_link || (in_proc && !at_root) {
+            // The init may open what belongs to itself (its descriptors: the report pipe, the
+            // listener, whatever the supervisor held) and, with CAP_SYS_PTRACE, what belongs
+            // to non-dumpable processes: only a jump the command could make itself is made.
+            if !(self_link || command_may_open_in_proc(t, &cur, &st)?) {
+                return Err(Errno(libc::EACCES));
+            }
+            let obj = if self_link {
                 // Resolved by the init, "self" would be the init: substitute the target.
                 let (_, tgid) = t.status()?;
                 let mut p = PathBuf::new();
@@ -576,6 +587,37 @@ fn resolve_slowly(
             cur = open_path(b"/", libc::O_PATH | libc::O_DIRECTORY)?;
         }
     }
+}
+
+/// Whether the command could itself follow the procfs magic link, or open the procfs file,
+/// `obj` (its `lstat`) in the procfs directory `dir`. The kernel lets a process at the links
+/// and most files of its own process, and of a process it may trace, which for the command
+/// (no capabilities, the same ids as every process of the sandbox) means a dumpable one;
+/// procfs makes a non-dumpable process's links and files owned by root, so one owned by the
+/// sandbox user belongs to a dumpable process. The init itself is non-dumpable while it
+/// serves (and its uid is never 0): its descriptors (the report pipe, the listener, what the
+/// supervisor held) and its memory maps stay out of reach. Coarse on purpose: every file of
+/// a non-dumpable process is refused, also the few the kernel would let the command read
+/// (`status`); nobody opens those with `O_CREAT`. Objects outside a process's directory
+/// (`/proc/sys`, `/proc/meminfo`) are the same for both.
+fn command_may_open_in_proc(t: &mut Target, dir: &Fd, obj: &libc::stat) -> Result<bool, Errno> {
+    let uid = raw::euid();
+    if uid != 0 && obj.st_uid == uid {
+        return Ok(true);
+    }
+    let path = real_path(dir.0)?;
+    let rest = match path.bytes().strip_prefix(b"/proc") {
+        Some(b"") => return Ok(true), // the root: meminfo, sys, ... are no process's
+        Some(rest) if rest.first() == Some(&b'/') => &rest[1..],
+        _ => return Ok(false), // procfs mounted elsewhere: not the sandbox's /proc
+    };
+    let first = rest.split(|b| *b == b'/').next().unwrap_or(rest);
+    let Some(pid) = parse_num(first, 10) else {
+        return Ok(!matches!(first, b"self" | b"thread-self")); // not a process's directory
+    };
+    // The command's own process.
+    let (_, tgid) = t.status()?;
+    Ok(pid == tgid as u64)
 }
 
 /// What the call returns.
@@ -913,6 +955,10 @@ impl Server<'_> {
         mode: u64,
         blocked: &mut Option<Blocked>,
     ) -> Result<Reply, Errno> {
+        // The init leads a session without a terminal: opening one without O_NOCTTY would
+        // make it the init's controlling terminal (the command's own call would have made it
+        // the command's; it gets the descriptor, not the session's terminal).
+        let flags = flags | libc::O_NOCTTY;
         let path = t.string(addr)?;
         let base = t.base(dirfd, path.bytes())?;
         // With O_EXCL the kernel never follows a final symlink; with O_NOFOLLOW it fails on one.
@@ -942,13 +988,21 @@ impl Server<'_> {
             } => (dir, name, trailing, last),
         };
         let n = name.cstr()?;
+        let last = last.unwrap_or_else(|| raw::fstatat(dir.0, n, libc::AT_SYMLINK_NOFOLLOW));
+        // Nothing is ever created in procfs, but what exists there is opened with the init's
+        // identity: only what the command could open itself.
+        if let Ok(st) = &last {
+            if raw::fs_magic(dir.0)? == PROC_SUPER_MAGIC && !command_may_open_in_proc(t, &dir, st)?
+            {
+                return Err(Errno(libc::EACCES));
+            }
+        }
         if is_dot(name.bytes()) {
             return raw::openat_exact(dir.0, n, flags | libc::O_CLOEXEC, 0).map(|fd| Reply::Fd {
                 fd: Fd(fd),
                 cloexec,
             });
         }
-        let last = last.unwrap_or_else(|| raw::fstatat(dir.0, n, libc::AT_SYMLINK_NOFOLLOW));
         match last {
             Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFIFO && flags & libc::O_EXCL == 0 => {
                 open_maybe_fifo(

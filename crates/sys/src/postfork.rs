@@ -1,15 +1,18 @@
 //! The sandbox's whole life after `clone`, in two processes:
 //!
 //! 1. **init**: the supervisor's direct child, created by one `clone` with every namespace flag,
-//!    so it is pid 1 of the new pid namespace. It waits until the supervisor has written its
-//!    uid/gid maps, takes the sandbox ids, arms its parent-death signal, builds the mount tree
-//!    in the planned order, sets the hostname, brings loopback up, adds the Landlock rules for
-//!    the mounts it made and enforces the command's ruleset on itself, empties the capability
-//!    bounding set, starts the command (sharing its memory until the command's `execve`, as
-//!    after `vfork`: no copy of the address space to make and throw away), drops its own
-//!    capabilities, then serves mediated creation ([`crate::mediate`]) with the
-//!    listener the command hands it, forwards signals to the command and reaps. When the
-//!    command ends it kills whatever is left in the namespace and exits with the command's code.
+//!    so it is pid 1 of the new pid namespace. It leaves the caller's session (it opens files
+//!    for the command: it must have no controlling terminal), waits until the supervisor has
+//!    written its uid/gid maps, takes the sandbox ids, makes itself non-dumpable, arms its
+//!    parent-death signal, builds the mount tree in the planned order, sets the hostname,
+//!    brings loopback up, adds the Landlock rules for the mounts it made and enforces the
+//!    command's ruleset on itself, empties the capability bounding set, starts the command
+//!    (sharing its memory until the command's `execve`, as after `vfork`: no copy of the
+//!    address space to make and throw away), points its own stdin, stdout and stderr at
+//!    `/dev/null` (the command has the caller's), drops its own capabilities, then serves
+//!    mediated creation ([`crate::mediate`]) with the listener the command hands it, forwards
+//!    signals to the command and reaps. When the command ends it kills whatever is left in the
+//!    namespace and exits with the command's code.
 //! 2. **command**: new session, the supervisor's output pipes as fds 1 and 2 (when given),
 //!    working directory, every capability dropped (the bounding set came empty), `no_new_privs`,
 //!    Landlock (a domain nested in the init's), close-on-exec for every inherited descriptor
@@ -113,7 +116,7 @@ impl Stage {
             Stage::Mediation => "hand the mediation listener to the init",
             Stage::ProxyListener => "open the proxy's listening socket in the sandbox",
             Stage::Rlimit => "set a resource limit",
-            Stage::Stdio => "connect the command's output to the supervisor",
+            Stage::Stdio => "connect the command's stdin, stdout and stderr",
             Stage::WaitForGroup => "wait to be placed in the run's cgroup",
             Stage::JoinGroup => "join the run's cgroup",
         }
@@ -287,6 +290,11 @@ pub struct ChildSpec<'a> {
     /// The egress proxy's listening socket, made by the init inside the sandbox's network
     /// namespace and sent to the supervisor, which serves it from the host side.
     pub proxy: Option<ProxySpec>,
+    /// When >= 0, the command's fd 0: a read-only descriptor of the caller's terminal (under
+    /// `--sanitize-output`, where the caller's own stdin, open for reading and writing as
+    /// terminals are, would let the command write past the sanitizer); -1 keeps the caller's.
+    /// Same rules as [`ChildSpec::stdout`].
+    pub stdin: c_int,
     /// When >= 0, the command's fd 1: the write end of the supervisor's output pipe; -1 keeps
     /// the caller's. Made close-on-exec by the supervisor (only the command's fd 1 copy
     /// survives `execve`); above 2 in practice (Rust's runtime keeps 0..=2 open).
@@ -381,6 +389,13 @@ pub const FORWARDED_SIGNALS: [c_int; 6] = [
 /// Entry point of the init (pid 1 of the sandbox). Never returns.
 pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
     let fd = spec.report_fd;
+    // A session of its own before anything else: the init performs opens for the command
+    // (mediated creation), and an `open("/dev/tty")` made by a process that still had the
+    // caller's controlling terminal would hand the command the caller's terminal. The
+    // supervisor stays in the caller's foreground process group and forwards Ctrl-C.
+    if let Err(e) = raw::setsid() {
+        fail(fd, Stage::Setsid, 0, e, 125);
+    }
     for (i, tasks) in spec.join_tasks.iter().enumerate() {
         if let Err(e) = raw::write_all(*tasks, b"0") {
             fail(fd, Stage::JoinGroup, i, e, 125);
@@ -406,6 +421,11 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
     if let Err(e) = raw::setresgid(spec.gid).and_then(|_| raw::setresuid(spec.uid)) {
         fail(fd, Stage::SetIds, 0, e, 125);
     }
+    // Not dumpable from here on (a root caller's init already is: its uid changed): the
+    // supervisor wrote the id maps before the byte above, and nothing in the sandbox may
+    // trace the init or open its /proc files (its descriptors, its memory) — not even in the
+    // moment between the command's `execve` and the init's last set-up steps.
+    let _ = raw::prctl(libc::PR_SET_DUMPABLE, 0, 0);
     // Die with the supervisor. Armed only now because the kernel clears the setting when the
     // uid or gid changes; a supervisor that died before this point has hung up the sync pipe.
     // The init's credentials never change after this.
@@ -493,7 +513,7 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
         fd,
         init_sock,
         spec: &spec.command,
-        streams: (spec.stdout, spec.stderr),
+        streams: (spec.stdin, spec.stdout, spec.stderr),
         mediation: spec.mediate.map(|m| (m.filter, cmd_sock)),
     };
     // SAFETY: `COMMAND_STACK` is used by this one child only, which runs `command_start` on
@@ -514,11 +534,15 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
     };
     // The output pipes are the command's: the init writes nothing to them, and must not be
     // what keeps them open (end of output is when the command and its descendants are gone).
-    for out in [spec.stdout, spec.stderr] {
-        if out > 2 {
-            raw::close(out);
+    for own in [spec.stdin, spec.stdout, spec.stderr] {
+        if own > 2 {
+            raw::close(own);
         }
     }
+    // Nor does it keep the caller's stdin, stdout and stderr (the caller's terminal, when
+    // interactive, even when the command's output goes through the supervisor's pipes): the
+    // command has its own copies, and the init should hold nothing of the caller's.
+    release_stdio();
     let listener = match spec.mediate {
         Some(_) => {
             raw::close(cmd_sock);
@@ -555,7 +579,6 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
     let keep = listener.map(|_| CAP_SYS_PTRACE);
     let _ = raw::drop_capabilities_except(keep);
     let _ = raw::set_no_new_privs();
-    let _ = raw::prctl(libc::PR_SET_DUMPABLE, 0, 0);
     let status = match (listener, spec.mediate) {
         (Some(listener), Some(m)) => mediate::serve(listener, cmd, &m.rules, slots, fd),
         _ => loop {
@@ -578,6 +601,20 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
     let _ = raw::kill(-1, libc::SIGKILL);
     while raw::waitpid(-1, 0).is_ok() {}
     raw::exit(exit_code(status))
+}
+
+/// Points the init's descriptors 0, 1 and 2 at `/dev/null` (closes them if it cannot be
+/// opened).
+fn release_stdio() {
+    let null = raw::openat(libc::AT_FDCWD, c"/dev/null", libc::O_RDWR, 0).unwrap_or(-1);
+    for std_fd in 0..=2 {
+        if null < 0 || raw::dup2(null, std_fd).is_err() {
+            raw::close(std_fd);
+        }
+    }
+    if null > 2 {
+        raw::close(null);
+    }
 }
 
 fn apply_mount(op: &MountOp<'_>, slots: &mut [c_int], mask_fd: &mut c_int) -> raw::Result<()> {
@@ -739,7 +776,7 @@ struct CommandStart<'a> {
     fd: c_int,
     init_sock: c_int,
     spec: &'a CommandSpec<'a>,
-    streams: (c_int, c_int),
+    streams: (c_int, c_int, c_int),
     mediation: Option<(&'a [libc::sock_filter], c_int)>,
 }
 
@@ -778,7 +815,7 @@ extern "C" fn command_start(arg: *mut libc::c_void) -> c_int {
 fn command(
     fd: c_int,
     spec: &CommandSpec<'_>,
-    (stdout, stderr): (c_int, c_int),
+    (stdin, stdout, stderr): (c_int, c_int, c_int),
     mediation: Option<(&[libc::sock_filter], c_int)>,
 ) -> ! {
     // The supervisor's handlers (inherited through the init) back to the default; a signal
@@ -794,9 +831,13 @@ fn command(
     if let Err(e) = raw::setsid() {
         fail(fd, Stage::Setsid, 0, e, 125);
     }
-    // The supervisor's output pipes become fds 1 and 2 (without close-on-exec); the originals
-    // are close-on-exec and `cloexec_from(3)` below covers them anyway.
-    for (i, (from, to)) in [(stdout, 1), (stderr, 2)].into_iter().enumerate() {
+    // The supervisor's output pipes become fds 1 and 2, a read-only terminal fd 0 (without
+    // close-on-exec); the originals are close-on-exec and `cloexec_from(3)` below covers them
+    // anyway. (Stage index 0 and 1 are stdout and stderr, 2 stdin.)
+    for (i, (from, to)) in [(stdout, 1), (stderr, 2), (stdin, 0)]
+        .into_iter()
+        .enumerate()
+    {
         if from >= 0 {
             if let Err(e) = raw::dup2(from, to) {
                 fail(fd, Stage::Stdio, i, e, 125);
