@@ -17,6 +17,7 @@
 
 mod error;
 mod record;
+mod record_path;
 
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -25,6 +26,8 @@ pub use error::Error;
 pub use native::{Check, Violation};
 pub use net::proxy::{Event as NetworkEvent, DENIED as NETWORK_DENIED};
 use record::{AuditLog, RunRecord};
+pub use record_path::E_UNSAFE_RECORD_PATH;
+use record_path::{RecordPath, Which};
 
 /// A sandbox implementation. Later backends (gVisor, containers, WASM, microVM) implement this.
 pub trait Backend {
@@ -257,6 +260,12 @@ fn plan_guarding_trust_store(
     self::plan(&guarded, request)
 }
 
+/// Writes a report file (`stockade sanitize --report`) the way a run's `--report` is written:
+/// a new file renamed over the name, so a link planted there is replaced, never followed.
+pub fn write_report_file(path: &std::path::Path, bytes: &[u8]) -> Result<(), Error> {
+    RecordPath::locate(path, Which::Report)?.replace(bytes)
+}
+
 /// Record a refusal that happened before a run could start (bad policy file, bad workspace)
 /// in the audit log at `path`.
 pub fn audit_refusal(path: &std::path::Path, error: &Error) -> Result<(), Error> {
@@ -270,12 +279,23 @@ pub fn audit_refusal(path: &std::path::Path, error: &Error) -> Result<(), Error>
 /// Run a request under a policy: plan, launch, sweep, record. Refusals are audited too.
 pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, Error> {
     let id = run_id();
+    // The directories of the report and the audit log are resolved and held before anything
+    // runs, and refused when the command could write them (after planning, below).
     let mut audit = AuditLog::open(request.audit.as_deref(), &id)?;
+    let report = match &request.report {
+        Some(path) => Some(RecordPath::locate(path, Which::Report)?),
+        None => None,
+    };
     let digest = policy::digest(policy);
     let result = (|| {
         // First: nothing of an unapproved workspace configuration is acted on.
         check_trust(request)?;
         let plan = plan_guarding_trust_store(policy, request)?;
+        // Before the first audit event: a log in a writable root is never written.
+        audit.refuse_inside(&plan.writable_roots)?;
+        if let Some(report) = &report {
+            report.refuse_inside(&plan.writable_roots)?;
+        }
         audit.event(
             "run_start",
             serde_json::json!({
@@ -357,7 +377,7 @@ pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, E
                     "violations": violations.len(),
                 }),
             )?;
-            if let Some(path) = &request.report {
+            if let Some(report) = &report {
                 RunRecord::new(
                     &id,
                     policy,
@@ -367,7 +387,7 @@ pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, E
                     &violations,
                     &network.events,
                 )
-                .write(path)?;
+                .write(report)?;
             }
             Ok(RunResult {
                 exit_code: outcome.exit_code,
