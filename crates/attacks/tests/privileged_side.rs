@@ -245,3 +245,59 @@ fn audit_log_planted_as_a_fifo_is_refused_without_blocking() {
         .run();
     run.assert_code(125).assert_stderr_contains(CODE);
 }
+
+/// The policy file is read by the privileged side too: one in an `--allow-write` directory
+/// (outside the workspace, so no trust gate pins it) lets the command rewrite the policy of
+/// the next run (`allow_write = ["~"]`), which then writes the home. Refused before the
+/// run (`E_POLICY_INVALID`), the policy unchanged. Control: the rewrite done (as the old run
+/// could), the next run with that policy writes the home.
+#[test]
+fn policy_file_in_an_allow_write_directory_is_refused() {
+    let fx = Fixture::new();
+    let conf = fx.root.join("conf");
+    attacks::mkdir(&conf);
+    let file = conf.join("policy.toml");
+    let original = "profile = \"workspace-write\"\n";
+    attacks::write_file(&file, original, 0o644);
+    let rewrite = format!(
+        "printf '[filesystem]\\nallow_write = [\"~\"]\\n' >> {}",
+        sh_quote(&file)
+    );
+    let run = fx
+        .attack(&["--policy", s(&file), "--allow-write", s(&conf)], &rewrite)
+        .run();
+    run.assert_code(125)
+        .assert_stderr_contains("E_POLICY_INVALID")
+        .assert_stderr_contains(s(&file));
+    assert_eq!(
+        read_text(&file).as_deref(),
+        Some(original),
+        "policy rewritten"
+    );
+    // The policy itself granting its own directory is the same thing.
+    let granting = conf.join("granting.toml");
+    attacks::write_file(
+        &granting,
+        format!("[filesystem]\nallow_write = [{:?}]\n", s(&conf)),
+        0o644,
+    );
+    fx.attack(&["--policy", s(&granting)], "true")
+        .run()
+        .assert_code(125)
+        .assert_stderr_contains("E_POLICY_INVALID");
+
+    // Control: the rewrite the old code allowed, then the next run with the policy.
+    fx.host(&rewrite).run().assert_success();
+    fx.attack(&["--policy", s(&file)], "echo pwned > \"$HOME/pwned\"")
+        .outcome()
+        .assert_ok();
+    assert!(
+        fx.home.join("pwned").exists(),
+        "control: the rewritten policy opened the home"
+    );
+    // And without the grant the policy in that directory is used as before.
+    attacks::write_file(&file, original, 0o644);
+    fx.attack(&["--policy", s(&file)], "true")
+        .outcome()
+        .assert_ok();
+}

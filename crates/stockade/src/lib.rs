@@ -260,6 +260,44 @@ fn plan_guarding_trust_store(
     self::plan(&guarded, request)
 }
 
+/// A policy file (`--policy`) outside the workspace that the command could write (it lies in
+/// an `--allow-write` directory, or is reached through one) would let it rewrite the policy
+/// of the next run: refused. One inside the workspace is the trust gate's: it must lie under
+/// a trust path, protected during every run and pinned by content (`stockade trust`).
+fn refuse_policy_file_in_writable_root(
+    request: &RunRequest,
+    roots: &[PathBuf],
+) -> Result<(), Error> {
+    let Some(file) = &request.policy_file else {
+        return Ok(());
+    };
+    let workspace = &request.native.workspace;
+    let canonical = std::fs::canonicalize(file).map_err(|e| Error::Io {
+        what: format!("resolve the policy file {}", file.display()),
+        cause: e,
+    })?;
+    let spelled = policy::normalize_lexically(&request.native.cwd.join(file));
+    let inside_workspace = policy::is_within(&canonical, workspace);
+    let root = roots.iter().find(|r| {
+        (!inside_workspace && policy::is_within(&canonical, r))
+            || (!policy::is_within(&spelled, workspace) && policy::is_within(&spelled, r))
+    });
+    match root {
+        None => Ok(()),
+        Some(root) => Err(Error::Usage {
+            message: format!(
+                "refusing --policy {}: it lies in {}, which the command can write, so it could \
+                 rewrite the policy of your next run",
+                file.display(),
+                root.display()
+            ),
+            hint: "keep the policy file outside every --allow-write directory (or in the \
+                   workspace's .stockade/, approved with `stockade trust`)"
+                .into(),
+        }),
+    }
+}
+
 /// Writes a report file (`stockade sanitize --report`) the way a run's `--report` is written:
 /// a new file renamed over the name, so a link planted there is replaced, never followed.
 pub fn write_report_file(path: &std::path::Path, bytes: &[u8]) -> Result<(), Error> {
@@ -291,6 +329,7 @@ pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, E
         // First: nothing of an unapproved workspace configuration is acted on.
         check_trust(request)?;
         let plan = plan_guarding_trust_store(policy, request)?;
+        refuse_policy_file_in_writable_root(request, &plan.writable_roots)?;
         // Before the first audit event: a log in a writable root is never written.
         audit.refuse_inside(&plan.writable_roots)?;
         if let Some(report) = &report {
