@@ -402,6 +402,11 @@ pub struct Plan {
     pub sweep: SweepPlan,
     #[serde(skip)]
     pub deny_globs: DenyGlobs,
+    /// `(st_dev, st_ino)` of every masked, protected and pinned path when planned: the init
+    /// mounts over a path only if it is still that file (a concurrent run could have renamed
+    /// another directory into its place).
+    #[serde(skip)]
+    pub identities: BTreeMap<PathBuf, (u64, u64)>,
 }
 
 fn depth(p: &Path) -> usize {
@@ -525,22 +530,26 @@ impl Plan {
         }
         let mut overlay: Vec<(usize, u8, Vec<Mount>)> = Vec::new();
         if req.uid == 0 {
-            if let Some(home) = host.stat(&req.home) {
-                let covered = writable_roots.iter().any(|w| is_within(&req.home, w));
+            // Canonical: the mount steps look their paths up through no symbolic link.
+            let home_path = host
+                .canonicalize(&req.home)
+                .unwrap_or_else(|| req.home.clone());
+            if let Some(home) = host.stat(&home_path) {
+                let covered = writable_roots.iter().any(|w| is_within(&home_path, w));
                 if home.kind == Kind::Dir && home.mode & 0o001 == 0 && !covered {
                     idmapped.push(Idmapped {
                         slot: slots,
-                        path: req.home.clone(),
+                        path: home_path.clone(),
                         readonly: true,
                         uid_map: format!("{} {} 1\n", home.uid, ROOT_CALLER_HOST_ID),
                         gid_map: format!("{} {} 1\n", home.gid, ROOT_CALLER_HOST_ID),
                     });
                     overlay.push((
-                        depth(&req.home),
+                        depth(&home_path),
                         0,
                         vec![Mount::Attach {
                             slot: slots,
-                            target: req.home.clone(),
+                            target: home_path.clone(),
                             readonly: true,
                             device: false,
                         }],
@@ -721,6 +730,12 @@ impl Plan {
         let (resources, resources_missing, output_limit) = resources(policy, host)?;
         let mut creation_guard = creation_guard;
         creation_guard.calls = seccomp::mediated_calls(resources.allocation_watch);
+        let identities = masked_paths
+            .iter()
+            .chain(&protected)
+            .chain(&pins)
+            .filter_map(|p| host.stat(p).map(|e| (p.clone(), (e.dev, e.ino))))
+            .collect();
         Ok(Plan {
             ids,
             idmapped,
@@ -761,6 +776,7 @@ impl Plan {
                 dirs,
             },
             deny_globs: found.globs,
+            identities,
         })
     }
 }
