@@ -301,3 +301,34 @@ fn policy_file_in_an_allow_write_directory_is_refused() {
         .outcome()
         .assert_ok();
 }
+
+/// The trust store lies in an `--allow-write` directory (here the state directory itself):
+/// it is read-only during the run, but renaming its parent (`stockade/`) moved the approvals
+/// away whole, and a workspace approved once then ran un-gated. Now every directory between
+/// the writable root and the store is pinned (a mount point cannot be renamed). Control: the
+/// same rename on the host leaves the workspace unapproved.
+#[test]
+fn trust_store_cannot_be_moved_away_by_renaming_its_parent() {
+    let fx = Fixture::new();
+    let state = fx.root.join("state");
+    attacks::write_file(&fx.ws.join(".mcp.json"), "{}\n", 0o644);
+    let trust = |verb: &str| {
+        fx.stockade(["trust", verb, "--workspace", s(&fx.ws)])
+            .env("XDG_STATE_HOME", &state)
+            .run()
+    };
+    trust("approve").assert_success();
+    let parent = state.join("stockade");
+    let moved = state.join("stockade.old");
+    let rename = format!("mv {} {}", sh_quote(&parent), sh_quote(&moved));
+    fx.attack(&["--allow-write", s(&state)], &rename)
+        .env("XDG_STATE_HOME", &state)
+        .outcome()
+        .assert_failed();
+    assert!(!moved.exists(), "the store's parent was renamed");
+    trust("status").assert_success();
+
+    // Control: the rename (as the old run could do it) un-approves the workspace.
+    fx.host(&rename).run().assert_success();
+    trust("status").assert_failure();
+}

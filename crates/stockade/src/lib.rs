@@ -257,7 +257,10 @@ fn plan_guarding_trust_store(
     };
     let mut guarded = policy.clone();
     guarded.filesystem.deny_write.push(pattern.to_string());
-    self::plan(&guarded, request)
+    let mut plan = self::plan(&guarded, request)?;
+    // Read-only is not enough: renaming a parent would move the approvals away whole.
+    plan.pin_ancestors(&dir, &native::RealHost);
+    Ok(plan)
 }
 
 /// A policy file (`--policy`) outside the workspace that the command could write (it lies in

@@ -418,6 +418,32 @@ fn under_replaced(p: &Path) -> bool {
 }
 
 impl Plan {
+    /// Pins every directory between a writable root and `path` (re-bound onto itself, so it
+    /// cannot be renamed): `path` itself may be kept read-only, but renaming one of its
+    /// parents would move it away whole (the trust store: its approvals would vanish and
+    /// the workspaces they gate would run un-gated). Steps go last: a pin's recursive
+    /// re-bind carries the mounts already below it.
+    pub fn pin_ancestors(&mut self, path: &Path, host: &dyn HostView) {
+        let mut pins: Vec<PathBuf> = path
+            .ancestors()
+            .skip(1)
+            .filter(|a| {
+                self.writable_roots
+                    .iter()
+                    .any(|w| is_within(a, w) && *a != w.as_path())
+            })
+            .filter(|a| host.lstat_kind(a) == Some(Kind::Dir))
+            .map(Path::to_path_buf)
+            .collect();
+        pins.reverse();
+        for p in pins {
+            if let Some(e) = host.stat(&p) {
+                self.identities.insert(p.clone(), (e.dev, e.ino));
+            }
+            self.mounts.push(Mount::Pin { path: p });
+        }
+    }
+
     pub fn new(policy: &Policy, req: &Request, host: &dyn HostView) -> Result<Plan, PlanError> {
         let program = req.argv.first().ok_or(PlanError::NoProgram)?;
         if program.is_empty() {
