@@ -90,11 +90,12 @@ fn working_directory_follows_the_caller() {
         .cwd(&sub)
         .outcome()
         .assert_shows(&format!("{}\n", sub.display()));
-    // Caller outside the workspace: the workspace.
-    fx.attack(&[], "pwd")
+    // Caller outside the workspace, in a directory the sandbox can read: that directory,
+    // so relative paths mean what they mean to the caller.
+    fx.attack(&[], "pwd; cat target.txt")
         .cwd(&fx.outside)
         .outcome()
-        .assert_shows(&format!("{}\n", fx.ws.display()));
+        .assert_shows(&format!("{}\noriginal\n", fx.outside.display()));
 }
 
 #[test]

@@ -360,6 +360,14 @@ fn run(args: RunArgs) -> Result<u8, Error> {
     for s in &result.outcome.skipped {
         eprintln!("stockade: warning: degraded run, skipped {s}");
     }
+    if let Some(f) = &result.cwd_fallback {
+        eprintln!(
+            "stockade: note: the command ran in the workspace {}, not in the current directory {}: {}",
+            request.native.workspace.display(),
+            f.cwd.display(),
+            f.reason
+        );
+    }
     Ok(u8::try_from(result.exit_code).unwrap_or(EXIT_REFUSED))
 }
 

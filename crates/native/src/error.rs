@@ -26,6 +26,8 @@ pub enum PlanError {
     WalkLimit { root: PathBuf, limit: usize },
     #[error("workspace is not a directory: {}", .0.display())]
     Workspace(PathBuf),
+    #[error("cannot grant {}: the sandbox has a private /tmp", .0.display())]
+    PrivateTmpGrant(PathBuf),
 }
 
 impl PlanError {
@@ -47,6 +49,9 @@ impl PlanError {
             ),
             PlanError::WalkLimit { .. } => Some("use a narrower --workspace".into()),
             PlanError::Workspace(_) => Some("pass an existing directory with --workspace".into()),
+            PlanError::PrivateTmpGrant(_) => Some(
+                "name a path below /tmp (it is attached inside); the private /tmp itself is always writable".into(),
+            ),
         }
     }
 }

@@ -50,6 +50,11 @@ pub trait HostView {
     fn list_dir(&self, path: &Path) -> Vec<(OsString, Kind)>;
     /// The first KiB of a small text file (used for `.git` files).
     fn read_small(&self, path: &Path) -> Option<String>;
+    /// Up to `limit` bytes of a file, invalid UTF-8 replaced (git configs); by default (a fake
+    /// host) [`HostView::read_small`].
+    fn read_lossy(&self, path: &Path, _limit: usize) -> Option<String> {
+        self.read_small(path)
+    }
     /// The directory's stamp (not following a final symlink); `None` if it is not a directory,
     /// or by default (a fake host: every directory is listed).
     fn dir_stamp(&self, _path: &Path) -> Option<DirStamp> {
@@ -129,6 +134,14 @@ impl HostView for RealHost {
 
     fn read_small(&self, path: &Path) -> Option<String> {
         read_text(path, 1024)
+    }
+
+    fn read_lossy(&self, path: &Path, limit: usize) -> Option<String> {
+        use std::io::Read;
+        let file = std::fs::File::open(path).ok()?;
+        let mut buf = Vec::new();
+        file.take(limit as u64).read_to_end(&mut buf).ok()?;
+        Some(String::from_utf8_lossy(&buf).into_owned())
     }
 
     fn cgroups(&self) -> crate::cgroup::CgroupFacts {

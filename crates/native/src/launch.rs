@@ -371,6 +371,14 @@ pub fn launch(
             tail,
         })
         .collect();
+    let guard_held: Vec<sys::protect::Held<'_>> = guard
+        .held_configs
+        .iter()
+        .map(|(path, slot)| sys::protect::Held {
+            path: path.as_os_str().as_bytes(),
+            slot: *slot,
+        })
+        .collect();
 
     // Mode proxy: a channel for the init to hand over the listening socket it opens inside.
     let proxy_channel = match (plan.network.proxy, &proxy) {
@@ -454,6 +462,7 @@ pub fn launch(
             rules: sys::protect::Rules {
                 roots: &guard_roots,
                 protected: &guard_protected,
+                held: &guard_held,
             },
         }),
     };
@@ -933,6 +942,10 @@ fn mount_op<'a>(
         Mount::Devpts { .. } => MountOp::Devpts { target: p },
         Mount::ReadOnly { .. } => MountOp::ReadOnly { path: p, expect },
         Mount::Pin { .. } => MountOp::Pin { path: p, expect },
+        Mount::Hold { slot, .. } => MountOp::Hold {
+            path: p,
+            slot: *slot,
+        },
         Mount::MaskDir { .. } => MountOp::MaskDir { target: p, expect },
         Mount::MaskFile { .. } => MountOp::MaskFile { target: p, expect },
     }

@@ -40,7 +40,7 @@ pub mod sweep;
 pub use error::{PlanError, RunError};
 pub use host::{HostView, RealHost};
 pub use launch::{launch, Options, Outcome, ProxyStarter};
-pub use plan::{Plan, Request};
+pub use plan::{CwdFallback, Plan, Request};
 pub use probe::{probe, Check};
 pub use sweep::{sweep, Violation};
 

@@ -27,6 +27,7 @@ const FILES: &[(&str, &str)] = &[
         include_str!("../corpus/persistence.toml"),
     ),
     ("writes.toml", include_str!("../corpus/writes.toml")),
+    ("host-later.toml", include_str!("../corpus/host-later.toml")),
     ("proc-sys.toml", include_str!("../corpus/proc-sys.toml")),
     ("privilege.toml", include_str!("../corpus/privilege.toml")),
     ("kernel.toml", include_str!("../corpus/kernel.toml")),

@@ -120,6 +120,9 @@ pub struct RunResult {
     /// The egress proxy's decisions (mode proxy).
     pub network: Vec<net::proxy::Event>,
     pub run_id: String,
+    /// The caller's current directory, when the command could not start there (it started
+    /// in the workspace), and why.
+    pub cwd_fallback: Option<native::CwdFallback>,
 }
 
 /// `stockade proxy`: serve the egress proxy on `listen` (loopback only) under the policy's
@@ -388,6 +391,12 @@ pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, E
             for s in &outcome.skipped {
                 audit.event("degraded", serde_json::json!({ "skipped": s }))?;
             }
+            if let Some(f) = &plan.cwd_fallback {
+                audit.event(
+                    "cwd_fallback",
+                    serde_json::json!({ "cwd": f.cwd, "reason": f.reason, "started_in": plan.cwd }),
+                )?;
+            }
             if outcome.ended_by == Some("interrupt") {
                 audit.event(
                     "interrupt",
@@ -437,6 +446,7 @@ pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, E
                 violations,
                 network: network.events,
                 run_id: id,
+                cwd_fallback: plan.cwd_fallback.clone(),
             })
         }
         Err(e) => {

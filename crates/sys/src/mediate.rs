@@ -610,6 +610,8 @@ struct Server<'a> {
     listener: c_int,
     report_fd: c_int,
     rules: &'a Rules<'a>,
+    /// The init's descriptors by slot, for [`Rules::held`].
+    slots: &'a [c_int],
     reported: u32,
     unreported: u32,
 }
@@ -620,6 +622,7 @@ pub(crate) fn serve(
     listener: c_int,
     cmd: libc::pid_t,
     rules: &Rules<'_>,
+    slots: &[c_int],
     report_fd: c_int,
 ) -> c_int {
     raw::umask(0);
@@ -627,6 +630,7 @@ pub(crate) fn serve(
         listener,
         report_fd,
         rules,
+        slots,
         reported: 0,
         unreported: 0,
     };
@@ -1183,7 +1187,23 @@ impl Server<'_> {
                 if st.st_mode & libc::S_IFMT != libc::S_IFREG {
                     return Err(self.deny(Op::Rename, Reason::GitConfig, full.bytes(), blocked));
                 }
-                match fresh_config_copy(&odir, &oname, &ndir, &nname, flags, id) {
+                let held = self
+                    .rules
+                    .held
+                    .iter()
+                    .find(|h| h.path == full.bytes())
+                    .and_then(|h| self.slots.get(h.slot).copied())
+                    .filter(|fd| *fd >= 0);
+                let done = match held {
+                    // An existing config, read-only during the run: rewritten in place if
+                    // only inert keys change (git's own rename onto it would fail, EBUSY).
+                    Some(fd) if flags & libc::RENAME_NOREPLACE == 0 => {
+                        rewrite_held_config(&odir, &oname, fd)
+                    }
+                    Some(_) => Err(FreshCopy::Errno(Errno(libc::EEXIST))),
+                    None => fresh_config_copy(&odir, &oname, &ndir, &nname, flags, id),
+                };
+                match done {
                     Err(FreshCopy::Live) => {
                         Err(self.deny(Op::Rename, Reason::GitConfig, full.bytes(), blocked))
                     }
@@ -1328,23 +1348,11 @@ fn fresh_config_copy(
     flags: c_uint,
     id: u64,
 ) -> Result<(), FreshCopy> {
-    let src = Fd(raw::openat_exact(
-        odir.0,
-        oname.cstr()?,
-        libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC,
-        0,
-    )?);
     let mut content = [0u8; CONFIG_MAX + 1];
-    let mut len = 0;
-    while len < content.len() {
-        match raw::read(src.0, &mut content[len..])? {
-            0 => break,
-            n => len += n,
-        }
-    }
-    if len > CONFIG_MAX || !protect::git_config_is_inert(&content[..len]) {
-        return Err(FreshCopy::Live);
-    }
+    let len = match read_config(odir, oname, &mut content)? {
+        Some(len) if protect::git_config_is_inert(&content[..len]) => len,
+        _ => return Err(FreshCopy::Live),
+    };
     let tmp = Fd(raw::openat_exact(
         ndir.0,
         c".",
@@ -1374,6 +1382,60 @@ fn fresh_config_copy(
         let _ = raw::unlinkat(ndir.0, tmp_name.cstr()?, 0);
         return Err(e.into());
     }
+    let _ = raw::unlinkat(odir.0, oname.cstr()?, 0);
+    Ok(())
+}
+
+/// Read a regular file from `dir/name` (not following a link, not blocking on a FIFO) into
+/// `buf`; its length, or `None` when it is larger than [`CONFIG_MAX`].
+fn read_config(
+    dir: &Fd,
+    name: &Name,
+    buf: &mut [u8; CONFIG_MAX + 1],
+) -> Result<Option<usize>, FreshCopy> {
+    let src = Fd(raw::openat_exact(
+        dir.0,
+        name.cstr()?,
+        libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        0,
+    )?);
+    if raw::fstat(src.0)?.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(FreshCopy::Live);
+    }
+    let mut len = 0;
+    while len < buf.len() {
+        match raw::read(src.0, &mut buf[len..])? {
+            0 => break,
+            n => len += n,
+        }
+    }
+    Ok((len <= CONFIG_MAX).then_some(len))
+}
+
+/// Rewrite the held, read-only config `held` with the content of `odir/oname` when only inert
+/// keys differ ([`crate::git_config::git_config_rewrite_is_inert`]), then remove the source:
+/// the rename's effect. In place, so a reader on the host could see a partly written file for
+/// an instant (git itself would have renamed).
+fn rewrite_held_config(odir: &Fd, oname: &Name, held: c_int) -> Result<(), FreshCopy> {
+    let mut new = [0u8; CONFIG_MAX + 1];
+    let Some(new_len) = read_config(odir, oname, &mut new)? else {
+        return Err(FreshCopy::Live);
+    };
+    let mut old = [0u8; CONFIG_MAX + 1];
+    let mut old_len = 0;
+    while old_len < old.len() {
+        match raw::pread(held, &mut old[old_len..], old_len as u64)? {
+            0 => break,
+            n => old_len += n,
+        }
+    }
+    if old_len > CONFIG_MAX
+        || !crate::git_config::git_config_rewrite_is_inert(&old[..old_len], &new[..new_len])
+    {
+        return Err(FreshCopy::Live);
+    }
+    raw::pwrite_all(held, &new[..new_len], 0)?;
+    raw::ftruncate(held, new_len as u64)?;
     let _ = raw::unlinkat(odir.0, oname.cstr()?, 0);
     Ok(())
 }

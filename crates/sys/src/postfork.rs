@@ -218,6 +218,13 @@ pub enum MountOp<'a> {
         path: &'a CStr,
         expect: Option<Identity>,
     },
+    /// Open the existing regular file `path` for writing into `slots[slot]`, before a later
+    /// step makes it read-only: the init rewrites a protected git config through it when the
+    /// command renames a checked new version onto it (see [`crate::mediate`]).
+    Hold {
+        path: &'a CStr,
+        slot: usize,
+    },
     /// Re-bind `path` onto itself, writable: a mount point cannot be renamed or removed.
     Pin {
         path: &'a CStr,
@@ -558,7 +565,7 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
     let _ = raw::set_no_new_privs();
     let _ = raw::prctl(libc::PR_SET_DUMPABLE, 0, 0);
     let status = match (listener, spec.mediate) {
-        (Some(listener), Some(m)) => mediate::serve(listener, cmd, &m.rules, fd),
+        (Some(listener), Some(m)) => mediate::serve(listener, cmd, &m.rules, slots, fd),
         _ => loop {
             match raw::waitpid(-1, 0) {
                 Ok((pid, status)) if pid == cmd => break status,
@@ -672,6 +679,29 @@ fn apply_mount(op: &MountOp<'_>, slots: &mut [c_int], mask_fd: &mut c_int) -> ra
         ),
         MountOp::ReadOnly { path, expect } => rebind(path, Some(ro(NOSUID_NODEV)), expect),
         MountOp::Pin { path, expect } => rebind(path, None, expect),
+        MountOp::Hold { path, slot } => {
+            // Through no link, as every mount step (see `locate`): the path is canonical.
+            let fd = raw::openat_no_symlinks(
+                libc::AT_FDCWD,
+                path,
+                libc::O_RDWR | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC,
+            )?;
+            let regular = raw::fstat(fd).map(|st| st.st_mode & libc::S_IFMT == libc::S_IFREG);
+            match (regular, slots.get_mut(slot)) {
+                (Ok(true), Some(s)) => {
+                    *s = fd;
+                    Ok(())
+                }
+                (Err(e), _) => {
+                    raw::close(fd);
+                    Err(e)
+                }
+                _ => {
+                    raw::close(fd);
+                    Err(Errno(libc::EINVAL))
+                }
+            }
+        }
         MountOp::MaskDir { target, expect } => mask(target, c"d", mask_fd, expect),
         MountOp::MaskFile { target, expect } => mask(target, c"f", mask_fd, expect),
     }

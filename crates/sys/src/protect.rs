@@ -36,6 +36,17 @@ pub struct Rules<'a> {
     /// Writable roots: only paths below them are checked (elsewhere is read-only or private).
     pub roots: &'a [&'a [u8]],
     pub protected: &'a [Protected<'a>],
+    /// Existing git configs that are read-only during the run, each with the slot of the
+    /// descriptor the init opened for writing before making it so: a checked rename onto one
+    /// rewrites it through that descriptor (a rename onto a mount point fails with `EBUSY`).
+    pub held: &'a [Held<'a>],
+}
+
+/// An existing, read-only git config the init can rewrite (see [`Rules::held`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Held<'a> {
+    pub path: &'a [u8],
+    pub slot: usize,
 }
 
 /// What a syscall is about to create at a path.
@@ -109,7 +120,7 @@ impl Reason {
             Reason::BeginsProtectedPath => "would assemble a protected path",
             Reason::GitRedirect => "a .git that is not a directory redirects git",
             Reason::GitHook => "only *.sample files may be created in a git hooks directory",
-            Reason::GitConfig => "git config may only be written with inert keys",
+            Reason::GitConfig => "git config may only gain, change or lose keys that run nothing (user.*, remote.*.url/fetch, branch.*.remote/merge, ...); set other keys from outside the sandbox",
             Reason::ProtectedFile => "protected file",
         }
     }
@@ -374,69 +385,7 @@ pub fn is_protected_file(rules: &Rules<'_>, path: &[u8], hint: GitHint) -> bool 
         .any(|p| matches!(relation(p, path), Relation::Matches | Relation::Covers))
 }
 
-/// Whether a git config only holds keys that run nothing: what `git init`, `git clone`,
-/// `git remote add`, `git branch --set-upstream-to` and `git config user.*` write. Anything
-/// else (`core.fsmonitor`, `core.hooksPath`, `core.pager`, `include.path`, aliases, filters,
-/// `core.sshCommand`, ...) makes the config "live". Invalid UTF-8 or syntax is live too.
-pub fn git_config_is_inert(text: &[u8]) -> bool {
-    let Ok(text) = std::str::from_utf8(text) else {
-        return false;
-    };
-    // Section names are short; a fixed buffer keeps this allocation-free.
-    let mut section_buf = [0u8; 16];
-    let mut section_len = usize::MAX; // no section yet
-    for line in text.lines() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
-            continue;
-        }
-        if let Some(rest) = line.strip_prefix('[') {
-            let Some(inner) = rest.strip_suffix(']') else {
-                return false;
-            };
-            let mut parts = inner.splitn(2, char::is_whitespace);
-            let name = parts.next().unwrap_or("");
-            if name.len() > section_buf.len() {
-                return false;
-            }
-            section_buf[..name.len()].copy_from_slice(name.as_bytes());
-            section_buf[..name.len()].make_ascii_lowercase();
-            section_len = name.len();
-            let sub = parts.next().is_some();
-            let section = &section_buf[..section_len];
-            if sub && !matches!(section, b"branch" | b"remote") {
-                return false;
-            }
-            continue;
-        }
-        if section_len == usize::MAX {
-            return false;
-        }
-        let key = line.split(['=', ' ', '\t']).next().unwrap_or("");
-        let is = |k: &str| key.eq_ignore_ascii_case(k);
-        let ok = match &section_buf[..section_len] {
-            b"core" => {
-                is("repositoryformatversion")
-                    || is("filemode")
-                    || is("bare")
-                    || is("logallrefupdates")
-                    || is("ignorecase")
-                    || is("precomposeunicode")
-                    || is("symlinks")
-            }
-            b"extensions" => is("objectformat") || is("refstorage"),
-            b"user" => is("name") || is("email"),
-            b"init" => is("defaultbranch"),
-            b"branch" => is("remote") || is("merge"),
-            b"remote" => is("url") || is("fetch") || is("pushurl"),
-            _ => false,
-        };
-        if !ok {
-            return false;
-        }
-    }
-    true
-}
+pub use crate::git_config::git_config_is_inert;
 
 #[cfg(test)]
 mod tests {
@@ -474,6 +423,7 @@ mod tests {
         },
     ];
     const RULES: Rules<'static> = Rules {
+        held: &[],
         roots: &[b"/ws"],
         protected: PROTECTED,
     };
@@ -647,32 +597,5 @@ mod tests {
         assert!(is_within(b"/ws/a", b"/ws"));
         assert!(is_within(b"/ws/a", b"/"));
         assert!(!is_within(b"/wsa", b"/ws"));
-    }
-
-    #[test]
-    fn inert_git_configs() {
-        let init = b"[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n";
-        assert!(git_config_is_inert(init));
-        assert!(git_config_is_inert(
-            b"[remote \"origin\"]\n\turl = x\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n[user]\n\temail = a@b\n"
-        ));
-        assert!(git_config_is_inert(b""));
-        for live in [
-            &b"[core]\n\tfsmonitor = touch /tmp/pwned\n"[..],
-            b"[core]\n\thooksPath = /tmp/h\n",
-            b"[include]\n\tpath = /tmp/x\n",
-            b"[alias]\n\tst = !sh\n",
-            b"[core]\n\tpager = sh\n",
-            b"[filter \"x\"]\n\tclean = sh\n",
-            b"fsmonitor = x\n",
-            b"[core\n",
-            b"[core]\n\t\xff = 1\n",
-        ] {
-            assert!(
-                !git_config_is_inert(live),
-                "{}",
-                String::from_utf8_lossy(live)
-            );
-        }
     }
 }

@@ -934,6 +934,39 @@ pub fn fstatat(dirfd: c_int, path: &CStr, flags: c_int) -> Result<libc::stat> {
     Ok(st)
 }
 
+/// `pwrite(2)` until all of `buf` is written at `offset`.
+pub fn pwrite_all(fd: c_int, mut buf: &[u8], mut offset: u64) -> Result<()> {
+    while !buf.is_empty() {
+        // SAFETY: the pointer and length describe a live buffer.
+        let n = unsafe { libc::pwrite(fd, buf.as_ptr().cast(), buf.len(), offset as libc::off_t) };
+        if n < 0 {
+            let e = Errno::last();
+            if e.0 == libc::EINTR {
+                continue;
+            }
+            return Err(e);
+        }
+        buf = &buf[n as usize..];
+        offset += n as u64;
+    }
+    Ok(())
+}
+
+/// `ftruncate(2)`.
+pub fn ftruncate(fd: c_int, len: u64) -> Result<()> {
+    // SAFETY: no pointers; the kernel checks the descriptor.
+    check_int(unsafe { libc::ftruncate(fd, len as libc::off_t) }).map(drop)
+}
+
+/// `fstat(2)`.
+pub fn fstat(fd: c_int) -> Result<libc::stat> {
+    // SAFETY: stat is plain data; the kernel fills it.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: st is a valid out-pointer.
+    check_int(unsafe { libc::fstat(fd, &mut st) })?;
+    Ok(st)
+}
+
 /// `fstatfs(2)`: the filesystem's magic number.
 pub fn fs_magic(fd: c_int) -> Result<i64> {
     // SAFETY: statfs is plain data; the kernel fills it.

@@ -15,6 +15,11 @@ use crate::cgroup::{Missing, ResourcePlan, Wanted};
 use crate::error::PlanError;
 use crate::host::{DirStamp, Entry, HostView, Kind};
 
+mod git;
+mod reach;
+pub use reach::CwdFallback;
+use reach::Granted;
+
 /// Hostname inside the sandbox.
 pub const SANDBOX_HOSTNAME: &str = "stockade";
 /// Uid and gid the command has inside the sandbox when the caller is root: never 0.
@@ -132,6 +137,10 @@ pub enum Mount {
     Pin {
         path: PathBuf,
     },
+    Hold {
+        path: PathBuf,
+        slot: usize,
+    },
     MaskDir {
         target: PathBuf,
     },
@@ -156,6 +165,7 @@ impl Mount {
             | Mount::File { path, .. }
             | Mount::Symlink { path, .. }
             | Mount::ReadOnly { path }
+            | Mount::Hold { path, .. }
             | Mount::Pin { path } => Some(path),
         }
     }
@@ -263,6 +273,9 @@ pub struct CreationGuard {
     /// `deny_write` globs of other shapes: only the post-run sweep checks them.
     pub sweep_only: Vec<String>,
     pub calls: Vec<seccomp::Mediated>,
+    /// Existing git configs (read-only during the run) and the slot of the descriptor the
+    /// init holds to rewrite one when only inert keys change (`git remote add`, `git push -u`).
+    pub held_configs: Vec<(PathBuf, usize)>,
 }
 
 /// What the supervisor checks after the run: protected paths that did not exist at the start.
@@ -375,6 +388,9 @@ pub struct Plan {
     pub argv: Vec<String>,
     pub candidates: Vec<PathBuf>,
     pub cwd: PathBuf,
+    /// The caller's current directory when the command cannot start there, and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cwd_fallback: Option<CwdFallback>,
     pub hostname: String,
     pub writable_roots: Vec<PathBuf>,
     pub masked: Vec<PathBuf>,
@@ -475,6 +491,11 @@ impl Plan {
                 PathPattern::Glob(_) => None,
             })
             .collect();
+        if allows.iter().any(|a| a == Path::new("/tmp")) {
+            return Err(PlanError::PrivateTmpGrant(PathBuf::from("/tmp")));
+        }
+        // Read grants below the host's /tmp are attached in the private one.
+        let tmp_grants = reach::tmp_read_grants(host, &allows, &writable_roots);
 
         // Masks: every denied path that exists, minus allow exceptions, minus paths that
         // hold a writable root (writing implies reading), minus paths the sandbox replaces.
@@ -486,8 +507,9 @@ impl Plan {
             if writable_roots.iter().any(|w| is_within(w, &canon)) {
                 continue;
             }
-            let visible =
-                !under_replaced(&canon) || writable_roots.iter().any(|w| is_within(&canon, w));
+            let visible = !under_replaced(&canon)
+                || writable_roots.iter().any(|w| is_within(&canon, w))
+                || tmp_grants.iter().any(|(g, _)| is_within(&canon, g));
             if !visible {
                 continue;
             }
@@ -511,6 +533,7 @@ impl Plan {
             }
         }
         let mut redirect_gitdirs: BTreeSet<PathBuf> = BTreeSet::new();
+        let mut git_dirs: Vec<git::GitDir> = Vec::new();
         for gitfile in &found.git_files {
             protect_git_file(
                 host,
@@ -518,9 +541,62 @@ impl Plan {
                 &writable_roots,
                 &mut protected,
                 &mut redirect_gitdirs,
+                &mut git_dirs,
             );
         }
-        let creation_guard = creation_guard(&writable_roots, &deny_write, &redirect_gitdirs);
+        // Everything else in those git dirs that makes git run code or look elsewhere.
+        for d in &found.git_dirs {
+            let top = (d.file_name().is_some_and(|n| n == ".git"))
+                .then(|| d.parent().map(Path::to_path_buf))
+                .flatten();
+            git_dirs.push(git::GitDir {
+                dir: d.clone(),
+                top,
+            });
+        }
+        git_dirs.extend(
+            writable_roots
+                .iter()
+                .filter_map(|r| git::enclosing(host, r)),
+        );
+        git_dirs.sort();
+        git_dirs.dedup();
+        let xdg_config_home = req
+            .env
+            .iter()
+            .find(|(k, _)| k == "XDG_CONFIG_HOME")
+            .map(|(_, v)| PathBuf::from(v));
+        let git_paths = git::protected_paths(
+            host,
+            &git_dirs,
+            &writable_roots,
+            &req.home,
+            &git::global_configs(&req.home, xdg_config_home.as_deref()),
+        );
+        for p in &git_paths {
+            if let Some(target) = mount_target(host, p) {
+                if writable_roots.iter().any(|w| is_within(&target, w)) && target != req.workspace {
+                    protected.insert(target);
+                }
+            }
+        }
+        let mut creation_guard = creation_guard(&writable_roots, &deny_write, &redirect_gitdirs);
+        creation_guard
+            .protected
+            .extend(git_paths.iter().map(|p| GuardPattern {
+                base: p.clone(),
+                tail: Vec::new(),
+            }));
+        for d in &git_dirs {
+            if writable_roots.iter().any(|w| is_within(&d.dir, w)) {
+                for name in git::WORKTREE_FILES {
+                    creation_guard.protected.push(GuardPattern {
+                        base: d.dir.join("worktrees"),
+                        tail: vec![name.to_string()],
+                    });
+                }
+            }
+        }
         for p in &protected {
             if let Some(parent) = p.parent() {
                 let is_gitdir = parent.file_name().is_some_and(|n| n == ".git")
@@ -555,6 +631,9 @@ impl Plan {
             }
         }
         let mut overlay: Vec<(usize, u8, Vec<Mount>)> = Vec::new();
+        // Every path the sandbox is granted, to find the directories on the way to them that
+        // it could not traverse (root callers, see `reach`).
+        let mut granted: Vec<Granted> = Vec::new();
         if req.uid == 0 {
             // Canonical: the mount steps look their paths up through no symbolic link.
             let home_path = host
@@ -563,6 +642,11 @@ impl Plan {
             if let Some(home) = host.stat(&home_path) {
                 let covered = writable_roots.iter().any(|w| is_within(&home_path, w));
                 if home.kind == Kind::Dir && home.mode & 0o001 == 0 && !covered {
+                    granted.push(Granted {
+                        path: req.home.clone(),
+                        kind: Kind::Dir,
+                        mapped_owner: Some((home.uid, home.gid)),
+                    });
                     idmapped.push(Idmapped {
                         slot: slots,
                         path: home_path.clone(),
@@ -588,6 +672,11 @@ impl Plan {
             let entry = host
                 .stat(root)
                 .ok_or_else(|| PlanError::WritableRootMissing(root.clone()))?;
+            granted.push(Granted {
+                path: root.clone(),
+                kind: entry.kind,
+                mapped_owner: (req.uid == 0).then_some((entry.uid, entry.gid)),
+            });
             if req.uid == 0 {
                 idmapped.push(Idmapped {
                     slot: slots,
@@ -606,30 +695,7 @@ impl Plan {
             let mut steps = Vec::new();
             if is_within(root, Path::new("/tmp")) {
                 // Mount points inside the private /tmp: create each missing component.
-                let mut dirs: Vec<PathBuf> = root
-                    .ancestors()
-                    .skip(1)
-                    .take_while(|a| *a != Path::new("/tmp"))
-                    .map(Path::to_path_buf)
-                    .collect();
-                dirs.reverse();
-                for d in dirs {
-                    steps.push(Mount::Mkdir {
-                        path: d,
-                        mode: 0o755,
-                    });
-                }
-                steps.push(if entry.kind == Kind::Dir {
-                    Mount::Mkdir {
-                        path: root.clone(),
-                        mode: 0o755,
-                    }
-                } else {
-                    Mount::File {
-                        path: root.clone(),
-                        mode: 0o644,
-                    }
-                });
+                steps = reach::tmp_mount_points(root, entry.kind);
             }
             steps.push(Mount::Attach {
                 slot: slots,
@@ -640,11 +706,87 @@ impl Plan {
             overlay.push((depth(root), 1, steps));
             slots += 1;
         }
+        for a in &allows {
+            if let Some(entry) = host.stat(a) {
+                if !granted.iter().any(|g| g.path == *a) {
+                    granted.push(Granted {
+                        path: a.clone(),
+                        kind: entry.kind,
+                        mapped_owner: None,
+                    });
+                }
+            }
+        }
+        let covers = reach::covers(host, req.uid == 0, &granted);
+        for c in &covers {
+            overlay.push((depth(&c.dir), 0, c.steps.clone()));
+        }
+        // Read grants the sandbox's own view does not hold (below the private /tmp, or below
+        // a cover) are cloned before it is built: by the supervisor for a root caller, whose
+        // init could not traverse the way there either, mapping the grant's owner to the
+        // sandbox as for the home (read-only); by the init for anyone else.
+        let mut attached: Vec<(PathBuf, Kind)> = tmp_grants.clone();
+        for g in &granted {
+            let below_cover = covers.iter().any(|c| is_within(&g.path, &c.dir));
+            let outermost = !granted
+                .iter()
+                .any(|o| o.path != g.path && is_within(&g.path, &o.path));
+            if below_cover && outermost && allows.contains(&g.path) && g.mapped_owner.is_none() {
+                attached.push((g.path.clone(), g.kind));
+            }
+        }
+        for (grant, kind) in &attached {
+            if req.uid == 0 {
+                let Some(entry) = host.stat(grant) else {
+                    continue;
+                };
+                idmapped.push(Idmapped {
+                    slot: slots,
+                    path: grant.clone(),
+                    readonly: true,
+                    uid_map: format!("{} {} 1\n", entry.uid, ROOT_CALLER_HOST_ID),
+                    gid_map: format!("{} {} 1\n", entry.gid, ROOT_CALLER_HOST_ID),
+                });
+            } else {
+                mounts.push(Mount::Clone {
+                    source: grant.clone(),
+                    slot: slots,
+                    recursive: true,
+                });
+            }
+            let mut steps = if is_within(grant, Path::new("/tmp")) {
+                reach::tmp_mount_points(grant, *kind)
+            } else {
+                Vec::new() // the cover made its mount point
+            };
+            steps.push(Mount::Attach {
+                slot: slots,
+                target: grant.clone(),
+                readonly: true,
+                device: false,
+            });
+            overlay.push((depth(grant), 1, steps));
+            slots += 1;
+        }
+        // Masks below a cover and outside every grant are out of the sandbox's reach already
+        // (and their mount points do not exist in the cover).
+        masks.retain(|(p, _)| !reach::hidden_by_cover(p, &covers, &granted));
         for p in &pins {
             overlay.push((depth(p), 2, vec![Mount::Pin { path: p.clone() }]));
         }
+        let mut held_configs = Vec::new();
         for p in &protected {
-            overlay.push((depth(p), 3, vec![Mount::ReadOnly { path: p.clone() }]));
+            let mut steps = Vec::new();
+            if git::is_existing_config(host, p) {
+                steps.push(Mount::Hold {
+                    path: p.clone(),
+                    slot: slots,
+                });
+                held_configs.push((p.clone(), slots));
+                slots += 1;
+            }
+            steps.push(Mount::ReadOnly { path: p.clone() });
+            overlay.push((depth(p), 3, steps));
         }
         for (p, kind) in &masks {
             let m = if *kind == Kind::Dir {
@@ -747,14 +889,30 @@ impl Plan {
             }
             env.sort();
         }
-        let cwd = if is_within(&req.cwd, &req.workspace) {
-            req.cwd.clone()
-        } else {
-            req.workspace.clone()
+        let readable: Option<Vec<PathBuf>> = match policy.filesystem.read_scope {
+            ReadScope::Host => None,
+            ReadScope::AllowList => Some(
+                SYSTEM_READ
+                    .iter()
+                    .map(PathBuf::from)
+                    .chain(allows.iter().cloned())
+                    .collect(),
+            ),
         };
+        let (cwd, cwd_fallback) = reach::start_dir(
+            &req.cwd,
+            &reach::View {
+                host,
+                workspace: &req.workspace,
+                root_caller: req.uid == 0,
+                granted: &granted,
+                covers: &covers,
+                masks: &masks.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>(),
+                readable: readable.as_deref(),
+            },
+        );
         let candidates = candidates(host, program, &env);
         let (resources, resources_missing, output_limit) = resources(policy, host)?;
-        let mut creation_guard = creation_guard;
         creation_guard.calls = seccomp::mediated_calls(resources.allocation_watch);
         let identities = masked_paths
             .iter()
@@ -762,6 +920,7 @@ impl Plan {
             .chain(&pins)
             .filter_map(|p| host.stat(p).map(|e| (p.clone(), (e.dev, e.ino))))
             .collect();
+        creation_guard.held_configs = held_configs;
         Ok(Plan {
             ids,
             idmapped,
@@ -773,6 +932,7 @@ impl Plan {
             argv: req.argv.clone(),
             candidates,
             cwd,
+            cwd_fallback,
             hostname: SANDBOX_HOSTNAME.into(),
             writable_roots: writable_roots.clone(),
             masked: masked_paths,
@@ -987,6 +1147,8 @@ struct Matches {
     deny_read: Vec<PathBuf>,
     deny_write: Vec<PathBuf>,
     git_files: Vec<PathBuf>,
+    /// `.git` directories and submodule git dirs found in the walk.
+    git_dirs: Vec<PathBuf>,
     globs: DenyGlobs,
 }
 
@@ -1020,6 +1182,7 @@ impl Matches {
             deny_read: deny_read_found,
             deny_write: deny_write_found,
             git_files: Vec::new(),
+            git_dirs: Vec::new(),
             globs: DenyGlobs::new(read_globs.iter().copied(), write_globs.iter().copied())?,
         };
         // Walk every distinct glob base once (writable roots are the bases of the relative
@@ -1052,6 +1215,13 @@ impl Matches {
                     if write || is_submodule_code_path(path) {
                         m.deny_write.push(path.to_path_buf());
                     }
+                    if kind == Kind::Dir && path.file_name().is_some_and(|n| n == ".git") {
+                        m.git_dirs.push(path.to_path_buf());
+                    } else if is_submodule_code_path(path) {
+                        if let Some(parent) = path.parent() {
+                            m.git_dirs.push(parent.to_path_buf());
+                        }
+                    }
                     if is_git_redirect(path, kind) {
                         m.git_files.push(path.to_path_buf());
                     }
@@ -1059,7 +1229,12 @@ impl Matches {
             )?;
             walked.push(base);
         }
-        for v in [&mut m.deny_read, &mut m.deny_write, &mut m.git_files] {
+        for v in [
+            &mut m.deny_read,
+            &mut m.deny_write,
+            &mut m.git_files,
+            &mut m.git_dirs,
+        ] {
             v.sort();
             v.dedup();
         }
@@ -1291,6 +1466,7 @@ fn protect_git_file(
     roots: &[PathBuf],
     protected: &mut BTreeSet<PathBuf>,
     gitdirs: &mut BTreeSet<PathBuf>,
+    found: &mut Vec<git::GitDir>,
 ) {
     let base = entry.parent().unwrap_or(Path::new("/"));
     let gitdir = match host.stat(entry).map(|e| e.kind) {
@@ -1323,6 +1499,10 @@ fn protect_git_file(
             continue;
         };
         gitdirs.insert(d.clone());
+        found.push(git::GitDir {
+            dir: d.clone(),
+            top: Some(base.to_path_buf()),
+        });
         for name in ["hooks", "config", "commondir"] {
             let p = d.join(name);
             let Some(target) = mount_target(host, &p) else {

@@ -267,6 +267,12 @@ fn unprivileged_plan_mounts_in_order() {
         Mount::MaskFile {
             target: p("/home/u/ws/.env"),
         },
+        // The init keeps a writable descriptor of the config: a checked rewrite of inert keys
+        // (`git remote add`) goes through it.
+        Mount::Hold {
+            path: p("/home/u/ws/.git/config"),
+            slot: 3,
+        },
         Mount::ReadOnly {
             path: p("/home/u/ws/.git/config"),
         },
@@ -275,7 +281,11 @@ fn unprivileged_plan_mounts_in_order() {
         },
     ];
     assert_eq!(plan.mounts, expected);
-    assert_eq!(plan.slots, 3);
+    assert_eq!(plan.slots, 4);
+    assert_eq!(
+        plan.creation_guard.held_configs,
+        [(p("/home/u/ws/.git/config"), 3)]
+    );
     assert!(plan.idmapped.is_empty());
     assert_eq!(plan.ids.uid_map, "1000 1000 1\n");
     assert!(plan.ids.deny_setgroups);
@@ -597,3 +607,6 @@ fn hard_links_of_masked_files_are_found() {
     let plan = Plan::new(&policy, &request(1000), &machine()).unwrap();
     assert!(plan.linked_secrets.is_empty());
 }
+
+mod git;
+mod reach;

@@ -1,0 +1,346 @@
+//! Git's indirections beyond `.git/hooks` and `.git/config` (issue 15): `config.worktree`,
+//! a linked worktree's `commondir` and `gitdir`, `info/exclude` and `info/attributes`, and
+//! the files the repository's own config names (`core.hooksPath`, `include.path`,
+//! `includeIf.*.path`, hooks that are symbolic links). Each is read-only during the run and
+//! refused on creation; the decisive check is git on the HOST afterwards running nothing.
+//!
+//! And everyday git on an existing repository keeps working: `git config` of inert keys,
+//! `git remote add`, `git branch -u`, `git push -u`, `git sparse-checkout` (they rewrite
+//! `.git/config`, which failed with EBUSY), while a live key is refused and reported.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test: panicking with a message is how it reports a failure"
+)]
+
+use std::path::{Path, PathBuf};
+
+use attacks::{read_bytes, read_text, write_file, Fixture};
+
+/// A script that leaves `<root>/<marker>` when git runs it (as a hook or fsmonitor).
+fn tripwire(fx: &Fixture, marker: &str) -> (PathBuf, PathBuf) {
+    let flag = fx.root.join(marker);
+    let script = fx.script(
+        &format!("{marker}.sh"),
+        &format!("#!/bin/sh\ntouch {}\n", flag.display()),
+    );
+    (script, flag)
+}
+
+fn git_in(fx: &Fixture, dir: &Path, args: &[&str]) -> attacks::Run {
+    let mut all = vec!["-C", dir.to_str().expect("utf-8 path")];
+    all.extend_from_slice(args);
+    fx.git_host(&all)
+}
+
+/// `git status` and `git commit` on the host in `dir`, as a user would after the run.
+fn host_git_uses_the_repository(fx: &Fixture, dir: &Path) {
+    git_in(fx, dir, &["status", "--porcelain"]);
+    git_in(
+        fx,
+        dir,
+        &[
+            "-c",
+            "user.email=h@example.invalid",
+            "-c",
+            "user.name=H",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "after the run",
+        ],
+    );
+}
+
+#[test]
+fn existing_config_worktree_cannot_gain_an_fsmonitor() {
+    let fx = Fixture::new();
+    let records = fx.records();
+    fx.git_host(&["config", "extensions.worktreeConfig", "true"])
+        .assert_success();
+    write_file(
+        &fx.ws.join(".git/config.worktree"),
+        "[user]\n\tname = W\n",
+        0o644,
+    );
+    let (script, flag) = tripwire(&fx, "pwned-worktree-config");
+    let attack = format!(
+        "printf '[core]\\n\\tfsmonitor = {}\\n' >> .git/config.worktree",
+        script.display()
+    );
+    let before = read_bytes(&fx.ws.join(".git/config.worktree"));
+    fx.attack(&records.opts(), &attack)
+        .outcome()
+        .assert_failed();
+    assert_eq!(read_bytes(&fx.ws.join(".git/config.worktree")), before);
+    host_git_uses_the_repository(&fx, &fx.ws);
+    assert!(!flag.exists(), "the planted fsmonitor ran on the host");
+    // Control: the same append on the host, and git runs it.
+    fx.control(&attack).outcome().assert_ok();
+    host_git_uses_the_repository(&fx, &fx.ws);
+    assert!(flag.exists(), "control: git did not run the fsmonitor");
+}
+
+#[test]
+fn new_config_worktree_with_a_live_key_is_refused() {
+    let fx = Fixture::new();
+    let records = fx.records();
+    fx.git_host(&["config", "extensions.worktreeConfig", "true"])
+        .assert_success();
+    let (script, flag) = tripwire(&fx, "pwned-new-worktree-config");
+    let attack = format!(
+        "printf '[core]\\n\\tfsmonitor = {}\\n' > cw && mv cw .git/config.worktree",
+        script.display()
+    );
+    let run = fx.attack(&records.opts(), &attack).outcome();
+    run.assert_failed();
+    records.assert_blocked(&run.run, &[".git/config.worktree"]);
+    host_git_uses_the_repository(&fx, &fx.ws);
+    assert!(!flag.exists(), "the planted fsmonitor ran on the host");
+    fx.control(&attack).outcome().assert_ok();
+    host_git_uses_the_repository(&fx, &fx.ws);
+    assert!(flag.exists(), "control: git did not run the fsmonitor");
+}
+
+/// A linked worktree outside the workspace reads `commondir` from the workspace's
+/// `.git/worktrees/<name>/`: pointing it at a git dir planted in the workspace would make git
+/// in that worktree run the planted config.
+#[test]
+fn linked_worktree_outside_the_workspace_cannot_be_redirected() {
+    let fx = Fixture::new();
+    let records = fx.records();
+    let wt = fx.root.join("linked");
+    fx.git_host(&[
+        "worktree",
+        "add",
+        "-q",
+        wt.to_str().unwrap(),
+        "-b",
+        "linked",
+    ])
+    .assert_success();
+    let (script, flag) = tripwire(&fx, "pwned-commondir");
+    // A git dir assembled by hand (config first, so nothing recognised it as one then).
+    let attack = format!(
+        "rm -rf evil && mkdir evil || exit 99
+        printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = {}\\n' > evil/config
+        mkdir evil/objects evil/refs && echo 'ref: refs/heads/linked' > evil/HEAD || exit 99
+        cp -r .git/objects/. evil/objects/ && cp -r .git/refs/. evil/refs/ || exit 99
+        for f in .git/worktrees/linked/commondir .git/worktrees/linked/gitdir; do
+            echo ../../../evil > \"$f.new\" || true
+            mv -f \"$f.new\" \"$f\" 2>/dev/null || echo ../../../evil > \"$f\"
+        done",
+        script.display()
+    );
+    let commondir = fx.ws.join(".git/worktrees/linked/commondir");
+    let before = read_bytes(&commondir);
+    let run = fx.attack(&records.opts(), &attack).outcome();
+    run.assert_failed();
+    assert_ne!(run.rc, Some(99), "setup failed\n{}", run.run.describe());
+    assert_eq!(read_bytes(&commondir), before, "commondir changed");
+    host_git_uses_the_repository(&fx, &wt);
+    assert!(
+        !flag.exists(),
+        "git in the linked worktree ran the planted config"
+    );
+    // Control.
+    fx.control(&attack).outcome().assert_ok();
+    host_git_uses_the_repository(&fx, &wt);
+    assert!(flag.exists(), "control: git did not follow the commondir");
+}
+
+#[test]
+fn info_exclude_and_attributes_cannot_hide_a_change() {
+    let fx = Fixture::new();
+    let records = fx.records();
+    let attack = "set -e
+        echo planted > planted.txt
+        echo 'the readme changed' >> README.md
+        echo planted.txt >> .git/info/exclude
+        echo 'README.md -diff' > .git/info/attributes";
+    fx.attack(&records.opts(), attack).outcome().assert_failed();
+    let status = fx.git_host(&["status", "--porcelain"]);
+    status.assert_stdout_contains("planted.txt");
+    let diff = fx.git_host(&["diff"]);
+    diff.assert_stdout_contains("the readme changed");
+    // Control: on the host the same steps hide both.
+    std::fs::remove_file(fx.ws.join("planted.txt")).ok();
+    fx.git_host(&["checkout", "--", "README.md"])
+        .assert_success();
+    fx.control(attack).outcome().assert_ok();
+    let status = fx.git_host(&["status", "--porcelain"]);
+    status.assert_lacks("planted.txt");
+    let diff = fx.git_host(&["diff"]);
+    diff.assert_lacks("the readme changed");
+}
+
+#[test]
+fn hooks_path_named_by_the_repository_is_protected() {
+    let fx = Fixture::new();
+    let records = fx.records();
+    fx.git_host(&["config", "core.hooksPath", ".githooks"])
+        .assert_success();
+    std::fs::create_dir_all(fx.ws.join(".githooks")).unwrap();
+    let (script, flag) = tripwire(&fx, "pwned-hookspath");
+    let attack = format!(
+        "printf '#!/bin/sh\\n{}\\n' > .githooks/pre-commit && chmod +x .githooks/pre-commit",
+        script.display()
+    );
+    fx.attack(&records.opts(), &attack)
+        .outcome()
+        .assert_failed();
+    assert!(!fx.ws.join(".githooks/pre-commit").exists());
+    host_git_uses_the_repository(&fx, &fx.ws);
+    assert!(!flag.exists(), "a hook in core.hooksPath ran on the host");
+    // Not existing yet: its creation is refused too.
+    let fx2 = Fixture::new();
+    fx2.git_host(&["config", "core.hooksPath", "hooks-later"])
+        .assert_success();
+    fx2.attack(&[], "mkdir hooks-later")
+        .outcome()
+        .assert_failed();
+    assert!(!fx2.ws.join("hooks-later").exists());
+    // Control.
+    fx.control(&attack).outcome().assert_ok();
+    host_git_uses_the_repository(&fx, &fx.ws);
+    assert!(flag.exists(), "control: git did not run the hook");
+}
+
+#[test]
+fn included_config_files_are_protected() {
+    let fx = Fixture::new();
+    let records = fx.records();
+    write_file(
+        &fx.ws.join("team.gitconfig"),
+        "[user]\n\tname = Team\n",
+        0o644,
+    );
+    write_file(
+        &fx.ws.join("nested.gitconfig"),
+        "[user]\n\temail = t@example.invalid\n",
+        0o644,
+    );
+    fx.git_host(&["config", "include.path", "../team.gitconfig"])
+        .assert_success();
+    fx.git_host(&["config", "includeIf.gitdir:/.path", "../nested.gitconfig"])
+        .assert_success();
+    let (script, flag) = tripwire(&fx, "pwned-include");
+    for file in ["team.gitconfig", "nested.gitconfig"] {
+        let attack = format!(
+            "printf '[core]\\n\\tfsmonitor = {}\\n' >> {file}",
+            script.display()
+        );
+        fx.attack(&records.opts(), &attack)
+            .outcome()
+            .assert_failed();
+        host_git_uses_the_repository(&fx, &fx.ws);
+        assert!(
+            !flag.exists(),
+            "{file}: an included fsmonitor ran on the host"
+        );
+    }
+    let attack = format!(
+        "printf '[core]\\n\\tfsmonitor = {}\\n' >> team.gitconfig",
+        script.display()
+    );
+    fx.control(&attack).outcome().assert_ok();
+    host_git_uses_the_repository(&fx, &fx.ws);
+    assert!(
+        flag.exists(),
+        "control: git did not run the included fsmonitor"
+    );
+}
+
+#[test]
+fn target_of_a_symlinked_hook_is_protected() {
+    let fx = Fixture::new();
+    let records = fx.records();
+    write_file(
+        &fx.ws.join("scripts/pre-commit"),
+        "#!/bin/sh\n: checks\n",
+        0o755,
+    );
+    std::os::unix::fs::symlink(
+        "../../scripts/pre-commit",
+        fx.ws.join(".git/hooks/pre-commit"),
+    )
+    .unwrap();
+    let (script, flag) = tripwire(&fx, "pwned-hook-target");
+    let attack = format!("echo {} >> scripts/pre-commit", script.display());
+    fx.attack(&records.opts(), &attack)
+        .outcome()
+        .assert_failed();
+    host_git_uses_the_repository(&fx, &fx.ws);
+    assert!(!flag.exists(), "the hook's target was changed");
+    fx.control(&attack).outcome().assert_ok();
+    host_git_uses_the_repository(&fx, &fx.ws);
+    assert!(flag.exists(), "control: the hook did not run");
+}
+
+#[test]
+fn everyday_git_rewrites_an_existing_config_and_keeps_its_live_keys() {
+    let fx = Fixture::new();
+    // A key that runs code, set by the user: it must come through untouched.
+    fx.git_host(&["config", "filter.lfs.clean", "git-lfs clean -- %f"])
+        .assert_success();
+    let remote = fx.root.join("remote.git");
+    fx.git_host(&["init", "-q", "--bare", remote.to_str().unwrap()])
+        .assert_success();
+    let remote_s = remote.display().to_string();
+    let script = format!(
+        "set -e
+        git config user.name 'Inside'
+        git remote add origin {remote_s}
+        git push -q -u origin main
+        git branch -q topic
+        git branch -q -u origin/main topic
+        git config pull.rebase true
+        git sparse-checkout set app
+        git config --get branch.main.remote"
+    );
+    fx.attack(&["--allow-write", &remote_s], &script)
+        .outcome()
+        .assert_shows("origin");
+    let config = read_text(&fx.ws.join(".git/config")).unwrap();
+    for want in [
+        "name = Inside",
+        "[remote \"origin\"]",
+        "[branch \"main\"]",
+        "merge = refs/heads/main",
+        "[branch \"topic\"]",
+        "rebase = true",
+        "clean = git-lfs clean -- %f",
+    ] {
+        assert!(config.contains(want), "{want} missing from:\n{config}");
+    }
+    git_in(
+        &fx,
+        &fx.ws,
+        &["rev-parse", "--abbrev-ref", "main@{upstream}"],
+    )
+    .assert_stdout_contains("origin/main");
+}
+
+#[test]
+fn live_config_change_is_refused_and_reported() {
+    let fx = Fixture::new();
+    let records = fx.records();
+    let (script, flag) = tripwire(&fx, "pwned-config");
+    let attack = format!("git config core.fsmonitor {}", script.display());
+    let before = read_bytes(&fx.ws.join(".git/config"));
+    let run = fx.attack(&records.opts(), &attack).outcome();
+    run.assert_failed();
+    records.assert_blocked(&run.run, &[".git/config"]);
+    assert!(
+        run.run.stderr.contains("run nothing"),
+        "the refusal says what is allowed:\n{}",
+        run.run.stderr
+    );
+    assert_eq!(read_bytes(&fx.ws.join(".git/config")), before);
+    host_git_uses_the_repository(&fx, &fx.ws);
+    assert!(!flag.exists());
+    fx.control(&attack).outcome().assert_ok();
+    host_git_uses_the_repository(&fx, &fx.ws);
+    assert!(flag.exists(), "control: git did not run the fsmonitor");
+}

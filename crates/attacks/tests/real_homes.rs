@@ -1,0 +1,168 @@
+//! Real homes and CI: workspaces and grants wherever a user or a CI job puts them.
+//!
+//! - A root caller's sandbox runs as an id no account has, so it passes only the "others"
+//!   bits of host directories; `mktemp -d` makes 0700 directories, and a fresh clone below one
+//!   must still run (issue 15: it failed with `E_SANDBOX_SETUP ... Permission denied`).
+//! - Read grants below `/tmp` are visible in the sandbox's private `/tmp` (they were silently
+//!   invisible), and `/tmp` itself cannot be granted.
+//! - The command starts in the caller's directory when the sandbox can reach it, and says so
+//!   when it cannot.
+#![allow(clippy::expect_used)]
+
+use std::path::Path;
+
+use attacks::{chmod, mkdir, read_text, sh_quote, skip_unless_root, write_file, Fixture};
+
+/// A clone of the fixture's repository below a fresh 0700 directory of the caller's.
+fn clone_below_private_dir(fx: &Fixture) -> std::path::PathBuf {
+    let private = fx.root.join("private");
+    mkdir(&private);
+    chmod(&private, 0o700);
+    let clone = private.join("clone");
+    fx.git_host(&[
+        "clone",
+        "-q",
+        &fx.ws.display().to_string(),
+        &clone.display().to_string(),
+    ])
+    .assert_success();
+    clone
+}
+
+#[test]
+fn fresh_clone_below_a_private_dir_runs_git_and_writes() {
+    let fx = Fixture::new();
+    let clone = clone_below_private_dir(&fx);
+    let script = "set -e
+        git -c safe.directory='*' status --porcelain
+        echo new > new.txt
+        cat README.md | head -1
+        pwd";
+    let run = fx
+        .stockade(["run".as_ref(), "--workspace".as_ref(), clone.as_os_str()])
+        .arg("--shell")
+        .arg(script)
+        .cwd(&clone)
+        .run();
+    run.assert_success()
+        .assert_stdout_contains("# demo")
+        .assert_stdout_contains(&clone.display().to_string());
+    assert_eq!(read_text(&clone.join("new.txt")).as_deref(), Some("new\n"));
+    // Control: the same script on the host.
+    let control = fx.host(script).cwd(&clone).run();
+    control.assert_success();
+}
+
+#[test]
+fn a_cover_over_a_private_dir_shows_only_the_way_to_the_workspace() {
+    if skip_unless_root("only a root caller's sandbox runs as a stranger to the caller's files") {
+        return;
+    }
+    let fx = Fixture::new();
+    let clone = clone_below_private_dir(&fx);
+    let private = clone.parent().unwrap().to_path_buf();
+    let marker = fx.marker("sibling");
+    write_file(&private.join("sibling.txt"), &marker, 0o644);
+    let script = format!(
+        "ls -a {p}; cat {p}/sibling.txt; if touch {p}/planted; then echo planted-ok; fi; echo listed",
+        p = sh_quote(&private)
+    );
+    let run = fx
+        .stockade(["run".as_ref(), "--workspace".as_ref(), clone.as_os_str()])
+        .arg("--shell")
+        .arg(&script)
+        .cwd(&clone)
+        .run();
+    run.assert_success()
+        .assert_stdout_contains("clone\n")
+        .assert_stdout_contains("listed");
+    let out = run.all_output();
+    assert!(
+        !out.contains(&marker),
+        "a sibling below the 0700 directory was read:\n{out}"
+    );
+    assert!(!out.contains("planted-ok"), "the cover is writable:\n{out}");
+    assert!(!private.join("planted").exists());
+    // Control: the host's root reads the sibling and can write there.
+    let control = fx.host(&script).cwd(&clone).run();
+    assert!(control.all_output().contains(&marker));
+    assert!(control.all_output().contains("planted-ok"));
+}
+
+/// A directory below the host's `/tmp` holding a file with `marker`; removed on drop.
+struct TmpGrant(std::path::PathBuf);
+
+impl TmpGrant {
+    fn new(marker: &str) -> TmpGrant {
+        let dir = tempfile::Builder::new()
+            .prefix("stockade-grant.")
+            .tempdir_in("/tmp")
+            .expect("a directory below /tmp")
+            .keep();
+        chmod(&dir, 0o700);
+        let data = dir.join("data");
+        mkdir(&data);
+        write_file(&data.join("f.txt"), marker, 0o644);
+        TmpGrant(dir)
+    }
+}
+
+impl Drop for TmpGrant {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn read_grants_below_tmp_are_visible_inside() {
+    let fx = Fixture::new();
+    let marker = fx.marker("tmpgrant");
+    let grant = TmpGrant::new(&marker);
+    let data = grant.0.join("data");
+    let script = format!(
+        "cat {f}; if echo x > {d}/w; then echo wrote; fi; true",
+        f = sh_quote(data.join("f.txt")),
+        d = sh_quote(&data)
+    );
+    let run = fx
+        .attack(&["--allow-read", &data.display().to_string()], &script)
+        .outcome();
+    run.assert_shows(&marker).assert_lacks("wrote");
+    assert!(!data.join("w").exists(), "a read grant became writable");
+    // Without the grant the private /tmp has nothing there.
+    fx.attack(&[], &format!("cat {}", sh_quote(data.join("f.txt"))))
+        .outcome()
+        .assert_failed();
+    // Control: the host reads it.
+    fx.control(&script).outcome().assert_shows(&marker);
+}
+
+#[test]
+fn granting_tmp_itself_is_refused_with_the_reason() {
+    let fx = Fixture::new();
+    let run = fx.sandbox(&["--allow-read", "/tmp"], "true").run();
+    run.assert_code(125)
+        .assert_stderr_contains("/tmp")
+        .assert_stderr_contains("private /tmp");
+}
+
+#[test]
+fn the_command_starts_in_the_callers_directory_or_says_why_not() {
+    let fx = Fixture::new();
+    // A directory outside the workspace that the sandbox can read: the command starts there.
+    let elsewhere = fx.outside.clone();
+    let run = fx.sandbox(&[], "pwd").cwd(&elsewhere).run();
+    run.assert_success()
+        .assert_stdout_contains(&format!("{}\n", elsewhere.display()));
+    assert!(!run.all_output().contains("note:"), "{}", run.all_output());
+    // One the sandbox cannot reach (the host's /tmp is not the sandbox's): the workspace,
+    // and a note naming both.
+    let grant = TmpGrant::new("x");
+    chmod(&grant.0, 0o755);
+    let run = fx.sandbox(&[], "pwd").cwd(&grant.0).run();
+    run.assert_success()
+        .assert_stdout_contains(&format!("{}\n", fx.ws.display()))
+        .assert_stderr_contains("note: the command ran in the workspace")
+        .assert_stderr_contains(&grant.0.display().to_string());
+    assert!(Path::new(&grant.0).exists());
+}

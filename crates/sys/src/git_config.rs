@@ -1,0 +1,241 @@
+//! Which git configs (and which changes to one) run nothing: the check behind the creation
+//! guard's "config only with inert keys" (see [`crate::protect`]).
+//!
+//! Pure and allocation-free (the init runs it after `fork`). It reads a config line by line
+//! and never tries to be as lenient as git: anything it does not recognise as an inert key
+//! under a plain section header counts as live, so a trick that git reads one way and this
+//! check another (a `\` continuation, `[section.sub]` headers, a key on the header's line,
+//! invalid UTF-8) can only make a config count as live.
+
+/// What one physical line of a config is, to this check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Line<'a> {
+    /// Empty, or a comment.
+    Blank,
+    /// `[name]` or `[name "sub"]`.
+    Header { name: &'a str, sub: bool },
+    /// `key`, `key = value` or `key value`.
+    Key(&'a str),
+    /// Anything else (a header with text after it, a header without its `]`).
+    Other,
+}
+
+fn classify(line: &str) -> Line<'_> {
+    if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+        return Line::Blank;
+    }
+    if let Some(rest) = line.strip_prefix('[') {
+        let Some(inner) = rest.strip_suffix(']') else {
+            return Line::Other;
+        };
+        let mut parts = inner.splitn(2, char::is_whitespace);
+        let name = parts.next().unwrap_or("");
+        return Line::Header {
+            name,
+            sub: parts.next().is_some(),
+        };
+    }
+    Line::Key(line.split(['=', ' ', '\t']).next().unwrap_or(""))
+}
+
+/// Keys that run nothing and point git nowhere, by section: what `git init`, `git clone`,
+/// `git remote add`, `git branch --set-upstream-to`, `git push -u`, `git sparse-checkout`
+/// and `git config user.*` write, and a few preferences of the same kind.
+/// Not here, because they run code or send git elsewhere: `core.fsmonitor`, `core.hooksPath`,
+/// `core.pager`, `core.editor`, `core.sshCommand`, `core.worktree`, `include*`, `alias.*`,
+/// `filter.*`, `diff.*`, `merge.*`, `remote.*.uploadpack`/`receivepack`/`vcs`, ...
+fn inert_key(section: &str, key: &str) -> bool {
+    let is = |k: &str| key.eq_ignore_ascii_case(k);
+    let s = |name: &str| section.eq_ignore_ascii_case(name);
+    if s("core") {
+        is("repositoryformatversion")
+            || is("filemode")
+            || is("bare")
+            || is("logallrefupdates")
+            || is("ignorecase")
+            || is("precomposeunicode")
+            || is("symlinks")
+            || is("sparsecheckout")
+            || is("sparsecheckoutcone")
+    } else if s("extensions") {
+        is("objectformat") || is("refstorage") || is("worktreeconfig")
+    } else if s("user") {
+        is("name") || is("email")
+    } else if s("init") {
+        is("defaultbranch")
+    } else if s("branch") {
+        is("remote") || is("merge") || is("rebase") || is("pushremote")
+    } else if s("remote") {
+        is("url") || is("fetch") || is("pushurl") || is("tagopt") || is("prune")
+    } else if s("pull") {
+        is("rebase") || is("ff")
+    } else if s("push") {
+        is("default") || is("autosetupremote")
+    } else if s("fetch") {
+        is("prune")
+    } else if s("index") {
+        is("sparse")
+    } else {
+        false
+    }
+}
+
+/// Sections whose header may name a subsection (`[remote "origin"]`).
+fn takes_subsection(section: &str) -> bool {
+    section.eq_ignore_ascii_case("branch") || section.eq_ignore_ascii_case("remote")
+}
+
+/// Every line of `text` that is not blank, not a header and not an inert key, each with the
+/// header line it stands under ("" before the first): what must not change.
+fn live_lines(text: &str) -> impl Iterator<Item = (&str, &str)> {
+    let mut header = "";
+    let mut section: Option<(&str, bool)> = None;
+    text.lines().filter_map(move |raw| {
+        let line = raw.trim();
+        match classify(line) {
+            Line::Blank => None,
+            Line::Header { name, sub } => {
+                header = line;
+                section = Some((name, sub));
+                None
+            }
+            Line::Key(key) => match section {
+                Some((name, sub)) if (!sub || takes_subsection(name)) && inert_key(name, key) => {
+                    None
+                }
+                _ => Some((header, line)),
+            },
+            Line::Other => {
+                header = line;
+                section = None;
+                Some((header, line))
+            }
+        }
+    })
+}
+
+/// Whether a git config only holds keys that run nothing: what `git init`, `git clone`,
+/// `git remote add`, `git branch --set-upstream-to` and `git config user.*` write. Anything
+/// else (`core.fsmonitor`, `core.hooksPath`, `core.pager`, `include.path`, aliases, filters,
+/// `core.sshCommand`, ...) makes the config "live". Invalid UTF-8 or syntax is live too.
+pub fn git_config_is_inert(text: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(text) else {
+        return false;
+    };
+    let mut headers_ok = true;
+    for line in text.lines() {
+        if let Line::Header { name, sub: true } = classify(line.trim()) {
+            headers_ok &= takes_subsection(name);
+        }
+    }
+    headers_ok && live_lines(text).next().is_none()
+}
+
+/// Whether rewriting a config from `old` to `new` only adds, changes or removes inert keys:
+/// every other line stays as it was, in the same order and under the same header. This is
+/// how `git config`, `git remote add` or `git push -u` may change an existing repository's
+/// config that already holds live keys (a `filter "lfs"` section, a `core.hooksPath` the user
+/// set): those keys must come through untouched.
+pub fn git_config_rewrite_is_inert(old: &[u8], new: &[u8]) -> bool {
+    let (Ok(old), Ok(new)) = (std::str::from_utf8(old), std::str::from_utf8(new)) else {
+        return false;
+    };
+    let mut headers_ok = true;
+    for line in new.lines() {
+        if let Line::Header { name, sub: true } = classify(line.trim()) {
+            // A new live section with a subsection is caught below (its keys are live); a
+            // subsection header alone changes nothing.
+            headers_ok &= takes_subsection(name) || old.lines().any(|o| o.trim() == line.trim());
+        }
+    }
+    headers_ok && live_lines(old).eq(live_lines(new))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inert_git_configs() {
+        let init = b"[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n";
+        assert!(git_config_is_inert(init));
+        assert!(git_config_is_inert(
+            b"[remote \"origin\"]\n\turl = x\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n[user]\n\temail = a@b\n"
+        ));
+        assert!(git_config_is_inert(b""));
+        for live in [
+            &b"[core]\n\tfsmonitor = touch /tmp/pwned\n"[..],
+            b"[core]\n\thooksPath = /tmp/h\n",
+            b"[include]\n\tpath = /tmp/x\n",
+            b"[includeIf \"gitdir:/\"]\n\tpath = /tmp/x\n",
+            b"[alias]\n\tst = !sh\n",
+            b"[core]\n\tpager = sh\n",
+            b"[filter \"x\"]\n\tclean = sh\n",
+            b"[user \"x\"]\n\tname = a\n",
+            b"[remote.origin]\n\turl = a\n",
+            b"[core] fsmonitor = x\n",
+            b"[remote \"o\"]\n\tvcs = x\n",
+            b"fsmonitor = x\n",
+            b"[core\n",
+            b"[core]\n\t\xff = 1\n",
+        ] {
+            assert!(
+                !git_config_is_inert(live),
+                "{}",
+                String::from_utf8_lossy(live)
+            );
+        }
+    }
+
+    const USER_CONFIG: &[u8] = b"[core]\n\trepositoryformatversion = 0\n\tbare = false\n\
+        [filter \"lfs\"]\n\tclean = git-lfs clean -- %f\n\tprocess = git-lfs filter-process\n\
+        [core]\n\thooksPath = .githooks\n";
+
+    #[test]
+    fn rewrites_that_only_touch_inert_keys_pass() {
+        let added = [
+            USER_CONFIG,
+            b"[remote \"origin\"]\n\turl = https://example.invalid/x\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n",
+            b"[branch \"main\"]\n\tremote = origin\n\tmerge = refs/heads/main\n[user]\n\tname = A\n",
+        ]
+        .concat();
+        assert!(git_config_rewrite_is_inert(USER_CONFIG, &added));
+        // Inert keys removed again, or changed.
+        assert!(git_config_rewrite_is_inert(&added, USER_CONFIG));
+        let changed = String::from_utf8_lossy(USER_CONFIG).replace("bare = false", "bare = true");
+        assert!(git_config_rewrite_is_inert(USER_CONFIG, changed.as_bytes()));
+        // sparse-checkout and worktree config.
+        let sparse = [
+            USER_CONFIG,
+            b"[extensions]\n\tworktreeConfig = true\n[core]\n\tsparseCheckout = true\n",
+        ]
+        .concat();
+        assert!(git_config_rewrite_is_inert(USER_CONFIG, &sparse));
+    }
+
+    #[test]
+    fn rewrites_that_touch_live_keys_are_refused() {
+        let text = String::from_utf8_lossy(USER_CONFIG).to_string();
+        for new in [
+            text.clone() + "[core]\n\tfsmonitor = sh -c x\n",
+            text.replace("hooksPath = .githooks", "hooksPath = /tmp/h"),
+            text.replace("\thooksPath = .githooks\n", ""),
+            text.replace("git-lfs clean", "sh -c evil"),
+            text.replace("[filter \"lfs\"]", "[filter \"other\"]"),
+            text.clone() + "[include]\n\tpath = x\n",
+            text.clone() + "[remote \"o\"]\n\turl = a\n\tuploadpack = sh\n",
+            text.clone() + "[alias \"x\"]\n",
+        ] {
+            assert!(
+                !git_config_rewrite_is_inert(USER_CONFIG, new.as_bytes()),
+                "{new}"
+            );
+        }
+        assert!(!git_config_rewrite_is_inert(b"\xff", b""));
+        // Moving a live key to another section instance changes its header.
+        let moved =
+            b"[core]\n\trepositoryformatversion = 0\n\tbare = false\n\thooksPath = .githooks\n\
+            [filter \"lfs\"]\n\tclean = git-lfs clean -- %f\n\tprocess = git-lfs filter-process\n";
+        assert!(!git_config_rewrite_is_inert(USER_CONFIG, moved));
+    }
+}
