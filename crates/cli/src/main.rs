@@ -497,7 +497,8 @@ fn sanitize(report_file: Option<&Path>, json: bool) -> Result<u8, Error> {
     output.flush().map_err(io("write standard output"))?;
     let value = serde_json::to_value(&report).unwrap_or_default();
     if let Some(path) = report_file {
-        std::fs::write(path, format!("{value:#}\n")).map_err(io("write the sanitizer report"))?;
+        // Like a run's report: a link planted at the name is replaced, never followed.
+        stockade::write_report_file(path, format!("{value:#}\n").as_bytes())?;
     }
     if json {
         eprintln!("{value}");

@@ -93,6 +93,13 @@ impl RunError {
                 "run `stockade doctor` to see which kernel feature is blocked on this machine"
                     .into(),
             ),
+            // The mount steps look their planned (canonical) paths up through no link.
+            RunError::Setup { cause, .. } if cause.raw_os_error() == Some(libc::ELOOP) => Some(
+                "a directory on the way to this path became a symbolic link after the run was planned (another run writing the same directories?); nothing was mounted through it: check the path and run again".into(),
+            ),
+            RunError::Setup { cause, .. } if cause.raw_os_error() == Some(libc::ESTALE) => Some(
+                "this path is no longer the file the run was planned with (renamed after planning: another run writing the same directories?); nothing was mounted over it: check the path and run again".into(),
+            ),
             RunError::Setup { .. } => Some("run `stockade doctor` to check this machine".into()),
             RunError::Io { cause, .. } if cause.raw_os_error() == Some(libc::EAGAIN) => Some(
                 "the process or thread limit was reached (ulimit -u, or a pids cgroup); free some or raise it".into(),

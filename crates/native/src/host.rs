@@ -241,11 +241,57 @@ fn stamp_of(st: &rustix::fs::Stat) -> DirStamp {
 /// cgroup hierarchies report a size of 0, so `std::fs::read_to_string` starts with a 32-byte
 /// probe and doubles from there; the kernel generates the text again for each of those reads
 /// (`/proc/self/mountinfo` eight times over, a tenth of a millisecond per run).
+///
+/// Only a regular file is read: the planner reads files an earlier run could have made (a
+/// `.git` file's `commondir`), and a FIFO there would block every later run at its open
+/// (`O_NONBLOCK` makes the open return; the type check refuses the rest).
 pub(crate) fn read_text(path: &Path, limit: usize) -> Option<String> {
+    use rustix::fs::{FileType, Mode, OFlags};
     use std::io::Read;
-    let file = std::fs::File::open(path).ok()?;
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let st = rustix::fs::fstat(&fd).ok()?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return None;
+    }
+    let file = std::fs::File::from(fd);
     // With spare capacity, `read_to_end` reads straight into it (no probe, no zeroing).
     let mut buf = Vec::with_capacity(limit.min(8 * 1024));
     file.take(limit as u64).read_to_end(&mut buf).ok()?;
     String::from_utf8(buf).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A FIFO where the planner reads a small file (planted by an earlier run) neither blocks
+    /// it nor is read; regular files and `/proc` files are.
+    #[test]
+    fn read_text_skips_a_fifo_without_blocking() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fifo = tmp.path().join("commondir");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(read_text(&fifo, 1024)));
+        let got = rx.recv_timeout(std::time::Duration::from_secs(5));
+        assert_eq!(got, Ok(None), "read_text blocked on a FIFO or read it");
+        std::fs::write(tmp.path().join("f"), "../..\n").unwrap();
+        assert_eq!(
+            read_text(&tmp.path().join("f"), 1024).as_deref(),
+            Some("../..\n")
+        );
+        assert!(read_text(Path::new("/proc/self/status"), 1 << 16).is_some());
+    }
 }

@@ -2,6 +2,7 @@
 //! program, idmapped mounts, C strings), fork the sandbox, write its id maps, supervise it and
 //! collect its status. The child side lives in `sys::postfork`.
 
+use std::collections::BTreeMap;
 use std::ffi::{CStr, CString};
 use std::io::IsTerminal;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -338,7 +339,7 @@ pub fn launch(
         .mounts
         .iter()
         .zip(&mount_paths)
-        .map(|(m, (p, extra))| mount_op(m, p, extra.as_deref()))
+        .map(|(m, (p, extra))| mount_op(m, p, extra.as_deref(), &plan.identities))
         .collect();
 
     let env_c: Vec<CString> = plan
@@ -948,8 +949,14 @@ fn blocked_violation(report: &postfork::Report, path: Vec<u8>) -> Violation {
     }
 }
 
-fn mount_op<'a>(m: &Mount, p: &'a CStr, extra: Option<&'a CStr>) -> MountOp<'a> {
+fn mount_op<'a>(
+    m: &Mount,
+    p: &'a CStr,
+    extra: Option<&'a CStr>,
+    identities: &BTreeMap<PathBuf, (u64, u64)>,
+) -> MountOp<'a> {
     let extra = extra.unwrap_or(c"");
+    let expect = m.path().and_then(|path| identities.get(path).copied());
     match m {
         Mount::MakeRootPrivate => MountOp::MakeRootPrivate,
         Mount::Clone {
@@ -990,14 +997,14 @@ fn mount_op<'a>(m: &Mount, p: &'a CStr, extra: Option<&'a CStr>) -> MountOp<'a> 
         },
         Mount::Proc { .. } => MountOp::Proc { target: p },
         Mount::Devpts { .. } => MountOp::Devpts { target: p },
-        Mount::ReadOnly { .. } => MountOp::ReadOnly { path: p },
-        Mount::Pin { .. } => MountOp::Pin { path: p },
+        Mount::ReadOnly { .. } => MountOp::ReadOnly { path: p, expect },
+        Mount::Pin { .. } => MountOp::Pin { path: p, expect },
         Mount::Hold { slot, .. } => MountOp::Hold {
             path: p,
             slot: *slot,
         },
-        Mount::MaskDir { .. } => MountOp::MaskDir { target: p },
-        Mount::MaskFile { .. } => MountOp::MaskFile { target: p },
+        Mount::MaskDir { .. } => MountOp::MaskDir { target: p, expect },
+        Mount::MaskFile { .. } => MountOp::MaskFile { target: p, expect },
     }
 }
 

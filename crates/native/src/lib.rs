@@ -27,6 +27,7 @@
 
 #![forbid(unsafe_code)]
 
+mod beneath;
 pub mod cgroup;
 pub mod error;
 pub mod host;

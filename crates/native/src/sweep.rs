@@ -10,14 +10,19 @@
 //! are treated the same way, and a new `.git` that is not a directory (a `gitdir:` file or a
 //! symlink, which would send host git to another repository's hooks) is moved out whole.
 
-use std::os::unix::fs::PermissionsExt;
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
+
+use rustix::fs::{FileType, Mode, OFlags};
 
 pub use sys::protect::git_config_is_inert;
 
 use policy::is_within;
 use serde::Serialize;
 
+use crate::beneath::{move_no_replace, Root};
 use crate::host::{HostView, Kind};
 use crate::plan::{in_git_modules, walk, Plan, Stamps};
 
@@ -88,33 +93,18 @@ pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
                 out.push(quarantine(root, &hook, run_id, "protected_path_created"));
             }
         } else if is_git_config && host.lstat_kind(&path) == Some(Kind::File) {
-            let text = std::fs::read(&path).unwrap_or_default();
-            if git_config_is_inert(&text) {
-                // The creation guard made it read-only during the run (mode 0444); give the
-                // owner its write bit back, as git itself would have left it.
-                if let Ok(meta) = std::fs::symlink_metadata(&path) {
-                    let mut perm = meta.permissions();
-                    if perm.mode() & 0o200 == 0 {
-                        perm.set_mode(perm.mode() | 0o200);
-                        let _ = std::fs::set_permissions(&path, perm);
-                    }
+            let opened = open_git_config(root, &path);
+            if let Some((fd, text)) = &opened {
+                if git_config_is_inert(text) {
+                    give_back_write_bit(fd);
+                    continue;
                 }
-                continue;
             }
             let mut v = quarantine(root, &path, run_id, "protected_path_created");
-            // Only once the original is gone, and never through a symlink (create_new fails on
-            // any existing path, links included).
-            if host.lstat_kind(&path).is_none() {
-                let written = std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .open(&path)
-                    .and_then(|mut f| {
-                        std::io::Write::write_all(&mut f, MINIMAL_GIT_CONFIG.as_bytes())
-                    });
-                if written.is_ok() {
-                    v.action.push_str("; replaced with a minimal config");
-                }
+            // Only once the original is gone, and never through a symlink: created `O_EXCL`
+            // in its directory, reached through no link.
+            if host.lstat_kind(&path).is_none() && write_minimal_config(root, &path).is_ok() {
+                v.action.push_str("; replaced with a minimal config");
             }
             out.push(v);
         } else {
@@ -125,30 +115,86 @@ pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
     out
 }
 
-fn quarantine(root: &Path, path: &Path, run_id: &str, kind: &'static str) -> Violation {
-    let rel = path.strip_prefix(root).unwrap_or(path);
-    let qdir = root.join(".stockade").join("quarantine").join(run_id);
-    let dest = qdir.join(rel);
-    let result = (|| -> std::io::Result<()> {
-        // The sandbox may itself have created `.stockade`: move it aside first.
-        let source = if is_within(&dest, path) {
-            let aside = root.join(format!(".stockade-{run_id}"));
-            std::fs::rename(path, &aside)?;
-            aside
-        } else {
-            path.to_path_buf()
-        };
-        if let Some(parent) = dest.parent() {
-            std::fs::create_dir_all(parent)?;
-            // Every component must be a real directory: a symlink planted by the sandbox would
-            // send the rename (done with the supervisor's rights) elsewhere.
-            if std::fs::canonicalize(parent)? != parent {
-                return Err(std::io::Error::other(
-                    "the quarantine path contains a symbolic link",
-                ));
-            }
+/// Largest `.git/config` the sweep reads to decide whether it is inert (a larger one is
+/// quarantined).
+const MAX_GIT_CONFIG: u64 = 1 << 20;
+
+/// `root`-relative form of `path` (a path outside `root` stays absolute, and every open below
+/// refuses it: `RESOLVE_BENEATH`).
+fn relative<'a>(root: &Path, path: &'a Path) -> &'a Path {
+    path.strip_prefix(root).unwrap_or(path)
+}
+
+/// The new `.git/config`, opened through no link, if it is a regular file with one link (a
+/// hard link would make its mode shared with another file), and its text.
+fn open_git_config(root: &Path, path: &Path) -> Option<(OwnedFd, Vec<u8>)> {
+    let fd = Root::open(root)
+        .and_then(|r| r.open_beneath(relative(root, path), OFlags::RDONLY | OFlags::NONBLOCK))
+        .ok()?;
+    let st = rustix::fs::fstat(&fd).ok()?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile || st.st_nlink != 1 {
+        return None;
+    }
+    let mut text = Vec::new();
+    let file = std::fs::File::from(fd.try_clone().ok()?);
+    file.take(MAX_GIT_CONFIG + 1).read_to_end(&mut text).ok()?;
+    if text.len() as u64 > MAX_GIT_CONFIG {
+        return None;
+    }
+    Some((fd, text))
+}
+
+/// The creation guard made a new config read-only during the run (mode 0444); give the
+/// owner its write bit back, as git itself would have left it.
+fn give_back_write_bit(fd: &OwnedFd) {
+    if let Ok(st) = rustix::fs::fstat(fd) {
+        let mode = st.st_mode & 0o7777;
+        if mode & 0o200 == 0 {
+            let _ = rustix::fs::fchmod(fd, Mode::from_raw_mode(mode | 0o200));
         }
-        std::fs::rename(&source, &dest)
+    }
+}
+
+fn write_minimal_config(root: &Path, path: &Path) -> std::io::Result<()> {
+    let rel = relative(root, path);
+    let (Some(dir), Some(name)) = (rel.parent(), rel.file_name()) else {
+        return Err(std::io::Error::other("not a file below the root"));
+    };
+    let dir = Root::open(root)?.dir(dir)?;
+    let fd = rustix::fs::openat(
+        &dir,
+        name,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o644),
+    )
+    .map_err(|e| std::io::Error::from_raw_os_error(e.raw_os_error()))?;
+    std::fs::File::from(fd).write_all(MINIMAL_GIT_CONFIG.as_bytes())
+}
+
+/// Moves `path` to `<root>/.stockade/quarantine/<run-id>/<relative path>`, relative to a
+/// descriptor of the root, through no symbolic link and replacing nothing (see
+/// [`crate::beneath`]).
+fn quarantine(root: &Path, path: &Path, run_id: &str, kind: &'static str) -> Violation {
+    let rel = relative(root, path);
+    let qrel = Path::new(".stockade").join("quarantine").join(run_id);
+    let dest = root.join(&qrel).join(rel);
+    let result = (|| -> std::io::Result<()> {
+        let r = Root::open(root)?;
+        let Some(name) = rel.file_name() else {
+            return Err(std::io::Error::other("not a file below the root"));
+        };
+        let parent = rel.parent().unwrap_or(Path::new(""));
+        let mut from_dir = r.dir(parent)?;
+        let mut from_name: OsString = name.to_os_string();
+        // The sandbox may itself have created `.stockade` (a link, say): move it aside first.
+        if is_within(&dest, path) {
+            let aside = OsString::from(format!(".stockade-{run_id}"));
+            move_no_replace(from_dir.as_fd(), &from_name, r.fd(), &aside)?;
+            from_dir = r.dir(Path::new(""))?;
+            from_name = aside;
+        }
+        let to_dir = r.create_dirs(&qrel.join(parent))?;
+        move_no_replace(from_dir.as_fd(), &from_name, to_dir.as_fd(), name)
     })();
     let action = match result {
         Ok(()) => format!("moved to {}", dest.display()),
@@ -332,6 +378,85 @@ mod tests {
         let _ = sweep(&plan, &RealHost, "run2");
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious");
         assert!(std::fs::symlink_metadata(ws.join("sub/.git/config")).is_err());
+    }
+
+    /// Another run in the same workspace (alive while this one sweeps) swaps a directory on
+    /// the way for a link to another repository after the walk: the move must not follow it
+    /// (it would take the other repository's hook into this workspace's quarantine).
+    #[test]
+    fn quarantine_does_not_follow_a_directory_swapped_after_the_walk() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let (ws, repo) = (base.join("ws"), base.join("outside/repo"));
+        std::fs::create_dir_all(ws.join("a/.git/hooks")).unwrap();
+        std::fs::write(ws.join("a/.git/hooks/pre-commit"), "evil").unwrap();
+        std::fs::create_dir_all(repo.join(".git/hooks")).unwrap();
+        std::fs::write(repo.join(".git/hooks/pre-commit"), "theirs").unwrap();
+        std::fs::rename(ws.join("a"), ws.join("a-moved")).unwrap();
+        std::os::unix::fs::symlink(&repo, ws.join("a")).unwrap();
+        let v = quarantine(&ws, &ws.join("a/.git/hooks/pre-commit"), "r", "k");
+        assert!(v.action.contains("could not be moved"), "{v:?}");
+        assert_eq!(
+            std::fs::read_to_string(repo.join(".git/hooks/pre-commit")).unwrap(),
+            "theirs"
+        );
+    }
+
+    /// The real host, except that the first look at a `.git/config` swaps `sub` for a link
+    /// to another repository (what a concurrent run could do between the walk and the act).
+    struct Swapping {
+        ws: PathBuf,
+        repo: PathBuf,
+        done: std::cell::Cell<bool>,
+    }
+
+    impl HostView for Swapping {
+        fn stat(&self, p: &Path) -> Option<crate::host::Entry> {
+            RealHost.stat(p)
+        }
+        fn lstat_kind(&self, p: &Path) -> Option<Kind> {
+            let kind = RealHost.lstat_kind(p);
+            if p.ends_with("sub/.git/config") && !self.done.replace(true) {
+                std::fs::rename(self.ws.join("sub"), self.ws.join("sub-real")).unwrap();
+                std::os::unix::fs::symlink(&self.repo, self.ws.join("sub")).unwrap();
+            }
+            kind
+        }
+        fn canonicalize(&self, p: &Path) -> Option<PathBuf> {
+            RealHost.canonicalize(p)
+        }
+        fn list_dir(&self, p: &Path) -> Vec<(std::ffi::OsString, Kind)> {
+            RealHost.list_dir(p)
+        }
+        fn read_small(&self, p: &Path) -> Option<String> {
+            RealHost.read_small(p)
+        }
+    }
+
+    #[test]
+    fn git_config_rewrite_does_not_follow_a_directory_swapped_after_the_walk() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let (ws, repo) = (base.join("ws"), base.join("outside/repo"));
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        let victim = "[core]\n\tfsmonitor = their-own-tool\n";
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::write(repo.join(".git/config"), victim).unwrap();
+        let plan = plan_for(&ws);
+        std::fs::create_dir_all(ws.join("sub/.git")).unwrap();
+        std::fs::write(ws.join("sub/.git/config"), "[core]\n\tpager = evil\n").unwrap();
+        let host = Swapping {
+            ws: ws.clone(),
+            repo: repo.clone(),
+            done: std::cell::Cell::new(false),
+        };
+        let violations = sweep(&plan, &host, "swap");
+        assert!(host.done.get(), "the swap happened");
+        assert_eq!(
+            std::fs::read_to_string(repo.join(".git/config")).unwrap(),
+            victim,
+            "{violations:?}"
+        );
     }
 
     #[test]

@@ -45,6 +45,10 @@ const FILES: &[(&str, &str)] = &[
         "command-layer.toml",
         include_str!("../corpus/command-layer.toml"),
     ),
+    (
+        "privileged-side.toml",
+        include_str!("../corpus/privileged-side.toml"),
+    ),
 ];
 
 /// Placeholders the runner substitutes in scripts, arguments, setup, redirections and
@@ -390,6 +394,7 @@ mod tests {
             "terminal",
             "config-trust",
             "command-layer",
+            "privileged-side",
         ] {
             let n = cases.iter().filter(|k| k.category == c).count();
             assert!(n >= 3, "category {c} has only {n} cases");

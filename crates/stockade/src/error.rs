@@ -33,6 +33,15 @@ pub enum Error {
     /// A command string the command layer refuses (`stockade guard`, `run --guard`).
     #[error(transparent)]
     Command(#[from] guard::command::Refusal),
+    /// A `--report`/`--audit` path the sandbox could redirect (a link, a directory it can
+    /// write): see `record_path`.
+    #[error("refusing {flag} {}: {reason}", .path.display())]
+    UnsafeRecordPath {
+        flag: &'static str,
+        path: PathBuf,
+        reason: String,
+        hint: String,
+    },
 }
 
 impl Error {
@@ -48,6 +57,7 @@ impl Error {
             Error::Untrusted { .. } => guard::trust::E_UNTRUSTED_CONFIG,
             Error::Trust(e) => e.code(),
             Error::Command(e) => e.code(),
+            Error::UnsafeRecordPath { .. } => crate::record_path::E_UNSAFE_RECORD_PATH,
         }
     }
 
@@ -64,6 +74,7 @@ impl Error {
             Error::Untrusted { .. } => "untrusted_config",
             Error::Trust(e) => e.kind(),
             Error::Command(_) => "command",
+            Error::UnsafeRecordPath { .. } => "policy",
         }
     }
 
@@ -78,6 +89,7 @@ impl Error {
             Error::Untrusted { workspace, reason } => Some(reason.hint(workspace)),
             Error::Trust(e) => e.hint(),
             Error::Command(e) => Some(e.hint().to_string()),
+            Error::UnsafeRecordPath { hint, .. } => Some(hint.clone()),
         }
     }
 

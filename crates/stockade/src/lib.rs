@@ -17,6 +17,7 @@
 
 mod error;
 mod record;
+mod record_path;
 
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -25,6 +26,8 @@ pub use error::Error;
 pub use native::{Check, Violation};
 pub use net::proxy::{Event as NetworkEvent, DENIED as NETWORK_DENIED};
 use record::{AuditLog, RunRecord};
+pub use record_path::E_UNSAFE_RECORD_PATH;
+use record_path::{RecordPath, Which};
 
 /// A sandbox implementation. Later backends (gVisor, containers, WASM, microVM) implement this.
 pub trait Backend {
@@ -257,7 +260,54 @@ fn plan_guarding_trust_store(
     };
     let mut guarded = policy.clone();
     guarded.filesystem.deny_write.push(pattern.to_string());
-    self::plan(&guarded, request)
+    let mut plan = self::plan(&guarded, request)?;
+    // Read-only is not enough: renaming a parent would move the approvals away whole.
+    plan.pin_ancestors(&dir, &native::RealHost);
+    Ok(plan)
+}
+
+/// A policy file (`--policy`) outside the workspace that the command could write (it lies in
+/// an `--allow-write` directory, or is reached through one) would let it rewrite the policy
+/// of the next run: refused. One inside the workspace is the trust gate's: it must lie under
+/// a trust path, protected during every run and pinned by content (`stockade trust`).
+fn refuse_policy_file_in_writable_root(
+    request: &RunRequest,
+    roots: &[PathBuf],
+) -> Result<(), Error> {
+    let Some(file) = &request.policy_file else {
+        return Ok(());
+    };
+    let workspace = &request.native.workspace;
+    let canonical = std::fs::canonicalize(file).map_err(|e| Error::Io {
+        what: format!("resolve the policy file {}", file.display()),
+        cause: e,
+    })?;
+    let spelled = policy::normalize_lexically(&request.native.cwd.join(file));
+    let inside_workspace = policy::is_within(&canonical, workspace);
+    let root = roots.iter().find(|r| {
+        (!inside_workspace && policy::is_within(&canonical, r))
+            || (!policy::is_within(&spelled, workspace) && policy::is_within(&spelled, r))
+    });
+    match root {
+        None => Ok(()),
+        Some(root) => Err(Error::Usage {
+            message: format!(
+                "refusing --policy {}: it lies in {}, which the command can write, so it could \
+                 rewrite the policy of your next run",
+                file.display(),
+                root.display()
+            ),
+            hint: "keep the policy file outside every --allow-write directory (or in the \
+                   workspace's .stockade/, approved with `stockade trust`)"
+                .into(),
+        }),
+    }
+}
+
+/// Writes a report file (`stockade sanitize --report`) the way a run's `--report` is written:
+/// a new file renamed over the name, so a link planted there is replaced, never followed.
+pub fn write_report_file(path: &std::path::Path, bytes: &[u8]) -> Result<(), Error> {
+    RecordPath::locate(path, Which::Report)?.replace(bytes)
 }
 
 /// Record a refusal that happened before a run could start (bad policy file, bad workspace)
@@ -273,12 +323,24 @@ pub fn audit_refusal(path: &std::path::Path, error: &Error) -> Result<(), Error>
 /// Run a request under a policy: plan, launch, sweep, record. Refusals are audited too.
 pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, Error> {
     let id = run_id();
+    // The directories of the report and the audit log are resolved and held before anything
+    // runs, and refused when the command could write them (after planning, below).
     let mut audit = AuditLog::open(request.audit.as_deref(), &id)?;
+    let report = match &request.report {
+        Some(path) => Some(RecordPath::locate(path, Which::Report)?),
+        None => None,
+    };
     let digest = policy::digest(policy);
     let result = (|| {
         // First: nothing of an unapproved workspace configuration is acted on.
         check_trust(request)?;
         let plan = plan_guarding_trust_store(policy, request)?;
+        refuse_policy_file_in_writable_root(request, &plan.writable_roots)?;
+        // Before the first audit event: a log in a writable root is never written.
+        audit.refuse_inside(&plan.writable_roots)?;
+        if let Some(report) = &report {
+            report.refuse_inside(&plan.writable_roots)?;
+        }
         audit.event(
             "run_start",
             serde_json::json!({
@@ -366,7 +428,7 @@ pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, E
                     "violations": violations.len(),
                 }),
             )?;
-            if let Some(path) = &request.report {
+            if let Some(report) = &report {
                 RunRecord::new(
                     &id,
                     policy,
@@ -376,7 +438,7 @@ pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, E
                     &violations,
                     &network.events,
                 )
-                .write(path)?;
+                .write(report)?;
             }
             Ok(RunResult {
                 exit_code: outcome.exit_code,

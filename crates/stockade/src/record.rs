@@ -1,42 +1,58 @@
 //! The run record (`--report FILE`, one JSON document) and the audit log (`--audit FILE`,
 //! appended JSON lines).
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+use crate::record_path::{RecordPath, Which};
 use crate::Error;
 
+/// The audit log: its directory is held from the start; the file is opened at the first
+/// event (after the run's writable roots were checked, see [`AuditLog::refuse_inside`]) and
+/// kept open for the rest of the run.
 pub(crate) struct AuditLog {
+    target: Option<RecordPath>,
     file: Option<File>,
     run_id: String,
 }
 
 impl AuditLog {
     pub(crate) fn open(path: Option<&Path>, run_id: &str) -> Result<AuditLog, Error> {
-        let file = match path {
-            Some(p) => Some(
-                OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(p)
-                    .map_err(|e| Error::Io {
-                        what: format!("open audit log {}", p.display()),
-                        cause: e,
-                    })?,
-            ),
+        let target = match path {
+            Some(p) => Some(RecordPath::locate(p, Which::Audit)?),
             None => None,
         };
         Ok(AuditLog {
-            file,
+            target,
+            file: None,
             run_id: run_id.to_string(),
         })
     }
 
+    /// Refuses a log the command could redirect (see [`RecordPath::refuse_inside`]); the log
+    /// is then never written.
+    pub(crate) fn refuse_inside(&mut self, roots: &[std::path::PathBuf]) -> Result<(), Error> {
+        let Some(target) = &self.target else {
+            return Ok(());
+        };
+        let refused = target.refuse_inside(roots);
+        if refused.is_err() {
+            self.target = None;
+        }
+        refused
+    }
+
     pub(crate) fn event(&mut self, event: &str, fields: serde_json::Value) -> Result<(), Error> {
+        if self.file.is_none() {
+            let Some(target) = &self.target else {
+                return Ok(());
+            };
+            self.file = Some(target.open_append()?);
+        }
         let Some(f) = self.file.as_mut() else {
             return Ok(());
         };
@@ -178,14 +194,11 @@ impl<'a> RunRecord<'a> {
         }
     }
 
-    pub(crate) fn write(&self, path: &Path) -> Result<(), Error> {
+    pub(crate) fn write(&self, target: &RecordPath) -> Result<(), Error> {
         let text = serde_json::to_string_pretty(self).map_err(|e| Error::Io {
             what: "serialize the run record".into(),
             cause: std::io::Error::other(e),
         })?;
-        std::fs::write(path, text + "\n").map_err(|e| Error::Io {
-            what: format!("write the run record {}", path.display()),
-            cause: e,
-        })
+        target.replace((text + "\n").as_bytes())
     }
 }

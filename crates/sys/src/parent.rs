@@ -275,7 +275,9 @@ pub fn idmapped_clone(
     let c = CString::new(path.as_os_str().as_encoded_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))?;
     let flags = raw::OPEN_TREE_CLONE | raw::OPEN_TREE_CLOEXEC | libc::AT_RECURSIVE as u32;
-    let fd = raw::open_tree(libc::AT_FDCWD, &c, flags)?;
+    // Through no symbolic link: the path is canonical when planned (see
+    // `raw::open_tree_no_symlinks`).
+    let fd = raw::open_tree_no_symlinks(&c, flags)?;
     // SAFETY: fd was just returned by open_tree and is owned by nobody else.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     let mut attr = MountAttr {

@@ -162,6 +162,10 @@ impl Report {
     }
 }
 
+/// `(st_dev, st_ino)` a mount step's path must still have (what the planner saw): a
+/// directory renamed into its place by a concurrent run fails the step with `ESTALE`.
+pub type Identity = (u64, u64);
+
 /// One step of building the sandbox's mount tree, executed by the init in order.
 #[derive(Debug, Clone, Copy)]
 pub enum MountOp<'a> {
@@ -215,6 +219,7 @@ pub enum MountOp<'a> {
     /// Re-bind `path` onto itself read-only (protected paths, `/proc/sys`).
     ReadOnly {
         path: &'a CStr,
+        expect: Option<Identity>,
     },
     /// Open the existing regular file `path` for writing into `slots[slot]`, before a later
     /// step makes it read-only: the init rewrites a protected git config through it when the
@@ -226,14 +231,17 @@ pub enum MountOp<'a> {
     /// Re-bind `path` onto itself, writable: a mount point cannot be renamed or removed.
     Pin {
         path: &'a CStr,
+        expect: Option<Identity>,
     },
     /// Cover a directory with an empty, read-only, mode-000 directory.
     MaskDir {
         target: &'a CStr,
+        expect: Option<Identity>,
     },
     /// Cover a file with an empty, read-only, mode-000 file.
     MaskFile {
         target: &'a CStr,
+        expect: Option<Identity>,
     },
 }
 
@@ -640,7 +648,7 @@ fn apply_mount(op: &MountOp<'_>, slots: &mut [c_int], mask_fd: &mut c_int) -> ra
             if recursive {
                 flags |= libc::AT_RECURSIVE as u32;
             }
-            let fd = raw::open_tree(libc::AT_FDCWD, source, flags)?;
+            let fd = raw::open_tree_no_symlinks(source, flags)?;
             match slots.get_mut(slot) {
                 Some(s) => {
                     *s = fd;
@@ -688,7 +696,7 @@ fn apply_mount(op: &MountOp<'_>, slots: &mut [c_int], mask_fd: &mut c_int) -> ra
                 attr.attr_set |= raw::MOUNT_ATTR_RDONLY;
             }
             raw::mount_setattr_fd(fd, true, &attr)?;
-            raw::move_mount_fd(fd, target)?;
+            raw::move_mount_fd_no_symlinks(fd, target)?;
             raw::close(fd);
             Ok(())
         }
@@ -706,14 +714,14 @@ fn apply_mount(op: &MountOp<'_>, slots: &mut [c_int], mask_fd: &mut c_int) -> ra
             (libc::MS_NOSUID | libc::MS_NOEXEC) as c_ulong,
             Some(c"newinstance,ptmxmode=0666,mode=0620"),
         ),
-        MountOp::ReadOnly { path } => rebind(path, Some(ro(NOSUID_NODEV))),
-        MountOp::Pin { path } => rebind(path, None),
+        MountOp::ReadOnly { path, expect } => rebind(path, Some(ro(NOSUID_NODEV)), expect),
+        MountOp::Pin { path, expect } => rebind(path, None, expect),
         MountOp::Hold { path, slot } => {
-            let fd = raw::openat(
+            // Through no link, as every mount step (see `locate`): the path is canonical.
+            let fd = raw::openat_no_symlinks(
                 libc::AT_FDCWD,
                 path,
                 libc::O_RDWR | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC,
-                0,
             )?;
             let regular = raw::fstat(fd).map(|st| st.st_mode & libc::S_IFMT == libc::S_IFREG);
             match (regular, slots.get_mut(slot)) {
@@ -731,22 +739,50 @@ fn apply_mount(op: &MountOp<'_>, slots: &mut [c_int], mask_fd: &mut c_int) -> ra
                 }
             }
         }
-        MountOp::MaskDir { target } => mask(target, c"d", mask_fd),
-        MountOp::MaskFile { target } => mask(target, c"f", mask_fd),
+        MountOp::MaskDir { target, expect } => mask(target, c"d", mask_fd, expect),
+        MountOp::MaskFile { target, expect } => mask(target, c"f", mask_fd, expect),
     }
 }
 
-fn rebind(path: &CStr, attr: Option<MountAttr>) -> raw::Result<()> {
-    let flags = raw::OPEN_TREE_CLONE | raw::OPEN_TREE_CLOEXEC | libc::AT_RECURSIVE as u32;
-    let fd = raw::open_tree(libc::AT_FDCWD, path, flags)?;
-    let res = attr
-        .map_or(Ok(()), |a| raw::mount_setattr_fd(fd, true, &a))
-        .and_then(|_| raw::move_mount_fd(fd, path));
-    raw::close(fd);
+/// `path` opened `O_PATH` through no symbolic link, and checked to be the planned file.
+fn locate(path: &CStr, expect: Option<Identity>) -> raw::Result<c_int> {
+    let fd = raw::openat_no_symlinks(libc::AT_FDCWD, path, libc::O_PATH)?;
+    if let Some((dev, ino)) = expect {
+        // st_dev's and st_ino's widths differ between architectures.
+        #[allow(clippy::unnecessary_cast)]
+        let same = raw::fstatat(fd, c"", libc::AT_EMPTY_PATH)
+            .map(|st| st.st_dev as u64 == dev && st.st_ino as u64 == ino);
+        if same != Ok(true) {
+            raw::close(fd);
+            return Err(same.err().unwrap_or(Errno(libc::ESTALE)));
+        }
+    }
+    Ok(fd)
+}
+
+fn rebind(path: &CStr, attr: Option<MountAttr>, expect: Option<Identity>) -> raw::Result<()> {
+    let at = locate(path, expect)?;
+    let flags = raw::OPEN_TREE_CLONE
+        | raw::OPEN_TREE_CLOEXEC
+        | libc::AT_RECURSIVE as u32
+        | libc::AT_EMPTY_PATH as u32;
+    let res = raw::open_tree(at, c"", flags).and_then(|fd| {
+        let res = attr
+            .map_or(Ok(()), |a| raw::mount_setattr_fd(fd, true, &a))
+            .and_then(|_| raw::move_mount_fd_to_fd(fd, at));
+        raw::close(fd);
+        res
+    });
+    raw::close(at);
     res
 }
 
-fn mask(target: &CStr, name: &CStr, mask_fd: &mut c_int) -> raw::Result<()> {
+fn mask(
+    target: &CStr,
+    name: &CStr,
+    mask_fd: &mut c_int,
+    expect: Option<Identity>,
+) -> raw::Result<()> {
     if *mask_fd < 0 {
         let fd = raw::detached_tmpfs(c"0755")?;
         raw::mkdirat(fd, c"d", 0)?;
@@ -766,7 +802,12 @@ fn mask(target: &CStr, name: &CStr, mask_fd: &mut c_int) -> raw::Result<()> {
             | raw::MOUNT_ATTR_NOEXEC,
         ..MountAttr::default()
     };
-    let res = raw::mount_setattr_fd(fd, false, &attr).and_then(|_| raw::move_mount_fd(fd, target));
+    let res = raw::mount_setattr_fd(fd, false, &attr).and_then(|_| {
+        let at = locate(target, expect)?;
+        let res = raw::move_mount_fd_to_fd(fd, at);
+        raw::close(at);
+        res
+    });
     raw::close(fd);
     res
 }

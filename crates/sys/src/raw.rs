@@ -53,6 +53,7 @@ fn check_int(ret: c_int) -> Result<c_int> {
 pub const OPEN_TREE_CLONE: c_uint = 1;
 pub const OPEN_TREE_CLOEXEC: c_uint = libc::O_CLOEXEC as c_uint;
 pub const MOVE_MOUNT_F_EMPTY_PATH: c_uint = 0x0000_0004;
+pub const MOVE_MOUNT_T_EMPTY_PATH: c_uint = 0x0000_0040;
 pub const FSOPEN_CLOEXEC: c_uint = 1;
 pub const FSMOUNT_CLOEXEC: c_uint = 1;
 pub const FSCONFIG_SET_STRING: c_uint = 1;
@@ -341,6 +342,43 @@ pub fn move_mount_fd(fd: c_int, target: &CStr) -> Result<()> {
         )
     })
     .map(drop)
+}
+
+/// `move_mount(2)` of a detached mount fd onto the place an `O_PATH` descriptor refers to.
+pub fn move_mount_fd_to_fd(fd: c_int, target_fd: c_int) -> Result<()> {
+    let empty = c"";
+    // SAFETY: both paths are valid NUL-terminated (empty) strings; the fds are integers.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            fd,
+            empty.as_ptr(),
+            target_fd,
+            empty.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+        )
+    })
+    .map(drop)
+}
+
+/// `open_tree(2)` of the place `path` names, looked up through no symbolic link
+/// (`openat2(RESOLVE_NO_SYMLINKS)`, `ELOOP` at the first): the mount steps' paths are
+/// canonical when planned, so a link on the way was put there afterwards (a concurrent run
+/// that can write a parent).
+pub fn open_tree_no_symlinks(path: &CStr, flags: c_uint) -> Result<c_int> {
+    let at = openat_no_symlinks(libc::AT_FDCWD, path, libc::O_PATH)?;
+    let res = open_tree(at, c"", flags | libc::AT_EMPTY_PATH as c_uint);
+    close(at);
+    res
+}
+
+/// [`move_mount_fd`] onto `target` looked up through no symbolic link (see
+/// [`open_tree_no_symlinks`]).
+pub fn move_mount_fd_no_symlinks(fd: c_int, target: &CStr) -> Result<()> {
+    let at = openat_no_symlinks(libc::AT_FDCWD, target, libc::O_PATH)?;
+    let res = move_mount_fd_to_fd(fd, at);
+    close(at);
+    res
 }
 
 /// `mount_setattr(2)`.

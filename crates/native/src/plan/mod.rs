@@ -415,6 +415,11 @@ pub struct Plan {
     pub sweep: SweepPlan,
     #[serde(skip)]
     pub deny_globs: DenyGlobs,
+    /// `(st_dev, st_ino)` of every masked, protected and pinned path when planned: the init
+    /// mounts over a path only if it is still that file (a concurrent run could have renamed
+    /// another directory into its place).
+    #[serde(skip)]
+    pub identities: BTreeMap<PathBuf, (u64, u64)>,
 }
 
 fn depth(p: &Path) -> usize {
@@ -426,6 +431,32 @@ fn under_replaced(p: &Path) -> bool {
 }
 
 impl Plan {
+    /// Pins every directory between a writable root and `path` (re-bound onto itself, so it
+    /// cannot be renamed): `path` itself may be kept read-only, but renaming one of its
+    /// parents would move it away whole (the trust store: its approvals would vanish and
+    /// the workspaces they gate would run un-gated). Steps go last: a pin's recursive
+    /// re-bind carries the mounts already below it.
+    pub fn pin_ancestors(&mut self, path: &Path, host: &dyn HostView) {
+        let mut pins: Vec<PathBuf> = path
+            .ancestors()
+            .skip(1)
+            .filter(|a| {
+                self.writable_roots
+                    .iter()
+                    .any(|w| is_within(a, w) && *a != w.as_path())
+            })
+            .filter(|a| host.lstat_kind(a) == Some(Kind::Dir))
+            .map(Path::to_path_buf)
+            .collect();
+        pins.reverse();
+        for p in pins {
+            if let Some(e) = host.stat(&p) {
+                self.identities.insert(p.clone(), (e.dev, e.ino));
+            }
+            self.mounts.push(Mount::Pin { path: p });
+        }
+    }
+
     pub fn new(policy: &Policy, req: &Request, host: &dyn HostView) -> Result<Plan, PlanError> {
         let program = req.argv.first().ok_or(PlanError::NoProgram)?;
         if program.is_empty() {
@@ -601,8 +632,12 @@ impl Plan {
         // it could not traverse (root callers, see `reach`).
         let mut granted: Vec<Granted> = Vec::new();
         if req.uid == 0 {
-            if let Some(home) = host.stat(&req.home) {
-                let covered = writable_roots.iter().any(|w| is_within(&req.home, w));
+            // Canonical: the mount steps look their paths up through no symbolic link.
+            let home_path = host
+                .canonicalize(&req.home)
+                .unwrap_or_else(|| req.home.clone());
+            if let Some(home) = host.stat(&home_path) {
+                let covered = writable_roots.iter().any(|w| is_within(&home_path, w));
                 if home.kind == Kind::Dir && home.mode & 0o001 == 0 && !covered {
                     granted.push(Granted {
                         path: req.home.clone(),
@@ -611,17 +646,17 @@ impl Plan {
                     });
                     idmapped.push(Idmapped {
                         slot: slots,
-                        path: req.home.clone(),
+                        path: home_path.clone(),
                         readonly: true,
                         uid_map: format!("{} {} 1\n", home.uid, ROOT_CALLER_HOST_ID),
                         gid_map: format!("{} {} 1\n", home.gid, ROOT_CALLER_HOST_ID),
                     });
                     overlay.push((
-                        depth(&req.home),
+                        depth(&home_path),
                         0,
                         vec![Mount::Attach {
                             slot: slots,
-                            target: req.home.clone(),
+                            target: home_path.clone(),
                             readonly: true,
                             device: false,
                         }],
@@ -887,6 +922,12 @@ impl Plan {
         );
         let candidates = candidates(host, program, &env);
         creation_guard.calls = seccomp::mediated_calls(resources.allocation_watch);
+        let identities = masked_paths
+            .iter()
+            .chain(&protected)
+            .chain(&pins)
+            .filter_map(|p| host.stat(p).map(|e| (p.clone(), (e.dev, e.ino))))
+            .collect();
         creation_guard.held_configs = held_configs;
         Ok(Plan {
             ids,
@@ -929,6 +970,7 @@ impl Plan {
                 dirs,
             },
             deny_globs: found.globs,
+            identities,
         })
     }
 }

@@ -1,0 +1,334 @@
+//! Confused deputy (issue 15, item 2): stockade's privileged side writes the run record
+//! (`--report`) and the audit log (`--audit`) with the caller's rights. When the path lies in
+//! a directory the command can write, the command replaces it with a link to another file of
+//! the caller's (`~/.bashrc`) — during the run, or between two runs for the append-only audit
+//! log — and the supervisor used to write through it: the JSON record, whose `argv` ran as
+//! shell code at the next login.
+//!
+//! Now: a path whose directory (or a link on the way to it) lies in a writable root of the
+//! run is refused before anything runs (`E_UNSAFE_RECORD_PATH`); anywhere else the audit log
+//! is opened with `O_NOFOLLOW` and must be a regular file with one link, owned by the
+//! caller, and the report is written to a new file renamed over the name (a planted link is
+//! replaced, not followed). Each test's control performs the write as the old code did
+//! (plain `>` / `>>` on the host) and shows it reaches the victim.
+
+#![allow(clippy::expect_used)]
+
+use std::path::Path;
+
+use attacks::{read_text, sh_quote, Fixture};
+
+const CODE: &str = "E_UNSAFE_RECORD_PATH";
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+fn bashrc(fx: &Fixture) -> String {
+    read_text(&fx.home.join(".bashrc")).expect("read the fixture's .bashrc")
+}
+
+/// `--report` in the workspace: the command swaps it for a link to `~/.bashrc` during the
+/// run. Refused before the run (the command never ran, nothing written); the old supervisor
+/// wrote the JSON record into `.bashrc`. Control: the same write on the host reaches
+/// `.bashrc`; the same run with the report outside the workspace works.
+#[test]
+fn report_inside_the_workspace_is_refused_and_not_written_through_a_link() {
+    let fx = Fixture::new();
+    let before = bashrc(&fx);
+    let report = fx.ws.join("report.json");
+    let plant = format!(
+        "ln -sf {} report.json && echo ran > ran.txt",
+        sh_quote(fx.home.join(".bashrc"))
+    );
+    let run = fx.attack(&["--report", s(&report)], &plant).run();
+    run.assert_code(125)
+        .assert_stderr_contains(CODE)
+        .assert_stderr_contains(s(&report))
+        .assert_stderr_contains("--report /var/tmp/");
+    assert_eq!(
+        bashrc(&fx),
+        before,
+        "the record was written through the link"
+    );
+    assert!(
+        std::fs::symlink_metadata(&report).is_err(),
+        "nothing is written"
+    );
+    assert!(!fx.ws.join("ran.txt").exists(), "the command did not run");
+
+    // Control: what the old supervisor did (write to the name after the command planted
+    // the link) reaches the victim.
+    fx.control(&format!("{plant} && echo '{{\"argv\":1}}' > report.json"))
+        .outcome()
+        .assert_ok();
+    assert_ne!(
+        bashrc(&fx),
+        before,
+        "control: the write went through the link"
+    );
+
+    // Control: outside the workspace the same run and report work.
+    let outside = fx.out_file("report-outside.json");
+    fx.attack(&["--report", s(&outside)], "echo ran > ran2.txt")
+        .outcome()
+        .assert_ok();
+    let json = attacks::read_json(&outside);
+    assert!(json.get("exit_code").is_some(), "{json:#}");
+}
+
+/// `--audit` in an `--allow-write` directory: refused the same way, nothing created.
+#[test]
+fn audit_inside_an_allow_write_directory_is_refused() {
+    let fx = Fixture::new();
+    let logs = fx.root.join("logs");
+    attacks::mkdir(&logs);
+    let audit = logs.join("audit.jsonl");
+    let run = fx
+        .attack(
+            &["--allow-write", s(&logs), "--audit", s(&audit)],
+            "echo ran > ran.txt",
+        )
+        .run();
+    run.assert_code(125)
+        .assert_stderr_contains(CODE)
+        .assert_stderr_contains(s(&audit));
+    assert!(
+        std::fs::symlink_metadata(&audit).is_err(),
+        "nothing created"
+    );
+    assert!(!fx.ws.join("ran.txt").exists(), "the command did not run");
+    // Control: without the grant the log is written.
+    fx.attack(&["--audit", s(&audit)], "true")
+        .outcome()
+        .assert_ok();
+    assert!(!attacks::read_jsonl(&audit).is_empty());
+}
+
+/// A path that reaches its directory through a link in the workspace (`ws/out -> outside`)
+/// is refused too: the command could point the link anywhere.
+#[test]
+fn record_path_through_a_link_in_the_workspace_is_refused() {
+    let fx = Fixture::new();
+    std::os::unix::fs::symlink(&fx.outside, fx.ws.join("out")).expect("symlink");
+    let report = fx.ws.join("out/report.json");
+    let run = fx.attack(&["--report", s(&report)], "true").run();
+    run.assert_code(125)
+        .assert_stderr_contains(CODE)
+        .assert_stderr_contains("symbolic link");
+    assert!(!fx.outside.join("report.json").exists());
+    // Control: the directory the link led to, named directly, works.
+    let direct = fx.outside.join("report.json");
+    fx.attack(&["--report", s(&direct)], "true")
+        .outcome()
+        .assert_ok();
+    assert!(attacks::read_json(&direct).get("exit_code").is_some());
+}
+
+/// Run 1 may write `logs/` and plants `logs/audit.jsonl -> ~/.bashrc`; run 2 (without the
+/// grant) logs to `logs/audit.jsonl`. Refused; `.bashrc` unchanged. Control: an append to
+/// the name, as the old `OpenOptions::append` did, changes `.bashrc`. The report is written
+/// over a planted link as a file of its own.
+#[test]
+fn audit_log_planted_as_a_symlink_by_an_earlier_run_is_not_followed() {
+    let fx = Fixture::new();
+    let logs = fx.root.join("logs");
+    attacks::mkdir(&logs);
+    let audit = logs.join("audit.jsonl");
+    let report = logs.join("report.json");
+    let victim = fx.home.join(".bashrc");
+    let before = bashrc(&fx);
+    let plant = format!(
+        "ln -s {v} {a} && ln -s {v} {r}",
+        v = sh_quote(&victim),
+        a = sh_quote(&audit),
+        r = sh_quote(&report)
+    );
+    fx.attack(&["--allow-write", s(&logs)], &plant)
+        .outcome()
+        .assert_ok();
+    assert!(std::fs::symlink_metadata(&audit).is_ok_and(|m| m.file_type().is_symlink()));
+
+    let run = fx
+        .attack(&["--audit", s(&audit)], "echo ran > ran.txt")
+        .run();
+    run.assert_code(125)
+        .assert_stderr_contains(CODE)
+        .assert_stderr_contains("symbolic link");
+    assert_eq!(
+        bashrc(&fx),
+        before,
+        "the audit log was appended through the link"
+    );
+    assert!(
+        !fx.ws.join("ran.txt").exists(),
+        "refused before the command ran"
+    );
+
+    fx.attack(&["--report", s(&report)], "true")
+        .outcome()
+        .assert_ok();
+    assert_eq!(
+        bashrc(&fx),
+        before,
+        "the report was written through the link"
+    );
+    let meta = std::fs::symlink_metadata(&report).expect("report");
+    assert!(meta.is_file(), "the link was replaced by the report");
+    assert!(attacks::read_json(&report).get("exit_code").is_some());
+
+    // Control: the old code's append follows the planted link.
+    std::os::unix::fs::symlink(&victim, logs.join("again.jsonl")).expect("symlink");
+    fx.host(&format!(
+        "echo '{{}}' >> {}",
+        sh_quote(logs.join("again.jsonl"))
+    ))
+    .run()
+    .assert_success();
+    assert_ne!(
+        bashrc(&fx),
+        before,
+        "control: the append went through the link"
+    );
+}
+
+/// Run 1 may write `outside/` and hard-links `outside/target.txt` as `outside/audit.jsonl`
+/// (same user, same filesystem); run 2 logs there. Refused (two links); the target is
+/// unchanged. Control: an append to the name changes the target.
+#[test]
+fn audit_log_planted_as_a_hard_link_by_an_earlier_run_is_refused() {
+    let fx = Fixture::new();
+    let target = fx.outside.join("target.txt");
+    let audit = fx.outside.join("audit.jsonl");
+    fx.attack(
+        &["--allow-write", s(&fx.outside)],
+        &format!("ln {} {}", sh_quote(&target), sh_quote(&audit)),
+    )
+    .outcome()
+    .assert_ok();
+    let before = read_text(&target);
+    let run = fx
+        .attack(&["--audit", s(&audit)], "echo ran > ran.txt")
+        .run();
+    run.assert_code(125)
+        .assert_stderr_contains(CODE)
+        .assert_stderr_contains("hard links");
+    assert_eq!(read_text(&target), before, "the target changed");
+    assert!(!fx.ws.join("ran.txt").exists());
+
+    // Control: the old code's append reaches the other name.
+    fx.host(&format!("echo '{{}}' >> {}", sh_quote(&audit)))
+        .run()
+        .assert_success();
+    assert_ne!(
+        read_text(&target),
+        before,
+        "control: the append reached the target"
+    );
+}
+
+/// A FIFO planted at the audit path cannot hang the supervisor (or feed it a reader's
+/// choice): refused at once.
+#[test]
+fn audit_log_planted_as_a_fifo_is_refused_without_blocking() {
+    let fx = Fixture::new();
+    let audit = fx.outside.join("audit.jsonl");
+    fx.attack(
+        &["--allow-write", s(&fx.outside)],
+        &format!("mkfifo {}", sh_quote(&audit)),
+    )
+    .outcome()
+    .assert_ok();
+    let run = fx
+        .attack(&["--audit", s(&audit)], "true")
+        .timeout(std::time::Duration::from_secs(20))
+        .run();
+    run.assert_code(125).assert_stderr_contains(CODE);
+}
+
+/// The policy file is read by the privileged side too: one in an `--allow-write` directory
+/// (outside the workspace, so no trust gate pins it) lets the command rewrite the policy of
+/// the next run (`allow_write = ["~"]`), which then writes the home. Refused before the
+/// run (`E_POLICY_INVALID`), the policy unchanged. Control: the rewrite done (as the old run
+/// could), the next run with that policy writes the home.
+#[test]
+fn policy_file_in_an_allow_write_directory_is_refused() {
+    let fx = Fixture::new();
+    let conf = fx.root.join("conf");
+    attacks::mkdir(&conf);
+    let file = conf.join("policy.toml");
+    let original = "profile = \"workspace-write\"\n";
+    attacks::write_file(&file, original, 0o644);
+    let rewrite = format!(
+        "printf '[filesystem]\\nallow_write = [\"~\"]\\n' >> {}",
+        sh_quote(&file)
+    );
+    let run = fx
+        .attack(&["--policy", s(&file), "--allow-write", s(&conf)], &rewrite)
+        .run();
+    run.assert_code(125)
+        .assert_stderr_contains("E_POLICY_INVALID")
+        .assert_stderr_contains(s(&file));
+    assert_eq!(
+        read_text(&file).as_deref(),
+        Some(original),
+        "policy rewritten"
+    );
+    // The policy itself granting its own directory is the same thing.
+    let granting = conf.join("granting.toml");
+    attacks::write_file(
+        &granting,
+        format!("[filesystem]\nallow_write = [{:?}]\n", s(&conf)),
+        0o644,
+    );
+    fx.attack(&["--policy", s(&granting)], "true")
+        .run()
+        .assert_code(125)
+        .assert_stderr_contains("E_POLICY_INVALID");
+
+    // Control: the rewrite the old code allowed, then the next run with the policy.
+    fx.host(&rewrite).run().assert_success();
+    fx.attack(&["--policy", s(&file)], "echo pwned > \"$HOME/pwned\"")
+        .outcome()
+        .assert_ok();
+    assert!(
+        fx.home.join("pwned").exists(),
+        "control: the rewritten policy opened the home"
+    );
+    // And without the grant the policy in that directory is used as before.
+    attacks::write_file(&file, original, 0o644);
+    fx.attack(&["--policy", s(&file)], "true")
+        .outcome()
+        .assert_ok();
+}
+
+/// The trust store lies in an `--allow-write` directory (here the state directory itself):
+/// it is read-only during the run, but renaming its parent (`stockade/`) moved the approvals
+/// away whole, and a workspace approved once then ran un-gated. Now every directory between
+/// the writable root and the store is pinned (a mount point cannot be renamed). Control: the
+/// same rename on the host leaves the workspace unapproved.
+#[test]
+fn trust_store_cannot_be_moved_away_by_renaming_its_parent() {
+    let fx = Fixture::new();
+    let state = fx.root.join("state");
+    attacks::write_file(&fx.ws.join(".mcp.json"), "{}\n", 0o644);
+    let trust = |verb: &str| {
+        fx.stockade(["trust", verb, "--workspace", s(&fx.ws)])
+            .env("XDG_STATE_HOME", &state)
+            .run()
+    };
+    trust("approve").assert_success();
+    let parent = state.join("stockade");
+    let moved = state.join("stockade.old");
+    let rename = format!("mv {} {}", sh_quote(&parent), sh_quote(&moved));
+    fx.attack(&["--allow-write", s(&state)], &rename)
+        .env("XDG_STATE_HOME", &state)
+        .outcome()
+        .assert_failed();
+    assert!(!moved.exists(), "the store's parent was renamed");
+    trust("status").assert_success();
+
+    // Control: the rename (as the old run could do it) un-approves the workspace.
+    fx.host(&rename).run().assert_success();
+    trust("status").assert_failure();
+}
