@@ -928,6 +928,8 @@ fn mount_op<'a>(m: &Mount, p: &'a CStr, extra: Option<&'a CStr>) -> MountOp<'a> 
         Mount::Pin { .. } => MountOp::Pin { path: p },
         Mount::MaskDir { .. } => MountOp::MaskDir { target: p },
         Mount::MaskFile { .. } => MountOp::MaskFile { target: p },
+        Mount::EmptyDir { .. } => MountOp::EmptyDir { target: p },
+        Mount::EmptyFile { .. } => MountOp::EmptyFile { target: p },
     }
 }
 

@@ -39,11 +39,16 @@ const MINIMAL_GIT_CONFIG: &str =
 /// Find protected paths created during the run and neutralise them.
 pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
     let mut found = Vec::new();
+    let mut links = Vec::new();
+    let mut linked = Vec::new();
     let mut count = 0usize;
     for root in &plan.sweep.roots {
         let known = Stamps::SkipUnchanged(&plan.sweep.dirs);
         let globs = &plan.deny_globs;
-        let concern = |name: &std::ffi::OsStr| globs.may_concern(name);
+        // Every symlink in a changed directory is looked at too: one into a masked path
+        // would hand the secret to the host tools that follow it after the run.
+        let concern =
+            |name: &std::ffi::OsStr, kind: Kind| kind == Kind::Symlink || globs.may_concern(name);
         let _ = walk(
             host,
             root,
@@ -53,9 +58,16 @@ pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
             &mut |path, kind| {
                 if globs.is_protected(path, kind) && plan.sweep.existing.get(path) != Some(&kind) {
                     found.push(path.to_path_buf());
+                } else if kind == Kind::Symlink && new_link_into_mask(plan, host, path) {
+                    links.push(path.to_path_buf());
                 }
             },
         );
+    }
+    for link in links {
+        if let Some(root) = plan.sweep.roots.iter().find(|r| is_within(&link, r)) {
+            linked.push(quarantine(root, &link, run_id, "symlink_to_masked_path"));
+        }
     }
     found.sort();
     let mut out: Vec<Violation> = Vec::new();
@@ -122,8 +134,35 @@ pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
             moved.push(path);
         }
     }
+    out.extend(linked);
     out
 }
+
+/// A symlink made during the run (its ctime is not older than the plan) that resolves, on
+/// the host, into a masked or emptied path: the sandbox could not read through it, but the
+/// agent's host-side tools would. One whose target cannot be resolved now is left alone.
+fn new_link_into_mask(plan: &Plan, host: &dyn HostView, link: &Path) -> bool {
+    // Only a local filesystem's ctimes come from this machine's clock (see `DirStamps`).
+    let local = link.parent().is_some_and(|p| host.local_ctime(p));
+    let made_before_run = match (host.lstat_ctime(link), plan.sweep.dirs.taken_at) {
+        // A margin for the coarse clock that stamps ctimes (it lags the precise one).
+        (Some(ctime), Some(start)) if local => ctime + LINK_CTIME_MARGIN < start,
+        _ => false,
+    };
+    if made_before_run {
+        return false;
+    }
+    let Some(target) = host.canonicalize(link) else {
+        return false;
+    };
+    plan.masked
+        .iter()
+        .chain(&plan.emptied)
+        .any(|m| is_within(&target, m))
+}
+
+/// How much older than the plan a symlink's ctime must be to count as made before the run.
+const LINK_CTIME_MARGIN: std::time::Duration = std::time::Duration::from_secs(1);
 
 fn quarantine(root: &Path, path: &Path, run_id: &str, kind: &'static str) -> Violation {
     let rel = path.strip_prefix(root).unwrap_or(path);
@@ -279,7 +318,7 @@ mod tests {
             &ws,
             &mut n,
             Stamps::Record(&mut stamps),
-            &|_| true,
+            &|_, _| true,
             &mut |_, _| {},
         )
         .unwrap();

@@ -225,6 +225,14 @@ pub enum MountOp<'a> {
     MaskFile {
         target: &'a CStr,
     },
+    /// Cover a directory with an empty, read-only, readable (0555) directory.
+    EmptyDir {
+        target: &'a CStr,
+    },
+    /// Cover a file with an empty, read-only, readable (0444) file.
+    EmptyFile {
+        target: &'a CStr,
+    },
 }
 
 /// Landlock rules the command adds for mounts that exist only after the fork (their inodes
@@ -666,6 +674,8 @@ fn apply_mount(op: &MountOp<'_>, slots: &mut [c_int], mask_fd: &mut c_int) -> ra
         MountOp::Pin { path } => rebind(path, None),
         MountOp::MaskDir { target } => mask(target, c"d", mask_fd),
         MountOp::MaskFile { target } => mask(target, c"f", mask_fd),
+        MountOp::EmptyDir { target } => mask(target, c"ed", mask_fd),
+        MountOp::EmptyFile { target } => mask(target, c"ef", mask_fd),
     }
 }
 
@@ -684,6 +694,10 @@ fn mask(target: &CStr, name: &CStr, mask_fd: &mut c_int) -> raw::Result<()> {
         let fd = raw::detached_tmpfs(c"0755")?;
         raw::mkdirat(fd, c"d", 0)?;
         let f = raw::openat(fd, c"f", libc::O_CREAT | libc::O_RDONLY, 0)?;
+        raw::close(f);
+        // The readable ones (the umask, 022 here, leaves these modes as they are).
+        raw::mkdirat(fd, c"ed", 0o555)?;
+        let f = raw::openat(fd, c"ef", libc::O_CREAT | libc::O_RDONLY, 0o444)?;
         raw::close(f);
         *mask_fd = fd;
     }

@@ -138,6 +138,14 @@ pub enum Mount {
     MaskFile {
         target: PathBuf,
     },
+    /// An empty, readable, read-only directory over `target`.
+    EmptyDir {
+        target: PathBuf,
+    },
+    /// An empty, readable, read-only file over `target`.
+    EmptyFile {
+        target: PathBuf,
+    },
 }
 
 impl Mount {
@@ -151,7 +159,9 @@ impl Mount {
             | Mount::Proc { target }
             | Mount::Devpts { target }
             | Mount::MaskDir { target }
-            | Mount::MaskFile { target } => Some(target),
+            | Mount::MaskFile { target }
+            | Mount::EmptyDir { target }
+            | Mount::EmptyFile { target } => Some(target),
             Mount::Mkdir { path, .. }
             | Mount::File { path, .. }
             | Mount::Symlink { path, .. }
@@ -378,6 +388,10 @@ pub struct Plan {
     pub hostname: String,
     pub writable_roots: Vec<PathBuf>,
     pub masked: Vec<PathBuf>,
+    /// Paths read as empty (`filesystem.read_empty`): covered by an empty, readable file or
+    /// directory. Landlock keeps its read rules on them (they are readable; the mount decides
+    /// what is read).
+    pub emptied: Vec<PathBuf>,
     pub protected: Vec<PathBuf>,
     /// What the init checks while the run lasts, on every name-creating call.
     pub creation_guard: CreationGuard,
@@ -432,6 +446,7 @@ impl Plan {
             Ok(out)
         };
         let deny_read = expand_all(&policy.filesystem.deny_read)?;
+        let read_empty = expand_all(&policy.filesystem.read_empty)?;
         let allow_read = expand_all(&policy.filesystem.allow_read)?;
         let deny_write = expand_all(&policy.filesystem.deny_write)?;
 
@@ -464,7 +479,27 @@ impl Plan {
         }
         masks.sort();
         masks.dedup();
-        let linked_secrets = linked_secrets(host, &masks);
+        // Paths read as empty: exact paths (the policy allows no other form), covered by an
+        // empty readable file or directory unless an unreadable mask covers them already.
+        let mut emptied: Vec<(PathBuf, Kind)> = Vec::new();
+        for d in &read_empty {
+            let PathPattern::Exact(d) = d else { continue };
+            let Some(canon) = host.canonicalize(d) else {
+                continue;
+            };
+            let covered = masks.iter().any(|(m, _)| is_within(&canon, m))
+                || writable_roots
+                    .iter()
+                    .any(|w| is_within(w, &canon) || is_within(&canon, w));
+            if covered || (under_replaced(&canon)) {
+                continue;
+            }
+            mask_targets(host, &canon, &allows, &mut emptied);
+        }
+        emptied.sort();
+        emptied.dedup();
+        let all_masks: Vec<(PathBuf, Kind)> = masks.iter().chain(&emptied).cloned().collect();
+        let linked_secrets = linked_secrets(host, &all_masks);
 
         // Protected paths inside writable roots (outside them everything is read-only).
         let mut protected: BTreeSet<PathBuf> = BTreeSet::new();
@@ -501,6 +536,7 @@ impl Plan {
         }
         // A mask inside a protected path or a protected path inside a mask: the mask wins.
         let masked_paths: Vec<PathBuf> = masks.iter().map(|(p, _)| p.clone()).collect();
+        let emptied_paths: Vec<PathBuf> = emptied.iter().map(|(p, _)| p.clone()).collect();
         protected.retain(|p| !masked_paths.iter().any(|m| is_within(p, m)));
 
         let ids = ids(req);
@@ -619,6 +655,14 @@ impl Plan {
             };
             overlay.push((depth(p), 4, vec![m]));
         }
+        for (p, kind) in &emptied {
+            let m = if *kind == Kind::Dir {
+                Mount::EmptyDir { target: p.clone() }
+            } else {
+                Mount::EmptyFile { target: p.clone() }
+            };
+            overlay.push((depth(p), 4, vec![m]));
+        }
 
         // 2. The host tree becomes read-only; private /tmp, /dev and /proc replace the host's.
         let nosuid_nodev = libc::MS_NOSUID | libc::MS_NODEV;
@@ -701,6 +745,7 @@ impl Plan {
             &writable_roots,
             &allows,
             &masked_paths,
+            &emptied,
             &devices,
         );
         let network = net_plan(policy);
@@ -735,6 +780,7 @@ impl Plan {
             hostname: SANDBOX_HOSTNAME.into(),
             writable_roots: writable_roots.clone(),
             masked: masked_paths,
+            emptied: emptied_paths,
             protected: protected.iter().cloned().collect(),
             creation_guard,
             linked_secrets,
@@ -982,8 +1028,19 @@ impl Matches {
         };
         // Walk every distinct glob base once (writable roots are the bases of the relative
         // patterns); a base inside another base is covered by the outer walk.
+        // A read glob with wildcards in its last component only (`~/.env*`) needs one listing
+        // of its base, not a walk of everything beneath (the whole home).
+        for g in read_globs.iter().filter(|g| g.is_one_level()) {
+            for (name, _) in host.list_dir(g.base()) {
+                let path = g.base().join(name);
+                if g.is_match(&path) {
+                    m.deny_read.push(path);
+                }
+            }
+        }
         let mut bases: Vec<PathBuf> = read_globs
             .iter()
+            .filter(|g| !g.is_one_level())
             .chain(&write_globs)
             .map(|g| g.base().to_path_buf())
             .collect();
@@ -1001,7 +1058,7 @@ impl Matches {
                 &base,
                 &mut count,
                 Stamps::Record(stamps),
-                &|name| m.globs.may_concern(name),
+                &|name, _| m.globs.may_concern(name),
                 &mut |path, kind| {
                     let (read, write) = m.globs.matches(path);
                     if read {
@@ -1033,7 +1090,7 @@ pub(crate) fn walk(
     root: &Path,
     count: &mut usize,
     mut stamps: Stamps<'_>,
-    concern: &dyn Fn(&std::ffi::OsStr) -> bool,
+    concern: &dyn Fn(&std::ffi::OsStr, Kind) -> bool,
     visit: &mut dyn FnMut(&Path, Kind),
 ) -> Result<(), PlanError> {
     let mut stack = vec![root.to_path_buf()];
@@ -1064,7 +1121,7 @@ pub(crate) fn walk(
                     limit: WALK_LIMIT,
                 });
             }
-            let interesting = concern(&name);
+            let interesting = concern(&name, kind);
             let descend = if dir_is_git {
                 name == "modules"
             } else if dir_is_modules {
@@ -1299,6 +1356,7 @@ fn landlock_plan(
     writable_roots: &[PathBuf],
     allows: &[PathBuf],
     masked: &[PathBuf],
+    emptied: &[(PathBuf, Kind)],
     devices: &[(PathBuf, usize)],
 ) -> LandlockPlan {
     let mut starts: Vec<PathBuf> = match policy.filesystem.read_scope {
@@ -1314,8 +1372,12 @@ fn landlock_plan(
     starts.dedup();
     // Masks inside writable roots cannot be mirrored (a rule on the root grants everything
     // beneath it); the mount masks enforce those alone.
+    // Paths read as empty are split out the same way: Landlock does not look at the inode a
+    // mount hides, so the host file's rule would be lost; the empty file or directory that
+    // covers it gets its own read rule once mounted (below, `child_rules`).
     let outside: Vec<&PathBuf> = masked
         .iter()
+        .chain(emptied.iter().map(|(p, _)| p))
         .filter(|m| !writable_roots.iter().any(|w| is_within(m, w)))
         .collect();
     let mut rules = Vec::new();
@@ -1337,7 +1399,7 @@ fn landlock_plan(
             dir: false,
         });
     }
-    let child_rules = vec![
+    let mut child_rules = vec![
         Rule {
             path: "/tmp".into(),
             access: Access::Full,
@@ -1359,6 +1421,11 @@ fn landlock_plan(
             dir: true,
         },
     ];
+    child_rules.extend(emptied.iter().map(|(p, kind)| Rule {
+        path: p.clone(),
+        access: Access::Read,
+        dir: *kind == Kind::Dir,
+    }));
     LandlockPlan {
         host_rules: rules,
         child_rules,
