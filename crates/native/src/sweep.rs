@@ -144,9 +144,10 @@ pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
 fn new_link_into_mask(plan: &Plan, host: &dyn HostView, link: &Path) -> bool {
     // Only a local filesystem's ctimes come from this machine's clock (see `DirStamps`).
     let local = link.parent().is_some_and(|p| host.local_ctime(p));
+    // The ctime of a link the command made is later than the plan's start: the run's set-up
+    // alone takes longer than the coarse clock that stamps ctimes lags the precise one.
     let made_before_run = match (host.lstat_ctime(link), plan.sweep.dirs.taken_at) {
-        // A margin for the coarse clock that stamps ctimes (it lags the precise one).
-        (Some(ctime), Some(start)) if local => ctime + LINK_CTIME_MARGIN < start,
+        (Some(ctime), Some(start)) if local => ctime < start,
         _ => false,
     };
     if made_before_run {
@@ -160,9 +161,6 @@ fn new_link_into_mask(plan: &Plan, host: &dyn HostView, link: &Path) -> bool {
         .chain(&plan.emptied)
         .any(|m| is_within(&target, m))
 }
-
-/// How much older than the plan a symlink's ctime must be to count as made before the run.
-const LINK_CTIME_MARGIN: std::time::Duration = std::time::Duration::from_secs(1);
 
 fn quarantine(root: &Path, path: &Path, run_id: &str, kind: &'static str) -> Violation {
     let rel = path.strip_prefix(root).unwrap_or(path);
