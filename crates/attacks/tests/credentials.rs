@@ -14,7 +14,7 @@ use policy::{MaskKind, DEFAULT_MASKS};
 
 /// Concrete home-relative paths of an entry (`~/.env*` gives three names).
 fn instances(pattern: &str) -> Vec<String> {
-    let rel = pattern.strip_prefix("~/").expect("home entry");
+    let rel = pattern.trim_start_matches("~/");
     if rel.contains('*') {
         ["", "rc", ".local"]
             .iter()
@@ -41,15 +41,13 @@ fn plant(fx: &Fixture, as_dir: bool) -> Vec<(String, String, MaskKind)> {
                 rel.clone()
             };
             let path = fx.home.join(&read);
-            // The fixture's own files (id_rsa, .bashrc, ...) are replaced.
-            if path.is_dir() && !as_dir {
-                std::fs::remove_dir_all(&path).unwrap();
-            }
-            if !as_dir && fx.home.join(&rel).is_file() {
-                std::fs::remove_file(fx.home.join(&rel)).unwrap();
-            }
-            if as_dir && fx.home.join(&rel).is_file() {
-                std::fs::remove_file(fx.home.join(&rel)).unwrap();
+            // The fixture's own files (id_rsa, .bashrc, ...) are replaced (`write_file` fails
+            // loudly if one is left in the way).
+            let existing = fx.home.join(&rel);
+            if existing.is_dir() && !as_dir {
+                let _ = std::fs::remove_dir_all(&existing);
+            } else if existing.is_file() {
+                let _ = std::fs::remove_file(&existing);
             }
             write_file(&path, format!("export TOKEN={marker}\n"), 0o644);
             planted.push((read, marker, m.kind));
