@@ -158,10 +158,20 @@ pub fn profile(name: &str) -> Result<Policy, PolicyError> {
 /// `paths::check_syntax` (a test checks every one), so resolving a policy need not parse them
 /// again on every run.
 pub(crate) fn is_builtin_pattern(pattern: &str) -> bool {
-    DEFAULT_MASKS.iter().any(|m| m.path == pattern)
-        || CORE_PROTECTED.contains(&pattern)
-        || HOST_EXEC.iter().any(|e| e.path == pattern)
-        || DEFS.iter().any(|d| d.allow_write.contains(&pattern))
+    // A set built once: a policy has some 170 patterns to check against as many built-ins.
+    static BUILTIN: std::sync::OnceLock<std::collections::HashSet<&'static str>> =
+        std::sync::OnceLock::new();
+    BUILTIN
+        .get_or_init(|| {
+            DEFAULT_MASKS
+                .iter()
+                .map(|m| m.path)
+                .chain(CORE_PROTECTED.iter().copied())
+                .chain(HOST_EXEC.iter().map(|e| e.path))
+                .chain(DEFS.iter().flat_map(|d| d.allow_write.iter().copied()))
+                .collect()
+        })
+        .contains(pattern)
 }
 
 fn strings(items: &[&str]) -> Vec<String> {

@@ -1020,6 +1020,18 @@ impl Matches {
                 }
             }
         }
+        // A read glob with wildcards in its last component only (`~/.env*`) needs one listing
+        // of its base, not a walk of everything beneath (the whole home), nor a place in the
+        // compiled matcher (its shape would cost a regex set on every run).
+        let (one_level, read_globs): (Vec<&policy::Glob>, Vec<&policy::Glob>) =
+            read_globs.into_iter().partition(|g| g.is_one_level());
+        for g in &one_level {
+            for (name, _) in host.list_dir(g.base()) {
+                if g.matches_name(&name) {
+                    deny_read_found.push(g.base().join(name));
+                }
+            }
+        }
         let mut m = Matches {
             deny_read: deny_read_found,
             deny_write: deny_write_found,
@@ -1028,19 +1040,8 @@ impl Matches {
         };
         // Walk every distinct glob base once (writable roots are the bases of the relative
         // patterns); a base inside another base is covered by the outer walk.
-        // A read glob with wildcards in its last component only (`~/.env*`) needs one listing
-        // of its base, not a walk of everything beneath (the whole home).
-        for g in read_globs.iter().filter(|g| g.is_one_level()) {
-            for (name, _) in host.list_dir(g.base()) {
-                let path = g.base().join(name);
-                if g.is_match(&path) {
-                    m.deny_read.push(path);
-                }
-            }
-        }
         let mut bases: Vec<PathBuf> = read_globs
             .iter()
-            .filter(|g| !g.is_one_level())
             .chain(&write_globs)
             .map(|g| g.base().to_path_buf())
             .collect();
