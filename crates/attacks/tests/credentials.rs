@@ -165,11 +165,11 @@ fn symlinks_into_masked_paths_are_quarantined() {
     let fx = Fixture::new();
     // A link the user made before the run is left alone.
     std::os::unix::fs::symlink(fx.home.join(".aws/credentials"), fx.ws.join("old-link")).unwrap();
-    let script = r#"ln -s "$HOME/.ssh/id_rsa" link && mkdir -p sub && ln -s ../../home/.ssh/id_rsa sub/rel && ln -s c2 c1 && ln -s "$HOME/.ssh" c2 && ln -s "$HOME/.bashrc" rc && ln -s README.md harmless && echo made"#;
+    let script = r#"ln -s "$HOME/.ssh/id_rsa" link && mkdir -p sub && ln -s ../../home/.ssh/id_rsa sub/rel && ln -s c2 c1 && ln -s "$HOME/.ssh" c2 && ln -s "$HOME/.bashrc" rc && ln -s "$HOME/.ssh/id_ed25519" dangling && ln -s README.md harmless && echo made"#;
     let records = fx.records();
     let inside = fx.attack(&records.opts(), script).outcome();
     inside.assert_ok().assert_output_contains("made");
-    for gone in ["link", "sub/rel", "c1", "c2", "rc"] {
+    for gone in ["link", "sub/rel", "c1", "c2", "rc", "dangling"] {
         assert!(
             std::fs::symlink_metadata(fx.ws.join(gone)).is_err(),
             "{gone} stayed in the workspace\n{}",
@@ -185,7 +185,7 @@ fn symlinks_into_masked_paths_are_quarantined() {
     assert!(std::fs::symlink_metadata(fx.ws.join("harmless")).is_ok());
     assert!(std::fs::symlink_metadata(fx.ws.join("old-link")).is_ok());
     let violations = records.violations();
-    for gone in ["link", "sub/rel", "c1", "c2", "rc"] {
+    for gone in ["link", "sub/rel", "c1", "c2", "rc", "dangling"] {
         assert!(
             violations
                 .iter()

@@ -138,9 +138,29 @@ pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
     out
 }
 
+/// Where `link` leads on the host, symlinks resolved; for a dangling link, the missing path
+/// it names (`key -> ~/.ssh/id_ed25519` before that key exists lies in a masked directory
+/// all the same). `None` when a directory on the way cannot be resolved.
+fn resolve_link(host: &dyn HostView, link: &Path) -> Option<PathBuf> {
+    let mut path = link.to_path_buf();
+    // As the kernel: at most 40 links on the way.
+    for _ in 0..40 {
+        if let Some(target) = host.canonicalize(&path) {
+            return Some(target);
+        }
+        let parent = host.canonicalize(path.parent()?)?;
+        let here = parent.join(path.file_name()?);
+        match std::fs::read_link(&here) {
+            Ok(next) => path = policy::normalize_lexically(&parent.join(next)),
+            Err(_) => return Some(here),
+        }
+    }
+    None
+}
+
 /// A symlink made during the run (its ctime is not older than the plan) that resolves, on
 /// the host, into a masked or emptied path: the sandbox could not read through it, but the
-/// agent's host-side tools would. One whose target cannot be resolved now is left alone.
+/// agent's host-side tools would.
 fn new_link_into_mask(plan: &Plan, host: &dyn HostView, link: &Path) -> bool {
     // Only a local filesystem's ctimes come from this machine's clock (see `DirStamps`).
     let local = link.parent().is_some_and(|p| host.local_ctime(p));
@@ -153,7 +173,7 @@ fn new_link_into_mask(plan: &Plan, host: &dyn HostView, link: &Path) -> bool {
     if made_before_run {
         return false;
     }
-    let Some(target) = host.canonicalize(link) else {
+    let Some(target) = resolve_link(host, link) else {
         return false;
     };
     plan.masked
