@@ -123,6 +123,10 @@ struct PolicyArgs {
     /// Allow reading PATH even inside a denied path.
     #[arg(long = "allow-read", value_name = "PATH")]
     allow_read: Vec<String>,
+    /// Keep PATTERN read-only inside writable roots and refuse its creation (a protected
+    /// path, like the catalogue's `.vscode`; relative patterns apply at any depth).
+    #[arg(long = "protect", value_name = "PATTERN")]
+    protect: Vec<String>,
     /// Pass NAME from the caller's environment, or set NAME=VALUE.
     #[arg(long = "env", value_name = "NAME[=VALUE]")]
     env: Vec<String>,
@@ -234,6 +238,7 @@ fn resolve(args: &PolicyArgs) -> Result<policy::Policy, Error> {
         allow_write: args.allow_write.clone(),
         deny_read: args.deny_read.clone(),
         allow_read: args.allow_read.clone(),
+        deny_write: args.protect.clone(),
         env: args.env.clone(),
         net: args.net.as_deref().map(|m| match m {
             "proxy" => policy::NetworkMode::Proxy,
@@ -433,7 +438,13 @@ fn policy_show(args: PolicyArgs, json: bool) -> Result<u8, Error> {
     let policy = resolve(&args)?;
     let request = RunRequest::new(vec!["true".into()], args.workspace)?;
     let plan = stockade::plan(&policy, &request)?;
-    let doc = serde_json::json!({ "policy": policy, "policy_digest": policy::digest(&policy), "plan": plan });
+    let protected = policy::protected_sources(&policy, &args.protect);
+    let doc = serde_json::json!({
+        "policy": policy,
+        "policy_digest": policy::digest(&policy),
+        "protected_paths": protected,
+        "plan": plan,
+    });
     if json {
         println!("{doc}");
     } else {

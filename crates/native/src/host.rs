@@ -73,6 +73,11 @@ pub trait HostView {
     fn local_ctime(&self, _path: &Path) -> bool {
         false
     }
+    /// When the path itself (not following a final symlink) last changed; `None` by default
+    /// (a fake host: every symlink counts as new).
+    fn lstat_ctime(&self, _path: &Path) -> Option<std::time::SystemTime> {
+        None
+    }
     /// What this process may do with cgroups (none by default: a fake host has none).
     fn cgroups(&self) -> crate::cgroup::CgroupFacts {
         crate::cgroup::CgroupFacts::default()
@@ -155,6 +160,13 @@ impl HostView for RealHost {
             return None;
         }
         Some(stamp_of(&st))
+    }
+
+    fn lstat_ctime(&self, path: &Path) -> Option<std::time::SystemTime> {
+        let m = std::fs::symlink_metadata(path).ok()?;
+        let secs = u64::try_from(m.ctime()).ok()?;
+        let nanos = u32::try_from(m.ctime_nsec()).ok()?;
+        std::time::UNIX_EPOCH.checked_add(std::time::Duration::new(secs, nanos))
     }
 
     fn local_ctime(&self, path: &Path) -> bool {

@@ -1005,6 +1005,8 @@ fn mount_op<'a>(
         },
         Mount::MaskDir { .. } => MountOp::MaskDir { target: p, expect },
         Mount::MaskFile { .. } => MountOp::MaskFile { target: p, expect },
+        Mount::EmptyDir { .. } => MountOp::EmptyDir { target: p, expect },
+        Mount::EmptyFile { .. } => MountOp::EmptyFile { target: p, expect },
     }
 }
 

@@ -44,11 +44,16 @@ const MINIMAL_GIT_CONFIG: &str =
 /// Find protected paths created during the run and neutralise them.
 pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
     let mut found = Vec::new();
+    let mut links = Vec::new();
+    let mut linked = Vec::new();
     let mut count = 0usize;
     for root in &plan.sweep.roots {
         let known = Stamps::SkipUnchanged(&plan.sweep.dirs);
         let globs = &plan.deny_globs;
-        let concern = |name: &std::ffi::OsStr| globs.may_concern(name);
+        // Every symlink in a changed directory is looked at too: one into a masked path
+        // would hand the secret to the host tools that follow it after the run.
+        let concern =
+            |name: &std::ffi::OsStr, kind: Kind| kind == Kind::Symlink || globs.may_concern(name);
         let _ = walk(
             host,
             root,
@@ -58,9 +63,16 @@ pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
             &mut |path, kind| {
                 if globs.is_protected(path, kind) && plan.sweep.existing.get(path) != Some(&kind) {
                     found.push(path.to_path_buf());
+                } else if kind == Kind::Symlink && new_link_into_mask(plan, host, path) {
+                    links.push(path.to_path_buf());
                 }
             },
         );
+    }
+    for link in links {
+        if let Some(root) = plan.sweep.roots.iter().find(|r| is_within(&link, r)) {
+            linked.push(quarantine(root, &link, run_id, "symlink_to_masked_path"));
+        }
     }
     found.sort();
     let mut out: Vec<Violation> = Vec::new();
@@ -112,7 +124,52 @@ pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
             moved.push(path);
         }
     }
+    out.extend(linked);
     out
+}
+
+/// Where `link` leads on the host, symlinks resolved; for a dangling link, the missing path
+/// it names (`key -> ~/.ssh/id_ed25519` before that key exists lies in a masked directory
+/// all the same). `None` when a directory on the way cannot be resolved.
+fn resolve_link(host: &dyn HostView, link: &Path) -> Option<PathBuf> {
+    let mut path = link.to_path_buf();
+    // As the kernel: at most 40 links on the way.
+    for _ in 0..40 {
+        if let Some(target) = host.canonicalize(&path) {
+            return Some(target);
+        }
+        let parent = host.canonicalize(path.parent()?)?;
+        let here = parent.join(path.file_name()?);
+        match std::fs::read_link(&here) {
+            Ok(next) => path = policy::normalize_lexically(&parent.join(next)),
+            Err(_) => return Some(here),
+        }
+    }
+    None
+}
+
+/// A symlink made during the run (its ctime is not older than the plan) that resolves, on
+/// the host, into a masked or emptied path: the sandbox could not read through it, but the
+/// agent's host-side tools would.
+fn new_link_into_mask(plan: &Plan, host: &dyn HostView, link: &Path) -> bool {
+    // Only a local filesystem's ctimes come from this machine's clock (see `DirStamps`).
+    let local = link.parent().is_some_and(|p| host.local_ctime(p));
+    // The ctime of a link the command made is later than the plan's start: the run's set-up
+    // alone takes longer than the coarse clock that stamps ctimes lags the precise one.
+    let made_before_run = match (host.lstat_ctime(link), plan.sweep.dirs.taken_at) {
+        (Some(ctime), Some(start)) if local => ctime < start,
+        _ => false,
+    };
+    if made_before_run {
+        return false;
+    }
+    let Some(target) = resolve_link(host, link) else {
+        return false;
+    };
+    plan.masked
+        .iter()
+        .chain(&plan.emptied)
+        .any(|m| is_within(&target, m))
 }
 
 /// Largest `.git/config` the sweep reads to decide whether it is inert (a larger one is
@@ -325,7 +382,7 @@ mod tests {
             &ws,
             &mut n,
             Stamps::Record(&mut stamps),
-            &|_| true,
+            &|_, _| true,
             &mut |_, _| {},
         )
         .unwrap();

@@ -33,9 +33,27 @@ pub struct PolicyFile {
 pub struct FilesystemPatch {
     pub read_scope: Option<ReadScope>,
     pub deny_read: Vec<String>,
+    pub read_empty: Vec<String>,
     pub allow_read: Vec<String>,
     pub allow_write: Vec<String>,
     pub deny_write: Vec<String>,
+    /// Catalogue entries ([`crate::host_exec::HOST_EXEC`]) to remove from the protected
+    /// paths, by their exact name (`.vscode`). Git's files and stockade's own cannot be
+    /// removed; any other name is an error.
+    pub unprotect: Vec<String>,
+}
+
+/// The `[filesystem]` table as deserialized, keeping each `unprotect` entry's span.
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct RawFilesystemPatch {
+    read_scope: Option<ReadScope>,
+    deny_read: Vec<String>,
+    read_empty: Vec<String>,
+    allow_read: Vec<String>,
+    allow_write: Vec<String>,
+    deny_write: Vec<String>,
+    unprotect: Vec<toml::Spanned<String>>,
 }
 
 /// The `[env]` table: lists are appended, `set` is merged (the file wins).
@@ -77,7 +95,7 @@ struct RawPolicyFile {
     #[serde(default)]
     profile: Option<toml::Spanned<String>>,
     #[serde(default)]
-    filesystem: FilesystemPatch,
+    filesystem: RawFilesystemPatch,
     #[serde(default)]
     env: EnvPatch,
     #[serde(default)]
@@ -117,13 +135,56 @@ pub fn parse_policy_file(text: &str, origin: &str) -> Result<PolicyFile, PolicyE
         deny_domains: net_entries(text, origin, NetList::DenyDomains, raw_net.deny_domains)?,
         allow_hosts: net_entries(text, origin, NetList::AllowHosts, raw_net.allow_hosts)?,
     };
+    let raw_fs = raw.filesystem;
+    let filesystem = FilesystemPatch {
+        read_scope: raw_fs.read_scope,
+        deny_read: raw_fs.deny_read,
+        read_empty: raw_fs.read_empty,
+        allow_read: raw_fs.allow_read,
+        allow_write: raw_fs.allow_write,
+        deny_write: raw_fs.deny_write,
+        unprotect: raw_fs
+            .unprotect
+            .into_iter()
+            .map(|spanned| {
+                let start = spanned.span().start;
+                let name = spanned.into_inner();
+                check_unprotect(&name)
+                    .map(|()| name)
+                    .map_err(|(message, hint)| PolicyError::ParseFile {
+                        origin: origin.to_owned(),
+                        location: Some(location(text, start)),
+                        message,
+                        hint: Some(hint),
+                    })
+            })
+            .collect::<Result<_, _>>()?,
+    };
     Ok(PolicyFile {
         profile,
-        filesystem: raw.filesystem,
+        filesystem,
         env: raw.env,
         network,
         limits: raw.limits,
     })
+}
+
+/// Whether `name` may be listed in `filesystem.unprotect`: a catalogue entry, by its exact
+/// name. Otherwise the message and hint of the error.
+pub(crate) fn check_unprotect(name: &str) -> Result<(), (String, String)> {
+    if crate::host_exec::host_exec_entry(name).is_some() {
+        return Ok(());
+    }
+    if crate::profile::CORE_PROTECTED.contains(&name) {
+        return Err((
+            format!("`{name}` cannot be unprotected, in `filesystem.unprotect`"),
+            "git's hooks and config and stockade's own configuration stay protected in every policy".to_owned(),
+        ));
+    }
+    Err((
+        format!("unknown catalogue entry `{name}`, in `filesystem.unprotect`"),
+        "name an entry exactly as `stockade policy show` lists it under protected_paths (e.g. \".vscode\")".to_owned(),
+    ))
 }
 
 /// Validates the entries of one `[network]` list, locating the first invalid one.

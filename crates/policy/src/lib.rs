@@ -53,6 +53,8 @@
 pub mod env;
 pub mod error;
 pub mod file;
+pub mod host_exec;
+pub mod masks;
 pub mod model;
 pub mod net;
 pub mod paths;
@@ -66,6 +68,8 @@ pub use error::{Location, PolicyError};
 pub use file::{
     parse_policy_file, read_policy_file, EnvPatch, FilesystemPatch, NetworkPatch, PolicyFile,
 };
+pub use host_exec::{host_exec_entry, protected_sources, HostExec, ProtectedSource, HOST_EXEC};
+pub use masks::{default_masks, mask_entry, Mask, MaskKind, DEFAULT_MASKS};
 pub use model::*;
 pub use net::{
     AllowHost, DomainPattern, HostSpec, NetDecision, NetList, NetRuleError, NetRules, Target,
@@ -75,9 +79,9 @@ pub use paths::{
     PathPattern,
 };
 pub use profile::{
-    profile, DEFAULT_DENY_READ, DEFAULT_ENV_ALLOW, DEFAULT_ENV_SET, DEFAULT_MEMORY,
-    DEFAULT_OUTPUT_LIMIT, DEFAULT_PIDS, DEFAULT_PROFILE, DEFAULT_TIMEOUT_SECS, DEFAULT_TMP_SIZE,
-    PROFILES, PROTECTED_PATHS,
+    default_deny_read, default_deny_write, default_read_empty, profile, CORE_PROTECTED,
+    DEFAULT_ENV_ALLOW, DEFAULT_ENV_SET, DEFAULT_MEMORY, DEFAULT_OUTPUT_LIMIT, DEFAULT_PIDS,
+    DEFAULT_PROFILE, DEFAULT_TIMEOUT_SECS, DEFAULT_TMP_SIZE, PROFILES,
 };
 pub use resolve::{
     digest, parse_memory, parse_output_limit, parse_size, resolve, MemoryLimit, Overrides,

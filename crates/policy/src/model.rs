@@ -36,6 +36,11 @@ pub struct Filesystem {
     pub read_scope: ReadScope,
     /// Paths that cannot be read (masked). The most specific rule wins against `allow_read`.
     pub deny_read: Vec<String>,
+    /// Paths whose content is hidden but which stay readable: covered by an empty, readable
+    /// file or directory (shell start-up files, which shells must be able to open). Exact
+    /// paths outside writable roots only (absolute or `~/...`, no globs); `deny_read` wins.
+    #[serde(default)]
+    pub read_empty: Vec<String>,
     /// Paths readable even inside a `deny_read` entry; with `read_scope = "allow-list"`, the
     /// only readable paths besides writable roots and the system runtime.
     pub allow_read: Vec<String>,
@@ -43,6 +48,10 @@ pub struct Filesystem {
     pub allow_write: Vec<String>,
     /// Paths inside writable roots that stay read-only (protected paths).
     pub deny_write: Vec<String>,
+    /// Catalogue entries ([`crate::host_exec::HOST_EXEC`]) removed from `deny_write` by the
+    /// policy file, as written there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unprotect: Vec<String>,
 }
 
 /// Environment rules: the child's environment is built from scratch.

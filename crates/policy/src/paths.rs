@@ -83,6 +83,33 @@ impl Glob {
         self.pattern.contains("**")
     }
 
+    /// Whether only the last component holds wildcards (`~/.env*`): every match is an entry of
+    /// [`Glob::base`] itself, found by listing that one directory.
+    pub fn is_one_level(&self) -> bool {
+        let literal = self
+            .base
+            .components()
+            .filter(|c| matches!(c, Component::Normal(_)))
+            .count();
+        !self.crosses_dirs() && self.pattern.matches('/').count() == literal + 1
+    }
+
+    /// For a [one-level](Glob::is_one_level) glob: whether the entry `name` of its base
+    /// matches. Wildcards `*` and `?` are matched without compiling the glob.
+    pub fn matches_name(&self, name: &OsStr) -> bool {
+        let tail = escaped(&self.base).and_then(|b| {
+            self.pattern
+                .strip_prefix(&format!("{b}/"))
+                .map(str::to_owned)
+        });
+        match (tail, name.to_str()) {
+            (Some(t), Some(n)) if !t.contains(['[', ']', '{', '}', '\\', '/']) => {
+                wildcard_match(&t, n)
+            }
+            _ => self.is_match(&self.base.join(name)),
+        }
+    }
+
     /// For the common shape `<literal dir>/**/<tail>` whose tail uses only `*` and `?`: the
     /// directory and the tail's components (unescaped), e.g. `(/ws, [".git", "hooks"])`.
     pub fn literal_base_and_tail(&self) -> Option<(&Path, Vec<String>)> {
@@ -602,10 +629,38 @@ mod tests {
     }
 
     #[test]
+    fn one_level_globs() {
+        let glob = |p: &str| match expand(p, &ctx()).unwrap().pop() {
+            Some(PathPattern::Glob(g)) => g,
+            other => panic!("{other:?}"),
+        };
+        assert!(glob("~/.env*").is_one_level());
+        assert!(glob("/etc/*.conf").is_one_level());
+        assert!(!glob("~/*/x").is_one_level());
+        assert!(!glob("~/a/**/x").is_one_level());
+        assert!(!glob(".env").is_one_level());
+        let env = glob("~/.env*");
+        for (name, yes) in [
+            (".env", true),
+            (".envrc", true),
+            (".env.*x", true),
+            (".en", false),
+            ("x.env", false),
+        ] {
+            assert_eq!(env.matches_name(OsStr::new(name)), yes, "{name}");
+            assert_eq!(env.is_match(&env.base().join(name)), yes, "{name}");
+        }
+        let bracket = glob("~/.env[0-9]");
+        assert!(bracket.matches_name(OsStr::new(".env1")));
+        assert!(!bracket.matches_name(OsStr::new(".envx")));
+    }
+
+    #[test]
     fn default_patterns_all_expand() {
-        for pattern in crate::DEFAULT_DENY_READ
+        for pattern in crate::default_deny_read()
             .iter()
-            .chain(crate::PROTECTED_PATHS)
+            .chain(&crate::default_read_empty())
+            .chain(&crate::default_deny_write())
         {
             assert!(!expand(pattern, &ctx()).unwrap().is_empty(), "{pattern}");
         }

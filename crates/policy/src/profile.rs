@@ -2,6 +2,8 @@
 //! profile shares the same deny lists, environment allow-list and network mode.
 
 use crate::error::PolicyError;
+use crate::host_exec::HOST_EXEC;
+use crate::masks::{default_masks, MaskKind, DEFAULT_MASKS};
 use crate::model::{Env, Filesystem, Limits, Network, NetworkMode, Policy, ReadScope};
 
 /// The profile used when neither the command line nor the policy file names one.
@@ -10,90 +12,42 @@ pub const DEFAULT_PROFILE: &str = "workspace-write";
 /// Names of the built-in profiles, in the order they are documented.
 pub const PROFILES: &[&str] = &["workspace-write", "read-only"];
 
-/// Paths that are never readable by default: credentials, shell/REPL histories, browser
-/// profiles, and (relative, so at any depth beneath every writable root) dotenv files.
-pub const DEFAULT_DENY_READ: &[&str] = &[
-    // Credentials and tokens.
-    "~/.ssh",
-    "~/.gnupg",
-    "~/.aws",
-    "~/.azure",
-    "~/.config/gcloud",
-    "~/.kube",
-    "~/.docker",
-    "~/.netrc",
-    "~/.npmrc",
-    "~/.pypirc",
-    "~/.git-credentials",
-    "~/.config/gh",
-    "~/.cargo/credentials",
-    "~/.cargo/credentials.toml",
-    "~/.vault-token",
-    "~/.password-store",
-    "~/.local/share/keyrings",
-    "~/.terraform.d/credentials.tfrc.json",
-    "~/.m2/settings.xml",
-    "~/.gradle/gradle.properties",
-    "~/.config/hub",
-    // Shell and REPL histories.
-    "~/.bash_history",
-    "~/.zsh_history",
-    "~/.histfile",
-    "~/.local/share/fish/fish_history",
-    "~/.python_history",
-    "~/.node_repl_history",
-    "~/.psql_history",
-    "~/.mysql_history",
-    "~/.sqlite_history",
-    "~/.lesshst",
-    "~/.viminfo",
-    // Browser profiles (cookies, saved passwords).
-    "~/.mozilla",
-    "~/.config/google-chrome",
-    "~/.config/chromium",
-    "~/.config/BraveSoftware",
-    "~/.config/microsoft-edge",
-    "~/.config/vivaldi",
-    "~/.config/opera",
-    "~/snap/firefox",
-    "~/.var/app/org.mozilla.firefox",
-    "~/.var/app/com.google.Chrome",
-    // Dotenv files, at any depth beneath every writable root.
-    ".env",
-    ".env.*",
-];
-
-/// Paths that stay read-only inside writable roots (relative: at any depth beneath every
-/// writable root): files that make other programs run code later (git hooks, editor and agent
-/// configuration, shell start-up files) and stockade's own configuration.
-pub const PROTECTED_PATHS: &[&str] = &[
+/// Paths inside writable roots that stay read-only in every profile and that no policy can
+/// remove (relative: at any depth beneath every writable root): git's hooks and the files
+/// that point git at them, and stockade's own configuration. The catalogue of other project
+/// files host tools execute ([`crate::host_exec::HOST_EXEC`]) comes after them.
+pub const CORE_PROTECTED: &[&str] = &[
     ".git/hooks",
     ".git/config",
     ".git/commondir",
     ".gitmodules",
-    ".envrc",
-    ".mcp.json",
-    ".vscode",
-    ".idea",
-    ".claude",
-    ".codex",
-    ".cursor",
-    ".gemini",
-    ".devcontainer",
-    ".husky",
     "stockade.toml",
     ".stockade",
-    ".bashrc",
-    ".bash_profile",
-    ".bash_login",
-    ".bash_logout",
-    ".profile",
-    ".zshrc",
-    ".zshenv",
-    ".zprofile",
-    ".zlogin",
-    ".config/fish",
 ];
+
+/// The default unreadable paths (`filesystem.deny_read`): the [`DEFAULT_MASKS`] read as
+/// nothing (credentials, histories, browser profiles, dotenv files), in catalogue order.
+pub fn default_deny_read() -> Vec<String> {
+    default_masks(MaskKind::Unreadable)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The default paths read as empty (`filesystem.read_empty`): shell start-up files.
+pub fn default_read_empty() -> Vec<String> {
+    default_masks(MaskKind::Empty).map(str::to_owned).collect()
+}
+
+/// The default protected paths (`filesystem.deny_write`): [`CORE_PROTECTED`], then the
+/// catalogue of files host tools execute.
+pub fn default_deny_write() -> Vec<String> {
+    CORE_PROTECTED
+        .iter()
+        .copied()
+        .chain(HOST_EXEC.iter().map(|e| e.path))
+        .map(str::to_owned)
+        .collect()
+}
 
 /// Default wall-clock limit of a run (10 minutes); raise it with `--timeout` or `[limits]`.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 600;
@@ -167,10 +121,12 @@ pub fn profile(name: &str) -> Result<Policy, PolicyError> {
         profile: def.name.to_owned(),
         filesystem: Filesystem {
             read_scope: ReadScope::Host,
-            deny_read: strings(DEFAULT_DENY_READ),
+            deny_read: default_deny_read(),
+            read_empty: default_read_empty(),
             allow_read: Vec::new(),
             allow_write: strings(def.allow_write),
-            deny_write: strings(PROTECTED_PATHS),
+            deny_write: default_deny_write(),
+            unprotect: Vec::new(),
         },
         env: Env {
             allow: strings(DEFAULT_ENV_ALLOW),
@@ -202,9 +158,20 @@ pub fn profile(name: &str) -> Result<Policy, PolicyError> {
 /// `paths::check_syntax` (a test checks every one), so resolving a policy need not parse them
 /// again on every run.
 pub(crate) fn is_builtin_pattern(pattern: &str) -> bool {
-    DEFAULT_DENY_READ.contains(&pattern)
-        || PROTECTED_PATHS.contains(&pattern)
-        || DEFS.iter().any(|d| d.allow_write.contains(&pattern))
+    // A set built once: a policy has some 170 patterns to check against as many built-ins.
+    static BUILTIN: std::sync::OnceLock<std::collections::HashSet<&'static str>> =
+        std::sync::OnceLock::new();
+    BUILTIN
+        .get_or_init(|| {
+            DEFAULT_MASKS
+                .iter()
+                .map(|m| m.path)
+                .chain(CORE_PROTECTED.iter().copied())
+                .chain(HOST_EXEC.iter().map(|e| e.path))
+                .chain(DEFS.iter().flat_map(|d| d.allow_write.iter().copied()))
+                .collect()
+        })
+        .contains(pattern)
 }
 
 fn strings(items: &[&str]) -> Vec<String> {
@@ -217,11 +184,16 @@ mod tests {
 
     #[test]
     fn builtin_patterns_pass_the_syntax_check() {
-        let all = DEFAULT_DENY_READ
-            .iter()
-            .chain(PROTECTED_PATHS)
-            .chain(DEFS.iter().flat_map(|d| d.allow_write));
-        for pattern in all {
+        let all = default_deny_read()
+            .into_iter()
+            .chain(default_read_empty())
+            .chain(default_deny_write())
+            .chain(
+                DEFS.iter()
+                    .flat_map(|d| d.allow_write)
+                    .map(|s| s.to_string()),
+            );
+        for pattern in &all.collect::<Vec<_>>() {
             assert!(is_builtin_pattern(pattern));
             crate::paths::check_syntax(pattern).unwrap();
         }
@@ -241,8 +213,9 @@ mod tests {
         assert_eq!(p.profile, "workspace-write");
         assert_eq!(p.filesystem.read_scope, ReadScope::Host);
         assert_eq!(p.filesystem.allow_write, vec!["$WORKSPACE"]);
-        assert_eq!(p.filesystem.deny_read, strings(DEFAULT_DENY_READ));
-        assert_eq!(p.filesystem.deny_write, strings(PROTECTED_PATHS));
+        assert_eq!(p.filesystem.deny_read, default_deny_read());
+        assert_eq!(p.filesystem.read_empty, default_read_empty());
+        assert_eq!(p.filesystem.deny_write, default_deny_write());
         assert!(p.filesystem.allow_read.is_empty());
         assert_eq!(p.env.allow, strings(DEFAULT_ENV_ALLOW));
         assert_eq!(
@@ -263,8 +236,8 @@ mod tests {
         let p = profile("read-only").unwrap();
         assert_eq!(p.profile, "read-only");
         assert!(p.filesystem.allow_write.is_empty());
-        assert_eq!(p.filesystem.deny_write, strings(PROTECTED_PATHS));
-        assert_eq!(p.filesystem.deny_read, strings(DEFAULT_DENY_READ));
+        assert_eq!(p.filesystem.deny_write, default_deny_write());
+        assert_eq!(p.filesystem.deny_read, default_deny_read());
         assert_eq!(p.network, Network::default());
     }
 
@@ -284,17 +257,18 @@ mod tests {
 
     #[test]
     fn default_lists_have_no_duplicates() {
-        for list in [DEFAULT_DENY_READ, PROTECTED_PATHS, DEFAULT_ENV_ALLOW] {
+        let env: Vec<String> = strings(DEFAULT_ENV_ALLOW);
+        for list in [default_deny_read(), default_deny_write(), env] {
             let mut seen = std::collections::HashSet::new();
             for item in list {
-                assert!(seen.insert(item), "duplicate {item}");
+                assert!(seen.insert(item.clone()), "duplicate {item}");
             }
         }
     }
 
     #[test]
     fn dotenv_patterns_are_relative() {
-        assert!(DEFAULT_DENY_READ.contains(&".env"));
-        assert!(DEFAULT_DENY_READ.contains(&".env.*"));
+        assert!(default_deny_read().iter().any(|p| p == ".env"));
+        assert!(default_deny_read().iter().any(|p| p == ".env.*"));
     }
 }

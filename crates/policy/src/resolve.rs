@@ -21,6 +21,8 @@ pub struct Overrides {
     pub deny_read: Vec<String>,
     /// Extra readable paths.
     pub allow_read: Vec<String>,
+    /// Extra protected paths (`filesystem.deny_write`).
+    pub deny_write: Vec<String>,
     /// `NAME` passes the caller's `NAME` through; `NAME=VALUE` sets it.
     pub env: Vec<String>,
     /// Network mode; wins over the file's.
@@ -73,9 +75,20 @@ pub fn resolve(file: Option<PolicyFile>, overrides: &Overrides) -> Result<Policy
             fs.read_scope = scope;
         }
         append(&mut fs.deny_read, file.filesystem.deny_read);
+        append(&mut fs.read_empty, file.filesystem.read_empty);
         append(&mut fs.allow_read, file.filesystem.allow_read);
         append(&mut fs.allow_write, file.filesystem.allow_write);
         append(&mut fs.deny_write, file.filesystem.deny_write);
+        for name in &file.filesystem.unprotect {
+            crate::file::check_unprotect(name).map_err(|(reason, _)| {
+                PolicyError::InvalidPattern {
+                    field: "filesystem.unprotect",
+                    pattern: name.clone(),
+                    reason,
+                }
+            })?;
+        }
+        append(&mut fs.unprotect, file.filesystem.unprotect);
         append(&mut policy.env.allow, file.env.allow);
         policy.env.set.extend(file.env.set);
         append(&mut policy.env.passthrough, file.env.passthrough);
@@ -102,6 +115,13 @@ pub fn resolve(file: Option<PolicyFile>, overrides: &Overrides) -> Result<Policy
     append(&mut fs.allow_write, overrides.allow_write.iter().cloned());
     append(&mut fs.deny_read, overrides.deny_read.iter().cloned());
     append(&mut fs.allow_read, overrides.allow_read.iter().cloned());
+    append(&mut fs.deny_write, overrides.deny_write.iter().cloned());
+    // Catalogue entries the policy file removed; one a flag adds back stays.
+    let unprotect = fs.unprotect.clone();
+    let builtin = crate::profile::default_deny_write();
+    fs.deny_write.retain(|p| {
+        !unprotect.contains(p) || overrides.deny_write.contains(p) || !builtin.contains(p)
+    });
     for entry in &overrides.env {
         match entry.split_once('=') {
             Some((name, value)) => {
@@ -318,6 +338,7 @@ fn validate(policy: &Policy) -> Result<(), PolicyError> {
     let fs = &policy.filesystem;
     for (field, list) in [
         ("filesystem.deny_read", &fs.deny_read),
+        ("filesystem.read_empty", &fs.read_empty),
         ("filesystem.allow_read", &fs.allow_read),
         ("filesystem.allow_write", &fs.allow_write),
         ("filesystem.deny_write", &fs.deny_write),
@@ -325,6 +346,19 @@ fn validate(policy: &Policy) -> Result<(), PolicyError> {
         for pattern in list {
             validate_pattern(field, pattern)?;
         }
+    }
+    for pattern in &fs.read_empty {
+        let reason = if has_glob_meta(pattern) {
+            "a path read as empty cannot contain glob characters (the mask covers an existing path)"
+        } else if is_relative_pattern(pattern)
+            || pattern.starts_with("$WORKSPACE")
+            || pattern.starts_with("${WORKSPACE}")
+        {
+            "a path read as empty must be absolute or start with `~/` or `$HOME` (outside the workspace)"
+        } else {
+            continue;
+        };
+        return Err(invalid_pattern("filesystem.read_empty", pattern, reason));
     }
     for pattern in &fs.allow_write {
         let reason = if has_glob_meta(pattern) {
@@ -433,7 +467,7 @@ mod tests {
     use super::*;
     use crate::file::parse_policy_file;
     use crate::model::ReadScope;
-    use crate::profile::{DEFAULT_DENY_READ, DEFAULT_ENV_ALLOW, PROTECTED_PATHS};
+    use crate::profile::{default_deny_read, default_deny_write, DEFAULT_ENV_ALLOW};
 
     fn file(text: &str) -> PolicyFile {
         parse_policy_file(text, "stockade.toml").unwrap()
@@ -611,12 +645,12 @@ deny_write = ["Makefile"]
         };
         let p = resolve(Some(f), &o).unwrap();
         let fs = &p.filesystem;
-        let n = DEFAULT_DENY_READ.len();
-        assert_eq!(fs.deny_read[..n], *DEFAULT_DENY_READ);
+        let n = default_deny_read().len();
+        assert_eq!(fs.deny_read[..n], default_deny_read());
         assert_eq!(fs.deny_read[n..], ["~/secrets", "/b", "/a"]);
         assert_eq!(fs.allow_read, ["~/.ssh/config", "/r"]);
         assert_eq!(fs.allow_write, ["$WORKSPACE", "~/.cache/pip", "/tmp/out"]);
-        assert_eq!(fs.deny_write.len(), PROTECTED_PATHS.len() + 1);
+        assert_eq!(fs.deny_write.len(), default_deny_write().len() + 1);
         assert_eq!(fs.deny_write.last().map(String::as_str), Some("Makefile"));
     }
 
@@ -1011,6 +1045,76 @@ allow_hosts = ["[::ffff:127.0.0.1]:5432", "[0::1]", "db.internal"]
         b.env.set.insert("Y".into(), "2".into());
         b.env.set.insert("X".into(), "1".into());
         assert_eq!(digest(&a), digest(&b));
+    }
+
+    #[test]
+    fn unprotect_removes_catalogue_entries_only() {
+        let p = resolve(
+            Some(file(
+                "[filesystem]\nunprotect = [\".vscode\", \"lefthook.*\"]\n",
+            )),
+            &Overrides::default(),
+        )
+        .unwrap();
+        let fs = &p.filesystem;
+        assert!(!fs
+            .deny_write
+            .iter()
+            .any(|d| d == ".vscode" || d == "lefthook.*"));
+        assert!(fs.deny_write.iter().any(|d| d == ".cargo/config.toml"));
+        assert_eq!(fs.unprotect, [".vscode", "lefthook.*"]);
+        // A flag puts one back.
+        let back = Overrides {
+            deny_write: vec![".vscode".into()],
+            ..Overrides::default()
+        };
+        let p = resolve(
+            Some(file("[filesystem]\nunprotect = [\".vscode\"]\n")),
+            &back,
+        )
+        .unwrap();
+        assert!(p.filesystem.deny_write.iter().any(|d| d == ".vscode"));
+
+        let parse_err = |text: &str| {
+            parse_policy_file(text, "stockade.toml")
+                .unwrap_err()
+                .to_string()
+        };
+        let e = parse_err("[filesystem]\nunprotect = [\".vscod\"]\n");
+        assert!(e.contains("unknown catalogue entry `.vscod`"), "{e}");
+        assert!(e.contains("line 2, column 14"), "{e}");
+        for core in [".git/hooks", "stockade.toml"] {
+            let e = parse_err(&format!("[filesystem]\nunprotect = [\"{core}\"]\n"));
+            assert!(e.contains("cannot be unprotected"), "{e}");
+        }
+        // A file built in code is checked too.
+        let mut f = PolicyFile::default();
+        f.filesystem.unprotect.push(".vscod".into());
+        assert!(resolve(Some(f), &Overrides::default()).is_err());
+    }
+
+    #[test]
+    fn read_empty_takes_exact_paths_outside_the_workspace() {
+        let p = resolve(
+            Some(file("[filesystem]\nread_empty = [\"~/.kshrc.local\"]\n")),
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert!(p
+            .filesystem
+            .read_empty
+            .iter()
+            .any(|d| d == "~/.kshrc.local"));
+        assert!(p.filesystem.read_empty.iter().any(|d| d == "~/.bashrc"));
+        for bad in ["~/.rc*", ".bashrc", "$WORKSPACE/x"] {
+            let err = resolve(
+                Some(file(&format!("[filesystem]\nread_empty = [\"{bad}\"]\n"))),
+                &Overrides::default(),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(err.contains("filesystem.read_empty"), "{err}");
+        }
     }
 
     #[test]

@@ -346,6 +346,7 @@ impl Mapped {
                 allow_read: dedup(self.allow_read),
                 allow_write: dedup(self.allow_write),
                 deny_write: dedup(self.deny_write),
+                ..FilesystemPatch::default()
             },
             network: NetworkPatch {
                 mode: Some(if reach {

@@ -19,6 +19,11 @@ pub const CORPUS_VERSION: u32 = 1;
 const FILES: &[(&str, &str)] = &[
     ("secrets.toml", include_str!("../corpus/secrets.toml")),
     (
+        "credentials.toml",
+        include_str!("../corpus/credentials.toml"),
+    ),
+    ("host-exec.toml", include_str!("../corpus/host-exec.toml")),
+    (
         "indirection.toml",
         include_str!("../corpus/indirection.toml"),
     ),

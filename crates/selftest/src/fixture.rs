@@ -287,8 +287,31 @@ impl Fixture {
                 ".config/google-chrome/Default/Cookies",
                 format!("{}\n", self.secret("chrome")),
             ),
-            (".bashrc", "# bashrc of the selftest fixture\n".into()),
-            (".profile", "# profile of the selftest fixture\n".into()),
+            (
+                ".bashrc",
+                format!(
+                    "# bashrc of the selftest fixture\nexport SELFTEST_TOKEN={}\n",
+                    self.secret("bashrc")
+                ),
+            ),
+            (
+                ".profile",
+                format!(
+                    "# profile of the selftest fixture\nexport SELFTEST_PROFILE_TOKEN={}\n",
+                    self.secret("profile")
+                ),
+            ),
+            (".env", format!("API_KEY={}\n", self.secret("homeenv"))),
+            (
+                ".pgpass",
+                format!("db.invalid:5432:*:u:{}\n", self.secret("pgpass")),
+            ),
+            (
+                ".config/rclone/rclone.conf",
+                format!("[s3]\nsecret_access_key = {}\n", self.secret("rclone")),
+            ),
+            (".config/op/config", format!("{}\n", self.secret("op"))),
+            (".pki/nssdb/key4.db", format!("{}\n", self.secret("pki"))),
             (".gitconfig", "[user]\n\tname = selftest\n".into()),
             ("notes.txt", "not a secret\n".into()),
         ];

@@ -79,6 +79,8 @@ struct PlanSummary<'a> {
     host_uid: u32,
     writable_roots: &'a [std::path::PathBuf],
     masked: &'a [std::path::PathBuf],
+    /// Read as empty (shell start-up files).
+    emptied: &'a [std::path::PathBuf],
     protected: &'a [std::path::PathBuf],
     mounts: usize,
     landlock_rules: usize,
@@ -171,6 +173,7 @@ impl<'a> RunRecord<'a> {
                 host_uid: plan.ids.host_uid,
                 writable_roots: &plan.writable_roots,
                 masked: &plan.masked,
+                emptied: &plan.emptied,
                 protected: &plan.protected,
                 mounts: plan.mounts.len(),
                 landlock_rules: plan.landlock.host_rules.len() + plan.landlock.child_rules.len(),

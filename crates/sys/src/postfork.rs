@@ -243,6 +243,16 @@ pub enum MountOp<'a> {
         target: &'a CStr,
         expect: Option<Identity>,
     },
+    /// Cover a directory with an empty, read-only, readable (0555) directory.
+    EmptyDir {
+        target: &'a CStr,
+        expect: Option<Identity>,
+    },
+    /// Cover a file with an empty, read-only, readable (0444) file.
+    EmptyFile {
+        target: &'a CStr,
+        expect: Option<Identity>,
+    },
 }
 
 /// Landlock rules the command adds for mounts that exist only after the fork (their inodes
@@ -741,6 +751,8 @@ fn apply_mount(op: &MountOp<'_>, slots: &mut [c_int], mask_fd: &mut c_int) -> ra
         }
         MountOp::MaskDir { target, expect } => mask(target, c"d", mask_fd, expect),
         MountOp::MaskFile { target, expect } => mask(target, c"f", mask_fd, expect),
+        MountOp::EmptyDir { target, expect } => mask(target, c"ed", mask_fd, expect),
+        MountOp::EmptyFile { target, expect } => mask(target, c"ef", mask_fd, expect),
     }
 }
 
@@ -787,6 +799,10 @@ fn mask(
         let fd = raw::detached_tmpfs(c"0755")?;
         raw::mkdirat(fd, c"d", 0)?;
         let f = raw::openat(fd, c"f", libc::O_CREAT | libc::O_RDONLY, 0)?;
+        raw::close(f);
+        // The readable ones (the umask, 022 here, leaves these modes as they are).
+        raw::mkdirat(fd, c"ed", 0o555)?;
+        let f = raw::openat(fd, c"ef", libc::O_CREAT | libc::O_RDONLY, 0o444)?;
         raw::close(f);
         *mask_fd = fd;
     }

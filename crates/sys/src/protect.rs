@@ -143,6 +143,10 @@ pub fn is_within(path: &[u8], root: &[u8]) -> bool {
 /// `*` (any run) and `?` (one character) within one component. Works on UTF-8 characters when
 /// both sides are UTF-8, else on bytes.
 pub fn wildcard_match(pat: &[u8], name: &[u8]) -> bool {
+    // Most pattern components are literal (`.git`, `.cargo`): a byte comparison says it all.
+    if !pat.iter().any(|b| *b == b'*' || *b == b'?') {
+        return pat == name;
+    }
     if let (Ok(p), Ok(n)) = (std::str::from_utf8(pat), std::str::from_utf8(name)) {
         return match_units(p.chars(), n.chars(), '*', '?');
     }
@@ -207,6 +211,14 @@ fn relation(p: &Protected<'_>, path: &[u8]) -> Relation {
         };
     }
     let names = components(rest);
+    // Every relation needs a component matching the tail's first one (where a match, a cover
+    // or a beginning starts): one pass rules out most patterns for most paths.
+    let Some(first) = p.tail.first() else {
+        return Relation::None;
+    };
+    if !names.clone().any(|c| wildcard_match(first, c)) {
+        return Relation::None;
+    }
     let count = names.clone().count();
     let n = p.tail.len();
     // Does the tail match the `n` components ending at index `end` (exclusive)?

@@ -144,6 +144,14 @@ pub enum Mount {
     MaskFile {
         target: PathBuf,
     },
+    /// An empty, readable, read-only directory over `target`.
+    EmptyDir {
+        target: PathBuf,
+    },
+    /// An empty, readable, read-only file over `target`.
+    EmptyFile {
+        target: PathBuf,
+    },
 }
 
 impl Mount {
@@ -157,7 +165,9 @@ impl Mount {
             | Mount::Proc { target }
             | Mount::Devpts { target }
             | Mount::MaskDir { target }
-            | Mount::MaskFile { target } => Some(target),
+            | Mount::MaskFile { target }
+            | Mount::EmptyDir { target }
+            | Mount::EmptyFile { target } => Some(target),
             Mount::Mkdir { path, .. }
             | Mount::File { path, .. }
             | Mount::Symlink { path, .. }
@@ -391,6 +401,10 @@ pub struct Plan {
     pub hostname: String,
     pub writable_roots: Vec<PathBuf>,
     pub masked: Vec<PathBuf>,
+    /// Paths read as empty (`filesystem.read_empty`): covered by an empty, readable file or
+    /// directory. Landlock keeps its read rules on them (they are readable; the mount decides
+    /// what is read).
+    pub emptied: Vec<PathBuf>,
     pub protected: Vec<PathBuf>,
     /// What the init checks while the run lasts, on every name-creating call.
     pub creation_guard: CreationGuard,
@@ -476,6 +490,7 @@ impl Plan {
             Ok(out)
         };
         let deny_read = expand_all(&policy.filesystem.deny_read)?;
+        let read_empty = expand_all(&policy.filesystem.read_empty)?;
         let allow_read = expand_all(&policy.filesystem.allow_read)?;
         let deny_write = expand_all(&policy.filesystem.deny_write)?;
 
@@ -514,7 +529,27 @@ impl Plan {
         }
         masks.sort();
         masks.dedup();
-        let linked_secrets = linked_secrets(host, &masks);
+        // Paths read as empty: exact paths (the policy allows no other form), covered by an
+        // empty readable file or directory unless an unreadable mask covers them already.
+        let mut emptied: Vec<(PathBuf, Kind)> = Vec::new();
+        for d in &read_empty {
+            let PathPattern::Exact(d) = d else { continue };
+            let Some(canon) = host.canonicalize(d) else {
+                continue;
+            };
+            let covered = masks.iter().any(|(m, _)| is_within(&canon, m))
+                || writable_roots
+                    .iter()
+                    .any(|w| is_within(w, &canon) || is_within(&canon, w));
+            if covered || (under_replaced(&canon)) {
+                continue;
+            }
+            mask_targets(host, &canon, &allows, &mut emptied);
+        }
+        emptied.sort();
+        emptied.dedup();
+        let all_masks: Vec<(PathBuf, Kind)> = masks.iter().chain(&emptied).cloned().collect();
+        let linked_secrets = linked_secrets(host, &all_masks);
 
         // Protected paths inside writable roots (outside them everything is read-only).
         let mut protected: BTreeSet<PathBuf> = BTreeSet::new();
@@ -605,6 +640,7 @@ impl Plan {
         }
         // A mask inside a protected path or a protected path inside a mask: the mask wins.
         let masked_paths: Vec<PathBuf> = masks.iter().map(|(p, _)| p.clone()).collect();
+        let emptied_paths: Vec<PathBuf> = emptied.iter().map(|(p, _)| p.clone()).collect();
         protected.retain(|p| !masked_paths.iter().any(|m| is_within(p, m)));
 
         let ids = ids(req);
@@ -793,6 +829,14 @@ impl Plan {
             };
             overlay.push((depth(p), 4, vec![m]));
         }
+        for (p, kind) in &emptied {
+            let m = if *kind == Kind::Dir {
+                Mount::EmptyDir { target: p.clone() }
+            } else {
+                Mount::EmptyFile { target: p.clone() }
+            };
+            overlay.push((depth(p), 4, vec![m]));
+        }
 
         // 2. The host tree becomes read-only; private /tmp, /dev and /proc replace the host's.
         let nosuid_nodev = libc::MS_NOSUID | libc::MS_NODEV;
@@ -887,6 +931,7 @@ impl Plan {
             &writable_roots,
             &allows,
             &masked_paths,
+            &emptied,
             &devices,
         );
         let network = net_plan(policy);
@@ -944,6 +989,7 @@ impl Plan {
             hostname: SANDBOX_HOSTNAME.into(),
             writable_roots: writable_roots.clone(),
             masked: masked_paths,
+            emptied: emptied_paths,
             protected: protected.iter().cloned().collect(),
             creation_guard,
             linked_secrets,
@@ -1186,6 +1232,18 @@ impl Matches {
                 }
             }
         }
+        // A read glob with wildcards in its last component only (`~/.env*`) needs one listing
+        // of its base, not a walk of everything beneath (the whole home), nor a place in the
+        // compiled matcher (its shape would cost a regex set on every run).
+        let (one_level, read_globs): (Vec<&policy::Glob>, Vec<&policy::Glob>) =
+            read_globs.into_iter().partition(|g| g.is_one_level());
+        for g in &one_level {
+            for (name, _) in host.list_dir(g.base()) {
+                if g.matches_name(&name) {
+                    deny_read_found.push(g.base().join(name));
+                }
+            }
+        }
         let mut m = Matches {
             deny_read: deny_read_found,
             deny_write: deny_write_found,
@@ -1214,7 +1272,7 @@ impl Matches {
                 &base,
                 &mut count,
                 Stamps::Record(stamps),
-                &|name| m.globs.may_concern(name),
+                &|name, _| m.globs.may_concern(name),
                 &mut |path, kind| {
                     let (read, write) = m.globs.matches(path);
                     if read {
@@ -1258,7 +1316,7 @@ pub(crate) fn walk(
     root: &Path,
     count: &mut usize,
     mut stamps: Stamps<'_>,
-    concern: &dyn Fn(&std::ffi::OsStr) -> bool,
+    concern: &dyn Fn(&std::ffi::OsStr, Kind) -> bool,
     visit: &mut dyn FnMut(&Path, Kind),
 ) -> Result<(), PlanError> {
     let mut stack = vec![root.to_path_buf()];
@@ -1285,7 +1343,7 @@ pub(crate) fn walk(
             // No limit: what one run creates must never make a later run fail. The walk is
             // linear in the entries (about 1 s per million here, docs/benchmarks.md).
             *count += 1;
-            let interesting = concern(&name);
+            let interesting = concern(&name, kind);
             let descend = if dir_is_git {
                 name == "modules"
             } else if dir_is_modules {
@@ -1525,6 +1583,7 @@ fn landlock_plan(
     writable_roots: &[PathBuf],
     allows: &[PathBuf],
     masked: &[PathBuf],
+    emptied: &[(PathBuf, Kind)],
     devices: &[(PathBuf, usize)],
 ) -> LandlockPlan {
     let mut starts: Vec<PathBuf> = match policy.filesystem.read_scope {
@@ -1540,8 +1599,12 @@ fn landlock_plan(
     starts.dedup();
     // Masks inside writable roots cannot be mirrored (a rule on the root grants everything
     // beneath it); the mount masks enforce those alone.
+    // Paths read as empty are split out the same way: Landlock does not look at the inode a
+    // mount hides, so the host file's rule would be lost; the empty file or directory that
+    // covers it gets its own read rule once mounted (below, `child_rules`).
     let outside: Vec<&PathBuf> = masked
         .iter()
+        .chain(emptied.iter().map(|(p, _)| p))
         .filter(|m| !writable_roots.iter().any(|w| is_within(m, w)))
         .collect();
     let mut rules = Vec::new();
@@ -1563,7 +1626,7 @@ fn landlock_plan(
             dir: false,
         });
     }
-    let child_rules = vec![
+    let mut child_rules = vec![
         Rule {
             path: "/tmp".into(),
             access: Access::Full,
@@ -1585,6 +1648,11 @@ fn landlock_plan(
             dir: true,
         },
     ];
+    child_rules.extend(emptied.iter().map(|(p, kind)| Rule {
+        path: p.clone(),
+        access: Access::Read,
+        dir: *kind == Kind::Dir,
+    }));
     LandlockPlan {
         host_rules: rules,
         child_rules,

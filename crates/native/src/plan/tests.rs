@@ -260,6 +260,10 @@ fn unprivileged_plan_mounts_in_order() {
         Mount::MaskDir {
             target: p("/home/u/.ssh"),
         },
+        // The shell start-up file is read as empty.
+        Mount::EmptyFile {
+            target: p("/home/u/.bashrc"),
+        },
         // ... then the pinned git dir, the protected paths and the workspace masks.
         Mount::Pin {
             path: p("/home/u/ws/.git"),
@@ -379,7 +383,10 @@ fn landlock_read_rules_split_around_masked_paths_outside_writable_roots() {
     );
     assert!(!read.contains(&Path::new("/home/u")));
     assert!(!read.contains(&Path::new("/home/u/.ssh")));
-    for granted in ["/usr", "/etc", "/tmp", "/home/u/.bashrc", "/home/u/ws"] {
+    // Read as empty: the host file's inode gets no rule (the mount hides it from Landlock);
+    // the empty file over it gets one after the fork.
+    assert!(!read.contains(&Path::new("/home/u/.bashrc")));
+    for granted in ["/usr", "/etc", "/tmp", "/home/u/ws"] {
         assert!(
             read.contains(&Path::new(granted)),
             "{granted} readable: {read:?}"
@@ -405,7 +412,8 @@ fn landlock_read_rules_split_around_masked_paths_outside_writable_roots() {
             Path::new("/tmp"),
             Path::new("/dev/shm"),
             Path::new("/dev/pts"),
-            Path::new("/proc")
+            Path::new("/proc"),
+            Path::new("/home/u/.bashrc")
         ]
     );
 }
