@@ -125,9 +125,9 @@ fn record_path_through_a_link_in_the_workspace_is_refused() {
     assert!(attacks::read_json(&direct).get("exit_code").is_some());
 }
 
-/// Run 1 may write `logs/` and plants `logs/audit.jsonl -> ~/.bashrc`; run 2 (without the
-/// grant) logs to `logs/audit.jsonl`. Refused; `.bashrc` unchanged. Control: an append to
-/// the name, as the old `OpenOptions::append` did, changes `.bashrc`. The report is written
+/// Run 1 may write `logs/` and plants `logs/audit.jsonl -> outside/victim.sh`; run 2
+/// (without the grant) logs to `logs/audit.jsonl`. Refused; the victim unchanged. Control:
+/// an append to the name, as the old `OpenOptions::append` did, changes it. The report is written
 /// over a planted link as a file of its own.
 #[test]
 fn audit_log_planted_as_a_symlink_by_an_earlier_run_is_not_followed() {
@@ -136,8 +136,12 @@ fn audit_log_planted_as_a_symlink_by_an_earlier_run_is_not_followed() {
     attacks::mkdir(&logs);
     let audit = logs.join("audit.jsonl");
     let report = logs.join("report.json");
-    let victim = fx.home.join(".bashrc");
-    let before = bashrc(&fx);
+    // A file of the caller's that no mask covers (a link into `~/.bashrc`, which reads as
+    // empty, would be quarantined by the sweep after run 1 already).
+    let victim = fx.outside.join("victim.sh");
+    attacks::write_file(&victim, "echo original\n", 0o644);
+    let victim_text = || read_text(&victim).expect("read the victim");
+    let before = victim_text();
     let plant = format!(
         "ln -s {v} {a} && ln -s {v} {r}",
         v = sh_quote(&victim),
@@ -156,7 +160,7 @@ fn audit_log_planted_as_a_symlink_by_an_earlier_run_is_not_followed() {
         .assert_stderr_contains(CODE)
         .assert_stderr_contains("symbolic link");
     assert_eq!(
-        bashrc(&fx),
+        victim_text(),
         before,
         "the audit log was appended through the link"
     );
@@ -169,7 +173,7 @@ fn audit_log_planted_as_a_symlink_by_an_earlier_run_is_not_followed() {
         .outcome()
         .assert_ok();
     assert_eq!(
-        bashrc(&fx),
+        victim_text(),
         before,
         "the report was written through the link"
     );
@@ -186,7 +190,7 @@ fn audit_log_planted_as_a_symlink_by_an_earlier_run_is_not_followed() {
     .run()
     .assert_success();
     assert_ne!(
-        bashrc(&fx),
+        victim_text(),
         before,
         "control: the append went through the link"
     );
