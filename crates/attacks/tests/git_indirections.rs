@@ -344,3 +344,42 @@ fn live_config_change_is_refused_and_reported() {
     host_git_uses_the_repository(&fx, &fx.ws);
     assert!(flag.exists(), "control: git did not run the fsmonitor");
 }
+
+/// Found by the red-team pass: git reads on after a header's `]`, so
+/// `[remote "x"] [core] fsmonitor = ...` sets `core.fsmonitor`; the inertness check took the
+/// whole line for one `remote` header. Refused now, for an existing config's rewrite and for a
+/// new repository's config.
+#[test]
+fn a_live_key_after_a_header_on_the_same_line_is_refused() {
+    let fx = Fixture::new();
+    let records = fx.records();
+    let (script, flag) = tripwire(&fx, "pwned-header-line");
+    let line = format!(
+        "printf '[remote \"x\"] [core] fsmonitor = \"{}\" #]\\n'",
+        script.display()
+    );
+    let attack = format!(
+        "cat .git/config > .git/config.lock && {line} >> .git/config.lock && mv .git/config.lock .git/config"
+    );
+    let run = fx.attack(&records.opts(), &attack).outcome();
+    run.assert_failed();
+    records.assert_blocked(&run.run, &[".git/config"]);
+    host_git_uses_the_repository(&fx, &fx.ws);
+    assert!(!flag.exists(), "the smuggled fsmonitor ran on the host");
+    // A new repository's config, written the way git writes it.
+    let fresh = format!(
+        "git init -q sub && cd sub && cat .git/config > .git/config.lock && {line} >> .git/config.lock && mv .git/config.lock .git/config"
+    );
+    fx.attack(&[], &fresh).outcome().assert_failed();
+    if fx.ws.join("sub/.git").exists() {
+        git_in(&fx, &fx.ws.join("sub"), &["status", "--porcelain"]);
+    }
+    assert!(
+        !flag.exists(),
+        "the smuggled fsmonitor of a new repository ran on the host"
+    );
+    // Control: git does read the key.
+    fx.control(&attack).outcome().assert_ok();
+    host_git_uses_the_repository(&fx, &fx.ws);
+    assert!(flag.exists(), "control: git did not run the fsmonitor");
+}

@@ -25,17 +25,47 @@ fn classify(line: &str) -> Line<'_> {
         return Line::Blank;
     }
     if let Some(rest) = line.strip_prefix('[') {
-        let Some(inner) = rest.strip_suffix(']') else {
-            return Line::Other;
-        };
-        let mut parts = inner.splitn(2, char::is_whitespace);
-        let name = parts.next().unwrap_or("");
-        return Line::Header {
-            name,
-            sub: parts.next().is_some(),
-        };
+        return header(rest).unwrap_or(Line::Other);
     }
     Line::Key(line.split(['=', ' ', '\t']).next().unwrap_or(""))
+}
+
+/// A section header as git reads it (`get_base_var`, `get_extended_base_var`): a name of
+/// letters, digits, `-` and `.`, optionally whitespace and a quoted subsection (`\"` and `\\`
+/// escaped, no newline), then `]`. Git goes on reading the same line after the `]` as more
+/// config (`[remote "x"] [core] fsmonitor = ...` sets `core.fsmonitor`), so only blanks or a
+/// comment may follow here; anything else is not a header this check knows (live).
+fn header(rest: &str) -> Option<Line<'_>> {
+    let name_len = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '.'))
+        .unwrap_or(rest.len());
+    let name = &rest[..name_len];
+    if name.is_empty() {
+        return None;
+    }
+    let mut after = &rest[name_len..];
+    let mut sub = false;
+    if after.starts_with([' ', '\t']) {
+        let quoted = after.trim_start_matches([' ', '\t']).strip_prefix('"')?;
+        // The subsection runs to the first unescaped quote.
+        let mut chars = quoted.char_indices();
+        let end = loop {
+            match chars.next()? {
+                (_, '\\') => {
+                    chars.next()?;
+                }
+                (i, '"') => break i,
+                _ => {}
+            }
+        };
+        after = &quoted[end + 1..];
+        sub = true;
+    }
+    let tail = after.strip_prefix(']')?.trim_start();
+    if !(tail.is_empty() || tail.starts_with('#') || tail.starts_with(';')) {
+        return None;
+    }
+    Some(Line::Header { name, sub })
 }
 
 /// Keys that run nothing and point git nowhere, by section: what `git init`, `git clone`,
@@ -163,6 +193,14 @@ mod tests {
             b"[remote \"origin\"]\n\turl = x\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n[user]\n\temail = a@b\n"
         ));
         assert!(git_config_is_inert(b""));
+        assert!(git_config_is_inert(
+            b"[remote \"a]b\\\"c\"] # comment ]\n\turl = x\n[user] ; note\n\tname = n\n"
+        ));
+        // An escaped quote keeps the subsection going: git reads one header here (subsection
+        // `x"] [core] pager = x`), no key.
+        assert!(git_config_is_inert(
+            b"[remote \"x\\\"] [core] pager = x\"]\n\turl = a\n"
+        ));
         for live in [
             &b"[core]\n\tfsmonitor = touch /tmp/pwned\n"[..],
             b"[core]\n\thooksPath = /tmp/h\n",
@@ -174,6 +212,12 @@ mod tests {
             b"[user \"x\"]\n\tname = a\n",
             b"[remote.origin]\n\turl = a\n",
             b"[core] fsmonitor = x\n",
+            b"[remote \"x\"] [core] fsmonitor = \"touch p\" #]\n",
+            b"[remote \"x\"]fsmonitor = y\n",
+            b"[remote \"a]b\"] [core] pager = x\n",
+            b"[remote \"x\"\n",
+            b"[remote x]\n\turl = a\n",
+            b"[]\n",
             b"[remote \"o\"]\n\tvcs = x\n",
             b"fsmonitor = x\n",
             b"[core\n",

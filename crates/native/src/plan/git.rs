@@ -80,7 +80,12 @@ fn entries(text: &str) -> Vec<Entry> {
     let mut section = String::new();
     let mut subsection: Option<String> = None;
     let mut lines = text.lines();
-    while let Some(raw) = lines.next() {
+    // Git reads on after a header's `]` as more config (a key, or another header).
+    let mut rest_of_line: Option<String> = None;
+    while let Some(raw) = rest_of_line
+        .take()
+        .or_else(|| lines.next().map(str::to_string))
+    {
         let mut line = raw.trim_start().to_string();
         if let Some(rest) = line.strip_prefix('[') {
             let Some(end) = rest.find(']') else {
@@ -105,10 +110,10 @@ fn entries(text: &str) -> Vec<Entry> {
                     }
                 },
             }
-            if after.is_empty() || after.starts_with('#') || after.starts_with(';') {
-                continue;
+            if !(after.is_empty() || after.starts_with('#') || after.starts_with(';')) {
+                rest_of_line = Some(after);
             }
-            line = after; // a key on the header's line
+            continue;
         }
         if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
             continue;
@@ -293,6 +298,7 @@ mod tests {
         let text = "[core]\n\thooksPath = \"hooks dir\" # comment\n\
             [includeIf \"gitdir:~/w/\"]\n\tpath = ../x.inc\n\
             [include] path = y ; trailing\n\
+            [remote \"x\"] [core] hooksPath = z\n\
             [remote.Origin]\n\turl = a\\\n\tb\n\
             [Core]\n\tHOOKSPATH\n";
         let e = entries(text);
@@ -302,7 +308,7 @@ mod tests {
                 .map(|x| x.value.clone())
                 .collect()
         };
-        assert_eq!(find("core", "hookspath"), ["hooks dir", "true"]);
+        assert_eq!(find("core", "hookspath"), ["hooks dir", "z", "true"]);
         assert_eq!(find("includeif", "path"), ["../x.inc"]);
         assert_eq!(find("include", "path"), ["y"]);
         assert_eq!(find("remote", "url"), ["a\tb"]);
