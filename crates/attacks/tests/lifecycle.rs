@@ -166,10 +166,12 @@ fn ctrl_c_is_forwarded_then_the_whole_sandbox_ends() {
     let script = format!(
         "trap 'echo int > {seen}' INT; \
          (trap '' INT TERM HUP; setsid sh -c 'trap \"\" INT TERM HUP; while :; do sleep 1; done; : {tag}' &); \
-         while :; do sleep 1; done; : {tag}",
+         while :; do sleep 0.1; done; : {tag}",
         seen = attacks::sh_quote(&seen)
     );
     // The trap is set first: once the daemon runs (what start_run waits for), it is in place.
+    // The shell runs it only once its foreground `sleep` ends: short sleeps, so that happens
+    // well within the grace period after which the whole sandbox is ended.
     let mut child = start_run(&fx, &script, &tag, 2);
     let sent = std::time::Instant::now();
     // SAFETY: kill with a pid and a signal number touches no memory.
