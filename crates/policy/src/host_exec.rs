@@ -127,6 +127,20 @@ pub const HOST_EXEC: &[HostExec] = &[
     entry(".zprofile", "zsh", "sourced by login shells"),
     entry(".zlogin", "zsh", "sourced by login shells"),
     entry(".config/fish", "fish", "config.fish and conf.d are sourced by every fish"),
+    // Tools' global configs, when the workspace is (or holds) a home directory: each applies
+    // to every project the user opens afterwards.
+    entry(
+        ".gitconfig",
+        "git",
+        "the global config: core.fsmonitor, core.hooksPath, aliases and filters run in every repository",
+    ),
+    entry(".config/git/config", "git", "the global config (XDG location), as ~/.gitconfig"),
+    entry(
+        ".config/git/attributes",
+        "git",
+        "global attributes select the diff, merge and filter drivers run in every repository",
+    ),
+    entry(".config/git/ignore", "git", "global ignore rules can hide a planted file from every `git status`"),
 ];
 
 /// The catalogue entry named `path`.
