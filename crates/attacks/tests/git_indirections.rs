@@ -288,24 +288,27 @@ fn everyday_git_rewrites_an_existing_config_and_keeps_its_live_keys() {
     fx.git_host(&["init", "-q", "--bare", remote.to_str().unwrap()])
         .assert_success();
     let remote_s = remote.display().to_string();
-    let script = format!(
-        "set -e
+    // A local remote in a writable root: set up by the user (adding one inside the run is
+    // refused: a push runs the receiving repository's hooks, which the run could plant).
+    fx.git_host(&["remote", "add", "origin", &remote_s])
+        .assert_success();
+    let script = "set -e
         git config user.name 'Inside'
-        git remote add origin {remote_s}
+        git remote add mirror https://example.invalid/x.git
         git push -q -u origin main
         git branch -q topic
         git branch -q -u origin/main topic
         git config pull.rebase true
         git sparse-checkout set app
-        git config --get branch.main.remote"
-    );
-    fx.attack(&["--allow-write", &remote_s], &script)
+        git config --get branch.main.remote";
+    fx.attack(&["--allow-write", &remote_s], script)
         .outcome()
         .assert_shows("origin");
     let config = read_text(&fx.ws.join(".git/config")).unwrap();
     for want in [
         "name = Inside",
         "[remote \"origin\"]",
+        "[remote \"mirror\"]",
         "[branch \"main\"]",
         "merge = refs/heads/main",
         "[branch \"topic\"]",
@@ -382,4 +385,56 @@ fn a_live_key_after_a_header_on_the_same_line_is_refused() {
     fx.control(&attack).outcome().assert_ok();
     host_git_uses_the_repository(&fx, &fx.ws);
     assert!(flag.exists(), "control: git did not run the fsmonitor");
+}
+
+/// Found by the red-team pass: a push to a local repository runs that repository's hooks on
+/// the host, so a remote (or a branch's remote) pointed at a repository in a writable root,
+/// where the run can plant hooks, is refused; one elsewhere, or on another machine, is not.
+#[test]
+fn a_remote_in_a_writable_root_is_refused() {
+    let fx = Fixture::new();
+    let records = fx.records();
+    let (script, flag) = tripwire(&fx, "pwned-pushurl");
+    let plant = format!(
+        "git init -q --bare tools/cache && printf '#!/bin/sh\\n{}\\n' > tools/cache/hooks/pre-receive && chmod +x tools/cache/hooks/pre-receive",
+        script.display()
+    );
+    let ws = fx.ws.display().to_string();
+    for attack in [
+        format!("git config remote.origin.pushurl {ws}/tools/cache"),
+        format!("git remote add origin {ws}/tools/cache"),
+        "git remote add origin ./tools/cache".to_string(),
+        "git config branch.main.remote tools/cache".to_string(),
+    ] {
+        let run = fx
+            .attack(&records.opts(), &format!("{plant} 2>/dev/null; {attack}"))
+            .outcome();
+        run.assert_failed();
+        records.assert_blocked(&run.run, &[".git/config"]);
+        let remote = fx.git_host(&["config", "--get-regexp", "remote|branch"]);
+        assert!(
+            !remote.stdout.contains("tools/cache"),
+            "{attack}: {}",
+            remote.stdout
+        );
+    }
+    // Elsewhere, or another machine: allowed.
+    fx.attack(
+        &[],
+        "git remote add up https://example.invalid/x.git && git remote add srv /srv/x.git",
+    )
+    .outcome()
+    .assert_ok();
+    // Control: the host's push to the planted repository runs its hook.
+    std::fs::remove_dir_all(fx.ws.join("tools")).ok();
+    fx.control(&format!(
+        "{plant} && git remote add origin {ws}/tools/cache"
+    ))
+    .outcome()
+    .assert_ok();
+    fx.git_host(&["push", "-q", "origin", "main"]);
+    assert!(
+        flag.exists(),
+        "control: the push did not run the planted hook"
+    );
 }

@@ -75,6 +75,12 @@ pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
         }
     }
     found.sort();
+    let writable: Vec<&[u8]> = plan
+        .sweep
+        .roots
+        .iter()
+        .map(|r| r.as_os_str().as_encoded_bytes())
+        .collect();
     let mut out: Vec<Violation> = Vec::new();
     let mut moved: Vec<PathBuf> = Vec::new();
     // The quarantine lives in `<root>/.stockade`; one the sandbox created (possibly a symlink
@@ -107,7 +113,7 @@ pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
         } else if is_git_config && host.lstat_kind(&path) == Some(Kind::File) {
             let opened = open_git_config(root, &path);
             if let Some((fd, text)) = &opened {
-                if git_config_is_inert(text) {
+                if git_config_is_inert(text, &writable) {
                     give_back_write_bit(fd);
                     continue;
                 }
@@ -519,7 +525,7 @@ mod tests {
     #[test]
     fn git_init_config_is_inert() {
         let text = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n[remote \"origin\"]\n\turl = https://example.com/x.git\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n[branch \"main\"]\n\tremote = origin\n\tmerge = refs/heads/main\n";
-        assert!(git_config_is_inert(text.as_bytes()));
+        assert!(git_config_is_inert(text.as_bytes(), &[]));
     }
 
     #[test]
@@ -534,7 +540,7 @@ mod tests {
             "[diff \"x\"]\n\ttextconv = evil\n",
             "[core \"x\"]\n\tbare = false\n",
         ] {
-            assert!(!git_config_is_inert(text.as_bytes()), "{text}");
+            assert!(!git_config_is_inert(text.as_bytes(), &[]), "{text}");
         }
     }
 }

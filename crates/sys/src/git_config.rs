@@ -110,14 +110,84 @@ fn inert_key(section: &str, key: &str) -> bool {
     }
 }
 
+/// Keys whose value names a repository git will talk to (and, for a local one, run the hooks
+/// of on push): inert only when [`remote_is_inert`] says so.
+fn names_a_repository(section: &str, key: &str) -> bool {
+    let is = |k: &str| key.eq_ignore_ascii_case(k);
+    (section.eq_ignore_ascii_case("remote") && (is("url") || is("pushurl")))
+        || (section.eq_ignore_ascii_case("branch") && (is("remote") || is("pushremote")))
+}
+
+/// The value of a `key = value` line when it is plain (no quotes, escapes, comments or inner
+/// blanks, which this check does not interpret); `None` otherwise.
+fn plain_value(line: &str) -> Option<&str> {
+    let value = line.split_once('=')?.1.trim();
+    let plain = !value.is_empty()
+        && !value.contains(['"', '\\', '#', ';', ' ', '\t'])
+        && !value.starts_with('-');
+    plain.then_some(value)
+}
+
+/// Whether a remote (a name, or a URL) is one a push or fetch cannot turn into running code
+/// written by the sandbox: another machine (`https://`, `ssh://`, `git://`, `host:path`), a
+/// remote's name, or a local repository outside every writable root (`/abs`, `file:///abs`).
+/// A local repository inside one could hold hooks the sandbox planted (a push runs the
+/// receiving repository's `pre-receive`); relative paths, `transport::address` helpers and
+/// anything unusual count as live.
+fn remote_is_inert(value: &str, name_allowed: bool, writable: &[&[u8]]) -> bool {
+    let lower_starts = |p: &str| value.len() >= p.len() && value[..p.len()].eq_ignore_ascii_case(p);
+    if value.contains("::") {
+        return false;
+    }
+    for scheme in [
+        "https://",
+        "http://",
+        "ssh://",
+        "git://",
+        "git+ssh://",
+        "ssh+git://",
+    ] {
+        if lower_starts(scheme) {
+            return value.len() > scheme.len();
+        }
+    }
+    let local = if lower_starts("file://") {
+        Some(&value["file://".len()..])
+    } else if value.starts_with('/') {
+        Some(value)
+    } else {
+        None
+    };
+    if let Some(path) = local {
+        let normal = path.starts_with('/') && !path.split('/').any(|c| c == "." || c == "..");
+        return normal
+            && !writable
+                .iter()
+                .any(|w| crate::protect::is_within(path.as_bytes(), w));
+    }
+    if value.starts_with('.') {
+        return false;
+    }
+    match value.split_once(':') {
+        // scp-like `[user@]host:path` (git's rule: no `/` before the first `:`).
+        Some((host, _)) => !host.is_empty() && !host.contains('/'),
+        // A remote's name (`branch.main.remote = origin`); as a URL, a relative path.
+        None => name_allowed && !value.contains('/'),
+    }
+}
+
 /// Sections whose header may name a subsection (`[remote "origin"]`).
 fn takes_subsection(section: &str) -> bool {
     section.eq_ignore_ascii_case("branch") || section.eq_ignore_ascii_case("remote")
 }
 
 /// Every line of `text` that is not blank, not a header and not an inert key, each with the
-/// header line it stands under ("" before the first): what must not change.
-fn live_lines(text: &str) -> impl Iterator<Item = (&str, &str)> {
+/// header line it stands under ("" before the first): what must not change. `writable`: the
+/// run's writable roots (see [`remote_is_inert`]).
+fn live_lines<'a>(
+    text: &'a str,
+    writable: &'a [&'a [u8]],
+) -> impl Iterator<Item = (&'a str, &'a str)> {
     let mut header = "";
     let mut section: Option<(&str, bool)> = None;
     text.lines().filter_map(move |raw| {
@@ -130,7 +200,14 @@ fn live_lines(text: &str) -> impl Iterator<Item = (&str, &str)> {
                 None
             }
             Line::Key(key) => match section {
-                Some((name, sub)) if (!sub || takes_subsection(name)) && inert_key(name, key) => {
+                Some((name, sub))
+                    if (!sub || takes_subsection(name))
+                        && inert_key(name, key)
+                        && (!names_a_repository(name, key)
+                            || plain_value(line).is_some_and(|v| {
+                                remote_is_inert(v, name.eq_ignore_ascii_case("branch"), writable)
+                            })) =>
+                {
                     None
                 }
                 _ => Some((header, line)),
@@ -147,8 +224,10 @@ fn live_lines(text: &str) -> impl Iterator<Item = (&str, &str)> {
 /// Whether a git config only holds keys that run nothing: what `git init`, `git clone`,
 /// `git remote add`, `git branch --set-upstream-to` and `git config user.*` write. Anything
 /// else (`core.fsmonitor`, `core.hooksPath`, `core.pager`, `include.path`, aliases, filters,
-/// `core.sshCommand`, ...) makes the config "live". Invalid UTF-8 or syntax is live too.
-pub fn git_config_is_inert(text: &[u8]) -> bool {
+/// `core.sshCommand`, ...) makes the config "live", and so does a remote that is a local
+/// repository inside one of the `writable` roots (see [`remote_is_inert`]). Invalid UTF-8 or
+/// syntax is live too.
+pub fn git_config_is_inert(text: &[u8], writable: &[&[u8]]) -> bool {
     let Ok(text) = std::str::from_utf8(text) else {
         return false;
     };
@@ -158,7 +237,7 @@ pub fn git_config_is_inert(text: &[u8]) -> bool {
             headers_ok &= takes_subsection(name);
         }
     }
-    headers_ok && live_lines(text).next().is_none()
+    headers_ok && live_lines(text, writable).next().is_none()
 }
 
 /// Whether rewriting a config from `old` to `new` only adds, changes or removes inert keys:
@@ -166,7 +245,7 @@ pub fn git_config_is_inert(text: &[u8]) -> bool {
 /// how `git config`, `git remote add` or `git push -u` may change an existing repository's
 /// config that already holds live keys (a `filter "lfs"` section, a `core.hooksPath` the user
 /// set): those keys must come through untouched.
-pub fn git_config_rewrite_is_inert(old: &[u8], new: &[u8]) -> bool {
+pub fn git_config_rewrite_is_inert(old: &[u8], new: &[u8], writable: &[&[u8]]) -> bool {
     let (Ok(old), Ok(new)) = (std::str::from_utf8(old), std::str::from_utf8(new)) else {
         return false;
     };
@@ -178,7 +257,7 @@ pub fn git_config_rewrite_is_inert(old: &[u8], new: &[u8]) -> bool {
             headers_ok &= takes_subsection(name) || old.lines().any(|o| o.trim() == line.trim());
         }
     }
-    headers_ok && live_lines(old).eq(live_lines(new))
+    headers_ok && live_lines(old, writable).eq(live_lines(new, writable))
 }
 
 #[cfg(test)]
@@ -188,18 +267,21 @@ mod tests {
     #[test]
     fn inert_git_configs() {
         let init = b"[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n";
-        assert!(git_config_is_inert(init));
+        assert!(git_config_is_inert(init, &[]));
         assert!(git_config_is_inert(
-            b"[remote \"origin\"]\n\turl = x\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n[user]\n\temail = a@b\n"
+            b"[remote \"origin\"]\n\turl = host:x\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n[user]\n\temail = a@b\n",
+            &[]
         ));
-        assert!(git_config_is_inert(b""));
+        assert!(git_config_is_inert(b"", &[]));
         assert!(git_config_is_inert(
-            b"[remote \"a]b\\\"c\"] # comment ]\n\turl = x\n[user] ; note\n\tname = n\n"
+            b"[remote \"a]b\\\"c\"] # comment ]\n\turl = git://h/x\n[user] ; note\n\tname = n\n",
+            &[]
         ));
         // An escaped quote keeps the subsection going: git reads one header here (subsection
         // `x"] [core] pager = x`), no key.
         assert!(git_config_is_inert(
-            b"[remote \"x\\\"] [core] pager = x\"]\n\turl = a\n"
+            b"[remote \"x\\\"] [core] pager = x\"]\n\turl = h:a\n",
+            &[]
         ));
         for live in [
             &b"[core]\n\tfsmonitor = touch /tmp/pwned\n"[..],
@@ -224,11 +306,66 @@ mod tests {
             b"[core]\n\t\xff = 1\n",
         ] {
             assert!(
-                !git_config_is_inert(live),
+                !git_config_is_inert(live, &[]),
                 "{}",
                 String::from_utf8_lossy(live)
             );
         }
+    }
+
+    const WS: &[&[u8]] = &[b"/ws"];
+
+    #[test]
+    fn remotes_inside_a_writable_root_are_live() {
+        let cfg = |url: &str| format!("[remote \"o\"]\n\turl = {url}\n");
+        for inert in [
+            "https://example.invalid/x.git",
+            "ssh://git@example.invalid/x",
+            "git@example.invalid:x/y.git",
+            "example.invalid:x",
+            "/srv/repos/x.git",
+            "file:///srv/repos/x.git",
+        ] {
+            assert!(git_config_is_inert(cfg(inert).as_bytes(), WS), "{inert}");
+        }
+        for live in [
+            "/ws/evil.git",
+            "/ws",
+            "file:///ws/evil",
+            "/srv/../ws/evil",
+            "../evil.git",
+            "./evil",
+            "evil",
+            "sub/evil",
+            "ext::sh -c x",
+            "fd::3",
+            "evil::x",
+            "\"/ws/evil\"",
+            "/srv/x # c",
+            "-oProxyCommand=x:y",
+            "https://",
+        ] {
+            assert!(!git_config_is_inert(cfg(live).as_bytes(), WS), "{live}");
+        }
+        // A branch's remote: a name, or a URL under the same rule.
+        let branch = |r: &str| format!("[branch \"m\"]\n\tremote = {r}\n\tmerge = refs/heads/m\n");
+        assert!(git_config_is_inert(branch("origin").as_bytes(), WS));
+        assert!(!git_config_is_inert(branch("/ws/evil").as_bytes(), WS));
+        assert!(!git_config_is_inert(branch("../evil").as_bytes(), WS));
+        // An existing remote in the workspace may stay as it is.
+        let old = cfg("/ws/r.git");
+        let new = old.clone() + "[user]\n\tname = n\n";
+        assert!(git_config_rewrite_is_inert(
+            old.as_bytes(),
+            new.as_bytes(),
+            WS
+        ));
+        let moved = cfg("/ws/other.git");
+        assert!(!git_config_rewrite_is_inert(
+            old.as_bytes(),
+            moved.as_bytes(),
+            WS
+        ));
     }
 
     const USER_CONFIG: &[u8] = b"[core]\n\trepositoryformatversion = 0\n\tbare = false\n\
@@ -243,18 +380,22 @@ mod tests {
             b"[branch \"main\"]\n\tremote = origin\n\tmerge = refs/heads/main\n[user]\n\tname = A\n",
         ]
         .concat();
-        assert!(git_config_rewrite_is_inert(USER_CONFIG, &added));
+        assert!(git_config_rewrite_is_inert(USER_CONFIG, &added, WS));
         // Inert keys removed again, or changed.
-        assert!(git_config_rewrite_is_inert(&added, USER_CONFIG));
+        assert!(git_config_rewrite_is_inert(&added, USER_CONFIG, WS));
         let changed = String::from_utf8_lossy(USER_CONFIG).replace("bare = false", "bare = true");
-        assert!(git_config_rewrite_is_inert(USER_CONFIG, changed.as_bytes()));
+        assert!(git_config_rewrite_is_inert(
+            USER_CONFIG,
+            changed.as_bytes(),
+            WS
+        ));
         // sparse-checkout and worktree config.
         let sparse = [
             USER_CONFIG,
             b"[extensions]\n\tworktreeConfig = true\n[core]\n\tsparseCheckout = true\n",
         ]
         .concat();
-        assert!(git_config_rewrite_is_inert(USER_CONFIG, &sparse));
+        assert!(git_config_rewrite_is_inert(USER_CONFIG, &sparse, WS));
     }
 
     #[test]
@@ -271,15 +412,15 @@ mod tests {
             text.clone() + "[alias \"x\"]\n",
         ] {
             assert!(
-                !git_config_rewrite_is_inert(USER_CONFIG, new.as_bytes()),
+                !git_config_rewrite_is_inert(USER_CONFIG, new.as_bytes(), WS),
                 "{new}"
             );
         }
-        assert!(!git_config_rewrite_is_inert(b"\xff", b""));
+        assert!(!git_config_rewrite_is_inert(b"\xff", b"", WS));
         // Moving a live key to another section instance changes its header.
         let moved =
             b"[core]\n\trepositoryformatversion = 0\n\tbare = false\n\thooksPath = .githooks\n\
             [filter \"lfs\"]\n\tclean = git-lfs clean -- %f\n\tprocess = git-lfs filter-process\n";
-        assert!(!git_config_rewrite_is_inert(USER_CONFIG, moved));
+        assert!(!git_config_rewrite_is_inert(USER_CONFIG, moved, WS));
     }
 }

@@ -1252,10 +1252,16 @@ impl Server<'_> {
                     // An existing config, read-only during the run: rewritten in place if
                     // only inert keys change (git's own rename onto it would fail, EBUSY).
                     Some(fd) if flags & libc::RENAME_NOREPLACE == 0 => {
-                        rewrite_held_config(&odir, &oname, fd)
+                        rewrite_held_config(&odir, &oname, fd, self.rules.roots)
                     }
                     Some(_) => Err(FreshCopy::Errno(Errno(libc::EEXIST))),
-                    None => fresh_config_copy(&odir, &oname, &ndir, &nname, flags, id),
+                    None => fresh_config_copy(
+                        (&odir, &oname),
+                        (&ndir, &nname),
+                        flags,
+                        id,
+                        self.rules.roots,
+                    ),
                 };
                 match done {
                     Err(FreshCopy::Live) => {
@@ -1395,16 +1401,15 @@ impl From<Errno> for FreshCopy {
 /// git config, then remove the source (the rename's effect, minus any descriptor the command
 /// still holds on the source).
 fn fresh_config_copy(
-    odir: &Fd,
-    oname: &Name,
-    ndir: &Fd,
-    nname: &Name,
+    (odir, oname): (&Fd, &Name),
+    (ndir, nname): (&Fd, &Name),
     flags: c_uint,
     id: u64,
+    writable: &[&[u8]],
 ) -> Result<(), FreshCopy> {
     let mut content = [0u8; CONFIG_MAX + 1];
     let len = match read_config(odir, oname, &mut content)? {
-        Some(len) if protect::git_config_is_inert(&content[..len]) => len,
+        Some(len) if protect::git_config_is_inert(&content[..len], writable) => len,
         _ => return Err(FreshCopy::Live),
     };
     let tmp = Fd(raw::openat_exact(
@@ -1470,7 +1475,12 @@ fn read_config(
 /// keys differ ([`crate::git_config::git_config_rewrite_is_inert`]), then remove the source:
 /// the rename's effect. In place, so a reader on the host could see a partly written file for
 /// an instant (git itself would have renamed).
-fn rewrite_held_config(odir: &Fd, oname: &Name, held: c_int) -> Result<(), FreshCopy> {
+fn rewrite_held_config(
+    odir: &Fd,
+    oname: &Name,
+    held: c_int,
+    writable: &[&[u8]],
+) -> Result<(), FreshCopy> {
     let mut new = [0u8; CONFIG_MAX + 1];
     let Some(new_len) = read_config(odir, oname, &mut new)? else {
         return Err(FreshCopy::Live);
@@ -1484,7 +1494,11 @@ fn rewrite_held_config(odir: &Fd, oname: &Name, held: c_int) -> Result<(), Fresh
         }
     }
     if old_len > CONFIG_MAX
-        || !crate::git_config::git_config_rewrite_is_inert(&old[..old_len], &new[..new_len])
+        || !crate::git_config::git_config_rewrite_is_inert(
+            &old[..old_len],
+            &new[..new_len],
+            writable,
+        )
     {
         return Err(FreshCopy::Live);
     }
