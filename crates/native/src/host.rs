@@ -55,6 +55,10 @@ pub trait HostView {
     fn read_lossy(&self, path: &Path, _limit: usize) -> Option<String> {
         self.read_small(path)
     }
+    /// Up to `limit` bytes of a regular file (a git index); none by default (a fake host).
+    fn read_bytes(&self, _path: &Path, _limit: usize) -> Option<Vec<u8>> {
+        None
+    }
     /// The directory's stamp (not following a final symlink); `None` if it is not a directory,
     /// or by default (a fake host: every directory is listed).
     fn dir_stamp(&self, _path: &Path) -> Option<DirStamp> {
@@ -142,11 +146,11 @@ impl HostView for RealHost {
     }
 
     fn read_lossy(&self, path: &Path, limit: usize) -> Option<String> {
-        use std::io::Read;
-        let file = std::fs::File::open(path).ok()?;
-        let mut buf = Vec::new();
-        file.take(limit as u64).read_to_end(&mut buf).ok()?;
-        Some(String::from_utf8_lossy(&buf).into_owned())
+        read_regular(path, limit).map(|buf| String::from_utf8_lossy(&buf).into_owned())
+    }
+
+    fn read_bytes(&self, path: &Path, limit: usize) -> Option<Vec<u8>> {
+        read_regular(path, limit)
     }
 
     fn cgroups(&self) -> crate::cgroup::CgroupFacts {
@@ -258,6 +262,12 @@ fn stamp_of(st: &rustix::fs::Stat) -> DirStamp {
 /// `.git` file's `commondir`), and a FIFO there would block every later run at its open
 /// (`O_NONBLOCK` makes the open return; the type check refuses the rest).
 pub(crate) fn read_text(path: &Path, limit: usize) -> Option<String> {
+    String::from_utf8(read_regular(path, limit)?).ok()
+}
+
+/// Up to `limit` bytes of `path` if it is a regular file, opened without blocking (a FIFO
+/// planted by an earlier run must not hang the planner).
+fn read_regular(path: &Path, limit: usize) -> Option<Vec<u8>> {
     use rustix::fs::{FileType, Mode, OFlags};
     use std::io::Read;
     let fd = rustix::fs::open(
@@ -274,7 +284,7 @@ pub(crate) fn read_text(path: &Path, limit: usize) -> Option<String> {
     // With spare capacity, `read_to_end` reads straight into it (no probe, no zeroing).
     let mut buf = Vec::with_capacity(limit.min(8 * 1024));
     file.take(limit as u64).read_to_end(&mut buf).ok()?;
-    String::from_utf8(buf).ok()
+    Some(buf)
 }
 
 #[cfg(test)]

@@ -30,6 +30,7 @@
 mod beneath;
 pub mod cgroup;
 pub mod error;
+pub mod git_index;
 pub mod host;
 pub mod launch;
 pub mod output;

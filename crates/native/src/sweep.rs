@@ -131,6 +131,48 @@ pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
         }
     }
     out.extend(linked);
+    out.extend(hidden_changes(plan, host));
+    out
+}
+
+/// Violation kind of index entries a run made git stop checking for changes.
+pub const GIT_CHANGES_HIDDEN: &str = "git_changes_hidden";
+
+/// Entries of a repository's index that the run marked `skip-worktree` or `assume-unchanged`
+/// (see [`crate::git_index`]): git no longer shows their changes, so the user's review after
+/// the run would miss them. Reported with the names and how to undo it; the index is left as
+/// it is (rewriting it is git's job, and running git here could run a config the run made).
+fn hidden_changes(plan: &Plan, host: &dyn HostView) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for index in &plan.sweep.git_indexes {
+        let Some(after) = host
+            .read_bytes(&index.path, 64 << 20)
+            .and_then(|d| crate::git_index::hidden_entries(&d, index.hash_len))
+        else {
+            continue;
+        };
+        let new: Vec<&String> = after.difference(&index.hidden).collect();
+        if new.is_empty() {
+            continue;
+        }
+        let shown: Vec<&str> = new.iter().take(10).map(|s| s.as_str()).collect();
+        let more = if new.len() > shown.len() {
+            format!(" and {} more", new.len() - shown.len())
+        } else {
+            String::new()
+        };
+        out.push(Violation {
+            code: E_SANDBOX_VIOLATION,
+            kind: GIT_CHANGES_HIDDEN,
+            path: index.path.clone(),
+            action: format!(
+                "the run marked {} index entr{} skip-worktree or assume-unchanged, so git status and git diff no longer show changes to: {}{more}; review them and undo with `git update-index --no-skip-worktree --no-assume-unchanged -- PATH` (or `git sparse-checkout disable`); `git ls-files -v | grep -v '^H'` lists them",
+                new.len(),
+                if new.len() == 1 { "y" } else { "ies" },
+                shown.join(", "),
+            ),
+        });
+    }
     out
 }
 

@@ -55,6 +55,25 @@ pub(super) fn enclosing(host: &dyn HostView, root: &Path) -> Option<GitDir> {
     })
 }
 
+/// The length of object names in the repository of git dir `dir`: 32 bytes for SHA-256
+/// (`extensions.objectFormat = sha256`), else 20.
+pub(super) fn hash_len(host: &dyn HostView, dir: &Path) -> usize {
+    let sha256 = host
+        .read_lossy(&dir.join("config"), CONFIG_LIMIT)
+        .is_some_and(|text| {
+            entries(&text).iter().any(|e| {
+                e.section == "extensions"
+                    && e.key == "objectformat"
+                    && e.value.eq_ignore_ascii_case("sha256")
+            })
+        });
+    if sha256 {
+        32
+    } else {
+        20
+    }
+}
+
 /// A git dir, and the top of the worktree git runs hooks in (unknown for a bare repository or
 /// a submodule's git dir).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

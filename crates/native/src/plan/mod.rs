@@ -29,6 +29,9 @@ pub const ROOT_CALLER_INSIDE_ID: u32 = 1000;
 /// the writable roots (and a private home) reach it through idmapped mounts instead.
 pub const ROOT_CALLER_HOST_ID: u32 = 0x7ff0_0000;
 
+/// The largest git index the planner reads (about half a million entries).
+const GIT_INDEX_LIMIT: usize = 64 << 20;
+
 /// Device nodes bound from the host into the sandbox's private `/dev`.
 const DEVICES: &[&str] = &[
     "/dev/null",
@@ -296,6 +299,17 @@ pub struct SweepPlan {
     /// that changed (and new ones).
     #[serde(skip)]
     pub dirs: DirStamps,
+    /// The git indexes of the repositories in the writable roots, with the entries whose
+    /// changes git already did not show ([`crate::git_index`]) and the object name length.
+    pub git_indexes: Vec<GitIndex>,
+}
+
+/// A git index as the run found it (see [`SweepPlan::git_indexes`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GitIndex {
+    pub path: PathBuf,
+    pub hidden: BTreeSet<String>,
+    pub hash_len: usize,
 }
 
 /// How long before the planner's walk a directory's ctime must lie for its stamp to be
@@ -593,6 +607,22 @@ impl Plan {
         );
         git_dirs.sort();
         git_dirs.dedup();
+        // Their indexes: which entries git does not check for changes, before the run.
+        let git_indexes: Vec<GitIndex> = git_dirs
+            .iter()
+            .filter(|d| writable_roots.iter().any(|w| is_within(&d.dir, w)))
+            .filter_map(|d| {
+                let path = d.dir.join("index");
+                let hash_len = git::hash_len(host, &d.dir);
+                let data = host.read_bytes(&path, GIT_INDEX_LIMIT)?;
+                let hidden = crate::git_index::hidden_entries(&data, hash_len)?;
+                Some(GitIndex {
+                    path,
+                    hidden,
+                    hash_len,
+                })
+            })
+            .collect();
         let xdg_config_home = req
             .env
             .iter()
@@ -1014,6 +1044,7 @@ impl Plan {
                     .filter_map(|p| Some((p.clone(), host.lstat_kind(p)?)))
                     .collect(),
                 dirs,
+                git_indexes,
             },
             deny_globs: found.globs,
             identities,
