@@ -33,6 +33,7 @@ pub mod error;
 pub mod host;
 pub mod launch;
 pub mod output;
+pub mod planted_git;
 pub mod plan;
 pub mod probe;
 pub mod sweep;

@@ -10,6 +10,7 @@
 //! are treated the same way, and a new `.git` that is not a directory (a `gitdir:` file or a
 //! symlink, which would send host git to another repository's hooks) is moved out whole.
 
+use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
@@ -25,6 +26,7 @@ use serde::Serialize;
 use crate::beneath::{move_no_replace, Root};
 use crate::host::{HostView, Kind};
 use crate::plan::{in_git_modules, walk, Plan, Stamps};
+use crate::planted_git;
 
 pub const E_SANDBOX_VIOLATION: &str = "E_SANDBOX_VIOLATION";
 
@@ -44,6 +46,8 @@ const MINIMAL_GIT_CONFIG: &str =
 /// Find protected paths created during the run and neutralise them.
 pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
     let mut found = Vec::new();
+    // Directories holding a config, hooks or a commondir that were not git dirs at the start.
+    let mut maybe_planted: BTreeSet<PathBuf> = BTreeSet::new();
     let mut count = 0usize;
     for root in &plan.sweep.roots {
         let known = Stamps::SkipUnchanged(&plan.sweep.dirs);
@@ -59,10 +63,16 @@ pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
                 if globs.is_protected(path, kind) && plan.sweep.existing.get(path) != Some(&kind) {
                     found.push(path.to_path_buf());
                 }
+                if let (Some(name), Some(parent)) = (path.file_name(), path.parent()) {
+                    if planted_git::is_code_name(name) && !plan.sweep.git_dirs.contains(parent) {
+                        maybe_planted.insert(parent.to_path_buf());
+                    }
+                }
             },
         );
     }
     found.sort();
+    let already: BTreeSet<PathBuf> = found.iter().cloned().collect();
     let mut out: Vec<Violation> = Vec::new();
     let mut moved: Vec<PathBuf> = Vec::new();
     // The quarantine lives in `<root>/.stockade`; one the sandbox created (possibly a symlink
@@ -93,26 +103,89 @@ pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
                 out.push(quarantine(root, &hook, run_id, "protected_path_created"));
             }
         } else if is_git_config && host.lstat_kind(&path) == Some(Kind::File) {
-            let opened = open_git_config(root, &path);
-            if let Some((fd, text)) = &opened {
-                if git_config_is_inert(text) {
-                    give_back_write_bit(fd);
-                    continue;
-                }
-            }
-            let mut v = quarantine(root, &path, run_id, "protected_path_created");
-            // Only once the original is gone, and never through a symlink: created `O_EXCL`
-            // in its directory, reached through no link.
-            if host.lstat_kind(&path).is_none() && write_minimal_config(root, &path).is_ok() {
-                v.action.push_str("; replaced with a minimal config");
-            }
-            out.push(v);
+            out.extend(neutralise_config(
+                host,
+                root,
+                &path,
+                run_id,
+                "protected_path_created",
+            ));
         } else {
             out.push(quarantine(root, &path, run_id, "protected_path_created"));
             moved.push(path);
         }
     }
+    for dir in maybe_planted {
+        let Some(root) = plan.sweep.roots.iter().find(|r| is_within(&dir, r)) else {
+            continue;
+        };
+        if moved.iter().any(|m| is_within(&dir, m)) || !planted_git::accepted_by_git(host, &dir)
+        {
+            continue;
+        }
+        for name in ["config", "config.worktree", "hooks", "commondir"] {
+            let path = dir.join(name);
+            // A new `.git`'s config and hooks went through the protected paths above.
+            if already.contains(&path) {
+                continue;
+            }
+            out.extend(neutralise_code_path(host, root, &path, run_id));
+        }
+    }
     out
+}
+
+/// Takes out `path` (named by [`planted_git::is_code_name`]) of a git dir assembled during the
+/// run: a config unless it is inert, every hook but `*.sample`, a `commondir`.
+fn neutralise_code_path(
+    host: &dyn HostView,
+    root: &Path,
+    path: &Path,
+    run_id: &str,
+) -> Vec<Violation> {
+    let kind = planted_git::PLANTED_GIT_DIR;
+    let Some(found) = host.lstat_kind(path) else {
+        return Vec::new();
+    };
+    let name = path.file_name().unwrap_or_default();
+    if name == "hooks" && found == Kind::Dir {
+        host.list_dir(path)
+            .into_iter()
+            .filter(|(n, _)| !n.to_string_lossy().ends_with(".sample"))
+            .map(|(n, _)| quarantine(root, &path.join(n), run_id, kind))
+            .collect()
+    } else if (name == "config" || name == "config.worktree") && found == Kind::File {
+        neutralise_config(host, root, path, run_id, kind)
+            .into_iter()
+            .collect()
+    } else {
+        vec![quarantine(root, path, run_id, kind)]
+    }
+}
+
+/// A new git config stays when it only holds keys that run nothing (its write bit given
+/// back); otherwise it is quarantined and replaced with a minimal one.
+fn neutralise_config(
+    host: &dyn HostView,
+    root: &Path,
+    path: &Path,
+    run_id: &str,
+    kind: &'static str,
+) -> Option<Violation> {
+    let opened = open_git_config(root, path);
+    if let Some((fd, text)) = &opened {
+        if git_config_is_inert(text) {
+            give_back_write_bit(fd);
+            return None;
+        }
+    }
+    let mut v = quarantine(root, path, run_id, kind);
+    // Only once the original is gone, and never through a symlink: created `O_EXCL` in its
+    // directory, reached through no link.
+    if host.lstat_kind(path).is_none() && write_minimal_config(root, path).is_ok() {
+        v.action.push_str("; replaced with a minimal config");
+    }
+    Some(v)
 }
 
 /// Largest `.git/config` the sweep reads to decide whether it is inert (a larger one is

@@ -1510,7 +1510,10 @@ fn git_hint(path: &[u8]) -> GitHint {
                         .is_ok_and(|st| !want_dir || st.st_mode & libc::S_IFMT == libc::S_IFDIR)
                 })
         };
-        probe(b"/HEAD", false) && probe(b"/objects", true)
+        // Git's own test wants `objects` and `refs` (or a `commondir`); any one of them
+        // with `HEAD` is enough here.
+        probe(b"/HEAD", false)
+            && (probe(b"/objects", true) || probe(b"/refs", true) || probe(b"/commondir", false))
     };
     let parent = match path.iter().rposition(|b| *b == b'/') {
         Some(i) => &path[..i],
@@ -1520,8 +1523,45 @@ fn git_hint(path: &[u8]) -> GitHint {
         .iter()
         .rposition(|b| *b == b'/')
         .map(|i| &parent[..i]);
+    let name = &path[parent.len() + 1..];
     GitHint {
         parent_is_gitdir: looks_like_gitdir(parent),
         grand_is_gitdir: grand.is_some_and(looks_like_gitdir),
+        parent_holds_code: protect::completes_git_dir(name) && holds_code(parent),
+    }
+}
+
+/// Whether `dir` holds a `config` that is not an inert git config (unreadable, not a regular
+/// file, too large, or with keys that run code) or a `hooks` that is not a directory. Hooks
+/// inside a `hooks` directory are not listed here: the sweep takes them out after the run.
+fn holds_code(dir: &[u8]) -> bool {
+    let mut d = PathBuf::new();
+    let Ok(c) = d.push(dir).and_then(|_| d.cstr()) else {
+        return true;
+    };
+    let Ok(fd) = raw::openat_exact(
+        libc::AT_FDCWD,
+        c,
+        libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        0,
+    ) else {
+        return false;
+    };
+    let dir = Fd(fd);
+    let entry = |name: &CStr| raw::fstatat(dir.0, name, libc::AT_SYMLINK_NOFOLLOW).ok();
+    if entry(c"hooks").is_some_and(|st| st.st_mode & libc::S_IFMT != libc::S_IFDIR) {
+        return true;
+    }
+    if entry(c"config").is_none() {
+        return false;
+    }
+    let mut name = Name::new();
+    if name.push(b"config").is_err() {
+        return true;
+    }
+    let mut content = [0u8; CONFIG_MAX + 1];
+    match read_config(&dir, &name, &mut content) {
+        Ok(Some(len)) => !protect::git_config_is_inert(&content[..len]),
+        _ => true,
     }
 }

@@ -282,6 +282,9 @@ pub struct SweepPlan {
     /// Protected paths present at the start, with their kind: a path whose kind changed (a
     /// symlinked `.git/hooks` replaced by a real directory) counts as created.
     pub existing: BTreeMap<PathBuf, Kind>,
+    /// Directories git accepted as git dirs at the start (see [`crate::planted_git`]): one
+    /// that appears during the run is a planted git dir.
+    pub git_dirs: BTreeSet<PathBuf>,
     /// Directories the planner listed, with their stamps: the sweep lists again only those
     /// that changed (and new ones).
     #[serde(skip)]
@@ -967,6 +970,12 @@ impl Plan {
                     .chain(&found.git_files)
                     .filter_map(|p| Some((p.clone(), host.lstat_kind(p)?)))
                     .collect(),
+                git_dirs: found
+                    .accepted_git_dirs
+                    .iter()
+                    .chain(&found.git_dirs)
+                    .cloned()
+                    .collect(),
                 dirs,
             },
             deny_globs: found.globs,
@@ -1140,6 +1149,7 @@ impl DenyGlobs {
             || name == ".git"
             || name == "hooks"
             || name == "config"
+            || name == "config.worktree"
             || name == "commondir"
     }
 
@@ -1157,6 +1167,8 @@ struct Matches {
     git_files: Vec<PathBuf>,
     /// `.git` directories and submodule git dirs found in the walk.
     git_dirs: Vec<PathBuf>,
+    /// Directories git accepts as git dirs that hold a config, hooks or a commondir.
+    accepted_git_dirs: Vec<PathBuf>,
     globs: DenyGlobs,
 }
 
@@ -1191,6 +1203,7 @@ impl Matches {
             deny_write: deny_write_found,
             git_files: Vec::new(),
             git_dirs: Vec::new(),
+            accepted_git_dirs: Vec::new(),
             globs: DenyGlobs::new(read_globs.iter().copied(), write_globs.iter().copied())?,
         };
         // Walk every distinct glob base once (writable roots are the bases of the relative
@@ -1233,6 +1246,13 @@ impl Matches {
                     if is_git_redirect(path, kind) {
                         m.git_files.push(path.to_path_buf());
                     }
+                    if let (Some(name), Some(parent)) = (path.file_name(), path.parent()) {
+                        if crate::planted_git::is_code_name(name)
+                            && crate::planted_git::accepted_by_git(host, parent)
+                        {
+                            m.accepted_git_dirs.push(parent.to_path_buf());
+                        }
+                    }
                 },
             )?;
             walked.push(base);
@@ -1242,6 +1262,7 @@ impl Matches {
             &mut m.deny_write,
             &mut m.git_files,
             &mut m.git_dirs,
+            &mut m.accepted_git_dirs,
         ] {
             v.sort();
             v.dedup();
