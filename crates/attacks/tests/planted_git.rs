@@ -55,9 +55,11 @@ fn assert_swept(records: &Records, run: &attacks::Run, fx: &Fixture, rel: &str) 
     let path = fx.ws.join(rel);
     let violations = records.violations();
     assert!(
-        violations.iter().any(|v| json_str(v, "kind") == "planted_git_dir"
-            && Path::new(json_str(v, "path")) == path
-            && json_str(v, "action").contains("moved to")),
+        violations
+            .iter()
+            .any(|v| json_str(v, "kind") == "planted_git_dir"
+                && Path::new(json_str(v, "path")) == path
+                && json_str(v, "action").contains("moved to")),
         "no planted_git_dir violation for {}:\n{violations:#?}\n{}",
         path.display(),
         run.describe()
@@ -102,7 +104,10 @@ fn bare_repository_assembled_config_first_is_refused_or_swept() {
         .outcome()
         .assert_ok();
     host_git_with(&fx, "d");
-    assert!(flag.exists(), "control: git did not run the planted fsmonitor");
+    assert!(
+        flag.exists(),
+        "control: git did not run the planted fsmonitor"
+    );
 }
 
 #[test]
@@ -146,15 +151,34 @@ fn nested_dot_git_assembled_out_of_order_runs_nothing() {
         "nothing reported\n{}",
         run.run.describe()
     );
-    for args in [&["status"][..], &["-c", "user.email=h@example.invalid", "-c", "user.name=H", "commit", "-q", "--allow-empty", "-m", "x"]] {
+    for args in [
+        &["status"][..],
+        &[
+            "-c",
+            "user.email=h@example.invalid",
+            "-c",
+            "user.name=H",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "x",
+        ],
+    ] {
         let mut all = vec!["-C", "sub"];
         all.extend_from_slice(args);
         fx.git_host(&all);
     }
-    assert!(!flag.exists(), "the planted fsmonitor or hook ran on the host");
+    assert!(
+        !flag.exists(),
+        "the planted fsmonitor or hook ran on the host"
+    );
     fx.control(&steps("other")).outcome().assert_ok();
     fx.git_host(&["-C", "other", "status"]);
-    assert!(flag.exists(), "control: git did not run the planted fsmonitor");
+    assert!(
+        flag.exists(),
+        "control: git did not run the planted fsmonitor"
+    );
 }
 
 #[test]

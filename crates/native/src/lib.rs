@@ -30,11 +30,12 @@
 mod beneath;
 pub mod cgroup;
 pub mod error;
+mod explain;
 pub mod host;
 pub mod launch;
 pub mod output;
-pub mod planted_git;
 pub mod plan;
+pub mod planted_git;
 pub mod probe;
 pub mod sweep;
 pub mod userns;

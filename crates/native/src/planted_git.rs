@@ -39,7 +39,9 @@ fn head_validates(host: &dyn HostView, head: &Path) -> bool {
     match host.lstat_kind(head) {
         Some(Kind::Symlink) => true,
         // Unreadable as text (not UTF-8, swapped for a FIFO): counted as valid.
-        Some(Kind::File) => host.read_small(head).is_none_or(|t| head_text_validates(&t)),
+        Some(Kind::File) => host
+            .read_small(head)
+            .is_none_or(|t| head_text_validates(&t)),
         _ => false,
     }
 }

@@ -119,8 +119,7 @@ pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
         let Some(root) = plan.sweep.roots.iter().find(|r| is_within(&dir, r)) else {
             continue;
         };
-        if moved.iter().any(|m| is_within(&dir, m)) || !planted_git::accepted_by_git(host, &dir)
-        {
+        if moved.iter().any(|m| is_within(&dir, m)) || !planted_git::accepted_by_git(host, &dir) {
             continue;
         }
         for name in ["config", "config.worktree", "hooks", "commondir"] {
