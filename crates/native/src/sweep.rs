@@ -8,7 +8,9 @@
 //! What stays: git's `*.sample` hooks and a new repository's config when it only holds keys
 //! that run nothing (`git init` and `git remote add` output). Submodule git dirs (`.git/modules`)
 //! are treated the same way, and a new `.git` that is not a directory (a `gitdir:` file or a
-//! symlink, which would send host git to another repository's hooks) is moved out whole.
+//! symlink, which would send host git to another repository's hooks) is moved out whole. A
+//! directory git accepts as a git dir that was not one at the start, whatever its name, loses
+//! its live config, non-sample hooks and `commondir` ([`crate::planted_git`]).
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
