@@ -83,7 +83,7 @@ fn bare_repository_assembled_config_first_is_refused_or_swept() {
     let records = fx.records();
     let run = fx.attack(&records.opts(), &plain).outcome();
     run.assert_failed();
-    records.assert_blocked(&run.run, &["b/HEAD"]);
+    records.assert_blocked(&run.run, &["b/HEAD", "b/objects", "b/refs"]);
     host_git_with(&fx, "b");
     assert!(!flag.exists(), "the planted fsmonitor ran on the host");
     // With the race the creation guard cannot see: an inert config first, the git dir, and

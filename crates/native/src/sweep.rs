@@ -533,6 +533,76 @@ mod tests {
         );
     }
 
+    fn make_git_dir(dir: &Path) {
+        std::fs::create_dir_all(dir.join("objects")).unwrap();
+        std::fs::create_dir_all(dir.join("refs/heads")).unwrap();
+        std::fs::write(dir.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    }
+
+    /// A bare repository assembled during the run, hooks and a live config first: both taken
+    /// out; a sample hook and an unrelated directory with a `config` stay.
+    #[test]
+    fn planted_bare_repository_loses_its_config_and_hooks() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(tmp.path()).unwrap().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        let plan = plan_for(&ws);
+        let b = ws.join("deep/b");
+        std::fs::create_dir_all(b.join("hooks")).unwrap();
+        std::fs::write(b.join("config"), "[core]\n\tfsmonitor = evil\n").unwrap();
+        std::fs::write(b.join("hooks/post-checkout"), "evil").unwrap();
+        std::fs::write(b.join("hooks/pre-commit.sample"), "fine").unwrap();
+        std::fs::write(b.join("commondir"), "../x\n").unwrap();
+        make_git_dir(&b);
+        std::fs::create_dir_all(ws.join("app")).unwrap();
+        std::fs::write(ws.join("app/config"), "[core]\n\tfsmonitor = not-git\n").unwrap();
+        let violations = sweep(&plan, &RealHost, "plant");
+        let kinds: Vec<_> = violations
+            .iter()
+            .map(|v| (v.kind, v.path.clone()))
+            .collect();
+        for p in ["config", "hooks/post-checkout", "commondir"] {
+            assert!(
+                kinds.contains(&(planted_git::PLANTED_GIT_DIR, b.join(p))),
+                "{p}: {violations:?}"
+            );
+        }
+        assert_eq!(violations.len(), 3, "{violations:?}");
+        assert!(!b.join("hooks/post-checkout").exists());
+        assert!(b.join("hooks/pre-commit.sample").exists());
+        assert!(!b.join("commondir").exists());
+        let config = std::fs::read_to_string(b.join("config")).unwrap();
+        assert!(git_config_is_inert(config.as_bytes()), "{config}");
+        assert!(ws.join("app/config").exists(), "not a git dir: left alone");
+    }
+
+    /// A bare repository that was one at the start keeps its config and hooks.
+    #[test]
+    fn existing_bare_repository_is_left_alone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(tmp.path()).unwrap().join("ws");
+        let b = ws.join("mirror.git");
+        std::fs::create_dir_all(b.join("hooks")).unwrap();
+        std::fs::write(
+            b.join("config"),
+            "[core]\n\tbare = true\n[alias]\n\tx = !y\n",
+        )
+        .unwrap();
+        std::fs::write(b.join("hooks/pre-receive"), "theirs").unwrap();
+        make_git_dir(&b);
+        let plan = plan_for(&ws);
+        assert!(
+            plan.sweep.git_dirs.contains(&b),
+            "{:?}",
+            plan.sweep.git_dirs
+        );
+        // The run touches the directory (so the sweep lists it again).
+        std::fs::write(b.join("FETCH_HEAD"), "").unwrap();
+        let violations = sweep(&plan, &RealHost, "keep");
+        assert!(violations.is_empty(), "{violations:?}");
+        assert!(b.join("hooks/pre-receive").exists());
+    }
+
     #[test]
     fn git_init_config_is_inert() {
         let text = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n[remote \"origin\"]\n\turl = https://example.com/x.git\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n[branch \"main\"]\n\tremote = origin\n\tmerge = refs/heads/main\n";

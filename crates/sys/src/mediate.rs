@@ -1527,14 +1527,16 @@ fn git_hint(path: &[u8]) -> GitHint {
     GitHint {
         parent_is_gitdir: looks_like_gitdir(parent),
         grand_is_gitdir: grand.is_some_and(looks_like_gitdir),
-        parent_holds_code: protect::completes_git_dir(name) && holds_code(parent),
+        parent_holds_code: protect::completes_git_dir(name) && completes_with_code(parent, name),
     }
 }
 
-/// Whether `dir` holds a `config` that is not an inert git config (unreadable, not a regular
-/// file, too large, or with keys that run code) or a `hooks` that is not a directory. Hooks
-/// inside a `hooks` directory are not listed here: the sweep takes them out after the run.
-fn holds_code(dir: &[u8]) -> bool {
+/// Whether creating `name` in `dir` gives it what git looks for (`HEAD`, plus `objects`,
+/// `refs` or a `commondir`) while `dir` holds a `config` that is not an inert git config
+/// (unreadable, not a regular file, too large, or with keys that run code) or a `hooks` that
+/// is not a directory. Hooks inside a `hooks` directory are not listed here: the sweep takes
+/// them out after the run.
+fn completes_with_code(dir: &[u8], name: &[u8]) -> bool {
     let mut d = PathBuf::new();
     let Ok(c) = d.push(dir).and_then(|_| d.cstr()) else {
         return true;
@@ -1549,6 +1551,14 @@ fn holds_code(dir: &[u8]) -> bool {
     };
     let dir = Fd(fd);
     let entry = |name: &CStr| raw::fstatat(dir.0, name, libc::AT_SYMLINK_NOFOLLOW).ok();
+    // Already a git dir (git rewriting its own `HEAD`, say): nothing is completed.
+    let head = entry(c"HEAD").is_some();
+    let rest =
+        entry(c"objects").is_some() || entry(c"refs").is_some() || entry(c"commondir").is_some();
+    let completes = !(head && rest) && if name == b"HEAD" { rest } else { head };
+    if !completes {
+        return false;
+    }
     if entry(c"hooks").is_some_and(|st| st.st_mode & libc::S_IFMT != libc::S_IFDIR) {
         return true;
     }

@@ -280,9 +280,9 @@ fn in_roots(rules: &Rules<'_>, path: &[u8]) -> bool {
 pub struct GitHint {
     pub parent_is_gitdir: bool,
     pub grand_is_gitdir: bool,
-    /// The parent holds a `config` that is not inert (or cannot be read as one) or a `hooks`
-    /// that is not a directory: asked only when `HEAD`, `objects`, `refs` or `commondir` is
-    /// created.
+    /// Creating `HEAD`, `objects`, `refs` or `commondir` would give the parent what git looks
+    /// for in a git dir (`HEAD` and one of the others) while it holds a `config` that is not
+    /// inert (or cannot be read as one) or a `hooks` that is not a directory.
     pub parent_holds_code: bool,
 }
 
