@@ -205,3 +205,31 @@ fn git_dir_with_a_commondir_redirect_is_swept() {
     host_git_with(&fx, "y/b");
     assert!(flag.exists(), "control: git did not follow the commondir");
 }
+
+/// Across two runs: the first leaves hooks, `objects`, `refs` and a `HEAD` git would not
+/// accept (so the directory is not a git dir when that run ends); the second only rewrites
+/// `HEAD`'s content, which moves no directory's ctime. The first run's sweep must already
+/// have taken the hook out.
+#[test]
+fn a_head_made_valid_in_a_later_run_finds_no_hook() {
+    let fx = Fixture::new();
+    let (script, flag) = tripwire(&fx, "pwned-later-head");
+    let first = |dir: &str| {
+        format!(
+            "mkdir -p {dir}/hooks {dir}/objects {dir}/refs/heads && cp {} {dir}/hooks/pre-commit && chmod +x {dir}/hooks/pre-commit && echo not-yet > {dir}/HEAD",
+            script.display()
+        )
+    };
+    let second = |dir: &str| format!("echo 'ref: refs/heads/main' > {dir}/HEAD");
+    let records = fx.records();
+    let run = fx.attack(&records.opts(), &first("b")).outcome();
+    run.assert_ok();
+    assert_swept(&records, &run.run, &fx, "b/hooks/pre-commit");
+    fx.attack(&[], &second("b")).outcome().assert_ok();
+    host_git_with(&fx, "b");
+    assert!(!flag.exists(), "the planted hook ran on the host");
+    fx.control(&first("d")).outcome().assert_ok();
+    fx.control(&second("d")).outcome().assert_ok();
+    host_git_with(&fx, "d");
+    assert!(flag.exists(), "control: git did not run the planted hook");
+}
