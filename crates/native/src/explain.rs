@@ -92,3 +92,64 @@ fn access_denied(plan: &Plan, path: &Path) -> Option<String> {
         )
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::RealHost;
+    use crate::plan::Request;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A plan for an unprivileged caller whose uid owns nothing here.
+    fn plan_for(ws: &Path) -> Plan {
+        let req = Request {
+            argv: vec!["true".into()],
+            workspace: ws.to_path_buf(),
+            cwd: ws.to_path_buf(),
+            home: ws.join("home"),
+            uid: 4242,
+            gid: 4242,
+            env: Vec::new(),
+        };
+        Plan::new(
+            &policy::profile("workspace-write").unwrap(),
+            &req,
+            &RealHost,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn names_the_directory_the_sandbox_cannot_enter_and_the_fix() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(tmp.path()).unwrap().join("ws");
+        let locked = ws.join("locked");
+        std::fs::create_dir_all(locked.join("inner")).unwrap();
+        std::fs::write(locked.join("inner/.env"), "x").unwrap();
+        for d in [tmp.path(), &ws] {
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let plan = plan_for(&ws);
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let why = setup_failure(&plan, &locked.join("inner/.env"), libc::EACCES).unwrap();
+        assert!(why.contains("your uid 4242"), "{why}");
+        assert!(
+            why.contains(&format!("cannot enter {} (mode 700", locked.display())),
+            "{why}"
+        );
+        assert!(
+            why.contains(&format!("`chmod o+x {}`", locked.display())),
+            "{why}"
+        );
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o711)).unwrap();
+        std::fs::set_permissions(
+            locked.join("inner/.env"),
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .unwrap();
+        let why = setup_failure(&plan, &locked.join("inner/.env"), libc::EACCES).unwrap();
+        assert!(why.contains("cannot read"), "{why}");
+        let gone = setup_failure(&plan, &ws.join("gone"), libc::ENOENT).unwrap();
+        assert!(gone.contains("no longer exists"), "{gone}");
+    }
+}
