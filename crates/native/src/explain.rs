@@ -11,7 +11,13 @@ use crate::plan::Plan;
 /// The reason and the fix for `errno` on `path` in a setup step, when host facts tell one.
 pub(crate) fn setup_failure(plan: &Plan, path: &Path, errno: i32) -> Option<String> {
     match errno {
-        libc::EACCES | libc::EPERM => access_denied(plan, path),
+        libc::EACCES | libc::EPERM => Some(access_denied(plan, path).unwrap_or_else(|| {
+            format!(
+                "{} can reach {} by its permission bits, so something else refused it: an ACL, a security module (AppArmor, SELinux: see `dmesg` or the audit log), or a filesystem that refuses mounts over it (FUSE, NFS with root squashing); `stockade doctor` checks the kernel features",
+                who(plan).trim_end_matches(" and"),
+                path.display()
+            )
+        })),
         libc::ENOENT => Some(format!(
             "{} (or a directory on the way to it) no longer exists: it was removed or renamed after the run was planned (a concurrent change); check the path and run again",
             path.display()
@@ -149,6 +155,10 @@ mod tests {
         .unwrap();
         let why = setup_failure(&plan, &locked.join("inner/.env"), libc::EACCES).unwrap();
         assert!(why.contains("cannot read"), "{why}");
+        std::fs::write(ws.join("open"), "x").unwrap();
+        std::fs::set_permissions(ws.join("open"), std::fs::Permissions::from_mode(0o644)).unwrap();
+        let other = setup_failure(&plan, &ws.join("open"), libc::EACCES).unwrap();
+        assert!(other.contains("something else refused it"), "{other}");
         let gone = setup_failure(&plan, &ws.join("gone"), libc::ENOENT).unwrap();
         assert!(gone.contains("no longer exists"), "{gone}");
     }
