@@ -233,3 +233,43 @@ fn a_head_made_valid_in_a_later_run_finds_no_hook() {
     host_git_with(&fx, "d");
     assert!(flag.exists(), "control: git did not run the planted hook");
 }
+
+/// A bare repository that exists when the run starts (a mirror kept in the workspace) is a
+/// git dir like `.git`: its config, hooks and `commondir` are read-only and refused on
+/// creation, and it cannot be renamed away and rebuilt.
+#[test]
+fn existing_bare_repository_is_protected_like_dot_git() {
+    let fx = Fixture::new();
+    let (script, flag) = tripwire(&fx, "pwned-existing-bare");
+    for dir in ["mirror.git", "control.git"] {
+        fx.git_host(&["init", "-q", "--bare", dir]).assert_success();
+    }
+    let attack = |dir: &str| {
+        format!(
+            "printf '[core]\\n\\tbare = false\\n\\tfsmonitor = {s}\\n' >> {dir}/config; \
+             cp {s} {dir}/hooks/pre-commit; chmod +x {dir}/hooks/pre-commit; \
+             mv {dir} {dir}.old && cp -r {dir}.old {dir}; \
+             printf '[core]\\n\\tbare = false\\n\\tfsmonitor = {s}\\n' >> {dir}/config; \
+             cp {s} {dir}/hooks/pre-commit; chmod +x {dir}/hooks/pre-commit",
+            s = script.display()
+        )
+    };
+    let records = fx.records();
+    let run = fx.attack(&records.opts(), &attack("mirror.git")).outcome();
+    run.assert_failed();
+    records.assert_blocked(
+        &run.run,
+        &["mirror.git/hooks/pre-commit", "mirror.git/hooks"],
+    );
+    host_git_with(&fx, "mirror.git");
+    assert!(
+        !flag.exists(),
+        "the planted fsmonitor or hook ran on the host"
+    );
+    fx.control(&attack("control.git")).outcome().assert_ok();
+    host_git_with(&fx, "control.git");
+    assert!(
+        flag.exists(),
+        "control: git did not run the planted fsmonitor"
+    );
+}

@@ -554,6 +554,21 @@ impl Plan {
                 top,
             });
         }
+        // Git dirs under other names (a bare repository in the workspace): git runs their
+        // config and hooks as it does `.git`'s.
+        let bare: Vec<PathBuf> = found
+            .accepted_git_dirs
+            .iter()
+            .filter(|d| {
+                !d.iter().any(|c| c == ".git")
+                    && writable_roots.iter().any(|w| is_within(d, w) && *d != w)
+            })
+            .cloned()
+            .collect();
+        git_dirs.extend(bare.iter().map(|d| git::GitDir {
+            dir: d.clone(),
+            top: None,
+        }));
         git_dirs.extend(
             writable_roots
                 .iter()
@@ -566,13 +581,18 @@ impl Plan {
             .iter()
             .find(|(k, _)| k == "XDG_CONFIG_HOME")
             .map(|(_, v)| PathBuf::from(v));
-        let git_paths = git::protected_paths(
+        let mut git_paths = git::protected_paths(
             host,
             &git_dirs,
             &writable_roots,
             &req.home,
             &git::global_configs(&req.home, xdg_config_home.as_deref()),
         );
+        for d in &bare {
+            for name in ["config", "hooks", "commondir"] {
+                git_paths.insert(d.join(name));
+            }
+        }
         for p in &git_paths {
             if let Some(target) = mount_target(host, p) {
                 if writable_roots.iter().any(|w| is_within(&target, w)) && target != req.workspace {
