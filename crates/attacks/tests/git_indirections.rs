@@ -121,11 +121,14 @@ fn linked_worktree_outside_the_workspace_cannot_be_redirected() {
     ])
     .assert_success();
     let (script, flag) = tripwire(&fx, "pwned-commondir");
-    // A git dir assembled by hand (config first, so nothing recognised it as one then).
+    // A git dir assembled by hand (an inert config first, so nothing recognised it as one
+    // then; its live key is written into the existing file once it is a git dir: a live config
+    // next to a new `HEAD` is refused, and the sweep takes this one out after the run).
     let attack = format!(
         "rm -rf evil && mkdir evil || exit 99
-        printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = {}\\n' > evil/config
+        printf '[core]\\n\\trepositoryformatversion = 0\\n' > evil/config
         mkdir evil/objects evil/refs && echo 'ref: refs/heads/linked' > evil/HEAD || exit 99
+        printf '[core]\\n\\tfsmonitor = {}\\n' >> evil/config
         cp -r .git/objects/. evil/objects/ && cp -r .git/refs/. evil/refs/ || exit 99
         for f in .git/worktrees/linked/commondir .git/worktrees/linked/gitdir; do
             echo ../../../evil > \"$f.new\" || true

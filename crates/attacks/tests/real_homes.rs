@@ -166,3 +166,37 @@ fn the_command_starts_in_the_callers_directory_or_says_why_not() {
         .assert_stderr_contains(&grant.0.display().to_string());
     assert!(Path::new(&grant.0).exists());
 }
+
+/// A directory in the workspace the sandbox cannot enter (another user's, 0700) holding a
+/// file the policy masks: the mask cannot be mounted, and the run stops (fail closed). The
+/// error names the directory, why (the sandbox's identity and the directory's mode and
+/// owner) and the fix, instead of sending the user to a `doctor` that cannot see the path;
+/// applying that fix makes the run work, with the file still masked.
+#[test]
+fn a_setup_failure_names_the_directory_the_reason_and_the_fix() {
+    if skip_unless_root("another user's 0700 directory only stops a root caller's sandbox") {
+        return;
+    }
+    let fx = Fixture::new();
+    let locked = fx.ws.join("locked");
+    mkdir(&locked);
+    write_file(&locked.join(".env"), "API_TOKEN=secret-value\n", 0o600);
+    let other = 999;
+    for p in [&locked, &locked.join(".env")] {
+        std::os::unix::fs::chown(p, Some(other), Some(other)).expect("chown");
+    }
+    chmod(&locked, 0o700);
+    let run = fx.sandbox(&[], "cat locked/.env").run();
+    run.assert_code(125)
+        .assert_stderr_contains("E_SANDBOX_SETUP")
+        .assert_stderr_contains(&format!("cannot enter {}", locked.display()))
+        .assert_stderr_contains("mode 700, owner uid 999")
+        .assert_stderr_contains(&format!("`chmod o+x {}`", locked.display()))
+        .assert_lacks("stockade doctor");
+    // The fix it names works, and the file stays masked.
+    chmod(&locked, 0o701);
+    let run = fx.sandbox(&[], "cat locked/.env; echo done").run();
+    run.assert_success()
+        .assert_stdout_contains("done")
+        .assert_lacks("secret-value");
+}

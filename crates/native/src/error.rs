@@ -70,6 +70,8 @@ pub enum RunError {
         stage: &'static str,
         path: Option<PathBuf>,
         cause: std::io::Error,
+        /// The reason and the fix, when host facts tell them (see `crate::explain`).
+        explained: Option<String>,
     },
     #[error("failed to {what}: {cause}")]
     Io { what: String, cause: std::io::Error },
@@ -89,6 +91,10 @@ impl RunError {
         match self {
             RunError::Plan(e) => e.hint(),
             RunError::Unavailable { fix, .. } => Some(fix.clone()),
+            RunError::Setup {
+                explained: Some(why),
+                ..
+            } => Some(why.clone()),
             RunError::Setup { cause, .. } if cause.raw_os_error() == Some(libc::EPERM) => Some(
                 "run `stockade doctor` to see which kernel feature is blocked on this machine"
                     .into(),

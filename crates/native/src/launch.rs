@@ -1067,6 +1067,7 @@ fn setup_error(plan: &Plan, f: postfork::Report) -> RunError {
             stage: "open the proxy's listening socket inside the sandbox",
             path: None,
             cause,
+            explained: None,
         },
         Some(Stage::LandlockRestrict) => RunError::Unavailable {
             what: "Landlock",
@@ -1075,6 +1076,9 @@ fn setup_error(plan: &Plan, f: postfork::Report) -> RunError {
         },
         Some(s) => RunError::Setup {
             stage: s.describe(),
+            explained: path
+                .as_deref()
+                .and_then(|p| crate::explain::setup_failure(plan, p, f.value)),
             path,
             cause,
         },
@@ -1082,6 +1086,7 @@ fn setup_error(plan: &Plan, f: postfork::Report) -> RunError {
             stage: "set up the sandbox",
             path,
             cause,
+            explained: None,
         },
     }
 }

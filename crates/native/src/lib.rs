@@ -30,11 +30,13 @@
 mod beneath;
 pub mod cgroup;
 pub mod error;
+mod explain;
 pub mod git_index;
 pub mod host;
 pub mod launch;
 pub mod output;
 pub mod plan;
+pub mod planted_git;
 pub mod probe;
 pub mod sweep;
 pub mod userns;

@@ -8,8 +8,11 @@
 //! What stays: git's `*.sample` hooks and a new repository's config when it only holds keys
 //! that run nothing (`git init` and `git remote add` output). Submodule git dirs (`.git/modules`)
 //! are treated the same way, and a new `.git` that is not a directory (a `gitdir:` file or a
-//! symlink, which would send host git to another repository's hooks) is moved out whole.
+//! symlink, which would send host git to another repository's hooks) is moved out whole. A
+//! directory git accepts as a git dir that was not one at the start, whatever its name, loses
+//! its live config, non-sample hooks and `commondir` ([`crate::planted_git`]).
 
+use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
@@ -25,6 +28,7 @@ use serde::Serialize;
 use crate::beneath::{move_no_replace, Root};
 use crate::host::{HostView, Kind};
 use crate::plan::{in_git_modules, walk, Plan, Stamps};
+use crate::planted_git;
 
 pub const E_SANDBOX_VIOLATION: &str = "E_SANDBOX_VIOLATION";
 
@@ -46,6 +50,8 @@ pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
     let mut found = Vec::new();
     let mut links = Vec::new();
     let mut linked = Vec::new();
+    // Directories holding a config, hooks or a commondir that were not git dirs at the start.
+    let mut maybe_planted: BTreeSet<PathBuf> = BTreeSet::new();
     let mut count = 0usize;
     for root in &plan.sweep.roots {
         let known = Stamps::SkipUnchanged(&plan.sweep.dirs);
@@ -66,6 +72,11 @@ pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
                 } else if kind == Kind::Symlink && new_link_into_mask(plan, host, path) {
                     links.push(path.to_path_buf());
                 }
+                if let (Some(name), Some(parent)) = (path.file_name(), path.parent()) {
+                    if planted_git::is_code_name(name) && !plan.sweep.git_dirs.contains(parent) {
+                        maybe_planted.insert(parent.to_path_buf());
+                    }
+                }
             },
         );
     }
@@ -81,6 +92,7 @@ pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
         .iter()
         .map(|r| r.as_os_str().as_encoded_bytes())
         .collect();
+    let already: BTreeSet<PathBuf> = found.iter().cloned().collect();
     let mut out: Vec<Violation> = Vec::new();
     let mut moved: Vec<PathBuf> = Vec::new();
     // The quarantine lives in `<root>/.stockade`; one the sandbox created (possibly a symlink
@@ -111,23 +123,32 @@ pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
                 out.push(quarantine(root, &hook, run_id, "protected_path_created"));
             }
         } else if is_git_config && host.lstat_kind(&path) == Some(Kind::File) {
-            let opened = open_git_config(root, &path);
-            if let Some((fd, text)) = &opened {
-                if git_config_is_inert(text, &writable) {
-                    give_back_write_bit(fd);
-                    continue;
-                }
-            }
-            let mut v = quarantine(root, &path, run_id, "protected_path_created");
-            // Only once the original is gone, and never through a symlink: created `O_EXCL`
-            // in its directory, reached through no link.
-            if host.lstat_kind(&path).is_none() && write_minimal_config(root, &path).is_ok() {
-                v.action.push_str("; replaced with a minimal config");
-            }
-            out.push(v);
+            out.extend(neutralise_config(
+                host,
+                (root, &path),
+                run_id,
+                "protected_path_created",
+                &writable,
+            ));
         } else {
             out.push(quarantine(root, &path, run_id, "protected_path_created"));
             moved.push(path);
+        }
+    }
+    for dir in maybe_planted {
+        let Some(root) = plan.sweep.roots.iter().find(|r| is_within(&dir, r)) else {
+            continue;
+        };
+        if moved.iter().any(|m| is_within(&dir, m)) || !planted_git::accepted_by_git(host, &dir) {
+            continue;
+        }
+        for name in ["config", "config.worktree", "hooks", "commondir"] {
+            let path = dir.join(name);
+            // A new `.git`'s config and hooks went through the protected paths above.
+            if already.contains(&path) {
+                continue;
+            }
+            out.extend(neutralise_code_path(host, (root, &path), run_id, &writable));
         }
     }
     out.extend(linked);
@@ -218,6 +239,59 @@ fn new_link_into_mask(plan: &Plan, host: &dyn HostView, link: &Path) -> bool {
         .iter()
         .chain(&plan.emptied)
         .any(|m| is_within(&target, m))
+}
+
+/// Takes out `path` (named by [`planted_git::is_code_name`]) of a git dir assembled during the
+/// run: a config unless it is inert, every hook but `*.sample`, a `commondir`.
+fn neutralise_code_path(
+    host: &dyn HostView,
+    (root, path): (&Path, &Path),
+    run_id: &str,
+    writable: &[&[u8]],
+) -> Vec<Violation> {
+    let kind = planted_git::PLANTED_GIT_DIR;
+    let Some(found) = host.lstat_kind(path) else {
+        return Vec::new();
+    };
+    let name = path.file_name().unwrap_or_default();
+    if name == "hooks" && found == Kind::Dir {
+        host.list_dir(path)
+            .into_iter()
+            .filter(|(n, _)| !n.to_string_lossy().ends_with(".sample"))
+            .map(|(n, _)| quarantine(root, &path.join(n), run_id, kind))
+            .collect()
+    } else if (name == "config" || name == "config.worktree") && found == Kind::File {
+        neutralise_config(host, (root, path), run_id, kind, writable)
+            .into_iter()
+            .collect()
+    } else {
+        vec![quarantine(root, path, run_id, kind)]
+    }
+}
+
+/// A new git config stays when it only holds keys that run nothing (its write bit given
+/// back); otherwise it is quarantined and replaced with a minimal one.
+fn neutralise_config(
+    host: &dyn HostView,
+    (root, path): (&Path, &Path),
+    run_id: &str,
+    kind: &'static str,
+    writable: &[&[u8]],
+) -> Option<Violation> {
+    let opened = open_git_config(root, path);
+    if let Some((fd, text)) = &opened {
+        if git_config_is_inert(text, writable) {
+            give_back_write_bit(fd);
+            return None;
+        }
+    }
+    let mut v = quarantine(root, path, run_id, kind);
+    // Only once the original is gone, and never through a symlink: created `O_EXCL` in its
+    // directory, reached through no link.
+    if host.lstat_kind(path).is_none() && write_minimal_config(root, path).is_ok() {
+        v.action.push_str("; replaced with a minimal config");
+    }
+    Some(v)
 }
 
 /// Largest `.git/config` the sweep reads to decide whether it is inert (a larger one is
@@ -562,6 +636,76 @@ mod tests {
             victim,
             "{violations:?}"
         );
+    }
+
+    fn make_git_dir(dir: &Path) {
+        std::fs::create_dir_all(dir.join("objects")).unwrap();
+        std::fs::create_dir_all(dir.join("refs/heads")).unwrap();
+        std::fs::write(dir.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+    }
+
+    /// A bare repository assembled during the run, hooks and a live config first: both taken
+    /// out; a sample hook and an unrelated directory with a `config` stay.
+    #[test]
+    fn planted_bare_repository_loses_its_config_and_hooks() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(tmp.path()).unwrap().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        let plan = plan_for(&ws);
+        let b = ws.join("deep/b");
+        std::fs::create_dir_all(b.join("hooks")).unwrap();
+        std::fs::write(b.join("config"), "[core]\n\tfsmonitor = evil\n").unwrap();
+        std::fs::write(b.join("hooks/post-checkout"), "evil").unwrap();
+        std::fs::write(b.join("hooks/pre-commit.sample"), "fine").unwrap();
+        std::fs::write(b.join("commondir"), "../x\n").unwrap();
+        make_git_dir(&b);
+        std::fs::create_dir_all(ws.join("app")).unwrap();
+        std::fs::write(ws.join("app/config"), "[core]\n\tfsmonitor = not-git\n").unwrap();
+        let violations = sweep(&plan, &RealHost, "plant");
+        let kinds: Vec<_> = violations
+            .iter()
+            .map(|v| (v.kind, v.path.clone()))
+            .collect();
+        for p in ["config", "hooks/post-checkout", "commondir"] {
+            assert!(
+                kinds.contains(&(planted_git::PLANTED_GIT_DIR, b.join(p))),
+                "{p}: {violations:?}"
+            );
+        }
+        assert_eq!(violations.len(), 3, "{violations:?}");
+        assert!(!b.join("hooks/post-checkout").exists());
+        assert!(b.join("hooks/pre-commit.sample").exists());
+        assert!(!b.join("commondir").exists());
+        let config = std::fs::read_to_string(b.join("config")).unwrap();
+        assert!(git_config_is_inert(config.as_bytes(), &[]), "{config}");
+        assert!(ws.join("app/config").exists(), "not a git dir: left alone");
+    }
+
+    /// A bare repository that was one at the start keeps its config and hooks.
+    #[test]
+    fn existing_bare_repository_is_left_alone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(tmp.path()).unwrap().join("ws");
+        let b = ws.join("mirror.git");
+        std::fs::create_dir_all(b.join("hooks")).unwrap();
+        std::fs::write(
+            b.join("config"),
+            "[core]\n\tbare = true\n[alias]\n\tx = !y\n",
+        )
+        .unwrap();
+        std::fs::write(b.join("hooks/pre-receive"), "theirs").unwrap();
+        make_git_dir(&b);
+        let plan = plan_for(&ws);
+        assert!(
+            plan.sweep.git_dirs.contains(&b),
+            "{:?}",
+            plan.sweep.git_dirs
+        );
+        // The run touches the directory (so the sweep lists it again).
+        std::fs::write(b.join("FETCH_HEAD"), "").unwrap();
+        let violations = sweep(&plan, &RealHost, "keep");
+        assert!(violations.is_empty(), "{violations:?}");
+        assert!(b.join("hooks/pre-receive").exists());
     }
 
     #[test]

@@ -895,11 +895,11 @@ impl Server<'_> {
 
     /// [`protect::decide`] with a [`GitHint`] read from the disk when the rules want one.
     fn decide(&self, path: &[u8], what: Create) -> Verdict {
-        protect::decide(self.rules, path, what, git_hint(path))
+        protect::decide(self.rules, path, what, git_hint(path, self.rules.roots))
     }
 
     fn is_protected(&self, path: &[u8]) -> bool {
-        protect::is_protected_file(self.rules, path, git_hint(path))
+        protect::is_protected_file(self.rules, path, git_hint(path, self.rules.roots))
     }
 
     fn deny(&self, op: Op, reason: Reason, path: &[u8], blocked: &mut Option<Blocked>) -> Errno {
@@ -1511,7 +1511,7 @@ fn rewrite_held_config(
 /// Whether the parent and grandparent of `path` hold a `HEAD` and an `objects` directory, when
 /// [`protect::wants_hint`] says it matters. Paths are the init's own view (the same as the
 /// command's); a lookup error counts as "no".
-fn git_hint(path: &[u8]) -> GitHint {
+fn git_hint(path: &[u8], writable: &[&[u8]]) -> GitHint {
     if !protect::wants_hint(path) {
         return GitHint::default();
     }
@@ -1524,7 +1524,10 @@ fn git_hint(path: &[u8]) -> GitHint {
                         .is_ok_and(|st| !want_dir || st.st_mode & libc::S_IFMT == libc::S_IFDIR)
                 })
         };
-        probe(b"/HEAD", false) && probe(b"/objects", true)
+        // Git's own test wants `objects` and `refs` (or a `commondir`); any one of them
+        // with `HEAD` is enough here.
+        probe(b"/HEAD", false)
+            && (probe(b"/objects", true) || probe(b"/refs", true) || probe(b"/commondir", false))
     };
     let parent = match path.iter().rposition(|b| *b == b'/') {
         Some(i) => &path[..i],
@@ -1534,8 +1537,56 @@ fn git_hint(path: &[u8]) -> GitHint {
         .iter()
         .rposition(|b| *b == b'/')
         .map(|i| &parent[..i]);
+    let name = &path[parent.len() + 1..];
     GitHint {
         parent_is_gitdir: looks_like_gitdir(parent),
         grand_is_gitdir: grand.is_some_and(looks_like_gitdir),
+        parent_holds_code: protect::completes_git_dir(name)
+            && completes_with_code(parent, name, writable),
+    }
+}
+
+/// Whether creating `name` in `dir` gives it what git looks for (`HEAD`, plus `objects`,
+/// `refs` or a `commondir`) while `dir` holds a `config` that is not an inert git config
+/// (unreadable, not a regular file, too large, or with keys that run code) or a `hooks` that
+/// is not a directory. Hooks inside a `hooks` directory are not listed here: the sweep takes
+/// them out after the run.
+fn completes_with_code(dir: &[u8], name: &[u8], writable: &[&[u8]]) -> bool {
+    let mut d = PathBuf::new();
+    let Ok(c) = d.push(dir).and_then(|_| d.cstr()) else {
+        return true;
+    };
+    let Ok(fd) = raw::openat_exact(
+        libc::AT_FDCWD,
+        c,
+        libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        0,
+    ) else {
+        return false;
+    };
+    let dir = Fd(fd);
+    let entry = |name: &CStr| raw::fstatat(dir.0, name, libc::AT_SYMLINK_NOFOLLOW).ok();
+    // Already a git dir (git rewriting its own `HEAD`, say): nothing is completed.
+    let head = entry(c"HEAD").is_some();
+    let rest =
+        entry(c"objects").is_some() || entry(c"refs").is_some() || entry(c"commondir").is_some();
+    let completes = !(head && rest) && if name == b"HEAD" { rest } else { head };
+    if !completes {
+        return false;
+    }
+    if entry(c"hooks").is_some_and(|st| st.st_mode & libc::S_IFMT != libc::S_IFDIR) {
+        return true;
+    }
+    if entry(c"config").is_none() {
+        return false;
+    }
+    let mut name = Name::new();
+    if name.push(b"config").is_err() {
+        return true;
+    }
+    let mut content = [0u8; CONFIG_MAX + 1];
+    match read_config(&dir, &name, &mut content) {
+        Ok(Some(len)) => !protect::git_config_is_inert(&content[..len], writable),
+        _ => true,
     }
 }

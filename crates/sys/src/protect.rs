@@ -97,6 +97,9 @@ pub enum Reason {
     GitConfig = 5,
     /// `chmod` (or a hard link) of a protected file.
     ProtectedFile = 6,
+    /// `HEAD`, `objects`, `refs` or `commondir` would make a directory that already holds a
+    /// live config or hooks a git dir (a repository assembled config-first).
+    PlantedGitDir = 7,
 }
 
 impl Reason {
@@ -109,6 +112,7 @@ impl Reason {
             GitHook,
             GitConfig,
             ProtectedFile,
+            PlantedGitDir,
         ]
         .into_iter()
         .find(|r| *r as u32 == v)
@@ -122,6 +126,7 @@ impl Reason {
             Reason::GitHook => "only *.sample files may be created in a git hooks directory",
             Reason::GitConfig => "git config may only gain, change or lose keys that run nothing (user.*, remote.*.url/fetch, branch.*.remote/merge, ...); set other keys from outside the sandbox",
             Reason::ProtectedFile => "protected file",
+            Reason::PlantedGitDir => "would make a directory holding a git config that runs code (or a hooks entry that is not a directory) a git dir; assemble a repository with `git init` (its config keys that run code are set from outside the sandbox)",
         }
     }
 }
@@ -287,6 +292,15 @@ fn in_roots(rules: &Rules<'_>, path: &[u8]) -> bool {
 pub struct GitHint {
     pub parent_is_gitdir: bool,
     pub grand_is_gitdir: bool,
+    /// Creating `HEAD`, `objects`, `refs` or `commondir` would give the parent what git looks
+    /// for in a git dir (`HEAD` and one of the others) while it holds a `config` that is not
+    /// inert (or cannot be read as one) or a `hooks` that is not a directory.
+    pub parent_holds_code: bool,
+}
+
+/// Names that complete a git dir (what git's `is_git_directory` looks for).
+pub fn completes_git_dir(name: &[u8]) -> bool {
+    matches!(name, b"HEAD" | b"objects" | b"refs" | b"commondir")
 }
 
 /// Whether [`decide`] or [`is_protected_file`] would use a [`GitHint`] for `path`, so the
@@ -298,6 +312,7 @@ pub fn wants_hint(path: &[u8]) -> bool {
         name,
         b"hooks" | b"config" | b"config.worktree" | b"commondir"
     ) || parent_name == b"hooks"
+        || completes_git_dir(name)
 }
 
 /// The rule for creating `what` at `path` (absolute, normal).
@@ -318,6 +333,11 @@ pub fn decide(rules: &Rules<'_>, path: &[u8], what: Create, hint: GitHint) -> Ve
     if what == Create::MoveDir && is_git_dir(components(path)) {
         // A directory renamed to become a git dir (`.git/modules/<name>`) brings its hooks.
         return Verdict::Deny(Reason::BeginsProtectedPath);
+    }
+    if hint.parent_holds_code && completes_git_dir(name) {
+        // Git would accept the directory as a git dir, with a config or hooks that were not
+        // checked as such when they were made.
+        return Verdict::Deny(Reason::PlantedGitDir);
     }
     if hint.parent_is_gitdir || is_git_dir(components(parent)) {
         match name {
@@ -548,10 +568,39 @@ mod tests {
     }
 
     #[test]
+    fn a_directory_with_a_live_config_cannot_become_a_git_dir() {
+        let live = GitHint {
+            parent_holds_code: true,
+            ..GitHint::default()
+        };
+        for (path, what) in [
+            ("/ws/b/HEAD", Create::File),
+            ("/ws/b/HEAD", Create::MoveFile),
+            ("/ws/b/HEAD", Create::Symlink),
+            ("/ws/b/objects", Create::Dir),
+            ("/ws/b/refs", Create::MoveDir),
+            ("/ws/b/commondir", Create::File),
+        ] {
+            assert_eq!(
+                decide(&RULES, path.as_bytes(), what, live),
+                Verdict::Deny(Reason::PlantedGitDir),
+                "{path} {what:?}"
+            );
+        }
+        let v = decide(&RULES, b"/ws/b/HEAD", Create::File, GitHint::default());
+        assert_eq!(v, Verdict::Allow, "git init: config (inert) before HEAD");
+        assert_eq!(
+            decide(&RULES, b"/ws/b/README", Create::File, live),
+            Verdict::Allow
+        );
+    }
+
+    #[test]
     fn bare_repositories_are_recognised_by_content() {
         let bare = GitHint {
             parent_is_gitdir: false,
             grand_is_gitdir: true,
+            parent_holds_code: false,
         };
         let v = decide(&RULES, b"/ws/b/hooks/pre-receive", Create::File, bare);
         assert_eq!(v, Verdict::Deny(Reason::GitHook));
@@ -560,6 +609,7 @@ mod tests {
         let parent = GitHint {
             parent_is_gitdir: true,
             grand_is_gitdir: false,
+            parent_holds_code: false,
         };
         let v = decide(&RULES, b"/ws/b/config", Create::MoveFile, parent);
         assert_eq!(v, Verdict::InertConfig);

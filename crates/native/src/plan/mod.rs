@@ -295,6 +295,9 @@ pub struct SweepPlan {
     /// Protected paths present at the start, with their kind: a path whose kind changed (a
     /// symlinked `.git/hooks` replaced by a real directory) counts as created.
     pub existing: BTreeMap<PathBuf, Kind>,
+    /// Directories git accepted as git dirs at the start (see [`crate::planted_git`]): one
+    /// that appears during the run is a planted git dir.
+    pub git_dirs: BTreeSet<PathBuf>,
     /// Directories the planner listed, with their stamps: the sweep lists again only those
     /// that changed (and new ones).
     #[serde(skip)]
@@ -600,6 +603,21 @@ impl Plan {
                 top,
             });
         }
+        // Git dirs under other names (a bare repository in the workspace): git runs their
+        // config and hooks as it does `.git`'s.
+        let bare: Vec<PathBuf> = found
+            .accepted_git_dirs
+            .iter()
+            .filter(|d| {
+                !d.iter().any(|c| c == ".git")
+                    && writable_roots.iter().any(|w| is_within(d, w) && *d != w)
+            })
+            .cloned()
+            .collect();
+        git_dirs.extend(bare.iter().map(|d| git::GitDir {
+            dir: d.clone(),
+            top: None,
+        }));
         git_dirs.extend(
             writable_roots
                 .iter()
@@ -628,13 +646,18 @@ impl Plan {
             .iter()
             .find(|(k, _)| k == "XDG_CONFIG_HOME")
             .map(|(_, v)| PathBuf::from(v));
-        let git_paths = git::protected_paths(
+        let mut git_paths = git::protected_paths(
             host,
             &git_dirs,
             &writable_roots,
             &req.home,
             &git::global_configs(&req.home, xdg_config_home.as_deref()),
         );
+        for d in &bare {
+            for name in ["config", "hooks", "commondir"] {
+                git_paths.insert(d.join(name));
+            }
+        }
         for p in &git_paths {
             if let Some(target) = mount_target(host, p) {
                 if writable_roots.iter().any(|w| is_within(&target, w)) && target != req.workspace {
@@ -1043,6 +1066,12 @@ impl Plan {
                     .chain(&found.git_files)
                     .filter_map(|p| Some((p.clone(), host.lstat_kind(p)?)))
                     .collect(),
+                git_dirs: found
+                    .accepted_git_dirs
+                    .iter()
+                    .chain(&found.git_dirs)
+                    .cloned()
+                    .collect(),
                 dirs,
                 git_indexes,
             },
@@ -1217,6 +1246,7 @@ impl DenyGlobs {
             || name == ".git"
             || name == "hooks"
             || name == "config"
+            || name == "config.worktree"
             || name == "commondir"
     }
 
@@ -1234,6 +1264,8 @@ struct Matches {
     git_files: Vec<PathBuf>,
     /// `.git` directories and submodule git dirs found in the walk.
     git_dirs: Vec<PathBuf>,
+    /// Directories git accepts as git dirs that hold a config, hooks or a commondir.
+    accepted_git_dirs: Vec<PathBuf>,
     globs: DenyGlobs,
 }
 
@@ -1280,6 +1312,7 @@ impl Matches {
             deny_write: deny_write_found,
             git_files: Vec::new(),
             git_dirs: Vec::new(),
+            accepted_git_dirs: Vec::new(),
             globs: DenyGlobs::new(read_globs.iter().copied(), write_globs.iter().copied())?,
         };
         // Walk every distinct glob base once (writable roots are the bases of the relative
@@ -1322,6 +1355,13 @@ impl Matches {
                     if is_git_redirect(path, kind) {
                         m.git_files.push(path.to_path_buf());
                     }
+                    if let (Some(name), Some(parent)) = (path.file_name(), path.parent()) {
+                        if crate::planted_git::is_code_name(name)
+                            && crate::planted_git::accepted_by_git(host, parent)
+                        {
+                            m.accepted_git_dirs.push(parent.to_path_buf());
+                        }
+                    }
                 },
             )?;
             walked.push(base);
@@ -1331,6 +1371,7 @@ impl Matches {
             &mut m.deny_write,
             &mut m.git_files,
             &mut m.git_dirs,
+            &mut m.accepted_git_dirs,
         ] {
             v.sort();
             v.dedup();

@@ -1,0 +1,275 @@
+//! Git dirs planted during a run (issue 15, item 3): a directory git accepts as a git dir
+//! (`HEAD`, `objects/`, `refs/`, or a `commondir`) assembled in any order — config or hooks
+//! first, the parts that make git recognise it last. Refused in the run where that can be
+//! decided when it is made (a `HEAD` next to a live config), otherwise taken apart by the
+//! sweep: a live config, non-sample hooks and a `commondir` are quarantined. The decisive
+//! check is git on the HOST afterwards (`--git-dir` with a work tree, as a user's or an
+//! agent's host-side tool would reach it) running nothing; the control is the same steps
+//! without stockade, after which git runs the planted fsmonitor or hook.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test: panicking with a message is how it reports a failure"
+)]
+
+use std::path::{Path, PathBuf};
+
+use attacks::{json_str, Fixture, Records};
+
+/// A script that leaves `<root>/<marker>` when git runs it (as a hook or fsmonitor).
+fn tripwire(fx: &Fixture, marker: &str) -> (PathBuf, PathBuf) {
+    let flag = fx.root.join(marker);
+    let script = fx.script(
+        &format!("{marker}.sh"),
+        &format!("#!/bin/sh\ntouch {}\n", flag.display()),
+    );
+    (script, flag)
+}
+
+/// `git status` and `git commit` on the host with `dir` as the git dir and a fresh work tree.
+fn host_git_with(fx: &Fixture, dir: &str) {
+    let wt = fx.root.join(format!("wt-{}", dir.replace('/', "-")));
+    std::fs::create_dir_all(&wt).unwrap();
+    let git_dir = format!("--git-dir={}", fx.ws.join(dir).display());
+    let work_tree = format!("--work-tree={}", wt.display());
+    fx.git_host(&[&git_dir, &work_tree, "status"]);
+    fx.git_host(&[
+        &git_dir,
+        &work_tree,
+        "-c",
+        "user.email=h@example.invalid",
+        "-c",
+        "user.name=H",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "after the run",
+    ]);
+}
+
+const MAKE_GIT_DIR: &str = "echo 'ref: refs/heads/main' > HEAD && mkdir -p objects refs/heads";
+
+/// The run reported a `planted_git_dir` violation for `<dir>/<name>` (report and stderr).
+fn assert_swept(records: &Records, run: &attacks::Run, fx: &Fixture, rel: &str) {
+    let path = fx.ws.join(rel);
+    let violations = records.violations();
+    assert!(
+        violations
+            .iter()
+            .any(|v| json_str(v, "kind") == "planted_git_dir"
+                && Path::new(json_str(v, "path")) == path
+                && json_str(v, "action").contains("moved to")),
+        "no planted_git_dir violation for {}:\n{violations:#?}\n{}",
+        path.display(),
+        run.describe()
+    );
+    run.assert_stderr_contains(&format!(
+        "stockade: violation[E_SANDBOX_VIOLATION]: planted git dir {}",
+        path.display()
+    ));
+}
+
+#[test]
+fn bare_repository_assembled_config_first_is_refused_or_swept() {
+    let fx = Fixture::new();
+    let (script, flag) = tripwire(&fx, "pwned-config-first");
+    let config = format!(
+        "printf '[core]\\n\\tbare = false\\n\\tfsmonitor = {}\\n'",
+        script.display()
+    );
+    // Plainly: the live config first, then what makes it a git dir (refused in the run).
+    let plain = format!("mkdir b && cd b && {config} > config && {MAKE_GIT_DIR}");
+    let records = fx.records();
+    let run = fx.attack(&records.opts(), &plain).outcome();
+    run.assert_failed();
+    records.assert_blocked(&run.run, &["b/HEAD", "b/objects", "b/refs"]);
+    host_git_with(&fx, "b");
+    assert!(!flag.exists(), "the planted fsmonitor ran on the host");
+    // With the race the creation guard cannot see: an inert config first, the git dir, and
+    // the live key written into the existing file last. The sweep takes the config out.
+    let raced = format!(
+        "mkdir c && cd c && printf '[core]\\n\\tbare = false\\n' > config && {MAKE_GIT_DIR} && {config} > config"
+    );
+    let records = fx.records();
+    let run = fx.attack(&records.opts(), &raced).outcome();
+    run.assert_ok();
+    assert_swept(&records, &run.run, &fx, "c/config");
+    let replaced = std::fs::read_to_string(fx.ws.join("c/config")).unwrap_or_default();
+    assert!(!replaced.contains("fsmonitor"), "{replaced}");
+    host_git_with(&fx, "c");
+    assert!(!flag.exists(), "the planted fsmonitor ran on the host");
+    // Control: the same steps on the host, and git runs the fsmonitor.
+    fx.control(&plain.replace("mkdir b", "mkdir d").replace("cd b", "cd d"))
+        .outcome()
+        .assert_ok();
+    host_git_with(&fx, "d");
+    assert!(
+        flag.exists(),
+        "control: git did not run the planted fsmonitor"
+    );
+}
+
+#[test]
+fn bare_repository_assembled_hooks_first_is_swept() {
+    let fx = Fixture::new();
+    let (script, flag) = tripwire(&fx, "pwned-hooks-first");
+    let steps = |dir: &str| {
+        format!(
+            "mkdir -p {dir}/hooks && cd {dir} && cp {} hooks/pre-commit && chmod +x hooks/pre-commit && {MAKE_GIT_DIR}",
+            script.display()
+        )
+    };
+    let records = fx.records();
+    let run = fx.attack(&records.opts(), &steps("b")).outcome();
+    run.assert_ok();
+    assert_swept(&records, &run.run, &fx, "b/hooks/pre-commit");
+    host_git_with(&fx, "b");
+    assert!(!flag.exists(), "the planted hook ran on the host");
+    fx.control(&steps("d")).outcome().assert_ok();
+    host_git_with(&fx, "d");
+    assert!(flag.exists(), "control: git did not run the planted hook");
+}
+
+#[test]
+fn nested_dot_git_assembled_out_of_order_runs_nothing() {
+    let fx = Fixture::new();
+    let (script, flag) = tripwire(&fx, "pwned-nested");
+    let steps = |dir: &str| {
+        format!(
+            "mkdir -p {dir}/.git/hooks && cd {dir}/.git; \
+             printf '[core]\\n\\tfsmonitor = {s}\\n' > config; \
+             cp {s} hooks/pre-commit; chmod +x hooks/pre-commit; {MAKE_GIT_DIR}",
+            s = script.display()
+        )
+    };
+    let records = fx.records();
+    let run = fx.attack(&records.opts(), &steps("sub")).outcome();
+    let violations = records.violations();
+    assert!(
+        !violations.is_empty(),
+        "nothing reported\n{}",
+        run.run.describe()
+    );
+    for args in [
+        &["status"][..],
+        &[
+            "-c",
+            "user.email=h@example.invalid",
+            "-c",
+            "user.name=H",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "x",
+        ],
+    ] {
+        let mut all = vec!["-C", "sub"];
+        all.extend_from_slice(args);
+        fx.git_host(&all);
+    }
+    assert!(
+        !flag.exists(),
+        "the planted fsmonitor or hook ran on the host"
+    );
+    fx.control(&steps("other")).outcome().assert_ok();
+    fx.git_host(&["-C", "other", "status"]);
+    assert!(
+        flag.exists(),
+        "control: git did not run the planted fsmonitor"
+    );
+}
+
+#[test]
+fn git_dir_with_a_commondir_redirect_is_swept() {
+    let fx = Fixture::new();
+    let (script, flag) = tripwire(&fx, "pwned-commondir");
+    // `evil` holds the config but no HEAD (not a git dir by itself); `b` is a HEAD and a
+    // `commondir` that sends git to it.
+    let steps = |dir: &str| {
+        format!(
+            "mkdir -p {dir}/evil/objects {dir}/evil/refs {dir}/b && \
+             printf '[core]\\n\\tbare = false\\n\\tfsmonitor = {}\\n' > {dir}/evil/config && \
+             echo 'ref: refs/heads/main' > {dir}/b/HEAD && echo ../evil > {dir}/b/commondir",
+            script.display()
+        )
+    };
+    let records = fx.records();
+    let run = fx.attack(&records.opts(), &steps("x")).outcome();
+    run.assert_ok();
+    assert_swept(&records, &run.run, &fx, "x/b/commondir");
+    host_git_with(&fx, "x/b");
+    assert!(!flag.exists(), "the redirected config ran on the host");
+    fx.control(&steps("y")).outcome().assert_ok();
+    host_git_with(&fx, "y/b");
+    assert!(flag.exists(), "control: git did not follow the commondir");
+}
+
+/// Across two runs: the first leaves hooks, `objects`, `refs` and a `HEAD` git would not
+/// accept (so the directory is not a git dir when that run ends); the second only rewrites
+/// `HEAD`'s content, which moves no directory's ctime. The first run's sweep must already
+/// have taken the hook out.
+#[test]
+fn a_head_made_valid_in_a_later_run_finds_no_hook() {
+    let fx = Fixture::new();
+    let (script, flag) = tripwire(&fx, "pwned-later-head");
+    let first = |dir: &str| {
+        format!(
+            "mkdir -p {dir}/hooks {dir}/objects {dir}/refs/heads && cp {} {dir}/hooks/pre-commit && chmod +x {dir}/hooks/pre-commit && echo not-yet > {dir}/HEAD",
+            script.display()
+        )
+    };
+    let second = |dir: &str| format!("echo 'ref: refs/heads/main' > {dir}/HEAD");
+    let records = fx.records();
+    let run = fx.attack(&records.opts(), &first("b")).outcome();
+    run.assert_ok();
+    assert_swept(&records, &run.run, &fx, "b/hooks/pre-commit");
+    fx.attack(&[], &second("b")).outcome().assert_ok();
+    host_git_with(&fx, "b");
+    assert!(!flag.exists(), "the planted hook ran on the host");
+    fx.control(&first("d")).outcome().assert_ok();
+    fx.control(&second("d")).outcome().assert_ok();
+    host_git_with(&fx, "d");
+    assert!(flag.exists(), "control: git did not run the planted hook");
+}
+
+/// A bare repository that exists when the run starts (a mirror kept in the workspace) is a
+/// git dir like `.git`: its config, hooks and `commondir` are read-only and refused on
+/// creation, and it cannot be renamed away and rebuilt.
+#[test]
+fn existing_bare_repository_is_protected_like_dot_git() {
+    let fx = Fixture::new();
+    let (script, flag) = tripwire(&fx, "pwned-existing-bare");
+    for dir in ["mirror.git", "control.git"] {
+        fx.git_host(&["init", "-q", "--bare", dir]).assert_success();
+    }
+    let attack = |dir: &str| {
+        format!(
+            "printf '[core]\\n\\tbare = false\\n\\tfsmonitor = {s}\\n' >> {dir}/config; \
+             cp {s} {dir}/hooks/pre-commit; chmod +x {dir}/hooks/pre-commit; \
+             mv {dir} {dir}.old && cp -r {dir}.old {dir}; \
+             printf '[core]\\n\\tbare = false\\n\\tfsmonitor = {s}\\n' >> {dir}/config; \
+             cp {s} {dir}/hooks/pre-commit; chmod +x {dir}/hooks/pre-commit",
+            s = script.display()
+        )
+    };
+    let records = fx.records();
+    let run = fx.attack(&records.opts(), &attack("mirror.git")).outcome();
+    run.assert_failed();
+    records.assert_blocked(
+        &run.run,
+        &["mirror.git/hooks/pre-commit", "mirror.git/hooks"],
+    );
+    host_git_with(&fx, "mirror.git");
+    assert!(
+        !flag.exists(),
+        "the planted fsmonitor or hook ran on the host"
+    );
+    fx.control(&attack("control.git")).outcome().assert_ok();
+    host_git_with(&fx, "control.git");
+    assert!(
+        flag.exists(),
+        "control: git did not run the planted fsmonitor"
+    );
+}
