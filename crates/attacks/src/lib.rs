@@ -928,6 +928,17 @@ impl Fixture {
         path
     }
 
+    /// A script under `<root>/scripts/` that leaves the file `<root>/<marker>` when something
+    /// runs it (a git hook or fsmonitor on the host, after the run): (script, flag file).
+    pub fn tripwire(&self, marker: &str) -> (PathBuf, PathBuf) {
+        let flag = self.root.join(marker);
+        let script = self.script(
+            &format!("{marker}.sh"),
+            &format!("#!/bin/sh\ntouch {}\n", flag.display()),
+        );
+        (script, flag)
+    }
+
     /// A path for a `--report`/`--audit` file, outside the workspace.
     pub fn out_file(&self, name: &str) -> PathBuf {
         self.root.join(name)

@@ -13,19 +13,9 @@
     reason = "a test: panicking with a message is how it reports a failure"
 )]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use attacks::{read_bytes, read_text, write_file, Fixture};
-
-/// A script that leaves `<root>/<marker>` when git runs it (as a hook or fsmonitor).
-fn tripwire(fx: &Fixture, marker: &str) -> (PathBuf, PathBuf) {
-    let flag = fx.root.join(marker);
-    let script = fx.script(
-        &format!("{marker}.sh"),
-        &format!("#!/bin/sh\ntouch {}\n", flag.display()),
-    );
-    (script, flag)
-}
 
 fn git_in(fx: &Fixture, dir: &Path, args: &[&str]) -> attacks::Run {
     let mut all = vec!["-C", dir.to_str().expect("utf-8 path")];
@@ -64,7 +54,7 @@ fn existing_config_worktree_cannot_gain_an_fsmonitor() {
         "[user]\n\tname = W\n",
         0o644,
     );
-    let (script, flag) = tripwire(&fx, "pwned-worktree-config");
+    let (script, flag) = fx.tripwire("pwned-worktree-config");
     let attack = format!(
         "printf '[core]\\n\\tfsmonitor = {}\\n' >> .git/config.worktree",
         script.display()
@@ -88,7 +78,7 @@ fn new_config_worktree_with_a_live_key_is_refused() {
     let records = fx.records();
     fx.git_host(&["config", "extensions.worktreeConfig", "true"])
         .assert_success();
-    let (script, flag) = tripwire(&fx, "pwned-new-worktree-config");
+    let (script, flag) = fx.tripwire("pwned-new-worktree-config");
     let attack = format!(
         "printf '[core]\\n\\tfsmonitor = {}\\n' > cw && mv cw .git/config.worktree",
         script.display()
@@ -120,7 +110,7 @@ fn linked_worktree_outside_the_workspace_cannot_be_redirected() {
         "linked",
     ])
     .assert_success();
-    let (script, flag) = tripwire(&fx, "pwned-commondir");
+    let (script, flag) = fx.tripwire("pwned-commondir");
     // A git dir assembled by hand (an inert config first, so nothing recognised it as one
     // then; its live key is written into the existing file once it is a git dir: a live config
     // next to a new `HEAD` is refused, and the sweep takes this one out after the run).
@@ -185,7 +175,7 @@ fn hooks_path_named_by_the_repository_is_protected() {
     fx.git_host(&["config", "core.hooksPath", ".githooks"])
         .assert_success();
     std::fs::create_dir_all(fx.ws.join(".githooks")).unwrap();
-    let (script, flag) = tripwire(&fx, "pwned-hookspath");
+    let (script, flag) = fx.tripwire("pwned-hookspath");
     let attack = format!(
         "printf '#!/bin/sh\\n{}\\n' > .githooks/pre-commit && chmod +x .githooks/pre-commit",
         script.display()
@@ -228,7 +218,7 @@ fn included_config_files_are_protected() {
         .assert_success();
     fx.git_host(&["config", "includeIf.gitdir:/.path", "../nested.gitconfig"])
         .assert_success();
-    let (script, flag) = tripwire(&fx, "pwned-include");
+    let (script, flag) = fx.tripwire("pwned-include");
     for file in ["team.gitconfig", "nested.gitconfig"] {
         let attack = format!(
             "printf '[core]\\n\\tfsmonitor = {}\\n' >> {file}",
@@ -269,7 +259,7 @@ fn target_of_a_symlinked_hook_is_protected() {
         fx.ws.join(".git/hooks/pre-commit"),
     )
     .unwrap();
-    let (script, flag) = tripwire(&fx, "pwned-hook-target");
+    let (script, flag) = fx.tripwire("pwned-hook-target");
     let attack = format!("echo {} >> scripts/pre-commit", script.display());
     fx.attack(&records.opts(), &attack)
         .outcome()
@@ -332,7 +322,7 @@ fn everyday_git_rewrites_an_existing_config_and_keeps_its_live_keys() {
 fn live_config_change_is_refused_and_reported() {
     let fx = Fixture::new();
     let records = fx.records();
-    let (script, flag) = tripwire(&fx, "pwned-config");
+    let (script, flag) = fx.tripwire("pwned-config");
     let attack = format!("git config core.fsmonitor {}", script.display());
     let before = read_bytes(&fx.ws.join(".git/config"));
     let run = fx.attack(&records.opts(), &attack).outcome();
@@ -359,7 +349,7 @@ fn live_config_change_is_refused_and_reported() {
 fn a_live_key_after_a_header_on_the_same_line_is_refused() {
     let fx = Fixture::new();
     let records = fx.records();
-    let (script, flag) = tripwire(&fx, "pwned-header-line");
+    let (script, flag) = fx.tripwire("pwned-header-line");
     let line = format!(
         "printf '[remote \"x\"] [core] fsmonitor = \"{}\" #]\\n'",
         script.display()
@@ -397,7 +387,7 @@ fn a_live_key_after_a_header_on_the_same_line_is_refused() {
 fn a_remote_in_a_writable_root_is_refused() {
     let fx = Fixture::new();
     let records = fx.records();
-    let (script, flag) = tripwire(&fx, "pwned-pushurl");
+    let (script, flag) = fx.tripwire("pwned-pushurl");
     let plant = format!(
         "git init -q --bare tools/cache && printf '#!/bin/sh\\n{}\\n' > tools/cache/hooks/pre-receive && chmod +x tools/cache/hooks/pre-receive",
         script.display()

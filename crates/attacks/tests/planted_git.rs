@@ -12,19 +12,9 @@
     reason = "a test: panicking with a message is how it reports a failure"
 )]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use attacks::{json_str, Fixture, Records};
-
-/// A script that leaves `<root>/<marker>` when git runs it (as a hook or fsmonitor).
-fn tripwire(fx: &Fixture, marker: &str) -> (PathBuf, PathBuf) {
-    let flag = fx.root.join(marker);
-    let script = fx.script(
-        &format!("{marker}.sh"),
-        &format!("#!/bin/sh\ntouch {}\n", flag.display()),
-    );
-    (script, flag)
-}
 
 /// `git status` and `git commit` on the host with `dir` as the git dir and a fresh work tree.
 fn host_git_with(fx: &Fixture, dir: &str) {
@@ -73,7 +63,7 @@ fn assert_swept(records: &Records, run: &attacks::Run, fx: &Fixture, rel: &str) 
 #[test]
 fn bare_repository_assembled_config_first_is_refused_or_swept() {
     let fx = Fixture::new();
-    let (script, flag) = tripwire(&fx, "pwned-config-first");
+    let (script, flag) = fx.tripwire("pwned-config-first");
     let config = format!(
         "printf '[core]\\n\\tbare = false\\n\\tfsmonitor = {}\\n'",
         script.display()
@@ -113,7 +103,7 @@ fn bare_repository_assembled_config_first_is_refused_or_swept() {
 #[test]
 fn bare_repository_assembled_hooks_first_is_swept() {
     let fx = Fixture::new();
-    let (script, flag) = tripwire(&fx, "pwned-hooks-first");
+    let (script, flag) = fx.tripwire("pwned-hooks-first");
     let steps = |dir: &str| {
         format!(
             "mkdir -p {dir}/hooks && cd {dir} && cp {} hooks/pre-commit && chmod +x hooks/pre-commit && {MAKE_GIT_DIR}",
@@ -134,7 +124,7 @@ fn bare_repository_assembled_hooks_first_is_swept() {
 #[test]
 fn nested_dot_git_assembled_out_of_order_runs_nothing() {
     let fx = Fixture::new();
-    let (script, flag) = tripwire(&fx, "pwned-nested");
+    let (script, flag) = fx.tripwire("pwned-nested");
     let steps = |dir: &str| {
         format!(
             "mkdir -p {dir}/.git/hooks && cd {dir}/.git; \
@@ -184,7 +174,7 @@ fn nested_dot_git_assembled_out_of_order_runs_nothing() {
 #[test]
 fn git_dir_with_a_commondir_redirect_is_swept() {
     let fx = Fixture::new();
-    let (script, flag) = tripwire(&fx, "pwned-commondir");
+    let (script, flag) = fx.tripwire("pwned-commondir");
     // `evil` holds the config but no HEAD (not a git dir by itself); `b` is a HEAD and a
     // `commondir` that sends git to it.
     let steps = |dir: &str| {
@@ -213,7 +203,7 @@ fn git_dir_with_a_commondir_redirect_is_swept() {
 #[test]
 fn a_head_made_valid_in_a_later_run_finds_no_hook() {
     let fx = Fixture::new();
-    let (script, flag) = tripwire(&fx, "pwned-later-head");
+    let (script, flag) = fx.tripwire("pwned-later-head");
     let first = |dir: &str| {
         format!(
             "mkdir -p {dir}/hooks {dir}/objects {dir}/refs/heads && cp {} {dir}/hooks/pre-commit && chmod +x {dir}/hooks/pre-commit && echo not-yet > {dir}/HEAD",
@@ -240,7 +230,7 @@ fn a_head_made_valid_in_a_later_run_finds_no_hook() {
 #[test]
 fn existing_bare_repository_is_protected_like_dot_git() {
     let fx = Fixture::new();
-    let (script, flag) = tripwire(&fx, "pwned-existing-bare");
+    let (script, flag) = fx.tripwire("pwned-existing-bare");
     for dir in ["mirror.git", "control.git"] {
         fx.git_host(&["init", "-q", "--bare", dir]).assert_success();
     }
