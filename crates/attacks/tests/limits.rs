@@ -472,9 +472,11 @@ fn output_to_dev_null_is_not_relayed() {
 }
 
 /// Shared memory beyond `--memory` (issue 15): `memfd_create` + touching its pages, a SysV
-/// segment, a file in `/dev/shm`. A memory cgroup counts their pages (the run ends with a
-/// `memory` event); `RLIMIT_DATA` does not, so under it `memfd_create` and `shmget` are
-/// refused (ENOSYS) and `/dev/shm` holds at most the limit. Control: no limit, each fills.
+/// segment, a shared anonymous mapping, a file in `/dev/shm`. A memory cgroup counts their
+/// pages (the run ends with a `memory` event); `RLIMIT_DATA` does not, so under it
+/// `memfd_create` and `shmget` are refused (ENOSYS), `/dev/shm` holds at most the limit, and
+/// the supervisor's sampler ends a run whose processes hold more shared memory than the limit
+/// (found by the red-team pass). Control: no limit, each fills.
 #[test]
 fn shared_memory_counts_against_the_memory_limit_or_is_refused() {
     let Some(py) = attacks::python3("shared memory limit") else {
@@ -491,6 +493,10 @@ fn shared_memory_counts_against_the_memory_limit_or_is_refused() {
             "import ctypes, ctypes.util\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.shmat.restype = ctypes.c_void_p\nn = 256 << 20\nid = libc.shmget(0, ctypes.c_size_t(n), 0o1600)\nif id < 0:\n    print('refused', ctypes.get_errno()); raise SystemExit(3)\np = libc.shmat(id, None, 0)\nlibc.shmctl(id, 0, None)\nctypes.memset(p, 1, n)\nprint('filled')\n",
         ),
         (
+            "anon",
+            "import mmap\nn = 256 << 20\nm = mmap.mmap(-1, n)\nfor i in range(0, n, 4096):\n    m[i] = 1\nprint('filled')\n",
+        ),
+        (
             "devshm",
             "n = 256 << 20\ntry:\n    with open('/dev/shm/fill', 'wb') as f:\n        for _ in range(256):\n            f.write(b'x' * (1 << 20))\nexcept OSError as e:\n    print('refused', e.errno); raise SystemExit(3)\nprint('filled')\n",
         ),
@@ -505,6 +511,16 @@ fn shared_memory_counts_against_the_memory_limit_or_is_refused() {
         run.assert_lacks("filled");
         let report = read_json(&records.report);
         match mechanism(&report, "memory").as_str() {
+            "rlimit" if name == "anon" => {
+                // Nothing refuses a shared anonymous mapping: the sampler ends the run.
+                run.assert_code(137);
+                assert_eq!(
+                    json_str(&report, "ended_by"),
+                    "memory",
+                    "{name}: {report:#}"
+                );
+                run.assert_stderr_contains("shared memory");
+            }
             "rlimit" => {
                 run.assert_code(3);
                 let want = if name == "devshm" {

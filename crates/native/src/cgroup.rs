@@ -479,6 +479,23 @@ pub struct TreeSample {
     pub tasks: u64,
     /// The largest data size (`VmData`, what `RLIMIT_DATA` counts) of one process, in bytes.
     pub data_peak: u64,
+    /// Shared memory resident in the run's processes (`RssShmem` summed, in bytes: pages of
+    /// shared anonymous mappings, memfds, SysV segments and tmpfs files they map), which
+    /// `RLIMIT_DATA` does not count. A page mapped by two processes counts twice.
+    pub shared: u64,
+}
+
+/// `RssShmem` of a `/proc/PID/status` text, in bytes.
+fn rss_shmem(status: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(status).ok()?;
+    let line = text.lines().find(|l| l.starts_with("RssShmem:"))?;
+    let kb: u64 = line["RssShmem:".len()..]
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    kb.checked_mul(1024)
 }
 
 /// Samples the process tree of `root` now. Walks `/proc/PID/task/TID/children` and reads each
@@ -493,6 +510,9 @@ pub fn sample_tree(root: i32) -> TreeSample {
         if let Ok(status) = std::fs::read(format!("/proc/{pid}/status")) {
             let data = sys::mediate::vm_data(&status).unwrap_or(0);
             sample.data_peak = sample.data_peak.max(data);
+            sample.shared = sample
+                .shared
+                .saturating_add(rss_shmem(&status).unwrap_or(0));
         }
         for task in tasks.flatten() {
             sample.tasks += 1;
@@ -732,6 +752,16 @@ fn read_key(path: &Path, key: &str) -> Option<u64> {
     read_text(path, TEXT_LIMIT)?
         .lines()
         .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+#[cfg(test)]
+mod shared_tests {
+    #[test]
+    fn rss_shmem_is_read_in_bytes() {
+        let status = b"Name:\tpython3\nVmData:\t  1000 kB\nRssShmem:\t  262144 kB\nThreads:\t1\n";
+        assert_eq!(super::rss_shmem(status), Some(256 << 20));
+        assert_eq!(super::rss_shmem(b"Name:\tx\n"), None);
+    }
 }
 
 #[cfg(test)]

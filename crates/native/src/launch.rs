@@ -649,6 +649,8 @@ pub fn launch(
     // Allocations the allocation watch saw RLIMIT_DATA refuse: how many, and the first
     // (size asked for, data held, limit).
     let mut refused_allocations: (u64, Option<(u64, u64, u64)>) = (0, None);
+    // Shared memory the sampler saw over the rlimit-bounded memory limit (the run was ended).
+    let mut shared_over: Option<u64> = None;
     loop {
         if interrupted.is_none() {
             if let Some(sig) = sys::parent::interrupted() {
@@ -672,7 +674,17 @@ pub fn launch(
                 let now_sample = crate::cgroup::sample_tree(child.pid);
                 sampled.tasks = sampled.tasks.max(now_sample.tasks);
                 sampled.data_peak = sampled.data_peak.max(now_sample.data_peak);
+                sampled.shared = sampled.shared.max(now_sample.shared);
                 next_sample = Some(now + PIDS_SAMPLE);
+                // RLIMIT_DATA does not count shared memory (shared anonymous mappings above
+                // all; memfd, SysV and /dev/shm are refused or bounded on their own): the run
+                // ends when what its processes hold of it passes the limit.
+                if let Some((bytes, crate::cgroup::Mechanism::Rlimit)) = plan.resources.memory {
+                    if now_sample.shared > bytes && shared_over.is_none() {
+                        shared_over = Some(now_sample.shared);
+                        child.kill();
+                    }
+                }
             }
             if interrupt_end.is_some_and(|t| now >= t) {
                 child.kill();
@@ -789,6 +801,17 @@ pub fn launch(
     let mut limit_hits = crate::cgroup::hits(&plan.resources, &usage);
     let size = crate::output::human_size;
     match (plan.resources.memory, refused_allocations) {
+        (Some((bytes, m)), _) if shared_over.is_some() => limit_hits.push(LimitHit {
+            code: crate::cgroup::E_LIMIT_REACHED,
+            limit: "memory",
+            value: bytes,
+            mechanism: m.code(),
+            detail: format!(
+                "the run's processes held {} of shared memory (RssShmem, sampled every 50 ms), which RLIMIT_DATA does not count, over the limit of {}: the run was ended",
+                size(shared_over.unwrap_or(0)),
+                size(bytes)
+            ),
+        }),
         (Some((bytes, m)), (n, Some((asked, held, limit)))) => limit_hits.push(LimitHit {
             code: crate::cgroup::E_LIMIT_REACHED,
             limit: "memory",
@@ -839,7 +862,9 @@ pub fn launch(
             }
         }
     }
-    let ended_by = if timed_out {
+    let ended_by = if shared_over.is_some() {
+        Some("memory")
+    } else if timed_out {
         Some("timeout")
     } else if interrupted.is_some() {
         Some("interrupt")
