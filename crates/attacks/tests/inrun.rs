@@ -1734,6 +1734,36 @@ fn umask_is_honoured() {
     }
 }
 
+/// The init keeps `/proc/<tid>` and its `status` open from one call of a task to the next
+/// (issue 15, item 10): a umask the same task changes between two creations must still be
+/// seen (the shell's own redirections, one task), and so must each new task's (subshells,
+/// alternating masks, so an answer from the previous task's umask shows).
+#[test]
+fn umask_changed_by_the_same_task_or_the_next_is_honoured() {
+    let fx = Fixture::without_git();
+    let script =
+        "umask 077 && : > a && umask 022 && : > b && umask 077 && : > c && umask 002 && : > d
+        i=0; while [ $i -lt 40 ]; do
+            if [ $((i % 2)) = 0 ]; then m=077; else m=022; fi
+            (umask $m && : > s$i) || exit 1
+            i=$((i+1))
+        done
+        echo made";
+    works(&fx, script).run.assert_stdout_contains("made\n");
+    let mode = |p: &str| {
+        fs::metadata(fx.ws.join(p))
+            .map(|m| m.permissions().mode() & 0o777)
+            .unwrap_or(0)
+    };
+    for (p, want) in [("a", 0o600), ("b", 0o644), ("c", 0o600), ("d", 0o664)] {
+        assert_eq!(mode(p), want, "mode of {p}");
+    }
+    for i in 0..40 {
+        let want = if i % 2 == 0 { 0o600 } else { 0o644 };
+        assert_eq!(mode(&format!("s{i}")), want, "mode of s{i}");
+    }
+}
+
 #[test]
 fn fifo_round_trip_does_not_hang() {
     let fx = Fixture::without_git();

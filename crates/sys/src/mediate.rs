@@ -211,6 +211,44 @@ struct Target {
     id: u64,
     /// (umask, tgid), read from `/proc/<tid>/status` when first needed.
     status: Option<(u32, i32)>,
+    /// The task's `/proc/<tid>` directory and `status` file kept open from an earlier call of
+    /// the same tid ([`ProcCache`]), or -1. Each is bound to the task it was opened for, not to
+    /// the number: once that task is gone they fail (`ENOENT`, `ESRCH`) instead of reaching a
+    /// new task with the same tid; the paths by number are then used and `stale` is set.
+    proc_dir: c_int,
+    proc_status: c_int,
+    stale: bool,
+}
+
+/// `/proc/<tid>` and its `status`, kept open for the next call of the same task (a `tar`
+/// makes its 20,000 creations from one task): saves the path walk through procfs, and the
+/// close, of the two lookups every call makes. Only the most recent task is kept.
+struct ProcCache {
+    tid: i32,
+    dir: Fd,
+    status: Fd,
+}
+
+impl ProcCache {
+    fn open(tid: i32) -> Result<ProcCache, Errno> {
+        let mut p = PathBuf::new();
+        p.push(b"/proc/")?;
+        p.push_num(tid as u64)?;
+        let dir = open_path(p.bytes(), libc::O_PATH | libc::O_DIRECTORY)?;
+        let status = Fd(raw::openat_exact(
+            dir.0,
+            c"status",
+            libc::O_RDONLY | libc::O_CLOEXEC,
+            0,
+        )?);
+        Ok(ProcCache { tid, dir, status })
+    }
+}
+
+/// Whether an error from a cached procfs descriptor may mean its task is gone (then the
+/// lookup is made again by number).
+fn task_gone(e: Errno) -> bool {
+    matches!(e.0, libc::ENOENT | libc::ESRCH)
 }
 
 impl Target {
@@ -286,50 +324,79 @@ impl Target {
     }
 
     /// What `RLIMIT_DATA` counts for the task's process now (`VmData`), in bytes.
-    fn data_bytes(&self) -> Result<u64, Errno> {
+    fn data_bytes(&mut self) -> Result<u64, Errno> {
         let mut buf = [0u8; 4096];
         let len = self.read_status(&mut buf)?;
         vm_data(&buf[..len]).ok_or(Errno(libc::EIO))
     }
 
-    /// `/proc/<tid>/status` into `buf` (4 KiB holds all of it); returns its length.
-    fn read_status(&self, buf: &mut [u8; 4096]) -> Result<usize, Errno> {
-        let p = self.proc_path(b"/status")?;
-        let f = open_path(p.bytes(), libc::O_RDONLY)?;
-        let mut len = 0;
-        while len < buf.len() {
-            match raw::read(f.0, &mut buf[len..])? {
-                0 => break,
-                n => len += n,
+    /// `/proc/<tid>/status` into `buf` (4 KiB holds all of it); returns its length. From the
+    /// cached descriptor when there is one: a read from offset 0 makes the text afresh.
+    fn read_status(&mut self, buf: &mut [u8; 4096]) -> Result<usize, Errno> {
+        if self.proc_status >= 0 {
+            match read_from_start(self.proc_status, buf) {
+                Err(e) if task_gone(e) => self.stale = true,
+                r => return r,
             }
         }
-        Ok(len)
+        let p = self.proc_path(b"/status")?;
+        let f = open_path(p.bytes(), libc::O_RDONLY)?;
+        read_from_start(f.0, buf)
+    }
+
+    /// `/proc/<tid>/<name>` opened with `flags`: relative to the cached directory when there
+    /// is one.
+    fn open_in_proc(&mut self, name: &[u8], flags: c_int) -> Result<Fd, Errno> {
+        if self.proc_dir >= 0 {
+            let mut n = PathBuf::new();
+            n.push(name)?;
+            match raw::openat_exact(self.proc_dir, n.cstr()?, flags | libc::O_CLOEXEC, 0) {
+                Err(e) if task_gone(e) => self.stale = true,
+                r => return r.map(Fd),
+            }
+        }
+        let mut p = self.proc_path(b"/")?;
+        p.push(name)?;
+        open_path(p.bytes(), flags)
     }
 
     /// Where a relative path starts: the cwd, or the directory behind `dirfd`.
-    fn base(&self, dirfd: c_int, path: &[u8]) -> Result<Fd, Errno> {
+    fn base(&mut self, dirfd: c_int, path: &[u8]) -> Result<Fd, Errno> {
         if path.first() == Some(&b'/') {
             return open_path(b"/", libc::O_PATH | libc::O_DIRECTORY);
         }
         if dirfd == libc::AT_FDCWD {
-            let p = self.proc_path(b"/cwd")?;
-            return open_path(p.bytes(), libc::O_PATH | libc::O_DIRECTORY);
+            return self.open_in_proc(b"cwd", libc::O_PATH | libc::O_DIRECTORY);
         }
         self.fd(dirfd)
     }
 
     /// The object behind the target's descriptor `fd` (`EBADF` when it has none).
-    fn fd(&self, fd: c_int) -> Result<Fd, Errno> {
+    fn fd(&mut self, fd: c_int) -> Result<Fd, Errno> {
         if fd < 0 {
             return Err(Errno(libc::EBADF));
         }
-        let mut p = self.proc_path(b"/fd/")?;
+        let mut p = PathBuf::new();
+        p.push(b"fd/")?;
         p.push_num(fd as u64)?;
-        open_path(p.bytes(), libc::O_PATH).map_err(|e| match e.0 {
-            libc::ENOENT => Errno(libc::EBADF),
-            _ => e,
-        })
+        self.open_in_proc(p.bytes(), libc::O_PATH)
+            .map_err(|e| match e.0 {
+                libc::ENOENT => Errno(libc::EBADF),
+                _ => e,
+            })
     }
+}
+
+/// Read `fd` from offset 0 into `buf` until its end or `buf` is full; returns the length.
+fn read_from_start(fd: c_int, buf: &mut [u8; 4096]) -> Result<usize, Errno> {
+    let mut len = 0;
+    while len < buf.len() {
+        match raw::pread(fd, &mut buf[len..], len as u64)? {
+            0 => break,
+            n => len += n,
+        }
+    }
+    Ok(len)
 }
 
 /// `VmData` (what `RLIMIT_DATA` counts) of a `/proc/PID/status` text, in bytes. Pure and
@@ -656,6 +723,7 @@ struct Server<'a> {
     slots: &'a [c_int],
     reported: u32,
     unreported: u32,
+    proc: Option<ProcCache>,
 }
 
 /// Serve the listener until the command `cmd` ends; returns its raw wait status. Reaps every
@@ -675,7 +743,10 @@ pub(crate) fn serve(
         slots,
         reported: 0,
         unreported: 0,
+        proc: None,
     };
+    // A scheduling hint only (Linux 6.6; older kernels refuse it and nothing changes).
+    let _ = raw::notif_sync_wake_up(listener);
     let pidfd = raw::pidfd_open(cmd).unwrap_or(-1);
     let mut listening = true;
     let mut rounds: u32 = 0;
@@ -743,14 +814,28 @@ impl Server<'_> {
             Ok(r) => r,
             Err(_) => return, // the caller died, or a signal: nothing to answer
         };
+        let tid = req.pid as i32;
+        if self.proc.as_ref().is_none_or(|c| c.tid != tid) {
+            self.proc = ProcCache::open(tid).ok();
+        }
+        let (proc_dir, proc_status) = self
+            .proc
+            .as_ref()
+            .map_or((-1, -1), |c| (c.dir.0, c.status.0));
         let mut t = Target {
-            tid: req.pid as i32,
+            tid,
             listener: self.listener,
             id: req.id,
             status: None,
+            proc_dir,
+            proc_status,
+            stale: false,
         };
         let mut blocked: Option<Blocked> = None;
         let reply = self.emulate(&req, &mut t, &mut blocked);
+        if t.stale {
+            self.proc = None;
+        }
         if let Some(b) = blocked {
             self.report(&b);
         }
