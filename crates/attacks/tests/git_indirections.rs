@@ -471,3 +471,33 @@ fn entries_hidden_from_git_status_are_reported() {
         .iter()
         .all(|v| attacks::json_str(v, "kind") != "git_changes_hidden"));
 }
+
+/// Found by the second red-team pass: remote forms that name a repository in the workspace
+/// without looking like it (`//abs`, `/proc/self/cwd/x`, a branch's remote that names no
+/// `[remote]` section, which git takes as a relative path) and git's legacy remote files
+/// (`.git/remotes/<name>`, `.git/branches/<name>`, whose `URL:` nothing checked). Each is
+/// refused; the control shows the host's push reaches the planted repository through each.
+#[test]
+fn disguised_remotes_into_the_workspace_are_refused() {
+    let fx = Fixture::new();
+    let ws = fx.ws.display().to_string();
+    for attack in [
+        format!("git remote add origin /{ws}/evil"),
+        "git remote add origin /proc/self/cwd/evil".to_string(),
+        "git config branch.main.remote evil".to_string(),
+        format!("mkdir -p .git/remotes && printf 'URL: {ws}/evil\\n' > .git/remotes/up"),
+        format!("mkdir -p .git/branches && printf '{ws}/evil\\n' > .git/branches/up"),
+    ] {
+        fx.attack(&[], &attack).outcome().assert_failed();
+        let config = fx.git_host(&["config", "--get-regexp", "remote|branch"]);
+        config.assert_lacks("evil");
+        assert!(!fx.ws.join(".git/remotes/up").exists(), "{attack}");
+        assert!(!fx.ws.join(".git/branches/up").exists(), "{attack}");
+    }
+    // Control: the same steps on the host give git a remote that is the workspace's `evil`.
+    fx.control(&format!("git remote add origin /{ws}/evil"))
+        .outcome()
+        .assert_ok();
+    fx.git_host(&["config", "--get", "remote.origin.url"])
+        .assert_stdout_contains("evil");
+}

@@ -263,3 +263,35 @@ fn existing_bare_repository_is_protected_like_dot_git() {
         "control: git did not run the planted fsmonitor"
     );
 }
+
+/// Found by the second red-team pass: a `refs` that is a symlink to a directory made only
+/// later (by the host's build, or a later run, which does not move the planted directory's
+/// ctime), with a config hard-linked to a second name and rewritten through it after the
+/// git dir was complete. The sweep counts the dangling `refs` and takes the config out.
+#[test]
+fn a_git_dir_completed_later_through_a_refs_link_is_swept() {
+    let fx = Fixture::new();
+    let (script, flag) = fx.tripwire("pwned-refs-link");
+    let attack = format!(
+        "mkdir e e/objects && printf '[core]\\n\\tbare = false\\n' > .cfg && ln .cfg e/config \
+         && echo 'ref: refs/heads/main' > e/HEAD && ln -s ../later e/refs \
+         && printf '[core]\\n\\tbare = false\\n\\tworktree = ..\\n\\tfsmonitor = {}\\n' > .cfg && rm .cfg",
+        script.display()
+    );
+    let records = fx.records();
+    let run = fx.attack(&records.opts(), &attack).outcome();
+    run.ran();
+    std::fs::create_dir_all(fx.ws.join("later/heads")).unwrap();
+    host_git_with(&fx, "e");
+    assert!(!flag.exists(), "the planted fsmonitor ran on the host");
+    // Control: the same steps on the host, then the directory the link names.
+    std::fs::remove_dir_all(fx.ws.join("e")).ok();
+    std::fs::remove_dir_all(fx.ws.join("later")).ok();
+    fx.control(&attack).outcome().assert_ok();
+    std::fs::create_dir_all(fx.ws.join("later/heads")).unwrap();
+    host_git_with(&fx, "e");
+    assert!(
+        flag.exists(),
+        "control: git did not run the planted fsmonitor"
+    );
+}

@@ -32,9 +32,12 @@ pub(crate) fn is_code_name(name: &OsStr) -> bool {
 /// `objects` is not required (`GIT_OBJECT_DIRECTORY` replaces it in git's test), and any
 /// `commondir` counts, whatever it names.
 pub(crate) fn accepted_by_git(host: &dyn HostView, dir: &Path) -> bool {
+    // `lstat`: a `refs` that is a symlink to a directory made later (by the host, or by a
+    // later run, which does not move this directory's ctime) counts already.
     host.lstat_kind(&dir.join("HEAD")).is_some()
-        && (host.lstat_kind(&dir.join("commondir")).is_some()
-            || host.stat(&dir.join("refs")).is_some())
+        && ["commondir", "refs", "objects"]
+            .iter()
+            .any(|n| host.lstat_kind(&dir.join(n)).is_some())
 }
 
 #[cfg(test)]
@@ -54,5 +57,11 @@ mod tests {
         std::fs::remove_file(d.join("commondir")).unwrap();
         std::fs::create_dir(d.join("refs")).unwrap();
         assert!(accepted_by_git(&RealHost, d), "HEAD and refs");
+        std::fs::remove_dir(d.join("refs")).unwrap();
+        std::os::unix::fs::symlink("../later", d.join("refs")).unwrap();
+        assert!(
+            accepted_by_git(&RealHost, d),
+            "HEAD and a dangling refs link"
+        );
     }
 }

@@ -159,7 +159,13 @@ fn remote_is_inert(value: &str, name_allowed: bool, writable: &[&[u8]]) -> bool 
         None
     };
     if let Some(path) = local {
-        let normal = path.starts_with('/') && !path.split('/').any(|c| c == "." || c == "..");
+        // Only a plain absolute path is compared with the roots: `//ws/x` and `/ws//x` name
+        // the same place for git, and `/proc/self/cwd/x` or `/dev/fd/N/x` lead anywhere.
+        let normal = path.starts_with('/')
+            && !path.contains("//")
+            && !path.starts_with("/proc/")
+            && !path.starts_with("/dev/")
+            && !path.split('/').any(|c| c == "." || c == "..");
         return normal
             && !writable
                 .iter()
@@ -174,6 +180,23 @@ fn remote_is_inert(value: &str, name_allowed: bool, writable: &[&[u8]]) -> bool 
         // A remote's name (`branch.main.remote = origin`); as a URL, a relative path.
         None => name_allowed && !value.contains('/'),
     }
+}
+
+/// Whether `text` has a `[remote "NAME"]` section (only a header of exactly that form; an
+/// escaped or oddly spaced one counts as absent, which only makes a config live).
+fn has_remote_section(text: &str, name: &str) -> bool {
+    text.lines().any(|line| {
+        let Some(rest) = line.trim().strip_prefix("[remote") else {
+            return false;
+        };
+        let rest = rest.trim_start_matches([' ', '\t']);
+        let tail = rest
+            .strip_prefix('"')
+            .and_then(|r| r.strip_prefix(name))
+            .and_then(|r| r.strip_prefix("\"]"))
+            .map(str::trim_start);
+        tail.is_some_and(|t| t.is_empty() || t.starts_with('#') || t.starts_with(';'))
+    })
 }
 
 /// Sections whose header may name a subsection (`[remote "origin"]`).
@@ -205,7 +228,10 @@ fn live_lines<'a>(
                         && inert_key(name, key)
                         && (!names_a_repository(name, key)
                             || plain_value(line).is_some_and(|v| {
-                                remote_is_inert(v, name.eq_ignore_ascii_case("branch"), writable)
+                                let branch = name.eq_ignore_ascii_case("branch");
+                                remote_is_inert(v, branch, writable)
+                                    // git takes a name it has no section for as a path
+                                    && (!branch || v.contains(':') || has_remote_section(text, v))
                             })) =>
                 {
                     None
@@ -333,6 +359,11 @@ mod tests {
             "/ws",
             "file:///ws/evil",
             "/srv/../ws/evil",
+            "//ws/evil",
+            "/ws//evil",
+            "file:////ws/evil",
+            "/proc/self/cwd/evil",
+            "/dev/fd/3/evil",
             "../evil.git",
             "./evil",
             "evil",
@@ -348,8 +379,12 @@ mod tests {
             assert!(!git_config_is_inert(cfg(live).as_bytes(), WS), "{live}");
         }
         // A branch's remote: a name, or a URL under the same rule.
-        let branch = |r: &str| format!("[branch \"m\"]\n\tremote = {r}\n\tmerge = refs/heads/m\n");
+        let branch = |r: &str| {
+            format!("[remote \"origin\"]\n\turl = h:x\n[branch \"m\"]\n\tremote = {r}\n\tmerge = refs/heads/m\n")
+        };
         assert!(git_config_is_inert(branch("origin").as_bytes(), WS));
+        // A name with no section of its own is a relative path to git.
+        assert!(!git_config_is_inert(branch("evil").as_bytes(), WS));
         assert!(!git_config_is_inert(branch("/ws/evil").as_bytes(), WS));
         assert!(!git_config_is_inert(branch("../evil").as_bytes(), WS));
         // An existing remote in the workspace may stay as it is.

@@ -1543,7 +1543,9 @@ fn read_config(
         libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC,
         0,
     )?);
-    if raw::fstat(src.0)?.st_mode & libc::S_IFMT != libc::S_IFREG {
+    let st = raw::fstat(src.0)?;
+    // A second name would let the content change later, past this check.
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_nlink > 1 {
         return Err(FreshCopy::Live);
     }
     let mut len = 0;

@@ -4,7 +4,8 @@
 //!
 //! For every git dir found in (or redirected to from) the writable roots:
 //! - `config.worktree` (read with `extensions.worktreeConfig`), `info/exclude` and
-//!   `info/attributes` (they can hide a change from `git status` and `git diff`);
+//!   `info/attributes` (they can hide a change from `git status` and `git diff`), the legacy
+//!   remote definitions `remotes/` and `branches/`;
 //! - each linked worktree's `worktrees/<name>/{commondir,gitdir,config.worktree}` (the
 //!   worktree itself may lie outside the workspace: its git reads them);
 //! - the directory `core.hooksPath` names, the files `include.path` and
@@ -264,7 +265,16 @@ pub(super) fn protected_paths(
     }
     for g in dirs {
         let d = &g.dir;
-        for name in ["config.worktree", "info/exclude", "info/attributes"] {
+        // `remotes/<name>` and `branches/<name>`: git's legacy remote definitions, read for a
+        // remote name the config does not define (their `URL:` can name a local repository
+        // whose hooks a push runs).
+        for name in [
+            "config.worktree",
+            "info/exclude",
+            "info/attributes",
+            "remotes",
+            "branches",
+        ] {
             wanted.push(d.join(name));
         }
         for (name, kind) in host.list_dir(&d.join("worktrees")) {
