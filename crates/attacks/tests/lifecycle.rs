@@ -164,15 +164,22 @@ fn ctrl_c_is_forwarded_then_the_whole_sandbox_ends() {
     let tag = fx.marker("interrupt");
     let seen = fx.ws.join("got-int");
     let script = format!(
-        "trap 'echo int > {seen}' INT; \
+        "exec 3> {seen}; trap 'echo int >&3' INT; \
          (trap '' INT TERM HUP; setsid sh -c 'trap \"\" INT TERM HUP; while :; do sleep 1; done; : {tag}' &); \
-         while :; do sleep 0.1; done; : {tag}",
+         echo ready >&3; while :; do sleep 0.1; done; : {tag}",
         seen = attacks::sh_quote(&seen)
     );
-    // The trap is set first: once the daemon runs (what start_run waits for), it is in place.
-    // The shell runs it only once its foreground `sleep` ends: short sleeps, so that happens
-    // well within the grace period after which the whole sandbox is ended.
-    let mut child = start_run(&fx, &script, &tag, 2);
+    // The shell says `ready` once its trap is set and the daemon started (counting processes
+    // is not enough: stockade's own command line holds the tag too, so the shell can be
+    // counted before it has read its script). It runs the trap once its foreground `sleep`
+    // ends: short sleeps, so that happens well within the grace period after which the whole
+    // sandbox is ended.
+    let mut child = start_run(&fx, &script, &tag, 3);
+    let read_seen = || std::fs::read_to_string(&seen).unwrap_or_default();
+    assert!(
+        wait_until(|| read_seen().contains("ready"), Duration::from_secs(15)),
+        "the sandboxed shell never got ready"
+    );
     let sent = std::time::Instant::now();
     // SAFETY: kill with a pid and a signal number touches no memory.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
@@ -200,7 +207,7 @@ fn ctrl_c_is_forwarded_then_the_whole_sandbox_ends() {
     assert_eq!(status.and_then(|s| s.code()), Some(130), "{status:?}");
     assert!(gone, "processes outlived the interrupted run: {left:?}");
     assert!(
-        wait_until(|| seen.exists(), Duration::from_secs(1)),
+        wait_until(|| read_seen().contains("int"), Duration::from_secs(1)),
         "the command never saw the forwarded SIGINT"
     );
 
