@@ -167,7 +167,7 @@ fn hidden_changes(plan: &Plan, host: &dyn HostView) -> Vec<Violation> {
     let mut out = Vec::new();
     for index in &plan.sweep.git_indexes {
         let Some(after) = host
-            .read_bytes(&index.path, 64 << 20)
+            .read_bytes(&index.path, crate::plan::GIT_INDEX_LIMIT)
             .and_then(|d| crate::git_index::hidden_entries(&d, index.hash_len))
         else {
             continue;

@@ -184,10 +184,19 @@ pub fn read(fd: c_int, buf: &mut [u8]) -> Result<usize> {
 }
 
 /// `write(2)` of a whole buffer, retrying on EINTR and short writes.
-pub fn write_all(fd: c_int, mut buf: &[u8]) -> Result<()> {
+pub fn write_all(fd: c_int, buf: &[u8]) -> Result<()> {
+    // SAFETY: the pointer and length describe a live buffer.
+    write_fully(buf, |b, _| unsafe {
+        libc::write(fd, b.as_ptr().cast(), b.len())
+    })
+}
+
+/// Calls `write(rest, written so far)` until all of `buf` is written, retrying on EINTR and
+/// short writes.
+fn write_fully(mut buf: &[u8], mut write: impl FnMut(&[u8], u64) -> isize) -> Result<()> {
+    let mut done = 0u64;
     while !buf.is_empty() {
-        // SAFETY: the pointer and length describe a live buffer.
-        let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+        let n = write(buf, done);
         if n < 0 {
             let e = Errno::last();
             if e.0 == libc::EINTR {
@@ -196,6 +205,7 @@ pub fn write_all(fd: c_int, mut buf: &[u8]) -> Result<()> {
             return Err(e);
         }
         buf = &buf[n as usize..];
+        done += n as u64;
     }
     Ok(())
 }
@@ -947,21 +957,12 @@ pub fn fstatat(dirfd: c_int, path: &CStr, flags: c_int) -> Result<libc::stat> {
 }
 
 /// `pwrite(2)` until all of `buf` is written at `offset`.
-pub fn pwrite_all(fd: c_int, mut buf: &[u8], mut offset: u64) -> Result<()> {
-    while !buf.is_empty() {
+pub fn pwrite_all(fd: c_int, buf: &[u8], offset: u64) -> Result<()> {
+    write_fully(buf, |b, done| {
+        let at = (offset + done) as libc::off_t;
         // SAFETY: the pointer and length describe a live buffer.
-        let n = unsafe { libc::pwrite(fd, buf.as_ptr().cast(), buf.len(), offset as libc::off_t) };
-        if n < 0 {
-            let e = Errno::last();
-            if e.0 == libc::EINTR {
-                continue;
-            }
-            return Err(e);
-        }
-        buf = &buf[n as usize..];
-        offset += n as u64;
-    }
-    Ok(())
+        unsafe { libc::pwrite(fd, b.as_ptr().cast(), b.len(), at) }
+    })
 }
 
 /// `ftruncate(2)`.

@@ -30,7 +30,7 @@ pub const ROOT_CALLER_INSIDE_ID: u32 = 1000;
 pub const ROOT_CALLER_HOST_ID: u32 = 0x7ff0_0000;
 
 /// The largest git index the planner reads (about half a million entries).
-const GIT_INDEX_LIMIT: usize = 64 << 20;
+pub(crate) const GIT_INDEX_LIMIT: usize = 64 << 20;
 
 /// Device nodes bound from the host into the sandbox's private `/dev`.
 const DEVICES: &[&str] = &[
