@@ -412,6 +412,7 @@ pub fn launch(
             tail,
         })
         .collect();
+    let guard_index = sys::protect::PatternIndex::build(&guard_protected);
     let guard_held: Vec<sys::protect::Held<'_>> = guard
         .held_configs
         .iter()
@@ -516,6 +517,7 @@ pub fn launch(
                 roots: &guard_roots,
                 protected: &guard_protected,
                 held: &guard_held,
+                index: sys::protect::PatternIndex::of(&guard_index),
             },
         }),
     };

@@ -10,6 +10,7 @@
 //!
 //! ```text
 //!   always-mediated calls:  ret notify
+//!   umask:                  ret notify   (observed: the init keeps umasks between calls)
 //!   openat2:                ret errno ENOSYS   (flags live in user memory)
 //!   setxattr family:        ret errno EOPNOTSUPP   (ACLs would undo chmod checks)
 //!   open:    ld args[1]; jset O_CREAT ? notify : allow
@@ -69,6 +70,10 @@ const ALWAYS: &[(&str, i64)] = &[
     ("fchmodat2", NR_FCHMODAT2 as i64),
 ];
 
+/// Calls the init only observes: it lets them go on (their arguments are plain values).
+/// `umask`: the init keeps each task's umask between calls and must see every change.
+const OBSERVED: &[(&str, i64)] = &[("umask", libc::SYS_umask)];
+
 const XATTR_SETTERS: &[(&str, i64)] = &[
     ("setxattr", libc::SYS_setxattr),
     ("lsetxattr", libc::SYS_lsetxattr),
@@ -104,6 +109,13 @@ pub fn mediated_calls(watch: Option<u64>) -> Vec<Mediated> {
                 "arg2 (flags) has O_CREAT"
             },
             action: "performed by the sandbox init after the protected-path check",
+        });
+    }
+    for (name, _) in OBSERVED {
+        out.push(Mediated {
+            syscall: name,
+            when: "always",
+            action: "seen by the sandbox init (it drops the umask it keeps for mediated creations) and continued",
         });
     }
     out.push(Mediated {
@@ -169,7 +181,7 @@ pub(crate) fn calls(watch: Option<u64>) -> Result<BTreeMap<u32, Leaf>, SeccompEr
     let allow = libc::SECCOMP_RET_ALLOW;
     let ret = |k: u32| stmt(BPF_RET | BPF_K, k);
     let mut calls = BTreeMap::new();
-    for (_, n) in ALWAYS {
+    for (_, n) in ALWAYS.iter().chain(OBSERVED) {
         calls.insert(syscall_nr(*n)?, Leaf::Ret(notify));
     }
     calls.insert(NR_OPENAT2, Leaf::Ret(errno_action(libc::ENOSYS)));
@@ -229,6 +241,10 @@ mod tests {
         assert_eq!(run(&p, x86, libc::SYS_renameat2 as u32, [0; 6]), notify);
         assert_eq!(run(&p, x86, NR_FCHMODAT2, [0; 6]), notify);
         assert_eq!(
+            run(&p, x86, libc::SYS_umask as u32, [0o77, 0, 0, 0, 0, 0]),
+            notify
+        );
+        assert_eq!(
             run(&p, x86, libc::SYS_open as u32, [0, creat | 1, 0, 0, 0, 0]),
             notify
         );
@@ -271,7 +287,7 @@ mod tests {
         );
         assert_eq!(
             mediated_calls(None).len(),
-            ALWAYS.len() + 2 + 1 + XATTR_SETTERS.len()
+            ALWAYS.len() + 2 + OBSERVED.len() + 1 + XATTR_SETTERS.len()
         );
         // No allocation watch: mmap and mremap pass whatever their size.
         let rw = (libc::PROT_READ | libc::PROT_WRITE) as u64;

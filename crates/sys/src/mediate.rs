@@ -162,6 +162,9 @@ impl<const N: usize> Buf<N> {
 
 type PathBuf = Buf<PATH_MAX>;
 type Name = Buf<{ NAME_MAX + 1 }>;
+/// The init's own short paths (`/proc/<tid>/status`, `/proc/self/fd/<n>`, `fd/<n>`): a
+/// `PathBuf` would clear 4 KiB for each, several times per mediated call.
+type ShortPath = Buf<64>;
 
 fn name_of(b: &[u8]) -> Result<Name, Errno> {
     let mut n = Name::new();
@@ -170,14 +173,20 @@ fn name_of(b: &[u8]) -> Result<Name, Errno> {
 }
 
 fn open_path(path: &[u8], flags: c_int) -> Result<Fd, Errno> {
+    let open = |p: &CStr| raw::openat_exact(libc::AT_FDCWD, p, flags | libc::O_CLOEXEC, 0);
+    if path.len() < 64 {
+        let mut p = ShortPath::new();
+        p.push(path)?;
+        return open(p.cstr()?).map(Fd);
+    }
     let mut p = PathBuf::new();
     p.push(path)?;
-    raw::openat_exact(libc::AT_FDCWD, p.cstr()?, flags | libc::O_CLOEXEC, 0).map(Fd)
+    open(p.cstr()?).map(Fd)
 }
 
 /// `/proc/self/fd/<fd>`: reaches the object behind one of the init's descriptors.
-fn self_fd_path(fd: c_int) -> Result<PathBuf, Errno> {
-    let mut p = PathBuf::new();
+fn self_fd_path(fd: c_int) -> Result<ShortPath, Errno> {
+    let mut p = ShortPath::new();
     p.push(b"/proc/self/fd/")?;
     p.push_num(fd as u64)?;
     Ok(p)
@@ -218,6 +227,11 @@ struct Target {
     proc_dir: c_int,
     proc_status: c_int,
     stale: bool,
+    /// (umask, tgid) kept from an earlier call of the same task ([`ProcCache::status`]); used
+    /// only once `proc_dir` has answered in this call (`proc_live`), which shows the task is
+    /// still the one the cache was made for.
+    cached_status: Option<(u32, i32)>,
+    proc_live: bool,
 }
 
 /// `/proc/<tid>` and its `status`, kept open for the next call of the same task (a `tar`
@@ -227,11 +241,16 @@ struct ProcCache {
     tid: i32,
     dir: Fd,
     status: Fd,
+    /// The task's (umask, tgid) as last read. The tgid never changes; the umask changes only
+    /// through `umask(2)`, which the filter stops: the init drops this before letting such a
+    /// call go on, and waits until the new value is in place before it serves any other call
+    /// ([`Server::umask`]).
+    status_read: Option<(u32, i32)>,
 }
 
 impl ProcCache {
     fn open(tid: i32) -> Result<ProcCache, Errno> {
-        let mut p = PathBuf::new();
+        let mut p = ShortPath::new();
         p.push(b"/proc/")?;
         p.push_num(tid as u64)?;
         let dir = open_path(p.bytes(), libc::O_PATH | libc::O_DIRECTORY)?;
@@ -241,7 +260,12 @@ impl ProcCache {
             libc::O_RDONLY | libc::O_CLOEXEC,
             0,
         )?);
-        Ok(ProcCache { tid, dir, status })
+        Ok(ProcCache {
+            tid,
+            dir,
+            status,
+            status_read: None,
+        })
     }
 }
 
@@ -252,8 +276,8 @@ fn task_gone(e: Errno) -> bool {
 }
 
 impl Target {
-    fn proc_path(&self, suffix: &[u8]) -> Result<PathBuf, Errno> {
-        let mut p = PathBuf::new();
+    fn proc_path(&self, suffix: &[u8]) -> Result<ShortPath, Errno> {
+        let mut p = ShortPath::new();
         p.push(b"/proc/")?;
         p.push_num(self.tid as u64)?;
         p.push(suffix)?;
@@ -300,20 +324,14 @@ impl Target {
         if let Some(s) = self.status {
             return Ok(s);
         }
+        if let (true, Some(s)) = (self.proc_live, self.cached_status) {
+            self.status = Some(s);
+            return Ok(s);
+        }
         let mut buf = [0u8; 4096];
         let len = self.read_status(&mut buf)?;
-        let field = |key: &[u8]| -> Option<&[u8]> {
-            buf[..len]
-                .split(|b| *b == b'\n')
-                .find_map(|line| line.strip_prefix(key))
-                .map(|v| v.trim_ascii())
-        };
-        let umask = field(b"Umask:")
-            .and_then(|v| parse_num(v, 8))
-            .ok_or(Errno(libc::EIO))?;
-        let tgid = field(b"Tgid:")
-            .and_then(|v| parse_num(v, 10))
-            .ok_or(Errno(libc::EIO))?;
+        let umask = status_field(&buf[..len], b"Umask:", 8).ok_or(Errno(libc::EIO))?;
+        let tgid = status_field(&buf[..len], b"Tgid:", 10).ok_or(Errno(libc::EIO))?;
         let s = (umask as u32, tgid as i32);
         self.status = Some(s);
         Ok(s)
@@ -348,11 +366,15 @@ impl Target {
     /// is one.
     fn open_in_proc(&mut self, name: &[u8], flags: c_int) -> Result<Fd, Errno> {
         if self.proc_dir >= 0 {
-            let mut n = PathBuf::new();
+            let mut n = ShortPath::new();
             n.push(name)?;
             match raw::openat_exact(self.proc_dir, n.cstr()?, flags | libc::O_CLOEXEC, 0) {
                 Err(e) if task_gone(e) => self.stale = true,
-                r => return r.map(Fd),
+                r => {
+                    // Answered from the task's own directory: it is still the cached task.
+                    self.proc_live = true;
+                    return r.map(Fd);
+                }
             }
         }
         let mut p = self.proc_path(b"/")?;
@@ -376,7 +398,7 @@ impl Target {
         if fd < 0 {
             return Err(Errno(libc::EBADF));
         }
-        let mut p = PathBuf::new();
+        let mut p = ShortPath::new();
         p.push(b"fd/")?;
         p.push_num(fd as u64)?;
         self.open_in_proc(p.bytes(), libc::O_PATH)
@@ -387,16 +409,11 @@ impl Target {
     }
 }
 
-/// Read `fd` from offset 0 into `buf` until its end or `buf` is full; returns the length.
+/// Read `fd` (a procfs `status`) from offset 0 into `buf`; returns the length. One `pread`:
+/// procfs hands over as much of its text as fits, and the fields read from it (`Umask`,
+/// `Tgid`, `VmData`) are in its first 4 KiB.
 fn read_from_start(fd: c_int, buf: &mut [u8; 4096]) -> Result<usize, Errno> {
-    let mut len = 0;
-    while len < buf.len() {
-        match raw::pread(fd, &mut buf[len..], len as u64)? {
-            0 => break,
-            n => len += n,
-        }
-    }
-    Ok(len)
+    raw::pread(fd, buf, 0)
 }
 
 /// `VmData` (what `RLIMIT_DATA` counts) of a `/proc/PID/status` text, in bytes. Pure and
@@ -408,6 +425,14 @@ pub fn vm_data(status: &[u8]) -> Option<u64> {
         .and_then(|v| v.trim_ascii().strip_suffix(b"kB"))
         .and_then(|v| parse_num(v.trim_ascii(), 10))
         .map(|kb| kb * 1024)
+}
+
+/// The number after `key` on its line of a `/proc/PID/status` text.
+fn status_field(status: &[u8], key: &[u8], radix: u32) -> Option<u64> {
+    status
+        .split(|b| *b == b'\n')
+        .find_map(|line| line.strip_prefix(key))
+        .and_then(|v| parse_num(v.trim_ascii(), radix))
 }
 
 fn parse_num(v: &[u8], radix: u32) -> Option<u64> {
@@ -724,6 +749,9 @@ struct Server<'a> {
     reported: u32,
     unreported: u32,
     proc: Option<ProcCache>,
+    /// Whether tasks' umasks may be kept between calls ([`ProcCache::status_read`]); off for
+    /// the rest of the run once a `umask(2)` could not be seen to take effect.
+    keep_umask: bool,
 }
 
 /// Serve the listener until the command `cmd` ends; returns its raw wait status. Reaps every
@@ -744,6 +772,7 @@ pub(crate) fn serve(
         reported: 0,
         unreported: 0,
         proc: None,
+        keep_umask: true,
     };
     // A scheduling hint only (Linux 6.6; older kernels refuse it and nothing changes).
     let _ = raw::notif_sync_wake_up(listener);
@@ -818,10 +847,10 @@ impl Server<'_> {
         if self.proc.as_ref().is_none_or(|c| c.tid != tid) {
             self.proc = ProcCache::open(tid).ok();
         }
-        let (proc_dir, proc_status) = self
+        let (proc_dir, proc_status, cached_status) = self
             .proc
             .as_ref()
-            .map_or((-1, -1), |c| (c.dir.0, c.status.0));
+            .map_or((-1, -1, None), |c| (c.dir.0, c.status.0, c.status_read));
         let mut t = Target {
             tid,
             listener: self.listener,
@@ -830,11 +859,19 @@ impl Server<'_> {
             proc_dir,
             proc_status,
             stale: false,
+            cached_status: cached_status.filter(|_| self.keep_umask),
+            proc_live: false,
         };
+        if req.data.nr as i64 == libc::SYS_umask {
+            self.umask(&req, &t);
+            return;
+        }
         let mut blocked: Option<Blocked> = None;
         let reply = self.emulate(&req, &mut t, &mut blocked);
         if t.stale {
             self.proc = None;
+        } else if let (true, Some(c)) = (self.keep_umask, self.proc.as_mut()) {
+            c.status_read = t.status.or(c.status_read);
         }
         if let Some(b) = blocked {
             self.report(&b);
@@ -850,6 +887,42 @@ impl Server<'_> {
             Ok(Reply::Continue) => raw::notif_continue(self.listener, id),
             Err(e) => raw::notif_send(self.listener, id, 0, e.0),
         };
+    }
+
+    /// `umask(2)`: observed, not performed (its argument is a plain value, so letting the kernel
+    /// go on is safe). The kept umask is dropped first; after "continue" the init waits until
+    /// the task's `status` shows the new value, so no call it serves afterwards can read and
+    /// keep the old one. If that is not seen soon (the task was stopped in between, say), the
+    /// umask is read afresh on every call for the rest of the run. The task gone is fine: its
+    /// call then either took effect or never will.
+    fn umask(&mut self, req: &libc::seccomp_notif, t: &Target) {
+        const TRIES: u32 = 1000;
+        if let Some(c) = self.proc.as_mut() {
+            c.status_read = None;
+        }
+        let want = (req.data.args[0] as u32) & 0o777;
+        if raw::notif_continue(self.listener, req.id).is_err() {
+            return; // the call was never made: nothing changed
+        }
+        let Ok(path) = t.proc_path(b"/status") else {
+            self.keep_umask = false;
+            return;
+        };
+        let Ok(status) = open_path(path.bytes(), libc::O_RDONLY) else {
+            return; // gone
+        };
+        for _ in 0..TRIES {
+            let mut buf = [0u8; 4096];
+            let Ok(len) = read_from_start(status.0, &mut buf) else {
+                return; // gone
+            };
+            if status_field(&buf[..len], b"Umask:", 8) == Some(want as u64) {
+                return;
+            }
+            raw::sched_yield();
+        }
+        self.keep_umask = false;
+        self.proc = None;
     }
 
     fn report(&mut self, b: &Blocked) {
@@ -1073,7 +1146,16 @@ impl Server<'_> {
             } => (dir, name, trailing, last),
         };
         let n = name.cstr()?;
-        let last = last.unwrap_or_else(|| raw::fstatat(dir.0, n, libc::AT_SYMLINK_NOFOLLOW));
+        // With O_EXCL the name needs no lookup of its own: a creation the rules allow is made
+        // with O_EXCL, so an existing name gets the kernel's own EEXIST; only a refusal looks
+        // first (an existing name is answered EEXIST, as the command's own call would be).
+        let presumed_new =
+            flags & libc::O_EXCL != 0 && last.is_none() && !trailing && !is_dot(name.bytes());
+        let last = match last {
+            Some(l) => l,
+            None if presumed_new => Err(Errno(libc::ENOENT)),
+            None => raw::fstatat(dir.0, n, libc::AT_SYMLINK_NOFOLLOW),
+        };
         // Nothing is ever created in procfs, but what exists there is opened with the init's
         // identity: only what the command could open itself.
         if let Ok(st) = &last {
@@ -1113,6 +1195,12 @@ impl Server<'_> {
                 }
                 let full = entry_path(dir.0, name.bytes())?;
                 match self.decide(full.bytes(), Create::File) {
+                    Verdict::Deny(_)
+                        if presumed_new
+                            && raw::fstatat(dir.0, n, libc::AT_SYMLINK_NOFOLLOW).is_ok() =>
+                    {
+                        return Err(Errno(libc::EEXIST))
+                    }
                     Verdict::Deny(reason) => {
                         return Err(self.deny(Op::Open, reason, full.bytes(), blocked))
                     }

@@ -487,6 +487,12 @@ pub fn umask(mask: libc::mode_t) -> libc::mode_t {
     unsafe { libc::umask(mask) }
 }
 
+/// `sched_yield(2)`.
+pub fn sched_yield() {
+    // SAFETY: no arguments.
+    unsafe { libc::sched_yield() };
+}
+
 /// Bring the loopback interface up (a new network namespace starts with it down).
 pub fn loopback_up() -> Result<()> {
     // SAFETY: integer arguments only.
