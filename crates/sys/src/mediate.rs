@@ -900,17 +900,25 @@ impl Server<'_> {
         if let Some(c) = self.proc.as_mut() {
             c.status_read = None;
         }
-        let want = (req.data.args[0] as u32) & 0o777;
+        // The task's `status`, opened while its call waits (then the tid is still its own).
+        let status = match self.keep_umask {
+            true => t
+                .proc_path(b"/status")
+                .and_then(|p| open_path(p.bytes(), libc::O_RDONLY))
+                .ok()
+                .filter(|_| raw::notif_id_valid(self.listener, req.id)),
+            false => None,
+        };
+        if self.keep_umask && status.is_none() {
+            self.keep_umask = false;
+        }
         if raw::notif_continue(self.listener, req.id).is_err() {
             return; // the call was never made: nothing changed
         }
-        let Ok(path) = t.proc_path(b"/status") else {
-            self.keep_umask = false;
+        let Some(status) = status else {
             return;
         };
-        let Ok(status) = open_path(path.bytes(), libc::O_RDONLY) else {
-            return; // gone
-        };
+        let want = (req.data.args[0] as u32) & 0o777;
         for _ in 0..TRIES {
             let mut buf = [0u8; 4096];
             let Ok(len) = read_from_start(status.0, &mut buf) else {
@@ -922,7 +930,6 @@ impl Server<'_> {
             raw::sched_yield();
         }
         self.keep_umask = false;
-        self.proc = None;
     }
 
     fn report(&mut self, b: &Blocked) {
