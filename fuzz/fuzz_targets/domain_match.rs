@@ -9,9 +9,9 @@
 //! Invariants: nothing panics; a canonical entry is a fixed point and parses to the same rule;
 //! a `deny_domains` pattern matching a name always wins (`check` denies it and
 //! `private_allowed` refuses it); matching is ASCII-case-insensitive and ignores one trailing
-//! dot; an allow names the rule list; the proxy's host normalization (`net::normalize_host`)
-//! and the policy's agree on every host both accept, so the name the rules saw is the name
-//! that is reached.
+//! dot; an allow names the rule list; the proxy and the policy share one host normalizer
+//! (`policy::host`, re-exported as `net::normalize_host`): they accept the same hosts, its
+//! output is a fixed point, and the name the rules saw is the name that is reached.
 #![no_main]
 
 use std::net::IpAddr;
@@ -126,9 +126,19 @@ fn check(rules: &NetRules, host: &str, port: u16) {
         }
     }
 
-    // The proxy normalizes a destination with `net::normalize_host` and asks the policy
-    // about that form: the policy must read it as the same host, not another one.
-    if let (Ok(canonical), Some(target)) = (net::normalize_host(host), &target) {
+    // One normalizer (`policy::host`, which `net` re-exports): the proxy and the rules accept
+    // the same hosts, its canonical form is a fixed point, and the policy reads the proxy's
+    // form as the same host, not another one.
+    let normalized = net::normalize_host(host);
+    assert_eq!(normalized.is_ok(), target.is_some(), "accepted by one side only: {host:?}");
+    if let Ok(canonical) = &normalized {
+        assert_eq!(
+            net::normalize_host(canonical).as_ref(),
+            Ok(canonical),
+            "not a fixed point: {host:?}"
+        );
+    }
+    if let (Ok(canonical), Some(target)) = (normalized, &target) {
         match target {
             Target::Name(name) => assert_eq!(&canonical, name, "{host}"),
             Target::Ip(ip) => assert_eq!(canonical.parse::<IpAddr>().ok(), Some(*ip), "{host}"),

@@ -6,12 +6,12 @@
 //! [`normalize_host`] before anything else looks at them.
 
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 
-/// Longest host name accepted, in bytes, without a trailing dot (the DNS limit).
-pub const MAX_HOST_LEN: usize = 253;
-/// Longest label (the part between two dots) of a host name, in bytes.
-pub const MAX_LABEL_LEN: usize = 63;
+/// The one host normalizer, shared with the policy's network rules (`policy::host`): a rule
+/// and a destination naming the same host compare equal, and what one refuses the other
+/// refuses. `TargetError` is its error (`PortZero` is a destination's).
+pub use policy::host::{normalize_host, HostError as TargetError, MAX_HOST_LEN, MAX_LABEL_LEN};
 
 /// Where a client wants to go: a host (a lower-case DNS name or the canonical text of an IP
 /// address, IPv6 without brackets) and a port.
@@ -82,207 +82,9 @@ impl fmt::Display for Target {
     }
 }
 
-/// Why a host (or port) was not accepted as a [`Target`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TargetError {
-    #[error("the host is empty")]
-    Empty,
-    #[error("the host is longer than {MAX_HOST_LEN} bytes")]
-    TooLong,
-    #[error("the host has an empty label (two dots in a row, or a leading dot)")]
-    EmptyLabel,
-    #[error("a label of the host is longer than {MAX_LABEL_LEN} bytes")]
-    LabelTooLong,
-    #[error("the host contains {0:?}, which is not allowed in a host name")]
-    BadChar(char),
-    #[error(
-        "the host ends in a numeric label, which resolvers read as an IPv4 address \
-         (write the address in dotted-quad form)"
-    )]
-    NumericName,
-    #[error("the IPv6 address is malformed")]
-    BadIpv6,
-    #[error("IPv6 zone identifiers are not accepted")]
-    ZoneId,
-    #[error("port 0 is not a destination")]
-    PortZero,
-}
-
-/// Brings a host to the one spelling every comparison uses, or refuses it.
-///
-/// - IPv6 (bare or in brackets) becomes its canonical compressed lower-case text without
-///   brackets; zone identifiers (`%eth0`) are refused.
-/// - IPv4 must be strict dotted-quad (std's parser: no octal, hex, short or leading-zero forms)
-///   and becomes its canonical text.
-/// - A name is lower-cased and loses one trailing dot; it may contain ASCII letters, digits,
-///   `-` and `_` in non-empty labels of at most 63 bytes, 253 bytes in all. Percent-encoding,
-///   userinfo, whitespace and non-ASCII are refused (an IDN must arrive as its `xn--` form).
-/// - A name whose last label is numeric (`127.1`, `2130706433`, `0x7f.1`, `1.2.3.010`) is
-///   refused: `getaddrinfo`/`inet_aton` and URL parsers read such names as IPv4 addresses in
-///   the legacy forms, which would turn a "name" into a loopback address behind the back of
-///   rules that only treat IP literals specially. Real host names never end in a number.
-pub fn normalize_host(host: &str) -> Result<String, TargetError> {
-    if let Some(inner) = host.strip_prefix('[') {
-        let inner = inner.strip_suffix(']').ok_or(TargetError::BadIpv6)?;
-        return parse_ipv6(inner);
-    }
-    if host.contains(':') {
-        return parse_ipv6(host);
-    }
-    let name = host.strip_suffix('.').unwrap_or(host);
-    if name.is_empty() {
-        return Err(TargetError::Empty);
-    }
-    if let Ok(ip) = name.parse::<Ipv4Addr>() {
-        return Ok(ip.to_string());
-    }
-    if name.len() > MAX_HOST_LEN {
-        return Err(TargetError::TooLong);
-    }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_' || *c == '.'))
-    {
-        return Err(TargetError::BadChar(c));
-    }
-    let mut last = "";
-    for label in name.split('.') {
-        if label.is_empty() {
-            return Err(TargetError::EmptyLabel);
-        }
-        if label.len() > MAX_LABEL_LEN {
-            return Err(TargetError::LabelTooLong);
-        }
-        last = label;
-    }
-    if is_numeric_label(last) {
-        return Err(TargetError::NumericName);
-    }
-    Ok(name.to_ascii_lowercase())
-}
-
-fn parse_ipv6(text: &str) -> Result<String, TargetError> {
-    if text.contains('%') {
-        return Err(TargetError::ZoneId);
-    }
-    text.parse::<Ipv6Addr>()
-        .map(|ip| ip.to_string())
-        .map_err(|_| TargetError::BadIpv6)
-}
-
-/// The WHATWG URL standard's "ends in a number" test for a label: all decimal digits, or
-/// `0x`/`0X` followed by hex digits (possibly none). `inet_aton` accepts the same forms.
-fn is_numeric_label(label: &str) -> bool {
-    if let Some(hex) = label
-        .strip_prefix("0x")
-        .or_else(|| label.strip_prefix("0X"))
-    {
-        return hex.chars().all(|c| c.is_ascii_hexdigit());
-    }
-    !label.is_empty() && label.chars().all(|c| c.is_ascii_digit())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn norm(host: &str) -> Result<String, TargetError> {
-        normalize_host(host)
-    }
-
-    #[test]
-    fn names_are_lower_cased_and_lose_one_trailing_dot() {
-        assert_eq!(norm("Allowed.TEST").unwrap(), "allowed.test");
-        assert_eq!(norm("allowed.test.").unwrap(), "allowed.test");
-        assert_eq!(norm("localhost").unwrap(), "localhost");
-        assert_eq!(
-            norm("_acme-challenge.a-b.test").unwrap(),
-            "_acme-challenge.a-b.test"
-        );
-        assert_eq!(norm("xn--bcher-kva.test").unwrap(), "xn--bcher-kva.test");
-        assert_eq!(norm("a.test..").unwrap_err(), TargetError::EmptyLabel);
-    }
-
-    #[test]
-    fn malformed_names_are_refused() {
-        assert_eq!(norm("").unwrap_err(), TargetError::Empty);
-        assert_eq!(norm(".").unwrap_err(), TargetError::Empty);
-        assert_eq!(norm(".a.test").unwrap_err(), TargetError::EmptyLabel);
-        assert_eq!(norm("a..test").unwrap_err(), TargetError::EmptyLabel);
-        assert_eq!(norm("a%2etest").unwrap_err(), TargetError::BadChar('%'));
-        assert_eq!(norm("user@a.test").unwrap_err(), TargetError::BadChar('@'));
-        assert_eq!(norm("a test").unwrap_err(), TargetError::BadChar(' '));
-        assert_eq!(norm("a.test\0").unwrap_err(), TargetError::BadChar('\0'));
-        assert_eq!(norm("a\\b.test").unwrap_err(), TargetError::BadChar('\\'));
-        assert_eq!(norm("a/b").unwrap_err(), TargetError::BadChar('/'));
-        assert_eq!(norm("bücher.test").unwrap_err(), TargetError::BadChar('ü'));
-        assert_eq!(norm("ａ.test").unwrap_err(), TargetError::BadChar('ａ'));
-    }
-
-    #[test]
-    fn length_limits_hold_at_their_boundaries() {
-        let label63 = "a".repeat(63);
-        assert!(norm(&format!("{label63}.test")).is_ok());
-        assert_eq!(
-            norm(&format!("{}.test", "a".repeat(64))).unwrap_err(),
-            TargetError::LabelTooLong
-        );
-        // 4 labels of 63 + 3 dots = 255 > 253; 3 x 63 + 61 + 3 dots = 253.
-        let at_limit = format!("{label63}.{label63}.{label63}.{}", "b".repeat(61));
-        assert_eq!(at_limit.len(), 253);
-        assert!(norm(&at_limit).is_ok());
-        assert!(norm(&format!("{at_limit}.")).is_ok());
-        let over = format!("{label63}.{label63}.{label63}.{}", "b".repeat(62));
-        assert_eq!(norm(&over).unwrap_err(), TargetError::TooLong);
-    }
-
-    #[test]
-    fn ip_literals_become_canonical_text() {
-        assert_eq!(norm("198.51.100.7").unwrap(), "198.51.100.7");
-        assert_eq!(norm("198.51.100.7.").unwrap(), "198.51.100.7");
-        assert_eq!(norm("[::1]").unwrap(), "::1");
-        assert_eq!(norm("::1").unwrap(), "::1");
-        assert_eq!(norm("[2001:DB8:0:0::1]").unwrap(), "2001:db8::1");
-        assert_eq!(norm("::FFFF:127.0.0.1").unwrap(), "::ffff:127.0.0.1");
-        assert_eq!(norm("[::ffff:7f00:1]").unwrap(), "::ffff:127.0.0.1");
-    }
-
-    #[test]
-    fn malformed_ip_literals_are_refused() {
-        assert_eq!(norm("[::1").unwrap_err(), TargetError::BadIpv6);
-        assert_eq!(norm("[]").unwrap_err(), TargetError::BadIpv6);
-        assert_eq!(norm("[198.51.100.7]").unwrap_err(), TargetError::BadIpv6);
-        assert_eq!(norm("[::1]:80").unwrap_err(), TargetError::BadIpv6);
-        assert_eq!(norm("1::2::3").unwrap_err(), TargetError::BadIpv6);
-        assert_eq!(norm("a.test:80").unwrap_err(), TargetError::BadIpv6);
-        assert_eq!(norm("[fe80::1%eth0]").unwrap_err(), TargetError::ZoneId);
-        assert_eq!(norm("fe80::1%25eth0").unwrap_err(), TargetError::ZoneId);
-    }
-
-    #[test]
-    fn legacy_numeric_ipv4_spellings_are_refused() {
-        for host in [
-            "127.1",
-            "127.0.1",
-            "2130706433",
-            "0x7f000001",
-            "0x7f.0.0.1",
-            "0177.0.0.1",
-            "127.0.0.01",
-            "127.0.0.0x1",
-            "1.2.3.4.5",
-            "256.1.1.1",
-            "a.test.0x",
-            "a.test.123",
-            "0",
-        ] {
-            assert_eq!(norm(host).unwrap_err(), TargetError::NumericName, "{host}");
-        }
-        // A numeric label elsewhere, or a label that only starts like a number, is a name.
-        assert_eq!(norm("123.test").unwrap(), "123.test");
-        assert_eq!(norm("a.0xg").unwrap(), "a.0xg");
-        assert_eq!(norm("a.1e5").unwrap(), "a.1e5");
-    }
 
     #[test]
     fn target_new_checks_port_and_host() {

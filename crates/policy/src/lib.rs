@@ -53,6 +53,7 @@
 pub mod env;
 pub mod error;
 pub mod file;
+pub mod host;
 pub mod host_exec;
 pub mod masks;
 pub mod model;

@@ -66,10 +66,10 @@ pub const RULE_INVALID_HOST: &str = "invalid host name";
 /// Rule of a denied [`NetDecision`] for port 0.
 pub const RULE_INVALID_PORT: &str = "invalid port";
 
-const MAX_NAME: usize = 253;
-const MAX_LABEL: usize = 63;
+use crate::host::{MAX_HOST_LEN as MAX_NAME, MAX_LABEL_LEN as MAX_LABEL};
 
-const HINT_NAME: &str = "a name is dot-separated labels of ASCII letters, digits and `-` (1 to 63 \
+const HINT_NAME: &str =
+    "a name is dot-separated labels of ASCII letters, digits, `-` and `_` (1 to 63 \
     characters each, not starting or ending with `-`, at most 253 in all), optionally followed by \
     `:PORT`, e.g. `example.com`, `*.example.com`, `example.com:443`";
 const HINT_IDN: &str =
@@ -490,14 +490,12 @@ impl Target {
     /// anything else, including the shorthand and numeric forms some resolvers take as IPv4
     /// (`127.1`, `0x7f.0.0.1`, `2130706433`), zone indices and non-ASCII names.
     pub fn parse(host: &str) -> Option<Target> {
-        if let Some(inside) = host.strip_prefix('[') {
-            let addr = inside.strip_suffix(']')?.parse::<Ipv6Addr>().ok()?;
-            return Some(Target::Ip(IpAddr::V6(addr)));
-        }
-        if let Ok(ip) = host.parse::<IpAddr>() {
-            return Some(Target::Ip(ip));
-        }
-        normalize_name(host).ok().map(Target::Name)
+        // The proxy's own normalizer: the host the rules see is the host that is reached.
+        let canonical = crate::host::normalize_host(host).ok()?;
+        Some(match canonical.parse::<IpAddr>() {
+            Ok(ip) => Target::Ip(ip),
+            Err(_) => Target::Name(canonical),
+        })
     }
 }
 
@@ -706,81 +704,65 @@ fn parse_port(text: &str) -> Result<u16, NetRuleError> {
     }
 }
 
-/// Lower-cases `text`, strips one trailing dot and checks it is a host name.
+/// Lower-cases `text`, strips one trailing dot and checks it is a host name: the one rule for
+/// names shared with the proxy ([`crate::host::normalize_name`]), its refusals worded for a
+/// policy entry with the hint that fixes it.
 fn normalize_name(text: &str) -> Result<String, NetRuleError> {
+    use crate::host::{self, HostError};
     let name = text.strip_suffix('.').unwrap_or(text);
-    if name.is_empty() {
-        return Err(NetRuleError::new("the name is empty", HINT_NAME));
-    }
-    if !name.is_ascii() {
-        return Err(NetRuleError::new("the name is not ASCII", HINT_IDN));
-    }
-    let name = name.to_ascii_lowercase();
-    if name.len() > MAX_NAME {
-        return Err(NetRuleError::new(
+    let label_where =
+        |bad: &dyn Fn(&str) -> bool| name.split('.').find(|l| bad(l)).unwrap_or(name).to_owned();
+    host::normalize_name(text).map_err(|e| match e {
+        HostError::Empty => NetRuleError::new("the name is empty", HINT_NAME),
+        HostError::BadChar(c) if !c.is_ascii() => {
+            NetRuleError::new("the name is not ASCII", HINT_IDN)
+        }
+        HostError::BadChar('*') => NetRuleError::new(
+            "`*` is only allowed as the whole first label, as in `*.example.com`",
+            HINT_NAME,
+        ),
+        HostError::BadChar(c) => NetRuleError::new(
+            format!(
+                "the label `{}` contains `{}`",
+                label_where(&|l: &str| l.contains(c)),
+                c.escape_default()
+            ),
+            HINT_NAME,
+        ),
+        HostError::TooLong => NetRuleError::new(
             format!(
                 "the name is {} characters long (at most {MAX_NAME})",
                 name.len()
             ),
             HINT_NAME,
-        ));
-    }
-    for label in name.split('.') {
-        if label.is_empty() {
-            return Err(NetRuleError::new(
-                "the name has an empty label (`..`, or a leading `.`)",
-                HINT_NAME,
-            ));
-        }
-        if label.len() > MAX_LABEL {
-            return Err(NetRuleError::new(
+        ),
+        HostError::EmptyLabel => NetRuleError::new(
+            "the name has an empty label (`..`, or a leading `.`)",
+            HINT_NAME,
+        ),
+        HostError::LabelTooLong => {
+            let label = label_where(&|l: &str| l.len() > MAX_LABEL);
+            NetRuleError::new(
                 format!(
                     "the label `{label}` is {} characters long (at most {MAX_LABEL})",
                     label.len()
                 ),
                 HINT_NAME,
-            ));
+            )
         }
-        if let Some(c) = label
-            .chars()
-            .find(|c| !(c.is_ascii_alphanumeric() || *c == '-'))
-        {
-            let reason = if c == '*' {
-                "`*` is only allowed as the whole first label, as in `*.example.com`".to_owned()
-            } else {
-                format!("the label `{label}` contains `{}`", c.escape_default())
-            };
-            return Err(NetRuleError::new(reason, HINT_NAME));
-        }
-        if label.starts_with('-') || label.ends_with('-') {
-            return Err(NetRuleError::new(
-                format!("the label `{label}` starts or ends with `-`"),
-                HINT_NAME,
-            ));
-        }
-    }
-    if looks_like_ipv4(&name) {
-        return Err(NetRuleError::new(
+        HostError::HyphenAtLabelEdge => NetRuleError::new(
+            format!(
+                "the label `{}` starts or ends with `-`",
+                label_where(&|l: &str| l.starts_with('-') || l.ends_with('-'))
+            ),
+            HINT_NAME,
+        ),
+        HostError::NumericName => NetRuleError::new(
             "a numeric name is an IPv4 address in disguise, not a host name",
             HINT_IP_IN_DOMAINS,
-        ));
-    }
-    Ok(name)
-}
-
-/// Whether a resolver may read `name` as an IPv4 address: its last label is all digits (no
-/// top-level domain is), or every label is a decimal, octal or `0x` hexadecimal number (the
-/// `inet_aton` forms `127.1`, `0x7f.1`, `2130706433`).
-fn looks_like_ipv4(name: &str) -> bool {
-    let numeric_tld = name
-        .rsplit('.')
-        .next()
-        .is_some_and(|tld| tld.bytes().all(|b| b.is_ascii_digit()));
-    let is_number = |label: &str| match label.strip_prefix("0x") {
-        Some(hex) => hex.bytes().all(|b| b.is_ascii_hexdigit()),
-        None => label.bytes().all(|b| b.is_ascii_digit()),
-    };
-    numeric_tld || (name.split('.').count() <= 4 && name.split('.').all(is_number))
+        ),
+        other => NetRuleError::new(other.to_string(), HINT_NAME),
+    })
 }
 
 fn not_ipv6(text: &str) -> NetRuleError {
@@ -1027,7 +1009,7 @@ mod tests {
             ("example.com..", "empty label"),
             ("-a.example.com", "starts or ends with `-`"),
             ("a-.example.com", "starts or ends with `-`"),
-            ("under_score.example.com", "contains `_`"),
+            ("per%cent.example.com", "contains `%`"),
             ("sp ace.com", "contains ` `"),
             ("tab\tx.com", "contains `\\t`"),
             ("exa/mple.com", "IP address or network"),
@@ -1208,7 +1190,7 @@ mod tests {
             ("*", "wildcard"),
             ("127.1", "numeric"),
             ("2130706433:80", "numeric"),
-            ("bad_name:80", "contains `_`"),
+            ("bad%name:80", "contains `%`"),
             ("com", "public suffix `com`"),
         ] {
             let e = allowed_host(bad).unwrap_err();
@@ -1291,12 +1273,11 @@ mod tests {
             "[fe80::1%eth0]",
             "fe80::1%25eth0",
             "127.1",
-            "127.0.0.1.",
             "0x7f000001",
             "2130706433",
             "0177.0.0.1",
             "a..b",
-            "a_b.com",
+            "-a.com",
             "ex ample.com",
             "b\u{fc}cher.de",
             "*.example.com",
@@ -1399,6 +1380,25 @@ mod tests {
         );
     }
 
+    /// Names with `_` (`_acme-challenge`, service labels) are names for the rules as for the
+    /// proxy, which shares the normalizer (`crate::host`).
+    #[test]
+    fn underscore_names_are_names_for_rules_and_destinations() {
+        let r = rules(&["*.example.com", "_svc.test"], &[], &[]);
+        assert_eq!(
+            decide(&r, "_acme-challenge.example.com", 443),
+            allowed("allow_domains:*.example.com")
+        );
+        assert_eq!(
+            decide(&r, "_SVC.test.", 443),
+            allowed("allow_domains:_svc.test")
+        );
+        assert_eq!(
+            Target::parse("_a.b_c.test"),
+            Some(Target::Name("_a.b_c.test".into()))
+        );
+    }
+
     #[test]
     fn ip_literals_need_allow_hosts() {
         let r = rules(&["example.com"], &["*.test"], &[]);
@@ -1410,15 +1410,11 @@ mod tests {
             denied(RULE_IP_LITERAL)
         );
         // Forms a resolver might read as an address are not names either.
-        for odd in [
-            "127.1",
-            "2130706433",
-            "0x7f.0.0.1",
-            "0177.0.0.1",
-            "127.0.0.1.",
-        ] {
+        for odd in ["127.1", "2130706433", "0x7f.0.0.1", "0177.0.0.1"] {
             assert_eq!(decide(&r, odd, 80), denied(RULE_INVALID_HOST), "{odd}");
         }
+        // A dotted quad with a trailing dot is that address, for the rules as for the proxy.
+        assert_eq!(decide(&r, "127.0.0.1.", 80), denied(RULE_IP_LITERAL));
     }
 
     #[test]
