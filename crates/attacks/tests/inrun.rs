@@ -1807,6 +1807,82 @@ print(\"made\")
     }
 }
 
+/// A thread with an fs_struct of its own (`unshare(CLONE_FS)`) and another umask that
+/// `exec`s takes over the leader's tid: the umask the init kept for the leader must not be
+/// used for it (found by red-teaming issue 15, item 10). Control: the same outside.
+#[test]
+fn umask_of_a_thread_that_execs_is_its_own() {
+    let Some(py) = py("exec from a thread") else {
+        return;
+    };
+    let script = format!(
+        "cat > prog.py <<'PROG'
+import ctypes, os, sys, threading
+def make(p): os.close(os.open(p, os.O_CREAT | os.O_WRONLY, 0o666))
+if len(sys.argv) > 1:
+    make(\"after_exec\"); print(\"made\"); sys.exit(0)
+os.umask(0o022)
+split, made = threading.Event(), threading.Event()
+def thread():
+    if ctypes.CDLL(None, use_errno=True).unshare(0x200) != 0:  # CLONE_FS
+        raise OSError(ctypes.get_errno(), \"unshare\")
+    os.umask(0); split.set(); made.wait()
+    os.execv(sys.executable, [sys.executable, \"prog.py\", \"after\"])
+threading.Thread(target=thread).start(); split.wait()
+make(\"leader\"); made.set()
+threading.Event().wait()
+PROG
+{py} prog.py"
+    );
+    let check = |fx: &Fixture| {
+        let mode = |p: &str| {
+            fs::metadata(fx.ws.join(p))
+                .map(|m| m.permissions().mode() & 0o777)
+                .unwrap_or(0)
+        };
+        assert_eq!((mode("leader"), mode("after_exec")), (0o644, 0o666));
+    };
+    let fx = Fixture::without_git();
+    works(&fx, &script).assert_shows("made\n");
+    check(&fx);
+    let fx = Fixture::without_git();
+    fx.control(&script)
+        .outcome()
+        .assert_ok()
+        .assert_output_contains("made");
+    check(&fx);
+}
+
+/// `open(O_PATH|O_CREAT)`: the kernel drops `O_CREAT` with `O_PATH`, so the filter lets it
+/// through; it used to be mediated and, the kernel refusing to hand an `O_PATH` file over,
+/// left the caller waiting for ever (found by red-teaming issue 15, item 10). Control: the
+/// same outside.
+#[test]
+fn o_path_with_o_creat_answers() {
+    let Some(py) = py("O_PATH") else {
+        return;
+    };
+    let script = format!(
+        "echo x > existing && timeout 20 {py} -c '
+import errno, os
+for p in (\"existing\", \"missing\", \"/proc/self/status\"):
+    try:
+        os.close(os.open(p, os.O_PATH | os.O_CREAT | os.O_EXCL)); print(p, \"opened\")
+    except OSError as e:
+        print(p, errno.errorcode[e.errno])
+'"
+    );
+    let want = "existing opened\nmissing ENOENT\n/proc/self/status opened\n";
+    let fx = Fixture::without_git();
+    works(&fx, &script).assert_shows(want);
+    assert!(!fx.ws.join("missing").exists());
+    let fx = Fixture::without_git();
+    fx.control(&script)
+        .outcome()
+        .assert_ok()
+        .assert_output_contains(want);
+}
+
 /// `open(O_CREAT|O_EXCL)` is made without looking the name up first (issue 15, item 10): an
 /// existing protected file must still answer `EEXIST`, as the kernel would, with no
 /// violation; a missing one is refused and reported. Control: outside, the first is `EEXIST`

@@ -13,8 +13,8 @@
 //!   umask:                  ret notify   (observed: the init keeps umasks between calls)
 //!   openat2:                ret errno ENOSYS   (flags live in user memory)
 //!   setxattr family:        ret errno EOPNOTSUPP   (ACLs would undo chmod checks)
-//!   open:    ld args[1]; jset O_CREAT ? notify : allow
-//!   openat:  ld args[2]; jset O_CREAT ? notify : allow
+//!   open:    ld args[1]; jset O_CREAT ? (jset O_PATH ? allow : notify) : allow
+//!   openat:  ld args[2]; the same (O_PATH makes the kernel drop O_CREAT)
 //!   with an allocation watch of T bytes (memory limited by `RLIMIT_DATA` only):
 //!   mmap:    prot has PROT_WRITE and len >= T ? notify : allow
 //!   mremap:  new_len >= T ? notify : allow
@@ -104,9 +104,9 @@ pub fn mediated_calls(watch: Option<u64>) -> Vec<Mediated> {
         out.push(Mediated {
             syscall: name,
             when: if arg == "arg1" {
-                "arg1 (flags) has O_CREAT"
+                "arg1 (flags) has O_CREAT and not O_PATH"
             } else {
-                "arg2 (flags) has O_CREAT"
+                "arg2 (flags) has O_CREAT and not O_PATH"
             },
             action: "performed by the sandbox init after the protected-path check",
         });
@@ -209,9 +209,12 @@ pub(crate) fn calls(watch: Option<u64>) -> Result<BTreeMap<u32, Leaf>, SeccompEr
         );
     }
     for (n, arg) in [(libc::SYS_open, 1u8), (libc::SYS_openat, 2u8)] {
+        // With O_PATH the kernel drops O_CREAT (and every other flag but a few): nothing can
+        // be created, and the kernel refuses to hand an O_PATH file over with ADDFD.
         let block = vec![
             load_arg(arg),
-            jump(BPF_JMP | BPF_JSET | BPF_K, libc::O_CREAT as u32, 0, 1),
+            jump(BPF_JMP | BPF_JSET | BPF_K, libc::O_CREAT as u32, 0, 2),
+            jump(BPF_JMP | BPF_JSET | BPF_K, libc::O_PATH as u32, 1, 0),
             ret(notify),
             ret(allow),
         ];
@@ -255,6 +258,30 @@ mod tests {
         assert_eq!(
             run(&p, x86, libc::SYS_openat as u32, [0, 0, creat, 0, 0, 0]),
             notify
+        );
+        // O_PATH makes the kernel ignore O_CREAT: nothing to mediate.
+        let path = libc::O_PATH as u64;
+        assert_eq!(
+            run(
+                &p,
+                x86,
+                libc::SYS_openat as u32,
+                [0, 0, creat | path, 0, 0, 0]
+            ),
+            allow
+        );
+        assert_eq!(
+            run(
+                &p,
+                x86,
+                libc::SYS_open as u32,
+                [0, creat | path, 0, 0, 0, 0]
+            ),
+            allow
+        );
+        assert_eq!(
+            run(&p, x86, libc::SYS_openat as u32, [0, 0, path, 0, 0, 0]),
+            allow
         );
         // The flags of openat are arg2; O_CREAT in arg1 (the path pointer) means nothing.
         assert_eq!(

@@ -232,6 +232,9 @@ struct Target {
     /// still the one the cache was made for.
     cached_status: Option<(u32, i32)>,
     proc_live: bool,
+    /// Whether the `status` read in this call may be kept for the task's next calls (`None`:
+    /// none was read).
+    keepable: Option<bool>,
 }
 
 /// `/proc/<tid>` and its `status`, kept open for the next call of the same task (a `tar`
@@ -332,6 +335,9 @@ impl Target {
         let len = self.read_status(&mut buf)?;
         let umask = status_field(&buf[..len], b"Umask:", 8).ok_or(Errno(libc::EIO))?;
         let tgid = status_field(&buf[..len], b"Tgid:", 10).ok_or(Errno(libc::EIO))?;
+        // Kept only for a process of one thread: another thread that `exec`s takes over this
+        // tid (and `/proc/<tid>` with it) with an fs_struct, and so a umask, of its own.
+        self.keepable = Some(status_field(&buf[..len], b"Threads:", 10) == Some(1));
         let s = (umask as u32, tgid as i32);
         self.status = Some(s);
         Ok(s)
@@ -861,6 +867,7 @@ impl Server<'_> {
             stale: false,
             cached_status: cached_status.filter(|_| self.keep_umask),
             proc_live: false,
+            keepable: None,
         };
         if req.data.nr as i64 == libc::SYS_umask {
             self.umask(&req, &t);
@@ -871,7 +878,11 @@ impl Server<'_> {
         if t.stale {
             self.proc = None;
         } else if let (true, Some(c)) = (self.keep_umask, self.proc.as_mut()) {
-            c.status_read = t.status.or(c.status_read);
+            match t.keepable {
+                Some(true) => c.status_read = t.status,
+                Some(false) => c.status_read = None,
+                None => {}
+            }
         }
         if let Some(b) = blocked {
             self.report(&b);
@@ -881,7 +892,11 @@ impl Server<'_> {
         let _ = match reply {
             Ok(Reply::Value(v)) => raw::notif_send(self.listener, id, v, 0),
             Ok(Reply::Fd { fd, cloexec }) => {
-                raw::notif_addfd_send(self.listener, id, fd.0, cloexec).map(drop)
+                // A descriptor the kernel will not hand over (it refuses `O_PATH` files) must
+                // still answer the call, or the caller waits for ever.
+                raw::notif_addfd_send(self.listener, id, fd.0, cloexec)
+                    .map(drop)
+                    .or_else(|e| raw::notif_send(self.listener, id, 0, e.0))
             }
             Ok(Reply::Deferred) => Ok(()),
             Ok(Reply::Continue) => raw::notif_continue(self.listener, id),
