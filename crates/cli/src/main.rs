@@ -297,9 +297,12 @@ fn run(args: RunArgs) -> Result<u8, Error> {
     if let Some(errno) = result.outcome.exec_errno {
         let program = request.native.argv.first().cloned().unwrap_or_default();
         let (code, what) = if result.exit_code == 127 {
-            ("E_COMMAND_NOT_FOUND", "not found")
+            (sandbox::Code::CommandNotFound.as_str(), "not found")
         } else {
-            ("E_COMMAND_NOT_EXECUTABLE", "cannot be executed")
+            (
+                sandbox::Code::CommandNotExecutable.as_str(),
+                "cannot be executed",
+            )
         };
         let cause = std::io::Error::from_raw_os_error(errno);
         if args.json {

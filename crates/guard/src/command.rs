@@ -46,7 +46,7 @@ use brush_parser::ast;
 use brush_parser::word::WordPiece;
 
 /// The stable code of every refusal.
-pub const E_SANDBOX_VIOLATION: &str = "E_SANDBOX_VIOLATION";
+pub const E_SANDBOX_VIOLATION: &str = sandbox::Code::SandboxViolation.as_str();
 
 /// Longest command string accepted: the parser is recursive, and no tool call needs more.
 pub const MAX_COMMAND_LEN: usize = 64 * 1024;

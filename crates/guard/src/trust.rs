@@ -52,9 +52,9 @@ use sha2::{Digest, Sha256};
 pub use store::{default_store_dir, resolve_dir, Record, TrustStore, FORMAT};
 
 /// Code of a refusal because the workspace's configuration is not approved (or cannot be).
-pub const E_UNTRUSTED_CONFIG: &str = "E_UNTRUSTED_CONFIG";
+pub const E_UNTRUSTED_CONFIG: &str = sandbox::Code::UntrustedConfig.as_str();
 /// Code of a trust store that cannot be located, read, written or believed.
-pub const E_TRUST_STORE: &str = "E_TRUST_STORE";
+pub const E_TRUST_STORE: &str = sandbox::Code::TrustStore.as_str();
 
 /// One trust-relevant path, relative to the workspace, and why it counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

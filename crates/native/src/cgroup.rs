@@ -411,7 +411,7 @@ pub fn planned_dirs(plan: &ResourcePlan, name: &str) -> Vec<PathBuf> {
 }
 
 /// Stable code of a limit the run reached.
-pub const E_LIMIT_REACHED: &str = "E_LIMIT_REACHED";
+pub const E_LIMIT_REACHED: &str = sandbox::Code::LimitReached.as_str();
 
 /// A limit the run reached, for stderr, the report and the audit log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

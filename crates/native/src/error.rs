@@ -2,13 +2,16 @@
 
 use std::path::PathBuf;
 
-/// Stable error codes shown in messages, `--json` output and audit events.
-pub const E_POLICY_INVALID: &str = "E_POLICY_INVALID";
-pub const E_PROTECTION_UNAVAILABLE: &str = "E_PROTECTION_UNAVAILABLE";
-pub const E_SANDBOX_SETUP: &str = "E_SANDBOX_SETUP";
-pub const E_COMMAND_NOT_FOUND: &str = "E_COMMAND_NOT_FOUND";
-pub const E_COMMAND_NOT_EXECUTABLE: &str = "E_COMMAND_NOT_EXECUTABLE";
-pub const E_INTERNAL: &str = "E_INTERNAL";
+use sandbox::Code;
+
+/// Stable error codes shown in messages, `--json` output and audit events (from the one
+/// registry, [`sandbox::Code`]).
+pub const E_POLICY_INVALID: &str = Code::PolicyInvalid.as_str();
+pub const E_PROTECTION_UNAVAILABLE: &str = Code::ProtectionUnavailable.as_str();
+pub const E_SANDBOX_SETUP: &str = Code::SandboxSetup.as_str();
+pub const E_COMMAND_NOT_FOUND: &str = Code::CommandNotFound.as_str();
+pub const E_COMMAND_NOT_EXECUTABLE: &str = Code::CommandNotExecutable.as_str();
+pub const E_INTERNAL: &str = Code::Internal.as_str();
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {

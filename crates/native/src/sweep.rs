@@ -30,7 +30,7 @@ use crate::host::{HostView, Kind};
 use crate::plan::{in_git_modules, walk, Plan, Stamps};
 use crate::planted_git;
 
-pub const E_SANDBOX_VIOLATION: &str = "E_SANDBOX_VIOLATION";
+pub const E_SANDBOX_VIOLATION: &str = sandbox::Code::SandboxViolation.as_str();
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Violation {

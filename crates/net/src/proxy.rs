@@ -93,7 +93,7 @@ pub struct Event {
 pub type OnEvent = Box<dyn Fn(&Event) + Send + Sync>;
 
 pub const ALLOWED: &str = "NET_ALLOWED";
-pub const DENIED: &str = "E_NETWORK_DENIED";
+pub const DENIED: &str = sandbox::Code::NetworkDenied.as_str();
 /// Events kept per run; later ones are counted only.
 const MAX_EVENTS: usize = 10_000;
 

@@ -124,7 +124,7 @@ const PATTERN_FORMS: &str = "a path pattern is absolute (`/etc/x`), starts with 
 impl PolicyError {
     /// Stable machine-readable error code; the same for every policy error.
     pub fn code(&self) -> &'static str {
-        "E_POLICY_INVALID"
+        sandbox::Code::PolicyInvalid.as_str()
     }
 
     /// How to fix the problem, when there is something more to say than the message.

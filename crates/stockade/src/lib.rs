@@ -410,7 +410,7 @@ pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, E
                 audit.event(
                     "timeout",
                     serde_json::json!({
-                        "code": "E_TIMEOUT",
+                        "code": sandbox::Code::Timeout.as_str(),
                         "limit_s": policy.limits.timeout,
                         "exit_code": outcome.exit_code,
                     }),

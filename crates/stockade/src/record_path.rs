@@ -32,7 +32,7 @@ use rustix::io::Errno;
 use crate::Error;
 
 /// Code of a `--report`/`--audit` path the sandbox could redirect.
-pub const E_UNSAFE_RECORD_PATH: &str = "E_UNSAFE_RECORD_PATH";
+pub const E_UNSAFE_RECORD_PATH: &str = sandbox::Code::UnsafeRecordPath.as_str();
 
 /// Symbolic links followed at most while resolving the directory (as the kernel's 40).
 const MAX_LINKS: usize = 40;
