@@ -171,3 +171,45 @@ fn terminal_passes_through() {
     run.assert_success()
         .assert_stdout_contains("both-are-terminals");
 }
+
+/// `STOCKADE_LOG=debug` shows each stage of a run as a span with its timings on stderr
+/// (issue 16, item 4); unset, stderr holds none of it.
+#[test]
+fn stockade_log_shows_each_stage_with_timings() {
+    let fx = Fixture::new();
+    let run = fx
+        .sandbox_argv(&[], &["true"])
+        .env("STOCKADE_LOG", "debug")
+        .run();
+    run.assert_code(0);
+    for stage in [
+        "trust",
+        "plan",
+        "launch",
+        "proxy_stop",
+        "sweep",
+        "record",
+        "run",
+    ] {
+        assert!(
+            run.stderr
+                .lines()
+                .any(|l| l.contains(stage) && l.contains("close") && l.contains("time.busy")),
+            "no closed span `{stage}` with its time in:\n{}",
+            run.stderr
+        );
+    }
+    let quiet = fx.sandbox_argv(&[], &["true"]).run();
+    quiet.assert_code(0);
+    assert!(!quiet.stderr.contains("time.busy"), "{}", quiet.stderr);
+    let bad = fx
+        .sandbox_argv(&[], &["true"])
+        .env("STOCKADE_LOG", "loud")
+        .run();
+    bad.assert_code(0);
+    assert!(
+        bad.stderr.contains("STOCKADE_LOG=loud is not a level"),
+        "{}",
+        bad.stderr
+    );
+}

@@ -522,7 +522,43 @@ fn sanitize(report_file: Option<&Path>, json: bool) -> Result<u8, Error> {
     Ok(0)
 }
 
+/// `STOCKADE_LOG=LEVEL` (error, warn, info, debug, trace): the stages of a run as spans on
+/// stderr, each closed with its time (`time.busy`, `time.idle`). Unset: nothing is installed.
+fn init_log() {
+    let Some(value) = std::env::var_os("STOCKADE_LOG") else {
+        return;
+    };
+    let level = value
+        .to_str()
+        .and_then(|v| v.parse::<tracing_subscriber::filter::LevelFilter>().ok());
+    let Some(level) = level else {
+        eprintln!(
+            "stockade: warning: STOCKADE_LOG={} is not a level (error, warn, info, debug, trace); not logging",
+            value.to_string_lossy()
+        );
+        return;
+    };
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    // stockade's own crates at the level asked for; the libraries under the proxy (tokio,
+    // hyper, hickory) only from warnings up, or their debug lines drown the stages.
+    let ours = ["stockade", "native", "net", "guard", "policy", "cli"]
+        .into_iter()
+        .fold(Targets::new(), |t, name| t.with_target(name, level))
+        .with_default(level.min(LevelFilter::WARN));
+    tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+        .with_ansi(false)
+        .finish()
+        .with(ours)
+        .init();
+}
+
 fn main() -> ExitCode {
+    init_log();
     let cli = Cli::parse();
     let (result, json) = match cli.command {
         Command::Run(args) => {

@@ -323,6 +323,9 @@ pub fn audit_refusal(path: &std::path::Path, error: &Error) -> Result<(), Error>
 /// Run a request under a policy: plan, launch, sweep, record. Refusals are audited too.
 pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, Error> {
     let id = run_id();
+    // Each stage is a span (`STOCKADE_LOG=debug` prints them with their timings); all on
+    // this side of the fork: nothing in the sandbox's processes logs or allocates for it.
+    let _run = tracing::debug_span!("run", id = %id).entered();
     // The directories of the report and the audit log are resolved and held before anything
     // runs, and refused when the command could write them (after planning, below).
     let mut audit = AuditLog::open(request.audit.as_deref(), &id)?;
@@ -333,8 +336,9 @@ pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, E
     let digest = policy::digest(policy);
     let result = (|| {
         // First: nothing of an unapproved workspace configuration is acted on.
-        check_trust(request)?;
-        let plan = plan_guarding_trust_store(policy, request)?;
+        tracing::debug_span!("trust").in_scope(|| check_trust(request))?;
+        let plan =
+            tracing::debug_span!("plan").in_scope(|| plan_guarding_trust_store(policy, request))?;
         refuse_policy_file_in_writable_root(request, &plan.writable_roots)?;
         // Before the first audit event: a log in a writable root is never written.
         audit.refuse_inside(&plan.writable_roots)?;
@@ -370,13 +374,17 @@ pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, E
             Some(_) => Some(&mut start),
             None => None,
         };
-        let launched = native::launch(&plan, request.options, hook);
-        let network = proxy.map(|p| p.stop()).unwrap_or_default();
+        let launched = tracing::debug_span!("launch", proxy = plan.network.proxy.is_some())
+            .in_scope(|| native::launch(&plan, request.options, hook));
+        let network = tracing::debug_span!("proxy_stop")
+            .in_scope(|| proxy.map(|p| p.stop()).unwrap_or_default());
         let outcome = launched?;
         let mut violations = outcome.blocked.clone();
-        violations.extend(native::sweep(&plan, &native::RealHost, &id));
+        tracing::debug_span!("sweep")
+            .in_scope(|| violations.extend(native::sweep(&plan, &native::RealHost, &id)));
         Ok((plan, outcome, violations, network))
     })();
+    let _record = tracing::debug_span!("record").entered();
     match result {
         Ok((plan, outcome, violations, network)) => {
             for e in &network.events {
