@@ -15,6 +15,7 @@
 
 #![forbid(unsafe_code)]
 
+mod audit_event;
 mod error;
 mod record;
 mod record_path;
@@ -22,6 +23,7 @@ mod record_path;
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use audit_event::AuditEvent;
 pub use error::Error;
 pub use native::{Check, Violation};
 pub use net::proxy::{Event as NetworkEvent, DENIED as NETWORK_DENIED};
@@ -152,7 +154,7 @@ pub fn serve_proxy(
     let log = std::sync::Mutex::new(AuditLog::open(audit, &run_id())?);
     let on_event = move |e: &NetworkEvent| {
         if let Ok(mut log) = log.lock() {
-            let _ = log.event("network", serde_json::to_value(e).unwrap_or_default());
+            let _ = log.event(&AuditEvent::Network(e));
         }
     };
     let proxy = net::proxy::Proxy::start_with(
@@ -314,10 +316,11 @@ pub fn write_report_file(path: &std::path::Path, bytes: &[u8]) -> Result<(), Err
 /// in the audit log at `path`.
 pub fn audit_refusal(path: &std::path::Path, error: &Error) -> Result<(), Error> {
     let mut audit = AuditLog::open(Some(path), &run_id())?;
-    audit.event(
-        "refused",
-        serde_json::json!({ "code": error.code(), "kind": error.kind(), "message": error.to_string() }),
-    )
+    audit.event(&AuditEvent::Refused {
+        code: error.code(),
+        kind: error.kind(),
+        message: error.to_string(),
+    })
 }
 
 /// Run a request under a policy: plan, launch, sweep, record. Refusals are audited too.
@@ -345,15 +348,12 @@ pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, E
         if let Some(report) = &report {
             report.refuse_inside(&plan.writable_roots)?;
         }
-        audit.event(
-            "run_start",
-            serde_json::json!({
-                "argv": plan.argv,
-                "workspace": request.native.workspace,
-                "policy_digest": digest,
-                "backend": NativeBackend.name(),
-            }),
-        )?;
+        audit.event(&AuditEvent::RunStart {
+            argv: &plan.argv,
+            workspace: &request.native.workspace,
+            policy_digest: &digest,
+            backend: NativeBackend.name(),
+        })?;
         let mut rules = match plan.network.proxy {
             Some(_) => Some(policy::NetRules::new(&policy.network)?),
             None => None,
@@ -388,54 +388,49 @@ pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, E
     match result {
         Ok((plan, outcome, violations, network)) => {
             for e in &network.events {
-                audit.event("network", serde_json::to_value(e).unwrap_or_default())?;
+                audit.event(&AuditEvent::Network(e))?;
             }
             if network.dropped > 0 {
-                audit.event(
-                    "network",
-                    serde_json::json!({ "code": "NET_EVENTS_DROPPED", "count": network.dropped }),
-                )?;
+                audit.event(&AuditEvent::NetworkEventsDropped {
+                    code: audit_event::NET_EVENTS_DROPPED,
+                    count: network.dropped,
+                })?;
             }
             for s in &outcome.skipped {
-                audit.event("degraded", serde_json::json!({ "skipped": s }))?;
+                audit.event(&AuditEvent::Degraded { skipped: s })?;
             }
             if let Some(f) = &plan.cwd_fallback {
-                audit.event(
-                    "cwd_fallback",
-                    serde_json::json!({ "cwd": f.cwd, "reason": f.reason, "started_in": plan.cwd }),
-                )?;
+                audit.event(&AuditEvent::CwdFallback {
+                    cwd: &f.cwd,
+                    reason: &f.reason,
+                    started_in: &plan.cwd,
+                })?;
             }
             if outcome.ended_by == Some("interrupt") {
-                audit.event(
-                    "interrupt",
-                    serde_json::json!({ "exit_code": outcome.exit_code, "signal": outcome.signal }),
-                )?;
+                audit.event(&AuditEvent::Interrupt {
+                    exit_code: outcome.exit_code,
+                    signal: outcome.signal,
+                })?;
             }
             for h in &outcome.limit_hits {
-                audit.event("limit", serde_json::to_value(h).unwrap_or_default())?;
+                audit.event(&AuditEvent::Limit(h))?;
             }
             if outcome.timed_out {
-                audit.event(
-                    "timeout",
-                    serde_json::json!({
-                        "code": sandbox::Code::Timeout.as_str(),
-                        "limit_s": policy.limits.timeout,
-                        "exit_code": outcome.exit_code,
-                    }),
-                )?;
+                audit.event(&AuditEvent::Timeout {
+                    code: sandbox::Code::Timeout.as_str(),
+                    limit_s: policy.limits.timeout,
+                    exit_code: outcome.exit_code,
+                })?;
             }
             for v in &violations {
-                audit.event("violation", serde_json::to_value(v).unwrap_or_default())?;
+                audit.event(&AuditEvent::Violation(v))?;
             }
-            audit.event(
-                "run_end",
-                serde_json::json!({
-                    "exit_code": outcome.exit_code,
-                    "signal": outcome.signal,
-                    "duration_ms": outcome.duration.as_millis() as u64,
-                    "violations": violations.len(),
-                }),
-            )?;
+            audit.event(&AuditEvent::RunEnd {
+                exit_code: outcome.exit_code,
+                signal: outcome.signal,
+                duration_ms: outcome.duration.as_millis() as u64,
+                violations: violations.len(),
+            })?;
             if let Some(report) = &report {
                 RunRecord::new(
                     &id,
@@ -459,14 +454,11 @@ pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, E
         }
         Err(e) => {
             let e: Error = e;
-            audit.event(
-                "refused",
-                serde_json::json!({
-                    "code": e.code(),
-                    "kind": e.kind(),
-                    "message": e.to_string(),
-                }),
-            )?;
+            audit.event(&AuditEvent::Refused {
+                code: e.code(),
+                kind: e.kind(),
+                message: e.to_string(),
+            })?;
             Err(e)
         }
     }

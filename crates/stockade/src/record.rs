@@ -8,6 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+use crate::audit_event::AuditEvent;
 use crate::record_path::{RecordPath, Which};
 use crate::Error;
 
@@ -46,7 +47,7 @@ impl AuditLog {
         refused
     }
 
-    pub(crate) fn event(&mut self, event: &str, fields: serde_json::Value) -> Result<(), Error> {
+    pub(crate) fn event(&mut self, event: &AuditEvent<'_>) -> Result<(), Error> {
         if self.file.is_none() {
             let Some(target) = &self.target else {
                 return Ok(());
@@ -60,11 +61,22 @@ impl AuditLog {
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
             .as_millis() as u64;
-        let mut obj = serde_json::json!({ "ts_ms": ts, "run_id": self.run_id, "event": event });
-        if let (Some(o), serde_json::Value::Object(extra)) = (obj.as_object_mut(), fields) {
-            o.extend(extra);
+        #[derive(Serialize)]
+        struct Line<'a> {
+            ts_ms: u64,
+            run_id: &'a str,
+            #[serde(flatten)]
+            event: &'a AuditEvent<'a>,
         }
-        let mut line = obj.to_string();
+        let line = Line {
+            ts_ms: ts,
+            run_id: &self.run_id,
+            event,
+        };
+        let mut line = serde_json::to_string(&line).map_err(|e| Error::Io {
+            what: "write the audit log".into(),
+            cause: std::io::Error::other(e),
+        })?;
         line.push('\n');
         f.write_all(line.as_bytes()).map_err(|e| Error::Io {
             what: "write the audit log".into(),
