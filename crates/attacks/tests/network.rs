@@ -2547,3 +2547,61 @@ fn test_hosts_file_is_private_to_the_run() {
     );
     assert!(is_root());
 }
+
+/// A CONNECT to a host the one normalizer refuses (`127.1`, which resolvers read as
+/// 127.0.0.1; `a-.test`, a label ending in `-`) is refused before any connection and recorded
+/// like any other refusal: 403 with the reason, an `E_NETWORK_DENIED` event with the rule
+/// `invalid host name` in the report and the audit log (issue 16: the proxy and the rules
+/// share the normalizer; such hosts used to get a bare 400 and no record). Control: without
+/// stockade `127.1` does reach the loopback server.
+#[test]
+fn proxy_refuses_and_records_hosts_the_normalizer_refuses() {
+    let Some(k) = Kit::new("invalid hosts") else {
+        return;
+    };
+    let marker = k.fx.marker("www");
+    let srv = HttpServer::bind("127.0.0.1:0", &k.web_root("a", &marker));
+    let port = srv.port();
+    for host in ["127.1", "a-.test"] {
+        let rec = k.fx.records();
+        let o = opts(
+            Some(&rec),
+            &[
+                "--net",
+                "proxy",
+                "--allow-host",
+                &format!("127.0.0.1:{port}"),
+            ],
+        );
+        let out =
+            k.fx.attack(
+                &strs(&o),
+                &k.client(&format!("connect {PROXY_PORT} {host} {port} plain /file")),
+            )
+            .outcome();
+        out.assert_failed().assert_lacks(&marker);
+        assert!(
+            header(&out.run.stdout, DENIED_HEADER).is_some_and(|v| v.contains("invalid host")),
+            "the refused CONNECT has no {DENIED_HEADER} header naming the invalid host\n{}",
+            out.run.describe()
+        );
+        let authority = format!("{host}:{port}");
+        for (what, events) in [
+            ("report", net_events(&rec)),
+            ("audit", audit_net_events(&rec)),
+        ] {
+            assert!(
+                events.iter().any(|e| json_str(e, "code") == DENIED
+                    && json_str(e, "protocol") == "connect"
+                    && json_str(e, "host") == authority
+                    && json_str(e, "rule") == "invalid host name"
+                    && e.get("before_connect").and_then(Value::as_bool) == Some(true)),
+                "{what} has no refusal of {authority}:\n{events:#?}"
+            );
+        }
+    }
+    assert_eq!(srv.connections(), 0, "a refused host was contacted");
+    k.fx.control(&k.client(&format!("tcp 127.1 {port} /file")))
+        .outcome()
+        .assert_shows(&marker);
+}

@@ -32,7 +32,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, Semaphore};
 
 use crate::resolve::Resolver;
-use crate::{http, sni, socks5, ssrf, Target};
+use crate::{http, sni, socks5, ssrf, Target, TargetError};
 
 /// What the proxy asks of the policy.
 pub trait Rules: Send + Sync + 'static {
@@ -330,6 +330,28 @@ fn text(status: StatusCode, reason: &str) -> Response<Body> {
     r
 }
 
+/// A request whose host the normalizer refuses (`policy::host`: a numeric name, a stray
+/// character, ...) is refused before anything else and recorded like any other refusal, with
+/// the host as the client wrote it (cut to 256 bytes).
+fn invalid_host(
+    shared: &Shared,
+    protocol: &'static str,
+    raw: &str,
+    e: &TargetError,
+) -> Response<Body> {
+    let mut end = raw.len().min(256);
+    while !raw.is_char_boundary(end) {
+        end -= 1;
+    }
+    let d = Denial {
+        rule: policy::net::RULE_INVALID_HOST.to_owned(),
+        reason: format!("invalid host: {e}"),
+        before_connect: true,
+    };
+    shared.record(event(protocol, &raw[..end], 0, Err(&d), None, 0, 0));
+    denied(&d)
+}
+
 fn denied(d: &Denial) -> Response<Body> {
     text(StatusCode::FORBIDDEN, &format!("{} ({})", d.reason, d.rule))
 }
@@ -338,15 +360,22 @@ async fn http_request(req: Request<Incoming>, shared: Arc<Shared>) -> Response<B
     if req.method() == Method::CONNECT {
         return connect_request(req, shared).await;
     }
-    let Ok(http::AbsoluteTarget {
-        target: Target { host, port },
-        path: origin,
-    }) = http::parse_absolute_target(&req.uri().to_string())
-    else {
-        return text(
-            StatusCode::BAD_REQUEST,
-            "only absolute-form http:// requests and CONNECT are proxied",
-        );
+    let uri = req.uri().to_string();
+    let (host, port, origin) = match http::parse_absolute_target(&uri) {
+        Ok(http::AbsoluteTarget {
+            target: Target { host, port },
+            path,
+        }) => (host, port, path),
+        Err(http::Error::Host(e)) => {
+            let raw = req.uri().host().unwrap_or(&uri);
+            return invalid_host(&shared, "http", raw, &e);
+        }
+        Err(_) => {
+            return text(
+                StatusCode::BAD_REQUEST,
+                "only absolute-form http:// requests and CONNECT are proxied",
+            )
+        }
     };
     let header = req
         .headers()
@@ -672,8 +701,10 @@ async fn connect_request(req: Request<Incoming>, shared: Arc<Shared>) -> Respons
         .authority()
         .map(|a| a.to_string())
         .unwrap_or_default();
-    let Ok(Target { host, port }) = http::parse_connect_authority(&authority) else {
-        return text(StatusCode::BAD_REQUEST, "CONNECT needs host:port");
+    let (host, port) = match http::parse_connect_authority(&authority) {
+        Ok(Target { host, port }) => (host, port),
+        Err(http::Error::Host(e)) => return invalid_host(&shared, "connect", &authority, &e),
+        Err(_) => return text(StatusCode::BAD_REQUEST, "CONNECT needs host:port"),
     };
     let (rule, addrs) = match admit(&shared, &host, port).await {
         Ok(a) => a,
