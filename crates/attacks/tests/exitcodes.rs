@@ -186,6 +186,8 @@ fn stockade_log_shows_each_stage_with_timings() {
         "trust",
         "plan",
         "launch",
+        "prepare",
+        "supervise",
         "proxy_stop",
         "sweep",
         "record",

@@ -244,6 +244,8 @@ pub fn launch(
     }
 
     // ---- prepare: everything that allocates or may fail slowly, before the fork ----
+    // (Spans are the supervisor's: the child after the fork never logs; see docs/design.md.)
+    let prepare = tracing::debug_span!("prepare").entered();
     let landlock = match landlock(plan) {
         Ok(l) => Some(l),
         Err(cause) if options.allow_degraded => {
@@ -547,6 +549,8 @@ pub fn launch(
     spec.wait_group = group.is_some() && join_fds.is_empty();
 
     // ---- launch and supervise ----
+    drop(prepare);
+    let _supervise = tracing::debug_span!("supervise").entered();
     // Ctrl-C from here on is caught (and passed on once the sandbox exists), not fatal. Best
     // effort: without the handlers, Ctrl-C still ends the sandbox with the supervisor.
     let _ = sys::parent::catch_signals();
