@@ -49,8 +49,10 @@ pub struct Rules<'a> {
 /// component matching that first one, so a creation needs to look only at the patterns whose
 /// literal first component is one of the path's components, plus those whose first one has a
 /// wildcard (or whose tail is empty). It was a fifth of the init's time for every mediated
-/// call to try all of them (about 80 patterns against each path).
-#[derive(Debug, Clone, Copy, Default)]
+/// call to try all of them (about 80 patterns against each path). An index that does not
+/// list every pattern exactly once by count (one built for other rules, or none) is not
+/// used: every pattern is tried, so a wrong index can only cost time, never a protection.
+#[derive(Debug, Clone, Copy)]
 pub struct PatternIndex<'a> {
     /// (first component, index into `protected`), sorted by the component.
     pub by_first: &'a [(&'a [u8], u32)],
@@ -88,23 +90,28 @@ fn has_wildcard(component: &[u8]) -> bool {
     component.iter().any(|b| *b == b'*' || *b == b'?')
 }
 
-/// Every pattern of `rules` that could relate to `path` (some more than once), by the index.
+/// Every pattern of `rules` that could relate to `path` (some more than once), by the index;
+/// every pattern when the index does not cover them (see [`PatternIndex`]).
 fn candidates<'r>(
     rules: &'r Rules<'_>,
     path: &'r [u8],
 ) -> impl Iterator<Item = &'r Protected<'r>> + 'r {
     let index = rules.index;
+    let covered = index.by_first.len() + index.always.len() == rules.protected.len();
+    let (by_first, always, all) = if covered {
+        (index.by_first, index.always, 0)
+    } else {
+        (&[][..], &[][..], rules.protected.len() as u32)
+    };
     let by_name = components(path).flat_map(move |c| {
-        let from = index.by_first.partition_point(|(f, _)| *f < c);
-        index.by_first[from..]
+        let from = by_first.partition_point(|(f, _)| *f < c);
+        by_first[from..]
             .iter()
             .take_while(move |(f, _)| *f == c)
             .map(|(_, i)| *i)
     });
-    index
-        .always
-        .iter()
-        .copied()
+    (0..all)
+        .chain(always.iter().copied())
         .chain(by_name)
         .filter_map(|i| rules.protected.get(i as usize))
 }
@@ -542,6 +549,29 @@ mod tests {
                 always: ALL,
             },
             ..rules()
+        }
+    }
+
+    /// An index that does not cover the rules' patterns (none, or one built for other rules) is
+    /// not trusted: every pattern is tried, and `.envrc` stays protected.
+    #[test]
+    fn an_index_that_does_not_cover_the_patterns_is_not_used() {
+        for index in [
+            PatternIndex {
+                by_first: &[],
+                always: &[],
+            },
+            PatternIndex {
+                by_first: &[(b".envrc", 2)],
+                always: &[],
+            },
+        ] {
+            let r = Rules { index, ..rules() };
+            assert_eq!(
+                decide(&r, b"/ws/src/.envrc", Create::File, GitHint::default()),
+                DENY_PATH
+            );
+            assert!(is_protected_file(&r, b"/ws/secret.txt", GitHint::default()));
         }
     }
 
