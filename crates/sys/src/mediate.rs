@@ -916,17 +916,16 @@ impl Server<'_> {
             c.status_read = None;
         }
         // The task's `status`, opened while its call waits (then the tid is still its own).
-        let status = match self.keep_umask {
-            true => t
-                .proc_path(b"/status")
+        let status = if self.keep_umask {
+            t.proc_path(b"/status")
                 .and_then(|p| open_path(p.bytes(), libc::O_RDONLY))
                 .ok()
-                .filter(|_| raw::notif_id_valid(self.listener, req.id)),
-            false => None,
+                .filter(|_| raw::notif_id_valid(self.listener, req.id))
+        } else {
+            None
         };
-        if self.keep_umask && status.is_none() {
-            self.keep_umask = false;
-        }
+        // Without the task's `status` the change cannot be seen: stop keeping umasks.
+        self.keep_umask &= status.is_some();
         if raw::notif_continue(self.listener, req.id).is_err() {
             return; // the call was never made: nothing changed
         }
