@@ -102,27 +102,11 @@ fn access_denied(plan: &Plan, path: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::RealHost;
-    use crate::plan::Request;
     use std::os::unix::fs::PermissionsExt;
 
     /// A plan for an unprivileged caller whose uid owns nothing here.
     fn plan_for(ws: &Path) -> Plan {
-        let req = Request {
-            argv: vec!["true".into()],
-            workspace: ws.to_path_buf(),
-            cwd: ws.to_path_buf(),
-            home: ws.join("home"),
-            uid: 4242,
-            gid: 4242,
-            env: Vec::new(),
-        };
-        Plan::new(
-            &policy::profile("workspace-write").unwrap(),
-            &req,
-            &RealHost,
-        )
-        .unwrap()
+        crate::plan::plan_on_this_machine(ws, 4242)
     }
 
     #[test]

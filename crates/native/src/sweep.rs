@@ -394,24 +394,10 @@ fn quarantine(root: &Path, path: &Path, run_id: &str, kind: &'static str) -> Vio
 mod tests {
     use super::*;
     use crate::host::RealHost;
-    use crate::plan::{Plan, Request};
+    use crate::plan::Plan;
 
     fn plan_for(ws: &Path) -> Plan {
-        let req = Request {
-            argv: vec!["true".into()],
-            workspace: ws.to_path_buf(),
-            cwd: ws.to_path_buf(),
-            home: ws.join("home"),
-            uid: 1000,
-            gid: 1000,
-            env: Vec::new(),
-        };
-        Plan::new(
-            &policy::profile("workspace-write").unwrap(),
-            &req,
-            &RealHost,
-        )
-        .unwrap()
+        crate::plan::plan_on_this_machine(ws, 1000)
     }
 
     /// The sandbox plants `.stockade -> OUTSIDE` and a hook: the supervisor must not create

@@ -1822,6 +1822,27 @@ fn candidates(host: &dyn HostView, program: &str, env: &[(String, String)]) -> V
 #[cfg(test)]
 mod tests;
 
+/// For unit tests elsewhere in the crate: the default profile's plan for workspace `ws` on
+/// this machine, for a caller with `uid` (and the same gid), running `true`.
+#[cfg(test)]
+pub(crate) fn plan_on_this_machine(ws: &Path, uid: u32) -> Plan {
+    let req = Request {
+        argv: vec!["true".into()],
+        workspace: ws.to_path_buf(),
+        cwd: ws.to_path_buf(),
+        home: ws.join("home"),
+        uid,
+        gid: uid,
+        env: Vec::new(),
+    };
+    Plan::new(
+        &policy::profile("workspace-write").unwrap(),
+        &req,
+        &crate::host::RealHost,
+    )
+    .unwrap()
+}
+
 /// The creation guard's patterns: every `deny_write` pattern it can express, plus the hooks,
 /// config and commondir of git dirs that existing `.git` files or symlinks point to.
 fn creation_guard(
