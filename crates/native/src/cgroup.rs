@@ -379,28 +379,6 @@ fn may_write(path: &Path) -> bool {
         || mode & 0o002 != 0
 }
 
-/// What a run used, as its group counted it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-pub struct Usage {
-    /// Peak memory of the whole run, bytes.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub memory_peak: Option<u64>,
-    /// CPU time of the whole run, microseconds.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cpu_usec: Option<u64>,
-    /// Most processes and threads at once.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pids_peak: Option<u64>,
-    /// Processes the kernel's OOM killer ended because of the memory limit.
-    pub oom_kills: u64,
-    /// Times the memory limit was reached (allocation had to reclaim or failed).
-    pub memory_limit_hits: u64,
-    /// Forks refused because of the pids limit.
-    pub pids_limit_hits: u64,
-    /// Periods in which the CPU limit throttled the run.
-    pub cpu_throttled: u64,
-}
-
 /// The directories [`Group::create`] makes for `plan` under `name`, child before parent.
 pub fn planned_dirs(plan: &ResourcePlan, name: &str) -> Vec<PathBuf> {
     match &plan.cgroup {
@@ -413,18 +391,7 @@ pub fn planned_dirs(plan: &ResourcePlan, name: &str) -> Vec<PathBuf> {
 /// Stable code of a limit the run reached.
 pub const E_LIMIT_REACHED: &str = sandbox::Code::LimitReached.as_str();
 
-/// A limit the run reached, for stderr, the report and the audit log.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LimitHit {
-    pub code: &'static str,
-    /// `memory`, `pids` or `output`.
-    pub limit: &'static str,
-    /// The limit (bytes, processes).
-    pub value: u64,
-    /// How it was enforced (`cgroup_v1`, `cgroup_v2`, `rlimit`, `relay`).
-    pub mechanism: &'static str,
-    pub detail: String,
-}
+pub use sandbox::{LimitHit, Usage};
 
 /// The limits `usage` shows the run reached.
 pub fn hits(plan: &ResourcePlan, usage: &Usage) -> Vec<LimitHit> {

@@ -147,6 +147,13 @@ fn landlock(plan: &Plan) -> Result<Landlock, String> {
 }
 
 /// Is `fd` the null device (character device 1:3)?
+/// Whether this process's stdin is open and not `/dev/null`: input worth passing on.
+pub fn stdin_is_live() -> bool {
+    let stdin = std::io::stdin();
+    let fd = stdin.as_fd();
+    fd.try_clone_to_owned().is_ok() && !is_dev_null(fd)
+}
+
 fn is_dev_null(fd: std::os::fd::BorrowedFd<'_>) -> bool {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let Ok(file) = fd.try_clone_to_owned().map(std::fs::File::from) else {
@@ -785,13 +792,7 @@ pub fn launch(
     let joined = |r: Option<std::thread::JoinHandle<crate::output::Relayed>>| {
         r.map(|h| h.join().unwrap_or_default())
     };
-    let (out_r, err_r) = (joined(out_relay), joined(err_relay));
-    let output = (plan.output_limit.is_some() || sanitize).then(|| Output {
-        stdout: out_r.as_ref().map(|r| r.summary),
-        stderr: err_r.as_ref().map(|r| r.summary),
-        sanitized_stdout: out_r.and_then(|r| r.sanitized),
-        sanitized_stderr: err_r.and_then(|r| r.sanitized),
-    });
+    let relayed = [joined(out_relay), joined(err_relay)];
     if let Some(f) = failure {
         return Err(setup_error(plan, f));
     }
@@ -852,22 +853,7 @@ pub fn launch(
         }
         _ => {}
     }
-    if let (Some(o), Some(limit)) = (&output, plan.output_limit) {
-        for (name, s) in [("stdout", o.stdout), ("stderr", o.stderr)] {
-            if let Some(s) = s.filter(|s| s.dropped > 0) {
-                limit_hits.push(LimitHit {
-                    code: crate::cgroup::E_LIMIT_REACHED,
-                    limit: "output",
-                    value: limit,
-                    mechanism: "relay",
-                    detail: format!(
-                        "{} of {name} dropped (head and tail kept, a marker where the cut is)",
-                        crate::output::human_size(s.dropped)
-                    ),
-                });
-            }
-        }
-    }
+    let output = output_summary(plan, sanitize, relayed, &mut limit_hits);
     let ended_by = if shared_over.is_some() {
         Some("memory")
     } else if timed_out {
@@ -896,6 +882,41 @@ pub fn launch(
         timed_out,
         usage,
     })
+}
+
+/// What the relays of stdout and stderr (`None`: not relayed) did, for the outcome, with a
+/// limit hit per stream the output limit cut (added to `limit_hits`). Any backend that relays
+/// its command's output with [`crate::output::relay`] reports it this way.
+pub fn output_summary(
+    plan: &Plan,
+    sanitize: bool,
+    relayed: [Option<crate::output::Relayed>; 2],
+    limit_hits: &mut Vec<LimitHit>,
+) -> Option<Output> {
+    let [out_r, err_r] = relayed;
+    let output = (plan.output_limit.is_some() || sanitize).then(|| Output {
+        stdout: out_r.as_ref().map(|r| r.summary),
+        stderr: err_r.as_ref().map(|r| r.summary),
+        sanitized_stdout: out_r.and_then(|r| r.sanitized),
+        sanitized_stderr: err_r.and_then(|r| r.sanitized),
+    });
+    if let (Some(o), Some(limit)) = (&output, plan.output_limit) {
+        for (name, s) in [("stdout", o.stdout), ("stderr", o.stderr)] {
+            if let Some(s) = s.filter(|s| s.dropped > 0) {
+                limit_hits.push(LimitHit {
+                    code: crate::cgroup::E_LIMIT_REACHED,
+                    limit: "output",
+                    value: limit,
+                    mechanism: "relay",
+                    detail: format!(
+                        "{} of {name} dropped (head and tail kept, a marker where the cut is)",
+                        crate::output::human_size(s.dropped)
+                    ),
+                });
+            }
+        }
+    }
+    output
 }
 
 /// Output of a run under an output limit or `--sanitize-output`, per stream; `None` for a

@@ -1,17 +1,7 @@
 //! `stockade doctor` for the native backend: every check tries the feature in a throw-away
 //! child and reports what happened, with a fix for what is missing.
 
-use serde::Serialize;
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Check {
-    pub name: &'static str,
-    pub ok: bool,
-    /// Whether the default policy needs it (a failed required check makes `run` refuse).
-    pub required: bool,
-    pub detail: String,
-    pub fix: Option<String>,
-}
+pub use sandbox::Check;
 
 fn check(
     name: &'static str,

@@ -23,7 +23,6 @@ use rustix::fs::{FileType, Mode, OFlags};
 pub use sys::protect::git_config_is_inert;
 
 use policy::is_within;
-use serde::Serialize;
 
 use crate::beneath::{move_no_replace, Root};
 use crate::host::{HostView, Kind};
@@ -32,14 +31,7 @@ use crate::planted_git;
 
 pub const E_SANDBOX_VIOLATION: &str = sandbox::Code::SandboxViolation.as_str();
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Violation {
-    pub code: &'static str,
-    pub kind: &'static str,
-    pub path: PathBuf,
-    /// What stockade did about it.
-    pub action: String,
-}
+pub use sandbox::Violation;
 
 /// Minimal config git writes for a new repository, used when a new config had to be replaced.
 const MINIMAL_GIT_CONFIG: &str =

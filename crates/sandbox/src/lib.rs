@@ -2,9 +2,12 @@
 //! `../shared/architecture.md` for where it grows: the resolved spec, `trait Backend`, the
 //! outcome types). It sits below every other crate of the workspace and depends on none.
 //!
-//! Today it holds the one registry of stable error codes, [`Code`]: every refusal and error
-//! stockade prints, writes to `--json`, the report or the audit log names one of these, and
-//! no crate spells a code by hand (`tests/registry.rs` checks both that and README's table).
+//! It holds the resolved [`Spec`] of a run (what the sandbox must look like, with no mechanism
+//! in it), the [`Backend`] trait that lowers and runs it, what a run reports ([`Usage`],
+//! [`LimitHit`], [`Violation`], [`Check`]), and the one registry of stable error codes,
+//! [`Code`]: every refusal and error stockade prints, writes to `--json`, the report or the
+//! audit log names one of these, and no crate spells a code by hand (`tests/registry.rs`
+//! checks both that and README's table).
 //!
 //! ```
 //! use sandbox::Code;
@@ -15,6 +18,14 @@
 
 #![forbid(unsafe_code)]
 
+mod backend;
+mod cancel;
 mod codes;
+mod outcome;
+mod spec;
 
+pub use backend::Backend;
+pub use cancel::Cancel;
 pub use codes::Code;
+pub use outcome::{Check, LimitHit, Usage, Violation};
+pub use spec::{Ids, Kind, Limits, Mask, Network, ReadScope, Spec};

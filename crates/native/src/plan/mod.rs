@@ -17,6 +17,7 @@ use crate::host::{DirStamp, Entry, HostView, Kind};
 
 mod git;
 mod reach;
+mod spec;
 pub use reach::CwdFallback;
 use reach::Granted;
 
