@@ -40,6 +40,9 @@ enum Command {
         /// Print the checks as JSON.
         #[arg(long)]
         json: bool,
+        /// The backend to check: native (default) or gvisor.
+        #[arg(long, value_name = "NAME", value_parser = ["native", "gvisor"])]
+        backend: Option<String>,
     },
     /// Print the AppArmor profile that lets this stockade binary create user namespaces on
     /// hosts that restrict them (`kernel.apparmor_restrict_unprivileged_userns = 1`, Ubuntu
@@ -134,6 +137,10 @@ struct PolicyArgs {
     /// stockade's proxy, under the domain rules) or host (the host's network, unfiltered).
     #[arg(long, value_name = "MODE", value_parser = ["none", "proxy", "host"])]
     net: Option<String>,
+    /// The isolation backend: native (default: namespaces, Landlock, seccomp) or gvisor
+    /// (gVisor's runsc; the command's kernel is its Sentry).
+    #[arg(long, value_name = "NAME", value_parser = ["native", "gvisor"])]
+    backend: Option<String>,
     /// Mode proxy: allow this domain (`example.com`, `*.example.com` = subdomains; `:PORT`).
     #[arg(long = "allow-domain", value_name = "PATTERN")]
     allow_domain: Vec<String>,
@@ -255,6 +262,10 @@ fn resolve(args: &PolicyArgs) -> Result<policy::Policy, Error> {
         pids: args.pids,
         cpu: args.cpu,
         output_limit: args.output_limit.clone(),
+        backend: args.backend.as_deref().map(|b| match b {
+            "gvisor" => policy::BackendName::Gvisor,
+            _ => policy::BackendName::Native,
+        }),
     };
     Ok(policy::resolve(file, &overrides)?)
 }
@@ -406,19 +417,39 @@ fn check_mark(c: &stockade::Check) -> &'static str {
     }
 }
 
-fn doctor(json: bool) -> u8 {
-    let checks = NativeBackend.probe();
+fn doctor(json: bool, backend: Option<&str>) -> u8 {
+    let gvisor = backend == Some("gvisor");
+    let (name, checks) = if gvisor {
+        ("gvisor", stockade::gvisor_run::probe())
+    } else {
+        (NativeBackend.name(), NativeBackend.probe())
+    };
     let ok = checks.iter().all(|c| c.ok || !c.required);
+    let enforced: Vec<serde_json::Value> = if gvisor {
+        stockade::gvisor_run::ENFORCEMENT
+            .iter()
+            .map(|(what, by)| serde_json::json!({ "what": what, "by": by }))
+            .collect()
+    } else {
+        Vec::new()
+    };
     if json {
-        println!(
-            "{}",
-            serde_json::json!({ "ok": ok, "backend": NativeBackend.name(), "checks": checks })
-        );
+        let mut v = serde_json::json!({ "ok": ok, "backend": name, "checks": checks });
+        if gvisor {
+            v["enforced_by"] = enforced.into();
+        }
+        println!("{v}");
     } else {
         for c in &checks {
             println!("[{}] {:<28} {}", check_mark(c), c.name, c.detail);
             if let Some(fix) = &c.fix {
                 println!("       fix: {fix}");
+            }
+        }
+        if gvisor {
+            println!("under the gvisor backend:");
+            for (what, by) in stockade::gvisor_run::ENFORCEMENT {
+                println!("  {what}: {by}");
             }
         }
         println!(
@@ -566,7 +597,7 @@ fn main() -> ExitCode {
             let json = args.json;
             (run(args), json)
         }
-        Command::Doctor { json } => (Ok(doctor(json)), json),
+        Command::Doctor { json, backend } => (Ok(doctor(json, backend.as_deref())), json),
         Command::ApparmorProfile => (apparmor_profile(), false),
         Command::Sanitize { report, json } => (sanitize(report.as_deref(), json), json),
         Command::Selftest(args) => (selftest::main(&args), args.json),

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{known_profiles_hint, PolicyError};
-use crate::model::{Limits, NetworkMode, ReadScope};
+use crate::model::{BackendName, Limits, NetworkMode, ReadScope};
 use crate::net::NetList;
 use crate::profile::PROFILES;
 use crate::strict_json::location;
@@ -25,6 +25,8 @@ pub struct PolicyFile {
     pub network: NetworkPatch,
     /// Resource limits; keys given override the profile's.
     pub limits: Limits,
+    /// The isolation backend (`backend = "gvisor"`).
+    pub backend: Option<BackendName>,
 }
 
 /// The `[filesystem]` table: lists are appended to the profile's, `read_scope` replaces it.
@@ -102,6 +104,8 @@ struct RawPolicyFile {
     network: RawNetworkPatch,
     #[serde(default)]
     limits: Limits,
+    #[serde(default)]
+    backend: Option<BackendName>,
 }
 
 /// Parses the text of a policy file. `origin` names it in error messages (usually its path).
@@ -166,6 +170,7 @@ pub fn parse_policy_file(text: &str, origin: &str) -> Result<PolicyFile, PolicyE
         env: raw.env,
         network,
         limits: raw.limits,
+        backend: raw.backend,
     })
 }
 

@@ -15,6 +15,33 @@ pub struct Policy {
     pub env: Env,
     pub network: Network,
     pub limits: Limits,
+    /// The isolation backend that runs the command (`backend = "gvisor"`).
+    #[serde(default, skip_serializing_if = "BackendName::is_native")]
+    pub backend: BackendName,
+}
+
+/// Which isolation backend runs a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum BackendName {
+    /// Namespaces, Landlock and seccomp built by stockade itself.
+    #[default]
+    Native,
+    /// gVisor's `runsc`: the command's kernel is the Sentry.
+    Gvisor,
+}
+
+impl BackendName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendName::Native => "native",
+            BackendName::Gvisor => "gvisor",
+        }
+    }
+
+    fn is_native(&self) -> bool {
+        *self == BackendName::Native
+    }
 }
 
 /// Whether paths outside the listed ones are readable.

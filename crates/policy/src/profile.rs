@@ -4,7 +4,7 @@
 use crate::error::PolicyError;
 use crate::host_exec::HOST_EXEC;
 use crate::masks::{default_masks, MaskKind, DEFAULT_MASKS};
-use crate::model::{Env, Filesystem, Limits, Network, NetworkMode, Policy, ReadScope};
+use crate::model::{BackendName, Env, Filesystem, Limits, Network, NetworkMode, Policy, ReadScope};
 
 /// The profile used when neither the command line nor the policy file names one.
 pub const DEFAULT_PROFILE: &str = "workspace-write";
@@ -151,6 +151,7 @@ pub fn profile(name: &str) -> Result<Policy, PolicyError> {
             cpu: None,
             output_limit: Some(DEFAULT_OUTPUT_LIMIT.to_owned()),
         },
+        backend: BackendName::Native,
     })
 }
 

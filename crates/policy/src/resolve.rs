@@ -5,7 +5,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::PolicyError;
 use crate::file::PolicyFile;
-use crate::model::{Cores, Limits, Network, NetworkMode, Policy};
+use crate::model::{BackendName, Cores, Limits, Network, NetworkMode, Policy};
 use crate::net::NetList;
 use crate::paths::{check_syntax, has_glob_meta, is_relative_pattern};
 use crate::profile::{profile, DEFAULT_PROFILE};
@@ -47,6 +47,8 @@ pub struct Overrides {
     pub cpu: Option<Cores>,
     /// `limits.output_limit` per stream (`16M`, `0`); wins over the file's.
     pub output_limit: Option<String>,
+    /// The backend; wins over the file's.
+    pub backend: Option<BackendName>,
 }
 
 /// Resolves a policy: the profile (`overrides.profile`, else the file's, else
@@ -109,6 +111,12 @@ pub fn resolve(file: Option<PolicyFile>, overrides: &Overrides) -> Result<Policy
             policy.limits.files = Some(n);
         }
         merge_limits(&mut policy.limits, file.limits);
+        if let Some(b) = file.backend {
+            policy.backend = b;
+        }
+    }
+    if let Some(b) = overrides.backend {
+        policy.backend = b;
     }
 
     let fs = &mut policy.filesystem;

@@ -17,6 +17,7 @@
 
 mod audit_event;
 mod error;
+pub mod gvisor_run;
 mod record;
 mod record_path;
 
@@ -352,7 +353,7 @@ pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, E
             argv: &plan.argv,
             workspace: &request.native.workspace,
             policy_digest: &digest,
-            backend: NativeBackend.name(),
+            backend: policy.backend.as_str(),
         })?;
         let mut rules = match plan.network.proxy {
             Some(_) => Some(policy::NetRules::new(&policy.network)?),
@@ -374,8 +375,15 @@ pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, E
             Some(_) => Some(&mut start),
             None => None,
         };
-        let launched = tracing::debug_span!("launch", proxy = plan.network.proxy.is_some())
-            .in_scope(|| native::launch(&plan, request.options, hook));
+        let launched = match policy.backend {
+            policy::BackendName::Native => {
+                tracing::debug_span!("launch", proxy = plan.network.proxy.is_some())
+                    .in_scope(|| native::launch(&plan, request.options, hook))
+                    .map_err(Error::from)
+            }
+            policy::BackendName::Gvisor => tracing::debug_span!("launch", backend = "gvisor")
+                .in_scope(|| gvisor_run::run(&plan, policy, request.options, &id)),
+        };
         let network = tracing::debug_span!("proxy_stop")
             .in_scope(|| proxy.map(|p| p.stop()).unwrap_or_default());
         let outcome = launched?;

@@ -101,11 +101,12 @@ struct PlanSummary<'a> {
     env_names: Vec<&'a str>,
 }
 
-/// One limit and its mechanism.
+/// One limit and its mechanism (`cgroup_v1`, `cgroup_v2`, `rlimit`; under gVisor
+/// `gvisor_cgroup`, `gvisor_rlimit_nproc`, `gvisor_rlimit_as`).
 #[derive(Serialize)]
 struct LimitRecord {
     value: u64,
-    mechanism: native::cgroup::Mechanism,
+    mechanism: &'static str,
 }
 
 #[derive(Serialize)]
@@ -121,15 +122,27 @@ struct LimitsRecord {
 }
 
 impl LimitsRecord {
-    fn new(plan: &native::Plan) -> LimitsRecord {
-        let rec = |l: Option<(u64, native::cgroup::Mechanism)>| {
-            l.map(|(value, mechanism)| LimitRecord { value, mechanism })
+    fn new(plan: &native::Plan, backend: policy::BackendName) -> LimitsRecord {
+        let gvisor = backend == policy::BackendName::Gvisor;
+        let root = crate::gvisor_run::root_caller();
+        let rec = |l: Option<(u64, native::cgroup::Mechanism)>, under_gvisor: &'static str| {
+            l.map(|(value, m)| LimitRecord {
+                value,
+                mechanism: if gvisor { under_gvisor } else { m.code() },
+            })
         };
         LimitsRecord {
             timeout_s: plan.timeout_secs,
-            memory: rec(plan.resources.memory),
-            pids: rec(plan.resources.pids),
-            cpu_millicores: rec(plan.resources.cpu_millis),
+            memory: rec(
+                plan.resources.memory,
+                if root {
+                    "gvisor_cgroup"
+                } else {
+                    "gvisor_rlimit_as"
+                },
+            ),
+            pids: rec(plan.resources.pids, "gvisor_rlimit_nproc"),
+            cpu_millicores: rec(plan.resources.cpu_millis, "gvisor_cgroup"),
             output: plan.output_limit,
         }
     }
@@ -162,6 +175,15 @@ pub(crate) struct RunRecord<'a> {
     output: Option<&'a native::launch::Output>,
     /// Every decision of the egress proxy (mode proxy).
     network: &'a [net::proxy::Event],
+    /// Under a backend other than native: which mechanism enforces each layer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    enforced_by: Option<Vec<Enforced>>,
+}
+
+#[derive(Serialize)]
+struct Enforced {
+    what: &'static str,
+    by: &'static str,
 }
 
 impl<'a> RunRecord<'a> {
@@ -174,24 +196,45 @@ impl<'a> RunRecord<'a> {
         violations: &'a [native::Violation],
         network: &'a [net::proxy::Event],
     ) -> RunRecord<'a> {
+        let gvisor = policy.backend == policy::BackendName::Gvisor;
+        let summary = PlanSummary {
+            inside_uid: plan.ids.inside_uid,
+            host_uid: plan.ids.host_uid,
+            writable_roots: &plan.writable_roots,
+            masked: &plan.masked,
+            emptied: &plan.emptied,
+            protected: &plan.protected,
+            mounts: plan.mounts.len(),
+            landlock_rules: plan.landlock.host_rules.len() + plan.landlock.child_rules.len(),
+            landlock_abi: outcome.landlock_abi,
+            seccomp_rules: plan.seccomp.len(),
+            env_names: plan.env.iter().map(|(k, _)| k.as_str()).collect(),
+        };
         RunRecord {
             run_id,
-            backend: "native",
+            backend: policy.backend.as_str(),
             profile: &policy.profile,
             policy_digest: digest,
             argv: &plan.argv,
-            plan: PlanSummary {
-                inside_uid: plan.ids.inside_uid,
-                host_uid: plan.ids.host_uid,
-                writable_roots: &plan.writable_roots,
-                masked: &plan.masked,
-                emptied: &plan.emptied,
-                protected: &plan.protected,
-                mounts: plan.mounts.len(),
-                landlock_rules: plan.landlock.host_rules.len() + plan.landlock.child_rules.len(),
-                landlock_abi: outcome.landlock_abi,
-                seccomp_rules: plan.seccomp.len(),
-                env_names: plan.env.iter().map(|(k, _)| k.as_str()).collect(),
+            plan: if gvisor {
+                PlanSummary {
+                    inside_uid: 0,
+                    host_uid: if crate::gvisor_run::root_caller() {
+                        0
+                    } else {
+                        plan.ids.host_uid
+                    },
+                    mounts: plan.writable_roots.len()
+                        + plan.masked.len()
+                        + plan.emptied.len()
+                        + plan.protected.len(),
+                    landlock_rules: 0,
+                    landlock_abi: None,
+                    seccomp_rules: 0,
+                    ..summary
+                }
+            } else {
+                summary
             },
             exit_code: outcome.exit_code,
             signal: outcome.signal,
@@ -201,11 +244,17 @@ impl<'a> RunRecord<'a> {
             skipped: &outcome.skipped,
             network_mode: plan.network.mode,
             ended_by: outcome.ended_by,
-            limits: LimitsRecord::new(plan),
+            limits: LimitsRecord::new(plan, policy.backend),
             usage: &outcome.usage,
             limit_hits: &outcome.limit_hits,
             output: outcome.output.as_ref(),
             network,
+            enforced_by: gvisor.then(|| {
+                crate::gvisor_run::ENFORCEMENT
+                    .iter()
+                    .map(|(what, by)| Enforced { what, by })
+                    .collect()
+            }),
         }
     }
 

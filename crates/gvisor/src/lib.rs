@@ -1,0 +1,261 @@
+//! The gVisor backend: a run's [`sandbox::Spec`] lowered to an OCI bundle ([`bundle`]) and
+//! run by `runsc` (Debian package `runsc`), whose Sentry is the command's kernel.
+//!
+//! What enforces what, compared with the native backend:
+//! - the read-only host, masks, writable roots, protected paths and the private `/tmp`: the
+//!   Sentry's mounts (bind mounts through its gofer), not Landlock (the Sentry has no Landlock
+//!   syscalls) and not a mount namespace of the host kernel;
+//! - protected paths *created* during a run: not refused at the call (the Sentry has no
+//!   seccomp user notification for stockade to answer); the sweep after the run neutralises
+//!   them, as it does for the native backend;
+//! - the network: `--network=none` (the Sentry's own loopback only);
+//! - memory, processes and CPU: the run's cgroup (root callers; runsc makes it), or
+//!   `RLIMIT_NPROC` (the Sentry counts only the run's processes) and a per-process
+//!   `RLIMIT_AS` for an unprivileged caller (`runsc --rootless` has no cgroup);
+//! - the uid: a root caller's command is uid 0 *without capabilities* inside the Sentry (so
+//!   files it writes belong to root, as with the native backend), with the well-known
+//!   root-only secrets masked ([`bundle::ROOT_ONLY_SECRETS`]); an unprivileged caller's is
+//!   uid 0 of `runsc --rootless`'s user namespace, mapped to the caller.
+//!
+//! ```no_run
+//! use gvisor::{Gvisor, Io};
+//! use sandbox::Backend;
+//! # fn spec() -> sandbox::Spec { unimplemented!() }
+//! let backend = Gvisor::locate()?;
+//! let plan = backend.plan(&spec())?;
+//! let (stdin, _feed) = std::io::pipe()?;
+//! let (_out, stdout) = std::io::pipe()?;
+//! let (_err, stderr) = std::io::pipe()?;
+//! let io = Io {
+//!     stdin: stdin.into(),
+//!     stdout: stdout.into(),
+//!     stderr: stderr.into(),
+//!     cancel: sandbox::Cancel::new(),
+//! };
+//! let finished = backend.run(&plan, io)?;
+//! println!("exit {}", finished.exit_code);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![forbid(unsafe_code)]
+
+pub mod bundle;
+mod platform;
+mod run;
+
+use std::path::{Path, PathBuf};
+
+use sandbox::{Check, Spec};
+use serde::Serialize;
+
+pub use platform::Platform;
+pub use run::{Finished, Io};
+
+/// Why the gVisor backend cannot plan or run.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// `runsc` is missing or does not work here: the probe that failed and how to fix it.
+    #[error("gVisor is unavailable: {cause}")]
+    Unavailable { cause: String, fix: String },
+    #[error(transparent)]
+    Lower(#[from] bundle::LowerError),
+    /// A mount destination changed between planning and the start (refused: `runsc` would
+    /// create or follow it on the host).
+    #[error("{path} changed since the run was planned ({what}); refusing to start")]
+    Changed { path: PathBuf, what: String },
+    #[error("could not {what}: {cause}")]
+    Io {
+        what: String,
+        #[source]
+        cause: std::io::Error,
+    },
+}
+
+/// Who runs `runsc`, and as whom the command runs inside.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Caller {
+    /// `runsc --rootless`: the caller is not root.
+    pub rootless: bool,
+    /// The command's uid and gid inside the Sentry.
+    pub uid: u32,
+    pub gid: u32,
+    /// Names the container and its cgroup.
+    pub run_id: String,
+}
+
+/// The gVisor backend, bound to one `runsc` executable and the platform that works with it.
+#[derive(Debug, Clone)]
+pub struct Gvisor {
+    pub runsc: PathBuf,
+    pub platform: Platform,
+}
+
+/// A lowered spec: the OCI config and the `runsc` command line that runs it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub runsc: PathBuf,
+    pub platform: Platform,
+    pub caller: Caller,
+    /// `runsc --network=…`.
+    pub network: &'static str,
+    pub config: oci_spec::runtime::Spec,
+    /// Paths the config mounts over, with what they were when planned (checked again right
+    /// before the start).
+    pub destinations: Vec<(PathBuf, sandbox::Kind)>,
+    pub timeout: Option<std::time::Duration>,
+}
+
+/// Where `runsc` is looked for, in order, when it is not on `PATH`.
+const RUNSC_PATHS: &[&str] = &["/usr/bin/runsc", "/usr/local/bin/runsc", "/usr/sbin/runsc"];
+
+/// The fix when runsc is missing or broken.
+pub const RUNSC_FIX: &str = "install gVisor's runsc (Debian/Ubuntu: `apt-get install runsc`), or run with `--backend native`";
+
+fn find_runsc() -> Option<PathBuf> {
+    let from_path = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("runsc"))
+            .find(|c| c.is_file())
+    });
+    from_path.or_else(|| RUNSC_PATHS.iter().map(PathBuf::from).find(|c| c.is_file()))
+}
+
+impl Gvisor {
+    /// Finds `runsc` and the platform that runs a command with it here (cached per runsc
+    /// build, see [`platform`]), or says why there is none.
+    pub fn locate() -> Result<Gvisor, Error> {
+        let runsc = find_runsc().ok_or_else(|| Error::Unavailable {
+            cause: "runsc was not found on PATH or in /usr/bin, /usr/local/bin".into(),
+            fix: RUNSC_FIX.into(),
+        })?;
+        let platform = platform::choose(&runsc)?;
+        Ok(Gvisor { runsc, platform })
+    }
+
+    fn caller(&self, run_id: &str) -> Caller {
+        // The effective uid decides between `runsc` as root and `runsc --rootless`.
+        Caller {
+            rootless: !rustix::process::geteuid().is_root(),
+            uid: 0,
+            gid: 0,
+            run_id: run_id.to_string(),
+        }
+    }
+
+    /// Lowers `spec` for a run named `run_id` (pure but for the host lookups of `exists`).
+    pub fn plan_with(
+        &self,
+        spec: &Spec,
+        run_id: &str,
+        exists: &dyn Fn(&Path) -> Option<sandbox::Kind>,
+    ) -> Result<Plan, Error> {
+        let caller = self.caller(run_id);
+        let mut spec = spec.clone();
+        if !caller.rootless {
+            for s in bundle::ROOT_ONLY_SECRETS {
+                let path = Path::new(s);
+                if spec.masks.iter().any(|m| policy_within(path, &m.path)) {
+                    continue;
+                }
+                if let Some(kind) = exists(path) {
+                    spec.masks.push(sandbox::Mask {
+                        path: path.to_path_buf(),
+                        kind,
+                        readable: false,
+                    });
+                }
+            }
+        }
+        if caller.rootless {
+            // runsc --rootless cannot start with a mount over a path the caller cannot open;
+            // such a path is unreadable inside anyway (uid 0 there is the caller, without
+            // capabilities).
+            spec.masks
+                .retain(|m| rustix::fs::access(&m.path, rustix::fs::Access::READ_OK).is_ok());
+        }
+        let config = bundle::config(&spec, &caller, Path::new(run::BUNDLE_PLACEHOLDER))?;
+        let mut destinations = Vec::new();
+        for r in &spec.writable_roots {
+            destinations.push((r.clone(), exists(r).unwrap_or(sandbox::Kind::Dir)));
+        }
+        for p in &spec.protected {
+            destinations.push((p.clone(), exists(p).unwrap_or(sandbox::Kind::File)));
+        }
+        for m in &spec.masks {
+            destinations.push((m.path.clone(), m.kind));
+        }
+        Ok(Plan {
+            runsc: self.runsc.clone(),
+            platform: self.platform,
+            caller,
+            network: match spec.network {
+                sandbox::Network::Host => "host",
+                _ => "none",
+            },
+            config,
+            destinations,
+            timeout: spec.limits.timeout,
+        })
+    }
+
+    /// Checks that `runsc` runs a command here, with what it found.
+    pub fn checks() -> Vec<Check> {
+        let found = find_runsc();
+        let mut checks = vec![Check {
+            name: "runsc",
+            ok: found.is_some(),
+            required: true,
+            detail: match &found {
+                Some(p) => format!("found {}", p.display()),
+                None => "runsc was not found".into(),
+            },
+            fix: found.is_none().then(|| RUNSC_FIX.to_string()),
+        }];
+        if let Some(runsc) = found {
+            checks.push(match platform::choose(&runsc) {
+                Ok(p) => Check {
+                    name: "runsc runs a command",
+                    ok: true,
+                    required: true,
+                    detail: format!("`runsc --platform={} do true` works", p.name()),
+                    fix: None,
+                },
+                Err(e) => Check {
+                    name: "runsc runs a command",
+                    ok: false,
+                    required: true,
+                    detail: e.to_string(),
+                    fix: Some(RUNSC_FIX.into()),
+                },
+            });
+        }
+        checks
+    }
+}
+
+fn policy_within(p: &Path, base: &Path) -> bool {
+    p.starts_with(base)
+}
+
+impl sandbox::Backend for Gvisor {
+    type Plan = Plan;
+    type Error = Error;
+    type Finished = Finished;
+    type Io = Io;
+
+    fn name(&self) -> &'static str {
+        "gvisor"
+    }
+
+    fn probe(&self) -> Vec<Check> {
+        Gvisor::checks()
+    }
+
+    fn plan(&self, spec: &Spec) -> Result<Plan, Error> {
+        self.plan_with(spec, &run::fresh_id(), &run::host_kind)
+    }
+
+    fn run(&self, plan: &Plan, io: Io) -> Result<Finished, Error> {
+        run::run(plan, io)
+    }
+}

@@ -1,0 +1,174 @@
+//! Which gVisor platform runs commands here, found by trying each with the real command
+//! surface (`runsc run` of a bundle that runs `true`), never from a version string.
+//!
+//! Trying costs a quarter of a second per platform that works and up to [`TRY_LIMIT`] for one
+//! that hangs (KVM on a VM without nested virtualisation), so the answer is cached per runsc
+//! build (its path, inode, size and modification time) in
+//! `$XDG_STATE_HOME/stockade/gvisor-platform`. A cache entry only ever names one of the
+//! platforms below, and a wrong one makes the run fail, never run weaker.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::Error;
+
+/// A gVisor platform: how the Sentry intercepts the command's system calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Platform {
+    Systrap,
+    Kvm,
+    Ptrace,
+}
+
+impl Platform {
+    /// In order of preference.
+    pub const ALL: [Platform; 3] = [Platform::Systrap, Platform::Kvm, Platform::Ptrace];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Platform::Systrap => "systrap",
+            Platform::Kvm => "kvm",
+            Platform::Ptrace => "ptrace",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Platform> {
+        Platform::ALL.into_iter().find(|p| p.name() == s)
+    }
+}
+
+/// How long one platform may take to run `true`.
+const TRY_LIMIT: Duration = Duration::from_secs(3);
+
+fn cache_file() -> Option<PathBuf> {
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local").join("state"))
+        })?;
+    Some(state.join("stockade").join("gvisor-platform"))
+}
+
+/// What identifies a runsc build: the cache is valid for exactly this one.
+fn build_key(runsc: &Path) -> Option<String> {
+    let m = std::fs::metadata(runsc).ok()?;
+    Some(format!(
+        "{} {} {} {} {}",
+        runsc.display(),
+        m.dev(),
+        m.ino(),
+        m.size(),
+        m.mtime()
+    ))
+}
+
+fn cached(key: &str) -> Option<Platform> {
+    let file = cache_file()?;
+    // Never through a symbolic link, and a small file only.
+    let meta = std::fs::symlink_metadata(&file).ok()?;
+    if !meta.file_type().is_file() || meta.len() > 4096 {
+        return None;
+    }
+    let text = std::fs::read_to_string(&file).ok()?;
+    let (platform, rest) = text.trim_end().split_once(' ')?;
+    (rest == key).then(|| Platform::parse(platform)).flatten()
+}
+
+fn remember(key: &str, platform: Platform) {
+    let Some(file) = cache_file() else { return };
+    let Some(dir) = file.parent() else { return };
+    if std::fs::create_dir_all(dir).is_err() {
+        return;
+    }
+    // A new file renamed over the name: a link planted there is replaced, never followed.
+    if let Ok(mut tmp) = tempfile::NamedTempFile::new_in(dir) {
+        use std::io::Write;
+        if writeln!(tmp, "{} {key}", platform.name()).is_ok() {
+            let _ = tmp.persist(&file);
+        }
+    }
+}
+
+/// Runs `true` under `platform`: `Ok` when it exits 0 in time.
+fn try_platform(runsc: &Path, platform: Platform) -> Result<(), String> {
+    let dir = tempfile::Builder::new()
+        .prefix("stockade-gvisor-probe-")
+        .tempdir()
+        .map_err(|e| e.to_string())?;
+    let rootless = !rustix::process::geteuid().is_root();
+    let mut c = Command::new(runsc);
+    c.arg(format!("--root={}", dir.path().join("state").display()))
+        .arg(format!("--platform={}", platform.name()))
+        .arg("--network=none");
+    if rootless {
+        c.arg("--rootless");
+    }
+    c.args(["do", "--", "true"])
+        .current_dir(dir.path())
+        // Pipes, never /dev/null: runsc as root gives its standard streams to `nobody`.
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = c.spawn().map_err(|e| e.to_string())?;
+    let started = std::time::Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => return Ok(()),
+            Ok(Some(status)) => {
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    use std::io::Read;
+                    let _ = e.read_to_string(&mut err);
+                }
+                let err = err.trim();
+                let last = err.lines().last().unwrap_or(err);
+                return Err(format!("{status}: {last}"));
+            }
+            Ok(None) if started.elapsed() > TRY_LIMIT => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("did not finish within {} s", TRY_LIMIT.as_secs()));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+/// The first platform that runs `true` with `runsc`, or why none does.
+pub fn choose(runsc: &Path) -> Result<Platform, Error> {
+    let key = build_key(runsc);
+    if let Some(p) = key.as_deref().and_then(cached) {
+        return Ok(p);
+    }
+    let mut failures = Vec::new();
+    for p in Platform::ALL {
+        if p == Platform::Kvm && !Path::new("/dev/kvm").exists() {
+            failures.push("kvm: no /dev/kvm".to_string());
+            continue;
+        }
+        match try_platform(runsc, p) {
+            Ok(()) => {
+                if let Some(key) = &key {
+                    remember(key, p);
+                }
+                return Ok(p);
+            }
+            Err(e) => failures.push(format!("{}: {e}", p.name())),
+        }
+    }
+    Err(Error::Unavailable {
+        cause: format!(
+            "`{} do true` fails on every platform ({})",
+            runsc.display(),
+            failures.join("; ")
+        ),
+        fix: crate::RUNSC_FIX.into(),
+    })
+}

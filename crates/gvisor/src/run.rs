@@ -1,0 +1,296 @@
+//! Runs a [`Plan`]: writes the bundle (a private directory), checks the mount destinations
+//! once more, starts `runsc run` with the caller's sinks, enforces the timeout and the
+//! caller's cancel handle, and removes what the run left.
+
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use sandbox::{Cancel, Kind};
+
+use crate::bundle::{EMPTY_FILE, UNREADABLE_FILE};
+use crate::{Error, Plan};
+
+/// Stands for the bundle directory in a plan's config until [`run`] knows it.
+pub(crate) const BUNDLE_PLACEHOLDER: &str = "/@bundle@";
+
+/// After the deadline or a cancel: how long the command has after SIGTERM before SIGKILL.
+const GRACE: Duration = Duration::from_secs(1);
+
+/// What a run takes from its caller: the command's stdin, stdout and stderr, and a handle
+/// that ends the run early.
+///
+/// Each stream must be a pipe (the caller relays it): `runsc` started as root changes the
+/// owner of its standard streams to `nobody`, which would give the caller's terminal, or
+/// `/dev/null`, away. [`run`] refuses anything else.
+pub struct Io {
+    pub stdin: OwnedFd,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+    pub cancel: Cancel,
+}
+
+fn is_pipe(fd: &OwnedFd) -> bool {
+    rustix::fs::fstat(fd)
+        .map(|st| rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Fifo)
+        .unwrap_or(false)
+}
+
+/// How a gVisor run ended.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    /// The exit code a shell would show (the command's, or 128+N for signal N).
+    pub exit_code: i32,
+    pub signal: Option<i32>,
+    pub duration: Duration,
+    /// `limits.timeout` ended the run (exit code 124).
+    pub timed_out: bool,
+    /// The caller's cancel handle ended it.
+    pub cancelled: bool,
+}
+
+/// A container id unique on this machine.
+pub(crate) fn fresh_id() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format!("stockade-{}-{}", std::process::id(), now.as_nanos())
+}
+
+/// The kind of `path` on the host, not following a last symbolic link.
+pub(crate) fn host_kind(path: &Path) -> Option<Kind> {
+    let m = std::fs::symlink_metadata(path).ok()?;
+    if m.file_type().is_dir() {
+        Some(Kind::Dir)
+    } else if m.file_type().is_symlink() {
+        None
+    } else {
+        Some(Kind::File)
+    }
+}
+
+fn io_err(what: &str) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |cause| Error::Io {
+        what: what.to_string(),
+        cause,
+    }
+}
+
+/// The bundle: `config.json` (it holds the command's environment: the directory is 0700) and
+/// the files masks are bound from. Removed when dropped.
+fn write_bundle(plan: &Plan) -> Result<tempfile::TempDir, Error> {
+    let dir = tempfile::Builder::new()
+        .prefix("stockade-gvisor-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
+        .map_err(io_err("create the gVisor bundle directory"))?;
+    let bundle = dir.path();
+    let text = serde_json::to_string(&plan.config)
+        .map_err(|e| io_err("write the OCI config")(std::io::Error::other(e)))?;
+    let bundle_text = bundle
+        .to_str()
+        .ok_or_else(|| io_err("name the bundle")(std::io::Error::other("not UTF-8")))?;
+    let text = text.replace(BUNDLE_PLACEHOLDER, bundle_text);
+    let create = |name: &str, mode: u32, bytes: &[u8]| -> Result<(), Error> {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(bundle.join(name))
+            .map_err(io_err("write the gVisor bundle"))?;
+        f.write_all(bytes)
+            .map_err(io_err("write the gVisor bundle"))?;
+        // The mode is exact, whatever the umask.
+        f.set_permissions(std::fs::Permissions::from_mode(mode))
+            .map_err(io_err("write the gVisor bundle"))
+    };
+    create("config.json", 0o600, text.as_bytes())?;
+    create(EMPTY_FILE, 0o444, b"")?;
+    create(UNREADABLE_FILE, 0o000, b"")?;
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(bundle.join("state"))
+        .map_err(io_err("write the gVisor bundle"))?;
+    Ok(dir)
+}
+
+/// Each mount destination is still what the plan saw: `runsc`'s gofer would create a missing
+/// one on the host (as root for a root caller) and follow a symbolic link put in its place.
+fn check_destinations(plan: &Plan) -> Result<(), Error> {
+    for (path, kind) in &plan.destinations {
+        match host_kind(path) {
+            Some(k) if k == *kind => {}
+            Some(_) => {
+                return Err(Error::Changed {
+                    path: path.clone(),
+                    what: "its kind changed".into(),
+                })
+            }
+            None => {
+                return Err(Error::Changed {
+                    path: path.clone(),
+                    what: "it is gone or a symbolic link".into(),
+                })
+            }
+        }
+        // No symbolic link on the way either.
+        if std::fs::canonicalize(path).ok().as_deref() != Some(path.as_path()) {
+            return Err(Error::Changed {
+                path: path.clone(),
+                what: "a directory on its way is a symbolic link".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn runsc(plan: &Plan, state: &Path) -> Command {
+    let mut c = Command::new(&plan.runsc);
+    c.arg(format!("--root={}", state.display()))
+        .arg(format!("--platform={}", plan.platform.name()))
+        .arg(format!("--network={}", plan.network));
+    if plan.caller.rootless {
+        c.arg("--rootless");
+    }
+    c
+}
+
+/// Signals the container (`runsc kill`), best effort.
+fn kill(plan: &Plan, state: &Path, signal: &str) {
+    let _ = runsc(plan, state)
+        .args(["kill", "--all", &plan.caller.run_id, signal])
+        // Pipes, never /dev/null: runsc as root gives its standard streams to `nobody`.
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .status();
+}
+
+pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
+    for (name, fd) in [
+        ("stdin", &io.stdin),
+        ("stdout", &io.stdout),
+        ("stderr", &io.stderr),
+    ] {
+        if !is_pipe(fd) {
+            return Err(Error::Io {
+                what: format!("hand the command its {name}"),
+                cause: std::io::Error::other(
+                    "not a pipe (runsc as root would take over its owner)",
+                ),
+            });
+        }
+    }
+    let dir = write_bundle(plan)?;
+    let state = dir.path().join("state");
+    check_destinations(plan)?;
+    let started = Instant::now();
+    let mut child = runsc(plan, &state)
+        .arg("run")
+        .arg(format!("--bundle={}", dir.path().display()))
+        .arg(&plan.caller.run_id)
+        .stdin(Stdio::from(io.stdin))
+        .stdout(Stdio::from(io.stdout))
+        .stderr(Stdio::from(io.stderr))
+        .spawn()
+        .map_err(|e| Error::Unavailable {
+            cause: format!("could not start {}: {e}", plan.runsc.display()),
+            fix: crate::RUNSC_FIX.into(),
+        })?;
+    // The waiter thread reports the exit; the cancel handle wakes this thread too.
+    let (tx, rx) = mpsc::channel::<Option<std::io::Result<ExitStatus>>>();
+    let cancel_tx = tx.clone();
+    io.cancel.on_cancel(Box::new(move || {
+        let _ = cancel_tx.send(None);
+    }));
+    let pid = child.id();
+    let waiter = std::thread::spawn(move || {
+        let _ = tx.send(Some(child.wait()));
+    });
+    let deadline = plan.timeout.map(|t| started + t);
+    let mut timed_out = false;
+    let mut cancelled = false;
+    let mut killed_at: Option<Instant> = None;
+    let status = loop {
+        let wake = match (deadline, killed_at) {
+            (_, Some(k)) => Some(k + GRACE),
+            (Some(d), None) => Some(d),
+            (None, None) => None,
+        };
+        let got = match wake {
+            Some(at) => match rx.recv_timeout(at.saturating_duration_since(Instant::now())) {
+                Ok(v) => Some(v),
+                Err(mpsc::RecvTimeoutError::Timeout) => None,
+                Err(mpsc::RecvTimeoutError::Disconnected) => break None,
+            },
+            None => match rx.recv() {
+                Ok(v) => Some(v),
+                Err(_) => break None,
+            },
+        };
+        match got {
+            Some(Some(status)) => break Some(status.map_err(io_err("wait for runsc"))?),
+            Some(None) => {
+                // Cancelled by the caller.
+                if killed_at.is_none() {
+                    cancelled = true;
+                    kill(plan, &state, "TERM");
+                    killed_at = Some(Instant::now());
+                }
+            }
+            None => {
+                if killed_at.is_some() {
+                    kill(plan, &state, "KILL");
+                    // runsc itself, should it not end with its container.
+                    if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
+                        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                    }
+                    killed_at = Some(Instant::now() + Duration::from_secs(3600));
+                } else {
+                    timed_out = true;
+                    kill(plan, &state, "TERM");
+                    killed_at = Some(Instant::now());
+                }
+            }
+        }
+    };
+    let _ = waiter.join();
+    let duration = started.elapsed();
+    // A run that ended abnormally may leave the container's state behind.
+    let _ = runsc(plan, &state)
+        .args(["delete", "--force", &plan.caller.run_id])
+        // Pipes, never /dev/null: runsc as root gives its standard streams to `nobody`.
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .status();
+    drop(dir);
+    let (exit_code, signal) = match status {
+        Some(s) => exit_of(s),
+        None => (125, None),
+    };
+    let exit_code = if timed_out { 124 } else { exit_code };
+    Ok(Finished {
+        exit_code,
+        signal,
+        duration,
+        timed_out,
+        cancelled,
+    })
+}
+
+/// `runsc run` exits with the command's code, and 128+N when the command was killed by
+/// signal N, which a command's own `exit 130` looks like too: the signal is named only when
+/// runsc itself was killed by one.
+fn exit_of(status: ExitStatus) -> (i32, Option<i32>) {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => (c, None),
+        (None, Some(s)) => (128 + s, Some(s)),
+        (None, None) => (125, None),
+    }
+}

@@ -1,0 +1,146 @@
+//! The gVisor backend's stage of a run: the plan's spec lowered by [`gvisor`], run with this
+//! process's streams (relayed under an output limit or `--sanitize-output`, as for the native
+//! backend), and its end put in the terms of the run record.
+
+use std::os::fd::OwnedFd;
+
+use sandbox::Backend;
+
+use crate::Error;
+
+/// What enforces each layer under gVisor, for the report and `doctor` (nothing is claimed
+/// that is not enforced).
+pub const ENFORCEMENT: &[(&str, &str)] = &[
+    ("read-only host, masks, writable roots, protected paths, private /tmp", "gVisor Sentry mounts (runsc bundle)"),
+    ("protected paths created during the run", "the sweep after the run (no creation guard: the Sentry has no seccomp user notification)"),
+    ("system calls", "gVisor Sentry (the command never reaches the host kernel); no Landlock (the Sentry has none)"),
+    ("network", "runsc --network=none (the Sentry's own loopback only); --net host: the host's network"),
+    ("memory, processes, CPU", "the run's cgroup made by runsc (root callers: memory, CPU); RLIMIT_NPROC in the Sentry (processes); RLIMIT_AS per process (memory, unprivileged callers); CPU is refused for unprivileged callers"),
+    ("uid", "root callers: uid 0 without capabilities inside the Sentry, root-only secrets (/etc/shadow, ...) masked; others: runsc --rootless, uid 0 inside mapped to the caller"),
+    ("environment", "the same scrubbed environment as the native backend"),
+];
+
+impl From<gvisor::Error> for Error {
+    fn from(e: gvisor::Error) -> Error {
+        let cause = e.to_string();
+        Error::Run(match e {
+            gvisor::Error::Unavailable { cause, fix } => native::RunError::Unavailable {
+                what: "gVisor (runsc)",
+                cause,
+                fix,
+            },
+            gvisor::Error::Lower(_) => native::RunError::Unavailable {
+                what: "this policy under the gvisor backend",
+                cause,
+                fix: "run with --backend native".into(),
+            },
+            gvisor::Error::Changed { path, what } => native::RunError::Setup {
+                stage: "check the mount points",
+                path: Some(path),
+                cause: std::io::Error::other(what),
+                explained: Some("a path the run mounts over changed between planning and the start (another run or program changed it); run again".into()),
+            },
+            gvisor::Error::Io { what, cause: io } => native::RunError::Io { what, cause: io },
+        })
+    }
+}
+
+fn relay_pipe() -> Result<(OwnedFd, OwnedFd), Error> {
+    let (r, w) =
+        rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|e| Error::Io {
+            what: "create an output pipe".into(),
+            cause: e.into(),
+        })?;
+    Ok((r, w))
+}
+
+/// Runs `plan` (planned by the native planner, which computes the spec) under gVisor.
+pub(crate) fn run(
+    plan: &native::Plan,
+    policy: &policy::Policy,
+    options: native::Options,
+    run_id: &str,
+) -> Result<native::Outcome, Error> {
+    if plan.network.mode == policy::NetworkMode::Proxy {
+        return Err(Error::Run(native::RunError::Unavailable {
+            what: "--net proxy under the gvisor backend",
+            cause: "the gvisor backend does not yet give the command a network namespace with stockade's proxy".into(),
+            fix: "run with --backend native for --net proxy, or --net none".into(),
+        }));
+    }
+    let spec = plan.spec(policy)?;
+    let backend = gvisor::Gvisor::locate()?;
+    let lowered = backend.plan_with(&spec, run_id, &|p| {
+        let m = std::fs::symlink_metadata(p).ok()?;
+        if m.is_dir() {
+            Some(sandbox::Kind::Dir)
+        } else if m.file_type().is_symlink() {
+            None
+        } else {
+            Some(sandbox::Kind::File)
+        }
+    })?;
+    let sanitize = options.sanitize_output;
+    let limit = plan.output_limit;
+    // Every stream is a pipe this process relays: runsc as root gives its own standard
+    // streams to `nobody`, which would take over the caller's terminal or /dev/null.
+    let (out_r, out_w) = relay_pipe()?;
+    let (err_r, err_w) = relay_pipe()?;
+    let (in_r, in_w) = relay_pipe()?;
+    let relays = [
+        std::thread::spawn(move || {
+            native::output::relay(out_r, std::io::stdout(), limit, "stdout", sanitize)
+        }),
+        std::thread::spawn(move || {
+            native::output::relay(err_r, std::io::stderr(), limit, "stderr", sanitize)
+        }),
+    ];
+    // Stdin is copied as it comes (the thread ends with the input or when the command has
+    // closed its end); nothing at all when it is /dev/null or closed.
+    if native::launch::stdin_is_live() {
+        std::thread::spawn(move || {
+            let mut to = std::fs::File::from(in_w);
+            let _ = std::io::copy(&mut std::io::stdin().lock(), &mut to);
+        });
+    } else {
+        drop(in_w);
+    }
+    let io = gvisor::Io {
+        stdin: in_r,
+        stdout: out_w,
+        stderr: err_w,
+        cancel: sandbox::Cancel::new(),
+    };
+    // The write ends live in `io` only: they close when runsc's child has them and `io` is
+    // consumed, so the relays see the end of the output when the command ends.
+    let finished = backend.run(&lowered, io);
+    let [out, err] = relays;
+    let relayed_out = [out.join().ok(), err.join().ok()];
+    let finished = finished?;
+    let mut limit_hits = Vec::new();
+    let output = native::launch::output_summary(plan, sanitize, relayed_out, &mut limit_hits);
+    Ok(native::Outcome {
+        exit_code: finished.exit_code,
+        signal: finished.signal,
+        exec_errno: None,
+        duration: finished.duration,
+        skipped: Vec::new(),
+        landlock_abi: None,
+        blocked: Vec::new(),
+        timed_out: finished.timed_out,
+        usage: sandbox::Usage::default(),
+        limit_hits,
+        output,
+        ended_by: finished.timed_out.then_some("timeout"),
+    })
+}
+
+/// Whether runsc runs as root (with the run's cgroup) rather than `--rootless`.
+pub fn root_caller() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// The backend's name and checks, for `stockade doctor --backend gvisor`.
+pub fn probe() -> Vec<sandbox::Check> {
+    gvisor::Gvisor::checks()
+}
