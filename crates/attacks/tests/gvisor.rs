@@ -295,3 +295,46 @@ fn the_callers_streams_keep_their_owner() {
     let null = std::fs::metadata("/dev/null").map(|m| std::os::unix::fs::MetadataExt::uid(&m));
     assert_eq!(null.ok(), Some(0), "/dev/null changed owner");
 }
+
+/// A hard link to a masked credential planted in the workspace: the gofer opens files by name
+/// as the host kernel does, so the run is refused as under the native backend. Control: the
+/// planted name shows the secret on the host.
+#[test]
+fn planted_hard_link_to_a_credential_file_refuses_the_run() {
+    if runsc_missing() {
+        return;
+    }
+    let fx = Fixture::new();
+    std::fs::hard_link(fx.home.join(".aws/credentials"), fx.ws.join("data.csv"))
+        .expect("plant the link");
+    let run = with_state(fx.sandbox(GVISOR, "cat data.csv")).run();
+    run.assert_code(125)
+        .assert_stderr_contains("E_PROTECTION_UNAVAILABLE")
+        .assert_stderr_contains(".aws/credentials has 2 names")
+        .assert_lacks(&fx.marker("aws"));
+    fx.control("cat data.csv")
+        .outcome()
+        .assert_shows(&fx.marker("aws"));
+}
+
+/// `TMPDIR` pointing into the workspace must not put the bundle (mask sources, runsc's state,
+/// which root's `runsc kill`/`delete` act on) where the command can write. Control: the
+/// directory is really visible and writable inside.
+#[test]
+fn the_bundle_never_lies_in_a_writable_root() {
+    if runsc_missing() {
+        return;
+    }
+    let fx = Fixture::new();
+    let tmp = fx.ws.join("tmp");
+    attacks::mkdir(&tmp);
+    let script = "ls -a tmp; echo visible > tmp/written";
+    let run = with_state(fx.sandbox(GVISOR, script))
+        .env("TMPDIR", &tmp)
+        .run();
+    run.assert_success().assert_lacks("stockade-gvisor");
+    assert_eq!(
+        attacks::read_text(&tmp.join("written")).as_deref(),
+        Some("visible\n")
+    );
+}

@@ -102,6 +102,8 @@ pub struct Plan {
     /// Paths the config mounts over, with what they were when planned (checked again right
     /// before the start).
     pub destinations: Vec<(PathBuf, sandbox::Kind)>,
+    /// The bundle is never put inside one of these.
+    pub writable_roots: Vec<PathBuf>,
     pub timeout: Option<std::time::Duration>,
 }
 
@@ -194,6 +196,7 @@ impl Gvisor {
             },
             config,
             destinations,
+            writable_roots: spec.writable_roots.clone(),
             timeout: spec.limits.timeout,
         })
     }

@@ -83,10 +83,11 @@ fn io_err(what: &str) -> impl FnOnce(std::io::Error) -> Error + '_ {
 /// The bundle: `config.json` (it holds the command's environment: the directory is 0700) and
 /// the files masks are bound from. Removed when dropped.
 fn write_bundle(plan: &Plan) -> Result<tempfile::TempDir, Error> {
+    let parent = bundle_parent(plan)?;
     let dir = tempfile::Builder::new()
         .prefix("stockade-gvisor-")
         .permissions(std::fs::Permissions::from_mode(0o700))
-        .tempdir()
+        .tempdir_in(&parent)
         .map_err(io_err("create the gVisor bundle directory"))?;
     let bundle = dir.path();
     let text = serde_json::to_string(&plan.config)
@@ -116,6 +117,26 @@ fn write_bundle(plan: &Plan) -> Result<tempfile::TempDir, Error> {
         .create(bundle.join("state"))
         .map_err(io_err("write the gVisor bundle"))?;
     Ok(dir)
+}
+
+/// Where the bundle goes: a temporary directory outside every writable root. The command
+/// must not reach the bundle (the mask sources) or runsc's state in it (which `runsc kill`
+/// and `runsc delete` act on, as root for a root caller); `TMPDIR` could name one inside the
+/// workspace.
+fn bundle_parent(plan: &Plan) -> Result<std::path::PathBuf, Error> {
+    let candidates = [
+        std::env::temp_dir(),
+        std::path::PathBuf::from("/tmp"),
+        std::path::PathBuf::from("/var/tmp"),
+    ];
+    candidates
+        .into_iter()
+        .filter_map(|c| std::fs::canonicalize(c).ok())
+        .find(|c| !plan.writable_roots.iter().any(|w| c.starts_with(w)))
+        .ok_or_else(|| Error::Io {
+            what: "find a directory for the gVisor bundle outside the writable paths".into(),
+            cause: std::io::Error::other("TMPDIR, /tmp and /var/tmp all lie in a writable path"),
+        })
 }
 
 /// Each mount destination is still what the plan saw: `runsc`'s gofer would create a missing

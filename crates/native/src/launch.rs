@@ -197,21 +197,14 @@ fn read_only_terminal() -> Result<OwnedFd, RunError> {
 /// Receives the proxy's listening socket (mode `proxy`) and starts serving it.
 pub type ProxyStarter<'a> = &'a mut dyn FnMut(std::net::TcpListener) -> Result<(), String>;
 
-pub fn launch(
+/// A masked file with another name (hard link) outside every mask could be read through that
+/// name by any backend: the run is refused, or the masking recorded as skipped under
+/// `--allow-degraded`.
+pub fn refuse_linked_secrets(
     plan: &Plan,
     options: Options,
-    proxy: Option<ProxyStarter<'_>>,
-) -> Result<Outcome, RunError> {
-    let started = Instant::now();
-    let mut skipped = Vec::new();
-    // stdout and stderr are relayed when they are such sockets (below); stdin cannot be.
-    if aimable_socket(std::io::stdin().as_fd()) {
-        return Err(RunError::Unavailable {
-            what: "keeping the caller's sockets out of the sandbox",
-            cause: "stdin is a socket the command could aim at other addresses (a datagram, unconnected or listening socket): host Unix sockets, or the network past --net".into(),
-            fix: "give `stockade run` a pipe, a file, a terminal or /dev/null as stdin (`< /dev/null`, `cat | stockade run ...`)".into(),
-        });
-    }
+    skipped: &mut Vec<String>,
+) -> Result<(), RunError> {
     if let Some(l) = plan.linked_secrets.first() {
         let others = plan.linked_secrets.len() - 1;
         let cause = format!(
@@ -234,6 +227,25 @@ pub fn launch(
             });
         }
     }
+    Ok(())
+}
+
+pub fn launch(
+    plan: &Plan,
+    options: Options,
+    proxy: Option<ProxyStarter<'_>>,
+) -> Result<Outcome, RunError> {
+    let started = Instant::now();
+    let mut skipped = Vec::new();
+    // stdout and stderr are relayed when they are such sockets (below); stdin cannot be.
+    if aimable_socket(std::io::stdin().as_fd()) {
+        return Err(RunError::Unavailable {
+            what: "keeping the caller's sockets out of the sandbox",
+            cause: "stdin is a socket the command could aim at other addresses (a datagram, unconnected or listening socket): host Unix sockets, or the network past --net".into(),
+            fix: "give `stockade run` a pipe, a file, a terminal or /dev/null as stdin (`< /dev/null`, `cat | stockade run ...`)".into(),
+        });
+    }
+    refuse_linked_secrets(plan, options, &mut skipped)?;
     if let Some(m) = &plan.resources_missing {
         if options.allow_degraded {
             skipped.push(format!("{} limit: {}", m.limit, m.cause));

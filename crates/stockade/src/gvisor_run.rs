@@ -68,6 +68,9 @@ pub(crate) fn run(
             fix: "run with --backend native for --net proxy, or --net none".into(),
         }));
     }
+    // A masked file's other name is readable through the gofer as through the host kernel.
+    let mut skipped = Vec::new();
+    native::launch::refuse_linked_secrets(plan, options, &mut skipped)?;
     let spec = plan.spec(policy)?;
     let backend = gvisor::Gvisor::locate()?;
     let lowered = backend.plan_with(&spec, run_id, &|p| {
@@ -124,7 +127,7 @@ pub(crate) fn run(
         signal: finished.signal,
         exec_errno: None,
         duration: finished.duration,
-        skipped: Vec::new(),
+        skipped,
         landlock_abi: None,
         blocked: Vec::new(),
         timed_out: finished.timed_out,
