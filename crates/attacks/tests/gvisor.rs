@@ -338,3 +338,54 @@ fn the_bundle_never_lies_in_a_writable_root() {
         Some("visible\n")
     );
 }
+
+/// `--net proxy`: the command reaches an allowed host only through stockade's proxy (which
+/// records it), a denied one is refused before connecting, and going around the proxy reaches
+/// nothing. Control: the server is really there (the allowed request through the proxy gets
+/// its marker).
+#[test]
+fn proxy_mode_goes_through_the_proxy_only() {
+    if runsc_missing() {
+        return;
+    }
+    let fx = Fixture::new();
+    let marker = fx.marker("served");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen on loopback");
+    let port = listener.local_addr().expect("address").port();
+    let body = marker.clone();
+    std::thread::spawn(move || {
+        for s in listener.incoming().flatten() {
+            use std::io::{Read, Write};
+            let mut s = s;
+            let mut buf = [0u8; 2048];
+            let _ = s.read(&mut buf);
+            let reply = format!(
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = s.write_all(reply.as_bytes());
+        }
+    });
+    let allow = format!("127.0.0.1:{port}");
+    let report = fx.root.join("proxy-report.json");
+    let rep = report.to_string_lossy().into_owned();
+    let opts = ["--net", "proxy", "--allow-host", &allow, "--report", &rep];
+    // Through the proxy (curl follows HTTP_PROXY): allowed.
+    let via = format!("curl -s -m 10 http://127.0.0.1:{port}/");
+    attack(&fx, &opts, &via).assert_shows(&marker);
+    let record = read_json(&report);
+    assert!(
+        attacks::json_any_string(&record["network"], &|s| s == "NET_ALLOWED"),
+        "the proxy did not record the request: {record}"
+    );
+    // Around the proxy: nothing but the proxy's loopback exists.
+    let around = format!("curl -s -m 5 --noproxy '*' http://127.0.0.1:{port}/");
+    attack(&fx, &opts, &around).assert_blocked(&marker);
+    // A host the rules do not allow: refused by the proxy.
+    attack(&fx, &opts, "curl -s -m 10 -f http://example.com/").assert_failed();
+    let record = read_json(&report);
+    assert!(
+        attacks::json_any_string(&record["network"], &|s| s == "E_NETWORK_DENIED"),
+        "no denial recorded: {record}"
+    );
+}

@@ -20,6 +20,9 @@ pub const UNREADABLE_FILE: &str = "unreadable";
 /// The file every readable-empty file mask is bound from: an empty file, mode 0444.
 pub const EMPTY_FILE: &str = "empty";
 
+/// Stands for the held network namespace's path in a config until the run knows it.
+pub const NETNS_PLACEHOLDER: &str = "/@netns@";
+
 /// Host files readable only by root that a root caller's command (uid 0 inside gVisor, without
 /// capabilities) must not read: masked when they exist. The native backend runs a root
 /// caller's command as an unprivileged id instead, so they are unreadable there anyway.
@@ -181,8 +184,14 @@ pub fn config(
         json!({ "type": "uts" }),
         json!({ "type": "mount" }),
     ];
-    if spec.network != sandbox::Network::Host {
-        namespaces.push(json!({ "type": "network" }));
+    match spec.network {
+        sandbox::Network::None => namespaces.push(json!({ "type": "network" })),
+        // The held namespace with the proxy's listener (`sys::netns`): joined by path as
+        // root; `runsc --rootless` cannot open that path and is started inside it instead.
+        sandbox::Network::Proxy { .. } if !caller.rootless => {
+            namespaces.push(json!({ "type": "network", "path": NETNS_PLACEHOLDER }))
+        }
+        sandbox::Network::Proxy { .. } | sandbox::Network::Host => {}
     }
     let mut linux = json!({
         "namespaces": namespaces,

@@ -31,6 +31,7 @@
 //!     stdout: stdout.into(),
 //!     stderr: stderr.into(),
 //!     cancel: sandbox::Cancel::new(),
+//!     network: None,
 //! };
 //! let finished = backend.run(&plan, io)?;
 //! println!("exit {}", finished.exit_code);
@@ -98,6 +99,8 @@ pub struct Plan {
     pub caller: Caller,
     /// `runsc --network=…`.
     pub network: &'static str,
+    /// Mode proxy: where the proxy listens inside; the run needs [`Io::network`].
+    pub proxy: Option<std::net::SocketAddrV4>,
     pub config: oci_spec::runtime::Spec,
     /// Paths the config mounts over, with what they were when planned (checked again right
     /// before the start).
@@ -191,8 +194,14 @@ impl Gvisor {
             platform: self.platform,
             caller,
             network: match spec.network {
-                sandbox::Network::Host => "host",
-                _ => "none",
+                // With a held namespace (proxy) or the host's: the Sentry's sockets are the
+                // host kernel's, in the namespace runsc runs in.
+                sandbox::Network::Host | sandbox::Network::Proxy { .. } => "host",
+                sandbox::Network::None => "none",
+            },
+            proxy: match spec.network {
+                sandbox::Network::Proxy { addr } => Some(addr),
+                _ => None,
             },
             config,
             destinations,

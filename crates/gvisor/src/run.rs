@@ -32,6 +32,8 @@ pub struct Io {
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
     pub cancel: Cancel,
+    /// Mode proxy: the network namespace holding the proxy's listener, which runsc joins.
+    pub network: Option<sys::netns::HeldNetwork>,
 }
 
 fn is_pipe(fd: &OwnedFd) -> bool {
@@ -82,7 +84,7 @@ fn io_err(what: &str) -> impl FnOnce(std::io::Error) -> Error + '_ {
 
 /// The bundle: `config.json` (it holds the command's environment: the directory is 0700) and
 /// the files masks are bound from. Removed when dropped.
-fn write_bundle(plan: &Plan) -> Result<tempfile::TempDir, Error> {
+fn write_bundle(plan: &Plan, netns: Option<&str>) -> Result<tempfile::TempDir, Error> {
     let parent = bundle_parent(plan)?;
     let dir = tempfile::Builder::new()
         .prefix("stockade-gvisor-")
@@ -96,6 +98,10 @@ fn write_bundle(plan: &Plan) -> Result<tempfile::TempDir, Error> {
         .to_str()
         .ok_or_else(|| io_err("name the bundle")(std::io::Error::other("not UTF-8")))?;
     let text = text.replace(BUNDLE_PLACEHOLDER, bundle_text);
+    let text = match netns {
+        Some(path) => text.replace(crate::bundle::NETNS_PLACEHOLDER, path),
+        None => text,
+    };
     let create = |name: &str, mode: u32, bytes: &[u8]| -> Result<(), Error> {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
@@ -206,11 +212,22 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
             });
         }
     }
-    let dir = write_bundle(plan)?;
+    if plan.proxy.is_some() && io.network.is_none() {
+        return Err(Error::Io {
+            what: "give the command the proxy's network".into(),
+            cause: std::io::Error::other("mode proxy without a held network namespace"),
+        });
+    }
+    let netns_path = io.network.as_ref().map(sys::netns::HeldNetwork::netns_path);
+    let dir = write_bundle(plan, netns_path.as_deref())?;
     let state = dir.path().join("state");
     check_destinations(plan)?;
     let started = Instant::now();
-    let mut child = runsc(plan, &state)
+    let mut command = runsc(plan, &state);
+    if let (Some(held), true) = (&io.network, plan.caller.rootless) {
+        held.join_on_exec(&mut command);
+    }
+    let mut child = command
         .arg("run")
         .arg(format!("--bundle={}", dir.path().display()))
         .arg(&plan.caller.run_id)

@@ -14,7 +14,7 @@ pub const ENFORCEMENT: &[(&str, &str)] = &[
     ("read-only host, masks, writable roots, protected paths, private /tmp", "gVisor Sentry mounts (runsc bundle)"),
     ("protected paths created during the run", "the sweep after the run (no creation guard: the Sentry has no seccomp user notification)"),
     ("system calls", "gVisor Sentry (the command never reaches the host kernel); no Landlock (the Sentry has none)"),
-    ("network", "runsc --network=none (the Sentry's own loopback only); --net host: the host's network"),
+    ("network", "--net none: runsc --network=none (the Sentry's own loopback only); --net proxy: runsc --network=host inside a network namespace holding only loopback and stockade's proxy (the same proxy and rules as native); --net host: the host's network"),
     ("memory, processes, CPU", "the run's cgroup made by runsc (root callers: memory, CPU); RLIMIT_NPROC in the Sentry (processes); RLIMIT_AS per process (memory, unprivileged callers); CPU is refused for unprivileged callers"),
     ("uid", "root callers: uid 0 without capabilities inside the Sentry, root-only secrets (/etc/shadow, ...) masked; others: runsc --rootless, uid 0 inside mapped to the caller"),
     ("environment", "the same scrubbed environment as the native backend"),
@@ -60,14 +60,8 @@ pub(crate) fn run(
     policy: &policy::Policy,
     options: native::Options,
     run_id: &str,
+    proxy: Option<native::ProxyStarter<'_>>,
 ) -> Result<native::Outcome, Error> {
-    if plan.network.mode == policy::NetworkMode::Proxy {
-        return Err(Error::Run(native::RunError::Unavailable {
-            what: "--net proxy under the gvisor backend",
-            cause: "the gvisor backend does not yet give the command a network namespace with stockade's proxy".into(),
-            fix: "run with --backend native for --net proxy, or --net none".into(),
-        }));
-    }
     // A masked file's other name is readable through the gofer as through the host kernel.
     let mut skipped = Vec::new();
     native::launch::refuse_linked_secrets(plan, options, &mut skipped)?;
@@ -108,11 +102,40 @@ pub(crate) fn run(
     } else {
         drop(in_w);
     }
+    // Mode proxy: a network namespace with only loopback and the proxy's listener in it,
+    // which runsc joins (`--network=host` there); the proxy serves the listener from here.
+    let network = match (plan.network.proxy, proxy) {
+        (Some(addr), Some(start)) => {
+            let (uid, gid) = native::caller_ids();
+            let maps = (uid != 0).then(|| (format!("0 {uid} 1\n"), format!("0 {gid} 1\n")));
+            let (held, listener) = sys::netns::hold_proxy_network(
+                maps.as_ref().map(|(u, g)| (u.as_str(), g.as_str())),
+                (addr.ip().octets(), addr.port()),
+            )
+            .map_err(|e| {
+                Error::Run(native::RunError::Unavailable {
+                    what: "a network namespace for the proxy",
+                    cause: e.to_string(),
+                    fix: "see the cause; `--net none` runs without network".into(),
+                })
+            })?;
+            start(listener).map_err(|cause| {
+                Error::Run(native::RunError::Unavailable {
+                    what: "the egress proxy",
+                    cause,
+                    fix: "see the cause; `--net none` runs without network".into(),
+                })
+            })?;
+            Some(held)
+        }
+        _ => None,
+    };
     let io = gvisor::Io {
         stdin: in_r,
         stdout: out_w,
         stderr: err_w,
         cancel: sandbox::Cancel::new(),
+        network,
     };
     // The write ends live in `io` only: they close when runsc's child has them and `io` is
     // consumed, so the relays see the end of the output when the command ends.

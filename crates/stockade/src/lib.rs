@@ -382,7 +382,7 @@ pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, E
                     .map_err(Error::from)
             }
             policy::BackendName::Gvisor => tracing::debug_span!("launch", backend = "gvisor")
-                .in_scope(|| gvisor_run::run(&plan, policy, request.options, &id)),
+                .in_scope(|| gvisor_run::run(&plan, policy, request.options, &id, hook)),
         };
         let network = tracing::debug_span!("proxy_stop")
             .in_scope(|| proxy.map(|p| p.stop()).unwrap_or_default());

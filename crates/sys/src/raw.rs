@@ -101,6 +101,38 @@ struct CapData {
     inheritable: u32,
 }
 
+/// `setns(2)`: join the namespace `fd` refers to (`nstype`: `CLONE_NEWUSER`, ...).
+pub fn setns(fd: c_int, nstype: c_int) -> Result<()> {
+    // SAFETY: integer arguments only.
+    check_int(unsafe { libc::setns(fd, nstype) }).map(drop)
+}
+
+/// Close every descriptor from 3 up except those in `keep` (`close_range(2)` over the gaps).
+pub fn close_all_but(keep: &[c_int]) -> Result<()> {
+    let mut sorted = [c_int::MAX; 8];
+    for (slot, fd) in sorted.iter_mut().zip(keep) {
+        *slot = *fd;
+    }
+    sorted.sort_unstable();
+    let mut from: c_uint = 3;
+    for fd in sorted {
+        let upto = if fd == c_int::MAX {
+            c_uint::MAX
+        } else {
+            fd as c_uint
+        };
+        if upto > from {
+            // SAFETY: integer arguments only.
+            check(unsafe { libc::syscall(libc::SYS_close_range, from, upto - 1, 0) })?;
+        }
+        if fd == c_int::MAX {
+            break;
+        }
+        from = from.max(fd as c_uint + 1);
+    }
+    Ok(())
+}
+
 /// `unshare(2)`.
 pub fn unshare(flags: c_int) -> Result<()> {
     // SAFETY: unshare takes flags only and touches no memory of ours.

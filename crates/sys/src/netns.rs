@@ -1,0 +1,178 @@
+//! A network namespace held open for a backend that joins one rather than making it (gVisor's
+//! `runsc --network=host` uses the network of the namespace it runs in): only loopback, up,
+//! and optionally the proxy's listening socket made inside it and handed to the supervisor.
+//!
+//! A holder process (a raw fork, allocation-free after the fork) unshares the network
+//! namespace (and, for an unprivileged caller, a user namespace that owns it, mapping the
+//! caller to 0 as `unshare -r` does), brings loopback up, opens the listener, sends it over a
+//! socketpair, and then waits until the supervisor lets it go (end of file on a pipe) or
+//! dies (`PR_SET_PDEATHSIG`).
+
+use std::io;
+use std::net::TcpListener;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::raw::c_int;
+use std::os::unix::process::CommandExt;
+
+use crate::raw;
+
+/// A network namespace with loopback only, kept alive by its holder until dropped.
+#[derive(Debug)]
+pub struct HeldNetwork {
+    pid: libc::pid_t,
+    /// Closing it lets the holder exit.
+    keep: Option<OwnedFd>,
+    netns: OwnedFd,
+    userns: Option<OwnedFd>,
+}
+
+impl HeldNetwork {
+    /// The namespace as a path another process can open while this value lives.
+    pub fn netns_path(&self) -> String {
+        format!("/proc/{}/ns/net", self.pid)
+    }
+
+    /// Makes `cmd` start inside the held namespaces (the user namespace first, when there is
+    /// one), as `nsenter -U -n --preserve-credentials` does.
+    pub fn join_on_exec(&self, cmd: &mut std::process::Command) {
+        let user = self.userns.as_ref().map(AsRawFd::as_raw_fd);
+        let net = self.netns.as_raw_fd();
+        // SAFETY: the closure runs in the child between fork and exec and makes only
+        // `setns(2)` calls on descriptors this value keeps open for the command's spawn
+        // (`cmd` is spawned while `self` lives: the caller holds both).
+        unsafe {
+            cmd.pre_exec(move || {
+                if let Some(u) = user {
+                    raw::setns(u, libc::CLONE_NEWUSER)?;
+                }
+                raw::setns(net, libc::CLONE_NEWNET)?;
+                Ok(())
+            });
+        }
+    }
+}
+
+impl Drop for HeldNetwork {
+    fn drop(&mut self) {
+        drop(self.keep.take());
+        if self.pid > 0 {
+            let _ = raw::waitpid(self.pid, 0);
+        }
+    }
+}
+
+/// Exit codes of the holder, for the error when it fails.
+const FAILED_WAIT: c_int = 70;
+const FAILED_LOOPBACK: c_int = 71;
+const FAILED_LISTEN: c_int = 72;
+const FAILED_SEND: c_int = 73;
+
+/// The holder's life after the fork: only raw, allocation-free calls.
+fn holder(go: c_int, keep: c_int, sock: c_int, proxy: ([u8; 4], u16)) -> ! {
+    let _ = raw::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
+    let mut b = [0u8; 1];
+    // Wait until the supervisor has written the id maps.
+    if !matches!(raw::read(go, &mut b), Ok(1)) {
+        raw::exit(FAILED_WAIT);
+    }
+    if raw::loopback_up().is_err() {
+        raw::exit(FAILED_LOOPBACK);
+    }
+    let (addr, port) = proxy;
+    let Ok(fd) = raw::tcp_listen(addr, port, 128) else {
+        raw::exit(FAILED_LISTEN);
+    };
+    if raw::send_fd(sock, fd).is_err() {
+        raw::exit(FAILED_SEND);
+    }
+    raw::close(fd);
+    raw::close(sock);
+    // Until the supervisor closes its end (or dies: PDEATHSIG).
+    while let Ok(n) = raw::read(keep, &mut b) {
+        if n == 0 {
+            break;
+        }
+    }
+    raw::exit(0)
+}
+
+fn holder_failure(status: c_int) -> String {
+    match libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)) {
+        Some(FAILED_LOOPBACK) => "bringing loopback up failed".into(),
+        Some(FAILED_LISTEN) => "opening the proxy's listening socket failed".into(),
+        Some(FAILED_SEND) => "handing over the proxy's socket failed".into(),
+        Some(FAILED_WAIT) => "the holder was not told to go on".into(),
+        _ => format!("the holder ended with status {status:#x}"),
+    }
+}
+
+/// Makes a [`HeldNetwork`] with the proxy's listener at `proxy` inside (returned once the
+/// namespace is ready). `user_maps` (`uid_map`, `gid_map`): an unprivileged caller's own user
+/// namespace owning it.
+pub fn hold_proxy_network(
+    user_maps: Option<(&str, &str)>,
+    proxy: ([u8; 4], u16),
+) -> io::Result<(HeldNetwork, TcpListener)> {
+    let (sock_ours, sock_theirs) = raw::socketpair()?;
+    let (go_r, go_w) = raw::pipe()?;
+    let (keep_r, keep_w) = raw::pipe()?;
+    let flags = libc::CLONE_NEWNET | user_maps.map_or(0, |_| libc::CLONE_NEWUSER);
+    let forked = raw::clone_fork(flags);
+    match forked {
+        Ok(0) => {
+            // The child: every descriptor but its three is closed (it must not keep another
+            // run's pipes open).
+            let keep_fds = [go_r, keep_r, sock_theirs];
+            let _ = raw::close_all_but(&keep_fds);
+            holder(go_r, keep_r, sock_theirs, proxy)
+        }
+        Ok(pid) => {
+            raw::close(go_r);
+            raw::close(keep_r);
+            raw::close(sock_theirs);
+            // SAFETY: these descriptors were just created here and are owned by nobody else.
+            let (sock, keep, go) = unsafe {
+                (
+                    OwnedFd::from_raw_fd(sock_ours),
+                    OwnedFd::from_raw_fd(keep_w),
+                    OwnedFd::from_raw_fd(go_w),
+                )
+            };
+            let mut held = HeldNetwork {
+                pid,
+                keep: Some(keep),
+                // Replaced below; a placeholder that is valid to drop.
+                netns: sock.try_clone()?,
+                userns: None,
+            };
+            if let Some((uid_map, gid_map)) = user_maps {
+                crate::parent::write_id_maps(pid, uid_map, gid_map, true)?;
+            }
+            raw::write_all(go.as_raw_fd(), b"g")?;
+            drop(go);
+            let listener = match raw::recv_fd(sock.as_raw_fd())? {
+                // SAFETY: the kernel just installed this descriptor for us (SCM_RIGHTS).
+                Some(fd) => unsafe { TcpListener::from_raw_fd(fd) },
+                None => {
+                    drop(held.keep.take());
+                    let status = raw::waitpid(pid, 0).map(|(_, s)| s).unwrap_or(-1);
+                    held.pid = -1;
+                    return Err(io::Error::other(holder_failure(status)));
+                }
+            };
+            held.netns = OwnedFd::from(std::fs::File::open(format!("/proc/{pid}/ns/net"))?);
+            if user_maps.is_some() {
+                held.userns = Some(OwnedFd::from(std::fs::File::open(format!(
+                    "/proc/{pid}/ns/user"
+                ))?));
+            }
+            Ok((held, listener))
+        }
+        Err(e) => {
+            for fd in [sock_ours, sock_theirs, go_r, go_w, keep_r, keep_w] {
+                raw::close(fd);
+            }
+            Err(e.into())
+        }
+    }
+}
