@@ -254,14 +254,53 @@ fn a_broken_runsc_is_refused_naming_the_package() {
         "#!/bin/sh\necho 'runsc: broken' >&2\nexit 1\n",
         0o755,
     );
-    let path = format!("{}:/usr/bin:/bin", dir.display());
     let run = with_state(fx.sandbox(GVISOR, "echo SHOULD-NOT-RUN"))
-        .env("PATH", path)
+        .env("STOCKADE_RUNSC", dir.join("runsc"))
         .run();
     run.assert_code(125)
         .assert_stderr_contains("E_PROTECTION_UNAVAILABLE")
         .assert_stderr_contains("apt-get install runsc")
         .assert_lacks("SHOULD-NOT-RUN");
+    // A runsc on PATH is never used: a directory there may be one the sandbox writes (an
+    // activated virtualenv), and runsc runs outside the sandbox.
+    let ran = fx.root.join("fake-runsc-ran");
+    let planted = fx.ws.join(".venv/bin");
+    attacks::mkdir(&planted);
+    write_file(
+        &planted.join("runsc"),
+        format!(
+            "#!/bin/sh\ntouch {}\nexec /usr/bin/runsc \"$@\"\n",
+            sh_quote(&ran)
+        ),
+        0o755,
+    );
+    if !runsc_missing() {
+        let path = format!("{}:/usr/bin:/bin", planted.display());
+        with_state(fx.sandbox(GVISOR, "echo ran"))
+            .env("PATH", path)
+            .run()
+            .assert_success();
+        assert!(!ran.exists(), "a runsc planted on PATH was executed");
+        // Named explicitly but inside the workspace: refused too.
+        with_state(fx.sandbox(GVISOR, "echo ran"))
+            .env("STOCKADE_RUNSC", planted.join("runsc"))
+            .run()
+            .assert_code(125)
+            .assert_stderr_contains("which the command can write");
+        assert!(!ran.exists(), "a runsc in the workspace was executed");
+        // Control: the same wrapper named explicitly outside the workspace is the one run.
+        let outside = fx.root.join("bin-runsc");
+        attacks::mkdir(&outside);
+        std::fs::copy(planted.join("runsc"), outside.join("runsc")).expect("copy the wrapper");
+        with_state(fx.sandbox(GVISOR, "echo ran"))
+            .env("STOCKADE_RUNSC", outside.join("runsc"))
+            .run()
+            .assert_success();
+        assert!(
+            ran.exists(),
+            "the wrapper cannot run at all: the check proves nothing"
+        );
+    }
     // Control: the same request with the native backend runs.
     fx.sandbox(&[], "echo SHOULD-NOT-RUN")
         .run()
@@ -388,4 +427,27 @@ fn proxy_mode_goes_through_the_proxy_only() {
         attacks::json_any_string(&record["network"], &|s| s == "E_NETWORK_DENIED"),
         "no denial recorded: {record}"
     );
+}
+
+/// Set-ID bits: refused by the Sentry's seccomp filter (a set-user-ID file of a root caller's
+/// workspace would make any local user root). Control: the same snippet on the host.
+#[test]
+fn set_id_bits_are_refused() {
+    if runsc_missing() {
+        return;
+    }
+    let fx = Fixture::new();
+    let script = "cp /bin/true t && chmod 4755 t; chmod g+s t; \
+                  python3 -c 'import os; os.close(os.open(\"t2\", os.O_CREAT | os.O_WRONLY, 0o6755))'; \
+                  python3 -c 'import os; print(oct(os.stat(\"t\").st_mode))'";
+    let _ = attack(&fx, &[], script).ran();
+    for name in ["t", "t2"] {
+        if let Ok(m) = std::fs::metadata(fx.ws.join(name)) {
+            let mode = std::os::unix::fs::PermissionsExt::mode(&m.permissions());
+            assert_eq!(mode & 0o6000, 0, "{name} has set-ID bits: {mode:o}");
+        }
+    }
+    let _ = std::fs::remove_file(fx.ws.join("t"));
+    let _ = std::fs::remove_file(fx.ws.join("t2"));
+    fx.control(script).outcome().assert_shows("0o106755\n");
 }

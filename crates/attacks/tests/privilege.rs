@@ -239,3 +239,38 @@ fn hostname_is_private() {
     fx.control(&control).outcome().assert_shows(&evil);
     assert_eq!(host_hostname(), before);
 }
+
+/// A set-user-ID (or set-group-ID) file left in the workspace would run with its owner's
+/// rights for anyone on the host: root's, for a root caller's workspace (found by review).
+/// `chmod` with those bits is refused and recorded; new files never get them. Control: the
+/// same snippet on the host makes the bits.
+#[test]
+fn set_id_bits_are_refused() {
+    let fx = attacks::Fixture::new();
+    let script = "cp /bin/true t && chmod 4755 t; chmod g+s t; \
+                  python3 -c 'import os; os.close(os.open(\"t2\", os.O_CREAT | os.O_WRONLY, 0o6755))'; \
+                  stat -c %a t t2";
+    let run = fx.attack(&[], script).run();
+    assert!(
+        run.stderr
+            .contains("set-user-ID and set-group-ID bits are refused"),
+        "no violation recorded\n{}",
+        run.describe()
+    );
+    for name in ["t", "t2"] {
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(fx.ws.join(name))
+                .expect("the file exists")
+                .permissions(),
+        );
+        assert_eq!(
+            mode & 0o6000,
+            0,
+            "{name} has set-ID bits: {mode:o}\n{}",
+            run.describe()
+        );
+    }
+    std::fs::remove_file(fx.ws.join("t")).expect("remove t");
+    std::fs::remove_file(fx.ws.join("t2")).expect("remove t2");
+    fx.control(script).outcome().assert_shows("6755\n");
+}

@@ -28,6 +28,9 @@ pub struct SelftestArgs {
     /// Cases run at once (default 3).
     #[arg(long, value_name = "N", default_value_t = 3)]
     parallel: usize,
+    /// Run the corpus against this backend: native (default) or gvisor.
+    #[arg(long, value_name = "NAME", value_parser = ["native", "gvisor"])]
+    backend: Option<String>,
 }
 
 fn io(what: &str) -> impl FnOnce(std::io::Error) -> Error + '_ {
@@ -66,9 +69,15 @@ pub fn main(args: &SelftestArgs) -> Result<u8, Error> {
     let config = selftest::Config {
         stockade: std::env::current_exe().map_err(io("find the stockade binary"))?,
         parallel: args.parallel,
+        backend: args.backend.clone(),
     };
     selftest::install_interrupt_handler();
-    let checks = NativeBackend.probe();
+    let gvisor = args.backend.as_deref() == Some("gvisor");
+    let (backend_name, checks) = if gvisor {
+        ("gvisor", stockade::gvisor_run::probe())
+    } else {
+        (NativeBackend.name(), NativeBackend.probe())
+    };
     let doctor_ok = checks.iter().all(|c| c.ok || !c.required);
     let json = args.json;
     let progress = |r: &selftest::CaseResult| {
@@ -91,7 +100,8 @@ pub fn main(args: &SelftestArgs) -> Result<u8, Error> {
             "seconds": started.elapsed().as_secs_f64(),
             "summary": counts,
             "cases": results,
-            "doctor": { "ok": doctor_ok, "backend": NativeBackend.name(), "checks": checks },
+            "backend": backend_name,
+            "doctor": { "ok": doctor_ok, "backend": backend_name, "checks": checks },
         });
         println!("{doc}");
     } else {
@@ -103,8 +113,9 @@ pub fn main(args: &SelftestArgs) -> Result<u8, Error> {
         }
         println!();
         println!(
-            "selftest (corpus v{}, {} caller, {:.1}s): {} cases: {} contained, {} escaped, {} not applicable, {} vacuous, {} errors{}",
+            "selftest (corpus v{}, {} backend, {} caller, {:.1}s): {} cases: {} contained, {} escaped, {} not applicable, {} vacuous, {} errors{}",
             selftest::CORPUS_VERSION,
+            backend_name,
             if selftest::caller_is_root() { "root" } else { "unprivileged" },
             started.elapsed().as_secs_f64(),
             counts.total,

@@ -101,6 +101,42 @@ fn mask_mount(mask: &Mask, bundle: &Path) -> Result<Value, LowerError> {
     })
 }
 
+/// A seccomp filter (applied by the Sentry, `runsc --oci-seccomp`) refusing set-user-ID and
+/// set-group-ID bits in `chmod` and in the mode of new files, directories and nodes: on the
+/// host, such a file of the workspace would run with its owner's rights (root's, for a root
+/// caller) for anyone who executes it. (This runsc answers every refusal with EPERM.)
+fn set_id_filter() -> Value {
+    // (call, index of its mode argument)
+    const MODE_ARG: &[(&str, u32)] = &[
+        ("chmod", 1),
+        ("fchmod", 1),
+        ("fchmodat", 2),
+        ("creat", 1),
+        ("open", 2),
+        ("openat", 3),
+        ("mkdir", 1),
+        ("mkdirat", 2),
+        ("mknod", 1),
+        ("mknodat", 2),
+    ];
+    let mut rules = Vec::new();
+    for (call, index) in MODE_ARG {
+        for bit in [libc::S_ISUID, libc::S_ISGID] {
+            rules.push(json!({
+                "names": [call],
+                "action": "SCMP_ACT_ERRNO",
+                "errnoRet": libc::EPERM,
+                "args": [{ "index": index, "value": bit, "valueTwo": bit, "op": "SCMP_CMP_MASKED_EQ" }],
+            }));
+        }
+    }
+    json!({
+        "defaultAction": "SCMP_ACT_ALLOW",
+        "architectures": ["SCMP_ARCH_X86_64"],
+        "syscalls": rules,
+    })
+}
+
 fn depth(p: &Path) -> usize {
     p.components().count()
 }
@@ -195,6 +231,7 @@ pub fn config(
     }
     let mut linux = json!({
         "namespaces": namespaces,
+        "seccomp": set_id_filter(),
     });
     if !resources.is_empty() {
         linux["resources"] = Value::Object(resources);

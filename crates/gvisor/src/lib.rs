@@ -21,7 +21,7 @@
 //! use gvisor::{Gvisor, Io};
 //! use sandbox::Backend;
 //! # fn spec() -> sandbox::Spec { unimplemented!() }
-//! let backend = Gvisor::locate()?;
+//! let backend = Gvisor::locate(&[])?;
 //! let plan = backend.plan(&spec())?;
 //! let (stdin, _feed) = std::io::pipe()?;
 //! let (_out, stdout) = std::io::pipe()?;
@@ -110,29 +110,85 @@ pub struct Plan {
     pub timeout: Option<std::time::Duration>,
 }
 
-/// Where `runsc` is looked for, in order, when it is not on `PATH`.
+/// Where `runsc` is looked for, in order. Never on `PATH`: a directory there may be one the
+/// sandbox could write (an activated virtualenv, `~/.cargo/bin`), and runsc runs as the caller
+/// (as root for a root caller) outside every sandbox. `STOCKADE_RUNSC` names another one.
 const RUNSC_PATHS: &[&str] = &["/usr/bin/runsc", "/usr/local/bin/runsc", "/usr/sbin/runsc"];
 
 /// The fix when runsc is missing or broken.
 pub const RUNSC_FIX: &str = "install gVisor's runsc (Debian/Ubuntu: `apt-get install runsc`), or run with `--backend native`";
 
-fn find_runsc() -> Option<PathBuf> {
-    let from_path = std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p)
-            .map(|d| d.join("runsc"))
+/// Whether `path` can be trusted to run outside the sandbox: a regular file whose every
+/// ancestor, and itself, belong to root or the caller and are not writable by others (a
+/// sticky directory like /tmp counts as safe for its entries' own owners).
+pub fn trusted_executable(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    if !path.is_absolute() {
+        return Err(format!("{} is not an absolute path", path.display()));
+    }
+    let me = rustix::process::geteuid().as_raw();
+    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if !meta.is_file() {
+        return Err(format!("{} is not a file", path.display()));
+    }
+    let real = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut owner_of_child = meta.uid();
+    for (i, p) in real.ancestors().enumerate() {
+        let m = std::fs::metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        if m.uid() != 0 && m.uid() != me {
+            return Err(format!(
+                "{} belongs to uid {}, neither root nor the caller",
+                p.display(),
+                m.uid()
+            ));
+        }
+        let sticky = m.mode() & 0o1000 != 0;
+        let others_write = m.mode() & 0o022 != 0;
+        if others_write && !(i > 0 && sticky && (owner_of_child == me || owner_of_child == 0)) {
+            return Err(format!("{} is writable by others", p.display()));
+        }
+        owner_of_child = m.uid();
+    }
+    Ok(())
+}
+
+fn find_runsc() -> Result<PathBuf, Error> {
+    let chosen = match std::env::var_os("STOCKADE_RUNSC") {
+        Some(p) => PathBuf::from(p),
+        None => RUNSC_PATHS
+            .iter()
+            .map(PathBuf::from)
             .find(|c| c.is_file())
-    });
-    from_path.or_else(|| RUNSC_PATHS.iter().map(PathBuf::from).find(|c| c.is_file()))
+            .ok_or_else(|| Error::Unavailable {
+                cause: format!("runsc was not found (looked at {})", RUNSC_PATHS.join(", ")),
+                fix: RUNSC_FIX.into(),
+            })?,
+    };
+    trusted_executable(&chosen).map_err(|why| Error::Unavailable {
+        cause: format!("refusing to run {}: {why}", chosen.display()),
+        fix: format!("{RUNSC_FIX}; runsc runs outside the sandbox, so it must belong to root (or you) in directories only root (or you) can write"),
+    })?;
+    Ok(chosen)
 }
 
 impl Gvisor {
     /// Finds `runsc` and the platform that runs a command with it here (cached per runsc
     /// build, see [`platform`]), or says why there is none.
-    pub fn locate() -> Result<Gvisor, Error> {
-        let runsc = find_runsc().ok_or_else(|| Error::Unavailable {
-            cause: "runsc was not found on PATH or in /usr/bin, /usr/local/bin".into(),
-            fix: RUNSC_FIX.into(),
-        })?;
+    /// `writable_roots`: the run's; a runsc inside one is refused (the command could replace
+    /// it, and `runsc kill`/`delete` run after the command).
+    pub fn locate(writable_roots: &[PathBuf]) -> Result<Gvisor, Error> {
+        let runsc = find_runsc()?;
+        let real = std::fs::canonicalize(&runsc).unwrap_or_else(|_| runsc.clone());
+        if let Some(root) = writable_roots.iter().find(|w| real.starts_with(w)) {
+            return Err(Error::Unavailable {
+                cause: format!(
+                    "refusing to run {}: it lies in {}, which the command can write",
+                    runsc.display(),
+                    root.display()
+                ),
+                fix: format!("{RUNSC_FIX}; point STOCKADE_RUNSC outside the writable paths"),
+            });
+        }
         let platform = platform::choose(&runsc)?;
         Ok(Gvisor { runsc, platform })
     }
@@ -215,15 +271,15 @@ impl Gvisor {
         let found = find_runsc();
         let mut checks = vec![Check {
             name: "runsc",
-            ok: found.is_some(),
+            ok: found.is_ok(),
             required: true,
             detail: match &found {
-                Some(p) => format!("found {}", p.display()),
-                None => "runsc was not found".into(),
+                Ok(p) => format!("found {}", p.display()),
+                Err(e) => e.to_string(),
             },
-            fix: found.is_none().then(|| RUNSC_FIX.to_string()),
+            fix: found.is_err().then(|| RUNSC_FIX.to_string()),
         }];
-        if let Some(runsc) = found {
+        if let Ok(runsc) = found {
             checks.push(match platform::choose(&runsc) {
                 Ok(p) => Check {
                     name: "runsc runs a command",

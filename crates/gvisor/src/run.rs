@@ -179,7 +179,9 @@ fn runsc(plan: &Plan, state: &Path) -> Command {
     let mut c = Command::new(&plan.runsc);
     c.arg(format!("--root={}", state.display()))
         .arg(format!("--platform={}", plan.platform.name()))
-        .arg(format!("--network={}", plan.network));
+        .arg(format!("--network={}", plan.network))
+        // The config's seccomp filter (set-ID bits, see `bundle`).
+        .arg("--oci-seccomp");
     if plan.caller.rootless {
         c.arg("--rootless");
     }

@@ -366,18 +366,30 @@ timeout = 120
     }
 
     #[test]
+    fn backend_is_named_or_refused() {
+        let f = parse_policy_file("backend = \"gvisor\"\n", "stockade.toml").expect("parses");
+        assert_eq!(f.backend, Some(BackendName::Gvisor));
+        let f = parse_policy_file("", "stockade.toml").expect("parses");
+        assert_eq!(f.backend, None);
+        let e = parse_policy_file("backend = \"docker\"\n", "stockade.toml")
+            .expect_err("an unknown backend is refused")
+            .to_string();
+        assert!(e.contains("unknown variant `docker`"), "{e}");
+    }
+
+    #[test]
     fn unknown_top_level_key() {
         let e = err("profile = \"read-only\"\nfoo = 1\n");
         assert_eq!(located(&e), (2, 1));
         assert_eq!(
             e.to_string(),
             "stockade.toml: line 2, column 1: unknown field `foo`, expected one of \
-             `profile`, `filesystem`, `env`, `network`, `limits`"
+             `profile`, `filesystem`, `env`, `network`, `limits`, `backend`"
         );
         assert_eq!(e.code(), "E_POLICY_INVALID");
         assert_eq!(
             e.hint().as_deref(),
-            Some("known keys here: `profile`, `filesystem`, `env`, `network`, `limits`")
+            Some("known keys here: `profile`, `filesystem`, `env`, `network`, `limits`, `backend`")
         );
     }
 
@@ -660,7 +672,7 @@ allow_hosts = ["127.0.0.1:5432", "[::1]:8080", "10.1.2.0/24", "db.internal:5432"
             e.to_string(),
             format!(
                 "{}: line 3, column 1: unknown field `nope`, expected one of `profile`, \
-                 `filesystem`, `env`, `network`, `limits`",
+                 `filesystem`, `env`, `network`, `limits`, `backend`",
                 path.display()
             )
         );

@@ -111,6 +111,8 @@ pub struct Config {
     pub stockade: PathBuf,
     /// Cases at once.
     pub parallel: usize,
+    /// `stockade run --backend NAME` (`None`: the default, native).
+    pub backend: Option<String>,
 }
 
 /// The caller's effective uid.
@@ -478,6 +480,10 @@ fn observe(case: &Case, config: &Config, attack: bool) -> Result<Observed, Strin
             "--timeout".into(),
             (timeout.as_secs() + 5).to_string().into(),
         ];
+        if let Some(b) = &config.backend {
+            v.push("--backend".into());
+            v.push(b.into());
+        }
         v.extend(case.args.iter().map(|a| fx.substitute(a).into()));
         v.push("--shell".into());
         v.push(if case.raw { script } else { wrap(&script) }.into());
@@ -701,6 +707,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let config = Config {
             stockade: fake_stockade(dir.path()),
+            backend: None,
             parallel: 1,
         };
         let read = case(
@@ -731,6 +738,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let config = Config {
             stockade: fake_stockade(dir.path()),
+            backend: None,
             parallel: 1,
         };
         let head = "title = \"t\"\nwhy = \"w\"\nrequires = [\"tool:setsid\"]\nterminal = true\n";

@@ -18,6 +18,7 @@ pub const ENFORCEMENT: &[(&str, &str)] = &[
     ("memory, processes, CPU", "the run's cgroup made by runsc (root callers: memory, CPU); RLIMIT_NPROC in the Sentry (processes); RLIMIT_AS per process (memory, unprivileged callers); CPU is refused for unprivileged callers"),
     ("uid", "root callers: uid 0 without capabilities inside the Sentry, root-only secrets (/etc/shadow, ...) masked; others: runsc --rootless, uid 0 inside mapped to the caller"),
     ("environment", "the same scrubbed environment as the native backend"),
+    ("set-user-ID and set-group-ID bits", "refused (EPERM) by a seccomp filter the Sentry applies (runsc --oci-seccomp); not recorded as violations"),
 ];
 
 impl From<gvisor::Error> for Error {
@@ -66,7 +67,7 @@ pub(crate) fn run(
     let mut skipped = Vec::new();
     native::launch::refuse_linked_secrets(plan, options, &mut skipped)?;
     let spec = plan.spec(policy)?;
-    let backend = gvisor::Gvisor::locate()?;
+    let backend = gvisor::Gvisor::locate(&plan.writable_roots)?;
     let lowered = backend.plan_with(&spec, run_id, &|p| {
         let m = std::fs::symlink_metadata(p).ok()?;
         if m.is_dir() {

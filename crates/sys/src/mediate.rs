@@ -1243,7 +1243,8 @@ impl Server<'_> {
                     }
                     Verdict::Allow | Verdict::InertConfig => {}
                 }
-                let mode = (mode as u32) & 0o7777 & !t.umask()?;
+                // Set-ID bits are dropped, as `chmod` refuses them (see `chmod`).
+                let mode = (mode as u32) & 0o7777 & !SET_ID & !t.umask()?;
                 raw::openat_exact(dir.0, n, flags | libc::O_CLOEXEC, mode).map(|fd| Reply::Fd {
                     fd: Fd(fd),
                     cloexec,
@@ -1285,7 +1286,9 @@ impl Server<'_> {
                 Verdict::Allow | Verdict::InertConfig => {}
             }
         }
-        let perm = mode & 0o7777 & !t.umask()?;
+        // Set-ID bits are dropped (a directory still inherits its parent's set-group-ID: the
+        // kernel adds it, not the mode).
+        let perm = mode & 0o7777 & !SET_ID & !t.umask()?;
         match op {
             Op::Mkdir => raw::mkdirat_strict(dir.0, n, perm),
             _ => raw::mknodat(dir.0, n, (mode & libc::S_IFMT) | perm, dev as libc::dev_t),
@@ -1489,6 +1492,15 @@ impl Server<'_> {
             _ => Resolved::Object(t.fd(dirfd)?),
         };
         let mode = (mode as u32) & 0o7777;
+        // No set-ID bits: on the host, a set-user-ID file of the workspace runs with its
+        // owner's rights (root's, for a root caller) for anyone.
+        if mode & SET_ID != 0 {
+            let shown: &[u8] = match &path {
+                Some(p) => p.bytes(),
+                None => b"(a descriptor)",
+            };
+            return Err(self.deny(Op::Chmod, Reason::SetId, shown, blocked));
+        }
         // Only write bits matter: a protected file that is not writable must stay so (git
         // init itself toggles the execute bit of its new config to probe core.filemode).
         let grants_write = mode & 0o222 != 0;
@@ -1526,6 +1538,9 @@ impl Server<'_> {
         }
     }
 }
+
+/// `S_ISUID | S_ISGID`.
+const SET_ID: u32 = 0o6000;
 
 /// `fchmodat2(2)` (Linux 6.6), not yet in the `libc` crate.
 const SYS_FCHMODAT2: i64 = 452;

@@ -174,6 +174,9 @@ pub enum Reason {
     /// `HEAD`, `objects`, `refs` or `commondir` would make a directory that already holds a
     /// live config or hooks a git dir (a repository assembled config-first).
     PlantedGitDir = 7,
+    /// A set-user-ID or set-group-ID bit: the file would run with its owner's rights on the
+    /// host (root's, for a root caller's workspace) for anyone who executes it.
+    SetId = 8,
 }
 
 impl Reason {
@@ -187,6 +190,7 @@ impl Reason {
             GitConfig,
             ProtectedFile,
             PlantedGitDir,
+            SetId,
         ]
         .into_iter()
         .find(|r| *r as u32 == v)
@@ -200,6 +204,7 @@ impl Reason {
             Reason::GitHook => "only *.sample files may be created in a git hooks directory",
             Reason::GitConfig => "git config may only gain, change or lose keys that run nothing (user.*, remote.*.url/fetch, branch.*.remote/merge, ...); set other keys from outside the sandbox",
             Reason::ProtectedFile => "protected file",
+            Reason::SetId => "set-user-ID and set-group-ID bits are refused: the file would run with its owner's rights on the host for anyone who executes it",
             Reason::PlantedGitDir => "would make a directory holding a git config that runs code (or a hooks entry that is not a directory) a git dir; assemble a repository with `git init` (its config keys that run code are set from outside the sandbox)",
         }
     }
