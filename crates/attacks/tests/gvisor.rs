@@ -451,3 +451,71 @@ fn set_id_bits_are_refused() {
     let _ = std::fs::remove_file(fx.ws.join("t2"));
     fx.control(script).outcome().assert_shows("0o106755\n");
 }
+
+/// A root caller's command runs as an unprivileged id inside the Sentry: root's files outside
+/// the masks stay unreadable (it owned every root file when it ran as uid 0 there, found by
+/// review), while the workspace is its own through an idmapped view and what it makes belongs
+/// to the workspace's owner on disk. Control: the file is readable on the host.
+#[test]
+fn a_root_callers_command_owns_the_workspace_and_nothing_of_root() {
+    if runsc_missing() || !attacks::is_root() {
+        eprintln!("SKIP: needs runsc and a root caller");
+        return;
+    }
+    let fx = Fixture::new();
+    let secret = fx.root.join("rootonly.txt");
+    write_file(&secret, fx.marker("rootonly"), 0o600);
+    let read = format!("cat {}", sh_quote(&secret));
+    attack(&fx, &[], &read).assert_blocked(&fx.marker("rootonly"));
+    fx.control(&read)
+        .outcome()
+        .assert_shows(&fx.marker("rootonly"));
+    attack(
+        &fx,
+        &[],
+        "echo made > made.txt && mkdir -p sub && echo x > sub/y",
+    )
+    .assert_ok();
+    for p in ["made.txt", "sub", "sub/y"] {
+        let m = std::fs::metadata(fx.ws.join(p)).expect("made");
+        assert_eq!(
+            std::os::unix::fs::MetadataExt::uid(&m),
+            0,
+            "{p} is not root's on disk"
+        );
+    }
+}
+
+/// `mv .git` moves the read-only binds with it under gVisor (the host kernel refuses with
+/// EBUSY): a new `.git` made at the old name, with a config that runs code, is quarantined
+/// after the run and reported (found by review). Control: the same snippet on the host
+/// leaves the planted config in place.
+#[test]
+fn a_git_dir_swapped_during_the_run_is_quarantined() {
+    if runsc_missing() {
+        return;
+    }
+    let fx = Fixture::new();
+    let script = "mv .git .gitold && mkdir -p .git/hooks && cp -r .gitold/objects .gitold/refs \
+                  .gitold/HEAD .git/ && printf '[core]\\n\\tfsmonitor = echo owned\\n' > .git/config";
+    let report = fx.root.join("swap.json");
+    let rep = report.to_string_lossy().into_owned();
+    attack(&fx, &["--report", &rep], script).assert_ok();
+    let config = attacks::read_text(&fx.ws.join(".git/config")).unwrap_or_default();
+    assert!(
+        !config.contains("fsmonitor"),
+        "the planted config is live: {config}"
+    );
+    let record = read_json(&report);
+    assert!(
+        attacks::json_any_string(&record["violations"], &|s| s == "protected_path_replaced"),
+        "no violation: {record}"
+    );
+    let fx = Fixture::new();
+    fx.control(script).outcome().assert_ok();
+    let config = attacks::read_text(&fx.ws.join(".git/config")).unwrap_or_default();
+    assert!(
+        config.contains("fsmonitor"),
+        "the control did not plant the config"
+    );
+}

@@ -23,22 +23,6 @@ pub const EMPTY_FILE: &str = "empty";
 /// Stands for the held network namespace's path in a config until the run knows it.
 pub const NETNS_PLACEHOLDER: &str = "/@netns@";
 
-/// Host files readable only by root that a root caller's command (uid 0 inside gVisor, without
-/// capabilities) must not read: masked when they exist. The native backend runs a root
-/// caller's command as an unprivileged id instead, so they are unreadable there anyway.
-pub const ROOT_ONLY_SECRETS: &[&str] = &[
-    "/etc/shadow",
-    "/etc/shadow-",
-    "/etc/gshadow",
-    "/etc/gshadow-",
-    "/etc/sudoers",
-    "/etc/sudoers.d",
-    "/etc/ssl/private",
-    "/etc/ssh/ssh_host_rsa_key",
-    "/etc/ssh/ssh_host_ecdsa_key",
-    "/etc/ssh/ssh_host_ed25519_key",
-];
-
 /// Why a spec cannot be lowered for gVisor.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LowerError {

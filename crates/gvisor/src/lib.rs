@@ -12,10 +12,11 @@
 //! - memory, processes and CPU: the run's cgroup (root callers; runsc makes it), or
 //!   `RLIMIT_NPROC` (the Sentry counts only the run's processes) and a per-process
 //!   `RLIMIT_AS` for an unprivileged caller (`runsc --rootless` has no cgroup);
-//! - the uid: a root caller's command is uid 0 *without capabilities* inside the Sentry (so
-//!   files it writes belong to root, as with the native backend), with the well-known
-//!   root-only secrets masked ([`bundle::ROOT_ONLY_SECRETS`]); an unprivileged caller's is
-//!   uid 0 of `runsc --rootless`'s user namespace, mapped to the caller.
+//! - the uid: a root caller's command runs as [`ROOT_CALLER_ID`], unprivileged, and sees its
+//!   writable roots (and a home only root can enter, read-only) through idmapped mounts in
+//!   runsc's own mount namespace, so it owns them and files it makes belong to their owner
+//!   on disk, as with the native backend; an unprivileged caller's is uid 0 of
+//!   `runsc --rootless`'s user namespace, mapped to the caller.
 //!
 //! ```no_run
 //! use gvisor::{Gvisor, Io};
@@ -50,7 +51,7 @@ use sandbox::{Check, Spec};
 use serde::Serialize;
 
 pub use platform::Platform;
-pub use run::{Finished, Io};
+pub use run::{host_owned, Finished, Io};
 
 /// Why the gVisor backend cannot plan or run.
 #[derive(Debug, thiserror::Error)]
@@ -84,6 +85,28 @@ pub struct Caller {
     pub run_id: String,
 }
 
+/// The id a root caller's command runs as inside the Sentry (the native backend's host id for
+/// it): files of the idmapped views are its own, root's elsewhere are not.
+pub const ROOT_CALLER_ID: u32 = 0x7ff0_0000;
+
+/// What planning needs to know of a host path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Owned {
+    pub kind: sandbox::Kind,
+    pub uid: u32,
+    pub gid: u32,
+    pub mode: u32,
+}
+
+/// A tree a root caller's command sees through an idmapped mount: its owner's files belong to
+/// [`ROOT_CALLER_ID`] there (and what the command makes belongs to the owner on disk).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Idmapped {
+    pub path: PathBuf,
+    pub owner: (u32, u32),
+    pub readonly: bool,
+}
+
 /// The gVisor backend, bound to one `runsc` executable and the platform that works with it.
 #[derive(Debug, Clone)]
 pub struct Gvisor {
@@ -105,6 +128,8 @@ pub struct Plan {
     /// Paths the config mounts over, with what they were when planned (checked again right
     /// before the start).
     pub destinations: Vec<(PathBuf, sandbox::Kind)>,
+    /// Root callers: trees seen through an idmapped mount in runsc's own mount namespace.
+    pub idmapped: Vec<Idmapped>,
     /// The bundle is never put inside one of these.
     pub writable_roots: Vec<PathBuf>,
     pub timeout: Option<std::time::Duration>,
@@ -194,36 +219,56 @@ impl Gvisor {
     }
 
     fn caller(&self, run_id: &str) -> Caller {
-        // The effective uid decides between `runsc` as root and `runsc --rootless`.
+        // The effective uid decides between `runsc` as root and `runsc --rootless`. A root
+        // caller's command runs as an unprivileged id (as under the native backend): it owns
+        // only what the idmapped views give it ([`Plan::idmapped`]), never root's files.
+        let root = rustix::process::geteuid().is_root();
         Caller {
-            rootless: !rustix::process::geteuid().is_root(),
-            uid: 0,
-            gid: 0,
+            rootless: !root,
+            uid: if root { ROOT_CALLER_ID } else { 0 },
+            gid: if root { ROOT_CALLER_ID } else { 0 },
             run_id: run_id.to_string(),
         }
     }
 
-    /// Lowers `spec` for a run named `run_id` (pure but for the host lookups of `exists`).
+    /// Lowers `spec` for a run named `run_id` (pure but for the host lookups of `stat`).
     pub fn plan_with(
         &self,
         spec: &Spec,
         run_id: &str,
-        exists: &dyn Fn(&Path) -> Option<sandbox::Kind>,
+        stat: &dyn Fn(&Path) -> Option<Owned>,
     ) -> Result<Plan, Error> {
+        let exists = |p: &Path| stat(p).map(|o| o.kind);
         let caller = self.caller(run_id);
         let mut spec = spec.clone();
+        // A root caller's writable roots, and a home only root can enter, are seen through
+        // idmapped mounts that give their owner's files to the command's id.
+        let mut idmapped = Vec::new();
         if !caller.rootless {
-            for s in bundle::ROOT_ONLY_SECRETS {
-                let path = Path::new(s);
-                if spec.masks.iter().any(|m| policy_within(path, &m.path)) {
-                    continue;
-                }
-                if let Some(kind) = exists(path) {
-                    spec.masks.push(sandbox::Mask {
-                        path: path.to_path_buf(),
-                        kind,
-                        readable: false,
+            for root in &spec.writable_roots {
+                if let Some(o) = stat(root) {
+                    idmapped.push(Idmapped {
+                        path: root.clone(),
+                        owner: (o.uid, o.gid),
+                        readonly: false,
                     });
+                }
+            }
+            let home = spec
+                .env
+                .iter()
+                .find(|(k, _)| k == "HOME")
+                .map(|(_, v)| PathBuf::from(v));
+            if let Some(home) = home.filter(|h| h.is_absolute()) {
+                let covered = spec.writable_roots.iter().any(|w| home.starts_with(w));
+                if let Some(o) = stat(&home).filter(|o| o.kind == sandbox::Kind::Dir) {
+                    if !covered && o.mode & 0o001 == 0 {
+                        idmapped.push(Idmapped {
+                            path: home,
+                            owner: (o.uid, o.gid),
+                            readonly: true,
+                        });
+                    }
                 }
             }
         }
@@ -242,6 +287,7 @@ impl Gvisor {
         for p in &spec.protected {
             destinations.push((p.clone(), exists(p).unwrap_or(sandbox::Kind::File)));
         }
+        idmapped.sort_by_key(|i| i.path.components().count());
         for m in &spec.masks {
             destinations.push((m.path.clone(), m.kind));
         }
@@ -261,6 +307,7 @@ impl Gvisor {
             },
             config,
             destinations,
+            idmapped,
             writable_roots: spec.writable_roots.clone(),
             timeout: spec.limits.timeout,
         })
@@ -301,10 +348,6 @@ impl Gvisor {
     }
 }
 
-fn policy_within(p: &Path, base: &Path) -> bool {
-    p.starts_with(base)
-}
-
 impl sandbox::Backend for Gvisor {
     type Plan = Plan;
     type Error = Error;
@@ -320,7 +363,7 @@ impl sandbox::Backend for Gvisor {
     }
 
     fn plan(&self, spec: &Spec) -> Result<Plan, Error> {
-        self.plan_with(spec, &run::fresh_id(), &run::host_kind)
+        self.plan_with(spec, &run::fresh_id(), &run::host_owned)
     }
 
     fn run(&self, plan: &Plan, io: Io) -> Result<Finished, Error> {

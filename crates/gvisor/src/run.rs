@@ -63,6 +63,20 @@ pub(crate) fn fresh_id() -> String {
     format!("stockade-{}-{}", std::process::id(), now.as_nanos())
 }
 
+/// What planning needs of `path` on the host (its kind, owner and mode), not following a
+/// last symbolic link.
+pub fn host_owned(path: &Path) -> Option<crate::Owned> {
+    use std::os::unix::fs::MetadataExt;
+    let kind = host_kind(path)?;
+    let m = std::fs::symlink_metadata(path).ok()?;
+    Some(crate::Owned {
+        kind,
+        uid: m.uid(),
+        gid: m.gid(),
+        mode: m.mode(),
+    })
+}
+
 /// The kind of `path` on the host, not following a last symbolic link.
 pub(crate) fn host_kind(path: &Path) -> Option<Kind> {
     let m = std::fs::symlink_metadata(path).ok()?;
@@ -188,6 +202,39 @@ fn runsc(plan: &Plan, state: &Path) -> Command {
     c
 }
 
+/// The detached, idmapped trees of [`Plan::idmapped`], each with where it goes.
+fn idmapped_trees(plan: &Plan) -> Result<Vec<(OwnedFd, std::ffi::CString)>, Error> {
+    let id = crate::ROOT_CALLER_ID;
+    let mut out = Vec::new();
+    for i in &plan.idmapped {
+        let fail = |cause: std::io::Error| {
+            Error::Unavailable {
+            cause: format!(
+                "could not make an idmapped view of {} for the command's unprivileged id: {cause}",
+                i.path.display()
+            ),
+            fix: "idmapped mounts need Linux 5.12 or later and a filesystem that supports them; run with --backend native".into(),
+        }
+        };
+        // The owner's files appear as the command's id; and the other way round, so that
+        // what runsc's file server (root) creates before giving it to the command's id has an
+        // owner on disk at all (it ends up the owner's).
+        let map = |owner: u32| {
+            if owner == id {
+                format!("{owner} {id} 1\n")
+            } else {
+                format!("{owner} {id} 1\n{id} {owner} 1\n")
+            }
+        };
+        let userns = sys::parent::idmap_userns(&map(i.owner.0), &map(i.owner.1)).map_err(fail)?;
+        let tree = sys::parent::idmapped_clone(&i.path, userns.fd(), i.readonly).map_err(fail)?;
+        let target = std::ffi::CString::new(i.path.as_os_str().as_encoded_bytes())
+            .map_err(|e| fail(std::io::Error::other(e)))?;
+        out.push((tree, target));
+    }
+    Ok(out)
+}
+
 /// Signals the container (`runsc kill`), best effort.
 fn kill(plan: &Plan, state: &Path, signal: &str) {
     let _ = runsc(plan, state)
@@ -228,6 +275,12 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
     let mut command = runsc(plan, &state);
     if let (Some(held), true) = (&io.network, plan.caller.rootless) {
         held.join_on_exec(&mut command);
+    }
+    // Root callers: the idmapped views, in runsc's own mount namespace (its file server works
+    // there). Kept open until runsc has started.
+    let trees = idmapped_trees(plan)?;
+    if !trees.is_empty() {
+        sys::mountns::private_mounts_on_exec(&mut command, &trees);
     }
     let mut child = command
         .arg("run")

@@ -148,6 +148,63 @@ pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
     out
 }
 
+/// Violation kind of a protected path that is another file after the run than before it.
+pub const PROTECTED_PATH_REPLACED: &str = "protected_path_replaced";
+
+/// For a backend whose read-only mounts move with a renamed parent (gVisor's Sentry lets a
+/// directory holding mount points be renamed; the host kernel refuses with `EBUSY`): every
+/// protected path and pinned directory of the plan that is not the same file after the run
+/// as when planned. One that is another file (`mv .git .old; mkdir .git; ...` leaves a new
+/// config and hooks at the old names) is quarantined; one that is gone is reported, with where
+/// to look. Paths inside an already quarantined one are skipped.
+pub fn replaced_protected(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut moved: Vec<PathBuf> = Vec::new();
+    let pinned = plan.mounts.iter().filter_map(|m| match m {
+        crate::plan::Mount::Pin { path } => Some(path),
+        _ => None,
+    });
+    let mut paths: Vec<&PathBuf> = plan.protected.iter().chain(pinned).collect();
+    paths.sort();
+    paths.dedup();
+    for path in paths {
+        let Some(root) = plan.sweep.roots.iter().find(|r| is_within(path, r)) else {
+            continue;
+        };
+        if moved.iter().any(|m| is_within(path, m)) {
+            continue;
+        }
+        let Some(&(dev, ino)) = plan.identities.get(path) else {
+            continue;
+        };
+        // A symbolic link now at the name is another file whatever it points to.
+        let now = match host.lstat_kind(path) {
+            None => None,
+            Some(Kind::Symlink) => Some((0, 0)),
+            Some(_) => host.stat(path).map(|e| (e.dev, e.ino)),
+        };
+        match now {
+            Some(id) if id == (dev, ino) => {}
+            Some(_) => {
+                let mut v = quarantine(root, path, run_id, PROTECTED_PATH_REPLACED);
+                v.action = format!(
+                    "it is not the file it was before the run (a parent was renamed and the name made again): {}",
+                    v.action
+                );
+                out.push(v);
+                moved.push(path.clone());
+            }
+            None => out.push(Violation {
+                code: E_SANDBOX_VIOLATION,
+                kind: PROTECTED_PATH_REPLACED,
+                path: path.clone(),
+                action: "gone after the run (a parent was renamed): look for it under another name in the workspace".into(),
+            }),
+        }
+    }
+    out
+}
+
 /// Violation kind of index entries a run made git stop checking for changes.
 pub const GIT_CHANGES_HIDDEN: &str = "git_changes_hidden";
 

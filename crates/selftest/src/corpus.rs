@@ -182,6 +182,11 @@ pub struct Case {
     /// reason. A root caller's control must always escape.
     #[serde(default)]
     pub refused_unprivileged: Option<String>,
+    /// Backends the case does not apply to, each with why (`gvisor = "..."`): the attack
+    /// reaches something that backend does not have (a host kernel feature the Sentry
+    /// implements on its own, inside the sandbox).
+    #[serde(default)]
+    pub not_under: BTreeMap<String, String>,
     /// When the control does not escape for any caller, the host kernel lacks the feature
     /// (e.g. 32-bit entry points compiled out): not applicable, with this reason.
     #[serde(default)]

@@ -581,6 +581,16 @@ fn judge(case: &Case, config: &Config) -> Result<(Verdict, String), String> {
     if let Some(why) = unmet(case) {
         return Ok((Verdict::NotApplicable, why));
     }
+    if let Some((backend, why)) = config
+        .backend
+        .as_ref()
+        .and_then(|b| case.not_under.get(b).map(|why| (b, why)))
+    {
+        return Ok((
+            Verdict::NotApplicable,
+            format!("not under {backend}: {why}"),
+        ));
+    }
     let control = observe(case, config, false)?;
     if INTERRUPTED.load(Ordering::SeqCst) {
         return Ok((Verdict::Error, "interrupted".into()));

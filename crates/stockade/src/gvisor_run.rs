@@ -16,7 +16,7 @@ pub const ENFORCEMENT: &[(&str, &str)] = &[
     ("system calls", "gVisor Sentry (the command never reaches the host kernel); no Landlock (the Sentry has none)"),
     ("network", "--net none: runsc --network=none (the Sentry's own loopback only); --net proxy: runsc --network=host inside a network namespace holding only loopback and stockade's proxy (the same proxy and rules as native); --net host: the host's network"),
     ("memory, processes, CPU", "the run's cgroup made by runsc (root callers: memory, CPU); RLIMIT_NPROC in the Sentry (processes); RLIMIT_AS per process (memory, unprivileged callers); CPU is refused for unprivileged callers"),
-    ("uid", "root callers: uid 0 without capabilities inside the Sentry, root-only secrets (/etc/shadow, ...) masked; others: runsc --rootless, uid 0 inside mapped to the caller"),
+    ("uid", "root callers: an unprivileged id inside the Sentry, owning its writable roots (and a home only root can enter, read-only) through idmapped mounts in runsc's own mount namespace; others: runsc --rootless, uid 0 inside mapped to the caller, without capabilities"),
     ("environment", "the same scrubbed environment as the native backend"),
     ("set-user-ID and set-group-ID bits", "refused (EPERM) by a seccomp filter the Sentry applies (runsc --oci-seccomp); not recorded as violations"),
 ];
@@ -68,16 +68,7 @@ pub(crate) fn run(
     native::launch::refuse_linked_secrets(plan, options, &mut skipped)?;
     let spec = plan.spec(policy)?;
     let backend = gvisor::Gvisor::locate(&plan.writable_roots)?;
-    let lowered = backend.plan_with(&spec, run_id, &|p| {
-        let m = std::fs::symlink_metadata(p).ok()?;
-        if m.is_dir() {
-            Some(sandbox::Kind::Dir)
-        } else if m.file_type().is_symlink() {
-            None
-        } else {
-            Some(sandbox::Kind::File)
-        }
-    })?;
+    let lowered = backend.plan_with(&spec, run_id, &gvisor::host_owned)?;
     let sanitize = options.sanitize_output;
     let limit = plan.output_limit;
     // Every stream is a pipe this process relays: runsc as root gives its own standard

@@ -388,8 +388,18 @@ pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, E
             .in_scope(|| proxy.map(|p| p.stop()).unwrap_or_default());
         let outcome = launched?;
         let mut violations = outcome.blocked.clone();
-        tracing::debug_span!("sweep")
-            .in_scope(|| violations.extend(native::sweep(&plan, &native::RealHost, &id)));
+        tracing::debug_span!("sweep").in_scope(|| {
+            violations.extend(native::sweep(&plan, &native::RealHost, &id));
+            // The Sentry lets a directory holding the read-only binds be renamed: a protected
+            // path may be another file now (`mv .git .old; mkdir .git ...`).
+            if policy.backend == policy::BackendName::Gvisor {
+                violations.extend(native::sweep::replaced_protected(
+                    &plan,
+                    &native::RealHost,
+                    &id,
+                ));
+            }
+        });
         Ok((plan, outcome, violations, network))
     })();
     let _record = tracing::debug_span!("record").entered();

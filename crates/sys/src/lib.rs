@@ -19,6 +19,7 @@
 
 pub mod git_config;
 pub mod mediate;
+pub mod mountns;
 pub mod netns;
 pub mod parent;
 pub mod postfork;
