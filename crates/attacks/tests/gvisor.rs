@@ -519,3 +519,66 @@ fn a_git_dir_swapped_during_the_run_is_quarantined() {
         "the control did not plant the config"
     );
 }
+
+/// SIGTERM to stockade during a run (found by review: it used to end stockade alone, leaving
+/// the container running, unswept and unrecorded): the command is ended, what it planted is
+/// swept, and nothing runs after. Control: without the signal the command runs on and
+/// writes its late file.
+#[test]
+fn a_signal_to_stockade_ends_the_container_and_the_run_is_swept() {
+    if runsc_missing() {
+        return;
+    }
+    let fx = Fixture::new();
+    let script = |pause: u32| format!("echo pwn > .envrc; sleep {pause}; echo after > late");
+    let start = |pause: u32| {
+        std::process::Command::new(attacks::stockade_bin())
+            .args(["run", "--backend", "gvisor", "--workspace"])
+            .arg(&fx.ws)
+            .args(["--shell", &script(pause)])
+            .env("HOME", &fx.home)
+            .env("XDG_STATE_HOME", state_dir())
+            .current_dir(&fx.ws)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start stockade")
+    };
+    let child = start(20);
+    let began = std::time::Instant::now();
+    while !fx.ws.join(".envrc").exists() && began.elapsed().as_secs() < 20 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(fx.ws.join(".envrc").exists(), "the command never started");
+    // SAFETY: kill(2) with integer arguments; the pid is our own child, not yet waited for.
+    let sent = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(sent, 0, "signal stockade");
+    let out = child.wait_with_output().expect("wait for stockade");
+    assert!(
+        began.elapsed().as_secs() < 15,
+        "the run did not end soon after the signal"
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(143),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !fx.ws.join(".envrc").exists(),
+        "the planted .envrc was not swept"
+    );
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert!(
+        !fx.ws.join("late").exists(),
+        "the command ran on after the run ended"
+    );
+    // Control.
+    let out = start(1).wait_with_output().expect("wait for stockade");
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        fx.ws.join("late").exists(),
+        "the control did not run to its end"
+    );
+}

@@ -3,8 +3,8 @@
 //!
 //! Trying costs a quarter of a second per platform that works and up to [`TRY_LIMIT`] for one
 //! that hangs (KVM on a VM without nested virtualisation), so the answer is cached per runsc
-//! build (its path, inode, size and modification time) in
-//! `$XDG_STATE_HOME/stockade/gvisor-platform`. A cache entry only ever names one of the
+//! build (its path, inode, size and modification time) in `/run/stockade/gvisor-platform`
+//! for root, `$XDG_STATE_HOME/stockade/gvisor-platform` for other users. A cache entry only ever names one of the
 //! platforms below, and a wrong one makes the run fail, never run weaker.
 
 use std::os::unix::fs::MetadataExt;
@@ -46,6 +46,10 @@ impl Platform {
 const TRY_LIMIT: Duration = Duration::from_secs(3);
 
 fn cache_file() -> Option<PathBuf> {
+    // Root: one machine-wide answer in root's own runtime directory (no user's HOME).
+    if rustix::process::geteuid().is_root() {
+        return Some(PathBuf::from("/run/stockade/gvisor-platform"));
+    }
     let state = std::env::var_os("XDG_STATE_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())

@@ -20,6 +20,8 @@ pub(crate) const BUNDLE_PLACEHOLDER: &str = "/@bundle@";
 
 /// After the deadline or a cancel: how long the command has after SIGTERM before SIGKILL.
 const GRACE: Duration = Duration::from_secs(1);
+/// How often the wait looks at this process's signals.
+const TICK: Duration = Duration::from_millis(50);
 
 /// What a run takes from its caller: the command's stdin, stdout and stderr, and a handle
 /// that ends the run early.
@@ -53,6 +55,9 @@ pub struct Finished {
     pub timed_out: bool,
     /// The caller's cancel handle ended it.
     pub cancelled: bool,
+    /// The first SIGINT, SIGTERM or SIGHUP this process received during the run (passed on
+    /// to the command as SIGTERM).
+    pub interrupted: Option<i32>,
 }
 
 /// A container id unique on this machine.
@@ -272,7 +277,12 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
     let state = dir.path().join("state");
     check_destinations(plan)?;
     let started = Instant::now();
+    // Ctrl-C from here on is caught (and passed on to the command), not fatal, so the run is
+    // swept and recorded (see `sys::parent::catch_signals`).
+    let _ = sys::parent::catch_signals();
     let mut command = runsc(plan, &state);
+    // runsc (and with it the sandbox) ends should this process be killed.
+    sys::mountns::die_with_parent_on_exec(&mut command);
     if let (Some(held), true) = (&io.network, plan.caller.rootless) {
         held.join_on_exec(&mut command);
     }
@@ -307,23 +317,32 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
     let deadline = plan.timeout.map(|t| started + t);
     let mut timed_out = false;
     let mut cancelled = false;
+    let mut interrupted: Option<i32> = None;
+    // When the command was told to end (SIGTERM through runsc): SIGKILL after GRACE.
     let mut killed_at: Option<Instant> = None;
+    let mut killed_hard = false;
     let status = loop {
+        let now = Instant::now();
+        // Ctrl-C, SIGTERM or SIGHUP to this process (caught since before the start): the
+        // command is told, then the whole sandbox ends after the grace period, and the run
+        // goes on to the sweep and the record.
+        if killed_at.is_none() {
+            if let Some(sig) = sys::parent::interrupted() {
+                interrupted = Some(sig);
+                kill(plan, &state, "TERM");
+                killed_at = Some(now);
+            }
+        }
         let wake = match (deadline, killed_at) {
-            (_, Some(k)) => Some(k + GRACE),
-            (Some(d), None) => Some(d),
-            (None, None) => None,
+            (_, Some(k)) if !killed_hard => k + GRACE,
+            (_, Some(_)) => now + Duration::from_secs(3600),
+            (Some(d), None) => d.min(now + TICK),
+            (None, None) => now + TICK,
         };
-        let got = match wake {
-            Some(at) => match rx.recv_timeout(at.saturating_duration_since(Instant::now())) {
-                Ok(v) => Some(v),
-                Err(mpsc::RecvTimeoutError::Timeout) => None,
-                Err(mpsc::RecvTimeoutError::Disconnected) => break None,
-            },
-            None => match rx.recv() {
-                Ok(v) => Some(v),
-                Err(_) => break None,
-            },
+        let got = match rx.recv_timeout(wake.saturating_duration_since(now)) {
+            Ok(v) => Some(v),
+            Err(mpsc::RecvTimeoutError::Timeout) => None,
+            Err(mpsc::RecvTimeoutError::Disconnected) => break None,
         };
         match got {
             Some(Some(status)) => break Some(status.map_err(io_err("wait for runsc"))?),
@@ -336,17 +355,24 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
                 }
             }
             None => {
-                if killed_at.is_some() {
-                    kill(plan, &state, "KILL");
-                    // runsc itself, should it not end with its container.
-                    if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
-                        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                let now = Instant::now();
+                match killed_at {
+                    Some(k) if !killed_hard && now >= k + GRACE => {
+                        kill(plan, &state, "KILL");
+                        // runsc itself, should it not end with its container.
+                        if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
+                            let _ =
+                                rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                        }
+                        killed_hard = true;
                     }
-                    killed_at = Some(Instant::now() + Duration::from_secs(3600));
-                } else {
-                    timed_out = true;
-                    kill(plan, &state, "TERM");
-                    killed_at = Some(Instant::now());
+                    Some(_) => {}
+                    None if deadline.is_some_and(|d| now >= d) => {
+                        timed_out = true;
+                        kill(plan, &state, "TERM");
+                        killed_at = Some(now);
+                    }
+                    None => {}
                 }
             }
         }
@@ -366,10 +392,16 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
         Some(s) => exit_of(s),
         None => (125, None),
     };
-    let exit_code = if timed_out { 124 } else { exit_code };
+    let (exit_code, signal) = match (timed_out, interrupted) {
+        (true, _) => (124, None),
+        // Ended by us after the signal: as if the signal had killed it.
+        (false, Some(sig)) if killed_hard => (128 + sig, Some(sig)),
+        _ => (exit_code, signal),
+    };
     Ok(Finished {
         exit_code,
         signal,
+        interrupted,
         duration,
         timed_out,
         cancelled,

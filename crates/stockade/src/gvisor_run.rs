@@ -149,7 +149,13 @@ pub(crate) fn run(
         usage: sandbox::Usage::default(),
         limit_hits,
         output,
-        ended_by: finished.timed_out.then_some("timeout"),
+        ended_by: if finished.timed_out {
+            Some("timeout")
+        } else if finished.interrupted.is_some() {
+            Some("interrupt")
+        } else {
+            None
+        },
     })
 }
 
