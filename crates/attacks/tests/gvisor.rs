@@ -506,6 +506,14 @@ fn a_git_dir_swapped_during_the_run_is_quarantined() {
         !config.contains("fsmonitor"),
         "the planted config is live: {config}"
     );
+    // The original repository is back at its name.
+    assert!(
+        !fx.ws.join(".gitold").exists(),
+        "the original was not moved back"
+    );
+    fx.git_host(&["log", "--oneline"])
+        .assert_success()
+        .assert_stdout_contains("initial");
     let record = read_json(&report);
     assert!(
         attacks::json_any_string(&record["violations"], &|s| s == "protected_path_replaced"),

@@ -150,7 +150,15 @@ pub fn config(
         layered.push((depth(&m.path), 2, mask_mount(m, bundle)?));
     }
     layered.sort_by_key(|a| (a.0, a.1));
-    let tmp_size = spec.limits.tmp_bytes.map(|b| format!("size={b}"));
+    // The private /tmp and /dev/shm are the Sentry's memory. Without a cgroup (an unprivileged
+    // caller) nothing else counts them against the memory limit (RLIMIT_AS is per process and
+    // does not see them): neither may hold more than that limit, as under the native backend.
+    let uncounted = spec.limits.memory_bytes.filter(|_| caller.rootless);
+    let tmp_bytes = match (spec.limits.tmp_bytes, uncounted) {
+        (Some(t), Some(m)) => Some(t.min(m)),
+        (t, m) => t.or(m),
+    };
+    let tmp_size = tmp_bytes.map(|b| format!("size={b}"));
     let mut mounts = vec![
         json!({ "destination": "/proc", "type": "proc", "source": "proc" }),
         json!({ "destination": "/sys", "type": "sysfs", "source": "sysfs", "options": ["ro", "nosuid", "nodev", "noexec"] }),
@@ -381,6 +389,23 @@ mod tests {
         assert!(
             rl.contains("RLIMIT_NPROC") && rl.contains("RLIMIT_AS") && rl.contains("RLIMIT_NOFILE"),
             "{rl}"
+        );
+        // Without a cgroup the private /tmp and /dev/shm are bounded by the memory limit too.
+        let mut small = spec();
+        small.limits.memory_bytes = Some(1 << 19);
+        let tmp = as_json(&small, true);
+        assert!(
+            mount(&tmp, "/dev/shm")["options"]
+                .to_string()
+                .contains("size=524288"),
+            "{tmp}"
+        );
+        let tmp = as_json(&small, false);
+        assert!(
+            mount(&tmp, "/dev/shm")["options"]
+                .to_string()
+                .contains("size=1048576"),
+            "{tmp}"
         );
         let mut cpu = spec();
         cpu.limits.cpu_millis = Some(500);

@@ -240,6 +240,23 @@ fn idmapped_trees(plan: &Plan) -> Result<Vec<(OwnedFd, std::ffi::CString)>, Erro
     Ok(out)
 }
 
+/// The run's cgroup directories (`cgroupsPath` `/stockade/<run id>` in every hierarchy), which
+/// runsc leaves behind when its container was killed: removed once empty, best effort.
+fn remove_cgroups(plan: &Plan) {
+    if plan.caller.rootless {
+        return;
+    }
+    let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") else {
+        return;
+    };
+    for h in hierarchies.flatten() {
+        let dir = h.path().join("stockade").join(&plan.caller.run_id);
+        if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+            let _ = std::fs::remove_dir(&dir);
+        }
+    }
+}
+
 /// Signals the container (`runsc kill`), best effort.
 fn kill(plan: &Plan, state: &Path, signal: &str) {
     let _ = runsc(plan, state)
@@ -388,6 +405,7 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
         .stderr(Stdio::piped())
         .status();
     drop(dir);
+    remove_cgroups(plan);
     let (exit_code, signal) = match status {
         Some(s) => exit_of(s),
         None => (125, None),

@@ -183,24 +183,153 @@ pub fn replaced_protected(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec
             Some(Kind::Symlink) => Some((0, 0)),
             Some(_) => host.stat(path).map(|e| (e.dev, e.ino)),
         };
-        match now {
-            Some(id) if id == (dev, ino) => {}
-            Some(_) => {
-                let mut v = quarantine(root, path, run_id, PROTECTED_PATH_REPLACED);
-                v.action = format!(
-                    "it is not the file it was before the run (a parent was renamed and the name made again): {}",
-                    v.action
-                );
-                out.push(v);
-                moved.push(path.clone());
-            }
-            None => out.push(Violation {
-                code: E_SANDBOX_VIOLATION,
-                kind: PROTECTED_PATH_REPLACED,
-                path: path.clone(),
-                action: "gone after the run (a parent was renamed): look for it under another name in the workspace".into(),
-            }),
+        if now == Some((dev, ino)) {
+            continue;
         }
+        // Where the original went (renamed within the root by the run), found by identity.
+        let original = find_by_identity(host, root, path, (dev, ino));
+        let mut what = Vec::new();
+        if now.is_some() {
+            let v = quarantine(root, path, run_id, PROTECTED_PATH_REPLACED);
+            what.push(format!("the file at its name since the run: {}", v.action));
+            moved.push(path.clone());
+        }
+        match original {
+            Some(from) => match move_back(root, &from, path) {
+                Ok(()) => what.push(format!("the original moved back from {}", from.display())),
+                Err(e) => what.push(format!(
+                    "the original is at {} and could not be moved back: {e}",
+                    from.display()
+                )),
+            },
+            None => what.push("the original was not found in the writable root".into()),
+        }
+        out.push(Violation {
+            code: E_SANDBOX_VIOLATION,
+            kind: PROTECTED_PATH_REPLACED,
+            path: path.clone(),
+            action: format!(
+                "it was not the file it was before the run (a parent renamed): {}",
+                what.join("; ")
+            ),
+        });
+    }
+    out
+}
+
+/// The entry of `root` (not a symbolic link) that is the file `(dev, ino)`, looked for first
+/// beside `path`, then in the whole root (up to a bound: a large workspace is not walked
+/// whole for this).
+fn find_by_identity(
+    host: &dyn HostView,
+    root: &Path,
+    path: &Path,
+    id: (u64, u64),
+) -> Option<PathBuf> {
+    const LIMIT: usize = 200_000;
+    let is_it = |p: &Path| {
+        !matches!(host.lstat_kind(p), None | Some(Kind::Symlink))
+            && host.stat(p).is_some_and(|e| (e.dev, e.ino) == id)
+    };
+    let mut seen = 0usize;
+    // Popped last to first: beside `path` first, then the whole root.
+    let mut stack: Vec<PathBuf> = vec![root.to_path_buf()];
+    stack.extend(path.parent().map(Path::to_path_buf));
+    while let Some(dir) = stack.pop() {
+        for (name, kind) in host.list_dir(&dir) {
+            seen += 1;
+            if seen > LIMIT {
+                return None;
+            }
+            let p = dir.join(&name);
+            if is_it(&p) {
+                return Some(p);
+            }
+            if kind == Kind::Dir && name != ".stockade" {
+                stack.insert(0, p);
+            }
+        }
+    }
+    None
+}
+
+/// Renames `from` to `to` (both in `root`), never replacing anything and through no link.
+fn move_back(root: &Path, from: &Path, to: &Path) -> std::io::Result<()> {
+    let r = Root::open(root)?;
+    let (from_rel, to_rel) = (relative(root, from), relative(root, to));
+    let name = |p: &Path| {
+        p.file_name()
+            .map(|n| n.to_os_string())
+            .ok_or_else(|| std::io::Error::other("not a file below the root"))
+    };
+    let from_dir = r.dir(from_rel.parent().unwrap_or(Path::new("")))?;
+    let to_dir = r.dir(to_rel.parent().unwrap_or(Path::new("")))?;
+    move_no_replace(
+        from_dir.as_fd(),
+        &name(from_rel)?,
+        to_dir.as_fd(),
+        &name(to_rel)?,
+    )
+}
+
+/// For a backend without the creation guard (gVisor): the guard's own rules applied after the
+/// run to what the run made. The sweep above covers the policy's protected names; this covers
+/// git's paths that the guard refuses inside git dirs (`info/attributes`, `worktrees/*/
+/// commondir`, ...), which the sweep's walk does not enter. An exact path that did not exist
+/// at the start, or an entry under a pattern's base changed since `started` (its ctime), is
+/// quarantined.
+pub fn guard_after_run(
+    plan: &Plan,
+    host: &dyn HostView,
+    run_id: &str,
+    started: std::time::SystemTime,
+) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let new_since = |p: &Path| host.lstat_ctime(p).is_some_and(|t| t >= started);
+    let in_git_dir = |p: &Path| p.iter().any(|c| c == ".git");
+    let mut found: BTreeSet<PathBuf> = BTreeSet::new();
+    for g in &plan.creation_guard.protected {
+        if !in_git_dir(&g.base) {
+            continue; // the policy's names: the sweep's
+        }
+        if g.tail.is_empty() {
+            let existed =
+                plan.sweep.existing.contains_key(&g.base) || plan.protected.contains(&g.base);
+            if host.lstat_kind(&g.base).is_some() && (!existed || new_since(&g.base)) {
+                found.insert(g.base.clone());
+            }
+            continue;
+        }
+        // base/**/tail: a shallow walk under base (git's own directories are small).
+        let mut stack = vec![(g.base.clone(), 0usize)];
+        while let Some((dir, depth)) = stack.pop() {
+            for (name, kind) in host.list_dir(&dir) {
+                let path = dir.join(&name);
+                let comps: Vec<&[u8]> = path.iter().map(|c| c.as_encoded_bytes()).collect();
+                let matches = comps.len() >= g.tail.len()
+                    && g.tail
+                        .iter()
+                        .rev()
+                        .zip(comps.iter().rev())
+                        .all(|(t, c)| sys::protect::wildcard_match(t.as_bytes(), c));
+                if matches && new_since(&path) {
+                    found.insert(path.clone());
+                } else if kind == Kind::Dir && depth < 4 {
+                    stack.push((path, depth + 1));
+                }
+            }
+        }
+    }
+    let mut moved: Vec<PathBuf> = Vec::new();
+    for path in found {
+        if moved.iter().any(|m| is_within(&path, m)) {
+            continue;
+        }
+        let Some(root) = plan.sweep.roots.iter().find(|r| is_within(&path, r)) else {
+            continue;
+        };
+        out.push(quarantine(root, &path, run_id, "protected_path_created"));
+        moved.push(path);
     }
     out
 }

@@ -375,6 +375,8 @@ pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, E
             Some(_) => Some(&mut start),
             None => None,
         };
+        // For the checks after a run that judge by ctime (the gVisor backend's).
+        let launched_at = SystemTime::now();
         let launched = match policy.backend {
             policy::BackendName::Native => {
                 tracing::debug_span!("launch", proxy = plan.network.proxy.is_some())
@@ -392,11 +394,15 @@ pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, E
             violations.extend(native::sweep(&plan, &native::RealHost, &id));
             // The Sentry lets a directory holding the read-only binds be renamed: a protected
             // path may be another file now (`mv .git .old; mkdir .git ...`).
+            // And what the creation guard would have refused, made at git's paths.
             if policy.backend == policy::BackendName::Gvisor {
-                violations.extend(native::sweep::replaced_protected(
+                let host = &native::RealHost;
+                violations.extend(native::sweep::replaced_protected(&plan, host, &id));
+                violations.extend(native::sweep::guard_after_run(
                     &plan,
-                    &native::RealHost,
+                    host,
                     &id,
+                    launched_at,
                 ));
             }
         });

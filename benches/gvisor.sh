@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The gVisor backend's start-up cost beside its anchor, in one run on this machine:
+# `runsc do true` (gVisor alone, ptrace platform) against `stockade run --backend gvisor --
+# true` (the same plus stockade's plan, bundle, checks, relays and sweep), with the native
+# backend's `stockade run -- true` for scale. Optionally (OLD=<stockade binary>) the native
+# run of an earlier build beside this one, to see that the backend contract cost nothing.
+#
+#   bash benches/gvisor.sh                 # prints a markdown table of medians and ratios
+#   OLD=/path/to/old/stockade bash benches/gvisor.sh
+#
+# Not a test: nothing here asserts a time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs="${RUNS:-40}"
+command -v hyperfine >/dev/null || { echo "benches/gvisor.sh: needs hyperfine (apt-get install hyperfine)" >&2; exit 1; }
+runsc=/usr/bin/runsc
+[ -x "$runsc" ] || { echo "benches/gvisor.sh: needs runsc (apt-get install runsc)" >&2; exit 1; }
+bin=$(cargo build --release -q -p cli --message-format=json | python3 -c '
+import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    if msg.get("reason") == "compiler-artifact" and msg["target"]["name"] == "stockade" and msg.get("executable"):
+        print(msg["executable"])
+')
+ws="$(mktemp -d /var/tmp/stockade-bench-gvisor.XXXXXX)"
+trap 'rm -rf "$ws"' EXIT
+chmod 755 "$ws"
+cd "$ws"
+# The platform stockade chose (cached on the first run).
+"$bin" run --backend gvisor -- true
+platform=$("$bin" doctor --backend gvisor --json | python3 -c 'import json,sys; d=json.load(sys.stdin); print([c["detail"] for c in d["checks"] if c["name"]=="runsc runs a command"][0].split("=")[1].split(" ")[0].rstrip("`"))')
+args=(
+  -n "runsc do true ($platform)" "$runsc --network=none --platform=$platform do true"
+  -n "stockade run --backend gvisor -- true" "$bin run --backend gvisor -- true"
+  -n "stockade run -- true (native)" "$bin run -- true"
+)
+if [ -n "${OLD:-}" ]; then
+  args+=(-n "stockade run -- true (native, $OLD)" "$OLD run -- true")
+fi
+hyperfine -N --warmup 3 --runs "$runs" --export-json "$ws/result.json" "${args[@]}" >&2
+python3 - "$ws/result.json" <<'PY'
+import json, sys
+rs = json.load(open(sys.argv[1]))["results"]
+base = rs[0]["median"]
+print("| command | median | vs runsc do true |")
+print("|---|---|---|")
+for r in rs:
+    print(f"| {r['command']} | {r['median']*1000:.1f} ms | {r['median']/base:.2f}x |")
+PY
