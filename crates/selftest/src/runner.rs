@@ -524,7 +524,18 @@ fn observe(case: &Case, config: &Config, attack: bool) -> Result<Observed, Strin
             format!("host path {path} changed"),
         );
     }
-    let (hits, seen) = fx.listener_log();
+    // A datagram sent just before the snippet ended may not have been read yet by the
+    // listener thread (a loaded machine): wait up to a second for every expected hit.
+    let mut waited = Duration::ZERO;
+    let (hits, seen) = loop {
+        let (hits, seen) = fx.listener_log();
+        let all = case.escape.listener_hit.iter().all(|l| hits.contains(l));
+        if all || waited >= Duration::from_secs(1) {
+            break (hits, seen);
+        }
+        thread::sleep(Duration::from_millis(50));
+        waited += Duration::from_millis(50);
+    };
     for l in &case.escape.listener_hit {
         note(hits.contains(l), format!("loopback listener {l} reached"));
     }
