@@ -396,14 +396,18 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
     };
     let _ = waiter.join();
     let duration = started.elapsed();
-    // A run that ended abnormally may leave the container's state behind.
-    let _ = runsc(plan, &state)
-        .args(["delete", "--force", &plan.caller.run_id])
-        // Pipes, never /dev/null: runsc as root gives its standard streams to `nobody`.
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .status();
+    // A run that ended abnormally may leave the container's state behind (one that ended on
+    // its own removed it: another runsc start would cost ~15 ms for nothing).
+    let ended_abnormally = killed_at.is_some() || status.is_none();
+    let _ = ended_abnormally.then(|| {
+        runsc(plan, &state)
+            .args(["delete", "--force", &plan.caller.run_id])
+            // Pipes, never /dev/null: runsc as root gives its standard streams to `nobody`.
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .status()
+    });
     drop(dir);
     remove_cgroups(plan);
     let (exit_code, signal) = match status {
