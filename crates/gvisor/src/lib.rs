@@ -124,7 +124,8 @@ pub struct Plan {
     pub network: &'static str,
     /// Mode proxy: where the proxy listens inside; the run needs [`Io::network`].
     pub proxy: Option<std::net::SocketAddrV4>,
-    pub config: oci_spec::runtime::Spec,
+    /// The OCI runtime config (`config.json`; its schema checked by the tests with `oci-spec`).
+    pub config: serde_json::Value,
     /// Paths the config mounts over, with what they were when planned (checked again right
     /// before the start).
     pub destinations: Vec<(PathBuf, sandbox::Kind)>,
