@@ -27,15 +27,18 @@ trap 'rm -rf "$ws"' EXIT
 chmod 755 "$ws"
 cd "$ws"
 # The platform stockade chose (cached on the first run).
-"$bin" run --backend gvisor -- true
+"$bin" run --backend gvisor -- true </dev/zero | cat
 platform=$("$bin" doctor --backend gvisor --json | python3 -c 'import json,sys; d=json.load(sys.stdin); print([c["detail"] for c in d["checks"] if c["name"]=="runsc runs a command"][0].split("=")[1].split(" ")[0].rstrip("`"))')
+# runsc started as root gives its standard streams to `nobody`: hyperfine's /dev/null must
+# never be one of them. Every row runs the same way, its streams pipes: `: | CMD 2>&1 | cat`.
+piped() { printf "sh -c ': | %s 2>&1 | cat'" "$1"; }
 args=(
-  -n "runsc do true ($platform)" "$runsc --network=none --platform=$platform do true"
-  -n "stockade run --backend gvisor -- true" "$bin run --backend gvisor -- true"
-  -n "stockade run -- true (native)" "$bin run -- true"
+  -n "runsc do true ($platform)" "$(piped "$runsc --network=none --platform=$platform do true")"
+  -n "stockade run --backend gvisor -- true" "$(piped "$bin run --backend gvisor -- true")"
+  -n "stockade run -- true (native)" "$(piped "$bin run -- true")"
 )
 if [ -n "${OLD:-}" ]; then
-  args+=(-n "stockade run -- true (native, $OLD)" "$OLD run -- true")
+  args+=(-n "stockade run -- true (native, $OLD)" "$(piped "$OLD run -- true")")
 fi
 hyperfine -N --warmup 3 --runs "$runs" --export-json "$ws/result.json" "${args[@]}" >&2
 python3 - "$ws/result.json" <<'PY'

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Side-by-side start-up cost of one sandboxed `true`, in one run, on this machine:
-# bare `true`, `unshare -Urnpf`, bwrap (issue #2's anchor), stockade, srt, and gVisor's runsc
-# when installed. Writes the medians and ratios to docs/benchmarks.md (or $1).
+# bare `true`, `unshare -Urnpf`, bwrap (issue #2's anchor), stockade and srt (gVisor: see
+# benches/gvisor.sh). Writes the medians and ratios to docs/benchmarks.md (or $1).
 #
 #   bash benches/startup.sh            # installs hyperfine/bubblewrap (Debian) and srt (npm) if missing
 #
@@ -99,10 +99,8 @@ if [ -x "$srt_dir/node_modules/.bin/srt" ]; then
   cmds+=("$srt_dir/node_modules/.bin/srt true")
   names+=("srt $(cd "$srt_dir" && node -p 'require("@anthropic-ai/sandbox-runtime/package.json").version' 2>/dev/null)")
 fi
-if command -v runsc >/dev/null; then
-  cmds+=("runsc --network=none --platform=ptrace do true")
-  names+=("runsc do (ptrace)")
-fi
+# gVisor's runsc is measured by benches/gvisor.sh, beside stockade's gvisor backend: started
+# as root it gives its standard streams to `nobody`, and hyperfine's are /dev/null.
 
 args=()
 for i in "${!cmds[@]}"; do
