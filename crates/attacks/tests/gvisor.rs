@@ -603,3 +603,46 @@ fn a_signal_to_stockade_ends_the_container_and_the_run_is_swept() {
         "the control did not run to its end"
     );
 }
+
+/// Git's own paths outside a `.git` directory (found by review): a missing `core.hooksPath`
+/// directory, a missing `include.path` target, the hooks and `config.worktree` of a git dir
+/// made with `--separate-git-dir`. The creation guard refuses them at the call under native;
+/// under gVisor they are quarantined after the run. Control: on the host the same snippet
+/// leaves them, and git runs the hook.
+#[test]
+fn git_paths_outside_dot_git_made_during_the_run_are_quarantined() {
+    if runsc_missing() {
+        return;
+    }
+    let fx = Fixture::new();
+    fx.git_host(&["config", "include.path", "../local.gitconfig"])
+        .assert_success();
+    fx.git_host(&["config", "core.hooksPath", ".githooks"])
+        .assert_success();
+    let ran = fx.root.join("hook-ran");
+    let script = format!(
+        "printf '[user]\\n\\tname = x\\n' > local.gitconfig; mkdir .githooks; \
+         printf '#!/bin/sh\\ntouch {}\\n' > .githooks/post-checkout; chmod 755 .githooks/post-checkout",
+        sh_quote(&ran)
+    );
+    let _ = attack(&fx, &[], &script).ran();
+    assert!(
+        !fx.ws.join(".githooks").exists(),
+        "the hooks directory survived"
+    );
+    assert!(
+        !fx.ws.join("local.gitconfig").exists(),
+        "the include target survived"
+    );
+    fx.git_host(&["checkout", "-q", "-b", "after-run"])
+        .assert_success();
+    assert!(!ran.exists(), "git ran a hook the run planted");
+    // Control.
+    fx.control(&script).outcome().assert_ok();
+    fx.git_host(&["checkout", "-q", "-b", "control"])
+        .assert_success();
+    assert!(
+        ran.exists(),
+        "the control's hook did not run: the check proves nothing"
+    );
+}

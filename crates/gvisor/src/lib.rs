@@ -194,7 +194,11 @@ fn find_runsc() -> Result<PathBuf, Error> {
         cause: format!("refusing to run {}: {why}", chosen.display()),
         fix: format!("{RUNSC_FIX}; runsc runs outside the sandbox, so it must belong to root (or you) in directories only root (or you) can write"),
     })?;
-    Ok(chosen)
+    // The path that was checked, not one through a link that could change after the check.
+    std::fs::canonicalize(&chosen).map_err(|e| Error::Unavailable {
+        cause: format!("{}: {e}", chosen.display()),
+        fix: RUNSC_FIX.into(),
+    })
 }
 
 impl Gvisor {

@@ -39,6 +39,18 @@ const MINIMAL_GIT_CONFIG: &str =
 
 /// Find protected paths created during the run and neutralise them.
 pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
+    sweep_skipping(plan, host, run_id, &[])
+}
+
+/// [`sweep`], leaving alone the paths in `ours`: a `<root>/.stockade` that stockade itself
+/// made after the run ([`replaced_protected`]'s quarantine), which would otherwise look like a
+/// protected path the run created.
+pub fn sweep_skipping(
+    plan: &Plan,
+    host: &dyn HostView,
+    run_id: &str,
+    ours: &[PathBuf],
+) -> Vec<Violation> {
     let mut found = Vec::new();
     let mut links = Vec::new();
     let mut linked = Vec::new();
@@ -59,7 +71,10 @@ pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
             known,
             &concern,
             &mut |path, kind| {
-                if globs.is_protected(path, kind) && plan.sweep.existing.get(path) != Some(&kind) {
+                if globs.is_protected(path, kind)
+                    && plan.sweep.existing.get(path) != Some(&kind)
+                    && !ours.iter().any(|o| o == path)
+                {
                     found.push(path.to_path_buf());
                 } else if kind == Kind::Symlink && new_link_into_mask(plan, host, path) {
                     links.push(path.to_path_buf());
@@ -274,10 +289,11 @@ fn move_back(root: &Path, from: &Path, to: &Path) -> std::io::Result<()> {
 
 /// For a backend without the creation guard (gVisor): the guard's own rules applied after the
 /// run to what the run made. The sweep above covers the policy's protected names; this covers
-/// git's paths that the guard refuses inside git dirs (`info/attributes`, `worktrees/*/
-/// commondir`, ...), which the sweep's walk does not enter. An exact path that did not exist
-/// at the start, or an entry under a pattern's base changed since `started` (its ctime), is
-/// quarantined.
+/// git's paths that the guard refuses (`info/attributes`, `hooks`, `config.worktree`,
+/// `worktrees/*/commondir` of every git dir, a missing `core.hooksPath` directory or
+/// `include.path` target, ...), which the sweep's walk does not enter. An exact path that did
+/// not exist at the start, or an entry under a pattern's base changed since `started` (its
+/// ctime), is quarantined. Run after [`replaced_protected`] (on the restored tree).
 pub fn guard_after_run(
     plan: &Plan,
     host: &dyn HostView,
@@ -286,11 +302,14 @@ pub fn guard_after_run(
 ) -> Vec<Violation> {
     let mut out = Vec::new();
     let new_since = |p: &Path| host.lstat_ctime(p).is_some_and(|t| t >= started);
-    let in_git_dir = |p: &Path| p.iter().any(|c| c == ".git");
     let mut found: BTreeSet<PathBuf> = BTreeSet::new();
     for g in &plan.creation_guard.protected {
-        if !in_git_dir(&g.base) {
-            continue; // the policy's names: the sweep's
+        // `root/**/name` patterns are the policy's protected names, which the sweep finds
+        // (walking only the directories that changed); every other pattern is git's: paths
+        // of its git dirs whatever their names (`--separate-git-dir`, bare repositories),
+        // `core.hooksPath` directories, `include.path` targets, worktree files.
+        if !g.tail.is_empty() && plan.sweep.roots.contains(&g.base) {
+            continue;
         }
         if g.tail.is_empty() {
             let existed =
