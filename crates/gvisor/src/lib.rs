@@ -33,6 +33,7 @@
 //!     stderr: stderr.into(),
 //!     cancel: sandbox::Cancel::new(),
 //!     network: None,
+//!     process_signals: false,
 //! };
 //! let finished = backend.run(&plan, io)?;
 //! println!("exit {}", finished.exit_code);

@@ -36,6 +36,9 @@ pub struct Io {
     pub cancel: Cancel,
     /// Mode proxy: the network namespace holding the proxy's listener, which runsc joins.
     pub network: Option<sys::netns::HeldNetwork>,
+    /// Also end the run on SIGINT, SIGTERM or SIGHUP to this process (the `stockade` binary);
+    /// otherwise only `cancel` ends it early.
+    pub process_signals: bool,
 }
 
 fn is_pipe(fd: &OwnedFd) -> bool {
@@ -296,7 +299,9 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
     let started = Instant::now();
     // Ctrl-C from here on is caught (and passed on to the command), not fatal, so the run is
     // swept and recorded (see `sys::parent::catch_signals`).
-    let _ = sys::parent::catch_signals();
+    if io.process_signals {
+        let _ = sys::parent::catch_signals();
+    }
     let mut command = runsc(plan, &state);
     // runsc (and with it the sandbox) ends should this process be killed.
     sys::mountns::die_with_parent_on_exec(&mut command);
@@ -343,8 +348,12 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
         // Ctrl-C, SIGTERM or SIGHUP to this process (caught since before the start): the
         // command is told, then the whole sandbox ends after the grace period, and the run
         // goes on to the sweep and the record.
+        // Signals asked for through the run's handle: to the container's processes.
+        for sig in io.cancel.take_signals() {
+            kill(plan, &state, &sig.to_string());
+        }
         if killed_at.is_none() {
-            if let Some(sig) = sys::parent::interrupted() {
+            if let Some(sig) = io.process_signals.then(sys::parent::interrupted).flatten() {
                 interrupted = Some(sig);
                 kill(plan, &state, "TERM");
                 killed_at = Some(now);

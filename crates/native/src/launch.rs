@@ -235,6 +235,17 @@ pub fn launch(
     options: Options,
     proxy: Option<ProxyStarter<'_>>,
 ) -> Result<Outcome, RunError> {
+    launch_with(plan, options, proxy, sandbox::RunIo::process())
+}
+
+/// [`launch`] with the run's own I/O: its output sinks, and the handle that cancels it or
+/// passes its command signals (several runs at once in one process, each with its own).
+pub fn launch_with(
+    plan: &Plan,
+    options: Options,
+    proxy: Option<ProxyStarter<'_>>,
+    io: sandbox::RunIo,
+) -> Result<Outcome, RunError> {
     let started = Instant::now();
     let mut skipped = Vec::new();
     // stdout and stderr are relayed when they are such sockets (below); stdin cannot be.
@@ -265,6 +276,10 @@ pub fn launch(
     // ---- prepare: everything that allocates or may fail slowly, before the fork ----
     // (Spans are the supervisor's: the child after the fork never logs; see docs/design.md.)
     let prepare = tracing::debug_span!("prepare").entered();
+    // From the first descriptor meant for this run's init until the supervisor has closed its
+    // copies of them: no other run of this process may clone its init meanwhile (it would
+    // inherit them, and hold this run's report and output pipes open: both runs would wait).
+    let spawning = sys::parent::spawn_lock();
     let landlock = match landlock(plan) {
         Ok(l) => Some(l),
         Err(cause) if options.allow_degraded => {
@@ -481,11 +496,16 @@ pub fn launch(
             || (plan.output_limit.is_some() && !terminal && !is_dev_null(stream))
     };
     let (stdout, stderr) = (std::io::stdout(), std::io::stderr());
+    // A sink of the caller's own (a descriptor) always goes through the relay: the command
+    // never holds it.
+    let sink_relayed = |sink: &sandbox::Sink, stream: std::os::fd::BorrowedFd<'_>, terminal| {
+        matches!(sink, sandbox::Sink::Fd(_)) || relayed(stream, terminal)
+    };
     let output_pipes: [Option<(OwnedFd, OwnedFd)>; 2] = [
-        relayed(stdout.as_fd(), stdout.is_terminal())
+        sink_relayed(&io.stdout, stdout.as_fd(), stdout.is_terminal())
             .then(|| output_pipe(plan))
             .transpose()?,
-        relayed(stderr.as_fd(), stderr.is_terminal())
+        sink_relayed(&io.stderr, stderr.as_fd(), stderr.is_terminal())
             .then(|| output_pipe(plan))
             .transpose()?,
     ];
@@ -572,7 +592,9 @@ pub fn launch(
     let _supervise = tracing::debug_span!("supervise").entered();
     // Ctrl-C from here on is caught (and passed on once the sandbox exists), not fatal. Best
     // effort: without the handlers, Ctrl-C still ends the sandbox with the supervisor.
-    let _ = sys::parent::catch_signals();
+    if io.process_signals {
+        let _ = sys::parent::catch_signals();
+    }
     let mut child = sys::parent::spawn(&spec, &mut slots).map_err(|e| match e.raw_os_error() {
         Some(libc::EPERM | libc::EINVAL | libc::ENOSPC | libc::EUSERS | libc::ENOSYS) => {
             let cause =
@@ -589,19 +611,25 @@ pub fn launch(
     // Only the command may hold the write ends now (the relays see EOF when it is done).
     let limit = plan.output_limit;
     let [out_pipe, err_pipe] = output_pipes;
+    let relay_to = |pipe: Option<(OwnedFd, OwnedFd)>, sink: sandbox::Sink, name: &'static str| {
+        pipe.map(|(r, w)| {
+            drop(w);
+            std::thread::spawn(move || match sink {
+                sandbox::Sink::Fd(fd) => crate::output::relay(r, fd, limit, name, sanitize),
+                sandbox::Sink::Process if name == "stdout" => {
+                    crate::output::relay(r, std::io::stdout(), limit, name, sanitize)
+                }
+                sandbox::Sink::Process => {
+                    crate::output::relay(r, std::io::stderr(), limit, name, sanitize)
+                }
+            })
+        })
+    };
+    let control = io.control;
+    let process_signals = io.process_signals;
     let relays = [
-        out_pipe.map(|(r, w)| {
-            drop(w);
-            std::thread::spawn(move || {
-                crate::output::relay(r, std::io::stdout(), limit, "stdout", sanitize)
-            })
-        }),
-        err_pipe.map(|(r, w)| {
-            drop(w);
-            std::thread::spawn(move || {
-                crate::output::relay(r, std::io::stderr(), limit, "stderr", sanitize)
-            })
-        }),
+        relay_to(out_pipe, io.stdout, "stdout"),
+        relay_to(err_pipe, io.stderr, "stderr"),
     ];
     let ids = &plan.ids;
     let mapped =
@@ -649,7 +677,10 @@ pub fn launch(
             });
         }
     }
-    sys::parent::forward_signals_to(child.pid);
+    drop(spawning);
+    if process_signals {
+        sys::parent::forward_signals_to(child.pid);
+    }
     let mut failure: Option<postfork::Report> = None;
     let mut exec_failure: Option<postfork::Report> = None;
     let mut status: Option<c_int> = None;
@@ -678,10 +709,20 @@ pub fn launch(
     let mut shared_over: Option<u64> = None;
     loop {
         if interrupted.is_none() {
-            if let Some(sig) = sys::parent::interrupted() {
+            let from_process = process_signals.then(sys::parent::interrupted).flatten();
+            if let Some(sig) = from_process {
                 interrupted = Some(sig);
                 interrupt_end = Some(Instant::now() + TIMEOUT_GRACE);
+            } else if control.is_cancelled() {
+                // This run's own cancel: the command is told as by Ctrl-C's SIGTERM.
+                let _ = sys::raw::kill(child.pid, libc::SIGTERM);
+                interrupted = Some(libc::SIGTERM);
+                interrupt_end = Some(Instant::now() + TIMEOUT_GRACE);
             }
+        }
+        // Signals asked for through this run's handle go to its init, which passes them on.
+        for sig in control.take_signals() {
+            let _ = sys::raw::kill(child.pid, sig);
         }
         let wake = [deadline, interrupt_end, next_sample]
             .into_iter()
@@ -690,6 +731,12 @@ pub fn launch(
         let left = wake.map_or(Duration::from_secs(86_400), |at| {
             at.saturating_duration_since(Instant::now())
         });
+        // A handle the caller may use: looked at every 50 ms.
+        let left = if process_signals {
+            left
+        } else {
+            left.min(CONTROL_TICK)
+        };
         let ready = child
             .report_ready(left)
             .map_err(|e| RunError::io("wait for the sandbox", e))?;
@@ -995,6 +1042,8 @@ const PIDS_SAMPLE: Duration = Duration::from_millis(50);
 
 /// Exit code of a run that hit its time limit (as `timeout(1)`).
 pub const EXIT_TIMEOUT: i32 = 124;
+/// How often a run without the process's signals looks at its control handle.
+const CONTROL_TICK: Duration = Duration::from_millis(50);
 /// Between SIGTERM and SIGKILL at the deadline.
 const TIMEOUT_GRACE: Duration = Duration::from_secs(1);
 

@@ -43,7 +43,7 @@ pub mod userns;
 
 pub use error::{PlanError, RunError};
 pub use host::{HostView, RealHost};
-pub use launch::{launch, Options, Outcome, ProxyStarter};
+pub use launch::{launch, launch_with, Options, Outcome, ProxyStarter};
 pub use plan::{CwdFallback, Plan, Request};
 pub use probe::{probe, Check};
 pub use sweep::{sweep, Violation};

@@ -8,10 +8,12 @@ type Waiter = Box<dyn FnOnce() + Send>;
 struct State {
     cancelled: bool,
     waiters: Vec<Waiter>,
+    /// Signals asked for and not yet passed on.
+    signals: Vec<i32>,
 }
 
 /// Ends a run early (the backend signals the command, then ends the whole sandbox after a
-/// grace period). Clones share the handle: cancel from any thread.
+/// grace period), or passes it signals. Clones share the handle: use it from any thread.
 #[derive(Clone, Default)]
 pub struct Cancel {
     state: Arc<Mutex<State>>,
@@ -47,6 +49,27 @@ impl Cancel {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .cancelled
+    }
+
+    /// Asks the backend to pass signal `sig` to the run's command (soon: backends look at
+    /// least every 50 ms).
+    pub fn signal(&self, sig: i32) {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .signals
+            .push(sig);
+    }
+
+    /// The signals asked for since the last call, oldest first. For backends.
+    pub fn take_signals(&self) -> Vec<i32> {
+        std::mem::take(
+            &mut self
+                .state
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .signals,
+        )
     }
 
     /// Runs `f` when the handle is cancelled (at once if it already is). For backends.

@@ -21,11 +21,13 @@
 mod backend;
 mod cancel;
 mod codes;
+mod io;
 mod outcome;
 mod spec;
 
 pub use backend::Backend;
 pub use cancel::Cancel;
 pub use codes::Code;
+pub use io::{RunIo, Sink};
 pub use outcome::{Check, LimitHit, Usage, Violation};
 pub use spec::{Ids, Kind, Limits, Mask, Network, ReadScope, Spec};

@@ -62,6 +62,7 @@ pub(crate) fn run(
     options: native::Options,
     run_id: &str,
     proxy: Option<native::ProxyStarter<'_>>,
+    run_io: sandbox::RunIo,
 ) -> Result<native::Outcome, Error> {
     // A masked file's other name is readable through the gofer as through the host kernel.
     let mut skipped = Vec::new();
@@ -76,13 +77,20 @@ pub(crate) fn run(
     let (out_r, out_w) = relay_pipe()?;
     let (err_r, err_w) = relay_pipe()?;
     let (in_r, in_w) = relay_pipe()?;
+    let relay = |from: OwnedFd, sink: sandbox::Sink, name: &'static str| {
+        std::thread::spawn(move || match sink {
+            sandbox::Sink::Fd(fd) => native::output::relay(from, fd, limit, name, sanitize),
+            sandbox::Sink::Process if name == "stdout" => {
+                native::output::relay(from, std::io::stdout(), limit, name, sanitize)
+            }
+            sandbox::Sink::Process => {
+                native::output::relay(from, std::io::stderr(), limit, name, sanitize)
+            }
+        })
+    };
     let relays = [
-        std::thread::spawn(move || {
-            native::output::relay(out_r, std::io::stdout(), limit, "stdout", sanitize)
-        }),
-        std::thread::spawn(move || {
-            native::output::relay(err_r, std::io::stderr(), limit, "stderr", sanitize)
-        }),
+        relay(out_r, run_io.stdout, "stdout"),
+        relay(err_r, run_io.stderr, "stderr"),
     ];
     // Stdin is copied as it comes (the thread ends with the input or when the command has
     // closed its end); nothing at all when it is /dev/null or closed.
@@ -126,8 +134,9 @@ pub(crate) fn run(
         stdin: in_r,
         stdout: out_w,
         stderr: err_w,
-        cancel: sandbox::Cancel::new(),
+        cancel: run_io.control,
         network,
+        process_signals: run_io.process_signals,
     };
     // The write ends live in `io` only: they close when runsc's child has them and `io` is
     // consumed, so the relays see the end of the output when the command ends.

@@ -12,6 +12,12 @@
 //! assert_eq!(result.exit_code, 0);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! [`run`] uses this process's streams and signals, as the `stockade` binary does.
+//! [`run_with_io`] gives a run its own ([`RunIo`]): output into descriptors of the caller's,
+//! and a [`Cancel`] handle that ends the run or passes its command signals, so that several
+//! runs can go on at once in one process. `examples/capture.rs` captures a run's output and
+//! reads its violations and usage (CI runs it).
 
 #![forbid(unsafe_code)]
 
@@ -31,6 +37,7 @@ pub use net::proxy::{Event as NetworkEvent, DENIED as NETWORK_DENIED};
 use record::{AuditLog, RunRecord};
 pub use record_path::E_UNSAFE_RECORD_PATH;
 use record_path::{RecordPath, Which};
+pub use sandbox::{Cancel, RunIo, Sink};
 
 /// A sandbox implementation. Later backends (gVisor, containers, WASM, microVM) implement this.
 pub trait Backend {
@@ -326,6 +333,18 @@ pub fn audit_refusal(path: &std::path::Path, error: &Error) -> Result<(), Error>
 
 /// Run a request under a policy: plan, launch, sweep, record. Refusals are audited too.
 pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, Error> {
+    run_with_io(policy, request, sandbox::RunIo::process())
+}
+
+/// [`run`] with the run's own I/O: where the command's output goes, and the handle that
+/// cancels it or passes it signals. Several runs can go on at once in one process, each with
+/// its own (the process's signals are left alone unless `io.process_signals`).
+pub fn run_with_io(
+    policy: &policy::Policy,
+    request: &RunRequest,
+    io: sandbox::RunIo,
+) -> Result<RunResult, Error> {
+    let mut io = Some(io);
     let id = run_id();
     // Each stage is a span (`STOCKADE_LOG=debug` prints them with their timings); all on
     // this side of the fork: nothing in the sandbox's processes logs or allocates for it.
@@ -380,11 +399,17 @@ pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, E
         let launched = match policy.backend {
             policy::BackendName::Native => {
                 tracing::debug_span!("launch", proxy = plan.network.proxy.is_some())
-                    .in_scope(|| native::launch(&plan, request.options, hook))
+                    .in_scope(|| {
+                        let io = io.take().unwrap_or_else(sandbox::RunIo::process);
+                        native::launch_with(&plan, request.options, hook, io)
+                    })
                     .map_err(Error::from)
             }
             policy::BackendName::Gvisor => tracing::debug_span!("launch", backend = "gvisor")
-                .in_scope(|| gvisor_run::run(&plan, policy, request.options, &id, hook)),
+                .in_scope(|| {
+                    let io = io.take().unwrap_or_else(sandbox::RunIo::process);
+                    gvisor_run::run(&plan, policy, request.options, &id, hook, io)
+                }),
         };
         let network = tracing::debug_span!("proxy_stop")
             .in_scope(|| proxy.map(|p| p.stop()).unwrap_or_default());

@@ -294,6 +294,17 @@ pub fn idmapped_clone(
     Ok(fd)
 }
 
+/// Held by a run from the first descriptor it makes for its sandbox's first process until
+/// it has closed its own copies of them: a process cloned meanwhile by another run of this
+/// process (a sandbox init, which does not `exec`) would inherit them and keep this run's
+/// pipes open. Several runs in one process take turns here; the rest of their lives overlap.
+pub fn spawn_lock() -> std::sync::MutexGuard<'static, ()> {
+    static SPAWN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SPAWN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 static FORWARD_TO: AtomicI32 = AtomicI32::new(0);
 /// The first SIGINT, SIGTERM or SIGHUP the supervisor received (0: none).
 static INTERRUPTED: AtomicI32 = AtomicI32::new(0);

@@ -1,0 +1,52 @@
+//! What a run takes from its caller besides the plan: where the command's output goes, and
+//! the handle that cancels it or passes it signals. Nothing process-global: two runs in one
+//! process each have their own.
+
+use std::os::fd::OwnedFd;
+
+use crate::Cancel;
+
+/// Where one output stream of the command goes.
+#[derive(Debug)]
+pub enum Sink {
+    /// This process's own stream (fd 1 or 2): a terminal or `/dev/null` may be handed to the
+    /// command as it is; anything else goes through the backend's relay.
+    Process,
+    /// This descriptor (a pipe, a file), always through the backend's relay.
+    Fd(OwnedFd),
+}
+
+/// A run's own I/O and lifetime.
+#[derive(Debug)]
+pub struct RunIo {
+    pub stdout: Sink,
+    pub stderr: Sink,
+    /// Cancels the run or passes signals to its command ([`Cancel::signal`]).
+    pub control: Cancel,
+    /// Also end the run on SIGINT, SIGTERM or SIGHUP to this process, passing the signals it
+    /// catches on to the command (what the `stockade` binary wants; a library running several
+    /// runs at once uses [`RunIo::control`] instead).
+    pub process_signals: bool,
+}
+
+impl RunIo {
+    /// The process's own streams and signals: what `stockade run` does.
+    pub fn process() -> RunIo {
+        RunIo {
+            stdout: Sink::Process,
+            stderr: Sink::Process,
+            control: Cancel::new(),
+            process_signals: true,
+        }
+    }
+
+    /// Output into the given descriptors, ended only through `control`.
+    pub fn captured(stdout: OwnedFd, stderr: OwnedFd, control: Cancel) -> RunIo {
+        RunIo {
+            stdout: Sink::Fd(stdout),
+            stderr: Sink::Fd(stderr),
+            control,
+            process_signals: false,
+        }
+    }
+}

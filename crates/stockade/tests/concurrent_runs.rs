@@ -1,0 +1,112 @@
+//! Two runs at once in one process, each with its own output and its own handle (issue 16,
+//! item 2): outputs stay apart, a signal sent through one handle reaches only that run's
+//! command, and cancelling one run ends it while the other finishes.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test: panicking with a message is how it reports a failure"
+)]
+
+use std::io::{BufRead, BufReader};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use stockade::{Cancel, RunIo, RunRequest};
+
+/// A run of `script` in `ws` on its own thread; its stdout lines arrive on the returned
+/// channel as they are written.
+fn start(
+    ws: &std::path::Path,
+    script: &str,
+    control: Cancel,
+) -> (
+    std::thread::JoinHandle<stockade::RunResult>,
+    mpsc::Receiver<String>,
+) {
+    let (out_r, out_w) = std::io::pipe().expect("a pipe");
+    let (_err_r, err_w) = std::io::pipe().expect("a pipe");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out_r).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let argv = vec!["/bin/sh".to_string(), "-c".to_string(), script.to_string()];
+    let request = RunRequest::new(argv, Some(ws.to_path_buf())).expect("a request");
+    let policy = policy::resolve(None, &policy::Overrides::default()).expect("the default policy");
+    let io = RunIo::captured(out_w.into(), err_w.into(), control);
+    let run = std::thread::spawn(move || {
+        stockade::run_with_io(&policy, &request, io).expect("the run starts")
+    });
+    (run, rx)
+}
+
+fn wait_for(rx: &mpsc::Receiver<String>, line: &str, seen: &mut Vec<String>) {
+    let until = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < until {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(l) => {
+                let found = l == line;
+                seen.push(l);
+                if found {
+                    return;
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    panic!("no line {line:?}; saw {seen:?}");
+}
+
+#[test]
+fn two_runs_keep_their_outputs_signals_and_lifetimes_apart() {
+    let tmp = tempfile::Builder::new()
+        .prefix("stockade-concurrent.")
+        .tempdir_in("/var/tmp")
+        .expect("a directory");
+    let (ws_a, ws_b) = (tmp.path().join("a"), tmp.path().join("b"));
+    std::fs::create_dir_all(&ws_a).unwrap();
+    std::fs::create_dir_all(&ws_b).unwrap();
+    let script = |name: &str, rounds: u32| {
+        format!(
+            "trap 'echo {name}-got-USR1' USR1; echo {name}-start; i=0; \
+             while [ $i -lt {rounds} ]; do sleep 0.1; i=$((i+1)); done; echo {name}-end"
+        )
+    };
+    let (control_a, control_b) = (Cancel::new(), Cancel::new());
+    let began = Instant::now();
+    let (run_a, out_a) = start(&ws_a, &script("A", 300), control_a.clone());
+    let (run_b, out_b) = start(&ws_b, &script("B", 30), control_b.clone());
+    let (mut seen_a, mut seen_b) = (Vec::new(), Vec::new());
+    wait_for(&out_a, "A-start", &mut seen_a);
+    wait_for(&out_b, "B-start", &mut seen_b);
+
+    // A signal through A's handle reaches A's command only.
+    control_a.signal(libc::SIGUSR1);
+    wait_for(&out_a, "A-got-USR1", &mut seen_a);
+
+    // Cancelling A ends it; B runs to its end.
+    control_a.cancel();
+    let a = run_a.join().expect("run A");
+    let b = run_b.join().expect("run B");
+    seen_a.extend(out_a.try_iter());
+    seen_b.extend(out_b.try_iter());
+    assert!(
+        began.elapsed() < Duration::from_secs(20),
+        "A was not ended by its cancel"
+    );
+    assert_eq!(seen_b, ["B-start", "B-end"], "B's output");
+    assert_eq!(b.exit_code, 0);
+    assert!(!control_b.is_cancelled());
+    assert!(
+        !seen_a.iter().any(|l| l == "A-end"),
+        "A ran to its end: {seen_a:?}"
+    );
+    assert!(seen_a.iter().all(|l| l.starts_with('A')), "{seen_a:?}");
+    assert_eq!(a.outcome.ended_by, Some("interrupt"));
+    assert_ne!(a.exit_code, 0);
+}
