@@ -646,3 +646,52 @@ fn git_paths_outside_dot_git_made_during_the_run_are_quarantined() {
         "the control's hook did not run: the check proves nothing"
     );
 }
+
+/// A root caller's gVisor run holds its workspace's lock: another run of the same workspace
+/// waits until it has ended, so that no sandbox can change the mount points of a gVisor run
+/// about to start (runsc's file server, root, would create or follow them: found by review).
+/// Control: a run of another workspace does not wait.
+#[test]
+fn a_gvisor_run_keeps_other_runs_of_its_workspace_waiting() {
+    if runsc_missing() || !attacks::is_root() {
+        eprintln!("SKIP: needs runsc and a root caller");
+        return;
+    }
+    let fx = Fixture::new();
+    let other = Fixture::new();
+    let long = std::process::Command::new(attacks::stockade_bin())
+        .args(["run", "--backend", "gvisor", "--workspace"])
+        .arg(&fx.ws)
+        .args(["--shell", "touch started; sleep 3"])
+        .env("HOME", &fx.home)
+        .env("XDG_STATE_HOME", state_dir())
+        .current_dir(&fx.ws)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the long run");
+    let began = std::time::Instant::now();
+    while !fx.ws.join("started").exists() && began.elapsed().as_secs() < 20 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(fx.ws.join("started").exists(), "the long run never started");
+    // Control: another workspace runs at once.
+    let t = std::time::Instant::now();
+    other.sandbox(&[], "true").run().assert_success();
+    let other_took = t.elapsed();
+    // The same workspace (native or gVisor) waits for the gVisor run.
+    let t = std::time::Instant::now();
+    fx.sandbox(&[], "true").run().assert_success();
+    let same_took = t.elapsed();
+    let out = long.wait_with_output().expect("the long run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        same_took > other_took + std::time::Duration::from_millis(1000),
+        "the run of the same workspace did not wait: {same_took:?} vs {other_took:?}"
+    );
+}

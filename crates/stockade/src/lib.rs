@@ -26,6 +26,7 @@ mod error;
 pub mod gvisor_run;
 mod record;
 mod record_path;
+mod workspace_lock;
 
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -358,6 +359,12 @@ pub fn run_with_io(
     };
     let digest = policy::digest(policy);
     let result = (|| {
+        // A root caller's gVisor run keeps other runs of the workspace from changing its mount
+        // points until it has ended (see `workspace_lock`); held until after the sweep.
+        let _workspace = workspace_lock::take(
+            &request.native.workspace,
+            policy.backend == policy::BackendName::Gvisor,
+        )?;
         // First: nothing of an unapproved workspace configuration is acted on.
         tracing::debug_span!("trust").in_scope(|| check_trust(request))?;
         let plan =
