@@ -33,11 +33,23 @@ pub(crate) fn take(workspace: &Path, exclusive: bool) -> Result<WorkspaceLock, E
         let what = what.to_string();
         move |cause| Error::Io { what, cause }
     };
-    std::fs::DirBuilder::new()
+    // Root of a user namespace only (uid 0 without the host's root rights: root's /run is not
+    // its own): its runsc has no more rights than it, the lock is not needed and cannot be
+    // made.
+    let not_ours = |e: &std::io::Error| {
+        matches!(
+            e.raw_os_error(),
+            Some(libc::EACCES | libc::EPERM | libc::EROFS)
+        )
+    };
+    match std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(DIR)
-        .map_err(io("create /run/stockade/locks"))?;
+    {
+        Err(e) if not_ours(&e) => return Ok(WorkspaceLock { _file: None }),
+        r => r.map_err(io("create /run/stockade/locks"))?,
+    }
     let digest = Sha256::digest(workspace.as_os_str().as_encoded_bytes());
     let name: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     let file = std::fs::OpenOptions::new()
@@ -46,8 +58,11 @@ pub(crate) fn take(workspace: &Path, exclusive: bool) -> Result<WorkspaceLock, E
         .create(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(Path::new(DIR).join(name))
-        .map_err(io("open the workspace's lock"))?;
+        .open(Path::new(DIR).join(name));
+    let file = match file {
+        Err(e) if not_ours(&e) => return Ok(WorkspaceLock { _file: None }),
+        r => r.map_err(io("open the workspace's lock"))?,
+    };
     let how = if exclusive {
         rustix::fs::FlockOperation::LockExclusive
     } else {
