@@ -614,15 +614,7 @@ pub fn launch_with(
     let relay_to = |pipe: Option<(OwnedFd, OwnedFd)>, sink: sandbox::Sink, name: &'static str| {
         pipe.map(|(r, w)| {
             drop(w);
-            std::thread::spawn(move || match sink {
-                sandbox::Sink::Fd(fd) => crate::output::relay(r, fd, limit, name, sanitize),
-                sandbox::Sink::Process if name == "stdout" => {
-                    crate::output::relay(r, std::io::stdout(), limit, name, sanitize)
-                }
-                sandbox::Sink::Process => {
-                    crate::output::relay(r, std::io::stderr(), limit, name, sanitize)
-                }
-            })
+            std::thread::spawn(move || crate::output::relay_to_sink(r, sink, limit, name, sanitize))
         })
     };
     let control = io.control;

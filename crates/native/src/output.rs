@@ -233,6 +233,25 @@ pub struct Relayed {
     pub sanitized: Option<guard::Report>,
 }
 
+/// [`relay`] into a run's sink: the caller's descriptor, or this process's own stream,
+/// stdout or stderr as `stream` names it. Every backend that relays its command's output
+/// relays it this way.
+pub fn relay_to_sink(
+    from: OwnedFd,
+    sink: sandbox::Sink,
+    limit: Option<u64>,
+    stream: &'static str,
+    sanitize: bool,
+) -> Relayed {
+    match sink {
+        sandbox::Sink::Fd(fd) => relay(from, fd, limit, stream, sanitize),
+        sandbox::Sink::Process if stream == "stderr" => {
+            relay(from, io::stderr(), limit, stream, sanitize)
+        }
+        sandbox::Sink::Process => relay(from, io::stdout(), limit, stream, sanitize),
+    }
+}
+
 /// Copy one output stream of the command from the pipe `from` (the read end; the command
 /// holds the write end) to `to` (the caller's stdout or stderr: `std::io::stdout()` or any
 /// descriptor; duplicated here, the original is not closed), applying `limit` bytes per stream with [`Capped`] (`None`: everything passes).

@@ -47,12 +47,11 @@ impl From<gvisor::Error> for Error {
 }
 
 fn relay_pipe() -> Result<(OwnedFd, OwnedFd), Error> {
-    let (r, w) =
-        rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|e| Error::Io {
-            what: "create an output pipe".into(),
-            cause: e.into(),
-        })?;
-    Ok((r, w))
+    let (r, w) = std::io::pipe().map_err(|e| Error::Io {
+        what: "create a pipe for the command's streams".into(),
+        cause: e,
+    })?;
+    Ok((r.into(), w.into()))
 }
 
 /// Runs `plan` (planned by the native planner, which computes the spec) under gVisor.
@@ -78,15 +77,7 @@ pub(crate) fn run(
     let (err_r, err_w) = relay_pipe()?;
     let (in_r, in_w) = relay_pipe()?;
     let relay = |from: OwnedFd, sink: sandbox::Sink, name: &'static str| {
-        std::thread::spawn(move || match sink {
-            sandbox::Sink::Fd(fd) => native::output::relay(from, fd, limit, name, sanitize),
-            sandbox::Sink::Process if name == "stdout" => {
-                native::output::relay(from, std::io::stdout(), limit, name, sanitize)
-            }
-            sandbox::Sink::Process => {
-                native::output::relay(from, std::io::stderr(), limit, name, sanitize)
-            }
-        })
+        std::thread::spawn(move || native::output::relay_to_sink(from, sink, limit, name, sanitize))
     };
     let relays = [
         relay(out_r, run_io.stdout, "stdout"),
