@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use stockade::{Backend, Error, NativeBackend, RunRequest};
+use stockade::{Error, RunRequest};
 
 mod guard_command;
 mod selftest;
@@ -419,11 +419,11 @@ fn check_mark(c: &stockade::Check) -> &'static str {
 
 fn doctor(json: bool, backend: Option<&str>) -> u8 {
     let gvisor = backend == Some("gvisor");
-    let (name, checks) = if gvisor {
-        ("gvisor", stockade::gvisor_run::probe())
+    let (name, checks) = stockade::backend_checks(if gvisor {
+        policy::BackendName::Gvisor
     } else {
-        (NativeBackend.name(), NativeBackend.probe())
-    };
+        policy::BackendName::Native
+    });
     let ok = checks.iter().all(|c| c.ok || !c.required);
     let enforced: Vec<serde_json::Value> = if gvisor {
         stockade::gvisor_run::ENFORCEMENT

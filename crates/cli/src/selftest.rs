@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::io::Write;
 
 use clap::Args;
-use stockade::{Backend, Error, NativeBackend};
+use stockade::Error;
 
 #[derive(Args)]
 pub struct SelftestArgs {
@@ -72,12 +72,10 @@ pub fn main(args: &SelftestArgs) -> Result<u8, Error> {
         backend: args.backend.clone(),
     };
     selftest::install_interrupt_handler();
-    let gvisor = args.backend.as_deref() == Some("gvisor");
-    let (backend_name, checks) = if gvisor {
-        ("gvisor", stockade::gvisor_run::probe())
-    } else {
-        (NativeBackend.name(), NativeBackend.probe())
-    };
+    let (backend_name, checks) = stockade::backend_checks(match args.backend.as_deref() {
+        Some("gvisor") => policy::BackendName::Gvisor,
+        _ => policy::BackendName::Native,
+    });
     let doctor_ok = checks.iter().all(|c| c.ok || !c.required);
     let json = args.json;
     let progress = |r: &selftest::CaseResult| {

@@ -208,9 +208,9 @@ impl Gvisor {
     /// `writable_roots`: the run's; a runsc inside one is refused (the command could replace
     /// it, and `runsc kill`/`delete` run after the command).
     pub fn locate(writable_roots: &[PathBuf]) -> Result<Gvisor, Error> {
+        // Canonical already (see `find_runsc`).
         let runsc = find_runsc()?;
-        let real = std::fs::canonicalize(&runsc).unwrap_or_else(|_| runsc.clone());
-        if let Some(root) = writable_roots.iter().find(|w| real.starts_with(w)) {
+        if let Some(root) = writable_roots.iter().find(|w| runsc.starts_with(w)) {
             return Err(Error::Unavailable {
                 cause: format!(
                     "refusing to run {}: it lies in {}, which the command can write",

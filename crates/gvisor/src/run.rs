@@ -75,10 +75,9 @@ pub(crate) fn fresh_id() -> String {
 /// last symbolic link.
 pub fn host_owned(path: &Path) -> Option<crate::Owned> {
     use std::os::unix::fs::MetadataExt;
-    let kind = host_kind(path)?;
     let m = std::fs::symlink_metadata(path).ok()?;
     Some(crate::Owned {
-        kind,
+        kind: kind_of(&m)?,
         uid: m.uid(),
         gid: m.gid(),
         mode: m.mode(),
@@ -87,7 +86,11 @@ pub fn host_owned(path: &Path) -> Option<crate::Owned> {
 
 /// The kind of `path` on the host, not following a last symbolic link.
 pub(crate) fn host_kind(path: &Path) -> Option<Kind> {
-    let m = std::fs::symlink_metadata(path).ok()?;
+    kind_of(&std::fs::symlink_metadata(path).ok()?)
+}
+
+/// A directory or anything else; `None` for a symbolic link.
+fn kind_of(m: &std::fs::Metadata) -> Option<Kind> {
     if m.file_type().is_dir() {
         Some(Kind::Dir)
     } else if m.file_type().is_symlink() {
@@ -260,15 +263,20 @@ fn remove_cgroups(plan: &Plan) {
     }
 }
 
-/// Signals the container (`runsc kill`), best effort.
-fn kill(plan: &Plan, state: &Path, signal: &str) {
+/// `runsc ARGS...` about the container, to its end, best effort.
+fn runsc_about_container(plan: &Plan, state: &Path, args: &[&str]) {
     let _ = runsc(plan, state)
-        .args(["kill", "--all", &plan.caller.run_id, signal])
+        .args(args)
         // Pipes, never /dev/null: runsc as root gives its standard streams to `nobody`.
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .status();
+}
+
+/// Signals the container (`runsc kill`), best effort.
+fn kill(plan: &Plan, state: &Path, signal: &str) {
+    runsc_about_container(plan, state, &["kill", "--all", &plan.caller.run_id, signal]);
 }
 
 pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
@@ -408,15 +416,9 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
     // A run that ended abnormally may leave the container's state behind (one that ended on
     // its own removed it: another runsc start would cost ~15 ms for nothing).
     let ended_abnormally = killed_at.is_some() || status.is_none();
-    let _ = ended_abnormally.then(|| {
-        runsc(plan, &state)
-            .args(["delete", "--force", &plan.caller.run_id])
-            // Pipes, never /dev/null: runsc as root gives its standard streams to `nobody`.
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .status()
-    });
+    if ended_abnormally {
+        runsc_about_container(plan, &state, &["delete", "--force", &plan.caller.run_id]);
+    }
     drop(dir);
     remove_cgroups(plan);
     let (exit_code, signal) = match status {

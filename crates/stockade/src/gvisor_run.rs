@@ -163,8 +163,3 @@ pub(crate) fn run(
 pub fn root_caller() -> bool {
     rustix::process::geteuid().is_root()
 }
-
-/// The backend's name and checks, for `stockade doctor --backend gvisor`.
-pub fn probe() -> Vec<sandbox::Check> {
-    gvisor::Gvisor::checks()
-}

@@ -47,6 +47,15 @@ pub trait Backend {
     fn probe(&self) -> Vec<Check>;
 }
 
+/// The name of `backend` and what this machine can enforce with it, found by trying (`stockade
+/// doctor`, `stockade selftest`).
+pub fn backend_checks(backend: policy::BackendName) -> (&'static str, Vec<Check>) {
+    match backend {
+        policy::BackendName::Native => (NativeBackend.name(), NativeBackend.probe()),
+        policy::BackendName::Gvisor => (backend.as_str(), gvisor::Gvisor::checks()),
+    }
+}
+
 /// Namespaces, mounts, Landlock and seccomp built in-process.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NativeBackend;
