@@ -36,6 +36,36 @@ fn with_state(cmd: Cmd) -> Cmd {
     cmd.env("XDG_STATE_HOME", state_dir())
 }
 
+/// `stockade run --backend gvisor --shell SCRIPT` in the fixture's workspace, running on while
+/// the test goes on (its output piped, to be read when waited for).
+fn spawn_run(fx: &Fixture, script: &str) -> std::process::Child {
+    std::process::Command::new(attacks::stockade_bin())
+        .args(["run", "--backend", "gvisor", "--workspace"])
+        .arg(&fx.ws)
+        .args(["--shell", script])
+        .env("HOME", &fx.home)
+        .env("XDG_STATE_HOME", state_dir())
+        .current_dir(&fx.ws)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start stockade")
+}
+
+/// Waits (up to 20 s) until `path` exists: the run's command has started.
+fn wait_for_file(path: &std::path::Path) {
+    let began = std::time::Instant::now();
+    while !path.exists() && began.elapsed().as_secs() < 20 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(
+        path.exists(),
+        "the command never started: no {}",
+        path.display()
+    );
+}
+
 fn attack(fx: &Fixture, opts: &[&str], script: &str) -> attacks::Outcome {
     let all: Vec<&str> = GVISOR.iter().chain(opts).copied().collect();
     with_state(fx.attack(&all, script)).outcome()
@@ -552,26 +582,10 @@ fn a_signal_to_stockade_ends_the_container_and_the_run_is_swept() {
     }
     let fx = Fixture::new();
     let script = |pause: u32| format!("echo pwn > .envrc; sleep {pause}; echo after > late");
-    let start = |pause: u32| {
-        std::process::Command::new(attacks::stockade_bin())
-            .args(["run", "--backend", "gvisor", "--workspace"])
-            .arg(&fx.ws)
-            .args(["--shell", &script(pause)])
-            .env("HOME", &fx.home)
-            .env("XDG_STATE_HOME", state_dir())
-            .current_dir(&fx.ws)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("start stockade")
-    };
+    let start = |pause: u32| spawn_run(&fx, &script(pause));
     let child = start(20);
     let began = std::time::Instant::now();
-    while !fx.ws.join(".envrc").exists() && began.elapsed().as_secs() < 20 {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    assert!(fx.ws.join(".envrc").exists(), "the command never started");
+    wait_for_file(&fx.ws.join(".envrc"));
     // SAFETY: kill(2) with integer arguments; the pid is our own child, not yet waited for.
     let sent = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
     assert_eq!(sent, 0, "signal stockade");
@@ -659,23 +673,8 @@ fn a_gvisor_run_keeps_other_runs_of_its_workspace_waiting() {
     }
     let fx = Fixture::new();
     let other = Fixture::new();
-    let long = std::process::Command::new(attacks::stockade_bin())
-        .args(["run", "--backend", "gvisor", "--workspace"])
-        .arg(&fx.ws)
-        .args(["--shell", "touch started; sleep 3"])
-        .env("HOME", &fx.home)
-        .env("XDG_STATE_HOME", state_dir())
-        .current_dir(&fx.ws)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start the long run");
-    let began = std::time::Instant::now();
-    while !fx.ws.join("started").exists() && began.elapsed().as_secs() < 20 {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    assert!(fx.ws.join("started").exists(), "the long run never started");
+    let long = spawn_run(&fx, "touch started; sleep 3");
+    wait_for_file(&fx.ws.join("started"));
     // Control: another workspace runs at once.
     let t = std::time::Instant::now();
     other.sandbox(&[], "true").run().assert_success();
