@@ -23,33 +23,33 @@ pub(crate) struct WorkspaceLock {
     _file: Option<std::fs::File>,
 }
 
-/// Takes the workspace's lock (waiting for it): `exclusive` for a gVisor run. Nothing for an
-/// unprivileged caller.
-pub(crate) fn take(workspace: &Path, exclusive: bool) -> Result<WorkspaceLock, Error> {
+/// Whether this process is the host's root: uid 0 in the initial user namespace, whose
+/// `uid_map` maps every id to itself. The root of another user namespace has no more rights
+/// than the user who made it (and root's `/run` is not its own): its runsc needs no lock.
+fn host_root() -> bool {
     if !rustix::process::geteuid().is_root() {
+        return false;
+    }
+    let map = std::fs::read_to_string("/proc/self/uid_map").unwrap_or_default();
+    let fields: Vec<&str> = map.split_whitespace().collect();
+    fields == ["0", "0", "4294967295"]
+}
+
+/// Takes the workspace's lock (waiting for it): `exclusive` for a gVisor run. Nothing for a
+/// caller that is not the host's root.
+pub(crate) fn take(workspace: &Path, exclusive: bool) -> Result<WorkspaceLock, Error> {
+    if !host_root() {
         return Ok(WorkspaceLock { _file: None });
     }
     let io = |what: &str| {
         let what = what.to_string();
         move |cause| Error::Io { what, cause }
     };
-    // Root of a user namespace only (uid 0 without the host's root rights: root's /run is not
-    // its own): its runsc has no more rights than it, the lock is not needed and cannot be
-    // made.
-    let not_ours = |e: &std::io::Error| {
-        matches!(
-            e.raw_os_error(),
-            Some(libc::EACCES | libc::EPERM | libc::EROFS)
-        )
-    };
-    match std::fs::DirBuilder::new()
+    std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(DIR)
-    {
-        Err(e) if not_ours(&e) => return Ok(WorkspaceLock { _file: None }),
-        r => r.map_err(io("create /run/stockade/locks"))?,
-    }
+        .map_err(io("create /run/stockade/locks"))?;
     let digest = Sha256::digest(workspace.as_os_str().as_encoded_bytes());
     let name: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     let file = std::fs::OpenOptions::new()
@@ -58,11 +58,8 @@ pub(crate) fn take(workspace: &Path, exclusive: bool) -> Result<WorkspaceLock, E
         .create(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(Path::new(DIR).join(name));
-    let file = match file {
-        Err(e) if not_ours(&e) => return Ok(WorkspaceLock { _file: None }),
-        r => r.map_err(io("open the workspace's lock"))?,
-    };
+        .open(Path::new(DIR).join(name))
+        .map_err(io("open the workspace's lock"))?;
     let how = if exclusive {
         rustix::fs::FlockOperation::LockExclusive
     } else {
