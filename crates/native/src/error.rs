@@ -17,18 +17,12 @@ pub const E_INTERNAL: &str = Code::Internal.as_str();
 pub enum PlanError {
     #[error(transparent)]
     Policy(#[from] policy::PolicyError),
+    #[error(transparent)]
+    Scan(#[from] workspace::ScanError),
     #[error("no program to run")]
     NoProgram,
-    #[error("writable path does not exist: {}", .0.display())]
-    WritableRootMissing(PathBuf),
-    #[error("writable paths must be exact paths, not globs: {0}")]
-    WritableRootGlob(String),
-    #[error("refusing to make {} writable", .0.display())]
-    WritableRootForbidden(PathBuf),
     #[error("workspace is not a directory: {}", .0.display())]
     Workspace(PathBuf),
-    #[error("cannot grant {}: the sandbox has a private /tmp", .0.display())]
-    PrivateTmpGrant(PathBuf),
 }
 
 impl PlanError {
@@ -38,20 +32,8 @@ impl PlanError {
             PlanError::NoProgram => {
                 Some("give a program after `--`, or use --shell 'COMMAND'".into())
             }
-            PlanError::WritableRootMissing(_) => {
-                Some("create it first or remove it from allow_write / --allow-write".into())
-            }
-            PlanError::WritableRootGlob(_) => {
-                Some("list each writable directory explicitly".into())
-            }
-            PlanError::WritableRootForbidden(_) => Some(
-                "allow a narrower directory; /, /dev, /proc and /sys cannot be made writable"
-                    .into(),
-            ),
+            PlanError::Scan(e) => e.hint(),
             PlanError::Workspace(_) => Some("pass an existing directory with --workspace".into()),
-            PlanError::PrivateTmpGrant(_) => Some(
-                "name a path below /tmp (it is attached inside); the private /tmp itself is always writable".into(),
-            ),
         }
     }
 }

@@ -18,7 +18,9 @@ use sys::postfork::{self, ChildSpec, CommandSpec, LandlockSpec, MediateSpec, Mou
 use crate::cgroup::{Group, LimitHit, Usage};
 use crate::error::RunError;
 use crate::plan::{Access, Mount, Plan, Rule};
-use crate::sweep::{Violation, E_SANDBOX_VIOLATION};
+use sandbox::Violation;
+
+const E_SANDBOX_VIOLATION: &str = sandbox::Code::SandboxViolation.as_str();
 
 const NAMESPACES_FIX: &str = "enable unprivileged user namespaces: `sysctl -w kernel.unprivileged_userns_clone=1` (Debian/Ubuntu), `sysctl -w user.max_user_namespaces=15000`, or on Ubuntu 24.04+ `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`; inside a container, run it with --privileged or a seccomp profile that allows clone/unshare of namespaces";
 
@@ -375,7 +377,7 @@ pub fn launch_with(
         .mounts
         .iter()
         .zip(&mount_paths)
-        .map(|(m, (p, extra))| mount_op(m, p, extra.as_deref(), &plan.identities))
+        .map(|(m, (p, extra))| mount_op(m, p, extra.as_deref(), &plan.scan.identities))
         .collect();
 
     let env_c: Vec<CString> = plan

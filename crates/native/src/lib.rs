@@ -3,8 +3,8 @@
 //!
 //! Flow: [`Plan::new`] turns a policy and a request into data (pure, given a [`HostView`]);
 //! [`launch`] prepares what allocates (Landlock ruleset, seccomp program, idmapped mounts,
-//! C strings), forks, and supervises; [`sweep`] neutralises protected paths created during the
-//! run. The `unsafe` lives in the `sys` crate.
+//! C strings), forks, and supervises. What the workspace holds (the scan the plan lowers, and
+//! the sweep after the run) is the `workspace` crate's. The `unsafe` lives in the `sys` crate.
 //!
 //! ```no_run
 //! use native::{launch, Options, Plan, RealHost, Request};
@@ -27,26 +27,22 @@
 
 #![forbid(unsafe_code)]
 
-mod beneath;
 pub mod cgroup;
 pub mod error;
 mod explain;
-pub mod git_index;
 pub mod host;
 pub mod launch;
 pub mod output;
 pub mod plan;
-pub mod planted_git;
 pub mod probe;
-pub mod sweep;
 pub mod userns;
 
 pub use error::{PlanError, RunError};
-pub use host::{HostView, RealHost};
+pub use host::{Host, HostView, RealHost};
 pub use launch::{launch, launch_with, Options, Outcome, ProxyStarter};
 pub use plan::{CwdFallback, Plan, Request};
 pub use probe::{probe, Check};
-pub use sweep::{sweep, Violation};
+pub use sandbox::Violation;
 
 /// The caller's effective uid and gid.
 pub fn caller_ids() -> (u32, u32) {

@@ -432,32 +432,20 @@ pub fn run_with_io(
         let outcome = launched?;
         let mut violations = outcome.blocked.clone();
         tracing::debug_span!("sweep").in_scope(|| {
-            let host = &native::RealHost;
             let gvisor = policy.backend == policy::BackendName::Gvisor;
-            // The Sentry lets a directory holding the read-only binds be renamed: a protected
-            // path may be another file now (`mv .git .old; mkdir .git ...`). First of all the
-            // originals go back, so that everything after looks at the tree as it will stay.
-            let own_dirs = |plan: &native::Plan| -> Vec<PathBuf> {
-                let roots = plan.sweep.roots.iter().map(|r| r.join(".stockade"));
-                roots.filter(|d| d.symlink_metadata().is_ok()).collect()
+            // Native holds both during the run; the Sentry has no creation guard and lets a
+            // directory holding read-only binds be renamed.
+            let held = workspace::sweep::Held {
+                creation_guard: !gvisor,
+                pinned: !gvisor,
             };
-            let mut ours = Vec::new();
-            if gvisor {
-                let before = own_dirs(&plan);
-                violations.extend(native::sweep::replaced_protected(&plan, host, &id));
-                ours = own_dirs(&plan);
-                ours.retain(|d| !before.contains(d));
-            }
-            violations.extend(native::sweep::sweep_skipping(&plan, host, &id, &ours));
-            // And what the creation guard would have refused, made at git's paths.
-            if gvisor {
-                violations.extend(native::sweep::guard_after_run(
-                    &plan,
-                    host,
-                    &id,
-                    launched_at,
-                ));
-            }
+            violations.extend(workspace::sweep::after_run(
+                &plan.scan,
+                &workspace::RealHost,
+                &id,
+                held,
+                launched_at,
+            ));
         });
         Ok((plan, outcome, violations, network))
     })();

@@ -4,18 +4,17 @@
 //! them, the uid/gid maps, the Landlock rules, the seccomp rules, the environment and the exec
 //! candidates. Unit tests compare whole plans built against a fake host.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use policy::{is_within, PathContext, PathPattern, Policy, ReadScope};
+use policy::{is_within, Policy, ReadScope};
 use serde::Serialize;
 
 use crate::cgroup::{Missing, ResourcePlan, Wanted};
 use crate::error::PlanError;
-use crate::host::{DirStamp, Entry, HostView, Kind};
+use crate::host::{Host, HostView, Kind};
+use workspace::{depth, GuardPattern, LinkedSecret};
 
-mod git;
 mod reach;
 mod spec;
 pub use reach::CwdFallback;
@@ -29,9 +28,6 @@ pub const ROOT_CALLER_INSIDE_ID: u32 = 1000;
 /// so the sandbox passes no owner or group check on host files (`/proc/sys`, `/etc/shadow`);
 /// the writable roots (and a private home) reach it through idmapped mounts instead.
 pub const ROOT_CALLER_HOST_ID: u32 = 0x7ff0_0000;
-
-/// The largest git index the planner reads (about half a million entries).
-pub(crate) const GIT_INDEX_LIMIT: usize = 64 << 20;
 
 /// Device nodes bound from the host into the sandbox's private `/dev`.
 const DEVICES: &[&str] = &[
@@ -48,8 +44,6 @@ const PROC_READ_ONLY: &[&str] = &["/proc/sys", "/proc/sysrq-trigger", "/proc/irq
 const SYSTEM_READ: &[&str] = &[
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
 ];
-/// Places the sandbox replaces wholesale; host paths below them are not visible inside.
-const REPLACED: &[&str] = &["/tmp", "/dev", "/proc"];
 
 /// What the caller asked to run, and where.
 #[derive(Debug, Clone)]
@@ -65,6 +59,21 @@ pub struct Request {
     pub gid: u32,
     /// The caller's environment.
     pub env: Vec<(OsString, OsString)>,
+}
+
+impl Request {
+    /// Where the run is, as the workspace scan needs it.
+    pub fn place(&self) -> workspace::Place {
+        workspace::Place {
+            workspace: self.workspace.clone(),
+            home: self.home.clone(),
+            xdg_config_home: self
+                .env
+                .iter()
+                .find(|(k, _)| k == "XDG_CONFIG_HOME")
+                .map(|(_, v)| PathBuf::from(v)),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -266,14 +275,6 @@ fn proxy_env(addr: std::net::SocketAddrV4) -> Vec<(String, String)> {
     env
 }
 
-/// A protected pattern as the creation guard matches it: `base/**/tail[0]/tail[1]/..` (`*` and
-/// `?` allowed in the tail), or `base` and everything below it when the tail is empty.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct GuardPattern {
-    pub base: PathBuf,
-    pub tail: Vec<String>,
-}
-
 /// Mediated creation (`sys::mediate`): during the run, every call that creates a name in a
 /// writable root is performed by the init, which refuses protected paths (and git's built-in
 /// rules: hooks, config, commondir, `.git` redirects; see `sys::protect`).
@@ -287,118 +288,6 @@ pub struct CreationGuard {
     /// Existing git configs (read-only during the run) and the slot of the descriptor the
     /// init holds to rewrite one when only inert keys change (`git remote add`, `git push -u`).
     pub held_configs: Vec<(PathBuf, usize)>,
-}
-
-/// What the supervisor checks after the run: protected paths that did not exist at the start.
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
-pub struct SweepPlan {
-    pub roots: Vec<PathBuf>,
-    /// Protected paths present at the start, with their kind: a path whose kind changed (a
-    /// symlinked `.git/hooks` replaced by a real directory) counts as created.
-    pub existing: BTreeMap<PathBuf, Kind>,
-    /// Directories git accepted as git dirs at the start (see [`crate::planted_git`]): one
-    /// that appears during the run is a planted git dir.
-    pub git_dirs: BTreeSet<PathBuf>,
-    /// Directories the planner listed, with their stamps: the sweep lists again only those
-    /// that changed (and new ones).
-    #[serde(skip)]
-    pub dirs: DirStamps,
-    /// The git indexes of the repositories in the writable roots, with the entries whose
-    /// changes git already did not show ([`crate::git_index`]) and the object name length.
-    pub git_indexes: Vec<GitIndex>,
-}
-
-/// A git index as the run found it (see [`SweepPlan::git_indexes`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct GitIndex {
-    pub path: PathBuf,
-    pub hidden: BTreeSet<String>,
-    pub hash_len: usize,
-}
-
-/// How long before the planner's walk a directory's ctime must lie for its stamp to be
-/// trusted. A change during the run then gives a later ctime even on a filesystem that keeps
-/// whole seconds (ext3) or a coarse clock; a directory changed more recently is listed again.
-pub const SETTLED: std::time::Duration = std::time::Duration::from_secs(3);
-
-/// A directory the planner listed whose ctime had settled: its subdirectories (those the walk
-/// goes into), so an unchanged directory is passed through without listing it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SettledDir {
-    pub stamp: DirStamp,
-    pub subdirs: Vec<OsString>,
-}
-
-/// The settled directories of the planner's walk, and when it began.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct DirStamps {
-    pub taken_at: Option<std::time::SystemTime>,
-    /// [`SETTLED`], but for tests.
-    settle: std::time::Duration,
-    /// A hash map: thousands of paths, and comparing paths (component by component) is what
-    /// a tree would do on every insert.
-    pub dirs: std::collections::HashMap<PathBuf, SettledDir>,
-    /// Per device: whether its filesystem sets ctime locally ([`HostView::local_ctime`]).
-    local: BTreeMap<u64, bool>,
-}
-
-impl DirStamps {
-    /// Start recording (the clock is read before anything is listed).
-    pub fn start() -> DirStamps {
-        DirStamps::start_settled(SETTLED)
-    }
-
-    pub(crate) fn start_settled(settle: std::time::Duration) -> DirStamps {
-        DirStamps {
-            taken_at: Some(std::time::SystemTime::now()),
-            settle,
-            dirs: std::collections::HashMap::new(),
-            local: BTreeMap::new(),
-        }
-    }
-
-    fn record(
-        &mut self,
-        host: &dyn HostView,
-        dir: PathBuf,
-        stamp: DirStamp,
-        subdirs: Vec<OsString>,
-    ) {
-        let local = *self
-            .local
-            .entry(stamp.dev)
-            .or_insert_with(|| host.local_ctime(&dir));
-        let Some(settled_before) = self.taken_at.and_then(|t| t.checked_sub(self.settle)) else {
-            return;
-        };
-        let changed = std::time::UNIX_EPOCH
-            + std::time::Duration::new(
-                u64::try_from(stamp.ctime).unwrap_or(u64::MAX / 2),
-                u32::try_from(stamp.ctime_nsec).unwrap_or(0),
-            );
-        if local && changed < settled_before {
-            self.dirs.insert(dir, SettledDir { stamp, subdirs });
-        }
-    }
-
-    /// The record of `dir` if its stamp is the same now, and the clock has not gone back since
-    /// the walk (a ctime compared across a clock step proves nothing). Only a recorded
-    /// directory is stat'ed.
-    fn unchanged(&self, host: &dyn HostView, dir: &Path) -> Option<&SettledDir> {
-        let rec = self.dirs.get(dir)?;
-        let clock_ok = self
-            .taken_at
-            .is_some_and(|t| std::time::SystemTime::now() >= t);
-        (clock_ok && host.dir_stamp(dir) == Some(rec.stamp)).then_some(rec)
-    }
-}
-
-/// What [`walk`] does with directory stamps.
-pub(crate) enum Stamps<'a> {
-    /// List every directory and record the settled ones (the planner).
-    Record(&'a mut DirStamps),
-    /// Pass through the recorded directories whose stamp is unchanged (the sweep).
-    SkipUnchanged(&'a DirStamps),
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -443,23 +332,11 @@ pub struct Plan {
     pub resources_missing: Option<Missing>,
     /// Output passed on per stream (`limits.output_limit`); none: everything.
     pub output_limit: Option<u64>,
+    /// What the workspace scan found, which this plan lowers; the sweep after the run reads
+    /// it. Its `identities` are what the init checks a path against before mounting over it
+    /// (a concurrent run could have renamed another directory into its place).
     #[serde(skip)]
-    pub sweep: SweepPlan,
-    #[serde(skip)]
-    pub deny_globs: DenyGlobs,
-    /// `(st_dev, st_ino)` of every masked, protected and pinned path when planned: the init
-    /// mounts over a path only if it is still that file (a concurrent run could have renamed
-    /// another directory into its place).
-    #[serde(skip)]
-    pub identities: BTreeMap<PathBuf, (u64, u64)>,
-}
-
-fn depth(p: &Path) -> usize {
-    p.components().count()
-}
-
-fn under_replaced(p: &Path) -> bool {
-    REPLACED.iter().any(|r| is_within(p, Path::new(r)))
+    pub scan: workspace::Scan,
 }
 
 impl Plan {
@@ -469,234 +346,27 @@ impl Plan {
     /// the workspaces they gate would run un-gated). Steps go last: a pin's recursive
     /// re-bind carries the mounts already below it.
     pub fn pin_ancestors(&mut self, path: &Path, host: &dyn HostView) {
-        let mut pins: Vec<PathBuf> = path
-            .ancestors()
-            .skip(1)
-            .filter(|a| {
-                self.writable_roots
-                    .iter()
-                    .any(|w| is_within(a, w) && *a != w.as_path())
-            })
-            .filter(|a| host.lstat_kind(a) == Some(Kind::Dir))
-            .map(Path::to_path_buf)
-            .collect();
-        pins.reverse();
-        for p in pins {
-            if let Some(e) = host.stat(&p) {
-                self.identities.insert(p.clone(), (e.dev, e.ino));
-            }
+        for p in self.scan.pin_ancestors(path, host) {
             self.mounts.push(Mount::Pin { path: p });
         }
     }
 
-    pub fn new(policy: &Policy, req: &Request, host: &dyn HostView) -> Result<Plan, PlanError> {
+    pub fn new(policy: &Policy, req: &Request, host: &dyn Host) -> Result<Plan, PlanError> {
         let program = req.argv.first().ok_or(PlanError::NoProgram)?;
         if program.is_empty() {
             return Err(PlanError::NoProgram);
         }
-        let writable_roots = writable_roots(policy, req, host)?;
-        let ctx = PathContext {
-            home: req.home.clone(),
-            workspace: req.workspace.clone(),
-            writable_roots: writable_roots.clone(),
-        };
-        let expand_all = |list: &[String]| -> Result<Vec<PathPattern>, PlanError> {
-            let mut out = Vec::new();
-            for p in list {
-                out.extend(policy::expand(p, &ctx)?);
-            }
-            Ok(out)
-        };
-        let deny_read = expand_all(&policy.filesystem.deny_read)?;
-        let read_empty = expand_all(&policy.filesystem.read_empty)?;
-        let allow_read = expand_all(&policy.filesystem.allow_read)?;
-        let deny_write = expand_all(&policy.filesystem.deny_write)?;
-
-        let mut dirs = DirStamps::start();
-        let found = Matches::collect(host, &writable_roots, &deny_read, &deny_write, &mut dirs)?;
-        let allows: Vec<PathBuf> = allow_read
-            .iter()
-            .filter_map(|p| match p {
-                PathPattern::Exact(p) => Some(host.canonicalize(p).unwrap_or_else(|| p.clone())),
-                PathPattern::Glob(_) => None,
-            })
-            .collect();
-        if allows.iter().any(|a| a == Path::new("/tmp")) {
-            return Err(PlanError::PrivateTmpGrant(PathBuf::from("/tmp")));
-        }
-        // Read grants below the host's /tmp are attached in the private one.
-        let tmp_grants = reach::tmp_read_grants(host, &allows, &writable_roots);
-
-        // Masks: every denied path that exists, minus allow exceptions, minus paths that
-        // hold a writable root (writing implies reading), minus paths the sandbox replaces.
-        let mut masks: Vec<(PathBuf, Kind)> = Vec::new();
-        for d in &found.deny_read {
-            let Some(canon) = host.canonicalize(d) else {
-                continue;
-            };
-            if writable_roots.iter().any(|w| is_within(w, &canon)) {
-                continue;
-            }
-            let visible = !under_replaced(&canon)
-                || writable_roots.iter().any(|w| is_within(&canon, w))
-                || tmp_grants.iter().any(|(g, _)| is_within(&canon, g));
-            if !visible {
-                continue;
-            }
-            mask_targets(host, &canon, &allows, &mut masks);
-        }
-        masks.sort();
-        masks.dedup();
-        // Paths read as empty: exact paths (the policy allows no other form), covered by an
-        // empty readable file or directory unless an unreadable mask covers them already.
-        let mut emptied: Vec<(PathBuf, Kind)> = Vec::new();
-        for d in &read_empty {
-            let PathPattern::Exact(d) = d else { continue };
-            let Some(canon) = host.canonicalize(d) else {
-                continue;
-            };
-            let covered = masks.iter().any(|(m, _)| is_within(&canon, m))
-                || writable_roots
-                    .iter()
-                    .any(|w| is_within(w, &canon) || is_within(&canon, w));
-            if covered || (under_replaced(&canon)) {
-                continue;
-            }
-            mask_targets(host, &canon, &allows, &mut emptied);
-        }
-        emptied.sort();
-        emptied.dedup();
-        let all_masks: Vec<(PathBuf, Kind)> = masks.iter().chain(&emptied).cloned().collect();
-        let linked_secrets = linked_secrets(host, &all_masks);
-
-        // Protected paths inside writable roots (outside them everything is read-only).
-        let mut protected: BTreeSet<PathBuf> = BTreeSet::new();
-        let mut pins: BTreeSet<PathBuf> = BTreeSet::new();
-        for p in &found.deny_write {
-            // A mount cannot cover a symlink: protect its target when that is writable (the
-            // link itself can still be replaced; the sweep notices the change of kind).
-            let Some(target) = mount_target(host, p) else {
-                continue;
-            };
-            if writable_roots.iter().any(|w| is_within(&target, w)) && target != req.workspace {
-                protected.insert(target);
-            }
-        }
-        let mut redirect_gitdirs: BTreeSet<PathBuf> = BTreeSet::new();
-        let mut git_dirs: Vec<git::GitDir> = Vec::new();
-        for gitfile in &found.git_files {
-            protect_git_file(
-                host,
-                gitfile,
-                &writable_roots,
-                &mut protected,
-                &mut redirect_gitdirs,
-                &mut git_dirs,
-            );
-        }
-        // Everything else in those git dirs that makes git run code or look elsewhere.
-        for d in &found.git_dirs {
-            let top = (d.file_name().is_some_and(|n| n == ".git"))
-                .then(|| d.parent().map(Path::to_path_buf))
-                .flatten();
-            git_dirs.push(git::GitDir {
-                dir: d.clone(),
-                top,
-            });
-        }
-        // Git dirs under other names (a bare repository in the workspace): git runs their
-        // config and hooks as it does `.git`'s.
-        let bare: Vec<PathBuf> = found
-            .accepted_git_dirs
-            .iter()
-            .filter(|d| {
-                !d.iter().any(|c| c == ".git")
-                    && writable_roots.iter().any(|w| is_within(d, w) && *d != w)
-            })
-            .cloned()
-            .collect();
-        git_dirs.extend(bare.iter().map(|d| git::GitDir {
-            dir: d.clone(),
-            top: None,
-        }));
-        git_dirs.extend(
-            writable_roots
-                .iter()
-                .filter_map(|r| git::enclosing(host, r)),
-        );
-        git_dirs.sort();
-        git_dirs.dedup();
-        // Their indexes: which entries git does not check for changes, before the run.
-        let git_indexes: Vec<GitIndex> = git_dirs
-            .iter()
-            .filter(|d| writable_roots.iter().any(|w| is_within(&d.dir, w)))
-            .filter_map(|d| {
-                let path = d.dir.join("index");
-                let hash_len = git::hash_len(host, &d.dir);
-                let data = host.read_bytes(&path, GIT_INDEX_LIMIT)?;
-                let hidden = crate::git_index::hidden_entries(&data, hash_len)?;
-                Some(GitIndex {
-                    path,
-                    hidden,
-                    hash_len,
-                })
-            })
-            .collect();
-        let xdg_config_home = req
-            .env
-            .iter()
-            .find(|(k, _)| k == "XDG_CONFIG_HOME")
-            .map(|(_, v)| PathBuf::from(v));
-        let mut git_paths = git::protected_paths(
-            host,
-            &git_dirs,
-            &writable_roots,
-            &req.home,
-            &git::global_configs(&req.home, xdg_config_home.as_deref()),
-        );
-        for d in &bare {
-            for name in ["config", "hooks", "commondir"] {
-                git_paths.insert(d.join(name));
-            }
-        }
-        for p in &git_paths {
-            if let Some(target) = mount_target(host, p) {
-                if writable_roots.iter().any(|w| is_within(&target, w)) && target != req.workspace {
-                    protected.insert(target);
-                }
-            }
-        }
-        let mut creation_guard = creation_guard(&writable_roots, &deny_write, &redirect_gitdirs);
-        creation_guard
-            .protected
-            .extend(git_paths.iter().map(|p| GuardPattern {
-                base: p.clone(),
-                tail: Vec::new(),
-            }));
-        for d in &git_dirs {
-            if writable_roots.iter().any(|w| is_within(&d.dir, w)) {
-                for name in git::WORKTREE_FILES {
-                    creation_guard.protected.push(GuardPattern {
-                        base: d.dir.join("worktrees"),
-                        tail: vec![name.to_string()],
-                    });
-                }
-            }
-        }
-        for p in &protected {
-            if let Some(parent) = p.parent() {
-                let is_gitdir = parent.file_name().is_some_and(|n| n == ".git")
-                    || host.stat(&parent.join("HEAD")).is_some();
-                if is_gitdir && !writable_roots.iter().any(|w| w == parent) {
-                    pins.insert(parent.to_path_buf());
-                }
-            }
-        }
-        // A mask inside a protected path or a protected path inside a mask: the mask wins.
+        // What the workspace holds: every backend's part of the plan (see `workspace::Scan`).
+        let scan = workspace::Scan::new(policy, &req.place(), host)?;
+        let writable_roots = scan.writable_roots.clone();
+        let allows = &scan.allows;
+        let tmp_grants = &scan.tmp_grants;
+        let mut masks = scan.masks.clone();
+        let emptied = &scan.emptied;
         let masked_paths: Vec<PathBuf> = masks.iter().map(|(p, _)| p.clone()).collect();
         let emptied_paths: Vec<PathBuf> = emptied.iter().map(|(p, _)| p.clone()).collect();
-        protected.retain(|p| !masked_paths.iter().any(|m| is_within(p, m)));
-
+        let protected = &scan.protected;
+        let pins = &scan.pins;
         let ids = ids(req);
         let mut slots = 0usize;
         let mut idmapped = Vec::new();
@@ -758,7 +428,7 @@ impl Plan {
         for root in &writable_roots {
             let entry = host
                 .stat(root)
-                .ok_or_else(|| PlanError::WritableRootMissing(root.clone()))?;
+                .ok_or_else(|| workspace::ScanError::WritableRootMissing(root.clone()))?;
             granted.push(Granted {
                 path: root.clone(),
                 kind: entry.kind,
@@ -793,7 +463,7 @@ impl Plan {
             overlay.push((depth(root), 1, steps));
             slots += 1;
         }
-        for a in &allows {
+        for a in allows {
             if let Some(entry) = host.stat(a) {
                 if !granted.iter().any(|g| g.path == *a) {
                     granted.push(Granted {
@@ -858,13 +528,13 @@ impl Plan {
         // Masks below a cover and outside every grant are out of the sandbox's reach already
         // (and their mount points do not exist in the cover).
         masks.retain(|(p, _)| !reach::hidden_by_cover(p, &covers, &granted));
-        for p in &pins {
+        for p in pins {
             overlay.push((depth(p), 2, vec![Mount::Pin { path: p.clone() }]));
         }
         let mut held_configs = Vec::new();
-        for p in &protected {
+        for p in protected {
             let mut steps = Vec::new();
-            if git::is_existing_config(host, p) {
+            if workspace::is_existing_config(host, p) {
                 steps.push(Mount::Hold {
                     path: p.clone(),
                     slot: slots,
@@ -883,7 +553,7 @@ impl Plan {
             };
             overlay.push((depth(p), 4, vec![m]));
         }
-        for (p, kind) in &emptied {
+        for (p, kind) in emptied {
             let m = if *kind == Kind::Dir {
                 Mount::EmptyDir { target: p.clone() }
             } else {
@@ -983,9 +653,9 @@ impl Plan {
             policy,
             host,
             &writable_roots,
-            &allows,
+            allows,
             &masked_paths,
-            &emptied,
+            emptied,
             &devices,
         );
         let network = net_plan(policy);
@@ -1020,14 +690,13 @@ impl Plan {
             },
         );
         let candidates = candidates(host, program, &env);
-        creation_guard.calls = seccomp::mediated_calls(resources.allocation_watch);
-        let identities = masked_paths
-            .iter()
-            .chain(&protected)
-            .chain(&pins)
-            .filter_map(|p| host.stat(p).map(|e| (p.clone(), (e.dev, e.ino))))
-            .collect();
-        creation_guard.held_configs = held_configs;
+        let creation_guard = CreationGuard {
+            roots: writable_roots.clone(),
+            protected: scan.guard.clone(),
+            sweep_only: scan.sweep_only.clone(),
+            calls: seccomp::mediated_calls(resources.allocation_watch),
+            held_configs,
+        };
         Ok(Plan {
             ids,
             idmapped,
@@ -1041,12 +710,12 @@ impl Plan {
             cwd,
             cwd_fallback,
             hostname: SANDBOX_HOSTNAME.into(),
-            writable_roots: writable_roots.clone(),
+            writable_roots,
             masked: masked_paths,
             emptied: emptied_paths,
             protected: protected.iter().cloned().collect(),
             creation_guard,
-            linked_secrets,
+            linked_secrets: scan.linked_secrets.clone(),
             network,
             timeout_secs: policy.limits.timeout.filter(|t| *t > 0),
             rlimits: policy
@@ -1059,25 +728,7 @@ impl Plan {
             resources,
             resources_missing,
             output_limit,
-            sweep: SweepPlan {
-                roots: writable_roots,
-                existing: found
-                    .deny_write
-                    .iter()
-                    .chain(&found.git_files)
-                    .filter_map(|p| Some((p.clone(), host.lstat_kind(p)?)))
-                    .collect(),
-                git_dirs: found
-                    .accepted_git_dirs
-                    .iter()
-                    .chain(&found.git_dirs)
-                    .cloned()
-                    .collect(),
-                dirs,
-                git_indexes,
-            },
-            deny_globs: found.globs,
-            identities,
+            scan,
         })
     }
 }
@@ -1085,7 +736,7 @@ impl Plan {
 /// The limits of the whole run and how this machine enforces them (see [`crate::cgroup`]).
 fn resources(
     policy: &Policy,
-    host: &dyn HostView,
+    host: &dyn Host,
 ) -> Result<(ResourcePlan, Option<Missing>, Option<u64>), PlanError> {
     let limits = &policy.limits;
     let memory = match limits
@@ -1165,491 +816,6 @@ fn ids(req: &Request) -> Ids {
     }
 }
 
-fn writable_roots(
-    policy: &Policy,
-    req: &Request,
-    host: &dyn HostView,
-) -> Result<Vec<PathBuf>, PlanError> {
-    let ctx = PathContext {
-        home: req.home.clone(),
-        workspace: req.workspace.clone(),
-        writable_roots: Vec::new(),
-    };
-    let mut roots: Vec<PathBuf> = Vec::new();
-    for entry in &policy.filesystem.allow_write {
-        for pat in policy::expand(entry, &ctx)? {
-            let PathPattern::Exact(p) = pat else {
-                return Err(PlanError::WritableRootGlob(entry.clone()));
-            };
-            let canon = host
-                .canonicalize(&p)
-                .ok_or_else(|| PlanError::WritableRootMissing(p.clone()))?;
-            for forbidden in ["/", "/dev", "/proc", "/sys"] {
-                if canon == Path::new(forbidden)
-                    || (forbidden != "/" && is_within(&canon, Path::new(forbidden)))
-                {
-                    return Err(PlanError::WritableRootForbidden(canon));
-                }
-            }
-            if canon == Path::new("/tmp") {
-                continue; // the private /tmp is always writable
-            }
-            if !roots.contains(&canon) {
-                roots.push(canon);
-            }
-        }
-    }
-    roots.sort_by_key(|p| (depth(p), p.clone()));
-    Ok(roots)
-}
-
-/// Existing paths that match deny patterns, found by stat (exact) and by walking (globs).
-/// The deny globs of a policy, compiled once: the planner's walk and the sweep's both use it.
-#[derive(Debug, Clone)]
-pub struct DenyGlobs {
-    set: policy::GlobList,
-    /// Per glob: from `deny_read` (true) or `deny_write` (false).
-    read: Vec<bool>,
-}
-
-impl DenyGlobs {
-    fn new<'a>(
-        read: impl IntoIterator<Item = &'a policy::Glob>,
-        write: impl IntoIterator<Item = &'a policy::Glob>,
-    ) -> Result<DenyGlobs, PlanError> {
-        let globs: Vec<(&policy::Glob, bool)> = read
-            .into_iter()
-            .map(|g| (g, true))
-            .chain(write.into_iter().map(|g| (g, false)))
-            .collect();
-        Ok(DenyGlobs {
-            set: policy::GlobList::new(globs.iter().map(|(g, _)| *g))?,
-            read: globs.iter().map(|(_, r)| *r).collect(),
-        })
-    }
-
-    /// Whether `path` matches a `deny_read` glob, and whether it matches a `deny_write` one.
-    fn matches(&self, path: &Path) -> (bool, bool) {
-        self.set
-            .matches(path)
-            .into_iter()
-            .fold((false, false), |(r, w), i| {
-                let is_read = self.read.get(i).copied().unwrap_or(false);
-                (r || is_read, w || !is_read)
-            })
-    }
-
-    /// Whether an entry named `name` can be anything the walks look for (a glob's match, or
-    /// a name [`is_submodule_code_path`] or [`is_git_redirect`] looks at): the others are
-    /// passed over without building their paths.
-    pub(crate) fn may_concern(&self, name: &std::ffi::OsStr) -> bool {
-        self.set.may_match_name(name)
-            || name == ".git"
-            || name == "hooks"
-            || name == "config"
-            || name == "config.worktree"
-            || name == "commondir"
-    }
-
-    /// A path whose appearance the sweep must handle: a protected glob's match, code of a
-    /// submodule's git dir, or a `.git` that redirects git elsewhere.
-    pub(crate) fn is_protected(&self, path: &Path, kind: Kind) -> bool {
-        self.matches(path).1 || is_submodule_code_path(path) || is_git_redirect(path, kind)
-    }
-}
-
-#[derive(Debug)]
-struct Matches {
-    deny_read: Vec<PathBuf>,
-    deny_write: Vec<PathBuf>,
-    git_files: Vec<PathBuf>,
-    /// `.git` directories and submodule git dirs found in the walk.
-    git_dirs: Vec<PathBuf>,
-    /// Directories git accepts as git dirs that hold a config, hooks or a commondir.
-    accepted_git_dirs: Vec<PathBuf>,
-    globs: DenyGlobs,
-}
-
-impl Matches {
-    fn collect(
-        host: &dyn HostView,
-        roots: &[PathBuf],
-        deny_read: &[PathPattern],
-        deny_write: &[PathPattern],
-        stamps: &mut DirStamps,
-    ) -> Result<Matches, PlanError> {
-        let (mut deny_read_found, mut deny_write_found) = (Vec::new(), Vec::new());
-        let mut read_globs = Vec::new();
-        let mut write_globs = Vec::new();
-        for (list, found, globs) in [
-            (deny_read, &mut deny_read_found, &mut read_globs),
-            (deny_write, &mut deny_write_found, &mut write_globs),
-        ] {
-            for pat in list {
-                match pat {
-                    PathPattern::Exact(p) => {
-                        if host.lstat_kind(p).is_some() {
-                            found.push(p.clone());
-                        }
-                    }
-                    PathPattern::Glob(g) => globs.push(g),
-                }
-            }
-        }
-        // A read glob with wildcards in its last component only (`~/.env*`) needs one listing
-        // of its base, not a walk of everything beneath (the whole home), nor a place in the
-        // compiled matcher (its shape would cost a regex set on every run).
-        let (one_level, read_globs): (Vec<&policy::Glob>, Vec<&policy::Glob>) =
-            read_globs.into_iter().partition(|g| g.is_one_level());
-        for g in &one_level {
-            for (name, _) in host.list_dir(g.base()) {
-                if g.matches_name(&name) {
-                    deny_read_found.push(g.base().join(name));
-                }
-            }
-        }
-        let mut m = Matches {
-            deny_read: deny_read_found,
-            deny_write: deny_write_found,
-            git_files: Vec::new(),
-            git_dirs: Vec::new(),
-            accepted_git_dirs: Vec::new(),
-            globs: DenyGlobs::new(read_globs.iter().copied(), write_globs.iter().copied())?,
-        };
-        // Walk every distinct glob base once (writable roots are the bases of the relative
-        // patterns); a base inside another base is covered by the outer walk.
-        let mut bases: Vec<PathBuf> = read_globs
-            .iter()
-            .chain(&write_globs)
-            .map(|g| g.base().to_path_buf())
-            .collect();
-        bases.extend(roots.iter().cloned());
-        bases.sort_by_key(|p| (depth(p), p.clone()));
-        bases.dedup();
-        let mut walked: Vec<PathBuf> = Vec::new();
-        let mut count = 0usize;
-        for base in bases {
-            if walked.iter().any(|w| is_within(&base, w)) || host.lstat_kind(&base).is_none() {
-                continue;
-            }
-            walk(
-                host,
-                &base,
-                &mut count,
-                Stamps::Record(stamps),
-                &|name, _| m.globs.may_concern(name),
-                &mut |path, kind| {
-                    let (read, write) = m.globs.matches(path);
-                    if read {
-                        m.deny_read.push(path.to_path_buf());
-                    }
-                    if write || is_submodule_code_path(path) {
-                        m.deny_write.push(path.to_path_buf());
-                    }
-                    if kind == Kind::Dir && path.file_name().is_some_and(|n| n == ".git") {
-                        m.git_dirs.push(path.to_path_buf());
-                    } else if is_submodule_code_path(path) {
-                        if let Some(parent) = path.parent() {
-                            m.git_dirs.push(parent.to_path_buf());
-                        }
-                    }
-                    if is_git_redirect(path, kind) {
-                        m.git_files.push(path.to_path_buf());
-                    }
-                    if let (Some(name), Some(parent)) = (path.file_name(), path.parent()) {
-                        if crate::planted_git::is_code_name(name)
-                            && crate::planted_git::accepted_by_git(host, parent)
-                        {
-                            m.accepted_git_dirs.push(parent.to_path_buf());
-                        }
-                    }
-                },
-            )?;
-            walked.push(base);
-        }
-        for v in [
-            &mut m.deny_read,
-            &mut m.deny_write,
-            &mut m.git_files,
-            &mut m.git_dirs,
-            &mut m.accepted_git_dirs,
-        ] {
-            v.sort();
-            v.dedup();
-        }
-        Ok(m)
-    }
-}
-
-/// Depth-first walk that does not follow symlinks. Inside a `.git` directory it only goes into
-/// `modules` (submodule git dirs), and inside those it skips object stores, refs and logs:
-/// hooks and config are what can run code.
-pub(crate) fn walk(
-    host: &dyn HostView,
-    root: &Path,
-    count: &mut usize,
-    mut stamps: Stamps<'_>,
-    concern: &dyn Fn(&std::ffi::OsStr, Kind) -> bool,
-    visit: &mut dyn FnMut(&Path, Kind),
-) -> Result<(), PlanError> {
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        if let Stamps::SkipUnchanged(known) = &stamps {
-            if let Some(rec) = known.unchanged(host, &dir) {
-                // Same entries as when the planner listed it (every create, remove or rename
-                // in it would have moved its ctime): visited then, nothing new to see.
-                stack.extend(rec.subdirs.iter().map(|n| dir.join(n)));
-                continue;
-            }
-        }
-        // The stamp is taken before the listing: a change after it shows in the ctime.
-        let (stamp, entries) = match stamps {
-            Stamps::Record(_) => host.list_dir_stamped(&dir),
-            Stamps::SkipUnchanged(_) => (None, host.list_dir(&dir)),
-        };
-        let dir_is_git = dir.file_name().is_some_and(|n| n == ".git");
-        let dir_in_modules = in_git_modules(&dir);
-        // `.git/modules` (or a nested `modules`) holds submodule git dirs, whatever their names.
-        let dir_is_modules = dir_in_modules && dir.file_name().is_some_and(|n| n == "modules");
-        let mut subdirs = Vec::new();
-        for (name, kind) in entries {
-            // No limit: what one run creates must never make a later run fail. The walk is
-            // linear in the entries (about 1 s per million here, docs/benchmarks.md).
-            *count += 1;
-            let interesting = concern(&name, kind);
-            let descend = if dir_is_git {
-                name == "modules"
-            } else if dir_is_modules {
-                true
-            } else if dir_in_modules {
-                !matches!(
-                    name.to_str(),
-                    Some("objects" | "refs" | "logs" | "info" | "branches" | "lfs" | "hooks")
-                )
-            } else {
-                true
-            };
-            let descend = kind == Kind::Dir && descend;
-            if interesting || descend {
-                let path = dir.join(&name);
-                if interesting {
-                    visit(&path, kind);
-                }
-                if descend {
-                    stack.push(path);
-                    subdirs.push(name);
-                }
-            }
-        }
-        if let (Stamps::Record(rec), Some(stamp)) = (&mut stamps, stamp) {
-            rec.record(host, dir, stamp, subdirs);
-        }
-    }
-    Ok(())
-}
-
-/// Whether `path` lies inside a `.git/modules` tree (the git dirs of submodules).
-pub(crate) fn in_git_modules(path: &Path) -> bool {
-    let names: Vec<&std::ffi::OsStr> = path.iter().collect();
-    names
-        .windows(2)
-        .any(|w| w[0] == ".git" && w[1] == "modules")
-}
-
-/// `hooks`, `config` or `commondir` of a submodule's git dir: what makes git run code there.
-pub(crate) fn is_submodule_code_path(path: &Path) -> bool {
-    // Called for every entry of every walk: the cheap test first.
-    let named = path
-        .file_name()
-        .is_some_and(|n| n == "hooks" || n == "config" || n == "commondir");
-    if !named {
-        return false;
-    }
-    let parent_is_modules = path
-        .parent()
-        .and_then(Path::file_name)
-        .is_some_and(|n| n == "modules");
-    !parent_is_modules && path.parent().is_some_and(in_git_modules)
-}
-
-/// A `.git` entry that is not a directory (a `gitdir:` file or a symlink) redirects git to
-/// another git dir, with that dir's hooks and config.
-pub(crate) fn is_git_redirect(path: &Path, kind: Kind) -> bool {
-    kind != Kind::Dir && path.file_name().is_some_and(|n| n == ".git")
-}
-
-/// The paths to cover so that `deny` is unreadable except for `allows` inside it.
-fn mask_targets(
-    host: &dyn HostView,
-    deny: &Path,
-    allows: &[PathBuf],
-    out: &mut Vec<(PathBuf, Kind)>,
-) {
-    if allows.iter().any(|a| a == deny) {
-        return;
-    }
-    let Some(entry) = host.stat(deny) else {
-        return;
-    };
-    let inner: Vec<&PathBuf> = allows.iter().filter(|a| is_within(a, deny)).collect();
-    if inner.is_empty() || entry.kind != Kind::Dir {
-        out.push((deny.to_path_buf(), entry.kind));
-        return;
-    }
-    for (name, _) in host.list_dir(deny) {
-        let child = deny.join(name);
-        if inner.iter().any(|a| is_within(a, &child)) {
-            mask_targets(host, &child, allows, out);
-        } else if let Some(canon) = host.canonicalize(&child) {
-            if let Some(e) = host.stat(&canon) {
-                out.push((canon, e.kind));
-            }
-        }
-    }
-}
-
-/// A masked file that has more names than the masks cover.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LinkedSecret {
-    pub path: PathBuf,
-    /// Names the file has (hard links).
-    pub links: u64,
-    /// Names of it found under the masks.
-    pub masked: u64,
-}
-
-/// How deep below a masked directory files are checked for hard links, and how many entries
-/// per mask at most: credential files sit near the top (`~/.ssh/id_rsa`, `~/.aws/credentials`,
-/// `~/.gnupg/private-keys-v1.d/X.key`), and a browser profile of thousands of files must not
-/// cost every run a walk. Deeper or further files are not checked.
-const LINK_CHECK_DEPTH: usize = 2;
-const LINK_CHECK_ENTRIES: usize = 512;
-
-/// Masked regular files with a name outside the masks. A mask covers a path, not a file: a
-/// hard link to `~/.aws/credentials` planted in the workspace (or anywhere readable) would be
-/// read through. A file whose every name lies under a mask (`id_rsa` and a backup link of it
-/// in `~/.ssh`) is fine.
-pub fn linked_secrets(host: &dyn HostView, masks: &[(PathBuf, Kind)]) -> Vec<LinkedSecret> {
-    // (dev, ino) → (first path seen, links, names seen under masks)
-    let mut seen: BTreeMap<(u64, u64), (PathBuf, u64, u64)> = BTreeMap::new();
-    let mut note = |path: &Path, e: &Entry| {
-        if e.kind == Kind::File && e.links > 1 {
-            seen.entry((e.dev, e.ino))
-                .or_insert_with(|| (path.to_path_buf(), e.links, 0))
-                .2 += 1;
-        }
-    };
-    for (mask, kind) in masks {
-        match kind {
-            // Mask paths are canonical: no symlink to tell apart from its target here.
-            Kind::File => {
-                if let Some(e) = host.stat(mask) {
-                    note(mask, &e);
-                }
-            }
-            Kind::Dir => {
-                let mut budget = LINK_CHECK_ENTRIES;
-                let mut todo = vec![(mask.clone(), 0usize)];
-                while let Some((dir, depth)) = todo.pop() {
-                    for (name, k) in host.list_dir(&dir) {
-                        if budget == 0 {
-                            break;
-                        }
-                        budget -= 1;
-                        let child = dir.join(name);
-                        match k {
-                            Kind::File => {
-                                if let Some(e) = host.stat(&child) {
-                                    note(&child, &e);
-                                }
-                            }
-                            Kind::Dir if depth + 1 < LINK_CHECK_DEPTH => {
-                                todo.push((child, depth + 1))
-                            }
-                            _ => {}
-                        }
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    seen.into_values()
-        .filter(|(_, links, masked)| masked < links)
-        .map(|(path, links, masked)| LinkedSecret {
-            path,
-            links,
-            masked,
-        })
-        .collect()
-}
-
-/// Where a read-only bind for `path` can land: the path itself, or, since a mount cannot cover
-/// a symlink, the symlink's target. `None` if it does not exist (or dangles).
-fn mount_target(host: &dyn HostView, path: &Path) -> Option<PathBuf> {
-    match host.lstat_kind(path)? {
-        Kind::Symlink => host.canonicalize(path),
-        _ => Some(path.to_path_buf()),
-    }
-}
-
-/// For a `.git` that is not a directory (a `gitdir:` file of a worktree or submodule, or a
-/// symlink), protect the real git dir's hooks, config and commondir.
-fn protect_git_file(
-    host: &dyn HostView,
-    entry: &Path,
-    roots: &[PathBuf],
-    protected: &mut BTreeSet<PathBuf>,
-    gitdirs: &mut BTreeSet<PathBuf>,
-    found: &mut Vec<git::GitDir>,
-) {
-    let base = entry.parent().unwrap_or(Path::new("/"));
-    let gitdir = match host.stat(entry).map(|e| e.kind) {
-        // A symlink to the git dir itself.
-        Some(Kind::Dir) => match host.canonicalize(entry) {
-            Some(d) => d,
-            None => return,
-        },
-        Some(Kind::File) => {
-            let Some(text) = host.read_small(entry) else {
-                return;
-            };
-            let Some(target) = text.lines().find_map(|l| l.strip_prefix("gitdir:")) else {
-                return;
-            };
-            policy::normalize_lexically(&base.join(target.trim()))
-        }
-        _ => return,
-    };
-    // A regular `.git` file can be bound read-only; a symlink cannot (the sweep watches it).
-    if host.lstat_kind(entry) == Some(Kind::File) {
-        protected.insert(entry.to_path_buf());
-    }
-    let mut dirs = vec![gitdir.clone()];
-    if let Some(common) = host.read_small(&gitdir.join("commondir")) {
-        dirs.push(policy::normalize_lexically(&gitdir.join(common.trim())));
-    }
-    for d in dirs {
-        let Some(d) = host.canonicalize(&d) else {
-            continue;
-        };
-        gitdirs.insert(d.clone());
-        found.push(git::GitDir {
-            dir: d.clone(),
-            top: Some(base.to_path_buf()),
-        });
-        for name in ["hooks", "config", "commondir"] {
-            let p = d.join(name);
-            let Some(target) = mount_target(host, &p) else {
-                continue;
-            };
-            if roots.iter().any(|w| is_within(&target, w)) {
-                protected.insert(target);
-            }
-        }
-    }
-}
-
 fn landlock_plan(
     policy: &Policy,
     host: &dyn HostView,
@@ -1663,7 +829,7 @@ fn landlock_plan(
         ReadScope::Host => vec![PathBuf::from("/")],
         ReadScope::AllowList => SYSTEM_READ
             .iter()
-            .chain(REPLACED.iter())
+            .chain(workspace::REPLACED.iter())
             .map(PathBuf::from)
             .chain(allows.iter().cloned())
             .collect(),
@@ -1842,42 +1008,4 @@ pub(crate) fn plan_on_this_machine(ws: &Path, uid: u32) -> Plan {
         &crate::host::RealHost,
     )
     .unwrap()
-}
-
-/// The creation guard's patterns: every `deny_write` pattern it can express, plus the hooks,
-/// config and commondir of git dirs that existing `.git` files or symlinks point to.
-fn creation_guard(
-    roots: &[PathBuf],
-    deny_write: &[PathPattern],
-    redirect_gitdirs: &BTreeSet<PathBuf>,
-) -> CreationGuard {
-    let mut guard = CreationGuard {
-        roots: roots.to_vec(),
-        calls: seccomp::mediated_calls(None),
-        ..CreationGuard::default()
-    };
-    for pat in deny_write {
-        match pat {
-            PathPattern::Exact(p) => guard.protected.push(GuardPattern {
-                base: p.clone(),
-                tail: Vec::new(),
-            }),
-            PathPattern::Glob(g) => match g.literal_base_and_tail() {
-                Some((base, tail)) => guard.protected.push(GuardPattern {
-                    base: base.to_path_buf(),
-                    tail,
-                }),
-                None => guard.sweep_only.push(g.pattern().to_string()),
-            },
-        }
-    }
-    for d in redirect_gitdirs {
-        for name in ["hooks", "config", "commondir"] {
-            guard.protected.push(GuardPattern {
-                base: d.join(name),
-                tail: Vec::new(),
-            });
-        }
-    }
-    guard
 }

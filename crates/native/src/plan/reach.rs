@@ -17,7 +17,9 @@ use std::path::{Path, PathBuf};
 
 use policy::is_within;
 
-use super::{depth, under_replaced, Mount};
+use workspace::{depth, under_replaced};
+
+use super::Mount;
 use crate::host::{Entry, HostView, Kind};
 
 /// A path the sandbox is granted and must be able to reach, and how it is mounted.
@@ -63,34 +65,6 @@ fn mount_point(path: &Path, kind: Kind) -> Mount {
             mode: 0o644,
         }
     }
-}
-
-/// Read grants that lie below the host's `/tmp` and outside every writable root, outermost
-/// only (a grant inside another is reached through it).
-pub(super) fn tmp_read_grants(
-    host: &dyn HostView,
-    allows: &[PathBuf],
-    writable_roots: &[PathBuf],
-) -> Vec<(PathBuf, Kind)> {
-    let under_tmp: Vec<&PathBuf> = allows
-        .iter()
-        .filter(|a| is_within(a, Path::new("/tmp")) && *a != Path::new("/tmp"))
-        .filter(|a| !writable_roots.iter().any(|w| is_within(a, w)))
-        .collect();
-    let mut out: Vec<(PathBuf, Kind)> = Vec::new();
-    for a in &under_tmp {
-        if under_tmp.iter().any(|o| o != a && is_within(a, o)) {
-            continue;
-        }
-        let Some(entry) = host.stat(a) else {
-            continue;
-        };
-        if !out.iter().any(|(p, _)| p == *a) {
-            out.push(((*a).clone(), entry.kind));
-        }
-    }
-    out.sort_by(|x, y| x.0.cmp(&y.0));
-    out
 }
 
 /// Whether the sandbox, as a root caller's unassigned id, may search (traverse) `entry`.

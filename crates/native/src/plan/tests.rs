@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::host::{Entry, HostView, Kind};
+use crate::host::{Entry, Host, HostView, Kind};
 
 /// A fake filesystem: path → (kind, uid, mode); symlinks are not modelled.
 #[derive(Default)]
@@ -86,6 +86,8 @@ impl FakeHost {
         self
     }
 }
+
+impl Host for FakeHost {}
 
 impl HostView for FakeHost {
     fn stat(&self, path: &Path) -> Option<Entry> {
@@ -493,13 +495,19 @@ fn refusals_name_the_path() {
     pol.filesystem.allow_write.push("/nonexistent".into());
     let e = Plan::new(&pol, &request(1000), &machine()).unwrap_err();
     assert!(
-        matches!(e, PlanError::WritableRootMissing(ref x) if x == Path::new("/nonexistent")),
+        matches!(e, PlanError::Scan(workspace::ScanError::WritableRootMissing(ref x)) if x == Path::new("/nonexistent")),
         "{e}"
     );
     let mut pol = default_policy();
     pol.filesystem.allow_write.push("/proc/sys".into());
     let e = Plan::new(&pol, &request(1000), &machine()).unwrap_err();
-    assert!(matches!(e, PlanError::WritableRootForbidden(_)), "{e}");
+    assert!(
+        matches!(
+            e,
+            PlanError::Scan(workspace::ScanError::WritableRootForbidden(_))
+        ),
+        "{e}"
+    );
     let mut req = request(1000);
     req.argv = vec![];
     assert!(matches!(

@@ -160,7 +160,10 @@ fn granting_the_private_tmp_itself_is_refused() {
     let mut policy = default_policy();
     policy.filesystem.allow_read = vec!["/tmp".into()];
     let e = Plan::new(&policy, &request(1000), &machine()).unwrap_err();
-    assert!(matches!(e, PlanError::PrivateTmpGrant(_)), "{e}");
+    assert!(
+        matches!(e, PlanError::Scan(workspace::ScanError::PrivateTmpGrant(_))),
+        "{e}"
+    );
 }
 
 #[test]

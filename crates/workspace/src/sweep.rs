@@ -3,7 +3,7 @@
 //!
 //! The sandbox is dead when this runs (its pid namespace is gone), so nothing races it.
 //! Only directories whose ctime moved since the planner listed them are listed again (see
-//! [`crate::plan::DirStamps`]): any entry created, removed or renamed moves it.
+//! [`crate::DirStamps`]): any entry created, removed or renamed moves it.
 //! Quarantine keeps the content: `<root>/.stockade/quarantine/<run-id>/<relative path>`.
 //! What stays: git's `*.sample` hooks and a new repository's config when it only holds keys
 //! that run nothing (`git init` and `git remote add` output). Submodule git dirs (`.git/modules`)
@@ -26,8 +26,9 @@ use policy::is_within;
 
 use crate::beneath::{move_no_replace, Root};
 use crate::host::{HostView, Kind};
-use crate::plan::{in_git_modules, walk, Plan, Stamps};
 use crate::planted_git;
+use crate::walk::{in_git_modules, walk, Stamps};
+use crate::Scan;
 
 pub const E_SANDBOX_VIOLATION: &str = sandbox::Code::SandboxViolation.as_str();
 
@@ -37,16 +38,59 @@ pub use sandbox::Violation;
 const MINIMAL_GIT_CONFIG: &str =
     "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n";
 
+/// What a backend held during the run, which decides what the sweep after it must do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Held {
+    /// A creation guard refused git's paths and the protected names as they were made
+    /// (native's mediated creation). Without one, [`guard_after_run`] does its job after.
+    pub creation_guard: bool,
+    /// Directories holding read-only paths could not be renamed (the host kernel refuses with
+    /// `EBUSY`). Without that (gVisor's Sentry allows it), [`replaced_protected`] first moves
+    /// the originals back.
+    pub pinned: bool,
+}
+
+/// Every check after a run, in the order that keeps each one honest: the originals of
+/// protected paths go back first (so everything after looks at the tree as it will stay),
+/// then the sweep, then what the creation guard would have refused (its ctime after
+/// `started`).
+pub fn after_run(
+    scan: &Scan,
+    host: &dyn HostView,
+    run_id: &str,
+    held: Held,
+    started: std::time::SystemTime,
+) -> Vec<Violation> {
+    let own_dirs = || -> Vec<PathBuf> {
+        let dirs = scan.sweep.roots.iter().map(|r| r.join(".stockade"));
+        dirs.filter(|d| host.lstat_kind(d).is_some()).collect()
+    };
+    let mut out = Vec::new();
+    // A `.stockade` the restore made (its quarantine) is stockade's own, not the run's.
+    let mut ours = Vec::new();
+    if !held.pinned {
+        let before = own_dirs();
+        out.extend(replaced_protected(scan, host, run_id));
+        ours = own_dirs();
+        ours.retain(|d| !before.contains(d));
+    }
+    out.extend(sweep_skipping(scan, host, run_id, &ours));
+    if !held.creation_guard {
+        out.extend(guard_after_run(scan, host, run_id, started));
+    }
+    out
+}
+
 /// Find protected paths created during the run and neutralise them.
-pub fn sweep(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
-    sweep_skipping(plan, host, run_id, &[])
+pub fn sweep(scan: &Scan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
+    sweep_skipping(scan, host, run_id, &[])
 }
 
 /// [`sweep`], leaving alone the paths in `ours`: a `<root>/.stockade` that stockade itself
 /// made after the run ([`replaced_protected`]'s quarantine), which would otherwise look like a
 /// protected path the run created.
 pub fn sweep_skipping(
-    plan: &Plan,
+    scan: &Scan,
     host: &dyn HostView,
     run_id: &str,
     ours: &[PathBuf],
@@ -57,9 +101,9 @@ pub fn sweep_skipping(
     // Directories holding a config, hooks or a commondir that were not git dirs at the start.
     let mut maybe_planted: BTreeSet<PathBuf> = BTreeSet::new();
     let mut count = 0usize;
-    for root in &plan.sweep.roots {
-        let known = Stamps::SkipUnchanged(&plan.sweep.dirs);
-        let globs = &plan.deny_globs;
+    for root in &scan.sweep.roots {
+        let known = Stamps::SkipUnchanged(&scan.sweep.dirs);
+        let globs = &scan.deny_globs;
         // Every symlink in a changed directory is looked at too: one into a masked path
         // would hand the secret to the host tools that follow it after the run.
         let concern =
@@ -72,15 +116,15 @@ pub fn sweep_skipping(
             &concern,
             &mut |path, kind| {
                 if globs.is_protected(path, kind)
-                    && plan.sweep.existing.get(path) != Some(&kind)
+                    && scan.sweep.existing.get(path) != Some(&kind)
                     && !ours.iter().any(|o| o == path)
                 {
                     found.push(path.to_path_buf());
-                } else if kind == Kind::Symlink && new_link_into_mask(plan, host, path) {
+                } else if kind == Kind::Symlink && new_link_into_mask(scan, host, path) {
                     links.push(path.to_path_buf());
                 }
                 if let (Some(name), Some(parent)) = (path.file_name(), path.parent()) {
-                    if planted_git::is_code_name(name) && !plan.sweep.git_dirs.contains(parent) {
+                    if planted_git::is_code_name(name) && !scan.sweep.git_dirs.contains(parent) {
                         maybe_planted.insert(parent.to_path_buf());
                     }
                 }
@@ -88,12 +132,12 @@ pub fn sweep_skipping(
         );
     }
     for link in links {
-        if let Some(root) = plan.sweep.roots.iter().find(|r| is_within(&link, r)) {
+        if let Some(root) = scan.sweep.roots.iter().find(|r| is_within(&link, r)) {
             linked.push(quarantine(root, &link, run_id, "symlink_to_masked_path"));
         }
     }
     found.sort();
-    let writable: Vec<&[u8]> = plan
+    let writable: Vec<&[u8]> = scan
         .sweep
         .roots
         .iter()
@@ -105,14 +149,14 @@ pub fn sweep_skipping(
     // The quarantine lives in `<root>/.stockade`; one the sandbox created (possibly a symlink
     // to somewhere else) is quarantined first, so nothing below is written through it.
     found.sort_by_key(|p| {
-        let is_own_dir = plan.sweep.roots.iter().any(|r| p == &r.join(".stockade"));
+        let is_own_dir = scan.sweep.roots.iter().any(|r| p == &r.join(".stockade"));
         (!is_own_dir, p.clone())
     });
     for path in found {
         if moved.iter().any(|m| is_within(&path, m)) {
             continue;
         }
-        let Some(root) = plan.sweep.roots.iter().find(|r| is_within(&path, r)) else {
+        let Some(root) = scan.sweep.roots.iter().find(|r| is_within(&path, r)) else {
             continue;
         };
         // Inside a git dir: the top-level `.git` or a submodule's under `.git/modules`.
@@ -143,7 +187,7 @@ pub fn sweep_skipping(
         }
     }
     for dir in maybe_planted {
-        let Some(root) = plan.sweep.roots.iter().find(|r| is_within(&dir, r)) else {
+        let Some(root) = scan.sweep.roots.iter().find(|r| is_within(&dir, r)) else {
             continue;
         };
         if moved.iter().any(|m| is_within(&dir, m)) || !planted_git::accepted_by_git(host, &dir) {
@@ -159,7 +203,7 @@ pub fn sweep_skipping(
         }
     }
     out.extend(linked);
-    out.extend(hidden_changes(plan, host));
+    out.extend(hidden_changes(scan, host));
     out
 }
 
@@ -172,24 +216,20 @@ pub const PROTECTED_PATH_REPLACED: &str = "protected_path_replaced";
 /// as when planned. One that is another file (`mv .git .old; mkdir .git; ...` leaves a new
 /// config and hooks at the old names) is quarantined; one that is gone is reported, with where
 /// to look. Paths inside an already quarantined one are skipped.
-pub fn replaced_protected(plan: &Plan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
+pub fn replaced_protected(scan: &Scan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut moved: Vec<PathBuf> = Vec::new();
-    let pinned = plan.mounts.iter().filter_map(|m| match m {
-        crate::plan::Mount::Pin { path } => Some(path),
-        _ => None,
-    });
-    let mut paths: Vec<&PathBuf> = plan.protected.iter().chain(pinned).collect();
+    let mut paths: Vec<&PathBuf> = scan.protected.iter().chain(&scan.pins).collect();
     paths.sort();
     paths.dedup();
     for path in paths {
-        let Some(root) = plan.sweep.roots.iter().find(|r| is_within(path, r)) else {
+        let Some(root) = scan.sweep.roots.iter().find(|r| is_within(path, r)) else {
             continue;
         };
         if moved.iter().any(|m| is_within(path, m)) {
             continue;
         }
-        let Some(&(dev, ino)) = plan.identities.get(path) else {
+        let Some(&(dev, ino)) = scan.identities.get(path) else {
             continue;
         };
         // A symbolic link now at the name is another file whatever it points to.
@@ -295,7 +335,7 @@ fn move_back(root: &Path, from: &Path, to: &Path) -> std::io::Result<()> {
 /// not exist at the start, or an entry under a pattern's base changed since `started` (its
 /// ctime), is quarantined. Run after [`replaced_protected`] (on the restored tree).
 pub fn guard_after_run(
-    plan: &Plan,
+    scan: &Scan,
     host: &dyn HostView,
     run_id: &str,
     started: std::time::SystemTime,
@@ -303,17 +343,17 @@ pub fn guard_after_run(
     let mut out = Vec::new();
     let new_since = |p: &Path| host.lstat_ctime(p).is_some_and(|t| t >= started);
     let mut found: BTreeSet<PathBuf> = BTreeSet::new();
-    for g in &plan.creation_guard.protected {
+    for g in &scan.guard {
         // `root/**/name` patterns are the policy's protected names, which the sweep finds
         // (walking only the directories that changed); every other pattern is git's: paths
         // of its git dirs whatever their names (`--separate-git-dir`, bare repositories),
         // `core.hooksPath` directories, `include.path` targets, worktree files.
-        if !g.tail.is_empty() && plan.sweep.roots.contains(&g.base) {
+        if !g.tail.is_empty() && scan.sweep.roots.contains(&g.base) {
             continue;
         }
         if g.tail.is_empty() {
             let existed =
-                plan.sweep.existing.contains_key(&g.base) || plan.protected.contains(&g.base);
+                scan.sweep.existing.contains_key(&g.base) || scan.protected.contains(&g.base);
             if host.lstat_kind(&g.base).is_some() && (!existed || new_since(&g.base)) {
                 found.insert(g.base.clone());
             }
@@ -344,7 +384,7 @@ pub fn guard_after_run(
         if moved.iter().any(|m| is_within(&path, m)) {
             continue;
         }
-        let Some(root) = plan.sweep.roots.iter().find(|r| is_within(&path, r)) else {
+        let Some(root) = scan.sweep.roots.iter().find(|r| is_within(&path, r)) else {
             continue;
         };
         out.push(quarantine(root, &path, run_id, "protected_path_created"));
@@ -360,11 +400,11 @@ pub const GIT_CHANGES_HIDDEN: &str = "git_changes_hidden";
 /// (see [`crate::git_index`]): git no longer shows their changes, so the user's review after
 /// the run would miss them. Reported with the names and how to undo it; the index is left as
 /// it is (rewriting it is git's job, and running git here could run a config the run made).
-fn hidden_changes(plan: &Plan, host: &dyn HostView) -> Vec<Violation> {
+fn hidden_changes(scan: &Scan, host: &dyn HostView) -> Vec<Violation> {
     let mut out = Vec::new();
-    for index in &plan.sweep.git_indexes {
+    for index in &scan.sweep.git_indexes {
         let Some(after) = host
-            .read_bytes(&index.path, crate::plan::GIT_INDEX_LIMIT)
+            .read_bytes(&index.path, crate::GIT_INDEX_LIMIT)
             .and_then(|d| crate::git_index::hidden_entries(&d, index.hash_len))
         else {
             continue;
@@ -417,12 +457,12 @@ fn resolve_link(host: &dyn HostView, link: &Path) -> Option<PathBuf> {
 /// A symlink made during the run (its ctime is not older than the plan) that resolves, on
 /// the host, into a masked or emptied path: the sandbox could not read through it, but the
 /// agent's host-side tools would.
-fn new_link_into_mask(plan: &Plan, host: &dyn HostView, link: &Path) -> bool {
+fn new_link_into_mask(scan: &Scan, host: &dyn HostView, link: &Path) -> bool {
     // Only a local filesystem's ctimes come from this machine's clock (see `DirStamps`).
     let local = link.parent().is_some_and(|p| host.local_ctime(p));
     // The ctime of a link the command made is later than the plan's start: the run's set-up
     // alone takes longer than the coarse clock that stamps ctimes lags the precise one.
-    let made_before_run = match (host.lstat_ctime(link), plan.sweep.dirs.taken_at) {
+    let made_before_run = match (host.lstat_ctime(link), scan.sweep.dirs.taken_at) {
         (Some(ctime), Some(start)) if local => ctime < start,
         _ => false,
     };
@@ -432,10 +472,10 @@ fn new_link_into_mask(plan: &Plan, host: &dyn HostView, link: &Path) -> bool {
     let Some(target) = resolve_link(host, link) else {
         return false;
     };
-    plan.masked
+    scan.masks
         .iter()
-        .chain(&plan.emptied)
-        .any(|m| is_within(&target, m))
+        .chain(&scan.emptied)
+        .any(|(m, _)| is_within(&target, m))
 }
 
 /// Takes out `path` (named by [`planted_git::is_code_name`]) of a git dir assembled during the
@@ -591,10 +631,9 @@ fn quarantine(root: &Path, path: &Path, run_id: &str, kind: &'static str) -> Vio
 mod tests {
     use super::*;
     use crate::host::RealHost;
-    use crate::plan::Plan;
 
-    fn plan_for(ws: &Path) -> Plan {
-        crate::plan::plan_on_this_machine(ws, 1000)
+    fn plan_for(ws: &Path) -> Scan {
+        crate::scan::scan_on_this_machine(ws)
     }
 
     /// The sandbox plants `.stockade -> OUTSIDE` and a hook: the supervisor must not create
@@ -680,7 +719,7 @@ mod tests {
         let mut plan = plan_for(&ws);
         // As if the tree had settled: record with no settling window.
         std::thread::sleep(std::time::Duration::from_millis(20));
-        let mut stamps = crate::plan::DirStamps::start_settled(std::time::Duration::ZERO);
+        let mut stamps = crate::DirStamps::start_settled(std::time::Duration::ZERO);
         let mut n = 0;
         walk(
             &RealHost,

@@ -29,7 +29,7 @@ const INCLUDE_DEPTH: usize = 10;
 
 /// Whether `path` is an existing git config (`config` or `config.worktree` as a regular file
 /// in a git dir): read-only during the run, rewritten by the init when only inert keys change.
-pub(super) fn is_existing_config(host: &dyn HostView, path: &Path) -> bool {
+pub fn is_existing_config(host: &dyn HostView, path: &Path) -> bool {
     let named_config = path
         .file_name()
         .is_some_and(|n| n == "config" || n == "config.worktree");
@@ -43,7 +43,7 @@ pub(super) fn is_existing_config(host: &dyn HostView, path: &Path) -> bool {
 }
 
 /// The git dirs of the repository that holds `root` (its own `.git`, or one above it), if any.
-pub(super) fn enclosing(host: &dyn HostView, root: &Path) -> Option<GitDir> {
+pub(crate) fn enclosing(host: &dyn HostView, root: &Path) -> Option<GitDir> {
     root.ancestors().find_map(|top| {
         let dot = top.join(".git");
         match host.lstat_kind(&dot)? {
@@ -58,7 +58,7 @@ pub(super) fn enclosing(host: &dyn HostView, root: &Path) -> Option<GitDir> {
 
 /// The length of object names in the repository of git dir `dir`: 32 bytes for SHA-256
 /// (`extensions.objectFormat = sha256`), else 20.
-pub(super) fn hash_len(host: &dyn HostView, dir: &Path) -> usize {
+pub(crate) fn hash_len(host: &dyn HostView, dir: &Path) -> usize {
     let sha256 = host
         .read_lossy(&dir.join("config"), CONFIG_LIMIT)
         .is_some_and(|text| {
@@ -78,7 +78,7 @@ pub(super) fn hash_len(host: &dyn HostView, dir: &Path) -> usize {
 /// A git dir, and the top of the worktree git runs hooks in (unknown for a bare repository or
 /// a submodule's git dir).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) struct GitDir {
+pub(crate) struct GitDir {
     pub dir: PathBuf,
     pub top: Option<PathBuf>,
 }
@@ -234,7 +234,7 @@ fn read_config(host: &dyn HostView, file: &Path, home: &Path, depth: usize, name
 
 /// The caller's global git configs (their includes and `core.hooksPath` apply to every
 /// repository), from the caller's `XDG_CONFIG_HOME`.
-pub(super) fn global_configs(home: &Path, xdg_config_home: Option<&Path>) -> Vec<PathBuf> {
+pub(crate) fn global_configs(home: &Path, xdg_config_home: Option<&Path>) -> Vec<PathBuf> {
     let xdg = xdg_config_home
         .filter(|p| p.is_absolute())
         .map_or_else(|| home.join(".config"), Path::to_path_buf);
@@ -247,11 +247,11 @@ pub(super) fn global_configs(home: &Path, xdg_config_home: Option<&Path>) -> Vec
 
 /// Names below every linked worktree's git dir (`<gitdir>/worktrees/<name>/`) that are
 /// refused on creation.
-pub(super) const WORKTREE_FILES: [&str; 3] = ["commondir", "gitdir", "config.worktree"];
+pub(crate) const WORKTREE_FILES: [&str; 3] = ["commondir", "gitdir", "config.worktree"];
 
 /// Every path to protect for `dirs` (see the module docs) that lies in a writable root,
 /// existing or not. Symlinks are followed where they exist.
-pub(super) fn protected_paths(
+pub(crate) fn protected_paths(
     host: &dyn HostView,
     dirs: &[GitDir],
     roots: &[PathBuf],

@@ -1,0 +1,39 @@
+//! Why a workspace cannot be scanned for a policy.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ScanError {
+    #[error(transparent)]
+    Policy(#[from] policy::PolicyError),
+    #[error("writable path does not exist: {}", .0.display())]
+    WritableRootMissing(PathBuf),
+    #[error("writable paths must be exact paths, not globs: {0}")]
+    WritableRootGlob(String),
+    #[error("refusing to make {} writable", .0.display())]
+    WritableRootForbidden(PathBuf),
+    #[error("cannot grant {}: the sandbox has a private /tmp", .0.display())]
+    PrivateTmpGrant(PathBuf),
+}
+
+impl ScanError {
+    /// How to get past it.
+    pub fn hint(&self) -> Option<String> {
+        match self {
+            ScanError::Policy(e) => e.hint(),
+            ScanError::WritableRootMissing(_) => {
+                Some("create it first or remove it from allow_write / --allow-write".into())
+            }
+            ScanError::WritableRootGlob(_) => {
+                Some("list each writable directory explicitly".into())
+            }
+            ScanError::WritableRootForbidden(_) => Some(
+                "allow a narrower directory; /, /dev, /proc and /sys cannot be made writable"
+                    .into(),
+            ),
+            ScanError::PrivateTmpGrant(_) => Some(
+                "name a path below /tmp (it is attached inside); the private /tmp itself is always writable".into(),
+            ),
+        }
+    }
+}

@@ -1,0 +1,311 @@
+//! What the planner may ask about the host: file kinds, owners, directory listings. A trait so
+//! plans can be built (and tested) against a fake host; [`RealHost`] asks the kernel.
+
+use std::ffi::OsString;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Dir,
+    File,
+    Symlink,
+    Other,
+}
+
+/// Metadata of an existing path (after following symlinks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    pub kind: Kind,
+    pub uid: u32,
+    pub gid: u32,
+    pub mode: u32,
+    /// Device and inode: which file this is, whatever its name.
+    pub dev: u64,
+    pub ino: u64,
+    /// Names the file has (hard links).
+    pub links: u64,
+}
+
+/// When a directory last changed, to tell after a run whether its entries can have changed.
+/// Creating, removing or renaming an entry sets the directory's ctime to the current time, and
+/// nothing without `CAP_SYS_TIME` can set a ctime back (`utimensat` moves ctime forward too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DirStamp {
+    pub dev: u64,
+    pub ino: u64,
+    pub ctime: i64,
+    pub ctime_nsec: i64,
+}
+
+pub trait HostView {
+    /// Metadata following symlinks; `None` if the path does not exist or cannot be reached.
+    fn stat(&self, path: &Path) -> Option<Entry>;
+    /// The kind of the path itself, not following a final symlink.
+    fn lstat_kind(&self, path: &Path) -> Option<Kind>;
+    /// Absolute path with every symlink resolved.
+    fn canonicalize(&self, path: &Path) -> Option<PathBuf>;
+    /// Entries of a directory with their own kinds (symlinks not followed), sorted by name.
+    fn list_dir(&self, path: &Path) -> Vec<(OsString, Kind)>;
+    /// The first KiB of a small text file (used for `.git` files).
+    fn read_small(&self, path: &Path) -> Option<String>;
+    /// Up to `limit` bytes of a file, invalid UTF-8 replaced (git configs); by default (a fake
+    /// host) [`HostView::read_small`].
+    fn read_lossy(&self, path: &Path, _limit: usize) -> Option<String> {
+        self.read_small(path)
+    }
+    /// Up to `limit` bytes of a regular file (a git index); none by default (a fake host).
+    fn read_bytes(&self, _path: &Path, _limit: usize) -> Option<Vec<u8>> {
+        None
+    }
+    /// The directory's stamp (not following a final symlink); `None` if it is not a directory,
+    /// or by default (a fake host: every directory is listed).
+    fn dir_stamp(&self, _path: &Path) -> Option<DirStamp> {
+        None
+    }
+    /// [`HostView::list_dir`] with the directory's stamp taken first, from the same open
+    /// directory (so a change after the stamp shows in the ctime, and both describe one
+    /// directory).
+    fn list_dir_stamped(&self, path: &Path) -> (Option<DirStamp>, Vec<(OsString, Kind)>) {
+        (self.dir_stamp(path), self.list_dir(path))
+    }
+    /// Whether the filesystem holding `path` is a local one that sets ctime from this
+    /// machine's clock on every change (ext2/3/4, xfs, btrfs, tmpfs, overlayfs, f2fs,
+    /// bcachefs). Others (FUSE, network filesystems) report what their server says, possibly
+    /// nothing useful: their directories are always listed.
+    fn local_ctime(&self, _path: &Path) -> bool {
+        false
+    }
+    /// When the path itself (not following a final symlink) last changed; `None` by default
+    /// (a fake host: every symlink counts as new).
+    fn lstat_ctime(&self, _path: &Path) -> Option<std::time::SystemTime> {
+        None
+    }
+}
+
+fn kind_of(ft: std::fs::FileType) -> Kind {
+    if ft.is_dir() {
+        Kind::Dir
+    } else if ft.is_file() {
+        Kind::File
+    } else if ft.is_symlink() {
+        Kind::Symlink
+    } else {
+        Kind::Other
+    }
+}
+
+/// The real machine.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RealHost;
+
+impl HostView for RealHost {
+    fn stat(&self, path: &Path) -> Option<Entry> {
+        let m = std::fs::metadata(path).ok()?;
+        Some(Entry {
+            kind: kind_of(m.file_type()),
+            uid: m.uid(),
+            gid: m.gid(),
+            mode: m.mode(),
+            dev: m.dev(),
+            ino: m.ino(),
+            links: m.nlink(),
+        })
+    }
+
+    fn lstat_kind(&self, path: &Path) -> Option<Kind> {
+        std::fs::symlink_metadata(path)
+            .ok()
+            .map(|m| kind_of(m.file_type()))
+    }
+
+    fn canonicalize(&self, path: &Path) -> Option<PathBuf> {
+        std::fs::canonicalize(path).ok()
+    }
+
+    fn list_dir(&self, path: &Path) -> Vec<(OsString, Kind)> {
+        read_dir(path)
+            .map(|(_, entries)| entries)
+            .unwrap_or_default()
+    }
+
+    fn list_dir_stamped(&self, path: &Path) -> (Option<DirStamp>, Vec<(OsString, Kind)>) {
+        match read_dir(path) {
+            Some((stamp, entries)) => (Some(stamp), entries),
+            None => (None, Vec::new()),
+        }
+    }
+
+    fn read_small(&self, path: &Path) -> Option<String> {
+        read_text(path, 1024)
+    }
+
+    fn read_lossy(&self, path: &Path, limit: usize) -> Option<String> {
+        read_regular(path, limit).map(|buf| String::from_utf8_lossy(&buf).into_owned())
+    }
+
+    fn read_bytes(&self, path: &Path, limit: usize) -> Option<Vec<u8>> {
+        read_regular(path, limit)
+    }
+
+    fn dir_stamp(&self, path: &Path) -> Option<DirStamp> {
+        // rustix's stat, as `read_dir`'s: one encoding of the device number for both.
+        let st = rustix::fs::lstat(path).ok()?;
+        if kind_of_raw(rustix::fs::FileType::from_raw_mode(st.st_mode)) != Kind::Dir {
+            return None;
+        }
+        Some(stamp_of(&st))
+    }
+
+    fn lstat_ctime(&self, path: &Path) -> Option<std::time::SystemTime> {
+        let m = std::fs::symlink_metadata(path).ok()?;
+        let secs = u64::try_from(m.ctime()).ok()?;
+        let nanos = u32::try_from(m.ctime_nsec()).ok()?;
+        std::time::UNIX_EPOCH.checked_add(std::time::Duration::new(secs, nanos))
+    }
+
+    fn local_ctime(&self, path: &Path) -> bool {
+        // Magic numbers of statfs(2)'s f_type. Their timestamps' granularity (1 ns to 1 s) is
+        // below the sweep's settling window (see `crate::SETTLED`).
+        const LOCAL: &[u64] = &[
+            0xEF53,      // ext2/3/4
+            0x5846_5342, // xfs
+            0x9123_683E, // btrfs
+            0x0102_1994, // tmpfs
+            0x794C_7630, // overlayfs
+            0xF2F5_2010, // f2fs
+            0xCA45_1A4E, // bcachefs
+        ];
+        match rustix::fs::statfs(path) {
+            // f_type's width differs between architectures.
+            #[allow(clippy::unnecessary_cast)]
+            Ok(fs) => LOCAL.contains(&(fs.f_type as u64)),
+            Err(_) => false,
+        }
+    }
+}
+
+/// A directory's stamp and entries, sorted by name, from one open directory: `fstat` then
+/// `getdents64` (std's `read_dir` would `fstat` it too, and hand the result to nobody).
+fn read_dir(path: &Path) -> Option<(DirStamp, Vec<(OsString, Kind)>)> {
+    use rustix::fs::{FileType, OFlags};
+    use std::os::unix::ffi::OsStrExt;
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )
+    .ok()?;
+    let stamp = stamp_of(&rustix::fs::fstat(&fd).ok()?);
+    let mut dir = rustix::fs::Dir::new(fd).ok()?;
+    let mut out = Vec::new();
+    while let Some(entry) = dir.read() {
+        let Ok(entry) = entry else { break };
+        let name = entry.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        let kind = match entry.file_type() {
+            // Filesystems that do not fill in d_type.
+            FileType::Unknown => {
+                let st = dir.fd().ok().and_then(|d| {
+                    rustix::fs::statat(d, entry.file_name(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                        .ok()
+                });
+                match st {
+                    Some(st) => kind_of_raw(FileType::from_raw_mode(st.st_mode)),
+                    None => continue,
+                }
+            }
+            t => kind_of_raw(t),
+        };
+        out.push((std::ffi::OsStr::from_bytes(name).to_os_string(), kind));
+    }
+    out.sort();
+    Some((stamp, out))
+}
+
+fn kind_of_raw(t: rustix::fs::FileType) -> Kind {
+    use rustix::fs::FileType;
+    match t {
+        FileType::Directory => Kind::Dir,
+        FileType::RegularFile => Kind::File,
+        FileType::Symlink => Kind::Symlink,
+        _ => Kind::Other,
+    }
+}
+
+fn stamp_of(st: &rustix::fs::Stat) -> DirStamp {
+    DirStamp {
+        dev: st.st_dev,
+        ino: st.st_ino,
+        ctime: st.st_ctime,
+        ctime_nsec: i64::try_from(st.st_ctime_nsec).unwrap_or(0),
+    }
+}
+
+/// Up to `limit` bytes of a text file, in as few reads as it takes. Files of `/proc` and of
+/// cgroup hierarchies report a size of 0, so `std::fs::read_to_string` starts with a 32-byte
+/// probe and doubles from there; the kernel generates the text again for each of those reads
+/// (`/proc/self/mountinfo` eight times over, a tenth of a millisecond per run).
+///
+/// Only a regular file is read: the planner reads files an earlier run could have made (a
+/// `.git` file's `commondir`), and a FIFO there would block every later run at its open
+/// (`O_NONBLOCK` makes the open return; the type check refuses the rest).
+pub fn read_text(path: &Path, limit: usize) -> Option<String> {
+    String::from_utf8(read_regular(path, limit)?).ok()
+}
+
+/// Up to `limit` bytes of `path` if it is a regular file, opened without blocking (a FIFO
+/// planted by an earlier run must not hang the planner).
+fn read_regular(path: &Path, limit: usize) -> Option<Vec<u8>> {
+    use rustix::fs::{FileType, Mode, OFlags};
+    use std::io::Read;
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let st = rustix::fs::fstat(&fd).ok()?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return None;
+    }
+    let file = std::fs::File::from(fd);
+    // With spare capacity, `read_to_end` reads straight into it (no probe, no zeroing).
+    let mut buf = Vec::with_capacity(limit.min(8 * 1024));
+    file.take(limit as u64).read_to_end(&mut buf).ok()?;
+    Some(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A FIFO where the planner reads a small file (planted by an earlier run) neither blocks
+    /// it nor is read; regular files and `/proc` files are.
+    #[test]
+    fn read_text_skips_a_fifo_without_blocking() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fifo = tmp.path().join("commondir");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(read_text(&fifo, 1024)));
+        let got = rx.recv_timeout(std::time::Duration::from_secs(5));
+        assert_eq!(got, Ok(None), "read_text blocked on a FIFO or read it");
+        std::fs::write(tmp.path().join("f"), "../..\n").unwrap();
+        assert_eq!(
+            read_text(&tmp.path().join("f"), 1024).as_deref(),
+            Some("../..\n")
+        );
+        assert!(read_text(Path::new("/proc/self/status"), 1 << 16).is_some());
+    }
+}

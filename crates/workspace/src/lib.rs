@@ -1,0 +1,49 @@
+//! What a workspace holds, for every backend: the [`Scan`] before a run (writable roots, masked
+//! and protected paths, git's code paths, what a creation guard refuses) and the [`sweep`]
+//! after it (protected paths the run created, moved out of the way and reported).
+//!
+//! No isolation mechanism lives here: backends lower a scan to theirs (native: mounts,
+//! Landlock and mediated creation; gVisor: an OCI bundle). Everything reads the host through
+//! [`HostView`], so scans are built and tested against a fake host.
+//!
+//! ```no_run
+//! use workspace::{Place, RealHost, Scan};
+//! let policy = policy::profile("workspace-write")?;
+//! let place = Place {
+//!     workspace: std::env::current_dir()?.canonicalize()?,
+//!     home: "/home/me".into(),
+//!     xdg_config_home: None,
+//! };
+//! let scan = Scan::new(&policy, &place, &RealHost)?;
+//! println!("protected: {:?}", scan.protected);
+//! // ... the run ...
+//! let violations = workspace::sweep(&scan, &RealHost, "run-1");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![forbid(unsafe_code)]
+
+mod beneath;
+mod error;
+mod git;
+pub mod git_index;
+pub mod host;
+pub mod planted_git;
+mod scan;
+mod secrets;
+pub mod sweep;
+mod walk;
+
+pub use error::ScanError;
+pub use git::is_existing_config;
+pub use host::{DirStamp, Entry, HostView, Kind, RealHost};
+pub use scan::{depth, under_replaced, GitIndex, GuardPattern, Place, Scan, SweepPlan, REPLACED};
+pub use secrets::LinkedSecret;
+pub use sweep::{sweep, Violation};
+pub use walk::{
+    in_git_modules, is_git_redirect, is_submodule_code_path, walk, DenyGlobs, DirStamps, Stamps,
+    SETTLED,
+};
+
+/// The largest git index the scan reads (about half a million entries).
+pub const GIT_INDEX_LIMIT: usize = 64 << 20;

@@ -1,0 +1,592 @@
+//! The scan of a run's workspace: from a policy and where the run is, what every backend must
+//! make of the host: the writable roots, the masked and emptied paths, the protected paths
+//! (with git's: hooks, configs, redirects, includes), the directories to pin, the patterns a
+//! creation guard refuses, and what the sweep after the run compares against.
+//!
+//! Pure given a [`HostView`]: the tests build scans against a fake host. Backends lower a scan
+//! (as part of the [`sandbox::Spec`]) to their own mechanisms; none of it is native's.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use policy::{is_within, PathContext, PathPattern, Policy};
+use serde::Serialize;
+
+use crate::git;
+use crate::host::{HostView, Kind};
+use crate::secrets::{linked_secrets, LinkedSecret};
+use crate::walk::{DenyGlobs, DirStamps, Matches};
+use crate::ScanError;
+
+/// Places every sandbox replaces wholesale; host paths below them are not visible inside.
+pub const REPLACED: &[&str] = &["/tmp", "/dev", "/proc"];
+
+/// Where a run is: what the policy's `~`, workspace-relative and git-global paths mean.
+#[derive(Debug, Clone)]
+pub struct Place {
+    /// The canonical workspace directory.
+    pub workspace: PathBuf,
+    /// The caller's home.
+    pub home: PathBuf,
+    /// The caller's `XDG_CONFIG_HOME`, where git's global config may live.
+    pub xdg_config_home: Option<PathBuf>,
+}
+
+/// What the scan found: everything a backend needs to know about the host's paths for a run.
+#[derive(Debug, Clone)]
+pub struct Scan {
+    /// Canonical writable directories (or files), outermost first; `/tmp` is never one (every
+    /// sandbox has a private `/tmp`).
+    pub writable_roots: Vec<PathBuf>,
+    /// Canonical exact read grants (`allow_read`).
+    pub allows: Vec<PathBuf>,
+    /// Read grants below the host's `/tmp`, attached in the private one.
+    pub tmp_grants: Vec<(PathBuf, Kind)>,
+    /// Paths made unreadable (`deny_read`), canonical, with their kinds.
+    pub masks: Vec<(PathBuf, Kind)>,
+    /// Paths read as empty (`read_empty`).
+    pub emptied: Vec<(PathBuf, Kind)>,
+    /// Masked files with a hard link outside every mask (the run is refused).
+    pub linked_secrets: Vec<LinkedSecret>,
+    /// Existing paths inside the writable roots kept read-only.
+    pub protected: BTreeSet<PathBuf>,
+    /// Directories that must not be renamed during the run (git dirs holding protected paths,
+    /// the trust store's ancestors): a rename would carry the read-only paths away whole.
+    pub pins: BTreeSet<PathBuf>,
+    /// What a creation guard refuses to let the run create (see [`GuardPattern`]).
+    pub guard: Vec<GuardPattern>,
+    /// `deny_write` globs no [`GuardPattern`] can express: only the sweep checks them.
+    pub sweep_only: Vec<String>,
+    /// What the sweep after the run compares against.
+    pub sweep: SweepPlan,
+    pub deny_globs: DenyGlobs,
+    /// `(st_dev, st_ino)` of every masked, protected and pinned path when scanned:
+    /// a backend mounts over a path only if it is still that file, and the sweep finds a
+    /// protected path that was renamed away by it.
+    pub identities: BTreeMap<PathBuf, (u64, u64)>,
+}
+
+impl Scan {
+    /// Scans the host for a run of `policy` at `place`.
+    pub fn new(policy: &Policy, place: &Place, host: &dyn HostView) -> Result<Scan, ScanError> {
+        let writable_roots = writable_roots(policy, place, host)?;
+        let ctx = PathContext {
+            home: place.home.clone(),
+            workspace: place.workspace.clone(),
+            writable_roots: writable_roots.clone(),
+        };
+        let expand_all = |list: &[String]| -> Result<Vec<PathPattern>, ScanError> {
+            let mut out = Vec::new();
+            for p in list {
+                out.extend(policy::expand(p, &ctx)?);
+            }
+            Ok(out)
+        };
+        let deny_read = expand_all(&policy.filesystem.deny_read)?;
+        let read_empty = expand_all(&policy.filesystem.read_empty)?;
+        let allow_read = expand_all(&policy.filesystem.allow_read)?;
+        let deny_write = expand_all(&policy.filesystem.deny_write)?;
+
+        let mut dirs = DirStamps::start();
+        let found = Matches::collect(host, &writable_roots, &deny_read, &deny_write, &mut dirs)?;
+        let allows: Vec<PathBuf> = allow_read
+            .iter()
+            .filter_map(|p| match p {
+                PathPattern::Exact(p) => Some(host.canonicalize(p).unwrap_or_else(|| p.clone())),
+                PathPattern::Glob(_) => None,
+            })
+            .collect();
+        if allows.iter().any(|a| a == Path::new("/tmp")) {
+            return Err(ScanError::PrivateTmpGrant(PathBuf::from("/tmp")));
+        }
+        // Read grants below the host's /tmp are attached in the private one.
+        let tmp_grants = tmp_read_grants(host, &allows, &writable_roots);
+
+        // Masks: every denied path that exists, minus allow exceptions, minus paths that
+        // hold a writable root (writing implies reading), minus paths the sandbox replaces.
+        let mut masks: Vec<(PathBuf, Kind)> = Vec::new();
+        for d in &found.deny_read {
+            let Some(canon) = host.canonicalize(d) else {
+                continue;
+            };
+            if writable_roots.iter().any(|w| is_within(w, &canon)) {
+                continue;
+            }
+            let visible = !under_replaced(&canon)
+                || writable_roots.iter().any(|w| is_within(&canon, w))
+                || tmp_grants.iter().any(|(g, _)| is_within(&canon, g));
+            if !visible {
+                continue;
+            }
+            mask_targets(host, &canon, &allows, &mut masks);
+        }
+        masks.sort();
+        masks.dedup();
+        // Paths read as empty: exact paths (the policy allows no other form), covered by an
+        // empty readable file or directory unless an unreadable mask covers them already.
+        let mut emptied: Vec<(PathBuf, Kind)> = Vec::new();
+        for d in &read_empty {
+            let PathPattern::Exact(d) = d else { continue };
+            let Some(canon) = host.canonicalize(d) else {
+                continue;
+            };
+            let covered = masks.iter().any(|(m, _)| is_within(&canon, m))
+                || writable_roots
+                    .iter()
+                    .any(|w| is_within(w, &canon) || is_within(&canon, w));
+            if covered || (under_replaced(&canon)) {
+                continue;
+            }
+            mask_targets(host, &canon, &allows, &mut emptied);
+        }
+        emptied.sort();
+        emptied.dedup();
+        let all_masks: Vec<(PathBuf, Kind)> = masks.iter().chain(&emptied).cloned().collect();
+        let linked_secrets = linked_secrets(host, &all_masks);
+
+        // Protected paths inside writable roots (outside them everything is read-only).
+        let mut protected: BTreeSet<PathBuf> = BTreeSet::new();
+        let mut pins: BTreeSet<PathBuf> = BTreeSet::new();
+        for p in &found.deny_write {
+            // A mount cannot cover a symlink: protect its target when that is writable (the
+            // link itself can still be replaced; the sweep notices the change of kind).
+            let Some(target) = mount_target(host, p) else {
+                continue;
+            };
+            if writable_roots.iter().any(|w| is_within(&target, w)) && target != place.workspace {
+                protected.insert(target);
+            }
+        }
+        let mut redirect_gitdirs: BTreeSet<PathBuf> = BTreeSet::new();
+        let mut git_dirs: Vec<git::GitDir> = Vec::new();
+        for gitfile in &found.git_files {
+            protect_git_file(
+                host,
+                gitfile,
+                &writable_roots,
+                &mut protected,
+                &mut redirect_gitdirs,
+                &mut git_dirs,
+            );
+        }
+        // Everything else in those git dirs that makes git run code or look elsewhere.
+        for d in &found.git_dirs {
+            let top = (d.file_name().is_some_and(|n| n == ".git"))
+                .then(|| d.parent().map(Path::to_path_buf))
+                .flatten();
+            git_dirs.push(git::GitDir {
+                dir: d.clone(),
+                top,
+            });
+        }
+        // Git dirs under other names (a bare repository in the workspace): git runs their
+        // config and hooks as it does `.git`'s.
+        let bare: Vec<PathBuf> = found
+            .accepted_git_dirs
+            .iter()
+            .filter(|d| {
+                !d.iter().any(|c| c == ".git")
+                    && writable_roots.iter().any(|w| is_within(d, w) && *d != w)
+            })
+            .cloned()
+            .collect();
+        git_dirs.extend(bare.iter().map(|d| git::GitDir {
+            dir: d.clone(),
+            top: None,
+        }));
+        git_dirs.extend(
+            writable_roots
+                .iter()
+                .filter_map(|r| git::enclosing(host, r)),
+        );
+        git_dirs.sort();
+        git_dirs.dedup();
+        // Their indexes: which entries git does not check for changes, before the run.
+        let git_indexes: Vec<GitIndex> = git_dirs
+            .iter()
+            .filter(|d| writable_roots.iter().any(|w| is_within(&d.dir, w)))
+            .filter_map(|d| {
+                let path = d.dir.join("index");
+                let hash_len = git::hash_len(host, &d.dir);
+                let data = host.read_bytes(&path, crate::GIT_INDEX_LIMIT)?;
+                let hidden = crate::git_index::hidden_entries(&data, hash_len)?;
+                Some(GitIndex {
+                    path,
+                    hidden,
+                    hash_len,
+                })
+            })
+            .collect();
+        let mut git_paths = git::protected_paths(
+            host,
+            &git_dirs,
+            &writable_roots,
+            &place.home,
+            &git::global_configs(&place.home, place.xdg_config_home.as_deref()),
+        );
+        for d in &bare {
+            for name in ["config", "hooks", "commondir"] {
+                git_paths.insert(d.join(name));
+            }
+        }
+        for p in &git_paths {
+            if let Some(target) = mount_target(host, p) {
+                if writable_roots.iter().any(|w| is_within(&target, w)) && target != place.workspace
+                {
+                    protected.insert(target);
+                }
+            }
+        }
+        let (mut guard, sweep_only) = guard_patterns(&deny_write, &redirect_gitdirs);
+        guard.extend(git_paths.iter().map(|p| GuardPattern {
+            base: p.clone(),
+            tail: Vec::new(),
+        }));
+        for d in &git_dirs {
+            if writable_roots.iter().any(|w| is_within(&d.dir, w)) {
+                for name in git::WORKTREE_FILES {
+                    guard.push(GuardPattern {
+                        base: d.dir.join("worktrees"),
+                        tail: vec![name.to_string()],
+                    });
+                }
+            }
+        }
+        for p in &protected {
+            if let Some(parent) = p.parent() {
+                let is_gitdir = parent.file_name().is_some_and(|n| n == ".git")
+                    || host.stat(&parent.join("HEAD")).is_some();
+                if is_gitdir && !writable_roots.iter().any(|w| w == parent) {
+                    pins.insert(parent.to_path_buf());
+                }
+            }
+        }
+        // A mask inside a protected path or a protected path inside a mask: the mask wins.
+        let masked_paths: Vec<PathBuf> = masks.iter().map(|(p, _)| p.clone()).collect();
+        protected.retain(|p| !masked_paths.iter().any(|m| is_within(p, m)));
+
+        let identities = masked_paths
+            .iter()
+            .chain(&protected)
+            .chain(&pins)
+            .filter_map(|p| host.stat(p).map(|e| (p.clone(), (e.dev, e.ino))))
+            .collect();
+        let sweep = SweepPlan {
+            roots: writable_roots.clone(),
+            existing: found
+                .deny_write
+                .iter()
+                .chain(&found.git_files)
+                .filter_map(|p| Some((p.clone(), host.lstat_kind(p)?)))
+                .collect(),
+            git_dirs: found
+                .accepted_git_dirs
+                .iter()
+                .chain(&found.git_dirs)
+                .cloned()
+                .collect(),
+            dirs,
+            git_indexes,
+        };
+        Ok(Scan {
+            writable_roots,
+            allows,
+            tmp_grants,
+            masks,
+            emptied,
+            linked_secrets,
+            protected,
+            pins,
+            guard,
+            sweep_only,
+            sweep,
+            deny_globs: found.globs,
+            identities,
+        })
+    }
+
+    /// Pins every directory between a writable root and `path` (none may be renamed during the
+    /// run): `path` itself may be kept read-only, but renaming one of its parents would move
+    /// it away whole (the trust store: its approvals would vanish and the workspaces they
+    /// gate would run un-gated). Returns the new pins, outermost first.
+    pub fn pin_ancestors(&mut self, path: &Path, host: &dyn HostView) -> Vec<PathBuf> {
+        let mut pins: Vec<PathBuf> = path
+            .ancestors()
+            .skip(1)
+            .filter(|a| {
+                self.writable_roots
+                    .iter()
+                    .any(|w| is_within(a, w) && *a != w.as_path())
+            })
+            .filter(|a| host.lstat_kind(a) == Some(Kind::Dir))
+            .map(Path::to_path_buf)
+            .collect();
+        pins.reverse();
+        for p in &pins {
+            if let Some(e) = host.stat(p) {
+                self.identities.insert(p.clone(), (e.dev, e.ino));
+            }
+            self.pins.insert(p.clone());
+        }
+        pins
+    }
+}
+
+/// A protected pattern as the creation guard matches it: `base/**/tail[0]/tail[1]/..` (`*` and
+/// `?` allowed in the tail), or `base` and everything below it when the tail is empty.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GuardPattern {
+    pub base: PathBuf,
+    pub tail: Vec<String>,
+}
+
+/// What the supervisor checks after the run: protected paths that did not exist at the start.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct SweepPlan {
+    pub roots: Vec<PathBuf>,
+    /// Protected paths present at the start, with their kind: a path whose kind changed (a
+    /// symlinked `.git/hooks` replaced by a real directory) counts as created.
+    pub existing: BTreeMap<PathBuf, Kind>,
+    /// Directories git accepted as git dirs at the start (see [`crate::planted_git`]): one
+    /// that appears during the run is a planted git dir.
+    pub git_dirs: BTreeSet<PathBuf>,
+    /// Directories the planner listed, with their stamps: the sweep lists again only those
+    /// that changed (and new ones).
+    #[serde(skip)]
+    pub dirs: DirStamps,
+    /// The git indexes of the repositories in the writable roots, with the entries whose
+    /// changes git already did not show ([`crate::git_index`]) and the object name length.
+    pub git_indexes: Vec<GitIndex>,
+}
+
+/// A git index as the run found it (see [`SweepPlan::git_indexes`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GitIndex {
+    pub path: PathBuf,
+    pub hidden: BTreeSet<String>,
+    pub hash_len: usize,
+}
+
+/// How many components `p` has (mount steps go parents first).
+pub fn depth(p: &Path) -> usize {
+    p.components().count()
+}
+
+pub fn under_replaced(p: &Path) -> bool {
+    REPLACED.iter().any(|r| is_within(p, Path::new(r)))
+}
+
+fn writable_roots(
+    policy: &Policy,
+    place: &Place,
+    host: &dyn HostView,
+) -> Result<Vec<PathBuf>, ScanError> {
+    let ctx = PathContext {
+        home: place.home.clone(),
+        workspace: place.workspace.clone(),
+        writable_roots: Vec::new(),
+    };
+    let mut roots: Vec<PathBuf> = Vec::new();
+    for entry in &policy.filesystem.allow_write {
+        for pat in policy::expand(entry, &ctx)? {
+            let PathPattern::Exact(p) = pat else {
+                return Err(ScanError::WritableRootGlob(entry.clone()));
+            };
+            let canon = host
+                .canonicalize(&p)
+                .ok_or_else(|| ScanError::WritableRootMissing(p.clone()))?;
+            for forbidden in ["/", "/dev", "/proc", "/sys"] {
+                if canon == Path::new(forbidden)
+                    || (forbidden != "/" && is_within(&canon, Path::new(forbidden)))
+                {
+                    return Err(ScanError::WritableRootForbidden(canon));
+                }
+            }
+            if canon == Path::new("/tmp") {
+                continue; // the private /tmp is always writable
+            }
+            if !roots.contains(&canon) {
+                roots.push(canon);
+            }
+        }
+    }
+    roots.sort_by_key(|p| (depth(p), p.clone()));
+    Ok(roots)
+}
+
+/// The paths to cover so that `deny` is unreadable except for `allows` inside it.
+fn mask_targets(
+    host: &dyn HostView,
+    deny: &Path,
+    allows: &[PathBuf],
+    out: &mut Vec<(PathBuf, Kind)>,
+) {
+    if allows.iter().any(|a| a == deny) {
+        return;
+    }
+    let Some(entry) = host.stat(deny) else {
+        return;
+    };
+    let inner: Vec<&PathBuf> = allows.iter().filter(|a| is_within(a, deny)).collect();
+    if inner.is_empty() || entry.kind != Kind::Dir {
+        out.push((deny.to_path_buf(), entry.kind));
+        return;
+    }
+    for (name, _) in host.list_dir(deny) {
+        let child = deny.join(name);
+        if inner.iter().any(|a| is_within(a, &child)) {
+            mask_targets(host, &child, allows, out);
+        } else if let Some(canon) = host.canonicalize(&child) {
+            if let Some(e) = host.stat(&canon) {
+                out.push((canon, e.kind));
+            }
+        }
+    }
+}
+
+/// Where a read-only bind for `path` can land: the path itself, or, since a mount cannot cover
+/// a symlink, the symlink's target. `None` if it does not exist (or dangles).
+fn mount_target(host: &dyn HostView, path: &Path) -> Option<PathBuf> {
+    match host.lstat_kind(path)? {
+        Kind::Symlink => host.canonicalize(path),
+        _ => Some(path.to_path_buf()),
+    }
+}
+
+/// For a `.git` that is not a directory (a `gitdir:` file of a worktree or submodule, or a
+/// symlink), protect the real git dir's hooks, config and commondir.
+fn protect_git_file(
+    host: &dyn HostView,
+    entry: &Path,
+    roots: &[PathBuf],
+    protected: &mut BTreeSet<PathBuf>,
+    gitdirs: &mut BTreeSet<PathBuf>,
+    found: &mut Vec<git::GitDir>,
+) {
+    let base = entry.parent().unwrap_or(Path::new("/"));
+    let gitdir = match host.stat(entry).map(|e| e.kind) {
+        // A symlink to the git dir itself.
+        Some(Kind::Dir) => match host.canonicalize(entry) {
+            Some(d) => d,
+            None => return,
+        },
+        Some(Kind::File) => {
+            let Some(text) = host.read_small(entry) else {
+                return;
+            };
+            let Some(target) = text.lines().find_map(|l| l.strip_prefix("gitdir:")) else {
+                return;
+            };
+            policy::normalize_lexically(&base.join(target.trim()))
+        }
+        _ => return,
+    };
+    // A regular `.git` file can be bound read-only; a symlink cannot (the sweep watches it).
+    if host.lstat_kind(entry) == Some(Kind::File) {
+        protected.insert(entry.to_path_buf());
+    }
+    let mut dirs = vec![gitdir.clone()];
+    if let Some(common) = host.read_small(&gitdir.join("commondir")) {
+        dirs.push(policy::normalize_lexically(&gitdir.join(common.trim())));
+    }
+    for d in dirs {
+        let Some(d) = host.canonicalize(&d) else {
+            continue;
+        };
+        gitdirs.insert(d.clone());
+        found.push(git::GitDir {
+            dir: d.clone(),
+            top: Some(base.to_path_buf()),
+        });
+        for name in ["hooks", "config", "commondir"] {
+            let p = d.join(name);
+            let Some(target) = mount_target(host, &p) else {
+                continue;
+            };
+            if roots.iter().any(|w| is_within(&target, w)) {
+                protected.insert(target);
+            }
+        }
+    }
+}
+
+/// The creation guard's patterns: every `deny_write` pattern it can express, plus the hooks,
+/// config and commondir of git dirs that existing `.git` files or symlinks point to; and the
+/// `deny_write` globs of other shapes, which only the sweep after the run checks.
+fn guard_patterns(
+    deny_write: &[PathPattern],
+    redirect_gitdirs: &BTreeSet<PathBuf>,
+) -> (Vec<GuardPattern>, Vec<String>) {
+    let (mut guard, mut sweep_only) = (Vec::new(), Vec::new());
+    for pat in deny_write {
+        match pat {
+            PathPattern::Exact(p) => guard.push(GuardPattern {
+                base: p.clone(),
+                tail: Vec::new(),
+            }),
+            PathPattern::Glob(g) => match g.literal_base_and_tail() {
+                Some((base, tail)) => guard.push(GuardPattern {
+                    base: base.to_path_buf(),
+                    tail,
+                }),
+                None => sweep_only.push(g.pattern().to_string()),
+            },
+        }
+    }
+    for d in redirect_gitdirs {
+        for name in ["hooks", "config", "commondir"] {
+            guard.push(GuardPattern {
+                base: d.join(name),
+                tail: Vec::new(),
+            });
+        }
+    }
+    (guard, sweep_only)
+}
+
+/// Read grants that lie below the host's `/tmp` and outside every writable root, outermost
+/// only (a grant inside another is reached through it): every backend replaces `/tmp` with a
+/// private one, and attaches these in it.
+fn tmp_read_grants(
+    host: &dyn HostView,
+    allows: &[PathBuf],
+    writable_roots: &[PathBuf],
+) -> Vec<(PathBuf, Kind)> {
+    let under_tmp: Vec<&PathBuf> = allows
+        .iter()
+        .filter(|a| is_within(a, Path::new("/tmp")) && *a != Path::new("/tmp"))
+        .filter(|a| !writable_roots.iter().any(|w| is_within(a, w)))
+        .collect();
+    let mut out: Vec<(PathBuf, Kind)> = Vec::new();
+    for a in &under_tmp {
+        if under_tmp.iter().any(|o| o != a && is_within(a, o)) {
+            continue;
+        }
+        let Some(entry) = host.stat(a) else {
+            continue;
+        };
+        if !out.iter().any(|(p, _)| p == *a) {
+            out.push(((*a).clone(), entry.kind));
+        }
+    }
+    out.sort_by(|x, y| x.0.cmp(&y.0));
+    out
+}
+
+/// For unit tests: the default profile's scan of workspace `ws` on this machine (home:
+/// `ws/home`).
+#[cfg(test)]
+pub(crate) fn scan_on_this_machine(ws: &Path) -> Scan {
+    let place = Place {
+        workspace: ws.to_path_buf(),
+        home: ws.join("home"),
+        xdg_config_home: None,
+    };
+    #[allow(clippy::unwrap_used)]
+    Scan::new(
+        &policy::profile("workspace-write").unwrap(),
+        &place,
+        &crate::host::RealHost,
+    )
+    .unwrap()
+}

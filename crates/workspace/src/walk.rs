@@ -1,0 +1,372 @@
+//! The walk of the writable roots (and the deny globs' bases) that finds what the scan and the
+//! sweep look for, and the directory stamps that let the sweep list again only what changed.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use policy::{is_within, PathPattern};
+
+use crate::host::{DirStamp, HostView, Kind};
+use crate::scan::depth;
+use crate::ScanError;
+
+/// How long before the planner's walk a directory's ctime must lie for its stamp to be
+/// trusted. A change during the run then gives a later ctime even on a filesystem that keeps
+/// whole seconds (ext3) or a coarse clock; a directory changed more recently is listed again.
+pub const SETTLED: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// A directory the planner listed whose ctime had settled: its subdirectories (those the walk
+/// goes into), so an unchanged directory is passed through without listing it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettledDir {
+    pub stamp: DirStamp,
+    pub subdirs: Vec<OsString>,
+}
+
+/// The settled directories of the planner's walk, and when it began.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DirStamps {
+    pub taken_at: Option<std::time::SystemTime>,
+    /// [`SETTLED`], but for tests.
+    settle: std::time::Duration,
+    /// A hash map: thousands of paths, and comparing paths (component by component) is what
+    /// a tree would do on every insert.
+    pub dirs: std::collections::HashMap<PathBuf, SettledDir>,
+    /// Per device: whether its filesystem sets ctime locally ([`HostView::local_ctime`]).
+    local: BTreeMap<u64, bool>,
+}
+
+impl DirStamps {
+    /// Start recording (the clock is read before anything is listed).
+    pub fn start() -> DirStamps {
+        DirStamps::start_settled(SETTLED)
+    }
+
+    pub fn start_settled(settle: std::time::Duration) -> DirStamps {
+        DirStamps {
+            taken_at: Some(std::time::SystemTime::now()),
+            settle,
+            dirs: std::collections::HashMap::new(),
+            local: BTreeMap::new(),
+        }
+    }
+
+    fn record(
+        &mut self,
+        host: &dyn HostView,
+        dir: PathBuf,
+        stamp: DirStamp,
+        subdirs: Vec<OsString>,
+    ) {
+        let local = *self
+            .local
+            .entry(stamp.dev)
+            .or_insert_with(|| host.local_ctime(&dir));
+        let Some(settled_before) = self.taken_at.and_then(|t| t.checked_sub(self.settle)) else {
+            return;
+        };
+        let changed = std::time::UNIX_EPOCH
+            + std::time::Duration::new(
+                u64::try_from(stamp.ctime).unwrap_or(u64::MAX / 2),
+                u32::try_from(stamp.ctime_nsec).unwrap_or(0),
+            );
+        if local && changed < settled_before {
+            self.dirs.insert(dir, SettledDir { stamp, subdirs });
+        }
+    }
+
+    /// The record of `dir` if its stamp is the same now, and the clock has not gone back since
+    /// the walk (a ctime compared across a clock step proves nothing). Only a recorded
+    /// directory is stat'ed.
+    fn unchanged(&self, host: &dyn HostView, dir: &Path) -> Option<&SettledDir> {
+        let rec = self.dirs.get(dir)?;
+        let clock_ok = self
+            .taken_at
+            .is_some_and(|t| std::time::SystemTime::now() >= t);
+        (clock_ok && host.dir_stamp(dir) == Some(rec.stamp)).then_some(rec)
+    }
+}
+
+/// What [`walk`] does with directory stamps.
+pub enum Stamps<'a> {
+    /// List every directory and record the settled ones (the planner).
+    Record(&'a mut DirStamps),
+    /// Pass through the recorded directories whose stamp is unchanged (the sweep).
+    SkipUnchanged(&'a DirStamps),
+}
+
+/// Existing paths that match deny patterns, found by stat (exact) and by walking (globs).
+/// The deny globs of a policy, compiled once: the planner's walk and the sweep's both use it.
+#[derive(Debug, Clone)]
+pub struct DenyGlobs {
+    set: policy::GlobList,
+    /// Per glob: from `deny_read` (true) or `deny_write` (false).
+    read: Vec<bool>,
+}
+
+impl DenyGlobs {
+    fn new<'a>(
+        read: impl IntoIterator<Item = &'a policy::Glob>,
+        write: impl IntoIterator<Item = &'a policy::Glob>,
+    ) -> Result<DenyGlobs, ScanError> {
+        let globs: Vec<(&policy::Glob, bool)> = read
+            .into_iter()
+            .map(|g| (g, true))
+            .chain(write.into_iter().map(|g| (g, false)))
+            .collect();
+        Ok(DenyGlobs {
+            set: policy::GlobList::new(globs.iter().map(|(g, _)| *g))?,
+            read: globs.iter().map(|(_, r)| *r).collect(),
+        })
+    }
+
+    /// Whether `path` matches a `deny_read` glob, and whether it matches a `deny_write` one.
+    fn matches(&self, path: &Path) -> (bool, bool) {
+        self.set
+            .matches(path)
+            .into_iter()
+            .fold((false, false), |(r, w), i| {
+                let is_read = self.read.get(i).copied().unwrap_or(false);
+                (r || is_read, w || !is_read)
+            })
+    }
+
+    /// Whether an entry named `name` can be anything the walks look for (a glob's match, or
+    /// a name [`is_submodule_code_path`] or [`is_git_redirect`] looks at): the others are
+    /// passed over without building their paths.
+    pub(crate) fn may_concern(&self, name: &std::ffi::OsStr) -> bool {
+        self.set.may_match_name(name)
+            || name == ".git"
+            || name == "hooks"
+            || name == "config"
+            || name == "config.worktree"
+            || name == "commondir"
+    }
+
+    /// A path whose appearance the sweep must handle: a protected glob's match, code of a
+    /// submodule's git dir, or a `.git` that redirects git elsewhere.
+    pub(crate) fn is_protected(&self, path: &Path, kind: Kind) -> bool {
+        self.matches(path).1 || is_submodule_code_path(path) || is_git_redirect(path, kind)
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Matches {
+    pub(crate) deny_read: Vec<PathBuf>,
+    pub(crate) deny_write: Vec<PathBuf>,
+    pub(crate) git_files: Vec<PathBuf>,
+    /// `.git` directories and submodule git dirs found in the walk.
+    pub(crate) git_dirs: Vec<PathBuf>,
+    /// Directories git accepts as git dirs that hold a config, hooks or a commondir.
+    pub(crate) accepted_git_dirs: Vec<PathBuf>,
+    pub(crate) globs: DenyGlobs,
+}
+
+impl Matches {
+    pub(crate) fn collect(
+        host: &dyn HostView,
+        roots: &[PathBuf],
+        deny_read: &[PathPattern],
+        deny_write: &[PathPattern],
+        stamps: &mut DirStamps,
+    ) -> Result<Matches, ScanError> {
+        let (mut deny_read_found, mut deny_write_found) = (Vec::new(), Vec::new());
+        let mut read_globs = Vec::new();
+        let mut write_globs = Vec::new();
+        for (list, found, globs) in [
+            (deny_read, &mut deny_read_found, &mut read_globs),
+            (deny_write, &mut deny_write_found, &mut write_globs),
+        ] {
+            for pat in list {
+                match pat {
+                    PathPattern::Exact(p) => {
+                        if host.lstat_kind(p).is_some() {
+                            found.push(p.clone());
+                        }
+                    }
+                    PathPattern::Glob(g) => globs.push(g),
+                }
+            }
+        }
+        // A read glob with wildcards in its last component only (`~/.env*`) needs one listing
+        // of its base, not a walk of everything beneath (the whole home), nor a place in the
+        // compiled matcher (its shape would cost a regex set on every run).
+        let (one_level, read_globs): (Vec<&policy::Glob>, Vec<&policy::Glob>) =
+            read_globs.into_iter().partition(|g| g.is_one_level());
+        for g in &one_level {
+            for (name, _) in host.list_dir(g.base()) {
+                if g.matches_name(&name) {
+                    deny_read_found.push(g.base().join(name));
+                }
+            }
+        }
+        let mut m = Matches {
+            deny_read: deny_read_found,
+            deny_write: deny_write_found,
+            git_files: Vec::new(),
+            git_dirs: Vec::new(),
+            accepted_git_dirs: Vec::new(),
+            globs: DenyGlobs::new(read_globs.iter().copied(), write_globs.iter().copied())?,
+        };
+        // Walk every distinct glob base once (writable roots are the bases of the relative
+        // patterns); a base inside another base is covered by the outer walk.
+        let mut bases: Vec<PathBuf> = read_globs
+            .iter()
+            .chain(&write_globs)
+            .map(|g| g.base().to_path_buf())
+            .collect();
+        bases.extend(roots.iter().cloned());
+        bases.sort_by_key(|p| (depth(p), p.clone()));
+        bases.dedup();
+        let mut walked: Vec<PathBuf> = Vec::new();
+        let mut count = 0usize;
+        for base in bases {
+            if walked.iter().any(|w| is_within(&base, w)) || host.lstat_kind(&base).is_none() {
+                continue;
+            }
+            walk(
+                host,
+                &base,
+                &mut count,
+                Stamps::Record(stamps),
+                &|name, _| m.globs.may_concern(name),
+                &mut |path, kind| {
+                    let (read, write) = m.globs.matches(path);
+                    if read {
+                        m.deny_read.push(path.to_path_buf());
+                    }
+                    if write || is_submodule_code_path(path) {
+                        m.deny_write.push(path.to_path_buf());
+                    }
+                    if kind == Kind::Dir && path.file_name().is_some_and(|n| n == ".git") {
+                        m.git_dirs.push(path.to_path_buf());
+                    } else if is_submodule_code_path(path) {
+                        if let Some(parent) = path.parent() {
+                            m.git_dirs.push(parent.to_path_buf());
+                        }
+                    }
+                    if is_git_redirect(path, kind) {
+                        m.git_files.push(path.to_path_buf());
+                    }
+                    if let (Some(name), Some(parent)) = (path.file_name(), path.parent()) {
+                        if crate::planted_git::is_code_name(name)
+                            && crate::planted_git::accepted_by_git(host, parent)
+                        {
+                            m.accepted_git_dirs.push(parent.to_path_buf());
+                        }
+                    }
+                },
+            )?;
+            walked.push(base);
+        }
+        for v in [
+            &mut m.deny_read,
+            &mut m.deny_write,
+            &mut m.git_files,
+            &mut m.git_dirs,
+            &mut m.accepted_git_dirs,
+        ] {
+            v.sort();
+            v.dedup();
+        }
+        Ok(m)
+    }
+}
+
+/// Depth-first walk that does not follow symlinks. Inside a `.git` directory it only goes into
+/// `modules` (submodule git dirs), and inside those it skips object stores, refs and logs:
+/// hooks and config are what can run code.
+pub fn walk(
+    host: &dyn HostView,
+    root: &Path,
+    count: &mut usize,
+    mut stamps: Stamps<'_>,
+    concern: &dyn Fn(&std::ffi::OsStr, Kind) -> bool,
+    visit: &mut dyn FnMut(&Path, Kind),
+) -> Result<(), ScanError> {
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        if let Stamps::SkipUnchanged(known) = &stamps {
+            if let Some(rec) = known.unchanged(host, &dir) {
+                // Same entries as when the planner listed it (every create, remove or rename
+                // in it would have moved its ctime): visited then, nothing new to see.
+                stack.extend(rec.subdirs.iter().map(|n| dir.join(n)));
+                continue;
+            }
+        }
+        // The stamp is taken before the listing: a change after it shows in the ctime.
+        let (stamp, entries) = match stamps {
+            Stamps::Record(_) => host.list_dir_stamped(&dir),
+            Stamps::SkipUnchanged(_) => (None, host.list_dir(&dir)),
+        };
+        let dir_is_git = dir.file_name().is_some_and(|n| n == ".git");
+        let dir_in_modules = in_git_modules(&dir);
+        // `.git/modules` (or a nested `modules`) holds submodule git dirs, whatever their names.
+        let dir_is_modules = dir_in_modules && dir.file_name().is_some_and(|n| n == "modules");
+        let mut subdirs = Vec::new();
+        for (name, kind) in entries {
+            // No limit: what one run creates must never make a later run fail. The walk is
+            // linear in the entries (about 1 s per million here, docs/benchmarks.md).
+            *count += 1;
+            let interesting = concern(&name, kind);
+            let descend = if dir_is_git {
+                name == "modules"
+            } else if dir_is_modules {
+                true
+            } else if dir_in_modules {
+                !matches!(
+                    name.to_str(),
+                    Some("objects" | "refs" | "logs" | "info" | "branches" | "lfs" | "hooks")
+                )
+            } else {
+                true
+            };
+            let descend = kind == Kind::Dir && descend;
+            if interesting || descend {
+                let path = dir.join(&name);
+                if interesting {
+                    visit(&path, kind);
+                }
+                if descend {
+                    stack.push(path);
+                    subdirs.push(name);
+                }
+            }
+        }
+        if let (Stamps::Record(rec), Some(stamp)) = (&mut stamps, stamp) {
+            rec.record(host, dir, stamp, subdirs);
+        }
+    }
+    Ok(())
+}
+
+/// Whether `path` lies inside a `.git/modules` tree (the git dirs of submodules).
+pub fn in_git_modules(path: &Path) -> bool {
+    let names: Vec<&std::ffi::OsStr> = path.iter().collect();
+    names
+        .windows(2)
+        .any(|w| w[0] == ".git" && w[1] == "modules")
+}
+
+/// `hooks`, `config` or `commondir` of a submodule's git dir: what makes git run code there.
+pub fn is_submodule_code_path(path: &Path) -> bool {
+    // Called for every entry of every walk: the cheap test first.
+    let named = path
+        .file_name()
+        .is_some_and(|n| n == "hooks" || n == "config" || n == "commondir");
+    if !named {
+        return false;
+    }
+    let parent_is_modules = path
+        .parent()
+        .and_then(Path::file_name)
+        .is_some_and(|n| n == "modules");
+    !parent_is_modules && path.parent().is_some_and(in_git_modules)
+}
+
+/// A `.git` entry that is not a directory (a `gitdir:` file or a symlink) redirects git to
+/// another git dir, with that dir's hooks and config.
+pub fn is_git_redirect(path: &Path, kind: Kind) -> bool {
+    kind != Kind::Dir && path.file_name().is_some_and(|n| n == ".git")
+}
