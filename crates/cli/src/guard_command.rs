@@ -87,7 +87,7 @@ pub fn guarded_request(
     workspace: Option<PathBuf>,
 ) -> Result<RunRequest, Error> {
     let mut request = RunRequest::new(Vec::new(), workspace)?;
-    let native = &mut request.native;
+    let native = &mut request.invocation;
     let env_path = native
         .env
         .iter()

@@ -306,7 +306,7 @@ fn run(args: RunArgs) -> Result<u8, Error> {
     let result = stockade::run(&policy, &request)?;
     let policy_timeout = policy.limits.timeout;
     if let Some(errno) = result.outcome.exec_errno {
-        let program = request.native.argv.first().cloned().unwrap_or_default();
+        let program = request.invocation.argv.first().cloned().unwrap_or_default();
         let (code, what) = if result.exit_code == 127 {
             (sandbox::Code::CommandNotFound.as_str(), "not found")
         } else {
@@ -387,7 +387,7 @@ fn run(args: RunArgs) -> Result<u8, Error> {
     if let Some(f) = &result.cwd_fallback {
         eprintln!(
             "stockade: note: the command ran in the workspace {}, not in the current directory {}: {}",
-            request.native.workspace.display(),
+            request.invocation.workspace.display(),
             f.cwd.display(),
             f.reason
         );

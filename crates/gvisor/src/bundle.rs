@@ -259,11 +259,18 @@ mod tests {
         Spec {
             argv: vec!["/bin/true".into()],
             cwd: "/w".into(),
+            workspace: "/w".into(),
+            home: "/h".into(),
             env: vec![("PATH".into(), "/usr/bin:/bin".into())],
             hostname: "stockade".into(),
             read_scope: ReadScope::Host,
+            read_grants: Vec::new(),
             writable_roots: vec!["/w".into()],
             protected: vec!["/w/.git/hooks".into()],
+            pins: vec!["/w/.git".into()],
+            guard: Vec::new(),
+            guard_sweep_only: Vec::new(),
+            linked_secrets: Vec::new(),
             masks: vec![
                 Mask {
                     path: "/w/.env".into(),
@@ -295,6 +302,7 @@ mod tests {
                 uid: 1000,
                 gid: 1000,
             },
+            identities: Default::default(),
         }
     }
 

@@ -135,6 +135,29 @@ pub struct Plan {
     /// The bundle is never put inside one of these.
     pub writable_roots: Vec<PathBuf>,
     pub timeout: Option<std::time::Duration>,
+    /// Why the command starts in the workspace rather than in the caller's directory (the
+    /// spec's `cwd`), when it does.
+    pub cwd_fallback: Option<String>,
+}
+
+/// Why the Sentry cannot show the command the caller's directory, if it cannot: it has its own
+/// `/tmp`, `/dev` and `/proc`, and a masked directory is empty there.
+fn unreachable_cwd(spec: &Spec) -> Option<String> {
+    let cwd = &spec.cwd;
+    let granted = std::iter::once(&spec.workspace)
+        .chain(&spec.writable_roots)
+        .chain(&spec.read_grants);
+    if granted.into_iter().any(|g| cwd.starts_with(g)) {
+        return None;
+    }
+    if ["/tmp", "/dev", "/proc"].iter().any(|r| cwd.starts_with(r)) {
+        return Some("the sandbox has its own /tmp, /dev and /proc".into());
+    }
+    let masked = spec
+        .masks
+        .iter()
+        .find(|m| !m.readable && cwd.starts_with(&m.path));
+    masked.map(|m| format!("{} is masked", m.path.display()))
 }
 
 /// Where `runsc` is looked for, in order. Never on `PATH`: a directory there may be one the
@@ -285,6 +308,10 @@ impl Gvisor {
             spec.masks
                 .retain(|m| rustix::fs::access(&m.path, rustix::fs::Access::READ_OK).is_ok());
         }
+        let cwd_fallback = unreachable_cwd(&spec);
+        if cwd_fallback.is_some() {
+            spec.cwd = spec.workspace.clone();
+        }
         let config = bundle::config(&spec, &caller, Path::new(run::BUNDLE_PLACEHOLDER))?;
         let mut destinations = Vec::new();
         for r in &spec.writable_roots {
@@ -316,6 +343,7 @@ impl Gvisor {
             idmapped,
             writable_roots: spec.writable_roots.clone(),
             timeout: spec.limits.timeout,
+            cwd_fallback,
         })
     }
 

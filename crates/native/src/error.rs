@@ -19,8 +19,6 @@ pub enum PlanError {
     Policy(#[from] policy::PolicyError),
     #[error(transparent)]
     Scan(#[from] workspace::ScanError),
-    #[error("no program to run")]
-    NoProgram,
     #[error("workspace is not a directory: {}", .0.display())]
     Workspace(PathBuf),
 }
@@ -29,9 +27,6 @@ impl PlanError {
     pub fn hint(&self) -> Option<String> {
         match self {
             PlanError::Policy(e) => e.hint(),
-            PlanError::NoProgram => {
-                Some("give a program after `--`, or use --shell 'COMMAND'".into())
-            }
             PlanError::Scan(e) => e.hint(),
             PlanError::Workspace(_) => Some("pass an existing directory with --workspace".into()),
         }

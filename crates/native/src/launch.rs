@@ -24,15 +24,7 @@ const E_SANDBOX_VIOLATION: &str = sandbox::Code::SandboxViolation.as_str();
 
 const NAMESPACES_FIX: &str = "enable unprivileged user namespaces: `sysctl -w kernel.unprivileged_userns_clone=1` (Debian/Ubuntu), `sysctl -w user.max_user_namespaces=15000`, or on Ubuntu 24.04+ `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`; inside a container, run it with --privileged or a seccomp profile that allows clone/unshare of namespaces";
 
-/// What the caller allows to be skipped when it cannot be enforced.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Options {
-    /// Run even when Landlock or seccomp cannot be enforced, recording what was skipped.
-    pub allow_degraded: bool,
-    /// Pass the command's stdout and stderr through the sanitizer (`guard::Sanitizer`), even
-    /// when they are terminals.
-    pub sanitize_output: bool,
-}
+pub use sandbox::Options;
 
 /// How a run ended.
 #[derive(Debug, Clone)]
@@ -203,12 +195,12 @@ pub type ProxyStarter<'a> = &'a mut dyn FnMut(std::net::TcpListener) -> Result<(
 /// name by any backend: the run is refused, or the masking recorded as skipped under
 /// `--allow-degraded`.
 pub fn refuse_linked_secrets(
-    plan: &Plan,
+    linked: &[sandbox::LinkedSecret],
     options: Options,
     skipped: &mut Vec<String>,
 ) -> Result<(), RunError> {
-    if let Some(l) = plan.linked_secrets.first() {
-        let others = plan.linked_secrets.len() - 1;
+    if let Some(l) = linked.first() {
+        let others = linked.len() - 1;
         let cause = format!(
             "{} has {} names (hard links) and only {} of them lies under a mask: the sandbox could read it through another{}",
             l.path.display(),
@@ -258,7 +250,7 @@ pub fn launch_with(
             fix: "give `stockade run` a pipe, a file, a terminal or /dev/null as stdin (`< /dev/null`, `cat | stockade run ...`)".into(),
         });
     }
-    refuse_linked_secrets(plan, options, &mut skipped)?;
+    refuse_linked_secrets(&plan.linked_secrets, options, &mut skipped)?;
     if let Some(m) = &plan.resources_missing {
         if options.allow_degraded {
             skipped.push(format!("{} limit: {}", m.limit, m.cause));
@@ -377,7 +369,7 @@ pub fn launch_with(
         .mounts
         .iter()
         .zip(&mount_paths)
-        .map(|(m, (p, extra))| mount_op(m, p, extra.as_deref(), &plan.scan.identities))
+        .map(|(m, (p, extra))| mount_op(m, p, extra.as_deref(), &plan.identities))
         .collect();
 
     let env_c: Vec<CString> = plan
@@ -906,7 +898,7 @@ pub fn launch_with(
         }
         _ => {}
     }
-    let output = output_summary(plan, sanitize, relayed, &mut limit_hits);
+    let output = output_summary(plan.output_limit, sanitize, relayed, &mut limit_hits);
     let ended_by = if shared_over.is_some() {
         Some("memory")
     } else if timed_out {
@@ -941,19 +933,19 @@ pub fn launch_with(
 /// limit hit per stream the output limit cut (added to `limit_hits`). Any backend that relays
 /// its command's output with [`crate::output::relay`] reports it this way.
 pub fn output_summary(
-    plan: &Plan,
+    output_limit: Option<u64>,
     sanitize: bool,
     relayed: [Option<crate::output::Relayed>; 2],
     limit_hits: &mut Vec<LimitHit>,
 ) -> Option<Output> {
     let [out_r, err_r] = relayed;
-    let output = (plan.output_limit.is_some() || sanitize).then(|| Output {
+    let output = (output_limit.is_some() || sanitize).then(|| Output {
         stdout: out_r.as_ref().map(|r| r.summary),
         stderr: err_r.as_ref().map(|r| r.summary),
         sanitized_stdout: out_r.and_then(|r| r.sanitized),
         sanitized_stderr: err_r.and_then(|r| r.sanitized),
     });
-    if let (Some(o), Some(limit)) = (&output, plan.output_limit) {
+    if let (Some(o), Some(limit)) = (&output, output_limit) {
         for (name, s) in [("stdout", o.stdout), ("stderr", o.stderr)] {
             if let Some(s) = s.filter(|s| s.dropped > 0) {
                 limit_hits.push(LimitHit {

@@ -86,6 +86,7 @@ pub use profile::{
 };
 pub use resolve::{
     digest, parse_memory, parse_output_limit, parse_size, resolve, MemoryLimit, Overrides,
+    TypedLimits,
 };
 pub use settings_json::{is_json, parse_settings_json, SettingsContext, SettingsFormat};
 pub use strict_json::StrictJsonError;

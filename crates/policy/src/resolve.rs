@@ -169,15 +169,8 @@ pub fn resolve(file: Option<PolicyFile>, overrides: &Overrides) -> Result<Policy
             reason: "at least 16 (stdin, stdout, stderr and the dynamic loader need some)".into(),
         });
     }
-    if let Some(size) = &policy.limits.tmp_size {
-        parse_size(size)?; // validated here, read by the planner
-    }
-    if let Some(m) = &policy.limits.memory {
-        parse_memory(m)?;
-    }
-    if let Some(o) = &policy.limits.output_limit {
-        parse_output_limit(o)?;
-    }
+    // Refused here, as the policy is made; the run's spec takes the same typed values.
+    policy.limits.typed()?;
     append(
         &mut net.allow_domains,
         overrides.allow_domains.iter().cloned(),
@@ -235,6 +228,45 @@ pub enum MemoryLimit {
     Bytes(u64),
     /// Percent (1–100) of the machine's physical memory.
     Percent(u8),
+}
+
+/// The limits of a policy as numbers: the one reading of its strings (sizes, `0` as no
+/// limit), for the policy's own check and for the run's spec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TypedLimits {
+    pub timeout: Option<std::time::Duration>,
+    pub tmp_bytes: Option<u64>,
+    pub files: Option<u64>,
+    /// Bytes or a share of the machine's memory (which only the machine can make bytes).
+    pub memory: Option<MemoryLimit>,
+    pub pids: Option<u64>,
+    pub cpu_millis: Option<u64>,
+    pub output_bytes: Option<u64>,
+}
+
+impl Limits {
+    /// These limits as numbers, or the first one that is not valid.
+    pub fn typed(&self) -> Result<TypedLimits, PolicyError> {
+        Ok(TypedLimits {
+            timeout: (self.timeout)
+                .filter(|t| *t > 0)
+                .map(std::time::Duration::from_secs),
+            tmp_bytes: self.tmp_size.as_deref().map(parse_size).transpose()?,
+            files: self.files,
+            memory: self
+                .memory
+                .as_deref()
+                .map(parse_memory)
+                .transpose()?
+                .flatten(),
+            pids: self.pids.filter(|n| *n > 0),
+            cpu_millis: self.cpu.map(|c| c.millis()),
+            output_bytes: (self.output_limit.as_deref())
+                .map(parse_output_limit)
+                .transpose()?
+                .flatten(),
+        })
+    }
 }
 
 /// `limits.memory`: `0` (no limit, `None`), a size of at least 4M (`512M`, `2G`), or a share

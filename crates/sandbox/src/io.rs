@@ -50,3 +50,13 @@ impl RunIo {
         }
     }
 }
+
+/// What the caller allows of a run besides its policy.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Run even when a protection cannot be enforced, recording what was skipped.
+    pub allow_degraded: bool,
+    /// Pass the command's stdout and stderr through the sanitizer (`guard::Sanitizer`), even
+    /// when they are terminals.
+    pub sanitize_output: bool,
+}

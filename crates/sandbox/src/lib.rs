@@ -28,6 +28,8 @@ mod spec;
 pub use backend::Backend;
 pub use cancel::Cancel;
 pub use codes::Code;
-pub use io::{RunIo, Sink};
+pub use io::{Options, RunIo, Sink};
 pub use outcome::{Check, LimitHit, Usage, Violation};
-pub use spec::{Ids, Kind, Limits, Mask, Network, ReadScope, Spec};
+pub use spec::{
+    GuardPattern, Ids, Kind, Limits, LinkedSecret, Mask, Network, ReadScope, Spec, PROXY_ADDR,
+};

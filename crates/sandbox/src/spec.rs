@@ -3,6 +3,7 @@
 //! it. The native backend lowers it to namespaces, Landlock and seccomp; the gVisor backend to
 //! an OCI bundle.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -13,24 +14,69 @@ use serde::Serialize;
 pub struct Spec {
     /// The command and its arguments (`argv[0]` is looked up in `PATH` of [`Spec::env`]).
     pub argv: Vec<String>,
-    /// Where the command starts (inside the sandbox's view).
+    /// Where the command asks to start: the caller's directory. A backend whose sandbox cannot
+    /// reach it starts in [`Spec::workspace`] and says why.
     pub cwd: PathBuf,
+    /// The workspace (canonical).
+    pub workspace: PathBuf,
+    /// The caller's home (canonical or as given).
+    pub home: PathBuf,
     /// The command's whole environment: nothing is added by the backend.
     pub env: Vec<(String, String)>,
     pub hostname: String,
     /// The host's directory tree is readable except for [`Spec::masks`].
     pub read_scope: ReadScope,
+    /// Paths granted for reading (`allow_read`, canonical): under [`ReadScope::AllowList`] the
+    /// only ones besides the system's; under either, exceptions inside the masks.
+    pub read_grants: Vec<PathBuf>,
     /// Directories (or files) the command can write; everything else is read-only.
     pub writable_roots: Vec<PathBuf>,
     /// Paths inside the writable roots kept read-only (git hooks and config, host-executed
     /// project files, the trust store).
     pub protected: Vec<PathBuf>,
+    /// Directories inside the writable roots that must not be renamed during the run (git
+    /// dirs holding protected paths, the trust store's ancestors): a rename would carry the
+    /// read-only paths inside away whole.
+    pub pins: Vec<PathBuf>,
+    /// What the command must not create inside its writable roots. A backend with a creation
+    /// guard refuses it as it happens; the others leave it to the checks after the run.
+    pub guard: Vec<GuardPattern>,
+    /// `deny_write` globs no [`GuardPattern`] expresses: checked after the run only.
+    pub guard_sweep_only: Vec<String>,
     /// Paths the command must not read: replaced by something empty.
     pub masks: Vec<Mask>,
+    /// Masked files with another name (hard link) outside every mask, readable through it by
+    /// any backend: the run is refused (or the masking recorded as skipped when degrading is
+    /// allowed).
+    pub linked_secrets: Vec<LinkedSecret>,
     pub network: Network,
     pub limits: Limits,
-    /// Who runs the sandbox.
+    /// Who runs the sandbox (on the host).
     pub caller: Ids,
+    /// `(st_dev, st_ino)` of every masked, protected and pinned path when the spec was made:
+    /// a backend mounts over a path only if it is still that file (another run could have
+    /// renamed a directory into its place since).
+    #[serde(skip)]
+    pub identities: BTreeMap<PathBuf, (u64, u64)>,
+}
+
+/// A path the command must not create, as a creation guard matches it:
+/// `base/**/tail[0]/tail[1]/..` (`*` and `?` allowed in the tail), or `base` and everything
+/// below it when the tail is empty.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GuardPattern {
+    pub base: PathBuf,
+    pub tail: Vec<String>,
+}
+
+/// A masked file that has more names than the masks cover.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LinkedSecret {
+    pub path: PathBuf,
+    /// Names the file has (hard links).
+    pub links: u64,
+    /// Names of it found under the masks.
+    pub masked: u64,
 }
 
 /// Whether paths outside the listed ones are readable.
@@ -58,6 +104,10 @@ pub enum Kind {
     File,
     Dir,
 }
+
+/// Where the proxy listens inside the sandbox's own network namespace (which has nothing else).
+pub const PROXY_ADDR: std::net::SocketAddrV4 =
+    std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 3128);
 
 /// The network the command gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

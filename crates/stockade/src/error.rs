@@ -44,6 +44,12 @@ pub enum Error {
     },
 }
 
+impl From<workspace::ScanError> for Error {
+    fn from(e: workspace::ScanError) -> Error {
+        Error::Plan(native::PlanError::Scan(e))
+    }
+}
+
 impl Error {
     /// Stable code, e.g. `E_POLICY_INVALID`.
     pub fn code(&self) -> &'static str {

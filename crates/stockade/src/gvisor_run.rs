@@ -54,23 +54,28 @@ fn relay_pipe() -> Result<(OwnedFd, OwnedFd), Error> {
     Ok((r.into(), w.into()))
 }
 
-/// Runs `plan` (planned by the native planner, which computes the spec) under gVisor.
+/// Runs `spec` under gVisor.
 pub(crate) fn run(
-    plan: &native::Plan,
-    policy: &policy::Policy,
+    spec: &sandbox::Spec,
     options: native::Options,
     run_id: &str,
-    proxy: Option<native::ProxyStarter<'_>>,
+    proxy: Option<native::StartProxy>,
     run_io: sandbox::RunIo,
-) -> Result<native::Outcome, Error> {
+) -> Result<(native::Outcome, Option<native::CwdFallback>), Error> {
     // A masked file's other name is readable through the gofer as through the host kernel.
     let mut skipped = Vec::new();
-    native::launch::refuse_linked_secrets(plan, options, &mut skipped)?;
-    let spec = plan.spec(policy)?;
-    let backend = gvisor::Gvisor::locate(&plan.writable_roots)?;
-    let lowered = backend.plan_with(&spec, run_id, &gvisor::host_owned)?;
+    native::launch::refuse_linked_secrets(&spec.linked_secrets, options, &mut skipped)?;
+    let backend = gvisor::Gvisor::locate(&spec.writable_roots)?;
+    let lowered = backend.plan_with(spec, run_id, &gvisor::host_owned)?;
+    let cwd_fallback = lowered
+        .cwd_fallback
+        .clone()
+        .map(|reason| native::CwdFallback {
+            cwd: spec.cwd.clone(),
+            reason,
+        });
     let sanitize = options.sanitize_output;
-    let limit = plan.output_limit;
+    let limit = spec.limits.output_bytes;
     // Every stream is a pipe this process relays: runsc as root gives its own standard
     // streams to `nobody`, which would take over the caller's terminal or /dev/null.
     let (out_r, out_w) = relay_pipe()?;
@@ -95,8 +100,8 @@ pub(crate) fn run(
     }
     // Mode proxy: a network namespace with only loopback and the proxy's listener in it,
     // which runsc joins (`--network=host` there); the proxy serves the listener from here.
-    let network = match (plan.network.proxy, proxy) {
-        (Some(addr), Some(start)) => {
+    let network = match (spec.network, proxy) {
+        (sandbox::Network::Proxy { addr }, Some(mut start)) => {
             let (uid, gid) = native::caller_ids();
             let maps = (uid != 0).then(|| (format!("0 {uid} 1\n"), format!("0 {gid} 1\n")));
             let (held, listener) = sys::netns::hold_proxy_network(
@@ -136,8 +141,8 @@ pub(crate) fn run(
     let relayed_out = [out.join().ok(), err.join().ok()];
     let finished = finished?;
     let mut limit_hits = Vec::new();
-    let output = native::launch::output_summary(plan, sanitize, relayed_out, &mut limit_hits);
-    Ok(native::Outcome {
+    let output = native::launch::output_summary(limit, sanitize, relayed_out, &mut limit_hits);
+    let outcome = native::Outcome {
         exit_code: finished.exit_code,
         signal: finished.signal,
         exec_errno: None,
@@ -156,7 +161,8 @@ pub(crate) fn run(
         } else {
             None
         },
-    })
+    };
+    Ok((outcome, cwd_fallback))
 }
 
 /// Whether runsc runs as root (with the run's cgroup) rather than `--rootless`.

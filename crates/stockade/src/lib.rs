@@ -38,43 +38,23 @@ pub use net::proxy::{Event as NetworkEvent, DENIED as NETWORK_DENIED};
 use record::{AuditLog, RunRecord};
 pub use record_path::E_UNSAFE_RECORD_PATH;
 use record_path::{RecordPath, Which};
-pub use sandbox::{Cancel, RunIo, Sink};
-
-/// A sandbox implementation. Later backends (gVisor, containers, WASM, microVM) implement this.
-pub trait Backend {
-    fn name(&self) -> &'static str;
-    /// What this machine can enforce, found by trying.
-    fn probe(&self) -> Vec<Check>;
-}
+pub use sandbox::{Backend, Cancel, Options, RunIo, Sink, Spec};
 
 /// The name of `backend` and what this machine can enforce with it, found by trying (`stockade
 /// doctor`, `stockade selftest`).
 pub fn backend_checks(backend: policy::BackendName) -> (&'static str, Vec<Check>) {
     match backend {
-        policy::BackendName::Native => (NativeBackend.name(), NativeBackend.probe()),
+        policy::BackendName::Native => (native::Native.name(), native::Native.probe()),
         policy::BackendName::Gvisor => (backend.as_str(), gvisor::Gvisor::checks()),
-    }
-}
-
-/// Namespaces, mounts, Landlock and seccomp built in-process.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct NativeBackend;
-
-impl Backend for NativeBackend {
-    fn name(&self) -> &'static str {
-        "native"
-    }
-
-    fn probe(&self) -> Vec<Check> {
-        native::probe()
     }
 }
 
 /// One `stockade run`.
 #[derive(Debug, Clone)]
 pub struct RunRequest {
-    pub native: native::Request,
-    pub options: native::Options,
+    /// What runs, where, by whom, with which environment.
+    pub invocation: workspace::Request,
+    pub options: sandbox::Options,
     /// Write the JSON run record here.
     pub report: Option<PathBuf>,
     /// Append JSON-line audit events here.
@@ -110,7 +90,7 @@ impl RunRequest {
             .unwrap_or_else(|| PathBuf::from("/"));
         let (uid, gid) = native::caller_ids();
         Ok(RunRequest {
-            native: native::Request {
+            invocation: workspace::Request {
                 argv,
                 workspace,
                 cwd: std::fs::canonicalize(&cwd).unwrap_or(cwd),
@@ -119,7 +99,7 @@ impl RunRequest {
                 gid,
                 env: std::env::vars_os().collect(),
             },
-            options: native::Options::default(),
+            options: sandbox::Options::default(),
             report: None,
             audit: None,
             policy_file: None,
@@ -193,6 +173,27 @@ pub fn serve_proxy(
     Ok(report.events)
 }
 
+/// What starts the run's proxy on the listener its backend hands over, keeping it in `slot`
+/// for the stage that stops it.
+fn proxy_starter(
+    policy: &policy::Policy,
+    slot: std::sync::Arc<std::sync::Mutex<Option<net::proxy::Proxy>>>,
+) -> Result<native::StartProxy, Error> {
+    let mut rules = Some(policy::NetRules::new(&policy.network)?);
+    Ok(Box::new(move |listener: std::net::TcpListener| {
+        let rules = rules.take().ok_or("the proxy was started twice")?;
+        let p = net::proxy::Proxy::start(
+            listener,
+            Box::new(ProxyRules(rules)),
+            net::proxy::Limits::default(),
+        )
+        .map_err(|e| format!("failed to start the egress proxy: {e}"))?;
+        let mut slot = slot.lock().map_err(|_| "the proxy's slot is poisoned")?;
+        *slot = Some(p);
+        Ok(())
+    }))
+}
+
 /// The policy's network rules, as the proxy asks them.
 struct ProxyRules(policy::NetRules);
 
@@ -224,19 +225,16 @@ fn run_id() -> String {
     format!("{}-{}", now.as_millis(), std::process::id())
 }
 
-/// Plan the policy into a sandbox (without running it), for `stockade policy show`.
+/// The native plan of a policy (without running it), for `stockade policy show`.
 pub fn plan(policy: &policy::Policy, request: &RunRequest) -> Result<native::Plan, Error> {
-    Ok(native::Plan::new(
-        policy,
-        &request.native,
-        &native::RealHost,
-    )?)
+    let resolved = resolve(policy, request)?;
+    Ok(native::Plan::lower(&resolved.spec, &native::RealHost)?)
 }
 
 /// The trust check of a run (see [`guard::trust::check_run`]): a workspace approved once, or
 /// a policy file inside the workspace, must match the approved files.
 pub fn check_trust(request: &RunRequest) -> Result<guard::trust::Gate, Error> {
-    let workspace = &request.native.workspace;
+    let workspace = &request.invocation.workspace;
     let gate = guard::trust::check_run(
         workspace,
         request.policy_file.as_deref(),
@@ -251,20 +249,20 @@ pub fn check_trust(request: &RunRequest) -> Result<guard::trust::Gate, Error> {
     }
 }
 
-/// The plan, with the trust store kept read-only when it lies in a writable root (a
-/// workspace or `--allow-write` that holds `$HOME`): otherwise the sandbox could forge
-/// approvals for other workspaces.
-fn plan_guarding_trust_store(
-    policy: &policy::Policy,
-    request: &RunRequest,
-) -> Result<native::Plan, Error> {
-    let plan = plan(policy, request)?;
+/// The run's spec, computed once (the workspace scanned once), with the trust store kept
+/// read-only when it lies in a writable root (a workspace or `--allow-write` that holds
+/// `$HOME`): otherwise the sandbox could forge approvals for other workspaces.
+fn resolve(policy: &policy::Policy, request: &RunRequest) -> Result<workspace::Resolved, Error> {
+    let host = &workspace::RealHost;
+    let invocation = &request.invocation;
     let Some(dir) = request.trust_store.as_deref() else {
-        return Ok(plan);
+        return Ok(workspace::Resolved::new(policy, invocation, host)?);
     };
     let dir = guard::trust::resolve_dir(dir)?;
-    if !plan.writable_roots.iter().any(|w| dir.starts_with(w)) {
-        return Ok(plan);
+    // The writable roots alone (no walk) tell whether the scan must protect the store.
+    let roots = workspace::writable_roots(policy, &invocation.place(), host)?;
+    if !roots.iter().any(|w| dir.starts_with(w)) {
+        return Ok(workspace::Resolved::new(policy, invocation, host)?);
     }
     let pattern = dir
         .to_str()
@@ -280,10 +278,10 @@ fn plan_guarding_trust_store(
     };
     let mut guarded = policy.clone();
     guarded.filesystem.deny_write.push(pattern.to_string());
-    let mut plan = self::plan(&guarded, request)?;
+    let mut resolved = workspace::Resolved::new(&guarded, invocation, host)?;
     // Read-only is not enough: renaming a parent would move the approvals away whole.
-    plan.pin_ancestors(&dir, &native::RealHost);
-    Ok(plan)
+    resolved.pin_ancestors(&dir, host);
+    Ok(resolved)
 }
 
 /// A policy file (`--policy`) outside the workspace that the command could write (it lies in
@@ -297,12 +295,12 @@ fn refuse_policy_file_in_writable_root(
     let Some(file) = &request.policy_file else {
         return Ok(());
     };
-    let workspace = &request.native.workspace;
+    let workspace = &request.invocation.workspace;
     let canonical = std::fs::canonicalize(file).map_err(|e| Error::Io {
         what: format!("resolve the policy file {}", file.display()),
         cause: e,
     })?;
-    let spelled = policy::normalize_lexically(&request.native.cwd.join(file));
+    let spelled = policy::normalize_lexically(&request.invocation.cwd.join(file));
     let inside_workspace = policy::is_within(&canonical, workspace);
     let root = roots.iter().find(|r| {
         (!inside_workspace && policy::is_within(&canonical, r))
@@ -371,64 +369,66 @@ pub fn run_with_io(
         // A root caller's gVisor run keeps other runs of the workspace from changing its mount
         // points until it has ended (see `workspace_lock`); held until after the sweep.
         let _workspace = workspace_lock::take(
-            &request.native.workspace,
+            &request.invocation.workspace,
             policy.backend == policy::BackendName::Gvisor,
         )?;
         // First: nothing of an unapproved workspace configuration is acted on.
         tracing::debug_span!("trust").in_scope(|| check_trust(request))?;
-        let plan =
-            tracing::debug_span!("plan").in_scope(|| plan_guarding_trust_store(policy, request))?;
-        refuse_policy_file_in_writable_root(request, &plan.writable_roots)?;
+        // The spec, once: every later stage reads it, none computes it again.
+        let resolved = tracing::debug_span!("spec").in_scope(|| resolve(policy, request))?;
+        let spec = &resolved.spec;
+        refuse_policy_file_in_writable_root(request, &spec.writable_roots)?;
         // Before the first audit event: a log in a writable root is never written.
-        audit.refuse_inside(&plan.writable_roots)?;
+        audit.refuse_inside(&spec.writable_roots)?;
         if let Some(report) = &report {
-            report.refuse_inside(&plan.writable_roots)?;
+            report.refuse_inside(&spec.writable_roots)?;
         }
         audit.event(&AuditEvent::RunStart {
-            argv: &plan.argv,
-            workspace: &request.native.workspace,
+            argv: &spec.argv,
+            workspace: &request.invocation.workspace,
             policy_digest: &digest,
             backend: policy.backend.as_str(),
         })?;
-        let mut rules = match plan.network.proxy {
-            Some(_) => Some(policy::NetRules::new(&policy.network)?),
-            None => None,
+        // Mode proxy: the backend hands over a listener in the sandbox's network, and the
+        // proxy serves it from here under the policy's rules.
+        let proxy = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let start = match spec.network {
+            sandbox::Network::Proxy { .. } => Some(proxy_starter(policy, proxy.clone())?),
+            _ => None,
         };
-        let mut proxy: Option<net::proxy::Proxy> = None;
-        let mut start = |listener: std::net::TcpListener| -> Result<(), String> {
-            let rules = rules.take().ok_or("the proxy was started twice")?;
-            let p = net::proxy::Proxy::start(
-                listener,
-                Box::new(ProxyRules(rules)),
-                net::proxy::Limits::default(),
-            )
-            .map_err(|e| format!("failed to start the egress proxy: {e}"))?;
-            proxy = Some(p);
-            Ok(())
-        };
-        let hook: Option<native::ProxyStarter<'_>> = match plan.network.proxy {
-            Some(_) => Some(&mut start),
-            None => None,
-        };
+        let io = io.take().unwrap_or_else(sandbox::RunIo::process);
         // For the checks after a run that judge by ctime (the gVisor backend's).
         let launched_at = SystemTime::now();
-        let launched = match policy.backend {
+        let (launched, plan, fallback) = match policy.backend {
             policy::BackendName::Native => {
-                tracing::debug_span!("launch", proxy = plan.network.proxy.is_some())
-                    .in_scope(|| {
-                        let io = io.take().unwrap_or_else(sandbox::RunIo::process);
-                        native::launch_with(&plan, request.options, hook, io)
-                    })
-                    .map_err(Error::from)
+                let backend = native::Native;
+                let plan = tracing::debug_span!("plan").in_scope(|| backend.plan(spec))?;
+                let io = native::Io {
+                    run: io,
+                    options: request.options,
+                    proxy: start,
+                };
+                let launched = tracing::debug_span!("launch", backend = "native")
+                    .in_scope(|| backend.run(&plan, io))
+                    .map_err(Error::from);
+                let fallback = plan.cwd_fallback.clone();
+                (launched, Some(plan), fallback)
             }
-            policy::BackendName::Gvisor => tracing::debug_span!("launch", backend = "gvisor")
-                .in_scope(|| {
-                    let io = io.take().unwrap_or_else(sandbox::RunIo::process);
-                    gvisor_run::run(&plan, policy, request.options, &id, hook, io)
-                }),
+            policy::BackendName::Gvisor => {
+                let launched = tracing::debug_span!("launch", backend = "gvisor")
+                    .in_scope(|| gvisor_run::run(spec, request.options, &id, start, io));
+                match launched {
+                    Ok((outcome, fallback)) => (Ok(outcome), None, fallback),
+                    Err(e) => (Err(e), None, None),
+                }
+            }
         };
-        let network = tracing::debug_span!("proxy_stop")
-            .in_scope(|| proxy.map(|p| p.stop()).unwrap_or_default());
+        let network = tracing::debug_span!("proxy_stop").in_scope(|| {
+            let started = proxy.lock().ok().and_then(|mut p| p.take());
+            started
+                .map(|p: net::proxy::Proxy| p.stop())
+                .unwrap_or_default()
+        });
         let outcome = launched?;
         let mut violations = outcome.blocked.clone();
         tracing::debug_span!("sweep").in_scope(|| {
@@ -440,18 +440,18 @@ pub fn run_with_io(
                 pinned: !gvisor,
             };
             violations.extend(workspace::sweep::after_run(
-                &plan.scan,
+                &resolved.scan,
                 &workspace::RealHost,
                 &id,
                 held,
                 launched_at,
             ));
         });
-        Ok((plan, outcome, violations, network))
+        Ok((resolved.spec, plan, fallback, outcome, violations, network))
     })();
     let _record = tracing::debug_span!("record").entered();
     match result {
-        Ok((plan, outcome, violations, network)) => {
+        Ok((spec, plan, cwd_fallback, outcome, violations, network)) => {
             for e in &network.events {
                 audit.event(&AuditEvent::Network(e))?;
             }
@@ -464,11 +464,11 @@ pub fn run_with_io(
             for s in &outcome.skipped {
                 audit.event(&AuditEvent::Degraded { skipped: s })?;
             }
-            if let Some(f) = &plan.cwd_fallback {
+            if let Some(f) = &cwd_fallback {
                 audit.event(&AuditEvent::CwdFallback {
                     cwd: &f.cwd,
                     reason: &f.reason,
-                    started_in: &plan.cwd,
+                    started_in: &spec.workspace,
                 })?;
             }
             if outcome.ended_by == Some("interrupt") {
@@ -501,7 +501,8 @@ pub fn run_with_io(
                     &id,
                     policy,
                     &digest,
-                    &plan,
+                    &spec,
+                    plan.as_ref(),
                     &outcome,
                     &violations,
                     &network.events,
@@ -514,7 +515,7 @@ pub fn run_with_io(
                 violations,
                 network: network.events,
                 run_id: id,
-                cwd_fallback: plan.cwd_fallback.clone(),
+                cwd_fallback,
             })
         }
         Err(e) => {

@@ -90,9 +90,9 @@ struct PlanSummary<'a> {
     inside_uid: u32,
     host_uid: u32,
     writable_roots: &'a [std::path::PathBuf],
-    masked: &'a [std::path::PathBuf],
+    masked: Vec<&'a std::path::Path>,
     /// Read as empty (shell start-up files).
-    emptied: &'a [std::path::PathBuf],
+    emptied: Vec<&'a std::path::Path>,
     protected: &'a [std::path::PathBuf],
     mounts: usize,
     landlock_rules: usize,
@@ -122,28 +122,40 @@ struct LimitsRecord {
 }
 
 impl LimitsRecord {
-    fn new(plan: &native::Plan, backend: policy::BackendName) -> LimitsRecord {
-        let gvisor = backend == policy::BackendName::Gvisor;
+    /// The limits of `spec`, with the mechanism that enforced each: the native plan's
+    /// choice, or gVisor's own.
+    fn new(spec: &sandbox::Spec, native: Option<&native::Plan>) -> LimitsRecord {
         let root = crate::gvisor_run::root_caller();
-        let rec = |l: Option<(u64, native::cgroup::Mechanism)>, under_gvisor: &'static str| {
-            l.map(|(value, m)| LimitRecord {
-                value,
-                mechanism: if gvisor { under_gvisor } else { m.code() },
-            })
+        let limits = &spec.limits;
+        let rec = |chosen: Option<(u64, native::cgroup::Mechanism)>,
+                   value: Option<u64>,
+                   under_gvisor: &'static str| {
+            match native {
+                Some(_) => chosen.map(|(value, m)| LimitRecord {
+                    value,
+                    mechanism: m.code(),
+                }),
+                None => value.map(|value| LimitRecord {
+                    value,
+                    mechanism: under_gvisor,
+                }),
+            }
         };
+        let resources = native.map(|p| p.resources.clone()).unwrap_or_default();
         LimitsRecord {
-            timeout_s: plan.timeout_secs,
+            timeout_s: limits.timeout.map(|t| t.as_secs()),
             memory: rec(
-                plan.resources.memory,
+                resources.memory,
+                limits.memory_bytes,
                 if root {
                     "gvisor_cgroup"
                 } else {
                     "gvisor_rlimit_as"
                 },
             ),
-            pids: rec(plan.resources.pids, "gvisor_rlimit_nproc"),
-            cpu_millicores: rec(plan.resources.cpu_millis, "gvisor_cgroup"),
-            output: plan.output_limit,
+            pids: rec(resources.pids, limits.pids, "gvisor_rlimit_nproc"),
+            cpu_millicores: rec(resources.cpu_millis, limits.cpu_millis, "gvisor_cgroup"),
+            output: limits.output_bytes,
         }
     }
 }
@@ -187,69 +199,77 @@ struct Enforced {
 }
 
 impl<'a> RunRecord<'a> {
+    /// The record of a run of `spec`; `native` is its native plan (none under gVisor).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         run_id: &'a str,
         policy: &'a policy::Policy,
         digest: &'a str,
-        plan: &'a native::Plan,
+        spec: &'a sandbox::Spec,
+        native: Option<&'a native::Plan>,
         outcome: &'a native::Outcome,
         violations: &'a [native::Violation],
         network: &'a [net::proxy::Event],
     ) -> RunRecord<'a> {
-        let gvisor = policy.backend == policy::BackendName::Gvisor;
-        let summary = PlanSummary {
-            inside_uid: plan.ids.inside_uid,
-            host_uid: plan.ids.host_uid,
-            writable_roots: &plan.writable_roots,
-            masked: &plan.masked,
-            emptied: &plan.emptied,
-            protected: &plan.protected,
-            mounts: plan.mounts.len(),
-            landlock_rules: plan.landlock.host_rules.len() + plan.landlock.child_rules.len(),
-            landlock_abi: outcome.landlock_abi,
-            seccomp_rules: plan.seccomp.len(),
-            env_names: plan.env.iter().map(|(k, _)| k.as_str()).collect(),
+        let masks = |readable: bool| -> Vec<&std::path::Path> {
+            (spec.masks.iter())
+                .filter(|m| m.readable == readable)
+                .map(|m| m.path.as_path())
+                .collect()
+        };
+        let plan = match native {
+            Some(plan) => PlanSummary {
+                inside_uid: plan.ids.inside_uid,
+                host_uid: plan.ids.host_uid,
+                writable_roots: &plan.writable_roots,
+                masked: plan.masked.iter().map(|p| p.as_path()).collect(),
+                emptied: plan.emptied.iter().map(|p| p.as_path()).collect(),
+                protected: &plan.protected,
+                mounts: plan.mounts.len(),
+                landlock_rules: plan.landlock.host_rules.len() + plan.landlock.child_rules.len(),
+                landlock_abi: outcome.landlock_abi,
+                seccomp_rules: plan.seccomp.len(),
+                env_names: plan.env.iter().map(|(k, _)| k.as_str()).collect(),
+            },
+            None => PlanSummary {
+                inside_uid: 0,
+                host_uid: if crate::gvisor_run::root_caller() {
+                    0
+                } else {
+                    spec.caller.uid
+                },
+                writable_roots: &spec.writable_roots,
+                masked: masks(false),
+                emptied: masks(true),
+                protected: &spec.protected,
+                mounts: spec.writable_roots.len() + spec.masks.len() + spec.protected.len(),
+                landlock_rules: 0,
+                landlock_abi: None,
+                seccomp_rules: 0,
+                env_names: spec.env.iter().map(|(k, _)| k.as_str()).collect(),
+            },
         };
         RunRecord {
             run_id,
             backend: policy.backend.as_str(),
             profile: &policy.profile,
             policy_digest: digest,
-            argv: &plan.argv,
-            plan: if gvisor {
-                PlanSummary {
-                    inside_uid: 0,
-                    host_uid: if crate::gvisor_run::root_caller() {
-                        0
-                    } else {
-                        plan.ids.host_uid
-                    },
-                    mounts: plan.writable_roots.len()
-                        + plan.masked.len()
-                        + plan.emptied.len()
-                        + plan.protected.len(),
-                    landlock_rules: 0,
-                    landlock_abi: None,
-                    seccomp_rules: 0,
-                    ..summary
-                }
-            } else {
-                summary
-            },
+            argv: &spec.argv,
+            plan,
             exit_code: outcome.exit_code,
             signal: outcome.signal,
             exec_errno: outcome.exec_errno,
             duration_ms: outcome.duration.as_millis() as u64,
             violations,
             skipped: &outcome.skipped,
-            network_mode: plan.network.mode,
+            network_mode: policy.network.mode,
             ended_by: outcome.ended_by,
-            limits: LimitsRecord::new(plan, policy.backend),
+            limits: LimitsRecord::new(spec, native),
             usage: &outcome.usage,
             limit_hits: &outcome.limit_hits,
             output: outcome.output.as_ref(),
             network,
-            enforced_by: gvisor.then(|| {
+            enforced_by: native.is_none().then(|| {
                 crate::gvisor_run::ENFORCEMENT
                     .iter()
                     .map(|(what, by)| Enforced { what, by })

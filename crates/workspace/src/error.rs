@@ -1,4 +1,4 @@
-//! Why a workspace cannot be scanned for a policy.
+//! Why a run's spec cannot be made: the policy does not fit this workspace or machine.
 
 use std::path::PathBuf;
 
@@ -6,6 +6,8 @@ use std::path::PathBuf;
 pub enum ScanError {
     #[error(transparent)]
     Policy(#[from] policy::PolicyError),
+    #[error("no program to run")]
+    NoProgram,
     #[error("writable path does not exist: {}", .0.display())]
     WritableRootMissing(PathBuf),
     #[error("writable paths must be exact paths, not globs: {0}")]
@@ -21,6 +23,9 @@ impl ScanError {
     pub fn hint(&self) -> Option<String> {
         match self {
             ScanError::Policy(e) => e.hint(),
+            ScanError::NoProgram => {
+                Some("give a program after `--`, or use --shell 'COMMAND'".into())
+            }
             ScanError::WritableRootMissing(_) => {
                 Some("create it first or remove it from allow_write / --allow-write".into())
             }

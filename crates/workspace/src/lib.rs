@@ -31,14 +31,19 @@ pub mod host;
 pub mod planted_git;
 mod scan;
 mod secrets;
+mod spec;
 pub mod sweep;
 mod walk;
 
 pub use error::ScanError;
 pub use git::is_existing_config;
 pub use host::{DirStamp, Entry, HostView, Kind, RealHost};
-pub use scan::{depth, under_replaced, GitIndex, GuardPattern, Place, Scan, SweepPlan, REPLACED};
-pub use secrets::LinkedSecret;
+pub use sandbox::LinkedSecret;
+pub use scan::{
+    depth, tmp_read_grants, under_replaced, writable_roots, GitIndex, GuardPattern, Place, Scan,
+    SweepPlan, REPLACED,
+};
+pub use spec::{Request, Resolved, SANDBOX_HOSTNAME};
 pub use sweep::{sweep, Violation};
 pub use walk::{
     in_git_modules, is_git_redirect, is_submodule_code_path, walk, DenyGlobs, DirStamps, Stamps,

@@ -14,9 +14,11 @@ use serde::Serialize;
 
 use crate::git;
 use crate::host::{HostView, Kind};
-use crate::secrets::{linked_secrets, LinkedSecret};
+use crate::secrets::linked_secrets;
 use crate::walk::{DenyGlobs, DirStamps, Matches};
 use crate::ScanError;
+pub use sandbox::GuardPattern;
+use sandbox::LinkedSecret;
 
 /// Places every sandbox replaces wholesale; host paths below them are not visible inside.
 pub const REPLACED: &[&str] = &["/tmp", "/dev", "/proc"];
@@ -332,14 +334,6 @@ impl Scan {
     }
 }
 
-/// A protected pattern as the creation guard matches it: `base/**/tail[0]/tail[1]/..` (`*` and
-/// `?` allowed in the tail), or `base` and everything below it when the tail is empty.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct GuardPattern {
-    pub base: PathBuf,
-    pub tail: Vec<String>,
-}
-
 /// What the supervisor checks after the run: protected paths that did not exist at the start.
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct SweepPlan {
@@ -376,7 +370,9 @@ pub fn under_replaced(p: &Path) -> bool {
     REPLACED.iter().any(|r| is_within(p, Path::new(r)))
 }
 
-fn writable_roots(
+/// The canonical writable roots of `policy` at `place`, outermost first (no walk: what
+/// [`Scan::new`] starts from).
+pub fn writable_roots(
     policy: &Policy,
     place: &Place,
     host: &dyn HostView,
@@ -547,7 +543,7 @@ fn guard_patterns(
 /// Read grants that lie below the host's `/tmp` and outside every writable root, outermost
 /// only (a grant inside another is reached through it): every backend replaces `/tmp` with a
 /// private one, and attaches these in it.
-fn tmp_read_grants(
+pub fn tmp_read_grants(
     host: &dyn HostView,
     allows: &[PathBuf],
     writable_roots: &[PathBuf],

@@ -3,19 +3,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+pub use sandbox::LinkedSecret;
 
 use crate::host::{Entry, HostView, Kind};
-
-/// A masked file that has more names than the masks cover.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LinkedSecret {
-    pub path: PathBuf,
-    /// Names the file has (hard links).
-    pub links: u64,
-    /// Names of it found under the masks.
-    pub masked: u64,
-}
 
 /// How deep below a masked directory files are checked for hard links, and how many entries
 /// per mask at most: credential files sit near the top (`~/.ssh/id_rsa`, `~/.aws/credentials`,

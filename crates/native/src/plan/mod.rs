@@ -4,10 +4,10 @@
 //! them, the uid/gid maps, the Landlock rules, the seccomp rules, the environment and the exec
 //! candidates. Unit tests compare whole plans built against a fake host.
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use policy::{is_within, Policy, ReadScope};
+use policy::{is_within, Policy};
+use sandbox::Spec;
 use serde::Serialize;
 
 use crate::cgroup::{Missing, ResourcePlan, Wanted};
@@ -16,12 +16,10 @@ use crate::host::{Host, HostView, Kind};
 use workspace::{depth, GuardPattern, LinkedSecret};
 
 mod reach;
-mod spec;
 pub use reach::CwdFallback;
 use reach::Granted;
 
-/// Hostname inside the sandbox.
-pub const SANDBOX_HOSTNAME: &str = "stockade";
+pub use workspace::SANDBOX_HOSTNAME;
 /// Uid and gid the command has inside the sandbox when the caller is root: never 0.
 pub const ROOT_CALLER_INSIDE_ID: u32 = 1000;
 /// Host-side uid and gid the sandbox runs as when the caller is root. An id no account uses,
@@ -45,36 +43,7 @@ const SYSTEM_READ: &[&str] = &[
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
 ];
 
-/// What the caller asked to run, and where.
-#[derive(Debug, Clone)]
-pub struct Request {
-    /// Program and arguments (`--shell S` is `["/bin/sh", "-c", S]`).
-    pub argv: Vec<String>,
-    /// Canonical workspace directory.
-    pub workspace: PathBuf,
-    /// Canonical current directory of the caller.
-    pub cwd: PathBuf,
-    pub home: PathBuf,
-    pub uid: u32,
-    pub gid: u32,
-    /// The caller's environment.
-    pub env: Vec<(OsString, OsString)>,
-}
-
-impl Request {
-    /// Where the run is, as the workspace scan needs it.
-    pub fn place(&self) -> workspace::Place {
-        workspace::Place {
-            workspace: self.workspace.clone(),
-            home: self.home.clone(),
-            xdg_config_home: self
-                .env
-                .iter()
-                .find(|(k, _)| k == "XDG_CONFIG_HOME")
-                .map(|(_, v)| PathBuf::from(v)),
-        }
-    }
-}
+pub use workspace::Request;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Ids {
@@ -235,44 +204,19 @@ pub struct NetPlan {
     pub proxy: Option<std::net::SocketAddrV4>,
 }
 
-/// Where the proxy listens inside the sandbox's own network namespace (which has nothing else).
-pub const PROXY_ADDR: std::net::SocketAddrV4 =
-    std::net::SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 3128);
+pub use sandbox::PROXY_ADDR;
 
-fn net_plan(policy: &Policy) -> NetPlan {
-    let mode = policy.network.mode;
+fn net_plan(network: sandbox::Network) -> NetPlan {
+    let (mode, proxy) = match network {
+        sandbox::Network::None => (policy::NetworkMode::None, None),
+        sandbox::Network::Proxy { addr } => (policy::NetworkMode::Proxy, Some(addr)),
+        sandbox::Network::Host => (policy::NetworkMode::Host, None),
+    };
     NetPlan {
         mode,
         new_namespace: mode != policy::NetworkMode::Host,
-        proxy: (mode == policy::NetworkMode::Proxy).then_some(PROXY_ADDR),
+        proxy,
     }
-}
-
-/// Variables that point clients at the proxy: curl, wget, git, pip, npm, cargo, Python,
-/// Node and Go all read some of them. `NO_PROXY` is cleared so nothing goes direct (direct
-/// connections fail anyway: the namespace has only loopback).
-fn proxy_env(addr: std::net::SocketAddrV4) -> Vec<(String, String)> {
-    let http = format!("http://{addr}");
-    let socks = format!("socks5h://{addr}");
-    let mut env = Vec::new();
-    for name in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
-        env.push((name.to_string(), http.clone()));
-    }
-    for name in ["ALL_PROXY", "all_proxy"] {
-        env.push((name.to_string(), socks.clone()));
-    }
-    for name in [
-        "npm_config_proxy",
-        "npm_config_https_proxy",
-        "CARGO_HTTP_PROXY",
-        "PIP_PROXY",
-    ] {
-        env.push((name.to_string(), http.clone()));
-    }
-    for name in ["NO_PROXY", "no_proxy"] {
-        env.push((name.to_string(), String::new()));
-    }
-    env
 }
 
 /// Mediated creation (`sys::mediate`): during the run, every call that creates a name in a
@@ -332,42 +276,48 @@ pub struct Plan {
     pub resources_missing: Option<Missing>,
     /// Output passed on per stream (`limits.output_limit`); none: everything.
     pub output_limit: Option<u64>,
-    /// What the workspace scan found, which this plan lowers; the sweep after the run reads
-    /// it. Its `identities` are what the init checks a path against before mounting over it
-    /// (a concurrent run could have renamed another directory into its place).
+    /// `(st_dev, st_ino)` of every masked, protected and pinned path when the spec was made:
+    /// the init mounts over a path only if it is still that file (a concurrent run could have
+    /// renamed another directory into its place).
     #[serde(skip)]
-    pub scan: workspace::Scan,
+    pub identities: std::collections::BTreeMap<PathBuf, (u64, u64)>,
 }
 
 impl Plan {
-    /// Pins every directory between a writable root and `path` (re-bound onto itself, so it
-    /// cannot be renamed): `path` itself may be kept read-only, but renaming one of its
-    /// parents would move it away whole (the trust store: its approvals would vanish and
-    /// the workspaces they gate would run un-gated). Steps go last: a pin's recursive
-    /// re-bind carries the mounts already below it.
-    pub fn pin_ancestors(&mut self, path: &Path, host: &dyn HostView) {
-        for p in self.scan.pin_ancestors(path, host) {
-            self.mounts.push(Mount::Pin { path: p });
-        }
+    /// The plan of running `req` under `policy`: its spec resolved (the workspace scanned),
+    /// then lowered. What `stockade policy show` prints, and the unit tests' way in.
+    pub fn new(policy: &Policy, req: &Request, host: &dyn Host) -> Result<Plan, PlanError> {
+        let resolved = workspace::Resolved::new(policy, req, host)?;
+        Plan::lower(&resolved.spec, host)
     }
 
-    pub fn new(policy: &Policy, req: &Request, host: &dyn Host) -> Result<Plan, PlanError> {
-        let program = req.argv.first().ok_or(PlanError::NoProgram)?;
-        if program.is_empty() {
-            return Err(PlanError::NoProgram);
-        }
-        // What the workspace holds: every backend's part of the plan (see `workspace::Scan`).
-        let scan = workspace::Scan::new(policy, &req.place(), host)?;
-        let writable_roots = scan.writable_roots.clone();
-        let allows = &scan.allows;
-        let tmp_grants = &scan.tmp_grants;
-        let mut masks = scan.masks.clone();
-        let emptied = &scan.emptied;
+    /// The spec lowered to this backend's mechanisms: mounts in the order the init makes them,
+    /// uid and gid maps, Landlock rules, seccomp rules, cgroup limits, exec candidates. Pure
+    /// given the host: it stats and lists what it mounts over, and decides nothing the spec
+    /// does not say.
+    pub fn lower(spec: &Spec, host: &dyn Host) -> Result<Plan, PlanError> {
+        let program = spec.argv.first().ok_or(workspace::ScanError::NoProgram)?;
+        let writable_roots = spec.writable_roots.clone();
+        let allows = &spec.read_grants;
+        let tmp_grants = &workspace::tmp_read_grants(host, allows, &writable_roots);
+        let as_host_kind = |k: sandbox::Kind| match k {
+            sandbox::Kind::Dir => Kind::Dir,
+            sandbox::Kind::File => Kind::File,
+        };
+        let masks_where = |readable: bool| -> Vec<(PathBuf, Kind)> {
+            (spec.masks.iter())
+                .filter(|m| m.readable == readable)
+                .map(|m| (m.path.clone(), as_host_kind(m.kind)))
+                .collect()
+        };
+        let mut masks = masks_where(false);
+        let emptied = &masks_where(true);
         let masked_paths: Vec<PathBuf> = masks.iter().map(|(p, _)| p.clone()).collect();
         let emptied_paths: Vec<PathBuf> = emptied.iter().map(|(p, _)| p.clone()).collect();
-        let protected = &scan.protected;
-        let pins = &scan.pins;
-        let ids = ids(req);
+        let protected = &spec.protected;
+        let pins = &spec.pins;
+        let root_caller = spec.caller.uid == 0;
+        let ids = ids(spec.caller);
         let mut slots = 0usize;
         let mut idmapped = Vec::new();
         let mut mounts = vec![Mount::MakeRootPrivate];
@@ -391,16 +341,16 @@ impl Plan {
         // Every path the sandbox is granted, to find the directories on the way to them that
         // it could not traverse (root callers, see `reach`).
         let mut granted: Vec<Granted> = Vec::new();
-        if req.uid == 0 {
+        if root_caller {
             // Canonical: the mount steps look their paths up through no symbolic link.
             let home_path = host
-                .canonicalize(&req.home)
-                .unwrap_or_else(|| req.home.clone());
+                .canonicalize(&spec.home)
+                .unwrap_or_else(|| spec.home.clone());
             if let Some(home) = host.stat(&home_path) {
                 let covered = writable_roots.iter().any(|w| is_within(&home_path, w));
                 if home.kind == Kind::Dir && home.mode & 0o001 == 0 && !covered {
                     granted.push(Granted {
-                        path: req.home.clone(),
+                        path: spec.home.clone(),
                         kind: Kind::Dir,
                         mapped_owner: Some((home.uid, home.gid)),
                     });
@@ -432,9 +382,9 @@ impl Plan {
             granted.push(Granted {
                 path: root.clone(),
                 kind: entry.kind,
-                mapped_owner: (req.uid == 0).then_some((entry.uid, entry.gid)),
+                mapped_owner: (root_caller).then_some((entry.uid, entry.gid)),
             });
-            if req.uid == 0 {
+            if root_caller {
                 idmapped.push(Idmapped {
                     slot: slots,
                     path: root.clone(),
@@ -474,7 +424,7 @@ impl Plan {
                 }
             }
         }
-        let covers = reach::covers(host, req.uid == 0, &granted);
+        let covers = reach::covers(host, root_caller, &granted);
         for c in &covers {
             overlay.push((depth(&c.dir), 0, c.steps.clone()));
         }
@@ -493,7 +443,7 @@ impl Plan {
             }
         }
         for (grant, kind) in &attached {
-            if req.uid == 0 {
+            if root_caller {
                 let Some(entry) = host.stat(grant) else {
                     continue;
                 };
@@ -567,15 +517,12 @@ impl Plan {
         // The private /tmp and /dev/shm are memory: bounded by `limits.tmp_size` each. A memory
         // cgroup counts their pages with the rest of the run's; `RLIMIT_DATA` does not, so
         // under it neither may hold more than the memory limit.
-        let (resources, resources_missing, output_limit) = resources(policy, host)?;
+        let (resources, resources_missing, output_limit) = resources(&spec.limits, host);
         let uncounted = match resources.memory {
             Some((bytes, crate::cgroup::Mechanism::Rlimit)) => Some(bytes),
             _ => None,
         };
-        let tmp_bytes = match &policy.limits.tmp_size {
-            Some(size) => Some(policy::parse_size(size)?),
-            None => None,
-        };
+        let tmp_bytes = spec.limits.tmp_bytes;
         let tmp_data = match (tmp_bytes, uncounted) {
             (Some(t), Some(m)) => format!("mode=1777,size={}", t.min(m)),
             (None, Some(m)) | (Some(m), None) => format!("mode=1777,size={m}"),
@@ -650,7 +597,7 @@ impl Plan {
         }
 
         let landlock = landlock_plan(
-            policy,
+            spec.read_scope,
             host,
             &writable_roots,
             allows,
@@ -658,18 +605,11 @@ impl Plan {
             emptied,
             &devices,
         );
-        let network = net_plan(policy);
-        let mut env = environment(policy, req);
-        if let Some(addr) = network.proxy {
-            for (k, v) in proxy_env(addr) {
-                env.retain(|(name, _)| *name != k);
-                env.push((k, v));
-            }
-            env.sort();
-        }
-        let readable: Option<Vec<PathBuf>> = match policy.filesystem.read_scope {
-            ReadScope::Host => None,
-            ReadScope::AllowList => Some(
+        let network = net_plan(spec.network);
+        let env = spec.env.clone();
+        let readable: Option<Vec<PathBuf>> = match spec.read_scope {
+            sandbox::ReadScope::Host => None,
+            sandbox::ReadScope::AllowList => Some(
                 SYSTEM_READ
                     .iter()
                     .map(PathBuf::from)
@@ -678,11 +618,11 @@ impl Plan {
             ),
         };
         let (cwd, cwd_fallback) = reach::start_dir(
-            &req.cwd,
+            &spec.cwd,
             &reach::View {
                 host,
-                workspace: &req.workspace,
-                root_caller: req.uid == 0,
+                workspace: &spec.workspace,
+                root_caller,
                 granted: &granted,
                 covers: &covers,
                 masks: &masks.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>(),
@@ -692,8 +632,8 @@ impl Plan {
         let candidates = candidates(host, program, &env);
         let creation_guard = CreationGuard {
             roots: writable_roots.clone(),
-            protected: scan.guard.clone(),
-            sweep_only: scan.sweep_only.clone(),
+            protected: spec.guard.clone(),
+            sweep_only: spec.guard_sweep_only.clone(),
             calls: seccomp::mediated_calls(resources.allocation_watch),
             held_configs,
         };
@@ -705,20 +645,20 @@ impl Plan {
             landlock,
             seccomp: seccomp::default_rules(),
             env,
-            argv: req.argv.clone(),
+            argv: spec.argv.clone(),
             candidates,
             cwd,
             cwd_fallback,
-            hostname: SANDBOX_HOSTNAME.into(),
+            hostname: spec.hostname.clone(),
             writable_roots,
             masked: masked_paths,
             emptied: emptied_paths,
-            protected: protected.iter().cloned().collect(),
+            protected: protected.to_vec(),
             creation_guard,
-            linked_secrets: scan.linked_secrets.clone(),
+            linked_secrets: spec.linked_secrets.clone(),
             network,
-            timeout_secs: policy.limits.timeout.filter(|t| *t > 0),
-            rlimits: policy
+            timeout_secs: spec.limits.timeout.map(|t| t.as_secs()),
+            rlimits: spec
                 .limits
                 .files
                 .map(|n| ("RLIMIT_NOFILE".to_string(), n))
@@ -728,43 +668,24 @@ impl Plan {
             resources,
             resources_missing,
             output_limit,
-            scan,
+            identities: spec.identities.clone(),
         })
     }
 }
 
 /// The limits of the whole run and how this machine enforces them (see [`crate::cgroup`]).
 fn resources(
-    policy: &Policy,
+    limits: &sandbox::Limits,
     host: &dyn Host,
-) -> Result<(ResourcePlan, Option<Missing>, Option<u64>), PlanError> {
-    let limits = &policy.limits;
-    let memory = match limits
-        .memory
-        .as_deref()
-        .map(policy::parse_memory)
-        .transpose()?
-    {
-        Some(Some(policy::MemoryLimit::Bytes(b))) => Some(b),
-        // A share of an unknown total is no limit rather than a limit of nothing.
-        Some(Some(policy::MemoryLimit::Percent(p))) => {
-            Some(mem_total(host) / 100 * u64::from(p)).filter(|b| *b > 0)
-        }
-        _ => None,
-    };
+) -> (ResourcePlan, Option<Missing>, Option<u64>) {
     let wanted = Wanted {
-        memory,
-        pids: limits.pids.filter(|n| *n > 0),
-        cpu_millis: limits.cpu.map(|c| c.millis()),
+        memory: limits.memory_bytes,
+        pids: limits.pids,
+        cpu_millis: limits.cpu_millis,
     };
-    let output = limits
-        .output_limit
-        .as_deref()
-        .map(policy::parse_output_limit)
-        .transpose()?
-        .flatten();
+    let output = limits.output_bytes;
     let facts = host.cgroups();
-    Ok(match crate::cgroup::choose(&facts, &wanted) {
+    match crate::cgroup::choose(&facts, &wanted) {
         Ok(plan) => (plan, None, output),
         Err(missing) => {
             // Everything else still planned; the CPU limit is what is missing.
@@ -775,21 +696,10 @@ fn resources(
             let plan = crate::cgroup::choose(&facts, &rest).unwrap_or_default();
             (plan, Some(missing), output)
         }
-    })
+    }
 }
 
-/// Physical memory in bytes (`MemTotal` of `/proc/meminfo`); 0 when unknown.
-fn mem_total(host: &dyn HostView) -> u64 {
-    host.read_small(Path::new("/proc/meminfo"))
-        .and_then(|t| {
-            t.lines()
-                .find_map(|l| l.strip_prefix("MemTotal:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        })
-        .map_or(0, |kb| kb * 1024)
-}
-
-fn ids(req: &Request) -> Ids {
+fn ids(req: sandbox::Ids) -> Ids {
     if req.uid == 0 {
         let (i, h) = (ROOT_CALLER_INSIDE_ID, ROOT_CALLER_HOST_ID);
         Ids {
@@ -817,7 +727,7 @@ fn ids(req: &Request) -> Ids {
 }
 
 fn landlock_plan(
-    policy: &Policy,
+    read_scope: sandbox::ReadScope,
     host: &dyn HostView,
     writable_roots: &[PathBuf],
     allows: &[PathBuf],
@@ -825,9 +735,9 @@ fn landlock_plan(
     emptied: &[(PathBuf, Kind)],
     devices: &[(PathBuf, usize)],
 ) -> LandlockPlan {
-    let mut starts: Vec<PathBuf> = match policy.filesystem.read_scope {
-        ReadScope::Host => vec![PathBuf::from("/")],
-        ReadScope::AllowList => SYSTEM_READ
+    let mut starts: Vec<PathBuf> = match read_scope {
+        sandbox::ReadScope::Host => vec![PathBuf::from("/")],
+        sandbox::ReadScope::AllowList => SYSTEM_READ
             .iter()
             .chain(workspace::REPLACED.iter())
             .map(PathBuf::from)
@@ -936,33 +846,6 @@ fn read_rules(
     for (name, kind) in host.list_dir(root) {
         read_rules(host, &root.join(name), Some(kind), masked, out);
     }
-}
-
-fn environment(policy: &Policy, req: &Request) -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> = policy::build_env(&policy.env, req.env.iter().cloned())
-        .into_iter()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .collect();
-    let cwd = if is_within(&req.cwd, &req.workspace) {
-        &req.cwd
-    } else {
-        &req.workspace
-    };
-    for (k, v) in [
-        ("TMPDIR", "/tmp".to_string()),
-        ("PWD", cwd.display().to_string()),
-    ] {
-        env.retain(|(name, _)| name != k);
-        env.push((k.to_string(), v));
-    }
-    if !env.iter().any(|(k, _)| k == "HOME") {
-        env.push(("HOME".into(), req.home.display().to_string()));
-    }
-    if !env.iter().any(|(k, _)| k == "PATH") {
-        env.push(("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()));
-    }
-    env.sort();
-    env
 }
 
 /// execvp's search, done ahead of time over the sandbox's PATH.

@@ -512,7 +512,7 @@ fn refusals_name_the_path() {
     req.argv = vec![];
     assert!(matches!(
         Plan::new(&default_policy(), &req, &machine()),
-        Err(PlanError::NoProgram)
+        Err(PlanError::Scan(workspace::ScanError::NoProgram))
     ));
 }
 

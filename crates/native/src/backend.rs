@@ -1,0 +1,53 @@
+//! The native backend as a [`sandbox::Backend`]: a spec lowered to a [`Plan`] and launched.
+
+use std::net::TcpListener;
+
+use crate::{launch_with, Options, Outcome, Plan, RealHost, RunError};
+
+/// Namespaces, mounts, Landlock and seccomp, built in-process.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Native;
+
+/// Starts the egress proxy on the listener the sandbox's init opened in its own network
+/// namespace (mode proxy), from the caller's side.
+pub type StartProxy = Box<dyn FnMut(TcpListener) -> Result<(), String> + Send>;
+
+/// What a native run takes besides its plan.
+pub struct Io {
+    /// The run's output sinks and cancel handle.
+    pub run: sandbox::RunIo,
+    pub options: Options,
+    /// Mode proxy: what serves the proxy's listener.
+    pub proxy: Option<StartProxy>,
+}
+
+impl sandbox::Backend for Native {
+    type Plan = Plan;
+    type Error = RunError;
+    type Finished = Outcome;
+    type Io = Io;
+
+    fn name(&self) -> &'static str {
+        "native"
+    }
+
+    fn probe(&self) -> Vec<sandbox::Check> {
+        crate::probe()
+    }
+
+    fn plan(&self, spec: &sandbox::Spec) -> Result<Plan, RunError> {
+        Ok(Plan::lower(spec, &RealHost)?)
+    }
+
+    fn run(&self, plan: &Plan, io: Io) -> Result<Outcome, RunError> {
+        let Io {
+            run,
+            options,
+            mut proxy,
+        } = io;
+        let hook = proxy
+            .as_mut()
+            .map(|p| -> crate::ProxyStarter<'_> { p.as_mut() });
+        launch_with(plan, options, hook, run)
+    }
+}

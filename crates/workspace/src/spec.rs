@@ -1,0 +1,222 @@
+//! The resolved spec of a run: the policy, the request and the workspace scan made into one
+//! [`sandbox::Spec`], once, before any backend sees it. Everything the backends lower comes
+//! from here: which paths are writable, masked, protected and pinned, the environment, the
+//! network intent and the limits as numbers.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use policy::{is_within, Policy};
+use sandbox::{Ids, Mask, Spec};
+
+use crate::host::{HostView, Kind};
+use crate::{Place, Scan, ScanError};
+
+/// Hostname inside the sandbox.
+pub const SANDBOX_HOSTNAME: &str = "stockade";
+
+/// What the caller asked to run, and where.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// Program and arguments (`--shell S` is `["/bin/sh", "-c", S]`).
+    pub argv: Vec<String>,
+    /// Canonical workspace directory.
+    pub workspace: PathBuf,
+    /// Canonical current directory of the caller.
+    pub cwd: PathBuf,
+    pub home: PathBuf,
+    pub uid: u32,
+    pub gid: u32,
+    /// The caller's environment.
+    pub env: Vec<(OsString, OsString)>,
+}
+
+impl Request {
+    /// Where the run is, as the workspace scan needs it.
+    pub fn place(&self) -> Place {
+        Place {
+            workspace: self.workspace.clone(),
+            home: self.home.clone(),
+            xdg_config_home: self
+                .env
+                .iter()
+                .find(|(k, _)| k == "XDG_CONFIG_HOME")
+                .map(|(_, v)| PathBuf::from(v)),
+        }
+    }
+}
+
+/// A run's spec and the scan it came from (the sweep after the run reads the scan).
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub spec: Spec,
+    pub scan: Scan,
+}
+
+impl Resolved {
+    /// The spec of running `req` under `policy`, with the workspace scanned once.
+    pub fn new(policy: &Policy, req: &Request, host: &dyn HostView) -> Result<Resolved, ScanError> {
+        let program = req.argv.first().ok_or(ScanError::NoProgram)?;
+        if program.is_empty() {
+            return Err(ScanError::NoProgram);
+        }
+        let scan = Scan::new(policy, &req.place(), host)?;
+        let network = match policy.network.mode {
+            policy::NetworkMode::None => sandbox::Network::None,
+            policy::NetworkMode::Proxy => sandbox::Network::Proxy {
+                addr: sandbox::PROXY_ADDR,
+            },
+            policy::NetworkMode::Host => sandbox::Network::Host,
+        };
+        let mut env = environment(policy, req);
+        if let sandbox::Network::Proxy { addr } = network {
+            for (k, v) in proxy_env(addr) {
+                env.retain(|(name, _)| *name != k);
+                env.push((k, v));
+            }
+            env.sort();
+        }
+        let mask = |(path, kind): &(PathBuf, Kind), readable: bool| Mask {
+            path: path.clone(),
+            kind: if *kind == Kind::Dir {
+                sandbox::Kind::Dir
+            } else {
+                sandbox::Kind::File
+            },
+            readable,
+        };
+        let masks = (scan.masks.iter().map(|m| mask(m, false)))
+            .chain(scan.emptied.iter().map(|m| mask(m, true)))
+            .collect();
+        let spec = Spec {
+            argv: req.argv.clone(),
+            cwd: req.cwd.clone(),
+            workspace: req.workspace.clone(),
+            home: req.home.clone(),
+            env,
+            hostname: SANDBOX_HOSTNAME.into(),
+            read_scope: match policy.filesystem.read_scope {
+                policy::ReadScope::Host => sandbox::ReadScope::Host,
+                policy::ReadScope::AllowList => sandbox::ReadScope::AllowList,
+            },
+            read_grants: scan.allows.clone(),
+            writable_roots: scan.writable_roots.clone(),
+            protected: scan.protected.iter().cloned().collect(),
+            pins: scan.pins.iter().cloned().collect(),
+            guard: scan.guard.clone(),
+            guard_sweep_only: scan.sweep_only.clone(),
+            masks,
+            linked_secrets: scan.linked_secrets.clone(),
+            network,
+            limits: limits(&policy.limits, host)?,
+            caller: Ids {
+                uid: req.uid,
+                gid: req.gid,
+            },
+            identities: scan.identities.clone(),
+        };
+        Ok(Resolved { spec, scan })
+    }
+
+    /// Pins every directory between a writable root and `path` (see [`Scan::pin_ancestors`]),
+    /// in the scan and the spec alike.
+    pub fn pin_ancestors(&mut self, path: &Path, host: &dyn HostView) {
+        for p in self.scan.pin_ancestors(path, host) {
+            if let Some(id) = self.scan.identities.get(&p) {
+                self.spec.identities.insert(p.clone(), *id);
+            }
+            if !self.spec.pins.contains(&p) {
+                self.spec.pins.push(p);
+            }
+        }
+    }
+}
+
+/// The policy's limits as numbers: sizes parsed, a share of memory made bytes of this
+/// machine's, `0` (no limit) made `None`.
+fn limits(limits: &policy::Limits, host: &dyn HostView) -> Result<sandbox::Limits, ScanError> {
+    let typed = limits.typed()?;
+    Ok(sandbox::Limits {
+        timeout: typed.timeout,
+        tmp_bytes: typed.tmp_bytes,
+        files: typed.files,
+        memory_bytes: match typed.memory {
+            Some(policy::MemoryLimit::Bytes(b)) => Some(b),
+            // A share of an unknown total is no limit rather than a limit of nothing.
+            Some(policy::MemoryLimit::Percent(p)) => {
+                Some(mem_total(host) / 100 * u64::from(p)).filter(|b| *b > 0)
+            }
+            None => None,
+        },
+        pids: typed.pids,
+        cpu_millis: typed.cpu_millis,
+        output_bytes: typed.output_bytes,
+    })
+}
+
+/// Physical memory in bytes (`MemTotal` of `/proc/meminfo`); 0 when unknown.
+fn mem_total(host: &dyn HostView) -> u64 {
+    host.read_small(Path::new("/proc/meminfo"))
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// The command's environment: the policy's filter of the caller's, with `TMPDIR`, `PWD`, and
+/// `HOME` and `PATH` when missing.
+fn environment(policy: &Policy, req: &Request) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = policy::build_env(&policy.env, req.env.iter().cloned())
+        .into_iter()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect();
+    let cwd = if is_within(&req.cwd, &req.workspace) {
+        &req.cwd
+    } else {
+        &req.workspace
+    };
+    for (k, v) in [
+        ("TMPDIR", "/tmp".to_string()),
+        ("PWD", cwd.display().to_string()),
+    ] {
+        env.retain(|(name, _)| name != k);
+        env.push((k.to_string(), v));
+    }
+    if !env.iter().any(|(k, _)| k == "HOME") {
+        env.push(("HOME".into(), req.home.display().to_string()));
+    }
+    if !env.iter().any(|(k, _)| k == "PATH") {
+        env.push(("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()));
+    }
+    env.sort();
+    env
+}
+
+/// Variables that point clients at the proxy: curl, wget, git, pip, npm, cargo, Python,
+/// Node and Go all read some of them. `NO_PROXY` is cleared so nothing goes direct (direct
+/// connections fail anyway: the namespace has only loopback).
+fn proxy_env(addr: std::net::SocketAddrV4) -> Vec<(String, String)> {
+    let http = format!("http://{addr}");
+    let socks = format!("socks5h://{addr}");
+    let mut env = Vec::new();
+    for name in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
+        env.push((name.to_string(), http.clone()));
+    }
+    for name in ["ALL_PROXY", "all_proxy"] {
+        env.push((name.to_string(), socks.clone()));
+    }
+    for name in [
+        "npm_config_proxy",
+        "npm_config_https_proxy",
+        "CARGO_HTTP_PROXY",
+        "PIP_PROXY",
+    ] {
+        env.push((name.to_string(), http.clone()));
+    }
+    for name in ["NO_PROXY", "no_proxy"] {
+        env.push((name.to_string(), String::new()));
+    }
+    env
+}
