@@ -1,5 +1,5 @@
 //! The creation guard lets the sandbox write a git config only when it "runs nothing"
-//! (`sys::git_config::git_config_is_inert`), and rewrite an existing one only when nothing but
+//! (`protect::git_config::git_config_is_inert`), and rewrite an existing one only when nothing but
 //! such keys change. Both read git's syntax with a parser of their own, so they are held
 //! against git itself: configs built from tricky pieces (headers followed by more text,
 //! quoted and escaped subsections, comments, continuations, keys on header lines, odd
@@ -140,7 +140,7 @@ fn configs_the_check_calls_inert_set_only_inert_keys_in_git() {
         let text: String = (0..lines)
             .map(|_| PIECES[(rng.next() % PIECES.len() as u64) as usize].to_string() + "\n")
             .collect();
-        if !sys::git_config::git_config_is_inert(text.as_bytes(), &[]) {
+        if !protect::git_config::git_config_is_inert(text.as_bytes(), &[]) {
             continue;
         }
         inert_seen += 1;
@@ -154,7 +154,7 @@ fn configs_the_check_calls_inert_set_only_inert_keys_in_git() {
             );
         }
         // A rewrite from an empty config to this one is the same question.
-        assert!(sys::git_config::git_config_rewrite_is_inert(
+        assert!(protect::git_config::git_config_rewrite_is_inert(
             b"",
             text.as_bytes(),
             &[]

@@ -433,20 +433,20 @@ pub fn launch_with(
         .iter()
         .map(|g| g.tail.iter().map(|t| t.as_bytes()).collect())
         .collect();
-    let guard_protected: Vec<sys::protect::Protected<'_>> = guard
+    let guard_protected: Vec<protect::Protected<'_>> = guard
         .protected
         .iter()
         .zip(&guard_tails)
-        .map(|(g, tail)| sys::protect::Protected {
+        .map(|(g, tail)| protect::Protected {
             base: g.base.as_os_str().as_bytes(),
             tail,
         })
         .collect();
-    let guard_index = sys::protect::PatternIndex::build(&guard_protected);
-    let guard_held: Vec<sys::protect::Held<'_>> = guard
+    let guard_index = protect::PatternIndex::build(&guard_protected);
+    let guard_held: Vec<protect::Held<'_>> = guard
         .held_configs
         .iter()
-        .map(|(path, slot)| sys::protect::Held {
+        .map(|(path, slot)| protect::Held {
             path: path.as_os_str().as_bytes(),
             slot: *slot,
         })
@@ -548,11 +548,11 @@ pub fn launch_with(
         join_tasks: &[],
         mediate: filter.as_deref().map(|filter| MediateSpec {
             filter,
-            rules: sys::protect::Rules {
+            rules: protect::Rules {
                 roots: &guard_roots,
                 protected: &guard_protected,
                 held: &guard_held,
-                index: sys::protect::PatternIndex::of(&guard_index),
+                index: protect::PatternIndex::of(&guard_index),
             },
         }),
     };
@@ -1038,8 +1038,8 @@ pub const BLOCKED: &str = "protected_path_blocked";
 
 fn blocked_violation(report: &postfork::Report, path: Vec<u8>) -> Violation {
     let op = mediate::Op::from_u32(report.stage).map_or("call", mediate::Op::name);
-    let why = sys::protect::Reason::from_u32(report.value as u32)
-        .map_or("protected path", sys::protect::Reason::describe);
+    let why = protect::Reason::from_u32(report.value as u32)
+        .map_or("protected path", protect::Reason::describe);
     Violation {
         code: E_SANDBOX_VIOLATION,
         kind: BLOCKED,

@@ -1,7 +1,7 @@
 //! stockade has two hand-written matchers for `*` and `?` within one path component, in crates
 //! that must not depend on each other: policy's bulk glob matcher (`GlobList`, which finds the
 //! files to mask and protect when the writable roots are walked) and sys's
-//! (`sys::protect::wildcard_match`, which mediated creation checks names with after fork,
+//! (`protect::wildcard_match`, which mediated creation checks names with after fork,
 //! allocation-free). They must agree with each other and with globset, which the policy
 //! compiles every glob with. Checked exhaustively on short patterns and names, including
 //! names that contain `*` and `?` themselves (policy's once took a `*` in a name for the
@@ -64,15 +64,12 @@ fn policy_sys_and_globset_agree_on_one_component() {
             let path = Path::new(&path);
             let globset = glob.is_match(path);
             let bulk = !list.matches(path).is_empty();
-            let sys = sys::protect::wildcard_match(pattern.as_bytes(), name.as_bytes());
+            let sys = protect::wildcard_match(pattern.as_bytes(), name.as_bytes());
             assert_eq!(
                 bulk, globset,
                 "GlobList vs globset: {pattern:?} on {name:?}"
             );
-            assert_eq!(
-                sys, globset,
-                "sys::protect vs globset: {pattern:?} on {name:?}"
-            );
+            assert_eq!(sys, globset, "protect vs globset: {pattern:?} on {name:?}");
             compared += 1;
         }
     }

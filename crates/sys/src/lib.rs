@@ -17,14 +17,12 @@
 //! `MOUNT_ATTR_IDMAP`, raw `landlock_add_rule` on a ruleset created elsewhere, `open_tree`
 //! clones, `fsopen`/`fsmount`) are exposed by no maintained crate in that form.
 
-pub mod git_config;
 pub mod mediate;
 pub mod mountns;
 pub mod netns;
 pub mod parent;
 pub mod postfork;
 pub mod probe;
-pub mod protect;
 pub mod raw;
 pub mod reaper;
 pub mod relay;

@@ -41,8 +41,8 @@ use std::ffi::CStr;
 use std::os::raw::{c_int, c_uint};
 
 use crate::postfork::{self, Report};
-use crate::protect::{self, Create, GitHint, Reason, Rules, Verdict};
 use crate::raw::{self, Errno};
+use protect::{Create, GitHint, Reason, Rules, Verdict};
 
 const PATH_MAX: usize = 4096;
 const NAME_MAX: usize = 255;
@@ -1683,7 +1683,7 @@ fn read_config(
 }
 
 /// Rewrite the held, read-only config `held` with the content of `odir/oname` when only inert
-/// keys differ ([`crate::git_config::git_config_rewrite_is_inert`]), then remove the source:
+/// keys differ ([`protect::git_config::git_config_rewrite_is_inert`]), then remove the source:
 /// the rename's effect. In place, so a reader on the host could see a partly written file for
 /// an instant (git itself would have renamed).
 fn rewrite_held_config(
@@ -1705,7 +1705,7 @@ fn rewrite_held_config(
         }
     }
     if old_len > CONFIG_MAX
-        || !crate::git_config::git_config_rewrite_is_inert(
+        || !protect::git_config::git_config_rewrite_is_inert(
             &old[..old_len],
             &new[..new_len],
             writable,

@@ -30,8 +30,8 @@ use std::os::raw::{c_char, c_int, c_ulong};
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use crate::mediate;
-use crate::protect::Rules;
 use crate::raw::{self, Errno, MountAttr};
+use protect::Rules;
 
 /// Where in the child's life a failure happened. Stable numbers (they cross a pipe).
 #[repr(u32)]

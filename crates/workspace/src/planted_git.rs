@@ -17,10 +17,10 @@ use crate::host::HostView;
 /// Violation kind of what the sweep took out of a git dir assembled during the run.
 pub const PLANTED_GIT_DIR: &str = "planted_git_dir";
 
-/// Whether an entry named `name` in a git dir makes git run code or look elsewhere: its
-/// config (and per-worktree config), its hooks, a `commondir` that moves its common dir.
+/// Whether an entry named `name` in a git dir makes git run code or look elsewhere (see
+/// [`protect::git::is_code_name`]).
 pub(crate) fn is_code_name(name: &OsStr) -> bool {
-    name == "config" || name == "config.worktree" || name == "hooks" || name == "commondir"
+    protect::git::is_code_name(name.as_encoded_bytes())
 }
 
 /// Whether git would accept `dir` as a git dir, or could once a file's content changes. Git's

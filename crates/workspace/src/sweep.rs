@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::{FileType, Mode, OFlags};
 
-pub use sys::protect::git_config_is_inert;
+pub use protect::git_config_is_inert;
 
 use policy::is_within;
 
@@ -370,7 +370,7 @@ pub fn guard_after_run(
                         .iter()
                         .rev()
                         .zip(comps.iter().rev())
-                        .all(|(t, c)| sys::protect::wildcard_match(t.as_bytes(), c));
+                        .all(|(t, c)| protect::wildcard_match(t.as_bytes(), c));
                 if matches && new_since(&path) {
                     found.insert(path.clone());
                 } else if kind == Kind::Dir && depth < 4 {

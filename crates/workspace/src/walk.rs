@@ -341,32 +341,29 @@ pub fn walk(
     Ok(())
 }
 
-/// Whether `path` lies inside a `.git/modules` tree (the git dirs of submodules).
-pub fn in_git_modules(path: &Path) -> bool {
-    let names: Vec<&std::ffi::OsStr> = path.iter().collect();
-    names
-        .windows(2)
-        .any(|w| w[0] == ".git" && w[1] == "modules")
+fn names(path: &Path) -> impl DoubleEndedIterator<Item = &[u8]> + Clone {
+    path.iter().map(|c| c.as_encoded_bytes())
 }
 
-/// `hooks`, `config` or `commondir` of a submodule's git dir: what makes git run code there.
+/// Whether `path` lies inside a `.git/modules` tree (the git dirs of submodules; see
+/// [`protect::git::in_modules`]).
+pub fn in_git_modules(path: &Path) -> bool {
+    protect::git::in_modules(names(path))
+}
+
+/// `hooks`, `config` or `commondir` of a submodule's git dir: what makes git run code there
+/// (see [`protect::git::is_submodule_code_path`]).
 pub fn is_submodule_code_path(path: &Path) -> bool {
     // Called for every entry of every walk: the cheap test first.
     let named = path
         .file_name()
         .is_some_and(|n| n == "hooks" || n == "config" || n == "commondir");
-    if !named {
-        return false;
-    }
-    let parent_is_modules = path
-        .parent()
-        .and_then(Path::file_name)
-        .is_some_and(|n| n == "modules");
-    !parent_is_modules && path.parent().is_some_and(in_git_modules)
+    named && protect::git::is_submodule_code_path(names(path))
 }
 
 /// A `.git` entry that is not a directory (a `gitdir:` file or a symlink) redirects git to
-/// another git dir, with that dir's hooks and config.
+/// another git dir, with that dir's hooks and config (see [`protect::git::is_redirect`]).
 pub fn is_git_redirect(path: &Path, kind: Kind) -> bool {
-    kind != Kind::Dir && path.file_name().is_some_and(|n| n == ".git")
+    path.file_name()
+        .is_some_and(|n| protect::git::is_redirect(n.as_encoded_bytes(), kind == Kind::Dir))
 }

@@ -221,7 +221,7 @@ fn net_plan(network: sandbox::Network) -> NetPlan {
 
 /// Mediated creation (`sys::mediate`): during the run, every call that creates a name in a
 /// writable root is performed by the init, which refuses protected paths (and git's built-in
-/// rules: hooks, config, commondir, `.git` redirects; see `sys::protect`).
+/// rules: hooks, config, commondir, `.git` redirects; see `protect`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
 pub struct CreationGuard {
     pub roots: Vec<PathBuf>,

@@ -1,5 +1,5 @@
 //! Which git configs (and which changes to one) run nothing: the check behind the creation
-//! guard's "config only with inert keys" (see [`crate::protect`]).
+//! guard's "config only with inert keys" (see [`crate`]).
 //!
 //! Pure and allocation-free (the init runs it after `fork`). It reads a config line by line
 //! and never tries to be as lenient as git: anything it does not recognise as an inert key
@@ -169,7 +169,7 @@ fn remote_is_inert(value: &str, name_allowed: bool, writable: &[&[u8]]) -> bool 
         return normal
             && !writable
                 .iter()
-                .any(|w| crate::protect::is_within(path.as_bytes(), w));
+                .any(|w| crate::is_within(path.as_bytes(), w));
     }
     if value.starts_with('.') {
         return false;

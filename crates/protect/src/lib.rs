@@ -1,6 +1,9 @@
 //! Which new directory entries the sandbox may create inside its writable roots: the rules the
-//! init applies, during the run, to every name-creating syscall it performs for the command
-//! (see [`crate::mediate`]).
+//! native init applies, during the run, to every name-creating syscall it performs for the
+//! command (`sys::mediate`), and the one definition of git's rules ([`git`]: what a git dir
+//! is, which of its names run code; [`git_config`]: which config keys are inert) that the
+//! workspace scan and the sweep after a run use too. Policy, so not in `sys` (which never
+//! decides it); pure, so the init may call it after `fork`.
 //!
 //! Pure and allocation-free (the init runs them after `fork`): paths are byte strings, absolute
 //! and normal (no `.`, `..`, `//` or trailing `/`), as the init reads them back from the kernel.
@@ -22,6 +25,8 @@
 //! What `git init` needs, and therefore what is allowed in a git dir: `hooks` as a directory
 //! (holding only `*.sample` files, which git never runs), and `config` written through a
 //! rename whose content is [inert](git_config_is_inert).
+
+#![forbid(unsafe_code)]
 
 /// A protected pattern: `base/**/tail...` (see the module docs).
 #[derive(Debug, Clone, Copy)]
@@ -327,29 +332,6 @@ fn relation(p: &Protected<'_>, path: &[u8]) -> Relation {
     Relation::None
 }
 
-const GIT_DIR_INNER: [&[u8]; 5] = [b"refs", b"logs", b"objects", b"info", b"hooks"];
-
-/// Whether the directory whose components are `names` is a git dir (see the module docs).
-fn is_git_dir<'p>(names: impl DoubleEndedIterator<Item = &'p [u8]> + Clone) -> bool {
-    if names.clone().next_back() == Some(b".git".as_slice()) {
-        return true;
-    }
-    // Below the last `.git`: `modules/<name...>` without any git-internal directory.
-    let after: usize = names
-        .clone()
-        .rev()
-        .position(|c| c == b".git")
-        .unwrap_or(usize::MAX);
-    if after == usize::MAX {
-        return false;
-    }
-    let total = names.clone().count();
-    let mut inner = names.skip(total - after);
-    inner.next() == Some(b"modules".as_slice())
-        && after >= 2
-        && inner.all(|c| !GIT_DIR_INNER.contains(&c))
-}
-
 /// Split an absolute normal path into its parent's components and its last name.
 fn split(path: &[u8]) -> (&[u8], &[u8]) {
     match path.iter().rposition(|b| *b == b'/') {
@@ -375,11 +357,6 @@ pub struct GitHint {
     /// for in a git dir (`HEAD` and one of the others) while it holds a `config` that is not
     /// inert (or cannot be read as one) or a `hooks` that is not a directory.
     pub parent_holds_code: bool,
-}
-
-/// Names that complete a git dir (what git's `is_git_directory` looks for).
-pub fn completes_git_dir(name: &[u8]) -> bool {
-    matches!(name, b"HEAD" | b"objects" | b"refs" | b"commondir")
 }
 
 /// Whether [`decide`] or [`is_protected_file`] would use a [`GitHint`] for `path`, so the
@@ -494,7 +471,13 @@ pub fn is_protected_file(rules: &Rules<'_>, path: &[u8], hint: GitHint) -> bool 
         .any(|p| matches!(relation(p, path), Relation::Matches | Relation::Covers))
 }
 
-pub use crate::git_config::git_config_is_inert;
+pub mod git;
+
+pub use git::completes_git_dir;
+use git::is_git_dir;
+pub mod git_config;
+
+pub use git_config::{git_config_is_inert, git_config_rewrite_is_inert};
 
 #[cfg(test)]
 mod tests {
