@@ -45,6 +45,28 @@ pub const DONE: &str = "__STOCKADE_ATTACK_DONE__";
 /// Where fixtures live: not `/tmp`, which the sandbox replaces with an empty tmpfs.
 pub const FIXTURE_PARENT: &str = "/var/tmp";
 
+/// The backend the enforcement tests run against: `STOCKADE_TEST_BACKEND` (`native`, the
+/// default, or `gvisor`). `scripts/test` runs the suite once per backend this machine has.
+pub fn backend() -> &'static str {
+    static BACKEND: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BACKEND.get_or_init(|| {
+        std::env::var("STOCKADE_TEST_BACKEND")
+            .ok()
+            .filter(|b| !b.is_empty())
+            .unwrap_or_else(|| "native".into())
+    })
+}
+
+/// A test that does not apply to the backend under test says so and why (printed, so the
+/// run's output lists every such test), and returns `true`: the caller returns.
+pub fn not_under(backend_name: &str, why: &str) -> bool {
+    if backend() == backend_name {
+        println!("n/a under {backend_name}: {why}");
+        return true;
+    }
+    false
+}
+
 /// Is the test process running as root (the "root caller" pass)?
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
@@ -580,11 +602,27 @@ impl Cmd {
             s.push_str(&format!(" {}={}", n.to_string_lossy(), sh_quote(v)));
         }
         s.push_str(&format!(" {}", sh_quote(&self.program)));
-        for a in &self.args {
+        for a in &self.final_args() {
             s.push(' ');
             s.push_str(&sh_quote(a));
         }
         s
+    }
+
+    /// The arguments as run: a `stockade run` that names no backend gets the one under test
+    /// ([`backend`]).
+    pub fn final_args(&self) -> Vec<OsString> {
+        let mut args = self.args.clone();
+        let is_run = self.program == stockade_bin() && args.first().is_some_and(|a| a == "run");
+        // Only options before the command count (`--shell S` or `-- ARGV` end them).
+        let names_one = args
+            .iter()
+            .take_while(|a| *a != "--" && *a != "--shell")
+            .any(|a| a == "--backend" || a.to_string_lossy().starts_with("--backend="));
+        if is_run && !names_one && backend() != "native" {
+            args.splice(1..1, ["--backend".into(), backend().into()]);
+        }
+        args
     }
 
     /// Runs the command to completion (killing it after [`TIMEOUT`]).
@@ -592,7 +630,7 @@ impl Cmd {
         let what = self.describe();
         let mut command = Command::new(&self.program);
         command
-            .args(&self.args)
+            .args(self.final_args())
             .env_clear()
             .envs(self.env.iter().map(|(n, v)| (n, v)))
             .current_dir(&self.cwd)
@@ -860,7 +898,8 @@ impl Fixture {
         Cmd::new(program, &self.ws).env("HOME", &self.home)
     }
 
-    /// `stockade ARGS...` with the fixture's environment, in the workspace.
+    /// `stockade ARGS...` with the fixture's environment, in the workspace. A `run` goes to
+    /// the backend under test ([`backend`]) unless it names one.
     pub fn stockade<I, S>(&self, args: I) -> Cmd
     where
         I: IntoIterator<Item = S>,

@@ -251,7 +251,7 @@ fn live_lines<'a>(
 /// `git remote add`, `git branch --set-upstream-to` and `git config user.*` write. Anything
 /// else (`core.fsmonitor`, `core.hooksPath`, `core.pager`, `include.path`, aliases, filters,
 /// `core.sshCommand`, ...) makes the config "live", and so does a remote that is a local
-/// repository inside one of the `writable` roots (see [`remote_is_inert`]). Invalid UTF-8 or
+/// repository inside one of the `writable` roots (see `remote_is_inert`). Invalid UTF-8 or
 /// syntax is live too.
 pub fn git_config_is_inert(text: &[u8], writable: &[&[u8]]) -> bool {
     let Ok(text) = std::str::from_utf8(text) else {

@@ -2,29 +2,49 @@
 
 use std::path::PathBuf;
 
+/// Why stockade did not run a command, or could not finish one.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The policy (file, profile or flags) is not valid.
     #[error(transparent)]
     Policy(#[from] policy::PolicyError),
+    /// The policy does not fit this workspace or machine (a missing writable path, ...).
     #[error(transparent)]
     Plan(#[from] native::PlanError),
+    /// A protection cannot be enforced here, or setting the sandbox up failed.
     #[error(transparent)]
     Run(#[from] native::RunError),
+    /// The workspace cannot be opened.
     #[error("failed to open workspace {}: {cause}", .path.display())]
     Workspace {
+        /// The workspace as given.
         path: PathBuf,
+        /// What the system said.
         cause: std::io::Error,
     },
+    /// An unexpected failure of the system in one of stockade's own steps.
     #[error("failed to {what}: {cause}")]
-    Io { what: String, cause: std::io::Error },
+    Io {
+        /// The step, as in "failed to WHAT".
+        what: String,
+        /// What the system said.
+        cause: std::io::Error,
+    },
     /// A request stockade refuses as given (with how to ask instead).
     #[error("{message}")]
-    Usage { message: String, hint: String },
+    Usage {
+        /// What is refused.
+        message: String,
+        /// How to ask instead.
+        hint: String,
+    },
     /// The workspace's trust-relevant configuration is not the approved one
     /// (`stockade trust`).
     #[error("refusing to run in {}: {reason}", .workspace.display())]
     Untrusted {
+        /// The workspace refused.
         workspace: PathBuf,
+        /// Which file differs from the approved one, and how.
         reason: guard::trust::Refusal,
     },
     /// The trust check could not be made (a link out of the workspace, a corrupt store).
@@ -37,9 +57,13 @@ pub enum Error {
     /// write): see `record_path`.
     #[error("refusing {flag} {}: {reason}", .path.display())]
     UnsafeRecordPath {
+        /// `--report` or `--audit`.
         flag: &'static str,
+        /// The path as given.
         path: PathBuf,
+        /// Why the sandbox could redirect it.
         reason: String,
+        /// Where to write it instead.
         hint: String,
     },
 }
@@ -84,6 +108,7 @@ impl Error {
         }
     }
 
+    /// How to get past this: the flag, policy line or fix that would allow it.
     pub fn hint(&self) -> Option<String> {
         match self {
             Error::Policy(e) => e.hint(),

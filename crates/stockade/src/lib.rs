@@ -1,8 +1,21 @@
 //! Stockade runs an agent's command inside layered containment and records what happened.
 //!
-//! This crate chooses the backend (today: [`NativeBackend`]), runs a request through it, and
-//! writes the run record (`--report`) and the audit log (`--audit`, JSON lines). It never
-//! prints: the CLI does.
+//! A run is a fixed order of stages, each a `tracing` span (`STOCKADE_LOG=debug` prints
+//! them with their times):
+//!
+//! 1. **trust**: a workspace approved with `stockade trust` must still match its approval;
+//! 2. **spec**: the policy, the request and one scan of the workspace become the resolved
+//!    [`Spec`] (`workspace::Resolved`), which every later stage reads;
+//! 3. **plan**: the chosen backend lowers the spec to its own plan ([`Backend::plan`]; the
+//!    native one: mounts, ids, Landlock, seccomp, cgroups; gVisor: an OCI bundle);
+//! 4. **proxy**: under `--net proxy`, the egress proxy serves the sandbox's network;
+//! 5. **launch**: the backend runs its plan with the run's own I/O ([`RunIo`]);
+//! 6. **sweep**: what the run left that host tools would act on is quarantined and reported;
+//! 7. **record**: the run record (`--report`) and the audit log (`--audit`, JSON lines), written
+//!    through nothing the sandbox could have planted.
+//!
+//! Every refusal is an [`Error`] with a stable code ([`Error::code`]) and a fix
+//! ([`Error::hint`]). The crate never prints: the CLI does.
 //!
 //! ```no_run
 //! use stockade::{run, RunRequest};
@@ -20,6 +33,7 @@
 //! reads its violations and usage (CI runs it).
 
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 mod audit_event;
 mod error;
@@ -54,6 +68,7 @@ pub fn backend_checks(backend: policy::BackendName) -> (&'static str, Vec<Check>
 pub struct RunRequest {
     /// What runs, where, by whom, with which environment.
     pub invocation: workspace::Request,
+    /// What may be skipped when it cannot be enforced, and whether output is sanitized.
     pub options: sandbox::Options,
     /// Write the JSON run record here.
     pub report: Option<PathBuf>,
@@ -114,11 +129,17 @@ impl RunRequest {
 /// The result of a run that started.
 #[derive(Debug, Clone)]
 pub struct RunResult {
+    /// The exit code a shell would show (124 after a timeout, 128+N after signal N).
     pub exit_code: i32,
+    /// How the run ended: signal, duration, usage, limits reached, output passed and dropped,
+    /// layers skipped under `allow_degraded`.
     pub outcome: native::Outcome,
+    /// What the run tried that was refused (during the run) or undone (after it), each with
+    /// its code, kind, path and what was done.
     pub violations: Vec<Violation>,
     /// The egress proxy's decisions (mode proxy).
     pub network: Vec<net::proxy::Event>,
+    /// The run's id, as in the report, the audit log and the quarantine's directory.
     pub run_id: String,
     /// The caller's current directory, when the command could not start there (it started
     /// in the workspace), and why.

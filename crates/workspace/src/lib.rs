@@ -1,5 +1,5 @@
 //! What a workspace holds, for every backend: the [`Scan`] before a run (writable roots, masked
-//! and protected paths, git's code paths, what a creation guard refuses) and the [`sweep`]
+//! and protected paths, git's code paths, what a creation guard refuses) and the [`sweep()`]
 //! after it (protected paths the run created, moved out of the way and reported).
 //!
 //! No isolation mechanism lives here: backends lower a scan to theirs (native: mounts,
