@@ -18,6 +18,9 @@ fn mechanism(report: &serde_json::Value, limit: &str) -> String {
 /// Without a cgroup the run is refused, naming the fix.
 #[test]
 fn cpu_limit_halves_a_busy_loop_or_is_refused() {
+    if attacks::not_under("gvisor", attacks::na::NO_LIMIT_EVENTS) {
+        return;
+    }
     let Some(py) = attacks::python3("cpu limit") else {
         return;
     };

@@ -84,7 +84,7 @@ fn new_config_worktree_with_a_live_key_is_refused() {
         script.display()
     );
     let run = fx.attack(&records.opts(), &attack).outcome();
-    run.assert_failed();
+    run.assert_failed_if_guarded();
     records.assert_blocked(&run.run, &[".git/config.worktree"]);
     host_git_uses_the_repository(&fx, &fx.ws);
     assert!(!flag.exists(), "the planted fsmonitor ran on the host");
@@ -182,7 +182,7 @@ fn hooks_path_named_by_the_repository_is_protected() {
     );
     fx.attack(&records.opts(), &attack)
         .outcome()
-        .assert_failed();
+        .assert_failed_if_guarded();
     assert!(!fx.ws.join(".githooks/pre-commit").exists());
     host_git_uses_the_repository(&fx, &fx.ws);
     assert!(!flag.exists(), "a hook in core.hooksPath ran on the host");
@@ -192,7 +192,7 @@ fn hooks_path_named_by_the_repository_is_protected() {
         .assert_success();
     fx2.attack(&[], "mkdir hooks-later")
         .outcome()
-        .assert_failed();
+        .assert_failed_if_guarded();
     assert!(!fx2.ws.join("hooks-later").exists());
     // Control.
     fx.control(&attack).outcome().assert_ok();
@@ -273,6 +273,9 @@ fn target_of_a_symlinked_hook_is_protected() {
 
 #[test]
 fn everyday_git_rewrites_an_existing_config_and_keeps_its_live_keys() {
+    if attacks::not_under("gvisor", attacks::na::GIT_CONFIG_BUSY) {
+        return;
+    }
     let fx = Fixture::new();
     // A key that runs code, set by the user: it must come through untouched.
     fx.git_host(&["config", "filter.lfs.clean", "git-lfs clean -- %f"])
@@ -320,6 +323,9 @@ fn everyday_git_rewrites_an_existing_config_and_keeps_its_live_keys() {
 
 #[test]
 fn live_config_change_is_refused_and_reported() {
+    if attacks::not_under("gvisor", attacks::na::GIT_CONFIG_BUSY) {
+        return;
+    }
     let fx = Fixture::new();
     let records = fx.records();
     let (script, flag) = fx.tripwire("pwned-config");
@@ -347,6 +353,9 @@ fn live_config_change_is_refused_and_reported() {
 /// new repository's config.
 #[test]
 fn a_live_key_after_a_header_on_the_same_line_is_refused() {
+    if attacks::not_under("gvisor", attacks::na::GIT_CONFIG_BUSY) {
+        return;
+    }
     let fx = Fixture::new();
     let records = fx.records();
     let (script, flag) = fx.tripwire("pwned-header-line");
@@ -385,6 +394,9 @@ fn a_live_key_after_a_header_on_the_same_line_is_refused() {
 /// where the run can plant hooks, is refused; one elsewhere, or on another machine, is not.
 #[test]
 fn a_remote_in_a_writable_root_is_refused() {
+    if attacks::not_under("gvisor", attacks::na::GIT_CONFIG_BUSY) {
+        return;
+    }
     let fx = Fixture::new();
     let records = fx.records();
     let (script, flag) = fx.tripwire("pwned-pushurl");
@@ -488,7 +500,7 @@ fn disguised_remotes_into_the_workspace_are_refused() {
         format!("mkdir -p .git/remotes && printf 'URL: {ws}/evil\\n' > .git/remotes/up"),
         format!("mkdir -p .git/branches && printf '{ws}/evil\\n' > .git/branches/up"),
     ] {
-        fx.attack(&[], &attack).outcome().assert_failed();
+        fx.attack(&[], &attack).outcome().assert_failed_if_guarded();
         let config = fx.git_host(&["config", "--get-regexp", "remote|branch"]);
         config.assert_lacks("evil");
         assert!(!fx.ws.join(".git/remotes/up").exists(), "{attack}");

@@ -571,6 +571,73 @@ fn a_git_dir_swapped_during_the_run_is_quarantined() {
     );
 }
 
+/// `.git` renamed away, a hook planted in the original, a `.git` file left at the name (found
+/// by review: the restore quarantined the `.git` file, moved the original back, and the hook's
+/// quarantine path then ran into that file, so the hook stayed and host git ran it as the
+/// caller): every planted piece is out of the way after the run, and host git runs no hook.
+/// Control: the same snippet on the host, and `git checkout -b` runs the hook.
+#[test]
+fn a_hook_planted_behind_a_git_file_is_not_left_armed() {
+    if runsc_missing() {
+        return;
+    }
+    // A repository without a hooks directory (a clone made without templates).
+    let fixture = || {
+        let fx = Fixture::new();
+        std::fs::remove_dir_all(fx.ws.join(".git/hooks")).expect("remove .git/hooks");
+        fx
+    };
+    let fx = fixture();
+    let pwned = fx.root.join("PWNED");
+    let script = format!(
+        "mv .git .old && mkdir .old/hooks && printf '#!/bin/sh\\nid > {}\\n' > .old/hooks/post-checkout \
+         && chmod 755 .old/hooks/post-checkout && echo junk > .git",
+        sh_quote(&pwned)
+    );
+    attack(&fx, &[], &script).assert_ok();
+    assert!(
+        attacks::live_hooks(&fx.ws).is_empty(),
+        "live hooks after the run: {:?}",
+        attacks::live_hooks(&fx.ws)
+    );
+    let _ = fx.git_host(&["checkout", "-q", "-b", "x"]);
+    assert!(!pwned.exists(), "host git ran the planted hook");
+
+    let first = pwned;
+    let fx = fixture();
+    let pwned = fx.root.join("PWNED");
+    let script = script.replace(&sh_quote(&first), &sh_quote(&pwned));
+    fx.control(&script).outcome().assert_ok();
+    std::fs::remove_file(fx.ws.join(".git")).expect("the control's .git file");
+    std::fs::rename(fx.ws.join(".old"), fx.ws.join(".git")).expect("the control's git dir");
+    let _ = fx.git_host(&["checkout", "-q", "-b", "x"]);
+    assert!(pwned.exists(), "control: host git did not run the hook");
+}
+
+/// A secret file of the caller's that the caller made unreadable (mode 000), masked by the
+/// policy (found by review: `runsc --rootless` cannot mount over a path its caller cannot
+/// open, so the mask was dropped, and the command, uid 0 inside mapped to the caller, made it
+/// readable again): the run is refused or the secret stays out of reach. Control: on the host
+/// the owner makes it readable again and reads it.
+#[test]
+fn an_unreadable_masked_file_of_the_callers_stays_out_of_reach() {
+    if runsc_missing() {
+        return;
+    }
+    let fx = Fixture::new();
+    let secret = fx.marker("dotenv");
+    attacks::chmod(&fx.ws.join(".env"), 0o000);
+    let script = "chmod 644 .env; cat .env";
+    let run = with_state(fx.sandbox(GVISOR, script)).run();
+    run.assert_lacks(&secret);
+    if !attacks::is_root() {
+        run.assert_code(125)
+            .assert_stderr_contains("masking under runsc --rootless")
+            .assert_stderr_contains("chmod u+r");
+    }
+    fx.control(script).outcome().assert_shows(&secret);
+}
+
 /// SIGTERM to stockade during a run (found by review: it used to end stockade alone, leaving
 /// the container running, unswept and unrecorded): the command is ended, what it planted is
 /// swept, and nothing runs after. Control: without the signal the command runs on and

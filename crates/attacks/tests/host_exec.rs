@@ -20,7 +20,7 @@ fn cargo_config_cannot_be_written_or_created() {
     // Existing: read-only for the run.
     let fx = Fixture::new();
     write_file(&fx.ws.join(".cargo/config.toml"), "[build]\n", 0o644);
-    fx.attack(&[], write).outcome().assert_failed();
+    fx.attack(&[], write).outcome().assert_failed_if_guarded();
     assert_eq!(
         read_text(&fx.ws.join(".cargo/config.toml")).as_deref(),
         Some("[build]\n")
@@ -34,7 +34,7 @@ fn cargo_config_cannot_be_written_or_created() {
     let records = fx.records();
     let script = format!("mkdir -p .cargo && {write}");
     let inside = fx.attack(&records.opts(), &script).outcome();
-    inside.assert_failed();
+    inside.assert_failed_if_guarded();
     records.assert_blocked(&inside.run, &[".cargo/config.toml"]);
     assert!(!fx.ws.join(".cargo/config.toml").exists());
     fx.control(&script).outcome().assert_ok();
@@ -49,7 +49,7 @@ fn editor_config_dir_cannot_be_created_or_changed() {
     let records = fx.records();
     let script = "mkdir .zed && echo '[{\"command\":\"evil\"}]' > .zed/tasks.json";
     let inside = fx.attack(&records.opts(), script).outcome();
-    inside.assert_failed();
+    inside.assert_failed_if_guarded();
     records.assert_blocked(&inside.run, &[".zed"]);
     assert!(!fx.ws.join(".zed").exists());
     fx.control(script).outcome().assert_ok();
@@ -57,7 +57,7 @@ fn editor_config_dir_cannot_be_created_or_changed() {
     let fx = Fixture::new();
     write_file(&fx.ws.join(".zed/tasks.json"), "[]\n", 0o644);
     let script = "echo '[{\"command\":\"evil\"}]' > .zed/tasks.json";
-    fx.attack(&[], script).outcome().assert_failed();
+    fx.attack(&[], script).outcome().assert_failed_if_guarded();
     assert_eq!(
         read_text(&fx.ws.join(".zed/tasks.json")).as_deref(),
         Some("[]\n")
@@ -81,11 +81,11 @@ fn catalogue_entry_removed_by_policy_becomes_writable() {
     // The others stay protected under the same policy.
     fx.attack(&["--policy", &policy], "mkdir .idea")
         .outcome()
-        .assert_failed();
+        .assert_failed_if_guarded();
     assert!(!fx.ws.join(".idea").exists());
     // Without the policy line the same steps are refused.
     let fx = Fixture::new();
-    fx.attack(&[], script).outcome().assert_failed();
+    fx.attack(&[], script).outcome().assert_failed_if_guarded();
     assert!(!fx.ws.join(".vscode").exists());
     // An unknown name is an error naming it, before anything runs.
     let bad = fx.out_file("bad.toml");

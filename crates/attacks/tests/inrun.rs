@@ -224,12 +224,17 @@ impl Case {
             "the setup (ordinary operations) failed inside the sandbox\n{}",
             out.run.describe()
         );
-        assert!(
-            !out.run.all_output().contains(PRESENT),
-            "the attack took effect inside the run, so on the host while the run lasted\n{}",
-            out.run.describe()
-        );
-        if self.must_fail {
+        // Refused during the run: only where the backend guards creation (native). Elsewhere
+        // (gVisor) the attack lands inside and the state after the run is the proof.
+        let guarded = attacks::creation_guarded();
+        if guarded {
+            assert!(
+                !out.run.all_output().contains(PRESENT),
+                "the attack took effect inside the run, so on the host while the run lasted\n{}",
+                out.run.describe()
+            );
+        }
+        if self.must_fail && guarded {
             assert_ne!(
                 rc,
                 0,
@@ -243,14 +248,16 @@ impl Case {
             self.landed,
             out.run.describe()
         );
-        if self.eperm {
-            out.assert_output_contains(EPERM_TEXT);
+        if guarded {
+            if self.eperm {
+                out.assert_output_contains(EPERM_TEXT);
+            }
+            if !self.blocked.is_empty() {
+                let suffixes: Vec<&str> = self.blocked.iter().map(String::as_str).collect();
+                records.assert_blocked(&out.run, &suffixes);
+            }
+            records.assert_nothing_swept(&out.run);
         }
-        if !self.blocked.is_empty() {
-            let suffixes: Vec<&str> = self.blocked.iter().map(String::as_str).collect();
-            records.assert_blocked(&out.run, &suffixes);
-        }
-        records.assert_nothing_swept(&out.run);
         assert!(
             live_hooks(&fx.ws).is_empty(),
             "live hooks on the host: {:?}",
@@ -704,6 +711,9 @@ fn fresh_repo_config_cannot_be_hardlinked_into_place() {
 /// A second name for the config's inode would let the command write it later.
 #[test]
 fn fresh_repo_config_cannot_be_hardlinked_out() {
+    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+        return;
+    }
     creates_in_fresh_repo("", "ln .git/config cfg", "cfg")
         .blocked_as(&["cfg", ".git/config"])
         .check();
@@ -822,6 +832,9 @@ fn codex_dir_cannot_be_created() {
 
 #[test]
 fn stockade_dir_cannot_be_created() {
+    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+        return;
+    }
     creates(Start::Repo, "", "mkdir .stockade", ".stockade").check();
 }
 
@@ -886,6 +899,9 @@ fn vscode_dir_cannot_be_renamed_into_place() {
 /// Protected names are protected beneath every writable root, not only the workspace.
 #[test]
 fn protected_name_under_an_extra_writable_root_is_refused() {
+    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+        return;
+    }
     let script = |fx: &Fixture| {
         let out = sh_quote(&fx.outside);
         format!("echo ok > {out}/ok.txt && ( echo 'echo pwned' > {out}/.envrc ); __a=$?; if [ -e {out}/.envrc ]; then echo {PRESENT}; fi; exit $__a")
@@ -1002,6 +1018,9 @@ fn separate_git_dir_cannot_plant_a_gitdir_file() {
 
 #[test]
 fn directory_renamed_onto_nested_git_is_refused() {
+    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+        return;
+    }
     creates(
         Start::Repo,
         &format!(
@@ -1015,6 +1034,9 @@ fn directory_renamed_onto_nested_git_is_refused() {
 
 #[test]
 fn directory_renamed_onto_top_level_git_is_refused() {
+    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+        return;
+    }
     creates(
         Start::Plain,
         &format!("mkdir -p x/hooks && {HOOK} > x/hooks/pre-commit && chmod +x x/hooks/pre-commit"),
@@ -1026,6 +1048,9 @@ fn directory_renamed_onto_top_level_git_is_refused() {
 
 #[test]
 fn hooks_dir_renamed_into_place_is_refused() {
+    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+        return;
+    }
     creates_in_fresh_repo(
         &format!("rm -rf .git/hooks && mkdir -p x/hooks && {HOOK} > x/hooks/pre-commit && chmod +x x/hooks/pre-commit"),
         "mv x/hooks .git/hooks",
@@ -1036,6 +1061,9 @@ fn hooks_dir_renamed_into_place_is_refused() {
 
 #[test]
 fn hooks_dir_assembled_by_two_renames_is_refused() {
+    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+        return;
+    }
     creates_in_fresh_repo(
         &format!("rm -rf .git/hooks && mkdir -p x/hooks && {HOOK} > x/hooks/pre-commit && chmod +x x/hooks/pre-commit"),
         "mv x/hooks .git/hooks2 && mv .git/hooks2 .git/hooks",
@@ -1116,6 +1144,9 @@ fn fresh_repo_directory_with_hooks_renamed_onto_a_submodule_git_dir_is_refused()
 
 #[test]
 fn directory_with_config_renamed_onto_a_submodule_git_dir_is_refused() {
+    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+        return;
+    }
     submodule_git_dir_renamed_into_place(
         Start::Repo,
         &format!("{EVIL_CONFIG} > y/config"),
@@ -1126,6 +1157,9 @@ fn directory_with_config_renamed_onto_a_submodule_git_dir_is_refused() {
 
 #[test]
 fn fresh_repo_directory_with_config_renamed_onto_a_submodule_git_dir_is_refused() {
+    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+        return;
+    }
     submodule_git_dir_renamed_into_place(
         Start::Plain,
         &format!("{EVIL_CONFIG} > y/config"),
@@ -1139,6 +1173,9 @@ fn fresh_repo_directory_with_config_renamed_onto_a_submodule_git_dir_is_refused(
 
 #[test]
 fn refusal_leaves_the_exit_code_to_the_command() {
+    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+        return;
+    }
     let script = "mkdir .vscode 2>/dev/null; exit 7";
     let fx = Fixture::new();
     fx.host(script).run().assert_code(7);
@@ -1170,6 +1207,9 @@ fn refusal_leaves_the_exit_code_to_the_command() {
 /// sweep only removes it after the run).
 #[test]
 fn hook_never_exists_on_the_host_while_the_run_lasts() {
+    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+        return;
+    }
     let script = format!(
         "{FRESH} && {{ {HOOK} > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; sleep 1; true; }}"
     );
@@ -1350,6 +1390,9 @@ fn stat_of(stdout: &str, kind: &str, field: &str) -> u64 {
 
 #[test]
 fn race_flipping_the_path_buffer_cannot_create_a_hook() {
+    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+        return;
+    }
     let Some(py) = py("TOCTOU race on the path buffer") else {
         return;
     };
@@ -1389,6 +1432,9 @@ fn race_flipping_the_path_buffer_cannot_create_a_hook() {
 
 #[test]
 fn race_swapping_a_symlinked_directory_cannot_create_a_hook() {
+    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+        return;
+    }
     let Some(py) = py("TOCTOU race on a symlink") else {
         return;
     };
@@ -1491,6 +1537,9 @@ fn fresh_repo_user_email_can_be_configured() {
 /// rewrote it.
 #[test]
 fn fresh_repo_config_is_read_only_during_the_run() {
+    if attacks::not_under("gvisor", attacks::na::STATX) {
+        return;
+    }
     let script = format!(
         "{FRESH} && stat -c 'mode=%a' .git/config && git config user.email a@b.c && stat -c 'mode=%a' .git/config"
     );
@@ -1713,6 +1762,9 @@ fn dev_stdout_and_stderr_reach_the_callers_pipes() {
 
 #[test]
 fn umask_is_honoured() {
+    if attacks::not_under("gvisor", attacks::na::STATX) {
+        return;
+    }
     let fx = Fixture::without_git();
     let script = "for m in 077 022 002; do
             mkdir u$m && cd u$m && umask $m && touch f && mkdir d && echo \"umask $m: $(stat -c %a f) $(stat -c %a d)\" && cd ..
@@ -1889,6 +1941,9 @@ for p in (\"existing\", \"missing\", \"/proc/self/status\"):
 /// too and the second is created.
 #[test]
 fn exclusive_create_of_existing_protected_file_is_eexist() {
+    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+        return;
+    }
     let Some(py) = py("O_EXCL") else {
         return;
     };
@@ -1972,6 +2027,9 @@ fn run_ends_while_a_mediated_open_is_still_blocked() {
 
 #[test]
 fn ordinary_renames_links_and_symlinks_work() {
+    if attacks::not_under("gvisor", attacks::na::STATX) {
+        return;
+    }
     let fx = Fixture::without_git();
     let script = "set -e
         mkdir -p a/b/c
@@ -2017,6 +2075,9 @@ fn cp_recursive_works() {
 
 #[test]
 fn tar_extract_works() {
+    if attacks::not_under("gvisor", attacks::na::STATX) {
+        return;
+    }
     let fx = Fixture::without_git();
     works(
         &fx,
@@ -2052,6 +2113,9 @@ fn python_venv_works() {
 
 #[test]
 fn files_created_in_the_workspace_are_owned_by_the_caller() {
+    if attacks::not_under("gvisor", attacks::na::SENTRY_FILES) {
+        return;
+    }
     let fx = Fixture::without_git();
     works(
         &fx,
@@ -2187,6 +2251,9 @@ fn tmp_creations_stay_private() {
 
 #[test]
 fn o_tmpfile_linked_to_an_ordinary_name_works() {
+    if attacks::not_under("gvisor", attacks::na::SENTRY_FILES) {
+        return;
+    }
     let Some(py) = py("O_TMPFILE + linkat") else {
         return;
     };

@@ -87,6 +87,9 @@ fn syscall_blocked(name: &str, host_may_refuse: bool) {
 
 #[test]
 fn ptrace_is_denied() {
+    if attacks::not_under("gvisor", attacks::na::SENTRY) {
+        return;
+    }
     let fx = Fixture::new();
     if let Some(strace) = which("strace") {
         let script = format!("{} -f -o strace.log true", sh_quote(&strace));
@@ -103,6 +106,9 @@ fn ptrace_is_denied() {
 
 #[test]
 fn new_user_namespace_is_denied() {
+    if attacks::not_under("gvisor", attacks::na::SENTRY) {
+        return;
+    }
     let fx = Fixture::new();
     for script in [
         "unshare -U true",
@@ -155,6 +161,9 @@ fn mount_is_denied() {
 
 #[test]
 fn io_uring_is_denied() {
+    if attacks::not_under("gvisor", attacks::na::SENTRY) {
+        return;
+    }
     syscall_blocked("io_uring_setup", false);
 }
 
@@ -217,6 +226,9 @@ sys.exit(os.waitstatus_to_exitcode(status))
 
 #[test]
 fn tiocsti_terminal_injection_is_denied() {
+    if attacks::not_under("gvisor", attacks::na::PIPES) {
+        return;
+    }
     let Some(py) = python3("TIOCSTI") else {
         return;
     };

@@ -235,6 +235,9 @@ fn audit_log_planted_as_a_hard_link_by_an_earlier_run_is_refused() {
 /// choice): refused at once.
 #[test]
 fn audit_log_planted_as_a_fifo_is_refused_without_blocking() {
+    if attacks::not_under("gvisor", attacks::na::SENTRY_FILES) {
+        return;
+    }
     let fx = Fixture::new();
     let audit = fx.outside.join("audit.jsonl");
     fx.attack(
@@ -328,11 +331,60 @@ fn trust_store_cannot_be_moved_away_by_renaming_its_parent() {
     fx.attack(&["--allow-write", s(&state)], &rename)
         .env("XDG_STATE_HOME", &state)
         .outcome()
-        .assert_failed();
+        .assert_failed_if_guarded();
     assert!(!moved.exists(), "the store's parent was renamed");
+    trust("status").assert_success();
+    // Moved into a directory named `.stockade` (found by review: a backend that moves the
+    // originals back after the run did not look in such directories).
+    let hidden = state.join("a/.stockade/loc");
+    let hide = format!(
+        "mkdir -p {} && mv {} {}",
+        sh_quote(state.join("a/.stockade")),
+        sh_quote(&parent),
+        sh_quote(&hidden)
+    );
+    fx.attack(&["--allow-write", s(&state)], &hide)
+        .env("XDG_STATE_HOME", &state)
+        .outcome()
+        .assert_failed_if_guarded();
+    assert!(!hidden.exists(), "the store's parent was moved away");
     trust("status").assert_success();
 
     // Control: the rename (as the old run could do it) un-approves the workspace.
     fx.host(&rename).run().assert_success();
+    trust("status").assert_failure();
+}
+
+/// The trust store reached through a symbolic link in a writable path (`~/.local/state` a
+/// link, `--allow-write ~`; found by review): the command could replace the link, and the
+/// workspace's approval would vanish, the next approvals going where the command points.
+/// Refused before the run, naming the link. Control: the same replacement on the host
+/// un-approves the workspace.
+#[test]
+fn trust_store_behind_a_replaceable_link_is_refused() {
+    let fx = Fixture::new();
+    let real = fx.home.join("real-state");
+    attacks::mkdir(&real);
+    attacks::mkdir(&fx.home.join(".local"));
+    std::os::unix::fs::symlink(&real, fx.home.join(".local/state")).expect("symlink");
+    attacks::write_file(&fx.ws.join(".mcp.json"), "{}\n", 0o644);
+    let trust = |verb: &str| fx.stockade(["trust", verb, "--workspace", s(&fx.ws)]).run();
+    trust("approve").assert_success();
+    let fake = fx.home.join("fake");
+    attacks::mkdir(&fake);
+    let replace = format!(
+        "ln -s {} {} && mv -T {} {}",
+        sh_quote(&fake),
+        sh_quote(fx.home.join(".local/state.new")),
+        sh_quote(fx.home.join(".local/state.new")),
+        sh_quote(fx.home.join(".local/state"))
+    );
+    let run = fx.attack(&["--allow-write", s(&fx.home)], &replace).run();
+    run.assert_code(125)
+        .assert_stderr_contains("symbolic link")
+        .assert_stderr_contains(".local/state");
+    trust("status").assert_success();
+
+    fx.host(&replace).run().assert_success();
     trust("status").assert_failure();
 }

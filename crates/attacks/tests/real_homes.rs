@@ -31,6 +31,9 @@ fn clone_below_private_dir(fx: &Fixture) -> std::path::PathBuf {
 
 #[test]
 fn fresh_clone_below_a_private_dir_runs_git_and_writes() {
+    if attacks::not_under("gvisor", attacks::na::PRIVATE_DIRS) {
+        return;
+    }
     let fx = Fixture::new();
     let clone = clone_below_private_dir(&fx);
     let script = "set -e
@@ -55,6 +58,9 @@ fn fresh_clone_below_a_private_dir_runs_git_and_writes() {
 
 #[test]
 fn a_cover_over_a_private_dir_shows_only_the_way_to_the_workspace() {
+    if attacks::not_under("gvisor", attacks::na::PRIVATE_DIRS) {
+        return;
+    }
     if skip_unless_root("only a root caller's sandbox runs as a stranger to the caller's files") {
         return;
     }
@@ -115,6 +121,9 @@ impl Drop for TmpGrant {
 
 #[test]
 fn read_grants_below_tmp_are_visible_inside() {
+    if attacks::not_under("gvisor", attacks::na::TMP_GRANTS) {
+        return;
+    }
     let fx = Fixture::new();
     let marker = fx.marker("tmpgrant");
     let grant = TmpGrant::new(&marker);
@@ -174,6 +183,9 @@ fn the_command_starts_in_the_callers_directory_or_says_why_not() {
 /// applying that fix makes the run work, with the file still masked.
 #[test]
 fn a_setup_failure_names_the_directory_the_reason_and_the_fix() {
+    if attacks::not_under("gvisor", attacks::na::NATIVE_SETUP) {
+        return;
+    }
     if skip_unless_root("another user's 0700 directory only stops a root caller's sandbox") {
         return;
     }

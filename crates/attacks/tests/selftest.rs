@@ -18,6 +18,9 @@ const MAX_NOT_APPLICABLE: u64 = 25;
 
 #[test]
 fn whole_corpus_is_contained() {
+    if attacks::not_under("gvisor", attacks::na::CORPUS_ONCE) {
+        return;
+    }
     whole_corpus(&[], MAX_NOT_APPLICABLE);
 }
 
@@ -26,6 +29,9 @@ fn whole_corpus_is_contained() {
 /// (each says why, `not_under.gvisor` in the corpus).
 #[test]
 fn whole_corpus_is_contained_under_gvisor() {
+    if attacks::not_under("gvisor", attacks::na::CORPUS_ONCE) {
+        return;
+    }
     if !std::path::Path::new("/usr/bin/runsc").exists() {
         eprintln!("SKIP: runsc is not installed (apt-get install runsc)");
         return;

@@ -187,9 +187,17 @@ fn no_host_unix_socket_is_reachable_by_any_sequence() {
         sh_quote(&host.dir),
         sh_quote(&marker)
     );
+    // Each sequence starts processes: under gVisor (ptrace platform here) that is slow.
+    let timeout = match attacks::backend() {
+        "gvisor" => std::time::Duration::from_secs(150),
+        _ => attacks::TIMEOUT,
+    };
     for net in ["none", "proxy", "host"] {
         host.clear();
-        let outcome = fx.attack(&["--net", net], &script).outcome();
+        let outcome = fx
+            .attack(&["--net", net], &script)
+            .timeout(timeout)
+            .outcome();
         outcome.assert_ok();
         let got = host.received();
         assert!(

@@ -190,6 +190,9 @@ fn dev_tty_does_not_reach_the_callers_terminal() {
 /// the shell that runs it (`/proc/$$/fd`, the caller's pipes or terminal) reaches the caller.
 #[test]
 fn init_descriptors_are_out_of_reach() {
+    if attacks::not_under("gvisor", attacks::na::PID1) {
+        return;
+    }
     let fx = Fixture::new();
     let Some(pty) = Pty::new(&fx, "terminal: /proc/1/fd") else {
         return;
@@ -314,6 +317,9 @@ fn interactive_terminal_use_keeps_working() {
 /// Control: the command's own (`/proc/self/maps`) opens the same way.
 #[test]
 fn init_process_files_are_out_of_reach() {
+    if attacks::not_under("gvisor", attacks::na::PID1) {
+        return;
+    }
     let fx = Fixture::new();
     let Some(py) = python3("init's procfs files") else {
         return;

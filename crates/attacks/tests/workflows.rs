@@ -223,6 +223,9 @@ fn cargo_new_build_and_commit_work() {
 /// and the created file must not be writable through the descriptor it was created with.
 #[test]
 fn config_created_empty_then_written_by_lock_rename_works() {
+    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+        return;
+    }
     let fx = Fixture::new();
     let script = "git init -q r && rm r/.git/config \
         && : > r/.git/config \

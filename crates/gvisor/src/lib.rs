@@ -62,6 +62,10 @@ pub enum Error {
     Unavailable { cause: String, fix: String },
     #[error(transparent)]
     Lower(#[from] bundle::LowerError),
+    /// A path the policy masks that `runsc --rootless` cannot mask, and that would be within
+    /// the command's reach unmasked.
+    #[error("{cause}")]
+    CannotMask { cause: String, fix: String },
     /// A mount destination changed between planning and the start (refused: `runsc` would
     /// create or follow it on the host).
     #[error("{path} changed since the run was planned ({what}); refusing to start")]
@@ -138,6 +142,37 @@ pub struct Plan {
     /// Why the command starts in the workspace rather than in the caller's directory (the
     /// spec's `cwd`), when it does.
     pub cwd_fallback: Option<String>,
+}
+
+/// The first directory on the way to `dir` (itself included) that a root caller's command
+/// cannot enter, with why.
+fn untraversable(
+    dir: &Path,
+    idmapped: &[Idmapped],
+    stat: &dyn Fn(&Path) -> Option<Owned>,
+) -> Option<String> {
+    let mut chain: Vec<&Path> = dir.ancestors().collect();
+    chain.reverse();
+    for d in chain {
+        let o = stat(d)?;
+        let mapped = idmapped
+            .iter()
+            .filter(|i| d.starts_with(&i.path))
+            .max_by_key(|i| i.path.components().count());
+        let enters = match mapped {
+            Some(i) if o.uid == i.owner.0 => o.mode & 0o100 != 0,
+            Some(i) if o.gid == i.owner.1 => o.mode & 0o010 != 0,
+            _ => o.mode & 0o001 != 0,
+        };
+        if !enters {
+            return Some(format!(
+                "the sandbox's user cannot enter {} (mode {:o})",
+                d.display(),
+                o.mode & 0o7777
+            ));
+        }
+    }
+    None
 }
 
 /// Why the Sentry cannot show the command the caller's directory, if it cannot: it has its own
@@ -302,13 +337,45 @@ impl Gvisor {
             }
         }
         if caller.rootless {
-            // runsc --rootless cannot start with a mount over a path the caller cannot open;
-            // such a path is unreadable inside anyway (uid 0 there is the caller, without
-            // capabilities).
-            spec.masks
-                .retain(|m| rustix::fs::access(&m.path, rustix::fs::Access::READ_OK).is_ok());
+            // runsc --rootless cannot start with a mount over a path the caller cannot open.
+            // Left unmasked, such a path stays out of reach inside only if the command cannot
+            // make it readable (uid 0 there is the caller, without capabilities: it can chmod
+            // what the caller owns) nor reach into it by name (a directory it may search):
+            // anything else is refused, never dropped (found by review: a mode-000 `.env`
+            // of the caller's was `chmod`ed back and read).
+            let me = rustix::process::geteuid().as_raw();
+            let mut kept = Vec::new();
+            for m in spec.masks {
+                if rustix::fs::access(&m.path, rustix::fs::Access::READ_OK).is_ok() {
+                    kept.push(m);
+                    continue;
+                }
+                let owned = stat(&m.path).is_some_and(|o| o.uid == me);
+                let searchable = m.kind == sandbox::Kind::Dir
+                    && rustix::fs::access(&m.path, rustix::fs::Access::EXEC_OK).is_ok();
+                if owned || searchable {
+                    return Err(Error::CannotMask {
+                        cause: format!(
+                            "runsc --rootless cannot mask {} (you cannot read it), and unmasked the command could {}",
+                            m.path.display(),
+                            if owned { "make it readable (it is yours)" } else { "reach what it holds by name" }
+                        ),
+                        fix: format!(
+                            "make it readable by you (chmod u+r {}) so it can be masked, or run with --backend native",
+                            m.path.display()
+                        ),
+                    });
+                }
+            }
+            spec.masks = kept;
         }
-        let cwd_fallback = unreachable_cwd(&spec);
+        let cwd_fallback = unreachable_cwd(&spec).or_else(|| {
+            // A root caller's command has an id no account has: it passes only the "others"
+            // bits of host directories, and its owner's bits inside the idmapped trees.
+            (!caller.rootless)
+                .then(|| untraversable(&spec.cwd, &idmapped, stat))
+                .flatten()
+        });
         if cwd_fallback.is_some() {
             spec.cwd = spec.workspace.clone();
         }
@@ -402,5 +469,43 @@ impl sandbox::Backend for Gvisor {
 
     fn run(&self, plan: &Plan, io: Io) -> Result<Finished, Error> {
         run::run(plan, io)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(uid: u32, mode: u32) -> Option<Owned> {
+        Some(Owned {
+            kind: sandbox::Kind::Dir,
+            uid,
+            gid: uid,
+            mode,
+        })
+    }
+
+    /// A root caller's command passes only the "others" bits outside its idmapped trees, and
+    /// the owner's inside them: a start directory below `/root` (0700) is out of reach.
+    #[test]
+    fn a_root_callers_start_directory_must_be_enterable() {
+        let stat = |p: &Path| match p.to_str()? {
+            "/" | "/srv" | "/srv/p" => dir(0, 0o755),
+            "/root" => dir(0, 0o700),
+            "/root/x" => dir(0, 0o755),
+            "/home/u" => dir(1000, 0o700),
+            "/home" => dir(0, 0o755),
+            _ => None,
+        };
+        assert_eq!(untraversable(Path::new("/srv/p"), &[], &stat), None);
+        let why = untraversable(Path::new("/root/x"), &[], &stat).unwrap_or_default();
+        assert!(why.contains("cannot enter /root (mode 700)"), "{why}");
+        assert!(untraversable(Path::new("/home/u"), &[], &stat).is_some());
+        let home = Idmapped {
+            path: "/home/u".into(),
+            owner: (1000, 1000),
+            readonly: true,
+        };
+        assert_eq!(untraversable(Path::new("/home/u"), &[home], &stat), None);
     }
 }

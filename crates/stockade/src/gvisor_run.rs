@@ -30,6 +30,11 @@ impl From<gvisor::Error> for Error {
                 cause,
                 fix,
             },
+            gvisor::Error::CannotMask { cause, fix } => native::RunError::Unavailable {
+                what: "masking under runsc --rootless",
+                cause,
+                fix,
+            },
             gvisor::Error::Lower(_) => native::RunError::Unavailable {
                 what: "this policy under the gvisor backend",
                 cause,
@@ -65,8 +70,11 @@ pub(crate) fn run(
     // A masked file's other name is readable through the gofer as through the host kernel.
     let mut skipped = Vec::new();
     native::launch::refuse_linked_secrets(&spec.linked_secrets, options, &mut skipped)?;
-    let backend = gvisor::Gvisor::locate(&spec.writable_roots)?;
-    let lowered = backend.plan_with(spec, run_id, &gvisor::host_owned)?;
+    let (backend, lowered) = tracing::debug_span!("plan").in_scope(|| {
+        let backend = gvisor::Gvisor::locate(&spec.writable_roots)?;
+        let lowered = backend.plan_with(spec, run_id, &gvisor::host_owned)?;
+        Ok::<_, Error>((backend, lowered))
+    })?;
     let cwd_fallback = lowered
         .cwd_fallback
         .clone()

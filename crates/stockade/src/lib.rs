@@ -279,9 +279,11 @@ fn resolve(policy: &policy::Policy, request: &RunRequest) -> Result<workspace::R
     let Some(dir) = request.trust_store.as_deref() else {
         return Ok(workspace::Resolved::new(policy, invocation, host)?);
     };
+    let spelled = dir;
     let dir = guard::trust::resolve_dir(dir)?;
     // The writable roots alone (no walk) tell whether the scan must protect the store.
     let roots = workspace::writable_roots(policy, &invocation.place(), host)?;
+    refuse_replaceable_link_to_store(spelled, &dir, &roots)?;
     if !roots.iter().any(|w| dir.starts_with(w)) {
         return Ok(workspace::Resolved::new(policy, invocation, host)?);
     }
@@ -303,6 +305,42 @@ fn resolve(policy: &policy::Policy, request: &RunRequest) -> Result<workspace::R
     // Read-only is not enough: renaming a parent would move the approvals away whole.
     resolved.pin_ancestors(&dir, host);
     Ok(resolved)
+}
+
+/// The trust store reached through a symbolic link in a writable root (`~/.local/state ->
+/// elsewhere` with `--allow-write ~`): the store itself can be kept read-only, but the command
+/// could replace the link, and the next runs would read and write approvals where it points
+/// (found by review). Refused, with the real path to use instead.
+fn refuse_replaceable_link_to_store(
+    spelled: &std::path::Path,
+    store: &std::path::Path,
+    roots: &[PathBuf],
+) -> Result<(), Error> {
+    for a in spelled.ancestors() {
+        let is_link = std::fs::symlink_metadata(a).is_ok_and(|m| m.file_type().is_symlink());
+        let Some(parent) = a.parent().and_then(|p| std::fs::canonicalize(p).ok()) else {
+            continue;
+        };
+        if let Some(root) = roots
+            .iter()
+            .find(|r| is_link && policy::is_within(&parent, r))
+        {
+            return Err(Error::Usage {
+                message: format!(
+                    "the trust store {} is reached through the symbolic link {}, which the command could replace (it lies in {}, which it can write)",
+                    spelled.display(),
+                    a.display(),
+                    root.display()
+                ),
+                hint: format!(
+                    "point XDG_STATE_HOME at the real directory (the store is {}), or leave {} out of the writable paths",
+                    store.display(),
+                    root.display()
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// A policy file (`--policy`) outside the workspace that the command could write (it lies in

@@ -117,7 +117,7 @@ pub fn sweep_skipping(
             &mut |path, kind| {
                 if globs.is_protected(path, kind)
                     && scan.sweep.existing.get(path) != Some(&kind)
-                    && !ours.iter().any(|o| o == path)
+                    && !ours.iter().any(|o| is_within(path, o))
                 {
                     found.push(path.to_path_buf());
                 } else if kind == Kind::Symlink && new_link_into_mask(scan, host, path) {
@@ -300,7 +300,9 @@ fn find_by_identity(
             if is_it(&p) {
                 return Some(p);
             }
-            if kind == Kind::Dir && name != ".stockade" {
+            // Every directory, `.stockade` ones too: the run may have moved the original into
+            // one (found by review: the trust store hidden in `a/.stockade/` was not found).
+            if kind == Kind::Dir {
                 stack.insert(0, p);
             }
         }
@@ -592,32 +594,38 @@ fn write_minimal_config(root: &Path, path: &Path) -> std::io::Result<()> {
 /// [`crate::beneath`]).
 fn quarantine(root: &Path, path: &Path, run_id: &str, kind: &'static str) -> Violation {
     let rel = relative(root, path);
-    let qrel = Path::new(".stockade").join("quarantine").join(run_id);
-    let dest = root.join(&qrel).join(rel);
-    let result = (|| -> std::io::Result<()> {
-        let r = Root::open(root)?;
-        let Some(name) = rel.file_name() else {
-            return Err(std::io::Error::other("not a file below the root"));
+    // The run's own quarantine first; when the way there is taken (an earlier move of this
+    // run put a file where this path needs a directory: `.git` quarantined as a file, then a
+    // hook of the `.git` directory moved back in its place), a fresh one beside it. A path
+    // that cannot be moved anywhere is never left armed: a file or link is removed.
+    let mut tried = Vec::new();
+    let mut moved_to = None;
+    for attempt in 0..4 {
+        let id = match attempt {
+            0 => run_id.to_string(),
+            n => format!("{run_id}-{n}"),
         };
-        let parent = rel.parent().unwrap_or(Path::new(""));
-        let mut from_dir = r.dir(parent)?;
-        let mut from_name: OsString = name.to_os_string();
-        // The sandbox may itself have created `.stockade` (a link, say): move it aside first.
-        if is_within(&dest, path) {
-            let aside = OsString::from(format!(".stockade-{run_id}"));
-            move_no_replace(from_dir.as_fd(), &from_name, r.fd(), &aside)?;
-            from_dir = r.dir(Path::new(""))?;
-            from_name = aside;
+        let qrel = Path::new(".stockade").join("quarantine").join(id);
+        match move_into(root, path, rel, &qrel, run_id) {
+            Ok(()) => {
+                moved_to = Some(root.join(&qrel).join(rel));
+                break;
+            }
+            Err(e) => tried.push(e.to_string()),
         }
-        let to_dir = r.create_dirs(&qrel.join(parent))?;
-        move_no_replace(from_dir.as_fd(), &from_name, to_dir.as_fd(), name)
-    })();
-    let action = match result {
-        Ok(()) => format!("moved to {}", dest.display()),
-        Err(e) => format!(
-            "could not be moved to {}: {e}; remove it by hand",
-            dest.display()
-        ),
+    }
+    let action = match moved_to {
+        Some(dest) => format!("moved to {}", dest.display()),
+        None => match remove_planted(root, rel) {
+            Ok(()) => format!(
+                "could not be moved to the quarantine ({}), so it was removed",
+                tried.join("; ")
+            ),
+            Err(e) => format!(
+                "could not be moved to the quarantine ({}) nor removed ({e}); remove it by hand",
+                tried.join("; ")
+            ),
+        },
     };
     Violation {
         code: E_SANDBOX_VIOLATION,
@@ -625,6 +633,43 @@ fn quarantine(root: &Path, path: &Path, run_id: &str, kind: &'static str) -> Vio
         path: path.to_path_buf(),
         action,
     }
+}
+
+/// Moves `root/rel` (that is `path`) to `root/qrel/rel`, through no link.
+fn move_into(
+    root: &Path,
+    path: &Path,
+    rel: &Path,
+    qrel: &Path,
+    run_id: &str,
+) -> std::io::Result<()> {
+    let dest = root.join(qrel).join(rel);
+    let r = Root::open(root)?;
+    let Some(name) = rel.file_name() else {
+        return Err(std::io::Error::other("not a file below the root"));
+    };
+    let parent = rel.parent().unwrap_or(Path::new(""));
+    let mut from_dir = r.dir(parent)?;
+    let mut from_name: OsString = name.to_os_string();
+    // The sandbox may itself have created `.stockade` (a link, say): move it aside first.
+    if is_within(&dest, path) {
+        let aside = OsString::from(format!(".stockade-{run_id}"));
+        move_no_replace(from_dir.as_fd(), &from_name, r.fd(), &aside)?;
+        from_dir = r.dir(Path::new(""))?;
+        from_name = aside;
+    }
+    let to_dir = r.create_dirs(&qrel.join(parent))?;
+    move_no_replace(from_dir.as_fd(), &from_name, to_dir.as_fd(), name)
+}
+
+/// Removes `root/rel` when it is not a directory (a hook, a config, a link), through no link.
+fn remove_planted(root: &Path, rel: &Path) -> std::io::Result<()> {
+    let r = Root::open(root)?;
+    let name = rel
+        .file_name()
+        .ok_or_else(|| std::io::Error::other("not a file below the root"))?;
+    let dir = r.dir(rel.parent().unwrap_or(Path::new("")))?;
+    rustix::fs::unlinkat(&dir, name, rustix::fs::AtFlags::empty()).map_err(std::io::Error::from)
 }
 
 #[cfg(test)]
@@ -664,6 +709,31 @@ mod tests {
             .is_dir());
         // The planted link itself is reported (and quarantined) too.
         assert!(violations.iter().any(|v| v.path == ws.join(".stockade")));
+    }
+
+    /// The run's quarantine already holds a file where a path's way needs a directory (the
+    /// gVisor restore quarantined a `.git` file, then moved the original `.git` back, with a
+    /// hook planted in it): the hook goes to a fresh quarantine, never stays armed. Without the
+    /// fresh one it stayed in place ("remove it by hand") and host git ran it.
+    #[test]
+    fn a_hook_whose_quarantine_path_is_taken_goes_to_a_fresh_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(tmp.path()).unwrap().join("ws");
+        make_git_dir(&ws.join(".git"));
+        let plan = plan_for(&ws);
+        std::fs::create_dir_all(ws.join(".stockade/quarantine/run1")).unwrap();
+        std::fs::write(ws.join(".stockade/quarantine/run1/.git"), "junk").unwrap();
+        std::fs::create_dir_all(ws.join(".git/hooks")).unwrap();
+        std::fs::write(ws.join(".git/hooks/post-checkout"), "evil").unwrap();
+        let violations = sweep_skipping(&plan, &RealHost, "run1", &[ws.join(".stockade")]);
+        assert!(
+            !ws.join(".git/hooks/post-checkout").exists(),
+            "{violations:?}"
+        );
+        assert!(ws
+            .join(".stockade/quarantine/run1-1/.git/hooks/post-checkout")
+            .exists());
+        assert!(violations.iter().any(|v| v.action.contains("run1-1")));
     }
 
     /// Asks the real host, counting directory listings.
