@@ -91,6 +91,8 @@ pub mod na {
         "read grants below /tmp are not attached in the gVisor sandbox's private /tmp";
     /// What only native's set-up explains or reports.
     pub const NATIVE_SETUP: &str = "this checks native's own set-up (its init, Landlock, seccomp, idmapped mounts or their diagnostics)";
+    /// An unprivileged caller's gVisor run.
+    pub const ROOTLESS_UID0: &str = "runsc --rootless runs the command as uid 0 of its own user namespace, mapped to the caller, with no capabilities (no_effective_capabilities_inside checks those)";
     /// The streams of a gVisor run.
     pub const PIPES: &str = "a gVisor run's streams are always pipes (runsc as root takes over a terminal it is given), so there is no terminal inside to inject into";
     /// The corpus tests, which name their backends themselves.

@@ -43,7 +43,20 @@ pub(crate) fn take(workspace: &Path, exclusive: bool) -> Result<WorkspaceLock, E
     }
     let io = |what: &str| {
         let what = what.to_string();
-        move |cause| Error::Io { what, cause }
+        move |cause: std::io::Error| {
+            match cause.raw_os_error() {
+            // uid 0 that may not use root's /run: the root of a sandbox (a nested run), or a
+            // root without root's rights. Nothing can be enforced from here as root's.
+            Some(libc::EACCES | libc::EPERM | libc::EROFS) => {
+                Error::Run(native::RunError::Unavailable {
+                    what: "a root caller's workspace lock",
+                    cause: format!("failed to {what}: {cause} (uid 0 without root's rights: inside another sandbox?)"),
+                    fix: "run stockade on the host, outside any sandbox".into(),
+                })
+            }
+            _ => Error::Io { what, cause },
+        }
+        }
     };
     std::fs::DirBuilder::new()
         .recursive(true)
