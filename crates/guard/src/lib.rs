@@ -1,8 +1,8 @@
 //! `guard`: defenses above the kernel. Pure library code (no processes, no `unsafe`).
 //!
-//! - [`sanitize`]: strips invisible and direction-changing code points, Unicode Tag
-//!   characters and terminal control sequences from text, streaming, and reports what it
-//!   removed (including text hidden in Tag characters).
+//! - [`sanitize`]: the sanitizer (its own crate, `crates/sanitize`, which the run's outcome
+//!   reports from; re-exported here): strips invisible and direction-changing code points,
+//!   Unicode Tag characters and terminal control sequences from text, streaming.
 //! - [`command`]: the command layer: a shell command string parsed and checked under the
 //!   argv-only policy (one simple command of literal words, paths inside the workspace, the
 //!   program from a trusted search path) and turned into an argv that runs without a shell.
@@ -12,10 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod command;
-pub mod sanitize;
 pub mod trust;
 
-pub use sanitize::{classify, sanitize, Class, Found, Report, Sanitizer};
-
-#[cfg(test)]
-mod tests;
+pub use ::sanitize;
+pub use ::sanitize::{classify, sanitize, Class, Found, Report, Sanitizer};

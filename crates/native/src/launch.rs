@@ -26,33 +26,7 @@ const NAMESPACES_FIX: &str = "enable unprivileged user namespaces: `sysctl -w ke
 
 pub use sandbox::Options;
 
-/// How a run ended.
-#[derive(Debug, Clone)]
-pub struct Outcome {
-    /// The exit code a shell would show (command's code, 128+N for signal N, 126/127).
-    pub exit_code: i32,
-    /// Signal that killed the command, if any.
-    pub signal: Option<i32>,
-    /// errno of the failed `execve` when the command could not be executed (126/127).
-    pub exec_errno: Option<i32>,
-    pub duration: Duration,
-    /// Layers skipped under `--allow-degraded`, with why.
-    pub skipped: Vec<String>,
-    pub landlock_abi: Option<i32>,
-    /// Calls the creation guard refused during the run.
-    pub blocked: Vec<Violation>,
-    /// The run hit `limits.timeout` and was ended (exit code 124).
-    pub timed_out: bool,
-    /// What the run used: from its cgroup where it had one, else from the kernel's
-    /// accounting of the sandbox's reaped processes (CPU time, the largest process's memory).
-    pub usage: Usage,
-    /// Limits the run reached.
-    pub limit_hits: Vec<LimitHit>,
-    /// What the output relays passed on and dropped (under an output limit).
-    pub output: Option<Output>,
-    /// Which limit ended the run, if one did: `timeout` or `memory`.
-    pub ended_by: Option<&'static str>,
-}
+pub use sandbox::{Outcome, Output};
 
 // Landlock filesystem access bits (linux/landlock.h).
 const EXECUTE: u64 = 1 << 0;
@@ -476,7 +450,7 @@ pub fn launch_with(
             sock: init_end.as_raw_fd(),
         });
     // Under an output limit the command's stdout and stderr are pipes the supervisor relays
-    // (see crate::output); without one the command writes to the caller's streams directly.
+    // (see sandbox::relay); without one the command writes to the caller's streams directly.
     // A terminal is left to the command (colors, progress bars): a person reads it, not a
     // model's context window.
     // Under --sanitize-output terminals are relayed too: escape sequences are what it removes.
@@ -608,7 +582,9 @@ pub fn launch_with(
     let relay_to = |pipe: Option<(OwnedFd, OwnedFd)>, sink: sandbox::Sink, name: &'static str| {
         pipe.map(|(r, w)| {
             drop(w);
-            std::thread::spawn(move || crate::output::relay_to_sink(r, sink, limit, name, sanitize))
+            std::thread::spawn(move || {
+                sandbox::relay::relay_to_sink(r, sink, limit, name, sanitize)
+            })
         })
     };
     let control = io.control;
@@ -834,7 +810,7 @@ pub fn launch_with(
         r.release();
     }
     let [out_relay, err_relay] = relays;
-    let joined = |r: Option<std::thread::JoinHandle<crate::output::Relayed>>| {
+    let joined = |r: Option<std::thread::JoinHandle<sandbox::relay::Relayed>>| {
         r.map(|h| h.join().unwrap_or_default())
     };
     let relayed = [joined(out_relay), joined(err_relay)];
@@ -851,7 +827,7 @@ pub fn launch_with(
         (None, None) => (postfork::exit_code(init_status), None),
     };
     let mut limit_hits = crate::cgroup::hits(&plan.resources, &usage);
-    let size = crate::output::human_size;
+    let size = sandbox::relay::human_size;
     match (plan.resources.memory, refused_allocations) {
         (Some((bytes, m)), _) if shared_over.is_some() => limit_hits.push(LimitHit {
             code: crate::cgroup::E_LIMIT_REACHED,
@@ -898,7 +874,8 @@ pub fn launch_with(
         }
         _ => {}
     }
-    let output = output_summary(plan.output_limit, sanitize, relayed, &mut limit_hits);
+    let output =
+        sandbox::relay::output_summary(plan.output_limit, sanitize, relayed, &mut limit_hits);
     let ended_by = if shared_over.is_some() {
         Some("memory")
     } else if timed_out {
@@ -927,54 +904,6 @@ pub fn launch_with(
         timed_out,
         usage,
     })
-}
-
-/// What the relays of stdout and stderr (`None`: not relayed) did, for the outcome, with a
-/// limit hit per stream the output limit cut (added to `limit_hits`). Any backend that relays
-/// its command's output with [`crate::output::relay`] reports it this way.
-pub fn output_summary(
-    output_limit: Option<u64>,
-    sanitize: bool,
-    relayed: [Option<crate::output::Relayed>; 2],
-    limit_hits: &mut Vec<LimitHit>,
-) -> Option<Output> {
-    let [out_r, err_r] = relayed;
-    let output = (output_limit.is_some() || sanitize).then(|| Output {
-        stdout: out_r.as_ref().map(|r| r.summary),
-        stderr: err_r.as_ref().map(|r| r.summary),
-        sanitized_stdout: out_r.and_then(|r| r.sanitized),
-        sanitized_stderr: err_r.and_then(|r| r.sanitized),
-    });
-    if let (Some(o), Some(limit)) = (&output, output_limit) {
-        for (name, s) in [("stdout", o.stdout), ("stderr", o.stderr)] {
-            if let Some(s) = s.filter(|s| s.dropped > 0) {
-                limit_hits.push(LimitHit {
-                    code: crate::cgroup::E_LIMIT_REACHED,
-                    limit: "output",
-                    value: limit,
-                    mechanism: "relay",
-                    detail: format!(
-                        "{} of {name} dropped (head and tail kept, a marker where the cut is)",
-                        crate::output::human_size(s.dropped)
-                    ),
-                });
-            }
-        }
-    }
-    output
-}
-
-/// Output of a run under an output limit or `--sanitize-output`, per stream; `None` for a
-/// stream that was not relayed (a terminal under an output limit alone).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Output {
-    pub stdout: Option<crate::output::Summary>,
-    pub stderr: Option<crate::output::Summary>,
-    /// What `--sanitize-output` removed, per stream.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sanitized_stdout: Option<guard::Report>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sanitized_stderr: Option<guard::Report>,
 }
 
 /// A pipe for one output stream. For a root caller its write end is given to the sandbox's

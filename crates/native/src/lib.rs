@@ -33,7 +33,6 @@ pub mod error;
 mod explain;
 pub mod host;
 pub mod launch;
-pub mod output;
 pub mod plan;
 pub mod probe;
 pub mod userns;

@@ -56,7 +56,7 @@ impl RunIo {
 pub struct Options {
     /// Run even when a protection cannot be enforced, recording what was skipped.
     pub allow_degraded: bool,
-    /// Pass the command's stdout and stderr through the sanitizer (`guard::Sanitizer`), even
+    /// Pass the command's stdout and stderr through the sanitizer (`sanitize::Sanitizer`), even
     /// when they are terminals.
     pub sanitize_output: bool,
 }

@@ -23,13 +23,14 @@ mod cancel;
 mod codes;
 mod io;
 mod outcome;
+pub mod relay;
 mod spec;
 
 pub use backend::Backend;
 pub use cancel::Cancel;
 pub use codes::Code;
 pub use io::{Options, RunIo, Sink};
-pub use outcome::{Check, LimitHit, Usage, Violation};
+pub use outcome::{Check, LimitHit, Outcome, Output, Usage, Violation};
 pub use spec::{
     GuardPattern, Ids, Kind, Limits, LinkedSecret, Mask, Network, ReadScope, Spec, PROXY_ADDR,
 };

@@ -61,3 +61,44 @@ pub struct Check {
     pub detail: String,
     pub fix: Option<String>,
 }
+
+/// How a run ended.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The exit code a shell would show (command's code, 128+N for signal N, 126/127).
+    pub exit_code: i32,
+    /// Signal that killed the command, if any.
+    pub signal: Option<i32>,
+    /// errno of the failed `execve` when the command could not be executed (126/127).
+    pub exec_errno: Option<i32>,
+    pub duration: std::time::Duration,
+    /// Layers skipped under `--allow-degraded`, with why.
+    pub skipped: Vec<String>,
+    pub landlock_abi: Option<i32>,
+    /// Calls the creation guard refused during the run.
+    pub blocked: Vec<Violation>,
+    /// The run hit `limits.timeout` and was ended (exit code 124).
+    pub timed_out: bool,
+    /// What the run used: from its cgroup where it had one, else from the kernel's
+    /// accounting of the sandbox's reaped processes (CPU time, the largest process's memory).
+    pub usage: Usage,
+    /// Limits the run reached.
+    pub limit_hits: Vec<LimitHit>,
+    /// What the output relays passed on and dropped (under an output limit).
+    pub output: Option<Output>,
+    /// Which limit ended the run, if one did: `timeout` or `memory`.
+    pub ended_by: Option<&'static str>,
+}
+
+/// Output of a run under an output limit or `--sanitize-output`, per stream; `None` for a
+/// stream that was not relayed (a terminal under an output limit alone).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Output {
+    pub stdout: Option<crate::relay::Summary>,
+    pub stderr: Option<crate::relay::Summary>,
+    /// What `--sanitize-output` removed, per stream.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sanitized_stdout: Option<sanitize::Report>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sanitized_stderr: Option<sanitize::Report>,
+}

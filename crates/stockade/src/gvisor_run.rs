@@ -66,7 +66,7 @@ pub(crate) fn run(
     run_id: &str,
     proxy: Option<native::StartProxy>,
     run_io: sandbox::RunIo,
-) -> Result<(native::Outcome, Option<native::CwdFallback>), Error> {
+) -> Result<(sandbox::Outcome, Option<native::CwdFallback>), Error> {
     // A masked file's other name is readable through the gofer as through the host kernel.
     let mut skipped = Vec::new();
     native::launch::refuse_linked_secrets(&spec.linked_secrets, options, &mut skipped)?;
@@ -90,7 +90,7 @@ pub(crate) fn run(
     let (err_r, err_w) = relay_pipe()?;
     let (in_r, in_w) = relay_pipe()?;
     let relay = |from: OwnedFd, sink: sandbox::Sink, name: &'static str| {
-        std::thread::spawn(move || native::output::relay_to_sink(from, sink, limit, name, sanitize))
+        std::thread::spawn(move || sandbox::relay::relay_to_sink(from, sink, limit, name, sanitize))
     };
     let relays = [
         relay(out_r, run_io.stdout, "stdout"),
@@ -149,8 +149,8 @@ pub(crate) fn run(
     let relayed_out = [out.join().ok(), err.join().ok()];
     let finished = finished?;
     let mut limit_hits = Vec::new();
-    let output = native::launch::output_summary(limit, sanitize, relayed_out, &mut limit_hits);
-    let outcome = native::Outcome {
+    let output = sandbox::relay::output_summary(limit, sanitize, relayed_out, &mut limit_hits);
+    let outcome = sandbox::Outcome {
         exit_code: finished.exit_code,
         signal: finished.signal,
         exec_errno: None,

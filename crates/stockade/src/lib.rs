@@ -133,7 +133,7 @@ pub struct RunResult {
     pub exit_code: i32,
     /// How the run ended: signal, duration, usage, limits reached, output passed and dropped,
     /// layers skipped under `allow_degraded`.
-    pub outcome: native::Outcome,
+    pub outcome: sandbox::Outcome,
     /// What the run tried that was refused (during the run) or undone (after it), each with
     /// its code, kind, path and what was done.
     pub violations: Vec<Violation>,

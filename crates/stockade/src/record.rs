@@ -184,7 +184,7 @@ pub(crate) struct RunRecord<'a> {
     /// Limits the run reached.
     limit_hits: &'a [native::cgroup::LimitHit],
     /// Bytes of output written, passed on and dropped, per stream (under an output limit).
-    output: Option<&'a native::launch::Output>,
+    output: Option<&'a sandbox::Output>,
     /// Every decision of the egress proxy (mode proxy).
     network: &'a [net::proxy::Event],
     /// Under a backend other than native: which mechanism enforces each layer.
@@ -207,7 +207,7 @@ impl<'a> RunRecord<'a> {
         digest: &'a str,
         spec: &'a sandbox::Spec,
         native: Option<&'a native::Plan>,
-        outcome: &'a native::Outcome,
+        outcome: &'a sandbox::Outcome,
         violations: &'a [native::Violation],
         network: &'a [net::proxy::Event],
     ) -> RunRecord<'a> {

@@ -13,6 +13,8 @@
 //! with one of the few second bytes that can follow them), so most non-ASCII text is copied
 //! without being decoded.
 
+#![forbid(unsafe_code)]
+
 use serde::Serialize;
 
 /// What was removed, by class.
@@ -614,3 +616,6 @@ pub fn sanitize(input: &[u8]) -> (String, Report) {
         .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
     (text, report)
 }
+
+#[cfg(test)]
+mod tests;

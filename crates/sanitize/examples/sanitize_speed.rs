@@ -1,4 +1,4 @@
-//! The sanitizer library alone, in memory: `cargo run --release -p guard --example
+//! The sanitizer library alone, in memory: `cargo run --release -p sanitize --example
 //! sanitize_speed -- FILE...` prints the throughput of the best and the median of eleven passes over each
 //! file (the best is the one least disturbed by other work on the machine),
 //! fed in 64 KiB chunks as `stockade sanitize` does (`CHUNK=bytes` to change that).
@@ -20,7 +20,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut written = 0;
         for _ in 0..11 {
             let started = Instant::now();
-            let mut s = guard::Sanitizer::new();
+            let mut s = sanitize::Sanitizer::new();
             for piece in input.chunks(chunk.max(1)) {
                 out.clear();
                 s.push(piece, &mut out);
@@ -46,7 +46,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 fn relay(chunk: usize) -> Result<(), Box<dyn std::error::Error>> {
     use std::io::{Read, Write};
     let (mut input, mut output) = (std::io::stdin().lock(), std::io::stdout().lock());
-    let mut s = guard::Sanitizer::new();
+    let mut s = sanitize::Sanitizer::new();
     let mut buf = vec![0u8; chunk.max(1)];
     let mut out = Vec::with_capacity(buf.len() + 64);
     loop {

@@ -11,7 +11,7 @@
 //! plain pipeline.
 //!
 //! ```
-//! use native::output::Capped;
+//! use sandbox::relay::Capped;
 //! let mut out = Vec::new();
 //! let mut sink = |b: &[u8]| -> std::io::Result<()> {
 //!     out.extend_from_slice(b);
@@ -230,7 +230,7 @@ pub struct Relayed {
     /// reading and closed the pipe, so the command saw `SIGPIPE`/`EPIPE` too.
     pub broken: bool,
     /// What the sanitizer removed, when the stream was sanitized.
-    pub sanitized: Option<guard::Report>,
+    pub sanitized: Option<sanitize::Report>,
 }
 
 /// [`relay`] into a run's sink: the caller's descriptor, or this process's own stream,
@@ -238,17 +238,17 @@ pub struct Relayed {
 /// relays it this way.
 pub fn relay_to_sink(
     from: OwnedFd,
-    sink: sandbox::Sink,
+    sink: crate::Sink,
     limit: Option<u64>,
     stream: &'static str,
     sanitize: bool,
 ) -> Relayed {
     match sink {
-        sandbox::Sink::Fd(fd) => relay(from, fd, limit, stream, sanitize),
-        sandbox::Sink::Process if stream == "stderr" => {
+        crate::Sink::Fd(fd) => relay(from, fd, limit, stream, sanitize),
+        crate::Sink::Process if stream == "stderr" => {
             relay(from, io::stderr(), limit, stream, sanitize)
         }
-        sandbox::Sink::Process => relay(from, io::stdout(), limit, stream, sanitize),
+        crate::Sink::Process => relay(from, io::stdout(), limit, stream, sanitize),
     }
 }
 
@@ -282,7 +282,7 @@ pub fn relay(
     let mut capped = limit.map(|l| Capped::new(l, stream));
     let mut plain = Summary::default();
     // Sanitizing comes first: the limit counts what would reach the reader.
-    let mut sanitizer = sanitize.then(guard::Sanitizer::new);
+    let mut sanitizer = sanitize.then(sanitize::Sanitizer::new);
     let mut clean = Vec::new();
     let mut pass =
         |data: &[u8], write: &mut dyn FnMut(&[u8]) -> io::Result<()>| match capped.as_mut() {
@@ -377,6 +377,41 @@ impl Sink {
         }
         Ok(())
     }
+}
+
+/// What the relays of stdout and stderr (`None`: not relayed) did, for the outcome, with a
+/// limit hit per stream the output limit cut (added to `limit_hits`). Any backend that relays
+/// its command's output with [`relay`] reports it this way.
+pub fn output_summary(
+    output_limit: Option<u64>,
+    sanitize: bool,
+    relayed: [Option<Relayed>; 2],
+    limit_hits: &mut Vec<crate::LimitHit>,
+) -> Option<crate::Output> {
+    let [out_r, err_r] = relayed;
+    let output = (output_limit.is_some() || sanitize).then(|| crate::Output {
+        stdout: out_r.as_ref().map(|r| r.summary),
+        stderr: err_r.as_ref().map(|r| r.summary),
+        sanitized_stdout: out_r.and_then(|r| r.sanitized),
+        sanitized_stderr: err_r.and_then(|r| r.sanitized),
+    });
+    if let (Some(o), Some(limit)) = (&output, output_limit) {
+        for (name, s) in [("stdout", o.stdout), ("stderr", o.stderr)] {
+            if let Some(s) = s.filter(|s| s.dropped > 0) {
+                limit_hits.push(crate::LimitHit {
+                    code: crate::Code::LimitReached.as_str(),
+                    limit: "output",
+                    value: limit,
+                    mechanism: "relay",
+                    detail: format!(
+                        "{} of {name} dropped (head and tail kept, a marker where the cut is)",
+                        human_size(s.dropped)
+                    ),
+                });
+            }
+        }
+    }
+    output
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! The sanitizer against each class it removes, text it must keep, and chunking.
 
-use crate::sanitize::{
+use crate::{
     classify, sanitize, Class, Found, Report, Sanitizer, HIDDEN_MAX, REMOVED_BMP, REMOVED_SECOND,
     STOP,
 };
