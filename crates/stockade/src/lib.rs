@@ -499,7 +499,7 @@ pub fn run_with_io(
                 pinned: !gvisor,
             };
             violations.extend(workspace::sweep::after_run(
-                &resolved.scan,
+                &resolved,
                 &workspace::RealHost,
                 &id,
                 held,

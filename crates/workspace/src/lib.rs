@@ -1,23 +1,29 @@
 //! What a workspace holds, for every backend: the [`Scan`] before a run (writable roots, masked
-//! and protected paths, git's code paths, what a creation guard refuses) and the [`sweep()`]
-//! after it (protected paths the run created, moved out of the way and reported).
+//! and protected paths, git's code paths, what a creation guard refuses), made into the run's
+//! [`sandbox::Spec`] once by [`Resolved::new`], and the [`sweep()`] after it (protected paths
+//! the run created, moved out of the way and reported).
 //!
-//! No isolation mechanism lives here: backends lower a scan to theirs (native: mounts,
+//! No isolation mechanism lives here: backends lower the spec to theirs (native: mounts,
 //! Landlock and mediated creation; gVisor: an OCI bundle). Everything reads the host through
 //! [`HostView`], so scans are built and tested against a fake host.
 //!
 //! ```no_run
-//! use workspace::{Place, RealHost, Scan};
+//! use workspace::{RealHost, Request, Resolved};
 //! let policy = policy::profile("workspace-write")?;
-//! let place = Place {
-//!     workspace: std::env::current_dir()?.canonicalize()?,
+//! let cwd = std::env::current_dir()?.canonicalize()?;
+//! let request = Request {
+//!     argv: vec!["true".into()],
+//!     workspace: cwd.clone(),
+//!     cwd,
 //!     home: "/home/me".into(),
-//!     xdg_config_home: None,
+//!     uid: 1000,
+//!     gid: 1000,
+//!     env: Vec::new(),
 //! };
-//! let scan = Scan::new(&policy, &place, &RealHost)?;
-//! println!("protected: {:?}", scan.protected);
+//! let run = Resolved::new(&policy, &request, &RealHost)?;
+//! println!("protected: {:?}", run.spec.protected);
 //! // ... the run ...
-//! let violations = workspace::sweep(&scan, &RealHost, "run-1");
+//! let violations = workspace::sweep(&run, &RealHost, "run-1");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
@@ -43,7 +49,7 @@ pub use scan::{
     depth, tmp_read_grants, under_replaced, writable_roots, GitIndex, GuardPattern, Place, Scan,
     SweepPlan, REPLACED,
 };
-pub use spec::{Request, Resolved, SANDBOX_HOSTNAME};
+pub use spec::{Request, Resolved, Watch, SANDBOX_HOSTNAME};
 pub use sweep::{sweep, Violation};
 pub use walk::{
     in_git_modules, is_git_redirect, is_submodule_code_path, walk, DenyGlobs, DirStamps, Stamps,

@@ -42,8 +42,6 @@ pub struct Scan {
     pub writable_roots: Vec<PathBuf>,
     /// Canonical exact read grants (`allow_read`).
     pub allows: Vec<PathBuf>,
-    /// Read grants below the host's `/tmp`, attached in the private one.
-    pub tmp_grants: Vec<(PathBuf, Kind)>,
     /// Paths made unreadable (`deny_read`), canonical, with their kinds.
     pub masks: Vec<(PathBuf, Kind)>,
     /// Paths read as empty (`read_empty`).
@@ -293,7 +291,6 @@ impl Scan {
         Ok(Scan {
             writable_roots,
             allows,
-            tmp_grants,
             masks,
             emptied,
             linked_secrets,
@@ -305,32 +302,6 @@ impl Scan {
             deny_globs: found.globs,
             identities,
         })
-    }
-
-    /// Pins every directory between a writable root and `path` (none may be renamed during the
-    /// run): `path` itself may be kept read-only, but renaming one of its parents would move
-    /// it away whole (the trust store: its approvals would vanish and the workspaces they
-    /// gate would run un-gated). Returns the new pins, outermost first.
-    pub fn pin_ancestors(&mut self, path: &Path, host: &dyn HostView) -> Vec<PathBuf> {
-        let mut pins: Vec<PathBuf> = path
-            .ancestors()
-            .skip(1)
-            .filter(|a| {
-                self.writable_roots
-                    .iter()
-                    .any(|w| is_within(a, w) && *a != w.as_path())
-            })
-            .filter(|a| host.lstat_kind(a) == Some(Kind::Dir))
-            .map(Path::to_path_buf)
-            .collect();
-        pins.reverse();
-        for p in &pins {
-            if let Some(e) = host.stat(p) {
-                self.identities.insert(p.clone(), (e.dev, e.ino));
-            }
-            self.pins.insert(p.clone());
-        }
-        pins
     }
 }
 
@@ -567,22 +538,4 @@ pub fn tmp_read_grants(
     }
     out.sort_by(|x, y| x.0.cmp(&y.0));
     out
-}
-
-/// For unit tests: the default profile's scan of workspace `ws` on this machine (home:
-/// `ws/home`).
-#[cfg(test)]
-pub(crate) fn scan_on_this_machine(ws: &Path) -> Scan {
-    let place = Place {
-        workspace: ws.to_path_buf(),
-        home: ws.join("home"),
-        xdg_config_home: None,
-    };
-    #[allow(clippy::unwrap_used)]
-    Scan::new(
-        &policy::profile("workspace-write").unwrap(),
-        &place,
-        &crate::host::RealHost,
-    )
-    .unwrap()
 }

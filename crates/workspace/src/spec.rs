@@ -10,7 +10,7 @@ use policy::{is_within, Policy};
 use sandbox::{Ids, Mask, Spec};
 
 use crate::host::{HostView, Kind};
-use crate::{Place, Scan, ScanError};
+use crate::{DenyGlobs, Place, Scan, ScanError, SweepPlan};
 
 /// Hostname inside the sandbox.
 pub const SANDBOX_HOSTNAME: &str = "stockade";
@@ -46,11 +46,18 @@ impl Request {
     }
 }
 
-/// A run's spec and the scan it came from (the sweep after the run reads the scan).
+/// A run's spec, and what the checks after the run compare against.
 #[derive(Debug, Clone)]
 pub struct Resolved {
     pub spec: Spec,
-    pub scan: Scan,
+    pub watch: Watch,
+}
+
+/// What only the sweep after the run reads of the scan (the rest of it is in the spec).
+#[derive(Debug, Clone)]
+pub struct Watch {
+    pub sweep: SweepPlan,
+    pub deny_globs: DenyGlobs,
 }
 
 impl Resolved {
@@ -99,34 +106,49 @@ impl Resolved {
                 policy::ReadScope::Host => sandbox::ReadScope::Host,
                 policy::ReadScope::AllowList => sandbox::ReadScope::AllowList,
             },
-            read_grants: scan.allows.clone(),
-            writable_roots: scan.writable_roots.clone(),
-            protected: scan.protected.iter().cloned().collect(),
-            pins: scan.pins.iter().cloned().collect(),
-            guard: scan.guard.clone(),
-            guard_sweep_only: scan.sweep_only.clone(),
+            read_grants: scan.allows,
+            writable_roots: scan.writable_roots,
+            protected: scan.protected.into_iter().collect(),
+            pins: scan.pins.into_iter().collect(),
+            guard: scan.guard,
+            guard_sweep_only: scan.sweep_only,
             masks,
-            linked_secrets: scan.linked_secrets.clone(),
+            linked_secrets: scan.linked_secrets,
             network,
             limits: limits(&policy.limits, host)?,
             caller: Ids {
                 uid: req.uid,
                 gid: req.gid,
             },
-            identities: scan.identities.clone(),
+            identities: scan.identities,
         };
-        Ok(Resolved { spec, scan })
+        let watch = Watch {
+            sweep: scan.sweep,
+            deny_globs: scan.deny_globs,
+        };
+        Ok(Resolved { spec, watch })
     }
 
-    /// Pins every directory between a writable root and `path` (see [`Scan::pin_ancestors`]),
-    /// in the scan and the spec alike.
+    /// Pins every directory between a writable root and `path` (none may be renamed during the
+    /// run): `path` itself may be kept read-only, but renaming one of its parents would move
+    /// it away whole (the trust store: its approvals would vanish and the workspaces they
+    /// gate would run un-gated).
     pub fn pin_ancestors(&mut self, path: &Path, host: &dyn HostView) {
-        for p in self.scan.pin_ancestors(path, host) {
-            if let Some(id) = self.scan.identities.get(&p) {
-                self.spec.identities.insert(p.clone(), *id);
+        let spec = &mut self.spec;
+        let mut pins: Vec<PathBuf> = path
+            .ancestors()
+            .skip(1)
+            .filter(|a| (spec.writable_roots.iter()).any(|w| is_within(a, w) && *a != w.as_path()))
+            .filter(|a| host.lstat_kind(a) == Some(Kind::Dir))
+            .map(Path::to_path_buf)
+            .collect();
+        pins.reverse();
+        for p in pins {
+            if let Some(e) = host.stat(&p) {
+                spec.identities.insert(p.clone(), (e.dev, e.ino));
             }
-            if !self.spec.pins.contains(&p) {
-                self.spec.pins.push(p);
+            if !spec.pins.contains(&p) {
+                spec.pins.push(p);
             }
         }
     }
@@ -219,4 +241,26 @@ fn proxy_env(addr: std::net::SocketAddrV4) -> Vec<(String, String)> {
         env.push((name.to_string(), String::new()));
     }
     env
+}
+
+/// For unit tests: the default profile's spec of running `true` in workspace `ws` on this
+/// machine (home: `ws/home`).
+#[cfg(test)]
+pub(crate) fn resolved_on_this_machine(ws: &Path) -> Resolved {
+    let req = Request {
+        argv: vec!["true".into()],
+        workspace: ws.to_path_buf(),
+        cwd: ws.to_path_buf(),
+        home: ws.join("home"),
+        uid: 1000,
+        gid: 1000,
+        env: Vec::new(),
+    };
+    #[allow(clippy::unwrap_used)]
+    Resolved::new(
+        &policy::profile("workspace-write").unwrap(),
+        &req,
+        &crate::host::RealHost,
+    )
+    .unwrap()
 }

@@ -28,7 +28,7 @@ use crate::beneath::{move_no_replace, Root};
 use crate::host::{HostView, Kind};
 use crate::planted_git;
 use crate::walk::{in_git_modules, walk, Stamps};
-use crate::Scan;
+use crate::Resolved;
 
 pub const E_SANDBOX_VIOLATION: &str = sandbox::Code::SandboxViolation.as_str();
 
@@ -55,14 +55,14 @@ pub struct Held {
 /// then the sweep, then what the creation guard would have refused (its ctime after
 /// `started`).
 pub fn after_run(
-    scan: &Scan,
+    run: &Resolved,
     host: &dyn HostView,
     run_id: &str,
     held: Held,
     started: std::time::SystemTime,
 ) -> Vec<Violation> {
     let own_dirs = || -> Vec<PathBuf> {
-        let dirs = scan.sweep.roots.iter().map(|r| r.join(".stockade"));
+        let dirs = run.watch.sweep.roots.iter().map(|r| r.join(".stockade"));
         dirs.filter(|d| host.lstat_kind(d).is_some()).collect()
     };
     let mut out = Vec::new();
@@ -70,27 +70,27 @@ pub fn after_run(
     let mut ours = Vec::new();
     if !held.pinned {
         let before = own_dirs();
-        out.extend(replaced_protected(scan, host, run_id));
+        out.extend(replaced_protected(run, host, run_id));
         ours = own_dirs();
         ours.retain(|d| !before.contains(d));
     }
-    out.extend(sweep_skipping(scan, host, run_id, &ours));
+    out.extend(sweep_skipping(run, host, run_id, &ours));
     if !held.creation_guard {
-        out.extend(guard_after_run(scan, host, run_id, started));
+        out.extend(guard_after_run(run, host, run_id, started));
     }
     out
 }
 
 /// Find protected paths created during the run and neutralise them.
-pub fn sweep(scan: &Scan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
-    sweep_skipping(scan, host, run_id, &[])
+pub fn sweep(run: &Resolved, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
+    sweep_skipping(run, host, run_id, &[])
 }
 
 /// [`sweep`], leaving alone the paths in `ours`: a `<root>/.stockade` that stockade itself
 /// made after the run ([`replaced_protected`]'s quarantine), which would otherwise look like a
 /// protected path the run created.
 pub fn sweep_skipping(
-    scan: &Scan,
+    run: &Resolved,
     host: &dyn HostView,
     run_id: &str,
     ours: &[PathBuf],
@@ -101,9 +101,9 @@ pub fn sweep_skipping(
     // Directories holding a config, hooks or a commondir that were not git dirs at the start.
     let mut maybe_planted: BTreeSet<PathBuf> = BTreeSet::new();
     let mut count = 0usize;
-    for root in &scan.sweep.roots {
-        let known = Stamps::SkipUnchanged(&scan.sweep.dirs);
-        let globs = &scan.deny_globs;
+    for root in &run.watch.sweep.roots {
+        let known = Stamps::SkipUnchanged(&run.watch.sweep.dirs);
+        let globs = &run.watch.deny_globs;
         // Every symlink in a changed directory is looked at too: one into a masked path
         // would hand the secret to the host tools that follow it after the run.
         let concern =
@@ -116,15 +116,16 @@ pub fn sweep_skipping(
             &concern,
             &mut |path, kind| {
                 if globs.is_protected(path, kind)
-                    && scan.sweep.existing.get(path) != Some(&kind)
+                    && run.watch.sweep.existing.get(path) != Some(&kind)
                     && !ours.iter().any(|o| is_within(path, o))
                 {
                     found.push(path.to_path_buf());
-                } else if kind == Kind::Symlink && new_link_into_mask(scan, host, path) {
+                } else if kind == Kind::Symlink && new_link_into_mask(run, host, path) {
                     links.push(path.to_path_buf());
                 }
                 if let (Some(name), Some(parent)) = (path.file_name(), path.parent()) {
-                    if planted_git::is_code_name(name) && !scan.sweep.git_dirs.contains(parent) {
+                    if planted_git::is_code_name(name) && !run.watch.sweep.git_dirs.contains(parent)
+                    {
                         maybe_planted.insert(parent.to_path_buf());
                     }
                 }
@@ -132,12 +133,13 @@ pub fn sweep_skipping(
         );
     }
     for link in links {
-        if let Some(root) = scan.sweep.roots.iter().find(|r| is_within(&link, r)) {
+        if let Some(root) = run.watch.sweep.roots.iter().find(|r| is_within(&link, r)) {
             linked.push(quarantine(root, &link, run_id, "symlink_to_masked_path"));
         }
     }
     found.sort();
-    let writable: Vec<&[u8]> = scan
+    let writable: Vec<&[u8]> = run
+        .watch
         .sweep
         .roots
         .iter()
@@ -149,14 +151,19 @@ pub fn sweep_skipping(
     // The quarantine lives in `<root>/.stockade`; one the sandbox created (possibly a symlink
     // to somewhere else) is quarantined first, so nothing below is written through it.
     found.sort_by_key(|p| {
-        let is_own_dir = scan.sweep.roots.iter().any(|r| p == &r.join(".stockade"));
+        let is_own_dir = run
+            .watch
+            .sweep
+            .roots
+            .iter()
+            .any(|r| p == &r.join(".stockade"));
         (!is_own_dir, p.clone())
     });
     for path in found {
         if moved.iter().any(|m| is_within(&path, m)) {
             continue;
         }
-        let Some(root) = scan.sweep.roots.iter().find(|r| is_within(&path, r)) else {
+        let Some(root) = run.watch.sweep.roots.iter().find(|r| is_within(&path, r)) else {
             continue;
         };
         // Inside a git dir: the top-level `.git` or a submodule's under `.git/modules`.
@@ -187,7 +194,7 @@ pub fn sweep_skipping(
         }
     }
     for dir in maybe_planted {
-        let Some(root) = scan.sweep.roots.iter().find(|r| is_within(&dir, r)) else {
+        let Some(root) = run.watch.sweep.roots.iter().find(|r| is_within(&dir, r)) else {
             continue;
         };
         if moved.iter().any(|m| is_within(&dir, m)) || !planted_git::accepted_by_git(host, &dir) {
@@ -203,7 +210,7 @@ pub fn sweep_skipping(
         }
     }
     out.extend(linked);
-    out.extend(hidden_changes(scan, host));
+    out.extend(hidden_changes(run, host));
     out
 }
 
@@ -216,20 +223,20 @@ pub const PROTECTED_PATH_REPLACED: &str = "protected_path_replaced";
 /// as when planned. One that is another file (`mv .git .old; mkdir .git; ...` leaves a new
 /// config and hooks at the old names) is quarantined; one that is gone is reported, with where
 /// to look. Paths inside an already quarantined one are skipped.
-pub fn replaced_protected(scan: &Scan, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
+pub fn replaced_protected(run: &Resolved, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut moved: Vec<PathBuf> = Vec::new();
-    let mut paths: Vec<&PathBuf> = scan.protected.iter().chain(&scan.pins).collect();
+    let mut paths: Vec<&PathBuf> = run.spec.protected.iter().chain(&run.spec.pins).collect();
     paths.sort();
     paths.dedup();
     for path in paths {
-        let Some(root) = scan.sweep.roots.iter().find(|r| is_within(path, r)) else {
+        let Some(root) = run.watch.sweep.roots.iter().find(|r| is_within(path, r)) else {
             continue;
         };
         if moved.iter().any(|m| is_within(path, m)) {
             continue;
         }
-        let Some(&(dev, ino)) = scan.identities.get(path) else {
+        let Some(&(dev, ino)) = run.spec.identities.get(path) else {
             continue;
         };
         // A symbolic link now at the name is another file whatever it points to.
@@ -337,7 +344,7 @@ fn move_back(root: &Path, from: &Path, to: &Path) -> std::io::Result<()> {
 /// not exist at the start, or an entry under a pattern's base changed since `started` (its
 /// ctime), is quarantined. Run after [`replaced_protected`] (on the restored tree).
 pub fn guard_after_run(
-    scan: &Scan,
+    run: &Resolved,
     host: &dyn HostView,
     run_id: &str,
     started: std::time::SystemTime,
@@ -345,17 +352,17 @@ pub fn guard_after_run(
     let mut out = Vec::new();
     let new_since = |p: &Path| host.lstat_ctime(p).is_some_and(|t| t >= started);
     let mut found: BTreeSet<PathBuf> = BTreeSet::new();
-    for g in &scan.guard {
+    for g in &run.spec.guard {
         // `root/**/name` patterns are the policy's protected names, which the sweep finds
         // (walking only the directories that changed); every other pattern is git's: paths
         // of its git dirs whatever their names (`--separate-git-dir`, bare repositories),
         // `core.hooksPath` directories, `include.path` targets, worktree files.
-        if !g.tail.is_empty() && scan.sweep.roots.contains(&g.base) {
+        if !g.tail.is_empty() && run.watch.sweep.roots.contains(&g.base) {
             continue;
         }
         if g.tail.is_empty() {
-            let existed =
-                scan.sweep.existing.contains_key(&g.base) || scan.protected.contains(&g.base);
+            let existed = run.watch.sweep.existing.contains_key(&g.base)
+                || run.spec.protected.contains(&g.base);
             if host.lstat_kind(&g.base).is_some() && (!existed || new_since(&g.base)) {
                 found.insert(g.base.clone());
             }
@@ -386,7 +393,7 @@ pub fn guard_after_run(
         if moved.iter().any(|m| is_within(&path, m)) {
             continue;
         }
-        let Some(root) = scan.sweep.roots.iter().find(|r| is_within(&path, r)) else {
+        let Some(root) = run.watch.sweep.roots.iter().find(|r| is_within(&path, r)) else {
             continue;
         };
         out.push(quarantine(root, &path, run_id, "protected_path_created"));
@@ -402,9 +409,9 @@ pub const GIT_CHANGES_HIDDEN: &str = "git_changes_hidden";
 /// (see [`crate::git_index`]): git no longer shows their changes, so the user's review after
 /// the run would miss them. Reported with the names and how to undo it; the index is left as
 /// it is (rewriting it is git's job, and running git here could run a config the run made).
-fn hidden_changes(scan: &Scan, host: &dyn HostView) -> Vec<Violation> {
+fn hidden_changes(run: &Resolved, host: &dyn HostView) -> Vec<Violation> {
     let mut out = Vec::new();
-    for index in &scan.sweep.git_indexes {
+    for index in &run.watch.sweep.git_indexes {
         let Some(after) = host
             .read_bytes(&index.path, crate::GIT_INDEX_LIMIT)
             .and_then(|d| crate::git_index::hidden_entries(&d, index.hash_len))
@@ -459,12 +466,12 @@ fn resolve_link(host: &dyn HostView, link: &Path) -> Option<PathBuf> {
 /// A symlink made during the run (its ctime is not older than the plan) that resolves, on
 /// the host, into a masked or emptied path: the sandbox could not read through it, but the
 /// agent's host-side tools would.
-fn new_link_into_mask(scan: &Scan, host: &dyn HostView, link: &Path) -> bool {
+fn new_link_into_mask(run: &Resolved, host: &dyn HostView, link: &Path) -> bool {
     // Only a local filesystem's ctimes come from this machine's clock (see `DirStamps`).
     let local = link.parent().is_some_and(|p| host.local_ctime(p));
     // The ctime of a link the command made is later than the plan's start: the run's set-up
     // alone takes longer than the coarse clock that stamps ctimes lags the precise one.
-    let made_before_run = match (host.lstat_ctime(link), scan.sweep.dirs.taken_at) {
+    let made_before_run = match (host.lstat_ctime(link), run.watch.sweep.dirs.taken_at) {
         (Some(ctime), Some(start)) if local => ctime < start,
         _ => false,
     };
@@ -474,10 +481,7 @@ fn new_link_into_mask(scan: &Scan, host: &dyn HostView, link: &Path) -> bool {
     let Some(target) = resolve_link(host, link) else {
         return false;
     };
-    scan.masks
-        .iter()
-        .chain(&scan.emptied)
-        .any(|(m, _)| is_within(&target, m))
+    (run.spec.masks.iter()).any(|m| is_within(&target, &m.path))
 }
 
 /// Takes out `path` (named by [`planted_git::is_code_name`]) of a git dir assembled during the
@@ -677,8 +681,8 @@ mod tests {
     use super::*;
     use crate::host::RealHost;
 
-    fn plan_for(ws: &Path) -> Scan {
-        crate::scan::scan_on_this_machine(ws)
+    fn plan_for(ws: &Path) -> Resolved {
+        crate::spec::resolved_on_this_machine(ws)
     }
 
     /// The sandbox plants `.stockade -> OUTSIDE` and a hook: the supervisor must not create
@@ -772,7 +776,11 @@ mod tests {
         let ws = std::fs::canonicalize(tmp.path()).unwrap().join("ws");
         std::fs::create_dir_all(ws.join("a/b")).unwrap();
         let plan = plan_for(&ws);
-        assert!(plan.sweep.dirs.dirs.is_empty(), "{:?}", plan.sweep.dirs);
+        assert!(
+            plan.watch.sweep.dirs.dirs.is_empty(),
+            "{:?}",
+            plan.watch.sweep.dirs
+        );
     }
 
     /// The sweep lists only directories whose ctime moved. The sandbox's trick of putting a
@@ -801,7 +809,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(stamps.dirs.len(), 7, "{:?}", stamps.dirs.keys());
-        plan.sweep.dirs = stamps;
+        plan.watch.sweep.dirs = stamps;
         std::thread::sleep(std::time::Duration::from_millis(20));
 
         let host = Counting(std::cell::Cell::new(0));
@@ -989,9 +997,9 @@ mod tests {
         make_git_dir(&b);
         let plan = plan_for(&ws);
         assert!(
-            plan.sweep.git_dirs.contains(&b),
+            plan.watch.sweep.git_dirs.contains(&b),
             "{:?}",
-            plan.sweep.git_dirs
+            plan.watch.sweep.git_dirs
         );
         // The run touches the directory (so the sweep lists it again).
         std::fs::write(b.join("FETCH_HEAD"), "").unwrap();
