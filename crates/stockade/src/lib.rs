@@ -317,14 +317,14 @@ fn refuse_replaceable_link_to_store(
     roots: &[PathBuf],
 ) -> Result<(), Error> {
     for a in spelled.ancestors() {
-        let is_link = std::fs::symlink_metadata(a).is_ok_and(|m| m.file_type().is_symlink());
+        // Only a link is looked into further: this runs before every run.
+        if !std::fs::symlink_metadata(a).is_ok_and(|m| m.file_type().is_symlink()) {
+            continue;
+        }
         let Some(parent) = a.parent().and_then(|p| std::fs::canonicalize(p).ok()) else {
             continue;
         };
-        if let Some(root) = roots
-            .iter()
-            .find(|r| is_link && policy::is_within(&parent, r))
-        {
+        if let Some(root) = roots.iter().find(|r| policy::is_within(&parent, r)) {
             return Err(Error::Usage {
                 message: format!(
                     "the trust store {} is reached through the symbolic link {}, which the command could replace (it lies in {}, which it can write)",
