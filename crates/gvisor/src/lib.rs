@@ -159,12 +159,7 @@ fn untraversable(
             .iter()
             .filter(|i| d.starts_with(&i.path))
             .max_by_key(|i| i.path.components().count());
-        let enters = match mapped {
-            Some(i) if o.uid == i.owner.0 => o.mode & 0o100 != 0,
-            Some(i) if o.gid == i.owner.1 => o.mode & 0o010 != 0,
-            _ => o.mode & 0o001 != 0,
-        };
-        if !enters {
+        if !sandbox::unassigned_id_enters(o.mode, (o.uid, o.gid), mapped.map(|i| i.owner)) {
             return Some(format!(
                 "the sandbox's user cannot enter {} (mode {:o})",
                 d.display(),

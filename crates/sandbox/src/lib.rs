@@ -32,5 +32,6 @@ pub use codes::Code;
 pub use io::{Options, RunIo, Sink};
 pub use outcome::{Check, LimitHit, Outcome, Output, Usage, Violation};
 pub use spec::{
-    GuardPattern, Ids, Kind, Limits, LinkedSecret, Mask, Network, ReadScope, Spec, PROXY_ADDR,
+    unassigned_id_enters, GuardPattern, Ids, Kind, Limits, LinkedSecret, Mask, Network, ReadScope,
+    Spec, PROXY_ADDR,
 };

@@ -145,3 +145,14 @@ pub struct Ids {
     pub uid: u32,
     pub gid: u32,
 }
+
+/// Whether a root caller's command, which every backend runs as an id no account has, may
+/// search a directory of `mode` owned by `owner` (uid, gid): by its "others" bits, or by the
+/// owner's or group's bits where an idmapped mount gives the owner `mapped` to the command.
+pub fn unassigned_id_enters(mode: u32, owner: (u32, u32), mapped: Option<(u32, u32)>) -> bool {
+    match mapped {
+        Some((uid, _)) if owner.0 == uid => mode & 0o100 != 0,
+        Some((_, gid)) if owner.1 == gid => mode & 0o010 != 0,
+        _ => mode & 0o001 != 0,
+    }
+}

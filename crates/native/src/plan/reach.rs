@@ -70,14 +70,8 @@ fn mount_point(path: &Path, kind: Kind) -> Mount {
 /// Whether the sandbox, as a root caller's unassigned id, may search (traverse) `entry`.
 /// `mapped` is the owner an enclosing idmapped mount maps to the sandbox's id.
 fn searchable_by_unassigned_id(entry: &Entry, mapped: Option<(u32, u32)>) -> bool {
-    if entry.kind != Kind::Dir {
-        return false;
-    }
-    match mapped {
-        Some((uid, _)) if entry.uid == uid => entry.mode & 0o100 != 0,
-        Some((_, gid)) if entry.gid == gid => entry.mode & 0o010 != 0,
-        _ => entry.mode & 0o001 != 0,
-    }
+    entry.kind == Kind::Dir
+        && sandbox::unassigned_id_enters(entry.mode, (entry.uid, entry.gid), mapped)
 }
 
 /// The idmapped owner in force at `path` (the deepest granted mount holding it).
