@@ -133,6 +133,13 @@ struct PolicyArgs {
     /// Pass NAME from the caller's environment, or set NAME=VALUE.
     #[arg(long = "env", value_name = "NAME[=VALUE]")]
     env: Vec<String>,
+    /// Give the command a credential it never sees: a route (anthropic, openai, gemini,
+    /// github, gitlab, or one the policy file's [credentials] defines), optionally with its
+    /// source (`=env:VAR`, `=file:PATH`, `=keyring:SERVICE/ACCOUNT`). Inside, the route's key
+    /// variable holds a per-run stand-in and its base-URL variable points at the proxy, which
+    /// puts the real value on requests to the route's upstream only. Implies `--net proxy`.
+    #[arg(long = "credential", value_name = "NAME[=SOURCE]")]
+    credential: Vec<String>,
     /// Network: none (default: only the sandbox's own loopback), proxy (egress only through
     /// stockade's proxy, under the domain rules) or host (the host's network, unfiltered).
     #[arg(long, value_name = "MODE", value_parser = ["none", "proxy", "host"])]
@@ -266,6 +273,7 @@ fn resolve(args: &PolicyArgs) -> Result<policy::Policy, Error> {
             "gvisor" => policy::BackendName::Gvisor,
             _ => policy::BackendName::Native,
         }),
+        credentials: args.credential.clone(),
     };
     Ok(policy::resolve(file, &overrides)?)
 }

@@ -27,6 +27,8 @@ pub struct PolicyFile {
     pub limits: Limits,
     /// The isolation backend (`backend = "gvisor"`).
     pub backend: Option<BackendName>,
+    /// `[credentials.NAME]` tables, each resolved to its route and source.
+    pub credentials: Vec<crate::credentials::Credential>,
 }
 
 /// The `[filesystem]` table: lists are appended to the profile's, `read_scope` replaces it.
@@ -106,6 +108,8 @@ struct RawPolicyFile {
     limits: Limits,
     #[serde(default)]
     backend: Option<BackendName>,
+    #[serde(default)]
+    credentials: BTreeMap<String, toml::Spanned<crate::credentials::CredentialPatch>>,
 }
 
 /// Parses the text of a policy file. `origin` names it in error messages (usually its path).
@@ -164,6 +168,22 @@ pub fn parse_policy_file(text: &str, origin: &str) -> Result<PolicyFile, PolicyE
             })
             .collect::<Result<_, _>>()?,
     };
+    let credentials = raw
+        .credentials
+        .into_iter()
+        .map(|(name, spanned)| {
+            let start = spanned.span().start;
+            spanned
+                .into_inner()
+                .credential(&name)
+                .map_err(|e| PolicyError::ParseFile {
+                    origin: origin.to_owned(),
+                    location: Some(location(text, start)),
+                    message: e.to_string(),
+                    hint: e.hint(),
+                })
+        })
+        .collect::<Result<_, _>>()?;
     Ok(PolicyFile {
         profile,
         filesystem,
@@ -171,6 +191,7 @@ pub fn parse_policy_file(text: &str, origin: &str) -> Result<PolicyFile, PolicyE
         network,
         limits: raw.limits,
         backend: raw.backend,
+        credentials,
     })
 }
 
@@ -384,12 +405,12 @@ timeout = 120
         assert_eq!(
             e.to_string(),
             "stockade.toml: line 2, column 1: unknown field `foo`, expected one of \
-             `profile`, `filesystem`, `env`, `network`, `limits`, `backend`"
+             `profile`, `filesystem`, `env`, `network`, `limits`, `backend`, `credentials`"
         );
         assert_eq!(e.code(), "E_POLICY_INVALID");
         assert_eq!(
             e.hint().as_deref(),
-            Some("known keys here: `profile`, `filesystem`, `env`, `network`, `limits`, `backend`")
+            Some("known keys here: `profile`, `filesystem`, `env`, `network`, `limits`, `backend`, `credentials`")
         );
     }
 
@@ -672,7 +693,7 @@ allow_hosts = ["127.0.0.1:5432", "[::1]:8080", "10.1.2.0/24", "db.internal:5432"
             e.to_string(),
             format!(
                 "{}: line 3, column 1: unknown field `nope`, expected one of `profile`, \
-                 `filesystem`, `env`, `network`, `limits`, `backend`",
+                 `filesystem`, `env`, `network`, `limits`, `backend`, `credentials`",
                 path.display()
             )
         );

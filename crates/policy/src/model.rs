@@ -18,6 +18,10 @@ pub struct Policy {
     /// The isolation backend that runs the command (`backend = "gvisor"`).
     #[serde(default, skip_serializing_if = "BackendName::is_native")]
     pub backend: BackendName,
+    /// Credentials the proxy injects on their routes (`[credentials]`, `--credential`); inside,
+    /// only per-run stand-ins.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub credentials: Vec<crate::credentials::Credential>,
 }
 
 /// Which isolation backend runs a command.

@@ -152,6 +152,7 @@ pub fn profile(name: &str) -> Result<Policy, PolicyError> {
             output_limit: Some(DEFAULT_OUTPUT_LIMIT.to_owned()),
         },
         backend: BackendName::Native,
+        credentials: Vec::new(),
     })
 }
 

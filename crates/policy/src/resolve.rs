@@ -49,6 +49,8 @@ pub struct Overrides {
     pub output_limit: Option<String>,
     /// The backend; wins over the file's.
     pub backend: Option<BackendName>,
+    /// `--credential NAME[=SOURCE]`: a built-in route or one the file defines.
+    pub credentials: Vec<String>,
 }
 
 /// Resolves a policy: the profile (`overrides.profile`, else the file's, else
@@ -113,6 +115,14 @@ pub fn resolve(file: Option<PolicyFile>, overrides: &Overrides) -> Result<Policy
         merge_limits(&mut policy.limits, file.limits);
         if let Some(b) = file.backend {
             policy.backend = b;
+        }
+        policy.credentials = file.credentials;
+    }
+    for flag in &overrides.credentials {
+        let c = crate::credentials::parse_flag(flag, &policy.credentials)?;
+        match policy.credentials.iter_mut().find(|o| o.name == c.name) {
+            Some(o) => *o = c,
+            None => policy.credentials.push(c),
         }
     }
     if let Some(b) = overrides.backend {
@@ -183,7 +193,30 @@ pub fn resolve(file: Option<PolicyFile>, overrides: &Overrides) -> Result<Policy
 
     validate(&policy)?;
     canonicalize_network(&mut policy.network)?;
+    credential_network(&mut policy)?;
     Ok(policy)
+}
+
+/// Credentials travel only through the proxy: with them, mode `none` becomes `proxy` with the
+/// lists as they are (so with none, the routes are all the command reaches); mode `host` has
+/// no proxy to hold the real values and is refused.
+fn credential_network(policy: &mut Policy) -> Result<(), PolicyError> {
+    if policy.credentials.is_empty() {
+        return Ok(());
+    }
+    crate::credentials::check_all(&policy.credentials, &policy.env)?;
+    match policy.network.mode {
+        NetworkMode::None => policy.network.mode = NetworkMode::Proxy,
+        NetworkMode::Proxy => {}
+        NetworkMode::Host => {
+            return Err(PolicyError::InvalidValue {
+                key: "network.mode".into(),
+                value: "host".into(),
+                reason: "credentials are injected by stockade's proxy, which a run on the host's network does not use: use `--net proxy` (or leave the credentials out)".into(),
+            })
+        }
+    }
+    Ok(())
 }
 
 /// Validates the network lists and replaces every entry by its canonical form (lower case,
