@@ -30,6 +30,8 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+pub mod upstream;
+
 /// `PATH` given to every command, sandboxed or not: system directories only, so that both
 /// the root and the unprivileged pass find the same tools (`/usr/bin/python3`, not a shim
 /// under `/root`).
@@ -733,6 +735,22 @@ impl Cmd {
     /// Runs a [`wrap`]ped snippet and interprets its output.
     pub fn outcome(self) -> Outcome {
         self.run().outcome()
+    }
+
+    /// Starts the command without waiting for it (its output discarded); the caller waits.
+    pub fn spawn(self) -> Child {
+        let what = self.describe();
+        Command::new(&self.program)
+            .args(self.final_args())
+            .env_clear()
+            .envs(self.env.iter().map(|(n, v)| (n, v)))
+            .current_dir(&self.cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap_or_else(|e| panic!("failed to start: {e}\n{what}"))
     }
 }
 

@@ -30,6 +30,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod credential;
 pub mod http;
 pub mod proxy;
 pub mod resolve;

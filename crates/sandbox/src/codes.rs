@@ -18,6 +18,8 @@ pub enum Code {
     UntrustedConfig,
     TrustStore,
     UnsafeRecordPath,
+    CredentialUnavailable,
+    CredentialRefused,
     Internal,
 }
 
@@ -36,6 +38,8 @@ impl Code {
         Code::UntrustedConfig,
         Code::TrustStore,
         Code::UnsafeRecordPath,
+        Code::CredentialUnavailable,
+        Code::CredentialRefused,
         Code::Internal,
     ];
 
@@ -54,6 +58,8 @@ impl Code {
             Code::UntrustedConfig => "E_UNTRUSTED_CONFIG",
             Code::TrustStore => "E_TRUST_STORE",
             Code::UnsafeRecordPath => "E_UNSAFE_RECORD_PATH",
+            Code::CredentialUnavailable => "E_CREDENTIAL_UNAVAILABLE",
+            Code::CredentialRefused => "E_CREDENTIAL_REFUSED",
             Code::Internal => "E_INTERNAL",
         }
     }
@@ -86,6 +92,12 @@ impl Code {
             Code::TrustStore => "the trust store cannot be read or written safely; exit 125",
             Code::UnsafeRecordPath => {
                 "a `--report`/`--audit` path the command could redirect (inside a writable root or through a link there); exit 125"
+            }
+            Code::CredentialUnavailable => {
+                "a credential's source gave no value (variable unset, file unreadable or empty, keyring or command failed); nothing ran; exit 125"
+            }
+            Code::CredentialRefused => {
+                "a request on a credential route carried no valid stand-in (answered 401; the real value was not sent)"
             }
             Code::Internal => "stockade itself failed (an I/O error of its own, or a bug); exit 125",
         }

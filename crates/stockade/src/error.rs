@@ -66,6 +66,18 @@ pub enum Error {
         /// Where to write it instead.
         hint: String,
     },
+    /// A credential's source gave no usable value (`E_CREDENTIAL_UNAVAILABLE`).
+    #[error("credential `{name}` ({source_text}): {reason}")]
+    Credential {
+        /// The route.
+        name: String,
+        /// The source, as written (`env:ANTHROPIC_API_KEY`).
+        source_text: String,
+        /// What went wrong.
+        reason: String,
+        /// How to fix it.
+        hint: String,
+    },
 }
 
 impl From<workspace::ScanError> for Error {
@@ -88,6 +100,7 @@ impl Error {
             Error::Trust(e) => e.code(),
             Error::Command(e) => e.code(),
             Error::UnsafeRecordPath { .. } => crate::record_path::E_UNSAFE_RECORD_PATH,
+            Error::Credential { .. } => sandbox::Code::CredentialUnavailable.as_str(),
         }
     }
 
@@ -105,6 +118,7 @@ impl Error {
             Error::Trust(e) => e.kind(),
             Error::Command(_) => "command",
             Error::UnsafeRecordPath { .. } => "policy",
+            Error::Credential { .. } => "credential",
         }
     }
 
@@ -121,6 +135,7 @@ impl Error {
             Error::Trust(e) => e.hint(),
             Error::Command(e) => Some(e.hint().to_string()),
             Error::UnsafeRecordPath { hint, .. } => Some(hint.clone()),
+            Error::Credential { hint, .. } => Some(hint.clone()),
         }
     }
 

@@ -36,6 +36,7 @@
 #![deny(missing_docs)]
 
 mod audit_event;
+mod credentials;
 mod error;
 pub mod gvisor_run;
 mod record;
@@ -46,6 +47,7 @@ use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use audit_event::AuditEvent;
+pub use credentials::SourceCache;
 pub use error::Error;
 pub use native::{Check, Violation};
 pub use net::proxy::{Event as NetworkEvent, DENIED as NETWORK_DENIED};
@@ -79,6 +81,9 @@ pub struct RunRequest {
     pub policy_file: Option<PathBuf>,
     /// The trust store (`$XDG_STATE_HOME/stockade/trust`); `None` when it cannot be located.
     pub trust_store: Option<PathBuf>,
+    /// Outputs of credentials' `command` sources, reused within their TTL by the runs that
+    /// share this cache.
+    pub credential_cache: std::sync::Arc<SourceCache>,
 }
 
 impl RunRequest {
@@ -122,6 +127,7 @@ impl RunRequest {
                 std::env::var_os("XDG_STATE_HOME").as_deref(),
                 std::env::var_os("HOME").as_deref(),
             ),
+            credential_cache: Default::default(),
         })
     }
 }
@@ -181,6 +187,7 @@ pub fn serve_proxy(
         Box::new(ProxyRules(rules)),
         net::proxy::Limits::default(),
         Some(Box::new(on_event)),
+        None,
     )
     .map_err(|e| Error::Io {
         what: "start the egress proxy".into(),
@@ -199,14 +206,22 @@ pub fn serve_proxy(
 fn proxy_starter(
     policy: &policy::Policy,
     slot: std::sync::Arc<std::sync::Mutex<Option<net::proxy::Proxy>>>,
+    credentials: Option<net::credential::Routes>,
 ) -> Result<native::StartProxy, Error> {
     let mut rules = Some(policy::NetRules::new(&policy.network)?);
+    let mut credentials = Some(credentials);
     Ok(Box::new(move |listener: std::net::TcpListener| {
         let rules = rules.take().ok_or("the proxy was started twice")?;
-        let p = net::proxy::Proxy::start(
+        let credentials = credentials.take().flatten();
+        if credentials.is_some() {
+            credentials::forbid_dumps()?;
+        }
+        let p = net::proxy::Proxy::start_with(
             listener,
             Box::new(ProxyRules(rules)),
             net::proxy::Limits::default(),
+            None,
+            credentials,
         )
         .map_err(|e| format!("failed to start the egress proxy: {e}"))?;
         let mut slot = slot.lock().map_err(|_| "the proxy's slot is poisoned")?;
@@ -268,6 +283,33 @@ pub fn check_trust(request: &RunRequest) -> Result<guard::trust::Gate, Error> {
         }),
         gate => Ok(gate),
     }
+}
+
+/// The credentials stage: the real values read from their sources (refused when the command
+/// could have written them), stand-ins and route URLs put in the spec's environment, and the
+/// routes for the proxy. `None` without credentials.
+fn credential_stage(
+    policy: &policy::Policy,
+    request: &RunRequest,
+    spec: &mut sandbox::Spec,
+) -> Result<Option<net::credential::Routes>, Error> {
+    if policy.credentials.is_empty() {
+        return Ok(None);
+    }
+    let ctx = credentials::Context {
+        caller_env: &request.invocation.env,
+        home: &request.invocation.home,
+        writable_roots: &spec.writable_roots,
+        cache: &request.credential_cache,
+    };
+    let loaded = credentials::load(&policy.credentials, &ctx)?;
+    for (k, v) in loaded.env {
+        spec.env.retain(|(name, _)| *name != k);
+        spec.env.push((k, v));
+    }
+    spec.env.sort();
+    credentials::refuse_real_values_inside(&spec.env, &loaded.routes)?;
+    Ok(Some(loaded.routes))
 }
 
 /// The run's spec, computed once (the workspace scanned once), with the trust store kept
@@ -434,7 +476,10 @@ pub fn run_with_io(
         // First: nothing of an unapproved workspace configuration is acted on.
         tracing::debug_span!("trust").in_scope(|| check_trust(request))?;
         // The spec, once: every later stage reads it, none computes it again.
-        let resolved = tracing::debug_span!("spec").in_scope(|| resolve(policy, request))?;
+        let mut resolved = tracing::debug_span!("spec").in_scope(|| resolve(policy, request))?;
+        // The real values, read on this side; the spec gets only stand-ins and the routes.
+        let credentials = tracing::debug_span!("credentials")
+            .in_scope(|| credential_stage(policy, request, &mut resolved.spec))?;
         let spec = &resolved.spec;
         refuse_policy_file_in_writable_root(request, &spec.writable_roots)?;
         // Before the first audit event: a log in a writable root is never written.
@@ -452,7 +497,9 @@ pub fn run_with_io(
         // proxy serves it from here under the policy's rules.
         let proxy = std::sync::Arc::new(std::sync::Mutex::new(None));
         let start = match spec.network {
-            sandbox::Network::Proxy { .. } => Some(proxy_starter(policy, proxy.clone())?),
+            sandbox::Network::Proxy { .. } => {
+                Some(proxy_starter(policy, proxy.clone(), credentials)?)
+            }
             _ => None,
         };
         let io = io.take().unwrap_or_else(sandbox::RunIo::process);

@@ -31,6 +31,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, Semaphore};
 
+mod reverse;
+
 use crate::resolve::Resolver;
 use crate::{http, sni, socks5, ssrf, Target, TargetError};
 
@@ -94,6 +96,8 @@ pub type OnEvent = Box<dyn Fn(&Event) + Send + Sync>;
 
 pub const ALLOWED: &str = "NET_ALLOWED";
 pub const DENIED: &str = sandbox::Code::NetworkDenied.as_str();
+/// A request on a credential route without this run's stand-in.
+pub const CREDENTIAL_REFUSED: &str = sandbox::Code::CredentialRefused.as_str();
 /// Events kept per run; later ones are counted only.
 const MAX_EVENTS: usize = 10_000;
 
@@ -109,6 +113,10 @@ struct Shared {
     pool: Pool,
     /// Names to addresses: the hosts file, then DNS.
     resolver: Resolver,
+    /// The run's credential routes (served at `/credential/<name>` on the proxy's own address).
+    credentials: Option<crate::credential::Routes>,
+    /// The proxy's own address: an absolute-form request to it is a request on a route.
+    local: Option<SocketAddr>,
 }
 
 impl Shared {
@@ -170,17 +178,20 @@ impl Proxy {
         rules: Box<dyn Rules>,
         limits: Limits,
     ) -> io::Result<Proxy> {
-        Proxy::start_with(listener, rules, limits, None)
+        Proxy::start_with(listener, rules, limits, None, None)
     }
 
-    /// [`Proxy::start`], calling `on_event` with every decision as it is made.
+    /// [`Proxy::start`], calling `on_event` with every decision as it is made, and serving the
+    /// run's credential routes (see [`crate::credential`]).
     pub fn start_with(
         listener: std::net::TcpListener,
         rules: Box<dyn Rules>,
         limits: Limits,
         on_event: Option<OnEvent>,
+        credentials: Option<crate::credential::Routes>,
     ) -> io::Result<Proxy> {
         listener.set_nonblocking(true)?;
+        let local = listener.local_addr().ok();
         let shared = Arc::new(Shared {
             rules,
             limits,
@@ -189,6 +200,8 @@ impl Proxy {
             on_event,
             pool: Pool::default(),
             resolver: Resolver::default(),
+            credentials,
+            local,
         });
         let (stop_tx, stop_rx) = oneshot::channel();
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -359,6 +372,9 @@ fn denied(d: &Denial) -> Response<Body> {
 async fn http_request(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Body> {
     if req.method() == Method::CONNECT {
         return connect_request(req, shared).await;
+    }
+    if let Some(path) = reverse::route_path(&req, shared.local) {
+        return reverse::request(req, path, shared).await;
     }
     let uri = req.uri().to_string();
     let (host, port, origin) = match http::parse_absolute_target(&uri) {
@@ -587,6 +603,18 @@ impl Pool {
         let at = idle
             .iter()
             .rposition(|i| i.port == port && i.host == host && addrs.contains(&i.addr))?;
+        let i = idle.swap_remove(at);
+        Some((i.sender, i.addr))
+    }
+
+    /// An idle connection to `host:port` whatever its address (a credential route's: its
+    /// upstream is fixed by the policy and verified by TLS).
+    fn take_any(&self, host: &str, port: u16) -> Option<(Upstream, SocketAddr)> {
+        let mut idle = self.idle.lock().ok()?;
+        idle.retain(|i| !i.sender.is_closed() && i.since.elapsed() < POOL_IDLE);
+        let at = idle
+            .iter()
+            .rposition(|i| i.port == port && i.host == host)?;
         let i = idle.swap_remove(at);
         Some((i.sender, i.addr))
     }

@@ -1,0 +1,235 @@
+//! A local HTTPS upstream for the credential routes' tests: a CA of its own (its certificate
+//! in a file, for `SSL_CERT_FILE`), a server certificate for `127.0.0.1`, and a record of every
+//! request it received (method, target, headers). It answers JSON (`{"ok":true}`), or
+//! server-sent events when the target contains `stream`, or a Messages API reply when the
+//! target is `/v1/messages` (see [`Script`]). Loopback only.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+/// One request as the upstream saw it.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub method: String,
+    pub target: String,
+    /// Names lower-case, in order.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Seen {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Answers for `/v1/messages` (a test double of the model API): each request gets the next
+/// body, sent as server-sent events when the request asks for a stream.
+pub type Script = Arc<dyn Fn(&Seen) -> Vec<u8> + Send + Sync>;
+
+/// A running upstream (it ends with the test process).
+pub struct Upstream {
+    pub port: u16,
+    /// The CA's certificate (PEM): give it to stockade as `SSL_CERT_FILE`.
+    pub ca_file: PathBuf,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    _dir: tempfile::TempDir,
+}
+
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+impl Upstream {
+    pub fn start() -> Upstream {
+        Upstream::start_with(None)
+    }
+
+    /// With `script` answering `/v1/messages`.
+    pub fn start_with(script: Option<Script>) -> Upstream {
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "stockade test upstream CA");
+        let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let params =
+            rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".into()])
+                .unwrap();
+        let cert = params.signed_by(&key, &ca).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let ca_file = dir.path().join("ca.pem");
+        std::fs::write(&ca_file, ca.pem()).unwrap();
+        // Readable by the unprivileged test user's stockade too.
+        crate::chmod(dir.path(), 0o755);
+        crate::chmod(&ca_file, 0o644);
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![cert.der().clone()],
+                rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+            )
+            .unwrap();
+        let config = Arc::new(config);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let (config, s, script) = (config.clone(), s.clone(), script.clone());
+                std::thread::spawn(move || serve(stream, config, s, script));
+            }
+        });
+        Upstream {
+            port,
+            ca_file,
+            seen,
+            _dir: dir,
+        }
+    }
+
+    /// `https://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("https://127.0.0.1:{}", self.port)
+    }
+
+    /// Every request so far.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+}
+
+fn serve(
+    tcp: TcpStream,
+    config: Arc<rustls::ServerConfig>,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    script: Option<Script>,
+) {
+    let Ok(conn) = rustls::ServerConnection::new(config) else {
+        return;
+    };
+    let tls = rustls::StreamOwned::new(conn, tcp);
+    let mut reader = BufReader::new(tls);
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let mut parts = line.split_whitespace();
+        let (Some(method), Some(target)) = (parts.next(), parts.next()) else {
+            return;
+        };
+        let (method, target) = (method.to_string(), target.to_string());
+        let mut headers = Vec::new();
+        loop {
+            let mut h = String::new();
+            if reader.read_line(&mut h).unwrap_or(0) == 0 {
+                return;
+            }
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':') {
+                headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+            }
+        }
+        let len = headers
+            .iter()
+            .find(|(k, _)| k == "content-length")
+            .and_then(|(_, v)| v.parse::<usize>().ok())
+            .unwrap_or(0);
+        let mut body = vec![0; len];
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
+        let req = Seen {
+            method,
+            target,
+            headers,
+            body,
+        };
+        if let Ok(mut s) = seen.lock() {
+            s.push(req.clone());
+        }
+        let out = reader.get_mut();
+        let ok = match (&script, req.target.starts_with("/v1/messages")) {
+            (Some(script), true) => {
+                let wants_stream = String::from_utf8_lossy(&req.body).contains("\"stream\":true");
+                let answer = script(&req);
+                if wants_stream {
+                    sse(out, &[&answer])
+                } else {
+                    json(out, &answer)
+                }
+            }
+            _ if req.target.contains("stream") => sse(
+                out,
+                &[
+                    b"event: one\ndata: {\"n\":1}\n\n",
+                    b"event: two\ndata: {\"n\":2}\n\n",
+                ],
+            ),
+            _ if req.target.contains("big") => big(out, &req.target),
+            _ => json(out, b"{\"ok\":true}"),
+        };
+        if ok.is_err() {
+            return;
+        }
+    }
+}
+
+fn json(out: &mut impl Write, body: &[u8]) -> std::io::Result<()> {
+    write!(
+        out,
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    )?;
+    out.write_all(body)?;
+    out.flush()
+}
+
+/// Chunked server-sent events, each chunk flushed on its own.
+fn sse(out: &mut impl Write, events: &[&[u8]]) -> std::io::Result<()> {
+    out.write_all(
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
+    )?;
+    out.flush()?;
+    for e in events {
+        write!(out, "{:x}\r\n", e.len())?;
+        out.write_all(e)?;
+        out.write_all(b"\r\n")?;
+        out.flush()?;
+    }
+    out.write_all(b"0\r\n\r\n")?;
+    out.flush()
+}
+
+/// `/big/<bytes>`: that many bytes of `x`.
+fn big(out: &mut impl Write, target: &str) -> std::io::Result<()> {
+    let n: usize = target
+        .rsplit('/')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    write!(
+        out,
+        "HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\ncontent-length: {n}\r\n\r\n"
+    )?;
+    let chunk = vec![b'x'; 64 * 1024];
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(chunk.len());
+        out.write_all(&chunk[..k])?;
+        left -= k;
+    }
+    out.flush()
+}

@@ -1,0 +1,292 @@
+//! Credential routes as the proxy holds them: the real value ([`Secret`]), the per-run
+//! stand-in the sandbox holds instead ([`Token`]), and the pure steps of the reverse route
+//! (which route a request is for, whether it carries the stand-in, what goes upstream).
+//!
+//! Inside the sandbox a route is `http://<proxy>/credential/<name>/...`; the proxy checks the
+//! stand-in in constant time, removes it, puts the real value on the request (header or query
+//! parameter, as the route says) and sends it over TLS to the route's upstream, and nowhere
+//! else: the client's `Host` header, an absolute URL and the path cannot change the upstream.
+
+use std::fmt;
+use std::sync::Arc;
+
+use policy::credentials::{Inject, Upstream, ROUTE_PREFIX};
+use subtle::ConstantTimeEq;
+use zeroize::Zeroizing;
+
+/// A credential's real value: held on the host only, wiped from memory when dropped, never
+/// printed (`Debug` shows `<redacted>`).
+pub struct Secret(Zeroizing<String>);
+
+impl Secret {
+    /// A real value read from its source. Refused when empty, or holding characters a header
+    /// cannot carry (a line break would split the request).
+    pub fn new(value: Zeroizing<String>) -> Result<Secret, &'static str> {
+        if value.is_empty() {
+            return Err("the value is empty");
+        }
+        if value.bytes().any(|b| b < 0x20 || b == 0x7f) {
+            return Err("the value holds a control character (a line break inside it?)");
+        }
+        Ok(Secret(value))
+    }
+
+    /// The value, to put on an upstream request.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// Prefix of every stand-in, so one is recognisable in logs and bug reports.
+pub const TOKEN_PREFIX: &str = "stockade-standin-";
+
+/// A per-run stand-in: 256 random bits, hex, after [`TOKEN_PREFIX`].
+#[derive(Clone)]
+pub struct Token(Zeroizing<String>);
+
+impl Token {
+    /// A stand-in made from 32 random bytes.
+    pub fn from_random(bytes: [u8; 32]) -> Token {
+        let mut s = Zeroizing::new(String::with_capacity(TOKEN_PREFIX.len() + 64));
+        s.push_str(TOKEN_PREFIX);
+        for b in bytes {
+            s.push(char::from(HEX[usize::from(b >> 4)]));
+            s.push(char::from(HEX[usize::from(b & 15)]));
+        }
+        Token(s)
+    }
+
+    /// The stand-in, as the sandbox gets it.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether `candidate` is this stand-in. Time depends only on the lengths (a stand-in's
+    /// length is public), never on how many leading bytes match.
+    pub fn matches(&self, candidate: &[u8]) -> bool {
+        let own = self.0.as_bytes();
+        own.len() == candidate.len() && bool::from(own.ct_eq(candidate))
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Token(<per-run stand-in>)")
+    }
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// One route of a run.
+#[derive(Debug)]
+pub struct Route {
+    pub name: String,
+    pub upstream: Upstream,
+    pub inject: Inject,
+    pub token: Token,
+    pub secret: Secret,
+}
+
+/// A run's routes and the TLS settings for their upstreams.
+#[derive(Debug, Clone)]
+pub struct Routes {
+    pub routes: Arc<Vec<Route>>,
+    pub tls: Arc<rustls::ClientConfig>,
+}
+
+impl Routes {
+    /// The routes, with the system's trusted roots for their upstreams (`SSL_CERT_FILE` and
+    /// `SSL_CERT_DIR` are honoured). Fails when no root can be loaded.
+    pub fn new(routes: Vec<Route>) -> Result<Routes, String> {
+        let found = rustls_native_certs::load_native_certs();
+        let mut roots = rustls::RootCertStore::empty();
+        let (added, _) = roots.add_parsable_certificates(found.certs);
+        if added == 0 {
+            let why = found
+                .errors
+                .first()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default();
+            return Err(format!(
+                "no trusted root certificates could be loaded for the credential routes' upstreams{why} (install ca-certificates, or set SSL_CERT_FILE)"
+            ));
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("TLS settings: {e}"))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(Routes {
+            routes: Arc::new(routes),
+            tls: Arc::new(tls),
+        })
+    }
+
+    /// The route a request path names, and the rest of the path (with its query).
+    pub fn find<'a>(&self, path_and_query: &'a str) -> Option<(&Route, &'a str)> {
+        let (name, rest) = split_route(path_and_query)?;
+        let route = self.routes.iter().find(|r| r.name == name)?;
+        Some((route, rest))
+    }
+}
+
+/// `/credential/<name>/rest?q` → (`name`, `/rest?q`).
+pub fn split_route(path_and_query: &str) -> Option<(&str, &str)> {
+    let after = path_and_query.strip_prefix(ROUTE_PREFIX)?;
+    let end = after.find(['/', '?']).unwrap_or(after.len());
+    Some((&after[..end], &after[end..]))
+}
+
+/// What a request on a route carried where the route expects its stand-in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Presented {
+    /// The stand-in of this run.
+    Valid,
+    /// Nothing where the stand-in goes.
+    Missing,
+    /// Something else, or more than one value.
+    Wrong,
+}
+
+impl Presented {
+    /// Why a request was refused, for the audit log.
+    pub fn reason(self, route: &str) -> String {
+        match self {
+            Presented::Valid => String::new(),
+            Presented::Missing => format!("the request on credential route `{route}` carried no stand-in"),
+            Presented::Wrong => format!("the request on credential route `{route}` carried a value that is not this run's stand-in"),
+        }
+    }
+}
+
+/// Checks the stand-in where `inject` puts the real value: the header (its format around
+/// it: `Bearer <token>`; the scheme compared without case) or the query parameter.
+pub fn presented(route: &Route, headers: &hyper::HeaderMap, query: Option<&str>) -> Presented {
+    match &route.inject {
+        Inject::Header { name, format } => {
+            let mut values = headers.get_all(name.as_str()).iter();
+            let Some(value) = values.next() else {
+                return Presented::Missing;
+            };
+            if values.next().is_some() {
+                return Presented::Wrong;
+            }
+            let v = value.as_bytes();
+            let (prefix, suffix) = format.split_once("{}").unwrap_or((format.as_str(), ""));
+            let (p, s) = (prefix.as_bytes(), suffix.as_bytes());
+            if v.len() < p.len() + s.len()
+                || !v[..p.len()].eq_ignore_ascii_case(p)
+                || &v[v.len() - s.len()..] != s
+            {
+                return Presented::Wrong;
+            }
+            judge(route.token.matches(&v[p.len()..v.len() - s.len()]))
+        }
+        Inject::Query { param } => {
+            let mut found = query
+                .unwrap_or("")
+                .split('&')
+                .filter_map(|pair| pair.split_once('=').filter(|(k, _)| k == param));
+            match (found.next(), found.next()) {
+                (None, _) => Presented::Missing,
+                (Some((_, v)), None) => judge(route.token.matches(v.as_bytes())),
+                (Some(_), Some(_)) => Presented::Wrong,
+            }
+        }
+    }
+}
+
+fn judge(matched: bool) -> Presented {
+    if matched {
+        Presented::Valid
+    } else {
+        Presented::Wrong
+    }
+}
+
+/// The origin-form target sent upstream: the upstream's path, then the rest of the client's
+/// path; for a query route, the stand-in's parameter replaced by the real value. Dot segments
+/// (also percent-encoded) are refused: they would leave the upstream's path.
+pub fn upstream_target(route: &Route, rest: &str) -> Result<Zeroizing<String>, &'static str> {
+    let (path, query) = match rest.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (rest, None),
+    };
+    if !path.is_empty() && !path.starts_with('/') {
+        return Err("bad path");
+    }
+    let dot = |s: &str| {
+        let s = s.to_ascii_lowercase().replace("%2e", ".");
+        s == "." || s == ".."
+    };
+    if path.split('/').any(dot) {
+        return Err("`.` and `..` segments are refused on a credential route");
+    }
+    if path
+        .bytes()
+        .any(|b| b == b'\\' || b == b'#' || !(0x21..0x7f).contains(&b))
+    {
+        return Err("bad path");
+    }
+    let mut target = Zeroizing::new(String::with_capacity(rest.len() + 64));
+    target.push_str(&route.upstream.path);
+    target.push_str(if path.is_empty() { "/" } else { path });
+    let mut pairs: Vec<&str> = query.map(|q| q.split('&').collect()).unwrap_or_default();
+    if let Inject::Query { param } = &route.inject {
+        pairs.retain(|p| p.split_once('=').map_or(*p, |(k, _)| k) != param);
+    }
+    pairs.retain(|p| !p.is_empty());
+    let inject = match &route.inject {
+        Inject::Query { param } => Some(param),
+        Inject::Header { .. } => None,
+    };
+    if !pairs.is_empty() || inject.is_some() {
+        target.push('?');
+        target.push_str(&pairs.join("&"));
+        if let Some(param) = inject {
+            if !pairs.is_empty() {
+                target.push('&');
+            }
+            target.push_str(param);
+            target.push('=');
+            percent_encode(route.secret.expose(), &mut target);
+        }
+    }
+    Ok(target)
+}
+
+/// Query-component encoding of a value: unreserved characters as they are.
+fn percent_encode(value: &str, out: &mut String) {
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push('%');
+            out.push(char::from(HEX[usize::from(b >> 4)]).to_ascii_uppercase());
+            out.push(char::from(HEX[usize::from(b & 15)]).to_ascii_uppercase());
+        }
+    }
+}
+
+/// The header value carrying the real value (`Bearer <value>`), marked sensitive.
+pub fn header_value(
+    format: &str,
+    secret: &Secret,
+) -> Result<hyper::header::HeaderValue, &'static str> {
+    let text = Zeroizing::new(format.replacen("{}", secret.expose(), 1));
+    let mut v = hyper::header::HeaderValue::from_str(&text)
+        .map_err(|_| "the value cannot go in a header")?;
+    v.set_sensitive(true);
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests;

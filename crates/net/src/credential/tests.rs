@@ -1,0 +1,137 @@
+use super::*;
+use policy::credentials::parse_upstream;
+use zeroize::Zeroizing;
+
+fn route(inject: Inject, upstream: &str) -> Route {
+    Route {
+        name: "r".into(),
+        #[allow(clippy::unwrap_used)]
+        upstream: parse_upstream(upstream).unwrap(),
+        inject,
+        token: Token::from_random([7; 32]),
+        #[allow(clippy::unwrap_used)]
+        secret: Secret::new(Zeroizing::new("real value/+".into())).unwrap(),
+    }
+}
+
+fn header(name: &str, format: &str) -> Inject {
+    Inject::Header {
+        name: name.into(),
+        format: format.into(),
+    }
+}
+
+fn headers(pairs: &[(&str, &str)]) -> hyper::HeaderMap {
+    let mut h = hyper::HeaderMap::new();
+    for (k, v) in pairs {
+        #[allow(clippy::unwrap_used)]
+        h.append(
+            hyper::header::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+            v.parse().unwrap(),
+        );
+    }
+    h
+}
+
+#[test]
+fn stand_ins_are_256_bits_of_hex_and_never_printed() {
+    let t = Token::from_random([0xab; 32]);
+    assert_eq!(t.as_str().len(), TOKEN_PREFIX.len() + 64);
+    assert!(t.as_str().ends_with("abab"));
+    assert!(!format!("{t:?}").contains("abab"));
+    let s = Secret::new(Zeroizing::new("sk-live".into()));
+    assert!(s.is_ok_and(|s| !format!("{s:?}").contains("sk-live")));
+    assert!(Secret::new(Zeroizing::new(String::new())).is_err());
+    assert!(Secret::new(Zeroizing::new("a\r\nx: y".into())).is_err());
+}
+
+#[test]
+fn routes_are_found_by_their_path() {
+    assert_eq!(
+        split_route("/credential/anthropic/v1/messages?beta=true"),
+        Some(("anthropic", "/v1/messages?beta=true"))
+    );
+    assert_eq!(split_route("/credential/openai"), Some(("openai", "")));
+    assert_eq!(split_route("/credential/openai?x"), Some(("openai", "?x")));
+    assert_eq!(split_route("/other/openai"), None);
+}
+
+#[test]
+fn the_stand_in_is_checked_where_the_value_goes() {
+    let r = route(header("authorization", "Bearer {}"), "https://a.test");
+    let good = format!("Bearer {}", r.token.as_str());
+    let lower = format!("bearer {}", r.token.as_str());
+    assert_eq!(
+        presented(&r, &headers(&[("authorization", &good)]), None),
+        Presented::Valid
+    );
+    assert_eq!(
+        presented(&r, &headers(&[("authorization", &lower)]), None),
+        Presented::Valid
+    );
+    assert_eq!(presented(&r, &headers(&[]), None), Presented::Missing);
+    let short = &good[..good.len() - 1];
+    let other = Token::from_random([8; 32]);
+    for bad in [
+        short,
+        r.token.as_str(),
+        &format!("Bearer {}", other.as_str()),
+        "Bearer ",
+    ] {
+        assert_eq!(
+            presented(&r, &headers(&[("authorization", bad)]), None),
+            Presented::Wrong,
+            "{bad}"
+        );
+    }
+    let twice = headers(&[("authorization", &good), ("authorization", &good)]);
+    assert_eq!(presented(&r, &twice, None), Presented::Wrong);
+    let q = route(
+        Inject::Query {
+            param: "key".into(),
+        },
+        "https://a.test",
+    );
+    let query = format!("alt=sse&key={}", q.token.as_str());
+    assert_eq!(presented(&q, &headers(&[]), Some(&query)), Presented::Valid);
+    assert_eq!(
+        presented(&q, &headers(&[]), Some("alt=sse")),
+        Presented::Missing
+    );
+    assert_eq!(
+        presented(&q, &headers(&[]), Some(&format!("{query}&key=x"))),
+        Presented::Wrong
+    );
+}
+
+#[test]
+fn the_target_stays_under_the_upstream_path() {
+    let r = route(header("x-api-key", "{}"), "https://a.test/v1");
+    let t = |rest: &str| upstream_target(&r, rest).map(|t| t.to_string());
+    assert_eq!(
+        t("/chat/completions?stream=true"),
+        Ok("/v1/chat/completions?stream=true".into())
+    );
+    assert_eq!(t(""), Ok("/v1/".into()));
+    for bad in ["/../admin", "/a/%2E%2e/b", "/./x", "/a\\b", "x"] {
+        assert!(t(bad).is_err(), "{bad}");
+    }
+    let q = route(
+        Inject::Query {
+            param: "key".into(),
+        },
+        "https://a.test",
+    );
+    let rest = format!("/v1/models?key={}&alt=sse", q.token.as_str());
+    assert_eq!(
+        upstream_target(&q, &rest).map(|t| t.to_string()),
+        Ok("/v1/models?alt=sse&key=real%20value%2F%2B".into())
+    );
+}
+
+#[test]
+fn the_header_value_is_the_format_with_the_real_value() {
+    let r = route(header("authorization", "Bearer {}"), "https://a.test");
+    let v = header_value("Bearer {}", &r.secret);
+    assert!(v.is_ok_and(|v| v.is_sensitive() && v.as_bytes() == b"Bearer real value/+"));
+}

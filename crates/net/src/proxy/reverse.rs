@@ -1,0 +1,278 @@
+//! The reverse route of credentials: a request to the proxy's own address at
+//! `/credential/<name>/...` carrying the run's stand-in goes to the route's upstream over TLS
+//! with the real value in its place (see [`crate::credential`]). Responses stream through as
+//! they come (server-sent events are not held back).
+//!
+//! The upstream is the policy's, never the client's: the `Host` header, an absolute URL's
+//! authority and the path cannot change where the request goes, and TLS verifies the
+//! upstream's name with the system's roots. For that reason its addresses are not put through
+//! the SSRF check (an internal gateway named in the policy is a legitimate upstream; a name
+//! resolved elsewhere would fail verification); the sandbox chooses nothing here but the path.
+
+use std::sync::Arc;
+
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use policy::credentials::Inject;
+
+use super::{
+    connect, event, strip_hop_by_hop, text, Body, Counted, Denial, Event, Shared, Upstream,
+    CREDENTIAL_REFUSED,
+};
+use crate::credential::{self, Presented, Route};
+
+/// The protocol named in a route's events.
+const PROTOCOL: &str = "credential";
+
+/// The path (with query) of a request on a route: origin-form (`GET /credential/x/...`, a
+/// client given the route as its base URL), or absolute-form to the proxy's own address (the
+/// same client also told to use the proxy for everything).
+pub(super) fn route_path(
+    req: &Request<Incoming>,
+    local: Option<std::net::SocketAddr>,
+) -> Option<String> {
+    let uri = req.uri();
+    let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+    match uri.authority() {
+        None if path.starts_with('/') => Some(path.to_owned()),
+        Some(a) if uri.scheme_str() == Some("http") => {
+            let local = local?;
+            let host = a.host().trim_start_matches('[').trim_end_matches(']');
+            let own = host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip == local.ip())
+                && a.port_u16().unwrap_or(80) == local.port();
+            own.then(|| path.to_owned())
+        }
+        _ => None,
+    }
+}
+
+fn refused(shared: &Shared, host: &str, port: u16, rule: String, reason: String) -> Event {
+    let mut e = event(
+        PROTOCOL,
+        host,
+        port,
+        Err(&Denial {
+            rule,
+            reason,
+            before_connect: true,
+        }),
+        None,
+        0,
+        0,
+    );
+    e.code = CREDENTIAL_REFUSED;
+    shared.record(e.clone());
+    e
+}
+
+/// One request on a route.
+pub(super) async fn request(
+    req: Request<Incoming>,
+    path: String,
+    shared: Arc<Shared>,
+) -> Response<Body> {
+    let Some(routes) = shared.credentials.clone() else {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "only absolute-form http:// requests and CONNECT are proxied (this run has no credential routes)",
+        );
+    };
+    let Some((route, rest)) = routes.find(&path) else {
+        let name = credential::split_route(&path).map(|(n, _)| n).unwrap_or("");
+        let e = refused(
+            &shared,
+            "",
+            0,
+            format!("credential:{name}"),
+            format!(
+                "no credential route `{name}` in this run (path {})",
+                cut(&path)
+            ),
+        );
+        return text(StatusCode::NOT_FOUND, e.reason.as_deref().unwrap_or(""));
+    };
+    let up = &route.upstream;
+    let rule = format!("credential:{}", route.name);
+    let query = rest.split_once('?').map(|(_, q)| q);
+    let shown = credential::presented(route, req.headers(), query);
+    if shown != Presented::Valid {
+        let e = refused(&shared, &up.host, up.port, rule, shown.reason(&route.name));
+        let mut r = text(StatusCode::UNAUTHORIZED, e.reason.as_deref().unwrap_or(""));
+        if let Ok(v) = hyper::header::HeaderValue::from_str(CREDENTIAL_REFUSED) {
+            r.headers_mut().insert("x-stockade-code", v);
+        }
+        return r;
+    }
+    let target = match credential::upstream_target(route, rest) {
+        Ok(t) => t,
+        Err(reason) => {
+            let e = refused(&shared, &up.host, up.port, rule, reason.to_owned());
+            return text(StatusCode::BAD_REQUEST, e.reason.as_deref().unwrap_or(""));
+        }
+    };
+    let (mut parts, body) = req.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    parts.headers.remove("proxy-authorization");
+    parts.headers.remove(hyper::header::HOST);
+    if let Inject::Header { name, format } = &route.inject {
+        match credential::header_value(format, &route.secret) {
+            Ok(v) => {
+                if let Ok(n) = hyper::header::HeaderName::from_bytes(name.as_bytes()) {
+                    parts.headers.insert(n, v);
+                }
+            }
+            Err(reason) => return text(StatusCode::INTERNAL_SERVER_ERROR, reason),
+        }
+    }
+    let authority = if up.port == 443 {
+        up.host.clone()
+    } else {
+        format!("{}:{}", up.host, up.port)
+    };
+    if let Ok(v) = hyper::header::HeaderValue::from_str(&authority) {
+        parts.headers.insert(hyper::header::HOST, v);
+    }
+    parts.uri = match target.parse() {
+        Ok(u) => u,
+        Err(_) => return text(StatusCode::BAD_REQUEST, "bad request target"),
+    };
+    drop(target);
+    parts.version = hyper::Version::HTTP_11;
+    let sent_up = parts
+        .headers
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    let request = Request::from_parts(parts, body);
+    let key = pool_key(route);
+    let pooled = match shared.pool.take_any(&key, up.port) {
+        Some((mut s, a)) => match tokio::time::timeout(super::POOL_READY, s.ready()).await {
+            Ok(Ok(())) => Some((s, a)),
+            _ => None,
+        },
+        None => None,
+    };
+    let reused = pooled.is_some();
+    let (mut sender, mut addr) = match pooled {
+        Some(x) => x,
+        None => match open(&shared, route, &routes.tls).await {
+            Ok(x) => x,
+            Err(e) => return text(StatusCode::BAD_GATEWAY, &e),
+        },
+    };
+    let mut resp = sender.try_send_request(request).await;
+    if reused {
+        if let Err(e) = &mut resp {
+            if let Some(request) = e.take_message() {
+                match open(&shared, route, &routes.tls).await {
+                    Ok((s, a)) => {
+                        (sender, addr) = (s, a);
+                        resp = sender.try_send_request(request).await;
+                    }
+                    Err(e) => return text(StatusCode::BAD_GATEWAY, &e),
+                }
+            }
+        }
+    }
+    match resp {
+        Ok(mut r) => {
+            strip_hop_by_hop(r.headers_mut());
+            *r.version_mut() = hyper::Version::HTTP_11;
+            let host = up.host.clone();
+            let port = up.port;
+            let done = move |down: u64, complete: bool| {
+                if complete {
+                    shared.pool.put(&key, port, addr, sender);
+                }
+                shared.record(event(
+                    PROTOCOL,
+                    &host,
+                    port,
+                    Ok(&rule),
+                    Some(addr),
+                    sent_up,
+                    down,
+                ));
+            };
+            r.map(|b| {
+                Counted {
+                    inner: b,
+                    bytes: 0,
+                    done: Some(Box::new(done)),
+                }
+                .boxed()
+            })
+        }
+        Err(e) => {
+            shared.record(event(
+                PROTOCOL,
+                &up.host,
+                up.port,
+                Ok(&rule),
+                Some(addr),
+                sent_up,
+                0,
+            ));
+            text(
+                StatusCode::BAD_GATEWAY,
+                &format!("upstream: {}", e.into_error()),
+            )
+        }
+    }
+}
+
+/// Pool connections of a route apart from plain ones to the same host.
+fn pool_key(route: &Route) -> String {
+    format!("credential/{}/{}", route.name, route.upstream.host)
+}
+
+/// The start of a path for a message (the sandbox chose it).
+fn cut(path: &str) -> &str {
+    let mut end = path.len().min(120);
+    while !path.is_char_boundary(end) {
+        end -= 1;
+    }
+    &path[..end]
+}
+
+/// Resolve the upstream, connect, verify it over TLS and start an HTTP/1.1 connection.
+async fn open(
+    shared: &Shared,
+    route: &Route,
+    tls: &Arc<rustls::ClientConfig>,
+) -> Result<(Upstream, std::net::SocketAddr), String> {
+    let up = &route.upstream;
+    let bare = up.host.trim_start_matches('[').trim_end_matches(']');
+    let addrs: Vec<std::net::SocketAddr> = match bare.parse::<std::net::IpAddr>() {
+        Ok(ip) => vec![std::net::SocketAddr::new(ip, up.port)],
+        Err(_) => shared
+            .resolver
+            .lookup(bare)
+            .await
+            .map_err(|e| format!("the upstream {bare} does not resolve: {e}"))?
+            .into_iter()
+            .map(|ip| std::net::SocketAddr::new(ip, up.port))
+            .collect(),
+    };
+    let limit = shared.limits.connect;
+    let (stream, addr) = connect(&addrs, limit)
+        .await
+        .map_err(|e| format!("connect to the upstream {bare}: {e}"))?;
+    let name = rustls::pki_types::ServerName::try_from(bare.to_owned())
+        .map_err(|e| format!("the upstream's name {bare}: {e}"))?;
+    let connector = tokio_rustls::TlsConnector::from(tls.clone());
+    let stream = tokio::time::timeout(limit, connector.connect(name, stream))
+        .await
+        .map_err(|_| format!("TLS with the upstream {bare} timed out"))?
+        .map_err(|e| format!("TLS with the upstream {bare}: {e}"))?;
+    let (sender, conn) = hyper::client::conn::http1::handshake::<_, Incoming>(TokioIo::new(stream))
+        .await
+        .map_err(|e| format!("upstream: {e}"))?;
+    tokio::spawn(conn);
+    Ok((sender, addr))
+}

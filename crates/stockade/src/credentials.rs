@@ -1,0 +1,401 @@
+//! The credentials stage: each credential's real value is read on the host from its source,
+//! a per-run stand-in is made for it, and the spec's environment gets the stand-ins and the
+//! routes' URLs at the proxy. The real values go to the proxy only (see [`net::credential`]).
+//!
+//! A source the command could have changed is refused: a file in a writable root (the
+//! command could put its own key there and read the user's requests in its own account), a
+//! `command` whose program lies in one. Once a real value is held, this process is made not
+//! dumpable (no core file, no `/proc/<pid>/mem` for same-user processes) as soon as the sandbox's
+//! first process exists.
+
+use std::ffi::OsString;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use net::credential::{Route, Routes, Secret, Token};
+use policy::credentials::{parse_upstream, Credential, Source, ROUTE_PREFIX};
+use zeroize::Zeroizing;
+
+use crate::Error;
+
+/// Outputs of `command` sources, reused until their TTL ends. One per process that runs
+/// several runs (a library user, a server); each `stockade run` starts with an empty one.
+#[derive(Default)]
+pub struct SourceCache {
+    entries: Mutex<Vec<Cached>>,
+}
+
+struct Cached {
+    argv: Vec<String>,
+    until: Instant,
+    value: Zeroizing<String>,
+}
+
+impl std::fmt::Debug for SourceCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SourceCache(<redacted>)")
+    }
+}
+
+/// How long a `command` source may take.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What the run gets: the routes for the proxy, and the variables for the spec.
+pub(crate) struct Loaded {
+    pub routes: Routes,
+    pub env: Vec<(String, String)>,
+}
+
+/// Where a source is read from, for the refusal rules.
+pub(crate) struct Context<'a> {
+    pub caller_env: &'a [(OsString, OsString)],
+    pub home: &'a Path,
+    pub writable_roots: &'a [PathBuf],
+    pub cache: &'a SourceCache,
+}
+
+fn unavailable(c: &Credential, reason: impl Into<String>, hint: impl Into<String>) -> Error {
+    Error::Credential {
+        name: c.name.clone(),
+        source_text: c.source.describe(),
+        reason: reason.into(),
+        hint: hint.into(),
+    }
+}
+
+/// Reads every credential's value and makes its stand-in.
+pub(crate) fn load(credentials: &[Credential], ctx: &Context) -> Result<Loaded, Error> {
+    let mut routes = Vec::new();
+    let mut env = Vec::new();
+    for c in credentials {
+        let value = read(c, ctx)?;
+        let secret = Secret::new(value).map_err(|why| {
+            unavailable(
+                c,
+                why,
+                "check what the source holds (one line, the key alone)",
+            )
+        })?;
+        let upstream = parse_upstream(&c.route.upstream)
+            .map_err(|why| unavailable(c, why, "fix the route's `upstream` in the policy file"))?;
+        let mut bytes = [0u8; 32];
+        getrandom::fill(&mut bytes).map_err(|e| Error::Io {
+            what: "make a credential stand-in".into(),
+            cause: std::io::Error::other(e.to_string()),
+        })?;
+        let token = Token::from_random(bytes);
+        for v in &c.route.token_env {
+            env.push((v.clone(), token.as_str().to_owned()));
+        }
+        let url = format!("http://{}{ROUTE_PREFIX}{}", sandbox::PROXY_ADDR, c.name);
+        for v in &c.route.base_url_env {
+            env.push((v.clone(), url.clone()));
+        }
+        routes.push(Route {
+            name: c.name.clone(),
+            upstream,
+            inject: c.route.inject.clone(),
+            token,
+            secret,
+        });
+    }
+    forbid_core_files()?;
+    let routes = Routes::new(routes).map_err(|reason| Error::Usage {
+        message: format!("cannot verify the credential routes' upstreams: {reason}"),
+        hint: "install the system's CA certificates (ca-certificates) or point SSL_CERT_FILE at a bundle".into(),
+    })?;
+    Ok(Loaded { routes, env })
+}
+
+/// No core file of this process from now on: it holds real values.
+fn forbid_core_files() -> Result<(), Error> {
+    let hard = rustix::process::getrlimit(rustix::process::Resource::Core).maximum;
+    rustix::process::setrlimit(
+        rustix::process::Resource::Core,
+        rustix::process::Rlimit {
+            current: Some(0),
+            maximum: hard,
+        },
+    )
+    .map_err(|e| Error::Io {
+        what: "turn core files off while stockade holds credentials".into(),
+        cause: std::io::Error::from_raw_os_error(e.raw_os_error()),
+    })
+}
+
+/// This process not dumpable: no core file whatever the limit, and its memory and `/proc`
+/// files closed to other processes of the same user. Called once the sandbox's first process
+/// exists (its id maps are written through `/proc/<pid>`, which a process forked from a
+/// non-dumpable one would close to us).
+pub(crate) fn forbid_dumps() -> Result<(), String> {
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .map_err(|e| format!("make stockade not dumpable while it holds credentials: {e}"))
+}
+
+fn read(c: &Credential, ctx: &Context) -> Result<Zeroizing<String>, Error> {
+    let value = match &c.source {
+        Source::Env(name) => {
+            let found = ctx.caller_env.iter().find(|(k, _)| k == name.as_str());
+            let Some((_, v)) = found else {
+                return Err(unavailable(
+                    c,
+                    format!("`{name}` is not set in your environment"),
+                    format!(
+                        "export {name}, or give the source: --credential {}=file:PATH",
+                        c.name
+                    ),
+                ));
+            };
+            let Some(v) = v.to_str() else {
+                return Err(unavailable(
+                    c,
+                    format!("`{name}` is not UTF-8"),
+                    "check the variable's value",
+                ));
+            };
+            Zeroizing::new(v.to_owned())
+        }
+        Source::File(spelled) => {
+            let path = match spelled.strip_prefix("~/") {
+                Some(rest) => ctx.home.join(rest),
+                None => PathBuf::from(spelled),
+            };
+            refuse_writable(c, &path, ctx)?;
+            let mut f = std::fs::File::open(&path).map_err(|e| {
+                unavailable(
+                    c,
+                    format!("cannot open {}: {e}", path.display()),
+                    "check the path and its permissions",
+                )
+            })?;
+            let mut text = Zeroizing::new(String::new());
+            f.read_to_string(&mut text).map_err(|e| {
+                unavailable(
+                    c,
+                    format!("cannot read {}: {e}", path.display()),
+                    "the file must hold the key as UTF-8 text",
+                )
+            })?;
+            text
+        }
+        Source::Keyring { service, account } => keyring(c, service, account, ctx)?,
+        Source::Command { argv, ttl } => command(c, argv, Duration::from_secs(*ttl), ctx)?,
+    };
+    let trimmed = value.trim_end_matches(['\n', '\r']);
+    if trimmed.is_empty() {
+        return Err(unavailable(
+            c,
+            "the source gave an empty value",
+            "put the key in the source",
+        ));
+    }
+    Ok(Zeroizing::new(trimmed.to_owned()))
+}
+
+/// A source in a writable root is the command's to rewrite.
+fn refuse_writable(c: &Credential, path: &Path, ctx: &Context) -> Result<(), Error> {
+    let real = std::fs::canonicalize(path).unwrap_or_else(|_| policy::normalize_lexically(path));
+    let spelled = policy::normalize_lexically(path);
+    let inside = ctx
+        .writable_roots
+        .iter()
+        .find(|r| policy::is_within(&real, r) || policy::is_within(&spelled, r));
+    match inside {
+        None => Ok(()),
+        Some(root) => Err(unavailable(
+            c,
+            format!(
+                "{} lies in {}, which the command can write: it could put its own value there",
+                path.display(),
+                root.display()
+            ),
+            "keep the credential's source outside the workspace and every --allow-write directory",
+        )),
+    }
+}
+
+/// The item's secret from the Secret Service, through libsecret's `secret-tool` (its
+/// reference client: no D-Bus stack inside stockade).
+fn keyring(
+    c: &Credential,
+    service: &str,
+    account: &str,
+    ctx: &Context,
+) -> Result<Zeroizing<String>, Error> {
+    let has_bus = ctx
+        .caller_env
+        .iter()
+        .any(|(k, v)| k == "DBUS_SESSION_BUS_ADDRESS" && !v.is_empty());
+    if !has_bus {
+        return Err(unavailable(
+            c,
+            "no desktop keyring here: DBUS_SESSION_BUS_ADDRESS is not set (no Secret Service session)",
+            format!("use another source here: --credential {}=env:VAR or =file:PATH", c.name),
+        ));
+    }
+    let argv = [
+        "secret-tool",
+        "lookup",
+        "service",
+        service,
+        "account",
+        account,
+    ]
+    .map(String::from);
+    command(c, &argv, Duration::ZERO, ctx)
+}
+
+fn command(
+    c: &Credential,
+    argv: &[String],
+    ttl: Duration,
+    ctx: &Context,
+) -> Result<Zeroizing<String>, Error> {
+    if let Ok(entries) = ctx.cache.entries.lock() {
+        let now = Instant::now();
+        if let Some(hit) = entries.iter().find(|e| e.argv == argv && e.until > now) {
+            return Ok(hit.value.clone());
+        }
+    }
+    let Some(program) = argv.first() else {
+        return Err(unavailable(c, "no program", "give the command as a list"));
+    };
+    let path = find_program(program, ctx.caller_env).ok_or_else(|| {
+        unavailable(
+            c,
+            format!("`{program}` is not found"),
+            if program == "secret-tool" {
+                "install libsecret's secret-tool (Debian: apt install libsecret-tools)".to_owned()
+            } else {
+                "give the program's path, or install it".to_owned()
+            },
+        )
+    })?;
+    refuse_writable(c, &path, ctx)?;
+    let mut child = std::process::Command::new(&path)
+        .args(&argv[1..])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| {
+            unavailable(
+                c,
+                format!("cannot start `{program}`: {e}"),
+                "check the command",
+            )
+        })?;
+    let mut out = Zeroizing::new(Vec::new());
+    let mut err = Vec::new();
+    let (mut so, mut se) = (child.stdout.take(), child.stderr.take());
+    let reader = std::thread::spawn(move || {
+        let mut e = Vec::new();
+        if let Some(se) = se.as_mut() {
+            let _ = se.take(64 * 1024).read_to_end(&mut e);
+        }
+        e
+    });
+    if let Some(so) = so.as_mut() {
+        let _ = so.take(1024 * 1024).read_to_end(&mut out);
+    }
+    let started = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) if started.elapsed() < COMMAND_TIMEOUT => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(unavailable(
+                    c,
+                    format!("`{program}` did not finish in 30 s"),
+                    "check the command",
+                ));
+            }
+        }
+    };
+    if let Ok(e) = reader.join() {
+        err = e;
+    }
+    if !status.success() {
+        let said = String::from_utf8_lossy(&err);
+        let said = said
+            .lines()
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(200)
+            .collect::<String>();
+        return Err(unavailable(
+            c,
+            format!(
+                "`{program}` failed ({status}){}",
+                if said.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {said}")
+                }
+            ),
+            "run the command yourself to see why",
+        ));
+    }
+    let value = Zeroizing::new(String::from_utf8(std::mem::take(&mut *out)).map_err(|_| {
+        unavailable(
+            c,
+            format!("`{program}` printed something that is not UTF-8"),
+            "the command must print the key alone",
+        )
+    })?);
+    if !ttl.is_zero() {
+        if let Ok(mut entries) = ctx.cache.entries.lock() {
+            entries.retain(|e| e.argv != argv);
+            entries.push(Cached {
+                argv: argv.to_vec(),
+                until: Instant::now() + ttl,
+                value: value.clone(),
+            });
+        }
+    }
+    Ok(value)
+}
+
+/// `program` as the caller's `PATH` finds it (a path as it is).
+fn find_program(program: &str, env: &[(OsString, OsString)]) -> Option<PathBuf> {
+    if program.contains('/') {
+        return Some(PathBuf::from(program));
+    }
+    let path = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_else(|| OsString::from("/usr/local/bin:/usr/bin:/bin"));
+    std::env::split_paths(&path)
+        .filter(|d| d.is_absolute())
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+}
+
+/// Refuses an environment for the sandbox that holds a real value (`--env NAME=<key>`, or a
+/// passed variable that happens to hold it).
+pub(crate) fn refuse_real_values_inside(
+    env: &[(String, String)],
+    routes: &Routes,
+) -> Result<(), Error> {
+    for r in routes.routes.iter() {
+        let secret = r.secret.expose();
+        if let Some((name, _)) = env.iter().find(|(_, v)| v.contains(secret)) {
+            return Err(Error::Usage {
+                message: format!(
+                    "the environment passed inside holds the real value of credential `{}` (in `{name}`)",
+                    r.name
+                ),
+                hint: format!("drop `{name}` from --env/[env]: the route gives the command a stand-in"),
+            });
+        }
+    }
+    Ok(())
+}
