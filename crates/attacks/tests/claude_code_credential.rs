@@ -197,7 +197,7 @@ fn claude_code_works_through_the_route_and_its_tools_never_find_the_key() {
         state.clone(),
         PathBuf::from("/tmp"),
     ];
-    let roots: Vec<String> = roots.iter().map(|r| sh_quote(r)).collect();
+    let roots: Vec<String> = roots.iter().map(sh_quote).collect();
     let tool = format!("/usr/bin/python3 {} {}", sh_quote(&scan), roots.join(" "));
     let up = Upstream::start_with(Some(script(tool)));
     let policy = fx.out_file("p.toml");
@@ -251,8 +251,8 @@ fn claude_code_works_through_the_route_and_its_tools_never_find_the_key() {
         .unwrap_or_else(|| panic!("the scan did not run:\n{result}"));
     // The agent's memory was read (native), or reading it was refused (gVisor's Sentry).
     assert!(
-        !agents.contains("agents=0")
-            && !(agents.contains("regions=0") && agents.contains("denied=0")),
+        !(agents.contains("agents=0")
+            || agents.contains("regions=0") && agents.contains("denied=0")),
         "{agents}"
     );
     let keys = found(&result);
