@@ -2,7 +2,8 @@
 //! in a file, for `SSL_CERT_FILE`), a server certificate for `127.0.0.1`, and a record of every
 //! request it received (method, target, headers). It answers JSON (`{"ok":true}`), or
 //! server-sent events when the target contains `stream`, or a Messages API reply when the
-//! target is `/v1/messages` (see [`Script`]). Loopback only.
+//! target is `/v1/messages` (see [`Script`]); `/echo` reflects the key it got, `/big/N` sends N
+//! bytes. Loopback only.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -179,6 +180,7 @@ fn serve(
                 ],
             ),
             _ if req.target.contains("big") => big(out, &req.target),
+            _ if req.target.contains("echo") => echo(out, &req),
             _ => json(out, b"{\"ok\":true}"),
         };
         if ok.is_err() {
@@ -210,6 +212,20 @@ fn sse(out: &mut impl Write, events: &[&[u8]]) -> std::io::Result<()> {
         out.flush()?;
     }
     out.write_all(b"0\r\n\r\n")?;
+    out.flush()
+}
+
+/// `/echo`: the request's `x-api-key` and `authorization` back, in the body and in a
+/// `location` header (an upstream that reflects what it was sent).
+fn echo(out: &mut impl Write, req: &Seen) -> std::io::Result<()> {
+    let key = req.header("x-api-key").unwrap_or("");
+    let auth = req.header("authorization").unwrap_or("");
+    let body = format!("key={key} auth={auth} query={}", req.target);
+    write!(
+        out,
+        "HTTP/1.1 200 OK\r\nlocation: https://elsewhere.invalid/?k={key}\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
     out.flush()
 }
 

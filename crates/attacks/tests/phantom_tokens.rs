@@ -418,3 +418,174 @@ fn stockade_holding_real_values_makes_no_core_file_and_its_memory_is_closed() {
     assert!(mem.is_ok(), "control: {mem:?}");
     let _ = plain.wait();
 }
+
+#[test]
+fn the_real_value_never_comes_back_in_a_response() {
+    let s = Setup::new();
+    let script = "curl -sS --noproxy '*' -D - -H \"x-api-key: $ANTHROPIC_API_KEY\" \"$ANTHROPIC_BASE_URL/v1/echo\"; echo\n\
+         curl -sS --noproxy '*' -o /dev/null -w 'trace=%{http_code}\\n' -X TRACE -H \"x-api-key: $ANTHROPIC_API_KEY\" \"$ANTHROPIC_BASE_URL/v1/echo\"";
+    let o = s.run(&["--credential", "anthropic"], script).outcome();
+    assert_eq!(o.ran(), 0, "{}", o.run.describe());
+    o.run.assert_lacks(&s.real);
+    let masked = "X".repeat(s.real.len());
+    assert!(
+        o.run.stdout.contains(&format!("key={masked}"))
+            && o.run.stdout.contains(&format!("?k={masked}")),
+        "{}",
+        o.run.describe()
+    );
+    assert!(o.run.stdout.contains("trace=405"), "{}", o.run.describe());
+    // Control: the upstream did send the real value back (it reflected what it received).
+    let seen = s.seen();
+    assert_eq!(seen.len(), 1, "TRACE never reached it: {seen:#?}");
+    assert_eq!(seen[0].header("x-api-key"), Some(s.real.as_str()));
+}
+
+#[test]
+fn endpoints_that_mint_lasting_credentials_are_refused_and_no_second_key_rides_along() {
+    let s = Setup::new();
+    let script = format!(
+        "{}\n{}\n{}",
+        curl(
+            "$ANTHROPIC_API_KEY",
+            "/v1/organizations/api_keys",
+            "--noproxy '*'"
+        ),
+        curl(
+            "$ANTHROPIC_API_KEY",
+            "//V1/%6Frganizations/invites",
+            "--noproxy '*' --path-as-is"
+        ),
+        // Control: an ordinary endpoint, with a key of the command's own beside the stand-in.
+        curl(
+            "$ANTHROPIC_API_KEY",
+            "/v1/echo",
+            "--noproxy '*' -H 'authorization: Bearer sk-ant-attacker' -H 'cookie: s=attacker'"
+        ),
+    );
+    let o = s.run(&["--credential", "anthropic"], &script).outcome();
+    assert_eq!(o.ran(), 0, "{}", o.run.describe());
+    assert_eq!(
+        o.run.stdout.matches("status=403").count(),
+        2,
+        "{}",
+        o.run.describe()
+    );
+    let seen = s.seen();
+    assert_eq!(seen.len(), 1, "{seen:#?}");
+    assert_eq!(seen[0].header("x-api-key"), Some(s.real.as_str()));
+    assert_eq!(seen[0].header("authorization"), None, "{seen:#?}");
+    assert_eq!(seen[0].header("cookie"), None, "{seen:#?}");
+}
+
+#[test]
+fn a_file_source_is_hidden_from_the_command() {
+    let s = Setup::new();
+    let key = s.fx.home.join("keys/anthropic.txt");
+    write_file(&key, format!("{}\n", s.real), 0o644);
+    let flag = format!("anthropic=file:{}", key.display());
+    let script = format!("cat {} ; echo", sh_quote(&key));
+    let o =
+        s.fx.attack(&["--policy", &s.policy, "--credential", &flag], &script)
+            .env("SSL_CERT_FILE", &s.up.ca_file)
+            .run()
+            .outcome();
+    o.ran();
+    o.run.assert_lacks(&s.real);
+    // Control: without the credential the file is readable inside.
+    let o = s.fx.attack(&[], &script).run().outcome();
+    o.ran();
+    o.run.assert_stdout_contains(&s.real);
+}
+
+#[test]
+fn a_command_source_never_runs_what_the_command_could_plant() {
+    let s = Setup::new();
+    let pwned = s.fx.root.join("pwned");
+    // A script in the workspace, named as the source command's argument.
+    let getkey = s.fx.ws.join("getkey.sh");
+    write_file(
+        &getkey,
+        format!("touch {}\necho sk-planted\n", sh_quote(&pwned)),
+        0o755,
+    );
+    // A module in the workspace that `python3 -m` would import from its current directory.
+    write_file(
+        &s.fx.ws.join("keyhelper.py"),
+        format!(
+            "open({:?}, 'w').write('x')\nprint('sk-planted-module')\n",
+            pwned.display()
+        ),
+        0o644,
+    );
+    let policy = s.fx.out_file("command.toml");
+    for source in [
+        format!("command = [\"/bin/sh\", \"{}\"]", getkey.display()),
+        "command = [\"/usr/bin/python3\", \"-m\", \"keyhelper\"]".to_owned(),
+    ] {
+        write_file(
+            &policy,
+            format!(
+                "[credentials.anthropic]\nupstream = \"{}\"\nsource = {{ {source} }}\n",
+                s.up.url()
+            ),
+            0o644,
+        );
+        let run =
+            s.fx.sandbox(&["--policy", &policy.display().to_string()], "true")
+                .env("SSL_CERT_FILE", &s.up.ca_file)
+                .run();
+        run.assert_code(125)
+            .assert_stderr_contains("E_CREDENTIAL_UNAVAILABLE");
+        assert!(
+            !pwned.exists(),
+            "{source}: the planted code ran on the host"
+        );
+    }
+    // Control: the same module runs when python3 -m starts in the workspace.
+    s.fx.host("/usr/bin/python3 -m keyhelper")
+        .run()
+        .assert_success();
+    assert!(pwned.exists());
+    // And a command outside the writable roots gives the value.
+    let outside = s.fx.root.join("getkey.sh");
+    write_file(&outside, "echo sk-from-command\n", 0o755);
+    write_file(
+        &policy,
+        format!(
+            "[credentials.anthropic]\nupstream = \"{}\"\nsource = {{ command = [\"/bin/sh\", \"{}\"] }}\n",
+            s.up.url(),
+            outside.display()
+        ),
+        0o644,
+    );
+    let script = curl("$ANTHROPIC_API_KEY", "/v1/ok", "--noproxy '*'");
+    let o =
+        s.fx.attack(&["--policy", &policy.display().to_string()], &script)
+            .env("SSL_CERT_FILE", &s.up.ca_file)
+            .run()
+            .outcome();
+    assert_eq!(o.ran(), 0, "{}", o.run.describe());
+    let seen = s.seen();
+    assert_eq!(
+        seen.last().and_then(|r| r.header("x-api-key")),
+        Some("sk-from-command")
+    );
+}
+
+#[test]
+fn a_real_value_the_callers_shell_expanded_into_the_command_line_is_refused() {
+    let s = Setup::new();
+    let script = format!("echo inside: {}", s.real);
+    let run =
+        s.fx.sandbox(
+            &["--policy", &s.policy, "--credential", "anthropic"],
+            &script,
+        )
+        .env("ANTHROPIC_API_KEY", &s.real)
+        .env("SSL_CERT_FILE", &s.up.ca_file)
+        .run();
+    run.assert_code(125)
+        .assert_stderr_contains("the command line holds the real value");
+    assert!(!run.stdout.contains(&s.real) && !run.stderr.contains(&s.real));
+}

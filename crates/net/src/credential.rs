@@ -91,6 +91,8 @@ pub struct Route {
     pub inject: Inject,
     pub token: Token,
     pub secret: Secret,
+    /// Paths refused on the route (see [`policy::credentials::Route::deny_paths`]).
+    pub deny_paths: Vec<String>,
 }
 
 /// A run's routes and the TLS settings for their upstreams.
@@ -241,7 +243,10 @@ pub fn upstream_target(route: &Route, rest: &str) -> Result<Zeroizing<String>, &
     target.push_str(if path.is_empty() { "/" } else { path });
     let mut pairs: Vec<&str> = query.map(|q| q.split('&').collect()).unwrap_or_default();
     if let Inject::Query { param } = &route.inject {
-        pairs.retain(|p| p.split_once('=').map_or(*p, |(k, _)| k) != param);
+        pairs.retain(|p| {
+            let name = p.split_once('=').map_or(*p, |(k, _)| k);
+            !decode_unreserved(name).eq_ignore_ascii_case(param)
+        });
     }
     pairs.retain(|p| !p.is_empty());
     let inject = match &route.inject {
@@ -273,6 +278,187 @@ fn percent_encode(value: &str, out: &mut String) {
             out.push(char::from(HEX[usize::from(b >> 4)]).to_ascii_uppercase());
             out.push(char::from(HEX[usize::from(b & 15)]).to_ascii_uppercase());
         }
+    }
+}
+
+/// Methods a route forwards. `TRACE` (echoes the request, real value included), `CONNECT`
+/// and extension methods are refused.
+pub fn method_allowed(method: &hyper::Method) -> bool {
+    use hyper::Method;
+    [
+        Method::GET,
+        Method::HEAD,
+        Method::POST,
+        Method::PUT,
+        Method::PATCH,
+        Method::DELETE,
+        Method::OPTIONS,
+    ]
+    .contains(method)
+}
+
+/// Headers that carry credentials in the APIs the routes serve: removed from every request on
+/// a route before the route's own is put on, so the command cannot send a key of its own
+/// beside (or instead of) the user's.
+pub const CREDENTIAL_HEADERS: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "x-api-key",
+    "x-goog-api-key",
+    "api-key",
+    "private-token",
+    "job-token",
+    "x-auth-token",
+    "cookie",
+];
+
+/// The deny pattern that refuses `path` (the route's rest, without its query), if any.
+/// Percent-encoded unreserved characters are decoded, runs of `/` count as one and letters
+/// are compared without case, so another spelling of a path does not slip past.
+pub fn denied_path<'a>(route: &'a Route, path: &str) -> Option<&'a str> {
+    let decoded = decode_unreserved(path).to_ascii_lowercase();
+    let segments: Vec<&str> = decoded.split('/').filter(|s| !s.is_empty()).collect();
+    route
+        .deny_paths
+        .iter()
+        .find(|p| {
+            let pattern: Vec<&str> = p.split('/').filter(|s| !s.is_empty()).collect();
+            pattern.len() <= segments.len()
+                && pattern
+                    .iter()
+                    .zip(&segments)
+                    .all(|(want, got)| *want == "*" || want.eq_ignore_ascii_case(got))
+        })
+        .map(String::as_str)
+}
+
+/// `%XX` of an unreserved character (letters, digits, `-._~`) replaced by the character.
+fn decode_unreserved(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = String::with_capacity(s.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            let hex = std::str::from_utf8(&b[i + 1..i + 3]).ok();
+            if let Some(v) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                if v.is_ascii_alphanumeric() || b"-._~".contains(&v) {
+                    out.push(char::from(v));
+                    i += 3;
+                    continue;
+                }
+            }
+        }
+        out.push(char::from(b[i]));
+        i += 1;
+    }
+    out
+}
+
+/// Replaces every occurrence of a route's real value (as it is, and percent-encoded) in a
+/// response by as many `X` (lengths, and so `Content-Length`, stay), across chunk boundaries, without holding back bytes that
+/// cannot be the start of one: a server-sent event is passed on as soon as it arrives.
+pub struct Scrubber {
+    needles: Vec<Zeroizing<Vec<u8>>>,
+    held: Zeroizing<Vec<u8>>,
+    /// Occurrences replaced so far.
+    pub replaced: u64,
+}
+
+impl Scrubber {
+    pub fn new(route: &Route) -> Scrubber {
+        let raw = Zeroizing::new(route.secret.expose().as_bytes().to_vec());
+        let mut encoded = Zeroizing::new(String::new());
+        percent_encode(route.secret.expose(), &mut encoded);
+        let mut needles = vec![raw];
+        if encoded.as_bytes() != needles[0].as_slice() {
+            needles.push(Zeroizing::new(encoded.as_bytes().to_vec()));
+        }
+        Scrubber {
+            needles,
+            held: Zeroizing::new(Vec::new()),
+            replaced: 0,
+        }
+    }
+
+    /// The bytes of `chunk` that can be passed on now (`None`: all of `chunk`, unchanged).
+    pub fn push(&mut self, chunk: &[u8]) -> Option<Vec<u8>> {
+        if self.held.is_empty() && !self.touches(chunk) {
+            return None;
+        }
+        let mut buf = Zeroizing::new(std::mem::take(&mut *self.held));
+        buf.extend_from_slice(chunk);
+        let mut out = Vec::with_capacity(buf.len());
+        let mut i = 0;
+        while i < buf.len() {
+            let next = self
+                .needles
+                .iter()
+                .filter_map(|n| memchr::memmem::find(&buf[i..], n).map(|at| (i + at, n.len())))
+                .min();
+            match next {
+                Some((at, len)) => {
+                    out.extend_from_slice(&buf[i..at]);
+                    out.resize(out.len() + len, b'X');
+                    self.replaced += 1;
+                    i = at + len;
+                }
+                None => break,
+            }
+        }
+        let keep = self.partial_tail(&buf[i..]);
+        let end = buf.len() - keep;
+        out.extend_from_slice(&buf[i..end]);
+        self.held.extend_from_slice(&buf[end..]);
+        Some(out)
+    }
+
+    /// Whether bytes are held back (the start of a value, maybe).
+    pub fn holds(&self) -> bool {
+        !self.held.is_empty()
+    }
+
+    /// What is still held at the end of the body (a prefix of a value that never finished).
+    pub fn finish(&mut self) -> Vec<u8> {
+        std::mem::take(&mut *self.held).to_vec()
+    }
+
+    /// Whether `chunk` holds a value, or ends with the start of one.
+    fn touches(&self, chunk: &[u8]) -> bool {
+        self.needles
+            .iter()
+            .any(|n| memchr::memmem::find(chunk, n).is_some())
+            || self.partial_tail(chunk) > 0
+    }
+
+    /// The length of the longest end of `buf` that is a proper start of a value.
+    fn partial_tail(&self, buf: &[u8]) -> usize {
+        let mut best = 0;
+        for n in &self.needles {
+            let max = (n.len() - 1).min(buf.len());
+            for k in (best + 1..=max).rev() {
+                if buf[buf.len() - k..] == n[..k] {
+                    best = k;
+                    break;
+                }
+            }
+        }
+        best
+    }
+
+    /// A header value with every value replaced (`None`: unchanged).
+    pub fn header(&mut self, value: &[u8]) -> Option<Vec<u8>> {
+        if !self
+            .needles
+            .iter()
+            .any(|n| memchr::memmem::find(value, n).is_some())
+        {
+            return None;
+        }
+        let saved = std::mem::take(&mut *self.held);
+        let mut out = self.push(value).unwrap_or_else(|| value.to_vec());
+        out.extend_from_slice(&self.finish());
+        *self.held = saved;
+        Some(out)
     }
 }
 

@@ -46,6 +46,11 @@ pub struct Route {
     pub token_env: Vec<String>,
     /// Variables inside set to the route's URL at the proxy (the SDK's base-URL variable).
     pub base_url_env: Vec<String>,
+    /// Paths (after the route's prefix) refused on the route: `*` stands for one segment,
+    /// and a pattern also refuses everything beneath it. The built-ins refuse the endpoints
+    /// that mint or plant lasting credentials (new tokens, SSH keys, deploy keys, webhooks).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny_paths: Vec<String>,
 }
 
 /// How the real value is put on a request.
@@ -97,6 +102,8 @@ pub struct Builtin {
     pub base_url_env: &'static [&'static str],
     /// The caller's variable read by default.
     pub default_env: &'static str,
+    /// Paths refused by default ([`Route::deny_paths`]).
+    pub deny_paths: &'static [&'static str],
 }
 
 /// The built-in routes (`stockade policy show --json` lists what each resolves to).
@@ -108,6 +115,8 @@ pub const BUILTIN: &[Builtin] = &[
         token_env: &["ANTHROPIC_API_KEY"],
         base_url_env: &["ANTHROPIC_BASE_URL"],
         default_env: "ANTHROPIC_API_KEY",
+        // The Admin API: keys, members, workspaces.
+        deny_paths: &["/v1/organizations"],
     },
     Builtin {
         name: "openai",
@@ -116,6 +125,8 @@ pub const BUILTIN: &[Builtin] = &[
         token_env: &["OPENAI_API_KEY"],
         base_url_env: &["OPENAI_BASE_URL"],
         default_env: "OPENAI_API_KEY",
+        // The administration API (admin keys, projects' keys and users).
+        deny_paths: &["/organization"],
     },
     Builtin {
         name: "gemini",
@@ -124,6 +135,7 @@ pub const BUILTIN: &[Builtin] = &[
         token_env: &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
         base_url_env: &["GOOGLE_GEMINI_BASE_URL", "GEMINI_BASE_URL"],
         default_env: "GEMINI_API_KEY",
+        deny_paths: &[],
     },
     Builtin {
         name: "github",
@@ -132,6 +144,19 @@ pub const BUILTIN: &[Builtin] = &[
         token_env: &["GITHUB_TOKEN", "GH_TOKEN"],
         base_url_env: &["GITHUB_API_URL"],
         default_env: "GITHUB_TOKEN",
+        deny_paths: &[
+            "/authorizations",
+            "/applications",
+            "/user/keys",
+            "/user/gpg_keys",
+            "/user/ssh_signing_keys",
+            "/repos/*/*/keys",
+            "/repos/*/*/hooks",
+            "/orgs/*/hooks",
+            "/user/codespaces/secrets",
+            "/repos/*/*/actions/secrets",
+            "/orgs/*/actions/secrets",
+        ],
     },
     Builtin {
         name: "gitlab",
@@ -140,6 +165,23 @@ pub const BUILTIN: &[Builtin] = &[
         token_env: &["GITLAB_TOKEN"],
         base_url_env: &["GITLAB_API_URL", "CI_API_V4_URL"],
         default_env: "GITLAB_TOKEN",
+        deny_paths: &[
+            "/personal_access_tokens",
+            "/user/personal_access_tokens",
+            "/users/*/personal_access_tokens",
+            "/user/keys",
+            "/user/gpg_keys",
+            "/users/*/keys",
+            "/projects/*/access_tokens",
+            "/groups/*/access_tokens",
+            "/projects/*/deploy_keys",
+            "/projects/*/deploy_tokens",
+            "/groups/*/deploy_tokens",
+            "/projects/*/hooks",
+            "/groups/*/hooks",
+            "/user/runners",
+            "/runners",
+        ],
     },
 ];
 
@@ -161,6 +203,7 @@ impl Builtin {
                 },
                 token_env: self.token_env.iter().map(|s| s.to_string()).collect(),
                 base_url_env: self.base_url_env.iter().map(|s| s.to_string()).collect(),
+                deny_paths: self.deny_paths.iter().map(|s| s.to_string()).collect(),
             },
             source: Source::Env(self.default_env.to_owned()),
         }
@@ -182,6 +225,8 @@ pub struct CredentialPatch {
     pub query: Option<String>,
     pub token_env: Option<Vec<String>>,
     pub base_url_env: Option<Vec<String>>,
+    /// Replaces the built-in's list.
+    pub deny_paths: Option<Vec<String>>,
     pub source: Option<SourcePatch>,
 }
 
@@ -341,6 +386,11 @@ impl CredentialPatch {
             (None, Some(b)) => b.route.base_url_env.clone(),
             (None, None) => Vec::new(),
         };
+        let deny_paths = match (self.deny_paths, &base) {
+            (Some(v), _) => v,
+            (None, Some(b)) => b.route.deny_paths.clone(),
+            (None, None) => Vec::new(),
+        };
         let source = match (self.source, &base) {
             (Some(s), _) => s.source(name)?,
             (None, Some(b)) => b.source.clone(),
@@ -360,6 +410,7 @@ impl CredentialPatch {
                 inject,
                 token_env,
                 base_url_env,
+                deny_paths,
             },
             source,
         };
@@ -651,6 +702,16 @@ pub fn check(c: &Credential) -> Result<(), PolicyError> {
     }
     for v in &c.route.base_url_env {
         check_env_name(name, "base_url_env", v)?;
+    }
+    for p in &c.route.deny_paths {
+        let ok = p.starts_with('/')
+            && p.len() > 1
+            && !p.ends_with('/')
+            && p.bytes()
+                .all(|b| (0x21..0x7f).contains(&b) && b != b'?' && b != b'%');
+        if !ok {
+            return Err(invalid(name, "deny_paths", p, "a path starting with `/` (segments may be `*`), without `?`, `%` or a trailing `/`"));
+        }
     }
     check_source(name, &c.source)
 }

@@ -99,6 +99,7 @@ pub(crate) fn load(credentials: &[Credential], ctx: &Context) -> Result<Loaded, 
             inject: c.route.inject.clone(),
             token,
             secret,
+            deny_paths: c.route.deny_paths.clone(),
         });
     }
     forbid_core_files()?;
@@ -274,8 +275,25 @@ fn command(
         )
     })?;
     refuse_writable(c, &path, ctx)?;
+    // An argument naming a file the command could rewrite (a script, a config) would run its
+    // code here: refused like the program. Any `=`-joined value is looked at as well.
+    for arg in &argv[1..] {
+        for part in std::iter::once(arg.as_str()).chain(arg.split_once('=').map(|(_, v)| v)) {
+            if part.contains('/') || part.starts_with('~') {
+                let spelled = match part.strip_prefix("~/") {
+                    Some(rest) => ctx.home.join(rest),
+                    None => Path::new("/").join(part),
+                };
+                refuse_writable(c, &spelled, ctx)?;
+            }
+        }
+    }
     let mut child = std::process::Command::new(&path)
         .args(&argv[1..])
+        // Not in the workspace: tools that read code or configuration from their current
+        // directory (`python3 -m`, `npx`, `git`) would read what the command planted there.
+        .current_dir("/")
+        .env("PYTHONSAFEPATH", "1")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -379,15 +397,25 @@ fn find_program(program: &str, env: &[(OsString, OsString)]) -> Option<PathBuf> 
         .find(|p| p.is_file())
 }
 
-/// Refuses an environment for the sandbox that holds a real value (`--env NAME=<key>`, or a
-/// passed variable that happens to hold it).
+/// Refuses a sandbox environment or command line that holds a real value (`--env NAME=<key>`,
+/// a passed variable that happens to hold it, `sh -c "... $KEY"` expanded by the caller's
+/// shell). Values shorter than 8 characters are compared whole (a substring would match by
+/// chance).
 pub(crate) fn refuse_real_values_inside(
     env: &[(String, String)],
+    argv: &[String],
     routes: &Routes,
 ) -> Result<(), Error> {
     for r in routes.routes.iter() {
         let secret = r.secret.expose();
-        if let Some((name, _)) = env.iter().find(|(_, v)| v.contains(secret)) {
+        let holds = |v: &str| {
+            if secret.len() >= 8 {
+                v.contains(secret)
+            } else {
+                v == secret
+            }
+        };
+        if let Some((name, _)) = env.iter().find(|(_, v)| holds(v)) {
             return Err(Error::Usage {
                 message: format!(
                     "the environment passed inside holds the real value of credential `{}` (in `{name}`)",
@@ -396,6 +424,56 @@ pub(crate) fn refuse_real_values_inside(
                 hint: format!("drop `{name}` from --env/[env]: the route gives the command a stand-in"),
             });
         }
+        if let Some(i) = argv.iter().position(|a| holds(a)) {
+            return Err(Error::Usage {
+                message: format!(
+                    "the command line holds the real value of credential `{}` (argument {i}; did your shell expand the key variable?)",
+                    r.name
+                ),
+                hint: "quote the command so the variable is expanded inside (`sh -c '... $KEY'`), where it holds the stand-in".into(),
+            });
+        }
     }
     Ok(())
+}
+
+/// Each `file` source's path, absolute and (when it resolves) canonical: masked inside the
+/// run, since the command runs as the caller and could read the file the value comes from.
+/// A path with glob characters cannot be masked exactly and is refused.
+pub(crate) fn file_source_masks(
+    credentials: &[Credential],
+    home: &Path,
+) -> Result<Vec<String>, Error> {
+    let mut masks: Vec<String> = Vec::new();
+    for c in credentials {
+        let Source::File(spelled) = &c.source else {
+            continue;
+        };
+        let path = match spelled.strip_prefix("~/") {
+            Some(rest) => home.join(rest),
+            None => PathBuf::from(spelled),
+        };
+        for p in [
+            Some(policy::normalize_lexically(&path)),
+            std::fs::canonicalize(&path).ok(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let Some(text) = p
+                .to_str()
+                .filter(|t| !t.contains(['*', '?', '[', ']', '{', '}']))
+            else {
+                return Err(unavailable(
+                    c,
+                    format!("{} cannot be hidden from the command (its name is not UTF-8 or holds glob characters)", p.display()),
+                    "move the key to a plainly named file",
+                ));
+            };
+            if !masks.iter().any(|m| m == text) {
+                masks.push(text.to_owned());
+            }
+        }
+    }
+    Ok(masks)
 }

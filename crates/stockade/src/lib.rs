@@ -308,7 +308,7 @@ fn credential_stage(
         spec.env.push((k, v));
     }
     spec.env.sort();
-    credentials::refuse_real_values_inside(&spec.env, &loaded.routes)?;
+    credentials::refuse_real_values_inside(&spec.env, &spec.argv, &loaded.routes)?;
     Ok(Some(loaded.routes))
 }
 
@@ -476,7 +476,19 @@ pub fn run_with_io(
         // First: nothing of an unapproved workspace configuration is acted on.
         tracing::debug_span!("trust").in_scope(|| check_trust(request))?;
         // The spec, once: every later stage reads it, none computes it again.
-        let mut resolved = tracing::debug_span!("spec").in_scope(|| resolve(policy, request))?;
+        // A credential's source file is hidden from the command, as any other secret.
+        let hidden = credentials::file_source_masks(&policy.credentials, &request.invocation.home)?;
+        let with_hidden;
+        let spec_policy = if hidden.is_empty() {
+            policy
+        } else {
+            let mut p = policy.clone();
+            p.filesystem.deny_read.extend(hidden);
+            with_hidden = p;
+            &with_hidden
+        };
+        let mut resolved =
+            tracing::debug_span!("spec").in_scope(|| resolve(spec_policy, request))?;
         // The real values, read on this side; the spec gets only stand-ins and the routes.
         let credentials = tracing::debug_span!("credentials")
             .in_scope(|| credential_stage(policy, request, &mut resolved.spec))?;

@@ -11,6 +11,7 @@ fn route(inject: Inject, upstream: &str) -> Route {
         token: Token::from_random([7; 32]),
         #[allow(clippy::unwrap_used)]
         secret: Secret::new(Zeroizing::new("real value/+".into())).unwrap(),
+        deny_paths: vec!["/v1/organizations".into(), "/repos/*/*/keys".into()],
     }
 }
 
@@ -134,4 +135,65 @@ fn the_header_value_is_the_format_with_the_real_value() {
     let r = route(header("authorization", "Bearer {}"), "https://a.test");
     let v = header_value("Bearer {}", &r.secret);
     assert!(v.is_ok_and(|v| v.is_sensitive() && v.as_bytes() == b"Bearer real value/+"));
+}
+
+#[test]
+fn the_real_value_is_masked_in_responses_across_chunks() {
+    let r = route(header("x-api-key", "{}"), "https://a.test");
+    let mut s = Scrubber::new(&r);
+    let mut out = Vec::new();
+    let feed = |s: &mut Scrubber, chunk: &[u8], out: &mut Vec<u8>| match s.push(chunk) {
+        None => out.extend_from_slice(chunk),
+        Some(v) => out.extend_from_slice(&v),
+    };
+    // Split inside the value, a clean chunk, the percent-encoded form, a dangling prefix.
+    for chunk in [
+        &b"a=real va"[..],
+        b"lue/+;",
+        b" plain ",
+        b"q=real%20value%2F%2B",
+        b" end real",
+    ] {
+        feed(&mut s, chunk, &mut out);
+    }
+    out.extend_from_slice(&s.finish());
+    assert_eq!(
+        String::from_utf8_lossy(&out),
+        "a=XXXXXXXXXXXX; plain q=XXXXXXXXXXXXXXXXXX end real"
+    );
+    assert_eq!(s.replaced, 2);
+    // Nothing that cannot start a value is held back (an event goes out whole).
+    let mut s = Scrubber::new(&r);
+    assert!(s.push(b"data: {}\n\n").is_none());
+    assert!(!s.holds());
+    assert_eq!(
+        s.header(b"https://x/?k=real%20value%2F%2B"),
+        Some(b"https://x/?k=XXXXXXXXXXXXXXXXXX".to_vec())
+    );
+    assert_eq!(s.header(b"text/plain"), None);
+}
+
+#[test]
+fn deny_paths_match_every_spelling() {
+    let r = route(header("x-api-key", "{}"), "https://a.test");
+    for p in [
+        "/v1/organizations",
+        "/v1/organizations/api_keys",
+        "//V1/%6Frganizations/x",
+        "/repos/me/proj/keys",
+        "/repos/me/proj/keys/1",
+    ] {
+        assert!(denied_path(&r, p).is_some(), "{p}");
+    }
+    for p in [
+        "/v1/messages",
+        "/v1/organization",
+        "/repos/me/keys",
+        "/repos/me/proj/hooks",
+    ] {
+        assert_eq!(denied_path(&r, p), None, "{p}");
+    }
+    assert!(method_allowed(&hyper::Method::POST));
+    assert!(!method_allowed(&hyper::Method::TRACE));
+    assert!(!method_allowed(&hyper::Method::CONNECT));
 }

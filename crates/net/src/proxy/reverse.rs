@@ -97,7 +97,30 @@ pub(super) async fn request(
     };
     let up = &route.upstream;
     let rule = format!("credential:{}", route.name);
-    let query = rest.split_once('?').map(|(_, q)| q);
+    if !credential::method_allowed(req.method()) {
+        let reason = format!(
+            "method {} is not forwarded on a credential route",
+            req.method()
+        );
+        let e = refused(&shared, &up.host, up.port, rule, reason);
+        return text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            e.reason.as_deref().unwrap_or(""),
+        );
+    }
+    let (rest_path, query) = match rest.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (rest, None),
+    };
+    if let Some(pattern) = credential::denied_path(route, rest_path) {
+        let reason = format!(
+            "{} is refused on credential route `{}` (deny_paths: {pattern}): it can mint or plant lasting credentials",
+            cut(rest_path),
+            route.name
+        );
+        let e = refused(&shared, &up.host, up.port, rule, reason);
+        return text(StatusCode::FORBIDDEN, e.reason.as_deref().unwrap_or(""));
+    }
     let shown = credential::presented(route, req.headers(), query);
     if shown != Presented::Valid {
         let e = refused(&shared, &up.host, up.port, rule, shown.reason(&route.name));
@@ -116,7 +139,9 @@ pub(super) async fn request(
     };
     let (mut parts, body) = req.into_parts();
     strip_hop_by_hop(&mut parts.headers);
-    parts.headers.remove("proxy-authorization");
+    for h in credential::CREDENTIAL_HEADERS {
+        parts.headers.remove(*h);
+    }
     parts.headers.remove(hyper::header::HOST);
     if let Inject::Header { name, format } = &route.inject {
         match credential::header_value(format, &route.secret) {
@@ -183,6 +208,16 @@ pub(super) async fn request(
         Ok(mut r) => {
             strip_hop_by_hop(r.headers_mut());
             *r.version_mut() = hyper::Version::HTTP_11;
+            // The real value never comes back: not in a redirect's Location, not echoed in a
+            // body.
+            let mut scrub = credential::Scrubber::new(route);
+            for v in r.headers_mut().values_mut() {
+                if let Some(clean) = scrub.header(v.as_bytes()) {
+                    if let Ok(c) = hyper::header::HeaderValue::from_bytes(&clean) {
+                        *v = c;
+                    }
+                }
+            }
             let host = up.host.clone();
             let port = up.port;
             let done = move |down: u64, complete: bool| {
@@ -200,10 +235,13 @@ pub(super) async fn request(
                 ));
             };
             r.map(|b| {
-                Counted {
-                    inner: b,
-                    bytes: 0,
-                    done: Some(Box::new(done)),
+                Scrubbed {
+                    inner: Counted {
+                        inner: b,
+                        bytes: 0,
+                        done: Some(Box::new(done)),
+                    },
+                    scrub,
                 }
                 .boxed()
             })
@@ -275,4 +313,57 @@ async fn open(
         .map_err(|e| format!("upstream: {e}"))?;
     tokio::spawn(conn);
     Ok((sender, addr))
+}
+
+/// A route's response body with the real value replaced ([`credential::Scrubber`]).
+struct Scrubbed {
+    inner: Counted,
+    scrub: credential::Scrubber,
+}
+
+impl hyper::body::Body for Scrubbed {
+    type Data = bytes::Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, hyper::Error>>> {
+        use std::task::Poll;
+        loop {
+            let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
+            let frame = match polled {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Ok(frame))) => frame,
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                Poll::Ready(None) => {
+                    let rest = self.scrub.finish();
+                    return Poll::Ready(if rest.is_empty() {
+                        None
+                    } else {
+                        Some(Ok(hyper::body::Frame::data(rest.into())))
+                    });
+                }
+            };
+            let data = match frame.into_data() {
+                Ok(data) => data,
+                Err(other) => return Poll::Ready(Some(Ok(other))),
+            };
+            match self.scrub.push(&data) {
+                None => return Poll::Ready(Some(Ok(hyper::body::Frame::data(data)))),
+                Some(clean) if clean.is_empty() => continue,
+                Some(clean) => {
+                    return Poll::Ready(Some(Ok(hyper::body::Frame::data(clean.into()))))
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream() && !self.scrub.holds()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
 }
