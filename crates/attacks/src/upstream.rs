@@ -29,6 +29,66 @@ impl Seen {
     }
 }
 
+/// A CA of the test's own and a server certificate for `127.0.0.1` and `localhost` signed by
+/// it, as files (PEM) under a directory readable by every user, and as DER.
+pub struct TestCerts {
+    pub ca_file: PathBuf,
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+    pub cert_der: Vec<u8>,
+    pub key_der: Vec<u8>,
+    pub dir: tempfile::TempDir,
+}
+
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+impl TestCerts {
+    pub fn new() -> TestCerts {
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "stockade test upstream CA");
+        let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let params =
+            rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".into()])
+                .unwrap();
+        let cert = params.signed_by(&key, &ca).unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("stockade-test-certs.")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        let (ca_file, cert_file, key_file) = (
+            dir.path().join("ca.pem"),
+            dir.path().join("cert.pem"),
+            dir.path().join("key.pem"),
+        );
+        std::fs::write(&ca_file, ca.pem()).unwrap();
+        std::fs::write(&cert_file, cert.pem()).unwrap();
+        std::fs::write(&key_file, key.serialize_pem()).unwrap();
+        // Readable by the unprivileged test user's stockade and servers too.
+        crate::chmod(dir.path(), 0o755);
+        for f in [&ca_file, &cert_file, &key_file] {
+            crate::chmod(f, 0o644);
+        }
+        TestCerts {
+            ca_file,
+            cert_file,
+            key_file,
+            cert_der: cert.der().to_vec(),
+            key_der: key.serialize_der(),
+            dir,
+        }
+    }
+}
+
+impl Default for TestCerts {
+    fn default() -> Self {
+        TestCerts::new()
+    }
+}
+
 /// Answers for `/v1/messages` (a test double of the model API): each request gets the next
 /// body, sent as server-sent events when the request asks for a stream.
 pub type Script = Arc<dyn Fn(&Seen) -> Vec<u8> + Send + Sync>;
@@ -50,32 +110,17 @@ impl Upstream {
 
     /// With `script` answering `/v1/messages`.
     pub fn start_with(script: Option<Script>) -> Upstream {
-        let ca_key = rcgen::KeyPair::generate().unwrap();
-        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        ca_params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, "stockade test upstream CA");
-        let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
-        let key = rcgen::KeyPair::generate().unwrap();
-        let params =
-            rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".into()])
-                .unwrap();
-        let cert = params.signed_by(&key, &ca).unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let ca_file = dir.path().join("ca.pem");
-        std::fs::write(&ca_file, ca.pem()).unwrap();
-        // Readable by the unprivileged test user's stockade too.
-        crate::chmod(dir.path(), 0o755);
-        crate::chmod(&ca_file, 0o644);
+        let certs = TestCerts::new();
+        let (cert, key) = (certs.cert_der.clone(), certs.key_der.clone());
+        let (dir, ca_file) = (certs.dir, certs.ca_file);
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .unwrap()
             .with_no_client_auth()
             .with_single_cert(
-                vec![cert.der().clone()],
-                rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+                vec![cert.into()],
+                rustls::pki_types::PrivateKeyDer::Pkcs8(key.into()),
             )
             .unwrap();
         let config = Arc::new(config);

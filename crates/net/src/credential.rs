@@ -95,17 +95,44 @@ pub struct Route {
     pub deny_paths: Vec<String>,
 }
 
-/// A run's routes and the TLS settings for their upstreams.
+pub mod ca;
+
+/// A masked credential of a run: at its hosts, the sentinel in request headers becomes the
+/// real value.
+pub struct Masked {
+    pub name: String,
+    /// Normalized hosts (see [`policy::credentials::Route::hosts`]).
+    pub hosts: Vec<String>,
+    /// What the sandbox holds: as long as the real value, random letters and digits.
+    pub sentinel: Zeroizing<String>,
+    pub secret: Secret,
+    pub deny_paths: Vec<String>,
+}
+
+impl fmt::Debug for Masked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Masked")
+            .field("name", &self.name)
+            .field("hosts", &self.hosts)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A run's credentials: reverse routes, masked credentials with the CA that serves their
+/// hosts, and the TLS settings for the real upstreams.
 #[derive(Debug, Clone)]
 pub struct Routes {
     pub routes: Arc<Vec<Route>>,
+    pub masked: Arc<Vec<Masked>>,
+    pub ca: Option<Arc<ca::Ca>>,
     pub tls: Arc<rustls::ClientConfig>,
 }
 
 impl Routes {
-    /// The routes, with the system's trusted roots for their upstreams (`SSL_CERT_FILE` and
-    /// `SSL_CERT_DIR` are honoured). Fails when no root can be loaded.
-    pub fn new(routes: Vec<Route>) -> Result<Routes, String> {
+    /// The routes and masked credentials (with a new CA for their hosts), with the system's
+    /// trusted roots for the real upstreams (`SSL_CERT_FILE` and `SSL_CERT_DIR` are honoured).
+    /// Fails when no root can be loaded.
+    pub fn new(routes: Vec<Route>, masked: Vec<Masked>) -> Result<Routes, String> {
         let found = rustls_native_certs::load_native_certs();
         let mut roots = rustls::RootCertStore::empty();
         let (added, _) = roots.add_parsable_certificates(found.certs);
@@ -126,10 +153,25 @@ impl Routes {
             .with_root_certificates(roots)
             .with_no_client_auth();
         tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let ca = if masked.is_empty() {
+            None
+        } else {
+            let hosts: Vec<String> = masked.iter().flat_map(|m| m.hosts.clone()).collect();
+            Some(Arc::new(ca::Ca::new(&hosts)?))
+        };
         Ok(Routes {
             routes: Arc::new(routes),
+            masked: Arc::new(masked),
+            ca,
             tls: Arc::new(tls),
         })
+    }
+
+    /// The masked credentials used at `host`.
+    pub fn masked_at<'a>(&'a self, host: &'a str) -> impl Iterator<Item = &'a Masked> + 'a {
+        self.masked
+            .iter()
+            .filter(move |m| m.hosts.iter().any(|h| h == host))
     }
 
     /// The route a request path names, and the rest of the path (with its query).
@@ -316,10 +358,14 @@ pub const CREDENTIAL_HEADERS: &[&str] = &[
 /// Percent-encoded unreserved characters are decoded, runs of `/` count as one and letters
 /// are compared without case, so another spelling of a path does not slip past.
 pub fn denied_path<'a>(route: &'a Route, path: &str) -> Option<&'a str> {
+    denied_by(&route.deny_paths, path)
+}
+
+/// The pattern of `deny_paths` that refuses `path` ([`denied_path`]).
+pub fn denied_by<'a>(deny_paths: &'a [String], path: &str) -> Option<&'a str> {
     let decoded = decode_unreserved(path).to_ascii_lowercase();
     let segments: Vec<&str> = decoded.split('/').filter(|s| !s.is_empty()).collect();
-    route
-        .deny_paths
+    deny_paths
         .iter()
         .find(|p| {
             let pattern: Vec<&str> = p.split('/').filter(|s| !s.is_empty()).collect();
@@ -366,12 +412,20 @@ pub struct Scrubber {
 
 impl Scrubber {
     pub fn new(route: &Route) -> Scrubber {
-        let raw = Zeroizing::new(route.secret.expose().as_bytes().to_vec());
-        let mut encoded = Zeroizing::new(String::new());
-        percent_encode(route.secret.expose(), &mut encoded);
-        let mut needles = vec![raw];
-        if encoded.as_bytes() != needles[0].as_slice() {
-            needles.push(Zeroizing::new(encoded.as_bytes().to_vec()));
+        Scrubber::of([&route.secret])
+    }
+
+    /// For these real values.
+    pub fn of<'a>(secrets: impl IntoIterator<Item = &'a Secret>) -> Scrubber {
+        let mut needles: Vec<Zeroizing<Vec<u8>>> = Vec::new();
+        for secret in secrets {
+            let raw = Zeroizing::new(secret.expose().as_bytes().to_vec());
+            let mut encoded = Zeroizing::new(String::new());
+            percent_encode(secret.expose(), &mut encoded);
+            if encoded.as_bytes() != raw.as_slice() {
+                needles.push(Zeroizing::new(encoded.as_bytes().to_vec()));
+            }
+            needles.push(raw);
         }
         Scrubber {
             needles,
@@ -460,6 +514,79 @@ impl Scrubber {
         *self.held = saved;
         Some(out)
     }
+}
+
+/// At `host`, each sentinel of `masked` in a request header becomes its real value: as it
+/// is, and inside an `Authorization: Basic` pair (git sends `user:token` there). Sentinels of
+/// credentials not used at `host` stay as they are. Returns the names of the credentials put
+/// on the request.
+pub fn unmask_headers<'a>(
+    headers: &mut hyper::HeaderMap,
+    host: &str,
+    masked: impl Iterator<Item = &'a Masked> + Clone,
+) -> Vec<&'a str> {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut used: Vec<&'a str> = Vec::new();
+    for value in headers.values_mut() {
+        let bytes = value.as_bytes();
+        let mut text: Option<Zeroizing<Vec<u8>>> = None;
+        for m in masked.clone().filter(|m| m.hosts.iter().any(|h| h == host)) {
+            let current: &[u8] = text.as_deref().map_or(bytes, |t| t.as_slice());
+            if let Some(replaced) =
+                replace_all(current, m.sentinel.as_bytes(), m.secret.expose().as_bytes())
+            {
+                text = Some(replaced);
+                used.push(&m.name);
+                continue;
+            }
+            let basic = current.len() > 6 && current[..6].eq_ignore_ascii_case(b"basic ");
+            if !basic {
+                continue;
+            }
+            let Ok(decoded) = b64.decode(current[6..].trim_ascii()) else {
+                continue;
+            };
+            let decoded = Zeroizing::new(decoded);
+            if let Some(replaced) = replace_all(
+                &decoded,
+                m.sentinel.as_bytes(),
+                m.secret.expose().as_bytes(),
+            ) {
+                let mut v = Zeroizing::new(b"Basic ".to_vec());
+                v.extend_from_slice(Zeroizing::new(b64.encode(&*replaced)).as_bytes());
+                text = Some(v);
+                used.push(&m.name);
+            }
+        }
+        if let Some(t) = text {
+            if let Ok(mut v) = hyper::header::HeaderValue::from_bytes(&t) {
+                v.set_sensitive(true);
+                *value = v;
+            }
+        }
+    }
+    used.sort_unstable();
+    used.dedup();
+    used
+}
+
+/// `haystack` with every `needle` replaced (`None`: there was none).
+fn replace_all(haystack: &[u8], needle: &[u8], with: &[u8]) -> Option<Zeroizing<Vec<u8>>> {
+    let mut found = memchr::memmem::find_iter(haystack, needle).peekable();
+    found.peek()?;
+    let mut out = Zeroizing::new(Vec::with_capacity(haystack.len() + with.len()));
+    let mut last = 0;
+    for at in found {
+        if at < last {
+            continue;
+        }
+        out.extend_from_slice(&haystack[last..at]);
+        out.extend_from_slice(with);
+        last = at + needle.len();
+    }
+    out.extend_from_slice(&haystack[last..]);
+    Some(out)
 }
 
 /// The header value carrying the real value (`Bearer <value>`), marked sensitive.

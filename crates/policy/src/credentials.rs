@@ -51,6 +51,19 @@ pub struct Route {
     /// that mint or plant lasting credentials (new tokens, SSH keys, deploy keys, webhooks).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deny_paths: Vec<String>,
+    /// A masked credential's hosts: for clients that cannot be pointed at a base URL (git
+    /// over HTTPS, `gh`, package registries). Inside, the token variables hold a sentinel of
+    /// the real value's length; the proxy opens TLS to these hosts with a per-run CA and
+    /// replaces the sentinel by the real value in request headers, for these hosts only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
+}
+
+impl Route {
+    /// Whether the credential is masked (used at its hosts) rather than a reverse route.
+    pub fn is_masked(&self) -> bool {
+        !self.hosts.is_empty()
+    }
 }
 
 /// How the real value is put on a request.
@@ -104,6 +117,8 @@ pub struct Builtin {
     pub default_env: &'static str,
     /// Paths refused by default ([`Route::deny_paths`]).
     pub deny_paths: &'static [&'static str],
+    /// A masked credential's hosts ([`Route::hosts`]).
+    pub hosts: &'static [&'static str],
 }
 
 /// The built-in routes (`stockade policy show --json` lists what each resolves to).
@@ -117,6 +132,7 @@ pub const BUILTIN: &[Builtin] = &[
         default_env: "ANTHROPIC_API_KEY",
         // The Admin API: keys, members, workspaces.
         deny_paths: &["/v1/organizations"],
+        hosts: &[],
     },
     Builtin {
         name: "openai",
@@ -127,6 +143,7 @@ pub const BUILTIN: &[Builtin] = &[
         default_env: "OPENAI_API_KEY",
         // The administration API (admin keys, projects' keys and users).
         deny_paths: &["/organization"],
+        hosts: &[],
     },
     Builtin {
         name: "gemini",
@@ -136,13 +153,14 @@ pub const BUILTIN: &[Builtin] = &[
         base_url_env: &["GOOGLE_GEMINI_BASE_URL", "GEMINI_BASE_URL"],
         default_env: "GEMINI_API_KEY",
         deny_paths: &[],
+        hosts: &[],
     },
     Builtin {
         name: "github",
         upstream: "https://api.github.com",
         header: ("authorization", "token {}"),
         token_env: &["GITHUB_TOKEN", "GH_TOKEN"],
-        base_url_env: &["GITHUB_API_URL"],
+        base_url_env: &[],
         default_env: "GITHUB_TOKEN",
         deny_paths: &[
             "/authorizations",
@@ -157,13 +175,15 @@ pub const BUILTIN: &[Builtin] = &[
             "/repos/*/*/actions/secrets",
             "/orgs/*/actions/secrets",
         ],
+        // git over HTTPS and the REST API (`gh`).
+        hosts: &["github.com", "api.github.com"],
     },
     Builtin {
         name: "gitlab",
         upstream: "https://gitlab.com/api/v4",
         header: ("private-token", "{}"),
         token_env: &["GITLAB_TOKEN"],
-        base_url_env: &["GITLAB_API_URL", "CI_API_V4_URL"],
+        base_url_env: &[],
         default_env: "GITLAB_TOKEN",
         deny_paths: &[
             "/personal_access_tokens",
@@ -182,6 +202,7 @@ pub const BUILTIN: &[Builtin] = &[
             "/user/runners",
             "/runners",
         ],
+        hosts: &["gitlab.com"],
     },
 ];
 
@@ -204,6 +225,7 @@ impl Builtin {
                 token_env: self.token_env.iter().map(|s| s.to_string()).collect(),
                 base_url_env: self.base_url_env.iter().map(|s| s.to_string()).collect(),
                 deny_paths: self.deny_paths.iter().map(|s| s.to_string()).collect(),
+                hosts: self.hosts.iter().map(|s| s.to_string()).collect(),
             },
             source: Source::Env(self.default_env.to_owned()),
         }
@@ -227,6 +249,8 @@ pub struct CredentialPatch {
     pub base_url_env: Option<Vec<String>>,
     /// Replaces the built-in's list.
     pub deny_paths: Option<Vec<String>>,
+    /// A masked credential's hosts (replaces the built-in's).
+    pub hosts: Option<Vec<String>>,
     pub source: Option<SourcePatch>,
 }
 
@@ -316,9 +340,23 @@ impl CredentialPatch {
     pub fn credential(self, name: &str) -> Result<Credential, PolicyError> {
         check_name(name)?;
         let base = builtin(name).map(Builtin::credential);
+        let hosts = match (self.hosts, &base) {
+            (Some(v), _) => v,
+            (None, Some(b)) => b.route.hosts.clone(),
+            (None, None) => Vec::new(),
+        };
+        // A masked credential is used at its hosts: no upstream or injection of its own.
+        let masked_default = hosts.first().map(|h| format!("https://{h}"));
+        let (header, format, query) = match (&self.header, &self.format, &self.query, &base) {
+            (None, None, None, None) if !hosts.is_empty() => {
+                (Some("authorization".to_owned()), None, None)
+            }
+            _ => (self.header, self.format, self.query),
+        };
         let Some(upstream) = self
             .upstream
             .or_else(|| base.as_ref().map(|b| b.route.upstream.clone()))
+            .or(masked_default)
         else {
             return Err(invalid(
                 name,
@@ -330,7 +368,7 @@ impl CredentialPatch {
                 ),
             ));
         };
-        let inject = match (self.header, self.format, self.query) {
+        let inject = match (header, format, query) {
             (None, None, None) => match &base {
                 Some(b) => b.route.inject.clone(),
                 None => {
@@ -411,6 +449,7 @@ impl CredentialPatch {
                 token_env,
                 base_url_env,
                 deny_paths,
+                hosts,
             },
             source,
         };
@@ -702,6 +741,24 @@ pub fn check(c: &Credential) -> Result<(), PolicyError> {
     }
     for v in &c.route.base_url_env {
         check_env_name(name, "base_url_env", v)?;
+    }
+    for h in &c.route.hosts {
+        if crate::host::normalize_host(h).ok().as_deref() != Some(h.as_str()) {
+            return Err(invalid(
+                name,
+                "hosts",
+                h,
+                "a host name or address in canonical form (lower case, no port, no wildcard)",
+            ));
+        }
+    }
+    if c.route.is_masked() && !c.route.base_url_env.is_empty() {
+        return Err(invalid(
+            name,
+            "base_url_env",
+            c.route.base_url_env.join(","),
+            "a masked credential (with `hosts`) is used at its hosts, not through a base URL",
+        ));
     }
     for p in &c.route.deny_paths {
         let ok = p.starts_with('/')

@@ -205,6 +205,16 @@ fn credential_network(policy: &mut Policy) -> Result<(), PolicyError> {
         return Ok(());
     }
     crate::credentials::check_all(&policy.credentials, &policy.env)?;
+    // A masked credential's hosts are reached directly (through the proxy): named ones are
+    // allowed; an address stays the network rules' to allow (`--allow-host`).
+    let names: Vec<String> = policy
+        .credentials
+        .iter()
+        .flat_map(|c| c.route.hosts.iter())
+        .filter(|h| h.parse::<std::net::IpAddr>().is_err() && !h.starts_with('['))
+        .cloned()
+        .collect();
+    append(&mut policy.network.allow_domains, names);
     match policy.network.mode {
         NetworkMode::None => policy.network.mode = NetworkMode::Proxy,
         NetworkMode::Proxy => {}

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use net::credential::{Route, Routes, Secret, Token};
+use net::credential::{Masked, Route, Routes, Secret, Token};
 use policy::credentials::{parse_upstream, Credential, Source, ROUTE_PREFIX};
 use zeroize::Zeroizing;
 
@@ -42,10 +42,112 @@ impl std::fmt::Debug for SourceCache {
 /// How long a `command` source may take.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// What the run gets: the routes for the proxy, and the variables for the spec.
+/// What the run gets: the routes for the proxy, the variables for the spec, and the
+/// directory holding the per-run CA's certificate (removed after the run).
 pub(crate) struct Loaded {
     pub routes: Routes,
     pub env: Vec<(String, String)>,
+    pub ca_dir: Option<CaDir>,
+}
+
+/// The per-run CA's certificate on disk, for the sandbox's trust stores: `ca.pem` (the CA
+/// alone) and `bundle.pem` (the system's roots and the CA). Public data; removed on drop.
+pub(crate) struct CaDir {
+    pub dir: PathBuf,
+}
+
+impl Drop for CaDir {
+    fn drop(&mut self) {
+        // Does not follow a link put in its place.
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Where the system's roots are (Debian, Fedora, Alpine, SUSE spellings).
+const SYSTEM_BUNDLES: &[&str] = &[
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/cert.pem",
+    "/etc/ssl/ca-bundle.pem",
+];
+
+/// Variables that make clients trust a bundle file (the whole set of roots).
+const BUNDLE_ENV: &[&str] = &[
+    "SSL_CERT_FILE",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "GIT_SSL_CAINFO",
+    "CARGO_HTTP_CAINFO",
+    "PIP_CERT",
+    "npm_config_cafile",
+];
+
+/// Writes the CA for the sandbox, in a new directory under `/var/tmp` (the sandbox's `/tmp`
+/// is its own), and returns the variables that point clients at it.
+fn write_ca(pem: &str) -> Result<(CaDir, Vec<(String, String)>), Error> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let io = |what: &str, e: std::io::Error| Error::Io {
+        what: what.into(),
+        cause: e,
+    };
+    let mut random = [0u8; 8];
+    getrandom::fill(&mut random).map_err(|e| {
+        io(
+            "name the CA directory",
+            std::io::Error::other(e.to_string()),
+        )
+    })?;
+    let name: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    let dir = PathBuf::from(format!("/var/tmp/stockade-ca-{name}"));
+    std::fs::DirBuilder::new()
+        .mode(0o755)
+        .create(&dir)
+        .map_err(|e| io("create the per-run CA directory in /var/tmp", e))?;
+    let ca_dir = CaDir { dir: dir.clone() };
+    let system = SYSTEM_BUNDLES
+        .iter()
+        .find_map(|p| std::fs::read_to_string(p).ok())
+        .unwrap_or_default();
+    for (file, text) in [
+        ("ca.pem", pem.to_owned()),
+        ("bundle.pem", format!("{system}\n{pem}")),
+    ] {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(dir.join(file))
+            .map_err(|e| io("write the per-run CA", e))?;
+        std::io::Write::write_all(&mut f, text.as_bytes())
+            .map_err(|e| io("write the per-run CA", e))?;
+    }
+    let bundle = dir.join("bundle.pem").display().to_string();
+    let mut env: Vec<(String, String)> = BUNDLE_ENV
+        .iter()
+        .map(|v| (v.to_string(), bundle.clone()))
+        .collect();
+    env.push((
+        "NODE_EXTRA_CA_CERTS".into(),
+        dir.join("ca.pem").display().to_string(),
+    ));
+    Ok((ca_dir, env))
+}
+
+/// A sentinel for a real value: as long, random letters and digits.
+fn sentinel(len: usize) -> Result<Zeroizing<String>, Error> {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    let mut bytes = Zeroizing::new(vec![0u8; len]);
+    getrandom::fill(&mut bytes).map_err(|e| Error::Io {
+        what: "make a credential sentinel".into(),
+        cause: std::io::Error::other(e.to_string()),
+    })?;
+    Ok(Zeroizing::new(
+        bytes
+            .iter()
+            .map(|b| char::from(ALPHABET[usize::from(*b) % ALPHABET.len()]))
+            .collect(),
+    ))
 }
 
 /// Where a source is read from, for the refusal rules.
@@ -68,6 +170,7 @@ fn unavailable(c: &Credential, reason: impl Into<String>, hint: impl Into<String
 /// Reads every credential's value and makes its stand-in.
 pub(crate) fn load(credentials: &[Credential], ctx: &Context) -> Result<Loaded, Error> {
     let mut routes = Vec::new();
+    let mut masked = Vec::new();
     let mut env = Vec::new();
     for c in credentials {
         let value = read(c, ctx)?;
@@ -78,6 +181,20 @@ pub(crate) fn load(credentials: &[Credential], ctx: &Context) -> Result<Loaded, 
                 "check what the source holds (one line, the key alone)",
             )
         })?;
+        if c.route.is_masked() {
+            let sentinel = sentinel(secret.expose().len())?;
+            for v in &c.route.token_env {
+                env.push((v.clone(), sentinel.to_string()));
+            }
+            masked.push(Masked {
+                name: c.name.clone(),
+                hosts: c.route.hosts.clone(),
+                sentinel,
+                secret,
+                deny_paths: c.route.deny_paths.clone(),
+            });
+            continue;
+        }
         let upstream = parse_upstream(&c.route.upstream)
             .map_err(|why| unavailable(c, why, "fix the route's `upstream` in the policy file"))?;
         let mut bytes = [0u8; 32];
@@ -103,11 +220,23 @@ pub(crate) fn load(credentials: &[Credential], ctx: &Context) -> Result<Loaded, 
         });
     }
     forbid_core_files()?;
-    let routes = Routes::new(routes).map_err(|reason| Error::Usage {
+    let routes = Routes::new(routes, masked).map_err(|reason| Error::Usage {
         message: format!("cannot verify the credential routes' upstreams: {reason}"),
         hint: "install the system's CA certificates (ca-certificates) or point SSL_CERT_FILE at a bundle".into(),
     })?;
-    Ok(Loaded { routes, env })
+    let ca_dir = match &routes.ca {
+        Some(ca) => {
+            let (dir, vars) = write_ca(ca.pem())?;
+            env.extend(vars);
+            Some(dir)
+        }
+        None => None,
+    };
+    Ok(Loaded {
+        routes,
+        env,
+        ca_dir,
+    })
 }
 
 /// No core file of this process from now on: it holds real values.
@@ -406,8 +535,10 @@ pub(crate) fn refuse_real_values_inside(
     argv: &[String],
     routes: &Routes,
 ) -> Result<(), Error> {
-    for r in routes.routes.iter() {
-        let secret = r.secret.expose();
+    let all = (routes.routes.iter().map(|r| (&r.name, &r.secret)))
+        .chain(routes.masked.iter().map(|m| (&m.name, &m.secret)));
+    for (name_of, secret) in all {
+        let secret = secret.expose();
         let holds = |v: &str| {
             if secret.len() >= 8 {
                 v.contains(secret)
@@ -419,7 +550,7 @@ pub(crate) fn refuse_real_values_inside(
             return Err(Error::Usage {
                 message: format!(
                     "the environment passed inside holds the real value of credential `{}` (in `{name}`)",
-                    r.name
+                    name_of
                 ),
                 hint: format!("drop `{name}` from --env/[env]: the route gives the command a stand-in"),
             });
@@ -428,7 +559,7 @@ pub(crate) fn refuse_real_values_inside(
             return Err(Error::Usage {
                 message: format!(
                     "the command line holds the real value of credential `{}` (argument {i}; did your shell expand the key variable?)",
-                    r.name
+                    name_of
                 ),
                 hint: "quote the command so the variable is expanded inside (`sh -c '... $KEY'`), where it holds the stand-in".into(),
             });

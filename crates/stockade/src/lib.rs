@@ -287,12 +287,13 @@ pub fn check_trust(request: &RunRequest) -> Result<guard::trust::Gate, Error> {
 
 /// The credentials stage: the real values read from their sources (refused when the command
 /// could have written them), stand-ins and route URLs put in the spec's environment, and the
-/// routes for the proxy. `None` without credentials.
+/// routes for the proxy, with the per-run CA's directory (removed when dropped). `None`
+/// without credentials.
 fn credential_stage(
     policy: &policy::Policy,
     request: &RunRequest,
     spec: &mut sandbox::Spec,
-) -> Result<Option<net::credential::Routes>, Error> {
+) -> Result<Option<(net::credential::Routes, Option<credentials::CaDir>)>, Error> {
     if policy.credentials.is_empty() {
         return Ok(None);
     }
@@ -309,7 +310,10 @@ fn credential_stage(
     }
     spec.env.sort();
     credentials::refuse_real_values_inside(&spec.env, &spec.argv, &loaded.routes)?;
-    Ok(Some(loaded.routes))
+    if let Some(ca) = &loaded.ca_dir {
+        spec.read_grants.push(ca.dir.clone());
+    }
+    Ok(Some((loaded.routes, loaded.ca_dir)))
 }
 
 /// The run's spec, computed once (the workspace scanned once), with the trust store kept
@@ -490,8 +494,12 @@ pub fn run_with_io(
         let mut resolved =
             tracing::debug_span!("spec").in_scope(|| resolve(spec_policy, request))?;
         // The real values, read on this side; the spec gets only stand-ins and the routes.
-        let credentials = tracing::debug_span!("credentials")
-            .in_scope(|| credential_stage(policy, request, &mut resolved.spec))?;
+        let (credentials, _ca_dir) = match tracing::debug_span!("credentials")
+            .in_scope(|| credential_stage(policy, request, &mut resolved.spec))?
+        {
+            Some((routes, dir)) => (Some(routes), dir),
+            None => (None, None),
+        };
         let spec = &resolved.spec;
         refuse_policy_file_in_writable_root(request, &spec.writable_roots)?;
         // Before the first audit event: a log in a writable root is never written.

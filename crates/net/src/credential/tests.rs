@@ -197,3 +197,54 @@ fn deny_paths_match_every_spelling() {
     assert!(!method_allowed(&hyper::Method::TRACE));
     assert!(!method_allowed(&hyper::Method::CONNECT));
 }
+
+fn masked(name: &str, host: &str, sentinel: &str, real: &str) -> Masked {
+    Masked {
+        name: name.into(),
+        hosts: vec![host.into()],
+        sentinel: Zeroizing::new(sentinel.into()),
+        #[allow(clippy::unwrap_used)]
+        secret: Secret::new(Zeroizing::new(real.into())).unwrap(),
+        deny_paths: Vec::new(),
+    }
+}
+
+#[test]
+fn sentinels_become_real_values_only_at_their_own_hosts() {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let all = [
+        masked("gh", "github.com", "SENTINELgh01", "ghp_realvalue"),
+        masked("gl", "gitlab.com", "SENTINELgl02", "glpat-realval"),
+    ];
+    let basic = format!("Basic {}", b64.encode("x-access-token:SENTINELgh01"));
+    let mut h = headers(&[
+        ("authorization", &basic),
+        ("x-one", "token SENTINELgh01"),
+        ("x-other", "SENTINELgl02"),
+    ]);
+    let used = unmask_headers(&mut h, "github.com", all.iter());
+    assert_eq!(used, ["gh"]);
+    let auth = h
+        .get("authorization")
+        .map(|v| v.as_bytes().to_vec())
+        .unwrap_or_default();
+    let decoded = b64.decode(&auth[6..]).unwrap_or_default();
+    assert_eq!(decoded, b"x-access-token:ghp_realvalue");
+    assert_eq!(
+        h.get("x-one").map(|v| v.as_bytes()),
+        Some(&b"token ghp_realvalue"[..])
+    );
+    // The other credential's sentinel is not laundered through this host.
+    assert_eq!(
+        h.get("x-other").map(|v| v.as_bytes()),
+        Some(&b"SENTINELgl02"[..])
+    );
+    // At a host of neither, nothing changes.
+    let mut h = headers(&[("x-one", "token SENTINELgh01")]);
+    assert!(unmask_headers(&mut h, "example.com", all.iter()).is_empty());
+    assert_eq!(
+        h.get("x-one").map(|v| v.as_bytes()),
+        Some(&b"token SENTINELgh01"[..])
+    );
+}

@@ -31,6 +31,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, Semaphore};
 
+mod masked;
 mod reverse;
 
 use crate::resolve::Resolver;
@@ -958,6 +959,16 @@ async fn tunnel(mut client: TcpStream, t: Tunnel, mut first: Vec<u8>, shared: Ar
             let _ = client.shutdown().await;
             return;
         }
+    }
+    if masked::applies(&shared, &host) {
+        let t = Tunnel {
+            protocol,
+            host,
+            port,
+            rule,
+            addrs,
+        };
+        return masked::serve(client, first, t, shared).await;
     }
     let (mut upstream, addr) = match connect(&addrs, shared.limits.connect).await {
         Ok(x) => x,

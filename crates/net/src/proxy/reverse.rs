@@ -297,17 +297,27 @@ async fn open(
             .map(|ip| std::net::SocketAddr::new(ip, up.port))
             .collect(),
     };
-    let limit = shared.limits.connect;
-    let (stream, addr) = connect(&addrs, limit)
+    open_tls(&addrs, bare, tls, shared.limits.connect).await
+}
+
+/// Connect to the first reachable of `addrs`, verify the server as `name` over TLS (the
+/// system's roots) and start an HTTP/1.1 client connection.
+pub(super) async fn open_tls(
+    addrs: &[std::net::SocketAddr],
+    name: &str,
+    tls: &Arc<rustls::ClientConfig>,
+    limit: std::time::Duration,
+) -> Result<(Upstream, std::net::SocketAddr), String> {
+    let (stream, addr) = connect(addrs, limit)
         .await
-        .map_err(|e| format!("connect to the upstream {bare}: {e}"))?;
-    let name = rustls::pki_types::ServerName::try_from(bare.to_owned())
-        .map_err(|e| format!("the upstream's name {bare}: {e}"))?;
+        .map_err(|e| format!("connect to the upstream {name}: {e}"))?;
+    let server = rustls::pki_types::ServerName::try_from(name.to_owned())
+        .map_err(|e| format!("the upstream's name {name}: {e}"))?;
     let connector = tokio_rustls::TlsConnector::from(tls.clone());
-    let stream = tokio::time::timeout(limit, connector.connect(name, stream))
+    let stream = tokio::time::timeout(limit, connector.connect(server, stream))
         .await
-        .map_err(|_| format!("TLS with the upstream {bare} timed out"))?
-        .map_err(|e| format!("TLS with the upstream {bare}: {e}"))?;
+        .map_err(|_| format!("TLS with the upstream {name} timed out"))?
+        .map_err(|e| format!("TLS with the upstream {name}: {e}"))?;
     let (sender, conn) = hyper::client::conn::http1::handshake::<_, Incoming>(TokioIo::new(stream))
         .await
         .map_err(|e| format!("upstream: {e}"))?;
@@ -316,9 +326,9 @@ async fn open(
 }
 
 /// A route's response body with the real value replaced ([`credential::Scrubber`]).
-struct Scrubbed {
-    inner: Counted,
-    scrub: credential::Scrubber,
+pub(super) struct Scrubbed {
+    pub(super) inner: Counted,
+    pub(super) scrub: credential::Scrubber,
 }
 
 impl hyper::body::Body for Scrubbed {

@@ -1,0 +1,262 @@
+//! Masked credentials at their hosts: a tunnel (CONNECT or SOCKS5, admitted by the rules as
+//! any other) to a host of a masked credential is not spliced. The proxy answers the client's
+//! TLS with a certificate from the run's CA (which the sandbox trusts and which can sign only
+//! these hosts), reads its HTTP/1.1 requests, puts the real value where the sentinel is
+//! ([`credential::unmask_headers`]: only credentials used at this host) and sends each request
+//! over verified TLS to the host itself. Responses come back as they stream, with the real
+//! values masked.
+
+use std::convert::Infallible;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+
+use super::reverse::{open_tls, Scrubbed};
+use super::{
+    event, strip_hop_by_hop, text, Body, Counted, Denial, Shared, Tunnel, ALLOWED,
+    CREDENTIAL_REFUSED, POOL_READY,
+};
+use crate::credential;
+
+const PROTOCOL: &str = "masked";
+
+/// Whether a tunnel to `host` is a masked credential's.
+pub(super) fn applies(shared: &Shared, host: &str) -> bool {
+    shared
+        .credentials
+        .as_ref()
+        .is_some_and(|r| r.ca.is_some() && r.masked_at(host).next().is_some())
+}
+
+/// Serve the tunnel `t` (its first bytes in `first`) as the masked credentials' host.
+pub(super) async fn serve(mut client: TcpStream, first: Vec<u8>, t: Tunnel, shared: Arc<Shared>) {
+    let Some(ca) = shared.credentials.as_ref().and_then(|r| r.ca.clone()) else {
+        let _ = client.shutdown().await;
+        return;
+    };
+    let config = match ca.server(&t.host) {
+        Ok(c) => c,
+        Err(reason) => {
+            refuse(&shared, &t, "masked credential".into(), reason);
+            let _ = client.shutdown().await;
+            return;
+        }
+    };
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    let stream = Prefixed {
+        prefix: first,
+        at: 0,
+        inner: client,
+    };
+    let tls = match tokio::time::timeout(shared.limits.handshake, acceptor.accept(stream)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            let reason = format!(
+                "the client did not complete TLS with the run's CA (does it trust SSL_CERT_FILE / NODE_EXTRA_CA_CERTS?): {e}"
+            );
+            refuse(&shared, &t, "masked credential".into(), reason);
+            return;
+        }
+        Err(_) => return,
+    };
+    let t = Arc::new(t);
+    let s = shared.clone();
+    let service = hyper::service::service_fn(move |req| {
+        let (s, t) = (s.clone(), t.clone());
+        async move { Ok::<_, Infallible>(request(req, &t, s).await) }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(shared.limits.handshake)
+        .serve_connection(TokioIo::new(tls), service)
+        .await;
+}
+
+fn refuse(shared: &Shared, t: &Tunnel, rule: String, reason: String) -> String {
+    let mut e = event(
+        PROTOCOL,
+        &t.host,
+        t.port,
+        Err(&Denial {
+            rule,
+            reason: reason.clone(),
+            before_connect: true,
+        }),
+        None,
+        0,
+        0,
+    );
+    e.code = CREDENTIAL_REFUSED;
+    shared.record(e);
+    reason
+}
+
+async fn request(req: Request<Incoming>, t: &Tunnel, shared: Arc<Shared>) -> Response<Body> {
+    let Some(routes) = shared.credentials.clone() else {
+        return text(StatusCode::BAD_GATEWAY, "no credentials");
+    };
+    if !credential::method_allowed(req.method()) {
+        let reason = format!(
+            "method {} is not forwarded to a masked credential's host",
+            req.method()
+        );
+        let r = refuse(&shared, t, t.rule.clone(), reason);
+        return text(StatusCode::METHOD_NOT_ALLOWED, &r);
+    }
+    let header = req
+        .headers()
+        .get(hyper::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("");
+    if !crate::http::host_header_matches(&t.host, t.port, header) {
+        let reason = format!("Host {header:?} does not match {}:{}", t.host, t.port);
+        let r = refuse(
+            &shared,
+            t,
+            "host header must match the request target".into(),
+            reason,
+        );
+        return text(StatusCode::MISDIRECTED_REQUEST, &r);
+    }
+    let (mut parts, body) = req.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    parts.headers.remove("proxy-authorization");
+    let used = credential::unmask_headers(&mut parts.headers, &t.host, routes.masked.iter());
+    let path = parts.uri.path().to_owned();
+    for m in routes
+        .masked_at(&t.host)
+        .filter(|m| used.contains(&m.name.as_str()))
+    {
+        if let Some(pattern) = credential::denied_by(&m.deny_paths, &path) {
+            let reason = format!(
+                "{path} is refused with credential `{}` (deny_paths: {pattern}): it can mint or plant lasting credentials",
+                m.name
+            );
+            let r = refuse(&shared, t, format!("credential:{}", m.name), reason);
+            return text(StatusCode::FORBIDDEN, &r);
+        }
+    }
+    let target = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "/".into());
+    parts.uri = match target.parse() {
+        Ok(u) => u,
+        Err(_) => return text(StatusCode::BAD_REQUEST, "bad request target"),
+    };
+    parts.version = hyper::Version::HTTP_11;
+    let rule = if used.is_empty() {
+        t.rule.clone()
+    } else {
+        format!("credential:{}", used.join(","))
+    };
+    let sent_up = parts
+        .headers
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    let request = Request::from_parts(parts, body);
+    let key = format!("masked/{}", t.host);
+    let pooled = match shared.pool.take(&key, t.port, &t.addrs) {
+        Some((mut s, a)) => match tokio::time::timeout(POOL_READY, s.ready()).await {
+            Ok(Ok(())) => Some((s, a)),
+            _ => None,
+        },
+        None => None,
+    };
+    let bare = t.host.trim_start_matches('[').trim_end_matches(']');
+    let (mut sender, addr) = match pooled {
+        Some(x) => x,
+        None => match open_tls(&t.addrs, bare, &routes.tls, shared.limits.connect).await {
+            Ok(x) => x,
+            Err(e) => return text(StatusCode::BAD_GATEWAY, &e),
+        },
+    };
+    match sender.send_request(request).await {
+        Ok(mut r) => {
+            strip_hop_by_hop(r.headers_mut());
+            *r.version_mut() = hyper::Version::HTTP_11;
+            let mut scrub = credential::Scrubber::of(routes.masked_at(&t.host).map(|m| &m.secret));
+            for v in r.headers_mut().values_mut() {
+                if let Some(clean) = scrub.header(v.as_bytes()) {
+                    if let Ok(c) = hyper::header::HeaderValue::from_bytes(&clean) {
+                        *v = c;
+                    }
+                }
+            }
+            let (host, port, protocol) = (t.host.clone(), t.port, PROTOCOL);
+            let done = move |down: u64, complete: bool| {
+                if complete {
+                    shared.pool.put(&key, port, addr, sender);
+                }
+                let mut e = event(protocol, &host, port, Ok(&rule), Some(addr), sent_up, down);
+                e.code = ALLOWED;
+                shared.record(e);
+            };
+            r.map(|b| {
+                Scrubbed {
+                    inner: Counted {
+                        inner: b,
+                        bytes: 0,
+                        done: Some(Box::new(done)),
+                    },
+                    scrub,
+                }
+                .boxed()
+            })
+        }
+        Err(e) => text(StatusCode::BAD_GATEWAY, &format!("upstream: {e}")),
+    }
+}
+
+/// The client's socket with the bytes already read from it (its ClientHello) first.
+struct Prefixed {
+    prefix: Vec<u8>,
+    at: usize,
+    inner: TcpStream,
+}
+
+impl AsyncRead for Prefixed {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if self.at < self.prefix.len() {
+            let n = buf.remaining().min(self.prefix.len() - self.at);
+            let at = self.at;
+            buf.put_slice(&self.prefix[at..at + n]);
+            self.at += n;
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Prefixed {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
