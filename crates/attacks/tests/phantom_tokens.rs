@@ -589,3 +589,90 @@ fn a_real_value_the_callers_shell_expanded_into_the_command_line_is_refused() {
         .assert_stderr_contains("the command line holds the real value");
     assert!(!run.stdout.contains(&s.real) && !run.stderr.contains(&s.real));
 }
+
+/// README's recipe for each built-in route, against the local upstream (only the upstream, or
+/// for masked credentials the hosts, changed): the client uses the route's own variables and
+/// header, and the upstream receives the real value there.
+#[test]
+fn every_builtin_route_puts_the_real_value_where_its_api_expects_it() {
+    let fx = Fixture::new();
+    let up = Upstream::start();
+    let port = up.port;
+    let url = up.url();
+    let cases: [(&str, &str, &str, &str, &str); 5] = [
+        (
+            "anthropic",
+            "",
+            "curl -sS --noproxy '*' -H \"x-api-key: $ANTHROPIC_API_KEY\" -d '{}' \"$ANTHROPIC_BASE_URL/v1/messages\"",
+            "/v1/messages",
+            "x-api-key",
+        ),
+        (
+            "openai",
+            "/v1",
+            "curl -sS --noproxy '*' -H \"Authorization: Bearer $OPENAI_API_KEY\" -d '{}' \"$OPENAI_BASE_URL/chat/completions\"",
+            "/v1/chat/completions",
+            "authorization",
+        ),
+        (
+            "gemini",
+            "",
+            "curl -sS --noproxy '*' -H \"x-goog-api-key: $GEMINI_API_KEY\" \"$GOOGLE_GEMINI_BASE_URL/v1beta/models\"",
+            "/v1beta/models",
+            "x-goog-api-key",
+        ),
+        (
+            "github",
+            "masked",
+            "curl -sS -H \"Authorization: token $GH_TOKEN\" https://127.0.0.1:PORT/user",
+            "/user",
+            "authorization",
+        ),
+        (
+            "gitlab",
+            "masked",
+            "curl -sS -H \"PRIVATE-TOKEN: $GITLAB_TOKEN\" https://127.0.0.1:PORT/api/v4/user",
+            "/api/v4/user",
+            "private-token",
+        ),
+    ];
+    for (i, (name, path, script, target, header)) in cases.into_iter().enumerate() {
+        let real = format!("real-{name}-{}", fx.id);
+        let policy = fx.out_file(&format!("{name}.toml"));
+        let table = if path == "masked" {
+            format!("hosts = [\"127.0.0.1\"]\n[network]\nallow_hosts = [\"127.0.0.1:{port}\"]\n")
+        } else {
+            format!("upstream = \"{url}{path}\"\n")
+        };
+        write_file(&policy, format!("[credentials.{name}]\n{table}"), 0o644);
+        let var = policy::credentials::builtin(name)
+            .map(|b| b.default_env)
+            .unwrap_or_default();
+        let o = fx
+            .attack(
+                &["--policy", &policy.display().to_string()],
+                &script.replace("PORT", &port.to_string()),
+            )
+            .env(var, &real)
+            .env("SSL_CERT_FILE", &up.ca_file)
+            .run()
+            .outcome();
+        assert_eq!(o.ran(), 0, "{name}: {}", o.run.describe());
+        o.run.assert_stdout_contains("{\"ok\":true}");
+        o.run.assert_lacks(&real);
+        let seen = up.seen();
+        assert_eq!(seen.len(), i + 1, "{name}: {seen:#?}");
+        let last = &seen[i];
+        assert_eq!(last.target, target, "{name}");
+        let expected = match header {
+            "authorization" if name == "openai" => format!("Bearer {real}"),
+            "authorization" => format!("token {real}"),
+            _ => real.clone(),
+        };
+        assert_eq!(
+            last.header(header),
+            Some(expected.as_str()),
+            "{name}: {last:#?}"
+        );
+    }
+}

@@ -248,3 +248,56 @@ fn sentinels_become_real_values_only_at_their_own_hosts() {
         Some(&b"token SENTINELgh01"[..])
     );
 }
+
+/// Median nanoseconds per call of `f(candidate)` over interleaved batches.
+fn median_ns(f: &dyn Fn(&[u8]) -> bool, candidates: &[&[u8]]) -> Vec<f64> {
+    const BATCH: u32 = 2_000;
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); candidates.len()];
+    for _ in 0..150 {
+        for (i, c) in candidates.iter().enumerate() {
+            let start = std::time::Instant::now();
+            for _ in 0..BATCH {
+                std::hint::black_box(f(std::hint::black_box(c)));
+            }
+            times[i].push(start.elapsed().as_nanos() as f64 / f64::from(BATCH));
+        }
+    }
+    times
+        .into_iter()
+        .map(|mut t| {
+            t.sort_by(f64::total_cmp);
+            t[t.len() / 2]
+        })
+        .collect()
+}
+
+/// The stand-in's comparison takes as long whether a guess is right up to its last byte or
+/// wrong from its first: a guess cannot be found byte by byte. The control is a comparison
+/// that stops at the first differing byte, measured the same way, which does show it.
+#[test]
+fn the_comparison_does_not_tell_how_much_of_a_guess_is_right() {
+    let token = Token::from_random([0x5a; 32]);
+    let right = token.as_str().as_bytes().to_vec();
+    let mut late = right.clone();
+    if let Some(last) = late.last_mut() {
+        *last ^= 1;
+    }
+    let mut early = right.clone();
+    early[0] ^= 1;
+    let constant = |c: &[u8]| token.matches(c);
+    let t = median_ns(&constant, &[&late, &early]);
+    let ratio = t[0] / t[1];
+    assert!(
+        (0.75..1.33).contains(&ratio),
+        "a guess right up to its last byte takes {:.1} ns, one wrong from its first {:.1} ns",
+        t[0],
+        t[1]
+    );
+    // Control: an early-exit comparison, measured the same way, tells them apart.
+    let leaky = |c: &[u8]| {
+        let own = token.as_str().as_bytes();
+        own.len() == c.len() && own.iter().zip(c).all(|(a, b)| std::hint::black_box(a == b))
+    };
+    let t = median_ns(&leaky, &[&late, &early]);
+    assert!(t[0] > 2.0 * t[1], "the control must show the leak: {t:?}");
+}
