@@ -226,6 +226,7 @@ fn serve(
             ),
             _ if req.target.contains("big") => big(out, &req.target),
             _ if req.target.contains("echo") => echo(out, &req),
+            _ if req.target.contains("gzip") => gzip(out, &req),
             _ => json(out, b"{\"ok\":true}"),
         };
         if ok.is_err() {
@@ -265,10 +266,24 @@ fn sse(out: &mut impl Write, events: &[&[u8]]) -> std::io::Result<()> {
 fn echo(out: &mut impl Write, req: &Seen) -> std::io::Result<()> {
     let key = req.header("x-api-key").unwrap_or("");
     let auth = req.header("authorization").unwrap_or("");
-    let body = format!("key={key} auth={auth} query={}", req.target);
+    let other = req.header("x-a").unwrap_or("");
+    let body = format!("key={key} auth={auth} x-a={other} query={}", req.target);
     write!(
         out,
         "HTTP/1.1 200 OK\r\nlocation: https://elsewhere.invalid/?k={key}\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
+    out.flush()
+}
+
+/// `/gzip`: an answer with `content-encoding: gzip` whatever was asked (an upstream that
+/// compresses anyway), its body the request's `x-api-key` (not really compressed: the point is
+/// that a proxy cannot read what it claims to be).
+fn gzip(out: &mut impl Write, req: &Seen) -> std::io::Result<()> {
+    let body = req.header("x-api-key").unwrap_or("").to_string();
+    write!(
+        out,
+        "HTTP/1.1 200 OK\r\ncontent-encoding: gzip\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
     )?;
     out.flush()

@@ -169,10 +169,10 @@ fn policy(fx: &Fixture, server: &GitServer) -> PathBuf {
     write_file(
         &p,
         format!(
-            "[credentials.gitserver]\nhosts = [\"127.0.0.1\"]\ntoken_env = [\"GIT_TOKEN\"]\nsource = {{ env = \"REAL_GIT_TOKEN\" }}\n\
+            "[credentials.gitserver]\nhosts = [\"127.0.0.1:{port}\"]\ntoken_env = [\"GIT_TOKEN\"]\nsource = {{ env = \"REAL_GIT_TOKEN\" }}\n\
              [credentials.other]\nhosts = [\"203.0.113.7\"]\ntoken_env = [\"OTHER_TOKEN\"]\nsource = {{ env = \"REAL_OTHER_TOKEN\" }}\n\
-             [network]\nallow_hosts = [\"127.0.0.1:{}\"]\n",
-            server.port
+             [network]\nallow_hosts = [\"127.0.0.1:{port}\"]\n",
+            port = server.port
         ),
         0o644,
     );
@@ -282,7 +282,7 @@ fn without_the_run_ca_the_client_refuses_the_proxy_and_nothing_is_sent() {
         git = git("GIT_TOKEN"),
         url = server.url()
     );
-    let o = masked_run(&fx, &server, &real, "x-other-value", &script).outcome();
+    let o = masked_run(&fx, &server, &real, "x-other-value-long-enough", &script).outcome();
     assert_eq!(o.ran(), 0, "{}", o.run.describe());
     assert!(
         !o.run.stdout.contains("client_rc=0"),

@@ -640,7 +640,9 @@ fn every_builtin_route_puts_the_real_value_where_its_api_expects_it() {
         let real = format!("real-{name}-{}", fx.id);
         let policy = fx.out_file(&format!("{name}.toml"));
         let table = if path == "masked" {
-            format!("hosts = [\"127.0.0.1\"]\n[network]\nallow_hosts = [\"127.0.0.1:{port}\"]\n")
+            format!(
+                "hosts = [\"127.0.0.1:{port}\"]\n[network]\nallow_hosts = [\"127.0.0.1:{port}\"]\n"
+            )
         } else {
             format!("upstream = \"{url}{path}\"\n")
         };
@@ -675,4 +677,68 @@ fn every_builtin_route_puts_the_real_value_where_its_api_expects_it() {
             "{name}: {last:#?}"
         );
     }
+}
+
+#[test]
+fn an_upstream_that_compresses_anyway_is_refused_and_echoes_of_masked_sentinels_stay_sentinels() {
+    let s = Setup::new();
+    let port = s.up.port;
+    let real_gl = format!("glpat-real-{}", s.fx.id);
+    let policy = s.fx.out_file("echo.toml");
+    write_file(
+        &policy,
+        format!(
+            "[credentials.anthropic]\nupstream = \"{}\"\n[credentials.gitlab]\nhosts = [\"127.0.0.1:{port}\"]\n[network]\nallow_hosts = [\"127.0.0.1:{port}\"]\n",
+            s.up.url()
+        ),
+        0o644,
+    );
+    let script = format!(
+        // A route whose upstream compresses though asked not to: refused, nothing comes back.
+        "{}\n\
+         # The masked sentinel in a header that is not a credential's, echoed: still a sentinel.\n\
+         curl -sS -H \"PRIVATE-TOKEN: $GITLAB_TOKEN\" -H \"x-a: $GITLAB_TOKEN\" -H 'accept-encoding: gzip' https://127.0.0.1:{port}/echo; echo\n\
+         # The masked host's minting endpoint below its API path.\n\
+         curl -sS -o /dev/null -w 'mint=%{{http_code}}\\n' -X POST -H \"PRIVATE-TOKEN: $GITLAB_TOKEN\" https://127.0.0.1:{port}/api/v4/user/personal_access_tokens\n\
+         curl -sS -o /dev/null -w 'dots=%{{http_code}}\\n' --path-as-is -H \"PRIVATE-TOKEN: $GITLAB_TOKEN\" https://127.0.0.1:{port}/api/v4/x/../user/keys",
+        curl("$ANTHROPIC_API_KEY", "/v1/gzip", "--noproxy '*'"),
+    );
+    let o =
+        s.fx.attack(&["--policy", &policy.display().to_string()], &script)
+            .env("ANTHROPIC_API_KEY", &s.real)
+            .env("GITLAB_TOKEN", &real_gl)
+            .env("SSL_CERT_FILE", &s.up.ca_file)
+            .run()
+            .outcome();
+    assert_eq!(o.ran(), 0, "{}", o.run.describe());
+    o.run.assert_lacks(&s.real);
+    o.run.assert_lacks(&real_gl);
+    assert!(o.run.stdout.contains("status=502"), "{}", o.run.describe());
+    assert!(
+        o.run.stdout.contains("mint=403") && o.run.stdout.contains("dots=400"),
+        "{}",
+        o.run.describe()
+    );
+    let seen = s.seen();
+    // Control: the upstream got both real values where they belong, and asked for identity.
+    let gz = seen.iter().find(|r| r.target == "/v1/gzip");
+    assert_eq!(
+        gz.and_then(|r| r.header("x-api-key")),
+        Some(s.real.as_str())
+    );
+    assert_eq!(
+        gz.and_then(|r| r.header("accept-encoding")),
+        Some("identity")
+    );
+    let echo = seen.iter().find(|r| r.target == "/echo");
+    assert_eq!(
+        echo.and_then(|r| r.header("private-token")),
+        Some(real_gl.as_str())
+    );
+    assert!(echo
+        .and_then(|r| r.header("x-a"))
+        .is_some_and(|v| v != real_gl));
+    assert!(!seen
+        .iter()
+        .any(|r| r.target.contains("personal_access_tokens") || r.target.contains("..")));
 }

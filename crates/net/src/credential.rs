@@ -101,12 +101,32 @@ pub mod ca;
 /// real value.
 pub struct Masked {
     pub name: String,
-    /// Normalized hosts (see [`policy::credentials::Route::hosts`]).
-    pub hosts: Vec<String>,
+    /// `(host, port)`: normalized hosts and their ports (443 unless the entry names one; see
+    /// [`policy::credentials::Route::hosts`]).
+    pub hosts: Vec<(String, u16)>,
+    /// The built-in's API path (`/api/v4`): deny patterns are matched below it as well.
+    pub api_prefix: String,
     /// What the sandbox holds: as long as the real value, random letters and digits.
     pub sentinel: Zeroizing<String>,
     pub secret: Secret,
     pub deny_paths: Vec<String>,
+}
+
+impl Masked {
+    /// Whether the credential is used at `host:port`.
+    pub fn serves(&self, host: &str, port: u16) -> bool {
+        self.hosts.iter().any(|(h, p)| h == host && *p == port)
+    }
+
+    /// The deny pattern that refuses `path` on a host (matched as is and below the API path).
+    pub fn denied(&self, path: &str) -> Option<&str> {
+        denied_by(&self.deny_paths, path).or_else(|| {
+            let below = path
+                .strip_prefix(self.api_prefix.as_str())
+                .filter(|_| !self.api_prefix.is_empty())?;
+            denied_by(&self.deny_paths, below)
+        })
+    }
 }
 
 impl fmt::Debug for Masked {
@@ -156,7 +176,10 @@ impl Routes {
         let ca = if masked.is_empty() {
             None
         } else {
-            let hosts: Vec<String> = masked.iter().flat_map(|m| m.hosts.clone()).collect();
+            let hosts: Vec<String> = masked
+                .iter()
+                .flat_map(|m| m.hosts.iter().map(|(h, _)| h.clone()))
+                .collect();
             Some(Arc::new(ca::Ca::new(&hosts)?))
         };
         Ok(Routes {
@@ -167,11 +190,13 @@ impl Routes {
         })
     }
 
-    /// The masked credentials used at `host`.
-    pub fn masked_at<'a>(&'a self, host: &'a str) -> impl Iterator<Item = &'a Masked> + 'a {
-        self.masked
-            .iter()
-            .filter(move |m| m.hosts.iter().any(|h| h == host))
+    /// The masked credentials used at `host:port`.
+    pub fn masked_at<'a>(
+        &'a self,
+        host: &'a str,
+        port: u16,
+    ) -> impl Iterator<Item = &'a Masked> + 'a {
+        self.masked.iter().filter(move |m| m.serves(host, port))
     }
 
     /// The route a request path names, and the rest of the path (with its query).
@@ -267,13 +292,7 @@ pub fn upstream_target(route: &Route, rest: &str) -> Result<Zeroizing<String>, &
     if !path.is_empty() && !path.starts_with('/') {
         return Err("bad path");
     }
-    let dot = |s: &str| {
-        let s = s.to_ascii_lowercase().replace("%2e", ".");
-        s == "." || s == ".."
-    };
-    if path.split('/').any(dot) {
-        return Err("`.` and `..` segments are refused on a credential route");
-    }
+    check_path_spelling(path)?;
     if path
         .bytes()
         .any(|b| b == b'\\' || b == b'#' || !(0x21..0x7f).contains(&b))
@@ -361,21 +380,47 @@ pub fn denied_path<'a>(route: &'a Route, path: &str) -> Option<&'a str> {
     denied_by(&route.deny_paths, path)
 }
 
-/// The pattern of `deny_paths` that refuses `path` ([`denied_path`]).
+/// The pattern of `deny_paths` that refuses `path` ([`denied_path`]). The path is matched
+/// as written and with `%2F` read as `/`, each segment without its `;` parameters.
 pub fn denied_by<'a>(deny_paths: &'a [String], path: &str) -> Option<&'a str> {
     let decoded = decode_unreserved(path).to_ascii_lowercase();
-    let segments: Vec<&str> = decoded.split('/').filter(|s| !s.is_empty()).collect();
-    deny_paths
-        .iter()
-        .find(|p| {
-            let pattern: Vec<&str> = p.split('/').filter(|s| !s.is_empty()).collect();
-            pattern.len() <= segments.len()
-                && pattern
-                    .iter()
-                    .zip(&segments)
-                    .all(|(want, got)| *want == "*" || want.eq_ignore_ascii_case(got))
-        })
-        .map(String::as_str)
+    let slashed = decoded.replace("%2f", "/");
+    [decoded, slashed].into_iter().find_map(|spelled| {
+        let segments: Vec<&str> = spelled
+            .split('/')
+            .map(|s| s.split(';').next().unwrap_or(""))
+            .filter(|s| !s.is_empty())
+            .collect();
+        deny_paths
+            .iter()
+            .find(|p| {
+                let pattern: Vec<&str> = p.split('/').filter(|s| !s.is_empty()).collect();
+                pattern.len() <= segments.len()
+                    && pattern
+                        .iter()
+                        .zip(&segments)
+                        .all(|(want, got)| *want == "*" || want.eq_ignore_ascii_case(got))
+            })
+            .map(String::as_str)
+    })
+}
+
+/// Refuses a path a server could read as another (so a deny pattern would not see it): dot
+/// segments (also percent-encoded), an encoded backslash, a backslash.
+pub fn check_path_spelling(path: &str) -> Result<(), &'static str> {
+    let lower = path.to_ascii_lowercase();
+    if lower.contains("%5c") || lower.contains('\\') {
+        return Err("a backslash in the path is refused with a credential");
+    }
+    let dot = |s: &str| {
+        let s = s.replace("%2e", ".");
+        let s = s.split(';').next().unwrap_or("");
+        s == "." || s == ".."
+    };
+    if lower.replace("%2f", "/").split('/').any(dot) {
+        return Err("`.` and `..` segments are refused with a credential");
+    }
+    Ok(())
 }
 
 /// `%XX` of an unreserved character (letters, digits, `-._~`) replaced by the character.
@@ -415,17 +460,35 @@ impl Scrubber {
         Scrubber::of([&route.secret])
     }
 
-    /// For these real values.
+    /// For these real values: as they are, percent-encoded (either case) and base64-encoded
+    /// at each of the three alignments (an echoed `Authorization: Basic`).
     pub fn of<'a>(secrets: impl IntoIterator<Item = &'a Secret>) -> Scrubber {
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::STANDARD;
         let mut needles: Vec<Zeroizing<Vec<u8>>> = Vec::new();
+        let mut add = |n: Zeroizing<Vec<u8>>| {
+            if n.len() >= 8 && !needles.iter().any(|m| **m == *n) {
+                needles.push(n);
+            }
+        };
         for secret in secrets {
-            let raw = Zeroizing::new(secret.expose().as_bytes().to_vec());
+            let raw = secret.expose().as_bytes();
+            add(Zeroizing::new(raw.to_vec()));
             let mut encoded = Zeroizing::new(String::new());
             percent_encode(secret.expose(), &mut encoded);
-            if encoded.as_bytes() != raw.as_slice() {
-                needles.push(Zeroizing::new(encoded.as_bytes().to_vec()));
+            add(Zeroizing::new(encoded.as_bytes().to_vec()));
+            add(Zeroizing::new(encoded.to_ascii_lowercase().into_bytes()));
+            for pad in 0..3usize {
+                let mut bytes = Zeroizing::new(vec![0u8; pad]);
+                bytes.extend_from_slice(raw);
+                let enc = Zeroizing::new(b64.encode(&*bytes));
+                // The first group holds the padding, the last may depend on what follows.
+                let start = if pad == 0 { 0 } else { 4 };
+                let end = enc.len().saturating_sub(4);
+                if end > start {
+                    add(Zeroizing::new(enc.as_bytes()[start..end].to_vec()));
+                }
             }
-            needles.push(raw);
         }
         Scrubber {
             needles,
@@ -472,8 +535,13 @@ impl Scrubber {
     }
 
     /// What is still held at the end of the body (a prefix of a value that never finished).
+    /// A held start of 8 bytes or more is masked too (the body ended inside a value).
     pub fn finish(&mut self) -> Vec<u8> {
-        std::mem::take(&mut *self.held).to_vec()
+        let mut rest = std::mem::take(&mut *self.held).to_vec();
+        if rest.len() >= 8 {
+            rest.iter_mut().for_each(|b| *b = b'X');
+        }
+        rest
     }
 
     /// Whether `chunk` holds a value, or ends with the start of one.
@@ -516,22 +584,28 @@ impl Scrubber {
     }
 }
 
-/// At `host`, each sentinel of `masked` in a request header becomes its real value: as it
-/// is, and inside an `Authorization: Basic` pair (git sends `user:token` there). Sentinels of
+/// At `host`, each sentinel of `masked` in a credential header ([`CREDENTIAL_HEADERS`], not
+/// `cookie`) becomes its real value: as it is, and inside an `Authorization: Basic` pair (git sends `user:token` there). Sentinels of
 /// credentials not used at `host` stay as they are. Returns the names of the credentials put
 /// on the request.
 pub fn unmask_headers<'a>(
     headers: &mut hyper::HeaderMap,
     host: &str,
+    port: u16,
     masked: impl Iterator<Item = &'a Masked> + Clone,
 ) -> Vec<&'a str> {
     use base64::Engine;
     let b64 = base64::engine::general_purpose::STANDARD;
     let mut used: Vec<&'a str> = Vec::new();
-    for value in headers.values_mut() {
+    for (name, value) in headers.iter_mut() {
+        // Only where credentials go: a sentinel in any other header (one the server might
+        // echo) stays a sentinel.
+        if !CREDENTIAL_HEADERS.contains(&name.as_str()) || name == "cookie" {
+            continue;
+        }
         let bytes = value.as_bytes();
         let mut text: Option<Zeroizing<Vec<u8>>> = None;
-        for m in masked.clone().filter(|m| m.hosts.iter().any(|h| h == host)) {
+        for m in masked.clone().filter(|m| m.serves(host, port)) {
             let current: &[u8] = text.as_deref().map_or(bytes, |t| t.as_slice());
             if let Some(replaced) =
                 replace_all(current, m.sentinel.as_bytes(), m.secret.expose().as_bytes())

@@ -174,6 +174,16 @@ pub const BUILTIN: &[Builtin] = &[
             "/user/codespaces/secrets",
             "/repos/*/*/actions/secrets",
             "/orgs/*/actions/secrets",
+            "/repos/*/*/environments/*/secrets",
+            "/repos/*/*/dependabot/secrets",
+            "/orgs/*/dependabot/secrets",
+            "/repos/*/*/codespaces/secrets",
+            "/orgs/*/codespaces/secrets",
+            "/repos/*/*/actions/runners/registration-token",
+            "/orgs/*/actions/runners/registration-token",
+            "/repos/*/*/collaborators",
+            "/orgs/*/invitations",
+            "/orgs/*/memberships",
         ],
         // git over HTTPS and the REST API (`gh`).
         hosts: &["github.com", "api.github.com"],
@@ -594,6 +604,43 @@ fn check_source(name: &str, source: &Source) -> Result<(), PolicyError> {
     }
 }
 
+/// A masked credential's host entry: `host` (port 443) or `host:port` (`[v6]:port`), the
+/// host in canonical form (lower case, no wildcard).
+pub fn parse_host_port(entry: &str) -> Result<(String, u16), String> {
+    let (host, port) = if let Some(inner) = entry.strip_prefix('[') {
+        let (h, after) = inner
+            .split_once(']')
+            .ok_or("an IPv6 host needs its closing `]`")?;
+        (h, after.strip_prefix(':'))
+    } else if entry.matches(':').count() > 1 {
+        return Err("write an IPv6 host in brackets: `[::1]:8443`".into());
+    } else {
+        match entry.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (entry, None),
+        }
+    };
+    let port = match port {
+        None => 443,
+        Some(p) => p
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| format!("bad port `{p}`"))?,
+    };
+    let canonical =
+        crate::host::normalize_host(host).map_err(|e| format!("bad host `{host}`: {e}"))?;
+    if canonical != host {
+        return Err(format!("write the host in canonical form: `{canonical}`"));
+    }
+    let host = if canonical.contains(':') {
+        format!("[{canonical}]")
+    } else {
+        canonical
+    };
+    Ok((host, port))
+}
+
 /// A parsed upstream: `https://host[:port][/path]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Upstream {
@@ -743,14 +790,7 @@ pub fn check(c: &Credential) -> Result<(), PolicyError> {
         check_env_name(name, "base_url_env", v)?;
     }
     for h in &c.route.hosts {
-        if crate::host::normalize_host(h).ok().as_deref() != Some(h.as_str()) {
-            return Err(invalid(
-                name,
-                "hosts",
-                h,
-                "a host name or address in canonical form (lower case, no port, no wildcard)",
-            ));
-        }
+        parse_host_port(h).map_err(|e| invalid(name, "hosts", h, e))?;
     }
     if c.route.is_masked() && !c.route.base_url_env.is_empty() {
         return Err(invalid(

@@ -211,8 +211,15 @@ fn credential_network(policy: &mut Policy) -> Result<(), PolicyError> {
         .credentials
         .iter()
         .flat_map(|c| c.route.hosts.iter())
-        .filter(|h| h.parse::<std::net::IpAddr>().is_err() && !h.starts_with('['))
-        .cloned()
+        .filter_map(|h| {
+            crate::credentials::parse_host_port(h)
+                .ok()
+                .map(|hp| (h, hp))
+        })
+        .filter(|(_, (host, _))| {
+            host.parse::<std::net::IpAddr>().is_err() && !host.starts_with('[')
+        })
+        .map(|(h, _)| h.clone())
         .collect();
     append(&mut policy.network.allow_domains, names);
     match policy.network.mode {

@@ -182,13 +182,31 @@ pub(crate) fn load(credentials: &[Credential], ctx: &Context) -> Result<Loaded, 
             )
         })?;
         if c.route.is_masked() {
+            if secret.expose().len() < 16 {
+                return Err(unavailable(
+                    c,
+                    "a masked credential's value must be at least 16 characters (its sentinel, as long, must not match other text by chance)",
+                    "use a route (upstream + header) for short values",
+                ));
+            }
+            let hosts = c
+                .route
+                .hosts
+                .iter()
+                .map(|h| policy::credentials::parse_host_port(h))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|why| unavailable(c, why, "fix the credential's `hosts`"))?;
+            let api_prefix = parse_upstream(&c.route.upstream)
+                .map(|u| u.path)
+                .unwrap_or_default();
             let sentinel = sentinel(secret.expose().len())?;
             for v in &c.route.token_env {
                 env.push((v.clone(), sentinel.to_string()));
             }
             masked.push(Masked {
                 name: c.name.clone(),
-                hosts: c.route.hosts.clone(),
+                hosts,
+                api_prefix,
                 sentinel,
                 secret,
                 deny_paths: c.route.deny_paths.clone(),

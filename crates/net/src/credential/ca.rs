@@ -56,9 +56,21 @@ impl Ca {
                 Err(_) => permitted.push(rcgen::GeneralSubtree::DnsName(bare.to_owned())),
             }
         }
+        // Names only: no address at all (an unconstrained type would be open).
+        let names_only = !permitted
+            .iter()
+            .any(|p| matches!(p, rcgen::GeneralSubtree::IpAddress(_)));
+        let excluded = if names_only {
+            vec![
+                rcgen::GeneralSubtree::IpAddress(rcgen::CidrSubnet::V4([0; 4], [0; 4])),
+                rcgen::GeneralSubtree::IpAddress(rcgen::CidrSubnet::V6([0; 16], [0; 16])),
+            ]
+        } else {
+            Vec::new()
+        };
         params.name_constraints = Some(rcgen::NameConstraints {
             permitted_subtrees: permitted,
-            excluded_subtrees: Vec::new(),
+            excluded_subtrees: excluded,
         });
         let cert = params.self_signed(&key).map_err(rcgen_error)?;
         Ok(Ca {

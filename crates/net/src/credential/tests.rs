@@ -182,6 +182,8 @@ fn deny_paths_match_every_spelling() {
         "//V1/%6Frganizations/x",
         "/repos/me/proj/keys",
         "/repos/me/proj/keys/1",
+        "/repos/me%2Fproj/keys",
+        "/v1/organizations;x/y",
     ] {
         assert!(denied_path(&r, p).is_some(), "{p}");
     }
@@ -193,6 +195,16 @@ fn deny_paths_match_every_spelling() {
     ] {
         assert_eq!(denied_path(&r, p), None, "{p}");
     }
+    for bad in [
+        "/x/../v1/organizations",
+        "/%2e/v1",
+        "/a%2F..%2Fb",
+        "/a\\b",
+        "/a%5cb",
+    ] {
+        assert!(check_path_spelling(bad).is_err(), "{bad}");
+    }
+    assert!(check_path_spelling("/projects/group%2Fproj/issues").is_ok());
     assert!(method_allowed(&hyper::Method::POST));
     assert!(!method_allowed(&hyper::Method::TRACE));
     assert!(!method_allowed(&hyper::Method::CONNECT));
@@ -201,7 +213,8 @@ fn deny_paths_match_every_spelling() {
 fn masked(name: &str, host: &str, sentinel: &str, real: &str) -> Masked {
     Masked {
         name: name.into(),
-        hosts: vec![host.into()],
+        hosts: vec![(host.into(), 443)],
+        api_prefix: String::new(),
         sentinel: Zeroizing::new(sentinel.into()),
         #[allow(clippy::unwrap_used)]
         secret: Secret::new(Zeroizing::new(real.into())).unwrap(),
@@ -220,10 +233,11 @@ fn sentinels_become_real_values_only_at_their_own_hosts() {
     let basic = format!("Basic {}", b64.encode("x-access-token:SENTINELgh01"));
     let mut h = headers(&[
         ("authorization", &basic),
-        ("x-one", "token SENTINELgh01"),
-        ("x-other", "SENTINELgl02"),
+        ("private-token", "token SENTINELgh01"),
+        ("x-api-key", "SENTINELgl02"),
+        ("x-echo", "SENTINELgh01"),
     ]);
-    let used = unmask_headers(&mut h, "github.com", all.iter());
+    let used = unmask_headers(&mut h, "github.com", 443, all.iter());
     assert_eq!(used, ["gh"]);
     let auth = h
         .get("authorization")
@@ -231,22 +245,48 @@ fn sentinels_become_real_values_only_at_their_own_hosts() {
         .unwrap_or_default();
     let decoded = b64.decode(&auth[6..]).unwrap_or_default();
     assert_eq!(decoded, b"x-access-token:ghp_realvalue");
+    let get = |h: &hyper::HeaderMap, n: &str| h.get(n).map(|v| v.as_bytes().to_vec());
     assert_eq!(
-        h.get("x-one").map(|v| v.as_bytes()),
-        Some(&b"token ghp_realvalue"[..])
+        get(&h, "private-token"),
+        Some(b"token ghp_realvalue".to_vec())
     );
-    // The other credential's sentinel is not laundered through this host.
-    assert_eq!(
-        h.get("x-other").map(|v| v.as_bytes()),
-        Some(&b"SENTINELgl02"[..])
-    );
-    // At a host of neither, nothing changes.
-    let mut h = headers(&[("x-one", "token SENTINELgh01")]);
-    assert!(unmask_headers(&mut h, "example.com", all.iter()).is_empty());
-    assert_eq!(
-        h.get("x-one").map(|v| v.as_bytes()),
-        Some(&b"token SENTINELgh01"[..])
-    );
+    // The other credential's sentinel is not laundered through this host, and a header that
+    // is not a credential's (one a server might echo) keeps its sentinel.
+    assert_eq!(get(&h, "x-api-key"), Some(b"SENTINELgl02".to_vec()));
+    assert_eq!(get(&h, "x-echo"), Some(b"SENTINELgh01".to_vec()));
+    // At a host of neither, or another port of the host, nothing changes.
+    for (host, port) in [("example.com", 443), ("github.com", 8443)] {
+        let mut h = headers(&[("authorization", "token SENTINELgh01")]);
+        assert!(unmask_headers(&mut h, host, port, all.iter()).is_empty());
+        assert_eq!(
+            get(&h, "authorization"),
+            Some(b"token SENTINELgh01".to_vec())
+        );
+    }
+}
+
+#[test]
+fn echoes_in_other_encodings_are_masked_too() {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let r = route(header("x-api-key", "{}"), "https://a.test");
+    for prefix in ["", "u:", "ab:"] {
+        let basic = b64.encode(format!("{prefix}real value/+"));
+        let mut s = Scrubber::new(&r);
+        let out = s
+            .push(basic.as_bytes())
+            .unwrap_or_else(|| basic.as_bytes().to_vec());
+        let mut out = out;
+        out.extend_from_slice(&s.finish());
+        let back = b64.decode(&out).unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&back).contains("real value"),
+            "{prefix}: {}",
+            String::from_utf8_lossy(&out)
+        );
+    }
+    let mut s = Scrubber::new(&r);
+    assert!(s.push(b"q=real%20value%2f%2b").is_some());
 }
 
 /// Median nanoseconds per call of `f(candidate)` over interleaved batches.

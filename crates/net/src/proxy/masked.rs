@@ -29,11 +29,11 @@ use crate::credential;
 const PROTOCOL: &str = "masked";
 
 /// Whether a tunnel to `host` is a masked credential's.
-pub(super) fn applies(shared: &Shared, host: &str) -> bool {
+pub(super) fn applies(shared: &Shared, host: &str, port: u16) -> bool {
     shared
         .credentials
         .as_ref()
-        .is_some_and(|r| r.ca.is_some() && r.masked_at(host).next().is_some())
+        .is_some_and(|r| r.ca.is_some() && r.masked_at(host, port).next().is_some())
 }
 
 /// Serve the tunnel `t` (its first bytes in `first`) as the masked credentials' host.
@@ -111,12 +111,9 @@ async fn request(req: Request<Incoming>, t: &Tunnel, shared: Arc<Shared>) -> Res
         let r = refuse(&shared, t, t.rule.clone(), reason);
         return text(StatusCode::METHOD_NOT_ALLOWED, &r);
     }
-    let header = req
-        .headers()
-        .get(hyper::header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or("");
-    if !crate::http::host_header_matches(&t.host, t.port, header) {
+    let mut hosts = req.headers().get_all(hyper::header::HOST).iter();
+    let header = hosts.next().and_then(|h| h.to_str().ok()).unwrap_or("");
+    if hosts.next().is_some() || !crate::http::host_header_matches(&t.host, t.port, header) {
         let reason = format!("Host {header:?} does not match {}:{}", t.host, t.port);
         let r = refuse(
             &shared,
@@ -129,13 +126,30 @@ async fn request(req: Request<Incoming>, t: &Tunnel, shared: Arc<Shared>) -> Res
     let (mut parts, body) = req.into_parts();
     strip_hop_by_hop(&mut parts.headers);
     parts.headers.remove("proxy-authorization");
-    let used = credential::unmask_headers(&mut parts.headers, &t.host, routes.masked.iter());
+    let used =
+        credential::unmask_headers(&mut parts.headers, &t.host, t.port, routes.masked.iter());
     let path = parts.uri.path().to_owned();
+    if !used.is_empty() {
+        if let Err(reason) = credential::check_path_spelling(&path) {
+            let r = refuse(
+                &shared,
+                t,
+                format!("credential:{}", used.join(",")),
+                reason.into(),
+            );
+            return text(StatusCode::BAD_REQUEST, &r);
+        }
+    }
+    // Responses must be readable to be masked: no compression.
+    parts.headers.insert(
+        hyper::header::ACCEPT_ENCODING,
+        hyper::header::HeaderValue::from_static("identity"),
+    );
     for m in routes
-        .masked_at(&t.host)
+        .masked_at(&t.host, t.port)
         .filter(|m| used.contains(&m.name.as_str()))
     {
-        if let Some(pattern) = credential::denied_by(&m.deny_paths, &path) {
+        if let Some(pattern) = m.denied(&path) {
             let reason = format!(
                 "{path} is refused with credential `{}` (deny_paths: {pattern}): it can mint or plant lasting credentials",
                 m.name
@@ -186,7 +200,11 @@ async fn request(req: Request<Incoming>, t: &Tunnel, shared: Arc<Shared>) -> Res
         Ok(mut r) => {
             strip_hop_by_hop(r.headers_mut());
             *r.version_mut() = hyper::Version::HTTP_11;
-            let mut scrub = credential::Scrubber::of(routes.masked_at(&t.host).map(|m| &m.secret));
+            if let Some(refusal) = super::reverse::encoded(&r) {
+                return text(StatusCode::BAD_GATEWAY, &refuse(&shared, t, rule, refusal));
+            }
+            let mut scrub =
+                credential::Scrubber::of(routes.masked_at(&t.host, t.port).map(|m| &m.secret));
             for v in r.headers_mut().values_mut() {
                 if let Some(clean) = scrub.header(v.as_bytes()) {
                     if let Ok(c) = hyper::header::HeaderValue::from_bytes(&clean) {

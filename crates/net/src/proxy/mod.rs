@@ -960,7 +960,7 @@ async fn tunnel(mut client: TcpStream, t: Tunnel, mut first: Vec<u8>, shared: Ar
             return;
         }
     }
-    if masked::applies(&shared, &host) {
+    if masked::applies(&shared, &host, port) {
         let t = Tunnel {
             protocol,
             host,

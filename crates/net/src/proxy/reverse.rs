@@ -161,6 +161,11 @@ pub(super) async fn request(
     if let Ok(v) = hyper::header::HeaderValue::from_str(&authority) {
         parts.headers.insert(hyper::header::HOST, v);
     }
+    // Responses must be readable to be masked: no compression.
+    parts.headers.insert(
+        hyper::header::ACCEPT_ENCODING,
+        hyper::header::HeaderValue::from_static("identity"),
+    );
     parts.uri = match target.parse() {
         Ok(u) => u,
         Err(_) => return text(StatusCode::BAD_REQUEST, "bad request target"),
@@ -208,6 +213,10 @@ pub(super) async fn request(
         Ok(mut r) => {
             strip_hop_by_hop(r.headers_mut());
             *r.version_mut() = hyper::Version::HTTP_11;
+            if let Some(reason) = encoded(&r) {
+                let e = refused(&shared, &up.host, up.port, rule, reason);
+                return text(StatusCode::BAD_GATEWAY, e.reason.as_deref().unwrap_or(""));
+            }
             // The real value never comes back: not in a redirect's Location, not echoed in a
             // body.
             let mut scrub = credential::Scrubber::new(route);
@@ -262,6 +271,16 @@ pub(super) async fn request(
             )
         }
     }
+}
+
+/// Why a response cannot be masked: it is compressed (asked for `identity`, the upstream sent
+/// another encoding), so an echoed real value would pass unseen.
+pub(super) fn encoded(r: &Response<Incoming>) -> Option<String> {
+    let enc = r.headers().get(hyper::header::CONTENT_ENCODING)?;
+    let enc = enc.to_str().unwrap_or("?").trim();
+    (!enc.eq_ignore_ascii_case("identity")).then(|| {
+        format!("the upstream answered with Content-Encoding {enc}, in which stockade could not mask the real value")
+    })
 }
 
 /// Pool connections of a route apart from plain ones to the same host.
@@ -357,7 +376,8 @@ impl hyper::body::Body for Scrubbed {
             };
             let data = match frame.into_data() {
                 Ok(data) => data,
-                Err(other) => return Poll::Ready(Some(Ok(other))),
+                // Trailers are dropped: they are not masked.
+                Err(_) => continue,
             };
             match self.scrub.push(&data) {
                 None => return Poll::Ready(Some(Ok(hyper::body::Frame::data(data)))),
