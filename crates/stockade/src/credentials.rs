@@ -626,3 +626,75 @@ pub(crate) fn file_source_masks(
     }
     Ok(masks)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn credential(source: Source) -> Credential {
+        let mut c = policy::credentials::builtin("anthropic")
+            .map(|b| b.credential())
+            .unwrap_or_else(|| unreachable!());
+        c.source = source;
+        c
+    }
+
+    #[test]
+    fn a_command_source_runs_once_per_ttl_and_a_missing_keyring_is_named() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let counter = dir.path().join("runs");
+        let script = dir.path().join("key.sh");
+        std::fs::write(
+            &script,
+            format!(
+                "echo x >> {}\necho sk-from-command-source\n",
+                counter.display()
+            ),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let c = credential(Source::Command {
+            argv: vec!["/bin/sh".into(), script.display().to_string()],
+            ttl: 60,
+        });
+        let cache = SourceCache::default();
+        let ctx = Context {
+            caller_env: &[],
+            home: dir.path(),
+            writable_roots: &[],
+            cache: &cache,
+        };
+        for _ in 0..3 {
+            let v = read(&c, &ctx)
+                .map(|v| v.to_string())
+                .map_err(|e| e.to_string());
+            assert_eq!(v, Ok("sk-from-command-source".to_owned()));
+        }
+        let runs = std::fs::read_to_string(&counter).unwrap_or_default();
+        assert_eq!(
+            runs.lines().count(),
+            1,
+            "the output is reused within its TTL"
+        );
+        // A fresh cache (another process) runs it again.
+        let other = SourceCache::default();
+        let ctx = Context {
+            cache: &other,
+            ..ctx
+        };
+        assert!(read(&c, &ctx).is_ok());
+        let runs = std::fs::read_to_string(&counter).unwrap_or_default();
+        assert_eq!(runs.lines().count(), 2);
+        // No session bus: the keyring source says so, with another source to use.
+        let k = credential(Source::Keyring {
+            service: "s".into(),
+            account: "a".into(),
+        });
+        let e = read(&k, &ctx).map_err(|e| (e.code(), e.to_string(), e.hint()));
+        let Err((code, message, hint)) = e else {
+            panic!("a keyring without a session bus gave a value")
+        };
+        assert_eq!(code, "E_CREDENTIAL_UNAVAILABLE");
+        assert!(message.contains("DBUS_SESSION_BUS_ADDRESS"), "{message}");
+        assert!(hint.is_some_and(|h| h.contains("=env:")));
+    }
+}

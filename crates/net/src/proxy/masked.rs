@@ -203,8 +203,10 @@ async fn request(req: Request<Incoming>, t: &Tunnel, shared: Arc<Shared>) -> Res
             if let Some(refusal) = super::reverse::encoded(&r) {
                 return text(StatusCode::BAD_GATEWAY, &refuse(&shared, t, rule, refusal));
             }
-            let mut scrub =
-                credential::Scrubber::of(routes.masked_at(&t.host, t.port).map(|m| &m.secret));
+            let mut scrub = credential::Scrubber::of(
+                routes.masked_at(&t.host, t.port).map(|m| &m.secret),
+                true,
+            );
             for v in r.headers_mut().values_mut() {
                 if let Some(clean) = scrub.header(v.as_bytes()) {
                     if let Ok(c) = hyper::header::HeaderValue::from_bytes(&clean) {
