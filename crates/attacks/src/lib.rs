@@ -30,6 +30,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+pub mod agent_scan;
 pub mod upstream;
 
 /// `PATH` given to every command, sandboxed or not: system directories only, so that both

