@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use attacks::agent_scan::{found, SCAN};
+use attacks::agent_scan::AgentCase;
 use attacks::upstream::{Seen, Upstream};
 use attacks::*;
 
@@ -120,33 +120,17 @@ const ARGS: &[&str] = &["-p", "SCAN-NOW please", "--allowedTools", "Bash"];
 #[test]
 fn claude_code_works_through_the_route_and_its_tools_never_find_the_key() {
     let claude = claude();
-    let fx = Fixture::new();
-    let real = format!("sk-ant-api03-real-{}", fx.id);
-    let decoy = format!("sk-ant-decoy-{}", fx.id);
-    let scan = fx.script("scan.py", SCAN);
-    let state = fx.root.join("claude-state");
-    mkdir(&state);
-    let roots = [
-        fx.ws.clone(),
-        fx.home.clone(),
-        state.clone(),
-        PathBuf::from("/tmp"),
-    ];
-    let roots: Vec<String> = roots.iter().map(sh_quote).collect();
-    let tool = format!(
-        "/usr/bin/python3 {} claude {}",
-        sh_quote(&scan),
-        roots.join(" ")
-    );
-    let up = Upstream::start_with(Some(script(tool)));
+    let case = AgentCase::new("claude", "sk-ant-api03");
+    let fx = &case.fx;
+    let up = Upstream::start_with(Some(script(case.tool_inside())));
     let policy = fx.out_file("p.toml");
     write_file(
         &policy,
         format!("[credentials.anthropic]\nupstream = \"{}\"\n", up.url()),
         0o644,
     );
-    let config = format!("CLAUDE_CONFIG_DIR={}", state.display());
-    let decoy_env = format!("DECOY={decoy}");
+    let config = format!("CLAUDE_CONFIG_DIR={}", case.state.display());
+    let decoy_env = format!("DECOY={}", case.decoy);
     let mut argv = vec![claude.to_str().unwrap_or_default()];
     argv.extend_from_slice(ARGS);
     let run = fx
@@ -157,7 +141,7 @@ fn claude_code_works_through_the_route_and_its_tools_never_find_the_key() {
                 "--credential",
                 "anthropic",
                 "--allow-write",
-                &state.display().to_string(),
+                &case.state.display().to_string(),
                 "--env",
                 &config,
                 "--env",
@@ -169,41 +153,14 @@ fn claude_code_works_through_the_route_and_its_tools_never_find_the_key() {
             ],
             &argv,
         )
-        .env("ANTHROPIC_API_KEY", &real)
+        .env("ANTHROPIC_API_KEY", &case.real)
         .env("SSL_CERT_FILE", &up.ca_file)
         .timeout(Duration::from_secs(180))
         .run();
     run.assert_success();
     run.assert_stdout_contains("ALL-DONE");
-    // The tool call ran and searched: the agent's memory, files, and (the in-run control) the
-    // decoy key in the environment was found.
     let seen = up.seen();
-    let result = seen
-        .iter()
-        .map(|s| String::from_utf8_lossy(&s.body).into_owned())
-        .find(|b| b.contains("tool_result"))
-        .unwrap_or_else(|| panic!("no tool result reached the model: {seen:#?}"));
-    let result: String = result.replace("\\n", "\n");
-    let agents = result
-        .lines()
-        .find(|l| l.contains("SCAN agents="))
-        .unwrap_or_else(|| panic!("the scan did not run:\n{result}"));
-    // The agent's memory was read (native), or reading it was refused (gVisor's Sentry).
-    assert!(
-        !(agents.contains("agents=0")
-            || agents.contains("regions=0") && agents.contains("denied=0")),
-        "{agents}"
-    );
-    let keys = found(&result);
-    assert!(
-        keys.iter().any(|k| k.starts_with(&decoy)),
-        "the scan finds keys: {keys:?}"
-    );
-    assert!(
-        !result.contains(&real),
-        "the tool found the real key:\n{result}"
-    );
-    assert!(!run.stdout.contains(&real) && !run.stderr.contains(&real));
+    case.assert_held(&seen, "tool_result", &run);
     // Every model call carried the real key, and only the real key.
     let calls: Vec<&Seen> = seen
         .iter()
@@ -212,16 +169,7 @@ fn claude_code_works_through_the_route_and_its_tools_never_find_the_key() {
     assert!(calls.len() >= 2, "{seen:#?}");
     assert!(calls
         .iter()
-        .all(|s| s.header("x-api-key") == Some(real.as_str())));
-    // Nothing the agent wrote holds it either.
-    for f in walk(&state, &|_| false)
-        .into_iter()
-        .chain(walk(&fx.ws, &|_| false))
-    {
-        let bytes = read_bytes(&f).unwrap_or_default();
-        let text = String::from_utf8_lossy(&bytes);
-        assert!(!text.contains(&real), "{} holds the real key", f.display());
-    }
+        .all(|s| s.header("x-api-key") == Some(case.real.as_str())));
 }
 
 #[test]
@@ -233,39 +181,20 @@ fn control_without_stockade_the_same_tool_call_finds_the_key() {
         println!("skipped as root: the control runs in the unprivileged pass");
         return;
     }
-    let fx = Fixture::new();
-    let real = format!("sk-ant-api03-real-{}", fx.id);
-    let scan = fx.script("scan.py", SCAN);
-    let state = fx.root.join("claude-state");
-    mkdir(&state);
-    let tool = format!(
-        "/usr/bin/python3 {} claude {}",
-        sh_quote(&scan),
-        sh_quote(&state)
-    );
-    let up = Upstream::start_with(Some(script(tool)));
-    let mut cmd = Cmd::new(&claude, &fx.ws)
-        .env("HOME", &fx.home)
-        .env("ANTHROPIC_API_KEY", &real)
+    let case = AgentCase::new("claude", "sk-ant-api03");
+    let up = Upstream::start_with(Some(script(case.tool(&[&case.state]))));
+    let mut cmd = Cmd::new(&claude, &case.fx.ws)
+        .env("HOME", &case.fx.home)
+        .env("ANTHROPIC_API_KEY", &case.real)
         .env("ANTHROPIC_BASE_URL", up.url())
         .env("NODE_EXTRA_CA_CERTS", &up.ca_file)
-        .env("CLAUDE_CONFIG_DIR", &state)
+        .env("CLAUDE_CONFIG_DIR", &case.state)
         .env("DISABLE_TELEMETRY", "1")
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
         .timeout(Duration::from_secs(180));
     for a in ARGS {
         cmd = cmd.arg(a);
     }
-    let run = cmd.run();
-    run.assert_success();
-    let result = up
-        .seen()
-        .iter()
-        .map(|s| String::from_utf8_lossy(&s.body).into_owned())
-        .find(|b| b.contains("tool_result"))
-        .unwrap_or_default();
-    assert!(
-        result.contains(&real),
-        "the scan finds the key when it is there:\n{result}"
-    );
+    cmd.run().assert_success();
+    case.assert_found(&up.seen(), "tool_result");
 }

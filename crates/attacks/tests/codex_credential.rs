@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use attacks::agent_scan::{found, SCAN};
+use attacks::agent_scan::AgentCase;
 use attacks::upstream::{Seen, Upstream};
 use attacks::*;
 
@@ -86,44 +86,20 @@ fn args(base_url: &str) -> Vec<String> {
     .to_vec()
 }
 
-fn tool_output(seen: &[Seen]) -> String {
-    seen.iter()
-        .map(|s| String::from_utf8_lossy(&s.body).into_owned())
-        .find(|b| b.contains("function_call_output"))
-        .unwrap_or_default()
-        .replace("\\n", "\n")
-}
-
 #[test]
 fn codex_works_through_the_openai_route_and_its_tools_never_find_the_key() {
     let codex = codex();
-    let fx = Fixture::new();
-    let real = format!("sk-proj-real-{}", fx.id);
-    let decoy = format!("sk-decoy-{}", fx.id);
-    let scan = fx.script("scan.py", SCAN);
-    let state = fx.root.join("codex-state");
-    mkdir(&state);
-    let roots = [
-        fx.ws.clone(),
-        fx.home.clone(),
-        state.clone(),
-        PathBuf::from("/tmp"),
-    ];
-    let roots: Vec<String> = roots.iter().map(sh_quote).collect();
-    let tool = format!(
-        "/usr/bin/python3 {} codex {}",
-        sh_quote(&scan),
-        roots.join(" ")
-    );
-    let up = Upstream::start_with(Some(script(tool)));
+    let case = AgentCase::new("codex", "sk-proj");
+    let fx = &case.fx;
+    let up = Upstream::start_with(Some(script(case.tool_inside())));
     let policy = fx.out_file("p.toml");
     write_file(
         &policy,
         format!("[credentials.openai]\nupstream = \"{}/v1\"\n", up.url()),
         0o644,
     );
-    let home = format!("CODEX_HOME={}", state.display());
-    let decoy_env = format!("DECOY={decoy}");
+    let home = format!("CODEX_HOME={}", case.state.display());
+    let decoy_env = format!("DECOY={}", case.decoy);
     let mut argv = vec![codex.display().to_string()];
     argv.extend(args("http://127.0.0.1:3128/credential/openai"));
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
@@ -135,7 +111,7 @@ fn codex_works_through_the_openai_route_and_its_tools_never_find_the_key() {
                 "--credential",
                 "openai",
                 "--allow-write",
-                &state.display().to_string(),
+                &case.state.display().to_string(),
                 "--env",
                 &home,
                 "--env",
@@ -143,80 +119,40 @@ fn codex_works_through_the_openai_route_and_its_tools_never_find_the_key() {
             ],
             &argv,
         )
-        .env("OPENAI_API_KEY", &real)
+        .env("OPENAI_API_KEY", &case.real)
         .env("SSL_CERT_FILE", &up.ca_file)
         .timeout(Duration::from_secs(180))
         .run();
     run.assert_success();
     run.assert_stdout_contains("CODEX-DONE");
     let seen = up.seen();
-    let result = tool_output(&seen);
-    let counts = result
-        .lines()
-        .find(|l| l.contains("SCAN agents="))
-        .unwrap_or_else(|| panic!("the scan did not run:\n{result}\n{seen:#?}"));
-    assert!(
-        !(counts.contains("agents=0")
-            || counts.contains("regions=0") && counts.contains("denied=0")),
-        "{counts}"
-    );
-    let keys = found(&result);
-    assert!(
-        keys.iter().any(|k| k.starts_with(&decoy)),
-        "the scan finds keys: {keys:?}"
-    );
-    assert!(
-        !result.contains(&real),
-        "the tool found the real key:\n{result}"
-    );
-    assert!(!run.stdout.contains(&real) && !run.stderr.contains(&real));
+    case.assert_held(&seen, "function_call_output", &run);
     let calls: Vec<&Seen> = seen
         .iter()
         .filter(|s| s.target == "/v1/responses")
         .collect();
     assert!(calls.len() >= 2, "{seen:#?}");
-    let bearer = format!("Bearer {real}");
+    let bearer = format!("Bearer {}", case.real);
     assert!(calls
         .iter()
         .all(|s| s.header("authorization") == Some(bearer.as_str())));
-    for f in walk(&state, &|_| false)
-        .into_iter()
-        .chain(walk(&fx.ws, &|_| false))
-    {
-        let text = String::from_utf8_lossy(&read_bytes(&f).unwrap_or_default()).into_owned();
-        assert!(!text.contains(&real), "{} holds the real key", f.display());
-    }
 }
 
 #[test]
 fn control_without_stockade_the_same_tool_call_finds_the_key() {
     let codex = codex();
-    let fx = Fixture::new();
-    let real = format!("sk-proj-real-{}", fx.id);
-    let scan = fx.script("scan.py", SCAN);
-    let state = fx.root.join("codex-state");
-    mkdir(&state);
-    let tool = format!(
-        "/usr/bin/python3 {} codex {}",
-        sh_quote(&scan),
-        sh_quote(&state)
-    );
+    let case = AgentCase::new("codex", "sk-proj");
     // Plain HTTP to the double is not possible (it speaks TLS): Codex trusts its CA here.
-    let up = Upstream::start_with(Some(script(tool)));
-    let mut cmd = Cmd::new(&codex, &fx.ws)
-        .env("HOME", &fx.home)
-        .env("OPENAI_API_KEY", &real)
-        .env("CODEX_HOME", &state)
+    let up = Upstream::start_with(Some(script(case.tool(&[&case.state]))));
+    let mut cmd = Cmd::new(&codex, &case.fx.ws)
+        .env("HOME", &case.fx.home)
+        .env("OPENAI_API_KEY", &case.real)
+        .env("CODEX_HOME", &case.state)
         .env("SSL_CERT_FILE", &up.ca_file)
         .timeout(Duration::from_secs(180));
     for a in args(&format!("{}/v1", up.url())) {
         cmd = cmd.arg(a);
     }
-    let run = cmd.run();
-    run.assert_success();
-    let result = tool_output(&up.seen());
-    assert!(
-        result.contains(&real),
-        "the scan finds the key when it is there:\n{result}"
-    );
+    cmd.run().assert_success();
+    case.assert_found(&up.seen(), "function_call_output");
 }

@@ -607,11 +607,25 @@ fn check_source(name: &str, source: &Source) -> Result<(), PolicyError> {
 /// A masked credential's host entry: `host` (port 443) or `host:port` (`[v6]:port`), the
 /// host in canonical form (lower case, no wildcard).
 pub fn parse_host_port(entry: &str) -> Result<(String, u16), String> {
+    let (host, port) = split_host_port(entry)?;
+    let canonical = canonical_host(host)?;
+    if canonical.trim_start_matches('[').trim_end_matches(']') != host {
+        return Err(format!("write the host in canonical form: `{canonical}`"));
+    }
+    Ok((canonical, port))
+}
+
+/// `host[:port]` or `[v6][:port]` → the host (without brackets) and the port (443).
+fn split_host_port(entry: &str) -> Result<(&str, u16), String> {
     let (host, port) = if let Some(inner) = entry.strip_prefix('[') {
         let (h, after) = inner
             .split_once(']')
             .ok_or("an IPv6 host needs its closing `]`")?;
-        (h, after.strip_prefix(':'))
+        match after.strip_prefix(':') {
+            Some(p) => (h, Some(p)),
+            None if after.is_empty() => (h, None),
+            None => return Err(format!("bad authority `{entry}`")),
+        }
     } else if entry.matches(':').count() > 1 {
         return Err("write an IPv6 host in brackets: `[::1]:8443`".into());
     } else {
@@ -628,17 +642,18 @@ pub fn parse_host_port(entry: &str) -> Result<(String, u16), String> {
             .filter(|p| *p != 0)
             .ok_or_else(|| format!("bad port `{p}`"))?,
     };
+    Ok((host, port))
+}
+
+/// The host in canonical form ([`crate::host::normalize_host`]), in brackets when IPv6.
+fn canonical_host(host: &str) -> Result<String, String> {
     let canonical =
         crate::host::normalize_host(host).map_err(|e| format!("bad host `{host}`: {e}"))?;
-    if canonical != host {
-        return Err(format!("write the host in canonical form: `{canonical}`"));
-    }
-    let host = if canonical.contains(':') {
+    Ok(if canonical.contains(':') {
         format!("[{canonical}]")
     } else {
         canonical
-    };
-    Ok((host, port))
+    })
 }
 
 /// A parsed upstream: `https://host[:port][/path]`.
@@ -666,37 +681,8 @@ pub fn parse_upstream(url: &str) -> Result<Upstream, String> {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, ""),
     };
-    let (host, port) = if let Some(inner) = authority.strip_prefix('[') {
-        let (h, after) = inner
-            .split_once(']')
-            .ok_or("an IPv6 host needs its closing `]`")?;
-        match after.strip_prefix(':') {
-            Some(p) => (h, Some(p)),
-            None if after.is_empty() => (h, None),
-            None => return Err(format!("bad authority `{authority}`")),
-        }
-    } else if authority.matches(':').count() > 1 {
-        return Err("write an IPv6 host in brackets: `https://[::1]:8443`".into());
-    } else {
-        match authority.split_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (authority, None),
-        }
-    };
-    let port = match port {
-        None => 443,
-        Some(p) => p
-            .parse::<u16>()
-            .ok()
-            .filter(|p| *p != 0)
-            .ok_or_else(|| format!("bad port `{p}`"))?,
-    };
-    let host = crate::host::normalize_host(host).map_err(|e| format!("bad host `{host}`: {e}"))?;
-    let host = if host.contains(':') {
-        format!("[{host}]")
-    } else {
-        host
-    };
+    let (host, port) = split_host_port(authority)?;
+    let host = canonical_host(host)?;
     let path = path.trim_end_matches('/');
     if path
         .split('/')

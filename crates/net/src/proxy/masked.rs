@@ -12,17 +12,15 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
-use super::reverse::{open_tls, Scrubbed};
+use super::reverse::{open_tls, scrubbed};
 use super::{
-    event, strip_hop_by_hop, text, Body, Counted, Denial, Shared, Tunnel, ALLOWED,
-    CREDENTIAL_REFUSED, POOL_READY,
+    event, exchange, strip_hop_by_hop, text, Body, Denial, Shared, Tunnel, CREDENTIAL_REFUSED,
 };
 use crate::credential;
 
@@ -181,59 +179,46 @@ async fn request(req: Request<Incoming>, t: &Tunnel, shared: Arc<Shared>) -> Res
         .unwrap_or(0);
     let request = Request::from_parts(parts, body);
     let key = format!("masked/{}", t.host);
-    let pooled = match shared.pool.take(&key, t.port, &t.addrs) {
-        Some((mut s, a)) => match tokio::time::timeout(POOL_READY, s.ready()).await {
-            Ok(Ok(())) => Some((s, a)),
-            _ => None,
-        },
-        None => None,
-    };
+    let pooled = shared.pool.take(&key, t.port, &t.addrs);
     let bare = t.host.trim_start_matches('[').trim_end_matches(']');
-    let (mut sender, addr) = match pooled {
-        Some(x) => x,
-        None => match open_tls(&t.addrs, bare, &routes.tls, shared.limits.connect).await {
-            Ok(x) => x,
-            Err(e) => return text(StatusCode::BAD_GATEWAY, &e),
-        },
+    let limit = shared.limits.connect;
+    let opened = exchange(
+        pooled,
+        || open_tls(&t.addrs, bare, &routes.tls, limit),
+        request,
+    )
+    .await;
+    let (sender, addr, resp) = match opened {
+        Ok(x) => x,
+        Err(e) => return text(StatusCode::BAD_GATEWAY, &e),
     };
-    match sender.send_request(request).await {
+    match resp {
         Ok(mut r) => {
             strip_hop_by_hop(r.headers_mut());
             *r.version_mut() = hyper::Version::HTTP_11;
             if let Some(refusal) = super::reverse::encoded(&r) {
                 return text(StatusCode::BAD_GATEWAY, &refuse(&shared, t, rule, refusal));
             }
-            let mut scrub = credential::Scrubber::of(
+            let scrub = credential::Scrubber::of(
                 routes.masked_at(&t.host, t.port).map(|m| &m.secret),
                 true,
             );
-            for v in r.headers_mut().values_mut() {
-                if let Some(clean) = scrub.header(v.as_bytes()) {
-                    if let Ok(c) = hyper::header::HeaderValue::from_bytes(&clean) {
-                        *v = c;
-                    }
-                }
-            }
-            let (host, port, protocol) = (t.host.clone(), t.port, PROTOCOL);
+            let (host, port) = (t.host.clone(), t.port);
             let done = move |down: u64, complete: bool| {
                 if complete {
                     shared.pool.put(&key, port, addr, sender);
                 }
-                let mut e = event(protocol, &host, port, Ok(&rule), Some(addr), sent_up, down);
-                e.code = ALLOWED;
-                shared.record(e);
+                shared.record(event(
+                    PROTOCOL,
+                    &host,
+                    port,
+                    Ok(&rule),
+                    Some(addr),
+                    sent_up,
+                    down,
+                ));
             };
-            r.map(|b| {
-                Scrubbed {
-                    inner: Counted {
-                        inner: b,
-                        bytes: 0,
-                        done: Some(Box::new(done)),
-                    },
-                    scrub,
-                }
-                .boxed()
-            })
+            scrubbed(r, scrub, Box::new(done))
         }
         Err(e) => text(StatusCode::BAD_GATEWAY, &format!("upstream: {e}")),
     }

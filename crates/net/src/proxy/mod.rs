@@ -429,39 +429,17 @@ async fn http_request(req: Request<Incoming>, shared: Arc<Shared>) -> Response<B
         .and_then(|v| v.parse::<u64>().ok())
         .unwrap_or(0);
     let request = Request::from_parts(parts, body);
-    let pooled = match shared.pool.take(&host, port, &addrs) {
-        // Ready once its connection has finished the previous exchange; an error means the
-        // upstream closes it (HTTP/1.0, `Connection: close`).
-        Some((mut s, a)) => match tokio::time::timeout(POOL_READY, s.ready()).await {
-            Ok(Ok(())) => Some((s, a)),
-            _ => None,
-        },
-        None => None,
+    let pooled = shared.pool.take(&host, port, &addrs);
+    let opened = exchange(
+        pooled,
+        || open_upstream(&addrs, shared.limits.connect),
+        request,
+    )
+    .await;
+    let (sender, addr, resp) = match opened {
+        Ok(x) => x,
+        Err(e) => return text(StatusCode::BAD_GATEWAY, &e),
     };
-    let reused = pooled.is_some();
-    let (mut sender, mut addr) = match pooled {
-        Some(x) => x,
-        None => match open_upstream(&addrs, shared.limits.connect).await {
-            Ok(x) => x,
-            Err(e) => return text(StatusCode::BAD_GATEWAY, &e),
-        },
-    };
-    let mut resp = sender.try_send_request(request).await;
-    if reused {
-        // The pooled connection closed under us before the request went out: the request
-        // comes back untouched and goes on a fresh connection to the same checked addresses.
-        if let Err(e) = &mut resp {
-            if let Some(request) = e.take_message() {
-                match open_upstream(&addrs, shared.limits.connect).await {
-                    Ok((s, a)) => {
-                        (sender, addr) = (s, a);
-                        resp = sender.try_send_request(request).await;
-                    }
-                    Err(e) => return text(StatusCode::BAD_GATEWAY, &e),
-                }
-            }
-        }
-    }
     match resp {
         Ok(mut r) => {
             // The upstream's connection handling is its own: the client's connection to the
@@ -489,12 +467,46 @@ async fn http_request(req: Request<Incoming>, shared: Arc<Shared>) -> Response<B
         }
         Err(e) => {
             shared.record(event("http", &host, port, Ok(&rule), Some(addr), up, 0));
-            text(
-                StatusCode::BAD_GATEWAY,
-                &format!("upstream: {}", e.into_error()),
-            )
+            text(StatusCode::BAD_GATEWAY, &format!("upstream: {e}"))
         }
     }
+}
+
+/// Send `request` on a pooled connection, or on a new one from `open`. A pooled connection
+/// serves once it has finished its previous exchange (an error means the upstream closes it:
+/// HTTP/1.0, `Connection: close`); one that closed under us before the request went out gives
+/// the request back untouched, and it goes on a new connection.
+async fn exchange<F, Fut>(
+    pooled: Option<(Upstream, SocketAddr)>,
+    open: F,
+    request: Request<Incoming>,
+) -> Result<(Upstream, SocketAddr, hyper::Result<Response<Incoming>>), String>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<(Upstream, SocketAddr), String>>,
+{
+    let pooled = match pooled {
+        Some((mut s, a)) => match tokio::time::timeout(POOL_READY, s.ready()).await {
+            Ok(Ok(())) => Some((s, a)),
+            _ => None,
+        },
+        None => None,
+    };
+    let reused = pooled.is_some();
+    let (mut sender, mut addr) = match pooled {
+        Some(x) => x,
+        None => open().await?,
+    };
+    let mut resp = sender.try_send_request(request).await;
+    if reused {
+        if let Err(e) = &mut resp {
+            if let Some(request) = e.take_message() {
+                (sender, addr) = open().await?;
+                resp = sender.try_send_request(request).await;
+            }
+        }
+    }
+    Ok((sender, addr, resp.map_err(|e| e.into_error())))
 }
 
 /// Connect to the first reachable checked address and start an HTTP/1.1 client connection.

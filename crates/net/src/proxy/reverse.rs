@@ -18,8 +18,8 @@ use hyper_util::rt::TokioIo;
 use policy::credentials::Inject;
 
 use super::{
-    connect, event, strip_hop_by_hop, text, Body, Counted, Denial, Event, Shared, Upstream,
-    CREDENTIAL_REFUSED,
+    connect, event, exchange, strip_hop_by_hop, text, Body, Counted, Denial, Event, Shared,
+    Upstream, CREDENTIAL_REFUSED,
 };
 use crate::credential::{self, Presented, Route};
 
@@ -180,35 +180,12 @@ pub(super) async fn request(
         .unwrap_or(0);
     let request = Request::from_parts(parts, body);
     let key = pool_key(route);
-    let pooled = match shared.pool.take_any(&key, up.port) {
-        Some((mut s, a)) => match tokio::time::timeout(super::POOL_READY, s.ready()).await {
-            Ok(Ok(())) => Some((s, a)),
-            _ => None,
-        },
-        None => None,
+    let pooled = shared.pool.take_any(&key, up.port);
+    let opened = exchange(pooled, || open(&shared, route, &routes.tls), request).await;
+    let (sender, addr, resp) = match opened {
+        Ok(x) => x,
+        Err(e) => return text(StatusCode::BAD_GATEWAY, &e),
     };
-    let reused = pooled.is_some();
-    let (mut sender, mut addr) = match pooled {
-        Some(x) => x,
-        None => match open(&shared, route, &routes.tls).await {
-            Ok(x) => x,
-            Err(e) => return text(StatusCode::BAD_GATEWAY, &e),
-        },
-    };
-    let mut resp = sender.try_send_request(request).await;
-    if reused {
-        if let Err(e) = &mut resp {
-            if let Some(request) = e.take_message() {
-                match open(&shared, route, &routes.tls).await {
-                    Ok((s, a)) => {
-                        (sender, addr) = (s, a);
-                        resp = sender.try_send_request(request).await;
-                    }
-                    Err(e) => return text(StatusCode::BAD_GATEWAY, &e),
-                }
-            }
-        }
-    }
     match resp {
         Ok(mut r) => {
             strip_hop_by_hop(r.headers_mut());
@@ -216,16 +193,6 @@ pub(super) async fn request(
             if let Some(reason) = encoded(&r) {
                 let e = refused(&shared, &up.host, up.port, rule, reason);
                 return text(StatusCode::BAD_GATEWAY, e.reason.as_deref().unwrap_or(""));
-            }
-            // The real value never comes back: not in a redirect's Location, not echoed in a
-            // body.
-            let mut scrub = credential::Scrubber::new(route);
-            for v in r.headers_mut().values_mut() {
-                if let Some(clean) = scrub.header(v.as_bytes()) {
-                    if let Ok(c) = hyper::header::HeaderValue::from_bytes(&clean) {
-                        *v = c;
-                    }
-                }
             }
             let host = up.host.clone();
             let port = up.port;
@@ -243,17 +210,9 @@ pub(super) async fn request(
                     down,
                 ));
             };
-            r.map(|b| {
-                Scrubbed {
-                    inner: Counted {
-                        inner: b,
-                        bytes: 0,
-                        done: Some(Box::new(done)),
-                    },
-                    scrub,
-                }
-                .boxed()
-            })
+            // The real value never comes back: not in a redirect's Location, not echoed in a
+            // body.
+            scrubbed(r, credential::Scrubber::new(route), Box::new(done))
         }
         Err(e) => {
             shared.record(event(
@@ -265,12 +224,36 @@ pub(super) async fn request(
                 sent_up,
                 0,
             ));
-            text(
-                StatusCode::BAD_GATEWAY,
-                &format!("upstream: {}", e.into_error()),
-            )
+            text(StatusCode::BAD_GATEWAY, &format!("upstream: {e}"))
         }
     }
+}
+
+/// An answer with the real values masked in its headers and its body; `done` is told the
+/// body's size, and whether it was read to its end, when the body is dropped.
+pub(super) fn scrubbed(
+    mut r: Response<Incoming>,
+    mut scrub: credential::Scrubber,
+    done: Box<dyn FnOnce(u64, bool) + Send + Sync>,
+) -> Response<Body> {
+    for v in r.headers_mut().values_mut() {
+        if let Some(clean) = scrub.header(v.as_bytes()) {
+            if let Ok(c) = hyper::header::HeaderValue::from_bytes(&clean) {
+                *v = c;
+            }
+        }
+    }
+    r.map(|b| {
+        Scrubbed {
+            inner: Counted {
+                inner: b,
+                bytes: 0,
+                done: Some(done),
+            },
+            scrub,
+        }
+        .boxed()
+    })
 }
 
 /// Why a response cannot be masked: it is compressed (asked for `identity`, the upstream sent
