@@ -20,7 +20,8 @@ use tokio::net::TcpStream;
 
 use super::reverse::{open_tls, scrubbed};
 use super::{
-    event, exchange, strip_hop_by_hop, text, Body, Denial, Shared, Tunnel, CREDENTIAL_REFUSED,
+    event, exchange, strip_hop_by_hop, text, when_done, Body, Denial, Shared, Tunnel,
+    CREDENTIAL_REFUSED,
 };
 use crate::credential;
 
@@ -171,12 +172,7 @@ async fn request(req: Request<Incoming>, t: &Tunnel, shared: Arc<Shared>) -> Res
     } else {
         format!("credential:{}", used.join(","))
     };
-    let sent_up = parts
-        .headers
-        .get(hyper::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(0);
+    let sent_up = content_length(&parts.headers);
     let request = Request::from_parts(parts, body);
     let key = format!("masked/{}", t.host);
     let pooled = shared.pool.take(&key, t.port, &t.addrs);
@@ -204,21 +200,9 @@ async fn request(req: Request<Incoming>, t: &Tunnel, shared: Arc<Shared>) -> Res
                 true,
             );
             let (host, port) = (t.host.clone(), t.port);
-            let done = move |down: u64, complete: bool| {
-                if complete {
-                    shared.pool.put(&key, port, addr, sender);
-                }
-                shared.record(event(
-                    PROTOCOL,
-                    &host,
-                    port,
-                    Ok(&rule),
-                    Some(addr),
-                    sent_up,
-                    down,
-                ));
-            };
-            scrubbed(r, scrub, Box::new(done))
+            let record = event(PROTOCOL, &host, port, Ok(&rule), Some(addr), sent_up, 0);
+            let done = when_done(shared, key, port, addr, sender, record);
+            scrubbed(r, scrub, done)
         }
         Err(e) => text(StatusCode::BAD_GATEWAY, &format!("upstream: {e}")),
     }

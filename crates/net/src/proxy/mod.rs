@@ -422,12 +422,7 @@ async fn http_request(req: Request<Incoming>, shared: Arc<Shared>) -> Response<B
     };
     strip_hop_by_hop(&mut parts.headers);
     parts.headers.remove("proxy-authorization");
-    let up = parts
-        .headers
-        .get(hyper::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(0);
+    let up = content_length(&parts.headers);
     let request = Request::from_parts(parts, body);
     let pooled = shared.pool.take(&host, port, &addrs);
     let opened = exchange(
@@ -450,17 +445,13 @@ async fn http_request(req: Request<Incoming>, shared: Arc<Shared>) -> Response<B
             *r.version_mut() = hyper::Version::HTTP_11;
             // The event is recorded when the response body is done, with its size; a body read
             // to its end gives the connection back to the pool.
-            let done = move |down: u64, complete: bool| {
-                if complete {
-                    shared.pool.put(&host, port, addr, sender);
-                }
-                shared.record(event("http", &host, port, Ok(&rule), Some(addr), up, down));
-            };
+            let record = event("http", &host, port, Ok(&rule), Some(addr), up, 0);
+            let done = when_done(shared, host.clone(), port, addr, sender, record);
             r.map(|b| {
                 Counted {
                     inner: b,
                     bytes: 0,
-                    done: Some(Box::new(done)),
+                    done: Some(done),
                 }
                 .boxed()
             })
@@ -470,6 +461,34 @@ async fn http_request(req: Request<Incoming>, shared: Arc<Shared>) -> Response<B
             text(StatusCode::BAD_GATEWAY, &format!("upstream: {e}"))
         }
     }
+}
+
+/// A request's declared body size (0 when not declared), for the event's bytes sent.
+fn content_length(headers: &hyper::HeaderMap) -> u64 {
+    headers
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0)
+}
+
+/// What an answer's body does when it ends: the connection goes back to the pool under `key`
+/// if the body was read to its end, and `record` is recorded with the body's size.
+fn when_done(
+    shared: Arc<Shared>,
+    key: String,
+    port: u16,
+    addr: SocketAddr,
+    sender: Upstream,
+    mut record: Event,
+) -> Box<dyn FnOnce(u64, bool) + Send + Sync> {
+    Box::new(move |down: u64, complete: bool| {
+        if complete {
+            shared.pool.put(&key, port, addr, sender);
+        }
+        record.bytes_down = down;
+        shared.record(record);
+    })
 }
 
 /// Send `request` on a pooled connection, or on a new one from `open`. A pooled connection

@@ -18,8 +18,8 @@ use hyper_util::rt::TokioIo;
 use policy::credentials::Inject;
 
 use super::{
-    connect, event, exchange, strip_hop_by_hop, text, Body, Counted, Denial, Event, Shared,
-    Upstream, CREDENTIAL_REFUSED,
+    connect, event, exchange, strip_hop_by_hop, text, when_done, Body, Counted, Denial, Event,
+    Shared, Upstream, CREDENTIAL_REFUSED,
 };
 use crate::credential::{self, Presented, Route};
 
@@ -172,12 +172,7 @@ pub(super) async fn request(
     };
     drop(target);
     parts.version = hyper::Version::HTTP_11;
-    let sent_up = parts
-        .headers
-        .get(hyper::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(0);
+    let sent_up = content_length(&parts.headers);
     let request = Request::from_parts(parts, body);
     let key = pool_key(route);
     let pooled = shared.pool.take_any(&key, up.port);
@@ -196,23 +191,11 @@ pub(super) async fn request(
             }
             let host = up.host.clone();
             let port = up.port;
-            let done = move |down: u64, complete: bool| {
-                if complete {
-                    shared.pool.put(&key, port, addr, sender);
-                }
-                shared.record(event(
-                    PROTOCOL,
-                    &host,
-                    port,
-                    Ok(&rule),
-                    Some(addr),
-                    sent_up,
-                    down,
-                ));
-            };
+            let record = event(PROTOCOL, &host, port, Ok(&rule), Some(addr), sent_up, 0);
+            let done = when_done(shared, key, port, addr, sender, record);
             // The real value never comes back: not in a redirect's Location, not echoed in a
             // body.
-            scrubbed(r, credential::Scrubber::new(route), Box::new(done))
+            scrubbed(r, credential::Scrubber::new(route), done)
         }
         Err(e) => {
             shared.record(event(
