@@ -20,8 +20,8 @@ use tokio::net::TcpStream;
 
 use super::reverse::{open_tls, scrubbed};
 use super::{
-    event, exchange, strip_hop_by_hop, text, when_done, Body, Denial, Shared, Tunnel,
-    CREDENTIAL_REFUSED,
+    content_length, event, exchange, strip_hop_by_hop, text, when_done, Body, Denial, Shared,
+    Tunnel, CREDENTIAL_REFUSED,
 };
 use crate::credential;
 

@@ -18,8 +18,8 @@ use hyper_util::rt::TokioIo;
 use policy::credentials::Inject;
 
 use super::{
-    connect, event, exchange, strip_hop_by_hop, text, when_done, Body, Counted, Denial, Event,
-    Shared, Upstream, CREDENTIAL_REFUSED,
+    connect, content_length, event, exchange, strip_hop_by_hop, text, when_done, Body, Counted,
+    Denial, Event, Shared, Upstream, CREDENTIAL_REFUSED,
 };
 use crate::credential::{self, Presented, Route};
 
