@@ -231,6 +231,7 @@ fn serve(
             _ if req.target.contains("big") => big(out, &req.target),
             _ if req.target.contains("echo") => echo(out, &req),
             _ if req.target.contains("gzip") => gzip(out, &req),
+            _ if req.target.contains("reason") => reason(out, &req),
             _ => json(out, b"{\"ok\":true}"),
         };
         if ok.is_err() {
@@ -290,6 +291,17 @@ fn gzip(out: &mut impl Write, req: &Seen) -> std::io::Result<()> {
         "HTTP/1.1 200 OK\r\ncontent-encoding: gzip\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
     )?;
+    out.flush()
+}
+
+/// `/reason`: the key it received (`x-api-key`, else `private-token`) in the status line's
+/// text, after `OK`.
+fn reason(out: &mut impl Write, req: &Seen) -> std::io::Result<()> {
+    let key = req
+        .header("x-api-key")
+        .or_else(|| req.header("private-token"))
+        .unwrap_or("");
+    write!(out, "HTTP/1.1 200 OK {key}\r\ncontent-length: 2\r\n\r\nok")?;
     out.flush()
 }
 

@@ -742,3 +742,44 @@ fn an_upstream_that_compresses_anyway_is_refused_and_echoes_of_masked_sentinels_
         .iter()
         .any(|r| r.target.contains("personal_access_tokens") || r.target.contains("..")));
 }
+
+#[test]
+fn the_real_value_never_comes_back_in_the_status_line() {
+    let s = Setup::new();
+    let port = s.up.port;
+    let real_gl = format!("glpat-real-{}", s.fx.id);
+    let policy = s.fx.out_file("reason.toml");
+    write_file(
+        &policy,
+        format!(
+            "[credentials.anthropic]\nupstream = \"{}\"\n[credentials.gitlab]\nhosts = [\"127.0.0.1:{port}\"]\n[network]\nallow_hosts = [\"127.0.0.1:{port}\"]\n",
+            s.up.url()
+        ),
+        0o644,
+    );
+    let script = format!(
+        "curl -sv --noproxy '*' -H \"x-api-key: $ANTHROPIC_API_KEY\" \"$ANTHROPIC_BASE_URL/reason\" 2>&1\n\
+         curl -sv -H \"PRIVATE-TOKEN: $GITLAB_TOKEN\" https://127.0.0.1:{port}/reason 2>&1"
+    );
+    let o =
+        s.fx.attack(&["--policy", &policy.display().to_string()], &script)
+            .env("ANTHROPIC_API_KEY", &s.real)
+            .env("GITLAB_TOKEN", &real_gl)
+            .env("SSL_CERT_FILE", &s.up.ca_file)
+            .run()
+            .outcome();
+    assert_eq!(o.ran(), 0, "{}", o.run.describe());
+    // Both answers arrived (the tunnel's own `200` adds a third status line).
+    assert!(
+        o.run.stdout.matches("< HTTP/1.1 200").count() >= 2,
+        "{}",
+        o.run.describe()
+    );
+    o.run.assert_lacks(&s.real);
+    o.run.assert_lacks(&real_gl);
+    // Control: the upstream got both real values, and put them in its status lines.
+    let seen = s.seen();
+    assert_eq!(seen.len(), 2, "{seen:#?}");
+    assert_eq!(seen[0].header("x-api-key"), Some(s.real.as_str()));
+    assert_eq!(seen[1].header("private-token"), Some(real_gl.as_str()));
+}

@@ -120,11 +120,14 @@ impl Masked {
 
     /// The deny pattern that refuses `path` on a host (matched as is and below the API path).
     pub fn denied(&self, path: &str) -> Option<&str> {
-        denied_by(&self.deny_paths, path).or_else(|| {
-            let below = path
-                .strip_prefix(self.api_prefix.as_str())
-                .filter(|_| !self.api_prefix.is_empty())?;
-            denied_by(&self.deny_paths, below)
+        let [prefix, _] = path_segments(&self.api_prefix);
+        path_segments(path).iter().find_map(|segments| {
+            denied_segments(&self.deny_paths, segments).or_else(|| {
+                let below = segments
+                    .strip_prefix(prefix.as_slice())
+                    .filter(|_| !prefix.is_empty())?;
+                denied_segments(&self.deny_paths, below)
+            })
         })
     }
 }
@@ -380,29 +383,73 @@ pub fn denied_path<'a>(route: &'a Route, path: &str) -> Option<&'a str> {
     denied_by(&route.deny_paths, path)
 }
 
-/// The pattern of `deny_paths` that refuses `path` ([`denied_path`]). The path is matched
-/// as written and with `%2F` read as `/`, each segment without its `;` parameters.
+/// The pattern of `deny_paths` that refuses `path` ([`denied_path`]), matched on the path's
+/// segments as a server would read them ([`path_segments`]).
 pub fn denied_by<'a>(deny_paths: &'a [String], path: &str) -> Option<&'a str> {
-    let decoded = decode_unreserved(path).to_ascii_lowercase();
-    let slashed = decoded.replace("%2f", "/");
-    [decoded, slashed].into_iter().find_map(|spelled| {
-        let segments: Vec<&str> = spelled
+    path_segments(path)
+        .iter()
+        .find_map(|segments| denied_segments(deny_paths, segments))
+}
+
+/// The pattern whose segments start `segments`.
+fn denied_segments<'a>(deny_paths: &'a [String], segments: &[String]) -> Option<&'a str> {
+    deny_paths
+        .iter()
+        .find(|p| {
+            let pattern: Vec<&str> = p.split('/').filter(|s| !s.is_empty()).collect();
+            pattern.len() <= segments.len()
+                && pattern
+                    .iter()
+                    .zip(segments)
+                    .all(|(want, got)| *want == "*" || want.eq_ignore_ascii_case(got))
+        })
+        .map(String::as_str)
+}
+
+/// A path's segments as servers may read them, in two spellings: `%2F` kept inside its
+/// segment (GitLab's `group%2Fproject`), and `%2F` read as `/`. Everything else is
+/// percent-decoded; a segment loses its `;parameters` and everything from a control
+/// character, space, `#` or `?` on, and its trailing dots; letters are lower-cased; empty
+/// segments (`//`) are dropped.
+pub fn path_segments(path: &str) -> [Vec<String>; 2] {
+    let kept = path.to_ascii_lowercase();
+    let slashed = kept.replace("%2f", "/");
+    [kept, slashed].map(|spelled| {
+        spelled
             .split('/')
-            .map(|s| s.split(';').next().unwrap_or(""))
-            .filter(|s| !s.is_empty())
-            .collect();
-        deny_paths
-            .iter()
-            .find(|p| {
-                let pattern: Vec<&str> = p.split('/').filter(|s| !s.is_empty()).collect();
-                pattern.len() <= segments.len()
-                    && pattern
-                        .iter()
-                        .zip(&segments)
-                        .all(|(want, got)| *want == "*" || want.eq_ignore_ascii_case(got))
+            .map(|raw| {
+                let decoded = percent_decode_keeping_2f(raw);
+                let seg = decoded.split(';').next().unwrap_or("");
+                let end = seg
+                    .find(|c: char| c.is_control() || c == ' ' || c == '#' || c == '?')
+                    .unwrap_or(seg.len());
+                seg[..end].trim_end_matches('.').to_owned()
             })
-            .map(String::as_str)
+            .filter(|s| !s.is_empty())
+            .collect()
     })
+}
+
+/// Percent-decoding, leaving `%2f` as it is (the caller decides what it is), lossy UTF-8.
+fn percent_decode_keeping_2f(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            let hex = std::str::from_utf8(&b[i + 1..i + 3]).ok();
+            if let Some(v) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                if v != b'/' {
+                    out.push(v);
+                    i += 3;
+                    continue;
+                }
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).to_lowercase()
 }
 
 /// Refuses a path a server could read as another (so a deny pattern would not see it): dot

@@ -184,6 +184,13 @@ fn deny_paths_match_every_spelling() {
         "/repos/me/proj/keys/1",
         "/repos/me%2Fproj/keys",
         "/v1/organizations;x/y",
+        "/v1/organizations%00",
+        "/v1/organizations%20",
+        "/v1/organizations%2e",
+        "/v1/organizations.",
+        "/v1/organizations%3Fx",
+        "/v1/organizations%23x",
+        "/V1/%6Frganizations",
     ] {
         assert!(denied_path(&r, p).is_some(), "{p}");
     }
@@ -340,4 +347,35 @@ fn the_comparison_does_not_tell_how_much_of_a_guess_is_right() {
     };
     let t = median_ns(&leaky, &[&late, &early]);
     assert!(t[0] > 2.0 * t[1], "the control must show the leak: {t:?}");
+}
+
+#[test]
+fn masked_deny_paths_hold_below_every_spelling_of_the_api_path() {
+    let m = Masked {
+        api_prefix: "/api/v4".into(),
+        deny_paths: vec![
+            "/user/personal_access_tokens".into(),
+            "/projects/*/hooks".into(),
+        ],
+        ..masked("gl", "gitlab.com", "SENTINELgl02", "glpat-realval")
+    };
+    for p in [
+        "/api/v4/user/personal_access_tokens",
+        "//api/v4/user/personal_access_tokens",
+        "/%61pi/v4/user/personal_access_tokens",
+        "/api%2Fv4/user/personal_access_tokens",
+        "/API/v4/user/personal_access_tokens",
+        "//api//v4/projects/1/hooks",
+        "/api/v4/projects/group%2Fproj/hooks",
+        "/user/personal_access_tokens",
+    ] {
+        assert!(m.denied(p).is_some(), "{p}");
+    }
+    for p in [
+        "/api/v4/user",
+        "/api/v4/projects/1/issues",
+        "/api/v5/user/personal_access_tokens",
+    ] {
+        assert_eq!(m.denied(p), None, "{p}");
+    }
 }

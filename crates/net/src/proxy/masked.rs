@@ -144,6 +144,11 @@ async fn request(req: Request<Incoming>, t: &Tunnel, shared: Arc<Shared>) -> Res
         hyper::header::ACCEPT_ENCODING,
         hyper::header::HeaderValue::from_static("identity"),
     );
+    // Whole answers only: a range of an echo could hold a piece of the value.
+    if !used.is_empty() {
+        parts.headers.remove(hyper::header::RANGE);
+        parts.headers.remove(hyper::header::IF_RANGE);
+    }
     for m in routes
         .masked_at(&t.host, t.port)
         .filter(|m| used.contains(&m.name.as_str()))

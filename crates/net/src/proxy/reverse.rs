@@ -166,6 +166,9 @@ pub(super) async fn request(
         hyper::header::ACCEPT_ENCODING,
         hyper::header::HeaderValue::from_static("identity"),
     );
+    // Whole answers only: a range of an echo could hold a piece of the value.
+    parts.headers.remove(hyper::header::RANGE);
+    parts.headers.remove(hyper::header::IF_RANGE);
     parts.uri = match target.parse() {
         Ok(u) => u,
         Err(_) => return text(StatusCode::BAD_REQUEST, "bad request target"),
@@ -219,6 +222,9 @@ pub(super) fn scrubbed(
     mut scrub: credential::Scrubber,
     done: Box<dyn FnOnce(u64, bool) + Send + Sync>,
 ) -> Response<Body> {
+    // The status line's own text (hyper keeps a non-standard one and sends it on) is dropped:
+    // an upstream could put anything there, the real value included.
+    r.extensions_mut().remove::<hyper::ext::ReasonPhrase>();
     for v in r.headers_mut().values_mut() {
         if let Some(clean) = scrub.header(v.as_bytes()) {
             if let Ok(c) = hyper::header::HeaderValue::from_bytes(&clean) {
