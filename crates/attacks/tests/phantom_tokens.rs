@@ -55,6 +55,28 @@ impl Setup {
     fn seen(&self) -> Vec<Seen> {
         self.up.seen()
     }
+
+    /// `script` with two credentials on the upstream: the `anthropic` route, and `gitlab`
+    /// masked at its address (real value `gitlab`).
+    fn run_with_gitlab(&self, gitlab: &str, script: &str) -> Outcome {
+        let port = self.up.port;
+        let policy = self.fx.out_file("with-gitlab.toml");
+        write_file(
+            &policy,
+            format!(
+                "[credentials.anthropic]\nupstream = \"{}\"\n[credentials.gitlab]\nhosts = [\"127.0.0.1:{port}\"]\n[network]\nallow_hosts = [\"127.0.0.1:{port}\"]\n",
+                self.up.url()
+            ),
+            0o644,
+        );
+        self.fx
+            .attack(&["--policy", &policy.display().to_string()], script)
+            .env("ANTHROPIC_API_KEY", &self.real)
+            .env("GITLAB_TOKEN", gitlab)
+            .env("SSL_CERT_FILE", &self.up.ca_file)
+            .run()
+            .outcome()
+    }
 }
 
 /// `curl` a route path with the key header given, printing the HTTP status and body.
@@ -684,15 +706,6 @@ fn an_upstream_that_compresses_anyway_is_refused_and_echoes_of_masked_sentinels_
     let s = Setup::new();
     let port = s.up.port;
     let real_gl = format!("glpat-real-{}", s.fx.id);
-    let policy = s.fx.out_file("echo.toml");
-    write_file(
-        &policy,
-        format!(
-            "[credentials.anthropic]\nupstream = \"{}\"\n[credentials.gitlab]\nhosts = [\"127.0.0.1:{port}\"]\n[network]\nallow_hosts = [\"127.0.0.1:{port}\"]\n",
-            s.up.url()
-        ),
-        0o644,
-    );
     let script = format!(
         // A route whose upstream compresses though asked not to: refused, nothing comes back.
         "{}\n\
@@ -703,13 +716,7 @@ fn an_upstream_that_compresses_anyway_is_refused_and_echoes_of_masked_sentinels_
          curl -sS -o /dev/null -w 'dots=%{{http_code}}\\n' --path-as-is -H \"PRIVATE-TOKEN: $GITLAB_TOKEN\" https://127.0.0.1:{port}/api/v4/x/../user/keys",
         curl("$ANTHROPIC_API_KEY", "/v1/gzip", "--noproxy '*'"),
     );
-    let o =
-        s.fx.attack(&["--policy", &policy.display().to_string()], &script)
-            .env("ANTHROPIC_API_KEY", &s.real)
-            .env("GITLAB_TOKEN", &real_gl)
-            .env("SSL_CERT_FILE", &s.up.ca_file)
-            .run()
-            .outcome();
+    let o = s.run_with_gitlab(&real_gl, &script);
     assert_eq!(o.ran(), 0, "{}", o.run.describe());
     o.run.assert_lacks(&s.real);
     o.run.assert_lacks(&real_gl);
@@ -748,26 +755,11 @@ fn the_real_value_never_comes_back_in_the_status_line() {
     let s = Setup::new();
     let port = s.up.port;
     let real_gl = format!("glpat-real-{}", s.fx.id);
-    let policy = s.fx.out_file("reason.toml");
-    write_file(
-        &policy,
-        format!(
-            "[credentials.anthropic]\nupstream = \"{}\"\n[credentials.gitlab]\nhosts = [\"127.0.0.1:{port}\"]\n[network]\nallow_hosts = [\"127.0.0.1:{port}\"]\n",
-            s.up.url()
-        ),
-        0o644,
-    );
     let script = format!(
         "curl -sv --noproxy '*' -H \"x-api-key: $ANTHROPIC_API_KEY\" \"$ANTHROPIC_BASE_URL/reason\" 2>&1\n\
          curl -sv -H \"PRIVATE-TOKEN: $GITLAB_TOKEN\" https://127.0.0.1:{port}/reason 2>&1"
     );
-    let o =
-        s.fx.attack(&["--policy", &policy.display().to_string()], &script)
-            .env("ANTHROPIC_API_KEY", &s.real)
-            .env("GITLAB_TOKEN", &real_gl)
-            .env("SSL_CERT_FILE", &s.up.ca_file)
-            .run()
-            .outcome();
+    let o = s.run_with_gitlab(&real_gl, &script);
     assert_eq!(o.ran(), 0, "{}", o.run.describe());
     // Both answers arrived (the tunnel's own `200` adds a third status line).
     assert!(
