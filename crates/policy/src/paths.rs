@@ -738,16 +738,18 @@ fn escaped(dir: &Path) -> Option<String> {
 
 /// `*` (any run, possibly empty) and `?` (one character) within one path component.
 fn wildcard_match(pat: &str, name: &str) -> bool {
-    let (p, n): (Vec<char>, Vec<char>) = (pat.chars().collect(), name.chars().collect());
+    // Bytes, as the glob engine matches (`?` is one byte there too, so a non-ASCII character
+    // is not one `?`): the two must agree on every name (the `path_resolution` fuzz target).
+    let (p, n) = (pat.as_bytes(), name.as_bytes());
     let (mut pi, mut ni) = (0usize, 0usize);
     let mut star: Option<(usize, usize)> = None;
     while ni < n.len() {
         // A `*` in the pattern is always the wildcard, even against a `*` in the name (taken
         // as a literal match, it would lose the wildcard: `.env.*` would miss `.env.*x`).
-        if pi < p.len() && p[pi] == '*' {
+        if pi < p.len() && p[pi] == b'*' {
             star = Some((pi, ni));
             pi += 1;
-        } else if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
+        } else if pi < p.len() && (p[pi] == b'?' || p[pi] == n[ni]) {
             pi += 1;
             ni += 1;
         } else if let Some((sp, sn)) = star {
@@ -758,7 +760,7 @@ fn wildcard_match(pat: &str, name: &str) -> bool {
             return false;
         }
     }
-    p[pi..].iter().all(|c| *c == '*')
+    p[pi..].iter().all(|c| *c == b'*')
 }
 
 impl GlobList {
@@ -989,14 +991,38 @@ mod glob_list_tests {
     #[test]
     fn wildcards_stay_within_one_component() {
         assert!(wildcard_match(".env.*", ".env.local"));
+        // A non-ASCII character is more than one `?`, as for the glob engine.
+        assert!(!wildcard_match("a?b", "a\u{e9}b"));
+        assert!(wildcard_match("a??b", "a\u{e9}b"));
         assert!(wildcard_match(".env.*", ".env."));
         assert!(!wildcard_match(".env.*", ".env"));
         assert!(wildcard_match("a*b*c", "aXbYc"));
         assert!(wildcard_match("a*b*c", "abc"));
         assert!(!wildcard_match("a*b*c", "acb"));
-        assert!(wildcard_match("?", "é"));
         assert!(!wildcard_match("?", ""));
         assert!(wildcard_match("*", ""));
+    }
+
+    /// Found by fuzzing (`path_resolution`): the bulk matcher took `?` for one character,
+    /// the glob engine takes it for one byte, so they disagreed on non-ASCII names.
+    #[test]
+    fn a_question_mark_is_one_byte_for_both_matchers() {
+        let gs = globs(&["?m", "???m", "*.pem?"], &["/ws"]);
+        let list = GlobList::new(&gs).unwrap();
+        for path in [
+            "/ws/a/\u{fffd}m",
+            "/ws/\u{e9}m",
+            "/ws/k.pem\u{e9}",
+            "/ws/xm",
+        ] {
+            let path = Path::new(path);
+            assert_eq!(
+                list.matches(path),
+                one_by_one(&gs, path),
+                "{}",
+                path.display()
+            );
+        }
     }
 
     /// Found by fuzzing (`path_resolution`): a `*` in a file name was taken as matching the
