@@ -194,9 +194,7 @@ async fn request(req: Request<Incoming>, t: &Tunnel, shared: Arc<Shared>) -> Res
         Err(e) => return text(StatusCode::BAD_GATEWAY, &e),
     };
     match resp {
-        Ok(mut r) => {
-            strip_hop_by_hop(r.headers_mut());
-            *r.version_mut() = hyper::Version::HTTP_11;
+        Ok(r) => {
             if let Some(refusal) = super::reverse::encoded(&r) {
                 return text(StatusCode::BAD_GATEWAY, &refuse(&shared, t, rule, refusal));
             }

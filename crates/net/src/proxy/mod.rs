@@ -436,13 +436,7 @@ async fn http_request(req: Request<Incoming>, shared: Arc<Shared>) -> Response<B
         Err(e) => return text(StatusCode::BAD_GATEWAY, &e),
     };
     match resp {
-        Ok(mut r) => {
-            // The upstream's connection handling is its own: the client's connection to the
-            // proxy stays open for its next request.
-            strip_hop_by_hop(r.headers_mut());
-            // The client's connection is HTTP/1.1 whatever the upstream spoke (an HTTP/1.0
-            // status line would make the client close its proxy connection after each request).
-            *r.version_mut() = hyper::Version::HTTP_11;
+        Ok(r) => {
             // The event is recorded when the response body is done, with its size; a body read
             // to its end gives the connection back to the pool.
             let record = event("http", &host, port, Ok(&rule), Some(addr), up, 0);
@@ -494,7 +488,8 @@ fn when_done(
 /// Send `request` on a pooled connection, or on a new one from `open`. A pooled connection
 /// serves once it has finished its previous exchange (an error means the upstream closes it:
 /// HTTP/1.0, `Connection: close`); one that closed under us before the request went out gives
-/// the request back untouched, and it goes on a new connection.
+/// the request back untouched, and it goes on a new connection. The answer comes without
+/// hop-by-hop headers, as HTTP/1.1.
 async fn exchange<F, Fut>(
     pooled: Option<(Upstream, SocketAddr)>,
     open: F,
@@ -525,6 +520,15 @@ where
             }
         }
     }
+    let resp = resp.map(|mut r| {
+        // The upstream's connection handling is its own: the client's connection to the proxy
+        // stays open for its next request.
+        strip_hop_by_hop(r.headers_mut());
+        // The client's connection is HTTP/1.1 whatever the upstream spoke (an HTTP/1.0 status
+        // line would make the client close its proxy connection after each request).
+        *r.version_mut() = hyper::Version::HTTP_11;
+        r
+    });
     Ok((sender, addr, resp.map_err(|e| e.into_error())))
 }
 

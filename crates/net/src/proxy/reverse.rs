@@ -185,9 +185,7 @@ pub(super) async fn request(
         Err(e) => return text(StatusCode::BAD_GATEWAY, &e),
     };
     match resp {
-        Ok(mut r) => {
-            strip_hop_by_hop(r.headers_mut());
-            *r.version_mut() = hyper::Version::HTTP_11;
+        Ok(r) => {
             if let Some(reason) = encoded(&r) {
                 let e = refused(&shared, &up.host, up.port, rule, reason);
                 return text(StatusCode::BAD_GATEWAY, e.reason.as_deref().unwrap_or(""));
