@@ -217,6 +217,12 @@ struct RunArgs {
     /// invisible, Bidi or Tag characters, no terminal escape sequences (see `stockade sanitize`).
     #[arg(long)]
     sanitize_output: bool,
+    /// Give the command no terminal of its own even when stdin, stdout or stderr is one.
+    /// By default such a run gets a new terminal inside the sandbox (job control, `/dev/tty`,
+    /// Ctrl-C to the command); with this flag its terminal output goes through pipes and a
+    /// terminal stdin is handed over read-only.
+    #[arg(long)]
+    no_tty: bool,
     /// Print stockade's own errors as JSON on stderr.
     #[arg(long)]
     json: bool,
@@ -308,6 +314,8 @@ fn run(args: RunArgs) -> Result<u8, Error> {
     };
     request.options.allow_degraded = args.allow_degraded;
     request.options.sanitize_output = args.sanitize_output;
+    request.options.no_terminal = args.no_tty;
+    request.options.limit_terminal = args.policy.output_limit.is_some();
     request.report = args.report;
     request.audit = args.audit;
     request.policy_file = args.policy.policy.clone();

@@ -458,8 +458,13 @@ pub fn launch_with(
     // relay's pipes and thread would be pure cost. A socket the command could aim elsewhere
     // is always relayed: the command gets a pipe, the supervisor writes to the socket.
     let sanitize = options.sanitize_output;
+    // A run attached to a terminal gets its own (see crate::terminal): the streams that are
+    // the caller's terminal become it, and are neither relayed by pipe nor handed over.
+    let terminal = crate::terminal::caller_terminal(&io, options);
+    let pty = terminal.map_or([false; 3], |t| t.streams);
     let relayed = |stream: std::os::fd::BorrowedFd<'_>, terminal: bool| {
         sanitize
+            || (options.no_terminal && terminal)
             || aimable_socket(stream)
             || (plan.output_limit.is_some() && !terminal && !is_dev_null(stream))
     };
@@ -470,21 +475,29 @@ pub fn launch_with(
         matches!(sink, sandbox::Sink::Fd(_)) || relayed(stream, terminal)
     };
     let output_pipes: [Option<(OwnedFd, OwnedFd)>; 2] = [
-        sink_relayed(&io.stdout, stdout.as_fd(), stdout.is_terminal())
+        (!pty[1] && sink_relayed(&io.stdout, stdout.as_fd(), stdout.is_terminal()))
             .then(|| output_pipe(plan))
             .transpose()?,
-        sink_relayed(&io.stderr, stderr.as_fd(), stderr.is_terminal())
+        (!pty[2] && sink_relayed(&io.stderr, stderr.as_fd(), stderr.is_terminal()))
             .then(|| output_pipe(plan))
             .transpose()?,
     ];
-    // Under --sanitize-output a terminal on stdin goes to the command read-only: a terminal is
-    // open for reading and writing, and the command would write escape sequences to its fd 0
-    // past the sanitizer.
-    let stdin_read_only = if sanitize && std::io::stdin().is_terminal() {
+    // Without a terminal of its own (--no-tty), a terminal on stdin goes to the command
+    // read-only: a terminal is open for reading and writing, and the command would write to
+    // the caller's terminal through its fd 0 (escape sequences past the sanitizer, too).
+    let stdin_read_only = if terminal.is_none()
+        && (sanitize || options.no_terminal)
+        && std::io::stdin().is_terminal()
+    {
         Some(read_only_terminal()?)
     } else {
         None
     };
+    // A channel for the init to hand over the master side of the terminal it opens inside.
+    let terminal_channel = terminal
+        .map(|_| sys::parent::fd_channel())
+        .transpose()
+        .map_err(|e| RunError::io("create the terminal channel", e))?;
     let mut spec = ChildSpec {
         report_fd: -1,
         sync_fd: -1,
@@ -511,6 +524,15 @@ pub fn launch_with(
         },
         new_network: plan.network.new_namespace,
         proxy: proxy_spec,
+        terminal: terminal
+            .zip(terminal_channel.as_ref())
+            .map(|(t, (_, init_end))| sys::postfork::TerminalSpec {
+                sock: init_end.as_raw_fd(),
+                ptmx: c"/dev/pts/ptmx",
+                settings: t.settings,
+                size: t.size,
+                streams: t.streams,
+            }),
         stdin: stdin_read_only.as_ref().map_or(-1, |f| f.as_raw_fd()),
         stdout: output_pipes[0].as_ref().map_or(-1, |p| p.1.as_raw_fd()),
         stderr: output_pipes[1].as_ref().map_or(-1, |p| p.1.as_raw_fd()),
@@ -639,6 +661,33 @@ pub fn launch_with(
             });
         }
     }
+    let attached = match (terminal_channel, terminal) {
+        (Some((ours, init_end)), Some(caller)) => {
+            drop(init_end); // as for the proxy's channel: the init's exit is end of stream
+            let attached = match sys::parent::recv_terminal(&ours) {
+                Ok(Some(master)) => crate::terminal::attach(
+                    master,
+                    &caller,
+                    plan.output_limit.filter(|_| options.limit_terminal),
+                    sanitize,
+                    process_signals,
+                )
+                .map(Some),
+                // The init failed before sending it; its report says why.
+                Ok(None) => Ok(None),
+                Err(e) => Err(e),
+            };
+            match attached {
+                Ok(a) => a,
+                Err(e) => {
+                    child.kill();
+                    let _ = child.wait();
+                    return Err(RunError::io("attach the command's terminal", e));
+                }
+            }
+        }
+        _ => None,
+    };
     drop(spawning);
     if process_signals {
         sys::parent::forward_signals_to(child.pid);
@@ -813,7 +862,11 @@ pub fn launch_with(
     let joined = |r: Option<std::thread::JoinHandle<sandbox::relay::Relayed>>| {
         r.map(|h| h.join().unwrap_or_default())
     };
-    let relayed = [joined(out_relay), joined(err_relay)];
+    let mut relayed = [joined(out_relay), joined(err_relay)];
+    if let Some(a) = attached {
+        let (slot, r) = a.finish();
+        relayed[slot] = Some(r);
+    }
     if let Some(f) = failure {
         return Err(setup_error(plan, f));
     }

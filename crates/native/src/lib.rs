@@ -35,6 +35,7 @@ pub mod host;
 pub mod launch;
 pub mod plan;
 pub mod probe;
+mod terminal;
 pub mod userns;
 
 pub use backend::{Io, Native, StartProxy};

@@ -59,4 +59,14 @@ pub struct Options {
     /// Pass the command's stdout and stderr through the sanitizer (`sanitize::Sanitizer`), even
     /// when they are terminals.
     pub sanitize_output: bool,
+    /// Give the command no terminal of its own even when the caller's streams are terminals
+    /// (`--no-tty`): terminal output goes through the relay's pipes and a terminal stdin is
+    /// handed over read-only, so the command still never holds the caller's terminal open
+    /// for writing.
+    pub no_terminal: bool,
+    /// Apply the output limit to the run's own terminal too. Off by default: the default limit
+    /// keeps floods out of a model's context, and a terminal is read by a person (a full-screen
+    /// program redraws far more than 16 MiB in an afternoon). `--output-limit` given on the
+    /// command line turns it on.
+    pub limit_terminal: bool,
 }

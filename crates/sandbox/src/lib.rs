@@ -25,6 +25,7 @@ mod io;
 mod outcome;
 pub mod relay;
 mod spec;
+pub mod terminal;
 
 pub use backend::Backend;
 pub use cancel::Cancel;

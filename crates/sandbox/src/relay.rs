@@ -274,28 +274,7 @@ pub fn relay(
     sanitize: bool,
 ) -> Relayed {
     let mut src = File::from(from);
-    let mut sink = Sink {
-        file: to.as_fd().try_clone_to_owned().ok().map(File::from),
-        broken: false,
-    };
-    let mut write = |b: &[u8]| sink.write(b);
-    let mut capped = limit.map(|l| Capped::new(l, stream));
-    let mut plain = Summary::default();
-    // Sanitizing comes first: the limit counts what would reach the reader.
-    let mut sanitizer = sanitize.then(sanitize::Sanitizer::new);
-    let mut clean = Vec::new();
-    let mut pass =
-        |data: &[u8], write: &mut dyn FnMut(&[u8]) -> io::Result<()>| match capped.as_mut() {
-            Some(c) => c.push(data, &mut |b: &[u8]| write(b)),
-            None => {
-                plain.total += data.len() as u64;
-                let r = write(data);
-                if r.is_ok() {
-                    plain.passed += data.len() as u64;
-                }
-                r
-            }
-        };
+    let mut out = Outflow::new(to.as_fd(), limit, stream, sanitize);
     let mut buf = vec![0u8; CHUNK];
     loop {
         let n = match src.read(&mut buf) {
@@ -308,35 +287,102 @@ pub fn relay(
             }
             Err(_) => break,
         };
-        let data: &[u8] = match sanitizer.as_mut() {
-            Some(s) => {
-                clean.clear();
-                s.push(&buf[..n], &mut clean);
-                &clean
-            }
-            None => &buf[..n],
-        };
-        let written = pass(data, &mut write);
-        if matches!(&written, Err(e) if is_epipe(e)) {
+        if matches!(out.push(&buf[..n]), Err(e) if is_epipe(&e)) {
             break;
         }
     }
     // Closing the read end now is what hands SIGPIPE to the command after a broken sink.
     drop(src);
-    let sanitized = sanitizer.map(|s| {
-        clean.clear();
-        let report = s.finish(&mut clean);
-        let _ = pass(&clean, &mut write);
-        report
-    });
-    let summary = match capped {
-        Some(c) => c.finish(&mut write),
-        None => plain,
-    };
-    Relayed {
-        summary,
-        broken: sink.broken,
-        sanitized,
+    out.finish()
+}
+
+/// The way out of one relayed stream: the sanitizer (when asked), then the limit, then the
+/// destination. Sanitizing comes first: the limit counts what would reach the reader. Shared
+/// by the pipe relay above and the terminal relay ([`crate::terminal`]).
+pub(crate) struct Outflow {
+    sink: Sink,
+    capped: Option<Capped>,
+    plain: Summary,
+    sanitizer: Option<sanitize::Sanitizer>,
+    clean: Vec<u8>,
+}
+
+impl Outflow {
+    /// Output to `to` (duplicated here; a destination that cannot be duplicated takes
+    /// nothing, as one whose writes fail).
+    pub(crate) fn new(
+        to: std::os::fd::BorrowedFd<'_>,
+        limit: Option<u64>,
+        stream: &'static str,
+        sanitize: bool,
+    ) -> Outflow {
+        Outflow {
+            sink: Sink {
+                file: to.try_clone_to_owned().ok().map(File::from),
+                broken: false,
+            },
+            capped: limit.map(|l| Capped::new(l, stream)),
+            plain: Summary::default(),
+            sanitizer: sanitize.then(sanitize::Sanitizer::new),
+            clean: Vec::new(),
+        }
+    }
+
+    /// Pass the next bytes of the stream on. An `EPIPE` error means the reader is gone.
+    pub(crate) fn push(&mut self, data: &[u8]) -> io::Result<()> {
+        let data: &[u8] = match self.sanitizer.as_mut() {
+            Some(s) => {
+                self.clean.clear();
+                s.push(data, &mut self.clean);
+                &self.clean
+            }
+            None => data,
+        };
+        pass(&mut self.capped, &mut self.plain, &mut self.sink, data)
+    }
+
+    /// End of the stream: what the sanitizer still held, the kept tail, and the summary.
+    pub(crate) fn finish(mut self) -> Relayed {
+        let sanitized = self.sanitizer.take().map(|s| {
+            self.clean.clear();
+            let report = s.finish(&mut self.clean);
+            let _ = pass(
+                &mut self.capped,
+                &mut self.plain,
+                &mut self.sink,
+                &self.clean,
+            );
+            report
+        });
+        let summary = match self.capped.take() {
+            Some(c) => c.finish(&mut |b: &[u8]| self.sink.write(b)),
+            None => self.plain,
+        };
+        Relayed {
+            summary,
+            broken: self.sink.broken,
+            sanitized,
+        }
+    }
+}
+
+/// Bytes through the limit (or counted as they are, without one) into the sink.
+fn pass(
+    capped: &mut Option<Capped>,
+    plain: &mut Summary,
+    sink: &mut Sink,
+    data: &[u8],
+) -> io::Result<()> {
+    match capped.as_mut() {
+        Some(c) => c.push(data, &mut |b: &[u8]| sink.write(b)),
+        None => {
+            plain.total += data.len() as u64;
+            let r = sink.write(data);
+            if r.is_ok() {
+                plain.passed += data.len() as u64;
+            }
+            r
+        }
     }
 }
 

@@ -44,6 +44,8 @@ use crate::postfork::{self, Report};
 use crate::raw::{self, Errno};
 use protect::{Create, GitHint, Reason, Rules, Verdict};
 
+mod controlling_terminal;
+
 const PATH_MAX: usize = 4096;
 const NAME_MAX: usize = 255;
 /// Largest git config accepted through a rename (bigger ones are not what git init writes).
@@ -1147,8 +1149,11 @@ impl Server<'_> {
             Resolved::Object(obj) => {
                 let p = self_fd_path(obj.0)?;
                 let reopen = flags & !(libc::O_CREAT | libc::O_EXCL);
-                let is_fifo = raw::fstatat(obj.0, c"", libc::AT_EMPTY_PATH)
-                    .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFIFO);
+                let st = raw::fstatat(obj.0, c"", libc::AT_EMPTY_PATH);
+                if st.as_ref().is_ok_and(controlling_terminal::is_dev_tty) {
+                    return controlling_terminal::open(t, reopen);
+                }
+                let is_fifo = st.is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFIFO);
                 return open_maybe_fifo(
                     self.listener,
                     t.id,
@@ -1202,6 +1207,10 @@ impl Server<'_> {
                     true,
                     cloexec,
                 )
+            }
+            // `/dev/tty`: the caller's controlling terminal, not the init's (it has none).
+            Ok(st) if flags & libc::O_EXCL == 0 && controlling_terminal::is_dev_tty(&st) => {
+                controlling_terminal::open(t, flags)
             }
             Ok(_) => {
                 // Exists: nothing is created (O_EXCL makes this EEXIST, O_NOFOLLOW ELOOP).

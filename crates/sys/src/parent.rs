@@ -312,7 +312,7 @@ static INTERRUPTED: AtomicI32 = AtomicI32::new(0);
 extern "C" fn forward(sig: c_int) {
     let pid = FORWARD_TO.load(Ordering::Relaxed);
     if pid > 0 {
-        let _ = raw::kill(pid, sig);
+        let _ = raw::preserving_errno(|| raw::kill(pid, sig));
     }
     if matches!(sig, libc::SIGINT | libc::SIGTERM | libc::SIGHUP) {
         let _ = INTERRUPTED.compare_exchange(0, sig, Ordering::Relaxed, Ordering::Relaxed);
@@ -368,4 +368,42 @@ pub fn fd_channel() -> io::Result<(OwnedFd, OwnedFd)> {
     let (a, b) = raw::socketpair()?;
     // SAFETY: socketpair just returned these two descriptors, owned by nobody else.
     Ok(unsafe { (OwnedFd::from_raw_fd(a), OwnedFd::from_raw_fd(b)) })
+}
+
+/// Where SIGWINCH is announced (-1: nowhere): the write end of a terminal relay's wake pipe.
+static WINDOW_WAKE: AtomicI32 = AtomicI32::new(-1);
+
+extern "C" fn window_changed(_: c_int) {
+    let fd = WINDOW_WAKE.load(Ordering::Relaxed);
+    if fd >= 0 {
+        // A full pipe already holds a wake-up: dropping this one loses nothing.
+        let _ = raw::preserving_errno(|| raw::write_all(fd, b"w"));
+    }
+}
+
+/// From now on every SIGWINCH to this process writes one byte `w` to `wake` (a non-blocking
+/// pipe's write end, which the caller keeps open until [`unwatch_window_size`]): the caller's
+/// terminal changed size, and the run's own terminal should follow.
+pub fn watch_window_size(wake: BorrowedFd<'_>) -> io::Result<()> {
+    WINDOW_WAKE.store(wake.as_raw_fd(), Ordering::Relaxed);
+    raw::set_signal_handler(libc::SIGWINCH, Some(window_changed))?;
+    Ok(())
+}
+
+/// Undo [`watch_window_size`]: SIGWINCH is ignored again (its default).
+pub fn unwatch_window_size() {
+    let _ = raw::set_signal_handler(libc::SIGWINCH, None);
+    WINDOW_WAKE.store(-1, Ordering::Relaxed);
+}
+
+/// Receive the run's terminal (the master side of the pseudo-terminal the init opened inside
+/// the sandbox, [`crate::postfork::TerminalSpec`]); `None` when the init ended without
+/// sending it (it reported why).
+pub fn recv_terminal(sock: &OwnedFd) -> io::Result<Option<OwnedFd>> {
+    match raw::recv_fd(sock.as_raw_fd())? {
+        // SAFETY: the kernel just installed this descriptor for us (SCM_RIGHTS); we own it
+        // and nothing else refers to it.
+        Some(fd) => Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) })),
+        None => Ok(None),
+    }
 }

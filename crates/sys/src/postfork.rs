@@ -60,12 +60,13 @@ pub enum Stage {
     Stdio = 23,
     WaitForGroup = 24,
     JoinGroup = 25,
+    Terminal = 26,
 }
 
 impl Stage {
     pub fn from_u32(v: u32) -> Option<Stage> {
         use Stage::*;
-        const ALL: [Stage; 23] = [
+        const ALL: [Stage; 24] = [
             ParentGone,
             WaitForMaps,
             SetGroups,
@@ -89,6 +90,7 @@ impl Stage {
             Stdio,
             WaitForGroup,
             JoinGroup,
+            Terminal,
         ];
         ALL.into_iter().find(|s| *s as u32 == v)
     }
@@ -119,6 +121,7 @@ impl Stage {
             Stage::Stdio => "connect the command's stdin, stdout and stderr",
             Stage::WaitForGroup => "wait to be placed in the run's cgroup",
             Stage::JoinGroup => "join the run's cgroup",
+            Stage::Terminal => "give the command its own terminal",
         }
     }
 }
@@ -286,6 +289,24 @@ pub struct MediateSpec<'a> {
     pub rules: Rules<'a>,
 }
 
+/// The command's own pseudo-terminal. The init opens it from the sandbox's devpts instance
+/// (`/dev/pts`, mounted by a [`MountOp::Devpts`] step), so that the command's `/dev/tty`,
+/// `tty` and `/dev/pts` agree and nothing of the caller's terminal is inside. The command
+/// makes it its controlling terminal in a session of its own (job control works); the init
+/// sends the master side to the supervisor, which relays it to and from the caller's terminal.
+#[derive(Debug, Clone, Copy)]
+pub struct TerminalSpec<'a> {
+    /// The init's end of the supervisor's descriptor channel, for the master side.
+    pub sock: c_int,
+    /// The path of the sandbox's `/dev/ptmx`.
+    pub ptmx: &'a CStr,
+    /// The terminal's initial settings and window size: the caller's.
+    pub settings: libc::termios,
+    pub size: libc::winsize,
+    /// Which of the command's stdin, stdout and stderr are the terminal.
+    pub streams: [bool; 3],
+}
+
 /// Everything the init needs, prepared before the clone.
 #[derive(Debug, Clone, Copy)]
 pub struct ChildSpec<'a> {
@@ -308,6 +329,9 @@ pub struct ChildSpec<'a> {
     /// The egress proxy's listening socket, made by the init inside the sandbox's network
     /// namespace and sent to the supervisor, which serves it from the host side.
     pub proxy: Option<ProxySpec>,
+    /// The command's own terminal, when the caller's stdin, stdout or stderr is one: those
+    /// streams become the new terminal (and `stdin`/`stdout`/`stderr` below are -1 for them).
+    pub terminal: Option<TerminalSpec<'a>>,
     /// When >= 0, the command's fd 0: a read-only descriptor of the caller's terminal (under
     /// `--sanitize-output`, where the caller's own stdin, open for reading and writing as
     /// terminals are, would let the command write past the sanitizer); -1 keeps the caller's.
@@ -485,6 +509,33 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
             fail(fd, Stage::ProxyListener, 0, e, 125);
         }
     }
+    // The command's terminal comes from the sandbox's own devpts, opened before Landlock
+    // (the init's rules need not grant /dev/pts/ptmx); the master side goes to the supervisor.
+    let mut streams = (spec.stdin, spec.stdout, spec.stderr);
+    let mut controlling: c_int = -1;
+    if let Some(t) = spec.terminal {
+        let (master, slave) = match raw::open_pty(t.ptmx, &t.settings, &t.size) {
+            Ok(pair) => pair,
+            Err(e) => fail(fd, Stage::Terminal, 0, e, 125),
+        };
+        let sent = raw::send_fd(t.sock, master);
+        raw::close(master);
+        raw::close(t.sock);
+        if let Err(e) = sent {
+            fail(fd, Stage::Terminal, 1, e, 125);
+        }
+        let [stdin, stdout, stderr] = t.streams;
+        if stdin {
+            streams.0 = slave;
+        }
+        if stdout {
+            streams.1 = slave;
+        }
+        if stderr {
+            streams.2 = slave;
+        }
+        controlling = slave;
+    }
     // The init takes the command's Landlock rules itself: it performs mediated calls for the
     // command and must not be able to do more than the command could. The command's domain
     // will be nested in this one.
@@ -531,7 +582,8 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
         fd,
         init_sock,
         spec: &spec.command,
-        streams: (spec.stdin, spec.stdout, spec.stderr),
+        streams,
+        terminal: controlling,
         mediation: spec.mediate.map(|m| (m.filter, cmd_sock)),
     };
     // SAFETY: `COMMAND_STACK` is used by this one child only, which runs `command_start` on
@@ -552,7 +604,7 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
     };
     // The output pipes are the command's: the init writes nothing to them, and must not be
     // what keeps them open (end of output is when the command and its descendants are gone).
-    for own in [spec.stdin, spec.stdout, spec.stderr] {
+    for own in [spec.stdin, spec.stdout, spec.stderr, controlling] {
         if own > 2 {
             raw::close(own);
         }
@@ -834,6 +886,8 @@ struct CommandStart<'a> {
     init_sock: c_int,
     spec: &'a CommandSpec<'a>,
     streams: (c_int, c_int, c_int),
+    /// The command's own terminal (-1: none), to become its controlling terminal.
+    terminal: c_int,
     mediation: Option<(&'a [libc::sock_filter], c_int)>,
 }
 
@@ -866,13 +920,20 @@ extern "C" fn command_start(arg: *mut libc::c_void) -> c_int {
     if start.init_sock >= 0 {
         raw::close(start.init_sock);
     }
-    command(start.fd, start.spec, start.streams, start.mediation)
+    command(
+        start.fd,
+        start.spec,
+        start.streams,
+        start.terminal,
+        start.mediation,
+    )
 }
 
 fn command(
     fd: c_int,
     spec: &CommandSpec<'_>,
     (stdin, stdout, stderr): (c_int, c_int, c_int),
+    terminal: c_int,
     mediation: Option<(&[libc::sock_filter], c_int)>,
 ) -> ! {
     // The supervisor's handlers (inherited through the init) back to the default; a signal
@@ -887,6 +948,14 @@ fn command(
     let _ = raw::unblock_all_signals();
     if let Err(e) = raw::setsid() {
         fail(fd, Stage::Setsid, 0, e, 125);
+    }
+    // The leader of the new session takes its own terminal as controlling terminal: job
+    // control, `/dev/tty` and the terminal's signals (Ctrl-C, Ctrl-Z, Ctrl-\) are the
+    // command's, inside the sandbox.
+    if terminal >= 0 {
+        if let Err(e) = raw::set_controlling_terminal(terminal) {
+            fail(fd, Stage::Terminal, 2, e, 125);
+        }
     }
     // The supervisor's output pipes become fds 1 and 2, a read-only terminal fd 0 (without
     // close-on-exec); the originals are close-on-exec and `cloexec_from(3)` below covers them

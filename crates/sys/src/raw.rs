@@ -1257,3 +1257,84 @@ pub fn set_rlimit(resource: c_int, value: u64) -> Result<()> {
     // SAFETY: lim is a live rlimit struct.
     check_int(unsafe { libc::setrlimit(resource as _, &lim) }).map(drop)
 }
+
+/// The terminal settings of `fd` (`tcgetattr(3)`).
+pub fn terminal_settings(fd: c_int) -> Result<libc::termios> {
+    // SAFETY: termios is plain data; zeroed is a valid value the kernel overwrites.
+    let mut t: libc::termios = unsafe { std::mem::zeroed() };
+    // SAFETY: `t` is a valid out-pointer for the call.
+    check_int(unsafe { libc::tcgetattr(fd, &mut t) })?;
+    Ok(t)
+}
+
+/// The window size of the terminal `fd` (`TIOCGWINSZ`).
+pub fn window_size(fd: c_int) -> Result<libc::winsize> {
+    let mut w = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one winsize into `w`, a valid out-pointer.
+    check_int(unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut w) })?;
+    Ok(w)
+}
+
+/// A new pseudo-terminal from the `/dev/ptmx` at that path in the caller's mount namespace,
+/// with `settings` and `size`: (master, slave), both close-on-exec, neither the caller's
+/// controlling terminal. The slave is reached through the master (`TIOCGPTPEER`), never by a
+/// path. Makes no allocation (the sandbox init calls it after the fork).
+pub fn open_pty(
+    ptmx: &CStr,
+    settings: &libc::termios,
+    size: &libc::winsize,
+) -> Result<(c_int, c_int)> {
+    let flags = libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC;
+    let master = openat(libc::AT_FDCWD, ptmx, flags, 0)?;
+    let slave = (|| {
+        let unlock: c_int = 0;
+        // SAFETY: TIOCSPTLCK reads one int from a valid pointer.
+        check_int(unsafe { libc::ioctl(master, libc::TIOCSPTLCK, &unlock) })?;
+        // SAFETY: TIOCGPTPEER takes open flags as an integer and returns a new descriptor.
+        let slave = check_int(unsafe { libc::ioctl(master, libc::TIOCGPTPEER, flags) })?;
+        // SAFETY: TCSETS reads one termios from a valid pointer that outlives the call.
+        let set = check_int(unsafe { libc::ioctl(slave, libc::TCSETS, settings) });
+        // SAFETY: TIOCSWINSZ reads one winsize from a valid pointer that outlives the call.
+        let set =
+            set.and_then(|_| check_int(unsafe { libc::ioctl(slave, libc::TIOCSWINSZ, size) }));
+        match set {
+            Ok(_) => Ok(slave),
+            Err(e) => {
+                close(slave);
+                Err(e)
+            }
+        }
+    })();
+    match slave {
+        Ok(slave) => Ok((master, slave)),
+        Err(e) => {
+            close(master);
+            Err(e)
+        }
+    }
+}
+
+/// Make the terminal `fd` the controlling terminal of the caller, a session leader without
+/// one (`TIOCSCTTY`, never stealing it from another session).
+pub fn set_controlling_terminal(fd: c_int) -> Result<()> {
+    // SAFETY: TIOCSCTTY takes an integer argument (0: do not steal).
+    check_int(unsafe { libc::ioctl(fd, libc::TIOCSCTTY, 0 as c_int) }).map(drop)
+}
+
+/// Run `f` and give errno back its value from before: for signal handlers, which may
+/// interrupt code between a failing call and its reading of errno.
+pub fn preserving_errno<T>(f: impl FnOnce() -> T) -> T {
+    // SAFETY: __errno_location returns this thread's errno slot, valid while the thread lives.
+    let slot = unsafe { libc::__errno_location() };
+    // SAFETY: `slot` is valid and aligned (above).
+    let saved = unsafe { *slot };
+    let r = f();
+    // SAFETY: as above.
+    unsafe { *slot = saved };
+    r
+}

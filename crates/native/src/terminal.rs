@@ -1,0 +1,142 @@
+//! A run attached to a terminal gets a terminal of its own inside the sandbox, never the
+//! caller's: which of the caller's streams are terminals decides which of the command's
+//! streams become the new one ([`caller_terminal`]); once the init has sent its master side,
+//! [`attach`] puts the caller's terminal in raw mode and relays both ways
+//! ([`sandbox::terminal`]) until [`Attached::finish`].
+//!
+//! Only this process's own streams count (`Sink::Process`): a run whose output goes to
+//! descriptors its caller gave has no terminal to attach to.
+
+use std::io::IsTerminal;
+use std::os::fd::{AsFd, OwnedFd};
+use std::thread::JoinHandle;
+
+use sandbox::relay::Relayed;
+use sandbox::terminal::{RawMode, Terminal, Wake};
+
+/// The caller's terminal as the run's own starts from it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CallerTerminal {
+    /// Which of stdin, stdout and stderr are terminals (and become the run's terminal).
+    pub streams: [bool; 3],
+    pub settings: libc::termios,
+    pub size: libc::winsize,
+}
+
+/// The caller's terminal, when any of stdin, stdout (`Sink::Process`) and stderr (same) is
+/// one and `--no-tty` was not given. Its settings and window size are read from the first
+/// of them; one whose settings cannot be read counts as no terminal.
+pub(crate) fn caller_terminal(
+    io: &sandbox::RunIo,
+    options: sandbox::Options,
+) -> Option<CallerTerminal> {
+    if options.no_terminal {
+        return None;
+    }
+    let own = |sink: &sandbox::Sink| matches!(sink, sandbox::Sink::Process);
+    let streams = [
+        std::io::stdin().is_terminal(),
+        own(&io.stdout) && std::io::stdout().is_terminal(),
+        own(&io.stderr) && std::io::stderr().is_terminal(),
+    ];
+    let first = streams.iter().position(|t| *t)?;
+    let settings = sys::raw::terminal_settings(first as i32).ok()?;
+    let size = sys::raw::window_size(first as i32).ok()?;
+    Some(CallerTerminal {
+        streams,
+        settings,
+        size,
+    })
+}
+
+/// The relay of a run's terminal, running.
+pub(crate) struct Attached {
+    thread: JoinHandle<Relayed>,
+    wake: Wake,
+    /// Put back the caller's settings when dropped (after the relay has ended).
+    raw: Option<RawMode>,
+    watching_size: bool,
+    /// Where the output is accounted: 0 stdout, 1 stderr.
+    pub slot: usize,
+}
+
+/// A duplicate of the caller's fd `n` (0, 1 or 2).
+fn std_fd(n: i32) -> std::io::Result<OwnedFd> {
+    match n {
+        0 => std::io::stdin().as_fd().try_clone_to_owned(),
+        1 => std::io::stdout().as_fd().try_clone_to_owned(),
+        _ => std::io::stderr().as_fd().try_clone_to_owned(),
+    }
+}
+
+/// Start relaying `master` (the run's terminal) to and from the caller's terminal.
+///
+/// Output goes to stdout when it is the terminal, else to stderr, else back to the terminal
+/// on stdin (only echo and what the command writes to `/dev/tty` come out then). Keystrokes are
+/// read only when stdin is the terminal and this process is in its foreground; then the
+/// caller's terminal is in raw mode until [`Attached::finish`]. `watch_size`: this process's
+/// SIGWINCH makes the run's terminal follow the caller's window (the `stockade` binary; a
+/// library running several runs leaves its signals alone).
+pub(crate) fn attach(
+    master: OwnedFd,
+    caller: &CallerTerminal,
+    limit: Option<u64>,
+    sanitize: bool,
+    watch_size: bool,
+) -> std::io::Result<Attached> {
+    let [stdin, stdout, stderr] = caller.streams;
+    let (out_fd, slot) = if stdout {
+        (1, 0)
+    } else if stderr {
+        (2, 1)
+    } else {
+        (0, 1)
+    };
+    let output = std_fd(out_fd)?;
+    let first = caller.streams.iter().position(|t| *t).unwrap_or(0) as i32;
+    let size_from = std_fd(first).ok();
+    let typing = stdin && sandbox::terminal::in_foreground(std::io::stdin().as_fd());
+    let input = if typing { Some(std_fd(0)?) } else { None };
+    // Raw mode before the first keystroke is read: the caller's line discipline must not cook
+    // or echo what the run's terminal will.
+    let raw = match &input {
+        Some(fd) => Some(RawMode::enter(fd.as_fd())?),
+        None => None,
+    };
+    let wake = Wake::new()?;
+    let watching_size = watch_size && sys::parent::watch_window_size(wake.sender()).is_ok();
+    let receiver = wake.receiver()?;
+    let stream = if slot == 0 { "stdout" } else { "stderr" };
+    let terminal = Terminal {
+        master,
+        input,
+        output,
+        size_from,
+        limit,
+        stream,
+        sanitize,
+    };
+    let thread = std::thread::spawn(move || sandbox::terminal::relay(terminal, receiver));
+    Ok(Attached {
+        thread,
+        wake,
+        raw,
+        watching_size,
+        slot,
+    })
+}
+
+impl Attached {
+    /// The run is over: pass on what the terminal still holds, end the relay, and give the
+    /// caller's terminal its settings back. Returns where the output was accounted and what
+    /// was relayed.
+    pub(crate) fn finish(self) -> (usize, Relayed) {
+        self.wake.stop();
+        let relayed = self.thread.join().unwrap_or_default();
+        if self.watching_size {
+            sys::parent::unwatch_window_size();
+        }
+        drop(self.raw);
+        (self.slot, relayed)
+    }
+}

@@ -1,0 +1,223 @@
+//! The relay between the caller's terminal and a run's own pseudo-terminal.
+//!
+//! A run attached to a terminal never gets the caller's: the backend opens a new terminal
+//! inside the sandbox, makes it the command's controlling terminal, and hands its master side
+//! here. [`relay`] copies keystrokes from the caller's terminal (in raw mode for the run, see
+//! [`RawMode`]) to the master, and the terminal's output back, through the same sanitizer and
+//! output limit as a pipe ([`crate::relay`]). The line discipline that turns Ctrl-C, Ctrl-Z and
+//! Ctrl-\ into signals is the inner terminal's: they reach the command's foreground job and
+//! do not end the run. Window-size changes follow through [`Wake`]. The relay ends when every
+//! process holding the inner terminal is gone (the master reads `EIO`) or when told to stop.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+
+use rustix::event::{poll, PollFd, PollFlags};
+use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
+use rustix::termios::{self, OptionalActions, Termios};
+
+use crate::relay::{Outflow, Relayed};
+
+/// Bytes read from the terminal or the caller at a time.
+const CHUNK: usize = 64 * 1024;
+/// Keystrokes held for a terminal that does not take them yet; beyond, the caller's terminal
+/// is not read until it does (the caller's own terminal buffers meanwhile).
+const PENDING_MAX: usize = 64 * 1024;
+
+/// The two ends of a relay's wake-up pipe: [`Wake::sender`] writes `w` when the caller's
+/// window changed (from a SIGWINCH handler), [`Wake::stop`] writes `s` when the run is over.
+#[derive(Debug)]
+pub struct Wake {
+    read: OwnedFd,
+    write: OwnedFd,
+}
+
+impl Wake {
+    pub fn new() -> io::Result<Wake> {
+        let (read, write) = rustix::pipe::pipe_with(
+            rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
+        )?;
+        Ok(Wake { read, write })
+    }
+
+    /// The end a signal handler writes `w` to.
+    pub fn sender(&self) -> BorrowedFd<'_> {
+        self.write.as_fd()
+    }
+
+    /// Tell the relay the run is over: it passes on what the terminal still holds and ends.
+    pub fn stop(&self) {
+        let _ = rustix::io::write(&self.write, b"s");
+    }
+
+    /// The end the relay reads (a duplicate: the [`Wake`] stays usable).
+    pub fn receiver(&self) -> io::Result<OwnedFd> {
+        self.read.try_clone()
+    }
+}
+
+/// What [`relay`] connects.
+#[derive(Debug)]
+pub struct Terminal {
+    /// The master side of the run's terminal.
+    pub master: OwnedFd,
+    /// The caller's terminal, read for keystrokes; `None`: nothing is typed into the run (the
+    /// caller's stdin is not a terminal, or stockade is not in its foreground).
+    pub input: Option<OwnedFd>,
+    /// Where the terminal's output goes (the caller's terminal).
+    pub output: OwnedFd,
+    /// The caller's terminal whose window size the run's follows.
+    pub size_from: Option<OwnedFd>,
+    /// Output limit per stream (`None`: everything passes) and the name it reports under.
+    pub limit: Option<u64>,
+    pub stream: &'static str,
+    /// Pass the output through the sanitizer.
+    pub sanitize: bool,
+}
+
+/// Relay `t` until the run's terminal is closed by every process inside or `wake` says stop;
+/// meant to run on its own thread. Returns what went to the output.
+///
+/// The master is made non-blocking, so a command that stops reading its terminal never
+/// stalls its output, nor output a caller that stopped typing. `EIO` from the master is
+/// the end of the terminal. A failing output drops the rest of it (as the pipe relay does);
+/// a failing input stops the keystrokes only.
+pub fn relay(t: Terminal, wake: OwnedFd) -> Relayed {
+    let Terminal {
+        master,
+        input,
+        output,
+        size_from,
+        limit,
+        stream,
+        sanitize,
+    } = t;
+    let _ = fcntl_getfl(&master).and_then(|f| fcntl_setfl(&master, f | OFlags::NONBLOCK));
+    let mut out = Outflow::new(output.as_fd(), limit, stream, sanitize);
+    let follow_size = || {
+        if let Some(from) = &size_from {
+            if let Ok(size) = termios::tcgetwinsize(from) {
+                let _ = termios::tcsetwinsize(&master, size);
+            }
+        }
+    };
+    // The caller's window may have changed since the terminal was made.
+    follow_size();
+    let mut input = input;
+    let mut pending: Vec<u8> = Vec::new();
+    let mut buf = vec![0u8; CHUNK];
+    let mut stopping = false;
+    'relay: loop {
+        let master_events = if pending.is_empty() {
+            PollFlags::IN
+        } else {
+            PollFlags::IN | PollFlags::OUT
+        };
+        let reading_input = input.is_some() && pending.len() < PENDING_MAX && !stopping;
+        let mut fds = vec![
+            PollFd::new(&master, master_events),
+            PollFd::new(&wake, PollFlags::IN),
+        ];
+        if let (Some(i), true) = (&input, reading_input) {
+            fds.push(PollFd::new(i, PollFlags::IN));
+        }
+        let timeout = stopping.then_some(&rustix::event::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        });
+        match poll(&mut fds, timeout) {
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => break,
+        }
+        let ready: Vec<PollFlags> = fds.iter().map(PollFd::revents).collect();
+        drop(fds);
+        let any = |f: PollFlags| f.intersects(PollFlags::IN | PollFlags::HUP | PollFlags::ERR);
+        if any(ready[1]) {
+            let mut got = [0u8; 64];
+            while let Ok(n @ 1..) = rustix::io::read(&wake, &mut got) {
+                if got[..n].contains(&b'w') {
+                    follow_size();
+                }
+                if got[..n].contains(&b's') {
+                    stopping = true;
+                }
+            }
+        }
+        // The terminal's output, all of what is there now.
+        if any(ready[0]) || stopping {
+            loop {
+                match rustix::io::read(&master, &mut buf) {
+                    Ok(0) => break 'relay,
+                    Ok(n) => {
+                        // A caller that is gone takes nothing more; the terminal is still
+                        // drained, so the command never blocks on it.
+                        let _ = out.push(&buf[..n]);
+                    }
+                    Err(rustix::io::Errno::INTR) => {}
+                    Err(rustix::io::Errno::AGAIN) => break,
+                    // EIO: no process holds the terminal any more.
+                    Err(_) => break 'relay,
+                }
+            }
+            if stopping {
+                break;
+            }
+        }
+        if !pending.is_empty() && ready[0].contains(PollFlags::OUT) {
+            match rustix::io::write(&master, &pending) {
+                Ok(n) => {
+                    pending.drain(..n);
+                }
+                Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => {}
+                Err(_) => pending.clear(),
+            }
+        }
+        if let (Some(i), Some(flags)) = (&input, ready.get(2)) {
+            if any(*flags) {
+                match rustix::io::read(i, &mut buf[..PENDING_MAX - pending.len()]) {
+                    Ok(0) => input = None,
+                    Ok(n) => pending.extend_from_slice(&buf[..n]),
+                    Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => {}
+                    Err(_) => input = None,
+                }
+            }
+        }
+    }
+    out.finish()
+}
+
+/// The caller's terminal in raw mode for as long as this lives: every key goes to the run's
+/// own terminal as typed, which applies its own settings (echo, line editing, the signal
+/// keys). The settings from before are put back on drop, after the output written so far
+/// has left.
+#[derive(Debug)]
+pub struct RawMode {
+    fd: OwnedFd,
+    saved: Termios,
+}
+
+impl RawMode {
+    /// Raw mode on `fd`, a terminal this process is in the foreground of (see
+    /// [`in_foreground`]: a background process changing it would be stopped by SIGTTOU).
+    pub fn enter(fd: BorrowedFd<'_>) -> io::Result<RawMode> {
+        let fd = fd.try_clone_to_owned()?;
+        let saved = termios::tcgetattr(&fd)?;
+        let mut raw = saved.clone();
+        raw.make_raw();
+        termios::tcsetattr(&fd, OptionalActions::Now, &raw)?;
+        Ok(RawMode { fd, saved })
+    }
+}
+
+impl Drop for RawMode {
+    fn drop(&mut self) {
+        let _ = termios::tcsetattr(&self.fd, OptionalActions::Drain, &self.saved);
+    }
+}
+
+/// Whether this process is in the foreground process group of the terminal `fd` (it may
+/// read it and change its settings without being stopped).
+pub fn in_foreground(fd: BorrowedFd<'_>) -> bool {
+    termios::tcgetpgrp(fd).is_ok_and(|pgrp| pgrp == rustix::process::getpgrp())
+}
