@@ -31,6 +31,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 pub mod agent_scan;
+pub mod messages;
 pub mod upstream;
 
 /// `PATH` given to every command, sandboxed or not: system directories only, so that both

@@ -9,29 +9,13 @@
 //! proxy with the real key. The control runs the same agent and the same tool call on the
 //! host with the key in its environment: the search finds it (so the search can fail).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use attacks::agent_scan::AgentCase;
+use attacks::messages::{claude, reply};
 use attacks::upstream::{Seen, Upstream};
 use attacks::*;
-
-/// Where scripts/test installs the CLI's Linux binary (`STOCKADE_TEST_CLAUDE` overrides).
-const CLAUDE: &str =
-    "/var/tmp/stockade-tools/node_modules/@anthropic-ai/claude-code-linux-x64/claude";
-
-fn claude() -> PathBuf {
-    let path = std::env::var_os("STOCKADE_TEST_CLAUDE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(CLAUDE));
-    assert!(
-        path.is_file(),
-        "the Claude Code CLI is not at {} (scripts/test installs it: npm install --prefix /var/tmp/stockade-tools @anthropic-ai/claude-code)",
-        path.display()
-    );
-    path
-}
 
 /// The Messages API double: the prompt asks for the scan (a Bash tool call), the tool result
 /// gets a closing text; anything else a short text.
@@ -47,71 +31,6 @@ fn script(tool_command: String) -> attacks::upstream::Script {
             reply(stream, None, "ok")
         }
     })
-}
-
-fn reply(stream: bool, tool: Option<&str>, text: &str) -> Vec<u8> {
-    let (block, stop) = match tool {
-        Some(command) => (
-            serde_json::json!({"type": "tool_use", "id": "toolu_01", "name": "Bash",
-                "input": {"command": command, "description": "scan"}}),
-            "tool_use",
-        ),
-        None => (
-            serde_json::json!({"type": "text", "text": text}),
-            "end_turn",
-        ),
-    };
-    let message = |content: serde_json::Value, stop: serde_json::Value| {
-        serde_json::json!({"id": "msg_01", "type": "message", "role": "assistant",
-            "model": "claude-sonnet-4-5", "content": content, "stop_reason": stop,
-            "stop_sequence": null, "usage": {"input_tokens": 1, "output_tokens": 1}})
-    };
-    if !stream {
-        return message(serde_json::json!([block]), stop.into())
-            .to_string()
-            .into_bytes();
-    }
-    let (start, delta) = match tool {
-        Some(command) => (
-            serde_json::json!({"type": "tool_use", "id": "toolu_01", "name": "Bash", "input": {}}),
-            serde_json::json!({"type": "input_json_delta", "partial_json":
-                serde_json::json!({"command": command, "description": "scan"}).to_string()}),
-        ),
-        None => (
-            serde_json::json!({"type": "text", "text": ""}),
-            serde_json::json!({"type": "text_delta", "text": text}),
-        ),
-    };
-    let events = [
-        (
-            "message_start",
-            serde_json::json!({"type": "message_start",
-            "message": message(serde_json::json!([]), serde_json::Value::Null)}),
-        ),
-        (
-            "content_block_start",
-            serde_json::json!({"type": "content_block_start", "index": 0, "content_block": start}),
-        ),
-        (
-            "content_block_delta",
-            serde_json::json!({"type": "content_block_delta", "index": 0, "delta": delta}),
-        ),
-        (
-            "content_block_stop",
-            serde_json::json!({"type": "content_block_stop", "index": 0}),
-        ),
-        (
-            "message_delta",
-            serde_json::json!({"type": "message_delta",
-            "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 1}}),
-        ),
-        ("message_stop", serde_json::json!({"type": "message_stop"})),
-    ];
-    let mut out = Vec::new();
-    for (name, data) in events {
-        out.extend_from_slice(format!("event: {name}\ndata: {data}\n\n").as_bytes());
-    }
-    out
 }
 
 /// Claude Code's arguments and quiet settings.

@@ -117,6 +117,15 @@ struct PolicyArgs {
     /// Built-in profile: workspace-write (default) or read-only.
     #[arg(long, value_name = "NAME")]
     profile: Option<String>,
+    /// Run an agent inside (worker mode) with what it needs: claude-code, codex, opencode or
+    /// aider (its model key on the host, its state writable, its hooks and settings read-only,
+    /// no time limit). `stockade policy show --agent NAME` prints what it adds.
+    #[arg(long, value_name = "NAME")]
+    agent: Option<String>,
+    /// A toolchain's registry through the proxy and a cache of stockade's own: cargo, npm, pip
+    /// or go (repeatable).
+    #[arg(long = "preset", value_name = "NAME")]
+    preset: Vec<String>,
     /// Also allow writing PATH.
     #[arg(long = "allow-write", value_name = "PATH")]
     allow_write: Vec<String>,
@@ -280,6 +289,8 @@ fn resolve(args: &PolicyArgs) -> Result<policy::Policy, Error> {
             _ => policy::BackendName::Native,
         }),
         credentials: args.credential.clone(),
+        agent: args.agent.clone(),
+        presets: args.preset.clone(),
     };
     Ok(policy::resolve(file, &overrides)?)
 }

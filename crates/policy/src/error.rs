@@ -53,6 +53,15 @@ pub enum PolicyError {
         name: String,
     },
 
+    /// A preset name that is not one of [`crate::presets::PRESETS`].
+    #[error("failed to load preset `{name}`: unknown agent or toolchain preset")]
+    UnknownPreset {
+        /// The name that was asked for.
+        name: String,
+        /// The known names, comma-separated.
+        known: String,
+    },
+
     /// An environment variable name (or `allow` pattern) that cannot be used.
     #[error("failed to validate environment variable `{name}` in {field}: {reason}")]
     InvalidEnvName {
@@ -135,6 +144,9 @@ impl PolicyError {
             }
             PolicyError::ParseFile { hint, .. } => hint.clone(),
             PolicyError::UnknownProfile { .. } => Some(known_profiles_hint()),
+            PolicyError::UnknownPreset { known, .. } => Some(format!(
+                "known presets: {known} (`stockade policy show --agent NAME` prints what one adds)"
+            )),
             PolicyError::InvalidValue { key, .. } => Some(if key == "limits.tmp_size" {
                 "write a size such as `512M` or `2G` (binary units)".to_owned()
             } else {

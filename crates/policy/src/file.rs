@@ -29,6 +29,10 @@ pub struct PolicyFile {
     pub backend: Option<BackendName>,
     /// `[credentials.NAME]` tables, each resolved to its route and source.
     pub credentials: Vec<crate::credentials::Credential>,
+    /// `agent = "NAME"`: an agent preset ([`crate::presets`]).
+    pub agent: Option<String>,
+    /// `presets = ["NAME", ...]`: toolchain presets.
+    pub presets: Vec<String>,
 }
 
 /// The `[filesystem]` table: lists are appended to the profile's, `read_scope` replaces it.
@@ -110,6 +114,10 @@ struct RawPolicyFile {
     backend: Option<BackendName>,
     #[serde(default)]
     credentials: BTreeMap<String, toml::Spanned<crate::credentials::CredentialPatch>>,
+    #[serde(default)]
+    agent: Option<toml::Spanned<String>>,
+    #[serde(default)]
+    presets: Vec<toml::Spanned<String>>,
 }
 
 /// Parses the text of a policy file. `origin` names it in error messages (usually its path).
@@ -184,6 +192,48 @@ pub fn parse_policy_file(text: &str, origin: &str) -> Result<PolicyFile, PolicyE
                 })
         })
         .collect::<Result<_, _>>()?;
+    // Preset names are checked here, where their place in the file is known.
+    let preset_name = |spanned: toml::Spanned<String>, kind: crate::presets::PresetKind| {
+        let start = spanned.span().start;
+        let name = spanned.into_inner();
+        let found = crate::presets::preset(&name).and_then(|p| {
+            if p.kind == kind {
+                Ok(name.clone())
+            } else {
+                Err(PolicyError::InvalidValue {
+                    key: if kind == crate::presets::PresetKind::Agent {
+                        "agent".into()
+                    } else {
+                        "presets".into()
+                    },
+                    value: name.clone(),
+                    reason: format!(
+                        "`{name}` is not {}",
+                        match kind {
+                            crate::presets::PresetKind::Agent => "an agent (it goes in `presets`)",
+                            crate::presets::PresetKind::Toolchain =>
+                                "a toolchain (it goes in `agent`)",
+                        }
+                    ),
+                })
+            }
+        });
+        found.map_err(|e| PolicyError::ParseFile {
+            origin: origin.to_owned(),
+            location: Some(location(text, start)),
+            message: e.to_string(),
+            hint: e.hint(),
+        })
+    };
+    let agent = raw
+        .agent
+        .map(|a| preset_name(a, crate::presets::PresetKind::Agent))
+        .transpose()?;
+    let presets = raw
+        .presets
+        .into_iter()
+        .map(|p| preset_name(p, crate::presets::PresetKind::Toolchain))
+        .collect::<Result<_, _>>()?;
     Ok(PolicyFile {
         profile,
         filesystem,
@@ -192,6 +242,8 @@ pub fn parse_policy_file(text: &str, origin: &str) -> Result<PolicyFile, PolicyE
         limits: raw.limits,
         backend: raw.backend,
         credentials,
+        agent,
+        presets,
     })
 }
 
@@ -405,12 +457,12 @@ timeout = 120
         assert_eq!(
             e.to_string(),
             "stockade.toml: line 2, column 1: unknown field `foo`, expected one of \
-             `profile`, `filesystem`, `env`, `network`, `limits`, `backend`, `credentials`"
+             `profile`, `filesystem`, `env`, `network`, `limits`, `backend`, `credentials`, `agent`, `presets`"
         );
         assert_eq!(e.code(), "E_POLICY_INVALID");
         assert_eq!(
             e.hint().as_deref(),
-            Some("known keys here: `profile`, `filesystem`, `env`, `network`, `limits`, `backend`, `credentials`")
+            Some("known keys here: `profile`, `filesystem`, `env`, `network`, `limits`, `backend`, `credentials`, `agent`, `presets`")
         );
     }
 
@@ -693,7 +745,7 @@ allow_hosts = ["127.0.0.1:5432", "[::1]:8080", "10.1.2.0/24", "db.internal:5432"
             e.to_string(),
             format!(
                 "{}: line 3, column 1: unknown field `nope`, expected one of `profile`, \
-                 `filesystem`, `env`, `network`, `limits`, `backend`, `credentials`",
+                 `filesystem`, `env`, `network`, `limits`, `backend`, `credentials`, `agent`, `presets`",
                 path.display()
             )
         );

@@ -60,6 +60,7 @@ pub mod masks;
 pub mod model;
 pub mod net;
 pub mod paths;
+pub mod presets;
 pub mod profile;
 pub mod resolve;
 pub mod settings_json;
@@ -81,6 +82,7 @@ pub use paths::{
     canonicalize_existing, expand, is_within, normalize_lexically, Glob, GlobList, PathContext,
     PathPattern,
 };
+pub use presets::{preset, Preset, PresetKind, PRESETS};
 pub use profile::{
     default_deny_read, default_deny_write, default_read_empty, profile, CORE_PROTECTED,
     DEFAULT_ENV_ALLOW, DEFAULT_ENV_SET, DEFAULT_MEMORY, DEFAULT_OUTPUT_LIMIT, DEFAULT_PIDS,

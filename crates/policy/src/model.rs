@@ -22,6 +22,9 @@ pub struct Policy {
     /// only per-run stand-ins.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub credentials: Vec<crate::credentials::Credential>,
+    /// The agent and toolchain presets applied, in order ([`crate::presets`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub presets: Vec<String>,
 }
 
 /// Which isolation backend runs a command.
@@ -83,6 +86,10 @@ pub struct Filesystem {
     /// policy file, as written there.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unprotect: Vec<String>,
+    /// Writable roots that stockade makes (mode 0700, with missing parents) when they do not
+    /// exist yet: a preset's state and cache directories. Each is also in `allow_write`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub created_roots: Vec<String>,
 }
 
 /// Environment rules: the child's environment is built from scratch.

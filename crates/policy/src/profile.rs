@@ -127,6 +127,7 @@ pub fn profile(name: &str) -> Result<Policy, PolicyError> {
             allow_write: strings(def.allow_write),
             deny_write: default_deny_write(),
             unprotect: Vec::new(),
+            created_roots: Vec::new(),
         },
         env: Env {
             allow: strings(DEFAULT_ENV_ALLOW),
@@ -153,6 +154,7 @@ pub fn profile(name: &str) -> Result<Policy, PolicyError> {
         },
         backend: BackendName::Native,
         credentials: Vec::new(),
+        presets: Vec::new(),
     })
 }
 

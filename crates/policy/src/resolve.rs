@@ -51,6 +51,10 @@ pub struct Overrides {
     pub backend: Option<BackendName>,
     /// `--credential NAME[=SOURCE]`: a built-in route or one the file defines.
     pub credentials: Vec<String>,
+    /// `--agent NAME`: an agent preset; replaces the file's `agent`.
+    pub agent: Option<String>,
+    /// `--preset NAME`: toolchain presets, after the file's.
+    pub presets: Vec<String>,
 }
 
 /// Resolves a policy: the profile (`overrides.profile`, else the file's, else
@@ -72,6 +76,34 @@ pub fn resolve(file: Option<PolicyFile>, overrides: &Overrides) -> Result<Policy
         .or_else(|| file.as_ref().and_then(|f| f.profile.as_deref()))
         .unwrap_or(DEFAULT_PROFILE);
     let mut policy = profile(name)?;
+    // Presets are layered on the profile, before the file and the flags (which may change
+    // what they set). The flag's agent replaces the file's.
+    let mut presets: Vec<String> = Vec::new();
+    if let Some(agent) = &overrides.agent {
+        let p = crate::presets::preset(agent)?;
+        if p.kind != crate::presets::PresetKind::Agent {
+            return Err(PolicyError::InvalidValue {
+                key: "--agent".into(),
+                value: agent.clone(),
+                reason: format!("`{agent}` is a toolchain preset: use `--preset {agent}`"),
+            });
+        }
+        presets.push(agent.clone());
+    } else if let Some(agent) = file.as_ref().and_then(|f| f.agent.clone()) {
+        presets.push(agent);
+    }
+    presets.extend(file.iter().flat_map(|f| f.presets.iter().cloned()));
+    for name in &overrides.presets {
+        if crate::presets::preset(name)?.kind != crate::presets::PresetKind::Toolchain {
+            return Err(PolicyError::InvalidValue {
+                key: "--preset".into(),
+                value: name.clone(),
+                reason: format!("`{name}` is an agent: use `--agent {name}`"),
+            });
+        }
+        presets.push(name.clone());
+    }
+    crate::presets::apply(&mut policy, &presets)?;
 
     if let Some(file) = file {
         let fs = &mut policy.filesystem;
@@ -116,7 +148,13 @@ pub fn resolve(file: Option<PolicyFile>, overrides: &Overrides) -> Result<Policy
         if let Some(b) = file.backend {
             policy.backend = b;
         }
-        policy.credentials = file.credentials;
+        // The file's credentials replace a preset's of the same name.
+        for c in file.credentials {
+            match policy.credentials.iter_mut().find(|o| o.name == c.name) {
+                Some(o) => *o = c,
+                None => policy.credentials.push(c),
+            }
+        }
     }
     for flag in &overrides.credentials {
         let c = crate::credentials::parse_flag(flag, &policy.credentials)?;

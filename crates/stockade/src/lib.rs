@@ -36,6 +36,7 @@
 #![deny(missing_docs)]
 
 mod audit_event;
+mod created_roots;
 mod credentials;
 mod error;
 pub mod gvisor_run;
@@ -479,6 +480,8 @@ pub fn run_with_io(
         )?;
         // First: nothing of an unapproved workspace configuration is acted on.
         tracing::debug_span!("trust").in_scope(|| check_trust(request))?;
+        // A preset's state directories, made when missing (the spec needs them to exist).
+        created_roots::make(policy, &request.invocation.home)?;
         // The spec, once: every later stage reads it, none computes it again.
         // A credential's source file is hidden from the command, as any other secret.
         let hidden = credentials::file_source_masks(&policy.credentials, &request.invocation.home)?;

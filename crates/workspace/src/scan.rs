@@ -359,9 +359,13 @@ pub fn writable_roots(
             let PathPattern::Exact(p) = pat else {
                 return Err(ScanError::WritableRootGlob(entry.clone()));
             };
-            let canon = host
-                .canonicalize(&p)
-                .ok_or_else(|| ScanError::WritableRootMissing(p.clone()))?;
+            // A created root (a preset's state directory) is made before a run; until then
+            // (`policy show`) it stands as written.
+            let canon = match host.canonicalize(&p) {
+                Some(c) => c,
+                None if policy.filesystem.created_roots.contains(entry) => p.clone(),
+                None => return Err(ScanError::WritableRootMissing(p.clone())),
+            };
             for forbidden in ["/", "/dev", "/proc", "/sys"] {
                 if canon == Path::new(forbidden)
                     || (forbidden != "/" && is_within(&canon, Path::new(forbidden)))

@@ -194,6 +194,13 @@ fn environment(policy: &Policy, req: &Request) -> Vec<(String, String)> {
         .into_iter()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
+    // A value the policy sets that starts with `~/` is in the caller's home (a preset's
+    // `CLAUDE_CONFIG_DIR = "~/.claude"`), as a shell would read it.
+    for (name, value) in env.iter_mut() {
+        if let (Some(rest), true) = (value.strip_prefix("~/"), policy.env.set.contains_key(name)) {
+            *value = req.home.join(rest).display().to_string();
+        }
+    }
     let cwd = if is_within(&req.cwd, &req.workspace) {
         &req.cwd
     } else {

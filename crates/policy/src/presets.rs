@@ -1,0 +1,357 @@
+//! Presets: what a known agent or toolchain needs, as data (like the profiles), layered on the
+//! profile before the policy file and the flags (`--agent NAME`, `--preset NAME`, or
+//! `agent = "..."` / `presets = [...]` in a policy file). `stockade policy show` prints what
+//! each adds.
+//!
+//! An agent preset runs the agent itself inside (worker mode): its model key stays on the host
+//! (a credential route), its state directory is writable and made when missing, while the
+//! files in it that the agent *executes* on the host later (settings with hooks, commands,
+//! agents, skills, plugins, MCP configs, scripts) stay read-only; the variables its tools need
+//! pass; there is no wall-clock limit unless one is asked for.
+//!
+//! A toolchain preset opens its registry's domains (through the proxy) and gives it a cache of
+//! its own under `~/.cache/stockade/`, shared by sandboxed runs and never the host's own (a
+//! writable host cache would let a run poison what the host builds and runs next).
+//!
+//! ```
+//! let p = policy::preset("claude-code").unwrap();
+//! assert_eq!(p.kind, policy::PresetKind::Agent);
+//! assert!(p.read_only.contains(&"~/.claude/settings.json"));
+//! assert!(policy::preset("npm").unwrap().allow_domains.contains(&"registry.npmjs.org"));
+//! ```
+
+use serde::Serialize;
+
+use crate::error::PolicyError;
+use crate::model::{NetworkMode, Policy};
+
+/// Whether a preset is an agent (`--agent`, at most one) or a toolchain (`--preset`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PresetKind {
+    Agent,
+    Toolchain,
+}
+
+/// One preset: everything it adds to a policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Preset {
+    pub name: &'static str,
+    pub kind: PresetKind,
+    /// One line for `policy show`.
+    pub summary: &'static str,
+    /// Credential routes (`--credential NAME`, with the route's default source).
+    pub credentials: &'static [&'static str],
+    /// Domains reached through the proxy (the network mode becomes `proxy` if it was `none`).
+    pub allow_domains: &'static [&'static str],
+    /// Writable directories, made (0700) when missing.
+    pub state: &'static [&'static str],
+    /// Paths inside them that stay read-only (protected): what the agent runs on the host.
+    pub read_only: &'static [&'static str],
+    /// Caller's variables passed in (names that look like secrets never are).
+    pub env_allow: &'static [&'static str],
+    /// Variables set (a value starting with `~/` is in the caller's home).
+    pub env_set: &'static [(&'static str, &'static str)],
+    /// No wall-clock limit (an agent session lasts as long as the person wants).
+    pub no_timeout: bool,
+}
+
+/// What an agent runs on the host from its state directory, below `dir`.
+macro_rules! agent_config {
+    ($dir:literal) => {
+        &[
+            concat!($dir, "/settings.json"),
+            concat!($dir, "/settings.local.json"),
+            concat!($dir, "/settings*.json"),
+            concat!($dir, "/hooks"),
+            concat!($dir, "/commands"),
+            concat!($dir, "/agents"),
+            concat!($dir, "/skills"),
+            concat!($dir, "/plugins"),
+            concat!($dir, "/output-styles"),
+            concat!($dir, "/CLAUDE.md"),
+            concat!($dir, "/.mcp.json"),
+            concat!($dir, "/**/*.sh"),
+        ]
+    };
+}
+
+/// Every preset, agents first, in the order they are documented.
+pub const PRESETS: &[Preset] = &[
+    Preset {
+        name: "claude-code",
+        kind: PresetKind::Agent,
+        summary: "Claude Code (`claude`) as the worker: the Anthropic key on the host, its state in ~/.claude (CLAUDE_CONFIG_DIR), settings, hooks, commands, agents, skills and plugins read-only",
+        credentials: &["anthropic"],
+        allow_domains: &[],
+        state: &["~/.claude"],
+        read_only: agent_config!("~/.claude"),
+        env_allow: &["CLAUDE_CODE_EXECPATH", "CLAUDE_CODE_ENTRYPOINT", "CLAUDECODE"],
+        env_set: &[
+            ("CLAUDE_CONFIG_DIR", "~/.claude"),
+            // Updates, telemetry and error reports: nothing the worker needs, and nothing the
+            // proxy would let through.
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+            ("DISABLE_AUTOUPDATER", "1"),
+        ],
+        no_timeout: true,
+    },
+    Preset {
+        name: "codex",
+        kind: PresetKind::Agent,
+        summary: "Codex CLI (`codex --sandbox danger-full-access`: stockade is the sandbox) as the worker: the OpenAI key on the host, its state in ~/.codex (CODEX_HOME), config.toml, rules and prompts read-only",
+        credentials: &["openai"],
+        allow_domains: &[],
+        state: &["~/.codex"],
+        read_only: &[
+            "~/.codex/config.toml",
+            "~/.codex/rules",
+            "~/.codex/prompts",
+            "~/.codex/AGENTS.md",
+            "~/.codex/**/*.sh",
+        ],
+        env_allow: &[],
+        env_set: &[("CODEX_HOME", "~/.codex")],
+        no_timeout: true,
+    },
+    Preset {
+        name: "opencode",
+        kind: PresetKind::Agent,
+        summary: "opencode as the worker: its data, state and cache directories writable; its config (~/.config/opencode: plugins, tools) stays read-only; add the model's key with --credential",
+        credentials: &[],
+        allow_domains: &["models.dev"],
+        state: &[
+            "~/.local/share/opencode",
+            "~/.local/state/opencode",
+            "~/.cache/opencode",
+        ],
+        read_only: &[],
+        env_allow: &["OPENCODE_*"],
+        env_set: &[("OPENCODE_DISABLE_AUTOUPDATE", "1")],
+        no_timeout: true,
+    },
+    Preset {
+        name: "aider",
+        kind: PresetKind::Agent,
+        summary: "aider as the worker: ~/.aider writable (caches), its config files read-only (they are in the read-only home); add the model's key with --credential",
+        credentials: &[],
+        allow_domains: &[],
+        state: &["~/.aider"],
+        read_only: &[],
+        env_allow: &["AIDER_*"],
+        env_set: &[("AIDER_CHECK_UPDATE", "false"), ("AIDER_ANALYTICS", "false")],
+        no_timeout: true,
+    },
+    Preset {
+        name: "cargo",
+        kind: PresetKind::Toolchain,
+        summary: "crates.io through the proxy; CARGO_HOME is a cache of stockade's own (the host's ~/.cargo config and registry are not used)",
+        credentials: &[],
+        allow_domains: &["crates.io", "index.crates.io", "static.crates.io"],
+        state: &["~/.cache/stockade/cargo"],
+        read_only: &["~/.cache/stockade/cargo/config.toml", "~/.cache/stockade/cargo/config", "~/.cache/stockade/cargo/bin"],
+        env_allow: &[],
+        env_set: &[("CARGO_HOME", "~/.cache/stockade/cargo")],
+        no_timeout: false,
+    },
+    Preset {
+        name: "npm",
+        kind: PresetKind::Toolchain,
+        summary: "registry.npmjs.org through the proxy; npm's cache is one of stockade's own",
+        credentials: &[],
+        allow_domains: &["registry.npmjs.org"],
+        state: &["~/.cache/stockade/npm"],
+        read_only: &[],
+        env_allow: &[],
+        env_set: &[("npm_config_cache", "~/.cache/stockade/npm")],
+        no_timeout: false,
+    },
+    Preset {
+        name: "pip",
+        kind: PresetKind::Toolchain,
+        summary: "PyPI through the proxy; pip's cache is one of stockade's own",
+        credentials: &[],
+        allow_domains: &["pypi.org", "files.pythonhosted.org"],
+        state: &["~/.cache/stockade/pip"],
+        read_only: &[],
+        env_allow: &[],
+        env_set: &[("PIP_CACHE_DIR", "~/.cache/stockade/pip")],
+        no_timeout: false,
+    },
+    Preset {
+        name: "go",
+        kind: PresetKind::Toolchain,
+        summary: "the Go module proxy and checksum database through the proxy; module and build caches of stockade's own",
+        credentials: &[],
+        allow_domains: &["proxy.golang.org", "sum.golang.org"],
+        state: &["~/.cache/stockade/go"],
+        read_only: &[],
+        env_allow: &[],
+        env_set: &[
+            ("GOMODCACHE", "~/.cache/stockade/go/mod"),
+            ("GOCACHE", "~/.cache/stockade/go/build"),
+            ("GOPATH", "~/.cache/stockade/go/path"),
+        ],
+        no_timeout: false,
+    },
+];
+
+/// The preset called `name`.
+///
+/// # Errors
+///
+/// [`PolicyError::UnknownPreset`] when there is none, listing the known ones.
+pub fn preset(name: &str) -> Result<&'static Preset, PolicyError> {
+    PRESETS
+        .iter()
+        .find(|p| p.name == name)
+        .ok_or_else(|| PolicyError::UnknownPreset {
+            name: name.to_owned(),
+            known: PRESETS
+                .iter()
+                .map(|p| p.name)
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}
+
+/// Add the presets `names` to `policy`, in order: at most one agent, then toolchains; each
+/// name once. Called on the profile, before the policy file and the flags (which may change
+/// anything a preset set: `--timeout 600` gives an agent run a limit again).
+///
+/// # Errors
+///
+/// An unknown name, two agents, or a name given twice ([`PolicyError::UnknownPreset`],
+/// [`PolicyError::InvalidValue`]).
+pub fn apply(policy: &mut Policy, names: &[String]) -> Result<(), PolicyError> {
+    let mut agent: Option<&str> = None;
+    for name in names {
+        let p = preset(name)?;
+        if policy.presets.iter().any(|n| n == name) {
+            continue;
+        }
+        if p.kind == PresetKind::Agent {
+            if let Some(first) = agent {
+                return Err(PolicyError::InvalidValue {
+                    key: "agent".into(),
+                    value: name.clone(),
+                    reason: format!("one agent per run (`{first}` is already given)"),
+                });
+            }
+            agent = Some(p.name);
+        }
+        for c in p.credentials {
+            let cred = crate::credentials::parse_flag(c, &policy.credentials)?;
+            if !policy.credentials.iter().any(|o| o.name == cred.name) {
+                policy.credentials.push(cred);
+            }
+        }
+        let fs = &mut policy.filesystem;
+        push_all(&mut fs.allow_write, p.state);
+        push_all(&mut fs.created_roots, p.state);
+        push_all(&mut fs.deny_write, p.read_only);
+        push_all(&mut policy.env.allow, p.env_allow);
+        for (k, v) in p.env_set {
+            policy.env.set.insert((*k).to_owned(), (*v).to_owned());
+        }
+        if !p.allow_domains.is_empty() {
+            push_all(&mut policy.network.allow_domains, p.allow_domains);
+            if policy.network.mode == NetworkMode::None {
+                policy.network.mode = NetworkMode::Proxy;
+            }
+        }
+        if p.no_timeout {
+            policy.limits.timeout = Some(0);
+        }
+        policy.presets.push(p.name.to_owned());
+    }
+    Ok(())
+}
+
+fn push_all(list: &mut Vec<String>, items: &[&str]) {
+    for item in items {
+        if !list.iter().any(|x| x == item) {
+            list.push((*item).to_owned());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::profile;
+
+    #[test]
+    fn every_preset_path_passes_the_syntax_check() {
+        for p in PRESETS {
+            for path in p.state.iter().chain(p.read_only) {
+                crate::paths::check_syntax(path).unwrap_or_else(|e| panic!("{}: {e}", p.name));
+            }
+            for path in p.state {
+                assert!(path.starts_with("~/"), "{}: {path}", p.name);
+                assert!(!crate::paths::has_glob_meta(path), "{}: {path}", p.name);
+            }
+            for path in p.read_only {
+                assert!(
+                    p.state.iter().any(|s| path.starts_with(&format!("{s}/"))),
+                    "{}: {path} is not inside its state",
+                    p.name
+                );
+            }
+            for (name, _) in p.env_set {
+                assert!(!crate::env::is_secret_name(name), "{}: {name}", p.name);
+            }
+        }
+    }
+
+    #[test]
+    fn claude_code_adds_its_route_state_and_read_only_config() {
+        let mut p = profile("workspace-write").unwrap();
+        apply(&mut p, &["claude-code".into()]).unwrap();
+        assert_eq!(p.presets, ["claude-code"]);
+        assert_eq!(p.credentials.len(), 1);
+        assert_eq!(p.credentials[0].name, "anthropic");
+        assert!(p.filesystem.allow_write.contains(&"~/.claude".to_owned()));
+        assert!(p.filesystem.created_roots.contains(&"~/.claude".to_owned()));
+        for f in [
+            "~/.claude/settings.json",
+            "~/.claude/hooks",
+            "~/.claude/skills",
+        ] {
+            assert!(p.filesystem.deny_write.contains(&f.to_owned()), "{f}");
+        }
+        assert_eq!(p.env.set["CLAUDE_CONFIG_DIR"], "~/.claude");
+        assert!(p.env.allow.contains(&"CLAUDE_CODE_EXECPATH".to_owned()));
+        assert_eq!(p.limits.timeout, Some(0));
+    }
+
+    #[test]
+    fn toolchains_open_their_registry_through_the_proxy() {
+        let mut p = profile("workspace-write").unwrap();
+        apply(&mut p, &["cargo".into(), "npm".into(), "cargo".into()]).unwrap();
+        assert_eq!(p.presets, ["cargo", "npm"]);
+        assert_eq!(p.network.mode, NetworkMode::Proxy);
+        assert!(p
+            .network
+            .allow_domains
+            .contains(&"static.crates.io".to_owned()));
+        assert!(p
+            .network
+            .allow_domains
+            .contains(&"registry.npmjs.org".to_owned()));
+        assert_eq!(p.limits.timeout, Some(crate::profile::DEFAULT_TIMEOUT_SECS));
+    }
+
+    #[test]
+    fn one_agent_and_known_names_only() {
+        let mut p = profile("workspace-write").unwrap();
+        let two = apply(&mut p, &["claude-code".into(), "codex".into()]).unwrap_err();
+        assert!(two.to_string().contains("one agent per run"), "{two}");
+        let unknown = preset("yolo").unwrap_err();
+        assert_eq!(unknown.code(), "E_POLICY_INVALID");
+        assert!(unknown
+            .hint()
+            .unwrap_or_default()
+            .contains("claude-code, codex"));
+    }
+}
