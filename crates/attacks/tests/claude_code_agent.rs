@@ -6,9 +6,11 @@
 //!
 //! The tool call is the attack: it writes a hook into `~/.claude/settings.json` (a command the
 //! host's Claude Code would run, unsandboxed, on its next start), plants
-//! `settings.local.json` and a script in `~/.claude/hooks/`, and writes a file into the
-//! workspace. Inside the preset the three plants fail while the workspace write and the
-//! agent's own state work. The control gives the agent its state directory the way one would
+//! `settings.local.json` and a script in `~/.claude/hooks/`, appends to the shell snapshot of a
+//! live host session (which that session sources before each of its commands), and writes a
+//! file into the workspace. Inside the preset the four plants fail (the snapshots directory is
+//! the run's own, empty) while the workspace write and the agent's own state work, and nothing
+//! is reported on the way (no refusal noise from the agent's start). The control gives the agent its state directory the way one would
 //! without the preset (`--allow-write ~/.claude`): the same tool call plants all three.
 
 use std::sync::Arc;
@@ -28,6 +30,7 @@ fn tool() -> String {
          (printf '%s' '{HOOK}' > settings.json && echo plant-settings=written || echo plant-settings=refused); \
          (printf '%s' '{HOOK}' > settings.local.json && echo plant-local=written || echo plant-local=refused); \
          (mkdir -p hooks && printf 'touch /tmp/pwned' > hooks/start.sh && echo plant-hook=written || echo plant-hook=refused); \
+         (echo 'touch /tmp/pwned' >> shell-snapshots/snapshot-bash-host.sh && grep -q HOST-SESSION shell-snapshots/snapshot-bash-host.sh && echo plant-snapshot=written || echo plant-snapshot=refused); \
          cd - >/dev/null && echo made-by-the-agent > agent-output.txt && echo workspace=written"
     )
 }
@@ -80,12 +83,25 @@ fn run_claude(fx: &Fixture, up: &Upstream, opts: &[&str]) -> Run {
 fn the_agent_preset_keeps_hooks_and_settings_read_only() {
     let fx = Fixture::new();
     let state = fx.home.join(".claude");
-    assert!(!state.exists());
+    let snapshot = host_session_snapshot(&state);
     let up = Upstream::start_with(Some(script()));
     let run = run_claude(&fx, &up, &["--agent", "claude-code"]);
     run.assert_success().assert_stdout_contains("ALL-DONE");
     let result = attacks::agent_scan::tool_output(&up.seen(), "tool_result");
-    for plant in ["plant-settings", "plant-local", "plant-hook"] {
+    // The hook (its directory is read-only) and the snapshot (the run's own directory) fail
+    // on every backend; the settings files are refused as they are created where creation is
+    // guarded, and otherwise moved to quarantine when the run ends (gVisor).
+    let must_fail: &[&str] = if creation_guarded() {
+        &[
+            "plant-settings",
+            "plant-local",
+            "plant-hook",
+            "plant-snapshot",
+        ]
+    } else {
+        &["plant-hook", "plant-snapshot"]
+    };
+    for plant in must_fail {
         assert!(
             result.contains(&format!("{plant}=refused")),
             "{plant} was not refused: {result}\n{}",
@@ -101,6 +117,23 @@ fn the_agent_preset_keeps_hooks_and_settings_read_only() {
     for planted in ["settings.json", "settings.local.json", "hooks/start.sh"] {
         assert!(!state.join(planted).exists(), "{planted} on the host");
     }
+    assert_eq!(read_text(&snapshot).as_deref(), Some(HOST_SNAPSHOT));
+    // The agent's start met its directories existing: nothing refused, nothing reported but
+    // the plants.
+    let violations: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("violation["))
+        .collect();
+    assert!(
+        violations.len() >= 2
+            && violations.iter().all(|l| {
+                ["settings.json", "settings.local.json", "hooks/start.sh"]
+                    .iter()
+                    .any(|p| l.contains(&format!(".claude/{p}")))
+            }),
+        "the plants, and nothing else, are reported: {violations:#?}"
+    );
     assert!(state.is_dir(), "the preset did not make ~/.claude");
     assert!(
         walk(&state, &|_| false)
@@ -117,11 +150,21 @@ fn the_agent_preset_keeps_hooks_and_settings_read_only() {
         .all(|s| s.header("x-api-key") == Some("sk-ant-api03-real-key-held-on-the-host")));
 }
 
+const HOST_SNAPSHOT: &str = "# HOST-SESSION snapshot\n";
+
+/// The shell snapshot of a Claude Code session running on the host, as it leaves one.
+fn host_session_snapshot(state: &std::path::Path) -> std::path::PathBuf {
+    let snapshot = state.join("shell-snapshots/snapshot-bash-host.sh");
+    mkdir(&state.join("shell-snapshots"));
+    write_file(&snapshot, HOST_SNAPSHOT, 0o644);
+    snapshot
+}
+
 #[test]
 fn control_a_writable_state_directory_without_the_preset_takes_the_plants() {
     let fx = Fixture::new();
     let state = fx.home.join(".claude");
-    mkdir(&state);
+    let snapshot = host_session_snapshot(&state);
     let up = Upstream::start_with(Some(script()));
     let config = format!("CLAUDE_CONFIG_DIR={}", state.display());
     let state_arg = state.display().to_string();
@@ -143,7 +186,12 @@ fn control_a_writable_state_directory_without_the_preset_takes_the_plants() {
     );
     run.assert_success().assert_stdout_contains("ALL-DONE");
     let result = attacks::agent_scan::tool_output(&up.seen(), "tool_result");
-    for plant in ["plant-settings", "plant-local", "plant-hook"] {
+    for plant in [
+        "plant-settings",
+        "plant-local",
+        "plant-hook",
+        "plant-snapshot",
+    ] {
         assert!(
             result.contains(&format!("{plant}=written")),
             "control: {plant} failed: {result}\n{}",
@@ -154,4 +202,5 @@ fn control_a_writable_state_directory_without_the_preset_takes_the_plants() {
         read_text(&state.join("settings.json")).as_deref(),
         Some(HOOK)
     );
+    assert!(read_text(&snapshot).is_some_and(|t| t.contains("pwned")));
 }

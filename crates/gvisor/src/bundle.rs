@@ -145,6 +145,17 @@ pub fn config(spec: &Spec, caller: &Caller, bundle: &Path) -> Result<Value, Lowe
     for p in &spec.protected {
         layered.push((depth(p), 1, bind(p, p, true)?));
     }
+    // A private directory: an empty tmpfs of the run's own over the host's.
+    for p in &spec.private_dirs {
+        let dest = text(p)?;
+        let options = vec![
+            "mode=1777".into(),
+            "nosuid".into(),
+            "nodev".into(),
+            format!("size={}", 64u64 << 20),
+        ];
+        layered.push((depth(p), 1, tmpfs(dest, options)));
+    }
     for m in &spec.masks {
         layered.push((depth(&m.path), 2, mask_mount(m, bundle)?));
     }
@@ -303,6 +314,7 @@ mod tests {
                 gid: 1000,
             },
             identities: Default::default(),
+            private_dirs: Vec::new(),
         }
     }
 

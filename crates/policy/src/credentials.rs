@@ -138,7 +138,8 @@ pub const BUILTIN: &[Builtin] = &[
         name: "openai",
         upstream: "https://api.openai.com/v1",
         header: ("authorization", "Bearer {}"),
-        token_env: &["OPENAI_API_KEY"],
+        // CODEX_API_KEY: the Codex CLI's own name for an API key.
+        token_env: &["OPENAI_API_KEY", "CODEX_API_KEY"],
         base_url_env: &["OPENAI_BASE_URL"],
         default_env: "OPENAI_API_KEY",
         // The administration API (admin keys, projects' keys and users).

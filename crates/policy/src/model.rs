@@ -86,10 +86,17 @@ pub struct Filesystem {
     /// policy file, as written there.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unprotect: Vec<String>,
-    /// Writable roots that stockade makes (mode 0700, with missing parents) when they do not
-    /// exist yet: a preset's state and cache directories. Each is also in `allow_write`.
+    /// Directories stockade makes (mode 0700, with missing parents) when they do not exist
+    /// yet: a preset's state and cache directories (also in `allow_write`), and the protected
+    /// directories in them its agent would make at start (also in `deny_write`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub created_roots: Vec<String>,
+    /// Directories inside writable roots that each run sees as an empty directory of its own
+    /// (a private tmpfs, gone with the run): what the command writes there never reaches the
+    /// host, and what the host keeps there is out of its reach (a preset's shell snapshots,
+    /// which the host's own agent sessions source before each command). Exact paths.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub private: Vec<String>,
 }
 
 /// Environment rules: the child's environment is built from scratch.

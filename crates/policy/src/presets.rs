@@ -48,6 +48,13 @@ pub struct Preset {
     pub state: &'static [&'static str],
     /// Paths inside them that stay read-only (protected): what the agent runs on the host.
     pub read_only: &'static [&'static str],
+    /// Which of those are directories the agent makes at start: made empty (0700) when
+    /// missing, so its start meets an existing directory instead of a refusal on every run.
+    pub made_dirs: &'static [&'static str],
+    /// Directories in the state that each run sees empty and of its own (a private tmpfs):
+    /// what the agent writes there and the host later executes (its shell snapshots) never
+    /// reaches the host, and the host's are out of the agent's reach.
+    pub private: &'static [&'static str],
     /// Caller's variables passed in (names that look like secrets never are).
     pub env_allow: &'static [&'static str],
     /// Variables set (a value starting with `~/` is in the caller's home).
@@ -56,36 +63,38 @@ pub struct Preset {
     pub no_timeout: bool,
 }
 
-/// What an agent runs on the host from its state directory, below `dir`.
-macro_rules! agent_config {
-    ($dir:literal) => {
-        &[
-            concat!($dir, "/settings.json"),
-            concat!($dir, "/settings.local.json"),
-            concat!($dir, "/settings*.json"),
-            concat!($dir, "/hooks"),
-            concat!($dir, "/commands"),
-            concat!($dir, "/agents"),
-            concat!($dir, "/skills"),
-            concat!($dir, "/plugins"),
-            concat!($dir, "/output-styles"),
-            concat!($dir, "/CLAUDE.md"),
-            concat!($dir, "/.mcp.json"),
-            concat!($dir, "/**/*.sh"),
-        ]
-    };
-}
-
 /// Every preset, agents first, in the order they are documented.
 pub const PRESETS: &[Preset] = &[
     Preset {
         name: "claude-code",
         kind: PresetKind::Agent,
-        summary: "Claude Code (`claude`) as the worker: the Anthropic key on the host, its state in ~/.claude (CLAUDE_CONFIG_DIR), settings, hooks, commands, agents, skills and plugins read-only",
+        summary: "Claude Code (`claude`) as the worker: the Anthropic key on the host, its state in ~/.claude (CLAUDE_CONFIG_DIR), settings, hooks, commands, agents and skills read-only, shell snapshots and plugins its own per run",
         credentials: &["anthropic"],
         allow_domains: &[],
         state: &["~/.claude"],
-        read_only: agent_config!("~/.claude"),
+        read_only: &[
+            "~/.claude/settings.json",
+            "~/.claude/settings.local.json",
+            "~/.claude/settings*.json",
+            "~/.claude/hooks",
+            "~/.claude/commands",
+            "~/.claude/agents",
+            "~/.claude/skills",
+            "~/.claude/output-styles",
+            "~/.claude/CLAUDE.md",
+            "~/.claude/.mcp.json",
+        ],
+        made_dirs: &[
+            "~/.claude/hooks",
+            "~/.claude/commands",
+            "~/.claude/agents",
+            "~/.claude/skills",
+            "~/.claude/output-styles",
+        ],
+        // Shell snapshots: sourced by the host's own sessions before each command. Plugins:
+        // code (hooks, commands, MCP servers) the host's sessions load; the worker starts
+        // with none, and what it installs goes with the run.
+        private: &["~/.claude/shell-snapshots", "~/.claude/plugins"],
         env_allow: &["CLAUDE_CODE_EXECPATH", "CLAUDE_CODE_ENTRYPOINT", "CLAUDECODE"],
         env_set: &[
             ("CLAUDE_CONFIG_DIR", "~/.claude"),
@@ -108,8 +117,10 @@ pub const PRESETS: &[Preset] = &[
             "~/.codex/rules",
             "~/.codex/prompts",
             "~/.codex/AGENTS.md",
-            "~/.codex/**/*.sh",
         ],
+        made_dirs: &["~/.codex/rules", "~/.codex/prompts"],
+        // Sourced by the host's own sessions before each command.
+        private: &["~/.codex/shell_snapshots"],
         env_allow: &[],
         env_set: &[("CODEX_HOME", "~/.codex")],
         no_timeout: true,
@@ -126,6 +137,8 @@ pub const PRESETS: &[Preset] = &[
             "~/.cache/opencode",
         ],
         read_only: &[],
+        made_dirs: &[],
+        private: &[],
         env_allow: &["OPENCODE_*"],
         env_set: &[("OPENCODE_DISABLE_AUTOUPDATE", "1")],
         no_timeout: true,
@@ -138,6 +151,8 @@ pub const PRESETS: &[Preset] = &[
         allow_domains: &[],
         state: &["~/.aider"],
         read_only: &[],
+        made_dirs: &[],
+        private: &[],
         env_allow: &["AIDER_*"],
         env_set: &[("AIDER_CHECK_UPDATE", "false"), ("AIDER_ANALYTICS", "false")],
         no_timeout: true,
@@ -150,6 +165,8 @@ pub const PRESETS: &[Preset] = &[
         allow_domains: &["crates.io", "index.crates.io", "static.crates.io"],
         state: &["~/.cache/stockade/cargo"],
         read_only: &["~/.cache/stockade/cargo/config.toml", "~/.cache/stockade/cargo/config", "~/.cache/stockade/cargo/bin"],
+        made_dirs: &["~/.cache/stockade/cargo/bin"],
+        private: &[],
         env_allow: &[],
         env_set: &[("CARGO_HOME", "~/.cache/stockade/cargo")],
         no_timeout: false,
@@ -162,6 +179,8 @@ pub const PRESETS: &[Preset] = &[
         allow_domains: &["registry.npmjs.org"],
         state: &["~/.cache/stockade/npm"],
         read_only: &[],
+        made_dirs: &[],
+        private: &[],
         env_allow: &[],
         env_set: &[("npm_config_cache", "~/.cache/stockade/npm")],
         no_timeout: false,
@@ -174,6 +193,8 @@ pub const PRESETS: &[Preset] = &[
         allow_domains: &["pypi.org", "files.pythonhosted.org"],
         state: &["~/.cache/stockade/pip"],
         read_only: &[],
+        made_dirs: &[],
+        private: &[],
         env_allow: &[],
         env_set: &[("PIP_CACHE_DIR", "~/.cache/stockade/pip")],
         no_timeout: false,
@@ -186,6 +207,8 @@ pub const PRESETS: &[Preset] = &[
         allow_domains: &["proxy.golang.org", "sum.golang.org"],
         state: &["~/.cache/stockade/go"],
         read_only: &[],
+        made_dirs: &[],
+        private: &[],
         env_allow: &[],
         env_set: &[
             ("GOMODCACHE", "~/.cache/stockade/go/mod"),
@@ -249,6 +272,9 @@ pub fn apply(policy: &mut Policy, names: &[String]) -> Result<(), PolicyError> {
         let fs = &mut policy.filesystem;
         push_all(&mut fs.allow_write, p.state);
         push_all(&mut fs.created_roots, p.state);
+        push_all(&mut fs.created_roots, p.made_dirs);
+        push_all(&mut fs.created_roots, p.private);
+        push_all(&mut fs.private, p.private);
         push_all(&mut fs.deny_write, p.read_only);
         push_all(&mut policy.env.allow, p.env_allow);
         for (k, v) in p.env_set {
@@ -290,6 +316,21 @@ mod tests {
             for path in p.state {
                 assert!(path.starts_with("~/"), "{}: {path}", p.name);
                 assert!(!crate::paths::has_glob_meta(path), "{}: {path}", p.name);
+            }
+            for path in p.private {
+                assert!(!crate::paths::has_glob_meta(path), "{}: {path}", p.name);
+                assert!(
+                    p.state.iter().any(|s| path.starts_with(&format!("{s}/"))),
+                    "{}: {path} is not inside its state",
+                    p.name
+                );
+            }
+            for path in p.made_dirs {
+                assert!(
+                    p.read_only.contains(path),
+                    "{}: {path} is not read-only",
+                    p.name
+                );
             }
             for path in p.read_only {
                 assert!(

@@ -128,6 +128,7 @@ pub fn profile(name: &str) -> Result<Policy, PolicyError> {
             deny_write: default_deny_write(),
             unprotect: Vec::new(),
             created_roots: Vec::new(),
+            private: Vec::new(),
         },
         env: Env {
             allow: strings(DEFAULT_ENV_ALLOW),

@@ -45,6 +45,9 @@ pub struct Spec {
     pub guard_sweep_only: Vec<String>,
     /// Paths the command must not read: replaced by something empty.
     pub masks: Vec<Mask>,
+    /// Directories inside the writable roots that the run sees as an empty directory of its
+    /// own (a private tmpfs, gone with the run): nothing written there reaches the host.
+    pub private_dirs: Vec<PathBuf>,
     /// Masked files with another name (hard link) outside every mask, readable through it by
     /// any backend: the run is refused (or the masking recorded as skipped when degrading is
     /// allowed).

@@ -1,6 +1,8 @@
 //! The writable roots a preset's state and caches live in (`filesystem.created_roots`: an
 //! agent's `~/.claude`, stockade's own `~/.cache/stockade/cargo`) are made when missing,
-//! before the spec is computed, rather than refused as a missing `--allow-write` would be.
+//! before the spec is computed, rather than refused as a missing `--allow-write` would be; so
+//! are the protected directories in them that the agent makes at start (`~/.claude/hooks`),
+//! which it then finds existing instead of being refused, and reported, on every run.
 //!
 //! Only paths in the caller's home are made, with mode 0700 (missing parents too, also 0700).
 //! Whatever exists at the path already (a directory, a link, a file) is left alone: the

@@ -95,6 +95,7 @@ impl Resolved {
         let masks = (scan.masks.iter().map(|m| mask(m, false)))
             .chain(scan.emptied.iter().map(|m| mask(m, true)))
             .collect();
+        let private_dirs = private_dirs(policy, req, host, &scan.writable_roots)?;
         let spec = Spec {
             argv: req.argv.clone(),
             cwd: req.cwd.clone(),
@@ -113,6 +114,7 @@ impl Resolved {
             guard: scan.guard,
             guard_sweep_only: scan.sweep_only,
             masks,
+            private_dirs,
             linked_secrets: scan.linked_secrets,
             network,
             limits: limits(&policy.limits, host)?,
@@ -185,6 +187,34 @@ fn mem_total(host: &dyn HostView) -> u64 {
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         })
         .map_or(0, |kb| kb * 1024)
+}
+
+/// `filesystem.private`, each an exact path inside a writable root (canonical when it exists:
+/// it is made before a run, see `filesystem.created_roots`).
+fn private_dirs(
+    policy: &Policy,
+    req: &Request,
+    host: &dyn HostView,
+    writable_roots: &[PathBuf],
+) -> Result<Vec<PathBuf>, crate::ScanError> {
+    let ctx = policy::PathContext {
+        home: req.home.clone(),
+        workspace: req.workspace.clone(),
+        writable_roots: Vec::new(),
+    };
+    let mut out = Vec::new();
+    for entry in &policy.filesystem.private {
+        for pat in policy::expand(entry, &ctx)? {
+            let policy::PathPattern::Exact(p) = pat else {
+                continue;
+            };
+            let p = host.canonicalize(&p).unwrap_or(p);
+            if writable_roots.iter().any(|w| is_within(&p, w) && p != *w) && !out.contains(&p) {
+                out.push(p);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The command's environment: the policy's filter of the caller's, with `TMPDIR`, `PWD`, and

@@ -36,6 +36,8 @@ const DEVICES: &[&str] = &[
     "/dev/urandom",
     "/dev/tty",
 ];
+/// The size of each private directory's tmpfs (`filesystem.private`: shell snapshots).
+const PRIVATE_DIR_BYTES: u64 = 64 << 20;
 /// Paths of the sandbox's own procfs that are re-bound read-only.
 const PROC_READ_ONLY: &[&str] = &["/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"];
 /// Readable roots under `read_scope = "allow-list"` besides the listed paths.
@@ -480,6 +482,19 @@ impl Plan {
         masks.retain(|(p, _)| !reach::hidden_by_cover(p, &covers, &granted));
         for p in pins {
             overlay.push((depth(p), 2, vec![Mount::Pin { path: p.clone() }]));
+        }
+        // A private directory: an empty tmpfs of the run's own over the host's (a mount point
+        // cannot be renamed either).
+        for p in &spec.private_dirs {
+            overlay.push((
+                depth(p),
+                2,
+                vec![Mount::Tmpfs {
+                    target: p.clone(),
+                    data: format!("mode=1777,size={PRIVATE_DIR_BYTES}"),
+                    flags: libc::MS_NOSUID | libc::MS_NODEV,
+                }],
+            ));
         }
         let mut held_configs = Vec::new();
         for p in protected {

@@ -1,0 +1,61 @@
+//! The Responses API side of the Codex tests: where the real CLI is, and a test double of the
+//! model that answers the first request with one `exec_command` tool call and the call's
+//! output with a closing message (server-sent events).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::upstream::Seen;
+
+/// Where scripts/test installs the CLI's Linux binary (`STOCKADE_TEST_CODEX` overrides).
+const CODEX: &str = "/var/tmp/stockade-tools/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex";
+
+pub fn codex() -> PathBuf {
+    let path = std::env::var_os("STOCKADE_TEST_CODEX")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(CODEX));
+    assert!(
+        path.is_file(),
+        "the Codex CLI is not at {} (scripts/test installs it: npm install --prefix /var/tmp/stockade-tools @openai/codex)",
+        path.display()
+    );
+    path
+}
+
+/// The Responses API double: the prompt gets an `exec_command` call running `tool`; its
+/// output gets a closing message.
+pub fn script(tool: String) -> crate::upstream::Script {
+    Arc::new(move |seen: &Seen| {
+        let body = String::from_utf8_lossy(&seen.body);
+        let item = if body.contains("function_call_output") {
+            serde_json::json!({"type": "message", "id": "msg_1", "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": "CODEX-DONE", "annotations": []}]})
+        } else {
+            serde_json::json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
+                "name": "exec_command",
+                "arguments": serde_json::json!({"cmd": tool}).to_string()})
+        };
+        let response = |status: &str, output: serde_json::Value| {
+            serde_json::json!({"id": "resp_1", "object": "response", "created_at": 0,
+                "model": "gpt-5", "status": status, "output": output,
+                "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2,
+                    "input_tokens_details": {"cached_tokens": 0},
+                    "output_tokens_details": {"reasoning_tokens": 0}}})
+        };
+        let events = [
+            serde_json::json!({"type": "response.created",
+                "response": response("in_progress", serde_json::json!([]))}),
+            serde_json::json!({"type": "response.output_item.done", "output_index": 0,
+                "item": item.clone()}),
+            serde_json::json!({"type": "response.completed",
+                "response": response("completed", serde_json::json!([item]))}),
+        ];
+        let mut out = Vec::new();
+        for e in events {
+            let name = e["type"].as_str().unwrap_or("").to_owned();
+            out.extend_from_slice(format!("event: {name}\ndata: {e}\n\n").as_bytes());
+        }
+        out
+    })
+}

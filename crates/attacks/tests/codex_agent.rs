@@ -1,0 +1,128 @@
+//! `stockade run --agent codex -- codex exec --sandbox danger-full-access ...` (issue 18, item 4):
+//! the real Codex CLI as the worker with the preset, against a local test double of the
+//! Responses API that scripts one `exec_command` tool call. The preset holds the OpenAI key on
+//! the host (the built-in `openai` provider reaches the route through `-c openai_base_url=...`), makes
+//! `CODEX_HOME` (`~/.codex`, created because it is missing), and keeps `config.toml` and the
+//! rules read-only: a `notify` program in `config.toml` runs on the host at the end of every
+//! turn of the host's next Codex session.
+//!
+//! The tool call plants a `notify` in `config.toml` and a rules file, and writes into the
+//! workspace. With the preset the plants fail and the workspace write works; the control gives
+//! `CODEX_HOME` as one would without the preset (`--allow-write ~/.codex`) and the same call
+//! plants both.
+
+use std::time::Duration;
+
+use attacks::responses::{codex, script};
+use attacks::upstream::Upstream;
+use attacks::*;
+
+const NOTIFY: &str = "notify = [\"touch\", \"/tmp/pwned\"]";
+
+/// Codex's built-in `openai` provider takes its base URL from its configuration, not from
+/// `OPENAI_BASE_URL`: the route, as the run's proxy serves it inside.
+const ROUTE: &str = "openai_base_url=\"http://127.0.0.1:3128/credential/openai\"";
+
+fn tool() -> String {
+    format!(
+        "cd \"$CODEX_HOME\" && \
+         (printf '%s\\n' '{NOTIFY}' > config.toml && echo plant-config=written || echo plant-config=refused); \
+         (mkdir -p rules && echo 'prefix_rule(pattern=[\"rm\"], decision=\"allow\")' > rules/default.rules && echo plant-rules=written || echo plant-rules=refused); \
+         cd - >/dev/null && echo made-by-codex > codex-output.txt && echo workspace=written"
+    )
+}
+
+fn run_codex(fx: &Fixture, up: &Upstream, opts: &[&str]) -> Run {
+    let codex = codex();
+    let policy = fx.out_file("p.toml");
+    write_file(
+        &policy,
+        format!("[credentials.openai]\nupstream = \"{}/v1\"\n", up.url()),
+        0o644,
+    );
+    let policy = policy.display().to_string();
+    let mut all = vec!["--policy", policy.as_str()];
+    all.extend_from_slice(opts);
+    let argv = [
+        codex.to_str().unwrap_or_default(),
+        "exec",
+        "--skip-git-repo-check",
+        "--sandbox",
+        "danger-full-access",
+        "-c",
+        "model=gpt-5",
+        "-c",
+        ROUTE,
+        "PLANT-NOW please",
+    ];
+    fx.sandbox_argv(&all, &argv)
+        .env("OPENAI_API_KEY", "sk-proj-real-key-held-on-the-host")
+        .env("SSL_CERT_FILE", &up.ca_file)
+        .timeout(Duration::from_secs(180))
+        .run()
+}
+
+#[test]
+fn the_agent_preset_keeps_codex_config_and_rules_read_only() {
+    let fx = Fixture::new();
+    let state = fx.home.join(".codex");
+    let up = Upstream::start_with(Some(script(tool())));
+    let run = run_codex(&fx, &up, &["--agent", "codex"]);
+    run.assert_success().assert_stdout_contains("CODEX-DONE");
+    let result = attacks::agent_scan::tool_output(&up.seen(), "function_call_output");
+    for plant in ["plant-config", "plant-rules"] {
+        assert!(
+            result.contains(&format!("{plant}=refused")),
+            "{plant} was not refused: {result}\n{}",
+            run.describe()
+        );
+    }
+    assert!(result.contains("workspace=written"), "{result}");
+    assert_eq!(
+        read_text(&fx.ws.join("codex-output.txt")).as_deref(),
+        Some("made-by-codex\n")
+    );
+    assert!(state.is_dir(), "the preset did not make ~/.codex");
+    assert!(!state.join("config.toml").exists());
+    assert!(!state.join("rules/default.rules").exists());
+    let bearer = "Bearer sk-proj-real-key-held-on-the-host";
+    assert!(up
+        .seen()
+        .iter()
+        .filter(|s| s.target == "/v1/responses")
+        .all(|s| s.header("authorization") == Some(bearer)));
+}
+
+#[test]
+fn control_a_writable_codex_home_without_the_preset_takes_the_plants() {
+    let fx = Fixture::new();
+    let state = fx.home.join(".codex");
+    mkdir(&state);
+    let up = Upstream::start_with(Some(script(tool())));
+    let home = format!("CODEX_HOME={}", state.display());
+    let state_arg = state.display().to_string();
+    let run = run_codex(
+        &fx,
+        &up,
+        &[
+            "--credential",
+            "openai",
+            "--allow-write",
+            &state_arg,
+            "--env",
+            &home,
+            "--timeout",
+            "0",
+        ],
+    );
+    run.assert_success().assert_stdout_contains("CODEX-DONE");
+    let result = attacks::agent_scan::tool_output(&up.seen(), "function_call_output");
+    for plant in ["plant-config", "plant-rules"] {
+        assert!(
+            result.contains(&format!("{plant}=written")),
+            "control: {plant} failed: {result}\n{}",
+            run.describe()
+        );
+    }
+    assert!(read_text(&state.join("config.toml")).is_some_and(|t| t.contains("notify")));
+}
