@@ -18,7 +18,9 @@ use attacks::{python3, read_text, Cmd, Fixture};
 /// wait matched, `{"send": HEX}` types bytes, `{"resize": [ROWS, COLS]}` resizes the window,
 /// `{"sleep": SECS}`), and writes everything the terminal showed to CAPTURE, and the device
 /// of its terminal (`st_dev st_rdev`) to CAPTURE.dev. A wait that times out is written into
-/// the capture as `HARNESS-TIMEOUT` and ends the run. ARGV's exit code is the harness's.
+/// the capture as `HARNESS-TIMEOUT` and ends the run. ARGV's exit code is the harness's. With
+/// `HARNESS_NOCTTY=1` the pty is ARGV's stdio but not its controlling terminal (as a harness
+/// that starts a tool in a session of its own leaves it).
 const HARNESS: &str = r#"
 import os, sys, pty, fcntl, termios, select, time, json, struct
 cap, steps, argv = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3:]
@@ -31,7 +33,8 @@ pid = os.fork()
 if pid == 0:
     os.close(m)
     os.setsid()
-    fcntl.ioctl(s, termios.TIOCSCTTY, 0)
+    if os.environ.get("HARNESS_NOCTTY") != "1":
+        fcntl.ioctl(s, termios.TIOCSCTTY, 0)
     for fd in (0, 1, 2):
         os.dup2(s, fd)
     if s > 2:
@@ -216,10 +219,10 @@ fn stat_form(device: &str) -> String {
 }
 
 /// The command's stdin, stdout, stderr and `/dev/tty` are one new terminal, `/dev/pts/0` of
-/// the sandbox's own devpts: not the caller's, which nothing inside holds. Control: with
-/// `--no-tty` the command's stdin is the caller's terminal (read-only) and `/dev/tty` does
-/// not open, and the same check on the host shows the caller's device on every stream: the
-/// check sees the caller's terminal where it is.
+/// the sandbox's own devpts: not the caller's, which nothing inside holds. With `--no-tty`
+/// there is no terminal at all (stdin is `/dev/null`, `/dev/tty` does not open). Control: the
+/// same check on the host shows the caller's device on every stream: the check sees the
+/// caller's terminal where it is.
 #[test]
 fn the_command_gets_a_terminal_of_its_own() {
     let fx = Fixture::new();
@@ -257,7 +260,8 @@ fn the_command_gets_a_terminal_of_its_own() {
     );
     control
         .assert_code(0)
-        .assert_shows(&format!("fd0={caller}"))
+        .assert_shows("fd0=")
+        .assert_lacks(&caller)
         .assert_shows("cannot create /dev/tty: No such device or address")
         .assert_shows("cannot open /dev/tty: No such device or address");
     let host = pty.play(fx.host(WHICH_TERMINAL), &[Step::Wait("done-checking")]);
@@ -403,4 +407,76 @@ fn sanitizer_and_output_limit_apply_to_the_terminal() {
     );
     let control = pty.play(fx.sandbox(&[], flood), &[Step::Wait("flood-done")]);
     assert!(control.text.len() >= 300_000, "{}", control.run.describe());
+}
+
+/// A command that ignores Ctrl-C keeps running when it is typed (the keys are the command's),
+/// and `~.` at the start of a line ends the run (as in ssh), which leaves the caller's
+/// terminal as it was. Control: the same keys without the escape leave the command running
+/// to its end.
+#[test]
+fn the_escape_ends_a_run_whose_command_ignores_ctrl_c() {
+    let fx = Fixture::new();
+    let Some(pty) = Pty::new(&fx, "escape") else {
+        return;
+    };
+    let script = "trap '' INT; echo ignoring-ctrl-c; sleep 4; echo ran-to-the-end";
+    let seen = pty.play(
+        fx.sandbox(&[], script),
+        &[
+            Step::Wait("ignoring-ctrl-c"),
+            Step::Type(b"\x03"),
+            Step::Sleep(0.3),
+            Step::Type(b"\r~."),
+        ],
+    );
+    seen.assert_lacks("ran-to-the-end").assert_lacks("HARNESS-");
+    assert_ne!(seen.run.code(), 0, "{}", seen.describe());
+    let control = pty.play(
+        fx.sandbox(&[], script),
+        &[
+            Step::Wait("ignoring-ctrl-c"),
+            Step::Type(b"\x03"),
+            Step::Sleep(0.3),
+            Step::Type(b"\r~~"),
+        ],
+    );
+    control.assert_code(0).assert_shows("ran-to-the-end");
+}
+
+/// Two runs on one terminal at once (`make -j`, an agent's parallel tools): the first takes
+/// the keyboard, the second shows its output only, and afterwards the terminal has its own
+/// settings back (echo, canonical input, Ctrl-C), whichever ends first.
+#[test]
+fn runs_sharing_a_terminal_leave_it_as_it_was() {
+    let fx = Fixture::new();
+    let Some(pty) = Pty::new(&fx, "shared terminal") else {
+        return;
+    };
+    let bin = attacks::sh_quote(attacks::stockade_bin());
+    let ws = attacks::sh_quote(&fx.ws);
+    let script = format!(
+        "{bin} run --workspace {ws} -- sleep 1 & sleep 0.3; \
+         {bin} run --workspace {ws} -- sh -c 'stty -a | tr \" \" \"\\n\" | grep -x -e icanon -e echo -e isig | tr \"\\n\" \" \"; echo inner-done; sleep 2'; \
+         wait; echo; stty -a | tr ' ' '\\n' | grep -x -e -icanon -e -echo -e -isig -e icanon -e echo -e isig | tr '\\n' ' '; echo outer-done"
+    );
+    let seen = pty.play(fx.host(&script), &[Step::Wait("outer-done")]);
+    seen.assert_code(0)
+        .assert_shows("isig icanon echo inner-done")
+        .assert_shows("isig icanon echo outer-done");
+}
+
+/// Keys reach a run whose terminal is its stdio but not its controlling terminal (a harness
+/// that started it in a session of its own): no job control applies there.
+#[test]
+fn keys_reach_a_run_on_a_terminal_that_is_not_its_controlling_terminal() {
+    let fx = Fixture::new();
+    let Some(pty) = Pty::new(&fx, "not the controlling terminal") else {
+        return;
+    };
+    let seen = pty.play(
+        fx.sandbox(&[], "echo ready-to-read; read -r x; echo \"got=$x\"")
+            .env("HARNESS_NOCTTY", "1"),
+        &[Step::Wait("ready-to-read"), Step::Type(b"typed-line\r")],
+    );
+    seen.assert_code(0).assert_shows("got=typed-line");
 }

@@ -228,8 +228,8 @@ struct RunArgs {
     sanitize_output: bool,
     /// Give the command no terminal of its own even when stdin, stdout or stderr is one.
     /// By default such a run gets a new terminal inside the sandbox (job control, `/dev/tty`,
-    /// Ctrl-C to the command); with this flag its terminal output goes through pipes and a
-    /// terminal stdin is handed over read-only.
+    /// Ctrl-C to the command; `~.` at the start of a line ends the run); with this flag its
+    /// terminal output goes through pipes and a terminal stdin becomes /dev/null.
     #[arg(long)]
     no_tty: bool,
     /// Print stockade's own errors as JSON on stderr.

@@ -149,16 +149,11 @@ fn aimable_socket(fd: std::os::fd::BorrowedFd<'_>) -> bool {
     getpeername(fd).is_err()
 }
 
-/// A new read-only descriptor of the terminal on stdin (close-on-exec; never made the
-/// supervisor's controlling terminal).
-fn read_only_terminal() -> Result<OwnedFd, RunError> {
+/// `/dev/null` for reading (close-on-exec: only the command's fd 0 copy survives `execve`).
+fn dev_null() -> Result<OwnedFd, RunError> {
     use rustix::fs::{Mode, OFlags};
-    let flags = OFlags::RDONLY | OFlags::NOCTTY | OFlags::CLOEXEC;
-    rustix::fs::open("/proc/self/fd/0", flags, Mode::empty()).map_err(|e| RunError::Unavailable {
-        what: "a read-only terminal for the command (--sanitize-output)",
-        cause: format!("cannot open the terminal on stdin again for reading: {e}"),
-        fix: "run without --sanitize-output, or give `stockade run` stdin from a pipe, a file or /dev/null".into(),
-    })
+    rustix::fs::open("/dev/null", OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| RunError::io("open /dev/null for the command's stdin", e.into()))
 }
 
 /// Run the plan. Blocks until the sandbox has ended.
@@ -482,14 +477,12 @@ pub fn launch_with(
             .then(|| output_pipe(plan))
             .transpose()?,
     ];
-    // Without a terminal of its own (--no-tty), a terminal on stdin goes to the command
-    // read-only: a terminal is open for reading and writing, and the command would write to
-    // the caller's terminal through its fd 0 (escape sequences past the sanitizer, too).
-    let stdin_read_only = if terminal.is_none()
-        && (sanitize || options.no_terminal)
-        && std::io::stdin().is_terminal()
-    {
-        Some(read_only_terminal()?)
+    // A terminal on stdin that does not become the run's own (--no-tty, a library run) is
+    // never handed over, not even read-only: any descriptor of it lets the command change its
+    // settings, lock it (TIOCEXCL), or make it a controlling terminal and reopen it for
+    // writing. The command reads /dev/null instead.
+    let stdin_null = if !pty[0] && std::io::stdin().is_terminal() {
+        Some(dev_null()?)
     } else {
         None
     };
@@ -533,7 +526,7 @@ pub fn launch_with(
                 size: t.size,
                 streams: t.streams,
             }),
-        stdin: stdin_read_only.as_ref().map_or(-1, |f| f.as_raw_fd()),
+        stdin: stdin_null.as_ref().map_or(-1, |f| f.as_raw_fd()),
         stdout: output_pipes[0].as_ref().map_or(-1, |p| p.1.as_raw_fd()),
         stderr: output_pipes[1].as_ref().map_or(-1, |p| p.1.as_raw_fd()),
         output_readers: [
@@ -671,6 +664,7 @@ pub fn launch_with(
                     plan.output_limit.filter(|_| options.limit_terminal),
                     sanitize,
                     process_signals,
+                    control.clone(),
                 )
                 .map(Some),
                 // The init failed before sending it; its report says why.
@@ -742,8 +736,8 @@ pub fn launch_with(
         let left = wake.map_or(Duration::from_secs(86_400), |at| {
             at.saturating_duration_since(Instant::now())
         });
-        // A handle the caller may use: looked at every 50 ms.
-        let left = if process_signals {
+        // A handle the caller may use (or the terminal's `~.`): looked at every 50 ms.
+        let left = if process_signals && attached.is_none() {
             left
         } else {
             left.min(CONTROL_TICK)

@@ -4,8 +4,12 @@
 //! [`attach`] puts the caller's terminal in raw mode and relays both ways
 //! ([`sandbox::terminal`]) until [`Attached::finish`].
 //!
-//! Only this process's own streams count (`Sink::Process`): a run whose output goes to
-//! descriptors its caller gave has no terminal to attach to.
+//! Only the `stockade` process's own streams count (`Sink::Process`, and stdin only when the
+//! run owns the process's signals): a library run never takes over its host's terminal.
+//!
+//! Several runs may share one terminal (`make -j`, an agent running tools in parallel): the
+//! first takes it (an exclusive `flock` on a description of its own), the others relay only
+//! their output and leave its settings alone.
 
 use std::io::IsTerminal;
 use std::os::fd::{AsFd, OwnedFd};
@@ -25,7 +29,8 @@ pub(crate) struct CallerTerminal {
 
 /// The caller's terminal, when any of stdin, stdout (`Sink::Process`) and stderr (same) is
 /// one and `--no-tty` was not given. Its settings and window size are read from the first
-/// of them; one whose settings cannot be read counts as no terminal.
+/// of them ([`sane`] when another run holds it raw); one whose settings cannot be read counts
+/// as no terminal.
 pub(crate) fn caller_terminal(
     io: &sandbox::RunIo,
     options: sandbox::Options,
@@ -35,7 +40,7 @@ pub(crate) fn caller_terminal(
     }
     let own = |sink: &sandbox::Sink| matches!(sink, sandbox::Sink::Process);
     let streams = [
-        std::io::stdin().is_terminal(),
+        io.process_signals && std::io::stdin().is_terminal(),
         own(&io.stdout) && std::io::stdout().is_terminal(),
         own(&io.stderr) && std::io::stderr().is_terminal(),
     ];
@@ -44,17 +49,36 @@ pub(crate) fn caller_terminal(
     let size = sys::raw::window_size(first as i32).ok()?;
     Some(CallerTerminal {
         streams,
-        settings,
+        settings: sane(settings),
         size,
     })
+}
+
+/// `settings`, or the usual interactive ones when they are raw (no canonical input, no signal
+/// keys): another run (or program) holds the caller's terminal in raw mode, and the run's own
+/// terminal must not start without echo and Ctrl-C.
+fn sane(mut t: libc::termios) -> libc::termios {
+    if t.c_lflag & (libc::ICANON | libc::ISIG) != 0 {
+        return t;
+    }
+    t.c_iflag |= libc::ICRNL | libc::BRKINT;
+    t.c_oflag |= libc::OPOST | libc::ONLCR;
+    t.c_cflag |= libc::CREAD;
+    t.c_lflag |= libc::ICANON
+        | libc::ISIG
+        | libc::IEXTEN
+        | libc::ECHO
+        | libc::ECHOE
+        | libc::ECHOK
+        | libc::ECHOCTL
+        | libc::ECHOKE;
+    t
 }
 
 /// The relay of a run's terminal, running.
 pub(crate) struct Attached {
     thread: JoinHandle<Relayed>,
     wake: Wake,
-    /// Put back the caller's settings when dropped (after the relay has ended).
-    raw: Option<RawMode>,
     watching_size: bool,
     /// Where the output is accounted: 0 stdout, 1 stderr.
     pub slot: usize,
@@ -69,20 +93,32 @@ fn std_fd(n: i32) -> std::io::Result<OwnedFd> {
     }
 }
 
+/// The caller's terminal on stdin, opened again (a description of this run's own,
+/// non-blocking) and locked for this run; `None` when another run holds it.
+fn take_input() -> Option<OwnedFd> {
+    use rustix::fs::{flock, FlockOperation, Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let fd = rustix::fs::open("/proc/self/fd/0", flags, Mode::empty()).ok()?;
+    flock(&fd, FlockOperation::NonBlockingLockExclusive).ok()?;
+    Some(fd)
+}
+
 /// Start relaying `master` (the run's terminal) to and from the caller's terminal.
 ///
 /// Output goes to stdout when it is the terminal, else to stderr, else back to the terminal
 /// on stdin (only echo and what the command writes to `/dev/tty` come out then). Keystrokes are
-/// read only when stdin is the terminal and this process is in its foreground; then the
-/// caller's terminal is in raw mode until [`Attached::finish`]. `watch_size`: this process's
-/// SIGWINCH makes the run's terminal follow the caller's window (the `stockade` binary; a
-/// library running several runs leaves its signals alone).
+/// read only when stdin is the terminal, this process may read it (its foreground, or not its
+/// controlling terminal) and no other run holds it; then the caller's terminal is in raw mode
+/// until the relay ends, and `~.` at the start of a line cancels the run through `end`.
+/// `watch_size`: this process's SIGWINCH makes the run's terminal follow the caller's window
+/// (the `stockade` binary; a library running several runs leaves its signals alone).
 pub(crate) fn attach(
     master: OwnedFd,
     caller: &CallerTerminal,
     limit: Option<u64>,
     sanitize: bool,
     watch_size: bool,
+    end: sandbox::Cancel,
 ) -> std::io::Result<Attached> {
     let [stdin, stdout, stderr] = caller.streams;
     let (out_fd, slot) = if stdout {
@@ -95,8 +131,11 @@ pub(crate) fn attach(
     let output = std_fd(out_fd)?;
     let first = caller.streams.iter().position(|t| *t).unwrap_or(0) as i32;
     let size_from = std_fd(first).ok();
-    let typing = stdin && sandbox::terminal::in_foreground(std::io::stdin().as_fd());
-    let input = if typing { Some(std_fd(0)?) } else { None };
+    let input = if stdin && sandbox::terminal::in_foreground(std::io::stdin().as_fd()) {
+        take_input()
+    } else {
+        None
+    };
     // Raw mode before the first keystroke is read: the caller's line discipline must not cook
     // or echo what the run's terminal will.
     let raw = match &input {
@@ -109,7 +148,9 @@ pub(crate) fn attach(
     let stream = if slot == 0 { "stdout" } else { "stderr" };
     let terminal = Terminal {
         master,
+        end: input.is_some().then_some(end),
         input,
+        raw,
         output,
         size_from,
         limit,
@@ -120,23 +161,51 @@ pub(crate) fn attach(
     Ok(Attached {
         thread,
         wake,
-        raw,
         watching_size,
         slot,
     })
 }
 
 impl Attached {
-    /// The run is over: pass on what the terminal still holds, end the relay, and give the
-    /// caller's terminal its settings back. Returns where the output was accounted and what
-    /// was relayed.
+    /// The run is over: pass on what the terminal still holds and end the relay (which gives
+    /// the caller's terminal its settings back). Returns where the output was accounted and
+    /// what was relayed.
     pub(crate) fn finish(self) -> (usize, Relayed) {
         self.wake.stop();
         let relayed = self.thread.join().unwrap_or_default();
         if self.watching_size {
             sys::parent::unwatch_window_size();
         }
-        drop(self.raw);
         (self.slot, relayed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_settings_become_interactive_ones_and_others_stay() {
+        // All flags clear is raw: no canonical input, no signal keys.
+        let raw: libc::termios = libc::termios {
+            c_iflag: 0,
+            c_oflag: 0,
+            c_cflag: libc::CS8,
+            c_lflag: 0,
+            c_line: 0,
+            c_cc: [0; 32],
+            c_ispeed: 0,
+            c_ospeed: 0,
+        };
+        let fixed = sane(raw);
+        assert_ne!(fixed.c_lflag & libc::ICANON, 0);
+        assert_ne!(fixed.c_lflag & libc::ISIG, 0);
+        assert_ne!(fixed.c_lflag & libc::ECHO, 0);
+        assert_ne!(fixed.c_oflag & libc::ONLCR, 0);
+        let cooked = libc::termios {
+            c_lflag: libc::ISIG,
+            ..raw
+        };
+        assert_eq!(sane(cooked).c_lflag, libc::ISIG);
     }
 }

@@ -60,9 +60,8 @@ pub struct Options {
     /// when they are terminals.
     pub sanitize_output: bool,
     /// Give the command no terminal of its own even when the caller's streams are terminals
-    /// (`--no-tty`): terminal output goes through the relay's pipes and a terminal stdin is
-    /// handed over read-only, so the command still never holds the caller's terminal open
-    /// for writing.
+    /// (`--no-tty`): terminal output goes through the relay's pipes and a terminal stdin
+    /// becomes `/dev/null`, so the command still never holds the caller's terminal.
     pub no_terminal: bool,
     /// Apply the output limit to the run's own terminal too. Off by default: the default limit
     /// keeps floods out of a model's context, and a terminal is read by a person (a full-screen

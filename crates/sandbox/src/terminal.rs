@@ -61,9 +61,13 @@ impl Wake {
 pub struct Terminal {
     /// The master side of the run's terminal.
     pub master: OwnedFd,
-    /// The caller's terminal, read for keystrokes; `None`: nothing is typed into the run (the
-    /// caller's stdin is not a terminal, or stockade is not in its foreground).
+    /// The caller's terminal, read for keystrokes: a description of its own, non-blocking
+    /// (another reader of the same terminal never leaves this relay blocked in `read`).
+    /// `None`: nothing is typed into the run.
     pub input: Option<OwnedFd>,
+    /// The caller's terminal in raw mode while keystrokes are read; put back as soon as the
+    /// relay ends (the run's terminal closed even while its command goes on).
+    pub raw: Option<RawMode>,
     /// Where the terminal's output goes (the caller's terminal).
     pub output: OwnedFd,
     /// The caller's terminal whose window size the run's follows.
@@ -73,24 +77,66 @@ pub struct Terminal {
     pub stream: &'static str,
     /// Pass the output through the sanitizer.
     pub sanitize: bool,
+    /// Cancelled when the person types the escape `~.` at the start of a line: the way out of
+    /// a command that ignores Ctrl-C (the keys are the command's otherwise).
+    pub end: Option<crate::Cancel>,
+}
+
+/// The escape that ends a run from the keyboard, as ssh's: `~` at the start of a line, then
+/// `.`; `~~` types one `~`.
+#[derive(Debug, Default)]
+struct Escape {
+    /// Nothing typed yet on this line.
+    mid_line: bool,
+    /// A `~` at the start of a line, held until the next key.
+    tilde: bool,
+}
+
+impl Escape {
+    /// Pass `keys` on into `out`; true when the escape to end the run was typed.
+    fn feed(&mut self, keys: &[u8], out: &mut Vec<u8>) -> bool {
+        for &k in keys {
+            if self.tilde {
+                self.tilde = false;
+                match k {
+                    b'.' => return true,
+                    b'~' => {
+                        out.push(b'~');
+                        self.mid_line = true;
+                        continue;
+                    }
+                    _ => out.push(b'~'),
+                }
+            } else if !self.mid_line && k == b'~' {
+                self.tilde = true;
+                continue;
+            }
+            out.push(k);
+            self.mid_line = !matches!(k, b'\r' | b'\n');
+        }
+        false
+    }
 }
 
 /// Relay `t` until the run's terminal is closed by every process inside or `wake` says stop;
 /// meant to run on its own thread. Returns what went to the output.
 ///
 /// The master is made non-blocking, so a command that stops reading its terminal never
-/// stalls its output, nor output a caller that stopped typing. `EIO` from the master is
-/// the end of the terminal. A failing output drops the rest of it (as the pipe relay does);
-/// a failing input stops the keystrokes only.
+/// stalls its output, nor output a caller that stopped typing; one chunk of output is passed
+/// per round, so a flood never keeps keystrokes (Ctrl-C) from the command. `EIO` from the
+/// master is the end of the terminal. A failing output drops the rest of it (as the pipe
+/// relay does); a failing input stops the keystrokes only.
 pub fn relay(t: Terminal, wake: OwnedFd) -> Relayed {
     let Terminal {
         master,
         input,
+        raw,
         output,
         size_from,
         limit,
         stream,
         sanitize,
+        end,
     } = t;
     let _ = fcntl_getfl(&master).and_then(|f| fcntl_setfl(&master, f | OFlags::NONBLOCK));
     let mut out = Outflow::new(output.as_fd(), limit, stream, sanitize);
@@ -104,6 +150,7 @@ pub fn relay(t: Terminal, wake: OwnedFd) -> Relayed {
     // The caller's window may have changed since the terminal was made.
     follow_size();
     let mut input = input;
+    let mut escape = Escape::default();
     let mut pending: Vec<u8> = Vec::new();
     let mut buf = vec![0u8; CHUNK];
     let mut stopping = false;
@@ -144,7 +191,7 @@ pub fn relay(t: Terminal, wake: OwnedFd) -> Relayed {
                 }
             }
         }
-        // The terminal's output, all of what is there now.
+        // The terminal's output: one chunk a round (all of it once the run is over).
         if any(ready[0]) || stopping {
             loop {
                 match rustix::io::read(&master, &mut buf) {
@@ -153,6 +200,9 @@ pub fn relay(t: Terminal, wake: OwnedFd) -> Relayed {
                         // A caller that is gone takes nothing more; the terminal is still
                         // drained, so the command never blocks on it.
                         let _ = out.push(&buf[..n]);
+                        if !stopping {
+                            break;
+                        }
                     }
                     Err(rustix::io::Errno::INTR) => {}
                     Err(rustix::io::Errno::AGAIN) => break,
@@ -177,13 +227,22 @@ pub fn relay(t: Terminal, wake: OwnedFd) -> Relayed {
             if any(*flags) {
                 match rustix::io::read(i, &mut buf[..PENDING_MAX - pending.len()]) {
                     Ok(0) => input = None,
-                    Ok(n) => pending.extend_from_slice(&buf[..n]),
+                    Ok(n) => {
+                        if escape.feed(&buf[..n], &mut pending) {
+                            if let Some(end) = &end {
+                                end.cancel();
+                            }
+                        }
+                    }
                     Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => {}
                     Err(_) => input = None,
                 }
             }
         }
     }
+    // The caller's terminal gets its settings back now, not when the run ends: the command
+    // may go on without its terminal (every holder closed it) for as long as it likes.
+    drop(raw);
     out.finish()
 }
 
@@ -216,8 +275,42 @@ impl Drop for RawMode {
     }
 }
 
-/// Whether this process is in the foreground process group of the terminal `fd` (it may
-/// read it and change its settings without being stopped).
+/// Whether this process may read the terminal `fd` and change its settings without being
+/// stopped (SIGTTIN, SIGTTOU): it is in the terminal's foreground process group, or the
+/// terminal is not its controlling terminal at all (`ENOTTY`: a harness that gave it a pty
+/// in a session of its own), where no job control applies.
 pub fn in_foreground(fd: BorrowedFd<'_>) -> bool {
-    termios::tcgetpgrp(fd).is_ok_and(|pgrp| pgrp == rustix::process::getpgrp())
+    match termios::tcgetpgrp(fd) {
+        Ok(pgrp) => pgrp == rustix::process::getpgrp(),
+        Err(rustix::io::Errno::NOTTY) => true,
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn typed(chunks: &[&[u8]]) -> (Vec<u8>, bool) {
+        let mut e = Escape::default();
+        let mut out = Vec::new();
+        let mut ended = false;
+        for c in chunks {
+            ended |= e.feed(c, &mut out);
+        }
+        (out, ended)
+    }
+
+    #[test]
+    fn the_escape_ends_only_at_the_start_of_a_line() {
+        assert_eq!(typed(&[b"~."]), (Vec::new(), true));
+        assert_eq!(typed(&[b"ls\r", b"~", b"."]), (b"ls\r".to_vec(), true));
+        assert_eq!(typed(&[b"a~."]), (b"a~.".to_vec(), false));
+        assert_eq!(typed(&[b"~~."]), (b"~.".to_vec(), false));
+        assert_eq!(typed(&[b"~x"]), (b"~x".to_vec(), false));
+        assert_eq!(
+            typed(&[b"echo\n~/bin\r"]),
+            (b"echo\n~/bin\r".to_vec(), false)
+        );
+    }
 }

@@ -332,9 +332,9 @@ pub struct ChildSpec<'a> {
     /// The command's own terminal, when the caller's stdin, stdout or stderr is one: those
     /// streams become the new terminal (and `stdin`/`stdout`/`stderr` below are -1 for them).
     pub terminal: Option<TerminalSpec<'a>>,
-    /// When >= 0, the command's fd 0: a read-only descriptor of the caller's terminal (under
-    /// `--sanitize-output`, where the caller's own stdin, open for reading and writing as
-    /// terminals are, would let the command write past the sanitizer); -1 keeps the caller's.
+    /// When >= 0, the command's fd 0: `/dev/null` in place of a terminal that is not the run's
+    /// own (`--no-tty`, a library run: no descriptor of the caller's terminal is ever handed
+    /// over); -1 keeps the caller's.
     /// Same rules as [`ChildSpec::stdout`].
     pub stdin: c_int,
     /// When >= 0, the command's fd 1: the write end of the supervisor's output pipe; -1 keeps
@@ -774,7 +774,9 @@ fn apply_mount(op: &MountOp<'_>, slots: &mut [c_int], mask_fd: &mut c_int) -> ra
             target,
             Some(c"devpts"),
             (libc::MS_NOSUID | libc::MS_NOEXEC) as c_ulong,
-            Some(c"newinstance,ptmxmode=0666,mode=0620"),
+            // `max`: the run's own terminal is the first; a command opening terminals without
+            // end must not take the host's last ones (kernel.pty.max counts every instance).
+            Some(c"newinstance,ptmxmode=0666,mode=0620,max=128"),
         ),
         MountOp::ReadOnly { path, expect } => rebind(path, Some(ro(NOSUID_NODEV)), expect),
         MountOp::Pin { path, expect } => rebind(path, None, expect),
