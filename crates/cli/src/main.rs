@@ -6,6 +6,8 @@
 //! program could not be executed.
 
 #![forbid(unsafe_code)]
+// Every print goes through `output` (a closed pipe must not panic).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -14,8 +16,11 @@ use clap::{Args, Parser, Subcommand};
 use stockade::{Error, RunRequest};
 
 mod guard_command;
+mod output;
 mod selftest;
 mod trust;
+
+use output::{errln, out, outln};
 
 /// Exit code when stockade itself refused or failed.
 const EXIT_REFUSED: u8 = 125;
@@ -248,11 +253,11 @@ fn print_error(e: &Error, json: bool) {
         if let Some(construct) = e.construct() {
             v["error"]["construct"] = construct.into();
         }
-        eprintln!("{v}");
+        errln!("{v}");
     } else {
-        eprintln!("stockade: error[{}]: {e}", e.code());
+        errln!("stockade: error[{}]: {e}", e.code());
         if let Some(h) = e.hint() {
-            eprintln!("  hint: {h}");
+            errln!("  hint: {h}");
         }
     }
 }
@@ -344,16 +349,16 @@ fn run(args: RunArgs) -> Result<u8, Error> {
         };
         let cause = std::io::Error::from_raw_os_error(errno);
         if args.json {
-            eprintln!(
+            errln!(
                 "{}",
                 serde_json::json!({"error": {"code": code, "kind": "exec", "message": format!("{program}: {what}: {cause}")}})
             );
         } else {
-            eprintln!("stockade: error[{code}]: {program}: {what} inside the sandbox: {cause}");
+            errln!("stockade: error[{code}]: {program}: {what} inside the sandbox: {cause}");
         }
     }
     for v in &result.violations {
-        eprintln!(
+        errln!(
             "stockade: violation[{}]: {} {}: {}",
             v.code,
             v.kind.replace('_', " "),
@@ -371,7 +376,7 @@ fn run(args: RunArgs) -> Result<u8, Error> {
         let key = (e.host.as_str(), e.port, e.rule.as_str());
         if !seen.contains(&key) {
             seen.push(key);
-            eprintln!(
+            errln!(
                 "stockade: network[{}]: {}:{} ({}): {}",
                 e.code,
                 e.host,
@@ -382,13 +387,13 @@ fn run(args: RunArgs) -> Result<u8, Error> {
         }
     }
     if result.outcome.timed_out {
-        eprintln!(
+        errln!(
             "stockade: error[E_TIMEOUT]: the run exceeded its time limit ({} s) and was ended; every process in it was killed",
             policy_timeout.unwrap_or(0)
         );
     }
     if result.outcome.ended_by == Some("interrupt") {
-        eprintln!(
+        errln!(
             "stockade: interrupted: the signal was passed to the command; whatever was left of the run was ended"
         );
     }
@@ -403,16 +408,19 @@ fn run(args: RunArgs) -> Result<u8, Error> {
         }
     }
     for h in &result.outcome.limit_hits {
-        eprintln!(
+        errln!(
             "stockade: limit[{}]: {} ({}): {}",
-            h.code, h.limit, h.mechanism, h.detail
+            h.code,
+            h.limit,
+            h.mechanism,
+            h.detail
         );
     }
     for s in &result.outcome.skipped {
-        eprintln!("stockade: warning: degraded run, skipped {s}");
+        errln!("stockade: warning: degraded run, skipped {s}");
     }
     if let Some(f) = &result.cwd_fallback {
-        eprintln!(
+        errln!(
             "stockade: note: the command ran in the workspace {}, not in the current directory {}: {}",
             request.invocation.workspace.display(),
             f.cwd.display(),
@@ -429,7 +437,7 @@ fn apparmor_profile() -> Result<u8, Error> {
             what: "find the stockade binary".into(),
             cause: e,
         })?;
-    print!("{}", native::userns::apparmor_profile(&exe));
+    out!("{}", native::userns::apparmor_profile(&exe));
     Ok(0)
 }
 
@@ -465,21 +473,21 @@ fn doctor(json: bool, backend: Option<&str>) -> u8 {
         if gvisor {
             v["enforced_by"] = enforced.into();
         }
-        println!("{v}");
+        outln!("{v}");
     } else {
         for c in &checks {
-            println!("[{}] {:<28} {}", check_mark(c), c.name, c.detail);
+            outln!("[{}] {:<28} {}", check_mark(c), c.name, c.detail);
             if let Some(fix) = &c.fix {
-                println!("       fix: {fix}");
+                outln!("       fix: {fix}");
             }
         }
         if gvisor {
-            println!("under the gvisor backend:");
+            outln!("under the gvisor backend:");
             for (what, by) in stockade::gvisor_run::ENFORCEMENT {
-                println!("  {what}: {by}");
+                outln!("  {what}: {by}");
             }
         }
-        println!(
+        outln!(
             "{}",
             if ok {
                 "stockade can enforce its default policy on this machine."
@@ -507,9 +515,9 @@ fn policy_show(args: PolicyArgs, json: bool) -> Result<u8, Error> {
         "plan": plan,
     });
     if json {
-        println!("{doc}");
+        outln!("{doc}");
     } else {
-        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        outln!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
     }
     Ok(0)
 }
@@ -527,9 +535,9 @@ fn report_sanitized(what: &str, report: &guard::Report) {
             format!("{} {name}", f.count)
         })
         .collect();
-    eprintln!("stockade: {what}: removed {}", parts.join(", "));
+    errln!("stockade: {what}: removed {}", parts.join(", "));
     if !report.hidden_text.is_empty() {
-        eprintln!(
+        errln!(
             "stockade: {what}: hidden text (Unicode Tags): {:?}",
             report.hidden_text
         );
@@ -545,9 +553,9 @@ fn sanitize(report_file: Option<&Path>, json: bool) -> Result<u8, Error> {
         move |cause| Error::Io { what, cause }
     };
     let mut s = guard::Sanitizer::new();
-    let (mut input, mut output) = (std::io::stdin().lock(), std::io::stdout().lock());
+    let (mut input, mut stdout) = (std::io::stdin().lock(), std::io::stdout().lock());
     let mut buf = vec![0u8; 64 * 1024];
-    let mut out = Vec::with_capacity(buf.len() + 64);
+    let mut clean = Vec::with_capacity(buf.len() + 64);
     loop {
         let n = match input.read(&mut buf) {
             Ok(0) => break,
@@ -555,25 +563,25 @@ fn sanitize(report_file: Option<&Path>, json: bool) -> Result<u8, Error> {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(io("read standard input")(e)),
         };
-        out.clear();
-        s.push(&buf[..n], &mut out);
-        output
-            .write_all(&out)
-            .map_err(io("write standard output"))?;
+        clean.clear();
+        s.push(&buf[..n], &mut clean);
+        stdout
+            .write_all(&clean)
+            .unwrap_or_else(|e| output::stdout_failed(e));
     }
-    out.clear();
-    let report = s.finish(&mut out);
-    output
-        .write_all(&out)
-        .map_err(io("write standard output"))?;
-    output.flush().map_err(io("write standard output"))?;
+    clean.clear();
+    let report = s.finish(&mut clean);
+    stdout
+        .write_all(&clean)
+        .and_then(|()| stdout.flush())
+        .unwrap_or_else(|e| output::stdout_failed(e));
     let value = serde_json::to_value(&report).unwrap_or_default();
     if let Some(path) = report_file {
         // Like a run's report: a link planted at the name is replaced, never followed.
         stockade::write_report_file(path, format!("{value:#}\n").as_bytes())?;
     }
     if json {
-        eprintln!("{value}");
+        errln!("{value}");
     } else if !report.is_clean() {
         report_sanitized("sanitize", &report);
     }
@@ -590,7 +598,7 @@ fn init_log() {
         .to_str()
         .and_then(|v| v.parse::<tracing_subscriber::filter::LevelFilter>().ok());
     let Some(level) = level else {
-        eprintln!(
+        errln!(
             "stockade: warning: STOCKADE_LOG={} is not a level (error, warn, info, debug, trace); not logging",
             value.to_string_lossy()
         );
@@ -640,7 +648,7 @@ fn main() -> ExitCode {
             policy::read_policy_file(&file)
                 .and_then(|f| policy::resolve(Some(f), &policy::Overrides::default()))
                 .map(|_| {
-                    println!("{}: ok", file.display());
+                    outln!("{}: ok", file.display());
                     0
                 })
                 .map_err(Error::from),
@@ -663,15 +671,15 @@ fn proxy(
 ) -> Result<u8, Error> {
     let policy = resolve(args)?;
     let ready = |addr: std::net::SocketAddr| {
-        eprintln!("stockade: egress proxy on {addr} (HTTP, CONNECT, SOCKS5); Ctrl-C stops it");
-        eprintln!("  export HTTP_PROXY=http://{addr} HTTPS_PROXY=http://{addr} ALL_PROXY=socks5h://{addr}");
+        errln!("stockade: egress proxy on {addr} (HTTP, CONNECT, SOCKS5); Ctrl-C stops it");
+        errln!("  export HTTP_PROXY=http://{addr} HTTPS_PROXY=http://{addr} ALL_PROXY=socks5h://{addr}");
     };
     let events = stockade::serve_proxy(&policy, listen, audit, &ready)?;
     let denied = events
         .iter()
         .filter(|e| e.code == stockade::NETWORK_DENIED)
         .count();
-    eprintln!(
+    errln!(
         "stockade: proxy stopped: {} decisions, {denied} denied",
         events.len()
     );

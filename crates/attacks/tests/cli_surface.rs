@@ -1,0 +1,116 @@
+//! What a new user meets before any sandbox runs (issue 18, item 10): the binary's own output.
+//! A closed pipe ends any subcommand quietly with 141 (128 + SIGPIPE), as coreutils do,
+//! instead of a panic with a backtrace.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test: panicking with a message is how it reports a failure"
+)]
+
+use std::process::{Command, Output, Stdio};
+
+use attacks::{stockade_bin, write_file, Fixture, PATH};
+
+/// `stockade ARGS` in the fixture's workspace, with `stdin` on standard input and, as
+/// standard output, `stdout`.
+fn stockade_with_stdout(fx: &Fixture, args: &[&str], stdout: Stdio, stdin: &[u8]) -> Output {
+    let mut child = Command::new(stockade_bin())
+        .args(args)
+        .env_clear()
+        .env("PATH", PATH)
+        .env("HOME", &fx.home)
+        .current_dir(&fx.ws)
+        .stdin(Stdio::piped())
+        .stdout(stdout)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start stockade");
+    {
+        use std::io::Write;
+        let mut input = child.stdin.take().expect("stdin pipe");
+        // The command may end before it reads (a closed pipe): not an error here.
+        let _ = input.write_all(stdin);
+    }
+    child.wait_with_output().expect("wait for stockade")
+}
+
+/// The subcommands that print on standard output, with what each reads on standard input.
+fn printing_subcommands(fx: &Fixture) -> Vec<(Vec<String>, Vec<u8>)> {
+    let policy = fx.root.join("policy.toml");
+    write_file(&policy, "profile = \"read-only\"\n", 0o644);
+    let ws = fx.ws.display().to_string();
+    let mut list: Vec<(Vec<&str>, &[u8])> = vec![
+        (vec!["selftest", "--list"], b""),
+        (vec!["selftest", "--list", "--json"], b""),
+        (vec!["policy", "show", "--workspace", &ws], b""),
+        (vec!["policy", "show", "--json", "--workspace", &ws], b""),
+        (vec!["doctor"], b""),
+        (vec!["doctor", "--json"], b""),
+        (vec!["guard", "--workspace", &ws, "ls -l"], b""),
+        (vec!["trust", "status", "--workspace", &ws], b""),
+        (vec!["apparmor-profile"], b""),
+        (vec!["sanitize"], b"plain text\n"),
+    ];
+    let check = ["policy", "check", policy.to_str().expect("utf-8 path")];
+    list.push((check.to_vec(), b""));
+    list.into_iter()
+        .map(|(args, input)| {
+            (
+                args.into_iter().map(str::to_owned).collect(),
+                input.to_vec(),
+            )
+        })
+        .collect()
+}
+
+/// `stockade selftest --list | head -1` and the like: every subcommand that prints, given a
+/// standard output whose reader has gone away, exits 141 without a word (no panic, no
+/// backtrace). Control: with a reader, each prints something and does not exit 141.
+#[test]
+fn a_closed_pipe_ends_every_subcommand_quietly_with_141() {
+    let fx = Fixture::new();
+    for (args, input) in printing_subcommands(&fx) {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        drop(reader);
+        let out = stockade_with_stdout(&fx, &args, writer.into(), &input);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(141),
+            "stockade {args:?} with a closed stdout: {:?}\n{stderr}",
+            out.status
+        );
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+            "stockade {args:?} with a closed stdout said:\n{stderr}"
+        );
+        // Control: the same command with a reader prints.
+        let out = stockade_with_stdout(&fx, &args, Stdio::piped(), &input);
+        assert!(
+            !out.stdout.is_empty() && out.status.code() != Some(141),
+            "stockade {args:?} printed nothing: {:?}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// Any other failure to write standard output (a full disk) is stockade's own error, named,
+/// with exit 125; not a panic.
+#[test]
+fn a_full_stdout_is_an_internal_error_not_a_panic() {
+    let fx = Fixture::new();
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("/dev/full");
+    let out = stockade_with_stdout(&fx, &["selftest", "--list"], full.into(), b"");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(
+        stderr.contains("stockade: error[E_INTERNAL]: failed to write standard output")
+            && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+}
