@@ -59,6 +59,7 @@ pub mod host_exec;
 pub mod masks;
 pub mod model;
 pub mod net;
+pub mod origin;
 pub mod paths;
 pub mod presets;
 pub mod profile;
