@@ -17,6 +17,7 @@ use stockade::{Error, RunRequest};
 
 mod guard_command;
 mod output;
+mod policy_show;
 mod selftest;
 mod trust;
 
@@ -262,7 +263,10 @@ fn print_error(e: &Error, json: bool) {
     }
 }
 
-fn resolve(args: &PolicyArgs) -> Result<policy::Policy, Error> {
+/// The policy file and the flags of `args`, as `policy::resolve` takes them.
+fn policy_inputs(
+    args: &PolicyArgs,
+) -> Result<(Option<policy::PolicyFile>, policy::Overrides), Error> {
     let file = match &args.policy {
         Some(p) => Some(policy::read_policy_file(p)?),
         None => None,
@@ -297,6 +301,11 @@ fn resolve(args: &PolicyArgs) -> Result<policy::Policy, Error> {
         agent: args.agent.clone(),
         presets: args.preset.clone(),
     };
+    Ok((file, overrides))
+}
+
+fn resolve(args: &PolicyArgs) -> Result<policy::Policy, Error> {
+    let (file, overrides) = policy_inputs(args)?;
     Ok(policy::resolve(file, &overrides)?)
 }
 
@@ -503,25 +512,6 @@ fn doctor(json: bool, backend: Option<&str>) -> u8 {
     }
 }
 
-fn policy_show(args: PolicyArgs, json: bool) -> Result<u8, Error> {
-    let policy = resolve(&args)?;
-    let request = RunRequest::new(vec!["true".into()], args.workspace)?;
-    let plan = stockade::plan(&policy, &request)?;
-    let protected = policy::protected_sources(&policy, &args.protect);
-    let doc = serde_json::json!({
-        "policy": policy,
-        "policy_digest": policy::digest(&policy),
-        "protected_paths": protected,
-        "plan": plan,
-    });
-    if json {
-        outln!("{doc}");
-    } else {
-        outln!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
-    }
-    Ok(0)
-}
-
 /// One line of what the sanitizer removed, and one with the text hidden in Tags if any.
 fn report_sanitized(what: &str, report: &guard::Report) {
     let parts: Vec<String> = report
@@ -643,7 +633,9 @@ fn main() -> ExitCode {
             listen,
             audit,
         } => (proxy(&policy, listen, audit.as_deref()), false),
-        Command::Policy(PolicyCommand::Show { policy, json }) => (policy_show(*policy, json), json),
+        Command::Policy(PolicyCommand::Show { policy, json }) => {
+            (policy_show::main(*policy, json), json)
+        }
         Command::Policy(PolicyCommand::Check { file }) => (
             policy::read_policy_file(&file)
                 .and_then(|f| policy::resolve(Some(f), &policy::Overrides::default()))
