@@ -18,6 +18,7 @@ use stockade::{Error, RunRequest};
 mod guard_command;
 mod output;
 mod policy_show;
+mod run_notices;
 mod selftest;
 mod trust;
 
@@ -247,19 +248,19 @@ struct RunArgs {
 }
 
 fn print_error(e: &Error, json: bool) {
+    let hint = e.hint();
     if json {
         let mut v = serde_json::json!({
-            "error": { "code": e.code(), "kind": e.kind(), "message": e.to_string(), "hint": e.hint() }
+            "error": { "code": e.code(), "kind": e.kind(), "message": e.to_string(), "hint": hint }
         });
         if let Some(construct) = e.construct() {
             v["error"]["construct"] = construct.into();
         }
         errln!("{v}");
     } else {
-        errln!("stockade: error[{}]: {e}", e.code());
-        if let Some(h) = e.hint() {
-            errln!("  hint: {h}");
-        }
+        let message = e.to_string();
+        let notice = sandbox::Notice::new("error", e.registry_code(), &message);
+        errln!("{}", notice.with_hint(Some(&hint)));
     }
 }
 
@@ -345,97 +346,7 @@ fn run(args: RunArgs) -> Result<u8, Error> {
     request.audit = args.audit;
     request.policy_file = args.policy.policy.clone();
     let result = stockade::run(&policy, &request)?;
-    let policy_timeout = policy.limits.timeout;
-    if let Some(errno) = result.outcome.exec_errno {
-        let program = request.invocation.argv.first().cloned().unwrap_or_default();
-        let (code, what) = if result.exit_code == 127 {
-            (sandbox::Code::CommandNotFound.as_str(), "not found")
-        } else {
-            (
-                sandbox::Code::CommandNotExecutable.as_str(),
-                "cannot be executed",
-            )
-        };
-        let cause = std::io::Error::from_raw_os_error(errno);
-        if args.json {
-            errln!(
-                "{}",
-                serde_json::json!({"error": {"code": code, "kind": "exec", "message": format!("{program}: {what}: {cause}")}})
-            );
-        } else {
-            errln!("stockade: error[{code}]: {program}: {what} inside the sandbox: {cause}");
-        }
-    }
-    for v in &result.violations {
-        errln!(
-            "stockade: violation[{}]: {} {}: {}",
-            v.code,
-            v.kind.replace('_', " "),
-            v.path.display(),
-            v.action
-        );
-    }
-    // Blocked destinations, once each, with the reason.
-    let mut seen: Vec<(&str, u16, &str)> = Vec::new();
-    for e in result
-        .network
-        .iter()
-        .filter(|e| e.code == stockade::NETWORK_DENIED)
-    {
-        let key = (e.host.as_str(), e.port, e.rule.as_str());
-        if !seen.contains(&key) {
-            seen.push(key);
-            errln!(
-                "stockade: network[{}]: {}:{} ({}): {}",
-                e.code,
-                e.host,
-                e.port,
-                e.protocol,
-                e.reason.as_deref().unwrap_or(&e.rule)
-            );
-        }
-    }
-    if result.outcome.timed_out {
-        errln!(
-            "stockade: error[E_TIMEOUT]: the run exceeded its time limit ({} s) and was ended; every process in it was killed",
-            policy_timeout.unwrap_or(0)
-        );
-    }
-    if result.outcome.ended_by == Some("interrupt") {
-        errln!(
-            "stockade: interrupted: the signal was passed to the command; whatever was left of the run was ended"
-        );
-    }
-    if let Some(o) = &result.outcome.output {
-        for (name, r) in [
-            ("stdout", &o.sanitized_stdout),
-            ("stderr", &o.sanitized_stderr),
-        ] {
-            if let Some(r) = r.as_ref().filter(|r| !r.is_clean()) {
-                report_sanitized(&format!("sanitized {name}"), r);
-            }
-        }
-    }
-    for h in &result.outcome.limit_hits {
-        errln!(
-            "stockade: limit[{}]: {} ({}): {}",
-            h.code,
-            h.limit,
-            h.mechanism,
-            h.detail
-        );
-    }
-    for s in &result.outcome.skipped {
-        errln!("stockade: warning: degraded run, skipped {s}");
-    }
-    if let Some(f) = &result.cwd_fallback {
-        errln!(
-            "stockade: note: the command ran in the workspace {}, not in the current directory {}: {}",
-            request.invocation.workspace.display(),
-            f.cwd.display(),
-            f.reason
-        );
-    }
+    run_notices::print(&result, &request, policy.limits.timeout, args.json);
     Ok(u8::try_from(result.exit_code).unwrap_or(EXIT_REFUSED))
 }
 
