@@ -577,7 +577,13 @@ fn proxy(
         errln!("stockade: egress proxy on {addr} (HTTP, CONNECT, SOCKS5); Ctrl-C stops it");
         errln!("  export HTTP_PROXY=http://{addr} HTTPS_PROXY=http://{addr} ALL_PROXY=socks5h://{addr}");
     };
-    let events = stockade::serve_proxy(&policy, listen, audit, &ready)?;
+    // Each refusal as it happens, with what would allow it.
+    let denied = Box::new(|e: &stockade::NetworkEvent| {
+        if e.code == stockade::NETWORK_DENIED {
+            errln!("{}", run_notices::network_notice(e));
+        }
+    });
+    let events = stockade::serve_proxy(&policy, listen, audit, &ready, denied)?;
     let denied = events
         .iter()
         .filter(|e| e.code == stockade::NETWORK_DENIED)

@@ -111,13 +111,21 @@ fn network(result: &RunResult) {
             continue;
         }
         seen.push(key);
-        let message = format!(
-            "{}:{} ({}): {}",
-            e.host,
-            e.port,
-            e.protocol,
-            e.reason.as_deref().unwrap_or(&e.rule)
-        );
-        errln!("{}", Notice::new("network", Code::NetworkDenied, &message));
+        errln!("{}", network_notice(e));
     }
+}
+
+/// A refused destination, as `stockade run` and `stockade proxy` print it: the reason, and
+/// what would allow it (the event's own hint, else the code's).
+pub fn network_notice(e: &stockade::NetworkEvent) -> String {
+    let message = format!(
+        "{}:{} ({}): {}",
+        e.host,
+        e.port,
+        e.protocol,
+        e.reason.as_deref().unwrap_or(&e.rule)
+    );
+    Notice::new("network", Code::NetworkDenied, &message)
+        .with_hint(e.hint.as_deref())
+        .to_string()
 }

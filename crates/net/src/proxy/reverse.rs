@@ -58,6 +58,7 @@ fn refused(shared: &Shared, host: &str, port: u16, rule: String, reason: String)
         Err(&Denial {
             rule,
             reason,
+            hint: None,
             before_connect: true,
         }),
         None,
