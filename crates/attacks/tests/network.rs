@@ -2617,6 +2617,58 @@ fn proxy_connects_only_to_the_address_it_checked() {
     );
 }
 
+/// A name that does not resolve is refused with why in plain words (issue 18, item 10), not
+/// the resolver's debug output (`no records found for Query { name: Name("...") ... }`): in
+/// the 403, the report, the audit log and on stderr. First with nothing answering at
+/// resolv.conf's server, then with the test server answering NXDOMAIN; `.invalid` never
+/// exists. Only the test namespaces' resolver is asked.
+#[test]
+fn proxy_says_in_plain_words_why_a_name_did_not_resolve() {
+    let Some((k, net)) = test_net("DNS failures in plain words") else {
+        return;
+    };
+    let pre = net.prefix(&k.fx, TEST_HOSTS);
+    let marker = k.fx.marker("never-served");
+    let refused = |name: &str| -> String {
+        let rec = k.fx.records();
+        let o = opts(Some(&rec), &["--net", "proxy", "--allow-domain", name]);
+        let out =
+            k.fx.attack(&strs(&o), &curl_i(&format!("http://{name}/")))
+                .under(&pre)
+                .outcome();
+        let answered = assert_http_refused(&out, &marker);
+        let reason = assert_denied(&rec, &out.run, "http", name, 80, true);
+        for text in [&answered, &reason, &out.run.stderr] {
+            assert!(
+                !["Query {", "Name(\"", "Custom {", "kind:"]
+                    .iter()
+                    .any(|debug| text.contains(debug)),
+                "debug output in a refusal:\n{text}"
+            );
+        }
+        assert!(answered.starts_with(&reason), "{answered:?} / {reason:?}");
+        reason
+    };
+    let silent = refused("silent.test");
+    assert!(
+        [
+            "could not resolve silent.test: the resolver did not answer",
+            "could not resolve silent.test: no DNS server could be reached (connection refused)",
+        ]
+        .contains(&silent.as_str()),
+        "{silent}"
+    );
+    let _dns = net.dns();
+    assert_eq!(
+        refused("nowhere.test"),
+        "could not resolve nowhere.test: no such host (NXDOMAIN)"
+    );
+    assert_eq!(
+        refused("nowhere.invalid"),
+        "could not resolve nowhere.invalid: no such host (NXDOMAIN)"
+    );
+}
+
 /// DNS exfiltration through the proxy (CVE-2025-55284 class): a secret encoded in a name the
 /// rules refuse never reaches a DNS server, because the proxy checks the rules before it
 /// resolves anything (HTTP, CONNECT and SOCKS5 alike). Control: the same requests under a rule

@@ -948,7 +948,7 @@ async fn admit(
             Err(e) => {
                 return Err(Denial {
                     rule: "resolution".into(),
-                    reason: format!("{host} does not resolve: {e}"),
+                    reason: format!("could not resolve {host}: {e}"),
                     hint: Some(UNRESOLVED_HINT.into()),
                     before_connect: true,
                 })
@@ -958,7 +958,10 @@ async fn admit(
     if addrs.is_empty() {
         return Err(Denial {
             rule: "resolution".into(),
-            reason: format!("{host} does not resolve"),
+            reason: format!(
+                "could not resolve {host}: {}",
+                crate::resolve::LookupError::NoAddress
+            ),
             hint: Some(UNRESOLVED_HINT.into()),
             before_connect: true,
         });
