@@ -114,3 +114,85 @@ fn a_full_stdout_is_an_internal_error_not_a_panic() {
         "{stderr}"
     );
 }
+
+/// `stockade ARGS` in the fixture's workspace, its output captured.
+fn stockade(fx: &Fixture, args: &[&str]) -> Output {
+    stockade_with_stdout(fx, args, Stdio::piped(), b"")
+}
+
+/// The `--flags` a help text lists as options (`  -h, --help`, `      --listen <ADDR>`).
+fn flags_in(help: &str) -> Vec<String> {
+    let mut flags: Vec<String> = help
+        .lines()
+        .filter(|l| l.starts_with("  "))
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let l = l.strip_prefix("-h, ").unwrap_or(l);
+            let flag = l.split_whitespace().next()?;
+            flag.starts_with("--").then(|| flag.to_owned())
+        })
+        .collect();
+    flags.sort();
+    flags.dedup();
+    flags
+}
+
+/// `stockade proxy --help` lists the proxy's options only: the network rules, where to listen
+/// and the audit log; not `run`'s filesystem, environment and limit flags. Those stay
+/// accepted, as before, with a warning that the proxy does not use them. Control: `run --help`
+/// still lists them all.
+#[test]
+fn proxy_help_lists_only_the_proxy_options() {
+    let fx = Fixture::new();
+    let help = stockade(&fx, &["proxy", "--help"]);
+    assert!(help.status.success());
+    let shown = flags_in(&String::from_utf8_lossy(&help.stdout));
+    assert_eq!(
+        shown,
+        [
+            "--allow-domain",
+            "--allow-host",
+            "--audit",
+            "--deny-domain",
+            "--help",
+            "--listen",
+            "--policy"
+        ],
+        "{}",
+        String::from_utf8_lossy(&help.stdout)
+    );
+    let run_help = stockade(&fx, &["run", "--help"]);
+    let run_flags = flags_in(&String::from_utf8_lossy(&run_help.stdout));
+    for flag in [
+        "--workspace",
+        "--allow-write",
+        "--memory",
+        "--timeout",
+        "--credential",
+        "--allow-domain",
+        "--shell",
+        "--report",
+    ] {
+        assert!(run_flags.iter().any(|f| f == flag), "{flag}: {run_flags:?}");
+    }
+    // Still accepted by the proxy (a non-loopback address makes it stop right after).
+    let out = stockade(
+        &fx,
+        &[
+            "proxy",
+            "--memory",
+            "1G",
+            "--allow-write",
+            "/var/tmp",
+            "--listen",
+            "0.0.0.0:1",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(
+        stderr.contains("warning: --allow-write, --memory: options of `stockade run`")
+            && stderr.contains("refusing to listen on 0.0.0.0:1"),
+        "{stderr}"
+    );
+}

@@ -18,6 +18,7 @@ use stockade::{Error, RunRequest};
 mod guard_command;
 mod output;
 mod policy_show;
+mod proxy_command;
 mod run_notices;
 mod selftest;
 mod trust;
@@ -62,16 +63,10 @@ enum Command {
     /// Run the egress proxy on this machine for a whole agent (the rules of `run --net proxy`),
     /// until Ctrl-C. It filters only what is sent to it: pair it with a network namespace or
     /// firewall that blocks direct connections.
-    Proxy {
-        #[command(flatten)]
-        policy: Box<PolicyArgs>,
-        /// Where to listen (loopback only).
-        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:3128")]
-        listen: std::net::SocketAddr,
-        /// Append JSON-line audit events here, as they happen.
-        #[arg(long, value_name = "FILE")]
-        audit: Option<PathBuf>,
-    },
+    // The run-only flags of `PolicyArgs` stay accepted (as before) but hidden, and warned
+    // about when given: the proxy uses only the network rules.
+    #[command(mut_args(proxy_command::hide_run_only))]
+    Proxy(Box<proxy_command::ProxyArgs>),
     /// Pin the workspace's trust-relevant configuration by content: once approved, `run`
     /// refuses (E_UNTRUSTED_CONFIG) while those files differ; a policy file inside the
     /// workspace always needs an approval.
@@ -539,11 +534,7 @@ fn main() -> ExitCode {
         Command::Selftest(args) => (selftest::main(&args), args.json),
         Command::Guard(args) => (guard_command::main(&args), args.json),
         Command::Trust(command) => trust::main(command),
-        Command::Proxy {
-            policy,
-            listen,
-            audit,
-        } => (proxy(&policy, listen, audit.as_deref()), false),
+        Command::Proxy(args) => (proxy_command::main(&args), false),
         Command::Policy(PolicyCommand::Show { policy, json }) => {
             (policy_show::main(*policy, json), json)
         }
@@ -565,32 +556,4 @@ fn main() -> ExitCode {
             ExitCode::from(EXIT_REFUSED)
         }
     }
-}
-
-fn proxy(
-    args: &PolicyArgs,
-    listen: std::net::SocketAddr,
-    audit: Option<&Path>,
-) -> Result<u8, Error> {
-    let policy = resolve(args)?;
-    let ready = |addr: std::net::SocketAddr| {
-        errln!("stockade: egress proxy on {addr} (HTTP, CONNECT, SOCKS5); Ctrl-C stops it");
-        errln!("  export HTTP_PROXY=http://{addr} HTTPS_PROXY=http://{addr} ALL_PROXY=socks5h://{addr}");
-    };
-    // Each refusal as it happens, with what would allow it.
-    let denied = Box::new(|e: &stockade::NetworkEvent| {
-        if e.code == stockade::NETWORK_DENIED {
-            errln!("{}", run_notices::network_notice(e));
-        }
-    });
-    let events = stockade::serve_proxy(&policy, listen, audit, &ready, denied)?;
-    let denied = events
-        .iter()
-        .filter(|e| e.code == stockade::NETWORK_DENIED)
-        .count();
-    errln!(
-        "stockade: proxy stopped: {} decisions, {denied} denied",
-        events.len()
-    );
-    Ok(0)
 }
