@@ -1,6 +1,7 @@
 //! What a new user meets before any sandbox runs (issue 18, item 10): the binary's own output.
 //! A closed pipe ends any subcommand quietly with 141 (128 + SIGPIPE), as coreutils do,
-//! instead of a panic with a backtrace.
+//! instead of a panic with a backtrace; `proxy --help` lists the proxy's options only; shell
+//! completions and manual pages come from the same definitions as the parser.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -50,6 +51,8 @@ fn printing_subcommands(fx: &Fixture) -> Vec<(Vec<String>, Vec<u8>)> {
         (vec!["trust", "status", "--workspace", &ws], b""),
         (vec!["apparmor-profile"], b""),
         (vec!["sanitize"], b"plain text\n"),
+        (vec!["completions", "bash"], b""),
+        (vec!["man"], b""),
     ];
     let check = ["policy", "check", policy.to_str().expect("utf-8 path")];
     list.push((check.to_vec(), b""));
@@ -195,4 +198,54 @@ fn proxy_help_lists_only_the_proxy_options() {
             && stderr.contains("refusing to listen on 0.0.0.0:1"),
         "{stderr}"
     );
+}
+
+/// `stockade completions bash|zsh|fish` prints a completion script that knows `run` and its
+/// flags; an unknown shell is a usage error.
+#[test]
+fn completions_are_printed_for_bash_zsh_and_fish() {
+    let fx = Fixture::new();
+    for shell in ["bash", "zsh", "fish"] {
+        let out = stockade(&fx, &["completions", shell]);
+        let script = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{shell}: {:?}", out.status);
+        assert!(
+            script.contains("run") && script.contains("allow-domain") && script.len() > 1000,
+            "{shell} completions lack `run`:\n{script}"
+        );
+    }
+    let out = stockade(&fx, &["completions", "no-such-shell"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// `stockade man` prints stockade(1) in roff, naming `run` among its subcommands; `stockade
+/// man run` prints stockade-run(1) with run's options; an unknown subcommand is refused.
+#[test]
+fn man_prints_roff_pages() {
+    let fx = Fixture::new();
+    let out = stockade(&fx, &["man"]);
+    let page = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(
+        page.contains(".TH stockade 1") && page.contains(".SH SUBCOMMANDS"),
+        "{page}"
+    );
+    assert!(page.contains("stockade\\-run(1)"), "{page}");
+    let out = stockade(&fx, &["man", "run"]);
+    let page = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(
+        page.contains(".TH stockade-run 1") && page.contains("\\fB\\-\\-allow\\-domain\\fR"),
+        "{page}"
+    );
+    // The proxy's page lists the proxy's options only.
+    let out = stockade(&fx, &["man", "proxy"]);
+    let page = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        page.contains("\\-\\-listen") && !page.contains("\\-\\-memory"),
+        "{page}"
+    );
+    let out = stockade(&fx, &["man", "no-such-subcommand"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("  hint: "));
 }

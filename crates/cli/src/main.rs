@@ -16,6 +16,7 @@ use clap::{Args, Parser, Subcommand};
 use stockade::{Error, RunRequest};
 
 mod guard_command;
+mod man_and_completions;
 mod output;
 mod policy_show;
 mod proxy_command;
@@ -90,6 +91,23 @@ enum Command {
         /// The report as JSON on stderr instead of a summary line.
         #[arg(long)]
         json: bool,
+    },
+    /// Print a completion script for SHELL on standard output, e.g.
+    /// `stockade completions bash > ~/.local/share/bash-completion/completions/stockade`,
+    /// `stockade completions zsh > ~/.zfunc/_stockade`,
+    /// `stockade completions fish > ~/.config/fish/completions/stockade.fish`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print a manual page (roff) on standard output: stockade(1), or with a subcommand its
+    /// own page (`stockade man run` is stockade-run(1)). `stockade man > stockade.1 && man
+    /// ./stockade.1`, or save the pages into a `man1` directory of MANPATH.
+    Man {
+        /// The subcommand whose page to print (`run`, `policy show`, ...).
+        #[arg(value_name = "SUBCOMMAND")]
+        subcommand: Vec<String>,
     },
 }
 
@@ -535,6 +553,8 @@ fn main() -> ExitCode {
         Command::Guard(args) => (guard_command::main(&args), args.json),
         Command::Trust(command) => trust::main(command),
         Command::Proxy(args) => (proxy_command::main(&args), false),
+        Command::Completions { shell } => (man_and_completions::completions(shell), false),
+        Command::Man { subcommand } => (man_and_completions::man(&subcommand), false),
         Command::Policy(PolicyCommand::Show { policy, json }) => {
             (policy_show::main(*policy, json), json)
         }

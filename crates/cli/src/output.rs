@@ -38,6 +38,14 @@ pub fn stdout(args: fmt::Arguments<'_>) {
     }
 }
 
+/// Writes `bytes` to standard output and flushes it (see the module documentation).
+pub fn stdout_bytes(bytes: &[u8]) {
+    let mut out = io::stdout().lock();
+    if let Err(e) = out.write_all(bytes).and_then(|()| out.flush()) {
+        stdout_failed(e);
+    }
+}
+
 /// Writes `args` to standard error; a failure is ignored (see the module documentation).
 pub fn stderr(args: fmt::Arguments<'_>) {
     let _ = io::stderr().lock().write_fmt(args);
