@@ -227,6 +227,31 @@ fn policy_show_without_json_is_a_summary_that_says_where_each_part_came_from() {
         text.lines().count() < 60,
         "the summary should fit a page:\n{text}"
     );
+    // What an agent preset adds is tagged with its name.
+    attacks::mkdir(&fx.home.join(".claude"));
+    let run = fx
+        .stockade([
+            "policy",
+            "show",
+            "--workspace",
+            ws,
+            "--agent",
+            "claude-code",
+        ])
+        .run();
+    run.assert_success();
+    for needle in [
+        "preset       claude-code: ",
+        "timeout    no limit [preset claude-code]",
+        "preset claude-code (~/.claude/settings.json",
+        "anthropic        from env:ANTHROPIC_API_KEY to https://api.anthropic.com [preset claude-code]",
+    ] {
+        assert!(
+            run.stdout.contains(needle),
+            "the summary lacks {needle:?}:\n{}",
+            run.stdout
+        );
+    }
 }
 
 #[test]

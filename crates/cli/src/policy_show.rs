@@ -58,9 +58,9 @@ struct Shown<'a> {
     workspace: &'a std::path::Path,
 }
 
-/// `[flag]`, `[policy file]`, ...
+/// `[flag]`, `[policy file]`, `[preset npm]`, ...
 fn tag(origin: Origin) -> String {
-    format!("[{}]", origin.as_str())
+    format!("[{origin}]")
 }
 
 /// `a, b, c, d, e, ... (12 more)`, or `none`.
@@ -125,6 +125,11 @@ impl Shown<'_> {
             ),
             format!("workspace    {}", self.workspace.display()),
         ];
+        for (i, name) in p.presets.iter().enumerate() {
+            if let Ok(preset) = policy::preset(name) {
+                out.insert(1 + i, format!("preset       {name}: {}", preset.summary));
+            }
+        }
         match &self.plan.cwd_fallback {
             Some(f) => out.push(format!(
                 "starts in    {} (not the current directory {}: {})",
@@ -220,16 +225,27 @@ impl Shown<'_> {
 
     fn protected_line(&self) -> String {
         let live: Vec<&ProtectedSource> = self.protected.iter().filter(|p| !p.removed).collect();
+        // The catalogue's and stockade's own as listed; the others by where they came from
+        // (a flag, the policy file, a preset).
+        let source = |p: &ProtectedSource| match p.source {
+            "built-in" | "catalogue" => p.source.to_owned(),
+            _ => self.origins.entry(Field::DenyWrite, &p.pattern).to_string(),
+        };
+        let mut sources: Vec<String> = Vec::new();
+        for p in &live {
+            let s = source(p);
+            if !sources.contains(&s) {
+                sources.push(s);
+            }
+        }
         let mut parts = Vec::new();
-        for source in ["built-in", "catalogue", "flag", "policy file"] {
+        for from in &sources {
             let of: Vec<&str> = live
                 .iter()
-                .filter(|p| p.source == source)
+                .filter(|p| source(p) == *from)
                 .map(|p| p.pattern.as_str())
                 .collect();
-            if !of.is_empty() {
-                parts.push(format!("{} {source} ({})", of.len(), examples(&of)));
-            }
+            parts.push(format!("{} {from} ({})", of.len(), examples(&of)));
         }
         let removed: Vec<&str> = self
             .protected

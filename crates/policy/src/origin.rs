@@ -1,7 +1,7 @@
-//! Where each part of a resolved policy came from: its profile, the policy file or a
+//! Where each part of a resolved policy came from: its profile, a preset, the policy file or a
 //! command-line flag (`stockade policy show` says it beside each entry). Found by looking the
 //! resolved entries up in what [`crate::resolve()`] was given, in its order of precedence:
-//! flags, then the file, then the profile.
+//! flags, then the file, then the presets, then the profile.
 //!
 //! ```
 //! use policy::origin::{Field, Origin, Origins, Setting};
@@ -22,15 +22,17 @@
 //! ```
 
 use crate::file::PolicyFile;
+use crate::model::Policy;
 use crate::net::NetList;
 use crate::resolve::Overrides;
 
 /// Where an entry or a setting came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Origin {
     /// The profile the policy started from (built-in data).
     Profile,
+    /// A preset (`--agent`, `--preset`, or `agent`/`presets` in the policy file), by name.
+    Preset(&'static str),
     /// The policy file (`--policy`).
     PolicyFile,
     /// A command-line flag.
@@ -39,14 +41,15 @@ pub enum Origin {
     Credential,
 }
 
-impl Origin {
-    /// As `policy show` prints it.
-    pub fn as_str(self) -> &'static str {
+impl std::fmt::Display for Origin {
+    /// As `policy show` prints it: `profile`, `preset claude-code`, `policy file`, ...
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Origin::Profile => "profile",
-            Origin::PolicyFile => "policy file",
-            Origin::Flag => "flag",
-            Origin::Credential => "credential",
+            Origin::Profile => f.write_str("profile"),
+            Origin::Preset(name) => write!(f, "preset {name}"),
+            Origin::PolicyFile => f.write_str("policy file"),
+            Origin::Flag => f.write_str("flag"),
+            Origin::Credential => f.write_str("credential"),
         }
     }
 }
@@ -89,16 +92,61 @@ pub enum Setting {
 }
 
 /// The inputs of one [`crate::resolve()`], to ask where its result's parts came from.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Origins<'a> {
     file: Option<&'a PolicyFile>,
     flags: &'a Overrides,
+    /// The profile alone (`None`: an unknown profile, which resolving refuses anyway).
+    base: Option<Policy>,
+    /// Each preset resolved, with the profile and that preset alone.
+    presets: Vec<(&'static str, Policy)>,
 }
 
 impl<'a> Origins<'a> {
-    /// The policy file and the flags that were resolved (the profile is what is left).
+    /// The policy file and the flags that were resolved (the profile and the presets are
+    /// what is left).
     pub fn new(file: Option<&'a PolicyFile>, flags: &'a Overrides) -> Self {
-        Origins { file, flags }
+        let profile = flags
+            .profile
+            .as_deref()
+            .or_else(|| file.and_then(|f| f.profile.as_deref()))
+            .unwrap_or(crate::profile::DEFAULT_PROFILE);
+        let base = crate::profile::profile(profile).ok();
+        let agent = flags
+            .agent
+            .clone()
+            .or_else(|| file.and_then(|f| f.agent.clone()));
+        let names = agent
+            .into_iter()
+            .chain(file.iter().flat_map(|f| f.presets.iter().cloned()))
+            .chain(flags.presets.iter().cloned());
+        let presets = names
+            .filter_map(|name| {
+                let preset = crate::presets::preset(&name).ok()?;
+                let mut alone = base.clone()?;
+                crate::presets::apply(&mut alone, &[name]).ok()?;
+                Some((preset.name, alone))
+            })
+            .collect();
+        Origins {
+            file,
+            flags,
+            base,
+            presets,
+        }
+    }
+
+    /// The preset that put `entry` in `field`, if one did (the profile alone has no such
+    /// entry).
+    fn preset_of(&self, field: Field, entry: &str) -> Option<Origin> {
+        let has = |p: &Policy| policy_entries(p, field).iter().any(|e| e == entry);
+        if self.base.as_ref().is_some_and(has) {
+            return None;
+        }
+        self.presets
+            .iter()
+            .find(|(_, p)| has(p))
+            .map(|(name, _)| Origin::Preset(name))
     }
 
     /// Where the entry `entry` of the resolved policy's list `field` came from.
@@ -113,6 +161,8 @@ impl<'a> Origins<'a> {
             Origin::Flag
         } else if file.iter().any(same) {
             Origin::PolicyFile
+        } else if let Some(preset) = self.preset_of(field, entry) {
+            preset
         } else if field == Field::AllowDomains && !self.profile_has_allowed_domain(entry) {
             // Nothing else adds allowed domains: a masked credential's hosts.
             Origin::Credential
@@ -157,9 +207,35 @@ impl<'a> Origins<'a> {
             Origin::Flag
         } else if in_file {
             Origin::PolicyFile
+        } else if let Some(preset) = self.preset_setting(setting) {
+            preset
+        } else if setting == Setting::NetworkMode && self.any_credential() {
+            // Credentials travel through the proxy: mode `none` became `proxy` for them.
+            Origin::Credential
         } else {
             Origin::Profile
         }
+    }
+
+    /// Whether any credential was asked for (flag, file or preset).
+    fn any_credential(&self) -> bool {
+        !self.flags.credentials.is_empty()
+            || self.file.is_some_and(|f| !f.credentials.is_empty())
+            || self.presets.iter().any(|(_, p)| !p.credentials.is_empty())
+    }
+
+    /// The preset that changed `setting` from the profile's, if one did.
+    fn preset_setting(&self, setting: Setting) -> Option<Origin> {
+        let base = self.base.as_ref()?;
+        let changed = |p: &Policy| match setting {
+            Setting::NetworkMode => p.network.mode != base.network.mode,
+            Setting::Timeout => p.limits.timeout != base.limits.timeout,
+            _ => false,
+        };
+        self.presets
+            .iter()
+            .find(|(_, p)| changed(p))
+            .map(|(name, _)| Origin::Preset(name))
     }
 
     /// The entries the flags gave for `field`.
@@ -192,18 +268,31 @@ impl<'a> Origins<'a> {
 
     /// Whether the profile the policy started from allows `entry` itself.
     fn profile_has_allowed_domain(&self, entry: &str) -> bool {
-        let name = self
-            .flags
-            .profile
-            .as_deref()
-            .or_else(|| self.file.and_then(|f| f.profile.as_deref()))
-            .unwrap_or(crate::profile::DEFAULT_PROFILE);
-        crate::profile::profile(name).is_ok_and(|p| {
+        self.base.as_ref().is_some_and(|p| {
             p.network
                 .allow_domains
                 .iter()
                 .any(|d| same_entry(Field::AllowDomains, d, entry))
         })
+    }
+}
+
+/// The entries of `field` in a resolved (or partly resolved) policy.
+fn policy_entries(p: &Policy, field: Field) -> Vec<String> {
+    let fs = &p.filesystem;
+    match field {
+        Field::DenyRead => fs.deny_read.clone(),
+        Field::ReadEmpty => fs.read_empty.clone(),
+        Field::AllowRead => fs.allow_read.clone(),
+        Field::AllowWrite => fs.allow_write.clone(),
+        Field::DenyWrite => fs.deny_write.clone(),
+        Field::EnvAllow => p.env.allow.clone(),
+        Field::EnvPassthrough => p.env.passthrough.clone(),
+        Field::EnvSet => p.env.set.keys().cloned().collect(),
+        Field::AllowDomains => p.network.allow_domains.clone(),
+        Field::DenyDomains => p.network.deny_domains.clone(),
+        Field::AllowHosts => p.network.allow_hosts.clone(),
+        Field::Credentials => p.credentials.iter().map(|c| c.name.clone()).collect(),
     }
 }
 
@@ -292,5 +381,30 @@ mod tests {
             Origin::Credential
         );
         assert_eq!(o.entry(Field::Credentials, "github"), Origin::Flag);
+    }
+
+    #[test]
+    fn what_a_preset_adds_is_tagged_with_its_name() {
+        let file = file("presets = [\"npm\"]\n");
+        let flags = Overrides {
+            agent: Some("claude-code".into()),
+            ..Default::default()
+        };
+        let o = Origins::new(Some(&file), &flags);
+        let agent = Origin::Preset("claude-code");
+        assert_eq!(o.entry(Field::AllowWrite, "~/.claude"), agent);
+        assert_eq!(o.entry(Field::DenyWrite, "~/.claude/settings.json"), agent);
+        assert_eq!(o.entry(Field::Credentials, "anthropic"), agent);
+        assert_eq!(o.setting(Setting::Timeout), agent);
+        // npm's registry made the mode `proxy`; without it, the agent's credential did.
+        assert_eq!(o.setting(Setting::NetworkMode), Origin::Preset("npm"));
+        let alone = Origins::new(None, &flags);
+        assert_eq!(alone.setting(Setting::NetworkMode), Origin::Credential);
+        assert_eq!(
+            o.entry(Field::AllowDomains, "registry.npmjs.org"),
+            Origin::Preset("npm")
+        );
+        assert_eq!(o.entry(Field::DenyRead, "~/.ssh"), Origin::Profile);
+        assert_eq!(agent.to_string(), "preset claude-code");
     }
 }
