@@ -140,8 +140,8 @@ fn flags_in(help: &str) -> Vec<String> {
     flags
 }
 
-/// `stockade proxy --help` lists the proxy's options only: the network rules, where to listen
-/// and the audit log; not `run`'s filesystem, environment and limit flags. Those stay
+/// `stockade proxy --help` lists the proxy's options only: the network rules (with the
+/// registries of `--preset`), where to listen and the audit log; not `run`'s filesystem, environment and limit flags. Those stay
 /// accepted, as before, with a warning that the proxy does not use them. Control: `run --help`
 /// still lists them all.
 #[test]
@@ -159,7 +159,8 @@ fn proxy_help_lists_only_the_proxy_options() {
             "--deny-domain",
             "--help",
             "--listen",
-            "--policy"
+            "--policy",
+            "--preset"
         ],
         "{}",
         String::from_utf8_lossy(&help.stdout)

@@ -1,6 +1,6 @@
 //! `stockade proxy`: the egress proxy alone, for a whole agent, under the network rules of a
-//! policy (`--policy`, `--allow-domain`, `--deny-domain`, `--allow-host`). Its help lists only
-//! those and its own options; the other policy flags of `run` are still accepted, as they
+//! policy (`--policy`, `--allow-domain`, `--deny-domain`, `--allow-host`, and the registries of
+//! `--preset`). Its help lists only those and its own options; the other policy flags of `run` are still accepted, as they
 //! always were, but hidden, and a warning says the proxy does not use them.
 
 use std::net::SocketAddr;
@@ -31,6 +31,7 @@ const PROXY_USES: &[&str] = &[
     "allow_domain",
     "deny_domain",
     "allow_host",
+    "preset",
     "listen",
     "audit",
     "help",
@@ -47,6 +48,7 @@ fn run_only_given(p: &PolicyArgs) -> Vec<&'static str> {
     let given = [
         ("--workspace", p.workspace.is_some()),
         ("--profile", p.profile.is_some()),
+        ("--agent", p.agent.is_some()),
         ("--allow-write", !p.allow_write.is_empty()),
         ("--deny-read", !p.deny_read.is_empty()),
         ("--allow-read", !p.allow_read.is_empty()),
@@ -74,7 +76,7 @@ pub fn main(args: &ProxyArgs) -> Result<u8, Error> {
     let ignored = run_only_given(&args.policy);
     if !ignored.is_empty() {
         errln!(
-            "stockade: warning: {}: options of `stockade run`; `stockade proxy` applies only the network rules (--policy, --allow-domain, --deny-domain, --allow-host) and injects no credentials",
+            "stockade: warning: {}: options of `stockade run`; `stockade proxy` applies only the network rules (--policy, --allow-domain, --deny-domain, --allow-host, --preset) and injects no credentials",
             ignored.join(", ")
         );
     }
