@@ -59,11 +59,11 @@ PY
 tree_entries=$(find "$tree" | wc -l)
 
 # bwrap given stockade's default policy as far as bwrap can express it (from the plan that
-# `stockade policy show` prints): the command's uid and gid, no capabilities, a new session,
+# `stockade policy show --json` prints): the command's uid and gid, no capabilities, a new session,
 # the hostname, private /tmp and /dev/shm, the workspace writable, the credential masks, the
 # scrubbed environment. Not expressible: Landlock, the seccomp filters, mediated creation,
 # idmapped mounts, read-only /proc/sys, resource limits.
-bwrap_equivalent=$("$bin" policy show | python3 -c '
+bwrap_equivalent=$("$bin" policy show --json | python3 -c '
 import json, shlex, sys
 plan = json.load(sys.stdin)["plan"]
 a = ["bwrap", "--unshare-all", "--uid", str(plan["ids"]["inside_uid"]), "--gid", str(plan["ids"]["inside_gid"]),

@@ -19,6 +19,21 @@ fn command_exit_codes_pass_through() {
         .assert_code(42);
 }
 
+/// The line of stderr holding `code` is followed by a `  hint: ` line containing `needle`.
+fn assert_hint_after(run: &attacks::Run, code: &str, needle: &str) {
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with(&format!("stockade: {code}: ")))
+        .unwrap_or_else(|| panic!("no `stockade: {code}` line\n{}", run.describe()));
+    let hint = lines.get(at + 1).copied().unwrap_or_default();
+    assert!(
+        hint.starts_with("  hint: ") && hint.contains(needle),
+        "the hint under {code} should name {needle}\n{}",
+        run.describe()
+    );
+}
+
 #[test]
 fn not_executable_is_126() {
     if attacks::not_under("gvisor", attacks::na::EXEC_CODES) {
@@ -28,6 +43,7 @@ fn not_executable_is_126() {
     write_file(&fx.ws.join("script.sh"), "#!/bin/sh\necho ran\n", 0o644);
     let run = fx.sandbox_argv(&[], &["./script.sh"]).run();
     run.assert_code(126).assert_lacks("ran\n");
+    assert_hint_after(&run, "error[E_COMMAND_NOT_EXECUTABLE]", "`chmod +x FILE`");
     let run = fx.sandbox_argv(&[], &["./app"]).run();
     run.assert_code(126);
     // Control: the shell agrees.
@@ -49,6 +65,8 @@ fn missing_program_is_127() {
         "stderr should name the missing program\n{}",
         run.describe()
     );
+    // With what would find it (issue 18, item 10).
+    assert_hint_after(&run, "error[E_COMMAND_NOT_FOUND]", "`--env PATH=...`");
     fx.sandbox_argv(&[], &["/nonexistent/dir/prog"])
         .run()
         .assert_code(127);

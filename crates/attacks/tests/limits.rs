@@ -8,6 +8,22 @@ use std::time::{Duration, Instant};
 
 use attacks::{json_str, kill_all, processes_with, read_json, read_jsonl, wait_until, Fixture};
 
+/// The line of stderr starting with `stockade: LABEL[CODE]` is followed by a `  hint: ` line
+/// containing `needle`.
+fn assert_hint_after(run: &attacks::Run, label_code: &str, needle: &str) {
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with(&format!("stockade: {label_code}: ")))
+        .unwrap_or_else(|| panic!("no `stockade: {label_code}` line\n{}", run.describe()));
+    let hint = lines.get(at + 1).copied().unwrap_or_default();
+    assert!(
+        hint.starts_with("  hint: ") && hint.contains(needle),
+        "the hint under {label_code} should name {needle}\n{}",
+        run.describe()
+    );
+}
+
 #[test]
 fn timeout_ends_a_sleeping_command_with_124() {
     let fx = Fixture::new();
@@ -19,6 +35,13 @@ fn timeout_ends_a_sleeping_command_with_124() {
     let took = started.elapsed();
     run.assert_code(124);
     run.assert_stderr_contains("E_TIMEOUT");
+    // With the flag and the policy line that give more time (issue 18, item 10).
+    assert_hint_after(&run, "error[E_TIMEOUT]", "`--timeout SECONDS`");
+    assert_hint_after(
+        &run,
+        "error[E_TIMEOUT]",
+        "`timeout = SECONDS` under [limits]",
+    );
     assert!(
         took >= Duration::from_millis(1900) && took < Duration::from_millis(4500),
         "returned after {took:?}"
@@ -313,6 +336,11 @@ fn memory_limit_stops_a_large_allocation() {
             let detail = hit["detail"].as_str().unwrap_or_default();
             assert!(detail.contains("asked for 1.0 GiB"), "{detail}");
             run.assert_stderr_contains("E_LIMIT_REACHED");
+            assert_hint_after(
+                &run,
+                "limit[E_LIMIT_REACHED]",
+                "`--memory SIZE` (this run: 128 MiB",
+            );
         }
         _ => {
             run.assert_code(137);
@@ -321,6 +349,11 @@ fn memory_limit_stops_a_large_allocation() {
                 .unwrap_or_else(|| panic!("no memory event:\n{report:#}"));
             assert_eq!(hit["value"], 128u64 << 20);
             run.assert_stderr_contains("E_LIMIT_REACHED");
+            assert_hint_after(
+                &run,
+                "limit[E_LIMIT_REACHED]",
+                "`--memory SIZE` (this run: 128 MiB",
+            );
             let peak = report["usage"]["memory_peak"].as_u64().unwrap_or(0);
             assert!(peak > 0 && peak <= 128 << 20, "peak {peak}");
         }

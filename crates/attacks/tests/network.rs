@@ -948,8 +948,9 @@ fn is_event(e: &Value, code: &str, protocol: &str, host: &str, port: u16) -> boo
 }
 
 /// The refusal of `protocol` to `host:port` was recorded: an `E_NETWORK_DENIED` event in the
-/// report with a reason (and `before_connect: true` when `before_connect`), the same in the
-/// audit log, and a summary line on stderr naming the host. Returns the reason.
+/// report with a reason and a hint (what would allow it, or why nothing can), and
+/// `before_connect: true` when `before_connect`, the same in the audit log, and a summary line
+/// on stderr naming the host, followed by its `hint:` line. Returns the reason.
 fn assert_denied(
     rec: &Records,
     run: &Run,
@@ -971,6 +972,10 @@ fn assert_denied(
     let reason = json_str(e, "reason").to_owned();
     assert!(!reason.is_empty(), "the refusal has no reason:\n{e:#}");
     assert!(
+        !json_str(e, "hint").is_empty(),
+        "the refusal has no hint:\n{e:#}"
+    );
+    assert!(
         e.get("rule").is_some(),
         "the refusal has no `rule` field:\n{e:#}"
     );
@@ -985,15 +990,23 @@ fn assert_denied(
     assert!(
         audit
             .iter()
-            .any(|a| is_event(a, DENIED, protocol, host, port)),
-        "audit log has no network {DENIED} event for {protocol} {host}:{port}:\n{audit:#?}"
+            .any(|a| is_event(a, DENIED, protocol, host, port) && !json_str(a, "hint").is_empty()),
+        "audit log has no network {DENIED} event with a hint for {protocol} {host}:{port}:\n{audit:#?}"
     );
     let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    let Some(at) = lines
+        .iter()
+        .position(|l| l.contains(DENIED) && l.contains(bare))
+    else {
+        panic!(
+            "stderr has no summary line with {DENIED} and {bare}\n{}",
+            run.describe()
+        );
+    };
     assert!(
-        run.stderr
-            .lines()
-            .any(|l| l.contains(DENIED) && l.contains(bare)),
-        "stderr has no summary line with {DENIED} and {bare}\n{}",
+        lines.get(at + 1).is_some_and(|l| l.starts_with("  hint: ")),
+        "the summary line of {bare} has no hint line\n{}",
         run.describe()
     );
     reason
@@ -1544,6 +1557,137 @@ fn proxy_refuses_an_allowed_name_that_resolves_to_loopback() {
     assert_eq!(srv.connections(), 0, "the loopback server was contacted");
     // Control: the name really leads to the server.
     k.fx.control(&curl(&url)).outcome().assert_shows(&marker);
+}
+
+/// Each refusal names the exact flag that would allow it (issue 18, item 10): in the 403
+/// (`x-stockade-hint`), in the report's and the audit log's event (`hint`) and on stderr.
+/// Following the hints one after another reaches the server: `localhost` matches no rule
+/// (`--allow-domain localhost`), then resolves to loopback (`--allow-host localhost:PORT`),
+/// then is reached. Control: without the last flag it is still refused (above).
+#[test]
+fn proxy_refusals_name_the_flag_that_allows_them() {
+    let Some(k) = Kit::new("hints of proxy refusals") else {
+        return;
+    };
+    let marker = k.fx.marker("www");
+    let srv = HttpServer::bind("127.0.0.1:0", &k.web_root("a", &marker));
+    let port = srv.port();
+    let url = format!("http://localhost:{port}/file");
+    let mut flags: Vec<String> = vec!["--net".into(), "proxy".into()];
+    for want in [
+        "--allow-domain localhost".to_owned(),
+        format!("--allow-host localhost:{port}"),
+    ] {
+        let want_quoted = format!("`{want}`");
+        let rec = k.fx.records();
+        let o = opts(Some(&rec), &strs(&flags));
+        let out = k.fx.attack(&strs(&o), &curl_i(&url)).outcome();
+        assert_http_refused(&out, &marker);
+        let answered = header(&out.run.all_output(), "x-stockade-hint").unwrap_or_default();
+        assert!(
+            answered.contains(&want_quoted),
+            "the 403 should name {want_quoted}: {answered:?}\n{}",
+            out.run.describe()
+        );
+        assert_denied(&rec, &out.run, "http", "localhost", port, true);
+        let recorded = net_events(&rec)
+            .into_iter()
+            .chain(audit_net_events(&rec))
+            .filter(|e| is_event(e, DENIED, "http", "localhost", port))
+            .map(|e| json_str(&e, "hint").to_owned())
+            .collect::<Vec<_>>();
+        assert!(
+            recorded.len() >= 2 && recorded.iter().all(|h| h.contains(&want_quoted)),
+            "the report and the audit log should name {want_quoted}: {recorded:#?}"
+        );
+        let lines: Vec<&str> = out.run.stderr.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with("stockade: network[E_NETWORK_DENIED]: localhost:"))
+            .unwrap_or_else(|| panic!("no network line\n{}", out.run.describe()));
+        assert!(
+            lines
+                .get(at + 1)
+                .is_some_and(|l| l.starts_with("  hint: ") && l.contains(&want_quoted)),
+            "stderr should name {want_quoted}\n{}",
+            out.run.describe()
+        );
+        flags.extend(want.split(' ').map(str::to_owned));
+    }
+    settle();
+    assert_eq!(srv.connections(), 0, "a refused request reached the server");
+    k.fx.attack(&strs(&flags), &curl(&url))
+        .outcome()
+        .assert_shows(&marker);
+}
+
+/// `stockade proxy` (the proxy alone, for a whole agent) says each refusal on stderr as it
+/// happens, with the flag that would allow it, and records the hint in its audit log. Only
+/// loopback: the name matches no rule, so nothing is resolved.
+#[test]
+fn standalone_proxy_names_the_flag_that_allows_a_refusal() {
+    let fx = Fixture::new();
+    let audit = fx.outside.join("proxy-audit.jsonl");
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    let listen = format!("127.0.0.1:{port}");
+    let proxy = Command::new(attacks::stockade_bin())
+        .args(["proxy", "--listen", &listen, "--audit"])
+        .arg(&audit)
+        .env_clear()
+        .env("PATH", PATH)
+        .env("HOME", &fx.home)
+        .current_dir(&fx.ws)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start stockade proxy");
+    let mut stream = None;
+    for _ in 0..100 {
+        if let Ok(s) = TcpStream::connect(&listen) {
+            stream = Some(s);
+            break;
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    let mut stream = stream.expect("the proxy listens");
+    stream
+        .write_all(b"GET http://not-allowed.invalid/ HTTP/1.1\r\nHost: not-allowed.invalid\r\nConnection: close\r\n\r\n")
+        .expect("send");
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    let _ = Command::new("kill")
+        .args(["-TERM", &proxy.id().to_string()])
+        .status();
+    let out = proxy.wait_with_output().expect("wait for the proxy");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let want = "`--allow-domain not-allowed.invalid`";
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    assert!(
+        header(&answer, "x-stockade-hint").is_some_and(|h| h.contains(want)),
+        "{answer}"
+    );
+    let lines: Vec<&str> = stderr.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with("stockade: network[E_NETWORK_DENIED]: not-allowed.invalid:80"))
+        .unwrap_or_else(|| panic!("no live refusal line on stderr:\n{stderr}"));
+    assert!(
+        lines
+            .get(at + 1)
+            .is_some_and(|l| l.starts_with("  hint: ") && l.contains(want)),
+        "{stderr}"
+    );
+    let logged = read_jsonl(&audit);
+    assert!(
+        logged
+            .iter()
+            .any(|e| json_str(e, "code") == DENIED && json_str(e, "hint").contains(want)),
+        "{logged:#?}"
+    );
 }
 
 #[test]
@@ -2470,6 +2614,58 @@ fn proxy_connects_only_to_the_address_it_checked() {
             .iter()
             .any(|e| json_str(e, "addr").contains(SERVER_IP)),
         "the event should record the address connected to ({SERVER_IP}):\n{events:#?}"
+    );
+}
+
+/// A name that does not resolve is refused with why in plain words (issue 18, item 10), not
+/// the resolver's debug output (`no records found for Query { name: Name("...") ... }`): in
+/// the 403, the report, the audit log and on stderr. First with nothing answering at
+/// resolv.conf's server, then with the test server answering NXDOMAIN; `.invalid` never
+/// exists. Only the test namespaces' resolver is asked.
+#[test]
+fn proxy_says_in_plain_words_why_a_name_did_not_resolve() {
+    let Some((k, net)) = test_net("DNS failures in plain words") else {
+        return;
+    };
+    let pre = net.prefix(&k.fx, TEST_HOSTS);
+    let marker = k.fx.marker("never-served");
+    let refused = |name: &str| -> String {
+        let rec = k.fx.records();
+        let o = opts(Some(&rec), &["--net", "proxy", "--allow-domain", name]);
+        let out =
+            k.fx.attack(&strs(&o), &curl_i(&format!("http://{name}/")))
+                .under(&pre)
+                .outcome();
+        let answered = assert_http_refused(&out, &marker);
+        let reason = assert_denied(&rec, &out.run, "http", name, 80, true);
+        for text in [&answered, &reason, &out.run.stderr] {
+            assert!(
+                !["Query {", "Name(\"", "Custom {", "kind:"]
+                    .iter()
+                    .any(|debug| text.contains(debug)),
+                "debug output in a refusal:\n{text}"
+            );
+        }
+        assert!(answered.starts_with(&reason), "{answered:?} / {reason:?}");
+        reason
+    };
+    let silent = refused("silent.test");
+    assert!(
+        [
+            "could not resolve silent.test: the resolver did not answer",
+            "could not resolve silent.test: no DNS server could be reached (connection refused)",
+        ]
+        .contains(&silent.as_str()),
+        "{silent}"
+    );
+    let _dns = net.dns();
+    assert_eq!(
+        refused("nowhere.test"),
+        "could not resolve nowhere.test: no such host (NXDOMAIN)"
+    );
+    assert_eq!(
+        refused("nowhere.invalid"),
+        "could not resolve nowhere.invalid: no such host (NXDOMAIN)"
     );
 }
 

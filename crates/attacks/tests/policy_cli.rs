@@ -114,15 +114,24 @@ fn json_errors_are_one_object_on_stderr() {
 fn policy_show_prints_the_resolved_policy_and_plan() {
     let fx = Fixture::new();
     let ws = fx.ws.to_str().expect("utf-8 path");
-    let run = fx.stockade(["policy", "show", "--workspace", ws]).run();
-    run.assert_success();
-    assert!(!run.stdout.trim().is_empty(), "{}", run.describe());
     let run = fx
         .stockade(["policy", "show", "--json", "--workspace", ws])
         .run();
     run.assert_success();
     let shown: serde_json::Value = serde_json::from_str(run.stdout.trim())
         .unwrap_or_else(|e| panic!("policy show --json is not JSON ({e})\n{}", run.describe()));
+    // The document keeps its shape (scripts and benches/startup.sh read it).
+    let mut keys: Vec<&str> = shown
+        .as_object()
+        .map(|o| o.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        ["plan", "policy", "policy_digest", "protected_paths"],
+        "{shown:#}"
+    );
+    assert!(shown["plan"]["writable_roots"].is_array(), "{shown:#}");
     for needle in ["workspace-write", ws, "~/.ssh"] {
         assert!(
             json_any_string(&shown, &|s| s.contains(needle)),
@@ -151,6 +160,98 @@ fn policy_show_prints_the_resolved_policy_and_plan() {
         json_any_string(&shown, &|s| s.contains("extra-denied")),
         "{shown:#}"
     );
+}
+
+/// Without `--json`, `policy show` is a page for a person, not JSON: the profile, the
+/// workspace, the masks counted with examples, the network mode and its domains, the limits
+/// and the environment, each part tagged with where it came from (the profile, the policy
+/// file or a flag).
+#[test]
+fn policy_show_without_json_is_a_summary_that_says_where_each_part_came_from() {
+    let fx = Fixture::new();
+    let ws = fx.ws.to_str().expect("utf-8 path");
+    let file = policy(
+        &fx,
+        "summary.toml",
+        "[network]\nallow_domains = [\"from-file.example\"]\n[limits]\nmemory = \"2G\"\n",
+    );
+    let run = fx
+        .stockade([
+            "policy",
+            "show",
+            "--workspace",
+            ws,
+            "--policy",
+            file.to_str().expect("utf-8 path"),
+            "--net",
+            "proxy",
+            "--allow-domain",
+            "From-Flag.example",
+            "--deny-read",
+            "~/summary-denied",
+            "--env",
+            "SUMMARY_SET=secret-value",
+            "--timeout",
+            "42",
+        ])
+        .run();
+    run.assert_success();
+    let text = &run.stdout;
+    assert!(
+        serde_json::from_str::<serde_json::Value>(text.trim()).is_err(),
+        "policy show without --json printed JSON:\n{text}"
+    );
+    for needle in [
+        "profile      workspace-write (the default)",
+        &format!("workspace    {ws}"),
+        "masked",
+        "~/.ssh",
+        "~/summary-denied [flag]",
+        "network      proxy [flag]",
+        "from-file.example [policy file]",
+        "from-flag.example [flag]",
+        "timeout    42 s [flag]",
+        "memory     2 GiB",
+        "[policy file]",
+        "SUMMARY_SET [flag]",
+        "credentials  none",
+    ] {
+        assert!(
+            text.contains(needle),
+            "the summary lacks {needle:?}:\n{text}"
+        );
+    }
+    // A summary shows names of variables, never their values.
+    run.assert_lacks("secret-value");
+    assert!(
+        text.lines().count() < 60,
+        "the summary should fit a page:\n{text}"
+    );
+    // What an agent preset adds is tagged with its name.
+    attacks::mkdir(&fx.home.join(".claude"));
+    let run = fx
+        .stockade([
+            "policy",
+            "show",
+            "--workspace",
+            ws,
+            "--agent",
+            "claude-code",
+        ])
+        .run();
+    run.assert_success();
+    for needle in [
+        "preset       claude-code: ",
+        "timeout    no limit [preset claude-code]",
+        "preset claude-code (~/.claude/settings.json",
+        "anthropic        from env:ANTHROPIC_API_KEY to https://api.anthropic.com [preset claude-code]",
+    ] {
+        assert!(
+            run.stdout.contains(needle),
+            "the summary lacks {needle:?}:\n{}",
+            run.stdout
+        );
+    }
 }
 
 #[test]

@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use guard::command::{self, Context};
 use stockade::{Error, RunRequest};
 
+use crate::output::outln;
+
 /// `stockade guard`.
 #[derive(clap::Args)]
 pub struct GuardArgs {
@@ -67,13 +69,13 @@ pub fn main(args: &GuardArgs) -> Result<u8, Error> {
         }
     };
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({ "ok": true, "argv": checked.argv, "program": checked.program })
         );
     } else {
         let words: Vec<String> = checked.argv.iter().map(|w| quote(w)).collect();
-        println!("{}", words.join(" "));
+        outln!("{}", words.join(" "));
     }
     Ok(0)
 }

@@ -6,6 +6,8 @@
 //! program could not be executed.
 
 #![forbid(unsafe_code)]
+// Every print goes through `output` (a closed pipe must not panic).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -14,8 +16,15 @@ use clap::{Args, Parser, Subcommand};
 use stockade::{Error, RunRequest};
 
 mod guard_command;
+mod man_and_completions;
+mod output;
+mod policy_show;
+mod proxy_command;
+mod run_notices;
 mod selftest;
 mod trust;
+
+use output::{errln, out, outln};
 
 /// Exit code when stockade itself refused or failed.
 const EXIT_REFUSED: u8 = 125;
@@ -55,16 +64,10 @@ enum Command {
     /// Run the egress proxy on this machine for a whole agent (the rules of `run --net proxy`),
     /// until Ctrl-C. It filters only what is sent to it: pair it with a network namespace or
     /// firewall that blocks direct connections.
-    Proxy {
-        #[command(flatten)]
-        policy: Box<PolicyArgs>,
-        /// Where to listen (loopback only).
-        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:3128")]
-        listen: std::net::SocketAddr,
-        /// Append JSON-line audit events here, as they happen.
-        #[arg(long, value_name = "FILE")]
-        audit: Option<PathBuf>,
-    },
+    // The run-only flags of `PolicyArgs` stay accepted (as before) but hidden, and warned
+    // about when given: the proxy uses only the network rules.
+    #[command(mut_args(proxy_command::hide_run_only))]
+    Proxy(Box<proxy_command::ProxyArgs>),
     /// Pin the workspace's trust-relevant configuration by content: once approved, `run`
     /// refuses (E_UNTRUSTED_CONFIG) while those files differ; a policy file inside the
     /// workspace always needs an approval.
@@ -88,6 +91,23 @@ enum Command {
         /// The report as JSON on stderr instead of a summary line.
         #[arg(long)]
         json: bool,
+    },
+    /// Print a completion script for SHELL on standard output, e.g.
+    /// `stockade completions bash > ~/.local/share/bash-completion/completions/stockade`,
+    /// `stockade completions zsh > ~/.zfunc/_stockade`,
+    /// `stockade completions fish > ~/.config/fish/completions/stockade.fish`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print a manual page (roff) on standard output: stockade(1), or with a subcommand its
+    /// own page (`stockade man run` is stockade-run(1)). `stockade man > stockade.1 && man
+    /// ./stockade.1`, or save the pages into a `man1` directory of MANPATH.
+    Man {
+        /// The subcommand whose page to print (`run`, `policy show`, ...).
+        #[arg(value_name = "SUBCOMMAND")]
+        subcommand: Vec<String>,
     },
 }
 
@@ -241,23 +261,26 @@ struct RunArgs {
 }
 
 fn print_error(e: &Error, json: bool) {
+    let hint = e.hint();
     if json {
         let mut v = serde_json::json!({
-            "error": { "code": e.code(), "kind": e.kind(), "message": e.to_string(), "hint": e.hint() }
+            "error": { "code": e.code(), "kind": e.kind(), "message": e.to_string(), "hint": hint }
         });
         if let Some(construct) = e.construct() {
             v["error"]["construct"] = construct.into();
         }
-        eprintln!("{v}");
+        errln!("{v}");
     } else {
-        eprintln!("stockade: error[{}]: {e}", e.code());
-        if let Some(h) = e.hint() {
-            eprintln!("  hint: {h}");
-        }
+        let message = e.to_string();
+        let notice = sandbox::Notice::new("error", e.registry_code(), &message);
+        errln!("{}", notice.with_hint(Some(&hint)));
     }
 }
 
-fn resolve(args: &PolicyArgs) -> Result<policy::Policy, Error> {
+/// The policy file and the flags of `args`, as `policy::resolve` takes them.
+fn policy_inputs(
+    args: &PolicyArgs,
+) -> Result<(Option<policy::PolicyFile>, policy::Overrides), Error> {
     let file = match &args.policy {
         Some(p) => Some(policy::read_policy_file(p)?),
         None => None,
@@ -292,6 +315,11 @@ fn resolve(args: &PolicyArgs) -> Result<policy::Policy, Error> {
         agent: args.agent.clone(),
         presets: args.preset.clone(),
     };
+    Ok((file, overrides))
+}
+
+fn resolve(args: &PolicyArgs) -> Result<policy::Policy, Error> {
+    let (file, overrides) = policy_inputs(args)?;
     Ok(policy::resolve(file, &overrides)?)
 }
 
@@ -331,94 +359,7 @@ fn run(args: RunArgs) -> Result<u8, Error> {
     request.audit = args.audit;
     request.policy_file = args.policy.policy.clone();
     let result = stockade::run(&policy, &request)?;
-    let policy_timeout = policy.limits.timeout;
-    if let Some(errno) = result.outcome.exec_errno {
-        let program = request.invocation.argv.first().cloned().unwrap_or_default();
-        let (code, what) = if result.exit_code == 127 {
-            (sandbox::Code::CommandNotFound.as_str(), "not found")
-        } else {
-            (
-                sandbox::Code::CommandNotExecutable.as_str(),
-                "cannot be executed",
-            )
-        };
-        let cause = std::io::Error::from_raw_os_error(errno);
-        if args.json {
-            eprintln!(
-                "{}",
-                serde_json::json!({"error": {"code": code, "kind": "exec", "message": format!("{program}: {what}: {cause}")}})
-            );
-        } else {
-            eprintln!("stockade: error[{code}]: {program}: {what} inside the sandbox: {cause}");
-        }
-    }
-    for v in &result.violations {
-        eprintln!(
-            "stockade: violation[{}]: {} {}: {}",
-            v.code,
-            v.kind.replace('_', " "),
-            v.path.display(),
-            v.action
-        );
-    }
-    // Blocked destinations, once each, with the reason.
-    let mut seen: Vec<(&str, u16, &str)> = Vec::new();
-    for e in result
-        .network
-        .iter()
-        .filter(|e| e.code == stockade::NETWORK_DENIED)
-    {
-        let key = (e.host.as_str(), e.port, e.rule.as_str());
-        if !seen.contains(&key) {
-            seen.push(key);
-            eprintln!(
-                "stockade: network[{}]: {}:{} ({}): {}",
-                e.code,
-                e.host,
-                e.port,
-                e.protocol,
-                e.reason.as_deref().unwrap_or(&e.rule)
-            );
-        }
-    }
-    if result.outcome.timed_out {
-        eprintln!(
-            "stockade: error[E_TIMEOUT]: the run exceeded its time limit ({} s) and was ended; every process in it was killed",
-            policy_timeout.unwrap_or(0)
-        );
-    }
-    if result.outcome.ended_by == Some("interrupt") {
-        eprintln!(
-            "stockade: interrupted: the signal was passed to the command; whatever was left of the run was ended"
-        );
-    }
-    if let Some(o) = &result.outcome.output {
-        for (name, r) in [
-            ("stdout", &o.sanitized_stdout),
-            ("stderr", &o.sanitized_stderr),
-        ] {
-            if let Some(r) = r.as_ref().filter(|r| !r.is_clean()) {
-                report_sanitized(&format!("sanitized {name}"), r);
-            }
-        }
-    }
-    for h in &result.outcome.limit_hits {
-        eprintln!(
-            "stockade: limit[{}]: {} ({}): {}",
-            h.code, h.limit, h.mechanism, h.detail
-        );
-    }
-    for s in &result.outcome.skipped {
-        eprintln!("stockade: warning: degraded run, skipped {s}");
-    }
-    if let Some(f) = &result.cwd_fallback {
-        eprintln!(
-            "stockade: note: the command ran in the workspace {}, not in the current directory {}: {}",
-            request.invocation.workspace.display(),
-            f.cwd.display(),
-            f.reason
-        );
-    }
+    run_notices::print(&result, &request, policy.limits.timeout, args.json);
     Ok(u8::try_from(result.exit_code).unwrap_or(EXIT_REFUSED))
 }
 
@@ -429,7 +370,7 @@ fn apparmor_profile() -> Result<u8, Error> {
             what: "find the stockade binary".into(),
             cause: e,
         })?;
-    print!("{}", native::userns::apparmor_profile(&exe));
+    out!("{}", native::userns::apparmor_profile(&exe));
     Ok(0)
 }
 
@@ -465,21 +406,21 @@ fn doctor(json: bool, backend: Option<&str>) -> u8 {
         if gvisor {
             v["enforced_by"] = enforced.into();
         }
-        println!("{v}");
+        outln!("{v}");
     } else {
         for c in &checks {
-            println!("[{}] {:<28} {}", check_mark(c), c.name, c.detail);
+            outln!("[{}] {:<28} {}", check_mark(c), c.name, c.detail);
             if let Some(fix) = &c.fix {
-                println!("       fix: {fix}");
+                outln!("       fix: {fix}");
             }
         }
         if gvisor {
-            println!("under the gvisor backend:");
+            outln!("under the gvisor backend:");
             for (what, by) in stockade::gvisor_run::ENFORCEMENT {
-                println!("  {what}: {by}");
+                outln!("  {what}: {by}");
             }
         }
-        println!(
+        outln!(
             "{}",
             if ok {
                 "stockade can enforce its default policy on this machine."
@@ -495,25 +436,6 @@ fn doctor(json: bool, backend: Option<&str>) -> u8 {
     }
 }
 
-fn policy_show(args: PolicyArgs, json: bool) -> Result<u8, Error> {
-    let policy = resolve(&args)?;
-    let request = RunRequest::new(vec!["true".into()], args.workspace)?;
-    let plan = stockade::plan(&policy, &request)?;
-    let protected = policy::protected_sources(&policy, &args.protect);
-    let doc = serde_json::json!({
-        "policy": policy,
-        "policy_digest": policy::digest(&policy),
-        "protected_paths": protected,
-        "plan": plan,
-    });
-    if json {
-        println!("{doc}");
-    } else {
-        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
-    }
-    Ok(0)
-}
-
 /// One line of what the sanitizer removed, and one with the text hidden in Tags if any.
 fn report_sanitized(what: &str, report: &guard::Report) {
     let parts: Vec<String> = report
@@ -527,9 +449,9 @@ fn report_sanitized(what: &str, report: &guard::Report) {
             format!("{} {name}", f.count)
         })
         .collect();
-    eprintln!("stockade: {what}: removed {}", parts.join(", "));
+    errln!("stockade: {what}: removed {}", parts.join(", "));
     if !report.hidden_text.is_empty() {
-        eprintln!(
+        errln!(
             "stockade: {what}: hidden text (Unicode Tags): {:?}",
             report.hidden_text
         );
@@ -545,9 +467,9 @@ fn sanitize(report_file: Option<&Path>, json: bool) -> Result<u8, Error> {
         move |cause| Error::Io { what, cause }
     };
     let mut s = guard::Sanitizer::new();
-    let (mut input, mut output) = (std::io::stdin().lock(), std::io::stdout().lock());
+    let (mut input, mut stdout) = (std::io::stdin().lock(), std::io::stdout().lock());
     let mut buf = vec![0u8; 64 * 1024];
-    let mut out = Vec::with_capacity(buf.len() + 64);
+    let mut clean = Vec::with_capacity(buf.len() + 64);
     loop {
         let n = match input.read(&mut buf) {
             Ok(0) => break,
@@ -555,25 +477,25 @@ fn sanitize(report_file: Option<&Path>, json: bool) -> Result<u8, Error> {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(io("read standard input")(e)),
         };
-        out.clear();
-        s.push(&buf[..n], &mut out);
-        output
-            .write_all(&out)
-            .map_err(io("write standard output"))?;
+        clean.clear();
+        s.push(&buf[..n], &mut clean);
+        stdout
+            .write_all(&clean)
+            .unwrap_or_else(|e| output::stdout_failed(e));
     }
-    out.clear();
-    let report = s.finish(&mut out);
-    output
-        .write_all(&out)
-        .map_err(io("write standard output"))?;
-    output.flush().map_err(io("write standard output"))?;
+    clean.clear();
+    let report = s.finish(&mut clean);
+    stdout
+        .write_all(&clean)
+        .and_then(|()| stdout.flush())
+        .unwrap_or_else(|e| output::stdout_failed(e));
     let value = serde_json::to_value(&report).unwrap_or_default();
     if let Some(path) = report_file {
         // Like a run's report: a link planted at the name is replaced, never followed.
         stockade::write_report_file(path, format!("{value:#}\n").as_bytes())?;
     }
     if json {
-        eprintln!("{value}");
+        errln!("{value}");
     } else if !report.is_clean() {
         report_sanitized("sanitize", &report);
     }
@@ -590,7 +512,7 @@ fn init_log() {
         .to_str()
         .and_then(|v| v.parse::<tracing_subscriber::filter::LevelFilter>().ok());
     let Some(level) = level else {
-        eprintln!(
+        errln!(
             "stockade: warning: STOCKADE_LOG={} is not a level (error, warn, info, debug, trace); not logging",
             value.to_string_lossy()
         );
@@ -630,17 +552,17 @@ fn main() -> ExitCode {
         Command::Selftest(args) => (selftest::main(&args), args.json),
         Command::Guard(args) => (guard_command::main(&args), args.json),
         Command::Trust(command) => trust::main(command),
-        Command::Proxy {
-            policy,
-            listen,
-            audit,
-        } => (proxy(&policy, listen, audit.as_deref()), false),
-        Command::Policy(PolicyCommand::Show { policy, json }) => (policy_show(*policy, json), json),
+        Command::Proxy(args) => (proxy_command::main(&args), false),
+        Command::Completions { shell } => (man_and_completions::completions(shell), false),
+        Command::Man { subcommand } => (man_and_completions::man(&subcommand), false),
+        Command::Policy(PolicyCommand::Show { policy, json }) => {
+            (policy_show::main(*policy, json), json)
+        }
         Command::Policy(PolicyCommand::Check { file }) => (
             policy::read_policy_file(&file)
                 .and_then(|f| policy::resolve(Some(f), &policy::Overrides::default()))
                 .map(|_| {
-                    println!("{}: ok", file.display());
+                    outln!("{}: ok", file.display());
                     0
                 })
                 .map_err(Error::from),
@@ -654,26 +576,4 @@ fn main() -> ExitCode {
             ExitCode::from(EXIT_REFUSED)
         }
     }
-}
-
-fn proxy(
-    args: &PolicyArgs,
-    listen: std::net::SocketAddr,
-    audit: Option<&Path>,
-) -> Result<u8, Error> {
-    let policy = resolve(args)?;
-    let ready = |addr: std::net::SocketAddr| {
-        eprintln!("stockade: egress proxy on {addr} (HTTP, CONNECT, SOCKS5); Ctrl-C stops it");
-        eprintln!("  export HTTP_PROXY=http://{addr} HTTPS_PROXY=http://{addr} ALL_PROXY=socks5h://{addr}");
-    };
-    let events = stockade::serve_proxy(&policy, listen, audit, &ready)?;
-    let denied = events
-        .iter()
-        .filter(|e| e.code == stockade::NETWORK_DENIED)
-        .count();
-    eprintln!(
-        "stockade: proxy stopped: {} decisions, {denied} denied",
-        events.len()
-    );
-    Ok(0)
 }

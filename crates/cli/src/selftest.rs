@@ -11,6 +11,8 @@ use std::io::Write;
 use clap::Args;
 use stockade::Error;
 
+use crate::output::outln;
+
 #[derive(Args)]
 pub struct SelftestArgs {
     /// Print the results as one JSON document.
@@ -101,16 +103,16 @@ pub fn main(args: &SelftestArgs) -> Result<u8, Error> {
             "backend": backend_name,
             "doctor": { "ok": doctor_ok, "backend": backend_name, "checks": checks },
         });
-        println!("{doc}");
+        outln!("{doc}");
     } else {
         print_table(&results);
-        println!();
-        println!("doctor:");
+        outln!();
+        outln!("doctor:");
         for c in &checks {
-            println!("  [{}] {:<28} {}", crate::check_mark(c), c.name, c.detail);
+            outln!("  [{}] {:<28} {}", crate::check_mark(c), c.name, c.detail);
         }
-        println!();
-        println!(
+        outln!();
+        outln!(
             "selftest (corpus v{}, {} backend, {} caller, {:.1}s): {} cases: {} contained, {} escaped, {} not applicable, {} vacuous, {} errors{}",
             selftest::CORPUS_VERSION,
             backend_name,
@@ -124,7 +126,7 @@ pub fn main(args: &SelftestArgs) -> Result<u8, Error> {
             counts.error,
             if interrupted { " (interrupted)" } else { "" }
         );
-        println!(
+        outln!(
             "{}",
             if passed {
                 "PASS: every attack of the corpus was contained on this machine."
@@ -138,12 +140,14 @@ pub fn main(args: &SelftestArgs) -> Result<u8, Error> {
 
 fn print_table(results: &[selftest::CaseResult]) {
     let width = results.iter().map(|r| r.id.len()).max().unwrap_or(4).max(4);
-    println!(
+    outln!(
         "{:<width$}  {:<13}  {:<9}  detail",
-        "case", "category", "result"
+        "case",
+        "category",
+        "result"
     );
     for r in results {
-        println!(
+        outln!(
             "{:<width$}  {:<13}  {:<9}  {}",
             r.id,
             r.category,
@@ -155,16 +159,16 @@ fn print_table(results: &[selftest::CaseResult]) {
 
 fn list(cases: &[selftest::Case], json: bool) -> Result<u8, Error> {
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({ "corpus_version": selftest::CORPUS_VERSION, "cases": cases })
         );
     } else {
         let width = cases.iter().map(|c| c.id.len()).max().unwrap_or(4);
         for c in cases {
-            println!("{:<width$}  {}  [{}]", c.id, c.title, c.why);
+            outln!("{:<width$}  {}  [{}]", c.id, c.title, c.why);
         }
-        println!(
+        outln!(
             "{} cases (corpus v{})",
             cases.len(),
             selftest::CORPUS_VERSION

@@ -11,6 +11,8 @@ use clap::{Args, Subcommand};
 use guard::trust::{diff, Snapshot, State, TrustStore};
 use stockade::Error;
 
+use crate::output::outln;
+
 #[derive(Subcommand)]
 pub enum TrustCommand {
     /// Approve the workspace's trust-relevant files as they are now (stockade.toml,
@@ -84,9 +86,9 @@ fn short(token: &str) -> String {
 fn print_entries(entries: &[guard::trust::Entry]) {
     let present: Vec<_> = entries.iter().filter(|e| e.state == State::File).collect();
     for e in &present {
-        println!("  {:<40} {}", e.path, short(&e.token()));
+        outln!("  {:<40} {}", e.path, short(&e.token()));
     }
-    println!(
+    outln!(
         "  ({} trust-relevant files; {} trust paths absent)",
         present.len(),
         entries.len() - present.len()
@@ -98,12 +100,12 @@ fn approve(args: &TrustArgs) -> Result<u8, Error> {
     let snapshot = Snapshot::take(&workspace)?;
     let record = store.approve(&snapshot)?;
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({ "approved": true, "record": store.record_path(), "trust": record })
         );
     } else {
-        println!(
+        outln!(
             "stockade: approved {} ({})",
             workspace.display(),
             record.digest
@@ -123,7 +125,7 @@ fn status(args: &TrustArgs) -> Result<u8, Error> {
         Some(r) => ("changed", diff(&r.files, &now.entries)),
     };
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({
                 "workspace": workspace,
@@ -151,31 +153,33 @@ fn print_status(
     let ws = workspace.display();
     match (state, record) {
         ("approved", Some(r)) => {
-            println!(
+            outln!(
                 "stockade: {ws}: approved, unchanged ({}, approved at Unix time {})",
-                r.digest, r.approved_at
+                r.digest,
+                r.approved_at
             );
             print_entries(&now.entries);
         }
         ("changed", Some(r)) => {
-            println!(
+            outln!(
                 "stockade: {ws}: CHANGED since it was approved ({} -> {})",
-                r.digest, now.digest
+                r.digest,
+                now.digest
             );
             for c in changes {
                 let before = c.before.as_deref().map(short).unwrap_or_default();
                 let after = c.after.as_deref().map(short).unwrap_or_default();
-                println!("  {:<8} {:<40} {before} -> {after}", c.change, c.path);
+                outln!("  {:<8} {:<40} {before} -> {after}", c.change, c.path);
             }
             if changes.is_empty() {
-                println!("  (no file differs: the approval was made under other trust rules)");
+                outln!("  (no file differs: the approval was made under other trust rules)");
             }
-            println!("  hint: if you trust this, run `stockade trust approve --workspace {ws}`");
+            outln!("  hint: if you trust this, run `stockade trust approve --workspace {ws}`");
         }
         _ => {
-            println!("stockade: {ws}: not approved ({})", now.digest);
+            outln!("stockade: {ws}: not approved ({})", now.digest);
             print_entries(&now.entries);
-            println!(
+            outln!(
                 "  hint: review these files, then run `stockade trust approve --workspace {ws}`"
             );
         }
@@ -186,14 +190,14 @@ fn revoke(args: &TrustArgs) -> Result<u8, Error> {
     let (workspace, store) = open(args)?;
     let removed = store.revoke()?;
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({ "workspace": workspace, "revoked": removed })
         );
     } else if removed {
-        println!("stockade: revoked the approval of {}", workspace.display());
+        outln!("stockade: revoked the approval of {}", workspace.display());
     } else {
-        println!("stockade: {} was not approved", workspace.display());
+        outln!("stockade: {} was not approved", workspace.display());
     }
     Ok(0)
 }

@@ -22,7 +22,7 @@ use sandbox::Violation;
 
 const E_SANDBOX_VIOLATION: &str = sandbox::Code::SandboxViolation.as_str();
 
-const NAMESPACES_FIX: &str = "enable unprivileged user namespaces: `sysctl -w kernel.unprivileged_userns_clone=1` (Debian/Ubuntu), `sysctl -w user.max_user_namespaces=15000`, or on Ubuntu 24.04+ `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`; inside a container, run it with --privileged or a seccomp profile that allows clone/unshare of namespaces";
+const NAMESPACES_FIX: &str = "enable unprivileged user namespaces: `sysctl -w kernel.unprivileged_userns_clone=1` (Debian/Ubuntu), `sysctl -w user.max_user_namespaces=15000`, or on Ubuntu 23.10+ `stockade apparmor-profile` (see its help) or `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`; inside a container, run it with --privileged or a seccomp profile that allows clone/unshare of namespaces";
 
 pub use sandbox::Options;
 

@@ -35,7 +35,7 @@ fn check(
     }
 }
 
-const USERNS_FIX: &str = "enable unprivileged user namespaces: `sysctl -w user.max_user_namespaces=15000` and, on Debian/Ubuntu, `sysctl -w kernel.unprivileged_userns_clone=1` (Ubuntu 24.04+: `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`); inside a container or another sandbox, namespaces must be allowed by its seccomp profile";
+const USERNS_FIX: &str = "enable unprivileged user namespaces: `sysctl -w user.max_user_namespaces=15000` and, on Debian/Ubuntu, `sysctl -w kernel.unprivileged_userns_clone=1` (Ubuntu 23.10+: `stockade apparmor-profile`, or `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`); inside a container or another sandbox, namespaces must be allowed by its seccomp profile";
 
 /// Whether a host setting denies user namespaces to stockade (see [`crate::userns`]).
 fn userns_policy(refused: bool) -> Check {

@@ -261,7 +261,7 @@ pub(crate) fn check_unprotect(name: &str) -> Result<(), (String, String)> {
     }
     Err((
         format!("unknown catalogue entry `{name}`, in `filesystem.unprotect`"),
-        "name an entry exactly as `stockade policy show` lists it under protected_paths (e.g. \".vscode\")".to_owned(),
+        "name an entry exactly as `stockade policy show --json` lists it under protected_paths (e.g. \".vscode\")".to_owned(),
     ))
 }
 

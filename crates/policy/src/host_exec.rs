@@ -148,7 +148,7 @@ pub fn host_exec_entry(path: &str) -> Option<&'static HostExec> {
     HOST_EXEC.iter().find(|e| e.path == path)
 }
 
-/// Where a protected path of a resolved policy comes from, as `stockade policy show` lists it.
+/// Where a protected path of a resolved policy comes from, as `stockade policy show --json` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ProtectedSource {
     pub pattern: String,

@@ -59,6 +59,8 @@ pub mod host_exec;
 pub mod masks;
 pub mod model;
 pub mod net;
+pub mod net_hint;
+pub mod origin;
 pub mod paths;
 pub mod presets;
 pub mod profile;
@@ -78,6 +80,7 @@ pub use model::*;
 pub use net::{
     AllowHost, DomainPattern, HostSpec, NetDecision, NetList, NetRuleError, NetRules, Target,
 };
+pub use net_hint::allow_hint;
 pub use paths::{
     canonicalize_existing, expand, is_within, normalize_lexically, Glob, GlobList, PathContext,
     PathPattern,

@@ -50,7 +50,7 @@ const fn empty(path: &'static str, why: &'static str) -> Mask {
     }
 }
 
-/// Every default mask, in the order `policy show` lists them.
+/// Every default mask, in the order `policy show --json` lists them.
 pub const DEFAULT_MASKS: &[Mask] = &[
     // Keys.
     hide("~/.ssh", "ssh", "SSH private keys and client config"),

@@ -103,6 +103,59 @@ impl Code {
         }
     }
 
+    /// What to do about it, in one line naming the flag or policy line that would change the
+    /// outcome: the `hint:` printed under a refusal whose message has no hint of its own
+    /// (`tests/registry.rs` checks every code has one).
+    pub const fn hint(self) -> &'static str {
+        match self {
+            Code::PolicyInvalid => {
+                "`stockade policy check FILE` checks a policy file line by line; `stockade run --help` lists the flags and their values"
+            }
+            Code::ProtectionUnavailable => {
+                "run `stockade doctor`: it names what this machine lacks and how to enable it"
+            }
+            Code::SandboxSetup => {
+                "run `stockade doctor` to check this machine; the message names the step and the path that failed"
+            }
+            Code::CommandNotFound => {
+                "the program is looked up in the PATH the command gets, among the host's files as the sandbox sees them: check its name, give its full path or set `--env PATH=...`; a program under a masked path needs `--allow-read DIR` (or `allow_read` under [filesystem] in the policy file)"
+            }
+            Code::CommandNotExecutable => {
+                "make the file executable (`chmod +x FILE`) and check that its `#!` interpreter exists inside the sandbox; a masked file needs `--allow-read PATH`"
+            }
+            Code::SandboxViolation => {
+                "the sandbox refused it on purpose: make that change on the host; a catalogue entry can be dropped with `unprotect = [\"NAME\"]` under [filesystem] in the policy file (`stockade policy show` lists the protected paths)"
+            }
+            Code::NetworkDenied => {
+                "with `--net proxy`, `--allow-domain HOST` (or `allow_domains = [\"HOST\"]` under [network] in the policy file) allows a name; IP addresses and loopback or private hosts need `--allow-host HOST:PORT`"
+            }
+            Code::Timeout => {
+                "give the run more time with `--timeout SECONDS` (0: no limit), or `timeout = SECONDS` under [limits] in the policy file"
+            }
+            Code::LimitReached => {
+                "raise the limit: `--memory SIZE`, `--pids N` or `--output-limit SIZE` (0: no limit), or `memory`, `pids`, `output_limit` under [limits] in the policy file"
+            }
+            Code::UntrustedConfig => {
+                "review the files named, then `stockade trust approve --workspace DIR` (`stockade trust status` lists what changed)"
+            }
+            Code::TrustStore => {
+                "the store is `$XDG_STATE_HOME/stockade/trust` (default `~/.local/state/stockade/trust`): a directory only its owner can write; remove a corrupt record and approve the workspace again"
+            }
+            Code::UnsafeRecordPath => {
+                "write `--report` and `--audit` outside the workspace and every `--allow-write` directory"
+            }
+            Code::CredentialUnavailable => {
+                "give the credential a source that holds its value: `--credential NAME=env:VAR`, `=file:PATH` or `=keyring:SERVICE/ACCOUNT` (or `source` in its [credentials.NAME] table)"
+            }
+            Code::CredentialRefused => {
+                "send requests on a credential route with the stand-in the run put in the route's key variable (e.g. `ANTHROPIC_API_KEY`), unchanged"
+            }
+            Code::Internal => {
+                "stockade failed in a step of its own, named above; `STOCKADE_LOG=debug` shows the stages of a run; if it persists, report it with that output"
+            }
+        }
+    }
+
     /// The code whose text is `text`.
     pub fn parse(text: &str) -> Option<Code> {
         Code::ALL.iter().copied().find(|c| c.as_str() == text)
@@ -115,6 +168,67 @@ impl Code {
             out.push_str(&format!("| `{}` | {} |\n", c.as_str(), c.meaning()));
         }
         out
+    }
+}
+
+/// A refusal or a limit as stockade prints it on stderr: `stockade: LABEL[CODE]: MESSAGE`,
+/// then `  hint: ...` with the hint given, else the code's own ([`Code::hint`]). Every line of
+/// stockade that carries a code is one of these, so none goes out without a hint.
+///
+/// ```
+/// use sandbox::{Code, Notice};
+/// let n = Notice::new("error", Code::Timeout, "the run exceeded its time limit (600 s)");
+/// assert_eq!(
+///     n.to_string().lines().nth(1),
+///     Some(format!("  hint: {}", Code::Timeout.hint()).as_str())
+/// );
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Notice<'a> {
+    /// `error`, `violation`, `network`, `limit`.
+    pub label: &'a str,
+    pub code: Code,
+    pub message: &'a str,
+    /// A hint that fits this case better than the code's own.
+    pub hint: Option<&'a str>,
+}
+
+impl<'a> Notice<'a> {
+    /// A notice with the code's own hint.
+    pub fn new(label: &'a str, code: Code, message: &'a str) -> Self {
+        Notice {
+            label,
+            code,
+            message,
+            hint: None,
+        }
+    }
+
+    /// The same notice with `hint` instead of the code's own (an empty one is ignored).
+    pub fn with_hint(self, hint: Option<&'a str>) -> Self {
+        Notice {
+            hint: hint.filter(|h| !h.trim().is_empty()),
+            ..self
+        }
+    }
+
+    /// The hint printed: the one given, else the code's own.
+    pub fn hint(&self) -> &'a str {
+        self.hint.unwrap_or(self.code.hint())
+    }
+}
+
+impl fmt::Display for Notice<'_> {
+    /// Two lines, without a final newline.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "stockade: {}[{}]: {}\n  hint: {}",
+            self.label,
+            self.code,
+            self.message,
+            self.hint()
+        )
     }
 }
 

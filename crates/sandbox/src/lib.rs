@@ -29,7 +29,7 @@ pub mod terminal;
 
 pub use backend::Backend;
 pub use cancel::Cancel;
-pub use codes::Code;
+pub use codes::{Code, Notice};
 pub use io::{Options, RunIo, Sink};
 pub use outcome::{Check, LimitHit, Outcome, Output, Usage, Violation};
 pub use spec::{

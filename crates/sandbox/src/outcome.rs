@@ -40,6 +40,26 @@ pub struct LimitHit {
     pub detail: String,
 }
 
+impl LimitHit {
+    /// The flag and the policy line that would move this limit, with the run's value.
+    pub fn hint(&self) -> String {
+        let size = crate::relay::human_size(self.value);
+        match self.limit {
+            "memory" => format!(
+                "give the run more memory with `--memory SIZE` (this run: {size}; e.g. 4G, or 75% of the machine; 0: no limit), or `memory = \"SIZE\"` under [limits] in the policy file"
+            ),
+            "pids" => format!(
+                "allow more processes with `--pids N` (this run: {}; 0: no limit), or `pids = N` under [limits] in the policy file",
+                self.value
+            ),
+            "output" => format!(
+                "pass more output with `--output-limit SIZE` (this run: {size} per stream; 0: no limit), or `output_limit = \"SIZE\"` under [limits] in the policy file; or write it to a file in the workspace"
+            ),
+            _ => crate::Code::LimitReached.hint().to_owned(),
+        }
+    }
+}
+
 /// A blocked action of the sandbox: a refused call, or a protected path created during the
 /// run and neutralised after it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -101,4 +121,40 @@ pub struct Output {
     pub sanitized_stdout: Option<sanitize::Report>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sanitized_stderr: Option<sanitize::Report>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hit(limit: &'static str, value: u64) -> LimitHit {
+        LimitHit {
+            code: crate::Code::LimitReached.as_str(),
+            limit,
+            value,
+            mechanism: "rlimit",
+            detail: String::new(),
+        }
+    }
+
+    #[test]
+    fn each_limit_names_its_flag_and_policy_key_with_the_value() {
+        let h = hit("memory", 128 << 20).hint();
+        assert!(
+            h.contains("`--memory SIZE`") && h.contains("128 MiB"),
+            "{h}"
+        );
+        assert!(h.contains("`memory = \"SIZE\"` under [limits]"), "{h}");
+        let h = hit("pids", 64).hint();
+        assert!(
+            h.contains("`--pids N`") && h.contains("this run: 64"),
+            "{h}"
+        );
+        let h = hit("output", 16 << 20).hint();
+        assert!(
+            h.contains("`--output-limit SIZE`") && h.contains("16 MiB"),
+            "{h}"
+        );
+        assert_eq!(hit("other", 1).hint(), crate::Code::LimitReached.hint());
+    }
 }

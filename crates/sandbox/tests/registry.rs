@@ -5,7 +5,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use sandbox::Code;
+use sandbox::{Code, Notice};
 
 const BEGIN: &str =
     "<!-- codes: made from sandbox::Code (crates/sandbox/src/codes.rs); checked by crates/sandbox/tests/registry.rs -->\n";
@@ -38,6 +38,31 @@ fn codes_are_distinct_and_parse_back() {
         for b in &Code::ALL[i + 1..] {
             assert_ne!(a.as_str(), b.as_str());
         }
+    }
+}
+
+/// Every code of the registry, printed as stockade prints a refusal, carries a `hint:` line
+/// that names what would change the outcome (a flag, a policy line or a command, in
+/// backquotes): a code added without one fails here (issue 18, item 10).
+#[test]
+fn every_code_renders_with_a_hint() {
+    for c in Code::ALL {
+        let text = Notice::new("error", *c, "what happened").to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines.first().copied(),
+            Some(format!("stockade: error[{c}]: what happened").as_str())
+        );
+        let hint = lines.get(1).and_then(|l| l.strip_prefix("  hint: "));
+        assert!(
+            hint.is_some_and(|h| h.trim().len() > 20 && h.contains('`')),
+            "{c} prints no hint naming a flag, policy line or command:\n{text}"
+        );
+        // A notice's own hint replaces the code's; an empty one does not.
+        let own = Notice::new("limit", *c, "m").with_hint(Some("use `--x`"));
+        assert!(own.to_string().ends_with("\n  hint: use `--x`"), "{own}");
+        let empty = Notice::new("limit", *c, "m").with_hint(Some(" "));
+        assert_eq!(empty.hint(), c.hint());
     }
 }
 

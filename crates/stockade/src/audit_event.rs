@@ -109,6 +109,7 @@ mod tests {
             port: 80,
             rule: "allow_domains:a.test".into(),
             reason: None,
+            hint: None,
             before_connect: false,
             addr: None,
             bytes_up: 1,

@@ -695,6 +695,6 @@ mod tests {
         };
         assert_eq!(code, "E_CREDENTIAL_UNAVAILABLE");
         assert!(message.contains("DBUS_SESSION_BUS_ADDRESS"), "{message}");
-        assert!(hint.is_some_and(|h| h.contains("=env:")));
+        assert!(hint.contains("=env:"), "{hint}");
     }
 }

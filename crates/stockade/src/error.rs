@@ -122,8 +122,16 @@ impl Error {
         }
     }
 
-    /// How to get past this: the flag, policy line or fix that would allow it.
-    pub fn hint(&self) -> Option<String> {
+    /// How to get past this: the flag, policy line or fix that would allow it; where the
+    /// failure has no hint of its own, its code's ([`sandbox::Code::hint`]). Never empty.
+    pub fn hint(&self) -> String {
+        self.own_hint()
+            .filter(|h| !h.trim().is_empty())
+            .unwrap_or_else(|| self.registry_code().hint().to_owned())
+    }
+
+    /// The hint this failure says itself, if any.
+    fn own_hint(&self) -> Option<String> {
         match self {
             Error::Policy(e) => e.hint(),
             Error::Plan(e) => e.hint(),
@@ -139,11 +147,65 @@ impl Error {
         }
     }
 
+    /// The registry's code of this failure.
+    pub fn registry_code(&self) -> sandbox::Code {
+        sandbox::Code::parse(self.code()).unwrap_or(sandbox::Code::Internal)
+    }
+
     /// For a refused command: the construct refused (`pipeline`, `path_outside_workspace`, ...).
     pub fn construct(&self) -> Option<&'static str> {
         match self {
             Error::Command(e) => Some(e.construct.as_str()),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every failure names a code of the registry and a hint, its own or its code's.
+    #[test]
+    fn every_error_has_a_registry_code_and_a_hint() {
+        let io = || std::io::Error::other("disk on fire");
+        let errors = [
+            Error::Io {
+                what: "write x".into(),
+                cause: io(),
+            },
+            Error::Workspace {
+                path: "/nonexistent".into(),
+                cause: io(),
+            },
+            Error::Usage {
+                message: "m".into(),
+                hint: String::new(),
+            },
+            Error::Trust(guard::trust::TrustError::StoreIo {
+                what: "read",
+                path: "/x".into(),
+                cause: io(),
+            }),
+            Error::Credential {
+                name: "n".into(),
+                source_text: "env:X".into(),
+                reason: "unset".into(),
+                hint: "set X".into(),
+            },
+        ];
+        for e in errors {
+            assert_eq!(
+                sandbox::Code::parse(e.code()),
+                Some(e.registry_code()),
+                "{e}"
+            );
+            assert!(!e.hint().trim().is_empty(), "{e} has no hint");
+        }
+        let io_error = Error::Io {
+            what: "write x".into(),
+            cause: io(),
+        };
+        assert_eq!(io_error.hint(), sandbox::Code::Internal.hint());
     }
 }

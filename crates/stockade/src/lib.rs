@@ -155,12 +155,14 @@ pub struct RunResult {
 
 /// `stockade proxy`: serve the egress proxy on `listen` (loopback only) under the policy's
 /// network rules until SIGINT/SIGTERM, for users who wrap a whole agent. `ready` is told the
-/// address once it listens. Every decision goes to the audit log as it happens.
+/// address once it listens. Every decision goes to the audit log, and to `on_event`, as it
+/// happens.
 pub fn serve_proxy(
     policy: &policy::Policy,
     listen: std::net::SocketAddr,
     audit: Option<&std::path::Path>,
     ready: &dyn Fn(std::net::SocketAddr),
+    on_event: net::proxy::OnEvent,
 ) -> Result<Vec<NetworkEvent>, Error> {
     if !listen.ip().is_loopback() {
         return Err(Error::Usage {
@@ -182,6 +184,7 @@ pub fn serve_proxy(
         if let Ok(mut log) = log.lock() {
             let _ = log.event(&AuditEvent::Network(e));
         }
+        on_event(e);
     };
     let proxy = net::proxy::Proxy::start_with(
         listener,
@@ -252,6 +255,10 @@ impl net::proxy::Rules for ProxyRules {
     fn explicit_host(&self, host: &str, port: u16) -> bool {
         let d = self.0.check(host, port);
         d.allowed && d.rule.starts_with("allow_hosts:")
+    }
+
+    fn allow_hint(&self, host: &str, port: u16, rule: &str) -> Option<String> {
+        policy::allow_hint(host, port, rule)
     }
 }
 

@@ -287,7 +287,7 @@ pub struct Plan {
 
 impl Plan {
     /// The plan of running `req` under `policy`: its spec resolved (the workspace scanned),
-    /// then lowered. What `stockade policy show` prints, and the unit tests' way in.
+    /// then lowered. What `stockade policy show --json` prints, and the unit tests' way in.
     pub fn new(policy: &Policy, req: &Request, host: &dyn Host) -> Result<Plan, PlanError> {
         let resolved = workspace::Resolved::new(policy, req, host)?;
         Plan::lower(&resolved.spec, host)

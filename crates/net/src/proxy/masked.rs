@@ -87,6 +87,7 @@ fn refuse(shared: &Shared, t: &Tunnel, rule: String, reason: String) -> String {
         Err(&Denial {
             rule,
             reason: reason.clone(),
+            hint: None,
             before_connect: true,
         }),
         None,

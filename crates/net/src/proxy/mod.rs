@@ -45,6 +45,12 @@ pub trait Rules: Send + Sync + 'static {
     fn private_allowed(&self, host: &str, port: u16, ip: IpAddr) -> bool;
     /// Whether `host:port` is an explicit `allow_hosts` entry (tunnels to it need not be TLS).
     fn explicit_host(&self, host: &str, port: u16) -> bool;
+    /// What would allow `host:port`, refused under `rule` (a rule of [`Rules::check`], or
+    /// `ssrf:<class>`): the flag and the policy line, or why none can. `None`: nothing to say.
+    fn allow_hint(&self, host: &str, port: u16, rule: &str) -> Option<String> {
+        let _ = (host, port, rule);
+        None
+    }
 }
 
 /// Limits that keep a slow or hostile client from exhausting the proxy.
@@ -83,6 +89,10 @@ pub struct Event {
     /// Why it was refused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// What would allow a refused destination (the flag and the policy line), or why nothing
+    /// can.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
     /// Refused before any connection was made.
     pub before_connect: bool,
     /// The address connected to, when allowed.
@@ -154,6 +164,8 @@ impl Shared {
 struct Denial {
     rule: String,
     reason: String,
+    /// What would allow it, or why nothing can.
+    hint: Option<String>,
     before_connect: bool,
 }
 
@@ -357,17 +369,32 @@ fn invalid_host(
     while !raw.is_char_boundary(end) {
         end -= 1;
     }
+    let rule = policy::net::RULE_INVALID_HOST;
     let d = Denial {
-        rule: policy::net::RULE_INVALID_HOST.to_owned(),
+        rule: rule.to_owned(),
         reason: format!("invalid host: {e}"),
+        hint: shared.rules.allow_hint(&raw[..end], 0, rule),
         before_connect: true,
     };
     shared.record(event(protocol, &raw[..end], 0, Err(&d), None, 0, 0));
     denied(&d)
 }
 
+/// The answer to a refused request: 403, the reason in `x-stockade-denied` and the body, and
+/// what would allow it in `x-stockade-hint` and the body's second line.
 fn denied(d: &Denial) -> Response<Body> {
-    text(StatusCode::FORBIDDEN, &format!("{} ({})", d.reason, d.rule))
+    let mut r = text(StatusCode::FORBIDDEN, &format!("{} ({})", d.reason, d.rule));
+    if let Some(hint) = &d.hint {
+        let clean = hint.replace(['\r', '\n'], " ");
+        if let Ok(v) = hyper::header::HeaderValue::from_str(&clean) {
+            r.headers_mut().insert("x-stockade-hint", v);
+        }
+        let body = format!("stockade: {} ({})\n  hint: {clean}\n", d.reason, d.rule);
+        *r.body_mut() = Full::new(Bytes::from(body))
+            .map_err(|never| match never {})
+            .boxed();
+    }
+    r
 }
 
 async fn http_request(req: Request<Incoming>, shared: Arc<Shared>) -> Response<Body> {
@@ -403,6 +430,9 @@ async fn http_request(req: Request<Incoming>, shared: Arc<Shared>) -> Response<B
         let d = Denial {
             rule: "host header must match the request target".into(),
             reason: format!("Host {header:?} does not match {host}:{port}"),
+            hint: Some(format!(
+                "no rule allows it (a request sent to one host in the name of another): send it with the Host header `{host}:{port}`"
+            )),
             before_connect: true,
         };
         shared.record(event("http", &host, port, Err(&d), None, 0, 0));
@@ -878,6 +908,19 @@ async fn socks_handshake(stream: &mut TcpStream) -> io::Result<Option<(socks5::R
     }
 }
 
+/// A name that does not resolve: no rule changes that.
+const UNRESOLVED_HINT: &str = "no rule changes what a name resolves to: check the name; the proxy \
+    resolves it on this host (/etc/hosts, then the DNS servers of /etc/resolv.conf)";
+
+/// A tunnel without TLS naming its host: nothing allows that but an exact `allow_hosts` entry.
+fn sni_hint(host: &str, port: u16) -> String {
+    format!(
+        "a tunnel must carry TLS whose server name is the host it was opened for (no domain \
+         fronting); a tunnel without TLS to this host needs an exact `--allow-host {host}:{port}` \
+         (`allow_hosts` in the policy file)"
+    )
+}
+
 /// The rules, then one resolution and the SSRF check of every address. Returns the rule
 /// that allowed it and the addresses to connect to (only these).
 async fn admit(
@@ -890,6 +933,7 @@ async fn admit(
         Ok(rule) => rule,
         Err((rule, reason)) => {
             return Err(Denial {
+                hint: rules.allow_hint(host, port, &rule),
                 rule,
                 reason,
                 before_connect: true,
@@ -904,7 +948,8 @@ async fn admit(
             Err(e) => {
                 return Err(Denial {
                     rule: "resolution".into(),
-                    reason: format!("{host} does not resolve: {e}"),
+                    reason: format!("could not resolve {host}: {e}"),
+                    hint: Some(UNRESOLVED_HINT.into()),
                     before_connect: true,
                 })
             }
@@ -913,15 +958,21 @@ async fn admit(
     if addrs.is_empty() {
         return Err(Denial {
             rule: "resolution".into(),
-            reason: format!("{host} does not resolve"),
+            reason: format!(
+                "could not resolve {host}: {}",
+                crate::resolve::LookupError::NoAddress
+            ),
+            hint: Some(UNRESOLVED_HINT.into()),
             before_connect: true,
         });
     }
     for a in &addrs {
         if let Some(class) = ssrf::forbidden(a.ip()) {
             if !rules.private_allowed(host, port, a.ip()) {
+                let rule = format!("ssrf:{}", class.code());
                 return Err(Denial {
-                    rule: format!("ssrf:{}", class.code()),
+                    hint: rules.allow_hint(host, port, &rule),
+                    rule,
                     reason: format!(
                         "{host} resolves to {} ({}); only an allow_hosts entry opens it",
                         a.ip(),
@@ -977,6 +1028,7 @@ async fn tunnel(mut client: TcpStream, t: Tunnel, mut first: Vec<u8>, shared: Ar
                 let d = Denial {
                     rule: "tls sni must match the requested host".into(),
                     reason,
+                    hint: Some(sni_hint(&host, port)),
                     before_connect: true,
                 };
                 shared.record(event(protocol, &host, port, Err(&d), None, 0, 0));
@@ -988,6 +1040,7 @@ async fn tunnel(mut client: TcpStream, t: Tunnel, mut first: Vec<u8>, shared: Ar
             let d = Denial {
                 rule: "tls sni must match the requested host".into(),
                 reason,
+                hint: Some(sni_hint(&host, port)),
                 before_connect: true,
             };
             shared.record(event(protocol, &host, port, Err(&d), None, 0, 0));
@@ -1130,6 +1183,7 @@ fn event(
             port,
             rule: rule.to_string(),
             reason: None,
+            hint: None,
             before_connect: false,
             addr,
             bytes_up: up,
@@ -1142,6 +1196,7 @@ fn event(
             port,
             rule: d.rule.clone(),
             reason: Some(d.reason.clone()),
+            hint: d.hint.clone(),
             before_connect: d.before_connect,
             addr: None,
             bytes_up: 0,

@@ -58,6 +58,7 @@ fn refused(shared: &Shared, host: &str, port: u16, rule: String, reason: String)
         Err(&Denial {
             rule,
             reason,
+            hint: None,
             before_connect: true,
         }),
         None,
@@ -281,7 +282,7 @@ async fn open(
             .resolver
             .lookup(bare)
             .await
-            .map_err(|e| format!("the upstream {bare} does not resolve: {e}"))?
+            .map_err(|e| format!("could not resolve the upstream {bare}: {e}"))?
             .into_iter()
             .map(|ip| std::net::SocketAddr::new(ip, up.port))
             .collect(),

@@ -1,0 +1,436 @@
+//! `stockade policy show [--json]`: the policy a run with the same options would get. Without
+//! `--json`, a page for a person: mode, workspace, what is readable and writable, the masks
+//! and protected paths counted with a few examples, the network, the limits with how they are
+//! enforced here, the environment and the credentials, each part tagged with where it came
+//! from (`[flag]`, `[policy file]`, `[profile]`, `[credential]`). `--json` prints everything
+//! (the policy, its digest, the protected paths with their sources and the full sandbox
+//! plan), as one JSON document.
+
+use policy::origin::{Field, Origin, Origins, Setting};
+use policy::{NetworkMode, Policy, ProtectedSource, ReadScope};
+use sandbox::relay::human_size;
+use stockade::{Error, RunRequest};
+
+use crate::output::outln;
+use crate::PolicyArgs;
+
+/// How many entries of a long list are shown as examples.
+const EXAMPLES: usize = 5;
+
+pub fn main(args: PolicyArgs, json: bool) -> Result<u8, Error> {
+    let (file, overrides) = crate::policy_inputs(&args)?;
+    let policy = policy::resolve(file.clone(), &overrides)?;
+    let request = RunRequest::new(vec!["true".into()], args.workspace.clone())?;
+    let plan = stockade::plan(&policy, &request)?;
+    let protected = policy::protected_sources(&policy, &args.protect);
+    if json {
+        let doc = serde_json::json!({
+            "policy": policy,
+            "policy_digest": policy::digest(&policy),
+            "protected_paths": protected,
+            "plan": plan,
+        });
+        outln!("{doc}");
+        return Ok(0);
+    }
+    let origins = Origins::new(file.as_ref(), &overrides);
+    let shown = Shown {
+        policy: &policy,
+        plan: &plan,
+        protected: &protected,
+        origins,
+        file: args.policy.as_deref(),
+        workspace: &request.invocation.workspace,
+    };
+    for line in shown.lines() {
+        outln!("{line}");
+    }
+    Ok(0)
+}
+
+/// What the summary is made of.
+struct Shown<'a> {
+    policy: &'a Policy,
+    plan: &'a native::Plan,
+    protected: &'a [ProtectedSource],
+    origins: Origins<'a>,
+    file: Option<&'a std::path::Path>,
+    workspace: &'a std::path::Path,
+}
+
+/// `[flag]`, `[policy file]`, `[preset npm]`, ...
+fn tag(origin: Origin) -> String {
+    format!("[{origin}]")
+}
+
+/// `a, b, c, d, e, ... (12 more)`, or `none`.
+fn examples<S: AsRef<str>>(items: &[S]) -> String {
+    if items.is_empty() {
+        return "none".into();
+    }
+    let shown: Vec<&str> = items.iter().take(EXAMPLES).map(AsRef::as_ref).collect();
+    match items.len().saturating_sub(EXAMPLES) {
+        0 => shown.join(", "),
+        more => format!("{}, ... ({more} more)", shown.join(", ")),
+    }
+}
+
+impl Shown<'_> {
+    fn lines(&self) -> Vec<String> {
+        let mut out = self.head();
+        out.extend(self.filesystem());
+        out.extend(self.network());
+        out.extend(self.limits());
+        out.extend(self.environment());
+        out.extend(self.credentials());
+        out.push(String::new());
+        out.push(
+            "Tags say where a part came from. `stockade policy show --json` prints all of it: \
+             every entry, the protected paths with their sources, the full sandbox plan."
+                .into(),
+        );
+        out
+    }
+
+    /// Entries of `field` that did not come from the profile, each with its tag.
+    fn added(&self, field: Field, entries: &[String]) -> Vec<String> {
+        entries
+            .iter()
+            .map(|e| (e, self.origins.entry(field, e)))
+            .filter(|(_, o)| *o != Origin::Profile)
+            .map(|(e, o)| format!("{e} {}", tag(o)))
+            .collect()
+    }
+
+    fn head(&self) -> Vec<String> {
+        let p = self.policy;
+        let from = match self.file {
+            Some(f) => format!("policy file {}", f.display()),
+            None => "no policy file".into(),
+        };
+        let profile = match self.origins.setting(Setting::Profile) {
+            Origin::Profile => "(the default)".to_owned(),
+            o => tag(o),
+        };
+        let mut out = vec![
+            format!(
+                "profile      {} {profile} ({from}; digest {})",
+                p.profile,
+                policy::digest(p)
+            ),
+            format!(
+                "backend      {} {}",
+                p.backend.as_str(),
+                tag(self.origins.setting(Setting::Backend))
+            ),
+            format!("workspace    {}", self.workspace.display()),
+        ];
+        for (i, name) in p.presets.iter().enumerate() {
+            if let Ok(preset) = policy::preset(name) {
+                out.insert(1 + i, format!("preset       {name}: {}", preset.summary));
+            }
+        }
+        match &self.plan.cwd_fallback {
+            Some(f) => out.push(format!(
+                "starts in    {} (not the current directory {}: {})",
+                self.workspace.display(),
+                f.cwd.display(),
+                f.reason
+            )),
+            None => out.push(format!("starts in    {}", self.plan.cwd.display())),
+        }
+        out
+    }
+
+    fn filesystem(&self) -> Vec<String> {
+        let fs = &self.policy.filesystem;
+        let plan = self.plan;
+        let scope = tag(self.origins.setting(Setting::ReadScope));
+        let readable = match fs.read_scope {
+            ReadScope::Host => format!("the whole host, read-only, except what is masked {scope}"),
+            ReadScope::AllowList => format!(
+                "only allow_read, the writable roots and the system's runtime paths {scope}"
+            ),
+        };
+        let writable: Vec<String> = plan
+            .writable_roots
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        let tmp = self
+            .policy
+            .limits
+            .tmp_size
+            .as_deref()
+            .unwrap_or(policy::DEFAULT_TMP_SIZE);
+        let mut out = vec![
+            "filesystem".into(),
+            format!("  readable   {readable}"),
+            format!(
+                "  writable   {}; /tmp and /dev/shm private and empty ({tmp} of memory)",
+                if writable.is_empty() {
+                    "nothing on the host".into()
+                } else {
+                    writable.join(", ")
+                }
+            ),
+        ];
+        let mut list = |name: &str, field: Field, entries: &[String], what: &str| {
+            let added = self.added(field, entries);
+            if entries.is_empty() {
+                return;
+            }
+            let mut line = format!("  {name:<10} {} {what}", entries.len());
+            if entries.len() > added.len() {
+                let from_profile: Vec<&String> = entries
+                    .iter()
+                    .filter(|e| self.origins.entry(field, e) == Origin::Profile)
+                    .collect();
+                line.push_str(&format!(
+                    ", e.g. {} [profile]",
+                    examples(&from_profile.iter().map(|s| s.as_str()).collect::<Vec<_>>())
+                ));
+            }
+            if !added.is_empty() {
+                line.push_str(&format!("; added: {}", added.join(", ")));
+            }
+            out.push(line);
+        };
+        list(
+            "also read",
+            Field::AllowRead,
+            &fs.allow_read,
+            "paths readable even inside a masked one",
+        );
+        list(
+            "masked",
+            Field::DenyRead,
+            &fs.deny_read,
+            "patterns cannot be read",
+        );
+        list(
+            "read empty",
+            Field::ReadEmpty,
+            &fs.read_empty,
+            "files read as empty (shell start-up files often export tokens)",
+        );
+        out.push(format!(
+            "  exist here {} of the masked paths, {} of those read as empty",
+            plan.masked.len(),
+            plan.emptied.len()
+        ));
+        out.push(self.protected_line());
+        out
+    }
+
+    fn protected_line(&self) -> String {
+        let live: Vec<&ProtectedSource> = self.protected.iter().filter(|p| !p.removed).collect();
+        // The catalogue's and stockade's own as listed; the others by where they came from
+        // (a flag, the policy file, a preset).
+        let source = |p: &ProtectedSource| match p.source {
+            "built-in" | "catalogue" => p.source.to_owned(),
+            _ => self.origins.entry(Field::DenyWrite, &p.pattern).to_string(),
+        };
+        let mut sources: Vec<String> = Vec::new();
+        for p in &live {
+            let s = source(p);
+            if !sources.contains(&s) {
+                sources.push(s);
+            }
+        }
+        let mut parts = Vec::new();
+        for from in &sources {
+            let of: Vec<&str> = live
+                .iter()
+                .filter(|p| source(p) == *from)
+                .map(|p| p.pattern.as_str())
+                .collect();
+            parts.push(format!("{} {from} ({})", of.len(), examples(&of)));
+        }
+        let removed: Vec<&str> = self
+            .protected
+            .iter()
+            .filter(|p| p.removed)
+            .map(|p| p.pattern.as_str())
+            .collect();
+        let mut line = format!(
+            "  protected  {} read-only inside writable roots, refused on creation: {}",
+            live.len(),
+            parts.join("; ")
+        );
+        if !removed.is_empty() {
+            line.push_str(&format!(
+                "; unprotected by the policy file: {}",
+                removed.join(", ")
+            ));
+        }
+        line
+    }
+
+    fn network(&self) -> Vec<String> {
+        let net = &self.policy.network;
+        let mode = tag(self.origins.setting(Setting::NetworkMode));
+        let head = match net.mode {
+            NetworkMode::None => {
+                format!("network      none {mode}: only the sandbox's own loopback; nothing reaches the host or beyond")
+            }
+            NetworkMode::Host => {
+                format!("network      host {mode}: the host's network, unfiltered")
+            }
+            NetworkMode::Proxy => format!(
+                "network      proxy {mode}: egress only through stockade's proxy ({} inside), under these rules",
+                self.plan
+                    .network
+                    .proxy
+                    .map_or_else(|| sandbox::PROXY_ADDR.to_string(), |a| a.to_string())
+            ),
+        };
+        let mut out = vec![head];
+        if net.mode == NetworkMode::None
+            && (net.allow_domains.len() + net.deny_domains.len() + net.allow_hosts.len()) > 0
+        {
+            out.push(
+                "  (the rules below apply with --net proxy only; under none nothing is reached)"
+                    .into(),
+            );
+        }
+        for (name, field, entries) in [
+            ("allowed domains", Field::AllowDomains, &net.allow_domains),
+            ("denied domains", Field::DenyDomains, &net.deny_domains),
+            ("allowed hosts", Field::AllowHosts, &net.allow_hosts),
+        ] {
+            if net.mode == NetworkMode::Proxy || !entries.is_empty() {
+                let tagged: Vec<String> = entries
+                    .iter()
+                    .map(|e| format!("{e} {}", tag(self.origins.entry(field, e))))
+                    .collect();
+                let text = if tagged.is_empty() {
+                    "none".to_owned()
+                } else {
+                    tagged.join(", ")
+                };
+                out.push(format!("  {name:<16} {text}"));
+            }
+        }
+        out
+    }
+
+    fn limits(&self) -> Vec<String> {
+        let l = &self.policy.limits;
+        let r = &self.plan.resources;
+        let o = |s: Setting| tag(self.origins.setting(s));
+        let enforced = |m: Option<(u64, native::cgroup::Mechanism)>| {
+            m.map_or(String::new(), |(_, m)| format!(" ({})", m.describe()))
+        };
+        let timeout = match l.timeout {
+            Some(0) | None => "no limit".to_owned(),
+            Some(s) => format!("{s} s"),
+        };
+        let memory = match (&l.memory, r.memory) {
+            (Some(m), Some((bytes, _))) if m.ends_with('%') => {
+                format!("{m} of this machine = {}", human_size(bytes))
+            }
+            (_, Some((bytes, _))) => human_size(bytes),
+            _ => "no limit".to_owned(),
+        };
+        let pids = r.pids.map_or("no limit".to_owned(), |(n, _)| n.to_string());
+        let cpu = l
+            .cpu
+            .map_or("no limit".to_owned(), |c| format!("{c} cores"));
+        let files = l
+            .files
+            .map_or("as inherited".to_owned(), |n| format!("{n} per process"));
+        let output = match self.plan.output_limit {
+            Some(n) => format!("{} per stream (head and tail kept)", human_size(n)),
+            None => "no limit".to_owned(),
+        };
+        vec![
+            "limits".into(),
+            format!("  timeout    {timeout} {}", o(Setting::Timeout)),
+            format!(
+                "  memory     {memory}{} {}",
+                enforced(r.memory),
+                o(Setting::Memory)
+            ),
+            format!(
+                "  processes  {pids}{} {}",
+                enforced(r.pids),
+                o(Setting::Pids)
+            ),
+            format!(
+                "  cpu        {cpu}{} {}",
+                enforced(r.cpu_millis),
+                o(Setting::Cpu)
+            ),
+            format!("  open files {files} {}", o(Setting::Files)),
+            format!(
+                "  /tmp size  {} {}",
+                l.tmp_size.as_deref().unwrap_or(policy::DEFAULT_TMP_SIZE),
+                o(Setting::TmpSize)
+            ),
+            format!("  output     {output} {}", o(Setting::OutputLimit)),
+        ]
+    }
+
+    fn environment(&self) -> Vec<String> {
+        let env = &self.policy.env;
+        let names: Vec<&str> = self.plan.env.iter().map(|(n, _)| n.as_str()).collect();
+        let set: Vec<String> = env.set.keys().cloned().collect();
+        let tagged = |field: Field, entries: &[String]| -> String {
+            if entries.is_empty() {
+                return "none".into();
+            }
+            entries
+                .iter()
+                .map(|e| format!("{e} {}", tag(self.origins.entry(field, e))))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut allow_added = self.added(Field::EnvAllow, &env.allow);
+        if allow_added.is_empty() {
+            allow_added.push("none".into());
+        }
+        vec![
+            format!(
+                "environment  rebuilt from scratch; {} variables here (values not shown): {}",
+                names.len(),
+                names.join(" ")
+            ),
+            format!(
+                "  from the caller  {} names or patterns, secret-looking names never; added: {}",
+                env.allow.len(),
+                allow_added.join(", ")
+            ),
+            format!(
+                "  passed as is     {}",
+                tagged(Field::EnvPassthrough, &env.passthrough)
+            ),
+            format!("  set              {}", tagged(Field::EnvSet, &set)),
+        ]
+    }
+
+    fn credentials(&self) -> Vec<String> {
+        let creds = &self.policy.credentials;
+        if creds.is_empty() {
+            return vec!["credentials  none".into()];
+        }
+        let mut out = vec![format!(
+            "credentials  {} (the command gets stand-ins; the proxy puts the real values on their requests)",
+            creds.len()
+        )];
+        for c in creds {
+            let to = if c.route.is_masked() {
+                format!("hosts {}", c.route.hosts.join(", "))
+            } else {
+                c.route.upstream.clone()
+            };
+            out.push(format!(
+                "  {:<16} from {} to {to} {}",
+                c.name,
+                c.source.describe(),
+                tag(self.origins.entry(Field::Credentials, &c.name))
+            ));
+        }
+        out
+    }
+}

@@ -1,0 +1,131 @@
+//! What `stockade run` says on stderr once the run has ended: the program that could not be
+//! executed, the violations, the blocked destinations, the time limit, the limits reached, the
+//! layers skipped and where the command started. Every line that carries a code is a
+//! [`sandbox::Notice`], so each comes with its `hint:` (the flag or policy line that would
+//! change the outcome).
+
+use sandbox::{Code, Notice};
+use stockade::{RunRequest, RunResult};
+
+use crate::output::errln;
+
+/// Prints the notices of `result` (`json`: the exec error as one JSON object, as
+/// `--json` prints stockade's own errors). `timeout` is the policy's time limit.
+pub fn print(result: &RunResult, request: &RunRequest, timeout: Option<u64>, json: bool) {
+    if let Some(errno) = result.outcome.exec_errno {
+        exec_error(result, request, errno, json);
+    }
+    for v in &result.violations {
+        errln!(
+            "stockade: violation[{}]: {} {}: {}",
+            v.code,
+            v.kind.replace('_', " "),
+            v.path.display(),
+            v.action
+        );
+    }
+    // One hint for all of them: it would be the same under each.
+    if !result.violations.is_empty() {
+        errln!("  hint: {}", Code::SandboxViolation.hint());
+    }
+    network(result);
+    if result.outcome.timed_out {
+        let message = format!(
+            "the run exceeded its time limit ({} s) and was ended; every process in it was killed",
+            timeout.unwrap_or(0)
+        );
+        errln!("{}", Notice::new("error", Code::Timeout, &message));
+    }
+    if result.outcome.ended_by == Some("interrupt") {
+        errln!(
+            "stockade: interrupted: the signal was passed to the command; whatever was left of the run was ended"
+        );
+    }
+    if let Some(o) = &result.outcome.output {
+        for (name, r) in [
+            ("stdout", &o.sanitized_stdout),
+            ("stderr", &o.sanitized_stderr),
+        ] {
+            if let Some(r) = r.as_ref().filter(|r| !r.is_clean()) {
+                crate::report_sanitized(&format!("sanitized {name}"), r);
+            }
+        }
+    }
+    for h in &result.outcome.limit_hits {
+        let message = format!("{} ({}): {}", h.limit, h.mechanism, h.detail);
+        let hint = h.hint();
+        let code = Code::parse(h.code).unwrap_or(Code::LimitReached);
+        errln!(
+            "{}",
+            Notice::new("limit", code, &message).with_hint(Some(&hint))
+        );
+    }
+    for s in &result.outcome.skipped {
+        errln!("stockade: warning: degraded run, skipped {s}");
+    }
+    if let Some(f) = &result.cwd_fallback {
+        errln!(
+            "stockade: note: the command ran in the workspace {}, not in the current directory {}: {}",
+            request.invocation.workspace.display(),
+            f.cwd.display(),
+            f.reason
+        );
+    }
+}
+
+/// The program could not be executed (127: not found, 126: not executable).
+fn exec_error(result: &RunResult, request: &RunRequest, errno: i32, json: bool) {
+    let program = request.invocation.argv.first().cloned().unwrap_or_default();
+    let (code, what) = if result.exit_code == 127 {
+        (Code::CommandNotFound, "not found")
+    } else {
+        (Code::CommandNotExecutable, "cannot be executed")
+    };
+    let cause = std::io::Error::from_raw_os_error(errno);
+    if json {
+        errln!(
+            "{}",
+            serde_json::json!({"error": {
+                "code": code.as_str(),
+                "kind": "exec",
+                "message": format!("{program}: {what}: {cause}"),
+                "hint": code.hint(),
+            }})
+        );
+    } else {
+        let message = format!("{program}: {what} inside the sandbox: {cause}");
+        errln!("{}", Notice::new("error", code, &message));
+    }
+}
+
+/// Blocked destinations, once each, with the reason and what would allow them.
+fn network(result: &RunResult) {
+    let mut seen: Vec<(&str, u16, &str)> = Vec::new();
+    for e in result
+        .network
+        .iter()
+        .filter(|e| e.code == stockade::NETWORK_DENIED)
+    {
+        let key = (e.host.as_str(), e.port, e.rule.as_str());
+        if seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
+        errln!("{}", network_notice(e));
+    }
+}
+
+/// A refused destination, as `stockade run` and `stockade proxy` print it: the reason, and
+/// what would allow it (the event's own hint, else the code's).
+pub fn network_notice(e: &stockade::NetworkEvent) -> String {
+    let message = format!(
+        "{}:{} ({}): {}",
+        e.host,
+        e.port,
+        e.protocol,
+        e.reason.as_deref().unwrap_or(&e.rule)
+    );
+    Notice::new("network", Code::NetworkDenied, &message)
+        .with_hint(e.hint.as_deref())
+        .to_string()
+}
