@@ -175,6 +175,12 @@ impl Shown<'_> {
                 }
             ),
         ];
+        if !self.policy.filesystem.private.is_empty() {
+            out.push(format!(
+                "  private    {}: each run sees them empty and its own (a tmpfs gone with the run)",
+                self.policy.filesystem.private.join(", ")
+            ));
+        }
         let mut list = |name: &str, field: Field, entries: &[String], what: &str| {
             let added = self.added(field, entries);
             if entries.is_empty() {

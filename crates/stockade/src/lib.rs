@@ -269,8 +269,10 @@ fn run_id() -> String {
     format!("{}-{}", now.as_millis(), std::process::id())
 }
 
-/// The native plan of a policy (without running it), for `stockade policy show`.
+/// The native plan of a policy (without running it), for `stockade policy show`. A preset's
+/// state directories are made as for a run: the plan binds them.
 pub fn plan(policy: &policy::Policy, request: &RunRequest) -> Result<native::Plan, Error> {
+    created_roots::make(policy, &request.invocation.home)?;
     let resolved = resolve(policy, request)?;
     Ok(native::Plan::lower(&resolved.spec, &native::RealHost)?)
 }
