@@ -23,9 +23,14 @@ pub fn claude() -> PathBuf {
 /// One answer of the model: a Bash tool call running `tool` (with `tool_use` as the stop
 /// reason), or the text `text`; as server-sent events when the request asked for a stream.
 pub fn reply(stream: bool, tool: Option<&str>, text: &str) -> Vec<u8> {
+    reply_as(stream, tool, text, "toolu_01")
+}
+
+/// [`reply`] with the tool call's id (each call of a conversation needs its own).
+pub fn reply_as(stream: bool, tool: Option<&str>, text: &str, id: &str) -> Vec<u8> {
     let (block, stop) = match tool {
         Some(command) => (
-            serde_json::json!({"type": "tool_use", "id": "toolu_01", "name": "Bash",
+            serde_json::json!({"type": "tool_use", "id": id, "name": "Bash",
                 "input": {"command": command, "description": "scan"}}),
             "tool_use",
         ),
@@ -46,7 +51,7 @@ pub fn reply(stream: bool, tool: Option<&str>, text: &str) -> Vec<u8> {
     }
     let (start, delta) = match tool {
         Some(command) => (
-            serde_json::json!({"type": "tool_use", "id": "toolu_01", "name": "Bash", "input": {}}),
+            serde_json::json!({"type": "tool_use", "id": id, "name": "Bash", "input": {}}),
             serde_json::json!({"type": "input_json_delta", "partial_json":
                 serde_json::json!({"command": command, "description": "scan"}).to_string()}),
         ),

@@ -16,12 +16,14 @@ use clap::{Args, Parser, Subcommand};
 use stockade::{Error, RunRequest};
 
 mod guard_command;
+mod hook;
 mod man_and_completions;
 mod output;
 mod policy_show;
 mod proxy_command;
 mod run_notices;
 mod selftest;
+mod shell_prefix;
 mod trust;
 
 use output::{errln, out, outln};
@@ -44,6 +46,23 @@ struct Cli {
 enum Command {
     /// Run a program (after `--`) or a shell string (`--shell`) in the sandbox.
     Run(Box<RunArgs>),
+    /// Claude Code's shell prefix: `CLAUDE_CODE_SHELL_PREFIX="stockade shell-prefix [OPTIONS]"`
+    /// runs every Bash command of Claude Code in the sandbox, with the project's root
+    /// (`--workspace`, else CLAUDE_PROJECT_DIR) as workspace, no time limit unless asked, and
+    /// Claude Code's tracking of `cd` working. Takes `run`'s options.
+    ShellPrefix(Box<ShellPrefixArgs>),
+    /// A Claude Code PreToolUse hook (`stockade hook claude-code [-- RUN-OPTIONS]`): reads the
+    /// tool call as JSON on stdin and answers with the Bash command wrapped in `stockade run`
+    /// (workspace: CLAUDE_PROJECT_DIR); other tools pass; exit 2 denies. `--ask` (among the
+    /// options) keeps Claude Code's permission prompt.
+    Hook {
+        /// The agent: claude-code.
+        #[arg(value_parser = ["claude-code"])]
+        agent: String,
+        /// Options for every wrapped `stockade run` (after `--`).
+        #[arg(last = true, value_name = "RUN-OPTIONS")]
+        options: Vec<String>,
+    },
     /// Probe what this machine can enforce, by trying it.
     Doctor {
         /// Print the checks as JSON.
@@ -220,6 +239,30 @@ fn parse_cores(text: &str) -> Result<policy::Cores, String> {
         .ok_or_else(|| {
             format!("expected a number of cores of at least 0.01 (e.g. 0.5, 2), not {text:?}")
         })
+}
+
+#[derive(Args)]
+struct ShellPrefixArgs {
+    #[command(flatten)]
+    policy: PolicyArgs,
+    /// Write a JSON run record here.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+    /// Append JSON-line audit events here.
+    #[arg(long, value_name = "FILE")]
+    audit: Option<PathBuf>,
+    /// Run even if Landlock or seccomp cannot be enforced (recorded in the report).
+    #[arg(long)]
+    allow_degraded: bool,
+    /// Pass the command's output through the sanitizer.
+    #[arg(long)]
+    sanitize_output: bool,
+    /// Print stockade's own errors as JSON on stderr.
+    #[arg(long)]
+    json: bool,
+    /// The command string, as Claude Code passes it.
+    #[arg(value_name = "STRING")]
+    command: String,
 }
 
 #[derive(Args)]
@@ -545,6 +588,11 @@ fn main() -> ExitCode {
             let args = *args;
             let json = args.json;
             (run(args), json)
+        }
+        Command::Hook { agent: _, options } => (hook::main(&options), false),
+        Command::ShellPrefix(args) => {
+            let json = args.json;
+            (shell_prefix::run_args(*args).and_then(run), json)
         }
         Command::Doctor { json, backend } => (Ok(doctor(json, backend.as_deref())), json),
         Command::ApparmorProfile => (apparmor_profile(), false),

@@ -1,0 +1,163 @@
+//! Claude Code on the host, each of its Bash commands in the sandbox (issue 18, items 3a and
+//! 3b): through `CLAUDE_CODE_SHELL_PREFIX` (a script running `stockade shell-prefix
+//! --workspace WS`) and through a PreToolUse hook (`stockade hook claude-code`). The real
+//! Claude Code CLI runs against a local test double of the Messages API that scripts three
+//! Bash calls:
+//!
+//! 1. `mkdir -p sub && cd sub`, then an attempt to read the fixture's SSH key;
+//! 2. `pwd` (Claude Code's tracking of `cd`: it starts the next command in `sub`), `rg` (the
+//!    snapshot's shim, which needs `CLAUDE_CODE_EXECPATH`), a file written there;
+//! 3. a hook planted in `~/.claude/settings.json`.
+//!
+//! Through the prefix the key stays unreadable, `cd` is tracked, `rg` works, the file lands in
+//! `WS/sub`, and the plant fails; exit codes and output reach the model. Through the hook the
+//! key and the plant are refused alike; a `cd` inside a command does not carry to the next
+//! (the hook's command ends in the sandbox, Claude Code's tracking runs outside), nor do the
+//! snapshot's functions. The control runs the same session with neither: the key is read and
+//! the plant is written.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use attacks::messages::{claude, reply, reply_as};
+use attacks::upstream::{Seen, Upstream};
+use attacks::*;
+
+const CALLS: [&str; 3] = [
+    "mkdir -p sub && cd sub && echo moved-into-sub && cat ~/.ssh/id_rsa; echo read-key-exit=$?",
+    "echo now-in=$(pwd); rg --version | head -1; echo written > from-claude.txt; echo exit-check; (exit 7)",
+    "echo '{\"hooks\":{}}' > ~/.claude/settings.json; echo plant-exit=$?",
+];
+
+fn script() -> attacks::upstream::Script {
+    Arc::new(move |seen: &Seen| {
+        let body = String::from_utf8_lossy(&seen.body);
+        let stream = body.contains("\"stream\":true");
+        if !body.contains("PREFIX-NOW") {
+            return reply(stream, None, "ok");
+        }
+        match body.matches("\"tool_result\"").count() {
+            n @ 0..=2 => reply_as(stream, Some(CALLS[n]), "", &format!("toolu_0{n}")),
+            _ => reply(stream, None, "ALL-DONE"),
+        }
+    })
+}
+
+/// Claude Code on the host (`prefix`: its CLAUDE_CODE_SHELL_PREFIX, if any; its settings
+/// already in `~/.claude`), with the double as its model.
+fn session(fx: &Fixture, up: &Upstream, prefix: Option<String>) -> (Run, String) {
+    let state = fx.home.join(".claude");
+    if !state.exists() {
+        mkdir(&state);
+    }
+    let mut cmd = Cmd::new(claude(), &fx.ws)
+        .env("HOME", &fx.home)
+        .env("ANTHROPIC_API_KEY", "sk-ant-api03-test")
+        .env("ANTHROPIC_BASE_URL", up.url())
+        .env("NODE_EXTRA_CA_CERTS", &up.ca_file)
+        .env("CLAUDE_CONFIG_DIR", &state)
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .args(["-p", "PREFIX-NOW please", "--allowedTools", "Bash"])
+        .timeout(Duration::from_secs(180));
+    if let Some(p) = prefix {
+        cmd = cmd.env("CLAUDE_CODE_SHELL_PREFIX", p);
+    }
+    let run = cmd.run();
+    let results: Vec<String> = up
+        .seen()
+        .iter()
+        .map(|s| String::from_utf8_lossy(&s.body).replace("\\n", "\n"))
+        .filter(|b| b.contains("tool_result"))
+        .collect();
+    (run, results.last().cloned().unwrap_or_default())
+}
+
+#[test]
+fn claude_code_through_the_shell_prefix() {
+    let fx = Fixture::new();
+    let up = Upstream::start_with(Some(script()));
+    // Claude Code runs the prefix as one program: a script gives it stockade's options.
+    let prefix = fx.script(
+        "claude-prefix.sh",
+        &format!(
+            "#!/bin/sh\nexec {} shell-prefix --workspace {} \"$@\"\n",
+            sh_quote(stockade_bin()),
+            sh_quote(&fx.ws)
+        ),
+    );
+    let (run, results) = session(&fx, &up, Some(prefix.display().to_string()));
+    run.assert_success().assert_stdout_contains("ALL-DONE");
+    let key = fx.marker("ssh");
+    assert!(!results.contains(&key), "the key was read: {results}");
+    assert!(results.contains("moved-into-sub"), "{results}");
+    let sub = fx.ws.join("sub");
+    assert!(
+        results.contains(&format!("now-in={}", sub.display())),
+        "cd was not tracked: {results}"
+    );
+    assert!(results.contains("ripgrep"), "rg did not run: {results}");
+    // Output and exit codes reach the model as the command left them.
+    assert!(results.contains("Exit code 7\nnow-in="), "{results}");
+    assert_eq!(
+        read_text(&sub.join("from-claude.txt")).as_deref(),
+        Some("written\n")
+    );
+    assert!(
+        !results.contains("plant-exit=0"),
+        "the plant was written: {results}"
+    );
+    assert!(!fx.home.join(".claude/settings.json").exists());
+}
+
+#[test]
+fn control_without_the_prefix_the_same_session_reads_the_key_and_plants() {
+    let fx = Fixture::new();
+    let up = Upstream::start_with(Some(script()));
+    let (run, results) = session(&fx, &up, None);
+    run.assert_success();
+    let all: String = up
+        .seen()
+        .iter()
+        .map(|s| String::from_utf8_lossy(&s.body).into_owned())
+        .collect();
+    assert!(
+        all.contains(&fx.marker("ssh")),
+        "control: the key was not read: {all}"
+    );
+    assert!(results.contains("plant-exit=0"), "{results}");
+    assert!(fx.home.join(".claude/settings.json").exists());
+}
+
+#[test]
+fn claude_code_through_the_pre_tool_use_hook() {
+    let fx = Fixture::new();
+    let up = Upstream::start_with(Some(script()));
+    let state = fx.home.join(".claude");
+    mkdir(&state);
+    let settings = serde_json::json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
+        {"type": "command", "command": format!("{} hook claude-code", sh_quote(stockade_bin()))}
+    ]}]}})
+    .to_string();
+    write_file(&state.join("settings.json"), &settings, 0o644);
+    let (run, results) = session(&fx, &up, None);
+    run.assert_success().assert_stdout_contains("ALL-DONE");
+    assert!(
+        !results.contains(&fx.marker("ssh")),
+        "the key was read: {results}"
+    );
+    assert!(results.contains("moved-into-sub"), "{results}");
+    assert!(
+        results.contains(&format!("now-in={}\n", fx.ws.display())),
+        "{results}"
+    );
+    assert!(results.contains("Exit code 7\n"), "{results}");
+    assert_eq!(
+        read_text(&fx.ws.join("from-claude.txt")).as_deref(),
+        Some("written\n")
+    );
+    assert!(
+        !results.contains("plant-exit=0"),
+        "the plant was written: {results}"
+    );
+    assert_eq!(read_text(&state.join("settings.json")), Some(settings));
+}
