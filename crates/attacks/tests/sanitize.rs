@@ -3,7 +3,7 @@
 //! to the model and the person without what they cannot see, and the report spells out the
 //! hidden text. Control: the same listing through `cat` keeps every byte.
 
-use attacks::{stockade_bin, Fixture};
+use attacks::{creation_guarded, stockade_bin, Fixture};
 
 fn tags(text: &str) -> String {
     text.chars()
@@ -79,4 +79,37 @@ fn run_sanitize_output_cleans_what_the_command_prints() {
     run.assert_stdout_contains("\u{202E}");
     run.assert_stdout_contains(&hidden);
     run.assert_stderr_contains("\u{1b}]0;pwned");
+}
+
+/// A file name the sandbox chose reaches stockade's own violation line on the caller's
+/// terminal: an escape sequence in it (a window title, a screen clear) is written out, with or
+/// without `--sanitize-output`. Control: the command's own message about the same name
+/// carries the raw sequence (so the name really holds one).
+#[test]
+fn names_the_sandbox_chose_cannot_drive_the_terminal_through_stockades_own_lines() {
+    let fx = Fixture::new();
+    // `lefthook.*` is a protected name (lefthook runs it on the host's next git command).
+    let script = ": > \"lefthook.$(printf '\\033]0;PWNED\\007')x\"";
+    for opts in [&[][..], &["--sanitize-output"][..]] {
+        let run = fx.sandbox(opts, script).run();
+        let line = run
+            .stderr
+            .lines()
+            .find(|l| l.starts_with("stockade: violation["))
+            .unwrap_or_else(|| panic!("no violation line: {}", run.describe()))
+            .to_owned();
+        assert!(
+            !line.contains('\u{1b}') && !line.contains('\u{7}'),
+            "{line:?}"
+        );
+        assert!(line.contains("\\u{1b}]0;PWNED\\u{7}x"), "{line:?}");
+        // (Where creation is not guarded, gVisor, the command's own call succeeds: no message.)
+        if opts.is_empty() && creation_guarded() {
+            assert!(
+                run.stderr.contains("\u{1b}]0;PWNED\u{7}x"),
+                "control: {}",
+                run.describe()
+            );
+        }
+    }
 }

@@ -46,9 +46,33 @@ pub fn stdout_bytes(bytes: &[u8]) {
     }
 }
 
-/// Writes `args` to standard error; a failure is ignored (see the module documentation).
+/// Writes `args` to standard error, [`shown`]; a failure is ignored (see the module
+/// documentation).
 pub fn stderr(args: fmt::Arguments<'_>) {
-    let _ = io::stderr().lock().write_fmt(args);
+    let line = args.to_string();
+    let _ = io::stderr().lock().write_all(shown(&line).as_bytes());
+}
+
+/// `text` with what a terminal would act on, or a reader not see, written out as `\u{...}`:
+/// control characters other than newline and tab (escape sequences), and the invisible,
+/// direction-changing and Tag characters the sanitizer removes. stockade's own lines carry
+/// names the sandbox chose (a file it created, a host it asked for): they must not set the
+/// caller's window title or hide text, `--sanitize-output` or not.
+pub fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    let acts =
+        |c: char| (c.is_control() && c != '\n' && c != '\t') || sanitize::classify(c).is_some();
+    if !text.chars().any(acts) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if acts(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// `print!` to standard output, ending quietly with 141 when its reader went away.
@@ -76,3 +100,18 @@ macro_rules! errln {
 }
 
 pub(crate) use {errln, out, outln};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_a_terminal_acts_on_is_written_out() {
+        assert_eq!(shown("plain\n  hint: x\t"), "plain\n  hint: x\t");
+        assert_eq!(
+            shown("/w/.git/hooks/\u{1b}]0;PWNED\u{7}x"),
+            "/w/.git/hooks/\\u{1b}]0;PWNED\\u{7}x"
+        );
+        assert_eq!(shown("a\u{202e}b\u{9b}c"), "a\\u{202e}b\\u{9b}c");
+    }
+}
