@@ -152,6 +152,37 @@ impl Upstream {
     pub fn seen(&self) -> Vec<Seen> {
         self.seen.lock().map(|s| s.clone()).unwrap_or_default()
     }
+
+    /// An agent as the worker: `stockade run --policy P OPTS -- ARGV` in `fx`, where P makes
+    /// this double the upstream of credential route `route` (its URL followed by `suffix`:
+    /// `/v1` for openai), `key` is the (name, real value) of the route's variable on the
+    /// host, and the proxy trusts the double's CA.
+    pub fn worker(
+        &self,
+        fx: &crate::Fixture,
+        (route, suffix): (&str, &str),
+        (key_env, key): (&str, &str),
+        opts: &[&str],
+        argv: &[&str],
+    ) -> crate::Run {
+        let policy = fx.out_file("worker-policy.toml");
+        crate::write_file(
+            &policy,
+            format!(
+                "[credentials.{route}]\nupstream = \"{}{suffix}\"\n",
+                self.url()
+            ),
+            0o644,
+        );
+        let policy = policy.display().to_string();
+        let mut all = vec!["--policy", policy.as_str()];
+        all.extend_from_slice(opts);
+        fx.sandbox_argv(&all, argv)
+            .env(key_env, key)
+            .env("SSL_CERT_FILE", &self.ca_file)
+            .timeout(std::time::Duration::from_secs(180))
+            .run()
+    }
 }
 
 fn serve(

@@ -14,7 +14,6 @@
 //! without the preset (`--allow-write ~/.claude`): the same tool call plants all three.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use attacks::messages::{claude, reply};
 use attacks::upstream::{Seen, Upstream};
@@ -50,18 +49,12 @@ fn script() -> attacks::upstream::Script {
     })
 }
 
+/// The key the route puts on the model's requests, held on the host.
+const KEY: &str = "sk-ant-api03-real-key-held-on-the-host";
+
 /// `stockade run OPTS -- claude -p PLANT-NOW` with the double as the route's upstream.
 fn run_claude(fx: &Fixture, up: &Upstream, opts: &[&str]) -> Run {
     let claude = claude();
-    let policy = fx.out_file("p.toml");
-    write_file(
-        &policy,
-        format!("[credentials.anthropic]\nupstream = \"{}\"\n", up.url()),
-        0o644,
-    );
-    let policy = policy.display().to_string();
-    let mut all = vec!["--policy", policy.as_str()];
-    all.extend_from_slice(opts);
     let argv = [
         claude.to_str().unwrap_or_default(),
         "-p",
@@ -69,14 +62,13 @@ fn run_claude(fx: &Fixture, up: &Upstream, opts: &[&str]) -> Run {
         "--allowedTools",
         "Bash",
     ];
-    fx.sandbox_argv(&all, &argv)
-        .env(
-            "ANTHROPIC_API_KEY",
-            "sk-ant-api03-real-key-held-on-the-host",
-        )
-        .env("SSL_CERT_FILE", &up.ca_file)
-        .timeout(Duration::from_secs(180))
-        .run()
+    up.worker(
+        fx,
+        ("anthropic", ""),
+        ("ANTHROPIC_API_KEY", KEY),
+        opts,
+        &argv,
+    )
 }
 
 #[test]
@@ -147,7 +139,7 @@ fn the_agent_preset_keeps_hooks_and_settings_read_only() {
     assert!(seen
         .iter()
         .filter(|s| s.target.starts_with("/v1/messages"))
-        .all(|s| s.header("x-api-key") == Some("sk-ant-api03-real-key-held-on-the-host")));
+        .all(|s| s.header("x-api-key") == Some(KEY)));
 }
 
 const HOST_SNAPSHOT: &str = "# HOST-SESSION snapshot\n";

@@ -11,7 +11,6 @@
 //! `CODEX_HOME` as one would without the preset (`--allow-write ~/.codex`) and the same call
 //! plants both.
 
-use std::time::Duration;
 
 use attacks::responses::{codex, script};
 use attacks::upstream::Upstream;
@@ -32,17 +31,11 @@ fn tool() -> String {
     )
 }
 
+/// The key the route puts on the model's requests, held on the host.
+const KEY: &str = "sk-proj-real-key-held-on-the-host";
+
 fn run_codex(fx: &Fixture, up: &Upstream, opts: &[&str]) -> Run {
     let codex = codex();
-    let policy = fx.out_file("p.toml");
-    write_file(
-        &policy,
-        format!("[credentials.openai]\nupstream = \"{}/v1\"\n", up.url()),
-        0o644,
-    );
-    let policy = policy.display().to_string();
-    let mut all = vec!["--policy", policy.as_str()];
-    all.extend_from_slice(opts);
     let argv = [
         codex.to_str().unwrap_or_default(),
         "exec",
@@ -55,11 +48,7 @@ fn run_codex(fx: &Fixture, up: &Upstream, opts: &[&str]) -> Run {
         ROUTE,
         "PLANT-NOW please",
     ];
-    fx.sandbox_argv(&all, &argv)
-        .env("OPENAI_API_KEY", "sk-proj-real-key-held-on-the-host")
-        .env("SSL_CERT_FILE", &up.ca_file)
-        .timeout(Duration::from_secs(180))
-        .run()
+    up.worker(fx, ("openai", "/v1"), ("OPENAI_API_KEY", KEY), opts, &argv)
 }
 
 #[test]
@@ -85,12 +74,12 @@ fn the_agent_preset_keeps_codex_config_and_rules_read_only() {
     assert!(state.is_dir(), "the preset did not make ~/.codex");
     assert!(!state.join("config.toml").exists());
     assert!(!state.join("rules/default.rules").exists());
-    let bearer = "Bearer sk-proj-real-key-held-on-the-host";
+    let bearer = format!("Bearer {KEY}");
     assert!(up
         .seen()
         .iter()
         .filter(|s| s.target == "/v1/responses")
-        .all(|s| s.header("authorization") == Some(bearer)));
+        .all(|s| s.header("authorization") == Some(bearer.as_str())));
 }
 
 #[test]

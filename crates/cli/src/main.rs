@@ -241,10 +241,9 @@ fn parse_cores(text: &str) -> Result<policy::Cores, String> {
         })
 }
 
+/// What `run` and `shell-prefix` share besides the policy: records, degrading, sanitizing.
 #[derive(Args)]
-struct ShellPrefixArgs {
-    #[command(flatten)]
-    policy: PolicyArgs,
+struct RecordArgs {
     /// Write a JSON run record here.
     #[arg(long, value_name = "FILE")]
     report: Option<PathBuf>,
@@ -254,12 +253,21 @@ struct ShellPrefixArgs {
     /// Run even if Landlock or seccomp cannot be enforced (recorded in the report).
     #[arg(long)]
     allow_degraded: bool,
-    /// Pass the command's output through the sanitizer.
+    /// Pass the command's stdout and stderr (terminals too) through the sanitizer: no
+    /// invisible, Bidi or Tag characters, no terminal escape sequences (see `stockade sanitize`).
     #[arg(long)]
     sanitize_output: bool,
     /// Print stockade's own errors as JSON on stderr.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Args)]
+struct ShellPrefixArgs {
+    #[command(flatten)]
+    policy: PolicyArgs,
+    #[command(flatten)]
+    record: RecordArgs,
     /// The command string, as Claude Code passes it.
     #[arg(value_name = "STRING")]
     command: String,
@@ -276,28 +284,14 @@ struct RunArgs {
     /// resulting argv directly, without a shell (`--shell STRING` is parsed, not run by sh).
     #[arg(long)]
     guard: bool,
-    /// Write a JSON run record here.
-    #[arg(long, value_name = "FILE")]
-    report: Option<PathBuf>,
-    /// Append JSON-line audit events here.
-    #[arg(long, value_name = "FILE")]
-    audit: Option<PathBuf>,
-    /// Run even if Landlock or seccomp cannot be enforced (recorded in the report).
-    #[arg(long)]
-    allow_degraded: bool,
-    /// Pass the command's stdout and stderr (terminals too) through the sanitizer: no
-    /// invisible, Bidi or Tag characters, no terminal escape sequences (see `stockade sanitize`).
-    #[arg(long)]
-    sanitize_output: bool,
+    #[command(flatten)]
+    record: RecordArgs,
     /// Give the command no terminal of its own even when stdin, stdout or stderr is one.
     /// By default such a run gets a new terminal inside the sandbox (job control, `/dev/tty`,
     /// Ctrl-C to the command; `~.` at the start of a line ends the run); with this flag its
     /// terminal output goes through pipes and a terminal stdin becomes /dev/null.
     #[arg(long)]
     no_tty: bool,
-    /// Print stockade's own errors as JSON on stderr.
-    #[arg(long)]
-    json: bool,
     /// The program and its arguments.
     #[arg(last = true, value_name = "PROGRAM")]
     argv: Vec<String>,
@@ -388,21 +382,21 @@ fn run(args: RunArgs) -> Result<u8, Error> {
         Err(e) => {
             // Refusals before the run are audited too; a failing audit write must not hide
             // the original error.
-            if let Some(audit) = &args.audit {
+            if let Some(audit) = &args.record.audit {
                 let _ = stockade::audit_refusal(audit, &e);
             }
             return Err(e);
         }
     };
-    request.options.allow_degraded = args.allow_degraded;
-    request.options.sanitize_output = args.sanitize_output;
+    request.options.allow_degraded = args.record.allow_degraded;
+    request.options.sanitize_output = args.record.sanitize_output;
     request.options.no_terminal = args.no_tty;
     request.options.limit_terminal = args.policy.output_limit.is_some();
-    request.report = args.report;
-    request.audit = args.audit;
+    request.report = args.record.report;
+    request.audit = args.record.audit;
     request.policy_file = args.policy.policy.clone();
     let result = stockade::run(&policy, &request)?;
-    run_notices::print(&result, &request, policy.limits.timeout, args.json);
+    run_notices::print(&result, &request, policy.limits.timeout, args.record.json);
     Ok(u8::try_from(result.exit_code).unwrap_or(EXIT_REFUSED))
 }
 
@@ -586,12 +580,12 @@ fn main() -> ExitCode {
     let (result, json) = match cli.command {
         Command::Run(args) => {
             let args = *args;
-            let json = args.json;
+            let json = args.record.json;
             (run(args), json)
         }
         Command::Hook { agent: _, options } => (hook::main(&options), false),
         Command::ShellPrefix(args) => {
-            let json = args.json;
+            let json = args.record.json;
             (shell_prefix::run_args(*args).and_then(run), json)
         }
         Command::Doctor { json, backend } => (Ok(doctor(json, backend.as_deref())), json),

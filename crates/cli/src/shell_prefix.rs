@@ -81,11 +81,7 @@ fn workspace(given: Option<PathBuf>) -> Result<PathBuf, Error> {
 pub(crate) fn run_args(args: crate::ShellPrefixArgs) -> Result<crate::RunArgs, Error> {
     let crate::ShellPrefixArgs {
         mut policy,
-        report,
-        audit,
-        allow_degraded,
-        sanitize_output,
-        json,
+        record,
         command,
     } = args;
     let root = workspace(policy.workspace.take())?;
@@ -106,13 +102,9 @@ pub(crate) fn run_args(args: crate::ShellPrefixArgs) -> Result<crate::RunArgs, E
         policy,
         shell: None,
         guard: false,
-        report,
-        audit,
-        allow_degraded,
-        sanitize_output,
+        record,
         // Claude Code gives its commands no terminal.
         no_tty: true,
-        json,
         argv: vec!["bash".into(), "-c".into(), command],
     })
 }
