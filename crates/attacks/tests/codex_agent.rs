@@ -11,7 +11,6 @@
 //! `CODEX_HOME` as one would without the preset (`--allow-write ~/.codex`) and the same call
 //! plants both.
 
-
 use attacks::responses::{codex, script};
 use attacks::upstream::Upstream;
 use attacks::*;
