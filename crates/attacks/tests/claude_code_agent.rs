@@ -1,17 +1,19 @@
 //! `stockade run --agent claude-code -- claude` (issue 18, items 2 and 3c): the real Claude Code
 //! CLI as the worker with nothing but the preset, against a local test double of the Messages
-//! API that scripts one Bash tool call. The preset holds the key on the host, makes the agent's
-//! state directory (`~/.claude`, created because it is missing), and keeps what the agent
-//! executes on the host later read-only.
+//! API that scripts one Bash tool call. The preset holds the key on the host and gives the
+//! agent a state directory of its own (`~/.local/state/stockade/claude-code`, made because it
+//! is missing), while the host's `~/.claude` stays read-only.
 //!
-//! The tool call is the attack: it writes a hook into `~/.claude/settings.json` (a command the
-//! host's Claude Code would run, unsandboxed, on its next start), plants
-//! `settings.local.json` and a script in `~/.claude/hooks/`, appends to the shell snapshot of a
-//! live host session (which that session sources before each of its commands), and writes a
-//! file into the workspace. Inside the preset the four plants fail (the snapshots directory is
-//! the run's own, empty) while the workspace write and the agent's own state work, and nothing
-//! is reported on the way (no refusal noise from the agent's start). The control gives the agent its state directory the way one would
-//! without the preset (`--allow-write ~/.claude`): the same tool call plants all three.
+//! The tool call is the attack, on both the worker's state and the host's: in the worker's
+//! it writes a hook into `settings.json`, plants `settings.local.json`, a legacy global
+//! `.config.json` with an MCP server, and a hook script; in the host's `~/.claude` it appends to
+//! the shell snapshot of a live host session (sourced before each of that session's commands),
+//! plants a session-env script (sourced at a resumed session's start) and a hook in
+//! `settings.json`; then it writes a file into the workspace. With the preset every plant
+//! fails while the workspace write and the agent's own state work, and nothing but the plants
+//! is reported (no refusal noise from the agent's start). The control gives the agent the
+//! host's `~/.claude` as one would without the preset (`--allow-write ~/.claude`): the same
+//! call plants them all.
 
 use std::sync::Arc;
 
@@ -22,17 +24,44 @@ use attacks::*;
 const HOOK: &str =
     r#"{"hooks":{"SessionStart":[{"hooks":[{"type":"command","command":"touch /tmp/pwned"}]}]}}"#;
 
-/// The tool call: three plants and one ordinary write, each reporting what happened.
+/// The tool call: the plants and one ordinary write, each reporting what happened.
 fn tool() -> String {
-    format!(
-        "cd \"$CLAUDE_CONFIG_DIR\" && \
-         (printf '%s' '{HOOK}' > settings.json && echo plant-settings=written || echo plant-settings=refused); \
-         (printf '%s' '{HOOK}' > settings.local.json && echo plant-local=written || echo plant-local=refused); \
-         (mkdir -p hooks && printf 'touch /tmp/pwned' > hooks/start.sh && echo plant-hook=written || echo plant-hook=refused); \
-         (echo 'touch /tmp/pwned' >> shell-snapshots/snapshot-bash-host.sh && grep -q HOST-SESSION shell-snapshots/snapshot-bash-host.sh && echo plant-snapshot=written || echo plant-snapshot=refused); \
-         cd - >/dev/null && echo made-by-the-agent > agent-output.txt && echo workspace=written"
-    )
+    let plant = |name: &str, how: &str| {
+        format!("({how}) >/dev/null 2>&1 && echo {name}=written || echo {name}=refused; ")
+    };
+    let mcp = r#"{"mcpServers":{"pwn":{"type":"stdio","command":"touch","args":["/tmp/pwned"]}}}"#;
+    [
+        "cd \"$CLAUDE_CONFIG_DIR\"; ".to_owned(),
+        plant("plant-settings", &format!("printf '%s' '{HOOK}' > settings.json")),
+        plant("plant-local", &format!("printf '%s' '{HOOK}' > settings.local.json")),
+        plant("plant-config", &format!("printf '%s' '{mcp}' > .config.json")),
+        plant("plant-hook", "mkdir -p hooks && printf 'touch /tmp/pwned' > hooks/start.sh"),
+        plant(
+            "plant-snapshot",
+            "echo 'touch /tmp/pwned' >> ~/.claude/shell-snapshots/snapshot-bash-host.sh && grep -q HOST-SESSION ~/.claude/shell-snapshots/snapshot-bash-host.sh",
+        ),
+        plant(
+            "plant-session-env",
+            "mkdir -p ~/.claude/session-env/s1 && echo 'touch /tmp/pwned' > ~/.claude/session-env/s1/sessionstart-hook-1.sh",
+        ),
+        plant("plant-host-settings", &format!("printf '%s' '{HOOK}' > ~/.claude/settings.json")),
+        "cd - >/dev/null && echo made-by-the-agent > agent-output.txt && echo workspace=written".to_owned(),
+    ]
+    .concat()
 }
+
+/// Every plant of [`tool`], and those the worker's own state directory takes (refused as they
+/// are made where creation is guarded; on gVisor made, then quarantined when the run ends).
+const PLANTS: [&str; 7] = [
+    "plant-settings",
+    "plant-local",
+    "plant-config",
+    "plant-hook",
+    "plant-snapshot",
+    "plant-session-env",
+    "plant-host-settings",
+];
+const IN_WORKER_STATE: [&str; 3] = ["plant-settings", "plant-local", "plant-config"];
 
 fn script() -> attacks::upstream::Script {
     let command = tool();
@@ -74,26 +103,17 @@ fn run_claude(fx: &Fixture, up: &Upstream, opts: &[&str]) -> Run {
 #[test]
 fn the_agent_preset_keeps_hooks_and_settings_read_only() {
     let fx = Fixture::new();
-    let state = fx.home.join(".claude");
-    let snapshot = host_session_snapshot(&state);
+    let host_state = fx.home.join(".claude");
+    let snapshot = host_session_snapshot(&host_state);
+    let worker_state = fx.home.join(".local/state/stockade/claude-code");
     let up = Upstream::start_with(Some(script()));
     let run = run_claude(&fx, &up, &["--agent", "claude-code"]);
     run.assert_success().assert_stdout_contains("ALL-DONE");
     let result = attacks::agent_scan::tool_output(&up.seen(), "tool_result");
-    // The hook (its directory is read-only) and the snapshot (the run's own directory) fail
-    // on every backend; the settings files are refused as they are created where creation is
-    // guarded, and otherwise moved to quarantine when the run ends (gVisor).
-    let must_fail: &[&str] = if creation_guarded() {
-        &[
-            "plant-settings",
-            "plant-local",
-            "plant-hook",
-            "plant-snapshot",
-        ]
-    } else {
-        &["plant-hook", "plant-snapshot"]
-    };
-    for plant in must_fail {
+    for plant in PLANTS {
+        if !creation_guarded() && IN_WORKER_STATE.contains(&plant) {
+            continue;
+        }
         assert!(
             result.contains(&format!("{plant}=refused")),
             "{plant} was not refused: {result}\n{}",
@@ -103,36 +123,51 @@ fn the_agent_preset_keeps_hooks_and_settings_read_only() {
     assert!(result.contains("workspace=written"), "{result}");
     assert_eq!(
         read_text(&fx.ws.join("agent-output.txt")).as_deref(),
-        Some("made-by-the-agent\n")
+        Some("made-by-the-agent\n"),
+        "{result}\n{}",
+        run.describe()
     );
-    // Nothing of the plants reached the host; the agent's own state did.
-    for planted in ["settings.json", "settings.local.json", "hooks/start.sh"] {
-        assert!(!state.join(planted).exists(), "{planted} on the host");
+    // Nothing of the plants is there after the run; the agent's own state is.
+    for planted in [
+        "settings.json",
+        "settings.local.json",
+        ".config.json",
+        "hooks/start.sh",
+    ] {
+        assert!(
+            !worker_state.join(planted).exists(),
+            "{planted} in the worker's state"
+        );
     }
     assert_eq!(read_text(&snapshot).as_deref(), Some(HOST_SNAPSHOT));
-    // The agent's start met its directories existing: nothing refused, nothing reported but
-    // the plants.
+    assert!(!host_state.join("session-env").exists());
+    assert!(!host_state.join("settings.json").exists());
+    // The agent's start met its directories existing: nothing reported but the plants.
     let violations: Vec<&str> = run
         .stderr
         .lines()
         .filter(|l| l.contains("violation["))
         .collect();
     assert!(
-        violations.len() >= 2
+        violations.len() >= 3
             && violations.iter().all(|l| {
-                ["settings.json", "settings.local.json", "hooks/start.sh"]
-                    .iter()
-                    .any(|p| l.contains(&format!(".claude/{p}")))
+                [
+                    "settings.json",
+                    "settings.local.json",
+                    ".config.json",
+                    "hooks/start.sh",
+                ]
+                .iter()
+                .any(|p| l.contains(&format!("claude-code/{p}")))
             }),
         "the plants, and nothing else, are reported: {violations:#?}"
     );
-    assert!(state.is_dir(), "the preset did not make ~/.claude");
     assert!(
-        walk(&state, &|_| false)
+        walk(&worker_state, &|_| false)
             .iter()
             .any(|p| p.ends_with(".claude.json")),
         "the agent saved no state: {:?}",
-        walk(&state, &|_| false)
+        walk(&worker_state, &|_| false)
     );
     // The key stayed on the host: every model call carried it, set by the proxy.
     let seen = up.seen();
@@ -178,12 +213,7 @@ fn control_a_writable_state_directory_without_the_preset_takes_the_plants() {
     );
     run.assert_success().assert_stdout_contains("ALL-DONE");
     let result = attacks::agent_scan::tool_output(&up.seen(), "tool_result");
-    for plant in [
-        "plant-settings",
-        "plant-local",
-        "plant-hook",
-        "plant-snapshot",
-    ] {
+    for plant in PLANTS {
         assert!(
             result.contains(&format!("{plant}=written")),
             "control: {plant} failed: {result}\n{}",

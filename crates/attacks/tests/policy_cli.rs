@@ -243,7 +243,7 @@ fn policy_show_without_json_is_a_summary_that_says_where_each_part_came_from() {
     for needle in [
         "preset       claude-code: ",
         "timeout    no limit [preset claude-code]",
-        "preset claude-code (~/.claude/settings.json",
+        "preset claude-code (~/.local/state/stockade/claude-code/settings.json",
         "anthropic        from env:ANTHROPIC_API_KEY to https://api.anthropic.com [preset claude-code]",
     ] {
         assert!(

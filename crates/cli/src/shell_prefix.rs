@@ -47,7 +47,8 @@ fn prepare_cwd_file(path: &Path) -> Result<(), Error> {
         .write(true)
         .create(true)
         .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        // O_NONBLOCK: a FIFO planted there must not leave the open waiting for a reader.
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
         .open(path);
     let refuse = |reason: String| Error::Usage {
         message: format!(

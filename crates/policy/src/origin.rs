@@ -392,8 +392,12 @@ mod tests {
         };
         let o = Origins::new(Some(&file), &flags);
         let agent = Origin::Preset("claude-code");
-        assert_eq!(o.entry(Field::AllowWrite, "~/.claude"), agent);
-        assert_eq!(o.entry(Field::DenyWrite, "~/.claude/settings.json"), agent);
+        let state = "~/.local/state/stockade/claude-code";
+        assert_eq!(o.entry(Field::AllowWrite, state), agent);
+        assert_eq!(
+            o.entry(Field::DenyWrite, &format!("{state}/settings.json")),
+            agent
+        );
         assert_eq!(o.entry(Field::Credentials, "anthropic"), agent);
         assert_eq!(o.setting(Setting::Timeout), agent);
         // npm's registry made the mode `proxy`; without it, the agent's credential did.

@@ -4,10 +4,13 @@
 //! each adds.
 //!
 //! An agent preset runs the agent itself inside (worker mode): its model key stays on the host
-//! (a credential route), its state directory is writable and made when missing, while the
-//! files in it that the agent *executes* on the host later (settings with hooks, commands,
-//! agents, skills, plugins, MCP configs, scripts) stay read-only; the variables its tools need
-//! pass; there is no wall-clock limit unless one is asked for.
+//! (a credential route); its state lives in a directory of its own under
+//! `~/.local/state/stockade/`, writable and made when missing, never the host's (`~/.claude`,
+//! `~/.codex` stay read-only: an agent's state directory holds dozens of files its host
+//! sessions execute or load, and no list of them stays complete); in it, what the agent would
+//! execute across runs (settings with hooks, commands, agents, skills, plugins, MCP configs)
+//! stays read-only or is the run's own; the variables its tools need pass; there is no
+//! wall-clock limit unless one is asked for.
 //!
 //! A toolchain preset opens its registry's domains (through the proxy) and gives it a cache of
 //! its own under `~/.cache/stockade/`, shared by sandboxed runs and never the host's own (a
@@ -16,7 +19,7 @@
 //! ```
 //! let p = policy::preset("claude-code").unwrap();
 //! assert_eq!(p.kind, policy::PresetKind::Agent);
-//! assert!(p.read_only.contains(&"~/.claude/settings.json"));
+//! assert!(p.read_only.contains(&"~/.local/state/stockade/claude-code/settings.json"));
 //! assert!(policy::preset("npm").unwrap().allow_domains.contains(&"registry.npmjs.org"));
 //! ```
 
@@ -68,36 +71,43 @@ pub const PRESETS: &[Preset] = &[
     Preset {
         name: "claude-code",
         kind: PresetKind::Agent,
-        summary: "Claude Code (`claude`) as the worker: the Anthropic key on the host, its state in ~/.claude (CLAUDE_CONFIG_DIR), settings, hooks, commands, agents and skills read-only, shell snapshots and plugins its own per run",
+        summary: "Claude Code (`claude`) as the worker: the Anthropic key on the host, its state in a directory of its own (CLAUDE_CONFIG_DIR, never the host's ~/.claude, which stays read-only); its settings, hooks, commands, agents and skills read-only there, shell snapshots, session env and plugins its own per run",
         credentials: &["anthropic"],
         allow_domains: &[],
-        state: &["~/.claude"],
+        state: &["~/.local/state/stockade/claude-code"],
         read_only: &[
-            "~/.claude/settings.json",
-            "~/.claude/settings.local.json",
-            "~/.claude/settings*.json",
-            "~/.claude/hooks",
-            "~/.claude/commands",
-            "~/.claude/agents",
-            "~/.claude/skills",
-            "~/.claude/output-styles",
-            "~/.claude/CLAUDE.md",
-            "~/.claude/.mcp.json",
+            "~/.local/state/stockade/claude-code/settings.json",
+            "~/.local/state/stockade/claude-code/settings.local.json",
+            "~/.local/state/stockade/claude-code/settings*.json",
+            "~/.local/state/stockade/claude-code/.config.json",
+            "~/.local/state/stockade/claude-code/hooks",
+            "~/.local/state/stockade/claude-code/commands",
+            "~/.local/state/stockade/claude-code/agents",
+            "~/.local/state/stockade/claude-code/skills",
+            "~/.local/state/stockade/claude-code/output-styles",
+            "~/.local/state/stockade/claude-code/CLAUDE.md",
+            "~/.local/state/stockade/claude-code/.mcp.json",
+            "~/.local/state/stockade/claude-code/local",
         ],
         made_dirs: &[
-            "~/.claude/hooks",
-            "~/.claude/commands",
-            "~/.claude/agents",
-            "~/.claude/skills",
-            "~/.claude/output-styles",
+            "~/.local/state/stockade/claude-code/hooks",
+            "~/.local/state/stockade/claude-code/commands",
+            "~/.local/state/stockade/claude-code/agents",
+            "~/.local/state/stockade/claude-code/skills",
+            "~/.local/state/stockade/claude-code/output-styles",
+            "~/.local/state/stockade/claude-code/local",
         ],
-        // Shell snapshots: sourced by the host's own sessions before each command. Plugins:
-        // code (hooks, commands, MCP servers) the host's sessions load; the worker starts
-        // with none, and what it installs goes with the run.
-        private: &["~/.claude/shell-snapshots", "~/.claude/plugins"],
+        // What Claude Code runs or sources without asking (shell snapshots, session env
+        // scripts, background jobs) and the code it loads (plugins): the worker's own, per run.
+        private: &[
+            "~/.local/state/stockade/claude-code/shell-snapshots",
+            "~/.local/state/stockade/claude-code/session-env",
+            "~/.local/state/stockade/claude-code/jobs",
+            "~/.local/state/stockade/claude-code/plugins",
+        ],
         env_allow: &["CLAUDE_CODE_EXECPATH", "CLAUDE_CODE_ENTRYPOINT", "CLAUDECODE"],
         env_set: &[
-            ("CLAUDE_CONFIG_DIR", "~/.claude"),
+            ("CLAUDE_CONFIG_DIR", "~/.local/state/stockade/claude-code"),
             // Updates, telemetry and error reports: nothing the worker needs, and nothing the
             // proxy would let through.
             ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
@@ -108,39 +118,49 @@ pub const PRESETS: &[Preset] = &[
     Preset {
         name: "codex",
         kind: PresetKind::Agent,
-        summary: "Codex CLI (`codex --sandbox danger-full-access`: stockade is the sandbox) as the worker: the OpenAI key on the host, its state in ~/.codex (CODEX_HOME), config.toml, rules and prompts read-only",
+        summary: "Codex CLI (`codex --sandbox danger-full-access`: stockade is the sandbox) as the worker: the OpenAI key on the host, its state in a directory of its own (CODEX_HOME, never the host's ~/.codex, which stays read-only); config.toml, rules, prompts, skills, hooks and AGENTS files read-only there",
         credentials: &["openai"],
         allow_domains: &[],
-        state: &["~/.codex"],
+        state: &["~/.local/state/stockade/codex"],
         read_only: &[
-            "~/.codex/config.toml",
-            "~/.codex/rules",
-            "~/.codex/prompts",
-            "~/.codex/AGENTS.md",
+            "~/.local/state/stockade/codex/config.toml",
+            "~/.local/state/stockade/codex/*.toml",
+            "~/.local/state/stockade/codex/rules",
+            "~/.local/state/stockade/codex/prompts",
+            "~/.local/state/stockade/codex/skills",
+            "~/.local/state/stockade/codex/hooks",
+            "~/.local/state/stockade/codex/hooks.json",
+            "~/.local/state/stockade/codex/AGENTS.md",
+            "~/.local/state/stockade/codex/AGENTS.override.md",
         ],
-        made_dirs: &["~/.codex/rules", "~/.codex/prompts"],
-        // Sourced by the host's own sessions before each command.
-        private: &["~/.codex/shell_snapshots"],
+        made_dirs: &[
+            "~/.local/state/stockade/codex/rules",
+            "~/.local/state/stockade/codex/prompts",
+            "~/.local/state/stockade/codex/skills",
+            "~/.local/state/stockade/codex/hooks",
+        ],
+        private: &["~/.local/state/stockade/codex/shell_snapshots"],
         env_allow: &[],
-        env_set: &[("CODEX_HOME", "~/.codex")],
+        env_set: &[("CODEX_HOME", "~/.local/state/stockade/codex")],
         no_timeout: true,
     },
     Preset {
         name: "opencode",
         kind: PresetKind::Agent,
-        summary: "opencode as the worker: its data, state and cache directories writable; its config (~/.config/opencode: plugins, tools) stays read-only; add the model's key with --credential",
+        summary: "opencode as the worker: its data, state and cache in directories of its own (XDG_DATA_HOME, XDG_STATE_HOME, XDG_CACHE_HOME; never the host's, whose downloaded tools the host runs); its config (~/.config/opencode: plugins, tools) stays read-only; add the model's key with --credential",
         credentials: &[],
         allow_domains: &["models.dev"],
-        state: &[
-            "~/.local/share/opencode",
-            "~/.local/state/opencode",
-            "~/.cache/opencode",
-        ],
+        state: &["~/.local/state/stockade/opencode"],
         read_only: &[],
         made_dirs: &[],
         private: &[],
         env_allow: &["OPENCODE_*"],
-        env_set: &[("OPENCODE_DISABLE_AUTOUPDATE", "1")],
+        env_set: &[
+            ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
+            ("XDG_DATA_HOME", "~/.local/state/stockade/opencode/data"),
+            ("XDG_STATE_HOME", "~/.local/state/stockade/opencode/state"),
+            ("XDG_CACHE_HOME", "~/.local/state/stockade/opencode/cache"),
+        ],
         no_timeout: true,
     },
     Preset {
@@ -352,16 +372,19 @@ mod tests {
         assert_eq!(p.presets, ["claude-code"]);
         assert_eq!(p.credentials.len(), 1);
         assert_eq!(p.credentials[0].name, "anthropic");
-        assert!(p.filesystem.allow_write.contains(&"~/.claude".to_owned()));
-        assert!(p.filesystem.created_roots.contains(&"~/.claude".to_owned()));
-        for f in [
-            "~/.claude/settings.json",
-            "~/.claude/hooks",
-            "~/.claude/skills",
-        ] {
-            assert!(p.filesystem.deny_write.contains(&f.to_owned()), "{f}");
+        let state = "~/.local/state/stockade/claude-code";
+        assert!(p.filesystem.allow_write.contains(&state.to_owned()));
+        assert!(p.filesystem.created_roots.contains(&state.to_owned()));
+        assert!(!p
+            .filesystem
+            .allow_write
+            .iter()
+            .any(|w| w.starts_with("~/.claude")));
+        for f in ["settings.json", "hooks", "skills", ".config.json"] {
+            let f = format!("{state}/{f}");
+            assert!(p.filesystem.deny_write.contains(&f), "{f}");
         }
-        assert_eq!(p.env.set["CLAUDE_CONFIG_DIR"], "~/.claude");
+        assert_eq!(p.env.set["CLAUDE_CONFIG_DIR"], state);
         assert!(p.env.allow.contains(&"CLAUDE_CODE_EXECPATH".to_owned()));
         assert_eq!(p.limits.timeout, Some(0));
     }

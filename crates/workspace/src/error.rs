@@ -16,6 +16,8 @@ pub enum ScanError {
     WritableRootForbidden(PathBuf),
     #[error("cannot grant {}: the sandbox has a private /tmp", .0.display())]
     PrivateTmpGrant(PathBuf),
+    #[error("{} is a symbolic link: the run's own empty directory cannot go over it", .0.display())]
+    PrivateDirLink(PathBuf),
 }
 
 impl ScanError {
@@ -35,6 +37,9 @@ impl ScanError {
             ScanError::WritableRootForbidden(_) => Some(
                 "allow a narrower directory; /, /dev, /proc and /sys cannot be made writable"
                     .into(),
+            ),
+            ScanError::PrivateDirLink(_) => Some(
+                "replace the link by a plain directory (or remove it: a preset makes it), then run again".into(),
             ),
             ScanError::PrivateTmpGrant(_) => Some(
                 "name a path below /tmp (it is attached inside); the private /tmp itself is always writable".into(),

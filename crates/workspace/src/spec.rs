@@ -208,7 +208,16 @@ fn private_dirs(
             let policy::PathPattern::Exact(p) = pat else {
                 continue;
             };
-            let p = host.canonicalize(&p).unwrap_or(p);
+            // A link there would take the tmpfs elsewhere, or leave the host's directory in
+            // reach when the mount is skipped: refused, never passed over.
+            let canonical = host.canonicalize(&p);
+            let parent = p.parent().and_then(|d| host.canonicalize(d));
+            if let (Some(c), Some(parent), Some(name)) = (&canonical, parent, p.file_name()) {
+                if *c != parent.join(name) {
+                    return Err(crate::ScanError::PrivateDirLink(p));
+                }
+            }
+            let p = canonical.unwrap_or(p);
             if writable_roots.iter().any(|w| is_within(&p, w) && p != *w) && !out.contains(&p) {
                 out.push(p);
             }
