@@ -107,9 +107,13 @@ fn try_platform(runsc: &Path, platform: Platform) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let rootless = !rustix::process::geteuid().is_root();
     let mut c = Command::new(runsc);
+    // `--ignore-cgroups`: the probe needs no limits, and `runsc do` names its cgroup after its
+    // pid: a root run killed before cleaning up leaves `runsc-PID` behind, and an unprivileged
+    // probe that draws the same pid later fails on it ("cgroup.procs: permission denied").
     c.arg(format!("--root={}", dir.path().join("state").display()))
         .arg(format!("--platform={}", platform.name()))
-        .arg("--network=none");
+        .arg("--network=none")
+        .arg("--ignore-cgroups");
     if rootless {
         c.arg("--rootless");
     }
