@@ -58,7 +58,7 @@ fn make_beneath(home: &Path, rest: &Path) -> Result<(), Error> {
             });
         };
         at.push(name);
-        let last = at.ends_with(rest) && at.strip_prefix(home).is_ok_and(|r| r == rest);
+        let last = at.strip_prefix(home).is_ok_and(|r| r == rest);
         let mode = if last { 0o700 } else { 0o755 };
         match mkdirat(&dir, name, Mode::from_raw_mode(mode)) {
             Ok(()) | Err(rustix::io::Errno::EXIST) => {}
