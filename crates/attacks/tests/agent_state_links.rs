@@ -1,0 +1,119 @@
+//! Links where a preset puts an agent's state (second red team of issue 18). stockade makes the
+//! state directory and its private directories before a run; a symbolic link on the way, or
+//! at a private directory, would carry what the preset protects by name (and the run's own
+//! tmpfs) elsewhere. Each refuses the run (`E_POLICY_INVALID`, naming the link) and nothing is
+//! written past it. Controls: on the host, the same writes through the same links land
+//! outside, and without a link the same run starts.
+//!
+//! Also: a FIFO planted at Claude Code's working-directory file makes `stockade shell-prefix`
+//! refuse at once instead of waiting forever for a reader.
+
+use std::time::Duration;
+
+use attacks::*;
+
+/// `stockade run --agent claude-code` with a stand-in key, running `script`.
+fn agent_run(fx: &Fixture, script: &str) -> Run {
+    fx.sandbox(&["--agent", "claude-code"], script)
+        .env("ANTHROPIC_API_KEY", "sk-ant-api03-link-test-key-0123456789")
+        .timeout(Duration::from_secs(60))
+        .run()
+}
+
+const PLANT: &str = "echo planted > \"$CLAUDE_CONFIG_DIR/settings.json\"; echo ran-inside";
+
+#[test]
+fn a_link_on_the_way_to_the_state_directory_refuses_the_run() {
+    let fx = Fixture::new();
+    let elsewhere = fx.root.join("elsewhere");
+    mkdir(&elsewhere);
+    mkdir(&fx.home.join(".local/state"));
+    std::os::unix::fs::symlink(&elsewhere, fx.home.join(".local/state/stockade"))
+        .expect("plant the link");
+    let run = agent_run(&fx, PLANT);
+    run.assert_code(125)
+        .assert_stderr_contains("E_POLICY_INVALID")
+        .assert_stderr_contains("symbolic link")
+        .assert_lacks("ran-inside");
+    assert!(
+        walk(&elsewhere, &|_| false).is_empty(),
+        "something was made past the link: {:?}",
+        walk(&elsewhere, &|_| false)
+    );
+    // Control: through the link, what lands "in the state directory" lands elsewhere.
+    fx.host("mkdir -p ~/.local/state/stockade/claude-code && echo x > ~/.local/state/stockade/claude-code/settings.json")
+        .run()
+        .assert_success();
+    assert!(elsewhere.join("claude-code/settings.json").exists());
+}
+
+#[test]
+fn a_linked_private_directory_refuses_the_run() {
+    let fx = Fixture::new();
+    let host_snapshots = fx.root.join("host-snapshots");
+    mkdir(&host_snapshots);
+    write_file(
+        &host_snapshots.join("snapshot-bash-1.sh"),
+        "# host\n",
+        0o644,
+    );
+    let state = fx.home.join(".local/state/stockade/claude-code");
+    mkdir(&state);
+    std::os::unix::fs::symlink(&host_snapshots, state.join("shell-snapshots"))
+        .expect("plant the link");
+    let script = "echo 'touch /tmp/pwned' >> \"$CLAUDE_CONFIG_DIR/shell-snapshots/snapshot-bash-1.sh\"; echo ran-inside";
+    let run = agent_run(&fx, script);
+    run.assert_code(125)
+        .assert_stderr_contains("E_POLICY_INVALID")
+        .assert_stderr_contains("symbolic link")
+        .assert_lacks("ran-inside");
+    assert_eq!(
+        read_text(&host_snapshots.join("snapshot-bash-1.sh")).as_deref(),
+        Some("# host\n")
+    );
+    // Control: on the host the same append through the link reaches the host's file.
+    fx.host("echo '# appended' >> \"$HOME/.local/state/stockade/claude-code/shell-snapshots/snapshot-bash-1.sh\"")
+        .run()
+        .assert_success();
+    assert_eq!(
+        read_text(&host_snapshots.join("snapshot-bash-1.sh")).as_deref(),
+        Some("# host\n# appended\n")
+    );
+    // Control: without the link the run starts, and its snapshots are its own (the host's
+    // file is not there to append to).
+    std::fs::remove_file(state.join("shell-snapshots")).expect("remove the link");
+    let run = agent_run(
+        &fx,
+        &format!("ls \"$CLAUDE_CONFIG_DIR/shell-snapshots\" | wc -l; {script}"),
+    );
+    run.assert_success().assert_stdout_contains("0\nran-inside");
+}
+
+#[test]
+fn a_fifo_at_the_cwd_file_is_refused_at_once() {
+    let fx = Fixture::new();
+    let cwd_file = format!("/tmp/claude-{}-cwd", fx.id);
+    let string = |file: &str| format!("echo hi && pwd -P >| {file}");
+    fx.host(&format!("mkfifo {}", sh_quote(&cwd_file)))
+        .run()
+        .assert_success();
+    let ws = fx.ws.display().to_string();
+    let run = fx
+        .stockade(["shell-prefix", "--workspace", &ws, &string(&cwd_file)])
+        .timeout(Duration::from_secs(30))
+        .run();
+    let _ = std::fs::remove_file(&cwd_file);
+    run.assert_failure()
+        .assert_stderr_contains("working-directory file")
+        .assert_lacks("hi\n");
+    // Control: a plain path gets the file, with the directory the command ended in.
+    let plain = format!("/tmp/claude-{}-plain-cwd", fx.id);
+    let run = fx
+        .stockade(["shell-prefix", "--workspace", &ws, &string(&plain)])
+        .timeout(Duration::from_secs(30))
+        .run();
+    let written = read_text(std::path::Path::new(&plain));
+    let _ = std::fs::remove_file(&plain);
+    run.assert_success().assert_stdout_contains("hi");
+    assert_eq!(written.as_deref().map(str::trim), Some(ws.as_str()));
+}
