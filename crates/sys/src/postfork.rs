@@ -631,6 +631,12 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
         }
         None => None,
     };
+    // From here the init needs only its report pipe, the mediation listener and the slots
+    // mediation acts through. Everything else it inherited from the supervisor at the clone
+    // goes: other concurrent runs' pipes (a stdin pipe's write end held here would keep that
+    // run's command from ever seeing the end of its input, an output pipe's that run's
+    // supervisor from seeing the end of its output), and whatever else the supervisor held.
+    let _ = raw::close_all_except(&[fd, listener.unwrap_or(-1)], slots);
     COMMAND_PID.store(cmd, Ordering::Relaxed);
     for sig in FORWARDED_SIGNALS {
         // Best effort: without a handler the signal is simply not forwarded. One the caller

@@ -650,6 +650,31 @@ pub fn seccomp_install(filter: &[libc::sock_filter]) -> Result<()> {
     .map(drop)
 }
 
+/// Close every descriptor from 3 up except those in `keep` and `also` (any order; negative
+/// entries ignored): `close_range(2)` over the gaps. Allocates nothing (after a fork).
+pub fn close_all_except(keep: &[c_int], also: &[c_int]) -> Result<()> {
+    let mut from: c_uint = 3;
+    loop {
+        // The smallest kept descriptor at or above `from`.
+        let next = keep
+            .iter()
+            .chain(also)
+            .filter(|f| **f >= 0 && (**f as c_uint) >= from)
+            .map(|f| *f as c_uint)
+            .min();
+        let upto = next.unwrap_or(c_uint::MAX);
+        if upto > from {
+            let last = if next.is_some() { upto - 1 } else { upto };
+            // SAFETY: integer arguments only.
+            check(unsafe { libc::syscall(libc::SYS_close_range, from, last, 0) })?;
+        }
+        match next {
+            Some(n) if n < c_uint::MAX => from = n + 1,
+            _ => return Ok(()),
+        }
+    }
+}
+
 /// Mark every descriptor from `first` up close-on-exec.
 pub fn cloexec_from(first: c_uint) -> Result<()> {
     // SAFETY: integer arguments only.
