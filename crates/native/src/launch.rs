@@ -212,7 +212,12 @@ pub fn launch_with(
     let started = Instant::now();
     let mut skipped = Vec::new();
     // stdout and stderr are relayed when they are such sockets (below); stdin cannot be.
-    if aimable_socket(std::io::stdin().as_fd()) {
+    let aimable_stdin = match &io.stdin {
+        sandbox::Input::Fd(fd) => aimable_socket(fd.as_fd()),
+        sandbox::Input::Process => aimable_socket(std::io::stdin().as_fd()),
+        sandbox::Input::Null => false,
+    };
+    if aimable_stdin {
         return Err(RunError::Unavailable {
             what: "keeping the caller's sockets out of the sandbox",
             cause: "stdin is a socket the command could aim at other addresses (a datagram, unconnected or listening socket): host Unix sockets, or the network past --net".into(),
@@ -481,10 +486,16 @@ pub fn launch_with(
     // never handed over, not even read-only: any descriptor of it lets the command change its
     // settings, lock it (TIOCEXCL), or make it a controlling terminal and reopen it for
     // writing. The command reads /dev/null instead.
-    let stdin_null = if !pty[0] && std::io::stdin().is_terminal() {
-        Some(dev_null()?)
-    } else {
-        None
+    // A library's own input descriptor is handed over as it is (unless it is a terminal).
+    let stdin_given = match &io.stdin {
+        sandbox::Input::Process if !pty[0] && std::io::stdin().is_terminal() => Some(dev_null()?),
+        sandbox::Input::Process => None,
+        sandbox::Input::Null => Some(dev_null()?),
+        sandbox::Input::Fd(fd) if fd.as_fd().is_terminal() => Some(dev_null()?),
+        sandbox::Input::Fd(fd) => Some(
+            fd.try_clone()
+                .map_err(|e| RunError::io("pass on the command's stdin", e))?,
+        ),
     };
     // A channel for the init to hand over the master side of the terminal it opens inside.
     let terminal_channel = terminal
@@ -526,7 +537,7 @@ pub fn launch_with(
                 size: t.size,
                 streams: t.streams,
             }),
-        stdin: stdin_null.as_ref().map_or(-1, |f| f.as_raw_fd()),
+        stdin: stdin_given.as_ref().map_or(-1, |f| f.as_raw_fd()),
         stdout: output_pipes[0].as_ref().map_or(-1, |p| p.1.as_raw_fd()),
         stderr: output_pipes[1].as_ref().map_or(-1, |p| p.1.as_raw_fd()),
         output_readers: [

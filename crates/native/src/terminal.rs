@@ -40,7 +40,9 @@ pub(crate) fn caller_terminal(
     }
     let own = |sink: &sandbox::Sink| matches!(sink, sandbox::Sink::Process);
     let streams = [
-        io.process_signals && std::io::stdin().is_terminal(),
+        io.process_signals
+            && matches!(io.stdin, sandbox::Input::Process)
+            && std::io::stdin().is_terminal(),
         own(&io.stdout) && std::io::stdout().is_terminal(),
         own(&io.stderr) && std::io::stderr().is_terminal(),
     ];

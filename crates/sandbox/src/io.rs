@@ -16,9 +16,25 @@ pub enum Sink {
     Fd(OwnedFd),
 }
 
+/// Where the command's stdin comes from.
+#[derive(Debug, Default)]
+pub enum Input {
+    /// This process's own stdin (a terminal there becomes the run's own terminal, or
+    /// `/dev/null` when the run gets none).
+    #[default]
+    Process,
+    /// `/dev/null`: for a process whose own stdin is not the command's to read (a server
+    /// whose stdin carries its protocol).
+    Null,
+    /// This descriptor (a pipe, a file).
+    Fd(OwnedFd),
+}
+
 /// A run's own I/O and lifetime.
 #[derive(Debug)]
 pub struct RunIo {
+    /// The command's stdin.
+    pub stdin: Input,
     pub stdout: Sink,
     pub stderr: Sink,
     /// Cancels the run or passes signals to its command ([`Cancel::signal`]).
@@ -33,6 +49,7 @@ impl RunIo {
     /// The process's own streams and signals: what `stockade run` does.
     pub fn process() -> RunIo {
         RunIo {
+            stdin: Input::Process,
             stdout: Sink::Process,
             stderr: Sink::Process,
             control: Cancel::new(),
@@ -40,14 +57,21 @@ impl RunIo {
         }
     }
 
-    /// Output into the given descriptors, ended only through `control`.
+    /// Output into the given descriptors, ended only through `control`; stdin is this
+    /// process's (see [`RunIo::with_stdin`]).
     pub fn captured(stdout: OwnedFd, stderr: OwnedFd, control: Cancel) -> RunIo {
         RunIo {
+            stdin: Input::Process,
             stdout: Sink::Fd(stdout),
             stderr: Sink::Fd(stderr),
             control,
             process_signals: false,
         }
+    }
+
+    /// The same, with the command's stdin from `stdin`.
+    pub fn with_stdin(self, stdin: Input) -> RunIo {
+        RunIo { stdin, ..self }
     }
 }
 

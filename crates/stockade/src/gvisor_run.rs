@@ -98,13 +98,20 @@ pub(crate) fn run(
     ];
     // Stdin is copied as it comes (the thread ends with the input or when the command has
     // closed its end); nothing at all when it is /dev/null or closed.
-    if native::launch::stdin_is_live() {
-        std::thread::spawn(move || {
-            let mut to = std::fs::File::from(in_w);
-            let _ = std::io::copy(&mut std::io::stdin().lock(), &mut to);
-        });
-    } else {
-        drop(in_w);
+    match run_io.stdin {
+        sandbox::Input::Process if native::launch::stdin_is_live() => {
+            std::thread::spawn(move || {
+                let mut to = std::fs::File::from(in_w);
+                let _ = std::io::copy(&mut std::io::stdin().lock(), &mut to);
+            });
+        }
+        sandbox::Input::Fd(from) => {
+            std::thread::spawn(move || {
+                let mut to = std::fs::File::from(in_w);
+                let _ = std::io::copy(&mut std::fs::File::from(from), &mut to);
+            });
+        }
+        sandbox::Input::Process | sandbox::Input::Null => drop(in_w),
     }
     // Mode proxy: a network namespace with only loopback and the proxy's listener in it,
     // which runsc joins (`--network=host` there); the proxy serves the listener from here.

@@ -55,7 +55,7 @@ pub use net::proxy::{Event as NetworkEvent, DENIED as NETWORK_DENIED};
 use record::{AuditLog, RunRecord};
 pub use record_path::E_UNSAFE_RECORD_PATH;
 use record_path::{RecordPath, Which};
-pub use sandbox::{Backend, Cancel, Options, RunIo, Sink, Spec};
+pub use sandbox::{Backend, Cancel, Input, Options, RunIo, Sink, Spec};
 
 /// The name of `backend` and what this machine can enforce with it, found by trying (`stockade
 /// doctor`, `stockade selftest`).

@@ -110,3 +110,41 @@ fn two_runs_keep_their_outputs_signals_and_lifetimes_apart() {
     assert_eq!(a.outcome.ended_by, Some("interrupt"));
     assert_ne!(a.exit_code, 0);
 }
+
+/// A run's init gives up what it inherited from the supervisor: another run's input pipe
+/// (whose write end this process held when the first run started) reaches its end for the
+/// second run's command as soon as the writer closes it, not when the first run ends.
+/// (Before: every init kept all of the supervisor's descriptors for its whole run, so a
+/// command reading a pipe of a later run waited for the earlier run to end.)
+#[test]
+fn a_run_holds_nothing_of_another_runs_pipes() {
+    let tmp = tempfile::Builder::new()
+        .prefix("stockade-concurrent.")
+        .tempdir_in("/var/tmp")
+        .expect("a directory");
+    let ws = tmp.path().to_path_buf();
+    // Run B's input, made before run A starts (so A's init is cloned while both ends exist).
+    let (in_r, mut in_w) = std::io::pipe().expect("a pipe");
+    let (run_a, rx_a) = start(&ws, "echo a-start; sleep 8; echo a-end", Cancel::new());
+    let mut seen = Vec::new();
+    wait_for(&rx_a, "a-start", &mut seen);
+    std::io::Write::write_all(&mut in_w, b"input-of-b\n").expect("write B's input");
+    drop(in_w);
+    let (out_r, out_w) = std::io::pipe().expect("a pipe");
+    let (_err_r, err_w) = std::io::pipe().expect("a pipe");
+    let argv = vec!["/bin/sh".into(), "-c".into(), "cat; echo b-done".into()];
+    let request = RunRequest::new(argv, Some(ws.clone())).expect("a request");
+    let policy = policy::resolve(None, &policy::Overrides::default()).expect("the default policy");
+    let io = RunIo::captured(out_w.into(), err_w.into(), Cancel::new())
+        .with_stdin(stockade::Input::Fd(in_r.into()));
+    let run_b = std::thread::spawn(move || stockade::run_with_io(&policy, &request, io));
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut { out_r }, &mut out).expect("B's output");
+    let b = run_b.join().expect("run B's thread").expect("run B starts");
+    assert_eq!(out, "input-of-b\nb-done\n");
+    assert_eq!(b.exit_code, 0);
+    // B saw the end of its input while A was still running.
+    assert!(!run_a.is_finished(), "run B ended only after run A");
+    let a = run_a.join().expect("run A's thread");
+    assert_eq!(a.exit_code, 0);
+}
