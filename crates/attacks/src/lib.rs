@@ -673,7 +673,8 @@ impl Cmd {
     /// ([`backend`]).
     pub fn final_args(&self) -> Vec<OsString> {
         let mut args = self.args.clone();
-        let is_run = self.program == stockade_bin() && args.first().is_some_and(|a| a == "run");
+        let is_run = self.program == stockade_bin()
+            && args.first().is_some_and(|a| a == "run" || a == "mcp");
         // Only options before the command count (`--shell S` or `-- ARGV` end them).
         let names_one = args
             .iter()

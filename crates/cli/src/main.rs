@@ -18,6 +18,7 @@ use stockade::{Error, RunRequest};
 mod guard_command;
 mod hook;
 mod man_and_completions;
+mod mcp_command;
 mod output;
 mod policy_show;
 mod proxy_command;
@@ -63,6 +64,14 @@ enum Command {
         #[arg(last = true, value_name = "RUN-OPTIONS")]
         options: Vec<String>,
     },
+    /// Serve the sandbox to an MCP client (stdio, or streamable HTTP with `--http ADDR`):
+    /// tools `execute` (a shell command in the sandbox) and `read_file`, `write_file`,
+    /// `edit_file`, `ls`, `glob`, `grep` (the workspace, under the sandbox's own rules). Each
+    /// call is a sandboxed run of its own under the policy of `run`'s options.
+    Mcp(Box<mcp_command::McpArgs>),
+    /// The file tools' side inside the sandbox (run by `stockade mcp`).
+    #[command(hide = true)]
+    FileTool,
     /// Probe what this machine can enforce, by trying it.
     Doctor {
         /// Print the checks as JSON.
@@ -588,6 +597,8 @@ fn main() -> ExitCode {
             let json = args.record.json;
             (shell_prefix::run_args(*args).and_then(run), json)
         }
+        Command::Mcp(args) => (mcp_command::main(&args), false),
+        Command::FileTool => (mcp_command::file_tool(), false),
         Command::Doctor { json, backend } => (Ok(doctor(json, backend.as_deref())), json),
         Command::ApparmorProfile => (apparmor_profile(), false),
         Command::Sanitize { report, json } => (sanitize(report.as_deref(), json), json),

@@ -1,0 +1,50 @@
+//! The stockade binary the file tools run inside the sandbox. The sandbox may not see where
+//! this one lies: a build under `/tmp` (each run has a private `/tmp`), `~/.cargo/bin` under a
+//! home the sandbox user cannot enter (a root caller's `/root`). A binary under the system's
+//! own directories is used as it is; any other is copied into a fresh directory under
+//! `/var/tmp` (the caller's, mode 0755, removed when the server ends), which the sandbox sees
+//! read-only.
+
+use std::path::{Path, PathBuf};
+
+use crate::Error;
+
+/// Where the system keeps programs: readable in every sandbox (the runtime it needs).
+const SYSTEM_DIRS: &[&str] = &["/usr/", "/bin/", "/sbin/"];
+
+/// The binary for the file tools, and the directory of its copy (removed on drop).
+#[derive(Debug)]
+pub struct InsideBinary {
+    pub path: PathBuf,
+    _copy: Option<tempfile::TempDir>,
+}
+
+impl InsideBinary {
+    /// `exe` (canonical), or a copy of it that the sandbox can execute.
+    pub fn stage(exe: &Path) -> Result<InsideBinary, Error> {
+        if SYSTEM_DIRS.iter().any(|d| exe.starts_with(d)) {
+            return Ok(InsideBinary {
+                path: exe.to_path_buf(),
+                _copy: None,
+            });
+        }
+        let io = |what: &'static str| move |cause| Error::Io { what, cause };
+        let dir = tempfile::Builder::new()
+            .prefix("stockade-mcp.")
+            .tempdir_in("/var/tmp")
+            .map_err(io(
+                "make a directory for the file tools' binary under /var/tmp",
+            ))?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+            .map_err(io("make the file tools' directory readable"))?;
+        let path = dir.path().join("stockade");
+        std::fs::copy(exe, &path).map_err(io("copy the stockade binary for the file tools"))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+            .map_err(io("make the file tools' binary executable"))?;
+        Ok(InsideBinary {
+            path,
+            _copy: Some(dir),
+        })
+    }
+}
