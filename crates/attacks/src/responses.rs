@@ -27,35 +27,51 @@ pub fn codex() -> PathBuf {
 pub fn script(tool: String) -> crate::upstream::Script {
     Arc::new(move |seen: &Seen| {
         let body = String::from_utf8_lossy(&seen.body);
-        let item = if body.contains("function_call_output") {
-            serde_json::json!({"type": "message", "id": "msg_1", "role": "assistant",
-                "status": "completed",
-                "content": [{"type": "output_text", "text": "CODEX-DONE", "annotations": []}]})
+        if body.contains("function_call_output") {
+            events(message("CODEX-DONE"))
         } else {
-            serde_json::json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
-                "name": "exec_command",
-                "arguments": serde_json::json!({"cmd": tool}).to_string()})
-        };
-        let response = |status: &str, output: serde_json::Value| {
-            serde_json::json!({"id": "resp_1", "object": "response", "created_at": 0,
-                "model": "gpt-5", "status": status, "output": output,
-                "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2,
-                    "input_tokens_details": {"cached_tokens": 0},
-                    "output_tokens_details": {"reasoning_tokens": 0}}})
-        };
-        let events = [
-            serde_json::json!({"type": "response.created",
-                "response": response("in_progress", serde_json::json!([]))}),
-            serde_json::json!({"type": "response.output_item.done", "output_index": 0,
-                "item": item.clone()}),
-            serde_json::json!({"type": "response.completed",
-                "response": response("completed", serde_json::json!([item]))}),
-        ];
-        let mut out = Vec::new();
-        for e in events {
-            let name = e["type"].as_str().unwrap_or("").to_owned();
-            out.extend_from_slice(format!("event: {name}\ndata: {e}\n\n").as_bytes());
+            events(function_call(
+                "exec_command",
+                &serde_json::json!({"cmd": tool}).to_string(),
+            ))
         }
-        out
     })
+}
+
+/// An assistant message saying `text`.
+pub fn message(text: &str) -> serde_json::Value {
+    serde_json::json!({"type": "message", "id": "msg_1", "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}]})
+}
+
+/// A call of the function tool `name` with `arguments` (JSON text).
+pub fn function_call(name: &str, arguments: &str) -> serde_json::Value {
+    serde_json::json!({"type": "function_call", "id": "fc_1", "call_id": "call_1",
+        "name": name, "arguments": arguments})
+}
+
+/// One response whose output is `item`, as server-sent events.
+pub fn events(item: serde_json::Value) -> Vec<u8> {
+    let response = |status: &str, output: serde_json::Value| {
+        serde_json::json!({"id": "resp_1", "object": "response", "created_at": 0,
+            "model": "gpt-5", "status": status, "output": output,
+            "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens_details": {"reasoning_tokens": 0}}})
+    };
+    let events = [
+        serde_json::json!({"type": "response.created",
+            "response": response("in_progress", serde_json::json!([]))}),
+        serde_json::json!({"type": "response.output_item.done", "output_index": 0,
+            "item": item.clone()}),
+        serde_json::json!({"type": "response.completed",
+            "response": response("completed", serde_json::json!([item]))}),
+    ];
+    let mut out = Vec::new();
+    for e in events {
+        let name = e["type"].as_str().unwrap_or("").to_owned();
+        out.extend_from_slice(format!("event: {name}\ndata: {e}\n\n").as_bytes());
+    }
+    out
 }
