@@ -486,3 +486,99 @@ fn http_needs_the_bearer_token() {
     }
     assert_eq!(origin.stdout.trim(), "403", "{}", origin.describe());
 }
+
+#[test]
+fn control_fd_changes_the_servers_policy_for_running_and_later_calls() {
+    let fx = Fixture::new();
+    // A loopback server on the host, refused by the proxy until allowed.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            let mut buf = [0u8; 2048];
+            let _ = std::io::Read::read(&mut s, &mut buf);
+            let _ = std::io::Write::write_all(
+                &mut s,
+                b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\nConnection: close\r\n\r\nlive-ok",
+            );
+        }
+    });
+    let fifo = fx.out_file("control.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    let url = format!("http://127.0.0.1:{port}/");
+    let target = fx.outside.join("from-mcp.txt");
+    let first = format!(
+        "curl -s -m 10 -o /dev/null -w 'first=%{{http_code}}\\n' {url}; \
+         echo x > {t} && echo write=ok || echo write=refused; : > first-done; \
+         while [ ! -e go ]; do sleep 0.1; done; curl -s -m 10 -w '\\nsecond=%{{http_code}}\\n' {url}",
+        t = target.display()
+    );
+    let second = format!(
+        "echo x > {t} && echo write=ok || echo write=refused",
+        t = target.display()
+    );
+    let calls = json!([
+        call("execute", json!({ "command": first })),
+        call("execute", json!({ "command": second })),
+    ]);
+    let audit = fx.out_file("mcp-audit.jsonl");
+    let audit_arg = audit.display().to_string();
+    let mut config = stdio_config(
+        &fx,
+        &["--net", "proxy", "--control-fd", "3", "--audit", &audit_arg],
+        calls,
+    );
+    // The client starts the server through sh, which opens the FIFO as its descriptor 3.
+    let args: Vec<Value> = config["args"].as_array().expect("args").clone();
+    let mut script = String::from("exec \"$0\"");
+    for (i, _) in args.iter().enumerate() {
+        script.push_str(&format!(" \"${{{}}}\"", i + 2));
+    }
+    script.push_str(" 3<\"$1\"");
+    let mut sh_args = vec![
+        json!("-c"),
+        json!(script),
+        config["command"].clone(),
+        json!(fifo),
+    ];
+    sh_args.extend(args);
+    config["command"] = json!("/bin/sh");
+    config["args"] = Value::Array(sh_args);
+    let (ws, fifo_path) = (fx.ws.clone(), fifo.clone());
+    let allow = format!(
+        "{{\"allow_hosts\": [\"127.0.0.1:{port}\"], \"allow_write\": [\"{}\", \"{}\"]}}\n",
+        fx.ws.display(),
+        fx.outside.display()
+    );
+    let writer = std::thread::spawn(move || {
+        // Opening blocks until the server opens its end.
+        let mut w = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&fifo_path)
+            .expect("open the FIFO");
+        assert!(wait_until(
+            || ws.join("first-done").exists(),
+            Duration::from_secs(60)
+        ));
+        std::io::Write::write_all(&mut w, allow.as_bytes()).expect("send the change");
+        // The change is applied (and audited) before the command goes on.
+        let applied = || read_text(&audit).is_some_and(|a| a.contains("\"policy_change\""));
+        assert!(wait_until(applied, Duration::from_secs(30)));
+        write_file(&ws.join("go"), "", 0o644);
+        w
+    });
+    let out = client(&fx, config);
+    drop(writer.join().expect("the writer"));
+    let r = out["results"].as_array().expect("results");
+    let (t1, t2) = (text(&r[0]), text(&r[1]));
+    // Control: before the change, the host and the write outside were refused.
+    assert!(
+        t1.contains("first=403") && t1.contains("write=refused"),
+        "{t1}"
+    );
+    // The running call's proxy follows at once; the next call gets the new filesystem rules.
+    assert!(t1.contains("live-ok") && t1.contains("second=200"), "{t1}");
+    assert!(t2.contains("write=ok"), "{t2}");
+    assert_eq!(read_text(&target).as_deref(), Some("x\n"));
+}

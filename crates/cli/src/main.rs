@@ -15,6 +15,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use stockade::{Error, RunRequest};
 
+mod control_fd;
 mod guard_command;
 mod hook;
 mod man_and_completions;
@@ -301,6 +302,13 @@ struct RunArgs {
     /// terminal output goes through pipes and a terminal stdin becomes /dev/null.
     #[arg(long)]
     no_tty: bool,
+    /// Read policy changes from descriptor N while the run goes on, one JSON object a line,
+    /// each list replacing the current one: `allow_domains`, `deny_domains`, `allow_hosts`
+    /// (the proxy's rules, in force at once), `allow_write`, `allow_read`, `deny_read`,
+    /// `deny_write` (fixed for this run's life: they would apply to a next run). Each line
+    /// is answered on N (else on stderr) and audited.
+    #[arg(long, value_name = "N")]
+    control_fd: Option<i32>,
     /// The program and its arguments.
     #[arg(last = true, value_name = "PROGRAM")]
     argv: Vec<String>,
@@ -404,6 +412,11 @@ fn run(args: RunArgs) -> Result<u8, Error> {
     request.report = args.record.report;
     request.audit = args.record.audit;
     request.policy_file = args.policy.policy.clone();
+    if let Some(fd) = args.control_fd {
+        let live = stockade::LivePolicy::new(policy.clone())?;
+        request.live = Some(live.clone());
+        control_fd::start(fd, live, request.audit.clone())?;
+    }
     let result = stockade::run(&policy, &request)?;
     run_notices::print(&result, &request, policy.limits.timeout, args.record.json);
     Ok(u8::try_from(result.exit_code).unwrap_or(EXIT_REFUSED))

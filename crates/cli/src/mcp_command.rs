@@ -29,6 +29,10 @@ pub struct McpArgs {
     /// Run even if Landlock or seccomp cannot be enforced (recorded in the audit log).
     #[arg(long)]
     allow_degraded: bool,
+    /// Read policy changes as JSON lines from descriptor N: network rules in force at once
+    /// for the runs going on, filesystem rules from the next call on (see `run --help`).
+    #[arg(long, value_name = "N")]
+    control_fd: Option<i32>,
 }
 
 fn io_error(what: &str) -> impl FnOnce(std::io::Error) -> Error + '_ {
@@ -55,8 +59,12 @@ pub fn main(args: &McpArgs) -> Result<u8, Error> {
         ))?;
     // Held until the server ends (a copy under /var/tmp is removed then).
     let inside = mcp::InsideBinary::stage(&exe).map_err(mcp_error)?;
+    let live = stockade::LivePolicy::new(policy)?;
+    if let Some(fd) = args.control_fd {
+        crate::control_fd::start(fd, live.clone(), args.audit.clone())?;
+    }
     let config = mcp::Config {
-        policy,
+        live,
         request,
         exe: inside.path.clone(),
     };

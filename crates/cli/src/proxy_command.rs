@@ -91,8 +91,27 @@ pub fn main(args: &ProxyArgs) -> Result<u8, Error> {
             errln!("{}", crate::run_notices::network_notice(e));
         }
     });
-    let events =
-        stockade::serve_proxy(&policy, args.listen, args.audit.as_deref(), &ready, denied)?;
+    // SIGHUP: the policy file and the flags again; the new network rules are in force for the
+    // next connection (a policy that no longer parses keeps the old rules).
+    let reload = || crate::resolve(&args.policy);
+    let reloaded = |r: &Result<(), Error>| match r {
+        Ok(()) => {
+            errln!("stockade: proxy: reloaded the policy (SIGHUP): its network rules are in force")
+        }
+        Err(e) => errln!(
+            "stockade: proxy: the reload (SIGHUP) failed, the rules are unchanged: {}",
+            crate::output::shown(&e.to_string())
+        ),
+    };
+    let events = stockade::serve_proxy(
+        &policy,
+        args.listen,
+        args.audit.as_deref(),
+        &ready,
+        denied,
+        &reload,
+        &reloaded,
+    )?;
     let denied = events
         .iter()
         .filter(|e| e.code == stockade::NETWORK_DENIED)

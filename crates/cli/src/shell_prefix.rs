@@ -106,6 +106,7 @@ pub(crate) fn run_args(args: crate::ShellPrefixArgs) -> Result<crate::RunArgs, E
         record,
         // Claude Code gives its commands no terminal.
         no_tty: true,
+        control_fd: None,
         argv: vec!["bash".into(), "-c".into(), command],
     })
 }

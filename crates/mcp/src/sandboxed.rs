@@ -13,8 +13,9 @@ use crate::file_tool::{FailureKind, Reply, Request};
 /// What the server runs everything under.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// The policy every run gets (the file tools' runs with the network off).
-    pub policy: policy::Policy,
+    /// The policy every run gets (the file tools' runs with the network off), as it is at
+    /// the call (`--control-fd` may change it; the running proxies follow at once).
+    pub live: stockade::LivePolicy,
     /// The request every run starts from: workspace, caller, environment, options, audit log,
     /// trust store. Its argv is replaced per call.
     pub request: stockade::RunRequest,
@@ -169,10 +170,11 @@ pub fn execute(
     timeout_s: Option<u64>,
     cancel: stockade::Cancel,
 ) -> Result<Ran, Refusal> {
-    let mut policy = config.policy.clone();
+    let mut policy = config.live.policy();
     policy.limits.timeout = Some(timeout_s.unwrap_or(EXECUTE_TIMEOUT_S));
     policy.limits.output_limit = Some(EXECUTE_OUTPUT_LIMIT.into());
     let mut request = config.request.clone();
+    request.live = Some(config.live.clone());
     let script = match cwd.filter(|c| !c.is_empty()) {
         Some(dir) => format!("cd -- {} || exit 1\n{command}", shell_quoted(dir)),
         None => command.to_string(),
@@ -222,7 +224,7 @@ pub fn file_tool(
     request: &Request,
     cancel: stockade::Cancel,
 ) -> Result<(Reply, Vec<Blocked>), Refusal> {
-    let mut policy = config.policy.clone();
+    let mut policy = config.live.policy();
     // The file tools need no network, no credentials, no environment.
     policy.network.mode = policy::NetworkMode::None;
     policy.credentials = Default::default();

@@ -52,6 +52,16 @@ pub(crate) enum AuditEvent<'a> {
         duration_ms: u64,
         violations: usize,
     },
+    /// A live policy change (`--control-fd`, `stockade proxy`'s SIGHUP reload): what changed
+    /// and when it applies, or why it was refused (then nothing changed).
+    PolicyChange {
+        source: &'a str,
+        change: Option<&'a crate::Change>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        applied: Option<&'a crate::Applied>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        refused: Option<String>,
+    },
     /// Stockade refused the run (or failed) before or while starting it.
     Refused {
         code: &'static str,

@@ -40,6 +40,8 @@ mod created_roots;
 mod credentials;
 mod error;
 pub mod gvisor_run;
+mod live_policy;
+mod proxy_stage;
 mod record;
 mod record_path;
 mod workspace_lock;
@@ -50,8 +52,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use audit_event::AuditEvent;
 pub use credentials::SourceCache;
 pub use error::Error;
+pub use live_policy::{Applied, Change, LivePolicy};
 pub use native::{Check, Violation};
 pub use net::proxy::{Event as NetworkEvent, DENIED as NETWORK_DENIED};
+use proxy_stage::proxy_starter;
+pub use proxy_stage::{audit_policy_change, serve_proxy};
 use record::{AuditLog, RunRecord};
 pub use record_path::E_UNSAFE_RECORD_PATH;
 use record_path::{RecordPath, Which};
@@ -85,6 +90,9 @@ pub struct RunRequest {
     /// Outputs of credentials' `command` sources, reused within their TTL by the runs that
     /// share this cache.
     pub credential_cache: std::sync::Arc<SourceCache>,
+    /// Network rules that may change while the run goes on (`--control-fd`): its proxy asks
+    /// them per decision instead of the policy's own.
+    pub live: Option<LivePolicy>,
 }
 
 impl RunRequest {
@@ -129,6 +137,7 @@ impl RunRequest {
                 std::env::var_os("HOME").as_deref(),
             ),
             credential_cache: Default::default(),
+            live: None,
         })
     }
 }
@@ -151,115 +160,6 @@ pub struct RunResult {
     /// The caller's current directory, when the command could not start there (it started
     /// in the workspace), and why.
     pub cwd_fallback: Option<native::CwdFallback>,
-}
-
-/// `stockade proxy`: serve the egress proxy on `listen` (loopback only) under the policy's
-/// network rules until SIGINT/SIGTERM, for users who wrap a whole agent. `ready` is told the
-/// address once it listens. Every decision goes to the audit log, and to `on_event`, as it
-/// happens.
-pub fn serve_proxy(
-    policy: &policy::Policy,
-    listen: std::net::SocketAddr,
-    audit: Option<&std::path::Path>,
-    ready: &dyn Fn(std::net::SocketAddr),
-    on_event: net::proxy::OnEvent,
-) -> Result<Vec<NetworkEvent>, Error> {
-    if !listen.ip().is_loopback() {
-        return Err(Error::Usage {
-            message: format!("refusing to listen on {listen}: not a loopback address"),
-            hint: "anyone who can reach the address could use the proxy; listen on 127.0.0.1 or ::1 and expose it deliberately if you must".into(),
-        });
-    }
-    let rules = policy::NetRules::new(&policy.network)?;
-    let listener = std::net::TcpListener::bind(listen).map_err(|e| Error::Io {
-        what: format!("listen on {listen}"),
-        cause: e,
-    })?;
-    let addr = listener.local_addr().map_err(|e| Error::Io {
-        what: "read the listening address".into(),
-        cause: e,
-    })?;
-    let log = std::sync::Mutex::new(AuditLog::open(audit, &run_id())?);
-    let on_event = move |e: &NetworkEvent| {
-        if let Ok(mut log) = log.lock() {
-            let _ = log.event(&AuditEvent::Network(e));
-        }
-        on_event(e);
-    };
-    let proxy = net::proxy::Proxy::start_with(
-        listener,
-        Box::new(ProxyRules(rules)),
-        net::proxy::Limits::default(),
-        Some(Box::new(on_event)),
-        None,
-    )
-    .map_err(|e| Error::Io {
-        what: "start the egress proxy".into(),
-        cause: e,
-    })?;
-    ready(addr);
-    let report = proxy.run_until_signal().map_err(|e| Error::Io {
-        what: "wait for a signal".into(),
-        cause: e,
-    })?;
-    Ok(report.events)
-}
-
-/// What starts the run's proxy on the listener its backend hands over, keeping it in `slot`
-/// for the stage that stops it.
-fn proxy_starter(
-    policy: &policy::Policy,
-    slot: std::sync::Arc<std::sync::Mutex<Option<net::proxy::Proxy>>>,
-    credentials: Option<net::credential::Routes>,
-) -> Result<native::StartProxy, Error> {
-    let mut rules = Some(policy::NetRules::new(&policy.network)?);
-    let mut credentials = Some(credentials);
-    Ok(Box::new(move |listener: std::net::TcpListener| {
-        let rules = rules.take().ok_or("the proxy was started twice")?;
-        let credentials = credentials.take().flatten();
-        if credentials.is_some() {
-            credentials::forbid_dumps()?;
-        }
-        let p = net::proxy::Proxy::start_with(
-            listener,
-            Box::new(ProxyRules(rules)),
-            net::proxy::Limits::default(),
-            None,
-            credentials,
-        )
-        .map_err(|e| format!("failed to start the egress proxy: {e}"))?;
-        let mut slot = slot.lock().map_err(|_| "the proxy's slot is poisoned")?;
-        *slot = Some(p);
-        Ok(())
-    }))
-}
-
-/// The policy's network rules, as the proxy asks them.
-struct ProxyRules(policy::NetRules);
-
-impl net::proxy::Rules for ProxyRules {
-    fn check(&self, host: &str, port: u16) -> Result<String, (String, String)> {
-        let d = self.0.check(host, port);
-        if d.allowed {
-            Ok(d.rule)
-        } else {
-            let reason = format!("{host}:{port} is not allowed by the network rules");
-            Err((d.rule, reason))
-        }
-    }
-
-    fn private_allowed(&self, host: &str, port: u16, ip: std::net::IpAddr) -> bool {
-        self.0.private_allowed(host, port, ip)
-    }
-
-    fn explicit_host(&self, host: &str, port: u16) -> bool {
-        let d = self.0.check(host, port);
-        d.allowed && d.rule.starts_with("allow_hosts:")
-    }
-
-    fn allow_hint(&self, host: &str, port: u16, rule: &str) -> Option<String> {
-        policy::allow_hint(host, port, rule)
-    }
 }
 
 fn run_id() -> String {
@@ -529,9 +429,12 @@ pub fn run_with_io(
         // proxy serves it from here under the policy's rules.
         let proxy = std::sync::Arc::new(std::sync::Mutex::new(None));
         let start = match spec.network {
-            sandbox::Network::Proxy { .. } => {
-                Some(proxy_starter(policy, proxy.clone(), credentials)?)
-            }
+            sandbox::Network::Proxy { .. } => Some(proxy_starter(
+                policy,
+                request.live.as_ref(),
+                proxy.clone(),
+                credentials,
+            )?),
             _ => None,
         };
         let io = io.take().unwrap_or_else(sandbox::RunIo::process);

@@ -407,3 +407,27 @@ pub fn recv_terminal(sock: &OwnedFd) -> io::Result<Option<OwnedFd>> {
         None => Ok(None),
     }
 }
+
+/// Take ownership of descriptor `fd`, which the caller of this process handed over (a
+/// `--control-fd N`): checked to be open, and made close-on-exec so no program this process
+/// starts inherits it. Refused for 0, 1 and 2 (the process's own streams).
+pub fn adopt_inherited_fd(fd: i32) -> std::io::Result<OwnedFd> {
+    if fd < 3 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "descriptors 0, 1 and 2 are the process's own streams; pass another (e.g. 3)",
+        ));
+    }
+    // SAFETY: F_GETFD on any integer only reads the descriptor table (EBADF when not open).
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    if flags < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: as above; setting FD_CLOEXEC changes only this descriptor's flag.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor is open (F_GETFD succeeded) and, by the contract of the flag
+    // that named it, nothing else in this process owns it: from here this OwnedFd does.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}

@@ -1,0 +1,179 @@
+//! The egress proxy as a stage: the run's own (started on the listener its backend hands
+//! over) and `stockade proxy`'s, both asking the policy's network rules, fixed or live.
+
+use crate::audit_event::AuditEvent;
+use crate::record::AuditLog;
+use crate::{run_id, Applied, Change, Error, LivePolicy, NetworkEvent};
+
+/// `stockade proxy`: serve the egress proxy on `listen` (loopback only) under the policy's
+/// network rules until SIGINT/SIGTERM, for users who wrap a whole agent. `ready` is told the
+/// address once it listens. Every decision goes to the audit log, and to `on_event`, as it
+/// happens. On SIGHUP `reload` gives the policy anew (the policy file read again): its
+/// network rules are in force for the next connection, `on_reload` is told (and the audit
+/// log), and a failed reload keeps the rules as they were.
+pub fn serve_proxy(
+    policy: &policy::Policy,
+    listen: std::net::SocketAddr,
+    audit: Option<&std::path::Path>,
+    ready: &dyn Fn(std::net::SocketAddr),
+    on_event: net::proxy::OnEvent,
+    reload: &dyn Fn() -> Result<policy::Policy, Error>,
+    on_reload: &dyn Fn(&Result<(), Error>),
+) -> Result<Vec<NetworkEvent>, Error> {
+    if !listen.ip().is_loopback() {
+        return Err(Error::Usage {
+            message: format!("refusing to listen on {listen}: not a loopback address"),
+            hint: "anyone who can reach the address could use the proxy; listen on 127.0.0.1 or ::1 and expose it deliberately if you must".into(),
+        });
+    }
+    let live = LivePolicy::new(policy.clone())?;
+    let listener = std::net::TcpListener::bind(listen).map_err(|e| Error::Io {
+        what: format!("listen on {listen}"),
+        cause: e,
+    })?;
+    let addr = listener.local_addr().map_err(|e| Error::Io {
+        what: "read the listening address".into(),
+        cause: e,
+    })?;
+    let log = std::sync::Arc::new(std::sync::Mutex::new(AuditLog::open(audit, &run_id())?));
+    let events_log = log.clone();
+    let on_event = move |e: &NetworkEvent| {
+        if let Ok(mut log) = events_log.lock() {
+            let _ = log.event(&AuditEvent::Network(e));
+        }
+        on_event(e);
+    };
+    let proxy = net::proxy::Proxy::start_with(
+        listener,
+        Box::new(ProxyRules::Live(live.clone())),
+        net::proxy::Limits::default(),
+        Some(Box::new(on_event)),
+        None,
+    )
+    .map_err(|e| Error::Io {
+        what: "start the egress proxy".into(),
+        cause: e,
+    })?;
+    ready(addr);
+    let io = |what: &str| {
+        let what = what.to_string();
+        move |cause| Error::Io { what, cause }
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(io("start the signal loop"))?;
+    rt.block_on(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).map_err(io("watch SIGTERM"))?;
+        let mut hup = signal(SignalKind::hangup()).map_err(io("watch SIGHUP"))?;
+        loop {
+            tokio::select! {
+                r = tokio::signal::ctrl_c() => return r.map_err(io("watch SIGINT")),
+                _ = term.recv() => return Ok(()),
+                _ = hup.recv() => {
+                    let reloaded = reload().and_then(|p| live.reload(p));
+                    if let Ok(mut log) = log.lock() {
+                        let _ = log.event(&AuditEvent::PolicyChange {
+                            source: "SIGHUP",
+                            change: None,
+                            applied: None,
+                            refused: reloaded.as_ref().err().map(|e| e.to_string()),
+                        });
+                    }
+                    on_reload(&reloaded);
+                }
+            }
+        }
+    })?;
+    Ok(proxy.stop().events)
+}
+
+/// Record a live policy change from `source` (or its refusal) in the audit log at `path`.
+pub fn audit_policy_change(
+    path: &std::path::Path,
+    source: &str,
+    change: &Change,
+    result: &Result<Applied, Error>,
+) -> Result<(), Error> {
+    let mut audit = AuditLog::open(Some(path), &run_id())?;
+    audit.event(&AuditEvent::PolicyChange {
+        source,
+        change: Some(change),
+        applied: result.as_ref().ok(),
+        refused: result.as_ref().err().map(|e| e.to_string()),
+    })
+}
+
+/// What starts the run's proxy on the listener its backend hands over, keeping it in `slot`
+/// for the stage that stops it.
+pub(crate) fn proxy_starter(
+    policy: &policy::Policy,
+    live: Option<&LivePolicy>,
+    slot: std::sync::Arc<std::sync::Mutex<Option<net::proxy::Proxy>>>,
+    credentials: Option<net::credential::Routes>,
+) -> Result<native::StartProxy, Error> {
+    let mut rules = Some(match live {
+        Some(live) => ProxyRules::Live(live.clone()),
+        None => ProxyRules::Fixed(std::sync::Arc::new(policy::NetRules::new(&policy.network)?)),
+    });
+    let mut credentials = Some(credentials);
+    Ok(Box::new(move |listener: std::net::TcpListener| {
+        let rules = rules.take().ok_or("the proxy was started twice")?;
+        let credentials = credentials.take().flatten();
+        if credentials.is_some() {
+            crate::credentials::forbid_dumps()?;
+        }
+        let p = net::proxy::Proxy::start_with(
+            listener,
+            Box::new(rules),
+            net::proxy::Limits::default(),
+            None,
+            credentials,
+        )
+        .map_err(|e| format!("failed to start the egress proxy: {e}"))?;
+        let mut slot = slot.lock().map_err(|_| "the proxy's slot is poisoned")?;
+        *slot = Some(p);
+        Ok(())
+    }))
+}
+
+/// The policy's network rules, as the proxy asks them: fixed for the run, or live.
+enum ProxyRules {
+    Fixed(std::sync::Arc<policy::NetRules>),
+    Live(LivePolicy),
+}
+
+impl ProxyRules {
+    fn current(&self) -> std::sync::Arc<policy::NetRules> {
+        match self {
+            ProxyRules::Fixed(rules) => rules.clone(),
+            ProxyRules::Live(live) => live.rules(),
+        }
+    }
+}
+
+impl net::proxy::Rules for ProxyRules {
+    fn check(&self, host: &str, port: u16) -> Result<String, (String, String)> {
+        let d = self.current().check(host, port);
+        if d.allowed {
+            Ok(d.rule)
+        } else {
+            let reason = format!("{host}:{port} is not allowed by the network rules");
+            Err((d.rule, reason))
+        }
+    }
+
+    fn private_allowed(&self, host: &str, port: u16, ip: std::net::IpAddr) -> bool {
+        self.current().private_allowed(host, port, ip)
+    }
+
+    fn explicit_host(&self, host: &str, port: u16) -> bool {
+        let d = self.current().check(host, port);
+        d.allowed && d.rule.starts_with("allow_hosts:")
+    }
+
+    fn allow_hint(&self, host: &str, port: u16, rule: &str) -> Option<String> {
+        policy::allow_hint(host, port, rule)
+    }
+}
