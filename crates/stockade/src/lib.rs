@@ -42,6 +42,7 @@ mod error;
 pub mod gvisor_run;
 mod record;
 mod record_path;
+pub mod why;
 mod workspace_lock;
 
 use std::path::PathBuf;
