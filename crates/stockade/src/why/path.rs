@@ -427,3 +427,31 @@ fn creation_refused(plan: &native::Plan, path: &Path) -> Option<protect::Reason>
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_resolve_in_the_workspace_or_home_through_links_as_far_as_they_exist() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let (ws, home, out) = (root.join("ws"), root.join("home"), root.join("out"));
+        for d in [&ws, &home, &out] {
+            std::fs::create_dir(d).unwrap();
+        }
+        std::os::unix::fs::symlink(&out, ws.join("link")).unwrap();
+        assert_eq!(resolve_target("a/../b.txt", &ws, &home), ws.join("b.txt"));
+        assert_eq!(
+            resolve_target("~/.ssh/id", &ws, &home),
+            home.join(".ssh/id")
+        );
+        assert_eq!(resolve_target("link/new/x", &ws, &home), out.join("new/x"));
+        assert_eq!(resolve_target(out.to_str().unwrap(), &ws, &home), out);
+        assert!(super::super::is_path(".env", &ws));
+        assert!(super::super::is_path("~/x", &ws));
+        assert!(!super::super::is_path("example.com:443", &ws));
+        std::fs::write(ws.join("README.md"), "x").unwrap();
+        assert!(super::super::is_path("README.md", &ws));
+    }
+}
