@@ -47,6 +47,11 @@ fn printing_subcommands(fx: &Fixture) -> Vec<(Vec<String>, Vec<u8>)> {
         (vec!["policy", "show", "--json", "--workspace", &ws], b""),
         (vec!["doctor"], b""),
         (vec!["doctor", "--json"], b""),
+        (vec!["why", "--workspace", &ws, "README.md"], b""),
+        (
+            vec!["why", "--json", "--workspace", &ws, "example.com"],
+            b"",
+        ),
         (vec!["guard", "--workspace", &ws, "ls -l"], b""),
         (vec!["trust", "status", "--workspace", &ws], b""),
         (vec!["apparmor-profile"], b""),

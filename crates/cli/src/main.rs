@@ -23,10 +23,12 @@ mod mcp_command;
 mod output;
 mod policy_show;
 mod proxy_command;
+mod run_hints;
 mod run_notices;
 mod selftest;
 mod shell_prefix;
 mod trust;
+mod why_command;
 
 use output::{errln, out, outln};
 
@@ -90,6 +92,12 @@ enum Command {
     /// Show or check policies.
     #[command(subcommand)]
     Policy(PolicyCommand),
+    /// Explain what the policy of the given options does to a path (`why PATH [--write]`:
+    /// masked, protected, read-only or writable, by which rule from which file and line) or
+    /// to a destination (`why HOST[:PORT]`: the network mode and rule), whether stockade sees
+    /// a refusal or the kernel refuses it silently, and what flag would allow it. Exit 0 when
+    /// allowed, 1 when not.
+    Why(Box<why_command::WhyArgs>),
     /// Run the egress proxy on this machine for a whole agent (the rules of `run --net proxy`),
     /// until Ctrl-C. It filters only what is sent to it: pair it with a network namespace or
     /// firewall that blocks direct connections.
@@ -270,6 +278,12 @@ struct RecordArgs {
     /// Print stockade's own errors as JSON on stderr.
     #[arg(long)]
     json: bool,
+    /// After the command, append one `<stockade-hint>` block to stderr listing what stockade
+    /// refused (violations, network refusals, limits) with the rule and the flag or policy
+    /// line that would allow each; nothing when nothing was refused (`hints = true` in the
+    /// policy file does the same).
+    #[arg(long)]
+    hints: bool,
 }
 
 #[derive(Args)]
@@ -372,9 +386,19 @@ fn policy_inputs(
     Ok((file, overrides))
 }
 
-fn resolve(args: &PolicyArgs) -> Result<policy::Policy, Error> {
+/// The policy of `args`, with the file and flags it was resolved from.
+fn resolve(
+    args: &PolicyArgs,
+) -> Result<
+    (
+        policy::Policy,
+        Option<policy::PolicyFile>,
+        policy::Overrides,
+    ),
+    Error,
+> {
     let (file, overrides) = policy_inputs(args)?;
-    Ok(policy::resolve(file, &overrides)?)
+    Ok((policy::resolve(file.clone(), &overrides)?, file, overrides))
 }
 
 fn run(args: RunArgs) -> Result<u8, Error> {
@@ -383,7 +407,7 @@ fn run(args: RunArgs) -> Result<u8, Error> {
         Some(s) => vec!["/bin/sh".to_string(), "-c".to_string(), s],
         None => args.argv,
     };
-    let prepared = resolve(&args.policy).and_then(|policy| {
+    let prepared = resolve(&args.policy).and_then(|(policy, file, overrides)| {
         let request = match &guarded {
             Some((shell, argv)) => guard_command::guarded_request(
                 shell.as_deref(),
@@ -392,9 +416,9 @@ fn run(args: RunArgs) -> Result<u8, Error> {
             )?,
             None => RunRequest::new(argv, args.policy.workspace.clone())?,
         };
-        Ok((policy, request))
+        Ok((policy, request, file, overrides))
     });
-    let (policy, mut request) = match prepared {
+    let (policy, mut request, file, overrides) = match prepared {
         Ok(p) => p,
         Err(e) => {
             // Refusals before the run are audited too; a failing audit write must not hide
@@ -419,6 +443,23 @@ fn run(args: RunArgs) -> Result<u8, Error> {
     }
     let result = stockade::run(&policy, &request)?;
     run_notices::print(&result, &request, policy.limits.timeout, args.record.json);
+    if args.record.hints || file.as_ref().is_some_and(|f| f.hints == Some(true)) {
+        let origins = policy::origin::Origins::new(file.as_ref(), &overrides);
+        let explain = |path: &Path| {
+            stockade::why::violation_rule(
+                &policy,
+                &request,
+                &origins,
+                args.policy.policy.as_deref(),
+                path,
+            )
+            .map(|(rule, allow)| (rule.described(), allow))
+        };
+        let denials = run_hints::denials(&result, policy.limits.timeout, &explain);
+        if let Some(block) = run_hints::block(&denials) {
+            errln!("{block}");
+        }
+    }
     Ok(u8::try_from(result.exit_code).unwrap_or(EXIT_REFUSED))
 }
 
@@ -621,6 +662,7 @@ fn main() -> ExitCode {
         Command::Proxy(args) => (proxy_command::main(&args), false),
         Command::Completions { shell } => (man_and_completions::completions(shell), false),
         Command::Man { subcommand } => (man_and_completions::man(&subcommand), false),
+        Command::Why(args) => (why_command::main(&args), args.json),
         Command::Policy(PolicyCommand::Show { policy, json }) => {
             (policy_show::main(*policy, json), json)
         }

@@ -80,7 +80,7 @@ pub fn main(args: &ProxyArgs) -> Result<u8, Error> {
             ignored.join(", ")
         );
     }
-    let policy = crate::resolve(&args.policy)?;
+    let (policy, _, _) = crate::resolve(&args.policy)?;
     let ready = |addr: SocketAddr| {
         errln!("stockade: egress proxy on {addr} (HTTP, CONNECT, SOCKS5); Ctrl-C stops it");
         errln!("  export HTTP_PROXY=http://{addr} HTTPS_PROXY=http://{addr} ALL_PROXY=socks5h://{addr}");

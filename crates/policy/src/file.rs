@@ -33,6 +33,13 @@ pub struct PolicyFile {
     pub agent: Option<String>,
     /// `presets = ["NAME", ...]`: toolchain presets.
     pub presets: Vec<String>,
+    /// `hints = true`: every run appends a `<stockade-hint>` block naming what it blocked
+    /// (as `--hints` does).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hints: Option<bool>,
+    /// The line of each list entry (TOML files only).
+    #[serde(skip)]
+    pub lines: crate::file_lines::EntryLines,
 }
 
 /// The `[filesystem]` table: lists are appended to the profile's, `read_scope` replaces it.
@@ -56,11 +63,11 @@ pub struct FilesystemPatch {
 #[serde(default, deny_unknown_fields)]
 struct RawFilesystemPatch {
     read_scope: Option<ReadScope>,
-    deny_read: Vec<String>,
-    read_empty: Vec<String>,
-    allow_read: Vec<String>,
-    allow_write: Vec<String>,
-    deny_write: Vec<String>,
+    deny_read: Vec<toml::Spanned<String>>,
+    read_empty: Vec<toml::Spanned<String>>,
+    allow_read: Vec<toml::Spanned<String>>,
+    allow_write: Vec<toml::Spanned<String>>,
+    deny_write: Vec<toml::Spanned<String>>,
     unprotect: Vec<toml::Spanned<String>>,
 }
 
@@ -118,6 +125,8 @@ struct RawPolicyFile {
     agent: Option<toml::Spanned<String>>,
     #[serde(default)]
     presets: Vec<toml::Spanned<String>>,
+    #[serde(default)]
+    hints: Option<bool>,
 }
 
 /// Parses the text of a policy file. `origin` names it in error messages (usually its path).
@@ -144,26 +153,39 @@ pub fn parse_policy_file(text: &str, origin: &str) -> Result<PolicyFile, PolicyE
             Some(name)
         }
     };
+    let mut lines = crate::file_lines::EntryLines::default();
     let raw_net = raw.network;
+    let mut net_list = |list: NetList, entries: Vec<toml::Spanned<String>>| {
+        for e in &entries {
+            lines.record(
+                text,
+                &format!("network.{}", list.key()),
+                e.get_ref(),
+                e.span().start,
+            );
+        }
+        net_entries(text, origin, list, entries)
+    };
     let network = NetworkPatch {
         mode: raw_net.mode,
-        allow_domains: net_entries(text, origin, NetList::AllowDomains, raw_net.allow_domains)?,
-        deny_domains: net_entries(text, origin, NetList::DenyDomains, raw_net.deny_domains)?,
-        allow_hosts: net_entries(text, origin, NetList::AllowHosts, raw_net.allow_hosts)?,
+        allow_domains: net_list(NetList::AllowDomains, raw_net.allow_domains)?,
+        deny_domains: net_list(NetList::DenyDomains, raw_net.deny_domains)?,
+        allow_hosts: net_list(NetList::AllowHosts, raw_net.allow_hosts)?,
     };
     let raw_fs = raw.filesystem;
     let filesystem = FilesystemPatch {
         read_scope: raw_fs.read_scope,
-        deny_read: raw_fs.deny_read,
-        read_empty: raw_fs.read_empty,
-        allow_read: raw_fs.allow_read,
-        allow_write: raw_fs.allow_write,
-        deny_write: raw_fs.deny_write,
+        deny_read: lines.take(text, "filesystem.deny_read", raw_fs.deny_read),
+        read_empty: lines.take(text, "filesystem.read_empty", raw_fs.read_empty),
+        allow_read: lines.take(text, "filesystem.allow_read", raw_fs.allow_read),
+        allow_write: lines.take(text, "filesystem.allow_write", raw_fs.allow_write),
+        deny_write: lines.take(text, "filesystem.deny_write", raw_fs.deny_write),
         unprotect: raw_fs
             .unprotect
             .into_iter()
             .map(|spanned| {
                 let start = spanned.span().start;
+                lines.record(text, "filesystem.unprotect", spanned.get_ref(), start);
                 let name = spanned.into_inner();
                 check_unprotect(&name)
                     .map(|()| name)
@@ -244,6 +266,8 @@ pub fn parse_policy_file(text: &str, origin: &str) -> Result<PolicyFile, PolicyE
         credentials,
         agent,
         presets,
+        hints: raw.hints,
+        lines,
     })
 }
 
@@ -457,12 +481,12 @@ timeout = 120
         assert_eq!(
             e.to_string(),
             "stockade.toml: line 2, column 1: unknown field `foo`, expected one of \
-             `profile`, `filesystem`, `env`, `network`, `limits`, `backend`, `credentials`, `agent`, `presets`"
+             `profile`, `filesystem`, `env`, `network`, `limits`, `backend`, `credentials`, `agent`, `presets`, `hints`"
         );
         assert_eq!(e.code(), "E_POLICY_INVALID");
         assert_eq!(
             e.hint().as_deref(),
-            Some("known keys here: `profile`, `filesystem`, `env`, `network`, `limits`, `backend`, `credentials`, `agent`, `presets`")
+            Some("known keys here: `profile`, `filesystem`, `env`, `network`, `limits`, `backend`, `credentials`, `agent`, `presets`, `hints`")
         );
     }
 
@@ -745,7 +769,7 @@ allow_hosts = ["127.0.0.1:5432", "[::1]:8080", "10.1.2.0/24", "db.internal:5432"
             e.to_string(),
             format!(
                 "{}: line 3, column 1: unknown field `nope`, expected one of `profile`, \
-                 `filesystem`, `env`, `network`, `limits`, `backend`, `credentials`, `agent`, `presets`",
+                 `filesystem`, `env`, `network`, `limits`, `backend`, `credentials`, `agent`, `presets`, `hints`",
                 path.display()
             )
         );

@@ -54,6 +54,7 @@ pub mod credentials;
 pub mod env;
 pub mod error;
 pub mod file;
+pub mod file_lines;
 pub mod host;
 pub mod host_exec;
 pub mod masks;

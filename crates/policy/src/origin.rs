@@ -75,6 +75,26 @@ pub enum Field {
     Credentials,
 }
 
+impl Field {
+    /// The key path of the policy file's list (`filesystem.deny_read`), for the lists whose
+    /// entries' lines are kept (the filesystem and network lists).
+    pub fn file_key(self) -> Option<&'static str> {
+        Some(match self {
+            Field::DenyRead => "filesystem.deny_read",
+            Field::ReadEmpty => "filesystem.read_empty",
+            Field::AllowRead => "filesystem.allow_read",
+            Field::AllowWrite => "filesystem.allow_write",
+            Field::DenyWrite => "filesystem.deny_write",
+            Field::AllowDomains => "network.allow_domains",
+            Field::DenyDomains => "network.deny_domains",
+            Field::AllowHosts => "network.allow_hosts",
+            Field::EnvAllow | Field::EnvPassthrough | Field::EnvSet | Field::Credentials => {
+                return None
+            }
+        })
+    }
+}
+
 /// The single-valued settings of a policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Setting {
@@ -217,6 +237,16 @@ impl<'a> Origins<'a> {
         }
     }
 
+    /// The line of the policy file (TOML) that wrote the entry `entry` of `field`, if the file
+    /// gave it (`None` too for a JSON settings file, which carries no lines).
+    pub fn file_line(&self, field: Field, entry: &str) -> Option<usize> {
+        let key = field.file_key()?;
+        self.file?
+            .lines
+            .find(key, |given| same_entry(field, given, entry))
+            .map(|(_, line)| line)
+    }
+
     /// Whether any credential was asked for (flag, file or preset).
     fn any_credential(&self) -> bool {
         !self.flags.credentials.is_empty()
@@ -353,6 +383,18 @@ mod tests {
         assert_eq!(o.setting(Setting::Memory), Origin::PolicyFile);
         assert_eq!(o.setting(Setting::Pids), Origin::Flag);
         assert_eq!(o.setting(Setting::Timeout), Origin::Profile);
+        assert_eq!(o.file_line(Field::DenyRead, "~/a"), Some(3));
+        assert_eq!(o.file_line(Field::DenyRead, "~/.ssh"), None);
+    }
+
+    #[test]
+    fn network_entries_are_found_on_their_line_in_canonical_form() {
+        let file = file("[network]\nmode = \"proxy\"\nallow_domains = [\n  \"A.example\",\n  \"b.example\",\n]\n");
+        let flags = Overrides::default();
+        let o = Origins::new(Some(&file), &flags);
+        assert_eq!(o.file_line(Field::AllowDomains, "a.example"), Some(4));
+        assert_eq!(o.file_line(Field::AllowDomains, "b.example"), Some(5));
+        assert_eq!(o.file_line(Field::AllowHosts, "b.example"), None);
     }
 
     #[test]

@@ -44,6 +44,7 @@ mod live_policy;
 mod proxy_stage;
 mod record;
 mod record_path;
+pub mod why;
 mod workspace_lock;
 
 use std::path::PathBuf;
