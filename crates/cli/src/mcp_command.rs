@@ -43,7 +43,7 @@ fn io_error(what: &str) -> impl FnOnce(std::io::Error) -> Error + '_ {
 }
 
 pub fn main(args: &McpArgs) -> Result<u8, Error> {
-    let policy = crate::resolve(&args.policy)?;
+    let (policy, _, _) = crate::resolve(&args.policy)?;
     let mut request = RunRequest::new(Vec::new(), args.policy.workspace.clone())?;
     request.audit = args.audit.clone();
     request.policy_file = args.policy.policy.clone();

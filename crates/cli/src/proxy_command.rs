@@ -93,7 +93,7 @@ pub fn main(args: &ProxyArgs) -> Result<u8, Error> {
     });
     // SIGHUP: the policy file and the flags again; the new network rules are in force for the
     // next connection (a policy that no longer parses keeps the old rules).
-    let reload = || crate::resolve(&args.policy);
+    let reload = || crate::resolve(&args.policy).map(|(p, _, _)| p);
     let reloaded = |r: &Result<(), Error>| match r {
         Ok(()) => {
             errln!("stockade: proxy: reloaded the policy (SIGHUP): its network rules are in force")

@@ -38,7 +38,9 @@ pub(crate) fn io_failure(what: &str, e: std::io::Error) -> Reply {
     };
     let message = match kind {
         FailureKind::OutsideWorkspace => format!("{what}: the path leads outside the workspace"),
-        FailureKind::Refused => format!("{what}: refused by the sandbox ({e})"),
+        FailureKind::Refused => format!(
+            "{what}: refused by the sandbox ({e}); `stockade why PATH [--write]` on the host names the rule and what would allow it"
+        ),
         _ => format!("{what}: {e}"),
     };
     Reply::failed(kind, message)
