@@ -436,6 +436,37 @@ fn run(args: RunArgs) -> Result<u8, Error> {
     request.report = args.record.report;
     request.audit = args.record.audit;
     request.policy_file = args.policy.policy.clone();
+    // A `[[commands]]` entry for this program: its grants, or the run outside the sandbox.
+    let matched = stockade::match_command(&policy, &request)?;
+    let policy = match &matched {
+        Some(m) if m.rule.excluded => {
+            stockade::check_trust(&request)?;
+            errln!(
+                "stockade: running {} OUTSIDE the sandbox: [[commands]] entry {} in {} has excluded = true{}",
+                output::shown(&m.program.display().to_string()),
+                m.index,
+                args.policy.policy.as_deref().map(|p| p.display().to_string()).unwrap_or_default(),
+                if m.rule.reason.is_empty() { String::new() } else { format!(" ({})", output::shown(&m.rule.reason)) }
+            );
+            let code = stockade::run_excluded(&request, m)?;
+            return Ok(u8::try_from(code).unwrap_or(EXIT_REFUSED));
+        }
+        Some(m) => {
+            errln!(
+                "stockade: {} gets the grants of [[commands]] entry {}{}",
+                output::shown(&m.program.display().to_string()),
+                m.index,
+                if m.rule.reason.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", output::shown(&m.rule.reason))
+                }
+            );
+            m.rule.grant(&policy)
+        }
+        None => policy,
+    };
+    request.command_rule = matched;
     if let Some(fd) = args.control_fd {
         let live = stockade::LivePolicy::new(policy.clone())?;
         request.live = Some(live.clone());

@@ -37,6 +37,9 @@ pub struct PolicyFile {
     /// (as `--hints` does).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hints: Option<bool>,
+    /// `[[commands]]`: per-command grants or exclusions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<crate::CommandRule>,
     /// The line of each list entry (TOML files only).
     #[serde(skip)]
     pub lines: crate::file_lines::EntryLines,
@@ -127,6 +130,8 @@ struct RawPolicyFile {
     presets: Vec<toml::Spanned<String>>,
     #[serde(default)]
     hints: Option<bool>,
+    #[serde(default)]
+    commands: Vec<crate::CommandRule>,
 }
 
 /// Parses the text of a policy file. `origin` names it in error messages (usually its path).
@@ -267,6 +272,12 @@ pub fn parse_policy_file(text: &str, origin: &str) -> Result<PolicyFile, PolicyE
         agent,
         presets,
         hints: raw.hints,
+        commands: {
+            for (i, c) in raw.commands.iter().enumerate() {
+                c.validate(i)?;
+            }
+            raw.commands
+        },
         lines,
     })
 }
@@ -481,12 +492,12 @@ timeout = 120
         assert_eq!(
             e.to_string(),
             "stockade.toml: line 2, column 1: unknown field `foo`, expected one of \
-             `profile`, `filesystem`, `env`, `network`, `limits`, `backend`, `credentials`, `agent`, `presets`, `hints`"
+             `profile`, `filesystem`, `env`, `network`, `limits`, `backend`, `credentials`, `agent`, `presets`, `hints`, `commands`"
         );
         assert_eq!(e.code(), "E_POLICY_INVALID");
         assert_eq!(
             e.hint().as_deref(),
-            Some("known keys here: `profile`, `filesystem`, `env`, `network`, `limits`, `backend`, `credentials`, `agent`, `presets`, `hints`")
+            Some("known keys here: `profile`, `filesystem`, `env`, `network`, `limits`, `backend`, `credentials`, `agent`, `presets`, `hints`, `commands`")
         );
     }
 
@@ -769,7 +780,7 @@ allow_hosts = ["127.0.0.1:5432", "[::1]:8080", "10.1.2.0/24", "db.internal:5432"
             e.to_string(),
             format!(
                 "{}: line 3, column 1: unknown field `nope`, expected one of `profile`, \
-                 `filesystem`, `env`, `network`, `limits`, `backend`, `credentials`, `agent`, `presets`, `hints`",
+                 `filesystem`, `env`, `network`, `limits`, `backend`, `credentials`, `agent`, `presets`, `hints`, `commands`",
                 path.display()
             )
         );

@@ -50,6 +50,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod commands;
 pub mod credentials;
 pub mod env;
 pub mod error;
@@ -69,6 +70,7 @@ pub mod resolve;
 pub mod settings_json;
 pub mod strict_json;
 
+pub use commands::CommandRule;
 pub use credentials::{Credential, Inject, Route, Source};
 pub use env::{build_env, is_secret_name};
 pub use error::{Location, PolicyError};

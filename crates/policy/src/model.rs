@@ -25,6 +25,9 @@ pub struct Policy {
     /// The agent and toolchain presets applied, in order ([`crate::presets`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub presets: Vec<String>,
+    /// Per-command grants or exclusions (`[[commands]]`, policy files only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<crate::CommandRule>,
 }
 
 /// Which isolation backend runs a command.

@@ -156,6 +156,7 @@ pub fn profile(name: &str) -> Result<Policy, PolicyError> {
         backend: BackendName::Native,
         credentials: Vec::new(),
         presets: Vec::new(),
+        commands: Vec::new(),
     })
 }
 

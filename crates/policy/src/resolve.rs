@@ -106,6 +106,7 @@ pub fn resolve(file: Option<PolicyFile>, overrides: &Overrides) -> Result<Policy
     crate::presets::apply(&mut policy, &presets)?;
 
     if let Some(file) = file {
+        policy.commands.clone_from(&file.commands);
         let fs = &mut policy.filesystem;
         if let Some(scope) = file.filesystem.read_scope {
             fs.read_scope = scope;

@@ -62,6 +62,9 @@ pub(crate) enum AuditEvent<'a> {
         #[serde(skip_serializing_if = "Option::is_none")]
         refused: Option<String>,
     },
+    /// The run's program matched a `[[commands]]` entry: its grants apply, or (excluded) it
+    /// runs outside the sandbox.
+    CommandRule(&'a crate::CommandMatch),
     /// Stockade refused the run (or failed) before or while starting it.
     Refused {
         code: &'static str,

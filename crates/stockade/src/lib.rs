@@ -36,6 +36,7 @@
 #![deny(missing_docs)]
 
 mod audit_event;
+mod command_rules;
 mod created_roots;
 mod credentials;
 mod error;
@@ -51,6 +52,7 @@ use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use audit_event::AuditEvent;
+pub use command_rules::{match_command, run_excluded, CommandMatch};
 pub use credentials::SourceCache;
 pub use error::Error;
 pub use live_policy::{Applied, Change, LivePolicy};
@@ -94,6 +96,9 @@ pub struct RunRequest {
     /// Network rules that may change while the run goes on (`--control-fd`): its proxy asks
     /// them per decision instead of the policy's own.
     pub live: Option<LivePolicy>,
+    /// The `[[commands]]` entry whose grants the policy carries ([`match_command`]): audited
+    /// at the start and named in the report.
+    pub command_rule: Option<CommandMatch>,
 }
 
 impl RunRequest {
@@ -139,6 +144,7 @@ impl RunRequest {
             ),
             credential_cache: Default::default(),
             live: None,
+            command_rule: None,
         })
     }
 }
@@ -426,6 +432,9 @@ pub fn run_with_io(
             policy_digest: &digest,
             backend: policy.backend.as_str(),
         })?;
+        if let Some(m) = &request.command_rule {
+            audit.event(&AuditEvent::CommandRule(m))?;
+        }
         // Mode proxy: the backend hands over a listener in the sandbox's network, and the
         // proxy serves it from here under the policy's rules.
         let proxy = std::sync::Arc::new(std::sync::Mutex::new(None));
@@ -549,6 +558,7 @@ pub fn run_with_io(
                     &violations,
                     &network.events,
                 )
+                .with_command_rule(request.command_rule.as_ref())
                 .write(report)?;
             }
             Ok(RunResult {

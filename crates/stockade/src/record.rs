@@ -190,6 +190,9 @@ pub(crate) struct RunRecord<'a> {
     /// Under a backend other than native: which mechanism enforces each layer.
     #[serde(skip_serializing_if = "Option::is_none")]
     enforced_by: Option<Vec<Enforced>>,
+    /// The `[[commands]]` entry whose grants the run had.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    command_rule: Option<&'a crate::CommandMatch>,
 }
 
 #[derive(Serialize)]
@@ -275,7 +278,14 @@ impl<'a> RunRecord<'a> {
                     .map(|(what, by)| Enforced { what, by })
                     .collect()
             }),
+            command_rule: None,
         }
+    }
+
+    /// Name the `[[commands]]` entry whose grants the run had.
+    pub(crate) fn with_command_rule(mut self, rule: Option<&'a crate::CommandMatch>) -> Self {
+        self.command_rule = rule;
+        self
     }
 
     pub(crate) fn write(&self, target: &RecordPath) -> Result<(), Error> {

