@@ -1,6 +1,5 @@
 //! `--control-fd N` (`run`, `mcp`): JSON lines on descriptor N change the live policy, each
-//! answered by one JSON line on the same descriptor (when it can be written, e.g. a socket;
-//! else on stderr): `{"ok":true,"applied":{"network":"now","filesystem":"next run"}}` or
+//! answered by one JSON line on the same descriptor when it is a socket (else on stderr): `{"ok":true,"applied":{"network":"now","filesystem":"next run"}}` or
 //! `{"ok":false,"error":{...}}`. Every change, applied or refused, goes to the audit log.
 //!
 //! A line is an object of lists, each replacing the current one: `allow_domains`,
@@ -48,7 +47,11 @@ pub fn start(fd: i32, live: LivePolicy, audit: Option<PathBuf>) -> Result<(), Er
             .into(),
     })?;
     let file = std::fs::File::from(owned);
-    let mut writer = file.try_clone().ok();
+    // Replies go back on a socket only: on a FIFO opened for reading and writing (`3<>fifo`,
+    // which keeps it open between writers) a reply would come back as the next line.
+    use std::os::unix::fs::FileTypeExt;
+    let socket = file.metadata().is_ok_and(|m| m.file_type().is_socket());
+    let mut writer = if socket { file.try_clone().ok() } else { None };
     std::thread::Builder::new()
         .name("stockade-control".into())
         .spawn(move || {
