@@ -28,9 +28,15 @@ pub fn reply(stream: bool, tool: Option<&str>, text: &str) -> Vec<u8> {
 
 /// [`reply`] with the tool call's id (each call of a conversation needs its own).
 pub fn reply_as(stream: bool, tool: Option<&str>, text: &str, id: &str) -> Vec<u8> {
+    reply_named(stream, "Bash", tool, text, id)
+}
+
+/// [`reply_as`] calling the shell tool by the name the agent gives it (`Bash` for Claude
+/// Code, `bash` for OpenCode).
+pub fn reply_named(stream: bool, name: &str, tool: Option<&str>, text: &str, id: &str) -> Vec<u8> {
     let (block, stop) = match tool {
         Some(command) => (
-            serde_json::json!({"type": "tool_use", "id": id, "name": "Bash",
+            serde_json::json!({"type": "tool_use", "id": id, "name": name,
                 "input": {"command": command, "description": "scan"}}),
             "tool_use",
         ),
@@ -51,7 +57,7 @@ pub fn reply_as(stream: bool, tool: Option<&str>, text: &str, id: &str) -> Vec<u
     }
     let (start, delta) = match tool {
         Some(command) => (
-            serde_json::json!({"type": "tool_use", "id": id, "name": "Bash", "input": {}}),
+            serde_json::json!({"type": "tool_use", "id": id, "name": name, "input": {}}),
             serde_json::json!({"type": "input_json_delta", "partial_json":
                 serde_json::json!({"command": command, "description": "scan"}).to_string()}),
         ),

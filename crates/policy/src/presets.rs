@@ -147,16 +147,19 @@ pub const PRESETS: &[Preset] = &[
     Preset {
         name: "opencode",
         kind: PresetKind::Agent,
-        summary: "opencode as the worker: its data, state and cache in directories of its own (XDG_DATA_HOME, XDG_STATE_HOME, XDG_CACHE_HOME; never the host's, whose downloaded tools the host runs); its config (~/.config/opencode: plugins, tools) stays read-only; add the model's key with --credential",
+        summary: "opencode as the worker: its data, state and cache in directories of its own (XDG_DATA_HOME, XDG_STATE_HOME, XDG_CACHE_HOME; never the host's, whose downloaded tools the host runs); its config directory (XDG_CONFIG_HOME: plugins, tools, what it installs there at start) a fresh one per run, the host's ~/.config/opencode unseen and read-only (give settings in the project's opencode.json or OPENCODE_CONFIG_CONTENT); add the model's key with --credential (for the anthropic route with upstream = \"https://api.anthropic.com/v1\")",
         credentials: &[],
-        allow_domains: &["models.dev"],
+        allow_domains: &["models.dev", "models.opencode.ai"],
         state: &["~/.local/state/stockade/opencode"],
         read_only: &[],
         made_dirs: &[],
-        private: &[],
+        // Its config directory: OpenCode writes a .gitignore, a package.json and plugin
+        // dependencies there at every start, and loads plugins from it: each run's own.
+        private: &["~/.local/state/stockade/opencode/config"],
         env_allow: &["OPENCODE_*"],
         env_set: &[
             ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
+            ("XDG_CONFIG_HOME", "~/.local/state/stockade/opencode/config"),
             ("XDG_DATA_HOME", "~/.local/state/stockade/opencode/data"),
             ("XDG_STATE_HOME", "~/.local/state/stockade/opencode/state"),
             ("XDG_CACHE_HOME", "~/.local/state/stockade/opencode/cache"),
