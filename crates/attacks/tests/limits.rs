@@ -598,3 +598,44 @@ fn shared_memory_counts_against_the_memory_limit_or_is_refused() {
         run.assert_stdout_contains("filled");
     }
 }
+
+/// A program that probes for an address-space reservation larger than the whole limit and does
+/// without it (Bun asks for 128 GiB at every start) is not reported when the run succeeds; the
+/// same refused probe in a run that fails is (it may be why it failed). Only the rlimit sees
+/// the refusal (a cgroup never refuses an allocation: it reclaims or kills).
+#[test]
+fn a_reservation_probe_beyond_the_limit_is_not_reported_when_the_run_succeeds() {
+    if attacks::not_under("gvisor", attacks::na::NO_LIMIT_EVENTS) {
+        return;
+    }
+    let Some(py) = attacks::python3("memory probe") else {
+        return;
+    };
+    let fx = Fixture::new();
+    let probe = |exit: u8| {
+        format!(
+            "{} -c 'import sys\ntry:\n    b = bytearray(1 << 31)\nexcept MemoryError:\n    print(\"probe refused\")\nsys.exit({exit})'",
+            attacks::sh_quote(&py)
+        )
+    };
+    let records = fx.records();
+    let mut opts = records.opts();
+    opts.extend(["--memory", "256M"]);
+    let run = fx.sandbox(&opts, &probe(0)).run();
+    let report = read_json(&records.report);
+    if mechanism(&report, "memory") != "rlimit" {
+        println!("n/a: the memory limit is a cgroup here (it never refuses an allocation)");
+        return;
+    }
+    run.assert_code(0).assert_stdout_contains("probe refused");
+    run.assert_lacks("E_LIMIT_REACHED");
+    assert!(limit_hit(&report, "memory").is_none(), "{report:#}");
+    // Control: the same refusal in a failing run is reported.
+    let records = fx.records();
+    let mut opts = records.opts();
+    opts.extend(["--memory", "256M"]);
+    let run = fx.sandbox(&opts, &probe(1)).run();
+    run.assert_code(1);
+    run.assert_stderr_contains("E_LIMIT_REACHED");
+    assert!(limit_hit(&read_json(&records.report), "memory").is_some());
+}

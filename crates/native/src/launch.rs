@@ -898,6 +898,12 @@ pub fn launch_with(
                 size(bytes)
             ),
         }),
+        // An allocation larger than the whole limit (the first refused; allocators try again
+        // a way or two), in a run that then succeeded: an address
+        // space reservation the program probes for and does without (Bun asks for 128 GiB at
+        // every start), not memory the run needed. Reported, it was a line on every run of
+        // Claude Code or OpenCode under an rlimit.
+        (Some(_), (_, Some((asked, _, limit)))) if asked > limit && exit_code == 0 => {}
         (Some((bytes, m)), (n, Some((asked, held, limit)))) => limit_hits.push(LimitHit {
             code: crate::cgroup::E_LIMIT_REACHED,
             limit: "memory",
