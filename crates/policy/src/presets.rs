@@ -177,7 +177,12 @@ pub const PRESETS: &[Preset] = &[
         made_dirs: &[],
         private: &[],
         env_allow: &["AIDER_*"],
-        env_set: &[("AIDER_CHECK_UPDATE", "false"), ("AIDER_ANALYTICS", "false")],
+        env_set: &[
+            ("AIDER_CHECK_UPDATE", "false"),
+            ("AIDER_ANALYTICS", "false"),
+            // litellm's model prices from its own package, not raw.githubusercontent.com.
+            ("LITELLM_LOCAL_MODEL_COST_MAP", "True"),
+        ],
         no_timeout: true,
     },
     Preset {
