@@ -59,11 +59,47 @@ fn rel(path: &str) -> &Path {
     }
 }
 
+/// Opened without blocking (a FIFO planted under a file's name would hold the call until its
+/// time limit), and only if it is a regular file.
+fn open_regular(root: &Dir, path: &str, write: bool) -> Result<cap_std::fs::File, Reply> {
+    use cap_std::fs::OpenOptionsExt;
+    let what = if write { "write" } else { "read" };
+    let mut options = cap_std::fs::OpenOptions::new();
+    options.read(!write).write(write).custom_flags(libc_o_nonblock());
+    if write {
+        options.create(true).truncate(false);
+    }
+    let file = root
+        .open_with(rel(path), &options)
+        .map_err(|e| io_failure(&format!("{what} {path}"), e))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| io_failure(&format!("{what} {path}"), e))?;
+    if !meta.is_file() {
+        return Err(Reply::failed(
+            FailureKind::Invalid,
+            format!("{path} is not a regular file"),
+        ));
+    }
+    Ok(file)
+}
+
+fn libc_o_nonblock() -> i32 {
+    0o4000 // O_NONBLOCK on Linux
+}
+
+/// Replace a file's content (made when missing): through [`open_regular`].
+fn write_bytes(root: &Dir, path: &str, content: &[u8]) -> Result<(), Reply> {
+    use std::io::Write;
+    let mut file = open_regular(root, path, true)?;
+    file.set_len(0)
+        .and_then(|()| file.write_all(content))
+        .map_err(|e| io_failure(&format!("write {path}"), e))
+}
+
 /// A file's bytes, at most [`MAX_FILE`].
 fn read_bytes(root: &Dir, path: &str) -> Result<Vec<u8>, Reply> {
-    let file = root
-        .open(rel(path))
-        .map_err(|e| io_failure(&format!("read {path}"), e))?;
+    let file = open_regular(root, path, false)?;
     let mut bytes = Vec::new();
     file.take(MAX_FILE + 1)
         .read_to_end(&mut bytes)
@@ -149,11 +185,11 @@ pub(crate) fn write(root: &Dir, path: &str, content: &str) -> Reply {
     if let Err(r) = make_parents(root, path) {
         return r;
     }
-    match root.write(rel(path), content) {
+    match write_bytes(root, path, content.as_bytes()) {
         Ok(()) => Reply::Done {
             text: format!("wrote {} bytes to {path}", content.len()),
         },
-        Err(e) => io_failure(&format!("write {path}"), e),
+        Err(r) => r,
     }
 }
 
@@ -180,11 +216,11 @@ pub(crate) fn edit(root: &Dir, path: &str, old: &str, new: &str, all: bool) -> R
     } else {
         text.replacen(old, new, 1)
     };
-    match root.write(rel(path), changed) {
+    match write_bytes(root, path, changed.as_bytes()) {
         Ok(()) => Reply::Done {
             text: format!("replaced {found} occurrence(s) in {path}"),
         },
-        Err(e) => io_failure(&format!("write {path}"), e),
+        Err(r) => r,
     }
 }
 
@@ -437,6 +473,21 @@ mod tests {
         std::os::unix::fs::symlink("in.txt", d.path().join("link"))
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(done(read(&root, "link", None, None)), "inside");
+    }
+
+    #[test]
+    fn fifos_are_refused_at_once() {
+        let (d, root) = workspace();
+        let fifo = d.path().join("pipe");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(made.success());
+        assert_eq!(kind(read(&root, "pipe", None, None)), FailureKind::Invalid);
+        assert!(matches!(write(&root, "pipe", "x"), Reply::Failed { .. }));
+        done(write(&root, "f.txt", "grep me\n"));
+        assert_eq!(done(grep(&root, "grep", "", None, false)), "f.txt:1:grep me");
     }
 
     #[test]
