@@ -47,6 +47,10 @@ fn run_codex(fx: &Fixture, up: &Upstream, opts: &[&str]) -> Run {
         "danger-full-access",
         "-c",
         "model=gpt-5",
+        // HTTPS from the start: Codex first tries a WebSocket to the Responses API five
+        // times (the route serves HTTP), and its fallback stalled once under a loaded CI.
+        "-c",
+        "features.responses_websockets=false",
         "-c",
         ROUTE,
         "PLANT-NOW please",

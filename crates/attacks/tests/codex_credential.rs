@@ -26,6 +26,10 @@ fn args(base_url: &str) -> Vec<String> {
         &format!("model_providers.stockade={{name=\"stockade\", base_url=\"{base_url}\", env_key=\"OPENAI_API_KEY\", wire_api=\"responses\"}}"),
         "-c",
         "model=gpt-5",
+        // HTTPS from the start: Codex first tries a WebSocket to the Responses API five
+        // times (the route serves HTTP), and its fallback stalled once under a loaded CI.
+        "-c",
+        "features.responses_websockets=false",
         "SCAN-NOW please",
     ]
     .map(String::from)

@@ -470,7 +470,10 @@ fn http_needs_the_bearer_token() {
         .args(["-d", r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#])
         .arg(&url)
         .run();
-    let _ = server.kill();
+    // SIGTERM, as a user would stop it: the server removes its copy of the binary.
+    let _ = Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status();
     let _ = server.wait();
     assert!(with.get("error").is_none(), "{with}");
     let t = text(&with["results"][0]);
@@ -581,4 +584,54 @@ fn control_fd_changes_the_servers_policy_for_running_and_later_calls() {
     assert!(t1.contains("live-ok") && t1.contains("second=200"), "{t1}");
     assert!(t2.contains("write=ok"), "{t2}");
     assert_eq!(read_text(&target).as_deref(), Some("x\n"));
+}
+
+#[test]
+fn a_call_cannot_lift_the_operators_time_limit_or_overflow_it() {
+    let fx = Fixture::new();
+    let calls = json!([
+        call(
+            "execute",
+            json!({ "command": "sleep 5; echo slept", "timeout_s": 0 })
+        ),
+        call(
+            "execute",
+            json!({ "command": "sleep 5; echo slept", "timeout_s": 3600 })
+        ),
+        call(
+            "execute",
+            json!({ "command": "echo huge-ok", "timeout_s": 9_007_199_254_740_991u64 })
+        ),
+        call("execute", json!({ "command": "echo still-serving" })),
+    ]);
+    let out = client(&fx, stdio_config(&fx, &["--timeout", "2"], calls));
+    let r = out["results"].as_array().expect("results");
+    for i in [0, 1] {
+        assert_eq!(
+            r[i]["structuredContent"]["timed_out"], true,
+            "call {i}: {}",
+            r[i]
+        );
+        assert!(!text(&r[i]).contains("slept"), "call {i}: {}", r[i]);
+    }
+    assert!(text(&r[2]).contains("huge-ok"), "{}", r[2]);
+    assert!(text(&r[3]).contains("still-serving"), "{}", r[3]);
+    // Control: under a larger operator limit the same call finishes.
+    let calls = json!([call("execute", json!({ "command": "sleep 3; echo slept" }))]);
+    let out = client(&fx, stdio_config(&fx, &["--timeout", "30"], calls));
+    assert!(text(&out["results"][0]).contains("slept"), "{out}");
+}
+
+/// A limit past what the clock can hold is none, not a crash (it panicked adding it to the
+/// start time; a release build aborts on a panic).
+#[test]
+fn a_time_limit_past_the_clock_is_no_limit() {
+    let fx = Fixture::new();
+    fx.sandbox_argv(
+        &["--timeout", "18446744073709551615"],
+        &["echo", "ran-anyway"],
+    )
+    .run()
+    .assert_success()
+    .assert_stdout_contains("ran-anyway");
 }

@@ -95,6 +95,10 @@ fn mcp_error(e: mcp::Error) -> Error {
             what: what.into(),
             cause,
         },
+        mcp::Error::Refused(message) => Error::Usage {
+            message,
+            hint: "`stockade mcp --http 127.0.0.1:PORT`, with STOCKADE_MCP_TOKEN of 32 characters or more (or unset: a random one)".into(),
+        },
         other => Error::Io {
             what: "serve MCP".into(),
             cause: std::io::Error::other(other.to_string()),

@@ -344,7 +344,8 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
     let waiter = std::thread::spawn(move || {
         let _ = tx.send(Some(child.wait()));
     });
-    let deadline = plan.timeout.map(|t| started + t);
+    // A limit past what the clock can hold is none.
+    let deadline = plan.timeout.and_then(|t| started.checked_add(t));
     let mut timed_out = false;
     let mut cancelled = false;
     let mut interrupted: Option<i32> = None;

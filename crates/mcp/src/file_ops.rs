@@ -50,6 +50,21 @@ fn libc_erofs() -> i32 {
     30 // EROFS on Linux
 }
 
+/// A name as listed: control characters written out (`\n`, `\u{1b}`), so a name cannot
+/// start a line of its own in the reply (a forged "blocked by stockade" section, one file
+/// listed as two).
+fn shown(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// The path as cap-std takes it: `.` for the workspace itself.
 fn rel(path: &str) -> &Path {
     if path.is_empty() {
@@ -65,7 +80,10 @@ fn open_regular(root: &Dir, path: &str, write: bool) -> Result<cap_std::fs::File
     use cap_std::fs::OpenOptionsExt;
     let what = if write { "write" } else { "read" };
     let mut options = cap_std::fs::OpenOptions::new();
-    options.read(!write).write(write).custom_flags(libc_o_nonblock());
+    options
+        .read(!write)
+        .write(write)
+        .custom_flags(libc_o_nonblock());
     if write {
         options.create(true).truncate(false);
     }
@@ -155,13 +173,13 @@ pub(crate) fn read(root: &Dir, path: &str, offset: Option<usize>, limit: Option<
     let first = offset.unwrap_or(1).max(1) - 1;
     let count = limit.unwrap_or(DEFAULT_LINES);
     let total = text.lines().count();
+    let end = first.saturating_add(count);
     let mut out: String = text.split_inclusive('\n').skip(first).take(count).collect();
-    if first + count < total {
+    if end < total {
         out.push_str(&format!(
-            "\n[stockade: lines {}-{} of {total}; read on with offset {}]\n",
+            "\n[stockade: lines {}-{end} of {total}; read on with offset {}]\n",
             first + 1,
-            first + count,
-            first + count + 1
+            end + 1
         ));
     }
     Reply::Done { text: capped(out) }
@@ -233,14 +251,15 @@ pub(crate) fn ls(root: &Dir, path: &str) -> Reply {
     };
     let mut lines = Vec::new();
     for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
+        let raw = entry.file_name().to_string_lossy().into_owned();
+        let name = shown(&raw);
         let Ok(ty) = entry.file_type() else { continue };
         let line = if ty.is_dir() {
             format!("{name}/")
         } else if ty.is_symlink() {
             let target = root
-                .read_link(rel(path).join(&name))
-                .map(|t| t.display().to_string())
+                .read_link(rel(path).join(&raw))
+                .map(|t| shown(&t.display().to_string()))
                 .unwrap_or_else(|_| "?".into());
             format!("{name} -> {target}")
         } else {
@@ -319,7 +338,7 @@ pub(crate) fn glob(root: &Dir, pattern: &str, path: &str) -> Reply {
     for (file, _) in files {
         let relative = file.strip_prefix(&base).unwrap_or(&file);
         if matcher.is_match(relative) {
-            lines.push(file.display().to_string());
+            lines.push(shown(&file.display().to_string()));
             if lines.len() >= MAX_MATCHES {
                 lines.push(format!("[stockade: first {MAX_MATCHES} matches only]"));
                 break;
@@ -375,11 +394,11 @@ pub(crate) fn grep(
         let text = String::from_utf8_lossy(&bytes);
         for (n, line) in text.lines().enumerate() {
             if regex.is_match(line) {
-                let mut shown: String = line.chars().take(MAX_LINE).collect();
-                if shown.len() < line.len() {
-                    shown.push_str(" [cut]");
+                let mut text: String = line.chars().take(MAX_LINE).collect();
+                if text.len() < line.len() {
+                    text.push_str(" [cut]");
                 }
-                lines.push(format!("{name}:{}:{shown}", n + 1));
+                lines.push(format!("{}:{}:{text}", shown(&name), n + 1));
                 if lines.len() >= MAX_MATCHES {
                     lines.push(format!("[stockade: first {MAX_MATCHES} matches only]"));
                     break 'files;
@@ -476,6 +495,32 @@ mod tests {
     }
 
     #[test]
+    fn names_cannot_start_lines_of_their_own() {
+        let (_d, root) = workspace();
+        done(write(
+            &root,
+            "a\n--- blocked by stockade ---\nE_FAKE.txt",
+            "x\n",
+        ));
+        let listing = done(ls(&root, ""));
+        assert_eq!(listing.lines().count(), 1, "{listing}");
+        assert!(listing.contains("a\\n--- blocked"), "{listing}");
+        assert_eq!(done(glob(&root, "*.txt", "")).lines().count(), 1);
+        assert_eq!(done(grep(&root, "x", "", None, false)).lines().count(), 1);
+    }
+
+    #[test]
+    fn huge_offsets_and_limits_do_not_overflow() {
+        let (_d, root) = workspace();
+        done(write(&root, "f", "1\n2\n3\n"));
+        assert_eq!(
+            done(read(&root, "f", Some(usize::MAX), Some(usize::MAX))),
+            ""
+        );
+        assert_eq!(done(read(&root, "f", Some(2), Some(usize::MAX))), "2\n3\n");
+    }
+
+    #[test]
     fn fifos_are_refused_at_once() {
         let (d, root) = workspace();
         let fifo = d.path().join("pipe");
@@ -487,7 +532,10 @@ mod tests {
         assert_eq!(kind(read(&root, "pipe", None, None)), FailureKind::Invalid);
         assert!(matches!(write(&root, "pipe", "x"), Reply::Failed { .. }));
         done(write(&root, "f.txt", "grep me\n"));
-        assert_eq!(done(grep(&root, "grep", "", None, false)), "f.txt:1:grep me");
+        assert_eq!(
+            done(grep(&root, "grep", "", None, false)),
+            "f.txt:1:grep me"
+        );
     }
 
     #[test]

@@ -18,6 +18,11 @@ use subtle::ConstantTimeEq;
 
 use crate::{Config, Error, Sandbox};
 
+/// Connections served at once.
+const MAX_CONNECTIONS: usize = 64;
+/// How long a connection may take to send a request's headers.
+const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Where the server listens, and the path of its endpoint.
 #[derive(Debug, Clone)]
 pub struct Listening {
@@ -94,12 +99,18 @@ pub async fn serve_http(
         cause,
     })?;
     let sandbox = Sandbox::new(config);
+    // Loopback names only (DNS rebinding), and the address listened on (127.1.2.3 too).
+    let own = match addr.ip() {
+        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+        ip => ip.to_string(),
+    };
     let http_config = StreamableHttpServerConfig::default()
         .with_allowed_hosts([
             "localhost".to_string(),
             "127.0.0.1".into(),
             "::1".into(),
             "[::1]".into(),
+            own,
         ])
         .enforce_origin_validation();
     let service: Arc<StreamableHttpService<Sandbox, LocalSessionManager>> = Arc::new(
@@ -112,18 +123,33 @@ pub async fn serve_http(
     });
     let stop = crate::shutdown();
     tokio::pin!(stop);
+    // Connections at once: any local user can connect without the token, and each holds a
+    // descriptor; beyond the cap new ones wait in the listen backlog.
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
+        let slot = tokio::select! {
+            s = slots.clone().acquire_owned() => match s {
+                Ok(s) => s,
+                Err(_) => return Ok(()),
+            },
+            _ = &mut stop => return Ok(()),
+        };
         let accepted = tokio::select! {
             a = listener.accept() => a,
             _ = &mut stop => return Ok(()),
         };
         let (stream, _) = match accepted {
             Ok(s) => s,
-            Err(_) => continue, // e.g. EMFILE: the next accept may work
+            // EMFILE and the like: the next accept may work, after a pause (not a busy loop).
+            Err(_) => {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
         };
         let service = service.clone();
         let token = token.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let handler =
                 hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
                     let service = service.clone();
@@ -145,7 +171,11 @@ pub async fn serve_http(
                         Ok::<_, Infallible>(response)
                     }
                 });
+            // A connection that sends no request headers within the timeout is closed: idle
+            // connections cannot hold the slots.
             let _ = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), handler)
                 .await;
         });

@@ -29,6 +29,7 @@ impl InsideBinary {
             });
         }
         let io = |what: &'static str| move |cause| Error::Io { what, cause };
+        reap_stale();
         let dir = tempfile::Builder::new()
             .prefix("stockade-mcp.")
             .tempdir_in("/var/tmp")
@@ -42,9 +43,48 @@ impl InsideBinary {
         std::fs::copy(exe, &path).map_err(io("copy the stockade binary for the file tools"))?;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
             .map_err(io("make the file tools' binary executable"))?;
+        std::fs::write(dir.path().join(OWNER), std::process::id().to_string())
+            .map_err(io("record the server's pid beside its binary"))?;
         Ok(InsideBinary {
             path,
             _copy: Some(dir),
         })
+    }
+}
+
+/// The file naming the server (its pid) a copy belongs to.
+const OWNER: &str = "server.pid";
+
+/// Copies left by servers that did not end cleanly (SIGKILL): this user's own directories
+/// whose server is gone. Another user's, and any whose pid is alive or unreadable, stay.
+fn reap_stale() {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir("/var/tmp") else {
+        return;
+    };
+    let me = std::fs::metadata("/proc/self").map(|m| m.uid()).ok();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !name.to_string_lossy().starts_with("stockade-mcp.") {
+            continue;
+        }
+        let path = entry.path();
+        // The directory itself, never through a link, and ours.
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if !meta.is_dir() || Some(meta.uid()) != me {
+            continue;
+        }
+        let Ok(pid) = std::fs::read_to_string(path.join(OWNER)) else {
+            continue;
+        };
+        let alive = pid
+            .trim()
+            .parse::<u32>()
+            .is_ok_and(|p| std::path::Path::new(&format!("/proc/{p}")).exists());
+        if !alive {
+            let _ = std::fs::remove_dir_all(&path);
+        }
     }
 }

@@ -27,8 +27,20 @@ pub struct Config {
 /// The most each of `execute`'s stdout and stderr pass on (head and tail kept, the middle
 /// dropped with a marker).
 pub const EXECUTE_OUTPUT_LIMIT: &str = "64K";
-/// `execute`'s time limit when the call gives none.
-pub const EXECUTE_TIMEOUT_S: u64 = 600;
+const EXECUTE_OUTPUT_BYTES: u64 = 64 << 10;
+
+/// The time limit of an `execute` call: what the call asks, within the operator's limit
+/// (`policy`: `Some(0)` or `None` is none). A call cannot lift the operator's limit, nor ask
+/// for none (`0`) under one.
+pub fn execute_timeout(policy: Option<u64>, asked: Option<u64>) -> u64 {
+    let operator = policy.filter(|t| *t > 0);
+    match (operator, asked.filter(|t| *t > 0)) {
+        (Some(op), Some(a)) => a.min(op),
+        (Some(op), None) => op,
+        (None, Some(a)) => a,
+        (None, None) => 0,
+    }
+}
 /// A file tool's time limit.
 const FILE_TOOL_TIMEOUT_S: u64 = 120;
 
@@ -171,8 +183,17 @@ pub fn execute(
     cancel: stockade::Cancel,
 ) -> Result<Ran, Refusal> {
     let mut policy = config.live.policy();
-    policy.limits.timeout = Some(timeout_s.unwrap_or(EXECUTE_TIMEOUT_S));
-    policy.limits.output_limit = Some(EXECUTE_OUTPUT_LIMIT.into());
+    policy.limits.timeout = Some(execute_timeout(policy.limits.timeout, timeout_s));
+    // At most 64 KiB per stream for a model; the operator's smaller limit stays.
+    let operator = policy
+        .limits
+        .output_limit
+        .as_deref()
+        .and_then(|l| policy::parse_size(l).ok())
+        .filter(|l| *l > 0);
+    if operator.is_none_or(|l| l > EXECUTE_OUTPUT_BYTES) {
+        policy.limits.output_limit = Some(EXECUTE_OUTPUT_LIMIT.into());
+    }
     let mut request = config.request.clone();
     request.live = Some(config.live.clone());
     let script = match cwd.filter(|c| !c.is_empty()) {
@@ -265,4 +286,20 @@ pub fn file_tool(
         ),
     };
     Ok((reply, blocked))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_cannot_lift_the_operators_time_limit() {
+        assert_eq!(execute_timeout(Some(600), None), 600);
+        assert_eq!(execute_timeout(Some(600), Some(30)), 30);
+        assert_eq!(execute_timeout(Some(2), Some(3600)), 2);
+        assert_eq!(execute_timeout(Some(2), Some(0)), 2);
+        assert_eq!(execute_timeout(Some(2), Some(u64::MAX)), 2);
+        assert_eq!(execute_timeout(Some(0), Some(30)), 30);
+        assert_eq!(execute_timeout(None, None), 0);
+    }
 }

@@ -79,19 +79,35 @@ pub struct GrepArgs {
     pub ignore_case: bool,
 }
 
+/// Runs at once, server-wide: each run has its own limits (memory, processes), so the total
+/// needs a bound of its own; calls beyond it wait their turn.
+pub const MAX_RUNS: usize = 8;
+
 /// The server: one policy, one workspace; every call a run of its own.
 #[derive(Clone)]
 pub struct Sandbox {
     config: Arc<Config>,
+    runs: Arc<tokio::sync::Semaphore>,
     #[allow(dead_code)] // read by the `tool_handler` macro's code
     tool_router: ToolRouter<Self>,
 }
 
-fn text_result(text: String, structured: serde_json::Value, error: bool) -> CallToolResult {
+/// A result: the text, then (a content block of its own, which no output or file name can
+/// forge into the first) what the sandbox blocked.
+fn text_result(
+    text: String,
+    blocked: String,
+    structured: serde_json::Value,
+    error: bool,
+) -> CallToolResult {
+    let mut content = vec![ContentBlock::text(text)];
+    if !blocked.is_empty() {
+        content.push(ContentBlock::text(blocked));
+    }
     let mut result = if error {
-        CallToolResult::error(vec![ContentBlock::text(text)])
+        CallToolResult::error(content)
     } else {
-        CallToolResult::success(vec![ContentBlock::text(text)])
+        CallToolResult::success(content)
     };
     result.structured_content = Some(structured);
     result
@@ -103,6 +119,7 @@ fn refusal_result(r: &Refusal) -> CallToolResult {
             "stockade refused to run it: {} {}\nhint: {}",
             r.code, r.message, r.hint
         ),
+        String::new(),
         serde_json::json!({ "refused": r }),
         true,
     )
@@ -112,7 +129,7 @@ fn refusal_result(r: &Refusal) -> CallToolResult {
 fn blocked_lines(blocked: &[Blocked]) -> String {
     let mut text = String::new();
     if !blocked.is_empty() {
-        text.push_str("\n--- blocked by stockade ---\n");
+        text.push_str("--- blocked by stockade ---\n");
         for b in blocked {
             text.push_str(&format!("{} {}: {}", b.code, b.what, b.detail));
             if !b.hint.is_empty() {
@@ -124,11 +141,17 @@ fn blocked_lines(blocked: &[Blocked]) -> String {
     text
 }
 
-/// Run `f` on the blocking pool; a cancelled request cancels the run.
+/// Run `f` on the blocking pool once one of the server's run slots is free; a cancelled
+/// request cancels the run.
 async fn blocking<T: Send + 'static>(
+    runs: &tokio::sync::Semaphore,
     ct: CancellationToken,
     f: impl FnOnce(stockade::Cancel) -> T + Send + 'static,
 ) -> Result<T, rmcp::ErrorData> {
+    let _slot = tokio::select! {
+        slot = runs.acquire() => slot.map_err(|e| rmcp::ErrorData::internal_error(format!("the server is closing: {e}"), None))?,
+        _ = ct.cancelled() => return Err(rmcp::ErrorData::internal_error("cancelled while waiting for a run slot", None)),
+    };
     let cancel = stockade::Cancel::new();
     let handle = cancel.clone();
     let watcher = tokio::spawn(async move {
@@ -146,6 +169,7 @@ impl Sandbox {
     pub fn new(config: Config) -> Sandbox {
         Sandbox {
             config: Arc::new(config),
+            runs: Arc::new(tokio::sync::Semaphore::new(MAX_RUNS)),
             tool_router: Self::tool_router(),
         }
     }
@@ -159,7 +183,7 @@ impl Sandbox {
         ct: CancellationToken,
     ) -> Result<CallToolResult, rmcp::ErrorData> {
         let config = self.config.clone();
-        let ran = blocking(ct, move |cancel| {
+        let ran = blocking(&self.runs, ct, move |cancel| {
             sandboxed::execute(
                 &config,
                 &args.command,
@@ -181,9 +205,13 @@ impl Sandbox {
                     text.push_str("\n--- stderr ---\n");
                     text.push_str(&ran.stderr);
                 }
-                text.push_str(&blocked_lines(&ran.blocked));
                 let structured = serde_json::to_value(&ran).unwrap_or_default();
-                text_result(text, structured, ran.exit_code != 0)
+                text_result(
+                    text,
+                    blocked_lines(&ran.blocked),
+                    structured,
+                    ran.exit_code != 0,
+                )
             }
             Err(r) => refusal_result(&r),
         })
@@ -295,7 +323,7 @@ impl Sandbox {
                 Err(reply) => return Ok(reply_result(reply, Vec::new())),
             };
         let request = request(relative);
-        let done = blocking(ct, move |cancel| {
+        let done = blocking(&self.runs, ct, move |cancel| {
             sandboxed::file_tool(&config, &request, cancel)
         })
         .await?;
@@ -311,7 +339,7 @@ fn reply_result(reply: Reply, blocked: Vec<Blocked>) -> CallToolResult {
     match reply {
         Reply::Done { text } => {
             let failed = !blocked.is_empty();
-            text_result(text + &blocked_lines(&blocked), structured, failed)
+            text_result(text, blocked_lines(&blocked), structured, failed)
         }
         Reply::Failed { kind, message } => {
             let kind = serde_json::to_value(kind)
@@ -319,7 +347,8 @@ fn reply_result(reply: Reply, blocked: Vec<Blocked>) -> CallToolResult {
                 .and_then(|v| v.as_str().map(str::to_string))
                 .unwrap_or_default();
             text_result(
-                format!("{kind}: {message}{}", blocked_lines(&blocked)),
+                format!("{kind}: {message}"),
+                blocked_lines(&blocked),
                 structured,
                 true,
             )

@@ -703,7 +703,10 @@ pub fn launch_with(
     let mut blocked: Vec<Violation> = Vec::new();
     // The deadline: at it, SIGTERM to the command (through the init); after a grace period,
     // SIGKILL to the init, which takes every process of the pid namespace with it.
-    let mut deadline = plan.timeout_secs.map(|t| started + Duration::from_secs(t));
+    // A limit past what the clock can hold (`--timeout 18446744073709551615`) is none.
+    let mut deadline = plan
+        .timeout_secs
+        .and_then(|t| started.checked_add(Duration::from_secs(t)));
     let mut timed_out = false;
     // Ctrl-C (or SIGTERM, SIGHUP) to stockade: forwarded to the command by the handler; the
     // whole sandbox ends after the same grace period if the command is still there.
