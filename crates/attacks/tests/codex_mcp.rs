@@ -87,6 +87,10 @@ fn codex_calls_stockade_over_mcp_and_its_commands_are_contained() {
         format!("mcp_servers.stockade.args={args}"),
         "-c".to_string(),
         "mcp_servers.stockade.default_tools_approval_mode=\"approve\"".to_string(),
+        // Codex starts the turn without an MCP server not ready within its grace period (the
+        // tool call then fails as `mcp__stockadeexecute`): wait for it, as a slow CI needs.
+        "-c".to_string(),
+        "mcp_optional_startup_grace_ms=60000".to_string(),
     ];
     let run = codex_exec(&fx, &up, &config);
     let output = tool_output(&up);

@@ -40,9 +40,16 @@ impl InsideBinary {
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
             .map_err(io("make the file tools' directory readable"))?;
         let path = dir.path().join("stockade");
-        std::fs::copy(exe, &path).map_err(io("copy the stockade binary for the file tools"))?;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
-            .map_err(io("make the file tools' binary executable"))?;
+        // A link where it can be one (the same filesystem: instant), else a copy (a debug
+        // build is a quarter of a gigabyte, and an MCP client may not wait that long).
+        // A link only to a binary others may read and run (the sandbox's user may be another).
+        let shareable =
+            std::fs::metadata(exe).is_ok_and(|m| m.permissions().mode() & 0o005 == 0o005);
+        if !shareable || std::fs::hard_link(exe, &path).is_err() {
+            std::fs::copy(exe, &path).map_err(io("copy the stockade binary for the file tools"))?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+                .map_err(io("make the file tools' binary executable"))?;
+        }
         std::fs::write(dir.path().join(OWNER), std::process::id().to_string())
             .map_err(io("record the server's pid beside its binary"))?;
         Ok(InsideBinary {
