@@ -174,6 +174,20 @@ pub fn sh_quote(s: impl AsRef<OsStr>) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
+/// A tool scripts/test installs for the tests (an agent CLI, the MCP SDK): `default`, or the
+/// path in the variable `env`; the test fails saying how to install it when it is missing.
+pub fn installed_tool(env: &str, default: &str, what: &str, install: &str) -> PathBuf {
+    let path = std::env::var_os(env)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(default));
+    assert!(
+        path.exists(),
+        "{what} is not at {} (scripts/test installs it: {install}; or set {env})",
+        path.display()
+    );
+    path
+}
+
 /// The absolute path of `name` in [`PATH`], if it is installed.
 pub fn which(name: &str) -> Option<PathBuf> {
     PATH.split(':')

@@ -9,15 +9,12 @@ const CLAUDE: &str =
     "/var/tmp/stockade-tools/node_modules/@anthropic-ai/claude-code-linux-x64/claude";
 
 pub fn claude() -> PathBuf {
-    let path = std::env::var_os("STOCKADE_TEST_CLAUDE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(CLAUDE));
-    assert!(
-        path.is_file(),
-        "the Claude Code CLI is not at {} (scripts/test installs it: npm install --prefix /var/tmp/stockade-tools @anthropic-ai/claude-code)",
-        path.display()
-    );
-    path
+    crate::installed_tool(
+        "STOCKADE_TEST_CLAUDE",
+        CLAUDE,
+        "the Claude Code CLI",
+        "npm install --prefix /var/tmp/stockade-tools @anthropic-ai/claude-code",
+    )
 }
 
 /// One answer of the model: a Bash tool call running `tool` (with `tool_use` as the stop

@@ -11,15 +11,12 @@ use crate::upstream::Seen;
 const CODEX: &str = "/var/tmp/stockade-tools/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex";
 
 pub fn codex() -> PathBuf {
-    let path = std::env::var_os("STOCKADE_TEST_CODEX")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(CODEX));
-    assert!(
-        path.is_file(),
-        "the Codex CLI is not at {} (scripts/test installs it: npm install --prefix /var/tmp/stockade-tools @openai/codex)",
-        path.display()
-    );
-    path
+    crate::installed_tool(
+        "STOCKADE_TEST_CODEX",
+        CODEX,
+        "the Codex CLI",
+        "npm install --prefix /var/tmp/stockade-tools @openai/codex",
+    )
 }
 
 /// The Responses API double: the prompt gets an `exec_command` call running `tool`; its

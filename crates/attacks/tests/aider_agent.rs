@@ -25,15 +25,12 @@ use attacks::*;
 const AIDER: &str = "/var/tmp/stockade-tools/aider-venv/bin/aider";
 
 fn aider() -> PathBuf {
-    let path = std::env::var_os("STOCKADE_TEST_AIDER")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(AIDER));
-    assert!(
-        path.is_file(),
-        "Aider is not at {} (scripts/test installs it: /usr/bin/python3 -m venv /var/tmp/stockade-tools/aider-venv && .../pip install aider-chat)",
-        path.display()
-    );
-    path
+    attacks::installed_tool(
+        "STOCKADE_TEST_AIDER",
+        AIDER,
+        "Aider",
+        "/usr/bin/python3 -m venv /var/tmp/stockade-tools/aider-venv and pip install aider-chat there",
+    )
 }
 
 const KEY: &str = "sk-ant-api03-aider-key-held-on-the-host";

@@ -27,15 +27,12 @@ use serde_json::{json, Value};
 const SDK: &str = "/var/tmp/stockade-tools/node_modules/@modelcontextprotocol/sdk";
 
 fn sdk() -> PathBuf {
-    let path = std::env::var_os("STOCKADE_TEST_MCP_SDK")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(SDK));
-    assert!(
-        path.join("package.json").is_file(),
-        "the MCP TypeScript SDK is not at {} (scripts/test installs it: npm install --prefix /var/tmp/stockade-tools @modelcontextprotocol/sdk)",
-        path.display()
-    );
-    path
+    attacks::installed_tool(
+        "STOCKADE_TEST_MCP_SDK",
+        SDK,
+        "the MCP TypeScript SDK",
+        "npm install --prefix /var/tmp/stockade-tools @modelcontextprotocol/sdk",
+    )
 }
 
 fn client_script() -> PathBuf {

@@ -27,15 +27,12 @@ use attacks::*;
 const OPENCODE: &str = "/var/tmp/stockade-tools/node_modules/opencode-linux-x64/bin/opencode";
 
 fn opencode() -> PathBuf {
-    let path = std::env::var_os("STOCKADE_TEST_OPENCODE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(OPENCODE));
-    assert!(
-        path.is_file(),
-        "the OpenCode CLI is not at {} (scripts/test installs it: npm install --prefix /var/tmp/stockade-tools opencode-linux-x64)",
-        path.display()
-    );
-    path
+    attacks::installed_tool(
+        "STOCKADE_TEST_OPENCODE",
+        OPENCODE,
+        "the OpenCode CLI",
+        "npm install --prefix /var/tmp/stockade-tools opencode-linux-x64",
+    )
 }
 
 const TOOL: &str = "echo oc-ran; cat ~/.ssh/id_rsa; \
