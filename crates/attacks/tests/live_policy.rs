@@ -47,6 +47,20 @@ fn answer(mut s: TcpStream, body: &str) {
     );
 }
 
+/// The child's descriptor 3 becomes `fd` (its end of the control socket pair).
+fn give_fd_3(cmd: &mut Command, fd: std::os::fd::RawFd) {
+    // SAFETY: between fork and exec only dup2 (async-signal-safe) on a descriptor this
+    // process owns and keeps open until the child has started.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::dup2(fd, 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 #[test]
 fn control_fd_changes_the_running_proxys_rules_at_once() {
     let fx = Fixture::new();
@@ -77,16 +91,7 @@ fn control_fd_changes_the_running_proxys_rules_at_once() {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // SAFETY: between fork and exec only dup2 (async-signal-safe) on descriptors this process
-    // owns; the child's fd 3 becomes its end of the socket pair.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::dup2(theirs_fd, 3) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    give_fd_3(&mut cmd, theirs_fd);
     let child = cmd.spawn().expect("start stockade run");
     drop(theirs);
     // Wait until the first request is done (the run's stdout is read at the end).
@@ -142,15 +147,7 @@ fn control_fd_refuses_an_invalid_change_and_keeps_the_rules() {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    // SAFETY: as above: dup2 only, between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::dup2(theirs_fd, 3) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    give_fd_3(&mut cmd, theirs_fd);
     let mut child = cmd.spawn().expect("start stockade run");
     drop(theirs);
     let mut reader = BufReader::new(&ours);
