@@ -169,11 +169,21 @@ pub struct RunResult {
     pub cwd_fallback: Option<native::CwdFallback>,
 }
 
+/// A run id unique on this machine: the time in milliseconds and the process id, and, for
+/// the second and later runs this process starts (`stockade mcp` runs calls concurrently, so
+/// two may start in the same millisecond), a sequence number. The id names the gVisor
+/// container and the quarantine directory, so a repeat would make one run fail or mix two.
 fn run_id() -> String {
+    static STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
-    format!("{}-{}", now.as_millis(), std::process::id())
+    let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if n == 0 {
+        format!("{}-{}", now.as_millis(), std::process::id())
+    } else {
+        format!("{}-{}-{n}", now.as_millis(), std::process::id())
+    }
 }
 
 /// The native plan of a policy (without running it), for `stockade policy show`. A preset's
@@ -579,5 +589,14 @@ pub fn run_with_io(
             })?;
             Err(e)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn runs_started_in_the_same_millisecond_get_different_ids() {
+        let ids: std::collections::HashSet<String> = (0..1000).map(|_| super::run_id()).collect();
+        assert_eq!(ids.len(), 1000);
     }
 }
