@@ -19,6 +19,23 @@ pub fn codex() -> PathBuf {
     )
 }
 
+/// Codex's `-c` settings for a model provider at `base_url` (the key from `OPENAI_API_KEY`)
+/// that speaks HTTPS from the start (the README's recipe). Codex's built-in `openai` provider first tries a
+/// WebSocket to the Responses API five times, with back-off, then falls back to HTTPS; under
+/// a loaded CI that fallback stalled a test twice, and Codex 0.171 dropped the
+/// `features.responses_websockets` switch. The provider is otherwise the built-in one.
+pub fn provider_args(base_url: &str) -> [String; 4] {
+    [
+        "-c".into(),
+        format!(
+            "model_providers.stockade={{name=\"stockade\", base_url=\"{base_url}\", \
+             env_key=\"OPENAI_API_KEY\", wire_api=\"responses\", supports_websockets=false}}"
+        ),
+        "-c".into(),
+        "model_provider=\"stockade\"".into(),
+    ]
+}
+
 /// The Responses API double: the prompt gets an `exec_command` call running `tool`; its
 /// output gets a closing message.
 pub fn script(tool: String) -> crate::upstream::Script {

@@ -1,7 +1,7 @@
 //! `stockade run --agent codex -- codex exec --sandbox danger-full-access ...` (issue 18, item 4):
 //! the real Codex CLI as the worker with the preset, against a local test double of the
 //! Responses API that scripts one `exec_command` tool call. The preset holds the OpenAI key on
-//! the host (the built-in `openai` provider reaches the route through `-c openai_base_url=...`),
+//! the host (a provider whose base URL is the route, as in the README's recipe),
 //! gives Codex a `CODEX_HOME` of its own (`~/.local/state/stockade/codex`, made because it is
 //! missing) and keeps `config.toml`, the rules and the AGENTS files read-only there; the host's
 //! `~/.codex` stays read-only. A `notify` program in `config.toml` runs at the end of every turn,
@@ -13,15 +13,15 @@
 //! gives the host's `CODEX_HOME` as one would without the preset (`--allow-write ~/.codex`) and
 //! the same call plants them all.
 
-use attacks::responses::{codex, script};
+use attacks::responses::{codex, provider_args, script};
 use attacks::upstream::Upstream;
 use attacks::*;
 
 const NOTIFY: &str = "notify = [\"touch\", \"/tmp/pwned\"]";
 
-/// Codex's built-in `openai` provider takes its base URL from its configuration, not from
-/// `OPENAI_BASE_URL`: the route, as the run's proxy serves it inside.
-const ROUTE: &str = "openai_base_url=\"http://127.0.0.1:3128/credential/openai\"";
+/// The route, as the run's proxy serves it inside. (Codex takes its base URL from its
+/// configuration, not from `OPENAI_BASE_URL`.)
+const ROUTE: &str = "http://127.0.0.1:3128/credential/openai";
 
 fn tool() -> String {
     format!(
@@ -39,7 +39,8 @@ const KEY: &str = "sk-proj-real-key-held-on-the-host";
 
 fn run_codex(fx: &Fixture, up: &Upstream, opts: &[&str]) -> Run {
     let codex = codex();
-    let argv = [
+    let provider = provider_args(ROUTE);
+    let mut argv = vec![
         codex.to_str().unwrap_or_default(),
         "exec",
         "--skip-git-repo-check",
@@ -47,14 +48,9 @@ fn run_codex(fx: &Fixture, up: &Upstream, opts: &[&str]) -> Run {
         "danger-full-access",
         "-c",
         "model=gpt-5",
-        // HTTPS from the start: Codex first tries a WebSocket to the Responses API five
-        // times (the route serves HTTP), and its fallback stalled once under a loaded CI.
-        "-c",
-        "features.responses_websockets=false",
-        "-c",
-        ROUTE,
-        "PLANT-NOW please",
     ];
+    argv.extend(provider.iter().map(String::as_str));
+    argv.push("PLANT-NOW please");
     up.worker(fx, ("openai", "/v1"), ("OPENAI_API_KEY", KEY), opts, &argv)
 }
 

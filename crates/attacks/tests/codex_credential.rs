@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use attacks::agent_scan::AgentCase;
-use attacks::responses::{codex, script};
+use attacks::responses::{codex, provider_args, script};
 use attacks::upstream::{Seen, Upstream};
 use attacks::*;
 
@@ -21,19 +21,13 @@ fn args(base_url: &str) -> Vec<String> {
         "--sandbox",
         "danger-full-access",
         "-c",
-        "model_provider=stockade",
-        "-c",
-        &format!("model_providers.stockade={{name=\"stockade\", base_url=\"{base_url}\", env_key=\"OPENAI_API_KEY\", wire_api=\"responses\"}}"),
-        "-c",
         "model=gpt-5",
-        // HTTPS from the start: Codex first tries a WebSocket to the Responses API five
-        // times (the route serves HTTP), and its fallback stalled once under a loaded CI.
-        "-c",
-        "features.responses_websockets=false",
-        "SCAN-NOW please",
     ]
     .map(String::from)
-    .to_vec()
+    .into_iter()
+    .chain(provider_args(base_url))
+    .chain(["SCAN-NOW please".to_string()])
+    .collect()
 }
 
 #[test]

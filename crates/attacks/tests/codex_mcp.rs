@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use attacks::responses::{codex, events, function_call, message, script};
+use attacks::responses::{codex, events, function_call, message, provider_args, script};
 use attacks::upstream::{Seen, Upstream};
 use attacks::*;
 
@@ -48,8 +48,7 @@ fn codex_exec(fx: &Fixture, up: &Upstream, extra: &[String]) -> Run {
         .env("OPENAI_API_KEY", "sk-proj-test")
         .env("SSL_CERT_FILE", &up.ca_file)
         .args(["exec", "--skip-git-repo-check", "-c", "model=gpt-5"])
-        .args(["-c", "features.responses_websockets=false"])
-        .args(["-c", &format!("openai_base_url=\"{}/v1\"", up.url())])
+        .args(provider_args(&format!("{}/v1", up.url())))
         .args(extra)
         .arg("RUN-NOW please")
         .timeout(std::time::Duration::from_secs(180))
