@@ -24,14 +24,15 @@
 use std::fs;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
+use attacks::test_net::{TestNet, SERVER_IP};
 use attacks::{
     is_root, json_str, python3, read_json, read_jsonl, read_text, sh_quote, skip_unless_root,
     unique, which, write_file, Cmd, Fixture, Outcome, Records, Run, PATH,
@@ -40,10 +41,6 @@ use serde_json::Value;
 
 /// Where the proxy listens inside the sandbox.
 const PROXY_PORT: u16 = 3128;
-/// The client side of a [`TestNet`] (where stockade runs).
-const CLIENT_IP: &str = "198.51.100.1";
-/// The server side of a [`TestNet`]: `allowed.test`, `other.test`, ... in its hosts file.
-const SERVER_IP: &str = "198.51.100.2";
 const DENIED: &str = "E_NETWORK_DENIED";
 const ALLOWED: &str = "NET_ALLOWED";
 /// The header of a refused HTTP request or CONNECT.
@@ -744,14 +741,6 @@ fn naive_proxy() -> u16 {
 // ---------------------------------------------------------------------------------------
 // Test network (root only)
 
-/// Two network namespaces of the test's own, joined by a veth pair: the client side
-/// (198.51.100.1/24, plus 10.1.2.3/32 and 169.254.169.254/32 on its loopback, and no other
-/// route) where stockade runs, and the server side (198.51.100.2/24). Deleted on drop.
-struct TestNet {
-    client: String,
-    server: String,
-}
-
 /// The standard hosts file of a [`TestNet`] run.
 const TEST_HOSTS: &str = "127.0.0.1 localhost
 198.51.100.2 allowed.test other.test www.allowed.test api.allowed.test
@@ -764,127 +753,31 @@ const TEST_HOSTS: &str = "127.0.0.1 localhost
 fd12:3456:789a::1 mixed.test
 ";
 
-impl TestNet {
-    fn new() -> Self {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let id = format!(
-            "{:x}x{}",
-            std::process::id() & 0xf_ffff,
-            N.fetch_add(1, Ordering::Relaxed)
-        );
-        let net = Self {
-            client: format!("stkc{id}"),
-            server: format!("stks{id}"),
-        };
-        let (vc, vs) = (format!("vc{id}"), format!("vs{id}"));
-        let (c, s) = (net.client.as_str(), net.server.as_str());
-        ip(&["netns", "add", c]);
-        ip(&["netns", "add", s]);
-        ip(&[
-            "link", "add", &vc, "netns", c, "type", "veth", "peer", "name", &vs, "netns", s,
-        ]);
-        for (ns, dev, addr) in [(c, &vc, CLIENT_IP), (s, &vs, SERVER_IP)] {
-            ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", dev]);
-            ip(&["-n", ns, "link", "set", dev, "up"]);
-            ip(&["-n", ns, "link", "set", "lo", "up"]);
-        }
-        ip(&["-n", c, "addr", "add", "10.1.2.3/32", "dev", "lo"]);
-        ip(&["-n", c, "addr", "add", "169.254.169.254/32", "dev", "lo"]);
-        net
-    }
+/// The servers of the network tests on a [`TestNet`].
+trait Servers {
+    fn server_http(&self, addr: &str, root: &Path) -> HttpServer;
+    fn client_http(&self, addr: &str, root: &Path) -> HttpServer;
+    fn dns(&self) -> UdpSink;
+}
 
-    /// Runs `f` on a thread that has joined namespace `ns` (sockets made there stay there).
-    fn within<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-        let path = format!("/run/netns/{ns}");
-        thread::spawn(move || {
-            let file = fs::File::open(&path).unwrap_or_else(|e| panic!("open {path}: {e}"));
-            // SAFETY: setns only reads the descriptor; it changes this thread's namespace.
-            let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(rc, 0, "setns {path}: {}", std::io::Error::last_os_error());
-            f()
-        })
-        .join()
-        .expect("netns thread")
-    }
-
-    fn tcp(ns: &str, addr: &str) -> TcpListener {
-        let addr = addr.to_owned();
-        Self::within(ns, move || {
-            TcpListener::bind(&addr).unwrap_or_else(|e| panic!("bind {addr} in netns: {e}"))
-        })
-    }
-
+impl Servers for TestNet {
     /// An HTTP server in the server namespace.
     fn server_http(&self, addr: &str, root: &Path) -> HttpServer {
-        HttpServer::serve(Self::tcp(&self.server, addr), root, false)
+        HttpServer::serve(TestNet::tcp(&self.server, addr), root, false)
     }
 
     /// An HTTP server in the client namespace (where stockade runs).
     fn client_http(&self, addr: &str, root: &Path) -> HttpServer {
-        HttpServer::serve(Self::tcp(&self.client, addr), root, false)
+        HttpServer::serve(TestNet::tcp(&self.client, addr), root, false)
     }
 
     /// The test DNS server (see [`UdpSink`]) on 198.51.100.2:53.
     fn dns(&self) -> UdpSink {
-        let sock = Self::within(&self.server, || {
+        let sock = TestNet::within(&self.server, || {
             UdpSocket::bind(format!("{SERVER_IP}:53")).expect("bind dns")
         });
         UdpSink::start(sock, true)
     }
-
-    /// A prefix for [`Cmd::under`]: run in the client namespace, with `hosts` and a
-    /// resolv.conf naming 198.51.100.2 bind-mounted in a private mount namespace.
-    fn prefix(&self, fx: &Fixture, hosts: &str) -> Vec<String> {
-        let dir = fx.root.join(format!("etc-{}", unique()));
-        let (h, r) = (dir.join("hosts"), dir.join("resolv.conf"));
-        write_file(&h, hosts, 0o644);
-        write_file(
-            &r,
-            format!("nameserver {SERVER_IP}\noptions timeout:1 attempts:1\n"),
-            0o644,
-        );
-        let tool = |name: &str| {
-            which(name)
-                .unwrap_or_else(|| panic!("{name} not installed"))
-                .display()
-                .to_string()
-        };
-        vec![
-            tool("nsenter"),
-            format!("--net=/run/netns/{}", self.client),
-            "--".into(),
-            tool("unshare"),
-            "--mount".into(),
-            "--".into(),
-            "/bin/sh".into(),
-            "-c".into(),
-            r#"mount --bind "$1" /etc/hosts && mount --bind "$2" /etc/resolv.conf && shift 2 && exec "$@""#
-                .into(),
-            "sh".into(),
-            h.display().to_string(),
-            r.display().to_string(),
-        ]
-    }
-}
-
-impl Drop for TestNet {
-    fn drop(&mut self) {
-        for ns in [&self.client, &self.server] {
-            let _ = Command::new(which("ip").unwrap_or_else(|| "ip".into()))
-                .args(["netns", "del", ns])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-        }
-    }
-}
-
-fn ip(args: &[&str]) {
-    let ip = which("ip").expect("ip (iproute2) not installed");
-    Cmd::new(ip, Path::new("/"))
-        .args(args)
-        .run()
-        .assert_success();
 }
 
 /// A [`TestNet`] with a fixture and clients, or `None` (with a skip line) when not root or a
