@@ -3,8 +3,10 @@
 //! request it received (method, target, headers). It answers JSON (`{"ok":true}`), or
 //! server-sent events when the target contains `stream`, or a Messages API reply when the
 //! target is `/v1/messages` (see [`Script`]); `/echo` reflects the key it got, `/big/N` sends N
-//! bytes. Loopback only.
+//! bytes. Loopback only, or a test network's server side ([`Upstream::files_on`], a static
+//! site such as a package registry's double).
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -29,8 +31,8 @@ impl Seen {
     }
 }
 
-/// A CA of the test's own and a server certificate for `127.0.0.1` and `localhost` signed by
-/// it, as files (PEM) under a directory readable by every user, and as DER.
+/// A CA of the test's own and a server certificate for `127.0.0.1` and `localhost` (or other
+/// names) signed by it, as files (PEM) under a directory readable by every user, and as DER.
 pub struct TestCerts {
     pub ca_file: PathBuf,
     pub cert_file: PathBuf,
@@ -43,6 +45,11 @@ pub struct TestCerts {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 impl TestCerts {
     pub fn new() -> TestCerts {
+        TestCerts::for_names(&["127.0.0.1", "localhost"])
+    }
+
+    /// The same with a server certificate for `names`.
+    pub fn for_names(names: &[&str]) -> TestCerts {
         let ca_key = rcgen::KeyPair::generate().unwrap();
         let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
         ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -51,9 +58,8 @@ impl TestCerts {
             .push(rcgen::DnType::CommonName, "stockade test upstream CA");
         let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
         let key = rcgen::KeyPair::generate().unwrap();
-        let params =
-            rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".into()])
-                .unwrap();
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let params = rcgen::CertificateParams::new(names).unwrap();
         let cert = params.signed_by(&key, &ca).unwrap();
         let dir = tempfile::Builder::new()
             .prefix("stockade-test-certs.")
@@ -111,7 +117,22 @@ impl Upstream {
 
     /// With `script` answering `/v1/messages`.
     pub fn start_with(script: Option<Script>) -> Upstream {
-        let certs = TestCerts::new();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        Upstream::serve_on(listener, TestCerts::new(), Answers::Double(script))
+    }
+
+    /// A static site on `listener` for the host `names` (a certificate for them): a `GET` of
+    /// a path in `files` gets its bytes, anything else a 404.
+    pub fn files_on(
+        listener: TcpListener,
+        names: &[&str],
+        files: HashMap<String, Vec<u8>>,
+    ) -> Upstream {
+        let certs = TestCerts::for_names(names);
+        Upstream::serve_on(listener, certs, Answers::Files(Arc::new(files)))
+    }
+
+    fn serve_on(listener: TcpListener, certs: TestCerts, answers: Answers) -> Upstream {
         let (cert, key) = (certs.cert_der.clone(), certs.key_der.clone());
         let (dir, ca_file) = (certs.dir, certs.ca_file);
         let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -125,14 +146,13 @@ impl Upstream {
             )
             .unwrap();
         let config = Arc::new(config);
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let s = seen.clone();
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let (config, s, script) = (config.clone(), s.clone(), script.clone());
-                std::thread::spawn(move || serve(stream, config, s, script));
+                let (config, s, answers) = (config.clone(), s.clone(), answers.clone());
+                std::thread::spawn(move || serve(stream, config, s, answers));
             }
         });
         Upstream {
@@ -185,12 +205,25 @@ impl Upstream {
     }
 }
 
+/// What an [`Upstream`] answers.
+#[derive(Clone)]
+enum Answers {
+    /// The model APIs' double (its script, if any) and the fixed test paths.
+    Double(Option<Script>),
+    /// A static site.
+    Files(Arc<HashMap<String, Vec<u8>>>),
+}
+
 fn serve(
     tcp: TcpStream,
     config: Arc<rustls::ServerConfig>,
     seen: Arc<Mutex<Vec<Seen>>>,
-    script: Option<Script>,
+    answers: Answers,
 ) {
+    let script = match &answers {
+        Answers::Double(script) => script.clone(),
+        Answers::Files(_) => None,
+    };
     let Ok(conn) = rustls::ServerConnection::new(config) else {
         return;
     };
@@ -241,6 +274,16 @@ fn serve(
         let out = reader.get_mut();
         let model_api =
             req.target.starts_with("/v1/messages") || req.target.starts_with("/v1/responses");
+        if let Answers::Files(files) = &answers {
+            let ok = match files.get(&req.target) {
+                Some(body) => bytes(out, "200 OK", body),
+                None => bytes(out, "404 Not Found", b"not found"),
+            };
+            if ok.is_err() {
+                return;
+            }
+            continue;
+        }
         let ok = match (&script, model_api) {
             (Some(script), true) => {
                 let wants_stream = String::from_utf8_lossy(&req.body).contains("\"stream\":true")
@@ -269,6 +312,16 @@ fn serve(
             return;
         }
     }
+}
+
+fn bytes(out: &mut impl Write, status: &str, body: &[u8]) -> std::io::Result<()> {
+    write!(
+        out,
+        "HTTP/1.1 {status}\r\ncontent-type: application/octet-stream\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    )?;
+    out.write_all(body)?;
+    out.flush()
 }
 
 fn json(out: &mut impl Write, body: &[u8]) -> std::io::Result<()> {
