@@ -276,8 +276,8 @@ fn serve(
             req.target.starts_with("/v1/messages") || req.target.starts_with("/v1/responses");
         if let Answers::Files(files) = &answers {
             let ok = match files.get(&req.target) {
-                Some(body) => bytes(out, "200 OK", body),
-                None => bytes(out, "404 Not Found", b"not found"),
+                Some(body) => bytes(out, "200 OK", site_type(&req.target, body), body),
+                None => bytes(out, "404 Not Found", "text/plain", b"not found"),
             };
             if ok.is_err() {
                 return;
@@ -314,10 +314,22 @@ fn serve(
     }
 }
 
-fn bytes(out: &mut impl Write, status: &str, body: &[u8]) -> std::io::Result<()> {
+/// A static site's content type: a directory's page is HTML (PyPI's simple index), a body
+/// that opens with `{` JSON, anything else bytes.
+fn site_type(target: &str, body: &[u8]) -> &'static str {
+    if target.ends_with('/') {
+        "text/html"
+    } else if body.starts_with(b"{") {
+        "application/json"
+    } else {
+        "application/octet-stream"
+    }
+}
+
+fn bytes(out: &mut impl Write, status: &str, kind: &str, body: &[u8]) -> std::io::Result<()> {
     write!(
         out,
-        "HTTP/1.1 {status}\r\ncontent-type: application/octet-stream\r\ncontent-length: {}\r\n\r\n",
+        "HTTP/1.1 {status}\r\ncontent-type: {kind}\r\ncontent-length: {}\r\n\r\n",
         body.len()
     )?;
     out.write_all(body)?;

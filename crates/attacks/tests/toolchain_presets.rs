@@ -1,13 +1,13 @@
-//! `--preset cargo` (issue 18, item 2): `cargo add` and `cargo build` inside a run, through
-//! the proxy, against a test double of crates.io. The double is a static HTTPS site of the
-//! sparse index (`config.json`, the crate's index file) and the crate's download, on a test
-//! network's server side ([`TestNet`]), under the real names `index.crates.io` and
-//! `static.crates.io` (a hosts file of the run's own maps them there), with a certificate
-//! cargo is told to trust (`CARGO_HTTP_CAINFO`). The cargo and rustc are the toolchain that
-//! built this test.
+//! The toolchain presets (issue 18, item 2): `cargo add` + `cargo build` (`--preset cargo`),
+//! `npm install` (`--preset npm`) and `pip install` into a venv (`--preset pip`) inside a run,
+//! through the proxy, against test doubles of crates.io, the npm registry and PyPI. Each double
+//! is a static HTTPS site (the sparse index and the download; the packument and the tarball;
+//! the simple index and the wheel) on a test network's server side ([`TestNet`]), under the
+//! registry's real names (a hosts file of the run's own maps them there), with a certificate
+//! the tool is told to trust. The cargo and rustc are the toolchain that built this test.
 //!
-//! The control runs the same commands with the proxy but without the preset: the registry's
-//! domains are refused and the double sees nothing. Root only (the test network).
+//! Each control runs the same commands with the proxy but without the preset: the registry's
+//! domain is refused and the double sees nothing. Root only (the test network).
 #![allow(
     clippy::expect_used,
     reason = "a test: panicking with a message is how it reports a failure"
@@ -22,11 +22,6 @@ use attacks::*;
 
 const CRATE: &str = "stkdemo";
 const MARKER: &str = "hello-from-the-registry-double";
-
-/// The registry's names, all at the double.
-fn hosts() -> String {
-    format!("127.0.0.1 localhost\n{SERVER_IP} crates.io index.crates.io static.crates.io\n")
-}
 
 /// The `bin` directory of the toolchain that built this test (cargo and rustc themselves, not
 /// rustup's proxies, which would look for their toolchains in the fixture's home), hard-linked
@@ -119,17 +114,57 @@ fn project(fx: &Fixture) {
     );
 }
 
-/// `cargo add stkdemo`, `cargo build`, then the program, in a run with `opts`.
-fn add_and_build(fx: &Fixture, net: &TestNet, bin: &Path, ca: &Path, opts: &[&str]) -> Run {
-    let path = format!("PATH={}:/usr/bin:/bin", bin.display());
-    let cainfo = format!("CARGO_HTTP_CAINFO={}", ca.display());
-    let mut all = vec!["--env", &path, "--env", &cainfo];
-    all.extend_from_slice(opts);
-    let script = format!("cargo add {CRATE} && cargo build && ./target/debug/app");
-    fx.sandbox_argv(&all, &["/bin/sh", "-c", &script])
-        .under(&net.prefix(fx, &hosts()))
-        .timeout(std::time::Duration::from_secs(300))
-        .run()
+/// A registry's double on a test network of its own.
+struct Double {
+    net: TestNet,
+    site: Upstream,
+    names: Vec<String>,
+}
+
+impl Double {
+    /// `files` served as the hosts `names` (port 443).
+    fn start(names: &[&str], files: HashMap<String, Vec<u8>>) -> Double {
+        let net = TestNet::new();
+        let listener = TestNet::tcp(&net.server, &format!("{SERVER_IP}:443"));
+        let site = Upstream::files_on(listener, names, files);
+        Double {
+            net,
+            site,
+            names: names.iter().map(|n| n.to_string()).collect(),
+        }
+    }
+
+    /// `sh -c script` in a run with the variables `env` (`NAME=VALUE`) and `opts`, where the
+    /// double's names resolve to it.
+    fn run(&self, fx: &Fixture, env: &[String], opts: &[&str], script: &str) -> Run {
+        let hosts = format!("127.0.0.1 localhost\n{SERVER_IP} {}\n", self.names.join(" "));
+        let mut all: Vec<&str> = env.iter().flat_map(|e| ["--env", e.as_str()]).collect();
+        all.extend_from_slice(opts);
+        fx.sandbox_argv(&all, &["/bin/sh", "-c", script])
+            .under(&self.net.prefix(fx, &hosts))
+            .timeout(std::time::Duration::from_secs(300))
+            .run()
+    }
+
+    /// The paths fetched so far.
+    fn fetched(&self) -> Vec<String> {
+        self.site.seen().into_iter().map(|s| s.target).collect()
+    }
+
+    /// The control's run failed because the proxy refused `domain`, before the double.
+    fn assert_refused(&self, run: &Run, domain: &str) {
+        assert_ne!(run.code(), 0, "{}", run.describe());
+        run.assert_stderr_contains("E_NETWORK_DENIED")
+            .assert_stderr_contains(domain);
+        assert!(self.fetched().is_empty(), "the double was reached");
+    }
+
+    fn assert_fetched(&self, paths: &[String]) {
+        let seen = self.fetched();
+        for path in paths {
+            assert!(seen.contains(path), "{path} not fetched: {seen:?}");
+        }
+    }
 }
 
 #[test]
@@ -143,29 +178,29 @@ fn cargo_add_and_build_work_through_the_proxy_with_the_cargo_preset() {
         return;
     };
     let (crate_bytes, cksum) = packaged(&fx, &bin);
-    let net = TestNet::new();
-    let registry = Upstream::files_on(
-        TestNet::tcp(&net.server, &format!("{SERVER_IP}:443")),
+    let registry = Double::start(
         &["crates.io", "index.crates.io", "static.crates.io"],
         registry_files(crate_bytes, &cksum),
     );
     project(&fx);
     let host_cargo = fx.home.join(".cargo");
+    let env = [
+        format!("PATH={}:/usr/bin:/bin", bin.display()),
+        format!("CARGO_HTTP_CAINFO={}", registry.site.ca_file.display()),
+    ];
+    let script = format!("cargo add {CRATE} && cargo build && ./target/debug/app");
 
     // The control: the proxy without the preset refuses the registry (cargo given a
     // writable home of its own, so that it gets as far as the network).
     let own_home = format!("CARGO_HOME={}", fx.ws.join(".cargo-home").display());
     let control = ["--net", "proxy", "--env", &own_home];
-    let run = add_and_build(&fx, &net, &bin, &registry.ca_file, &control);
-    assert_ne!(run.code(), 0, "{}", run.describe());
-    run.assert_stderr_contains("E_NETWORK_DENIED")
-        .assert_stderr_contains("index.crates.io");
-    assert!(registry.seen().is_empty(), "the double was reached");
+    let run = registry.run(&fx, &env, &control, &script);
+    registry.assert_refused(&run, "index.crates.io");
     assert!(!read_text(&fx.ws.join("Cargo.toml"))
         .unwrap_or_default()
         .contains(CRATE));
 
-    let run = add_and_build(&fx, &net, &bin, &registry.ca_file, &["--preset", "cargo"]);
+    let run = registry.run(&fx, &env, &["--preset", "cargo"], &script);
     run.assert_success().assert_stdout_contains(MARKER);
     let manifest = read_text(&fx.ws.join("Cargo.toml")).unwrap_or_default();
     assert!(
@@ -173,16 +208,156 @@ fn cargo_add_and_build_work_through_the_proxy_with_the_cargo_preset() {
         "{manifest}"
     );
     assert!(read_text(&fx.ws.join("Cargo.lock")).is_some_and(|l| l.contains(&cksum)));
-    let seen: Vec<String> = registry.seen().into_iter().map(|s| s.target).collect();
-    for path in [
+    registry.assert_fetched(&[
         "/config.json".to_owned(),
         format!("/st/kd/{CRATE}"),
         format!("/crates/{CRATE}/0.1.0/download"),
-    ] {
-        assert!(seen.contains(&path), "{path} not fetched: {seen:?}");
-    }
+    ]);
     // What cargo fetched is in the preset's cache, never the host's ~/.cargo.
     let cache = fx.home.join(".cache/stockade/cargo/registry");
     assert!(cache.is_dir(), "nothing in the preset's CARGO_HOME");
     assert!(!host_cargo.join("registry").exists());
+}
+
+/// The first word `tool FILE` prints (a digest).
+fn digest(tool: &str, file: &Path) -> String {
+    let out = Cmd::new(tool, Path::new("/")).arg(file).run();
+    out.assert_success();
+    out.stdout.split_whitespace().next().unwrap_or("").to_owned()
+}
+
+#[test]
+fn npm_install_works_through_the_proxy_with_the_npm_preset() {
+    if skip_unless_root("npm through the proxy (a test network)") {
+        return;
+    }
+    if which("npm").is_none() || which("node").is_none() {
+        println!("skipped: npm or node not installed");
+        return;
+    }
+    let fx = Fixture::new();
+    // The package as `npm pack` lays it out: a gzipped tar of `package/`.
+    let src = fx.root.join("npm-src");
+    write_file(
+        &src.join("package/package.json"),
+        format!("{{\"name\":\"{CRATE}\",\"version\":\"1.0.0\",\"main\":\"index.js\"}}\n"),
+        0o644,
+    );
+    write_file(
+        &src.join("package/index.js"),
+        format!("exports.hello = () => \"{MARKER}\";\n"),
+        0o644,
+    );
+    let tgz = fx.root.join("stkdemo-1.0.0.tgz");
+    Cmd::new("tar", &src)
+        .arg("czf")
+        .arg(&tgz)
+        .arg("package")
+        .run()
+        .assert_success();
+    let tarball = format!("/{CRATE}/-/{CRATE}-1.0.0.tgz");
+    let packument = format!(
+        "{{\"name\":\"{CRATE}\",\"dist-tags\":{{\"latest\":\"1.0.0\"}},\"versions\":{{\"1.0.0\":\
+         {{\"name\":\"{CRATE}\",\"version\":\"1.0.0\",\"main\":\"index.js\",\"dist\":\
+         {{\"tarball\":\"https://registry.npmjs.org{tarball}\",\"shasum\":\"{}\"}}}}}}}}",
+        digest("sha1sum", &tgz)
+    );
+    let registry = Double::start(
+        &["registry.npmjs.org"],
+        HashMap::from([
+            (format!("/{CRATE}"), packument.into_bytes()),
+            (tarball.clone(), std::fs::read(&tgz).expect("the tarball")),
+        ]),
+    );
+    write_file(
+        &fx.ws.join("package.json"),
+        "{\"name\":\"app\",\"version\":\"1.0.0\"}\n",
+        0o644,
+    );
+    let env = [
+        format!("npm_config_cafile={}", registry.site.ca_file.display()),
+        "npm_config_update_notifier=false".to_owned(),
+    ];
+    let script = format!(
+        "npm install --no-audit --no-fund {CRATE} && node -e 'console.log(require(\"{CRATE}\").hello())'"
+    );
+
+    // The control: npm's cache of its own in the workspace, so that it gets to the network.
+    let cache = format!("npm_config_cache={}", fx.ws.join(".npm-cache").display());
+    let run = registry.run(&fx, &env, &["--net", "proxy", "--env", &cache], &script);
+    registry.assert_refused(&run, "registry.npmjs.org");
+
+    let run = registry.run(&fx, &env, &["--preset", "npm"], &script);
+    run.assert_success().assert_stdout_contains(MARKER);
+    assert!(read_text(&fx.ws.join("package.json")).is_some_and(|p| p.contains(CRATE)));
+    registry.assert_fetched(&[format!("/{CRATE}"), tarball]);
+    assert!(fx.home.join(".cache/stockade/npm").is_dir());
+    assert!(!fx.home.join(".npm").exists(), "the host's npm cache was written");
+}
+
+/// A wheel of `stkdemo` 1.0 (a zip with the module and its dist-info), written by python3.
+const WHEEL: &str = r#"
+import sys, zipfile
+out, marker = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(out, "w") as z:
+    z.writestr("stkdemo/__init__.py", f"def hello():\n    return {marker!r}\n")
+    d = "stkdemo-1.0.dist-info/"
+    z.writestr(d + "METADATA", "Metadata-Version: 2.1\nName: stkdemo\nVersion: 1.0\n")
+    z.writestr(d + "WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+    z.writestr(d + "RECORD", f"stkdemo/__init__.py,,\n{d}METADATA,,\n{d}WHEEL,,\n{d}RECORD,,\n")
+"#;
+
+#[test]
+fn pip_install_works_through_the_proxy_with_the_pip_preset() {
+    if skip_unless_root("pip through the proxy (a test network)") {
+        return;
+    }
+    let Some(python) = python3("pip through the proxy") else {
+        return;
+    };
+    let fx = Fixture::new();
+    let wheel_name = format!("{CRATE}-1.0-py3-none-any.whl");
+    let wheel = fx.root.join(&wheel_name);
+    Cmd::new(&python, &fx.root)
+        .arg(fx.script("wheel.py", WHEEL))
+        .arg(&wheel)
+        .arg(MARKER)
+        .run()
+        .assert_success();
+    let download = format!("/packages/{wheel_name}");
+    let page = format!(
+        "<!DOCTYPE html><html><body><a href=\"https://files.pythonhosted.org{download}#sha256={}\">\
+         {wheel_name}</a></body></html>\n",
+        digest("sha256sum", &wheel)
+    );
+    let registry = Double::start(
+        &["pypi.org", "files.pythonhosted.org"],
+        HashMap::from([
+            (format!("/simple/{CRATE}/"), page.into_bytes()),
+            (download.clone(), std::fs::read(&wheel).expect("the wheel")),
+        ]),
+    );
+    let env = [
+        format!("PIP_CERT={}", registry.site.ca_file.display()),
+        "PIP_DISABLE_PIP_VERSION_CHECK=1".to_owned(),
+    ];
+    let script = format!(
+        "{} -m venv .venv && .venv/bin/pip install -q {CRATE} && \
+         .venv/bin/python -c 'import {CRATE}; print({CRATE}.hello())'",
+        python.display()
+    );
+
+    // The control: no cache (pip's default one is in the read-only home).
+    let run = registry.run(
+        &fx,
+        &env,
+        &["--net", "proxy", "--env", "PIP_NO_CACHE_DIR=1"],
+        &script,
+    );
+    registry.assert_refused(&run, "pypi.org");
+
+    let run = registry.run(&fx, &env, &["--preset", "pip"], &script);
+    run.assert_success().assert_stdout_contains(MARKER);
+    registry.assert_fetched(&[format!("/simple/{CRATE}/"), download]);
+    assert!(fx.home.join(".cache/stockade/pip").is_dir());
 }
