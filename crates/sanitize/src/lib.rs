@@ -225,6 +225,26 @@ enum Esc {
     Intermediate,
 }
 
+/// A CSI held by a line-editing sanitizer until its final byte says whether it is kept.
+#[derive(Debug, Clone, Copy)]
+struct HeldCsi {
+    /// Where its ESC was.
+    at: u64,
+    params: [u8; CSI_PARAMS_MAX],
+    len: usize,
+}
+
+/// The parameter bytes a kept CSI may have at most (`ESC [ 1 2 3 4 ; 5 6 7 D` is plenty for
+/// line editing).
+const CSI_PARAMS_MAX: usize = 8;
+
+/// The final bytes of the CSIs a line-editing sanitizer keeps, each acting on the cursor's
+/// line only: insert (`@`) and delete (`P`) characters, cursor forward (`C`), back (`D`) and to
+/// a column (`G`), erase in the line (`K`) and characters (`X`). Nothing that moves to another
+/// line, redraws the screen, sets colours (concealed or same-colour text), modes, titles or
+/// the clipboard, or asks the terminal to answer.
+const LINE_EDITING_FINALS: &[u8] = b"@CDGKPX";
+
 /// A streaming sanitizer. Feed it with [`Sanitizer::push`], end with [`Sanitizer::finish`].
 #[derive(Debug, Clone)]
 pub struct Sanitizer {
@@ -232,6 +252,10 @@ pub struct Sanitizer {
     pending: [u8; 4],
     pending_len: usize,
     esc: Esc,
+    /// Keep backspace, BEL and the line-editing CSIs ([`Sanitizer::line_editing`]).
+    line_editing: bool,
+    /// In line-editing mode, the CSI being read.
+    held: Option<HeldCsi>,
     offset: u64,
     found: [Found; 9],
     report: Report,
@@ -249,9 +273,72 @@ impl Sanitizer {
             pending: [0; 4],
             pending_len: 0,
             esc: Esc::None,
+            line_editing: false,
+            held: None,
             offset: 0,
             found: [Found::default(); 9],
             report: Report::default(),
+        }
+    }
+
+    /// A sanitizer for what a terminal of the run's own shows a person: as [`Sanitizer::new`],
+    /// but backspace, BEL and the CSIs that edit the cursor's line ([`LINE_EDITING_FINALS`],
+    /// numeric parameters only) are kept, so that a shell's line editing (backspace, a
+    /// history recall, a completion) shows as typed. Like `\r`, which every mode keeps, they
+    /// can only change what the current line shows; full-screen programs do not draw.
+    pub fn line_editing() -> Sanitizer {
+        Sanitizer {
+            line_editing: true,
+            ..Sanitizer::new()
+        }
+    }
+
+    /// An escape sequence starts at `at`: counted at once, or in line-editing mode when it
+    /// turns out not to be a kept CSI.
+    fn escape_starts(&mut self, at: u64) {
+        if self.line_editing {
+            self.held = Some(HeldCsi {
+                at,
+                params: [0; CSI_PARAMS_MAX],
+                len: 0,
+            });
+        } else {
+            self.note(Class::Escape, at);
+        }
+    }
+
+    /// The held sequence (if any) is removed after all: count it.
+    fn drop_held(&mut self) {
+        if let Some(held) = self.held.take() {
+            self.note(Class::Escape, held.at);
+        }
+    }
+
+    /// The final byte `b` of a CSI: in line-editing mode a held CSI that qualifies is written
+    /// out whole; any other is counted as removed.
+    fn csi_ends(&mut self, b: u8, out: &mut Vec<u8>) {
+        match self.held.take() {
+            Some(held) if LINE_EDITING_FINALS.contains(&b) => {
+                out.extend_from_slice(b"\x1b[");
+                out.extend_from_slice(&held.params[..held.len]);
+                out.push(b);
+            }
+            Some(held) => self.note(Class::Escape, held.at),
+            None => {}
+        }
+    }
+
+    /// A parameter byte of a held CSI: kept while it is a digit or `;` and there is room,
+    /// otherwise the sequence will be removed.
+    fn csi_param(&mut self, b: u8) {
+        let Some(held) = self.held.as_mut() else {
+            return;
+        };
+        if (b.is_ascii_digit() || b == b';') && held.len < CSI_PARAMS_MAX {
+            held.params[held.len] = b;
+            held.len += 1;
+        } else {
+            self.drop_held();
         }
     }
 
@@ -400,20 +487,25 @@ impl Sanitizer {
         match self.esc {
             Esc::None => match b {
                 0x1B => {
-                    self.note(Class::Escape, at);
+                    self.escape_starts(at);
                     self.esc = Esc::Start;
                 }
                 b'\n' | b'\r' | b'\t' | 0x20..=0x7E => out.push(b),
+                0x07 | 0x08 if self.line_editing => out.push(b),
                 _ => self.note(Class::Control, at),
             },
             Esc::Start => {
+                // Only a CSI may be kept.
+                if b != b'[' {
+                    self.drop_held();
+                }
                 self.esc = match b {
                     b'[' => Esc::Csi,
                     b']' | b'P' | b'_' | b'^' | b'X' => Esc::Str,
                     0x20..=0x2F => Esc::Intermediate,
                     // A second ESC starts a new sequence (and is counted as one).
                     0x1B => {
-                        self.note(Class::Escape, at);
+                        self.escape_starts(at);
                         Esc::Start
                     }
                     // Two-byte sequences (ESC 7, ESC c, ESC =, ...) end here; so does any
@@ -424,11 +516,16 @@ impl Sanitizer {
             Esc::Csi => {
                 if (0x40..=0x7E).contains(&b) {
                     self.esc = Esc::None;
+                    self.csi_ends(b, out);
                 } else if b == 0x1B {
-                    self.note(Class::Escape, at);
+                    self.drop_held();
+                    self.escape_starts(at);
                     self.esc = Esc::Start;
-                } else if !(0x20..=0x3F).contains(&b) {
+                } else if (0x20..=0x3F).contains(&b) {
+                    self.csi_param(b);
+                } else {
                     // Not part of a CSI: the sequence is cut short; the byte is a control.
+                    self.drop_held();
                     self.esc = Esc::None;
                     self.ascii(b, at, out);
                 }
@@ -462,6 +559,7 @@ impl Sanitizer {
                 Esc::Str | Esc::StrEscape => {}
                 _ => {
                     // Anything else cuts a CSI or an ESC short.
+                    self.drop_held();
                     self.esc = Esc::None;
                     self.char(c, at, bytes, out);
                 }
@@ -500,6 +598,7 @@ impl Sanitizer {
     /// sequence is dropped. Returns the report.
     pub fn finish(mut self, out: &mut Vec<u8>) -> Report {
         let before = out.len();
+        self.drop_held();
         if self.pending_len > 0 {
             let at = self.offset - self.pending_len as u64;
             self.esc = Esc::None;

@@ -569,3 +569,73 @@ fn removed_code_points_are_found_at_every_position_of_a_block() {
         }
     }
 }
+
+/// `input` through a line-editing sanitizer in chunks of `size` bytes.
+fn line_edited(input: &[u8], size: usize) -> (Vec<u8>, Report) {
+    let mut s = Sanitizer::line_editing();
+    let mut out = Vec::new();
+    for chunk in input.chunks(size) {
+        s.push(chunk, &mut out);
+    }
+    let report = s.finish(&mut out);
+    (out, report)
+}
+
+#[test]
+fn line_editing_keeps_backspace_and_the_csis_of_one_line_only() {
+    let rows: &[(&[u8], &[u8], u64)] = &[
+        // Backspace over a typo, as bash echoes it; BEL of a failed completion.
+        (b"lss\x08 \x08\x07", b"lss\x08 \x08\x07", 0),
+        // Readline's redraws: erase to the end of the line, cursor back and forward, delete
+        // and insert characters, to a column.
+        (
+            b"ab\x1b[K\x1b[3D\x1b[C\x1b[P\x1b[2@\x1b[12G\x1b[4X",
+            b"ab\x1b[K\x1b[3D\x1b[C\x1b[P\x1b[2@\x1b[12G\x1b[4X",
+            0,
+        ),
+        // Other lines, the screen, colours, modes, reports: removed and counted.
+        (b"a\x1b[2Ab", b"ab", 1),
+        (b"a\x1b[Hb\x1b[2J", b"ab", 2),
+        (b"\x1b[8mhidden\x1b[0m", b"hidden", 2),
+        (b"\x1b[?2004hx", b"x", 1),
+        (b"\x1b[6nx", b"x", 1),
+        (b"\x1b[21tx", b"x", 1),
+        (b"\x1b]52;c;ZXZpbA==\x07x", b"x", 1),
+        (b"\x1b]0;title\x1b\\x", b"x", 1),
+        (b"\x1bPq#0\x1b\\x", b"x", 1),
+        (b"\x1b7x\x1b8", b"x", 2),
+        // Intermediates or too many parameters: removed.
+        (b"\x1b[1 Kx", b"x", 1),
+        (b"\x1b[123456789Dx", b"x", 1),
+        // Cut short by a control, another ESC, a non-ASCII character or the end.
+        (b"\x1b[2\nx", b"\nx", 1),
+        (b"\x1b[2\x1b[Kx", b"\x1b[Kx", 1),
+        ("\x1b[2\u{e9}x".as_bytes(), "\u{e9}x".as_bytes(), 1),
+        (b"x\x1b[3", b"x", 1),
+        // The 8-bit CSI is never kept.
+        ("\u{9b}Kx".as_bytes(), b"x", 1),
+    ];
+    for (input, want, escapes) in rows {
+        for size in [1, 2, 3, input.len().max(1)] {
+            let (out, report) = line_edited(input, size);
+            assert_eq!(
+                out.as_slice(),
+                *want,
+                "{input:?} in chunks of {size}: {:?}",
+                String::from_utf8_lossy(&out)
+            );
+            assert_eq!(report.count(Class::Escape), *escapes, "{input:?} ({size})");
+        }
+    }
+    // The first removed sequence's offset is its own, not a kept one's before it.
+    let (_, report) = line_edited(b"\x1b[Kab\x1b[2J", 64);
+    assert_eq!(report.found[&Class::Escape].first_offset, Some(5));
+}
+
+#[test]
+fn the_default_sanitizer_still_removes_what_line_editing_keeps() {
+    let (out, report) = sanitize(b"ab\x08\x07\x1b[K\x1b[3D");
+    assert_eq!(out, "ab");
+    assert_eq!(report.count(Class::Escape), 2);
+    assert_eq!(report.count(Class::Control), 2);
+}
