@@ -482,3 +482,37 @@ fn keys_reach_a_run_on_a_terminal_that_is_not_its_controlling_terminal() {
     );
     seen.assert_code(0).assert_shows("got=typed-line");
 }
+
+/// Under `--sanitize-output` a shell's line editing still shows: a backspace typed at the
+/// prompt erases on screen (bash echoes `\b`, with an erase of the line's rest), while a title
+/// sequence the same session prints is still removed. (Without line editing kept, the
+/// sanitizer removed the backspaces and the screen kept the typo; its unit tests hold both
+/// modes.)
+#[test]
+fn line_editing_shows_under_the_sanitizer() {
+    let fx = Fixture::new();
+    let Some(pty) = Pty::new(&fx, "line editing under the sanitizer") else {
+        return;
+    };
+    let marker = fx.marker("title");
+    let title = format!("printf '\\033]0;{marker}\\007'; exit\r");
+    let steps = [
+        Step::Wait("$ "),
+        Step::Type(b"echo typoX"),
+        Step::Type(b"\x7f"),
+        Step::Type(b"ed-fixed\r"),
+        Step::Wait("typoed-fixed\r\n"),
+        Step::Type(title.as_bytes()),
+    ];
+    let seen = pty.play(
+        fx.sandbox(
+            &["--sanitize-output"],
+            "PS1='$ ' exec bash --norc --noprofile -i",
+        ),
+        &steps,
+    );
+    seen.assert_code(0)
+        .assert_shows("typoX\x08 \x08ed-fixed")
+        .assert_shows("removed 1 escape")
+        .assert_lacks(&format!("\x1b]0;{marker}"));
+}

@@ -137,7 +137,10 @@ impl Double {
     /// `sh -c script` in a run with the variables `env` (`NAME=VALUE`) and `opts`, where the
     /// double's names resolve to it.
     fn run(&self, fx: &Fixture, env: &[String], opts: &[&str], script: &str) -> Run {
-        let hosts = format!("127.0.0.1 localhost\n{SERVER_IP} {}\n", self.names.join(" "));
+        let hosts = format!(
+            "127.0.0.1 localhost\n{SERVER_IP} {}\n",
+            self.names.join(" ")
+        );
         let mut all: Vec<&str> = env.iter().flat_map(|e| ["--env", e.as_str()]).collect();
         all.extend_from_slice(opts);
         fx.sandbox_argv(&all, &["/bin/sh", "-c", script])
@@ -223,7 +226,11 @@ fn cargo_add_and_build_work_through_the_proxy_with_the_cargo_preset() {
 fn digest(tool: &str, file: &Path) -> String {
     let out = Cmd::new(tool, Path::new("/")).arg(file).run();
     out.assert_success();
-    out.stdout.split_whitespace().next().unwrap_or("").to_owned()
+    out.stdout
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .to_owned()
 }
 
 #[test]
@@ -292,7 +299,10 @@ fn npm_install_works_through_the_proxy_with_the_npm_preset() {
     assert!(read_text(&fx.ws.join("package.json")).is_some_and(|p| p.contains(CRATE)));
     registry.assert_fetched(&[format!("/{CRATE}"), tarball]);
     assert!(fx.home.join(".cache/stockade/npm").is_dir());
-    assert!(!fx.home.join(".npm").exists(), "the host's npm cache was written");
+    assert!(
+        !fx.home.join(".npm").exists(),
+        "the host's npm cache was written"
+    );
 }
 
 /// A wheel of `stkdemo` 1.0 (a zip with the module and its dist-info), written by python3.

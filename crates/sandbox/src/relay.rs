@@ -328,6 +328,16 @@ impl Outflow {
         }
     }
 
+    /// For a terminal a person reads: the sanitizer (when asked) keeps line editing
+    /// ([`sanitize::Sanitizer::line_editing`]: backspace and the CSIs of one line), so that
+    /// what is typed shows as it is edited.
+    pub(crate) fn line_editing(mut self) -> Outflow {
+        if self.sanitizer.is_some() {
+            self.sanitizer = Some(sanitize::Sanitizer::line_editing());
+        }
+        self
+    }
+
     /// Pass the next bytes of the stream on. An `EPIPE` error means the reader is gone.
     pub(crate) fn push(&mut self, data: &[u8]) -> io::Result<()> {
         let data: &[u8] = match self.sanitizer.as_mut() {

@@ -139,7 +139,7 @@ pub fn relay(t: Terminal, wake: OwnedFd) -> Relayed {
         end,
     } = t;
     let _ = fcntl_getfl(&master).and_then(|f| fcntl_setfl(&master, f | OFlags::NONBLOCK));
-    let mut out = Outflow::new(output.as_fd(), limit, stream, sanitize);
+    let mut out = Outflow::new(output.as_fd(), limit, stream, sanitize).line_editing();
     let follow_size = || {
         if let Some(from) = &size_from {
             if let Ok(size) = termios::tcgetwinsize(from) {
