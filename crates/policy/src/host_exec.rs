@@ -152,9 +152,11 @@ pub fn host_exec_entry(path: &str) -> Option<&'static HostExec> {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ProtectedSource {
     pub pattern: String,
-    /// `built-in` (git's and stockade's own files), `catalogue`, `flag` (`--protect`) or
-    /// `policy file`.
+    /// `built-in` (git's and stockade's own files), `catalogue`, `preset` (then `preset`
+    /// names it), `flag` (`--protect`) or `policy file`.
     pub source: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preset: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -170,17 +172,26 @@ pub fn protected_sources(policy: &crate::Policy, flags: &[String]) -> Vec<Protec
     let fs = &policy.filesystem;
     let of = |pattern: &str, removed: bool| {
         let entry = host_exec_entry(pattern);
+        let preset = policy
+            .presets
+            .iter()
+            .filter_map(|name| crate::presets::preset(name).ok())
+            .find(|p| p.read_only.contains(&pattern))
+            .map(|p| p.name);
         let source = if crate::profile::CORE_PROTECTED.contains(&pattern) {
             "built-in"
         } else if entry.is_some() {
             "catalogue"
         } else if flags.iter().any(|f| f == pattern) {
             "flag"
+        } else if preset.is_some() {
+            "preset"
         } else {
             "policy file"
         };
         ProtectedSource {
             pattern: pattern.to_owned(),
+            preset: preset.filter(|_| source == "preset"),
             source,
             tool: entry.map(|e| e.tool),
             why: entry.map(|e| e.why),
@@ -255,5 +266,17 @@ mod tests {
         assert_eq!(find("justfile").source, "flag");
         assert!(find(".idea").removed);
         assert!(!find(".vscode").removed);
+    }
+
+    #[test]
+    fn a_presets_read_only_paths_name_the_preset() {
+        let file = crate::parse_policy_file("agent = \"codex\"\n", "p").unwrap();
+        let policy = crate::resolve(Some(file), &crate::Overrides::default()).unwrap();
+        let sources = protected_sources(&policy, &[]);
+        let config = sources
+            .iter()
+            .find(|s| s.pattern == "~/.local/state/stockade/codex/config.toml")
+            .unwrap();
+        assert_eq!((config.source, config.preset), ("preset", Some("codex")));
     }
 }
