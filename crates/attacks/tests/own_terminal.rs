@@ -516,3 +516,61 @@ fn line_editing_shows_under_the_sanitizer() {
         .assert_shows("removed 1 escape")
         .assert_lacks(&format!("\x1b]0;{marker}"));
 }
+
+/// Job control of `stockade run` itself, from the caller's shell: a run started in the
+/// background (`&`) takes the keyboard when brought to the foreground (`fg`), and a run
+/// stopped from outside (SIGTSTP) gives the caller's terminal its settings back before it
+/// stops, then takes them again on `fg`: the shell inside echoes what is typed, once.
+/// Control: the caller's own shell, typed the same way, shows each line once.
+#[test]
+fn a_run_in_the_background_takes_the_keyboard_on_fg_and_gives_it_back_on_stop() {
+    let fx = Fixture::new();
+    let Some(pty) = Pty::new(&fx, "job control of stockade run") else {
+        return;
+    };
+    let run = format!(
+        "{} run --backend {} --workspace {} -- bash --norc --noprofile -i",
+        attacks::stockade_bin().display(),
+        attacks::backend(),
+        fx.ws.display()
+    );
+    let background = format!("{run} &\r");
+    let outer = "PS1='H$ ' exec bash --norc --noprofile -i";
+    let steps = [
+        Step::Wait("H$ "),
+        Step::Type(background.as_bytes()),
+        Step::Wait("$ "),
+        Step::Sleep(1.0),
+        // A SIGTSTP from outside (as `kill -TSTP` from another terminal) in a few seconds.
+        Step::Type(b"S=$!; (sleep 4; kill -TSTP $S) & fg %1\r"),
+        Step::Sleep(1.0),
+        Step::Type(b"echo in-$((6*7))\r"),
+        Step::Wait("in-42\r\n"),
+        Step::Wait("Stopped"),
+        Step::Wait("H$ "),
+        Step::Type(b"echo host-$((6*7))\r"),
+        Step::Wait("host-42\r\n"),
+        Step::Type(b"fg %1\r"),
+        Step::Sleep(1.0),
+        Step::Type(b"echo again-$((6*7))\r"),
+        Step::Wait("again-42\r\n"),
+        Step::Type(b"exit\r"),
+        Step::Wait("H$ "),
+        Step::Type(b"echo after-$((6*7))\r"),
+        Step::Wait("after-42\r\n"),
+        Step::Type(b"exit\r"),
+    ];
+    let seen = pty.play(fx.host(outer), &steps);
+    seen.assert_code(0)
+        // Typed inside, echoed by the shell inside once (not also by the caller's terminal).
+        .assert_shows("echo in-$((6*7))\r\n")
+        .assert_shows("echo again-$((6*7))\r\n");
+    for line in ["echo in-", "echo host-", "echo again-", "echo after-"] {
+        assert_eq!(
+            seen.text.matches(line).count(),
+            1,
+            "{line} echoed other than once: {:?}",
+            seen.text
+        );
+    }
+}

@@ -49,9 +49,20 @@ pub(crate) fn caller_terminal(
     let first = streams.iter().position(|t| *t)?;
     let settings = sys::raw::terminal_settings(first as i32).ok()?;
     let size = sys::raw::window_size(first as i32).ok()?;
+    // In the background (`stockade run &`) the settings are the foreground's: a shell's line
+    // editor has echo and canonical input off while it waits at its prompt, and a shell
+    // inside started with them would never echo what is typed once the run is brought back.
+    let foreground = std_fd(first as i32)
+        .map(|fd| sandbox::terminal::in_foreground(fd.as_fd()))
+        .unwrap_or(true);
+    let settings = if foreground {
+        sane(settings)
+    } else {
+        interactive(settings)
+    };
     Some(CallerTerminal {
         streams,
-        settings: sane(settings),
+        settings,
         size,
     })
 }
@@ -59,10 +70,16 @@ pub(crate) fn caller_terminal(
 /// `settings`, or the usual interactive ones when they are raw (no canonical input, no signal
 /// keys): another run (or program) holds the caller's terminal in raw mode, and the run's own
 /// terminal must not start without echo and Ctrl-C.
-fn sane(mut t: libc::termios) -> libc::termios {
+fn sane(t: libc::termios) -> libc::termios {
     if t.c_lflag & (libc::ICANON | libc::ISIG) != 0 {
         return t;
     }
+    interactive(t)
+}
+
+/// `t` with the usual interactive settings: canonical input, echo, the signal keys, CR/NL
+/// translation.
+fn interactive(mut t: libc::termios) -> libc::termios {
     t.c_iflag |= libc::ICRNL | libc::BRKINT;
     t.c_oflag |= libc::OPOST | libc::ONLCR;
     t.c_cflag |= libc::CREAD;
@@ -145,12 +162,19 @@ pub(crate) fn attach(
         None => None,
     };
     let wake = Wake::new()?;
-    let watching_size = watch_size && sys::parent::watch_window_size(wake.sender()).is_ok();
+    let watching_size = watch_size && sys::parent::watch_terminal_signals(wake.sender()).is_ok();
     let receiver = wake.receiver()?;
     let stream = if slot == 0 { "stdout" } else { "stderr" };
     let terminal = Terminal {
         master,
-        end: input.is_some().then_some(end),
+        // The keys may be taken later (`stockade run &`, then `fg`), when the process's
+        // signals are this run's to watch.
+        stdin: if stdin && watch_size {
+            std_fd(0).ok()
+        } else {
+            None
+        },
+        end: (input.is_some() || (stdin && watch_size)).then_some(end),
         input,
         raw,
         output,
@@ -176,7 +200,7 @@ impl Attached {
         self.wake.stop();
         let relayed = self.thread.join().unwrap_or_default();
         if self.watching_size {
-            sys::parent::unwatch_window_size();
+            sys::parent::unwatch_terminal_signals();
         }
         (self.slot, relayed)
     }

@@ -68,6 +68,12 @@ pub struct Terminal {
     /// The caller's terminal in raw mode while keystrokes are read; put back as soon as the
     /// relay ends (the run's terminal closed even while its command goes on).
     pub raw: Option<RawMode>,
+    /// The caller's terminal on stdin, when keys may be read from it at some point: the
+    /// relay takes it (its own description, locked, in raw mode) whenever this process is in
+    /// its foreground and does not hold it yet (`stockade run &`, then `fg`), and gives it
+    /// back (settings restored) before this process stops on SIGTSTP. `None`: keys are
+    /// read only through `input`, if at all.
+    pub stdin: Option<OwnedFd>,
     /// Where the terminal's output goes (the caller's terminal).
     pub output: OwnedFd,
     /// The caller's terminal whose window size the run's follows.
@@ -131,6 +137,7 @@ pub fn relay(t: Terminal, wake: OwnedFd) -> Relayed {
         master,
         input,
         raw,
+        stdin,
         output,
         size_from,
         limit,
@@ -138,6 +145,8 @@ pub fn relay(t: Terminal, wake: OwnedFd) -> Relayed {
         sanitize,
         end,
     } = t;
+    let mut keys = Keys { stdin, input, raw };
+    keys.take();
     let _ = fcntl_getfl(&master).and_then(|f| fcntl_setfl(&master, f | OFlags::NONBLOCK));
     let mut out = Outflow::new(output.as_fd(), limit, stream, sanitize).line_editing();
     let follow_size = || {
@@ -149,7 +158,6 @@ pub fn relay(t: Terminal, wake: OwnedFd) -> Relayed {
     };
     // The caller's window may have changed since the terminal was made.
     follow_size();
-    let mut input = input;
     let mut escape = Escape::default();
     let mut pending: Vec<u8> = Vec::new();
     let mut buf = vec![0u8; CHUNK];
@@ -160,18 +168,29 @@ pub fn relay(t: Terminal, wake: OwnedFd) -> Relayed {
         } else {
             PollFlags::IN | PollFlags::OUT
         };
-        let reading_input = input.is_some() && pending.len() < PENDING_MAX && !stopping;
+        let reading_input = keys.input.is_some() && pending.len() < PENDING_MAX && !stopping;
         let mut fds = vec![
             PollFd::new(&master, master_events),
             PollFd::new(&wake, PollFlags::IN),
         ];
-        if let (Some(i), true) = (&input, reading_input) {
+        if let (Some(i), true) = (&keys.input, reading_input) {
             fds.push(PollFd::new(i, PollFlags::IN));
         }
-        let timeout = stopping.then_some(&rustix::event::Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        });
+        // Stopping: drain without waiting. Waiting for the foreground (a shell's `fg` sends
+        // SIGCONT, which wakes the relay; a second's look covers one that does not).
+        let timeout = if stopping {
+            Some(&rustix::event::Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            })
+        } else if keys.waiting() {
+            Some(&rustix::event::Timespec {
+                tv_sec: 1,
+                tv_nsec: 0,
+            })
+        } else {
+            None
+        };
         match poll(&mut fds, timeout) {
             Ok(_) => {}
             Err(rustix::io::Errno::INTR) => continue,
@@ -189,7 +208,19 @@ pub fn relay(t: Terminal, wake: OwnedFd) -> Relayed {
                 if got[..n].contains(&b's') {
                     stopping = true;
                 }
+                if got[..n].contains(&b't') {
+                    keys.release();
+                    // Stop as SIGTSTP would have, with the caller's terminal as it was.
+                    let me = rustix::process::getpid();
+                    let _ = rustix::process::kill_process(me, rustix::process::Signal::STOP);
+                }
+                if got[..n].contains(&b'c') {
+                    keys.resume();
+                }
             }
+        }
+        if keys.waiting() {
+            keys.take();
         }
         // The terminal's output: one chunk a round (all of it once the run is over).
         if any(ready[0]) || stopping {
@@ -223,10 +254,10 @@ pub fn relay(t: Terminal, wake: OwnedFd) -> Relayed {
                 Err(_) => pending.clear(),
             }
         }
-        if let (Some(i), Some(flags)) = (&input, ready.get(2)) {
+        if let (Some(i), Some(flags)) = (&keys.input, ready.get(2)) {
             if any(*flags) {
                 match rustix::io::read(i, &mut buf[..PENDING_MAX - pending.len()]) {
-                    Ok(0) => input = None,
+                    Ok(0) => keys.done(),
                     Ok(n) => {
                         if escape.feed(&buf[..n], &mut pending) {
                             if let Some(end) = &end {
@@ -235,15 +266,92 @@ pub fn relay(t: Terminal, wake: OwnedFd) -> Relayed {
                         }
                     }
                     Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => {}
-                    Err(_) => input = None,
+                    Err(_) => keys.done(),
                 }
             }
         }
     }
     // The caller's terminal gets its settings back now, not when the run ends: the command
     // may go on without its terminal (every holder closed it) for as long as it likes.
-    drop(raw);
+    keys.release();
     out.finish()
+}
+
+/// The caller's keyboard, as the relay holds it: taken while this process is in the
+/// terminal's foreground, given back when it stops or finds itself in the background.
+struct Keys {
+    /// The caller's terminal to take it from (see [`Terminal::stdin`]).
+    stdin: Option<OwnedFd>,
+    /// Held: a description of its own, locked, read for keys.
+    input: Option<OwnedFd>,
+    raw: Option<RawMode>,
+}
+
+impl Keys {
+    /// Not held, but could be once this process is in the foreground.
+    fn waiting(&self) -> bool {
+        self.input.is_none() && self.stdin.is_some()
+    }
+
+    /// Take the keyboard (raw mode first, then read) when in the foreground; no other run
+    /// holds it ([`take_input`]).
+    fn take(&mut self) {
+        let Some(stdin) = self.stdin.as_ref().filter(|_| self.input.is_none()) else {
+            return;
+        };
+        if !in_foreground(stdin.as_fd()) {
+            return;
+        }
+        let Some(input) = take_input(stdin.as_fd()) else {
+            return;
+        };
+        if let Ok(raw) = RawMode::enter(input.as_fd()) {
+            self.raw = Some(raw);
+            self.input = Some(input);
+        }
+    }
+
+    /// Give the keyboard back: the settings from before are restored when this process is in
+    /// the foreground (in the background, changing them would stop it: the shell that has
+    /// the terminal set its own).
+    fn release(&mut self) {
+        if let Some(raw) = self.raw.take() {
+            if !in_foreground(raw.fd.as_fd()) {
+                raw.abandon();
+            }
+        }
+        self.input = None;
+    }
+
+    /// After SIGCONT: in the foreground, raw mode again (the shell that had the terminal
+    /// while this process was stopped set its own settings); in the background, let go.
+    fn resume(&mut self) {
+        match &self.raw {
+            Some(raw) if in_foreground(raw.fd.as_fd()) => raw.reapply(),
+            Some(_) => self.release(),
+            None => {}
+        }
+        self.take();
+    }
+
+    /// The caller's terminal has no more keys (closed or failing): read no more.
+    fn done(&mut self) {
+        self.release();
+        self.stdin = None;
+    }
+}
+
+/// The caller's terminal `stdin` opened again (a description of this relay's own,
+/// non-blocking, so another reader never leaves it blocked) and locked for this run; `None`
+/// when another run holds it (that one reads the keys; this one shows its output only).
+pub fn take_input(stdin: BorrowedFd<'_>) -> Option<OwnedFd> {
+    use rustix::fs::{flock, FlockOperation, Mode};
+    use std::os::fd::AsRawFd;
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let path = format!("/proc/self/fd/{}", stdin.as_raw_fd());
+    let fd = rustix::fs::open(path.as_str(), flags, Mode::empty()).ok()?;
+    flock(&fd, FlockOperation::NonBlockingLockExclusive).ok()?;
+    Some(fd)
 }
 
 /// The caller's terminal in raw mode for as long as this lives: every key goes to the run's
@@ -254,6 +362,8 @@ pub fn relay(t: Terminal, wake: OwnedFd) -> Relayed {
 pub struct RawMode {
     fd: OwnedFd,
     saved: Termios,
+    /// Put `saved` back on drop.
+    restore: bool,
 }
 
 impl RawMode {
@@ -265,13 +375,32 @@ impl RawMode {
         let mut raw = saved.clone();
         raw.make_raw();
         termios::tcsetattr(&fd, OptionalActions::Now, &raw)?;
-        Ok(RawMode { fd, saved })
+        Ok(RawMode {
+            fd,
+            saved,
+            restore: true,
+        })
+    }
+
+    /// Raw mode again (after another process changed the settings), from the foreground.
+    fn reapply(&self) {
+        let mut raw = self.saved.clone();
+        raw.make_raw();
+        let _ = termios::tcsetattr(&self.fd, OptionalActions::Now, &raw);
+    }
+
+    /// Let go without restoring anything (from the background, where the settings are the
+    /// foreground's).
+    fn abandon(mut self) {
+        self.restore = false;
     }
 }
 
 impl Drop for RawMode {
     fn drop(&mut self) {
-        let _ = termios::tcsetattr(&self.fd, OptionalActions::Drain, &self.saved);
+        if self.restore {
+            let _ = termios::tcsetattr(&self.fd, OptionalActions::Drain, &self.saved);
+        }
     }
 }
 

@@ -370,30 +370,62 @@ pub fn fd_channel() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(a), OwnedFd::from_raw_fd(b)) })
 }
 
-/// Where SIGWINCH is announced (-1: nowhere): the write end of a terminal relay's wake pipe.
-static WINDOW_WAKE: AtomicI32 = AtomicI32::new(-1);
+/// Where SIGWINCH, SIGCONT and SIGTSTP are announced (-1: nowhere): the write end of a
+/// terminal relay's wake pipe.
+static TERMINAL_WAKE: AtomicI32 = AtomicI32::new(-1);
 
-extern "C" fn window_changed(_: c_int) {
-    let fd = WINDOW_WAKE.load(Ordering::Relaxed);
-    if fd >= 0 {
+/// The signals [`watch_terminal_signals`] announces, and the byte each writes.
+const TERMINAL_SIGNALS: [(c_int, u8); 3] = [
+    (libc::SIGWINCH, b'w'),
+    (libc::SIGCONT, b'c'),
+    (libc::SIGTSTP, b't'),
+];
+
+extern "C" fn terminal_signal(signal: c_int) {
+    let fd = TERMINAL_WAKE.load(Ordering::Relaxed);
+    let byte = TERMINAL_SIGNALS
+        .iter()
+        .find(|(s, _)| *s == signal)
+        .map(|(_, b)| *b);
+    if let (true, Some(byte)) = (fd >= 0, byte) {
         // A full pipe already holds a wake-up: dropping this one loses nothing.
-        let _ = raw::preserving_errno(|| raw::write_all(fd, b"w"));
+        let _ = raw::preserving_errno(|| raw::write_all(fd, &[byte]));
     }
 }
 
-/// From now on every SIGWINCH to this process writes one byte `w` to `wake` (a non-blocking
-/// pipe's write end, which the caller keeps open until [`unwatch_window_size`]): the caller's
-/// terminal changed size, and the run's own terminal should follow.
-pub fn watch_window_size(wake: BorrowedFd<'_>) -> io::Result<()> {
-    WINDOW_WAKE.store(wake.as_raw_fd(), Ordering::Relaxed);
-    raw::set_signal_handler(libc::SIGWINCH, Some(window_changed))?;
+/// From now on these signals to this process each write one byte to `wake` (a non-blocking
+/// pipe's write end, which the caller keeps open until [`unwatch_terminal_signals`]):
+/// SIGWINCH `w` (the caller's terminal changed size: the run's own should follow), SIGCONT
+/// `c` (this process went on after a stop, perhaps in the other of foreground and
+/// background), SIGTSTP `t` (a request to stop: the relay gives the caller's terminal its
+/// settings back, then stops this process itself).
+/// A signal the caller ignores (a shell without job control ignores SIGTSTP for its jobs)
+/// stays ignored.
+pub fn watch_terminal_signals(wake: BorrowedFd<'_>) -> io::Result<()> {
+    TERMINAL_WAKE.store(wake.as_raw_fd(), Ordering::Relaxed);
+    let mut watched = 0;
+    for (k, (signal, _)) in TERMINAL_SIGNALS.iter().enumerate() {
+        if !raw::signal_ignored(*signal)? {
+            raw::set_signal_handler(*signal, Some(terminal_signal))?;
+            watched |= 1 << k;
+        }
+    }
+    TERMINAL_WATCHED.store(watched, Ordering::Relaxed);
     Ok(())
 }
 
-/// Undo [`watch_window_size`]: SIGWINCH is ignored again (its default).
-pub fn unwatch_window_size() {
-    let _ = raw::set_signal_handler(libc::SIGWINCH, None);
-    WINDOW_WAKE.store(-1, Ordering::Relaxed);
+/// Which of [`TERMINAL_SIGNALS`] [`watch_terminal_signals`] caught (bit k for entry k).
+static TERMINAL_WATCHED: AtomicI32 = AtomicI32::new(0);
+
+/// Undo [`watch_terminal_signals`]: the signals it caught have their default actions again.
+pub fn unwatch_terminal_signals() {
+    let watched = TERMINAL_WATCHED.swap(0, Ordering::Relaxed);
+    for (k, (signal, _)) in TERMINAL_SIGNALS.iter().enumerate() {
+        if watched & (1 << k) != 0 {
+            let _ = raw::set_signal_handler(*signal, None);
+        }
+    }
+    TERMINAL_WAKE.store(-1, Ordering::Relaxed);
 }
 
 /// Receive the run's terminal (the master side of the pseudo-terminal the init opened inside

@@ -709,6 +709,15 @@ pub fn set_signal_handler(sig: c_int, handler: Option<extern "C" fn(c_int)>) -> 
     check_int(unsafe { libc::sigaction(sig, &act, std::ptr::null_mut()) }).map(drop)
 }
 
+/// Whether `sig` is ignored now (`SIG_IGN`).
+pub fn signal_ignored(sig: c_int) -> Result<bool> {
+    // SAFETY: plain old data; zeroed is a valid value, and the kernel overwrites it.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: a null new action only reads the current one into `old`, a valid sigaction.
+    check_int(unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) })?;
+    Ok(old.sa_sigaction == libc::SIG_IGN)
+}
+
 /// [`set_signal_handler`], unless `sig` is ignored now (`SIG_IGN`): an ignored signal stays
 /// ignored. A caller that ignores a signal
 /// (`nohup` ignores SIGHUP) passes that on across `execve`, and a wrapper that is transparent
@@ -717,11 +726,7 @@ pub fn set_signal_handler_unless_ignored(
     sig: c_int,
     handler: Option<extern "C" fn(c_int)>,
 ) -> Result<()> {
-    // SAFETY: plain old data; zeroed is a valid value, and the kernel overwrites it.
-    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
-    // SAFETY: a null new action only reads the current one into `old`, a valid sigaction.
-    check_int(unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) })?;
-    if old.sa_sigaction == libc::SIG_IGN {
+    if signal_ignored(sig)? {
         return Ok(());
     }
     set_signal_handler(sig, handler)
