@@ -73,7 +73,12 @@ pub struct Capped {
     tail: usize,
     stream: &'static str,
     total: u64,
+    /// Bytes sent to the head (written or failed).
+    headed: u64,
     passed: u64,
+    /// The stream holds whole CSIs (a line-editing sanitizer's output): the head ends before
+    /// one it would cut, so that the marker never completes half a sequence.
+    whole_csi: bool,
     /// The bytes after the head, at most `tail` of them. In order while not full; once full
     /// (`ring.len() == tail`) the oldest byte is at `start`.
     ring: Vec<u8>,
@@ -92,7 +97,9 @@ impl Capped {
             tail: usize::try_from(tail).unwrap_or(usize::MAX),
             stream,
             total: 0,
+            headed: 0,
             passed: 0,
+            whole_csi: false,
             ring: Vec::new(),
             start: 0,
         }
@@ -106,8 +113,12 @@ impl Capped {
         F: FnMut(&[u8]) -> io::Result<()>,
     {
         let room = self.head.saturating_sub(self.total);
-        let live_len = usize::try_from(room).map_or(data.len(), |r| r.min(data.len()));
+        let mut live_len = usize::try_from(room).map_or(data.len(), |r| r.min(data.len()));
+        if self.whole_csi && live_len < data.len() {
+            live_len = open_csi(&data[..live_len]).unwrap_or(live_len);
+        }
         self.total = self.total.saturating_add(data.len() as u64);
+        self.headed += live_len as u64;
         let (live, rest) = data.split_at(live_len);
         self.keep(rest);
         if live.is_empty() {
@@ -124,7 +135,10 @@ impl Capped {
     where
         F: FnMut(&[u8]) -> io::Result<()>,
     {
-        let dropped = self.total.saturating_sub(self.limit);
+        let dropped = self
+            .total
+            .saturating_sub(self.headed)
+            .saturating_sub(self.ring.len() as u64);
         if dropped > 0 {
             let marker = marker(dropped, self.stream, self.limit, self.tail as u64);
             let _ = out(marker.as_bytes());
@@ -186,6 +200,19 @@ impl Capped {
         grown.extend_from_slice(&self.ring);
         self.ring = grown;
     }
+}
+
+/// Where a CSI that `head` ends in the middle of starts: its ESC, at most a few bytes from
+/// the end (the CSIs a line-editing sanitizer keeps are `ESC [`, up to 8 parameter bytes,
+/// a final byte 0x40–0x7E).
+fn open_csi(head: &[u8]) -> Option<usize> {
+    let from = head.len().saturating_sub(2 + 8);
+    let esc = from + head[from..].iter().rposition(|&b| b == 0x1B)?;
+    let ended = head[esc + 1..]
+        .iter()
+        .skip(1)
+        .any(|b| (0x40..=0x7E).contains(b));
+    (!ended).then_some(esc)
 }
 
 /// The marker line written where output was cut.
@@ -334,6 +361,9 @@ impl Outflow {
     pub(crate) fn line_editing(mut self) -> Outflow {
         if self.sanitizer.is_some() {
             self.sanitizer = Some(sanitize::Sanitizer::line_editing());
+            if let Some(capped) = self.capped.as_mut() {
+                capped.whole_csi = true;
+            }
         }
         self
     }
@@ -487,6 +517,42 @@ mod tests {
         }
         let s = c.finish(&mut sink);
         (out, s)
+    }
+
+    /// A line-editing sanitizer's output cut by the limit: the head never ends inside a kept
+    /// CSI (the marker's `\n[s` would complete it as `ESC [ s`), and what was dropped is
+    /// counted exactly, whichever byte the limit falls on. Control: without `whole_csi` the
+    /// head ends with a bare ESC.
+    #[test]
+    fn the_head_of_a_terminal_stream_ends_between_sequences() {
+        let cut = |whole_csi: bool, before: usize| {
+            let mut out = Vec::new();
+            let mut sink = |b: &[u8]| -> io::Result<()> {
+                out.extend_from_slice(b);
+                Ok(())
+            };
+            let mut c = Capped::new(64, "stdout");
+            c.whole_csi = whole_csi;
+            let input = [vec![b'A'; before], b"\x1b[12;34D".to_vec(), vec![b'B'; 100]].concat();
+            c.push(&input, &mut sink).unwrap();
+            let s = c.finish(&mut sink);
+            (out, s)
+        };
+        for before in 38..=48 {
+            let (out, s) = cut(true, before);
+            let marker = out.windows(7).position(|w| w == b"\n[stock").unwrap();
+            let head = &out[..marker];
+            assert_eq!(
+                open_csi(head),
+                None,
+                "{before}: {:?}",
+                String::from_utf8_lossy(head)
+            );
+            let shown = head.len() as u64 + 16;
+            assert_eq!(s.dropped, s.total - shown, "{before}");
+        }
+        let (out, _) = cut(false, 47);
+        assert!(out.windows(2).any(|w| w == b"\x1b\n"));
     }
 
     #[test]
