@@ -458,9 +458,9 @@ pub fn launch_with(
     // relay's pipes and thread would be pure cost. A socket the command could aim elsewhere
     // is always relayed: the command gets a pipe, the supervisor writes to the socket.
     let sanitize = options.sanitize_output;
-    // A run attached to a terminal gets its own (see crate::terminal): the streams that are
+    // A run attached to a terminal gets its own (see sandbox::terminal): the streams that are
     // the caller's terminal become it, and are neither relayed by pipe nor handed over.
-    let terminal = crate::terminal::caller_terminal(&io, options);
+    let terminal = sandbox::terminal::caller_terminal(&io, options);
     let pty = terminal.map_or([false; 3], |t| t.streams);
     let relayed = |stream: std::os::fd::BorrowedFd<'_>, terminal: bool| {
         sanitize
@@ -669,7 +669,7 @@ pub fn launch_with(
         (Some((ours, init_end)), Some(caller)) => {
             drop(init_end); // as for the proxy's channel: the init's exit is end of stream
             let attached = match sys::parent::recv_terminal(&ours) {
-                Ok(Some(master)) => crate::terminal::attach(
+                Ok(Some(master)) => sandbox::terminal::attach(
                     master,
                     &caller,
                     plan.output_limit.filter(|_| options.limit_terminal),

@@ -35,7 +35,6 @@ pub mod host;
 pub mod launch;
 pub mod plan;
 pub mod probe;
-mod terminal;
 pub mod userns;
 
 pub use backend::{Io, Native, StartProxy};

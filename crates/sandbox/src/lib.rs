@@ -1,6 +1,7 @@
 //! The contract between stockade's orchestration and its isolation backends (issue 16; see
 //! `../shared/architecture.md` for where it grows: the resolved spec, `trait Backend`, the
-//! outcome types). It sits below every other crate of the workspace and depends on none.
+//! outcome types). It sits below every backend and depends on no crate of the workspace but
+//! `sanitize` (the relay's sanitizer) and `sys` (the syscall wrappers a run's terminal needs).
 //!
 //! It holds the resolved [`Spec`] of a run (what the sandbox must look like, with no mechanism
 //! in it), the [`Backend`] trait that lowers and runs it, what a run reports ([`Usage`],

@@ -8,6 +8,9 @@
 //! Ctrl-\ into signals is the inner terminal's: they reach the command's foreground job and
 //! do not end the run. Window-size changes follow through [`Wake`]. The relay ends when every
 //! process holding the inner terminal is gone (the master reads `EIO`) or when told to stop.
+//!
+//! Which of the caller's streams make a run's terminal, and starting and ending its relay,
+//! are the same for every backend: [`caller_terminal`], [`attach`], [`Attached::finish`].
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -17,6 +20,9 @@ use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
 use rustix::termios::{self, OptionalActions, Termios};
 
 use crate::relay::{Outflow, Relayed};
+
+mod caller;
+pub use caller::{attach, caller_terminal, Attached, CallerTerminal};
 
 /// Bytes read from the terminal or the caller at a time.
 const CHUNK: usize = 64 * 1024;

@@ -1,0 +1,235 @@
+//! The caller's side of a run's own terminal, for every backend: which of the caller's streams
+//! are terminals decides which of the command's streams become the run's terminal
+//! ([`caller_terminal`]); once the backend has the run's terminal's master side (native: from
+//! its init), [`attach`] puts the caller's terminal in raw mode and relays both ways
+//! ([`super::relay`]) until [`Attached::finish`].
+//!
+//! Only the `stockade` process's own streams count (`Sink::Process`, and stdin only when the
+//! run owns the process's signals): a library run never takes over its host's terminal.
+//!
+//! Several runs may share one terminal (`make -j`, an agent running tools in parallel): the
+//! first takes it (an exclusive `flock` on a description of its own), the others relay only
+//! their output and leave its settings alone.
+
+use std::io::IsTerminal;
+use std::os::fd::{AsFd, OwnedFd};
+use std::thread::JoinHandle;
+
+use super::{RawMode, Terminal, Wake};
+use crate::relay::Relayed;
+
+/// The caller's terminal as the run's own starts from it.
+#[derive(Debug, Clone, Copy)]
+pub struct CallerTerminal {
+    /// Which of stdin, stdout and stderr are terminals (and become the run's terminal).
+    pub streams: [bool; 3],
+    pub settings: libc::termios,
+    pub size: libc::winsize,
+}
+
+/// The caller's terminal, when any of stdin, stdout (`Sink::Process`) and stderr (same) is
+/// one and `--no-tty` was not given. Its settings and window size are read from the first
+/// of them ([`sane`] when another run holds it raw); one whose settings cannot be read counts
+/// as no terminal.
+pub fn caller_terminal(io: &crate::RunIo, options: crate::Options) -> Option<CallerTerminal> {
+    if options.no_terminal {
+        return None;
+    }
+    let own = |sink: &crate::Sink| matches!(sink, crate::Sink::Process);
+    let streams = [
+        io.process_signals
+            && matches!(io.stdin, crate::Input::Process)
+            && std::io::stdin().is_terminal(),
+        own(&io.stdout) && std::io::stdout().is_terminal(),
+        own(&io.stderr) && std::io::stderr().is_terminal(),
+    ];
+    let first = streams.iter().position(|t| *t)?;
+    let settings = sys::raw::terminal_settings(first as i32).ok()?;
+    let size = sys::raw::window_size(first as i32).ok()?;
+    // In the background (`stockade run &`) the settings are the foreground's: a shell's line
+    // editor has echo and canonical input off while it waits at its prompt, and a shell
+    // inside started with them would never echo what is typed once the run is brought back.
+    let foreground = std_fd(first as i32)
+        .map(|fd| super::in_foreground(fd.as_fd()))
+        .unwrap_or(true);
+    let settings = if foreground {
+        sane(settings)
+    } else {
+        interactive(settings)
+    };
+    Some(CallerTerminal {
+        streams,
+        settings,
+        size,
+    })
+}
+
+/// `settings`, or the usual interactive ones when they are raw (no canonical input, no signal
+/// keys): another run (or program) holds the caller's terminal in raw mode, and the run's own
+/// terminal must not start without echo and Ctrl-C.
+fn sane(t: libc::termios) -> libc::termios {
+    if t.c_lflag & (libc::ICANON | libc::ISIG) != 0 {
+        return t;
+    }
+    interactive(t)
+}
+
+/// `t` with the usual interactive settings: canonical input, echo, the signal keys, CR/NL
+/// translation.
+fn interactive(mut t: libc::termios) -> libc::termios {
+    t.c_iflag |= libc::ICRNL | libc::BRKINT;
+    t.c_oflag |= libc::OPOST | libc::ONLCR;
+    t.c_cflag |= libc::CREAD;
+    t.c_lflag |= libc::ICANON
+        | libc::ISIG
+        | libc::IEXTEN
+        | libc::ECHO
+        | libc::ECHOE
+        | libc::ECHOK
+        | libc::ECHOCTL
+        | libc::ECHOKE;
+    t
+}
+
+/// The relay of a run's terminal, running.
+#[derive(Debug)]
+pub struct Attached {
+    thread: JoinHandle<Relayed>,
+    wake: Wake,
+    watching_size: bool,
+    /// Where the output is accounted: 0 stdout, 1 stderr.
+    pub slot: usize,
+}
+
+/// A duplicate of the caller's fd `n` (0, 1 or 2).
+fn std_fd(n: i32) -> std::io::Result<OwnedFd> {
+    match n {
+        0 => std::io::stdin().as_fd().try_clone_to_owned(),
+        1 => std::io::stdout().as_fd().try_clone_to_owned(),
+        _ => std::io::stderr().as_fd().try_clone_to_owned(),
+    }
+}
+
+/// The caller's terminal on stdin, opened again (a description of this run's own,
+/// non-blocking) and locked for this run; `None` when another run holds it.
+fn take_input() -> Option<OwnedFd> {
+    use rustix::fs::{flock, FlockOperation, Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let fd = rustix::fs::open("/proc/self/fd/0", flags, Mode::empty()).ok()?;
+    flock(&fd, FlockOperation::NonBlockingLockExclusive).ok()?;
+    Some(fd)
+}
+
+/// Start relaying `master` (the run's terminal) to and from the caller's terminal.
+///
+/// Output goes to stdout when it is the terminal, else to stderr, else back to the terminal
+/// on stdin (only echo and what the command writes to `/dev/tty` come out then). Keystrokes are
+/// read only when stdin is the terminal, this process may read it (its foreground, or not its
+/// controlling terminal) and no other run holds it; then the caller's terminal is in raw mode
+/// until the relay ends, and `~.` at the start of a line cancels the run through `end`.
+/// `watch_size`: this process's SIGWINCH makes the run's terminal follow the caller's window
+/// (the `stockade` binary; a library running several runs leaves its signals alone).
+pub fn attach(
+    master: OwnedFd,
+    caller: &CallerTerminal,
+    limit: Option<u64>,
+    sanitize: bool,
+    watch_size: bool,
+    end: crate::Cancel,
+) -> std::io::Result<Attached> {
+    let [stdin, stdout, stderr] = caller.streams;
+    let (out_fd, slot) = if stdout {
+        (1, 0)
+    } else if stderr {
+        (2, 1)
+    } else {
+        (0, 1)
+    };
+    let output = std_fd(out_fd)?;
+    let first = caller.streams.iter().position(|t| *t).unwrap_or(0) as i32;
+    let size_from = std_fd(first).ok();
+    let input = if stdin && super::in_foreground(std::io::stdin().as_fd()) {
+        take_input()
+    } else {
+        None
+    };
+    // Raw mode before the first keystroke is read: the caller's line discipline must not cook
+    // or echo what the run's terminal will.
+    let raw = match &input {
+        Some(fd) => Some(RawMode::enter(fd.as_fd())?),
+        None => None,
+    };
+    let wake = Wake::new()?;
+    let watching_size = watch_size && sys::parent::watch_terminal_signals(wake.sender()).is_ok();
+    let receiver = wake.receiver()?;
+    let stream = if slot == 0 { "stdout" } else { "stderr" };
+    let terminal = Terminal {
+        master,
+        // The keys may be taken later (`stockade run &`, then `fg`), when the process's
+        // signals are this run's to watch.
+        stdin: if stdin && watch_size {
+            std_fd(0).ok()
+        } else {
+            None
+        },
+        end: (input.is_some() || (stdin && watch_size)).then_some(end),
+        input,
+        raw,
+        output,
+        size_from,
+        limit,
+        stream,
+        sanitize,
+    };
+    let thread = std::thread::spawn(move || super::relay(terminal, receiver));
+    Ok(Attached {
+        thread,
+        wake,
+        watching_size,
+        slot,
+    })
+}
+
+impl Attached {
+    /// The run is over: pass on what the terminal still holds and end the relay (which gives
+    /// the caller's terminal its settings back). Returns where the output was accounted and
+    /// what was relayed.
+    pub fn finish(self) -> (usize, Relayed) {
+        self.wake.stop();
+        let relayed = self.thread.join().unwrap_or_default();
+        if self.watching_size {
+            sys::parent::unwatch_terminal_signals();
+        }
+        (self.slot, relayed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_settings_become_interactive_ones_and_others_stay() {
+        // All flags clear is raw: no canonical input, no signal keys.
+        let raw: libc::termios = libc::termios {
+            c_iflag: 0,
+            c_oflag: 0,
+            c_cflag: libc::CS8,
+            c_lflag: 0,
+            c_line: 0,
+            c_cc: [0; 32],
+            c_ispeed: 0,
+            c_ospeed: 0,
+        };
+        let fixed = sane(raw);
+        assert_ne!(fixed.c_lflag & libc::ICANON, 0);
+        assert_ne!(fixed.c_lflag & libc::ISIG, 0);
+        assert_ne!(fixed.c_lflag & libc::ECHO, 0);
+        assert_ne!(fixed.c_oflag & libc::ONLCR, 0);
+        let cooked = libc::termios {
+            c_lflag: libc::ISIG,
+            ..raw
+        };
+        assert_eq!(sane(cooked).c_lflag, libc::ISIG);
+    }
+}
