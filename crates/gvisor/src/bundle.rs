@@ -260,6 +260,15 @@ pub fn config(spec: &Spec, caller: &Caller, bundle: &Path) -> Result<Value, Lowe
     Ok(config)
 }
 
+/// `config` with a terminal of the run's own: runsc makes a new pseudo-terminal for the
+/// command, `rows` by `cols`, and hands its master side to `--console-socket` (see
+/// [`crate::run`]); the command's stdin, stdout and stderr are that terminal. Without it
+/// (`"terminal": false`) they are runsc's own streams, which are always pipes.
+pub fn with_terminal(config: &mut Value, rows: u16, cols: u16) {
+    config["process"]["terminal"] = json!(true);
+    config["process"]["consoleSize"] = json!({ "height": rows, "width": cols });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -345,6 +354,20 @@ mod tests {
             .as_array()
             .and_then(|m| m.iter().find(|m| m["destination"] == dest))
             .unwrap_or_else(|| panic!("no mount at {dest}: {v}"))
+    }
+
+    #[test]
+    fn a_terminal_of_the_runs_own_is_asked_for_only_with_one() {
+        let mut c = as_json(&spec(), false);
+        assert_eq!(c["process"]["terminal"], false);
+        assert!(c["process"].get("consoleSize").is_none());
+        with_terminal(&mut c, 41, 132);
+        let typed: oci_spec::runtime::Spec =
+            serde_json::from_value(c.clone()).expect("a valid OCI runtime config");
+        let process = typed.process().as_ref().expect("a process");
+        assert_eq!(process.terminal(), Some(true));
+        let size = process.console_size().expect("a console size");
+        assert_eq!((size.height(), size.width()), (41, 132));
     }
 
     #[test]

@@ -34,6 +34,7 @@
 //!     cancel: sandbox::Cancel::new(),
 //!     network: None,
 //!     process_signals: false,
+//!     terminal: None,
 //! };
 //! let finished = backend.run(&plan, io)?;
 //! println!("exit {}", finished.exit_code);
@@ -43,6 +44,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bundle;
+mod console;
 mod platform;
 mod run;
 
@@ -52,7 +54,7 @@ use sandbox::{Check, Spec};
 use serde::Serialize;
 
 pub use platform::Platform;
-pub use run::{host_owned, Finished, Io};
+pub use run::{host_owned, Finished, Io, OwnTerminal};
 
 /// Why the gVisor backend cannot plan or run.
 #[derive(Debug, thiserror::Error)]

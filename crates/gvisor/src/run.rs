@@ -1,9 +1,10 @@
 //! Runs a [`Plan`]: writes the bundle (a private directory), checks the mount destinations
-//! once more, starts `runsc run` with the caller's sinks, enforces the timeout and the
-//! caller's cancel handle, and removes what the run left.
+//! once more, starts `runsc run` with the caller's sinks (and, for a run attached to a
+//! terminal, relays the terminal of its own that runsc makes: [`crate::console`]), enforces
+//! the timeout and the caller's cancel handle, and removes what the run left.
 
 use std::io::Write;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
@@ -13,6 +14,7 @@ use std::time::{Duration, Instant};
 use sandbox::{Cancel, Kind};
 
 use crate::bundle::{EMPTY_FILE, UNREADABLE_FILE};
+use crate::console::{ConsoleError, ConsoleSocket, CONSOLE_WAIT};
 use crate::{Error, Plan};
 
 /// Stands for the bundle directory in a plan's config until [`run`] knows it.
@@ -37,8 +39,24 @@ pub struct Io {
     /// Mode proxy: the network namespace holding the proxy's listener, which runsc joins.
     pub network: Option<sys::netns::HeldNetwork>,
     /// Also end the run on SIGINT, SIGTERM or SIGHUP to this process (the `stockade` binary);
-    /// otherwise only `cancel` ends it early.
+    /// otherwise only `cancel` ends it early. With a terminal, this process's SIGWINCH also
+    /// resizes the run's.
     pub process_signals: bool,
+    /// A terminal of the run's own: the command's stdin, stdout and stderr are a new
+    /// pseudo-terminal runsc makes, relayed to and from the caller's (the pipes above then
+    /// carry only what runsc itself says). `None`: the pipes are the command's.
+    pub terminal: Option<OwnTerminal>,
+}
+
+/// What a run's own terminal starts from and how its output is relayed.
+#[derive(Debug, Clone, Copy)]
+pub struct OwnTerminal {
+    /// The caller's terminal (see [`sandbox::terminal::caller_terminal`]).
+    pub caller: sandbox::terminal::CallerTerminal,
+    /// The output limit on what the terminal shows (`None`: everything passes).
+    pub limit: Option<u64>,
+    /// Pass what the terminal shows through the sanitizer.
+    pub sanitize: bool,
 }
 
 fn is_pipe(fd: &OwnedFd) -> bool {
@@ -61,6 +79,9 @@ pub struct Finished {
     /// The first SIGINT, SIGTERM or SIGHUP this process received during the run (passed on
     /// to the command as SIGTERM).
     pub interrupted: Option<i32>,
+    /// The run's own terminal: where its output was accounted (0 stdout, 1 stderr) and what
+    /// was relayed.
+    pub terminal: Option<(usize, sandbox::relay::Relayed)>,
 }
 
 /// A container id unique on this machine.
@@ -109,7 +130,11 @@ fn io_err(what: &str) -> impl FnOnce(std::io::Error) -> Error + '_ {
 
 /// The bundle: `config.json` (it holds the command's environment: the directory is 0700) and
 /// the files masks are bound from. Removed when dropped.
-fn write_bundle(plan: &Plan, netns: Option<&str>) -> Result<tempfile::TempDir, Error> {
+fn write_bundle(
+    plan: &Plan,
+    netns: Option<&str>,
+    terminal: Option<libc::winsize>,
+) -> Result<tempfile::TempDir, Error> {
     let parent = bundle_parent(plan)?;
     let dir = tempfile::Builder::new()
         .prefix("stockade-gvisor-")
@@ -117,7 +142,11 @@ fn write_bundle(plan: &Plan, netns: Option<&str>) -> Result<tempfile::TempDir, E
         .tempdir_in(&parent)
         .map_err(io_err("create the gVisor bundle directory"))?;
     let bundle = dir.path();
-    let text = serde_json::to_string(&plan.config)
+    let mut config = plan.config.clone();
+    if let Some(size) = terminal {
+        crate::bundle::with_terminal(&mut config, size.ws_row, size.ws_col);
+    }
+    let text = serde_json::to_string(&config)
         .map_err(|e| io_err("write the OCI config")(std::io::Error::other(e)))?;
     let bundle_text = bundle
         .to_str()
@@ -301,8 +330,18 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
         });
     }
     let netns_path = io.network.as_ref().map(sys::netns::HeldNetwork::netns_path);
-    let dir = write_bundle(plan, netns_path.as_deref())?;
+    let dir = write_bundle(
+        plan,
+        netns_path.as_deref(),
+        io.terminal.map(|t| t.caller.size),
+    )?;
     let state = dir.path().join("state");
+    // The run's own terminal comes from runsc through a socket in the bundle directory.
+    let console = io
+        .terminal
+        .map(|_| ConsoleSocket::listen(dir.path()))
+        .transpose()
+        .map_err(io_err("listen for the run's terminal"))?;
     check_destinations(plan)?;
     let started = Instant::now();
     // Ctrl-C from here on is caught (and passed on to the command), not fatal, so the run is
@@ -322,9 +361,15 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
     if !trees.is_empty() {
         sys::mountns::private_mounts_on_exec(&mut command, &trees);
     }
-    let mut child = command
+    command
         .arg("run")
-        .arg(format!("--bundle={}", dir.path().display()))
+        .arg(format!("--bundle={}", dir.path().display()));
+    if let Some(c) = &console {
+        let mut arg = std::ffi::OsString::from("--console-socket=");
+        arg.push(c.path());
+        command.arg(arg);
+    }
+    let mut child = command
         .arg(&plan.caller.run_id)
         .stdin(Stdio::from(io.stdin))
         .stdout(Stdio::from(io.stdout))
@@ -334,6 +379,21 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
             cause: format!("could not start {}: {e}", plan.runsc.display()),
             fix: crate::RUNSC_FIX.into(),
         })?;
+    let attached = match (console, io.terminal) {
+        (Some(console), Some(own)) => {
+            match attach_console(console, own, &mut child, &io.cancel, io.process_signals) {
+                Ok(a) => a,
+                Err(e) => {
+                    // Fail closed: the command never runs without the terminal it was given.
+                    abandon(plan, &state, &mut child);
+                    drop(dir);
+                    remove_cgroups(plan);
+                    return Err(e);
+                }
+            }
+        }
+        _ => None,
+    };
     // The waiter thread reports the exit; the cancel handle wakes this thread too.
     let (tx, rx) = mpsc::channel::<Option<std::io::Result<ExitStatus>>>();
     let cancel_tx = tx.clone();
@@ -413,6 +473,9 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
         }
     };
     let _ = waiter.join();
+    // runsc is gone: what the terminal still holds is passed on, and the caller's terminal
+    // gets its settings back.
+    let terminal = attached.map(sandbox::terminal::Attached::finish);
     let duration = started.elapsed();
     // A run that ended abnormally may leave the container's state behind (one that ended on
     // its own removed it: another runsc start would cost ~15 ms for nothing).
@@ -439,7 +502,63 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
         duration,
         timed_out,
         cancelled,
+        terminal,
     })
+}
+
+/// The run's own terminal from runsc's console socket, given the caller's settings and
+/// window size and relayed: `None` when runsc ended (or the run was cancelled) before sending
+/// it (runsc's exit says why). Refused when runsc sends anything but one pseudo-terminal's
+/// master side, or nothing within [`CONSOLE_WAIT`].
+fn attach_console(
+    console: ConsoleSocket,
+    own: OwnTerminal,
+    child: &mut std::process::Child,
+    cancel: &Cancel,
+    watch_size: bool,
+) -> Result<Option<sandbox::terminal::Attached>, Error> {
+    let deadline = Instant::now() + CONSOLE_WAIT;
+    let gone = || cancel.is_cancelled() || !matches!(child.try_wait(), Ok(None));
+    let master = match console.receive(deadline, gone) {
+        Ok(Some(m)) => m,
+        Ok(None) => return Ok(None),
+        Err(ConsoleError::Io(cause)) => {
+            return Err(Error::Io {
+                what: "receive the run's terminal from runsc".into(),
+                cause,
+            })
+        }
+        Err(e) => {
+            return Err(Error::Unavailable {
+                cause: format!("a terminal of the run's own: {e}"),
+                fix: "run with --no-tty (no terminal of the run's own), or with --backend native"
+                    .into(),
+            })
+        }
+    };
+    // runsc made the terminal with the system's defaults; the run's starts as the caller's
+    // (before the command does: runsc sends it while it creates the sandbox).
+    let attached = own.caller.apply_to(master.as_fd()).and_then(|()| {
+        sandbox::terminal::attach(
+            master,
+            &own.caller,
+            own.limit,
+            own.sanitize,
+            watch_size,
+            cancel.clone(),
+        )
+    });
+    attached
+        .map(Some)
+        .map_err(io_err("attach the command's terminal"))
+}
+
+/// Ends a run that cannot go on: runsc and its container are killed and its state removed.
+fn abandon(plan: &Plan, state: &Path, child: &mut std::process::Child) {
+    kill(plan, state, "KILL");
+    let _ = child.kill();
+    let _ = child.wait();
+    runsc_about_container(plan, state, &["delete", "--force", &plan.caller.run_id]);
 }
 
 /// `runsc run` exits with the command's code, and 128+N when the command was killed by

@@ -1,8 +1,10 @@
 //! The gVisor backend's stage of a run: the plan's spec lowered by [`gvisor`], run with this
 //! process's streams (relayed under an output limit or `--sanitize-output`, as for the native
+//! backend; the caller's terminal becomes a terminal of the run's own, as for the native
 //! backend), and its end put in the terms of the run record.
 
-use std::os::fd::OwnedFd;
+use std::io::IsTerminal;
+use std::os::fd::{AsFd, OwnedFd};
 
 use sandbox::Backend;
 
@@ -84,6 +86,10 @@ pub(crate) fn run(
         });
     let sanitize = options.sanitize_output;
     let limit = spec.limits.output_bytes;
+    // A run attached to a terminal gets its own (see sandbox::terminal): runsc makes it, and
+    // the streams that are the caller's terminal become it.
+    let caller_terminal = sandbox::terminal::caller_terminal(&run_io, options);
+    let keys_to_terminal = caller_terminal.is_some_and(|t| t.streams[0]);
     // Every stream is a pipe this process relays: runsc as root gives its own standard
     // streams to `nobody`, which would take over the caller's terminal or /dev/null.
     let (out_r, out_w) = relay_pipe()?;
@@ -97,8 +103,12 @@ pub(crate) fn run(
         relay(err_r, run_io.stderr, "stderr"),
     ];
     // Stdin is copied as it comes (the thread ends with the input or when the command has
-    // closed its end); nothing at all when it is /dev/null or closed.
+    // closed its end); nothing at all when it is /dev/null or closed. A terminal is never
+    // read here: its keys go to the run's own terminal, or, when there is none (`--no-tty`, a
+    // library run), the command reads end of file, as from the native backend's /dev/null.
     match run_io.stdin {
+        sandbox::Input::Process if keys_to_terminal || std::io::stdin().is_terminal() => drop(in_w),
+        sandbox::Input::Fd(from) if from.as_fd().is_terminal() => drop(in_w),
         sandbox::Input::Process if native::launch::stdin_is_live() => {
             std::thread::spawn(move || {
                 let mut to = std::fs::File::from(in_w);
@@ -148,13 +158,24 @@ pub(crate) fn run(
         cancel: run_io.control,
         network,
         process_signals: run_io.process_signals,
+        terminal: caller_terminal.map(|caller| gvisor::OwnTerminal {
+            caller,
+            limit: limit.filter(|_| options.limit_terminal),
+            sanitize,
+        }),
     };
     // The write ends live in `io` only: they close when runsc's child has them and `io` is
     // consumed, so the relays see the end of the output when the command ends.
     let finished = backend.run(&lowered, io);
     let [out, err] = relays;
-    let relayed_out = [out.join().ok(), err.join().ok()];
+    let mut relayed_out = [out.join().ok(), err.join().ok()];
     let finished = finished?;
+    // The terminal is the command's stream there (its pipe carried runsc's own words only).
+    if let Some((slot, relayed)) = finished.terminal.clone() {
+        if let Some(r) = relayed_out.get_mut(slot) {
+            *r = Some(relayed);
+        }
+    }
     let mut limit_hits = Vec::new();
     let output = sandbox::relay::output_summary(limit, sanitize, relayed_out, &mut limit_hits);
     let outcome = sandbox::Outcome {

@@ -1,7 +1,7 @@
 //! The caller's side of a run's own terminal, for every backend: which of the caller's streams
 //! are terminals decides which of the command's streams become the run's terminal
 //! ([`caller_terminal`]); once the backend has the run's terminal's master side (native: from
-//! its init), [`attach`] puts the caller's terminal in raw mode and relays both ways
+//! its init; gVisor: from runsc's console socket, see [`CallerTerminal::apply_to`]), [`attach`] puts the caller's terminal in raw mode and relays both ways
 //! ([`super::relay`]) until [`Attached::finish`].
 //!
 //! Only the `stockade` process's own streams count (`Sink::Process`, and stdin only when the
@@ -12,7 +12,7 @@
 //! their output and leave its settings alone.
 
 use std::io::IsTerminal;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::thread::JoinHandle;
 
 use super::{RawMode, Terminal, Wake};
@@ -25,6 +25,53 @@ pub struct CallerTerminal {
     pub streams: [bool; 3],
     pub settings: libc::termios,
     pub size: libc::winsize,
+}
+
+impl CallerTerminal {
+    /// Give a terminal someone else made (runsc's, through its master side) the window size
+    /// and the settings the run's terminal starts from: the line discipline's input, output
+    /// and local modes and its special characters (Ctrl-C, erase, ...); the control modes
+    /// (character size, speed) stay the new terminal's.
+    pub fn apply_to(&self, master: BorrowedFd<'_>) -> std::io::Result<()> {
+        use rustix::termios::{self, InputModes, LocalModes, OutputModes, SpecialCodeIndex as I};
+        let mut t = termios::tcgetattr(master)?;
+        let s = &self.settings;
+        t.input_modes = InputModes::from_bits_retain(s.c_iflag);
+        t.output_modes = OutputModes::from_bits_retain(s.c_oflag);
+        t.local_modes = LocalModes::from_bits_retain(s.c_lflag);
+        let codes = [
+            (I::VINTR, libc::VINTR),
+            (I::VQUIT, libc::VQUIT),
+            (I::VERASE, libc::VERASE),
+            (I::VKILL, libc::VKILL),
+            (I::VEOF, libc::VEOF),
+            (I::VTIME, libc::VTIME),
+            (I::VMIN, libc::VMIN),
+            (I::VSTART, libc::VSTART),
+            (I::VSTOP, libc::VSTOP),
+            (I::VSUSP, libc::VSUSP),
+            (I::VEOL, libc::VEOL),
+            (I::VREPRINT, libc::VREPRINT),
+            (I::VDISCARD, libc::VDISCARD),
+            (I::VWERASE, libc::VWERASE),
+            (I::VLNEXT, libc::VLNEXT),
+            (I::VEOL2, libc::VEOL2),
+        ];
+        for (index, from) in codes {
+            if let Some(c) = s.c_cc.get(from) {
+                t.special_codes[index] = *c;
+            }
+        }
+        termios::tcsetattr(master, termios::OptionalActions::Now, &t)?;
+        let size = termios::Winsize {
+            ws_row: self.size.ws_row,
+            ws_col: self.size.ws_col,
+            ws_xpixel: self.size.ws_xpixel,
+            ws_ypixel: self.size.ws_ypixel,
+        };
+        termios::tcsetwinsize(master, size)?;
+        Ok(())
+    }
 }
 
 /// The caller's terminal, when any of stdin, stdout (`Sink::Process`) and stderr (same) is
@@ -207,6 +254,7 @@ impl Attached {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsRawFd;
 
     #[test]
     fn raw_settings_become_interactive_ones_and_others_stay() {
@@ -231,5 +279,41 @@ mod tests {
             ..raw
         };
         assert_eq!(sane(cooked).c_lflag, libc::ISIG);
+    }
+
+    #[test]
+    fn a_terminal_made_elsewhere_gets_the_callers_settings_and_size() {
+        use rustix::termios::{tcgetattr, tcgetwinsize, LocalModes, SpecialCodeIndex};
+        let master =
+            rustix::pty::openpt(rustix::pty::OpenptFlags::RDWR | rustix::pty::OpenptFlags::NOCTTY)
+                .expect("openpt");
+        rustix::pty::unlockpt(&master).expect("unlockpt");
+        let mut settings = sys::raw::terminal_settings(master.as_raw_fd()).expect("tcgetattr");
+        settings.c_lflag &= !libc::ECHO;
+        settings.c_cc[libc::VINTR] = 0x07;
+        let caller = CallerTerminal {
+            streams: [true, true, true],
+            settings,
+            size: libc::winsize {
+                ws_row: 33,
+                ws_col: 77,
+                ws_xpixel: 0,
+                ws_ypixel: 0,
+            },
+        };
+        caller.apply_to(master.as_fd()).expect("applied");
+        // Through the master, the settings are the terminal's (the slave side's).
+        let name = rustix::pty::ptsname(&master, Vec::new()).expect("ptsname");
+        let slave = rustix::fs::open(
+            name.as_c_str(),
+            rustix::fs::OFlags::RDWR | rustix::fs::OFlags::NOCTTY,
+            rustix::fs::Mode::empty(),
+        )
+        .expect("the slave");
+        let t = tcgetattr(&slave).expect("tcgetattr");
+        assert!(!t.local_modes.contains(LocalModes::ECHO));
+        assert_eq!(t.special_codes[SpecialCodeIndex::VINTR], 0x07);
+        let size = tcgetwinsize(&slave).expect("size");
+        assert_eq!((size.ws_row, size.ws_col), (33, 77));
     }
 }
