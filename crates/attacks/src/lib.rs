@@ -100,7 +100,9 @@ pub mod na {
     /// An unprivileged caller's gVisor run.
     pub const ROOTLESS_UID0: &str = "runsc --rootless runs the command as uid 0 of its own user namespace, mapped to the caller, with no capabilities (no_effective_capabilities_inside checks those)";
     /// The streams of a gVisor run.
-    pub const PIPES: &str = "a gVisor run's streams are always pipes (runsc as root takes over a terminal it is given), so there is no terminal inside to inject into";
+    pub const PIPES: &str = "a gVisor run's streams are pipes, or the terminal of its own that runsc makes and stockade relays (runsc as root takes over a terminal it is given, so it never gets the caller's): there is no host terminal inside to inject into, and the pty this test opens is the Sentry's own";
+    /// A gVisor run's own terminal.
+    pub const HOST_TTY: &str = "gVisor shows the command the terminal runsc made for the run as a host file (/proc/self/fd/0 reads host:[1], no tty_nr in /proc/PID/stat): ttyname() fails, so `tty` says \"not a tty\", and opening /dev/tty fails with EIO in Debian's runsc 2022-12-19 (gVisor issues 11582, 13535, 10925); the terminal itself, job control, the signal keys and the window size work (the other tests here)";
     /// The corpus tests, which name their backends themselves.
     pub const CORPUS_ONCE: &str = "the corpus runs under both backends in the native pass (whole_corpus_is_contained and whole_corpus_is_contained_under_gvisor)";
     /// Files the Sentry makes only inside.
@@ -667,6 +669,13 @@ impl Cmd {
     /// Kills the command after `timeout` instead of [`TIMEOUT`].
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// A `stockade run` names the backend under test now (as [`Cmd::run`] would), so a
+    /// wrapper put around it with [`Cmd::under`] keeps it.
+    pub fn naming_the_backend(mut self) -> Self {
+        self.args = self.final_args();
         self
     }
 

@@ -5,7 +5,9 @@
 //!
 //! Each test drives `stockade run` under a real pseudo-terminal made by a python3 harness
 //! ([`HARNESS`]) that plays a script of steps: wait for text, type bytes, resize the window.
-//! Runs as root and as an unprivileged user alike (the harness opens its own terminal).
+//! Runs as root and as an unprivileged user alike (the harness opens its own terminal), under
+//! both backends (gVisor's terminal is one runsc makes, see [`attacks::na::HOST_TTY`] for
+//! what differs).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -146,14 +148,6 @@ impl Seen {
 
 impl Pty {
     fn new(fx: &Fixture, what: &str) -> Option<Pty> {
-        // gVisor's runs keep pipes: runsc's console is not wired to a terminal of the run's
-        // own yet (see docs/design.md, "Terminal").
-        if attacks::not_under(
-            "gvisor",
-            "a terminal of the run's own is native-only for now",
-        ) {
-            return None;
-        }
         let python = python3(what)?;
         Some(Pty {
             python,
@@ -178,6 +172,7 @@ impl Pty {
             .collect();
         let json = format!("[{}]", json.join(", "));
         let run = cmd
+            .naming_the_backend()
             .under(&[
                 self.python.as_os_str(),
                 self.script.as_os_str(),
@@ -225,6 +220,9 @@ fn stat_form(device: &str) -> String {
 /// caller's terminal where it is.
 #[test]
 fn the_command_gets_a_terminal_of_its_own() {
+    if attacks::not_under("gvisor", attacks::na::HOST_TTY) {
+        return;
+    }
     let fx = Fixture::new();
     let Some(pty) = Pty::new(&fx, "terminal of its own") else {
         return;
@@ -272,6 +270,46 @@ fn the_command_gets_a_terminal_of_its_own() {
     }
 }
 
+/// Under every backend: the command's stdin, stdout and stderr are one terminal (a size set
+/// through stdin shows through stdout and stderr) that is not the caller's (no stream has the
+/// caller's device). Controls: with `--no-tty` none of them is a terminal; on the host the
+/// same check finds the caller's device on every stream.
+#[test]
+fn the_commands_streams_are_one_terminal_not_the_callers() {
+    let fx = Fixture::new();
+    let Some(pty) = Pty::new(&fx, "one terminal of its own") else {
+        return;
+    };
+    let script = format!(
+        "for f in 0 1 2; do [ -t $f ] && echo \"fd$f-is-a-terminal\"; done; \
+         stty rows 11 cols 22 2>/dev/null; stty size <&1; stty size <&2; \
+         {} -c 'import os\nfor f in (0, 1, 2): st = os.fstat(f); print(f\"fd{{f}}={{st.st_dev}} {{st.st_rdev}}\")'; \
+         echo done-checking",
+        attacks::sh_quote(&pty.python)
+    );
+    let steps = [Step::Wait("done-checking")];
+    let seen = pty.play(fx.sandbox(&[], &script), &steps);
+    seen.assert_code(0);
+    for f in ["fd0", "fd1", "fd2"] {
+        seen.assert_shows(&format!("{f}-is-a-terminal"));
+        assert!(seen.device.len() > 2, "no device from the harness");
+        seen.assert_lacks(&format!("{f}={}\r\n", seen.device));
+    }
+    assert_eq!(
+        seen.text.matches("11 22\r\n").count(),
+        2,
+        "{}",
+        seen.describe()
+    );
+
+    let control = pty.play(fx.sandbox(&["--no-tty"], &script), &steps);
+    control.assert_code(0).assert_lacks("is-a-terminal");
+    let host = pty.play(fx.host(&script), &steps);
+    for f in ["fd0", "fd1", "fd2"] {
+        host.assert_shows(&format!("{f}={}\r\n", host.device));
+    }
+}
+
 /// Ctrl-Z stops the foreground job of an interactive shell inside, `jobs` lists it, Ctrl-C
 /// interrupts the next one and Ctrl-\ quits the one after: each reaches the job, the shell and
 /// the run go on, and the run ends with the shell's exit code. Control: without a terminal of
@@ -282,7 +320,8 @@ fn job_control_and_signal_keys_stay_inside() {
     let Some(pty) = Pty::new(&fx, "job control") else {
         return;
     };
-    let shell = ["--", "bash", "--norc", "--noprofile", "-i"];
+    // The prompt is `$ ` for every uid (uid 0 inside `runsc --rootless` would show `# `).
+    let shell = ["--", "env", "PS1=$ ", "bash", "--norc", "--noprofile", "-i"];
     let steps = [
         Step::Wait("$ "),
         Step::Type(b"sleep 60\r"),
@@ -383,15 +422,26 @@ fn sanitizer_and_output_limit_apply_to_the_terminal() {
         return;
     };
     let marker = fx.marker("title");
+    // Under gVisor /dev/tty does not open (the writes through fd 0 and 1 still count).
+    let ways: &[&str] = if attacks::not_under("gvisor", attacks::na::HOST_TTY) {
+        &["fd1", "fd0"]
+    } else {
+        &["fd1", "fd0", "tty"]
+    };
     let script = format!(
         "printf '\\033]0;{marker} fd1\\007\\n'; printf '\\033]0;{marker} fd0\\007\\n' >&0; \
-         printf '\\033]0;{marker} tty\\007\\n' >/dev/tty; echo printed-titles"
+         {} echo printed-titles",
+        if ways.contains(&"tty") {
+            format!("printf '\\033]0;{marker} tty\\007\\n' >/dev/tty;")
+        } else {
+            String::new()
+        }
     );
     let steps = [Step::Wait("printed-titles")];
     let seen = pty.play(fx.sandbox(&["--sanitize-output"], &script), &steps);
     seen.assert_code(0).assert_lacks(&marker);
     let control = pty.play(fx.sandbox(&[], &script), &steps);
-    for how in ["fd1", "fd0", "tty"] {
+    for how in ways {
         control.assert_shows(&format!("\x1b]0;{marker} {how}"));
     }
 
@@ -456,9 +506,10 @@ fn runs_sharing_a_terminal_leave_it_as_it_was() {
     };
     let bin = attacks::sh_quote(attacks::stockade_bin());
     let ws = attacks::sh_quote(&fx.ws);
+    let backend = attacks::backend();
     let script = format!(
-        "{bin} run --workspace {ws} -- sleep 1 & sleep 0.3; \
-         {bin} run --workspace {ws} -- sh -c 'stty -a | tr \" \" \"\\n\" | grep -x -e icanon -e echo -e isig | tr \"\\n\" \" \"; echo inner-done; sleep 2'; \
+        "{bin} run --backend {backend} --workspace {ws} -- sleep 1 & sleep 0.3; \
+         {bin} run --backend {backend} --workspace {ws} -- sh -c 'stty -a | tr \" \" \"\\n\" | grep -x -e icanon -e echo -e isig | tr \"\\n\" \" \"; echo inner-done; sleep 2'; \
          wait; echo; stty -a | tr ' ' '\\n' | grep -x -e -icanon -e -echo -e -isig -e icanon -e echo -e isig | tr '\\n' ' '; echo outer-done"
     );
     let seen = pty.play(fx.host(&script), &[Step::Wait("outer-done")]);
