@@ -103,6 +103,10 @@ pub mod na {
     pub const PIPES: &str = "a gVisor run's streams are pipes, or the terminal of its own that runsc makes and stockade relays (runsc as root takes over a terminal it is given, so it never gets the caller's): there is no host terminal inside to inject into, and the pty this test opens is the Sentry's own";
     /// A gVisor run's own terminal.
     pub const HOST_TTY: &str = "gVisor shows the command the terminal runsc made for the run as a host file (/proc/self/fd/0 reads host:[1], no tty_nr in /proc/PID/stat): ttyname() fails, so `tty` says \"not a tty\", and opening /dev/tty fails with EIO in Debian's runsc 2022-12-19 (gVisor issues 11582, 13535, 10925); the terminal itself, job control, the signal keys and the window size work (the other tests here)";
+    /// Signal dispositions across runsc.
+    pub const IGNORED_SIGNALS: &str = "runsc does not pass the caller's ignored signals (nohup's SIGHUP) on to the command: inside the Sentry they have their default actions";
+    /// A socket on a gVisor run's stdin.
+    pub const STDIN_SOCKET: &str = "a known gap of the gVisor backend: a socket on the caller's stdin is not refused (E_PROTECTION_UNAVAILABLE) but copied through a pipe, so the command cannot aim it elsewhere (it gets ENOTSOCK), yet the run does not end until the socket does; until then this test's check of the refusal does not apply";
     /// The corpus tests, which name their backends themselves.
     pub const CORPUS_ONCE: &str = "the corpus runs under both backends in the native pass (whole_corpus_is_contained and whole_corpus_is_contained_under_gvisor)";
     /// Files the Sentry makes only inside.
@@ -658,6 +662,8 @@ impl Cmd {
         let Some((first, rest)) = prefix.split_first() else {
             return self;
         };
+        // A wrapped `stockade run` keeps the backend under test.
+        self.args = self.final_args();
         let mut args: Vec<OsString> = rest.iter().map(|a| a.as_ref().to_os_string()).collect();
         args.push(self.program.into_os_string());
         args.append(&mut self.args);
@@ -669,13 +675,6 @@ impl Cmd {
     /// Kills the command after `timeout` instead of [`TIMEOUT`].
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
-        self
-    }
-
-    /// A `stockade run` names the backend under test now (as [`Cmd::run`] would), so a
-    /// wrapper put around it with [`Cmd::under`] keeps it.
-    pub fn naming_the_backend(mut self) -> Self {
-        self.args = self.final_args();
         self
     }
 

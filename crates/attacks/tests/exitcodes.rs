@@ -106,6 +106,9 @@ fn killed_by_signal_is_128_plus_n() {
 /// sandboxed one dies of the signal.
 #[test]
 fn signals_the_caller_ignores_stay_ignored_inside() {
+    if attacks::not_under("gvisor", attacks::na::IGNORED_SIGNALS) {
+        return;
+    }
     let fx = Fixture::new();
     let ignore = ["env", "--ignore-signal=HUP,TERM", "--"];
     for (signal, name) in [(15, "TERM"), (1, "HUP")] {

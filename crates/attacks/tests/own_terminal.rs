@@ -172,7 +172,6 @@ impl Pty {
             .collect();
         let json = format!("[{}]", json.join(", "));
         let run = cmd
-            .naming_the_backend()
             .under(&[
                 self.python.as_os_str(),
                 self.script.as_os_str(),

@@ -287,6 +287,9 @@ fn inherited_host_socket_is_closed() {
 /// stdio) still passes. Control: without stockade the command sends through them.
 #[test]
 fn caller_sockets_on_stdio_are_not_handed_over() {
+    if attacks::not_under("gvisor", attacks::na::STDIN_SOCKET) {
+        return;
+    }
     let Some(py) = python3("unix sockets on stdio") else {
         return;
     };

@@ -91,7 +91,6 @@ impl Pty {
         let _ = std::fs::remove_file(&self.capture);
         let hex: String = send.iter().map(|b| format!("{b:02x}")).collect();
         let run = cmd
-            .naming_the_backend()
             .under(&[
                 self.python.as_os_str(),
                 self.script.as_os_str(),
