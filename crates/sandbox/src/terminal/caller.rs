@@ -76,8 +76,9 @@ impl CallerTerminal {
 
 /// The caller's terminal, when any of stdin, stdout (`Sink::Process`) and stderr (same) is
 /// one and `--no-tty` was not given. Its settings and window size are read from the first
-/// of them ([`sane`] when another run holds it raw); one whose settings cannot be read counts
-/// as no terminal.
+/// of them (the usual interactive settings instead when another run holds it raw, or when
+/// this process is in the background); one whose settings cannot be read counts as no
+/// terminal.
 pub fn caller_terminal(io: &crate::RunIo, options: crate::Options) -> Option<CallerTerminal> {
     if options.no_terminal {
         return None;
