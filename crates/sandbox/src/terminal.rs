@@ -350,7 +350,7 @@ impl Keys {
 /// The caller's terminal `stdin` opened again (a description of this relay's own,
 /// non-blocking, so another reader never leaves it blocked) and locked for this run; `None`
 /// when another run holds it (that one reads the keys; this one shows its output only).
-pub fn take_input(stdin: BorrowedFd<'_>) -> Option<OwnedFd> {
+fn take_input(stdin: BorrowedFd<'_>) -> Option<OwnedFd> {
     use rustix::fs::{flock, FlockOperation, Mode};
     use std::os::fd::AsRawFd;
     let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;

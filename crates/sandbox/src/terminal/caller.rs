@@ -158,16 +158,6 @@ fn std_fd(n: i32) -> std::io::Result<OwnedFd> {
     }
 }
 
-/// The caller's terminal on stdin, opened again (a description of this run's own,
-/// non-blocking) and locked for this run; `None` when another run holds it.
-fn take_input() -> Option<OwnedFd> {
-    use rustix::fs::{flock, FlockOperation, Mode, OFlags};
-    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
-    let fd = rustix::fs::open("/proc/self/fd/0", flags, Mode::empty()).ok()?;
-    flock(&fd, FlockOperation::NonBlockingLockExclusive).ok()?;
-    Some(fd)
-}
-
 /// Start relaying `master` (the run's terminal) to and from the caller's terminal.
 ///
 /// Output goes to stdout when it is the terminal, else to stderr, else back to the terminal
@@ -175,8 +165,10 @@ fn take_input() -> Option<OwnedFd> {
 /// read only when stdin is the terminal, this process may read it (its foreground, or not its
 /// controlling terminal) and no other run holds it; then the caller's terminal is in raw mode
 /// until the relay ends, and `~.` at the start of a line cancels the run through `end`.
-/// `watch_size`: this process's SIGWINCH makes the run's terminal follow the caller's window
-/// (the `stockade` binary; a library running several runs leaves its signals alone).
+/// `watch_size`: this process's signals are the run's to watch (the `stockade` binary; a
+/// library running several runs leaves its signals alone): SIGWINCH makes the run's terminal
+/// follow the caller's window, and job control (`&` then `fg`, SIGTSTP) takes and gives
+/// back the keyboard ([`Terminal::stdin`]).
 pub fn attach(
     master: OwnedFd,
     caller: &CallerTerminal,
@@ -197,7 +189,7 @@ pub fn attach(
     let first = caller.streams.iter().position(|t| *t).unwrap_or(0) as i32;
     let size_from = std_fd(first).ok();
     let input = if stdin && super::in_foreground(std::io::stdin().as_fd()) {
-        take_input()
+        super::take_input(std::io::stdin().as_fd())
     } else {
         None
     };
