@@ -401,16 +401,29 @@ extern "C" fn terminal_signal(signal: c_int) {
 /// settings back, then stops this process itself).
 /// A signal the caller ignores (a shell without job control ignores SIGTSTP for its jobs)
 /// stays ignored.
+/// On an error, whatever was set up is undone (no handler is left writing to `wake` after
+/// its owner closed it).
 pub fn watch_terminal_signals(wake: BorrowedFd<'_>) -> io::Result<()> {
     TERMINAL_WAKE.store(wake.as_raw_fd(), Ordering::Relaxed);
-    let mut watched = 0;
     for (k, (signal, _)) in TERMINAL_SIGNALS.iter().enumerate() {
-        if !raw::signal_ignored(*signal)? {
-            raw::set_signal_handler(*signal, Some(terminal_signal))?;
-            watched |= 1 << k;
+        let caught = raw::signal_ignored(*signal).and_then(|ignored| {
+            if ignored {
+                Ok(false)
+            } else {
+                raw::set_signal_handler(*signal, Some(terminal_signal)).map(|()| true)
+            }
+        });
+        match caught {
+            Ok(true) => {
+                TERMINAL_WATCHED.fetch_or(1 << k, Ordering::Relaxed);
+            }
+            Ok(false) => {}
+            Err(e) => {
+                unwatch_terminal_signals();
+                return Err(e.into());
+            }
         }
     }
-    TERMINAL_WATCHED.store(watched, Ordering::Relaxed);
     Ok(())
 }
 
