@@ -109,6 +109,8 @@ pub mod na {
     pub const STDIN_SOCKET: &str = "a known gap of the gVisor backend: a socket on the caller's stdin is not refused (E_PROTECTION_UNAVAILABLE) but copied through a pipe, so the command cannot aim it elsewhere (it gets ENOTSOCK), yet the run does not end until the socket does; until then this test's check of the refusal does not apply";
     /// The corpus tests, which name their backends themselves.
     pub const CORPUS_ONCE: &str = "the corpus runs under both backends in the native pass (whole_corpus_is_contained and whole_corpus_is_contained_under_gvisor)";
+    /// Review mode.
+    pub const NO_REVIEW: &str = "the gVisor backend refuses --review and --ephemeral (E_PROTECTION_UNAVAILABLE) until it can give the command a copy-on-write view of the workspace (review_mode_is_refused_under_gvisor checks the refusal)";
     /// Files the Sentry makes only inside.
     pub const SENTRY_FILES: &str =
         "a FIFO or O_TMPFILE made inside the Sentry is not made on the host in the same way";

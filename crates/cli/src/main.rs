@@ -23,10 +23,12 @@ mod mcp_command;
 mod output;
 mod policy_show;
 mod proxy_command;
+mod review_command;
 mod run_hints;
 mod run_notices;
 mod selftest;
 mod shell_prefix;
+mod snapshot_command;
 mod trust;
 mod why_command;
 
@@ -92,12 +94,32 @@ enum Command {
     /// Show or check policies.
     #[command(subcommand)]
     Policy(PolicyCommand),
+    /// The pending change sets of review runs (`run --review`), newest first, with age and size.
+    Runs(review_command::RunsArgs),
+    /// What a review run changed: added, modified, deleted, replaced directories, mode
+    /// changes, and what is flagged (host-executed files, executables, symlinks, git
+    /// internals, ...) with the reason.
+    Changes(review_command::ChangesArgs),
+    /// A unified diff of a review run's change set (binary files named, not shown).
+    Diff(review_command::DiffArgs),
+    /// Write a review run's change set into the workspace: never through a symbolic link, each
+    /// file atomically; flagged entries only when accepted; refused on conflicts.
+    Apply(review_command::ApplyArgs),
+    /// Remove a review run's change set.
+    Discard(review_command::DiscardArgs),
     /// Explain what the policy of the given options does to a path (`why PATH [--write]`:
     /// masked, protected, read-only or writable, by which rule from which file and line) or
     /// to a destination (`why HOST[:PORT]`: the network mode and rule), whether stockade sees
     /// a refusal or the kernel refuses it silently, and what flag would allow it. Exit 0 when
     /// allowed, 1 when not.
     Why(Box<why_command::WhyArgs>),
+    /// Export the workspace, filtered, for a backend that cannot bind-mount it (`--out DIR`
+    /// or `--out FILE.tar`): without the policy's masked files, git's hooks and other code
+    /// paths (a reduced `.git/config`), `.stockade/`, and dependency caches (`node_modules`,
+    /// `target`, `.venv`, ...). Refused (exit 125, E_SNAPSHOT_REFUSED) when symbolic links
+    /// resolve outside the workspace, listing them.
+    #[command(mut_args(snapshot_command::hide_run_only))]
+    Snapshot(Box<snapshot_command::SnapshotArgs>),
     /// Run the egress proxy on this machine for a whole agent (the rules of `run --net proxy`),
     /// until Ctrl-C. It filters only what is sent to it: pair it with a network namespace or
     /// firewall that blocks direct connections.
@@ -247,6 +269,15 @@ struct PolicyArgs {
     /// marker (head and tail kept); 0: no limit. Default: 16M.
     #[arg(long = "output-limit", value_name = "SIZE")]
     output_limit: Option<String>,
+    /// Review mode: the command sees the workspace through a copy-on-write view; its changes
+    /// wait in $XDG_STATE_HOME/stockade/changes/RUN until `stockade apply` (`stockade changes`,
+    /// `diff`, `discard`). `review = true` in a policy file does the same.
+    #[arg(long, conflicts_with = "ephemeral")]
+    review: bool,
+    /// As --review, but the changes are thrown away when the run ends (the report still
+    /// counts them).
+    #[arg(long)]
+    ephemeral: bool,
 }
 
 fn parse_cores(text: &str) -> Result<policy::Cores, String> {
@@ -382,6 +413,13 @@ fn policy_inputs(
         credentials: args.credential.clone(),
         agent: args.agent.clone(),
         presets: args.preset.clone(),
+        workspace_mode: if args.review {
+            Some(policy::WorkspaceMode::Review)
+        } else if args.ephemeral {
+            Some(policy::WorkspaceMode::Ephemeral)
+        } else {
+            None
+        },
     };
     Ok((file, overrides))
 }
@@ -472,6 +510,7 @@ fn run(args: RunArgs) -> Result<u8, Error> {
         request.live = Some(live.clone());
         control_fd::start(fd, live, request.audit.clone())?;
     }
+    run_notices::before_review(&policy, &request);
     let result = stockade::run(&policy, &request)?;
     run_notices::print(&result, &request, policy.limits.timeout, args.record.json);
     if args.record.hints || file.as_ref().is_some_and(|f| f.hints == Some(true)) {
@@ -694,9 +733,15 @@ fn main() -> ExitCode {
         Command::Completions { shell } => (man_and_completions::completions(shell), false),
         Command::Man { subcommand } => (man_and_completions::man(&subcommand), false),
         Command::Why(args) => (why_command::main(&args), args.json),
+        Command::Snapshot(args) => (snapshot_command::main(&args), args.json),
         Command::Policy(PolicyCommand::Show { policy, json }) => {
             (policy_show::main(*policy, json), json)
         }
+        Command::Runs(args) => (review_command::runs(&args), args.json),
+        Command::Changes(args) => (review_command::changes(&args), args.json),
+        Command::Diff(args) => (review_command::diff(&args), false),
+        Command::Apply(args) => (review_command::apply(&args), args.json),
+        Command::Discard(args) => (review_command::discard(&args), false),
         Command::Policy(PolicyCommand::Check { file }) => (
             policy::read_policy_file(&file)
                 .and_then(|f| policy::resolve(Some(f), &policy::Overrides::default()))

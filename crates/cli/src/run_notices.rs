@@ -9,12 +9,79 @@ use stockade::{RunRequest, RunResult};
 
 use crate::output::errln;
 
+/// Before a review run of a caller who is not root: the files its view cannot modify.
+pub fn before_review(policy: &policy::Policy, request: &RunRequest) {
+    const SHOWN: usize = 5;
+    let Some((count, examples)) = stockade::not_copyable(policy, request, SHOWN) else {
+        return;
+    };
+    errln!(
+        "stockade: note: {count} file{} in the workspace belong{} to another user or group; in review mode the command cannot modify {} (\"Value too large for defined data type\"): a user namespace maps only your own ids",
+        if count == 1 { "" } else { "s" },
+        if count == 1 { "s" } else { "" },
+        if count == 1 { "it" } else { "them" },
+    );
+    for p in &examples {
+        errln!("  {}", crate::output::shown(&p.display().to_string()));
+    }
+    if count > examples.len() {
+        errln!("  ... and {} more", count - examples.len());
+    }
+    errln!("  hint: give them your group and user (chown), run stockade as root, or run without --review");
+}
+
+/// What a review or ephemeral run changed, and what to do next.
+fn review(result: &RunResult) {
+    let Some(r) = &result.review else {
+        return;
+    };
+    let total = r.added + r.modified + r.deleted + r.replaced_dirs + r.mode_changes;
+    let counts = format!(
+        "{total} change{} ({} added, {} modified, {} deleted{}{}){}",
+        if total == 1 { "" } else { "s" },
+        r.added,
+        r.modified,
+        r.deleted,
+        if r.replaced_dirs > 0 {
+            format!(", {} directories replaced", r.replaced_dirs)
+        } else {
+            String::new()
+        },
+        if r.mode_changes > 0 {
+            format!(", {} mode changes", r.mode_changes)
+        } else {
+            String::new()
+        },
+        if r.flagged > 0 {
+            format!(", {} flagged", r.flagged)
+        } else {
+            String::new()
+        },
+    );
+    if r.discarded {
+        errln!("stockade: ephemeral run: {counts} thrown away; the workspace is unchanged");
+    } else if total == 0 {
+        errln!("stockade: review run {}: no changes", r.run_id);
+    } else {
+        errln!(
+            "stockade: review run {}: {counts} wait in {}; the workspace is unchanged",
+            r.run_id,
+            crate::output::shown(&r.dir.display().to_string())
+        );
+        errln!(
+            "  next: stockade changes {0} · stockade diff {0} · stockade apply {0} · stockade discard {0}",
+            r.run_id
+        );
+    }
+}
+
 /// Prints the notices of `result` (`json`: the exec error as one JSON object, as
 /// `--json` prints stockade's own errors). `timeout` is the policy's time limit.
 pub fn print(result: &RunResult, request: &RunRequest, timeout: Option<u64>, json: bool) {
     if let Some(errno) = result.outcome.exec_errno {
         exec_error(result, request, errno, json);
     }
+    review(result);
     for v in &result.violations {
         errln!(
             "stockade: violation[{}]: {} {}: {}",

@@ -322,6 +322,7 @@ mod tests {
                 uid: 1000,
                 gid: 1000,
             },
+            review: None,
             identities: Default::default(),
             private_dirs: Vec::new(),
         }

@@ -324,6 +324,15 @@ pub fn launch_with(
         }
         held.push(fd);
     }
+    if let Some(view) = &plan.review {
+        if let Some((uid_map, gid_map)) = &view.by_supervisor {
+            let fd = review_view(view, uid_map, gid_map)?;
+            if let Some(s) = slots.get_mut(view.slot) {
+                *s = fd.as_raw_fd();
+            }
+            held.push(fd);
+        }
+    }
     drop(namespaces);
 
     // C strings the child borrows. Built completely before any op borrows them.
@@ -334,6 +343,7 @@ pub fn launch_with(
             let (a, b): (Option<&Path>, Option<CString>) = match m {
                 Mount::Tmpfs { target, data, .. } => (Some(target), Some(cstring(data)?)),
                 Mount::Symlink { target, path } => (Some(path), Some(path_c(target)?)),
+                Mount::Overlay { lower, changes, .. } => (Some(lower), Some(path_c(changes)?)),
                 other => (other.path(), None),
             };
             Ok((path_c(a.unwrap_or(Path::new("/")))?, b))
@@ -553,6 +563,10 @@ pub fn launch_with(
                 protected: &guard_protected,
                 held: &guard_held,
                 index: protect::PatternIndex::of(&guard_index),
+                reviewed: guard
+                    .reviewed
+                    .as_deref()
+                    .map_or(&[][..], |p| p.as_os_str().as_bytes()),
             },
         }),
     };
@@ -1044,6 +1058,33 @@ fn blocked_violation(report: &postfork::Report, path: Vec<u8>) -> Violation {
     }
 }
 
+/// A root caller's review view, made here with the supervisor's privileges (see
+/// [`sys::parent::overlay_clone`]).
+fn review_view(
+    view: &crate::plan::ReviewView,
+    uid_map: &str,
+    gid_map: &str,
+) -> Result<OwnedFd, RunError> {
+    let ns = sys::parent::idmap_userns(uid_map, gid_map).map_err(|e| RunError::Unavailable {
+        what: "an idmapping user namespace",
+        cause: format!("failed to create an idmapping user namespace: {e}"),
+        fix: "enable user namespaces (sysctl user.max_user_namespaces > 0)".into(),
+    })?;
+    sys::parent::overlay_clone(&view.workspace, ns.fd(), &view.changes).map_err(|e| {
+        RunError::Unavailable {
+            what: "a copy-on-write view of the workspace (review mode)",
+            cause: format!(
+                "failed to mount an overlay of {}: {e}",
+                view.workspace.display()
+            ),
+            fix: REVIEW_FIX.into(),
+        }
+    })
+}
+
+/// How to get review mode where the overlay cannot be made.
+pub const REVIEW_FIX: &str = "review mode needs overlayfs with layers given as descriptors (Linux ≥ 6.13) and, for a caller who is not root, overlay mounts in user namespaces (Linux ≥ 5.11); the workspace and the change directory ($XDG_STATE_HOME/stockade/changes) must be on filesystems overlayfs accepts (ext4, xfs, btrfs, tmpfs); or run without --review";
+
 fn mount_op<'a>(
     m: &Mount,
     p: &'a CStr,
@@ -1102,6 +1143,11 @@ fn mount_op<'a>(
         Mount::MaskFile { .. } => MountOp::MaskFile { target: p, expect },
         Mount::EmptyDir { .. } => MountOp::EmptyDir { target: p, expect },
         Mount::EmptyFile { .. } => MountOp::EmptyFile { target: p, expect },
+        Mount::Overlay { slot, .. } => MountOp::Overlay {
+            lower: p,
+            changes: extra,
+            slot: *slot,
+        },
     }
 }
 
@@ -1142,7 +1188,19 @@ fn setup_error(plan: &Plan, f: postfork::Report) -> RunError {
             return e;
         }
     }
+    let overlay_step = matches!(
+        plan.mounts.get(f.index as usize),
+        Some(Mount::Overlay { .. })
+    );
     match stage {
+        Some(Stage::Mount) if overlay_step => RunError::Unavailable {
+            what: "a copy-on-write view of the workspace (review mode)",
+            cause: format!(
+                "failed to mount an overlay of {} in the sandbox's user namespace: {cause}",
+                path.as_deref().unwrap_or(Path::new("?")).display()
+            ),
+            fix: REVIEW_FIX.into(),
+        },
         Some(Stage::Seccomp) => RunError::Unavailable {
             what: "seccomp",
             cause: format!("failed to install the seccomp filter (with its user-notification listener): {cause}"),

@@ -41,7 +41,7 @@ pub use backend::{Io, Native, StartProxy};
 pub use error::{PlanError, RunError};
 pub use host::{Host, HostView, RealHost};
 pub use launch::{launch, launch_with, Options, Outcome, ProxyStarter};
-pub use plan::{CwdFallback, Plan, Request};
+pub use plan::{CwdFallback, Plan, Request, ROOT_CALLER_HOST_ID};
 pub use probe::{probe, Check};
 pub use sandbox::Violation;
 

@@ -37,6 +37,10 @@ pub struct PolicyFile {
     /// (as `--hints` does).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hints: Option<bool>,
+    /// `review = true`: runs see the workspace through a copy-on-write view and their changes
+    /// wait for `stockade apply` (as `--review` does).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub review: Option<bool>,
     /// `[[commands]]`: per-command grants or exclusions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub commands: Vec<crate::CommandRule>,
@@ -130,6 +134,8 @@ struct RawPolicyFile {
     presets: Vec<toml::Spanned<String>>,
     #[serde(default)]
     hints: Option<bool>,
+    #[serde(default)]
+    review: Option<bool>,
     #[serde(default)]
     commands: Vec<crate::CommandRule>,
 }
@@ -272,6 +278,7 @@ pub fn parse_policy_file(text: &str, origin: &str) -> Result<PolicyFile, PolicyE
         agent,
         presets,
         hints: raw.hints,
+        review: raw.review,
         commands: {
             for (i, c) in raw.commands.iter().enumerate() {
                 c.validate(i)?;
@@ -492,12 +499,12 @@ timeout = 120
         assert_eq!(
             e.to_string(),
             "stockade.toml: line 2, column 1: unknown field `foo`, expected one of \
-             `profile`, `filesystem`, `env`, `network`, `limits`, `backend`, `credentials`, `agent`, `presets`, `hints`, `commands`"
+             `profile`, `filesystem`, `env`, `network`, `limits`, `backend`, `credentials`, `agent`, `presets`, `hints`, `review`, `commands`"
         );
         assert_eq!(e.code(), "E_POLICY_INVALID");
         assert_eq!(
             e.hint().as_deref(),
-            Some("known keys here: `profile`, `filesystem`, `env`, `network`, `limits`, `backend`, `credentials`, `agent`, `presets`, `hints`, `commands`")
+            Some("known keys here: `profile`, `filesystem`, `env`, `network`, `limits`, `backend`, `credentials`, `agent`, `presets`, `hints`, `review`, `commands`")
         );
     }
 
@@ -780,7 +787,7 @@ allow_hosts = ["127.0.0.1:5432", "[::1]:8080", "10.1.2.0/24", "db.internal:5432"
             e.to_string(),
             format!(
                 "{}: line 3, column 1: unknown field `nope`, expected one of `profile`, \
-                 `filesystem`, `env`, `network`, `limits`, `backend`, `credentials`, `agent`, `presets`, `hints`, `commands`",
+                 `filesystem`, `env`, `network`, `limits`, `backend`, `credentials`, `agent`, `presets`, `hints`, `review`, `commands`",
                 path.display()
             )
         );

@@ -28,6 +28,37 @@ pub struct Policy {
     /// Per-command grants or exclusions (`[[commands]]`, policy files only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub commands: Vec<crate::CommandRule>,
+    /// How the command sees the workspace: directly, or through a copy-on-write view whose
+    /// changes are reviewed (`review = true`, `--review`) or thrown away (`--ephemeral`).
+    #[serde(default, skip_serializing_if = "WorkspaceMode::is_direct")]
+    pub workspace_mode: WorkspaceMode,
+}
+
+/// How a run's command sees the workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkspaceMode {
+    /// The command writes the real workspace (protected paths kept read-only).
+    #[default]
+    Direct,
+    /// A copy-on-write view: nothing reaches the workspace until `stockade apply`.
+    Review,
+    /// A copy-on-write view thrown away when the run ends.
+    Ephemeral,
+}
+
+impl WorkspaceMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkspaceMode::Direct => "direct",
+            WorkspaceMode::Review => "review",
+            WorkspaceMode::Ephemeral => "ephemeral",
+        }
+    }
+
+    fn is_direct(&self) -> bool {
+        *self == WorkspaceMode::Direct
+    }
 }
 
 /// Which isolation backend runs a command.

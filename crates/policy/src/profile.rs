@@ -4,7 +4,9 @@
 use crate::error::PolicyError;
 use crate::host_exec::HOST_EXEC;
 use crate::masks::{default_masks, MaskKind, DEFAULT_MASKS};
-use crate::model::{BackendName, Env, Filesystem, Limits, Network, NetworkMode, Policy, ReadScope};
+use crate::model::{
+    BackendName, Env, Filesystem, Limits, Network, NetworkMode, Policy, ReadScope, WorkspaceMode,
+};
 
 /// The profile used when neither the command line nor the policy file names one.
 pub const DEFAULT_PROFILE: &str = "workspace-write";
@@ -157,6 +159,7 @@ pub fn profile(name: &str) -> Result<Policy, PolicyError> {
         credentials: Vec::new(),
         presets: Vec::new(),
         commands: Vec::new(),
+        workspace_mode: WorkspaceMode::Direct,
     })
 }
 

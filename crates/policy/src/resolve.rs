@@ -49,6 +49,8 @@ pub struct Overrides {
     pub output_limit: Option<String>,
     /// The backend; wins over the file's.
     pub backend: Option<BackendName>,
+    /// `--review` / `--ephemeral`; wins over the file's `review`.
+    pub workspace_mode: Option<crate::WorkspaceMode>,
     /// `--credential NAME[=SOURCE]`: a built-in route or one the file defines.
     pub credentials: Vec<String>,
     /// `--agent NAME`: an agent preset; replaces the file's `agent`.
@@ -149,6 +151,11 @@ pub fn resolve(file: Option<PolicyFile>, overrides: &Overrides) -> Result<Policy
         if let Some(b) = file.backend {
             policy.backend = b;
         }
+        match file.review {
+            Some(true) => policy.workspace_mode = crate::WorkspaceMode::Review,
+            Some(false) => policy.workspace_mode = crate::WorkspaceMode::Direct,
+            None => {}
+        }
         // The file's credentials replace a preset's of the same name.
         for c in file.credentials {
             match policy.credentials.iter_mut().find(|o| o.name == c.name) {
@@ -166,6 +173,9 @@ pub fn resolve(file: Option<PolicyFile>, overrides: &Overrides) -> Result<Policy
     }
     if let Some(b) = overrides.backend {
         policy.backend = b;
+    }
+    if let Some(m) = overrides.workspace_mode {
+        policy.workspace_mode = m;
     }
 
     let fs = &mut policy.filesystem;

@@ -47,6 +47,16 @@ pub struct Rules<'a> {
     pub held: &'a [Held<'a>],
     /// `protected` looked up by name ([`PatternIndex`]).
     pub index: PatternIndex<'a>,
+    /// A review run's workspace (empty: none). Its writes land in a change set that is
+    /// reviewed before anything reaches the host, so git's built-in rules (hooks, configs,
+    /// `.git` redirects, worktree files) do not apply below it: git works whole there (linked
+    /// worktrees, submodules) and the review flags what it wrote. `protected` still applies.
+    pub reviewed: &'a [u8],
+}
+
+/// Whether git's built-in rules apply at `path`: not inside a reviewed workspace.
+fn git_rules_apply(rules: &Rules<'_>, path: &[u8]) -> bool {
+    rules.reviewed.is_empty() || !is_within(path, rules.reviewed)
 }
 
 /// The protected patterns by the first component of their tail, made before the run (it
@@ -377,56 +387,10 @@ pub fn decide(rules: &Rules<'_>, path: &[u8], what: Create, hint: GitHint) -> Ve
         return Verdict::Allow;
     }
     let (parent, name) = split(path);
-    let dirlike = matches!(what, Create::Dir | Create::MoveDir);
-    // Git first: its exceptions take precedence over the generic patterns.
-    if name == b".git" && !dirlike {
-        return Verdict::Deny(Reason::GitRedirect);
-    }
-    if name == b".git" && what == Create::MoveDir {
-        // A whole directory renamed into place would bring hooks and config with it.
-        return Verdict::Deny(Reason::BeginsProtectedPath);
-    }
-    if what == Create::MoveDir && is_git_dir(components(path)) {
-        // A directory renamed to become a git dir (`.git/modules/<name>`) brings its hooks.
-        return Verdict::Deny(Reason::BeginsProtectedPath);
-    }
-    if hint.parent_holds_code && completes_git_dir(name) {
-        // Git would accept the directory as a git dir, with a config or hooks that were not
-        // checked as such when they were made.
-        return Verdict::Deny(Reason::PlantedGitDir);
-    }
-    if hint.parent_is_gitdir || is_git_dir(components(parent)) {
-        match name {
-            b"hooks" => {
-                return if what == Create::Dir {
-                    Verdict::Allow
-                } else {
-                    Verdict::Deny(Reason::GitHook)
-                }
-            }
-            b"config" | b"config.worktree" => {
-                return match what {
-                    Create::MoveFile => Verdict::InertConfig,
-                    Create::File => Verdict::EmptyConfig,
-                    _ => Verdict::Deny(Reason::GitConfig),
-                }
-            }
-            b"commondir" => return Verdict::Deny(Reason::GitConfig),
-            _ => {}
+    if git_rules_apply(rules, path) {
+        if let Some(v) = decide_git(parent, name, path, what, hint) {
+            return v;
         }
-        if what == Create::MoveDir {
-            // git never renames directories into a git dir; doing so could bring in `hooks`.
-            return Verdict::Deny(Reason::BeginsProtectedPath);
-        }
-    }
-    let (grand, parent_name) = split(parent);
-    if parent_name == b"hooks" && (hint.grand_is_gitdir || is_git_dir(components(grand))) {
-        let sample = name.ends_with(b".sample");
-        return if sample && matches!(what, Create::File | Create::MoveFile) {
-            Verdict::Allow
-        } else {
-            Verdict::Deny(Reason::GitHook)
-        };
     }
     let mut begins = false;
     for p in candidates(rules, path) {
@@ -449,13 +413,75 @@ pub fn decide(rules: &Rules<'_>, path: &[u8], what: Create, hint: GitHint) -> Ve
     Verdict::Allow
 }
 
+/// Git's built-in rules for creating `what` at `path` (`parent`/`name`): a verdict, or `None`
+/// when they say nothing and the protected patterns decide.
+fn decide_git(
+    parent: &[u8],
+    name: &[u8],
+    path: &[u8],
+    what: Create,
+    hint: GitHint,
+) -> Option<Verdict> {
+    let dirlike = matches!(what, Create::Dir | Create::MoveDir);
+    // Git first: its exceptions take precedence over the generic patterns.
+    if name == b".git" && !dirlike {
+        return Some(Verdict::Deny(Reason::GitRedirect));
+    }
+    if name == b".git" && what == Create::MoveDir {
+        // A whole directory renamed into place would bring hooks and config with it.
+        return Some(Verdict::Deny(Reason::BeginsProtectedPath));
+    }
+    if what == Create::MoveDir && is_git_dir(components(path)) {
+        // A directory renamed to become a git dir (`.git/modules/<name>`) brings its hooks.
+        return Some(Verdict::Deny(Reason::BeginsProtectedPath));
+    }
+    if hint.parent_holds_code && completes_git_dir(name) {
+        // Git would accept the directory as a git dir, with a config or hooks that were not
+        // checked as such when they were made.
+        return Some(Verdict::Deny(Reason::PlantedGitDir));
+    }
+    if hint.parent_is_gitdir || is_git_dir(components(parent)) {
+        match name {
+            b"hooks" if what == Create::Dir => return Some(Verdict::Allow),
+            b"hooks" => return Some(Verdict::Deny(Reason::GitHook)),
+            b"config" | b"config.worktree" => {
+                return Some(match what {
+                    Create::MoveFile => Verdict::InertConfig,
+                    Create::File => Verdict::EmptyConfig,
+                    _ => Verdict::Deny(Reason::GitConfig),
+                })
+            }
+            b"commondir" => return Some(Verdict::Deny(Reason::GitConfig)),
+            _ => {}
+        }
+        if what == Create::MoveDir {
+            // git never renames directories into a git dir; doing so could bring in `hooks`.
+            return Some(Verdict::Deny(Reason::BeginsProtectedPath));
+        }
+    }
+    let (grand, parent_name) = split(parent);
+    if parent_name == b"hooks" && (hint.grand_is_gitdir || is_git_dir(components(grand))) {
+        let sample = name.ends_with(b".sample");
+        return Some(
+            if sample && matches!(what, Create::File | Create::MoveFile) {
+                Verdict::Allow
+            } else {
+                Verdict::Deny(Reason::GitHook)
+            },
+        );
+    }
+    None
+}
+
 /// Whether an existing file at `path` is protected (no `chmod`, no hard links to it).
 pub fn is_protected_file(rules: &Rules<'_>, path: &[u8], hint: GitHint) -> bool {
     if !in_roots(rules, path) {
         return false;
     }
     let (parent, name) = split(path);
-    if (hint.parent_is_gitdir || is_git_dir(components(parent)))
+    let git = git_rules_apply(rules, path);
+    if git
+        && (hint.parent_is_gitdir || is_git_dir(components(parent)))
         && matches!(
             name,
             b"config" | b"config.worktree" | b"commondir" | b"hooks"
@@ -464,7 +490,7 @@ pub fn is_protected_file(rules: &Rules<'_>, path: &[u8], hint: GitHint) -> bool 
         return true;
     }
     let (grand, parent_name) = split(parent);
-    if parent_name == b"hooks" && (hint.grand_is_gitdir || is_git_dir(components(grand))) {
+    if git && parent_name == b"hooks" && (hint.grand_is_gitdir || is_git_dir(components(grand))) {
         return !name.ends_with(b".sample");
     }
     candidates(rules, path)
@@ -521,6 +547,7 @@ mod tests {
     fn rules() -> Rules<'static> {
         Rules {
             held: &[],
+            reviewed: &[],
             roots: &[b"/ws"],
             protected: PROTECTED,
             index: PatternIndex::of(&INDEX),
@@ -542,6 +569,58 @@ mod tests {
 
     /// An index that does not cover the rules' patterns (none, or one built for other rules) is
     /// not trusted: every pattern is tried, and `.envrc` stays protected.
+    /// A review run's workspace: git's own rules give way (its writes are reviewed before
+    /// they reach the host), the protected patterns do not; outside it both apply.
+    #[test]
+    fn git_rules_give_way_inside_a_reviewed_workspace_and_patterns_do_not() {
+        let reviewed = Rules {
+            reviewed: b"/ws",
+            ..rules()
+        };
+        let none = GitHint::default();
+        let in_gitdir = GitHint {
+            parent_is_gitdir: true,
+            ..none
+        };
+        for (path, what, hint) in [
+            (&b"/ws/wt/.git"[..], Create::File, none),
+            (b"/ws/.git/worktrees/wt/commondir", Create::File, in_gitdir),
+            (b"/ws/.git/modules/sub/hooks/pre-commit", Create::File, none),
+            (b"/ws/.git/modules/sub/config", Create::MoveFile, none),
+        ] {
+            assert!(
+                matches!(
+                    decide(&rules(), path, what, hint),
+                    Verdict::Deny(_) | Verdict::InertConfig
+                ),
+                "control: {}",
+                String::from_utf8_lossy(path)
+            );
+            assert_eq!(
+                decide(&reviewed, path, what, hint),
+                Verdict::Allow,
+                "{}",
+                String::from_utf8_lossy(path)
+            );
+        }
+        assert_eq!(
+            decide(&reviewed, b"/ws/.envrc", Create::File, none),
+            Verdict::Deny(Reason::ProtectedPath)
+        );
+        let module_config = b"/ws/.git/modules/sub/config";
+        assert!(is_protected_file(&rules(), module_config, none));
+        assert!(!is_protected_file(&reviewed, module_config, none));
+        assert!(is_protected_file(&reviewed, b"/ws/sub/.git/config", none));
+        let elsewhere = Rules {
+            reviewed: b"/other",
+            ..rules()
+        };
+        assert_eq!(
+            decide(&elsewhere, b"/ws/wt/.git", Create::File, none),
+            Verdict::Deny(Reason::GitRedirect)
+        );
+    }
+
     #[test]
     fn an_index_that_does_not_cover_the_patterns_is_not_used() {
         for index in [

@@ -20,6 +20,10 @@ pub enum Code {
     UnsafeRecordPath,
     CredentialUnavailable,
     CredentialRefused,
+    ChangesFlagged,
+    ChangesConflict,
+    ChangesTampered,
+    SnapshotRefused,
     Internal,
 }
 
@@ -40,6 +44,10 @@ impl Code {
         Code::UnsafeRecordPath,
         Code::CredentialUnavailable,
         Code::CredentialRefused,
+        Code::ChangesFlagged,
+        Code::ChangesConflict,
+        Code::ChangesTampered,
+        Code::SnapshotRefused,
         Code::Internal,
     ];
 
@@ -60,6 +68,10 @@ impl Code {
             Code::UnsafeRecordPath => "E_UNSAFE_RECORD_PATH",
             Code::CredentialUnavailable => "E_CREDENTIAL_UNAVAILABLE",
             Code::CredentialRefused => "E_CREDENTIAL_REFUSED",
+            Code::ChangesFlagged => "E_CHANGES_FLAGGED",
+            Code::ChangesConflict => "E_CHANGES_CONFLICT",
+            Code::ChangesTampered => "E_CHANGES_TAMPERED",
+            Code::SnapshotRefused => "E_SNAPSHOT_REFUSED",
             Code::Internal => "E_INTERNAL",
         }
     }
@@ -98,6 +110,18 @@ impl Code {
             }
             Code::CredentialRefused => {
                 "a request on a credential route carried no valid stand-in (answered 401; the real value was not sent)"
+            }
+            Code::ChangesFlagged => {
+                "`stockade apply` refused entries of a change set that carry a flag (a file host tools execute, a protected path, an executable, a link, ...) and were not accepted; nothing was written; exit 125"
+            }
+            Code::ChangesConflict => {
+                "`stockade apply` refused entries whose workspace path changed on the host during or after the run; nothing was written; exit 125"
+            }
+            Code::ChangesTampered => {
+                "a change set no longer matches the digest recorded when its run ended (or holds what the run's overlay never makes); nothing was written; exit 125"
+            }
+            Code::SnapshotRefused => {
+                "`stockade snapshot` refused to export the workspace: symbolic links resolve outside it (listed), or `--out` lies inside it or is not new; nothing was written; exit 125"
             }
             Code::Internal => "stockade itself failed (an I/O error of its own, or a bug); exit 125",
         }
@@ -149,6 +173,18 @@ impl Code {
             }
             Code::CredentialRefused => {
                 "send requests on a credential route with the stand-in the run put in the route's key variable (e.g. `ANTHROPIC_API_KEY`), unchanged"
+            }
+            Code::ChangesFlagged => {
+                "review the entries named (`stockade diff RUN PATH`), then `stockade apply --accept PATH` for each, or `--accept-flagged`; `--exclude PATH` leaves one pending"
+            }
+            Code::ChangesConflict => {
+                "leave the entries named out (`stockade apply --exclude PATH`), or bring their paths back to the state they had when the run ended; `stockade diff RUN PATH` shows the change"
+            }
+            Code::ChangesTampered => {
+                "do not apply it: remove it with `stockade discard RUN` and run the command again"
+            }
+            Code::SnapshotRefused => {
+                "replace or remove the links listed (`--allow-outside-links` leaves them out of the snapshot instead), and give `--out` a new path outside the workspace"
             }
             Code::Internal => {
                 "stockade failed in a step of its own, named above; `STOCKADE_LOG=debug` shows the stages of a run; if it persists, report it with that output"

@@ -35,5 +35,5 @@ pub use io::{Input, Options, RunIo, Sink};
 pub use outcome::{Check, LimitHit, Outcome, Output, Usage, Violation};
 pub use spec::{
     unassigned_id_enters, GuardPattern, Ids, Kind, Limits, LinkedSecret, Mask, Network, ReadScope,
-    Spec, PROXY_ADDR,
+    Review, Spec, PROXY_ADDR,
 };

@@ -56,11 +56,29 @@ pub struct Spec {
     pub limits: Limits,
     /// Who runs the sandbox (on the host).
     pub caller: Ids,
+    /// Review and ephemeral runs: the workspace is a copy-on-write view, see [`Review`].
+    /// `None`: the command writes the real workspace (direct mode).
+    pub review: Option<Review>,
     /// `(st_dev, st_ino)` of every masked, protected and pinned path when the spec was made:
     /// a backend mounts over a path only if it is still that file (another run could have
     /// renamed a directory into its place since).
     #[serde(skip)]
     pub identities: BTreeMap<PathBuf, (u64, u64)>,
+}
+
+/// A review (or ephemeral) run's workspace: the command reads the real workspace through a
+/// copy-on-write view, and every write lands in `changes/upper` (the run's change directory,
+/// with the view's scratch directory `changes/work` beside it). The real workspace is never
+/// written during the run. A backend that cannot make such a view refuses the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Review {
+    /// The run's change directory (canonical, made by the orchestrator, only the caller can
+    /// write it).
+    pub changes: PathBuf,
+    /// Whether the change directory and the workspace are on one filesystem: a view over one
+    /// filesystem keeps the workspace's inode numbers, so a path's identity
+    /// ([`Spec::identities`]) can still be checked by inode inside it.
+    pub same_filesystem: bool,
 }
 
 /// A path the command must not create, as a creation guard matches it:

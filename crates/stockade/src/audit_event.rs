@@ -65,6 +65,8 @@ pub(crate) enum AuditEvent<'a> {
     /// The run's program matched a `[[commands]]` entry: its grants apply, or (excluded) it
     /// runs outside the sandbox.
     CommandRule(&'a crate::CommandMatch),
+    /// A review or ephemeral run's change set: where it waits, what it holds.
+    Review(&'a crate::ReviewSummary),
     /// Stockade refused the run (or failed) before or while starting it.
     Refused {
         code: &'static str,

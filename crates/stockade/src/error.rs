@@ -78,6 +78,10 @@ pub enum Error {
         /// How to fix it.
         hint: String,
     },
+    /// A change set of a review run: the store, the change set, or an apply refused
+    /// (flagged entries, conflicts, a change set that no longer matches its digest).
+    #[error(transparent)]
+    Changes(#[from] workspace::changes::ChangesError),
 }
 
 impl From<workspace::ScanError> for Error {
@@ -101,6 +105,7 @@ impl Error {
             Error::Command(e) => e.code(),
             Error::UnsafeRecordPath { .. } => crate::record_path::E_UNSAFE_RECORD_PATH,
             Error::Credential { .. } => sandbox::Code::CredentialUnavailable.as_str(),
+            Error::Changes(e) => e.code(),
         }
     }
 
@@ -119,6 +124,7 @@ impl Error {
             Error::Command(_) => "command",
             Error::UnsafeRecordPath { .. } => "policy",
             Error::Credential { .. } => "credential",
+            Error::Changes(_) => "changes",
         }
     }
 
@@ -144,6 +150,7 @@ impl Error {
             Error::Command(e) => Some(e.hint().to_string()),
             Error::UnsafeRecordPath { hint, .. } => Some(hint.clone()),
             Error::Credential { hint, .. } => Some(hint.clone()),
+            Error::Changes(e) => e.hint(),
         }
     }
 

@@ -45,6 +45,7 @@ mod live_policy;
 mod proxy_stage;
 mod record;
 mod record_path;
+mod review_stage;
 pub mod why;
 mod workspace_lock;
 
@@ -63,6 +64,7 @@ pub use proxy_stage::{audit_policy_change, serve_proxy};
 use record::{AuditLog, RunRecord};
 pub use record_path::E_UNSAFE_RECORD_PATH;
 use record_path::{RecordPath, Which};
+pub use review_stage::{not_copyable, store_dir as change_store_dir, ReviewSummary};
 pub use sandbox::{Backend, Cancel, Input, Options, RunIo, Sink, Spec};
 
 /// The name of `backend` and what this machine can enforce with it, found by trying (`stockade
@@ -167,6 +169,8 @@ pub struct RunResult {
     /// The caller's current directory, when the command could not start there (it started
     /// in the workspace), and why.
     pub cwd_fallback: Option<native::CwdFallback>,
+    /// Review and ephemeral runs: what the run changed in its view of the workspace.
+    pub review: Option<ReviewSummary>,
 }
 
 /// A run id unique on this machine: the time in milliseconds and the process id, and, for
@@ -429,6 +433,11 @@ pub fn run_with_io(
             Some((routes, dir)) => (Some(routes), dir),
             None => (None, None),
         };
+        // The change store is never the command's; a review run gets its change directory
+        // (removed again if the run does not start).
+        review_stage::mask_store(request, &mut resolved.spec);
+        let review = tracing::debug_span!("review")
+            .in_scope(|| review_stage::prepare(policy, request, &mut resolved.spec, &id))?;
         let spec = &resolved.spec;
         refuse_policy_file_in_writable_root(request, &spec.writable_roots)?;
         // Before the first audit event: a log in a writable root is never written.
@@ -490,6 +499,12 @@ pub fn run_with_io(
                 .map(|p: net::proxy::Proxy| p.stop())
                 .unwrap_or_default()
         });
+        let review = match review {
+            Some(stage) => {
+                tracing::debug_span!("review_finish").in_scope(|| stage.finish(launched.is_ok()))?
+            }
+            None => None,
+        };
         let outcome = launched?;
         let mut violations = outcome.blocked.clone();
         tracing::debug_span!("sweep").in_scope(|| {
@@ -508,11 +523,19 @@ pub fn run_with_io(
                 launched_at,
             ));
         });
-        Ok((resolved.spec, plan, fallback, outcome, violations, network))
+        Ok((
+            resolved.spec,
+            plan,
+            fallback,
+            outcome,
+            violations,
+            network,
+            review,
+        ))
     })();
     let _record = tracing::debug_span!("record").entered();
     match result {
-        Ok((spec, plan, cwd_fallback, outcome, violations, network)) => {
+        Ok((spec, plan, cwd_fallback, outcome, violations, network, review)) => {
             for e in &network.events {
                 audit.event(&AuditEvent::Network(e))?;
             }
@@ -551,6 +574,9 @@ pub fn run_with_io(
             for v in &violations {
                 audit.event(&AuditEvent::Violation(v))?;
             }
+            if let Some(r) = &review {
+                audit.event(&AuditEvent::Review(r))?;
+            }
             audit.event(&AuditEvent::RunEnd {
                 exit_code: outcome.exit_code,
                 signal: outcome.signal,
@@ -569,6 +595,7 @@ pub fn run_with_io(
                     &network.events,
                 )
                 .with_command_rule(request.command_rule.as_ref())
+                .with_review(review.as_ref())
                 .write(report)?;
             }
             Ok(RunResult {
@@ -578,6 +605,7 @@ pub fn run_with_io(
                 network: network.events,
                 run_id: id,
                 cwd_fallback,
+                review,
             })
         }
         Err(e) => {

@@ -193,6 +193,9 @@ pub(crate) struct RunRecord<'a> {
     /// The `[[commands]]` entry whose grants the run had.
     #[serde(skip_serializing_if = "Option::is_none")]
     command_rule: Option<&'a crate::CommandMatch>,
+    /// Review and ephemeral runs: what the run changed in its view of the workspace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    review: Option<&'a crate::ReviewSummary>,
 }
 
 #[derive(Serialize)]
@@ -279,7 +282,14 @@ impl<'a> RunRecord<'a> {
                     .collect()
             }),
             command_rule: None,
+            review: None,
         }
+    }
+
+    /// What a review or ephemeral run changed.
+    pub(crate) fn with_review(mut self, review: Option<&'a crate::ReviewSummary>) -> Self {
+        self.review = review;
+        self
     }
 
     /// Name the `[[commands]]` entry whose grants the run had.

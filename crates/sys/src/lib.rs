@@ -20,6 +20,7 @@
 pub mod mediate;
 pub mod mountns;
 pub mod netns;
+pub mod overlay;
 pub mod parent;
 pub mod postfork;
 pub mod probe;

@@ -294,6 +294,40 @@ pub fn idmapped_clone(
     Ok(fd)
 }
 
+/// A review run's workspace for a root caller: a detached, privileged overlay whose lower
+/// layer is an idmapped, read-only clone of `workspace` (the idmapping of `userns`, so that the
+/// sandbox's id owns what the workspace's owner owns) and whose upper layer is
+/// `changes/upper`. Privileged: copy-up runs with the supervisor's credentials, so files of
+/// any owner can be modified (an overlay in the sandbox's user namespace fails with
+/// `EOVERFLOW` on files whose owner it does not map).
+pub fn overlay_clone(
+    workspace: &std::path::Path,
+    userns: &OwnedFd,
+    changes: &std::path::Path,
+) -> io::Result<OwnedFd> {
+    let lower = idmapped_clone(workspace, userns, true)?;
+    let c = CString::new(changes.as_os_str().as_encoded_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))?;
+    let dir = libc::O_PATH | libc::O_DIRECTORY;
+    let run = raw::openat_no_symlinks(libc::AT_FDCWD, &c, dir)?;
+    // SAFETY: just returned by openat2 and owned by nobody else.
+    let run = unsafe { OwnedFd::from_raw_fd(run) };
+    let open = |name: &std::ffi::CStr| -> io::Result<OwnedFd> {
+        let fd = raw::openat_no_symlinks(run.as_raw_fd(), name, dir)?;
+        // SAFETY: as above.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    };
+    let (upper, work) = (open(c"upper")?, open(c"work")?);
+    let layers = crate::overlay::Layers {
+        lower: lower.as_raw_fd(),
+        upper: upper.as_raw_fd(),
+        work: work.as_raw_fd(),
+    };
+    let fd = crate::overlay::detached_overlay(layers, false)?;
+    // SAFETY: just returned by fsmount and owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 /// Held by a run from the first descriptor it makes for its sandbox's first process until
 /// it has closed its own copies of them: a process cloned meanwhile by another run of this
 /// process (a sandbox init, which does not `exec`) would inherit them and keep this run's

@@ -169,6 +169,10 @@ impl Report {
 /// directory renamed into its place by a concurrent run fails the step with `ESTALE`.
 pub type Identity = (u64, u64);
 
+/// An [`Identity`] whose device is not compared (a path inside a review run's overlay, which
+/// keeps the workspace's inode numbers under a device of its own).
+pub const ANY_DEVICE: u64 = u64::MAX;
+
 /// One step of building the sandbox's mount tree, executed by the init in order.
 #[derive(Debug, Clone, Copy)]
 pub enum MountOp<'a> {
@@ -255,6 +259,14 @@ pub enum MountOp<'a> {
     EmptyFile {
         target: &'a CStr,
         expect: Option<Identity>,
+    },
+    /// A detached overlay into `slots[slot]` (see [`crate::overlay`]): the workspace `lower`
+    /// read through, every write going to `changes/upper`. Made in the sandbox's user
+    /// namespace (`userxattr`), before the tree becomes read-only (the upper must be writable).
+    Overlay {
+        lower: &'a CStr,
+        changes: &'a CStr,
+        slot: usize,
     },
 }
 
@@ -725,6 +737,26 @@ fn apply_mount(op: &MountOp<'_>, slots: &mut [c_int], mask_fd: &mut c_int) -> ra
                 None => Err(Errno(libc::EINVAL)),
             }
         }
+        MountOp::Overlay {
+            lower,
+            changes,
+            slot,
+        } => {
+            let layers = crate::overlay::open_layers(lower, changes)?;
+            let fd = crate::overlay::detached_overlay(layers, true);
+            crate::overlay::close_layers(layers);
+            let fd = fd?;
+            match slots.get_mut(slot) {
+                Some(s) => {
+                    *s = fd;
+                    Ok(())
+                }
+                None => {
+                    raw::close(fd);
+                    Err(Errno(libc::EINVAL))
+                }
+            }
+        }
         MountOp::ReadOnlyRoot => raw::mount_setattr(
             libc::AT_FDCWD,
             c"/",
@@ -823,7 +855,7 @@ fn locate(path: &CStr, expect: Option<Identity>) -> raw::Result<c_int> {
         // st_dev's and st_ino's widths differ between architectures.
         #[allow(clippy::unnecessary_cast)]
         let same = raw::fstatat(fd, c"", libc::AT_EMPTY_PATH)
-            .map(|st| st.st_dev as u64 == dev && st.st_ino as u64 == ino);
+            .map(|st| (dev == ANY_DEVICE || st.st_dev as u64 == dev) && st.st_ino as u64 == ino);
         if same != Ok(true) {
             raw::close(fd);
             return Err(same.err().unwrap_or(Errno(libc::ESTALE)));

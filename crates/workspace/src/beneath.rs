@@ -8,20 +8,25 @@
 //! (a link anywhere fails with `ELOOP`, a `..` out of the root with `EXDEV`), directories are
 //! created one component at a time with `mkdirat` + such an open, and moves are `renameat`
 //! between those descriptors with `RENAME_NOREPLACE`.
+//!
+//! The helpers below do the same one component at a time from a directory descriptor (the
+//! change sets of review mode use them): open, `lstat`, list, and remove a tree without
+//! following a link.
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path};
 
-use rustix::fs::{Mode, OFlags, RenameFlags, ResolveFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags, ResolveFlags};
 use rustix::io::Errno;
 
-fn errno_io(e: Errno) -> io::Error {
+pub(crate) fn errno_io(e: Errno) -> io::Error {
     io::Error::from_raw_os_error(e.raw_os_error())
 }
 
-fn resolve() -> ResolveFlags {
+pub(crate) fn resolve() -> ResolveFlags {
     ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS
 }
 
@@ -91,6 +96,142 @@ impl Root {
         }
         Ok(cur)
     }
+}
+
+/// Opens `name`, one component in `dir`, with `flags`: never through a link (a link as
+/// `name` fails with `ELOOP`).
+pub(crate) fn open_child(dir: BorrowedFd<'_>, name: &OsStr, flags: OFlags) -> io::Result<OwnedFd> {
+    rustix::fs::openat2(
+        dir,
+        name,
+        flags | OFlags::CLOEXEC | OFlags::NOFOLLOW,
+        Mode::empty(),
+        resolve(),
+    )
+    .map_err(errno_io)
+}
+
+/// `lstat` of `name` in `dir`; `None` when it does not exist.
+pub(crate) fn stat_child(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+) -> io::Result<Option<rustix::fs::Stat>> {
+    match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => Ok(Some(st)),
+        Err(Errno::NOENT) => Ok(None),
+        Err(e) => Err(errno_io(e)),
+    }
+}
+
+/// The names in the directory `dir` (opened readable), `.` and `..` left out, sorted by
+/// their bytes.
+pub(crate) fn list(dir: BorrowedFd<'_>) -> io::Result<Vec<OsString>> {
+    let mut names = Vec::new();
+    for entry in rustix::fs::Dir::read_from(dir).map_err(errno_io)? {
+        let entry = entry.map_err(errno_io)?;
+        let name = entry.file_name().to_bytes();
+        if name != b"." && name != b".." {
+            names.push(OsStr::from_bytes(name).to_os_string());
+        }
+    }
+    names.sort_unstable_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+    Ok(names)
+}
+
+/// A name nobody else uses: `prefix` and 16 random hex digits.
+pub(crate) fn random_name(prefix: &str) -> io::Result<OsString> {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes).map_err(|e| io::Error::other(e.to_string()))?;
+    let mut name = String::from(prefix);
+    for b in bytes {
+        name.push_str(&format!("{b:02x}"));
+    }
+    Ok(name.into())
+}
+
+/// Sets the permission bits of what `fd` refers to, also for an `O_PATH` descriptor (through
+/// its `/proc/self/fd` entry, which names this very file: no path is looked up again).
+pub(crate) fn chmod_fd(fd: BorrowedFd<'_>, mode: u32) -> io::Result<()> {
+    let mode = Mode::from_raw_mode(mode);
+    match rustix::fs::fchmod(fd, mode) {
+        Err(Errno::BADF) => {
+            let proc = format!("/proc/self/fd/{}", fd.as_raw_fd());
+            rustix::fs::chmodat(rustix::fs::CWD, proc.as_str(), mode, AtFlags::empty())
+                .map_err(errno_io)
+        }
+        r => r.map_err(errno_io),
+    }
+}
+
+/// The directory `name` in `dir`, opened readable to be emptied; one that does not let its
+/// owner read or search it (overlayfs leaves its `work/work` at mode 000) is given 0700 first.
+fn open_for_removal(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<OwnedFd> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY;
+    match open_child(dir, name, flags) {
+        Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
+            let path = open_child(dir, name, OFlags::PATH | OFlags::DIRECTORY)?;
+            chmod_fd(path.as_fd(), 0o700)?;
+            open_child(dir, name, flags)
+        }
+        r => r,
+    }
+}
+
+/// Below this depth, directories are moved up to the top before being emptied: removal holds
+/// one descriptor per level, and a tree may be deeper than the process may open files.
+const REMOVE_DEPTH: usize = 32;
+
+/// Removes `name` in `dir` and everything below it, never following a link (a link is
+/// removed, not what it points to). Already gone: done.
+pub(crate) fn remove_tree(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
+    let Some(st) = stat_child(dir, name)? else {
+        return Ok(());
+    };
+    if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+        return match rustix::fs::unlinkat(dir, name, AtFlags::empty()) {
+            Ok(()) | Err(Errno::NOENT) => Ok(()),
+            Err(e) => Err(errno_io(e)),
+        };
+    }
+    let top = open_for_removal(dir, name)?;
+    // Each pass removes what lies at most REMOVE_DEPTH levels down and moves deeper
+    // directories up into `top`; the next pass takes those.
+    while !list(top.as_fd())?.is_empty() {
+        empty_dir(top.as_fd(), top.as_fd(), 0)?;
+    }
+    drop(top);
+    match rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR) {
+        Ok(()) | Err(Errno::NOENT) => Ok(()),
+        Err(e) => Err(errno_io(e)),
+    }
+}
+
+fn empty_dir(top: BorrowedFd<'_>, dir: BorrowedFd<'_>, depth: usize) -> io::Result<()> {
+    for name in list(dir)? {
+        let Some(st) = stat_child(dir, &name)? else {
+            continue;
+        };
+        if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+            match rustix::fs::unlinkat(dir, &name, AtFlags::empty()) {
+                Ok(()) | Err(Errno::NOENT) => {}
+                Err(e) => return Err(errno_io(e)),
+            }
+            continue;
+        }
+        if depth >= REMOVE_DEPTH {
+            let up = random_name(".stockade-rm-")?;
+            move_no_replace(dir, &name, top, &up)?;
+            continue;
+        }
+        let child = open_for_removal(dir, &name)?;
+        empty_dir(top, child.as_fd(), depth + 1)?;
+        drop(child);
+        match rustix::fs::unlinkat(dir, &name, AtFlags::REMOVEDIR) {
+            Ok(()) | Err(Errno::NOENT) => {}
+            Err(e) => return Err(errno_io(e)),
+        }
+    }
+    Ok(())
 }
 
 /// Moves `from_dir/from` to `to_dir/to`, failing if `to` exists (never replacing anything).

@@ -30,6 +30,7 @@
 #![forbid(unsafe_code)]
 
 mod beneath;
+pub mod changes;
 mod error;
 mod git;
 pub mod git_index;
@@ -37,6 +38,7 @@ pub mod host;
 pub mod planted_git;
 mod scan;
 mod secrets;
+pub mod snapshot;
 mod spec;
 pub mod sweep;
 mod walk;

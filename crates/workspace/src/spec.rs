@@ -122,6 +122,7 @@ impl Resolved {
                 uid: req.uid,
                 gid: req.gid,
             },
+            review: None,
             identities: scan.identities,
         };
         let watch = Watch {

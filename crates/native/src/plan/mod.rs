@@ -72,6 +72,20 @@ pub struct Idmapped {
     pub gid_map: String,
 }
 
+/// A review run's workspace view (see [`sandbox::Review`]): a detached overlay in `slot`,
+/// attached at `workspace` like a writable root.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReviewView {
+    pub slot: usize,
+    pub workspace: PathBuf,
+    /// The run's change directory (`upper/` and `work/` inside).
+    pub changes: PathBuf,
+    /// Root callers: the supervisor makes a privileged overlay over an idmapped clone of the
+    /// workspace with these maps (see [`review_lower_map`]). Others: the init makes it in the
+    /// sandbox's user namespace ([`Mount::Overlay`]).
+    pub by_supervisor: Option<(String, String)>,
+}
+
 /// One mount step; mirrors `sys::postfork::MountOp` with owned paths.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
@@ -136,6 +150,13 @@ pub enum Mount {
     EmptyFile {
         target: PathBuf,
     },
+    /// A detached overlay of `lower` with `changes/upper` into `slot` (unprivileged callers'
+    /// review runs; made before the tree becomes read-only).
+    Overlay {
+        lower: PathBuf,
+        changes: PathBuf,
+        slot: usize,
+    },
 }
 
 impl Mount {
@@ -143,7 +164,7 @@ impl Mount {
     pub fn path(&self) -> Option<&Path> {
         match self {
             Mount::MakeRootPrivate | Mount::ReadOnlyRoot => Some(Path::new("/")),
-            Mount::Clone { source, .. } => Some(source),
+            Mount::Clone { source, .. } | Mount::Overlay { lower: source, .. } => Some(source),
             Mount::Tmpfs { target, .. }
             | Mount::Attach { target, .. }
             | Mount::Proc { target }
@@ -234,12 +255,19 @@ pub struct CreationGuard {
     /// Existing git configs (read-only during the run) and the slot of the descriptor the
     /// init holds to rewrite one when only inert keys change (`git remote add`, `git push -u`).
     pub held_configs: Vec<(PathBuf, usize)>,
+    /// A review run's workspace: git's built-in rules do not apply below it (its writes are
+    /// reviewed), the protected patterns do (see `protect::Rules::reviewed`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reviewed: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Plan {
     pub ids: Ids,
     pub idmapped: Vec<Idmapped>,
+    /// Review and ephemeral runs: how the workspace's copy-on-write view is made.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub review: Option<ReviewView>,
     pub slots: usize,
     pub mounts: Vec<Mount>,
     pub landlock: LandlockPlan,
@@ -377,6 +405,7 @@ impl Plan {
                 }
             }
         }
+        let mut review = None;
         for root in &writable_roots {
             let entry = host
                 .stat(root)
@@ -386,7 +415,23 @@ impl Plan {
                 kind: entry.kind,
                 mapped_owner: (root_caller).then_some((entry.uid, entry.gid)),
             });
-            if root_caller {
+            let reviewed = spec.review.as_ref().filter(|_| *root == spec.workspace);
+            if let Some(r) = reviewed {
+                review = Some(ReviewView {
+                    slot: slots,
+                    workspace: root.clone(),
+                    changes: r.changes.clone(),
+                    by_supervisor: root_caller
+                        .then(|| (review_lower_map(entry.uid), review_lower_map(entry.gid))),
+                });
+                if !root_caller {
+                    mounts.push(Mount::Overlay {
+                        lower: root.clone(),
+                        changes: r.changes.clone(),
+                        slot: slots,
+                    });
+                }
+            } else if root_caller {
                 idmapped.push(Idmapped {
                     slot: slots,
                     path: root.clone(),
@@ -611,7 +656,7 @@ impl Plan {
             mounts.extend(steps);
         }
 
-        let landlock = landlock_plan(
+        let mut landlock = landlock_plan(
             spec.read_scope,
             host,
             &writable_roots,
@@ -620,6 +665,19 @@ impl Plan {
             emptied,
             &devices,
         );
+        let mut identities = spec.identities.clone();
+        if let Some(r) = &review {
+            // The view's inodes are not the host's: the workspace's rule is added by the
+            // command once the view is mounted.
+            let host_rules = &mut landlock.host_rules;
+            host_rules.retain(|rule| rule.path != r.workspace || rule.access != Access::Full);
+            landlock.child_rules.push(Rule {
+                path: r.workspace.clone(),
+                access: Access::Full,
+                dir: true,
+            });
+            identities = review_identities(identities, &r.workspace, spec.review.as_ref());
+        }
         let network = net_plan(spec.network);
         let env = spec.env.clone();
         let readable: Option<Vec<PathBuf>> = match spec.read_scope {
@@ -651,10 +709,12 @@ impl Plan {
             sweep_only: spec.guard_sweep_only.clone(),
             calls: seccomp::mediated_calls(resources.allocation_watch),
             held_configs,
+            reviewed: review.as_ref().map(|r| r.workspace.clone()),
         };
         Ok(Plan {
             ids,
             idmapped,
+            review,
             slots,
             mounts,
             landlock,
@@ -683,9 +743,59 @@ impl Plan {
             resources,
             resources_missing,
             output_limit,
-            identities: spec.identities.clone(),
+            identities,
         })
     }
+}
+
+/// The idmapping of a root caller's review view's lower layer, as `/proc/PID/uid_map` text
+/// (one of ids or groups): `owner` appears as the sandbox's host id
+/// ([`ROOT_CALLER_HOST_ID`]), as in direct mode, and every other id as itself, so the
+/// privileged overlay can copy up a file of any owner (an unmapped owner would fail with
+/// `EOVERFLOW`). The sandbox's host id itself stays unmapped.
+pub fn review_lower_map(owner: u32) -> String {
+    let h = ROOT_CALLER_HOST_ID;
+    let mut extents: Vec<(u32, u32, u32)> = Vec::new();
+    // Identity on [from, to) minus `h` and `owner`.
+    let push_identity = |from: u32, to: u32, out: &mut Vec<(u32, u32, u32)>| {
+        if to > from {
+            out.push((from, from, to - from));
+        }
+    };
+    if owner == h {
+        push_identity(0, u32::MAX, &mut extents);
+    } else {
+        let (a, b) = (owner.min(h), owner.max(h));
+        push_identity(0, a, &mut extents);
+        push_identity(a + 1, b, &mut extents);
+        push_identity(b + 1, u32::MAX, &mut extents);
+        extents.push((owner, h, 1));
+    }
+    extents.sort();
+    extents
+        .iter()
+        .map(|(inside, outside, n)| format!("{inside} {outside} {n}\n"))
+        .collect()
+}
+
+/// The identities of paths inside a reviewed workspace, as the init finds them in the view:
+/// the view keeps the workspace's inode numbers when the change directory is on the same
+/// filesystem (its device is the overlay's, so only the inode is compared:
+/// [`sys::postfork::ANY_DEVICE`]); across filesystems it does not, and those paths are mounted
+/// over unchecked.
+fn review_identities(
+    mut identities: std::collections::BTreeMap<PathBuf, (u64, u64)>,
+    workspace: &Path,
+    review: Option<&sandbox::Review>,
+) -> std::collections::BTreeMap<PathBuf, (u64, u64)> {
+    let same = review.is_some_and(|r| r.same_filesystem);
+    identities.retain(|p, _| same || !is_within(p, workspace));
+    for (p, id) in identities.iter_mut() {
+        if is_within(p, workspace) {
+            id.0 = sys::postfork::ANY_DEVICE;
+        }
+    }
+    identities
 }
 
 /// The limits of the whole run and how this machine enforces them (see [`crate::cgroup`]).

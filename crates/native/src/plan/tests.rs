@@ -626,3 +626,4 @@ fn hard_links_of_masked_files_are_found() {
 
 mod git;
 mod reach;
+mod review;

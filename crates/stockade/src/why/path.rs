@@ -415,6 +415,7 @@ fn creation_refused(plan: &native::Plan, path: &Path) -> Option<protect::Reason>
             by_first: &[],
             always: &[],
         },
+        reviewed: &[],
     };
     let bytes = path.as_os_str().as_bytes();
     match protect::decide(

@@ -1,0 +1,548 @@
+//! Review mode (issue 19): `stockade run --review` works on a copy-on-write view of the
+//! workspace; nothing reaches the workspace until `stockade apply`, which refuses flagged
+//! entries unless accepted, never writes through a symbolic link, refuses conflicts and a
+//! change set that no longer matches its digest. Each attack has its control: the same step
+//! in direct mode (or without the tampering) takes effect.
+
+#![allow(clippy::expect_used)]
+
+use std::collections::BTreeMap;
+
+use attacks::{read_json, read_text, write_file, Fixture, Run};
+
+/// `stockade run --review` of `script` (not wrapped: these scripts are plain steps), with a
+/// report; returns the run and the change set's id (none when nothing changed).
+fn review(fx: &Fixture, opts: &[&str], script: &str) -> (Run, Option<String>) {
+    let report = fx.out_file(&format!("review-{}.json", attacks::unique()));
+    let report_s = report.display().to_string();
+    let mut all = vec!["--review", "--report", &report_s];
+    all.extend_from_slice(opts);
+    let run = fx.sandbox(&all, script).run();
+    let id = std::fs::read(&report)
+        .ok()
+        .and_then(|_| read_json(&report).get("review").cloned())
+        .and_then(|r| {
+            (r.get("discarded") != Some(&serde_json::Value::Bool(true)))
+                .then(|| r["run_id"].as_str().map(str::to_owned))
+                .flatten()
+        });
+    (run, id)
+}
+
+/// `stockade changes ID --json`: path → (kind, flag codes).
+fn changes(fx: &Fixture, id: &str) -> BTreeMap<String, (String, Vec<String>)> {
+    let run = fx.stockade(["changes", id, "--json"]).run();
+    run.assert_success();
+    let v: serde_json::Value = serde_json::from_str(&run.stdout).expect("changes --json");
+    let mut out = BTreeMap::new();
+    for c in v["changes"].as_array().expect("a list of changes") {
+        let kind = match &c["kind"] {
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Object(o) => o.keys().next().cloned().unwrap_or_default(),
+            other => other.to_string(),
+        };
+        let flags = c["flags"]
+            .as_array()
+            .map(|f| {
+                f.iter()
+                    .map(|x| x["code"].as_str().unwrap_or_default().to_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.insert(
+            c["path"].as_str().unwrap_or_default().to_owned(),
+            (kind, flags),
+        );
+    }
+    out
+}
+
+fn flags_of<'a>(set: &'a BTreeMap<String, (String, Vec<String>)>, path: &str) -> &'a [String] {
+    &set.get(path)
+        .unwrap_or_else(|| panic!("{path} is not in the change set: {set:?}"))
+        .1
+}
+
+/// The basic cycle: the run changes, adds, deletes and chmods; the workspace is untouched
+/// until `apply`, after which it holds exactly the run's result.
+#[test]
+fn a_review_run_writes_nothing_until_apply() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let fx = Fixture::without_git();
+    write_file(&fx.ws.join("keep.txt"), "old\n", 0o644);
+    write_file(&fx.ws.join("gone.txt"), "bye\n", 0o644);
+    write_file(&fx.ws.join("tool.sh"), "echo tool\n", 0o644);
+    let script = "echo new >> keep.txt && echo hello > added.txt && rm gone.txt && mkdir -p d/e && echo deep > d/e/f.txt && chmod 755 tool.sh";
+    let (run, id) = review(&fx, &[], script);
+    run.assert_success();
+    let id = id.expect("a pending change set");
+    assert_eq!(read_text(&fx.ws.join("keep.txt")).as_deref(), Some("old\n"));
+    assert!(!fx.ws.join("added.txt").exists());
+    assert!(fx.ws.join("gone.txt").exists());
+    assert!(!fx.ws.join("d").exists());
+    run.assert_stderr_contains(&format!("stockade apply {id}"));
+
+    let set = changes(&fx, &id);
+    assert_eq!(set["keep.txt"].0, "modified", "{set:?}");
+    assert_eq!(set["added.txt"].0, "added", "{set:?}");
+    assert_eq!(set["gone.txt"].0, "deleted", "{set:?}");
+    assert_eq!(set["tool.sh"].0, "mode-changed", "{set:?}");
+    assert!(flags_of(&set, "tool.sh").iter().any(|f| f == "executable"));
+
+    let diff = fx.stockade(["diff", &id, "keep.txt"]).run();
+    diff.assert_success().assert_stdout_contains("+new");
+
+    // The executable bit is flagged: refused until accepted, nothing written meanwhile.
+    let refused = fx.stockade(["apply", &id]).run();
+    refused
+        .assert_code(125)
+        .assert_stderr_contains("E_CHANGES_FLAGGED");
+    assert_eq!(read_text(&fx.ws.join("keep.txt")).as_deref(), Some("old\n"));
+    fx.stockade(["apply", &id, "--accept", "tool.sh"])
+        .run()
+        .assert_success();
+    assert_eq!(
+        read_text(&fx.ws.join("keep.txt")).as_deref(),
+        Some("old\nnew\n")
+    );
+    assert_eq!(
+        read_text(&fx.ws.join("added.txt")).as_deref(),
+        Some("hello\n")
+    );
+    assert_eq!(
+        read_text(&fx.ws.join("d/e/f.txt")).as_deref(),
+        Some("deep\n")
+    );
+    assert!(!fx.ws.join("gone.txt").exists());
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(fx.ws.join("tool.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o755);
+    // Applied whole: the change set is gone.
+    fx.stockade(["changes", &id]).run().assert_code(125);
+
+    // Control: in direct mode the same script changes the workspace at once.
+    let fx = Fixture::without_git();
+    write_file(&fx.ws.join("keep.txt"), "old\n", 0o644);
+    write_file(&fx.ws.join("gone.txt"), "bye\n", 0o644);
+    write_file(&fx.ws.join("tool.sh"), "echo tool\n", 0o644);
+    fx.sandbox(&[], script).run().assert_success();
+    assert!(fx.ws.join("added.txt").exists());
+}
+
+/// A planted git hook, a build script and a Python `.pth` start-up file are flagged and not
+/// applied without acceptance; named with `--accept`, they are.
+#[test]
+fn planted_hook_build_script_and_pth_are_flagged_and_not_applied_without_acceptance() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let fx = Fixture::new();
+    let script = "printf '#!/bin/sh\\necho pwned\\n' > .git/hooks/post-checkout && chmod +x .git/hooks/post-checkout \
+                  && printf 'fn main(){}\\n' > build.rs \
+                  && mkdir -p .venv/lib/python3.11/site-packages && echo 'import os' > .venv/lib/python3.11/site-packages/evil.pth";
+    let (run, id) = review(&fx, &[], script);
+    run.assert_success();
+    let id = id.expect("a pending change set");
+    let set = changes(&fx, &id);
+    for path in [
+        ".git/hooks/post-checkout",
+        "build.rs",
+        ".venv/lib/python3.11/site-packages/evil.pth",
+    ] {
+        assert!(
+            !flags_of(&set, path).is_empty(),
+            "{path} is not flagged: {set:?}"
+        );
+    }
+    assert!(flags_of(&set, ".git/hooks/post-checkout")
+        .iter()
+        .any(|f| f == "git-internals"));
+    let refused = fx.stockade(["apply", &id]).run();
+    refused
+        .assert_code(125)
+        .assert_stderr_contains("E_CHANGES_FLAGGED");
+    assert!(!fx.ws.join(".git/hooks/post-checkout").exists());
+    assert!(!fx.ws.join("build.rs").exists());
+    assert!(!fx.ws.join(".venv").exists());
+    // Excluding them applies the rest; they stay pending until accepted.
+    fx.stockade(["apply", &id, "--accept", "build.rs"])
+        .args(["--exclude", ".git", "--exclude", ".venv"])
+        .run()
+        .assert_success();
+    assert!(fx.ws.join("build.rs").exists());
+    assert!(!fx.ws.join(".git/hooks/post-checkout").exists());
+    fx.stockade(["apply", &id, "--accept-flagged"])
+        .run()
+        .assert_success();
+    assert!(fx.ws.join(".git/hooks/post-checkout").exists());
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(fx.ws.join(".git/hooks/post-checkout"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o7000, 0, "no set-id bits");
+}
+
+/// A symbolic link the run made out of the workspace is flagged; accepted, it is created as
+/// a link and nothing is written where it points. A workspace link the run replaced by a
+/// directory is replaced on apply, never written through.
+#[test]
+fn a_symlink_in_the_change_set_cannot_make_apply_write_outside() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let fx = Fixture::without_git();
+    std::os::unix::fs::symlink(&fx.outside, fx.ws.join("sub")).unwrap();
+    let script = format!(
+        "ln -s {} escape && rm sub && mkdir sub && echo inside > sub/target.txt",
+        fx.outside.display()
+    );
+    let (run, id) = review(&fx, &[], &script);
+    run.assert_success();
+    let id = id.expect("a pending change set");
+    let set = changes(&fx, &id);
+    assert!(flags_of(&set, "escape")
+        .iter()
+        .any(|f| f == "symlink-outside"));
+    let before = read_text(&fx.outside.join("target.txt"));
+    fx.stockade(["apply", &id, "--accept-flagged"])
+        .run()
+        .assert_success();
+    assert_eq!(read_text(&fx.outside.join("target.txt")), before);
+    assert!(std::fs::symlink_metadata(fx.ws.join("escape"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(std::fs::symlink_metadata(fx.ws.join("sub"))
+        .unwrap()
+        .file_type()
+        .is_dir());
+    assert_eq!(
+        read_text(&fx.ws.join("sub/target.txt")).as_deref(),
+        Some("inside\n")
+    );
+}
+
+/// Between review and apply, a directory of the workspace is swapped for a link out of it:
+/// apply refuses and writes nothing there. Control: without the swap, apply writes.
+#[test]
+fn a_destination_replaced_by_a_symlink_after_the_run_is_refused() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    for swap in [true, false] {
+        let fx = Fixture::without_git();
+        write_file(&fx.ws.join("dir/file.txt"), "v1\n", 0o644);
+        let (run, id) = review(&fx, &[], "echo v2 > dir/file.txt && echo n > dir/new.txt");
+        run.assert_success();
+        let id = id.expect("a pending change set");
+        if swap {
+            std::fs::rename(fx.ws.join("dir"), fx.root.join("moved")).unwrap();
+            std::os::unix::fs::symlink(&fx.outside, fx.ws.join("dir")).unwrap();
+            write_file(&fx.outside.join("file.txt"), "v1\n", 0o644);
+        }
+        let apply = fx.stockade(["apply", &id]).run();
+        if swap {
+            apply.assert_code(125);
+            assert_eq!(
+                read_text(&fx.outside.join("file.txt")).as_deref(),
+                Some("v1\n")
+            );
+            assert!(!fx.outside.join("new.txt").exists());
+        } else {
+            apply.assert_success();
+            assert_eq!(
+                read_text(&fx.ws.join("dir/file.txt")).as_deref(),
+                Some("v2\n")
+            );
+        }
+    }
+}
+
+/// A change set edited in the state directory after the run is refused by every reader.
+/// Control: the untouched change set applies.
+#[test]
+fn a_change_set_tampered_with_after_the_run_is_detected() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    for tamper in [true, false] {
+        let fx = Fixture::without_git();
+        write_file(&fx.ws.join("a.txt"), "a\n", 0o644);
+        let (run, id) = review(&fx, &[], "echo reviewed > a.txt");
+        run.assert_success();
+        let id = id.expect("a pending change set");
+        let upper = fx
+            .home
+            .join(".local/state/stockade/changes")
+            .join(&id)
+            .join("upper");
+        assert_eq!(
+            read_text(&upper.join("a.txt")).as_deref(),
+            Some("reviewed\n"),
+            "the change set lives in the state directory"
+        );
+        if tamper {
+            std::fs::write(upper.join("a.txt"), "swapped after review\n").unwrap();
+        }
+        let apply = fx.stockade(["apply", &id]).run();
+        if tamper {
+            apply
+                .assert_code(125)
+                .assert_stderr_contains("E_CHANGES_TAMPERED");
+            assert_eq!(read_text(&fx.ws.join("a.txt")).as_deref(), Some("a\n"));
+        } else {
+            apply.assert_success();
+            assert_eq!(
+                read_text(&fx.ws.join("a.txt")).as_deref(),
+                Some("reviewed\n")
+            );
+        }
+    }
+}
+
+/// A file the host changed after the run started is a conflict; control: unchanged, it
+/// applies.
+#[test]
+fn a_file_changed_on_the_host_since_the_run_is_a_conflict() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    for change in [true, false] {
+        let fx = Fixture::without_git();
+        write_file(&fx.ws.join("a.txt"), "base\n", 0o644);
+        let (run, id) = review(&fx, &[], "echo agent > a.txt");
+        run.assert_success();
+        let id = id.expect("a pending change set");
+        if change {
+            std::fs::write(fx.ws.join("a.txt"), "the user's edit\n").unwrap();
+        }
+        let apply = fx.stockade(["apply", &id]).run();
+        if change {
+            apply
+                .assert_code(125)
+                .assert_stderr_contains("E_CHANGES_CONFLICT")
+                .assert_stderr_contains("a.txt");
+            assert_eq!(
+                read_text(&fx.ws.join("a.txt")).as_deref(),
+                Some("the user's edit\n")
+            );
+        } else {
+            apply.assert_success();
+            assert_eq!(read_text(&fx.ws.join("a.txt")).as_deref(), Some("agent\n"));
+        }
+    }
+}
+
+/// `--ephemeral`: the same view, thrown away at the end; the report still counts it.
+#[test]
+fn an_ephemeral_run_leaves_the_workspace_and_the_store_empty() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let fx = Fixture::without_git();
+    write_file(&fx.ws.join("a.txt"), "a\n", 0o644);
+    let records = fx.records();
+    let mut opts = records.opts();
+    opts.push("--ephemeral");
+    let run = fx
+        .sandbox(&opts, "echo b > a.txt && echo c > c.txt && cat a.txt")
+        .run();
+    run.assert_success().assert_stdout_contains("b");
+    assert_eq!(read_text(&fx.ws.join("a.txt")).as_deref(), Some("a\n"));
+    assert!(!fx.ws.join("c.txt").exists());
+    let report = read_json(&records.report);
+    assert_eq!(report["review"]["mode"], "ephemeral");
+    assert_eq!(report["review"]["added"], 1);
+    assert_eq!(report["review"]["modified"], 1);
+    let runs = fx.stockade(["runs", "--json"]).run();
+    runs.assert_success();
+    assert_eq!(runs.stdout.trim(), "[]", "{}", runs.stdout);
+}
+
+/// No run, review or direct, can read or change a change set waiting for review.
+#[test]
+fn the_change_store_is_hidden_from_every_run() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let fx = Fixture::without_git();
+    let (run, id) = review(&fx, &[], "echo secret-draft > draft.txt");
+    run.assert_success();
+    let id = id.expect("a pending change set");
+    let store = fx.home.join(".local/state/stockade/changes");
+    let upper = store.join(&id).join("upper/draft.txt");
+    let read = format!("cat {}", attacks::sh_quote(&upper));
+    for opts in [&[][..], &["--review"][..]] {
+        let inside = fx.sandbox(opts, &read).run();
+        assert!(
+            !inside.stdout.contains("secret-draft"),
+            "{}",
+            inside.describe()
+        );
+    }
+    // Control: the host reads it.
+    fx.host(&read)
+        .run()
+        .assert_success()
+        .assert_stdout_contains("secret-draft");
+}
+
+/// Git works whole in a review run (commit, branch, a linked worktree, a submodule), its
+/// writes reviewed; the host repository is unchanged until apply. In direct mode a linked
+/// worktree is refused (control).
+#[test]
+fn git_commits_branches_worktrees_and_submodules_work_inside_a_review_run() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let fx = Fixture::new();
+    let head_before = fx.git_host(&["rev-parse", "HEAD"]).stdout;
+    let script = "git -c user.name=a -c user.email=a@b commit --allow-empty -qm inside \
+                  && git branch feature \
+                  && git worktree add -q wt feature \
+                  && test -f wt/.git && echo worktree-ok";
+    let (run, id) = review(&fx, &[], script);
+    run.assert_success().assert_stdout_contains("worktree-ok");
+    let id = id.expect("a pending change set");
+    assert_eq!(fx.git_host(&["rev-parse", "HEAD"]).stdout, head_before);
+    assert!(!fx.ws.join("wt").exists());
+    let set = changes(&fx, &id);
+    assert!(set
+        .iter()
+        .any(|(p, (_, f))| p.starts_with(".git/") && f.iter().any(|c| c == "git-internals")));
+    fx.stockade(["apply", &id, "--accept-flagged"])
+        .run()
+        .assert_success();
+    let log = fx.git_host(&["log", "--format=%s", "-1"]);
+    assert_eq!(log.stdout.trim(), "inside");
+    assert!(fx
+        .git_host(&["branch", "--list", "feature"])
+        .stdout
+        .contains("feature"));
+
+    // Control: direct mode refuses the worktree's `.git` redirect.
+    let fx = Fixture::new();
+    let direct = fx
+        .sandbox(
+            &[],
+            "git branch feature && git worktree add -q wt feature && echo worktree-ok",
+        )
+        .run();
+    assert!(
+        !direct.stdout.contains("worktree-ok") || !attacks::creation_guarded(),
+        "{}",
+        direct.describe()
+    );
+}
+
+/// Files of another owner or group. A root caller's review run modifies them (its view is
+/// made with the supervisor's privileges). An unprivileged caller's view cannot (a user
+/// namespace maps only the caller's ids: `EOVERFLOW`): stockade names them before the run.
+/// The unprivileged half runs in the root pass as the test user (`runuser`), which is the
+/// only way to give a user's workspace a file of group root; the unprivileged pass has no
+/// such file to make.
+#[test]
+fn files_of_other_owners_work_for_root_and_are_named_before_an_unprivileged_review_run() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    if attacks::skip_unless_root("files of other owners in the workspace") {
+        return;
+    }
+    let fx = Fixture::without_git();
+    let other = fx.ws.join("other.txt");
+    write_file(&other, "o\n", 0o666);
+    std::os::unix::fs::chown(&other, Some(4321), Some(0)).unwrap();
+    let (run, id) = review(&fx, &[], "echo changed > other.txt");
+    run.assert_success();
+    let id = id.expect("a pending change set");
+    assert!(changes(&fx, &id).contains_key("other.txt"));
+
+    let Some(user) = attacks::which("runuser").and_then(|_| test_user()) else {
+        eprintln!("skipped the unprivileged half: no runuser or no user stockade-test");
+        return;
+    };
+    let fx = Fixture::without_git();
+    let bin = fx.stockade_inside();
+    write_file(&fx.ws.join("mine.txt"), "m\n", 0o644);
+    write_file(&fx.ws.join("rootgroup.txt"), "r\n", 0o664);
+    let status = std::process::Command::new("chown")
+        .args([
+            "-R",
+            &format!("{0}:{0}", user),
+            &fx.home.display().to_string(),
+            &fx.ws.display().to_string(),
+        ])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::os::unix::fs::chown(fx.ws.join("rootgroup.txt"), None, Some(0)).unwrap();
+    let script = "echo ok >> mine.txt && echo mine-written; echo x >> rootgroup.txt || echo rootgroup-refused";
+    let run = attacks::Cmd::new("runuser", &fx.ws)
+        .args([
+            "-u",
+            &user,
+            "--",
+            "env",
+            &format!("HOME={}", fx.home.display()),
+        ])
+        .arg(&bin)
+        .args(["run", "--review", "--workspace"])
+        .arg(&fx.ws)
+        .args(["--shell", script])
+        .run();
+    run.assert_success()
+        .assert_stdout_contains("mine-written")
+        .assert_stdout_contains("rootgroup-refused")
+        .assert_stderr_contains("rootgroup.txt")
+        .assert_stderr_contains("another user or group");
+    // Control: the same caller in direct mode writes it (the file's mode lets its owner).
+    let direct = attacks::Cmd::new("runuser", &fx.ws)
+        .args([
+            "-u",
+            &user,
+            "--",
+            "env",
+            &format!("HOME={}", fx.home.display()),
+        ])
+        .arg(&bin)
+        .args(["run", "--workspace"])
+        .arg(&fx.ws)
+        .args(["--shell", "echo x >> rootgroup.txt && echo direct-written"])
+        .run();
+    direct
+        .assert_success()
+        .assert_stdout_contains("direct-written");
+}
+
+/// The unprivileged test user of this machine, if there is one.
+fn test_user() -> Option<String> {
+    let ok = std::process::Command::new("id")
+        .arg("stockade-test")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    ok.then(|| "stockade-test".to_owned())
+}
+
+/// Under a backend that cannot make the view, `--review` is refused, never run directly.
+#[test]
+fn review_mode_is_refused_under_gvisor() {
+    if attacks::backend() != "gvisor" {
+        println!(
+            "n/a under {}: checks the gVisor backend's refusal",
+            attacks::backend()
+        );
+        return;
+    }
+    let fx = Fixture::without_git();
+    let run = fx.sandbox(&["--review"], "echo x > a.txt").run();
+    run.assert_code(125)
+        .assert_stderr_contains("E_PROTECTION_UNAVAILABLE");
+    assert!(!fx.ws.join("a.txt").exists());
+}

@@ -1,0 +1,145 @@
+//! Review runs: the workspace is a copy-on-write view instead of a bind of the workspace.
+
+use super::*;
+
+fn review_plan(uid: u32, same_filesystem: bool) -> Plan {
+    let host = machine();
+    let resolved = workspace::Resolved::new(&default_policy(), &request(uid), &host).unwrap();
+    let mut spec = resolved.spec;
+    spec.review = Some(sandbox::Review {
+        changes: p("/home/u/.local/state/stockade/changes/r1"),
+        same_filesystem,
+    });
+    Plan::lower(&spec, &host).unwrap()
+}
+
+#[test]
+fn an_unprivileged_review_run_mounts_an_overlay_in_place_of_the_workspace_clone() {
+    let plan = review_plan(1000, true);
+    let view = plan.review.clone().expect("a review view");
+    assert_eq!(view.workspace, p("/home/u/ws"));
+    assert_eq!(view.by_supervisor, None);
+    let overlay_at = plan
+        .mounts
+        .iter()
+        .position(|m| {
+            *m == Mount::Overlay {
+                lower: p("/home/u/ws"),
+                changes: p("/home/u/.local/state/stockade/changes/r1"),
+                slot: view.slot,
+            }
+        })
+        .expect("the init makes the overlay");
+    let read_only = plan
+        .mounts
+        .iter()
+        .position(|m| *m == Mount::ReadOnlyRoot)
+        .unwrap();
+    assert!(overlay_at < read_only, "the upper must still be writable");
+    assert!(!plan
+        .mounts
+        .iter()
+        .any(|m| matches!(m, Mount::Clone { source, .. } if source == &p("/home/u/ws"))));
+    assert!(plan.mounts.contains(&Mount::Attach {
+        slot: view.slot,
+        target: p("/home/u/ws"),
+        readonly: false,
+        device: false,
+    }));
+    // The view's inodes are not the host's: its rule is added after the fork.
+    assert!(!plan
+        .landlock
+        .host_rules
+        .iter()
+        .any(|r| r.path == p("/home/u/ws") && r.access == Access::Full));
+    assert!(plan.landlock.child_rules.contains(&Rule {
+        path: p("/home/u/ws"),
+        access: Access::Full,
+        dir: true,
+    }));
+    // Masks and protected paths stay, on top of the view.
+    assert!(plan.mounts.contains(&Mount::MaskFile {
+        target: p("/home/u/ws/.env")
+    }));
+    assert!(plan.mounts.contains(&Mount::ReadOnly {
+        path: p("/home/u/ws/.git/hooks")
+    }));
+}
+
+#[test]
+fn a_root_callers_review_view_is_made_by_the_supervisor_over_every_owner() {
+    let plan = review_plan(0, true);
+    let view = plan.review.clone().expect("a review view");
+    let h = ROOT_CALLER_HOST_ID;
+    let (uid_map, gid_map) = view.by_supervisor.expect("made by the supervisor");
+    assert_eq!(uid_map, review_lower_map(1000));
+    assert_eq!(gid_map, review_lower_map(1000));
+    assert!(!plan.idmapped.iter().any(|m| m.path == p("/home/u/ws")));
+    assert!(!plan
+        .mounts
+        .iter()
+        .any(|m| matches!(m, Mount::Overlay { .. })));
+    assert!(plan.mounts.contains(&Mount::Attach {
+        slot: view.slot,
+        target: p("/home/u/ws"),
+        readonly: false,
+        device: false,
+    }));
+    assert!(view.slot < plan.slots);
+    assert!(h > 1000);
+}
+
+#[test]
+fn the_lower_map_shows_the_owner_as_the_sandbox_and_every_other_id_as_itself() {
+    let h = ROOT_CALLER_HOST_ID;
+    assert_eq!(
+        review_lower_map(1000),
+        format!(
+            "0 0 1000\n1000 {h} 1\n1001 1001 {}\n{} {} {}\n",
+            h - 1001,
+            h + 1,
+            h + 1,
+            u32::MAX - h - 1
+        )
+    );
+    assert_eq!(
+        review_lower_map(0),
+        format!(
+            "0 {h} 1\n1 1 {}\n{} {} {}\n",
+            h - 1,
+            h + 1,
+            h + 1,
+            u32::MAX - h - 1
+        )
+    );
+    // Every id but the sandbox's own appears exactly once on each side.
+    for owner in [0, 1000, h + 5] {
+        let mut inside: Vec<(u64, u64)> = Vec::new();
+        let mut outside: Vec<(u64, u64)> = Vec::new();
+        for line in review_lower_map(owner).lines() {
+            let n: Vec<u64> = line.split(' ').map(|x| x.parse().unwrap()).collect();
+            inside.push((n[0], n[0] + n[2]));
+            outside.push((n[1], n[1] + n[2]));
+        }
+        for side in [&mut inside, &mut outside] {
+            side.sort();
+            let covered: u64 = side.iter().map(|(a, b)| b - a).sum();
+            assert_eq!(covered, u64::from(u32::MAX) - 1, "owner {owner}");
+            assert!(
+                side.windows(2).all(|w| w[0].1 <= w[1].0),
+                "overlap: {side:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn identities_inside_the_view_are_checked_by_inode_or_not_at_all_across_filesystems() {
+    let plan = review_plan(1000, true);
+    let id = plan.identities[&p("/home/u/ws/.env")];
+    assert_eq!(id.0, sys::postfork::ANY_DEVICE);
+    let outside = plan.identities.get(&p("/home/u/.ssh/id_rsa"));
+    assert!(outside.is_none_or(|o| o.0 != sys::postfork::ANY_DEVICE));
+    let plan = review_plan(1000, false);
+    assert!(!plan.identities.contains_key(&p("/home/u/ws/.env")));
+}

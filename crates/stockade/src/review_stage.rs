@@ -1,0 +1,250 @@
+//! Review and ephemeral runs (`--review`, `--ephemeral`, `review = true`): the run's change
+//! directory is made before the plan, the command sees the workspace through a copy-on-write
+//! view whose writes land there (the backend's job, from [`sandbox::Review`]), and after the
+//! run the change set is read, flagged and sealed with its digest (`stockade changes`,
+//! `diff`, `apply`, `discard`), or thrown away for an ephemeral run.
+//!
+//! Every run, review or not, has the change store masked: a command must neither read what
+//! other runs changed nor tamper with a change set waiting for review.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+
+use policy::WorkspaceMode;
+use serde::Serialize;
+use workspace::changes::{ChangeKind, FlagRules, RunDir, RunMeta, Store};
+
+use crate::{Error, RunRequest};
+
+/// What a review or ephemeral run changed, as the report and the CLI tell it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReviewSummary {
+    /// `review` or `ephemeral`.
+    pub mode: &'static str,
+    /// The change set's run id (`stockade changes RUN`).
+    pub run_id: String,
+    /// Where the change set waits (review), or waited (ephemeral: removed).
+    pub dir: PathBuf,
+    /// Entries added.
+    pub added: usize,
+    /// Files changed (their content or their type).
+    pub modified: usize,
+    /// Entries deleted.
+    pub deleted: usize,
+    /// Directories replaced whole (what the workspace had below them is dropped).
+    pub replaced_dirs: usize,
+    /// Entries whose permission bits alone changed.
+    pub mode_changes: usize,
+    /// Entries carrying a flag (`stockade apply` refuses them unless accepted).
+    pub flagged: usize,
+    /// Bytes of the files in the change set.
+    pub bytes: u64,
+    /// Whether the change set was discarded (ephemeral runs).
+    pub discarded: bool,
+}
+
+/// The change store of this caller: `$XDG_STATE_HOME/stockade/changes`.
+pub fn store_dir(request: &RunRequest) -> Option<PathBuf> {
+    let env = |name: &str| {
+        (request.invocation.env.iter())
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    workspace::changes::default_store_dir(env("XDG_STATE_HOME").as_deref(), env("HOME").as_deref())
+}
+
+/// Hides the change store from the command (every run): unreadable and unwritable.
+pub(crate) fn mask_store(request: &RunRequest, spec: &mut sandbox::Spec) {
+    let Some(dir) = store_dir(request).and_then(|d| std::fs::canonicalize(d).ok()) else {
+        return;
+    };
+    // Below a directory the sandbox replaces (its private /tmp) the store is out of sight
+    // already, and there is nothing to mount over, unless a writable root brings it back.
+    let visible = !workspace::under_replaced(&dir)
+        || spec
+            .writable_roots
+            .iter()
+            .any(|w| policy::is_within(&dir, w));
+    if !visible || spec.masks.iter().any(|m| m.path == dir) {
+        return;
+    }
+    spec.masks.push(sandbox::Mask {
+        path: dir,
+        kind: sandbox::Kind::Dir,
+        readable: false,
+    });
+}
+
+/// A review or ephemeral run's change directory, from before the plan until after the run.
+/// Dropped before [`Stage::finish`] (a refusal after the change directory was made): the
+/// directory is removed, nothing having run in it.
+pub(crate) struct Stage {
+    run: Option<RunDir>,
+    mode: WorkspaceMode,
+    rules: FlagRules,
+}
+
+/// Makes the run's change directory and points the spec's workspace view at it; `None` in
+/// direct mode. Refused where the workspace is not writable (nothing to review), or the
+/// backend cannot make the view.
+pub(crate) fn prepare(
+    policy: &policy::Policy,
+    request: &RunRequest,
+    spec: &mut sandbox::Spec,
+    run_id: &str,
+) -> Result<Option<Stage>, Error> {
+    let mode = policy.workspace_mode;
+    if mode == WorkspaceMode::Direct {
+        return Ok(None);
+    }
+    let flag = format!("--{}", mode.as_str());
+    if policy.backend != policy::BackendName::Native {
+        return Err(Error::Run(native::RunError::Unavailable {
+            what: "a copy-on-write view of the workspace (review mode)",
+            cause: format!(
+                "the {} backend cannot give the command a reviewed view of the workspace yet",
+                policy.backend.as_str()
+            ),
+            fix: format!("run {flag} with --backend native, or without {flag}"),
+        }));
+    }
+    let workspace = spec.workspace.clone();
+    if !spec.writable_roots.contains(&workspace) {
+        return Err(Error::Usage {
+            message: format!(
+                "{flag}: the workspace {} is read-only under this policy, so there is nothing to review",
+                workspace.display()
+            ),
+            hint: format!("use a profile that writes the workspace (--profile workspace-write), or leave out {flag}"),
+        });
+    }
+    let Some(store) = store_dir(request) else {
+        return Err(Error::Usage {
+            message: format!("{flag}: the change store cannot be located: neither XDG_STATE_HOME nor HOME is an absolute path"),
+            hint: "set HOME (or XDG_STATE_HOME) to an absolute path".into(),
+        });
+    };
+    let store = Store::open(&store)?;
+    let ws_meta = std::fs::metadata(&workspace).map_err(|e| Error::Workspace {
+        path: workspace.clone(),
+        cause: e,
+    })?;
+    let store_dev = std::fs::metadata(store.path())
+        .map_err(|e| Error::Io {
+            what: format!("read the change store {}", store.path().display()),
+            cause: e,
+        })?
+        .dev();
+    let caller = (spec.caller.uid, spec.caller.gid);
+    let meta = RunMeta::new(
+        run_id,
+        &workspace,
+        &spec.argv,
+        mode == WorkspaceMode::Ephemeral,
+        caller,
+        (ws_meta.uid(), ws_meta.gid()),
+        &spec.protected,
+        &spec
+            .masks
+            .iter()
+            .map(|m| m.path.clone())
+            .collect::<Vec<_>>(),
+    );
+    // A root caller's sandbox writes as an id no account has (see `native::plan`): the view's
+    // top directory is that id's, as the idmapped workspace is in direct mode.
+    let upper_owner = (spec.caller.uid == 0)
+        .then_some((native::ROOT_CALLER_HOST_ID, native::ROOT_CALLER_HOST_ID));
+    let run = store.create_run(&meta, upper_owner, ws_meta.mode() & 0o7777)?;
+    spec.review = Some(sandbox::Review {
+        changes: run.path().to_path_buf(),
+        same_filesystem: store_dev == ws_meta.dev(),
+    });
+    // A writable path inside the workspace would be mounted over the view, and its writes
+    // would reach the host unreviewed: inside the view it is writable anyway.
+    spec.writable_roots
+        .retain(|w| *w == workspace || !policy::is_within(w, &workspace));
+    review_git_internals(spec, &workspace);
+    let rules = FlagRules::new(spec.protected.clone(), meta.masked.clone());
+    Ok(Some(Stage {
+        run: Some(run),
+        mode,
+        rules,
+    }))
+}
+
+/// Git's own files in the reviewed workspace are reviewed instead of kept read-only: git works
+/// whole in the view (commits, branches, `git worktree add`, `git submodule update`, `git
+/// remote add`), and everything it writes below a `.git` is flagged `git-internals` by the
+/// review, applied only when accepted. The policy's other protected paths stay as in direct
+/// mode.
+fn review_git_internals(spec: &mut sandbox::Spec, workspace: &std::path::Path) {
+    let git = |p: &std::path::Path| {
+        p.strip_prefix(workspace)
+            .is_ok_and(|rel| rel.components().any(|c| c.as_os_str() == ".git"))
+    };
+    spec.protected.retain(|p| !git(p));
+    spec.pins.retain(|p| !git(p));
+    spec.guard.retain(|g| {
+        let tail_in_git = g.tail.iter().any(|t| t == ".git");
+        !(policy::is_within(&g.base, workspace) && (git(&g.base) || tail_in_git))
+    });
+}
+
+impl Stage {
+    /// After the run: the change set read, flagged and sealed (review), or removed
+    /// (ephemeral). A run that did not start leaves nothing.
+    pub(crate) fn finish(mut self, started: bool) -> Result<Option<ReviewSummary>, Error> {
+        let Some(mut run) = self.run.take() else {
+            return Ok(None);
+        };
+        if !started {
+            run.discard()?;
+            return Ok(None);
+        }
+        let set = run.finish(&self.rules)?;
+        let count = |f: fn(&ChangeKind) -> bool| set.entries.iter().filter(|c| f(&c.kind)).count();
+        let ephemeral = self.mode == WorkspaceMode::Ephemeral;
+        let summary = ReviewSummary {
+            mode: self.mode.as_str(),
+            run_id: run.id().to_string(),
+            dir: run.path().to_path_buf(),
+            added: count(|k| matches!(k, ChangeKind::Added)),
+            modified: count(|k| matches!(k, ChangeKind::Modified | ChangeKind::TypeChanged)),
+            deleted: count(|k| matches!(k, ChangeKind::Deleted)),
+            replaced_dirs: count(|k| matches!(k, ChangeKind::ReplacedDir)),
+            mode_changes: count(|k| matches!(k, ChangeKind::ModeChanged { .. })),
+            flagged: set.entries.iter().filter(|c| !c.flags.is_empty()).count(),
+            bytes: set.entries.iter().map(|c| c.size).sum(),
+            discarded: ephemeral || set.entries.is_empty(),
+        };
+        // Nothing to review: nothing is kept.
+        if ephemeral || set.entries.is_empty() {
+            run.discard()?;
+        }
+        Ok(Some(summary))
+    }
+}
+
+impl Drop for Stage {
+    fn drop(&mut self) {
+        if let Some(run) = self.run.take() {
+            let _ = run.discard();
+        }
+    }
+}
+
+/// Files an unprivileged caller's review run cannot modify: an overlay in a user namespace
+/// copies a file up with its owner and group, and fails (`EOVERFLOW`) for ids the namespace
+/// does not map (only the caller's own). Told before the run, with up to `limit` examples.
+pub fn not_copyable(
+    policy: &policy::Policy,
+    request: &RunRequest,
+    limit: usize,
+) -> Option<(usize, Vec<PathBuf>)> {
+    let inv = &request.invocation;
+    if policy.workspace_mode == WorkspaceMode::Direct || inv.uid == 0 {
+        return None;
+    }
+    let found = workspace::changes::not_copyable(&inv.workspace, inv.uid, inv.gid, limit).ok()?;
+    (found.0 > 0).then_some(found)
+}

@@ -1,0 +1,375 @@
+//! Writing a change set into the workspace.
+//!
+//! In order: the upper is checked against its digest; the entries are selected; flagged
+//! entries not accepted and conflicts refuse the whole apply (nothing written); temporary
+//! files an interrupted apply left are removed; then each entry is applied in path order
+//! (directories before what they hold) and logged to `applied.log` at once.
+//!
+//! Every destination is reached from a descriptor of the workspace with
+//! `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`: a link on the way fails the entry, and
+//! nothing is written through it. A file is written to `.stockade-apply-<random>` beside its
+//! destination (`O_CREAT | O_EXCL`, mode 0600), its content copied from the upper (opened
+//! `O_NOFOLLOW`, hashed on the way and compared with what `finish` recorded), fsynced, given
+//! its permission bits (never setuid, setgid or sticky) and renamed over the destination.
+
+use std::collections::HashSet;
+use std::ffi::OsStr;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType as Ft, Gid, Mode, OFlags, Stat, Uid};
+use sha2::{Digest, Sha256};
+
+use super::read::hex;
+use super::select::{covers, open_parent, plan, select, user_path, Action};
+use super::{
+    ApplyOptions, ApplyReport, ChangeKind, ChangesError, FileType, Flag, FlagRules, Recorded,
+    RunDir, APPLY_TEMP_PREFIX,
+};
+use crate::beneath::{chmod_fd, errno_io, list, open_child, random_name, remove_tree, stat_child};
+
+/// What writing one entry did.
+enum Done {
+    Written,
+    Deleted,
+}
+
+impl RunDir {
+    /// Applies the change set, or the part of it `opts` selects (see the module's docs of
+    /// [`super`]). When nothing is left pending, the run directory is removed; otherwise the
+    /// applied entries are recorded in `meta.applied` and [`RunDir::changes`] leaves them
+    /// out.
+    pub fn apply(
+        &mut self,
+        opts: &ApplyOptions,
+        rules: &FlagRules,
+    ) -> Result<ApplyReport, ChangesError> {
+        self.check_live()?;
+        let _lock = self.lock()?;
+        self.verify()?;
+        let Some(finished) = self.meta.finished.clone() else {
+            return Err(ChangesError::NotFinished {
+                run_id: self.id.clone(),
+            });
+        };
+        let applied = self.applied();
+        let pending: Vec<&Recorded> = finished
+            .entries
+            .iter()
+            .filter(|e| !applied.contains(e.path.as_path()))
+            .collect();
+        let selected = select(&pending, &opts.only, &opts.exclude)?;
+        let accept = opts
+            .accept
+            .iter()
+            .map(|p| user_path(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        let flagged: Vec<(PathBuf, Vec<Flag>)> = selected
+            .iter()
+            .filter(|e| !opts.accept_flagged && !accept.iter().any(|a| covers(a, &e.path)))
+            .map(|e| (e.path.clone(), self.change(e, rules).flags))
+            .filter(|(_, flags)| !flags.is_empty())
+            .collect();
+        if !flagged.is_empty() {
+            return Err(ChangesError::Flagged(flagged));
+        }
+        let ws = self.meta.workspace.clone();
+        let root = self.open_workspace()?;
+        let upper = self.open_upper()?;
+        clean_temps(root.as_fd(), &finished.entries);
+        let actions = plan(
+            root.as_fd(),
+            &ws,
+            upper.as_fd(),
+            &selected,
+            &finished.entries,
+        )?;
+
+        drop(applied);
+
+        let as_root = rustix::process::geteuid().is_root();
+        let mut report = ApplyReport::default();
+        let mut log = self.open_log()?;
+        let mut done: Vec<PathBuf> = Vec::new();
+        let mut failed = None;
+        for (e, action) in selected.iter().zip(actions) {
+            let (op, list) = match action {
+                Action::Already => ("already", &mut report.already),
+                Action::Skip => ("skipped", &mut report.skipped),
+                Action::Write => match self.write_entry(root.as_fd(), upper.as_fd(), e, as_root) {
+                    Ok(Done::Written) => ("written", &mut report.written),
+                    Ok(Done::Deleted) => ("deleted", &mut report.deleted),
+                    Err(err) => {
+                        failed = Some(err);
+                        break;
+                    }
+                },
+            };
+            list.push(e.path.clone());
+            done.push(e.path.clone());
+            if let Err(err) = log.line(op, &e.path) {
+                failed = Some(err);
+                break;
+            }
+        }
+        drop(log);
+        // What was written is on disk before the record says so: an entry an interrupted
+        // apply wrote but did not record is looked at again next time (and found `already`).
+        rustix::fs::syncfs(&root).map_err(|e| ChangesError::Write {
+            path: ws.clone(),
+            cause: errno_io(e),
+        })?;
+        self.meta.applied.extend(done);
+        let applied = self.applied();
+        report.remaining = finished
+            .entries
+            .iter()
+            .filter(|e| !applied.contains(e.path.as_path()))
+            .count();
+        drop(applied);
+        if let Some(err) = failed {
+            self.write_meta()?;
+            return Err(err);
+        }
+        if report.remaining == 0 {
+            self.remove()?;
+        } else {
+            self.write_meta()?;
+        }
+        Ok(report)
+    }
+
+    fn write_entry(
+        &self,
+        root: BorrowedFd<'_>,
+        upper: BorrowedFd<'_>,
+        e: &Recorded,
+        as_root: bool,
+    ) -> Result<Done, ChangesError> {
+        let fail = |cause: io::Error| ChangesError::Apply {
+            path: e.path.clone(),
+            cause,
+        };
+        let parent = open_parent(root, &e.path).map_err(|why| fail(io::Error::other(why)))?;
+        let parent = parent.as_fd();
+        let name = e
+            .path
+            .file_name()
+            .ok_or_else(|| fail(io::Error::other("not a plain relative path")))?;
+        let old = stat_child(parent, name).map_err(fail)?;
+        // Root gives what it makes an owner: a replaced entry keeps its owner, a new one gets
+        // the workspace's.
+        let owner = as_root.then_some(match &old {
+            Some(st) => (st.st_uid, st.st_gid),
+            None => self.meta.workspace_owner,
+        });
+        let mode = e.mode.unwrap_or(0o600) & 0o777;
+        let done = match (e.kind, e.file_type) {
+            (ChangeKind::Deleted, _) => {
+                remove_tree(parent, name).map_err(fail)?;
+                Done::Deleted
+            }
+            (_, FileType::File) => {
+                self.write_file(parent, name, upper, e, old.as_ref(), owner, mode)?;
+                Done::Written
+            }
+            (_, FileType::Symlink) => {
+                let target = e
+                    .symlink_target
+                    .as_deref()
+                    .ok_or_else(|| fail(io::Error::other("a link without its target")))?;
+                replace_with(parent, name, old.as_ref(), |tmp| {
+                    rustix::fs::symlinkat(target, parent, tmp).map_err(errno_io)?;
+                    if let Some((u, g)) = owner {
+                        let (u, g) = (Uid::from_raw(u), Gid::from_raw(g));
+                        rustix::fs::chownat(
+                            parent,
+                            tmp,
+                            Some(u),
+                            Some(g),
+                            AtFlags::SYMLINK_NOFOLLOW,
+                        )
+                        .map_err(errno_io)?;
+                    }
+                    Ok(())
+                })
+                .map_err(fail)?;
+                Done::Written
+            }
+            (ChangeKind::ModeChanged { .. } | ChangeKind::ReplacedDir, FileType::Dir) => {
+                let d = open_child(parent, name, OFlags::PATH | OFlags::DIRECTORY).map_err(fail)?;
+                chmod_fd(d.as_fd(), mode).map_err(fail)?;
+                Done::Written
+            }
+            (_, FileType::Dir) => {
+                if old.as_ref().is_some_and(|st| kind(st) != Ft::Directory) {
+                    rustix::fs::unlinkat(parent, name, AtFlags::empty())
+                        .map_err(|e| fail(errno_io(e)))?;
+                }
+                match rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(0o700)) {
+                    Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                    Err(err) => return Err(fail(errno_io(err))),
+                }
+                // Root (an owner to give) opens any directory readable; others need not read
+                // it to set its mode.
+                let access = if owner.is_some() {
+                    OFlags::RDONLY
+                } else {
+                    OFlags::PATH
+                };
+                let d = open_child(parent, name, access | OFlags::DIRECTORY).map_err(fail)?;
+                if let Some((u, g)) = owner {
+                    rustix::fs::fchown(&d, Some(Uid::from_raw(u)), Some(Gid::from_raw(g)))
+                        .map_err(|e| fail(errno_io(e)))?;
+                }
+                chmod_fd(d.as_fd(), mode).map_err(fail)?;
+                Done::Written
+            }
+            (_, FileType::Other) => {
+                return Err(fail(io::Error::other("special files are never applied")))
+            }
+        };
+        Ok(done)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn write_file(
+        &self,
+        parent: BorrowedFd<'_>,
+        name: &OsStr,
+        upper: BorrowedFd<'_>,
+        e: &Recorded,
+        old: Option<&Stat>,
+        owner: Option<(u32, u32)>,
+        mode: u32,
+    ) -> Result<(), ChangesError> {
+        let fail = |cause: io::Error| ChangesError::Apply {
+            path: e.path.clone(),
+            cause,
+        };
+        let mut tampered = None;
+        replace_with(parent, name, old, |tmp| {
+            let fd = rustix::fs::openat2(
+                parent,
+                tmp,
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::from_raw_mode(0o600),
+                crate::beneath::resolve(),
+            )
+            .map_err(errno_io)?;
+            let mut out = std::fs::File::from(fd);
+            let src = open_child(upper, e.path.as_os_str(), OFlags::RDONLY | OFlags::NONBLOCK)?;
+            let st = rustix::fs::fstat(&src).map_err(errno_io)?;
+            if kind(&st) != Ft::RegularFile {
+                return Err(io::Error::other(
+                    "its upper copy is no longer a regular file",
+                ));
+            }
+            let found = copy_hashing(std::fs::File::from(src), &mut out)?;
+            if Some(&found) != e.sha256.as_ref() {
+                tampered = Some(found);
+                return Err(io::Error::other("its upper copy changed"));
+            }
+            out.sync_all()?;
+            if let Some((u, g)) = owner {
+                rustix::fs::fchown(&out, Some(Uid::from_raw(u)), Some(Gid::from_raw(g)))
+                    .map_err(errno_io)?;
+            }
+            rustix::fs::fchmod(&out, Mode::from_raw_mode(mode)).map_err(errno_io)?;
+            Ok(())
+        })
+        .map_err(|cause| match tampered.take() {
+            Some(found) => ChangesError::Tampered {
+                expected: format!(
+                    "{}: sha256:{}",
+                    e.path.display(),
+                    e.sha256.as_deref().unwrap_or("")
+                ),
+                found: format!("{}: sha256:{found}", e.path.display()),
+            },
+            None => fail(cause),
+        })
+    }
+}
+
+fn kind(st: &Stat) -> Ft {
+    Ft::from_raw_mode(st.st_mode)
+}
+
+/// Makes the new entry under a temporary name with `make`, then puts it in `name`'s place
+/// (a directory there is removed first: a rename cannot replace one by a file). The
+/// temporary entry is removed if anything fails.
+fn replace_with(
+    parent: BorrowedFd<'_>,
+    name: &OsStr,
+    old: Option<&Stat>,
+    make: impl FnOnce(&OsStr) -> io::Result<()>,
+) -> io::Result<()> {
+    let tmp = random_name(APPLY_TEMP_PREFIX)?;
+    let done = make(&tmp).and_then(|()| {
+        if old.is_some_and(|st| kind(st) == Ft::Directory) {
+            remove_tree(parent, name)?;
+        }
+        rustix::fs::renameat(parent, &tmp, parent, name).map_err(errno_io)
+    });
+    if done.is_err() {
+        let _ = rustix::fs::unlinkat(parent, &tmp, AtFlags::empty());
+    }
+    done
+}
+
+/// Copies `src` to `out`, returning the SHA-256 (hex) of what was copied.
+fn copy_hashing(mut src: std::fs::File, out: &mut std::fs::File) -> io::Result<String> {
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = match src.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let chunk = buf.get(..n).unwrap_or_default();
+        h.update(chunk);
+        out.write_all(chunk)?;
+    }
+    Ok(hex(&h.finalize()))
+}
+
+/// Whether `name` is one of `apply`'s temporary names.
+pub(crate) fn is_temp_name(name: &OsStr) -> bool {
+    name.to_str()
+        .and_then(|n| n.strip_prefix(APPLY_TEMP_PREFIX))
+        .is_some_and(|rest| rest.len() == 16 && rest.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Removes temporary files (and links) an interrupted apply left in the directories the
+/// change set writes to. Best effort: a directory that cannot be opened is left alone.
+fn clean_temps(root: BorrowedFd<'_>, entries: &[Recorded]) {
+    let dirs: HashSet<&Path> = entries
+        .iter()
+        .map(|e| e.path.parent().unwrap_or(Path::new("")))
+        .collect();
+    for dir in dirs {
+        let rel = if dir.as_os_str().is_empty() {
+            OsStr::new(".")
+        } else {
+            dir.as_os_str()
+        };
+        let Ok(fd) = open_child(root, rel, OFlags::RDONLY | OFlags::DIRECTORY) else {
+            continue;
+        };
+        let Ok(names) = list(fd.as_fd()) else {
+            continue;
+        };
+        for name in names.iter().filter(|n| is_temp_name(n)) {
+            let Ok(Some(st)) = stat_child(fd.as_fd(), name) else {
+                continue;
+            };
+            if matches!(kind(&st), Ft::RegularFile | Ft::Symlink) {
+                let _ = rustix::fs::unlinkat(&fd, name, AtFlags::empty());
+            }
+        }
+    }
+}

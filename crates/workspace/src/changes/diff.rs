@@ -1,0 +1,266 @@
+//! `stockade diff`: the change set as a unified diff, git's flavour (`diff --git` headers,
+//! `new file mode`, `deleted file mode`, `old mode`/`new mode`, additions and deletions
+//! against `/dev/null`, links as their target without a newline). Binary files (a NUL byte,
+//! or not UTF-8) and files over [`MAX_DIFF_BYTES`] are named, not dumped. The old side is the
+//! workspace now, the new side the upper; both read without following a link.
+//!
+//! The text is the files' own: a caller printing it to a terminal sanitizes it.
+
+use std::ffi::OsStr;
+use std::fmt::Write as _;
+use std::io::Read;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rustix::fs::{FileType as Ft, OFlags};
+
+use super::read::{open_regular, read_link};
+use super::select::{covers, open_parent, user_path};
+use super::{ChangeKind, ChangesError, Recorded, RunDir};
+use crate::beneath::{list, open_child, stat_child};
+
+/// Larger files are named, not diffed.
+pub const MAX_DIFF_BYTES: u64 = 8 << 20;
+
+/// One side of a diff.
+enum Side {
+    None,
+    Text(String, u32),
+    Link(PathBuf),
+    Binary(u32),
+    Large(u64, u32),
+    Dir(u32),
+    Special,
+}
+
+fn read_side(dir: BorrowedFd<'_>, name: &OsStr) -> std::io::Result<Side> {
+    let Some(st) = stat_child(dir, name)? else {
+        return Ok(Side::None);
+    };
+    let mode = st.st_mode & 0o7777;
+    Ok(match Ft::from_raw_mode(st.st_mode) {
+        Ft::RegularFile if st.st_size as u64 > MAX_DIFF_BYTES => {
+            Side::Large(st.st_size as u64, mode)
+        }
+        Ft::RegularFile => {
+            let mut bytes = Vec::new();
+            std::fs::File::from(open_regular(dir, name)?)
+                .take(MAX_DIFF_BYTES + 1)
+                .read_to_end(&mut bytes)?;
+            if bytes.contains(&0) {
+                Side::Binary(mode)
+            } else {
+                match String::from_utf8(bytes) {
+                    Ok(s) => Side::Text(s, mode),
+                    Err(_) => Side::Binary(mode),
+                }
+            }
+        }
+        Ft::Symlink => Side::Link(read_link(dir, name)?),
+        Ft::Directory => Side::Dir(mode),
+        _ => Side::Special,
+    })
+}
+
+/// `rel` in the tree `root` (the workspace or the upper), reached without following a link.
+fn side_at(root: BorrowedFd<'_>, rel: &Path) -> std::io::Result<Side> {
+    let parent = match open_parent(root, rel) {
+        Ok(p) => p,
+        Err(_) => return Ok(Side::None),
+    };
+    read_side(parent.as_fd(), rel.file_name().unwrap_or(OsStr::new(".")))
+}
+
+fn git_mode(side: &Side) -> Option<String> {
+    match side {
+        Side::Text(_, m) | Side::Binary(m) | Side::Large(_, m) => {
+            Some(format!("100{:03o}", m & 0o777))
+        }
+        Side::Link(_) => Some("120000".into()),
+        _ => None,
+    }
+}
+
+fn content(side: &Side) -> Option<String> {
+    match side {
+        Side::None => Some(String::new()),
+        Side::Text(s, _) => Some(s.clone()),
+        Side::Link(t) => Some(String::from_utf8_lossy(t.as_os_str().as_bytes()).into_owned()),
+        _ => None,
+    }
+}
+
+/// The diff of one path between `old` and `new`.
+fn file_diff(out: &mut String, path: &Path, old: &Side, new: &Side) {
+    let p = path.display();
+    let (a, b) = (format!("a/{p}"), format!("b/{p}"));
+    let _ = writeln!(out, "diff --git {a} {b}");
+    let (om, nm) = (git_mode(old), git_mode(new));
+    let old_none = matches!(old, Side::None);
+    let new_none = matches!(new, Side::None);
+    match (&om, &nm) {
+        (None, Some(m)) if old_none => {
+            let _ = writeln!(out, "new file mode {m}");
+        }
+        (Some(m), None) if new_none => {
+            let _ = writeln!(out, "deleted file mode {m}");
+        }
+        (Some(o), Some(n)) if o != n => {
+            let _ = writeln!(out, "old mode {o}\nnew mode {n}");
+        }
+        _ => {}
+    }
+    let a = if old_none { "/dev/null".to_string() } else { a };
+    let b = if new_none { "/dev/null".to_string() } else { b };
+    if let (Side::Large(n, _), _) | (_, Side::Large(n, _)) = (old, new) {
+        let _ = writeln!(
+            out,
+            "Files {a} and {b} differ (over {MAX_DIFF_BYTES} bytes: {n})"
+        );
+        return;
+    }
+    match (content(old), content(new)) {
+        (Some(o), Some(n)) if o == n => {}
+        (Some(o), Some(n)) => {
+            let diff = similar::TextDiff::configure()
+                .timeout(Duration::from_secs(10))
+                .diff_lines(&o, &n);
+            let mut unified = diff.unified_diff();
+            unified.context_radius(3).header(&a, &b);
+            out.push_str(&unified.to_string());
+        }
+        _ => {
+            let _ = writeln!(out, "Binary files {a} and {b} differ");
+        }
+    }
+}
+
+/// Deletion diffs of every file and link at and below `rel` in the workspace.
+fn deleted_tree(
+    out: &mut String,
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    rel: &Path,
+    depth: usize,
+) -> std::io::Result<()> {
+    match read_side(dir, name)? {
+        Side::Dir(_) if depth < super::read::MAX_DEPTH => {
+            let fd = open_child(dir, name, OFlags::RDONLY | OFlags::DIRECTORY)?;
+            for child in list(fd.as_fd())? {
+                deleted_tree(out, fd.as_fd(), &child, &rel.join(&child), depth + 1)?;
+            }
+        }
+        Side::Dir(_) | Side::None => {}
+        Side::Special => {
+            let _ = writeln!(
+                out,
+                "diff --git a/{0} b/{0}\ndeleted special file",
+                rel.display()
+            );
+        }
+        old => file_diff(out, rel, &old, &Side::None),
+    }
+    Ok(())
+}
+
+impl RunDir {
+    /// The unified diff of the entries at or below `paths` (all when empty), entries
+    /// already applied left out. A finished run's upper is checked against its digest first.
+    pub fn diff(&self, paths: &[PathBuf]) -> Result<String, ChangesError> {
+        self.check_live()?;
+        let entries: Vec<Recorded> = match &self.meta.finished {
+            Some(f) => {
+                self.verify()?;
+                let applied = self.applied();
+                f.entries
+                    .iter()
+                    .filter(|e| !applied.contains(e.path.as_path()))
+                    .cloned()
+                    .collect()
+            }
+            None => self.scan(true)?.entries,
+        };
+        let wanted = paths
+            .iter()
+            .map(|p| user_path(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        let unmatched: Vec<PathBuf> = wanted
+            .iter()
+            .filter(|w| !entries.iter().any(|e| covers(w, &e.path)))
+            .cloned()
+            .collect();
+        if !unmatched.is_empty() {
+            return Err(ChangesError::NoSuchChange(unmatched));
+        }
+        let root = self.open_workspace()?;
+        let upper = self.open_upper()?;
+        let mut out = String::new();
+        for e in entries
+            .iter()
+            .filter(|e| wanted.is_empty() || wanted.iter().any(|w| covers(w, &e.path)))
+        {
+            self.diff_entry(&mut out, root.as_fd(), upper.as_fd(), e)?;
+        }
+        Ok(out)
+    }
+
+    fn diff_entry(
+        &self,
+        out: &mut String,
+        root: BorrowedFd<'_>,
+        upper: BorrowedFd<'_>,
+        e: &Recorded,
+    ) -> Result<(), ChangesError> {
+        let read = |path: PathBuf| move |cause| ChangesError::Read { path, cause };
+        let old = side_at(root, &e.path).map_err(read(self.meta.workspace.join(&e.path)))?;
+        let new = if e.kind == ChangeKind::Deleted {
+            Side::None
+        } else {
+            side_at(upper, &e.path).map_err(read(self.upper().join(&e.path)))?
+        };
+        // What the workspace has at a path that stops being a directory goes away whole.
+        if let Side::Dir(from) = old {
+            if !matches!(new, Side::Dir(_)) {
+                let parent = open_parent(root, &e.path)
+                    .map_err(|why| read(e.path.clone())(std::io::Error::other(why)))?;
+                let name = e.path.file_name().unwrap_or(OsStr::new("."));
+                deleted_tree(out, parent.as_fd(), name, &e.path, 0)
+                    .map_err(read(self.meta.workspace.join(&e.path)))?;
+                if !matches!(new, Side::None) {
+                    file_diff(out, &e.path, &Side::None, &new);
+                }
+                return Ok(());
+            }
+            if let (Side::Dir(to), ChangeKind::ModeChanged { .. } | ChangeKind::ReplacedDir) =
+                (&new, e.kind)
+            {
+                if from & 0o7777 != to & 0o7777 {
+                    let _ = writeln!(
+                        out,
+                        "diff --git a/{0} b/{0}\nold mode 040{1:03o}\nnew mode 040{2:03o}",
+                        e.path.display(),
+                        from & 0o777,
+                        to & 0o777
+                    );
+                }
+            }
+            return Ok(());
+        }
+        let special = |out: &mut String, what: &str| {
+            let _ = writeln!(out, "diff --git a/{0} b/{0}\n{what}", e.path.display());
+        };
+        match (&old, &new) {
+            (_, Side::Special) => special(
+                out,
+                "special file (fifo, socket or device node): never applied",
+            ),
+            (Side::Special, _) => special(out, "deleted special file"),
+            (Side::None, Side::Dir(_)) => {}
+            (_, Side::Dir(_)) => file_diff(out, &e.path, &old, &Side::None),
+            _ => file_diff(out, &e.path, &old, &new),
+        }
+        Ok(())
+    }
+}

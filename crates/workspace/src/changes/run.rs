@@ -1,0 +1,520 @@
+//! One run's directory: `<store>/<run-id>/` with `upper/`, `work/`, `meta.json` and, once an
+//! apply started, `applied.log`. Everything in it is reached from the directory's descriptor
+//! without following a link; `meta.json` is replaced atomically (a temporary file beside it,
+//! renamed over it).
+
+use std::collections::HashSet;
+use std::ffi::OsStr;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType as Ft, FlockOperation, Mode, OFlags};
+use rustix::io::Errno;
+
+use super::flags::flags_of;
+use super::pathser::LogLine;
+use super::read::{self, Layers, Marks};
+use super::{now_ns, Change, ChangeSet, ChangesError, FlagRules, Recorded, RunMeta, FORMAT};
+use crate::beneath::{errno_io, list, open_child, remove_tree, resolve, stat_child};
+
+/// A `meta.json` larger than this is corrupt.
+const MAX_META: u64 = 512 << 20;
+
+const META: &str = "meta.json";
+const LOG: &str = "applied.log";
+
+fn io_err(e: Errno) -> std::io::Error {
+    errno_io(e)
+}
+
+/// A run's directory, held by an `O_PATH` descriptor opened without following a link.
+#[derive(Debug)]
+pub struct RunDir {
+    pub(crate) id: String,
+    pub(crate) path: PathBuf,
+    pub(crate) fd: OwnedFd,
+    pub(crate) store_fd: OwnedFd,
+    pub(crate) store: PathBuf,
+    pub(crate) meta: RunMeta,
+    /// Removed (applied whole): every later call fails.
+    pub(crate) removed: bool,
+}
+
+impl RunDir {
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn upper(&self) -> PathBuf {
+        self.path.join("upper")
+    }
+
+    pub fn work(&self) -> PathBuf {
+        self.path.join("work")
+    }
+
+    pub fn meta(&self) -> &RunMeta {
+        &self.meta
+    }
+
+    /// `name` in the run directory, opened as a readable directory.
+    pub(crate) fn open_dir(&self, name: &str) -> std::io::Result<OwnedFd> {
+        open_child(
+            self.fd.as_fd(),
+            OsStr::new(name),
+            OFlags::RDONLY | OFlags::DIRECTORY,
+        )
+    }
+
+    pub(crate) fn check_live(&self) -> Result<(), ChangesError> {
+        if self.removed {
+            return Err(ChangesError::NotFound {
+                what: format!("with run id {} (it was applied and removed)", self.id),
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn read_meta(&self) -> Result<RunMeta, ChangesError> {
+        let path = self.path.join(META);
+        let corrupt = |reason: String| ChangesError::Corrupt {
+            path: path.clone(),
+            reason,
+        };
+        let fd = open_child(
+            self.fd.as_fd(),
+            OsStr::new(META),
+            OFlags::RDONLY | OFlags::NONBLOCK,
+        )
+        .map_err(|cause| ChangesError::Read {
+            path: path.clone(),
+            cause,
+        })?;
+        let st = rustix::fs::fstat(&fd).map_err(|e| ChangesError::Read {
+            path: path.clone(),
+            cause: io_err(e),
+        })?;
+        if Ft::from_raw_mode(st.st_mode) != Ft::RegularFile {
+            return Err(corrupt("it is not a regular file".into()));
+        }
+        let mut text = Vec::new();
+        std::fs::File::from(fd)
+            .take(MAX_META + 1)
+            .read_to_end(&mut text)
+            .map_err(|cause| ChangesError::Read {
+                path: path.clone(),
+                cause,
+            })?;
+        if text.len() as u64 > MAX_META {
+            return Err(corrupt(format!("it is larger than {MAX_META} bytes")));
+        }
+        let meta: RunMeta = serde_json::from_slice(&text).map_err(|e| corrupt(e.to_string()))?;
+        validate(&meta, &self.id).map_err(corrupt)?;
+        Ok(meta)
+    }
+
+    /// Replaces `meta.json` atomically.
+    pub(crate) fn write_meta(&self) -> Result<(), ChangesError> {
+        let path = self.path.join(META);
+        let mut json = serde_json::to_vec_pretty(&self.meta).map_err(|e| ChangesError::Write {
+            path: path.clone(),
+            cause: std::io::Error::other(e),
+        })?;
+        json.push(b'\n');
+        self.replace_file(META, &json)
+    }
+
+    fn replace_file(&self, name: &str, bytes: &[u8]) -> Result<(), ChangesError> {
+        let path = self.path.join(name);
+        let write = |cause: std::io::Error| ChangesError::Write {
+            path: path.clone(),
+            cause,
+        };
+        let tmp = crate::beneath::random_name(".meta-").map_err(write)?;
+        let fd = rustix::fs::openat2(
+            &self.fd,
+            &tmp,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+            resolve(),
+        )
+        .map_err(|e| write(io_err(e)))?;
+        let mut file = std::fs::File::from(fd);
+        let done = file
+            .write_all(bytes)
+            .and_then(|()| file.sync_all())
+            .and_then(|()| rustix::fs::renameat(&self.fd, &tmp, &self.fd, name).map_err(io_err));
+        if let Err(e) = done {
+            let _ = rustix::fs::unlinkat(&self.fd, &tmp, AtFlags::empty());
+            return Err(write(e));
+        }
+        self.sync();
+        Ok(())
+    }
+
+    /// Flushes the run directory's entries (best effort).
+    fn sync(&self) {
+        if let Ok(d) = self.open_dir(".") {
+            let _ = rustix::fs::fsync(&d);
+        }
+    }
+
+    /// `applied.log`, opened to append: each apply writes a line per entry as it is done
+    /// (`written`, `deleted`, `already`, `skipped`), so an interrupted apply leaves the list
+    /// of what it wrote.
+    pub(crate) fn open_log(&self) -> Result<AppliedLog, ChangesError> {
+        let path = self.path.join(LOG);
+        let fd = rustix::fs::openat2(
+            &self.fd,
+            LOG,
+            OFlags::WRONLY | OFlags::APPEND | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+            resolve(),
+        )
+        .map_err(|e| ChangesError::Write {
+            path: path.clone(),
+            cause: io_err(e),
+        })?;
+        Ok(AppliedLog {
+            file: std::fs::File::from(fd),
+            path,
+        })
+    }
+
+    /// What `applied.log` lists, every apply so far (a last line cut short is left out):
+    /// `(op, path)`.
+    pub fn applied_log(&self) -> Result<Vec<(String, PathBuf)>, ChangesError> {
+        let path = self.path.join(LOG);
+        let fd = match open_child(
+            self.fd.as_fd(),
+            OsStr::new(LOG),
+            OFlags::RDONLY | OFlags::NONBLOCK,
+        ) {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(Vec::new()),
+            Err(cause) => return Err(ChangesError::Read { path, cause }),
+        };
+        let mut text = Vec::new();
+        std::fs::File::from(fd)
+            .take(MAX_META)
+            .read_to_end(&mut text)
+            .map_err(|cause| ChangesError::Read { path, cause })?;
+        Ok(text
+            .split(|&b| b == b'\n')
+            .filter_map(|l| serde_json::from_slice::<LogLine>(l).ok())
+            .map(|l| (l.op, l.path))
+            .collect())
+    }
+
+    /// An exclusive lock on the store's `.lock`, released when the descriptor closes.
+    pub(crate) fn lock(&self) -> Result<OwnedFd, ChangesError> {
+        let path = self.store.join(".lock");
+        let fd = rustix::fs::openat2(
+            &self.store_fd,
+            ".lock",
+            OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+            resolve(),
+        )
+        .map_err(|e| ChangesError::Lock {
+            path: path.clone(),
+            cause: io_err(e),
+        })?;
+        rustix::fs::flock(&fd, FlockOperation::LockExclusive).map_err(|e| ChangesError::Lock {
+            path,
+            cause: io_err(e),
+        })?;
+        Ok(fd)
+    }
+
+    /// The upper, opened readable.
+    pub(crate) fn open_upper(&self) -> Result<OwnedFd, ChangesError> {
+        self.open_dir("upper").map_err(|cause| ChangesError::Open {
+            path: self.upper(),
+            cause,
+        })
+    }
+
+    /// The workspace, opened readable (its own path is followed: it was canonical when the
+    /// run started).
+    pub(crate) fn open_workspace(&self) -> Result<OwnedFd, ChangesError> {
+        let ws = &self.meta.workspace;
+        let open = |e: Errno| ChangesError::Open {
+            path: ws.clone(),
+            cause: io_err(e),
+        };
+        let fd = rustix::fs::open(
+            ws,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(open)?;
+        let ino = rustix::fs::fstat(&fd).map_err(open)?.st_ino;
+        if self.meta.workspace_ino.is_some_and(|i| i != ino) {
+            return Err(ChangesError::Conflict(vec![(
+                ws.clone(),
+                "the workspace's path names another directory than the run's".into(),
+            )]));
+        }
+        Ok(fd)
+    }
+
+    fn marks(&self) -> Marks {
+        Marks::for_caller(self.meta.caller.0)
+    }
+
+    /// Reads the upper: against the workspace when `compare`, else for the digest only.
+    pub(crate) fn scan(&self, compare: bool) -> Result<read::Scan, ChangesError> {
+        let upper = self.open_upper()?;
+        let upper_path = self.upper();
+        let lower = if compare {
+            Some(self.open_workspace()?)
+        } else {
+            None
+        };
+        read::read(&Layers {
+            upper: upper.as_fd(),
+            upper_path: &upper_path,
+            lower: lower
+                .as_ref()
+                .map(|l| (l.as_fd(), self.meta.workspace.as_path())),
+            marks: self.marks(),
+            started_ns: self.meta.started_unix_ns,
+        })
+    }
+
+    /// Checks the upper against the digest `finish` recorded.
+    pub(crate) fn verify(&self) -> Result<(), ChangesError> {
+        let Some(finished) = &self.meta.finished else {
+            return Err(ChangesError::NotFinished {
+                run_id: self.id.clone(),
+            });
+        };
+        let found = self.scan(false)?.digest;
+        if found != finished.digest {
+            return Err(ChangesError::Tampered {
+                expected: finished.digest.clone(),
+                found,
+            });
+        }
+        Ok(())
+    }
+
+    /// The change shown for a recorded entry.
+    pub(crate) fn change(&self, rec: &Recorded, rules: &FlagRules) -> Change {
+        Change {
+            path: rec.path.clone(),
+            kind: rec.kind,
+            file_type: rec.file_type,
+            mode: rec.mode,
+            size: rec.size,
+            symlink_target: rec.symlink_target.clone(),
+            flags: flags_of(
+                rec,
+                rules,
+                &self.meta.workspace,
+                &self.meta.protected,
+                &self.meta.masked,
+            ),
+        }
+    }
+
+    /// Called right after the run: reads the change set, records each entry's base and the
+    /// upper's digest in `meta.json`, and returns the change set. Called again, it returns
+    /// what was recorded (after checking the digest).
+    ///
+    /// The digest is SHA-256 over every upper entry in walk order (depth first, names sorted
+    /// by their bytes), each as its relative path, type, permission bits, size, and the
+    /// content's SHA-256, a link's target, a whiteout or an opaque mark, each field length-
+    /// prefixed.
+    pub fn finish(&mut self, rules: &FlagRules) -> Result<ChangeSet, ChangesError> {
+        self.check_live()?;
+        if self.meta.finished.is_some() {
+            return self.changes(rules);
+        }
+        let scan = self.scan(true)?;
+        self.meta.finished = Some(super::Finished {
+            digest: scan.digest,
+            ended_unix_ns: now_ns(),
+            unchanged_copies: scan.unchanged_copies,
+            entries: scan.entries,
+        });
+        self.write_meta()?;
+        self.changes_unchecked(rules)
+    }
+
+    fn changes_unchecked(&self, rules: &FlagRules) -> Result<ChangeSet, ChangesError> {
+        let Some(f) = &self.meta.finished else {
+            return Err(ChangesError::NotFinished {
+                run_id: self.id.clone(),
+            });
+        };
+        let applied = self.applied();
+        Ok(ChangeSet {
+            entries: f
+                .entries
+                .iter()
+                .filter(|e| !applied.contains(e.path.as_path()))
+                .map(|e| self.change(e, rules))
+                .collect(),
+            unchanged_copies: f.unchanged_copies,
+        })
+    }
+
+    /// The entries applied by the applies that completed (`meta.applied`).
+    pub(crate) fn applied(&self) -> HashSet<&Path> {
+        self.meta.applied.iter().map(PathBuf::as_path).collect()
+    }
+
+    /// The change set now. A finished run's is the one recorded (the upper checked against
+    /// its digest first), entries already applied left out; an unfinished run's is read
+    /// afresh against the workspace.
+    pub fn changes(&self, rules: &FlagRules) -> Result<ChangeSet, ChangesError> {
+        self.check_live()?;
+        if self.meta.finished.is_none() {
+            let scan = self.scan(true)?;
+            return Ok(ChangeSet {
+                entries: scan.entries.iter().map(|e| self.change(e, rules)).collect(),
+                unchanged_copies: scan.unchanged_copies,
+            });
+        }
+        self.verify()?;
+        self.changes_unchecked(rules)
+    }
+
+    /// Bytes of the files in the upper.
+    pub(crate) fn upper_size(&self) -> Result<u64, ChangesError> {
+        fn visit(dir: std::os::fd::BorrowedFd<'_>, depth: usize) -> std::io::Result<u64> {
+            let mut total = 0;
+            for name in list(dir)? {
+                let Some(st) = stat_child(dir, &name)? else {
+                    continue;
+                };
+                match Ft::from_raw_mode(st.st_mode) {
+                    Ft::Directory if depth < read::MAX_DEPTH => {
+                        let d = open_child(dir, &name, OFlags::RDONLY | OFlags::DIRECTORY)?;
+                        total += visit(d.as_fd(), depth + 1)?;
+                    }
+                    Ft::RegularFile => total += st.st_size as u64,
+                    _ => {}
+                }
+            }
+            Ok(total)
+        }
+        let upper = self.open_upper()?;
+        visit(upper.as_fd(), 0).map_err(|cause| ChangesError::Read {
+            path: self.upper(),
+            cause,
+        })
+    }
+
+    /// Removes the whole run directory, never following a link.
+    pub fn discard(mut self) -> Result<(), ChangesError> {
+        if self.removed {
+            return Ok(());
+        }
+        let _lock = self.lock()?;
+        self.remove()
+    }
+
+    /// Removes the run directory (the caller holds the lock).
+    pub(crate) fn remove(&mut self) -> Result<(), ChangesError> {
+        remove_tree(self.store_fd.as_fd(), OsStr::new(&self.id)).map_err(|cause| {
+            ChangesError::Remove {
+                path: self.path.clone(),
+                cause,
+            }
+        })?;
+        self.removed = true;
+        Ok(())
+    }
+}
+
+/// What `meta.json` must hold to be read at all.
+fn validate(meta: &RunMeta, id: &str) -> Result<(), String> {
+    if meta.format != FORMAT {
+        return Err(format!(
+            "format {} (this stockade reads format {FORMAT})",
+            meta.format
+        ));
+    }
+    if meta.run_id != id {
+        return Err(format!("it names run {:?}, not {id:?}", meta.run_id));
+    }
+    if !meta.workspace.is_absolute() {
+        return Err("the workspace is not an absolute path".into());
+    }
+    let Some(f) = &meta.finished else {
+        return Ok(());
+    };
+    for pair in f.entries.windows(2) {
+        if let [a, b] = pair {
+            if a.path >= b.path {
+                return Err(format!(
+                    "entries out of order or repeated: {} then {}",
+                    a.path.display(),
+                    b.path.display()
+                ));
+            }
+        }
+    }
+    for e in &f.entries {
+        check_relative(&e.path)?;
+        if let Some(h) = &e.sha256 {
+            if h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(format!("{}: not a SHA-256", e.path.display()));
+            }
+        }
+        if e.file_type == super::FileType::File
+            && e.kind != super::ChangeKind::Deleted
+            && e.sha256.is_none()
+        {
+            return Err(format!("{}: a file without its SHA-256", e.path.display()));
+        }
+    }
+    Ok(())
+}
+
+/// A path relative to the workspace: plain names only.
+pub(crate) fn check_relative(p: &Path) -> Result<(), String> {
+    if p.as_os_str().is_empty()
+        || p.as_os_str().as_bytes().contains(&0)
+        || !p.components().all(|c| matches!(c, Component::Normal(_)))
+    {
+        return Err(format!("{:?} is not a plain relative path", p));
+    }
+    Ok(())
+}
+
+/// `applied.log`, open for appending.
+pub(crate) struct AppliedLog {
+    file: std::fs::File,
+    path: PathBuf,
+}
+
+impl AppliedLog {
+    /// Appends `{"op": OP, "path": PATH}` and a newline, in one write.
+    pub(crate) fn line(&mut self, op: &str, rel: &Path) -> Result<(), ChangesError> {
+        let line = LogLine {
+            op: op.to_owned(),
+            path: rel.to_path_buf(),
+        };
+        let mut text = serde_json::to_vec(&line).map_err(|e| ChangesError::Write {
+            path: self.path.clone(),
+            cause: std::io::Error::other(e),
+        })?;
+        text.push(b'\n');
+        self.file
+            .write_all(&text)
+            .map_err(|cause| ChangesError::Write {
+                path: self.path.clone(),
+                cause,
+            })
+    }
+}

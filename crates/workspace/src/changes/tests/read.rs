@@ -1,0 +1,472 @@
+//! Reading change sets: every kind, every flag, what is not a change, the digest.
+
+use super::*;
+
+#[test]
+fn every_kind_is_read_and_copies_up_are_not_changes() {
+    let fx = Fx::new();
+    fx.lower("a.txt", "a\n");
+    fx.lower("b.txt", "b\n");
+    let c = fx.lower("c.txt", "c\n");
+    chmod(&c, 0o644);
+    fx.lower("d/x", "x\n");
+    fx.lower("e/old1", "1\n");
+    fx.lower("e/old2", "2\n");
+    fx.lower("e/sub/deep", "d\n");
+    fx.lower("f", "file\n");
+    fx.lower("g/y", "y\n");
+    fx.lower("k/keep", "k\n");
+    std::fs::create_dir_all(fx.ws.join("m")).unwrap();
+    chmod(&fx.ws.join("m"), 0o755);
+    fx.lower("u.txt", "same\n");
+    let mut run = fx.start("kinds");
+
+    up(&run, "new.txt", "new\n");
+    up(&run, "a.txt", "a, changed\n");
+    if !whiteout(&run, "b.txt") || !whiteout(&run, "d") {
+        return;
+    }
+    chmod(&up(&run, "c.txt", "c\n"), 0o755);
+    up_dir(&run, "e");
+    opaque(&run, "e");
+    up(&run, "e/new1", "n\n");
+    up(&run, "e/old1", "1\n");
+    up(&run, "f/z", "z\n");
+    up(&run, "g", "now a file\n");
+    up(&run, "k/new", "k2\n");
+    chmod(&up_dir(&run, "m"), 0o700);
+    up(&run, "u.txt", "same\n");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        run.upper().join("fifo"),
+        Ft::Fifo,
+        Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
+
+    let set = run.finish(&FlagRules::default()).unwrap();
+    use ChangeKind::*;
+    let want: Vec<(String, ChangeKind)> = [
+        ("a.txt", Modified),
+        ("b.txt", Deleted),
+        (
+            "c.txt",
+            ModeChanged {
+                from: 0o644,
+                to: 0o755,
+            },
+        ),
+        ("d", Deleted),
+        ("e", ReplacedDir),
+        ("e/new1", Added),
+        ("e/old2", Deleted),
+        ("e/sub", Deleted),
+        ("f", TypeChanged),
+        ("f/z", Added),
+        ("fifo", Added),
+        ("g", TypeChanged),
+        ("k/new", Added),
+        (
+            "m",
+            ModeChanged {
+                from: 0o755,
+                to: 0o700,
+            },
+        ),
+        ("new.txt", Added),
+    ]
+    .iter()
+    .map(|(p, k)| (p.to_string(), *k))
+    .collect();
+    assert_eq!(kinds(&set), want);
+    // u.txt and e/old1 were copied up unchanged.
+    assert_eq!(set.unchanged_copies, 2);
+    let d = set.entries.iter().find(|c| c.path == p("d")).unwrap();
+    assert_eq!((d.file_type, d.mode), (FileType::Dir, None));
+    let fifo = set.entries.iter().find(|c| c.path == p("fifo")).unwrap();
+    assert_eq!(fifo.file_type, FileType::Other);
+    assert_eq!(codes(&set, "fifo"), ["special-file"]);
+    // Bases: a deleted directory's tree, a modified file's hash.
+    let f = run.meta().finished.as_ref().unwrap();
+    let base = |path: &str| &f.entries.iter().find(|e| e.path == p(path)).unwrap().base;
+    assert!(matches!(
+        base("d").state,
+        BaseState::Dir { tree: Some(_), .. }
+    ));
+    assert!(matches!(base("a.txt").state, BaseState::File { .. }));
+    assert_eq!(base("new.txt").state, BaseState::Absent);
+    assert!(!base("a.txt").changed_during_run);
+    // Read again (`changes`): the same set.
+    assert_eq!(run.changes(&FlagRules::default()).unwrap(), set);
+}
+
+#[test]
+fn each_flag_names_its_rule() {
+    let fx = Fx::new();
+    fx.lower("prot/cfg", "p\n");
+    fx.lower("tool", "bin\n");
+    chmod(&fx.ws.join("tool"), 0o644);
+    fx.lower("plain", "x\n");
+    chmod(&fx.ws.join("plain"), 0o644);
+    fx.lower("bare/HEAD", "ref: refs/heads/main\n");
+    std::fs::create_dir_all(fx.ws.join("bare/refs")).unwrap();
+    fx.lower("bare/config", "[core]\n");
+    let masked = fx.root.join("secret");
+    let mut meta = fx.meta("flags");
+    meta.protected = vec![fx.ws.join("prot")];
+    meta.masked = vec![masked.clone()];
+    let mut run = fx.start_with(meta);
+
+    up(&run, ".vscode/settings.json", "{}\n");
+    up(&run, "prot/cfg", "changed\n");
+    chmod(&up(&run, "run.sh", "#!/bin/sh\necho hi\n"), 0o755);
+    chmod(&up(&run, "tool", "new bin\n"), 0o755);
+    chmod(&up(&run, "plain", "x\n"), 0o744);
+    chmod(&up(&run, "su", "s\n"), 0o4755);
+    up(&run, "inside.txt", "i\n");
+    std::os::unix::fs::symlink("inside.txt", run.upper().join("l1")).unwrap();
+    std::os::unix::fs::symlink("../../etc/passwd", run.upper().join("l2")).unwrap();
+    std::os::unix::fs::symlink(masked.join("key"), run.upper().join("l3")).unwrap();
+    up(&run, ".git/hooks/pre-commit", "echo\n");
+    up(&run, "sub/.git", "gitdir: /elsewhere\n");
+    up(&run, "bare/config", "[core]\n\tfsmonitor = evil\n");
+    up(&run, "big", "0123456789AB");
+
+    let rules = FlagRules {
+        size_threshold: 10,
+        ..FlagRules::default()
+    };
+    let set = run.finish(&rules).unwrap();
+    assert_eq!(codes(&set, ".vscode"), ["host-executed"]);
+    let vscode = &set
+        .entries
+        .iter()
+        .find(|c| c.path == p(".vscode"))
+        .unwrap()
+        .flags[0];
+    assert!(vscode.reason.contains("VS Code"), "{}", vscode.reason);
+    assert_eq!(codes(&set, ".vscode/settings.json"), ["host-executed"]);
+    assert_eq!(codes(&set, "prot/cfg"), ["protected"]);
+    assert_eq!(codes(&set, "run.sh"), ["executable", "script", "large"]);
+    assert_eq!(codes(&set, "tool"), ["executable"]);
+    assert_eq!(codes(&set, "plain"), ["executable"]);
+    assert_eq!(codes(&set, "su"), ["executable", "setuid"]);
+    assert!(codes(&set, "inside.txt").is_empty());
+    assert_eq!(codes(&set, "l1"), ["symlink"]);
+    assert_eq!(codes(&set, "l2"), ["symlink", "symlink-outside"]);
+    assert_eq!(
+        codes(&set, "l3"),
+        ["symlink", "symlink-outside", "symlink-into-masked"]
+    );
+    assert_eq!(codes(&set, ".git/hooks/pre-commit"), ["git-internals"]);
+    assert_eq!(codes(&set, "sub/.git"), ["git-internals", "large"]);
+    assert_eq!(codes(&set, "bare/config"), ["git-internals", "large"]);
+    assert_eq!(codes(&set, "big"), ["large"]);
+    let reason = |path: &str, code: &str| {
+        let c = set.entries.iter().find(|c| c.path == p(path)).unwrap();
+        c.flags
+            .iter()
+            .find(|f| f.code == code)
+            .unwrap()
+            .reason
+            .clone()
+    };
+    assert!(reason("plain", "executable").contains("744"));
+    assert!(reason("l3", "symlink-into-masked").contains("secret"));
+    assert!(reason("prot/cfg", "protected").contains("prot"));
+}
+
+#[test]
+fn a_deleted_directory_holding_a_protected_path_is_flagged() {
+    let fx = Fx::new();
+    fx.lower("conf/.envrc", "export A=1\n");
+    let mut meta = fx.meta("protdel");
+    meta.protected = vec![fx.ws.join("conf/.envrc")];
+    let mut run = fx.start_with(meta);
+    if !whiteout(&run, "conf") {
+        return;
+    }
+    let set = run.finish(&FlagRules::default()).unwrap();
+    assert_eq!(codes(&set, "conf"), ["protected"]);
+}
+
+#[test]
+fn the_digest_catches_a_changed_byte_an_added_file_and_an_edited_record() {
+    let fx = Fx::new();
+    fx.lower("a", "a\n");
+    let mut run = fx.start("digest");
+    let f = up(&run, "a", "upper\n");
+    let rules = FlagRules::default();
+    run.finish(&rules).unwrap();
+    run.changes(&rules).unwrap();
+    run.diff(&[]).unwrap();
+
+    std::fs::write(&f, "uPper\n").unwrap();
+    let tampered = |r: Result<ChangeSet, ChangesError>| {
+        let e = r.unwrap_err();
+        assert!(matches!(e, ChangesError::Tampered { .. }), "{e}");
+        assert_eq!(e.registry_code(), sandbox::Code::ChangesTampered);
+    };
+    tampered(run.changes(&rules));
+    assert!(matches!(run.diff(&[]), Err(ChangesError::Tampered { .. })));
+    assert!(matches!(
+        run.apply(&accept_all(), &rules),
+        Err(ChangesError::Tampered { .. })
+    ));
+    std::fs::write(&f, "upper\n").unwrap();
+    run.changes(&rules).unwrap();
+
+    up(&run, "planted", "x\n");
+    tampered(run.changes(&rules));
+    std::fs::remove_file(run.upper().join("planted")).unwrap();
+    run.changes(&rules).unwrap();
+
+    // The mode is part of it too.
+    chmod(&f, 0o777);
+    tampered(run.changes(&rules));
+    chmod(&f, 0o644);
+    run.changes(&rules).unwrap();
+
+    let meta_path = run.path().join("meta.json");
+    let text = std::fs::read_to_string(&meta_path).unwrap();
+    let digest = run.meta().finished.as_ref().unwrap().digest.clone();
+    let edited = text.replace(&digest, &format!("sha256:{}", "0".repeat(64)));
+    assert_ne!(text, edited);
+    std::fs::write(&meta_path, edited).unwrap();
+    let reopened = fx.store.find(Some("digest"), None).unwrap();
+    tampered(reopened.changes(&rules));
+}
+
+#[test]
+fn marks_are_read_only_in_the_namespace_of_the_runs_overlay() {
+    let fx = Fx::new();
+    fx.lower("src/main.c", "int main;\n");
+    fx.lower("src/util.c", "int util;\n");
+    // A root caller's overlay is privileged: `user.overlay.opaque` is the command's own
+    // xattr, not a mark. Read as one, it would delete src/util.c.
+    let mut meta = fx.meta("marks");
+    meta.caller = (0, 0);
+    let mut run = fx.start_with(meta);
+    up(&run, "src/main.c", "int main(void);\n");
+    set_xattr(&run.upper().join("src"), "user.overlay.opaque", b"y");
+    let set = run.finish(&FlagRules::default()).unwrap();
+    assert_eq!(
+        kinds(&set),
+        [("src/main.c".to_string(), ChangeKind::Modified)]
+    );
+
+    // An unprivileged caller's overlay marks with `user.overlay.*`.
+    let mut meta = fx.meta("marks-user");
+    meta.caller = (1000, 1000);
+    let mut run = fx.start_with(meta);
+    up(&run, "src/main.c", "int main(void);\n");
+    opaque(&run, "src");
+    let set = run.finish(&FlagRules::default()).unwrap();
+    assert_eq!(
+        kinds(&set),
+        [
+            ("src".to_string(), ChangeKind::ReplacedDir),
+            ("src/main.c".to_string(), ChangeKind::Modified),
+            ("src/util.c".to_string(), ChangeKind::Deleted),
+        ]
+    );
+}
+
+#[test]
+fn marks_stockade_never_makes_are_refused() {
+    if !is_root() {
+        eprintln!("skipped: setting trusted.* xattrs needs root");
+        return;
+    }
+    let fx = Fx::new();
+    fx.lower("d/f", "f\n");
+    let mut meta = fx.meta("redirect");
+    meta.caller = (0, 0);
+    let mut run = fx.start_with(meta.clone());
+    up_dir(&run, "d");
+    set_xattr(
+        &run.upper().join("d"),
+        "trusted.overlay.redirect",
+        b"/elsewhere",
+    );
+    let e = run.finish(&FlagRules::default()).unwrap_err();
+    assert!(matches!(e, ChangesError::Unsupported { .. }), "{e}");
+    assert_eq!(e.registry_code(), sandbox::Code::ChangesTampered);
+
+    meta.run_id = "metacopy".into();
+    let mut run = fx.start_with(meta.clone());
+    up(&run, "d/f", "f\n");
+    set_xattr(&run.upper().join("d/f"), "trusted.overlay.metacopy", b"");
+    assert!(matches!(
+        run.finish(&FlagRules::default()),
+        Err(ChangesError::Unsupported { .. })
+    ));
+
+    // An escaped xattr (the command's own, `trusted.overlay.overlay.*`) is data.
+    meta.run_id = "escaped".into();
+    let mut run = fx.start_with(meta);
+    up(&run, "d/f", "g\n");
+    set_xattr(
+        &run.upper().join("d/f"),
+        "trusted.overlay.overlay.metacopy",
+        b"",
+    );
+    run.finish(&FlagRules::default()).unwrap();
+}
+
+/// A real overlay over the workspace, changed by `sh`, then read and applied. `userxattr`:
+/// mounted in a user namespace (`unshare -Urm`), as for an unprivileged caller.
+fn real_overlay(userxattr: bool) {
+    let fx = Fx::new();
+    fx.lower("keep", "k\n");
+    fx.lower("gone", "g\n");
+    fx.lower("edit", "e\n");
+    fx.lower("dir/a", "a\n");
+    fx.lower("dir/b", "b\n");
+    fx.lower("dropped/x", "x\n");
+    let mut meta = fx.meta("overlay");
+    meta.caller = if userxattr { (1000, 1000) } else { (0, 0) };
+    let mut run = fx.start_with(meta);
+    let merged = fx.root.join("merged");
+    std::fs::create_dir_all(&merged).unwrap();
+    let script = format!(
+        "set -e; mount -t overlay overlay -o lowerdir={},upperdir={},workdir={}{} {m}; cd {m}; \
+         rm gone; echo edited > edit; rm -rf dir; mkdir dir; echo a > dir/a; rm -rf dropped; \
+         echo n > new; chmod 600 keep; cd /; umount {m}",
+        fx.ws.display(),
+        run.upper().display(),
+        run.work().display(),
+        if userxattr { ",userxattr" } else { "" },
+        m = merged.display()
+    );
+    let mut cmd = if userxattr {
+        let mut c = std::process::Command::new("unshare");
+        c.args(["-Urm", "sh", "-c", &script]);
+        c
+    } else {
+        let mut c = std::process::Command::new("sh");
+        c.args(["-c", &script]);
+        c
+    };
+    let out = cmd.output();
+    if !out.as_ref().is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: cannot mount an overlay here: {out:?}");
+        return;
+    }
+    let set = run.finish(&FlagRules::default()).unwrap();
+    use ChangeKind::*;
+    let want: Vec<(String, ChangeKind)> = [
+        ("dir", ReplacedDir),
+        ("dir/b", Deleted),
+        ("dropped", Deleted),
+        ("edit", Modified),
+        ("gone", Deleted),
+        (
+            "keep",
+            ModeChanged {
+                from: 0o644,
+                to: 0o600,
+            },
+        ),
+        ("new", Added),
+    ]
+    .iter()
+    .map(|(p, k)| (p.to_string(), *k))
+    .collect();
+    assert_eq!(kinds(&set), want);
+    assert_eq!(set.unchanged_copies, 1, "dir/a is the same");
+    // The work dir overlay leaves (work/work, mode 000) goes with the rest.
+    let report = run.apply(&accept_all(), &FlagRules::default()).unwrap();
+    assert_eq!(report.remaining, 0);
+    assert_eq!(listing(&fx.ws), ["dir", "edit", "keep", "new"]);
+    assert_eq!(listing(&fx.ws.join("dir")), ["a"]);
+    assert_eq!(mode_of(&fx.ws.join("keep")), 0o600);
+    assert!(!fx.store.path().join("overlay").exists());
+}
+
+#[test]
+fn a_privileged_overlay_is_read_as_it_was_written() {
+    if !is_root() {
+        eprintln!("skipped: a privileged overlay needs root");
+        return;
+    }
+    real_overlay(false);
+}
+
+#[test]
+fn a_userxattr_overlay_is_read_as_it_was_written() {
+    real_overlay(true);
+}
+
+#[test]
+fn names_that_are_not_utf8_survive_the_record() {
+    use std::os::unix::ffi::OsStrExt;
+    let fx = Fx::new();
+    let mut run = fx.start("bytes");
+    let name = std::ffi::OsStr::from_bytes(b"caf\xe9");
+    std::fs::write(run.upper().join(name), "x\n").unwrap();
+    let set = run.finish(&FlagRules::default()).unwrap();
+    assert_eq!(set.entries[0].path, Path::new(name));
+    let json = serde_json::to_string(&set).unwrap();
+    assert!(json.contains("\"bytes\""), "{json}");
+    let again = fx.store.find(Some("bytes"), None).unwrap();
+    assert_eq!(again.changes(&FlagRules::default()).unwrap(), set);
+}
+
+#[test]
+fn diffs_show_text_name_binaries_and_use_dev_null() {
+    let fx = Fx::new();
+    fx.lower("t.txt", "one\ntwo\nthree\n");
+    fx.lower("gone.txt", "bye\n");
+    fx.lower("bin", "a\0b");
+    let mut run = fx.start("diff");
+    up(&run, "t.txt", "one\n2\nthree\n");
+    up(&run, "new.txt", "hello\n");
+    up(&run, "bin", "a\0c");
+    chmod(&up(&run, "x.sh", "#!/bin/sh\n"), 0o755);
+    std::os::unix::fs::symlink("t.txt", run.upper().join("ln")).unwrap();
+    if !whiteout(&run, "gone.txt") {
+        return;
+    }
+    run.finish(&FlagRules::default()).unwrap();
+    let d = run.diff(&[]).unwrap();
+    assert!(d.contains("diff --git a/t.txt b/t.txt\n--- a/t.txt\n+++ b/t.txt\n@@ -1,3 +1,3 @@\n one\n-two\n+2\n three\n"), "{d}");
+    assert!(
+        d.contains("new file mode 100644\n--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1 @@\n+hello\n"),
+        "{d}"
+    );
+    assert!(
+        d.contains("deleted file mode 100644\n--- a/gone.txt\n+++ /dev/null\n"),
+        "{d}"
+    );
+    assert!(d.contains("Binary files a/bin and b/bin differ"), "{d}");
+    assert!(d.contains("new file mode 100755"), "{d}");
+    assert!(d.contains("new file mode 120000\n--- /dev/null\n+++ b/ln\n@@ -0,0 +1 @@\n+t.txt\n\\ No newline at end of file"), "{d}");
+    let only = run.diff(&[p("new.txt")]).unwrap();
+    assert!(
+        only.contains("b/new.txt") && !only.contains("t.txt"),
+        "{only}"
+    );
+    assert!(matches!(
+        run.diff(&[p("nope")]),
+        Err(ChangesError::NoSuchChange(_))
+    ));
+}
+
+#[test]
+fn what_an_opaque_directory_drops_is_recorded_in_path_order() {
+    let fx = Fx::new();
+    fx.lower("e/aaa", "a\n");
+    fx.lower("e/mmm/x", "m\n");
+    let mut run = fx.start("order");
+    up_dir(&run, "e");
+    opaque(&run, "e");
+    up(&run, "e/zzz/y", "z\n");
+    let set = run.finish(&FlagRules::default()).unwrap();
+    let paths: Vec<String> = kinds(&set).into_iter().map(|(p, _)| p).collect();
+    assert_eq!(paths, ["e", "e/aaa", "e/mmm", "e/zzz", "e/zzz/y"]);
+    // The record reads back (it must be sorted to be read at all).
+    let again = fx.store.find(Some("order"), None).unwrap();
+    assert_eq!(again.changes(&FlagRules::default()).unwrap(), set);
+}
