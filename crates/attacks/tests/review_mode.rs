@@ -7,6 +7,7 @@
 #![allow(clippy::expect_used)]
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use attacks::{read_json, read_text, write_file, Fixture, Run};
 
@@ -426,6 +427,52 @@ fn git_commits_branches_worktrees_and_submodules_work_inside_a_review_run() {
         .stdout
         .contains("feature"));
 
+    // A submodule the host added and took down again: `git submodule update --init` inside.
+    let origin = fx.outside.join("sub-origin");
+    let origin_s = origin.display().to_string();
+    let git_at = |dir: &str, args: &[&str]| {
+        let run = attacks::Cmd::new("git", Path::new(dir))
+            .env("HOME", &fx.home)
+            .args([
+                "-c",
+                "safe.directory=*",
+                "-c",
+                "user.name=a",
+                "-c",
+                "user.email=a@b",
+            ])
+            .args(["-c", "protocol.file.allow=always"])
+            .args(args)
+            .run();
+        run.assert_success();
+    };
+    std::fs::create_dir_all(&origin).unwrap();
+    git_at(&origin_s, &["init", "-q"]);
+    write_file(&origin.join("lib.txt"), "lib\n", 0o644);
+    git_at(&origin_s, &["add", "lib.txt"]);
+    git_at(&origin_s, &["commit", "-qm", "lib"]);
+    let ws = fx.ws.display().to_string();
+    git_at(&ws, &["submodule", "--quiet", "add", &origin_s, "sub"]);
+    git_at(&ws, &["commit", "-qm", "sub"]);
+    git_at(&ws, &["submodule", "--quiet", "deinit", "-f", "sub"]);
+    std::fs::remove_dir_all(fx.ws.join(".git/modules/sub")).unwrap();
+    let (run, id) = review(
+        &fx,
+        &[],
+        // The origin is the test's (root's, in the root pass): git trusts another owner's
+        // repository only by a global `safe.directory`.
+        "printf '[safe]\\n\\tdirectory = *\\n' > /tmp/gitconfig && GIT_CONFIG_GLOBAL=/tmp/gitconfig \
+         git -c protocol.file.allow=always submodule --quiet update --init && cat sub/lib.txt",
+    );
+    run.assert_success().assert_stdout_contains("lib");
+    let id = id.expect("a pending change set");
+    assert!(!fx.ws.join("sub/lib.txt").exists());
+    assert!(!fx.ws.join(".git/modules/sub").exists());
+    let set = changes(&fx, &id);
+    assert!(flags_of(&set, "sub/.git")
+        .iter()
+        .any(|f| f == "git-internals"));
+
     // Control: direct mode refuses the worktree's `.git` redirect.
     let fx = Fixture::new();
     let direct = fx
@@ -545,4 +592,64 @@ fn review_mode_is_refused_under_gvisor() {
     run.assert_code(125)
         .assert_stderr_contains("E_PROTECTION_UNAVAILABLE");
     assert!(!fx.ws.join("a.txt").exists());
+}
+
+/// `--disk SIZE` bounds what a review or ephemeral run writes: past it, ENOSPC inside and
+/// `E_LIMIT_REACHED` in the report. Control: the same write without the bound succeeds.
+/// Without `--review`/`--ephemeral` the flag is refused (it would bound nothing).
+#[test]
+fn disk_bound_stops_a_review_runs_writes_with_enospc() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let write = "head -c 3000000 /dev/zero > big 2>/dev/null; echo write-status=$?";
+    for mode in ["--review", "--ephemeral"] {
+        let fx = Fixture::without_git();
+        let records = fx.records();
+        let mut opts = records.opts();
+        opts.extend([mode, "--disk", "1M"]);
+        let run = fx.sandbox(&opts, write).run();
+        run.assert_success()
+            .assert_stdout_contains("write-status=1");
+        let report = read_json(&records.report);
+        let hits = report["limit_hits"].as_array().cloned().unwrap_or_default();
+        assert!(
+            hits.iter()
+                .any(|h| h["limit"] == "disk" && h["code"] == "E_LIMIT_REACHED"),
+            "{report}"
+        );
+        assert_eq!(report["review"]["disk_bound_reached"], true);
+        assert!(!fx.ws.join("big").exists());
+        // Control: no bound, the write fits.
+        let fx = Fixture::without_git();
+        fx.sandbox(&[mode], write)
+            .run()
+            .assert_success()
+            .assert_stdout_contains("write-status=0");
+    }
+    // A review run under the bound keeps its (partial) change set, applicable as any other.
+    let fx = Fixture::without_git();
+    let (run, id) = review(
+        &fx,
+        &["--disk", "1M"],
+        "echo small > small.txt; head -c 3000000 /dev/zero > big; true",
+    );
+    run.assert_success();
+    let id = id.expect("a pending change set");
+    let set = changes(&fx, &id);
+    assert!(
+        set.contains_key("small.txt") && set.contains_key("big"),
+        "{set:?}"
+    );
+    fx.stockade(["apply", &id]).run().assert_success();
+    assert_eq!(
+        read_text(&fx.ws.join("small.txt")).as_deref(),
+        Some("small\n")
+    );
+    // Direct mode: refused.
+    let fx = Fixture::without_git();
+    fx.sandbox(&["--disk", "1M"], "true")
+        .run()
+        .assert_code(125)
+        .assert_stderr_contains("--review or --ephemeral");
 }

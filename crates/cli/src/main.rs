@@ -278,6 +278,11 @@ struct PolicyArgs {
     /// counts them).
     #[arg(long)]
     ephemeral: bool,
+    /// With --review or --ephemeral: what the run may write into its view of the workspace
+    /// (e.g. 2G); beyond it writes fail with ENOSPC inside and the report says the limit was
+    /// reached. The writes are held in memory (a tmpfs of that size) until the run ends.
+    #[arg(long, value_name = "SIZE")]
+    disk: Option<String>,
 }
 
 fn parse_cores(text: &str) -> Result<policy::Cores, String> {
@@ -413,6 +418,7 @@ fn policy_inputs(
         credentials: args.credential.clone(),
         agent: args.agent.clone(),
         presets: args.preset.clone(),
+        disk: args.disk.clone(),
         workspace_mode: if args.review {
             Some(policy::WorkspaceMode::Review)
         } else if args.ephemeral {

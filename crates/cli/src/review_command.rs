@@ -174,7 +174,7 @@ pub fn runs(args: &RunsArgs) -> Result<u8, Error> {
         return Ok(0);
     }
     for r in &list {
-        outln!("{r}");
+        outln!("{}", shown(&r.to_string()));
     }
     Ok(0)
 }
@@ -267,7 +267,8 @@ pub fn diff(args: &DiffArgs) -> Result<u8, Error> {
         .map(|p| relative(&run, Path::new(p)))
         .collect::<Result<Vec<_>, _>>()?;
     let text = run.diff(&paths)?;
-    crate::output::out!("{text}");
+    // The content and the names are the command's: nothing in them may act on the terminal.
+    crate::output::out!("{}", shown(&text));
     Ok(0)
 }
 

@@ -317,6 +317,7 @@ mod tests {
                 pids: Some(100),
                 cpu_millis: None,
                 output_bytes: None,
+                disk_bytes: None,
             },
             caller: Ids {
                 uid: 1000,

@@ -324,13 +324,48 @@ pub fn launch_with(
         }
         held.push(fd);
     }
+    // A review run under a disk bound: the tmpfs its upper lives on, for the change set.
+    let mut review_upper: Option<OwnedFd> = None;
+    let disk_size = plan
+        .review
+        .as_ref()
+        .and_then(|v| v.disk_bytes)
+        .map(|b| cstring(b.to_string()))
+        .transpose()?;
+    let disk_options: Vec<(&CStr, &CStr)> = disk_size
+        .as_deref()
+        .map(|size| vec![(c"size", size), (c"mode", c"0700")])
+        .unwrap_or_default();
     if let Some(view) = &plan.review {
         if let Some((uid_map, gid_map)) = &view.by_supervisor {
-            let fd = review_view(view, uid_map, gid_map)?;
+            let bounded = match view.disk_bytes {
+                Some(_) => {
+                    let host_id = crate::plan::ROOT_CALLER_HOST_ID;
+                    let owned = sys::parent::bounded_upper(
+                        &disk_options,
+                        view.upper_mode,
+                        Some((host_id, host_id)),
+                    )
+                    .map_err(|e| RunError::Unavailable {
+                        what: "a disk bound for the review run (a tmpfs for its writes)",
+                        cause: format!("failed to make it: {e}"),
+                        fix: REVIEW_FIX.into(),
+                    })?;
+                    Some(owned)
+                }
+                None => None,
+            };
+            let fd = review_view(
+                view,
+                uid_map,
+                gid_map,
+                bounded.as_ref().map(|(_, u, w)| (u.as_fd(), w.as_fd())),
+            )?;
             if let Some(s) = slots.get_mut(view.slot) {
                 *s = fd.as_raw_fd();
             }
             held.push(fd);
+            review_upper = bounded.map(|(mnt, _, _)| mnt);
         }
     }
     drop(namespaces);
@@ -349,11 +384,38 @@ pub fn launch_with(
             Ok((path_c(a.unwrap_or(Path::new("/")))?, b))
         })
         .collect::<Result<_, RunError>>()?;
+    // An unprivileged caller's review run under a disk bound: the init makes the tmpfs and
+    // hands its mount descriptor over this channel.
+    let disk_channel = plan
+        .mounts
+        .iter()
+        .any(|m| matches!(m, Mount::Overlay { disk: Some(_), .. }))
+        .then(sys::parent::fd_channel)
+        .transpose()
+        .map_err(|e| RunError::io("create the disk bound's channel", e))?;
     let ops: Vec<MountOp<'_>> = plan
         .mounts
         .iter()
         .zip(&mount_paths)
-        .map(|(m, (p, extra))| mount_op(m, p, extra.as_deref(), &plan.identities))
+        .map(|(m, (p, extra))| {
+            let mut op = mount_op(m, p, extra.as_deref(), &plan.identities);
+            if let (
+                MountOp::Overlay { disk, .. },
+                Mount::Overlay {
+                    disk: Some((_, mode)),
+                    ..
+                },
+                Some((_, init_end)),
+            ) = (&mut op, m, &disk_channel)
+            {
+                *disk = Some(sys::postfork::DiskBound {
+                    options: &disk_options,
+                    mode: *mode,
+                    sock: init_end.as_raw_fd(),
+                });
+            }
+            op
+        })
         .collect();
 
     let env_c: Vec<CString> = plan
@@ -660,6 +722,17 @@ pub fn launch_with(
                         .into(),
             }),
         );
+    }
+    if let Some((ours, init_end)) = disk_channel {
+        drop(init_end); // as for the proxy's channel below: the init's exit is end of stream
+        match sys::parent::recv_fd(&ours) {
+            Ok(fd) => review_upper = fd,
+            Err(e) => {
+                child.kill();
+                let _ = child.wait();
+                return Err(RunError::io("receive the disk bound's filesystem", e));
+            }
+        }
     }
     if let (Some((ours, init_end)), Some(start)) = (proxy_channel, proxy) {
         drop(init_end); // only the init's copy may remain, so its exit means end of stream
@@ -984,6 +1057,7 @@ pub fn launch_with(
         blocked,
         timed_out,
         usage,
+        review_upper: review_upper.map(std::sync::Arc::new),
     })
 }
 
@@ -1064,13 +1138,14 @@ fn review_view(
     view: &crate::plan::ReviewView,
     uid_map: &str,
     gid_map: &str,
+    bounded: Option<(std::os::fd::BorrowedFd<'_>, std::os::fd::BorrowedFd<'_>)>,
 ) -> Result<OwnedFd, RunError> {
     let ns = sys::parent::idmap_userns(uid_map, gid_map).map_err(|e| RunError::Unavailable {
         what: "an idmapping user namespace",
         cause: format!("failed to create an idmapping user namespace: {e}"),
         fix: "enable user namespaces (sysctl user.max_user_namespaces > 0)".into(),
     })?;
-    sys::parent::overlay_clone(&view.workspace, ns.fd(), &view.changes).map_err(|e| {
+    sys::parent::overlay_clone(&view.workspace, ns.fd(), &view.changes, bounded).map_err(|e| {
         RunError::Unavailable {
             what: "a copy-on-write view of the workspace (review mode)",
             cause: format!(
@@ -1147,6 +1222,7 @@ fn mount_op<'a>(
             lower: p,
             changes: extra,
             slot: *slot,
+            disk: None,
         },
     }
 }

@@ -206,6 +206,11 @@ pub struct Limits {
     /// dropped and a marker says how much (the head and the tail are kept). `"0"`: no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_limit: Option<String>,
+    /// What a review or ephemeral run may write into its view of the workspace, e.g. `"2G"`:
+    /// beyond it writes fail with ENOSPC inside. The view's writes are then held in memory
+    /// (a tmpfs of that size) until the run ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<String>,
 }
 
 /// A number of CPU cores, kept in thousandths so policies compare and hash exactly.

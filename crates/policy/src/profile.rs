@@ -154,6 +154,7 @@ pub fn profile(name: &str) -> Result<Policy, PolicyError> {
             pids: Some(DEFAULT_PIDS),
             cpu: None,
             output_limit: Some(DEFAULT_OUTPUT_LIMIT.to_owned()),
+            disk: None,
         },
         backend: BackendName::Native,
         credentials: Vec::new(),

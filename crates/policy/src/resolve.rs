@@ -47,6 +47,9 @@ pub struct Overrides {
     pub cpu: Option<Cores>,
     /// `limits.output_limit` per stream (`16M`, `0`); wins over the file's.
     pub output_limit: Option<String>,
+    /// `limits.disk` (`--disk 2G`): what a review or ephemeral run may write; wins over the
+    /// file's.
+    pub disk: Option<String>,
     /// The backend; wins over the file's.
     pub backend: Option<BackendName>,
     /// `--review` / `--ephemeral`; wins over the file's `review`.
@@ -218,6 +221,7 @@ pub fn resolve(file: Option<PolicyFile>, overrides: &Overrides) -> Result<Policy
             pids: overrides.pids,
             cpu: overrides.cpu,
             output_limit: overrides.output_limit.clone(),
+            disk: overrides.disk.clone(),
             ..Limits::default()
         },
     );
@@ -319,6 +323,9 @@ fn merge_limits(limits: &mut Limits, patch: Limits) {
     if patch.output_limit.is_some() {
         limits.output_limit = patch.output_limit;
     }
+    if patch.disk.is_some() {
+        limits.disk = patch.disk;
+    }
 }
 
 /// A memory limit: bytes, or a share of the machine's memory.
@@ -341,6 +348,8 @@ pub struct TypedLimits {
     pub pids: Option<u64>,
     pub cpu_millis: Option<u64>,
     pub output_bytes: Option<u64>,
+    /// `limits.disk` in bytes.
+    pub disk_bytes: Option<u64>,
 }
 
 impl Limits {
@@ -364,6 +373,9 @@ impl Limits {
                 .map(parse_output_limit)
                 .transpose()?
                 .flatten(),
+            disk_bytes: (self.disk.as_deref())
+                .map(|d| size_at_least("limits.disk", d, 1 << 20))
+                .transpose()?,
         })
     }
 }

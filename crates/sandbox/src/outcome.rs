@@ -52,6 +52,9 @@ impl LimitHit {
                 "allow more processes with `--pids N` (this run: {}; 0: no limit), or `pids = N` under [limits] in the policy file",
                 self.value
             ),
+            "disk" => format!(
+                "let the run write more with `--disk SIZE` (this run: {size}), or `disk = \"SIZE\"` under [limits] in the policy file"
+            ),
             "output" => format!(
                 "pass more output with `--output-limit SIZE` (this run: {size} per stream; 0: no limit), or `output_limit = \"SIZE\"` under [limits] in the policy file; or write it to a file in the workspace"
             ),
@@ -108,6 +111,9 @@ pub struct Outcome {
     pub output: Option<Output>,
     /// Which limit ended the run, if one did: `timeout` or `memory`.
     pub ended_by: Option<&'static str>,
+    /// A review run under a disk bound: the bounded filesystem whose `upper/` holds the
+    /// view's writes (the change set is read and kept from there).
+    pub review_upper: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
 }
 
 /// Output of a run under an output limit or `--sanitize-output`, per stream; `None` for a

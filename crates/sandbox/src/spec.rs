@@ -158,6 +158,9 @@ pub struct Limits {
     pub cpu_millis: Option<u64>,
     /// Output passed on per stream, in bytes.
     pub output_bytes: Option<u64>,
+    /// What a review or ephemeral run may write into its view of the workspace, in bytes
+    /// (writes beyond it fail with ENOSPC inside).
+    pub disk_bytes: Option<u64>,
 }
 
 /// A user and group id on the host.

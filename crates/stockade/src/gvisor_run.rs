@@ -197,6 +197,7 @@ pub(crate) fn run(
         } else {
             None
         },
+        review_upper: None,
     };
     Ok((outcome, cwd_fallback))
 }

@@ -499,13 +499,24 @@ pub fn run_with_io(
                 .map(|p: net::proxy::Proxy| p.stop())
                 .unwrap_or_default()
         });
+        let mut launched = launched;
+        let bounded = launched.as_mut().ok().and_then(|o| o.review_upper.take());
         let review = match review {
-            Some(stage) => {
-                tracing::debug_span!("review_finish").in_scope(|| stage.finish(launched.is_ok()))?
-            }
+            Some(stage) => tracing::debug_span!("review_finish")
+                .in_scope(|| stage.finish(launched.is_ok(), bounded))?,
             None => None,
         };
-        let outcome = launched?;
+        let mut outcome = launched?;
+        if let Some(r) = review.as_ref().filter(|r| r.disk_bound_reached) {
+            outcome.limit_hits.push(sandbox::LimitHit {
+                code: sandbox::Code::LimitReached.as_str(),
+                limit: "disk",
+                value: r.disk_bytes.unwrap_or(0),
+                mechanism: "tmpfs",
+                detail: "the run filled its view's disk bound: writes past it failed with ENOSPC"
+                    .into(),
+            });
+        }
         let mut violations = outcome.blocked.clone();
         tracing::debug_span!("sweep").in_scope(|| {
             let gvisor = policy.backend == policy::BackendName::Gvisor;

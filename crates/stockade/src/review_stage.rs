@@ -41,6 +41,12 @@ pub struct ReviewSummary {
     pub bytes: u64,
     /// Whether the change set was discarded (ephemeral runs).
     pub discarded: bool,
+    /// Under `--disk`: the bound, and whether the run reached it (writes past it failed with
+    /// ENOSPC inside).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk_bytes: Option<u64>,
+    /// Whether the run reached `disk_bytes`.
+    pub disk_bound_reached: bool,
 }
 
 /// The change store of this caller: `$XDG_STATE_HOME/stockade/changes`.
@@ -82,6 +88,7 @@ pub(crate) struct Stage {
     run: Option<RunDir>,
     mode: WorkspaceMode,
     rules: FlagRules,
+    disk_bytes: Option<u64>,
 }
 
 /// Makes the run's change directory and points the spec's workspace view at it; `None` in
@@ -95,6 +102,12 @@ pub(crate) fn prepare(
 ) -> Result<Option<Stage>, Error> {
     let mode = policy.workspace_mode;
     if mode == WorkspaceMode::Direct {
+        if policy.limits.disk.is_some() {
+            return Err(Error::Usage {
+                message: "--disk bounds what a review or ephemeral run writes into its view of the workspace; this run writes the workspace directly".into(),
+                hint: "add --review or --ephemeral, or leave out --disk (and `disk` under [limits])".into(),
+            });
+        }
         return Ok(None);
     }
     let flag = format!("--{}", mode.as_str());
@@ -169,6 +182,7 @@ pub(crate) fn prepare(
         run: Some(run),
         mode,
         rules,
+        disk_bytes: spec.limits.disk_bytes,
     }))
 }
 
@@ -193,7 +207,12 @@ fn review_git_internals(spec: &mut sandbox::Spec, workspace: &std::path::Path) {
 impl Stage {
     /// After the run: the change set read, flagged and sealed (review), or removed
     /// (ephemeral). A run that did not start leaves nothing.
-    pub(crate) fn finish(mut self, started: bool) -> Result<Option<ReviewSummary>, Error> {
+    /// `bounded`: under `--disk`, the filesystem the view's upper lived on.
+    pub(crate) fn finish(
+        mut self,
+        started: bool,
+        bounded: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
+    ) -> Result<Option<ReviewSummary>, Error> {
         let Some(mut run) = self.run.take() else {
             return Ok(None);
         };
@@ -201,9 +220,19 @@ impl Stage {
             run.discard()?;
             return Ok(None);
         }
-        let set = run.finish(&self.rules)?;
-        let count = |f: fn(&ChangeKind) -> bool| set.entries.iter().filter(|c| f(&c.kind)).count();
         let ephemeral = self.mode == WorkspaceMode::Ephemeral;
+        let (set, reached) = match &bounded {
+            Some(fd) => {
+                use std::os::fd::AsFd;
+                let reached = workspace::changes::bound_reached(fd.as_fd());
+                (
+                    run.finish_from(fd.as_fd(), &self.rules, !ephemeral)?,
+                    reached,
+                )
+            }
+            None => (run.finish(&self.rules)?, false),
+        };
+        let count = |f: fn(&ChangeKind) -> bool| set.entries.iter().filter(|c| f(&c.kind)).count();
         let summary = ReviewSummary {
             mode: self.mode.as_str(),
             run_id: run.id().to_string(),
@@ -216,6 +245,8 @@ impl Stage {
             flagged: set.entries.iter().filter(|c| !c.flags.is_empty()).count(),
             bytes: set.entries.iter().map(|c| c.size).sum(),
             discarded: ephemeral || set.entries.is_empty(),
+            disk_bytes: self.disk_bytes,
+            disk_bound_reached: reached,
         };
         // Nothing to review: nothing is kept.
         if ephemeral || set.entries.is_empty() {

@@ -169,3 +169,80 @@ pub fn close_layers(layers: Layers) {
         }
     }
 }
+
+/// A review run's upper under a disk bound (`--disk`): a detached tmpfs whose options are
+/// `options` (`size=N`, `mode=0700`: prepared by the caller, so nothing here allocates),
+/// holding `upper/` with exactly `mode` (owned by `owner` when given: a root caller's
+/// sandbox id) and `work/`. Writes past the size fail with `ENOSPC` inside. Returns the
+/// tmpfs's mount fd (the supervisor copies the change set out of it after the run) and the
+/// layers' `upper` and `work` (`lower` left -1 for the caller to fill).
+pub fn bounded_upper(
+    options: &[(&CStr, &CStr)],
+    mode: u32,
+    owner: Option<(u32, u32)>,
+) -> Result<(c_int, Layers)> {
+    // SAFETY: the fs name is a valid string; flags are integers.
+    let fsfd = raw_check(unsafe {
+        libc::syscall(libc::SYS_fsopen, c"tmpfs".as_ptr(), raw::FSOPEN_CLOEXEC)
+    })?;
+    let mounted = (|| {
+        for (k, v) in options {
+            set_string(fsfd, k, v)?;
+        }
+        // SAFETY: CMD_CREATE takes no pointers.
+        raw_check(unsafe {
+            libc::syscall(
+                libc::SYS_fsconfig,
+                fsfd,
+                raw::FSCONFIG_CMD_CREATE,
+                std::ptr::null::<c_char>(),
+                std::ptr::null::<c_char>(),
+                0,
+            )
+        })?;
+        // SAFETY: integer arguments only.
+        raw_check(unsafe {
+            libc::syscall(
+                libc::SYS_fsmount,
+                fsfd,
+                raw::FSMOUNT_CLOEXEC,
+                raw::MOUNT_ATTR_NOSUID | raw::MOUNT_ATTR_NODEV,
+            )
+        })
+    })();
+    raw::close(fsfd);
+    let mnt = mounted?;
+    let made = (|| {
+        raw::mkdirat_strict(mnt, c"upper", 0o700)?;
+        raw::mkdirat_strict(mnt, c"work", 0o700)?;
+        if let Some((uid, gid)) = owner {
+            // SAFETY: the path is a valid string; integer arguments otherwise.
+            raw_check(unsafe {
+                libc::fchownat(mnt, c"upper".as_ptr(), uid, gid, libc::AT_SYMLINK_NOFOLLOW)
+                    as libc::c_long
+            })?;
+        }
+        raw::fchmodat(mnt, c"upper", mode & 0o7777)?;
+        let dir = libc::O_PATH | libc::O_DIRECTORY;
+        let upper = raw::openat_no_symlinks(mnt, c"upper", dir)?;
+        let work = match raw::openat_no_symlinks(mnt, c"work", dir) {
+            Ok(w) => w,
+            Err(e) => {
+                raw::close(upper);
+                return Err(e);
+            }
+        };
+        Ok(Layers {
+            lower: -1,
+            upper,
+            work,
+        })
+    })();
+    match made {
+        Ok(layers) => Ok((mnt, layers)),
+        Err(e) => {
+            raw::close(mnt);
+            Err(e)
+        }
+    }
+}

@@ -300,12 +300,25 @@ pub fn idmapped_clone(
 /// `changes/upper`. Privileged: copy-up runs with the supervisor's credentials, so files of
 /// any owner can be modified (an overlay in the sandbox's user namespace fails with
 /// `EOVERFLOW` on files whose owner it does not map).
+/// `bounded`: the upper and work directories of a disk bound's tmpfs
+/// ([`crate::overlay::bounded_upper`]) instead of `changes/upper` and `changes/work`.
 pub fn overlay_clone(
     workspace: &std::path::Path,
     userns: &OwnedFd,
     changes: &std::path::Path,
+    bounded: Option<(BorrowedFd<'_>, BorrowedFd<'_>)>,
 ) -> io::Result<OwnedFd> {
     let lower = idmapped_clone(workspace, userns, true)?;
+    if let Some((upper, work)) = bounded {
+        let layers = crate::overlay::Layers {
+            lower: lower.as_raw_fd(),
+            upper: upper.as_raw_fd(),
+            work: work.as_raw_fd(),
+        };
+        let fd = crate::overlay::detached_overlay(layers, false)?;
+        // SAFETY: just returned by fsmount and owned by nobody else.
+        return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
+    }
     let c = CString::new(changes.as_os_str().as_encoded_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))?;
     let dir = libc::O_PATH | libc::O_DIRECTORY;
@@ -392,6 +405,35 @@ pub fn recv_listener(sock: &OwnedFd) -> io::Result<Option<std::net::TcpListener>
         // SAFETY: the kernel just installed this descriptor for us (SCM_RIGHTS); we own it
         // and nothing else refers to it.
         Some(fd) => Ok(Some(unsafe { std::net::TcpListener::from_raw_fd(fd) })),
+        None => Ok(None),
+    }
+}
+
+/// [`crate::overlay::bounded_upper`] for the supervisor (a root caller's review run under a
+/// disk bound): the tmpfs's mount descriptor, then its `upper` and `work`, owned.
+pub fn bounded_upper(
+    options: &[(&std::ffi::CStr, &std::ffi::CStr)],
+    mode: u32,
+    owner: Option<(u32, u32)>,
+) -> io::Result<(OwnedFd, OwnedFd, OwnedFd)> {
+    let (mnt, layers) = crate::overlay::bounded_upper(options, mode, owner)?;
+    // SAFETY: just returned by bounded_upper and owned by nobody else.
+    Ok(unsafe {
+        (
+            OwnedFd::from_raw_fd(mnt),
+            OwnedFd::from_raw_fd(layers.upper),
+            OwnedFd::from_raw_fd(layers.work),
+        )
+    })
+}
+
+/// Receive a descriptor the init sent (a review run's bounded upper); `None` when the init
+/// ended without sending one (it reported why).
+pub fn recv_fd(sock: &OwnedFd) -> io::Result<Option<OwnedFd>> {
+    match raw::recv_fd(sock.as_raw_fd())? {
+        // SAFETY: the kernel just installed this descriptor for us (SCM_RIGHTS); we own it
+        // and nothing else refers to it.
+        Some(fd) => Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) })),
         None => Ok(None),
     }
 }

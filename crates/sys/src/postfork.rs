@@ -267,7 +267,20 @@ pub enum MountOp<'a> {
         lower: &'a CStr,
         changes: &'a CStr,
         slot: usize,
+        /// Under a disk bound the upper is a tmpfs of that size instead of `changes/upper`.
+        disk: Option<DiskBound<'a>>,
     },
+}
+
+/// A review run's disk bound (see [`crate::overlay::bounded_upper`]).
+#[derive(Debug, Clone, Copy)]
+pub struct DiskBound<'a> {
+    /// The tmpfs's options (`size`, `mode`).
+    pub options: &'a [(&'a CStr, &'a CStr)],
+    /// Mode of the upper's top directory (the workspace's).
+    pub mode: u32,
+    /// The init's end of a channel to the supervisor, for the tmpfs's mount descriptor.
+    pub sock: c_int,
 }
 
 /// Landlock rules the command adds for mounts that exist only after the fork (their inodes
@@ -741,8 +754,12 @@ fn apply_mount(op: &MountOp<'_>, slots: &mut [c_int], mask_fd: &mut c_int) -> ra
             lower,
             changes,
             slot,
+            disk,
         } => {
-            let layers = crate::overlay::open_layers(lower, changes)?;
+            let layers = match disk {
+                None => crate::overlay::open_layers(lower, changes)?,
+                Some(d) => bounded_layers(lower, d)?,
+            };
             let fd = crate::overlay::detached_overlay(layers, true);
             crate::overlay::close_layers(layers);
             let fd = fd?;
@@ -849,6 +866,28 @@ fn apply_mount(op: &MountOp<'_>, slots: &mut [c_int], mask_fd: &mut c_int) -> ra
 }
 
 /// `path` opened `O_PATH` through no symbolic link, and checked to be the planned file.
+/// The layers of a review run under a disk bound: the upper on a new tmpfs, whose mount
+/// descriptor goes to the supervisor (it reads the change set there after the run).
+fn bounded_layers(lower: &CStr, d: DiskBound<'_>) -> raw::Result<crate::overlay::Layers> {
+    let (mnt, mut layers) = crate::overlay::bounded_upper(d.options, d.mode, None)?;
+    let sent = raw::send_fd(d.sock, mnt);
+    raw::close(mnt);
+    raw::close(d.sock);
+    let opened = sent.and_then(|_| {
+        raw::openat_no_symlinks(libc::AT_FDCWD, lower, libc::O_PATH | libc::O_DIRECTORY)
+    });
+    match opened {
+        Ok(fd) => {
+            layers.lower = fd;
+            Ok(layers)
+        }
+        Err(e) => {
+            crate::overlay::close_layers(layers);
+            Err(e)
+        }
+    }
+}
+
 fn locate(path: &CStr, expect: Option<Identity>) -> raw::Result<c_int> {
     let fd = raw::openat_no_symlinks(libc::AT_FDCWD, path, libc::O_PATH)?;
     if let Some((dev, ino)) = expect {

@@ -176,6 +176,7 @@ fn limits(limits: &policy::Limits, host: &dyn HostView) -> Result<sandbox::Limit
         pids: typed.pids,
         cpu_millis: typed.cpu_millis,
         output_bytes: typed.output_bytes,
+        disk_bytes: typed.disk_bytes,
     })
 }
 

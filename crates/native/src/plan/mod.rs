@@ -84,6 +84,11 @@ pub struct ReviewView {
     /// workspace with these maps (see [`review_lower_map`]). Others: the init makes it in the
     /// sandbox's user namespace ([`Mount::Overlay`]).
     pub by_supervisor: Option<(String, String)>,
+    /// `limits.disk`: the upper is a tmpfs of this many bytes (see `sys::overlay::bounded_upper`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk_bytes: Option<u64>,
+    /// Mode of the upper's top directory: the workspace's.
+    pub upper_mode: u32,
 }
 
 /// One mount step; mirrors `sys::postfork::MountOp` with owned paths.
@@ -156,6 +161,9 @@ pub enum Mount {
         lower: PathBuf,
         changes: PathBuf,
         slot: usize,
+        /// `limits.disk` in bytes, with the upper's mode: the upper is a tmpfs of that size.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        disk: Option<(u64, u32)>,
     },
 }
 
@@ -423,12 +431,15 @@ impl Plan {
                     changes: r.changes.clone(),
                     by_supervisor: root_caller
                         .then(|| (review_lower_map(entry.uid), review_lower_map(entry.gid))),
+                    disk_bytes: spec.limits.disk_bytes,
+                    upper_mode: entry.mode & 0o7777,
                 });
                 if !root_caller {
                     mounts.push(Mount::Overlay {
                         lower: root.clone(),
                         changes: r.changes.clone(),
                         slot: slots,
+                        disk: spec.limits.disk_bytes.map(|b| (b, entry.mode & 0o7777)),
                     });
                 }
             } else if root_caller {
@@ -525,6 +536,11 @@ impl Plan {
         // Masks below a cover and outside every grant are out of the sandbox's reach already
         // (and their mount points do not exist in the cover).
         masks.retain(|(p, _)| !reach::hidden_by_cover(p, &covers, &granted));
+        // Nor are masks a root caller's sandbox cannot reach at all (the init could not make
+        // them either): the change store below a 0700 directory of a home it is not given.
+        if root_caller {
+            masks.retain(|(p, _)| !reach::out_of_reach(host, p, &granted));
+        }
         for p in pins {
             overlay.push((depth(p), 2, vec![Mount::Pin { path: p.clone() }]));
         }

@@ -176,6 +176,22 @@ pub(super) fn hidden_by_cover(path: &Path, covers: &[Cover], granted: &[Granted]
         && !granted.iter().any(|g| is_within(path, &g.path))
 }
 
+/// Whether a root caller's sandbox cannot reach `path` at all: a directory on the way (not
+/// below a granted path, whose mount it reaches through) that its unassigned id may not
+/// search. A mask there covers nothing the sandbox could see, and the init, which looks the
+/// path up as that id, could not make it.
+pub(super) fn out_of_reach(host: &dyn HostView, path: &Path, granted: &[Granted]) -> bool {
+    if granted.iter().any(|g| is_within(path, &g.path)) {
+        return false;
+    }
+    let mut chain: Vec<&Path> = path.ancestors().skip(1).collect();
+    chain.reverse();
+    chain.into_iter().any(|dir| {
+        host.stat(dir)
+            .is_some_and(|entry| !searchable_by_unassigned_id(&entry, mapped_at(granted, dir)))
+    })
+}
+
 /// Why the command does not start in the caller's current directory.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct CwdFallback {

@@ -82,6 +82,8 @@ mod copyable;
 mod diff;
 mod error;
 mod flags;
+mod import;
+pub use import::bound_reached;
 mod pathser;
 mod read;
 mod run;

@@ -82,6 +82,11 @@ impl Marks {
             Marks::User => b"user.overlay.",
         }
     }
+
+    /// The name of the opaque-directory mark in this namespace.
+    pub(crate) fn opaque_name(self) -> Vec<u8> {
+        [self.prefix(), b"opaque"].concat()
+    }
 }
 
 /// The two layers: the upper, and (to compare) the workspace.

@@ -265,7 +265,7 @@ impl RunDir {
         Ok(fd)
     }
 
-    fn marks(&self) -> Marks {
+    pub(crate) fn marks(&self) -> Marks {
         Marks::for_caller(self.meta.caller.0)
     }
 
@@ -349,7 +349,7 @@ impl RunDir {
         self.changes_unchecked(rules)
     }
 
-    fn changes_unchecked(&self, rules: &FlagRules) -> Result<ChangeSet, ChangesError> {
+    pub(crate) fn changes_unchecked(&self, rules: &FlagRules) -> Result<ChangeSet, ChangesError> {
         let Some(f) = &self.meta.finished else {
             return Err(ChangesError::NotFinished {
                 run_id: self.id.clone(),

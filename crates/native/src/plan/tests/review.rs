@@ -27,6 +27,7 @@ fn an_unprivileged_review_run_mounts_an_overlay_in_place_of_the_workspace_clone(
                 lower: p("/home/u/ws"),
                 changes: p("/home/u/.local/state/stockade/changes/r1"),
                 slot: view.slot,
+                disk: None,
             }
         })
         .expect("the init makes the overlay");
@@ -142,4 +143,36 @@ fn identities_inside_the_view_are_checked_by_inode_or_not_at_all_across_filesyst
     assert!(outside.is_none_or(|o| o.0 != sys::postfork::ANY_DEVICE));
     let plan = review_plan(1000, false);
     assert!(!plan.identities.contains_key(&p("/home/u/ws/.env")));
+}
+
+/// A root caller's sandbox runs as an id no account has: a mask below a directory it may not
+/// search covers nothing it could see, and the init (looking the path up as that id) could
+/// not make it, so it is left out. Control: the same mask below a searchable directory stays.
+#[test]
+fn masks_a_root_callers_sandbox_cannot_reach_are_left_out() {
+    let host = machine()
+        .dir("/srv/private", 0, 0o700)
+        .file("/srv/private/store/secret")
+        .dir("/srv/open", 0, 0o755)
+        .file("/srv/open/secret");
+    let mut policy = default_policy();
+    policy.filesystem.deny_read.extend([
+        "/srv/private/store/secret".into(),
+        "/srv/open/secret".into(),
+    ]);
+    let req = request(0);
+    let plan = Plan::new(&policy, &req, &host).unwrap();
+    let masked = |p: &str| {
+        plan.mounts
+            .iter()
+            .any(|m| m.path() == Some(Path::new(p)) && matches!(m, Mount::MaskFile { .. }))
+    };
+    assert!(!masked("/srv/private/store/secret"));
+    assert!(masked("/srv/open/secret"));
+    // An unprivileged caller searches as itself: both stay.
+    let plan = Plan::new(&policy, &request(1000), &host).unwrap();
+    assert!(plan
+        .mounts
+        .iter()
+        .any(|m| m.path() == Some(Path::new("/srv/private/store/secret"))));
 }

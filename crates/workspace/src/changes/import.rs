@@ -1,0 +1,160 @@
+//! A run under a disk bound (`--disk`): its view's upper lived on a tmpfs of that size (the
+//! backend hands over the tmpfs's mount descriptor). The change set is read there, where the
+//! birth times still say when the run first wrote each path, then copied into the run's
+//! `upper/` in the store and checked against the digest just read.
+
+use std::ffi::OsStr;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use rustix::fs::{FileType as Ft, Mode, OFlags};
+
+use super::read::{self, Layers, MAX_DEPTH};
+use super::{ChangeSet, ChangesError, FlagRules, RunDir};
+use crate::beneath::{errno_io, list, open_child, stat_child};
+
+impl RunDir {
+    /// [`RunDir::finish`] for a run whose upper is `bounded/upper` (`bounded`: the tmpfs's
+    /// mount descriptor). `keep`: the change set is copied into this run's `upper/` (a review
+    /// run); otherwise only read (an ephemeral run, discarded next).
+    pub fn finish_from(
+        &mut self,
+        bounded: BorrowedFd<'_>,
+        rules: &FlagRules,
+        keep: bool,
+    ) -> Result<ChangeSet, ChangesError> {
+        self.check_live()?;
+        let from_path = Path::new("(bounded upper)");
+        let src = open_child(
+            bounded,
+            OsStr::new("upper"),
+            OFlags::RDONLY | OFlags::DIRECTORY,
+        )
+        .map_err(|cause| ChangesError::Read {
+            path: from_path.to_path_buf(),
+            cause,
+        })?;
+        let lower = self.open_workspace()?;
+        let scan = read::read(&Layers {
+            upper: src.as_fd(),
+            upper_path: from_path,
+            lower: Some((lower.as_fd(), self.meta.workspace.as_path())),
+            marks: self.marks(),
+            started_ns: self.meta.started_unix_ns,
+        })?;
+        if keep {
+            let dst = self.open_upper()?;
+            let opaque = self.marks().opaque_name();
+            copy_dir(src.as_fd(), dst.as_fd(), &opaque, 0).map_err(|cause| {
+                ChangesError::Write {
+                    path: self.upper(),
+                    cause,
+                }
+            })?;
+            let copied = self.scan(false)?.digest;
+            if copied != scan.digest {
+                return Err(ChangesError::Tampered {
+                    expected: scan.digest,
+                    found: copied,
+                });
+            }
+        }
+        self.meta.finished = Some(super::Finished {
+            digest: scan.digest,
+            ended_unix_ns: super::now_ns(),
+            unchanged_copies: scan.unchanged_copies,
+            entries: scan.entries,
+        });
+        if keep {
+            self.write_meta()?;
+        }
+        self.changes_unchecked(rules)
+    }
+}
+
+/// Copies what `src` holds into `dst` (both directories): directories with their mode and
+/// overlayfs's opaque mark (`opaque`: its xattr name), files with their content and mode,
+/// symbolic links, whiteouts (character devices 0/0) and fifos. Nothing is followed.
+fn copy_dir(
+    src: BorrowedFd<'_>,
+    dst: BorrowedFd<'_>,
+    opaque: &[u8],
+    depth: usize,
+) -> std::io::Result<()> {
+    if depth >= MAX_DEPTH {
+        return Err(std::io::Error::other("the change set is nested too deep"));
+    }
+    let st = rustix::fs::fstat(src).map_err(errno_io)?;
+    rustix::fs::fchmod(dst, Mode::from_raw_mode(st.st_mode & 0o7777)).map_err(errno_io)?;
+    let name = OsStr::from_bytes(opaque);
+    let mut value = [0u8; 8];
+    if let Ok(n) = rustix::fs::fgetxattr(src, name, &mut value) {
+        rustix::fs::fsetxattr(dst, name, &value[..n], rustix::fs::XattrFlags::CREATE)
+            .map_err(errno_io)?;
+    }
+    for entry in list(src)? {
+        let Some(st) = stat_child(src, &entry)? else {
+            continue;
+        };
+        let mode = Mode::from_raw_mode(st.st_mode & 0o7777);
+        match Ft::from_raw_mode(st.st_mode) {
+            Ft::Directory => {
+                rustix::fs::mkdirat(dst, &entry, Mode::from_raw_mode(0o700)).map_err(errno_io)?;
+                let s = open_child(src, &entry, OFlags::RDONLY | OFlags::DIRECTORY)?;
+                let d = open_child(dst, &entry, OFlags::RDONLY | OFlags::DIRECTORY)?;
+                copy_dir(s.as_fd(), d.as_fd(), opaque, depth + 1)?;
+            }
+            Ft::RegularFile => {
+                let s = open_child(src, &entry, OFlags::RDONLY)?;
+                let d: OwnedFd = rustix::fs::openat(
+                    dst,
+                    &entry,
+                    OFlags::WRONLY
+                        | OFlags::CREATE
+                        | OFlags::EXCL
+                        | OFlags::NOFOLLOW
+                        | OFlags::CLOEXEC,
+                    Mode::from_raw_mode(0o600),
+                )
+                .map_err(errno_io)?;
+                let mut from = std::fs::File::from(s);
+                let mut to = std::fs::File::from(d);
+                let mut buf = vec![0u8; 1 << 20];
+                loop {
+                    let n = from.read(&mut buf)?;
+                    if n == 0 {
+                        break;
+                    }
+                    to.write_all(&buf[..n])?;
+                }
+                rustix::fs::fchmod(to.as_fd(), mode).map_err(errno_io)?;
+            }
+            Ft::Symlink => {
+                let target = rustix::fs::readlinkat(src, &entry, Vec::new()).map_err(errno_io)?;
+                rustix::fs::symlinkat(target.as_c_str(), dst, &entry).map_err(errno_io)?;
+            }
+            Ft::CharacterDevice if st.st_rdev == 0 => {
+                rustix::fs::mknodat(dst, &entry, Ft::CharacterDevice, Mode::empty(), 0)
+                    .map_err(errno_io)?;
+            }
+            Ft::Fifo => {
+                rustix::fs::mknodat(dst, &entry, Ft::Fifo, mode, 0).map_err(errno_io)?;
+            }
+            _ => {
+                return Err(std::io::Error::other(format!(
+                    "{} is a device or socket, which the change set cannot keep",
+                    Path::new(&entry).display()
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether the bounded filesystem is (nearly) full: a write that did not fit failed with
+/// `ENOSPC` inside, so the run reached its disk bound.
+pub fn bound_reached(bounded: BorrowedFd<'_>) -> bool {
+    rustix::fs::fstatvfs(bounded).is_ok_and(|st| st.f_bavail.saturating_mul(st.f_frsize) < 64 << 10)
+}
