@@ -58,6 +58,8 @@ fn printing_subcommands(fx: &Fixture) -> Vec<(Vec<String>, Vec<u8>)> {
         (vec!["sanitize"], b"plain text\n"),
         (vec!["completions", "bash"], b""),
         (vec!["man"], b""),
+        (vec!["runs"], b""),
+        (vec!["runs", "--json"], b""),
     ];
     let check = ["policy", "check", policy.to_str().expect("utf-8 path")];
     list.push((check.to_vec(), b""));

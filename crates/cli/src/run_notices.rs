@@ -37,7 +37,7 @@ fn review(result: &RunResult) {
     };
     let total = r.added + r.modified + r.deleted + r.replaced_dirs + r.mode_changes;
     let counts = format!(
-        "{total} change{} ({} added, {} modified, {} deleted{}{}){}",
+        "{total} change{} ({} added, {} modified, {} deleted{}{}{})",
         if total == 1 { "" } else { "s" },
         r.added,
         r.modified,
