@@ -661,3 +661,37 @@ fn disk_bound_stops_a_review_runs_writes_with_enospc() {
         .assert_code(125)
         .assert_stderr_contains("--review or --ephemeral");
 }
+
+/// `review = true` in a policy file makes every run of it a review run; `policy show` says so.
+#[test]
+fn review_true_in_a_policy_file_reviews_every_run() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let fx = Fixture::without_git();
+    let policy = fx.out_file("review.toml");
+    std::fs::write(&policy, "review = true\n").unwrap();
+    let policy = policy.display().to_string();
+    let (run, id) = review(&fx, &["--policy", &policy], "echo x > new.txt");
+    run.assert_success();
+    assert!(id.is_some());
+    assert!(!fx.ws.join("new.txt").exists());
+    let records = fx.records();
+    let mut opts = records.opts();
+    opts.extend(["--policy", policy.as_str()]);
+    fx.sandbox(&opts, "echo y > other.txt")
+        .run()
+        .assert_success();
+    assert!(!fx.ws.join("other.txt").exists());
+    assert_eq!(read_json(&records.report)["review"]["mode"], "review");
+    let show = fx
+        .stockade(["policy", "show", "--json", "--policy", &policy])
+        .run();
+    show.assert_success()
+        .assert_stdout_contains("\"workspace_mode\":\"review\"");
+    // Control: without the file the same run writes the workspace.
+    fx.sandbox(&[], "echo z > direct.txt")
+        .run()
+        .assert_success();
+    assert!(fx.ws.join("direct.txt").exists());
+}
