@@ -68,7 +68,7 @@ os.mkdir(small)
 report = os.path.join(work, "report.json")
 subprocess.run([bin, "run", "--review", "--report", report, "--workspace", small, "--shell",
                 "for d in $(seq 0 99); do mkdir d$d; for f in $(seq 0 99); do echo $d.$f > d$d/f$f; done; done"],
-               check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+               check=True, stdout=subprocess.DEVNULL)
 run_id = json.load(open(report))["review"]["run_id"]
 changes = median([bin, "changes", run_id, "--json"])
 print(f"changes of 10,000 added files: {changes:.1f} ms")

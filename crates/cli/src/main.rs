@@ -375,7 +375,9 @@ fn print_error(e: &Error, json: bool) {
         }
         errln!("{v}");
     } else {
+        // Messages name paths the sandbox chose: they stay on their line, inert.
         let message = e.to_string();
+        let message = output::shown_line(&message);
         let notice = sandbox::Notice::new("error", e.registry_code(), &message);
         errln!("{}", notice.with_hint(Some(&hint)));
     }

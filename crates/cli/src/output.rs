@@ -75,6 +75,24 @@ pub fn shown(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// [`shown`] for text that must stay on one line (a name, an error message): newlines and
+/// tabs are written out too, so that a name the sandbox chose cannot start a line of its own
+/// that looks like stockade's.
+pub fn shown_line(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains(['\n', '\t']) {
+        return shown(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if c == '\n' || c == '\t' {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(shown(&out).into_owned())
+}
+
 /// `print!` to standard output, ending quietly with 141 when its reader went away.
 macro_rules! out {
     ($($arg:tt)*) => {

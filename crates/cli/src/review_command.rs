@@ -17,7 +17,7 @@ use workspace::changes::{
     ApplyOptions, ApplyReport, Change, ChangeKind, ChangeSet, FlagRules, RunDir, Store,
 };
 
-use crate::output::{outln, shown};
+use crate::output::{outln, shown, shown_line};
 
 #[derive(Args)]
 pub struct RunsArgs {
@@ -117,18 +117,21 @@ fn find(store: &Store, run: Option<&str>, workspace: Option<&Path>) -> Result<Ru
         })?,
         None => current_dir()?,
     };
-    // The current directory may lie below the workspace the run had.
-    let mut last = None;
+    // The current directory may lie below the workspace the run had; the error named is
+    // the one for the directory itself.
+    let mut first = None;
     for a in dir.ancestors() {
         match store.find(None, Some(a)) {
             Ok(r) => return Ok(r),
-            Err(e) => last = Some(e),
+            Err(e) => {
+                first.get_or_insert(e);
+            }
         }
         if workspace.is_some() {
             break;
         }
     }
-    Err(last.map(Error::from).unwrap_or_else(|| Error::Usage {
+    Err(first.map(Error::from).unwrap_or_else(|| Error::Usage {
         message: "no pending change set".into(),
         hint: "`stockade runs` lists them".into(),
     }))
@@ -174,7 +177,7 @@ pub fn runs(args: &RunsArgs) -> Result<u8, Error> {
         return Ok(0);
     }
     for r in &list {
-        outln!("{}", shown(&r.to_string()));
+        outln!("{}", shown_line(&r.to_string()));
     }
     Ok(0)
 }
@@ -211,7 +214,7 @@ fn print_changes(run: &RunDir, set: &ChangeSet) {
     outln!(
         "change set {} of {}: {} change{}{}",
         run.id(),
-        shown(&run.meta().workspace.display().to_string()),
+        shown_line(&run.meta().workspace.display().to_string()),
         set.entries.len(),
         if set.entries.len() == 1 { "" } else { "s" },
         if flagged > 0 {
@@ -232,15 +235,15 @@ fn print_changes(run: &RunDir, set: &ChangeSet) {
         let link = c
             .symlink_target
             .as_ref()
-            .map(|t| format!(" -> {}", shown(&t.display().to_string())))
+            .map(|t| format!(" -> {}", shown_line(&t.display().to_string())))
             .unwrap_or_default();
         outln!(
             "{}{mark} {}{link}{extra}",
             if c.flags.is_empty() { " " } else { "!" },
-            shown(&c.path.display().to_string())
+            shown_line(&c.path.display().to_string())
         );
         for f in &c.flags {
-            outln!("     flagged [{}]: {}", f.code, shown(&f.reason));
+            outln!("     flagged [{}]: {}", f.code, shown_line(&f.reason));
         }
     }
     let id = run.id();
@@ -297,13 +300,13 @@ pub fn apply(args: &ApplyArgs) -> Result<u8, Error> {
 
 fn print_applied(id: &str, report: &ApplyReport) {
     for p in &report.written {
-        outln!("written  {}", shown(&p.display().to_string()));
+        outln!("written  {}", shown_line(&p.display().to_string()));
     }
     for p in &report.deleted {
-        outln!("deleted  {}", shown(&p.display().to_string()));
+        outln!("deleted  {}", shown_line(&p.display().to_string()));
     }
     for p in &report.already {
-        outln!("already  {}", shown(&p.display().to_string()));
+        outln!("already  {}", shown_line(&p.display().to_string()));
     }
     if report.remaining > 0 {
         outln!(

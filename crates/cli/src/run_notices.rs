@@ -58,10 +58,13 @@ fn review(result: &RunResult) {
             String::new()
         },
     );
-    if r.discarded {
+    if total == 0 && r.mode == "review" {
+        errln!(
+            "stockade: review run {}: no changes; the workspace is unchanged",
+            r.run_id
+        );
+    } else if r.discarded {
         errln!("stockade: ephemeral run: {counts} thrown away; the workspace is unchanged");
-    } else if total == 0 {
-        errln!("stockade: review run {}: no changes", r.run_id);
     } else {
         errln!(
             "stockade: review run {}: {counts} wait in {}; the workspace is unchanged",

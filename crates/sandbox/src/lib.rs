@@ -26,6 +26,7 @@ mod io;
 mod outcome;
 pub mod relay;
 mod spec;
+mod state;
 pub mod terminal;
 
 pub use backend::Backend;
@@ -37,3 +38,4 @@ pub use spec::{
     unassigned_id_enters, GuardPattern, Ids, Kind, Limits, LinkedSecret, Mask, Network, ReadScope,
     Review, Spec, PROXY_ADDR,
 };
+pub use state::state_dir;

@@ -435,7 +435,7 @@ pub fn run_with_io(
         };
         // The change store is never the command's; a review run gets its change directory
         // (removed again if the run does not start).
-        review_stage::mask_store(request, &mut resolved.spec);
+        review_stage::mask_store(policy, request, &mut resolved.spec)?;
         let review = tracing::debug_span!("review")
             .in_scope(|| review_stage::prepare(policy, request, &mut resolved.spec, &id))?;
         let spec = &resolved.spec;

@@ -59,26 +59,68 @@ pub fn store_dir(request: &RunRequest) -> Option<PathBuf> {
     workspace::changes::default_store_dir(env("XDG_STATE_HOME").as_deref(), env("HOME").as_deref())
 }
 
-/// Hides the change store from the command (every run): unreadable and unwritable.
-pub(crate) fn mask_store(request: &RunRequest, spec: &mut sandbox::Spec) {
-    let Some(dir) = store_dir(request).and_then(|d| std::fs::canonicalize(d).ok()) else {
-        return;
+/// Hides the change stores from the command (every run): unreadable and unwritable. Both
+/// the store this run names (`$XDG_STATE_HOME`) and the one a caller without it would use
+/// (`~/.local/state`), since `stockade apply` may run with either. A store is masked only if
+/// it exists, so one the command could make itself (it would lie in a writable root), or that
+/// this review run is about to make, is made now, before anything runs: otherwise the command
+/// could make it first and plant change sets, or swap its own (found by review).
+pub(crate) fn mask_store(
+    policy: &policy::Policy,
+    request: &RunRequest,
+    spec: &mut sandbox::Spec,
+) -> Result<(), Error> {
+    let env = |name: &str| {
+        (request.invocation.env.iter())
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
     };
-    // Below a directory the sandbox replaces (its private /tmp) the store is out of sight
-    // already, and there is nothing to mount over, unless a writable root brings it back.
-    let visible = !workspace::under_replaced(&dir)
-        || spec
+    let named = store_dir(request);
+    let home_store = workspace::changes::default_store_dir(None, env("HOME").as_deref());
+    let mut dirs: Vec<PathBuf> = named.iter().chain(home_store.iter()).cloned().collect();
+    dirs.dedup();
+    for (i, dir) in dirs.iter().enumerate() {
+        let spelled = resolve_existing_part(dir);
+        let writable = spec
             .writable_roots
             .iter()
-            .any(|w| policy::is_within(&dir, w));
-    if !visible || spec.masks.iter().any(|m| m.path == dir) {
-        return;
+            .any(|w| policy::is_within(&spelled, w));
+        let made_by_this_run = i == 0 && policy.workspace_mode != WorkspaceMode::Direct;
+        if writable || made_by_this_run {
+            Store::open(dir)?;
+        }
+        let Ok(dir) = std::fs::canonicalize(dir) else {
+            continue;
+        };
+        // Below a directory the sandbox replaces (its private /tmp) the store is out of sight
+        // already, and there is nothing to mount over, unless a writable root brings it back.
+        let visible = !workspace::under_replaced(&dir)
+            || spec
+                .writable_roots
+                .iter()
+                .any(|w| policy::is_within(&dir, w));
+        if !visible || spec.masks.iter().any(|m| m.path == dir) {
+            continue;
+        }
+        spec.masks.push(sandbox::Mask {
+            path: dir,
+            kind: sandbox::Kind::Dir,
+            readable: false,
+        });
     }
-    spec.masks.push(sandbox::Mask {
-        path: dir,
-        kind: sandbox::Kind::Dir,
-        readable: false,
-    });
+    Ok(())
+}
+
+/// `path` with its longest existing prefix canonical (the rest as spelled): where a path that
+/// does not exist yet would be made.
+fn resolve_existing_part(path: &std::path::Path) -> PathBuf {
+    for a in path.ancestors() {
+        if let Ok(real) = std::fs::canonicalize(a) {
+            let rest = path.strip_prefix(a).unwrap_or(std::path::Path::new(""));
+            return real.join(rest);
+        }
+    }
+    path.to_path_buf()
 }
 
 /// A review or ephemeral run's change directory, from before the plan until after the run.

@@ -40,19 +40,34 @@ pub fn detached_overlay(layers: Layers, userxattr: bool) -> Result<c_int> {
     let fsfd = raw_check(unsafe {
         libc::syscall(libc::SYS_fsopen, c"overlay".as_ptr(), raw::FSOPEN_CLOEXEC)
     })?;
-    let res = configure(fsfd, layers, userxattr).and_then(|_| {
-        // SAFETY: integer arguments only.
-        raw_check(unsafe {
-            libc::syscall(
-                libc::SYS_fsmount,
-                fsfd,
-                raw::FSMOUNT_CLOEXEC,
-                raw::MOUNT_ATTR_NOSUID | raw::MOUNT_ATTR_NODEV,
-            )
-        })
-    });
+    let res = configure(fsfd, layers, userxattr).and_then(|_| create_and_mount(fsfd));
     raw::close(fsfd);
     res
+}
+
+/// Creates the filesystem configured on `fsfd` and returns a detached mount of it (nosuid,
+/// nodev).
+fn create_and_mount(fsfd: c_int) -> Result<c_int> {
+    // SAFETY: CMD_CREATE takes no pointers.
+    raw_check(unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fsfd,
+            raw::FSCONFIG_CMD_CREATE,
+            std::ptr::null::<c_char>(),
+            std::ptr::null::<c_char>(),
+            0,
+        )
+    })?;
+    // SAFETY: integer arguments only.
+    raw_check(unsafe {
+        libc::syscall(
+            libc::SYS_fsmount,
+            fsfd,
+            raw::FSMOUNT_CLOEXEC,
+            raw::MOUNT_ATTR_NOSUID | raw::MOUNT_ATTR_NODEV,
+        )
+    })
 }
 
 fn configure(fsfd: c_int, layers: Layers, userxattr: bool) -> Result<()> {
@@ -79,18 +94,7 @@ fn configure(fsfd: c_int, layers: Layers, userxattr: bool) -> Result<()> {
             )
         })?;
     }
-    // SAFETY: CMD_CREATE takes no pointers.
-    raw_check(unsafe {
-        libc::syscall(
-            libc::SYS_fsconfig,
-            fsfd,
-            raw::FSCONFIG_CMD_CREATE,
-            std::ptr::null::<c_char>(),
-            std::ptr::null::<c_char>(),
-            0,
-        )
-    })
-    .map(drop)
+    Ok(())
 }
 
 fn set_fd(fsfd: c_int, key: &CStr, fd: c_int) -> Result<()> {
@@ -189,26 +193,7 @@ pub fn bounded_upper(
         for (k, v) in options {
             set_string(fsfd, k, v)?;
         }
-        // SAFETY: CMD_CREATE takes no pointers.
-        raw_check(unsafe {
-            libc::syscall(
-                libc::SYS_fsconfig,
-                fsfd,
-                raw::FSCONFIG_CMD_CREATE,
-                std::ptr::null::<c_char>(),
-                std::ptr::null::<c_char>(),
-                0,
-            )
-        })?;
-        // SAFETY: integer arguments only.
-        raw_check(unsafe {
-            libc::syscall(
-                libc::SYS_fsmount,
-                fsfd,
-                raw::FSMOUNT_CLOEXEC,
-                raw::MOUNT_ATTR_NOSUID | raw::MOUNT_ATTR_NODEV,
-            )
-        })
+        create_and_mount(fsfd)
     })();
     raw::close(fsfd);
     let mnt = mounted?;

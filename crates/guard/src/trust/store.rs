@@ -33,15 +33,7 @@ const MAX_RECORD: u64 = 64 * 1024 * 1024;
 /// to ignore a relative one), else `$HOME/.local/state/stockade/trust`; `None` without
 /// either.
 pub fn default_store_dir(xdg_state_home: Option<&OsStr>, home: Option<&OsStr>) -> Option<PathBuf> {
-    let absolute = |v: Option<&OsStr>| {
-        v.map(PathBuf::from)
-            .filter(|p| p.is_absolute() && !p.as_os_str().is_empty())
-    };
-    let state = match absolute(xdg_state_home) {
-        Some(s) => s,
-        None => absolute(home)?.join(".local/state"),
-    };
-    Some(state.join("stockade").join("trust"))
+    sandbox::state_dir(xdg_state_home, home).map(|d| d.join("trust"))
 }
 
 /// The approval of one workspace, as stored.

@@ -92,10 +92,37 @@ fn content(side: &Side) -> Option<String> {
     }
 }
 
+/// `prefix` + `path` as a diff header names it: as is, or, when it holds a control
+/// character, a quote or a backslash, C-quoted as git does (`"a/x\ny"`), so that a name
+/// cannot start a line of its own in the listing.
+fn header_name(prefix: &str, path: &Path) -> String {
+    let bytes = path.as_os_str().as_bytes();
+    let plain = !bytes
+        .iter()
+        .any(|&b| b < 0x20 || b == 0x7f || b == b'"' || b == b'\\');
+    if plain {
+        return format!("{prefix}{}", path.display());
+    }
+    let mut q = String::from("\"");
+    q.push_str(prefix);
+    for &b in bytes {
+        match b {
+            b'\n' => q.push_str("\\n"),
+            b'\t' => q.push_str("\\t"),
+            b'\r' => q.push_str("\\r"),
+            b'"' => q.push_str("\\\""),
+            b'\\' => q.push_str("\\\\"),
+            b if !(0x20..0x7f).contains(&b) => q.push_str(&format!("\\{b:03o}")),
+            b => q.push(char::from(b)),
+        }
+    }
+    q.push('"');
+    q
+}
+
 /// The diff of one path between `old` and `new`.
 fn file_diff(out: &mut String, path: &Path, old: &Side, new: &Side) {
-    let p = path.display();
-    let (a, b) = (format!("a/{p}"), format!("b/{p}"));
+    let (a, b) = (header_name("a/", path), header_name("b/", path));
     let _ = writeln!(out, "diff --git {a} {b}");
     let (om, nm) = (git_mode(old), git_mode(new));
     let old_none = matches!(old, Side::None);
@@ -156,8 +183,9 @@ fn deleted_tree(
         Side::Special => {
             let _ = writeln!(
                 out,
-                "diff --git a/{0} b/{0}\ndeleted special file",
-                rel.display()
+                "diff --git {} {}\ndeleted special file",
+                header_name("a/", rel),
+                header_name("b/", rel)
             );
         }
         old => file_diff(out, rel, &old, &Side::None),
@@ -239,8 +267,9 @@ impl RunDir {
                 if from & 0o7777 != to & 0o7777 {
                     let _ = writeln!(
                         out,
-                        "diff --git a/{0} b/{0}\nold mode 040{1:03o}\nnew mode 040{2:03o}",
-                        e.path.display(),
+                        "diff --git {} {}\nold mode 040{:03o}\nnew mode 040{:03o}",
+                        header_name("a/", &e.path),
+                        header_name("b/", &e.path),
                         from & 0o777,
                         to & 0o777
                     );
@@ -249,7 +278,8 @@ impl RunDir {
             return Ok(());
         }
         let special = |out: &mut String, what: &str| {
-            let _ = writeln!(out, "diff --git a/{0} b/{0}\n{what}", e.path.display());
+            let (a, b) = (header_name("a/", &e.path), header_name("b/", &e.path));
+            let _ = writeln!(out, "diff --git {a} {b}\n{what}");
         };
         match (&old, &new) {
             (_, Side::Special) => special(

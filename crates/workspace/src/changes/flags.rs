@@ -6,7 +6,7 @@ use std::path::{Component, Path, PathBuf};
 
 use policy::{is_within, normalize_lexically, HostExec, HOST_EXEC};
 
-use super::{ChangeKind, FileType, Flag, Recorded};
+use super::{BaseState, ChangeKind, FileType, Flag, Recorded};
 
 /// Files larger than this are flagged `large` (10 MiB).
 pub const DEFAULT_SIZE_THRESHOLD: u64 = 10 << 20;
@@ -201,6 +201,31 @@ fn link_destination(workspace: &Path, link: &Path, target: &Path) -> PathBuf {
     normalize_lexically(&workspace.join(dir).join(target))
 }
 
+/// Why the entry makes a file or directory writable by every local user (the bit `apply`
+/// would carry into the workspace: any account could then plant what the host runs there),
+/// or `None`: not world-writable, or already so in the workspace.
+fn world_writable(rec: &Recorded) -> Option<String> {
+    let to = rec.mode?;
+    if rec.kind == ChangeKind::Deleted
+        || !matches!(rec.file_type, FileType::File | FileType::Dir)
+        || to & 0o002 == 0
+    {
+        return None;
+    }
+    let from = match (&rec.kind, &rec.base.state) {
+        (ChangeKind::ModeChanged { from, .. }, _) => Some(*from),
+        (_, BaseState::File { mode, .. }) if rec.file_type == FileType::File => Some(*mode),
+        (_, BaseState::Dir { mode, .. }) if rec.file_type == FileType::Dir => Some(*mode),
+        _ => None,
+    };
+    if from.is_some_and(|m| m & 0o002 != 0) {
+        return None;
+    }
+    Some(format!(
+        "writable by every local user (mode {to:o}): any account could change it later"
+    ))
+}
+
 /// The flags of one entry.
 pub(crate) fn flags_of(
     rec: &Recorded,
@@ -280,6 +305,9 @@ pub(crate) fn flags_of(
                 ),
             ));
         }
+    }
+    if let Some(reason) = world_writable(rec) {
+        out.push(flag("world-writable", reason));
     }
     if let (false, Some(target)) = (deleted, &rec.symlink_target) {
         out.push(flag(
@@ -387,6 +415,69 @@ mod tests {
         assert!(startup(".venv/bin/activate") && startup(".venv/bin/activate.fish"));
         assert!(startup("sitecustomize.py"));
         assert!(!startup("src/path.py") && !startup("bin/tool"));
+    }
+
+    fn rec(kind: ChangeKind, file_type: FileType, mode: u32, base: BaseState) -> Recorded {
+        Recorded {
+            path: PathBuf::from("src/x"),
+            kind,
+            file_type,
+            mode: Some(mode),
+            size: 1,
+            sha256: None,
+            symlink_target: None,
+            script: false,
+            in_git_dir: false,
+            base: super::super::Base {
+                state: base,
+                changed_during_run: false,
+            },
+        }
+    }
+
+    fn codes(r: &Recorded) -> Vec<&'static str> {
+        flags_of(r, &FlagRules::default(), Path::new("/w"), &[], &[])
+            .into_iter()
+            .map(|f| f.code)
+            .collect()
+    }
+
+    #[test]
+    fn an_entry_made_world_writable_is_flagged() {
+        let file = |mode| BaseState::File {
+            sha256: "0".repeat(64),
+            mode,
+        };
+        let dir = |mode| BaseState::Dir { mode, tree: None };
+        // A new file or directory anyone may write: any local account could plant what the
+        // host runs (a directory 0777 takes any file later).
+        let added = rec(ChangeKind::Added, FileType::File, 0o666, BaseState::Absent);
+        assert_eq!(codes(&added), ["world-writable"]);
+        let added_dir = rec(ChangeKind::Added, FileType::Dir, 0o777, BaseState::Absent);
+        assert_eq!(codes(&added_dir), ["world-writable"]);
+        let chmod_dir = rec(
+            ChangeKind::ModeChanged {
+                from: 0o755,
+                to: 0o1777,
+            },
+            FileType::Dir,
+            0o1777,
+            dir(0o755),
+        );
+        assert_eq!(codes(&chmod_dir), ["world-writable"]);
+        // New content and a new mode at once: the mode is still a change.
+        let modified = rec(ChangeKind::Modified, FileType::File, 0o646, file(0o644));
+        assert_eq!(codes(&modified), ["world-writable"]);
+        // Controls: already world-writable in the workspace, or not world-writable.
+        let kept = rec(ChangeKind::Modified, FileType::File, 0o666, file(0o666));
+        assert!(codes(&kept).is_empty());
+        let plain = rec(ChangeKind::Added, FileType::File, 0o664, BaseState::Absent);
+        assert!(codes(&plain).is_empty());
+        let gone = Recorded {
+            mode: None,
+            ..rec(ChangeKind::Deleted, FileType::File, 0, file(0o666))
+        };
+        assert!(codes(&gone).is_empty());
     }
 
     #[test]

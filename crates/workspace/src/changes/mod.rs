@@ -108,15 +108,7 @@ pub const APPLY_TEMP_PREFIX: &str = ".stockade-apply-";
 /// to ignore a relative one), else `$HOME/.local/state/stockade/changes`; `None` without
 /// either.
 pub fn default_store_dir(xdg_state_home: Option<&OsStr>, home: Option<&OsStr>) -> Option<PathBuf> {
-    let absolute = |v: Option<&OsStr>| {
-        v.map(PathBuf::from)
-            .filter(|p| p.is_absolute() && !p.as_os_str().is_empty())
-    };
-    let state = match absolute(xdg_state_home) {
-        Some(s) => s,
-        None => absolute(home)?.join(".local/state"),
-    };
-    Some(state.join("stockade").join("changes"))
+    sandbox::state_dir(xdg_state_home, home).map(|d| d.join("changes"))
 }
 
 /// Nanoseconds since the Unix epoch, now.
@@ -165,6 +157,9 @@ pub struct RunMeta {
     /// path that names another directory later is refused, never read or written.
     #[serde(default)]
     pub workspace_ino: Option<u64>,
+    /// Device of the workspace's directory, with [`RunMeta::workspace_ino`].
+    #[serde(default)]
+    pub workspace_dev: Option<u64>,
 }
 
 impl RunMeta {
@@ -194,6 +189,7 @@ impl RunMeta {
             finished: None,
             applied: Vec::new(),
             workspace_ino: None,
+            workspace_dev: None,
         }
     }
 }
@@ -324,7 +320,8 @@ pub struct Change {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Flag {
     /// Stable: `host-executed`, `protected`, `executable`, `script`, `setuid`, `symlink`,
-    /// `symlink-outside`, `symlink-into-masked`, `git-internals`, `large`, `special-file`.
+    /// `symlink-outside`, `symlink-into-masked`, `git-internals`, `large`, `special-file`,
+    /// `world-writable`.
     pub code: &'static str,
     /// A sentence naming the rule.
     pub reason: String,

@@ -23,6 +23,11 @@ use crate::beneath::{errno_io, list, open_child, stat_child};
 /// Deeper upper trees are refused (the walk holds two descriptors per level).
 pub(crate) const MAX_DEPTH: usize = 256;
 
+/// Larger upper files make the change set unreadable ([`ChangesError::Unsupported`]): every
+/// read of the change set hashes each file whole, and a sparse file costs nothing to make
+/// (`truncate -s 16T`) but hours to hash, and as much disk to apply.
+pub(crate) const MAX_FILE_BYTES: u64 = 64 << 30;
+
 /// Where the upper cannot tell when the run first wrote an entry (no birth time), a ctime
 /// this close before the run's start counts as during the run: the kernel stamps ctimes from
 /// a clock that lags the one `started` is read from by up to a tick.
@@ -608,6 +613,15 @@ impl Walker<'_, '_> {
                 self.walk_dir(fd.as_fd(), cl, &rel, hidden, git, depth + 1)?;
             }
             Ft::RegularFile => {
+                if st.st_size as u64 > MAX_FILE_BYTES {
+                    return Err(ChangesError::Unsupported {
+                        path: self.l.upper_path.join(&rel),
+                        reason: format!(
+                            "a file of {} bytes, over the {MAX_FILE_BYTES} a change set may hold",
+                            st.st_size
+                        ),
+                    });
+                }
                 let fd = open_regular(up, name).map_err(|e| self.upper_err(&rel, e))?;
                 self.opaque(fd.as_fd(), &rel, false)?;
                 let (sha, script) = hash_fd(fd).map_err(|e| self.upper_err(&rel, e))?;

@@ -186,6 +186,7 @@ impl Store {
         })?;
         let mut meta = meta.clone();
         meta.workspace_ino = Some(std::os::unix::fs::MetadataExt::ino(&ws));
+        meta.workspace_dev = Some(std::os::unix::fs::MetadataExt::dev(&ws));
         rustix::fs::mkdirat(&self.fd, meta.run_id.as_str(), Mode::from_raw_mode(0o700))
             .map_err(|e| create(&path, io_err(e)))?;
         let made = (|| -> Result<RunDir, ChangesError> {
@@ -223,7 +224,7 @@ impl Store {
                 rustix::fs::fchmod(&d, Mode::from_raw_mode(mode))
                     .map_err(|e| create(&p, io_err(e)))?;
             }
-            run.write_meta()?;
+            run.write_meta_as(false)?;
             Ok(run)
         })();
         if made.is_err() {

@@ -470,3 +470,35 @@ fn what_an_opaque_directory_drops_is_recorded_in_path_order() {
     let again = fx.store.find(Some("order"), None).unwrap();
     assert_eq!(again.changes(&FlagRules::default()).unwrap(), set);
 }
+
+#[test]
+fn a_huge_sparse_file_makes_the_change_set_unreadable_at_once_instead_of_hashing_for_hours() {
+    let fx = Fx::new();
+    fx.lower("a.txt", "a\n");
+    let mut run = fx.start("sparse");
+    up(&run, "a.txt", "b\n");
+    // What `truncate -s 16T big` leaves in the upper: no blocks, terabytes to hash. One
+    // byte over the limit is enough to be refused (without the limit: minutes of hashing).
+    let big = std::fs::File::create(run.upper().join("big")).unwrap();
+    if let Err(e) = big.set_len(crate::changes::read::MAX_FILE_BYTES + 1) {
+        eprintln!("skipped: this filesystem holds no sparse file that large: {e}");
+        return;
+    }
+    let started = std::time::Instant::now();
+    let err = run.finish(&FlagRules::default()).unwrap_err();
+    assert!(
+        matches!(&err, ChangesError::Unsupported { reason, .. } if reason.contains("bytes")),
+        "{err}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    // Control: at the limit's size a file is read (cut to 1 MiB here, it is hashed).
+    big.set_len(1 << 20).unwrap();
+    let set = run.finish(&FlagRules::default()).unwrap();
+    assert_eq!(
+        kinds(&set),
+        [
+            ("a.txt".to_string(), ChangeKind::Modified),
+            ("big".to_string(), ChangeKind::Added)
+        ]
+    );
+}

@@ -69,12 +69,14 @@ fn a_run_directory_is_made_once_with_its_layers_and_record() {
         let m = std::fs::metadata(run.upper()).unwrap();
         assert_eq!((m.uid(), m.gid()), (uid, gid));
     }
-    let ino = std::fs::metadata(&fx.ws).unwrap().ino();
+    let ws_meta = std::fs::metadata(&fx.ws).unwrap();
+    let (ino, dev) = (ws_meta.ino(), ws_meta.dev());
     assert_eq!(run.meta().workspace_ino, Some(ino));
     assert_eq!(
         run.meta(),
         &RunMeta {
             workspace_ino: Some(ino),
+            workspace_dev: Some(dev),
             ..meta.clone()
         }
     );

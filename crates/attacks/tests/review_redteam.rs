@@ -1,0 +1,375 @@
+//! Review mode under attack from the outside (a red-team pass over `--review`): the store a
+//! run could reach before it exists, modes `apply` would carry into the workspace, change
+//! sets that cost hours to read, names that act on the terminal or forge lines, processes
+//! left behind, a writable parent of the workspace. Each attack has its control.
+//!
+//! Tests marked `#[ignore = "open finding: ..."]` reproduce escapes not fixed yet (their fix
+//! lies outside `workspace::changes`): run them with `--ignored`; drop the mark with the fix.
+
+#![allow(clippy::expect_used)]
+
+use std::os::unix::fs::PermissionsExt;
+
+use attacks::{read_json, read_text, sh_quote, write_file, Fixture, Run};
+
+/// `stockade run --review OPTS --shell SCRIPT` with a report; the run and its change set's
+/// id (none when nothing is pending).
+fn review(fx: &Fixture, opts: &[&str], script: &str) -> (Run, Option<String>) {
+    let report = fx.out_file(&format!("redteam-{}.json", attacks::unique()));
+    let report_s = report.display().to_string();
+    let mut all = vec!["--review", "--report", &report_s];
+    all.extend_from_slice(opts);
+    let run = fx.sandbox(&all, script).run();
+    let id = std::fs::read(&report)
+        .ok()
+        .and_then(|_| read_json(&report).get("review").cloned())
+        .and_then(|r| {
+            (r.get("discarded") != Some(&serde_json::Value::Bool(true)))
+                .then(|| r["run_id"].as_str().map(str::to_owned))
+                .flatten()
+        });
+    (run, id)
+}
+
+/// `stockade changes ID --json`'s entries.
+fn entries(fx: &Fixture, id: &str) -> Vec<serde_json::Value> {
+    let run = fx.stockade(["changes", id, "--json"]).run();
+    run.assert_success();
+    let v: serde_json::Value = serde_json::from_str(&run.stdout).expect("changes --json");
+    v["changes"].as_array().cloned().unwrap_or_default()
+}
+
+fn entry<'a>(all: &'a [serde_json::Value], path: &str) -> &'a serde_json::Value {
+    all.iter()
+        .find(|c| c["path"] == path)
+        .unwrap_or_else(|| panic!("{path} is not in the change set: {all:?}"))
+}
+
+fn codes(c: &serde_json::Value) -> Vec<String> {
+    c["flags"]
+        .as_array()
+        .map(|f| {
+            f.iter()
+                .map(|x| x["code"].as_str().unwrap_or_default().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn mode(path: &std::path::Path) -> u32 {
+    std::fs::symlink_metadata(path)
+        .expect("stat")
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+fn store(fx: &Fixture) -> std::path::PathBuf {
+    fx.home.join(".local/state/stockade/changes")
+}
+
+/// The first review run of a caller makes the change store; with the home writable
+/// (`--allow-write ~`) that run must not reach the store (its own change set included): it
+/// could put a change set of its choosing under its own run id (another workspace, lies in
+/// the record), and `stockade apply ID` would write it. Control: beside the store, the home
+/// is writable.
+#[test]
+fn the_first_review_run_cannot_swap_its_own_change_set() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let fx = Fixture::without_git();
+    assert!(!store(&fx).exists());
+    let home = fx.home.display().to_string();
+    let c = sh_quote(store(&fx));
+    let script = format!(
+        "echo c > {h}/.local/state/control.txt && echo control-written; \
+         for d in {c}/*/; do mv \"$d\" {c}/.stolen && mkdir \"${{d%/}}\" && echo SWAPPED; done; \
+         echo mine > mine.txt",
+        h = sh_quote(&home),
+    );
+    let (run, id) = review(&fx, &["--allow-write", &home], &script);
+    run.assert_success()
+        .assert_stdout_contains("control-written")
+        .assert_lacks("SWAPPED");
+    assert!(fx.home.join(".local/state/control.txt").exists());
+    let id = id.expect("a pending change set");
+    let set = entries(&fx, &id);
+    entry(&set, "mine.txt");
+    assert!(!store(&fx).join(".stolen").exists());
+}
+
+/// A direct run with the home writable, before the caller's first review run: the store
+/// does not exist yet, so there is nothing masked, and the run may make it with a change set
+/// of its own inside. Control: once the store exists, the same plant is refused.
+#[test]
+fn a_direct_run_cannot_plant_a_change_set_before_the_store_exists() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let plant = |fx: &Fixture| {
+        let c = sh_quote(store(fx).join("9999999999999-1"));
+        let script =
+            format!("mkdir -p {c}/upper {c}/work && echo '{{}}' > {c}/meta.json && echo PLANTED");
+        fx.sandbox(&["--allow-write", &fx.home.display().to_string()], &script)
+            .run()
+    };
+    // Control first: with the store made by a review run, the plant fails.
+    let fx = Fixture::without_git();
+    let (run, _) = review(&fx, &[], "echo x > x.txt");
+    run.assert_success();
+    plant(&fx).assert_lacks("PLANTED");
+    // The attack: no store yet.
+    let fx = Fixture::without_git();
+    assert!(!store(&fx).exists());
+    let run = plant(&fx);
+    run.assert_lacks("PLANTED");
+    let runs = fx.stockade(["runs", "--json"]).run();
+    assert!(!runs.stdout.contains("9999999999999-1"), "{}", runs.stdout);
+}
+
+/// A run that makes a directory or a file writable by everyone: `apply` would carry the bit
+/// into the workspace, where any local account could later plant what the host runs. It is
+/// flagged and not applied unaccepted. Control: the same entries at 0755 and 0644 are not.
+#[test]
+fn world_writable_entries_are_flagged_and_not_applied_unaccepted() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let fx = Fixture::without_git();
+    let script = "mkdir pub priv && chmod 777 pub && chmod 755 priv \
+                  && echo y > y.txt && chmod 666 y.txt && echo z > z.txt && chmod 644 z.txt";
+    let (run, id) = review(&fx, &[], script);
+    run.assert_success();
+    let id = id.expect("a pending change set");
+    let set = entries(&fx, &id);
+    for p in ["pub", "y.txt"] {
+        assert!(
+            codes(entry(&set, p)).iter().any(|c| c == "world-writable"),
+            "{p}: {set:?}"
+        );
+    }
+    for p in ["priv", "z.txt"] {
+        assert!(codes(entry(&set, p)).is_empty(), "{p}: {set:?}");
+    }
+    fx.stockade(["apply", &id])
+        .run()
+        .assert_code(125)
+        .assert_stderr_contains("world-writable");
+    assert!(!fx.ws.join("pub").exists() && !fx.ws.join("z.txt").exists());
+    fx.stockade(["apply", &id, "--exclude", "pub", "--exclude", "y.txt"])
+        .run()
+        .assert_success();
+    assert_eq!(mode(&fx.ws.join("priv")), 0o755);
+    assert_eq!(mode(&fx.ws.join("z.txt")), 0o644);
+    assert!(!fx.ws.join("pub").exists() && !fx.ws.join("y.txt").exists());
+}
+
+/// `truncate -s 15T` costs the command nothing and the change set terabytes of hashing on
+/// every read (and as much disk on apply): the run ends at once, the change set refused and
+/// discardable, the workspace untouched. Control: a 1 MiB sparse file is an ordinary change.
+#[test]
+fn a_sparse_file_of_terabytes_neither_hangs_the_run_nor_reaches_the_workspace() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let fx = Fixture::without_git();
+    let (run, id) = review(
+        &fx,
+        &[],
+        "truncate -s 15T big || truncate -s 100G big; echo x > x.txt",
+    );
+    // `review` would panic on a timeout (30 s): reaching here is the point.
+    run.assert_code(125)
+        .assert_stderr_contains("a change set may hold");
+    assert!(id.is_none());
+    assert!(!fx.ws.join("big").exists() && !fx.ws.join("x.txt").exists());
+    let runs = fx.stockade(["runs", "--json"]).run();
+    let list: serde_json::Value = serde_json::from_str(&runs.stdout).expect("runs --json");
+    let pending = list[0]["run_id"]
+        .as_str()
+        .expect("the unfinished change set");
+    fx.stockade(["discard", pending]).run().assert_success();
+
+    let (run, id) = review(&fx, &[], "truncate -s 1M small");
+    run.assert_success();
+    let id = id.expect("a pending change set");
+    assert_eq!(entry(&entries(&fx, &id), "small")["size"], 1 << 20);
+}
+
+/// setuid, setgid and sticky bits: refused in the view where the guard refuses them, and
+/// whatever the change set records never written into the workspace. Control: the change set
+/// holds the entries, with the bits the view let through.
+#[test]
+fn setuid_setgid_and_sticky_bits_never_reach_the_workspace() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let fx = Fixture::without_git();
+    let script = "echo t > tool; chmod 755 tool; chmod 6755 tool; chmod g+s tool; \
+                  mkdir d; chmod 775 d; chmod 3775 d; chmod +t d; true";
+    let (run, id) = review(&fx, &[], script);
+    run.assert_success();
+    let id = id.expect("a pending change set");
+    let set = entries(&fx, &id);
+    let recorded = |p: &str| entry(&set, p)["mode"].as_u64().expect("a mode") as u32;
+    eprintln!(
+        "recorded: tool {:o}, d {:o}",
+        recorded("tool"),
+        recorded("d")
+    );
+    if recorded("tool") & 0o6000 != 0 {
+        assert!(codes(entry(&set, "tool")).iter().any(|c| c == "setuid"));
+    }
+    fx.stockade(["apply", &id, "--accept-flagged"])
+        .run()
+        .assert_success();
+    assert_eq!(mode(&fx.ws.join("tool")), 0o755);
+    assert_eq!(mode(&fx.ws.join("d")), 0o775);
+}
+
+/// Names and contents the command chose carry no terminal control sequence to the caller's
+/// terminal through `changes`, `diff`, `apply`'s refusal, `runs` or the run's own summary.
+/// Control: the name is in the change set (JSON, escaped).
+#[test]
+fn names_and_contents_with_escape_sequences_stay_inert_in_every_listing() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let fx = Fixture::without_git();
+    let script = "n=$(printf 'evil\\033]0;PWNED\\007\\033[2J'); \
+                  printf '#!/bin/sh\\n\\033[31mred\\033]52;c;cHduZWQ=\\007\\n' > \"$n\" && chmod +x \"$n\" \
+                  && ln -s \"$(printf '/etc/\\033[1m')\" \"$n.lnk\"";
+    let (run, id) = review(&fx, &[], script);
+    run.assert_success();
+    assert!(!run.stderr.contains('\u{1b}'), "{}", run.describe());
+    let id = id.expect("a pending change set");
+    let json = fx.stockade(["changes", &id, "--json"]).run();
+    json.assert_success().assert_stdout_contains("evil");
+    for args in [
+        vec!["changes", id.as_str()],
+        vec!["diff", id.as_str()],
+        vec!["apply", id.as_str()],
+        vec!["runs"],
+    ] {
+        let out = fx.stockade(&args).run();
+        assert!(
+            !out.all_output().contains('\u{1b}') && !out.all_output().contains('\u{7}'),
+            "{args:?}: {}",
+            out.all_output()
+        );
+    }
+}
+
+/// A name holding a newline must not print as a line of its own in `changes`: the command
+/// could forge a harmless-looking entry (or hide a flagged one among forged lines). Control:
+/// the entry is there, under its real name, in the JSON.
+#[test]
+fn a_name_with_a_newline_cannot_forge_a_line_of_the_listing() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let fx = Fixture::without_git();
+    let (run, id) = review(&fx, &[], "echo x > \"$(printf 'notes\\n M README.md')\"");
+    run.assert_success();
+    let id = id.expect("a pending change set");
+    assert!(entries(&fx, &id)
+        .iter()
+        .any(|c| c["path"] == "notes\n M README.md"));
+    let out = fx.stockade(["changes", &id]).run();
+    out.assert_success();
+    assert!(
+        !out.stdout.lines().any(|l| l == " M README.md"),
+        "{}",
+        out.stdout
+    );
+}
+
+/// What a run's command leaves behind (a daemon that outlives it) writes nothing into the
+/// change set after it was sealed: the change set stays whole and readable. Control: the
+/// same write in the foreground is in the change set.
+#[test]
+fn a_process_left_behind_cannot_write_the_sealed_change_set() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let fx = Fixture::without_git();
+    let (run, id) = review(
+        &fx,
+        &[],
+        "(setsid sh -c 'sleep 2; echo late > late.txt' >/dev/null 2>&1 &); \
+         nohup sh -c 'trap \"\" TERM HUP; sleep 2; echo late > late2.txt' >/dev/null 2>&1 & \
+         echo x > x.txt",
+    );
+    run.assert_success();
+    let id = id.expect("a pending change set");
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    let set = entries(&fx, &id);
+    entry(&set, "x.txt");
+    assert!(
+        !set.iter()
+            .any(|c| c["path"] == "late.txt" || c["path"] == "late2.txt"),
+        "{set:?}"
+    );
+    assert!(!fx.ws.join("late.txt").exists());
+
+    let (run, id) = review(&fx, &[], "sh -c 'sleep 1; echo late > late.txt'");
+    run.assert_success();
+    entry(
+        &entries(&fx, &id.expect("a pending change set")),
+        "late.txt",
+    );
+}
+
+/// `--allow-write` of the workspace's parent: the view is mounted over the workspace, so the
+/// parent's writable mount does not reach the real workspace around it (by `..` or by the
+/// absolute path). Control: the parent's other directories are written.
+#[test]
+fn a_writable_parent_does_not_reach_around_the_view() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let fx = Fixture::without_git();
+    write_file(&fx.ws.join("a.txt"), "orig\n", 0o644);
+    let root = fx.root.display().to_string();
+    let script = format!(
+        "echo pwn > ../ws/a.txt; echo pwn > {ws}/b.txt; echo ctl > {out}/ctl.txt && echo control-written",
+        ws = sh_quote(&fx.ws),
+        out = sh_quote(&fx.outside),
+    );
+    // No report: its directory would be writable by the command (refused).
+    let run = fx
+        .sandbox(&["--review", "--allow-write", &root], &script)
+        .run();
+    run.assert_success()
+        .assert_stdout_contains("control-written");
+    assert_eq!(read_text(&fx.ws.join("a.txt")).as_deref(), Some("orig\n"));
+    assert!(!fx.ws.join("b.txt").exists());
+    assert!(fx.outside.join("ctl.txt").exists());
+    let runs = fx.stockade(["runs", "--json"]).run();
+    let list: serde_json::Value = serde_json::from_str(&runs.stdout).expect("runs --json");
+    let id = list[0]["run_id"].as_str().expect("a pending change set");
+    let set = entries(&fx, id);
+    entry(&set, "a.txt");
+    entry(&set, "b.txt");
+}
+
+/// An unprivileged caller's upper holds what the command made with the command's modes: a
+/// directory it made unreadable (`chmod 000`) must not make the whole change set unreadable
+/// (finish failing, the run's work lost). Control: as root (who reads anything) it is fine.
+#[test]
+#[ignore = "open finding: an upper entry its owner cannot read fails finish for unprivileged callers (E_INTERNAL, change set unfinished)"]
+fn an_unreadable_directory_in_the_view_does_not_lose_the_change_set() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let fx = Fixture::without_git();
+    let (run, id) = review(
+        &fx,
+        &[],
+        "mkdir -p d/e && echo x > d/e/f && echo s > secret && chmod 000 secret d/e d && echo ok > ok.txt",
+    );
+    run.assert_success();
+    let set = entries(&fx, &id.expect("a pending change set"));
+    entry(&set, "ok.txt");
+}
