@@ -289,6 +289,14 @@ pub fn apply(args: &ApplyArgs) -> Result<u8, Error> {
     };
     let rules = rules(&run);
     let id = run.id().to_string();
+    // Named before anything is written: the workspace is the change set's, which need not be
+    // the current directory when RUN is given.
+    if !args.json {
+        outln!(
+            "applying change set {id} to {}",
+            shown_line(&run.meta().workspace.display().to_string())
+        );
+    }
     let report = run.apply(&opts, &rules)?;
     if args.json {
         outln!("{}", json(&report)?);

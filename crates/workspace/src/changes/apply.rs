@@ -47,7 +47,9 @@ impl RunDir {
     ) -> Result<ApplyReport, ChangesError> {
         self.check_live()?;
         let _lock = self.lock()?;
-        self.verify()?;
+        // The shape first, reading no file; each file's content is checked against its
+        // recorded hash as it is copied, before it takes its name.
+        self.verify_shape()?;
         let Some(finished) = self.meta.finished.clone() else {
             return Err(ChangesError::NotFinished {
                 run_id: self.id.clone(),

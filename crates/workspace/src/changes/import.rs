@@ -43,6 +43,7 @@ impl RunDir {
             lower: Some((lower.as_fd(), self.meta.workspace.as_path())),
             marks: self.marks(),
             started_ns: self.meta.started_unix_ns,
+            content: true,
         })?;
         if keep {
             let dst = self.open_upper()?;
@@ -63,6 +64,7 @@ impl RunDir {
         }
         self.meta.finished = Some(super::Finished {
             digest: scan.digest,
+            shape_digest: Some(scan.shape_digest),
             ended_unix_ns: super::now_ns(),
             unchanged_copies: scan.unchanged_copies,
             entries: scan.entries,

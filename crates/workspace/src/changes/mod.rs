@@ -200,6 +200,9 @@ impl RunMeta {
 pub struct Finished {
     /// `sha256:<hex>` over every entry of the upper (see [`RunDir::finish`]).
     pub digest: String,
+    /// The same without files' contents (see `read::Scan::shape_digest`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape_digest: Option<String>,
     pub ended_unix_ns: u128,
     /// Files copied up unchanged (not changes).
     pub unchanged_copies: usize,

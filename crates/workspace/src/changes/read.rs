@@ -102,6 +102,9 @@ pub(crate) struct Layers<'a> {
     pub(crate) lower: Option<(BorrowedFd<'a>, &'a Path)>,
     pub(crate) marks: Marks,
     pub(crate) started_ns: u128,
+    /// Whether files' contents are read (and hashed). Without them (and without a lower)
+    /// only [`Scan::shape_digest`] means anything.
+    pub(crate) content: bool,
 }
 
 /// What a walk found.
@@ -110,6 +113,10 @@ pub(crate) struct Scan {
     pub(crate) entries: Vec<Recorded>,
     pub(crate) unchanged_copies: usize,
     pub(crate) digest: String,
+    /// The digest of everything but files' contents (names, types, modes, sizes, link
+    /// targets, whiteouts, opaque marks): what `apply` checks before writing anything, each
+    /// file's content then being checked against its recorded hash as it is copied.
+    pub(crate) shape_digest: String,
 }
 
 pub(crate) fn hex(bytes: &[u8]) -> String {
@@ -271,6 +278,7 @@ pub(crate) fn read(layers: &Layers<'_>) -> Result<Scan, ChangesError> {
     let mut w = Walker {
         l: layers,
         hasher: Sha256::new(),
+        shape: Sha256::new(),
         scan: Scan::default(),
         written: None,
     };
@@ -300,12 +308,14 @@ pub(crate) fn read(layers: &Layers<'_>) -> Result<Scan, ChangesError> {
     // What an opaque directory drops is found after what the upper holds there.
     scan.entries.sort_by(|a, b| a.path.cmp(&b.path));
     scan.digest = format!("sha256:{}", hex(&w.hasher.finalize()));
+    scan.shape_digest = format!("sha256:{}", hex(&w.shape.finalize()));
     Ok(scan)
 }
 
 struct Walker<'a, 'b> {
     l: &'a Layers<'b>,
     hasher: Sha256,
+    shape: Sha256,
     scan: Scan,
     /// The birth time of the upper entry being recorded ([`birth_ns`]).
     written: Option<u128>,
@@ -339,14 +349,17 @@ impl Walker<'_, '_> {
 
     fn record(&mut self, rel: &Path, kind: u8, mode: u32, size: u64, detail: &[u8]) {
         let p = rel.as_os_str().as_bytes();
-        let h = &mut self.hasher;
-        h.update((p.len() as u64).to_le_bytes());
-        h.update(p);
-        h.update([kind]);
-        h.update(mode.to_le_bytes());
-        h.update(size.to_le_bytes());
-        h.update((detail.len() as u64).to_le_bytes());
-        h.update(detail);
+        // A file's detail is its content's hash: left out of the shape.
+        let shape_detail: &[u8] = if kind == b'f' { b"" } else { detail };
+        for (h, detail) in [(&mut self.hasher, detail), (&mut self.shape, shape_detail)] {
+            h.update((p.len() as u64).to_le_bytes());
+            h.update(p);
+            h.update([kind]);
+            h.update(mode.to_le_bytes());
+            h.update(size.to_le_bytes());
+            h.update((detail.len() as u64).to_le_bytes());
+            h.update(detail);
+        }
     }
 
     /// Whether the upper entry `fd` carries an opaque mark; refuses marks stockade's overlay
@@ -624,6 +637,10 @@ impl Walker<'_, '_> {
                 }
                 let fd = open_regular(up, name).map_err(|e| self.upper_err(&rel, e))?;
                 self.opaque(fd.as_fd(), &rel, false)?;
+                if !self.l.content && !compare {
+                    self.record(&rel, b'f', mode, st.st_size as u64, b"");
+                    return Ok(());
+                }
                 let (sha, script) = hash_fd(fd).map_err(|e| self.upper_err(&rel, e))?;
                 self.record(&rel, b'f', mode, st.st_size as u64, sha.as_bytes());
                 if !compare {

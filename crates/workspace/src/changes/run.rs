@@ -300,7 +300,40 @@ impl RunDir {
                 .map(|l| (l.as_fd(), self.meta.workspace.as_path())),
             marks: self.marks(),
             started_ns: self.meta.started_unix_ns,
+            content: true,
         })
+    }
+
+    /// Checks the upper's shape (everything but files' contents) against what `finish`
+    /// recorded, reading no file: `apply` checks each file's content as it copies it. A
+    /// change set recorded without a shape digest is checked whole.
+    pub(crate) fn verify_shape(&self) -> Result<(), ChangesError> {
+        let Some(finished) = &self.meta.finished else {
+            return Err(ChangesError::NotFinished {
+                run_id: self.id.clone(),
+            });
+        };
+        let Some(expected) = &finished.shape_digest else {
+            return self.verify();
+        };
+        let upper = self.open_upper()?;
+        let upper_path = self.upper();
+        let found = read::read(&Layers {
+            upper: upper.as_fd(),
+            upper_path: &upper_path,
+            lower: None,
+            marks: self.marks(),
+            started_ns: self.meta.started_unix_ns,
+            content: false,
+        })?
+        .shape_digest;
+        if found != *expected {
+            return Err(ChangesError::Tampered {
+                expected: expected.clone(),
+                found,
+            });
+        }
+        Ok(())
     }
 
     /// Checks the upper against the digest `finish` recorded.
@@ -356,6 +389,7 @@ impl RunDir {
         let empty = scan.entries.is_empty();
         self.meta.finished = Some(super::Finished {
             digest: scan.digest,
+            shape_digest: Some(scan.shape_digest),
             ended_unix_ns: now_ns(),
             unchanged_copies: scan.unchanged_copies,
             entries: scan.entries,
