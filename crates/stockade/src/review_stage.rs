@@ -318,6 +318,16 @@ pub fn not_copyable(
     if policy.workspace_mode == WorkspaceMode::Direct || inv.uid == 0 {
         return None;
     }
-    let found = workspace::changes::not_copyable(&inv.workspace, inv.uid, inv.gid, limit).ok()?;
+    // Remembered by directory in the caller's change store (which only the caller can
+    // write, and no run can see).
+    let store = store_dir(request).filter(|d| d.is_dir());
+    let found = workspace::changes::not_copyable_cached(
+        &inv.workspace,
+        inv.uid,
+        inv.gid,
+        limit,
+        store.as_deref(),
+    )
+    .ok()?;
     (found.0 > 0).then_some(found)
 }

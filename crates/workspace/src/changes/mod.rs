@@ -92,7 +92,7 @@ mod store;
 #[cfg(test)]
 mod tests;
 
-pub use copyable::not_copyable;
+pub use copyable::{not_copyable, not_copyable_cached};
 pub use error::ChangesError;
 pub use flags::{FlagRules, DEFAULT_SIZE_THRESHOLD};
 pub use run::RunDir;

@@ -190,6 +190,37 @@ fn not_copyable_counts_what_the_caller_does_not_own() {
     assert_eq!(paths, [fx.ws.join("sub/also-theirs")]);
 }
 
+/// The cache by directory: an unchanged directory is not listed again (what it found is
+/// remembered, even after the file is given back: that is the documented blind spot of a
+/// `chown` in place); a directory that gained a name is listed again.
+#[test]
+fn not_copyable_remembers_unchanged_directories_and_looks_again_at_changed_ones() {
+    if !is_root() {
+        eprintln!("skipped: giving files to another owner needs root");
+        return;
+    }
+    let fx = Fx::new();
+    fx.lower("sub/theirs", "t");
+    let m = std::fs::metadata(&fx.ws).unwrap();
+    let ids = (m.uid(), m.gid());
+    std::os::unix::fs::chown(fx.ws.join("sub/theirs"), Some(4321), None).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let settle = std::time::Duration::ZERO;
+    let check = |c| super::super::copyable::check(&fx.ws, ids, 10, c, settle).unwrap();
+    assert_eq!(check(Some(cache.path())).0, 1);
+    // Given back in place: the directory did not change, so the remembered answer stands.
+    std::os::unix::fs::chown(fx.ws.join("sub/theirs"), Some(ids.0), None).unwrap();
+    assert_eq!(check(Some(cache.path())).0, 1);
+    // Control: without the cache the file is seen as it is now.
+    assert_eq!(check(None).0, 0);
+    // A new name in the directory: it is listed again.
+    fx.lower("sub/new", "n");
+    std::os::unix::fs::chown(fx.ws.join("sub/new"), Some(4321), None).unwrap();
+    let (n, paths) = check(Some(cache.path()));
+    assert_eq!(n, 1);
+    assert_eq!(paths, [fx.ws.join("sub/new")]);
+}
+
 /// `cargo test -p workspace -- --ignored not_copyable_timing --nocapture`
 #[test]
 #[ignore]
