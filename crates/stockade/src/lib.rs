@@ -253,34 +253,46 @@ fn credential_stage(
 fn resolve(policy: &policy::Policy, request: &RunRequest) -> Result<workspace::Resolved, Error> {
     let host = &workspace::RealHost;
     let invocation = &request.invocation;
-    let Some(dir) = request.trust_store.as_deref() else {
-        return Ok(workspace::Resolved::new(policy, invocation, host)?);
-    };
-    let spelled = dir;
-    let dir = guard::trust::resolve_dir(dir)?;
-    // The writable roots alone (no walk) tell whether the scan must protect the store.
+    // The writable roots alone (no walk) tell whether the scan must protect stockade's state.
     let roots = workspace::writable_roots(policy, &invocation.place(), host)?;
-    refuse_replaceable_link_to_store(spelled, &dir, &roots)?;
-    if !roots.iter().any(|w| dir.starts_with(w)) {
+    let mut state: Vec<PathBuf> = Vec::new();
+    if let Some(spelled) = request.trust_store.as_deref() {
+        let dir = guard::trust::resolve_dir(spelled)?;
+        refuse_replaceable_link_to_store(spelled, &dir, &roots)?;
+        state.push(dir);
+    }
+    // The change stores: a command that could make one could plant change sets in it (one
+    // that exists is masked, see `review_stage::mask_store`).
+    for spelled in review_stage::store_dirs(request) {
+        let dir = review_stage::resolve_existing_part(&spelled);
+        refuse_replaceable_link_to_store(&spelled, &dir, &roots)?;
+        state.push(dir);
+    }
+    state.retain(|d| roots.iter().any(|w| d.starts_with(w)));
+    if state.is_empty() {
         return Ok(workspace::Resolved::new(policy, invocation, host)?);
     }
-    let pattern = dir
-        .to_str()
-        .filter(|p| !p.contains(['*', '?', '[', ']', '{', '}']));
-    let Some(pattern) = pattern else {
-        return Err(Error::Usage {
-            message: format!(
-                "the trust store {} lies in a writable path and cannot be protected (its name is not UTF-8 or holds glob characters)",
-                dir.display()
-            ),
-            hint: "point XDG_STATE_HOME at a plain path outside the writable paths".into(),
-        });
-    };
     let mut guarded = policy.clone();
-    guarded.filesystem.deny_write.push(pattern.to_string());
+    for dir in &state {
+        let pattern = dir
+            .to_str()
+            .filter(|p| !p.contains(['*', '?', '[', ']', '{', '}']));
+        let Some(pattern) = pattern else {
+            return Err(Error::Usage {
+                message: format!(
+                    "stockade's state {} lies in a writable path and cannot be protected (its name is not UTF-8 or holds glob characters)",
+                    dir.display()
+                ),
+                hint: "point XDG_STATE_HOME at a plain path outside the writable paths".into(),
+            });
+        };
+        guarded.filesystem.deny_write.push(pattern.to_string());
+    }
     let mut resolved = workspace::Resolved::new(&guarded, invocation, host)?;
     // Read-only is not enough: renaming a parent would move the approvals away whole.
-    resolved.pin_ancestors(&dir, host);
+    for dir in &state {
+        resolved.pin_ancestors(dir, host);
+    }
     Ok(resolved)
 }
 

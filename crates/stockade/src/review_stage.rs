@@ -59,17 +59,10 @@ pub fn store_dir(request: &RunRequest) -> Option<PathBuf> {
     workspace::changes::default_store_dir(env("XDG_STATE_HOME").as_deref(), env("HOME").as_deref())
 }
 
-/// Hides the change stores from the command (every run): unreadable and unwritable. Both
-/// the store this run names (`$XDG_STATE_HOME`) and the one a caller without it would use
-/// (`~/.local/state`), since `stockade apply` may run with either. A store is masked only if
-/// it exists, so one the command could make itself (it would lie in a writable root), or that
-/// this review run is about to make, is made now, before anything runs: otherwise the command
-/// could make it first and plant change sets, or swap its own (found by review).
-pub(crate) fn mask_store(
-    policy: &policy::Policy,
-    request: &RunRequest,
-    spec: &mut sandbox::Spec,
-) -> Result<(), Error> {
+/// The change stores a run must keep the command away from: the one this run names
+/// (`$XDG_STATE_HOME`) and the one a caller without it would use (`~/.local/state`), since
+/// `stockade apply` may run with either.
+pub(crate) fn store_dirs(request: &RunRequest) -> Vec<PathBuf> {
     let env = |name: &str| {
         (request.invocation.env.iter())
             .find(|(k, _)| k == name)
@@ -77,16 +70,23 @@ pub(crate) fn mask_store(
     };
     let named = store_dir(request);
     let home_store = workspace::changes::default_store_dir(None, env("HOME").as_deref());
-    let mut dirs: Vec<PathBuf> = named.iter().chain(home_store.iter()).cloned().collect();
+    let mut dirs: Vec<PathBuf> = named.into_iter().chain(home_store).collect();
     dirs.dedup();
-    for (i, dir) in dirs.iter().enumerate() {
-        let spelled = resolve_existing_part(dir);
-        let writable = spec
-            .writable_roots
-            .iter()
-            .any(|w| policy::is_within(&spelled, w));
-        let made_by_this_run = i == 0 && policy.workspace_mode != WorkspaceMode::Direct;
-        if writable || made_by_this_run {
+    dirs
+}
+
+/// Hides the change stores ([`store_dirs`]) from the command (every run): unreadable and
+/// unwritable. A store is masked only if it exists; one missing that the command could make
+/// (in a writable root) is protected from being made instead (`resolve`), and the store a
+/// review run is about to use is made now, before anything runs, so that it is masked
+/// too: otherwise the command could swap its own change set (found by review).
+pub(crate) fn mask_store(
+    policy: &policy::Policy,
+    request: &RunRequest,
+    spec: &mut sandbox::Spec,
+) -> Result<(), Error> {
+    for (i, dir) in store_dirs(request).iter().enumerate() {
+        if i == 0 && policy.workspace_mode != WorkspaceMode::Direct {
             Store::open(dir)?;
         }
         let Ok(dir) = std::fs::canonicalize(dir) else {
@@ -113,7 +113,7 @@ pub(crate) fn mask_store(
 
 /// `path` with its longest existing prefix canonical (the rest as spelled): where a path that
 /// does not exist yet would be made.
-fn resolve_existing_part(path: &std::path::Path) -> PathBuf {
+pub(crate) fn resolve_existing_part(path: &std::path::Path) -> PathBuf {
     for a in path.ancestors() {
         if let Ok(real) = std::fs::canonicalize(a) {
             let rest = path.strip_prefix(a).unwrap_or(std::path::Path::new(""));
