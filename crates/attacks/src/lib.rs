@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 pub mod agent_scan;
 pub mod messages;
 pub mod responses;
+pub mod review;
 pub mod test_net;
 pub mod upstream;
 

@@ -9,50 +9,22 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use attacks::{read_json, read_text, write_file, Fixture, Run};
+use attacks::{read_json, read_text, write_file, Fixture};
 
-/// `stockade run --review` of `script` (not wrapped: these scripts are plain steps), with a
-/// report; returns the run and the change set's id (none when nothing changed).
-fn review(fx: &Fixture, opts: &[&str], script: &str) -> (Run, Option<String>) {
-    let report = fx.out_file(&format!("review-{}.json", attacks::unique()));
-    let report_s = report.display().to_string();
-    let mut all = vec!["--review", "--report", &report_s];
-    all.extend_from_slice(opts);
-    let run = fx.sandbox(&all, script).run();
-    let id = std::fs::read(&report)
-        .ok()
-        .and_then(|_| read_json(&report).get("review").cloned())
-        .and_then(|r| {
-            (r.get("discarded") != Some(&serde_json::Value::Bool(true)))
-                .then(|| r["run_id"].as_str().map(str::to_owned))
-                .flatten()
-        });
-    (run, id)
-}
+use attacks::review::{codes, entries, review};
 
-/// `stockade changes ID --json`: path → (kind, flag codes).
+/// The change set: path → (kind, flag codes).
 fn changes(fx: &Fixture, id: &str) -> BTreeMap<String, (String, Vec<String>)> {
-    let run = fx.stockade(["changes", id, "--json"]).run();
-    run.assert_success();
-    let v: serde_json::Value = serde_json::from_str(&run.stdout).expect("changes --json");
     let mut out = BTreeMap::new();
-    for c in v["changes"].as_array().expect("a list of changes") {
+    for c in entries(fx, id) {
         let kind = match &c["kind"] {
             serde_json::Value::String(s) => s.clone(),
             serde_json::Value::Object(o) => o.keys().next().cloned().unwrap_or_default(),
             other => other.to_string(),
         };
-        let flags = c["flags"]
-            .as_array()
-            .map(|f| {
-                f.iter()
-                    .map(|x| x["code"].as_str().unwrap_or_default().to_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
         out.insert(
             c["path"].as_str().unwrap_or_default().to_owned(),
-            (kind, flags),
+            (kind, codes(&c)),
         );
     }
     out

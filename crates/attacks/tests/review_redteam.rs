@@ -10,50 +10,14 @@
 
 use std::os::unix::fs::PermissionsExt;
 
-use attacks::{read_json, read_text, sh_quote, write_file, Fixture, Run};
+use attacks::{read_text, sh_quote, write_file, Fixture};
 
-/// `stockade run --review OPTS --shell SCRIPT` with a report; the run and its change set's
-/// id (none when nothing is pending).
-fn review(fx: &Fixture, opts: &[&str], script: &str) -> (Run, Option<String>) {
-    let report = fx.out_file(&format!("redteam-{}.json", attacks::unique()));
-    let report_s = report.display().to_string();
-    let mut all = vec!["--review", "--report", &report_s];
-    all.extend_from_slice(opts);
-    let run = fx.sandbox(&all, script).run();
-    let id = std::fs::read(&report)
-        .ok()
-        .and_then(|_| read_json(&report).get("review").cloned())
-        .and_then(|r| {
-            (r.get("discarded") != Some(&serde_json::Value::Bool(true)))
-                .then(|| r["run_id"].as_str().map(str::to_owned))
-                .flatten()
-        });
-    (run, id)
-}
-
-/// `stockade changes ID --json`'s entries.
-fn entries(fx: &Fixture, id: &str) -> Vec<serde_json::Value> {
-    let run = fx.stockade(["changes", id, "--json"]).run();
-    run.assert_success();
-    let v: serde_json::Value = serde_json::from_str(&run.stdout).expect("changes --json");
-    v["changes"].as_array().cloned().unwrap_or_default()
-}
+use attacks::review::{codes, entries, review};
 
 fn entry<'a>(all: &'a [serde_json::Value], path: &str) -> &'a serde_json::Value {
     all.iter()
         .find(|c| c["path"] == path)
         .unwrap_or_else(|| panic!("{path} is not in the change set: {all:?}"))
-}
-
-fn codes(c: &serde_json::Value) -> Vec<String> {
-    c["flags"]
-        .as_array()
-        .map(|f| {
-            f.iter()
-                .map(|x| x["code"].as_str().unwrap_or_default().to_owned())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn mode(path: &std::path::Path) -> u32 {

@@ -147,7 +147,7 @@ fn entries(text: &str) -> Vec<Entry> {
             }
         }
         let (key, value) = match line.split_once('=') {
-            Some((k, v)) => (k.trim(), value_of(v)),
+            Some((k, v)) => (k.trim(), value_of(v).0),
             None => (line.trim(), String::from("true")),
         };
         out.push(Entry {
@@ -160,10 +160,12 @@ fn entries(text: &str) -> Vec<Entry> {
     out
 }
 
-/// A value as git reads it: quotes removed, escapes applied, a comment outside quotes cut.
-fn value_of(raw: &str) -> String {
+/// A value as git reads it: quotes removed, escapes applied, a comment outside quotes cut;
+/// and whether it was well formed (its quotes closed, no escape cut off at the end).
+pub(crate) fn value_of(raw: &str) -> (String, bool) {
     let mut out = String::new();
     let mut quoted = false;
+    let mut whole = true;
     let mut chars = raw.trim().chars();
     while let Some(c) = chars.next() {
         match c {
@@ -175,13 +177,13 @@ fn value_of(raw: &str) -> String {
                     out.pop();
                 }
                 Some(other) => out.push(other),
-                None => {}
+                None => whole = false,
             },
             '#' | ';' if !quoted => break,
             c => out.push(c),
         }
     }
-    out.trim_end().to_string()
+    (out.trim_end().to_string(), whole && !quoted)
 }
 
 /// A path value as git expands it: `~/` from the home, relative ones from `base`. `None` for

@@ -137,26 +137,10 @@ fn key_value(line: &str) -> Option<(String, String)> {
     Some((key.to_ascii_lowercase(), value))
 }
 
+/// A value as git reads it, or `None` when it is not well formed.
 fn value_of(raw: &str) -> Option<String> {
-    let mut out = String::new();
-    let mut quoted = false;
-    let mut chars = raw.trim().chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' => quoted = !quoted,
-            '\\' => match chars.next()? {
-                'n' => out.push('\n'),
-                't' => out.push('\t'),
-                'b' => {
-                    out.pop();
-                }
-                other => out.push(other),
-            },
-            '#' | ';' if !quoted => break,
-            c => out.push(c),
-        }
-    }
-    (!quoted).then(|| out.trim_end().to_string())
+    let (value, whole) = crate::git::value_of(raw);
+    whole.then_some(value)
 }
 
 /// Whether `section.sub.key = value` is one of the kept keys, with a value of its kind.
