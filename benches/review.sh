@@ -68,9 +68,9 @@ os.mkdir(small)
 report = os.path.join(work, "report.json")
 subprocess.run([bin, "run", "--review", "--report", report, "--workspace", small, "--shell",
                 "for d in $(seq 0 99); do mkdir d$d; for f in $(seq 0 99); do echo $d.$f > d$d/f$f; done; done"],
-               check=True, stdout=subprocess.DEVNULL)
+               check=True, stdout=subprocess.DEVNULL, cwd=small)
 run_id = json.load(open(report))["review"]["run_id"]
-changes = median([bin, "changes", run_id, "--json"])
+changes = median([bin, "changes", run_id, "--json"], cwd=small)
 print(f"changes of 10,000 added files: {changes:.1f} ms")
 subprocess.run([bin, "discard", run_id], check=True, stdout=subprocess.DEVNULL)
 
@@ -83,7 +83,7 @@ for _ in range(min(runs, 3)):
     os.mkdir(big)
     subprocess.run([bin, "run", "--review", "--report", report, "--workspace", big, "--shell",
                     "for i in $(seq 1 64); do head -c 16777216 /dev/urandom > blob$i; done"],
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                   check=True, stdout=subprocess.DEVNULL, cwd=big)
     run_id = json.load(open(report))["review"]["run_id"]
     upper = os.path.join(os.environ["XDG_STATE_HOME"], "stockade", "changes", run_id, "upper")
     target = os.path.join(work, "cp-target")
@@ -96,8 +96,8 @@ for _ in range(min(runs, 3)):
     copied.append(time.monotonic() - start)
     shutil.rmtree(target)
     start = time.monotonic()
-    subprocess.run([bin, "apply", run_id, "--accept-flagged", "--workspace", big], check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run([bin, "apply", run_id, "--accept-flagged"], check=True,
+                   stdout=subprocess.DEVNULL, cwd=big)
     subprocess.run(["sync"], check=True)
     applied.append(time.monotonic() - start)
 a, c = statistics.median(applied), statistics.median(copied)
