@@ -100,6 +100,14 @@ fn copy_dir(
         let Some(st) = stat_child(src, &entry)? else {
             continue;
         };
+        // The copy is made by the supervisor (root, for a root caller): a set-id bit the
+        // command managed to set would make a root-owned set-id file of its content.
+        if st.st_mode & 0o6000 != 0 {
+            return Err(std::io::Error::other(format!(
+                "{} carries a set-id bit, which the change set does not keep",
+                Path::new(&entry).display()
+            )));
+        }
         let mode = Mode::from_raw_mode(st.st_mode & 0o7777);
         match Ft::from_raw_mode(st.st_mode) {
             Ft::Directory => {
@@ -159,4 +167,32 @@ fn copy_dir(
 /// `ENOSPC` inside, so the run reached its disk bound.
 pub fn bound_reached(bounded: BorrowedFd<'_>) -> bool {
     rustix::fs::fstatvfs(bounded).is_ok_and(|st| st.f_bavail.saturating_mul(st.f_frsize) < 64 << 10)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    /// A set-id file in a bounded upper is refused, never copied into the store (where the
+    /// supervisor, root for a root caller, would own it). Control: without the bit it is
+    /// copied with its mode.
+    #[test]
+    fn a_set_id_file_is_not_copied_into_the_store() {
+        for (mode, refused) in [(0o4755, true), (0o2755, true), (0o755, false)] {
+            let src = tempfile::tempdir().unwrap();
+            let dst = tempfile::tempdir().unwrap();
+            let f = src.path().join("tool");
+            std::fs::write(&f, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
+            let open = |p: &Path| {
+                rustix::fs::open(p, OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty()).unwrap()
+            };
+            let (s, d) = (open(src.path()), open(dst.path()));
+            let copied = copy_dir(s.as_fd(), d.as_fd(), b"user.overlay.opaque", 0);
+            assert_eq!(copied.is_err(), refused, "mode {mode:o}");
+            assert_eq!(dst.path().join("tool").exists(), !refused, "mode {mode:o}");
+        }
+    }
 }
