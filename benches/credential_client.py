@@ -1,8 +1,9 @@
 """The credential benchmark's client: one keep-alive connection, timings in JSON in $OUT.
 
     python3 credential_client.py direct PORT CAFILE   # HTTPS straight to the upstream
-    python3 credential_client.py route                # the route inside stockade
-                                                      # ($BENCH_BASE_URL, key in $BENCH_KEY)
+    python3 credential_client.py tunnel PORT CAFILE   # the same through $HTTPS_PROXY (CONNECT)
+    python3 credential_client.py route                # plain HTTP to $BENCH_BASE_URL, key
+                                                      # in $BENCH_KEY (the route, or a relay)
 Env: SMALL (requests, default 2000), SSE (default 200), BIG (bytes, default 100 MB), BIGRUNS (3).
 """
 import http.client
@@ -14,9 +15,15 @@ import time
 import urllib.parse
 
 mode = sys.argv[1]
-if mode == "direct":
+if mode in ("direct", "tunnel"):
     ctx = ssl.create_default_context(cafile=sys.argv[3])
-    conn = http.client.HTTPSConnection("127.0.0.1", int(sys.argv[2]), context=ctx)
+    if mode == "direct":
+        conn = http.client.HTTPSConnection("127.0.0.1", int(sys.argv[2]), context=ctx)
+    else:
+        # Inside `stockade run --net proxy`: TLS to the upstream through the proxy's CONNECT.
+        proxy = urllib.parse.urlsplit(os.environ["HTTPS_PROXY"])
+        conn = http.client.HTTPSConnection(proxy.hostname, proxy.port, context=ctx)
+        conn.set_tunnel("127.0.0.1", int(sys.argv[2]))
     prefix, headers = "", {"x-api-key": "direct"}
 else:
     url = urllib.parse.urlsplit(os.environ["BENCH_BASE_URL"])

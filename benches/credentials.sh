@@ -6,6 +6,14 @@
 # and goes on over TLS). Reports p50 of small requests, time to the first server-sent event,
 # and 100 MB response throughput, with the differences and ratios.
 #
+# Then the 100 MB response side by side (BIGRUNS runs each, default 5): the sandboxed client
+# with the real key inside going out through the proxy's CONNECT tunnel (`--net proxy`, the
+# alternative to a route), and, where installed, other relays on the host that put one hop
+# between the client and the upstream: nginx and haproxy (TLS to the upstream, plain HTTP to
+# the client, no buffering), socat relaying TLS, and socat copying the client's own TLS bytes
+# (a hop that does no cryptography; `apt-get install nginx-light haproxy socat`). With perf,
+# the proxy's CPU time per GB on the route.
+#
 #   bash benches/credentials.sh
 #
 # Not a test: nothing here asserts a time.
@@ -22,7 +30,8 @@ for line in sys.stdin:
 dir="$(mktemp -d /var/tmp/stockade-bench-cred.XXXXXX)"
 chmod 755 "$dir"
 upstream=""
-trap '[ -n "$upstream" ] && kill "$upstream" 2>/dev/null; rm -rf "$dir"' EXIT
+relays=()
+trap 'kill "${relays[@]}" $upstream 2>/dev/null; rm -rf "$dir"' EXIT
 cd "$dir"
 openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1 -subj /CN=bench-ca \
   -addext basicConstraints=critical,CA:TRUE 2>/dev/null
@@ -60,3 +69,109 @@ mb = lambda xs: med(xs) / 1e6
 print(f"| 100 MB response | {mb(d['big']):.0f} MB/s | {mb(r['big']):.0f} MB/s | | {med(r['big'])/med(d['big']):.2f}× |")
 print(f"\n(small: {len(d['small'])} requests each; SSE: {len(d['sse'])}; 100 MB: {len(d['big'])} runs each, median)")
 PY
+
+# The 100 MB response side by side.
+export SMALL=0 SSE=0 BIGRUNS="${BIGRUNS:-5}"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+big=(direct big-direct.json)
+OUT=big-direct.json python3 client.py direct "$port" ca.pem
+REAL_BENCH_KEY=bench-real-value SSL_CERT_FILE="$dir/ca.pem" "$bin" run --workspace ws --policy policy.toml \
+  --timeout 0 --env OUT="$dir/ws/big-route.json" --env SMALL --env SSE --env BIGRUNS -- python3 "$dir/client.py" route
+big+=("stockade route (--credential)" ws/big-route.json)
+"$bin" run --workspace ws --net proxy --allow-host "127.0.0.1:$port" --timeout 0 \
+  --env OUT="$dir/ws/big-tunnel.json" --env SMALL --env SSE --env BIGRUNS -- python3 "$dir/client.py" tunnel "$port" "$dir/ca.pem"
+big+=("stockade CONNECT tunnel (--net proxy, key inside)" ws/big-tunnel.json)
+relay() { # NAME PORT: the client in plain HTTP through a relay listening on PORT
+  local name=$1 p=$2
+  sleep 0.5
+  BENCH_BASE_URL="http://127.0.0.1:$p" BENCH_KEY=x OUT="big-$p.json" python3 client.py route
+  big+=("$name" "big-$p.json")
+}
+if command -v nginx >/dev/null; then
+  p=$(free_port)
+  cat >nginx.conf <<CONF
+worker_processes 1;
+daemon off;
+pid $dir/nginx.pid;
+error_log $dir/nginx.log;
+events { worker_connections 64; }
+http {
+  access_log off;
+  client_body_temp_path $dir/nginx-body;
+  proxy_temp_path $dir/nginx-proxy;
+  server {
+    listen 127.0.0.1:$p;
+    location / {
+      proxy_pass https://127.0.0.1:$port;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+      proxy_ssl_verify on;
+      proxy_ssl_trusted_certificate $dir/ca.pem;
+    }
+  }
+}
+CONF
+  nginx -c "$dir/nginx.conf" & relays+=($!)
+  relay "nginx $(nginx -v 2>&1 | sed 's/.*nginx\///') (TLS to the upstream)" "$p"
+fi
+if command -v haproxy >/dev/null; then
+  p=$(free_port)
+  cat >haproxy.cfg <<CONF
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 60s
+  timeout server 60s
+frontend f
+  bind 127.0.0.1:$p
+  default_backend b
+backend b
+  server s 127.0.0.1:$port ssl verify required ca-file $dir/ca.pem
+CONF
+  haproxy -f haproxy.cfg & relays+=($!)
+  relay "haproxy $(haproxy -v | sed -n '1s/^HAProxy version \([^ ]*\).*/\1/p') (TLS to the upstream)" "$p"
+fi
+if command -v socat >/dev/null; then
+  p=$(free_port)
+  socat -b 262144 "TCP-LISTEN:$p,bind=127.0.0.1,reuseaddr,fork" "OPENSSL:127.0.0.1:$port,cafile=ca.pem" & relays+=($!)
+  relay "socat (TLS to the upstream)" "$p"
+  p=$(free_port)
+  socat -b 262144 "TCP-LISTEN:$p,bind=127.0.0.1,reuseaddr,fork" "TCP:127.0.0.1:$port" & relays+=($!)
+  sleep 0.5
+  OUT=big-copy.json python3 client.py direct "$p" ca.pem
+  big+=("socat copying the client's TLS (no cryptography)" big-copy.json)
+fi
+python3 - "${big[@]}" <<'PY'
+import json, statistics, sys
+rows = list(zip(sys.argv[1::2], sys.argv[2::2]))
+med = lambda p: statistics.median(json.load(open(p))["big"])
+base = med(rows[0][1])
+print("\n| 100 MB response, one hop | median | runs (MB/s) | vs direct |")
+print("|---|---:|---|---:|")
+for name, p in rows:
+    runs = json.load(open(p))["big"]
+    print(f"| {name} | {med(p)/1e6:.0f} MB/s | {', '.join('%.0f' % (x/1e6) for x in runs)} | {med(p)/base:.2f}× |")
+PY
+if command -v perf >/dev/null; then
+  # The proxy's CPU time per GB on the route (the supervisor, whose threads run the proxy),
+  # beside the direct client's own (which does the decryption the proxy does on the route).
+  export BIG=$((1 << 30)) BIGRUNS=3
+  perf stat -x, -e task-clock -o cpu-direct.txt -- env OUT=cpu-direct.json python3 client.py direct "$port" ca.pem
+  REAL_BENCH_KEY=bench-real-value SSL_CERT_FILE="$dir/ca.pem" "$bin" run --workspace ws --policy policy.toml \
+    --timeout 0 --env OUT="$dir/ws/cpu-route.json" --env SMALL --env SSE --env BIG --env BIGRUNS \
+    -- sh -c "sleep 1 && exec python3 $dir/client.py route" &
+  run=$!
+  sleep 0.5
+  perf stat -x, -e task-clock -p "$run" -o cpu-proxy.txt -- sleep 30 &
+  stat=$!
+  wait "$run"
+  kill -INT "$stat" 2>/dev/null || true
+  wait "$stat" || true
+  python3 - cpu-direct.txt cpu-proxy.txt <<'PY'
+import sys
+gb = 3 * (1 << 30) / 1e9
+ms = lambda p: next(float(l.split(",")[0]) for l in open(p) if "task-clock" in l)
+print(f"\nCPU per GB (3 x 1 GiB): direct client {ms(sys.argv[1]) / 1e3 / gb:.2f} core-s; the route's proxy {ms(sys.argv[2]) / 1e3 / gb:.2f} core-s")
+PY
+fi
