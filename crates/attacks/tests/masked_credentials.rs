@@ -93,6 +93,10 @@ fn free_port() -> u16 {
 
 impl GitServer {
     fn start(fx: &Fixture, token: &str) -> GitServer {
+        GitServer::start_on(fx, token, free_port())
+    }
+
+    fn start_on(fx: &Fixture, token: &str, port: u16) -> GitServer {
         let srv = fx.root.join("srv");
         mkdir(&srv);
         let repo = srv.join("repo.git");
@@ -107,7 +111,6 @@ impl GitServer {
         let script = fx.script("git_server.py", SERVER);
         let certs = TestCerts::new();
         let log = fx.root.join("git-server.log");
-        let port = free_port();
         let child = Command::new("/usr/bin/python3")
             .arg(&script)
             .arg(&srv)
@@ -139,6 +142,9 @@ impl GitServer {
     }
 
     fn url(&self) -> String {
+        if self.port == 443 {
+            return "https://127.0.0.1/repo.git".into();
+        }
         format!("https://127.0.0.1:{}/repo.git", self.port)
     }
 
@@ -235,6 +241,33 @@ fn git_clones_and_pushes_over_https_with_a_token_it_never_holds() {
     assert!(log.contains(&format!("password={real}")), "{log}");
     assert!(log.contains("POST /repo.git/git-receive-pack"), "{log}");
     assert_absent(&fx.ws, &real);
+}
+
+#[test]
+fn on_the_default_port_clients_that_name_no_port_in_host_work_and_connection_cannot_drop_host() {
+    // git, curl and gh name no port in `Host` on 443 (github.com, gitlab.com): inside TLS
+    // that means 443, not 80.
+    if skip_unless_root("binds port 443 on loopback") {
+        return;
+    }
+    let fx = Fixture::new();
+    let real = format!("ghp_real{}", fx.id);
+    let other = format!("glpat_other{}", fx.id);
+    let server = GitServer::start_on(&fx, &real, 443);
+    let script = format!(
+        "{git} ls-remote {url} >/dev/null && echo listed
+         curl -sS -o /dev/null -w 'nohost=%{{http_code}}\n' -u \"x:$GIT_TOKEN\" -H 'Connection: host' {url}/nohost-probe",
+        git = git("GIT_TOKEN"),
+        url = server.url()
+    );
+    let o = masked_run(&fx, &server, &real, &other, &script).outcome();
+    assert_eq!(o.ran(), 0, "{}\n{}", o.run.describe(), server.log());
+    o.run.assert_stdout_contains("listed");
+    // `Connection: host` would strip the Host checked: refused instead of sent on.
+    o.run.assert_stdout_contains("nohost=421");
+    let log = server.log();
+    assert!(log.contains(&format!("password={real}")), "{log}");
+    assert!(!log.contains("nohost-probe"), "sent on without Host: {log}");
 }
 
 #[test]

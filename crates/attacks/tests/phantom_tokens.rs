@@ -370,6 +370,19 @@ fn a_source_that_gives_nothing_stops_the_run_before_anything_runs() {
         .assert_stderr_contains("E_CREDENTIAL_UNAVAILABLE");
     run.assert_stderr_contains("which the command can write");
     assert!(!tripwire.exists(), "the command ran");
+    // A value too short to be told from other text in answers (it could not be masked).
+    let run =
+        s.fx.sandbox(
+            &["--policy", &s.policy, "--credential", "anthropic"],
+            &script,
+        )
+        .env("SSL_CERT_FILE", &s.up.ca_file)
+        .env("ANTHROPIC_API_KEY", "sk-1234")
+        .run();
+    run.assert_code(125)
+        .assert_stderr_contains("E_CREDENTIAL_UNAVAILABLE");
+    run.assert_stderr_contains("at least 8 characters");
+    assert!(!tripwire.exists(), "the command ran");
     // Control: a file outside the writable roots works.
     write_file(&s.fx.root.join("key.txt"), "sk-outside\n", 0o644);
     let outside = format!("anthropic=file:{}", s.fx.root.join("key.txt").display());
@@ -461,6 +474,28 @@ fn the_real_value_never_comes_back_in_a_response() {
     let seen = s.seen();
     assert_eq!(seen.len(), 1, "TRACE never reached it: {seen:#?}");
     assert_eq!(seen[0].header("x-api-key"), Some(s.real.as_str()));
+}
+
+#[test]
+fn an_echo_of_a_guess_does_not_tell_whether_it_starts_the_real_value() {
+    // `/v1/echo` ends its body with the request's target, text the command chose. Masking a
+    // guess there only when it starts the real value would answer "right so far?" byte by
+    // byte. A right start and a wrong one of the same length come back alike, as sent.
+    let s = Setup::new();
+    let right = &s.real[..12];
+    let wrong: String = right.chars().rev().collect();
+    assert_ne!(right, wrong);
+    let script = format!(
+        "for g in {right} {wrong}; do curl -sS --noproxy '*' -H \"x-api-key: $ANTHROPIC_API_KEY\" \"$ANTHROPIC_BASE_URL/v1/echo?g=$g\"; echo; done"
+    );
+    let o = s.run(&["--credential", "anthropic"], &script).outcome();
+    assert_eq!(o.ran(), 0, "{}", o.run.describe());
+    o.run.assert_stdout_contains(&format!("?g={right}\n"));
+    o.run.assert_stdout_contains(&format!("?g={wrong}\n"));
+    // Control: the whole value, reflected in the same body, is masked.
+    let masked = "X".repeat(s.real.len());
+    o.run.assert_stdout_contains(&format!("key={masked}"));
+    o.run.assert_lacks(&s.real);
 }
 
 #[test]

@@ -398,12 +398,26 @@ fn denied_segments<'a>(deny_paths: &'a [String], segments: &[String]) -> Option<
         .find(|p| {
             let pattern: Vec<&str> = p.split('/').filter(|s| !s.is_empty()).collect();
             pattern.len() <= segments.len()
-                && pattern
-                    .iter()
-                    .zip(segments)
-                    .all(|(want, got)| *want == "*" || want.eq_ignore_ascii_case(got))
+                && pattern.iter().zip(segments).all(|(want, got)| {
+                    *want == "*" || stems(got).any(|g| want.eq_ignore_ascii_case(g))
+                })
         })
         .map(String::as_str)
+}
+
+/// A segment, then the same without each trailing `.format` in turn: API frameworks route
+/// `keys.json` (GitLab's Grape, Rails) to the endpoint of `keys`.
+fn stems(segment: &str) -> impl Iterator<Item = &str> {
+    std::iter::successors(Some(segment), |s| match s.rsplit_once('.') {
+        Some((stem, ext))
+            if !stem.is_empty()
+                && !ext.is_empty()
+                && ext.bytes().all(|b| b.is_ascii_alphanumeric()) =>
+        {
+            Some(stem)
+        }
+        _ => None,
+    })
 }
 
 /// A path's segments as servers may read them, in two spellings: `%2F` kept inside its
@@ -493,13 +507,32 @@ fn decode_unreserved(s: &str) -> String {
 }
 
 /// Replaces every occurrence of a route's real value (as it is, and percent-encoded) in a
-/// response by as many `X` (lengths, and so `Content-Length`, stay), across chunk boundaries, without holding back bytes that
-/// cannot be the start of one: a server-sent event is passed on as soon as it arrives.
+/// response by as many `X` (lengths, and so `Content-Length`, stay), across chunk boundaries.
+///
+/// What it passes on, and when, must not depend on the value except where a whole value was
+/// found: the response can hold text the sandbox chose (an echo, a blob it stored), so
+/// holding back "the start of the value" at the end of a chunk, or masking such a start at
+/// the end of a body, would answer "does the value start with this guess?" byte by byte.
+/// Instead the tail held back at the end of each chunk is decided without the value: the
+/// bytes after the chunk's last control character (no value can hold one; a server-sent
+/// event ends in `\n\n`, so it is passed on at once), at most [`Scrubber::cap`] of them (the
+/// longest value's length rounded up to 256). A piece of a value that never completes is
+/// passed on as it is, like any other text.
 pub struct Scrubber {
     needles: Vec<Zeroizing<Vec<u8>>>,
-    held: Zeroizing<Vec<u8>>,
+    /// Held back from the end of the last chunk: no whole value is in it.
+    held: Vec<u8>,
+    /// The most bytes held back: at least the longest value's length less one.
+    cap: usize,
+    /// Whether a control character ends what is held (no value holds one).
+    breaks: bool,
     /// Occurrences replaced so far.
     pub replaced: u64,
+}
+
+/// Bytes no header-borne value can hold (controls other than tab).
+fn is_break(b: u8) -> bool {
+    (b < 0x20 && b != b'\t') || b == 0x7f
 }
 
 impl Scrubber {
@@ -539,20 +572,89 @@ impl Scrubber {
                 }
             }
         }
+        let longest = needles.iter().map(|n| n.len()).max().unwrap_or(0);
         Scrubber {
+            cap: longest.saturating_sub(1).div_ceil(256) * 256,
+            // A value with a control character in it (never one put in a header) could span
+            // one: then the tail is always held whole.
+            breaks: !needles.iter().any(|n| n.iter().any(|&b| is_break(b))),
             needles,
-            held: Zeroizing::new(Vec::new()),
+            held: Vec::new(),
             replaced: 0,
         }
     }
 
-    /// The bytes of `chunk` that can be passed on now (`None`: all of `chunk`, unchanged).
-    pub fn push(&mut self, chunk: &[u8]) -> Option<Vec<u8>> {
-        if self.held.is_empty() && !self.touches(chunk) {
-            return None;
+    /// The most bytes held back at the end of a chunk.
+    pub fn cap(&self) -> usize {
+        self.cap
+    }
+
+    /// Passes `chunk` on: what is released now, in order (either may be empty). A chunk with
+    /// no value in it, and not shorter than [`Scrubber::cap`], is passed on without a copy.
+    pub fn push(&mut self, chunk: bytes::Bytes) -> (bytes::Bytes, bytes::Bytes) {
+        let n = chunk.len();
+        if n >= self.cap && !self.spans(&chunk) && !self.contains(&chunk) {
+            let hold = self.hold_len(&chunk);
+            let released = bytes::Bytes::from(std::mem::take(&mut self.held));
+            self.held = chunk[n - hold..].to_vec();
+            return (released, chunk.slice(..n - hold));
         }
-        let mut buf = Zeroizing::new(std::mem::take(&mut *self.held));
-        buf.extend_from_slice(chunk);
+        let mut buf = std::mem::take(&mut self.held);
+        buf.extend_from_slice(&chunk);
+        let (mut out, clean_from) = self.mask(&buf);
+        let hold = self.hold_len(&buf[clean_from..]);
+        out.truncate(buf.len() - hold);
+        self.held = buf[buf.len() - hold..].to_vec();
+        (bytes::Bytes::new(), bytes::Bytes::from(out))
+    }
+
+    /// The same for a slice, with everything released now in one piece.
+    pub fn push_slice(&mut self, chunk: &[u8]) -> Vec<u8> {
+        let (a, b) = self.push(bytes::Bytes::copy_from_slice(chunk));
+        [a, b].concat()
+    }
+
+    /// Whether bytes are held back.
+    pub fn holds(&self) -> bool {
+        !self.held.is_empty()
+    }
+
+    /// What is still held at the end of the body: no whole value, passed on as it is.
+    pub fn finish(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.held)
+    }
+
+    /// How much of the end of `buf` (which holds no whole value) to hold back: what follows
+    /// its last break, at most `cap` bytes. Depends on `buf` and the values' lengths only.
+    fn hold_len(&self, buf: &[u8]) -> usize {
+        let tail = buf.len().min(self.cap);
+        let region = &buf[buf.len() - tail..];
+        match region.iter().rposition(|&b| self.breaks && is_break(b)) {
+            Some(at) => tail - at - 1,
+            None => tail,
+        }
+    }
+
+    /// Whether `chunk` holds a whole value.
+    fn contains(&self, chunk: &[u8]) -> bool {
+        self.needles
+            .iter()
+            .any(|n| memchr::memmem::find(chunk, n).is_some())
+    }
+
+    /// Whether a value starts in what is held and ends in `chunk` (it would end within `cap`
+    /// bytes of it).
+    fn spans(&self, chunk: &[u8]) -> bool {
+        if self.held.is_empty() {
+            return false;
+        }
+        let mut joint = self.held.clone();
+        joint.extend_from_slice(&chunk[..chunk.len().min(self.cap)]);
+        self.contains(&joint)
+    }
+
+    /// `buf` with every whole value replaced, and where the text after the last one starts.
+    fn mask(&mut self, buf: &[u8]) -> (Vec<u8>, usize) {
         let mut out = Vec::with_capacity(buf.len());
         let mut i = 0;
         while i < buf.len() {
@@ -561,75 +663,19 @@ impl Scrubber {
                 .iter()
                 .filter_map(|n| memchr::memmem::find(&buf[i..], n).map(|at| (i + at, n.len())))
                 .min();
-            match next {
-                Some((at, len)) => {
-                    out.extend_from_slice(&buf[i..at]);
-                    out.resize(out.len() + len, b'X');
-                    self.replaced += 1;
-                    i = at + len;
-                }
-                None => break,
-            }
+            let Some((at, len)) = next else { break };
+            out.extend_from_slice(&buf[i..at]);
+            out.resize(out.len() + len, b'X');
+            self.replaced += 1;
+            i = at + len;
         }
-        let keep = self.partial_tail(&buf[i..]);
-        let end = buf.len() - keep;
-        out.extend_from_slice(&buf[i..end]);
-        self.held.extend_from_slice(&buf[end..]);
-        Some(out)
+        out.extend_from_slice(&buf[i..]);
+        (out, i)
     }
 
-    /// Whether bytes are held back (the start of a value, maybe).
-    pub fn holds(&self) -> bool {
-        !self.held.is_empty()
-    }
-
-    /// What is still held at the end of the body (a prefix of a value that never finished).
-    /// A held start of 8 bytes or more is masked too (the body ended inside a value).
-    pub fn finish(&mut self) -> Vec<u8> {
-        let mut rest = std::mem::take(&mut *self.held).to_vec();
-        if rest.len() >= 8 {
-            rest.iter_mut().for_each(|b| *b = b'X');
-        }
-        rest
-    }
-
-    /// Whether `chunk` holds a value, or ends with the start of one.
-    fn touches(&self, chunk: &[u8]) -> bool {
-        self.needles
-            .iter()
-            .any(|n| memchr::memmem::find(chunk, n).is_some())
-            || self.partial_tail(chunk) > 0
-    }
-
-    /// The length of the longest end of `buf` that is a proper start of a value.
-    fn partial_tail(&self, buf: &[u8]) -> usize {
-        let mut best = 0;
-        for n in &self.needles {
-            let max = (n.len() - 1).min(buf.len());
-            for k in (best + 1..=max).rev() {
-                if buf[buf.len() - k..] == n[..k] {
-                    best = k;
-                    break;
-                }
-            }
-        }
-        best
-    }
-
-    /// A header value with every value replaced (`None`: unchanged).
+    /// A header value (or name) with every value replaced (`None`: unchanged).
     pub fn header(&mut self, value: &[u8]) -> Option<Vec<u8>> {
-        if !self
-            .needles
-            .iter()
-            .any(|n| memchr::memmem::find(value, n).is_some())
-        {
-            return None;
-        }
-        let saved = std::mem::take(&mut *self.held);
-        let mut out = self.push(value).unwrap_or_else(|| value.to_vec());
-        out.extend_from_slice(&self.finish());
-        *self.held = saved;
-        Some(out)
+        self.contains(value).then(|| self.mask(value).0)
     }
 }
 

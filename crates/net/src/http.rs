@@ -120,6 +120,17 @@ pub fn parse_absolute_target(uri: &str) -> Result<AbsoluteTarget, Error> {
 /// are for the caller to decide before calling: the safe choices are to refuse, or (for a
 /// missing one) to set `Host` from the target.
 pub fn host_header_matches(target_host: &str, target_port: u16, host_header: &str) -> bool {
+    host_header_names(target_host, target_port, host_header, DEFAULT_HTTP_PORT)
+}
+
+/// [`host_header_matches`] where a header without a port means `default_port` (443 inside
+/// TLS).
+pub fn host_header_names(
+    target_host: &str,
+    target_port: u16,
+    host_header: &str,
+    default_port: u16,
+) -> bool {
     let value = host_header.trim_matches([' ', '\t']);
     if check_chars(value).is_err() {
         return false;
@@ -128,7 +139,7 @@ pub fn host_header_matches(target_host: &str, target_port: u16, host_header: &st
         return false;
     };
     let port = match port {
-        None | Some("") => DEFAULT_HTTP_PORT,
+        None | Some("") => default_port,
         Some(port) => match parse_port(port) {
             Ok(port) => port,
             Err(_) => return false,
@@ -433,6 +444,10 @@ mod tests {
 
     #[test]
     fn host_header_exact_and_normalized() {
+        assert!(host_header_names("github.com", 443, "github.com", 443));
+        assert!(host_header_names("github.com", 443, "GitHub.com.:443", 443));
+        assert!(!host_header_names("github.com", 443, "github.com:80", 443));
+        assert!(!host_header_matches("github.com", 443, "github.com"));
         assert!(host_header_matches("allowed.test", 80, "allowed.test"));
         assert!(host_header_matches("allowed.test", 80, "Allowed.TEST"));
         assert!(host_header_matches("allowed.test", 80, "allowed.test."));

@@ -181,6 +181,13 @@ pub(crate) fn load(credentials: &[Credential], ctx: &Context) -> Result<Loaded, 
                 "check what the source holds (one line, the key alone)",
             )
         })?;
+        if !c.route.is_masked() && secret.expose().len() < 8 {
+            return Err(unavailable(
+                c,
+                "a route's value must be at least 8 characters: answers are masked for it, and a shorter one could not be told from other text",
+                "if the upstream really takes a key this short, pass it with --env (then it is visible inside)",
+            ));
+        }
         if c.route.is_masked() {
             if secret.expose().len() < 16 {
                 return Err(unavailable(

@@ -142,9 +142,8 @@ fn the_real_value_is_masked_in_responses_across_chunks() {
     let r = route(header("x-api-key", "{}"), "https://a.test");
     let mut s = Scrubber::new(&r);
     let mut out = Vec::new();
-    let feed = |s: &mut Scrubber, chunk: &[u8], out: &mut Vec<u8>| match s.push(chunk) {
-        None => out.extend_from_slice(chunk),
-        Some(v) => out.extend_from_slice(&v),
+    let feed = |s: &mut Scrubber, chunk: &[u8], out: &mut Vec<u8>| {
+        out.extend_from_slice(&s.push_slice(chunk));
     };
     // Split inside the value, a clean chunk, the percent-encoded form, a dangling prefix.
     for chunk in [
@@ -164,7 +163,7 @@ fn the_real_value_is_masked_in_responses_across_chunks() {
     assert_eq!(s.replaced, 2);
     // Nothing that cannot start a value is held back (an event goes out whole).
     let mut s = Scrubber::new(&r);
-    assert!(s.push(b"data: {}\n\n").is_none());
+    assert_eq!(s.push_slice(b"data: {}\n\n"), b"data: {}\n\n");
     assert!(!s.holds());
     assert_eq!(
         s.header(b"https://x/?k=real%20value%2F%2B"),
@@ -191,6 +190,10 @@ fn deny_paths_match_every_spelling() {
         "/v1/organizations%3Fx",
         "/v1/organizations%23x",
         "/V1/%6Frganizations",
+        "/v1/organizations.json",
+        "/repos/me/proj/keys.json",
+        "/repos/me/proj/keys.xml.json/1",
+        "/repos/me/proj.git/keys",
     ] {
         assert!(denied_path(&r, p).is_some(), "{p}");
     }
@@ -199,6 +202,8 @@ fn deny_paths_match_every_spelling() {
         "/v1/organization",
         "/repos/me/keys",
         "/repos/me/proj/hooks",
+        "/repos/me/proj/keys_json",
+        "/v1/organizations_x.json",
     ] {
         assert_eq!(denied_path(&r, p), None, "{p}");
     }
@@ -280,10 +285,7 @@ fn echoes_in_other_encodings_are_masked_too() {
     for prefix in ["", "u:", "ab:"] {
         let basic = b64.encode(format!("{prefix}real value/+"));
         let mut s = Scrubber::of([&r.secret], true);
-        let out = s
-            .push(basic.as_bytes())
-            .unwrap_or_else(|| basic.as_bytes().to_vec());
-        let mut out = out;
+        let mut out = s.push_slice(basic.as_bytes());
         out.extend_from_slice(&s.finish());
         let back = b64.decode(&out).unwrap_or_default();
         assert!(
@@ -293,7 +295,89 @@ fn echoes_in_other_encodings_are_masked_too() {
         );
     }
     let mut s = Scrubber::new(&r);
-    assert!(s.push(b"q=real%20value%2f%2b").is_some());
+    assert_eq!(
+        s.push_slice(b"q=real%20value%2f%2b"),
+        b"q=XXXXXXXXXXXXXXXXXX"
+    );
+}
+
+/// What the scrubber passes on, chunk by chunk, for `chunks` then the end of the body.
+fn passed(s: &mut Scrubber, chunks: &[&[u8]]) -> Vec<Vec<u8>> {
+    let mut out: Vec<Vec<u8>> = Vec::new();
+    for c in chunks {
+        let (a, b) = s.push(bytes::Bytes::copy_from_slice(c));
+        out.push(a.to_vec());
+        out.push(b.to_vec());
+    }
+    out.push(s.finish());
+    out
+}
+
+#[test]
+fn what_is_passed_on_does_not_tell_a_guess_of_the_value() {
+    // The sandbox can make an upstream echo text it chose. Whether that text starts the real
+    // value must change nothing it sees: not the bytes, not how they are cut, not when they
+    // come. A whole value is masked.
+    let r = route(header("x-api-key", "{}"), "https://a.test");
+    let secret = b"real value/+";
+    let padding = vec![b'.'; 300];
+    for k in 1..secret.len() {
+        let right = &secret[..k];
+        let wrong: Vec<u8> = right.iter().map(|_| b'q').collect();
+        for (at_end, mid) in [(true, &b""[..]), (false, &b" more"[..])] {
+            let shapes = |guess: &[u8]| {
+                let mut s = Scrubber::new(&r);
+                let mut first = padding.clone();
+                first.extend_from_slice(b"echo: ");
+                first.extend_from_slice(guess);
+                let chunks: Vec<&[u8]> = if at_end {
+                    vec![&first]
+                } else {
+                    vec![&first, mid, &padding]
+                };
+                passed(&mut s, &chunks)
+            };
+            let (a, b) = (shapes(right), shapes(&wrong));
+            let lens = |v: &Vec<Vec<u8>>| v.iter().map(Vec::len).collect::<Vec<_>>();
+            assert_eq!(
+                lens(&a),
+                lens(&b),
+                "prefix of {k} bytes, at the end: {at_end}"
+            );
+            assert!(
+                a.concat().windows(k).any(|w| w == right),
+                "passed on as it is"
+            );
+        }
+    }
+    // Control: the whole value is masked.
+    let mut s = Scrubber::new(&r);
+    let out = passed(&mut s, &[b"echo: real va", b"lue/+ end"]).concat();
+    assert_eq!(out, b"echo: XXXXXXXXXXXX end");
+}
+
+#[test]
+fn a_clean_chunk_is_passed_on_without_holding_what_ends_in_a_break() {
+    let r = route(header("x-api-key", "{}"), "https://a.test");
+    let mut s = Scrubber::new(&r);
+    assert_eq!(s.cap(), 256);
+    let big = vec![b'a'; 4096];
+    let (a, b) = s.push(bytes::Bytes::from(big.clone()));
+    assert!(a.is_empty());
+    assert_eq!(
+        b.len(),
+        4096 - 256,
+        "the last cap bytes wait for the next chunk"
+    );
+    let mut line = big.clone();
+    line.push(b'\n');
+    let (a, b) = s.push(bytes::Bytes::from(line));
+    assert_eq!(
+        (a.len(), b.len()),
+        (256, 4097),
+        "released, then a line passed whole"
+    );
+    assert!(!s.holds());
 }
 
 /// Median nanoseconds per call of `f(candidate)` over interleaved batches.
@@ -368,6 +452,8 @@ fn masked_deny_paths_hold_below_every_spelling_of_the_api_path() {
         "//api//v4/projects/1/hooks",
         "/api/v4/projects/group%2Fproj/hooks",
         "/user/personal_access_tokens",
+        "/api/v4/user/personal_access_tokens.json",
+        "/api/v4/projects/1/hooks.json",
     ] {
         assert!(m.denied(p).is_some(), "{p}");
     }

@@ -111,9 +111,13 @@ async fn request(req: Request<Incoming>, t: &Tunnel, shared: Arc<Shared>) -> Res
         let r = refuse(&shared, t, t.rule.clone(), reason);
         return text(StatusCode::METHOD_NOT_ALLOWED, &r);
     }
-    let mut hosts = req.headers().get_all(hyper::header::HOST).iter();
+    let (mut parts, body) = req.into_parts();
+    // Before the Host check: `Connection: host` would otherwise remove the header checked.
+    strip_hop_by_hop(&mut parts.headers);
+    let mut hosts = parts.headers.get_all(hyper::header::HOST).iter();
     let header = hosts.next().and_then(|h| h.to_str().ok()).unwrap_or("");
-    if hosts.next().is_some() || !crate::http::host_header_matches(&t.host, t.port, header) {
+    // Inside TLS, a Host without a port means 443 (what git, curl and gh send).
+    if hosts.next().is_some() || !crate::http::host_header_names(&t.host, t.port, header, 443) {
         let reason = format!("Host {header:?} does not match {}:{}", t.host, t.port);
         let r = refuse(
             &shared,
@@ -123,8 +127,15 @@ async fn request(req: Request<Incoming>, t: &Tunnel, shared: Arc<Shared>) -> Res
         );
         return text(StatusCode::MISDIRECTED_REQUEST, &r);
     }
-    let (mut parts, body) = req.into_parts();
-    strip_hop_by_hop(&mut parts.headers);
+    // The upstream sees the host as the tunnel named it, in one spelling.
+    let canonical = if t.port == 443 {
+        t.host.clone()
+    } else {
+        format!("{}:{}", t.host, t.port)
+    };
+    if let Ok(v) = hyper::header::HeaderValue::from_str(&canonical) {
+        parts.headers.insert(hyper::header::HOST, v);
+    }
     parts.headers.remove("proxy-authorization");
     let used =
         credential::unmask_headers(&mut parts.headers, &t.host, t.port, routes.masked.iter());

@@ -224,6 +224,16 @@ pub(super) fn scrubbed(
     // The status line's own text (hyper keeps a non-standard one and sends it on) is dropped:
     // an upstream could put anything there, the real value included.
     r.extensions_mut().remove::<hyper::ext::ReasonPhrase>();
+    // A header whose name holds a value is dropped.
+    let named: Vec<hyper::header::HeaderName> = r
+        .headers()
+        .keys()
+        .filter(|n| scrub.header(n.as_str().as_bytes()).is_some())
+        .cloned()
+        .collect();
+    for n in named {
+        r.headers_mut().remove(n);
+    }
     for v in r.headers_mut().values_mut() {
         if let Some(clean) = scrub.header(v.as_bytes()) {
             if let Ok(c) = hyper::header::HeaderValue::from_bytes(&clean) {
@@ -239,6 +249,7 @@ pub(super) fn scrubbed(
                 done: Some(done),
             },
             scrub,
+            next: None,
         }
         .boxed()
     })
@@ -319,6 +330,8 @@ pub(super) async fn open_tls(
 pub(super) struct Scrubbed {
     pub(super) inner: Counted,
     pub(super) scrub: credential::Scrubber,
+    /// Released by the scrubber with the last frame, passed on next.
+    pub(super) next: Option<bytes::Bytes>,
 }
 
 impl hyper::body::Body for Scrubbed {
@@ -330,6 +343,9 @@ impl hyper::body::Body for Scrubbed {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, hyper::Error>>> {
         use std::task::Poll;
+        if let Some(data) = self.next.take() {
+            return Poll::Ready(Some(Ok(hyper::body::Frame::data(data))));
+        }
         loop {
             let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
             let frame = match polled {
@@ -350,18 +366,21 @@ impl hyper::body::Body for Scrubbed {
                 // Trailers are dropped: they are not masked.
                 Err(_) => continue,
             };
-            match self.scrub.push(&data) {
-                None => return Poll::Ready(Some(Ok(hyper::body::Frame::data(data)))),
-                Some(clean) if clean.is_empty() => continue,
-                Some(clean) => {
-                    return Poll::Ready(Some(Ok(hyper::body::Frame::data(clean.into()))))
+            let (first, then) = self.scrub.push(data);
+            match (first.is_empty(), then.is_empty()) {
+                (true, true) => continue,
+                (true, false) => return Poll::Ready(Some(Ok(hyper::body::Frame::data(then)))),
+                (false, true) => return Poll::Ready(Some(Ok(hyper::body::Frame::data(first)))),
+                (false, false) => {
+                    self.next = Some(then);
+                    return Poll::Ready(Some(Ok(hyper::body::Frame::data(first))));
                 }
             }
         }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream() && !self.scrub.holds()
+        self.next.is_none() && self.inner.is_end_stream() && !self.scrub.holds()
     }
 
     fn size_hint(&self) -> hyper::body::SizeHint {
