@@ -113,9 +113,13 @@ pub struct Masked {
 }
 
 impl Masked {
-    /// Whether the credential is used at `host:port`.
+    /// Whether the credential is used at `host:port` (an IPv6 host with or without brackets).
     pub fn serves(&self, host: &str, port: u16) -> bool {
-        self.hosts.iter().any(|(h, p)| h == host && *p == port)
+        let bare = |h: &str| h.trim_start_matches('[').trim_end_matches(']').to_owned();
+        let host = bare(host);
+        self.hosts
+            .iter()
+            .any(|(h, p)| bare(h) == host && *p == port)
     }
 
     /// The deny pattern that refuses `path` on a host (matched as is and below the API path).
@@ -406,16 +410,11 @@ fn denied_segments<'a>(deny_paths: &'a [String], segments: &[String]) -> Option<
 }
 
 /// A segment, then the same without each trailing `.format` in turn: API frameworks route
-/// `keys.json` (GitLab's Grape, Rails) to the endpoint of `keys`.
+/// `keys.json` (GitLab's Grape, Rails) to the endpoint of `keys`, and Rails takes anything
+/// but `/`, `.` and `?` as a format.
 fn stems(segment: &str) -> impl Iterator<Item = &str> {
     std::iter::successors(Some(segment), |s| match s.rsplit_once('.') {
-        Some((stem, ext))
-            if !stem.is_empty()
-                && !ext.is_empty()
-                && ext.bytes().all(|b| b.is_ascii_alphanumeric()) =>
-        {
-            Some(stem)
-        }
+        Some((stem, ext)) if !stem.is_empty() && !ext.is_empty() => Some(stem),
         _ => None,
     })
 }
@@ -519,20 +518,87 @@ fn decode_unreserved(s: &str) -> String {
 /// longest value's length rounded up to 256). A piece of a value that never completes is
 /// passed on as it is, like any other text.
 pub struct Scrubber {
-    needles: Vec<Zeroizing<Vec<u8>>>,
+    needles: Vec<Needle>,
     /// Held back from the end of the last chunk: no whole value is in it.
     held: Vec<u8>,
-    /// The most bytes held back: at least the longest value's length less one.
+    /// Base64 characters still to mask at the start of the next chunk (the group that ends
+    /// a base64 value found at the end of this one).
+    pending: usize,
+    /// The most bytes held back: at least the longest value's length less one, plus the
+    /// group before a base64 value.
     cap: usize,
-    /// Whether a control character ends what is held (no value holds one).
-    breaks: bool,
     /// Occurrences replaced so far.
     pub replaced: u64,
 }
 
-/// Bytes no header-borne value can hold (controls other than tab).
+/// One spelling of a value, and how many base64 characters around it to mask as well.
+struct Needle {
+    bytes: Zeroizing<Vec<u8>>,
+    /// A base64 spelling leaves out the groups at its edges, which mix the value's first and
+    /// last bytes with what surrounds it (chosen by the sandbox); they are masked with it.
+    before: usize,
+    after: usize,
+}
+
+/// Bytes no value can hold (controls: [`Secret::new`] refuses them).
 fn is_break(b: u8) -> bool {
-    (b < 0x20 && b != b'\t') || b == 0x7f
+    b < 0x20 || b == 0x7f
+}
+
+fn is_base64(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'+' || b == b'/' || b == b'='
+}
+
+/// The spellings an upstream may echo a value in: as it is; percent-encoded with upper- and
+/// lower-case hex, the reserved characters only or every byte; JSON-escaped (`\/`, and
+/// `\u00XX` for the characters some encoders escape, in either case).
+fn spellings(value: &str) -> Vec<Zeroizing<String>> {
+    let mut out = vec![Zeroizing::new(value.to_owned())];
+    let mut reserved = Zeroizing::new(String::new());
+    percent_encode(value, &mut reserved);
+    let mut every = Zeroizing::new(String::new());
+    let mut slash = Zeroizing::new(String::new());
+    let mut unicode = Zeroizing::new(String::new());
+    for b in value.bytes() {
+        every.push_str(&format!("%{b:02X}"));
+        if b == b'/' {
+            slash.push_str("\\/");
+        } else {
+            slash.push(char::from(b));
+        }
+        // What JSON encoders escape beyond quotes and backslashes: HTML-sensitive characters,
+        // `+` (.NET) and `/`.
+        if !b"\"\\/<>&'+`".contains(&b) {
+            unicode.push(char::from(b));
+        } else {
+            unicode.push_str(&format!("\\u{:04X}", b));
+        }
+    }
+    for upper in [reserved, every, unicode] {
+        out.push(Zeroizing::new(hex_lower(&upper)));
+        out.push(upper);
+    }
+    out.push(slash);
+    out
+}
+
+/// `%XX` and `\uXXXX` escapes of a spelling with lower-case hex (nothing else changed).
+fn hex_lower(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let digits = match (b[i], b.get(i + 1)) {
+            (b'%', _) => 2,
+            (b'\\', Some(b'u')) => 5,
+            _ => 0,
+        };
+        let end = (i + 1 + digits).min(b.len());
+        out.push(b[i]);
+        out.extend(b[i + 1..end].iter().map(u8::to_ascii_lowercase));
+        i = end;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 impl Scrubber {
@@ -540,46 +606,51 @@ impl Scrubber {
         Scrubber::of([&route.secret], false)
     }
 
-    /// For these real values: as they are, percent-encoded (either case) and, with `basic`
-    /// (masked credentials, which may be put inside `Authorization: Basic`), base64-encoded at
-    /// each of the three alignments. Every encoding costs a pass over each chunk: a route's
-    /// value, only ever put in a header as it is, has one or two.
+    /// For these real values: in every spelling of [`spellings`] and, with `basic` (masked
+    /// credentials, which may be put inside `Authorization: Basic`), base64-encoded at each
+    /// of the three alignments. Spellings that are the same are searched once: a value of
+    /// letters, digits, `-` and `_` has one.
     pub fn of<'a>(secrets: impl IntoIterator<Item = &'a Secret>, basic: bool) -> Scrubber {
         use base64::Engine;
         let b64 = base64::engine::general_purpose::STANDARD;
-        let mut needles: Vec<Zeroizing<Vec<u8>>> = Vec::new();
-        let mut add = |n: Zeroizing<Vec<u8>>| {
-            if n.len() >= 8 && !needles.iter().any(|m| **m == *n) {
-                needles.push(n);
+        let mut needles: Vec<Needle> = Vec::new();
+        let mut add = |bytes: &[u8], before: usize, after: usize| {
+            if bytes.len() >= 8 && !needles.iter().any(|m| *m.bytes == bytes) {
+                needles.push(Needle {
+                    bytes: Zeroizing::new(bytes.to_vec()),
+                    before,
+                    after,
+                });
             }
         };
         for secret in secrets {
+            for spelled in spellings(secret.expose()) {
+                add(spelled.as_bytes(), 0, 0);
+            }
             let raw = secret.expose().as_bytes();
-            add(Zeroizing::new(raw.to_vec()));
-            let mut encoded = Zeroizing::new(String::new());
-            percent_encode(secret.expose(), &mut encoded);
-            add(Zeroizing::new(encoded.as_bytes().to_vec()));
-            add(Zeroizing::new(encoded.to_ascii_lowercase().into_bytes()));
             for pad in (0..3usize).filter(|_| basic) {
                 let mut bytes = Zeroizing::new(vec![0u8; pad]);
                 bytes.extend_from_slice(raw);
                 let enc = Zeroizing::new(b64.encode(&*bytes));
-                // The first group holds the padding, the last may depend on what follows.
+                // The first group holds the padding, the last may depend on what follows:
+                // both are masked around a match instead.
                 let start = if pad == 0 { 0 } else { 4 };
                 let end = enc.len().saturating_sub(4);
                 if end > start {
-                    add(Zeroizing::new(enc.as_bytes()[start..end].to_vec()));
+                    add(&enc.as_bytes()[start..end], start, 4);
                 }
             }
         }
-        let longest = needles.iter().map(|n| n.len()).max().unwrap_or(0);
+        let longest = needles
+            .iter()
+            .map(|n| n.before + n.bytes.len())
+            .max()
+            .unwrap_or(0);
         Scrubber {
             cap: longest.saturating_sub(1).div_ceil(256) * 256,
-            // A value with a control character in it (never one put in a header) could span
-            // one: then the tail is always held whole.
-            breaks: !needles.iter().any(|n| n.iter().any(|&b| is_break(b))),
             needles,
             held: Vec::new(),
+            pending: 0,
             replaced: 0,
         }
     }
@@ -593,14 +664,24 @@ impl Scrubber {
     /// no value in it, and not shorter than [`Scrubber::cap`], is passed on without a copy.
     pub fn push(&mut self, chunk: bytes::Bytes) -> (bytes::Bytes, bytes::Bytes) {
         let n = chunk.len();
-        if n >= self.cap && !self.spans(&chunk) && !self.contains(&chunk) {
+        if n >= self.cap && self.pending == 0 && !self.spans(&chunk) && !self.contains(&chunk) {
             let hold = self.hold_len(&chunk);
             let released = bytes::Bytes::from(std::mem::take(&mut self.held));
             self.held = chunk[n - hold..].to_vec();
             return (released, chunk.slice(..n - hold));
         }
         let mut buf = std::mem::take(&mut self.held);
+        let mut start = buf.len();
         buf.extend_from_slice(&chunk);
+        // The end of a base64 value found at the end of the last chunk.
+        while self.pending > 0 && start < buf.len() && is_base64(buf[start]) {
+            buf[start] = b'X';
+            start += 1;
+            self.pending -= 1;
+        }
+        if start < buf.len() {
+            self.pending = 0;
+        }
         let (mut out, clean_from) = self.mask(&buf);
         let hold = self.hold_len(&buf[clean_from..]);
         out.truncate(buf.len() - hold);
@@ -629,7 +710,7 @@ impl Scrubber {
     fn hold_len(&self, buf: &[u8]) -> usize {
         let tail = buf.len().min(self.cap);
         let region = &buf[buf.len() - tail..];
-        match region.iter().rposition(|&b| self.breaks && is_break(b)) {
+        match region.iter().rposition(|&b| is_break(b)) {
             Some(at) => tail - at - 1,
             None => tail,
         }
@@ -639,7 +720,7 @@ impl Scrubber {
     fn contains(&self, chunk: &[u8]) -> bool {
         self.needles
             .iter()
-            .any(|n| memchr::memmem::find(chunk, n).is_some())
+            .any(|n| memchr::memmem::find(chunk, &n.bytes).is_some())
     }
 
     /// Whether a value starts in what is held and ends in `chunk` (it would end within `cap`
@@ -654,6 +735,8 @@ impl Scrubber {
     }
 
     /// `buf` with every whole value replaced, and where the text after the last one starts.
+    /// A base64 value's edge groups go with it; one cut off by the end of `buf` is finished
+    /// on the next chunk ([`Scrubber::pending`]).
     fn mask(&mut self, buf: &[u8]) -> (Vec<u8>, usize) {
         let mut out = Vec::with_capacity(buf.len());
         let mut i = 0;
@@ -661,13 +744,34 @@ impl Scrubber {
             let next = self
                 .needles
                 .iter()
-                .filter_map(|n| memchr::memmem::find(&buf[i..], n).map(|at| (i + at, n.len())))
+                .filter_map(|n| {
+                    memchr::memmem::find(&buf[i..], &n.bytes)
+                        .map(|at| (i + at, n.bytes.len(), n.before, n.after))
+                })
                 .min();
-            let Some((at, len)) = next else { break };
+            let Some((at, len, before, after)) = next else {
+                break;
+            };
             out.extend_from_slice(&buf[i..at]);
+            let edge = out
+                .iter()
+                .rev()
+                .take(before)
+                .take_while(|&&b| is_base64(b))
+                .count();
+            let from = out.len() - edge;
+            out[from..].fill(b'X');
             out.resize(out.len() + len, b'X');
             self.replaced += 1;
             i = at + len;
+            let tail = buf[i..]
+                .iter()
+                .take(after)
+                .take_while(|&&b| is_base64(b))
+                .count();
+            out.resize(out.len() + tail, b'X');
+            i += tail;
+            self.pending = if i == buf.len() { after - tail } else { 0 };
         }
         out.extend_from_slice(&buf[i..]);
         (out, i)
@@ -675,7 +779,13 @@ impl Scrubber {
 
     /// A header value (or name) with every value replaced (`None`: unchanged).
     pub fn header(&mut self, value: &[u8]) -> Option<Vec<u8>> {
-        self.contains(value).then(|| self.mask(value).0)
+        if !self.contains(value) {
+            return None;
+        }
+        let pending = self.pending;
+        let masked = self.mask(value).0;
+        self.pending = pending;
+        Some(masked)
     }
 }
 

@@ -193,6 +193,9 @@ fn deny_paths_match_every_spelling() {
         "/v1/organizations.json",
         "/repos/me/proj/keys.json",
         "/repos/me/proj/keys.xml.json/1",
+        "/repos/me/proj/keys.json~",
+        "/repos/me/proj/keys.json-x",
+        "/repos/me/proj/keys.json%2523",
         "/repos/me/proj.git/keys",
     ] {
         assert!(denied_path(&r, p).is_some(), "{p}");
@@ -464,4 +467,77 @@ fn masked_deny_paths_hold_below_every_spelling_of_the_api_path() {
     ] {
         assert_eq!(m.denied(p), None, "{p}");
     }
+}
+
+fn secret(value: &str) -> Secret {
+    #[allow(clippy::unwrap_used)]
+    Secret::new(Zeroizing::new(value.to_owned())).unwrap()
+}
+
+#[test]
+fn the_spellings_upstreams_echo_a_value_in_are_masked() {
+    let value = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY+a";
+    let every: String = value.bytes().map(|b| format!("%{b:02x}")).collect();
+    for spelled in [
+        value.to_owned(),
+        value.replace('/', "%2F").replace('+', "%2B"),
+        value.replace('/', "%2f").replace('+', "%2b"),
+        every.clone(),
+        every.to_ascii_uppercase(),
+        value.replace('/', "\\/"),
+        value.replace('/', "\\u002F").replace('+', "\\u002B"),
+        value.replace('/', "\\u002f").replace('+', "\\u002b"),
+    ] {
+        let mut s = Scrubber::of([&secret(value)], false);
+        let body = format!("k={spelled} end");
+        let mut out = s.push_slice(body.as_bytes());
+        out.extend_from_slice(&s.finish());
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            format!("k={} end", "X".repeat(spelled.len())),
+            "{spelled}"
+        );
+    }
+}
+
+#[test]
+fn a_basic_echo_keeps_no_edge_of_the_value_whatever_surrounds_it_or_where_it_is_cut() {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let value = "ghp_EDGEtestVALUE0123456789xyzQRS";
+    let (head, tail) = (&value[..2], &value[value.len() - 3..]);
+    for user in ["", "a", "ab"] {
+        let enc = b64.encode(format!("{user}:{value}zz"));
+        for cut in 0..=enc.len() {
+            let mut s = Scrubber::of([&secret(value)], true);
+            let mut out = s.push_slice(&enc.as_bytes()[..cut]);
+            out.extend_from_slice(&s.push_slice(&enc.as_bytes()[cut..]));
+            out.extend_from_slice(&s.finish());
+            assert_eq!(out.len(), enc.len());
+            let back = b64.decode(&out).unwrap_or_default();
+            let back = String::from_utf8_lossy(&back);
+            assert!(
+                !back.contains(head) && !back.contains(tail),
+                "user {user:?}, cut at {cut}: {back:?} from {}",
+                String::from_utf8_lossy(&out)
+            );
+        }
+    }
+    // Control: text around a value that is not base64 is left alone.
+    let mut s = Scrubber::of([&secret(value)], true);
+    let enc = b64.encode(value);
+    let body = format!("a: {} ;b", &enc[..enc.len() - 4]);
+    let mut out = s.push_slice(body.as_bytes());
+    out.extend_from_slice(&s.finish());
+    assert!(
+        out.starts_with(b"a: X") && out.ends_with(b"X ;b"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn an_ipv6_host_is_served_with_or_without_brackets() {
+    let m = masked("v6", "[::1]", "SENTINELv6xx", "realvalue-v6-0123");
+    assert!(m.serves("::1", 443) && m.serves("[::1]", 443));
+    assert!(!m.serves("::1", 8443) && !m.serves("::2", 443));
 }

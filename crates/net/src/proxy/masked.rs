@@ -128,10 +128,15 @@ async fn request(req: Request<Incoming>, t: &Tunnel, shared: Arc<Shared>) -> Res
         return text(StatusCode::MISDIRECTED_REQUEST, &r);
     }
     // The upstream sees the host as the tunnel named it, in one spelling.
-    let canonical = if t.port == 443 {
-        t.host.clone()
+    let host = if t.host.contains(':') && !t.host.starts_with('[') {
+        format!("[{}]", t.host)
     } else {
-        format!("{}:{}", t.host, t.port)
+        t.host.clone()
+    };
+    let canonical = if t.port == 443 {
+        host
+    } else {
+        format!("{host}:{}", t.port)
     };
     if let Ok(v) = hyper::header::HeaderValue::from_str(&canonical) {
         parts.headers.insert(hyper::header::HOST, v);
