@@ -549,18 +549,18 @@ fn is_base64(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'+' || b == b'/' || b == b'='
 }
 
-/// The spellings an upstream may echo a value in: as it is; percent-encoded with upper- and
-/// lower-case hex, the reserved characters only or every byte; JSON-escaped (`\/`, and
-/// `\u00XX` for the characters some encoders escape, in either case).
+/// The spellings an upstream may echo a value in: as it is; percent-encoded (reserved
+/// characters) with upper- or lower-case hex; JSON-escaped (`\/`, and `\u00XX` for the
+/// characters some encoders escape, in either case). Each is a pass over every chunk of a
+/// response (when it differs from the others), so spellings no encoder makes of its own, such
+/// as every byte percent-encoded, are left out.
 fn spellings(value: &str) -> Vec<Zeroizing<String>> {
     let mut out = vec![Zeroizing::new(value.to_owned())];
     let mut reserved = Zeroizing::new(String::new());
     percent_encode(value, &mut reserved);
-    let mut every = Zeroizing::new(String::new());
     let mut slash = Zeroizing::new(String::new());
     let mut unicode = Zeroizing::new(String::new());
     for b in value.bytes() {
-        every.push_str(&format!("%{b:02X}"));
         if b == b'/' {
             slash.push_str("\\/");
         } else {
@@ -574,7 +574,7 @@ fn spellings(value: &str) -> Vec<Zeroizing<String>> {
             unicode.push_str(&format!("\\u{:04X}", b));
         }
     }
-    for upper in [reserved, every, unicode] {
+    for upper in [reserved, unicode] {
         out.push(Zeroizing::new(hex_lower(&upper)));
         out.push(upper);
     }

@@ -477,13 +477,10 @@ fn secret(value: &str) -> Secret {
 #[test]
 fn the_spellings_upstreams_echo_a_value_in_are_masked() {
     let value = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY+a";
-    let every: String = value.bytes().map(|b| format!("%{b:02x}")).collect();
     for spelled in [
         value.to_owned(),
         value.replace('/', "%2F").replace('+', "%2B"),
         value.replace('/', "%2f").replace('+', "%2b"),
-        every.clone(),
-        every.to_ascii_uppercase(),
         value.replace('/', "\\/"),
         value.replace('/', "\\u002F").replace('+', "\\u002B"),
         value.replace('/', "\\u002f").replace('+', "\\u002b"),
