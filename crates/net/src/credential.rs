@@ -777,7 +777,15 @@ impl Scrubber {
         (out, i)
     }
 
-    /// A header value (or name) with every value replaced (`None`: unchanged).
+    /// Whether a header name (lower-cased by HTTP libraries) holds a value in any case.
+    pub fn in_name(&self, name: &[u8]) -> bool {
+        self.needles.iter().any(|n| {
+            let lower = Zeroizing::new(n.bytes.to_ascii_lowercase());
+            memchr::memmem::find(&name.to_ascii_lowercase(), &lower).is_some()
+        })
+    }
+
+    /// A header value with every value replaced (`None`: unchanged).
     pub fn header(&mut self, value: &[u8]) -> Option<Vec<u8>> {
         if !self.contains(value) {
             return None;

@@ -538,3 +538,10 @@ fn an_ipv6_host_is_served_with_or_without_brackets() {
     assert!(m.serves("::1", 443) && m.serves("[::1]", 443));
     assert!(!m.serves("::1", 8443) && !m.serves("::2", 443));
 }
+
+#[test]
+fn a_header_name_holding_the_value_is_found_in_any_case() {
+    let s = Scrubber::of([&secret("ghp_NameCaseVALUE0123456789")], true);
+    assert!(s.in_name(b"x-ghp_namecasevalue0123456789-y"));
+    assert!(!s.in_name(b"x-ghp_namecasevalue012345678-y"));
+}

@@ -228,7 +228,7 @@ pub(super) fn scrubbed(
     let named: Vec<hyper::header::HeaderName> = r
         .headers()
         .keys()
-        .filter(|n| scrub.header(n.as_str().as_bytes()).is_some())
+        .filter(|n| scrub.in_name(n.as_str().as_bytes()))
         .cloned()
         .collect();
     for n in named {
