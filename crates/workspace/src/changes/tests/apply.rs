@@ -460,8 +460,7 @@ fn only_selects_the_directories_an_entry_needs() {
 
 #[test]
 fn root_gives_new_files_the_workspaces_owner_and_keeps_a_replaced_ones() {
-    if !is_root() {
-        eprintln!("skipped: changing owners needs root");
+    if skip_unless_root("changing owners") {
         return;
     }
     let fx = Fx::new();

@@ -28,6 +28,16 @@ pub(super) fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
+/// Prints `skipped: <why> needs root` and returns `true` when the caller is not root, so a
+/// root-only test can write `if skip_unless_root("...") { return; }`.
+pub(super) fn skip_unless_root(why: &str) -> bool {
+    if is_root() {
+        return false;
+    }
+    eprintln!("skipped: {why} needs root");
+    true
+}
+
 impl Fx {
     pub(super) fn new() -> Fx {
         let t = tempfile::tempdir().unwrap();

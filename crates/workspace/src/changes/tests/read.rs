@@ -275,8 +275,7 @@ fn marks_are_read_only_in_the_namespace_of_the_runs_overlay() {
 
 #[test]
 fn marks_stockade_never_makes_are_refused() {
-    if !is_root() {
-        eprintln!("skipped: setting trusted.* xattrs needs root");
+    if skip_unless_root("setting trusted.* xattrs") {
         return;
     }
     let fx = Fx::new();
@@ -387,8 +386,7 @@ fn real_overlay(userxattr: bool) {
 
 #[test]
 fn a_privileged_overlay_is_read_as_it_was_written() {
-    if !is_root() {
-        eprintln!("skipped: a privileged overlay needs root");
+    if skip_unless_root("a privileged overlay") {
         return;
     }
     real_overlay(false);

@@ -179,8 +179,7 @@ fn not_copyable_counts_what_the_caller_does_not_own() {
     let m = std::fs::metadata(&fx.ws).unwrap();
     let (uid, gid) = (m.uid(), m.gid());
     assert_eq!(not_copyable(&fx.ws, uid, gid, 10).unwrap(), (0, vec![]));
-    if !is_root() {
-        eprintln!("skipped: giving files to another owner needs root");
+    if skip_unless_root("giving files to another owner") {
         return;
     }
     std::os::unix::fs::chown(fx.ws.join("sub/theirs"), Some(1000), None).unwrap();
@@ -195,8 +194,7 @@ fn not_copyable_counts_what_the_caller_does_not_own() {
 /// `chown` in place); a directory that gained a name is listed again.
 #[test]
 fn not_copyable_remembers_unchanged_directories_and_looks_again_at_changed_ones() {
-    if !is_root() {
-        eprintln!("skipped: giving files to another owner needs root");
+    if skip_unless_root("giving files to another owner") {
         return;
     }
     let fx = Fx::new();
