@@ -128,19 +128,7 @@ async fn request(req: Request<Incoming>, t: &Tunnel, shared: Arc<Shared>) -> Res
         return text(StatusCode::MISDIRECTED_REQUEST, &r);
     }
     // The upstream sees the host as the tunnel named it, in one spelling.
-    let host = if t.host.contains(':') && !t.host.starts_with('[') {
-        format!("[{}]", t.host)
-    } else {
-        t.host.clone()
-    };
-    let canonical = if t.port == 443 {
-        host
-    } else {
-        format!("{host}:{}", t.port)
-    };
-    if let Ok(v) = hyper::header::HeaderValue::from_str(&canonical) {
-        parts.headers.insert(hyper::header::HOST, v);
-    }
+    super::set_https_host(&mut parts.headers, &t.host, t.port);
     parts.headers.remove("proxy-authorization");
     let used =
         credential::unmask_headers(&mut parts.headers, &t.host, t.port, routes.masked.iter());

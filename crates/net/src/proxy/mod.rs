@@ -704,6 +704,24 @@ impl Pool {
     }
 }
 
+/// Sets `Host` to `host` as an HTTPS request names it: an IPv6 address in brackets, the port
+/// left out when it is 443.
+fn set_https_host(headers: &mut hyper::HeaderMap, host: &str, port: u16) {
+    let host = if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    };
+    let authority = if port == 443 {
+        host
+    } else {
+        format!("{host}:{port}")
+    };
+    if let Ok(v) = hyper::header::HeaderValue::from_str(&authority) {
+        headers.insert(hyper::header::HOST, v);
+    }
+}
+
 /// Remove hop-by-hop headers (RFC 9110 section 7.6.1), including those the `Connection`
 /// header names: they describe one connection, not the message.
 fn strip_hop_by_hop(headers: &mut hyper::HeaderMap) {

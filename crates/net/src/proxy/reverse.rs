@@ -18,8 +18,8 @@ use hyper_util::rt::TokioIo;
 use policy::credentials::Inject;
 
 use super::{
-    connect, content_length, event, exchange, strip_hop_by_hop, text, when_done, Body, Counted,
-    Denial, Event, Shared, Upstream, CREDENTIAL_REFUSED,
+    connect, content_length, event, exchange, set_https_host, strip_hop_by_hop, text, when_done,
+    Body, Counted, Denial, Event, Shared, Upstream, CREDENTIAL_REFUSED,
 };
 use crate::credential::{self, Presented, Route};
 
@@ -154,14 +154,7 @@ pub(super) async fn request(
             Err(reason) => return text(StatusCode::INTERNAL_SERVER_ERROR, reason),
         }
     }
-    let authority = if up.port == 443 {
-        up.host.clone()
-    } else {
-        format!("{}:{}", up.host, up.port)
-    };
-    if let Ok(v) = hyper::header::HeaderValue::from_str(&authority) {
-        parts.headers.insert(hyper::header::HOST, v);
-    }
+    set_https_host(&mut parts.headers, &up.host, up.port);
     // Responses must be readable to be masked: no compression.
     parts.headers.insert(
         hyper::header::ACCEPT_ENCODING,
