@@ -1,7 +1,9 @@
 //! The sandbox's whole life after `clone`, in two processes:
 //!
 //! 1. **init**: the supervisor's direct child, created by one `clone` with every namespace flag,
-//!    so it is pid 1 of the new pid namespace. It leaves the caller's session (it opens files
+//!    so it is pid 1 of the new pid namespace. It first closes every descriptor it inherited
+//!    but does not need ([`ChildSpec::inherited`]: another run of the same process may have
+//!    pipes, pidfds and channels open in the supervisor at the clone). It leaves the caller's session (it opens files
 //!    for the command: it must have no controlling terminal), waits until the supervisor has
 //!    written its uid/gid maps, takes the sandbox ids, makes itself non-dumpable, arms its
 //!    parent-death signal, builds the mount tree in the planned order, sets the hostname,
@@ -371,7 +373,7 @@ pub struct ChildSpec<'a> {
     pub stderr: c_int,
     /// The supervisor's read ends of those output pipes (-1: none). The init inherits them
     /// with the clone (close-on-exec does not apply without `execve`) and closes them first
-    /// thing, before the command is forked: the supervisor must hold the only read end, so
+    /// thing with everything else it does not need ([`ChildSpec::inherited`]): the supervisor must hold the only read end, so
     /// that when it stops reading (its own output was closed, `stockade run ... | head -1`)
     /// the command gets `EPIPE`/`SIGPIPE` as in a plain pipeline instead of blocking on a
     /// full pipe that nobody drains.
@@ -386,6 +388,32 @@ pub struct ChildSpec<'a> {
     /// skips the global threadgroup lock that moving a process through `cgroup.procs` takes,
     /// and with it an RCU grace period (milliseconds) per run.
     pub join_tasks: &'a [c_int],
+}
+
+impl ChildSpec<'_> {
+    /// The supervisor's descriptors this run's init needs (negative entries are "none"):
+    /// everything else it inherits at the clone is closed first thing ([`init`]). The
+    /// supervisor's read ends of the output pipes ([`ChildSpec::output_readers`]) are not
+    /// among them. Allocates nothing.
+    pub fn inherited(&self) -> impl Iterator<Item = c_int> + '_ {
+        let disk = self.mounts.iter().filter_map(|op| match op {
+            MountOp::Overlay { disk: Some(d), .. } => Some(d.sock),
+            _ => None,
+        });
+        [
+            self.report_fd,
+            self.sync_fd,
+            self.stdin,
+            self.stdout,
+            self.stderr,
+            self.proxy.map_or(-1, |p| p.sock),
+            self.terminal.map_or(-1, |t| t.sock),
+            self.command.landlock.map_or(-1, |l| l.ruleset_fd),
+        ]
+        .into_iter()
+        .chain(self.join_tasks.iter().copied())
+        .chain(disk)
+    }
 }
 
 /// Where the proxy listens inside the sandbox, and the socket to hand the listener over.
@@ -456,6 +484,15 @@ pub const FORWARDED_SIGNALS: [c_int; 6] = [
 /// Entry point of the init (pid 1 of the sandbox). Never returns.
 pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
     let fd = spec.report_fd;
+    // First of all, give up every descriptor the supervisor held at the clone but this run
+    // does not need (the clone copied them all, close-on-exec or not, and the init never
+    // execs): another run of the same process has pipes, pidfds, channels, a terminal's
+    // master side open there, and an init that held them while it sets up would keep that
+    // run's input, output or report open, or its supervisor from seeing this one's end.
+    // Kept: the spec's own descriptors and the slots the supervisor filled.
+    if let Err(e) = raw::close_all_except_each(|| spec.inherited().chain(slots.iter().copied())) {
+        fail(fd, Stage::CloseDescriptors, 0, e, 125);
+    }
     // A session of its own before anything else: the init performs opens for the command
     // (mediated creation), and an `open("/dev/tty")` made by a process that still had the
     // caller's controlling terminal would hand the command the caller's terminal. The
@@ -468,11 +505,6 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
             fail(fd, Stage::JoinGroup, i, e, 125);
         }
         raw::close(*tasks);
-    }
-    for reader in spec.output_readers {
-        if reader >= 0 {
-            raw::close(reader);
-        }
     }
     let mut byte = [0u8; 1];
     match raw::read(spec.sync_fd, &mut byte) {
@@ -657,10 +689,9 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
         None => None,
     };
     // From here the init needs only its report pipe, the mediation listener and the slots
-    // mediation acts through. Everything else it inherited from the supervisor at the clone
-    // goes: other concurrent runs' pipes (a stdin pipe's write end held here would keep that
-    // run's command from ever seeing the end of its input, an output pipe's that run's
-    // supervisor from seeing the end of its output), and whatever else the supervisor held.
+    // mediation acts through. What the supervisor held for other runs went first thing;
+    // this closes what the set-up needed and no longer does (the Landlock ruleset, the
+    // channels' ends, anything a set-up step left open).
     let _ = raw::close_all_except(&[fd, listener.unwrap_or(-1)], slots);
     COMMAND_PID.store(cmd, Ordering::Relaxed);
     for sig in FORWARDED_SIGNALS {

@@ -653,14 +653,20 @@ pub fn seccomp_install(filter: &[libc::sock_filter]) -> Result<()> {
 /// Close every descriptor from 3 up except those in `keep` and `also` (any order; negative
 /// entries ignored): `close_range(2)` over the gaps. Allocates nothing (after a fork).
 pub fn close_all_except(keep: &[c_int], also: &[c_int]) -> Result<()> {
+    close_all_except_each(|| keep.iter().chain(also).copied())
+}
+
+/// Close every descriptor from 3 up except those `kept()` yields (any order, repeats and
+/// negative entries ignored): `close_range(2)` over the gaps. `kept` is called once per gap,
+/// so the keep-list can be gathered from several places without building it anywhere.
+/// Allocates nothing (after a fork).
+pub fn close_all_except_each<I: Iterator<Item = c_int>>(kept: impl Fn() -> I) -> Result<()> {
     let mut from: c_uint = 3;
     loop {
         // The smallest kept descriptor at or above `from`.
-        let next = keep
-            .iter()
-            .chain(also)
-            .filter(|f| **f >= 0 && (**f as c_uint) >= from)
-            .map(|f| *f as c_uint)
+        let next = kept()
+            .filter(|f| *f >= 0 && (*f as c_uint) >= from)
+            .map(|f| f as c_uint)
             .min();
         let upto = next.unwrap_or(c_uint::MAX);
         if upto > from {
