@@ -214,6 +214,305 @@ pub fn protected_sources(policy: &crate::Policy, flags: &[String]) -> Vec<Protec
 mod tests {
     use super::*;
 
+/// What a file of [`HOST_RUN`] is to the host, and the review flag it raises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunKind {
+    /// A build, test or deployment definition: the tool runs the code it holds or names
+    /// (`build-file`).
+    Build,
+    /// Run or sourced when an interpreter, debugger or shell starts (`startup-file`).
+    Startup,
+    /// A tool's configuration, read on its own, that makes it load or run programs
+    /// (`tool-config`).
+    Config,
+    /// Code the host loads as built or installed: bytecode, caches, installed packages
+    /// (`host-loaded`).
+    Loaded,
+}
+
+impl RunKind {
+    /// The review flag's code.
+    pub fn code(self) -> &'static str {
+        match self {
+            RunKind::Build => "build-file",
+            RunKind::Startup => "startup-file",
+            RunKind::Config => "tool-config",
+            RunKind::Loaded => "host-loaded",
+        }
+    }
+}
+
+/// One entry of [`HOST_RUN`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostRun {
+    /// The ecosystem (each has its test).
+    pub family: &'static str,
+    pub kind: RunKind,
+    /// A relative path pattern, as in [`HOST_EXEC`]: matched at any depth, and what lies
+    /// below it.
+    pub path: &'static str,
+    /// Which tool runs what, and when.
+    pub why: &'static str,
+}
+
+const fn run(
+    family: &'static str,
+    kind: RunKind,
+    path: &'static str,
+    why: &'static str,
+) -> HostRun {
+    HostRun {
+        family,
+        kind,
+        path,
+        why,
+    }
+}
+
+use RunKind::{Build, Config, Loaded, Startup};
+
+/// Project files host tools run code from, beyond [`HOST_EXEC`]: a run may change them in
+/// direct mode (that is what working on a project means), so they are not protected there,
+/// but review flags every change to them (`stockade changes`), and `apply` writes them only
+/// when accepted. Review flags by allow-list besides (binary files, executables, scripts,
+/// links and special files are flagged wherever they are): this list names the text files
+/// that are code to the host all the same. Grouped by family, one test each
+/// (`workspace::changes::flags`).
+pub const HOST_RUN: &[HostRun] = &[
+    // Rust.
+    run("rust", Build, "build.rs", "cargo compiles and runs it on the next build"),
+    run("rust", Build, "Cargo.toml", "names build scripts, proc-macro crates and their sources for the next cargo build"),
+    // Make, C and C++.
+    run("make", Build, "Makefile", "make runs its recipes"),
+    run("make", Build, "makefile", "make runs its recipes"),
+    run("make", Build, "GNUmakefile", "make runs its recipes"),
+    run("make", Build, "*.mk", "make includes it and runs its recipes"),
+    run("make", Build, "Makefile.am", "automake makes the Makefile make runs from it"),
+    run("make", Build, "Makefile.in", "configure makes the Makefile make runs from it"),
+    run("make", Build, "configure", "run to configure the build"),
+    run("make", Build, "configure.ac", "autoconf makes the configure script from it"),
+    run("make", Build, "configure.in", "autoconf makes the configure script from it"),
+    run("make", Build, "CMakeLists.txt", "cmake runs its commands when configuring"),
+    run("make", Build, "*.cmake", "cmake runs its commands when configuring"),
+    run("make", Build, "CMakePresets.json", "cmake takes toolchain files and cache entries from it (a toolchain file runs)"),
+    run("make", Build, "CMakeUserPresets.json", "as CMakePresets.json"),
+    run("make", Build, "meson.build", "meson runs its commands when configuring"),
+    run("make", Build, "build.ninja", "ninja runs its commands"),
+    run("make", Build, "SConstruct", "scons runs it as Python"),
+    run("make", Build, "SConscript", "scons runs it as Python"),
+    run("make", Build, "conanfile.py", "conan runs it as Python"),
+    run("make", Build, "xmake.lua", "xmake runs it as Lua"),
+    run("make", Build, "premake5.lua", "premake runs it as Lua"),
+    // Task runners.
+    run("tasks", Build, "justfile", "just runs its recipes"),
+    run("tasks", Build, "Justfile", "just runs its recipes"),
+    run("tasks", Build, ".justfile", "just runs its recipes"),
+    run("tasks", Build, "Taskfile.yml", "task runs its commands"),
+    run("tasks", Build, "Taskfile.yaml", "task runs its commands"),
+    run("tasks", Build, "Taskfile.dist.yml", "task runs its commands"),
+    run("tasks", Build, "Taskfile.dist.yaml", "task runs its commands"),
+    run("tasks", Build, "Earthfile", "earthly runs its targets (LOCALLY ones on the host)"),
+    run("tasks", Build, "Tiltfile", "tilt runs it (local() runs commands on the host)"),
+    run("tasks", Build, "Procfile", "foreman, honcho and heroku local run its processes"),
+    run("tasks", Build, "Procfile.*", "foreman, honcho and heroku local run its processes"),
+    run("tasks", Build, "ecosystem.config.*", "pm2 runs it as JavaScript and starts its apps"),
+    run("tasks", Build, "Snakefile", "snakemake runs it as Python"),
+    run("tasks", Build, "Brewfile", "brew bundle runs it as Ruby"),
+    // Bazel and Buck.
+    run("bazel", Build, "BUILD", "bazel runs its rules"),
+    run("bazel", Build, "BUILD.bazel", "bazel runs its rules"),
+    run("bazel", Build, "WORKSPACE", "bazel runs its rules"),
+    run("bazel", Build, "WORKSPACE.bazel", "bazel runs its rules"),
+    run("bazel", Build, "MODULE.bazel", "bazel runs its rules"),
+    run("bazel", Build, "*.bzl", "bazel runs it"),
+    run("bazel", Build, "tools/bazel", "bazelisk runs it instead of bazel"),
+    run("bazel", Config, ".bazelversion", "bazelisk downloads and runs the bazel it names"),
+    run("bazel", Build, "BUCK", "buck runs its rules"),
+    run("bazel", Config, ".buckconfig", "buck reads its settings and the programs it runs from it"),
+    // Python.
+    run("python", Build, "setup.py", "pip and setuptools run it to build or install the project"),
+    run("python", Build, "setup.cfg", "setuptools reads entry points and build commands from it"),
+    run("python", Build, "pyproject.toml", "names the build backend pip runs to install the project, and tools' settings"),
+    run("python", Build, "conftest.py", "pytest imports it before the tests"),
+    run("python", Build, "noxfile.py", "nox runs it"),
+    run("python", Build, "tox.ini", "tox runs its commands"),
+    run("python", Config, "pytest.ini", "pytest reads it: `addopts = -p MODULE` and `pythonpath` load code from the project"),
+    run("python", Config, ".pytest.ini", "as pytest.ini"),
+    run("python", Config, "uv.toml", "uv reads its indexes and Python installs from it (the next install runs what they serve)"),
+    run("python", Config, "poetry.toml", "poetry reads its virtualenv and repository settings from it"),
+    run("python", Config, ".pdm-python", "names the interpreter pdm runs"),
+    run("python", Config, ".python-version", "pyenv and uv pick the interpreter they run by it"),
+    // Python start-up.
+    run("python-startup", Startup, "*.pth", "Python runs its `import` lines at every start-up (site-packages)"),
+    run("python-startup", Startup, "sitecustomize.py", "Python imports it at every start-up"),
+    run("python-startup", Startup, "usercustomize.py", "Python imports it at every start-up"),
+    run("python-startup", Startup, "pyvenv.cfg", "its `home` picks the interpreter the virtualenv runs"),
+    run("python-startup", Startup, "bin/activate", "sourced by the shell to enter the virtualenv"),
+    run("python-startup", Startup, "bin/activate.*", "sourced by the shell to enter the virtualenv"),
+    run("python-startup", Startup, "bin/activate_this.py", "run by tools entering the virtualenv"),
+    run("python-startup", Startup, ".pdbrc", "pdb runs its lines as commands when it starts"),
+    run("python-startup", Startup, ".pythonrc", "Python runs it at interactive start-up (PYTHONSTARTUP)"),
+    run("python-startup", Startup, ".pythonrc.py", "Python runs it at interactive start-up (PYTHONSTARTUP)"),
+    // Python bytecode and installed packages.
+    run("python-loaded", Loaded, "__pycache__", "Python loads the bytecode there instead of the source beside it"),
+    run("python-loaded", Loaded, "*.pyc", "Python loads this bytecode instead of its source"),
+    run("python-loaded", Loaded, "*.pyo", "Python loads this bytecode instead of its source"),
+    run("python-loaded", Loaded, "site-packages", "installed packages Python imports"),
+    run("python-loaded", Loaded, "dist-packages", "installed packages Python imports"),
+    run("python-loaded", Loaded, "*.dist-info", "an installed package's entry points: console scripts and plugins (pytest11) loaded on their own"),
+    run("python-loaded", Loaded, "*.egg-info", "a package's entry points: console scripts and plugins loaded on their own"),
+    run("python-loaded", Loaded, "*.egg-link", "adds a directory to what Python imports"),
+    run("python-loaded", Loaded, ".venv", "the project's virtualenv: its interpreter, scripts and packages run on the host"),
+    run("python-loaded", Loaded, ".tox", "tox's virtualenvs, whose programs tox runs"),
+    run("python-loaded", Loaded, ".nox", "nox's virtualenvs, whose programs nox runs"),
+    // JavaScript.
+    run("javascript", Build, "package.json", "npm, yarn and pnpm run its scripts (install, test, build)"),
+    run("javascript", Build, "pnpm-workspace.yaml", "pnpm reads its packages and settings"),
+    run("javascript", Config, "bunfig.toml", "bun preloads the scripts it names"),
+    run("javascript", Build, "deno.json", "deno runs its tasks and import map"),
+    run("javascript", Build, "deno.jsonc", "deno runs its tasks and import map"),
+    run("javascript", Build, "Gruntfile.js", "grunt runs it"),
+    run("javascript", Build, "gulpfile.*", "gulp runs it"),
+    run("javascript", Loaded, "node_modules", "packages node loads and scripts npm runs (`.bin`, install scripts), and tools' caches"),
+    // JavaScript tools whose configuration is code, or loads code (editors run several on
+    // opening a file).
+    run("javascript-config", Config, ".eslintrc", "eslint loads the plugins and parsers it names (editors run eslint on opening a file)"),
+    run("javascript-config", Config, ".eslintrc.*", "eslint runs it (.js, .cjs) or loads the plugins it names"),
+    run("javascript-config", Config, "eslint.config.*", "eslint runs it as JavaScript"),
+    run("javascript-config", Config, ".prettierrc", "prettier loads the plugins it names"),
+    run("javascript-config", Config, ".prettierrc.*", "prettier runs it (.js, .cjs, .mjs, .ts) or loads the plugins it names"),
+    run("javascript-config", Config, "prettier.config.*", "prettier runs it as JavaScript"),
+    run("javascript-config", Config, ".babelrc", "babel loads the plugins and presets it names"),
+    run("javascript-config", Config, ".babelrc.*", "babel runs it or loads the plugins it names"),
+    run("javascript-config", Config, "babel.config.*", "babel runs it as JavaScript"),
+    run("javascript-config", Config, "vite.config.*", "vite runs it as JavaScript"),
+    run("javascript-config", Config, "vitest.config.*", "vitest runs it as JavaScript"),
+    run("javascript-config", Config, "webpack.config.*", "webpack runs it as JavaScript"),
+    run("javascript-config", Config, "rollup.config.*", "rollup runs it as JavaScript"),
+    run("javascript-config", Config, "jest.config.*", "jest runs it as JavaScript"),
+    run("javascript-config", Config, "next.config.*", "next runs it as JavaScript"),
+    run("javascript-config", Config, "nuxt.config.*", "nuxt runs it as JavaScript"),
+    run("javascript-config", Config, "svelte.config.*", "svelte tools run it as JavaScript (the editor's language server too)"),
+    run("javascript-config", Config, "astro.config.*", "astro runs it as JavaScript"),
+    run("javascript-config", Config, "tailwind.config.*", "tailwind runs it as JavaScript (the editor's language server too)"),
+    run("javascript-config", Config, "postcss.config.*", "postcss runs it as JavaScript"),
+    run("javascript-config", Config, ".postcssrc*", "postcss loads the plugins it names"),
+    run("javascript-config", Config, ".mocharc*", "mocha runs it (.js) or loads what its `require` names"),
+    run("javascript-config", Config, "playwright.config.*", "playwright runs it as JavaScript"),
+    run("javascript-config", Config, "cypress.config.*", "cypress runs it as JavaScript"),
+    run("javascript-config", Config, "karma.conf.*", "karma runs it as JavaScript"),
+    run("javascript-config", Config, ".stylelintrc*", "stylelint runs it or loads the plugins it names"),
+    run("javascript-config", Config, "stylelint.config.*", "stylelint runs it as JavaScript"),
+    run("javascript-config", Config, ".lintstagedrc*", "lint-staged runs its commands on `git commit`"),
+    run("javascript-config", Config, "lint-staged.config.*", "lint-staged runs it on `git commit`"),
+    run("javascript-config", Config, "commitlint.config.*", "commitlint runs it on `git commit`"),
+    // Ruby.
+    run("ruby", Build, "Gemfile", "bundler evaluates it as Ruby"),
+    run("ruby", Build, "*.gemspec", "bundler and gem evaluate it as Ruby"),
+    run("ruby", Build, "Rakefile", "rake runs it"),
+    run("ruby", Build, "rakefile", "rake runs it"),
+    run("ruby", Build, "*.rake", "rake loads it"),
+    run("ruby", Build, "config.ru", "rackup runs it"),
+    run("ruby", Build, "Guardfile", "guard runs it as Ruby"),
+    run("ruby", Build, "Capfile", "capistrano runs it as Ruby"),
+    run("ruby", Config, ".rubocop.yml", "rubocop loads the Ruby its `require` and `plugins` name (editors run rubocop on opening a file)"),
+    run("ruby", Config, ".bundle/config", "bundler reads the Gemfile, paths and build options it names"),
+    run("ruby", Startup, ".irbrc", "irb runs it when it starts"),
+    run("ruby", Startup, ".pryrc", "pry runs it when it starts"),
+    run("ruby", Loaded, "vendor/bundle", "installed gems Ruby loads"),
+    // Go.
+    run("go", Build, "go.mod", "its toolchain line makes go download and run another toolchain"),
+    run("go", Build, "go.work", "selects the modules go builds, and a toolchain line as go.mod's"),
+    run("go", Config, ".golangci*", "golangci-lint loads the plugins it names"),
+    // JVM.
+    run("jvm", Loaded, ".gradle", "gradle's project cache: compiled build scripts and the configuration cache"),
+    run("jvm", Build, "build.gradle", "gradle runs it"),
+    run("jvm", Build, "build.gradle.kts", "gradle runs it"),
+    run("jvm", Build, "settings.gradle", "gradle runs it"),
+    run("jvm", Build, "settings.gradle.kts", "gradle runs it"),
+    run("jvm", Build, "*.gradle", "gradle runs it"),
+    run("jvm", Build, "*.gradle.kts", "gradle runs it"),
+    run("jvm", Config, "gradle.properties", "gradle reads JVM arguments and settings from it"),
+    run("jvm", Build, "gradlew", "the gradle wrapper script run by hand and by IDEs"),
+    run("jvm", Config, "gradle/wrapper", "the wrapper's jar and distributionUrl: which Gradle gradlew downloads and runs"),
+    run("jvm", Build, "pom.xml", "maven runs its plugins"),
+    run("jvm", Build, "mvnw", "the maven wrapper script run by hand and by IDEs"),
+    run("jvm", Build, "build.xml", "ant runs its tasks"),
+    run("jvm", Build, "build.sbt", "sbt compiles and runs it"),
+    run("jvm", Build, "project/*.sbt", "sbt compiles and runs the build definition"),
+    run("jvm", Build, "project/*.scala", "sbt compiles and runs the build definition"),
+    run("jvm", Config, ".sbtopts", "sbt's JVM options (a -javaagent runs code)"),
+    run("jvm", Config, ".jvmopts", "sbt's JVM options (a -javaagent runs code)"),
+    run("jvm", Loaded, "*.class", "the JVM loads this bytecode"),
+    run("jvm", Loaded, "*.jar", "the JVM loads the bytecode it holds"),
+    run("jvm", Loaded, "*.war", "the JVM loads the bytecode it holds"),
+    // Other languages' builds.
+    run("other-builds", Build, "mix.exs", "mix runs it as Elixir"),
+    run("other-builds", Startup, ".iex.exs", "iex runs it when it starts"),
+    run("other-builds", Build, "rebar.config", "rebar3 reads its hooks and plugins"),
+    run("other-builds", Build, "rebar.config.script", "rebar3 runs it as Erlang"),
+    run("other-builds", Build, "Package.swift", "SwiftPM compiles and runs the manifest"),
+    run("other-builds", Build, "build.zig", "zig build compiles and runs it"),
+    run("other-builds", Build, "build.zig.zon", "names the packages zig build fetches and builds"),
+    run("other-builds", Build, "Setup.hs", "cabal runs a custom setup"),
+    run("other-builds", Build, "*.cabal", "cabal builds it (custom setups, build tools)"),
+    run("other-builds", Build, "cabal.project", "cabal reads packages and options from it"),
+    run("other-builds", Build, "stack.yaml", "stack reads packages and options from it"),
+    run("other-builds", Build, "dune", "dune runs its rules"),
+    run("other-builds", Build, "dune-project", "dune reads it"),
+    run("other-builds", Build, "Makefile.PL", "perl runs it to make the Makefile"),
+    run("other-builds", Build, "Build.PL", "perl runs it"),
+    run("other-builds", Build, "composer.json", "composer runs its scripts"),
+    run("other-builds", Build, "*.csproj", "msbuild runs its targets and tasks"),
+    run("other-builds", Build, "Directory.Build.props", "msbuild imports it into every project below"),
+    run("other-builds", Build, "Directory.Build.targets", "msbuild imports it into every project below"),
+    // Containers.
+    run("containers", Build, "Dockerfile", "docker build runs its RUN steps, with what it copies in"),
+    run("containers", Build, "Dockerfile.*", "docker build runs its RUN steps"),
+    run("containers", Build, "*.Dockerfile", "docker build runs its RUN steps"),
+    run("containers", Build, "*.dockerfile", "docker build runs its RUN steps"),
+    run("containers", Build, "Containerfile", "podman and buildah run its RUN steps"),
+    run("containers", Build, "Containerfile.*", "podman and buildah run its RUN steps"),
+    run("containers", Build, "docker-compose*.yml", "docker compose runs its services: images, commands, host mounts, privileges"),
+    run("containers", Build, "docker-compose*.yaml", "docker compose runs its services: images, commands, host mounts, privileges"),
+    run("containers", Build, "compose*.yml", "docker compose runs its services: images, commands, host mounts, privileges"),
+    run("containers", Build, "compose*.yaml", "docker compose runs its services: images, commands, host mounts, privileges"),
+    run("containers", Build, "docker-bake.*", "docker buildx bake builds its targets"),
+    // Nix.
+    run("nix", Build, "*.nix", "nix evaluates it (flake.nix, shell.nix, default.nix: `nix develop`, `nix-shell` and direnv's `use nix` run its hooks)"),
+    run("nix", Config, "flake.lock", "pins the inputs nix fetches, builds and runs"),
+    // Virtual machines and infrastructure.
+    run("infra", Build, "Vagrantfile", "vagrant runs it as Ruby"),
+    run("infra", Build, "*.tf", "terraform runs its `external` data sources and local provisioners on plan and apply"),
+    run("infra", Config, ".terraform.lock.hcl", "the provider builds terraform accepts and runs"),
+    run("infra", Config, ".terraformrc", "terraform's CLI config: provider_installation dev_overrides run local binaries"),
+    run("infra", Config, "terraform.rc", "as .terraformrc"),
+    run("infra", Loaded, ".terraform", "the providers and modules terraform runs"),
+    // Git, beyond its directory (flagged as git internals).
+    run("git", Config, ".gitattributes", "selects the filter, diff and merge drivers git runs on the files it names"),
+    run("git", Config, ".gitmodules", "names the submodules git fetches and checks out"),
+    run("git", Config, ".lfsconfig", "git-lfs reads its endpoints and settings from it"),
+    // Editors beyond the catalogue's.
+    run("editors", Config, "*.code-workspace", "VS Code workspace settings and tasks, as .vscode"),
+    run("editors", Config, ".fleet", "Fleet's run configurations and settings"),
+    // Environment files.
+    run("environment", Config, ".env", "loaded into the environment by dotenv libraries, docker compose and direnv's dotenv: NODE_OPTIONS, LD_PRELOAD and the like run code"),
+    run("environment", Config, ".env.*", "as .env"),
+    run("environment", Loaded, ".direnv", "direnv's layouts: the virtualenvs and cached environments the shell loads on entering"),
+    // Debuggers, REPLs and command-line tools that run a file on start.
+    run("tools", Startup, ".gdbinit", "gdb runs its commands when it starts here (with auto-load, or when named)"),
+    run("tools", Startup, ".lldbinit", "lldb runs its commands when it starts here (when allowed, or when named)"),
+    run("tools", Startup, ".psqlrc", "psql runs its meta-commands (`\\!` runs a shell) when it starts"),
+    run("tools", Startup, ".sqliterc", "sqlite3 runs its dot-commands (`.shell`) when it starts"),
+    run("tools", Config, ".inputrc", "readline's key bindings: a macro types commands into every readline program"),
+    run("tools", Config, ".ripgreprc", "rg's options when RIPGREP_CONFIG_PATH names it: `--pre` runs a program on every file searched"),
+];
+
+/// The [`HOST_RUN`] entry named `path`.
+pub fn host_run_entry(path: &str) -> Option<&'static HostRun> {
+    HOST_RUN.iter().find(|e| e.path == path)
+}
+
     #[test]
     fn entries_are_unique_relative_and_documented() {
         let mut seen = std::collections::HashSet::new();
@@ -229,6 +528,24 @@ mod tests {
     /// the tail only `*` and `?` wildcards): none is left to the post-run sweep alone.
     #[test]
     fn every_entry_is_guarded_during_the_run() {
+    #[test]
+    fn host_run_entries_are_unique_relative_documented_and_not_in_the_catalogue() {
+        let mut seen = std::collections::HashSet::new();
+        for e in HOST_RUN {
+            assert!(seen.insert(e.path), "duplicate {}", e.path);
+            assert!(!e.family.is_empty() && !e.why.is_empty(), "{}", e.path);
+            assert!(crate::paths::is_relative_pattern(e.path), "{}", e.path);
+            crate::paths::check_syntax(e.path).unwrap();
+            assert!(
+                host_exec_entry(e.path).is_none(),
+                "{} is in HOST_EXEC too",
+                e.path
+            );
+        }
+        assert_eq!(host_run_entry("Dockerfile").map(|e| e.kind), Some(Build));
+        assert_eq!(Loaded.code(), "host-loaded");
+    }
+
         let ctx = crate::PathContext {
             home: "/h".into(),
             workspace: "/w".into(),

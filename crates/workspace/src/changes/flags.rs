@@ -1,104 +1,27 @@
 //! What in a change set deserves a second look before it reaches the workspace: each
 //! [`Flag`] names the rule that raised it. `apply` refuses flagged entries not accepted.
+//!
+//! An allow-list: an entry goes unflagged only when a reviewer can judge it from `stockade
+//! diff`. That is a deletion, a directory, or a regular file that is text `diff` shows as it
+//! is ([`super::Content::Text`]), without an execute, set-id bit or `#!` line, not over
+//! [`DEFAULT_SIZE_THRESHOLD`], replacing no file `diff` cannot show; and in no place the host
+//! runs code from: the catalogue ([`policy::HOST_EXEC`], [`policy::host_exec::HOST_RUN`]:
+//! build files, start-up files, tools' configurations, bytecode, caches and installed
+//! packages), the run's protected paths, a git directory. Links and special files are
+//! always flagged. Every other entry carries at least one flag saying why (the last resort
+//! is `not-plain`).
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
+use policy::host_exec::{HostRun, HOST_RUN};
 use policy::{is_within, normalize_lexically, HostExec, HOST_EXEC};
 
-use super::{BaseState, ChangeKind, FileType, Flag, Recorded};
+use super::{BaseState, ChangeKind, Content, FileType, Flag, Recorded};
 
-/// Files larger than this are flagged `large` (10 MiB).
-pub const DEFAULT_SIZE_THRESHOLD: u64 = 10 << 20;
-
-/// Project files that build and test tools run code from, beyond the catalogue of host-executed
-/// configuration (which direct mode keeps read-only): a run may change them (that is what
-/// working on a project means), so review names them. Relative patterns, at any depth.
-pub const BUILD_FILES: &[(&str, &str)] = &[
-    ("build.rs", "cargo compiles and runs it on the next build"),
-    (
-        "Cargo.toml",
-        "names build scripts, proc-macro crates and their sources for the next cargo build",
-    ),
-    ("Makefile", "make runs its recipes"),
-    ("makefile", "make runs its recipes"),
-    ("GNUmakefile", "make runs its recipes"),
-    ("*.mk", "make includes it and runs its recipes"),
-    ("CMakeLists.txt", "cmake runs its commands when configuring"),
-    ("*.cmake", "cmake runs its commands when configuring"),
-    ("meson.build", "meson runs its commands when configuring"),
-    ("configure", "run to configure the build"),
-    (
-        "setup.py",
-        "pip and setuptools run it to build or install the project",
-    ),
-    (
-        "setup.cfg",
-        "setuptools reads entry points and build commands from it",
-    ),
-    (
-        "pyproject.toml",
-        "names the build backend pip runs to install the project",
-    ),
-    ("conftest.py", "pytest imports it before the tests"),
-    ("noxfile.py", "nox runs it"),
-    ("tox.ini", "tox runs its commands"),
-    (
-        "package.json",
-        "npm, yarn and pnpm run its scripts (install, test, build)",
-    ),
-    (
-        "pnpm-workspace.yaml",
-        "pnpm reads its packages and settings",
-    ),
-    ("bunfig.toml", "bun preloads the scripts it names"),
-    ("build.gradle", "gradle runs it"),
-    ("build.gradle.kts", "gradle runs it"),
-    ("settings.gradle", "gradle runs it"),
-    ("settings.gradle.kts", "gradle runs it"),
-    (
-        "gradle.properties",
-        "gradle reads JVM arguments and settings from it",
-    ),
-    (
-        "gradlew",
-        "the gradle wrapper script run by hand and by IDEs",
-    ),
-    ("pom.xml", "maven runs its plugins"),
-    ("Rakefile", "rake runs it"),
-    ("Gemfile", "bundler evaluates it as Ruby"),
-    ("justfile", "just runs its recipes"),
-    ("Justfile", "just runs its recipes"),
-    ("Taskfile.yml", "task runs its commands"),
-    ("BUILD", "bazel runs its rules"),
-    ("BUILD.bazel", "bazel runs its rules"),
-    ("WORKSPACE", "bazel runs its rules"),
-    ("MODULE.bazel", "bazel runs its rules"),
-    ("*.bzl", "bazel runs it"),
-    (
-        "go.mod",
-        "its toolchain line makes go download and run another toolchain",
-    ),
-];
-
-/// Files a Python interpreter runs at start-up, or that a shell sources to enter an
-/// environment: a planted one runs with every later `python` or `source .venv/bin/activate`.
-pub const STARTUP_FILES: &[(&str, &str)] = &[
-    (
-        "*.pth",
-        "Python runs its `import` lines at every start-up (site-packages)",
-    ),
-    ("sitecustomize.py", "Python imports it at every start-up"),
-    ("usercustomize.py", "Python imports it at every start-up"),
-    (
-        "bin/activate",
-        "sourced by the shell to enter the virtualenv",
-    ),
-    (
-        "bin/activate.*",
-        "sourced by the shell to enter the virtualenv",
-    ),
-];
+/// Files larger than this are flagged `large`: [`super::diff::MAX_DIFF_BYTES`] (8 MiB),
+/// past which `stockade diff` names a file without showing it.
+pub const DEFAULT_SIZE_THRESHOLD: u64 = super::diff::MAX_DIFF_BYTES;
 
 /// The rules flags are raised by.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,6 +35,9 @@ pub struct FlagRules {
     /// Project files host tools execute ([`policy::HOST_EXEC`] by default): relative
     /// patterns, matched at any depth.
     pub host_exec: Vec<HostExec>,
+    /// Project files host tools run code from that direct mode leaves writable
+    /// ([`HOST_RUN`] by default).
+    pub host_run: Vec<HostRun>,
 }
 
 impl FlagRules {
@@ -122,6 +48,7 @@ impl FlagRules {
             protected,
             masked,
             host_exec: HOST_EXEC.to_vec(),
+            host_run: HOST_RUN.to_vec(),
         }
     }
 }
@@ -249,18 +176,13 @@ pub(crate) fn flags_of(
             format!("{} reads `{}` on the host: {}", e.tool, e.path, e.why),
         ));
     }
-    if !deleted && rec.file_type != FileType::Dir {
-        if let Some((pattern, why)) = BUILD_FILES
+    if !deleted {
+        if let Some(e) = rules
+            .host_run
             .iter()
-            .find(|(pattern, _)| matches_at_any_depth(pattern, path))
+            .find(|e| matches_at_any_depth(e.path, path))
         {
-            out.push(flag("build-file", format!("`{pattern}`: {why}")));
-        }
-        if let Some((pattern, why)) = STARTUP_FILES
-            .iter()
-            .find(|(pattern, _)| matches_at_any_depth(pattern, path))
-        {
-            out.push(flag("startup-file", format!("`{pattern}`: {why}")));
+            out.push(flag(e.kind.code(), format!("`{}`: {}", e.path, e.why)));
         }
     }
     let is_dir_like = deleted || rec.file_type == FileType::Dir;
@@ -279,8 +201,11 @@ pub(crate) fn flags_of(
     }
     if rec.file_type == FileType::File && !deleted {
         let exec = match rec.kind {
-            ChangeKind::ModeChanged { from, to } => (to & 0o111 != 0 && from & 0o111 == 0)
+            ChangeKind::ModeChanged { from, to } if from & 0o111 == 0 => (to & 0o111 != 0)
                 .then(|| format!("made executable (mode {from:o} → {to:o}): the host may run it")),
+            ChangeKind::ModeChanged { from, to } => (to & 0o111 != 0).then(|| {
+                format!("an executable file whose mode changes ({from:o} → {to:o}): the host may run it")
+            }),
             ChangeKind::Added | ChangeKind::TypeChanged => is_executable(rec.mode)
                 .then(|| "a new executable file: the host may run it".to_owned()),
             ChangeKind::Modified => is_executable(rec.mode)
@@ -305,6 +230,9 @@ pub(crate) fn flags_of(
                 ),
             ));
         }
+    }
+    if rec.file_type == FileType::File && !deleted {
+        content_flags(rec, &mut out);
     }
     if let Some(reason) = world_writable(rec) {
         out.push(flag("world-writable", reason));
@@ -349,12 +277,16 @@ pub(crate) fn flags_of(
         };
         out.push(flag("git-internals", reason.into()));
     }
-    if rec.file_type == FileType::File && !deleted && rec.size > rules.size_threshold {
+    let limit = rules.size_threshold.min(super::diff::MAX_DIFF_BYTES);
+    if rec.file_type == FileType::File
+        && !deleted
+        && (rec.size > limit || rec.content == Some(Content::Large))
+    {
         out.push(flag(
             "large",
             format!(
-                "{} bytes, over the review threshold of {} bytes",
-                rec.size, rules.size_threshold
+                "{} bytes, over the review threshold of {limit} bytes (`stockade diff` names it without showing it)",
+                rec.size
             ),
         ));
     }
@@ -364,7 +296,68 @@ pub(crate) fn flags_of(
             "a fifo, socket or device node: never applied".into(),
         ));
     }
+    // The allow-list's last word: what is not plain is flagged, if nothing above said why.
+    if out.is_empty() && !is_plain(rec, limit) {
+        out.push(flag(
+            "not-plain",
+            format!(
+                "a {} that is not plain text `stockade diff` shows: the host may run or load it",
+                rec.file_type
+            ),
+        ));
+    }
     out
+}
+
+/// The allow-list: a deletion, a directory, or a regular file of text `stockade diff` shows
+/// as it is, without an execute or set-id bit or a `#!` line, at most `limit` bytes. (Where
+/// it lies is checked by the path rules.)
+pub(crate) fn is_plain(rec: &Recorded, limit: u64) -> bool {
+    match (rec.kind, rec.file_type) {
+        (ChangeKind::Deleted, _) | (_, FileType::Dir) => true,
+        (_, FileType::File) => {
+            rec.content == Some(Content::Text)
+                && !matches!(
+                    rec.base_content,
+                    Some(Content::Binary { .. } | Content::Large)
+                )
+                && !rec.script
+                && rec.mode.is_some_and(|m| m & 0o6111 == 0)
+                && rec.size <= limit
+        }
+        (_, FileType::Symlink | FileType::Other) => false,
+    }
+}
+
+/// The flags of a file's content: what `stockade diff` cannot show of it, or of the file it
+/// replaces.
+fn content_flags(rec: &Recorded, out: &mut Vec<Flag>) {
+    match &rec.content {
+        Some(Content::Text | Content::Large) => {}
+        Some(Content::Binary { why }) => out.push(flag(
+            "binary",
+            format!("not text ({why}): `stockade diff` names it without showing it, and the host may load or run it"),
+        )),
+        Some(Content::Hidden { why }) => out.push(flag(
+            "hidden-text",
+            format!("holds what a reader of `stockade diff` does not see: {why}"),
+        )),
+        None => out.push(flag(
+            "unchecked",
+            "recorded by an older stockade, which did not check whether `stockade diff` shows it".into(),
+        )),
+    }
+    let why = match &rec.base_content {
+        Some(Content::Binary { why }) => why.clone(),
+        Some(Content::Large) => "over the size `stockade diff` shows".into(),
+        _ => return,
+    };
+    out.push(flag(
+        "replaces-binary",
+        format!(
+            "the workspace's version is not text ({why}): `stockade diff` cannot show what changes"
+        ),
+    ));
 }
 
 #[cfg(test)]
@@ -396,25 +389,467 @@ mod tests {
         assert!(!matches_at_any_depth(".envrc", Path::new("envrc")));
     }
 
+    /// The flag codes a text file at `path` gets (added, mode 644).
+    fn path_codes(path: &str) -> Vec<&'static str> {
+        let r = Recorded {
+            path: PathBuf::from(path),
+            ..rec(ChangeKind::Added, FileType::File, 0o644, BaseState::Absent)
+        };
+        codes(&r)
+    }
+
+    /// Each path of `flagged` gets `code` (and a control path of `plain` none): one family
+    /// of the catalogue.
+    fn family(name: &str, code: &str, flagged: &[&str], plain: &[&str]) {
+        assert!(
+            HOST_RUN.iter().any(|e| e.family == name),
+            "no family {name}"
+        );
+        for p in flagged {
+            assert!(path_codes(p).contains(&code), "{p}: {:?}", path_codes(p));
+        }
+        for p in plain {
+            assert!(path_codes(p).is_empty(), "{p}: {:?}", path_codes(p));
+        }
+    }
+
+    /// The families the tests below cover: every family of the catalogue has its test.
+    const TESTED: &[&str] = &[
+        "rust",
+        "make",
+        "tasks",
+        "bazel",
+        "python",
+        "python-startup",
+        "python-loaded",
+        "javascript",
+        "javascript-config",
+        "ruby",
+        "go",
+        "jvm",
+        "other-builds",
+        "containers",
+        "nix",
+        "infra",
+        "git",
+        "editors",
+        "environment",
+        "tools",
+    ];
+
     #[test]
-    fn build_and_startup_files_are_named_at_any_depth() {
-        let build = |p: &str| {
-            BUILD_FILES
-                .iter()
-                .any(|(pattern, _)| matches_at_any_depth(pattern, Path::new(p)))
-        };
-        let startup = |p: &str| {
-            STARTUP_FILES
-                .iter()
-                .any(|(pattern, _)| matches_at_any_depth(pattern, Path::new(p)))
-        };
-        assert!(build("build.rs") && build("crates/x/build.rs") && build("web/package.json"));
-        assert!(build("cmake/deps.cmake") && build("sub/Makefile"));
-        assert!(!build("src/main.rs") && !build("README.md"));
-        assert!(startup(".venv/lib/python3.11/site-packages/evil.pth"));
-        assert!(startup(".venv/bin/activate") && startup(".venv/bin/activate.fish"));
-        assert!(startup("sitecustomize.py"));
-        assert!(!startup("src/path.py") && !startup("bin/tool"));
+    fn every_family_has_its_test() {
+        for e in HOST_RUN {
+            assert!(
+                TESTED.contains(&e.family),
+                "family {} has no test",
+                e.family
+            );
+        }
+    }
+
+    #[test]
+    fn family_rust() {
+        family(
+            "rust",
+            "build-file",
+            &["build.rs", "crates/x/build.rs", "Cargo.toml"],
+            &["src/main.rs", "src/build.rs.md"],
+        );
+    }
+
+    #[test]
+    fn family_make() {
+        family(
+            "make",
+            "build-file",
+            &[
+                "Makefile",
+                "sub/GNUmakefile",
+                "cmake/deps.cmake",
+                "rules.mk",
+                "CMakeLists.txt",
+                "meson.build",
+                "configure.ac",
+                "Makefile.am",
+                "SConstruct",
+                "conanfile.py",
+                "CMakePresets.json",
+            ],
+            &["docs/make.md", "src/cmake.c"],
+        );
+    }
+
+    #[test]
+    fn family_tasks() {
+        family(
+            "tasks",
+            "build-file",
+            &[
+                "justfile",
+                "Justfile",
+                "Taskfile.yml",
+                "Earthfile",
+                "Procfile",
+                "Procfile.dev",
+                "Tiltfile",
+                "ecosystem.config.js",
+                "Brewfile",
+            ],
+            &["docs/procfile.txt"],
+        );
+    }
+
+    #[test]
+    fn family_bazel() {
+        family(
+            "bazel",
+            "build-file",
+            &[
+                "BUILD",
+                "pkg/BUILD.bazel",
+                "WORKSPACE",
+                "MODULE.bazel",
+                "defs.bzl",
+                "tools/bazel",
+            ],
+            &["src/build.txt"],
+        );
+        family(
+            "bazel",
+            "tool-config",
+            &[".bazelversion", ".buckconfig"],
+            &[],
+        );
+    }
+
+    #[test]
+    fn family_python() {
+        family(
+            "python",
+            "build-file",
+            &[
+                "setup.py",
+                "setup.cfg",
+                "pyproject.toml",
+                "tests/conftest.py",
+                "tox.ini",
+                "noxfile.py",
+            ],
+            &["src/app.py", "tests/test_x.py"],
+        );
+        family(
+            "python",
+            "tool-config",
+            &["pytest.ini", "uv.toml", ".python-version", ".pdm-python"],
+            &[],
+        );
+    }
+
+    #[test]
+    fn family_python_startup() {
+        family(
+            "python-startup",
+            "startup-file",
+            &[
+                "x.pth",
+                "sitecustomize.py",
+                "usercustomize.py",
+                "env/pyvenv.cfg",
+                "env/bin/activate",
+                "env/bin/activate.fish",
+                ".pdbrc",
+                ".pythonrc",
+            ],
+            &["src/path.py", "bin/tool.txt"],
+        );
+    }
+
+    #[test]
+    fn family_python_loaded() {
+        family(
+            "python-loaded",
+            "host-loaded",
+            &[
+                "src/__pycache__/app.cpython-312.pyc",
+                "app.pyc",
+                "app.pyo",
+                "lib/python3.12/site-packages/evil.py",
+                "x/dist-packages/y.py",
+                "pkg.dist-info/entry_points.txt",
+                "pkg.egg-info/entry_points.txt",
+                ".venv/lib/x.py",
+                ".tox/py312/lib/x.py",
+                ".nox/s/x.py",
+            ],
+            &["src/pycache.py", "src/packages/x.py"],
+        );
+    }
+
+    #[test]
+    fn family_javascript() {
+        family(
+            "javascript",
+            "build-file",
+            &[
+                "package.json",
+                "web/package.json",
+                "pnpm-workspace.yaml",
+                "deno.json",
+                "gulpfile.js",
+                "Gruntfile.js",
+            ],
+            &["src/index.js", "package.md"],
+        );
+        family(
+            "javascript",
+            "host-loaded",
+            &[
+                "node_modules/x/index.js",
+                "web/node_modules/.cache/babel/x.json",
+                "node_modules/.bin/tool",
+            ],
+            &["src/modules/x.js"],
+        );
+        family("javascript", "tool-config", &["bunfig.toml"], &[]);
+    }
+
+    #[test]
+    fn family_javascript_config() {
+        family(
+            "javascript-config",
+            "tool-config",
+            &[
+                ".eslintrc",
+                ".eslintrc.js",
+                "eslint.config.mjs",
+                ".prettierrc",
+                ".prettierrc.js",
+                "prettier.config.cjs",
+                "babel.config.js",
+                ".babelrc",
+                "vite.config.ts",
+                "webpack.config.js",
+                "jest.config.js",
+                "tailwind.config.js",
+                ".mocharc.yml",
+                ".lintstagedrc.json",
+                "app/next.config.mjs",
+            ],
+            &["src/config.js", "src/eslint.md"],
+        );
+    }
+
+    #[test]
+    fn family_ruby() {
+        family(
+            "ruby",
+            "build-file",
+            &[
+                "Gemfile",
+                "x.gemspec",
+                "Rakefile",
+                "lib/tasks/db.rake",
+                "config.ru",
+                "Guardfile",
+            ],
+            &["lib/app.rb", "Gemfile.lock"],
+        );
+        family(
+            "ruby",
+            "tool-config",
+            &[".rubocop.yml", ".bundle/config"],
+            &[],
+        );
+        family("ruby", "startup-file", &[".irbrc", ".pryrc"], &[]);
+        family(
+            "ruby",
+            "host-loaded",
+            &["vendor/bundle/ruby/3.2/gems/x/lib/x.rb"],
+            &["vendor/x.rb"],
+        );
+    }
+
+    #[test]
+    fn family_go() {
+        family(
+            "go",
+            "build-file",
+            &["go.mod", "go.work", "sub/go.mod"],
+            &["main.go", "go.sum"],
+        );
+        family(
+            "go",
+            "tool-config",
+            &[".golangci.yml", ".golangci.toml"],
+            &[],
+        );
+    }
+
+    #[test]
+    fn family_jvm() {
+        family(
+            "jvm",
+            "build-file",
+            &[
+                "build.gradle",
+                "app/build.gradle.kts",
+                "settings.gradle",
+                "deps.gradle",
+                "gradlew",
+                "pom.xml",
+                "mvnw",
+                "build.sbt",
+                "project/plugins.sbt",
+                "project/Deps.scala",
+                "build.xml",
+            ],
+            &["src/main/java/App.java", "src/project.scala"],
+        );
+        family(
+            "jvm",
+            "tool-config",
+            &[
+                "gradle.properties",
+                "gradle/wrapper/gradle-wrapper.properties",
+                ".jvmopts",
+                ".sbtopts",
+            ],
+            &[],
+        );
+        family(
+            "jvm",
+            "host-loaded",
+            &["out/App.class", "lib/x.jar", ".gradle/8.5/x.bin"],
+            &[],
+        );
+    }
+
+    #[test]
+    fn family_other_builds() {
+        family(
+            "other-builds",
+            "build-file",
+            &[
+                "mix.exs",
+                "rebar.config",
+                "Package.swift",
+                "build.zig",
+                "build.zig.zon",
+                "Setup.hs",
+                "x.cabal",
+                "cabal.project",
+                "stack.yaml",
+                "src/dune",
+                "dune-project",
+                "Makefile.PL",
+                "composer.json",
+                "App.csproj",
+                "Directory.Build.props",
+            ],
+            &["lib/app.ex", "Sources/main.swift", "src/main.zig"],
+        );
+        family("other-builds", "startup-file", &[".iex.exs"], &[]);
+    }
+
+    #[test]
+    fn family_containers() {
+        family(
+            "containers",
+            "build-file",
+            &[
+                "Dockerfile",
+                "docker/Dockerfile.dev",
+                "api.Dockerfile",
+                "Containerfile",
+                "docker-compose.yml",
+                "docker-compose.prod.yaml",
+                "compose.yaml",
+                "compose.override.yml",
+                "docker-bake.hcl",
+            ],
+            &["docs/docker.md", "src/compose.rs"],
+        );
+    }
+
+    #[test]
+    fn family_nix() {
+        family(
+            "nix",
+            "build-file",
+            &["flake.nix", "shell.nix", "default.nix", "nix/pkgs.nix"],
+            &["src/nix.rs"],
+        );
+        family("nix", "tool-config", &["flake.lock"], &[]);
+    }
+
+    #[test]
+    fn family_infra() {
+        family(
+            "infra",
+            "build-file",
+            &["Vagrantfile", "main.tf", "infra/modules/x/vars.tf"],
+            &["docs/tf.md"],
+        );
+        family(
+            "infra",
+            "tool-config",
+            &[".terraform.lock.hcl", ".terraformrc", "terraform.rc"],
+            &[],
+        );
+        family("infra", "host-loaded", &[".terraform/providers/x/y"], &[]);
+    }
+
+    #[test]
+    fn family_git() {
+        family(
+            "git",
+            "tool-config",
+            &[
+                ".gitattributes",
+                "sub/.gitattributes",
+                ".gitmodules",
+                ".lfsconfig",
+            ],
+            &[".gitignore-notes.md"],
+        );
+    }
+
+    #[test]
+    fn family_editors() {
+        family(
+            "editors",
+            "tool-config",
+            &["proj.code-workspace", ".fleet/run.json"],
+            &["src/workspace.rs"],
+        );
+    }
+
+    #[test]
+    fn family_environment() {
+        family(
+            "environment",
+            "tool-config",
+            &[".env", "app/.env.local", ".env.production"],
+            &["src/env.rs", "env.example"],
+        );
+        family(
+            "environment",
+            "host-loaded",
+            &[".direnv/python-3.12/bin/x"],
+            &[],
+        );
+    }
+
+    #[test]
+    fn family_tools() {
+        family(
+            "tools",
+            "startup-file",
+            &[".gdbinit", ".lldbinit", ".psqlrc", ".sqliterc"],
+            &["src/gdb.c"],
+        );
+        family("tools", "tool-config", &[".inputrc", ".ripgreprc"], &[]);
     }
 
     fn rec(kind: ChangeKind, file_type: FileType, mode: u32, base: BaseState) -> Recorded {
@@ -427,6 +862,8 @@ mod tests {
             sha256: None,
             symlink_target: None,
             script: false,
+            content: Some(Content::Text),
+            base_content: None,
             in_git_dir: false,
             base: super::super::Base {
                 state: base,

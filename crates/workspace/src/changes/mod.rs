@@ -15,8 +15,10 @@
 //!    target, a directory's listing) and whether the host changed it while the run went on,
 //!    and seals the upper with a digest. All of it goes into `meta.json`.
 //! 3. [`RunDir::changes`] and [`RunDir::diff`] show it; each entry carries [`Flag`]s for what
-//!    deserves a look (files host tools execute, protected paths, executables, scripts,
-//!    setuid bits, links, git's internals, large files).
+//!    a reviewer cannot judge from `diff`, by allow-list: only deletions, directories and
+//!    plain text files (valid UTF-8 `diff` shows as it is, no execute bit, no `#!`, not
+//!    large) outside the places host tools run code from (the catalogues, protected paths,
+//!    git directories, bytecode, caches, installed packages) go unflagged.
 //! 4. [`RunDir::apply`] writes it (all of it, or what [`ApplyOptions`] selects: the rest
 //!    stays pending, and `changes` and `diff` leave the applied entries out), or
 //!    [`RunDir::discard`] throws it away. A change set applied whole is removed.
@@ -229,10 +231,34 @@ pub struct Recorded {
     pub symlink_target: Option<PathBuf>,
     /// The file starts with `#!`.
     pub script: bool,
+    /// What a file's content (the upper's) is to a reviewer; `None`: not a file, or recorded
+    /// by an older stockade (then flagged `unchecked`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<Content>,
+    /// The same for the workspace's file the entry replaces (`None`: no file there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_content: Option<Content>,
     /// It lies in a directory git accepts as a git dir (`HEAD` beside `refs`, `objects` or
     /// `commondir`), at any level above.
     pub in_git_dir: bool,
     pub base: Base,
+}
+
+/// What a file's content is to a reviewer: whether `stockade diff` shows it as it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "class")]
+pub enum Content {
+    /// Valid UTF-8 that `stockade diff` shows whole: no NUL byte, nothing the terminal
+    /// sanitizer strips, no carriage return but at a line's end.
+    Text,
+    /// A NUL byte, or not UTF-8: `stockade diff` names the file without showing it.
+    Binary { why: String },
+    /// Text holding what a reader of `stockade diff` does not see (escape sequences and other
+    /// control characters, bidi controls, invisible or Tag characters, a carriage return
+    /// inside a line).
+    Hidden { why: String },
+    /// Over [`diff::MAX_DIFF_BYTES`]: named, not shown.
+    Large,
 }
 
 /// The state a workspace path had when the run ended.
@@ -240,9 +266,13 @@ pub struct Recorded {
 #[serde(deny_unknown_fields)]
 pub struct Base {
     pub state: BaseState,
-    /// Its ctime (or, for a directory dropped whole, that of anything below it) is later than
-    /// the run's start (less 20 ms: the kernel's ctime clock lags by up to a tick): the host
-    /// changed it while the run went on.
+    /// Its ctime (for a file read after its content; for a directory dropped whole, the
+    /// latest of anything below it) is not clearly before the run's start (by more than the
+    /// ctime clock's lag, 20 ms, and the filesystem's timestamp granularity): the host may
+    /// have changed it while the run went on, and the run's version need not hold that
+    /// change (the run may have read the path at any moment after it started). Never
+    /// compared with when the run first wrote the path: a host edit in the same clock tick
+    /// as that write is a conflict like any other.
     pub changed_during_run: bool,
 }
 
@@ -322,9 +352,12 @@ pub struct Change {
 /// Why an entry deserves a look. `apply` refuses flagged entries not accepted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Flag {
-    /// Stable: `host-executed`, `protected`, `executable`, `script`, `setuid`, `symlink`,
-    /// `symlink-outside`, `symlink-into-masked`, `git-internals`, `large`, `special-file`,
-    /// `world-writable`.
+    /// Stable: `host-executed`, `build-file`, `startup-file`, `tool-config`, `host-loaded`,
+    /// `protected`, `executable`, `script`, `setuid`, `binary`, `hidden-text`,
+    /// `replaces-binary`, `unchecked`, `symlink`, `symlink-outside`, `symlink-into-masked`,
+    /// `git-internals`, `large`, `special-file`, `world-writable`, `not-plain`. Review flags
+    /// by allow-list: an entry without a flag is a deletion, a directory, or a plain text
+    /// file (see `flags`).
     pub code: &'static str,
     /// A sentence naming the rule.
     pub reason: String,

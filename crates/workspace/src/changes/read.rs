@@ -17,7 +17,7 @@ use rustix::fs::{FileType as Ft, OFlags, Stat};
 use rustix::io::Errno;
 use sha2::{Digest, Sha256};
 
-use super::{Base, BaseState, ChangeKind, ChangesError, FileType, Recorded};
+use super::{Base, BaseState, ChangeKind, ChangesError, Content, FileType, Recorded};
 use crate::beneath::{errno_io, list, open_child, stat_child};
 
 /// Deeper upper trees are refused (the walk holds two descriptors per level).
@@ -28,39 +28,40 @@ pub(crate) const MAX_DEPTH: usize = 256;
 /// (`truncate -s 16T`) but hours to hash, and as much disk to apply.
 pub(crate) const MAX_FILE_BYTES: u64 = 64 << 30;
 
-/// Where the upper cannot tell when the run first wrote an entry (no birth time), a ctime
-/// this close before the run's start counts as during the run: the kernel stamps ctimes from
-/// a clock that lags the one `started` is read from by up to a tick.
+/// The kernel stamps ctimes from a clock that lags the one the run's start is read from by up
+/// to a tick: a ctime this close before the start may be of a change made after it.
 pub(crate) const CTIME_SLACK_NS: u128 = 20_000_000;
 
-/// When the upper entry `name` of `dir` was made (statx birth time, in nanoseconds since the
-/// epoch): the moment the run first wrote that path (overlayfs copies a file up, or makes a
-/// whiteout, when the command first changes it). `None` where the filesystem keeps none.
-pub(crate) fn birth_ns(dir: BorrowedFd<'_>, name: &OsStr) -> Option<u128> {
-    let flags = rustix::fs::AtFlags::SYMLINK_NOFOLLOW | rustix::fs::AtFlags::STATX_DONT_SYNC;
-    let flags = if name.is_empty() {
-        flags | rustix::fs::AtFlags::EMPTY_PATH
-    } else {
-        flags
-    };
-    let st = rustix::fs::statx(dir, name, flags, rustix::fs::StatxFlags::BTIME).ok()?;
-    if st.stx_mask & rustix::fs::StatxFlags::BTIME.bits() == 0 {
-        return None;
-    }
-    let secs = u128::try_from(st.stx_btime.tv_sec).ok()?;
-    Some(secs * 1_000_000_000 + u128::from(st.stx_btime.tv_nsec))
+/// How coarse the filesystem that stamped the ctime `changed` may be: the coarsest of 2 s
+/// (FAT), 1 s, 100 ms, 10 ms, 1 ms and 1 µs that divides it. A filesystem stamping whole
+/// seconds makes every ctime a multiple of one; a finer one rarely does, and taking it for
+/// coarser only widens the window that counts as a conflict.
+pub(crate) fn granularity_ns(changed: u128) -> u128 {
+    [
+        2_000_000_000,
+        1_000_000_000,
+        100_000_000,
+        10_000_000,
+        1_000_000,
+        1_000,
+    ]
+    .into_iter()
+    .find(|g| changed.is_multiple_of(*g))
+    .unwrap_or(1)
 }
 
-/// Whether the host changed a workspace path (its ctime `changed`, 0: absent) after the run
-/// read it: after the run first wrote the path (`written`: the upper entry's birth time),
-/// else, where that is unknown, after the run started. A change made before the run wrote
-/// the path is what the run saw and built on: not a conflict.
-fn changed_after_the_run_read_it(changed: u128, written: Option<u128>, started: u128) -> bool {
-    changed > 0
-        && match written {
-            Some(w) => changed > w,
-            None => changed + CTIME_SLACK_NS > started,
-        }
+/// Whether the host may have changed a workspace path (its ctime `changed`, 0: absent) after
+/// the run started (`started`): its ctime is not clearly before the start, by more than the
+/// clock's lag and the filesystem's granularity.
+///
+/// Whether the change came before or after the run first *wrote* the path does not matter:
+/// the run may have read the path at any moment after it started (a command reads a file,
+/// then writes its edited version by a rename, or much later), so a host change made after
+/// the start is not known to be in the run's version, however its time compares with the
+/// upper entry's. No timestamp is compared with another at a tick's precision: a host edit
+/// in the same tick as the run's first write is a conflict like any other.
+fn changed_since_start(changed: u128, started: u128) -> bool {
+    changed > 0 && changed + CTIME_SLACK_NS + granularity_ns(changed) > started
 }
 
 /// Which xattr namespace carries overlayfs's own marks in the upper.
@@ -127,12 +128,22 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
     s
 }
 
-/// SHA-256 (hex) of what `fd` reads, and whether it starts with `#!`.
-pub(crate) fn hash_fd(fd: OwnedFd) -> io::Result<(String, bool)> {
-    let mut file = std::fs::File::from(fd);
+/// What [`hash_file`] found.
+pub(crate) struct Hashed {
+    pub(crate) sha256: String,
+    /// It starts with `#!`.
+    pub(crate) script: bool,
+    /// `None` when not asked for.
+    pub(crate) content: Option<Content>,
+}
+
+/// Reads `file` to its end: its SHA-256, whether it starts with `#!`, and (`classify`) what
+/// its content is to a reviewer ([`TextCheck`]).
+pub(crate) fn hash_file(file: &mut std::fs::File, classify: bool) -> io::Result<Hashed> {
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 64 * 1024];
     let mut head: Vec<u8> = Vec::with_capacity(2);
+    let mut check = classify.then(TextCheck::default);
     loop {
         let n = match file.read(&mut buf) {
             Ok(0) => break,
@@ -145,8 +156,112 @@ pub(crate) fn hash_fd(fd: OwnedFd) -> io::Result<(String, bool)> {
             head.extend(chunk.iter().take(2 - head.len()));
         }
         h.update(chunk);
+        if let Some(c) = &mut check {
+            c.push(chunk);
+        }
     }
-    Ok((hex(&h.finalize()), head == b"#!"))
+    Ok(Hashed {
+        sha256: hex(&h.finalize()),
+        script: head == b"#!",
+        content: check.map(TextCheck::finish),
+    })
+}
+
+/// Whether a file's bytes are text `stockade diff` shows as they are, read in chunks: valid
+/// UTF-8 without a NUL byte (else `diff` names the file as binary), and without anything
+/// the terminal sanitizer removes from what `diff` prints (escape sequences, other control
+/// characters, bidi controls, invisible and Tag characters: see [`sanitize::classify`]) or a
+/// carriage return that does not end a line (it makes a terminal overwrite the line). A
+/// byte-order mark opening the file is text.
+#[derive(Default)]
+pub(crate) struct TextCheck {
+    /// Bytes of a UTF-8 sequence the last chunk cut.
+    pending: Vec<u8>,
+    /// Offset of the next byte (after `pending`).
+    offset: u64,
+    /// The last character was a carriage return (at this offset).
+    cr_at: Option<u64>,
+    verdict: Option<Content>,
+}
+
+impl TextCheck {
+    pub(crate) fn push(&mut self, chunk: &[u8]) {
+        if self.verdict.is_some() {
+            return;
+        }
+        let joined;
+        let data: &[u8] = if self.pending.is_empty() {
+            chunk
+        } else {
+            joined = [self.pending.as_slice(), chunk].concat();
+            &joined
+        };
+        let start = self.offset - self.pending.len() as u64;
+        let (valid, rest) = match std::str::from_utf8(data) {
+            Ok(s) => (s, &[][..]),
+            Err(e) => {
+                let (ok, rest) = data.split_at(e.valid_up_to());
+                if e.error_len().is_some() {
+                    self.verdict = Some(Content::Binary {
+                        why: format!("not UTF-8 at byte {}", start + ok.len() as u64),
+                    });
+                }
+                (std::str::from_utf8(ok).unwrap_or_default(), rest)
+            }
+        };
+        if self.verdict.is_none() {
+            self.check(valid, start);
+        }
+        if self.verdict.is_none() {
+            self.pending = rest.to_vec();
+            self.offset = start + data.len() as u64;
+        }
+    }
+
+    fn check(&mut self, text: &str, start: u64) {
+        for (i, c) in text.char_indices() {
+            let at = start + i as u64;
+            if let Some(cr) = self.cr_at.take() {
+                if c != '\n' {
+                    self.verdict = Some(Content::Hidden {
+                        why: format!("a carriage return that does not end a line at byte {cr} (a terminal overwrites the line with what follows)"),
+                    });
+                    return;
+                }
+            }
+            let why = match c {
+                '\0' => {
+                    self.verdict = Some(Content::Binary {
+                        why: format!("a NUL byte at byte {at}"),
+                    });
+                    return;
+                }
+                '\r' => {
+                    self.cr_at = Some(at);
+                    continue;
+                }
+                '\u{feff}' if at == 0 => continue,
+                c => match sanitize::classify(c) {
+                    Some(class) => format!("U+{:04X} ({class:?}) at byte {at}", c as u32),
+                    None => continue,
+                },
+            };
+            self.verdict = Some(Content::Hidden {
+                why: format!("{why}: `stockade diff` does not show it"),
+            });
+            return;
+        }
+    }
+
+    pub(crate) fn finish(self) -> Content {
+        match self.verdict {
+            Some(v) => v,
+            None if !self.pending.is_empty() => Content::Binary {
+                why: format!("it ends inside a UTF-8 sequence at byte {}", self.offset),
+            },
+            None => Content::Text,
+        }
+    }
 }
 
 /// Opens the regular file `name` in `dir` for reading, checking it still is one.
@@ -232,44 +347,81 @@ pub(crate) fn tree_signature(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<(S
     Ok((hex(&h.finalize()), latest))
 }
 
+/// A workspace path's state, as a base records it.
+pub(crate) struct LowerState {
+    pub(crate) state: BaseState,
+    /// The latest ctime seen: for a file, taken after its content was read (a change made
+    /// while it was read is not missed); for a directory dropped whole, of anything below it.
+    pub(crate) ctime: u128,
+    /// A file's content, to a reviewer (when asked for).
+    pub(crate) content: Option<Content>,
+}
+
+impl LowerState {
+    pub(crate) fn absent() -> LowerState {
+        LowerState {
+            state: BaseState::Absent,
+            ctime: 0,
+            content: None,
+        }
+    }
+}
+
 /// The state of `name` in `dir` (whose stat is `st`), as a base records it; `whole`: a
-/// directory is dropped whole (its tree signature is taken). Returns the latest ctime seen.
+/// directory is dropped whole (its tree signature is taken); `classify`: a file's content is
+/// classified ([`TextCheck`]).
 pub(crate) fn state_of(
     dir: BorrowedFd<'_>,
     name: &OsStr,
     st: &Stat,
     whole: bool,
-) -> io::Result<(BaseState, u128)> {
+    classify: bool,
+) -> io::Result<LowerState> {
     let mode = perm(st);
+    let plain = |state| LowerState {
+        state,
+        ctime: ctime_ns(st),
+        content: None,
+    };
     Ok(match Ft::from_raw_mode(st.st_mode) {
         Ft::RegularFile => {
-            let (sha256, _) = hash_fd(open_regular(dir, name)?)?;
-            (BaseState::File { sha256, mode }, ctime_ns(st))
+            let mut file = std::fs::File::from(open_regular(dir, name)?);
+            let small = st.st_size as u64 <= super::diff::MAX_DIFF_BYTES;
+            let hashed = hash_file(&mut file, classify && small)?;
+            // After the read: a write that landed while it went on shows in this ctime.
+            let after = rustix::fs::fstat(&file).map_err(errno_io)?;
+            LowerState {
+                state: BaseState::File {
+                    sha256: hashed.sha256,
+                    mode,
+                },
+                ctime: ctime_ns(st).max(ctime_ns(&after)),
+                content: match (classify, small) {
+                    (false, _) => None,
+                    (true, false) => Some(Content::Large),
+                    (true, true) => hashed.content,
+                },
+            }
         }
-        Ft::Symlink => (
-            BaseState::Symlink {
-                target: read_link(dir, name)?,
-            },
-            ctime_ns(st),
-        ),
+        Ft::Symlink => plain(BaseState::Symlink {
+            target: read_link(dir, name)?,
+        }),
         Ft::Directory if whole => {
             let (tree, latest) = tree_signature(dir, name)?;
-            (
-                BaseState::Dir {
+            LowerState {
+                state: BaseState::Dir {
                     mode,
                     tree: Some(tree),
                 },
-                latest,
-            )
+                ctime: latest,
+                content: None,
+            }
         }
-        Ft::Directory => (BaseState::Dir { mode, tree: None }, ctime_ns(st)),
-        _ => (
-            BaseState::Other {
-                mode,
-                rdev: st.st_rdev,
-            },
-            ctime_ns(st),
-        ),
+        Ft::Directory => plain(BaseState::Dir { mode, tree: None }),
+        _ => plain(BaseState::Other {
+            mode,
+            rdev: st.st_rdev,
+        }),
     })
 }
 
@@ -280,7 +432,6 @@ pub(crate) fn read(layers: &Layers<'_>) -> Result<Scan, ChangesError> {
         hasher: Sha256::new(),
         shape: Sha256::new(),
         scan: Scan::default(),
-        written: None,
     };
     let root_st = rustix::fs::fstat(layers.upper).map_err(|e| w.upper_err(Path::new(""), e))?;
     if w.opaque(layers.upper, Path::new(""), true)? {
@@ -317,8 +468,6 @@ struct Walker<'a, 'b> {
     hasher: Sha256,
     shape: Sha256,
     scan: Scan,
-    /// The birth time of the upper entry being recorded ([`birth_ns`]).
-    written: Option<u128>,
 }
 
 impl Layers<'_> {
@@ -446,11 +595,11 @@ impl Walker<'_, '_> {
         kind: ChangeKind,
         file_type: FileType,
         up: Option<&Stat>,
-        content: (Option<String>, Option<PathBuf>, bool),
+        content: (Option<String>, Option<PathBuf>, bool, Option<Content>),
         in_git_dir: bool,
-        base: (BaseState, u128),
+        base: LowerState,
     ) {
-        let (sha256, symlink_target, script) = content;
+        let (sha256, symlink_target, script, content) = content;
         let size = match (file_type, up) {
             (FileType::File, Some(st)) => st.st_size as u64,
             _ => symlink_target
@@ -467,13 +616,11 @@ impl Walker<'_, '_> {
             symlink_target,
             script,
             in_git_dir,
+            content,
+            base_content: base.content,
             base: Base {
-                state: base.0,
-                changed_during_run: changed_after_the_run_read_it(
-                    base.1,
-                    self.written,
-                    self.l.started_ns,
-                ),
+                state: base.state,
+                changed_during_run: changed_since_start(base.ctime, self.l.started_ns),
             },
         });
     }
@@ -499,8 +646,6 @@ impl Walker<'_, '_> {
         }
         // Below an opaque directory, what the workspace has and the upper does not is gone.
         if let (true, Some(low)) = (hidden, low) {
-            // Gone with the directory the run replaced, when it replaced it.
-            self.written = birth_ns(up, OsStr::new(""));
             for name in list(low).map_err(|e| self.lower_err(rel, e))? {
                 if names
                     .binary_search_by(|n| n.as_bytes().cmp(name.as_bytes()))
@@ -513,15 +658,15 @@ impl Walker<'_, '_> {
                 else {
                     continue;
                 };
-                let base =
-                    state_of(low, &name, &ls, true).map_err(|e| self.lower_err(&child, e))?;
+                let base = state_of(low, &name, &ls, true, false)
+                    .map_err(|e| self.lower_err(&child, e))?;
                 let ft = file_type(&ls);
                 self.push(
                     &child,
                     ChangeKind::Deleted,
                     ft,
                     None,
-                    (None, None, false),
+                    (None, None, false, None),
                     in_git,
                     base,
                 );
@@ -545,7 +690,6 @@ impl Walker<'_, '_> {
         let st = stat_child(up, name)
             .map_err(|e| self.upper_err(&rel, e))?
             .ok_or_else(|| self.upper_err(&rel, Errno::NOENT))?;
-        self.written = birth_ns(up, name);
         let compare = self.l.lower.is_some();
         let lower = match low {
             Some(l) => stat_child(l, name).map_err(|e| self.lower_err(&rel, e))?,
@@ -553,12 +697,12 @@ impl Walker<'_, '_> {
         };
         let mode = perm(&st);
         let layers = self.l;
-        let lower_state = |whole: bool| -> Result<(BaseState, u128), ChangesError> {
+        let lower_state = |whole: bool| -> Result<LowerState, ChangesError> {
             match (&lower, low) {
                 (Some(ls), Some(l)) => {
-                    state_of(l, name, ls, whole).map_err(|e| layers.lower_err(&rel, e))
+                    state_of(l, name, ls, whole, true).map_err(|e| layers.lower_err(&rel, e))
                 }
-                _ => Ok((BaseState::Absent, 0)),
+                _ => Ok(LowerState::absent()),
             }
         };
         match Ft::from_raw_mode(st.st_mode) {
@@ -569,10 +713,10 @@ impl Walker<'_, '_> {
                 self.record(&rel, b'd', mode, 0, if opaque { b"opaque" } else { b"" });
                 let mut child_low = None;
                 if compare {
-                    let none = (None, None, false);
+                    let none = (None, None, false, None);
                     match &lower {
                         None => {
-                            let base = (BaseState::Absent, 0);
+                            let base = LowerState::absent();
                             self.push(
                                 &rel,
                                 ChangeKind::Added,
@@ -641,13 +785,21 @@ impl Walker<'_, '_> {
                     self.record(&rel, b'f', mode, st.st_size as u64, b"");
                     return Ok(());
                 }
-                let (sha, script) = hash_fd(fd).map_err(|e| self.upper_err(&rel, e))?;
+                let small = st.st_size as u64 <= super::diff::MAX_DIFF_BYTES;
+                let hashed = hash_file(&mut std::fs::File::from(fd), compare && small)
+                    .map_err(|e| self.upper_err(&rel, e))?;
+                let (sha, script) = (hashed.sha256, hashed.script);
+                let content = match (compare, small) {
+                    (false, _) => None,
+                    (true, false) => Some(Content::Large),
+                    (true, true) => hashed.content,
+                };
                 self.record(&rel, b'f', mode, st.st_size as u64, sha.as_bytes());
                 if !compare {
                     return Ok(());
                 }
                 let base = lower_state(true)?;
-                let kind = match (&lower, &base.0) {
+                let kind = match (&lower, &base.state) {
                     (None, _) => ChangeKind::Added,
                     (Some(_), BaseState::File { sha256, mode: from }) if *sha256 == sha => {
                         if *from == mode {
@@ -667,7 +819,7 @@ impl Walker<'_, '_> {
                     kind,
                     FileType::File,
                     Some(&st),
-                    (Some(sha), None, script),
+                    (Some(sha), None, script, content),
                     in_git,
                     base,
                 );
@@ -680,7 +832,7 @@ impl Walker<'_, '_> {
                     return Ok(());
                 }
                 let base = lower_state(true)?;
-                let kind = match (&lower, &base.0) {
+                let kind = match (&lower, &base.state) {
                     (None, _) => ChangeKind::Added,
                     (Some(_), BaseState::Symlink { target: old }) if *old == target => {
                         self.scan.unchanged_copies += 1;
@@ -689,7 +841,7 @@ impl Walker<'_, '_> {
                     (Some(_), BaseState::Symlink { .. }) => ChangeKind::Modified,
                     (Some(_), _) => ChangeKind::TypeChanged,
                 };
-                let content = (None, Some(target), false);
+                let content = (None, Some(target), false, None);
                 self.push(
                     &rel,
                     kind,
@@ -710,7 +862,7 @@ impl Walker<'_, '_> {
                         ChangeKind::Deleted,
                         ft,
                         None,
-                        (None, None, false),
+                        (None, None, false, None),
                         in_git,
                         base,
                     );
@@ -724,7 +876,7 @@ impl Walker<'_, '_> {
                     return Ok(());
                 }
                 let base = lower_state(true)?;
-                let kind = match (&lower, &base.0) {
+                let kind = match (&lower, &base.state) {
                     (None, _) => ChangeKind::Added,
                     (Some(ls), BaseState::Other { mode: from, rdev })
                         if ls.st_mode == st.st_mode && *rdev == st.st_rdev && *from == mode =>
@@ -744,7 +896,7 @@ impl Walker<'_, '_> {
                     kind,
                     FileType::Other,
                     Some(&st),
-                    (None, None, false),
+                    (None, None, false, None),
                     in_git,
                     base,
                 );
@@ -759,40 +911,31 @@ mod conflict_time_tests {
     use super::*;
 
     #[test]
-    fn a_change_counts_only_after_the_run_first_wrote_the_path() {
-        let started = 1_000_000_000_000;
-        let wrote = started + 5_000_000_000;
-        // Changed by the host before the run wrote it: what the run saw. Not a conflict.
-        assert!(!changed_after_the_run_read_it(
-            started + 1,
-            Some(wrote),
-            started
-        ));
-        assert!(!changed_after_the_run_read_it(wrote, Some(wrote), started));
-        // Changed after the run wrote it: the run never saw that version.
-        assert!(changed_after_the_run_read_it(
-            wrote + 1,
-            Some(wrote),
-            started
-        ));
-        // Edited just before the run started, with a birth time: fine (the old slack
-        // refused this).
-        assert!(!changed_after_the_run_read_it(
-            started - 1_000_000,
-            Some(wrote),
-            started
-        ));
-        // No birth time: the start and its slack decide.
-        assert!(changed_after_the_run_read_it(
-            started - 1_000_000,
-            None,
-            started
-        ));
-        assert!(!changed_after_the_run_read_it(
-            started - CTIME_SLACK_NS,
-            None,
-            started
-        ));
-        assert!(!changed_after_the_run_read_it(0, None, started));
+    fn any_change_not_clearly_before_the_start_is_a_conflict() {
+        let started: u128 = 1_000_000_000_123_456_789;
+        // After the start, however close to it, or to the run's first write: a conflict.
+        assert!(changed_since_start(started + 1, started));
+        assert!(changed_since_start(started, started));
+        // Stamped by a lagging clock just before the start: still counted.
+        assert!(changed_since_start(started - 5_000_001, started));
+        // Clearly before the start (more than the lag on a nanosecond filesystem): not.
+        assert!(!changed_since_start(started - 30_000_001, started));
+        assert!(!changed_since_start(0, started));
+    }
+
+    #[test]
+    fn a_coarse_filesystem_widens_the_window_by_its_granularity() {
+        // A filesystem stamping whole seconds: a change 0.9 s after the start of second
+        // 1000.1 reads 1000.0, 0.1 s "before" a start of 1000.1 s.
+        let second = 1_000_000_000u128;
+        let started = 1000 * second + 100_000_000;
+        assert_eq!(granularity_ns(1000 * second), 2 * second);
+        assert_eq!(granularity_ns(1001 * second), second);
+        assert!(changed_since_start(1000 * second, started));
+        // Control: the same ctime with nanoseconds (a fine filesystem) is 100 ms before the
+        // start: not a change after it.
+        assert!(!changed_since_start(1000 * second - 7, started));
+        assert_eq!(granularity_ns(1000 * second - 7), 1);
+        assert_eq!(granularity_ns(5_000_000), 1_000_000);
     }
 }

@@ -153,7 +153,9 @@ pub(crate) fn current(
     let Some(st) = stat_child(parent.as_fd(), name).map_err(read)? else {
         return Ok(Current::Absent);
     };
-    let (state, _) = state_of(parent.as_fd(), name, &st, tree).map_err(read)?;
+    let state = state_of(parent.as_fd(), name, &st, tree, false)
+        .map_err(read)?
+        .state;
     Ok(Current::Present(st, state))
 }
 

@@ -197,10 +197,11 @@ fn a_path_the_host_changed_during_the_run_is_a_conflict() {
     assert_eq!(std::fs::read_to_string(&f).unwrap(), "host\n");
 }
 
-/// Control: the host changed the path during the run but before the run first wrote it, so
-/// the run's version was made from the host's: no conflict.
+/// The host changed the path during the run, before the run first wrote it: the run may have
+/// read it before the host's change (a command reads a file, then writes its edited version
+/// later), so its version is not known to hold the host's. A conflict, as after the write.
 #[test]
-fn a_host_change_the_run_saw_before_writing_is_not_a_conflict() {
+fn a_host_change_during_the_run_before_its_first_write_is_a_conflict() {
     let fx = Fx::new();
     let f = fx.lower("f.txt", "v1\n");
     let mut run = fx.start("saw-it");
@@ -210,9 +211,71 @@ fn a_host_change_the_run_saw_before_writing_is_not_a_conflict() {
     up(&run, "f.txt", "run\n");
     run.finish(&rules()).unwrap();
     let base = &run.meta().finished.as_ref().unwrap().entries[0].base;
+    assert!(base.changed_during_run);
+    let e = run.apply(&accept_all(), &rules()).unwrap_err();
+    assert!(matches!(e, ChangesError::Conflict(_)), "{e}");
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), "host\n");
+}
+
+/// Control: a host change made before the run started is what the run saw: no conflict.
+#[test]
+fn a_host_change_before_the_run_started_is_not_a_conflict() {
+    let fx = Fx::new();
+    let f = fx.lower("f.txt", "v1\n");
+    std::fs::write(&f, "host\n").unwrap();
+    let mut run = fx.start("before");
+    up(&run, "f.txt", "run\n");
+    run.finish(&rules()).unwrap();
+    let base = &run.meta().finished.as_ref().unwrap().entries[0].base;
     assert!(!base.changed_during_run);
     run.apply(&accept_all(), &rules()).unwrap();
     assert_eq!(std::fs::read_to_string(&f).unwrap(), "run\n");
+}
+
+/// The run's first write of a path and a host edit of it race, 200 times, landing in the
+/// same clock tick: `apply` never overwrites the host's edit. Each round the run copies the
+/// file up and writes it (the upper's birth time), and the host rewrites the workspace's
+/// file right after (its ctime), back to back. The control: the rounds did land in one tick
+/// (the host's ctime not after the upper's birth time), where the rule that compared the two
+/// (conflict only when the host changed the path after the run first wrote it) applied the
+/// run's version over the host's.
+#[test]
+fn a_host_edit_in_the_same_tick_as_the_runs_first_write_is_never_lost() {
+    let fx = Fx::new();
+    let f = fx.lower("f.txt", "v0\n");
+    let mut same_tick = 0;
+    for round in 0..200 {
+        // Started 30 ms after the last round's host edit: settled, not a change during
+        // this run.
+        let mut run = fx.start(&format!("race-{round}"));
+        let upper = up(&run, "f.txt", &format!("run {round}\n"));
+        let host = format!("host {round}\n");
+        std::fs::write(&f, &host).unwrap();
+        let born = rustix::fs::statx(
+            rustix::fs::CWD,
+            &upper,
+            rustix::fs::AtFlags::empty(),
+            rustix::fs::StatxFlags::BTIME,
+        )
+        .unwrap()
+        .stx_btime;
+        let changed = std::fs::metadata(&f).unwrap();
+        let born = (born.tv_sec as i128) * 1_000_000_000 + born.tv_nsec as i128;
+        let changed = (changed.ctime() as i128) * 1_000_000_000 + changed.ctime_nsec() as i128;
+        if changed <= born {
+            same_tick += 1;
+        }
+        run.finish(&rules()).unwrap();
+        let e = run.apply(&accept_all(), &rules()).unwrap_err();
+        assert!(matches!(e, ChangesError::Conflict(_)), "round {round}: {e}");
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), host, "round {round}");
+        run.discard().unwrap();
+    }
+    assert!(
+        same_tick > 0,
+        "no round landed both writes in one tick: the race was not exercised"
+    );
+    eprintln!("{same_tick} of 200 rounds in one clock tick");
 }
 
 #[test]

@@ -177,6 +177,144 @@ fn each_flag_names_its_rule() {
     assert!(reason("prot/cfg", "protected").contains("prot"));
 }
 
+/// The allow-list: only text `stockade diff` shows as it is, in no place the host runs code
+/// from, goes unflagged; everything else says why. Controls: plain text in several shapes
+/// (UTF-8, CRLF, a byte-order mark, a character cut by the reader's chunk boundary).
+#[test]
+fn only_plain_text_goes_unflagged() {
+    let fx = Fx::new();
+    fx.lower("old.bin", "\0\x01binary");
+    fx.lower("old.txt", "text\n");
+    let mut run = fx.start("allow");
+    let bytes = |rel: &str, b: &[u8]| {
+        let path = run.upper().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, b).unwrap();
+        chmod(&path, 0o644);
+    };
+    bytes("nul.dat", b"a\0b");
+    bytes("latin1.txt", b"caf\xe9\n");
+    bytes("cut.txt", b"ends in \xe2\x82");
+    bytes("esc.txt", b"ok\n\x1b[2Kgone\n");
+    bytes("bidi.rs", "let s = \"\u{202E}x\";\n".as_bytes());
+    bytes("tag.md", "see\u{E0041}\n".as_bytes());
+    bytes("cr.py", b"good()\rbad()\n");
+    bytes("zw.txt", "a\u{200B}b\n".as_bytes());
+    bytes(
+        "src/__pycache__/m.cpython-312.pyc",
+        b"\xcb\x0d\x0d\x0a\0\0\0\0",
+    );
+    bytes("app.pyc", b"text but bytecode's name\n");
+    bytes("Dockerfile", b"FROM x\nRUN id\n");
+    bytes("web/node_modules/x/index.js", b"module.exports = 1;\n");
+    bytes("old.bin", b"now text\n");
+    bytes("old.txt", b"still text\n");
+    // Plain text: controls.
+    bytes("utf8.txt", "naïve café — ✓\n".as_bytes());
+    bytes("crlf.txt", b"a\r\nb\r\n");
+    bytes("bom.txt", "\u{FEFF}text\n".as_bytes());
+    let mut long = vec![b'a'; 64 * 1024 - 1];
+    long.extend("é\n".as_bytes());
+    bytes("boundary.txt", &long);
+    bytes("tab.txt", b"a\tb\n");
+
+    let set = run.finish(&FlagRules::default()).unwrap();
+    assert_eq!(codes(&set, "nul.dat"), ["binary"]);
+    assert_eq!(codes(&set, "latin1.txt"), ["binary"]);
+    assert_eq!(codes(&set, "cut.txt"), ["binary"]);
+    assert_eq!(codes(&set, "esc.txt"), ["hidden-text"]);
+    assert_eq!(codes(&set, "bidi.rs"), ["hidden-text"]);
+    assert_eq!(codes(&set, "tag.md"), ["hidden-text"]);
+    assert_eq!(codes(&set, "cr.py"), ["hidden-text"]);
+    assert_eq!(codes(&set, "zw.txt"), ["hidden-text"]);
+    assert_eq!(
+        codes(&set, "src/__pycache__/m.cpython-312.pyc"),
+        ["host-loaded", "binary"]
+    );
+    assert_eq!(codes(&set, "src/__pycache__"), ["host-loaded"]);
+    assert_eq!(codes(&set, "app.pyc"), ["host-loaded"]);
+    assert_eq!(codes(&set, "Dockerfile"), ["build-file"]);
+    assert_eq!(codes(&set, "web/node_modules/x/index.js"), ["host-loaded"]);
+    assert_eq!(codes(&set, "old.bin"), ["replaces-binary"]);
+    for plain in [
+        "old.txt",
+        "utf8.txt",
+        "crlf.txt",
+        "bom.txt",
+        "boundary.txt",
+        "tab.txt",
+    ] {
+        assert!(
+            codes(&set, plain).is_empty(),
+            "{plain}: {:?}",
+            codes(&set, plain)
+        );
+    }
+    let reason = |path: &str| {
+        let c = set.entries.iter().find(|c| c.path == p(path)).unwrap();
+        c.flags[0].reason.clone()
+    };
+    assert!(
+        reason("bidi.rs").contains("U+202E"),
+        "{}",
+        reason("bidi.rs")
+    );
+    assert!(
+        reason("esc.txt").contains("byte 3"),
+        "{}",
+        reason("esc.txt")
+    );
+    assert!(
+        reason("cr.py").contains("carriage return"),
+        "{}",
+        reason("cr.py")
+    );
+    assert!(reason("latin1.txt").contains("not UTF-8 at byte 3"));
+
+    // Apply without acceptance refuses every flagged entry and names each; the plain ones
+    // alone go through.
+    let e = run.apply(&ApplyOptions::default(), &FlagRules::default());
+    let Err(ChangesError::Flagged(list)) = e else {
+        panic!("{e:?}");
+    };
+    assert!(list.iter().any(|(p, _)| p == Path::new("nul.dat")));
+    assert!(!list.iter().any(|(p, _)| p == Path::new("utf8.txt")));
+    let only_plain = ApplyOptions {
+        only: [
+            "old.txt",
+            "utf8.txt",
+            "crlf.txt",
+            "bom.txt",
+            "boundary.txt",
+            "tab.txt",
+        ]
+        .map(PathBuf::from)
+        .to_vec(),
+        ..Default::default()
+    };
+    let report = run.apply(&only_plain, &FlagRules::default()).unwrap();
+    assert_eq!(report.written.len(), 6);
+}
+
+/// A change set recorded before the content check (its entries carry no `content`) cannot
+/// be applied unflagged: `unchecked`.
+#[test]
+fn an_entry_without_a_content_check_is_flagged() {
+    let fx = Fx::new();
+    let mut run = fx.start("old-format");
+    up(&run, "a.txt", "a\n");
+    chmod(&run.upper().join("a.txt"), 0o644);
+    run.finish(&FlagRules::default()).unwrap();
+    let mut meta = run.meta().clone();
+    meta.finished.as_mut().unwrap().entries[0].content = None;
+    let json = serde_json::to_string(&meta).unwrap();
+    assert!(!json.contains("\"content\""));
+    std::fs::write(run.path().join("meta.json"), json).unwrap();
+    let run = fx.store.find(Some("old-format"), None).unwrap();
+    let set = run.changes(&FlagRules::default()).unwrap();
+    assert_eq!(codes(&set, "a.txt"), ["unchecked"]);
+}
+
 #[test]
 fn a_deleted_directory_holding_a_protected_path_is_flagged() {
     let fx = Fx::new();
