@@ -3,6 +3,12 @@
 //! in the audit log and the report. The controls are the same commands without the entry (or
 //! with a command string that is not plain), which the sandbox refuses as usual; entries the
 //! sandbox could have planted or whose program it could have replaced are refused.
+//!
+//! An excluded program runs on the host, so its arguments and environment are code (issue 30,
+//! item 5): `git -c core.fsmonitor=<a script in the workspace> status`, `GIT_CONFIG_*` in the
+//! environment, and git run in a repository the sandbox made are refused; each control runs
+//! the same attack straight on the host (the planted script leaves its mark outside the
+//! workspace), or with the entry's `allowed_args` line that the refusal names.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -73,14 +79,14 @@ fn an_entry_grants_its_program_a_write_outside_the_workspace() {
 #[test]
 fn an_excluded_program_runs_outside_the_sandbox_and_says_so() {
     let fx = Fixture::new();
+    let key = fx.home.join(".ssh/id_rsa").display().to_string();
     let p = policy(
         &fx,
-        "[[commands]]\nprogram = \"cat\"\nexcluded = true\nreason = \"the test's exclusion\"\n",
+        &format!("[[commands]]\nprogram = \"cat\"\nexcluded = true\nreason = \"the test's exclusion\"\nallowed_args = [\"{key}\"]\n"),
     );
     let audit = fx.out_file("audit.jsonl");
     let report = fx.out_file("report.json");
     let (a, r) = (audit.display().to_string(), report.display().to_string());
-    let key = fx.home.join(".ssh/id_rsa").display().to_string();
     fx.sandbox_argv(
         &["--policy", &p, "--audit", &a, "--report", &r],
         &["cat", &key],
@@ -147,4 +153,238 @@ fn entries_the_sandbox_could_have_written_or_replaced_are_refused() {
         .run()
         .assert_code(125)
         .assert_stderr_contains("commands[0].program");
+}
+
+/// A policy file excluding git, with `extra` lines in its entry.
+fn git_excluded(fx: &Fixture, extra: &str) -> String {
+    policy(
+        fx,
+        &format!("[[commands]]\nprogram = \"git\"\nexcluded = true\nreason = \"push with the host's keys\"\n{extra}"),
+    )
+}
+
+/// A script in the workspace that leaves `mark` (outside the workspace) when anything runs
+/// it: what the sandbox would plant for the host to run.
+fn planted(fx: &Fixture) -> (String, std::path::PathBuf) {
+    let mark = fx.outside.join("fsmonitor-ran");
+    let script = fx.ws.join("fsmon.sh");
+    write_file(
+        &script,
+        format!("#!/bin/sh\ntouch {}\n", sh_quote(&mark)),
+        0o755,
+    );
+    (script.display().to_string(), mark)
+}
+
+#[test]
+fn an_excluded_git_refuses_code_running_arguments() {
+    let fx = Fixture::new();
+    let (script, mark) = planted(&fx);
+    let monitor = format!("core.fsmonitor={script}");
+    // Control: the attack is real. git on the host runs the planted fsmonitor.
+    fx.host(&format!("git -c {} status", sh_quote(&monitor)))
+        .run()
+        .assert_success();
+    assert!(mark.exists(), "control: host git did not run the fsmonitor");
+    std::fs::remove_file(&mark).expect("remove mark");
+
+    let p = git_excluded(&fx, "");
+    let audit = fx.out_file("audit.jsonl");
+    let a = audit.display().to_string();
+    // As an argv and as a plain command string (the hook's `bash -c` form).
+    let refused = fx
+        .sandbox_argv(
+            &["--policy", &p, "--audit", &a],
+            &["git", "-c", &monitor, "status"],
+        )
+        .run();
+    refused
+        .assert_code(125)
+        .assert_stderr_contains("E_SANDBOX_VIOLATION")
+        .assert_stderr_contains(&format!("-c {monitor}"))
+        .assert_stderr_contains("allowed_args = [\"-c\"")
+        .assert_lacks("OUTSIDE the sandbox");
+    assert!(!mark.exists(), "the excluded git ran the planted fsmonitor");
+    let events = read_jsonl(&audit);
+    assert!(
+        events
+            .iter()
+            .any(|e| e.to_string().contains("excluded_argument")),
+        "{events:?}"
+    );
+    fx.sandbox(&["--policy", &p], &format!("git -c {monitor} status"))
+        .run()
+        .assert_code(125);
+    assert!(!mark.exists(), "the excluded git ran the planted fsmonitor");
+    // The other ways git takes config, programs or another repository.
+    for argv in [
+        vec!["git", "--config-env=core.fsmonitor=HOME", "status"],
+        vec!["git", "--exec-path=/tmp", "status"],
+        vec!["git", "-C", "app", "status"],
+        vec!["git", "--git-dir=.git", "status"],
+        vec!["git", "log", "--output=/tmp/x"],
+        vec!["git", "grep", "-O/bin/true", "x"],
+        vec!["git", "rebase", "--exec", "true", "HEAD"],
+        vec!["git", "fetch", "--upload-pack=/bin/true", "origin"],
+        vec!["git", "fetch", "ext::sh -c true"],
+        vec!["git", "config", "--global", "core.pager", "/bin/true"],
+        vec!["git", "difftool", "-x", "/bin/true"],
+    ] {
+        fx.sandbox_argv(&["--policy", &p], &argv)
+            .run()
+            .assert_code(125)
+            .assert_stderr_contains("excluded");
+    }
+    // Everyday git still runs outside.
+    fx.sandbox_argv(&["--policy", &p], &["git", "log", "--oneline", "-n", "1"])
+        .run()
+        .assert_success()
+        .assert_stdout_contains("initial")
+        .assert_stderr_contains("OUTSIDE the sandbox");
+    // Control: the line the refusal names lets the same words through, and the planted
+    // fsmonitor runs on the host.
+    let allowed = git_excluded(&fx, "allowed_args = [\"-c\", \"core.fsmonitor=*\"]\n");
+    fx.sandbox_argv(&["--policy", &allowed], &["git", "-c", &monitor, "status"])
+        .run()
+        .assert_success();
+    assert!(
+        mark.exists(),
+        "control: allowed_args did not let the words through"
+    );
+    std::fs::remove_file(&mark).expect("remove mark");
+    // Without the entry git runs in the sandbox, where the script cannot write the host.
+    fx.sandbox_argv(&[], &["git", "-c", &monitor, "status"])
+        .run();
+    assert!(!mark.exists(), "the sandboxed fsmonitor wrote the host");
+}
+
+#[test]
+fn an_excluded_git_gets_no_code_running_environment() {
+    let fx = Fixture::new();
+    let (script, mark) = planted(&fx);
+    let with_env = |cmd: Cmd| {
+        cmd.env("GIT_CONFIG_COUNT", "1")
+            .env("GIT_CONFIG_KEY_0", "core.fsmonitor")
+            .env("GIT_CONFIG_VALUE_0", &script)
+    };
+    // Control: host git with that environment runs the planted fsmonitor.
+    with_env(fx.host("git status")).run().assert_success();
+    assert!(mark.exists(), "control: host git did not run the fsmonitor");
+    std::fs::remove_file(&mark).expect("remove mark");
+    let p = git_excluded(&fx, "");
+    let report = fx.out_file("report.json");
+    let r = report.display().to_string();
+    with_env(fx.sandbox_argv(&["--policy", &p, "--report", &r], &["git", "status"]))
+        .env("LD_PRELOAD", "/nonexistent/x.so")
+        .env("GIT_AUTHOR_NAME", "kept")
+        .run()
+        .assert_success()
+        .assert_stderr_contains("OUTSIDE the sandbox");
+    assert!(
+        !mark.exists(),
+        "the excluded git took GIT_CONFIG_* from the caller"
+    );
+    let removed = read_json(&report)["env_removed"].to_string();
+    for name in ["GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_0", "LD_PRELOAD"] {
+        assert!(removed.contains(name), "{name} not removed: {removed}");
+    }
+    assert!(!removed.contains("GIT_AUTHOR_NAME"), "{removed}");
+}
+
+#[test]
+fn an_excluded_git_refuses_a_repository_the_sandbox_could_have_made() {
+    let fx = Fixture::new();
+    let (script, mark) = planted(&fx);
+    // A nested repository whose config runs the planted script (what a run under gVisor,
+    // or one still going in the background, could leave before the sweep).
+    let sub = fx.ws.join("vendor/planted");
+    mkdir(&sub);
+    fx.host(&format!(
+        "git -C {0} init -q && git -C {0} config core.fsmonitor {1}",
+        sh_quote(&sub),
+        sh_quote(&script)
+    ))
+    .run()
+    .assert_success();
+    // Control: host git there runs it.
+    Cmd::new("git", &sub)
+        .env("HOME", &fx.home)
+        .args(["-c", "safe.directory=*", "status"])
+        .run()
+        .assert_success();
+    assert!(
+        mark.exists(),
+        "control: host git did not run the nested fsmonitor"
+    );
+    std::fs::remove_file(&mark).expect("remove mark");
+    let p = git_excluded(&fx, "");
+    fx.stockade([
+        "run",
+        "--workspace",
+        &fx.ws.display().to_string(),
+        "--policy",
+        &p,
+        "--",
+        "git",
+        "status",
+    ])
+    .cwd(&sub)
+    .run()
+    .assert_code(125)
+    .assert_stderr_contains("nested in a writable root");
+    assert!(
+        !mark.exists(),
+        "the excluded git ran the nested repository's fsmonitor"
+    );
+    // The workspace's own repository (top of the workspace) is the one git may use.
+    fx.stockade([
+        "run",
+        "--workspace",
+        &fx.ws.display().to_string(),
+        "--policy",
+        &p,
+        "--",
+        "git",
+        "status",
+        "--short",
+    ])
+    .cwd(&fx.ws.join("app"))
+    .run()
+    .assert_success();
+}
+
+#[test]
+fn an_excluded_program_stockade_has_no_model_of_needs_allowed_args() {
+    let fx = Fixture::new();
+    let (script, mark) = planted(&fx);
+    // `env` would run any program it is given: the planted script, on the host.
+    let p = policy(&fx, "[[commands]]\nprogram = \"env\"\nexcluded = true\n");
+    fx.sandbox_argv(&["--policy", &p], &["env", &script])
+        .run()
+        .assert_code(125)
+        .assert_stderr_contains("allowed_args = [");
+    assert!(!mark.exists(), "the excluded env ran the planted script");
+    let narrow = policy(
+        &fx,
+        "[[commands]]\nprogram = \"env\"\nexcluded = true\nallowed_args = [\"-0\"]\n",
+    );
+    fx.sandbox_argv(&["--policy", &narrow], &["env", &script])
+        .run()
+        .assert_code(125)
+        .assert_stderr_contains("is not among the entry's allowed_args");
+    assert!(!mark.exists(), "the excluded env ran the planted script");
+    fx.sandbox_argv(&["--policy", &narrow], &["env", "-0"])
+        .run()
+        .assert_success();
+    // Control: the entry that allows the word runs the planted script on the host.
+    let wide = policy(
+        &fx,
+        &format!(
+            "[[commands]]\nprogram = \"env\"\nexcluded = true\nallowed_args = [\"{script}\"]\n"
+        ),
+    );
+    fx.sandbox_argv(&["--policy", &wide], &["env", &script])
+        .run()
+        .assert_success();
+    assert!(mark.exists(), "control: the allowed word did not run");
 }

@@ -139,6 +139,9 @@ pub enum Construct {
     ProgramInWorkspace,
     /// No such program in the trusted search path (or a shell builtin).
     ProgramNotFound,
+    /// An argument an excluded program (`[[commands]] excluded = true`, run on the host) may
+    /// not be given: see [`excluded`].
+    ExcludedArgument,
 }
 
 impl Construct {
@@ -173,6 +176,7 @@ impl Construct {
             Construct::PathOutsideWorkspace => "path_outside_workspace",
             Construct::ProgramInWorkspace => "program_in_workspace",
             Construct::ProgramNotFound => "program_not_found",
+            Construct::ExcludedArgument => "excluded_argument",
         }
     }
 
@@ -227,6 +231,9 @@ impl Construct {
             }
             Construct::ProgramNotFound => {
                 "install the program in a directory of the search path; shell builtins (cd, export, source) do not exist without a shell"
+            }
+            Construct::ExcludedArgument => {
+                "run the program inside the sandbox (drop `excluded = true` from its [[commands]] entry), or add the word to the entry's `allowed_args` as the message says (README: Per-command policy)"
             }
         }
     }
@@ -1427,6 +1434,8 @@ fn push_components(queue: &mut VecDeque<OsString>, path: &Path, front: bool) {
         queue.extend(parts);
     }
 }
+
+pub mod excluded;
 
 #[cfg(test)]
 mod tests;

@@ -6,6 +6,11 @@
 //! it is outside the run's writable roots or approved (`stockade trust`): the grants are the
 //! user's own. Pure data here; matching a run's program is the orchestrator's (it resolves
 //! paths on the host).
+//!
+//! An excluded program runs on the host, so its arguments are code (`git -c
+//! core.fsmonitor=./x status` runs `./x`): its words pass only when stockade's model of the
+//! program accepts them (git: `guard::command::excluded`) or they match the entry's
+//! `allowed_args`; a program stockade has no model of needs `allowed_args` to run at all.
 
 use serde::{Deserialize, Serialize};
 
@@ -35,6 +40,12 @@ pub struct CommandRule {
     /// Variables passed from the caller's environment (even ones that look like secrets).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<String>,
+    /// Only with `excluded`: argument words the excluded program may get besides those
+    /// stockade's model of it accepts; each is a word as written, or a prefix ending in `*`
+    /// (`"--format=*"`; `"*"` accepts every word). A program stockade has no model of runs
+    /// only when this is given (`[]`: no arguments at all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_args: Option<Vec<String>>,
 }
 
 impl CommandRule {
@@ -71,6 +82,22 @@ impl CommandRule {
                 value: "true".into(),
                 reason: "an excluded program runs outside the sandbox: grants beside it mean nothing (remove them, or `excluded`)".into(),
             });
+        }
+        if let Some(args) = &self.allowed_args {
+            if !self.excluded {
+                return Err(PolicyError::InvalidValue {
+                    key: format!("commands[{index}].allowed_args"),
+                    value: format!("{args:?}"),
+                    reason: "allowed_args names what an excluded program may be given: use it with `excluded = true`".into(),
+                });
+            }
+            if let Some(bad) = args.iter().find(|a| a.is_empty() || a.contains('\0')) {
+                return Err(PolicyError::InvalidValue {
+                    key: format!("commands[{index}].allowed_args"),
+                    value: bad.clone(),
+                    reason: "give each argument as written (or a prefix ending in `*`); an empty one matches nothing".into(),
+                });
+            }
         }
         if !self.excluded && !self.grants() {
             return Err(PolicyError::InvalidValue {
@@ -145,6 +172,30 @@ mod tests {
             ..Default::default()
         };
         assert!(nothing.validate(0).is_err());
+        // allowed_args: only beside `excluded`, and no empty word.
+        let mut args = CommandRule {
+            program: "git".into(),
+            excluded: true,
+            allowed_args: Some(vec!["status".into(), "--format=*".into()]),
+            ..Default::default()
+        };
+        assert!(args.validate(0).is_ok());
+        args.allowed_args = Some(vec![String::new()]);
+        assert!(args.validate(0).is_err());
+        let mut granted = rule("git");
+        granted.allowed_args = Some(vec!["status".into()]);
+        assert!(granted.validate(0).is_err());
+    }
+
+    #[test]
+    fn allowed_args_parse_from_a_policy_file() {
+        let text = "[[commands]]\nprogram = \"make\"\nexcluded = true\nallowed_args = [\"test\", \"-j*\"]\n";
+        let file =
+            crate::file::parse_policy_file(text, "test.toml").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            file.commands[0].allowed_args,
+            Some(vec!["test".to_string(), "-j*".to_string()])
+        );
     }
 
     #[test]

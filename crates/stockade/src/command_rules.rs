@@ -2,12 +2,18 @@
 //! host, as the caller's `PATH` finds it), and the excluded run (outside the sandbox, audited
 //! and reported as such).
 //!
+//! An excluded run is checked before it starts (issue 30, item 5): its words by
+//! [`guard::command::excluded`] (git's allow-list, or the entry's `allowed_args`), and for git
+//! the repository and config files it would read from the working directory
+//! ([`check_git_place`]); it gets the caller's environment less what makes programs load or
+//! run code ([`excluded_env`]).
+//!
 //! Only the run's own program is matched: `PROGRAM ARGS` after `--`, or a plain command
 //! string (`--shell`, `sh -c`/`bash -c` as Claude Code's hook wraps them: words only, see
 //! [`policy::commands::plain_words`]). What a sandboxed shell starts inside is never matched:
 //! an entry widens one top-level command, not everything it spawns.
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -30,6 +36,12 @@ pub struct CommandMatch {
     /// The words run when excluded.
     #[serde(skip)]
     pub words: Vec<String>,
+    /// The environment an excluded run gets ([`excluded_env`]); empty otherwise.
+    #[serde(skip)]
+    pub env: Vec<(OsString, OsString)>,
+    /// Variables of the caller's environment an excluded run does not get.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env_removed: Vec<String>,
 }
 
 /// `name` on `path` (a `PATH` value): the first executable regular file, canonical.
@@ -106,7 +118,213 @@ pub fn match_command(
             hint: "name a program outside every writable root (installed on the host), or drop the entry".into(),
         });
     }
+    let mut matched = matched;
+    if matched.rule.excluded {
+        if let Err(e) = check_excluded(&matched, request, &roots) {
+            // Audited like a refusal of the command layer; a failing audit write must not
+            // hide the refusal.
+            if let Some(audit) = &request.audit {
+                let _ = crate::audit_refusal(audit, &e);
+            }
+            return Err(e);
+        }
+        let git = guard::command::excluded::has_model(&matched.program);
+        let (env, removed) = excluded_env(&request.invocation.env, &roots, git);
+        matched.env = env;
+        matched.env_removed = removed;
+    }
     Ok(Some(matched))
+}
+
+/// The words of an excluded run, and for git where it runs: refused unless all of it leaves
+/// the sandbox's side no way to make the program run or load what it wrote.
+fn check_excluded(
+    matched: &CommandMatch,
+    request: &RunRequest,
+    roots: &[PathBuf],
+) -> Result<(), Error> {
+    let inv = &request.invocation;
+    let entry = guard::command::excluded::Entry {
+        index: matched.index,
+        file: request.policy_file.as_deref(),
+        allowed_args: matched.rule.allowed_args.as_deref(),
+    };
+    guard::command::excluded::check(&matched.program, &matched.words[1..], &inv.cwd, &entry)?;
+    if guard::command::excluded::has_model(&matched.program) {
+        let home = inv
+            .env
+            .iter()
+            .find(|(k, _)| k == "HOME")
+            .map_or_else(|| inv.home.clone(), |(_, v)| PathBuf::from(v));
+        let xdg = inv
+            .env
+            .iter()
+            .find(|(k, _)| k == "XDG_CONFIG_HOME")
+            .map(|(_, v)| PathBuf::from(v))
+            .filter(|p| p.is_absolute());
+        check_git_place(&inv.cwd, &home, xdg.as_deref(), roots).map_err(|reason| {
+            Error::Command(guard::command::Refusal {
+                construct: guard::command::Construct::ExcludedArgument,
+                text: inv.cwd.display().to_string(),
+                reason,
+            })
+        })?;
+    }
+    Ok(())
+}
+
+fn within(p: &Path, roots: &[PathBuf]) -> bool {
+    roots.iter().any(|r| p.starts_with(r))
+}
+
+/// Where `p` leads (its nearest existing ancestor made canonical, the rest as written), for
+/// paths that may not exist yet.
+fn leads_to(p: &Path) -> PathBuf {
+    let mut existing = p.to_path_buf();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        match (existing.file_name(), existing.parent()) {
+            (Some(n), Some(parent)) => {
+                rest.push(n.to_os_string());
+                existing = parent.to_path_buf();
+            }
+            _ => break,
+        }
+    }
+    let mut out = std::fs::canonicalize(&existing).unwrap_or(existing);
+    out.extend(rest.iter().rev());
+    out
+}
+
+/// Whether `dir` is a git directory as git recognizes one when it meets it on its way up
+/// (`HEAD` with `objects` and `refs`, or a `commondir`): a bare repository it would use.
+fn looks_like_git_dir(dir: &Path) -> bool {
+    dir.join("HEAD").is_file()
+        && ((dir.join("objects").is_dir() && dir.join("refs").is_dir())
+            || dir.join("commondir").is_file())
+}
+
+/// Where an excluded git may run: the repository it finds from `cwd` (walking up as git
+/// does) is outside every writable root, or is the `.git` directory at the top of one (the
+/// workspace's own, whose config and hooks the sandbox cannot write: README, "Git"); a
+/// repository nested in a writable root, a `.git` file or link leading into one, and a bare
+/// repository in one are refused (the sandbox could have made them, config and hooks
+/// included). The global config files git reads (`~/.gitconfig`,
+/// `$XDG_CONFIG_HOME/git/config`, `/etc/gitconfig`) must lie outside every writable root.
+/// `Err` is the reason.
+pub fn check_git_place(
+    cwd: &Path,
+    home: &Path,
+    xdg_config_home: Option<&Path>,
+    roots: &[PathBuf],
+) -> Result<(), String> {
+    let xdg = xdg_config_home.map_or_else(|| home.join(".config"), Path::to_path_buf);
+    for config in [
+        home.join(".gitconfig"),
+        xdg.join("git/config"),
+        PathBuf::from("/etc/gitconfig"),
+    ] {
+        let real = leads_to(&config);
+        if within(&real, roots) {
+            return Err(format!(
+                "git on the host would read {}, which lies in a writable root of the run (the sandbox could have written it: core.fsmonitor, core.pager, aliases run programs); keep the home outside the workspace and --allow-write paths, or run git inside the sandbox",
+                config.display()
+            ));
+        }
+    }
+    for dir in cwd.ancestors() {
+        let dot_git = dir.join(".git");
+        if let Ok(meta) = std::fs::symlink_metadata(&dot_git) {
+            if !within(dir, roots) && !within(&leads_to(&dot_git), roots) {
+                return Ok(());
+            }
+            if !roots.iter().any(|r| r == dir) {
+                return Err(format!(
+                    "the repository git would use here, {}, is nested in a writable root: the sandbox could have made it, config and hooks included; run git in the workspace's own repository, or inside the sandbox",
+                    dot_git.display()
+                ));
+            }
+            if meta.is_dir() {
+                return Ok(());
+            }
+            // A `.git` link or `gitdir:` file: where it leads must be out of reach.
+            let target = if meta.file_type().is_symlink() {
+                std::fs::canonicalize(&dot_git).ok()
+            } else {
+                std::fs::read_to_string(&dot_git).ok().and_then(|t| {
+                    let p = PathBuf::from(t.strip_prefix("gitdir:")?.trim());
+                    Some(leads_to(&dir.join(p)))
+                })
+            };
+            return match target {
+                Some(t) if !within(&t, roots) => Ok(()),
+                _ => Err(format!(
+                    "{} leads to a repository in a writable root (or cannot be read): the sandbox could have made it",
+                    dot_git.display()
+                )),
+            };
+        }
+        if looks_like_git_dir(dir) {
+            let top_of_root = roots.iter().any(|r| dir == r.join(".git"));
+            if !within(dir, roots) || top_of_root {
+                return Ok(());
+            }
+            return Err(format!(
+                "{} is a bare repository in a writable root, which git would use from here: the sandbox could have made it",
+                dir.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Variables kept from git's own (`GIT_*` is otherwise dropped: `GIT_DIR`, `GIT_CONFIG_*`,
+/// `GIT_EXEC_PATH`, `GIT_SSH_COMMAND`, ... point git at other repositories or programs).
+const GIT_KEPT: &[&str] = &[
+    "GIT_AUTHOR_NAME",
+    "GIT_AUTHOR_EMAIL",
+    "GIT_AUTHOR_DATE",
+    "GIT_COMMITTER_NAME",
+    "GIT_COMMITTER_EMAIL",
+    "GIT_COMMITTER_DATE",
+    "GIT_TERMINAL_PROMPT",
+];
+
+/// The environment of an excluded run: the caller's, less every variable that makes programs
+/// load or run code ([`guard::command::is_dangerous_variable`]: `LD_*`, `BASH_ENV`,
+/// `NODE_OPTIONS`, `PYTHONPATH`, `PAGER`, `EDITOR`, ...; `SSH_AUTH_SOCK` stays, an excluded
+/// `git push` needs the caller's agent), for git every `GIT_*` but the author and committer
+/// identity, and `PATH` without relative entries and entries in a writable root (git runs
+/// `git-<name>` helpers from it). Also the names removed.
+pub fn excluded_env(
+    env: &[(OsString, OsString)],
+    roots: &[PathBuf],
+    git: bool,
+) -> (Vec<(OsString, OsString)>, Vec<String>) {
+    let mut kept = Vec::new();
+    let mut removed = Vec::new();
+    for (k, v) in env {
+        let name = k.to_string_lossy();
+        if name == "PATH" {
+            let dirs: Vec<PathBuf> = std::env::split_paths(v)
+                .filter(|d| d.is_absolute() && !within(&leads_to(d), roots))
+                .collect();
+            let path = std::env::join_paths(&dirs).unwrap_or_default();
+            if path != *v {
+                removed.push("PATH (entries in a writable root or relative)".to_string());
+            }
+            kept.push((k.clone(), path));
+            continue;
+        }
+        let dangerous = guard::command::is_dangerous_variable(&name) && name != "SSH_AUTH_SOCK";
+        let git_own = git && name.starts_with("GIT_") && !GIT_KEPT.contains(&name.as_ref());
+        if dangerous || git_own {
+            removed.push(name.into_owned());
+        } else {
+            kept.push((k.clone(), v.clone()));
+        }
+    }
+    (kept, removed)
 }
 
 fn find(policy: &policy::Policy, request: &RunRequest) -> Option<CommandMatch> {
@@ -136,12 +354,15 @@ fn find(policy: &policy::Policy, request: &RunRequest) -> Option<CommandMatch> {
                 program: program.clone(),
                 rule: rule.clone(),
                 words: words.clone(),
+                env: Vec::new(),
+                env_removed: Vec::new(),
             })
         })
 }
 
-/// Run an excluded program outside the sandbox: as the caller, with the caller's environment,
-/// in the caller's directory, its streams the caller's. Audited before it starts and when it
+/// Run an excluded program outside the sandbox: as the caller, with the caller's environment
+/// less what makes programs load code ([`excluded_env`]), in the caller's directory, its
+/// streams the caller's. Audited before it starts and when it
 /// ends; a report says it ran unsandboxed. Returns its exit code (128+N after signal N).
 pub fn run_excluded(request: &RunRequest, matched: &CommandMatch) -> Result<i32, Error> {
     let id = run_id();
@@ -156,7 +377,7 @@ pub fn run_excluded(request: &RunRequest, matched: &CommandMatch) -> Result<i32,
     let status = std::process::Command::new(&matched.program)
         .args(matched.words.iter().skip(1))
         .env_clear()
-        .envs(inv.env.iter().map(|(k, v)| (k, v)))
+        .envs(matched.env.iter().map(|(k, v)| (k, v)))
         .current_dir(&inv.cwd)
         .status()
         .map_err(|e| Error::Io {
@@ -180,6 +401,7 @@ pub fn run_excluded(request: &RunRequest, matched: &CommandMatch) -> Result<i32,
             "sandboxed": false,
             "command_rule": matched,
             "argv": matched.words,
+            "env_removed": matched.env_removed,
             "exit_code": exit_code,
         });
         report.replace(record.to_string().as_bytes())?;
