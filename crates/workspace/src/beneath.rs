@@ -163,6 +163,100 @@ pub(crate) fn chmod_fd(fd: BorrowedFd<'_>, mode: u32) -> io::Result<()> {
     }
 }
 
+/// Directories the sweep gave their owner's read, write and search bits so as to look into
+/// them or move something out of them, each held by a descriptor with the mode it had: the
+/// run may leave a directory it made at any mode (`chmod 000`, `111`, `311`, `555`), and an
+/// unreadable directory must never pass for an empty one. The modes are put back exactly,
+/// through the same descriptors, when this is dropped (or by [`Opened::restore`]).
+///
+/// Only directories are changed (opened `O_PATH | O_DIRECTORY`, one component at a time from
+/// the root's descriptor, through no link, never beneath a `..`), only their owner's bits, and
+/// only when the caller cannot already read and search them. The caller must own them (an
+/// unprivileged caller owns what its sandbox made) or be root (`CAP_FOWNER`).
+#[derive(Default)]
+pub(crate) struct Opened(Vec<(OwnedFd, u32)>);
+
+impl Opened {
+    /// Opens up every directory from `root` down to `rel`, as far as it exists: those on the
+    /// way so they can be searched, `rel` itself so it can be listed and changed.
+    pub(crate) fn open_up(&mut self, root: &Root, rel: &Path) -> io::Result<()> {
+        let mut cur = root.dir(Path::new("."))?;
+        let mut comps = rel
+            .components()
+            .filter(|c| !matches!(c, Component::CurDir))
+            .peekable();
+        self.grant(cur.as_fd(), comps.peek().is_none())?;
+        while let Some(c) = comps.next() {
+            let Component::Normal(name) = c else {
+                return Err(io::Error::other(format!(
+                    "{} is not a plain relative path",
+                    rel.display()
+                )));
+            };
+            cur = match open_child(cur.as_fd(), name, OFlags::PATH | OFlags::DIRECTORY) {
+                Ok(fd) => fd,
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(()),
+                Err(e) => return Err(e),
+            };
+            self.grant(cur.as_fd(), comps.peek().is_none())?;
+        }
+        Ok(())
+    }
+
+    /// Gives the owner of the directory `fd` search (on the way) or read, write and search
+    /// (`last`) when the caller lacks them.
+    fn grant(&mut self, fd: BorrowedFd<'_>, last: bool) -> io::Result<()> {
+        use rustix::fs::Access;
+        let need = if last {
+            Access::READ_OK | Access::WRITE_OK | Access::EXEC_OK
+        } else {
+            Access::EXEC_OK
+        };
+        if rustix::fs::accessat(fd, "", need, AtFlags::EMPTY_PATH | AtFlags::EACCESS).is_ok() {
+            return Ok(());
+        }
+        let st = rustix::fs::fstat(fd).map_err(errno_io)?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+            return Err(errno_io(Errno::NOTDIR));
+        }
+        let euid = rustix::process::geteuid();
+        if !euid.is_root() && st.st_uid != euid.as_raw() {
+            return Err(io::Error::other(format!(
+                "owned by uid {}, mode {:o}: the sweep cannot open it up",
+                st.st_uid,
+                st.st_mode & 0o7777
+            )));
+        }
+        let mode = st.st_mode & 0o7777;
+        let held = fd.try_clone_to_owned()?;
+        chmod_fd(fd, mode | 0o700)?;
+        self.0.push((held, mode));
+        Ok(())
+    }
+
+    /// Puts every mode back, the last opened first; what could not be put back.
+    pub(crate) fn restore(&mut self) -> Vec<io::Error> {
+        let mut failed = Vec::new();
+        while let Some((fd, mode)) = self.0.pop() {
+            if let Err(e) = chmod_fd(fd.as_fd(), mode) {
+                failed.push(e);
+            }
+        }
+        failed
+    }
+}
+
+impl Drop for Opened {
+    fn drop(&mut self) {
+        let _ = self.restore();
+    }
+}
+
+/// Whether `e` is a refusal by permission (what [`Opened::open_up`] can lift).
+pub(crate) fn is_denied(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EACCES) | Some(libc::EPERM))
+}
+
 /// The directory `name` in `dir`, opened readable to be emptied; one that does not let its
 /// owner read or search it (overlayfs leaves its `work/work` at mode 000) is given 0700 first.
 fn open_for_removal(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<OwnedFd> {

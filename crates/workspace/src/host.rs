@@ -48,6 +48,12 @@ pub trait HostView {
     fn canonicalize(&self, path: &Path) -> Option<PathBuf>;
     /// Entries of a directory with their own kinds (symlinks not followed), sorted by name.
     fn list_dir(&self, path: &Path) -> Vec<(OsString, Kind)>;
+    /// [`HostView::list_dir`], saying why a directory could not be listed whole (the sweep
+    /// must not take an unreadable directory for an empty one); by default (a fake host) every
+    /// listing succeeds.
+    fn try_list_dir(&self, path: &Path) -> std::io::Result<Vec<(OsString, Kind)>> {
+        Ok(self.list_dir(path))
+    }
     /// The first KiB of a small text file (used for `.git` files).
     fn read_small(&self, path: &Path) -> Option<String>;
     /// Up to `limit` bytes of a file, invalid UTF-8 replaced (git configs); by default (a fake
@@ -130,10 +136,14 @@ impl HostView for RealHost {
             .unwrap_or_default()
     }
 
+    fn try_list_dir(&self, path: &Path) -> std::io::Result<Vec<(OsString, Kind)>> {
+        read_dir(path).map(|(_, entries)| entries)
+    }
+
     fn list_dir_stamped(&self, path: &Path) -> (Option<DirStamp>, Vec<(OsString, Kind)>) {
         match read_dir(path) {
-            Some((stamp, entries)) => (Some(stamp), entries),
-            None => (None, Vec::new()),
+            Ok((stamp, entries)) => (Some(stamp), entries),
+            Err(_) => (None, Vec::new()),
         }
     }
 
@@ -187,21 +197,24 @@ impl HostView for RealHost {
 }
 
 /// A directory's stamp and entries, sorted by name, from one open directory: `fstat` then
-/// `getdents64` (std's `read_dir` would `fstat` it too, and hand the result to nobody).
-fn read_dir(path: &Path) -> Option<(DirStamp, Vec<(OsString, Kind)>)> {
+/// `getdents64` (std's `read_dir` would `fstat` it too, and hand the result to nobody). An
+/// error anywhere (the directory cannot be opened, a read fails, an entry's kind cannot be
+/// found) fails the whole listing: a part of one is never passed off as all of it.
+fn read_dir(path: &Path) -> std::io::Result<(DirStamp, Vec<(OsString, Kind)>)> {
     use rustix::fs::{FileType, OFlags};
     use std::os::unix::ffi::OsStrExt;
+    let io = |e: rustix::io::Errno| std::io::Error::from_raw_os_error(e.raw_os_error());
     let fd = rustix::fs::open(
         path,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
         rustix::fs::Mode::empty(),
     )
-    .ok()?;
-    let stamp = stamp_of(&rustix::fs::fstat(&fd).ok()?);
-    let mut dir = rustix::fs::Dir::new(fd).ok()?;
+    .map_err(io)?;
+    let stamp = stamp_of(&rustix::fs::fstat(&fd).map_err(io)?);
+    let mut dir = rustix::fs::Dir::new(fd).map_err(io)?;
     let mut out = Vec::new();
     while let Some(entry) = dir.read() {
-        let Ok(entry) = entry else { break };
+        let entry = entry.map_err(io)?;
         let name = entry.file_name().to_bytes();
         if name == b"." || name == b".." {
             continue;
@@ -209,13 +222,15 @@ fn read_dir(path: &Path) -> Option<(DirStamp, Vec<(OsString, Kind)>)> {
         let kind = match entry.file_type() {
             // Filesystems that do not fill in d_type.
             FileType::Unknown => {
-                let st = dir.fd().ok().and_then(|d| {
+                let st = dir.fd().map_err(io).and_then(|d| {
                     rustix::fs::statat(d, entry.file_name(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
-                        .ok()
+                        .map_err(io)
                 });
                 match st {
-                    Some(st) => kind_of_raw(FileType::from_raw_mode(st.st_mode)),
-                    None => continue,
+                    Ok(st) => kind_of_raw(FileType::from_raw_mode(st.st_mode)),
+                    // Removed since the listing.
+                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+                    Err(e) => return Err(e),
                 }
             }
             t => kind_of_raw(t),
@@ -223,7 +238,7 @@ fn read_dir(path: &Path) -> Option<(DirStamp, Vec<(OsString, Kind)>)> {
         out.push((std::ffi::OsStr::from_bytes(name).to_os_string(), kind));
     }
     out.sort();
-    Some((stamp, out))
+    Ok((stamp, out))
 }
 
 fn kind_of_raw(t: rustix::fs::FileType) -> Kind {

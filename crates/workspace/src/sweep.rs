@@ -24,7 +24,7 @@ pub use protect::git_config_is_inert;
 
 use policy::is_within;
 
-use crate::beneath::{move_no_replace, Root};
+use crate::beneath::{is_denied, move_no_replace, Opened, Root};
 use crate::host::{HostView, Kind};
 use crate::planted_git;
 use crate::walk::{in_git_modules, walk, Stamps};
@@ -54,9 +54,25 @@ pub struct Held {
 /// protected paths go back first (so everything after looks at the tree as it will stay),
 /// then the sweep, then what the creation guard would have refused (its ctime after
 /// `started`).
+///
+/// All three see the tree through [`Inspect`]: a directory the run left unreadable or
+/// unsearchable is opened up to be looked into, and given its mode back at the end.
 pub fn after_run(
     run: &Resolved,
     host: &dyn HostView,
+    run_id: &str,
+    held: Held,
+    started: std::time::SystemTime,
+) -> Vec<Violation> {
+    let inspect = Inspect::new(host, &run.watch.sweep.roots);
+    let out = after_run_inspecting(run, &inspect, run_id, held, started);
+    inspect.restore();
+    out
+}
+
+fn after_run_inspecting(
+    run: &Resolved,
+    host: &Inspect<'_>,
     run_id: &str,
     held: Held,
     started: std::time::SystemTime,
@@ -74,7 +90,7 @@ pub fn after_run(
         ours = own_dirs();
         ours.retain(|d| !before.contains(d));
     }
-    out.extend(sweep_skipping(run, host, run_id, &ours));
+    out.extend(sweep_inspecting(run, host, run_id, &ours));
     if !held.creation_guard {
         out.extend(guard_after_run(run, host, run_id, started));
     }
@@ -95,12 +111,158 @@ pub fn sweep_skipping(
     run_id: &str,
     ours: &[PathBuf],
 ) -> Vec<Violation> {
+    let inspect = Inspect::new(host, &run.watch.sweep.roots);
+    let out = sweep_inspecting(run, &inspect, run_id, ours);
+    inspect.restore();
+    out
+}
+
+/// Violation kind of a directory the sweep could not look into, even after opening it up
+/// (see [`Inspect`]): it is quarantined whole, since what the run left in it was never
+/// checked.
+pub const UNINSPECTABLE_DIRECTORY: &str = "uninspectable_directory";
+
+/// The host as the checks after a run see it: a directory in a writable root that cannot be
+/// listed, or listed but not searched (its entries cannot be looked at), is opened up (its
+/// owner's bits, through descriptors: [`Opened`]) and listed again. Every mode goes back
+/// exactly at [`Inspect::restore`] (or on drop). Without this, `chmod 000 d` (or `111`, `311`,
+/// `444`) at the end of a run hid from the sweep whatever `d` held: a link into a masked
+/// path, a nested repository's hook, an `.envrc`.
+pub(crate) struct Inspect<'a> {
+    host: &'a dyn HostView,
+    roots: &'a [PathBuf],
+    opened: std::cell::RefCell<Opened>,
+}
+
+impl<'a> Inspect<'a> {
+    pub(crate) fn new(host: &'a dyn HostView, roots: &'a [PathBuf]) -> Inspect<'a> {
+        Inspect {
+            host,
+            roots,
+            opened: std::cell::RefCell::new(Opened::default()),
+        }
+    }
+
+    /// Opens up `dir` and the way to it from its writable root.
+    fn open_up(&self, dir: &Path) -> std::io::Result<()> {
+        let Some(root) = self.roots.iter().find(|r| is_within(dir, r)) else {
+            return Err(std::io::Error::other("not in a writable root"));
+        };
+        let r = Root::open(root)?;
+        self.opened.borrow_mut().open_up(&r, relative(root, dir))
+    }
+
+    /// Puts back the mode of every directory opened up. One that cannot be given its mode
+    /// back (removed meanwhile, a read-only remount) stays more open than the run left it,
+    /// never less: nothing to report.
+    pub(crate) fn restore(&self) {
+        let _ = self.opened.borrow_mut().restore();
+    }
+}
+
+impl HostView for Inspect<'_> {
+    fn stat(&self, path: &Path) -> Option<crate::host::Entry> {
+        self.host.stat(path)
+    }
+    fn lstat_kind(&self, path: &Path) -> Option<Kind> {
+        self.host.lstat_kind(path)
+    }
+    fn canonicalize(&self, path: &Path) -> Option<PathBuf> {
+        self.host.canonicalize(path)
+    }
+    fn list_dir(&self, path: &Path) -> Vec<(OsString, Kind)> {
+        self.try_list_dir(path).unwrap_or_default()
+    }
+    fn try_list_dir(&self, path: &Path) -> std::io::Result<Vec<(OsString, Kind)>> {
+        let entries = match self.host.try_list_dir(path) {
+            Err(e) if is_denied(&e) => {
+                self.open_up(path)
+                    .map_err(|why| std::io::Error::new(e.kind(), format!("{e}; {why}")))?;
+                self.host.try_list_dir(path)?
+            }
+            r => r?,
+        };
+        // Listed but not searchable (mode 444, 666): its entries cannot be looked at.
+        let search = rustix::fs::accessat(
+            rustix::fs::CWD,
+            path,
+            rustix::fs::Access::EXEC_OK,
+            rustix::fs::AtFlags::EACCESS,
+        );
+        if search == Err(rustix::io::Errno::ACCESS) {
+            self.open_up(path)?;
+        }
+        Ok(entries)
+    }
+    fn read_small(&self, path: &Path) -> Option<String> {
+        self.host.read_small(path)
+    }
+    fn read_lossy(&self, path: &Path, limit: usize) -> Option<String> {
+        self.host.read_lossy(path, limit)
+    }
+    fn read_bytes(&self, path: &Path, limit: usize) -> Option<Vec<u8>> {
+        self.host.read_bytes(path, limit)
+    }
+    fn dir_stamp(&self, path: &Path) -> Option<crate::host::DirStamp> {
+        self.host.dir_stamp(path)
+    }
+    fn list_dir_stamped(
+        &self,
+        path: &Path,
+    ) -> (Option<crate::host::DirStamp>, Vec<(OsString, Kind)>) {
+        self.host.list_dir_stamped(path)
+    }
+    fn local_ctime(&self, path: &Path) -> bool {
+        self.host.local_ctime(path)
+    }
+    fn lstat_ctime(&self, path: &Path) -> Option<std::time::SystemTime> {
+        self.host.lstat_ctime(path)
+    }
+}
+
+/// A directory the sweep could not list that the run cannot have used either: it was there
+/// before the run and unchanged since (its ctime, on a local filesystem, is older than the
+/// plan: creating, removing or renaming an entry, or a `chmod`, moves it), and the caller
+/// cannot even search it. The sandbox has the caller's own rights on the workspace, so it
+/// could not reach below it either (a directory of another user, say).
+fn closed_since_before(run: &Resolved, host: &dyn HostView, dir: &Path) -> bool {
+    let Some(start) = run.watch.sweep.dirs.taken_at else {
+        return false;
+    };
+    let settled = host.local_ctime(dir) && host.lstat_ctime(dir).is_some_and(|t| t < start);
+    let searchable = rustix::fs::accessat(
+        rustix::fs::CWD,
+        dir,
+        rustix::fs::Access::EXEC_OK,
+        rustix::fs::AtFlags::EACCESS,
+    )
+    .is_ok();
+    settled && !searchable
+}
+
+/// Quarantines the directory `dir` the sweep could not look into, saying why.
+fn uninspectable(root: &Path, dir: &Path, why: &std::io::Error, run_id: &str) -> Violation {
+    let mut v = quarantine(root, dir, run_id, UNINSPECTABLE_DIRECTORY);
+    v.action = format!(
+        "the sweep could not look inside it ({why}), so nothing the run left there was checked: {}",
+        v.action
+    );
+    v
+}
+
+fn sweep_inspecting(
+    run: &Resolved,
+    host: &Inspect<'_>,
+    run_id: &str,
+    ours: &[PathBuf],
+) -> Vec<Violation> {
     let mut found = Vec::new();
     let mut links = Vec::new();
     let mut linked = Vec::new();
     // Directories holding a config, hooks or a commondir that were not git dirs at the start.
     let mut maybe_planted: BTreeSet<PathBuf> = BTreeSet::new();
     let mut count = 0usize;
+    let mut unlisted: Vec<(PathBuf, std::io::Error)> = Vec::new();
     for root in &run.watch.sweep.roots {
         let known = Stamps::SkipUnchanged(&run.watch.sweep.dirs);
         let globs = &run.watch.deny_globs;
@@ -130,6 +292,7 @@ pub fn sweep_skipping(
                     }
                 }
             },
+            &mut |dir, e| unlisted.push((dir.to_path_buf(), e)),
         );
     }
     for link in links {
@@ -173,12 +336,20 @@ pub fn sweep_skipping(
         let is_hooks = in_gitdir && path.file_name().is_some_and(|n| n == "hooks");
         let is_git_config = in_gitdir && path.file_name().is_some_and(|n| n == "config");
         if is_hooks && host.lstat_kind(&path) == Some(Kind::Dir) {
-            for (name, _) in host.list_dir(&path) {
-                if name.to_string_lossy().ends_with(".sample") {
-                    continue;
+            match host.try_list_dir(&path) {
+                Ok(hooks) => {
+                    for (name, _) in hooks {
+                        if name.to_string_lossy().ends_with(".sample") {
+                            continue;
+                        }
+                        let hook = path.join(&name);
+                        out.push(quarantine(root, &hook, run_id, "protected_path_created"));
+                    }
                 }
-                let hook = path.join(&name);
-                out.push(quarantine(root, &hook, run_id, "protected_path_created"));
+                Err(e) => {
+                    out.push(uninspectable(root, &path, &e, run_id));
+                    moved.push(path);
+                }
             }
         } else if is_git_config && host.lstat_kind(&path) == Some(Kind::File) {
             out.extend(neutralise_config(
@@ -192,6 +363,21 @@ pub fn sweep_skipping(
             out.push(quarantine(root, &path, run_id, "protected_path_created"));
             moved.push(path);
         }
+    }
+    // What the walk could not list, even opened up: quarantined whole (not inspected, so not
+    // passed), unless the run cannot have reached into it.
+    for (dir, e) in unlisted {
+        if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR))
+            || moved.iter().any(|m| is_within(&dir, m))
+            || closed_since_before(run, host, &dir)
+        {
+            continue;
+        }
+        let Some(root) = run.watch.sweep.roots.iter().find(|r| is_within(&dir, r)) else {
+            continue;
+        };
+        out.push(uninspectable(root, &dir, &e, run_id));
+        moved.push(dir);
     }
     for dir in maybe_planted {
         let Some(root) = run.watch.sweep.roots.iter().find(|r| is_within(&dir, r)) else {
@@ -352,6 +538,7 @@ pub fn guard_after_run(
     let mut out = Vec::new();
     let new_since = |p: &Path| host.lstat_ctime(p).is_some_and(|t| t >= started);
     let mut found: BTreeSet<PathBuf> = BTreeSet::new();
+    let mut unlisted: Vec<(PathBuf, std::io::Error)> = Vec::new();
     for g in &run.spec.guard {
         // `root/**/name` patterns are the policy's protected names, which the sweep finds
         // (walking only the directories that changed); every other pattern is git's: paths
@@ -371,7 +558,18 @@ pub fn guard_after_run(
         // base/**/tail: a shallow walk under base (git's own directories are small).
         let mut stack = vec![(g.base.clone(), 0usize)];
         while let Some((dir, depth)) = stack.pop() {
-            for (name, kind) in host.list_dir(&dir) {
+            let entries = match host.try_list_dir(&dir) {
+                Ok(entries) => entries,
+                Err(e) => {
+                    if !matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR))
+                        && !closed_since_before(run, host, &dir)
+                    {
+                        unlisted.push((dir, e));
+                    }
+                    continue;
+                }
+            };
+            for (name, kind) in entries {
                 let path = dir.join(&name);
                 let comps: Vec<&[u8]> = path.iter().map(|c| c.as_encoded_bytes()).collect();
                 let matches = comps.len() >= g.tail.len()
@@ -398,6 +596,16 @@ pub fn guard_after_run(
         };
         out.push(quarantine(root, &path, run_id, "protected_path_created"));
         moved.push(path);
+    }
+    for (dir, e) in unlisted {
+        if moved.iter().any(|m| is_within(&dir, m)) {
+            continue;
+        }
+        let Some(root) = run.watch.sweep.roots.iter().find(|r| is_within(&dir, r)) else {
+            continue;
+        };
+        out.push(uninspectable(root, &dir, &e, run_id));
+        moved.push(dir);
     }
     out
 }
@@ -498,11 +706,14 @@ fn neutralise_code_path(
     };
     let name = path.file_name().unwrap_or_default();
     if name == "hooks" && found == Kind::Dir {
-        host.list_dir(path)
-            .into_iter()
-            .filter(|(n, _)| !n.to_string_lossy().ends_with(".sample"))
-            .map(|(n, _)| quarantine(root, &path.join(n), run_id, kind))
-            .collect()
+        match host.try_list_dir(path) {
+            Ok(hooks) => hooks
+                .into_iter()
+                .filter(|(n, _)| !n.to_string_lossy().ends_with(".sample"))
+                .map(|(n, _)| quarantine(root, &path.join(n), run_id, kind))
+                .collect(),
+            Err(e) => vec![uninspectable(root, path, &e, run_id)],
+        }
     } else if (name == "config" || name == "config.worktree") && found == Kind::File {
         neutralise_config(host, (root, path), run_id, kind, writable)
             .into_iter()
@@ -639,8 +850,46 @@ fn quarantine(root: &Path, path: &Path, run_id: &str, kind: &'static str) -> Vio
     }
 }
 
-/// Moves `root/rel` (that is `path`) to `root/qrel/rel`, through no link.
+/// Runs `act`; refused by permission (the run left a directory on the way without its
+/// owner's write or search bit: `chmod 555`, `111`), once more with the directories `rels`
+/// and the ways to them opened up ([`Opened`]), their modes put back after.
+fn opening_up<T>(
+    root: &Path,
+    rels: &[&Path],
+    act: impl Fn() -> std::io::Result<T>,
+) -> std::io::Result<T> {
+    match act() {
+        Err(e) if is_denied(&e) => {
+            let r = Root::open(root)?;
+            let mut opened = Opened::default();
+            for rel in rels {
+                // As far as it goes: the second try says whether it was enough.
+                let _ = opened.open_up(&r, rel);
+            }
+            act()
+        }
+        done => done,
+    }
+}
+
+/// Moves `root/rel` (that is `path`) to `root/qrel/rel`, through no link. A directory
+/// without its owner's bits is opened up for the move (a directory moved to another parent
+/// needs its own write bit, for its `..`) and keeps its mode in the quarantine.
 fn move_into(
+    root: &Path,
+    path: &Path,
+    rel: &Path,
+    qrel: &Path,
+    run_id: &str,
+) -> std::io::Result<()> {
+    let parent = rel.parent().unwrap_or(Path::new(""));
+    let to = qrel.join(parent);
+    opening_up(root, &[parent, rel, &to], || {
+        move_into_once(root, path, rel, qrel, run_id)
+    })
+}
+
+fn move_into_once(
     root: &Path,
     path: &Path,
     rel: &Path,
@@ -668,6 +917,11 @@ fn move_into(
 
 /// Removes `root/rel` when it is not a directory (a hook, a config, a link), through no link.
 fn remove_planted(root: &Path, rel: &Path) -> std::io::Result<()> {
+    let parent = rel.parent().unwrap_or(Path::new(""));
+    opening_up(root, &[parent], || remove_planted_once(root, rel))
+}
+
+fn remove_planted_once(root: &Path, rel: &Path) -> std::io::Result<()> {
     let r = Root::open(root)?;
     let name = rel
         .file_name()
@@ -680,6 +934,7 @@ fn remove_planted(root: &Path, rel: &Path) -> std::io::Result<()> {
 mod tests {
     use super::*;
     use crate::host::RealHost;
+    use std::os::unix::fs::PermissionsExt;
 
     fn plan_for(ws: &Path) -> Resolved {
         crate::spec::resolved_on_this_machine(ws)
@@ -805,6 +1060,7 @@ mod tests {
             &mut n,
             Stamps::Record(&mut stamps),
             &|_, _| true,
+            &mut |_, _| {},
             &mut |_, _| {},
         )
         .unwrap();
@@ -1028,5 +1284,212 @@ mod tests {
         ] {
             assert!(!git_config_is_inert(text.as_bytes(), &[]), "{text}");
         }
+    }
+
+    /// Runs `f` in a thread of its own that is uid and gid [`UNPRIV`] (a root test process
+    /// loses every capability there, as an unprivileged caller has none): files it makes are
+    /// owned by that uid, and a directory at mode 000 is closed to it. Unprivileged, `f` runs
+    /// as it is.
+    fn as_unprivileged<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        std::thread::spawn(move || {
+            if rustix::process::geteuid().is_root() {
+                // Raw system calls: this thread's credentials only.
+                let (uid, gid) = (
+                    rustix::process::Uid::from_raw(UNPRIV),
+                    rustix::process::Gid::from_raw(UNPRIV),
+                );
+                rustix::thread::set_thread_groups(&[]).unwrap();
+                rustix::thread::set_thread_res_gid(gid, gid, gid).unwrap();
+                rustix::thread::set_thread_res_uid(uid, uid, uid).unwrap();
+            }
+            f()
+        })
+        .join()
+        .unwrap()
+    }
+
+    const UNPRIV: u32 = 65534;
+
+    /// A workspace (with a `home/.ssh/id_rsa` in the plan's masks) the unprivileged thread
+    /// owns.
+    fn unprivileged_ws(tmp: &tempfile::TempDir) -> PathBuf {
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let ws = base.join("ws");
+        std::fs::create_dir_all(ws.join("home/.ssh")).unwrap();
+        std::fs::write(ws.join("home/.ssh/id_rsa"), "key").unwrap();
+        if rustix::process::geteuid().is_root() {
+            for p in [&ws, &ws.join("home")] {
+                std::os::unix::fs::chown(p, Some(UNPRIV), Some(UNPRIV)).unwrap();
+            }
+        }
+        ws
+    }
+
+    fn mode_of(p: &Path) -> u32 {
+        std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
+    }
+
+    /// The attack: a directory made during the run holds a link into a masked path, a nested
+    /// repository's hook and an `.envrc`, and is then left at a mode that shuts the caller out
+    /// (or lets it list but not search, or not write). Every one is found and quarantined, the
+    /// directory gets back exactly the mode the run left, and nothing is reported as
+    /// uninspectable. Control: the same tree at 0755 is found the same way (`0o755` below).
+    #[test]
+    fn no_mode_of_a_directory_hides_what_it_holds() {
+        for mode in [
+            0o755, 0o000, 0o111, 0o311, 0o300, 0o444, 0o555, 0o600, 0o1000,
+        ] {
+            let tmp = tempfile::tempdir().unwrap();
+            let ws = unprivileged_ws(&tmp);
+            let violations = as_unprivileged(move || {
+                let ws = ws;
+                let plan = plan_for(&ws);
+                // Past the coarse clock that stamps ctimes (a link older than the plan is
+                // the user's own).
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                let d = ws.join("d");
+                std::fs::create_dir_all(d.join("repo/.git/hooks")).unwrap();
+                std::fs::write(d.join("repo/.git/hooks/pre-commit"), "evil").unwrap();
+                std::fs::write(d.join(".envrc"), "evil").unwrap();
+                std::os::unix::fs::symlink(ws.join("home/.ssh/id_rsa"), d.join("link")).unwrap();
+                std::fs::set_permissions(&d, std::fs::Permissions::from_mode(mode)).unwrap();
+                let v = sweep(&plan, &RealHost, "modes");
+                // As the run left it.
+                assert_eq!(mode_of(&d), mode, "{mode:o}");
+                std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+                for gone in ["link", ".envrc", "repo/.git/hooks/pre-commit"] {
+                    assert!(
+                        std::fs::symlink_metadata(d.join(gone)).is_err(),
+                        "{mode:o}: {gone} stayed: {v:?}"
+                    );
+                    assert!(
+                        std::fs::symlink_metadata(
+                            ws.join(".stockade/quarantine/modes/d").join(gone)
+                        )
+                        .is_ok(),
+                        "{mode:o}: {gone} not quarantined: {v:?}"
+                    );
+                }
+                v.into_iter()
+                    .map(|v| (v.kind, v.path.strip_prefix(&d).unwrap().to_path_buf()))
+                    .collect::<Vec<_>>()
+            });
+            for (kind, rel) in [
+                ("symlink_to_masked_path", "link"),
+                ("protected_path_created", ".envrc"),
+                ("protected_path_created", "repo/.git/hooks/pre-commit"),
+            ] {
+                assert!(
+                    violations.contains(&(kind, PathBuf::from(rel))),
+                    "{mode:o}: no {kind} for {rel}: {violations:?}"
+                );
+            }
+            assert!(
+                !violations
+                    .iter()
+                    .any(|(k, _)| *k == UNINSPECTABLE_DIRECTORY),
+                "{mode:o}: {violations:?}"
+            );
+        }
+    }
+
+    /// A directory the sweep cannot open up (another user's, listable by nobody but
+    /// writable and searchable by all) made during the run is quarantined whole and reported;
+    /// one that was there before the run, unchanged and closed to the caller, is left alone.
+    /// The old walk passed both over without a word.
+    #[test]
+    fn a_directory_the_sweep_cannot_open_up_is_quarantined_whole() {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("skipped: needs root to make a directory of another user");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = unprivileged_ws(&tmp);
+        let old = ws.join("old");
+        std::fs::create_dir(&old).unwrap();
+        std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let plan = as_unprivileged({
+            let ws = ws.clone();
+            move || plan_for(&ws)
+        });
+        // During the run: another user's directory, writable and searchable by the caller.
+        let d = ws.join("d");
+        std::fs::create_dir(&d).unwrap();
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o003)).unwrap();
+        let violations = as_unprivileged({
+            let ws = ws.clone();
+            move || {
+                std::fs::write(ws.join("d/.envrc"), "evil").unwrap();
+                sweep(&plan, &RealHost, "closed")
+            }
+        });
+        assert!(
+            violations
+                .iter()
+                .any(|v| v.kind == UNINSPECTABLE_DIRECTORY && v.path == d),
+            "{violations:?}"
+        );
+        assert_eq!(violations.len(), 1, "{violations:?}");
+        assert!(std::fs::symlink_metadata(&d).is_err(), "{violations:?}");
+        assert!(ws.join(".stockade/quarantine/closed/d/.envrc").exists());
+        assert!(old.is_dir(), "left alone");
+    }
+
+    /// The walk's stamps cannot be fooled by modes: the run plants a hook below a directory
+    /// the planner recorded, then shuts the caller out of the new directory and of the
+    /// recorded one above it (a `chmod` moves the ctime too, so both are listed again).
+    #[test]
+    fn recorded_directories_closed_by_the_run_are_listed_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = unprivileged_ws(&tmp);
+        let found = as_unprivileged(move || {
+            let ws = ws;
+            std::fs::create_dir_all(ws.join("a/b")).unwrap();
+            let mut plan = plan_for(&ws);
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            let mut stamps = crate::DirStamps::start_settled(std::time::Duration::ZERO);
+            let mut n = 0;
+            walk(
+                &RealHost,
+                &ws,
+                &mut n,
+                Stamps::Record(&mut stamps),
+                &|_, _| true,
+                &mut |_, _| {},
+                &mut |_, _| {},
+            )
+            .unwrap();
+            assert!(stamps.dirs.contains_key(&ws.join("a")), "{stamps:?}");
+            plan.watch.sweep.dirs = stamps;
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            let n = ws.join("a/b/n");
+            std::fs::create_dir_all(n.join(".git/hooks")).unwrap();
+            std::fs::write(n.join(".git/hooks/post-checkout"), "evil").unwrap();
+            for (p, m) in [
+                (&n, 0o000),
+                (&ws.join("a/b"), 0o100),
+                (&ws.join("a"), 0o000),
+            ] {
+                std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+            }
+            let v = sweep(&plan, &RealHost, "stamps");
+            assert_eq!(mode_of(&ws.join("a")), 0o000);
+            for p in [&ws.join("a"), &ws.join("a/b"), &n] {
+                std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+            }
+            assert!(!n.join(".git/hooks/post-checkout").exists(), "{v:?}");
+            v.iter()
+                .map(|v| (v.kind, v.path.strip_prefix(&ws).unwrap().to_path_buf()))
+                .collect::<Vec<_>>()
+        });
+        assert_eq!(
+            found,
+            [(
+                "protected_path_created",
+                PathBuf::from("a/b/n/.git/hooks/post-checkout")
+            )]
+        );
     }
 }

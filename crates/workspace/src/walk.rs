@@ -257,6 +257,7 @@ impl Matches {
                         }
                     }
                 },
+                &mut |_, _| {},
             )?;
             walked.push(base);
         }
@@ -277,6 +278,11 @@ impl Matches {
 /// Depth-first walk that does not follow symlinks. Inside a `.git` directory it only goes into
 /// `modules` (submodule git dirs), and inside those it skips object stores, refs and logs:
 /// hooks and config are what can run code.
+///
+/// The sweep's walk ([`Stamps::SkipUnchanged`]) hands every directory it could not list to
+/// `unlisted`, with the reason: what it holds was not seen, and the caller must say so (a
+/// directory the run made unreadable is not an empty one). The planner's walk lists what the
+/// caller can; a directory it could not list has no stamp, so the sweep lists it again.
 pub fn walk(
     host: &dyn HostView,
     root: &Path,
@@ -284,6 +290,7 @@ pub fn walk(
     mut stamps: Stamps<'_>,
     concern: &dyn Fn(&std::ffi::OsStr, Kind) -> bool,
     visit: &mut dyn FnMut(&Path, Kind),
+    unlisted: &mut dyn FnMut(&Path, std::io::Error),
 ) -> Result<(), ScanError> {
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -298,7 +305,13 @@ pub fn walk(
         // The stamp is taken before the listing: a change after it shows in the ctime.
         let (stamp, entries) = match stamps {
             Stamps::Record(_) => host.list_dir_stamped(&dir),
-            Stamps::SkipUnchanged(_) => (None, host.list_dir(&dir)),
+            Stamps::SkipUnchanged(_) => match host.try_list_dir(&dir) {
+                Ok(entries) => (None, entries),
+                Err(e) => {
+                    unlisted(&dir, e);
+                    continue;
+                }
+            },
         };
         let dir_is_git = dir.file_name().is_some_and(|n| n == ".git");
         let dir_in_modules = in_git_modules(&dir);
