@@ -93,9 +93,6 @@ pub mod na {
     pub const EXEC_CODES: &str = "runsc reports a missing or non-executable program as a failure to start the container, not as 127 or 126";
     /// Directories a root caller's sandbox cannot traverse.
     pub const PRIVATE_DIRS: &str = "a root caller's gVisor run has no covers over 0700 directories above the workspace (native's reach.rs), so it cannot start there";
-    /// Read grants below /tmp.
-    pub const TMP_GRANTS: &str =
-        "read grants below /tmp are not attached in the gVisor sandbox's private /tmp";
     /// What only native's set-up explains or reports.
     pub const NATIVE_SETUP: &str = "this checks native's own set-up (its init, Landlock, seccomp, idmapped mounts or their diagnostics)";
     /// An unprivileged caller's gVisor run.

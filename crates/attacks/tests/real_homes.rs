@@ -121,9 +121,6 @@ impl Drop for TmpGrant {
 
 #[test]
 fn read_grants_below_tmp_are_visible_inside() {
-    if attacks::not_under("gvisor", attacks::na::TMP_GRANTS) {
-        return;
-    }
     let fx = Fixture::new();
     let marker = fx.marker("tmpgrant");
     let grant = TmpGrant::new(&marker);

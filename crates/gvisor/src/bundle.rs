@@ -123,6 +123,20 @@ fn depth(p: &Path) -> usize {
     p.components().count()
 }
 
+/// The read grants below the host's `/tmp` that no writable root or other such grant holds
+/// (those are reached through it): each is bound into the private `/tmp`.
+pub(crate) fn tmp_read_grants(spec: &Spec) -> Vec<&PathBuf> {
+    let tmp = Path::new("/tmp");
+    let under: Vec<&PathBuf> = (spec.read_grants.iter())
+        .filter(|g| g.starts_with(tmp) && g.as_path() != tmp)
+        .filter(|g| !spec.writable_roots.iter().any(|w| g.starts_with(w)))
+        .collect();
+    (under.iter())
+        .filter(|g| !under.iter().any(|o| o != *g && g.starts_with(o)))
+        .copied()
+        .collect()
+}
+
 /// The OCI config of `spec` for a bundle at `bundle`, run by `caller`, as JSON.
 ///
 /// Written as JSON rather than built with the `oci-spec` crate's types: linking them into
@@ -141,6 +155,11 @@ pub fn config(spec: &Spec, caller: &Caller, bundle: &Path) -> Result<Value, Lowe
     let mut layered: Vec<(usize, u8, Value)> = Vec::new();
     for root in &spec.writable_roots {
         layered.push((depth(root), 0, bind(root, root, false)?));
+    }
+    // Read grants below the host's /tmp: the private /tmp does not hold them, so each is
+    // bound read-only at its own path in it (a writable root inside one comes after it).
+    for grant in tmp_read_grants(spec) {
+        layered.push((depth(grant), 0, bind(grant, grant, true)?));
     }
     for p in &spec.protected {
         layered.push((depth(p), 1, bind(p, p, true)?));
@@ -395,6 +414,36 @@ mod tests {
             v["process"]["env"],
             serde_json::json!(["PATH=/usr/bin:/bin"])
         );
+    }
+
+    #[test]
+    fn read_grants_below_tmp_are_bound_read_only_after_the_private_tmp() {
+        let mut s = spec();
+        s.read_grants = vec![
+            "/tmp/r".into(),
+            "/tmp/r/inner".into(), // reached through /tmp/r
+            "/tmp/ws/in".into(),   // inside a writable root
+            "/srv/other".into(),   // visible anyway
+        ];
+        s.writable_roots = vec!["/tmp/r/w".into(), "/tmp/ws".into()];
+        s.masks = vec![Mask {
+            path: "/tmp/r/.env".into(),
+            kind: Kind::File,
+            readable: false,
+        }];
+        let v = as_json(&s, false);
+        let order: Vec<&str> = (v["mounts"].as_array().expect("mounts").iter())
+            .filter_map(|m| m["destination"].as_str())
+            .collect();
+        let at = |d: &str| order.iter().position(|o| *o == d);
+        let (tmp, grant) = (at("/tmp").expect("/tmp"), at("/tmp/r").expect("grant"));
+        assert!(tmp < grant, "{order:?}");
+        assert!(grant < at("/tmp/r/w").expect("root") && grant < at("/tmp/r/.env").expect("mask"));
+        let options = mount(&v, "/tmp/r")["options"].as_array().expect("options");
+        assert!(options.contains(&"ro".into()) && !options.contains(&"rw".into()));
+        for not_bound in ["/tmp/r/inner", "/tmp/ws/in", "/srv/other"] {
+            assert_eq!(at(not_bound), None, "{not_bound}: {order:?}");
+        }
     }
 
     #[test]

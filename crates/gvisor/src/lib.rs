@@ -315,6 +315,17 @@ impl Gvisor {
                     });
                 }
             }
+            // Read grants below /tmp are bound into the private /tmp (`bundle`): read-only,
+            // with their owner's files the command's own as under the native backend.
+            for grant in bundle::tmp_read_grants(&spec) {
+                if let Some(o) = stat(grant) {
+                    idmapped.push(Idmapped {
+                        path: grant.clone(),
+                        owner: (o.uid, o.gid),
+                        readonly: true,
+                    });
+                }
+            }
             let home = spec
                 .env
                 .iter()
@@ -366,11 +377,31 @@ impl Gvisor {
             }
             spec.masks = kept;
         }
+        // Below /tmp the way to a granted path is the private /tmp's own directories (made
+        // for the bind, mode 0755), not the host's: only the grant and below are the host's.
+        let tmp_base = (spec.cwd.starts_with("/tmp"))
+            .then(|| {
+                (spec.writable_roots.iter())
+                    .chain(bundle::tmp_read_grants(&spec))
+                    .filter(|g| spec.cwd.starts_with(g))
+                    .min_by_key(|g| g.components().count())
+                    .cloned()
+            })
+            .flatten();
+        let seen = |d: &Path| match &tmp_base {
+            Some(base) if !d.starts_with(base) => Some(Owned {
+                kind: sandbox::Kind::Dir,
+                uid: 0,
+                gid: 0,
+                mode: 0o755,
+            }),
+            _ => stat(d),
+        };
         let cwd_fallback = unreachable_cwd(&spec).or_else(|| {
             // A root caller's command has an id no account has: it passes only the "others"
             // bits of host directories, and its owner's bits inside the idmapped trees.
             (!caller.rootless)
-                .then(|| untraversable(&spec.cwd, &idmapped, stat))
+                .then(|| untraversable(&spec.cwd, &idmapped, &seen))
                 .flatten()
         });
         if cwd_fallback.is_some() {
@@ -380,6 +411,9 @@ impl Gvisor {
         let mut destinations = Vec::new();
         for r in &spec.writable_roots {
             destinations.push((r.clone(), exists(r).unwrap_or(sandbox::Kind::Dir)));
+        }
+        for g in bundle::tmp_read_grants(&spec) {
+            destinations.push((g.clone(), exists(g).unwrap_or(sandbox::Kind::Dir)));
         }
         for p in &spec.protected {
             destinations.push((p.clone(), exists(p).unwrap_or(sandbox::Kind::File)));

@@ -14,8 +14,12 @@ pub enum ScanError {
     WritableRootGlob(String),
     #[error("refusing to make {} writable", .0.display())]
     WritableRootForbidden(PathBuf),
-    #[error("cannot grant {}: the sandbox has a private /tmp", .0.display())]
+    #[error("readable path does not exist: {}", .0.display())]
+    ReadGrantMissing(PathBuf),
+    #[error("cannot grant {}: the sandbox has its own empty /tmp and /dev/shm, discarded after the run", .0.display())]
     PrivateTmpGrant(PathBuf),
+    #[error("the workspace cannot be {}: the sandbox has its own empty /tmp and /dev/shm, discarded after the run", .0.display())]
+    PrivateTmpWorkspace(PathBuf),
     #[error("{} is a symbolic link: the run's own empty directory cannot go over it", .0.display())]
     PrivateDirLink(PathBuf),
 }
@@ -41,8 +45,14 @@ impl ScanError {
             ScanError::PrivateDirLink(_) => Some(
                 "replace the link by a plain directory (or remove it: a preset makes it), then run again".into(),
             ),
+            ScanError::ReadGrantMissing(_) => {
+                Some("create it first or remove it from allow_read / --allow-read".into())
+            }
             ScanError::PrivateTmpGrant(_) => Some(
-                "name a path below /tmp (it is attached inside); the private /tmp itself is always writable".into(),
+                "grant a directory below /tmp instead (`mktemp -d`): it is attached at the same path inside; the private /tmp itself is always writable".into(),
+            ),
+            ScanError::PrivateTmpWorkspace(_) => Some(
+                "run from a directory below /tmp (`mktemp -d`), or pass --workspace DIR: a workspace below /tmp is attached at the same path inside".into(),
             ),
         }
     }

@@ -48,8 +48,8 @@ pub use git::is_existing_config;
 pub use host::{DirStamp, Entry, HostView, Kind, RealHost};
 pub use sandbox::LinkedSecret;
 pub use scan::{
-    depth, tmp_read_grants, under_replaced, writable_roots, GitIndex, GuardPattern, Place, Scan,
-    SweepPlan, REPLACED,
+    depth, is_private_place, tmp_read_grants, under_replaced, writable_roots, GitIndex,
+    GuardPattern, Place, Scan, SweepPlan, REPLACED,
 };
 pub use spec::{Request, Resolved, Watch, SANDBOX_HOSTNAME};
 pub use sweep::{sweep, Violation};

@@ -89,15 +89,18 @@ impl Scan {
 
         let mut dirs = DirStamps::start();
         let found = Matches::collect(host, &writable_roots, &deny_read, &deny_write, &mut dirs)?;
-        let allows: Vec<PathBuf> = allow_read
-            .iter()
-            .filter_map(|p| match p {
-                PathPattern::Exact(p) => Some(host.canonicalize(p).unwrap_or_else(|| p.clone())),
-                PathPattern::Glob(_) => None,
-            })
-            .collect();
-        if allows.iter().any(|a| a == Path::new("/tmp")) {
-            return Err(ScanError::PrivateTmpGrant(PathBuf::from("/tmp")));
+        // Exact read grants: a missing one is refused as a missing writable path is (globs
+        // are patterns, not paths: one may match nothing).
+        let mut allows: Vec<PathBuf> = Vec::new();
+        for p in &allow_read {
+            let PathPattern::Exact(p) = p else { continue };
+            let canon = host
+                .canonicalize(p)
+                .ok_or_else(|| ScanError::ReadGrantMissing(p.clone()))?;
+            if is_private_place(&canon) {
+                return Err(ScanError::PrivateTmpGrant(canon));
+            }
+            allows.push(canon);
         }
         // Read grants below the host's /tmp are attached in the private one.
         let tmp_grants = tmp_read_grants(host, &allows, &writable_roots);
@@ -341,6 +344,13 @@ pub fn under_replaced(p: &Path) -> bool {
     REPLACED.iter().any(|r| is_within(p, Path::new(r)))
 }
 
+/// `/tmp` itself, or `/dev/shm` or a path below it: the sandbox's own, empty and discarded
+/// after the run, so granting them (or running in them) would reach nothing of the host's.
+/// A path below the host's `/tmp` can be granted: it is attached at the same path inside.
+pub fn is_private_place(p: &Path) -> bool {
+    p == Path::new("/tmp") || is_within(p, Path::new("/dev/shm"))
+}
+
 /// The canonical writable roots of `policy` at `place`, outermost first (no walk: what
 /// [`Scan::new`] starts from).
 pub fn writable_roots(
@@ -353,6 +363,9 @@ pub fn writable_roots(
         workspace: place.workspace.clone(),
         writable_roots: Vec::new(),
     };
+    if is_private_place(&place.workspace) {
+        return Err(ScanError::PrivateTmpWorkspace(place.workspace.clone()));
+    }
     let mut roots: Vec<PathBuf> = Vec::new();
     for entry in &policy.filesystem.allow_write {
         for pat in policy::expand(entry, &ctx)? {
@@ -366,15 +379,15 @@ pub fn writable_roots(
                 None if policy.filesystem.created_roots.contains(entry) => p.clone(),
                 None => return Err(ScanError::WritableRootMissing(p.clone())),
             };
+            if is_private_place(&canon) {
+                return Err(ScanError::PrivateTmpGrant(canon));
+            }
             for forbidden in ["/", "/dev", "/proc", "/sys"] {
                 if canon == Path::new(forbidden)
                     || (forbidden != "/" && is_within(&canon, Path::new(forbidden)))
                 {
                     return Err(ScanError::WritableRootForbidden(canon));
                 }
-            }
-            if canon == Path::new("/tmp") {
-                continue; // the private /tmp is always writable
             }
             if !roots.contains(&canon) {
                 roots.push(canon);

@@ -338,6 +338,13 @@ impl Plan {
         let writable_roots = spec.writable_roots.clone();
         let allows = &spec.read_grants;
         let tmp_grants = &workspace::tmp_read_grants(host, allows, &writable_roots);
+        // Everything attached below the private /tmp: a grant inside another needs no mount
+        // point of its own (see `reach::tmp_mount_points`).
+        let tmp_attached: Vec<PathBuf> = (writable_roots.iter())
+            .chain(tmp_grants.iter().map(|(g, _)| g))
+            .filter(|p| is_within(p, Path::new("/tmp")))
+            .cloned()
+            .collect();
         let as_host_kind = |k: sandbox::Kind| match k {
             sandbox::Kind::Dir => Kind::Dir,
             sandbox::Kind::File => Kind::File,
@@ -386,7 +393,10 @@ impl Plan {
                 .unwrap_or_else(|| spec.home.clone());
             if let Some(home) = host.stat(&home_path) {
                 let covered = writable_roots.iter().any(|w| is_within(&home_path, w));
-                if home.kind == Kind::Dir && home.mode & 0o001 == 0 && !covered {
+                // A home below /tmp is not in the sandbox's view at all (its /tmp is private):
+                // there is nothing to reach.
+                let replaced = workspace::under_replaced(&home_path);
+                if home.kind == Kind::Dir && home.mode & 0o001 == 0 && !covered && !replaced {
                     granted.push(Granted {
                         path: spec.home.clone(),
                         kind: Kind::Dir,
@@ -460,7 +470,7 @@ impl Plan {
             let mut steps = Vec::new();
             if is_within(root, Path::new("/tmp")) {
                 // Mount points inside the private /tmp: create each missing component.
-                steps = reach::tmp_mount_points(root, entry.kind);
+                steps = reach::tmp_mount_points(root, entry.kind, &tmp_attached);
             }
             steps.push(Mount::Attach {
                 slot: slots,
@@ -520,7 +530,7 @@ impl Plan {
                 });
             }
             let mut steps = if is_within(grant, Path::new("/tmp")) {
-                reach::tmp_mount_points(grant, *kind)
+                reach::tmp_mount_points(grant, *kind, &tmp_attached)
             } else {
                 Vec::new() // the cover made its mount point
             };

@@ -33,8 +33,15 @@ pub(super) struct Granted {
 }
 
 /// Mount points in the private `/tmp` for `path` below it: each missing component, then
-/// `path` itself (a directory, or an empty file for a file).
-pub(super) fn tmp_mount_points(path: &Path, kind: Kind) -> Vec<Mount> {
+/// `path` itself (a directory, or an empty file for a file). `attached` are the other paths
+/// below `/tmp` attached there (writable roots, read grants), parents before children: what
+/// lies inside one of them is the host's own (attached before `path`, and read-only if it is
+/// a read grant), so nothing is made there.
+pub(super) fn tmp_mount_points(path: &Path, kind: Kind, attached: &[PathBuf]) -> Vec<Mount> {
+    let inside_other = |p: &Path| attached.iter().any(|a| a != path && is_within(p, a));
+    if inside_other(path) {
+        return Vec::new();
+    }
     let mut dirs: Vec<PathBuf> = path
         .ancestors()
         .skip(1)

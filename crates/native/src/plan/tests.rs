@@ -627,3 +627,4 @@ fn hard_links_of_masked_files_are_found() {
 mod git;
 mod reach;
 mod review;
+mod tmp;

@@ -78,6 +78,17 @@ fn allow_write(path: &Path) -> String {
     )
 }
 
+/// How to grant the host's `path` below `/tmp` with `grant` (`allow_read`/`allow_write`):
+/// its deepest existing ancestor below `/tmp`, since `/tmp` itself and missing paths are
+/// refused.
+fn tmp_grant_hint(path: &Path, grant: fn(&Path) -> String) -> String {
+    let at = existing_ancestor(path);
+    if workspace::is_private_place(at) || !is_within(at, Path::new("/tmp")) {
+        return "make a directory below /tmp (`mktemp -d`) and grant it: /tmp itself cannot be granted".into();
+    }
+    grant(at)
+}
+
 /// The deepest existing ancestor of `path` (itself if it exists).
 fn existing_ancestor(path: &Path) -> &Path {
     path.ancestors()
@@ -111,9 +122,26 @@ fn writable_root<'p>(facts: &'p PathFacts<'_>, path: &Path) -> Option<&'p PathBu
         .find(|w| is_within(path, w))
 }
 
-/// The private `/tmp`, `/dev` or `/proc` of the sandbox: the host's is not visible inside.
+/// The read grant below the host's `/tmp` that the run attaches read-only in its private
+/// `/tmp` and `path` lies in, if any (read off the plan's mounts: what the run does).
+fn tmp_read_grant<'p>(facts: &'p PathFacts<'_>, path: &Path) -> Option<&'p PathBuf> {
+    facts.plan.mounts.iter().find_map(|m| match m {
+        native::plan::Mount::Attach {
+            target,
+            readonly: true,
+            ..
+        } if is_within(target, Path::new("/tmp")) && is_within(path, target) => Some(target),
+        _ => None,
+    })
+}
+
+/// The private `/tmp`, `/dev` or `/proc` of the sandbox: the host's is not visible inside
+/// (but for the writable roots and read grants attached in its `/tmp`).
 fn private(facts: &PathFacts<'_>, path: &Path) -> Option<&'static str> {
-    if writable_root(facts, path).is_some() || !workspace::under_replaced(path) {
+    if writable_root(facts, path).is_some()
+        || tmp_read_grant(facts, path).is_some()
+        || !workspace::under_replaced(path)
+    {
         return None;
     }
     workspace::REPLACED
@@ -176,7 +204,7 @@ fn read(facts: &PathFacts<'_>, finder: &RuleFinder<'_>, path: &Path) -> Verdict 
                 observed: false,
                 sees: Some("ENOENT (or the sandbox's own file)"),
             },
-            allow: (place == "/tmp").then(|| allow_read(path)),
+            allow: (place == "/tmp").then(|| tmp_grant_hint(path, allow_read)),
         };
     }
     if plan.masked.iter().any(|m| is_within(path, m)) {
@@ -205,6 +233,29 @@ fn read(facts: &PathFacts<'_>, finder: &RuleFinder<'_>, path: &Path) -> Verdict 
     }
     if let Some(root) = writable_root(facts, path) {
         let (rule, _) = write_root_rule(facts, finder, root);
+        return Verdict {
+            allowed: true,
+            state: "readable",
+            rule,
+            enforcement: NOTHING_TO_REFUSE,
+            allow: None,
+        };
+    }
+    if let Some(grant) = tmp_read_grant(facts, path) {
+        let text = |by: &str| {
+            format!(
+                "inside {}, attached read-only at the same path in the sandbox's private /tmp by {by}",
+                grant.display()
+            )
+        };
+        let rule = match entry_for(&facts.policy.filesystem.allow_read, facts.ctx, grant) {
+            Some(entry) => finder.entry(
+                Field::AllowRead,
+                entry,
+                text(&format!("`{entry}` in filesystem.allow_read")),
+            ),
+            None => Rule::built_in(text("a read grant")),
+        };
         return Verdict {
             allowed: true,
             state: "readable",
@@ -298,11 +349,21 @@ fn write(facts: &PathFacts<'_>, finder: &RuleFinder<'_>, path: &Path, exists: bo
         };
     }
     if let Some(place) = private(facts, path) {
+        // Allowed (into the private /tmp), but the host's file is not what is written: say
+        // what would make it so.
         return Verdict {
             allowed: place == "/tmp",
             state: "private",
             rule: Rule::built_in(format!(
-                "the sandbox has its own {place}: what the command writes there stays inside and is gone with the run"
+                "the sandbox has its own {place}: what the command writes there stays inside and is gone with the run{}",
+                if place == "/tmp" {
+                    format!(
+                        " (to write the host's, {})",
+                        tmp_grant_hint(path, allow_write)
+                    )
+                } else {
+                    String::new()
+                }
             )),
             enforcement: NOTHING_TO_REFUSE,
             allow: None,
