@@ -165,7 +165,17 @@ impl HostView for Inspect<'_> {
         self.host.stat(path)
     }
     fn lstat_kind(&self, path: &Path) -> Option<Kind> {
-        self.host.lstat_kind(path)
+        let kind = self.host.lstat_kind(path);
+        // Not there, or in a directory closed to the caller (an exact path of the guard's
+        // below a directory the run left at mode 000): open the way and look again.
+        if kind.is_none() && rustix::fs::lstat(path).err() == Some(rustix::io::Errno::ACCESS) {
+            if let Some(parent) = path.parent() {
+                if self.open_up(parent).is_ok() {
+                    return self.host.lstat_kind(path);
+                }
+            }
+        }
+        kind
     }
     fn canonicalize(&self, path: &Path) -> Option<PathBuf> {
         self.host.canonicalize(path)
@@ -282,7 +292,7 @@ fn sweep_inspecting(
                     && !ours.iter().any(|o| is_within(path, o))
                 {
                     found.push(path.to_path_buf());
-                } else if kind == Kind::Symlink && new_link_into_mask(run, host, path) {
+                } else if kind == Kind::Symlink {
                     links.push(path.to_path_buf());
                 }
                 if let (Some(name), Some(parent)) = (path.file_name(), path.parent()) {
@@ -295,6 +305,9 @@ fn sweep_inspecting(
             &mut |dir, e| unlisted.push((dir.to_path_buf(), e)),
         );
     }
+    // Judged once the walk is done: every directory on a link's way that the run closed has
+    // been opened up by then (`l -> d/x` with `d` at mode 000 and `d/x -> ~/.ssh`).
+    links.retain(|l| new_link_into_mask(run, host, l));
     for link in links {
         if let Some(root) = run.watch.sweep.roots.iter().find(|r| is_within(&link, r)) {
             linked.push(quarantine(root, &link, run_id, "symlink_to_masked_path"));
@@ -1490,6 +1503,39 @@ mod tests {
                 "protected_path_created",
                 PathBuf::from("a/b/n/.git/hooks/post-checkout")
             )]
+        );
+    }
+
+    /// A link whose way leads through a directory the run closed (`l -> c/x`, `c` at mode
+    /// 000, `c/x -> home/.ssh/id_rsa`): judged once the walk has opened `c`, so both links
+    /// are found (the old sweep resolved `l` before it reached `c`).
+    #[test]
+    fn a_link_through_a_closed_directory_is_judged_with_the_way_open() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = unprivileged_ws(&tmp);
+        let found = as_unprivileged(move || {
+            let ws = ws;
+            let plan = plan_for(&ws);
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            std::fs::create_dir(ws.join("c")).unwrap();
+            std::os::unix::fs::symlink(ws.join("home/.ssh/id_rsa"), ws.join("c/x")).unwrap();
+            std::os::unix::fs::symlink("c/x", ws.join("l")).unwrap();
+            std::fs::set_permissions(ws.join("c"), std::fs::Permissions::from_mode(0)).unwrap();
+            let v = sweep(&plan, &RealHost, "chain");
+            assert_eq!(mode_of(&ws.join("c")), 0);
+            let mut found: Vec<_> = v
+                .iter()
+                .map(|v| (v.kind, v.path.strip_prefix(&ws).unwrap().to_path_buf()))
+                .collect();
+            found.sort();
+            found
+        });
+        assert_eq!(
+            found,
+            [
+                ("symlink_to_masked_path", PathBuf::from("c/x")),
+                ("symlink_to_masked_path", PathBuf::from("l")),
+            ]
         );
     }
 }
