@@ -1520,7 +1520,7 @@ mod tests {
             std::fs::create_dir(ws.join("c")).unwrap();
             std::os::unix::fs::symlink(ws.join("home/.ssh/id_rsa"), ws.join("c/x")).unwrap();
             std::os::unix::fs::symlink("c/x", ws.join("l")).unwrap();
-            std::fs::set_permissions(ws.join("c"), std::fs::Permissions::from_mode(0)).unwrap();
+            std::fs::set_permissions(ws.join("c"), std::fs::Permissions::from_mode(0o000)).unwrap();
             let v = sweep(&plan, &RealHost, "chain");
             assert_eq!(mode_of(&ws.join("c")), 0);
             let mut found: Vec<_> = v
