@@ -621,7 +621,14 @@ fn disk_bound_stops_a_review_runs_writes_with_enospc() {
         set.contains_key("small.txt") && set.contains_key("big"),
         "{set:?}"
     );
-    fx.stockade(["apply", &id]).run().assert_success();
+    // `big` is zeros: not text (flagged `binary`), applied when accepted.
+    assert!(
+        flags_of(&set, "big").iter().any(|f| f == "binary"),
+        "{set:?}"
+    );
+    fx.stockade(["apply", &id, "--accept", "big"])
+        .run()
+        .assert_success();
     assert_eq!(
         read_text(&fx.ws.join("small.txt")).as_deref(),
         Some("small\n")

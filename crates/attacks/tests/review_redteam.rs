@@ -337,3 +337,308 @@ fn an_unreadable_directory_in_the_view_does_not_lose_the_change_set() {
     let set = entries(&fx, &id.expect("a pending change set"));
     entry(&set, "ok.txt");
 }
+
+// Issue 30, item 2: review flags by allow-list. Only text `stockade diff` shows as it is,
+// outside the places host tools run code from, is applied without acceptance.
+
+/// The real attack: bytecode the host's Python loads instead of the source beside it. The run
+/// compiles a malicious `mod.py` with the benign one's size and mtime, then puts the benign
+/// source back: `mod.py` is no change at all, and `__pycache__/mod.cpython-311.pyc` is a
+/// binary that `stockade diff` cannot show (a deny-list of host-run files never named it).
+/// Unaccepted, `apply` refuses it and the host's `import mod` runs the benign source. The
+/// control: accepted, the same change set makes the host run the planted code.
+#[test]
+fn planted_python_bytecode_runs_on_the_host_only_when_accepted() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let python = std::path::Path::new("/usr/bin/python3");
+    if !python.exists() {
+        eprintln!("n/a: /usr/bin/python3 is missing");
+        return;
+    }
+    let fx = Fixture::without_git();
+    write_file(&fx.ws.join("mod.py"), "print(\"benign\")\n", 0o644);
+    let script = "cp -p mod.py /tmp/orig.py \
+        && printf 'print(\"pwned!\")\\n' > mod.py && touch -r /tmp/orig.py mod.py \
+        && /usr/bin/python3 -m py_compile mod.py \
+        && cp /tmp/orig.py mod.py && touch -r /tmp/orig.py mod.py \
+        && ls __pycache__";
+    let (run, id) = review(&fx, &[], script);
+    run.assert_success();
+    let id = id.expect("a pending change set");
+    let set = entries(&fx, &id);
+    assert!(
+        !set.iter().any(|c| c["path"] == "mod.py"),
+        "the source is no change: {set:?}"
+    );
+    let pyc = set
+        .iter()
+        .find(|c| {
+            c["path"]
+                .as_str()
+                .is_some_and(|p| p.starts_with("__pycache__/mod.") && p.ends_with(".pyc"))
+        })
+        .unwrap_or_else(|| panic!("no bytecode in the change set: {set:?}"));
+    let pyc_path = pyc["path"].as_str().unwrap_or_default().to_owned();
+    let flags = codes(pyc);
+    assert!(
+        flags.iter().any(|f| f == "host-loaded") && flags.iter().any(|f| f == "binary"),
+        "{flags:?}"
+    );
+    let import = || {
+        fx.host("/usr/bin/python3 -c 'import mod'")
+            .run()
+            .stdout
+            .trim()
+            .to_owned()
+    };
+    fx.stockade(["apply", &id])
+        .run()
+        .assert_code(125)
+        .assert_stderr_contains("E_CHANGES_FLAGGED")
+        .assert_stderr_contains(&pyc_path);
+    assert!(!fx.ws.join("__pycache__").exists());
+    assert_eq!(import(), "benign");
+    // Control: accepted, the planted bytecode is what the host runs.
+    std::fs::remove_dir_all(fx.ws.join("__pycache__")).ok();
+    fx.stockade(["apply", &id, "--accept-flagged"])
+        .run()
+        .assert_success();
+    assert_eq!(import(), "pwned!");
+}
+
+/// Every kind of entry a reviewer cannot judge from `stockade diff`, or that the host runs,
+/// is flagged, with why in `stockade changes` (and `--json`), and `apply` refuses it
+/// unaccepted: binary files, text with hidden characters, executables, scripts, links, a
+/// fifo, bytecode and installed packages, and the host-run files the catalogue names (compose
+/// files, Dockerfile, nix files, Vagrantfile, build.zig, Package.swift, build.sbt, mix.exs,
+/// rake files, gemspecs, .pdbrc, pytest.ini, lint and bundler configs, Procfile, pyvenv.cfg,
+/// go.work, .ripgreprc, ...). Controls: plain text files go through without acceptance, and
+/// in direct mode the same script writes every one of them into the workspace.
+#[test]
+fn what_a_diff_cannot_show_or_the_host_runs_is_flagged_with_why() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let catalogue = [
+        ("docker-compose.yml", "build-file"),
+        ("compose.yaml", "build-file"),
+        ("Dockerfile", "build-file"),
+        ("Containerfile", "build-file"),
+        ("flake.nix", "build-file"),
+        ("shell.nix", "build-file"),
+        ("nix/default.nix", "build-file"),
+        ("Vagrantfile", "build-file"),
+        ("build.zig", "build-file"),
+        ("Package.swift", "build-file"),
+        ("build.sbt", "build-file"),
+        ("mix.exs", "build-file"),
+        ("Rakefile", "build-file"),
+        ("lib/tasks/x.rake", "build-file"),
+        ("x.gemspec", "build-file"),
+        ("Gemfile", "build-file"),
+        ("Procfile", "build-file"),
+        ("go.work", "build-file"),
+        ("tests/conftest.py", "build-file"),
+        ("tox.ini", "build-file"),
+        (".pdbrc", "startup-file"),
+        ("venv/pyvenv.cfg", "startup-file"),
+        ("pytest.ini", "tool-config"),
+        (".eslintrc.js", "tool-config"),
+        ("eslint.config.mjs", "tool-config"),
+        (".prettierrc.js", "tool-config"),
+        ("babel.config.js", "tool-config"),
+        ("vite.config.ts", "tool-config"),
+        (".rubocop.yml", "tool-config"),
+        (".bundle/config", "tool-config"),
+        (".golangci.yml", "tool-config"),
+        (".ripgreprc", "tool-config"),
+        (".gitattributes", "tool-config"),
+        ("node_modules/x/index.js", "host-loaded"),
+        ("Foo.class", "host-loaded"),
+    ];
+    let kinds = [
+        ("blob.bin", "binary"),
+        ("hidden.txt", "hidden-text"),
+        ("bidi.rs", "hidden-text"),
+        ("tool", "executable"),
+        ("run.sh", "script"),
+        ("link", "symlink"),
+        ("pipe", "special-file"),
+    ];
+    let mut script = String::from(
+        "set -e; printf 'a\\0b' > blob.bin; printf 'ok\\n\\033[2Kgone\\n' > hidden.txt; \
+         printf 'let s = \"\\342\\200\\256x\";\\n' > bidi.rs; \
+         printf 'echo hi\\n' > tool; chmod 755 tool; printf '#!/bin/sh\\necho\\n' > run.sh; \
+         ln -s notes.txt link; mkfifo pipe; \
+         echo notes > notes.txt; mkdir -p src; echo 'pub fn f() {}' > src/lib.rs; ",
+    );
+    for (path, _) in catalogue {
+        let q = sh_quote(path);
+        script.push_str(&format!("mkdir -p \"$(dirname {q})\"; echo x > {q}; "));
+    }
+    let fx = Fixture::without_git();
+    let (run, id) = review(&fx, &[], &script);
+    run.assert_success();
+    let id = id.expect("a pending change set");
+    let set = entries(&fx, &id);
+    for (path, code) in catalogue.iter().chain(kinds.iter()) {
+        let c = entry(&set, path);
+        let flags = c["flags"].as_array().cloned().unwrap_or_default();
+        let flag = flags
+            .iter()
+            .find(|f| f["code"] == *code)
+            .unwrap_or_else(|| panic!("{path} is not flagged {code}: {c}"));
+        assert!(
+            flag["reason"].as_str().is_some_and(|r| r.len() > 10),
+            "{path}: {flag}"
+        );
+    }
+    for plain in ["notes.txt", "src/lib.rs", "src"] {
+        assert!(codes(entry(&set, plain)).is_empty(), "{plain} is flagged");
+    }
+    // The listing says why, for each.
+    let listing = fx.stockade(["changes", &id]).run();
+    listing.assert_success();
+    for needle in [
+        "flagged [binary]: not text",
+        "flagged [hidden-text]:",
+        "flagged [build-file]: `Dockerfile`",
+        "flagged [tool-config]: `.ripgreprc`",
+        "flagged [host-loaded]: `node_modules`",
+        "flagged [startup-file]: `pyvenv.cfg`",
+    ] {
+        listing.assert_stdout_contains(needle);
+    }
+    // Unaccepted: refused whole, nothing written.
+    fx.stockade(["apply", &id])
+        .run()
+        .assert_code(125)
+        .assert_stderr_contains("E_CHANGES_FLAGGED");
+    assert!(!fx.ws.join("Dockerfile").exists() && !fx.ws.join("notes.txt").exists());
+    // Control: the plain entries go through without acceptance; the rest stays pending.
+    fx.stockade(["apply", &id, "--only", "notes.txt", "--only", "src"])
+        .run()
+        .assert_success();
+    assert_eq!(
+        read_text(&fx.ws.join("notes.txt")).as_deref(),
+        Some("notes\n")
+    );
+    assert!(fx.ws.join("src/lib.rs").exists());
+    assert!(!fx.ws.join("Dockerfile").exists() && !fx.ws.join("blob.bin").exists());
+    // Control: in direct mode the same files land in the workspace at once.
+    let fx = Fixture::without_git();
+    let direct = script.replace("set -e; ", "").replace("mkfifo pipe; ", "");
+    fx.sandbox(&[], &direct).run();
+    for (path, _) in catalogue.iter().chain(kinds.iter()) {
+        if *path != "pipe" {
+            assert!(
+                fx.ws.join(path).symlink_metadata().is_ok(),
+                "{path} was not written in direct mode"
+            );
+        }
+    }
+}
+
+// Issue 30, item 3: no host edit is ever lost by `apply`.
+
+/// The run's first write of a path and a host edit of it race, many times: the command
+/// waits for a signal, then writes `a.txt`; the host gives the signal and edits `a.txt`
+/// at once, so the two writes land within a clock tick of each other. `apply` never writes
+/// the run's version over the host's: each round is a conflict and the host's edit stays.
+/// The rule no longer compares the host's ctime with when the run first wrote the path (the
+/// rounds in one tick are counted: where the host's ctime is not after the upper entry's
+/// birth, that rule applied over the edit). Control: a round without the host's edit applies.
+#[test]
+fn a_host_edit_racing_the_runs_first_write_is_never_lost() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    const ROUNDS: usize = 20;
+    let fx = Fixture::without_git();
+    let mut close = 0;
+    for round in 0..=ROUNDS {
+        let edit = round < ROUNDS;
+        let a = fx.ws.join("a.txt");
+        write_file(&a, "base\n", 0o644);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let go = fx.root.join("scripts").join(format!("go-{round}"));
+        let report = fx.out_file(&format!("race-{round}.json"));
+        let script = format!(
+            "echo > ready; while [ ! -e {go} ]; do :; done; echo run {round} > a.txt; rm ready",
+            go = sh_quote(&go)
+        );
+        let mut child = fx
+            .sandbox(
+                &["--review", "--report", &report.display().to_string()],
+                &script,
+            )
+            .spawn();
+        // The command is in its loop once `ready` is in its change directory.
+        let ready = || {
+            std::fs::read_dir(store(&fx))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .any(|d| d.path().join("upper/ready").exists())
+        };
+        assert!(
+            attacks::wait_until(ready, std::time::Duration::from_secs(30)),
+            "round {round}: the run never got ready"
+        );
+        std::fs::write(&go, "").expect("signal");
+        let host = format!("host {round}\n");
+        if edit {
+            std::fs::write(&a, &host).expect("the host's edit");
+        }
+        assert!(child.wait().expect("wait").success(), "round {round}");
+        let id = attacks::read_json(&report)["review"]["run_id"]
+            .as_str()
+            .expect("a pending change set")
+            .to_owned();
+        if edit {
+            // Birth of the run's copy and ctime of the host's file, as `stat` prints them
+            // (the same format and zone: they compare as text).
+            let upper = store(&fx).join(&id).join("upper/a.txt");
+            let born = std::process::Command::new("stat")
+                .args(["-c", "%w"])
+                .arg(&upper)
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+                .unwrap_or_default();
+            let changed = std::process::Command::new("stat")
+                .args(["-c", "%z"])
+                .arg(&a)
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+                .unwrap_or_default();
+            let born = (born != "-" && !born.is_empty()).then_some(born);
+            if born.is_some_and(|b| changed <= b) {
+                close += 1;
+            }
+            fx.stockade(["apply", &id])
+                .run()
+                .assert_code(125)
+                .assert_stderr_contains("E_CHANGES_CONFLICT")
+                .assert_stderr_contains("a.txt");
+            assert_eq!(
+                read_text(&a),
+                Some(host),
+                "round {round}: the host's edit was lost"
+            );
+            fx.stockade(["discard", &id]).run().assert_success();
+        } else {
+            fx.stockade(["apply", &id]).run().assert_success();
+            assert_eq!(
+                read_text(&a).as_deref(),
+                Some(format!("run {round}\n").as_str())
+            );
+        }
+    }
+    eprintln!("{close} of {ROUNDS} rounds: the host's edit not after the run's first write");
+    assert!(
+        close > 0,
+        "no round put the host's edit before the run's first write: the race was not run"
+    );
+}
