@@ -161,3 +161,83 @@ fn claude_code_through_the_pre_tool_use_hook() {
     );
     assert_eq!(read_text(&state.join("settings.json")), Some(settings));
 }
+
+/// `stockade shell-prefix --workspace WS STRING` as Claude Code runs it, `tmp` its temporary
+/// directory (`TMPDIR`): the command touches `WS/ran`, then writes its directory to
+/// `target` as Claude Code's string ends.
+fn prefix_writing(fx: &Fixture, tmp: &std::path::Path, target: &str) -> Run {
+    let string = format!(
+        "touch {} && pwd -P >| {target}",
+        sh_quote(fx.ws.join("ran"))
+    );
+    fx.stockade([
+        "shell-prefix",
+        "--workspace",
+        &fx.ws.display().to_string(),
+        &string,
+    ])
+    .env("TMPDIR", tmp)
+    .run()
+}
+
+/// Issue 30, item 6: the working-directory file is granted only where Claude Code makes it,
+/// `$TMPDIR/claude-<4 hex>-cwd`, never through `..`, a link or another directory; anything
+/// else refuses the run with the reason, and nothing is made writable or created. The
+/// control is the real shape, which works; and a granted file is written from inside (what a
+/// wrongly accepted path would have given the command).
+#[test]
+fn the_cwd_file_is_accepted_only_where_claude_code_makes_it() {
+    let fx = Fixture::new();
+    let tmp = fx.root.join("tmp");
+    mkdir(&tmp);
+    chmod(&tmp, 0o700);
+    let bashrc = fx.home.join(".bashrc");
+    let rc = read_text(&bashrc);
+    let ran = fx.ws.join("ran");
+    // A link named like the file, to a start-up file.
+    std::os::unix::fs::symlink(&bashrc, tmp.join("claude-1a2b-cwd")).expect("symlink");
+    let tmp_s = tmp.display().to_string();
+    let home_s = fx.home.display().to_string();
+    for (target, why) in [
+        (format!("{home_s}/.bashrc/../claude-1a2b-cwd"), "elsewhere"),
+        (format!("{tmp_s}/../home/claude-1a2b-cwd"), "elsewhere"),
+        (format!("{home_s}/claude-1a2b-cwd"), "elsewhere"),
+        ("/etc/claude-1a2b-cwd".to_string(), "elsewhere"),
+        (format!("{tmp_s}/claude-1-cwd"), "not the name"),
+        (format!("{tmp_s}/claude-1a2b-cwd"), "link"),
+    ] {
+        let run = prefix_writing(&fx, &tmp, &target);
+        run.assert_code(125)
+            .assert_stderr_contains("working-directory file")
+            .assert_stderr_contains(why);
+        assert!(!ran.exists(), "{target}: the command ran");
+        assert_eq!(read_text(&bashrc), rc, "{target}: ~/.bashrc changed");
+        assert!(!fx.home.join("claude-1a2b-cwd").exists(), "{target}");
+        assert!(
+            !std::path::Path::new("/etc/claude-1a2b-cwd").exists(),
+            "{target}"
+        );
+    }
+    // Control: the real shape in the caller's temporary directory works, and carries the
+    // directory out.
+    std::fs::remove_file(tmp.join("claude-1a2b-cwd")).expect("remove link");
+    let real = format!("{tmp_s}/claude-c3d4-cwd");
+    prefix_writing(&fx, &tmp, &real).assert_success();
+    assert!(ran.exists(), "control: the command did not run");
+    assert_eq!(
+        read_text(&tmp.join("claude-c3d4-cwd")).as_deref(),
+        Some(format!("{}\n", fx.ws.display()).as_str())
+    );
+    // Control: a file the run is granted is written from inside (what accepting any of the
+    // places above would have given the command).
+    let granted = fx.home.join("claude-1a2b-cwd");
+    write_file(&granted, "", 0o600);
+    let g = granted.display().to_string();
+    fx.sandbox(&["--allow-write", &g], &format!("pwd -P >| {g}"))
+        .run()
+        .assert_success();
+    assert_eq!(
+        read_text(&granted).as_deref(),
+        Some(format!("{}\n", fx.ws.display()).as_str())
+    );
+}

@@ -17,6 +17,7 @@
 //! (`CLAUDE_CODE_EXECPATH`: its `rg`), and there is no time limit unless one is asked for (a
 //! background dev server lasts as long as Claude Code keeps it).
 
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -29,43 +30,173 @@ const CLAUDE_VARIABLES: &[&str] = &[
     "CLAUDECODE",
 ];
 
-/// The file `pwd -P >| FILE` at the end of Claude Code's string names: an absolute path whose
-/// name is `claude-*-cwd`, without spaces or quotes. `None` when the string has none.
-pub(crate) fn cwd_file(command: &str) -> Option<PathBuf> {
+/// The target of `pwd -P >| FILE` at the end of Claude Code's string when it looks like its
+/// working-directory file: an absolute path without spaces, quotes or shell syntax whose name
+/// is `claude-*-cwd`. `None` when the string has none (then nothing outside the workspace is
+/// granted). Where it may be is [`cwd_file_place`]'s to say.
+pub(crate) fn cwd_file(command: &str) -> Option<String> {
     let (_, rest) = command.trim_end().rsplit_once("pwd -P >| ")?;
     let path = Path::new(rest);
     let name = path.file_name()?.to_str()?;
     let plain = !rest.contains(|c: char| c.is_whitespace() || "'\"\\$`;&|<>()".contains(c));
     (plain && path.is_absolute() && name.starts_with("claude-") && name.ends_with("-cwd"))
-        .then(|| path.to_path_buf())
+        .then(|| rest.to_string())
 }
 
-/// Make the cwd file on the host (mode 0600), or check the one there: a regular file of this
-/// user, reached through no symlink. The run may write it and nothing else outside its roots.
-fn prepare_cwd_file(path: &Path) -> Result<(), Error> {
+/// The name Claude Code gives its working-directory file: `claude-` + four lower-case hex
+/// digits (`Math.random()*65536`, `toString(16)`, padded) + `-cwd`; builds that tag the file
+/// with the message and tool call put `-msg_<id>` and/or `-toolu_<id>` before `-cwd`
+/// (Claude Code 2.1.332, its Bash tool's `buildExecCommand`).
+pub(crate) fn is_cwd_file_name(name: &str) -> bool {
+    let Some(mid) = name
+        .strip_prefix("claude-")
+        .and_then(|n| n.strip_suffix("-cwd"))
+    else {
+        return false;
+    };
+    let (hex, tags) = mid.split_at(mid.len().min(4));
+    let id = |s: &str, extra: &str| {
+        (1..=64).contains(&s.len())
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || extra.contains(c))
+    };
+    let tags_ok = match tags.strip_prefix('-') {
+        None => tags.is_empty(),
+        Some(t) => match t.strip_prefix("msg_") {
+            Some(m) => match m.split_once("-toolu_") {
+                Some((msg, tool)) => id(msg, "") && id(tool, "-"),
+                None => id(m, ""),
+            },
+            None => t.strip_prefix("toolu_").is_some_and(|tool| id(tool, "-")),
+        },
+    };
+    hex.len() == 4
+        && hex
+            .chars()
+            .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
+        && tags_ok
+}
+
+/// `path` with `.`, `..` and repeated or trailing `/` resolved as text (Node's
+/// `path.join`, which Claude Code builds the file's path with).
+fn normalized(path: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for c in path.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::Normal(n) => out.push(n),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Claude Code's temporary directory, where it makes the working-directory file:
+/// `CLAUDE_CODE_TMPDIR`, else `os.tmpdir()` as its runtime (Bun) computes it: the first
+/// non-empty of `TMPDIR`, `TMP`, `TEMP`, else `/tmp`; then normalized. `var` reads the
+/// caller's environment. `None` when that is not an absolute path.
+pub(crate) fn claude_tmpdir(var: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> Option<PathBuf> {
+    let dir = ["CLAUDE_CODE_TMPDIR", "TMPDIR", "TMP", "TEMP"]
+        .iter()
+        .find_map(|n| var(n).filter(|v| !v.is_empty()))
+        .map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
+    dir.is_absolute().then(|| normalized(&dir))
+}
+
+/// Where the working-directory file `written` may be: exactly `TMPDIR/NAME` as Claude Code
+/// writes it, `TMPDIR` being the caller's ([`claude_tmpdir`]) and `NAME` of Claude Code's
+/// shape ([`is_cwd_file_name`]); never through `..`, `.` or `//`. `Err` is the reason.
+pub(crate) fn cwd_file_place(
+    written: &str,
+    tmpdir: Option<&Path>,
+) -> Result<(PathBuf, String), String> {
+    let path = Path::new(written);
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or("it has no file name")?;
+    if !is_cwd_file_name(name) {
+        return Err(format!(
+            "`{name}` is not the name Claude Code gives it (claude-<4 hex digits>-cwd)"
+        ));
+    }
+    let tmpdir = tmpdir.ok_or("the caller's temporary directory (CLAUDE_CODE_TMPDIR, TMPDIR, TMP, TEMP) is not an absolute path")?;
+    let expected = tmpdir.join(name);
+    if expected.as_os_str() != path.as_os_str() {
+        return Err(format!(
+            "Claude Code makes it in its temporary directory, as {}: this one is elsewhere, or reached through `..`, `.` or `//`",
+            expected.display()
+        ));
+    }
+    Ok((tmpdir.to_path_buf(), name.to_string()))
+}
+
+/// Make the cwd file `name` in `tmpdir` (mode 0600), or check the one there: `tmpdir` is the
+/// real directory (its last component no symlink, opened with `O_NOFOLLOW`), the caller's or
+/// root's, sticky when others may write it, and out of the run's reach (`reach`: the
+/// workspace and the `--allow-write` paths, where the sandbox could swap it for a link); the
+/// file is a regular file of this user with one name, reached through no symlink (opened
+/// with `O_NOFOLLOW` beneath the directory's descriptor). The run may write it and nothing
+/// else outside its roots.
+fn prepare_cwd_file(tmpdir: &Path, name: &str, reach: &[PathBuf]) -> Result<PathBuf, Error> {
+    let path = tmpdir.join(name);
+    let refuse = |reason: String| {
+        Error::Usage {
+        message: format!(
+            "refusing to let the command write Claude Code's working-directory file {}: {reason}",
+            path.display()
+        ),
+        hint: "remove it, or point CLAUDE_CODE_TMPDIR at a directory of your own (mode 0700, outside the workspace)".into(),
+    }
+    };
+    let me = rustix::process::geteuid().as_raw();
+    let dir = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(tmpdir)
+        .map_err(|e| {
+            refuse(format!(
+                "its directory cannot be opened without following a link: {e}"
+            ))
+        })?;
+    let dmeta = dir.metadata().map_err(|e| refuse(e.to_string()))?;
+    if dmeta.uid() != me && dmeta.uid() != 0 {
+        return Err(refuse(format!(
+            "its directory belongs to uid {}, neither you nor root",
+            dmeta.uid()
+        )));
+    }
+    if dmeta.mode() & 0o022 != 0 && dmeta.mode() & 0o1000 == 0 {
+        return Err(refuse(
+            "others may write its directory, which is not sticky: they could swap the file".into(),
+        ));
+    }
+    let fd_path = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd()));
+    let real = std::fs::read_link(&fd_path).map_err(|e| refuse(e.to_string()))?;
+    if let Some(root) = reach.iter().find(|r| real.starts_with(r)) {
+        return Err(refuse(format!(
+            "its directory {} lies in {}, which the command may write (it could swap it for a link)",
+            real.display(),
+            root.display()
+        )));
+    }
     let opened = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
         .mode(0o600)
         // O_NONBLOCK: a FIFO planted there must not leave the open waiting for a reader.
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(path);
-    let refuse = |reason: String| Error::Usage {
-        message: format!(
-            "refusing to let the command write Claude Code's working-directory file {}: {reason}",
-            path.display()
-        ),
-        hint: "remove it, or point CLAUDE_CODE_TMPDIR at a directory of your own".into(),
-    };
+        .open(fd_path.join(name));
     let file = opened.map_err(|e| refuse(e.to_string()))?;
     let meta = file.metadata().map_err(|e| refuse(e.to_string()))?;
-    let me = rustix::process::geteuid().as_raw();
     if !meta.is_file() || meta.uid() != me || meta.nlink() != 1 {
         return Err(refuse(
             "it is not a regular file of yours with one name".into(),
         ));
     }
-    Ok(())
+    Ok(path)
 }
 
 /// The workspace of a shell-prefix run: `--workspace`, else `CLAUDE_PROJECT_DIR`.
@@ -86,8 +217,20 @@ pub(crate) fn run_args(args: crate::ShellPrefixArgs) -> Result<crate::RunArgs, E
         command,
     } = args;
     let root = workspace(policy.workspace.take())?;
-    if let Some(file) = cwd_file(&command) {
-        prepare_cwd_file(&file)?;
+    if let Some(written) = cwd_file(&command) {
+        let tmpdir = claude_tmpdir(&|n| std::env::var_os(n));
+        let (dir, name) = cwd_file_place(&written, tmpdir.as_deref()).map_err(|reason| Error::Usage {
+            message: format!(
+                "refusing to let the command write {written} as Claude Code's working-directory file: {reason}"
+            ),
+            hint: "run stockade shell-prefix from Claude Code (CLAUDE_CODE_SHELL_PREFIX), whose command ends with `pwd -P >| $TMPDIR/claude-XXXX-cwd`; set CLAUDE_CODE_TMPDIR for another directory".into(),
+        })?;
+        let reach: Vec<PathBuf> = std::iter::once(root.clone())
+            .chain(policy.allow_write.iter().map(PathBuf::from))
+            .filter(|p| p.is_absolute())
+            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .collect();
+        let file = prepare_cwd_file(&dir, &name, &reach)?;
         policy.allow_write.push(file.display().to_string());
     }
     for name in CLAUDE_VARIABLES {
@@ -118,7 +261,7 @@ mod tests {
     #[test]
     fn the_cwd_file_is_read_from_the_end_of_the_string() {
         let s = "source ~/.claude/shell-snapshots/snapshot-bash-1.sh 2>/dev/null || true && eval 'cd sub' < /dev/null && pwd -P >| /tmp/claude-a1b2-cwd";
-        assert_eq!(cwd_file(s), Some(PathBuf::from("/tmp/claude-a1b2-cwd")));
+        assert_eq!(cwd_file(s).as_deref(), Some("/tmp/claude-a1b2-cwd"));
         assert_eq!(cwd_file("echo hi"), None);
         for bad in [
             "x && pwd -P >| relative/claude-1-cwd",
@@ -128,5 +271,132 @@ mod tests {
         ] {
             assert_eq!(cwd_file(bad), None, "{bad}");
         }
+        // Looks like one: the place is checked next.
+        assert_eq!(
+            cwd_file("x && pwd -P >| /home/x/.bashrc/../claude-1-cwd").as_deref(),
+            Some("/home/x/.bashrc/../claude-1-cwd")
+        );
+    }
+
+    #[test]
+    fn the_name_has_claude_codes_shape() {
+        for ok in [
+            "claude-a1b2-cwd",
+            "claude-0000-cwd",
+            "claude-ffff-cwd",
+            "claude-1a2b-msg_01AbC-cwd",
+            "claude-1a2b-toolu_01Ab-Cd-cwd",
+            "claude-1a2b-msg_01-toolu_01x-cwd",
+        ] {
+            assert!(is_cwd_file_name(ok), "{ok}");
+        }
+        for bad in [
+            "claude-1-cwd",
+            "claude--cwd",
+            "claude-A1B2-cwd",
+            "claude-a1b2c-cwd",
+            "claude-g123-cwd",
+            "claude-a1b2-x-cwd",
+            "claude-a1b2-msg_-cwd",
+            "claude-a1b2-msg_a.b-cwd",
+            "claude-a1b2-cwd.sh",
+            "xclaude-a1b2-cwd",
+            "claude-a1b2-",
+            "claude-",
+        ] {
+            assert!(!is_cwd_file_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_temporary_directory_is_claude_codes() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |n: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == n)
+                    .map(|(_, v)| std::ffi::OsString::from(v))
+            }
+        };
+        let dir = |pairs: &'static [(&'static str, &'static str)]| claude_tmpdir(&env(pairs));
+        assert_eq!(dir(&[]), Some(PathBuf::from("/tmp")));
+        assert_eq!(
+            dir(&[("TMPDIR", "/var/tmp/u/")]),
+            Some(PathBuf::from("/var/tmp/u"))
+        );
+        assert_eq!(
+            dir(&[("TMPDIR", ""), ("TMP", "/t2")]),
+            Some(PathBuf::from("/t2"))
+        );
+        assert_eq!(dir(&[("TEMP", "/t3")]), Some(PathBuf::from("/t3")));
+        assert_eq!(
+            dir(&[("CLAUDE_CODE_TMPDIR", "/c/./d/../e"), ("TMPDIR", "/x")]),
+            Some(PathBuf::from("/c/e"))
+        );
+        assert_eq!(dir(&[("TMPDIR", "relative")]), None);
+    }
+
+    #[test]
+    fn the_file_is_accepted_only_where_claude_code_makes_it() {
+        let tmp = Some(Path::new("/tmp"));
+        assert_eq!(
+            cwd_file_place("/tmp/claude-a1b2-cwd", tmp),
+            Ok((PathBuf::from("/tmp"), "claude-a1b2-cwd".to_string()))
+        );
+        let other = Some(Path::new("/var/tmp/me"));
+        assert!(cwd_file_place("/var/tmp/me/claude-a1b2-cwd", other).is_ok());
+        for (bad, why) in [
+            ("/home/x/.bashrc/../claude-a1b2-cwd", "elsewhere"),
+            ("/tmp/../root/claude-a1b2-cwd", "elsewhere"),
+            ("/tmp/../tmp/claude-a1b2-cwd", "elsewhere"),
+            ("/tmp/./claude-a1b2-cwd", "elsewhere"),
+            ("//tmp/claude-a1b2-cwd", "elsewhere"),
+            ("/etc/claude-a1b2-cwd", "elsewhere"),
+            ("/etc/cron.d/claude-a1b2-cwd", "elsewhere"),
+            ("/tmp/sub/claude-a1b2-cwd", "elsewhere"),
+            ("/tmp/claude-1-cwd", "not the name"),
+            ("/home/x/.bashrc/../claude-1-cwd", "not the name"),
+        ] {
+            let err = cwd_file_place(bad, tmp).expect_err(bad);
+            assert!(err.contains(why), "{bad}: {err}");
+        }
+        // Not /tmp when the caller's temporary directory is elsewhere.
+        assert!(cwd_file_place("/tmp/claude-a1b2-cwd", other).is_err());
+        assert!(cwd_file_place("/tmp/claude-a1b2-cwd", None).is_err());
+    }
+
+    #[test]
+    fn a_link_or_a_directory_within_reach_is_refused() {
+        let base =
+            std::env::temp_dir().join(format!("stockade-cwd-file-test.{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir(&base).unwrap_or_else(|e| panic!("{e}"));
+        let tmp = base.join("tmp");
+        std::fs::create_dir(&tmp).unwrap_or_else(|e| panic!("{e}"));
+        let target = base.join("bashrc");
+        std::fs::write(&target, "# rc\n").unwrap_or_else(|e| panic!("{e}"));
+        // A link named like the file, to a start-up file.
+        std::os::unix::fs::symlink(&target, tmp.join("claude-a1b2-cwd"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(prepare_cwd_file(&tmp, "claude-a1b2-cwd", &[]).is_err());
+        assert_eq!(
+            std::fs::read_to_string(&target).ok().as_deref(),
+            Some("# rc\n")
+        );
+        // The directory itself a link.
+        let link = base.join("tmplink");
+        std::os::unix::fs::symlink(&tmp, &link).unwrap_or_else(|e| panic!("{e}"));
+        assert!(prepare_cwd_file(&link, "claude-c3d4-cwd", &[]).is_err());
+        assert!(!tmp.join("claude-c3d4-cwd").exists());
+        // A directory the run may write.
+        let real = std::fs::canonicalize(&tmp).unwrap_or_else(|e| panic!("{e}"));
+        assert!(prepare_cwd_file(&tmp, "claude-c3d4-cwd", &[real]).is_err());
+        assert!(!tmp.join("claude-c3d4-cwd").exists());
+        // Control: the real shape in the real directory is made, mode 0600.
+        let made = prepare_cwd_file(&tmp, "claude-c3d4-cwd", &[]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(made, tmp.join("claude-c3d4-cwd"));
+        let mode = std::fs::metadata(&made).map(|m| m.mode() & 0o777).ok();
+        assert_eq!(mode, Some(0o600));
+        let _ = std::fs::remove_dir_all(&base);
     }
 }
