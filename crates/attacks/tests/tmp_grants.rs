@@ -397,3 +397,31 @@ fn why_answers_what_the_run_does_below_tmp() {
     run.assert_code(125)
         .assert_stderr_contains("the workspace cannot be /tmp");
 }
+
+#[test]
+fn a_current_directory_below_tmp_outside_every_grant_starts_in_the_workspace_saying_how_to_grant_it(
+) {
+    let fx = Fixture::new();
+    let t = HostTmp::new("tmpcwd");
+    chmod(&t.0, 0o755);
+    let marker = fx.marker("tmpcwd");
+    write_file(&t.join("here.txt"), format!("{marker}\n"), 0o644);
+    let run = fx.sandbox(&[], "pwd; cat here.txt").cwd(&t.0).run();
+    run.assert_failure()
+        .assert_stdout_contains(&format!("{}\n", fx.ws.display()))
+        .assert_stderr_contains("note: the command ran in the workspace")
+        .assert_stderr_contains("--allow-read or --allow-write")
+        .assert_lacks(&marker);
+    // Granted, it starts there (read-only) and sees the host's directory.
+    let run = fx
+        .sandbox(
+            &["--allow-read", t.0.to_str().unwrap()],
+            "pwd; cat here.txt",
+        )
+        .cwd(&t.0)
+        .run();
+    run.assert_success()
+        .assert_stdout_contains(&format!("{}\n", t.0.display()))
+        .assert_stdout_contains(&marker)
+        .assert_lacks("note:");
+}

@@ -182,6 +182,9 @@ fn unreachable_cwd(spec: &Spec) -> Option<String> {
     if granted.into_iter().any(|g| cwd.starts_with(g)) {
         return None;
     }
+    if cwd.starts_with("/tmp") {
+        return Some("the sandbox has its own /tmp (grant the directory with --allow-read or --allow-write to start there)".into());
+    }
     if ["/tmp", "/dev", "/proc"].iter().any(|r| cwd.starts_with(r)) {
         return Some("the sandbox has its own /tmp, /dev and /proc".into());
     }

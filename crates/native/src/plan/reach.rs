@@ -220,6 +220,9 @@ pub(super) struct View<'a> {
     pub readable: Option<&'a [PathBuf]>,
 }
 
+/// Why a current directory below `/tmp` that no grant holds is not the sandbox's, with the fix.
+const TMP_CWD: &str = "the sandbox has its own /tmp (grant the directory with --allow-read or --allow-write to start there)";
+
 /// Where the command starts: the caller's `cwd` when the sandbox can reach it, else the
 /// workspace with the reason.
 pub(super) fn start_dir(cwd: &Path, view: &View<'_>) -> (PathBuf, Option<CwdFallback>) {
@@ -241,6 +244,9 @@ fn unreachable_because(cwd: &Path, view: &View<'_>) -> Option<String> {
     }
     if view.granted.iter().any(|g| is_within(cwd, &g.path)) {
         return None;
+    }
+    if is_within(cwd, Path::new("/tmp")) {
+        return Some(TMP_CWD.into());
     }
     if under_replaced(cwd) {
         return Some("the sandbox has its own /tmp, /dev and /proc".into());
