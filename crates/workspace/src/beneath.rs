@@ -164,28 +164,50 @@ pub(crate) fn chmod_fd(fd: BorrowedFd<'_>, mode: u32) -> io::Result<()> {
 }
 
 /// Directories the sweep gave their owner's read, write and search bits so as to look into
-/// them or move something out of them, each held by a descriptor with the mode it had: the
-/// run may leave a directory it made at any mode (`chmod 000`, `111`, `311`, `555`), and an
-/// unreadable directory must never pass for an empty one. The modes are put back exactly,
-/// through the same descriptors, when this is dropped (or by [`Opened::restore`]).
+/// them or move something out of them, each with the mode it had: the run may leave a
+/// directory it made at any mode (`chmod 000`, `111`, `311`, `555`), and an unreadable
+/// directory must never pass for an empty one. The modes are put back exactly when this is
+/// dropped (or by [`Opened::restore`]), the last opened first.
 ///
 /// Only directories are changed (opened `O_PATH | O_DIRECTORY`, one component at a time from
 /// the root's descriptor, through no link, never beneath a `..`), only their owner's bits, and
 /// only when the caller cannot already read and search them. The caller must own them (an
 /// unprivileged caller owns what its sandbox made) or be root (`CAP_FOWNER`).
+///
+/// The first [`HELD`] directories are held by their descriptors (their mode goes back
+/// wherever they were moved since); past that, so that a run that closes thousands of
+/// directories cannot exhaust the supervisor's descriptors (and with them the quarantine's),
+/// a directory is found again at its path, beneath the root through no link, and changed
+/// only if it is still the same directory (device and inode). One moved away meanwhile keeps
+/// its owner's bits: more open than the run left it, never less.
 #[derive(Default)]
-pub(crate) struct Opened(Vec<(OwnedFd, u32)>);
+pub(crate) struct Opened(Vec<(Handle, u32)>);
+
+/// How an opened directory is found again.
+enum Handle {
+    Held(OwnedFd),
+    At {
+        root: std::path::PathBuf,
+        rel: std::path::PathBuf,
+        id: (u64, u64),
+    },
+}
+
+/// Directories held by descriptor per [`Opened`].
+const HELD: usize = 64;
 
 impl Opened {
-    /// Opens up every directory from `root` down to `rel`, as far as it exists: those on the
-    /// way so they can be searched, `rel` itself so it can be listed and changed.
-    pub(crate) fn open_up(&mut self, root: &Root, rel: &Path) -> io::Result<()> {
+    /// Opens up every directory from `root` (at `root_path`) down to `rel`, as far as it
+    /// exists: those on the way so they can be searched, `rel` itself so it can be listed and
+    /// changed.
+    pub(crate) fn open_up(&mut self, root_path: &Path, root: &Root, rel: &Path) -> io::Result<()> {
         let mut cur = root.dir(Path::new("."))?;
+        let mut at = std::path::PathBuf::new();
         let mut comps = rel
             .components()
             .filter(|c| !matches!(c, Component::CurDir))
             .peekable();
-        self.grant(cur.as_fd(), comps.peek().is_none())?;
+        self.grant(cur.as_fd(), comps.peek().is_none(), (root_path, &at))?;
         while let Some(c) = comps.next() {
             let Component::Normal(name) = c else {
                 return Err(io::Error::other(format!(
@@ -198,14 +220,20 @@ impl Opened {
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(()),
                 Err(e) => return Err(e),
             };
-            self.grant(cur.as_fd(), comps.peek().is_none())?;
+            at.push(name);
+            self.grant(cur.as_fd(), comps.peek().is_none(), (root_path, &at))?;
         }
         Ok(())
     }
 
-    /// Gives the owner of the directory `fd` search (on the way) or read, write and search
-    /// (`last`) when the caller lacks them.
-    fn grant(&mut self, fd: BorrowedFd<'_>, last: bool) -> io::Result<()> {
+    /// Gives the owner of the directory `fd` (at `rel` below `root`) search (on the way) or
+    /// read, write and search (`last`) when the caller lacks them.
+    fn grant(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        last: bool,
+        (root, rel): (&Path, &Path),
+    ) -> io::Result<()> {
         use rustix::fs::Access;
         let need = if last {
             Access::READ_OK | Access::WRITE_OK | Access::EXEC_OK
@@ -228,17 +256,38 @@ impl Opened {
             )));
         }
         let mode = st.st_mode & 0o7777;
-        let held = fd.try_clone_to_owned()?;
+        let handle = if self.0.len() < HELD {
+            Handle::Held(fd.try_clone_to_owned()?)
+        } else {
+            Handle::At {
+                root: root.to_path_buf(),
+                rel: rel.to_path_buf(),
+                id: (st.st_dev, st.st_ino),
+            }
+        };
         chmod_fd(fd, mode | 0o700)?;
-        self.0.push((held, mode));
+        self.0.push((handle, mode));
         Ok(())
     }
 
-    /// Puts every mode back, the last opened first; what could not be put back.
+    /// Puts every mode back, the last opened first (a directory below another is given its
+    /// mode while the way to it is still open); what could not be put back.
     pub(crate) fn restore(&mut self) -> Vec<io::Error> {
         let mut failed = Vec::new();
-        while let Some((fd, mode)) = self.0.pop() {
-            if let Err(e) = chmod_fd(fd.as_fd(), mode) {
+        while let Some((handle, mode)) = self.0.pop() {
+            let done = match handle {
+                Handle::Held(fd) => chmod_fd(fd.as_fd(), mode),
+                Handle::At { root, rel, id } => {
+                    Root::open(&root).and_then(|r| r.dir(&rel)).and_then(|fd| {
+                        let st = rustix::fs::fstat(&fd).map_err(errno_io)?;
+                        if (st.st_dev, st.st_ino) != id {
+                            return Err(io::Error::other("another directory is at its path"));
+                        }
+                        chmod_fd(fd.as_fd(), mode)
+                    })
+                }
+            };
+            if let Err(e) = done {
                 failed.push(e);
             }
         }

@@ -149,7 +149,9 @@ impl<'a> Inspect<'a> {
             return Err(std::io::Error::other("not in a writable root"));
         };
         let r = Root::open(root)?;
-        self.opened.borrow_mut().open_up(&r, relative(root, dir))
+        self.opened
+            .borrow_mut()
+            .open_up(root, &r, relative(root, dir))
     }
 
     /// Puts back the mode of every directory opened up. One that cannot be given its mode
@@ -877,7 +879,7 @@ fn opening_up<T>(
             let mut opened = Opened::default();
             for rel in rels {
                 // As far as it goes: the second try says whether it was enough.
-                let _ = opened.open_up(&r, rel);
+                let _ = opened.open_up(root, &r, rel);
             }
             act()
         }
@@ -1537,5 +1539,40 @@ mod tests {
                 ("symlink_to_masked_path", PathBuf::from("l")),
             ]
         );
+    }
+
+    /// Many closed directories, nested and side by side (more than the sweep holds open by
+    /// descriptor): every link found, every mode given back, the deepest too.
+    #[test]
+    fn many_closed_directories_are_all_opened_and_given_their_modes_back() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = unprivileged_ws(&tmp);
+        as_unprivileged(move || {
+            let ws = ws;
+            let plan = plan_for(&ws);
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            let mut dirs = Vec::new();
+            for i in 0..90 {
+                let d = ws.join(format!("m/{i}/n"));
+                std::fs::create_dir_all(&d).unwrap();
+                std::os::unix::fs::symlink(ws.join("home/.ssh/id_rsa"), d.join("k")).unwrap();
+                dirs.push(d.clone());
+                dirs.push(d.parent().unwrap().to_path_buf());
+            }
+            for d in &dirs {
+                std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o100)).unwrap();
+            }
+            let v = sweep(&plan, &RealHost, "many");
+            let links = v
+                .iter()
+                .filter(|v| v.kind == "symlink_to_masked_path")
+                .count();
+            assert_eq!(links, 90, "{v:?}");
+            for d in dirs.iter().rev() {
+                assert_eq!(mode_of(d), 0o100, "{}", d.display());
+                std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+            }
+            assert!(std::fs::symlink_metadata(ws.join("m/89/n/k")).is_err());
+        });
     }
 }
