@@ -143,9 +143,13 @@ pub const HOST_EXEC: &[HostExec] = &[
     entry(".config/git/ignore", "git", "global ignore rules can hide a planted file from every `git status`"),
 ];
 
-/// The catalogue entry named `path`.
+/// The catalogue entry named `path` (of the project catalogue, or the home's own
+/// [`crate::home_exec::HOME_EXEC`]).
 pub fn host_exec_entry(path: &str) -> Option<&'static HostExec> {
-    HOST_EXEC.iter().find(|e| e.path == path)
+    HOST_EXEC
+        .iter()
+        .find(|e| e.path == path)
+        .or_else(|| crate::home_exec::home_exec_entry(path))
 }
 
 /// Where a protected path of a resolved policy comes from, as `stockade policy show --json` lists it.

@@ -56,6 +56,7 @@ pub mod env;
 pub mod error;
 pub mod file;
 pub mod file_lines;
+pub mod home_exec;
 pub mod host;
 pub mod host_exec;
 pub mod masks;
@@ -77,6 +78,7 @@ pub use error::{Location, PolicyError};
 pub use file::{
     parse_policy_file, read_policy_file, EnvPatch, FilesystemPatch, NetworkPatch, PolicyFile,
 };
+pub use home_exec::{home_exec_entry, HOME_EXEC};
 pub use host_exec::{host_exec_entry, protected_sources, HostExec, ProtectedSource, HOST_EXEC};
 pub use masks::{default_masks, mask_entry, Mask, MaskKind, DEFAULT_MASKS};
 pub use model::*;

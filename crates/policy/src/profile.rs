@@ -41,12 +41,14 @@ pub fn default_read_empty() -> Vec<String> {
 }
 
 /// The default protected paths (`filesystem.deny_write`): [`CORE_PROTECTED`], then the
-/// catalogue of files host tools execute.
+/// catalogue of files host tools execute, then the home's own persistence points
+/// ([`crate::home_exec::HOME_EXEC`]).
 pub fn default_deny_write() -> Vec<String> {
     CORE_PROTECTED
         .iter()
         .copied()
         .chain(HOST_EXEC.iter().map(|e| e.path))
+        .chain(crate::home_exec::HOME_EXEC.iter().map(|e| e.path))
         .map(str::to_owned)
         .collect()
 }
@@ -178,6 +180,7 @@ pub(crate) fn is_builtin_pattern(pattern: &str) -> bool {
                 .map(|m| m.path)
                 .chain(CORE_PROTECTED.iter().copied())
                 .chain(HOST_EXEC.iter().map(|e| e.path))
+                .chain(crate::home_exec::HOME_EXEC.iter().map(|e| e.path))
                 .chain(DEFS.iter().flat_map(|d| d.allow_write.iter().copied()))
                 .collect()
         })

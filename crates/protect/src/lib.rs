@@ -299,7 +299,13 @@ enum Relation {
 
 fn relation(p: &Protected<'_>, path: &[u8]) -> Relation {
     if !is_within(path, p.base) {
-        return Relation::None;
+        // An exact path (`~/.config/systemd/user`) begins at each of its ancestors: a
+        // directory renamed or a symlink made there (`~/.config/systemd`) would bring it along.
+        return if p.tail.is_empty() && is_within(p.base, path) {
+            Relation::Begins
+        } else {
+            Relation::None
+        };
     }
     let rest = &path[p.base.len().min(path.len())..];
     if p.tail.is_empty() {
@@ -539,6 +545,10 @@ mod tests {
             base: b"/ws/secret.txt",
             tail: &[],
         },
+        Protected {
+            base: b"/ws/home/.config/systemd/user",
+            tail: &[],
+        },
     ];
     static INDEX: std::sync::LazyLock<PatternIndexParts<'static>> =
         std::sync::LazyLock::new(|| PatternIndex::build(PROTECTED));
@@ -556,7 +566,7 @@ mod tests {
 
     /// The same without the index: every pattern tried.
     fn rules_unindexed() -> Rules<'static> {
-        const ALL: &[u32] = &[0, 1, 2, 3, 4, 5];
+        const ALL: &[u32] = &[0, 1, 2, 3, 4, 5, 6];
         assert_eq!(ALL.len(), PROTECTED.len());
         Rules {
             index: PatternIndex {
@@ -722,6 +732,31 @@ mod tests {
         assert_eq!(d("/ws/secret.txt", Create::Link), DENY_PATH);
         assert_eq!(d("/ws/.envrcx", Create::File), Verdict::Allow);
         assert_eq!(d("/ws/src/main.rs", Create::File), Verdict::Allow);
+    }
+
+    /// An exact protected path cannot be brought in whole by a directory renamed, or a
+    /// symlink made, at one of its ancestors; empty directories on the way can still be made.
+    #[test]
+    fn an_exact_path_is_not_assembled_from_an_ancestor() {
+        let unit = "/ws/home/.config/systemd/user";
+        assert_eq!(d(unit, Create::Dir), DENY_PATH);
+        assert_eq!(d(&format!("{unit}/x.service"), Create::File), DENY_PATH);
+        for ancestor in ["/ws/home/.config/systemd", "/ws/home/.config", "/ws/home"] {
+            for what in [Create::MoveDir, Create::Symlink, Create::MoveSymlink] {
+                assert_eq!(
+                    d(ancestor, what),
+                    Verdict::Deny(Reason::BeginsProtectedPath),
+                    "{ancestor} {what:?}"
+                );
+            }
+            assert_eq!(d(ancestor, Create::Dir), Verdict::Allow, "{ancestor}");
+        }
+        // Control: a sibling of an ancestor is not on the way.
+        assert_eq!(
+            d("/ws/home/.config/systemdx", Create::Symlink),
+            Verdict::Allow
+        );
+        assert_eq!(d("/ws/home/.cache", Create::MoveDir), Verdict::Allow);
     }
 
     #[test]

