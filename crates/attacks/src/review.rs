@@ -6,7 +6,12 @@ use crate::{read_json, Fixture, Run};
 /// `stockade run --review --report FILE OPTS --shell SCRIPT` (not wrapped: the scripts are
 /// plain steps); the run, and its change set's id (none when nothing is pending: no
 /// changes, or an ephemeral run).
+///
+/// It first waits 50 ms: what the test wrote into the workspace just before is then older
+/// than the run (a host change within 20 ms of a run's start counts as one made during the
+/// run, a conflict for every path the run changes).
 pub fn review(fx: &Fixture, opts: &[&str], script: &str) -> (Run, Option<String>) {
+    std::thread::sleep(std::time::Duration::from_millis(50));
     let report = fx.out_file(&format!("review-{}.json", crate::unique()));
     let report_s = report.display().to_string();
     let mut all = vec!["--review", "--report", &report_s];
