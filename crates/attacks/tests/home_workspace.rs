@@ -332,3 +332,40 @@ fn a_persistence_point_named_as_the_workspace_stays_writable() {
         Some("set nu\n")
     );
 }
+
+/// `stockade why` answers what such a run does: with the home as the workspace a start-up
+/// file reads as empty and is not writable, a persistence point cannot be created; an
+/// ordinary file of the home is writable (the control: the verdicts are the paths', not the
+/// workspace's).
+#[test]
+fn why_answers_for_the_homes_masks_and_persistence_points() {
+    let fx = fixture();
+    let why = |path: &str| -> serde_json::Value {
+        let run = fx
+            .stockade([
+                "why".as_ref(),
+                "--json".as_ref(),
+                "--workspace".as_ref(),
+                fx.home.as_os_str(),
+            ])
+            .arg(fx.home.join(path))
+            .cwd(&fx.home)
+            .run();
+        serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}\n{}", run.describe()))
+    };
+    let state = |v: &serde_json::Value, side: &str| {
+        (
+            v[side]["allowed"].as_bool(),
+            json_str(&v[side], "state").to_owned(),
+        )
+    };
+    let bashrc = why(".bashrc");
+    assert_eq!(state(&bashrc, "read"), (Some(false), "read_empty".into()));
+    assert_eq!(state(&bashrc, "write").0, Some(false));
+    let unit = why(".config/systemd/user/x.service");
+    assert_eq!(unit["write"]["allowed"].as_bool(), Some(false), "{unit:#}");
+    assert!(json_str(&unit["write"]["rule"], "text").contains("~/.config/systemd"));
+    let notes = why("notes.txt");
+    assert_eq!(notes["write"]["allowed"].as_bool(), Some(true), "{notes:#}");
+    assert_eq!(notes["read"]["allowed"].as_bool(), Some(true), "{notes:#}");
+}

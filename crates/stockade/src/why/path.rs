@@ -392,6 +392,22 @@ fn write(facts: &PathFacts<'_>, finder: &RuleFinder<'_>, path: &Path, exists: bo
             allow: Some(allow_write(existing_ancestor(path))),
         };
     };
+    // Inside a writable root (a home as the workspace), a path read as empty is covered by a
+    // read-only empty file or directory: not writable either.
+    if plan.emptied.iter().any(|m| is_within(path, m)) {
+        let (rule, allow) = mask_rule(facts, finder, Field::ReadEmpty, path);
+        return Verdict {
+            allowed: false,
+            state: "read_empty",
+            rule,
+            enforcement: Enforcement {
+                by: "kernel: the empty file or directory mounted over it is read-only",
+                observed: false,
+                sees: Some("EROFS"),
+            },
+            allow: Some(allow),
+        };
+    }
     if plan.protected.iter().any(|p| is_within(path, p)) {
         let (rule, allow) = protected_rule(facts.policy, finder, facts.ctx, path).unwrap_or_else(|| {
             (Rule::built_in("git's own files (hooks, config, commondir) and the trust store stay read-only"), None)
