@@ -280,3 +280,149 @@ fn sighup_under_nohup_does_not_end_the_run() {
         assert_eq!(finished.exists(), want == Some(0), "{dispositions}");
     }
 }
+
+/// A run whose supervisor is killed (SIGKILL: no sweep after it) leaves its journal, and the
+/// next run on the workspace first completes that sweep (issue 30, item 8): a hook planted in
+/// a new repository (gVisor: no creation guard refuses it during the run) and a link into a
+/// masked path (both backends: only the sweep takes links out) are quarantined and reported,
+/// on stderr and in the audit log (`sweep_recovered`). Control: after the kill, before the
+/// next run, both are still in the workspace, so the kill really skipped the sweep.
+#[test]
+fn a_killed_supervisors_sweep_is_completed_by_the_next_run() {
+    let fx = Fixture::new();
+    let tag = fx.marker("journal");
+    let script = format!(
+        "git init -q r; printf '#!/bin/sh\\ntouch /tmp/pwn\\n' > r/.git/hooks/pre-commit; chmod +x r/.git/hooks/pre-commit; ln -s \"$HOME/.ssh/id_rsa\" key-link; sh -c 'while :; do sleep 1; done; : {tag}'"
+    );
+    let mut cmd = Command::new(stockade_bin());
+    cmd.args(["run", "--backend", attacks::backend(), "--workspace"])
+        .arg(&fx.ws)
+        .args(["--shell", &script]);
+    let mut child = spawn(cmd, &fx);
+    let link = fx.ws.join("key-link");
+    let started = wait_until(
+        || !processes_with(&tag).is_empty() && link.symlink_metadata().is_ok(),
+        Duration::from_secs(30),
+    );
+    if !started {
+        let _ = child.kill();
+        let _ = child.wait();
+        kill_all(&tag);
+        panic!("the sandboxed processes never started");
+    }
+    child.kill().expect("SIGKILL stockade");
+    let _ = child.wait();
+    let gone = wait_until(|| processes_with(&tag).is_empty(), Duration::from_secs(5));
+    let left = processes_with(&tag);
+    kill_all(&tag);
+    assert!(gone, "the sandbox outlived its supervisor: {left:?}");
+    // Control: the kill skipped the sweep; what the run left is still there.
+    assert!(
+        link.symlink_metadata().is_ok(),
+        "the link went without a sweep"
+    );
+    let hook = fx.ws.join("r/.git/hooks/pre-commit");
+    if !attacks::creation_guarded() {
+        assert!(hook.exists(), "the hook went without a sweep");
+    }
+    // The next run on the workspace.
+    let audit = fx.out_file("recover-audit.jsonl");
+    let next = fx
+        .stockade(["run", "--workspace"])
+        .arg(&fx.ws)
+        .arg("--audit")
+        .arg(&audit)
+        .args(["--", "true"])
+        .run();
+    next.assert_success();
+    assert!(
+        link.symlink_metadata().is_err(),
+        "the link stayed\n{}",
+        next.describe()
+    );
+    assert!(
+        attacks::quarantined_files(&fx.ws)
+            .iter()
+            .any(|q| q.ends_with("key-link")),
+        "the link is not in the quarantine"
+    );
+    assert!(
+        attacks::live_hooks(&fx.ws).is_empty(),
+        "a live hook stayed: {:?}\n{}",
+        attacks::live_hooks(&fx.ws),
+        next.describe()
+    );
+    next.assert_stderr_contains("ended without its sweep");
+    next.assert_stderr_contains("key-link");
+    let events = attacks::read_jsonl(&audit);
+    let recovered: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["event"] == "sweep_recovered")
+        .collect();
+    assert_eq!(recovered.len(), 1, "{events:?}");
+    assert_eq!(recovered[0]["code"], "SWEEP_RECOVERED");
+    assert!(recovered[0]["violations"].as_u64().unwrap_or(0) >= 1);
+    // Its journal is gone: the run after that recovers nothing.
+    let again = fx.sandbox_argv(&[], &["true"]).run();
+    again.assert_success();
+    again.assert_lacks("ended without its sweep");
+}
+
+/// Under gVisor a run may rename a directory holding protected paths (the Sentry allows it;
+/// the host kernel refuses): the sweep after the run moves the original back. A supervisor
+/// killed before that leaves the swapped `.git` (its config running code) in place; the next
+/// run on the workspace moves the original back from the dead run's journal (the identities
+/// the plan saw). Control: after the kill, before the next run, the swap is still there.
+/// Native: n/a, the rename is refused during the run (`EBUSY`).
+#[test]
+fn a_killed_gvisor_runs_swapped_git_dir_is_restored_by_the_next_run() {
+    if attacks::backend() != "gvisor" {
+        println!("n/a under native: the host kernel refuses to rename a directory holding the read-only binds (EBUSY), so there is nothing to restore");
+        return;
+    }
+    let fx = Fixture::new();
+    let tag = fx.marker("swap");
+    let script = format!(
+        "mv .git .gitold && mkdir -p .git/hooks && cp -r .gitold/objects .gitold/refs .gitold/HEAD .git/ && printf '[core]\\n\\tfsmonitor = echo owned\\n' > .git/config && sh -c 'while :; do sleep 1; done; : {tag}'"
+    );
+    let mut cmd = Command::new(stockade_bin());
+    cmd.args(["run", "--backend", "gvisor", "--workspace"])
+        .arg(&fx.ws)
+        .args(["--shell", &script]);
+    let mut child = spawn(cmd, &fx);
+    let config = || attacks::read_text(&fx.ws.join(".git/config")).unwrap_or_default();
+    // The script's own shell carries the tag from the start: wait for the swap itself.
+    let started = wait_until(
+        || config().contains("fsmonitor") && !processes_with(&tag).is_empty(),
+        Duration::from_secs(30),
+    );
+    if !started {
+        let _ = child.kill();
+        let _ = child.wait();
+        kill_all(&tag);
+        panic!("the sandboxed processes never started");
+    }
+    child.kill().expect("SIGKILL stockade");
+    let _ = child.wait();
+    let gone = wait_until(|| processes_with(&tag).is_empty(), Duration::from_secs(5));
+    kill_all(&tag);
+    assert!(gone, "the sandbox outlived its supervisor");
+    // Control: the swap is in place.
+    assert!(config().contains("fsmonitor"), "no swap: {}", config());
+    assert!(fx.ws.join(".gitold").exists());
+    let next = fx.sandbox_argv(&[], &["true"]).run();
+    next.assert_success();
+    assert!(
+        !config().contains("fsmonitor"),
+        "the planted config is live: {}",
+        config()
+    );
+    assert!(
+        !fx.ws.join(".gitold").exists(),
+        "the original was not moved back"
+    );
+    fx.git_host(&["log", "--oneline"])
+        .assert_success()
+        .assert_stdout_contains("initial");
+    next.assert_stderr_contains("protected_path_replaced");
+}

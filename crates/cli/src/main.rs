@@ -538,6 +538,10 @@ fn run(args: RunArgs) -> Result<u8, Error> {
             errln!("{block}");
         }
     }
+    // A review run whose change set could not be sealed failed, whatever the command's code.
+    if result.review_error.is_some() {
+        return Ok(EXIT_REFUSED);
+    }
     Ok(u8::try_from(result.exit_code).unwrap_or(EXIT_REFUSED))
 }
 

@@ -30,6 +30,39 @@ pub fn before_review(policy: &policy::Policy, request: &RunRequest) {
     errln!("  hint: give them your group and user (chown), run stockade as root, or run without --review");
 }
 
+/// A review or ephemeral run whose change set could not be read and sealed: said as the error
+/// it is, with the command's exit code (which the record and the audit log keep too).
+fn review_failed(result: &RunResult, json: bool) {
+    let Some(f) = &result.review_error else {
+        return;
+    };
+    let message = format!(
+        "the command ended (exit code {}) but its {} run's change set {} could not be read and sealed: {}",
+        result.exit_code, f.mode, result.run_id, f.message
+    );
+    if json {
+        errln!(
+            "{}",
+            serde_json::json!({"error": {
+                "code": f.code,
+                "kind": f.kind,
+                "message": message,
+                "exit_code": result.exit_code,
+            }})
+        );
+    } else {
+        errln!(
+            "stockade: error[{}]: {}",
+            f.code,
+            crate::output::shown(&message)
+        );
+        errln!(
+            "  hint: the change set stays in the store as not finished (stockade runs); stockade discard {} removes it",
+            result.run_id
+        );
+    }
+}
+
 /// What a review or ephemeral run changed, and what to do next.
 fn review(result: &RunResult) {
     let Some(r) = &result.review else {
@@ -85,6 +118,7 @@ pub fn print(result: &RunResult, request: &RunRequest, timeout: Option<u64>, jso
         exec_error(result, request, errno, json);
     }
     review(result);
+    review_failed(result, json);
     for v in &result.violations {
         errln!(
             "stockade: violation[{}]: {} {}: {}",

@@ -45,6 +45,17 @@ pub(crate) enum AuditEvent<'a> {
     },
     /// Something the sandbox refused or the sweep took out.
     Violation(&'a native::Violation),
+    /// A review or ephemeral run's change set could not be read and sealed after the command
+    /// ended (the `run_end` that follows has the command's exit code).
+    ReviewFailed(&'a crate::ReviewFailure),
+    /// The sweep of an earlier run on the workspace whose supervisor died before it (see
+    /// `journal`), completed before this run: `violations` of them follow as `violation`.
+    SweepRecovered {
+        code: &'static str,
+        recovered_run_id: &'a str,
+        journal: &'a Path,
+        violations: usize,
+    },
     /// The run ended.
     RunEnd {
         exit_code: i32,

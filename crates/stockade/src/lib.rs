@@ -41,6 +41,7 @@ mod created_roots;
 mod credentials;
 mod error;
 pub mod gvisor_run;
+mod journal;
 mod live_policy;
 mod proxy_stage;
 mod record;
@@ -64,7 +65,7 @@ pub use proxy_stage::{audit_policy_change, serve_proxy};
 use record::{AuditLog, RunRecord};
 pub use record_path::E_UNSAFE_RECORD_PATH;
 use record_path::{RecordPath, Which};
-pub use review_stage::{not_copyable, store_dir as change_store_dir, ReviewSummary};
+pub use review_stage::{not_copyable, store_dir as change_store_dir, ReviewFailure, ReviewSummary};
 pub use sandbox::{Backend, Cancel, Input, Options, RunIo, Sink, Spec};
 
 /// The name of `backend` and what this machine can enforce with it, found by trying (`stockade
@@ -171,6 +172,10 @@ pub struct RunResult {
     pub cwd_fallback: Option<native::CwdFallback>,
     /// Review and ephemeral runs: what the run changed in its view of the workspace.
     pub review: Option<ReviewSummary>,
+    /// Review and ephemeral runs: why the change set could not be read and sealed after the
+    /// command ended (then `review` is `None`; the change directory stays in the store,
+    /// listed as not finished).
+    pub review_error: Option<ReviewFailure>,
 }
 
 /// A run id unique on this machine: the time in milliseconds and the process id, and, for
@@ -263,7 +268,12 @@ fn resolve(policy: &policy::Policy, request: &RunRequest) -> Result<workspace::R
     }
     // The change stores: a command that could make one could plant change sets in it (one
     // that exists is masked, see `review_stage::mask_store`).
-    for spelled in review_stage::store_dirs(request) {
+    // The run journals likewise: a command that could write one could steer the sweep a
+    // later run completes from it (see `journal`).
+    for spelled in review_stage::store_dirs(request)
+        .into_iter()
+        .chain(journal::dir(request))
+    {
         let dir = review_stage::resolve_existing_part(&spelled);
         refuse_replaceable_link_to_store(&spelled, &dir, &roots)?;
         state.push(dir);
@@ -387,6 +397,29 @@ pub fn audit_refusal(path: &std::path::Path, error: &Error) -> Result<(), Error>
     })
 }
 
+/// Tells the caller what the sweep completed for a dead run found: its violations (on the
+/// process's stderr, as the CLI prints a run's own; the audit log gets them too).
+fn report_recovered(r: &journal::Recovered) {
+    if r.violations.is_empty() {
+        return;
+    }
+    let mut text = format!(
+        "stockade: error[{}]: the run {} on this workspace ended without its sweep (its supervisor was killed, or failed before it); completed now, before this run: {} violation(s)\n",
+        sandbox::Code::SandboxViolation.as_str(),
+        r.run_id,
+        r.violations.len()
+    );
+    for v in &r.violations {
+        text.push_str(&format!(
+            "  {}: {}: {}\n",
+            v.kind,
+            v.path.display(),
+            v.action
+        ));
+    }
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
+}
+
 /// Run a request under a policy: plan, launch, sweep, record. Refusals are audited too.
 pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, Error> {
     run_with_io(policy, request, sandbox::RunIo::process())
@@ -420,6 +453,12 @@ pub fn run_with_io(
             &request.invocation.workspace,
             policy.backend == policy::BackendName::Gvisor,
         )?;
+        // An earlier run on this workspace whose supervisor died before its sweep (SIGKILL):
+        // its sweep is completed first, from its journal.
+        let recovered = tracing::debug_span!("recover").in_scope(|| journal::recover(request))?;
+        for r in &recovered {
+            report_recovered(r);
+        }
         // First: nothing of an unapproved workspace configuration is acted on.
         tracing::debug_span!("trust").in_scope(|| check_trust(request))?;
         // A preset's state directories, made when missing (the spec needs them to exist).
@@ -448,6 +487,7 @@ pub fn run_with_io(
         // The change store is never the command's; a review run gets its change directory
         // (removed again if the run does not start).
         review_stage::mask_store(policy, request, &mut resolved.spec)?;
+        journal::prepare(request, &mut resolved.spec)?;
         let review = tracing::debug_span!("review")
             .in_scope(|| review_stage::prepare(policy, request, &mut resolved.spec, &id))?;
         let spec = &resolved.spec;
@@ -456,6 +496,17 @@ pub fn run_with_io(
         audit.refuse_inside(&spec.writable_roots)?;
         if let Some(report) = &report {
             report.refuse_inside(&spec.writable_roots)?;
+        }
+        for r in &recovered {
+            audit.event(&AuditEvent::SweepRecovered {
+                code: journal::SWEEP_RECOVERED,
+                recovered_run_id: &r.run_id,
+                journal: &r.journal,
+                violations: r.violations.len(),
+            })?;
+            for v in &r.violations {
+                audit.event(&AuditEvent::Violation(v))?;
+            }
         }
         audit.event(&AuditEvent::RunStart {
             argv: &spec.argv,
@@ -481,10 +532,22 @@ pub fn run_with_io(
         let io = io.take().unwrap_or_else(sandbox::RunIo::process);
         // For the checks after a run that judge by ctime (the gVisor backend's).
         let launched_at = SystemTime::now();
+        let gvisor = policy.backend == policy::BackendName::Gvisor;
+        // Native holds both during the run; the Sentry has no creation guard and lets a
+        // directory holding read-only binds be renamed.
+        let held = workspace::sweep::Held {
+            creation_guard: !gvisor,
+            pinned: !gvisor,
+        };
+        // Written before the command can start, removed once its sweep has completed: a
+        // supervisor killed in between leaves it for the next run on the workspace.
+        let begin_journal = || journal::begin(request, policy, &resolved, &id, launched_at, held);
+        let journal;
         let (launched, plan, fallback) = match policy.backend {
             policy::BackendName::Native => {
                 let backend = native::Native;
                 let plan = tracing::debug_span!("plan").in_scope(|| backend.plan(spec))?;
+                journal = begin_journal()?;
                 let io = native::Io {
                     run: io,
                     options: request.options,
@@ -497,6 +560,7 @@ pub fn run_with_io(
                 (launched, Some(plan), fallback)
             }
             policy::BackendName::Gvisor => {
+                journal = begin_journal()?;
                 let launched = tracing::debug_span!("launch", backend = "gvisor")
                     .in_scope(|| gvisor_run::run(spec, request.options, &id, start, io));
                 match launched {
@@ -513,10 +577,19 @@ pub fn run_with_io(
         });
         let mut launched = launched;
         let bounded = launched.as_mut().ok().and_then(|o| o.review_upper.take());
-        let review = match review {
-            Some(stage) => tracing::debug_span!("review_finish")
-                .in_scope(|| stage.finish(launched.is_ok(), bounded))?,
-            None => None,
+        // A failed finish does not lose the run: its exit code, its end and the sweep after
+        // it are recorded as for any run, with the error beside them.
+        let (review, review_error) = match review {
+            Some(stage) => match tracing::debug_span!("review_finish")
+                .in_scope(|| stage.finish(launched.is_ok(), bounded))
+            {
+                Ok(r) => (r, None),
+                Err(e) if launched.is_ok() => {
+                    (None, Some(ReviewFailure::new(policy.workspace_mode, &e)))
+                }
+                Err(e) => return Err(e),
+            },
+            None => (None, None),
         };
         let mut outcome = launched?;
         if let Some(r) = review.as_ref().filter(|r| r.disk_bound_reached) {
@@ -531,13 +604,6 @@ pub fn run_with_io(
         }
         let mut violations = outcome.blocked.clone();
         tracing::debug_span!("sweep").in_scope(|| {
-            let gvisor = policy.backend == policy::BackendName::Gvisor;
-            // Native holds both during the run; the Sentry has no creation guard and lets a
-            // directory holding read-only binds be renamed.
-            let held = workspace::sweep::Held {
-                creation_guard: !gvisor,
-                pinned: !gvisor,
-            };
             violations.extend(workspace::sweep::after_run(
                 &resolved,
                 &workspace::RealHost,
@@ -546,6 +612,9 @@ pub fn run_with_io(
                 launched_at,
             ));
         });
+        if let Some(j) = journal {
+            j.done();
+        }
         Ok((
             resolved.spec,
             plan,
@@ -554,11 +623,12 @@ pub fn run_with_io(
             violations,
             network,
             review,
+            review_error,
         ))
     })();
     let _record = tracing::debug_span!("record").entered();
     match result {
-        Ok((spec, plan, cwd_fallback, outcome, violations, network, review)) => {
+        Ok((spec, plan, cwd_fallback, outcome, violations, network, review, review_error)) => {
             for e in &network.events {
                 audit.event(&AuditEvent::Network(e))?;
             }
@@ -600,6 +670,9 @@ pub fn run_with_io(
             if let Some(r) = &review {
                 audit.event(&AuditEvent::Review(r))?;
             }
+            if let Some(f) = &review_error {
+                audit.event(&AuditEvent::ReviewFailed(f))?;
+            }
             audit.event(&AuditEvent::RunEnd {
                 exit_code: outcome.exit_code,
                 signal: outcome.signal,
@@ -619,6 +692,7 @@ pub fn run_with_io(
                 )
                 .with_command_rule(request.command_rule.as_ref())
                 .with_review(review.as_ref())
+                .with_review_error(review_error.as_ref())
                 .write(report)?;
             }
             Ok(RunResult {
@@ -629,6 +703,7 @@ pub fn run_with_io(
                 run_id: id,
                 cwd_fallback,
                 review,
+                review_error,
             })
         }
         Err(e) => {

@@ -196,6 +196,9 @@ pub(crate) struct RunRecord<'a> {
     /// Review and ephemeral runs: what the run changed in its view of the workspace.
     #[serde(skip_serializing_if = "Option::is_none")]
     review: Option<&'a crate::ReviewSummary>,
+    /// Review and ephemeral runs: why the change set could not be read and sealed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    review_error: Option<&'a crate::ReviewFailure>,
 }
 
 #[derive(Serialize)]
@@ -283,12 +286,19 @@ impl<'a> RunRecord<'a> {
             }),
             command_rule: None,
             review: None,
+            review_error: None,
         }
     }
 
     /// What a review or ephemeral run changed.
     pub(crate) fn with_review(mut self, review: Option<&'a crate::ReviewSummary>) -> Self {
         self.review = review;
+        self
+    }
+
+    /// Why a review or ephemeral run's change set could not be read and sealed.
+    pub(crate) fn with_review_error(mut self, error: Option<&'a crate::ReviewFailure>) -> Self {
+        self.review_error = error;
         self
     }
 

@@ -49,6 +49,31 @@ pub struct ReviewSummary {
     pub disk_bound_reached: bool,
 }
 
+/// A review or ephemeral run whose change set could not be read and sealed after the command
+/// ended: the run's exit code and end are recorded all the same, with this beside them.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReviewFailure {
+    /// `review` or `ephemeral`.
+    pub mode: &'static str,
+    /// The error's code (`E_...`), as a refusal would give it.
+    pub code: &'static str,
+    /// The error's kind (`policy`, `io`, ...).
+    pub kind: &'static str,
+    /// What failed, in words.
+    pub message: String,
+}
+
+impl ReviewFailure {
+    pub(crate) fn new(mode: WorkspaceMode, error: &Error) -> ReviewFailure {
+        ReviewFailure {
+            mode: mode.as_str(),
+            code: error.code(),
+            kind: error.kind(),
+            message: error.to_string(),
+        }
+    }
+}
+
 /// The change store of this caller: `$XDG_STATE_HOME/stockade/changes`.
 pub fn store_dir(request: &RunRequest) -> Option<PathBuf> {
     let env = |name: &str| {

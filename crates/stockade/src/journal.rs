@@ -1,0 +1,507 @@
+//! The run journal: what the sweep after a run needs, written before the command starts and
+//! removed once that sweep has completed, so that a run whose supervisor was killed (SIGKILL,
+//! the machine's power) is swept by the next run on its workspace (issue 30, item 8).
+//!
+//! Without it, a supervisor killed mid-run takes its sandbox with it (the init dies with it)
+//! but skips the sweep: a git hook, an `.envrc` or a link into a mask the command made stays
+//! in the workspace for the host to act on, and under gVisor a protected path the command
+//! renamed away stays renamed.
+//!
+//! A journal is `<state>/stockade/journal/<workspace digest>-<run id>.json` (the caller's state
+//! directory, `$XDG_STATE_HOME` or `~/.local/state`): the run's policy and invocation (the
+//! spec is made again from them) and what the plan found before the run (protected paths that
+//! existed and their identities, git dirs, git indexes, masks, the creation guard's patterns,
+//! when the planner's walk began, when the command started). The directory is masked in every
+//! run like the change store (a command that could rewrite a journal could steer the host's
+//! quarantine), and made before the run, so that it exists to be masked.
+//!
+//! The supervisor holds an exclusive `flock` on its journal for its whole life: the kernel
+//! drops it when the process dies, however it dies. The next run on the workspace takes each
+//! journal's lock without waiting: one it gets belongs to a dead run, whose sweep it completes
+//! (reported on stderr and in the audit log as `sweep_recovered`, code
+//! [`SWEEP_RECOVERED`], with each violation) before removing the journal.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::{Error, RunRequest};
+
+/// The audit event code of a sweep completed for a run whose supervisor died.
+pub(crate) const SWEEP_RECOVERED: &str = "SWEEP_RECOVERED";
+
+const FORMAT: u32 = 1;
+
+/// A journal larger than this is not one of ours.
+const MAX_JOURNAL: u64 = 256 << 20;
+
+/// A path or string as its bytes (lossless for names that are not UTF-8).
+type Bytes = OsString;
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Journal {
+    format: u32,
+    run_id: String,
+    backend: String,
+    /// The supervisor, for a person reading the file (the lock is what tells it is alive).
+    pid: u32,
+    policy: policy::Policy,
+    invocation: Invocation,
+    /// When the command started and when the planner's walk began (ns since the epoch).
+    started_ns: u64,
+    taken_at_ns: Option<u64>,
+    held_creation_guard: bool,
+    held_pinned: bool,
+    roots: Vec<Bytes>,
+    existing: Vec<(Bytes, String)>,
+    git_dirs: Vec<Bytes>,
+    git_indexes: Vec<(Bytes, Vec<String>, usize)>,
+    protected: Vec<Bytes>,
+    pins: Vec<Bytes>,
+    guard: Vec<(Bytes, Vec<String>)>,
+    guard_sweep_only: Vec<String>,
+    /// (path, is a directory, readable)
+    masks: Vec<(Bytes, bool, bool)>,
+    identities: Vec<(Bytes, u64, u64)>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Invocation {
+    argv: Vec<String>,
+    workspace: Bytes,
+    cwd: Bytes,
+    home: Bytes,
+    uid: u32,
+    gid: u32,
+    env: Vec<(Bytes, Bytes)>,
+}
+
+fn ns(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+fn time(ns: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_nanos(ns)
+}
+
+fn os(p: &Path) -> Bytes {
+    p.as_os_str().to_owned()
+}
+
+fn kind_name(k: workspace::Kind) -> &'static str {
+    match k {
+        workspace::Kind::Dir => "dir",
+        workspace::Kind::File => "file",
+        workspace::Kind::Symlink => "symlink",
+        workspace::Kind::Other => "other",
+    }
+}
+
+fn kind_of(name: &str) -> Option<workspace::Kind> {
+    Some(match name {
+        "dir" => workspace::Kind::Dir,
+        "file" => workspace::Kind::File,
+        "symlink" => workspace::Kind::Symlink,
+        "other" => workspace::Kind::Other,
+        _ => return None,
+    })
+}
+
+/// Whether the caller's variable `name` goes into the journal: only those the spec's
+/// protected paths and grants are found from (the home, the XDG directories, the program's
+/// search path), never the rest of the caller's environment (tokens, keys).
+fn kept_variable(name: &std::ffi::OsStr) -> bool {
+    let name = name.as_encoded_bytes();
+    name.starts_with(b"XDG_") || [&b"HOME"[..], b"PATH", b"USER", b"LOGNAME"].contains(&name)
+}
+
+/// The journal directory of the caller of `request`: `<state>/stockade/journal`.
+pub(crate) fn dir(request: &RunRequest) -> Option<PathBuf> {
+    let env = |name: &str| {
+        (request.invocation.env.iter())
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    sandbox::state_dir(env("XDG_STATE_HOME").as_deref(), env("HOME").as_deref())
+        .map(|d| d.join("journal"))
+}
+
+/// The name prefix of a workspace's journals.
+fn prefix(workspace: &Path) -> String {
+    let digest = Sha256::digest(workspace.as_os_str().as_encoded_bytes());
+    let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+    format!("{hex}-")
+}
+
+fn io(what: String) -> impl FnOnce(std::io::Error) -> Error {
+    move |cause| Error::Io { what, cause }
+}
+
+/// Makes the journal directory (private to the caller) when missing, and hides it from the
+/// command like the change store: unreadable and unwritable.
+pub(crate) fn prepare(request: &RunRequest, spec: &mut sandbox::Spec) -> Result<(), Error> {
+    let Some(dir) = dir(request) else {
+        return Ok(());
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(io(format!(
+            "make the run journal directory {} (set XDG_STATE_HOME to a writable directory)",
+            dir.display()
+        )))?;
+    let Ok(dir) = std::fs::canonicalize(&dir) else {
+        return Ok(());
+    };
+    let visible = !workspace::under_replaced(&dir)
+        || spec
+            .writable_roots
+            .iter()
+            .any(|w| policy::is_within(&dir, w));
+    if visible && !spec.masks.iter().any(|m| m.path == dir) {
+        spec.masks.push(sandbox::Mask {
+            path: dir,
+            kind: sandbox::Kind::Dir,
+            readable: false,
+        });
+    }
+    Ok(())
+}
+
+/// A run's journal, locked for as long as this lives; [`Held::done`] removes it.
+#[derive(Debug)]
+pub(crate) struct Held {
+    path: PathBuf,
+    _file: std::fs::File,
+}
+
+/// Writes the journal of the run `run_id` (about to start at `started`) and takes its lock.
+/// `None` when the caller has no state directory.
+pub(crate) fn begin(
+    request: &RunRequest,
+    policy: &policy::Policy,
+    resolved: &workspace::Resolved,
+    run_id: &str,
+    started: SystemTime,
+    held: workspace::sweep::Held,
+) -> Result<Option<Held>, Error> {
+    let Some(dir) = dir(request) else {
+        return Ok(None);
+    };
+    let inv = &request.invocation;
+    let spec = &resolved.spec;
+    let sweep = &resolved.watch.sweep;
+    let journal = Journal {
+        format: FORMAT,
+        run_id: run_id.to_string(),
+        backend: policy.backend.as_str().to_string(),
+        pid: std::process::id(),
+        policy: policy.clone(),
+        invocation: Invocation {
+            argv: inv.argv.clone(),
+            workspace: os(&inv.workspace),
+            cwd: os(&inv.cwd),
+            home: os(&inv.home),
+            uid: inv.uid,
+            gid: inv.gid,
+            env: (inv.env.iter())
+                .filter(|(k, _)| kept_variable(k))
+                .cloned()
+                .collect(),
+        },
+        started_ns: ns(started),
+        taken_at_ns: sweep.dirs.taken_at.map(ns),
+        held_creation_guard: held.creation_guard,
+        held_pinned: held.pinned,
+        roots: sweep.roots.iter().map(|p| os(p)).collect(),
+        existing: (sweep.existing.iter())
+            .map(|(p, k)| (os(p), kind_name(*k).to_string()))
+            .collect(),
+        git_dirs: sweep.git_dirs.iter().map(|p| os(p)).collect(),
+        git_indexes: (sweep.git_indexes.iter())
+            .map(|g| (os(&g.path), g.hidden.iter().cloned().collect(), g.hash_len))
+            .collect(),
+        protected: spec.protected.iter().map(|p| os(p)).collect(),
+        pins: spec.pins.iter().map(|p| os(p)).collect(),
+        guard: (spec.guard.iter())
+            .map(|g| (os(&g.base), g.tail.clone()))
+            .collect(),
+        guard_sweep_only: spec.guard_sweep_only.clone(),
+        masks: (spec.masks.iter())
+            .map(|m| (os(&m.path), m.kind == sandbox::Kind::Dir, m.readable))
+            .collect(),
+        identities: (spec.identities.iter())
+            .map(|(p, (dev, ino))| (os(p), *dev, *ino))
+            .collect(),
+    };
+    let text = serde_json::to_vec(&journal).map_err(|e| Error::Io {
+        what: "write the run journal".into(),
+        cause: std::io::Error::other(e),
+    })?;
+    let path = dir.join(format!("{}{run_id}.json", prefix(&inv.workspace)));
+    // Written under a temporary name, locked, then renamed into place: a journal found under
+    // its name is whole, and locked from its first moment.
+    let tmp = dir.join(format!(".{run_id}.tmp"));
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&tmp)
+        .map_err(io(format!("write the run journal {}", tmp.display())))?;
+    let written = rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
+        .map_err(std::io::Error::from)
+        .and_then(|()| file.write_all(&text))
+        .and_then(|()| file.sync_data())
+        .and_then(|()| std::fs::rename(&tmp, &path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io(format!("write the run journal {}", path.display()))(e));
+    }
+    Ok(Some(Held { path, _file: file }))
+}
+
+impl Held {
+    /// The sweep completed: the journal goes (its lock with it).
+    pub(crate) fn done(self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// A run found dead and swept again.
+#[derive(Debug)]
+pub(crate) struct Recovered {
+    pub run_id: String,
+    pub journal: PathBuf,
+    pub violations: Vec<sandbox::Violation>,
+}
+
+/// Completes the sweep of every run on `request`'s workspace whose supervisor died before
+/// its own (a journal nobody holds locked), then removes its journal. A journal that cannot
+/// be read or acted on refuses this run: the workspace may hold what that run left.
+pub(crate) fn recover(request: &RunRequest) -> Result<Vec<Recovered>, Error> {
+    let Some(dir) = dir(request) else {
+        return Ok(Vec::new());
+    };
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io(format!("list the run journals in {}", dir.display()))(e)),
+    };
+    let prefix = prefix(&request.invocation.workspace);
+    let mut names: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".json"))
+        })
+        .collect();
+    names.sort();
+    let mut out = Vec::new();
+    for path in names {
+        if let Some(r) = recover_one(&path)? {
+            out.push(r);
+        }
+    }
+    Ok(out)
+}
+
+fn refused(path: &Path, cause: String) -> Error {
+    Error::Run(native::RunError::Unavailable {
+        what: "the sweep of an earlier run on this workspace whose supervisor was killed",
+        cause: format!("{}: {cause}", path.display()),
+        fix: format!(
+            "look through the workspace for what that run may have left (git hooks, .envrc, links), then remove {}",
+            path.display()
+        ),
+    })
+}
+
+fn recover_one(path: &Path) -> Result<Option<Recovered>, Error> {
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(f) => f,
+        // Removed by its run (or another recovery) since it was listed.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(refused(path, format!("cannot open it: {e}"))),
+    };
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => {}
+        // Its run is alive (or another run is completing its sweep right now).
+        Err(rustix::io::Errno::WOULDBLOCK) => return Ok(None),
+        Err(e) => return Err(refused(path, format!("cannot lock it: {e}"))),
+    }
+    // Removed after its sweep while this waited for nothing: gone now.
+    if !path.exists() {
+        return Ok(None);
+    }
+    let meta = file
+        .metadata()
+        .map_err(|e| refused(path, format!("cannot read it: {e}")))?;
+    if !meta.is_file() || meta.len() > MAX_JOURNAL {
+        return Err(refused(path, "it is not a run journal".into()));
+    }
+    let journal: Journal = serde_json::from_reader(std::io::BufReader::new(&file))
+        .map_err(|e| refused(path, format!("it is not a whole run journal ({e})")))?;
+    if journal.format != FORMAT {
+        return Err(refused(
+            path,
+            format!(
+                "it has format {} (this stockade reads {FORMAT})",
+                journal.format
+            ),
+        ));
+    }
+    let resolved = rebuild(&journal).map_err(|e| refused(path, e))?;
+    let held = workspace::sweep::Held {
+        creation_guard: journal.held_creation_guard,
+        pinned: journal.held_pinned,
+    };
+    let violations = workspace::sweep::after_run(
+        &resolved,
+        &workspace::RealHost,
+        &journal.run_id,
+        held,
+        time(journal.started_ns),
+    );
+    std::fs::remove_file(path).map_err(|e| refused(path, format!("cannot remove it: {e}")))?;
+    Ok(Some(Recovered {
+        run_id: journal.run_id,
+        journal: path.to_path_buf(),
+        violations,
+    }))
+}
+
+/// The dead run's spec and sweep plan: made again from its policy and invocation, with what
+/// the plan found before that run (which the workspace no longer shows) put back.
+fn rebuild(j: &Journal) -> Result<workspace::Resolved, String> {
+    let inv = &j.invocation;
+    let invocation = workspace::Request {
+        argv: inv.argv.clone(),
+        workspace: PathBuf::from(&inv.workspace),
+        cwd: PathBuf::from(&inv.cwd),
+        home: PathBuf::from(&inv.home),
+        uid: inv.uid,
+        gid: inv.gid,
+        env: inv.env.clone(),
+    };
+    let mut r = workspace::Resolved::new(&j.policy, &invocation, &workspace::RealHost)
+        .map_err(|e| format!("its run's spec cannot be made again: {e}"))?;
+    let paths = |v: &[Bytes]| v.iter().map(PathBuf::from).collect::<Vec<_>>();
+    let sweep = &mut r.watch.sweep;
+    sweep.roots = paths(&j.roots);
+    sweep.existing = j
+        .existing
+        .iter()
+        .map(|(p, k)| {
+            kind_of(k)
+                .map(|k| (PathBuf::from(p), k))
+                .ok_or_else(|| format!("unknown kind {k:?}"))
+        })
+        .collect::<Result<_, _>>()?;
+    sweep.git_dirs = paths(&j.git_dirs).into_iter().collect();
+    sweep.git_indexes = j
+        .git_indexes
+        .iter()
+        .map(|(p, hidden, hash_len)| workspace::GitIndex {
+            path: PathBuf::from(p),
+            hidden: hidden.iter().cloned().collect(),
+            hash_len: *hash_len,
+        })
+        .collect();
+    // No directory counts as unchanged since the plan: every one is listed again.
+    sweep.dirs = workspace::DirStamps::default();
+    sweep.dirs.taken_at = j.taken_at_ns.map(time);
+    // What the dead run's plan protected, guarded and masked, and the identities it saw: the
+    // spec made again now would find what that run changed (a `.git` it renamed away is a
+    // git dir under its new name, with the original's identity, which the restore would
+    // then move back out of place).
+    let spec = &mut r.spec;
+    spec.protected = paths(&j.protected);
+    spec.pins = paths(&j.pins);
+    spec.guard = (j.guard.iter())
+        .map(|(base, tail)| sandbox::GuardPattern {
+            base: PathBuf::from(base),
+            tail: tail.clone(),
+        })
+        .collect();
+    spec.guard_sweep_only = j.guard_sweep_only.clone();
+    spec.masks = (j.masks.iter())
+        .map(|(p, is_dir, readable)| sandbox::Mask {
+            path: PathBuf::from(p),
+            kind: if *is_dir {
+                sandbox::Kind::Dir
+            } else {
+                sandbox::Kind::File
+            },
+            readable: *readable,
+        })
+        .collect();
+    spec.identities = (j.identities.iter())
+        .map(|(p, dev, ino)| (PathBuf::from(p), (*dev, *ino)))
+        .collect();
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_round_trip() {
+        for k in [
+            workspace::Kind::Dir,
+            workspace::Kind::File,
+            workspace::Kind::Symlink,
+            workspace::Kind::Other,
+        ] {
+            assert_eq!(kind_of(kind_name(k)), Some(k));
+        }
+        assert_eq!(kind_of("socket"), None);
+    }
+
+    #[test]
+    fn only_the_variables_the_spec_needs_are_kept() {
+        for kept in ["HOME", "PATH", "XDG_CONFIG_HOME", "XDG_STATE_HOME"] {
+            assert!(kept_variable(std::ffi::OsStr::new(kept)), "{kept}");
+        }
+        for dropped in [
+            "GITHUB_TOKEN",
+            "AWS_SECRET_ACCESS_KEY",
+            "ANTHROPIC_API_KEY",
+            "HOMEX",
+        ] {
+            assert!(!kept_variable(std::ffi::OsStr::new(dropped)), "{dropped}");
+        }
+    }
+
+    #[test]
+    fn journals_of_different_workspaces_have_different_prefixes() {
+        assert_ne!(prefix(Path::new("/a/b")), prefix(Path::new("/a/c")));
+        assert!(prefix(Path::new("/a")).ends_with('-'));
+    }
+
+    /// The policy goes into the journal and comes back the same (its format refuses
+    /// unknown fields, so a field that did not round-trip would fail the recovery).
+    #[test]
+    fn the_policy_round_trips() {
+        let policy = policy::resolve(None, &policy::Overrides::default()).expect("the default");
+        let text = serde_json::to_string(&policy).expect("serialized");
+        let back: policy::Policy = serde_json::from_str(&text).expect("read back");
+        assert_eq!(back, policy);
+    }
+}
