@@ -388,3 +388,53 @@ fn an_excluded_program_stockade_has_no_model_of_needs_allowed_args() {
         .assert_success();
     assert!(mark.exists(), "control: the allowed word did not run");
 }
+
+#[test]
+fn an_excluded_git_does_not_check_out_what_the_sandbox_committed() {
+    let fx = Fixture::new();
+    // Inside: a commit holding `.envrc` (direnv runs it on the host), made without the file
+    // ever being in the working tree (the sandbox refuses to create it there).
+    let mark = fx.outside.join("envrc-ran");
+    fx.sandbox(
+        &[],
+        &format!(
+            "set -e; sha=$(printf 'touch %s\\n' {} | git hash-object -w --stdin); \
+             git update-index --add --cacheinfo 100644,$sha,.envrc; git commit -qm evil; \
+             git branch evil; git reset -q HEAD~1; echo committed",
+            sh_quote(&mark)
+        ),
+    )
+    .run()
+    .assert_success()
+    .assert_stdout_contains("committed");
+    let envrc = fx.ws.join(".envrc");
+    assert!(!envrc.exists());
+    let p = git_excluded(&fx, "");
+    for argv in [
+        vec!["git", "checkout", "evil"],
+        vec!["git", "checkout", "evil", "--", ".envrc"],
+        vec!["git", "switch", "evil"],
+        vec!["git", "restore", "--source=evil", ".envrc"],
+        vec!["git", "reset", "--hard", "evil"],
+        vec!["git", "merge", "evil"],
+        vec!["git", "cherry-pick", "evil"],
+        vec!["git", "stash", "pop"],
+    ] {
+        fx.sandbox_argv(&["--policy", &p], &argv)
+            .run()
+            .assert_code(125)
+            .assert_stderr_contains("excluded_argument");
+        assert!(!envrc.exists(), "{argv:?} wrote .envrc on the host");
+    }
+    // Inside the sandbox the same checkout meets the protected path.
+    fx.sandbox_argv(&[], &["git", "checkout", "-q", "evil"])
+        .run();
+    assert!(!envrc.exists(), "the sandboxed checkout created .envrc");
+    // Control: git on the host writes it.
+    // (`-f`: the sandboxed checkout above may have moved HEAD without the file.)
+    fx.git_host(&["checkout", "-q", "-f", "evil"]).assert_success();
+    assert!(
+        envrc.exists(),
+        "control: host checkout did not write .envrc"
+    );
+}

@@ -295,7 +295,8 @@ const GIT_KEPT: &[&str] = &[
 /// `NODE_OPTIONS`, `PYTHONPATH`, `PAGER`, `EDITOR`, ...; `SSH_AUTH_SOCK` stays, an excluded
 /// `git push` needs the caller's agent), for git every `GIT_*` but the author and committer
 /// identity, and `PATH` without relative entries and entries in a writable root (git runs
-/// `git-<name>` helpers from it). Also the names removed.
+/// `git-<name>` helpers from it); git also gets [`guard::command::excluded::git::FORCED_CONFIG`]
+/// (it never enters a submodule). Also the names removed.
 pub fn excluded_env(
     env: &[(OsString, OsString)],
     roots: &[PathBuf],
@@ -322,6 +323,14 @@ pub fn excluded_env(
             removed.push(name.into_owned());
         } else {
             kept.push((k.clone(), v.clone()));
+        }
+    }
+    if git {
+        let forced = guard::command::excluded::git::FORCED_CONFIG;
+        kept.push(("GIT_CONFIG_COUNT".into(), forced.len().to_string().into()));
+        for (i, (key, value)) in forced.iter().enumerate() {
+            kept.push((format!("GIT_CONFIG_KEY_{i}").into(), (*key).into()));
+            kept.push((format!("GIT_CONFIG_VALUE_{i}").into(), (*value).into()));
         }
     }
     (kept, removed)
@@ -433,5 +442,105 @@ mod tests {
             Some(v(&["bash", "-c", "git status", "extra"]))
         );
         assert_eq!(command_words(&[]), None);
+    }
+
+    #[test]
+    fn an_excluded_run_gets_no_code_loading_environment() {
+        let os = |k: &str, v: &str| (OsString::from(k), OsString::from(v));
+        let env = vec![
+            os("PATH", "/ws/bin:/usr/bin:bin::/bin"),
+            os("LD_PRELOAD", "/ws/x.so"),
+            os("PYTHONPATH", "/ws"),
+            os("GIT_DIR", "/ws/planted"),
+            os("GIT_CONFIG_PARAMETERS", "'core.fsmonitor'='x'"),
+            os("GIT_AUTHOR_NAME", "me"),
+            os("SSH_AUTH_SOCK", "/run/agent"),
+            os("LANG", "C.UTF-8"),
+        ];
+        let roots = vec![PathBuf::from("/ws")];
+        let (kept, removed) = excluded_env(&env, &roots, true);
+        let get = |k: &str| {
+            kept.iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.to_string_lossy().into_owned())
+        };
+        assert_eq!(get("PATH").as_deref(), Some("/usr/bin:/bin"));
+        for gone in [
+            "LD_PRELOAD",
+            "PYTHONPATH",
+            "GIT_DIR",
+            "GIT_CONFIG_PARAMETERS",
+        ] {
+            assert_eq!(get(gone), None, "{gone}");
+            assert!(removed.iter().any(|r| r == gone), "{gone}: {removed:?}");
+        }
+        for stays in ["GIT_AUTHOR_NAME", "SSH_AUTH_SOCK", "LANG"] {
+            assert!(get(stays).is_some(), "{stays}");
+        }
+        assert_eq!(
+            get("GIT_CONFIG_KEY_0").as_deref(),
+            Some("submodule.recurse")
+        );
+        // Not git: GIT_* of the caller's stays (it means nothing to the program).
+        let (kept, _) = excluded_env(&env, &roots, false);
+        assert!(kept.iter().any(|(n, _)| n == "GIT_AUTHOR_NAME"));
+        assert!(!kept.iter().any(|(n, _)| n == "GIT_CONFIG_COUNT"));
+    }
+
+    #[test]
+    fn git_runs_only_in_a_repository_out_of_the_sandboxs_reach() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let base = std::fs::canonicalize(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        let mk = |p: &Path| std::fs::create_dir_all(p).unwrap_or_else(|e| panic!("{e}"));
+        let ws = base.join("ws");
+        let home = base.join("home");
+        mk(&ws.join(".git"));
+        mk(&ws.join("src"));
+        mk(&home);
+        let roots = vec![ws.clone()];
+        let place = |cwd: &Path| check_git_place(cwd, &home, None, &roots);
+        // The workspace's own repository, from anywhere in it.
+        assert!(place(&ws).is_ok());
+        assert!(place(&ws.join("src")).is_ok());
+        // A nested repository.
+        let nested = ws.join("vendor/x");
+        mk(&nested.join(".git"));
+        assert!(place(&nested).is_err());
+        // A bare repository in the workspace.
+        let bare = ws.join("bare");
+        mk(&bare.join("objects"));
+        mk(&bare.join("refs"));
+        std::fs::write(bare.join("HEAD"), "ref: refs/heads/main\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(place(&bare).is_err());
+        // The workspace's .git itself (a bare look) is its own repository.
+        mk(&ws.join(".git/objects"));
+        mk(&ws.join(".git/refs"));
+        std::fs::write(ws.join(".git/HEAD"), "ref: refs/heads/main\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(place(&ws.join(".git")).is_ok());
+        // A `.git` file leading into the workspace, and one leading out of it.
+        let other = base.join("other");
+        mk(&other.join(".git"));
+        let linked = base.join("linked");
+        mk(&linked);
+        let roots2 = vec![linked.clone()];
+        std::fs::write(
+            linked.join(".git"),
+            format!("gitdir: {}\n", ws.join(".git").display()),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(check_git_place(&linked, &home, None, &[linked.clone(), ws.clone()]).is_err());
+        std::fs::write(
+            linked.join(".git"),
+            format!("gitdir: {}\n", other.join(".git").display()),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(check_git_place(&linked, &home, None, &roots2).is_ok());
+        // Outside every root.
+        assert!(place(&other).is_ok());
+        // The home's git config in a writable root.
+        assert!(check_git_place(&other, &home, None, std::slice::from_ref(&home)).is_err());
+        assert!(check_git_place(&other, &home, Some(&ws), &roots).is_err());
     }
 }
