@@ -282,8 +282,11 @@ impl Scan {
             !(masked_paths.iter().chain(emptied.iter().map(|(e, _)| e))).any(|m| is_within(p, m))
         });
 
+        // Paths read as empty too: inside a writable root (a home as the workspace) the cover
+        // goes only over the file the scan saw.
         let identities = masked_paths
             .iter()
+            .chain(emptied.iter().map(|(p, _)| p))
             .chain(&protected)
             .chain(&pins)
             .filter_map(|p| host.stat(p).map(|e| (p.clone(), (e.dev, e.ino))))
