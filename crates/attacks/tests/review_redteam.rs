@@ -642,3 +642,63 @@ fn a_host_edit_racing_the_runs_first_write_is_never_lost() {
         "no round put the host's edit before the run's first write: the race was not run"
     );
 }
+
+/// The run edits a workspace file (overlayfs copies it up), then the host deletes the file
+/// while the run goes on: `apply` would bring it back with the run's content, undoing the
+/// host's deletion (no ctime is left to compare). A conflict, from the copy's origin mark.
+/// Control: without the host's deletion the edit applies.
+#[test]
+fn a_file_the_host_deletes_during_the_run_is_not_brought_back() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    for delete in [true, false] {
+        let fx = Fixture::without_git();
+        let a = fx.ws.join("a.txt");
+        write_file(&a, "base\n", 0o644);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let go = fx.root.join("scripts").join("go");
+        let report = fx.out_file("delete.json");
+        let script = format!(
+            "echo run >> a.txt; echo > ready; while [ ! -e {go} ]; do :; done; rm ready",
+            go = sh_quote(&go)
+        );
+        let mut child = fx
+            .sandbox(
+                &["--review", "--report", &report.display().to_string()],
+                &script,
+            )
+            .spawn();
+        let ready = || {
+            std::fs::read_dir(store(&fx))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .any(|d| d.path().join("upper/ready").exists())
+        };
+        assert!(
+            attacks::wait_until(ready, std::time::Duration::from_secs(30)),
+            "the run never got ready"
+        );
+        if delete {
+            std::fs::remove_file(&a).expect("the host's deletion");
+        }
+        std::fs::write(&go, "").expect("signal");
+        assert!(child.wait().expect("wait").success());
+        let id = attacks::read_json(&report)["review"]["run_id"]
+            .as_str()
+            .expect("a pending change set")
+            .to_owned();
+        let apply = fx.stockade(["apply", &id]).run();
+        if delete {
+            apply
+                .assert_code(125)
+                .assert_stderr_contains("E_CHANGES_CONFLICT")
+                .assert_stderr_contains("a.txt");
+            assert!(!a.exists(), "the host's deletion was undone");
+        } else {
+            apply.assert_success();
+            assert_eq!(read_text(&a).as_deref(), Some("base\nrun\n"));
+        }
+    }
+}

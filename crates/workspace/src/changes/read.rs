@@ -434,7 +434,7 @@ pub(crate) fn read(layers: &Layers<'_>) -> Result<Scan, ChangesError> {
         scan: Scan::default(),
     };
     let root_st = rustix::fs::fstat(layers.upper).map_err(|e| w.upper_err(Path::new(""), e))?;
-    if w.opaque(layers.upper, Path::new(""), true)? {
+    if w.opaque(layers.upper, Path::new(""), true)?.0 {
         return Err(ChangesError::Unsupported {
             path: layers.upper_path.to_path_buf(),
             reason: "the upper's top directory carries an opaque mark".into(),
@@ -511,9 +511,16 @@ impl Walker<'_, '_> {
         }
     }
 
-    /// Whether the upper entry `fd` carries an opaque mark; refuses marks stockade's overlay
-    /// never makes. Escaped xattrs (`*.overlay.overlay.*`, the command's own) are data.
-    fn opaque(&self, fd: BorrowedFd<'_>, rel: &Path, is_dir: bool) -> Result<bool, ChangesError> {
+    /// Whether the upper entry `fd` carries an opaque mark, and an origin mark (overlayfs
+    /// copied it up from the workspace: the workspace had it when the run first wrote it);
+    /// refuses marks stockade's overlay never makes. Escaped xattrs (`*.overlay.overlay.*`,
+    /// the command's own) are data.
+    fn opaque(
+        &self,
+        fd: BorrowedFd<'_>,
+        rel: &Path,
+        is_dir: bool,
+    ) -> Result<(bool, bool), ChangesError> {
         let mut buf = vec![0u8; 4096];
         let n = loop {
             match rustix::fs::flistxattr(fd, &mut buf[..]) {
@@ -523,12 +530,12 @@ impl Walker<'_, '_> {
                         rustix::fs::flistxattr_query(fd).map_err(|e| self.upper_err(rel, e))?;
                     buf.resize(need.max(buf.len() * 2), 0);
                 }
-                Err(Errno::NOTSUP) => return Ok(false),
+                Err(Errno::NOTSUP) => return Ok((false, false)),
                 Err(e) => return Err(self.upper_err(rel, e)),
             }
         };
         let prefix = self.l.marks.prefix();
-        let mut opaque = false;
+        let (mut opaque, mut origin) = (false, false);
         for name in buf.get(..n).unwrap_or_default().split(|&b| b == 0) {
             let Some(mark) = name.strip_prefix(prefix) else {
                 continue;
@@ -556,10 +563,11 @@ impl Walker<'_, '_> {
                 b"redirect" | b"metacopy" | b"whiteout" | b"whiteouts" | b"opaque" => {
                     return Err(refuse("stockade's overlay never makes it"))
                 }
+                b"origin" => origin = true,
                 _ => {}
             }
         }
-        Ok(opaque)
+        Ok((opaque, origin))
     }
 
     /// Whether the merged directory looks like a git dir to git: `HEAD`, and `refs`,
@@ -709,7 +717,7 @@ impl Walker<'_, '_> {
             Ft::Directory => {
                 let fd = open_child(up, name, OFlags::RDONLY | OFlags::DIRECTORY)
                     .map_err(|e| self.upper_err(&rel, e))?;
-                let opaque = self.opaque(fd.as_fd(), &rel, true)?;
+                let (opaque, _) = self.opaque(fd.as_fd(), &rel, true)?;
                 self.record(&rel, b'd', mode, 0, if opaque { b"opaque" } else { b"" });
                 let mut child_low = None;
                 if compare {
@@ -780,7 +788,7 @@ impl Walker<'_, '_> {
                     });
                 }
                 let fd = open_regular(up, name).map_err(|e| self.upper_err(&rel, e))?;
-                self.opaque(fd.as_fd(), &rel, false)?;
+                let (_, copied_up) = self.opaque(fd.as_fd(), &rel, false)?;
                 if !self.l.content && !compare {
                     self.record(&rel, b'f', mode, st.st_size as u64, b"");
                     return Ok(());
@@ -798,7 +806,12 @@ impl Walker<'_, '_> {
                 if !compare {
                     return Ok(());
                 }
-                let base = lower_state(true)?;
+                let mut base = lower_state(true)?;
+                if copied_up && lower.is_none() {
+                    // The run copied the workspace's file up, and the host has removed it
+                    // since: a change on the host during the run, whatever the times say.
+                    base.ctime = self.l.started_ns;
+                }
                 let kind = match (&lower, &base.state) {
                     (None, _) => ChangeKind::Added,
                     (Some(_), BaseState::File { sha256, mode: from }) if *sha256 == sha => {

@@ -585,3 +585,37 @@ fn a_workspace_path_that_names_another_directory_is_refused() {
     assert!(e.to_string().contains("another directory"), "{e}");
     assert!(listing(&fx.ws).is_empty());
 }
+
+/// The run copied a workspace file up (overlayfs marks the upper copy with its origin) and
+/// the host deleted the file during the run: `apply` would bring it back with the run's
+/// content over the host's deletion. A conflict. Control: a file the run made new (no
+/// origin mark) where the workspace has none applies.
+#[test]
+fn a_file_the_host_deleted_after_the_run_copied_it_up_is_a_conflict() {
+    let origin = if is_root() {
+        "trusted.overlay.origin"
+    } else {
+        "user.overlay.origin"
+    };
+    for copied_up in [true, false] {
+        let fx = Fx::new();
+        let f = fx.lower("f.txt", "v1\n");
+        let mut run = fx.start("deleted");
+        let u = up(&run, "f.txt", "v1\nrun\n");
+        if copied_up {
+            set_xattr(&u, origin, b"");
+        }
+        std::fs::remove_file(&f).unwrap();
+        let set = run.finish(&rules()).unwrap();
+        assert_eq!(kinds(&set), [("f.txt".to_string(), ChangeKind::Added)]);
+        let result = run.apply(&accept_all(), &rules());
+        if copied_up {
+            let e = result.unwrap_err();
+            assert!(matches!(e, ChangesError::Conflict(_)), "{e}");
+            assert!(!f.exists(), "the host's deletion was undone");
+        } else {
+            result.unwrap();
+            assert_eq!(std::fs::read_to_string(&f).unwrap(), "v1\nrun\n");
+        }
+    }
+}
