@@ -1575,4 +1575,37 @@ mod tests {
             assert!(std::fs::symlink_metadata(ws.join("m/89/n/k")).is_err());
         });
     }
+
+    /// A new repository's config the run made unreadable (mode 000, in a directory at 000):
+    /// the sweep cannot read it, so it is not taken for inert: quarantined and replaced.
+    /// Control: the same config readable is quarantined the same way (it runs code).
+    #[test]
+    fn an_unreadable_git_config_is_not_inert() {
+        for mode in [0o000, 0o644] {
+            let tmp = tempfile::tempdir().unwrap();
+            let ws = unprivileged_ws(&tmp);
+            let v = as_unprivileged(move || {
+                let ws = ws;
+                let plan = plan_for(&ws);
+                let git = ws.join("sub/.git");
+                std::fs::create_dir_all(&git).unwrap();
+                std::fs::write(git.join("config"), "[core]\n\tfsmonitor = evil\n").unwrap();
+                std::fs::set_permissions(git.join("config"), std::fs::Permissions::from_mode(mode))
+                    .unwrap();
+                std::fs::set_permissions(&git, std::fs::Permissions::from_mode(mode & 0o700))
+                    .unwrap();
+                let v = sweep(&plan, &RealHost, "cfg");
+                std::fs::set_permissions(&git, std::fs::Permissions::from_mode(0o755)).unwrap();
+                let config = std::fs::read_to_string(git.join("config")).unwrap();
+                assert!(!config.contains("evil"), "{mode:o}: {config}");
+                v.into_iter()
+                    .map(|v| (v.kind, v.path.strip_prefix(&ws).unwrap().to_path_buf()))
+                    .collect::<Vec<_>>()
+            });
+            assert!(
+                v.contains(&("protected_path_created", PathBuf::from("sub/.git/config"))),
+                "{mode:o}: {v:?}"
+            );
+        }
+    }
 }
