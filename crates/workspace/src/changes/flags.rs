@@ -234,6 +234,9 @@ pub(crate) fn flags_of(
     if rec.file_type == FileType::File && !deleted {
         content_flags(rec, &mut out);
     }
+    if let (false, Some(why)) = (deleted, unshown_name(path)) {
+        out.push(flag("unshown-name", why));
+    }
     if let Some(reason) = world_writable(rec) {
         out.push(flag("world-writable", reason));
     }
@@ -327,6 +330,23 @@ pub(crate) fn is_plain(rec: &Recorded, limit: u64) -> bool {
         }
         (_, FileType::Symlink | FileType::Other) => false,
     }
+}
+
+/// Why the listing cannot show `path` as it is, if it cannot: not UTF-8, or holding a control
+/// character or one the terminal sanitizer strips (a name that looks like another).
+fn unshown_name(path: &Path) -> Option<String> {
+    let Some(text) = path.to_str() else {
+        return Some(
+            "its name is not UTF-8: the listing shows it with replacement characters".into(),
+        );
+    };
+    let c = text
+        .chars()
+        .find(|&c| c.is_control() || sanitize::classify(c).is_some())?;
+    Some(format!(
+        "its name holds U+{:04X}, which the listing does not show as it is: it may pass for another name",
+        c as u32
+    ))
 }
 
 /// The flags of a file's content: what `stockade diff` cannot show of it, or of the file it
@@ -436,6 +456,21 @@ mod tests {
         "environment",
         "tools",
     ];
+
+    #[test]
+    fn a_name_the_listing_cannot_show_is_flagged() {
+        assert_eq!(path_codes("src/a\u{200B}.py"), ["unshown-name"]);
+        assert_eq!(path_codes("notes\u{202E}txt.exe"), ["unshown-name"]);
+        assert_eq!(path_codes("a\nb"), ["unshown-name"]);
+        let bad = Recorded {
+            path: PathBuf::from(std::ffi::OsStr::from_bytes(b"caf\xe9")),
+            ..rec(ChangeKind::Added, FileType::File, 0o644, BaseState::Absent)
+        };
+        assert_eq!(codes(&bad), ["unshown-name"]);
+        // Controls: names in any script, shown as they are.
+        assert!(path_codes("docs/café/naïve.md").is_empty());
+        assert!(path_codes("文档/说明.txt").is_empty());
+    }
 
     #[test]
     fn every_family_has_its_test() {
