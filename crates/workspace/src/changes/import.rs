@@ -1,7 +1,7 @@
 //! A run under a disk bound (`--disk`): its view's upper lived on a tmpfs of that size (the
-//! backend hands over the tmpfs's mount descriptor). The change set is read there, where the
-//! birth times still say when the run first wrote each path, then copied into the run's
-//! `upper/` in the store and checked against the digest just read.
+//! backend hands over the tmpfs's mount descriptor). The change set is read there, where
+//! overlayfs's marks (origin, opaque) are as the overlay left them, then copied into the
+//! run's `upper/` in the store and checked against the digest just read.
 
 use std::ffi::OsStr;
 use std::io::{Read, Write};

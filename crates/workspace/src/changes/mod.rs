@@ -355,7 +355,8 @@ pub struct Flag {
     /// Stable: `host-executed`, `build-file`, `startup-file`, `tool-config`, `host-loaded`,
     /// `protected`, `executable`, `script`, `setuid`, `binary`, `hidden-text`,
     /// `replaces-binary`, `unchecked`, `symlink`, `symlink-outside`, `symlink-into-masked`,
-    /// `git-internals`, `large`, `special-file`, `world-writable`, `not-plain`. Review flags
+    /// `unshown-name`, `git-internals`, `large`, `special-file`, `world-writable`,
+    /// `not-plain`. Review flags
     /// by allow-list: an entry without a flag is a deletion, a directory, or a plain text
     /// file (see `flags`).
     pub code: &'static str,
