@@ -432,9 +432,51 @@ fn an_excluded_git_does_not_check_out_what_the_sandbox_committed() {
     assert!(!envrc.exists(), "the sandboxed checkout created .envrc");
     // Control: git on the host writes it.
     // (`-f`: the sandboxed checkout above may have moved HEAD without the file.)
-    fx.git_host(&["checkout", "-q", "-f", "evil"]).assert_success();
+    fx.git_host(&["checkout", "-q", "-f", "evil"])
+        .assert_success();
     assert!(
         envrc.exists(),
         "control: host checkout did not write .envrc"
     );
+}
+
+#[test]
+fn an_excluded_git_talks_to_no_local_repository() {
+    let fx = Fixture::new();
+    let mark = fx.outside.join("post-receive-ran");
+    // A repository in the workspace whose hook runs when something is pushed to it (what a
+    // run could leave for the host; the sandbox refuses the hook, the test plants it).
+    let planted = fx.ws.join("planted.git");
+    fx.host(&format!("git init -q --bare {}", sh_quote(&planted)))
+        .run()
+        .assert_success();
+    write_file(
+        &planted.join("hooks/post-receive"),
+        format!("#!/bin/sh\ntouch {}\n", sh_quote(&mark)),
+        0o755,
+    );
+    let p = git_excluded(&fx, "");
+    fx.sandbox_argv(
+        &["--policy", &p],
+        &["git", "push", "./planted.git", "HEAD:refs/heads/x"],
+    )
+    .run()
+    .assert_code(125)
+    .assert_stderr_contains("local path");
+    assert!(!mark.exists(), "the excluded push ran the planted hook");
+    // Even with the words allowed by the entry, git itself refuses the local transport.
+    let allowed = git_excluded(&fx, "allowed_args = [\"./planted.git\"]\n");
+    fx.sandbox_argv(
+        &["--policy", &allowed],
+        &["git", "push", "./planted.git", "HEAD:refs/heads/x"],
+    )
+    .run()
+    .assert_failure()
+    .assert_stderr_contains("not allowed");
+    assert!(!mark.exists(), "the excluded push ran the planted hook");
+    // Control: git on the host pushes there and runs the hook.
+    fx.host("git push -q ./planted.git HEAD:refs/heads/x")
+        .run()
+        .assert_success();
+    assert!(mark.exists(), "control: the host push did not run the hook");
 }

@@ -479,7 +479,7 @@ mod tests {
         }
         assert_eq!(
             get("GIT_CONFIG_KEY_0").as_deref(),
-            Some("submodule.recurse")
+            Some("protocol.allow")
         );
         // Not git: GIT_* of the caller's stays (it means nothing to the program).
         let (kept, _) = excluded_env(&env, &roots, false);

@@ -182,10 +182,18 @@ pub mod git {
         "stash",
     ];
 
-    /// Config an excluded git always gets (through `GIT_CONFIG_*`): it never enters a
+    /// Config an excluded git always gets (through `GIT_CONFIG_*`, above every config file):
+    /// it talks to network repositories only (a local one, `file://`, `ext::` or another
+    /// transport helper could be the sandbox's, and a push runs the receiving repository's
+    /// hooks), also when a word or a remote's URL names another, and it never enters a
     /// submodule, whose repository (an old-style `.git` directory in the worktree) the sandbox
     /// could have made.
     pub const FORCED_CONFIG: &[(&str, &str)] = &[
+        ("protocol.allow", "never"),
+        ("protocol.https.allow", "always"),
+        ("protocol.http.allow", "always"),
+        ("protocol.ssh.allow", "always"),
+        ("protocol.git.allow", "always"),
         ("submodule.recurse", "false"),
         ("diff.ignoreSubmodules", "all"),
         ("status.submoduleSummary", "false"),
