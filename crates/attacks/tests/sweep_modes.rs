@@ -184,3 +184,57 @@ printf 'echo pwned-by-envrc\n' > d/.envrc"#;
     assert!(!live_hooks(&fx.ws).is_empty());
     assert!(d.join("sub/.git").is_file() && d.join(".envrc").is_file());
 }
+
+/// The directory the repository's `core.hooksPath` names, missing at the start: made during
+/// the run with a hook in it, then closed. Natively the creation guard refuses it; under
+/// gVisor the guard's rules after the run move it out whole. A directory moved to another
+/// parent needs its own write bit (its `..` changes), which the run took away: the old sweep
+/// could neither move nor remove it and left the hook for host git to run.
+#[test]
+fn a_closed_hooks_path_directory_is_still_taken_out() {
+    let plant = "mkdir -p .githooks/x && printf '#!/bin/sh\\necho pwned-by-hook\\n' > .githooks/pre-commit && chmod +x .githooks/pre-commit";
+    let commit = |fx: &Fixture| {
+        fx.git_host(&[
+            "-c",
+            "user.email=h@example.invalid",
+            "-c",
+            "user.name=H",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "after the run",
+        ])
+    };
+    for &m in MODES {
+        let fx = Fixture::new();
+        fx.git_host(&["config", "core.hooksPath", ".githooks"])
+            .assert_success();
+        let records = fx.records();
+        let script = format!("{plant}\nchmod {m:o} .githooks/x .githooks; echo made");
+        let run = fx.attack(&records.opts(), &script).outcome();
+        run.assert_output_contains("made");
+        let gh = fx.ws.join(".githooks");
+        if std::fs::symlink_metadata(&gh).is_ok() {
+            open(&gh);
+        }
+        assert!(
+            std::fs::symlink_metadata(gh.join("pre-commit")).is_err(),
+            "{m:o}: the hook stayed\n{}",
+            run.run.describe()
+        );
+        if !attacks::creation_guarded() {
+            assert_reported(&records, &run.run, "protected_path_created", &gh);
+        }
+        assert_all_inspected(&records);
+        commit(&fx).assert_lacks("pwned");
+    }
+    // Control: without stockade host git runs the hook.
+    let fx = Fixture::new();
+    fx.git_host(&["config", "core.hooksPath", ".githooks"])
+        .assert_success();
+    fx.control(&format!("{plant}\nchmod 555 .githooks"))
+        .outcome()
+        .assert_ok();
+    assert!(commit(&fx).all_output().contains("pwned-by-hook"));
+}
