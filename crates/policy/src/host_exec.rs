@@ -214,10 +214,6 @@ pub fn protected_sources(policy: &crate::Policy, flags: &[String]) -> Vec<Protec
         .collect()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
 /// What a file of [`HOST_RUN`] is to the host, and the review flag it raises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunKind {
@@ -322,6 +318,11 @@ pub const HOST_RUN: &[HostRun] = &[
     run("tasks", Build, "ecosystem.config.*", "pm2 runs it as JavaScript and starts its apps"),
     run("tasks", Build, "Snakefile", "snakemake runs it as Python"),
     run("tasks", Build, "Brewfile", "brew bundle runs it as Ruby"),
+    run("tasks", Build, "Makefile.toml", "cargo make runs its tasks"),
+    run("tasks", Build, "nodemon.json", "nodemon runs the commands it names"),
+    run("tasks", Config, "ansible.cfg", "ansible reads it from the current directory: plugin paths and a vault password file it runs"),
+    run("tasks", Build, "terragrunt.hcl", "terragrunt runs its hooks"),
+    run("tasks", Build, "Pulumi.yaml", "pulumi runs the program it names"),
     // Bazel and Buck.
     run("bazel", Build, "BUILD", "bazel runs its rules"),
     run("bazel", Build, "BUILD.bazel", "bazel runs its rules"),
@@ -346,6 +347,13 @@ pub const HOST_RUN: &[HostRun] = &[
     run("python", Config, "poetry.toml", "poetry reads its virtualenv and repository settings from it"),
     run("python", Config, ".pdm-python", "names the interpreter pdm runs"),
     run("python", Config, ".python-version", "pyenv and uv pick the interpreter they run by it"),
+    run("python", Config, "mypy.ini", "mypy imports the plugins it names (editors run mypy on opening a file)"),
+    run("python", Config, ".mypy.ini", "as mypy.ini"),
+    run("python", Config, ".pylintrc", "pylint runs its init-hook and imports its load-plugins (editors run pylint on opening a file)"),
+    run("python", Config, "pylintrc", "as .pylintrc"),
+    run("python", Config, ".flake8", "flake8 imports the local plugins it names from the project"),
+    run("python", Config, ".coveragerc", "coverage imports the plugins it names"),
+    run("python", Build, "hatch.toml", "hatch runs its scripts and build hooks"),
     // Python start-up.
     run("python-startup", Startup, "*.pth", "Python runs its `import` lines at every start-up (site-packages)"),
     run("python-startup", Startup, "sitecustomize.py", "Python imports it at every start-up"),
@@ -423,6 +431,7 @@ pub const HOST_RUN: &[HostRun] = &[
     run("ruby", Config, ".bundle/config", "bundler reads the Gemfile, paths and build options it names"),
     run("ruby", Startup, ".irbrc", "irb runs it when it starts"),
     run("ruby", Startup, ".pryrc", "pry runs it when it starts"),
+    run("ruby", Config, ".rspec", "rspec loads the files its --require names"),
     run("ruby", Loaded, "vendor/bundle", "installed gems Ruby loads"),
     // Go.
     run("go", Build, "go.mod", "its toolchain line makes go download and run another toolchain"),
@@ -470,6 +479,25 @@ pub const HOST_RUN: &[HostRun] = &[
     run("other-builds", Build, "*.csproj", "msbuild runs its targets and tasks"),
     run("other-builds", Build, "Directory.Build.props", "msbuild imports it into every project below"),
     run("other-builds", Build, "Directory.Build.targets", "msbuild imports it into every project below"),
+    run("other-builds", Config, "nuget.config", "the package sources the next restore fetches (and runs build targets) from"),
+    run("other-builds", Config, ".formatter.exs", "mix format evaluates it as Elixir (editors run it on saving a file)"),
+    run("other-builds", Config, ".credo.exs", "credo evaluates it as Elixir"),
+    run("other-builds", Build, "project.clj", "leiningen evaluates it as Clojure"),
+    run("other-builds", Build, "deps.edn", "the Clojure CLI runs the functions its aliases name"),
+    run("other-builds", Build, "build.boot", "boot evaluates it as Clojure"),
+    run("other-builds", Build, "bb.edn", "babashka runs its tasks"),
+    run("other-builds", Build, "build.sc", "mill compiles and runs it"),
+    run("other-builds", Build, "config.nims", "nim runs this NimScript on every compile below it"),
+    run("other-builds", Build, "*.nims", "nim runs this NimScript"),
+    run("other-builds", Build, "*.nimble", "nimble runs it as NimScript"),
+    run("other-builds", Build, "shard.yml", "shards runs its postinstall scripts"),
+    run("other-builds", Build, "dub.json", "dub runs its pre- and post-build commands"),
+    run("other-builds", Build, "dub.sdl", "dub runs its pre- and post-build commands"),
+    run("other-builds", Config, ".php-cs-fixer.php", "php-cs-fixer runs it as PHP (editors run it on saving a file)"),
+    run("other-builds", Config, ".php-cs-fixer.dist.php", "as .php-cs-fixer.php"),
+    run("other-builds", Config, "phpunit.xml", "phpunit runs its bootstrap file"),
+    run("other-builds", Config, "phpunit.xml.dist", "phpunit runs its bootstrap file"),
+    run("other-builds", Config, "phpstan.neon", "phpstan runs its bootstrap files (editors run phpstan on opening a file)"),
     // Containers.
     run("containers", Build, "Dockerfile", "docker build runs its RUN steps, with what it copies in"),
     run("containers", Build, "Dockerfile.*", "docker build runs its RUN steps"),
@@ -492,16 +520,23 @@ pub const HOST_RUN: &[HostRun] = &[
     run("infra", Config, ".terraformrc", "terraform's CLI config: provider_installation dev_overrides run local binaries"),
     run("infra", Config, "terraform.rc", "as .terraformrc"),
     run("infra", Loaded, ".terraform", "the providers and modules terraform runs"),
-    // Git, beyond its directory (flagged as git internals).
-    run("git", Config, ".gitattributes", "selects the filter, diff and merge drivers git runs on the files it names"),
-    run("git", Config, ".gitmodules", "names the submodules git fetches and checks out"),
-    run("git", Config, ".lfsconfig", "git-lfs reads its endpoints and settings from it"),
+    // Version control: git beyond its directory (flagged as git internals), and the
+    // repositories of other systems, whose config runs hooks on the host's commands.
+    run("vcs", Config, ".gitattributes", "selects the filter, diff and merge drivers git runs on the files it names"),
+    run("vcs", Config, ".gitmodules", "names the submodules git fetches and checks out"),
+    run("vcs", Config, ".lfsconfig", "git-lfs reads its endpoints and settings from it"),
+    run("vcs", Loaded, ".hg", "Mercurial's repository: .hg/hgrc hooks and extensions run on the next hg command"),
+    run("vcs", Loaded, ".jj", "Jujutsu's repository: its config's aliases and fsmonitor run on the next jj command"),
     // Editors beyond the catalogue's.
     run("editors", Config, "*.code-workspace", "VS Code workspace settings and tasks, as .vscode"),
     run("editors", Config, ".fleet", "Fleet's run configurations and settings"),
+    run("editors", Config, ".dir-locals-2.el", "as .dir-locals.el: Emacs evaluates its `eval` entries"),
+    run("editors", Config, ".lvimrc", "the localvimrc plugin sources it on opening a file"),
     // Environment files.
     run("environment", Config, ".env", "loaded into the environment by dotenv libraries, docker compose and direnv's dotenv: NODE_OPTIONS, LD_PRELOAD and the like run code"),
     run("environment", Config, ".env.*", "as .env"),
+    run("environment", Startup, ".autoenv.zsh", "zsh-autoenv sources it on entering the directory"),
+    run("environment", Startup, ".autoenv_leave.zsh", "zsh-autoenv sources it on leaving the directory"),
     run("environment", Loaded, ".direnv", "direnv's layouts: the virtualenvs and cached environments the shell loads on entering"),
     // Debuggers, REPLs and command-line tools that run a file on start.
     run("tools", Startup, ".gdbinit", "gdb runs its commands when it starts here (with auto-load, or when named)"),
@@ -510,12 +545,21 @@ pub const HOST_RUN: &[HostRun] = &[
     run("tools", Startup, ".sqliterc", "sqlite3 runs its dot-commands (`.shell`) when it starts"),
     run("tools", Config, ".inputrc", "readline's key bindings: a macro types commands into every readline program"),
     run("tools", Config, ".ripgreprc", "rg's options when RIPGREP_CONFIG_PATH names it: `--pre` runs a program on every file searched"),
+    run("tools", Startup, ".Rprofile", "R runs it at start-up in this directory"),
+    run("tools", Config, ".Renviron", "R reads its variables at start-up (R_PROFILE names more code to run)"),
+    run("tools", Startup, "renv/activate.R", "sourced by the project's .Rprofile at every R start-up"),
+    run("tools", Startup, ".ghci", "GHCi runs its commands (`:!` runs a shell) when it starts here"),
+    run("tools", Startup, ".ocamlinit", "the OCaml toplevel and utop run it when they start here"),
 ];
 
 /// The [`HOST_RUN`] entry named `path`.
 pub fn host_run_entry(path: &str) -> Option<&'static HostRun> {
     HOST_RUN.iter().find(|e| e.path == path)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     #[test]
     fn entries_are_unique_relative_and_documented() {
@@ -528,10 +572,6 @@ pub fn host_run_entry(path: &str) -> Option<&'static HostRun> {
         }
     }
 
-    /// Every entry has a shape mediated creation checks during the run (`<root>/**/<tail>`,
-    /// the tail only `*` and `?` wildcards): none is left to the post-run sweep alone.
-    #[test]
-    fn every_entry_is_guarded_during_the_run() {
     #[test]
     fn host_run_entries_are_unique_relative_documented_and_not_in_the_catalogue() {
         let mut seen = std::collections::HashSet::new();
@@ -550,6 +590,10 @@ pub fn host_run_entry(path: &str) -> Option<&'static HostRun> {
         assert_eq!(Loaded.code(), "host-loaded");
     }
 
+    /// Every entry has a shape mediated creation checks during the run (`<root>/**/<tail>`,
+    /// the tail only `*` and `?` wildcards): none is left to the post-run sweep alone.
+    #[test]
+    fn every_entry_is_guarded_during_the_run() {
         let ctx = crate::PathContext {
             home: "/h".into(),
             workspace: "/w".into(),

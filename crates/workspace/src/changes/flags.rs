@@ -451,7 +451,7 @@ mod tests {
         "containers",
         "nix",
         "infra",
-        "git",
+        "vcs",
         "editors",
         "environment",
         "tools",
@@ -836,9 +836,9 @@ mod tests {
     }
 
     #[test]
-    fn family_git() {
+    fn family_vcs() {
         family(
-            "git",
+            "vcs",
             "tool-config",
             &[
                 ".gitattributes",
@@ -848,6 +848,101 @@ mod tests {
             ],
             &[".gitignore-notes.md"],
         );
+        family(
+            "vcs",
+            "host-loaded",
+            &[".hg/hgrc", "sub/.jj/repo/config.toml"],
+            &["src/hg.rs"],
+        );
+    }
+
+    /// The second round of the catalogue (tools found auto-loading files by a search of their
+    /// documentation), family by family.
+    #[test]
+    fn families_second_round() {
+        family(
+            "python",
+            "tool-config",
+            &[
+                "mypy.ini",
+                ".pylintrc",
+                "pylintrc",
+                ".flake8",
+                ".coveragerc",
+            ],
+            &[],
+        );
+        family("python", "build-file", &["hatch.toml"], &[]);
+        family(
+            "tasks",
+            "build-file",
+            &[
+                "Makefile.toml",
+                "nodemon.json",
+                "terragrunt.hcl",
+                "Pulumi.yaml",
+            ],
+            &[],
+        );
+        family(
+            "tasks",
+            "tool-config",
+            &["ansible.cfg"],
+            &["ansible/roles/x.yml"],
+        );
+        family("ruby", "tool-config", &[".rspec"], &[]);
+        family(
+            "other-builds",
+            "build-file",
+            &[
+                "project.clj",
+                "deps.edn",
+                "build.boot",
+                "bb.edn",
+                "build.sc",
+                "config.nims",
+                "x.nims",
+                "x.nimble",
+                "shard.yml",
+                "dub.json",
+                "dub.sdl",
+            ],
+            &["src/core.clj", "src/x.nim"],
+        );
+        family(
+            "other-builds",
+            "tool-config",
+            &[
+                "nuget.config",
+                ".formatter.exs",
+                ".credo.exs",
+                ".php-cs-fixer.php",
+                ".php-cs-fixer.dist.php",
+                "phpunit.xml",
+                "phpunit.xml.dist",
+                "phpstan.neon",
+            ],
+            &["src/App.php"],
+        );
+        family(
+            "editors",
+            "tool-config",
+            &[".dir-locals-2.el", ".lvimrc"],
+            &[],
+        );
+        family(
+            "environment",
+            "startup-file",
+            &[".autoenv.zsh", ".autoenv_leave.zsh"],
+            &[],
+        );
+        family(
+            "tools",
+            "startup-file",
+            &[".Rprofile", "renv/activate.R", ".ghci", ".ocamlinit"],
+            &["R/analysis.R"],
+        );
+        family("tools", "tool-config", &[".Renviron"], &[]);
     }
 
     #[test]
