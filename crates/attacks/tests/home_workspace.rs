@@ -369,3 +369,39 @@ fn why_answers_for_the_homes_masks_and_persistence_points() {
     assert_eq!(notes["write"]["allowed"].as_bool(), Some(true), "{notes:#}");
     assert_eq!(notes["read"]["allowed"].as_bool(), Some(true), "{notes:#}");
 }
+
+/// A directory of the caller's `PATH` in the home is a persistence point whatever its name:
+/// a program planted there would run in the host's next shell instead of the system's.
+#[test]
+fn a_path_directory_of_the_caller_in_the_home_is_guarded() {
+    let script = "mkdir -p ~/.npm-global/bin && printf '#!/bin/sh\\n' > ~/.npm-global/bin/ls";
+    let planted = |fx: &Fixture| fx.home.join(".npm-global/bin/ls");
+    let fx = fixture();
+    let records = fx.records();
+    let path = format!(
+        "{}:{}",
+        fx.home.join(".npm-global/bin").display(),
+        attacks::PATH
+    );
+    let inside = fx
+        .stockade(["run".as_ref(), "--workspace".as_ref(), fx.home.as_os_str()])
+        .args(records.opts())
+        .arg("--shell")
+        .arg(wrap(script))
+        .env("PATH", &path)
+        .cwd(&fx.home)
+        .run()
+        .outcome();
+    inside.assert_failed_if_guarded();
+    assert_refused_or_swept(
+        &records,
+        &inside.run,
+        &fx.home,
+        &[".npm-global/bin", ".npm-global/bin/ls"],
+    );
+    assert!(!planted(&fx).exists(), "{}", inside.run.describe());
+    // Control: not on the caller's PATH, the directory is an ordinary one of the workspace.
+    let fx = fixture();
+    run_in(&fx, &fx.home, &fx.home, &[], script).assert_ok();
+    assert!(planted(&fx).exists());
+}

@@ -32,6 +32,9 @@ pub struct Place {
     pub home: PathBuf,
     /// The caller's `XDG_CONFIG_HOME`, where git's global config may live.
     pub xdg_config_home: Option<PathBuf>,
+    /// The directories of the caller's `PATH`, in order: those in the home are persistence
+    /// points when a writable root holds them (see [`home_path_dirs`]).
+    pub path_dirs: Vec<PathBuf>,
 }
 
 /// What the scan found: everything a backend needs to know about the host's paths for a run.
@@ -85,7 +88,12 @@ impl Scan {
         let deny_read = expand_all(&policy.filesystem.deny_read)?;
         let read_empty = expand_all(&policy.filesystem.read_empty)?;
         let allow_read = expand_all(&policy.filesystem.allow_read)?;
-        let deny_write = expand_all(&policy.filesystem.deny_write)?;
+        let mut deny_write = expand_all(&policy.filesystem.deny_write)?;
+        for p in home_path_dirs(policy, place, &ctx) {
+            if !deny_write.contains(&p) {
+                deny_write.push(p);
+            }
+        }
 
         let mut dirs = DirStamps::start();
         let found = Matches::collect(host, &writable_roots, &deny_read, &deny_write, &mut dirs)?;
@@ -350,6 +358,55 @@ pub struct GitIndex {
     pub path: PathBuf,
     pub hidden: BTreeSet<String>,
     pub hash_len: usize,
+}
+
+/// Protected paths of the home that only the caller's environment names: the directories of
+/// its `PATH` in the home (the host's shells look programs up there: `~/.npm-global/bin`,
+/// `~/.yarn/bin`, ... beside the catalogue's `~/.local/bin`), and the `~/.config/...` entries
+/// of the policy's `deny_write` again below `XDG_CONFIG_HOME` when that is elsewhere. A `PATH`
+/// directory inside a workspace below the home is the project's own (its `bin`), not the
+/// home's; one a policy unprotects by name stays unprotected.
+fn home_path_dirs(policy: &Policy, place: &Place, ctx: &PathContext) -> Vec<PathPattern> {
+    let unprotected: Vec<PathBuf> = (policy.filesystem.unprotect.iter())
+        .filter_map(|u| policy::expand(u, ctx).ok())
+        .flatten()
+        .filter_map(|p| match p {
+            PathPattern::Exact(p) => Some(p),
+            PathPattern::Glob(_) => None,
+        })
+        .collect();
+    let workspace_holds_home = is_within(&place.home, &place.workspace);
+    let mut out: Vec<PathPattern> = Vec::new();
+    for dir in &place.path_dirs {
+        if !dir.is_absolute() {
+            continue;
+        }
+        let dir = policy::normalize_lexically(dir);
+        if dir == place.home
+            || !is_within(&dir, &place.home)
+            || (is_within(&dir, &place.workspace) && !workspace_holds_home)
+            || unprotected.contains(&dir)
+        {
+            continue;
+        }
+        out.push(PathPattern::Exact(dir));
+    }
+    if let Some(xdg) = place
+        .xdg_config_home
+        .as_ref()
+        .filter(|x| x.is_absolute() && **x != place.home.join(".config"))
+    {
+        for pattern in &policy.filesystem.deny_write {
+            if let Some(rest) = pattern.strip_prefix("~/.config/") {
+                if !rest.contains(['*', '?', '[', '{']) {
+                    out.push(PathPattern::Exact(policy::normalize_lexically(
+                        &xdg.join(rest),
+                    )));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// How many components `p` has (mount steps go parents first).

@@ -42,6 +42,12 @@ impl Request {
                 .iter()
                 .find(|(k, _)| k == "XDG_CONFIG_HOME")
                 .map(|(_, v)| PathBuf::from(v)),
+            path_dirs: self
+                .env
+                .iter()
+                .find(|(k, _)| k == "PATH")
+                .map(|(_, v)| std::env::split_paths(v).collect())
+                .unwrap_or_default(),
         }
     }
 }

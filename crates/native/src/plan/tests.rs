@@ -700,3 +700,52 @@ fn a_home_as_workspace_keeps_its_masks_and_guards_its_persistence_points() {
     assert!(guarded(&plan, "/home/u/.config/systemd"));
     assert!(!plan.protected.contains(&p("/home/u/.config/nvim")));
 }
+
+/// The caller's `PATH` directories in the home and the `~/.config` entries below a moved
+/// `XDG_CONFIG_HOME` are the home's persistence points too; a `PATH` directory of a project
+/// workspace below the home is the project's own.
+#[test]
+fn path_directories_and_xdg_config_of_the_home_are_guarded() {
+    let host = machine().dir("/home/u/.npm-global/bin", 1000, 0o755);
+    let mut req = request(1000);
+    req.env.retain(|(k, _)| k != "PATH");
+    req.env.push((
+        "PATH".into(),
+        "/home/u/.npm-global/bin:/home/u/ws/bin:/usr/bin:relative/bin".into(),
+    ));
+    req.env
+        .push(("XDG_CONFIG_HOME".into(), "/home/u/.xdg".into()));
+    let guarded = |plan: &Plan, base: &str| {
+        (plan.creation_guard.protected.iter())
+            .any(|g| g.base == Path::new(base) && g.tail.is_empty())
+    };
+    // A project workspace below the home: its bin stays writable.
+    let plan = Plan::new(&default_policy(), &req, &host).unwrap();
+    assert!(!guarded(&plan, "/home/u/ws/bin"));
+    // The home as the workspace.
+    req.workspace = p("/home/u");
+    req.cwd = p("/home/u");
+    let plan = Plan::new(&default_policy(), &req, &host).unwrap();
+    for base in [
+        "/home/u/.npm-global/bin",
+        "/home/u/ws/bin",
+        "/home/u/.xdg/systemd",
+        "/home/u/.xdg/autostart",
+    ] {
+        assert!(guarded(&plan, base), "{base} is not guarded");
+    }
+    assert!(plan.protected.contains(&p("/home/u/.npm-global/bin")));
+    assert!(!guarded(&plan, "/usr/bin"), "outside the home");
+    // Unprotected by name: not brought back by PATH.
+    let file = policy::parse_policy_file(
+        "[filesystem]\nunprotect = [\"~/.local/bin\"]\n",
+        "stockade.toml",
+    )
+    .unwrap();
+    let policy = policy::resolve(Some(file), &policy::Overrides::default()).unwrap();
+    req.env.push(("PATH".into(), "/home/u/.local/bin".into()));
+    req.env
+        .retain(|(k, v)| k != "PATH" || v == "/home/u/.local/bin");
+    let plan = Plan::new(&policy, &req, &host).unwrap();
+    assert!(!guarded(&plan, "/home/u/.local/bin"));
+}
