@@ -11,6 +11,11 @@
 //! symlink, which would send host git to another repository's hooks) is moved out whole. A
 //! directory git accepts as a git dir that was not one at the start, whatever its name, loses
 //! its live config, non-sample hooks and `commondir` ([`crate::planted_git`]).
+//!
+//! No mode hides anything: a directory the run left unreadable, unsearchable or unwritable is
+//! opened up through descriptors to be looked into and given its exact mode back afterwards
+//! (`Inspect`); one that still cannot be listed is reported ([`UNINSPECTABLE_DIRECTORY`])
+//! and quarantined whole, never taken for an empty one.
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -55,7 +60,7 @@ pub struct Held {
 /// then the sweep, then what the creation guard would have refused (its ctime after
 /// `started`).
 ///
-/// All three see the tree through [`Inspect`]: a directory the run left unreadable or
+/// All three see the tree through `Inspect`: a directory the run left unreadable or
 /// unsearchable is opened up to be looked into, and given its mode back at the end.
 pub fn after_run(
     run: &Resolved,
@@ -118,7 +123,7 @@ pub fn sweep_skipping(
 }
 
 /// Violation kind of a directory the sweep could not look into, even after opening it up
-/// (see [`Inspect`]): it is quarantined whole, since what the run left in it was never
+/// (see `Inspect`): it is quarantined whole, since what the run left in it was never
 /// checked.
 pub const UNINSPECTABLE_DIRECTORY: &str = "uninspectable_directory";
 
