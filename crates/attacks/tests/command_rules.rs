@@ -480,3 +480,43 @@ fn an_excluded_git_talks_to_no_local_repository() {
         .assert_success();
     assert!(mark.exists(), "control: the host push did not run the hook");
 }
+
+/// The assumption the excluded git rests on: the workspace's repository config is the
+/// user's, because the sandbox cannot make it run code (README, "Git").
+#[test]
+fn the_repository_an_excluded_git_reads_keeps_the_sandboxs_config_out() {
+    let fx = Fixture::new();
+    let (script, mark) = planted(&fx);
+    // Inside: every way to give the repository a code-running key.
+    fx.sandbox(
+        &[],
+        &format!(
+            "git config core.fsmonitor {0}; git config core.hooksPath .; \
+             git config include.path ../inc; printf '[core]\\n\\tfsmonitor = {0}\\n' > inc; \
+             printf '[core]\\n\\tfsmonitor = {0}\\n' >> .git/config; \
+             cp .git/config c && printf '[core]\\n\\tfsmonitor = {0}\\n' >> c && mv c .git/config; \
+             true",
+            script
+        ),
+    )
+    .run();
+    let p = git_excluded(&fx, "");
+    fx.sandbox_argv(&["--policy", &p], &["git", "status"])
+        .run()
+        .assert_success();
+    assert!(
+        !mark.exists(),
+        "the sandbox gave the repository a key the excluded git ran"
+    );
+    // Control: the same key written on the host is run by the excluded git (the assumption
+    // is what stands between them).
+    fx.git_host(&["config", "core.fsmonitor", &script])
+        .assert_success();
+    fx.sandbox_argv(&["--policy", &p], &["git", "status"])
+        .run()
+        .assert_success();
+    assert!(
+        mark.exists(),
+        "control: the excluded git did not read the repository config"
+    );
+}
