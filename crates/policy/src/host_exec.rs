@@ -354,6 +354,8 @@ pub const HOST_RUN: &[HostRun] = &[
     run("python", Config, ".flake8", "flake8 imports the local plugins it names from the project"),
     run("python", Config, ".coveragerc", "coverage imports the plugins it names"),
     run("python", Build, "hatch.toml", "hatch runs its scripts and build hooks"),
+    run("python", Build, "docs/conf.py", "sphinx runs it on every documentation build"),
+    run("python", Build, "doc/conf.py", "sphinx runs it on every documentation build"),
     // Python start-up.
     run("python-startup", Startup, "*.pth", "Python runs its `import` lines at every start-up (site-packages)"),
     run("python-startup", Startup, "sitecustomize.py", "Python imports it at every start-up"),

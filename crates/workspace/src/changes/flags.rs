@@ -872,7 +872,12 @@ mod tests {
             ],
             &[],
         );
-        family("python", "build-file", &["hatch.toml"], &[]);
+        family(
+            "python",
+            "build-file",
+            &["hatch.toml", "docs/conf.py", "pkg/doc/conf.py"],
+            &["src/conf.py"],
+        );
         family(
             "tasks",
             "build-file",
