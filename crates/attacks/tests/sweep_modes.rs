@@ -238,3 +238,41 @@ fn a_closed_hooks_path_directory_is_still_taken_out() {
         .assert_ok();
     assert!(commit(&fx).all_output().contains("pwned-by-hook"));
 }
+
+/// The workspace itself closed at the end of the run (`chmod 000 .`): the sweep starts from
+/// the root's own descriptor (opening `.` from it would need the search bit the run took),
+/// finds the link, and leaves the root at mode 000 as the run did. The old sweep reported
+/// nothing and left the link.
+#[test]
+fn a_closed_workspace_hides_no_link() {
+    let fx = Fixture::new();
+    let records = fx.records();
+    let script = r#"ln -s "$HOME/.ssh/id_rsa" link && chmod 000 . && echo closed"#;
+    let run = fx.attack(&records.opts(), script).outcome();
+    let closed = run.run.stdout.contains("closed");
+    let left = mode(&fx.ws);
+    open(&fx.ws);
+    if closed {
+        assert_eq!(left, 0o000, "the mode the run left\n{}", run.run.describe());
+    }
+    assert!(
+        std::fs::symlink_metadata(fx.ws.join("link")).is_err(),
+        "the link stayed\n{}",
+        run.run.describe()
+    );
+    assert_reported(
+        &records,
+        &run.run,
+        "symlink_to_masked_path",
+        &fx.ws.join("link"),
+    );
+    assert_all_inspected(&records);
+    // Control: without stockade the link stays and reads the key.
+    let fx = Fixture::new();
+    let out = fx.control(script).outcome();
+    open(&fx.ws);
+    assert!(std::fs::read_to_string(fx.ws.join("link"))
+        .unwrap()
+        .contains(&fx.marker("ssh")));
+    out.assert_ok();
+}

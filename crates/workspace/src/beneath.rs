@@ -201,7 +201,9 @@ impl Opened {
     /// exists: those on the way so they can be searched, `rel` itself so it can be listed and
     /// changed.
     pub(crate) fn open_up(&mut self, root_path: &Path, root: &Root, rel: &Path) -> io::Result<()> {
-        let mut cur = root.dir(Path::new("."))?;
+        // The root's own descriptor: opening `.` from it would need the search bit the run
+        // may have taken from the root itself.
+        let mut cur = root.fd().try_clone_to_owned()?;
         let mut at = std::path::PathBuf::new();
         let mut comps = rel
             .components()
