@@ -92,7 +92,12 @@ fn a_linked_private_directory_refuses_the_run() {
 #[test]
 fn a_fifo_at_the_cwd_file_is_refused_at_once() {
     let fx = Fixture::new();
-    let cwd_file = format!("/tmp/claude-{}-cwd", fx.id);
+    // Claude Code makes the file in its temporary directory with a name of its shape
+    // (`claude-<4 hex>-cwd`): a temporary directory of the fixture's own.
+    let tmp = fx.root.join("tmp");
+    mkdir(&tmp);
+    chmod(&tmp, 0o700);
+    let cwd_file = format!("{}/claude-a1b2-cwd", tmp.display());
     let string = |file: &str| format!("echo hi && pwd -P >| {file}");
     fx.host(&format!("mkfifo {}", sh_quote(&cwd_file)))
         .run()
@@ -100,6 +105,7 @@ fn a_fifo_at_the_cwd_file_is_refused_at_once() {
     let ws = fx.ws.display().to_string();
     let run = fx
         .stockade(["shell-prefix", "--workspace", &ws, &string(&cwd_file)])
+        .env("TMPDIR", &tmp)
         .timeout(Duration::from_secs(30))
         .run();
     let _ = std::fs::remove_file(&cwd_file);
@@ -107,9 +113,10 @@ fn a_fifo_at_the_cwd_file_is_refused_at_once() {
         .assert_stderr_contains("working-directory file")
         .assert_lacks("hi\n");
     // Control: a plain path gets the file, with the directory the command ended in.
-    let plain = format!("/tmp/claude-{}-plain-cwd", fx.id);
+    let plain = format!("{}/claude-c3d4-cwd", tmp.display());
     let run = fx
         .stockade(["shell-prefix", "--workspace", &ws, &string(&plain)])
+        .env("TMPDIR", &tmp)
         .timeout(Duration::from_secs(30))
         .run();
     let written = read_text(std::path::Path::new(&plain));
