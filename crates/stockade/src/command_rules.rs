@@ -477,10 +477,7 @@ mod tests {
         for stays in ["GIT_AUTHOR_NAME", "SSH_AUTH_SOCK", "LANG"] {
             assert!(get(stays).is_some(), "{stays}");
         }
-        assert_eq!(
-            get("GIT_CONFIG_KEY_0").as_deref(),
-            Some("protocol.allow")
-        );
+        assert_eq!(get("GIT_CONFIG_KEY_0").as_deref(), Some("protocol.allow"));
         // Not git: GIT_* of the caller's stays (it means nothing to the program).
         let (kept, _) = excluded_env(&env, &roots, false);
         assert!(kept.iter().any(|(n, _)| n == "GIT_AUTHOR_NAME"));
