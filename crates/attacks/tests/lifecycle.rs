@@ -426,3 +426,116 @@ fn a_killed_gvisor_runs_swapped_git_dir_is_restored_by_the_next_run() {
         .assert_stdout_contains("initial");
     next.assert_stderr_contains("protected_path_replaced");
 }
+
+/// A review run whose change set cannot be read and sealed after the command ended (here: a
+/// 65 GiB sparse file, over what a change set may hold) still records the command's exit code
+/// and its end, with the error beside them: the report (`exit_code`, `review_error`), the
+/// audit log (`review_failed`, then `run_end` with the exit code), `--json`'s error line, and
+/// the change directory stays listed by `stockade runs`; stockade exits 125. (Before: the error
+/// replaced the run's result, and its exit code was lost.) Control: the same run without the
+/// huge file is sealed, with no error. gVisor: n/a, review runs are native only.
+#[test]
+fn a_review_run_whose_finish_fails_keeps_its_exit_code() {
+    if attacks::backend() == "gvisor" {
+        println!("n/a under gvisor: review runs need the native backend's copy-on-write view");
+        return;
+    }
+    let fx = Fixture::new();
+    let report = fx.out_file("failed-review.json");
+    let audit = fx.out_file("failed-review.jsonl");
+    let (rep, aud) = (report.display().to_string(), audit.display().to_string());
+    let run = fx
+        .sandbox(
+            &["--review", "--json", "--report", &rep, "--audit", &aud],
+            "echo kept > kept.txt; truncate -s 65G big; exit 4",
+        )
+        .run();
+    run.assert_code(125);
+    run.assert_stderr_contains("\"exit_code\":4");
+    let record = attacks::read_json(&report);
+    assert_eq!(record["exit_code"], 4, "{record}");
+    assert!(record["review"].is_null(), "{record}");
+    assert_eq!(
+        record["review_error"]["code"], "E_CHANGES_TAMPERED",
+        "{record}"
+    );
+    let events = attacks::read_jsonl(&audit);
+    let names: Vec<&str> = events.iter().filter_map(|e| e["event"].as_str()).collect();
+    let failed = names.iter().position(|n| *n == "review_failed");
+    let end = names.iter().position(|n| *n == "run_end");
+    assert!(
+        failed.is_some() && end.is_some() && failed < end,
+        "{names:?}"
+    );
+    assert_eq!(events[end.unwrap_or(0)]["exit_code"], 4);
+    let runs = fx.stockade(["runs"]).run();
+    runs.assert_success();
+    let id = record["run_id"].as_str().unwrap_or_default();
+    assert!(
+        runs.stdout.contains(id) && runs.stdout.contains("not finished"),
+        "{}",
+        runs.describe()
+    );
+    // Control: without the huge file the change set is sealed and nothing failed.
+    let report2 = fx.out_file("sealed-review.json");
+    let rep2 = report2.display().to_string();
+    let run = fx
+        .sandbox(
+            &["--review", "--report", &rep2],
+            "echo kept > kept2.txt; exit 4",
+        )
+        .run();
+    run.assert_code(4);
+    let record = attacks::read_json(&report2);
+    assert!(record["review_error"].is_null(), "{record}");
+    assert_eq!(record["review"]["added"], 1, "{record}");
+}
+
+/// A directory (and a file) the command made in its view and then made unreadable to its
+/// owner (`chmod 000`) no longer makes the finish of an unprivileged caller's review run fail
+/// (plain and under `--disk`): the change set is read, sealed and applied (the entries with
+/// their owner's bits added).
+/// Control: such a directory really is closed to the caller (listing it fails on the host).
+/// As root the supervisor reads it anyway (`CAP_DAC_OVERRIDE`); the test checks the same.
+/// gVisor: n/a, review runs are native only.
+#[test]
+fn a_review_run_that_leaves_a_mode_000_directory_finishes() {
+    if attacks::backend() == "gvisor" {
+        println!("n/a under gvisor: review runs need the native backend's copy-on-write view");
+        return;
+    }
+    // Plain, and under a disk bound (the upper is read on its tmpfs, then imported).
+    for opts in [&[][..], &["--disk", "100M"][..]] {
+        let fx = Fixture::new();
+        let (run, id) = attacks::review::review(
+            &fx,
+            opts,
+            "mkdir d && echo x > d/f && chmod 000 d && echo y > g && chmod 000 g; exit 3",
+        );
+        run.assert_code(3);
+        let Some(id) = id else {
+            panic!("no change set ({opts:?}): {}", run.describe());
+        };
+        let paths: Vec<String> = attacks::review::entries(&fx, &id)
+            .iter()
+            .filter_map(|c| c["path"].as_str().map(str::to_owned))
+            .collect();
+        for want in ["d", "d/f", "g"] {
+            assert!(paths.iter().any(|p| p == want), "{want} missing: {paths:?}");
+        }
+        fx.stockade(["apply", &id, "--accept-flagged"])
+            .run()
+            .assert_success();
+        let text = |p: &str| attacks::read_text(&fx.ws.join(p));
+        assert_eq!(text("d/f").as_deref(), Some("x\n"));
+        assert_eq!(text("g").as_deref(), Some("y\n"));
+    }
+    let fx = Fixture::new();
+    // Control: mode 000 closes a directory to its unprivileged owner.
+    if !attacks::is_root() {
+        std::fs::create_dir(fx.ws.join("closed")).expect("mkdir");
+        attacks::chmod(&fx.ws.join("closed"), 0o000);
+        assert!(std::fs::read_dir(fx.ws.join("closed")).is_err());
+        attacks::chmod(&fx.ws.join("closed"), 0o755);
+    }
+}

@@ -385,7 +385,20 @@ impl RunDir {
         if self.meta.finished.is_some() {
             return self.changes(rules);
         }
-        let scan = self.scan(true)?;
+        // A directory (or file) the command made that its owner cannot read (`chmod 000`)
+        // stops the scan of an unprivileged supervisor: it is opened up, and read again.
+        let scan = match self.scan(true) {
+            Err(e) if denied(&e) => {
+                open_up_tree(self.fd.as_fd(), OsStr::new("upper")).map_err(|cause| {
+                    ChangesError::Read {
+                        path: self.upper(),
+                        cause,
+                    }
+                })?;
+                self.scan(true)?
+            }
+            r => r?,
+        };
         let empty = scan.entries.is_empty();
         self.meta.finished = Some(super::Finished {
             digest: scan.digest,
@@ -532,6 +545,77 @@ fn validate(meta: &RunMeta, id: &str) -> Result<(), String> {
 }
 
 /// A path relative to the workspace: plain names only.
+/// Whether the scan stopped at a permission refusal.
+pub(crate) fn denied(e: &ChangesError) -> bool {
+    match e {
+        ChangesError::Read { cause, .. } | ChangesError::Open { cause, .. } => {
+            crate::beneath::is_denied(cause)
+        }
+        _ => false,
+    }
+}
+
+/// Gives every directory of the upper (`name` in the directory `parent`) that this process cannot
+/// read, write or search its owner's read, write and search bits, and every file it cannot
+/// read its owner's read bit. The sandbox is gone and the upper is the caller's (made by its
+/// sandbox): a command's `mkdir d; chmod 000 d` must not make the change set unreadable, and
+/// so unreviewable, to an unprivileged supervisor. The change set then records (and `apply`
+/// writes) those entries with those bits. Every step goes through a descriptor of the
+/// directory above, never through a link; only what this process owns (or root) is changed.
+pub(crate) fn open_up_tree(
+    parent: std::os::fd::BorrowedFd<'_>,
+    name: &OsStr,
+) -> std::io::Result<()> {
+    fn open_up(
+        parent: std::os::fd::BorrowedFd<'_>,
+        name: &OsStr,
+        dir: bool,
+    ) -> std::io::Result<()> {
+        use rustix::fs::Access;
+        let flags = if dir {
+            OFlags::PATH | OFlags::DIRECTORY
+        } else {
+            OFlags::PATH
+        };
+        let fd = open_child(parent, name, flags)?;
+        let need = if dir {
+            Access::READ_OK | Access::WRITE_OK | Access::EXEC_OK
+        } else {
+            Access::READ_OK
+        };
+        if rustix::fs::accessat(&fd, "", need, AtFlags::EMPTY_PATH | AtFlags::EACCESS).is_ok() {
+            return Ok(());
+        }
+        let st = rustix::fs::fstat(&fd).map_err(io_err)?;
+        let euid = rustix::process::geteuid();
+        if !euid.is_root() && st.st_uid != euid.as_raw() {
+            return Ok(());
+        }
+        let bits = if dir { 0o700 } else { 0o400 };
+        crate::beneath::chmod_fd(fd.as_fd(), (st.st_mode & 0o7777) | bits)
+    }
+    fn walk(
+        parent: std::os::fd::BorrowedFd<'_>,
+        name: &OsStr,
+        depth: usize,
+    ) -> std::io::Result<()> {
+        open_up(parent, name, true)?;
+        let dir = open_child(parent, name, OFlags::RDONLY | OFlags::DIRECTORY)?;
+        for child in list(dir.as_fd())? {
+            let Some(st) = stat_child(dir.as_fd(), &child)? else {
+                continue;
+            };
+            match Ft::from_raw_mode(st.st_mode) {
+                Ft::Directory if depth < read::MAX_DEPTH => walk(dir.as_fd(), &child, depth + 1)?,
+                Ft::RegularFile => open_up(dir.as_fd(), &child, false)?,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+    walk(parent, name, 0)
+}
+
 pub(crate) fn check_relative(p: &Path) -> Result<(), String> {
     if p.as_os_str().is_empty()
         || p.as_os_str().as_bytes().contains(&0)
