@@ -405,3 +405,82 @@ fn a_path_directory_of_the_caller_in_the_home_is_guarded() {
     run_in(&fx, &fx.home, &fx.home, &[], script).assert_ok();
     assert!(planted(&fx).exists());
 }
+
+/// The same plants with a parent of the home as the workspace, and with only part of the home
+/// writable (`--allow-write ~/.config`, `--allow-write ~/.local`).
+#[test]
+fn persistence_points_are_guarded_whatever_holds_the_home() {
+    let unit = "mkdir -p ~/.config/systemd/user && printf '[Service]\\n' > ~/.config/systemd/user/x.service";
+    let bin = "mkdir -p ~/.local/bin && printf '#!/bin/sh\\n' > ~/.local/bin/git";
+    for (what, script, file, grant) in [
+        ("parent", unit, ".config/systemd/user/x.service", None),
+        ("parent", bin, ".local/bin/git", None),
+        (
+            "~/.config",
+            unit,
+            ".config/systemd/user/x.service",
+            Some("~/.config"),
+        ),
+        ("~/.local", bin, ".local/bin/git", Some("~/.local")),
+    ] {
+        let fx = fixture();
+        let records = fx.records();
+        let mut opts = records.opts();
+        // A parent of the home as the workspace: a home below the fixture's workspace (the
+        // records stay outside every writable root).
+        let (ws, home) = match grant {
+            Some(g) => {
+                mkdir(&fx.home.join(&g[2..]));
+                opts.extend(["--allow-write", g]);
+                (fx.ws.clone(), fx.home.clone())
+            }
+            None => {
+                let home = fx.ws.join("users/u");
+                mkdir(&home);
+                (fx.ws.clone(), home)
+            }
+        };
+        let run = |script: &str| {
+            fx.stockade(["run".as_ref(), "--workspace".as_ref(), ws.as_os_str()])
+                .args(&opts)
+                .arg("--shell")
+                .arg(wrap(script))
+                .env("HOME", &home)
+                .cwd(&ws)
+                .run()
+                .outcome()
+        };
+        let inside = run(script);
+        inside.assert_failed_if_guarded();
+        assert_refused_or_swept(
+            &records,
+            &inside.run,
+            &home,
+            &[
+                file,
+                ".config/systemd/user",
+                ".config/systemd",
+                ".local/bin",
+            ],
+        );
+        assert!(
+            !home.join(file).exists(),
+            "{what}: ~/{file} planted\n{}",
+            inside.run.describe()
+        );
+        // Control: the same grant, the same files written below a sibling's name.
+        let (control, control_file) = if file.starts_with(".config/") {
+            (
+                script.replace("systemd", "x-systemd"),
+                file.replace("systemd", "x-systemd"),
+            )
+        } else {
+            (
+                script.replace(".local/bin", ".local/x-bin"),
+                file.replace(".local/bin", ".local/x-bin"),
+            )
+        };
+        run(&control).assert_ok();
+        assert!(home.join(control_file).exists(), "{what}: control");
+    }
+}
