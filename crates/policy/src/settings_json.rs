@@ -20,7 +20,7 @@
 //! | `network.deniedDomains` (and `WebFetch(domain:X)` deny rules) | `deny_domains`; `*`: mode `none` |
 //! | `filesystem.denyRead`, `credentials.files` with mode `deny`, `Read(P)` deny rules | `deny_read` |
 //! | `filesystem.allowRead` | `allow_read` |
-//! | `filesystem.allowWrite`, `Edit(P)` allow rules | `allow_write` |
+//! | `filesystem.allowWrite`, `Edit(P)` allow rules | `allow_write` (`/tmp` and `/dev/shm` themselves: nothing, a run's own are private and writable) |
 //! | `filesystem.denyWrite`, `Edit(P)` deny rules | `deny_write` |
 //!
 //! Paths: `~` and `~/x` stay as they are (stockade expands them the same way); a relative
@@ -363,6 +363,15 @@ impl Mapped {
     }
 }
 
+/// `/tmp` and `/dev/shm` themselves: private and writable in every run (an `allowWrite` of
+/// them asks for nothing more; a grant of them would be refused).
+pub(super) fn is_private_area(pattern: &str) -> bool {
+    matches!(
+        pattern.trim_end_matches('/'),
+        "/tmp" | "/private/tmp" | "/dev/shm"
+    )
+}
+
 fn dedup(items: Vec<String>) -> Vec<String> {
     let mut out: Vec<String> = Vec::with_capacity(items.len());
     for item in items {
@@ -519,6 +528,12 @@ impl Reader<'_> {
                 for (i, raw) in entries.iter().enumerate() {
                     let path = format!("{key}.{name}[{i}]");
                     let mapped = self.settings_path(&path, raw, style, list)?;
+                    // srt and Claude Code share the host's /tmp; every stockade run has a
+                    // private, writable one, and a grant of the whole /tmp (or /dev/shm) is
+                    // refused. Writing there is what the entry asks for, and the run can.
+                    if list == PathList::AllowWrite && is_private_area(&mapped) {
+                        continue;
+                    }
                     self.push_path(list, mapped);
                 }
             }

@@ -12,9 +12,9 @@ use serde::de::IgnoredAny;
 use serde::Deserialize;
 
 use super::{
-    escape_braces, join_relative, srt_glob, CredentialsSettings, FilesystemSettings,
-    NetworkSettings, PathList, PathStyle, Reader, RipgrepSettings, Unsupported, MACOS_ONLY,
-    WEAKER_NESTED,
+    escape_braces, is_private_area, join_relative, srt_glob, CredentialsSettings,
+    FilesystemSettings, NetworkSettings, PathList, PathStyle, Reader, RipgrepSettings, Unsupported,
+    MACOS_ONLY, WEAKER_NESTED,
 };
 use crate::error::PolicyError;
 use crate::paths::has_glob_meta;
@@ -251,7 +251,7 @@ impl Reader<'_> {
                 )
             })?
         };
-        if list == PathList::AllowWrite && has_glob_meta(&pattern) {
+        if list == PathList::AllowWrite && (has_glob_meta(&pattern) || is_private_area(&pattern)) {
             return Ok(None);
         }
         self.check_path(path, rule, &pattern, list)?;

@@ -81,7 +81,8 @@ fn realistic_srt_file() {
     assert_eq!(fs.allow_read, ["~/.ssh/known_hosts"]);
     assert_eq!(
         fs.allow_write,
-        ["/work/repo", "/work/repo/src", "~/.cache", "/tmp"]
+        ["/work/repo", "/work/repo/src", "~/.cache"],
+        "`/tmp` is the run's own, private and writable: no grant"
     );
     assert_eq!(
         fs.deny_write,
@@ -642,4 +643,25 @@ fn is_json_by_name_or_content() {
     assert!(is_json(Path::new("x"), "\u{feff} \n{"));
     assert!(!is_json(Path::new("x.toml"), "[network]"));
     assert!(!is_json(Path::new("x"), "# {"));
+}
+
+#[test]
+fn allow_write_of_tmp_itself_maps_to_the_private_tmp() {
+    // srt's README example grants `/tmp`; every stockade run has its own writable /tmp, and a
+    // grant of the host's whole /tmp is refused before the run: the entry maps to nothing.
+    for raw in ["/tmp", "/tmp/", "/tmp/**", "/dev/shm"] {
+        let file = parse(&srt("", &format!(r#""allowWrite": [".", "{raw}"]"#)));
+        assert_eq!(file.filesystem.allow_write, ["/work/repo"], "{raw}");
+    }
+    // Control: a directory below /tmp is a grant like any other.
+    let file = parse(&srt("", r#""allowWrite": ["/tmp/build"]"#));
+    assert_eq!(file.filesystem.allow_write, ["/tmp/build"]);
+    // Claude Code's `Edit(//tmp)` allow rule, the same.
+    let claude = parse_settings_json(
+        r#"{"permissions": {"allow": ["Edit(//tmp)", "Edit(//tmp/build)"]}}"#,
+        "s.json",
+        &claude_ctx("/work/repo/.claude/settings.json"),
+    )
+    .unwrap();
+    assert_eq!(claude.filesystem.allow_write, ["/tmp/build"]);
 }
