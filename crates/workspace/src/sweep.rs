@@ -69,7 +69,7 @@ pub fn after_run(
     held: Held,
     started: std::time::SystemTime,
 ) -> Vec<Violation> {
-    let inspect = Inspect::new(host, &run.watch.sweep.roots);
+    let inspect = Inspect::new(host, run);
     let out = after_run_inspecting(run, &inspect, run_id, held, started);
     inspect.restore();
     out
@@ -116,7 +116,7 @@ pub fn sweep_skipping(
     run_id: &str,
     ours: &[PathBuf],
 ) -> Vec<Violation> {
-    let inspect = Inspect::new(host, &run.watch.sweep.roots);
+    let inspect = Inspect::new(host, run);
     let out = sweep_inspecting(run, &inspect, run_id, ours);
     inspect.restore();
     out
@@ -133,17 +133,24 @@ pub const UNINSPECTABLE_DIRECTORY: &str = "uninspectable_directory";
 /// exactly at [`Inspect::restore`] (or on drop). Without this, `chmod 000 d` (or `111`, `311`,
 /// `444`) at the end of a run hid from the sweep whatever `d` held: a link into a masked
 /// path, a nested repository's hook, an `.envrc`.
+///
+/// A directory that was closed to the caller before the run and untouched since
+/// ([`closed_since_before`]) is left as it is: the run could not reach into it either, and a
+/// user's own `chmod 000 private` is not the sweep's to change.
 pub(crate) struct Inspect<'a> {
     host: &'a dyn HostView,
     roots: &'a [PathBuf],
+    /// When the planner's walk began.
+    planned: Option<std::time::SystemTime>,
     opened: std::cell::RefCell<Opened>,
 }
 
 impl<'a> Inspect<'a> {
-    pub(crate) fn new(host: &'a dyn HostView, roots: &'a [PathBuf]) -> Inspect<'a> {
+    pub(crate) fn new(host: &'a dyn HostView, run: &'a Resolved) -> Inspect<'a> {
         Inspect {
             host,
-            roots,
+            roots: &run.watch.sweep.roots,
+            planned: run.watch.sweep.dirs.taken_at,
             opened: std::cell::RefCell::new(Opened::default()),
         }
     }
@@ -192,6 +199,9 @@ impl HostView for Inspect<'_> {
     }
     fn try_list_dir(&self, path: &Path) -> std::io::Result<Vec<(OsString, Kind)>> {
         let entries = match self.host.try_list_dir(path) {
+            Err(e) if is_denied(&e) && closed_since_before(self.planned, self.host, path) => {
+                return Err(e)
+            }
             Err(e) if is_denied(&e) => {
                 self.open_up(path)
                     .map_err(|why| std::io::Error::new(e.kind(), format!("{e}; {why}")))?;
@@ -242,8 +252,12 @@ impl HostView for Inspect<'_> {
 /// plan: creating, removing or renaming an entry, or a `chmod`, moves it), and the caller
 /// cannot even search it. The sandbox has the caller's own rights on the workspace, so it
 /// could not reach below it either (a directory of another user, say).
-fn closed_since_before(run: &Resolved, host: &dyn HostView, dir: &Path) -> bool {
-    let Some(start) = run.watch.sweep.dirs.taken_at else {
+fn closed_since_before(
+    planned: Option<std::time::SystemTime>,
+    host: &dyn HostView,
+    dir: &Path,
+) -> bool {
+    let Some(start) = planned else {
         return false;
     };
     let settled = host.local_ctime(dir) && host.lstat_ctime(dir).is_some_and(|t| t < start);
@@ -389,7 +403,7 @@ fn sweep_inspecting(
     for (dir, e) in unlisted {
         if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR))
             || moved.iter().any(|m| is_within(&dir, m))
-            || closed_since_before(run, host, &dir)
+            || closed_since_before(run.watch.sweep.dirs.taken_at, host, &dir)
         {
             continue;
         }
@@ -582,7 +596,7 @@ pub fn guard_after_run(
                 Ok(entries) => entries,
                 Err(e) => {
                     if !matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR))
-                        && !closed_since_before(run, host, &dir)
+                        && !closed_since_before(run.watch.sweep.dirs.taken_at, host, &dir)
                     {
                         unlisted.push((dir, e));
                     }
@@ -1611,6 +1625,55 @@ mod tests {
                 v.contains(&("protected_path_created", PathBuf::from("sub/.git/config"))),
                 "{mode:o}: {v:?}"
             );
+        }
+    }
+
+    /// The user's own directory at mode 000 from before the run, holding a repository with a
+    /// hook, untouched by the run: left exactly as it is (no violation, nothing moved, not
+    /// even its ctime moved by a `chmod`). The same directory made and closed during the run
+    /// is looked into (the control).
+    #[test]
+    fn a_directory_closed_before_the_run_is_left_alone() {
+        use std::os::unix::fs::MetadataExt;
+        for during in [false, true] {
+            let tmp = tempfile::tempdir().unwrap();
+            let ws = unprivileged_ws(&tmp);
+            let (v, private) = as_unprivileged(move || {
+                let ws = ws;
+                let private = ws.join("private");
+                let make = || {
+                    std::fs::create_dir_all(private.join("repo/.git/hooks")).unwrap();
+                    std::fs::write(private.join("repo/.git/hooks/pre-commit"), "mine").unwrap();
+                    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o000))
+                        .unwrap()
+                };
+                if !during {
+                    make();
+                    // Older than the plan by more than the coarse clock's lag.
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                let plan = plan_for(&ws);
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                if during {
+                    make();
+                }
+                let ctime = std::fs::symlink_metadata(&private).unwrap().ctime_nsec();
+                let v = sweep(&plan, &RealHost, "private");
+                let after = std::fs::symlink_metadata(&private).unwrap();
+                assert_eq!(after.permissions().mode() & 0o7777, 0);
+                if !during {
+                    assert_eq!(after.ctime_nsec(), ctime, "not chmod-ed");
+                }
+                std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o755)).unwrap();
+                (v, private)
+            });
+            let hook = private.join("repo/.git/hooks/pre-commit");
+            if during {
+                assert!(v.iter().any(|v| v.path == hook), "{v:?}");
+            } else {
+                assert!(v.is_empty(), "{v:?}");
+                assert!(hook.exists());
+            }
         }
     }
 }
