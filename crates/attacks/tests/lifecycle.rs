@@ -539,3 +539,68 @@ fn a_review_run_that_leaves_a_mode_000_directory_finishes() {
         attacks::chmod(&fx.ws.join("closed"), 0o755);
     }
 }
+
+/// A journal in a directory a run can write (`XDG_STATE_HOME` inside the workspace) is not
+/// acted on: under gVisor a command can rename the journal directory away (the Sentry allows
+/// renaming a directory holding mounts) and plant a journal of its own, whose sweep could move
+/// a file of its choosing onto a protected name. The next run is refused, naming the journal,
+/// and nothing is moved. Control: `a_killed_supervisors_sweep_is_completed_by_the_next_run`,
+/// the same kill with the state directory outside the workspace, is acted on.
+#[test]
+fn a_journal_where_a_run_can_write_is_not_acted_on() {
+    let fx = Fixture::new();
+    let tag = fx.marker("exposed");
+    let state = fx.ws.join("state");
+    let script =
+        format!("ln -s \"$HOME/.ssh/id_rsa\" key-link; sh -c 'while :; do sleep 1; done; : {tag}'");
+    let mut cmd = Command::new(stockade_bin());
+    cmd.args(["run", "--backend", attacks::backend(), "--workspace"])
+        .arg(&fx.ws)
+        .args(["--shell", &script]);
+    let mut child = spawn_with(cmd, &fx, &[("XDG_STATE_HOME", &state)]);
+    let link = fx.ws.join("key-link");
+    let started = wait_until(
+        || !processes_with(&tag).is_empty() && link.symlink_metadata().is_ok(),
+        Duration::from_secs(30),
+    );
+    if !started {
+        let _ = child.kill();
+        let _ = child.wait();
+        kill_all(&tag);
+        panic!("the sandboxed processes never started");
+    }
+    child.kill().expect("SIGKILL stockade");
+    let _ = child.wait();
+    let gone = wait_until(|| processes_with(&tag).is_empty(), Duration::from_secs(5));
+    kill_all(&tag);
+    assert!(gone, "the sandbox outlived its supervisor");
+    let next = fx
+        .stockade(["run", "--workspace"])
+        .arg(&fx.ws)
+        .env("XDG_STATE_HOME", &state)
+        .args(["--", "true"])
+        .run();
+    next.assert_code(125);
+    next.assert_stderr_contains("which a run can write");
+    next.assert_stderr_contains("stockade/journal/");
+    assert!(
+        link.symlink_metadata().is_ok(),
+        "the journal was acted on\n{}",
+        next.describe()
+    );
+}
+
+/// [`spawn`] with more variables.
+fn spawn_with(mut cmd: Command, fx: &Fixture, vars: &[(&str, &std::path::Path)]) -> Child {
+    cmd.env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", &fx.home)
+        .current_dir(&fx.ws)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    cmd.spawn().expect("spawn")
+}

@@ -288,10 +288,19 @@ pub(crate) struct Recovered {
 /// Completes the sweep of every run on `request`'s workspace whose supervisor died before
 /// its own (a journal nobody holds locked), then removes its journal. A journal that cannot
 /// be read or acted on refuses this run: the workspace may hold what that run left.
-pub(crate) fn recover(request: &RunRequest) -> Result<Vec<Recovered>, Error> {
+///
+/// `writable`: the writable roots of this run. A journal directory inside one is not trusted:
+/// natively it is masked, guarded and its parents pinned during every run, but under gVisor a
+/// command may rename it away (the Sentry allows renaming a directory holding mounts) and
+/// plant a journal of its own, which only the sweep its killed supervisor skipped would have
+/// found. Such a journal is not acted on: the run is refused, naming it.
+pub(crate) fn recover(request: &RunRequest, writable: &[PathBuf]) -> Result<Vec<Recovered>, Error> {
     let Some(dir) = dir(request) else {
         return Ok(Vec::new());
     };
+    let exposed = std::fs::canonicalize(&dir)
+        .ok()
+        .and_then(|d| writable.iter().find(|w| policy::is_within(&d, w)).cloned());
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -310,7 +319,7 @@ pub(crate) fn recover(request: &RunRequest) -> Result<Vec<Recovered>, Error> {
     names.sort();
     let mut out = Vec::new();
     for path in names {
-        if let Some(r) = recover_one(&path)? {
+        if let Some(r) = recover_one(&path, exposed.as_deref())? {
             out.push(r);
         }
     }
@@ -328,7 +337,7 @@ fn refused(path: &Path, cause: String) -> Error {
     })
 }
 
-fn recover_one(path: &Path) -> Result<Option<Recovered>, Error> {
+fn recover_one(path: &Path, exposed: Option<&Path>) -> Result<Option<Recovered>, Error> {
     let file = match std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
@@ -348,6 +357,15 @@ fn recover_one(path: &Path) -> Result<Option<Recovered>, Error> {
     // Removed after its sweep while this waited for nothing: gone now.
     if !path.exists() {
         return Ok(None);
+    }
+    if let Some(root) = exposed {
+        return Err(refused(
+            path,
+            format!(
+                "it lies in {}, which a run can write, so a command may have planted it (it is not acted on); point XDG_STATE_HOME outside the writable paths",
+                root.display()
+            ),
+        ));
     }
     let meta = file
         .metadata()

@@ -455,7 +455,14 @@ pub fn run_with_io(
         )?;
         // An earlier run on this workspace whose supervisor died before its sweep (SIGKILL):
         // its sweep is completed first, from its journal.
-        let recovered = tracing::debug_span!("recover").in_scope(|| journal::recover(request))?;
+        let recovered = tracing::debug_span!("recover").in_scope(|| {
+            let writable = workspace::writable_roots(
+                policy,
+                &request.invocation.place(),
+                &workspace::RealHost,
+            )?;
+            journal::recover(request, &writable)
+        })?;
         for r in &recovered {
             report_recovered(r);
         }
