@@ -591,6 +591,12 @@ fn guard_patterns(
                 if (writable_roots.iter()).any(|w| is_within(w, p) || is_within(w, &resolved)) {
                     continue;
                 }
+                // Creations are checked below the writable roots only: an exact path outside
+                // them (the home's entries, for a project workspace) can never be made there,
+                // and would only cost every mediated call a comparison.
+                if !(writable_roots.iter()).any(|w| is_within(p, w) || is_within(&resolved, w)) {
+                    continue;
+                }
                 guard.push(GuardPattern {
                     base: p.clone(),
                     tail: Vec::new(),

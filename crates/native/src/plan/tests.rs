@@ -697,8 +697,15 @@ fn a_home_as_workspace_keeps_its_masks_and_guards_its_persistence_points() {
     req.cwd = req.workspace.clone();
     let plan = Plan::new(&default_policy(), &req, &host).unwrap();
     assert!(!guarded(&plan, "/home/u/.config/nvim"));
-    assert!(guarded(&plan, "/home/u/.config/systemd"));
     assert!(!plan.protected.contains(&p("/home/u/.config/nvim")));
+    // Entries outside every writable root cannot be made there: not in the guard at all.
+    assert!(!guarded(&plan, "/home/u/.config/systemd"));
+    assert!(plan
+        .creation_guard
+        .protected
+        .iter()
+        .filter(|g| g.tail.is_empty())
+        .all(|g| is_within(&g.base, Path::new("/home/u/.config/nvim"))));
 }
 
 /// The caller's `PATH` directories in the home and the `~/.config` entries below a moved
