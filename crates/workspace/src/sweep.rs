@@ -155,8 +155,12 @@ impl<'a> Inspect<'a> {
         }
     }
 
-    /// Opens up `dir` and the way to it from its writable root.
+    /// Opens up `dir` and the way to it from its writable root; never a directory closed
+    /// before the run and untouched since ([`closed_since_before`]).
     fn open_up(&self, dir: &Path) -> std::io::Result<()> {
+        if closed_since_before(self.planned, self.host, dir) {
+            return Err(std::io::Error::from_raw_os_error(libc::EACCES));
+        }
         let Some(root) = self.roots.iter().find(|r| is_within(dir, r)) else {
             return Err(std::io::Error::other("not in a writable root"));
         };
@@ -199,9 +203,6 @@ impl HostView for Inspect<'_> {
     }
     fn try_list_dir(&self, path: &Path) -> std::io::Result<Vec<(OsString, Kind)>> {
         let entries = match self.host.try_list_dir(path) {
-            Err(e) if is_denied(&e) && closed_since_before(self.planned, self.host, path) => {
-                return Err(e)
-            }
             Err(e) if is_denied(&e) => {
                 self.open_up(path)
                     .map_err(|why| std::io::Error::new(e.kind(), format!("{e}; {why}")))?;
@@ -1635,7 +1636,7 @@ mod tests {
     #[test]
     fn a_directory_closed_before_the_run_is_left_alone() {
         use std::os::unix::fs::MetadataExt;
-        for during in [false, true] {
+        for (during, closed) in [(false, 0o000), (false, 0o600), (true, 0o000), (true, 0o600)] {
             let tmp = tempfile::tempdir().unwrap();
             let ws = unprivileged_ws(&tmp);
             let (v, private) = as_unprivileged(move || {
@@ -1644,7 +1645,7 @@ mod tests {
                 let make = || {
                     std::fs::create_dir_all(private.join("repo/.git/hooks")).unwrap();
                     std::fs::write(private.join("repo/.git/hooks/pre-commit"), "mine").unwrap();
-                    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o000))
+                    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(closed))
                         .unwrap()
                 };
                 if !during {
@@ -1660,7 +1661,7 @@ mod tests {
                 let ctime = std::fs::symlink_metadata(&private).unwrap().ctime_nsec();
                 let v = sweep(&plan, &RealHost, "private");
                 let after = std::fs::symlink_metadata(&private).unwrap();
-                assert_eq!(after.permissions().mode() & 0o7777, 0);
+                assert_eq!(after.permissions().mode() & 0o7777, closed);
                 if !during {
                     assert_eq!(after.ctime_nsec(), ctime, "not chmod-ed");
                 }
@@ -1669,9 +1670,9 @@ mod tests {
             });
             let hook = private.join("repo/.git/hooks/pre-commit");
             if during {
-                assert!(v.iter().any(|v| v.path == hook), "{v:?}");
+                assert!(v.iter().any(|v| v.path == hook), "{closed:o}: {v:?}");
             } else {
-                assert!(v.is_empty(), "{v:?}");
+                assert!(v.is_empty(), "{closed:o}: {v:?}");
                 assert!(hook.exists());
             }
         }
