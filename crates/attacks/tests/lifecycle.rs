@@ -431,7 +431,7 @@ fn a_killed_gvisor_runs_swapped_git_dir_is_restored_by_the_next_run() {
 /// 65 GiB sparse file, over what a change set may hold) still records the command's exit code
 /// and its end, with the error beside them: the report (`exit_code`, `review_error`), the
 /// audit log (`review_failed`, then `run_end` with the exit code), `--json`'s error line, and
-/// the change directory stays listed by `stockade runs`; stockade exits 125. (Before: the error
+/// the change directory stays listed by `stockade runs`, with the reason; stockade exits 125. (Before: the error
 /// replaced the run's result, and its exit code was lost.) Control: the same run without the
 /// huge file is sealed, with no error. gVisor: n/a, review runs are native only.
 #[test]
@@ -472,7 +472,7 @@ fn a_review_run_whose_finish_fails_keeps_its_exit_code() {
     runs.assert_success();
     let id = record["run_id"].as_str().unwrap_or_default();
     assert!(
-        runs.stdout.contains(id) && runs.stdout.contains("not finished"),
+        runs.stdout.contains(id) && runs.stdout.contains("not finished: refusing"),
         "{}",
         runs.describe()
     );

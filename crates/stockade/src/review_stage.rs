@@ -292,12 +292,18 @@ impl Stage {
             Some(fd) => {
                 use std::os::fd::AsFd;
                 let reached = workspace::changes::bound_reached(fd.as_fd());
-                (
-                    run.finish_from(fd.as_fd(), &self.rules, !ephemeral)?,
-                    reached,
-                )
+                let set = run.finish_from(fd.as_fd(), &self.rules, !ephemeral);
+                (set, reached)
             }
-            None => (run.finish(&self.rules)?, false),
+            None => (run.finish(&self.rules), false),
+        };
+        // A change set that cannot be read stays in the store, saying why (`stockade runs`).
+        let set = match set {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = run.record_finish_error(&e.to_string());
+                return Err(e.into());
+            }
         };
         let count = |f: fn(&ChangeKind) -> bool| set.entries.iter().filter(|c| f(&c.kind)).count();
         let summary = ReviewSummary {

@@ -162,6 +162,10 @@ pub struct RunMeta {
     /// Device of the workspace's directory, with [`RunMeta::workspace_ino`].
     #[serde(default)]
     pub workspace_dev: Option<u64>,
+    /// Why the change set could not be read and sealed after the run (then `finished` is
+    /// `None`): set by [`RunDir::record_finish_error`], shown by `stockade runs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_error: Option<String>,
 }
 
 impl RunMeta {
@@ -192,6 +196,7 @@ impl RunMeta {
             applied: Vec::new(),
             workspace_ino: None,
             workspace_dev: None,
+            finish_error: None,
         }
     }
 }

@@ -412,6 +412,14 @@ impl RunDir {
         self.changes_unchecked(rules)
     }
 
+    /// Records why [`RunDir::finish`] failed, for `stockade runs` (best effort: the run's
+    /// record and audit log carry it too).
+    pub fn record_finish_error(&mut self, error: &str) -> Result<(), ChangesError> {
+        self.check_live()?;
+        self.meta.finish_error = Some(error.to_owned());
+        self.write_meta()
+    }
+
     pub(crate) fn changes_unchecked(&self, rules: &FlagRules) -> Result<ChangeSet, ChangesError> {
         let Some(f) = &self.meta.finished else {
             return Err(ChangesError::NotFinished {

@@ -44,6 +44,8 @@ pub struct RunSummary {
     pub entries: usize,
     pub applied: usize,
     pub problem: Option<String>,
+    /// Why the change set could not be read and sealed after its run (not finished).
+    pub finish_error: Option<String>,
 }
 
 fn io_err(e: Errno) -> std::io::Error {
@@ -302,6 +304,7 @@ impl Store {
                 entries: 0,
                 applied: 0,
                 problem: None,
+                finish_error: None,
             };
             match self.open_run(&id) {
                 Ok(run) => {
@@ -313,6 +316,7 @@ impl Store {
                     s.finished = m.finished.is_some();
                     s.entries = m.finished.as_ref().map_or(0, |f| f.entries.len());
                     s.applied = m.applied.len();
+                    s.finish_error = m.finish_error.clone();
                     match run.upper_size() {
                         Ok(n) => s.size = n,
                         Err(e) => s.problem = Some(e.to_string()),
@@ -378,6 +382,8 @@ impl fmt::Display for RunSummary {
         };
         let state = if let Some(p) = &self.problem {
             format!("unreadable: {}", clean(p))
+        } else if let (false, Some(e)) = (self.finished, &self.finish_error) {
+            format!("not finished: {}", clean(e))
         } else if !self.finished {
             "not finished".into()
         } else if self.applied > 0 {
