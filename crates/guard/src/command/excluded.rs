@@ -1459,6 +1459,9 @@ pub mod git {
                 }
             }
         }
+        if name == "diff" {
+            check_no_index(words, cwd, entry)?;
+        }
         match model.words {
             Words::Free => Ok(()),
             Words::Remote => {
@@ -1489,6 +1492,49 @@ pub mod git {
             },
             Words::ConfigRead => check_config_read(words, &positional, entry),
         }
+    }
+
+    /// `git diff A B` is `git diff --no-index A B` when either lies outside the repository (or
+    /// git finds none): it then prints both files, wherever they are (`git diff /etc/shadow
+    /// /dev/null`, `~/.ssh/id_rsa`, or through a link the sandbox made: `git diff l/.ssh/id_rsa
+    /// x` with `l -> ~`), on the host and unmasked. git's rule: exactly two words from the
+    /// first that is `--` or no option (a `--` among them not counted). So those two must be
+    /// relative, without `..`, and reach no symbolic link.
+    fn check_no_index(words: &[String], cwd: &Path, entry: &Entry) -> Result<(), Refusal> {
+        let i = words
+            .iter()
+            .position(|w| w == "--" || !w.starts_with('-'))
+            .unwrap_or(words.len());
+        // git 2.47 takes `diff -- A B` so too: the words past a `--` count.
+        let pair: Vec<&String> = words[i..].iter().filter(|w| *w != "--").collect();
+        if pair.len() != 2 {
+            return Ok(());
+        }
+        for word in pair {
+            if entry.allows(word) {
+                continue;
+            }
+            let path = Path::new(word.as_str());
+            let mut at = cwd.to_path_buf();
+            let mut link = false;
+            let escapes = path.is_absolute()
+                || path.components().any(|c| {
+                    if !matches!(c, std::path::Component::Normal(_)) {
+                        return !matches!(c, std::path::Component::CurDir);
+                    }
+                    at.push(c);
+                    link |=
+                        std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink());
+                    false
+                });
+            if escapes || link {
+                return Err(entry.refuse(
+                    &[word.as_str()],
+                    "`git diff` given two paths, one outside the repository or through a symbolic link, compares the files themselves (`--no-index`): it would print any file of the host, masks notwithstanding; name paths inside the repository, relative and without `..`",
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// `git config` only reads: `--get*`, `-l`/`--list`, or the `get`/`list` subcommands,
@@ -1756,6 +1802,37 @@ mod tests {
             );
             assert_eq!(refused.code(), "E_SANDBOX_VIOLATION");
         }
+    }
+
+    #[test]
+    fn a_diff_of_two_paths_reaching_outside_the_repository_is_refused() {
+        let dir = std::env::temp_dir().join(format!("stockade-noindex-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let link = dir.join("l");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink("/etc", &link).unwrap();
+        let at = |args: &str| check(Path::new("git"), &words(args), &dir, &entry(None));
+        for bad in [
+            "diff /etc/shadow /dev/null",
+            "diff --stat /etc/shadow README",
+            "diff README ../../etc/passwd",
+            "diff -- README /etc/passwd",
+            "diff l/passwd README",
+        ] {
+            let err = at(bad).unwrap_err();
+            assert_eq!(err.construct, Construct::ExcludedArgument, "{bad}");
+        }
+        // Controls: revisions, paths inside, three words (no `--no-index` then).
+        for ok in [
+            "diff HEAD~1 HEAD",
+            "diff main..topic",
+            "diff README src/x",
+            "diff HEAD~1 -- a.txt",
+            "diff --cached",
+        ] {
+            assert!(at(ok).is_ok(), "{ok}: {:?}", at(ok));
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
