@@ -161,7 +161,13 @@ pub fn config(spec: &Spec, caller: &Caller, bundle: &Path) -> Result<Value, Lowe
     for grant in tmp_read_grants(spec) {
         layered.push((depth(grant), 0, bind(grant, grant, true)?));
     }
+    // A protected path at or below a mask is the mask's: a read-only bind of the path itself
+    // at a mask's destination would show the file the mask hides (two mounts at one place are
+    // not layered in order by every runsc).
     for p in &spec.protected {
+        if (spec.masks.iter()).any(|m| p.starts_with(&m.path)) {
+            continue;
+        }
         layered.push((depth(p), 1, bind(p, p, true)?));
     }
     // A private directory: an empty tmpfs of the run's own over the host's.
@@ -414,6 +420,32 @@ mod tests {
             v["process"]["env"],
             serde_json::json!(["PATH=/usr/bin:/bin"])
         );
+    }
+
+    /// A protected path that a mask covers (a home as the workspace: `~/.config/fish` is both
+    /// a protected start-up directory and read as empty) gets the mask only.
+    #[test]
+    fn a_mask_wins_over_a_protected_bind_at_its_place() {
+        let mut s = spec();
+        s.writable_roots = vec!["/h".into()];
+        s.protected = vec!["/h/.config/fish".into(), "/h/.local/bin".into()];
+        s.masks = vec![Mask {
+            path: "/h/.config/fish".into(),
+            kind: Kind::Dir,
+            readable: true,
+        }];
+        let v = as_json(&s, false);
+        let at = |dest: &str| -> Vec<serde_json::Value> {
+            (v["mounts"].as_array().unwrap().iter())
+                .filter(|m| m["destination"] == dest)
+                .cloned()
+                .collect()
+        };
+        let fish = at("/h/.config/fish");
+        assert_eq!(fish.len(), 1, "{fish:#?}");
+        assert_eq!(fish[0]["type"], "tmpfs");
+        // Control: a protected path no mask covers is still bound read-only.
+        assert_eq!(at("/h/.local/bin")[0]["options"][1], "ro");
     }
 
     #[test]
