@@ -310,12 +310,23 @@ fn a_killed_supervisors_sweep_is_completed_by_the_next_run() {
         kill_all(&tag);
         panic!("the sandboxed processes never started");
     }
+    // The sandbox's processes on the host (the native init and what it started; runsc and
+    // its sandbox and gofer under gVisor): all must end with the supervisor.
+    let sandbox = descendants(child.id());
+    assert!(!sandbox.is_empty(), "no process under the supervisor");
     child.kill().expect("SIGKILL stockade");
     let _ = child.wait();
-    let gone = wait_until(|| processes_with(&tag).is_empty(), Duration::from_secs(5));
+    let gone = wait_until(
+        || processes_with(&tag).is_empty() && sandbox.iter().all(|p| !alive(*p)),
+        Duration::from_secs(5),
+    );
     let left = processes_with(&tag);
+    let left_pids: Vec<u32> = sandbox.iter().copied().filter(|p| alive(*p)).collect();
     kill_all(&tag);
-    assert!(gone, "the sandbox outlived its supervisor: {left:?}");
+    assert!(
+        gone,
+        "the sandbox outlived its supervisor: {left:?}, pids {left_pids:?}"
+    );
     // Control: the kill skipped the sweep; what the run left is still there.
     assert!(
         link.symlink_metadata().is_ok(),
@@ -603,4 +614,34 @@ fn spawn_with(mut cmd: Command, fx: &Fixture, vars: &[(&str, &std::path::Path)])
         cmd.env(k, v);
     }
     cmd.spawn().expect("spawn")
+}
+
+/// Every process below `pid` (through `/proc/PID/task/TID/children`).
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let children = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+            for c in children
+                .split_whitespace()
+                .filter_map(|c| c.parse::<u32>().ok())
+            {
+                out.push(c);
+                todo.push(c);
+            }
+        }
+    }
+    out
+}
+
+/// Whether `pid` is a live process (not gone, not a zombie waiting to be reaped).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| !rest.starts_with('Z')))
+        .unwrap_or(false)
 }
