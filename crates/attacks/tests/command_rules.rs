@@ -520,3 +520,56 @@ fn the_repository_an_excluded_git_reads_keeps_the_sandboxs_config_out() {
         "control: the excluded git did not read the repository config"
     );
 }
+
+/// The repository's hooks are the user's, but they run the workspace's code, which the
+/// sandbox writes: a `pre-commit` hook running `./scripts/lint.sh` ran the sandbox's script on
+/// the host at an excluded `git commit` (red team of issue 30, item 5). An excluded git runs
+/// no hook.
+#[test]
+fn an_excluded_git_runs_no_hook_that_runs_the_workspaces_code() {
+    let fx = Fixture::new();
+    let mark = fx.outside.join("lint-ran");
+    std::fs::create_dir_all(fx.ws.join("scripts")).unwrap();
+    write_file(
+        &fx.ws.join("scripts/lint.sh"),
+        "#!/bin/sh\necho lint ok\n",
+        0o755,
+    );
+    fx.git_host(&["add", "scripts"]).assert_success();
+    fx.git_host(&["commit", "-qm", "lint"]).assert_success();
+    // The user's hook, written on the host.
+    write_file(
+        &fx.ws.join(".git/hooks/pre-commit"),
+        "#!/bin/sh\nexec ./scripts/lint.sh\n",
+        0o755,
+    );
+    // Inside: the script the hook runs is the workspace's, and writable.
+    fx.sandbox(
+        &[],
+        &format!(
+            "printf '#!/bin/sh\\ntouch %s\\n' {} > scripts/lint.sh && echo more >> scripts/lint.sh.txt",
+            sh_quote(&mark)
+        ),
+    )
+    .run()
+    .assert_success();
+    let p = git_excluded(&fx, "");
+    fx.sandbox_argv(&["--policy", &p], &["git", "add", "-A"])
+        .run()
+        .assert_success();
+    fx.sandbox_argv(&["--policy", &p], &["git", "commit", "-qm", "wip"])
+        .run()
+        .assert_success()
+        .assert_stderr_contains("OUTSIDE the sandbox");
+    assert!(
+        !mark.exists(),
+        "the excluded git commit ran the hook, which ran the sandbox's script on the host"
+    );
+    // Control: git on the host runs the hook, and with it the sandbox's script.
+    std::fs::write(fx.ws.join("scripts/lint.sh.txt"), "again\n").unwrap();
+    fx.git_host(&["commit", "-qam", "host"]).assert_success();
+    assert!(
+        mark.exists(),
+        "control: the host commit did not run the hook"
+    );
+}

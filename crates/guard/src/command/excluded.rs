@@ -187,8 +187,12 @@ pub mod git {
     /// transport helper could be the sandbox's, and a push runs the receiving repository's
     /// hooks), also when a word or a remote's URL names another, and it never enters a
     /// submodule, whose repository (an old-style `.git` directory in the worktree) the sandbox
-    /// could have made.
+    /// could have made. And it runs no hook (`core.hooksPath=/dev/null`): the repository's
+    /// hooks are the user's, but they run the workspace's code (`pre-commit` running
+    /// `./scripts/lint.sh`, `npm test`, `make lint`), which the sandbox writes, so an
+    /// excluded `commit` (`push`, `gc`, any ref or index update) ran it on the host.
     pub const FORCED_CONFIG: &[(&str, &str)] = &[
+        ("core.hooksPath", "/dev/null"),
         ("protocol.allow", "never"),
         ("protocol.https.allow", "always"),
         ("protocol.http.allow", "always"),
