@@ -435,7 +435,7 @@ fn a_killed_gvisor_runs_swapped_git_dir_is_restored_by_the_next_run() {
     fx.git_host(&["log", "--oneline"])
         .assert_success()
         .assert_stdout_contains("initial");
-    next.assert_stderr_contains("protected_path_replaced");
+    next.assert_stderr_contains("protected path replaced");
 }
 
 /// A review run whose change set cannot be read and sealed after the command ended (here: a

@@ -30,6 +30,27 @@ pub fn before_review(policy: &policy::Policy, request: &RunRequest) {
     errln!("  hint: give them your group and user (chown), run stockade as root, or run without --review");
 }
 
+/// The sweeps of earlier runs on the workspace whose supervisor was killed, completed before
+/// this run: what they took out, as a run's own violations are shown.
+fn recovered(result: &RunResult) {
+    for r in result.recovered.iter().filter(|r| !r.violations.is_empty()) {
+        errln!(
+            "stockade: the run {} on this workspace ended without its sweep (its supervisor was killed, or failed before it); completed before this run:",
+            r.run_id
+        );
+        for v in &r.violations {
+            errln!(
+                "stockade: violation[{}]: {} {}: {}",
+                v.code,
+                v.kind.replace('_', " "),
+                crate::output::shown(&v.path.display().to_string()),
+                crate::output::shown(&v.action)
+            );
+        }
+        errln!("  hint: {}", Code::SandboxViolation.hint());
+    }
+}
+
 /// A review or ephemeral run whose change set could not be read and sealed: said as the error
 /// it is, with the command's exit code (which the record and the audit log keep too).
 fn review_failed(result: &RunResult, json: bool) {
@@ -114,6 +135,7 @@ fn review(result: &RunResult) {
 /// Prints the notices of `result` (`json`: the exec error as one JSON object, as
 /// `--json` prints stockade's own errors). `timeout` is the policy's time limit.
 pub fn print(result: &RunResult, request: &RunRequest, timeout: Option<u64>, json: bool) {
+    recovered(result);
     if let Some(errno) = result.outcome.exec_errno {
         exec_error(result, request, errno, json);
     }

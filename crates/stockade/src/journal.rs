@@ -277,12 +277,36 @@ impl Held {
     }
 }
 
-/// A run found dead and swept again.
-#[derive(Debug)]
-pub(crate) struct Recovered {
+/// The sweep of a run found dead (its supervisor killed before its sweep), completed from its
+/// journal before the run that found it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RecoveredSweep {
+    /// The dead run's id (its quarantine directory's name).
     pub run_id: String,
+    /// The journal it was completed from (removed since).
     pub journal: PathBuf,
+    /// What that sweep took out or reported.
     pub violations: Vec<sandbox::Violation>,
+}
+
+/// The audit log's record of completed sweeps: a `sweep_recovered` event each, then its
+/// violations.
+pub(crate) fn audit(
+    log: &mut crate::record::AuditLog,
+    recovered: &[RecoveredSweep],
+) -> Result<(), Error> {
+    for r in recovered {
+        log.event(&crate::audit_event::AuditEvent::SweepRecovered {
+            code: SWEEP_RECOVERED,
+            recovered_run_id: &r.run_id,
+            journal: &r.journal,
+            violations: r.violations.len(),
+        })?;
+        for v in &r.violations {
+            log.event(&crate::audit_event::AuditEvent::Violation(v))?;
+        }
+    }
+    Ok(())
 }
 
 /// Completes the sweep of every run on `request`'s workspace whose supervisor died before
@@ -294,7 +318,10 @@ pub(crate) struct Recovered {
 /// command may rename it away (the Sentry allows renaming a directory holding mounts) and
 /// plant a journal of its own, which only the sweep its killed supervisor skipped would have
 /// found. Such a journal is not acted on: the run is refused, naming it.
-pub(crate) fn recover(request: &RunRequest, writable: &[PathBuf]) -> Result<Vec<Recovered>, Error> {
+pub(crate) fn recover(
+    request: &RunRequest,
+    writable: &[PathBuf],
+) -> Result<Vec<RecoveredSweep>, Error> {
     let Some(dir) = dir(request) else {
         return Ok(Vec::new());
     };
@@ -337,7 +364,7 @@ fn refused(path: &Path, cause: String) -> Error {
     })
 }
 
-fn recover_one(path: &Path, exposed: Option<&Path>) -> Result<Option<Recovered>, Error> {
+fn recover_one(path: &Path, exposed: Option<&Path>) -> Result<Option<RecoveredSweep>, Error> {
     let file = match std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
@@ -397,7 +424,7 @@ fn recover_one(path: &Path, exposed: Option<&Path>) -> Result<Option<Recovered>,
         time(journal.started_ns),
     );
     std::fs::remove_file(path).map_err(|e| refused(path, format!("cannot remove it: {e}")))?;
-    Ok(Some(Recovered {
+    Ok(Some(RecoveredSweep {
         run_id: journal.run_id,
         journal: path.to_path_buf(),
         violations,

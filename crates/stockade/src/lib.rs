@@ -57,6 +57,7 @@ use audit_event::AuditEvent;
 pub use command_rules::{match_command, run_excluded, CommandMatch};
 pub use credentials::SourceCache;
 pub use error::Error;
+pub use journal::RecoveredSweep;
 pub use live_policy::{Applied, Change, LivePolicy};
 pub use native::{Check, Violation};
 pub use net::proxy::{Event as NetworkEvent, DENIED as NETWORK_DENIED};
@@ -176,6 +177,9 @@ pub struct RunResult {
     /// command ended (then `review` is `None`; the change directory stays in the store,
     /// listed as not finished).
     pub review_error: Option<ReviewFailure>,
+    /// Earlier runs on the workspace whose supervisor died before their sweep (SIGKILL): their
+    /// sweeps, completed before this run started (see `journal`).
+    pub recovered: Vec<RecoveredSweep>,
 }
 
 /// A run id unique on this machine: the time in milliseconds and the process id, and, for
@@ -397,29 +401,6 @@ pub fn audit_refusal(path: &std::path::Path, error: &Error) -> Result<(), Error>
     })
 }
 
-/// Tells the caller what the sweep completed for a dead run found: its violations (on the
-/// process's stderr, as the CLI prints a run's own; the audit log gets them too).
-fn report_recovered(r: &journal::Recovered) {
-    if r.violations.is_empty() {
-        return;
-    }
-    let mut text = format!(
-        "stockade: error[{}]: the run {} on this workspace ended without its sweep (its supervisor was killed, or failed before it); completed now, before this run: {} violation(s)\n",
-        sandbox::Code::SandboxViolation.as_str(),
-        r.run_id,
-        r.violations.len()
-    );
-    for v in &r.violations {
-        text.push_str(&format!(
-            "  {}: {}: {}\n",
-            v.kind,
-            v.path.display(),
-            v.action
-        ));
-    }
-    let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
-}
-
 /// Run a request under a policy: plan, launch, sweep, record. Refusals are audited too.
 pub fn run(policy: &policy::Policy, request: &RunRequest) -> Result<RunResult, Error> {
     run_with_io(policy, request, sandbox::RunIo::process())
@@ -446,6 +427,8 @@ pub fn run_with_io(
         None => None,
     };
     let digest = policy::digest(policy);
+    let mut recovered: Vec<RecoveredSweep> = Vec::new();
+    let mut recovered_audited = false;
     let result = (|| {
         // A root caller's gVisor run keeps other runs of the workspace from changing its mount
         // points until it has ended (see `workspace_lock`); held until after the sweep.
@@ -455,7 +438,7 @@ pub fn run_with_io(
         )?;
         // An earlier run on this workspace whose supervisor died before its sweep (SIGKILL):
         // its sweep is completed first, from its journal.
-        let recovered = tracing::debug_span!("recover").in_scope(|| {
+        recovered = tracing::debug_span!("recover").in_scope(|| {
             let writable = workspace::writable_roots(
                 policy,
                 &request.invocation.place(),
@@ -463,9 +446,6 @@ pub fn run_with_io(
             )?;
             journal::recover(request, &writable)
         })?;
-        for r in &recovered {
-            report_recovered(r);
-        }
         // First: nothing of an unapproved workspace configuration is acted on.
         tracing::debug_span!("trust").in_scope(|| check_trust(request))?;
         // A preset's state directories, made when missing (the spec needs them to exist).
@@ -504,17 +484,8 @@ pub fn run_with_io(
         if let Some(report) = &report {
             report.refuse_inside(&spec.writable_roots)?;
         }
-        for r in &recovered {
-            audit.event(&AuditEvent::SweepRecovered {
-                code: journal::SWEEP_RECOVERED,
-                recovered_run_id: &r.run_id,
-                journal: &r.journal,
-                violations: r.violations.len(),
-            })?;
-            for v in &r.violations {
-                audit.event(&AuditEvent::Violation(v))?;
-            }
-        }
+        recovered_audited = true;
+        journal::audit(&mut audit, &recovered)?;
         audit.event(&AuditEvent::RunStart {
             argv: &spec.argv,
             workspace: &request.invocation.workspace,
@@ -711,10 +682,15 @@ pub fn run_with_io(
                 cwd_fallback,
                 review,
                 review_error,
+                recovered,
             })
         }
         Err(e) => {
             let e: Error = e;
+            // What was completed for a dead run stays on record when this run is refused.
+            if !recovered_audited {
+                journal::audit(&mut audit, &recovered)?;
+            }
             audit.event(&AuditEvent::Refused {
                 code: e.code(),
                 kind: e.kind(),
