@@ -75,6 +75,7 @@ pub const PLACEHOLDERS: &[&str] = &[
     "SHM_ID",
     "MSG_ID",
     "SEM_ID",
+    "HOST_TMP",
 ];
 
 /// Loopback listeners a case can name in `listener_hit`.
@@ -132,6 +133,11 @@ pub struct Case {
     /// Extra `stockade run` flags (the policy the attack runs under).
     #[serde(default)]
     pub args: Vec<String>,
+    /// The run's `--workspace`, and the directory the setup, the control and the attack run
+    /// in, when not the fixture's `workspace/`: `{{HOME}}` (a home as the workspace) or a
+    /// directory below `{{HOST_TMP}}` (made when missing).
+    #[serde(default)]
+    pub workspace: Option<String>,
     /// The attack: a `/bin/sh` snippet, run with the workspace as its directory.
     pub script: String,
     /// The control, when it differs from `script` (run directly with `/bin/sh`).
@@ -211,7 +217,8 @@ pub struct Escape {
     /// The snippet's exit status is this (usually 0: the attack's command succeeded).
     #[serde(default)]
     pub rc: Option<i32>,
-    /// Each path (relative to the fixture root: `home/.bashrc`, `workspace/.git/hooks/x`) was
+    /// Each path (relative to the fixture root: `home/.bashrc`, `workspace/.git/hooks/x`; or
+    /// absolute, below `{{HOST_TMP}}`) was
     /// created, removed or changed.
     #[serde(default)]
     pub host_changed: Vec<String>,
@@ -258,6 +265,7 @@ impl Case {
         t.extend(self.setup.as_deref());
         t.extend(self.redirect.as_deref());
         t.extend(self.args.iter().map(String::as_str));
+        t.extend(self.workspace.as_deref());
         t.extend(self.env.values().map(String::as_str));
         t.extend(self.escape.output_has.iter().map(String::as_str));
         t.extend(self.escape.host_changed.iter().map(String::as_str));

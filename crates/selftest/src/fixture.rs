@@ -20,6 +20,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// Where fixtures live.
 pub const FIXTURE_PARENT: &str = "/var/tmp";
 
+/// Where a case's `{{HOST_TMP}}` directory lives: the host's `/tmp`.
+pub const HOST_TMP_PARENT: &str = "/tmp";
+
 /// `PATH` of every command the runner starts: system directories only, so a root caller and
 /// an unprivileged one find the same tools.
 pub const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -85,6 +88,8 @@ pub struct Needs {
     pub shm: bool,
     pub msg: bool,
     pub sem: bool,
+    /// A directory below the host's `/tmp` (`{{HOST_TMP}}`).
+    pub host_tmp: bool,
 }
 
 impl Needs {
@@ -107,6 +112,7 @@ impl Needs {
             shm: has("SHM_ID"),
             msg: has("MSG_ID"),
             sem: has("SEM_ID"),
+            host_tmp: has("HOST_TMP"),
         }
     }
 }
@@ -124,6 +130,9 @@ pub struct Fixture {
     listeners: Option<Listeners>,
     host_process: Option<Child>,
     ipc: Vec<(&'static str, String)>,
+    /// `{{HOST_TMP}}`: a directory of this fixture below the host's `/tmp` (the sandbox's
+    /// `/tmp` is private, so what lies here is the host's, outside the run), removed on drop.
+    host_tmp: Option<tempfile::TempDir>,
     stockade: PathBuf,
 }
 
@@ -146,6 +155,7 @@ impl Fixture {
             listeners: None,
             host_process: None,
             ipc: Vec::new(),
+            host_tmp: None,
             stockade: stockade.to_path_buf(),
         };
         fx.populate_home()?;
@@ -154,6 +164,15 @@ impl Fixture {
         mkdir(&fx.root.join("mnt"))?;
         if needs.listeners {
             fx.listeners = Some(Listeners::start(&fx.root, &fx.marker)?);
+        }
+        if needs.host_tmp {
+            let dir = tempfile::Builder::new()
+                .prefix("stockade-selftest-")
+                .tempdir_in(HOST_TMP_PARENT)
+                .map_err(err(format!("create a directory in {HOST_TMP_PARENT}")))?;
+            // Left at mktemp's 0700, as a CI checkout below /tmp is: a root caller's sandbox
+            // runs as an id that could not enter it on the host.
+            fx.host_tmp = Some(dir);
         }
         if needs.host_process {
             fx.host_process = Some(fx.start_host_process()?);
@@ -420,6 +439,7 @@ impl Fixture {
             "SHM_ID" => ipc("m")?,
             "MSG_ID" => ipc("q")?,
             "SEM_ID" => ipc("s")?,
+            "HOST_TMP" => self.host_tmp.as_ref()?.path().display().to_string(),
             _ => return None,
         })
     }
@@ -454,9 +474,18 @@ impl Fixture {
         self.listeners.as_ref().is_some_and(|l| l.tcp6.is_some())
     }
 
-    /// A snapshot of a path relative to the root (for `host_changed`).
+    /// A snapshot of a path relative to the root, or absolute (for `host_changed`). A
+    /// directory on the way that its owner cannot search or list (a run's `chmod 000`) is
+    /// opened for the look and given its mode back, so an unprivileged caller sees what lies
+    /// beneath as root does.
     pub fn snapshot(&self, rel: &str) -> PathState {
-        PathState::of(&self.root.join(rel))
+        let path = self.root.join(rel);
+        let opened = open_way(&path);
+        let state = PathState::of(&path);
+        for (dir, mode) in opened.into_iter().rev() {
+            let _ = fs::set_permissions(&dir, fs::Permissions::from_mode(mode));
+        }
+        state
     }
 }
 
@@ -477,6 +506,10 @@ impl Drop for Fixture {
                 .status();
         }
         self.listeners.take();
+        if let Some(dir) = self.host_tmp.take() {
+            make_removable(dir.path());
+            let _ = dir.close();
+        }
         if let Some(dir) = self.dir.take() {
             make_removable(dir.path());
             let _ = dir.close();
@@ -500,6 +533,33 @@ pub fn make_removable(dir: &Path) {
             }
         }
     }
+}
+
+/// Gives the owner read and search on each directory on the way to `path` (not `path`
+/// itself) that lacks them, as far as the owner may; returns what it changed with the old
+/// modes, outermost first. Links on the way are not followed.
+fn open_way(path: &Path) -> Vec<(PathBuf, u32)> {
+    let mut opened = Vec::new();
+    let Some(parent) = path.parent() else {
+        return opened;
+    };
+    let mut way = PathBuf::new();
+    for part in parent.components() {
+        way.push(part);
+        let Ok(meta) = way.symlink_metadata() else {
+            break;
+        };
+        if !meta.is_dir() {
+            break;
+        }
+        let mode = meta.permissions().mode() & 0o7777;
+        if mode & 0o500 != 0o500
+            && fs::set_permissions(&way, fs::Permissions::from_mode(mode | 0o500)).is_ok()
+        {
+            opened.push((way.clone(), mode));
+        }
+    }
+    opened
 }
 
 fn ipcmk(flag: &str) -> Result<String, FixtureError> {
@@ -800,4 +860,30 @@ fn serve_stream(
     };
     let _ = s.write_all(response.as_bytes());
     s.close();
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
+    use super::*;
+
+    /// A file below directories closed to their owner (000 and 311) is seen as it is, and
+    /// the directories keep their modes.
+    #[test]
+    fn a_snapshot_looks_through_closed_directories_and_gives_their_modes_back() {
+        let fx = Fixture::new(Needs::default(), Path::new("/bin/true")).unwrap();
+        let (a, b) = (fx.ws.join("a"), fx.ws.join("a/b"));
+        write(&b.join("f"), "x").unwrap();
+        chmod(&b, 0o311).unwrap();
+        chmod(&a, 0o000).unwrap();
+        assert!(matches!(
+            fx.snapshot("workspace/a/b/f"),
+            PathState::File { .. }
+        ));
+        assert!(matches!(fx.snapshot("workspace/a/b/g"), PathState::Absent));
+        let mode = |p: &Path| p.symlink_metadata().unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode(&a), 0o000);
+        chmod(&a, 0o700).unwrap();
+        assert_eq!(mode(&b), 0o311);
+    }
 }

@@ -3,7 +3,8 @@
 //! fixture, the attack does not escape inside `stockade run`.
 //!
 //! Safe on a workstation by construction: fixtures live in fresh directories under
-//! `/var/tmp` with a fake `HOME`, network cases talk only to loopback listeners the runner
+//! `/var/tmp` with a fake `HOME` (and, for a case whose workspace lies below the host's
+//! `/tmp`, one directory there), network cases talk only to loopback listeners the runner
 //! starts, controls are bounded (capped loops, writes inside the fixture) and everything is
 //! removed at the end, also on Ctrl-C.
 

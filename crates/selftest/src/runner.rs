@@ -307,10 +307,16 @@ fn under_terminal(argv: &[OsString]) -> Vec<OsString> {
     v
 }
 
-/// Runs `argv` in `cwd` with a clean environment (`PATH`, the fixture's `HOME`, the case's
+/// Runs `argv` in `cwd` (the case's workspace) with a clean environment (`PATH`, the fixture's `HOME`, the case's
 /// variables), in its own process group, killed (the whole group) after `timeout` or on
 /// Ctrl-C. A `terminal` case runs under a fresh pseudo-terminal ([`under_terminal`]).
-fn execute(argv: &[OsString], fx: &Fixture, case: &Case, timeout: Duration) -> Result<Ran, String> {
+fn execute(
+    argv: &[OsString],
+    fx: &Fixture,
+    cwd: &Path,
+    case: &Case,
+    timeout: Duration,
+) -> Result<Ran, String> {
     let terminal = if case.terminal {
         Some(open_terminal()?)
     } else {
@@ -330,7 +336,7 @@ fn execute(argv: &[OsString], fx: &Fixture, case: &Case, timeout: Duration) -> R
         .env("PATH", PATH)
         .env("HOME", &fx.home)
         .env("LANG", "C.UTF-8")
-        .current_dir(&fx.ws)
+        .current_dir(cwd)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
@@ -449,9 +455,18 @@ fn observe(case: &Case, config: &Config, attack: bool) -> Result<Observed, Strin
         return Err("IPv6 loopback listener could not be started".into());
     }
     let timeout = Duration::from_secs(case.timeout.unwrap_or(DEFAULT_TIMEOUT));
+    let ws = match &case.workspace {
+        Some(w) => {
+            let w = PathBuf::from(fx.substitute(w));
+            std::fs::create_dir_all(&w)
+                .map_err(|e| format!("cannot make the workspace {}: {e}", w.display()))?;
+            w
+        }
+        None => fx.ws.clone(),
+    };
     if let Some(setup) = &case.setup {
         let argv: Vec<OsString> = vec!["/bin/sh".into(), "-c".into(), fx.substitute(setup).into()];
-        let ran = execute(&argv, &fx, case, timeout)?;
+        let ran = execute(&argv, &fx, &ws, case, timeout)?;
         if ran.code() != 0 {
             return Err(format!(
                 "setup failed (exit {}): {}",
@@ -476,7 +491,7 @@ fn observe(case: &Case, config: &Config, attack: bool) -> Result<Observed, Strin
             config.stockade.clone().into(),
             "run".into(),
             "--workspace".into(),
-            fx.ws.clone().into(),
+            ws.clone().into(),
             "--timeout".into(),
             (timeout.as_secs() + 5).to_string().into(),
         ];
@@ -498,7 +513,7 @@ fn observe(case: &Case, config: &Config, attack: bool) -> Result<Observed, Strin
     };
     let redirect = case.redirect.as_ref().map(|r| fx.substitute(r));
     let argv = with_redirect(redirect.as_deref(), argv);
-    let ran = execute(&argv, &fx, case, timeout + Duration::from_secs(10))?;
+    let ran = execute(&argv, &fx, &ws, case, timeout + Duration::from_secs(10))?;
     if let Some(ms) = case.settle_ms {
         thread::sleep(Duration::from_millis(ms));
     }
@@ -746,6 +761,46 @@ mod tests {
         assert_eq!(run_case(&vacuous, &config).verdict, Verdict::Vacuous);
         let counts = Counts::of(&[run_case(&read, &config)]);
         assert!(!counts.passed());
+    }
+
+    /// A case's `workspace` is the directory of the setup, the control and the attack, and
+    /// the run's `--workspace` (a fake stockade that runs the attack only when its
+    /// `--workspace` is its directory and the setup ran there): a directory below
+    /// `{{HOST_TMP}}` is made, and the host's `/tmp` directory goes with the fixture.
+    #[test]
+    fn a_case_workspace_below_host_tmp_is_where_the_runs_happen() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let fake = dir.path().join("fake-stockade");
+        std::fs::write(
+            &fake,
+            "#!/bin/sh\nwhile [ \"$1\" != --workspace ]; do shift; done\n\
+             [ \"$2\" = \"$PWD\" ] && [ -f ../by-setup ] || exit 7\n\
+             while [ \"$1\" != --shell ]; do shift; done\nexec /bin/sh -c \"$2\"\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let config = Config {
+            stockade: fake,
+            backend: None,
+            parallel: 1,
+        };
+        let c = case(
+            "id = \"t.tmp\"\ntitle = \"t\"\nwhy = \"w\"\nworkspace = \"{{HOST_TMP}}/ws\"\nsetup = 'echo s > ../by-setup'\nscript = 'echo x > ../planted'\n[escape]\nhost_changed = [\"{{HOST_TMP}}/planted\"]\n",
+        );
+        let r = run_case(&c, &config);
+        assert_eq!(r.verdict, Verdict::Escaped, "{r:?}");
+        assert!(r.detail.contains("/planted changed"), "{r:?}");
+        let left = std::fs::read_dir(crate::fixture::HOST_TMP_PARENT)
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                let n = e.file_name();
+                n.to_string_lossy().starts_with("stockade-selftest-")
+                    && e.path().join("planted").exists()
+            })
+            .count();
+        assert_eq!(left, 0, "a HOST_TMP directory was left in /tmp");
     }
 
     /// A `terminal` case runs with a pseudo-terminal as the controlling terminal (stdin,
