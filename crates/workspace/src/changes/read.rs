@@ -171,10 +171,18 @@ pub(crate) fn hash_file(file: &mut std::fs::File, classify: bool) -> io::Result<
 /// UTF-8 without a NUL byte (else `diff` names the file as binary), and without anything
 /// the terminal sanitizer removes from what `diff` prints (escape sequences, other control
 /// characters, bidi controls, invisible and Tag characters: see [`sanitize::classify`]) or a
-/// carriage return that does not end a line (it makes a terminal overwrite the line). A
-/// byte-order mark opening the file is text.
+/// carriage return that does not end a line (it makes a terminal overwrite the line), and
+/// without what a reader may not see the end of: a run of [`MAX_BLANK_RUN`] blanks with more
+/// after it on the line (`x = 1<3000 spaces>; os.system(...)`: a pager that chops lines, or
+/// a window narrower than the run, shows `x = 1`), or a line over [`MAX_LINE_CHARS`]
+/// characters (agents' file tools cut lines there; a minified file is no reviewable text
+/// either). A byte-order mark opening the file is text.
 #[derive(Default)]
 pub(crate) struct TextCheck {
+    /// Characters of the current line so far.
+    line: u64,
+    /// Blanks (spaces, tabs) just before the current character.
+    blanks: u64,
     /// Bytes of a UTF-8 sequence the last chunk cut.
     pending: Vec<u8>,
     /// Offset of the next byte (after `pending`).
@@ -183,6 +191,14 @@ pub(crate) struct TextCheck {
     cr_at: Option<u64>,
     verdict: Option<Content>,
 }
+
+/// Blanks in a row, with more of the line after them, past which a reader may not see the
+/// rest ([`TextCheck`]).
+pub(crate) const MAX_BLANK_RUN: u64 = 64;
+
+/// Characters of a line past which a reader may not see its end ([`TextCheck`]): Claude
+/// Code's Read tool cuts lines at 2000.
+pub(crate) const MAX_LINE_CHARS: u64 = 2000;
 
 impl TextCheck {
     pub(crate) fn push(&mut self, chunk: &[u8]) {
@@ -221,6 +237,26 @@ impl TextCheck {
     fn check(&mut self, text: &str, start: u64) {
         for (i, c) in text.char_indices() {
             let at = start + i as u64;
+            match c {
+                '\n' => (self.line, self.blanks) = (0, 0),
+                ' ' | '\t' => (self.line, self.blanks) = (self.line + 1, self.blanks + 1),
+                '\r' => self.line += 1,
+                _ => {
+                    if self.blanks >= MAX_BLANK_RUN {
+                        self.verdict = Some(Content::Hidden {
+                            why: format!("{} blanks before more of the line at byte {at}: a pager that chops lines, or a narrower window, does not show what follows them", self.blanks),
+                        });
+                        return;
+                    }
+                    (self.line, self.blanks) = (self.line + 1, 0);
+                }
+            }
+            if self.line > MAX_LINE_CHARS {
+                self.verdict = Some(Content::Hidden {
+                    why: format!("a line longer than {MAX_LINE_CHARS} characters (at byte {at}): terminals that chop lines and agents' file tools do not show its end"),
+                });
+                return;
+            }
             if let Some(cr) = self.cr_at.take() {
                 if c != '\n' {
                     self.verdict = Some(Content::Hidden {

@@ -213,9 +213,34 @@ fn only_plain_text_goes_unflagged() {
     bytes("utf8.txt", "naïve café — ✓\n".as_bytes());
     bytes("crlf.txt", b"a\r\nb\r\n");
     bytes("bom.txt", "\u{FEFF}text\n".as_bytes());
-    let mut long = vec![b'a'; 64 * 1024 - 1];
+    // Lines of 100 characters, the last one cut by the reader's 64 KiB chunk.
+    let mut long = b"a"
+        .repeat(99)
+        .iter()
+        .chain(b"\n")
+        .copied()
+        .collect::<Vec<u8>>()
+        .repeat(656);
+    long.truncate(64 * 1024 - 1);
     long.extend("é\n".as_bytes());
     bytes("boundary.txt", &long);
+    // What a reader may not see the end of; controls: indentation, trailing blanks, a
+    // 2000-character line.
+    bytes(
+        "pad.py",
+        format!("x = 1{}; import os\n", " ".repeat(64)).as_bytes(),
+    );
+    bytes("wide.min.js", "v".repeat(2001).as_bytes());
+    bytes(
+        "indent.py",
+        format!(
+            "{}x = 1\ny = 2{}\n{}\n",
+            " ".repeat(63),
+            " ".repeat(500),
+            "w".repeat(2000)
+        )
+        .as_bytes(),
+    );
     bytes("tab.txt", b"a\tb\n");
 
     let set = run.finish(&FlagRules::default()).unwrap();
@@ -227,6 +252,8 @@ fn only_plain_text_goes_unflagged() {
     assert_eq!(codes(&set, "tag.md"), ["hidden-text"]);
     assert_eq!(codes(&set, "cr.py"), ["hidden-text"]);
     assert_eq!(codes(&set, "zw.txt"), ["hidden-text"]);
+    assert_eq!(codes(&set, "pad.py"), ["hidden-text"]);
+    assert_eq!(codes(&set, "wide.min.js"), ["hidden-text"]);
     assert_eq!(
         codes(&set, "src/__pycache__/m.cpython-312.pyc"),
         ["host-loaded", "binary"]
@@ -243,6 +270,7 @@ fn only_plain_text_goes_unflagged() {
         "bom.txt",
         "boundary.txt",
         "tab.txt",
+        "indent.py",
     ] {
         assert!(
             codes(&set, plain).is_empty(),
