@@ -145,20 +145,38 @@ fn io(what: String) -> impl FnOnce(std::io::Error) -> Error {
     move |cause| Error::Io { what, cause }
 }
 
+/// Whether the caller's state directory has somewhere to be: `XDG_STATE_HOME`'s parent, or
+/// the home, exists (a service account's home may not: nothing is made there for it).
+fn has_a_place(request: &RunRequest) -> bool {
+    let env = |name: &str| {
+        (request.invocation.env.iter())
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| PathBuf::from(v))
+            .filter(|p| p.is_absolute())
+    };
+    match (env("XDG_STATE_HOME"), env("HOME")) {
+        (Some(state), _) => state.parent().is_some_and(Path::is_dir),
+        (None, Some(home)) => home.is_dir(),
+        (None, None) => false,
+    }
+}
+
 /// Makes the journal directory (private to the caller) when missing, and hides it from the
-/// command like the change store: unreadable and unwritable.
+/// command like the change store: unreadable and unwritable. A caller whose state directory
+/// cannot be made (no home, a read-only one) runs without a journal, as before journals: a
+/// supervisor killed mid-run then leaves its sweep undone (README says so).
 pub(crate) fn prepare(request: &RunRequest, spec: &mut sandbox::Spec) -> Result<(), Error> {
-    let Some(dir) = dir(request) else {
+    let Some(dir) = dir(request).filter(|_| has_a_place(request)) else {
         return Ok(());
     };
-    std::fs::DirBuilder::new()
+    if let Err(e) = std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(&dir)
-        .map_err(io(format!(
-            "make the run journal directory {} (set XDG_STATE_HOME to a writable directory)",
-            dir.display()
-        )))?;
+    {
+        tracing::debug!("no run journal: cannot make {}: {e}", dir.display());
+        return Ok(());
+    }
     let Ok(dir) = std::fs::canonicalize(&dir) else {
         return Ok(());
     };
@@ -194,7 +212,8 @@ pub(crate) fn begin(
     started: SystemTime,
     held: workspace::sweep::Held,
 ) -> Result<Option<Held>, Error> {
-    let Some(dir) = dir(request) else {
+    // No journal directory (see `prepare`): no journal.
+    let Some(dir) = dir(request).filter(|d| has_a_place(request) && d.is_dir()) else {
         return Ok(None);
     };
     let inv = &request.invocation;
