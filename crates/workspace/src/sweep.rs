@@ -140,7 +140,8 @@ pub const UNINSPECTABLE_DIRECTORY: &str = "uninspectable_directory";
 pub(crate) struct Inspect<'a> {
     host: &'a dyn HostView,
     roots: &'a [PathBuf],
-    /// When the planner's walk began.
+    /// Before when a directory's ctime proves it unchanged since the plan
+    /// ([`crate::DirStamps::settled_before`]).
     planned: Option<std::time::SystemTime>,
     opened: std::cell::RefCell<Opened>,
 }
@@ -150,7 +151,7 @@ impl<'a> Inspect<'a> {
         Inspect {
             host,
             roots: &run.watch.sweep.roots,
-            planned: run.watch.sweep.dirs.taken_at,
+            planned: run.watch.sweep.dirs.settled_before(),
             opened: std::cell::RefCell::new(Opened::default()),
         }
     }
@@ -250,8 +251,8 @@ impl HostView for Inspect<'_> {
 
 /// A directory the sweep could not list that the run cannot have used either: it was there
 /// before the run and unchanged since (its ctime, on a local filesystem, is older than the
-/// plan: creating, removing or renaming an entry, or a `chmod`, moves it), and the caller
-/// cannot even search it. The sandbox has the caller's own rights on the workspace, so it
+/// plan by the settling window: creating, removing or renaming an entry, or a `chmod`, moves
+/// it), and the caller cannot even search it. The sandbox has the caller's own rights on the workspace, so it
 /// could not reach below it either (a directory of another user, say).
 fn closed_since_before(
     planned: Option<std::time::SystemTime>,
@@ -404,7 +405,7 @@ fn sweep_inspecting(
     for (dir, e) in unlisted {
         if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR))
             || moved.iter().any(|m| is_within(&dir, m))
-            || closed_since_before(run.watch.sweep.dirs.taken_at, host, &dir)
+            || closed_since_before(run.watch.sweep.dirs.settled_before(), host, &dir)
         {
             continue;
         }
@@ -597,7 +598,7 @@ pub fn guard_after_run(
                 Ok(entries) => entries,
                 Err(e) => {
                     if !matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR))
-                        && !closed_since_before(run.watch.sweep.dirs.taken_at, host, &dir)
+                        && !closed_since_before(run.watch.sweep.dirs.settled_before(), host, &dir)
                     {
                         unlisted.push((dir, e));
                     }
@@ -1444,11 +1445,15 @@ mod tests {
         let old = ws.join("old");
         std::fs::create_dir(&old).unwrap();
         std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o700)).unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        let plan = as_unprivileged({
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let mut plan = as_unprivileged({
             let ws = ws.clone();
             move || plan_for(&ws)
         });
+        // `old` is older than the plan by more than this settling window (3 s in a run).
+        plan.watch.sweep.dirs =
+            crate::DirStamps::start_settled(std::time::Duration::from_millis(10));
+        std::thread::sleep(std::time::Duration::from_millis(30));
         // During the run: another user's directory, writable and searchable by the caller.
         let d = ws.join("d");
         std::fs::create_dir(&d).unwrap();
@@ -1650,11 +1655,13 @@ mod tests {
                 };
                 if !during {
                     make();
-                    // Older than the plan by more than the coarse clock's lag.
-                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    std::thread::sleep(std::time::Duration::from_millis(30));
                 }
-                let plan = plan_for(&ws);
-                std::thread::sleep(std::time::Duration::from_millis(20));
+                let mut plan = plan_for(&ws);
+                // Older than the plan by more than this settling window (3 s in a run).
+                plan.watch.sweep.dirs =
+                    crate::DirStamps::start_settled(std::time::Duration::from_millis(10));
+                std::thread::sleep(std::time::Duration::from_millis(30));
                 if during {
                     make();
                 }

@@ -76,6 +76,13 @@ impl DirStamps {
         }
     }
 
+    /// Before when a directory's ctime must lie to prove it unchanged since the walk began:
+    /// the walk's start less the settling window (a coarse clock's lag, a filesystem's
+    /// timestamp granularity). `None` when nothing was recorded.
+    pub fn settled_before(&self) -> Option<std::time::SystemTime> {
+        self.taken_at.and_then(|t| t.checked_sub(self.settle))
+    }
+
     /// The record of `dir` if its stamp is the same now, and the clock has not gone back since
     /// the walk (a ctime compared across a clock step proves nothing). Only a recorded
     /// directory is stat'ed.
