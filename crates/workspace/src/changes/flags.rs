@@ -858,6 +858,85 @@ mod tests {
 
     /// The second round of the catalogue (tools found auto-loading files by a search of their
     /// documentation), family by family.
+    /// Names host tools also run that the first rounds missed (red team of issue 30):
+    /// other spellings of catalogued build files and loaders.
+    #[test]
+    fn families_red_team() {
+        family(
+            "make",
+            "build-file",
+            &["Sconstruct", "sconstruct", "SConstruct.py", "sconstruct.py"],
+            &["src/sconstruct.md"],
+        );
+        family(
+            "tasks",
+            "build-file",
+            &[
+                "JUSTFILE",
+                "taskfile.yml",
+                "taskfile.dist.yaml",
+                "fabfile.py",
+                "dodo.py",
+            ],
+            &["docs/taskfile.md"],
+        );
+        family("python", "build-file", &["Pipfile"], &["Pipfile.lock"]);
+        family("python", "tool-config", &[".flaskenv"], &[]);
+        family(
+            "javascript",
+            "build-file",
+            &["Gruntfile.coffee", "Gruntfile.ts", "gruntfile.js"],
+            &[],
+        );
+        family(
+            "javascript",
+            "host-loaded",
+            &[".pnp.cjs", ".pnp.loader.mjs"],
+            &["src/pnp.js"],
+        );
+        family(
+            "javascript-config",
+            "tool-config",
+            &[
+                ".commitlintrc.js",
+                ".commitlintrc.json",
+                ".huskyrc",
+                ".huskyrc.js",
+                ".storybook/main.js",
+            ],
+            &["src/storybook.js"],
+        );
+        family(
+            "ruby",
+            "build-file",
+            &[
+                "gems.rb",
+                "Rakefile.rb",
+                "rakefile.rb",
+                "Thorfile",
+                "Dangerfile",
+                "Podfile",
+                "Berksfile",
+                "fastlane/Fastfile",
+            ],
+            &["gems.locked", "lib/gems.rb.md"],
+        );
+        family("ruby", "startup-file", &[".simplecov", ".rvmrc"], &[]);
+        family(
+            "containers",
+            "build-file",
+            &["dockerfile", "docker/dockerfile"],
+            &["docs/dockerfile.md"],
+        );
+        family("infra", "build-file", &["vagrantfile"], &[]);
+        family(
+            "editors",
+            "startup-file",
+            &[".vimrc", "_vimrc", ".gvimrc", "_exrc", ".lazy.lua"],
+            &["vimrc.txt"],
+        );
+    }
+
     #[test]
     fn families_second_round() {
         family(
