@@ -488,7 +488,8 @@ fn rebuild(j: &Journal) -> Result<workspace::Resolved, String> {
         })
         .collect();
     // No directory counts as unchanged since the plan: every one is listed again.
-    sweep.dirs = workspace::DirStamps::default();
+    // (The settling window the sweep judges "closed before the run" by is the planner's.)
+    sweep.dirs = workspace::DirStamps::start();
     sweep.dirs.taken_at = j.taken_at_ns.map(time);
     // What the dead run's plan protected, guarded and masked, and the identities it saw: the
     // spec made again now would find what that run changed (a `.git` it renamed away is a
