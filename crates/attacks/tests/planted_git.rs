@@ -103,6 +103,40 @@ fn bare_repository_assembled_config_first_is_refused_or_swept() {
     );
 }
 
+/// `config.worktree` is a config too: with `extensions.worktreeConfig` (an inert key) in
+/// `config`, git reads it, and a `core.worktree` and `core.fsmonitor` there made host git in
+/// that directory run the fsmonitor while the run lasted (the guard looked at `config` only;
+/// red team of issue 30). Refused in the run like a live `config`.
+#[test]
+fn bare_repository_with_a_live_config_worktree_is_refused_in_the_run() {
+    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+        return;
+    }
+    let fx = Fixture::new();
+    let (script, flag) = fx.tripwire("pwned-config-worktree");
+    let steps = |dir: &str| {
+        format!(
+            "mkdir {dir} && cd {dir} && \
+             printf '[core]\\n\\trepositoryformatversion = 1\\n[extensions]\\n\\tworktreeConfig = true\\n' > config && \
+             printf '[core]\\n\\tbare = false\\n\\tfsmonitor = {}\\n' > config.worktree && {MAKE_GIT_DIR}",
+            script.display()
+        )
+    };
+    let records = fx.records();
+    let run = fx.attack(&records.opts(), &steps("b")).outcome();
+    run.assert_failed_if_guarded();
+    records.assert_blocked(&run.run, &["b/HEAD", "b/objects", "b/refs"]);
+    host_git_with(&fx, "b");
+    assert!(!flag.exists(), "the planted fsmonitor ran on the host");
+    // Control: the same steps on the host, and git runs the fsmonitor of config.worktree.
+    fx.control(&steps("d")).outcome().assert_ok();
+    host_git_with(&fx, "d");
+    assert!(
+        flag.exists(),
+        "control: git did not run the fsmonitor of config.worktree"
+    );
+}
+
 #[test]
 fn bare_repository_assembled_hooks_first_is_swept() {
     let fx = Fixture::new();

@@ -1767,7 +1767,8 @@ fn git_hint(path: &[u8], writable: &[&[u8]]) -> GitHint {
 }
 
 /// Whether creating `name` in `dir` gives it what git looks for (`HEAD`, plus `objects`,
-/// `refs` or a `commondir`) while `dir` holds a `config` that is not an inert git config
+/// `refs` or a `commondir`) while `dir` holds a `config` or `config.worktree` that is not an
+/// inert git config
 /// (unreadable, not a regular file, too large, or with keys that run code) or a `hooks` that
 /// is not a directory. Hooks inside a `hooks` directory are not listed here: the sweep takes
 /// them out after the run.
@@ -1797,16 +1798,25 @@ fn completes_with_code(dir: &[u8], name: &[u8], writable: &[&[u8]]) -> bool {
     if entry(c"hooks").is_some_and(|st| st.st_mode & libc::S_IFMT != libc::S_IFDIR) {
         return true;
     }
-    if entry(c"config").is_none() {
-        return false;
+    // `config.worktree` too: with `extensions.worktreeConfig` (an inert key) in `config`, git
+    // reads it as well (`core.worktree` and `core.fsmonitor` there made host git run the
+    // fsmonitor while the run lasted).
+    for (file, bytes) in [
+        (c"config", &b"config"[..]),
+        (c"config.worktree", b"config.worktree"),
+    ] {
+        if entry(file).is_none() {
+            continue;
+        }
+        let mut name = Name::new();
+        if name.push(bytes).is_err() {
+            return true;
+        }
+        let mut content = [0u8; CONFIG_MAX + 1];
+        match read_config(&dir, &name, &mut content) {
+            Ok(Some(len)) if protect::git_config_is_inert(&content[..len], writable) => {}
+            _ => return true,
+        }
     }
-    let mut name = Name::new();
-    if name.push(b"config").is_err() {
-        return true;
-    }
-    let mut content = [0u8; CONFIG_MAX + 1];
-    match read_config(&dir, &name, &mut content) {
-        Ok(Some(len)) => !protect::git_config_is_inert(&content[..len], writable),
-        _ => true,
-    }
+    false
 }
