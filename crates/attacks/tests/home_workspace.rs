@@ -612,3 +612,53 @@ fn a_protected_link_cannot_be_swapped_for_another() {
         );
     }
 }
+
+/// stockade's own run journals live in the home (`~/.local/state/stockade/journal`, written
+/// by the supervisor while the run lasts). With the home as the workspace, the checks after a
+/// gVisor run took that directory for a protected path the run created (its ctime moved) and
+/// quarantined it, with the live journal, on every run. The same directory is now left alone.
+/// Control: a journal directory the run puts in its place (its parent renamed away, a planted
+/// journal inside) is still caught: refused natively, put back under gVisor.
+#[test]
+fn stockades_own_journal_directory_in_a_home_workspace_is_no_violation() {
+    let fx = fixture();
+    let home = fx.home.clone();
+    let journal = home.join(".local/state/stockade/journal");
+    for round in 0..2 {
+        let records = fx.records();
+        let out = run_in(&fx, &home, &home, &records.opts(), "true");
+        out.assert_ok();
+        let violations = records.violations();
+        assert!(
+            violations.is_empty(),
+            "round {round}: {violations:#?}\n{}",
+            out.run.describe()
+        );
+        assert!(journal.is_dir(), "round {round}: the journal directory is gone");
+        assert!(
+            !home.join(".stockade/quarantine").exists(),
+            "round {round}: something was quarantined\n{}",
+            out.run.describe()
+        );
+    }
+    // Control: one put in its place is caught.
+    let records = fx.records();
+    let script = "mv ~/.local/state ~/moved && mkdir -p ~/.local/state/stockade/journal \
+                  && echo '{}' > ~/.local/state/stockade/journal/planted.json";
+    let out = run_in(&fx, &home, &home, &records.opts(), script);
+    assert!(
+        !journal.join("planted.json").exists(),
+        "a planted journal stayed\n{}",
+        out.run.describe()
+    );
+    if !attacks::creation_guarded() {
+        let violations = records.violations();
+        assert!(
+            violations
+                .iter()
+                .any(|v| json_str(v, "kind") == "protected_path_replaced"),
+            "{violations:#?}\n{}",
+            out.run.describe()
+        );
+    }
+}

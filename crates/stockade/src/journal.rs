@@ -69,6 +69,10 @@ struct Journal {
     /// (path, is a directory, readable)
     masks: Vec<(Bytes, bool, bool)>,
     identities: Vec<(Bytes, u64, u64)>,
+    /// stockade's own directories the supervisor writes into (the journals'), with their
+    /// identities ([`workspace::SweepPlan::own`]).
+    #[serde(default)]
+    own: Vec<(Bytes, u64, u64)>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -161,22 +165,32 @@ fn has_a_place(request: &RunRequest) -> bool {
     }
 }
 
-/// Makes the journal directory (private to the caller) when missing, and hides it from the
-/// command like the change store: unreadable and unwritable. A caller whose state directory
-/// cannot be made (no home, a read-only one) runs without a journal, as before journals: a
-/// supervisor killed mid-run then leaves its sweep undone (README says so).
-pub(crate) fn prepare(request: &RunRequest, spec: &mut sandbox::Spec) -> Result<(), Error> {
-    let Some(dir) = dir(request).filter(|_| has_a_place(request)) else {
-        return Ok(());
-    };
+/// Makes the journal directory (private to the caller) when missing; `None` when the caller
+/// has no place for it or it cannot be made. Called before the workspace is scanned (after
+/// the check that no link the command could replace leads to it), so a journal directory in
+/// a writable root is one that existed before the run: the checks after a gVisor run would
+/// otherwise take the supervisor's own directory for a protected path the run created.
+pub(crate) fn make(request: &RunRequest) -> Option<PathBuf> {
+    let dir = dir(request).filter(|_| has_a_place(request))?;
     if let Err(e) = std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(&dir)
     {
         tracing::debug!("no run journal: cannot make {}: {e}", dir.display());
-        return Ok(());
+        return None;
     }
+    Some(dir)
+}
+
+/// Makes the journal directory (private to the caller) when missing, and hides it from the
+/// command like the change store: unreadable and unwritable. A caller whose state directory
+/// cannot be made (no home, a read-only one) runs without a journal, as before journals: a
+/// supervisor killed mid-run then leaves its sweep undone (README says so).
+pub(crate) fn prepare(request: &RunRequest, spec: &mut sandbox::Spec) -> Result<(), Error> {
+    let Some(dir) = make(request) else {
+        return Ok(());
+    };
     let Ok(dir) = std::fs::canonicalize(&dir) else {
         return Ok(());
     };
@@ -259,6 +273,9 @@ pub(crate) fn begin(
             .map(|m| (os(&m.path), m.kind == sandbox::Kind::Dir, m.readable))
             .collect(),
         identities: (spec.identities.iter())
+            .map(|(p, (dev, ino))| (os(p), *dev, *ino))
+            .collect(),
+        own: (resolved.watch.sweep.own.iter())
             .map(|(p, (dev, ino))| (os(p), *dev, *ino))
             .collect(),
     };
@@ -517,6 +534,9 @@ fn rebuild(j: &Journal) -> Result<workspace::Resolved, String> {
         })
         .collect();
     spec.identities = (j.identities.iter())
+        .map(|(p, dev, ino)| (PathBuf::from(p), (*dev, *ino)))
+        .collect();
+    r.watch.sweep.own = (j.own.iter())
         .map(|(p, dev, ino)| (PathBuf::from(p), (*dev, *ino)))
         .collect();
     Ok(r)

@@ -282,6 +282,8 @@ fn resolve(policy: &policy::Policy, request: &RunRequest) -> Result<workspace::R
         refuse_replaceable_link_to_store(&spelled, &dir, &roots)?;
         state.push(dir);
     }
+    // The journal directory exists before the scan (see `journal::make`).
+    journal::make(request);
     state.retain(|d| roots.iter().any(|w| d.starts_with(w)));
     if state.is_empty() {
         return Ok(workspace::Resolved::new(policy, invocation, host)?);
@@ -306,6 +308,10 @@ fn resolve(policy: &policy::Policy, request: &RunRequest) -> Result<workspace::R
     // Read-only is not enough: renaming a parent would move the approvals away whole.
     for dir in &state {
         resolved.pin_ancestors(dir, host);
+    }
+    // The supervisor writes the run's journal there during the run (see `journal`).
+    if let Some(spelled) = journal::dir(request) {
+        resolved.own_dir(&review_stage::resolve_existing_part(&spelled), host);
     }
     Ok(resolved)
 }

@@ -316,6 +316,7 @@ impl Scan {
             dirs,
             git_indexes,
             links: BTreeMap::new(),
+            own: BTreeMap::new(),
         };
         // What each protected symbolic link holds and where it leads: under gVisor nothing
         // refuses `rm .envrc; ln -s evil .envrc` during the run (the kind stays a link).
@@ -366,6 +367,11 @@ pub struct SweepPlan {
     /// holds and where it led at the start. One holding another target after the run, or
     /// leading elsewhere, was replaced ([`crate::sweep::replaced_links`]).
     pub links: BTreeMap<PathBuf, ProtectedLink>,
+    /// stockade's own directories in a writable root that the supervisor writes into while
+    /// the run lasts (the run journals), with their device and inode at the start: masked
+    /// from the command, so the same directory after the run is not one the run created,
+    /// whatever its ctime ([`crate::sweep::guard_after_run`]). One replaced is still caught.
+    pub own: BTreeMap<PathBuf, (u64, u64)>,
 }
 
 /// A protected symbolic link as the run found it (see [`SweepPlan::links`]).

@@ -142,6 +142,18 @@ impl Resolved {
     /// run): `path` itself may be kept read-only, but renaming one of its parents would move
     /// it away whole (the trust store: its approvals would vanish and the workspaces they
     /// gate would run un-gated).
+    /// Records `dir`, a directory of stockade's own that the supervisor writes into while the
+    /// run lasts (masked from the command), with its identity: the checks after the run do
+    /// not take that same directory for one the run created ([`SweepPlan::own`]).
+    pub fn own_dir(&mut self, dir: &Path, host: &dyn HostView) {
+        if host.lstat_kind(dir) != Some(Kind::Dir) {
+            return;
+        }
+        if let Some(e) = host.stat(dir) {
+            self.watch.sweep.own.insert(dir.to_path_buf(), (e.dev, e.ino));
+        }
+    }
+
     pub fn pin_ancestors(&mut self, path: &Path, host: &dyn HostView) {
         let spec = &mut self.spec;
         let mut pins: Vec<PathBuf> = path

@@ -729,6 +729,15 @@ fn guard_after(
             continue;
         }
         if g.tail.is_empty() {
+            // stockade's own directory, the same one as at the start: what changed in it is
+            // the supervisor's (the command never saw inside it).
+            let own = run.watch.sweep.own.get(&g.base).is_some_and(|id| {
+                host.lstat_kind(&g.base) == Some(Kind::Dir)
+                    && host.stat(&g.base).is_some_and(|e| (e.dev, e.ino) == *id)
+            });
+            if own {
+                continue;
+            }
             let existed = run.watch.sweep.existing.contains_key(&g.base)
                 || run.spec.protected.contains(&g.base);
             if host.lstat_kind(&g.base).is_some() && (!existed || new_since(&g.base)) {
