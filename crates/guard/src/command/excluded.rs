@@ -232,6 +232,23 @@ pub mod git {
     }
 
     impl Sub {
+        /// A subcommand without extra flags or `-<number>`, its words taken as `words` says.
+        fn plain(
+            name: &'static str,
+            flags: &'static [&'static str],
+            valued: &'static [&'static str],
+            words: Words,
+        ) -> Sub {
+            Sub {
+                name,
+                flags,
+                more: &[],
+                valued,
+                words,
+                counts: false,
+            }
+        }
+
         fn flag(&self, opt: &str) -> bool {
             self.flags.contains(&opt) || self.more.contains(&opt)
         }
@@ -450,36 +467,9 @@ pub mod git {
             "--show-stash",
             "--no-optional-locks",
         ];
-        let s = |name: &'static str,
-                 flags: &'static [&'static str],
-                 valued: &'static [&'static str]| Sub {
-            name,
-            flags,
-            more: &[],
-            valued,
-            words: Words::Free,
-            counts: false,
-        };
-        let only = |name: &'static str,
-                    flags: &'static [&'static str],
-                    first: &'static [&'static str]| Sub {
-            name,
-            flags,
-            more: &[],
-            valued: &[],
-            words: Words::Only(first),
-            counts: false,
-        };
-        let remote = |name: &'static str,
-                      flags: &'static [&'static str],
-                      valued: &'static [&'static str]| Sub {
-            name,
-            flags,
-            more: &[],
-            valued,
-            words: Words::Remote,
-            counts: false,
-        };
+        let s = |name, flags, valued| Sub::plain(name, flags, valued, Words::Free);
+        let only = |name, flags, first| Sub::plain(name, flags, &[], Words::Only(first));
+        let remote = |name, flags, valued| Sub::plain(name, flags, valued, Words::Remote);
         let log = |name: &'static str| Sub {
             name,
             flags: LOG_FLAGS,
