@@ -190,6 +190,27 @@ fn mask_rule(
     (rule, allow)
 }
 
+/// If `path` is read as empty (filesystem.read_empty): refused, by `enforcement`, with the
+/// entry's rule and what would allow reading it.
+fn read_empty(
+    facts: &PathFacts<'_>,
+    finder: &RuleFinder<'_>,
+    path: &Path,
+    enforcement: Enforcement,
+) -> Option<Verdict> {
+    if !facts.plan.emptied.iter().any(|m| is_within(path, m)) {
+        return None;
+    }
+    let (rule, allow) = mask_rule(facts, finder, Field::ReadEmpty, path);
+    Some(Verdict {
+        allowed: false,
+        state: "read_empty",
+        rule,
+        enforcement,
+        allow: Some(allow),
+    })
+}
+
 fn read(facts: &PathFacts<'_>, finder: &RuleFinder<'_>, path: &Path) -> Verdict {
     let plan = facts.plan;
     if let Some(place) = private(facts, path) {
@@ -217,19 +238,17 @@ fn read(facts: &PathFacts<'_>, finder: &RuleFinder<'_>, path: &Path) -> Verdict 
             allow: Some(allow),
         };
     }
-    if plan.emptied.iter().any(|m| is_within(path, m)) {
-        let (rule, allow) = mask_rule(facts, finder, Field::ReadEmpty, path);
-        return Verdict {
-            allowed: false,
-            state: "read_empty",
-            rule,
-            enforcement: Enforcement {
-                by: "kernel: an empty, readable file or directory is mounted over it",
-                observed: false,
-                sees: Some("an empty file"),
-            },
-            allow: Some(allow),
-        };
+    if let Some(verdict) = read_empty(
+        facts,
+        finder,
+        path,
+        Enforcement {
+            by: "kernel: an empty, readable file or directory is mounted over it",
+            observed: false,
+            sees: Some("an empty file"),
+        },
+    ) {
+        return verdict;
     }
     if let Some(root) = writable_root(facts, path) {
         let (rule, _) = write_root_rule(facts, finder, root);
@@ -394,19 +413,17 @@ fn write(facts: &PathFacts<'_>, finder: &RuleFinder<'_>, path: &Path, exists: bo
     };
     // Inside a writable root (a home as the workspace), a path read as empty is covered by a
     // read-only empty file or directory: not writable either.
-    if plan.emptied.iter().any(|m| is_within(path, m)) {
-        let (rule, allow) = mask_rule(facts, finder, Field::ReadEmpty, path);
-        return Verdict {
-            allowed: false,
-            state: "read_empty",
-            rule,
-            enforcement: Enforcement {
-                by: "kernel: the empty file or directory mounted over it is read-only",
-                observed: false,
-                sees: Some("EROFS"),
-            },
-            allow: Some(allow),
-        };
+    if let Some(verdict) = read_empty(
+        facts,
+        finder,
+        path,
+        Enforcement {
+            by: "kernel: the empty file or directory mounted over it is read-only",
+            observed: false,
+            sees: Some("EROFS"),
+        },
+    ) {
+        return verdict;
     }
     if plan.protected.iter().any(|p| is_within(path, p)) {
         let (rule, allow) = protected_rule(facts.policy, finder, facts.ctx, path).unwrap_or_else(|| {
