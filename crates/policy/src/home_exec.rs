@@ -145,6 +145,59 @@ pub const HOME_EXEC: &[HostExec] = &[
     entry("~/.aws", "AWS CLI", "config's credential_process runs a program on every call"),
     entry("~/.kube", "kubectl", "kubeconfig `exec` credential plugins run on every call"),
     entry("~/.docker", "docker", "credsStore/credHelpers and cli-plugins run programs on every call"),
+    // Host tools' own start-up and configuration files that run programs (red team of
+    // issue 30: each was planted from a run with the home as the workspace and ran on the
+    // host later).
+    entry("~/.mavenrc", "mvn", "the mvn script sources it (shell) on every build"),
+    entry("~/.m2/settings.xml", "Maven", "mirrors and plugin repositories (a file:// one in the home) decide which plugins every build runs"),
+    entry("~/.m2/toolchains.xml", "Maven", "names the JDK programs builds run"),
+    entry("~/.gradle/gradle.properties", "Gradle", "org.gradle.jvmargs (-javaagent:) runs code in every build's daemon"),
+    entry("~/.lessfilter", "lesspipe", "run on every file less opens (LESSOPEN, set by the usual ~/.bashrc)"),
+    entry("~/.config/lesspipe", "lesspipe", "lessfilter here runs as ~/.lessfilter"),
+    entry("~/.config/user-dirs.dirs", "xdg-user-dir", "sourced (shell) by xdg-user-dir and desktop scripts"),
+    entry("~/.selected_editor", "sensible-editor", "sourced (shell) whenever sensible-editor picks the editor (crontab -e, Debian tools)"),
+    entry("~/.npm-init.js", "npm", "run by `npm init`"),
+    entry("~/.node_modules", "Node.js", "a global folder: require() of a package no node_modules holds loads it from here"),
+    entry("~/.node_libraries", "Node.js", "a global folder, as ~/.node_modules"),
+    entry("~/.bunfig.toml", "bun", "preload scripts run before every `bun run`"),
+    entry("~/.config/pip", "pip", "pip.conf's index-url/find-links decide what the next pip install builds and runs"),
+    entry("~/.pip", "pip", "the legacy pip.conf location, as ~/.config/pip"),
+    entry("~/.config/direnv", "direnv", "direnvrc and lib/*.sh are sourced for every .envrc; direnv.toml's whitelist trusts .envrc files unasked"),
+    entry("~/.direnvrc", "direnv", "sourced for every .envrc"),
+    entry("~/.local/share/direnv", "direnv", "the allow list: an entry makes an .envrc run without `direnv allow`"),
+    entry("~/.hgrc", "Mercurial", "[hooks] run on every hg command"),
+    entry("~/.config/hg", "Mercurial", "as ~/.hgrc"),
+    entry("~/.sqliterc", "sqlite3", "its commands (.shell, .system) run at every start"),
+    entry("~/.pdbrc", "pdb", "its lines run as Python when pdb starts"),
+    entry("~/.perldb", "perl -d", "Perl run when the debugger starts"),
+    entry("~/.octaverc", "Octave", "run at start"),
+    entry("~/.gnuplot", "gnuplot", "run at start (`system`)"),
+    entry("~/.Renviron", "R", "R_PROFILE_USER and friends name the code R runs at start"),
+    entry("~/.R/Makevars", "R", "compiler commands of every package install"),
+    entry("~/.ghci", "GHCi", "run at start (`:!` runs shell commands)"),
+    entry("~/.ghc/ghci.conf", "GHCi", "as ~/.ghci"),
+    entry("~/.sbclrc", "SBCL", "run at start"),
+    entry("~/.guile", "Guile", "run at REPL start"),
+    entry("~/.lein/profiles.clj", "Leiningen", "the :user profile's injections run in every project"),
+    entry("~/.jupyter/jupyter_config.py", "Jupyter", "Python run at every start"),
+    entry("~/.jupyter/jupyter_server_config.py", "Jupyter", "Python run at every server start"),
+    entry("~/.jupyter/jupyter_notebook_config.py", "Jupyter", "Python run at every notebook start"),
+    entry("~/.jupyter/jupyter_lab_config.py", "Jupyter", "Python run at every lab start"),
+    entry("~/.mailcap", "mailcap (run-mailcap, mutt, w3m)", "the program run to view each type"),
+    entry("~/.muttrc", "mutt", "`source \"cmd|\"` and hooks run commands at start"),
+    entry("~/.mutt", "mutt", "muttrc as ~/.muttrc"),
+    entry("~/.config/mutt", "mutt", "muttrc as ~/.muttrc"),
+    entry("~/.config/mpv", "mpv", "scripts/ are loaded at every start"),
+    entry("~/.config/ranger", "ranger", "commands.py and rc.conf run at start"),
+    entry("~/.config/starship.toml", "starship", "custom modules' commands run at every prompt"),
+    entry("~/.config/containers", "podman", "containers.conf names the runtimes and helpers it runs"),
+    entry("~/.config/nix", "nix", "nix.conf's post-build-hook and build-hook run programs"),
+    entry("~/.terraformrc", "Terraform", "provider_installation names where providers (programs) come from"),
+    entry("~/.terraform.d", "Terraform", "plugins/ holds providers it runs"),
+    entry("~/.vscode-server", "VS Code remote", "extensions run on every remote session"),
+    entry("~/.vscode-oss", "VSCodium", "extensions run at start"),
+    entry("~/.config/VSCodium/User", "VSCodium", "as ~/.config/Code/User"),
+    entry("~/.config/Cursor/User", "Cursor", "as ~/.config/Code/User"),
     // Terminals and window managers.
     entry("~/.config/kitty", "kitty", "the shell and startup sessions it runs"),
     entry("~/.config/alacritty", "Alacritty", "the shell it runs"),
@@ -179,6 +232,68 @@ mod tests {
                 "{} is in the project catalogue",
                 e.path
             );
+        }
+    }
+
+    /// Host tools' start-up files a red team planted from a run with the home as the
+    /// workspace and saw run on the host later (mvn, lesspipe, xdg-user-dir,
+    /// sensible-editor, npm init, node's global folders), and their kin, are covered;
+    /// control: an ordinary file beside them is not.
+    #[test]
+    fn covers_host_tools_start_up_files() {
+        let home = std::path::Path::new("/h");
+        let ctx = crate::PathContext {
+            home: home.to_path_buf(),
+            workspace: home.to_path_buf(),
+            writable_roots: vec![home.to_path_buf()],
+        };
+        let patterns: Vec<crate::PathPattern> = crate::profile::default_deny_write()
+            .iter()
+            .flat_map(|p| crate::expand(p, &ctx).unwrap())
+            .collect();
+        let covered = |p: &str| {
+            let path = home.join(p);
+            patterns.iter().any(|pat| match pat {
+                crate::PathPattern::Exact(e) => crate::is_within(&path, e),
+                crate::PathPattern::Glob(g) => {
+                    g.is_match(&path) || path.ancestors().any(|a| g.is_match(a))
+                }
+            })
+        };
+        for p in [
+            ".mavenrc",
+            ".m2/settings.xml",
+            ".gradle/gradle.properties",
+            ".lessfilter",
+            ".config/lesspipe/lessfilter",
+            ".config/user-dirs.dirs",
+            ".selected_editor",
+            ".npm-init.js",
+            ".node_modules/left-pad/index.js",
+            ".config/pip/pip.conf",
+            ".pip/pip.conf",
+            ".config/direnv/direnvrc",
+            ".config/direnv/lib/x.sh",
+            ".local/share/direnv/allow/0123",
+            ".hgrc",
+            ".sqliterc",
+            ".pdbrc",
+            ".jupyter/jupyter_server_config.py",
+            ".config/starship.toml",
+            ".config/containers/containers.conf",
+            ".terraform.d/plugins/x",
+        ] {
+            assert!(covered(p), "~/{p} is not protected");
+        }
+        // Controls: what tools write there in a normal run stays writable.
+        for p in [
+            ".m2/repository/x.jar",
+            ".gradle/caches/x",
+            ".config/notes.txt",
+            ".jupyter/lab/workspaces/default.json",
+            "project/src/main.rs",
+        ] {
+            assert!(!covered(p), "~/{p} is protected");
         }
     }
 
