@@ -192,7 +192,6 @@ pub mod git {
     /// `./scripts/lint.sh`, `npm test`, `make lint`), which the sandbox writes, so an
     /// excluded `commit` (`push`, `gc`, any ref or index update) ran it on the host.
     pub const FORCED_CONFIG: &[(&str, &str)] = &[
-        ("core.hooksPath", "/dev/null"),
         ("protocol.allow", "never"),
         ("protocol.https.allow", "always"),
         ("protocol.http.allow", "always"),
@@ -203,6 +202,7 @@ pub mod git {
         ("status.submoduleSummary", "false"),
         ("fetch.recurseSubmodules", "false"),
         ("push.recurseSubmodules", "no"),
+        ("core.hooksPath", "/dev/null"),
     ];
 
     /// How a subcommand's non-option words are taken.
