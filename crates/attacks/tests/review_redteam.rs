@@ -32,6 +32,43 @@ fn store(fx: &Fixture) -> std::path::PathBuf {
     fx.home.join(".local/state/stockade/changes")
 }
 
+/// A review run of `script` (its report written to `report`) in the background, once the
+/// command has written `ready` in its change directory (`what` names the run if it never
+/// does).
+fn review_until_ready(
+    fx: &Fixture,
+    script: &str,
+    report: &std::path::Path,
+    what: &str,
+) -> std::process::Child {
+    let child = fx
+        .sandbox(
+            &["--review", "--report", &report.display().to_string()],
+            script,
+        )
+        .spawn();
+    let ready = || {
+        std::fs::read_dir(store(fx))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|d| d.path().join("upper/ready").exists())
+    };
+    assert!(
+        attacks::wait_until(ready, std::time::Duration::from_secs(30)),
+        "{what}: the run never got ready"
+    );
+    child
+}
+
+/// The id of the pending change set `report` names.
+fn pending_id(report: &std::path::Path) -> String {
+    attacks::read_json(report)["review"]["run_id"]
+        .as_str()
+        .expect("a pending change set")
+        .to_owned()
+}
+
 /// The first review run of a caller makes the change store; with the home writable
 /// (`--allow-write ~`) that run must not reach the store (its own change set included): it
 /// could put a change set of its choosing under its own run id (another workspace, lies in
@@ -569,34 +606,15 @@ fn a_host_edit_racing_the_runs_first_write_is_never_lost() {
             "echo > ready; while [ ! -e {go} ]; do :; done; echo run {round} > a.txt; rm ready",
             go = sh_quote(&go)
         );
-        let mut child = fx
-            .sandbox(
-                &["--review", "--report", &report.display().to_string()],
-                &script,
-            )
-            .spawn();
         // The command is in its loop once `ready` is in its change directory.
-        let ready = || {
-            std::fs::read_dir(store(&fx))
-                .into_iter()
-                .flatten()
-                .flatten()
-                .any(|d| d.path().join("upper/ready").exists())
-        };
-        assert!(
-            attacks::wait_until(ready, std::time::Duration::from_secs(30)),
-            "round {round}: the run never got ready"
-        );
+        let mut child = review_until_ready(&fx, &script, &report, &format!("round {round}"));
         std::fs::write(&go, "").expect("signal");
         let host = format!("host {round}\n");
         if edit {
             std::fs::write(&a, &host).expect("the host's edit");
         }
         assert!(child.wait().expect("wait").success(), "round {round}");
-        let id = attacks::read_json(&report)["review"]["run_id"]
-            .as_str()
-            .expect("a pending change set")
-            .to_owned();
+        let id = pending_id(&report);
         if edit {
             // Birth of the run's copy and ctime of the host's file, as `stat` prints them
             // (the same format and zone: they compare as text).
@@ -663,32 +681,13 @@ fn a_file_the_host_deletes_during_the_run_is_not_brought_back() {
             "echo run >> a.txt; echo > ready; while [ ! -e {go} ]; do :; done; rm ready",
             go = sh_quote(&go)
         );
-        let mut child = fx
-            .sandbox(
-                &["--review", "--report", &report.display().to_string()],
-                &script,
-            )
-            .spawn();
-        let ready = || {
-            std::fs::read_dir(store(&fx))
-                .into_iter()
-                .flatten()
-                .flatten()
-                .any(|d| d.path().join("upper/ready").exists())
-        };
-        assert!(
-            attacks::wait_until(ready, std::time::Duration::from_secs(30)),
-            "the run never got ready"
-        );
+        let mut child = review_until_ready(&fx, &script, &report, &format!("delete {delete}"));
         if delete {
             std::fs::remove_file(&a).expect("the host's deletion");
         }
         std::fs::write(&go, "").expect("signal");
         assert!(child.wait().expect("wait").success());
-        let id = attacks::read_json(&report)["review"]["run_id"]
-            .as_str()
-            .expect("a pending change set")
-            .to_owned();
+        let id = pending_id(&report);
         let apply = fx.stockade(["apply", &id]).run();
         if delete {
             apply
