@@ -573,3 +573,43 @@ fn an_excluded_git_runs_no_hook_that_runs_the_workspaces_code() {
         "control: the host commit did not run the hook"
     );
 }
+
+/// `git diff A B` with a path outside the repository is git's implicit `--no-index`: it
+/// printed any host file, on the host and unmasked (red team of issue 30, item 5). Refused,
+/// by an absolute path, by `..`, and through a link the sandbox made; control: host git
+/// prints the file.
+#[test]
+fn an_excluded_git_diff_prints_no_file_outside_the_repository() {
+    let fx = Fixture::new();
+    let secret = fx.outside.join("secret.txt");
+    write_file(&secret, "NOINDEX-SECRET\n", 0o600);
+    fx.sandbox(&[], &format!("ln -s {} out", sh_quote(&fx.outside)))
+        .run()
+        .assert_success();
+    let p = git_excluded(&fx, "");
+    let abs = secret.display().to_string();
+    let dots = format!(
+        "../{}/secret.txt",
+        fx.outside.file_name().unwrap().to_string_lossy()
+    );
+    for argv in [
+        vec!["git", "diff", abs.as_str(), "/dev/null"],
+        vec!["git", "diff", "--stat", "--", abs.as_str(), "/dev/null"],
+        vec!["git", "diff", "out/secret.txt", "/dev/null"],
+        vec!["git", "diff", dots.as_str(), "/dev/null"],
+    ] {
+        fx.sandbox_argv(&["--policy", &p], &argv)
+            .run()
+            .assert_code(125)
+            .assert_stderr_contains("excluded_argument")
+            .assert_lacks("NOINDEX-SECRET");
+    }
+    // Everyday diffs still run outside.
+    fx.sandbox_argv(&["--policy", &p], &["git", "diff", "HEAD", "--stat"])
+        .run()
+        .assert_success();
+    // Control: the same words on the host print the file.
+    fx.host(&format!("git diff {} /dev/null; true", sh_quote(&secret)))
+        .run()
+        .assert_stdout_contains("NOINDEX-SECRET");
+}
