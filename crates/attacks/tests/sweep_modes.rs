@@ -37,6 +37,18 @@ fn open(d: &Path) {
     std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
+/// `d` has the mode `m` the run left it at; then it is opened for the test to look inside.
+fn assert_left_at(d: &Path, m: u32, run: &attacks::Run) {
+    assert_eq!(
+        mode(d),
+        m,
+        "{m:o}: the mode the run left at {}\n{}",
+        d.display(),
+        run.describe()
+    );
+    open(d);
+}
+
 /// The report names a violation of `kind` at `path` that says where it went.
 fn assert_reported(records: &Records, run: &attacks::Run, kind: &str, path: &Path) {
     let violations = records.violations();
@@ -75,15 +87,8 @@ fn a_closed_directory_hides_no_link_into_a_masked_path() {
         let run = fx.attack(&records.opts(), &script).outcome();
         run.assert_ok().assert_output_contains("made");
         let d = fx.ws.join("d");
-        assert_eq!(
-            mode(&d),
-            m,
-            "{m:o}: the mode the run left\n{}",
-            run.run.describe()
-        );
-        open(&d);
-        assert_eq!(mode(&d.join("deeper")), m, "{m:o}");
-        open(&d.join("deeper"));
+        assert_left_at(&d, m, &run.run);
+        assert_left_at(&d.join("deeper"), m, &run.run);
         for gone in ["d/link", "d/deeper/keys"] {
             assert!(
                 std::fs::symlink_metadata(fx.ws.join(gone)).is_err(),
@@ -130,17 +135,10 @@ printf 'echo pwned-by-envrc\n' > d/.envrc"#;
         let run = fx.attack(&records.opts(), &script).outcome();
         run.assert_output_contains("made");
         let d = fx.ws.join("d");
-        assert_eq!(
-            mode(&d),
-            m,
-            "{m:o}: the mode the run left\n{}",
-            run.run.describe()
-        );
-        open(&d);
+        assert_left_at(&d, m, &run.run);
         for sub in ["repo", "sub"] {
             if d.join(sub).exists() {
-                assert_eq!(mode(&d.join(sub)), m, "{m:o}: {sub}");
-                open(&d.join(sub));
+                assert_left_at(&d.join(sub), m, &run.run);
             }
         }
         let hooks = live_hooks(&fx.ws);
