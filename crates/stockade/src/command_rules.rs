@@ -36,7 +36,7 @@ pub struct CommandMatch {
     /// The words run when excluded.
     #[serde(skip)]
     pub words: Vec<String>,
-    /// The environment an excluded run gets ([`excluded_env`]); empty otherwise.
+    /// The environment an excluded run gets (`excluded_env`); empty otherwise.
     #[serde(skip)]
     pub env: Vec<(OsString, OsString)>,
     /// Variables of the caller's environment an excluded run does not get.
@@ -370,7 +370,7 @@ fn find(policy: &policy::Policy, request: &RunRequest) -> Option<CommandMatch> {
 }
 
 /// Run an excluded program outside the sandbox: as the caller, with the caller's environment
-/// less what makes programs load code ([`excluded_env`]), in the caller's directory, its
+/// less what makes programs load code (`excluded_env`), in the caller's directory, its
 /// streams the caller's. Audited before it starts and when it
 /// ends; a report says it ran unsandboxed. Returns its exit code (128+N after signal N).
 pub fn run_excluded(request: &RunRequest, matched: &CommandMatch) -> Result<i32, Error> {

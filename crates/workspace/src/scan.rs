@@ -33,7 +33,7 @@ pub struct Place {
     /// The caller's `XDG_CONFIG_HOME`, where git's global config may live.
     pub xdg_config_home: Option<PathBuf>,
     /// The directories of the caller's `PATH`, in order: those in the home are persistence
-    /// points when a writable root holds them (see [`home_path_dirs`]).
+    /// points when a writable root holds them (see `home_path_dirs`).
     pub path_dirs: Vec<PathBuf>,
 }
 

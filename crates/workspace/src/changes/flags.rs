@@ -19,7 +19,7 @@ use policy::{is_within, normalize_lexically, HostExec, HOST_EXEC};
 
 use super::{BaseState, ChangeKind, Content, FileType, Flag, Recorded};
 
-/// Files larger than this are flagged `large`: [`super::diff::MAX_DIFF_BYTES`] (8 MiB),
+/// Files larger than this are flagged `large`: `MAX_DIFF_BYTES` (8 MiB),
 /// past which `stockade diff` names a file without showing it.
 pub const DEFAULT_SIZE_THRESHOLD: u64 = super::diff::MAX_DIFF_BYTES;
 

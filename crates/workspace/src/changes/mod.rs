@@ -262,7 +262,7 @@ pub enum Content {
     /// control characters, bidi controls, invisible or Tag characters, a carriage return
     /// inside a line).
     Hidden { why: String },
-    /// Over [`diff::MAX_DIFF_BYTES`]: named, not shown.
+    /// Over `MAX_DIFF_BYTES`: named, not shown.
     Large,
 }
 
