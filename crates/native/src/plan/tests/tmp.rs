@@ -31,6 +31,14 @@ fn made(plan: &Plan) -> Vec<PathBuf> {
         .collect()
 }
 
+/// [`made`] below `/tmp`.
+fn made_below_tmp(plan: &Plan) -> Vec<PathBuf> {
+    made(plan)
+        .into_iter()
+        .filter(|m| m.starts_with("/tmp"))
+        .collect()
+}
+
 #[test]
 fn a_workspace_inside_a_read_grant_below_tmp_is_attached_after_it_with_nothing_made_inside() {
     for uid in [1000, 0] {
@@ -86,13 +94,7 @@ fn a_writable_root_inside_another_below_tmp_makes_nothing_in_the_outer_one() {
         "{:#?}",
         plan.mounts
     );
-    assert_eq!(
-        made(&plan)
-            .iter()
-            .filter(|m| m.starts_with("/tmp"))
-            .collect::<Vec<_>>(),
-        [&p("/tmp/a")]
-    );
+    assert_eq!(made_below_tmp(&plan), [p("/tmp/a")]);
 }
 
 #[test]
@@ -106,13 +108,7 @@ fn a_read_grant_with_a_writable_root_inside_below_tmp() {
     let grant = position(&plan, attach("/tmp/r", true));
     let root = position(&plan, attach("/tmp/r/w", false));
     assert!(tmp < grant && grant < root, "{:#?}", plan.mounts);
-    let made = made(&plan);
-    assert_eq!(
-        made.iter()
-            .filter(|m| m.starts_with("/tmp"))
-            .collect::<Vec<_>>(),
-        [&p("/tmp/r")]
-    );
+    assert_eq!(made_below_tmp(&plan), [p("/tmp/r")]);
 }
 
 #[test]
