@@ -15,7 +15,7 @@
 //! Crontabs live in `/var/spool/cron`, outside the home and read-only in every sandbox, and
 //! `crontab(1)` is set-id, which `no_new_privs` disarms: no entry is needed for them.
 //!
-//! No list is complete: a home also holds toolchains (`~/.rustup`), caches of sources host
+//! No list is complete: a home also holds toolchains the entries below miss, caches of sources host
 //! builds compile (`~/.cargo/registry`, `~/go/pkg/mod`, `~/.m2/repository`) and whatever a
 //! start-up file sources. A home as a writable root hands those to the run; review mode, or
 //! a project directory as the workspace, is the full answer.
@@ -73,6 +73,11 @@ pub const HOME_EXEC: &[HostExec] = &[
     entry("~/bin", "PATH", "on PATH ahead of the system's (the usual ~/.profile adds it)"),
     entry("~/.cargo/bin", "PATH (rustup)", "rustup's proxies (cargo, rustc): ~/.cargo/env puts the directory first on PATH"),
     entry("~/.cargo/env", "rustup", "sourced by the start-up files rustup edits"),
+    entry(
+        "~/.rustup",
+        "rustup",
+        "the proxies in ~/.cargo/bin run the toolchains here (settings.toml's default_toolchain picks which)",
+    ),
     entry("~/go/bin", "PATH (go install)", "commonly on PATH; `go install` puts programs there"),
     entry("~/.deno/bin", "PATH (deno)", "on PATH per deno's installer"),
     entry("~/.bun/bin", "PATH (bun)", "on PATH per bun's installer"),
@@ -282,6 +287,8 @@ mod tests {
             ".config/starship.toml",
             ".config/containers/containers.conf",
             ".terraform.d/plugins/x",
+            ".rustup/settings.toml",
+            ".rustup/toolchains/evil/bin/cargo",
         ] {
             assert!(covered(p), "~/{p} is not protected");
         }
