@@ -673,3 +673,77 @@ fn a_killed_gvisor_runs_swapped_link_is_restored_by_the_next_run() {
     );
     next.assert_stderr_contains("protected path replaced");
 }
+
+/// A journal names the roots its sweep acts in, and under gVisor a command whose writable
+/// roots hold the state directory may have written it (rename the state directory away, plant
+/// a journal, get the supervisor killed: found by a red team). The run that finds it acts only
+/// within its own writable roots, and names the others. Here a genuine journal of a killed run
+/// is rewritten as such a command would: its roots hold the home, and its protected links say
+/// `~/.bashrc` led to a payload (recovery made that link: host shells then sourced the
+/// payload). The next run on the workspace leaves `~/.bashrc` alone and names the home as
+/// not swept. Control: the same forged link inside the workspace is acted on (the journal is
+/// honoured where the run may write, as a command there could have written anyway).
+#[test]
+fn a_journal_acts_only_where_the_run_that_finds_it_may_write() {
+    use std::os::unix::ffi::OsStrExt;
+    use std::path::Path;
+    let fx = Fixture::new();
+    let tag = fx.marker("forged");
+    let bashrc = fx.home.join(".bashrc");
+    let envrc = fx.ws.join(".envrc");
+    attacks::write_file(&fx.home.join("dotfiles/bashrc"), "export A=1\n", 0o644);
+    attacks::write_file(&fx.home.join("ev/payload.sh"), "touch /tmp/pwned\n", 0o755);
+    let _ = std::fs::remove_file(&bashrc);
+    std::os::unix::fs::symlink("dotfiles/bashrc", &bashrc).expect("link");
+    attacks::write_file(&fx.ws.join("envrc.shared"), "export A=1\n", 0o644);
+    std::os::unix::fs::symlink("envrc.shared", &envrc).expect("link");
+    let script = format!("touch started; sh -c 'while :; do sleep 1; done; : {tag}'");
+    let dir = fx.home.join(".local/state/stockade/journal");
+    let journals = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(&dir)
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let child = start_run_on(&fx, attacks::backend(), &script, &tag, &[], || {
+        fx.ws.join("started").exists() && !journals().is_empty()
+    });
+    kill_supervisor(child, &tag);
+    let journals = journals();
+    assert_eq!(journals.len(), 1, "{journals:?}");
+    let path = &journals[0];
+    let mut j: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(path).expect("read the journal")).expect("json");
+    let os = |p: &Path| serde_json::json!({ "Unix": p.as_os_str().as_bytes() });
+    j["roots"].as_array_mut().expect("roots").push(os(&fx.home));
+    j["held_pinned"] = false.into();
+    for (link, target) in [(&bashrc, "ev/payload.sh"), (&envrc, "evil.sh")] {
+        (j["existing"].as_array_mut().expect("existing"))
+            .push(serde_json::json!([os(link), "symlink"]));
+        (j["links"].as_array_mut().expect("links")).push(serde_json::json!([
+            os(link),
+            os(Path::new(target)),
+            null
+        ]));
+    }
+    std::fs::write(path, serde_json::to_vec(&j).expect("json")).expect("write the journal");
+    let next = fx.sandbox_argv(&[], &["true"]).run();
+    assert_eq!(
+        std::fs::read_link(&bashrc).ok().as_deref(),
+        Some(Path::new("dotfiles/bashrc")),
+        "recovery acted outside the run's writable roots\n{}",
+        next.describe()
+    );
+    next.assert_stderr_contains(&format!("not in: {}", fx.home.display()));
+    // Control: within the workspace the forged journal is what the sweep follows.
+    assert_eq!(
+        std::fs::read_link(&envrc).ok().as_deref(),
+        Some(Path::new("evil.sh")),
+        "the journal was not acted on within the workspace\n{}",
+        next.describe()
+    );
+}

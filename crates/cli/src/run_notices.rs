@@ -33,6 +33,17 @@ pub fn before_review(policy: &policy::Policy, request: &RunRequest) {
 /// The sweeps of earlier runs on the workspace whose supervisor was killed, completed before
 /// this run: what they took out, as a run's own violations are shown.
 fn recovered(result: &RunResult) {
+    for r in result.recovered.iter().filter(|r| !r.not_swept.is_empty()) {
+        errln!(
+            "stockade: the run {} on this workspace ended without its sweep; it was completed only where this run may write, not in: {}",
+            r.run_id,
+            (r.not_swept.iter())
+                .map(|p| crate::output::shown_line(&p.display().to_string()).into_owned())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        errln!("  hint: look through those for what that run may have left (git hooks, .envrc, start-up files, links)");
+    }
     for r in result.recovered.iter().filter(|r| !r.violations.is_empty()) {
         errln!(
             "stockade: the run {} on this workspace ended without its sweep (its supervisor was killed, or failed before it); completed before this run:",
@@ -43,8 +54,8 @@ fn recovered(result: &RunResult) {
                 "stockade: violation[{}]: {} {}: {}",
                 v.code,
                 v.kind.replace('_', " "),
-                crate::output::shown(&v.path.display().to_string()),
-                crate::output::shown(&v.action)
+                crate::output::shown_line(&v.path.display().to_string()),
+                crate::output::shown_line(&v.action)
             );
         }
         errln!("  hint: {}", Code::SandboxViolation.hint());
@@ -146,8 +157,9 @@ pub fn print(result: &RunResult, request: &RunRequest, timeout: Option<u64>, jso
             "stockade: violation[{}]: {} {}: {}",
             v.code,
             v.kind.replace('_', " "),
-            v.path.display(),
-            v.action
+            // Names the sandbox chose: on one line, so none can forge a line of stockade's.
+            crate::output::shown_line(&v.path.display().to_string()),
+            crate::output::shown_line(&v.action)
         );
     }
     // One hint for all of them: it would be the same under each.

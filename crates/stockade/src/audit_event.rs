@@ -3,7 +3,7 @@
 //! ([`crate::record::AuditLog::event`]). The fields are the log's format: change them only
 //! with the README's description of `--audit`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
@@ -55,6 +55,9 @@ pub(crate) enum AuditEvent<'a> {
         recovered_run_id: &'a str,
         journal: &'a Path,
         violations: usize,
+        /// The dead run's writable roots this run cannot write: not swept.
+        #[serde(skip_serializing_if = "<[PathBuf]>::is_empty")]
+        not_swept: &'a [PathBuf],
     },
     /// The run ended.
     RunEnd {

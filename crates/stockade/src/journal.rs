@@ -176,11 +176,19 @@ fn has_a_place(request: &RunRequest) -> bool {
 /// otherwise take the supervisor's own directory for a protected path the run created.
 pub(crate) fn make(request: &RunRequest) -> Option<PathBuf> {
     let dir = dir(request).filter(|_| has_a_place(request))?;
-    if let Err(e) = std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)
-    {
+    // The directories above it with the usual modes (`~/.local` made 0700 kept a nested
+    // stockade, run inside a root caller's sandbox, from its state directory: it then failed
+    // on the trust store instead of saying what the sandbox lacks); the journals' own 0700.
+    let made = dir
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(
+            |()| match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+                other => other,
+            },
+        );
+    if let Err(e) = made {
         tracing::debug!("no run journal: cannot make {}: {e}", dir.display());
         return None;
     }
@@ -294,13 +302,22 @@ pub(crate) fn begin(
     // Written under a temporary name, locked, then renamed into place: a journal found under
     // its name is whole, and locked from its first moment.
     let tmp = dir.join(format!(".{run_id}.tmp"));
-    let mut file = std::fs::OpenOptions::new()
+    let mut file = match std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&tmp)
-        .map_err(io(format!("write the run journal {}", tmp.display())))?;
+    {
+        Ok(f) => f,
+        // Not the caller's to write (masked: this stockade runs inside a sandbox, which
+        // refuses it later, naming what it lacks): no journal, as without a state directory.
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            tracing::debug!("no run journal: {}: {e}", tmp.display());
+            return Ok(None);
+        }
+        Err(e) => return Err(io(format!("write the run journal {}", tmp.display()))(e)),
+    };
     let written = rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
         .map_err(std::io::Error::from)
         .and_then(|()| file.write_all(&text))
@@ -330,6 +347,10 @@ pub struct RecoveredSweep {
     pub journal: PathBuf,
     /// What that sweep took out or reported.
     pub violations: Vec<sandbox::Violation>,
+    /// Writable roots of the dead run that this run cannot write: its sweep was not completed
+    /// there (a journal names them, and under gVisor a command may have written the journal:
+    /// it is acted on only where this run could act itself).
+    pub not_swept: Vec<PathBuf>,
 }
 
 /// The audit log's record of completed sweeps: a `sweep_recovered` event each, then its
@@ -344,6 +365,7 @@ pub(crate) fn audit(
             recovered_run_id: &r.run_id,
             journal: &r.journal,
             violations: r.violations.len(),
+            not_swept: &r.not_swept,
         })?;
         for v in &r.violations {
             log.event(&crate::audit_event::AuditEvent::Violation(v))?;
@@ -374,6 +396,12 @@ pub(crate) fn recover(
     let entries = match std::fs::read_dir(&dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        // Masked: this stockade runs inside a sandbox (which refuses it later, naming what it
+        // lacks), or the caller closed it. No journal here can be read or written.
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            tracing::debug!("no run journals recovered: {}: {e}", dir.display());
+            return Ok(Vec::new());
+        }
         Err(e) => return Err(io(format!("list the run journals in {}", dir.display()))(e)),
     };
     let prefix = prefix(&request.invocation.workspace);
@@ -389,7 +417,7 @@ pub(crate) fn recover(
     names.sort();
     let mut out = Vec::new();
     for path in names {
-        if let Some(r) = recover_one(&path, exposed.as_deref())? {
+        if let Some(r) = recover_one(request, &path, exposed.as_deref(), writable)? {
             out.push(r);
         }
     }
@@ -407,7 +435,12 @@ fn refused(path: &Path, cause: String) -> Error {
     })
 }
 
-fn recover_one(path: &Path, exposed: Option<&Path>) -> Result<Option<RecoveredSweep>, Error> {
+fn recover_one(
+    request: &RunRequest,
+    path: &Path,
+    exposed: Option<&Path>,
+    writable: &[PathBuf],
+) -> Result<Option<RecoveredSweep>, Error> {
     let file = match std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
@@ -454,7 +487,20 @@ fn recover_one(path: &Path, exposed: Option<&Path>) -> Result<Option<RecoveredSw
             ),
         ));
     }
-    let resolved = rebuild(&journal).map_err(|e| refused(path, e))?;
+    if Path::new(&journal.invocation.workspace) != request.invocation.workspace {
+        return Err(refused(
+            path,
+            "it is the journal of another workspace".into(),
+        ));
+    }
+    let mut resolved = rebuild(&journal).map_err(|e| refused(path, e))?;
+    // Acted on only within what this run may write: every action of the sweep (quarantine,
+    // originals moved back, links made again) lies in one of its roots, and a journal a
+    // command planted could name any root (`/` for a root caller). The rest is reported.
+    let (roots, not_swept): (Vec<PathBuf>, Vec<PathBuf>) = (resolved.watch.sweep.roots)
+        .drain(..)
+        .partition(|r| writable.iter().any(|w| policy::is_within(r, w)));
+    resolved.watch.sweep.roots = roots;
     let held = workspace::sweep::Held {
         creation_guard: journal.held_creation_guard,
         pinned: journal.held_pinned,
@@ -471,6 +517,7 @@ fn recover_one(path: &Path, exposed: Option<&Path>) -> Result<Option<RecoveredSw
         run_id: journal.run_id,
         journal: path.to_path_buf(),
         violations,
+        not_swept,
     }))
 }
 
