@@ -634,7 +634,10 @@ fn stockades_own_journal_directory_in_a_home_workspace_is_no_violation() {
             "round {round}: {violations:#?}\n{}",
             out.run.describe()
         );
-        assert!(journal.is_dir(), "round {round}: the journal directory is gone");
+        assert!(
+            journal.is_dir(),
+            "round {round}: the journal directory is gone"
+        );
         assert!(
             !home.join(".stockade/quarantine").exists(),
             "round {round}: something was quarantined\n{}",

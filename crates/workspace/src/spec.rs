@@ -150,7 +150,10 @@ impl Resolved {
             return;
         }
         if let Some(e) = host.stat(dir) {
-            self.watch.sweep.own.insert(dir.to_path_buf(), (e.dev, e.ino));
+            self.watch
+                .sweep
+                .own
+                .insert(dir.to_path_buf(), (e.dev, e.ino));
         }
     }
 
