@@ -609,13 +609,14 @@ fn guard_patterns(
     writable_roots: &[PathBuf],
 ) -> (Vec<GuardPattern>, Vec<String>) {
     let (mut guard, mut sweep_only) = (Vec::new(), Vec::new());
+    let mut resolved_dirs = std::collections::HashMap::new();
     for pat in deny_write {
         match pat {
             PathPattern::Exact(p) => {
                 // The guard sees the paths the kernel resolved: through a symbolic link on
                 // the way (`~/.config` a link into a dotfiles repository), the path is
                 // created where the link leads.
-                let resolved = resolved_prefix(host, p);
+                let resolved = resolved_prefix(host, p, &mut resolved_dirs);
                 // A protected exact path that is or holds a writable root (the workspace is
                 // `~/.config/nvim`, `--allow-write ~/.local/bin`) was granted by name: as the
                 // workspace itself is never kept read-only, it is not refused wholesale.
@@ -660,24 +661,33 @@ fn guard_patterns(
 }
 
 /// `path` with its deepest existing ancestor (or itself) resolved through symbolic links, the
-/// rest appended as written: where creating `path` would land.
-fn resolved_prefix(host: &dyn HostView, path: &Path) -> PathBuf {
-    let mut rest: Vec<&std::ffi::OsStr> = Vec::new();
-    let mut at = path;
-    loop {
-        if let Some(canon) = host.canonicalize(at) {
-            let mut out = canon;
-            out.extend(rest.iter().rev());
-            return out;
-        }
-        match (at.parent(), at.file_name()) {
-            (Some(parent), Some(name)) => {
-                rest.push(name);
-                at = parent;
-            }
-            _ => return path.to_path_buf(),
-        }
+/// rest appended as written: where creating `path` would land. Resolved a component at a
+/// time, each directory once per scan (`cache`): the catalogues' exact paths share their
+/// parents (`~/.config/...`), and a whole `realpath` of each cost every run about 1 ms.
+fn resolved_prefix(
+    host: &dyn HostView,
+    path: &Path,
+    cache: &mut std::collections::HashMap<PathBuf, PathBuf>,
+) -> PathBuf {
+    if let Some(r) = cache.get(path) {
+        return r.clone();
     }
+    let out = match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) => {
+            let base = resolved_prefix(host, parent, cache);
+            match host.lstat_kind(path) {
+                // A link (dangling: its own name is where creating lands, as `realpath`
+                // of the parent would say).
+                Some(Kind::Symlink) => host.canonicalize(path).unwrap_or_else(|| base.join(name)),
+                _ => base.join(name),
+            }
+        }
+        _ => host
+            .canonicalize(path)
+            .unwrap_or_else(|| path.to_path_buf()),
+    };
+    cache.insert(path.to_path_buf(), out.clone());
+    out
 }
 
 /// Read grants that lie below the host's `/tmp` and outside every writable root, outermost
