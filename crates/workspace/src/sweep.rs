@@ -1306,6 +1306,24 @@ mod tests {
         );
     }
 
+    /// The stamps of every directory below `ws`, recorded as if the tree had settled (no
+    /// settling window).
+    fn settled_stamps(ws: &Path) -> crate::DirStamps {
+        let mut stamps = crate::DirStamps::start_settled(std::time::Duration::ZERO);
+        let mut n = 0;
+        walk(
+            &RealHost,
+            ws,
+            &mut n,
+            Stamps::Record(&mut stamps),
+            &|_, _| true,
+            &mut |_, _| {},
+            &mut |_, _| {},
+        )
+        .unwrap();
+        stamps
+    }
+
     /// The sweep lists only directories whose ctime moved. The sandbox's trick of putting a
     /// directory's mtime back after planting a hook in it does not hide the hook: ctime moves
     /// with every change, `utimensat` included.
@@ -1320,18 +1338,7 @@ mod tests {
         let mut plan = plan_for(&ws);
         // As if the tree had settled: record with no settling window.
         std::thread::sleep(std::time::Duration::from_millis(20));
-        let mut stamps = crate::DirStamps::start_settled(std::time::Duration::ZERO);
-        let mut n = 0;
-        walk(
-            &RealHost,
-            &ws,
-            &mut n,
-            Stamps::Record(&mut stamps),
-            &|_, _| true,
-            &mut |_, _| {},
-            &mut |_, _| {},
-        )
-        .unwrap();
+        let stamps = settled_stamps(&ws);
         assert_eq!(stamps.dirs.len(), 7, "{:?}", stamps.dirs.keys());
         plan.watch.sweep.dirs = stamps;
         std::thread::sleep(std::time::Duration::from_millis(20));
@@ -1721,18 +1728,7 @@ mod tests {
             std::fs::create_dir_all(ws.join("a/b")).unwrap();
             let mut plan = plan_for(&ws);
             std::thread::sleep(std::time::Duration::from_millis(20));
-            let mut stamps = crate::DirStamps::start_settled(std::time::Duration::ZERO);
-            let mut n = 0;
-            walk(
-                &RealHost,
-                &ws,
-                &mut n,
-                Stamps::Record(&mut stamps),
-                &|_, _| true,
-                &mut |_, _| {},
-                &mut |_, _| {},
-            )
-            .unwrap();
+            let stamps = settled_stamps(&ws);
             assert!(stamps.dirs.contains_key(&ws.join("a")), "{stamps:?}");
             plan.watch.sweep.dirs = stamps;
             std::thread::sleep(std::time::Duration::from_millis(20));
