@@ -388,3 +388,134 @@ fn trust_store_behind_a_replaceable_link_is_refused() {
     fx.host(&replace).run().assert_success();
     trust("status").assert_failure();
 }
+
+/// Run 1 may write `g/` and plants `g/cache -> outside` (standing for `/etc/cron.d`, root's
+/// code when stockade runs as root); run 2 grants `g/cache`, a cache the user meant, and
+/// writes a job into it. Refused before anything runs, naming the link and the real path;
+/// nothing reaches `outside`. Control: the same run 2 with the real path granted besides
+/// (the explicit way to mean it) writes the job there: the link leads where the attack says.
+#[test]
+fn write_grant_through_a_link_an_earlier_run_planted_is_refused() {
+    let fx = Fixture::new();
+    let g = fx.root.join("g");
+    attacks::mkdir(&g);
+    let plant = format!(
+        "ln -s {} {}",
+        sh_quote(&fx.outside),
+        sh_quote(g.join("cache"))
+    );
+    fx.attack(&["--allow-write", s(&g)], &plant)
+        .outcome()
+        .assert_ok();
+    let cache = g.join("cache");
+    let job = format!("echo pwned > {}", sh_quote(cache.join("job")));
+    let run = fx.attack(&["--allow-write", s(&cache)], &job).run();
+    run.assert_code(125)
+        .assert_stderr_contains("symbolic link")
+        .assert_stderr_contains(s(&cache))
+        .assert_stderr_contains(s(&fx.outside));
+    assert!(
+        !fx.outside.join("job").exists(),
+        "the grant followed the link"
+    );
+
+    fx.attack(
+        &["--allow-write", s(&cache), "--allow-write", s(&fx.outside)],
+        &job,
+    )
+    .outcome()
+    .assert_ok();
+    assert_eq!(
+        read_text(&fx.outside.join("job")).as_deref(),
+        Some("pwned\n")
+    );
+}
+
+/// The same with a read grant: `g/data -> ~/.ssh` in a directory runs may write; run 2's
+/// `--allow-read g/data` would exempt the keys from their mask. (A run that makes such a link
+/// loses it to the sweep, which removes links into masked paths; the link is made on the
+/// host here, as one made before the target was masked, or by anything else the caller runs,
+/// would be.) Refused, no key read. Control: granting the real path reads the key (a read
+/// grant does exempt what it names).
+#[test]
+fn read_grant_through_a_link_in_a_writable_place_is_refused() {
+    let fx = Fixture::new();
+    let g = fx.root.join("g");
+    attacks::mkdir(&g);
+    let ssh = fx.home.join(".ssh");
+    std::os::unix::fs::symlink(&ssh, g.join("data")).expect("symlink");
+    let data = g.join("data");
+    let read = format!("cat {}", sh_quote(data.join("id_rsa")));
+    let run = fx.attack(&["--allow-read", s(&data)], &read).run();
+    run.assert_code(125)
+        .assert_stderr_contains("symbolic link")
+        .assert_lacks(&fx.marker("ssh"));
+
+    let direct = format!("cat {}", sh_quote(ssh.join("id_rsa")));
+    fx.attack(&["--allow-read", s(&ssh)], &direct)
+        .outcome()
+        .assert_shows(&fx.marker("ssh"));
+}
+
+/// `--workspace g/ws` where run 1 planted `g/ws -> outside`: refused, nothing written there.
+/// Control: the real directory as the workspace takes the write.
+#[test]
+fn workspace_through_a_link_an_earlier_run_planted_is_refused() {
+    let fx = Fixture::new();
+    let g = fx.root.join("g");
+    attacks::mkdir(&g);
+    let plant = format!("ln -s {} {}", sh_quote(&fx.outside), sh_quote(g.join("ws")));
+    fx.attack(&["--allow-write", s(&g)], &plant)
+        .outcome()
+        .assert_ok();
+    let linked = g.join("ws");
+    let run = fx
+        .stockade([
+            "run",
+            "--workspace",
+            s(&linked),
+            "--shell",
+            "echo pwned > job",
+        ])
+        .cwd(&fx.root)
+        .run();
+    run.assert_code(125)
+        .assert_stderr_contains("symbolic link")
+        .assert_stderr_contains(s(&fx.outside));
+    assert!(!fx.outside.join("job").exists());
+
+    fx.stockade([
+        "run",
+        "--workspace",
+        s(&fx.outside),
+        "--shell",
+        "echo pwned > job",
+    ])
+    .cwd(&fx.outside)
+    .run()
+    .assert_success();
+    assert!(fx.outside.join("job").exists());
+}
+
+/// A system link no run of the caller's could have made is followed as before (for anyone
+/// but root: `/var/run -> /run` lies in root's `/var`); for root every directory is
+/// writable, so only links in `/` are, and the refusal names `/run`.
+#[test]
+fn system_links_out_of_reach_are_followed_for_a_regular_user() {
+    let var_run = Path::new("/var/run");
+    if !std::fs::symlink_metadata(var_run).is_ok_and(|m| m.file_type().is_symlink()) {
+        eprintln!("skipped: /var/run is not a link here");
+        return;
+    }
+    let fx = Fixture::new();
+    let run = fx
+        .attack(&["--allow-read", "/var/run"], "ls /var/run >/dev/null")
+        .run();
+    if attacks::is_root() {
+        run.assert_code(125)
+            .assert_stderr_contains("symbolic link")
+            .assert_stderr_contains("/run");
+    } else {
+        run.assert_success();
+    }
+}

@@ -113,6 +113,22 @@ impl RunRequest {
             what: "read the current directory".into(),
             cause: e,
         })?;
+        let (uid, gid) = native::caller_ids();
+        // A workspace given by name is a grant: through a link a run could have planted
+        // (`/tmp/g/ws -> /etc`) it would hand the run the link's target (`workspace::links`).
+        // The current directory needs no check: the system gives it with every link resolved.
+        if let Some(given) = &workspace {
+            let abs = cwd.join(given);
+            if let Some(link) = workspace::links::plantable_link(&workspace::RealHost, &abs, uid) {
+                return Err(workspace::ScanError::GrantThroughLink {
+                    real: std::fs::canonicalize(&abs).unwrap_or_else(|_| abs.clone()),
+                    given: abs,
+                    link: link.link,
+                    target: link.target,
+                }
+                .into());
+            }
+        }
         let ws = workspace.unwrap_or_else(|| cwd.clone());
         let workspace = std::fs::canonicalize(&ws).map_err(|e| Error::Workspace {
             path: ws.clone(),
@@ -127,7 +143,6 @@ impl RunRequest {
         let home = std::env::var_os("HOME")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from("/"));
-        let (uid, gid) = native::caller_ids();
         Ok(RunRequest {
             invocation: workspace::Request {
                 argv,

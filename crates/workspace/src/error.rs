@@ -20,6 +20,17 @@ pub enum ScanError {
     PrivateTmpGrant(PathBuf),
     #[error("the workspace cannot be {}: the sandbox has its own empty /tmp and /dev/shm, discarded after the run", .0.display())]
     PrivateTmpWorkspace(PathBuf),
+    #[error("{} passes through the symbolic link {} -> {}, which a sandboxed run could have made (it lies in a directory you can write); it leads to {}", .given.display(), .link.display(), .target.display(), .real.display())]
+    GrantThroughLink {
+        /// The path as granted (or given as the workspace).
+        given: PathBuf,
+        /// The link on the way.
+        link: PathBuf,
+        /// What the link holds, as written.
+        target: PathBuf,
+        /// Where the path really leads.
+        real: PathBuf,
+    },
     #[error("{} is a symbolic link: the run's own empty directory cannot go over it", .0.display())]
     PrivateDirLink(PathBuf),
 }
@@ -42,6 +53,10 @@ impl ScanError {
                 "allow a narrower directory; /, /dev, /proc and /sys cannot be made writable"
                     .into(),
             ),
+            ScanError::GrantThroughLink { real, .. } => Some(format!(
+                "if {} is what you mean, name it instead (or besides): a grant of the real path is taken as written; otherwise remove the link",
+                real.display()
+            )),
             ScanError::PrivateDirLink(_) => Some(
                 "replace the link by a plain directory (or remove it: a preset makes it), then run again".into(),
             ),

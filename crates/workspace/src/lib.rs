@@ -35,6 +35,7 @@ mod error;
 mod git;
 pub mod git_index;
 pub mod host;
+pub mod links;
 pub mod planted_git;
 mod scan;
 mod secrets;

@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use crate::git;
 use crate::host::{HostView, Kind};
+use crate::links;
 use crate::secrets::linked_secrets;
 use crate::walk::{DenyGlobs, DirStamps, Matches};
 use crate::ScanError;
@@ -28,6 +29,9 @@ pub const REPLACED: &[&str] = &["/tmp", "/dev", "/proc"];
 pub struct Place {
     /// The canonical workspace directory.
     pub workspace: PathBuf,
+    /// The caller's user id: a link in a directory it may write could be a run's
+    /// ([`crate::links`]).
+    pub uid: u32,
     /// The caller's home.
     pub home: PathBuf,
     /// The caller's `XDG_CONFIG_HOME`, where git's global config may live.
@@ -100,6 +104,7 @@ impl Scan {
         // Exact read grants: a missing one is refused as a missing writable path is (globs
         // are patterns, not paths: one may match nothing).
         let mut allows: Vec<PathBuf> = Vec::new();
+        let mut linked = Vec::new();
         for p in &allow_read {
             let PathPattern::Exact(p) = p else { continue };
             let canon = host
@@ -108,8 +113,15 @@ impl Scan {
             if is_private_place(&canon) {
                 return Err(ScanError::PrivateTmpGrant(canon));
             }
-            allows.push(canon);
+            match links::plantable_link(host, p, place.uid) {
+                Some(link) => linked.push((p.clone(), canon, link)),
+                None => allows.push(canon),
+            }
         }
+        // A read grant through a link a run could have planted exempts its target from the
+        // masks (`/tmp/g/data -> ~/.ssh`): taken only where a grant of the real path covers it.
+        let taken: Vec<PathBuf> = (allows.iter()).chain(&writable_roots).cloned().collect();
+        allows.extend(through_links(linked, &taken)?);
         // Read grants below the host's /tmp are attached in the private one.
         let tmp_grants = tmp_read_grants(host, &allows, &writable_roots);
 
@@ -472,6 +484,7 @@ pub fn writable_roots(
         return Err(ScanError::PrivateTmpWorkspace(place.workspace.clone()));
     }
     let mut roots: Vec<PathBuf> = Vec::new();
+    let mut linked = Vec::new();
     for entry in &policy.filesystem.allow_write {
         for pat in policy::expand(entry, &ctx)? {
             let PathPattern::Exact(p) = pat else {
@@ -494,13 +507,42 @@ pub fn writable_roots(
                     return Err(ScanError::WritableRootForbidden(canon));
                 }
             }
-            if !roots.contains(&canon) {
+            if let Some(link) = links::plantable_link(host, &p, place.uid) {
+                linked.push((p.clone(), canon, link));
+            } else if !roots.contains(&canon) {
                 roots.push(canon);
             }
         }
     }
+    for canon in through_links(linked, &roots)? {
+        if !roots.contains(&canon) {
+            roots.push(canon);
+        }
+    }
     roots.sort_by_key(|p| (depth(p), p.clone()));
     Ok(roots)
+}
+
+/// The real paths of grants that pass through a link a run could have planted
+/// ([`links::plantable_link`]): each must lie within a grant of a path with no such link
+/// (`taken`: the real path named too, or a workspace holding it), or the run is refused.
+fn through_links(
+    linked: Vec<(PathBuf, PathBuf, links::PlantableLink)>,
+    taken: &[PathBuf],
+) -> Result<Vec<PathBuf>, ScanError> {
+    let mut out = Vec::new();
+    for (given, real, link) in linked {
+        if !taken.iter().any(|t| is_within(&real, t)) {
+            return Err(ScanError::GrantThroughLink {
+                given,
+                link: link.link,
+                target: link.target,
+                real,
+            });
+        }
+        out.push(real);
+    }
+    Ok(out)
 }
 
 /// The paths to cover so that `deny` is unreadable except for `allows` inside it.

@@ -36,6 +36,7 @@ impl Request {
     pub fn place(&self) -> Place {
         Place {
             workspace: self.workspace.clone(),
+            uid: self.uid,
             home: self.home.clone(),
             xdg_config_home: self
                 .env
