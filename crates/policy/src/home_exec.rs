@@ -15,10 +15,17 @@
 //! Crontabs live in `/var/spool/cron`, outside the home and read-only in every sandbox, and
 //! `crontab(1)` is set-id, which `no_new_privs` disarms: no entry is needed for them.
 //!
-//! No list is complete: a home also holds toolchains the entries below miss, caches of sources host
-//! builds compile (`~/.cargo/registry`, `~/go/pkg/mod`, `~/.m2/repository`) and whatever a
-//! start-up file sources. A home as a writable root hands those to the run; review mode, or
-//! a project directory as the workspace, is the full answer.
+//! The caches, package stores and toolchains the host's builds run from (`~/.cargo/registry`,
+//! `~/go/pkg/mod`, `~/.m2/repository`, `~/.cache/pre-commit`, ...) are a family here too: with
+//! the home as the workspace a build that should fill one is granted it by name
+//! (`--allow-write ~/.cargo/registry`: a protected path that is a writable root itself stays
+//! writable) or uses a preset that gives the tool a cache of its own (`--preset cargo`).
+//! Files the start-up files source beyond the conventional ones below are found by reading
+//! those files (`workspace`'s `home_sources`, best effort).
+//!
+//! No list is complete: a home also holds toolchains and caches the entries below miss. A home
+//! as a writable root hands those to the run; review mode, or a project directory as the
+//! workspace, is the full answer.
 
 use crate::host_exec::HostExec;
 
@@ -79,9 +86,9 @@ pub const HOME_EXEC: &[HostExec] = &[
         "the proxies in ~/.cargo/bin run the toolchains here (settings.toml's default_toolchain picks which)",
     ),
     entry("~/go/bin", "PATH (go install)", "commonly on PATH; `go install` puts programs there"),
-    entry("~/.deno/bin", "PATH (deno)", "on PATH per deno's installer"),
-    entry("~/.bun/bin", "PATH (bun)", "on PATH per bun's installer"),
-    entry("~/.volta/bin", "PATH (volta)", "volta's shims for node, npm and yarn"),
+    entry("~/.deno", "deno", "bin/ is on PATH per deno's installer; the deno it runs lives here"),
+    entry("~/.bun", "bun", "bin/ is on PATH per bun's installer; install/cache holds the packages `bun install` links"),
+    entry("~/.volta", "volta", "its shims for node, npm and yarn are on PATH; tools/ holds what they run"),
     entry("~/.pyenv", "pyenv", "its shims and the pyenv script are on PATH; the versions run from here"),
     entry("~/.rbenv", "rbenv", "its shims are on PATH; the versions run from here"),
     entry("~/.nodenv", "nodenv", "its shims are on PATH"),
@@ -94,7 +101,34 @@ pub const HOME_EXEC: &[HostExec] = &[
     entry("~/.dotnet/tools", "dotnet", "global tools, on PATH"),
     // Shell start-up files beyond the project catalogue's.
     entry("~/.bash_aliases", "bash", "sourced by the usual ~/.bashrc"),
+    entry("~/.bash_functions", "bash", "sourced by many ~/.bashrc files, as ~/.bash_aliases"),
+    entry("~/.bash_prompt", "bash", "sourced by common dotfiles' ~/.bash_profile (mathiasbynens/dotfiles)"),
+    entry("~/.bash_local", "bash", "a machine's own additions, sourced by common dotfiles' ~/.bashrc"),
+    entry("~/.bashrc.local", "bash", "a machine's own additions, sourced by common dotfiles' ~/.bashrc"),
     entry("~/.bashrc.d", "bash", "every file is sourced by the usual ~/.bashrc (Fedora)"),
+    entry("~/.bash_it", "Bash-it", "sourced by ~/.bashrc, with its plugins, aliases and themes"),
+    entry("~/.aliases", "bash, zsh", "sourced by common dotfiles' start-up files (mathiasbynens, thoughtbot)"),
+    entry("~/.functions", "bash, zsh", "sourced by common dotfiles' start-up files"),
+    entry("~/.exports", "bash, zsh", "sourced by common dotfiles' start-up files"),
+    entry("~/.extra", "bash, zsh", "sourced by common dotfiles' start-up files (a machine's own settings)"),
+    entry("~/.path", "bash, zsh", "sourced by common dotfiles' start-up files (PATH additions)"),
+    entry("~/.localrc", "bash, zsh", "sourced by common dotfiles' start-up files (holman/dotfiles)"),
+    entry("~/.profile.d", "sh, bash", "every file is sourced by many ~/.profile files"),
+    entry("~/.shrc", "sh", "the usual ENV file: sourced by every interactive sh (dash, FreeBSD sh)"),
+    entry("~/.zshrc.local", "zsh", "a machine's own additions, sourced by common dotfiles' ~/.zshrc (thoughtbot, grml)"),
+    entry("~/.zshrc.d", "zsh", "every file is sourced by many ~/.zshrc files"),
+    entry("~/.zprezto", "Prezto", "sourced by ~/.zshrc, with its modules"),
+    entry("~/.zpreztorc", "Prezto", "sourced at every zsh start"),
+    entry("~/.zimrc", "Zim", "read at every zsh start; names the modules it sources"),
+    entry("~/.zim", "Zim", "its init.zsh and modules are sourced by ~/.zshrc"),
+    entry("~/.antigen", "antigen", "bundles sourced by ~/.zshrc"),
+    entry("~/.zplug", "zplug", "plugins sourced by ~/.zshrc"),
+    entry("~/.local/share/zinit", "zinit", "plugins sourced by ~/.zshrc"),
+    entry("~/.p10k.zsh", "powerlevel10k", "sourced by the ~/.zshrc its wizard writes"),
+    entry("~/.fzf.bash", "fzf", "sourced by the ~/.bashrc fzf's installer edits"),
+    entry("~/.fzf.zsh", "fzf", "sourced by the ~/.zshrc fzf's installer edits"),
+    entry("~/.config/bash", "bash", "common place for files ~/.bashrc sources"),
+    entry("~/.config/shell", "bash, zsh", "common place for files the start-up files source"),
     entry("~/.zlogout", "zsh", "sourced when a login shell exits"),
     entry("~/.oh-my-zsh", "oh-my-zsh", "sourced by ~/.zshrc, with its plugins and themes"),
     entry("~/.zsh", "zsh", "common place for files ~/.zshrc sources"),
@@ -211,6 +245,79 @@ pub const HOME_EXEC: &[HostExec] = &[
     entry("~/.config/i3", "i3", "exec lines run at login"),
     entry("~/.config/sway", "sway", "exec lines run at login"),
     entry("~/.config/hypr", "Hyprland", "exec-once lines run at login"),
+    // Caches, package stores and toolchains the host's builds and tools run from: a build
+    // compiles and runs (build scripts, plugins, hooks) or links what it finds there without
+    // fetching or checking it again. A run that should fill one is granted it by name
+    // (`--allow-write ~/.cargo/registry`: a path granted by name stays writable) or uses a
+    // preset that points the tool at a cache of its own (`--preset cargo`).
+    entry("~/.cargo/registry", "cargo", "crate sources whose build.rs and proc macros every host build compiles and runs"),
+    entry("~/.cargo/git", "cargo", "git dependencies' checkouts, compiled and run as ~/.cargo/registry's"),
+    entry("~/.cache/pre-commit", "pre-commit", "the hook repositories and their environments run on every commit"),
+    entry("~/.cache/go-build", "go", "compiled packages every go build links without compiling again"),
+    entry("~/go/pkg/mod", "go", "module sources every go build compiles (and `go generate`, cgo run)"),
+    entry("~/.cache/pip", "pip", "built wheels the next pip install installs (their .pth files run in every Python)"),
+    entry("~/.cache/uv", "uv", "built wheels and sources the next uv sync installs"),
+    entry("~/.local/share/uv", "uv", "the Python versions and tools uv runs"),
+    entry("~/.cache/pypoetry", "Poetry", "the virtualenvs `poetry run` executes, and its artifact cache"),
+    entry("~/.local/share/virtualenvs", "pipenv", "the virtualenvs `pipenv run` executes"),
+    entry("~/.local/pipx", "pipx", "the environments of the applications pipx puts on PATH"),
+    entry("~/.local/share/pipx", "pipx", "as ~/.local/pipx (newer location)"),
+    entry("~/.npm/_cacache", "npm", "the packages the next npm install unpacks (and their install scripts runs)"),
+    entry("~/.npm/_npx", "npx", "packages npx runs without fetching them again"),
+    entry("~/.cache/yarn", "yarn", "the package cache yarn installs from"),
+    entry("~/.yarn/berry", "yarn (berry)", "the global cache yarn installs from"),
+    entry("~/.local/share/pnpm", "pnpm", "the content-addressed store projects link packages from, and pnpm's global bin"),
+    entry("~/.cache/pnpm", "pnpm", "package metadata pnpm resolves from"),
+    entry("~/.cache/deno", "deno", "remote modules deno runs without fetching them again (DENO_DIR)"),
+    entry("~/.cache/node-gyp", "node-gyp", "the headers native addons are compiled against"),
+    entry("~/.cache/ms-playwright", "Playwright", "the browser programs its tests run"),
+    entry("~/.cache/puppeteer", "Puppeteer", "the browser programs it runs"),
+    entry("~/.cache/Cypress", "Cypress", "the Cypress program its tests run"),
+    entry("~/.m2/repository", "Maven", "plugins and dependencies every build runs"),
+    entry("~/.gradle/caches", "Gradle", "plugins, dependencies and compiled build scripts every build runs"),
+    entry("~/.gradle/wrapper", "Gradle", "the Gradle distributions ./gradlew runs"),
+    entry("~/.ivy2", "Ivy, sbt", "dependencies and plugins builds run"),
+    entry("~/.sbt", "sbt", "its launcher's boot jars and global plugins run in every build"),
+    entry("~/.cache/coursier", "coursier (sbt, mill, scala-cli)", "the jars builds and launched applications run"),
+    entry("~/.local/share/coursier", "coursier", "the applications it installs on PATH"),
+    entry("~/.cache/bazel", "Bazel", "output bases: external repositories and tools a later build runs"),
+    entry("~/.cache/bazelisk", "bazelisk", "the bazel programs it runs"),
+    entry("~/.cache/ccache", "ccache", "compiled objects host builds link without compiling again"),
+    entry("~/.ccache", "ccache", "as ~/.cache/ccache (older location)"),
+    entry("~/.cache/sccache", "sccache", "compiled objects host builds link without compiling again"),
+    entry("~/.cache/zig", "zig", "the global cache of compiled artifacts builds reuse"),
+    entry("~/.stack", "Haskell Stack", "the compilers and snapshot packages builds run"),
+    entry("~/.cabal", "cabal", "the package store builds link and bin/ (on PATH)"),
+    entry("~/.opam", "opam", "the switches' compilers and programs (on PATH through opam env)"),
+    entry("~/.elan", "elan (Lean)", "the toolchains its proxies run"),
+    entry("~/.julia/packages", "Julia", "the packages `using` loads"),
+    entry("~/.julia/compiled", "Julia", "the precompiled caches `using` loads"),
+    entry("~/.gem", "RubyGems", "gems installed with --user-install, loaded by require and their executables"),
+    entry("~/.local/share/gem", "RubyGems", "as ~/.gem (XDG location)"),
+    entry("~/.bundle", "Bundler", "its config (BUNDLE_PATH, build options) and the gems installed there"),
+    entry("~/perl5", "local::lib", "modules every perl loads through PERL5LIB, and bin/ on PATH"),
+    entry("~/.cpan", "CPAN", "CPAN/MyConfig.pm is Perl run by every cpan, and the build directories"),
+    entry("~/.composer", "Composer", "global packages; vendor/bin is on PATH"),
+    entry("~/.config/composer", "Composer", "as ~/.composer (XDG location)"),
+    entry("~/.cache/composer", "Composer", "the package cache installs unpack"),
+    entry("~/.pub-cache", "Dart, Flutter", "the packages builds compile and bin/ (on PATH)"),
+    entry("~/.nuget/packages", "NuGet (dotnet)", "packages whose build targets every dotnet build runs"),
+    entry("~/.konan", "Kotlin/Native", "the toolchains Gradle builds run"),
+    entry("~/.mix", "Elixir (mix)", "archives loaded into every mix command"),
+    entry("~/.hex", "Elixir (hex)", "the packages mix builds compile"),
+    entry("~/.cache/rebar3", "rebar3", "the plugins and packages builds run"),
+    entry("~/.swiftpm", "SwiftPM", "configuration and caches of the packages builds compile"),
+    entry("~/.conda", "conda", "environments (and their activation scripts) conda runs"),
+    entry("~/miniconda3", "conda", "the base environment conda init puts on PATH"),
+    entry("~/anaconda3", "conda", "the base environment conda init puts on PATH"),
+    entry("~/miniforge3", "conda", "the base environment conda init puts on PATH"),
+    entry("~/mambaforge", "conda", "the base environment conda init puts on PATH"),
+    entry("~/.fnm", "fnm", "the node versions its shims run"),
+    entry("~/.local/share/fnm", "fnm", "as ~/.fnm (XDG location)"),
+    entry("~/.goenv", "goenv", "its shims are on PATH; the versions run from here"),
+    entry("~/.jenv", "jenv", "its shims are on PATH"),
+    entry("~/.cache/torch/hub", "PyTorch", "torch.hub.load imports hubconf.py from the repositories cached here"),
+    entry("~/.cache/huggingface/modules", "transformers", "remote code (trust_remote_code) imported from here"),
 ];
 
 /// The home entry named `path`.
@@ -237,6 +344,128 @@ mod tests {
                 "{} is in the project catalogue",
                 e.path
             );
+        }
+    }
+
+    /// Whether the default profile protects `~/p` (by an entry, an ancestor's or a glob).
+    fn covered_in_home(p: &str) -> bool {
+        let home = std::path::Path::new("/h");
+        let ctx = crate::PathContext {
+            home: home.to_path_buf(),
+            workspace: home.to_path_buf(),
+            writable_roots: vec![home.to_path_buf()],
+        };
+        let path = home.join(p);
+        crate::profile::default_deny_write()
+            .iter()
+            .flat_map(|p| crate::expand(p, &ctx).unwrap())
+            .any(|pat| match pat {
+                crate::PathPattern::Exact(e) => crate::is_within(&path, &e),
+                crate::PathPattern::Glob(g) => {
+                    g.is_match(&path) || path.ancestors().any(|a| g.is_match(a))
+                }
+            })
+    }
+
+    /// Files the usual start-up files and dotfile frameworks source (bash's aliases and
+    /// functions, mathiasbynens' and thoughtbot's dotfiles, Fedora's `.bashrc.d`, oh-my-zsh,
+    /// Prezto, Zim, Bash-it, fzf, powerlevel10k) are covered, existing or not; control: a
+    /// file of the home no start-up file conventionally sources is not.
+    #[test]
+    fn covers_files_the_start_up_files_source() {
+        for p in [
+            ".bash_aliases",
+            ".bash_functions",
+            ".bash_logout",
+            ".bash_prompt",
+            ".bashrc.local",
+            ".bashrc.d/10-x.sh",
+            ".bash_it/plugins/x.bash",
+            ".aliases",
+            ".functions",
+            ".exports",
+            ".extra",
+            ".path",
+            ".localrc",
+            ".profile.d/x.sh",
+            ".shrc",
+            ".zshrc.local",
+            ".zshrc.d/x.zsh",
+            ".zsh/x.zsh",
+            ".oh-my-zsh/oh-my-zsh.sh",
+            ".oh-my-zsh/custom/plugins/x/x.plugin.zsh",
+            ".config/zsh/.zshrc",
+            ".zprezto/init.zsh",
+            ".zpreztorc",
+            ".zim/init.zsh",
+            ".p10k.zsh",
+            ".fzf.bash",
+            ".fzf.zsh",
+            ".config/bash/x",
+            ".config/shell/aliases",
+        ] {
+            assert!(covered_in_home(p), "~/{p} is not protected");
+        }
+        for p in [".my_own_rc", ".aliases_backup_notes/x", "aliases"] {
+            assert!(!covered_in_home(p), "~/{p} is protected");
+        }
+    }
+
+    /// The caches, package stores and toolchains host builds run from (red team of issue 30:
+    /// with the home as the workspace a run could plant a crate's build.rs in
+    /// `~/.cargo/registry` for the host's next `cargo build`) are covered; control: the
+    /// tools' other files (logs, credentials' neighbours, stockade's own preset caches) are
+    /// not.
+    #[test]
+    fn covers_caches_and_toolchains_host_builds_run() {
+        for p in [
+            ".cargo/registry/src/index.crates.io-x/serde-1.0.0/build.rs",
+            ".cargo/git/checkouts/x/y/build.rs",
+            ".rustup/toolchains/stable/bin/rustc",
+            ".cache/pre-commit/repoabc/hook.py",
+            ".cache/go-build/00/x-a",
+            "go/pkg/mod/example.com/x@v1/x.go",
+            ".cache/pip/wheels/x.whl",
+            ".cache/uv/wheels-v1/x",
+            ".npm/_cacache/index-v5/x",
+            ".npm/_npx/x/node_modules/y/index.js",
+            ".cache/yarn/v6/x",
+            ".local/share/pnpm/store/v3/x",
+            ".m2/repository/org/x/x.jar",
+            ".gradle/caches/modules-2/x.jar",
+            ".gradle/wrapper/dists/gradle-8/bin/gradle",
+            ".gradle/init.d/x.gradle",
+            ".pyenv/shims/python",
+            ".nvm/nvm.sh",
+            ".sdkman/bin/sdkman-init.sh",
+            ".deno/bin/deno",
+            ".cache/deno/remote/x",
+            ".bun/install/cache/x",
+            ".cache/bazel/_bazel_u/x",
+            ".ivy2/cache/x.jar",
+            ".sbt/boot/x.jar",
+            ".cache/coursier/v1/x.jar",
+            ".cache/ccache/x.o",
+            ".stack/programs/ghc",
+            ".cabal/store/x",
+            ".opam/default/bin/ocaml",
+            ".gem/ruby/3.0.0/gems/x/lib/x.rb",
+            "perl5/lib/perl5/X.pm",
+            ".nuget/packages/x/build/x.targets",
+            ".conda/envs/x/bin/python",
+            "miniconda3/bin/python",
+        ] {
+            assert!(covered_in_home(p), "~/{p} is not protected");
+        }
+        for p in [
+            ".cargo/.package-cache",
+            ".cache/stockade/cargo/registry/x",
+            ".cache/stockade/npm/_cacache/x",
+            ".cache/thumbnails/x.png",
+            ".gradle/daemon/8.0/daemon.log",
+            ".npm/_logs/x.log",
+        ] {
+            assert!(!covered_in_home(p), "~/{p} is protected");
         }
     }
 
@@ -294,8 +523,8 @@ mod tests {
         }
         // Controls: what tools write there in a normal run stays writable.
         for p in [
-            ".m2/repository/x.jar",
-            ".gradle/caches/x",
+            ".m2/wrapper-notes.txt",
+            ".gradle/daemon/x.log",
             ".config/notes.txt",
             ".jupyter/lab/workspaces/default.json",
             "project/src/main.rs",
