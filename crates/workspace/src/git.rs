@@ -265,6 +265,17 @@ pub(crate) fn protected_paths(
     for g in globals {
         read_config(host, g, home, 0, &mut global);
     }
+    // The global configs' includes (and a hooks directory they name by an absolute or `~/`
+    // path) apply to every repository of the host, whether or not a repository lies in the
+    // writable roots: with the home as the workspace, `~/.gitconfig` is protected but a
+    // `~/.gitconfig.local` it includes would take `core.fsmonitor` for the host's next
+    // `git status`. Protected existing or not (the creation guard, the sweep under gVisor).
+    wanted.extend(global.includes.iter().cloned());
+    for h in &global.hooks_paths {
+        if h.starts_with('/') || h.starts_with("~/") {
+            wanted.extend(expand(h, home, home));
+        }
+    }
     for g in dirs {
         let d = &g.dir;
         // `remotes/<name>` and `branches/<name>`: git's legacy remote definitions, read for a
@@ -349,6 +360,90 @@ mod tests {
                 .and_then(|x| x.subsection.clone()),
             Some("origin".into())
         );
+    }
+
+    /// A minimal host: regular files with their text, and the directories above them.
+    struct Files(Vec<(PathBuf, String)>);
+
+    impl HostView for Files {
+        fn stat(&self, path: &Path) -> Option<crate::host::Entry> {
+            let kind = self.lstat_kind(path)?;
+            Some(crate::host::Entry {
+                kind,
+                uid: 0,
+                gid: 0,
+                mode: 0o644,
+                dev: 1,
+                ino: 1,
+                links: 1,
+            })
+        }
+        fn lstat_kind(&self, path: &Path) -> Option<Kind> {
+            if self.0.iter().any(|(p, _)| p == path) {
+                Some(Kind::File)
+            } else if self.0.iter().any(|(p, _)| p.starts_with(path)) {
+                Some(Kind::Dir)
+            } else {
+                None
+            }
+        }
+        fn canonicalize(&self, path: &Path) -> Option<PathBuf> {
+            self.lstat_kind(path).map(|_| path.to_path_buf())
+        }
+        fn list_dir(&self, _path: &Path) -> Vec<(std::ffi::OsString, Kind)> {
+            Vec::new()
+        }
+        fn read_small(&self, path: &Path) -> Option<String> {
+            self.0
+                .iter()
+                .find(|(p, _)| p == path)
+                .map(|(_, t)| t.clone())
+        }
+    }
+
+    /// The global configs' includes are protected with no repository in the writable roots
+    /// (the home as the workspace), followed through includes, relative to the including file,
+    /// existing or not; `includeIf` whatever its condition. Control: without the include
+    /// lines nothing of the home is protected; a target outside the roots is left out.
+    #[test]
+    fn global_includes_are_protected_without_any_repository() {
+        let home = Path::new("/h");
+        let roots = vec![home.to_path_buf()];
+        let globals = global_configs(home, None);
+        let host = Files(vec![
+            (
+                home.join(".gitconfig"),
+                "[user]\n\tname = u\n[include]\n\tpath = ~/.gitconfig.local\n\
+                 [includeIf \"gitdir:~/work/\"]\n\tpath = .config/git/work.inc\n\
+                 [include] path = /etc/elsewhere\n[core]\n\thooksPath = ~/.githooks\n"
+                    .into(),
+            ),
+            (
+                home.join(".config/git/work.inc"),
+                "[include]\n\tpath = deeper.inc\n".into(),
+            ),
+            (
+                home.join(".config/git/config"),
+                "[include]\n\tpath = xdg.inc\n".into(),
+            ),
+        ]);
+        let got = protected_paths(&host, &[], &roots, home, &globals);
+        for p in [
+            ".gitconfig.local",
+            ".config/git/work.inc",
+            ".config/git/deeper.inc",
+            ".config/git/xdg.inc",
+            ".githooks",
+        ] {
+            assert!(got.contains(&home.join(p)), "~/{p} not protected: {got:?}");
+        }
+        assert!(!got.iter().any(|p| p.starts_with("/etc")), "{got:?}");
+        // Control: the same home without includes.
+        let plain = Files(vec![(
+            home.join(".gitconfig"),
+            "[user]\n\tname = u\n".into(),
+        )]);
+        assert!(protected_paths(&plain, &[], &roots, home, &globals).is_empty());
     }
 
     #[test]
