@@ -33,6 +33,7 @@ mod beneath;
 pub mod changes;
 mod error;
 mod git;
+mod home_sources;
 pub mod git_index;
 pub mod host;
 pub mod links;

@@ -93,7 +93,10 @@ impl Scan {
         let read_empty = expand_all(&policy.filesystem.read_empty)?;
         let allow_read = expand_all(&policy.filesystem.allow_read)?;
         let mut deny_write = expand_all(&policy.filesystem.deny_write)?;
-        for p in home_path_dirs(policy, place, &ctx) {
+        for p in home_path_dirs(policy, place, &ctx)
+            .into_iter()
+            .chain(home_sourced_files(policy, place, &ctx, host))
+        {
             if !deny_write.contains(&p) {
                 deny_write.push(p);
             }
@@ -450,6 +453,36 @@ fn home_path_dirs(policy: &Policy, place: &Place, ctx: &PathContext) -> Vec<Path
         }
     }
     out
+}
+
+/// Protected paths of the home that its shell start-up files source by a literal path
+/// (`. ~/.my_own_rc` in `~/.bashrc`), beyond the catalogue's conventional ones: read only when
+/// a writable root holds the home or part of it (see [`crate::home_sources`], best effort).
+/// One a policy unprotects by name stays unprotected.
+fn home_sourced_files(
+    policy: &Policy,
+    place: &Place,
+    ctx: &PathContext,
+    host: &dyn HostView,
+) -> Vec<PathPattern> {
+    let found = crate::home_sources::sourced_paths(
+        host,
+        &place.home,
+        &place.workspace,
+        &ctx.writable_roots,
+    );
+    if found.is_empty() {
+        return Vec::new();
+    }
+    let unprotected: Vec<PathPattern> = (policy.filesystem.unprotect.iter())
+        .filter_map(|u| policy::expand(u, ctx).ok())
+        .flatten()
+        .collect();
+    found
+        .into_iter()
+        .map(PathPattern::Exact)
+        .filter(|p| !unprotected.contains(p))
+        .collect()
 }
 
 /// How many components `p` has (mount steps go parents first).
