@@ -87,10 +87,13 @@ fn an_excluded_program_runs_outside_the_sandbox_and_says_so() {
     let audit = fx.out_file("audit.jsonl");
     let report = fx.out_file("report.json");
     let (a, r) = (audit.display().to_string(), report.display().to_string());
+    // From a directory outside every writable root (from the workspace, a program stockade
+    // has no model of is refused: see below).
     fx.sandbox_argv(
         &["--policy", &p, "--audit", &a, "--report", &r],
         &["cat", &key],
     )
+    .cwd(&fx.outside)
     .run()
     .assert_success()
     .assert_stdout_contains(&fx.marker("ssh"))
@@ -374,19 +377,190 @@ fn an_excluded_program_stockade_has_no_model_of_needs_allowed_args() {
         .assert_stderr_contains("is not among the entry's allowed_args");
     assert!(!mark.exists(), "the excluded env ran the planted script");
     fx.sandbox_argv(&["--policy", &narrow], &["env", "-0"])
+        .cwd(&fx.outside)
         .run()
         .assert_success();
-    // Control: the entry that allows the word runs the planted script on the host.
+    // The entry allows the word, but it names a file in the workspace: refused too (from
+    // outside the workspace, and from it).
     let wide = policy(
         &fx,
         &format!(
             "[[commands]]\nprogram = \"env\"\nexcluded = true\nallowed_args = [\"{script}\"]\n"
         ),
     );
-    fx.sandbox_argv(&["--policy", &wide], &["env", &script])
+    for cwd in [&fx.outside, &fx.ws] {
+        fx.sandbox_argv(&["--policy", &wide], &["env", &script])
+            .cwd(cwd)
+            .run()
+            .assert_code(125)
+            .assert_stderr_contains("excluded_workspace_files")
+            .assert_stderr_contains("runs_workspace_files = true");
+        assert!(!mark.exists(), "the excluded env ran the planted script");
+    }
+    // Control: the entry that allows the word and accepts the workspace's files runs the
+    // planted script on the host.
+    let accepted = policy(
+        &fx,
+        &format!(
+            "[[commands]]\nprogram = \"env\"\nexcluded = true\nallowed_args = [\"{script}\"]\nruns_workspace_files = true\n"
+        ),
+    );
+    fx.sandbox_argv(&["--policy", &accepted], &["env", &script])
         .run()
         .assert_success();
     assert!(mark.exists(), "control: the allowed word did not run");
+}
+
+/// `make` excluded with `allowed_args = ["test"]`: its words are fine, but make reads the
+/// Makefile of the directory it runs in, which the sandbox writes (red team of issue 30, item
+/// 5). A sandboxed run plants a Makefile whose `test` recipe leaves a mark outside the
+/// workspace; the next `stockade run -- make test` from the workspace would run it on the
+/// host. Refused (`excluded_workspace_files`), also from a directory below, as a command
+/// string, and with the Makefile named as a path from outside. Controls: the line the
+/// refusal names (`runs_workspace_files = true`) runs the planted recipe on the host, and
+/// the entry still runs make from a directory outside every writable root.
+#[test]
+fn an_excluded_make_does_not_run_the_makefile_the_sandbox_wrote() {
+    let fx = Fixture::new();
+    let Some(make) = which("make") else {
+        println!("skipped: no make on this host");
+        return;
+    };
+    let mark = fx.outside.join("makefile-ran");
+    // Inside: the planted Makefile (direct mode leaves the workspace's build files writable).
+    fx.sandbox(
+        &[],
+        &format!(
+            "printf 'test:\\n\\ttouch %s\\n' {} > Makefile && mkdir -p app && cp Makefile app/ && echo planted",
+            sh_quote(sh_quote(&mark))
+        ),
+    )
+    .run()
+    .assert_success()
+    .assert_stdout_contains("planted");
+    assert!(fx.ws.join("Makefile").exists());
+    assert!(
+        !mark.exists(),
+        "the sandboxed run wrote outside the workspace"
+    );
+    let p = policy(
+        &fx,
+        &format!(
+            "[[commands]]\nprogram = \"{}\"\nexcluded = true\nreason = \"run the tests on the host\"\nallowed_args = [\"test\"]\n",
+            make.display()
+        ),
+    );
+    let audit = fx.out_file("audit.jsonl");
+    let a = audit.display().to_string();
+    let refused = fx
+        .sandbox_argv(&["--policy", &p, "--audit", &a], &["make", "test"])
+        .run();
+    refused
+        .assert_code(125)
+        .assert_stderr_contains("E_SANDBOX_VIOLATION")
+        .assert_stderr_contains("excluded_workspace_files")
+        .assert_stderr_contains(&format!("the writable root {}", fx.ws.display()))
+        .assert_stderr_contains("reads files from its working directory")
+        .assert_stderr_contains(&format!(
+            "`runs_workspace_files = true` in [[commands]] entry 0 in {p}"
+        ))
+        .assert_lacks("OUTSIDE the sandbox");
+    assert!(
+        !mark.exists(),
+        "the excluded make ran the sandbox's Makefile on the host"
+    );
+    let events = read_jsonl(&audit);
+    assert!(
+        events
+            .iter()
+            .any(|e| e.to_string().contains("excluded_workspace_files")),
+        "{events:?}"
+    );
+    // From a directory below the top of the workspace, and as the hook's command string.
+    fx.sandbox_argv(&["--policy", &p], &["make", "test"])
+        .cwd(&fx.ws.join("app"))
+        .run()
+        .assert_code(125)
+        .assert_stderr_contains("excluded_workspace_files");
+    fx.sandbox(&["--policy", &p], "make test")
+        .run()
+        .assert_code(125)
+        .assert_stderr_contains("excluded_workspace_files");
+    assert!(
+        !mark.exists(),
+        "the excluded make ran the sandbox's Makefile on the host"
+    );
+    // Control (b): the normal workflow: the same entry runs make on the host from a directory
+    // outside every writable root (the user's own Makefile).
+    let own = fx.outside.join("own");
+    mkdir(&own);
+    write_file(&own.join("Makefile"), "test:\n\techo host-make-ok\n", 0o644);
+    fx.sandbox_argv(&["--policy", &p], &["make", "test"])
+        .cwd(&own)
+        .run()
+        .assert_success()
+        .assert_stdout_contains("host-make-ok")
+        .assert_stderr_contains("OUTSIDE the sandbox");
+    assert!(!mark.exists());
+    // From there too, when the run can write where programs read their per-user
+    // configuration (~/.config: `--allow-write`), which the sandbox could have written.
+    let config = fx.home.join(".config");
+    mkdir(&config);
+    let grant = config.display().to_string();
+    fx.sandbox_argv(
+        &["--policy", &p, "--allow-write", &grant],
+        &["make", "test"],
+    )
+    .cwd(&own)
+    .run()
+    .assert_code(125)
+    .assert_stderr_contains("excluded_workspace_files")
+    .assert_stderr_contains("per-user configuration")
+    .assert_lacks("host-make-ok");
+    // From outside, pointed at the workspace's Makefile or directory by its words (all of
+    // them allowed by the entry): the words name paths in a writable root.
+    let any = policy(
+        &fx,
+        &format!(
+            "[[commands]]\nprogram = \"{}\"\nexcluded = true\nallowed_args = [\"*\"]\n",
+            make.display()
+        ),
+    );
+    let makefile = fx.ws.join("Makefile").display().to_string();
+    let ws = fx.ws.display().to_string();
+    let dir_flag = format!("--directory={ws}");
+    for argv in [
+        vec!["make", "-f", makefile.as_str(), "test"],
+        vec!["make", "-C", ws.as_str(), "test"],
+        vec!["make", dir_flag.as_str(), "test"],
+    ] {
+        fx.sandbox_argv(&["--policy", &any], &argv)
+            .cwd(&fx.outside)
+            .run()
+            .assert_code(125)
+            .assert_stderr_contains("excluded_workspace_files");
+        assert!(
+            !mark.exists(),
+            "{argv:?} ran the sandbox's Makefile on the host"
+        );
+    }
+    // Control (a): the line the refusal names lets it through, and the planted recipe runs on
+    // the host: the attack is real.
+    let accepted = policy(
+        &fx,
+        &format!(
+            "[[commands]]\nprogram = \"{}\"\nexcluded = true\nallowed_args = [\"test\"]\nruns_workspace_files = true\n",
+            make.display()
+        ),
+    );
+    fx.sandbox_argv(&["--policy", &accepted], &["make", "test"])
+        .run()
+        .assert_success()
+        .assert_stderr_contains("OUTSIDE the sandbox");
+    assert!(
+        mark.exists(),
+        "control: the accepted entry did not run the planted Makefile on the host"
+    );
 }
 
 #[test]

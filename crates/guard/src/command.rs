@@ -142,6 +142,10 @@ pub enum Construct {
     /// An argument an excluded program (`[[commands]] excluded = true`, run on the host) may
     /// not be given: see [`excluded`].
     ExcludedArgument,
+    /// An excluded program stockade has no model of, run from a directory in a writable root
+    /// or given a path there: it would read files the sandbox could have written (a
+    /// Makefile, a Dockerfile, `package.json` scripts): see [`excluded::check_workspace_files`].
+    ExcludedWorkspaceFiles,
 }
 
 impl Construct {
@@ -177,6 +181,7 @@ impl Construct {
             Construct::ProgramInWorkspace => "program_in_workspace",
             Construct::ProgramNotFound => "program_not_found",
             Construct::ExcludedArgument => "excluded_argument",
+            Construct::ExcludedWorkspaceFiles => "excluded_workspace_files",
         }
     }
 
@@ -234,6 +239,9 @@ impl Construct {
             }
             Construct::ExcludedArgument => {
                 "run the program inside the sandbox (drop `excluded = true` from its [[commands]] entry), or add the word to the entry's `allowed_args` as the message says (README: Per-command policy)"
+            }
+            Construct::ExcludedWorkspaceFiles => {
+                "run the program from a directory outside every writable root and give it no path in one, or accept that it runs the workspace's files on the host with `runs_workspace_files = true` in its [[commands]] entry, as the message says (README: Per-command policy)"
             }
         }
     }

@@ -11,6 +11,10 @@
 //! core.fsmonitor=./x status` runs `./x`): its words pass only when stockade's model of the
 //! program accepts them (git: `guard::command::excluded`) or they match the entry's
 //! `allowed_args`; a program stockade has no model of needs `allowed_args` to run at all.
+//! Such a program also reads files from where it runs (a Makefile, a Dockerfile, `package.json`
+//! scripts): it is refused from a directory in a writable root, and given a path in one,
+//! unless the entry says `runs_workspace_files = true` (`guard::command::excluded::
+//! check_workspace_files`).
 
 use serde::{Deserialize, Serialize};
 
@@ -46,6 +50,14 @@ pub struct CommandRule {
     /// only when this is given (`[]`: no arguments at all).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_args: Option<Vec<String>>,
+    /// Only with `excluded`: the user accepts that the excluded program (one stockade has no
+    /// model of) runs the workspace's files on the host: it may run from a directory in a
+    /// writable root (`make` reads its Makefile there, `docker build .` its Dockerfile, `npm
+    /// test` the scripts of `package.json`) and be given paths there. Without it such a run
+    /// is refused: the sandbox could have written those files. git has its own rules for
+    /// where it runs, so the key is refused on a git entry.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub runs_workspace_files: bool,
 }
 
 impl CommandRule {
@@ -96,6 +108,25 @@ impl CommandRule {
                     key: format!("commands[{index}].allowed_args"),
                     value: bad.clone(),
                     reason: "give each argument as written (or a prefix ending in `*`); an empty one matches nothing".into(),
+                });
+            }
+        }
+        if self.runs_workspace_files {
+            let reason = if !self.excluded {
+                Some("runs_workspace_files says an excluded program may run the workspace's files on the host: use it with `excluded = true`")
+            } else if std::path::Path::new(p)
+                .file_name()
+                .is_some_and(|n| n == "git")
+            {
+                Some("git has its own rules for the repository it runs in (README: Per-command policy): remove the key")
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                return Err(PolicyError::InvalidValue {
+                    key: format!("commands[{index}].runs_workspace_files"),
+                    value: "true".into(),
+                    reason: reason.into(),
                 });
             }
         }
@@ -196,6 +227,52 @@ mod tests {
             file.commands[0].allowed_args,
             Some(vec!["test".to_string(), "-j*".to_string()])
         );
+    }
+
+    #[test]
+    fn runs_workspace_files_only_beside_excluded_and_not_for_git() {
+        let make = CommandRule {
+            program: "make".into(),
+            excluded: true,
+            allowed_args: Some(vec!["test".into()]),
+            runs_workspace_files: true,
+            ..Default::default()
+        };
+        assert!(make.validate(0).is_ok());
+        let mut granted = rule("make");
+        granted.runs_workspace_files = true;
+        let e = granted.validate(2).expect_err("not excluded");
+        assert!(
+            e.to_string().contains("commands[2].runs_workspace_files"),
+            "{e}"
+        );
+        for git in ["git", "/usr/bin/git"] {
+            let g = CommandRule {
+                program: git.into(),
+                ..make.clone()
+            };
+            assert!(g.validate(0).is_err(), "{git}");
+        }
+        // Parsed from a policy file, shown when set, absent (false) otherwise.
+        let text = "[[commands]]\nprogram = \"make\"\nexcluded = true\nallowed_args = [\"test\"]\nruns_workspace_files = true\n";
+        let file =
+            crate::file::parse_policy_file(text, "test.toml").unwrap_or_else(|e| panic!("{e}"));
+        assert!(file.commands[0].runs_workspace_files);
+        let shown = serde_json::to_string(&file.commands[0]).unwrap_or_else(|e| panic!("{e}"));
+        assert!(shown.contains("\"runs_workspace_files\":true"), "{shown}");
+        let plain = CommandRule {
+            runs_workspace_files: false,
+            ..make
+        };
+        let shown = serde_json::to_string(&plain).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!shown.contains("runs_workspace_files"), "{shown}");
+        // Refused when the file is read (a bad entry is an error naming the key).
+        let bad = "[[commands]]\nprogram = \"make\"\nruns_workspace_files = true\nallow_read = [\"/x\"]\n";
+        let e = crate::file::parse_policy_file(bad, "test.toml").expect_err("not excluded");
+        assert!(e.to_string().contains("runs_workspace_files"), "{e}");
+        let typo =
+            "[[commands]]\nprogram = \"make\"\nexcluded = true\nruns_workspace_files = \"yes\"\n";
+        assert!(crate::file::parse_policy_file(typo, "test.toml").is_err());
     }
 
     #[test]

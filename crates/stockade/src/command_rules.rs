@@ -3,10 +3,15 @@
 //! and reported as such).
 //!
 //! An excluded run is checked before it starts (issue 30, item 5): its words by
-//! [`guard::command::excluded`] (git's allow-list, or the entry's `allowed_args`), and for git
-//! the repository and config files it would read from the working directory
-//! ([`check_git_place`]); it gets the caller's environment less what makes programs load or
-//! run code ([`excluded_env`]).
+//! [`guard::command::excluded`] (git's allow-list, or the entry's `allowed_args`), and where
+//! it runs: for git the repository and config files it would read from the working directory
+//! ([`check_git_place`]); for a program stockade has no model of (`make`, `docker`, `npm`,
+//! `just`, ...) the working directory and every path it is given must lie outside the run's
+//! writable roots, unless the entry says `runs_workspace_files = true`
+//! ([`guard::command::excluded::check_workspace_files`]): such a program reads its Makefile,
+//! Dockerfile or `package.json` scripts from where it runs, and the sandbox could have
+//! written them. It gets the caller's environment less what makes programs load or run code
+//! ([`excluded_env`]).
 //!
 //! Only the run's own program is matched: `PROGRAM ARGS` after `--`, or a plain command
 //! string (`--shell`, `sh -c`/`bash -c` as Claude Code's hook wraps them: words only, see
@@ -148,20 +153,39 @@ fn check_excluded(
         index: matched.index,
         file: request.policy_file.as_deref(),
         allowed_args: matched.rule.allowed_args.as_deref(),
+        runs_workspace_files: matched.rule.runs_workspace_files,
     };
     guard::command::excluded::check(&matched.program, &matched.words[1..], &inv.cwd, &entry)?;
+    let home = inv
+        .env
+        .iter()
+        .find(|(k, _)| k == "HOME")
+        .map_or_else(|| inv.home.clone(), |(_, v)| PathBuf::from(v));
+    let xdg = inv
+        .env
+        .iter()
+        .find(|(k, _)| k == "XDG_CONFIG_HOME")
+        .map(|(_, v)| PathBuf::from(v))
+        .filter(|p| p.is_absolute());
+    // Where programs read their per-user configuration (a relative HOME is not checked
+    // there: the program would take it from its working directory, checked itself).
+    let config_dirs: Vec<PathBuf> = [
+        Some(home.clone()),
+        xdg.clone().or_else(|| Some(home.join(".config"))),
+    ]
+    .into_iter()
+    .flatten()
+    .filter(|p| p.is_absolute())
+    .collect();
+    guard::command::excluded::check_workspace_files(
+        &matched.program,
+        &matched.words[1..],
+        &inv.cwd,
+        &config_dirs,
+        roots,
+        &entry,
+    )?;
     if guard::command::excluded::has_model(&matched.program) {
-        let home = inv
-            .env
-            .iter()
-            .find(|(k, _)| k == "HOME")
-            .map_or_else(|| inv.home.clone(), |(_, v)| PathBuf::from(v));
-        let xdg = inv
-            .env
-            .iter()
-            .find(|(k, _)| k == "XDG_CONFIG_HOME")
-            .map(|(_, v)| PathBuf::from(v))
-            .filter(|p| p.is_absolute());
         check_git_place(&inv.cwd, &home, xdg.as_deref(), roots).map_err(|reason| {
             Error::Command(guard::command::Refusal {
                 construct: guard::command::Construct::ExcludedArgument,

@@ -17,11 +17,21 @@
 //! A word matching one of the entry's `allowed_args` (as written, or a prefix ending in `*`)
 //! passes whatever the model says, so a refusal names the line that would allow it.
 //!
-//! What is checked here is the argv. The orchestrator checks the rest (the repository git
-//! would use from the working directory, the config files it reads, the environment):
-//! `stockade::command_rules`.
+//! A program stockade has no model of also reads files it is not given: `make` its Makefile,
+//! `docker build .` its Dockerfile, `npm test` the scripts of `package.json`, `just`, `rake`,
+//! `tox` theirs, all from the working directory. The working directory is an argument too, so
+//! [`check_workspace_files`] refuses such a run from a directory in a writable root (the
+//! sandbox could have written what it reads there), and any word naming a path in one
+//! (`-f ./x.mk`, `-C /ws`, `/ws/Dockerfile`, `--file=...`, each `a:b` element: the command
+//! layer's path candidates), unless the entry says `runs_workspace_files = true` (the user
+//! accepts that the program runs the workspace's files on the host). git has its own check of
+//! where it runs (`stockade::command_rules::check_git_place`).
+//!
+//! What is checked here is the argv (and, for a program without a model, the paths it
+//! names). The orchestrator checks the rest (the repository git would use from the working
+//! directory, the config files it reads, the environment): `stockade::command_rules`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::{Construct, Refusal};
 
@@ -34,6 +44,9 @@ pub struct Entry<'a> {
     pub file: Option<&'a Path>,
     /// Its `allowed_args` (`None`: not given).
     pub allowed_args: Option<&'a [String]>,
+    /// Its `runs_workspace_files`: a program without a model may run from a writable root and
+    /// be given paths there.
+    pub runs_workspace_files: bool,
 }
 
 impl Entry<'_> {
@@ -53,6 +66,15 @@ impl Entry<'_> {
             quoted.join(", "),
             self.index
         )
+    }
+
+    /// The entry, and where it is written: `[[commands]] entry 3 in /p.toml`.
+    fn named(&self) -> String {
+        let file = self
+            .file
+            .map(|f| format!(" in {}", f.display()))
+            .unwrap_or_default();
+        format!("[[commands]] entry {}{file}", self.index)
     }
 
     fn refuse(&self, words: &[&str], why: impl std::fmt::Display) -> Refusal {
@@ -115,6 +137,147 @@ pub fn check(program: &Path, args: &[String], cwd: &Path, entry: &Entry) -> Resu
         )),
         None => Ok(()),
     }
+}
+
+/// Where an excluded `program` stockade has no model of runs, and the paths it is given:
+/// refused when `cwd` lies in one of `roots` (the run's writable roots, canonical), when one
+/// of `config_dirs` does (the home, `$XDG_CONFIG_HOME`: where programs read their per-user
+/// configuration, `~/.npmrc`, `~/.docker/config.json`), or when a word of `args` names a
+/// path in one (the command layer's path candidates: the word, the value after `=`, `-fX`,
+/// `@file`, each `a:b` element, a `file://` URL; absolute, or relative to `cwd`), unless the
+/// entry has `runs_workspace_files`. Such a program reads files it is not given from where it
+/// runs (a Makefile, a Dockerfile, `package.json` scripts) and takes the paths it is given as
+/// build files, configs or scripts: whatever the sandbox wrote there would run on the host.
+/// A path is in a root when it, or any directory on the way to it, leads there (links
+/// followed, dangling ones too; the nearest existing ancestor for a path that does not exist
+/// yet): a path through a writable root is one the sandbox can redirect between this check
+/// and the program's `open`. git (a program with a model) passes here: its place is checked
+/// by its own rules.
+pub fn check_workspace_files(
+    program: &Path,
+    args: &[String],
+    cwd: &Path,
+    config_dirs: &[PathBuf],
+    roots: &[PathBuf],
+    entry: &Entry,
+) -> Result<(), Refusal> {
+    if has_model(program) || entry.runs_workspace_files {
+        return Ok(());
+    }
+    let name = program.file_name().map_or_else(
+        || program.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let accept = format!(
+        "`runs_workspace_files = true` in {} accepts that it runs the workspace's files on the host",
+        entry.named()
+    );
+    if let Some((real, root)) = reaches(cwd, roots) {
+        return Err(Refusal::new(
+            Construct::ExcludedWorkspaceFiles,
+            cwd.display(),
+            format!(
+                "{} would run in {}, which lies in the writable root {} ({}): {name} on the host reads files from its working directory (a Makefile, a Dockerfile, package.json scripts), and the sandbox could have written them; run it from a directory outside every writable root, or {accept}",
+                program.display(),
+                cwd.display(),
+                root.display(),
+                real.display()
+            ),
+        ));
+    }
+    for dir in config_dirs {
+        if let Some((real, root)) = reaches(dir, roots) {
+            return Err(Refusal::new(
+                Construct::ExcludedWorkspaceFiles,
+                dir.display(),
+                format!(
+                    "{} lies in the writable root {} ({}): {name} on the host reads its per-user configuration there (~/.npmrc, ~/.docker/config.json, ...), and the sandbox could have written it; keep the home out of the workspace and --allow-write paths, or {accept}",
+                    dir.display(),
+                    root.display(),
+                    real.display()
+                ),
+            ));
+        }
+    }
+    let real_cwd = leads_to(cwd);
+    for word in args {
+        for candidate in super::path_candidates(word) {
+            let p = Path::new(&candidate);
+            let path = if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                real_cwd.join(p)
+            };
+            if let Some((real, root)) = reaches(&path, roots) {
+                return Err(Refusal::new(
+                    Construct::ExcludedWorkspaceFiles,
+                    word,
+                    format!(
+                        "`{word}` names {}, which leads into the writable root {} ({}): {name} on the host would read it (a build file, a config, a script), and the sandbox could have written it; give {} no path in a writable root, or {accept}",
+                        path.display(),
+                        root.display(),
+                        real.display(),
+                        program.display(),
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Where `path` (absolute), or a directory on the way to it, leads into one of `roots`: that
+/// place and the root. `None`: no step of it is the sandbox's.
+fn reaches<'r>(path: &Path, roots: &'r [PathBuf]) -> Option<(PathBuf, &'r PathBuf)> {
+    path.ancestors().find_map(|a| {
+        let real = leads_to(a);
+        let root = roots.iter().find(|r| real.starts_with(r))?;
+        Some((real, root))
+    })
+}
+
+/// Where `p` (absolute) leads: its nearest existing ancestor made canonical (links followed),
+/// the rest as written with `.` dropped; `..` in the rest is taken lexically (the kernel would
+/// fail on the missing component before it, so the result is only ever more inside).
+fn leads_to(p: &Path) -> PathBuf {
+    leads_to_depth(p, 0)
+}
+
+fn leads_to_depth(p: &Path, depth: u32) -> PathBuf {
+    use std::path::Component;
+    let mut existing = p.to_path_buf();
+    let mut rest: Vec<std::ffi::OsString> = Vec::new();
+    while std::fs::symlink_metadata(&existing).is_err() {
+        match (existing.file_name(), existing.parent()) {
+            (Some(n), Some(parent)) => {
+                rest.push(n.to_os_string());
+                existing = parent.to_path_buf();
+            }
+            _ => break,
+        }
+    }
+    let mut out = match std::fs::canonicalize(&existing) {
+        Ok(real) => real,
+        // A dangling link: where it would lead once its target exists (bounded, as the
+        // kernel bounds a chain of links).
+        Err(_) => match std::fs::read_link(&existing) {
+            Ok(target) if depth < 40 => {
+                let parent = existing.parent().map(Path::to_path_buf).unwrap_or_default();
+                leads_to_depth(&parent.join(target), depth + 1)
+            }
+            _ => existing,
+        },
+    };
+    for c in rest.iter().rev() {
+        match Path::new(c).components().next() {
+            Some(Component::ParentDir) => {
+                out.pop();
+            }
+            Some(Component::CurDir) | None => {}
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 /// git's arguments, by allow-list.
@@ -1620,6 +1783,7 @@ mod tests {
             index: 3,
             file: Some(Path::new("/home/u/.config/stockade/policy.toml")),
             allowed_args: allowed,
+            runs_workspace_files: false,
         }
     }
 
@@ -1874,6 +2038,110 @@ mod tests {
         assert!(check(make, &words("test -j4"), &cwd, &e).is_ok());
         let refused = check(make, &words("test -f ./evil.mk"), &cwd, &e).expect_err("-f");
         assert_eq!(refused.text, "-f");
+    }
+
+    /// A program without a model reads files from where it runs and from the paths it is
+    /// given: both must lie outside the writable roots, unless the entry accepts it.
+    #[test]
+    fn a_program_without_a_model_runs_no_workspace_file() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let base = std::fs::canonicalize(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        let ws = base.join("ws");
+        let out = base.join("out");
+        for d in [ws.join("sub"), out.clone()] {
+            std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("{e}"));
+        }
+        std::fs::write(ws.join("x.mk"), "all:\n").unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink(ws.join("x.mk"), out.join("link.mk"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink(ws.join("later.mk"), out.join("dangling.mk"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let roots = vec![ws.clone()];
+        let make = Path::new("/usr/bin/make");
+        let star = vec!["*".to_string()];
+        let e = entry(Some(&star));
+        let home = base.join("home");
+        let config = vec![home.clone(), home.join(".config")];
+        let run = |cwd: &Path, args: &str| {
+            check_workspace_files(make, &words(args), cwd, &config, &roots, &e)
+        };
+        std::os::unix::fs::symlink(&out, ws.join("to-out")).unwrap_or_else(|e| panic!("{e}"));
+        // The working directory in a writable root (its top, or below), whatever the words.
+        for cwd in [ws.clone(), ws.join("sub"), ws.join("sub/..")] {
+            let refused = run(&cwd, "test").expect_err("cwd in the workspace");
+            assert_eq!(refused.construct, Construct::ExcludedWorkspaceFiles);
+            for part in [
+                "/usr/bin/make would run in",
+                &format!("the writable root {}", ws.display()),
+                "reads files from its working directory (a Makefile, a Dockerfile, package.json scripts)",
+                "`runs_workspace_files = true` in [[commands]] entry 3 in /home/u/.config/stockade/policy.toml",
+                "outside every writable root",
+            ] {
+                assert!(refused.reason.contains(part), "{part}: {}", refused.reason);
+            }
+        }
+        // Outside: everyday words pass.
+        assert!(run(&out, "test -j4").is_ok());
+        assert!(run(&out, "").is_ok());
+        // Words naming a path in the workspace: absolute, relative, `..`, glued to an
+        // option, after `=`, in an `a:b` list, through a link (dangling too), not yet there.
+        let ws_s = ws.display().to_string();
+        for args in [
+            format!("-f {ws_s}/x.mk"),
+            format!("-C {ws_s}"),
+            format!("-C{ws_s}/sub"),
+            format!("--file={ws_s}/x.mk"),
+            format!("--include-dir=/usr:{ws_s}"),
+            "-f ../ws/x.mk".to_string(),
+            "-f link.mk".to_string(),
+            "-f ./dangling.mk".to_string(),
+            format!("-f {ws_s}/new/later.mk"),
+            format!("@{ws_s}/args"),
+            format!("file://{ws_s}/x.mk"),
+            // Out again, but through a link in the workspace the sandbox can turn.
+            format!("-f {ws_s}/to-out/link.mk"),
+            format!("-f {ws_s}/to-out/../out/x.mk"),
+        ] {
+            let refused = run(&out, &args).expect_err(&args);
+            assert_eq!(
+                refused.construct,
+                Construct::ExcludedWorkspaceFiles,
+                "{args}"
+            );
+            assert!(
+                refused.reason.contains("runs_workspace_files = true"),
+                "{args}: {}",
+                refused.reason
+            );
+        }
+        // Paths outside every root pass.
+        assert!(run(&out, &format!("-f {}/x.mk -C /usr", out.display())).is_ok());
+        assert!(run(&out, "-f ../ws-not/x.mk").is_ok());
+        // The per-user configuration (the home, $XDG_CONFIG_HOME) in a writable root.
+        for dirs in [vec![ws.clone()], vec![home.clone(), ws.join(".config")]] {
+            let refused = check_workspace_files(make, &words("test"), &out, &dirs, &roots, &e)
+                .expect_err("config in the workspace");
+            assert_eq!(refused.construct, Construct::ExcludedWorkspaceFiles);
+            assert!(
+                refused.reason.contains("per-user configuration"),
+                "{}",
+                refused.reason
+            );
+        }
+        // The entry accepts it: everything passes.
+        let accepted = Entry {
+            runs_workspace_files: true,
+            ..entry(Some(&star))
+        };
+        let ws_config = vec![ws.clone()];
+        let accepts = |cwd: &Path, args: &str| {
+            check_workspace_files(make, &words(args), cwd, &ws_config, &roots, &accepted)
+        };
+        assert!(accepts(&ws, "test").is_ok());
+        assert!(accepts(&out, &format!("-f {ws_s}/x.mk")).is_ok());
+        // git has its own rules for where it runs.
+        let git = Path::new("/usr/bin/git");
+        assert!(check_workspace_files(git, &words("status"), &ws, &ws_config, &roots, &e).is_ok());
     }
 
     #[test]
