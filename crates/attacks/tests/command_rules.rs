@@ -553,6 +553,11 @@ fn an_excluded_make_does_not_run_the_makefile_the_sandbox_wrote() {
             make.display()
         ),
     );
+    let ws = fx.ws.display().to_string();
+    fx.stockade(["policy", "show", "--workspace", &ws, "--policy", &accepted])
+        .run()
+        .assert_success()
+        .assert_stdout_contains("runs_workspace_files");
     fx.sandbox_argv(&["--policy", &accepted], &["make", "test"])
         .run()
         .assert_success()

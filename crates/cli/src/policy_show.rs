@@ -83,6 +83,7 @@ impl Shown<'_> {
         out.extend(self.limits());
         out.extend(self.environment());
         out.extend(self.credentials());
+        out.extend(self.commands());
         out.push(String::new());
         out.push(
             "Tags say where a part came from. `stockade policy show --json` prints all of it: \
@@ -413,6 +414,51 @@ impl Shown<'_> {
             ),
             format!("  set              {}", tagged(Field::EnvSet, &set)),
         ]
+    }
+
+    /// `[[commands]]` entries, when there are any: what each grants, or that it runs its
+    /// program outside the sandbox and with what.
+    fn commands(&self) -> Vec<String> {
+        let rules = &self.policy.commands;
+        if rules.is_empty() {
+            return Vec::new();
+        }
+        let mut out = vec![format!(
+            "commands     {} [[commands]] entr{} [policy file]",
+            rules.len(),
+            if rules.len() == 1 { "y" } else { "ies" }
+        )];
+        for (i, r) in rules.iter().enumerate() {
+            let what = if r.excluded {
+                let args = match &r.allowed_args {
+                    None => "no allowed_args: only git runs without them".to_string(),
+                    Some(a) if a.is_empty() => "allowed_args none".to_string(),
+                    Some(a) => format!("allowed_args {}", a.join(" ")),
+                };
+                let files = if r.runs_workspace_files {
+                    "; runs_workspace_files: it may run from a writable root and read files there the sandbox could have written"
+                } else {
+                    ""
+                };
+                format!("excluded: runs OUTSIDE the sandbox; {args}{files}")
+            } else {
+                let mut grants = Vec::new();
+                for (key, list) in [
+                    ("allow_write", &r.allow_write),
+                    ("allow_read", &r.allow_read),
+                    ("allow_domains", &r.allow_domains),
+                    ("allow_hosts", &r.allow_hosts),
+                    ("env", &r.env),
+                ] {
+                    if !list.is_empty() {
+                        grants.push(format!("{key} {}", list.join(" ")));
+                    }
+                }
+                grants.join("; ")
+            };
+            out.push(format!("  {i} {:<14} {what}", r.program));
+        }
+        out
     }
 
     fn credentials(&self) -> Vec<String> {
