@@ -176,6 +176,10 @@ fn has_a_place(request: &RunRequest) -> bool {
 /// otherwise take the supervisor's own directory for a protected path the run created.
 pub(crate) fn make(request: &RunRequest) -> Option<PathBuf> {
     let dir = dir(request).filter(|_| has_a_place(request))?;
+    // Made by an earlier run (the common case, and the second call of a run): one `lstat`.
+    if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+        return Some(dir);
+    }
     // The directories above it with the usual modes (`~/.local` made 0700 kept a nested
     // stockade, run inside a root caller's sandbox, from its state directory: it then failed
     // on the trust store instead of saying what the sandbox lacks); the journals' own 0700.
