@@ -53,9 +53,10 @@ impl ScanError {
                 "allow a narrower directory; /, /dev, /proc and /sys cannot be made writable"
                     .into(),
             ),
-            ScanError::GrantThroughLink { real, .. } => Some(format!(
-                "if {} is what you mean, name it instead (or besides): a grant of the real path is taken as written; otherwise remove the link",
-                real.display()
+            ScanError::GrantThroughLink { real, link, .. } => Some(format!(
+                "if {real} is what you mean, name it by its own path instead (or besides): --allow-write {real} / --allow-read {real} as the grant was, or --workspace {real}; otherwise remove the link {link}",
+                real = real.display(),
+                link = link.display(),
             )),
             ScanError::PrivateDirLink(_) => Some(
                 "replace the link by a plain directory (or remove it: a preset makes it), then run again".into(),
