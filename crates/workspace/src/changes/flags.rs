@@ -7,8 +7,10 @@
 //! [`DEFAULT_SIZE_THRESHOLD`], replacing no file `diff` cannot show; and in no place the host
 //! runs code from: the catalogue ([`policy::HOST_EXEC`], [`policy::host_exec::HOST_RUN`]:
 //! build files, start-up files, tools' configurations, bytecode, caches and installed
-//! packages), the run's protected paths, a git directory. Links and special files are
-//! always flagged. Every other entry carries at least one flag saying why (the last resort
+//! packages), the run's protected paths, a git directory. The catalogue's names and `.git`
+//! match whatever their case (`MAKEFILE`, `dockerfile`, `.ENVRC`, `.GIT`): tools read case
+//! variants, and a case-insensitive filesystem takes any case for the same file. Links and
+//! special files are always flagged. Every other entry carries at least one flag saying why (the last resort
 //! is `not-plain`).
 
 use std::os::unix::ffi::OsStrExt;
@@ -63,7 +65,27 @@ fn flag(code: &'static str, reason: String) -> Flag {
     Flag { code, reason }
 }
 
-/// Whether `name` matches `pattern` (`*`: any run of bytes, `?`: one byte).
+/// A name as the catalogue compares it: case folded. The catalogue's names are matched
+/// whatever their case: tools read case variants themselves (make reads `makefile` and
+/// `GNUmakefile`, compose `compose.yaml` and `docker-compose.yml`), and on a case-insensitive
+/// filesystem (a directory from macOS, NTFS or FAT, an ext4 `casefold` directory) any case
+/// names the same file. Flagging more never applies less. A UTF-8 name is folded a character
+/// at a time through upper then lower case, so the characters such filesystems fold onto
+/// ASCII letters (`ſ`, `ı`, the Kelvin sign) match too; another name is folded as ASCII.
+fn fold(name: &[u8]) -> Vec<u8> {
+    match std::str::from_utf8(name) {
+        Ok(s) if !s.is_ascii() => s
+            .chars()
+            .flat_map(char::to_uppercase)
+            .flat_map(char::to_lowercase)
+            .collect::<String>()
+            .into_bytes(),
+        _ => name.to_ascii_lowercase(),
+    }
+}
+
+/// Whether `name` matches `pattern` (`*`: any run of bytes, `?`: one byte), both already
+/// folded ([`fold`]).
 fn glob_component(pattern: &[u8], name: &[u8]) -> bool {
     let (mut p, mut n) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
@@ -91,17 +113,17 @@ fn glob_component(pattern: &[u8], name: &[u8]) -> bool {
 }
 
 /// Whether the relative `path` is a catalogue entry `pattern`, or lies below one, at any
-/// depth.
+/// depth, whatever the case of either ([`fold`]).
 pub(crate) fn matches_at_any_depth(pattern: &str, path: &Path) -> bool {
-    let pat: Vec<&[u8]> = pattern
+    let pat: Vec<Vec<u8>> = pattern
         .split('/')
         .filter(|c| !c.is_empty())
-        .map(str::as_bytes)
+        .map(|c| fold(c.as_bytes()))
         .collect();
-    let names: Vec<&[u8]> = path
+    let names: Vec<Vec<u8>> = path
         .components()
         .filter_map(|c| match c {
-            Component::Normal(n) => Some(n.as_bytes()),
+            Component::Normal(n) => Some(fold(n.as_bytes())),
             _ => None,
         })
         .collect();
@@ -271,9 +293,16 @@ pub(crate) fn flags_of(
             ));
         }
     }
-    let git_component = path.components().any(|c| c.as_os_str() == ".git");
+    // Any case: `.GIT` is the git directory on a case-insensitive filesystem.
+    let git_component = path
+        .components()
+        .any(|c| fold(c.as_os_str().as_bytes()) == b".git");
     if git_component || rec.in_git_dir {
-        let reason = if path.file_name().is_some_and(|n| n == ".git") && !is_dir_like {
+        let reason = if path
+            .file_name()
+            .is_some_and(|n| fold(n.as_bytes()) == b".git")
+            && !is_dir_like
+        {
             "a `.git` that is not a directory sends host git to another git directory (its hooks and config run)"
         } else {
             "inside a git directory: its hooks and config run code when host git runs here"
@@ -457,6 +486,48 @@ mod tests {
         "tools",
     ];
 
+    /// The catalogue matches names whatever their case (tools read variants; a
+    /// case-insensitive filesystem takes any case for the same file), and the characters
+    /// such filesystems fold onto ASCII letters. Controls: other names stay plain.
+    #[test]
+    fn catalogue_names_are_flagged_in_any_case() {
+        for (p, code) in [
+            ("MAKEFILE", "build-file"),
+            ("makefile", "build-file"),
+            ("gnumakefile", "build-file"),
+            ("sub/GNUMakefile", "build-file"),
+            ("dockerfile", "build-file"),
+            ("DOCKERFILE", "build-file"),
+            ("Docker-Compose.YML", "build-file"),
+            ("vagrantfile", "build-file"),
+            ("RAKEFILE", "build-file"),
+            ("gemfile", "build-file"),
+            ("BUILD.RS", "build-file"),
+            ("x/.CARGO/CONFIG.TOML", "host-executed"),
+            ("a/.VSCODE/tasks.json", "host-executed"),
+            // The Kelvin sign folds to `k`, the dotless i to `i`, the long s to `s`.
+            ("Ma\u{212A}efile", "build-file"),
+            ("Dockerf\u{131}le", "build-file"),
+            ("\u{17F}Con\u{17F}truct", "build-file"),
+        ] {
+            let got = path_codes(p);
+            assert!(got.contains(&code), "{p}: {got:?}");
+        }
+        let envrc = path_codes(".ENVRC");
+        assert!(envrc.contains(&"host-executed"), "{envrc:?}");
+        assert!(path_codes(".GIT/hooks/pre-commit").contains(&"git-internals"));
+        assert!(path_codes(".Git/config").contains(&"git-internals"));
+        // Controls: not catalogue names in any case.
+        for p in [
+            "MAKEFILE.md",
+            "docs/makefiles.txt",
+            "src/dockerfile_notes.txt",
+            "ENVRC",
+        ] {
+            assert!(path_codes(p).is_empty(), "{p}: {:?}", path_codes(p));
+        }
+    }
+
     #[test]
     fn a_name_the_listing_cannot_show_is_flagged() {
         assert_eq!(path_codes("src/a\u{200B}.py"), ["unshown-name"]);
@@ -531,7 +602,7 @@ mod tests {
                 "ecosystem.config.js",
                 "Brewfile",
             ],
-            &["docs/procfile.txt"],
+            &["docs/procfile-notes.txt"],
         );
     }
 
@@ -926,7 +997,7 @@ mod tests {
             "containers",
             "build-file",
             &["dockerfile", "docker/dockerfile"],
-            &["docs/dockerfile.md"],
+            &["docs/dockerfile-notes.md"],
         );
         family("infra", "build-file", &["vagrantfile"], &[]);
         family(
