@@ -10,18 +10,20 @@
 //! nothing is written through it. A file is written to `.stockade-apply-<random>` beside its
 //! destination (`O_CREAT | O_EXCL`, mode 0600), its content copied from the upper (opened
 //! `O_NOFOLLOW`, hashed on the way and compared with what `finish` recorded), fsynced, given
-//! its permission bits (never setuid, setgid or sticky) and renamed over the destination.
+//! its permission bits (never setuid, setgid or sticky) and renamed over the destination. A
+//! file with holes is written as one: its non-zero blocks at their offsets, then its size
+//! (`read::copy_file`), so a `truncate -s 60G` file stays sparse on the host, never 60 GiB of
+//! zeros.
 
 use std::collections::HashSet;
 use std::ffi::OsStr;
-use std::io::{self, Read, Write};
+use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, FileType as Ft, Gid, Mode, OFlags, Stat, Uid};
-use sha2::{Digest, Sha256};
 
-use super::read::hex;
+use super::read::copy_file;
 use super::select::{covers, open_parent, plan, select, user_path, Action};
 use super::{
     ApplyOptions, ApplyReport, ChangeKind, ChangesError, FileType, Flag, FlagRules, Recorded,
@@ -260,7 +262,7 @@ impl RunDir {
                 crate::beneath::resolve(),
             )
             .map_err(errno_io)?;
-            let mut out = std::fs::File::from(fd);
+            let out = std::fs::File::from(fd);
             let src = open_child(upper, e.path.as_os_str(), OFlags::RDONLY | OFlags::NONBLOCK)?;
             let st = rustix::fs::fstat(&src).map_err(errno_io)?;
             if kind(&st) != Ft::RegularFile {
@@ -268,7 +270,7 @@ impl RunDir {
                     "its upper copy is no longer a regular file",
                 ));
             }
-            let found = copy_hashing(std::fs::File::from(src), &mut out)?;
+            let found = copy_file(&std::fs::File::from(src), &out)?;
             if Some(&found) != e.sha256.as_ref() {
                 tampered = Some(found);
                 return Err(io::Error::other("its upper copy changed"));
@@ -319,24 +321,6 @@ fn replace_with(
         let _ = rustix::fs::unlinkat(parent, &tmp, AtFlags::empty());
     }
     done
-}
-
-/// Copies `src` to `out`, returning the SHA-256 (hex) of what was copied.
-fn copy_hashing(mut src: std::fs::File, out: &mut std::fs::File) -> io::Result<String> {
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 256 * 1024];
-    loop {
-        let n = match src.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        let chunk = buf.get(..n).unwrap_or_default();
-        h.update(chunk);
-        out.write_all(chunk)?;
-    }
-    Ok(hex(&h.finalize()))
 }
 
 /// Whether `name` is one of `apply`'s temporary names.

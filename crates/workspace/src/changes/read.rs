@@ -23,9 +23,11 @@ use crate::beneath::{errno_io, list, open_child, stat_child};
 /// Deeper upper trees are refused (the walk holds two descriptors per level).
 pub(crate) const MAX_DEPTH: usize = 256;
 
-/// Larger upper files make the change set unreadable ([`ChangesError::Unsupported`]): every
-/// read of the change set hashes each file whole, and a sparse file costs nothing to make
-/// (`truncate -s 16T`) but hours to hash, and as much disk to apply.
+/// Larger upper files without holes make the change set unreadable
+/// ([`ChangesError::Unsupported`]): every read of the change set hashes each file whole. A
+/// file with holes costs nothing to make (`truncate -s 16T`): it is read through its data
+/// extents only ([`nonzero_blocks`]), and it is more than this many bytes of data that is
+/// refused.
 pub(crate) const MAX_FILE_BYTES: u64 = 64 << 30;
 
 /// The kernel stamps ctimes from a clock that lags the one the run's start is read from by up
@@ -131,15 +133,190 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 /// What [`hash_file`] found.
 pub(crate) struct Hashed {
     pub(crate) sha256: String,
+    /// The file has a hole: its content is [`Content::Binary`] whatever its size.
+    pub(crate) sparse: bool,
     /// It starts with `#!`.
     pub(crate) script: bool,
     /// `None` when not asked for.
     pub(crate) content: Option<Content>,
 }
 
-/// Reads `file` to its end: its SHA-256, whether it starts with `#!`, and (`classify`) what
+/// The blocks a sparse file is read, hashed and copied in: aligned on this many bytes.
+pub(crate) const BLOCK: u64 = 4096;
+
+/// Whether `file` (of `size` bytes) has a hole: `SEEK_HOLE` from its start stops before its
+/// end. A filesystem that does not report holes reports none.
+pub(crate) fn has_hole(file: &std::fs::File, size: u64) -> io::Result<bool> {
+    if size == 0 {
+        return Ok(false);
+    }
+    let hole = match rustix::fs::seek(file, rustix::fs::SeekFrom::Hole(0)) {
+        Ok(hole) => hole < size,
+        Err(Errno::NXIO | Errno::INVAL) => false,
+        Err(e) => return Err(errno_io(e)),
+    };
+    rustix::fs::seek(file, rustix::fs::SeekFrom::Start(0)).map_err(errno_io)?;
+    Ok(hole)
+}
+
+/// Copies `src` to `out` (a new, empty file), returning the content identity of what was
+/// copied ([`hash_file`]'s). A file with a hole is copied as one: only its non-zero blocks
+/// are written, at their offsets, and `out` is given `src`'s size, so what was a hole (or a
+/// block of zeros) stays a hole where the filesystem has them, and copying a
+/// `truncate -s 60G` file writes nothing.
+pub(crate) fn copy_file(src: &std::fs::File, out: &std::fs::File) -> io::Result<String> {
+    use std::io::Write;
+    use std::os::unix::fs::FileExt;
+    let size = rustix::fs::fstat(src).map_err(errno_io)?.st_size as u64;
+    if has_hole(src, size)? {
+        let mut h = SparseHasher::new();
+        nonzero_blocks(src, size, |offset, bytes| {
+            h.block(offset, bytes);
+            out.write_all_at(bytes, offset)
+        })?;
+        out.set_len(size)?;
+        return Ok(h.finish(size));
+    }
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    let (mut from, mut to) = (src, out);
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let chunk = buf.get(..n).unwrap_or_default();
+        h.update(chunk);
+        to.write_all(chunk)?;
+    }
+    Ok(hex(&h.finalize()))
+}
+
+/// Calls `each(offset, bytes)` for every [`BLOCK`]-aligned block of `file` (the last one cut
+/// at `size`) that holds a byte other than zero, in order, reading only the file's data
+/// extents (`SEEK_DATA`/`SEEK_HOLE`): what lies in a hole reads as zeros, so no such block
+/// lies there. The cost is the data the file holds, not its apparent size: a
+/// `truncate -s 60G` file is a few system calls. Which blocks are passed depends only on the
+/// bytes, not on where the filesystem put its holes. Returns the bytes read; more than
+/// [`MAX_FILE_BYTES`] is refused.
+pub(crate) fn nonzero_blocks(
+    file: &std::fs::File,
+    size: u64,
+    mut each: impl FnMut(u64, &[u8]) -> io::Result<()>,
+) -> io::Result<u64> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; 64 * BLOCK as usize];
+    let (mut pos, mut read) = (0u64, 0u64);
+    while pos < size {
+        let data = match rustix::fs::seek(file, rustix::fs::SeekFrom::Data(pos)) {
+            Ok(d) => d,
+            Err(Errno::NXIO) => break,
+            Err(e) => return Err(errno_io(e)),
+        };
+        let start = (data / BLOCK * BLOCK).max(pos);
+        if start >= size {
+            break;
+        }
+        let hole = match rustix::fs::seek(file, rustix::fs::SeekFrom::Hole(data)) {
+            Ok(h) => h,
+            Err(Errno::NXIO) => size,
+            Err(e) => return Err(errno_io(e)),
+        };
+        let end = hole
+            .div_ceil(BLOCK)
+            .saturating_mul(BLOCK)
+            .max(start + BLOCK)
+            .min(size);
+        let mut off = start;
+        while off < end {
+            let want = usize::try_from((end - off).min(buf.len() as u64)).unwrap_or(buf.len());
+            let chunk = buf.get_mut(..want).unwrap_or_default();
+            file.read_exact_at(chunk, off).map_err(|e| match e.kind() {
+                io::ErrorKind::UnexpectedEof => {
+                    io::Error::other("the file shrank while it was read")
+                }
+                _ => e,
+            })?;
+            read += want as u64;
+            if read > MAX_FILE_BYTES {
+                return Err(io::Error::other(format!(
+                    "over {MAX_FILE_BYTES} bytes of data, more than a change set may hold"
+                )));
+            }
+            for (i, block) in chunk.chunks(BLOCK as usize).enumerate() {
+                if block.iter().any(|&b| b != 0) {
+                    each(off + i as u64 * BLOCK, block)?;
+                }
+            }
+            off += want as u64;
+        }
+        pos = end;
+    }
+    Ok(read)
+}
+
+/// What opens a sparse file's hash (see [`hash_file`]).
+const SPARSE_TAG: &[u8] = b"stockade sparse file v1\0";
+
+/// The content identity of a sparse file: SHA-256 over [`SPARSE_TAG`], each non-zero block
+/// ([`nonzero_blocks`]) as its offset and bytes, and the file's size.
+pub(crate) struct SparseHasher(Sha256);
+
+impl SparseHasher {
+    pub(crate) fn new() -> SparseHasher {
+        let mut h = Sha256::new();
+        h.update(SPARSE_TAG);
+        SparseHasher(h)
+    }
+
+    pub(crate) fn block(&mut self, offset: u64, bytes: &[u8]) {
+        self.0.update(offset.to_le_bytes());
+        self.0.update(bytes);
+    }
+
+    pub(crate) fn finish(mut self, size: u64) -> String {
+        self.0.update(size.to_le_bytes());
+        hex(&self.0.finalize())
+    }
+}
+
+/// Why a sparse file is no text a reviewer can judge.
+fn sparse_why(size: u64, data: u64) -> String {
+    format!("a sparse file of {size} bytes, {data} of them in data extents, the rest holes that read as NUL bytes")
+}
+
+/// Reads `file`: its content identity, whether it starts with `#!`, and (`classify`) what
 /// its content is to a reviewer ([`TextCheck`]).
+///
+/// The identity is the SHA-256 of the bytes, but for a file with a hole ([`has_hole`]): then
+/// it is a [`SparseHasher`]'s, made reading only the data extents, and its content is
+/// [`Content::Binary`] (its holes read as NUL bytes). Two files with the same bytes and holes
+/// have the same identity wherever their holes lie; a file with holes and one without never
+/// compare equal, which at worst shows an unchanged copy as a change. A run's sparse file
+/// (`truncate -s 60G f`) costs what it wrote, not its apparent size.
 pub(crate) fn hash_file(file: &mut std::fs::File, classify: bool) -> io::Result<Hashed> {
+    let size = rustix::fs::fstat(&*file).map_err(errno_io)?.st_size as u64;
+    if has_hole(file, size)? {
+        let mut h = SparseHasher::new();
+        let mut script = false;
+        let data = nonzero_blocks(file, size, |offset, bytes| {
+            if offset == 0 {
+                script = bytes.starts_with(b"#!");
+            }
+            h.block(offset, bytes);
+            Ok(())
+        })?;
+        return Ok(Hashed {
+            sha256: h.finish(size),
+            sparse: true,
+            script,
+            content: Some(Content::Binary {
+                why: sparse_why(size, data),
+            }),
+        });
+    }
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 64 * 1024];
     let mut head: Vec<u8> = Vec::with_capacity(2);
@@ -162,6 +339,7 @@ pub(crate) fn hash_file(file: &mut std::fs::File, classify: bool) -> io::Result<
     }
     Ok(Hashed {
         sha256: hex(&h.finalize()),
+        sparse: false,
         script: head == b"#!",
         content: check.map(TextCheck::finish),
     })
@@ -434,6 +612,7 @@ pub(crate) fn state_of(
                 ctime: ctime_ns(st).max(ctime_ns(&after)),
                 content: match (classify, small) {
                     (false, _) => None,
+                    (true, _) if hashed.sparse => hashed.content,
                     (true, false) => Some(Content::Large),
                     (true, true) => hashed.content,
                 },
@@ -814,7 +993,13 @@ impl Walker<'_, '_> {
                 self.walk_dir(fd.as_fd(), cl, &rel, hidden, git, depth + 1)?;
             }
             Ft::RegularFile => {
-                if st.st_size as u64 > MAX_FILE_BYTES {
+                let mut file = std::fs::File::from(
+                    open_regular(up, name).map_err(|e| self.upper_err(&rel, e))?,
+                );
+                // A file with holes costs the data it holds (see `hash_file`), bounded there.
+                if st.st_size as u64 > MAX_FILE_BYTES
+                    && !has_hole(&file, st.st_size as u64).map_err(|e| self.upper_err(&rel, e))?
+                {
                     return Err(ChangesError::Unsupported {
                         path: self.l.upper_path.join(&rel),
                         reason: format!(
@@ -823,18 +1008,18 @@ impl Walker<'_, '_> {
                         ),
                     });
                 }
-                let fd = open_regular(up, name).map_err(|e| self.upper_err(&rel, e))?;
-                let (_, copied_up) = self.opaque(fd.as_fd(), &rel, false)?;
+                let (_, copied_up) = self.opaque(file.as_fd(), &rel, false)?;
                 if !self.l.content && !compare {
                     self.record(&rel, b'f', mode, st.st_size as u64, b"");
                     return Ok(());
                 }
                 let small = st.st_size as u64 <= super::diff::MAX_DIFF_BYTES;
-                let hashed = hash_file(&mut std::fs::File::from(fd), compare && small)
-                    .map_err(|e| self.upper_err(&rel, e))?;
+                let hashed =
+                    hash_file(&mut file, compare && small).map_err(|e| self.upper_err(&rel, e))?;
                 let (sha, script) = (hashed.sha256, hashed.script);
                 let content = match (compare, small) {
                     (false, _) => None,
+                    (true, _) if hashed.sparse => hashed.content,
                     (true, false) => Some(Content::Large),
                     (true, true) => hashed.content,
                 };
