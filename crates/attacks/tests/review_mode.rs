@@ -674,3 +674,85 @@ fn review_true_in_a_policy_file_reviews_every_run() {
         .assert_success();
     assert!(fx.ws.join("direct.txt").exists());
 }
+
+/// A run's sparse file of huge apparent size (`truncate -s 60G`, one block of data) costs
+/// what the run wrote: `finish` records it (read through its data extents, not 60 GiB of
+/// zeros through the hasher: that took minutes of CPU per run before), flagged `binary`
+/// (saying it is sparse) and `large`, never cut or dropped; `apply` refuses it unaccepted,
+/// and accepted writes it sparse: the same size and bytes, a few blocks on the host's disk.
+/// Control: a file of zeros the run wrote as data is applied as data (its blocks allocated),
+/// without the sparse reason: apply keeps what the run made, it does not punch holes.
+#[test]
+fn a_huge_sparse_file_is_recorded_flagged_and_applied_sparse() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    use std::os::unix::fs::{FileExt, MetadataExt};
+    let fx = Fixture::without_git();
+    let script = "truncate -s 60G big && printf payload | dd of=big bs=4096 seek=262144 conv=notrunc 2>/dev/null \
+                  && head -c 1048576 /dev/zero > zeros && echo made";
+    let (run, id) = review(&fx, &[], script);
+    run.assert_success().assert_stdout_contains("made");
+    let id = id.expect("a pending change set");
+    let all = entries(&fx, &id);
+    let big = all
+        .iter()
+        .find(|c| c["path"] == "big")
+        .unwrap_or_else(|| panic!("big is not in the change set: {all:?}"));
+    assert_eq!(big["size"], 60u64 << 30, "{big}");
+    let flags = codes(big);
+    assert!(
+        flags.iter().any(|f| f == "binary") && flags.iter().any(|f| f == "large"),
+        "{big}"
+    );
+    let reasons = big["flags"].to_string();
+    if !reasons.contains("sparse") {
+        println!("n/a: the change store's filesystem keeps no holes: {big}");
+        return;
+    }
+    let zeros = all
+        .iter()
+        .find(|c| c["path"] == "zeros")
+        .expect("zeros in the change set");
+    assert!(!zeros["flags"].to_string().contains("sparse"), "{zeros}");
+
+    fx.stockade(["apply", &id])
+        .run()
+        .assert_code(125)
+        .assert_stderr_contains("E_CHANGES_FLAGGED");
+    assert!(!fx.ws.join("big").exists());
+    fx.stockade(["apply", &id, "--accept-flagged"])
+        .run()
+        .assert_success();
+    let m = std::fs::metadata(fx.ws.join("big")).unwrap();
+    assert_eq!(m.len(), 60 << 30);
+    assert!(m.blocks() * 512 < 1 << 20, "{} blocks on disk", m.blocks());
+    let mut buf = [0u8; 9];
+    std::fs::File::open(fx.ws.join("big"))
+        .unwrap()
+        .read_exact_at(&mut buf, (1 << 30) - 1)
+        .unwrap();
+    assert_eq!(&buf, b"\0payload\0");
+    // Control: the zeros the run wrote as data are data on the host too.
+    let z = std::fs::metadata(fx.ws.join("zeros")).unwrap();
+    assert_eq!(z.len(), 1 << 20);
+    assert!(z.blocks() * 512 >= 1 << 20, "{} blocks on disk", z.blocks());
+
+    // Under a disk bound the view's upper is a small tmpfs, where a sparse file fits at any
+    // apparent size: copied into the store as one (not 60 GiB of zeros), and applied so.
+    let fx = Fixture::without_git();
+    let (run, id) = review(&fx, &["--disk", "1M"], "truncate -s 60G big && echo made");
+    run.assert_success().assert_stdout_contains("made");
+    let id = id.expect("a pending change set");
+    let all = entries(&fx, &id);
+    assert!(
+        all.iter()
+            .any(|c| c["path"] == "big" && c["flags"].to_string().contains("sparse")),
+        "{all:?}"
+    );
+    fx.stockade(["apply", &id, "--accept", "big"])
+        .run()
+        .assert_success();
+    let m = std::fs::metadata(fx.ws.join("big")).unwrap();
+    assert_eq!((m.len(), m.blocks()), (60 << 30, 0));
+}
