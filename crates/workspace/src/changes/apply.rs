@@ -10,7 +10,10 @@
 //! nothing is written through it. A file is written to `.stockade-apply-<random>` beside its
 //! destination (`O_CREAT | O_EXCL`, mode 0600), its content copied from the upper (opened
 //! `O_NOFOLLOW`, hashed on the way and compared with what `finish` recorded), fsynced, given
-//! its permission bits (never setuid, setgid or sticky) and renamed over the destination. A
+//! its permission bits (never setuid or setgid) and renamed over the destination. A directory
+//! gets the bits the run gave it (a sticky bit included; never setuid or setgid), but one
+//! the run closed to its owner (`chmod 000`, `111`, `500`) is given them last, deepest first,
+//! after what it holds is written: until then its owner may read, write and search it. A
 //! file with holes is written as one: its non-zero blocks at their offsets, then its size
 //! (`read::copy_file`), so a `truncate -s 60G` file stays sparse on the host, never 60 GiB of
 //! zeros.
@@ -97,18 +100,21 @@ impl RunDir {
         let mut log = self.open_log()?;
         let mut done: Vec<PathBuf> = Vec::new();
         let mut failed = None;
+        let mut closed: Vec<(PathBuf, u32)> = Vec::new();
         for (e, action) in selected.iter().zip(actions) {
             let (op, list) = match action {
                 Action::Already => ("already", &mut report.already),
                 Action::Skip => ("skipped", &mut report.skipped),
-                Action::Write => match self.write_entry(root.as_fd(), upper.as_fd(), e, as_root) {
-                    Ok(Done::Written) => ("written", &mut report.written),
-                    Ok(Done::Deleted) => ("deleted", &mut report.deleted),
-                    Err(err) => {
-                        failed = Some(err);
-                        break;
+                Action::Write => {
+                    match self.write_entry(root.as_fd(), upper.as_fd(), e, as_root, &mut closed) {
+                        Ok(Done::Written) => ("written", &mut report.written),
+                        Ok(Done::Deleted) => ("deleted", &mut report.deleted),
+                        Err(err) => {
+                            failed = Some(err);
+                            break;
+                        }
                     }
-                },
+                }
             };
             list.push(e.path.clone());
             done.push(e.path.clone());
@@ -118,6 +124,14 @@ impl RunDir {
             }
         }
         drop(log);
+        // Directories the run closed to their owner get their bits last, deepest first, once
+        // what they hold is written (even after a failure: never left more open than the run
+        // made them but for their owner's bits).
+        for (path, mode) in closed.iter().rev() {
+            if let Err(err) = close_dir(root.as_fd(), path, *mode) {
+                failed.get_or_insert(err);
+            }
+        }
         // What was written is on disk before the record says so: an entry an interrupted
         // apply wrote but did not record is looked at again next time (and found `already`).
         rustix::fs::syncfs(&root).map_err(|e| ChangesError::Write {
@@ -150,6 +164,7 @@ impl RunDir {
         upper: BorrowedFd<'_>,
         e: &Recorded,
         as_root: bool,
+        closed: &mut Vec<(PathBuf, u32)>,
     ) -> Result<Done, ChangesError> {
         let fail = |cause: io::Error| ChangesError::Apply {
             path: e.path.clone(),
@@ -168,7 +183,22 @@ impl RunDir {
             Some(st) => (st.st_uid, st.st_gid),
             None => self.meta.workspace_owner,
         });
-        let mode = e.mode.unwrap_or(0o600) & 0o777;
+        // Never setuid or setgid; a directory keeps its sticky bit (it only restricts).
+        let mode = e.mode.unwrap_or(0o600)
+            & if e.file_type == FileType::Dir {
+                0o1777
+            } else {
+                0o777
+            };
+        // A directory is open to its owner until what it holds is written (`closed`).
+        let mut open_dir = |d: BorrowedFd<'_>| -> io::Result<()> {
+            let now = mode | 0o700;
+            chmod_fd(d, now)?;
+            if now != mode {
+                closed.push((e.path.clone(), mode));
+            }
+            Ok(())
+        };
         let done = match (e.kind, e.file_type) {
             (ChangeKind::Deleted, _) => {
                 remove_tree(parent, name).map_err(fail)?;
@@ -203,7 +233,7 @@ impl RunDir {
             }
             (ChangeKind::ModeChanged { .. } | ChangeKind::ReplacedDir, FileType::Dir) => {
                 let d = open_child(parent, name, OFlags::PATH | OFlags::DIRECTORY).map_err(fail)?;
-                chmod_fd(d.as_fd(), mode).map_err(fail)?;
+                open_dir(d.as_fd()).map_err(fail)?;
                 Done::Written
             }
             (_, FileType::Dir) => {
@@ -227,7 +257,7 @@ impl RunDir {
                     rustix::fs::fchown(&d, Some(Uid::from_raw(u)), Some(Gid::from_raw(g)))
                         .map_err(|e| fail(errno_io(e)))?;
                 }
-                chmod_fd(d.as_fd(), mode).map_err(fail)?;
+                open_dir(d.as_fd()).map_err(fail)?;
                 Done::Written
             }
             (_, FileType::Other) => {
@@ -295,6 +325,21 @@ impl RunDir {
             None => fail(cause),
         })
     }
+}
+
+/// Gives the directory `path` (relative to the workspace `root`) the bits `mode`, the run's,
+/// once what it holds is written.
+fn close_dir(root: BorrowedFd<'_>, path: &Path, mode: u32) -> Result<(), ChangesError> {
+    let fail = |cause: io::Error| ChangesError::Apply {
+        path: path.to_path_buf(),
+        cause,
+    };
+    let parent = open_parent(root, path).map_err(|why| fail(io::Error::other(why)))?;
+    let name = path
+        .file_name()
+        .ok_or_else(|| fail(io::Error::other("not a plain relative path")))?;
+    let d = open_child(parent.as_fd(), name, OFlags::PATH | OFlags::DIRECTORY).map_err(fail)?;
+    chmod_fd(d.as_fd(), mode).map_err(fail)
 }
 
 fn kind(st: &Stat) -> Ft {

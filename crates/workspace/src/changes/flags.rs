@@ -256,6 +256,15 @@ pub(crate) fn flags_of(
     if rec.file_type == FileType::File && !deleted {
         content_flags(rec, &mut out);
     }
+    if rec.file_type == FileType::Dir && !deleted && rec.mode.is_some_and(|m| m & 0o6000 != 0) {
+        out.push(flag(
+            "setuid",
+            format!(
+                "a directory carrying the setgid or setuid bit (mode {:o}): what is made in it takes its group; apply makes it without",
+                rec.mode.unwrap_or(0)
+            ),
+        ));
+    }
     if let (false, Some(why)) = (deleted, unshown_name(path)) {
         out.push(flag("unshown-name", why));
     }

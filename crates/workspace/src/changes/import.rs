@@ -27,36 +27,39 @@ impl RunDir {
         self.check_live()?;
         let from_path = Path::new("(bounded upper)");
         let lower = self.open_workspace()?;
-        let read_bounded = || -> Result<(OwnedFd, read::Scan), ChangesError> {
-            let src = open_child(
-                bounded,
-                OsStr::new("upper"),
-                OFlags::RDONLY | OFlags::DIRECTORY,
-            )
-            .map_err(|cause| ChangesError::Read {
-                path: from_path.to_path_buf(),
-                cause,
-            })?;
-            let scan = read::read(&Layers {
-                upper: src.as_fd(),
-                upper_path: from_path,
-                lower: Some((lower.as_fd(), self.meta.workspace.as_path())),
-                marks: self.marks(),
-                started_ns: self.meta.started_unix_ns,
-                content: true,
-            })?;
-            Ok((src, scan))
-        };
-        // What the command closed to its owner is opened up, as in `finish`.
-        let (src, scan) = match read_bounded() {
-            Err(e) if super::run::denied(&e) => {
-                super::run::open_up_tree(bounded, OsStr::new("upper")).map_err(|cause| {
-                    ChangesError::Read {
-                        path: from_path.to_path_buf(),
-                        cause,
-                    }
+        let read_bounded =
+            |run_modes: &read::RunModes| -> Result<(OwnedFd, read::Scan), ChangesError> {
+                let src = open_child(
+                    bounded,
+                    OsStr::new("upper"),
+                    OFlags::RDONLY | OFlags::DIRECTORY,
+                )
+                .map_err(|cause| ChangesError::Read {
+                    path: from_path.to_path_buf(),
+                    cause,
                 })?;
-                read_bounded()?
+                let scan = read::read(&Layers {
+                    upper: src.as_fd(),
+                    upper_path: from_path,
+                    lower: Some((lower.as_fd(), self.meta.workspace.as_path())),
+                    marks: self.marks(),
+                    started_ns: self.meta.started_unix_ns,
+                    content: true,
+                    run_modes,
+                })?;
+                Ok((src, scan))
+            };
+        // What the command closed to its owner is opened up, as in `finish`.
+        let (src, scan) = match read_bounded(&read::RunModes::new()) {
+            Err(e) if super::run::denied(&e) => {
+                let had =
+                    super::run::open_up_tree(bounded, OsStr::new("upper")).map_err(|cause| {
+                        ChangesError::Read {
+                            path: from_path.to_path_buf(),
+                            cause,
+                        }
+                    })?;
+                read_bounded(&had)?
             }
             r => r?,
         };

@@ -46,7 +46,8 @@
 //!   ([`ChangesError::Flagged`]) and entries whose workspace path is no longer in its base
 //!   state ([`ChangesError::Conflict`]). It writes each file atomically (a temporary file in
 //!   the destination directory, renamed over the destination), never follows a link in the
-//!   workspace, never sets setuid, setgid or sticky bits, and logs each path it wrote or
+//!   workspace, never sets setuid or setgid bits (a directory keeps the run's sticky bit; one the
+//!   run closed to its owner, `chmod 000`, gets its bits after what it holds), and logs each path it wrote or
 //!   removed to `<run-id>/applied.log` as it goes ([`RunDir::applied_log`]). What it did is
 //!   recorded in `meta.applied` once it is on disk (`syncfs`); an entry an interrupted apply
 //!   wrote but did not record is found in its target state next time (`already`).

@@ -108,7 +108,14 @@ pub(crate) struct Layers<'a> {
     /// Whether files' contents are read (and hashed). Without them (and without a lower)
     /// only [`Scan::shape_digest`] means anything.
     pub(crate) content: bool,
+    /// The permission bits the run gave entries the supervisor had to open up to read them
+    /// (`run::open_up_tree`), by path relative to the upper: the changes record these (and
+    /// `apply` writes them); the digests, what the upper holds.
+    pub(crate) run_modes: &'a RunModes,
 }
+
+/// See [`Layers::run_modes`].
+pub(crate) type RunModes = std::collections::BTreeMap<PathBuf, u32>;
 
 /// What a walk found.
 #[derive(Debug, Default)]
@@ -829,11 +836,12 @@ impl Walker<'_, '_> {
                 .as_ref()
                 .map_or(0, |t| t.as_os_str().len() as u64),
         };
+        let run_mode = self.l.run_modes.get(rel).copied();
         self.scan.entries.push(Recorded {
             path: rel.to_path_buf(),
             kind,
             file_type,
-            mode: up.map(perm),
+            mode: up.map(|st| run_mode.unwrap_or_else(|| perm(st))),
             size,
             sha256,
             symlink_target,
@@ -918,7 +926,9 @@ impl Walker<'_, '_> {
             Some(l) => stat_child(l, name).map_err(|e| self.lower_err(&rel, e))?,
             None => None,
         };
-        let mode = perm(&st);
+        // What the upper holds goes into the digests; what the run set, into the changes.
+        let up_mode = perm(&st);
+        let mode = self.l.run_modes.get(&rel).copied().unwrap_or(up_mode);
         let layers = self.l;
         let lower_state = |whole: bool| -> Result<LowerState, ChangesError> {
             match (&lower, low) {
@@ -933,7 +943,7 @@ impl Walker<'_, '_> {
                 let fd = open_child(up, name, OFlags::RDONLY | OFlags::DIRECTORY)
                     .map_err(|e| self.upper_err(&rel, e))?;
                 let (opaque, _) = self.opaque(fd.as_fd(), &rel, true)?;
-                self.record(&rel, b'd', mode, 0, if opaque { b"opaque" } else { b"" });
+                self.record(&rel, b'd', up_mode, 0, if opaque { b"opaque" } else { b"" });
                 let mut child_low = None;
                 if compare {
                     let none = (None, None, false, None);
@@ -1010,7 +1020,7 @@ impl Walker<'_, '_> {
                 }
                 let (_, copied_up) = self.opaque(file.as_fd(), &rel, false)?;
                 if !self.l.content && !compare {
-                    self.record(&rel, b'f', mode, st.st_size as u64, b"");
+                    self.record(&rel, b'f', up_mode, st.st_size as u64, b"");
                     return Ok(());
                 }
                 let small = st.st_size as u64 <= super::diff::MAX_DIFF_BYTES;
@@ -1023,7 +1033,7 @@ impl Walker<'_, '_> {
                     (true, false) => Some(Content::Large),
                     (true, true) => hashed.content,
                 };
-                self.record(&rel, b'f', mode, st.st_size as u64, sha.as_bytes());
+                self.record(&rel, b'f', up_mode, st.st_size as u64, sha.as_bytes());
                 if !compare {
                     return Ok(());
                 }
@@ -1061,7 +1071,7 @@ impl Walker<'_, '_> {
             Ft::Symlink => {
                 let target = read_link(up, name).map_err(|e| self.upper_err(&rel, e))?;
                 let t = target.as_os_str().as_bytes();
-                self.record(&rel, b'l', mode, t.len() as u64, t);
+                self.record(&rel, b'l', up_mode, t.len() as u64, t);
                 if !compare {
                     return Ok(());
                 }
@@ -1105,7 +1115,7 @@ impl Walker<'_, '_> {
             _ => {
                 let mut detail = (st.st_mode & !0o7777).to_le_bytes().to_vec();
                 detail.extend(st.st_rdev.to_le_bytes());
-                self.record(&rel, b'o', mode, 0, &detail);
+                self.record(&rel, b'o', up_mode, 0, &detail);
                 if !compare {
                     return Ok(());
                 }

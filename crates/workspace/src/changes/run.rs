@@ -285,6 +285,15 @@ impl RunDir {
 
     /// Reads the upper: against the workspace when `compare`, else for the digest only.
     pub(crate) fn scan(&self, compare: bool) -> Result<read::Scan, ChangesError> {
+        self.scan_with(compare, &read::RunModes::new())
+    }
+
+    /// [`RunDir::scan`], recording `run_modes` ([`read::Layers::run_modes`]).
+    pub(crate) fn scan_with(
+        &self,
+        compare: bool,
+        run_modes: &read::RunModes,
+    ) -> Result<read::Scan, ChangesError> {
         let upper = self.open_upper()?;
         let upper_path = self.upper();
         let lower = if compare {
@@ -301,6 +310,7 @@ impl RunDir {
             marks: self.marks(),
             started_ns: self.meta.started_unix_ns,
             content: true,
+            run_modes,
         })
     }
 
@@ -325,6 +335,7 @@ impl RunDir {
             marks: self.marks(),
             started_ns: self.meta.started_unix_ns,
             content: false,
+            run_modes: &read::RunModes::new(),
         })?
         .shape_digest;
         if found != *expected {
@@ -387,15 +398,16 @@ impl RunDir {
         }
         // A directory (or file) the command made that its owner cannot read (`chmod 000`)
         // stops the scan of an unprivileged supervisor: it is opened up, and read again.
+        // The change set records the bits the command set, and apply writes them.
         let scan = match self.scan(true) {
             Err(e) if denied(&e) => {
-                open_up_tree(self.fd.as_fd(), OsStr::new("upper")).map_err(|cause| {
+                let had = open_up_tree(self.fd.as_fd(), OsStr::new("upper")).map_err(|cause| {
                     ChangesError::Read {
                         path: self.upper(),
                         cause,
                     }
                 })?;
-                self.scan(true)?
+                self.scan_with(true, &had)?
             }
             r => r?,
         };
@@ -570,15 +582,19 @@ pub(crate) fn denied(e: &ChangesError) -> bool {
 /// so unreviewable, to an unprivileged supervisor. The change set then records (and `apply`
 /// writes) those entries with those bits. Every step goes through a descriptor of the
 /// directory above, never through a link; only what this process owns (or root) is changed.
+///
+/// Returns the bits each entry it opened up had (by path relative to `name`): the change set
+/// records those, the bits the run set ([`read::Layers::run_modes`]).
 pub(crate) fn open_up_tree(
     parent: std::os::fd::BorrowedFd<'_>,
     name: &OsStr,
-) -> std::io::Result<()> {
+) -> std::io::Result<read::RunModes> {
+    /// The bits `name` had, if it was opened up.
     fn open_up(
         parent: std::os::fd::BorrowedFd<'_>,
         name: &OsStr,
         dir: bool,
-    ) -> std::io::Result<()> {
+    ) -> std::io::Result<Option<u32>> {
         use rustix::fs::Access;
         let flags = if dir {
             OFlags::PATH | OFlags::DIRECTORY
@@ -592,36 +608,51 @@ pub(crate) fn open_up_tree(
             Access::READ_OK
         };
         if rustix::fs::accessat(&fd, "", need, AtFlags::EMPTY_PATH | AtFlags::EACCESS).is_ok() {
-            return Ok(());
+            return Ok(None);
         }
         let st = rustix::fs::fstat(&fd).map_err(io_err)?;
         let euid = rustix::process::geteuid();
         if !euid.is_root() && st.st_uid != euid.as_raw() {
-            return Ok(());
+            return Ok(None);
         }
         let bits = if dir { 0o700 } else { 0o400 };
-        crate::beneath::chmod_fd(fd.as_fd(), (st.st_mode & 0o7777) | bits)
+        let had = st.st_mode & 0o7777;
+        crate::beneath::chmod_fd(fd.as_fd(), had | bits)?;
+        Ok(Some(had))
     }
     fn walk(
         parent: std::os::fd::BorrowedFd<'_>,
         name: &OsStr,
+        rel: &Path,
         depth: usize,
+        had: &mut read::RunModes,
     ) -> std::io::Result<()> {
-        open_up(parent, name, true)?;
+        if let Some(m) = open_up(parent, name, true)? {
+            had.insert(rel.to_path_buf(), m);
+        }
         let dir = open_child(parent, name, OFlags::RDONLY | OFlags::DIRECTORY)?;
         for child in list(dir.as_fd())? {
             let Some(st) = stat_child(dir.as_fd(), &child)? else {
                 continue;
             };
+            let child_rel = rel.join(&child);
             match Ft::from_raw_mode(st.st_mode) {
-                Ft::Directory if depth < read::MAX_DEPTH => walk(dir.as_fd(), &child, depth + 1)?,
-                Ft::RegularFile => open_up(dir.as_fd(), &child, false)?,
+                Ft::Directory if depth < read::MAX_DEPTH => {
+                    walk(dir.as_fd(), &child, &child_rel, depth + 1, had)?
+                }
+                Ft::RegularFile => {
+                    if let Some(m) = open_up(dir.as_fd(), &child, false)? {
+                        had.insert(child_rel, m);
+                    }
+                }
                 _ => {}
             }
         }
         Ok(())
     }
-    walk(parent, name, 0)
+    let mut had = read::RunModes::new();
+    walk(parent, name, Path::new(""), 0, &mut had)?;
+    Ok(had)
 }
 
 pub(crate) fn check_relative(p: &Path) -> Result<(), String> {

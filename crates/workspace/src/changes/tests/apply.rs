@@ -619,3 +619,72 @@ fn a_file_the_host_deleted_after_the_run_copied_it_up_is_a_conflict() {
         }
     }
 }
+
+/// Directories keep the bits the run gave them: one closed to its owner (`000`, `111`,
+/// `500`) gets them after what it holds is written (before, apply made it and then could not
+/// write into it, or an unprivileged finish recorded the bits it had opened up), the sticky
+/// bit stays, setgid never reaches the workspace and is flagged (`setuid`), and a
+/// world-writable one needs acceptance. Controls: a plain directory is applied unflagged, and
+/// an existing directory the run closed gets its new files before its new bits.
+#[test]
+fn apply_gives_directories_the_modes_the_run_set_after_their_contents() {
+    let fx = Fx::new();
+    std::fs::create_dir(fx.ws.join("old")).unwrap();
+    chmod(&fx.ws.join("old"), 0o755);
+    let mut run = fx.start("dirmodes");
+    for (dir, mode) in [
+        ("d000", 0o000),
+        ("d111", 0o111),
+        ("d500", 0o500),
+        ("d1777", 0o1777),
+        ("d2755", 0o2755),
+        ("plain", 0o755),
+    ] {
+        up(&run, &format!("{dir}/inner/f"), "f\n");
+        chmod(&run.upper().join(dir), mode);
+    }
+    up(&run, "old/new", "n\n");
+    chmod(&up_dir(&run, "old"), 0o500);
+    let set = run.finish(&rules()).unwrap();
+    let mode_in = |path: &str| {
+        set.entries
+            .iter()
+            .find(|e| e.path == p(path))
+            .and_then(|e| e.mode)
+    };
+    assert_eq!(mode_in("d000"), Some(0o000));
+    assert_eq!(mode_in("d111"), Some(0o111));
+    assert_eq!(mode_in("d1777"), Some(0o1777));
+    assert_eq!(codes(&set, "d1777"), ["world-writable"]);
+    assert_eq!(codes(&set, "d2755"), ["setuid"]);
+    assert!(codes(&set, "d000").is_empty() && codes(&set, "plain").is_empty());
+    assert!(codes(&set, "old").is_empty());
+    // Unaccepted, the flagged ones are refused.
+    assert!(matches!(
+        run.apply(&ApplyOptions::default(), &rules()),
+        Err(ChangesError::Flagged(f)) if f.len() == 2
+    ));
+    run.apply(&accept_all(), &rules()).unwrap();
+    for (dir, mode) in [
+        ("d000", 0o000),
+        ("d111", 0o111),
+        ("d500", 0o500),
+        ("d1777", 0o1777),
+        ("d2755", 0o755),
+        ("plain", 0o755),
+        ("old", 0o500),
+    ] {
+        assert_eq!(mode_of(&fx.ws.join(dir)), mode, "{dir}");
+        chmod(&fx.ws.join(dir), 0o755);
+    }
+    for dir in ["d000", "d111", "d500", "d1777", "d2755", "plain"] {
+        assert_eq!(
+            std::fs::read_to_string(fx.ws.join(dir).join("inner/f")).unwrap(),
+            "f\n"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(fx.ws.join("old/new")).unwrap(),
+        "n\n"
+    );
+}
