@@ -756,3 +756,84 @@ fn a_huge_sparse_file_is_recorded_flagged_and_applied_sparse() {
     let m = std::fs::metadata(fx.ws.join("big")).unwrap();
     assert_eq!((m.len(), m.blocks()), (60 << 30, 0));
 }
+
+/// Directory modes a review run set reach the workspace as the run set them, or need
+/// acceptance: `chmod 000`, `111` and `500` directories (with files inside) are applied with
+/// those bits after their contents (an unprivileged finish recorded 0700, the bits it opened
+/// up to read them); `1777` keeps its sticky bit and is flagged `world-writable`; setgid is
+/// flagged `setuid` and never applied (the sandbox refuses set-id bits to the command; the
+/// unit tests make one by hand). Control: the same script in direct mode leaves the same
+/// modes in the workspace.
+#[test]
+fn directory_modes_the_run_set_are_applied_or_flagged() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    let open = |p: &Path| std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755));
+    let script = "for d in d000 d111 d500 d1777 dsg; do mkdir -p $d/in && echo $d > $d/in/f; done \
+                  && chmod 000 d000 && chmod 111 d111 && chmod 500 d500 && chmod 1777 d1777 \
+                  && { chmod 2755 dsg 2>/dev/null; echo made; }";
+    let fx = Fixture::without_git();
+    let (run, id) = review(&fx, &[], script);
+    run.assert_success().assert_stdout_contains("made");
+    let id = id.expect("a pending change set");
+    let set = changes(&fx, &id);
+    assert_eq!(flags_of(&set, "d1777"), ["world-writable"], "{set:?}");
+    for d in ["d000", "d111", "d500"] {
+        assert!(flags_of(&set, d).is_empty(), "{d}: {set:?}");
+    }
+    let all = entries(&fx, &id);
+    let recorded = |p: &str| {
+        all.iter()
+            .find(|c| c["path"] == p)
+            .and_then(|c| c["mode"].as_u64())
+    };
+    assert_eq!(recorded("d000"), Some(0o000));
+    assert_eq!(recorded("d111"), Some(0o111));
+    let sgid = recorded("dsg").unwrap_or(0) & 0o2000 != 0;
+    if sgid {
+        assert_eq!(flags_of(&set, "dsg"), ["setuid"], "{set:?}");
+    }
+    fx.stockade(["apply", &id])
+        .run()
+        .assert_code(125)
+        .assert_stderr_contains("E_CHANGES_FLAGGED");
+    assert!(!fx.ws.join("d000").exists());
+    fx.stockade(["apply", &id, "--accept-flagged"])
+        .run()
+        .assert_success();
+    for (d, want) in [
+        ("d000", 0o000),
+        ("d111", 0o111),
+        ("d500", 0o500),
+        ("d1777", 0o1777),
+        ("dsg", 0o755),
+    ] {
+        let p = fx.ws.join(d);
+        assert_eq!(mode(&p), want, "{d}");
+        open(&p).unwrap();
+        assert_eq!(read_text(&p.join("in/f")), Some(format!("{d}\n")));
+    }
+
+    // Control: direct mode leaves the modes the script set.
+    let fx = Fixture::without_git();
+    fx.sandbox(&[], script)
+        .run()
+        .assert_success()
+        .assert_stdout_contains("made");
+    for (d, want) in [
+        ("d000", 0o000),
+        ("d111", 0o111),
+        ("d500", 0o500),
+        ("d1777", 0o1777),
+    ] {
+        let p = fx.ws.join(d);
+        assert_eq!(mode(&p), want, "{d}");
+        open(&p).unwrap();
+    }
+    if sgid {
+        assert_eq!(mode(&fx.ws.join("dsg")), 0o2755);
+    }
+}
