@@ -837,3 +837,48 @@ fn directory_modes_the_run_set_are_applied_or_flagged() {
         assert_eq!(mode(&fx.ws.join("dsg")), 0o2755);
     }
 }
+
+/// Host-run files in other cases (`GNUMAKEFILE`, `DOCKERFILE`, `Vagrantfile` as
+/// `VAGRANTFILE`, `.ENVRC`, a hook under `.GIT`): make, docker and compose read case
+/// variants, and on a case-insensitive filesystem any case is the same file. Each is flagged
+/// and refused without acceptance. Control: a text file beside them is applied unflagged.
+#[test]
+fn host_run_files_in_any_case_are_flagged() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let names = [
+        "GNUMAKEFILE",
+        "DOCKERFILE",
+        "VAGRANTFILE",
+        ".ENVRC",
+        "sub/Docker-Compose.YML",
+        ".GIT/hooks/pre-commit",
+    ];
+    let fx = Fixture::without_git();
+    let script = "mkdir -p sub .GIT/hooks && for f in GNUMAKEFILE DOCKERFILE VAGRANTFILE .ENVRC sub/Docker-Compose.YML .GIT/hooks/pre-commit; do echo 'all: ; id' > $f; done && echo text > notes.txt";
+    let (run, id) = review(&fx, &[], script);
+    run.assert_success();
+    let id = id.expect("a pending change set");
+    let set = changes(&fx, &id);
+    for n in names {
+        assert!(!flags_of(&set, n).is_empty(), "{n}: {set:?}");
+    }
+    assert!(flags_of(&set, "notes.txt").is_empty(), "{set:?}");
+    fx.stockade(["apply", &id])
+        .run()
+        .assert_code(125)
+        .assert_stderr_contains("E_CHANGES_FLAGGED");
+    let mut only = vec!["apply", &id, "--exclude", ".GIT", "--exclude", "sub"];
+    for n in &names[..4] {
+        only.extend(["--exclude", n]);
+    }
+    fx.stockade(only).run().assert_success();
+    assert_eq!(
+        read_text(&fx.ws.join("notes.txt")).as_deref(),
+        Some("text\n")
+    );
+    for n in names {
+        assert!(!fx.ws.join(n).exists(), "{n} applied");
+    }
+}
