@@ -440,8 +440,8 @@ fn a_killed_gvisor_runs_swapped_git_dir_is_restored_by_the_next_run() {
     next.assert_stderr_contains("protected path replaced");
 }
 
-/// A review run whose change set cannot be read and sealed after the command ended (here: a
-/// 65 GiB sparse file, over what a change set may hold) still records the command's exit code
+/// A review run whose change set cannot be read and sealed after the command ended (here:
+/// directories nested 260 deep, deeper than a change set may be) still records the command's exit code
 /// and its end, with the error beside them: the report (`exit_code`, `review_error`), the
 /// audit log (`review_failed`, then `run_end` with the exit code), `--json`'s error line, and
 /// the change directory stays listed by `stockade runs`, with the reason; stockade exits 125. (Before: the error
@@ -460,7 +460,7 @@ fn a_review_run_whose_finish_fails_keeps_its_exit_code() {
     let run = fx
         .sandbox(
             &["--review", "--json", "--report", &rep, "--audit", &aud],
-            "echo kept > kept.txt; truncate -s 65G big; exit 4",
+            "echo kept > kept.txt; mkdir -p $(printf 'n/%.0s' $(seq 260)); exit 4",
         )
         .run();
     run.assert_code(125);
@@ -489,7 +489,7 @@ fn a_review_run_whose_finish_fails_keeps_its_exit_code() {
         "{}",
         runs.describe()
     );
-    // Control: without the huge file the change set is sealed and nothing failed.
+    // Control: without the deep tree the change set is sealed and nothing failed.
     let report2 = fx.out_file("sealed-review.json");
     let rep2 = report2.display().to_string();
     let run = fx
@@ -506,8 +506,8 @@ fn a_review_run_whose_finish_fails_keeps_its_exit_code() {
 
 /// A directory (and a file) the command made in its view and then made unreadable to its
 /// owner (`chmod 000`) no longer makes the finish of an unprivileged caller's review run fail
-/// (plain and under `--disk`): the change set is read, sealed and applied (the entries with
-/// their owner's bits added).
+/// (plain and under `--disk`): the change set is read, sealed and applied, the entries with
+/// the modes the command set (a directory gets its bits after what it holds is written).
 /// Control: such a directory really is closed to the caller (listing it fails on the host).
 /// As root the supervisor reads it anyway (`CAP_DAC_OVERRIDE`); the test checks the same.
 /// gVisor: n/a, review runs are native only.
@@ -539,6 +539,12 @@ fn a_review_run_that_leaves_a_mode_000_directory_finishes() {
         fx.stockade(["apply", &id, "--accept-flagged"])
             .run()
             .assert_success();
+        for p in ["d", "g"] {
+            use std::os::unix::fs::PermissionsExt;
+            let m = std::fs::symlink_metadata(fx.ws.join(p)).expect("applied");
+            assert_eq!(m.permissions().mode() & 0o7777, 0, "{p}");
+            attacks::chmod(&fx.ws.join(p), 0o755);
+        }
         let text = |p: &str| attacks::read_text(&fx.ws.join(p));
         assert_eq!(text("d/f").as_deref(), Some("x\n"));
         assert_eq!(text("g").as_deref(), Some("y\n"));
