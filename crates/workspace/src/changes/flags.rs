@@ -84,8 +84,8 @@ fn fold(name: &[u8]) -> Vec<u8> {
     }
 }
 
-/// Whether `name` matches `pattern` (`*`: any run of bytes, `?`: one byte), both already
-/// folded ([`fold`]).
+/// Whether `name` (folded: [`fold`]) matches `pattern` (`*`: any run of bytes, `?`: one
+/// byte; its ASCII letters in any case).
 fn glob_component(pattern: &[u8], name: &[u8]) -> bool {
     let (mut p, mut n) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
@@ -95,7 +95,7 @@ fn glob_component(pattern: &[u8], name: &[u8]) -> bool {
                 star = Some((p, n));
                 p += 1;
             }
-            Some(&c) if c == b'?' || c == name[n] => {
+            Some(&c) if c == b'?' || c.to_ascii_lowercase() == name[n] => {
                 p += 1;
                 n += 1;
             }
@@ -112,19 +112,33 @@ fn glob_component(pattern: &[u8], name: &[u8]) -> bool {
     pattern[p..].iter().all(|&c| c == b'*')
 }
 
-/// Whether the relative `path` is a catalogue entry `pattern`, or lies below one, at any
-/// depth, whatever the case of either ([`fold`]).
-pub(crate) fn matches_at_any_depth(pattern: &str, path: &Path) -> bool {
-    let pat: Vec<Vec<u8>> = pattern
-        .split('/')
-        .filter(|c| !c.is_empty())
-        .map(|c| fold(c.as_bytes()))
-        .collect();
-    let names: Vec<Vec<u8>> = path
-        .components()
+/// The names of the relative `path`, folded ([`fold`]): what [`matches_folded`] takes, made
+/// once per entry.
+fn folded_names(path: &Path) -> Vec<Vec<u8>> {
+    path.components()
         .filter_map(|c| match c {
             Component::Normal(n) => Some(fold(n.as_bytes())),
             _ => None,
+        })
+        .collect()
+}
+
+/// Whether the relative `path` is a catalogue entry `pattern`, or lies below one, at any
+/// depth, whatever the case of either ([`fold`]).
+#[cfg(test)]
+pub(crate) fn matches_at_any_depth(pattern: &str, path: &Path) -> bool {
+    matches_folded(pattern, &folded_names(path))
+}
+
+/// Whether a path (its [`folded_names`]) is the catalogue entry `pattern`, or lies below one,
+/// at any depth, whatever the case of either.
+fn matches_folded(pattern: &str, names: &[Vec<u8>]) -> bool {
+    let pat: Vec<std::borrow::Cow<'_, [u8]>> = pattern
+        .split('/')
+        .filter(|c| !c.is_empty())
+        .map(|c| match c.is_ascii() {
+            true => std::borrow::Cow::Borrowed(c.as_bytes()),
+            false => std::borrow::Cow::Owned(fold(c.as_bytes())),
         })
         .collect();
     if pat.is_empty() || pat.len() > names.len() {
@@ -187,11 +201,12 @@ pub(crate) fn flags_of(
     let path = &rec.path;
     let absolute = workspace.join(path);
     let deleted = rec.kind == ChangeKind::Deleted;
+    let names = folded_names(path);
 
     if let Some(e) = rules
         .host_exec
         .iter()
-        .find(|e| matches_at_any_depth(e.path, path))
+        .find(|e| matches_folded(e.path, &names))
     {
         out.push(flag(
             "host-executed",
@@ -202,7 +217,7 @@ pub(crate) fn flags_of(
         if let Some(e) = rules
             .host_run
             .iter()
-            .find(|e| matches_at_any_depth(e.path, path))
+            .find(|e| matches_folded(e.path, &names))
         {
             out.push(flag(e.kind.code(), format!("`{}`: {}", e.path, e.why)));
         }
