@@ -248,9 +248,10 @@ pub(crate) fn nonzero_blocks(
             })?;
             read += want as u64;
             if read > MAX_FILE_BYTES {
-                return Err(io::Error::other(format!(
-                    "over {MAX_FILE_BYTES} bytes of data, more than a change set may hold"
-                )));
+                return Err(io::Error::new(
+                    io::ErrorKind::FileTooLarge,
+                    format!("over {MAX_FILE_BYTES} bytes of data, more than a change set may hold"),
+                ));
             }
             for (i, block) in chunk.chunks(BLOCK as usize).enumerate() {
                 if block.iter().any(|&b| b != 0) {
@@ -1025,7 +1026,13 @@ impl Walker<'_, '_> {
                 }
                 let small = st.st_size as u64 <= super::diff::MAX_DIFF_BYTES;
                 let hashed =
-                    hash_file(&mut file, compare && small).map_err(|e| self.upper_err(&rel, e))?;
+                    hash_file(&mut file, compare && small).map_err(|e| match e.kind() {
+                        io::ErrorKind::FileTooLarge => ChangesError::Unsupported {
+                            path: self.l.upper_path.join(&rel),
+                            reason: format!("a sparse file of {} bytes: {e}", st.st_size),
+                        },
+                        _ => self.upper_err(&rel, e),
+                    })?;
                 let (sha, script) = (hashed.sha256, hashed.script);
                 let content = match (compare, small) {
                     (false, _) => None,
