@@ -796,6 +796,35 @@ fn files_the_start_up_files_source_cannot_be_planted() {
         "bash -ic 'echo started' 2>/dev/null",
     )
     .assert_shows("started");
+    // `stockade why` names the reason, for the existing file and the loop's directory.
+    for (path, state) in [
+        (".my_own_rc", "protected"),
+        (".my_rc.d/x.sh", "creation_refused"),
+    ] {
+        let run = fx
+            .stockade([
+                "why".as_ref(),
+                "--json".as_ref(),
+                "--workspace".as_ref(),
+                fx.home.as_os_str(),
+            ])
+            .arg(fx.home.join(path))
+            .cwd(&fx.home)
+            .run();
+        let v: serde_json::Value =
+            serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}\n{}", run.describe()));
+        assert_eq!(
+            v["write"]["allowed"].as_bool(),
+            Some(false),
+            "{path}: {v:#}"
+        );
+        assert_eq!(json_str(&v["write"], "state"), state, "{path}: {v:#}");
+        assert!(
+            json_str(&v["write"]["rule"], "text")
+                .contains("sourced by the home's shell start-up files"),
+            "{path}: {v:#}"
+        );
+    }
 }
 
 /// The caches host builds run from: a crate planted in `~/.cargo/registry` has its build.rs

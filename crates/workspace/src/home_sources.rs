@@ -57,7 +57,7 @@ pub(crate) fn applies(home: &Path, workspace: &Path, roots: &[PathBuf]) -> bool 
 /// The paths the home's start-up files source (see the module docs) that lie in a writable
 /// root, strictly below the home or elsewhere, and are neither the home nor hold a writable
 /// root. Lexically normal, not resolved (the scan resolves them as any protected path).
-pub(crate) fn sourced_paths(
+pub fn sourced_paths(
     host: &dyn HostView,
     home: &Path,
     workspace: &Path,

@@ -47,6 +47,7 @@ mod walk;
 
 pub use error::ScanError;
 pub use git::is_existing_config;
+pub use home_sources::sourced_paths as home_sourced_paths;
 pub use host::{DirStamp, Entry, HostView, Kind, RealHost};
 pub use sandbox::LinkedSecret;
 pub use scan::{

@@ -351,6 +351,23 @@ fn write_root_rule(
     }
 }
 
+/// The rule for a path the home's shell start-up files source (`. ~/.my_own_rc` in
+/// `~/.bashrc`), found by reading them as a run's scan does.
+fn sourced_rule(facts: &PathFacts<'_>, path: &Path) -> Option<Rule> {
+    let sourced = workspace::home_sourced_paths(
+        &workspace::RealHost,
+        &facts.ctx.home,
+        &facts.ctx.workspace,
+        &facts.ctx.writable_roots,
+    );
+    sourced.iter().find(|s| is_within(path, s)).map(|s| {
+        Rule::built_in(format!(
+            "{} is sourced by the home's shell start-up files (found by reading them)",
+            s.display()
+        ))
+    })
+}
+
 fn write(facts: &PathFacts<'_>, finder: &RuleFinder<'_>, path: &Path, exists: bool) -> Verdict {
     let plan = facts.plan;
     if plan.masked.iter().any(|m| is_within(path, m)) {
@@ -427,7 +444,10 @@ fn write(facts: &PathFacts<'_>, finder: &RuleFinder<'_>, path: &Path, exists: bo
     }
     if plan.protected.iter().any(|p| is_within(path, p)) {
         let (rule, allow) = protected_rule(facts.policy, finder, facts.ctx, path).unwrap_or_else(|| {
-            (Rule::built_in("git's own files (hooks, config, commondir) and the trust store stay read-only"), None)
+            let rule = sourced_rule(facts, path).unwrap_or_else(|| {
+                Rule::built_in("git's own files (hooks, config, commondir, what its configs include) and the trust store stay read-only")
+            });
+            (rule, None)
         });
         return Verdict {
             allowed: false,
@@ -446,7 +466,11 @@ fn write(facts: &PathFacts<'_>, finder: &RuleFinder<'_>, path: &Path, exists: bo
             let (mut rule, allow) = protected_rule(facts.policy, finder, facts.ctx, path)
                 .unwrap_or_else(|| {
                     (
-                        Rule::built_in("git's rules for what a git dir may hold"),
+                        sourced_rule(facts, path).unwrap_or_else(|| {
+                            Rule::built_in(
+                                "git's rules for what a git dir may hold and the files git's configs include",
+                            )
+                        }),
                         None,
                     )
                 });
