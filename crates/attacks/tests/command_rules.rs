@@ -502,6 +502,21 @@ fn an_excluded_make_does_not_run_the_makefile_the_sandbox_wrote() {
         .assert_stdout_contains("host-make-ok")
         .assert_stderr_contains("OUTSIDE the sandbox");
     assert!(!mark.exists());
+    // Also when the run can write a plain project directory below the home (`~/proj`, the
+    // normal workspace: no per-user configuration there).
+    let proj = fx.home.join("proj");
+    mkdir(&proj);
+    let proj_grant = proj.display().to_string();
+    fx.sandbox_argv(
+        &["--policy", &p, "--allow-write", &proj_grant],
+        &["make", "test"],
+    )
+    .cwd(&own)
+    .run()
+    .assert_success()
+    .assert_stdout_contains("host-make-ok")
+    .assert_stderr_contains("OUTSIDE the sandbox");
+    assert!(!mark.exists());
     // From there too, when the run can write where programs read their per-user
     // configuration (~/.config: `--allow-write`), which the sandbox could have written.
     let config = fx.home.join(".config");
@@ -529,10 +544,18 @@ fn an_excluded_make_does_not_run_the_makefile_the_sandbox_wrote() {
     let makefile = fx.ws.join("Makefile").display().to_string();
     let ws = fx.ws.display().to_string();
     let dir_flag = format!("--directory={ws}");
+    // make expands a leading `~` itself, with the HOME it gets (the fixture's, beside the
+    // workspace): `~/../ws/Makefile` is the planted Makefile (issue 30 red team, F3).
     for argv in [
         vec!["make", "-f", makefile.as_str(), "test"],
         vec!["make", "-C", ws.as_str(), "test"],
         vec!["make", dir_flag.as_str(), "test"],
+        vec!["make", "-f", "~/../ws/Makefile", "test"],
+        vec!["make", "--file=~/../ws/Makefile", "test"],
+        vec!["make", "-f~/../ws/Makefile", "test"],
+        vec!["make", "test", "MAKEFILES=~/../ws/Makefile"],
+        vec!["make", "-C", "~/../ws", "test"],
+        vec!["make", "-f", "~root/../../../../../../..", "test"],
     ] {
         fx.sandbox_argv(&["--policy", &any], &argv)
             .cwd(&fx.outside)
@@ -565,6 +588,133 @@ fn an_excluded_make_does_not_run_the_makefile_the_sandbox_wrote() {
     assert!(
         mark.exists(),
         "control: the accepted entry did not run the planted Makefile on the host"
+    );
+    // Control (c): make does expand `~`: with the line the refusal names, `-f
+    // ~/../ws/Makefile` from outside runs the planted recipe on the host; without it, a `~`
+    // form leading outside every root still runs (the user's own Makefile).
+    std::fs::remove_file(&mark).unwrap();
+    // (`policy` rewrites the one policy file.)
+    let any = policy(
+        &fx,
+        &format!(
+            "[[commands]]\nprogram = \"{}\"\nexcluded = true\nallowed_args = [\"*\"]\n",
+            make.display()
+        ),
+    );
+    fx.sandbox_argv(
+        &["--policy", &any],
+        &["make", "-f", "~/../outside/own/Makefile", "test"],
+    )
+    .cwd(&fx.outside)
+    .run()
+    .assert_success()
+    .assert_stdout_contains("host-make-ok");
+    assert!(!mark.exists());
+    let any_accepted = policy(
+        &fx,
+        &format!(
+            "[[commands]]\nprogram = \"{}\"\nexcluded = true\nallowed_args = [\"*\"]\nruns_workspace_files = true\n",
+            make.display()
+        ),
+    );
+    fx.sandbox_argv(
+        &["--policy", &any_accepted],
+        &["make", "-f", "~/../ws/Makefile", "test"],
+    )
+    .cwd(&fx.outside)
+    .run()
+    .assert_success()
+    .assert_stderr_contains("OUTSIDE the sandbox");
+    assert!(
+        mark.exists(),
+        "control: make -f ~/../ws/Makefile did not run the planted Makefile on the host"
+    );
+}
+
+/// `npm` excluded with `allowed_args = ["test"]`, run from a directory outside every writable
+/// root, with `--allow-write ~/.npmrc` (a root inside the home: the home itself is in no root).
+/// A sandboxed run sets npm's `script-shell` in `~/.npmrc` to a script in the workspace; the
+/// host's `npm test` would run it (issue 30 red team, F4; `~/.docker/cli-plugins` the same).
+/// Refused (`excluded_workspace_files`), naming the root and the per-user configuration.
+/// Controls: the line the refusal names (`runs_workspace_files = true`) runs the planted
+/// script on the host, and the same entry runs from there without the grant.
+#[test]
+fn an_excluded_npm_does_not_read_the_npmrc_the_sandbox_wrote() {
+    let fx = Fixture::new();
+    let Some(npm) = which("npm") else {
+        println!("skipped: no npm on this host");
+        return;
+    };
+    let mark = fx.outside.join("script-shell-ran");
+    let npmrc = fx.home.join(".npmrc");
+    write_file(&npmrc, "", 0o666);
+    let grant = npmrc.display().to_string();
+    let shell = fx.ws.join("sh.sh");
+    fx.sandbox(
+        &["--allow-write", &grant],
+        &format!(
+            "printf '#!/bin/sh\\ntouch %s\\nexec /bin/sh \"$@\"\\n' {} > {} && chmod +x {} && echo script-shell={} > ~/.npmrc && echo planted",
+            sh_quote(sh_quote(&mark)),
+            sh_quote(&shell),
+            sh_quote(&shell),
+            sh_quote(&shell)
+        ),
+    )
+    .run()
+    .assert_success()
+    .assert_stdout_contains("planted");
+    assert!(std::fs::read_to_string(&npmrc)
+        .unwrap()
+        .contains("script-shell="));
+    assert!(
+        !mark.exists(),
+        "the sandboxed run wrote outside the workspace"
+    );
+    let own = fx.outside.join("own");
+    mkdir(&own);
+    write_file(
+        &own.join("package.json"),
+        r#"{"name":"own","version":"1.0.0","scripts":{"test":"echo host-npm-ok"}}"#,
+        0o644,
+    );
+    let entry = |extra: &str| {
+        policy(
+            &fx,
+            &format!(
+                "[[commands]]\nprogram = \"{}\"\nexcluded = true\nallowed_args = [\"test\"]\n{extra}",
+                npm.display()
+            ),
+        )
+    };
+    let p = entry("");
+    fx.sandbox_argv(&["--policy", &p, "--allow-write", &grant], &["npm", "test"])
+        .cwd(&own)
+        .run()
+        .assert_code(125)
+        .assert_stderr_contains("excluded_workspace_files")
+        .assert_stderr_contains(&format!("the writable root {grant}"))
+        .assert_stderr_contains("per-user configuration and plugins there (~/.npmrc")
+        .assert_stderr_contains(&format!(
+            "`runs_workspace_files = true` in [[commands]] entry 0 in {p}"
+        ))
+        .assert_lacks("host-npm-ok");
+    assert!(
+        !mark.exists(),
+        "the excluded npm ran the sandbox's script-shell on the host"
+    );
+    // Control (a): the same attack with the line the refusal names runs the planted script.
+    let accepted = entry("runs_workspace_files = true\n");
+    fx.sandbox_argv(
+        &["--policy", &accepted, "--allow-write", &grant],
+        &["npm", "test"],
+    )
+    .cwd(&own)
+    .run()
+    .assert_success()
+    .assert_stderr_contains("OUTSIDE the sandbox");
+    assert!(
+        mark.exists(),
+        "control: the accepted entry's npm did not run the planted script-shell"
     );
 }
 

@@ -167,21 +167,30 @@ fn check_excluded(
         .find(|(k, _)| k == "XDG_CONFIG_HOME")
         .map(|(_, v)| PathBuf::from(v))
         .filter(|p| p.is_absolute());
-    // Where programs read their per-user configuration (a relative HOME is not checked
-    // there: the program would take it from its working directory, checked itself).
-    let config_dirs: Vec<PathBuf> = [
-        Some(home.clone()),
-        xdg.clone().or_else(|| Some(home.join(".config"))),
-    ]
-    .into_iter()
-    .flatten()
-    .filter(|p| p.is_absolute())
-    .collect();
+    // Where programs read their per-user configuration: the HOME the program gets and the
+    // account's home, $XDG_CONFIG_HOME or ~/.config (a relative HOME is not checked there:
+    // the program would take it from its working directory, checked itself; `~` in a word
+    // expands to it as the program would).
+    let mut homes: Vec<PathBuf> = vec![home.clone()];
+    if inv.home != home {
+        homes.push(inv.home.clone());
+    }
+    homes.retain(|p| p.is_absolute());
+    let config_dirs: Vec<PathBuf> = xdg
+        .clone()
+        .or_else(|| Some(home.join(".config")))
+        .into_iter()
+        .filter(|p| p.is_absolute())
+        .collect();
     guard::command::excluded::check_workspace_files(
         &matched.program,
         &matched.words[1..],
         &inv.cwd,
-        &config_dirs,
+        &guard::command::excluded::UserPlaces {
+            home: &home,
+            homes: &homes,
+            config_dirs: &config_dirs,
+        },
         roots,
         &entry,
     )?;

@@ -139,25 +139,55 @@ pub fn check(program: &Path, args: &[String], cwd: &Path, entry: &Entry) -> Resu
     }
 }
 
-/// Where an excluded `program` stockade has no model of runs, and the paths it is given:
-/// refused when `cwd` lies in one of `roots` (the run's writable roots, canonical), when one
-/// of `config_dirs` does (the home, `$XDG_CONFIG_HOME`: where programs read their per-user
-/// configuration, `~/.npmrc`, `~/.docker/config.json`), or when a word of `args` names a
-/// path in one (the command layer's path candidates: the word, the value after `=`, `-fX`,
-/// `@file`, each `a:b` element, a `file://` URL; absolute, or relative to `cwd`), unless the
-/// entry has `runs_workspace_files`. Such a program reads files it is not given from where it
-/// runs (a Makefile, a Dockerfile, `package.json` scripts) and takes the paths it is given as
-/// build files, configs or scripts: whatever the sandbox wrote there would run on the host.
-/// A path is in a root when it, or any directory on the way to it, leads there (links
-/// followed, dangling ones too; the nearest existing ancestor for a path that does not exist
-/// yet): a path through a writable root is one the sandbox can redirect between this check
-/// and the program's `open`. git (a program with a model) passes here: its place is checked
-/// by its own rules.
+/// Where programs read their per-user configuration and plugins, as the excluded program
+/// would find them.
+#[derive(Debug, Clone, Copy)]
+pub struct UserPlaces<'a> {
+    /// `HOME` as the program gets it: what a leading `~` or `~/` in its words stands for (make
+    /// and npm expand it themselves). Relative: taken from the working directory, as they do.
+    pub home: &'a Path,
+    /// The homes it reads per-user configuration from (that `HOME`, and the account's home
+    /// when it differs), absolute: a writable root holding one, or lying in a hidden entry at
+    /// its top (`~/.npmrc`, `~/.docker`, `~/.local`, `~/.cache/...`), is refused.
+    pub homes: &'a [PathBuf],
+    /// `$XDG_CONFIG_HOME` (default `~/.config`), absolute: a writable root holding it or lying
+    /// in it is refused.
+    pub config_dirs: &'a [PathBuf],
+}
+
+/// Where an excluded `program` stockade has no model of runs, the paths it is given, and
+/// where it reads its per-user configuration: refused, unless the entry has
+/// `runs_workspace_files`, when
+///
+/// - `cwd` lies in one of `roots` (the run's writable roots, canonical): such a program reads
+///   files it is not given from where it runs (a Makefile, a Dockerfile, `package.json`
+///   scripts);
+/// - a home or a config dir of `user` lies in a root, or a root lies in a config dir or in a
+///   hidden entry at the top of a home (`--allow-write ~/.npmrc`, `~/.docker`, `~/.config/x`,
+///   `~/.local/bin`, `~/.cache/pip`), or such an entry (or an entry of a config dir) is a link
+///   leading into a root: programs read their per-user configuration and plugins there
+///   (`~/.npmrc`'s `script-shell`, `~/.docker/cli-plugins`, `~/.config/...`). A plain
+///   directory below the home (`~/proj`) is the normal workspace and passes;
+/// - a word of `args` names a path in one (the command layer's path candidates: the word, the
+///   value after `=`, `-fX`, `@file`, each `a:b` element, a `file://` URL; absolute, relative
+///   to `cwd`, or starting with `~`/`~/`, expanded with `user.home` as make and npm expand
+///   it). A `~user` form (another account's home, `~+`) may lead anywhere and is refused.
+///
+/// It takes the paths it is given as build files, configs or scripts: whatever the sandbox
+/// wrote there would run on the host. A path is in a root when it, or any directory on the
+/// way to it, leads there (links followed, dangling ones too; the nearest existing ancestor
+/// for a path that does not exist yet): a path through a writable root is one the sandbox can
+/// redirect between this check and the program's `open`. git (a program with a model) passes
+/// here: its place is checked by its own rules.
+///
+/// Not covered: the environment the program gets beyond what `excluded_env` removes (the
+/// caller's `MAKEFILES`, `npm_config_*`, `DOCKER_CONFIG` naming a file in a root: the caller
+/// sets them, not the sandbox).
 pub fn check_workspace_files(
     program: &Path,
     args: &[String],
     cwd: &Path,
-    config_dirs: &[PathBuf],
+    user: &UserPlaces,
     roots: &[PathBuf],
     entry: &Entry,
 ) -> Result<(), Refusal> {
@@ -185,13 +215,13 @@ pub fn check_workspace_files(
             ),
         ));
     }
-    for dir in config_dirs {
+    for dir in user.homes.iter().chain(user.config_dirs) {
         if let Some((real, root)) = reaches(dir, roots) {
             return Err(Refusal::new(
                 Construct::ExcludedWorkspaceFiles,
                 dir.display(),
                 format!(
-                    "{} lies in the writable root {} ({}): {name} on the host reads its per-user configuration there (~/.npmrc, ~/.docker/config.json, ...), and the sandbox could have written it; keep the home out of the workspace and --allow-write paths, or {accept}",
+                    "{} lies in the writable root {} ({}): {name} on the host reads its per-user configuration and plugins there (~/.npmrc, ~/.docker/cli-plugins, ~/.config/...), and the sandbox could have written them; keep the home out of the workspace and --allow-write paths, or {accept}",
                     dir.display(),
                     root.display(),
                     real.display()
@@ -199,15 +229,33 @@ pub fn check_workspace_files(
             ));
         }
     }
+    if let Some((text, why)) = root_in_user_config(user, roots) {
+        return Err(Refusal::new(
+            Construct::ExcludedWorkspaceFiles,
+            text,
+            format!(
+                "{why}: programs read their per-user configuration and plugins there (~/.npmrc, ~/.docker/cli-plugins, ~/.config/..., ~/.local/bin), so {name} on the host could run what the sandbox wrote; grant a plain project directory instead of a dotfile or config directory, or {accept}"
+            ),
+        ));
+    }
     let real_cwd = leads_to(cwd);
     for word in args {
         for candidate in super::path_candidates(word) {
-            let p = Path::new(&candidate);
-            let path = if p.is_absolute() {
-                p.to_path_buf()
-            } else {
-                real_cwd.join(p)
+            let p = match expand_tilde(&candidate, user.home) {
+                Tilde::None => PathBuf::from(&candidate),
+                Tilde::Home(p) => p,
+                Tilde::OtherUser => {
+                    return Err(Refusal::new(
+                        Construct::ExcludedWorkspaceFiles,
+                        word,
+                        format!(
+                            "`{word}` names `{candidate}`, another account's home (or `~+`/`~-`) that {name} on the host would expand itself, and it may lead into a writable root: give {} the full path, or {accept}",
+                            program.display()
+                        ),
+                    ));
+                }
             };
+            let path = if p.is_absolute() { p } else { real_cwd.join(p) };
             if let Some((real, root)) = reaches(&path, roots) {
                 return Err(Refusal::new(
                     Construct::ExcludedWorkspaceFiles,
@@ -224,6 +272,101 @@ pub fn check_workspace_files(
         }
     }
     Ok(())
+}
+
+/// What a leading `~` in a path candidate stands for.
+enum Tilde {
+    /// No leading `~`.
+    None,
+    /// `~` or `~/...`: the run's home.
+    Home(PathBuf),
+    /// `~user...`, `~+`, `~-`: not looked up (no account database here).
+    OtherUser,
+}
+
+fn expand_tilde(candidate: &str, home: &Path) -> Tilde {
+    if candidate == "~" {
+        return Tilde::Home(home.to_path_buf());
+    }
+    match candidate.strip_prefix("~/") {
+        Some(rest) => Tilde::Home(home.join(rest.trim_start_matches('/'))),
+        None if candidate.starts_with('~') => Tilde::OtherUser,
+        None => Tilde::None,
+    }
+}
+
+/// A writable root lying where programs read per-user configuration and plugins: in a config
+/// dir, in a hidden entry at the top of a home, or reached by a link there. The place (for the
+/// refusal's text) and why.
+fn root_in_user_config(user: &UserPlaces, roots: &[PathBuf]) -> Option<(String, String)> {
+    for dir in user.config_dirs {
+        let real = leads_to(dir);
+        if let Some(root) = roots.iter().find(|r| r.starts_with(&real)) {
+            return Some((
+                root.display().to_string(),
+                format!(
+                    "the writable root {} lies in {} ({}), the per-user configuration directory",
+                    root.display(),
+                    dir.display(),
+                    real.display()
+                ),
+            ));
+        }
+    }
+    for home in user.homes {
+        let real = leads_to(home);
+        let hidden = roots.iter().find(|r| {
+            r.strip_prefix(&real).is_ok_and(|rest| {
+                rest.components()
+                    .next()
+                    .is_some_and(|c| c.as_os_str().as_encoded_bytes().starts_with(b"."))
+            })
+        });
+        if let Some(root) = hidden {
+            return Some((
+                root.display().to_string(),
+                format!(
+                    "the writable root {} lies in a hidden entry at the top of the home {}",
+                    root.display(),
+                    home.display()
+                ),
+            ));
+        }
+    }
+    // Entries that are links: `~/.npmrc -> ~/dotfiles/npmrc` with `~/dotfiles` a root.
+    let hidden_entries = user.homes.iter().flat_map(|home| {
+        std::fs::read_dir(home)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_name().as_encoded_bytes().starts_with(b"."))
+            .map(|e| e.path())
+    });
+    let config_entries = user.config_dirs.iter().flat_map(|dir| {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+    });
+    for place in hidden_entries.chain(config_entries) {
+        let real = leads_to(&place);
+        if let Some(root) = roots
+            .iter()
+            .find(|r| real.starts_with(r) || r.starts_with(&real))
+        {
+            return Some((
+                place.display().to_string(),
+                format!(
+                    "{} leads to {}, which lies in (or holds) the writable root {}",
+                    place.display(),
+                    real.display(),
+                    root.display()
+                ),
+            ));
+        }
+    }
+    None
 }
 
 /// Where `path` (absolute), or a directory on the way to it, leads into one of `roots`: that
@@ -2061,9 +2204,16 @@ mod tests {
         let star = vec!["*".to_string()];
         let e = entry(Some(&star));
         let home = base.join("home");
-        let config = vec![home.clone(), home.join(".config")];
+        std::fs::create_dir_all(home.join("proj")).unwrap_or_else(|e| panic!("{e}"));
+        let homes = vec![home.clone()];
+        let config = vec![home.join(".config")];
+        let user = UserPlaces {
+            home: &home,
+            homes: &homes,
+            config_dirs: &config,
+        };
         let run = |cwd: &Path, args: &str| {
-            check_workspace_files(make, &words(args), cwd, &config, &roots, &e)
+            check_workspace_files(make, &words(args), cwd, &user, &roots, &e)
         };
         std::os::unix::fs::symlink(&out, ws.join("to-out")).unwrap_or_else(|e| panic!("{e}"));
         // The working directory in a writable root (its top, or below), whatever the words.
@@ -2101,6 +2251,16 @@ mod tests {
             // Out again, but through a link in the workspace the sandbox can turn.
             format!("-f {ws_s}/to-out/link.mk"),
             format!("-f {ws_s}/to-out/../out/x.mk"),
+            // A leading `~` make and npm expand with the run's HOME (issue 30 red team, F3).
+            "-f ~/../ws/x.mk".to_string(),
+            "--file=~/../ws/x.mk".to_string(),
+            "-f~/../ws/x.mk".to_string(),
+            "test MAKEFILES=~/../ws/x.mk".to_string(),
+            "-I~/../ws".to_string(),
+            "--prefix=~/../ws".to_string(),
+            "--include-dir=/usr:~/../ws".to_string(),
+            "@~/../ws/args".to_string(),
+            "-f ~//../ws/x.mk".to_string(),
         ] {
             let refused = run(&out, &args).expect_err(&args);
             assert_eq!(
@@ -2114,12 +2274,32 @@ mod tests {
                 refused.reason
             );
         }
-        // Paths outside every root pass.
+        // Another account's home (not looked up): it may lead anywhere.
+        for args in ["-f ~root/x.mk", "--file=~u/x.mk", "-f ~+/x.mk", "-I~-"] {
+            let refused = run(&out, args).expect_err(args);
+            assert_eq!(refused.construct, Construct::ExcludedWorkspaceFiles);
+            assert!(
+                refused.reason.contains("another account's home")
+                    && refused.reason.contains("runs_workspace_files = true"),
+                "{args}: {}",
+                refused.reason
+            );
+        }
+        // Paths outside every root pass, `~` ones too; a `~` not leading is no home.
         assert!(run(&out, &format!("-f {}/x.mk -C /usr", out.display())).is_ok());
         assert!(run(&out, "-f ../ws-not/x.mk").is_ok());
+        assert!(run(&out, "-f ~/proj/x.mk -C ~ --prefix=~/proj backup~ a~b").is_ok());
         // The per-user configuration (the home, $XDG_CONFIG_HOME) in a writable root.
-        for dirs in [vec![ws.clone()], vec![home.clone(), ws.join(".config")]] {
-            let refused = check_workspace_files(make, &words("test"), &out, &dirs, &roots, &e)
+        for (homes, dirs) in [
+            (vec![ws.clone()], vec![]),
+            (vec![home.clone()], vec![ws.join(".config")]),
+        ] {
+            let user = UserPlaces {
+                home: &home,
+                homes: &homes,
+                config_dirs: &dirs,
+            };
+            let refused = check_workspace_files(make, &words("test"), &out, &user, &roots, &e)
                 .expect_err("config in the workspace");
             assert_eq!(refused.construct, Construct::ExcludedWorkspaceFiles);
             assert!(
@@ -2128,20 +2308,95 @@ mod tests {
                 refused.reason
             );
         }
+        // A writable root in a place programs read per-user configuration and plugins from
+        // (issue 30 red team, F4): `--allow-write ~/.npmrc`, `~/.docker`, `~/.config/x`,
+        // `~/.local/bin`, `~/.cache/pip`, or a dotfile that is a link into a root.
+        for place in [
+            ".npmrc",
+            ".docker",
+            ".config/gh",
+            ".config",
+            ".local/bin",
+            ".cache/pip",
+        ] {
+            let root = home.join(place);
+            std::fs::create_dir_all(&root).unwrap_or_else(|e| panic!("{e}"));
+            let roots = vec![ws.clone(), root.clone()];
+            let refused = check_workspace_files(make, &words("test"), &out, &user, &roots, &e)
+                .expect_err(place);
+            assert_eq!(
+                refused.construct,
+                Construct::ExcludedWorkspaceFiles,
+                "{place}"
+            );
+            for part in [
+                &format!("the writable root {}", root.display()),
+                "per-user configuration and plugins there (~/.npmrc, ~/.docker/cli-plugins",
+                "`runs_workspace_files = true` in [[commands]] entry 3",
+            ] {
+                assert!(
+                    refused.reason.contains(part),
+                    "{place}: {part}: {}",
+                    refused.reason
+                );
+            }
+        }
+        let dotfiles = home.join("dotfiles");
+        std::fs::create_dir_all(&dotfiles).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink(dotfiles.join("npmrc"), home.join(".npmrc-link"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let with_dotfiles = vec![ws.clone(), dotfiles.clone()];
+        let refused = check_workspace_files(make, &words("test"), &out, &user, &with_dotfiles, &e)
+            .expect_err("a dotfile links into a root");
+        assert!(
+            refused.text.ends_with(".npmrc-link") && refused.reason.contains("leads to"),
+            "{refused:?}"
+        );
+        // Controls: a plain project directory below the home is the normal workspace (even
+        // beside hidden entries, and with a link from the home elsewhere into it).
+        std::fs::remove_file(home.join(".npmrc-link")).unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink(home.join("proj"), home.join("proj-link"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        for plain in [home.join("proj"), home.join("dotfiles")] {
+            let roots = vec![plain.clone()];
+            assert!(
+                check_workspace_files(
+                    make,
+                    &words("test -f ~/../out/x.mk"),
+                    &out,
+                    &user,
+                    &roots,
+                    &e
+                )
+                .is_ok(),
+                "{}",
+                plain.display()
+            );
+        }
         // The entry accepts it: everything passes.
         let accepted = Entry {
             runs_workspace_files: true,
             ..entry(Some(&star))
         };
-        let ws_config = vec![ws.clone()];
+        let ws_home = vec![ws.clone()];
+        let ws_user = UserPlaces {
+            home: &ws,
+            homes: &ws_home,
+            config_dirs: &[],
+        };
         let accepts = |cwd: &Path, args: &str| {
-            check_workspace_files(make, &words(args), cwd, &ws_config, &roots, &accepted)
+            check_workspace_files(make, &words(args), cwd, &ws_user, &roots, &accepted)
         };
         assert!(accepts(&ws, "test").is_ok());
         assert!(accepts(&out, &format!("-f {ws_s}/x.mk")).is_ok());
+        assert!(accepts(&out, "-f ~/../ws/x.mk -f ~root/x").is_ok());
+        let npmrc = vec![home.join(".npmrc")];
+        assert!(
+            check_workspace_files(make, &words("test"), &out, &user, &npmrc, &accepted).is_ok()
+        );
         // git has its own rules for where it runs.
         let git = Path::new("/usr/bin/git");
-        assert!(check_workspace_files(git, &words("status"), &ws, &ws_config, &roots, &e).is_ok());
+        assert!(check_workspace_files(git, &words("status"), &ws, &ws_user, &roots, &e).is_ok());
     }
 
     #[test]
