@@ -8,7 +8,10 @@
 //! item 5): `git -c core.fsmonitor=<a script in the workspace> status`, `GIT_CONFIG_*` in the
 //! environment, and git run in a repository the sandbox made are refused; each control runs
 //! the same attack straight on the host (the planted script leaves its mark outside the
-//! workspace), or with the entry's `allowed_args` line that the refusal names.
+//! workspace), or with the entry's `allowed_args` line that the refusal names. A program
+//! without a model (`make`, `npm`) is refused a Makefile the sandbox wrote (by its directory,
+//! its path, or `~/../ws/Makefile`) and a `~/.npmrc` a `--allow-write ~/.npmrc` run wrote;
+//! controls through `runs_workspace_files = true`.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -6,8 +6,10 @@
 //! [`guard::command::excluded`] (git's allow-list, or the entry's `allowed_args`), and where
 //! it runs: for git the repository and config files it would read from the working directory
 //! ([`check_git_place`]); for a program stockade has no model of (`make`, `docker`, `npm`,
-//! `just`, ...) the working directory and every path it is given must lie outside the run's
-//! writable roots, unless the entry says `runs_workspace_files = true`
+//! `just`, ...) the working directory and every path it is given (`~` expanded with the HOME
+//! it gets) must lie outside the run's writable roots, and no root may hold or lie in its
+//! per-user configuration (the home, `$XDG_CONFIG_HOME`, `~/.npmrc`, `~/.docker`, ...), unless
+//! the entry says `runs_workspace_files = true`
 //! ([`guard::command::excluded::check_workspace_files`]): such a program reads its Makefile,
 //! Dockerfile or `package.json` scripts from where it runs, and the sandbox could have
 //! written them. It gets the caller's environment less what makes programs load or run code

@@ -23,8 +23,11 @@
 //! [`check_workspace_files`] refuses such a run from a directory in a writable root (the
 //! sandbox could have written what it reads there), and any word naming a path in one
 //! (`-f ./x.mk`, `-C /ws`, `/ws/Dockerfile`, `--file=...`, each `a:b` element: the command
-//! layer's path candidates), unless the entry says `runs_workspace_files = true` (the user
-//! accepts that the program runs the workspace's files on the host). git has its own check of
+//! layer's path candidates, a leading `~` expanded as make and npm expand it), or any root
+//! holding or lying where programs read their per-user configuration and plugins (the home,
+//! `$XDG_CONFIG_HOME`, a hidden entry at the top of the home: `~/.npmrc`, `~/.docker`),
+//! unless the entry says `runs_workspace_files = true` (the user accepts that the program
+//! runs the workspace's files on the host). git has its own check of
 //! where it runs (`stockade::command_rules::check_git_place`).
 //!
 //! What is checked here is the argv (and, for a program without a model, the paths it
