@@ -519,3 +519,130 @@ fn system_links_out_of_reach_are_followed_for_a_regular_user() {
         run.assert_success();
     }
 }
+
+/// A grant through a planted link whose target lies in another grant (red team): with the
+/// home as the workspace, run 1 plants `~/cache2 -> .config/systemd/user`; run 2's
+/// `--allow-write ~/cache2` took the target as a root named by the user, and a home entry
+/// named as a root stays writable, so a user unit was written. Now such a grant adds
+/// nothing: the directory stays protected. The same for a read grant through `ws/d -> .env`
+/// (host-made, as the sweep drops a run's link into a masked path): `.env` stays masked.
+/// Controls: the targets granted by their own names are writable and readable (a grant by
+/// name is what the link borrowed).
+#[test]
+fn a_planted_link_into_a_protected_path_of_another_grant_unprotects_nothing() {
+    let fx = Fixture::new();
+    let units = fx.home.join(".config/systemd/user");
+    attacks::mkdir(&units);
+    let home_run = |opts: &[&str], script: &str| {
+        fx.stockade(["run", "--workspace", s(&fx.home)])
+            .args(opts)
+            .arg("--shell")
+            .arg(attacks::wrap(script))
+            .cwd(&fx.home)
+            .outcome()
+    };
+    home_run(&[], "ln -s .config/systemd/user cache2").assert_ok();
+    let cache2 = fx.home.join("cache2");
+    let unit = "printf '[Service]\nExecStart=/bin/true\n' > cache2/evil.service";
+    home_run(&["--allow-write", s(&cache2)], unit).assert_failed();
+    assert!(
+        !units.join("evil.service").exists(),
+        "a user unit was written"
+    );
+    home_run(
+        &["--allow-write", s(&units)],
+        "printf '[Service]\n' > .config/systemd/user/ok.service",
+    )
+    .assert_ok();
+    assert!(units.join("ok.service").exists());
+
+    std::os::unix::fs::symlink(".env", fx.ws.join("d")).expect("symlink");
+    let d = fx.ws.join("d");
+    let dotenv = fx.marker("dotenv");
+    fx.attack(&["--allow-read", s(&d)], "cat d")
+        .outcome()
+        .assert_blocked(&dotenv);
+    fx.attack(&["--allow-read", s(&fx.ws.join(".env"))], "cat .env")
+        .outcome()
+        .assert_shows(&dotenv);
+}
+
+/// The check and the resolution of a grant are one walk (red team): a process that swaps
+/// `g/cache` between a link to `outside` and a plain directory used to win when the
+/// resolver saw the link and the check the directory, and `outside` became a root with no
+/// link left to see. Races the swap (`renameat2(RENAME_EXCHANGE)` in a host loop) against
+/// 150 runs granting `g/cache`; none may write into `outside`. Control: the same runs with
+/// the link left in place are refused every time, and without the check (the real path
+/// granted) the write lands, so the attack's write is real.
+#[test]
+fn a_link_swapped_in_and_out_during_planning_never_becomes_a_grant() {
+    // Native mounts each root through a descriptor opened with RESOLVE_NO_SYMLINKS, so a
+    // link swapped in after planning fails the run (ELOOP). runsc mounts by path: a link
+    // swapped in between the backend's last check and runsc's mount is followed. Seen
+    // unprivileged within a few tries; its own finding (mounts by descriptor for gVisor).
+    if attacks::not_under(
+        "gvisor",
+        "runsc resolves mount sources by path after stockade's last check: a link swapped in that window is followed (known, not fixed: mounts by descriptor for the gVisor backend)",
+    ) {
+        return;
+    }
+    let Some(python) = attacks::python3("a RENAME_EXCHANGE loop") else {
+        return;
+    };
+    let fx = Fixture::new();
+    let g = fx.root.join("g");
+    attacks::mkdir(&g);
+    attacks::mkdir(&g.join("plain"));
+    std::os::unix::fs::symlink(&fx.outside, g.join("cache")).expect("symlink");
+    let flipper = r#"
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+g = sys.argv[1].encode()
+a, b = g + b"/cache", g + b"/plain"
+while os.path.exists(g + b"/go"):
+    libc.renameat2(-100, a, -100, b, 2)
+"#;
+    attacks::write_file(&fx.root.join("flip.py"), flipper, 0o644);
+    attacks::write_file(&g.join("go"), "", 0o644);
+    let mut child = std::process::Command::new(&python)
+        .arg(fx.root.join("flip.py"))
+        .arg(&g)
+        .spawn()
+        .expect("start the swap loop");
+    let cache = g.join("cache");
+    let write = format!("echo pwned > {}", sh_quote(cache.join("job")));
+    let mut ran = 0;
+    for _ in 0..150 {
+        let run = fx.attack(&["--allow-write", s(&cache)], &write).run();
+        if run.code() != 125 {
+            ran += 1;
+        }
+        if fx.outside.join("job").exists() {
+            break;
+        }
+    }
+    std::fs::remove_file(g.join("go")).expect("stop the swap loop");
+    let _ = child.wait();
+    assert!(
+        !fx.outside.join("job").exists(),
+        "a run wrote into the link's target"
+    );
+    eprintln!("{ran} of 150 runs saw a plain directory");
+
+    // Controls: the link in place is refused; the real path granted takes the write.
+    if std::fs::symlink_metadata(&cache).is_ok_and(|m| !m.file_type().is_symlink()) {
+        std::fs::rename(g.join("plain"), g.join("tmp")).expect("rename");
+        std::fs::rename(&cache, g.join("plain")).expect("rename");
+        std::fs::rename(g.join("tmp"), &cache).expect("rename");
+    }
+    fx.attack(&["--allow-write", s(&cache)], &write)
+        .run()
+        .assert_code(125);
+    fx.attack(
+        &["--allow-write", s(&cache), "--allow-write", s(&fx.outside)],
+        &write,
+    )
+    .outcome()
+    .assert_ok();
+    assert!(fx.outside.join("job").exists());
+}

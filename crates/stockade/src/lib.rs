@@ -115,25 +115,36 @@ impl RunRequest {
         })?;
         let (uid, gid) = native::caller_ids();
         // A workspace given by name is a grant: through a link a run could have planted
-        // (`/tmp/g/ws -> /etc`) it would hand the run the link's target (`workspace::links`).
-        // The current directory needs no check: the system gives it with every link resolved.
-        if let Some(given) = &workspace {
-            let abs = cwd.join(given);
-            if let Some(link) = workspace::links::plantable_link(&workspace::RealHost, &abs, uid) {
-                return Err(workspace::ScanError::GrantThroughLink {
-                    real: std::fs::canonicalize(&abs).unwrap_or_else(|_| abs.clone()),
-                    given: abs,
-                    link: link.link,
-                    target: link.target,
-                }
-                .into());
-            }
-        }
+        // (`/tmp/g/ws -> /etc`) it would hand the run the link's target (`workspace::links`);
+        // the check and the resolution are one walk. The current directory needs no check:
+        // the system gives it with every link resolved.
         let ws = workspace.unwrap_or_else(|| cwd.clone());
-        let workspace = std::fs::canonicalize(&ws).map_err(|e| Error::Workspace {
-            path: ws.clone(),
-            cause: e,
-        })?;
+        let given = cwd.join(&ws);
+        let workspace = match workspace::links::resolve(&workspace::RealHost, &given, uid) {
+            Some(r) if r.exists => match r.planted {
+                Some(link) => {
+                    return Err(workspace::ScanError::GrantThroughLink {
+                        given,
+                        link: link.link,
+                        target: link.target,
+                        real: r.real,
+                    }
+                    .into())
+                }
+                None => r.real,
+            },
+            // Missing (ENOENT), or too many links on the way (ELOOP).
+            missing => {
+                return Err(Error::Workspace {
+                    path: ws,
+                    cause: std::io::Error::from_raw_os_error(if missing.is_some() {
+                        libc::ENOENT
+                    } else {
+                        libc::ELOOP
+                    }),
+                })
+            }
+        };
         if !workspace.is_dir() {
             return Err(Error::Workspace {
                 path: ws,
@@ -590,7 +601,35 @@ pub fn run_with_io(
             },
             None => (None, None),
         };
-        let mut outcome = launched?;
+        // A launch that failed (a setup step refused: a link swapped in after planning) is
+        // swept at once, as its journal would make the next run do; its journal is then
+        // done. Left behind, it made every later run on the workspace recover it, and the
+        // recovery re-plans the spec, which the same swapped link refuses: the workspace
+        // stayed blocked until the journal was removed by hand.
+        let mut outcome = match launched {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                let swept = workspace::sweep::after_run(
+                    &resolved,
+                    &workspace::RealHost,
+                    &id,
+                    held,
+                    launched_at,
+                );
+                for v in &swept {
+                    tracing::warn!(
+                        "after a failed launch: {} {}: {}",
+                        v.kind,
+                        v.path.display(),
+                        v.action
+                    );
+                }
+                if let Some(j) = journal {
+                    j.done();
+                }
+                return Err(e);
+            }
+        };
         if let Some(r) = review.as_ref().filter(|r| r.disk_bound_reached) {
             outcome.limit_hits.push(sandbox::LimitHit {
                 code: sandbox::Code::LimitReached.as_str(),

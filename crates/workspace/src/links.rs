@@ -35,12 +35,29 @@ pub struct PlantableLink {
     pub target: PathBuf,
 }
 
-/// The first link on the way to `path` (absolute) lying in a directory a run of `uid`'s could
-/// have written, if any. A missing component ends the walk: nothing below it can be a link.
-pub fn plantable_link(host: &dyn HostView, path: &Path, uid: u32) -> Option<PlantableLink> {
+/// Where a granted path leads, and through which link a run could have planted, if any: both
+/// from one walk, so what is checked is what is granted (a `realpath` beside the walk let a
+/// link swapped in and out between the two pass as a plain directory).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// The path with every link resolved, as the walk saw each component; when it does not
+    /// exist, its deepest existing part resolved and the rest as written.
+    pub real: PathBuf,
+    /// Whether the whole path exists.
+    pub exists: bool,
+    /// The first link on the way lying in a directory the caller could have written.
+    pub planted: Option<PlantableLink>,
+}
+
+/// `path` (absolute) resolved a component at a time, noting the first link that lies in a
+/// directory a run of `uid`'s could have written. A missing component, a dangling link or a
+/// file with more below it ends the walk (`exists: false`); `None` when more than
+/// [`MAX_LINKS`] links lie on the way.
+pub fn resolve(host: &dyn HostView, path: &Path, uid: u32) -> Option<Resolved> {
     let mut queue: VecDeque<OsString> = VecDeque::new();
     push_front(&mut queue, path);
     let mut cur = PathBuf::from("/");
+    let mut planted = None;
     let mut followed = 0usize;
     while let Some(name) = queue.pop_front() {
         match name.to_str() {
@@ -51,11 +68,18 @@ pub fn plantable_link(host: &dyn HostView, path: &Path, uid: u32) -> Option<Plan
             }
             _ => {
                 let next = cur.join(&name);
-                match host.lstat_kind(&next) {
-                    Some(Kind::Symlink) => {
-                        let target = host.read_link(&next)?;
-                        if !out_of_reach(host, &cur, uid) {
-                            return Some(PlantableLink { link: next, target });
+                let kind = host.lstat_kind(&next);
+                let target = match kind {
+                    Some(Kind::Symlink) => host.read_link(&next),
+                    _ => None,
+                };
+                match (kind, target) {
+                    (Some(Kind::Symlink), Some(target)) => {
+                        if planted.is_none() && !out_of_reach(host, &cur, uid) {
+                            planted = Some(PlantableLink {
+                                link: next,
+                                target: target.clone(),
+                            });
                         }
                         followed += 1;
                         if followed > MAX_LINKS {
@@ -66,13 +90,41 @@ pub fn plantable_link(host: &dyn HostView, path: &Path, uid: u32) -> Option<Plan
                         }
                         push_front(&mut queue, &target);
                     }
-                    Some(_) => cur = next,
-                    None => return None,
+                    (Some(Kind::Dir), _) => cur = next,
+                    // Anything but a directory ends the path.
+                    (Some(k), _) if k != Kind::Symlink && queue.is_empty() => cur = next,
+                    _ => {
+                        cur.push(&name);
+                        for rest in queue {
+                            match rest.to_str() {
+                                Some(".") => {}
+                                Some("..") => {
+                                    cur.pop();
+                                }
+                                _ => cur.push(rest),
+                            }
+                        }
+                        return Some(Resolved {
+                            real: cur,
+                            exists: false,
+                            planted,
+                        });
+                    }
                 }
             }
         }
     }
-    None
+    Some(Resolved {
+        real: cur,
+        exists: true,
+        planted,
+    })
+}
+
+/// The first link on the way to `path` (absolute) lying in a directory a run of `uid`'s could
+/// have written, if any (from [`resolve`]).
+pub fn plantable_link(host: &dyn HostView, path: &Path, uid: u32) -> Option<PlantableLink> {
+    resolve(host, path, uid)?.planted
 }
 
 /// `path`'s components put ahead of what `queue` holds (`/` for the root).
@@ -162,6 +214,7 @@ mod tests {
         Fake::default()
             .dir("/tmp", 0, 0o1777)
             .dir("/tmp/g", 1000, 0o755)
+            .dir("/etc", 0, 0o755)
             .dir("/etc/cron.d", 0, 0o755)
             .dir("/var/home", 0, 0o755)
             .dir("/var/home/u", 1000, 0o755)
@@ -225,6 +278,26 @@ mod tests {
             found("/tmp/g/cache", 0),
             Some(("/tmp/g/cache".into(), "/etc/cron.d".into()))
         );
+    }
+
+    #[test]
+    fn the_real_path_comes_from_the_same_walk() {
+        let h = host();
+        let r = resolve(&h, Path::new("/home/u/cache"), 1000).unwrap();
+        assert_eq!(r.real, Path::new("/var/home/u/cache"));
+        assert!(r.exists && r.planted.is_none());
+        let r = resolve(&h, Path::new("/tmp/g/rel"), 1000).unwrap();
+        assert_eq!(r.real, Path::new("/etc/cron.d"));
+        assert!(r.exists);
+        assert_eq!(r.planted.unwrap().link, Path::new("/tmp/g/rel"));
+        // Missing below a link: the link is still named, the rest kept as written.
+        let r = resolve(&h, Path::new("/tmp/g/cache/new/../x"), 1000).unwrap();
+        assert_eq!(r.real, Path::new("/etc/cron.d/x"));
+        assert!(!r.exists);
+        assert_eq!(r.planted.unwrap().link, Path::new("/tmp/g/cache"));
+        // `..` after a link goes up from where the link led.
+        let r = resolve(&h, Path::new("/var/run/../var"), 1000).unwrap();
+        assert_eq!(r.real, Path::new("/var"));
     }
 
     #[test]

@@ -110,21 +110,23 @@ impl Scan {
         let mut linked = Vec::new();
         for p in &allow_read {
             let PathPattern::Exact(p) = p else { continue };
-            let canon = host
-                .canonicalize(p)
+            let resolved = links::resolve(host, p, place.uid)
+                .filter(|r| r.exists)
                 .ok_or_else(|| ScanError::ReadGrantMissing(p.clone()))?;
+            let canon = resolved.real;
             if is_private_place(&canon) {
                 return Err(ScanError::PrivateTmpGrant(canon));
             }
-            match links::plantable_link(host, p, place.uid) {
+            match resolved.planted {
                 Some(link) => linked.push((p.clone(), canon, link)),
                 None => allows.push(canon),
             }
         }
-        // A read grant through a link a run could have planted exempts its target from the
-        // masks (`/tmp/g/data -> ~/.ssh`): taken only where a grant of the real path covers it.
+        // A read grant through a link a run could have planted would exempt its target from
+        // the masks (`/tmp/g/data -> ~/.ssh`): refused unless a grant of a path with no such
+        // link covers the target, and then it adds nothing (a mask inside stays).
         let taken: Vec<PathBuf> = (allows.iter()).chain(&writable_roots).cloned().collect();
-        allows.extend(through_links(linked, &taken)?);
+        through_links(linked, &taken)?;
         // Read grants below the host's /tmp are attached in the private one.
         let tmp_grants = tmp_read_grants(host, &allows, &writable_roots);
 
@@ -525,10 +527,13 @@ pub fn writable_roots(
             };
             // A created root (a preset's state directory) is made before a run; until then
             // (`policy show`) it stands as written.
-            let canon = match host.canonicalize(&p) {
-                Some(c) => c,
-                None if policy.filesystem.created_roots.contains(entry) => p.clone(),
-                None => return Err(ScanError::WritableRootMissing(p.clone())),
+            // Resolved and checked for planted links in one walk (`links::resolve`).
+            let resolved = links::resolve(host, &p, place.uid);
+            let planted = resolved.as_ref().and_then(|r| r.planted.clone());
+            let canon = match resolved {
+                Some(r) if r.exists => r.real,
+                _ if policy.filesystem.created_roots.contains(entry) => p.clone(),
+                _ => return Err(ScanError::WritableRootMissing(p.clone())),
             };
             if is_private_place(&canon) {
                 return Err(ScanError::PrivateTmpGrant(canon));
@@ -540,30 +545,27 @@ pub fn writable_roots(
                     return Err(ScanError::WritableRootForbidden(canon));
                 }
             }
-            if let Some(link) = links::plantable_link(host, &p, place.uid) {
+            if let Some(link) = planted {
                 linked.push((p.clone(), canon, link));
             } else if !roots.contains(&canon) {
                 roots.push(canon);
             }
         }
     }
-    for canon in through_links(linked, &roots)? {
-        if !roots.contains(&canon) {
-            roots.push(canon);
-        }
-    }
+    through_links(linked, &roots)?;
     roots.sort_by_key(|p| (depth(p), p.clone()));
     Ok(roots)
 }
 
-/// The real paths of grants that pass through a link a run could have planted
-/// ([`links::plantable_link`]): each must lie within a grant of a path with no such link
-/// (`taken`: the real path named too, or a workspace holding it), or the run is refused.
+/// Grants that pass through a link a run could have planted ([`links::resolve`]): each must
+/// lead within a grant of a path with no such link (`taken`: the real path named too, or a
+/// workspace holding it), or the run is refused. Such a grant adds nothing of its own: its
+/// target is reached through the grant that covers it, with that grant's protections and
+/// masks (taken as a grant by name, a link into `.vscode` or `~/.aws` chose what lost them).
 fn through_links(
     linked: Vec<(PathBuf, PathBuf, links::PlantableLink)>,
     taken: &[PathBuf],
-) -> Result<Vec<PathBuf>, ScanError> {
-    let mut out = Vec::new();
+) -> Result<(), ScanError> {
     for (given, real, link) in linked {
         if !taken.iter().any(|t| is_within(&real, t)) {
             return Err(ScanError::GrantThroughLink {
@@ -573,9 +575,8 @@ fn through_links(
                 real,
             });
         }
-        out.push(real);
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The paths to cover so that `deny` is unreadable except for `allows` inside it.
