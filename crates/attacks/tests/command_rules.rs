@@ -535,6 +535,30 @@ fn an_excluded_make_does_not_run_the_makefile_the_sandbox_wrote() {
     .assert_stderr_contains("excluded_workspace_files")
     .assert_stderr_contains("per-user configuration")
     .assert_lacks("host-make-ok");
+    // Or in one of the other XDG base directories the caller set (outside the home): where
+    // programs read their data and plugins.
+    let data = fx.outside.join("xdg-data");
+    mkdir(&data.join("plugins"));
+    let plugins = data.join("plugins").display().to_string();
+    fx.sandbox_argv(
+        &["--policy", &p, "--allow-write", &plugins],
+        &["make", "test"],
+    )
+    .env("XDG_DATA_HOME", &data)
+    .cwd(&own)
+    .run()
+    .assert_code(125)
+    .assert_stderr_contains("excluded_workspace_files")
+    .assert_stderr_contains(&format!("the writable root {plugins} lies in"))
+    .assert_lacks("host-make-ok");
+    fx.sandbox_argv(
+        &["--policy", &p, "--allow-write", &plugins],
+        &["make", "test"],
+    )
+    .cwd(&own)
+    .run()
+    .assert_success()
+    .assert_stdout_contains("host-make-ok");
     // From outside, pointed at the workspace's Makefile or directory by its words (all of
     // them allowed by the entry): the words name paths in a writable root.
     let any = policy(

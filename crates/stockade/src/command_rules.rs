@@ -169,19 +169,25 @@ fn check_excluded(
         .find(|(k, _)| k == "XDG_CONFIG_HOME")
         .map(|(_, v)| PathBuf::from(v))
         .filter(|p| p.is_absolute());
-    // Where programs read their per-user configuration: the HOME the program gets and the
-    // account's home, $XDG_CONFIG_HOME or ~/.config (a relative HOME is not checked there:
-    // the program would take it from its working directory, checked itself; `~` in a word
-    // expands to it as the program would).
+    // Where programs read their per-user configuration and plugins: the HOME the program
+    // gets and the account's home, $XDG_CONFIG_HOME or ~/.config, and the other XDG base
+    // directories when set (their defaults are hidden entries of the home, checked as such).
+    // A relative HOME is not checked there: the program would take it from its working
+    // directory, checked itself; `~` in a word expands to it as the program would.
     let mut homes: Vec<PathBuf> = vec![home.clone()];
     if inv.home != home {
         homes.push(inv.home.clone());
     }
     homes.retain(|p| p.is_absolute());
+    let xdg_other = ["XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"]
+        .iter()
+        .filter_map(|name| inv.env.iter().find(|(k, _)| k == name))
+        .map(|(_, v)| PathBuf::from(v));
     let config_dirs: Vec<PathBuf> = xdg
         .clone()
         .or_else(|| Some(home.join(".config")))
         .into_iter()
+        .chain(xdg_other)
         .filter(|p| p.is_absolute())
         .collect();
     guard::command::excluded::check_workspace_files(
