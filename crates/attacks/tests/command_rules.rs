@@ -969,3 +969,72 @@ fn an_excluded_git_diff_prints_no_file_outside_the_repository() {
         .run()
         .assert_stdout_contains("NOINDEX-SECRET");
 }
+
+/// `docker` excluded with `allowed_args = ["info", "--format*", "{{*"]`, run from a directory
+/// outside every writable root, with `--allow-write ~/.docker` (a hidden entry at the top of
+/// the home). A sandboxed run plants `~/.docker/cli-plugins/docker-evil`; the host's `docker
+/// info` runs every CLI plugin to read its metadata (issue 30 red team, F4). Refused
+/// (`excluded_workspace_files`). Control: the line the refusal names (`runs_workspace_files =
+/// true`) runs the planted plugin on the host.
+#[test]
+fn an_excluded_docker_runs_no_cli_plugin_the_sandbox_planted() {
+    let fx = Fixture::new();
+    let Some(docker) = which("docker") else {
+        println!("skipped: no docker on this host");
+        return;
+    };
+    let mark = fx.outside.join("plugin-ran");
+    let dot_docker = fx.home.join(".docker");
+    mkdir(&dot_docker);
+    chmod(&dot_docker, 0o777);
+    let grant = dot_docker.display().to_string();
+    fx.sandbox(
+        &["--allow-write", &grant],
+        &format!(
+            "mkdir -p ~/.docker/cli-plugins && printf '#!/bin/sh\\ntouch %s\\n[ \"$1\" = docker-cli-plugin-metadata ] && echo %s\\n' {} {} > ~/.docker/cli-plugins/docker-evil && chmod 755 ~/.docker/cli-plugins/docker-evil && echo planted",
+            sh_quote(sh_quote(&mark)),
+            sh_quote(sh_quote(r#"{"SchemaVersion":"0.1.0","Vendor":"x"}"#)),
+        ),
+    )
+    .run()
+    .assert_success()
+    .assert_stdout_contains("planted");
+    assert!(dot_docker.join("cli-plugins/docker-evil").exists());
+    assert!(
+        !mark.exists(),
+        "the sandboxed run wrote outside the workspace"
+    );
+    let entry = |extra: &str| {
+        policy(
+            &fx,
+            &format!(
+                "[[commands]]\nprogram = \"{}\"\nexcluded = true\nallowed_args = [\"info\", \"--format*\", \"{{{{*\"]\n{extra}",
+                docker.display()
+            ),
+        )
+    };
+    let p = entry("");
+    let argv = ["docker", "info", "--format", "{{.ClientInfo.Plugins}}"];
+    fx.sandbox_argv(&["--policy", &p, "--allow-write", &grant], &argv)
+        .cwd(&fx.outside)
+        .run()
+        .assert_code(125)
+        .assert_stderr_contains("excluded_workspace_files")
+        .assert_stderr_contains(&format!("the writable root {grant}"))
+        .assert_stderr_contains("~/.docker/cli-plugins")
+        .assert_lacks("OUTSIDE the sandbox");
+    assert!(
+        !mark.exists(),
+        "the excluded docker ran the sandbox's CLI plugin on the host"
+    );
+    // Control: with the line the refusal names, the host's docker runs the planted plugin.
+    let accepted = entry("runs_workspace_files = true\n");
+    fx.sandbox_argv(&["--policy", &accepted, "--allow-write", &grant], &argv)
+        .cwd(&fx.outside)
+        .run()
+        .assert_stderr_contains("OUTSIDE the sandbox");
+    assert!(
+        mark.exists(),
+        "control: the accepted entry's docker did not run the planted CLI plugin"
+    );
+}
