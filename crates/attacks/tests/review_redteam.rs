@@ -718,3 +718,40 @@ fn a_file_the_host_deletes_during_the_run_is_not_brought_back() {
         }
     }
 }
+
+/// A group-shared workspace (setgid, `chmod 2775`): every directory made in it inherits the
+/// bit, and a `--disk` run's finish refused the whole change set over it ("carries a set-id
+/// bit"), losing the run's work; without `--disk` each new directory was flagged `setuid` and
+/// applied without the bit, ending the sharing below it. Now finish keeps the change set,
+/// nothing is flagged, and apply leaves the bit the host gives. Control: the same run in a
+/// workspace without the bit applies the directory without it.
+#[test]
+fn a_setgid_workspace_keeps_review_runs_and_its_sharing() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    for (shared, opts) in [
+        (true, &["--disk", "10M"][..]),
+        (true, &[][..]),
+        (false, &["--disk", "10M"][..]),
+    ] {
+        let fx = Fixture::without_git();
+        std::fs::set_permissions(
+            &fx.ws,
+            std::fs::Permissions::from_mode(if shared { 0o2775 } else { 0o775 }),
+        )
+        .expect("chmod");
+        let (run, id) = review(&fx, opts, "mkdir sub && echo hi > sub/f");
+        run.assert_success();
+        let id = id.expect("a pending change set");
+        let all = entries(&fx, &id);
+        assert!(codes(entry(&all, "sub")).is_empty(), "{all:?}");
+        fx.stockade(["apply", &id]).run().assert_success();
+        assert_eq!(read_text(&fx.ws.join("sub/f")).as_deref(), Some("hi\n"));
+        assert_eq!(
+            mode(&fx.ws.join("sub")) & 0o2000 != 0,
+            shared,
+            "shared {shared}, {opts:?}"
+        );
+    }
+}

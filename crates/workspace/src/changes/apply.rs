@@ -190,8 +190,13 @@ impl RunDir {
             } else {
                 0o777
             };
-        // A directory is open to its owner until what it holds is written (`closed`).
+        // A directory is open to its owner until what it holds is written (`closed`). A
+        // setgid bit it has on the host is kept, never added: the kernel gives it to a
+        // directory made in a setgid one (a group-shared tree), and a chmod without it would
+        // end that sharing below.
         let mut open_dir = |d: BorrowedFd<'_>| -> io::Result<()> {
+            let inherited = rustix::fs::fstat(d).map_err(errno_io)?.st_mode & 0o2000;
+            let mode = mode | inherited;
             let now = mode | 0o700;
             chmod_fd(d, now)?;
             if now != mode {

@@ -271,11 +271,14 @@ pub(crate) fn flags_of(
     if rec.file_type == FileType::File && !deleted {
         content_flags(rec, &mut out);
     }
-    if rec.file_type == FileType::Dir && !deleted && rec.mode.is_some_and(|m| m & 0o6000 != 0) {
+    // A directory's setgid bit is not flagged: the run cannot set one (the sandbox refuses
+    // the chmod), so it is inherited (a directory made in a setgid one) or the host's own;
+    // apply keeps it only where the host gives it (never adds it).
+    if rec.file_type == FileType::Dir && !deleted && rec.mode.is_some_and(|m| m & 0o4000 != 0) {
         out.push(flag(
             "setuid",
             format!(
-                "a directory carrying the setgid or setuid bit (mode {:o}): what is made in it takes its group; apply makes it without",
+                "a directory carrying the setuid bit (mode {:o}); apply makes it without",
                 rec.mode.unwrap_or(0)
             ),
         ));

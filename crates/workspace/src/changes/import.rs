@@ -119,8 +119,11 @@ fn copy_dir(
             continue;
         };
         // The copy is made by the supervisor (root, for a root caller): a set-id bit the
-        // command managed to set would make a root-owned set-id file of its content.
-        if st.st_mode & 0o6000 != 0 {
+        // command managed to set would make a root-owned set-id file of its content. A
+        // directory's setgid bit is no such thing (it runs nothing) and is inherited: every
+        // directory made in a group-shared (setgid) tree has it.
+        let dir_setgid = Ft::from_raw_mode(st.st_mode) == Ft::Directory && st.st_mode & 0o4000 == 0;
+        if st.st_mode & 0o6000 != 0 && !dir_setgid {
             return Err(std::io::Error::other(format!(
                 "{} carries a set-id bit, which the change set does not keep",
                 Path::new(&entry).display()
@@ -205,6 +208,27 @@ mod tests {
             let copied = copy_dir(s.as_fd(), d.as_fd(), b"user.overlay.opaque", 0);
             assert_eq!(copied.is_err(), refused, "mode {mode:o}");
             assert_eq!(dst.path().join("tool").exists(), !refused, "mode {mode:o}");
+        }
+    }
+
+    /// A directory's setgid bit (inherited in a group-shared tree) does not refuse the copy
+    /// (it refused every `--disk` review run in a setgid workspace); a setuid one still does.
+    #[test]
+    fn a_setgid_directory_is_copied_a_setuid_one_is_not() {
+        for (mode, refused) in [(0o2755, false), (0o4755, true), (0o755, false)] {
+            let src = tempfile::tempdir().unwrap();
+            let dst = tempfile::tempdir().unwrap();
+            let d = src.path().join("sub");
+            std::fs::create_dir(&d).unwrap();
+            std::fs::write(d.join("f"), "f\n").unwrap();
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(mode)).unwrap();
+            let open = |p: &Path| {
+                rustix::fs::open(p, OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty()).unwrap()
+            };
+            let (s, dd) = (open(src.path()), open(dst.path()));
+            let copied = copy_dir(s.as_fd(), dd.as_fd(), b"user.overlay.opaque", 0);
+            assert_eq!(copied.is_err(), refused, "mode {mode:o}");
+            assert_eq!(dst.path().join("sub/f").exists(), !refused, "mode {mode:o}");
         }
     }
 }

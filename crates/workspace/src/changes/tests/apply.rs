@@ -623,8 +623,8 @@ fn a_file_the_host_deleted_after_the_run_copied_it_up_is_a_conflict() {
 /// Directories keep the bits the run gave them: one closed to its owner (`000`, `111`,
 /// `500`) gets them after what it holds is written (before, apply made it and then could not
 /// write into it, or an unprivileged finish recorded the bits it had opened up), the sticky
-/// bit stays, setgid never reaches the workspace and is flagged (`setuid`), and a
-/// world-writable one needs acceptance. Controls: a plain directory is applied unflagged, and
+/// bit stays, a setgid bit is never added (the run cannot set one: one in the upper is
+/// inherited or the host's, so it is not flagged), and a world-writable one needs acceptance. Controls: a plain directory is applied unflagged, and
 /// an existing directory the run closed gets its new files before its new bits.
 #[test]
 fn apply_gives_directories_the_modes_the_run_set_after_their_contents() {
@@ -656,13 +656,13 @@ fn apply_gives_directories_the_modes_the_run_set_after_their_contents() {
     assert_eq!(mode_in("d111"), Some(0o111));
     assert_eq!(mode_in("d1777"), Some(0o1777));
     assert_eq!(codes(&set, "d1777"), ["world-writable"]);
-    assert_eq!(codes(&set, "d2755"), ["setuid"]);
+    assert!(codes(&set, "d2755").is_empty());
     assert!(codes(&set, "d000").is_empty() && codes(&set, "plain").is_empty());
     assert!(codes(&set, "old").is_empty());
     // Unaccepted, the flagged ones are refused.
     assert!(matches!(
         run.apply(&ApplyOptions::default(), &rules()),
-        Err(ChangesError::Flagged(f)) if f.len() == 2
+        Err(ChangesError::Flagged(f)) if f.len() == 1
     ));
     run.apply(&accept_all(), &rules()).unwrap();
     for (dir, mode) in [
@@ -687,4 +687,23 @@ fn apply_gives_directories_the_modes_the_run_set_after_their_contents() {
         std::fs::read_to_string(fx.ws.join("old/new")).unwrap(),
         "n\n"
     );
+}
+
+/// A directory made in a group-shared (setgid) workspace keeps the setgid bit the kernel gives
+/// it there (apply set the recorded bits without it, ending the sharing below); apply never
+/// adds one. Control: the same change in a workspace without the bit is applied without it.
+#[test]
+fn a_setgid_bit_the_host_gives_is_kept_and_never_added() {
+    for shared in [true, false] {
+        let fx = Fx::new();
+        chmod(&fx.ws, if shared { 0o2775 } else { 0o775 });
+        let mut run = fx.start("setgid-tree");
+        up(&run, "sub/f", "f\n");
+        chmod(&run.upper().join("sub"), 0o755);
+        let set = run.finish(&rules()).unwrap();
+        assert!(codes(&set, "sub").is_empty(), "{shared}");
+        run.apply(&ApplyOptions::default(), &rules()).unwrap();
+        let want = if shared { 0o2755 } else { 0o755 };
+        assert_eq!(mode_of(&fx.ws.join("sub")), want, "shared: {shared}");
+    }
 }
