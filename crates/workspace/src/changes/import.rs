@@ -6,9 +6,9 @@
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use rustix::fs::{FileType as Ft, Mode, OFlags};
+use rustix::fs::{AtFlags, FileType as Ft, Mode, OFlags};
 
 use super::read::{self, Layers, MAX_DEPTH};
 use super::{ChangeSet, ChangesError, FlagRules, RunDir};
@@ -96,12 +96,37 @@ impl RunDir {
 
 /// Copies what `src` holds into `dst` (both directories): directories with their mode and
 /// overlayfs's opaque mark (`opaque`: its xattr name), files with their content and mode,
-/// symbolic links, whiteouts (character devices 0/0) and fifos. Nothing is followed.
+/// symbolic links, whiteouts (character devices 0/0) and fifos. Nothing is followed. Names of
+/// one file (hard links) stay one file: a 256 KiB file with 1000 links made 251 MB of the
+/// store from a run bounded to 1 MiB.
 fn copy_dir(
     src: BorrowedFd<'_>,
     dst: BorrowedFd<'_>,
     opaque: &[u8],
     depth: usize,
+) -> std::io::Result<()> {
+    let mut links = Links {
+        root: dst,
+        rel: PathBuf::new(),
+        seen: std::collections::HashMap::new(),
+    };
+    copy_tree(src, dst, opaque, depth, &mut links)
+}
+
+/// The files with more than one name copied so far: where their first copy is, relative to
+/// the copy's root.
+struct Links<'a> {
+    root: BorrowedFd<'a>,
+    rel: PathBuf,
+    seen: std::collections::HashMap<(u64, u64), PathBuf>,
+}
+
+fn copy_tree(
+    src: BorrowedFd<'_>,
+    dst: BorrowedFd<'_>,
+    opaque: &[u8],
+    depth: usize,
+    links: &mut Links<'_>,
 ) -> std::io::Result<()> {
     if depth >= MAX_DEPTH {
         return Err(std::io::Error::other("the change set is nested too deep"));
@@ -135,9 +160,24 @@ fn copy_dir(
                 rustix::fs::mkdirat(dst, &entry, Mode::from_raw_mode(0o700)).map_err(errno_io)?;
                 let s = open_child(src, &entry, OFlags::RDONLY | OFlags::DIRECTORY)?;
                 let d = open_child(dst, &entry, OFlags::RDONLY | OFlags::DIRECTORY)?;
-                copy_dir(s.as_fd(), d.as_fd(), opaque, depth + 1)?;
+                links.rel.push(&entry);
+                let copied = copy_tree(s.as_fd(), d.as_fd(), opaque, depth + 1, links);
+                links.rel.pop();
+                copied?;
+            }
+            Ft::RegularFile
+                if st.st_nlink > 1 && links.seen.contains_key(&(st.st_dev, st.st_ino)) =>
+            {
+                let first = &links.seen[&(st.st_dev, st.st_ino)];
+                rustix::fs::linkat(links.root, first, dst, &entry, AtFlags::empty())
+                    .map_err(errno_io)?;
             }
             Ft::RegularFile => {
+                if st.st_nlink > 1 {
+                    links
+                        .seen
+                        .insert((st.st_dev, st.st_ino), links.rel.join(&entry));
+                }
                 let s = open_child(src, &entry, OFlags::RDONLY)?;
                 let d: OwnedFd = rustix::fs::openat(
                     dst,
@@ -209,6 +249,36 @@ mod tests {
             assert_eq!(copied.is_err(), refused, "mode {mode:o}");
             assert_eq!(dst.path().join("tool").exists(), !refused, "mode {mode:o}");
         }
+    }
+
+    /// Names of one file are copied as one file (links in the copy too), in one directory or
+    /// several. Control: two files with the same content stay two files.
+    #[test]
+    fn hard_links_are_copied_as_one_file() {
+        use std::os::unix::fs::MetadataExt;
+        let src = tempfile::tempdir().unwrap();
+        let dst = tempfile::tempdir().unwrap();
+        std::fs::create_dir(src.path().join("d")).unwrap();
+        std::fs::write(src.path().join("f"), vec![7u8; 300 << 10]).unwrap();
+        std::fs::write(src.path().join("twin"), vec![7u8; 300 << 10]).unwrap();
+        for n in 0..50 {
+            std::fs::hard_link(src.path().join("f"), src.path().join(format!("l{n}"))).unwrap();
+        }
+        std::fs::hard_link(src.path().join("f"), src.path().join("d/deep")).unwrap();
+        let open = |p: &Path| {
+            rustix::fs::open(p, OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty()).unwrap()
+        };
+        let (s, d) = (open(src.path()), open(dst.path()));
+        copy_dir(s.as_fd(), d.as_fd(), b"user.overlay.opaque", 0).unwrap();
+        let meta = |p: &str| std::fs::metadata(dst.path().join(p)).unwrap();
+        assert_eq!(meta("f").nlink(), 52);
+        assert_eq!(meta("l49").ino(), meta("f").ino());
+        assert_eq!(meta("d/deep").ino(), meta("f").ino());
+        assert_eq!(
+            std::fs::read(dst.path().join("d/deep")).unwrap().len(),
+            300 << 10
+        );
+        assert_ne!(meta("twin").ino(), meta("f").ino());
     }
 
     /// A directory's setgid bit (inherited in a group-shared tree) does not refuse the copy
