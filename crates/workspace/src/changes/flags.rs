@@ -349,6 +349,15 @@ pub(crate) fn flags_of(
             ),
         ));
     }
+    if rec.file_type == FileType::File && !deleted && rec.hard_links > 1 {
+        out.push(flag(
+            "hard-link",
+            format!(
+                "one of {} names of one file (hard links): applied as {} copies",
+                rec.hard_links, rec.hard_links
+            ),
+        ));
+    }
     if rec.file_type == FileType::Other && !deleted {
         out.push(flag(
             "special-file",
@@ -1181,6 +1190,7 @@ mod tests {
                 state: base,
                 changed_during_run: false,
             },
+            hard_links: 0,
         }
     }
 

@@ -101,8 +101,16 @@ pub use flags::{FlagRules, DEFAULT_SIZE_THRESHOLD};
 pub use run::RunDir;
 pub use store::{RunSummary, Store};
 
-/// The version of `meta.json` this code reads and writes.
-pub const FORMAT: u32 = 1;
+/// The version of `meta.json` this code writes. Format 2 names every file's content by
+/// its block identity (`read::BlockHasher`: the same bytes, the same identity, whatever the
+/// filesystem reports as holes); format 1 named a file without holes by the SHA-256 of its
+/// bytes, which the same bytes did not keep when their layout changed.
+pub const FORMAT: u32 = 2;
+
+/// The oldest format read: a change set of an older format than [`FORMAT`] is listed and
+/// can be discarded, but not shown or applied (its identities are not computed any more:
+/// [`ChangesError::Unsupported`], saying so).
+pub const OLDEST_FORMAT: u32 = 1;
 
 /// Prefix of the temporary files `apply` writes beside their destination.
 pub const APPLY_TEMP_PREFIX: &str = ".stockade-apply-";
@@ -231,7 +239,8 @@ pub struct Recorded {
     pub mode: Option<u32>,
     /// Bytes (files; a link's target length); 0 for directories and deletions.
     pub size: u64,
-    /// SHA-256 (hex) of a file's content in the upper.
+    /// A file's content identity in the upper (hex): the SHA-256 of its block encoding
+    /// (`read::BlockHasher`), a function of its bytes alone.
     pub sha256: Option<String>,
     #[serde(with = "pathser::option")]
     pub symlink_target: Option<PathBuf>,
@@ -248,6 +257,14 @@ pub struct Recorded {
     /// `commondir`), at any level above.
     pub in_git_dir: bool,
     pub base: Base,
+    /// A file with more than one name in the change set (hard links): how many (read once;
+    /// `apply` writes each name as a copy of its own). 0: one name.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub hard_links: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What a file's content is to a reviewer: whether `stockade diff` shows it as it is.
@@ -362,7 +379,7 @@ pub struct Flag {
     /// `protected`, `executable`, `script`, `setuid`, `binary`, `hidden-text`,
     /// `replaces-binary`, `unchecked`, `symlink`, `symlink-outside`, `symlink-into-masked`,
     /// `unshown-name`, `git-internals`, `large`, `special-file`, `world-writable`,
-    /// `not-plain`. Review flags
+    /// `hard-link`, `not-plain`. Review flags
     /// by allow-list: an entry without a flag is a deletion, a directory, or a plain text
     /// file (see `flags`).
     pub code: &'static str,

@@ -2,10 +2,10 @@
 //! both through directory descriptors, never following a link.
 //!
 //! The walk visits the upper depth first, names sorted by their bytes. Every upper entry
-//! feeds the digest (relative path, type, permission bits, size, and the content's SHA-256,
-//! a link's target, a whiteout or an opaque mark); compared with the lower it becomes a
-//! change, an unchanged copy, or (a directory present in both with the same mode) nothing but
-//! a container.
+//! feeds the digest (relative path, type, permission bits, size, and the content's identity
+//! ([`BlockHasher`]), a link's target, a whiteout or an opaque mark); compared with the lower
+//! it becomes a change, an unchanged copy, or (a directory present in both with the same mode)
+//! nothing but a container. A file with several names (hard links) is read once.
 
 use std::ffi::{OsStr, OsString};
 use std::io::{self, Read};
@@ -138,6 +138,7 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 }
 
 /// What [`hash_file`] found.
+#[derive(Clone)]
 pub(crate) struct Hashed {
     pub(crate) sha256: String,
     /// The file has a hole: its content is [`Content::Binary`] whatever its size.
@@ -170,13 +171,15 @@ pub(crate) fn has_hole(file: &std::fs::File, size: u64) -> io::Result<bool> {
 /// copied ([`hash_file`]'s). A file with a hole is copied as one: only its non-zero blocks
 /// are written, at their offsets, and `out` is given `src`'s size, so what was a hole (or a
 /// block of zeros) stays a hole where the filesystem has them, and copying a
-/// `truncate -s 60G` file writes nothing.
+/// `truncate -s 60G` file writes nothing. A file without holes is copied byte for byte.
+/// Either way the identity is the [`BlockHasher`]'s of the bytes: the same whatever the
+/// layout.
 pub(crate) fn copy_file(src: &std::fs::File, out: &std::fs::File) -> io::Result<String> {
     use std::io::Write;
     use std::os::unix::fs::FileExt;
     let size = rustix::fs::fstat(src).map_err(errno_io)?.st_size as u64;
+    let mut h = BlockHasher::new();
     if has_hole(src, size)? {
-        let mut h = SparseHasher::new();
         nonzero_blocks(src, size, |offset, bytes| {
             h.block(offset, bytes);
             out.write_all_at(bytes, offset)
@@ -184,21 +187,49 @@ pub(crate) fn copy_file(src: &std::fs::File, out: &std::fs::File) -> io::Result<
         out.set_len(size)?;
         return Ok(h.finish(size));
     }
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 256 * 1024];
-    let (mut from, mut to) = (src, out);
+    let mut to = out;
+    let copied = dense_chunks(src, |offset, chunk| {
+        h.data(offset, chunk);
+        to.write_all(chunk)
+    })?;
+    Ok(h.finish(copied))
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Bytes of files' contents this thread read ([`dense_chunks`], [`nonzero_blocks`]).
+    pub(crate) static BYTES_READ: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Reads `file` from where it stands to its end in chunks of a whole number of [`BLOCK`]s
+/// (but the last), calling `each(offset, chunk)` for each; returns the bytes read.
+fn dense_chunks(
+    mut file: &std::fs::File,
+    mut each: impl FnMut(u64, &[u8]) -> io::Result<()>,
+) -> io::Result<u64> {
+    let mut buf = vec![0u8; 64 * BLOCK as usize];
+    let mut total = 0u64;
     loop {
-        let n = match from.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        let chunk = buf.get(..n).unwrap_or_default();
-        h.update(chunk);
-        to.write_all(chunk)?;
+        let mut filled = 0;
+        while filled < buf.len() {
+            match file.read(buf.get_mut(filled..).unwrap_or_default()) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        if filled == 0 {
+            return Ok(total);
+        }
+        each(total, buf.get(..filled).unwrap_or_default())?;
+        total += filled as u64;
+        #[cfg(test)]
+        BYTES_READ.with(|c| c.set(c.get() + filled as u64));
+        if filled < buf.len() {
+            return Ok(total);
+        }
     }
-    Ok(hex(&h.finalize()))
 }
 
 /// Calls `each(offset, bytes)` for every [`BLOCK`]-aligned block of `file` (the last one cut
@@ -247,6 +278,8 @@ pub(crate) fn nonzero_blocks(
                 _ => e,
             })?;
             read += want as u64;
+            #[cfg(test)]
+            BYTES_READ.with(|c| c.set(c.get() + want as u64));
             if read > MAX_FILE_BYTES {
                 return Err(io::Error::new(
                     io::ErrorKind::FileTooLarge,
@@ -265,23 +298,43 @@ pub(crate) fn nonzero_blocks(
     Ok(read)
 }
 
-/// What opens a sparse file's hash (see [`hash_file`]).
-const SPARSE_TAG: &[u8] = b"stockade sparse file v1\0";
+/// What opens a file's identity (see [`BlockHasher`]). Change sets of format 1 named files
+/// without holes by the SHA-256 of their bytes and files with holes by a hash opened with
+/// another tag (`stockade sparse file v1`): this tag is not that one, and no identity of this
+/// format is a plain SHA-256.
+const BLOCK_TAG: &[u8] = b"stockade file blocks v2\0";
 
-/// The content identity of a sparse file: SHA-256 over [`SPARSE_TAG`], each non-zero block
-/// ([`nonzero_blocks`]) as its offset and bytes, and the file's size.
-pub(crate) struct SparseHasher(Sha256);
+/// The content identity of every file (format 2): SHA-256 over [`BLOCK_TAG`], each
+/// [`BLOCK`]-aligned block holding a byte other than zero as its offset (8 bytes, little
+/// endian) and its bytes (the last block cut at the file's end), in order, and the file's
+/// size (8 bytes). A function of the bytes alone: a block of zeros is left out whether it
+/// lies in a hole, in an unwritten extent, or is written as data, so no layout of the same
+/// bytes (which ext4 reports differently as pages enter and leave the cache) gives another
+/// identity. The encoding is injective: all blocks but a cut last one are [`BLOCK`] bytes,
+/// so the input's length tells where each field lies.
+pub(crate) struct BlockHasher(Sha256);
 
-impl SparseHasher {
-    pub(crate) fn new() -> SparseHasher {
+impl BlockHasher {
+    pub(crate) fn new() -> BlockHasher {
         let mut h = Sha256::new();
-        h.update(SPARSE_TAG);
-        SparseHasher(h)
+        h.update(BLOCK_TAG);
+        BlockHasher(h)
     }
 
+    /// One block at `offset` (a multiple of [`BLOCK`]); a block of zeros counts for nothing.
     pub(crate) fn block(&mut self, offset: u64, bytes: &[u8]) {
+        if bytes.iter().all(|&b| b == 0) {
+            return;
+        }
         self.0.update(offset.to_le_bytes());
         self.0.update(bytes);
+    }
+
+    /// Consecutive bytes from `offset` (a multiple of [`BLOCK`]), cut into blocks.
+    pub(crate) fn data(&mut self, offset: u64, bytes: &[u8]) {
+        for (i, block) in bytes.chunks(BLOCK as usize).enumerate() {
+            self.block(offset + i as u64 * BLOCK, block);
+        }
     }
 
     pub(crate) fn finish(mut self, size: u64) -> String {
@@ -295,19 +348,20 @@ fn sparse_why(size: u64, data: u64) -> String {
     format!("a sparse file of {size} bytes, {data} of them in data extents, the rest holes that read as NUL bytes")
 }
 
-/// Reads `file`: its content identity, whether it starts with `#!`, and (`classify`) what
-/// its content is to a reviewer ([`TextCheck`]).
+/// Reads `file`: its content identity ([`BlockHasher`]), whether it starts with `#!`, and
+/// (`classify`) what its content is to a reviewer ([`TextCheck`]).
 ///
-/// The identity is the SHA-256 of the bytes, but for a file with a hole ([`has_hole`]): then
-/// it is a [`SparseHasher`]'s, made reading only the data extents, and its content is
-/// [`Content::Binary`] (its holes read as NUL bytes). Two files with the same bytes and holes
-/// have the same identity wherever their holes lie; a file with holes and one without never
-/// compare equal, which at worst shows an unchanged copy as a change. A run's sparse file
-/// (`truncate -s 60G f`) costs what it wrote, not its apparent size.
+/// A file with a hole ([`has_hole`]) is read through its data extents only, and its content
+/// is [`Content::Binary`] (its holes read as NUL bytes); a file without one is read whole.
+/// The identity does not depend on which way it was read: the same bytes have the same
+/// identity whatever the filesystem reports as holes now (ext4 reports an unwritten extent,
+/// `fallocate`'s, as data while its pages are cached and as a hole after), and other bytes
+/// another. A run's sparse file (`truncate -s 60G f`) costs what it wrote, not its apparent
+/// size.
 pub(crate) fn hash_file(file: &mut std::fs::File, classify: bool) -> io::Result<Hashed> {
     let size = rustix::fs::fstat(&*file).map_err(errno_io)?.st_size as u64;
+    let mut h = BlockHasher::new();
     if has_hole(file, size)? {
-        let mut h = SparseHasher::new();
         let mut script = false;
         let data = nonzero_blocks(file, size, |offset, bytes| {
             if offset == 0 {
@@ -325,28 +379,20 @@ pub(crate) fn hash_file(file: &mut std::fs::File, classify: bool) -> io::Result<
             }),
         });
     }
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 64 * 1024];
     let mut head: Vec<u8> = Vec::with_capacity(2);
     let mut check = classify.then(TextCheck::default);
-    loop {
-        let n = match file.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        let chunk = buf.get(..n).unwrap_or_default();
+    let read = dense_chunks(file, |offset, chunk| {
         if head.len() < 2 {
             head.extend(chunk.iter().take(2 - head.len()));
         }
-        h.update(chunk);
+        h.data(offset, chunk);
         if let Some(c) = &mut check {
             c.push(chunk);
         }
-    }
+        Ok(())
+    })?;
     Ok(Hashed {
-        sha256: hex(&h.finalize()),
+        sha256: h.finish(read),
         sparse: false,
         script: head == b"#!",
         content: check.map(TextCheck::finish),
@@ -655,6 +701,8 @@ pub(crate) fn read(layers: &Layers<'_>) -> Result<Scan, ChangesError> {
         hasher: Sha256::new(),
         shape: Sha256::new(),
         scan: Scan::default(),
+        read_files: std::collections::HashMap::new(),
+        links: std::collections::HashMap::new(),
     };
     let root_st = rustix::fs::fstat(layers.upper).map_err(|e| w.upper_err(Path::new(""), e))?;
     if w.opaque(layers.upper, Path::new(""), true)?.0 {
@@ -679,6 +727,16 @@ pub(crate) fn read(layers: &Layers<'_>) -> Result<Scan, ChangesError> {
         0,
     )?;
     let mut scan = w.scan;
+    // The names of one file (hard links) the change holds: each says how many there are.
+    for (names, at) in w.links.values() {
+        if *names > 1 {
+            for i in at {
+                if let Some(e) = scan.entries.get_mut(*i) {
+                    e.hard_links = *names;
+                }
+            }
+        }
+    }
     // What an opaque directory drops is found after what the upper holds there.
     scan.entries.sort_by(|a, b| a.path.cmp(&b.path));
     scan.digest = format!("sha256:{}", hex(&w.hasher.finalize()));
@@ -691,6 +749,38 @@ struct Walker<'a, 'b> {
     hasher: Sha256,
     shape: Sha256,
     scan: Scan,
+    /// What reading each upper file with more than one name found, so that its other names
+    /// are not read again.
+    read_files: std::collections::HashMap<LinkKey, Hashed>,
+    /// For each upper file with more than one name: the names the walk met, and which of
+    /// them are recorded changes (indices into `scan.entries`).
+    links: std::collections::HashMap<(u64, u64), (u64, Vec<usize>)>,
+}
+
+/// An upper file with more than one name: its device and inode number, with its ctime and
+/// size, so that an inode number freed and taken again during the walk is not taken for the
+/// same file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct LinkKey {
+    dev: u64,
+    ino: u64,
+    ctime: u128,
+    size: u64,
+}
+
+impl LinkKey {
+    fn of(st: &Stat) -> LinkKey {
+        LinkKey {
+            dev: st.st_dev,
+            ino: st.st_ino,
+            ctime: ctime_ns(st),
+            size: st.st_size as u64,
+        }
+    }
+
+    fn file(&self) -> (u64, u64) {
+        (self.dev, self.ino)
+    }
 }
 
 impl Layers<'_> {
@@ -842,6 +932,7 @@ impl Walker<'_, '_> {
             path: rel.to_path_buf(),
             kind,
             file_type,
+            hard_links: 0,
             mode: up.map(|st| run_mode.unwrap_or_else(|| perm(st))),
             size,
             sha256,
@@ -1025,14 +1116,30 @@ impl Walker<'_, '_> {
                     return Ok(());
                 }
                 let small = st.st_size as u64 <= super::diff::MAX_DIFF_BYTES;
-                let hashed =
-                    hash_file(&mut file, compare && small).map_err(|e| match e.kind() {
-                        io::ErrorKind::FileTooLarge => ChangesError::Unsupported {
-                            path: self.l.upper_path.join(&rel),
-                            reason: format!("a sparse file of {} bytes: {e}", st.st_size),
-                        },
-                        _ => self.upper_err(&rel, e),
-                    })?;
+                // Another name of a file already read (a hard link) is not read again: a
+                // run's 1000 links to one file cost one read, not 1000.
+                let link = (st.st_nlink > 1).then(|| LinkKey::of(&st));
+                if let Some(k) = &link {
+                    self.links.entry(k.file()).or_default().0 += 1;
+                }
+                let known = link.as_ref().and_then(|k| self.read_files.get(k)).cloned();
+                let hashed = match known {
+                    Some(h) => h,
+                    None => {
+                        let h =
+                            hash_file(&mut file, compare && small).map_err(|e| match e.kind() {
+                                io::ErrorKind::FileTooLarge => ChangesError::Unsupported {
+                                    path: self.l.upper_path.join(&rel),
+                                    reason: format!("a sparse file of {} bytes: {e}", st.st_size),
+                                },
+                                _ => self.upper_err(&rel, e),
+                            })?;
+                        if let Some(k) = &link {
+                            self.read_files.insert(*k, h.clone());
+                        }
+                        h
+                    }
+                };
                 let (sha, script) = (hashed.sha256, hashed.script);
                 let content = match (compare, small) {
                     (false, _) => None,
@@ -1074,6 +1181,10 @@ impl Walker<'_, '_> {
                     in_git,
                     base,
                 );
+                if let Some(k) = link {
+                    let at = self.scan.entries.len() - 1;
+                    self.links.entry(k.file()).or_default().1.push(at);
+                }
             }
             Ft::Symlink => {
                 let target = read_link(up, name).map_err(|e| self.upper_err(&rel, e))?;

@@ -16,7 +16,9 @@ use rustix::io::Errno;
 use super::flags::flags_of;
 use super::pathser::LogLine;
 use super::read::{self, Layers, Marks};
-use super::{now_ns, Change, ChangeSet, ChangesError, FlagRules, Recorded, RunMeta, FORMAT};
+use super::{
+    now_ns, Change, ChangeSet, ChangesError, FlagRules, Recorded, RunMeta, FORMAT, OLDEST_FORMAT,
+};
 use crate::beneath::{errno_io, list, open_child, remove_tree, resolve, stat_child};
 
 /// A `meta.json` larger than this is corrupt.
@@ -314,6 +316,22 @@ impl RunDir {
         })
     }
 
+    /// Refuses a change set `finish` sealed in an older format ([`OLDEST_FORMAT`] up to
+    /// before [`FORMAT`]): its files' identities are not computed any more, so nothing of it
+    /// can be checked, shown or applied (it can be listed and discarded).
+    fn check_format(&self) -> Result<(), ChangesError> {
+        if self.meta.format == FORMAT || self.meta.finished.is_none() {
+            return Ok(());
+        }
+        Err(ChangesError::Unsupported {
+            path: self.path.join(META),
+            reason: format!(
+                "it was sealed by an older stockade in format {} (files named by the SHA-256 of their bytes); this stockade names them by format {FORMAT}'s block identity and cannot check it: apply it with the stockade that made it",
+                self.meta.format
+            ),
+        })
+    }
+
     /// Checks the upper's shape (everything but files' contents) against what `finish`
     /// recorded, reading no file: `apply` checks each file's content as it copies it. A
     /// change set recorded without a shape digest is checked whole.
@@ -323,6 +341,7 @@ impl RunDir {
                 run_id: self.id.clone(),
             });
         };
+        self.check_format()?;
         let Some(expected) = &finished.shape_digest else {
             return self.verify();
         };
@@ -354,6 +373,7 @@ impl RunDir {
                 run_id: self.id.clone(),
             });
         };
+        self.check_format()?;
         let found = self.scan(false)?.digest;
         if found != finished.digest {
             return Err(ChangesError::Tampered {
@@ -412,6 +432,8 @@ impl RunDir {
             r => r?,
         };
         let empty = scan.entries.is_empty();
+        // The identities just recorded are this format's.
+        self.meta.format = FORMAT;
         self.meta.finished = Some(super::Finished {
             digest: scan.digest,
             shape_digest: Some(scan.shape_digest),
@@ -521,9 +543,9 @@ impl RunDir {
 
 /// What `meta.json` must hold to be read at all.
 fn validate(meta: &RunMeta, id: &str) -> Result<(), String> {
-    if meta.format != FORMAT {
+    if !(OLDEST_FORMAT..=FORMAT).contains(&meta.format) {
         return Err(format!(
-            "format {} (this stockade reads format {FORMAT})",
+            "format {} (this stockade reads formats {OLDEST_FORMAT} to {FORMAT})",
             meta.format
         ));
     }

@@ -13,6 +13,7 @@ use rustix::fs::{FileType as Ft, Mode, XattrFlags};
 use super::*;
 
 mod apply;
+mod identity;
 mod read;
 mod store;
 
