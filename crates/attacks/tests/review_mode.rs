@@ -882,3 +882,146 @@ fn host_run_files_in_any_case_are_flagged() {
         assert!(!fx.ws.join(n).exists(), "{n} applied");
     }
 }
+
+/// Whether the file at `path` reads as having a hole now (`SEEK_HOLE` from its start stops
+/// before its end).
+fn reports_a_hole(path: &Path) -> bool {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(path).expect("open the upper's file");
+    let size = f.metadata().expect("stat").len() as i64;
+    // SAFETY: lseek on a descriptor this function holds open touches no memory.
+    let hole = unsafe { libc::lseek(f.as_raw_fd(), 0, libc::SEEK_HOLE) };
+    hole >= 0 && hole < size
+}
+
+/// Drops the page cache of `path` (as root every file's, as `echo 3 > drop_caches` does;
+/// else the file's own, which `dd iflag=nocache` asks of the kernel unprivileged).
+fn drop_cache_of(path: &Path) {
+    let _ = std::process::Command::new("sync").status();
+    if attacks::is_root() {
+        std::fs::write("/proc/sys/vm/drop_caches", "3\n").expect("drop caches as root");
+    } else {
+        let status = std::process::Command::new("dd")
+            .arg(format!("if={}", path.display()))
+            .args(["iflag=nocache", "count=0", "status=none"])
+            .status()
+            .expect("run dd");
+        assert!(status.success());
+    }
+}
+
+/// Red team of review, F3: a run's `fallocate -l 1M f; cat f` leaves unwritten extents that
+/// ext4 reports as data while their pages are cached (so at finish) and as holes once they
+/// leave the cache (`drop_caches`, memory pressure). The file's identity depends on its bytes
+/// only, so `changes` and `apply` still accept the change set (before: E_CHANGES_TAMPERED).
+/// Controls: the layout did flip (else n/a), and a byte changed in the upper is still
+/// tampering.
+#[test]
+fn a_file_whose_extents_leave_the_cache_after_the_run_is_not_tampered() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    for tamper in [false, true] {
+        let fx = Fixture::without_git();
+        let (run, id) = review(
+            &fx,
+            &[],
+            "fallocate -l 1M f && cat f > /dev/null && echo text > g && echo made",
+        );
+        run.assert_success().assert_stdout_contains("made");
+        let id = id.expect("a pending change set");
+        let upper = fx
+            .home
+            .join(".local/state/stockade/changes")
+            .join(&id)
+            .join("upper");
+        let before = reports_a_hole(&upper.join("f"));
+        drop_cache_of(&upper.join("f"));
+        let after = reports_a_hole(&upper.join("f"));
+        if before == after {
+            println!("n/a: the change store's filesystem reports the same layout before and after the cache is dropped ({before})");
+            return;
+        }
+        if tamper {
+            use std::os::unix::fs::FileExt;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(upper.join("f"))
+                .expect("open f")
+                .write_all_at(b"x", 4096)
+                .expect("write f");
+            fx.stockade(["changes", &id])
+                .run()
+                .assert_code(125)
+                .assert_stderr_contains("E_CHANGES_TAMPERED");
+            fx.stockade(["apply", &id, "--accept-flagged"])
+                .run()
+                .assert_code(125)
+                .assert_stderr_contains("E_CHANGES_TAMPERED");
+            assert!(!fx.ws.join("f").exists());
+            continue;
+        }
+        let set = changes(&fx, &id);
+        assert_eq!(set["f"].0, "added", "{set:?}");
+        fx.stockade(["apply", &id, "--accept-flagged"])
+            .run()
+            .assert_success();
+        let f = std::fs::read(fx.ws.join("f")).expect("f applied");
+        assert_eq!(f.len(), 1 << 20);
+        assert!(f.iter().all(|&b| b == 0));
+        assert_eq!(read_text(&fx.ws.join("g")).as_deref(), Some("text\n"));
+    }
+}
+
+/// Red team of review, F2 (finish side): a run makes one file and 300 more names of it (hard
+/// links). Each name is an entry flagged `hard-link` (applied as that many copies), refused
+/// unaccepted with nothing written; accepted, each name is written. Control: a file with one
+/// name beside them is not flagged and is applied unaccepted.
+#[test]
+fn a_file_with_many_names_is_flagged_and_not_applied_unaccepted() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let fx = Fixture::without_git();
+    let script = "yes 'a line of text' | head -c 65536 > f0 && mkdir l && i=1 && while [ $i -le 300 ]; do ln f0 l/f$i; i=$((i+1)); done; echo one > single.txt && echo made";
+    let (run, id) = review(&fx, &[], script);
+    run.assert_success().assert_stdout_contains("made");
+    let id = id.expect("a pending change set");
+    let set = changes(&fx, &id);
+    assert_eq!(set.len(), 303, "{set:?}");
+    for (path, (kind, flags)) in &set {
+        match path.as_str() {
+            "l" | "single.txt" => assert!(flags.is_empty(), "{path}: {flags:?}"),
+            _ => {
+                assert_eq!(kind, "added");
+                assert_eq!(flags, &["hard-link".to_owned()], "{path}");
+            }
+        }
+    }
+    let shown = fx.stockade(["changes", &id]).run();
+    shown
+        .assert_success()
+        .assert_stdout_contains("301 names of one file");
+    fx.stockade(["apply", &id])
+        .run()
+        .assert_code(125)
+        .assert_stderr_contains("E_CHANGES_FLAGGED")
+        .assert_stderr_contains("hard-link");
+    assert!(!fx.ws.join("f0").exists() && !fx.ws.join("l").exists());
+    // Control: the file with one name is applied unaccepted.
+    fx.stockade(["apply", &id, "--only", "single.txt"])
+        .run()
+        .assert_success();
+    assert_eq!(
+        read_text(&fx.ws.join("single.txt")).as_deref(),
+        Some("one\n")
+    );
+    assert!(!fx.ws.join("f0").exists());
+    // Accepted: every name is written, each a file of its own.
+    fx.stockade(["apply", &id, "--accept-flagged"])
+        .run()
+        .assert_success();
+    let f0 = std::fs::read(fx.ws.join("f0")).expect("f0 applied");
+    assert_eq!(f0.len(), 65536);
+    assert_eq!(std::fs::read(fx.ws.join("l/f300")).expect("l/f300"), f0);
+}
