@@ -313,6 +313,22 @@ pub fn launch_with(
             }
         };
         let fd = sys::parent::idmapped_clone(&m.path, namespaces[idx].1.fd(), m.readonly).map_err(|e| {
+            // The path is looked up through no link: a link or a missing component is a path
+            // changed since planning (another process swapped it), not a missing feature.
+            let changed = matches!(
+                e.raw_os_error(),
+                Some(libc::ELOOP | libc::ENOENT | libc::ENOTDIR)
+            );
+            if changed {
+                return RunError::Setup {
+                    stage: "open a writable path for its idmapped mount",
+                    path: Some(m.path.clone()),
+                    cause: e,
+                    explained: Some(
+                        "a directory on the way was replaced (by a symbolic link) or removed after the run was planned: another process changed it; look for what did, then run again".into(),
+                    ),
+                };
+            }
             RunError::Unavailable {
                 what: "an idmapped mount",
                 cause: format!("{}: {e}", m.path.display()),

@@ -109,3 +109,45 @@ fn mask_does_not_follow_a_directory_swapped_after_planning() {
         "the mask held"
     );
 }
+
+/// As root, a writable root's idmapped mount is made from its path looked up through no link:
+/// a link swapped in after planning (another run's) fails the run as a changed path
+/// (`E_SANDBOX_SETUP`, naming it), where it said an idmapped mount was not available on this
+/// machine (`E_PROTECTION_UNAVAILABLE`, pointing at the kernel). Control: without the swap the
+/// same plan runs.
+#[test]
+fn a_writable_root_swapped_for_a_link_after_planning_is_a_changed_path() {
+    if native::caller_ids().0 != 0 {
+        eprintln!("skipped: idmapped mounts are made for a root caller only");
+        return;
+    }
+    for swap in [true, false] {
+        let (_tmp, ws, home) = fixture();
+        let cache = ws.parent().unwrap().join("cache");
+        std::fs::create_dir_all(&cache).unwrap();
+        let policy = policy::resolve(
+            None,
+            &policy::Overrides {
+                allow_write: vec![cache.display().to_string()],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let plan = Plan::new(&policy, &request(&ws, &home, "true"), &RealHost).expect("plan");
+        if swap {
+            std::fs::rename(&cache, ws.parent().unwrap().join("cache.real")).unwrap();
+            std::os::unix::fs::symlink("/etc", &cache).unwrap();
+        }
+        match launch(&plan, Options::default(), None) {
+            Ok(outcome) => {
+                assert!(!swap, "the run started through the swapped link");
+                assert_eq!(outcome.exit_code, 0);
+            }
+            Err(e) => {
+                assert!(swap, "the control failed: {e}");
+                assert_eq!(e.code(), "E_SANDBOX_SETUP", "{e}");
+                assert!(e.to_string().contains("cache"), "{e}");
+            }
+        }
+    }
+}
