@@ -334,6 +334,7 @@ pub(crate) fn protected_paths(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host::fake::TextFiles;
 
     #[test]
     fn config_entries_are_read_as_git_reads_them() {
@@ -362,45 +363,6 @@ mod tests {
         );
     }
 
-    /// A minimal host: regular files with their text, and the directories above them.
-    struct Files(Vec<(PathBuf, String)>);
-
-    impl HostView for Files {
-        fn stat(&self, path: &Path) -> Option<crate::host::Entry> {
-            let kind = self.lstat_kind(path)?;
-            Some(crate::host::Entry {
-                kind,
-                uid: 0,
-                gid: 0,
-                mode: 0o644,
-                dev: 1,
-                ino: 1,
-                links: 1,
-            })
-        }
-        fn lstat_kind(&self, path: &Path) -> Option<Kind> {
-            if self.0.iter().any(|(p, _)| p == path) {
-                Some(Kind::File)
-            } else if self.0.iter().any(|(p, _)| p.starts_with(path)) {
-                Some(Kind::Dir)
-            } else {
-                None
-            }
-        }
-        fn canonicalize(&self, path: &Path) -> Option<PathBuf> {
-            self.lstat_kind(path).map(|_| path.to_path_buf())
-        }
-        fn list_dir(&self, _path: &Path) -> Vec<(std::ffi::OsString, Kind)> {
-            Vec::new()
-        }
-        fn read_small(&self, path: &Path) -> Option<String> {
-            self.0
-                .iter()
-                .find(|(p, _)| p == path)
-                .map(|(_, t)| t.clone())
-        }
-    }
-
     /// The global configs' includes are protected with no repository in the writable roots
     /// (the home as the workspace), followed through includes, relative to the including file,
     /// existing or not; `includeIf` whatever its condition. Control: without the include
@@ -410,7 +372,7 @@ mod tests {
         let home = Path::new("/h");
         let roots = vec![home.to_path_buf()];
         let globals = global_configs(home, None);
-        let host = Files(vec![
+        let host = TextFiles::new(vec![
             (
                 home.join(".gitconfig"),
                 "[user]\n\tname = u\n[include]\n\tpath = ~/.gitconfig.local\n\
@@ -439,7 +401,7 @@ mod tests {
         }
         assert!(!got.iter().any(|p| p.starts_with("/etc")), "{got:?}");
         // Control: the same home without includes.
-        let plain = Files(vec![(
+        let plain = TextFiles::new(vec![(
             home.join(".gitconfig"),
             "[user]\n\tname = u\n".into(),
         )]);

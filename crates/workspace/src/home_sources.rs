@@ -273,8 +273,7 @@ fn variable(word: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
-    use std::ffi::OsString;
+    use crate::host::fake::TextFiles;
 
     fn h() -> PathBuf {
         PathBuf::from("/h")
@@ -350,45 +349,8 @@ echo . ~/.not_a_source
         );
     }
 
-    /// Text files and the directories above them; no links.
-    #[derive(Default)]
-    struct Fake(BTreeMap<PathBuf, String>);
-
-    impl HostView for Fake {
-        fn stat(&self, path: &Path) -> Option<crate::host::Entry> {
-            let kind = self.lstat_kind(path)?;
-            Some(crate::host::Entry {
-                kind,
-                uid: 0,
-                gid: 0,
-                mode: 0o644,
-                dev: 1,
-                ino: 1,
-                links: 1,
-            })
-        }
-        fn lstat_kind(&self, path: &Path) -> Option<Kind> {
-            if self.0.contains_key(path) {
-                Some(Kind::File)
-            } else if self.0.keys().any(|p| p.starts_with(path)) {
-                Some(Kind::Dir)
-            } else {
-                None
-            }
-        }
-        fn canonicalize(&self, path: &Path) -> Option<PathBuf> {
-            self.lstat_kind(path).map(|_| path.to_path_buf())
-        }
-        fn list_dir(&self, _path: &Path) -> Vec<(OsString, Kind)> {
-            Vec::new()
-        }
-        fn read_small(&self, path: &Path) -> Option<String> {
-            self.0.get(path).cloned()
-        }
-    }
-
-    fn home_with(files: &[(&str, &str)]) -> Fake {
-        Fake(
+    fn home_with(files: &[(&str, &str)]) -> TextFiles {
+        TextFiles(
             files
                 .iter()
                 .map(|(p, t)| (h().join(p), (*t).to_string()))

@@ -1,6 +1,9 @@
 //! What the planner may ask about the host: file kinds, owners, directory listings. A trait so
 //! plans can be built (and tested) against a fake host; [`RealHost`] asks the kernel.
 
+#[cfg(test)]
+pub(crate) mod fake;
+
 use std::ffi::OsString;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
