@@ -606,17 +606,15 @@ pub fn run_with_io(
         // done. Left behind, it made every later run on the workspace recover it, and the
         // recovery re-plans the spec, which the same swapped link refuses: the workspace
         // stayed blocked until the journal was removed by hand.
+        let sweep = || {
+            tracing::debug_span!("sweep").in_scope(|| {
+                workspace::sweep::after_run(&resolved, &workspace::RealHost, &id, held, launched_at)
+            })
+        };
         let mut outcome = match launched {
             Ok(outcome) => outcome,
             Err(e) => {
-                let swept = workspace::sweep::after_run(
-                    &resolved,
-                    &workspace::RealHost,
-                    &id,
-                    held,
-                    launched_at,
-                );
-                for v in &swept {
+                for v in &sweep() {
                     tracing::warn!(
                         "after a failed launch: {} {}: {}",
                         v.kind,
@@ -641,15 +639,7 @@ pub fn run_with_io(
             });
         }
         let mut violations = outcome.blocked.clone();
-        tracing::debug_span!("sweep").in_scope(|| {
-            violations.extend(workspace::sweep::after_run(
-                &resolved,
-                &workspace::RealHost,
-                &id,
-                held,
-                launched_at,
-            ));
-        });
+        violations.extend(sweep());
         if let Some(j) = journal {
             j.done();
         }
