@@ -20,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
-bin=$(cargo build --release -q -p cli --message-format=json | python3 -c '
+bin=$(cargo build --release -q -p stockade-cli --message-format=json | python3 -c '
 import json, sys
 for line in sys.stdin:
     msg = json.loads(line)

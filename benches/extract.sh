@@ -5,7 +5,7 @@
 # so tar behaves the same: no chown, no chmod per file) and under `stockade run`. Prints a
 # markdown table for docs/benchmarks.md ("Mediated creation: tar").
 #
-#   bash benches/extract.sh [stockade binary ...]   # default: cargo build --release -p cli
+#   bash benches/extract.sh [stockade binary ...]   # default: cargo build --release -p stockade-cli
 #
 # Run as root (the tmpfs is mounted for the run). Not a test: nothing here asserts a time.
 set -euo pipefail
@@ -17,7 +17,7 @@ command -v hyperfine >/dev/null && command -v bwrap >/dev/null || {
   exit 1
 }
 if (($# == 0)); then
-  cargo build --release -q -p cli
+  cargo build --release -q -p stockade-cli
   set -- "$PWD/target/x86_64-unknown-linux-gnu/release/stockade"
 fi
 base="$(mktemp -d /var/tmp/stockade-extract.XXXXXX)"

@@ -15,7 +15,7 @@ runs="${RUNS:-40}"
 command -v hyperfine >/dev/null || { echo "benches/gvisor.sh: needs hyperfine (apt-get install hyperfine)" >&2; exit 1; }
 runsc=/usr/bin/runsc
 [ -x "$runsc" ] || { echo "benches/gvisor.sh: needs runsc (apt-get install runsc)" >&2; exit 1; }
-bin=$(cargo build --release -q -p cli --message-format=json | python3 -c '
+bin=$(cargo build --release -q -p stockade-cli --message-format=json | python3 -c '
 import json, sys
 for line in sys.stdin:
     msg = json.loads(line)

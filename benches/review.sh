@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 runs="${RUNS:-9}"
 bin="${BIN:-}"
 if [ -z "$bin" ]; then
-    bin=$(cargo build --release -q -p cli --message-format=json | python3 -c '
+    bin=$(cargo build --release -q -p stockade-cli --message-format=json | python3 -c '
 import json, sys
 for line in sys.stdin:
     msg = json.loads(line)

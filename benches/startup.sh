@@ -26,7 +26,7 @@ fi
 
 # The stockade binary a `cargo build --release` makes (its path from cargo's own report).
 built_stockade() {
-  cargo build --release -q -p cli --message-format=json | python3 -c '
+  cargo build --release -q -p stockade-cli --message-format=json | python3 -c '
 import json, sys
 for line in sys.stdin:
     msg = json.loads(line)

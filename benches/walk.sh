@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 n="${1:-1000000}"
 runs="${RUNS:-5}"
-bin=$(cargo build --release -q -p cli --message-format=json | python3 -c '
+bin=$(cargo build --release -q -p stockade-cli --message-format=json | python3 -c '
 import json, sys
 for line in sys.stdin:
     msg = json.loads(line)

@@ -12,7 +12,7 @@
 //! a "blocked" attack.
 //!
 //! The stockade binary is `$STOCKADE_BIN`, else `target/<profile>/stockade` next to the test
-//! executable's `deps/` directory (build it first with `cargo build -p cli`).
+//! executable's `deps/` directory (build it first with `cargo build -p stockade-cli`).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -169,7 +169,7 @@ pub fn stockade_bin() -> PathBuf {
     };
     assert!(
         path.is_file(),
-        "stockade binary not found at {}: build it with `cargo build -p cli` (or set STOCKADE_BIN)",
+        "stockade binary not found at {}: build it with `cargo build -p stockade-cli` (or set STOCKADE_BIN)",
         path.display()
     );
     path

@@ -705,7 +705,7 @@ fn init_log() {
     use tracing_subscriber::util::SubscriberInitExt;
     // stockade's own crates at the level asked for; the libraries under the proxy (tokio,
     // hyper, hickory) only from warnings up, or their debug lines drown the stages.
-    let ours = ["stockade", "native", "net", "guard", "policy", "cli"]
+    let ours = ["stockade", "native", "net", "guard", "policy", "stockade_cli"]
         .into_iter()
         .fold(Targets::new(), |t, name| t.with_target(name, level))
         .with_default(level.min(LevelFilter::WARN));
