@@ -1,7 +1,11 @@
 //! Writing a change set into the workspace.
 //!
 //! In order: the upper is checked against its digest; the entries are selected; flagged
-//! entries not accepted and conflicts refuse the whole apply (nothing written); temporary
+//! entries not accepted refuse the whole apply (nothing written), or, with
+//! `ApplyOptions::hold_flagged`, are left pending with whatever lies below them (`hold`:
+//! the rest goes on, each entry through every check below; nothing but held entries
+//! selected is still a refusal); conflicts among what is applied refuse the whole apply
+//! (nothing written); temporary
 //! files an interrupted apply left are removed; then each entry is applied in path order
 //! (directories before what they hold) and logged to `applied.log` at once.
 //!
@@ -29,7 +33,7 @@ use rustix::fs::{AtFlags, FileType as Ft, Gid, Mode, OFlags, Stat, Uid};
 use super::read::copy_file;
 use super::select::{covers, open_parent, plan, select, user_path, Action};
 use super::{
-    ApplyOptions, ApplyReport, ChangeKind, ChangesError, FileType, Flag, FlagRules, Recorded,
+    ApplyOptions, ApplyReport, ChangeKind, ChangesError, FileType, Flag, FlagRules, Held, Recorded,
     RunDir, APPLY_TEMP_PREFIX,
 };
 use crate::beneath::{chmod_fd, errno_io, list, open_child, random_name, remove_tree, stat_child};
@@ -78,7 +82,8 @@ impl RunDir {
             .map(|e| (e.path.clone(), self.change(e, rules).flags))
             .filter(|(_, flags)| !flags.is_empty())
             .collect();
-        if !flagged.is_empty() {
+        let (selected, held) = hold(selected, &flagged);
+        if !held.is_empty() && (!opts.hold_flagged || selected.is_empty()) {
             return Err(ChangesError::Flagged(flagged));
         }
         let ws = self.meta.workspace.clone();
@@ -96,7 +101,10 @@ impl RunDir {
         drop(applied);
 
         let as_root = rustix::process::geteuid().is_root();
-        let mut report = ApplyReport::default();
+        let mut report = ApplyReport {
+            held,
+            ..ApplyReport::default()
+        };
         let mut log = self.open_log()?;
         let mut done: Vec<PathBuf> = Vec::new();
         let mut failed = None;
@@ -330,6 +338,39 @@ impl RunDir {
             None => fail(cause),
         })
     }
+}
+
+/// `selected` without the `flagged` entries and what lies below one of them (a file in a
+/// flagged directory the change set makes has nowhere to go without it; what a flagged
+/// directory holds waits with it), and the entries so held, in path order. The entries kept
+/// are exactly those no flagged entry is at or above: a held entry is never written.
+fn hold<'a>(
+    selected: Vec<&'a Recorded>,
+    flagged: &[(PathBuf, Vec<Flag>)],
+) -> (Vec<&'a Recorded>, Vec<Held>) {
+    if flagged.is_empty() {
+        return (selected, Vec::new());
+    }
+    let mut kept = Vec::with_capacity(selected.len());
+    let mut held = Vec::new();
+    for e in selected {
+        if let Some((_, flags)) = flagged.iter().find(|(p, _)| *p == e.path) {
+            held.push(Held {
+                path: e.path.clone(),
+                flags: flags.clone(),
+                below: None,
+            });
+        } else if let Some((above, _)) = flagged.iter().find(|(p, _)| e.path.starts_with(p)) {
+            held.push(Held {
+                path: e.path.clone(),
+                flags: Vec::new(),
+                below: Some(above.clone()),
+            });
+        } else {
+            kept.push(e);
+        }
+    }
+    (kept, held)
 }
 
 /// Gives the directory `path` (relative to the workspace `root`) the bits `mode`, the run's,

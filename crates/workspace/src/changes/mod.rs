@@ -43,7 +43,8 @@
 //! - [`RunDir::changes`], [`RunDir::diff`] and [`RunDir::apply`] first check the upper against
 //!   the digest `finish` recorded ([`ChangesError::Tampered`]).
 //! - `apply` refuses, before writing anything, flagged entries not accepted
-//!   ([`ChangesError::Flagged`]) and entries whose workspace path is no longer in its base
+//!   ([`ChangesError::Flagged`]; with [`ApplyOptions::hold_flagged`] they, and what lies
+//!   below them, stay pending instead and only the rest is planned and written) and entries whose workspace path is no longer in its base
 //!   state ([`ChangesError::Conflict`]). It writes each file atomically (a temporary file in
 //!   the destination directory, renamed over the destination), never follows a link in the
 //!   workspace, never sets setuid or setgid bits (a directory keeps the run's sticky bit; one the
@@ -408,6 +409,24 @@ pub struct ApplyOptions {
     pub accept: Vec<PathBuf>,
     /// Apply every flagged entry selected.
     pub accept_flagged: bool,
+    /// Flagged entries not accepted stay pending (with whatever lies below them) and the
+    /// rest is applied ([`ApplyReport::held`]); without it they refuse the whole apply
+    /// ([`ChangesError::Flagged`], nothing written). Either way, when nothing but held
+    /// entries is selected, the apply is refused.
+    pub hold_flagged: bool,
+}
+
+/// A selected entry a partial apply ([`ApplyOptions::hold_flagged`]) left pending.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Held {
+    /// Relative to the workspace.
+    #[serde(serialize_with = "pathser::one::serialize")]
+    pub path: PathBuf,
+    /// Its own flags; empty when it is held for `below` alone.
+    pub flags: Vec<Flag>,
+    /// The held (flagged) entry above it: what lies below a flagged entry waits with it.
+    #[serde(serialize_with = "pathser::option::serialize")]
+    pub below: Option<PathBuf>,
 }
 
 /// What `apply` did.
@@ -424,8 +443,11 @@ pub struct ApplyReport {
     /// Accepted entries that are never applied (fifos, sockets, device nodes): dropped.
     #[serde(serialize_with = "pathser::many::serialize")]
     pub skipped: Vec<PathBuf>,
-    /// Entries left pending (not selected, or excluded); 0: the change set was applied
-    /// whole and removed.
+    /// Flagged entries (and what lies below them) left pending by a partial apply
+    /// ([`ApplyOptions::hold_flagged`]), each with its flags.
+    pub held: Vec<Held>,
+    /// Entries left pending (not selected, excluded, or held); 0: the change set was
+    /// applied whole and removed.
     pub remaining: usize,
 }
 

@@ -707,3 +707,108 @@ fn a_setgid_bit_the_host_gives_is_kept_and_never_added() {
         assert_eq!(mode_of(&fx.ws.join("sub")), want, "shared: {shared}");
     }
 }
+
+fn partial() -> ApplyOptions {
+    ApplyOptions {
+        hold_flagged: true,
+        ..Default::default()
+    }
+}
+
+/// A partial apply writes the plain entries and holds the flagged ones with what lies below
+/// them (a plain file in a flagged new directory included), listing each with its flags;
+/// the change set keeps exactly the held entries, and applying again after accepting them
+/// finishes it. Control: without `hold_flagged` the same change set is refused whole.
+#[test]
+fn a_partial_apply_holds_flagged_entries_and_what_lies_below_them() {
+    let fx = Fx::new();
+    fx.lower("keep.txt", "old\n");
+    let mut run = fx.start("partial");
+    up(&run, "keep.txt", "new\n");
+    up(&run, "lib.txt", "lib\n");
+    up(&run, ".envrc", "export A=1\n");
+    // A new directory flagged by itself (world-writable), a plain file inside it.
+    up(&run, "open/inside.txt", "x\n");
+    chmod(&run.upper().join("open"), 0o777);
+    run.finish(&rules()).unwrap();
+
+    let e = run.apply(&ApplyOptions::default(), &rules()).unwrap_err();
+    assert!(matches!(e, ChangesError::Flagged(_)), "{e}");
+    assert_eq!(
+        std::fs::read_to_string(fx.ws.join("keep.txt")).unwrap(),
+        "old\n"
+    );
+    assert!(!fx.ws.join("lib.txt").exists());
+
+    let report = run.apply(&partial(), &rules()).unwrap();
+    assert_eq!(report.written, ["keep.txt", "lib.txt"].map(p));
+    let held: Vec<_> = report
+        .held
+        .iter()
+        .map(|h| (h.path.clone(), h.flags.is_empty(), h.below.clone()))
+        .collect();
+    assert_eq!(
+        held,
+        [
+            (p(".envrc"), false, None),
+            (p("open"), false, None),
+            (p("open/inside.txt"), true, Some(p("open"))),
+        ]
+    );
+    assert_eq!(report.remaining, 3);
+    assert_eq!(
+        std::fs::read_to_string(fx.ws.join("keep.txt")).unwrap(),
+        "new\n"
+    );
+    assert!(!fx.ws.join(".envrc").exists());
+    assert!(!fx.ws.join("open").exists());
+    // What stays pending is exactly what was held, and the seal still holds for it.
+    let left: Vec<_> = run
+        .changes(&rules())
+        .unwrap()
+        .entries
+        .into_iter()
+        .map(|c| c.path)
+        .collect();
+    assert_eq!(left, [".envrc", "open", "open/inside.txt"].map(p));
+
+    // Only held entries selected: a refusal, nothing written.
+    let e = run.apply(&partial(), &rules()).unwrap_err();
+    assert!(matches!(e, ChangesError::Flagged(_)), "{e}");
+    assert!(!fx.ws.join(".envrc").exists());
+
+    let report = run
+        .apply(
+            &ApplyOptions {
+                accept: vec![p(".envrc"), p("open")],
+                ..partial()
+            },
+            &rules(),
+        )
+        .unwrap();
+    assert_eq!(report.written, [".envrc", "open", "open/inside.txt"].map(p));
+    assert!(report.held.is_empty());
+    assert_eq!(report.remaining, 0);
+    assert!(!run.path().exists());
+}
+
+/// A partial apply keeps every check for what it applies: a plain entry whose workspace path
+/// changed since the run refuses the apply, nothing written (the flagged one held or not).
+#[test]
+fn a_partial_apply_still_refuses_conflicts() {
+    let fx = Fx::new();
+    fx.lower("a.txt", "a\n");
+    let mut run = fx.start("partial-conflict");
+    up(&run, "a.txt", "run\n");
+    up(&run, "b.txt", "b\n");
+    up(&run, ".envrc", "export A=1\n");
+    run.finish(&rules()).unwrap();
+    write(&fx.ws.join("a.txt"), "host\n");
+    let e = run.apply(&partial(), &rules()).unwrap_err();
+    assert!(matches!(e, ChangesError::Conflict(_)), "{e}");
+    assert!(!fx.ws.join("b.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(fx.ws.join("a.txt")).unwrap(),
+        "host\n"
+    );
+}
