@@ -24,6 +24,45 @@ use crate::beneath::{list, open_child, stat_child};
 /// Larger files are named, not diffed.
 pub const MAX_DIFF_BYTES: u64 = 8 << 20;
 
+/// One path's line counts, as `stockade diff --stat` lists them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct FileStat {
+    /// Relative to the workspace.
+    #[serde(serialize_with = "super::pathser::one::serialize")]
+    pub path: PathBuf,
+    /// Lines added.
+    pub insertions: usize,
+    /// Lines removed.
+    pub deletions: usize,
+    /// Not shown as text (a binary or large file, a special file): no line counts.
+    pub binary: bool,
+}
+
+/// What the diff of a change set is written into: its text and each path's counts.
+#[derive(Default)]
+struct Sink {
+    text: String,
+    stats: Vec<FileStat>,
+}
+
+impl std::fmt::Write for Sink {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.text.push_str(s);
+        Ok(())
+    }
+}
+
+impl Sink {
+    fn stat(&mut self, path: &Path, insertions: usize, deletions: usize, binary: bool) {
+        self.stats.push(FileStat {
+            path: path.to_path_buf(),
+            insertions,
+            deletions,
+            binary,
+        });
+    }
+}
+
 /// One side of a diff.
 enum Side {
     None,
@@ -121,7 +160,7 @@ fn header_name(prefix: &str, path: &Path) -> String {
 }
 
 /// The diff of one path between `old` and `new`.
-fn file_diff(out: &mut String, path: &Path, old: &Side, new: &Side) {
+fn file_diff(out: &mut Sink, path: &Path, old: &Side, new: &Side) {
     let (a, b) = (header_name("a/", path), header_name("b/", path));
     let _ = writeln!(out, "diff --git {a} {b}");
     let (om, nm) = (git_mode(old), git_mode(new));
@@ -146,27 +185,40 @@ fn file_diff(out: &mut String, path: &Path, old: &Side, new: &Side) {
             out,
             "Files {a} and {b} differ (over {MAX_DIFF_BYTES} bytes: {n})"
         );
+        out.stat(path, 0, 0, true);
         return;
     }
     match (content(old), content(new)) {
-        (Some(o), Some(n)) if o == n => {}
+        (Some(o), Some(n)) if o == n => out.stat(path, 0, 0, false),
         (Some(o), Some(n)) => {
             let diff = similar::TextDiff::configure()
                 .timeout(Duration::from_secs(10))
                 .diff_lines(&o, &n);
+            let (mut ins, mut del) = (0, 0);
+            for op in diff.ops() {
+                for change in diff.iter_changes(op) {
+                    match change.tag() {
+                        similar::ChangeTag::Insert => ins += 1,
+                        similar::ChangeTag::Delete => del += 1,
+                        similar::ChangeTag::Equal => {}
+                    }
+                }
+            }
             let mut unified = diff.unified_diff();
             unified.context_radius(3).header(&a, &b);
-            out.push_str(&unified.to_string());
+            out.text.push_str(&unified.to_string());
+            out.stat(path, ins, del, false);
         }
         _ => {
             let _ = writeln!(out, "Binary files {a} and {b} differ");
+            out.stat(path, 0, 0, true);
         }
     }
 }
 
 /// Deletion diffs of every file and link at and below `rel` in the workspace.
 fn deleted_tree(
-    out: &mut String,
+    out: &mut Sink,
     dir: BorrowedFd<'_>,
     name: &OsStr,
     rel: &Path,
@@ -187,6 +239,7 @@ fn deleted_tree(
                 header_name("a/", rel),
                 header_name("b/", rel)
             );
+            out.stat(rel, 0, 0, true);
         }
         old => file_diff(out, rel, &old, &Side::None),
     }
@@ -197,6 +250,17 @@ impl RunDir {
     /// The unified diff of the entries at or below `paths` (all when empty), entries
     /// already applied left out. A finished run's upper is checked against its digest first.
     pub fn diff(&self, paths: &[PathBuf]) -> Result<String, ChangesError> {
+        Ok(self.diff_into(paths)?.text)
+    }
+
+    /// What [`RunDir::diff`] shows, as line counts per path (`diff --stat`), in the same
+    /// order: a mode change alone counts no line, a binary, large or special file is
+    /// [`FileStat::binary`].
+    pub fn diff_stat(&self, paths: &[PathBuf]) -> Result<Vec<FileStat>, ChangesError> {
+        Ok(self.diff_into(paths)?.stats)
+    }
+
+    fn diff_into(&self, paths: &[PathBuf]) -> Result<Sink, ChangesError> {
         self.check_live()?;
         let entries: Vec<Recorded> = match &self.meta.finished {
             Some(f) => {
@@ -224,7 +288,7 @@ impl RunDir {
         }
         let root = self.open_workspace()?;
         let upper = self.open_upper()?;
-        let mut out = String::new();
+        let mut out = Sink::default();
         for e in entries
             .iter()
             .filter(|e| wanted.is_empty() || wanted.iter().any(|w| covers(w, &e.path)))
@@ -236,7 +300,7 @@ impl RunDir {
 
     fn diff_entry(
         &self,
-        out: &mut String,
+        out: &mut Sink,
         root: BorrowedFd<'_>,
         upper: BorrowedFd<'_>,
         e: &Recorded,
@@ -273,13 +337,15 @@ impl RunDir {
                         from & 0o777,
                         to & 0o777
                     );
+                    out.stat(&e.path, 0, 0, false);
                 }
             }
             return Ok(());
         }
-        let special = |out: &mut String, what: &str| {
+        let special = |out: &mut Sink, what: &str| {
             let (a, b) = (header_name("a/", &e.path), header_name("b/", &e.path));
             let _ = writeln!(out, "diff --git {a} {b}\n{what}");
+            out.stat(&e.path, 0, 0, true);
         };
         match (&old, &new) {
             (_, Side::Special) => special(

@@ -97,6 +97,7 @@ mod store;
 mod tests;
 
 pub use copyable::{not_copyable, not_copyable_cached};
+pub use diff::FileStat;
 pub use error::ChangesError;
 pub use flags::{FlagRules, DEFAULT_SIZE_THRESHOLD};
 pub use run::RunDir;

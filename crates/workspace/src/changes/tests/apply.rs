@@ -812,3 +812,49 @@ fn a_partial_apply_still_refuses_conflicts() {
         "host\n"
     );
 }
+
+/// `diff --stat`'s counts: lines added and removed per path, binary files without counts, a
+/// mode change alone with none; applied entries left out as in the diff.
+#[test]
+fn diff_stat_counts_the_lines_the_diff_shows() {
+    let fx = Fx::new();
+    fx.lower("m.txt", "a\nb\nc\n");
+    fx.lower("gone.txt", "x\ny\n");
+    fx.lower("mode.txt", "same\n");
+    let mut run = fx.start("stat");
+    up(&run, "m.txt", "a\nB\nc\nd\n");
+    up(&run, "new.txt", "1\n2\n3\n");
+    std::fs::write(run.upper().join("bin.dat"), b"\0\x01\x02").unwrap();
+    chmod(&up(&run, "mode.txt", "same\n"), 0o600);
+    let gone = whiteout(&run, "gone.txt");
+    run.finish(&rules()).unwrap();
+    let stats: Vec<_> = run
+        .diff_stat(&[])
+        .unwrap()
+        .into_iter()
+        .map(|s| (s.path, s.insertions, s.deletions, s.binary))
+        .collect();
+    let mut want = vec![
+        (p("bin.dat"), 0, 0, true),
+        (p("gone.txt"), 0, 2, false),
+        (p("m.txt"), 2, 1, false),
+        (p("mode.txt"), 0, 0, false),
+        (p("new.txt"), 3, 0, false),
+    ];
+    // A regular user cannot make a whiteout: no deletion then.
+    want.retain(|w| gone || w.0 != p("gone.txt"));
+    assert_eq!(stats, want);
+    run.apply(
+        &ApplyOptions {
+            only: vec![p("new.txt")],
+            ..Default::default()
+        },
+        &rules(),
+    )
+    .unwrap();
+    assert!(!run
+        .diff_stat(&[])
+        .unwrap()
+        .iter()
+        .any(|s| s.path == p("new.txt")));
+}
