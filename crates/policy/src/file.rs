@@ -289,6 +289,76 @@ pub fn parse_policy_file(text: &str, origin: &str) -> Result<PolicyFile, PolicyE
     })
 }
 
+impl PolicyFile {
+    /// This file with `over` layered on top, as [`crate::resolve()`] would apply `over` after
+    /// it: lists appended (duplicates are dropped when resolved), `env.set` merged (`over`
+    /// wins), single values (`profile`, `read_scope`, `mode`, each limit, `backend`, `agent`,
+    /// `hints`, `review`) replaced when `over` gives them, credentials replaced by name,
+    /// presets and `[[commands]]` appended. The line of each list entry is `over`'s when it
+    /// writes the entry too. How the user's policy file, the project's and `--policy` combine.
+    #[must_use]
+    pub fn layered(mut self, over: PolicyFile) -> PolicyFile {
+        fn or<T>(base: &mut Option<T>, over: Option<T>) {
+            if over.is_some() {
+                *base = over;
+            }
+        }
+        or(&mut self.profile, over.profile);
+        let (fs, o) = (&mut self.filesystem, over.filesystem);
+        or(&mut fs.read_scope, o.read_scope);
+        fs.deny_read.extend(o.deny_read);
+        fs.read_empty.extend(o.read_empty);
+        fs.allow_read.extend(o.allow_read);
+        fs.allow_write.extend(o.allow_write);
+        fs.deny_write.extend(o.deny_write);
+        fs.unprotect.extend(o.unprotect);
+        self.env.allow.extend(over.env.allow);
+        self.env.set.extend(over.env.set);
+        self.env.passthrough.extend(over.env.passthrough);
+        let (net, o) = (&mut self.network, over.network);
+        or(&mut net.mode, o.mode);
+        net.allow_domains.extend(o.allow_domains);
+        net.deny_domains.extend(o.deny_domains);
+        net.allow_hosts.extend(o.allow_hosts);
+        let (l, o) = (&mut self.limits, over.limits);
+        or(&mut l.timeout, o.timeout);
+        or(&mut l.tmp_size, o.tmp_size);
+        or(&mut l.files, o.files);
+        or(&mut l.memory, o.memory);
+        or(&mut l.pids, o.pids);
+        or(&mut l.cpu, o.cpu);
+        or(&mut l.output_limit, o.output_limit);
+        or(&mut l.disk, o.disk);
+        or(&mut self.backend, over.backend);
+        for c in over.credentials {
+            match self.credentials.iter_mut().find(|o| o.name == c.name) {
+                Some(o) => *o = c,
+                None => self.credentials.push(c),
+            }
+        }
+        or(&mut self.agent, over.agent);
+        self.presets.extend(over.presets);
+        or(&mut self.hints, over.hints);
+        or(&mut self.review, over.review);
+        self.commands.extend(over.commands);
+        self.lines.layer(over.lines);
+        self
+    }
+}
+
+/// Where the user's own policy file is: `$XDG_CONFIG_HOME/stockade/policy.toml`, the variable
+/// taken when it is an absolute path (as the XDG base directory specification says), else
+/// `$HOME/.config/stockade/policy.toml`. `None` without either.
+pub fn user_policy_path(
+    xdg_config_home: Option<&std::ffi::OsStr>,
+    home: Option<&std::ffi::OsStr>,
+) -> Option<std::path::PathBuf> {
+    let absolute =
+        |v: Option<&std::ffi::OsStr>| v.map(std::path::PathBuf::from).filter(|p| p.is_absolute());
+    let config = absolute(xdg_config_home).or_else(|| absolute(home).map(|h| h.join(".config")))?;
+    Some(config.join("stockade").join("policy.toml"))
+}
+
 /// Whether `name` may be listed in `filesystem.unprotect`: a catalogue entry, by its exact
 /// name. Otherwise the message and hint of the error.
 pub(crate) fn check_unprotect(name: &str) -> Result<(), (String, String)> {
@@ -791,6 +861,29 @@ allow_hosts = ["127.0.0.1:5432", "[::1]:8080", "10.1.2.0/24", "db.internal:5432"
                 path.display()
             )
         );
+    }
+
+    #[test]
+    fn the_user_policy_is_in_the_xdg_config_home() {
+        use std::ffi::OsStr;
+        let path = |x: Option<&str>, h: Option<&str>| {
+            user_policy_path(x.map(OsStr::new), h.map(OsStr::new))
+        };
+        assert_eq!(
+            path(Some("/x/cfg"), Some("/h")),
+            Some("/x/cfg/stockade/policy.toml".into())
+        );
+        assert_eq!(
+            path(None, Some("/h")),
+            Some("/h/.config/stockade/policy.toml".into())
+        );
+        // A relative XDG_CONFIG_HOME is ignored, as the specification says.
+        assert_eq!(
+            path(Some("cfg"), Some("/h")),
+            Some("/h/.config/stockade/policy.toml".into())
+        );
+        assert_eq!(path(Some(""), Some("rel")), None);
+        assert_eq!(path(None, None), None);
     }
 
     #[test]

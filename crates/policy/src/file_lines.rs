@@ -41,6 +41,11 @@ impl EntryLines {
             .collect()
     }
 
+    /// Takes the lines of a file layered on top of this one: its entries' lines win.
+    pub(crate) fn layer(&mut self, over: EntryLines) {
+        self.0.extend(over.0);
+    }
+
     /// The line `entry` (as written) of the list `key` is on, if the file wrote it.
     pub fn line(&self, key: &str, entry: &str) -> Option<usize> {
         self.0.get(&(key.to_owned(), entry.to_owned())).copied()

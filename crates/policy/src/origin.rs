@@ -111,10 +111,43 @@ pub enum Setting {
     OutputLimit,
 }
 
+/// Which of the policy files a layer is, lowest precedence first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LayerKind {
+    /// The user's own (`$XDG_CONFIG_HOME/stockade/policy.toml`).
+    User,
+    /// The workspace's `stockade.toml`, approved with `stockade trust approve`.
+    Project,
+    /// `--policy FILE`.
+    Given,
+}
+
+impl std::fmt::Display for LayerKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LayerKind::User => "user policy",
+            LayerKind::Project => "project policy",
+            LayerKind::Given => "--policy",
+        })
+    }
+}
+
+/// One of the policy files a policy was resolved from ([`PolicyFile::layered`] in the order
+/// of [`LayerKind`]).
+#[derive(Debug, Clone)]
+pub struct Layer {
+    pub kind: LayerKind,
+    pub path: std::path::PathBuf,
+    pub file: PolicyFile,
+}
+
 /// The inputs of one [`crate::resolve()`], to ask where its result's parts came from.
 #[derive(Debug, Clone)]
 pub struct Origins<'a> {
     file: Option<&'a PolicyFile>,
+    /// The files the policy file was layered from (empty: one file, or none).
+    layers: &'a [Layer],
     flags: &'a Overrides,
     /// The profile alone (`None`: an unknown profile, which resolving refuses anyway).
     base: Option<Policy>,
@@ -150,10 +183,38 @@ impl<'a> Origins<'a> {
             .collect();
         Origins {
             file,
+            layers: &[],
             flags,
             base,
             presets,
         }
+    }
+
+    /// The same, knowing which files the policy file was layered from, to say which of them
+    /// gave an entry or a setting ([`Origins::entry_layer`], [`Origins::setting_layer`]).
+    #[must_use]
+    pub fn with_layers(mut self, layers: &'a [Layer]) -> Self {
+        self.layers = layers;
+        self
+    }
+
+    /// The policy file that gave `entry` of `field` (the last one that lists it), when the
+    /// layers are known.
+    pub fn entry_layer(&self, field: Field, entry: &str) -> Option<&'a Layer> {
+        self.layers.iter().rev().find(|l| {
+            file_entries(&l.file, field)
+                .iter()
+                .any(|given| same_entry(field, given, entry))
+        })
+    }
+
+    /// The policy file that set `setting` (the last one that gives it), when the layers are
+    /// known.
+    pub fn setting_layer(&self, setting: Setting) -> Option<&'a Layer> {
+        self.layers
+            .iter()
+            .rev()
+            .find(|l| file_sets(&l.file, setting))
     }
 
     /// The preset that put `entry` in `field`, if one did (the profile alone has no such
@@ -207,22 +268,7 @@ impl<'a> Origins<'a> {
             Setting::Cpu => f.cpu.is_some(),
             Setting::OutputLimit => f.output_limit.is_some(),
         };
-        let in_file = self.file.is_some_and(|file| {
-            let l = &file.limits;
-            match setting {
-                Setting::Profile => file.profile.is_some(),
-                Setting::ReadScope => file.filesystem.read_scope.is_some(),
-                Setting::NetworkMode => file.network.mode.is_some(),
-                Setting::Backend => file.backend.is_some(),
-                Setting::Timeout => l.timeout.is_some(),
-                Setting::TmpSize => l.tmp_size.is_some(),
-                Setting::Files => l.files.is_some(),
-                Setting::Memory => l.memory.is_some(),
-                Setting::Pids => l.pids.is_some(),
-                Setting::Cpu => l.cpu.is_some(),
-                Setting::OutputLimit => l.output_limit.is_some(),
-            }
-        });
+        let in_file = self.file.is_some_and(|file| file_sets(file, setting));
         if by_flag {
             Origin::Flag
         } else if in_file {
@@ -326,6 +372,24 @@ fn policy_entries(p: &Policy, field: Field) -> Vec<String> {
     }
 }
 
+/// Whether the policy file gives `setting`.
+fn file_sets(file: &PolicyFile, setting: Setting) -> bool {
+    let l = &file.limits;
+    match setting {
+        Setting::Profile => file.profile.is_some(),
+        Setting::ReadScope => file.filesystem.read_scope.is_some(),
+        Setting::NetworkMode => file.network.mode.is_some(),
+        Setting::Backend => file.backend.is_some(),
+        Setting::Timeout => l.timeout.is_some(),
+        Setting::TmpSize => l.tmp_size.is_some(),
+        Setting::Files => l.files.is_some(),
+        Setting::Memory => l.memory.is_some(),
+        Setting::Pids => l.pids.is_some(),
+        Setting::Cpu => l.cpu.is_some(),
+        Setting::OutputLimit => l.output_limit.is_some(),
+    }
+}
+
 /// The entries the policy file gave for `field`.
 fn file_entries(file: &PolicyFile, field: Field) -> Vec<String> {
     let fs = &file.filesystem;
@@ -385,6 +449,61 @@ mod tests {
         assert_eq!(o.setting(Setting::Timeout), Origin::Profile);
         assert_eq!(o.file_line(Field::DenyRead, "~/a"), Some(3));
         assert_eq!(o.file_line(Field::DenyRead, "~/.ssh"), None);
+    }
+
+    #[test]
+    fn layered_files_each_name_what_they_gave_the_later_winning() {
+        let user = file("presets = [\"npm\"]\n[network]\nallow_domains = [\"a.example\"]\n[limits]\npids = 10\nmemory = \"1G\"\n");
+        let project = file(
+            "\n\n[network]\nallow_domains = [\"b.example\", \"a.example\"]\n[limits]\npids = 20\n",
+        );
+        let layers = vec![
+            Layer {
+                kind: LayerKind::User,
+                path: "/u/policy.toml".into(),
+                file: user.clone(),
+            },
+            Layer {
+                kind: LayerKind::Project,
+                path: "/w/stockade.toml".into(),
+                file: project.clone(),
+            },
+        ];
+        let merged = user.layered(project);
+        assert_eq!(
+            merged.network.allow_domains,
+            ["a.example", "b.example", "a.example"]
+        );
+        assert_eq!(merged.limits.pids, Some(20));
+        assert_eq!(merged.limits.memory.as_deref(), Some("1G"));
+        assert_eq!(merged.presets, ["npm"]);
+        let flags = Overrides::default();
+        let o = Origins::new(Some(&merged), &flags).with_layers(&layers);
+        let kind = |l: Option<&Layer>| l.map(|l| l.kind);
+        assert_eq!(
+            o.entry(Field::AllowDomains, "a.example"),
+            Origin::PolicyFile
+        );
+        assert_eq!(
+            kind(o.entry_layer(Field::AllowDomains, "a.example")),
+            Some(LayerKind::Project)
+        );
+        // The line is the project file's, the file that won.
+        assert_eq!(o.file_line(Field::AllowDomains, "a.example"), Some(4));
+        assert_eq!(
+            kind(o.setting_layer(Setting::Pids)),
+            Some(LayerKind::Project)
+        );
+        assert_eq!(
+            kind(o.setting_layer(Setting::Memory)),
+            Some(LayerKind::User)
+        );
+        assert_eq!(o.setting_layer(Setting::Timeout).map(|l| l.kind), None);
+        assert_eq!(
+            o.entry(Field::AllowDomains, "registry.npmjs.org"),
+            Origin::Preset("npm")
+        );
+        assert_eq!(LayerKind::User.to_string(), "user policy");
     }
 
     #[test]
