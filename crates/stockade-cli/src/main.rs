@@ -16,6 +16,7 @@ use clap::{Args, Parser, Subcommand};
 use stockade::{Error, RunRequest};
 
 mod control_fd;
+mod default_policy;
 mod guard_command;
 mod hook;
 mod man_and_completions;
@@ -190,9 +191,15 @@ struct PolicyArgs {
     /// Workspace directory (writable under the default profile). Default: current directory.
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
-    /// Policy file: TOML, or srt's / Claude Code's JSON sandbox settings.
+    /// Policy file: TOML, or srt's / Claude Code's JSON sandbox settings. Layered over your
+    /// user policy ($XDG_CONFIG_HOME/stockade/policy.toml, default
+    /// ~/.config/stockade/policy.toml) and the workspace's stockade.toml once approved
+    /// (`stockade trust approve`); the flags come last.
     #[arg(long, value_name = "FILE")]
     policy: Option<PathBuf>,
+    /// Ignore your user policy file for this command (as STOCKADE_NO_USER_POLICY=1 does).
+    #[arg(long)]
+    no_user_policy: bool,
     /// Built-in profile: workspace-write (default) or read-only.
     #[arg(long, value_name = "NAME")]
     profile: Option<String>,
@@ -383,15 +390,9 @@ fn print_error(e: &Error, json: bool) {
     }
 }
 
-/// The policy file and the flags of `args`, as `policy::resolve` takes them.
-fn policy_inputs(
-    args: &PolicyArgs,
-) -> Result<(Option<policy::PolicyFile>, policy::Overrides), Error> {
-    let file = match &args.policy {
-        Some(p) => Some(policy::read_policy_file(p)?),
-        None => None,
-    };
-    let overrides = policy::Overrides {
+/// The flags of `args`, as `policy::resolve` takes them.
+fn overrides(args: &PolicyArgs) -> policy::Overrides {
+    policy::Overrides {
         profile: args.profile.clone(),
         allow_write: args.allow_write.clone(),
         deny_read: args.deny_read.clone(),
@@ -428,8 +429,7 @@ fn policy_inputs(
         } else {
             None
         },
-    };
-    Ok((file, overrides))
+    }
 }
 
 /// The policy of `args`, with the file and flags it was resolved from.
@@ -443,8 +443,21 @@ fn resolve(
     ),
     Error,
 > {
-    let (file, overrides) = policy_inputs(args)?;
-    Ok((policy::resolve(file.clone(), &overrides)?, file, overrides))
+    let (policy, sources, overrides) = resolve_sources(args)?;
+    Ok((policy, sources.merged(), overrides))
+}
+
+/// The policy of `args`, with the files and flags it was resolved from.
+fn resolve_sources(
+    args: &PolicyArgs,
+) -> Result<(policy::Policy, default_policy::Sources, policy::Overrides), Error> {
+    let sources = default_policy::load(args)?;
+    let overrides = overrides(args);
+    Ok((
+        policy::resolve(sources.merged(), &overrides)?,
+        sources,
+        overrides,
+    ))
 }
 
 fn run(args: RunArgs) -> Result<u8, Error> {
@@ -453,7 +466,7 @@ fn run(args: RunArgs) -> Result<u8, Error> {
         Some(s) => vec!["/bin/sh".to_string(), "-c".to_string(), s],
         None => args.argv,
     };
-    let prepared = resolve(&args.policy).and_then(|(policy, file, overrides)| {
+    let prepared = resolve_sources(&args.policy).and_then(|(mut policy, sources, overrides)| {
         let request = match &guarded {
             Some((shell, argv)) => guard_command::guarded_request(
                 shell.as_deref(),
@@ -462,9 +475,11 @@ fn run(args: RunArgs) -> Result<u8, Error> {
             )?,
             None => RunRequest::new(argv, args.policy.workspace.clone())?,
         };
-        Ok((policy, request, file, overrides))
+        default_policy::print_notes(&sources);
+        default_policy::check_reach(&mut policy, &request, &sources)?;
+        Ok((policy, request, sources, overrides))
     });
-    let (policy, mut request, file, overrides) = match prepared {
+    let (policy, mut request, sources, overrides) = match prepared {
         Ok(p) => p,
         Err(e) => {
             // Refusals before the run are audited too; a failing audit write must not hide
@@ -491,7 +506,7 @@ fn run(args: RunArgs) -> Result<u8, Error> {
                 "stockade: running {} OUTSIDE the sandbox: [[commands]] entry {} in {} has excluded = true{}",
                 output::shown(&m.program.display().to_string()),
                 m.index,
-                args.policy.policy.as_deref().map(|p| p.display().to_string()).unwrap_or_default(),
+                sources.described().unwrap_or_default(),
                 if m.rule.reason.is_empty() { String::new() } else { format!(" ({})", output::shown(&m.rule.reason)) }
             );
             let code = stockade::run_excluded(&request, m)?;
@@ -521,8 +536,10 @@ fn run(args: RunArgs) -> Result<u8, Error> {
     run_notices::before_review(&policy, &request);
     let result = stockade::run(&policy, &request)?;
     run_notices::print(&result, &request, policy.limits.timeout, args.record.json);
+    let file = sources.merged();
     if args.record.hints || file.as_ref().is_some_and(|f| f.hints == Some(true)) {
-        let origins = policy::origin::Origins::new(file.as_ref(), &overrides);
+        let origins =
+            policy::origin::Origins::new(file.as_ref(), &overrides).with_layers(&sources.layers);
         let explain = |path: &Path| {
             stockade::why::violation_rule(
                 &policy,
@@ -705,10 +722,17 @@ fn init_log() {
     use tracing_subscriber::util::SubscriberInitExt;
     // stockade's own crates at the level asked for; the libraries under the proxy (tokio,
     // hyper, hickory) only from warnings up, or their debug lines drown the stages.
-    let ours = ["stockade", "native", "net", "guard", "policy", "stockade_cli"]
-        .into_iter()
-        .fold(Targets::new(), |t, name| t.with_target(name, level))
-        .with_default(level.min(LevelFilter::WARN));
+    let ours = [
+        "stockade",
+        "native",
+        "net",
+        "guard",
+        "policy",
+        "stockade_cli",
+    ]
+    .into_iter()
+    .fold(Targets::new(), |t, name| t.with_target(name, level))
+    .with_default(level.min(LevelFilter::WARN));
     tracing_subscriber::fmt()
         .with_max_level(level)
         .with_writer(std::io::stderr)

@@ -1,5 +1,6 @@
 //! `stockade mcp`: the MCP server (crates/mcp) under the policy of `run`'s options, on stdio
-//! or on streamable HTTP (`--http ADDR`, loopback, bearer token). And `stockade file-tool`,
+//! or on streamable HTTP (`--http ADDR`, loopback, bearer token); the user's policy file and
+//! the approved project's are layered under the options (`default_policy`). And `stockade file-tool`,
 //! the file tools' side inside the sandbox (hidden: the server runs it, nobody else).
 
 use std::net::SocketAddr;
@@ -43,8 +44,11 @@ fn io_error(what: &str) -> impl FnOnce(std::io::Error) -> Error + '_ {
 }
 
 pub fn main(args: &McpArgs) -> Result<u8, Error> {
-    let (policy, _, _) = crate::resolve(&args.policy)?;
+    let (mut policy, sources, _) = crate::resolve_sources(&args.policy)?;
     let mut request = RunRequest::new(Vec::new(), args.policy.workspace.clone())?;
+    crate::default_policy::print_notes(&sources);
+    // Every call's run has the writable roots of this policy: checked once.
+    crate::default_policy::check_reach(&mut policy, &request, &sources)?;
     request.audit = args.audit.clone();
     request.policy_file = args.policy.policy.clone();
     request.options.allow_degraded = args.allow_degraded;

@@ -2,9 +2,10 @@
 //! `--json`, a page for a person: mode, workspace, what is readable and writable, the masks
 //! and protected paths counted with a few examples, the network, the limits with how they are
 //! enforced here, the environment and the credentials, each part tagged with where it came
-//! from (`[flag]`, `[policy file]`, `[profile]`, `[credential]`). `--json` prints everything
-//! (the policy, its digest, the protected paths with their sources and the full sandbox
-//! plan), as one JSON document.
+//! from (`[flag]`, `[policy file]`, `[user policy]`, `[project policy]`, `[profile]`,
+//! `[credential]`); the head names the policy files read and those found but not used.
+//! `--json` prints everything (the files, the policy, its digest, the protected paths with
+//! their sources and the full sandbox plan), as one JSON document.
 
 use policy::origin::{Field, Origin, Origins, Setting};
 use policy::{NetworkMode, Policy, ProtectedSource, ReadScope};
@@ -18,13 +19,22 @@ use crate::PolicyArgs;
 const EXAMPLES: usize = 5;
 
 pub fn main(args: PolicyArgs, json: bool) -> Result<u8, Error> {
-    let (file, overrides) = crate::policy_inputs(&args)?;
-    let policy = policy::resolve(file.clone(), &overrides)?;
+    let (mut policy, sources, overrides) = crate::resolve_sources(&args)?;
+    let file = sources.merged();
     let request = RunRequest::new(vec!["true".into()], args.workspace.clone())?;
+    // What a run would get: refused, or with the user file's directory protected.
+    crate::default_policy::check_reach(&mut policy, &request, &sources)?;
     let plan = stockade::plan(&policy, &request)?;
     let protected = policy::protected_sources(&policy, &args.protect);
     if json {
+        let files: Vec<serde_json::Value> = sources
+            .layers
+            .iter()
+            .map(|l| serde_json::json!({ "kind": l.kind, "path": l.path }))
+            .collect();
         let doc = serde_json::json!({
+            "policy_files": files,
+            "policy_files_not_used": sources.notes,
             "policy": policy,
             "policy_digest": policy::digest(&policy),
             "protected_paths": protected,
@@ -33,17 +43,21 @@ pub fn main(args: PolicyArgs, json: bool) -> Result<u8, Error> {
         outln!("{doc}");
         return Ok(0);
     }
-    let origins = Origins::new(file.as_ref(), &overrides);
+    let origins = Origins::new(file.as_ref(), &overrides).with_layers(&sources.layers);
+    let described = sources.described();
     let shown = Shown {
         policy: &policy,
         plan: &plan,
         protected: &protected,
         origins,
-        file: args.policy.as_deref(),
+        files: described.as_deref(),
         workspace: &request.invocation.workspace,
     };
     for line in shown.lines() {
         outln!("{line}");
+    }
+    for note in &sources.notes {
+        outln!("not used     {}", crate::output::shown_line(note));
     }
     Ok(0)
 }
@@ -54,13 +68,24 @@ struct Shown<'a> {
     plan: &'a native::Plan,
     protected: &'a [ProtectedSource],
     origins: Origins<'a>,
-    file: Option<&'a std::path::Path>,
+    /// The policy files, as [`crate::default_policy::Sources::described`] says.
+    files: Option<&'a str>,
     workspace: &'a std::path::Path,
 }
 
 /// `[flag]`, `[policy file]`, `[preset npm]`, ...
 fn tag(origin: Origin) -> String {
     format!("[{origin}]")
+}
+
+/// `[user policy]`, `[project policy]`, `[policy file]` (`--policy`, or not known).
+fn file_tag(layer: Option<&policy::origin::Layer>) -> String {
+    match layer.map(|l| l.kind) {
+        Some(k @ (policy::origin::LayerKind::User | policy::origin::LayerKind::Project)) => {
+            format!("[{k}]")
+        }
+        _ => tag(Origin::PolicyFile),
+    }
 }
 
 /// `a, b, c, d, e, ... (12 more)`, or `none`.
@@ -76,6 +101,23 @@ fn examples<S: AsRef<str>>(items: &[S]) -> String {
 }
 
 impl Shown<'_> {
+    /// The tag of `entry` of `field`: `[user policy]`, `[project policy]` or `[policy file]`
+    /// for an entry of a file, by the file that gave it.
+    fn entry_tag(&self, field: Field, entry: &str) -> String {
+        match self.origins.entry(field, entry) {
+            Origin::PolicyFile => file_tag(self.origins.entry_layer(field, entry)),
+            o => tag(o),
+        }
+    }
+
+    /// The tag of `setting`, as [`Shown::entry_tag`].
+    fn setting_tag(&self, setting: Setting) -> String {
+        match self.origins.setting(setting) {
+            Origin::PolicyFile => file_tag(self.origins.setting_layer(setting)),
+            o => tag(o),
+        }
+    }
+
     fn lines(&self) -> Vec<String> {
         let mut out = self.head();
         out.extend(self.filesystem());
@@ -99,19 +141,19 @@ impl Shown<'_> {
             .iter()
             .map(|e| (e, self.origins.entry(field, e)))
             .filter(|(_, o)| *o != Origin::Profile)
-            .map(|(e, o)| format!("{e} {}", tag(o)))
+            .map(|(e, _)| format!("{e} {}", self.entry_tag(field, e)))
             .collect()
     }
 
     fn head(&self) -> Vec<String> {
         let p = self.policy;
-        let from = match self.file {
-            Some(f) => format!("policy file {}", f.display()),
+        let from = match self.files {
+            Some(f) => format!("policy files: {f}"),
             None => "no policy file".into(),
         };
         let profile = match self.origins.setting(Setting::Profile) {
             Origin::Profile => "(the default)".to_owned(),
-            o => tag(o),
+            _ => self.setting_tag(Setting::Profile),
         };
         let mut out = vec![
             format!(
@@ -122,7 +164,7 @@ impl Shown<'_> {
             format!(
                 "backend      {} {}",
                 p.backend.as_str(),
-                tag(self.origins.setting(Setting::Backend))
+                self.setting_tag(Setting::Backend)
             ),
             format!("workspace    {}", self.workspace.display()),
         ];
@@ -146,7 +188,7 @@ impl Shown<'_> {
     fn filesystem(&self) -> Vec<String> {
         let fs = &self.policy.filesystem;
         let plan = self.plan;
-        let scope = tag(self.origins.setting(Setting::ReadScope));
+        let scope = self.setting_tag(Setting::ReadScope);
         let readable = match fs.read_scope {
             ReadScope::Host => format!("the whole host, read-only, except what is masked {scope}"),
             ReadScope::AllowList => format!(
@@ -276,7 +318,7 @@ impl Shown<'_> {
 
     fn network(&self) -> Vec<String> {
         let net = &self.policy.network;
-        let mode = tag(self.origins.setting(Setting::NetworkMode));
+        let mode = self.setting_tag(Setting::NetworkMode);
         let head = match net.mode {
             NetworkMode::None => {
                 format!("network      none {mode}: only the sandbox's own loopback; nothing reaches the host or beyond")
@@ -309,7 +351,7 @@ impl Shown<'_> {
             if net.mode == NetworkMode::Proxy || !entries.is_empty() {
                 let tagged: Vec<String> = entries
                     .iter()
-                    .map(|e| format!("{e} {}", tag(self.origins.entry(field, e))))
+                    .map(|e| format!("{e} {}", self.entry_tag(field, e)))
                     .collect();
                 let text = if tagged.is_empty() {
                     "none".to_owned()
@@ -325,7 +367,7 @@ impl Shown<'_> {
     fn limits(&self) -> Vec<String> {
         let l = &self.policy.limits;
         let r = &self.plan.resources;
-        let o = |s: Setting| tag(self.origins.setting(s));
+        let o = |s: Setting| self.setting_tag(s);
         let enforced = |m: Option<(u64, native::cgroup::Mechanism)>| {
             m.map_or(String::new(), |(_, m)| format!(" ({})", m.describe()))
         };
@@ -389,7 +431,7 @@ impl Shown<'_> {
             }
             entries
                 .iter()
-                .map(|e| format!("{e} {}", tag(self.origins.entry(field, e))))
+                .map(|e| format!("{e} {}", self.entry_tag(field, e)))
                 .collect::<Vec<_>>()
                 .join(", ")
         };
@@ -480,7 +522,7 @@ impl Shown<'_> {
                 "  {:<16} from {} to {to} {}",
                 c.name,
                 c.source.describe(),
-                tag(self.origins.entry(Field::Credentials, &c.name))
+                self.entry_tag(Field::Credentials, &c.name)
             ));
         }
         out

@@ -29,10 +29,13 @@ pub struct WhyArgs {
 }
 
 pub fn main(args: &WhyArgs) -> Result<u8, Error> {
-    let (file, overrides) = crate::policy_inputs(&args.policy)?;
-    let policy = policy::resolve(file.clone(), &overrides)?;
+    let (mut policy, sources, overrides) = crate::resolve_sources(&args.policy)?;
+    let file = sources.merged();
     let request = RunRequest::new(vec!["true".into()], args.policy.workspace.clone())?;
-    let origins = policy::origin::Origins::new(file.as_ref(), &overrides);
+    // As a run would have it: refused, or with the user file's directory protected.
+    crate::default_policy::check_reach(&mut policy, &request, &sources)?;
+    let origins =
+        policy::origin::Origins::new(file.as_ref(), &overrides).with_layers(&sources.layers);
     let answer = stockade::why::why(
         &policy,
         &request,

@@ -23,7 +23,11 @@ impl<'a> RuleFinder<'a> {
     /// The rule that `entry` of `field` is, described by `text`.
     pub fn entry(&self, field: Field, entry: &str, text: String) -> Rule {
         let origin = self.origins.entry(field, entry);
-        let (file, line) = self.file_and_line(origin, self.origins.file_line(field, entry));
+        let layer = self
+            .origins
+            .entry_layer(field, entry)
+            .map(|l| l.path.as_path());
+        let (file, line) = self.file_and_line(origin, layer, self.origins.file_line(field, entry));
         Rule {
             text,
             entry: Some(entry.to_owned()),
@@ -37,7 +41,11 @@ impl<'a> RuleFinder<'a> {
     /// The rule that the setting `setting` (under `key`) is, described by `text`.
     pub fn setting(&self, setting: Setting, key: &'static str, text: String) -> Rule {
         let origin = self.origins.setting(setting);
-        let (file, line) = self.file_and_line(origin, None);
+        let layer = self
+            .origins
+            .setting_layer(setting)
+            .map(|l| l.path.as_path());
+        let (file, line) = self.file_and_line(origin, layer, None);
         Rule {
             text,
             entry: None,
@@ -53,13 +61,15 @@ impl<'a> RuleFinder<'a> {
         self.origins.entry(field, entry)
     }
 
+    /// The file (`layer`: the one of several policy files that gave it, when known) and line.
     fn file_and_line(
         &self,
         origin: Origin,
+        layer: Option<&Path>,
         line: Option<usize>,
     ) -> (Option<PathBuf>, Option<usize>) {
         match origin {
-            Origin::PolicyFile => (self.file.map(Path::to_path_buf), line),
+            Origin::PolicyFile => (layer.or(self.file).map(Path::to_path_buf), line),
             _ => (None, None),
         }
     }

@@ -1,0 +1,295 @@
+//! The policy files a command's policy is made of, lowest precedence first: the user's own
+//! (`$XDG_CONFIG_HOME/stockade/policy.toml`, default `~/.config/stockade/policy.toml`), the
+//! workspace's `stockade.toml` once approved with `stockade trust approve`, then `--policy
+//! FILE`; the flags come last. `run`, `shell-prefix`, the runs `hook` wraps, `mcp`, `why`,
+//! `snapshot`, `proxy` and `policy show` all read them here, so the prefix and hook recipes
+//! need no flags.
+//!
+//! Fail closed: a user file that cannot be read or parsed refuses the command naming it
+//! (`--no-user-policy` or `STOCKADE_NO_USER_POLICY=1` ignores it for one command); one that
+//! another user could write, or that lies in a writable root of the run (a run could widen
+//! the next run), is refused with the fix; where the file would be created in a writable root,
+//! the run gets its directory as a protected path. The project's file is read only when the
+//! workspace is approved and unchanged, and only with the bytes the approval pinned (read once,
+//! hashed, compared with the record); `[[commands]]` in it are refused (the sandbox writes the
+//! workspace; such entries belong in the user's file). A project file that is not approved is
+//! not used, and the command says so on stderr.
+
+use std::path::{Path, PathBuf};
+
+use policy::origin::{Layer, LayerKind};
+use policy::PolicyFile;
+use stockade::{Error, RunRequest};
+
+use crate::PolicyArgs;
+
+/// The variable that ignores the user's policy file (any value but empty or `0`).
+pub const NO_USER_POLICY: &str = "STOCKADE_NO_USER_POLICY";
+
+/// The project's own policy file, at the top of the workspace.
+const PROJECT_FILE: &str = "stockade.toml";
+
+/// The policy files of one command.
+#[derive(Debug, Default)]
+pub struct Sources {
+    /// The files read, lowest precedence first.
+    pub layers: Vec<Layer>,
+    /// Where the user's file is (or would be), unless ignored.
+    pub user_path: Option<PathBuf>,
+    /// Files found but not used, and why (printed on stderr by commands that run).
+    pub notes: Vec<String>,
+}
+
+impl Sources {
+    /// The files layered into one, as `policy::resolve` takes it.
+    pub fn merged(&self) -> Option<PolicyFile> {
+        self.layers
+            .iter()
+            .map(|l| l.file.clone())
+            .reduce(PolicyFile::layered)
+    }
+
+    /// `user policy /home/u/.config/stockade/policy.toml, --policy x.toml`, or `None`.
+    pub fn described(&self) -> Option<String> {
+        (!self.layers.is_empty()).then(|| {
+            self.layers
+                .iter()
+                .map(|l| format!("{} {}", l.kind, l.path.display()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+    }
+}
+
+/// Whether the user's file is ignored: `--no-user-policy`, or `STOCKADE_NO_USER_POLICY` set
+/// to anything but empty or `0`.
+fn user_ignored(args: &PolicyArgs) -> bool {
+    args.no_user_policy
+        || std::env::var_os(NO_USER_POLICY).is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+/// Reads the policy files of `args` ([`Sources`]).
+pub fn load(args: &PolicyArgs) -> Result<Sources, Error> {
+    let mut sources = Sources::default();
+    if !user_ignored(args) {
+        let path = policy::file::user_policy_path(
+            std::env::var_os("XDG_CONFIG_HOME").as_deref(),
+            std::env::var_os("HOME").as_deref(),
+        );
+        if let Some(path) = &path {
+            if let Some(file) = read_user(path)? {
+                sources.layers.push(Layer {
+                    kind: LayerKind::User,
+                    path: path.clone(),
+                    file,
+                });
+            }
+        }
+        sources.user_path = path;
+    }
+    project(args, &mut sources)?;
+    if let Some(p) = &args.policy {
+        sources.layers.push(Layer {
+            kind: LayerKind::Given,
+            path: p.clone(),
+            file: policy::read_policy_file(p)?,
+        });
+    }
+    Ok(sources)
+}
+
+/// The user's file at `path`: `None` when there is none; refused when it cannot be read or
+/// parsed, or when someone else could write it.
+fn read_user(path: &Path) -> Result<Option<PolicyFile>, Error> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(policy::PolicyError::ReadFile {
+                path: path.to_path_buf(),
+                source,
+            }
+            .into())
+        }
+    };
+    let me = rustix::process::geteuid().as_raw();
+    let refuse = |reason: String| {
+        Error::Usage {
+        message: format!("refusing your user policy {}: {reason}", path.display()),
+        hint: format!(
+            "make it a regular file of yours that only you may write (`chmod go-w {}`), or ignore it for this command with --no-user-policy (or {NO_USER_POLICY}=1)",
+            path.display()
+        ),
+    }
+    };
+    if !meta.is_file() {
+        return Err(refuse("it is not a regular file".into()));
+    }
+    if meta.uid() != me && meta.uid() != 0 {
+        return Err(refuse(format!(
+            "it belongs to uid {}, neither you nor root",
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o002 != 0 {
+        return Err(refuse("every user may write it".into()));
+    }
+    policy::read_policy_file(path)
+        .map(Some)
+        .map_err(|e| user_file_error(path, e))
+}
+
+/// A user file's parse or read error, with how to ignore the file for one command.
+fn user_file_error(path: &Path, e: policy::PolicyError) -> Error {
+    let hint = e.hint().unwrap_or_default();
+    Error::Usage {
+        message: format!("your user policy: {e}"),
+        hint: format!(
+            "{hint}{}fix {} (`stockade policy check {}`), or ignore it for this command with --no-user-policy (or {NO_USER_POLICY}=1)",
+            if hint.is_empty() { "" } else { "; " },
+            path.display(),
+            path.display()
+        ),
+    }
+}
+
+/// The workspace's `stockade.toml`, when the workspace is approved and unchanged and the
+/// bytes read are the approved ones.
+fn project(args: &PolicyArgs, sources: &mut Sources) -> Result<(), Error> {
+    let given = args.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
+    // A missing workspace is the run's to refuse, with its own error.
+    let Ok(ws) = std::fs::canonicalize(&given) else {
+        return Ok(());
+    };
+    let path = ws.join(PROJECT_FILE);
+    if std::fs::symlink_metadata(&path).is_err() {
+        return Ok(());
+    }
+    // `--policy stockade.toml` is that file already, under the trust gate of `--policy`.
+    if let Some(p) = &args.policy {
+        if std::fs::canonicalize(p).is_ok_and(|p| p == path) {
+            return Ok(());
+        }
+    }
+    let store = guard::trust::default_store_dir(
+        std::env::var_os("XDG_STATE_HOME").as_deref(),
+        std::env::var_os("HOME").as_deref(),
+    );
+    let note = |why: &str| format!("{} is not used: {why}", path.display());
+    let gate = guard::trust::check_run(&ws, None, store.as_deref())?;
+    match gate {
+        guard::trust::Gate::Approved { .. } => {}
+        guard::trust::Gate::Ungated => {
+            sources.notes.push(note(
+                "the workspace is not approved (read it, then `stockade trust approve` to use it)",
+            ));
+            return Ok(());
+        }
+        // The run's own trust check refuses it, naming what changed.
+        guard::trust::Gate::Refused(_) => {
+            sources.notes.push(note(
+                "the workspace's configuration differs from the approved one (`stockade trust status`)",
+            ));
+            return Ok(());
+        }
+    }
+    let Some(store) = store else {
+        return Ok(());
+    };
+    let record = guard::trust::TrustStore::open(&store, &ws)?.load()?;
+    let pinned = record.as_ref().and_then(|r| {
+        r.files
+            .iter()
+            .find(|e| e.path == PROJECT_FILE)
+            .and_then(|e| e.sha256.clone())
+    });
+    let bytes = std::fs::read(&path).map_err(|source| policy::PolicyError::ReadFile {
+        path: path.clone(),
+        source,
+    })?;
+    let digest = {
+        use sha2::Digest;
+        let sum = sha2::Sha256::digest(&bytes);
+        sum.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    };
+    if pinned.as_deref() != Some(digest.as_str()) {
+        return Err(Error::Usage {
+            message: format!(
+                "{} changed while it was read: it is not the approved file",
+                path.display()
+            ),
+            hint: format!(
+                "`stockade trust status --workspace {}`, then approve it again if the change is yours",
+                ws.display()
+            ),
+        });
+    }
+    let text = String::from_utf8(bytes).map_err(|e| policy::PolicyError::ReadFile {
+        path: path.clone(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+    })?;
+    let file = policy::parse_policy_file(&text, &path.display().to_string())?;
+    if !file.commands.is_empty() {
+        return Err(Error::Usage {
+            message: format!(
+                "[[commands]] in {}, which lies in the workspace: the sandbox could have written the entry",
+                path.display()
+            ),
+            hint: "keep [[commands]] in your user policy (~/.config/stockade/policy.toml), outside every writable root".into(),
+        });
+    }
+    sources.layers.push(Layer {
+        kind: LayerKind::Project,
+        path,
+        file,
+    });
+    Ok(())
+}
+
+/// Prints the notes of `sources` on stderr (commands that run).
+pub fn print_notes(sources: &Sources) {
+    for n in &sources.notes {
+        crate::output::errln!("stockade: note: {}", crate::output::shown_line(n));
+    }
+}
+
+/// The user's file against the run's writable roots: refused when it lies in one (the run
+/// could rewrite the policy of the next run); where it would be created in one, its
+/// directory becomes a protected path of this run.
+pub fn check_reach(
+    policy: &mut policy::Policy,
+    request: &RunRequest,
+    sources: &Sources,
+) -> Result<(), Error> {
+    let Some(path) = &sources.user_path else {
+        return Ok(());
+    };
+    let roots =
+        workspace::writable_roots(policy, &request.invocation.place(), &workspace::RealHost)?;
+    let canonical = std::fs::canonicalize(path).ok();
+    let used = sources.layers.iter().any(|l| l.kind == LayerKind::User);
+    let inside = |p: &Path| roots.iter().find(|r| policy::is_within(p, r));
+    let hit = inside(path).or_else(|| canonical.as_deref().and_then(inside));
+    match hit {
+        Some(root) if used => Err(Error::Usage {
+            message: format!(
+                "refusing your user policy {}: it lies in {}, which this run can write, so a run could rewrite the policy of your next run",
+                path.display(),
+                root.display()
+            ),
+            hint: "keep it out of the run's writable roots (a narrower --workspace or --allow-write), or ignore it for this command with --no-user-policy (or STOCKADE_NO_USER_POLICY=1)".into(),
+        }),
+        Some(_) => {
+            // Not there (or ignored): the run must not make one.
+            if let Some(dir) = path.parent() {
+                let dir = dir.display().to_string();
+                if !policy.filesystem.deny_write.contains(&dir) {
+                    policy.filesystem.deny_write.push(dir);
+                }
+            }
+            Ok(())
+        }
+        None => Ok(()),
+    }
+}
