@@ -288,6 +288,17 @@ impl Store {
 
     /// The pending change sets, newest first.
     pub fn runs(&self) -> Result<Vec<RunSummary>, ChangesError> {
+        self.summaries(true)
+    }
+
+    /// [`Store::runs`] without reading the uppers (every `size` is 0): what counting and
+    /// choosing change sets by workspace and age needs, in time that does not grow with
+    /// what they hold.
+    pub fn runs_without_size(&self) -> Result<Vec<RunSummary>, ChangesError> {
+        self.summaries(false)
+    }
+
+    fn summaries(&self, sizes: bool) -> Result<Vec<RunSummary>, ChangesError> {
         let now = now_ns();
         let mut out = Vec::new();
         for id in self.run_ids()? {
@@ -317,9 +328,11 @@ impl Store {
                     s.entries = m.finished.as_ref().map_or(0, |f| f.entries.len());
                     s.applied = m.applied.len();
                     s.finish_error = m.finish_error.clone();
-                    match run.upper_size() {
-                        Ok(n) => s.size = n,
-                        Err(e) => s.problem = Some(e.to_string()),
+                    if sizes {
+                        match run.upper_size() {
+                            Ok(n) => s.size = n,
+                            Err(e) => s.problem = Some(e.to_string()),
+                        }
                     }
                 }
                 Err(ChangesError::NotFound { .. }) => continue,
