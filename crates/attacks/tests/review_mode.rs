@@ -68,7 +68,7 @@ fn a_review_run_writes_nothing_until_apply() {
     diff.assert_success().assert_stdout_contains("+new");
 
     // The executable bit is flagged: refused until accepted, nothing written meanwhile.
-    let refused = fx.stockade(["apply", &id]).run();
+    let refused = fx.stockade(["apply", &id, "--all-or-nothing"]).run();
     refused
         .assert_code(125)
         .assert_stderr_contains("E_CHANGES_FLAGGED");
@@ -135,7 +135,7 @@ fn planted_hook_build_script_and_pth_are_flagged_and_not_applied_without_accepta
     assert!(flags_of(&set, ".git/hooks/post-checkout")
         .iter()
         .any(|f| f == "git-internals"));
-    let refused = fx.stockade(["apply", &id]).run();
+    let refused = fx.stockade(["apply", &id, "--all-or-nothing"]).run();
     refused
         .assert_code(125)
         .assert_stderr_contains("E_CHANGES_FLAGGED");
@@ -716,7 +716,7 @@ fn a_huge_sparse_file_is_recorded_flagged_and_applied_sparse() {
         .expect("zeros in the change set");
     assert!(!zeros["flags"].to_string().contains("sparse"), "{zeros}");
 
-    fx.stockade(["apply", &id])
+    fx.stockade(["apply", &id, "--all-or-nothing"])
         .run()
         .assert_code(125)
         .assert_stderr_contains("E_CHANGES_FLAGGED");
@@ -796,7 +796,7 @@ fn directory_modes_the_run_set_are_applied_or_flagged() {
     if sgid {
         assert_eq!(flags_of(&set, "dsg"), ["setuid"], "{set:?}");
     }
-    fx.stockade(["apply", &id])
+    fx.stockade(["apply", &id, "--all-or-nothing"])
         .run()
         .assert_code(125)
         .assert_stderr_contains("E_CHANGES_FLAGGED");
@@ -865,7 +865,7 @@ fn host_run_files_in_any_case_are_flagged() {
         assert!(!flags_of(&set, n).is_empty(), "{n}: {set:?}");
     }
     assert!(flags_of(&set, "notes.txt").is_empty(), "{set:?}");
-    fx.stockade(["apply", &id])
+    fx.stockade(["apply", &id, "--all-or-nothing"])
         .run()
         .assert_code(125)
         .assert_stderr_contains("E_CHANGES_FLAGGED");
@@ -1002,7 +1002,7 @@ fn a_file_with_many_names_is_flagged_and_not_applied_unaccepted() {
     shown
         .assert_success()
         .assert_stdout_contains("301 names of one file");
-    fx.stockade(["apply", &id])
+    fx.stockade(["apply", &id, "--all-or-nothing"])
         .run()
         .assert_code(125)
         .assert_stderr_contains("E_CHANGES_FLAGGED")

@@ -153,7 +153,7 @@ fn world_writable_entries_are_flagged_and_not_applied_unaccepted() {
     for p in ["priv", "z.txt"] {
         assert!(codes(entry(&set, p)).is_empty(), "{p}: {set:?}");
     }
-    fx.stockade(["apply", &id])
+    fx.stockade(["apply", &id, "--all-or-nothing"])
         .run()
         .assert_code(125)
         .assert_stderr_contains("world-writable");
@@ -195,7 +195,7 @@ fn a_sparse_file_of_terabytes_neither_hangs_the_run_nor_reaches_the_workspace() 
     );
     assert!(big["flags"].to_string().contains("sparse"), "{big}");
     assert!(!fx.ws.join("big").exists() && !fx.ws.join("x.txt").exists());
-    fx.stockade(["apply", &id])
+    fx.stockade(["apply", &id, "--all-or-nothing"])
         .run()
         .assert_code(125)
         .assert_stderr_contains("E_CHANGES_FLAGGED");
@@ -447,7 +447,7 @@ fn planted_python_bytecode_runs_on_the_host_only_when_accepted() {
             .trim()
             .to_owned()
     };
-    fx.stockade(["apply", &id])
+    fx.stockade(["apply", &id, "--all-or-nothing"])
         .run()
         .assert_code(125)
         .assert_stderr_contains("E_CHANGES_FLAGGED")
@@ -565,8 +565,8 @@ fn what_a_diff_cannot_show_or_the_host_runs_is_flagged_with_why() {
     ] {
         listing.assert_stdout_contains(needle);
     }
-    // Unaccepted: refused whole, nothing written.
-    fx.stockade(["apply", &id])
+    // Unaccepted, under --all-or-nothing: refused whole, nothing written.
+    fx.stockade(["apply", &id, "--all-or-nothing"])
         .run()
         .assert_code(125)
         .assert_stderr_contains("E_CHANGES_FLAGGED");

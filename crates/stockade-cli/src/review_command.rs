@@ -6,18 +6,43 @@
 //! directory, or `--workspace`). Paths are relative to the workspace (or to the current
 //! directory inside it).
 //!
-//! Exit codes: 0 done; 125 refused (flagged entries not accepted, conflicts, a change set that
-//! no longer matches its digest, no such change set).
+//! Exit codes: 0 done; [`EXIT_APPLIED_PARTLY`] (2) `apply` wrote what it could and left
+//! flagged entries pending; 125 refused, nothing written (flagged entries not accepted under
+//! `--all-or-nothing`, or nothing but flagged ones selected; conflicts; a change set that no
+//! longer matches its digest; no such change set).
+//!
+//! `diff` colours its lines (`--color`, default `auto`: when standard output is a terminal,
+//! `NO_COLOR` is unset or empty and `TERM` is not `dumb`); the colour codes are stockade's,
+//! added after the text is made safe to print ([`shown`]), never the change set's.
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
 use stockade::Error;
 use workspace::changes::{
-    ApplyOptions, ApplyReport, Change, ChangeKind, ChangeSet, FlagRules, RunDir, Store,
+    ApplyOptions, ApplyReport, Change, ChangeKind, ChangeSet, FileStat, FlagRules, RunDir,
+    RunSummary, Store,
 };
 
-use crate::output::{outln, shown, shown_line};
+use crate::output::{errln, out, outln, shown, shown_line};
+
+/// `apply`'s exit status when it applied what it could and flagged entries (with what lies
+/// below them) stay pending.
+pub const EXIT_APPLIED_PARTLY: u8 = 2;
+
+/// From this many finished change sets of one workspace on, `changes`, `runs` and the end
+/// of a review run say how many wait and how to clear them.
+pub const MANY_WAITING: usize = 5;
+
+/// When `diff` colours its output.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
+pub enum ColorWhen {
+    /// On a terminal, unless `NO_COLOR` is set (not empty) or `TERM` is `dumb`.
+    Auto,
+    Always,
+    Never,
+}
 
 #[derive(Args)]
 pub struct RunsArgs {
@@ -47,6 +72,20 @@ pub struct DiffArgs {
     /// The workspace whose newest change set is meant. Default: current directory.
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
+    /// Lines added and removed per path, and the totals, instead of the diff.
+    #[arg(long)]
+    stat: bool,
+    /// Colour the output: auto (on a terminal, without NO_COLOR), always, never.
+    #[arg(
+        long,
+        value_name = "WHEN",
+        value_enum,
+        default_value_t = ColorWhen::Auto,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "always"
+    )]
+    color: ColorWhen,
 }
 
 #[derive(Args)]
@@ -69,6 +108,10 @@ pub struct ApplyArgs {
     /// Apply every flagged entry (after reading `stockade changes`).
     #[arg(long)]
     accept_flagged: bool,
+    /// Apply nothing when any selected entry is flagged and not accepted (125,
+    /// E_CHANGES_FLAGGED). Default: apply the rest, leave those pending (exit 2).
+    #[arg(long)]
+    all_or_nothing: bool,
     /// Print JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -77,11 +120,42 @@ pub struct ApplyArgs {
 #[derive(Args)]
 pub struct DiscardArgs {
     /// The run whose change set to remove. Default: the workspace's newest.
-    #[arg(value_name = "RUN")]
+    #[arg(value_name = "RUN", conflicts_with_all = ["all", "older_than"])]
     run: Option<String>,
     /// The workspace whose newest change set is meant. Default: current directory.
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
+    /// Remove every change set of the workspace (a run still going on is left).
+    #[arg(long)]
+    all: bool,
+    /// Remove the workspace's change sets older than DURATION (`90s`, `30m`, `12h`, `7d`,
+    /// `2w`).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    older_than: Option<u64>,
+    /// With --all or --older-than: the change sets of every workspace, not only this one's.
+    #[arg(long)]
+    everywhere: bool,
+}
+
+/// `DURATION`: a number and a unit, `s`, `m`, `h`, `d` or `w`; in seconds.
+fn parse_duration(text: &str) -> Result<u64, String> {
+    let unit_at = text
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or_else(|| format!("{text:?}: give a unit: s, m, h, d or w (`7d`)"))?;
+    let (n, unit) = text.split_at(unit_at);
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("{text:?}: a number, then s, m, h, d or w (`7d`)"))?;
+    let scale = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "w" => 604_800,
+        _ => return Err(format!("{text:?}: the unit is one of s, m, h, d, w (`7d`)")),
+    };
+    n.checked_mul(scale)
+        .ok_or_else(|| format!("{text:?}: too large"))
 }
 
 fn store() -> Result<Store, Error> {
@@ -179,7 +253,52 @@ pub fn runs(args: &RunsArgs) -> Result<u8, Error> {
     for r in &list {
         outln!("{}", shown_line(&r.to_string()));
     }
+    let mut workspaces: Vec<&Path> = list.iter().filter_map(|r| r.workspace.as_deref()).collect();
+    workspaces.sort();
+    workspaces.dedup();
+    for ws in workspaces {
+        note_waiting(&list, ws);
+    }
     Ok(0)
+}
+
+/// The finished (or failed to finish) change sets of `workspace` in `list`: what may be
+/// discarded in bulk. A run still going on (not finished, no error) is not among them.
+fn settled<'a>(list: &'a [RunSummary], workspace: Option<&'a Path>) -> Vec<&'a RunSummary> {
+    list.iter()
+        .filter(|r| r.finished || r.finish_error.is_some())
+        .filter(|r| workspace.is_none() || r.workspace.as_deref() == workspace)
+        .collect()
+}
+
+/// On standard error, when [`MANY_WAITING`] or more change sets of `workspace` wait: how
+/// many, and how to see and clear them.
+fn note_waiting(list: &[RunSummary], workspace: &Path) {
+    let n = settled(list, Some(workspace)).len();
+    if n >= MANY_WAITING {
+        errln!(
+            "stockade: {n} change sets wait for {}: `stockade runs` lists them; `stockade discard --all` (or `--older-than 7d`) in it removes them",
+            shown_line(&workspace.display().to_string())
+        );
+    }
+}
+
+/// [`note_waiting`] for the workspace of the review run `run_id`, after it ended. Quiet when
+/// the store cannot be read: the run's own notices said what matters.
+pub fn note_waiting_after_run(run_id: &str) {
+    let Ok(store) = store() else {
+        return;
+    };
+    let Ok(list) = store.runs_without_size() else {
+        return;
+    };
+    if let Some(ws) = list
+        .iter()
+        .find(|r| r.run_id == run_id)
+        .and_then(|r| r.workspace.clone())
+    {
+        note_waiting(&list, &ws);
+    }
 }
 
 pub fn changes(args: &ChangesArgs) -> Result<u8, Error> {
@@ -206,6 +325,9 @@ pub fn changes(args: &ChangesArgs) -> Result<u8, Error> {
         return Ok(0);
     }
     print_changes(&run, &set);
+    if let Ok(list) = store.runs_without_size() {
+        note_waiting(&list, &run.meta().workspace);
+    }
     Ok(0)
 }
 
@@ -269,10 +391,151 @@ pub fn diff(args: &DiffArgs) -> Result<u8, Error> {
         .iter()
         .map(|p| relative(&run, Path::new(p)))
         .collect::<Result<Vec<_>, _>>()?;
+    let color = use_color(args.color);
+    if args.stat {
+        out!("{}", stat_text(&run.diff_stat(&paths)?, color));
+        return Ok(0);
+    }
     let text = run.diff(&paths)?;
     // The content and the names are the command's: nothing in them may act on the terminal.
-    crate::output::out!("{}", shown(&text));
+    let text = shown(&text);
+    if color {
+        out!("{}", colored_diff(&text));
+    } else {
+        out!("{text}");
+    }
     Ok(0)
+}
+
+/// Whether to colour, for `when`: `auto` only on a terminal, without a non-empty
+/// `NO_COLOR` (no-color.org) and with a `TERM` other than `dumb`.
+fn use_color(when: ColorWhen) -> bool {
+    let env_allows = || {
+        std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+            && std::env::var_os("TERM").is_none_or(|t| t != "dumb")
+    };
+    match when {
+        ColorWhen::Always => true,
+        ColorWhen::Never => false,
+        ColorWhen::Auto => std::io::stdout().is_terminal() && env_allows(),
+    }
+}
+
+const BOLD: &str = "1";
+const RED: &str = "31";
+const GREEN: &str = "32";
+const CYAN: &str = "36";
+
+fn paint(out: &mut String, code: &str, text: &str) {
+    out.push_str("\x1b[");
+    out.push_str(code);
+    out.push('m');
+    out.push_str(text);
+    out.push_str("\x1b[m");
+}
+
+/// `text`, a diff already made safe to print, coloured as git colours one: headers bold,
+/// hunk headers cyan, added lines green, removed red. A line is read as a header or as a
+/// hunk's line by where it stands (after `@@` until the next `diff --git`), never by its
+/// look alone: a removed line `-- x` is red, not a header.
+fn colored_diff(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + text.len() / 4);
+    let mut in_hunk = false;
+    for line in text.split_inclusive('\n') {
+        let (body, end) = match line.strip_suffix('\n') {
+            Some(b) => (b, "\n"),
+            None => (line, ""),
+        };
+        if body.starts_with("diff --git ") {
+            in_hunk = false;
+        }
+        let code = if body.starts_with("@@") {
+            in_hunk = true;
+            Some(CYAN)
+        } else if !in_hunk {
+            Some(BOLD)
+        } else if body.starts_with('+') {
+            Some(GREEN)
+        } else if body.starts_with('-') {
+            Some(RED)
+        } else {
+            None
+        };
+        match code {
+            Some(c) if !body.is_empty() => paint(&mut out, c, body),
+            _ => out.push_str(body),
+        }
+        out.push_str(end);
+    }
+    out
+}
+
+/// `diff --stat`: ` PATH | N +++--` per path (`Bin` for what has no line counts), then the
+/// totals, as git prints them; the bars scaled to at most 50 columns.
+fn stat_text(stats: &[FileStat], color: bool) -> String {
+    let names: Vec<String> = stats
+        .iter()
+        .map(|s| shown_line(&s.path.display().to_string()).into_owned())
+        .collect();
+    let width = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
+    let most = stats
+        .iter()
+        .map(|s| s.insertions + s.deletions)
+        .max()
+        .unwrap_or(0);
+    let digits = most.to_string().len();
+    let scale = |n: usize| -> usize {
+        if most <= 50 || n == 0 {
+            n
+        } else {
+            (n * 50).div_ceil(most)
+        }
+    };
+    let mut out = String::new();
+    let (mut ins, mut del) = (0, 0);
+    for (s, name) in stats.iter().zip(&names) {
+        let pad = width - name.chars().count();
+        out.push_str(&format!(" {name}{} | ", " ".repeat(pad)));
+        if s.binary {
+            out.push_str("Bin\n");
+            continue;
+        }
+        ins += s.insertions;
+        del += s.deletions;
+        out.push_str(&format!("{:>digits$}", s.insertions + s.deletions));
+        let (plus, minus) = (scale(s.insertions), scale(s.deletions));
+        if plus + minus > 0 {
+            out.push(' ');
+        }
+        let (plus, minus) = ("+".repeat(plus), "-".repeat(minus));
+        if color {
+            if !plus.is_empty() {
+                paint(&mut out, GREEN, &plus);
+            }
+            if !minus.is_empty() {
+                paint(&mut out, RED, &minus);
+            }
+        } else {
+            out.push_str(&plus);
+            out.push_str(&minus);
+        }
+        out.push('\n');
+    }
+    let plural = |n: usize, one: &str, many: &str| {
+        if n == 1 {
+            one.to_owned()
+        } else {
+            many.to_owned()
+        }
+    };
+    out.push_str(&format!(
+        " {} {} changed, {ins} {}(+), {del} {}(-)\n",
+        stats.len(),
+        plural(stats.len(), "path", "paths"),
+        plural(ins, "insertion", "insertions"),
+        plural(del, "deletion", "deletions"),
+    ));
+    out
 }
 
 pub fn apply(args: &ApplyArgs) -> Result<u8, Error> {
@@ -286,27 +549,45 @@ pub fn apply(args: &ApplyArgs) -> Result<u8, Error> {
         exclude: rel(&args.exclude)?,
         accept: rel(&args.accept)?,
         accept_flagged: args.accept_flagged,
+        hold_flagged: !args.all_or_nothing,
     };
     let rules = rules(&run);
     let id = run.id().to_string();
-    // Named before anything is written: the workspace is the change set's, which need not be
-    // the current directory when RUN is given.
-    if !args.json {
-        outln!(
-            "applying change set {id} to {}",
-            shown_line(&run.meta().workspace.display().to_string())
-        );
-    }
+    let workspace = run.meta().workspace.clone();
+    // Nothing is said before it is done: a refusal prints the error alone.
     let report = run.apply(&opts, &rules)?;
+    let code = if report.held.is_empty() {
+        0
+    } else {
+        EXIT_APPLIED_PARTLY
+    };
     if args.json {
         outln!("{}", json(&report)?);
-        return Ok(0);
+        return Ok(code);
     }
-    print_applied(&id, &report);
-    Ok(0)
+    print_applied(&id, &workspace, &report);
+    Ok(code)
 }
 
-fn print_applied(id: &str, report: &ApplyReport) {
+fn print_applied(id: &str, workspace: &Path, report: &ApplyReport) {
+    // The workspace is named: it is the change set's, which need not be the current
+    // directory when RUN is given.
+    outln!(
+        "change set {id} applied {}to {}: {} written, {} deleted{}",
+        if report.held.is_empty() {
+            ""
+        } else {
+            "in part "
+        },
+        shown_line(&workspace.display().to_string()),
+        report.written.len(),
+        report.deleted.len(),
+        if report.already.is_empty() {
+            String::new()
+        } else {
+            format!(", {} already in place", report.already.len())
+        }
+    );
     for p in &report.written {
         outln!("written  {}", shown_line(&p.display().to_string()));
     }
@@ -316,6 +597,33 @@ fn print_applied(id: &str, report: &ApplyReport) {
     for p in &report.already {
         outln!("already  {}", shown_line(&p.display().to_string()));
     }
+    for p in &report.skipped {
+        outln!(
+            "dropped  {} (a special file: never applied)",
+            shown_line(&p.display().to_string())
+        );
+    }
+    for h in &report.held {
+        let path = shown_line(&h.path.display().to_string()).into_owned();
+        match &h.below {
+            Some(above) => outln!(
+                "pending  {path} (below the flagged {})",
+                shown_line(&above.display().to_string())
+            ),
+            None => outln!("pending  {path}"),
+        }
+        for f in &h.flags {
+            outln!("     flagged [{}]: {}", f.code, shown_line(&f.reason));
+        }
+    }
+    if !report.held.is_empty() {
+        let n = report.held.len();
+        outln!(
+            "{n} entr{} not applied for {} flags: read them (`stockade diff {id} PATH`), then `stockade apply {id} --accept PATH` (or `--accept-flagged`), or `stockade discard {id}`",
+            if n == 1 { "y" } else { "ies" },
+            if n == 1 { "its" } else { "their" },
+        );
+    }
     if report.remaining > 0 {
         outln!(
             "{} entr{} of {id} left pending (`stockade changes {id}`)",
@@ -323,17 +631,119 @@ fn print_applied(id: &str, report: &ApplyReport) {
             if report.remaining == 1 { "y" } else { "ies" }
         );
     } else {
-        outln!("change set {id} applied and removed");
+        outln!("change set {id} applied whole and removed");
     }
 }
 
 pub fn discard(args: &DiscardArgs) -> Result<u8, Error> {
     let store = store()?;
+    if args.all || args.older_than.is_some() {
+        return discard_many(&store, args);
+    }
+    if args.everywhere {
+        return Err(Error::Usage {
+            message: "--everywhere goes with --all or --older-than".into(),
+            hint: "`stockade discard --all --everywhere`, or `--older-than 7d --everywhere`".into(),
+        });
+    }
     let run = find(&store, args.run.as_deref(), args.workspace.as_deref())?;
     let id = run.id().to_string();
     run.discard()?;
     outln!("change set {id} discarded");
     Ok(0)
+}
+
+/// `discard --all` / `--older-than`: the settled change sets of the workspace (of every
+/// workspace with `--everywhere`) at least that old. A run still going on is left, and
+/// said so.
+fn discard_many(store: &Store, args: &DiscardArgs) -> Result<u8, Error> {
+    let list = store.runs_without_size()?;
+    let workspace = if args.everywhere {
+        None
+    } else {
+        Some(workspace_meant(&list, args.workspace.as_deref())?)
+    };
+    let min_age = args.older_than.unwrap_or(0);
+    let chosen: Vec<&RunSummary> = settled(&list, workspace.as_deref())
+        .into_iter()
+        .filter(|r| r.age_secs >= min_age)
+        .collect();
+    let where_ = match &workspace {
+        Some(w) => format!("of {}", shown_line(&w.display().to_string())),
+        None => "in the store".into(),
+    };
+    let mut n = 0;
+    for r in &chosen {
+        // Gone meanwhile (another discard, an apply): nothing to do.
+        let Ok(run) = store.find(Some(&r.run_id), None) else {
+            continue;
+        };
+        run.discard()?;
+        outln!(
+            "discarded {}: {} change{}, {} old, {}",
+            r.run_id,
+            r.entries - r.applied.min(r.entries),
+            if r.entries - r.applied.min(r.entries) == 1 {
+                ""
+            } else {
+                "s"
+            },
+            duration_text(r.age_secs),
+            shown_line(
+                &r.workspace
+                    .as_deref()
+                    .map(|w| w.display().to_string())
+                    .unwrap_or_default()
+            )
+        );
+        n += 1;
+    }
+    let going = list
+        .iter()
+        .filter(|r| !r.finished && r.finish_error.is_none())
+        .filter(|r| workspace.is_none() || r.workspace.as_deref() == workspace.as_deref())
+        .count();
+    outln!(
+        "{n} change set{} {where_} discarded{}",
+        if n == 1 { "" } else { "s" },
+        match args.older_than {
+            Some(s) if s > 0 => format!(" (older than {})", duration_text(s)),
+            _ => String::new(),
+        }
+    );
+    if going > 0 {
+        outln!(
+            "{going} not finished left (a run may still be going on): `stockade runs` lists them, `stockade discard RUN` removes one"
+        );
+    }
+    Ok(0)
+}
+
+/// `secs` in its largest whole unit: `7d`, `90m`, `45s`.
+fn duration_text(secs: u64) -> String {
+    match secs {
+        s if s >= 86_400 && s % 86_400 == 0 => format!("{}d", s / 86_400),
+        s if s >= 3600 && s % 3600 == 0 => format!("{}h", s / 3600),
+        s if s >= 60 && s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
+}
+
+/// The workspace `--all` means: `--workspace`, or the current directory's nearest
+/// ancestor (itself included) that change sets name, else the current directory.
+fn workspace_meant(list: &[RunSummary], workspace: Option<&Path>) -> Result<PathBuf, Error> {
+    if let Some(w) = workspace {
+        return std::fs::canonicalize(w).map_err(|e| Error::Workspace {
+            path: w.to_path_buf(),
+            cause: e,
+        });
+    }
+    let cwd = current_dir()?;
+    Ok(cwd
+        .ancestors()
+        .find(|a| list.iter().any(|r| r.workspace.as_deref() == Some(*a)))
+        .unwrap_or(&cwd)
+        .to_path_buf())
 }
 
 fn json<T: serde::Serialize>(value: &T) -> Result<String, Error> {

@@ -140,6 +140,8 @@ fn review(result: &RunResult) {
             "  next: stockade changes {0} · stockade diff {0} · stockade apply {0} · stockade discard {0}",
             r.run_id
         );
+        // Change sets do not pile up unseen: from many on, how many wait and how to clear.
+        crate::review_command::note_waiting_after_run(&r.run_id);
     }
 }
 
