@@ -624,3 +624,244 @@ fn a_run_in_the_background_takes_the_keyboard_on_fg_and_gives_it_back_on_stop() 
         );
     }
 }
+
+/// The test user of this machine (the unprivileged half of a root pass), if there is one.
+fn test_user() -> Option<&'static str> {
+    let ok = std::process::Command::new("id")
+        .arg("stockade-test")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    (ok && attacks::which("runuser").is_some()).then_some("stockade-test")
+}
+
+/// Prints `NAME=ok` when this process may open its terminal again through `/proc/self/fd/0`
+/// (what stockade does first), else `NAME=` and the errno's name.
+fn reopen_check(py: &std::path::Path, name: &str) -> String {
+    format!(
+        "{} -c 'import os, errno\ntry:\n    os.open(\"/proc/self/fd/0\", os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)\n    print(\"{name}=ok\")\nexcept OSError as e:\n    print(\"{name}=\" + errno.errorcode[e.errno])'",
+        attacks::sh_quote(py)
+    )
+}
+
+/// The caller's terminal after the run, as the shell that started it sees it: its settings
+/// (`icanon echo isig` when given back) and whether its description was left non-blocking.
+fn terminal_after(py: &std::path::Path) -> String {
+    format!(
+        "stty -a | tr ' ' '\\n' | grep -x -e -icanon -e -echo -e -isig -e icanon -e echo -e isig | tr '\\n' ' '; echo settings-after; \
+         {} -c 'import os, fcntl; print(\"nonblock=%d\" % bool(fcntl.fcntl(0, fcntl.F_GETFL) & os.O_NONBLOCK))'",
+        attacks::sh_quote(py)
+    )
+}
+
+/// `runuser -u USER -- env -i PATH HOME sh SCRIPT` on the harness's terminal, which root owns:
+/// the script runs as the user, in a terminal it may use but not open again.
+fn as_user(fx: &Fixture, user: &str, script: &std::path::Path) -> attacks::Cmd {
+    let status = std::process::Command::new("chown")
+        .args([
+            "-R",
+            &format!("{0}:{0}", user),
+            &fx.home.display().to_string(),
+            &fx.ws.display().to_string(),
+        ])
+        .status()
+        .expect("chown");
+    assert!(status.success());
+    attacks::Cmd::new("runuser", &fx.ws).args([
+        "-u".as_ref(),
+        user.as_ref(),
+        "--".as_ref(),
+        "env".as_ref(),
+        "-i".as_ref(),
+        format!("PATH={}", attacks::PATH).as_ref(),
+        format!("HOME={}", fx.home.display()).as_ref(),
+        "TERM=xterm".as_ref(),
+        "sh".as_ref(),
+        script.as_os_str(),
+    ])
+}
+
+/// Issue 31, item 3: a regular user in a terminal root owns (`runuser` in root's tmux) may not
+/// open it again (`EACCES` on `/proc/self/fd/0`, which stockade tried first and took for
+/// "another run has the keyboard", silently: nothing typed reached the run). The run reads
+/// the keys through the descriptor it holds: a line typed reaches `read`, the window size
+/// follows (at the start and on a resize), Ctrl-C reaches the command; afterwards the
+/// caller's terminal has its settings back and its description (its shell's too) is not left
+/// non-blocking. Controls: root may open the same terminal again and the user may not (the
+/// run took the other way); a second run of the user's at the same time says on stderr that
+/// it does not read the keyboard, and the keys still go to the first.
+#[test]
+fn a_regular_user_in_a_terminal_root_owns_gets_the_keyboard() {
+    if attacks::skip_unless_root("a terminal of root's, used by another user") {
+        return;
+    }
+    let Some(user) = test_user() else {
+        println!("skipped: no user stockade-test or no runuser");
+        return;
+    };
+    let fx = Fixture::new();
+    let Some(pty) = Pty::new(&fx, "someone else's terminal") else {
+        return;
+    };
+    let bin = attacks::sh_quote(fx.stockade_inside());
+    let run = format!(
+        "{bin} run --backend {} --workspace {}",
+        attacks::backend(),
+        attacks::sh_quote(&fx.ws)
+    );
+    let inner = fx.script(
+        "inner.sh",
+        "stty size; echo ready-to-read; read -r x; echo \"got=$x\"\n\
+         trap 'echo \"resized $(stty size)\"' WINCH\n\
+         trap 'echo got-ctrl-c; exit 0' INT\n\
+         echo waiting-for-keys\n\
+         i=0; while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; echo never-interrupted\n",
+    );
+    let user_script = fx.script(
+        "as-user.sh",
+        &format!(
+            "{}\nexec 3<&0\n(sleep 1; {run} -- sh -c 'echo second-ran' <&3) &\n\
+             {run} -- sh {}\necho run-exit=$?\nwait\n{}\necho outer-done\n",
+            reopen_check(&pty.python, "user-reopen"),
+            attacks::sh_quote(&inner),
+            terminal_after(&pty.python)
+        ),
+    );
+    let cmd = as_user(&fx, user, &user_script);
+    let seen = pty.play(
+        cmd,
+        &[
+            Step::Wait("ready-to-read"),
+            Step::Sleep(1.5),
+            Step::Type(b"typed-line\r"),
+            Step::Wait("got=typed-line"),
+            Step::Wait("waiting-for-keys"),
+            Step::Resize(41, 132),
+            Step::Wait("resized 41 132"),
+            Step::Type(b"\x03"),
+            Step::Wait("got-ctrl-c"),
+            Step::Wait("outer-done"),
+        ],
+    );
+    seen.assert_code(0)
+        .assert_shows("user-reopen=EACCES")
+        .assert_shows("24 80\r\n")
+        .assert_shows("run-exit=0")
+        .assert_shows("second-ran")
+        .assert_shows("another run holds this terminal's keyboard")
+        .assert_shows("isig icanon echo settings-after")
+        .assert_shows("nonblock=0")
+        .assert_lacks("never-interrupted");
+    assert_eq!(
+        seen.text.matches("holds this terminal's keyboard").count(),
+        1,
+        "{}",
+        seen.describe()
+    );
+    // Control: root opens the same kind of terminal again (the check tells the two apart).
+    let root = pty.play(
+        fx.host(&reopen_check(&pty.python, "root-reopen")),
+        &[Step::Wait("root-reopen=")],
+    );
+    root.assert_code(0).assert_shows("root-reopen=ok");
+}
+
+/// The escape `~.` ends a run that reads the keys through the caller's own descriptor (a
+/// regular user in root's terminal), which leaves the terminal as it was. Control: `~~`
+/// leaves the command running to its end.
+#[test]
+fn the_escape_works_for_a_regular_user_in_a_terminal_root_owns() {
+    if attacks::skip_unless_root("a terminal of root's, used by another user") {
+        return;
+    }
+    let Some(user) = test_user() else {
+        println!("skipped: no user stockade-test or no runuser");
+        return;
+    };
+    let fx = Fixture::new();
+    let Some(pty) = Pty::new(&fx, "escape in someone else's terminal") else {
+        return;
+    };
+    let bin = attacks::sh_quote(fx.stockade_inside());
+    let script = fx.script(
+        "escape.sh",
+        &format!(
+            "{bin} run --backend {} --workspace {} -- sh -c \"trap '' INT; echo ignoring-ctrl-c; sleep 4; echo ran-to-the-end\"\necho run-exit=$?\n{}\necho outer-done\n",
+            attacks::backend(),
+            attacks::sh_quote(&fx.ws),
+            terminal_after(&pty.python)
+        ),
+    );
+    let steps = |keys: &'static [u8]| {
+        [
+            Step::Wait("ignoring-ctrl-c"),
+            Step::Type(b"\x03"),
+            Step::Sleep(0.3),
+            Step::Type(keys),
+            Step::Wait("outer-done"),
+        ]
+    };
+    let seen = pty.play(as_user(&fx, user, &script), &steps(b"\r~."));
+    seen.assert_code(0)
+        .assert_lacks("ran-to-the-end")
+        .assert_lacks("run-exit=0")
+        .assert_shows("isig icanon echo settings-after")
+        .assert_shows("nonblock=0");
+    let control = pty.play(as_user(&fx, user, &script), &steps(b"\r~~"));
+    control
+        .assert_code(0)
+        .assert_shows("ran-to-the-end")
+        .assert_shows("run-exit=0");
+}
+
+/// A run that cannot take the keyboard says so on stderr, once (it used to show its output
+/// and read nothing, silently): here a second run on a terminal whose keys a first run holds.
+/// The keys still reach the first. Control: the first alone says nothing of the kind.
+#[test]
+fn a_run_that_cannot_take_the_keyboard_says_so_on_stderr() {
+    let fx = Fixture::new();
+    let Some(pty) = Pty::new(&fx, "keyboard held by another run") else {
+        return;
+    };
+    let run = format!(
+        "{} run --backend {} --workspace {}",
+        attacks::sh_quote(attacks::stockade_bin()),
+        attacks::backend(),
+        attacks::sh_quote(&fx.ws)
+    );
+    let err = fx.out_file("second-stderr");
+    let first = format!("{run} -- sh -c 'echo first-ready; read -r x; echo \"first-got=$x\"'");
+    let script = format!(
+        "exec 3<&0\n(sleep 1; {run} -- sh -c 'echo second-ran' <&3 2>{err}; echo second-done) &\n\
+         {first}\nwait\necho \"second-stderr: $(cat {err})\"\necho outer-done\n",
+        err = attacks::sh_quote(&err)
+    );
+    let steps = [
+        Step::Wait("first-ready"),
+        Step::Wait("second-done"),
+        Step::Type(b"typed-line\r"),
+        Step::Wait("first-got=typed-line"),
+        Step::Wait("outer-done"),
+    ];
+    let seen = pty.play(fx.host(&script), &steps);
+    seen.assert_code(0)
+        .assert_shows("second-ran")
+        .assert_shows("second-stderr: stockade: note: another run holds this terminal's keyboard");
+    assert_eq!(
+        seen.text.matches("holds this terminal's keyboard").count(),
+        1,
+        "{}",
+        seen.describe()
+    );
+    let control = pty.play(
+        fx.host(&format!("{first}\necho outer-done\n")),
+        &[
+            Step::Wait("first-ready"),
+            Step::Type(b"typed-line\r"),
+            Step::Wait("outer-done"),
+        ],
+    );
+    control
+        .assert_code(0)
+        .assert_shows("first-got=typed-line")
+        .assert_lacks("keyboard");
+}

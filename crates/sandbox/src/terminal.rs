@@ -67,10 +67,9 @@ impl Wake {
 pub struct Terminal {
     /// The master side of the run's terminal.
     pub master: OwnedFd,
-    /// The caller's terminal, read for keystrokes: a description of its own, non-blocking
-    /// (another reader of the same terminal never leaves this relay blocked in `read`).
-    /// `None`: nothing is typed into the run.
-    pub input: Option<OwnedFd>,
+    /// The caller's terminal, read for keystrokes (see [`Input`]). `None`: nothing is typed
+    /// into the run (yet).
+    pub input: Option<Input>,
     /// The caller's terminal in raw mode while keystrokes are read; put back as soon as the
     /// relay ends (the run's terminal closed even while its command goes on).
     pub raw: Option<RawMode>,
@@ -92,6 +91,8 @@ pub struct Terminal {
     /// Cancelled when the person types the escape `~.` at the start of a line: the way out of
     /// a command that ignores Ctrl-C (the keys are the command's otherwise).
     pub end: Option<crate::Cancel>,
+    /// Why the keyboard could not be taken was already said on stderr (see [`say_no_keys`]).
+    pub told: bool,
 }
 
 /// The escape that ends a run from the keyboard, as ssh's: `~` at the start of a line, then
@@ -150,8 +151,14 @@ pub fn relay(t: Terminal, wake: OwnedFd) -> Relayed {
         stream,
         sanitize,
         end,
+        told,
     } = t;
-    let mut keys = Keys { stdin, input, raw };
+    let mut keys = Keys {
+        stdin,
+        input,
+        raw,
+        told,
+    };
     keys.take();
     let _ = fcntl_getfl(&master).and_then(|f| fcntl_setfl(&master, f | OFlags::NONBLOCK));
     let mut out = Outflow::new(output.as_fd(), limit, stream, sanitize).line_editing();
@@ -180,7 +187,7 @@ pub fn relay(t: Terminal, wake: OwnedFd) -> Relayed {
             PollFd::new(&wake, PollFlags::IN),
         ];
         if let (Some(i), true) = (&keys.input, reading_input) {
-            fds.push(PollFd::new(i, PollFlags::IN));
+            fds.push(PollFd::new(&i.fd, PollFlags::IN));
         }
         // Stopping: drain without waiting. Waiting for the foreground (a shell's `fg` sends
         // SIGCONT, which wakes the relay; a second's look covers one that does not).
@@ -262,7 +269,11 @@ pub fn relay(t: Terminal, wake: OwnedFd) -> Relayed {
         }
         if let (Some(i), Some(flags)) = (&keys.input, ready.get(2)) {
             if any(*flags) {
-                match rustix::io::read(i, &mut buf[..PENDING_MAX - pending.len()]) {
+                let hung_up = flags.intersects(PollFlags::HUP | PollFlags::ERR);
+                match rustix::io::read(&i.fd, &mut buf[..PENDING_MAX - pending.len()]) {
+                    // The shared description reads nothing, at once, when another reader
+                    // took the keys first (`VMIN` 0): not the end of the terminal.
+                    Ok(0) if i.shared && !hung_up => {}
                     Ok(0) => keys.done(),
                     Ok(n) => {
                         if escape.feed(&buf[..n], &mut pending) {
@@ -288,9 +299,11 @@ pub fn relay(t: Terminal, wake: OwnedFd) -> Relayed {
 struct Keys {
     /// The caller's terminal to take it from (see [`Terminal::stdin`]).
     stdin: Option<OwnedFd>,
-    /// Held: a description of its own, locked, read for keys.
-    input: Option<OwnedFd>,
+    /// Held: read for keys.
+    input: Option<Input>,
     raw: Option<RawMode>,
+    /// Why it could not be taken was said already.
+    told: bool,
 }
 
 impl Keys {
@@ -308,12 +321,19 @@ impl Keys {
         if !in_foreground(stdin.as_fd()) {
             return;
         }
-        let Some(input) = take_input(stdin.as_fd()) else {
-            return;
+        let input = match take_input(stdin.as_fd()) {
+            Ok(input) => input,
+            Err(why) => {
+                say_no_keys(&mut self.told, &why);
+                return;
+            }
         };
-        if let Ok(raw) = RawMode::enter(input.as_fd()) {
-            self.raw = Some(raw);
-            self.input = Some(input);
+        match RawMode::enter(input.fd.as_fd(), input.shared) {
+            Ok(raw) => {
+                self.raw = Some(raw);
+                self.input = Some(input);
+            }
+            Err(e) => say_no_keys(&mut self.told, &NoKeys::Failed(e)),
         }
     }
 
@@ -347,17 +367,112 @@ impl Keys {
     }
 }
 
-/// The caller's terminal `stdin` opened again (a description of this relay's own,
-/// non-blocking, so another reader never leaves it blocked) and locked for this run; `None`
-/// when another run holds it (that one reads the keys; this one shows its output only).
-fn take_input(stdin: BorrowedFd<'_>) -> Option<OwnedFd> {
+/// The caller's keyboard as a run holds it.
+#[derive(Debug)]
+pub struct Input {
+    fd: OwnedFd,
+    /// `fd` is the caller's own description of the terminal (its shell's too), not one this
+    /// run opened: it is never made non-blocking (the shell would inherit that), and the raw
+    /// mode reads it with `VMIN` 0 instead (see [`RawMode::enter`]).
+    shared: bool,
+    /// This run's claim on the terminal's keyboard (see [`claim`]), held as long as the keys.
+    _claim: Option<OwnedFd>,
+}
+
+/// Why a run does not read the keyboard.
+#[derive(Debug)]
+pub enum NoKeys {
+    /// Another run holds it.
+    Held,
+    /// Neither way of reading it works.
+    Failed(io::Error),
+}
+
+/// The caller's terminal `stdin`, taken for this run's keys; an error when another run
+/// holds it (that one reads the keys; this one shows its output only) or it cannot be read.
+///
+/// First opened again (a description of this run's own, non-blocking, so another reader never
+/// leaves the relay blocked) and locked (`flock`, which every run on the terminal tries).
+/// A caller that may not open its terminal again (`su`, `runuser`, `sudo -u` in a terminal
+/// another user owns: the device is not theirs, `EACCES`) reads it through the descriptor
+/// it holds, which its shell shares: see [`Input::shared`]. Such a run cannot take the
+/// `flock` (on the shared description it would outlive a killed run in the shell's hands)
+/// and claims the terminal by name instead ([`claim`]), which every run makes.
+pub fn take_input(stdin: BorrowedFd<'_>) -> Result<Input, NoKeys> {
     use rustix::fs::{flock, FlockOperation, Mode};
     use std::os::fd::AsRawFd;
     let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
     let path = format!("/proc/self/fd/{}", stdin.as_raw_fd());
-    let fd = rustix::fs::open(path.as_str(), flags, Mode::empty()).ok()?;
-    flock(&fd, FlockOperation::NonBlockingLockExclusive).ok()?;
-    Some(fd)
+    match rustix::fs::open(path.as_str(), flags, Mode::empty()) {
+        Ok(fd) => {
+            flock(&fd, FlockOperation::NonBlockingLockExclusive).map_err(|_| NoKeys::Held)?;
+            // A run that reads through its shared description must see this one too; the
+            // lock is what excludes runs of this kind, so a name already taken is no reason
+            // to let go (nor one someone else squats on).
+            let claim = claim(stdin).ok().flatten();
+            Ok(Input {
+                fd,
+                shared: false,
+                _claim: claim,
+            })
+        }
+        Err(reopen) => {
+            let claim = match claim(stdin) {
+                Ok(Some(c)) => Some(c),
+                Ok(None) => return Err(NoKeys::Held),
+                // No claim to make (no sockets here): the keys are still this run's to read.
+                Err(_) => None,
+            };
+            let fd = stdin
+                .try_clone_to_owned()
+                .map_err(|e| NoKeys::Failed(io::Error::other(format!("{reopen}; {e}"))))?;
+            Ok(Input {
+                fd,
+                shared: true,
+                _claim: claim,
+            })
+        }
+    }
+}
+
+/// A claim on the keyboard of the terminal `tty`: an abstract unix socket named after its
+/// device (its devpts instance and number), bound for as long as the claim is held and gone
+/// with the process however it ends. `Ok(None)`: another run holds it.
+fn claim(tty: BorrowedFd<'_>) -> io::Result<Option<OwnedFd>> {
+    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+    let st = rustix::fs::fstat(tty)?;
+    let name = format!("stockade/keyboard/{}/{}", st.st_dev, st.st_rdev);
+    let addr = SocketAddrUnix::new_abstract_name(name.as_bytes())?;
+    let sock = rustix::net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::DGRAM,
+        SocketFlags::CLOEXEC,
+        None,
+    )?;
+    match rustix::net::bind(&sock, &addr) {
+        Ok(()) => Ok(Some(sock)),
+        Err(rustix::io::Errno::ADDRINUSE) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Say once, on stderr, that this run does not read the keyboard and why: silently getting
+/// no keys looks like a hung command.
+pub fn say_no_keys(told: &mut bool, why: &NoKeys) {
+    use std::io::{IsTerminal, Write};
+    if std::mem::replace(told, true) {
+        return;
+    }
+    let line = match why {
+        NoKeys::Held => "stockade: note: another run holds this terminal's keyboard: this run shows its output, and reads no keys until that run has ended".to_owned(),
+        NoKeys::Failed(e) => format!(
+            "stockade: note: this run cannot read the keyboard of its terminal ({e}): it shows its output only (--no-tty runs it without a terminal)"
+        ),
+    };
+    let mut err = std::io::stderr();
+    // Another run may hold the terminal in raw mode: a line that ends in CR LF reads right.
+    let end = if err.is_terminal() { "\r\n" } else { "\n" };
+    let _ = write!(err, "{line}{end}");
 }
 
 /// The caller's terminal in raw mode for as long as this lives: every key goes to the run's
@@ -368,6 +483,8 @@ fn take_input(stdin: BorrowedFd<'_>) -> Option<OwnedFd> {
 pub struct RawMode {
     fd: OwnedFd,
     saved: Termios,
+    /// Entered for a shared description (see [`RawMode::enter`]).
+    shared: bool,
     /// Put `saved` back on drop.
     restore: bool,
 }
@@ -375,23 +492,26 @@ pub struct RawMode {
 impl RawMode {
     /// Raw mode on `fd`, a terminal this process is in the foreground of (see
     /// [`in_foreground`]: a background process changing it would be stopped by SIGTTOU).
-    pub fn enter(fd: BorrowedFd<'_>) -> io::Result<RawMode> {
+    ///
+    /// `shared`: `fd` is a description others read too, which this run may not make
+    /// non-blocking: a read returns at once with what there is, nothing when another reader
+    /// took it (`VMIN` and `VTIME` 0), so the relay never waits in `read`.
+    pub fn enter(fd: BorrowedFd<'_>, shared: bool) -> io::Result<RawMode> {
         let fd = fd.try_clone_to_owned()?;
         let saved = termios::tcgetattr(&fd)?;
-        let mut raw = saved.clone();
-        raw.make_raw();
+        let raw = raw_settings(&saved, shared);
         termios::tcsetattr(&fd, OptionalActions::Now, &raw)?;
         Ok(RawMode {
             fd,
             saved,
+            shared,
             restore: true,
         })
     }
 
     /// Raw mode again (after another process changed the settings), from the foreground.
     fn reapply(&self) {
-        let mut raw = self.saved.clone();
-        raw.make_raw();
+        let raw = raw_settings(&self.saved, self.shared);
         let _ = termios::tcsetattr(&self.fd, OptionalActions::Now, &raw);
     }
 
@@ -400,6 +520,18 @@ impl RawMode {
     fn abandon(mut self) {
         self.restore = false;
     }
+}
+
+/// `saved` made raw; `shared`: reads return at once (see [`RawMode::enter`]).
+fn raw_settings(saved: &Termios, shared: bool) -> Termios {
+    use rustix::termios::SpecialCodeIndex;
+    let mut raw = saved.clone();
+    raw.make_raw();
+    if shared {
+        raw.special_codes[SpecialCodeIndex::VMIN] = 0;
+        raw.special_codes[SpecialCodeIndex::VTIME] = 0;
+    }
+    raw
 }
 
 impl Drop for RawMode {

@@ -8,8 +8,9 @@
 //! run owns the process's signals): a library run never takes over its host's terminal.
 //!
 //! Several runs may share one terminal (`make -j`, an agent running tools in parallel): the
-//! first takes it (an exclusive `flock` on a description of its own), the others relay only
-//! their output and leave its settings alone.
+//! first takes it (an exclusive `flock` on a description of its own, or a claim by name for a
+//! caller that may not open its terminal again, see [`super::take_input`]), the others relay
+//! only their output, leave its settings alone and say so on stderr.
 
 use std::io::IsTerminal;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -188,15 +189,22 @@ pub fn attach(
     let output = std_fd(out_fd)?;
     let first = caller.streams.iter().position(|t| *t).unwrap_or(0) as i32;
     let size_from = std_fd(first).ok();
+    let mut told = false;
     let input = if stdin && super::in_foreground(std::io::stdin().as_fd()) {
-        super::take_input(std::io::stdin().as_fd())
+        match super::take_input(std::io::stdin().as_fd()) {
+            Ok(input) => Some(input),
+            Err(why) => {
+                super::say_no_keys(&mut told, &why);
+                None
+            }
+        }
     } else {
         None
     };
     // Raw mode before the first keystroke is read: the caller's line discipline must not cook
     // or echo what the run's terminal will.
     let raw = match &input {
-        Some(fd) => Some(RawMode::enter(fd.as_fd())?),
+        Some(i) => Some(RawMode::enter(i.fd.as_fd(), i.shared)?),
         None => None,
     };
     let wake = Wake::new()?;
@@ -220,6 +228,7 @@ pub fn attach(
         limit,
         stream,
         sanitize,
+        told,
     };
     let thread = std::thread::spawn(move || super::relay(terminal, receiver));
     Ok(Attached {
