@@ -241,3 +241,92 @@ fn the_cwd_file_is_accepted_only_where_claude_code_makes_it() {
         Some(format!("{}\n", fx.ws.display()).as_str())
     );
 }
+
+/// Issue 31, item 7: the README's flag-free prefix (`exec stockade shell-prefix "$@"`, no
+/// `--workspace`): the calls of a session that moves into `sub`, writes at the top of the
+/// project from there, then moves to `/` and writes outside.
+const START_CALLS: [&str; 3] = [
+    "mkdir -p sub && cd sub && echo moved-into-sub",
+    "echo now-in=$(pwd); echo top > ../at-top.txt; echo top-exit=$?",
+    "cd / && echo out > OUTSIDE/escaped.txt; echo outside-exit=$?",
+];
+
+fn start_script(outside: &std::path::Path) -> attacks::upstream::Script {
+    let calls: Vec<String> = START_CALLS
+        .iter()
+        .map(|c| c.replace("OUTSIDE", &outside.display().to_string()))
+        .collect();
+    Arc::new(move |seen: &Seen| {
+        let body = String::from_utf8_lossy(&seen.body);
+        let stream = body.contains("\"stream\":true");
+        if !body.contains("PREFIX-NOW") {
+            return reply(stream, None, "ok");
+        }
+        match body.matches("\"tool_result\"").count() {
+            n @ 0..=2 => reply_as(stream, Some(&calls[n]), "", &format!("toolu_0{n}")),
+            _ => reply(stream, None, "ALL-DONE"),
+        }
+    })
+}
+
+/// Without `--workspace` the prefix takes the directory Claude Code started in (its process,
+/// `CLAUDE_PID`, an ancestor of the prefix), not the directory a command moved to: after `cd
+/// sub` the top of the project is still writable, and after `cd /` a write outside is still
+/// refused. Control: the same prefix with `CLAUDE_PID` removed refuses every command, naming
+/// `--workspace` (what every such command got before).
+#[test]
+fn the_prefix_without_workspace_takes_the_directory_claude_code_started_in() {
+    let fx = Fixture::new();
+    let outside = fx.outside.clone();
+    mkdir(&outside);
+    let up = Upstream::start_with(Some(start_script(&outside)));
+    // README "Shell prefix": `exec stockade shell-prefix "$@"`.
+    let prefix = fx.script(
+        "claude-prefix.sh",
+        &format!(
+            "#!/bin/sh\nexec {} shell-prefix \"$@\"\n",
+            sh_quote(stockade_bin())
+        ),
+    );
+    let (run, results) = session(&fx, &up, Some(prefix.display().to_string()));
+    run.assert_success().assert_stdout_contains("ALL-DONE");
+    // (The calls' own text is in the conversation too: markers are checked with their value.)
+    let sub = fx.ws.join("sub");
+    assert!(sub.is_dir(), "the first command did not run: {results}");
+    assert!(
+        results.contains(&format!("now-in={}", sub.display())),
+        "cd was not tracked: {results}"
+    );
+    assert!(results.contains("top-exit=0"), "{results}");
+    assert_eq!(
+        read_text(&fx.ws.join("at-top.txt")).as_deref(),
+        Some("top\n")
+    );
+    assert!(!results.contains("outside-exit=0"), "{results}");
+    assert!(!outside.join("escaped.txt").exists());
+
+    // Control: without Claude Code's word for its process, nothing runs.
+    let fx2 = Fixture::new();
+    mkdir(&fx2.outside);
+    let up2 = Upstream::start_with(Some(start_script(&fx2.outside)));
+    let prefix = fx2.script(
+        "claude-prefix.sh",
+        &format!(
+            "#!/bin/sh\nexec env -u CLAUDE_PID {} shell-prefix \"$@\"\n",
+            sh_quote(stockade_bin())
+        ),
+    );
+    let (_, results) = session(&fx2, &up2, Some(prefix.display().to_string()));
+    assert_eq!(
+        results
+            .matches("stockade shell-prefix needs the project's root")
+            .count(),
+        3,
+        "{results}"
+    );
+    assert!(
+        results.contains("--workspace /path/to/project"),
+        "{results}"
+    );
+    assert!(!fx2.ws.join("sub").exists());
+}

@@ -53,15 +53,18 @@ struct Cli {
 enum Command {
     /// Run a program (after `--`) or a shell string (`--shell`) in the sandbox.
     Run(Box<RunArgs>),
-    /// Claude Code's shell prefix: `CLAUDE_CODE_SHELL_PREFIX="stockade shell-prefix [OPTIONS]"`
-    /// runs every Bash command of Claude Code in the sandbox, with the project's root
-    /// (`--workspace`, else CLAUDE_PROJECT_DIR) as workspace, no time limit unless asked, and
-    /// Claude Code's tracking of `cd` working. Takes `run`'s options.
+    /// Claude Code's shell prefix: `CLAUDE_CODE_SHELL_PREFIX` set to a script running
+    /// `exec stockade shell-prefix "$@"` runs every Bash command of Claude Code in the sandbox,
+    /// with the project's root as workspace (`--workspace`, else CLAUDE_PROJECT_DIR, else the
+    /// directory Claude Code started in: its process, CLAUDE_PID, an ancestor; a `cd` never
+    /// moves it), no time limit unless asked, and Claude Code's tracking of `cd` working.
+    /// Takes `run`'s options; your user policy file applies as to `run`.
     ShellPrefix(Box<ShellPrefixArgs>),
     /// A Claude Code PreToolUse hook (`stockade hook claude-code [-- RUN-OPTIONS]`): reads the
     /// tool call as JSON on stdin and answers with the Bash command wrapped in `stockade run`
-    /// (workspace: CLAUDE_PROJECT_DIR); other tools pass; exit 2 denies. `--ask` (among the
-    /// options) keeps Claude Code's permission prompt.
+    /// (workspace: CLAUDE_PROJECT_DIR; your user policy file applies to it as to `run`, so
+    /// presets and domains need no options here); other tools pass; exit 2 denies. `--ask`
+    /// (among the options) keeps Claude Code's permission prompt.
     Hook {
         /// The agent: claude-code.
         #[arg(value_parser = ["claude-code"])]

@@ -10,7 +10,8 @@
 //!
 //! It runs as is, with bash (the snapshot is bash), under the policy, in a workspace that is the
 //! project's root and never the directory the command happens to start in (`--workspace`,
-//! else `CLAUDE_PROJECT_DIR`, which Claude Code sets): a `cd` the sandbox reports cannot widen
+//! else `CLAUDE_PROJECT_DIR`, else the directory Claude Code started in, read from its
+//! process, `CLAUDE_PID`, which must be an ancestor): a `cd` the sandbox reports cannot widen
 //! what the next command may write. The file the string ends by writing its working directory
 //! to is the one thing outside the workspace the command may write (it reaches the host, so
 //! Claude Code follows `cd` across commands). The variables the snapshot's tools need pass
@@ -199,14 +200,86 @@ fn prepare_cwd_file(tmpdir: &Path, name: &str, reach: &[PathBuf]) -> Result<Path
     Ok(path)
 }
 
-/// The workspace of a shell-prefix run: `--workspace`, else `CLAUDE_PROJECT_DIR`.
+/// The workspace of a shell-prefix run: `--workspace`, else `CLAUDE_PROJECT_DIR`, else the
+/// directory Claude Code started in ([`claude_start_dir`]).
 fn workspace(given: Option<PathBuf>) -> Result<PathBuf, Error> {
-    given
-        .or_else(|| std::env::var_os("CLAUDE_PROJECT_DIR").map(PathBuf::from))
-        .ok_or_else(|| Error::Usage {
-            message: "stockade shell-prefix needs the project's root: neither --workspace nor CLAUDE_PROJECT_DIR is set".into(),
-            hint: "set CLAUDE_CODE_SHELL_PREFIX to `stockade shell-prefix --workspace /path/to/project`, or run it from Claude Code".into(),
-        })
+    if let Some(dir) = given.or_else(|| std::env::var_os("CLAUDE_PROJECT_DIR").map(PathBuf::from)) {
+        return Ok(dir);
+    }
+    claude_start_dir(&|n| std::env::var_os(n), &parent_of, &process_cwd).map_err(|reason| Error::Usage {
+        message: format!(
+            "stockade shell-prefix needs the project's root: neither --workspace nor CLAUDE_PROJECT_DIR is set, and {reason}"
+        ),
+        hint: "run it as Claude Code's CLAUDE_CODE_SHELL_PREFIX (it takes the directory Claude Code started in), or pass `--workspace /path/to/project` in the prefix script".into(),
+    })
+}
+
+/// How many processes up from this one Claude Code may be (the prefix script, a shell of
+/// its own, stockade).
+const MAX_DEPTH: usize = 8;
+
+/// The directory Claude Code started in, as it tells its commands: `CLAUDE_PID` (which it
+/// puts in every command's environment, the prefix's included, before the command string
+/// runs) names its process, which must be an ancestor of this one (at most [`MAX_DEPTH`]
+/// levels up: a `CLAUDE_PID` of another process is not believed), and that process's working
+/// directory is where it started: Claude Code tracks a `cd` of its commands on its own (the
+/// prefix starts in the tracked directory) and never changes its own, so no command can steer
+/// it. `var`, `parent` and `cwd` read the environment, a process's parent and its working
+/// directory (`/proc`). `Err` is the reason, for the refusal.
+pub(crate) fn claude_start_dir(
+    var: &dyn Fn(&str) -> Option<std::ffi::OsString>,
+    parent: &dyn Fn(u32) -> Option<u32>,
+    cwd: &dyn Fn(u32) -> Option<PathBuf>,
+) -> Result<PathBuf, String> {
+    let pid = var("CLAUDE_PID")
+        .ok_or("CLAUDE_PID (which Claude Code gives its commands) is not set either")?;
+    let pid: u32 = pid
+        .to_str()
+        .and_then(|p| p.parse().ok())
+        .filter(|p| *p > 1)
+        .ok_or_else(|| format!("CLAUDE_PID={} is not a process id", pid.to_string_lossy()))?;
+    let me = std::process::id();
+    let mut at = me;
+    let found = (0..MAX_DEPTH).any(|_| match parent(at) {
+        Some(p) if p > 0 => {
+            at = p;
+            p == pid
+        }
+        _ => false,
+    });
+    if !found {
+        return Err(format!(
+            "CLAUDE_PID={pid} is not a process this one was started by (Claude Code runs the prefix itself)"
+        ));
+    }
+    let dir = cwd(pid).ok_or_else(|| {
+        format!("the working directory of Claude Code's process {pid} cannot be read")
+    })?;
+    if !dir.is_absolute() || dir.to_string_lossy().ends_with(" (deleted)") {
+        return Err(format!(
+            "Claude Code's working directory {} is gone",
+            dir.display()
+        ));
+    }
+    Ok(dir)
+}
+
+/// The parent of process `pid` (`/proc/PID/stat`'s fourth field, after the name).
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    ppid_in_stat(&stat)
+}
+
+/// The parent's id in the text of `/proc/PID/stat`: the name (in parentheses) may hold spaces
+/// and `)`, so fields are counted after its last `)`.
+pub(crate) fn ppid_in_stat(stat: &str) -> Option<u32> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The working directory of process `pid`.
+fn process_cwd(pid: u32) -> Option<PathBuf> {
+    std::fs::read_link(format!("/proc/{pid}/cwd")).ok()
 }
 
 /// The `run` arguments of `stockade shell-prefix OPTIONS STRING`.
@@ -257,6 +330,44 @@ pub(crate) fn run_args(args: crate::ShellPrefixArgs) -> Result<crate::RunArgs, E
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_parent_is_read_after_the_name() {
+        assert_eq!(ppid_in_stat("42 (claude) S 7 42 42 0"), Some(7));
+        assert_eq!(ppid_in_stat("42 (a) b) (c) S 9 1"), Some(9));
+        assert_eq!(ppid_in_stat("garbage"), None);
+    }
+
+    #[test]
+    fn claude_codes_start_directory_only_from_an_ancestor() {
+        let me = std::process::id();
+        // me -> 500 (the prefix script) -> 400 (Claude Code) -> 1
+        let parent = move |p: u32| match p {
+            p if p == me => Some(500),
+            500 => Some(400),
+            400 => Some(1),
+            _ => None,
+        };
+        let cwd = |p: u32| match p {
+            400 => Some(PathBuf::from("/home/u/proj")),
+            300 => Some(PathBuf::from("/")),
+            _ => None,
+        };
+        let env = |pid: &'static str| move |n: &str| (n == "CLAUDE_PID").then(|| pid.into());
+        assert_eq!(
+            claude_start_dir(&env("400"), &parent, &cwd),
+            Ok(PathBuf::from("/home/u/proj"))
+        );
+        // Not an ancestor: another process's directory is not taken.
+        let e = claude_start_dir(&env("300"), &parent, &cwd).unwrap_err();
+        assert!(e.contains("not a process this one was started by"), "{e}");
+        assert!(claude_start_dir(&env("x"), &parent, &cwd).is_err());
+        assert!(claude_start_dir(&env("1"), &parent, &cwd).is_err());
+        let e = claude_start_dir(&|_| None, &parent, &cwd).unwrap_err();
+        assert!(e.contains("CLAUDE_PID"), "{e}");
+        let gone = |_| Some(PathBuf::from("/home/u/proj (deleted)"));
+        assert!(claude_start_dir(&env("400"), &parent, &gone).is_err());
+    }
 
     #[test]
     fn the_cwd_file_is_read_from_the_end_of_the_string() {
