@@ -452,8 +452,9 @@ fn proxy_mode_goes_through_the_proxy_only() {
     let report = fx.root.join("proxy-report.json");
     let rep = report.to_string_lossy().into_owned();
     let opts = ["--net", "proxy", "--allow-host", &allow, "--report", &rep];
-    // Through the proxy (curl follows HTTP_PROXY): allowed.
-    let via = format!("curl -s -m 10 http://127.0.0.1:{port}/");
+    // Through the proxy (curl follows HTTP_PROXY; `--noproxy ''`: NO_PROXY sends loopback to
+    // the sandbox's own): allowed.
+    let via = format!("curl -s -m 10 --noproxy '' http://127.0.0.1:{port}/");
     attack(&fx, &opts, &via).assert_shows(&marker);
     let record = read_json(&report);
     assert!(

@@ -69,9 +69,9 @@ fn control_fd_changes_the_running_proxys_rules_at_once() {
     let audit = fx.out_file("audit.jsonl");
     let go = fx.ws.join("go");
     let script = format!(
-        "curl -s -m 10 -o /dev/null -w 'first=%{{http_code}}\\n' {url}; : > first-done; \
+        "curl -s -m 10 --noproxy '' -o /dev/null -w 'first=%{{http_code}}\\n' {url}; : > first-done; \
          while [ ! -e go ]; do sleep 0.1; done; \
-         curl -s -m 10 -w '\\nsecond=%{{http_code}}\\n' {url}"
+         curl -s -m 10 --noproxy '' -w '\\nsecond=%{{http_code}}\\n' {url}"
     );
     let (ours, theirs) = UnixStream::pair().expect("a socket pair");
     let theirs_fd = std::os::fd::AsRawFd::as_raw_fd(&theirs);

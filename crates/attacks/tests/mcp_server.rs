@@ -557,9 +557,9 @@ fn control_fd_changes_the_servers_policy_for_running_and_later_calls() {
     let url = format!("http://127.0.0.1:{port}/");
     let target = fx.outside.join("from-mcp.txt");
     let first = format!(
-        "curl -s -m 10 -o /dev/null -w 'first=%{{http_code}}\\n' {url}; \
+        "curl -s -m 10 --noproxy '' -o /dev/null -w 'first=%{{http_code}}\\n' {url}; \
          echo x > {t} && echo write=ok || echo write=refused; : > first-done; \
-         while [ ! -e go ]; do sleep 0.1; done; curl -s -m 10 -w '\\nsecond=%{{http_code}}\\n' {url}",
+         while [ ! -e go ]; do sleep 0.1; done; curl -s -m 10 --noproxy '' -w '\\nsecond=%{{http_code}}\\n' {url}",
         t = target.display()
     );
     let second = format!(

@@ -287,7 +287,9 @@ fn why_hosts_name_the_rule_and_the_flag_that_lets_the_request_through() {
         .assert_stdout_contains("the address is loopback");
     let flag = format!("`--allow-host {target}`");
     run.assert_stdout_contains(&flag);
-    let script = format!("curl -s http://{target}/");
+    // `--noproxy ''`: the host's loopback is reached through the proxy only (NO_PROXY sends
+    // loopback to the sandbox's own).
+    let script = format!("curl -s --noproxy '' http://{target}/");
     fx.sandbox(&["--net", "proxy"], &script)
         .run()
         .assert_lacks(&marker)

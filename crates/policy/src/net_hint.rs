@@ -33,8 +33,14 @@ pub fn allow_hint(host: &str, port: u16, rule: &str) -> Option<String> {
         ));
     }
     let target = Target::parse(host)?;
+    if is_loopback(&target, rule) {
+        return host_entry(&target, port).map(|entry| host_loopback(&entry, port));
+    }
     if rule == RULE_NO_MATCH {
         if let Target::Name(name) = &target {
+            if let Some(hint) = preset_hint(name) {
+                return Some(hint);
+            }
             return Some(match NetList::AllowDomains.canonicalize(name) {
                 Ok(entry) => lines("--allow-domain", "allow_domains", &entry),
                 Err(_) => match host_entry(&target, port) {
@@ -59,6 +65,53 @@ pub fn allow_hint(host: &str, port: u16, rule: &str) -> Option<String> {
         ));
     }
     None
+}
+
+/// Whether the client asked the proxy for a loopback destination: a loopback address,
+/// `localhost` (or a name below it), or a name that resolved to loopback (`ssrf:loopback`).
+fn is_loopback(target: &Target, rule: &str) -> bool {
+    rule == "ssrf:loopback"
+        || match target {
+            Target::Ip(std::net::IpAddr::V4(ip)) => ip.is_loopback(),
+            Target::Ip(std::net::IpAddr::V6(ip)) => {
+                ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+            }
+            Target::Name(name) => name == "localhost" || name.ends_with(".localhost"),
+        }
+}
+
+/// A loopback destination through the proxy is the **host's** loopback: the proxy connects
+/// from the host. A server the run started listens on the sandbox's own loopback, which
+/// clients reach directly (`NO_PROXY` covers it). So the hint says that first, and names the
+/// host grant only as what it is, never as the way to a server inside.
+fn host_loopback(entry: &str, port: u16) -> String {
+    format!(
+        "this went through the proxy, where loopback is the host's, not this sandbox's: a \
+         server started inside the run is reached directly on the sandbox's own loopback \
+         (NO_PROXY covers localhost, 127.0.0.1 and ::1; a client that ignores NO_PROXY needs its \
+         own no-proxy setting, e.g. `curl --noproxy '*'`); only to open the host's own port \
+         {port} to the sandbox, a separate grant: `--allow-host {entry}`, or \
+         `allow_hosts = [\"{entry}\"]` under [network] in the policy file"
+    )
+}
+
+/// A refused name one toolchain preset opens (pypi.org, files.pythonhosted.org: `pip`):
+/// the preset, which opens every domain the tool goes on to ask for (allowing only this one
+/// fixes the next failure alone), and the single domain as the narrower choice.
+fn preset_hint(name: &str) -> Option<String> {
+    let entry = NetList::AllowDomains.canonicalize(name).ok()?;
+    let p = crate::presets::PRESETS.iter().find(|p| {
+        p.kind == crate::presets::PresetKind::Toolchain && p.allow_domains.contains(&entry.as_str())
+    })?;
+    Some(format!(
+        "`{entry}` is one of preset {}'s domains ({}): allow them all with `--preset {}`, or \
+         `presets = [\"{}\"]` in the policy file (its cache comes with it); only this \
+         one: `--allow-domain {entry}`",
+        p.name,
+        p.allow_domains.join(", "),
+        p.name,
+        p.name
+    ))
 }
 
 /// `allow it with `FLAG ENTRY`, or `KEY = ["ENTRY"]` under [network] in the policy file`.
@@ -113,12 +166,15 @@ mod tests {
 
     #[test]
     fn addresses_and_private_destinations_get_an_exact_allow_host() {
-        let h = allow_hint("127.0.0.1", 8080, RULE_IP_LITERAL).unwrap();
-        assert!(h.contains("`--allow-host 127.0.0.1:8080`"), "{h}");
-        assert!(rules_after(&h).check("127.0.0.1", 8080).allowed);
-        let h = allow_hint("[::1]", 8080, RULE_IP_LITERAL).unwrap();
-        assert!(h.contains("`--allow-host [::1]:8080`"), "{h}");
-        let h = allow_hint("db.example", 5432, "ssrf:loopback").unwrap();
+        let h = allow_hint("192.0.2.7", 8080, RULE_IP_LITERAL).unwrap();
+        assert!(
+            h.starts_with("allow it with `--allow-host 192.0.2.7:8080`"),
+            "{h}"
+        );
+        assert!(rules_after(&h).check("192.0.2.7", 8080).allowed);
+        let h = allow_hint("[2001:db8::1]", 8080, RULE_IP_LITERAL).unwrap();
+        assert!(h.contains("`--allow-host [2001:db8::1]:8080`"), "{h}");
+        let h = allow_hint("db.example", 5432, "ssrf:private").unwrap();
         assert!(
             h.contains("`--allow-host db.example:5432`")
                 && h.contains("`allow_hosts = [\"db.example:5432\"]`"),
@@ -126,6 +182,76 @@ mod tests {
         );
         let private = "10.0.0.1".parse().unwrap();
         assert!(rules_after(&h).private_allowed("db.example", 5432, private));
+    }
+
+    /// Issue 31: a loopback target through the proxy is the host's loopback. The hint says
+    /// so before anything else, points at the sandbox's own loopback for a server inside, and
+    /// names the host grant only as the host's port (it still works as that grant).
+    #[test]
+    fn a_loopback_target_is_explained_as_the_hosts_not_the_sandboxs() {
+        for (host, rule, entry) in [
+            ("127.0.0.1", RULE_IP_LITERAL, "127.0.0.1:8000"),
+            ("127.0.0.2", RULE_IP_LITERAL, "127.0.0.2:8000"),
+            ("[::1]", RULE_IP_LITERAL, "[::1]:8000"),
+            ("[::ffff:127.0.0.1]", RULE_IP_LITERAL, "127.0.0.1:8000"),
+            ("localhost", RULE_NO_MATCH, "localhost:8000"),
+            ("app.localhost", RULE_NO_MATCH, "app.localhost:8000"),
+            ("db.example", "ssrf:loopback", "db.example:8000"),
+        ] {
+            let h = allow_hint(host, 8000, rule).unwrap();
+            assert!(
+                h.starts_with("this went through the proxy, where loopback is the host's"),
+                "{host}: {h}"
+            );
+            assert!(
+                h.contains("sandbox's own loopback") && h.contains("NO_PROXY"),
+                "{h}"
+            );
+            assert!(!h.contains("allow it with"), "{h}");
+            let grant = format!("only to open the host's own port 8000 to the sandbox, a separate grant: `--allow-host {entry}`");
+            assert!(h.contains(&grant), "{host}: {h}");
+            let (_, flag) = h.split_once("grant: ").unwrap();
+            assert!(rules_after(flag).check(host, 8000).allowed, "{host}: {h}");
+        }
+        // Control: an address that is not loopback keeps the plain hint.
+        let h = allow_hint("128.0.0.1", 8000, RULE_IP_LITERAL).unwrap();
+        assert!(
+            h.starts_with("allow it with `--allow-host 128.0.0.1:8000`"),
+            "{h}"
+        );
+    }
+
+    /// Issue 31: a refused domain one toolchain preset opens names the preset first.
+    #[test]
+    fn a_domain_a_preset_opens_names_the_preset() {
+        for (host, preset) in [
+            ("pypi.org", "pip"),
+            ("Files.PythonHosted.org.", "pip"),
+            ("registry.npmjs.org", "npm"),
+            ("index.crates.io", "cargo"),
+            ("proxy.golang.org", "go"),
+        ] {
+            let h = allow_hint(host, 443, RULE_NO_MATCH).unwrap();
+            assert!(
+                h.contains(&format!("allow them all with `--preset {preset}`"))
+                    && h.contains(&format!("`presets = [\"{preset}\"]`")),
+                "{host}: {h}"
+            );
+            let name = host.trim_end_matches('.').to_ascii_lowercase();
+            assert!(
+                h.contains(&format!("only this one: `--allow-domain {name}`")),
+                "{h}"
+            );
+            let p = crate::presets::preset(preset).unwrap();
+            assert!(p.allow_domains.contains(&name.as_str()));
+        }
+        // Control: a domain no preset opens, and one only an agent preset opens (an agent is
+        // not a fix for a tool's download), get the single domain.
+        for host in ["example.com", "models.dev"] {
+            let h = allow_hint(host, 443, RULE_NO_MATCH).unwrap();
+            assert!(h.starts_with("allow it with `--allow-domain"), "{h}");
+            assert!(!h.contains("--preset"), "{h}");
+        }
     }
 
     #[test]

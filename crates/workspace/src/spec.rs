@@ -287,8 +287,10 @@ fn environment(policy: &Policy, req: &Request) -> Vec<(String, String)> {
 }
 
 /// Variables that point clients at the proxy: curl, wget, git, pip, npm, cargo, Python,
-/// Node and Go all read some of them. `NO_PROXY` is cleared so nothing goes direct (direct
-/// connections fail anyway: the namespace has only loopback).
+/// Node and Go all read some of them. `NO_PROXY` names the loopback ([`LOOPBACK_NO_PROXY`]):
+/// `127.0.0.1`, `::1` and `localhost` inside are the sandbox's own loopback (a dev server the
+/// run started), which the proxy, connecting from the host, could only reach as the host's.
+/// Nothing else goes direct, and could not: the namespace has only loopback.
 fn proxy_env(addr: std::net::SocketAddrV4) -> Vec<(String, String)> {
     let http = format!("http://{addr}");
     let socks = format!("socks5h://{addr}");
@@ -307,11 +309,14 @@ fn proxy_env(addr: std::net::SocketAddrV4) -> Vec<(String, String)> {
     ] {
         env.push((name.to_string(), http.clone()));
     }
-    for name in ["NO_PROXY", "no_proxy"] {
-        env.push((name.to_string(), String::new()));
+    for name in ["NO_PROXY", "no_proxy", "npm_config_noproxy"] {
+        env.push((name.to_string(), LOOPBACK_NO_PROXY.to_string()));
     }
     env
 }
+
+/// What `NO_PROXY` holds under mode proxy: the sandbox's own loopback, reached directly.
+const LOOPBACK_NO_PROXY: &str = "localhost,127.0.0.1,::1";
 
 /// For unit tests: the default profile's spec of running `true` in workspace `ws` on this
 /// machine (home: `ws/home`).

@@ -593,7 +593,10 @@ fn network_modes_plan_the_namespace_the_proxy_and_its_variables() {
         env_of(&proxy, "ALL_PROXY"),
         Some(format!("socks5h://{PROXY_ADDR}"))
     );
-    assert_eq!(env_of(&proxy, "NO_PROXY").as_deref(), Some(""));
+    assert_eq!(
+        env_of(&proxy, "NO_PROXY").as_deref(),
+        Some("localhost,127.0.0.1,::1")
+    );
 
     policy.network.mode = policy::NetworkMode::Host;
     let host_net = Plan::new(&policy, &req, &host).unwrap();
