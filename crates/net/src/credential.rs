@@ -96,6 +96,7 @@ pub struct Route {
 }
 
 pub mod ca;
+pub mod oauth;
 
 /// A masked credential of a run: at its hosts, the sentinel in request headers becomes the
 /// real value.
@@ -153,6 +154,8 @@ pub struct Routes {
     pub masked: Arc<Vec<Masked>>,
     pub ca: Option<Arc<ca::Ca>>,
     pub tls: Arc<rustls::ClientConfig>,
+    /// OAuth logins on routes ([`oauth`]): the proxy answers their token hosts itself.
+    pub logins: Arc<Vec<oauth::Login>>,
 }
 
 impl Routes {
@@ -160,6 +163,15 @@ impl Routes {
     /// trusted roots for the real upstreams (`SSL_CERT_FILE` and `SSL_CERT_DIR` are honoured).
     /// Fails when no root can be loaded.
     pub fn new(routes: Vec<Route>, masked: Vec<Masked>) -> Result<Routes, String> {
+        Routes::with_logins(routes, masked, Vec::new())
+    }
+
+    /// [`Routes::new`] with OAuth logins: the CA also signs their token hosts.
+    pub fn with_logins(
+        routes: Vec<Route>,
+        masked: Vec<Masked>,
+        logins: Vec<oauth::Login>,
+    ) -> Result<Routes, String> {
         let found = rustls_native_certs::load_native_certs();
         let mut roots = rustls::RootCertStore::empty();
         let (added, _) = roots.add_parsable_certificates(found.certs);
@@ -180,12 +192,13 @@ impl Routes {
             .with_root_certificates(roots)
             .with_no_client_auth();
         tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-        let ca = if masked.is_empty() {
+        let ca = if masked.is_empty() && logins.is_empty() {
             None
         } else {
             let hosts: Vec<String> = masked
                 .iter()
                 .flat_map(|m| m.hosts.iter().map(|(h, _)| h.clone()))
+                .chain(logins.iter().map(|l| l.token_host.clone()))
                 .collect();
             Some(Arc::new(ca::Ca::new(&hosts)?))
         };
@@ -194,7 +207,18 @@ impl Routes {
             masked: Arc::new(masked),
             ca,
             tls: Arc::new(tls),
+            logins: Arc::new(logins),
         })
+    }
+
+    /// The OAuth login carried on route `name`.
+    pub fn login(&self, name: &str) -> Option<&oauth::Login> {
+        self.logins.iter().find(|l| l.route == name)
+    }
+
+    /// The OAuth login whose token host is `host:port`.
+    pub fn login_at(&self, host: &str, port: u16) -> Option<&oauth::Login> {
+        self.logins.iter().find(|l| l.answers(host, port))
     }
 
     /// The masked credentials used at `host:port`.

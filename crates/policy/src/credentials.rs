@@ -16,6 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::PolicyError;
 
+pub mod claude_login;
+
 /// Where the proxy serves a route inside the sandbox: `http://<proxy>/credential/<name>`.
 pub const ROUTE_PREFIX: &str = "/credential/";
 
@@ -90,6 +92,9 @@ pub enum Source {
     /// A host command's standard output (without its trailing newline), reused for `ttl`
     /// seconds.
     Command { argv: Vec<String>, ttl: u64 },
+    /// The host's Claude Code login (its `.credentials.json`): the access token is the value,
+    /// refreshed against `token_url` on the host side ([`claude_login`]).
+    ClaudeLogin { file: String, token_url: String },
 }
 
 impl Source {
@@ -100,6 +105,7 @@ impl Source {
             Source::File(path) => format!("file:{path}"),
             Source::Keyring { service, account } => format!("keyring:{service}/{account}"),
             Source::Command { argv, ttl } => format!("command:{} (ttl {ttl}s)", argv.join(" ")),
+            Source::ClaudeLogin { file, .. } => format!("claude-login:{file}"),
         }
     }
 }
@@ -296,6 +302,10 @@ pub struct SourcePatch {
     pub keyring: Option<KeyringPatch>,
     pub command: Option<Vec<String>>,
     pub ttl: Option<u64>,
+    /// The host's Claude Code login file ([`claude_login`]).
+    pub claude_login: Option<String>,
+    /// Where that login is refreshed (default [`claude_login::TOKEN_URL`]).
+    pub token_url: Option<String>,
 }
 
 /// The keyring item's attributes.
@@ -329,13 +339,14 @@ impl SourcePatch {
             self.file.is_some(),
             self.keyring.is_some(),
             self.command.is_some(),
+            self.claude_login.is_some(),
         ];
         if kinds.iter().filter(|k| **k).count() != 1 {
             return Err(invalid(
                 name,
                 "source",
                 "",
-                "give exactly one of `env`, `file`, `keyring`, `command`",
+                "give exactly one of `env`, `file`, `keyring`, `command`, `claude_login`",
             ));
         }
         if self.ttl.is_some() && self.command.is_none() {
@@ -346,7 +357,22 @@ impl SourcePatch {
                 "`ttl` goes with `command` only",
             ));
         }
-        let source = if let Some(v) = self.env {
+        if self.token_url.is_some() && self.claude_login.is_none() {
+            return Err(invalid(
+                name,
+                "source.token_url",
+                "",
+                "`token_url` goes with `claude_login` only",
+            ));
+        }
+        let source = if let Some(file) = self.claude_login {
+            Source::ClaudeLogin {
+                file,
+                token_url: self
+                    .token_url
+                    .unwrap_or_else(|| claude_login::TOKEN_URL.to_owned()),
+            }
+        } else if let Some(v) = self.env {
             Source::Env(v)
         } else if let Some(p) = self.file {
             Source::File(p)
@@ -473,7 +499,7 @@ impl CredentialPatch {
                 ))
             }
         };
-        let credential = Credential {
+        let mut credential = Credential {
             name: name.to_owned(),
             route: Route {
                 upstream,
@@ -485,6 +511,7 @@ impl CredentialPatch {
             },
             source,
         };
+        claude_login::adapt(&mut credential);
         check(&credential)?;
         Ok(credential)
     }
@@ -514,6 +541,29 @@ pub fn parse_flag(flag: &str, defined: &[Credential]) -> Result<Credential, Poli
             }
         },
     };
+    if let Some(mut login) = source.and_then(claude_login::parse_flag_source) {
+        // A login the policy file defines keeps its token endpoint (and its file, unless the
+        // flag names one).
+        if let (
+            Source::ClaudeLogin { file, token_url },
+            Some(Source::ClaudeLogin {
+                file: defined_file,
+                token_url: defined_url,
+            }),
+        ) = (
+            &mut login,
+            defined.iter().find(|c| c.name == name).map(|c| &c.source),
+        ) {
+            *token_url = defined_url.clone();
+            if source == Some("claude-login") {
+                *file = defined_file.clone();
+            }
+        }
+        credential.source = login;
+        claude_login::adapt(&mut credential);
+        check(&credential)?;
+        return Ok(credential);
+    }
     if let Some(source) = source {
         let parsed = match source.split_once(':') {
             Some(("env", v)) => Source::Env(v.to_owned()),
@@ -537,7 +587,7 @@ pub fn parse_flag(flag: &str, defined: &[Credential]) -> Result<Credential, Poli
                     name,
                     "source",
                     source,
-                    "write `NAME=env:VAR`, `NAME=file:PATH` or `NAME=keyring:SERVICE/ACCOUNT` (commands only in a policy file)",
+                    "write `NAME=env:VAR`, `NAME=file:PATH`, `NAME=keyring:SERVICE/ACCOUNT` or `NAME=claude-login[:PATH]` (commands only in a policy file)",
                 ))
             }
         };
@@ -622,6 +672,9 @@ fn check_source(name: &str, source: &Source) -> Result<(), PolicyError> {
                 return Err(invalid(name, "source.ttl", "0", "at least 1 second"));
             }
             Ok(())
+        }
+        Source::ClaudeLogin { file, token_url } => {
+            claude_login::check_source(name, file, token_url)
         }
     }
 }
@@ -818,6 +871,7 @@ pub fn check(c: &Credential) -> Result<(), PolicyError> {
             return Err(invalid(name, "deny_paths", p, "a path starting with `/` (segments may be `*`), without `?`, `%` or a trailing `/`"));
         }
     }
+    claude_login::check_route(c)?;
     check_source(name, &c.source)
 }
 

@@ -48,6 +48,8 @@ pub(crate) struct Loaded {
     pub routes: Routes,
     pub env: Vec<(String, String)>,
     pub ca_dir: Option<CaDir>,
+    /// Claude Code logins of stand-ins, for the worker's state directory.
+    pub login_files: Vec<crate::claude_login::Inside>,
 }
 
 /// The per-run CA's certificate on disk, for the sandbox's trust stores: `ca.pem` (the CA
@@ -172,7 +174,21 @@ pub(crate) fn load(credentials: &[Credential], ctx: &Context) -> Result<Loaded, 
     let mut routes = Vec::new();
     let mut masked = Vec::new();
     let mut env = Vec::new();
+    let mut logins = Vec::new();
+    let mut login_files = Vec::new();
     for c in credentials {
+        // The host's Claude Code login: its stand-ins go in a file inside, not in variables.
+        if let Source::ClaudeLogin { file, token_url } = &c.source {
+            let (route, login, inside) = crate::claude_login::load(c, file, token_url, ctx)?;
+            let url = format!("http://{}{ROUTE_PREFIX}{}", sandbox::PROXY_ADDR, c.name);
+            for v in &c.route.base_url_env {
+                env.push((v.clone(), url.clone()));
+            }
+            routes.push(route);
+            logins.push(login);
+            login_files.push(inside);
+            continue;
+        }
         let value = read(c, ctx)?;
         let secret = Secret::new(value).map_err(|why| {
             unavailable(
@@ -245,7 +261,7 @@ pub(crate) fn load(credentials: &[Credential], ctx: &Context) -> Result<Loaded, 
         });
     }
     forbid_core_files()?;
-    let routes = Routes::new(routes, masked).map_err(|reason| Error::Usage {
+    let routes = Routes::with_logins(routes, masked, logins).map_err(|reason| Error::Usage {
         message: format!("cannot verify the credential routes' upstreams: {reason}"),
         hint: "install the system's CA certificates (ca-certificates) or point SSL_CERT_FILE at a bundle".into(),
     })?;
@@ -261,6 +277,7 @@ pub(crate) fn load(credentials: &[Credential], ctx: &Context) -> Result<Loaded, 
         routes,
         env,
         ca_dir,
+        login_files,
     })
 }
 
@@ -337,6 +354,7 @@ fn read(c: &Credential, ctx: &Context) -> Result<Zeroizing<String>, Error> {
         }
         Source::Keyring { service, account } => keyring(c, service, account, ctx)?,
         Source::Command { argv, ttl } => command(c, argv, Duration::from_secs(*ttl), ctx)?,
+        Source::ClaudeLogin { file, .. } => crate::claude_login::read_access(c, file, ctx)?,
     };
     let trimmed = value.trim_end_matches(['\n', '\r']);
     if trimmed.is_empty() {
@@ -350,7 +368,7 @@ fn read(c: &Credential, ctx: &Context) -> Result<Zeroizing<String>, Error> {
 }
 
 /// A source in a writable root is the command's to rewrite.
-fn refuse_writable(c: &Credential, path: &Path, ctx: &Context) -> Result<(), Error> {
+pub(crate) fn refuse_writable(c: &Credential, path: &Path, ctx: &Context) -> Result<(), Error> {
     let real = std::fs::canonicalize(path).unwrap_or_else(|_| policy::normalize_lexically(path));
     let spelled = policy::normalize_lexically(path);
     let inside = ctx
@@ -602,8 +620,11 @@ pub(crate) fn file_source_masks(
 ) -> Result<Vec<String>, Error> {
     let mut masks: Vec<String> = Vec::new();
     for c in credentials {
-        let Source::File(spelled) = &c.source else {
-            continue;
+        let spelled = match &c.source {
+            Source::File(spelled) => spelled,
+            // The host's Claude Code login file, as any other source file.
+            Source::ClaudeLogin { file, .. } => file,
+            _ => continue,
         };
         let path = match spelled.strip_prefix("~/") {
             Some(rest) => home.join(rest),

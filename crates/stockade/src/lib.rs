@@ -36,6 +36,7 @@
 #![deny(missing_docs)]
 
 mod audit_event;
+mod claude_login;
 mod command_rules;
 mod created_roots;
 mod credentials;
@@ -276,6 +277,10 @@ fn credential_stage(
     }
     spec.env.sort();
     credentials::refuse_real_values_inside(&spec.env, &spec.argv, &loaded.routes)?;
+    claude_login::refuse_inside(&spec.env, &spec.argv, &loaded.routes)?;
+    for inside in &loaded.login_files {
+        claude_login::place(inside, &spec.env, &spec.writable_roots)?;
+    }
     if let Some(ca) = &loaded.ca_dir {
         spec.read_grants.push(ca.dir.clone());
     }

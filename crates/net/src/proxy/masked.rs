@@ -217,10 +217,10 @@ async fn request(req: Request<Incoming>, t: &Tunnel, shared: Arc<Shared>) -> Res
 }
 
 /// The client's socket with the bytes already read from it (its ClientHello) first.
-struct Prefixed {
-    prefix: Vec<u8>,
-    at: usize,
-    inner: TcpStream,
+pub(super) struct Prefixed {
+    pub(super) prefix: Vec<u8>,
+    pub(super) at: usize,
+    pub(super) inner: TcpStream,
 }
 
 impl AsyncRead for Prefixed {

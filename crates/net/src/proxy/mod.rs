@@ -32,6 +32,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, Semaphore};
 
 mod masked;
+mod oauth;
 mod reverse;
 
 use crate::resolve::Resolver;
@@ -818,6 +819,10 @@ async fn connect_request(req: Request<Incoming>, shared: Arc<Shared>) -> Respons
         Err(http::Error::Host(e)) => return invalid_host(&shared, "connect", &authority, &e),
         Err(_) => return text(StatusCode::BAD_REQUEST, "CONNECT needs host:port"),
     };
+    // An OAuth login's token host is answered here, never reached (no admission needed).
+    if oauth::intercepts(&shared, &host, port) {
+        return oauth::connect(req, host, port, shared);
+    }
     let (rule, addrs) = match admit(&shared, &host, port).await {
         Ok(a) => a,
         Err(d) => {
@@ -857,6 +862,12 @@ async fn socks(mut stream: TcpStream, shared: Arc<Shared>) -> io::Result<()> {
     if request.command != socks5::Command::Connect {
         let reply = socks5::encode_reply(socks5::Reply::CommandNotSupported, None);
         return stream.write_all(&reply).await;
+    }
+    if oauth::intercepts(&shared, &host, port) {
+        let ok = socks5::encode_reply(socks5::Reply::Succeeded, None);
+        stream.write_all(&ok).await?;
+        oauth::serve(stream, pipelined, host, port, shared).await;
+        return Ok(());
     }
     match admit(&shared, &host, port).await {
         Ok((rule, addrs)) => {

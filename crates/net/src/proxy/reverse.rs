@@ -122,7 +122,12 @@ pub(super) async fn request(
         let e = refused(&shared, &up.host, up.port, rule, reason);
         return text(StatusCode::FORBIDDEN, e.reason.as_deref().unwrap_or(""));
     }
-    let shown = credential::presented(route, req.headers(), query);
+    // An OAuth login's access stand-ins are its own (a refresh hands out new ones).
+    let login = routes.login(&route.name);
+    let shown = match login {
+        Some(l) => l.presented(req.headers()),
+        None => credential::presented(route, req.headers(), query),
+    };
     if shown != Presented::Valid {
         let e = refused(&shared, &up.host, up.port, rule, shown.reason(&route.name));
         let mut r = text(StatusCode::UNAUTHORIZED, e.reason.as_deref().unwrap_or(""));
@@ -138,6 +143,27 @@ pub(super) async fn request(
             return text(StatusCode::BAD_REQUEST, e.reason.as_deref().unwrap_or(""));
         }
     };
+    // A login's access token that has expired is refreshed first, on this side.
+    let current = match login {
+        Some(l) => {
+            if let Err((status, why)) = super::oauth::renew(
+                &shared,
+                &routes.tls,
+                l,
+                credential::oauth::REQUEST_MARGIN_MS,
+            )
+            .await
+            {
+                let e = refused(&shared, &up.host, up.port, rule, why);
+                return text(status, e.reason.as_deref().unwrap_or(""));
+            }
+            match l.access() {
+                Ok(s) => Some(s),
+                Err(reason) => return text(StatusCode::INTERNAL_SERVER_ERROR, reason),
+            }
+        }
+        None => None,
+    };
     let (mut parts, body) = req.into_parts();
     strip_hop_by_hop(&mut parts.headers);
     for h in credential::CREDENTIAL_HEADERS {
@@ -145,7 +171,7 @@ pub(super) async fn request(
     }
     parts.headers.remove(hyper::header::HOST);
     if let Inject::Header { name, format } = &route.inject {
-        match credential::header_value(format, &route.secret) {
+        match credential::header_value(format, current.as_ref().unwrap_or(&route.secret)) {
             Ok(v) => {
                 if let Ok(n) = hyper::header::HeaderName::from_bytes(name.as_bytes()) {
                     parts.headers.insert(n, v);
@@ -190,7 +216,12 @@ pub(super) async fn request(
             let done = when_done(shared, key, port, addr, sender, record);
             // The real value never comes back: not in a redirect's Location, not echoed in a
             // body.
-            scrubbed(r, credential::Scrubber::new(route), done)
+            let scrub = match login {
+                // Every real value of the login (access and refresh, earlier ones too).
+                Some(l) => credential::Scrubber::of(l.held().iter(), false),
+                None => credential::Scrubber::new(route),
+            };
+            scrubbed(r, scrub, done)
         }
         Err(e) => {
             shared.record(event(

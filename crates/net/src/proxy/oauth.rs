@@ -1,0 +1,370 @@
+//! OAuth logins at the proxy (see [`crate::credential::oauth`]): the login's token host (where
+//! the client inside sends its refreshes) is answered by the proxy itself over TLS with the
+//! run's CA, and never reached: a tunnel to it is not admitted, resolved or connected. Only
+//! `POST <token path>` with `grant_type=refresh_token` and this run's refresh stand-in is
+//! answered, with fresh stand-ins; the real refresh, when one is due, goes to the login's
+//! fixed endpoint. On the route, a request is refreshed for first when the real access token
+//! has expired ([`renew`]).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+use super::masked::Prefixed;
+use super::{event, text, Body, Denial, Shared, CREDENTIAL_REFUSED};
+use crate::credential::oauth::{self, Login};
+
+const PROTOCOL: &str = "oauth";
+
+/// Largest refresh request read, and largest token endpoint answer.
+const MAX_BODY: usize = 64 * 1024;
+
+/// Whether `host:port` is a login's token host (answered here, never reached).
+pub(super) fn intercepts(shared: &Shared, host: &str, port: u16) -> bool {
+    shared
+        .credentials
+        .as_ref()
+        .is_some_and(|r| r.ca.is_some() && r.login_at(host, port).is_some())
+}
+
+fn record(shared: &Shared, host: &str, port: u16, rule: &str, refused: Option<String>) {
+    let mut e = match &refused {
+        None => event(PROTOCOL, host, port, Ok(rule), None, 0, 0),
+        Some(reason) => event(
+            PROTOCOL,
+            host,
+            port,
+            Err(&Denial {
+                rule: rule.to_owned(),
+                reason: reason.clone(),
+                hint: None,
+                before_connect: true,
+            }),
+            None,
+            0,
+            0,
+        ),
+    };
+    if refused.is_some() {
+        e.code = CREDENTIAL_REFUSED;
+    }
+    shared.record(e);
+}
+
+/// A `CONNECT` to a token host: accepted, then served here.
+pub(super) fn connect(
+    req: Request<Incoming>,
+    host: String,
+    port: u16,
+    shared: Arc<Shared>,
+) -> Response<Body> {
+    tokio::spawn(async move {
+        let Ok(upgraded) = hyper::upgrade::on(req).await else {
+            return;
+        };
+        let Ok(parts) = upgraded.downcast::<TokioIo<TcpStream>>() else {
+            return;
+        };
+        serve(
+            parts.io.into_inner(),
+            parts.read_buf.to_vec(),
+            host,
+            port,
+            shared,
+        )
+        .await;
+    });
+    Response::new(
+        http_body_util::Empty::new()
+            .map_err(|never| match never {})
+            .boxed(),
+    )
+}
+
+/// Serve a tunnel to a token host (`first`: client bytes already read).
+pub(super) async fn serve(
+    mut client: TcpStream,
+    mut first: Vec<u8>,
+    host: String,
+    port: u16,
+    shared: Arc<Shared>,
+) {
+    let rule = "oauth token host".to_owned();
+    let checked = match super::first_flight(&mut client, &mut first, shared.limits.handshake).await
+    {
+        Ok(()) => super::check_sni(&first, &host),
+        Err(e) => Err(e),
+    };
+    if let Err(reason) = checked {
+        record(&shared, &host, port, &rule, Some(reason));
+        let _ = client.shutdown().await;
+        return;
+    }
+    let Some(ca) = shared.credentials.as_ref().and_then(|r| r.ca.clone()) else {
+        let _ = client.shutdown().await;
+        return;
+    };
+    let config = match ca.server(&host) {
+        Ok(c) => c,
+        Err(reason) => {
+            record(&shared, &host, port, &rule, Some(reason));
+            let _ = client.shutdown().await;
+            return;
+        }
+    };
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    let stream = Prefixed {
+        prefix: first,
+        at: 0,
+        inner: client,
+    };
+    let tls = match tokio::time::timeout(shared.limits.handshake, acceptor.accept(stream)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            let reason = format!(
+                "the client did not complete TLS with the run's CA (does it trust NODE_EXTRA_CA_CERTS / SSL_CERT_FILE?): {e}"
+            );
+            record(&shared, &host, port, &rule, Some(reason));
+            return;
+        }
+        Err(_) => return,
+    };
+    let s = shared.clone();
+    let service = hyper::service::service_fn(move |req| {
+        let (s, host) = (s.clone(), host.clone());
+        async move { Ok::<_, Infallible>(token_request(req, &host, port, s).await) }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(shared.limits.handshake)
+        .serve_connection(TokioIo::new(tls), service)
+        .await;
+}
+
+fn json(status: StatusCode, body: Vec<u8>) -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from(body)).map_err(|n| match n {}).boxed());
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    r.headers_mut().insert(
+        hyper::header::CACHE_CONTROL,
+        hyper::header::HeaderValue::from_static("no-store"),
+    );
+    r
+}
+
+/// An OAuth error answer (`{"error": ..., "error_description": "stockade: ..."}`).
+fn oauth_error(status: StatusCode, error: &str, why: &str) -> Response<Body> {
+    let body = serde_json::json!({"error": error, "error_description": format!("stockade: {why}")});
+    let mut r = json(status, body.to_string().into_bytes());
+    if let Ok(v) = hyper::header::HeaderValue::from_str(CREDENTIAL_REFUSED) {
+        r.headers_mut().insert("x-stockade-code", v);
+    }
+    r
+}
+
+/// One request at a token host.
+async fn token_request(
+    req: Request<Incoming>,
+    host: &str,
+    port: u16,
+    shared: Arc<Shared>,
+) -> Response<Body> {
+    let Some(routes) = shared.credentials.clone() else {
+        return text(StatusCode::BAD_GATEWAY, "no credentials");
+    };
+    let Some(login) = routes.login_at(host, port) else {
+        return text(StatusCode::BAD_GATEWAY, "no login");
+    };
+    let rule = format!("credential:{}", login.route);
+    let path = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or("/");
+    if req.method() != hyper::Method::POST || path != login.token_path {
+        let reason = format!(
+            "{} {} at the token host of credential `{}`: only POST {} (a refresh) is answered, by stockade",
+            req.method(),
+            cut(path),
+            login.route,
+            login.token_path
+        );
+        record(&shared, host, port, &rule, Some(reason.clone()));
+        return text(StatusCode::NOT_FOUND, &reason);
+    }
+    let content_type = req
+        .headers()
+        .get(hyper::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => {
+            let reason = "the refresh request's body could not be read (or is over 64 KiB)";
+            record(&shared, host, port, &rule, Some(reason.into()));
+            return oauth_error(StatusCode::BAD_REQUEST, "invalid_request", reason);
+        }
+    };
+    let presented = match oauth::parse_refresh_request(content_type.as_deref(), &body) {
+        Ok(t) => t,
+        Err(why) => {
+            record(&shared, host, port, &rule, Some(why.into()));
+            return oauth_error(StatusCode::BAD_REQUEST, "invalid_request", why);
+        }
+    };
+    if !login.is_refresh_standin(&presented) {
+        let reason = format!(
+            "a refresh at the token host of credential `{}` without this run's refresh stand-in",
+            login.route
+        );
+        record(&shared, host, port, &rule, Some(reason.clone()));
+        return oauth_error(StatusCode::BAD_REQUEST, "invalid_grant", &reason);
+    }
+    if let Err((status, why)) = renew(&shared, &routes.tls, login, oauth::REFRESH_MARGIN_MS).await {
+        record(&shared, host, port, &rule, Some(why.clone()));
+        return oauth_error(status, "invalid_grant", &why);
+    }
+    match login.hand_out() {
+        Ok(fresh) => {
+            record(&shared, host, port, &rule, None);
+            json(StatusCode::OK, oauth::answer(&fresh).to_vec())
+        }
+        Err(why) => oauth_error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", &why),
+    }
+}
+
+/// Makes the login's real access token good for `margin_ms` more: taken from the host's
+/// login when the host renewed it since, else refreshed at the login's fixed endpoint (one
+/// refresh at a time; a request that waited for another's finds it done).
+pub(super) async fn renew(
+    shared: &Shared,
+    tls: &Arc<rustls::ClientConfig>,
+    login: &Login,
+    margin_ms: u64,
+) -> Result<(), (StatusCode, String)> {
+    if !login.expiring(margin_ms) {
+        return Ok(());
+    }
+    let _one = login.refreshing.lock().await;
+    if !login.expiring(margin_ms) || login.adopt_from_store(margin_ms) {
+        return Ok(());
+    }
+    let rule = format!("credential:{}", login.route);
+    let up = &login.endpoint;
+    let previous = login.refresh_token();
+    let answer = refresh_upstream(shared, tls, login).await;
+    let (status, body, addr) = match answer {
+        Ok(x) => x,
+        Err(why) => {
+            record(shared, &up.host, up.port, &rule, Some(why.clone()));
+            return Err((StatusCode::BAD_GATEWAY, why));
+        }
+    };
+    shared.record(event(
+        PROTOCOL,
+        &up.host,
+        up.port,
+        Ok(&rule),
+        Some(addr),
+        0,
+        body.len() as u64,
+    ));
+    if status != StatusCode::OK {
+        let why = format!(
+            "the token endpoint {} refused the refresh of credential `{}` ({status}): log in again with `claude` on the host",
+            up.host, login.route
+        );
+        return Err((StatusCode::BAD_REQUEST, why));
+    }
+    let tokens = oauth::parse_refresh_answer(&body, &previous)
+        .map_err(|why| (StatusCode::BAD_GATEWAY, why))?;
+    match login.renewed(tokens) {
+        Ok(None) => Ok(()),
+        Ok(Some(not_saved)) => {
+            let why = format!("the refreshed login was not saved on the host: {not_saved}");
+            record(shared, &up.host, up.port, &rule, Some(why));
+            Ok(())
+        }
+        Err(why) => Err((StatusCode::BAD_GATEWAY, why.to_owned())),
+    }
+}
+
+/// `POST` the refresh to the login's endpoint over verified TLS: its status and body (at
+/// most 64 KiB), and the address reached.
+async fn refresh_upstream(
+    shared: &Shared,
+    tls: &Arc<rustls::ClientConfig>,
+    login: &Login,
+) -> Result<(StatusCode, Bytes, std::net::SocketAddr), String> {
+    let up = &login.endpoint;
+    let bare = up.host.trim_start_matches('[').trim_end_matches(']');
+    let addrs: Vec<std::net::SocketAddr> = match bare.parse::<std::net::IpAddr>() {
+        Ok(ip) => vec![std::net::SocketAddr::new(ip, up.port)],
+        Err(_) => shared
+            .resolver
+            .lookup(bare)
+            .await
+            .map_err(|e| format!("could not resolve the token endpoint {bare}: {e}"))?
+            .into_iter()
+            .map(|ip| std::net::SocketAddr::new(ip, up.port))
+            .collect(),
+    };
+    let limit = shared.limits.connect;
+    let (stream, addr) = super::connect(&addrs, limit)
+        .await
+        .map_err(|e| format!("connect to the token endpoint {bare}: {e}"))?;
+    let server = rustls::pki_types::ServerName::try_from(bare.to_owned())
+        .map_err(|e| format!("the token endpoint's name {bare}: {e}"))?;
+    let connector = tokio_rustls::TlsConnector::from(tls.clone());
+    let stream = tokio::time::timeout(limit, connector.connect(server, stream))
+        .await
+        .map_err(|_| format!("TLS with the token endpoint {bare} timed out"))?
+        .map_err(|e| format!("TLS with the token endpoint {bare}: {e}"))?;
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake::<_, Full<Bytes>>(TokioIo::new(stream))
+            .await
+            .map_err(|e| format!("token endpoint: {e}"))?;
+    tokio::spawn(conn);
+    let body = oauth::refresh_body(login);
+    let path = if up.path.is_empty() { "/" } else { &up.path };
+    let mut req = Request::post(path)
+        .header(hyper::header::CONTENT_TYPE, "application/json")
+        .header(hyper::header::ACCEPT, "application/json")
+        .header(hyper::header::ACCEPT_ENCODING, "identity")
+        .body(Full::new(Bytes::copy_from_slice(&body)))
+        .map_err(|e| format!("token endpoint request: {e}"))?;
+    drop(body);
+    super::set_https_host(req.headers_mut(), &up.host, up.port);
+    let resp = tokio::time::timeout(std::time::Duration::from_secs(30), sender.send_request(req))
+        .await
+        .map_err(|_| format!("the token endpoint {bare} did not answer in 30 s"))?
+        .map_err(|e| format!("token endpoint: {e}"))?;
+    let status = resp.status();
+    let body = Limited::new(resp.into_body(), MAX_BODY)
+        .collect()
+        .await
+        .map_err(|_| {
+            format!("the token endpoint {bare}'s answer could not be read (or is over 64 KiB)")
+        })?
+        .to_bytes();
+    Ok((status, body, addr))
+}
+
+/// The start of a path for a message (the sandbox chose it).
+fn cut(path: &str) -> &str {
+    let mut end = path.len().min(120);
+    while !path.is_char_boundary(end) {
+        end -= 1;
+    }
+    &path[..end]
+}

@@ -1,0 +1,500 @@
+//! The host's Claude Code login as a credential (`--credential anthropic=claude-login`, see
+//! [`policy::credentials::claude_login`]): its tokens are read on the host and stay here; the
+//! worker's state directory gets a login of stand-ins.
+//!
+//! - The host's `.credentials.json` is refused when the command could write it (it lies in a
+//!   writable root) or is a symbolic link (Claude Code itself refuses one), and is masked
+//!   inside the run.
+//! - Inside, `$CLAUDE_CONFIG_DIR/.credentials.json` (the worker's state directory, which the
+//!   sandbox writes) is replaced by a login whose access and refresh tokens are stand-ins,
+//!   with the real expiry, scopes and plan. The directory is reached beneath its writable root
+//!   one component at a time without following a link, the file written as a new file and
+//!   renamed over the name: a link the sandbox planted there is replaced, never followed.
+//! - Tokens the proxy refreshes are written back to the host's file (a new file renamed over
+//!   it, the other fields kept) when the host still holds the refresh token that was used, so
+//!   the host's own Claude Code stays logged in.
+
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::path::{Component, Path, PathBuf};
+
+use net::credential::oauth::{Login, Store, Tokens};
+use net::credential::{Route, Routes, Token};
+use policy::credentials::{claude_login, parse_upstream, Credential};
+use rustix::fs::{Mode, OFlags};
+use zeroize::Zeroizing;
+
+use crate::credentials::Context;
+use crate::Error;
+
+/// The largest login file read.
+const MAX_FILE: u64 = 1024 * 1024;
+
+/// The fields of the host's `claudeAiOauth` copied inside: what Claude Code reads about its
+/// login, none of them a secret. Any other field (one a later Claude Code adds) stays out.
+const COPIED: &[&str] = &[
+    "expiresAt",
+    "scopes",
+    "subscriptionType",
+    "subscriptionTypeSource",
+    "subscriptionTypeVerifiedAt",
+    "rateLimitTier",
+    "refreshTokenExpiresAt",
+    "clientId",
+    "accountUuid",
+    "organizationUuid",
+];
+
+fn unavailable(c: &Credential, reason: impl Into<String>, hint: impl Into<String>) -> Error {
+    Error::Credential {
+        name: c.name.clone(),
+        source_text: c.source.describe(),
+        reason: reason.into(),
+        hint: hint.into(),
+    }
+}
+
+/// `~/...` in the caller's home.
+fn expand(spelled: &str, home: &Path) -> PathBuf {
+    match spelled.strip_prefix("~/") {
+        Some(rest) => home.join(rest),
+        None => PathBuf::from(spelled),
+    }
+}
+
+/// The file's JSON, read without following a link.
+fn read_json(path: &Path) -> Result<serde_json::Value, String> {
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| {
+        if e == rustix::io::Errno::LOOP {
+            format!(
+                "{} is a symbolic link (Claude Code refuses one too)",
+                path.display()
+            )
+        } else {
+            format!("cannot open {}: {e}", path.display())
+        }
+    })?;
+    let mut text = Zeroizing::new(Vec::new());
+    std::fs::File::from(fd)
+        .take(MAX_FILE)
+        .read_to_end(&mut text)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    serde_json::from_slice(&text).map_err(|_| format!("{} is not JSON", path.display()))
+}
+
+/// What a login file holds: its tokens and the `claudeAiOauth` object.
+struct HostLogin {
+    tokens: Tokens,
+    oauth: serde_json::Map<String, serde_json::Value>,
+}
+
+fn parse_login(v: &serde_json::Value) -> Result<HostLogin, String> {
+    let oauth = v
+        .get("claudeAiOauth")
+        .and_then(|o| o.as_object())
+        .ok_or("it holds no Claude Code login (`claudeAiOauth`)")?;
+    let text = |k: &str| {
+        oauth
+            .get(k)
+            .and_then(|t| t.as_str())
+            .filter(|t| !t.is_empty())
+            .map(|t| Zeroizing::new(t.to_owned()))
+    };
+    let access = text("accessToken").ok_or("the login holds no access token (logged out?)")?;
+    let refresh = text("refreshToken").ok_or("the login holds no refresh token")?;
+    let expires_at_ms = oauth
+        .get("expiresAt")
+        .and_then(|e| e.as_u64())
+        .ok_or("the login holds no expiresAt")?;
+    Ok(HostLogin {
+        tokens: Tokens {
+            access,
+            refresh,
+            expires_at_ms,
+            scopes: None,
+        },
+        oauth: oauth.clone(),
+    })
+}
+
+/// The host's login, refused when the command could write it.
+fn read_host(c: &Credential, file: &str, ctx: &Context) -> Result<(PathBuf, HostLogin), Error> {
+    let path = expand(file, ctx.home);
+    crate::credentials::refuse_writable(c, &path, ctx)?;
+    let hint = "log in on the host with `claude` (then /login), or name the login file: --credential anthropic=claude-login:PATH";
+    let v = read_json(&path).map_err(|why| unavailable(c, why, hint))?;
+    let login = parse_login(&v)
+        .map_err(|why| unavailable(c, format!("{}: {why}", path.display()), hint))?;
+    Ok((path, login))
+}
+
+/// The access token (the route's value), for [`crate::credentials`]' reading of sources.
+pub(crate) fn read_access(
+    c: &Credential,
+    file: &str,
+    ctx: &Context,
+) -> Result<Zeroizing<String>, Error> {
+    Ok(read_host(c, file, ctx)?.1.tokens.access)
+}
+
+/// The host's login file as the login's [`Store`].
+struct HostFile {
+    path: PathBuf,
+}
+
+impl Store for HostFile {
+    fn load(&self) -> Option<Tokens> {
+        parse_login(&read_json(&self.path).ok()?)
+            .ok()
+            .map(|l| l.tokens)
+    }
+
+    fn save(&self, tokens: &Tokens, replaced: &str) -> Result<(), String> {
+        let mut v = read_json(&self.path)?;
+        let Some(oauth) = v.get_mut("claudeAiOauth").and_then(|o| o.as_object_mut()) else {
+            return Err(format!("{} no longer holds a login", self.path.display()));
+        };
+        // The host's own Claude Code refreshed meanwhile: its login is newer, left as it is.
+        if oauth.get("refreshToken").and_then(|r| r.as_str()) != Some(replaced) {
+            return Ok(());
+        }
+        oauth.insert("accessToken".into(), tokens.access.as_str().into());
+        oauth.insert("refreshToken".into(), tokens.refresh.as_str().into());
+        oauth.insert("expiresAt".into(), tokens.expires_at_ms.into());
+        if let Some(scopes) = &tokens.scopes {
+            oauth.insert("scopes".into(), scopes.clone().into());
+        }
+        let text = Zeroizing::new(v.to_string().into_bytes());
+        let dir = self.path.parent().unwrap_or(Path::new("/"));
+        let name = self.path.file_name().unwrap_or_default();
+        let dirfd = rustix::fs::open(
+            dir,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| format!("open {}: {e}", dir.display()))?;
+        replace(&dirfd, Path::new(name), &text)
+            .map_err(|e| format!("write {}: {e}", self.path.display()))
+    }
+}
+
+/// Writes `bytes` as `name` beneath `dir`: a new file (mode 0600, never through a link),
+/// renamed over the name (whatever is there, a link included, is replaced).
+fn replace(dir: &OwnedFd, name: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut random = [0u8; 8];
+    getrandom::fill(&mut random).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let suffix: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    let mut tmp = name.as_os_str().to_owned();
+    tmp.push(format!(".stockade-{suffix}"));
+    let fd = rustix::fs::openat(
+        dir,
+        tmp.as_os_str(),
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )?;
+    let mut f = std::fs::File::from(fd);
+    let written = f.write_all(bytes).and_then(|()| f.sync_all());
+    drop(f);
+    let renamed = written.and_then(|()| {
+        rustix::fs::renameat(dir, tmp.as_os_str(), dir, name).map_err(std::io::Error::from)
+    });
+    if renamed.is_err() {
+        let _ = rustix::fs::unlinkat(dir, tmp.as_os_str(), rustix::fs::AtFlags::empty());
+    }
+    renamed
+}
+
+/// The login file for the worker's state directory: stand-ins, and the real login's
+/// non-secret fields.
+pub(crate) struct Inside {
+    name: String,
+    json: Zeroizing<String>,
+}
+
+/// Reads the host's login and makes the route, the login the proxy holds, and the file for
+/// inside.
+pub(crate) fn load(
+    c: &Credential,
+    file: &str,
+    token_url: &str,
+    ctx: &Context,
+) -> Result<(Route, Login, Inside), Error> {
+    let (path, host) = read_host(c, file, ctx)?;
+    let upstream = parse_upstream(&c.route.upstream)
+        .map_err(|why| unavailable(c, why, "fix the route's `upstream` in the policy file"))?;
+    let endpoint = parse_upstream(token_url)
+        .map_err(|why| unavailable(c, why, "fix the source's `token_url`"))?;
+    let scopes: Vec<String> = host
+        .oauth
+        .get("scopes")
+        .and_then(|s| s.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let client_id = host
+        .oauth
+        .get("clientId")
+        .and_then(|s| s.as_str())
+        .unwrap_or(claude_login::CLIENT_ID)
+        .to_owned();
+    let secret = net::credential::Secret::new(host.tokens.access.clone())
+        .map_err(|why| unavailable(c, why, "log in again with `claude` on the host"))?;
+    let login = Login::new(
+        c.name.clone(),
+        (
+            claude_login::TOKEN_HOST.to_owned(),
+            claude_login::TOKEN_PORT,
+            claude_login::TOKEN_PATH.to_owned(),
+        ),
+        endpoint,
+        client_id,
+        scopes,
+        host.tokens,
+        Box::new(HostFile { path }),
+    )
+    .map_err(|why| unavailable(c, why, "log in again with `claude` on the host"))?;
+    let (access, refresh) = login.first_standins();
+    let mut oauth = serde_json::Map::new();
+    oauth.insert("accessToken".into(), access.as_str().into());
+    oauth.insert("refreshToken".into(), refresh.as_str().into());
+    for k in COPIED {
+        if let Some(v) = host.oauth.get(*k) {
+            oauth.insert((*k).to_owned(), v.clone());
+        }
+    }
+    let json = Zeroizing::new(serde_json::json!({ "claudeAiOauth": oauth }).to_string());
+    // The route's own stand-in is not used (the login's are); the route needs one.
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| Error::Io {
+        what: "make a credential stand-in".into(),
+        cause: std::io::Error::other(e.to_string()),
+    })?;
+    let route = Route {
+        name: c.name.clone(),
+        upstream,
+        inject: c.route.inject.clone(),
+        token: Token::from_random(bytes),
+        secret,
+        deny_paths: c.route.deny_paths.clone(),
+    };
+    Ok((
+        route,
+        login,
+        Inside {
+            name: c.name.clone(),
+            json,
+        },
+    ))
+}
+
+/// The variable naming the worker's Claude Code state directory.
+const CONFIG_DIR_ENV: &str = "CLAUDE_CONFIG_DIR";
+
+/// Puts the stand-in login in the worker's state directory (`CLAUDE_CONFIG_DIR` of the run's
+/// environment, in a writable root).
+pub(crate) fn place(
+    inside: &Inside,
+    env: &[(String, String)],
+    writable_roots: &[PathBuf],
+) -> Result<(), Error> {
+    let refuse = |reason: String, hint: &str| Error::Credential {
+        name: inside.name.clone(),
+        source_text: "claude-login".into(),
+        reason,
+        hint: hint.into(),
+    };
+    let hint = "run Claude Code with a state directory of its own: --agent claude-code, or --allow-write DIR --env CLAUDE_CONFIG_DIR=DIR";
+    let Some((_, dir)) = env.iter().find(|(k, _)| k == CONFIG_DIR_ENV) else {
+        return Err(refuse(
+            "the login goes in the worker's Claude Code state directory, and the run sets no CLAUDE_CONFIG_DIR".into(),
+            hint,
+        ));
+    };
+    let dir = PathBuf::from(dir);
+    if !dir.is_absolute() || policy::normalize_lexically(&dir) != dir {
+        return Err(refuse(
+            format!(
+                "CLAUDE_CONFIG_DIR={} is not a plain absolute path",
+                dir.display()
+            ),
+            hint,
+        ));
+    }
+    let Some(root) = writable_roots
+        .iter()
+        .filter(|r| policy::is_within(&dir, r))
+        .max_by_key(|r| r.as_os_str().len())
+    else {
+        return Err(refuse(
+            format!(
+                "CLAUDE_CONFIG_DIR={} is not in a writable path: Claude Code could not keep its login there",
+                dir.display()
+            ),
+            hint,
+        ));
+    };
+    let io = |what: String, e: std::io::Error| refuse(format!("{what}: {e}"), hint);
+    let mut fd = rustix::fs::open(
+        root,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| io(format!("open {}", root.display()), e.into()))?;
+    // Below the root the sandbox decides what is there: no link is followed.
+    let below = dir.strip_prefix(root).unwrap_or(Path::new(""));
+    for part in below.components() {
+        let Component::Normal(name) = part else {
+            return Err(refuse(
+                format!("{} has an odd component", dir.display()),
+                hint,
+            ));
+        };
+        fd = rustix::fs::openat(
+            &fd,
+            name,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| {
+            io(
+                format!(
+                    "open {} without following a link (is a part of it a link, or missing?)",
+                    dir.display()
+                ),
+                e.into(),
+            )
+        })?;
+    }
+    replace(&fd, Path::new(".credentials.json"), inside.json.as_bytes())
+        .map_err(|e| io(format!("write {}/.credentials.json", dir.display()), e))
+}
+
+/// Refuses a sandbox environment or command line holding a real token of a login.
+pub(crate) fn refuse_inside(
+    env: &[(String, String)],
+    argv: &[String],
+    routes: &Routes,
+) -> Result<(), Error> {
+    for login in routes.logins.iter() {
+        for value in login.held_values() {
+            let holds = |v: &str| v.contains(value.as_str());
+            if let Some((name, _)) = env.iter().find(|(_, v)| holds(v)) {
+                return Err(Error::Usage {
+                    message: format!(
+                        "the environment passed inside holds a real token of credential `{}` (in `{name}`)",
+                        login.route
+                    ),
+                    hint: format!("drop `{name}` from --env/[env]: the login inside holds stand-ins"),
+                });
+            }
+            if let Some(i) = argv.iter().position(|a| holds(a)) {
+                return Err(Error::Usage {
+                    message: format!(
+                        "the command line holds a real token of credential `{}` (argument {i})",
+                        login.route
+                    ),
+                    hint: "leave the login's tokens out of the command line".into(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stand_in_login_replaces_a_planted_link_and_never_follows_one() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let root = std::fs::canonicalize(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        let state = root.join("state");
+        let victim = root.join("victim.json");
+        std::fs::create_dir(&state).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&victim, "host file").unwrap_or_else(|e| panic!("{e}"));
+        std::os::unix::fs::symlink(&victim, state.join(".credentials.json"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let inside = Inside {
+            name: "anthropic".into(),
+            json: Zeroizing::new("{\"claudeAiOauth\":{}}".into()),
+        };
+        let env = vec![(CONFIG_DIR_ENV.to_owned(), state.display().to_string())];
+        place(&inside, &env, std::slice::from_ref(&root)).unwrap_or_else(|e| panic!("{e}"));
+        // The link was replaced by the file; what it pointed at is untouched.
+        assert_eq!(
+            std::fs::read_to_string(&victim).unwrap_or_default(),
+            "host file"
+        );
+        let meta = std::fs::symlink_metadata(state.join(".credentials.json"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(meta.is_file());
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777,
+            0o600
+        );
+        // A link on the way to the state directory: refused, nothing written.
+        let elsewhere = root.join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap_or_else(|e| panic!("{e}"));
+        let linked = root.join("linked");
+        std::os::unix::fs::symlink(&elsewhere, &linked).unwrap_or_else(|e| panic!("{e}"));
+        let env = vec![(CONFIG_DIR_ENV.to_owned(), linked.display().to_string())];
+        assert!(place(&inside, &env, std::slice::from_ref(&root)).is_err());
+        assert!(!elsewhere.join(".credentials.json").exists());
+        // Control: the same directory, not through the link, is written.
+        let env = vec![(CONFIG_DIR_ENV.to_owned(), elsewhere.display().to_string())];
+        place(&inside, &env, std::slice::from_ref(&root)).unwrap_or_else(|e| panic!("{e}"));
+        assert!(elsewhere.join(".credentials.json").is_file());
+        // Outside every writable root, or no CLAUDE_CONFIG_DIR: refused.
+        assert!(place(&inside, &env, &[]).is_err());
+        assert!(place(&inside, &[], std::slice::from_ref(&root)).is_err());
+    }
+
+    #[test]
+    fn refreshed_tokens_are_saved_on_the_host_only_over_the_refresh_token_used() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join(".credentials.json");
+        let original = serde_json::json!({
+            "claudeAiOauth": {"accessToken": "A1", "refreshToken": "R1", "expiresAt": 5,
+                "scopes": ["user:inference"], "subscriptionType": "max"},
+            "mcpOAuth": {"x": {"accessToken": "M"}}
+        });
+        std::fs::write(&path, original.to_string()).unwrap_or_else(|e| panic!("{e}"));
+        let store = HostFile { path: path.clone() };
+        let tokens = |a: &str, r: &str| Tokens {
+            access: Zeroizing::new(a.into()),
+            refresh: Zeroizing::new(r.into()),
+            expires_at_ms: 99,
+            scopes: None,
+        };
+        store
+            .save(&tokens("A2", "R2"), "R1")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_default())
+                .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(v["claudeAiOauth"]["accessToken"], "A2");
+        assert_eq!(v["claudeAiOauth"]["refreshToken"], "R2");
+        assert_eq!(v["claudeAiOauth"]["expiresAt"], 99);
+        assert_eq!(v["claudeAiOauth"]["subscriptionType"], "max");
+        assert_eq!(v["mcpOAuth"]["x"]["accessToken"], "M");
+        // The host renewed meanwhile (R2 is not what it holds now): left as it is.
+        store
+            .save(&tokens("A3", "R3"), "R1")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_default())
+                .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(v["claudeAiOauth"]["accessToken"], "A2");
+        let loaded = store.load().unwrap_or_else(|| panic!("no login"));
+        assert_eq!(loaded.refresh.as_str(), "R2");
+    }
+}
