@@ -112,7 +112,7 @@ impl Code {
                 "a request on a credential route carried no valid stand-in (answered 401; the real value was not sent)"
             }
             Code::ChangesFlagged => {
-                "`stockade apply` refused entries of a change set that carry a flag (a file host tools execute, a protected path, an executable, a link, ...) and were not accepted; nothing was written; exit 125"
+                "`stockade apply --all-or-nothing` (or an apply that selected only flagged entries) refused entries of a change set that carry a flag (a file host tools execute, a protected path, an executable, a link, ...) and were not accepted; nothing was written; exit 125 (without `--all-or-nothing` the rest is applied and they stay pending: exit 2)"
             }
             Code::ChangesConflict => {
                 "`stockade apply` refused entries whose workspace path changed on the host during or after the run; nothing was written; exit 125"
@@ -175,7 +175,7 @@ impl Code {
                 "send requests on a credential route with the stand-in the run put in the route's key variable (e.g. `ANTHROPIC_API_KEY`), unchanged"
             }
             Code::ChangesFlagged => {
-                "review the entries named (`stockade diff RUN PATH`), then `stockade apply --accept PATH` for each, or `--accept-flagged`; `--exclude PATH` leaves one pending"
+                "review the entries named (`stockade diff RUN PATH`), then `stockade apply --accept PATH` for each, or `--accept-flagged`; without `--all-or-nothing`, `stockade apply` applies the rest and leaves them pending"
             }
             Code::ChangesConflict => {
                 "leave the entries named out (`stockade apply --exclude PATH`), or bring their paths back to the state they had when the run ended; `stockade diff RUN PATH` shows the change"

@@ -371,7 +371,7 @@ fn print_changes(run: &RunDir, set: &ChangeSet) {
     let id = run.id();
     outln!("next: stockade diff {id} · stockade apply {id} · stockade discard {id}");
     if flagged > 0 {
-        outln!("  flagged entries are applied only when named: --accept PATH, or --accept-flagged");
+        outln!("  flagged entries are applied only when named: --accept PATH, or --accept-flagged; `stockade apply` applies the rest and leaves them pending");
     }
 }
 

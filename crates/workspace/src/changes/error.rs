@@ -126,7 +126,7 @@ impl ChangesError {
             ChangesError::NotFinished { run_id } => format!("nothing of it can be applied safely; remove it with `stockade discard {run_id}`"),
             ChangesError::NoSuchChange(_) => "`stockade changes` lists the pending entries".into(),
             ChangesError::Apply { .. } => "the entries written before it are listed in the change set's applied.log; fix the cause and run `stockade apply` again: what was written is skipped".into(),
-            ChangesError::Flagged(_) => "review them (`stockade diff PATH`), then apply with `--accept PATH` for each, or `--accept-flagged`; `--exclude PATH` leaves one out".into(),
+            ChangesError::Flagged(_) => "review them (`stockade diff PATH`), then apply with `--accept PATH` for each, or `--accept-flagged`; without `--all-or-nothing`, `stockade apply` applies the rest and leaves them pending".into(),
             ChangesError::Conflict(_) => "the workspace changed where the run did: leave those entries out (`--exclude PATH`), or bring the paths back to their state at the run's end".into(),
             ChangesError::Tampered { .. } | ChangesError::Corrupt { .. } => "something other than the run changed the change set: do not apply it; remove it with `stockade discard RUN`".into(),
             ChangesError::Unsupported { .. } => "stockade does not apply a change set holding this; remove it with `stockade discard RUN` (and make that change on the host)".into(),

@@ -776,6 +776,15 @@ fn a_partial_apply_holds_flagged_entries_and_what_lies_below_them() {
     let e = run.apply(&partial(), &rules()).unwrap_err();
     assert!(matches!(e, ChangesError::Flagged(_)), "{e}");
     assert!(!fx.ws.join(".envrc").exists());
+    // Naming the plain file alone brings in the flagged directory it needs, which is held,
+    // and the file with it: never the directory written for its sake.
+    let only = ApplyOptions {
+        only: vec![p("open/inside.txt")],
+        ..partial()
+    };
+    let e = run.apply(&only, &rules()).unwrap_err();
+    assert!(matches!(e, ChangesError::Flagged(_)), "{e}");
+    assert!(!fx.ws.join("open").exists());
 
     let report = run
         .apply(
