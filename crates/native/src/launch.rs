@@ -711,6 +711,10 @@ pub fn launch_with(
         relay_to(out_pipe, io.stdout, "stdout"),
         relay_to(err_pipe, io.stderr, "stderr"),
     ];
+    // Mode none: the kernel's count of what the command tries on the network it lacks.
+    let net_watch = (plan.network.mode == policy::NetworkMode::None)
+        .then(|| crate::net_tries::Watch::open(child.pid))
+        .flatten();
     let ids = &plan.ids;
     let mapped =
         sys::parent::write_id_maps(child.pid, &ids.uid_map, &ids.gid_map, ids.deny_setgroups)
@@ -1074,6 +1078,7 @@ pub fn launch_with(
         timed_out,
         usage,
         review_upper: review_upper.map(std::sync::Arc::new),
+        network_tries: net_watch.and_then(crate::net_tries::Watch::tries),
     })
 }
 

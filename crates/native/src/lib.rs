@@ -33,6 +33,7 @@ pub mod error;
 mod explain;
 pub mod host;
 pub mod launch;
+mod net_tries;
 pub mod plan;
 pub mod probe;
 pub mod userns;

@@ -33,7 +33,7 @@ pub use backend::Backend;
 pub use cancel::Cancel;
 pub use codes::{Code, Notice};
 pub use io::{Input, Options, RunIo, Sink};
-pub use outcome::{Check, LimitHit, Outcome, Output, Usage, Violation};
+pub use outcome::{Check, LimitHit, NetworkTries, Outcome, Output, Usage, Violation};
 pub use spec::{
     unassigned_id_enters, GuardPattern, Ids, Kind, Limits, LinkedSecret, Mask, Network, ReadScope,
     Review, Spec, PROXY_ADDR,

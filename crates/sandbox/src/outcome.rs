@@ -114,6 +114,29 @@ pub struct Outcome {
     /// A review run under a disk bound: the bounded filesystem whose `upper/` holds the
     /// view's writes (the change set is read and kept from there).
     pub review_upper: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
+    /// Mode none, native backend: what the command tried on the network it does not have, as
+    /// the kernel of its namespace counted it (`None`: not watched: another mode, gVisor).
+    pub network_tries: Option<NetworkTries>,
+}
+
+/// Tries to reach a network that is not there (mode none): counted by the kernel of the
+/// run's own network namespace (`/proc/net/snmp`, `snmp6`), so nothing the command says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct NetworkTries {
+    /// Packets and connections with no route (`Ip: OutNoRoutes` + `Ip6OutNoRoutes`): every
+    /// connection or name lookup to an address that is not loopback fails this way.
+    pub no_route: u64,
+    /// Name lookups sent to the loopback resolver `/etc/resolv.conf` names (e.g.
+    /// 127.0.0.53), which does not answer inside (`Udp: NoPorts`, counted only when the
+    /// resolver is on loopback).
+    pub lookups: u64,
+}
+
+impl NetworkTries {
+    /// Whether the command tried at all.
+    pub fn tried(&self) -> bool {
+        self.no_route > 0 || self.lookups > 0
+    }
 }
 
 /// Output of a run under an output limit or `--sanitize-output`, per stream; `None` for a

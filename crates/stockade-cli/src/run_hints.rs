@@ -3,6 +3,11 @@
 //! (violations, network refusals, limits reached, the time limit), each with the rule that
 //! fired and the flag or policy line that would allow it. For an agent reading the command's
 //! output: one place, one line per denial. Nothing is printed when nothing was refused.
+//!
+//! Beside the refusals, what failed for want of network that stockade saw: an allowed
+//! destination the proxy could not reach (`unreachable: ...`, with the host and the error),
+//! and, under `--net none`, a command that tried the network it does not have (`network is
+//! off in this run: ...`, with the flags that would give it one).
 
 use std::path::Path;
 
@@ -25,8 +30,23 @@ pub struct Denial {
     pub allow: String,
 }
 
+/// The `code` of the line for a run under `--net none` whose command tried the network.
+const NETWORK_OFF: &str = "network is off in this run";
+
 impl Denial {
     fn line(&self) -> String {
+        if self.what == NETWORK_OFF {
+            return format!(
+                "{NETWORK_OFF} ({}): {}; to allow: {}",
+                self.code, self.rule, self.allow
+            );
+        }
+        if self.code == stockade::NETWORK_UPSTREAM_FAILED {
+            return format!(
+                "unreachable: {} ({}): {}; {}",
+                self.what, self.code, self.rule, self.allow
+            );
+        }
         format!(
             "blocked: {} ({}): {}; to allow: {}",
             self.what, self.code, self.rule, self.allow
@@ -82,6 +102,27 @@ pub fn denials(result: &RunResult, timeout: Option<u64>, explain: ExplainPath<'_
                 .unwrap_or_else(|| Code::NetworkDenied.hint().to_owned()),
         });
     }
+    // An allowed destination the proxy could not reach: the client saw a closed tunnel or a
+    // 502; this says which host and why.
+    for e in result
+        .network
+        .iter()
+        .filter(|e| e.code == stockade::NETWORK_UPSTREAM_FAILED)
+    {
+        out.push(Denial {
+            what: format!("{}:{} ({})", e.host, e.port, e.protocol),
+            code: e.code.to_owned(),
+            rule: e.reason.clone().unwrap_or_else(|| e.rule.clone()),
+            allow: e.hint.clone().unwrap_or_default(),
+        });
+    }
+    if let Some(t) = result
+        .outcome
+        .network_tries
+        .filter(sandbox::NetworkTries::tried)
+    {
+        out.push(network_off(&t));
+    }
     for h in &result.outcome.limit_hits {
         out.push(Denial {
             what: format!("the {} limit", h.limit),
@@ -102,6 +143,43 @@ pub fn denials(result: &RunResult, timeout: Option<u64>, explain: ExplainPath<'_
         });
     }
     out
+}
+
+/// The line of a run under `--net none` whose command tried the network: what the kernel
+/// counted, and the fixes (a toolchain's preset, or the proxy with the domain it needs).
+fn network_off(t: &sandbox::NetworkTries) -> Denial {
+    let mut tried = Vec::new();
+    if t.no_route > 0 {
+        tried.push(format!(
+            "{} connection(s) or name lookup(s) found no route out",
+            t.no_route
+        ));
+    }
+    if t.lookups > 0 {
+        tried.push(format!(
+            "{} name lookup(s) found no resolver (the host's, on loopback, is not inside)",
+            t.lookups
+        ));
+    }
+    let presets: Vec<String> = policy::PRESETS
+        .iter()
+        .filter(|p| p.kind == policy::PresetKind::Toolchain && !p.allow_domains.is_empty())
+        .map(|p| format!("`--preset {}`", p.name))
+        .collect();
+    Denial {
+        what: NETWORK_OFF.into(),
+        code: Code::NetworkDenied.as_str().to_owned(),
+        rule: format!(
+            "the command tried to reach the network: {} (--net none: only loopback inside)",
+            tried.join("; ")
+        ),
+        allow: format!(
+            "a toolchain's preset opens its registry ({}), or `--net proxy --allow-domain \
+             DOMAIN` for the hosts it needs (`mode = \"proxy\"` and \
+             `allow_domains = [\"DOMAIN\"]` under [network] in the policy file)",
+            presets.join(", ")
+        ),
+    }
 }
 
 /// The `<stockade-hint>` block for `denials` (distinct lines, at most [`MAX_LINES`]), or
@@ -166,6 +244,48 @@ mod tests {
              blocked: b:80 (http) (E_NETWORK_DENIED): no matching allow rule; to allow: allow it with `--allow-domain x`\n\
              </stockade-hint>"
         );
+    }
+
+    #[test]
+    fn a_command_that_tried_the_network_under_none_gets_the_fix() {
+        let d = network_off(&sandbox::NetworkTries {
+            no_route: 3,
+            lookups: 0,
+        });
+        let b = block(&[d]).unwrap();
+        assert!(
+            b.contains("\nnetwork is off in this run (E_NETWORK_DENIED): the command tried to reach the network: 3 connection(s) or name lookup(s) found no route out (--net none: only loopback inside); to allow: "),
+            "{b}"
+        );
+        assert!(
+            b.contains("`--preset pip`") && b.contains("`--net proxy --allow-domain DOMAIN`"),
+            "{b}"
+        );
+        let d = network_off(&sandbox::NetworkTries {
+            no_route: 0,
+            lookups: 2,
+        });
+        assert!(
+            d.rule.contains("2 name lookup(s) found no resolver"),
+            "{d:?}"
+        );
+        assert!(!d.rule.contains("no route"), "{d:?}");
+    }
+
+    #[test]
+    fn an_unreachable_upstream_is_its_own_line() {
+        let d = Denial {
+            what: "db.test:443 (connect)".into(),
+            code: stockade::NETWORK_UPSTREAM_FAILED.into(),
+            rule: "allowed, but unreachable from the host: 198.51.100.9:443 (connect failed: Connection refused (os error 111))".into(),
+            allow: "the rules let it through".into(),
+        };
+        let b = block(&[d]).unwrap();
+        assert!(
+            b.contains("\nunreachable: db.test:443 (connect) (NET_UPSTREAM_FAILED): allowed, but unreachable from the host: 198.51.100.9:443 (connect failed: Connection refused (os error 111)); the rules let it through\n"),
+            "{b}"
+        );
+        assert!(!b.contains("blocked:"), "{b}");
     }
 
     #[test]

@@ -198,6 +198,9 @@ pub(crate) fn run(
             None
         },
         review_upper: None,
+        // Not watched: the Sentry's network stack is its own, not the host kernel's, and its
+        // counters are seen only inside the sandbox (README: "network is off").
+        network_tries: None,
     };
     Ok((outcome, cwd_fallback))
 }

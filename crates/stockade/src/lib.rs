@@ -61,7 +61,9 @@ pub use error::Error;
 pub use journal::RecoveredSweep;
 pub use live_policy::{Applied, Change, LivePolicy};
 pub use native::{Check, Violation};
-pub use net::proxy::{Event as NetworkEvent, DENIED as NETWORK_DENIED};
+pub use net::proxy::{
+    Event as NetworkEvent, DENIED as NETWORK_DENIED, UPSTREAM_FAILED as NETWORK_UPSTREAM_FAILED,
+};
 use proxy_stage::proxy_starter;
 pub use proxy_stage::{audit_policy_change, serve_proxy};
 use record::{AuditLog, RunRecord};

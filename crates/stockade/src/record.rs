@@ -187,6 +187,10 @@ pub(crate) struct RunRecord<'a> {
     output: Option<&'a sandbox::Output>,
     /// Every decision of the egress proxy (mode proxy).
     network: &'a [net::proxy::Event],
+    /// Mode none (native): the command tried the network it does not have ("network is off
+    /// in this run"): the kernel's counts. Absent when it did not try, or was not watched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    network_off: Option<sandbox::NetworkTries>,
     /// Under a backend other than native: which mechanism enforces each layer.
     #[serde(skip_serializing_if = "Option::is_none")]
     enforced_by: Option<Vec<Enforced>>,
@@ -278,6 +282,7 @@ impl<'a> RunRecord<'a> {
             limit_hits: &outcome.limit_hits,
             output: outcome.output.as_ref(),
             network,
+            network_off: outcome.network_tries.filter(sandbox::NetworkTries::tried),
             enforced_by: native.is_none().then(|| {
                 crate::gvisor_run::ENFORCEMENT
                     .iter()

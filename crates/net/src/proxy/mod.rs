@@ -79,7 +79,7 @@ impl Default for Limits {
 /// One decision of the proxy.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Event {
-    /// `NET_ALLOWED` or `E_NETWORK_DENIED`.
+    /// `NET_ALLOWED`, `E_NETWORK_DENIED` or `NET_UPSTREAM_FAILED` ([`UPSTREAM_FAILED`]).
     pub code: &'static str,
     /// `http`, `connect` or `socks5`.
     pub protocol: &'static str,
@@ -107,6 +107,10 @@ pub struct Event {
 pub type OnEvent = Box<dyn Fn(&Event) + Send + Sync>;
 
 pub const ALLOWED: &str = "NET_ALLOWED";
+/// An allowed destination the proxy could not reach (the connection failed or timed out):
+/// not a refusal, but the reason a client saw its tunnel close or a 502. The event's `reason`
+/// names the addresses tried and the error, `hint` what to check.
+pub const UPSTREAM_FAILED: &str = "NET_UPSTREAM_FAILED";
 pub const DENIED: &str = sandbox::Code::NetworkDenied.as_str();
 /// A request on a credential route without this run's stand-in.
 pub const CREDENTIAL_REFUSED: &str = sandbox::Code::CredentialRefused.as_str();
@@ -464,7 +468,10 @@ async fn http_request(req: Request<Incoming>, shared: Arc<Shared>) -> Response<B
     .await;
     let (sender, addr, resp) = match opened {
         Ok(x) => x,
-        Err(e) => return text(StatusCode::BAD_GATEWAY, &e),
+        Err(e) => {
+            shared.record(unreachable("http", &host, port, &rule, &addrs, &e));
+            return text(StatusCode::BAD_GATEWAY, &e);
+        }
     };
     match resp {
         Ok(r) => {
@@ -1089,7 +1096,11 @@ async fn tunnel(mut client: TcpStream, t: Tunnel, mut first: Vec<u8>, shared: Ar
     }
     let (mut upstream, addr) = match connect(&addrs, shared.limits.connect).await {
         Ok(x) => x,
-        Err(_) => {
+        Err(e) => {
+            // The client was told the tunnel is open (CONNECT's 200, SOCKS5's success): the
+            // closed tunnel alone would not say why.
+            let why = format!("connect failed: {e}");
+            shared.record(unreachable(protocol, &host, port, &rule, &addrs, &why));
             let _ = client.shutdown().await;
             return;
         }
@@ -1195,6 +1206,32 @@ async fn relay(client: TcpStream, upstream: TcpStream, idle: Duration, counters:
     let _ = tokio::join!(up, down);
 }
 
+/// The event of an allowed destination the proxy could not reach: `error` (e.g. `connect
+/// failed: Connection refused (os error 111)`) after the addresses it tried.
+fn unreachable(
+    protocol: &'static str,
+    host: &str,
+    port: u16,
+    rule: &str,
+    addrs: &[SocketAddr],
+    error: &str,
+) -> Event {
+    let tried: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
+    Event {
+        code: UPSTREAM_FAILED,
+        reason: Some(format!(
+            "allowed, but unreachable from the host: {} ({error})",
+            tried.join(", ")
+        )),
+        hint: Some(format!(
+            "the rules let it through ({rule}); the connection from the host failed: check \
+             that {host} is up and serving port {port}, and that the host itself can reach it \
+             (its name resolves as on the host: /etc/hosts, then DNS)"
+        )),
+        ..event(protocol, host, port, Ok(rule), None, 0, 0)
+    }
+}
+
 fn event(
     protocol: &'static str,
     host: &str,
@@ -1233,3 +1270,6 @@ fn event(
         },
     }
 }
+
+#[cfg(test)]
+mod tests;

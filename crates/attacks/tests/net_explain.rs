@@ -1,0 +1,438 @@
+//! Networks that explain themselves, and loopback under the proxy (issue 31, items 4 and 5):
+//!
+//! - under `--net proxy` a dev server the run started on its own loopback is reachable from
+//!   inside (`NO_PROXY` covers `localhost,127.0.0.1,::1`); control: with `NO_PROXY` emptied
+//!   the request goes to the proxy, which refuses it, and its hint explains that loopback
+//!   through the proxy is the host's, never offering the host's port as the way to a server
+//!   inside;
+//! - a run under `--net none` whose command tried the network ends with "network is off in this
+//!   run" and the fix (`--hints`), and the report says what the kernel counted; control: a run
+//!   that does not touch the network, and one that talks only to its own loopback, have no
+//!   such line;
+//! - an allowed CONNECT (or plain HTTP request) to an upstream that cannot be reached is
+//!   reported with the host and the error (report, audit log, `--hints`); control: a reachable
+//!   one is not;
+//! - a refused domain a toolchain preset opens (pypi.org) names the preset; control: a domain
+//!   no preset opens gets `--allow-domain`.
+//!
+//! Traffic goes only to loopback; the `--net none` test sends to 192.0.2.1 (TEST-NET-1) only
+//! after checking that the namespace it runs in has nothing but loopback.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test: panicking with a message is how it reports a failure"
+)]
+
+use std::net::TcpListener;
+
+use attacks::{
+    na, not_under, python3, read_json, read_jsonl, sh_quote, which, write_file, Fixture, Outcome,
+    Records,
+};
+use serde_json::Value;
+
+const UPSTREAM_FAILED: &str = "NET_UPSTREAM_FAILED";
+const DENIED: &str = "E_NETWORK_DENIED";
+const NETWORK_OFF: &str = "network is off in this run";
+
+/// `None` (with a skip line) without curl or python3.
+fn tools(what: &str) -> Option<std::path::PathBuf> {
+    let py = python3(what)?;
+    if which("curl").is_none() {
+        println!("skipped: curl not installed: {what}");
+        return None;
+    }
+    Some(py)
+}
+
+/// `stockade run OPTS... --shell SCRIPT` with `rec`'s report and audit log and `--hints`.
+fn run(fx: &Fixture, rec: &Records, opts: &[&str], script: &str) -> Outcome {
+    let mut all: Vec<&str> = opts.to_vec();
+    all.extend(rec.opts());
+    all.push("--hints");
+    fx.attack(&all, script).outcome()
+}
+
+/// The report's and the audit log's network events.
+fn events(rec: &Records) -> Vec<Value> {
+    let report = read_json(&rec.report);
+    let mut all: Vec<Value> = report["network"].as_array().cloned().unwrap_or_default();
+    all.extend(
+        read_jsonl(&rec.audit)
+            .into_iter()
+            .filter(|e| e["event"] == "network" && e.get("host").is_some()),
+    );
+    all
+}
+
+/// The `<stockade-hint>` block's lines on stderr.
+fn hint_lines(out: &Outcome) -> Vec<String> {
+    let err = &out.run.stderr;
+    let Some(start) = err.find("<stockade-hint>") else {
+        return Vec::new();
+    };
+    let end = err[start..]
+        .find("</stockade-hint>")
+        .map_or(err.len(), |e| start + e);
+    err[start..end].lines().skip(1).map(str::to_owned).collect()
+}
+
+/// A loopback port nothing on the host listens on.
+fn closed_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+// ---------------------------------------------------------------------------------------
+// Item 4: the sandbox's own loopback under --net proxy
+
+/// A dev server the run starts (`python3 -m http.server` on 127.0.0.1:8000) is reached by
+/// plain `curl http://127.0.0.1:8000/` and `http://localhost:8000/` under `--net proxy`.
+/// Control: the same request with `NO_PROXY` emptied (as before issue 31) goes to the proxy,
+/// which refuses it (the host's loopback), and the hint says so: it never offers
+/// `--allow-host 127.0.0.1:8000` as the way to the server inside, only as the separate grant
+/// of the host's own port.
+#[test]
+fn a_dev_server_inside_is_reachable_under_the_proxy() {
+    let Some(py) = tools("dev server under --net proxy") else {
+        return;
+    };
+    let fx = Fixture::new();
+    let marker = fx.marker("devserver");
+    let www = fx.ws.join("www");
+    write_file(&www.join("index.txt"), format!("{marker}\n"), 0o644);
+    let rec = fx.records();
+    let script = format!(
+        "{py} -m http.server --bind 127.0.0.1 8000 --directory {www} >/dev/null 2>&1 & \
+         for i in $(seq 100); do curl --noproxy '*' -s -o /dev/null http://127.0.0.1:8000/ && break; sleep 0.1; done; \
+         echo \"NO_PROXY=$NO_PROXY\"; \
+         curl -sS -f -m 5 http://127.0.0.1:8000/index.txt && echo by-address-ok; \
+         curl -sS -f -m 5 http://localhost:8000/index.txt && echo by-name-ok; \
+         NO_PROXY= no_proxy= curl -sS -f -m 5 http://127.0.0.1:8000/index.txt; echo \"old-way=$?\"; \
+         kill $! 2>/dev/null; exit 0",
+        py = sh_quote(&py),
+        www = sh_quote(&www),
+    );
+    let out = run(&fx, &rec, &["--net", "proxy"], &script);
+    out.assert_ok();
+    let stdout = &out.run.stdout;
+    assert!(
+        stdout.contains("NO_PROXY=localhost,127.0.0.1,::1"),
+        "{}",
+        out.run.describe()
+    );
+    for ok in ["by-address-ok", "by-name-ok"] {
+        assert!(stdout.contains(ok), "{ok} missing\n{}", out.run.describe());
+    }
+    assert_eq!(stdout.matches(&marker).count(), 2, "{}", out.run.describe());
+    // Control: through the proxy (NO_PROXY empty) the same URL is the host's loopback,
+    // refused (curl -f: exit 22 on the 403).
+    assert!(stdout.contains("old-way=22"), "{}", out.run.describe());
+    let refused: Vec<Value> = events(&rec)
+        .into_iter()
+        .filter(|e| e["code"] == DENIED && e["host"] == "127.0.0.1" && e["port"] == 8000)
+        .collect();
+    assert!(refused.len() >= 2, "report and audit: {refused:#?}");
+    for e in &refused {
+        let hint = e["hint"].as_str().unwrap_or_default();
+        assert!(
+            hint.starts_with(
+                "this went through the proxy, where loopback is the host's, not this sandbox's"
+            ) && hint.contains("a server started inside the run is reached directly"),
+            "{hint}"
+        );
+        let grant = "only to open the host's own port 8000 to the sandbox, a separate grant: `--allow-host 127.0.0.1:8000`";
+        assert!(hint.contains(grant), "{hint}");
+        assert_eq!(hint.matches("--allow-host").count(), 1, "{hint}");
+    }
+    let lines = hint_lines(&out);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("blocked: 127.0.0.1:8000 (http)")
+                && l.contains(
+                    "to allow: this went through the proxy, where loopback is the host's"
+                )),
+        "{lines:#?}\n{}",
+        out.run.describe()
+    );
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.contains("to allow: allow it with `--allow-host 127.0.0.1")),
+        "{lines:#?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Item 5a: --net none says the network is off
+
+/// A shell guard: refuses (status 99) unless the namespace has only `lo`.
+const ONLY_LO: &str = r#"__ifs=$(awk -F: 'NR > 2 { gsub(/ /, "", $1); printf "%s ", $1 }' /proc/net/dev)
+if [ "$__ifs" != "lo " ]; then echo "UNSAFE-NOT-SENT: interfaces here: $__ifs"; exit 99; fi
+"#;
+
+/// Under `--net none`, a command that tries names and connections (curl of a name, a
+/// connection to an address) ends with "network is off in this run" and the fixes; the
+/// report has the kernel's counts. Controls: a run that does not touch the network, and one
+/// that talks only to a server on its own loopback, have neither.
+#[test]
+fn a_command_that_tried_the_network_under_none_is_told_it_is_off() {
+    if not_under("gvisor", na::NETWORK_OFF) {
+        return;
+    }
+    let Some(py) = tools("network is off") else {
+        return;
+    };
+    let fx = Fixture::new();
+    let rec = fx.records();
+    let script = format!(
+        "{ONLY_LO}curl -sS -m 5 http://example.test/; \
+         {py} -c \"import socket; socket.create_connection(('192.0.2.1', 80), timeout=2)\"; exit 0",
+        py = sh_quote(&py)
+    );
+    let out = run(&fx, &rec, &["--net", "none"], &script);
+    out.assert_ok();
+    assert!(
+        !out.run.stdout.contains("UNSAFE-NOT-SENT"),
+        "{}",
+        out.run.describe()
+    );
+    let lines = hint_lines(&out);
+    let line = lines
+        .iter()
+        .find(|l| l.starts_with(NETWORK_OFF))
+        .unwrap_or_else(|| panic!("no `{NETWORK_OFF}` line\n{}", out.run.describe()));
+    assert!(
+        line.contains("(E_NETWORK_DENIED): the command tried to reach the network")
+            && line.contains("`--preset pip`")
+            && line.contains("`--net proxy --allow-domain DOMAIN`"),
+        "{line}"
+    );
+    let report = read_json(&rec.report);
+    let tries = &report["network_off"];
+    assert!(
+        tries["no_route"].as_u64().unwrap_or(0) + tries["lookups"].as_u64().unwrap_or(0) >= 2,
+        "report: {report}"
+    );
+
+    // Controls: no network touched; only the sandbox's own loopback.
+    let quiet = fx.records();
+    let out = run(&fx, &quiet, &["--net", "none"], "echo nothing here");
+    out.assert_ok();
+    assert!(
+        !out.run.stderr.contains(NETWORK_OFF),
+        "{}",
+        out.run.describe()
+    );
+    assert!(read_json(&quiet.report).get("network_off").is_none());
+    let www = fx.ws.join("www");
+    write_file(&www.join("index.txt"), "local\n", 0o644);
+    let lo = fx.records();
+    let script = format!(
+        "{py} -m http.server --bind 127.0.0.1 8000 --directory {www} >/dev/null 2>&1 & \
+         for i in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:8000/ && break; sleep 0.1; done; \
+         curl -sS -f -m 5 http://127.0.0.1:8000/index.txt; kill $!; exit 0",
+        py = sh_quote(&py),
+        www = sh_quote(&www),
+    );
+    let out = run(&fx, &lo, &["--net", "none"], &script);
+    out.assert_ok().assert_output_contains("local");
+    assert!(
+        !out.run.stderr.contains(NETWORK_OFF),
+        "{}",
+        out.run.describe()
+    );
+    assert!(read_json(&lo.report).get("network_off").is_none());
+}
+
+/// `pip download` under `--net none` (pip retries its lookups, then fails with no word of
+/// why): the run ends with "network is off in this run". Skipped without python3's pip.
+#[test]
+fn pip_under_none_is_told_the_network_is_off() {
+    if not_under("gvisor", na::NETWORK_OFF) {
+        return;
+    }
+    let Some(py) = tools("pip under --net none") else {
+        return;
+    };
+    let fx = Fixture::new();
+    let has_pip = fx
+        .host(&format!("{} -m pip --version", sh_quote(&py)))
+        .run()
+        .code()
+        == 0;
+    if !has_pip {
+        println!("skipped: python3 has no pip");
+        return;
+    }
+    let rec = fx.records();
+    let script = format!(
+        "{ONLY_LO}{} -m pip download --no-deps --retries 0 --timeout 3 -d /tmp/dl x; exit 0",
+        sh_quote(&py)
+    );
+    let out = run(&fx, &rec, &["--net", "none"], &script);
+    out.assert_ok();
+    assert!(
+        hint_lines(&out).iter().any(|l| l.starts_with(NETWORK_OFF)),
+        "{}",
+        out.run.describe()
+    );
+    assert!(read_json(&rec.report).get("network_off").is_some());
+}
+
+// ---------------------------------------------------------------------------------------
+// Item 5b: an allowed upstream that cannot be reached
+
+/// `--allow-host 127.0.0.1:P` with nothing listening on the host's port P: the CONNECT is
+/// answered (the tunnel opens, then closes) and the plain request gets a 502; both are
+/// reported with the host and the error in the report, the audit log and `--hints`.
+/// Control: with a server on P, no such event.
+#[test]
+fn an_unreachable_upstream_after_an_allowed_connect_is_reported() {
+    if tools("unreachable upstream").is_none() {
+        return;
+    }
+    let fx = Fixture::new();
+    let port = closed_port();
+    let allow = format!("127.0.0.1:{port}");
+    let rec = fx.records();
+    let script = format!(
+        "curl --noproxy '' -sS -k -m 5 https://127.0.0.1:{port}/; echo connect=$?; \
+         curl --noproxy '' -sS -m 5 http://127.0.0.1:{port}/; echo http=$?; exit 0"
+    );
+    let out = run(
+        &fx,
+        &rec,
+        &["--net", "proxy", "--allow-host", &allow],
+        &script,
+    );
+    out.assert_ok();
+    let failed: Vec<Value> = events(&rec)
+        .into_iter()
+        .filter(|e| e["code"] == UPSTREAM_FAILED)
+        .collect();
+    for protocol in ["connect", "http"] {
+        let these: Vec<&Value> = failed
+            .iter()
+            .filter(|e| e["protocol"] == protocol && e["host"] == "127.0.0.1" && e["port"] == port)
+            .collect();
+        assert_eq!(
+            these.len(),
+            2,
+            "{protocol} in the report and the audit log: {failed:#?}"
+        );
+        for e in these {
+            let reason = e["reason"].as_str().unwrap_or_default();
+            assert!(
+                reason.contains(&format!("127.0.0.1:{port}")) && reason.contains("refused"),
+                "{reason}"
+            );
+        }
+        let lines = hint_lines(&out);
+        let want = format!("unreachable: 127.0.0.1:{port} ({protocol}) ({UPSTREAM_FAILED}): allowed, but unreachable from the host");
+        assert!(
+            lines.iter().any(|l| l.starts_with(&want)),
+            "{want}\n{lines:#?}\n{}",
+            out.run.describe()
+        );
+    }
+    // Control: something listens on the port now.
+    let listener = TcpListener::bind(("127.0.0.1", port)).expect("bind the port again");
+    let served = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        if let Ok((mut s, _)) = listener.accept() {
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\nconnection: close\r\n\r\nup\n",
+            );
+        }
+    });
+    let rec = fx.records();
+    let out = run(
+        &fx,
+        &rec,
+        &["--net", "proxy", "--allow-host", &allow],
+        &format!("curl --noproxy '' -sS -f -m 5 http://127.0.0.1:{port}/"),
+    );
+    out.assert_ok().assert_output_contains("up");
+    let _ = served.join();
+    assert!(
+        events(&rec).iter().all(|e| e["code"] != UPSTREAM_FAILED),
+        "{:#?}",
+        events(&rec)
+    );
+    assert!(
+        !out.run.stderr.contains("unreachable:"),
+        "{}",
+        out.run.describe()
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Item 5c: a refused domain a preset opens names the preset
+
+/// pypi.org and files.pythonhosted.org refused under `--net proxy` (no rule: refused before
+/// any resolution, nothing leaves the host): the hint names `--preset pip`, which opens both,
+/// in the report, the audit log, the 403 and `--hints`. Control: a domain no preset opens
+/// gets `--allow-domain` and no preset.
+#[test]
+fn a_refused_domain_a_preset_opens_names_the_preset() {
+    if tools("preset hint").is_none() {
+        return;
+    }
+    let fx = Fixture::new();
+    let rec = fx.records();
+    let script = "curl -sS -i -m 5 http://pypi.org/simple/x/; \
+                  curl -sS -m 5 https://files.pythonhosted.org/x; \
+                  curl -sS -m 5 http://not-a-preset.invalid/; exit 0";
+    let out = run(&fx, &rec, &["--net", "proxy"], script);
+    out.assert_ok();
+    let all = events(&rec);
+    for host in ["pypi.org", "files.pythonhosted.org"] {
+        let hints: Vec<&str> = all
+            .iter()
+            .filter(|e| e["code"] == DENIED && e["host"] == host)
+            .map(|e| e["hint"].as_str().unwrap_or_default())
+            .collect();
+        assert!(hints.len() >= 2, "{host}: {all:#?}");
+        for h in hints {
+            assert!(
+                h.contains("allow them all with `--preset pip`")
+                    && h.contains(&format!("only this one: `--allow-domain {host}`")),
+                "{h}"
+            );
+        }
+    }
+    assert!(
+        out.run
+            .stdout
+            .to_ascii_lowercase()
+            .contains("x-stockade-hint: ")
+            && out.run.stdout.contains("`--preset pip`"),
+        "the 403's hint\n{}",
+        out.run.describe()
+    );
+    let lines = hint_lines(&out);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("blocked: pypi.org:80 (http)") && l.contains("`--preset pip`")),
+        "{lines:#?}"
+    );
+    // Control: no preset opens it.
+    let other: Vec<&str> = all
+        .iter()
+        .filter(|e| e["code"] == DENIED && e["host"] == "not-a-preset.invalid")
+        .map(|e| e["hint"].as_str().unwrap_or_default())
+        .collect();
+    assert!(!other.is_empty(), "{all:#?}");
+    for h in other {
+        assert!(
+            h.starts_with("allow it with `--allow-domain not-a-preset.invalid`")
+                && !h.contains("--preset"),
+            "{h}"
+        );
+    }
+}
