@@ -272,8 +272,11 @@ fn serve(
             s.push(req.clone());
         }
         let out = reader.get_mut();
-        let model_api =
-            req.target.starts_with("/v1/messages") || req.target.starts_with("/v1/responses");
+        // The model APIs, and an OAuth token endpoint (a login's refreshes), answered by the
+        // script.
+        let model_api = req.target.starts_with("/v1/messages")
+            || req.target.starts_with("/v1/responses")
+            || req.target.starts_with("/v1/oauth/token");
         if let Answers::Files(files) = &answers {
             let ok = match files.get(&req.target) {
                 Some(body) => bytes(out, "200 OK", site_type(&req.target, body), body),
