@@ -128,7 +128,14 @@ fn policy_show_prints_the_resolved_policy_and_plan() {
     keys.sort_unstable();
     assert_eq!(
         keys,
-        ["plan", "policy", "policy_digest", "protected_paths"],
+        [
+            "plan",
+            "policy",
+            "policy_digest",
+            "policy_files",
+            "policy_files_not_used",
+            "protected_paths"
+        ],
         "{shown:#}"
     );
     assert!(shown["plan"]["writable_roots"].is_array(), "{shown:#}");
