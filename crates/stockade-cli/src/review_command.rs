@@ -752,3 +752,34 @@ fn json<T: serde::Serialize>(value: &T) -> Result<String, Error> {
         cause: std::io::Error::other(e),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_is_coloured_by_where_it_stands_not_by_its_look() {
+        let diff = "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n-- removed\n++ added\n \\u{1b}]0;t\n";
+        let c = colored_diff(diff);
+        assert!(c.contains("\x1b[1m--- a/x\x1b[m\n"), "{c}");
+        assert!(c.contains("\x1b[36m@@ -1,2 +1,2 @@\x1b[m\n"), "{c}");
+        assert!(c.contains("\x1b[31m-- removed\x1b[m\n"), "{c}");
+        assert!(c.contains("\x1b[32m++ added\x1b[m\n"), "{c}");
+        // Context is left as it is (already written out by `shown`).
+        assert!(c.contains("\n \\u{1b}]0;t\n"), "{c}");
+        // Six lines painted, two codes each; nothing else carries an escape.
+        assert_eq!(c.matches('\x1b').count(), 12);
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90s"), Ok(90));
+        assert_eq!(parse_duration("7d"), Ok(604_800));
+        assert_eq!(parse_duration("2w"), Ok(1_209_600));
+        for bad in ["7", "d", "7x", "-1d", "1.5h", ""] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        assert_eq!(duration_text(604_800), "7d");
+        assert_eq!(duration_text(90), "90s");
+    }
+}
