@@ -829,9 +829,19 @@ fn a_run_that_cannot_take_the_keyboard_says_so_on_stderr() {
         attacks::sh_quote(&fx.ws)
     );
     let err = fx.out_file("second-stderr");
+    // The second run in a workspace of its own: a root caller's gVisor runs on one workspace
+    // take turns (crates/stockade/src/workspace_lock.rs), and these two must overlap.
+    let ws2 = fx.out_file("ws2");
+    attacks::mkdir(&ws2);
+    let second = format!(
+        "{} run --backend {} --workspace {} -- sh -c 'echo second-ran'",
+        attacks::sh_quote(attacks::stockade_bin()),
+        attacks::backend(),
+        attacks::sh_quote(&ws2)
+    );
     let first = format!("{run} -- sh -c 'echo first-ready; read -r x; echo \"first-got=$x\"'");
     let script = format!(
-        "exec 3<&0\n(sleep 1; {run} -- sh -c 'echo second-ran' <&3 2>{err}; echo second-done) &\n\
+        "exec 3<&0\n(sleep 1; {second} <&3 2>{err}; echo second-done) &\n\
          {first}\nwait\necho \"second-stderr: $(cat {err})\"\necho outer-done\n",
         err = attacks::sh_quote(&err)
     );
