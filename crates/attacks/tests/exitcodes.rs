@@ -246,3 +246,50 @@ fn stockade_log_shows_each_stage_with_timings() {
         bad.stderr
     );
 }
+
+/// Issue 31, item 9: a program the host has below its `/tmp` is not found inside (the run's
+/// `/tmp` is private): the error says so and names the grant that shows it. Controls: with
+/// that grant the same program runs, and run from its directory (the workspace) it runs; a
+/// program missing elsewhere does not mention `/tmp`.
+#[test]
+fn a_program_below_the_hosts_tmp_names_the_private_tmp() {
+    if attacks::not_under("gvisor", attacks::na::EXEC_CODES) {
+        return;
+    }
+    let fx = Fixture::new();
+    let dir = tempfile::Builder::new()
+        .prefix("stockade-prog.")
+        .tempdir_in("/tmp")
+        .expect("a directory below /tmp");
+    let dir_path = dir.path().canonicalize().expect("canonical");
+    attacks::chmod(&dir_path, 0o755);
+    let prog = dir_path.join("prog");
+    write_file(&prog, "#!/bin/sh\necho prog-ran\n", 0o755);
+    let prog_s = prog.display().to_string();
+    let dir_s = dir_path.display().to_string();
+    let run = fx.sandbox_argv(&[], &[&prog_s]).run();
+    run.assert_code(127)
+        .assert_lacks("prog-ran")
+        .assert_stderr_contains("the sandbox's /tmp is private");
+    assert_hint_after(
+        &run,
+        "error[E_COMMAND_NOT_FOUND]",
+        &format!("`--allow-read {dir_s}`"),
+    );
+    // Control: granted, it runs.
+    fx.sandbox_argv(&["--allow-read", &dir_s], &[&prog_s])
+        .run()
+        .assert_code(0)
+        .assert_stdout_contains("prog-ran");
+    // Control: run from there (the workspace is its directory), it runs.
+    fx.stockade(["run", "--backend", attacks::backend(), "--", "./prog"])
+        .cwd(&dir_path)
+        .run()
+        .assert_code(0)
+        .assert_stdout_contains("prog-ran");
+    // Control: a program missing elsewhere says nothing of /tmp.
+    fx.sandbox_argv(&[], &["/nonexistent/dir/prog"])
+        .run()
+        .assert_code(127)
+        .assert_lacks("/tmp is private");
+}

@@ -538,7 +538,7 @@ fn run(args: RunArgs) -> Result<u8, Error> {
     }
     run_notices::before_review(&policy, &request);
     let result = stockade::run(&policy, &request)?;
-    run_notices::print(&result, &request, policy.limits.timeout, args.record.json);
+    run_notices::print(&result, &request, &policy, args.record.json);
     let file = sources.merged();
     if args.record.hints || file.as_ref().is_some_and(|f| f.hints == Some(true)) {
         let origins =

@@ -146,11 +146,12 @@ fn review(result: &RunResult) {
 }
 
 /// Prints the notices of `result` (`json`: the exec error as one JSON object, as
-/// `--json` prints stockade's own errors). `timeout` is the policy's time limit.
-pub fn print(result: &RunResult, request: &RunRequest, timeout: Option<u64>, json: bool) {
+/// `--json` prints stockade's own errors). `policy` is the run's (its time limit, its grants).
+pub fn print(result: &RunResult, request: &RunRequest, policy: &policy::Policy, json: bool) {
+    let timeout = policy.limits.timeout;
     recovered(result);
     if let Some(errno) = result.outcome.exec_errno {
-        exec_error(result, request, errno, json);
+        exec_error(result, request, policy, errno, json);
     }
     review(result);
     review_failed(result, json);
@@ -214,7 +215,13 @@ pub fn print(result: &RunResult, request: &RunRequest, timeout: Option<u64>, jso
 }
 
 /// The program could not be executed (127: not found, 126: not executable).
-fn exec_error(result: &RunResult, request: &RunRequest, errno: i32, json: bool) {
+fn exec_error(
+    result: &RunResult,
+    request: &RunRequest,
+    policy: &policy::Policy,
+    errno: i32,
+    json: bool,
+) {
     let program = request.invocation.argv.first().cloned().unwrap_or_default();
     let (code, what) = if result.exit_code == 127 {
         (Code::CommandNotFound, "not found")
@@ -222,20 +229,76 @@ fn exec_error(result: &RunResult, request: &RunRequest, errno: i32, json: bool) 
         (Code::CommandNotExecutable, "cannot be executed")
     };
     let cause = std::io::Error::from_raw_os_error(errno);
+    // A program the host has below its /tmp, where the run has a /tmp of its own.
+    let private_tmp = (code == Code::CommandNotFound && errno == libc::ENOENT)
+        .then(|| below_private_tmp(&program, request, policy))
+        .flatten();
+    let (why, hint) = match &private_tmp {
+        // `/tmp` itself cannot be granted (the run's own would be the host's).
+        Some(dir) if dir == std::path::Path::new("/tmp") => (
+            "; the sandbox's /tmp is private: the host's /tmp is not in it".to_owned(),
+            "put the program in a directory of its own (`/tmp/DIR`) and grant that with `--allow-read /tmp/DIR`, or run it from the workspace".to_owned(),
+        ),
+        Some(dir) => {
+            let dir = dir.display().to_string();
+            let dir = crate::output::shown(&dir);
+            (
+                format!("; the sandbox's /tmp is private: the host's {dir} is not in it"),
+                format!(
+                    "`--allow-read {dir}` shows it read-only at the same path (`allow_read = [\"{dir}\"]` under [filesystem] in the policy file), or run from there (`cd {dir}`: the workspace is in the sandbox)"
+                ),
+            )
+        }
+        None => (String::new(), code.hint().to_owned()),
+    };
     if json {
         errln!(
             "{}",
             serde_json::json!({"error": {
                 "code": code.as_str(),
                 "kind": "exec",
-                "message": format!("{program}: {what}: {cause}"),
-                "hint": code.hint(),
+                "message": format!("{program}: {what}: {cause}{why}"),
+                "hint": hint,
             }})
         );
     } else {
-        let message = format!("{program}: {what} inside the sandbox: {cause}");
-        errln!("{}", Notice::new("error", code, &message));
+        let message = format!("{program}: {what} inside the sandbox: {cause}{why}");
+        errln!(
+            "{}",
+            Notice::new("error", code, &message).with_hint(Some(&hint))
+        );
     }
+}
+
+/// The host's directory below `/tmp` that holds `program` (named by a path), when neither the
+/// workspace nor a grant of `policy` is there: the run's `/tmp` is private and shows of the
+/// host's only those, so the program is not found inside.
+fn below_private_tmp(
+    program: &str,
+    request: &RunRequest,
+    policy: &policy::Policy,
+) -> Option<std::path::PathBuf> {
+    use std::path::Path;
+    if !program.contains('/') {
+        return None;
+    }
+    let host = std::fs::canonicalize(request.invocation.cwd.join(program)).ok()?;
+    if !host.starts_with("/tmp") {
+        return None;
+    }
+    let covered =
+        |root: &Path| std::fs::canonicalize(root).is_ok_and(|root| host.starts_with(root));
+    let fs = &policy.filesystem;
+    let granted = fs
+        .allow_read
+        .iter()
+        .chain(&fs.allow_write)
+        .filter(|g| g.starts_with('/'))
+        .any(|g| covered(Path::new(g)));
+    if granted || covered(&request.invocation.workspace) {
+        return None;
+    }
+    host.parent().map(Path::to_path_buf)
 }
 
 /// Blocked destinations, once each, with the reason and what would allow them.
