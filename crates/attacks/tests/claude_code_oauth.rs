@@ -540,3 +540,58 @@ fn control_without_stockade_the_scan_finds_the_real_token() {
         .iter()
         .all(|c| c.header("authorization") == Some(bearer.as_str())));
 }
+
+#[test]
+fn the_agent_preset_without_a_key_uses_the_host_login_and_without_either_names_both() {
+    let claude = claude();
+    let fx = Fixture::new();
+    let access = format!("sk-ant-oat01-real-{}", fx.id);
+    let host = host_login(&fx, &access, "sk-ant-ort01-real-r", now_ms() + 3_600_000);
+    let up = Upstream::start_with(Some(script(String::new(), Arc::default())));
+    // Only the route's upstream changed: the source is the preset's (ANTHROPIC_API_KEY).
+    let policy = fx.out_file("upstream-only.toml");
+    write_file(
+        &policy,
+        format!("[credentials.anthropic]\nupstream = \"{}\"\n", up.url()),
+        0o644,
+    );
+    let policy = policy.display().to_string();
+    let run = |key: Option<&str>| {
+        let mut cmd = fx
+            .sandbox_argv(
+                &["--policy", &policy, "--agent", "claude-code"],
+                &[claude.to_str().unwrap_or_default(), "-p", "hello"],
+            )
+            .env("SSL_CERT_FILE", &up.ca_file)
+            .timeout(Duration::from_secs(180));
+        if let Some(k) = key {
+            cmd = cmd.env("ANTHROPIC_API_KEY", k);
+        }
+        cmd.run()
+    };
+    // No key: the host's login, its access token on the model calls.
+    run(None).assert_success().assert_stdout_contains("ok");
+    let bearer = format!("Bearer {access}");
+    let first = up.seen();
+    let calls = model_calls(&first);
+    assert!(!calls.is_empty(), "{first:#?}");
+    assert!(calls
+        .iter()
+        .all(|c| c.header("authorization") == Some(bearer.as_str())));
+    // Control: with a key, the key goes on them (the login is not used).
+    let key = format!("sk-ant-api03-key-{}", fx.id);
+    run(Some(&key)).assert_success();
+    let seen = up.seen();
+    let later = model_calls(&seen[first.len()..]);
+    assert!(!later.is_empty(), "{seen:#?}");
+    assert!(later.iter().all(
+        |c| c.header("x-api-key") == Some(key.as_str()) && c.header("authorization").is_none()
+    ));
+    // Neither: the refusal names both fixes.
+    std::fs::remove_file(&host).unwrap_or_else(|e| panic!("{e}"));
+    run(None)
+        .assert_failure()
+        .assert_stderr_contains("E_CREDENTIAL_UNAVAILABLE")
+        .assert_stderr_contains("export ANTHROPIC_API_KEY")
+        .assert_stderr_contains("log in with `claude` on the host");
+}

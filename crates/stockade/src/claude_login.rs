@@ -377,6 +377,65 @@ pub(crate) fn place(
         .map_err(|e| io(format!("write {}/.credentials.json", dir.display()), e))
 }
 
+/// `--agent claude-code` with the preset's key source (`ANTHROPIC_API_KEY`) unset in the
+/// caller's environment: the host's Claude Code login, when there is one
+/// (`$CLAUDE_CONFIG_DIR/.credentials.json` as the caller sets it, else
+/// `~/.claude/.credentials.json`), so that a subscription user needs no flag. `None`: the
+/// policy as it is (a key is set, the source was chosen, or no Claude Code preset). With
+/// neither a key nor a login the refusal names both fixes. Chosen before the masks are made,
+/// so the login file is masked as a named one is.
+pub(crate) fn choose(
+    policy: &policy::Policy,
+    caller_env: &[(std::ffi::OsString, std::ffi::OsString)],
+    home: &Path,
+) -> Result<Option<policy::Policy>, Error> {
+    const KEY: &str = "ANTHROPIC_API_KEY";
+    if !policy.presets.iter().any(|p| p == "claude-code") {
+        return Ok(None);
+    }
+    let Some(at) = policy.credentials.iter().position(|c| {
+        c.name == "anthropic" && c.source == policy::credentials::Source::Env(KEY.into())
+    }) else {
+        return Ok(None);
+    };
+    let set = |name: &str| {
+        caller_env
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .filter(|v| !v.is_empty())
+    };
+    if set(KEY).is_some() {
+        return Ok(None);
+    }
+    let file = match set("CLAUDE_CONFIG_DIR") {
+        Some(dir) if Path::new(&dir).is_absolute() => Path::new(&dir)
+            .join(".credentials.json")
+            .display()
+            .to_string(),
+        _ => home.join(".claude/.credentials.json").display().to_string(),
+    };
+    let c = &policy.credentials[at];
+    if std::fs::symlink_metadata(&file).is_err() {
+        return Err(Error::Credential {
+            name: c.name.clone(),
+            source_text: c.source.describe(),
+            reason: format!(
+                "`{KEY}` is not set in your environment, and there is no Claude Code login on this host ({file})"
+            ),
+            hint: "export ANTHROPIC_API_KEY, or log in with `claude` on the host (a subscription: the worker then uses that login, its tokens kept on the host), or name the login file: --credential anthropic=claude-login:PATH".into(),
+        });
+    }
+    let mut chosen = policy.clone();
+    let c = &mut chosen.credentials[at];
+    c.source = policy::credentials::Source::ClaudeLogin {
+        file,
+        token_url: claude_login::TOKEN_URL.to_owned(),
+    };
+    claude_login::adapt(c);
+    Ok(Some(chosen))
+}
+
 /// Refuses a sandbox environment or command line holding a real token of a login.
 pub(crate) fn refuse_inside(
     env: &[(String, String)],

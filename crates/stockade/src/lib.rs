@@ -465,6 +465,9 @@ pub fn run_with_io(
         Some(path) => Some(RecordPath::locate(path, Which::Report)?),
         None => None,
     };
+    // `--agent claude-code` without a key: the host's Claude Code login, if there is one.
+    let chosen = claude_login::choose(policy, &request.invocation.env, &request.invocation.home)?;
+    let policy = chosen.as_ref().unwrap_or(policy);
     let digest = policy::digest(policy);
     let mut recovered: Vec<RecoveredSweep> = Vec::new();
     let mut recovered_audited = false;
