@@ -152,6 +152,38 @@ fn sentinel(len: usize) -> Result<Zeroizing<String>, Error> {
     ))
 }
 
+/// How many bytes at the end of a stand-in are [`stand_in_tail`]: its last 20 characters.
+const STAND_IN_TAIL_BYTES: usize = 10;
+
+/// The last 20 characters of route `route`'s stand-ins, as bytes: the same in every run of the
+/// user whose home is `home` (a hash of the two), while the 176 bits before them are new in
+/// every run. Claude Code remembers which API keys its user approved by their last 20
+/// characters (`customApiKeyResponses` in its `.claude.json`), so with a tail that stays it
+/// asks once, or never when the approval is in the state directory stockade made (see
+/// `created_roots`); a stand-in of an earlier run still differs from this run's and is refused.
+/// The tail is not a secret: whoever holds a stand-in sees it, and it names nothing but the
+/// route.
+pub(crate) fn stand_in_tail(home: &Path, route: &str) -> [u8; STAND_IN_TAIL_BYTES] {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    hash.update(b"stockade stand-in tail 1\0");
+    hash.update(home.as_os_str().as_encoded_bytes());
+    hash.update(b"\0");
+    hash.update(route.as_bytes());
+    let digest = hash.finalize();
+    let mut tail = [0u8; STAND_IN_TAIL_BYTES];
+    tail.copy_from_slice(&digest[..STAND_IN_TAIL_BYTES]);
+    tail
+}
+
+/// [`stand_in_tail`] as it ends the stand-in: 20 lower-case hex digits.
+pub(crate) fn stand_in_tail_hex(home: &Path, route: &str) -> String {
+    stand_in_tail(home, route)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// Where a source is read from, for the refusal rules.
 pub(crate) struct Context<'a> {
     pub caller_env: &'a [(OsString, OsString)],
@@ -243,6 +275,7 @@ pub(crate) fn load(credentials: &[Credential], ctx: &Context) -> Result<Loaded, 
             what: "make a credential stand-in".into(),
             cause: std::io::Error::other(e.to_string()),
         })?;
+        bytes[32 - STAND_IN_TAIL_BYTES..].copy_from_slice(&stand_in_tail(ctx.home, &c.name));
         let token = Token::from_random(bytes);
         for v in &c.route.token_env {
             env.push((v.clone(), token.as_str().to_owned()));
@@ -724,5 +757,40 @@ mod tests {
         assert_eq!(code, "E_CREDENTIAL_UNAVAILABLE");
         assert!(message.contains("DBUS_SESSION_BUS_ADDRESS"), "{message}");
         assert!(hint.contains("=env:"), "{hint}");
+    }
+
+    #[test]
+    fn a_stand_in_ends_the_same_in_every_run_and_differs_before() {
+        let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let c = credential(Source::Env("K".into()));
+        let env = [(OsString::from("K"), OsString::from("sk-ant-api03-real-key"))];
+        let cache = SourceCache::default();
+        let ctx = Context {
+            caller_env: &env,
+            home: home.path(),
+            writable_roots: &[],
+            cache: &cache,
+        };
+        let stand_in = || {
+            let loaded = load(std::slice::from_ref(&c), &ctx).unwrap_or_else(|e| panic!("{e}"));
+            let token = loaded.routes.routes[0].token.as_str().to_owned();
+            token
+        };
+        let (one, two) = (stand_in(), stand_in());
+        let tail = stand_in_tail_hex(home.path(), "anthropic");
+        assert_eq!(tail.len(), 20);
+        assert!(
+            one.ends_with(&tail) && two.ends_with(&tail),
+            "{one} {two} {tail}"
+        );
+        // The rest is new in each run: 176 random bits, so an earlier run's stand-in is refused.
+        assert_ne!(one, two);
+        assert_eq!(one.len(), net::credential::TOKEN_PREFIX.len() + 64);
+        // Another route, or another user's home, ends otherwise.
+        assert_ne!(stand_in_tail_hex(home.path(), "openai"), tail);
+        assert_ne!(
+            stand_in_tail_hex(Path::new("/home/other"), "anthropic"),
+            tail
+        );
     }
 }
