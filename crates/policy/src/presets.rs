@@ -58,6 +58,11 @@ pub struct Preset {
     /// what the agent writes there and the host later executes (its shell snapshots) never
     /// reaches the host, and the host's are out of the agent's reach.
     pub private: &'static [&'static str],
+    /// Files written into the state when missing (created new, beneath the directory's
+    /// descriptor, never over or through what is there): the answers to what the agent would
+    /// otherwise ask at its first start. `{stand_in_tail:ROUTE}` in a file stands for the
+    /// last 20 characters of route ROUTE's stand-ins, the same in every run of the user.
+    pub seeds: &'static [(&'static str, &'static str)],
     /// Caller's variables passed in (names that look like secrets never are).
     pub env_allow: &'static [&'static str],
     /// Variables set (a value starting with `~/` is in the caller's home).
@@ -105,6 +110,13 @@ pub const PRESETS: &[Preset] = &[
             "~/.local/state/stockade/claude-code/jobs",
             "~/.local/state/stockade/claude-code/plugins",
         ],
+        // Its first start's onboarding done (else it checks that it reaches api.anthropic.com
+        // and platform.claude.com itself, which the route does not carry, and exits), and the
+        // stand-in approved as its API key (it remembers keys by their last 20 characters).
+        seeds: &[(
+            "~/.local/state/stockade/claude-code/.claude.json",
+            "{\"hasCompletedOnboarding\":true,\"customApiKeyResponses\":{\"approved\":[\"{stand_in_tail:anthropic}\"],\"rejected\":[]}}\n",
+        )],
         env_allow: &["CLAUDE_CODE_EXECPATH", "CLAUDE_CODE_ENTRYPOINT", "CLAUDECODE"],
         env_set: &[
             ("CLAUDE_CONFIG_DIR", "~/.local/state/stockade/claude-code"),
@@ -112,6 +124,9 @@ pub const PRESETS: &[Preset] = &[
             // proxy would let through.
             ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
             ("DISABLE_AUTOUPDATER", "1"),
+            // Claude Code's own switch for running in a sandbox: it does not ask whether to
+            // trust the workspace, whose settings, hooks and MCP servers run inside with it.
+            ("CLAUDE_CODE_SANDBOXED", "1"),
         ],
         no_timeout: true,
     },
@@ -140,6 +155,7 @@ pub const PRESETS: &[Preset] = &[
             "~/.local/state/stockade/codex/hooks",
         ],
         private: &["~/.local/state/stockade/codex/shell_snapshots"],
+        seeds: &[],
         env_allow: &[],
         env_set: &[("CODEX_HOME", "~/.local/state/stockade/codex")],
         no_timeout: true,
@@ -156,6 +172,7 @@ pub const PRESETS: &[Preset] = &[
         // Its config directory: OpenCode writes a .gitignore, a package.json and plugin
         // dependencies there at every start, and loads plugins from it: each run's own.
         private: &["~/.local/state/stockade/opencode/config"],
+        seeds: &[],
         env_allow: &["OPENCODE_*"],
         env_set: &[
             ("OPENCODE_DISABLE_AUTOUPDATE", "1"),
@@ -176,6 +193,7 @@ pub const PRESETS: &[Preset] = &[
         read_only: &[],
         made_dirs: &[],
         private: &[],
+        seeds: &[],
         env_allow: &["AIDER_*"],
         env_set: &[
             ("AIDER_CHECK_UPDATE", "false"),
@@ -195,6 +213,7 @@ pub const PRESETS: &[Preset] = &[
         read_only: &["~/.cache/stockade/cargo/config.toml", "~/.cache/stockade/cargo/config", "~/.cache/stockade/cargo/bin"],
         made_dirs: &["~/.cache/stockade/cargo/bin"],
         private: &[],
+        seeds: &[],
         env_allow: &[],
         env_set: &[("CARGO_HOME", "~/.cache/stockade/cargo")],
         no_timeout: false,
@@ -209,6 +228,7 @@ pub const PRESETS: &[Preset] = &[
         read_only: &[],
         made_dirs: &[],
         private: &[],
+        seeds: &[],
         env_allow: &[],
         env_set: &[("npm_config_cache", "~/.cache/stockade/npm")],
         no_timeout: false,
@@ -223,6 +243,7 @@ pub const PRESETS: &[Preset] = &[
         read_only: &[],
         made_dirs: &[],
         private: &[],
+        seeds: &[],
         env_allow: &[],
         env_set: &[("PIP_CACHE_DIR", "~/.cache/stockade/pip")],
         no_timeout: false,
@@ -237,6 +258,7 @@ pub const PRESETS: &[Preset] = &[
         read_only: &[],
         made_dirs: &[],
         private: &[],
+        seeds: &[],
         env_allow: &[],
         env_set: &[
             ("GOMODCACHE", "~/.cache/stockade/go/mod"),
