@@ -164,6 +164,83 @@ fn a_dev_server_inside_is_reachable_under_the_proxy() {
     );
 }
 
+/// The host's loopback stays an explicit grant that works as it did: with
+/// `--allow-host 127.0.0.1:P` (a server on the host's port P), `127.0.0.1` leaves `NO_PROXY`
+/// (that address is the host's, through the proxy) and plain `curl http://127.0.0.1:P/`
+/// reaches the host's server, recorded; the sandbox's own server is still reached by
+/// `localhost`. Control: without the grant the same request stays inside and reaches no
+/// host server.
+#[test]
+fn an_explicit_grant_of_the_hosts_loopback_port_still_reaches_the_host() {
+    let Some(py) = tools("host loopback grant") else {
+        return;
+    };
+    let fx = Fixture::new();
+    let marker = fx.marker("host-server");
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let body = format!("{marker}\n");
+    let server = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        // One request: the granted run's (the control's never comes).
+        if let Ok((mut s, _)) = listener.accept() {
+            let mut buf = [0u8; 2048];
+            let _ = s.read(&mut buf);
+            let reply = format!(
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = s.write_all(reply.as_bytes());
+        }
+    });
+    let inside = fx.marker("inside-server");
+    let www = fx.ws.join("www");
+    write_file(&www.join("index.txt"), format!("{inside}\n"), 0o644);
+    let script = |p: u16| {
+        format!(
+            "{py} -m http.server --bind 127.0.0.1 8000 --directory {www} >/dev/null 2>&1 & \
+             for i in $(seq 100); do curl --noproxy '*' -s -o /dev/null http://127.0.0.1:8000/ && break; sleep 0.1; done; \
+             echo \"NO_PROXY=$NO_PROXY\"; curl -sS -m 5 http://127.0.0.1:{p}/; \
+             curl -sS -f -m 5 http://localhost:8000/index.txt; kill $!; exit 0",
+            py = sh_quote(&py),
+            www = sh_quote(&www),
+        )
+    };
+    // Control first: no grant, the request stays in the sandbox (nothing listens there).
+    let rec = fx.records();
+    let out = run(&fx, &rec, &["--net", "proxy"], &script(port));
+    out.assert_ok().assert_lacks(&marker);
+    assert!(
+        out.run.stdout.contains("NO_PROXY=localhost,127.0.0.1,::1"),
+        "{}",
+        out.run.describe()
+    );
+    let allow = format!("127.0.0.1:{port}");
+    let rec = fx.records();
+    let out = run(
+        &fx,
+        &rec,
+        &["--net", "proxy", "--allow-host", &allow],
+        &script(port),
+    );
+    out.assert_ok();
+    let _ = server.join();
+    assert!(
+        out.run.stdout.contains("NO_PROXY=localhost,::1\n")
+            && out.run.stdout.contains(&marker)
+            && out.run.stdout.contains(&inside),
+        "{}",
+        out.run.describe()
+    );
+    assert!(
+        events(&rec)
+            .iter()
+            .any(|e| e["code"] == "NET_ALLOWED" && e["host"] == "127.0.0.1" && e["port"] == port),
+        "{:#?}",
+        events(&rec)
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // Item 5a: --net none says the network is off
 

@@ -88,8 +88,9 @@ fn host_loopback(entry: &str, port: u16) -> String {
     format!(
         "this went through the proxy, where loopback is the host's, not this sandbox's: a \
          server started inside the run is reached directly on the sandbox's own loopback \
-         (NO_PROXY covers localhost, 127.0.0.1 and ::1; a client that ignores NO_PROXY needs its \
-         own no-proxy setting, e.g. `curl --noproxy '*'`); only to open the host's own port \
+         (NO_PROXY covers localhost, 127.0.0.1 and ::1, less a name the policy grants on the \
+         host's loopback; a client that ignores NO_PROXY needs its own no-proxy setting, e.g. \
+         `curl --noproxy '*'`); only to open the host's own port \
          {port} to the sandbox, a separate grant: `--allow-host {entry}`, or \
          `allow_hosts = [\"{entry}\"]` under [network] in the policy file"
     )

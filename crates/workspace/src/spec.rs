@@ -84,7 +84,7 @@ impl Resolved {
         };
         let mut env = environment(policy, req);
         if let sandbox::Network::Proxy { addr } = network {
-            for (k, v) in proxy_env(addr) {
+            for (k, v) in proxy_env(addr, policy) {
                 env.retain(|(name, _)| *name != k);
                 env.push((k, v));
             }
@@ -287,11 +287,11 @@ fn environment(policy: &Policy, req: &Request) -> Vec<(String, String)> {
 }
 
 /// Variables that point clients at the proxy: curl, wget, git, pip, npm, cargo, Python,
-/// Node and Go all read some of them. `NO_PROXY` names the loopback ([`LOOPBACK_NO_PROXY`]):
+/// Node and Go all read some of them. `NO_PROXY` names the loopback ([`loopback_no_proxy`]):
 /// `127.0.0.1`, `::1` and `localhost` inside are the sandbox's own loopback (a dev server the
 /// run started), which the proxy, connecting from the host, could only reach as the host's.
 /// Nothing else goes direct, and could not: the namespace has only loopback.
-fn proxy_env(addr: std::net::SocketAddrV4) -> Vec<(String, String)> {
+fn proxy_env(addr: std::net::SocketAddrV4, policy: &Policy) -> Vec<(String, String)> {
     let http = format!("http://{addr}");
     let socks = format!("socks5h://{addr}");
     let mut env = Vec::new();
@@ -310,13 +310,38 @@ fn proxy_env(addr: std::net::SocketAddrV4) -> Vec<(String, String)> {
         env.push((name.to_string(), http.clone()));
     }
     for name in ["NO_PROXY", "no_proxy", "npm_config_noproxy"] {
-        env.push((name.to_string(), LOOPBACK_NO_PROXY.to_string()));
+        env.push((name.to_string(), loopback_no_proxy(policy)));
     }
     env
 }
 
-/// What `NO_PROXY` holds under mode proxy: the sandbox's own loopback, reached directly.
-const LOOPBACK_NO_PROXY: &str = "localhost,127.0.0.1,::1";
+/// What `NO_PROXY` holds under mode proxy: the sandbox's own loopback names, reached
+/// directly, `localhost,127.0.0.1,::1`, less each one the policy grants on the host's
+/// loopback (an `allow_hosts` entry or a masked credential's host covering it, e.g.
+/// `127.0.0.1:5432`): that grant is the host's port through the proxy, so clients keep
+/// sending that name there (as before there was a `NO_PROXY`), and the sandbox's own server
+/// is reached by the other names. Read at the start: a grant added to a running proxy does
+/// not change it.
+fn loopback_no_proxy(policy: &Policy) -> String {
+    let granted: Vec<policy::net::AllowHost> = (policy.network.allow_hosts.iter())
+        .chain(policy.credentials.iter().flat_map(|c| c.route.hosts.iter()))
+        .filter_map(|entry| policy::net::AllowHost::parse(entry).ok())
+        .collect();
+    let host_grant = |name: &str| {
+        granted
+            .iter()
+            .any(|g| match (g.spec(), name.parse::<std::net::IpAddr>()) {
+                (policy::net::HostSpec::Name(n), _) => n == name,
+                (_, Ok(ip)) => g.matches_ip(ip, g.port().unwrap_or(1)),
+                (_, Err(_)) => false,
+            })
+    };
+    ["localhost", "127.0.0.1", "::1"]
+        .into_iter()
+        .filter(|name| !host_grant(name))
+        .collect::<Vec<_>>()
+        .join(",")
+}
 
 /// For unit tests: the default profile's spec of running `true` in workspace `ws` on this
 /// machine (home: `ws/home`).
@@ -338,4 +363,40 @@ pub(crate) fn resolved_on_this_machine(ws: &Path) -> Resolved {
         &crate::host::RealHost,
     )
     .unwrap()
+}
+
+#[cfg(test)]
+mod no_proxy_tests {
+    use super::*;
+
+    fn with(allow_hosts: &[&str], credential_hosts: &[&str]) -> String {
+        #[allow(clippy::unwrap_used)]
+        let mut p = policy::profile("workspace-write").unwrap();
+        p.network.allow_hosts = allow_hosts.iter().map(|s| s.to_string()).collect();
+        if !credential_hosts.is_empty() {
+            #[allow(clippy::unwrap_used)]
+            let mut c = policy::credentials::builtin("anthropic")
+                .unwrap()
+                .credential();
+            c.route.hosts = credential_hosts.iter().map(|s| s.to_string()).collect();
+            p.credentials.push(c);
+        }
+        loopback_no_proxy(&p)
+    }
+
+    /// Issue 31: the sandbox's own loopback goes direct, unless the policy grants that name
+    /// on the host's loopback (then it is the host's, through the proxy, as before).
+    #[test]
+    fn no_proxy_is_the_loopback_less_what_the_policy_grants_on_the_hosts() {
+        assert_eq!(with(&[], &[]), "localhost,127.0.0.1,::1");
+        assert_eq!(
+            with(&["db.example:5432", "10.0.0.0/8"], &[]),
+            "localhost,127.0.0.1,::1"
+        );
+        assert_eq!(with(&["127.0.0.1:5432"], &[]), "localhost,::1");
+        assert_eq!(with(&["127.0.0.0/8"], &[]), "localhost,::1");
+        assert_eq!(with(&["[::1]:8080", "localhost:3000"], &[]), "127.0.0.1");
+        assert_eq!(with(&["127.0.0.2:80"], &[]), "localhost,127.0.0.1,::1");
+        assert_eq!(with(&[], &["127.0.0.1:3000"]), "localhost,::1");
+    }
 }
