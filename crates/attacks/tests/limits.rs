@@ -639,3 +639,54 @@ fn a_reservation_probe_beyond_the_limit_is_not_reported_when_the_run_succeeds() 
     run.assert_stderr_contains("E_LIMIT_REACHED");
     assert!(limit_hit(&read_json(&records.report), "memory").is_some());
 }
+
+/// Issue 31, item 9: the real Claude Code CLI (a Bun binary) probes for address-space
+/// reservations far beyond the memory limit at every start (`MAP_NORESERVE`, 8 GiB then half
+/// as much until one fits, under `--memory 2G`) and does without them: `claude --version`
+/// under the default memory limit and under `--memory 2G` reports no limit reached, nor does
+/// a run that fails afterwards for another reason (`exit 3`: the probes were followed by one
+/// that fit). Control: under `--memory 256M` the same CLI really runs out (Bun aborts) and
+/// that is reported. Only the rlimit sees refusals (a cgroup never refuses an allocation).
+#[test]
+fn claude_codes_reservation_probe_is_not_a_limit_hit() {
+    if attacks::not_under("gvisor", attacks::na::NO_LIMIT_EVENTS) {
+        return;
+    }
+    let claude = attacks::messages::claude();
+    let claude = claude.display().to_string();
+    let fx = Fixture::new();
+    let then_fail = format!("{} --version; exit 3", attacks::sh_quote(&claude));
+    for (memory, fails) in [(None, false), (Some("2G"), false), (Some("2G"), true)] {
+        let records = fx.records();
+        let mut opts = records.opts();
+        if let Some(m) = memory {
+            opts.extend(["--memory", m]);
+        }
+        let run = if fails {
+            fx.sandbox(&opts, &then_fail).run()
+        } else {
+            fx.sandbox_argv(&opts, &[&claude, "--version"]).run()
+        };
+        let report = read_json(&records.report);
+        if mechanism(&report, "memory") != "rlimit" {
+            println!("n/a: the memory limit is a cgroup here (it never refuses an allocation)");
+            return;
+        }
+        run.assert_code(if fails { 3 } else { 0 })
+            .assert_stdout_contains("Claude Code")
+            .assert_lacks("E_LIMIT_REACHED");
+        assert!(limit_hit(&report, "memory").is_none(), "{report:#}");
+    }
+    // Control: too little memory for the CLI at all: a real hit, reported.
+    let records = fx.records();
+    let mut opts = records.opts();
+    opts.extend(["--memory", "256M"]);
+    let run = fx.sandbox_argv(&opts, &[&claude, "--version"]).run();
+    run.assert_failure()
+        .assert_stderr_contains("E_LIMIT_REACHED");
+    assert!(
+        limit_hit(&read_json(&records.report), "memory").is_some(),
+        "{}",
+        run.describe()
+    );
+}

@@ -760,6 +760,41 @@ struct Server<'a> {
     /// Whether tasks' umasks may be kept between calls ([`ProcCache::status_read`]); off for
     /// the rest of the run once a `umask(2)` could not be seen to take effect.
     keep_umask: bool,
+    /// Refused address-space reservations held back, per process (see [`Reservation`]).
+    reservations: [Reservation; RESERVATIONS],
+}
+
+/// Processes whose refused reservations are held back at once; beyond, they are reported.
+const RESERVATIONS: usize = 8;
+
+/// The refused `MAP_NORESERVE` mappings of one process: an address-space reservation, which a
+/// program that probes for one (Bun, and so Claude Code, at every start: 8 GiB, then half as
+/// much until one fits) does without. Held back until the same process gets one that fits
+/// (then they were harmless and are dropped) or the command ends (then they are reported).
+#[derive(Debug, Clone, Copy, Default)]
+struct Reservation {
+    /// 0: a free slot.
+    tgid: i32,
+    /// The first refused: (size asked for, data held, limit).
+    first: [u64; 3],
+    count: u32,
+}
+
+/// Report an allocation `RLIMIT_DATA` refuses: (size asked for, data held, limit).
+fn report_memory(report_fd: c_int, refused: [u64; 3]) {
+    let mut rec = [0u8; Report::SIZE + REPORT_MEMORY_LEN];
+    let head = Report {
+        kind: REPORT_MEMORY,
+        index: REPORT_MEMORY_LEN as u32,
+        ..Report::default()
+    };
+    rec[..Report::SIZE].copy_from_slice(&head.to_bytes());
+    for (i, v) in refused.into_iter().enumerate() {
+        let at = Report::SIZE + 8 * i;
+        rec[at..at + 8].copy_from_slice(&v.to_ne_bytes());
+    }
+    // One write of less than PIPE_BUF bytes: atomic with the other reports.
+    let _ = raw::write_all(report_fd, &rec);
 }
 
 /// Serve the listener until the command `cmd` ends; returns its raw wait status. Reaps every
@@ -781,6 +816,7 @@ pub(crate) fn serve(
         unreported: 0,
         proc: None,
         keep_umask: true,
+        reservations: [Reservation::default(); RESERVATIONS],
     };
     // A scheduling hint only (Linux 6.6; older kernels refuse it and nothing changes).
     let _ = raw::notif_sync_wake_up(listener);
@@ -829,6 +865,12 @@ pub(crate) fn serve(
             break raw::waitpid(cmd, 0).map_or(0x7f00, |(_, s)| s);
         }
     };
+    // Reservations that were never followed by one that fit: refusals like any other.
+    for r in server.reservations {
+        for _ in 0..r.count {
+            report_memory(report_fd, r.first);
+        }
+    }
     if server.unreported > 0 {
         postfork::report(
             report_fd,
@@ -1036,9 +1078,14 @@ impl Server<'_> {
     /// replace pages already counted, so it is not predicted; nor are shared mappings and
     /// stacks, which `RLIMIT_DATA` does not count. (An `mremap` of a shared mapping is
     /// predicted as data: at worst a wrong report, never a changed outcome.)
+    ///
+    /// A refused `MAP_NORESERVE` mapping (a reservation) is held back, not reported, until
+    /// its process either gets one that fits or the command ends (see [`Reservation`]).
     fn allocation(&mut self, req: &libc::seccomp_notif, t: &mut Target) -> Reply {
         const PAGE: u64 = 4096;
         let a = req.data.args;
+        let reservation =
+            req.data.nr as i64 == libc::SYS_mmap && (a[3] as c_int) & libc::MAP_NORESERVE != 0;
         let grow = if req.data.nr as i64 == libc::SYS_mmap {
             let not_data = libc::MAP_SHARED | libc::MAP_GROWSDOWN | libc::MAP_FIXED;
             if (a[3] as c_int) & not_data != 0 || (a[3] as c_int) & libc::MAP_FIXED_NOREPLACE != 0 {
@@ -1056,21 +1103,37 @@ impl Server<'_> {
             return Reply::Continue;
         };
         if limit == libc::RLIM64_INFINITY || data / PAGE + pages <= limit / PAGE {
+            // A reservation that fits: the process's refused ones were probes it did without.
+            if reservation && self.reservations.iter().any(|r| r.tgid != 0) {
+                if let Ok((_, tgid)) = t.status() {
+                    for r in self.reservations.iter_mut().filter(|r| r.tgid == tgid) {
+                        *r = Reservation::default();
+                    }
+                }
+            }
             return Reply::Continue;
         }
-        let mut rec = [0u8; Report::SIZE + REPORT_MEMORY_LEN];
-        let head = Report {
-            kind: REPORT_MEMORY,
-            index: REPORT_MEMORY_LEN as u32,
-            ..Report::default()
-        };
-        rec[..Report::SIZE].copy_from_slice(&head.to_bytes());
-        for (i, v) in [grow, data, limit].into_iter().enumerate() {
-            let at = Report::SIZE + 8 * i;
-            rec[at..at + 8].copy_from_slice(&v.to_ne_bytes());
+        let refused = [grow, data, limit];
+        if reservation {
+            if let Ok((_, tgid)) = t.status() {
+                let slot = match self.reservations.iter().position(|r| r.tgid == tgid) {
+                    Some(i) => Some(i),
+                    None => self.reservations.iter().position(|r| r.tgid == 0),
+                };
+                if let Some(r) = slot.and_then(|i| self.reservations.get_mut(i)) {
+                    if r.tgid == 0 {
+                        *r = Reservation {
+                            tgid,
+                            first: refused,
+                            count: 0,
+                        };
+                    }
+                    r.count = r.count.saturating_add(1);
+                    return Reply::Continue;
+                }
+            }
         }
-        // One write of less than PIPE_BUF bytes: atomic with the other reports.
-        let _ = raw::write_all(self.report_fd, &rec);
+        report_memory(self.report_fd, refused);
         Reply::Continue
     }
 
