@@ -149,6 +149,17 @@ fn a_user_policy_the_run_could_write_is_refused() {
         .run()
         .assert_code(125)
         .assert_stderr_contains("refusing your user policy");
+    // Ignored for the run, it is still out of the run's reach (protected for it).
+    let user = fx.home.join(".config/stockade/policy.toml");
+    let rewrite = format!("echo 'hints = true' > {}; echo rewrite=$?", sh_quote(&user));
+    let run = fx
+        .sandbox(&["--no-user-policy", "--allow-write", &config], &rewrite)
+        .run();
+    run.assert_success();
+    if backend() != "gvisor" {
+        assert!(!run.stdout.contains("rewrite=0"), "{}", run.describe());
+    }
+    assert_eq!(read_text(&user).as_deref(), Some(USER_POLICY));
     // Control: the same file outside every writable root is used.
     fx.sandbox(&[], SHOW)
         .run()

@@ -34,7 +34,7 @@ const PROJECT_FILE: &str = "stockade.toml";
 pub struct Sources {
     /// The files read, lowest precedence first.
     pub layers: Vec<Layer>,
-    /// Where the user's file is (or would be), unless ignored.
+    /// Where the user's file is (or would be), read or ignored.
     pub user_path: Option<PathBuf>,
     /// Files found but not used, and why (printed on stderr by commands that run).
     pub notes: Vec<String>,
@@ -71,22 +71,21 @@ fn user_ignored(args: &PolicyArgs) -> bool {
 /// Reads the policy files of `args` ([`Sources`]).
 pub fn load(args: &PolicyArgs) -> Result<Sources, Error> {
     let mut sources = Sources::default();
-    if !user_ignored(args) {
-        let path = policy::file::user_policy_path(
-            std::env::var_os("XDG_CONFIG_HOME").as_deref(),
-            std::env::var_os("HOME").as_deref(),
-        );
-        if let Some(path) = &path {
-            if let Some(file) = read_user(path)? {
-                sources.layers.push(Layer {
-                    kind: LayerKind::User,
-                    path: path.clone(),
-                    file,
-                });
-            }
+    let path = policy::file::user_policy_path(
+        std::env::var_os("XDG_CONFIG_HOME").as_deref(),
+        std::env::var_os("HOME").as_deref(),
+    );
+    if let Some(path) = path.as_ref().filter(|_| !user_ignored(args)) {
+        if let Some(file) = read_user(path)? {
+            sources.layers.push(Layer {
+                kind: LayerKind::User,
+                path: path.clone(),
+                file,
+            });
         }
-        sources.user_path = path;
     }
+    // Ignored or not, no run may write it for the next one ([`check_reach`]).
+    sources.user_path = path;
     project(args, &mut sources)?;
     if let Some(p) = &args.policy {
         sources.layers.push(Layer {
@@ -254,9 +253,9 @@ pub fn print_notes(sources: &Sources) {
     }
 }
 
-/// The user's file against the run's writable roots: refused when it lies in one (the run
-/// could rewrite the policy of the next run); where it would be created in one, its
-/// directory becomes a protected path of this run.
+/// The user's file against the run's writable roots: refused when it is used and lies in one
+/// (the run could rewrite the policy of the next run); when it is ignored, or would be created
+/// there, its directory becomes a protected path of this run.
 pub fn check_reach(
     policy: &mut policy::Policy,
     request: &RunRequest,
@@ -281,7 +280,7 @@ pub fn check_reach(
             hint: "keep it out of the run's writable roots (a narrower --workspace or --allow-write), or ignore it for this command with --no-user-policy (or STOCKADE_NO_USER_POLICY=1)".into(),
         }),
         Some(_) => {
-            // Not there (or ignored): the run must not make one.
+            // Not there, or ignored for this run: the run must not make or change it.
             if let Some(dir) = path.parent() {
                 let dir = dir.display().to_string();
                 if !policy.filesystem.deny_write.contains(&dir) {
