@@ -302,6 +302,10 @@ fn the_project_policy_is_used_only_once_approved() {
         .assert_stdout_contains("p=none")
         .assert_stderr_contains(&format!("{} is not used", project.display()));
     let ws = fx.ws.display().to_string();
+    fx.stockade(["policy", "show", "--workspace", &ws])
+        .run()
+        .assert_success()
+        .assert_stdout_contains(&format!("not used     {} is not used", project.display()));
     fx.stockade(["trust", "approve", "--workspace", &ws])
         .run()
         .assert_success();

@@ -53,11 +53,17 @@ pub fn main(args: PolicyArgs, json: bool) -> Result<u8, Error> {
         files: described.as_deref(),
         workspace: &request.invocation.workspace,
     };
-    for line in shown.lines() {
+    let mut lines = shown.lines();
+    // The files found but not used, before the closing blank line and note.
+    let footer = lines.split_off(lines.len().saturating_sub(2));
+    for line in lines {
         outln!("{line}");
     }
     for note in &sources.notes {
         outln!("not used     {}", crate::output::shown_line(note));
+    }
+    for line in footer {
+        outln!("{line}");
     }
     Ok(0)
 }
