@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 
 pub mod agent_scan;
 pub mod messages;
+pub mod pty;
 pub mod responses;
 pub mod review;
 pub mod test_net;
@@ -708,6 +709,16 @@ impl Cmd {
             args.splice(1..1, ["--backend".into(), backend().into()]);
         }
         args
+    }
+
+    /// The command line as run (the program, then [`Cmd::final_args`]), its environment and
+    /// its directory, as text: for a runner of its own ([`pty::Screen`], a terminal).
+    pub fn parts(&self) -> (Vec<String>, Vec<(String, String)>, PathBuf) {
+        let text = |s: &OsStr| s.to_string_lossy().into_owned();
+        let mut argv = vec![text(self.program.as_os_str())];
+        argv.extend(self.final_args().iter().map(|a| text(a)));
+        let env = self.env.iter().map(|(k, v)| (text(k), text(v))).collect();
+        (argv, env, self.cwd.clone())
     }
 
     /// Runs the command to completion (killing it after [`TIMEOUT`]).
