@@ -518,6 +518,62 @@ mod tests {
     }
 
     #[test]
+    fn the_preset_without_a_key_takes_the_host_login_and_without_either_names_both() {
+        use std::ffi::OsString;
+        let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut p = policy::profile("workspace-write").unwrap_or_else(|e| panic!("{e}"));
+        // No Claude Code preset: nothing chosen.
+        assert!(matches!(choose(&p, &[], home.path()), Ok(None)));
+        policy::presets::apply(&mut p, &["claude-code".into()]).unwrap_or_else(|e| panic!("{e}"));
+        // Neither a key nor a login: refused, naming both fixes.
+        let Err(e) = choose(&p, &[], home.path()) else {
+            panic!("chose without a login");
+        };
+        assert_eq!(e.code(), "E_CREDENTIAL_UNAVAILABLE");
+        assert!(
+            e.hint().contains("export ANTHROPIC_API_KEY"),
+            "{}",
+            e.hint()
+        );
+        assert!(e.hint().contains("log in with `claude`"), "{}", e.hint());
+        // A login: taken, its file named; a key: the policy as it is.
+        let login = home.path().join(".claude/.credentials.json");
+        std::fs::create_dir_all(home.path().join(".claude")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&login, "{}").unwrap_or_else(|e| panic!("{e}"));
+        let chosen = choose(&p, &[], home.path())
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|| panic!("the login was not chosen"));
+        assert_eq!(
+            chosen.credentials[0].source,
+            policy::credentials::Source::ClaudeLogin {
+                file: login.display().to_string(),
+                token_url: claude_login::TOKEN_URL.into()
+            }
+        );
+        let key = [(
+            OsString::from("ANTHROPIC_API_KEY"),
+            OsString::from("sk-ant-k"),
+        )];
+        assert!(matches!(choose(&p, &key, home.path()), Ok(None)));
+        // The caller's CLAUDE_CONFIG_DIR is where the host's Claude Code keeps it.
+        let other = home.path().join("cc");
+        let env = [(
+            OsString::from("CLAUDE_CONFIG_DIR"),
+            other.clone().into_os_string(),
+        )];
+        assert!(choose(&p, &env, home.path()).is_err());
+        std::fs::create_dir_all(&other).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(other.join(".credentials.json"), "{}").unwrap_or_else(|e| panic!("{e}"));
+        let chosen = choose(&p, &env, home.path())
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|| panic!("the login was not chosen"));
+        assert!(chosen.credentials[0]
+            .source
+            .describe()
+            .contains("/cc/.credentials.json"));
+    }
+
+    #[test]
     fn refreshed_tokens_are_saved_on_the_host_only_over_the_refresh_token_used() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let path = dir.path().join(".credentials.json");
