@@ -568,6 +568,66 @@ mod tests {
         (out, ended)
     }
 
+    /// A pty's slave side (and the master, kept open).
+    fn pty() -> (OwnedFd, OwnedFd) {
+        use rustix::pty::{openpt, ptsname, unlockpt, OpenptFlags};
+        let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).expect("openpt");
+        unlockpt(&master).expect("unlockpt");
+        let name = ptsname(&master, Vec::new()).expect("ptsname");
+        let slave = rustix::fs::open(
+            name.as_c_str(),
+            OFlags::RDWR | OFlags::NOCTTY,
+            rustix::fs::Mode::empty(),
+        )
+        .expect("the slave");
+        (master, slave)
+    }
+
+    #[test]
+    fn a_shared_description_reads_without_waiting_and_is_never_made_non_blocking() {
+        use rustix::termios::SpecialCodeIndex;
+        let (_master, slave) = pty();
+        let saved = termios::tcgetattr(&slave).expect("tcgetattr");
+        let shared = raw_settings(&saved, true);
+        assert_eq!(shared.special_codes[SpecialCodeIndex::VMIN], 0);
+        assert_eq!(shared.special_codes[SpecialCodeIndex::VTIME], 0);
+        // Its own description: the usual raw mode (a read waits for a key; it is non-blocking).
+        let own = raw_settings(&saved, false);
+        assert_eq!(own.special_codes[SpecialCodeIndex::VMIN], 1);
+        let before = fcntl_getfl(&slave).expect("flags");
+        {
+            let _raw = RawMode::enter(slave.as_fd(), true).expect("raw");
+            let mut buf = [0u8; 8];
+            // Nothing typed: the read returns at once with nothing.
+            assert_eq!(rustix::io::read(&slave, &mut buf).expect("read"), 0);
+            assert_eq!(fcntl_getfl(&slave).expect("flags"), before);
+        }
+        let after = termios::tcgetattr(&slave).expect("tcgetattr");
+        assert_eq!(after.local_modes, saved.local_modes);
+        assert_eq!(
+            after.special_codes[SpecialCodeIndex::VMIN],
+            saved.special_codes[SpecialCodeIndex::VMIN]
+        );
+        assert!(!fcntl_getfl(&slave)
+            .expect("flags")
+            .contains(OFlags::NONBLOCK));
+    }
+
+    #[test]
+    fn one_claim_per_terminal_until_it_is_let_go() {
+        let (_m1, one) = pty();
+        let (_m2, other) = pty();
+        let first = claim(one.as_fd()).expect("claim").expect("free");
+        assert!(
+            claim(one.as_fd()).expect("claim").is_none(),
+            "claimed twice"
+        );
+        // Another terminal's claim is its own.
+        let _other = claim(other.as_fd()).expect("claim").expect("free");
+        drop(first);
+        assert!(claim(one.as_fd()).expect("claim").is_some(), "not let go");
+    }
+
     #[test]
     fn the_escape_ends_only_at_the_start_of_a_line() {
         assert_eq!(typed(&[b"~."]), (Vec::new(), true));
