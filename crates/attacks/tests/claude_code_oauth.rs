@@ -595,3 +595,99 @@ fn the_agent_preset_without_a_key_uses_the_host_login_and_without_either_names_b
         .assert_stderr_contains("export ANTHROPIC_API_KEY")
         .assert_stderr_contains("log in with `claude` on the host");
 }
+
+/// Claude Code's prompt is ready (the footer under its input box), and what it shows instead
+/// when it asks something first or stops (as in agent_interactive.rs).
+const CLAUDE_READY: &[&str] = &["? for shortcuts", "shift+tab to cycle"];
+const CLAUDE_ASKS: &[&str] = &[
+    "Unable to connect to Anthropic services",
+    "Do you want to use this API key",
+    "Quick safety check",
+    "Choose the text style",
+    "Select login method",
+    "Please run /login",
+    "OAuth token has expired",
+];
+
+#[test]
+fn interactively_an_expired_login_is_renewed_and_the_prompt_answers_twice() {
+    let claude = claude();
+    let fx = Fixture::new();
+    let access = format!("sk-ant-oat01-real-{}", fx.id);
+    let refresh = format!("sk-ant-ort01-real-{}", fx.id);
+    let host = host_login(&fx, &access, &refresh, now_ms() - 3600 * 1000);
+    let renewed = Renewed {
+        access: format!("sk-ant-oat01-renewed-{}", fx.id),
+        refresh: format!("sk-ant-ort01-renewed-{}", fx.id),
+    };
+    let new_access = renewed.access.clone();
+    let answer = "HELLO-FROM-THE-DOUBLE";
+    let double = script(String::new(), Arc::new(Mutex::new(Some(renewed))));
+    let up = Upstream::start_with(Some(Arc::new(move |seen: &Seen| {
+        if seen.target.contains("count_tokens") {
+            return br#"{"input_tokens":1}"#.to_vec();
+        }
+        if seen.target.starts_with("/v1/messages") {
+            let body = String::from_utf8_lossy(&seen.body);
+            return reply(body.contains("\"stream\":true"), None, answer);
+        }
+        double(seen)
+    })));
+    // The README's recipe; the policy file makes the double the route and the token endpoint.
+    let policy = policy_file(&fx, &up);
+    let cmd = fx
+        .sandbox_argv(
+            &["--policy", &policy, "--agent", "claude-code"],
+            &[claude.to_str().unwrap_or_default()],
+        )
+        .env("SSL_CERT_FILE", &up.ca_file)
+        .env("TERM", "xterm-256color");
+    let start = Duration::from_secs(240);
+    for prompt in ["say hello", "say hello again"] {
+        let (argv, env, cwd) = cmd.parts();
+        let s = attacks::pty::Screen::start(&fx.root, &cwd, &env, &argv);
+        if let Err(e) = s.wait_for(CLAUDE_READY, CLAUDE_ASKS, start) {
+            panic!("Claude Code did not start at its prompt: {e}");
+        }
+        s.type_text(prompt);
+        std::thread::sleep(Duration::from_millis(500));
+        s.keys(&["Enter"]);
+        if let Err(e) = s.wait_for(&[answer], CLAUDE_ASKS, start) {
+            panic!("no answer on the screen: {e}");
+        }
+        println!("--- the screen:\n{}", s.text());
+        for _ in 0..2 {
+            s.keys(&["C-c"]);
+            std::thread::sleep(Duration::from_millis(400));
+        }
+        assert!(s.wait_exit(Duration::from_secs(60)), "{}", s.text());
+    }
+    let seen = up.seen();
+    // One real refresh, at the fixed endpoint; every model call with the renewed token.
+    let refreshes = seen
+        .iter()
+        .filter(|s| s.target.starts_with("/v1/oauth/token"))
+        .count();
+    assert_eq!(refreshes, 1, "{seen:#?}");
+    let calls = model_calls(&seen);
+    assert!(calls.len() >= 2, "{seen:#?}");
+    let bearer = format!("Bearer {new_access}");
+    assert!(
+        calls
+            .iter()
+            .all(|c| c.header("authorization") == Some(bearer.as_str())),
+        "{calls:#?}"
+    );
+    assert_eq!(
+        json_str(&read_json(&host)["claudeAiOauth"], "accessToken"),
+        new_access
+    );
+    for f in walk(&worker_state(&fx), &|_| false) {
+        let text = String::from_utf8_lossy(&read_bytes(&f).unwrap_or_default()).into_owned();
+        assert!(
+            !text.contains("-real-") && !text.contains("-renewed-"),
+            "{} holds a real token",
+            f.display()
+        );
+    }
+}
