@@ -874,3 +874,42 @@ fn a_run_that_cannot_take_the_keyboard_says_so_on_stderr() {
         .assert_shows("first-got=typed-line")
         .assert_lacks("keyboard");
 }
+
+/// As `su -c` leaves it (a session of its own, the terminal its stdio but not its controlling
+/// terminal): a regular user in root's terminal still gets the keys through the descriptor it
+/// holds. Control: the user may not open the terminal again.
+#[test]
+fn a_regular_user_in_root_s_terminal_that_is_not_its_controlling_terminal_gets_the_keys() {
+    if attacks::skip_unless_root("a terminal of root's, used by another user") {
+        return;
+    }
+    let Some(user) = test_user() else {
+        println!("skipped: no user stockade-test or no runuser");
+        return;
+    };
+    let fx = Fixture::new();
+    let Some(pty) = Pty::new(&fx, "someone else's terminal, not the controlling one") else {
+        return;
+    };
+    let script = fx.script(
+        "nocontrol.sh",
+        &format!(
+            "{}\n{} run --backend {} --workspace {} -- sh -c 'echo ready-to-read; read -r x; echo \"got=$x\"'\necho outer-done\n",
+            reopen_check(&pty.python, "user-reopen"),
+            attacks::sh_quote(fx.stockade_inside()),
+            attacks::backend(),
+            attacks::sh_quote(&fx.ws),
+        ),
+    );
+    let seen = pty.play(
+        as_user(&fx, user, &script).env("HARNESS_NOCTTY", "1"),
+        &[
+            Step::Wait("ready-to-read"),
+            Step::Type(b"typed-line\r"),
+            Step::Wait("outer-done"),
+        ],
+    );
+    seen.assert_code(0)
+        .assert_shows("user-reopen=EACCES")
+        .assert_shows("got=typed-line");
+}
