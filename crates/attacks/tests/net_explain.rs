@@ -323,6 +323,70 @@ fn a_command_that_tried_the_network_under_none_is_told_it_is_off() {
     assert!(read_json(&lo.report).get("network_off").is_none());
 }
 
+/// Under `--net proxy`, a tool that ignores the proxy variables (`curl --noproxy '*'`, a
+/// connection to an address) is told it went around the proxy, and the report has the
+/// kernel's counts. Control: the same URL through the proxy (refused by the rules) counts
+/// nothing around it.
+#[test]
+fn a_command_that_went_around_the_proxy_is_told_so() {
+    if not_under("gvisor", na::NETWORK_OFF) {
+        return;
+    }
+    let Some(py) = tools("around the proxy") else {
+        return;
+    };
+    let fx = Fixture::new();
+    let rec = fx.records();
+    let script = format!(
+        "{ONLY_LO}curl --noproxy '*' -sS -m 5 http://example.test/; \
+         {py} -c \"import socket; socket.create_connection(('192.0.2.1', 80), timeout=2)\"; exit 0",
+        py = sh_quote(&py)
+    );
+    let out = run(&fx, &rec, &["--net", "proxy"], &script);
+    out.assert_ok();
+    assert!(
+        !out.run.stdout.contains("UNSAFE-NOT-SENT"),
+        "{}",
+        out.run.describe()
+    );
+    let lines = hint_lines(&out);
+    assert!(
+        lines.iter().any(|l| l.starts_with(
+            "went around the proxy (E_NETWORK_DENIED): the command tried to reach the network without the proxy"
+        ) && l.contains("point the tool at the proxy")),
+        "{lines:#?}\n{}",
+        out.run.describe()
+    );
+    assert!(
+        !lines.iter().any(|l| l.starts_with(NETWORK_OFF)),
+        "{lines:#?}"
+    );
+    let report = read_json(&rec.report);
+    assert!(report.get("network_off").is_none(), "{report}");
+    assert!(
+        report["network_around_proxy"]["no_route"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 1,
+        "{report}"
+    );
+    // Control: through the proxy.
+    let via = fx.records();
+    let out = run(
+        &fx,
+        &via,
+        &["--net", "proxy"],
+        "curl -sS -m 5 http://example.test/; exit 0",
+    );
+    out.assert_ok();
+    assert!(
+        !out.run.stderr.contains("went around the proxy"),
+        "{}",
+        out.run.describe()
+    );
+    assert!(read_json(&via.report).get("network_around_proxy").is_none());
+}
+
 /// `pip download` under `--net none` (pip retries its lookups, then fails with no word of
 /// why): the run ends with "network is off in this run". Skipped without python3's pip.
 #[test]

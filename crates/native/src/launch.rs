@@ -711,9 +711,10 @@ pub fn launch_with(
         relay_to(out_pipe, io.stdout, "stdout"),
         relay_to(err_pipe, io.stderr, "stderr"),
     ];
-    // Mode none: the kernel's count of what the command tries on the network it lacks.
-    let net_watch = (plan.network.mode == policy::NetworkMode::None)
-        .then(|| crate::net_tries::Watch::open(child.pid))
+    // Modes none and proxy: the kernel's count of what the command tries on the network it
+    // lacks (under proxy: around the proxy).
+    let net_watch = (plan.network.new_namespace)
+        .then(|| crate::net_tries::Watch::open(child.pid, plan.network.proxy.is_some()))
         .flatten();
     let ids = &plan.ids;
     let mapped =

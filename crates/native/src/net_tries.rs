@@ -1,6 +1,8 @@
-//! Mode none: what the command tried on the network it does not have, as the kernel of the
-//! run's own network namespace counts it, so that the run can end with "network is off in
-//! this run" instead of a command failing with no word from stockade (issue 31).
+//! Modes none and proxy: what the command tried on the network it does not have, as the
+//! kernel of the run's own network namespace counts it, so that the run can end with "network
+//! is off in this run" (or, under the proxy, that a tool went around it) instead of a command
+//! failing with no word from stockade (issue 31). Under the proxy, tools that use it make no
+//! such tries (curl, pip, git through it count nothing: measured).
 //!
 //! The namespace holds only loopback: a connection or a name lookup to any other address
 //! fails at routing (`ENETUNREACH`), which the kernel counts in `Ip: OutNoRoutes`
@@ -22,6 +24,8 @@ pub(crate) struct Watch {
     snmp6: Option<File>,
     /// Whether the host's resolver is on loopback (then `Udp: NoPorts` counts lookups).
     loopback_resolver: bool,
+    /// Mode proxy: what is counted went around the proxy.
+    proxy: bool,
     start: Counters,
 }
 
@@ -37,7 +41,7 @@ struct Counters {
 impl Watch {
     /// Open the counters of `pid`'s network namespace (`None` when they cannot be read:
     /// nothing is said then).
-    pub(crate) fn open(pid: libc::pid_t) -> Option<Watch> {
+    pub(crate) fn open(pid: libc::pid_t, proxy: bool) -> Option<Watch> {
         let snmp = File::open(format!("/proc/{pid}/net/snmp")).ok()?;
         let snmp6 = File::open(format!("/proc/{pid}/net/snmp6")).ok();
         let resolv = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
@@ -45,6 +49,7 @@ impl Watch {
             snmp,
             snmp6,
             loopback_resolver: loopback_resolver(&resolv),
+            proxy,
             start: Counters::default(),
         };
         w.start = w.read()?;
@@ -63,6 +68,7 @@ impl Watch {
             } else {
                 0
             },
+            proxy: self.proxy,
         })
     }
 
@@ -197,11 +203,11 @@ UdpLite: 0 9 0 0
             println!("skipped: no network namespace with ip here");
             return;
         }
-        let w = Watch::open(pid).unwrap();
+        let w = Watch::open(pid, false).unwrap();
         let _ = writeln!(stdin, "go");
         assert!(expect("one"));
         let loopback = w.tries().unwrap();
-        let w = Watch::open(pid).unwrap();
+        let w = Watch::open(pid, false).unwrap();
         let _ = writeln!(stdin, "go");
         assert!(expect("two"));
         let outside = w.tries().unwrap();
@@ -213,7 +219,8 @@ UdpLite: 0 9 0 0
             outside,
             NetworkTries {
                 no_route: 1,
-                lookups: 0
+                lookups: 0,
+                proxy: false
             }
         );
     }

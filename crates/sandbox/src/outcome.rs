@@ -114,8 +114,9 @@ pub struct Outcome {
     /// A review run under a disk bound: the bounded filesystem whose `upper/` holds the
     /// view's writes (the change set is read and kept from there).
     pub review_upper: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
-    /// Mode none, native backend: what the command tried on the network it does not have, as
-    /// the kernel of its namespace counted it (`None`: not watched: another mode, gVisor).
+    /// Modes none and proxy, native backend: what the command tried on the network it does not
+    /// have (under proxy: around the proxy), as the kernel of its namespace counted it (`None`:
+    /// not watched: mode host, gVisor).
     pub network_tries: Option<NetworkTries>,
 }
 
@@ -130,6 +131,10 @@ pub struct NetworkTries {
     /// 127.0.0.53), which does not answer inside (`Udp: NoPorts`, counted only when the
     /// resolver is on loopback).
     pub lookups: u64,
+    /// The run had the proxy (mode proxy): these tries went around it (a tool that ignores
+    /// the proxy variables). Not in the report: it names the two apart.
+    #[serde(skip)]
+    pub proxy: bool,
 }
 
 impl NetworkTries {

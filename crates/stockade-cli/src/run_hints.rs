@@ -7,7 +7,8 @@
 //! Beside the refusals, what failed for want of network that stockade saw: an allowed
 //! destination the proxy could not reach (`unreachable: ...`, with the host and the error),
 //! and, under `--net none`, a command that tried the network it does not have (`network is
-//! off in this run: ...`, with the flags that would give it one).
+//! off in this run: ...`, with the flags that would give it one); under `--net proxy`, one
+//! that went around the proxy (`went around the proxy: ...`).
 
 use std::path::Path;
 
@@ -30,15 +31,17 @@ pub struct Denial {
     pub allow: String,
 }
 
-/// The `code` of the line for a run under `--net none` whose command tried the network.
+/// The `what` of the line for a run under `--net none` whose command tried the network.
 const NETWORK_OFF: &str = "network is off in this run";
+/// The `what` of the line for a run under `--net proxy` whose command went around the proxy.
+const AROUND_PROXY: &str = "went around the proxy";
 
 impl Denial {
     fn line(&self) -> String {
-        if self.what == NETWORK_OFF {
+        if self.what == NETWORK_OFF || self.what == AROUND_PROXY {
             return format!(
-                "{NETWORK_OFF} ({}): {}; to allow: {}",
-                self.code, self.rule, self.allow
+                "{} ({}): {}; to allow: {}",
+                self.what, self.code, self.rule, self.allow
             );
         }
         if self.code == stockade::NETWORK_UPSTREAM_FAILED {
@@ -121,7 +124,11 @@ pub fn denials(result: &RunResult, timeout: Option<u64>, explain: ExplainPath<'_
         .network_tries
         .filter(sandbox::NetworkTries::tried)
     {
-        out.push(network_off(&t));
+        out.push(if t.proxy {
+            around_proxy(&t)
+        } else {
+            network_off(&t)
+        });
     }
     for h in &result.outcome.limit_hits {
         out.push(Denial {
@@ -145,9 +152,27 @@ pub fn denials(result: &RunResult, timeout: Option<u64>, explain: ExplainPath<'_
     out
 }
 
-/// The line of a run under `--net none` whose command tried the network: what the kernel
-/// counted, and the fixes (a toolchain's preset, or the proxy with the domain it needs).
-fn network_off(t: &sandbox::NetworkTries) -> Denial {
+/// The line of a run under `--net proxy` whose command tried to connect without the proxy
+/// (a tool that ignores the proxy variables): what the kernel counted, and the fix.
+fn around_proxy(t: &sandbox::NetworkTries) -> Denial {
+    Denial {
+        what: AROUND_PROXY.into(),
+        code: Code::NetworkDenied.as_str().to_owned(),
+        rule: format!(
+            "the command tried to reach the network without the proxy: {} (--net proxy: only \
+             the proxy at http://127.0.0.1:3128 leads out; HTTP_PROXY, HTTPS_PROXY and \
+             ALL_PROXY name it)",
+            tried(t).join("; ")
+        ),
+        allow: "point the tool at the proxy (its own proxy setting, e.g. `--proxy \
+                http://127.0.0.1:3128`; for SOCKS, socks5h://127.0.0.1:3128), then allow \
+                what it asks for with `--allow-domain`"
+            .into(),
+    }
+}
+
+/// What the kernel counted, in words.
+fn tried(t: &sandbox::NetworkTries) -> Vec<String> {
     let mut tried = Vec::new();
     if t.no_route > 0 {
         tried.push(format!(
@@ -161,6 +186,12 @@ fn network_off(t: &sandbox::NetworkTries) -> Denial {
             t.lookups
         ));
     }
+    tried
+}
+
+/// The line of a run under `--net none` whose command tried the network: what the kernel
+/// counted, and the fixes (a toolchain's preset, or the proxy with the domain it needs).
+fn network_off(t: &sandbox::NetworkTries) -> Denial {
     let presets: Vec<String> = policy::PRESETS
         .iter()
         .filter(|p| p.kind == policy::PresetKind::Toolchain && !p.allow_domains.is_empty())
@@ -171,7 +202,7 @@ fn network_off(t: &sandbox::NetworkTries) -> Denial {
         code: Code::NetworkDenied.as_str().to_owned(),
         rule: format!(
             "the command tried to reach the network: {} (--net none: only loopback inside)",
-            tried.join("; ")
+            tried(t).join("; ")
         ),
         allow: format!(
             "a toolchain's preset opens its registry ({}), or `--net proxy --allow-domain \
@@ -251,6 +282,7 @@ mod tests {
         let d = network_off(&sandbox::NetworkTries {
             no_route: 3,
             lookups: 0,
+            proxy: false,
         });
         let b = block(&[d]).unwrap();
         assert!(
@@ -264,12 +296,24 @@ mod tests {
         let d = network_off(&sandbox::NetworkTries {
             no_route: 0,
             lookups: 2,
+            proxy: false,
         });
         assert!(
             d.rule.contains("2 name lookup(s) found no resolver"),
             "{d:?}"
         );
         assert!(!d.rule.contains("no route"), "{d:?}");
+        let d = around_proxy(&sandbox::NetworkTries {
+            no_route: 2,
+            lookups: 0,
+            proxy: true,
+        });
+        let b = block(&[d]).unwrap();
+        assert!(
+            b.contains("\nwent around the proxy (E_NETWORK_DENIED): the command tried to reach the network without the proxy: 2 connection(s) or name lookup(s) found no route out"),
+            "{b}"
+        );
+        assert!(!b.contains("network is off"), "{b}");
     }
 
     #[test]

@@ -191,6 +191,10 @@ pub(crate) struct RunRecord<'a> {
     /// in this run"): the kernel's counts. Absent when it did not try, or was not watched.
     #[serde(skip_serializing_if = "Option::is_none")]
     network_off: Option<sandbox::NetworkTries>,
+    /// Mode proxy (native): connections or lookups that went around the proxy (a tool that
+    /// ignores the proxy variables), as the kernel counted them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    network_around_proxy: Option<sandbox::NetworkTries>,
     /// Under a backend other than native: which mechanism enforces each layer.
     #[serde(skip_serializing_if = "Option::is_none")]
     enforced_by: Option<Vec<Enforced>>,
@@ -282,7 +286,8 @@ impl<'a> RunRecord<'a> {
             limit_hits: &outcome.limit_hits,
             output: outcome.output.as_ref(),
             network,
-            network_off: outcome.network_tries.filter(sandbox::NetworkTries::tried),
+            network_off: outcome.network_tries.filter(|t| t.tried() && !t.proxy),
+            network_around_proxy: outcome.network_tries.filter(|t| t.tried() && t.proxy),
             enforced_by: native.is_none().then(|| {
                 crate::gvisor_run::ENFORCEMENT
                     .iter()
