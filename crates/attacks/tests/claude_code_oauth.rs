@@ -225,6 +225,17 @@ fn an_expired_login_is_refreshed_on_the_host_side_at_the_fixed_endpoint() {
             .all(|c| c.header("authorization") == Some(bearer.as_str())),
         "{calls:#?}"
     );
+    // Claude Code's own call to its API host after the refresh (its profile, not through the
+    // base URL) went on the route too, with the renewed token: nothing was refused.
+    let profile: Vec<&Seen> = seen
+        .iter()
+        .filter(|s| s.target.starts_with("/api/oauth/profile"))
+        .collect();
+    assert!(!profile.is_empty(), "{seen:#?}");
+    assert!(profile
+        .iter()
+        .all(|c| c.header("authorization") == Some(bearer.as_str())));
+    assert!(!run.stderr.contains("E_NETWORK_DENIED"), "{}", run.stderr);
     // The host's file holds the renewed login (its other secrets kept), so the host's own
     // Claude Code stays logged in.
     let on_host = read_json(&host);
@@ -295,6 +306,12 @@ post -o /dev/null -w "again=%{http_code}\n" -d "$(body "$new_refresh")" "$tok"
 curl -s -o /dev/null -w "route=%{http_code}\n" -H "Authorization: Bearer $new_access" "$ANTHROPIC_BASE_URL/v1/models"
 curl -s -o /dev/null -w "route-old=%{http_code}\n" -H "Authorization: Bearer $access" "$ANTHROPIC_BASE_URL/v1/models"
 curl -s -o /dev/null -w "mint=%{http_code}\n" -X POST -H "Authorization: Bearer $new_access" "$ANTHROPIC_BASE_URL/api/oauth/claude_cli/create_api_key"
+# Claude Code's API host, called directly: the same route (the stand-in checked, the real
+# token put on, sent to the route's upstream), and the same refusals.
+api=https://api.anthropic.com
+curl -s -o /dev/null -w "api-host=%{http_code}\n" -H "Authorization: Bearer $new_access" "$api/v1/models"
+curl -s -o /dev/null -w "api-host-guess=%{http_code}\n" -H "Authorization: Bearer sk-ant-oat01-guess" "$api/v1/models"
+curl -s -o /dev/null -w "api-host-mint=%{http_code}\n" -X POST -H "Authorization: Bearer $new_access" "$api/api/oauth/claude_cli/create_api_key"
 "#;
 
 #[test]
@@ -358,6 +375,9 @@ fn a_stand_in_elsewhere_stays_one_and_refreshes_cannot_be_steered() {
         "route=200",
         "route-old=200",
         "mint=403",
+        "api-host=200",
+        "api-host-guess=401",
+        "api-host-mint=403",
     ] {
         assert!(out.contains(line), "{line}: {}", run.describe());
     }
@@ -387,7 +407,7 @@ fn a_stand_in_elsewhere_stays_one_and_refreshes_cannot_be_steered() {
     assert!(String::from_utf8_lossy(&refreshes[0].body).contains(&refresh));
     // The route carried the renewed real token; nothing of the real tokens came back out.
     let route: Vec<&Seen> = seen.iter().filter(|s| s.target == "/v1/models").collect();
-    assert_eq!(route.len(), 2, "{seen:#?}");
+    assert_eq!(route.len(), 3, "{seen:#?}");
     let bearer = format!("Bearer {new_access}");
     assert!(route
         .iter()

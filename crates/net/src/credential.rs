@@ -199,6 +199,11 @@ impl Routes {
                 .iter()
                 .flat_map(|m| m.hosts.iter().map(|(h, _)| h.clone()))
                 .chain(logins.iter().map(|l| l.token_host.clone()))
+                .chain(
+                    logins
+                        .iter()
+                        .filter_map(|l| l.api_host.clone().map(|(h, _)| h)),
+                )
                 .collect();
             Some(Arc::new(ca::Ca::new(&hosts)?))
         };
@@ -219,6 +224,11 @@ impl Routes {
     /// The OAuth login whose token host is `host:port`.
     pub fn login_at(&self, host: &str, port: u16) -> Option<&oauth::Login> {
         self.logins.iter().find(|l| l.answers(host, port))
+    }
+
+    /// The OAuth login whose client calls the API itself at `host:port`.
+    pub fn login_api_at(&self, host: &str, port: u16) -> Option<&oauth::Login> {
+        self.logins.iter().find(|l| l.serves_api(host, port))
     }
 
     /// The masked credentials used at `host:port`.

@@ -261,6 +261,9 @@ pub(crate) fn load(
         Box::new(HostFile { path }),
     )
     .map_err(|why| unavailable(c, why, "log in again with `claude` on the host"))?;
+    // Claude Code's own calls to its API host (its profile after a refresh) go on the route.
+    let mut login = login;
+    login.api_host = Some((claude_login::API_HOST.to_owned(), claude_login::API_PORT));
     let (access, refresh) = login.first_standins();
     let mut oauth = serde_json::Map::new();
     oauth.insert("accessToken".into(), access.as_str().into());

@@ -85,6 +85,9 @@ pub struct Login {
     pub token_port: u16,
     /// The only path answered there.
     pub token_path: String,
+    /// Where the client inside calls the API itself, not through the route's base URL
+    /// (`api.anthropic.com`, 443): answered by the proxy as requests on the route.
+    pub api_host: Option<(String, u16)>,
     /// Where the proxy refreshes: fixed by the policy.
     pub endpoint: Upstream,
     pub client_id: String,
@@ -150,6 +153,7 @@ impl Login {
             token_host,
             token_port,
             token_path,
+            api_host: None,
             endpoint,
             client_id,
             scopes,
@@ -184,6 +188,14 @@ impl Login {
     pub fn answers(&self, host: &str, port: u16) -> bool {
         let bare = |h: &str| h.trim_start_matches('[').trim_end_matches(']').to_owned();
         bare(host) == bare(&self.token_host) && port == self.token_port
+    }
+
+    /// Whether `host:port` is where the client calls the API itself ([`Login::api_host`]).
+    pub fn serves_api(&self, host: &str, port: u16) -> bool {
+        let bare = |h: &str| h.trim_start_matches('[').trim_end_matches(']').to_owned();
+        self.api_host
+            .as_ref()
+            .is_some_and(|(h, p)| bare(h) == bare(host) && *p == port)
     }
 
     /// Whether `Authorization` carries one of this run's access stand-ins (`Bearer <token>`),

@@ -4,7 +4,10 @@
 //! `POST <token path>` with `grant_type=refresh_token` and this run's refresh stand-in is
 //! answered, with fresh stand-ins; the real refresh, when one is due, goes to the login's
 //! fixed endpoint. On the route, a request is refreshed for first when the real access token
-//! has expired ([`renew`]).
+//! has expired ([`renew`]). The login's API host (where Claude Code calls its API itself, not
+//! through the base URL: its profile after a refresh) is answered the same way, each request
+//! handled as one on the route: the stand-in checked, the real token put on, sent to the
+//! route's fixed upstream.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -26,12 +29,11 @@ const PROTOCOL: &str = "oauth";
 /// Largest refresh request read, and largest token endpoint answer.
 const MAX_BODY: usize = 64 * 1024;
 
-/// Whether `host:port` is a login's token host (answered here, never reached).
+/// Whether `host:port` is a login's token host or API host (answered here, never reached).
 pub(super) fn intercepts(shared: &Shared, host: &str, port: u16) -> bool {
-    shared
-        .credentials
-        .as_ref()
-        .is_some_and(|r| r.ca.is_some() && r.login_at(host, port).is_some())
+    shared.credentials.as_ref().is_some_and(|r| {
+        r.ca.is_some() && (r.login_at(host, port).is_some() || r.login_api_at(host, port).is_some())
+    })
 }
 
 fn record(shared: &Shared, host: &str, port: u16, rule: &str, refused: Option<String>) {
@@ -139,7 +141,17 @@ pub(super) async fn serve(
     let s = shared.clone();
     let service = hyper::service::service_fn(move |req| {
         let (s, host) = (s.clone(), host.clone());
-        async move { Ok::<_, Infallible>(token_request(req, &host, port, s).await) }
+        async move {
+            let api = s
+                .credentials
+                .as_ref()
+                .and_then(|r| r.login_api_at(&host, port))
+                .map(|l| l.route.clone());
+            Ok::<_, Infallible>(match api {
+                Some(route) => api_request(req, &route, s).await,
+                None => token_request(req, &host, port, s).await,
+            })
+        }
     });
     let _ = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
@@ -241,6 +253,21 @@ async fn token_request(
         }
         Err(why) => oauth_error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", &why),
     }
+}
+
+/// A request at the login's API host: one on the route (`/credential/<route>` and its path),
+/// whatever its `Host` says.
+async fn api_request(req: Request<Incoming>, route: &str, shared: Arc<Shared>) -> Response<Body> {
+    let rest = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or("/");
+    if !rest.starts_with('/') {
+        return text(StatusCode::BAD_REQUEST, "bad request target");
+    }
+    let path = format!("{}{route}{rest}", policy::credentials::ROUTE_PREFIX);
+    super::reverse::request(req, path, shared).await
 }
 
 /// Makes the login's real access token good for `margin_ms` more: taken from the host's

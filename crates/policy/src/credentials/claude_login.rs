@@ -30,6 +30,11 @@ pub const TOKEN_PORT: u16 = 443;
 /// The only path answered at [`TOKEN_HOST`].
 pub const TOKEN_PATH: &str = "/v1/oauth/token";
 
+/// Where Claude Code calls its API itself, not through the base URL (its profile after a
+/// refresh, its usage and roles): answered by the proxy as requests on the route.
+pub const API_HOST: &str = "api.anthropic.com";
+pub const API_PORT: u16 = 443;
+
 /// Claude Code's OAuth client id (public), used when the login does not name its own.
 pub const CLIENT_ID: &str = "9d1c250a-e61b-44d9-88ed-5944d1962f5e";
 
