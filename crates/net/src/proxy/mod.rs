@@ -11,7 +11,9 @@
 //! target is an explicit `allow_hosts` entry; plain HTTP goes through the forward proxy, where
 //! each request's `Host` must match its target.
 //!
-//! Decisions are [`Event`]s with stable codes, returned when the proxy stops.
+//! Decisions are [`Event`]s with stable codes, returned when the proxy stops; so is an allowed
+//! destination the proxy could not reach ([`UPSTREAM_FAILED`], with the addresses tried and
+//! the error): a CONNECT or SOCKS5 client was already told its tunnel is open.
 
 use std::convert::Infallible;
 use std::io;
