@@ -57,11 +57,12 @@ impl Screen {
         c
     }
 
-    /// The screen as it shows now (trailing blank lines dropped).
+    /// The screen as it shows now, with what scrolled off it above, wrapped lines joined
+    /// (trailing blank lines dropped).
     pub fn text(&self) -> String {
         let out = self
             .tmux()
-            .args(["capture-pane", "-p", "-t", "t"])
+            .args(["capture-pane", "-p", "-J", "-S", "-", "-t", "t"])
             .output()
             .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
             .unwrap_or_default();

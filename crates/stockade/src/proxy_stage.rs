@@ -113,9 +113,12 @@ pub(crate) fn proxy_starter(
     slot: std::sync::Arc<std::sync::Mutex<Option<net::proxy::Proxy>>>,
     credentials: Option<net::credential::Routes>,
 ) -> Result<native::StartProxy, Error> {
-    let mut rules = Some(match live {
-        Some(live) => ProxyRules::Live(live.clone()),
-        None => ProxyRules::Fixed(std::sync::Arc::new(policy::NetRules::new(&policy.network)?)),
+    let mut rules = Some(RunRules {
+        rules: match live {
+            Some(live) => ProxyRules::Live(live.clone()),
+            None => ProxyRules::Fixed(std::sync::Arc::new(policy::NetRules::new(&policy.network)?)),
+        },
+        routes: route_hosts(policy),
     });
     let mut credentials = Some(credentials);
     Ok(Box::new(move |listener: std::net::TcpListener| {
@@ -136,6 +139,105 @@ pub(crate) fn proxy_starter(
         *slot = Some(p);
         Ok(())
     }))
+}
+
+/// A run's rules: the policy's, with the hosts of its credential routes for the hints.
+struct RunRules {
+    rules: ProxyRules,
+    routes: Vec<RouteHost>,
+}
+
+/// A reverse route's upstream host (the run's, or the built-in's where a policy points the
+/// route elsewhere), for the hint of a refused connection to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct RouteHost {
+    host: String,
+    route: String,
+    base_url_env: Vec<String>,
+}
+
+/// The upstream hosts of the policy's reverse routes.
+fn route_hosts(policy: &policy::Policy) -> Vec<RouteHost> {
+    let mut out: Vec<RouteHost> = Vec::new();
+    for c in &policy.credentials {
+        if c.route.is_masked() {
+            continue;
+        }
+        let builtin = policy::credentials::builtin(&c.name).map(|b| b.upstream.to_owned());
+        for upstream in std::iter::once(c.route.upstream.clone()).chain(builtin) {
+            let Ok(u) = policy::credentials::parse_upstream(&upstream) else {
+                continue;
+            };
+            let host = RouteHost {
+                host: u.host,
+                route: c.name.clone(),
+                base_url_env: c.route.base_url_env.clone(),
+            };
+            if !out.contains(&host) {
+                out.push(host);
+            }
+        }
+    }
+    out
+}
+
+/// Why Claude Code connected to its hosts itself, and what makes it not.
+const CLAUDE_ONBOARDING: &str = "Claude Code connects to it itself only in its onboarding, at \
+     the first start in a state directory: `--agent claude-code` has that done where it makes \
+     the directory (in one an earlier run left, remove its `.claude.json` once)";
+
+/// What to say of a refused connection to `host`, the upstream of a credential route: the
+/// command reaches it through the route, and allowing the domain is not the fix (it would
+/// let the command use a key of its own there).
+fn route_hint(routes: &[RouteHost], host: &str) -> Option<String> {
+    let name = host.trim_end_matches('.').to_ascii_lowercase();
+    if name == "platform.claude.com" && routes.iter().any(|r| r.route == "anthropic") {
+        return Some(format!(
+            "`{name}` is where Claude Code signs in, not needed with credential route \
+             `anthropic`'s key; {CLAUDE_ONBOARDING}"
+        ));
+    }
+    let r = routes.iter().find(|r| r.host == name)?;
+    let at = r
+        .base_url_env
+        .first()
+        .map(|v| format!("`${v}`"))
+        .unwrap_or_else(|| format!("`http://{}/credential/{}`", sandbox::PROXY_ADDR, r.route));
+    let claude = if r.route == "anthropic" {
+        format!("; {CLAUDE_ONBOARDING}")
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "`{name}` is the upstream of credential route `{}`: the command reaches it through the \
+         route, at {at}, which puts the key on; a client connecting to it directly bypasses \
+         the route (allowing the domain is not needed, and would let the command use a key of \
+         its own there){claude}",
+        r.route
+    ))
+}
+
+impl net::proxy::Rules for RunRules {
+    fn check(&self, host: &str, port: u16) -> Result<String, (String, String)> {
+        self.rules.check(host, port)
+    }
+
+    fn private_allowed(&self, host: &str, port: u16, ip: std::net::IpAddr) -> bool {
+        self.rules.private_allowed(host, port, ip)
+    }
+
+    fn explicit_host(&self, host: &str, port: u16) -> bool {
+        self.rules.explicit_host(host, port)
+    }
+
+    fn allow_hint(&self, host: &str, port: u16, rule: &str) -> Option<String> {
+        if rule == policy::net::RULE_NO_MATCH {
+            if let Some(hint) = route_hint(&self.routes, host) {
+                return Some(hint);
+            }
+        }
+        self.rules.allow_hint(host, port, rule)
+    }
 }
 
 /// The policy's network rules, as the proxy asks them: fixed for the run, or live.
@@ -175,5 +277,57 @@ impl net::proxy::Rules for ProxyRules {
 
     fn allow_hint(&self, host: &str, port: u16, rule: &str) -> Option<String> {
         policy::allow_hint(host, port, rule)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_route_host_is_explained_as_the_routes_not_offered_as_a_domain() {
+        let mut policy = policy::profile("workspace-write").unwrap_or_else(|e| panic!("{e}"));
+        let mut c = policy::credentials::builtin("anthropic")
+            .map(|b| b.credential())
+            .unwrap_or_else(|| unreachable!());
+        c.route.upstream = "https://127.0.0.1:8443".into();
+        policy.credentials.push(c);
+        let rules = RunRules {
+            rules: ProxyRules::Fixed(std::sync::Arc::new(
+                policy::NetRules::new(&policy.network).unwrap_or_else(|e| panic!("{e}")),
+            )),
+            routes: route_hosts(&policy),
+        };
+        use net::proxy::Rules;
+        let no_match = policy::net::RULE_NO_MATCH;
+        // The built-in's host, though this policy points the route elsewhere.
+        let hint = rules
+            .allow_hint("API.anthropic.com.", 443, no_match)
+            .unwrap_or_default();
+        assert!(
+            hint.contains("upstream of credential route `anthropic`")
+                && hint.contains("`$ANTHROPIC_BASE_URL`")
+                && hint.contains(".claude.json")
+                && !hint.contains("allow it with"),
+            "{hint}"
+        );
+        // The control: another domain gets the flag that allows it.
+        let other = rules
+            .allow_hint("example.com", 443, no_match)
+            .unwrap_or_default();
+        assert!(
+            other.starts_with("allow it with `--allow-domain example.com`"),
+            "{other}"
+        );
+        // A deny rule's hint is the policy's, as before.
+        let denied = rules
+            .allow_hint("api.anthropic.com", 443, "deny_domains:anthropic.com")
+            .unwrap_or_default();
+        assert!(denied.contains("deny_domains"), "{denied}");
+        // Claude Code's sign-in host, which its onboarding checks too.
+        let platform = rules
+            .allow_hint("platform.claude.com", 443, no_match)
+            .unwrap_or_default();
+        assert!(platform.contains("onboarding"), "{platform}");
     }
 }
