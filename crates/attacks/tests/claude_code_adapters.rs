@@ -276,6 +276,16 @@ fn start_script(outside: &std::path::Path) -> attacks::upstream::Script {
 /// `--workspace` (what every such command got before).
 #[test]
 fn the_prefix_without_workspace_takes_the_directory_claude_code_started_in() {
+    // The recipe is flag-free, so the backend would come from a user policy
+    // (`backend = "gvisor"`); but Claude Code gives its commands a socket as stdin, and a
+    // gVisor run whose stdin is a socket left open does not end when its command does (a
+    // pipe does): reported apart. How the workspace is found does not depend on the backend.
+    if not_under(
+        "gvisor",
+        "a gVisor run with an open socket as stdin (Claude Code's) does not end",
+    ) {
+        return;
+    }
     let fx = Fixture::new();
     let outside = fx.outside.clone();
     mkdir(&outside);
