@@ -323,6 +323,72 @@ fn a_command_that_tried_the_network_under_none_is_told_it_is_off() {
     assert!(read_json(&lo.report).get("network_off").is_none());
 }
 
+/// With a resolver on loopback (`nameserver 127.0.0.53`, systemd-resolved's), a lookup under
+/// `--net none` finds nobody listening inside: counted as a name lookup (`Udp: NoPorts`) and
+/// named so. The resolv.conf is bind-mounted in a mount namespace of stockade's own (the
+/// host's file is never touched): root only. Control: a run that looks nothing up.
+#[test]
+fn a_lookup_to_a_loopback_resolver_under_none_is_named_a_lookup() {
+    if not_under("gvisor", na::NETWORK_OFF) || attacks::skip_unless_root("a private resolv.conf") {
+        return;
+    }
+    let (Some(unshare), Some(getent)) = (which("unshare"), which("getent")) else {
+        println!("skipped: unshare or getent not installed");
+        return;
+    };
+    let fx = Fixture::new();
+    let conf = fx.root.join("resolv.conf");
+    write_file(
+        &conf,
+        "nameserver 127.0.0.53\noptions timeout:1 attempts:1\n",
+        0o644,
+    );
+    let prefix = [
+        unshare.display().to_string(),
+        "--mount".into(),
+        "--".into(),
+        "/bin/sh".into(),
+        "-c".into(),
+        r#"mount --bind "$1" /etc/resolv.conf && shift && exec "$@""#.into(),
+        "sh".into(),
+        conf.display().to_string(),
+    ];
+    let rec = fx.records();
+    let mut opts = vec!["--net", "none", "--hints"];
+    opts.extend(rec.opts());
+    let script = format!("{} hosts example.test; exit 0", sh_quote(&getent));
+    let out = fx.attack(&opts, &script).under(&prefix).outcome();
+    out.assert_ok();
+    let lines = hint_lines(&out);
+    assert!(
+        lines.iter().any(|l| l.starts_with(NETWORK_OFF)
+            && l.contains(
+                "name lookup(s) found no resolver (the host's, on loopback, is not inside)"
+            )),
+        "{lines:#?}\n{}",
+        out.run.describe()
+    );
+    assert!(
+        read_json(&rec.report)["network_off"]["lookups"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 1,
+        "{}",
+        read_json(&rec.report)
+    );
+    // Control: nothing looked up.
+    let quiet = fx.records();
+    let mut opts = vec!["--net", "none", "--hints"];
+    opts.extend(quiet.opts());
+    let out = fx.attack(&opts, "echo quiet").under(&prefix).outcome();
+    out.assert_ok();
+    assert!(
+        !out.run.stderr.contains(NETWORK_OFF),
+        "{}",
+        out.run.describe()
+    );
+}
+
 /// Under `--net proxy`, a tool that ignores the proxy variables (`curl --noproxy '*'`, a
 /// connection to an address) is told it went around the proxy, and the report has the
 /// kernel's counts. Control: the same URL through the proxy (refused by the rules) counts
