@@ -109,7 +109,7 @@ pub mod na {
     /// The corpus tests, which name their backends themselves.
     pub const CORPUS_ONCE: &str = "the corpus runs under both backends in the native pass (whole_corpus_is_contained and whole_corpus_is_contained_under_gvisor)";
     /// Review mode.
-    pub const NETWORK_OFF: &str = "gVisor's network stack is the Sentry's own, not the host kernel's: its counters of tries with no route are seen only inside the sandbox, so a run under --net none does not say \"network is off in this run\" (native only)";
+    pub const NETWORK_OFF: &str = "gVisor's network stack is the Sentry's own, not the host kernel's, and does not count tries with no route even inside (its /proc/net/snmp keeps OutNoRoutes at 0 after a failed connect, Debian's runsc 2022-12-19), so a gVisor run does not say \"network is off in this run\" (native only)";
     pub const NO_REVIEW: &str = "the gVisor backend refuses --review and --ephemeral (E_PROTECTION_UNAVAILABLE) until it can give the command a copy-on-write view of the workspace (review_mode_is_refused_under_gvisor checks the refusal)";
     /// Files the Sentry makes only inside.
     pub const SENTRY_FILES: &str =
