@@ -1,7 +1,7 @@
 //! Networks that explain themselves, and loopback under the proxy (issue 31, items 4 and 5):
 //!
 //! - under `--net proxy` a dev server the run started on its own loopback is reachable from
-//!   inside (`NO_PROXY` covers `localhost,127.0.0.1,::1`); control: with `NO_PROXY` emptied
+//!   inside (`NO_PROXY` covers `localhost,127.0.0.1,::1,[::1]`); control: with `NO_PROXY` emptied
 //!   the request goes to the proxy, which refuses it, and its hint explains that loopback
 //!   through the proxy is the host's, never offering the host's port as the way to a server
 //!   inside;
@@ -117,7 +117,7 @@ fn a_dev_server_inside_is_reachable_under_the_proxy() {
     out.assert_ok();
     let stdout = &out.run.stdout;
     assert!(
-        stdout.contains("NO_PROXY=localhost,127.0.0.1,::1"),
+        stdout.contains("NO_PROXY=localhost,127.0.0.1,::1,[::1]"),
         "{}",
         out.run.describe()
     );
@@ -211,7 +211,9 @@ fn an_explicit_grant_of_the_hosts_loopback_port_still_reaches_the_host() {
     let out = run(&fx, &rec, &["--net", "proxy"], &script(port));
     out.assert_ok().assert_lacks(&marker);
     assert!(
-        out.run.stdout.contains("NO_PROXY=localhost,127.0.0.1,::1"),
+        out.run
+            .stdout
+            .contains("NO_PROXY=localhost,127.0.0.1,::1,[::1]"),
         "{}",
         out.run.describe()
     );
@@ -226,7 +228,7 @@ fn an_explicit_grant_of_the_hosts_loopback_port_still_reaches_the_host() {
     out.assert_ok();
     let _ = server.join();
     assert!(
-        out.run.stdout.contains("NO_PROXY=localhost,::1\n")
+        out.run.stdout.contains("NO_PROXY=localhost,::1,[::1]\n")
             && out.run.stdout.contains(&marker)
             && out.run.stdout.contains(&inside),
         "{}",

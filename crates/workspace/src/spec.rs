@@ -316,7 +316,8 @@ fn proxy_env(addr: std::net::SocketAddrV4, policy: &Policy) -> Vec<(String, Stri
 }
 
 /// What `NO_PROXY` holds under mode proxy: the sandbox's own loopback names, reached
-/// directly, `localhost,127.0.0.1,::1`, less each one the policy grants on the host's
+/// directly, `localhost,127.0.0.1,::1,[::1]` (Python's urllib compares `[::1]` with the
+/// brackets), less each one the policy grants on the host's
 /// loopback (an `allow_hosts` entry or a masked credential's host covering it, e.g.
 /// `127.0.0.1:5432`): that grant is the host's port through the proxy, so clients keep
 /// sending that name there (as before there was a `NO_PROXY`), and the sandbox's own server
@@ -328,15 +329,16 @@ fn loopback_no_proxy(policy: &Policy) -> String {
         .filter_map(|entry| policy::net::AllowHost::parse(entry).ok())
         .collect();
     let host_grant = |name: &str| {
+        let bare = name.trim_start_matches('[').trim_end_matches(']');
         granted
             .iter()
-            .any(|g| match (g.spec(), name.parse::<std::net::IpAddr>()) {
+            .any(|g| match (g.spec(), bare.parse::<std::net::IpAddr>()) {
                 (policy::net::HostSpec::Name(n), _) => n == name,
                 (_, Ok(ip)) => g.matches_ip(ip, g.port().unwrap_or(1)),
                 (_, Err(_)) => false,
             })
     };
-    ["localhost", "127.0.0.1", "::1"]
+    ["localhost", "127.0.0.1", "::1", "[::1]"]
         .into_iter()
         .filter(|name| !host_grant(name))
         .collect::<Vec<_>>()
@@ -388,15 +390,18 @@ mod no_proxy_tests {
     /// on the host's loopback (then it is the host's, through the proxy, as before).
     #[test]
     fn no_proxy_is_the_loopback_less_what_the_policy_grants_on_the_hosts() {
-        assert_eq!(with(&[], &[]), "localhost,127.0.0.1,::1");
+        assert_eq!(with(&[], &[]), "localhost,127.0.0.1,::1,[::1]");
         assert_eq!(
             with(&["db.example:5432", "10.0.0.0/8"], &[]),
-            "localhost,127.0.0.1,::1"
+            "localhost,127.0.0.1,::1,[::1]"
         );
-        assert_eq!(with(&["127.0.0.1:5432"], &[]), "localhost,::1");
-        assert_eq!(with(&["127.0.0.0/8"], &[]), "localhost,::1");
+        assert_eq!(with(&["127.0.0.1:5432"], &[]), "localhost,::1,[::1]");
+        assert_eq!(with(&["127.0.0.0/8"], &[]), "localhost,::1,[::1]");
         assert_eq!(with(&["[::1]:8080", "localhost:3000"], &[]), "127.0.0.1");
-        assert_eq!(with(&["127.0.0.2:80"], &[]), "localhost,127.0.0.1,::1");
-        assert_eq!(with(&[], &["127.0.0.1:3000"]), "localhost,::1");
+        assert_eq!(
+            with(&["127.0.0.2:80"], &[]),
+            "localhost,127.0.0.1,::1,[::1]"
+        );
+        assert_eq!(with(&[], &["127.0.0.1:3000"]), "localhost,::1,[::1]");
     }
 }
