@@ -208,6 +208,70 @@ fn control_an_approval_of_another_tail_brings_the_api_key_question_back() {
     assert_eq!(shown, Ok(0), "the control was not asked");
 }
 
+/// The stand-in's tail on its own: in a state directory whose `.claude.json` has the onboarding
+/// done but no approval (one a user finished by hand), Claude Code asks about the key once;
+/// answered Yes, the next run's stand-in, new but ending alike, is not asked about again. (With
+/// a stand-in new to its end in every run, as before, it asked at every start: the control
+/// above shows the question for a tail not approved.)
+#[test]
+fn a_stand_in_approved_once_is_not_asked_about_in_the_next_run() {
+    let fx = Fixture::new();
+    let up = Upstream::start_with(Some(claude_double()));
+    mkdir(&state(&fx));
+    chmod(&state(&fx), 0o700);
+    write_file(
+        &state(&fx).join(".claude.json"),
+        r#"{"hasCompletedOnboarding":true}"#,
+        0o600,
+    );
+    let run = claude_run(&fx, &up);
+    {
+        let s = screen(&fx, &run);
+        let asked = s.wait_for(&["Do you want to use this API key"], CLAUDE_READY, START);
+        assert_eq!(asked, Ok(0), "the first start did not ask");
+        // "No (recommended)" is preselected: up to "Yes".
+        s.keys(&["Up"]);
+        std::thread::sleep(Duration::from_millis(300));
+        s.keys(&["Enter"]);
+        if let Err(e) = s.wait_for(CLAUDE_READY, &[], START) {
+            panic!("no prompt after approving the key: {e}");
+        }
+        ask(&s, "say hello", &[]);
+        quit(&s);
+    }
+    let s = screen(&fx, &run);
+    if let Err(e) = s.wait_for(CLAUDE_READY, CLAUDE_ASKS, START) {
+        panic!("the next run asked again: {e}");
+    }
+    ask(&s, "say hello again", CLAUDE_ASKS);
+    quit(&s);
+}
+
+/// The control for the tail: the state Claude Code kept in a run where it went straight to the
+/// prompt (its `.claude.json`, the stand-in approved), copied into another home, whose
+/// stand-ins end otherwise, as every run's did before the tail stayed: Claude Code asks again.
+#[test]
+fn control_a_stand_in_ending_otherwise_is_asked_about_again() {
+    let fx = Fixture::new();
+    let up = Upstream::start_with(Some(claude_double()));
+    {
+        let s = screen(&fx, &claude_run(&fx, &up));
+        if let Err(e) = s.wait_for(CLAUDE_READY, CLAUDE_ASKS, START) {
+            panic!("a fresh state directory did not start at the prompt: {e}");
+        }
+        quit(&s);
+    }
+    let kept = read_text(&state(&fx).join(".claude.json")).unwrap_or_default();
+    assert!(kept.contains("customApiKeyResponses"), "{kept}");
+    let other = Fixture::new();
+    mkdir(&state(&other));
+    chmod(&state(&other), 0o700);
+    write_file(&state(&other).join(".claude.json"), &kept, 0o600);
+    let s = screen(&other, &claude_run(&other, &up));
+    let asked = s.wait_for(&["Do you want to use this API key"], CLAUDE_READY, START);
+    assert_eq!(asked, Ok(0), "the control was not asked");
+}
+
 /// The stand-in's last 20 characters stay from run to run (what Claude Code remembers), the
 /// rest does not: an earlier run's stand-in is refused (401, nothing reaches the upstream),
 /// this run's is carried (the control).
