@@ -109,7 +109,13 @@ fn a_dev_server_inside_is_reachable_under_the_proxy() {
          curl -sS -f -m 5 http://127.0.0.1:8000/index.txt && echo by-address-ok; \
          curl -sS -f -m 5 http://localhost:8000/index.txt && echo by-name-ok; \
          NO_PROXY= no_proxy= curl -sS -f -m 5 http://127.0.0.1:8000/index.txt; echo \"old-way=$?\"; \
-         kill $! 2>/dev/null; exit 0",
+         kill $! 2>/dev/null; \
+         if grep -q ' lo$' /proc/net/if_inet6 2>/dev/null; then echo has-v6; \
+           {py} -m http.server --bind ::1 8001 --directory {www} >/dev/null 2>&1 & \
+           for i in $(seq 100); do curl --noproxy '*' -g -s -o /dev/null 'http://[::1]:8001/' && break; sleep 0.1; done; \
+           {py} -c \"import urllib.request; urllib.request.urlopen('http://[::1]:8001/index.txt', timeout=5)\" && echo v6-python-ok; \
+           curl -g -sS -f -m 5 -o /dev/null 'http://[::1]:8001/index.txt' && echo v6-curl-ok; \
+           kill $!; fi; exit 0",
         py = sh_quote(&py),
         www = sh_quote(&www),
     );
@@ -125,6 +131,14 @@ fn a_dev_server_inside_is_reachable_under_the_proxy() {
         assert!(stdout.contains(ok), "{ok} missing\n{}", out.run.describe());
     }
     assert_eq!(stdout.matches(&marker).count(), 2, "{}", out.run.describe());
+    // `[::1]` too, as Python's urllib spells it (it compares the bracketed form).
+    if stdout.contains("has-v6") {
+        for ok in ["v6-python-ok", "v6-curl-ok"] {
+            assert!(stdout.contains(ok), "{ok} missing\n{}", out.run.describe());
+        }
+    } else {
+        println!("no ::1 inside: the IPv6 part is skipped");
+    }
     // Control: through the proxy (NO_PROXY empty) the same URL is the host's loopback,
     // refused (curl -f: exit 22 on the 403).
     assert!(stdout.contains("old-way=22"), "{}", out.run.describe());
