@@ -22,7 +22,7 @@
 //! (`read::copy_file`), so a `truncate -s 60G` file stays sparse on the host, never 60 GiB of
 //! zeros.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -30,6 +30,7 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, FileType as Ft, Gid, Mode, OFlags, Stat, Uid};
 
+use super::assembly::git_assembly;
 use super::read::copy_file;
 use super::select::{covers, open_parent, plan, select, user_path, Action};
 use super::{
@@ -76,18 +77,31 @@ impl RunDir {
             .iter()
             .map(|p| user_path(p))
             .collect::<Result<Vec<_>, _>>()?;
+        let ws = self.meta.workspace.clone();
+        let root = self.open_workspace()?;
+        // A git dir this apply would assemble with what the workspace holds now (another
+        // change set applied earlier, a direct run): `assembly`.
+        let assembled: HashMap<PathBuf, Flag> = git_assembly(root.as_fd(), &ws, &selected)
+            .into_iter()
+            .collect();
         let flagged: Vec<(PathBuf, Vec<Flag>)> = selected
             .iter()
             .filter(|e| !opts.accept_flagged && !accept.iter().any(|a| covers(a, &e.path)))
-            .map(|e| (e.path.clone(), self.change(e, rules).flags))
+            .map(|e| {
+                let mut flags = self.change(e, rules).flags;
+                if let Some(f) = assembled.get(&e.path) {
+                    if !flags.iter().any(|g| g.code == f.code) {
+                        flags.push(f.clone());
+                    }
+                }
+                (e.path.clone(), flags)
+            })
             .filter(|(_, flags)| !flags.is_empty())
             .collect();
         let (selected, held) = hold(selected, &flagged);
         if !held.is_empty() && (!opts.hold_flagged || selected.is_empty()) {
             return Err(ChangesError::Flagged(flagged));
         }
-        let ws = self.meta.workspace.clone();
-        let root = self.open_workspace()?;
         let upper = self.open_upper()?;
         clean_temps(root.as_fd(), &finished.entries);
         let actions = plan(

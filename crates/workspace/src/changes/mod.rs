@@ -52,6 +52,10 @@
 //!   removed to `<run-id>/applied.log` as it goes ([`RunDir::applied_log`]). What it did is
 //!   recorded in `meta.applied` once it is on disk (`syncfs`); an entry an interrupted apply
 //!   wrote but did not record is found in its target state next time (`already`).
+//! - `apply` also flags (`git-internals`) an entry that, with what the workspace holds now
+//!   (another change set applied earlier, a direct run), would assemble a git dir whose config
+//!   or hooks run code, or write a config, hook or `commondir` into one (`assembly`): each
+//!   change set's own check at `finish` saw only its upper and the workspace of then.
 //! - The workspace is the directory the run had (its inode number is recorded): a path that
 //!   names another directory later is refused.
 //!
@@ -82,6 +86,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 mod apply;
+mod assembly;
 mod copyable;
 mod diff;
 mod error;

@@ -1,0 +1,140 @@
+//! Review ergonomics under attack (issue 31, item 8, the red team's second pass): what a
+//! partial apply, `diff` and `discard` did with change sets that each look harmless alone.
+//! Each attack has its control.
+
+#![allow(clippy::expect_used)]
+
+use std::path::Path;
+
+use attacks::review::review;
+use attacks::{sh_quote, Cmd, Fixture};
+
+/// The exit status of an apply that left flagged entries pending.
+const APPLIED_PARTLY: i32 = 2;
+
+/// A git config that runs `touch MARKER` when host git reads the status.
+fn fsmonitor_config(marker: &Path) -> String {
+    format!(
+        "[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\\tworktree = ..\\n\\tfsmonitor = \\\"touch {}; false\\\"\\n",
+        marker.display()
+    )
+}
+
+/// Host git's `git status` in `dir` (what a git-aware prompt runs on `cd`).
+fn host_git_status(fx: &Fixture, dir: &Path) {
+    let _ = Cmd::new("git", dir)
+        .env("HOME", &fx.home)
+        .args(["status", "--short"])
+        .run();
+}
+
+/// Two review change sets of one workspace, each plain on its own: run A writes `sub/HEAD`
+/// and a `sub/config` with `core.fsmonitor`, run B makes `sub/objects` and `sub/refs`. A
+/// applies (nothing is a git dir yet); B would complete a git dir whose config runs code when
+/// host git runs in `sub/`: its `objects` and `refs` are held, flagged `git-internals`, and
+/// `--all-or-nothing` refuses. Control: the same entries accepted make the git dir, and host
+/// git runs the config's command.
+#[test]
+fn two_plain_change_sets_cannot_assemble_a_git_dir() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let fx = Fixture::without_git();
+    let marker = fx.out_file("fsmonitor-ran");
+    let a_script = format!(
+        "mkdir sub && printf 'ref: refs/heads/main\\n' > sub/HEAD && printf \"{}\" > sub/config",
+        fsmonitor_config(&marker)
+    );
+    let (run, a) = review(&fx, &[], &a_script);
+    run.assert_success();
+    let a = a.expect("change set A");
+    let (run, b) = review(&fx, &[], "mkdir -p sub/objects sub/refs/heads");
+    run.assert_success();
+    let b = b.expect("change set B");
+
+    fx.stockade(["apply", &a]).run().assert_success();
+    assert!(fx.ws.join("sub/config").exists());
+
+    let all = fx.stockade(["apply", &b, "--all-or-nothing"]).run();
+    all.assert_code(125)
+        .assert_stderr_contains("E_CHANGES_FLAGGED")
+        .assert_stderr_contains("git-internals")
+        .assert_stderr_contains("sub/objects");
+    assert!(!fx.ws.join("sub/objects").exists());
+
+    let partly = fx.stockade(["apply", &b]).run();
+    partly
+        .assert_code(APPLIED_PARTLY)
+        .assert_stdout_contains("pending  sub/objects")
+        .assert_stdout_contains("pending  sub/refs\n")
+        .assert_stdout_contains("git-internals");
+    assert!(!fx.ws.join("sub/objects").exists());
+    assert!(!fx.ws.join("sub/refs").exists());
+    host_git_status(&fx, &fx.ws.join("sub"));
+    assert!(
+        !marker.exists(),
+        "host git ran the assembled config: {}",
+        partly.describe()
+    );
+
+    // Control: accepted, the two halves make a git dir and host git runs its config.
+    fx.stockade(["apply", &b, "--accept", "sub"])
+        .run()
+        .assert_success();
+    assert!(fx.ws.join("sub/refs/heads").is_dir());
+    host_git_status(&fx, &fx.ws.join("sub"));
+    assert!(marker.exists(), "control: host git did not run the config");
+}
+
+/// A review change set writes `src/HEAD` and a `src/config` with `core.fsmonitor` into a
+/// plain `src/`; a direct run then makes `src/objects` and `src/refs` (allowed: no git dir on
+/// the host yet). Applying the change set would complete the git dir: both entries are
+/// flagged and the apply refused (nothing else to write). Control: accepted, host git runs
+/// the config.
+#[test]
+fn a_change_set_cannot_complete_a_git_dir_a_direct_run_began() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let fx = Fixture::new();
+    std::fs::create_dir(fx.ws.join("src")).expect("mkdir src");
+    std::fs::write(fx.ws.join("src/main.c"), "int main(){}\n").expect("write");
+    let marker = fx.out_file("fsmonitor-ran");
+    let script = format!(
+        "printf 'ref: refs/heads/main\\n' > src/HEAD && printf \"{}\" > src/config",
+        fsmonitor_config(&marker)
+    );
+    let (run, id) = review(&fx, &[], &script);
+    run.assert_success();
+    let id = id.expect("a pending change set");
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    fx.sandbox(
+        &[],
+        "mkdir -p src/objects src/refs/heads && echo DIRECT-MADE",
+    )
+    .run()
+    .assert_success()
+    .assert_stdout_contains("DIRECT-MADE");
+
+    let refused = fx.stockade(["apply", &id]).run();
+    refused
+        .assert_code(125)
+        .assert_stderr_contains("E_CHANGES_FLAGGED")
+        .assert_stderr_contains("src/config")
+        .assert_stderr_contains("git-internals");
+    assert!(!fx.ws.join("src/HEAD").exists());
+    assert!(!fx.ws.join("src/config").exists());
+    host_git_status(&fx, &fx.ws.join("src"));
+    assert!(!marker.exists(), "{}", refused.describe());
+
+    // Control: accepted, the git dir is complete and host git runs its config.
+    fx.stockade(["apply", &id, "--accept-flagged"])
+        .run()
+        .assert_success();
+    host_git_status(&fx, &fx.ws.join("src"));
+    assert!(
+        marker.exists(),
+        "control: host git did not run the config ({})",
+        sh_quote(&marker)
+    );
+}
