@@ -92,7 +92,16 @@ fn screen(fx: &Fixture, cmd: &Cmd) -> Screen {
 
 /// Types `prompt` and Enter, and waits for the double's answer on the screen.
 fn ask(s: &Screen, prompt: &str, refuse: &[&str]) {
-    s.type_text(prompt);
+    // Keys typed before the CLI reads its input can be lost: type until the screen shows them.
+    for _ in 0..6 {
+        s.type_text(prompt);
+        if s.wait_for(&[prompt], refuse, Duration::from_secs(10))
+            .is_ok()
+        {
+            break;
+        }
+        s.keys(&["C-u"]);
+    }
     std::thread::sleep(Duration::from_millis(500));
     s.keys(&["Enter"]);
     if let Err(e) = s.wait_for(&[ANSWER], refuse, START) {
