@@ -37,7 +37,7 @@ impl Screen {
             .arg(cwd)
             .args(&command)
             .output()
-            .expect("run tmux");
+            .expect("run tmux (the terminal of these tests: scripts/test installs it)");
         assert!(
             out.status.success(),
             "tmux new-session failed: {}",
