@@ -108,8 +108,9 @@ pub mod na {
     pub const STDIN_SOCKET: &str = "a known gap of the gVisor backend: a socket on the caller's stdin is not refused (E_PROTECTION_UNAVAILABLE) but copied through a pipe, so the command cannot aim it elsewhere (it gets ENOTSOCK), yet the run does not end until the socket does; until then this test's check of the refusal does not apply";
     /// The corpus tests, which name their backends themselves.
     pub const CORPUS_ONCE: &str = "the corpus runs under both backends in the native pass (whole_corpus_is_contained and whole_corpus_is_contained_under_gvisor)";
-    /// Review mode.
+    /// What a run under `--net none` says it tried.
     pub const NETWORK_OFF: &str = "gVisor's network stack is the Sentry's own, not the host kernel's, and does not count tries with no route even inside (its /proc/net/snmp keeps OutNoRoutes at 0 after a failed connect, Debian's runsc 2022-12-19), so a gVisor run does not say \"network is off in this run\" (native only)";
+    /// Review mode.
     pub const NO_REVIEW: &str = "the gVisor backend refuses --review and --ephemeral (E_PROTECTION_UNAVAILABLE) until it can give the command a copy-on-write view of the workspace (review_mode_is_refused_under_gvisor checks the refusal)";
     /// Files the Sentry makes only inside.
     pub const SENTRY_FILES: &str =
@@ -183,19 +184,67 @@ pub fn sh_quote(s: impl AsRef<OsStr>) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-/// A tool scripts/test installs for the tests (an agent CLI, the MCP SDK): `default`, or the
-/// path in the variable `env`; the test fails saying how to install it when it is missing.
-pub fn installed_tool(env: &str, default: &str, what: &str, install: &str) -> PathBuf {
-    let path = std::env::var_os(env)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(default));
-    assert!(
-        path.exists(),
-        "{what} is not at {} (scripts/test installs it: {install}; or set {env})",
-        path.display()
-    );
-    path
+/// A pinned tool scripts/test installs for the tests (an agent CLI, the MCP SDK): where it is
+/// (`default`, or the path in the variable `env`), what it is and how to install it.
+pub struct PinnedTool {
+    pub env: &'static str,
+    pub default: &'static str,
+    pub what: &'static str,
+    pub install: &'static str,
 }
+
+impl PinnedTool {
+    /// Its path; the test fails saying how to install it when it is missing (a test that can
+    /// run without it calls [`PinnedTool::skip`] first).
+    pub fn path(&self) -> PathBuf {
+        let path = self.located();
+        assert!(
+            path.exists(),
+            "{} is not at {} (scripts/test installs it: {}; or set {})",
+            self.what,
+            path.display(),
+            self.install,
+            self.env
+        );
+        path
+    }
+
+    /// Whether a test that needs the tool does not run here: it is missing and
+    /// `STOCKADE_REQUIRE_AGENT_CLIS` is not `1`. Prints one line naming what is missing and
+    /// how to install it; the caller returns. CI sets the variable (`.ci/run`), so there a
+    /// missing tool fails the tests that need it instead.
+    pub fn skip(&self) -> bool {
+        let path = self.located();
+        if path.exists()
+            || std::env::var_os("STOCKADE_REQUIRE_AGENT_CLIS").is_some_and(|v| v == "1")
+        {
+            return false;
+        }
+        println!(
+            "skipped: {} is not installed at {} (scripts/test installs it when npm or pip can reach \
+             their registry: {}; or set {})",
+            self.what,
+            path.display(),
+            self.install,
+            self.env
+        );
+        true
+    }
+
+    fn located(&self) -> PathBuf {
+        std::env::var_os(self.env)
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(self.default))
+    }
+}
+
+/// The official MCP TypeScript SDK, whose client drives `stockade mcp` in the tests.
+pub const MCP_SDK: PinnedTool = PinnedTool {
+    env: "STOCKADE_TEST_MCP_SDK",
+    default: "/var/tmp/stockade-tools/node_modules/@modelcontextprotocol/sdk",
+    what: "the MCP TypeScript SDK",
+    install: "npm install --prefix /var/tmp/stockade-tools @modelcontextprotocol/sdk",
+};
 
 /// The absolute path of `name` in [`PATH`], if it is installed.
 pub fn which(name: &str) -> Option<PathBuf> {

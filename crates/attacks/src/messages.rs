@@ -8,13 +8,16 @@ use std::path::PathBuf;
 const CLAUDE: &str =
     "/var/tmp/stockade-tools/node_modules/@anthropic-ai/claude-code-linux-x64/claude";
 
+pub const CLAUDE_CLI: crate::PinnedTool = crate::PinnedTool {
+    env: "STOCKADE_TEST_CLAUDE",
+    default: CLAUDE,
+    what: "the Claude Code CLI",
+    install: "npm install --prefix /var/tmp/stockade-tools @anthropic-ai/claude-code",
+};
+
+/// The CLI's path (a test that needs it first returns when `CLAUDE_CLI.skip()`).
 pub fn claude() -> PathBuf {
-    crate::installed_tool(
-        "STOCKADE_TEST_CLAUDE",
-        CLAUDE,
-        "the Claude Code CLI",
-        "npm install --prefix /var/tmp/stockade-tools @anthropic-ai/claude-code",
-    )
+    CLAUDE_CLI.path()
 }
 
 /// One answer of the model: a Bash tool call running `tool` (with `tool_use` as the stop

@@ -10,13 +10,16 @@ use crate::upstream::Seen;
 /// Where scripts/test installs the CLI's Linux binary (`STOCKADE_TEST_CODEX` overrides).
 const CODEX: &str = "/var/tmp/stockade-tools/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex";
 
+pub const CODEX_CLI: crate::PinnedTool = crate::PinnedTool {
+    env: "STOCKADE_TEST_CODEX",
+    default: CODEX,
+    what: "the Codex CLI",
+    install: "npm install --prefix /var/tmp/stockade-tools @openai/codex",
+};
+
+/// The CLI's path (a test that needs it first returns when `CODEX_CLI.skip()`).
 pub fn codex() -> PathBuf {
-    crate::installed_tool(
-        "STOCKADE_TEST_CODEX",
-        CODEX,
-        "the Codex CLI",
-        "npm install --prefix /var/tmp/stockade-tools @openai/codex",
-    )
+    CODEX_CLI.path()
 }
 
 /// Codex's `-c` settings for a model provider at `base_url` (the key from `OPENAI_API_KEY`)

@@ -24,13 +24,15 @@ use attacks::*;
 /// Where scripts/test installs Aider (`STOCKADE_TEST_AIDER` overrides).
 const AIDER: &str = "/var/tmp/stockade-tools/aider-venv/bin/aider";
 
+const AIDER_CLI: PinnedTool = PinnedTool {
+    env: "STOCKADE_TEST_AIDER",
+    default: AIDER,
+    what: "Aider",
+    install: "/usr/bin/python3 -m venv /var/tmp/stockade-tools/aider-venv and pip install aider-chat there",
+};
+
 fn aider() -> PathBuf {
-    attacks::installed_tool(
-        "STOCKADE_TEST_AIDER",
-        AIDER,
-        "Aider",
-        "/usr/bin/python3 -m venv /var/tmp/stockade-tools/aider-venv and pip install aider-chat there",
-    )
+    AIDER_CLI.path()
 }
 
 const KEY: &str = "sk-ant-api03-aider-key-held-on-the-host";
@@ -67,6 +69,9 @@ const RUN_NOW: &str = "/run cat ~/.ssh/id_rsa > leaked.txt";
 
 #[test]
 fn aider_as_the_worker_cannot_plant_envrc_or_read_the_key() {
+    if AIDER_CLI.skip() {
+        return;
+    }
     let fx = Fixture::new();
     let up = Upstream::start_with(Some(script()));
     let bin = aider().display().to_string();
@@ -99,6 +104,9 @@ fn aider_as_the_worker_cannot_plant_envrc_or_read_the_key() {
 
 #[test]
 fn control_aider_on_the_host_plants_envrc_and_reads_the_key() {
+    if AIDER_CLI.skip() {
+        return;
+    }
     let fx = Fixture::new();
     let up = Upstream::start_with(Some(script()));
     for message in [EDIT_NOW, RUN_NOW] {

@@ -102,6 +102,9 @@ fn run_claude(fx: &Fixture, up: &Upstream, opts: &[&str]) -> Run {
 
 #[test]
 fn the_agent_preset_keeps_hooks_and_settings_read_only() {
+    if attacks::messages::CLAUDE_CLI.skip() {
+        return;
+    }
     let fx = Fixture::new();
     let host_state = fx.home.join(".claude");
     let snapshot = host_session_snapshot(&host_state);
@@ -189,6 +192,9 @@ fn host_session_snapshot(state: &std::path::Path) -> std::path::PathBuf {
 
 #[test]
 fn control_a_writable_state_directory_without_the_preset_takes_the_plants() {
+    if attacks::messages::CLAUDE_CLI.skip() {
+        return;
+    }
     let fx = Fixture::new();
     let state = fx.home.join(".claude");
     let snapshot = host_session_snapshot(&state);

@@ -38,6 +38,9 @@ const ARGS: &[&str] = &["-p", "SCAN-NOW please", "--allowedTools", "Bash"];
 
 #[test]
 fn claude_code_works_through_the_route_and_its_tools_never_find_the_key() {
+    if attacks::messages::CLAUDE_CLI.skip() {
+        return;
+    }
     let claude = claude();
     let case = AgentCase::new("claude", "sk-ant-api03");
     let fx = &case.fx;
@@ -93,6 +96,9 @@ fn claude_code_works_through_the_route_and_its_tools_never_find_the_key() {
 
 #[test]
 fn control_without_stockade_the_same_tool_call_finds_the_key() {
+    if attacks::messages::CLAUDE_CLI.skip() {
+        return;
+    }
     let claude = claude();
     if is_root() {
         // Claude Code runs its tools as root only with permission prompts, which -p cannot

@@ -145,6 +145,9 @@ fn worker_state(fx: &Fixture) -> std::path::PathBuf {
 
 #[test]
 fn a_subscription_login_works_through_the_route_and_no_real_token_is_inside() {
+    if attacks::messages::CLAUDE_CLI.skip() {
+        return;
+    }
     let case = AgentCase::new("claude", "sk-ant-oat01");
     let fx = &case.fx;
     let refresh = format!("sk-ant-ort01-real-{}", fx.id);
@@ -184,6 +187,9 @@ fn a_subscription_login_works_through_the_route_and_no_real_token_is_inside() {
 
 #[test]
 fn an_expired_login_is_refreshed_on_the_host_side_at_the_fixed_endpoint() {
+    if attacks::messages::CLAUDE_CLI.skip() {
+        return;
+    }
     let case = AgentCase::new("claude", "sk-ant-oat01");
     let fx = &case.fx;
     let refresh = format!("sk-ant-ort01-real-{}", fx.id);
@@ -522,6 +528,9 @@ fn a_host_login_the_command_could_write_is_refused() {
 
 #[test]
 fn control_without_stockade_the_scan_finds_the_real_token() {
+    if attacks::messages::CLAUDE_CLI.skip() {
+        return;
+    }
     let claude = claude();
     if is_root() {
         // As in claude_code_credential.rs: Claude Code runs its tools as root only with
@@ -563,6 +572,9 @@ fn control_without_stockade_the_scan_finds_the_real_token() {
 
 #[test]
 fn the_agent_preset_without_a_key_uses_the_host_login_and_without_either_names_both() {
+    if attacks::messages::CLAUDE_CLI.skip() {
+        return;
+    }
     let claude = claude();
     let fx = Fixture::new();
     let access = format!("sk-ant-oat01-real-{}", fx.id);
@@ -631,6 +643,9 @@ const CLAUDE_ASKS: &[&str] = &[
 
 #[test]
 fn interactively_an_expired_login_is_renewed_and_the_prompt_answers_twice() {
+    if attacks::messages::CLAUDE_CLI.skip() {
+        return;
+    }
     let claude = claude();
     let fx = Fixture::new();
     let access = format!("sk-ant-oat01-real-{}", fx.id);

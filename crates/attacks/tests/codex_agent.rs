@@ -56,6 +56,9 @@ fn run_codex(fx: &Fixture, up: &Upstream, opts: &[&str]) -> Run {
 
 #[test]
 fn the_agent_preset_keeps_codex_config_and_rules_read_only() {
+    if attacks::responses::CODEX_CLI.skip() {
+        return;
+    }
     let fx = Fixture::new();
     let state = fx.home.join(".local/state/stockade/codex");
     // The host's own Codex configuration, as its user has it.
@@ -107,6 +110,9 @@ fn the_agent_preset_keeps_codex_config_and_rules_read_only() {
 
 #[test]
 fn control_a_writable_codex_home_without_the_preset_takes_the_plants() {
+    if attacks::responses::CODEX_CLI.skip() {
+        return;
+    }
     let fx = Fixture::new();
     let state = fx.home.join(".codex");
     mkdir(&state);

@@ -32,6 +32,9 @@ fn args(base_url: &str) -> Vec<String> {
 
 #[test]
 fn codex_works_through_the_openai_route_and_its_tools_never_find_the_key() {
+    if attacks::responses::CODEX_CLI.skip() {
+        return;
+    }
     let codex = codex();
     let case = AgentCase::new("codex", "sk-proj");
     let fx = &case.fx;
@@ -84,6 +87,9 @@ fn codex_works_through_the_openai_route_and_its_tools_never_find_the_key() {
 
 #[test]
 fn control_without_stockade_the_same_tool_call_finds_the_key() {
+    if attacks::responses::CODEX_CLI.skip() {
+        return;
+    }
     let codex = codex();
     let case = AgentCase::new("codex", "sk-proj");
     // Plain HTTP to the double is not possible (it speaks TLS): Codex trusts its CA here.

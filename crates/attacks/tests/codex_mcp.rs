@@ -68,6 +68,9 @@ fn tool_output(up: &Upstream) -> String {
 
 #[test]
 fn codex_calls_stockade_over_mcp_and_its_commands_are_contained() {
+    if attacks::responses::CODEX_CLI.skip() {
+        return;
+    }
     let fx = Fixture::new();
     let up = Upstream::start_with(Some(mcp_script()));
     let mut args = vec!["mcp".to_string()];
@@ -113,6 +116,9 @@ fn codex_calls_stockade_over_mcp_and_its_commands_are_contained() {
 
 #[test]
 fn control_codex_own_shell_without_its_sandbox_reads_the_key_and_plants_the_hook() {
+    if attacks::responses::CODEX_CLI.skip() {
+        return;
+    }
     let fx = Fixture::new();
     let up = Upstream::start_with(Some(script(TOOL.to_string())));
     let extra = ["--sandbox".to_string(), "danger-full-access".to_string()];

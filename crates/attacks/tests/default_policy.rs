@@ -233,18 +233,10 @@ fn shell_prefix_and_the_hooks_wrapped_run_honour_the_user_policy() {
         .assert_stdout_contains("v=none");
 }
 
-/// Where scripts/test installs the MCP SDK (as mcp_server.rs).
-const SDK: &str = "/var/tmp/stockade-tools/node_modules/@modelcontextprotocol/sdk";
-
 /// One `execute` call through `stockade mcp --workspace WS` (stdio), with the SDK's client:
 /// the call's text.
 fn mcp_execute(fx: &Fixture, env: Value, command: &str) -> String {
-    let sdk = installed_tool(
-        "STOCKADE_TEST_MCP_SDK",
-        SDK,
-        "the MCP TypeScript SDK",
-        "npm install --prefix /var/tmp/stockade-tools @modelcontextprotocol/sdk",
-    );
+    let sdk = MCP_SDK.path();
     let node = which("node").expect("node (Node.js) is needed for the MCP client");
     let script = fx.root.join("client.mjs");
     std::fs::copy(
@@ -277,6 +269,9 @@ fn mcp_execute(fx: &Fixture, env: Value, command: &str) -> String {
 
 #[test]
 fn mcp_calls_honour_the_user_policy() {
+    if attacks::MCP_SDK.skip() {
+        return;
+    }
     let fx = Fixture::new();
     user_policy(&fx, USER_POLICY);
     let out = mcp_execute(&fx, json!({ "PATH": PATH, "HOME": fx.home }), SHOW);

@@ -649,6 +649,9 @@ fn a_reservation_probe_beyond_the_limit_is_not_reported_when_the_run_succeeds() 
 /// that is reported. Only the rlimit sees refusals (a cgroup never refuses an allocation).
 #[test]
 fn claude_codes_reservation_probe_is_not_a_limit_hit() {
+    if attacks::messages::CLAUDE_CLI.skip() {
+        return;
+    }
     if attacks::not_under("gvisor", attacks::na::NO_LIMIT_EVENTS) {
         return;
     }

@@ -23,16 +23,8 @@ use std::time::Duration;
 use attacks::*;
 use serde_json::{json, Value};
 
-/// Where scripts/test installs the SDK (`STOCKADE_TEST_MCP_SDK` overrides).
-const SDK: &str = "/var/tmp/stockade-tools/node_modules/@modelcontextprotocol/sdk";
-
 fn sdk() -> PathBuf {
-    attacks::installed_tool(
-        "STOCKADE_TEST_MCP_SDK",
-        SDK,
-        "the MCP TypeScript SDK",
-        "npm install --prefix /var/tmp/stockade-tools @modelcontextprotocol/sdk",
-    )
+    MCP_SDK.path()
 }
 
 fn client_script() -> PathBuf {
@@ -98,6 +90,9 @@ fn is_error(result: &Value) -> bool {
 
 #[test]
 fn every_tool_works_over_stdio_with_the_sdk_client() {
+    if attacks::MCP_SDK.skip() {
+        return;
+    }
     let fx = Fixture::new();
     let calls = json!([
         call(
@@ -189,6 +184,9 @@ fn every_tool_works_over_stdio_with_the_sdk_client() {
 
 #[test]
 fn file_tools_stay_beneath_the_workspace() {
+    if attacks::MCP_SDK.skip() {
+        return;
+    }
     let fx = Fixture::new();
     // Planted in the workspace (as an earlier command could have): links out of it.
     std::os::unix::fs::symlink(fx.outside.join("target.txt"), fx.ws.join("link-out"))
@@ -245,6 +243,9 @@ fn file_tools_stay_beneath_the_workspace() {
 
 #[test]
 fn file_tools_follow_the_sandbox_rules() {
+    if attacks::MCP_SDK.skip() {
+        return;
+    }
     let fx = Fixture::new();
     let calls = json!([
         call("read_file", json!({ "path": ".env" })),
@@ -305,6 +306,9 @@ fn file_tools_follow_the_sandbox_rules() {
 
 #[test]
 fn execute_names_network_denials_with_the_flag() {
+    if attacks::MCP_SDK.skip() {
+        return;
+    }
     let fx = Fixture::new();
     let curl = "curl -sS --max-time 10 -o /dev/null http://blocked.example.invalid/ ; echo curl=$?";
     let calls = json!([call("execute", json!({ "command": curl }))]);
@@ -354,6 +358,9 @@ fn span(result: &Value) -> (u128, u128) {
 
 #[test]
 fn concurrent_calls_are_runs_of_their_own() {
+    if attacks::MCP_SDK.skip() {
+        return;
+    }
     if backend() == "gvisor" && is_root() {
         println!("n/a: a root caller's gVisor runs of one workspace take turns (its workspace lock: crates/stockade/src/workspace_lock.rs)");
         return;
@@ -408,6 +415,9 @@ fn numbers(result: &Value) -> Vec<u32> {
 /// before its set-up.) Control: a descriptor the command opens itself is in the same listing.
 #[test]
 fn concurrent_calls_hold_only_their_own_descriptors() {
+    if attacks::MCP_SDK.skip() {
+        return;
+    }
     if backend() == "gvisor" && is_root() {
         println!("n/a: a root caller's gVisor runs of one workspace take turns (its workspace lock: crates/stockade/src/workspace_lock.rs)");
         return;
@@ -486,6 +496,9 @@ fn http_server(fx: &Fixture, token: &str) -> (std::process::Child, String) {
 
 #[test]
 fn http_needs_the_bearer_token() {
+    if attacks::MCP_SDK.skip() {
+        return;
+    }
     let fx = Fixture::new();
     let token = format!("tok-{}-{}", fx.id, "x".repeat(32));
     let (mut server, url) = http_server(&fx, &token);
@@ -537,6 +550,9 @@ fn http_needs_the_bearer_token() {
 
 #[test]
 fn control_fd_changes_the_servers_policy_for_running_and_later_calls() {
+    if attacks::MCP_SDK.skip() {
+        return;
+    }
     let fx = Fixture::new();
     // A loopback server on the host, refused by the proxy until allowed.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -633,6 +649,9 @@ fn control_fd_changes_the_servers_policy_for_running_and_later_calls() {
 
 #[test]
 fn a_call_cannot_lift_the_operators_time_limit_or_overflow_it() {
+    if attacks::MCP_SDK.skip() {
+        return;
+    }
     let fx = Fixture::new();
     let calls = json!([
         call(

@@ -26,13 +26,15 @@ use attacks::*;
 /// Where scripts/test installs the CLI (`STOCKADE_TEST_OPENCODE` overrides).
 const OPENCODE: &str = "/var/tmp/stockade-tools/node_modules/opencode-linux-x64/bin/opencode";
 
+const OPENCODE_CLI: PinnedTool = PinnedTool {
+    env: "STOCKADE_TEST_OPENCODE",
+    default: OPENCODE,
+    what: "the OpenCode CLI",
+    install: "npm install --prefix /var/tmp/stockade-tools opencode-linux-x64",
+};
+
 fn opencode() -> PathBuf {
-    attacks::installed_tool(
-        "STOCKADE_TEST_OPENCODE",
-        OPENCODE,
-        "the OpenCode CLI",
-        "npm install --prefix /var/tmp/stockade-tools opencode-linux-x64",
-    )
+    OPENCODE_CLI.path()
 }
 
 const TOOL: &str = "echo oc-ran; cat ~/.ssh/id_rsa; \
@@ -83,6 +85,9 @@ const ARGS: [&str; 4] = [
 
 #[test]
 fn opencode_as_the_worker_cannot_read_secrets_or_plant_plugins() {
+    if OPENCODE_CLI.skip() {
+        return;
+    }
     let fx = Fixture::new();
     project_config(&fx);
     let up = Upstream::start_with(Some(script()));
@@ -126,6 +131,9 @@ fn opencode_as_the_worker_cannot_read_secrets_or_plant_plugins() {
 
 #[test]
 fn control_opencode_on_the_host_reads_the_key_and_plants_the_plugin() {
+    if OPENCODE_CLI.skip() {
+        return;
+    }
     let fx = Fixture::new();
     project_config(&fx);
     let up = Upstream::start_with(Some(script()));
