@@ -138,3 +138,47 @@ fn a_change_set_cannot_complete_a_git_dir_a_direct_run_began() {
         sh_quote(&marker)
     );
 }
+
+/// A held `Makefile` holds only `include rules.txt`; the recipe is in `rules.txt`, a plain
+/// file the partial apply writes at once. The reviewer reading what is left must see
+/// `rules.txt` too: `diff` (and `--stat`) list it after the pending entries, marked applied
+/// earlier, and the apply says the held entries may depend on what it applied. Control:
+/// before the apply, `diff` shows both as pending.
+#[test]
+fn the_diff_of_a_partly_applied_change_set_shows_what_was_applied() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let fx = Fixture::without_git();
+    let script = "printf 'include rules.txt\\n' > Makefile; printf 'all:\\n\\t@touch payload-ran\\n' > rules.txt";
+    let (run, id) = review(&fx, &[], script);
+    run.assert_success();
+    let id = id.expect("a pending change set");
+
+    // Control: nothing applied yet, both pending, no "applied earlier".
+    fx.stockade(["diff", &id])
+        .run()
+        .assert_success()
+        .assert_stdout_contains("+++ b/Makefile")
+        .assert_stdout_contains("+++ b/rules.txt")
+        .assert_lacks("applied earlier");
+
+    fx.stockade(["apply", &id])
+        .run()
+        .assert_code(APPLIED_PARTLY)
+        .assert_stdout_contains("written  rules.txt")
+        .assert_stdout_contains("pending  Makefile")
+        .assert_stdout_contains("may depend on the ones just applied");
+    assert!(fx.ws.join("rules.txt").exists());
+
+    let diff = fx.stockade(["diff", &id]).run();
+    diff.assert_success()
+        .assert_stdout_contains("+++ b/Makefile")
+        .assert_stdout_contains("applied earlier: rules.txt")
+        .assert_stdout_contains("+\t@touch payload-ran");
+    fx.stockade(["diff", &id, "--stat"])
+        .run()
+        .assert_success()
+        .assert_stdout_contains(" Makefile ")
+        .assert_stdout_contains(" rules.txt | (applied earlier) 2 ++");
+}

@@ -102,12 +102,19 @@ fn apply_writes_the_plain_entries_and_leaves_the_flagged_ones_pending() {
     assert!(!fx.ws.join("Makefile").exists());
     assert!(!fx.ws.join("open").exists());
     assert_eq!(pending(&fx, &id), ["Makefile", "open", "open/inside.txt"]);
-    // The diff shows what is left, the applied entries no more.
-    fx.stockade(["diff", &id])
-        .run()
-        .assert_success()
+    // The diff shows what is left, then the applied entries marked so (a held entry may
+    // depend on them).
+    let diff = fx.stockade(["diff", &id]).run();
+    diff.assert_success()
         .assert_stdout_contains("b/Makefile")
-        .assert_lacks("b/b.txt");
+        .assert_stdout_contains("applied earlier: b.txt\ndiff --git a/b.txt b/b.txt");
+    let makefile = diff.stdout.find("b/Makefile").expect("the Makefile");
+    let b = diff.stdout.find("applied earlier: b.txt").expect("b.txt");
+    assert!(
+        makefile < b,
+        "the pending entries first: {}",
+        diff.describe()
+    );
 
     // Nothing but flagged entries left: a refusal, nothing written or said done.
     let again = fx.stockade(["apply", &id]).run();

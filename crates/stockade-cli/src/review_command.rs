@@ -496,6 +496,9 @@ fn stat_text(stats: &[FileStat], color: bool) -> String {
     for (s, name) in stats.iter().zip(&names) {
         let pad = width - name.chars().count();
         out.push_str(&format!(" {name}{} | ", " ".repeat(pad)));
+        if s.applied {
+            out.push_str("(applied earlier) ");
+        }
         if s.binary {
             out.push_str("Bin\n");
             continue;
@@ -623,6 +626,11 @@ fn print_applied(id: &str, workspace: &Path, report: &ApplyReport) {
             if n == 1 { "y" } else { "ies" },
             if n == 1 { "its" } else { "their" },
         );
+        if !report.written.is_empty() || !report.deleted.is_empty() {
+            outln!(
+                "the pending entries may depend on the ones just applied (a held Makefile that includes a plain file written now): review them together, `stockade diff {id}` shows both"
+            );
+        }
     }
     if report.remaining > 0 {
         outln!(

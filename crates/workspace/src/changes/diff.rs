@@ -36,6 +36,10 @@ pub struct FileStat {
     pub deletions: usize,
     /// Not shown as text (a binary or large file, a special file): no line counts.
     pub binary: bool,
+    /// Written (or deleted) by an earlier partial apply: in the workspace already, counted
+    /// as the run wrote it (against nothing).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub applied: bool,
 }
 
 /// What the diff of a change set is written into: its text and each path's counts.
@@ -59,6 +63,7 @@ impl Sink {
             insertions,
             deletions,
             binary,
+            applied: false,
         });
     }
 }
@@ -247,8 +252,11 @@ fn deleted_tree(
 }
 
 impl RunDir {
-    /// The unified diff of the entries at or below `paths` (all when empty), entries
-    /// already applied left out. A finished run's upper is checked against its digest first.
+    /// The unified diff of the entries at or below `paths` (all when empty). Entries an
+    /// earlier partial apply wrote follow, each after a line `applied earlier: PATH` and
+    /// shown whole as the run wrote it (a held entry may depend on them: a `Makefile` that
+    /// includes a plain file already written). A finished run's upper is checked against its
+    /// digest first.
     pub fn diff(&self, paths: &[PathBuf]) -> Result<String, ChangesError> {
         Ok(self.diff_into(paths)?.text)
     }
@@ -262,17 +270,16 @@ impl RunDir {
 
     fn diff_into(&self, paths: &[PathBuf]) -> Result<Sink, ChangesError> {
         self.check_live()?;
-        let entries: Vec<Recorded> = match &self.meta.finished {
+        let (entries, done): (Vec<Recorded>, Vec<Recorded>) = match &self.meta.finished {
             Some(f) => {
                 self.verify()?;
                 let applied = self.applied();
                 f.entries
                     .iter()
-                    .filter(|e| !applied.contains(e.path.as_path()))
                     .cloned()
-                    .collect()
+                    .partition(|e| !applied.contains(e.path.as_path()))
             }
-            None => self.scan(true)?.entries,
+            None => (self.scan(true)?.entries, Vec::new()),
         };
         let wanted = paths
             .iter()
@@ -280,7 +287,7 @@ impl RunDir {
             .collect::<Result<Vec<_>, _>>()?;
         let unmatched: Vec<PathBuf> = wanted
             .iter()
-            .filter(|w| !entries.iter().any(|e| covers(w, &e.path)))
+            .filter(|w| !entries.iter().chain(&done).any(|e| covers(w, &e.path)))
             .cloned()
             .collect();
         if !unmatched.is_empty() {
@@ -295,7 +302,57 @@ impl RunDir {
         {
             self.diff_entry(&mut out, root.as_fd(), upper.as_fd(), e)?;
         }
+        for e in done
+            .iter()
+            .filter(|e| wanted.is_empty() || wanted.iter().any(|w| covers(w, &e.path)))
+        {
+            self.applied_entry(&mut out, upper.as_fd(), e)?;
+        }
         Ok(out)
+    }
+
+    /// An entry an earlier partial apply wrote, shown as the run wrote it: the workspace has
+    /// it now, so a diff against the workspace would show nothing.
+    fn applied_entry(
+        &self,
+        out: &mut Sink,
+        upper: BorrowedFd<'_>,
+        e: &Recorded,
+    ) -> Result<(), ChangesError> {
+        let (a, b) = (header_name("a/", &e.path), header_name("b/", &e.path));
+        let before = out.stats.len();
+        if e.kind == ChangeKind::Deleted {
+            let _ = writeln!(
+                out,
+                "applied earlier: {}\ndiff --git {a} {b}\ndeleted (applied earlier)",
+                header_name("", &e.path)
+            );
+            out.stat(&e.path, 0, 0, true);
+        } else {
+            let new = side_at(upper, &e.path).map_err(|cause| ChangesError::Read {
+                path: self.upper().join(&e.path),
+                cause,
+            })?;
+            match new {
+                Side::Dir(_) | Side::None => {}
+                Side::Special => {
+                    let _ = writeln!(
+                        out,
+                        "applied earlier: {}\ndiff --git {a} {b}\nspecial file: never applied",
+                        header_name("", &e.path)
+                    );
+                    out.stat(&e.path, 0, 0, true);
+                }
+                new => {
+                    let _ = writeln!(out, "applied earlier: {}", header_name("", &e.path));
+                    file_diff(out, &e.path, &Side::None, &new);
+                }
+            }
+        }
+        for s in out.stats.iter_mut().skip(before) {
+            s.applied = true;
+        }
+        Ok(())
     }
 
     fn diff_entry(

@@ -823,7 +823,8 @@ fn a_partial_apply_still_refuses_conflicts() {
 }
 
 /// `diff --stat`'s counts: lines added and removed per path, binary files without counts, a
-/// mode change alone with none; applied entries left out as in the diff.
+/// mode change alone with none; applied entries after the pending ones, marked applied and
+/// counted as the run wrote them, as in the diff.
 #[test]
 fn diff_stat_counts_the_lines_the_diff_shows() {
     let fx = Fx::new();
@@ -861,9 +862,16 @@ fn diff_stat_counts_the_lines_the_diff_shows() {
         &rules(),
     )
     .unwrap();
-    assert!(!run
-        .diff_stat(&[])
-        .unwrap()
-        .iter()
-        .any(|s| s.path == p("new.txt")));
+    let stats = run.diff_stat(&[]).unwrap();
+    let last = stats.last().unwrap();
+    assert_eq!(
+        (&last.path, last.insertions, last.deletions, last.applied),
+        (&p("new.txt"), 3, 0, true)
+    );
+    assert!(stats.iter().rev().skip(1).all(|s| !s.applied));
+    let diff = run.diff(&[]).unwrap();
+    assert!(
+        diff.contains("applied earlier: new.txt\ndiff --git a/new.txt b/new.txt\nnew file mode"),
+        "{diff}"
+    );
 }
