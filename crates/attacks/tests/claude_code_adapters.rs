@@ -74,6 +74,9 @@ fn session(fx: &Fixture, up: &Upstream, prefix: Option<String>) -> (Run, String)
 
 #[test]
 fn claude_code_through_the_shell_prefix() {
+    if attacks::messages::CLAUDE_CLI.skip() {
+        return;
+    }
     let fx = Fixture::new();
     let up = Upstream::start_with(Some(script()));
     // Claude Code runs the prefix as one program: a script gives it stockade's options.
@@ -111,6 +114,9 @@ fn claude_code_through_the_shell_prefix() {
 
 #[test]
 fn control_without_the_prefix_the_same_session_reads_the_key_and_plants() {
+    if attacks::messages::CLAUDE_CLI.skip() {
+        return;
+    }
     let fx = Fixture::new();
     let up = Upstream::start_with(Some(script()));
     let (run, results) = session(&fx, &up, None);
@@ -130,6 +136,9 @@ fn control_without_the_prefix_the_same_session_reads_the_key_and_plants() {
 
 #[test]
 fn claude_code_through_the_pre_tool_use_hook() {
+    if attacks::messages::CLAUDE_CLI.skip() {
+        return;
+    }
     let fx = Fixture::new();
     let up = Upstream::start_with(Some(script()));
     let state = fx.home.join(".claude");
@@ -276,6 +285,9 @@ fn start_script(outside: &std::path::Path) -> attacks::upstream::Script {
 /// `--workspace` (what every such command got before).
 #[test]
 fn the_prefix_without_workspace_takes_the_directory_claude_code_started_in() {
+    if attacks::messages::CLAUDE_CLI.skip() {
+        return;
+    }
     // The recipe is flag-free, so the backend would come from a user policy
     // (`backend = "gvisor"`); but Claude Code gives its commands a socket as stdin, and a
     // gVisor run whose stdin is a socket left open does not end when its command does (a
