@@ -182,3 +182,95 @@ fn the_diff_of_a_partly_applied_change_set_shows_what_was_applied() {
         .assert_stdout_contains(" Makefile ")
         .assert_stdout_contains(" rules.txt | (applied earlier) 2 ++");
 }
+
+fn store(fx: &Fixture) -> std::path::PathBuf {
+    fx.home.join(".local/state/stockade/changes")
+}
+
+fn is_root() -> bool {
+    std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+        .unwrap_or(false)
+}
+
+/// A run closes a directory it made (`chmod 555 d`, a file inside): its owner cannot empty
+/// it, so its change set could not be removed. `discard --all` removes it and the change sets
+/// after it; `discard RUN` removes one; an apply of all of it ends in 0 and removes it; a
+/// change set whose record an earlier removal cut short (no `meta.json`) is removed by
+/// `discard RUN`. Control (a regular user): the same upper resists a plain recursive removal
+/// (root passes every mode: the control is n/a there, the discards still checked).
+#[test]
+fn a_directory_the_run_closed_does_not_make_its_change_set_undiscardable() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let fx = Fixture::without_git();
+    let closing = "mkdir d && echo x > d/f.txt && chmod 555 d";
+    let ids: Vec<String> = ["echo 1 > one.txt", closing, "echo 3 > three.txt"]
+        .iter()
+        .map(|s| {
+            let (run, id) = review(&fx, &[], s);
+            run.assert_success();
+            id.expect("a pending change set")
+        })
+        .collect();
+    let closed = store(&fx).join(&ids[1]).join("upper/d");
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::symlink_metadata(&closed)
+            .expect("the closed directory")
+            .permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o555);
+    if !is_root() {
+        // Control: a plain removal of the upper fails on the closed directory.
+        let copy = fx.out_file("closed-copy");
+        std::fs::create_dir_all(copy.join("d")).expect("mkdir");
+        std::fs::write(copy.join("d/f.txt"), "x").expect("write");
+        std::fs::set_permissions(
+            copy.join("d"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o555),
+        )
+        .expect("chmod");
+        assert!(std::fs::remove_dir_all(&copy).is_err(), "control: removed");
+    }
+
+    let all = fx.stockade(["discard", "--all"]).run();
+    all.assert_success()
+        .assert_stdout_contains("3 change sets of");
+    for id in &ids {
+        assert!(
+            !store(&fx).join(id).exists(),
+            "{id} left: {}",
+            all.describe()
+        );
+    }
+
+    // One at a time.
+    let (_, id) = review(&fx, &[], closing);
+    let id = id.expect("a pending change set");
+    fx.stockade(["discard", &id])
+        .run()
+        .assert_success()
+        .assert_stdout_contains("discarded");
+    assert!(!store(&fx).join(&id).exists());
+
+    // Applied whole: written, then removed, exit 0.
+    let (_, id) = review(&fx, &[], closing);
+    let id = id.expect("a pending change set");
+    fx.stockade(["apply", &id, "--accept-flagged"])
+        .run()
+        .assert_success()
+        .assert_stdout_contains("applied whole and removed");
+    assert!(!store(&fx).join(&id).exists());
+    assert!(fx.ws.join("d/f.txt").exists());
+
+    // A record cut short: `discard RUN` still removes it.
+    let (_, id) = review(&fx, &[], "echo 4 > four.txt");
+    let id = id.expect("a pending change set");
+    std::fs::remove_file(store(&fx).join(&id).join("meta.json")).expect("rm meta.json");
+    fx.stockade(["runs"])
+        .run()
+        .assert_stdout_contains("unreadable");
+    fx.stockade(["discard", &id]).run().assert_success();
+    assert!(!store(&fx).join(&id).exists());
+}

@@ -654,7 +654,13 @@ pub fn discard(args: &DiscardArgs) -> Result<u8, Error> {
             hint: "`stockade discard --all --everywhere`, or `--older-than 7d --everywhere`".into(),
         });
     }
-    let run = find(&store, args.run.as_deref(), args.workspace.as_deref())?;
+    // A change set named by its id is removed even when its record cannot be read.
+    if let Some(id) = args.run.as_deref() {
+        store.discard(id)?;
+        outln!("change set {id} discarded");
+        return Ok(0);
+    }
+    let run = find(&store, None, args.workspace.as_deref())?;
     let id = run.id().to_string();
     run.discard()?;
     outln!("change set {id} discarded");
@@ -681,12 +687,18 @@ fn discard_many(store: &Store, args: &DiscardArgs) -> Result<u8, Error> {
         None => "in the store".into(),
     };
     let mut n = 0;
+    // One that cannot be removed does not stop the rest: each is said at the end.
+    let mut failed = Vec::new();
     for r in &chosen {
-        // Gone meanwhile (another discard, an apply): nothing to do.
-        let Ok(run) = store.find(Some(&r.run_id), None) else {
-            continue;
-        };
-        run.discard()?;
+        match store.discard(&r.run_id) {
+            Ok(()) => {}
+            // Gone meanwhile (another discard, an apply): nothing to do.
+            Err(workspace::changes::ChangesError::NotFound { .. }) => continue,
+            Err(e) => {
+                failed.push((r.run_id.clone(), e));
+                continue;
+            }
+        }
         outln!(
             "discarded {}: {} change{}, {} old, {}",
             r.run_id,
@@ -724,7 +736,23 @@ fn discard_many(store: &Store, args: &DiscardArgs) -> Result<u8, Error> {
             "{going} not finished left (a run may still be going on): `stockade runs` lists them, `stockade discard RUN` removes one"
         );
     }
-    Ok(0)
+    if failed.is_empty() {
+        return Ok(0);
+    }
+    errln!(
+        "stockade: {} change set{} could not be discarded (`stockade discard RUN` tries one again):",
+        failed.len(),
+        if failed.len() == 1 { "" } else { "s" }
+    );
+    let mut failed = failed.into_iter();
+    let first = failed.next();
+    for (id, e) in failed {
+        errln!("stockade: {id}: {}", shown_line(&e.to_string()));
+    }
+    match first {
+        Some((_, e)) => Err(Error::from(e)),
+        None => Ok(0),
+    }
 }
 
 /// `secs` in its largest whole unit: `7d`, `90m`, `45s`.

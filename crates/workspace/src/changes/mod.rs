@@ -95,6 +95,7 @@ mod import;
 pub use import::bound_reached;
 mod pathser;
 mod read;
+mod remove;
 mod run;
 mod select;
 mod store;

@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::io::{Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
@@ -16,10 +16,11 @@ use rustix::io::Errno;
 use super::flags::flags_of;
 use super::pathser::LogLine;
 use super::read::{self, Layers, Marks};
+use super::remove::remove_run;
 use super::{
     now_ns, Change, ChangeSet, ChangesError, FlagRules, Recorded, RunMeta, FORMAT, OLDEST_FORMAT,
 };
-use crate::beneath::{errno_io, list, open_child, remove_tree, resolve, stat_child};
+use crate::beneath::{errno_io, list, open_child, resolve, stat_child};
 
 /// A `meta.json` larger than this is corrupt.
 const MAX_META: u64 = 512 << 20;
@@ -225,23 +226,7 @@ impl RunDir {
 
     /// An exclusive lock on the store's `.lock`, released when the descriptor closes.
     pub(crate) fn lock(&self) -> Result<OwnedFd, ChangesError> {
-        let path = self.store.join(".lock");
-        let fd = rustix::fs::openat2(
-            &self.store_fd,
-            ".lock",
-            OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::from_raw_mode(0o600),
-            resolve(),
-        )
-        .map_err(|e| ChangesError::Lock {
-            path: path.clone(),
-            cause: io_err(e),
-        })?;
-        rustix::fs::flock(&fd, FlockOperation::LockExclusive).map_err(|e| ChangesError::Lock {
-            path,
-            cause: io_err(e),
-        })?;
-        Ok(fd)
+        lock_store(self.store_fd.as_fd(), &self.store)
     }
 
     /// The upper, opened readable.
@@ -530,7 +515,7 @@ impl RunDir {
 
     /// Removes the run directory (the caller holds the lock).
     pub(crate) fn remove(&mut self) -> Result<(), ChangesError> {
-        remove_tree(self.store_fd.as_fd(), OsStr::new(&self.id)).map_err(|cause| {
+        remove_run(self.store_fd.as_fd(), OsStr::new(&self.id)).map_err(|cause| {
             ChangesError::Remove {
                 path: self.path.clone(),
                 cause,
@@ -712,4 +697,25 @@ impl AppliedLog {
                 cause,
             })
     }
+}
+
+/// An exclusive `flock` on the store's `.lock` (see [`RunDir::lock`]).
+pub(super) fn lock_store(store_fd: BorrowedFd<'_>, store: &Path) -> Result<OwnedFd, ChangesError> {
+    let path = store.join(".lock");
+    let fd = rustix::fs::openat2(
+        store_fd,
+        ".lock",
+        OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+        resolve(),
+    )
+    .map_err(|e| ChangesError::Lock {
+        path: path.clone(),
+        cause: io_err(e),
+    })?;
+    rustix::fs::flock(&fd, FlockOperation::LockExclusive).map_err(|e| ChangesError::Lock {
+        path,
+        cause: io_err(e),
+    })?;
+    Ok(fd)
 }

@@ -13,9 +13,10 @@ use rustix::fs::{FileType as Ft, Mode, OFlags};
 use rustix::io::Errno;
 use serde::Serialize;
 
-use super::run::RunDir;
+use super::remove::remove_run;
+use super::run::{lock_store, RunDir};
 use super::{now_ns, ChangesError, RunMeta};
-use crate::beneath::{errno_io, list, open_child, remove_tree};
+use crate::beneath::{errno_io, list, open_child};
 
 /// The change store, held open.
 #[derive(Debug)]
@@ -230,7 +231,7 @@ impl Store {
             Ok(run)
         })();
         if made.is_err() {
-            let _ = remove_tree(self.fd.as_fd(), OsStr::new(&meta.run_id));
+            let _ = remove_run(self.fd.as_fd(), OsStr::new(&meta.run_id));
         }
         made
     }
@@ -342,6 +343,27 @@ impl Store {
         }
         out.sort_by(|a, b| (b.started_unix_ns, &b.run_id).cmp(&(a.started_unix_ns, &a.run_id)));
         Ok(out)
+    }
+
+    /// Discards the change set `id`: [`RunDir::discard`], or, when its record cannot be read
+    /// (`meta.json` missing or corrupt, an earlier removal cut short), its directory removed
+    /// under the store's lock all the same. No such change set: `NotFound`.
+    pub fn discard(&self, id: &str) -> Result<(), ChangesError> {
+        match self.open_run(id) {
+            Ok(run) => run.discard(),
+            Err(
+                e @ (ChangesError::NotFound { .. }
+                | ChangesError::BadRunId { .. }
+                | ChangesError::Open { .. }),
+            ) => Err(e),
+            Err(_) => {
+                let _lock = lock_store(self.fd.as_fd(), &self.dir)?;
+                remove_run(self.fd.as_fd(), OsStr::new(id)).map_err(|cause| ChangesError::Remove {
+                    path: self.dir.join(id),
+                    cause,
+                })
+            }
+        }
     }
 
     /// The run `id`; without one, the newest whose workspace is `workspace` (when given),
