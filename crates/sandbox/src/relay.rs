@@ -323,6 +323,66 @@ pub fn relay(
     out.finish()
 }
 
+/// Copy the command's input from `from` (the caller's stdin: a pipe, a file, a socket) into
+/// the pipe `to` (the write end; the command holds the read end), until `from` ends or the
+/// command's end of the pipe is closed by every holder. Meant to run on its own thread; it
+/// returns when the run is over even though `from` stays open and silent (a socket Claude
+/// Code keeps open, a pipe whose writer waits), because it waits in `poll(2)` for either
+/// `from` to have data or `to` to have no reader left (`POLLERR`), and reads only then.
+///
+/// Never `splice(2)` (which `std::io::copy` uses between a socket and a pipe): a splice from
+/// a socket into a pipe waits for the socket's data holding the pipe's lock, and closing the
+/// pipe's read end then waits for that lock: the run never ends.
+///
+/// What was read is written whole (a full pipe blocks until the command reads, or fails with
+/// `EPIPE` once it is gone); `EINTR` and a non-blocking `from`'s `EAGAIN` are waited out. Any
+/// other error ends the relay as end of input does, and dropping `to` gives the command end
+/// of file. The caller must ignore `SIGPIPE` (Rust programs do by default).
+pub fn relay_input(from: OwnedFd, to: OwnedFd) {
+    use rustix::event::{poll, PollFd, PollFlags};
+    let mut src = File::from(from);
+    let mut dst = File::from(to);
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        let mut fds = [
+            PollFd::new(&src, PollFlags::IN),
+            // No events asked: a pipe's write end reports POLLERR when no reader is left.
+            PollFd::new(&dst, PollFlags::empty()),
+        ];
+        match poll(&mut fds, None) {
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => return,
+        }
+        let (input, output) = (fds[0].revents(), fds[1].revents());
+        if output.intersects(PollFlags::ERR | PollFlags::HUP | PollFlags::NVAL) {
+            return;
+        }
+        if !input.intersects(PollFlags::IN | PollFlags::HUP | PollFlags::ERR) {
+            if input.contains(PollFlags::NVAL) {
+                return;
+            }
+            continue;
+        }
+        let n = match src.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock
+                ) =>
+            {
+                continue
+            }
+            Err(_) => return,
+        };
+        if dst.write_all(&buf[..n]).is_err() {
+            return;
+        }
+    }
+}
+
 /// The way out of one relayed stream: the sanitizer (when asked), then the limit, then the
 /// destination. Sanitizing comes first: the limit counts what would reach the reader. Shared
 /// by the pipe relay above and the terminal relay ([`crate::terminal`]).
@@ -843,5 +903,116 @@ mod tests {
                 Err(io::ErrorKind::BrokenPipe)
             );
         }
+    }
+
+    /// `relay_input` from a socket whose peer stays open and silent (Claude Code's stdin for
+    /// its commands) ends once the command's end of the pipe is closed, and the close itself
+    /// does not wait on the relay.
+    #[test]
+    fn relay_input_ends_with_the_command_though_a_socket_stays_open() {
+        let (peer, src) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (cmd_r, cmd_w) = io::pipe().unwrap();
+        let (done_tx, done_rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            relay_input(OwnedFd::from(src), OwnedFd::from(cmd_w));
+            let _ = done_tx.send(());
+        });
+        std::thread::sleep(Duration::from_millis(100)); // the relay waits on the socket
+        let (closed_tx, closed_rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            drop(cmd_r);
+            let _ = closed_tx.send(());
+        });
+        closed_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("closing the command's end waited on the relay");
+        done_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the relay outlived the command's end of the pipe");
+        drop(peer);
+    }
+
+    /// Control for the test above: `std::io::copy` from a socket into a pipe (what the gVisor
+    /// backend's stdin relay was) splices, and closing the pipe's read end then waits until
+    /// the socket has data. Input lets it go.
+    #[test]
+    fn std_copy_from_a_socket_holds_the_close_of_its_pipe() {
+        let (mut peer, src) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (cmd_r, cmd_w) = io::pipe().unwrap();
+        let (done_tx, done_rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = io::copy(
+                &mut File::from(OwnedFd::from(src)),
+                &mut File::from(OwnedFd::from(cmd_w)),
+            );
+            let _ = done_tx.send(());
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        let (closed_tx, closed_rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            drop(cmd_r);
+            let _ = closed_tx.send(());
+        });
+        assert!(
+            closed_rx.recv_timeout(Duration::from_millis(500)).is_err(),
+            "the close did not wait: std::io::copy no longer splices, relay_input's reason is gone"
+        );
+        // The copy may take the lock back for its next splice before the close has it: a
+        // byte at a time until the close is through.
+        let mut sent = 0;
+        while closed_rx.recv_timeout(Duration::from_millis(50)).is_err() {
+            assert!(
+                sent < 600,
+                "the close still waits after {sent} bytes of input"
+            );
+            if peer.write_all(b"x").is_err() {
+                break; // the copy is over (EPIPE), so is the close
+            }
+            sent += 1;
+        }
+        drop(peer); // end of input: the copy ends (it may have gone back to waiting on it)
+        done_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    }
+
+    /// What comes on the socket reaches the command in order, and the socket's end is the
+    /// command's end of file; the command that stops reading with a full pipe ends the relay
+    /// (EPIPE) too.
+    #[test]
+    fn relay_input_passes_the_input_and_its_end() {
+        let (mut peer, src) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (mut cmd_r, cmd_w) = io::pipe().unwrap();
+        let relay =
+            std::thread::spawn(move || relay_input(OwnedFd::from(src), OwnedFd::from(cmd_w)));
+        let sent: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        let writer = {
+            let sent = sent.clone();
+            std::thread::spawn(move || {
+                peer.write_all(&sent).unwrap();
+                drop(peer);
+            })
+        };
+        let mut got = Vec::new();
+        cmd_r.read_to_end(&mut got).unwrap();
+        assert!(got == sent);
+        writer.join().unwrap();
+        relay.join().unwrap();
+
+        let (mut peer, src) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (cmd_r, cmd_w) = io::pipe().unwrap();
+        let (done_tx, done_rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            relay_input(OwnedFd::from(src), OwnedFd::from(cmd_w));
+            let _ = done_tx.send(());
+        });
+        let feeder = std::thread::spawn(move || {
+            let chunk = vec![b'y'; 64 * 1024];
+            while peer.write_all(&chunk).is_ok() {}
+        });
+        std::thread::sleep(Duration::from_millis(200)); // the pipe fills, the relay waits on it
+        drop(cmd_r);
+        done_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the relay blocked on a pipe nobody reads");
+        drop(feeder); // it ends when the relay's end of the socket is gone
     }
 }

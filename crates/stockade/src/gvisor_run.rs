@@ -102,26 +102,25 @@ pub(crate) fn run(
         relay(out_r, run_io.stdout, "stdout"),
         relay(err_r, run_io.stderr, "stderr"),
     ];
-    // Stdin is copied as it comes (the thread ends with the input or when the command has
-    // closed its end); nothing at all when it is /dev/null or closed. A terminal is never
-    // read here: its keys go to the run's own terminal, or, when there is none (`--no-tty`, a
-    // library run), the command reads end of file, as from the native backend's /dev/null.
-    match run_io.stdin {
-        sandbox::Input::Process if keys_to_terminal || std::io::stdin().is_terminal() => drop(in_w),
-        sandbox::Input::Fd(from) if from.as_fd().is_terminal() => drop(in_w),
+    // Stdin is copied as it comes (the thread ends with the input, or when the run is over
+    // though the input stays open: a socket Claude Code holds, see relay_input); nothing at
+    // all when it is /dev/null or closed. A terminal is never read here: its keys go to the
+    // run's own terminal, or, when there is none (`--no-tty`, a library run), the command
+    // reads end of file, as from the native backend's /dev/null.
+    let input = match run_io.stdin {
+        sandbox::Input::Process if keys_to_terminal || std::io::stdin().is_terminal() => None,
+        sandbox::Input::Fd(from) if from.as_fd().is_terminal() => None,
         sandbox::Input::Process if native::launch::stdin_is_live() => {
-            std::thread::spawn(move || {
-                let mut to = std::fs::File::from(in_w);
-                let _ = std::io::copy(&mut std::io::stdin().lock(), &mut to);
-            });
+            std::io::stdin().as_fd().try_clone_to_owned().ok()
         }
-        sandbox::Input::Fd(from) => {
-            std::thread::spawn(move || {
-                let mut to = std::fs::File::from(in_w);
-                let _ = std::io::copy(&mut std::fs::File::from(from), &mut to);
-            });
+        sandbox::Input::Fd(from) => Some(from),
+        sandbox::Input::Process | sandbox::Input::Null => None,
+    };
+    match input {
+        Some(from) => {
+            std::thread::spawn(move || sandbox::relay::relay_input(from, in_w));
         }
-        sandbox::Input::Process | sandbox::Input::Null => drop(in_w),
+        None => drop(in_w),
     }
     // Mode proxy: a network namespace with only loopback and the proxy's listener in it,
     // which runsc joins (`--network=host` there); the proxy serves the listener from here.
