@@ -365,20 +365,23 @@ fn hold<'a>(
     if flagged.is_empty() {
         return (selected, Vec::new());
     }
+    // Each entry looks up itself and its ancestors: linear in the entries times their depth.
+    let by_path: HashMap<&Path, &Vec<Flag>> =
+        flagged.iter().map(|(p, f)| (p.as_path(), f)).collect();
     let mut kept = Vec::with_capacity(selected.len());
     let mut held = Vec::new();
     for e in selected {
-        if let Some((_, flags)) = flagged.iter().find(|(p, _)| *p == e.path) {
+        if let Some(flags) = by_path.get(e.path.as_path()) {
             held.push(Held {
                 path: e.path.clone(),
-                flags: flags.clone(),
+                flags: (*flags).clone(),
                 below: None,
             });
-        } else if let Some((above, _)) = flagged.iter().find(|(p, _)| e.path.starts_with(p)) {
+        } else if let Some(above) = e.path.ancestors().skip(1).find(|a| by_path.contains_key(a)) {
             held.push(Held {
                 path: e.path.clone(),
                 flags: Vec::new(),
-                below: Some(above.clone()),
+                below: Some(above.to_path_buf()),
             });
         } else {
             kept.push(e);
@@ -462,5 +465,79 @@ fn clean_temps(root: BorrowedFd<'_>, entries: &[Recorded]) {
                 let _ = rustix::fs::unlinkat(&fd, name, AtFlags::empty());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::changes::{Base, BaseState, Content};
+
+    fn rec(path: String) -> Recorded {
+        Recorded {
+            path: PathBuf::from(path),
+            kind: ChangeKind::Added,
+            file_type: FileType::File,
+            mode: Some(0o644),
+            size: 1,
+            sha256: None,
+            symlink_target: None,
+            script: false,
+            content: Some(Content::Text),
+            base_content: None,
+            in_git_dir: false,
+            base: Base {
+                state: BaseState::Absent,
+                changed_during_run: false,
+            },
+            hard_links: 0,
+        }
+    }
+
+    /// The red team's r13b: N plain and N flagged entries made `hold` compare every entry with
+    /// every flagged path (40 s and more for N = 20000). Now each entry looks up its ancestors.
+    /// Control: on a smaller set, the held entries are exactly those a flagged path is at or
+    /// above (the quadratic reading of the rule).
+    #[test]
+    fn hold_is_linear_in_the_entries() {
+        let flag = Flag {
+            code: "host-loaded",
+            reason: "x".into(),
+        };
+        let set = |n: usize| -> Vec<Recorded> {
+            let mut v: Vec<Recorded> = (0..n).map(|i| rec(format!("p/{i}"))).collect();
+            v.push(rec("node_modules/x".into()));
+            v.extend((0..n).map(|i| rec(format!("node_modules/x/{i}.js"))));
+            v.extend((0..n).map(|i| rec(format!("q/{i}.js"))));
+            v
+        };
+        let flagged_of = |all: &[Recorded]| -> Vec<(PathBuf, Vec<Flag>)> {
+            all.iter()
+                .filter(|e| e.path.extension().is_some_and(|x| x == "js"))
+                .map(|e| (e.path.clone(), vec![flag.clone()]))
+                .collect()
+        };
+        // Control: the rule as it reads.
+        let small = set(300);
+        let flagged = flagged_of(&small);
+        let (kept, held) = hold(small.iter().collect(), &flagged);
+        let want_held: Vec<&Path> = small
+            .iter()
+            .filter(|e| flagged.iter().any(|(p, _)| e.path.starts_with(p)))
+            .map(|e| e.path.as_path())
+            .collect();
+        assert_eq!(
+            held.iter().map(|h| h.path.as_path()).collect::<Vec<_>>(),
+            want_held
+        );
+        assert_eq!(kept.len(), small.len() - want_held.len());
+
+        let big = set(20_000);
+        let flagged = flagged_of(&big);
+        let t = std::time::Instant::now();
+        let (kept, held) = hold(big.iter().collect(), &flagged);
+        let took = t.elapsed();
+        assert_eq!((kept.len(), held.len()), (20_001, 40_000));
+        assert!(took < std::time::Duration::from_secs(5), "{took:?}");
     }
 }

@@ -23,7 +23,7 @@
 //! unreadable directory on the way) counts as present, and a config that cannot be read as
 //! running code.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -48,6 +48,8 @@ struct View<'a> {
     ws: &'a Path,
     /// What the apply writes (deletions left out), by path.
     written: HashMap<&'a Path, FileType>,
+    /// The `hooks` directories the apply writes something below.
+    hooks_written: HashSet<&'a Path>,
 }
 
 /// What the workspace holds now at a path.
@@ -114,8 +116,9 @@ impl View<'_> {
         let hooks = dir.join("hooks");
         if self
             .written
-            .iter()
-            .any(|(p, t)| (*p == hooks && *t != FileType::Dir) || in_hooks(p, &hooks))
+            .get(hooks.as_path())
+            .is_some_and(|t| *t != FileType::Dir)
+            || self.hooks_written.contains(hooks.as_path())
         {
             return true;
         }
@@ -194,11 +197,6 @@ fn shaped(has: impl Fn(&str) -> bool) -> bool {
     has("HEAD") && ["objects", "refs", "commondir"].iter().any(|n| has(n))
 }
 
-/// Whether `path` lies below `hooks`.
-fn in_hooks(path: &Path, hooks: &Path) -> bool {
-    path != hooks && path.starts_with(hooks)
-}
-
 /// The `git-internals` flags the entries of `selected` get because, with what the workspace
 /// holds now (`root`, the workspace at `ws`), applying them assembles a git dir or writes
 /// into one (see the module's docs). Each path at most once.
@@ -207,14 +205,21 @@ pub(super) fn git_assembly(
     ws: &Path,
     selected: &[&Recorded],
 ) -> Vec<(PathBuf, Flag)> {
+    let written: HashMap<&Path, FileType> = selected
+        .iter()
+        .filter(|e| e.kind != ChangeKind::Deleted)
+        .map(|e| (e.path.as_path(), e.file_type))
+        .collect();
+    let hooks_written = written
+        .keys()
+        .flat_map(|p| p.ancestors().skip(1))
+        .filter(|a| a.file_name() == Some(OsStr::new("hooks")))
+        .collect();
     let view = View {
         root,
         ws,
-        written: selected
-            .iter()
-            .filter(|e| e.kind != ChangeKind::Deleted)
-            .map(|e| (e.path.as_path(), e.file_type))
-            .collect(),
+        written,
+        hooks_written,
     };
     let mut out = Vec::new();
     for e in selected.iter().filter(|e| e.kind != ChangeKind::Deleted) {
