@@ -278,6 +278,25 @@ fn start_script(outside: &std::path::Path) -> attacks::upstream::Script {
     })
 }
 
+/// `backend = "<the backend under test>"` in the fixture's user policy (nothing for native, the
+/// default), and `policy show` says it is the backend.
+fn user_backend(fx: &Fixture) {
+    if backend() == "native" {
+        return;
+    }
+    let dir = fx.home.join(".config/stockade");
+    mkdir(&dir);
+    write_file(
+        &dir.join("policy.toml"),
+        format!("backend = \"{}\"\n", backend()),
+        0o644,
+    );
+    fx.stockade(["policy", "show"])
+        .run()
+        .assert_success()
+        .assert_stdout_contains(&format!("backend      {}", backend()));
+}
+
 /// Without `--workspace` the prefix takes the directory Claude Code started in (its process,
 /// `CLAUDE_PID`, an ancestor of the prefix), not the directory a command moved to: after `cd
 /// sub` the top of the project is still writable, and after `cd /` a write outside is still
@@ -288,19 +307,13 @@ fn the_prefix_without_workspace_takes_the_directory_claude_code_started_in() {
     if attacks::messages::CLAUDE_CLI.skip() {
         return;
     }
-    // The recipe is flag-free, so the backend would come from a user policy
-    // (`backend = "gvisor"`); but Claude Code gives its commands a socket as stdin, and a
-    // gVisor run whose stdin is a socket left open does not end when its command does (a
-    // pipe does): reported apart. How the workspace is found does not depend on the backend.
-    if not_under(
-        "gvisor",
-        "a gVisor run with an open socket as stdin (Claude Code's) does not end",
-    ) {
-        return;
-    }
     let fx = Fixture::new();
     let outside = fx.outside.clone();
     mkdir(&outside);
+    // The recipe is flag-free: the backend under test comes from the user's policy, as a
+    // user would choose one. (Claude Code gives its commands a socket as stdin, left open:
+    // the gVisor backend's runs end all the same, see stdin_kinds.rs.)
+    user_backend(&fx);
     let up = Upstream::start_with(Some(start_script(&outside)));
     // README "Shell prefix": `exec stockade shell-prefix "$@"`.
     let prefix = fx.script(
@@ -330,6 +343,7 @@ fn the_prefix_without_workspace_takes_the_directory_claude_code_started_in() {
     // Control: without Claude Code's word for its process, nothing runs.
     let fx2 = Fixture::new();
     mkdir(&fx2.outside);
+    user_backend(&fx2);
     let up2 = Upstream::start_with(Some(start_script(&fx2.outside)));
     let prefix = fx2.script(
         "claude-prefix.sh",
