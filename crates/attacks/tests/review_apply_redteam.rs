@@ -274,3 +274,63 @@ fn a_directory_the_run_closed_does_not_make_its_change_set_undiscardable() {
     fx.stockade(["discard", &id]).run().assert_success();
     assert!(!store(&fx).join(&id).exists());
 }
+
+fn mode_of(path: &Path) -> u32 {
+    std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::symlink_metadata(path).expect("stat").permissions(),
+    ) & 0o7777
+}
+
+/// The run makes `d/` with a flagged `d/Makefile` and closes `d` (`chmod 500`). The partial
+/// apply writes `d` and `d/notes.txt` and keeps `d` open to its owner while the Makefile is
+/// held; `--accept d/Makefile` then writes it and gives `d` its 500. Control: `d` closed as
+/// the run left it (what the partial apply did before), a regular user's `--accept` fails
+/// (root writes through the mode: n/a there).
+#[test]
+fn a_partial_apply_does_not_close_a_directory_over_held_entries() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let script = "mkdir d && printf 'all:\\n\\t@echo hi\\n' > d/Makefile && echo x > d/notes.txt && chmod 500 d";
+    let fx = Fixture::without_git();
+    let (run, id) = review(&fx, &[], script);
+    run.assert_success();
+    let id = id.expect("a pending change set");
+    fx.stockade(["apply", &id])
+        .run()
+        .assert_code(APPLIED_PARTLY)
+        .assert_stdout_contains("written  d/notes.txt")
+        .assert_stdout_contains("pending  d/Makefile");
+    assert_eq!(mode_of(&fx.ws.join("d")), 0o700);
+    fx.stockade(["apply", &id, "--accept", "d/Makefile"])
+        .run()
+        .assert_success()
+        .assert_stdout_contains("written  d/Makefile")
+        .assert_stdout_contains("applied whole and removed");
+    assert!(fx.ws.join("d/Makefile").exists());
+    assert_eq!(mode_of(&fx.ws.join("d")), 0o500);
+
+    if !is_root() {
+        // Control: closed over the held entry, the accept cannot write it.
+        let fx = Fixture::without_git();
+        let (_, id) = review(&fx, &[], script);
+        let id = id.expect("a pending change set");
+        fx.stockade(["apply", &id])
+            .run()
+            .assert_code(APPLIED_PARTLY);
+        std::fs::set_permissions(
+            fx.ws.join("d"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o500),
+        )
+        .expect("chmod");
+        fx.stockade(["apply", &id, "--accept", "d/Makefile"])
+            .run()
+            .assert_code(125);
+        assert!(!fx.ws.join("d/Makefile").exists());
+        std::fs::set_permissions(
+            fx.ws.join("d"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )
+        .expect("chmod");
+    }
+}

@@ -17,7 +17,9 @@
 //! its permission bits (never setuid or setgid) and renamed over the destination. A directory
 //! gets the bits the run gave it (a sticky bit included; never setuid or setgid), but one
 //! the run closed to its owner (`chmod 000`, `111`, `500`) is given them last, deepest first,
-//! after what it holds is written: until then its owner may read, write and search it. A
+//! after what it holds is written: until then its owner may read, write and search it (while
+//! entries below it stay pending, held or left out, it stays so: the apply that writes the
+//! last of them closes it). A
 //! file with holes is written as one: its non-zero blocks at their offsets, then its size
 //! (`read::copy_file`), so a `truncate -s 60G` file stays sparse on the host, never 60 GiB of
 //! zeros.
@@ -148,8 +150,43 @@ impl RunDir {
         drop(log);
         // Directories the run closed to their owner get their bits last, deepest first, once
         // what they hold is written (even after a failure: never left more open than the run
-        // made them but for their owner's bits).
-        for (path, mode) in closed.iter().rev() {
+        // made them but for their owner's bits). One with entries below it still pending
+        // (held, left out, not reached) stays open to its owner, or those could never be
+        // written by a regular user: the apply that writes the last of them closes it.
+        let now_done: HashSet<&Path> = done.iter().map(PathBuf::as_path).collect();
+        let below_pending: HashSet<&Path> = pending
+            .iter()
+            .map(|e| e.path.as_path())
+            .filter(|p| !now_done.contains(p))
+            .flat_map(|p| p.ancestors().skip(1))
+            .collect();
+        let below_done: HashSet<&Path> = now_done
+            .iter()
+            .flat_map(|p| p.ancestors().skip(1))
+            .collect();
+        let before = self.applied();
+        let mut closing: Vec<(PathBuf, u32)> = closed
+            .iter()
+            .filter(|(p, _)| !below_pending.contains(p.as_path()))
+            .cloned()
+            .collect();
+        // Closed by an earlier apply's deferral: its mode as the run gave it, the setgid bit
+        // it has kept.
+        for e in finished.entries.iter().filter(|e| {
+            e.file_type == FileType::Dir
+                && e.kind != ChangeKind::Deleted
+                && before.contains(e.path.as_path())
+                && below_done.contains(e.path.as_path())
+                && !below_pending.contains(e.path.as_path())
+        }) {
+            let mode = e.mode.unwrap_or(0o700) & 0o1777;
+            if mode & 0o700 != 0o700 {
+                closing.push((e.path.clone(), mode | KEEP_SETGID));
+            }
+        }
+        drop(before);
+        closing.sort();
+        for (path, mode) in closing.iter().rev() {
             if let Err(err) = close_dir(root.as_fd(), path, *mode) {
                 failed.get_or_insert(err);
             }
@@ -390,8 +427,11 @@ fn hold<'a>(
     (kept, held)
 }
 
+/// In a mode [`close_dir`] is given: keep the setgid bit the directory has now.
+const KEEP_SETGID: u32 = 1 << 31;
+
 /// Gives the directory `path` (relative to the workspace `root`) the bits `mode`, the run's,
-/// once what it holds is written.
+/// once what it holds is written ([`KEEP_SETGID`]: with the setgid bit it has).
 fn close_dir(root: BorrowedFd<'_>, path: &Path, mode: u32) -> Result<(), ChangesError> {
     let fail = |cause: io::Error| ChangesError::Apply {
         path: path.to_path_buf(),
@@ -402,6 +442,12 @@ fn close_dir(root: BorrowedFd<'_>, path: &Path, mode: u32) -> Result<(), Changes
         .file_name()
         .ok_or_else(|| fail(io::Error::other("not a plain relative path")))?;
     let d = open_child(parent.as_fd(), name, OFlags::PATH | OFlags::DIRECTORY).map_err(fail)?;
+    let mode = if mode & KEEP_SETGID != 0 {
+        let st = rustix::fs::fstat(&d).map_err(|e| fail(errno_io(e)))?;
+        (mode & 0o1777) | (st.st_mode & 0o2000)
+    } else {
+        mode
+    };
     chmod_fd(d.as_fd(), mode).map_err(fail)
 }
 
