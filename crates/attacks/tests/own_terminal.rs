@@ -656,15 +656,7 @@ fn terminal_after(py: &std::path::Path) -> String {
 /// `runuser -u USER -- env -i PATH HOME sh SCRIPT` on the harness's terminal, which root owns:
 /// the script runs as the user, in a terminal it may use but not open again.
 fn as_user(fx: &Fixture, user: &str, script: &std::path::Path) -> attacks::Cmd {
-    let status = std::process::Command::new("chown")
-        .args([
-            "-R",
-            &format!("{0}:{0}", user),
-            &fx.home.display().to_string(),
-            &fx.ws.display().to_string(),
-        ])
-        .status();
-    assert!(status.is_ok_and(|s| s.success()), "chown to {user} failed");
+    give_to(fx, user);
     attacks::Cmd::new("runuser", &fx.ws).args([
         "-u".as_ref(),
         user.as_ref(),
@@ -677,6 +669,36 @@ fn as_user(fx: &Fixture, user: &str, script: &std::path::Path) -> attacks::Cmd {
         "sh".as_ref(),
         script.as_os_str(),
     ])
+}
+
+/// The fixture's home and workspace, made `user`'s.
+fn give_to(fx: &Fixture, user: &str) {
+    let status = std::process::Command::new("chown")
+        .args([
+            "-R",
+            &format!("{0}:{0}", user),
+            &fx.home.display().to_string(),
+            &fx.ws.display().to_string(),
+        ])
+        .status();
+    assert!(status.is_ok_and(|s| s.success()), "chown to {user} failed");
+}
+
+/// A shell line of root's: `su USER -s /bin/sh -c 'env -i PATH HOME TERM stockade run
+/// --backend B --workspace WS OPTS -- bash SCRIPT'`, which runs the user's run in a session of
+/// its own (`su -c`): root's terminal is its stdio, not its controlling terminal.
+fn su_c_run(fx: &Fixture, user: &str, opts: &str, script: &std::path::Path) -> String {
+    give_to(fx, user);
+    let run = format!(
+        "env -i PATH={} HOME={} TERM=xterm {} run --backend {} --workspace {} {opts} -- bash {}",
+        attacks::PATH,
+        attacks::sh_quote(&fx.home),
+        attacks::sh_quote(fx.stockade_inside()),
+        attacks::backend(),
+        attacks::sh_quote(&fx.ws),
+        attacks::sh_quote(script),
+    );
+    format!("su {user} -s /bin/sh -c {}", attacks::sh_quote(run))
 }
 
 /// Issue 31, item 3: a regular user in a terminal root owns (`runuser` in root's tmux) may not
@@ -746,12 +768,12 @@ fn a_regular_user_in_a_terminal_root_owns_gets_the_keyboard() {
         .assert_shows("24 80\r\n")
         .assert_shows("run-exit=0")
         .assert_shows("second-ran")
-        .assert_shows("another run holds this terminal's keyboard")
+        .assert_shows("this terminal's keyboard claim is taken")
         .assert_shows("isig icanon echo settings-after")
         .assert_shows("nonblock=0")
         .assert_lacks("never-interrupted");
     assert_eq!(
-        seen.text.matches("holds this terminal's keyboard").count(),
+        seen.text.matches("keyboard claim is taken").count(),
         1,
         "{}",
         seen.describe()
@@ -854,9 +876,9 @@ fn a_run_that_cannot_take_the_keyboard_says_so_on_stderr() {
     let seen = pty.play(fx.host(&script), &steps);
     seen.assert_code(0)
         .assert_shows("second-ran")
-        .assert_shows("second-stderr: stockade: note: another run holds this terminal's keyboard");
+        .assert_shows("second-stderr: stockade: note: this terminal's keyboard claim is taken");
     assert_eq!(
-        seen.text.matches("holds this terminal's keyboard").count(),
+        seen.text.matches("keyboard claim is taken").count(),
         1,
         "{}",
         seen.describe()
@@ -912,4 +934,128 @@ fn a_regular_user_in_root_s_terminal_that_is_not_its_controlling_terminal_gets_t
     seen.assert_code(0)
         .assert_shows("user-reopen=EACCES")
         .assert_shows("got=typed-line");
+}
+
+/// Issue 31, item 3 (red team 08, 09): `su USER -c 'stockade run ...' &` in root's terminal
+/// runs in a session of its own, where `tcgetpgrp` says nothing (`ENOTTY`); that was taken for
+/// "in the foreground", and the run in the background set root's terminal raw and read what
+/// root typed next at its own prompt (a password) into the sandboxed command. Now the run
+/// looks at `su` (its ancestor in root's session): in the background, it takes no keys, leaves
+/// root's terminal as it is and says so; root's own `read` gets every line. Control: the same
+/// `su -c` in the foreground gets the keys (and a line typed reaches the command).
+#[test]
+fn a_users_run_started_by_su_c_in_the_background_does_not_read_root_s_keys() {
+    if attacks::skip_unless_root("a terminal of root's, used by another user") {
+        return;
+    }
+    let Some(user) = test_user() else {
+        println!("skipped: no user stockade-test or no runuser");
+        return;
+    };
+    let fx = Fixture::new();
+    let Some(pty) = Pty::new(&fx, "su -c in the background of root's terminal") else {
+        return;
+    };
+    let reader = fx.script(
+        "reader.sh",
+        "echo reader-started; i=0; while [ $i -lt 12 ]; do if read -t 1 -r x; then echo \"SANDBOX-READ=<$x>\"; exit 0; fi; i=$((i+1)); done; echo reader-end\n",
+    );
+    let su = su_c_run(&fx, user, "", &reader);
+    // Root's shell with job control (as at a prompt): the `&` job is a process group of its
+    // own, in the background.
+    let root = format!(
+        "set -m\n{su} &\nsleep 3\n{settings}\nfor i in 1 2; do read -r pw; echo \"ROOT-GOT=<$pw>\"; done\nwait\necho outer-done\n",
+        settings = terminal_after(&pty.python),
+    );
+    let seen = pty.play(
+        fx.host(&format!("exec bash -c {}", attacks::sh_quote(&root))),
+        &[
+            Step::Wait("reader-started"),
+            Step::Wait("settings-after"),
+            Step::Type(b"hunter2\r"),
+            Step::Wait("ROOT-GOT=<hunter2>"),
+            Step::Type(b"s3cret\r"),
+            Step::Wait("ROOT-GOT=<s3cret>"),
+            Step::Wait("outer-done"),
+        ],
+    );
+    seen.assert_code(0)
+        .assert_shows("reader-end")
+        .assert_shows("not in its terminal's foreground")
+        .assert_shows("isig icanon echo settings-after")
+        .assert_lacks("SANDBOX-READ");
+
+    // Control: the same su -c in the foreground of root's shell reads the keys.
+    let root = format!("set -m\n{su}\necho outer-done\n");
+    let control = pty.play(
+        fx.host(&format!("exec bash -c {}", attacks::sh_quote(&root))),
+        &[
+            Step::Wait("reader-started"),
+            Step::Sleep(1.0),
+            Step::Type(b"typed-line\r"),
+            Step::Wait("outer-done"),
+        ],
+    );
+    control
+        .assert_code(0)
+        .assert_shows("SANDBOX-READ=<typed-line>")
+        .assert_lacks("foreground");
+}
+
+/// Issue 31, item 3 (red team 12): root's own run starts while a user's run (`su -c`, reading
+/// root's terminal through the shared description) holds the terminal in its raw mode. Root's
+/// run used to save that raw mode as "the settings from before" and put it back at its end,
+/// after the user's run had restored the terminal: root's shell was left raw. Now it finds the
+/// keyboard taken (the user's claim, the terminal in a shared raw mode), leaves the settings
+/// alone and says so; after both, root's shell has its terminal cooked. Control (the attack's
+/// precondition): while both run, the terminal is raw with reads that return at once.
+#[test]
+fn a_root_run_beside_a_users_run_leaves_root_s_terminal_cooked() {
+    if attacks::skip_unless_root("a terminal of root's, used by another user") {
+        return;
+    }
+    let Some(user) = test_user() else {
+        println!("skipped: no user stockade-test or no runuser");
+        return;
+    };
+    let fx = Fixture::new();
+    let Some(pty) = Pty::new(&fx, "two runs on root's terminal") else {
+        return;
+    };
+    let sleeper = fx.script("sleeper.sh", "echo user-run-started; sleep 5\n");
+    let su = su_c_run(&fx, user, "", &sleeper);
+    // Root's run in a workspace of its own (a root caller's gVisor runs on one take turns).
+    let ws2 = fx.out_file("ws2");
+    attacks::mkdir(&ws2);
+    let during = fx.out_file("during");
+    let root = format!(
+        "exec 3<&0\n{su} <&3 &\nsleep 2\n(sleep 1; stty -a <&3 > {during}) &\n{} run --backend {} --workspace {} -- sh -c 'echo root-run-started; sleep 8'\nwait\n{}\necho \"during: $(tr '\\n' ' ' < {during})\"\necho outer-done\n",
+        attacks::sh_quote(attacks::stockade_bin()),
+        attacks::backend(),
+        attacks::sh_quote(&ws2),
+        terminal_after(&pty.python),
+        during = attacks::sh_quote(&during),
+    );
+    let seen = pty.play(
+        fx.host(&root),
+        &[
+            Step::Wait("user-run-started"),
+            Step::Wait("root-run-started"),
+            Step::Wait("outer-done"),
+        ],
+    );
+    seen.assert_code(0)
+        .assert_shows("keyboard claim is taken")
+        .assert_shows("isig icanon echo settings-after")
+        .assert_shows("nonblock=0");
+    let during = seen
+        .text
+        .lines()
+        .find(|l| l.starts_with("during: "))
+        .unwrap_or_default();
+    assert!(
+        during.contains(" -icanon ") && during.contains("min = 0;"),
+        "the user's run did not hold the terminal raw while root's started: {during:?}\n{}",
+        seen.describe()
+    );
 }

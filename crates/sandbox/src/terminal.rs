@@ -22,6 +22,7 @@ use rustix::termios::{self, OptionalActions, Termios};
 use crate::relay::{Outflow, Relayed};
 
 mod caller;
+mod session;
 pub use caller::{attach, caller_terminal, Attached, CallerTerminal};
 
 /// Bytes read from the terminal or the caller at a time.
@@ -382,8 +383,10 @@ pub struct Input {
 /// Why a run does not read the keyboard.
 #[derive(Debug)]
 pub enum NoKeys {
-    /// Another run holds it.
+    /// Another run holds it, or someone else claimed it.
     Held,
+    /// This run is in the background of a terminal that is not its controlling terminal.
+    Background,
     /// Neither way of reading it works.
     Failed(io::Error),
 }
@@ -407,9 +410,17 @@ pub fn take_input(stdin: BorrowedFd<'_>) -> Result<Input, NoKeys> {
         Ok(fd) => {
             flock(&fd, FlockOperation::NonBlockingLockExclusive).map_err(|_| NoKeys::Held)?;
             // A run that reads through its shared description must see this one too; the
-            // lock is what excludes runs of this kind, so a name already taken is no reason
-            // to let go (nor one someone else squats on).
-            let claim = claim(stdin).ok().flatten();
+            // lock is what excludes runs of this kind, so a name someone else squats on is
+            // no reason to let go. A name taken while the terminal is in a shared
+            // description's raw mode is: such a run reads the keys (and would restore its
+            // own settings over this one's).
+            let claim = match claim(stdin) {
+                Ok(Some(c)) => Some(c),
+                Ok(None) if termios::tcgetattr(stdin).is_ok_and(|t| shared_raw(&t)) => {
+                    return Err(NoKeys::Held)
+                }
+                _ => None,
+            };
             Ok(Input {
                 fd,
                 shared: false,
@@ -464,7 +475,8 @@ pub fn say_no_keys(told: &mut bool, why: &NoKeys) {
         return;
     }
     let line = match why {
-        NoKeys::Held => "stockade: note: another run holds this terminal's keyboard: this run shows its output, and reads no keys until that run has ended".to_owned(),
+        NoKeys::Held => "stockade: note: this terminal's keyboard claim is taken (by another run or another user): this run shows its output, and reads no keys until it is let go".to_owned(),
+        NoKeys::Background => "stockade: note: this run is not in its terminal's foreground (a session of its own, started in the background): it shows its output, and reads no keys while it is not".to_owned(),
         NoKeys::Failed(e) => format!(
             "stockade: note: this run cannot read the keyboard of its terminal ({e}): it shows its output only (--no-tty runs it without a terminal)"
         ),
@@ -496,9 +508,18 @@ impl RawMode {
     /// `shared`: `fd` is a description others read too, which this run may not make
     /// non-blocking: a read returns at once with what there is, nothing when another reader
     /// took it (`VMIN` and `VTIME` 0), so the relay never waits in `read`.
+    ///
+    /// Found in a shared description's raw mode (another run's, or one that was killed), the
+    /// settings put back at the end are the usual interactive ones, not that raw mode: the
+    /// shell that gets the terminal back must not be left raw.
     pub fn enter(fd: BorrowedFd<'_>, shared: bool) -> io::Result<RawMode> {
         let fd = fd.try_clone_to_owned()?;
-        let saved = termios::tcgetattr(&fd)?;
+        let found = termios::tcgetattr(&fd)?;
+        let saved = if shared_raw(&found) {
+            interactive(found)
+        } else {
+            found
+        };
         let raw = raw_settings(&saved, shared);
         termios::tcsetattr(&fd, OptionalActions::Now, &raw)?;
         Ok(RawMode {
@@ -522,6 +543,35 @@ impl RawMode {
     }
 }
 
+/// Settings as a shared description's raw mode leaves them: no canonical input, no signal
+/// keys, a read returns at once (`VMIN` and `VTIME` 0). No shell waits at its prompt so.
+fn shared_raw(t: &Termios) -> bool {
+    use rustix::termios::{LocalModes, SpecialCodeIndex};
+    !t.local_modes
+        .intersects(LocalModes::ICANON | LocalModes::ISIG)
+        && t.special_codes[SpecialCodeIndex::VMIN] == 0
+        && t.special_codes[SpecialCodeIndex::VTIME] == 0
+}
+
+/// `t` with the usual interactive settings: canonical input, echo, the signal keys, CR/NL
+/// translation, reads that wait for a line.
+fn interactive(mut t: Termios) -> Termios {
+    use rustix::termios::{InputModes, LocalModes, OutputModes, SpecialCodeIndex};
+    t.input_modes |= InputModes::ICRNL | InputModes::BRKINT;
+    t.output_modes |= OutputModes::OPOST | OutputModes::ONLCR;
+    t.local_modes |= LocalModes::ICANON
+        | LocalModes::ISIG
+        | LocalModes::IEXTEN
+        | LocalModes::ECHO
+        | LocalModes::ECHOE
+        | LocalModes::ECHOK
+        | LocalModes::ECHOCTL
+        | LocalModes::ECHOKE;
+    t.special_codes[SpecialCodeIndex::VMIN] = 1;
+    t.special_codes[SpecialCodeIndex::VTIME] = 0;
+    t
+}
+
 /// `saved` made raw; `shared`: reads return at once (see [`RawMode::enter`]).
 fn raw_settings(saved: &Termios, shared: bool) -> Termios {
     use rustix::termios::SpecialCodeIndex;
@@ -542,16 +592,25 @@ impl Drop for RawMode {
     }
 }
 
-/// Whether this process may read the terminal `fd` and change its settings without being
-/// stopped (SIGTTIN, SIGTTOU): it is in the terminal's foreground process group, or the
-/// terminal is not its controlling terminal at all (`ENOTTY`: a harness that gave it a pty
-/// in a session of its own), where no job control applies.
+/// Whether this process may read the terminal `fd` and change its settings: it is in the
+/// terminal's foreground process group (else it would be stopped by SIGTTIN, SIGTTOU), or the
+/// terminal is not its controlling terminal (`ENOTTY`: `su -c`, a harness that gave it a pty
+/// in a session of its own) and the nearest ancestor whose controlling terminal it is is in
+/// its foreground, or none has it and no other process does either (see [`session`]). In
+/// doubt, not.
 pub fn in_foreground(fd: BorrowedFd<'_>) -> bool {
     match termios::tcgetpgrp(fd) {
         Ok(pgrp) => pgrp == rustix::process::getpgrp(),
-        Err(rustix::io::Errno::NOTTY) => true,
+        Err(rustix::io::Errno::NOTTY) => session::foreground_elsewhere(fd),
         Err(_) => false,
     }
+}
+
+/// `fd` is a terminal this process is not in the foreground of, and not its controlling
+/// terminal either (`su -c ... &`): no job control brings it to this process, so it is told.
+pub fn in_background_elsewhere(fd: BorrowedFd<'_>) -> bool {
+    matches!(termios::tcgetpgrp(fd), Err(rustix::io::Errno::NOTTY))
+        && !session::foreground_elsewhere(fd)
 }
 
 #[cfg(test)]
@@ -611,6 +670,31 @@ mod tests {
         assert!(!fcntl_getfl(&slave)
             .expect("flags")
             .contains(OFlags::NONBLOCK));
+    }
+
+    #[test]
+    fn a_terminal_found_in_another_runs_raw_mode_is_given_back_interactive() {
+        use rustix::termios::{LocalModes, SpecialCodeIndex};
+        let (_master, slave) = pty();
+        let cooked = termios::tcgetattr(&slave).expect("tcgetattr");
+        // Another run's shared raw mode, as it leaves the terminal while it reads.
+        termios::tcsetattr(&slave, OptionalActions::Now, &raw_settings(&cooked, true))
+            .expect("raw");
+        drop(RawMode::enter(slave.as_fd(), true).expect("raw"));
+        let after = termios::tcgetattr(&slave).expect("tcgetattr");
+        assert!(after
+            .local_modes
+            .contains(LocalModes::ICANON | LocalModes::ISIG | LocalModes::ECHO));
+        assert_eq!(after.special_codes[SpecialCodeIndex::VMIN], 1);
+        // Control: found in a program's own raw mode (reads wait for a key), it is put back
+        // as found.
+        termios::tcsetattr(&slave, OptionalActions::Now, &raw_settings(&cooked, false))
+            .expect("raw");
+        drop(RawMode::enter(slave.as_fd(), true).expect("raw"));
+        let after = termios::tcgetattr(&slave).expect("tcgetattr");
+        assert!(!after
+            .local_modes
+            .intersects(LocalModes::ICANON | LocalModes::ISIG));
     }
 
     #[test]

@@ -199,6 +199,11 @@ pub fn attach(
             }
         }
     } else {
+        // In the background of a terminal that is not its controlling terminal (`su -c ... &`):
+        // no shell's job control tells the person why nothing typed arrives.
+        if stdin && super::in_background_elsewhere(std::io::stdin().as_fd()) {
+            super::say_no_keys(&mut told, &super::NoKeys::Background);
+        }
         None
     };
     // Raw mode before the first keystroke is read: the caller's line discipline must not cook
