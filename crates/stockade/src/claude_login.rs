@@ -155,7 +155,14 @@ impl Store for HostFile {
     }
 
     fn save(&self, tokens: &Tokens, replaced: &str) -> Result<(), String> {
-        let mut v = read_json(&self.path)?;
+        let file = open_host_rw(&self.path)?;
+        let mut text = Zeroizing::new(Vec::new());
+        (&file)
+            .take(MAX_FILE)
+            .read_to_end(&mut text)
+            .map_err(|e| format!("cannot read {}: {e}", self.path.display()))?;
+        let mut v: serde_json::Value = serde_json::from_slice(&text)
+            .map_err(|_| format!("{} is not JSON", self.path.display()))?;
         let Some(oauth) = v.get_mut("claudeAiOauth").and_then(|o| o.as_object_mut()) else {
             return Err(format!("{} no longer holds a login", self.path.display()));
         };
@@ -170,17 +177,64 @@ impl Store for HostFile {
             oauth.insert("scopes".into(), scopes.clone().into());
         }
         let text = Zeroizing::new(v.to_string().into_bytes());
-        let dir = self.path.parent().unwrap_or(Path::new("/"));
-        let name = self.path.file_name().unwrap_or_default();
-        let dirfd = rustix::fs::open(
-            dir,
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| format!("open {}: {e}", dir.display()))?;
-        replace(&dirfd, Path::new(name), &text)
-            .map_err(|e| format!("write {}: {e}", self.path.display()))
+        write_in_place(&file, &text).map_err(|e| format!("write {}: {e}", self.path.display()))
     }
+}
+
+/// Opens the host's login file to rewrite it in place: beneath its directory, through no link
+/// at its name, never blocking on a FIFO; a regular file with one link, the caller's (a root
+/// caller may write a user's: written in place, it stays the user's).
+///
+/// In place, not a new file renamed over it: inside the run the file is masked by a mount on
+/// its inode, and a rename would put a new, unmasked file (the renewed real tokens) at the
+/// name the sandbox sees. The inode, its owner and its mode stay.
+fn open_host_rw(path: &Path) -> Result<std::fs::File, String> {
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    let name = path
+        .file_name()
+        .ok_or_else(|| format!("{} names no file", path.display()))?;
+    let dirfd = rustix::fs::open(
+        dir,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| format!("open {}: {e}", dir.display()))?;
+    let fd = rustix::fs::openat(
+        &dirfd,
+        name,
+        OFlags::RDWR | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| format!("cannot open {} for writing: {e}", path.display()))?;
+    let st = rustix::fs::fstat(&fd).map_err(|e| format!("stat {}: {e}", path.display()))?;
+    if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile {
+        return Err(format!("{} is not a regular file", path.display()));
+    }
+    if st.st_nlink != 1 {
+        return Err(format!(
+            "{} has {} hard links (another name could be inside the run, unmasked)",
+            path.display(),
+            st.st_nlink
+        ));
+    }
+    let me = rustix::process::geteuid();
+    if st.st_uid != me.as_raw() && !me.is_root() {
+        return Err(format!(
+            "{} belongs to uid {}, not to you (uid {})",
+            path.display(),
+            st.st_uid,
+            me.as_raw()
+        ));
+    }
+    Ok(std::fs::File::from(fd))
+}
+
+/// Rewrites the open file with `bytes`: written from the start, cut to their length, synced.
+fn write_in_place(file: &std::fs::File, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    file.write_all_at(bytes, 0)?;
+    file.set_len(bytes.len() as u64)?;
+    file.sync_all()
 }
 
 /// Writes `bytes` as `name` beneath `dir`: a new file (mode 0600, never through a link),
@@ -225,6 +279,18 @@ pub(crate) fn load(
     ctx: &Context,
 ) -> Result<(Route, Login, Inside), Error> {
     let (path, host) = read_host(c, file, ctx)?;
+    // A refresh spends the host's refresh token: a file the renewed login cannot be written
+    // into would be left logged out, so it is checked before the run.
+    open_host_rw(&path).map_err(|why| {
+        unavailable(
+            c,
+            format!("the renewed login is written back into the host's file, and {why}"),
+            format!(
+                "make {} a file of your own you can write (chmod u+w; one name, no hard links), or log in again with `claude` on the host",
+                path.display()
+            ),
+        )
+    })?;
     let upstream = parse_upstream(&c.route.upstream)
         .map_err(|why| unavailable(c, why, "fix the route's `upstream` in the policy file"))?;
     let endpoint = parse_upstream(token_url)
@@ -345,12 +411,24 @@ pub(crate) fn place(
         ));
     };
     let io = |what: String, e: std::io::Error| refuse(format!("{what}: {e}"), hint);
-    let mut fd = rustix::fs::open(
+    // The root through no link at all: a run in a wider root (the home as workspace) can
+    // swap the state directory for a link between the plan's check and this open.
+    let mut fd = rustix::fs::openat2(
+        rustix::fs::CWD,
         root,
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
+        rustix::fs::ResolveFlags::NO_SYMLINKS | rustix::fs::ResolveFlags::NO_MAGICLINKS,
     )
-    .map_err(|e| io(format!("open {}", root.display()), e.into()))?;
+    .map_err(|e| {
+        io(
+            format!(
+                "open {} through no link (is a part of it a link?)",
+                root.display()
+            ),
+            e.into(),
+        )
+    })?;
     // Below the root the sandbox decides what is there: no link is followed.
     let below = dir.strip_prefix(root).unwrap_or(Path::new(""));
     for part in below.components() {
@@ -376,8 +454,15 @@ pub(crate) fn place(
             )
         })?;
     }
-    replace(&fd, Path::new(".credentials.json"), inside.json.as_bytes())
-        .map_err(|e| io(format!("write {}/.credentials.json", dir.display()), e))
+    replace(&fd, Path::new(".credentials.json"), inside.json.as_bytes()).map_err(|e| {
+        refuse(
+            format!("write {}/.credentials.json: {e}", dir.display()),
+            &format!(
+                "remove or move {}/.credentials.json (something that is not a file is in the way: stockade puts the run's login there), then run again",
+                dir.display()
+            ),
+        )
+    })
 }
 
 /// `--agent claude-code` with the preset's key source (`ANTHROPIC_API_KEY`) unset in the
@@ -614,5 +699,113 @@ mod tests {
         assert_eq!(v["claudeAiOauth"]["accessToken"], "A2");
         let loaded = store.load().unwrap_or_else(|| panic!("no login"));
         assert_eq!(loaded.refresh.as_str(), "R2");
+    }
+
+    #[test]
+    fn the_write_back_keeps_the_inode_its_owner_and_mode_and_refuses_odd_files() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join(".credentials.json");
+        let login = r#"{"claudeAiOauth":{"accessToken":"A1","refreshToken":"R1","expiresAt":5},"pad":"a longer file than the one written back, cut to its length"}"#;
+        std::fs::write(&path, login).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o640))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let before = std::fs::metadata(&path).unwrap_or_else(|e| panic!("{e}"));
+        // A reader holding the file open (as a mount on its inode holds it) sees the renewed
+        // login: the file it has is the file written.
+        let held = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{e}"));
+        let store = HostFile { path: path.clone() };
+        let tokens = Tokens {
+            access: Zeroizing::new("A2".into()),
+            refresh: Zeroizing::new("R2".into()),
+            expires_at_ms: 99,
+            scopes: None,
+        };
+        store.save(&tokens, "R1").unwrap_or_else(|e| panic!("{e}"));
+        let after = std::fs::metadata(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((before.dev(), before.ino()), (after.dev(), after.ino()));
+        assert_eq!((before.uid(), before.mode()), (after.uid(), after.mode()));
+        let mut seen = String::new();
+        (&held)
+            .read_to_string(&mut seen)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let v: serde_json::Value =
+            serde_json::from_str(&seen).unwrap_or_else(|e| panic!("{e}: {seen}"));
+        assert_eq!(v["claudeAiOauth"]["refreshToken"], "R2");
+        assert_eq!(
+            v["pad"],
+            "a longer file than the one written back, cut to its length"
+        );
+        // Control: the previous write-back (a new file renamed over the name) leaves the held
+        // inode with the old login and puts another inode at the name.
+        let dirfd = rustix::fs::open(dir.path(), OFlags::PATH | OFlags::DIRECTORY, Mode::empty())
+            .unwrap_or_else(|e| panic!("{e}"));
+        replace(&dirfd, Path::new(".credentials.json"), b"{}").unwrap_or_else(|e| panic!("{e}"));
+        let renamed = std::fs::metadata(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert_ne!(after.ino(), renamed.ino());
+        // A hard link (a second name, perhaps inside the run), a FIFO (never blocks), a
+        // symbolic link, a directory: refused, before the run and at a write-back.
+        std::fs::hard_link(&path, dir.path().join("other")).unwrap_or_else(|e| panic!("{e}"));
+        let e = open_host_rw(&path).err().unwrap_or_default();
+        assert!(e.contains("hard links"), "{e}");
+        let fifo = dir.path().join("fifo");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(open_host_rw(&fifo).is_err());
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(dir.path().join("fifo"), &link)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(open_host_rw(&link).is_err());
+        assert!(open_host_rw(dir.path()).is_err());
+        // Control: a plain file of the caller's opens.
+        let plain = dir.path().join("plain.json");
+        std::fs::write(&plain, "{}").unwrap_or_else(|e| panic!("{e}"));
+        assert!(open_host_rw(&plain).is_ok());
+    }
+
+    #[test]
+    fn a_state_directory_root_that_is_a_link_is_refused() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let base = std::fs::canonicalize(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+        let victim = base.join("victim");
+        std::fs::create_dir(&victim).unwrap_or_else(|e| panic!("{e}"));
+        // The writable root itself swapped for a link (a run with a wider root did it).
+        let root = base.join("state");
+        std::os::unix::fs::symlink(&victim, &root).unwrap_or_else(|e| panic!("{e}"));
+        let inside = Inside {
+            name: "anthropic".into(),
+            json: Zeroizing::new("{}".into()),
+        };
+        let env = vec![(CONFIG_DIR_ENV.to_owned(), root.display().to_string())];
+        let e = place(&inside, &env, std::slice::from_ref(&root))
+            .err()
+            .unwrap_or_else(|| panic!("placed through a link"));
+        assert!(e.to_string().contains("through no link"), "{e}");
+        assert!(!victim.join(".credentials.json").exists());
+        // A link on the way to the root too.
+        std::fs::create_dir(victim.join("s")).unwrap_or_else(|e| panic!("{e}"));
+        let via = root.join("s");
+        let env = vec![(CONFIG_DIR_ENV.to_owned(), via.display().to_string())];
+        assert!(place(&inside, &env, std::slice::from_ref(&via)).is_err());
+        assert!(!victim.join("s/.credentials.json").exists());
+        // Control: the directory itself as the root is written.
+        std::fs::remove_file(&root).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir(&root).unwrap_or_else(|e| panic!("{e}"));
+        let env = vec![(CONFIG_DIR_ENV.to_owned(), root.display().to_string())];
+        place(&inside, &env, std::slice::from_ref(&root)).unwrap_or_else(|e| panic!("{e}"));
+        assert!(root.join(".credentials.json").is_file());
+        // Something that is not a file at the login's name: the hint says to move it.
+        std::fs::remove_file(root.join(".credentials.json")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(root.join(".credentials.json/x")).unwrap_or_else(|e| panic!("{e}"));
+        let e = place(&inside, &env, std::slice::from_ref(&root))
+            .err()
+            .unwrap_or_else(|| panic!("placed over a directory"));
+        assert!(e.hint().contains("remove or move"), "{}", e.hint());
     }
 }
