@@ -10,7 +10,7 @@ use attacks::review::review;
 use attacks::{sh_quote, Cmd, Fixture};
 
 /// The exit status of an apply that left flagged entries pending.
-const APPLIED_PARTLY: i32 = 2;
+const APPLIED_PARTLY: i32 = 3;
 
 /// A git config that runs `touch MARKER` when host git reads the status.
 fn fsmonitor_config(marker: &Path) -> String {
@@ -333,4 +333,32 @@ fn a_partial_apply_does_not_close_a_directory_over_held_entries() {
         )
         .expect("chmod");
     }
+}
+
+/// "Applied in part" has an exit status of its own (3): 2 is clap's usage error, and a
+/// script telling them apart must not take a mistyped flag for a partial apply. Control: the
+/// mistyped flag exits 2 and writes nothing.
+#[test]
+fn applied_in_part_is_not_a_usage_error() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let fx = Fixture::without_git();
+    let (run, id) = review(
+        &fx,
+        &[],
+        "echo a > a.txt && printf 'all:\\n\\ttrue\\n' > Makefile",
+    );
+    run.assert_success();
+    let id = id.expect("a pending change set");
+    fx.stockade(["apply", &id, "--all-or-nthing"])
+        .run()
+        .assert_code(2);
+    assert!(!fx.ws.join("a.txt").exists());
+    fx.stockade(["apply", &id])
+        .run()
+        .assert_code(APPLIED_PARTLY)
+        .assert_stdout_contains("applied in part");
+    assert_eq!(APPLIED_PARTLY, 3);
+    assert!(fx.ws.join("a.txt").exists());
 }

@@ -1,5 +1,5 @@
 //! Review mode's ergonomics (issue 31, item 8): `apply` writes the plain entries and leaves
-//! the flagged ones pending (exit 2), `--all-or-nothing` keeps the whole-or-nothing apply;
+//! the flagged ones pending (exit 3), `--all-or-nothing` keeps the whole-or-nothing apply;
 //! nothing is printed as done before a refusal; `diff --stat`; colour only on a terminal,
 //! never with `NO_COLOR`; `discard --all` and `--older-than`; a note when many change sets
 //! wait. Each has its control (the same step without the protection or below the threshold).
@@ -13,7 +13,7 @@ use attacks::review::{entries, review};
 use attacks::{read_text, sh_quote, write_file, Cmd, Fixture};
 
 /// The exit status of an apply that left flagged entries pending.
-const APPLIED_PARTLY: i32 = 2;
+const APPLIED_PARTLY: i32 = 3;
 
 const ESC: &str = "\u{1b}[";
 

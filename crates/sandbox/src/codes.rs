@@ -112,7 +112,7 @@ impl Code {
                 "a request on a credential route carried no valid stand-in (answered 401; the real value was not sent)"
             }
             Code::ChangesFlagged => {
-                "`stockade apply --all-or-nothing` (or an apply that selected only flagged entries) refused entries of a change set that carry a flag (a file host tools execute, a protected path, an executable, a link, ...) and were not accepted; nothing was written; exit 125 (without `--all-or-nothing` the rest is applied and they stay pending: exit 2)"
+                "`stockade apply --all-or-nothing` (or an apply that selected only flagged entries) refused entries of a change set that carry a flag (a file host tools execute, a protected path, an executable, a link, ...) and were not accepted; nothing was written; exit 125 (without `--all-or-nothing` the rest is applied and they stay pending: exit 3)"
             }
             Code::ChangesConflict => {
                 "`stockade apply` refused entries whose workspace path changed on the host during or after the run; nothing was written; exit 125"

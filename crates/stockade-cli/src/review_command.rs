@@ -6,7 +6,7 @@
 //! directory, or `--workspace`). Paths are relative to the workspace (or to the current
 //! directory inside it).
 //!
-//! Exit codes: 0 done; [`EXIT_APPLIED_PARTLY`] (2) `apply` wrote what it could and left
+//! Exit codes: 0 done; [`EXIT_APPLIED_PARTLY`] (3) `apply` wrote what it could and left
 //! flagged entries pending; 125 refused, nothing written (flagged entries not accepted under
 //! `--all-or-nothing`, or nothing but flagged ones selected; conflicts; a change set that no
 //! longer matches its digest; no such change set).
@@ -28,8 +28,8 @@ use workspace::changes::{
 use crate::output::{errln, out, outln, shown, shown_line};
 
 /// `apply`'s exit status when it applied what it could and flagged entries (with what lies
-/// below them) stay pending.
-pub const EXIT_APPLIED_PARTLY: u8 = 2;
+/// below them) stay pending. Not 2: that is a usage error's (clap's).
+pub const EXIT_APPLIED_PARTLY: u8 = 3;
 
 /// From this many finished change sets of one workspace on, `changes`, `runs` and the end
 /// of a review run say how many wait and how to clear them.
@@ -109,7 +109,7 @@ pub struct ApplyArgs {
     #[arg(long)]
     accept_flagged: bool,
     /// Apply nothing when any selected entry is flagged and not accepted (125,
-    /// E_CHANGES_FLAGGED). Default: apply the rest, leave those pending (exit 2).
+    /// E_CHANGES_FLAGGED). Default: apply the rest, leave those pending (exit 3).
     #[arg(long)]
     all_or_nothing: bool,
     /// Print JSON on stdout.
