@@ -133,7 +133,7 @@ pub struct DiscardArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     older_than: Option<u64>,
     /// With --all or --older-than: the change sets of every workspace, not only this one's.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "workspace")]
     everywhere: bool,
 }
 
@@ -557,8 +557,35 @@ pub fn apply(args: &ApplyArgs) -> Result<u8, Error> {
     let rules = rules(&run);
     let id = run.id().to_string();
     let workspace = run.meta().workspace.clone();
-    // Nothing is said before it is done: a refusal prints the error alone.
-    let report = run.apply(&opts, &rules)?;
+    // Nothing is said before it is done: a refusal prints the error alone. An apply that
+    // fails part way names what it wrote first (from `applied.log`: the lines it added).
+    let logged = run.applied_log().map(|l| l.len()).unwrap_or(0);
+    let report = match run.apply(&opts, &rules) {
+        Ok(r) => r,
+        Err(e) => {
+            let wrote: Vec<(String, PathBuf)> = run
+                .applied_log()
+                .map(|l| l.into_iter().skip(logged).collect())
+                .unwrap_or_default();
+            let changed: Vec<&(String, PathBuf)> = wrote
+                .iter()
+                .filter(|(op, _)| op == "written" || op == "deleted")
+                .collect();
+            if !changed.is_empty() {
+                outln!(
+                    "change set {id} applied in part to {} before it failed: {} entr{} written or deleted (listed in {})",
+                    shown_line(&workspace.display().to_string()),
+                    changed.len(),
+                    if changed.len() == 1 { "y" } else { "ies" },
+                    shown_line(&run.path().join("applied.log").display().to_string()),
+                );
+                for (op, p) in changed {
+                    outln!("{op:<8} {}", shown_line(&p.display().to_string()));
+                }
+            }
+            return Err(e.into());
+        }
+    };
     let code = if report.held.is_empty() {
         0
     } else {
