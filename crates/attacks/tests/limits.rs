@@ -693,3 +693,81 @@ fn claude_codes_reservation_probe_is_not_a_limit_hit() {
         run.describe()
     );
 }
+
+/// Red team 11: only a probe's shape drops held refusals. An allocator that maps everything
+/// `MAP_NORESERVE` (mimalloc's way), whose real allocation the limit refused, then makes one
+/// smaller allocation that fits and fails "out of memory": the refusal was the reason, and is
+/// reported (it used to be dropped by any later reservation that fit). Controls in the same
+/// failing shape: Bun's probe (the refused size halved until one fits) is still dropped, and
+/// the refusal with nothing after it is reported.
+#[test]
+fn a_later_allocation_that_fits_does_not_hide_a_refused_one() {
+    if attacks::not_under("gvisor", attacks::na::NO_LIMIT_EVENTS) {
+        return;
+    }
+    let Some(py) = attacks::python3("reservations") else {
+        return;
+    };
+    let fx = Fixture::new();
+    let program = fx.script(
+        "noreserve.py",
+        "import ctypes, sys\n\
+         libc = ctypes.CDLL(None, use_errno=True)\n\
+         libc.mmap.restype = ctypes.c_void_p\n\
+         libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]\n\
+         FLAGS = 0x02 | 0x20 | 0x4000  # MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE\n\
+         def mapped(size):\n\
+         \x20   p = libc.mmap(None, size, 3, FLAGS, -1, 0)\n\
+         \x20   return p is not None and p != ctypes.c_void_p(-1).value\n\
+         big = 3 << 30\n\
+         if mapped(big):\n\
+         \x20   print('big granted'); sys.exit(0)\n\
+         print('big refused')\n\
+         if sys.argv[1] == 'smaller':\n\
+         \x20   print('smaller fits' if mapped(256 << 20) else 'smaller refused')\n\
+         if sys.argv[1] == 'halving':\n\
+         \x20   size = big\n\
+         \x20   while size > (64 << 20) and not mapped(size):\n\
+         \x20       size //= 2\n\
+         \x20   print('halving fits at %d MiB' % (size >> 20))\n\
+         print('fatal: out of memory', file=sys.stderr)\n\
+         sys.exit(1)\n",
+    );
+    let run = |mode: &str| {
+        let records = fx.records();
+        let mut opts = records.opts();
+        opts.extend(["--memory", "1G"]);
+        let script = format!(
+            "{} {} {mode}",
+            attacks::sh_quote(&py),
+            attacks::sh_quote(&program)
+        );
+        let run = fx.sandbox(&opts, &script).run();
+        let report = read_json(&records.report);
+        (run, report)
+    };
+    let (attack, report) = run("smaller");
+    if mechanism(&report, "memory") != "rlimit" {
+        println!("n/a: the memory limit is a cgroup here (it never refuses an allocation)");
+        return;
+    }
+    attack
+        .assert_code(1)
+        .assert_stdout_contains("big refused")
+        .assert_stdout_contains("smaller fits")
+        .assert_stderr_contains("E_LIMIT_REACHED");
+    assert!(limit_hit(&report, "memory").is_some(), "{report:#}");
+    // Control: the probe's shape (halved until one fits) is dropped, in a failing run too.
+    let (probe, report) = run("halving");
+    probe
+        .assert_code(1)
+        .assert_stdout_contains("halving fits at 768 MiB")
+        .assert_lacks("E_LIMIT_REACHED");
+    assert!(limit_hit(&report, "memory").is_none(), "{report:#}");
+    // Control: the refusal alone is reported.
+    let (alone, report) = run("none");
+    alone
+        .assert_code(1)
+        .assert_stderr_contains("E_LIMIT_REACHED");
+    assert!(limit_hit(&report, "memory").is_some(), "{report:#}");
+}

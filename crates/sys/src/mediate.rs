@@ -770,7 +770,11 @@ const RESERVATIONS: usize = 8;
 /// The refused `MAP_NORESERVE` mappings of one process: an address-space reservation, which a
 /// program that probes for one (Bun, and so Claude Code, at every start: 8 GiB, then half as
 /// much until one fits) does without. Held back until the same process gets one that fits
-/// (then they were harmless and are dropped) or the command ends (then they are reported).
+/// in the probe's shape (then they were harmless and are dropped) or the command ends (then
+/// they are reported). The probe's shape: the reservation that fits is the last refused one
+/// halved one or more times (its size divided by a power of two), and no other watched
+/// mapping of the process came between; any other (an allocator's smaller real allocation
+/// after a refused one) leaves the refusals to be reported.
 #[derive(Debug, Clone, Copy, Default)]
 struct Reservation {
     /// 0: a free slot.
@@ -778,6 +782,21 @@ struct Reservation {
     /// The first refused: (size asked for, data held, limit).
     first: [u64; 3],
     count: u32,
+    /// The size of the last refused reservation.
+    last: u64,
+    /// Another watched mapping of the process came between: the refusals are reported.
+    broken: bool,
+}
+
+impl Reservation {
+    /// Whether a reservation of `size` that fits ends a probe: the last refused one halved.
+    fn probe_ends_with(&self, size: u64) -> bool {
+        !self.broken
+            && size > 0
+            && self.last > size
+            && self.last % size == 0
+            && (self.last / size).is_power_of_two()
+    }
 }
 
 /// Report an allocation `RLIMIT_DATA` refuses: (size asked for, data held, limit).
@@ -1102,15 +1121,21 @@ impl Server<'_> {
         let Ok(data) = t.data_bytes() else {
             return Reply::Continue;
         };
-        if limit == libc::RLIM64_INFINITY || data / PAGE + pages <= limit / PAGE {
-            // A reservation that fits: the process's refused ones were probes it did without.
-            if reservation && self.reservations.iter().any(|r| r.tgid != 0) {
-                if let Ok((_, tgid)) = t.status() {
-                    for r in self.reservations.iter_mut().filter(|r| r.tgid == tgid) {
+        let fits = limit == libc::RLIM64_INFINITY || data / PAGE + pages <= limit / PAGE;
+        // This process's held refusals: a reservation that fits in the probe's shape ends
+        // them (probes it did without); any other watched mapping leaves them reported.
+        if self.reservations.iter().any(|r| r.tgid != 0) {
+            if let Ok((_, tgid)) = t.status() {
+                for r in self.reservations.iter_mut().filter(|r| r.tgid == tgid) {
+                    if fits && reservation && r.probe_ends_with(grow) {
                         *r = Reservation::default();
+                    } else if fits || !reservation {
+                        r.broken = true;
                     }
                 }
             }
+        }
+        if fits {
             return Reply::Continue;
         }
         let refused = [grow, data, limit];
@@ -1125,10 +1150,11 @@ impl Server<'_> {
                         *r = Reservation {
                             tgid,
                             first: refused,
-                            count: 0,
+                            ..Reservation::default()
                         };
                     }
                     r.count = r.count.saturating_add(1);
+                    r.last = grow;
                     return Reply::Continue;
                 }
             }
