@@ -1,7 +1,8 @@
 //! Networks that explain themselves, and loopback under the proxy (issue 31, items 4 and 5):
 //!
 //! - under `--net proxy` a dev server the run started on its own loopback is reachable from
-//!   inside (`NO_PROXY` covers `localhost,127.0.0.1,::1,[::1]`); control: with `NO_PROXY` emptied
+//!   inside (`NO_PROXY` covers `localhost,127.0.0.1,::1,[::1],0.0.0.0,::,[::]`), also as the
+//!   `http://0.0.0.0:P/` a dev server prints; control: with `NO_PROXY` emptied
 //!   the request goes to the proxy, which refuses it, and its hint explains that loopback
 //!   through the proxy is the host's, never offering the host's port as the way to a server
 //!   inside;
@@ -123,7 +124,7 @@ fn a_dev_server_inside_is_reachable_under_the_proxy() {
     out.assert_ok();
     let stdout = &out.run.stdout;
     assert!(
-        stdout.contains("NO_PROXY=localhost,127.0.0.1,::1,[::1]"),
+        stdout.contains("NO_PROXY=localhost,127.0.0.1,::1,[::1],0.0.0.0,::,[::]"),
         "{}",
         out.run.describe()
     );
@@ -227,7 +228,7 @@ fn an_explicit_grant_of_the_hosts_loopback_port_still_reaches_the_host() {
     assert!(
         out.run
             .stdout
-            .contains("NO_PROXY=localhost,127.0.0.1,::1,[::1]"),
+            .contains("NO_PROXY=localhost,127.0.0.1,::1,[::1],0.0.0.0,::,[::]"),
         "{}",
         out.run.describe()
     );
@@ -242,7 +243,9 @@ fn an_explicit_grant_of_the_hosts_loopback_port_still_reaches_the_host() {
     out.assert_ok();
     let _ = server.join();
     assert!(
-        out.run.stdout.contains("NO_PROXY=localhost,::1,[::1]\n")
+        out.run
+            .stdout
+            .contains("NO_PROXY=localhost,::1,[::1],0.0.0.0,::,[::]\n")
             && out.run.stdout.contains(&marker)
             && out.run.stdout.contains(&inside),
         "{}",
@@ -255,6 +258,289 @@ fn an_explicit_grant_of_the_hosts_loopback_port_still_reaches_the_host() {
         "{:#?}",
         events(&rec)
     );
+}
+
+/// A server on the host's loopback that answers `marker` to every request and counts them.
+struct HostServer {
+    port: u16,
+    hits: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl HostServer {
+    fn start(marker: &str) -> Self {
+        use std::io::{Read, Write};
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut all = vec![listener];
+        // The same port on ::1 too, where the host has it: `[::]` is that loopback.
+        all.extend(TcpListener::bind(("::1", port)).ok());
+        for listener in all {
+            let (hits, body) = (hits.clone(), format!("{marker}\n"));
+            std::thread::spawn(move || {
+                for mut s in listener.incoming().flatten() {
+                    hits.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let mut buf = [0u8; 2048];
+                    let _ = s.read(&mut buf);
+                    let reply = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = s.write_all(reply.as_bytes());
+                }
+            });
+        }
+        HostServer { port, hits }
+    }
+
+    fn hits(&self) -> usize {
+        self.hits.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// A dev server started as usual prints `http://0.0.0.0:P/` (or binds `::`); that URL, as
+/// copied, reaches the server inside under `--net proxy` (`NO_PROXY` covers `0.0.0.0`, `::`,
+/// `[::]`), by curl and by Python, and never the host's server on the same port. Through the
+/// proxy (`NO_PROXY` emptied, the control) it is the host's loopback, refused, and the hint
+/// says so and names the host's port as `127.0.0.1:P`, never `0.0.0.0:P`. The grant the old
+/// hint named, `--allow-host 0.0.0.0:P` (which reached the host's server), is refused as a
+/// policy entry (E_POLICY_INVALID) naming `127.0.0.1:P`; control: the host connecting to
+/// `0.0.0.0:P` itself reaches its own loopback server (what that grant opened).
+#[test]
+fn a_dev_server_on_the_unspecified_address_is_reached_inside_never_the_hosts() {
+    let Some(py) = tools("dev server on 0.0.0.0") else {
+        return;
+    };
+    let fx = Fixture::new();
+    let host_marker = fx.marker("host-server");
+    let host = HostServer::start(&host_marker);
+    let p = host.port;
+    let marker = fx.marker("inside-server");
+    let www = fx.ws.join("www");
+    write_file(&www.join("index.txt"), format!("{marker}\n"), 0o644);
+    let rec = fx.records();
+    let script = format!(
+        "if grep -q ' lo$' /proc/net/if_inet6 2>/dev/null; then echo has-v6; b=::; else b=0.0.0.0; fi; \
+         {py} -m http.server --bind $b {p} --directory {www} >/dev/null 2>&1 & \
+         for i in $(seq 100); do curl --noproxy '*' -s -o /dev/null http://127.0.0.1:{p}/ && break; sleep 0.1; done; \
+         echo \"NO_PROXY=$NO_PROXY\"; \
+         curl -sS -f -m 5 http://0.0.0.0:{p}/index.txt && echo zero-curl-ok; \
+         {py} -c \"import urllib.request; print(urllib.request.urlopen('http://0.0.0.0:{p}/index.txt', timeout=5).read().decode())\" && echo zero-python-ok; \
+         if [ $b = :: ]; then curl -g -sS -f -m 5 'http://[::]:{p}/index.txt' && echo any6-curl-ok; \
+           {py} -c \"import urllib.request; print(urllib.request.urlopen('http://[::]:{p}/index.txt', timeout=5).read().decode())\" && echo any6-python-ok; fi; \
+         NO_PROXY= no_proxy= curl -sS -f -m 5 http://0.0.0.0:{p}/index.txt; echo \"old-way=$?\"; \
+         kill $! 2>/dev/null; exit 0",
+        py = sh_quote(&py),
+        www = sh_quote(&www),
+    );
+    let out = run(&fx, &rec, &["--net", "proxy"], &script);
+    out.assert_ok().assert_lacks(&host_marker);
+    let stdout = &out.run.stdout;
+    let mut oks = vec!["zero-curl-ok", "zero-python-ok"];
+    if stdout.contains("has-v6") {
+        oks.extend(["any6-curl-ok", "any6-python-ok"]);
+    } else {
+        println!("no ::1 inside: the [::] part is skipped");
+    }
+    for ok in &oks {
+        assert!(stdout.contains(ok), "{ok} missing\n{}", out.run.describe());
+    }
+    assert_eq!(
+        stdout.matches(&marker).count(),
+        oks.len(),
+        "{}",
+        out.run.describe()
+    );
+    // Control: through the proxy the same URL is the host's loopback: refused (curl -f: 22),
+    // the hint naming the host's port by its loopback address.
+    assert!(stdout.contains("old-way=22"), "{}", out.run.describe());
+    assert_eq!(host.hits(), 0, "the host's server was reached");
+    let refused: Vec<Value> = events(&rec)
+        .into_iter()
+        .filter(|e| e["code"] == DENIED && e["host"] == "0.0.0.0" && e["port"] == p)
+        .collect();
+    assert!(refused.len() >= 2, "report and audit: {refused:#?}");
+    for e in &refused {
+        let hint = e["hint"].as_str().unwrap_or_default();
+        assert!(
+            hint.starts_with("this went through the proxy, where loopback is the host's")
+                && hint.contains(&format!("a separate grant: `--allow-host 127.0.0.1:{p}`"))
+                && !hint.contains(&format!("0.0.0.0:{p}")),
+            "{hint}"
+        );
+    }
+    // The grant the old hint named is no policy entry.
+    for entry in [format!("0.0.0.0:{p}"), format!("[::]:{p}")] {
+        let got = fx
+            .attack(
+                &["--net", "proxy", "--allow-host", &entry],
+                &format!("NO_PROXY= no_proxy= curl -sS -m 5 http://0.0.0.0:{p}/"),
+            )
+            .run();
+        assert_ne!(got.code(), 0, "{}", got.describe());
+        let all = got.all_output();
+        assert!(
+            all.contains("E_POLICY_INVALID")
+                && all.contains("unspecified address")
+                && all.contains(&format!("`127.0.0.1:{p}`")),
+            "{}",
+            got.describe()
+        );
+        assert!(!all.contains(&host_marker), "{}", got.describe());
+    }
+    assert_eq!(host.hits(), 0, "the host's server was reached");
+    // Control: 0.0.0.0 as a destination is the connecting machine's loopback (the host's,
+    // for the proxy): what `--allow-host 0.0.0.0:P` opened.
+    let reached = std::net::TcpStream::connect(("0.0.0.0", p)).is_ok();
+    assert!(reached, "the host's own 0.0.0.0:{p} did not connect");
+    for _ in 0..50 {
+        if host.hits() > 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(host.hits(), 1);
+}
+
+/// Names the host resolves to loopback or to `0.0.0.0` (blocking hosts files), in a private
+/// mount namespace whose `/etc/hosts` says so (root only). A refused name's hint names the
+/// address, `--allow-host 127.0.0.1:P`, and says a grant of the name follows its DNS; a name
+/// resolving to `0.0.0.0` is refused even when granted by name (it reached the host's
+/// loopback). The address grant the hint names does not admit the name once it resolves
+/// elsewhere (fd00::2, unique-local: the rebinding the name grant admits). Control: the
+/// address grant reaches the host's server by address.
+#[test]
+fn a_name_resolving_to_loopback_gets_its_address_named_and_zero_is_never_reached() {
+    if attacks::skip_unless_root("a private /etc/hosts") {
+        return;
+    }
+    let Some(unshare) = which("unshare") else {
+        println!("skipped: unshare not installed");
+        return;
+    };
+    if which("curl").is_none() {
+        println!("skipped: curl not installed");
+        return;
+    }
+    let fx = Fixture::new();
+    let host_marker = fx.marker("host-server");
+    let host = HostServer::start(&host_marker);
+    let p = host.port;
+    let base = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+    let hosts = |lines: &str| {
+        let path = fx.root.join(format!("hosts-{}", fx.marker("h")));
+        write_file(&path, format!("{base}\n{lines}\n"), 0o644);
+        vec![
+            unshare.display().to_string(),
+            "--mount".into(),
+            "--".into(),
+            "/bin/sh".into(),
+            "-c".into(),
+            r#"mount --bind "$1" /etc/hosts && shift && exec "$@""#.into(),
+            "sh".into(),
+            path.display().to_string(),
+        ]
+    };
+    let (zero, lo) = ("zero.stockade.test", "lo.stockade.test");
+    let curl = |name: &str| {
+        format!("curl -sS -m 5 -o /dev/null -w '{name}=%{{http_code}}\\n' http://{name}:{p}/; ")
+    };
+    let prefix = hosts(&format!("0.0.0.0 {zero}\n127.0.0.1 {lo}"));
+    let rec = fx.records();
+    let mut opts = vec![
+        "--net",
+        "proxy",
+        "--allow-domain",
+        zero,
+        "--allow-domain",
+        lo,
+        "--hints",
+    ];
+    opts.extend(rec.opts());
+    let out = fx
+        .attack(&opts, &format!("{}{}exit 0", curl(zero), curl(lo)))
+        .under(&prefix)
+        .outcome();
+    out.assert_ok().assert_lacks(&host_marker);
+    let hint_of = |name: &str| {
+        events(&rec)
+            .into_iter()
+            .find(|e| e["code"] == DENIED && e["host"] == name)
+            .map(|e| e["hint"].as_str().unwrap_or_default().to_owned())
+            .unwrap_or_else(|| panic!("no refusal of {name}: {}", out.run.describe()))
+    };
+    let grant = format!("a separate grant: `--allow-host 127.0.0.1:{p}`");
+    let h = hint_of(zero);
+    assert!(
+        h.contains(&format!(
+            "`{zero}` resolves to the unspecified address 0.0.0.0"
+        )) && h.contains(&grant),
+        "{h}"
+    );
+    let h = hint_of(lo);
+    assert!(
+        h.contains(&format!("`{lo}` resolves to 127.0.0.1"))
+            && h.contains("would follow its DNS")
+            && h.contains(&grant),
+        "{h}"
+    );
+    // A name resolving to 0.0.0.0, granted by name: still never connected to.
+    let grant_zero = format!("{zero}:{p}");
+    let rec = fx.records();
+    let mut opts = vec!["--net", "proxy", "--allow-host", &grant_zero];
+    opts.extend(rec.opts());
+    let out = fx.attack(&opts, &curl(zero)).under(&prefix).outcome();
+    out.assert_ok().assert_lacks(&host_marker);
+    assert!(
+        out.run.stdout.contains(&format!("{zero}=403")),
+        "{}",
+        out.run.describe()
+    );
+    assert!(
+        events(&rec)
+            .iter()
+            .any(|e| e["code"] == DENIED && e["rule"] == "ssrf:unspecified"),
+        "{:#?}",
+        events(&rec)
+    );
+    assert_eq!(host.hits(), 0, "the host's server was reached");
+    // The address grant the hint names, with the name rebound to fd00::2: refused.
+    let rebound = hosts(&format!("fd00::2 {lo}"));
+    let addr_grant = format!("127.0.0.1:{p}");
+    let rec = fx.records();
+    let mut opts = vec![
+        "--net",
+        "proxy",
+        "--allow-domain",
+        lo,
+        "--allow-host",
+        &addr_grant,
+    ];
+    opts.extend(rec.opts());
+    let out = fx.attack(&opts, &curl(lo)).under(&rebound).outcome();
+    out.assert_ok();
+    assert!(
+        out.run.stdout.contains(&format!("{lo}=403")),
+        "{}",
+        out.run.describe()
+    );
+    assert!(
+        events(&rec)
+            .iter()
+            .any(|e| e["code"] == DENIED && e["rule"] == "ssrf:unique_local"),
+        "{:#?}",
+        events(&rec)
+    );
+    // Control: the address grant reaches the host's server (127.0.0.1 leaves NO_PROXY).
+    let out = fx
+        .attack(
+            &["--net", "proxy", "--allow-host", &addr_grant],
+            &format!("curl -sS -m 5 http://127.0.0.1:{p}/"),
+        )
+        .under(&prefix)
+        .outcome();
+    out.assert_ok().assert_output_contains(&host_marker);
+    assert_eq!(host.hits(), 1);
 }
 
 // ---------------------------------------------------------------------------------------

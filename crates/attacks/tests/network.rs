@@ -1278,7 +1278,7 @@ fn proxy_mode_sets_the_proxy_variables_and_has_only_loopback() {
             .or_else(|| l.strip_prefix("no_proxy="))
         {
             assert_eq!(
-                v, "localhost,127.0.0.1,::1,[::1]",
+                v, "localhost,127.0.0.1,::1,[::1],0.0.0.0,::,[::]",
                 "NO_PROXY is the loopback: {l}"
             );
         }
@@ -1560,9 +1560,36 @@ fn standalone_proxy_names_the_flag_that_allows_a_refusal() {
         .expect("send");
     let mut answer = String::new();
     let _ = stream.read_to_string(&mut answer);
+    // Issue 31: a loopback target is this machine's own here (no sandbox between): the hint
+    // says so, naming the grant. (A run's proxy says the sandbox's: net_explain.)
+    let lo_port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    let mut lo_stream = TcpStream::connect(&listen).expect("the proxy listens");
+    lo_stream
+        .write_all(
+            format!(
+                "GET http://127.0.0.1:{lo_port}/ HTTP/1.1\r\nHost: 127.0.0.1:{lo_port}\r\nConnection: close\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .expect("send");
+    let mut lo_answer = String::new();
+    let _ = lo_stream.read_to_string(&mut lo_answer);
     let _ = Command::new("kill")
         .args(["-TERM", &proxy.id().to_string()])
         .status();
+    let lo_hint = header(&lo_answer, "x-stockade-hint").unwrap_or_default();
+    assert!(
+        lo_hint.starts_with("loopback through this proxy is this machine's own")
+            && lo_hint.contains(&format!(
+                "a separate grant: `--allow-host 127.0.0.1:{lo_port}`"
+            ))
+            && !lo_hint.contains("sandbox")
+            && !lo_hint.contains("NO_PROXY"),
+        "{lo_answer}"
+    );
     let out = proxy.wait_with_output().expect("wait for the proxy");
     let stderr = String::from_utf8_lossy(&out.stderr);
     let want = "`--allow-domain not-allowed.invalid`";

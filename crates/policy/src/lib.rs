@@ -85,7 +85,7 @@ pub use model::*;
 pub use net::{
     AllowHost, DomainPattern, HostSpec, NetDecision, NetList, NetRuleError, NetRules, Target,
 };
-pub use net_hint::allow_hint;
+pub use net_hint::{allow_hint, allow_hint_for, HintContext};
 pub use paths::{
     canonicalize_existing, expand, is_within, normalize_lexically, Glob, GlobList, PathContext,
     PathPattern,

@@ -447,6 +447,19 @@ impl AllowHost {
         self.port.is_none_or(|p| p == port) && matches!(&self.spec, HostSpec::Name(n) if n == name)
     }
 
+    /// For an address or network entry covering the unspecified address (`0.0.0.0`, `::`),
+    /// that address: the kernel connects to it as to its own loopback, so an entry naming it
+    /// would be a grant of the host's loopback under another name (refused as an entry).
+    pub fn unspecified_covered(&self) -> Option<IpAddr> {
+        let port = self.port.unwrap_or(1);
+        [
+            IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        ]
+        .into_iter()
+        .find(|ip| self.matches_ip(*ip, port))
+    }
+
     /// For a name entry that is itself a listed public suffix (`com`), that name.
     pub fn public_suffix_covered(&self) -> Option<String> {
         match &self.spec {
@@ -622,10 +635,11 @@ impl NetRules {
     /// Whether an explicit `allow_hosts` entry lifts the SSRF refusal for connecting to `ip`
     /// on `port`, where `ip` is the address the proxy resolved `host` to (or the literal
     /// itself). True when an entry names `host` (and `port`), or an address or network entry
-    /// contains `ip` (and `port`). Always false for a host `deny_domains` denies, for an IP
-    /// literal `host` that is not `ip`, for an invalid host and for port 0.
+    /// contains `ip` (and `port`). Always false for the unspecified address (`0.0.0.0`, `::`:
+    /// the connecting machine's own loopback, which no entry names), for a host `deny_domains`
+    /// denies, for an IP literal `host` that is not `ip`, for an invalid host and for port 0.
     pub fn private_allowed(&self, host: &str, port: u16, ip: IpAddr) -> bool {
-        if port == 0 {
+        if port == 0 || ip.to_canonical().is_unspecified() {
             return false;
         }
         match Target::parse(host) {
@@ -658,9 +672,27 @@ fn allowed_domain(entry: &str) -> Result<DomainPattern, NetRuleError> {
     }
 }
 
-/// An `allow_hosts` entry: parsed, and not naming a public suffix.
+/// An `allow_hosts` entry: parsed, not naming a public suffix, and not covering the
+/// unspecified address (`0.0.0.0`, `::`).
 fn allowed_host(entry: &str) -> Result<AllowHost, NetRuleError> {
     let host = AllowHost::parse(entry)?;
+    if let Some(ip) = host.unspecified_covered() {
+        let port = host.port().map(|p| format!(":{p}")).unwrap_or_default();
+        let (v4, v6) = (format!("127.0.0.1{port}"), format!("[::1]{port}"));
+        return Err(NetRuleError::new(
+            format!(
+                "it covers the unspecified address `{ip}`, which is no destination: connecting \
+                 to it reaches the loopback of the machine that connects (the proxy's, the \
+                 host's)"
+            ),
+            &format!(
+                "a server the command starts on 0.0.0.0 is reached inside the run directly \
+                 (http://127.0.0.1{port}/; NO_PROXY covers 0.0.0.0 and ::), no grant needed; \
+                 only to open the host's own loopback port to the sandbox, name it: `{v4}` or \
+                 `{v6}`"
+            ),
+        ));
+    }
     match host.public_suffix_covered() {
         Some(suffix) => Err(public_suffix_error(&suffix)),
         None => Ok(host),
@@ -1554,6 +1586,56 @@ mod tests {
                     .allowed
             );
         }
+    }
+
+    /// Issue 31: `0.0.0.0`/`::` as a destination is the connecting machine's own loopback
+    /// (the proxy's: the host's), so an entry covering it is refused, saying where a server
+    /// inside is reached and how the host's loopback is named; a name resolving to it is
+    /// never admitted, whatever names it. Controls: the loopback entries it points at.
+    #[test]
+    fn the_unspecified_address_is_no_allow_hosts_entry_and_never_admitted() {
+        for entry in [
+            "0.0.0.0",
+            "0.0.0.0:8000",
+            "[::]:8000",
+            "::",
+            "[::ffff:0.0.0.0]:8000",
+            "0.0.0.0/8",
+            "[::/64]:8000",
+        ] {
+            let e = NetList::AllowHosts.canonicalize(entry).unwrap_err();
+            assert!(e.reason.contains("unspecified address"), "{entry}: {e:?}");
+            assert!(
+                e.hint.contains("`127.0.0.1") && e.hint.contains("`[::1]"),
+                "{entry}: {e:?}"
+            );
+            let network = Network {
+                allow_hosts: vec![entry.into()],
+                ..Network::default()
+            };
+            let e = NetRules::new(&network).unwrap_err();
+            assert_eq!(e.code(), "E_POLICY_INVALID", "{entry}");
+        }
+        let e = NetList::AllowHosts
+            .canonicalize("0.0.0.0:8000")
+            .unwrap_err();
+        assert!(e.hint.contains("`127.0.0.1:8000` or `[::1]:8000`"), "{e:?}");
+        let r = rules(
+            &[],
+            &[],
+            &["db.example:8000", "127.0.0.1:8000", "[::1]:8000"],
+        );
+        for ip in ["0.0.0.0", "::", "::ffff:0.0.0.0"] {
+            assert!(
+                !r.private_allowed("db.example", 8000, ip.parse().unwrap()),
+                "{ip}"
+            );
+        }
+        // Controls: the entries the hint names are accepted and admit what they name.
+        assert!(r.private_allowed("db.example", 8000, "127.0.0.1".parse().unwrap()));
+        assert!(r.private_allowed("127.0.0.1", 8000, "127.0.0.1".parse().unwrap()));
+        assert!(r.private_allowed("::1", 8000, "::1".parse().unwrap()));
+        assert!(NetList::AllowHosts.canonicalize("0.0.0.1/32").is_ok());
     }
 
     #[test]

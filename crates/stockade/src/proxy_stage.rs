@@ -236,7 +236,17 @@ impl net::proxy::Rules for RunRules {
                 return Some(hint);
             }
         }
-        self.rules.allow_hint(host, port, rule)
+        policy::allow_hint_for(host, port, rule, None, policy::HintContext::Sandbox)
+    }
+
+    fn allow_hint_resolved(
+        &self,
+        host: &str,
+        port: u16,
+        rule: &str,
+        ip: std::net::IpAddr,
+    ) -> Option<String> {
+        policy::allow_hint_for(host, port, rule, Some(ip), policy::HintContext::Sandbox)
     }
 }
 
@@ -275,8 +285,20 @@ impl net::proxy::Rules for ProxyRules {
         d.allowed && d.rule.starts_with("allow_hosts:")
     }
 
+    /// Only `stockade proxy` asks these rules directly (a run's proxy asks [`RunRules`]):
+    /// its clients share this machine's loopback, no sandbox is between.
     fn allow_hint(&self, host: &str, port: u16, rule: &str) -> Option<String> {
-        policy::allow_hint(host, port, rule)
+        policy::allow_hint_for(host, port, rule, None, policy::HintContext::Standalone)
+    }
+
+    fn allow_hint_resolved(
+        &self,
+        host: &str,
+        port: u16,
+        rule: &str,
+        ip: std::net::IpAddr,
+    ) -> Option<String> {
+        policy::allow_hint_for(host, port, rule, Some(ip), policy::HintContext::Standalone)
     }
 }
 
@@ -329,5 +351,22 @@ mod tests {
             .allow_hint("platform.claude.com", 443, no_match)
             .unwrap_or_default();
         assert!(platform.contains("onboarding"), "{platform}");
+        // Issue 31: a run's loopback hint is the sandbox's; a name resolved to loopback is
+        // named by its address. `stockade proxy` alone (ProxyRules) says this machine's.
+        let lo = rules
+            .allow_hint_resolved("db.example", 8000, "ssrf:loopback", [127, 0, 0, 1].into())
+            .unwrap_or_default();
+        assert!(
+            lo.contains("not this sandbox's") && lo.contains("`--allow-host 127.0.0.1:8000`"),
+            "{lo}"
+        );
+        let alone = rules
+            .rules
+            .allow_hint("127.0.0.1", 8000, policy::net::RULE_IP_LITERAL)
+            .unwrap_or_default();
+        assert!(
+            alone.starts_with("loopback through this proxy is this machine's own"),
+            "{alone}"
+        );
     }
 }

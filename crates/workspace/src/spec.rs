@@ -316,8 +316,11 @@ fn proxy_env(addr: std::net::SocketAddrV4, policy: &Policy) -> Vec<(String, Stri
 }
 
 /// What `NO_PROXY` holds under mode proxy: the sandbox's own loopback names, reached
-/// directly, `localhost,127.0.0.1,::1,[::1]` (Python's urllib compares `[::1]` with the
-/// brackets), less each one the policy grants on the host's
+/// directly, `localhost,127.0.0.1,::1,[::1],0.0.0.0,::,[::]` (Python's urllib compares
+/// `[::1]` with the brackets, curl `[::]` without; `0.0.0.0` and `::` are the address a dev
+/// server prints, which as a destination is the connecting side's own loopback: no
+/// `allow_hosts` entry can name them, so they always stay), less each one the policy grants
+/// on the host's
 /// loopback (an `allow_hosts` entry or a masked credential's host covering it, e.g.
 /// `127.0.0.1:5432`): that grant is the host's port through the proxy, so clients keep
 /// sending that name there (as before there was a `NO_PROXY`), and the sandbox's own server
@@ -338,11 +341,19 @@ fn loopback_no_proxy(policy: &Policy) -> String {
                 (_, Err(_)) => false,
             })
     };
-    ["localhost", "127.0.0.1", "::1", "[::1]"]
-        .into_iter()
-        .filter(|name| !host_grant(name))
-        .collect::<Vec<_>>()
-        .join(",")
+    [
+        "localhost",
+        "127.0.0.1",
+        "::1",
+        "[::1]",
+        "0.0.0.0",
+        "::",
+        "[::]",
+    ]
+    .into_iter()
+    .filter(|name| !host_grant(name))
+    .collect::<Vec<_>>()
+    .join(",")
 }
 
 /// For unit tests: the default profile's spec of running `true` in workspace `ws` on this
@@ -390,18 +401,33 @@ mod no_proxy_tests {
     /// on the host's loopback (then it is the host's, through the proxy, as before).
     #[test]
     fn no_proxy_is_the_loopback_less_what_the_policy_grants_on_the_hosts() {
-        assert_eq!(with(&[], &[]), "localhost,127.0.0.1,::1,[::1]");
+        assert_eq!(
+            with(&[], &[]),
+            "localhost,127.0.0.1,::1,[::1],0.0.0.0,::,[::]"
+        );
         assert_eq!(
             with(&["db.example:5432", "10.0.0.0/8"], &[]),
-            "localhost,127.0.0.1,::1,[::1]"
+            "localhost,127.0.0.1,::1,[::1],0.0.0.0,::,[::]"
         );
-        assert_eq!(with(&["127.0.0.1:5432"], &[]), "localhost,::1,[::1]");
-        assert_eq!(with(&["127.0.0.0/8"], &[]), "localhost,::1,[::1]");
-        assert_eq!(with(&["[::1]:8080", "localhost:3000"], &[]), "127.0.0.1");
+        assert_eq!(
+            with(&["127.0.0.1:5432"], &[]),
+            "localhost,::1,[::1],0.0.0.0,::,[::]"
+        );
+        assert_eq!(
+            with(&["127.0.0.0/8"], &[]),
+            "localhost,::1,[::1],0.0.0.0,::,[::]"
+        );
+        assert_eq!(
+            with(&["[::1]:8080", "localhost:3000"], &[]),
+            "127.0.0.1,0.0.0.0,::,[::]"
+        );
         assert_eq!(
             with(&["127.0.0.2:80"], &[]),
-            "localhost,127.0.0.1,::1,[::1]"
+            "localhost,127.0.0.1,::1,[::1],0.0.0.0,::,[::]"
         );
-        assert_eq!(with(&[], &["127.0.0.1:3000"]), "localhost,::1,[::1]");
+        assert_eq!(
+            with(&[], &["127.0.0.1:3000"]),
+            "localhost,::1,[::1],0.0.0.0,::,[::]"
+        );
     }
 }

@@ -54,6 +54,12 @@ pub trait Rules: Send + Sync + 'static {
         let _ = (host, port, rule);
         None
     }
+    /// [`Rules::allow_hint`] for an `ssrf:<class>` refusal of `host` resolved to `ip`: a
+    /// hint can name the address (a grant of a name follows its DNS wherever it points).
+    fn allow_hint_resolved(&self, host: &str, port: u16, rule: &str, ip: IpAddr) -> Option<String> {
+        let _ = ip;
+        self.allow_hint(host, port, rule)
+    }
 }
 
 /// Limits that keep a slow or hostile client from exhausting the proxy.
@@ -1009,7 +1015,7 @@ async fn admit(
             if !rules.private_allowed(host, port, a.ip()) {
                 let rule = format!("ssrf:{}", class.code());
                 return Err(Denial {
-                    hint: rules.allow_hint(host, port, &rule),
+                    hint: rules.allow_hint_resolved(host, port, &rule, a.ip()),
                     rule,
                     reason: format!(
                         "{host} resolves to {} ({}); only an allow_hosts entry opens it",
