@@ -794,7 +794,7 @@ impl Reservation {
         !self.broken
             && size > 0
             && self.last > size
-            && self.last % size == 0
+            && self.last.is_multiple_of(size)
             && (self.last / size).is_power_of_two()
     }
 }
