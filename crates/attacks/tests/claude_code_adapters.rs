@@ -78,6 +78,7 @@ fn claude_code_through_the_shell_prefix() {
         return;
     }
     let fx = Fixture::new();
+    user_backend(&fx);
     let up = Upstream::start_with(Some(script()));
     // Claude Code runs the prefix as one program: a script gives it stockade's options.
     let prefix = fx.script(
@@ -140,6 +141,7 @@ fn claude_code_through_the_pre_tool_use_hook() {
         return;
     }
     let fx = Fixture::new();
+    user_backend(&fx);
     let up = Upstream::start_with(Some(script()));
     let state = fx.home.join(".claude");
     mkdir(&state);
