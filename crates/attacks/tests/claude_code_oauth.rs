@@ -428,6 +428,145 @@ fn a_stand_in_elsewhere_stays_one_and_refreshes_cannot_be_steered() {
     assert!(read_text(&host).unwrap_or_default().contains("-renewed-"));
 }
 
+/// Inside: the host's login file before and after a refresh Claude Code would make (through
+/// the token host, with the refresh stand-in).
+const AFTER_REFRESH: &str = r#"
+host="$HOME/.claude/.credentials.json"
+echo "before=$(head -c 300 "$host" 2>&1)"
+refresh=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["claudeAiOauth"]["refreshToken"])' "$CLAUDE_CONFIG_DIR/.credentials.json")
+curl -s -o /dev/null -w "refresh=%{http_code}\n" -H 'content-type: application/json' \
+  -d "{\"grant_type\":\"refresh_token\",\"refresh_token\":\"$refresh\"}" https://platform.claude.com/v1/oauth/token
+echo "after=$(head -c 300 "$host" 2>&1)"
+"#;
+
+/// Red team F2/F4: the refreshed login written back into the host's file (a new file renamed
+/// over it before) left the mount masking it inside on the old file, so the name inside showed
+/// the renewed real tokens (Landlock the only stop, none under `--allow-degraded` on a kernel
+/// without it). Now the file is rewritten in place: same inode, owner and mode, still masked.
+/// Also with `--allow-read ~/.claude`. Control: the same test against the previous write-back
+/// fails (measured: the host's file is another inode after the refresh). The read inside is
+/// refused by Landlock as well (the preset keeps `~/.claude` read-only and its login denied);
+/// the mask alone holding is the red team's `08-degraded-unmask.sh` (Landlock made ENOSYS by a
+/// seccomp wrapper, `--allow-degraded`): the renewed tokens were read inside before, not now.
+#[test]
+fn a_refresh_written_back_leaves_the_host_login_masked_inside_and_in_place() {
+    use std::os::unix::fs::MetadataExt;
+    for extra in [false, true] {
+        let fx = Fixture::new();
+        let access = format!("sk-ant-oat01-real-{}", fx.id);
+        let refresh = format!("sk-ant-ort01-real-{}", fx.id);
+        let host = host_login(&fx, &access, &refresh, now_ms() - 1000);
+        let before = std::fs::metadata(&host).unwrap_or_else(|e| panic!("{e}"));
+        let renewed = Renewed {
+            access: format!("sk-ant-oat01-renewed-{}", fx.id),
+            refresh: format!("sk-ant-ort01-renewed-{}", fx.id),
+        };
+        let up = Upstream::start_with(Some(script(
+            String::new(),
+            Arc::new(Mutex::new(Some(renewed))),
+        )));
+        let policy = policy_file(&fx, &up);
+        let claude_dir = fx.home.join(".claude").display().to_string();
+        let mut opts = vec![
+            "--policy",
+            policy.as_str(),
+            "--agent",
+            "claude-code",
+            "--credential",
+            "anthropic=claude-login",
+        ];
+        if extra {
+            opts.extend_from_slice(&["--allow-read", claude_dir.as_str()]);
+        }
+        let script_file = fx.script("after-refresh.sh", AFTER_REFRESH);
+        let run = fx
+            .sandbox_argv(
+                &opts,
+                &["/bin/sh", script_file.to_str().unwrap_or_default()],
+            )
+            .env("SSL_CERT_FILE", &up.ca_file)
+            .timeout(Duration::from_secs(120))
+            .run();
+        let out = run.stdout.clone();
+        run.assert_success();
+        assert!(out.contains("refresh=200"), "{}", run.describe());
+        // The real refresh happened and was written back on the host, in place.
+        let on_host = read_text(&host).unwrap_or_default();
+        assert!(on_host.contains("-renewed-"), "{on_host}");
+        let after = std::fs::metadata(&host).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (before.dev(), before.ino(), before.uid(), before.mode()),
+            (after.dev(), after.ino(), after.uid(), after.mode()),
+            "the host's login file was replaced, not rewritten"
+        );
+        // Inside, the login file's name shows nothing of it, before or after.
+        let after_line = out
+            .lines()
+            .find(|l| l.starts_with("after="))
+            .unwrap_or_default();
+        assert!(!after_line.contains("claudeAiOauth"), "{out}");
+        for real in [&access, &refresh] {
+            assert!(!out.contains(real.as_str()), "{out}");
+        }
+        assert!(
+            !out.contains("-renewed-") && !run.stderr.contains("-renewed-"),
+            "{out}"
+        );
+    }
+}
+
+/// Red team F5: a host login file the renewed login cannot be written back into (not the
+/// caller's to write, or a second name for it) is refused before the run: a refresh would
+/// spend the host's refresh token and leave the host logged out. Control: the same file, one
+/// name and writable, runs.
+#[test]
+fn a_host_login_the_write_back_could_not_reach_is_refused_before_the_run() {
+    let fx = Fixture::new();
+    let up = Upstream::start();
+    let host = host_login(
+        &fx,
+        "sk-ant-oat01-real-w",
+        "sk-ant-ort01-real-w",
+        now_ms() + 3_600_000,
+    );
+    let policy = policy_file(&fx, &up);
+    let run_true = || {
+        fx.sandbox_argv(
+            &[
+                "--policy",
+                &policy,
+                "--agent",
+                "claude-code",
+                "--credential",
+                "anthropic=claude-login",
+            ],
+            &["/bin/true"],
+        )
+        .env("SSL_CERT_FILE", &up.ca_file)
+        .timeout(Duration::from_secs(60))
+        .run()
+    };
+    // A second name (a hard link elsewhere): refused.
+    let second = fx.outside.join("second-name.json");
+    std::fs::hard_link(&host, &second).unwrap_or_else(|e| panic!("{e}"));
+    run_true()
+        .assert_failure()
+        .assert_stderr_contains("E_CREDENTIAL_UNAVAILABLE")
+        .assert_stderr_contains("hard links");
+    std::fs::remove_file(&second).unwrap_or_else(|e| panic!("{e}"));
+    // Read-only to its owner: refused (root writes it anyway: DAC does not bind root).
+    if !is_root() {
+        chmod(&host, 0o400);
+        run_true()
+            .assert_failure()
+            .assert_stderr_contains("E_CREDENTIAL_UNAVAILABLE")
+            .assert_stderr_contains("chmod u+w");
+        chmod(&host, 0o600);
+    }
+    // Control: one name, writable.
+    run_true().assert_success();
+}
+
 #[test]
 fn a_link_planted_at_the_state_login_is_replaced_not_followed() {
     let fx = Fixture::new();
