@@ -104,8 +104,6 @@ pub mod na {
     pub const HOST_TTY: &str = "gVisor shows the command the terminal runsc made for the run as a host file (/proc/self/fd/0 reads host:[1], no tty_nr in /proc/PID/stat): ttyname() fails, so `tty` says \"not a tty\", and opening /dev/tty fails with EIO in Debian's runsc 2022-12-19 (gVisor issues 11582, 13535, 10925); the terminal itself, job control, the signal keys and the window size work (the other tests here)";
     /// Signal dispositions across runsc.
     pub const IGNORED_SIGNALS: &str = "runsc does not pass the caller's ignored signals (nohup's SIGHUP) on to the command: inside the Sentry they have their default actions";
-    /// A socket on a gVisor run's stdin.
-    pub const STDIN_SOCKET: &str = "a known gap of the gVisor backend: a socket on the caller's stdin is not refused (E_PROTECTION_UNAVAILABLE) but copied through a pipe, so the command cannot aim it elsewhere (it gets ENOTSOCK), yet the run does not end until the socket does; until then this test's check of the refusal does not apply";
     /// The corpus tests, which name their backends themselves.
     pub const CORPUS_ONCE: &str = "the corpus runs under both backends in the native pass (whole_corpus_is_contained and whole_corpus_is_contained_under_gvisor)";
     /// What a run under `--net none` says it tried.
