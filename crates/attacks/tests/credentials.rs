@@ -204,3 +204,86 @@ fn symlinks_into_masked_paths_are_quarantined() {
     out.assert_shows(&fx.marker("ssh"));
     assert!(std::fs::symlink_metadata(fx.ws.join("link")).is_ok());
 }
+
+/// Claude Code's own state in the host's home (issue 31, F2): a Console `/login` keeps its API
+/// key as `primaryApiKey` in `~/.claude.json` on Linux, with user MCP servers' env tokens; the
+/// legacy `~/.claude/.config.json`, `settings.json`'s env, the prompt history, the backups and
+/// the transcripts hold the same. None is readable inside, in a plain run nor in the
+/// claude-code worker's (whose state is a directory of its own). Control: on the host, the
+/// same reads show every one.
+#[test]
+fn claude_codes_host_state_and_login_key_are_masked() {
+    let fx = Fixture::new();
+    let key = fx.marker("console-login-key");
+    let files = [
+        (
+            ".claude.json",
+            format!(
+                "{{\"primaryApiKey\":\"{key}-primary\",\"hasCompletedOnboarding\":true,\
+                 \"mcpServers\":{{\"gh\":{{\"command\":\"gh-mcp\",\"env\":{{\"GITHUB_TOKEN\":\"{key}-mcp\"}}}}}}}}\n"
+            ),
+        ),
+        (
+            ".claude.json.backup",
+            format!("{{\"primaryApiKey\":\"{key}-home-backup\"}}\n"),
+        ),
+        (
+            ".claude/backups/.claude.json.backup.1764345600000",
+            format!("{{\"primaryApiKey\":\"{key}-backup\"}}\n"),
+        ),
+        (
+            ".claude/.config.json",
+            format!("{{\"primaryApiKey\":\"{key}-legacy\"}}\n"),
+        ),
+        (
+            ".claude/settings.json",
+            format!("{{\"env\":{{\"ANTHROPIC_AUTH_TOKEN\":\"{key}-settings\"}}}}\n"),
+        ),
+        (
+            ".claude/settings.local.json",
+            format!("{{\"env\":{{\"ANTHROPIC_AUTH_TOKEN\":\"{key}-local\"}}}}\n"),
+        ),
+        (
+            ".claude/history.jsonl",
+            format!("{{\"display\":\"export GITHUB_TOKEN={key}-history\"}}\n"),
+        ),
+        (
+            ".claude/projects/-w/s1.jsonl",
+            format!("{{\"message\":\"{key}-transcript\"}}\n"),
+        ),
+        (
+            ".codex/history.jsonl",
+            format!("{{\"text\":\"{key}-codex-history\"}}\n"),
+        ),
+        (
+            ".codex/sessions/2026/s1.jsonl",
+            format!("{{\"text\":\"{key}-codex-session\"}}\n"),
+        ),
+    ];
+    for (rel, body) in &files {
+        write_file(&fx.home.join(rel), body, 0o600);
+    }
+    let script: String = files
+        .iter()
+        .map(|(rel, _)| format!("cat \"$HOME\"/{} 2>&1; ", sh_quote(rel)))
+        .collect::<String>()
+        + "echo read-all";
+    let control = fx.control(&script).outcome();
+    for (_, body) in &files {
+        let tail = body.split(&key).nth(1).unwrap_or_default();
+        let shown = format!(
+            "{key}{}",
+            &tail[..tail.find('"').or(tail.find('\n')).unwrap()]
+        );
+        control.assert_shows(&shown);
+    }
+    fx.attack(&[], &script)
+        .outcome()
+        .assert_ok()
+        .assert_lacks(&key);
+    fx.attack(&["--agent", "claude-code"], &script)
+        .env("ANTHROPIC_API_KEY", "sk-ant-api03-held-on-the-host")
+        .outcome()
+        .assert_ok()
+        .assert_lacks(&key);
+}

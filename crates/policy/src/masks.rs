@@ -204,9 +204,60 @@ pub const DEFAULT_MASKS: &[Mask] = &[
         "Claude Code OAuth tokens",
     ),
     hide(
+        "~/.claude.json",
+        "agents",
+        "Claude Code's global state: the API key of a Console /login (primaryApiKey) on Linux, \
+         user MCP servers' env tokens",
+    ),
+    hide(
+        "~/.claude.json.backup*",
+        "agents",
+        "Claude Code's backups of ~/.claude.json (the same keys and tokens)",
+    ),
+    hide(
+        "~/.claude/backups",
+        "agents",
+        "Claude Code's backups of ~/.claude.json (the same keys and tokens)",
+    ),
+    hide(
+        "~/.claude/.config.json",
+        "agents",
+        "Claude Code's legacy global config (primaryApiKey)",
+    ),
+    hide(
+        "~/.claude/settings.json",
+        "agents",
+        "Claude Code's user settings: its env (ANTHROPIC_AUTH_TOKEN, gateway keys), apiKeyHelper",
+    ),
+    hide(
+        "~/.claude/settings.local.json",
+        "agents",
+        "Claude Code's local user settings (env tokens)",
+    ),
+    hide(
+        "~/.claude/history.jsonl",
+        "history",
+        "Claude Code's prompt history (typed prompts, pasted tokens)",
+    ),
+    hide(
+        "~/.claude/projects",
+        "history",
+        "Claude Code's session transcripts (every prompt, tool output and file read)",
+    ),
+    hide(
         "~/.codex/auth.json",
         "agents",
         "Codex CLI API key and tokens",
+    ),
+    hide(
+        "~/.codex/history.jsonl",
+        "history",
+        "Codex CLI's prompt history (typed prompts, pasted tokens)",
+    ),
+    hide(
+        "~/.codex/sessions",
+        "history",
+        "Codex CLI's session transcripts (every prompt, tool output and file read)",
     ),
     hide(
         "~/.gemini/oauth_creds.json",
