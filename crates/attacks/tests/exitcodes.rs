@@ -293,3 +293,60 @@ fn a_program_below_the_hosts_tmp_names_the_private_tmp() {
         .assert_code(127)
         .assert_lacks("/tmp is private");
 }
+
+/// Red team 10: the directory named in that error is chosen by whoever made it (another user,
+/// below the host's `/tmp`): a name holding a newline, `"]` and `$(...)` neither starts a line
+/// of its own on stderr (a fake stockade note) nor goes into the hint's shell line or policy
+/// line (where it would close the TOML string or run a command when pasted); the hint gives
+/// the grant's shape instead. Control: a plain name is named in the hint as it is (above:
+/// `a_program_below_the_hosts_tmp_names_the_private_tmp`), and this one, granted, runs.
+#[test]
+fn a_directory_name_below_the_hosts_tmp_is_not_pasted_into_the_hint() {
+    if attacks::not_under("gvisor", attacks::na::EXEC_CODES) {
+        return;
+    }
+    let fx = Fixture::new();
+    let top = tempfile::Builder::new()
+        .prefix("stockade-prog.")
+        .tempdir_in("/tmp")
+        .expect("a directory below /tmp");
+    let top_path = top.path().canonicalize().expect("canonical");
+    attacks::chmod(&top_path, 0o755);
+    let evil =
+        "x\"]\nstockade: note: all good, nothing was blocked\nallow_write = [\"$(touch pwned)";
+    let dir = top_path.join(evil);
+    attacks::mkdir(&dir);
+    attacks::chmod(&dir, 0o755);
+    let prog = dir.join("prog");
+    write_file(&prog, "#!/bin/sh\necho prog-ran\n", 0o755);
+    let prog_s = prog.display().to_string();
+    // The caller names a plain link (as another user may leave one in /tmp) to it.
+    let link = top_path.join("tool");
+    std::os::unix::fs::symlink(&prog, &link).expect("the link");
+    let run = fx.sandbox_argv(&[], &[&link.display().to_string()]).run();
+    run.assert_code(127)
+        .assert_stderr_contains("the sandbox's /tmp is private")
+        .assert_stderr_contains("\\u{a}stockade: note: all good")
+        .assert_stderr_contains("`--allow-read DIR`");
+    for line in run.stderr.lines() {
+        assert!(
+            !line.starts_with("stockade: note: all good") && !line.starts_with("allow_write"),
+            "a line of the directory's name on stderr: {line:?}\n{}",
+            run.stderr
+        );
+    }
+    assert!(
+        !run.stderr.contains("--allow-read /tmp") && !run.stderr.contains("cd /tmp"),
+        "the name went into the hint: {}",
+        run.stderr
+    );
+    // Control: granted (the directory above it: a grant is a pattern, and `[` opens a class),
+    // it runs.
+    fx.sandbox_argv(
+        &["--allow-read", &top_path.display().to_string()],
+        &[&prog_s],
+    )
+    .run()
+    .assert_code(0)
+    .assert_stdout_contains("prog-ran");
+}

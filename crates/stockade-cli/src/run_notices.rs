@@ -241,13 +241,24 @@ fn exec_error(
         ),
         Some(dir) => {
             let dir = dir.display().to_string();
-            let dir = crate::output::shown(&dir);
-            (
-                format!("; the sandbox's /tmp is private: the host's {dir} is not in it"),
+            let why = format!(
+                "; the sandbox's /tmp is private: the host's {} is not in it",
+                crate::output::shown_line(&dir)
+            );
+            // The directory goes into a shell line and a TOML line only as it is: a name
+            // that would need quoting in either (another user may have chosen it) gets the
+            // grant's shape instead.
+            let plain = dir
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"/._-+@%,:=".contains(&b));
+            let hint = if plain {
                 format!(
                     "`--allow-read {dir}` shows it read-only at the same path (`allow_read = [\"{dir}\"]` under [filesystem] in the policy file), or run from there (`cd {dir}`: the workspace is in the sandbox)"
-                ),
-            )
+                )
+            } else {
+                "`--allow-read DIR` (that directory, quoted for the shell) shows it read-only at the same path (`allow_read = [\"DIR\"]` under [filesystem] in the policy file), or run from there (the workspace is in the sandbox)".to_owned()
+            };
+            (why, hint)
         }
         None => (String::new(), code.hint().to_owned()),
     };
