@@ -422,3 +422,40 @@ fn an_apply_failing_part_way_says_what_it_wrote() {
         .assert_success()
         .assert_stdout_contains("written  b/c.txt");
 }
+
+/// A run opens a private directory (0700) holding a masked secret (`.env`) to every local
+/// user (`chmod 755`): the mode change is flagged `opens-masked` and not applied unaccepted,
+/// the directory stays 0700. Control: the same chmod on a directory with nothing masked below
+/// is plain and applied.
+#[test]
+fn a_mode_change_opening_a_directory_above_a_masked_path_is_flagged() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let fx = Fixture::without_git();
+    for d in ["private", "open"] {
+        std::fs::create_dir(fx.ws.join(d)).expect("mkdir");
+        std::fs::set_permissions(
+            fx.ws.join(d),
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )
+        .expect("chmod");
+    }
+    std::fs::write(fx.ws.join("private/.env"), "API_KEY=hostsecret\n").expect("write");
+    std::fs::write(fx.ws.join("open/notes.txt"), "x\n").expect("write");
+    let (run, id) = review(&fx, &[], "chmod 755 private open && echo CHMODDED");
+    run.assert_success().assert_stdout_contains("CHMODDED");
+    let id = id.expect("a pending change set");
+    fx.stockade(["changes", &id])
+        .run()
+        .assert_success()
+        .assert_stdout_contains("flagged [opens-masked]");
+    fx.stockade(["apply", &id])
+        .run()
+        .assert_code(APPLIED_PARTLY)
+        .assert_stdout_contains("pending  private")
+        .assert_stdout_contains("written  open");
+    assert_eq!(mode_of(&fx.ws.join("private")), 0o700);
+    // Control: nothing masked below, the same widening is applied.
+    assert_eq!(mode_of(&fx.ws.join("open")), 0o755);
+}

@@ -271,6 +271,26 @@ pub(crate) fn flags_of(
     if rec.file_type == FileType::File && !deleted {
         content_flags(rec, &mut out);
     }
+    // A directory opened to group or others (read or search) above a masked path: the
+    // sandbox was not shown what lies there, and after the apply every local account may be.
+    if let (ChangeKind::ModeChanged { from, to }, FileType::Dir) = (rec.kind, rec.file_type) {
+        if to & !from & 0o055 != 0 {
+            if let Some(m) = rules
+                .masked
+                .iter()
+                .chain(masked)
+                .find(|m| is_within(m, &absolute))
+            {
+                out.push(flag(
+                    "opens-masked",
+                    format!(
+                        "opens the directory to other users (mode {from:o} → {to:o}) while the masked path {} lies below it: they could read what the run was not shown",
+                        m.display()
+                    ),
+                ));
+            }
+        }
+    }
     // A directory's setgid bit is not flagged: the run cannot set one (the sandbox refuses
     // the chmod), so it is inherited (a directory made in a setgid one) or the host's own;
     // apply keeps it only where the host gives it (never adds it).
@@ -1199,6 +1219,43 @@ mod tests {
             .into_iter()
             .map(|f| f.code)
             .collect()
+    }
+
+    /// r09: a directory opened to others above a masked path. Controls: nothing masked
+    /// below, a masked path elsewhere, a mode change that opens nothing to others.
+    #[test]
+    fn a_directory_opened_above_a_masked_path_is_flagged() {
+        let chmod = |from: u32, to: u32| Recorded {
+            path: PathBuf::from("private"),
+            ..rec(
+                ChangeKind::ModeChanged { from, to },
+                FileType::Dir,
+                to,
+                BaseState::Dir {
+                    mode: from,
+                    tree: None,
+                },
+            )
+        };
+        let with = |r: &Recorded, masked: &[&str]| -> Vec<&'static str> {
+            let masked: Vec<PathBuf> = masked.iter().map(PathBuf::from).collect();
+            flags_of(r, &FlagRules::default(), Path::new("/w"), &[], &masked)
+                .into_iter()
+                .map(|f| f.code)
+                .collect()
+        };
+        assert_eq!(
+            with(&chmod(0o700, 0o755), &["/w/private/.env"]),
+            ["opens-masked"]
+        );
+        assert_eq!(
+            with(&chmod(0o700, 0o711), &["/w/private/a/b"]),
+            ["opens-masked"]
+        );
+        assert!(with(&chmod(0o700, 0o755), &[]).is_empty());
+        assert!(with(&chmod(0o700, 0o755), &["/w/other/.env"]).is_empty());
+        assert!(with(&chmod(0o755, 0o700), &["/w/private/.env"]).is_empty());
+        assert!(with(&chmod(0o750, 0o770), &["/w/private/.env"]).is_empty());
     }
 
     #[test]

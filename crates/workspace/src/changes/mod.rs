@@ -387,7 +387,7 @@ pub struct Flag {
     /// `protected`, `executable`, `script`, `setuid`, `binary`, `hidden-text`,
     /// `replaces-binary`, `unchecked`, `symlink`, `symlink-outside`, `symlink-into-masked`,
     /// `unshown-name`, `git-internals`, `large`, `special-file`, `world-writable`,
-    /// `hard-link`, `not-plain`. Review flags
+    /// `hard-link`, `not-plain`, `opens-masked`. Review flags
     /// by allow-list: an entry without a flag is a deletion, a directory, or a plain text
     /// file (see `flags`).
     pub code: &'static str,
