@@ -179,12 +179,15 @@ fn a_run_cannot_create_the_user_policy_for_the_next_run() {
     );
     let run = fx.sandbox(&["--allow-write", &grant], &plant).run();
     run.assert_success().assert_stdout_contains("other=0");
+    // Under gVisor too: the directory is made before the run (0700, the caller's), so the run
+    // gets it read-only (a created protected path would only be swept when the run ends, and
+    // a parallel command would read the plant meanwhile: review H2).
+    assert!(!run.stdout.contains("plant=0"), "{}", run.describe());
     if backend() == "gvisor" {
-        // Under gVisor a protected path is not refused while the run goes on: the sweep
-        // takes it away when the run ends (README, "Backends").
-        run.assert_stderr_contains("protected path created");
-    } else {
-        assert!(!run.stdout.contains("plant=0"), "{}", run.describe());
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let made = std::fs::symlink_metadata(config.join("stockade")).expect("made");
+        assert!(made.is_dir() && made.permissions().mode() & 0o777 == 0o700);
+        assert_eq!(made.uid(), euid());
     }
     assert!(!config.join("stockade/policy.toml").exists());
     // Control: the grant is real (the sibling was written), and the next run has no PLANTED.
@@ -335,4 +338,225 @@ fn the_project_policy_is_used_only_once_approved() {
         .run()
         .assert_code(125)
         .assert_stderr_contains("[[commands]] in");
+}
+
+/// The plant of a user policy: a variable the next run would show.
+fn plant_script(dir: &Path) -> String {
+    format!(
+        "mkdir -p {d}; printf '[env]\\nset = {{ PLANTED = \"1\" }}\\n' > {d}/policy.toml; echo plant=$?",
+        d = sh_quote(dir)
+    )
+}
+
+/// Review H1 (04-config-through-link.sh): `~/.config`, or only `~/.config/stockade`, is a
+/// symbolic link into a directory a run may write (dotfiles kept with stow), and there is no
+/// user policy yet. A run whose workspace is that directory must not create the policy there
+/// for the next run: the user policy's directory is protected by its real path. Control: with
+/// `XDG_CONFIG_HOME` elsewhere the same write lands (the grant is real), and is not a policy.
+#[test]
+fn a_config_dir_behind_a_link_cannot_be_planted() {
+    for variant in ["config", "stockade"] {
+        let fx = Fixture::new();
+        let dot = fx.home.join("dotfiles");
+        let config = fx.home.join(".config");
+        let real_dir = if variant == "config" {
+            mkdir(&dot);
+            if config.exists() {
+                std::fs::rename(&config, dot.join("config")).expect("move ~/.config");
+            } else {
+                mkdir(&dot.join("config"));
+            }
+            std::os::unix::fs::symlink("dotfiles/config", &config).expect("link ~/.config");
+            dot.join("config/stockade")
+        } else {
+            mkdir(&config);
+            mkdir(&dot.join("stockade"));
+            std::os::unix::fs::symlink("../dotfiles/stockade", config.join("stockade"))
+                .expect("link ~/.config/stockade");
+            dot.join("stockade")
+        };
+        let plant = format!(
+            "{}; echo x > {}/other; echo other=$?",
+            plant_script(&real_dir),
+            sh_quote(&dot)
+        );
+        let d = dot.display().to_string();
+        let run = fx
+            .stockade(["run", "--workspace", &d, "--shell", &plant])
+            .run();
+        run.assert_success().assert_stdout_contains("other=0");
+        assert!(
+            !run.stdout.contains("plant=0"),
+            "{variant}: {}",
+            run.describe()
+        );
+        assert!(!real_dir.join("policy.toml").exists(), "{variant}");
+        fx.sandbox(&[], "echo p=${PLANTED:-none}")
+            .run()
+            .assert_success()
+            .assert_stdout_contains("p=none");
+        // Control: the user policy elsewhere, the same write lands.
+        let elsewhere = fx.root.join("cfg-elsewhere");
+        mkdir(&elsewhere);
+        let run = fx
+            .stockade(["run", "--workspace", &d, "--shell", &plant])
+            .env("XDG_CONFIG_HOME", &elsewhere)
+            .run();
+        run.assert_success().assert_stdout_contains("plant=0");
+        assert!(real_dir.join("policy.toml").exists(), "{variant}");
+    }
+}
+
+/// Review H1 (05-home-through-link.sh): `HOME` spelled through a link (`/home -> var/home`),
+/// the home the workspace, no user policy yet: the run cannot create it. Control: a sibling
+/// directory of `~/.config/stockade` is written in the same run.
+#[test]
+fn a_home_spelled_through_a_link_cannot_get_a_planted_policy() {
+    let fx = Fixture::new();
+    let link = fx.root.join("home-link");
+    std::os::unix::fs::symlink(&fx.home, &link).expect("link");
+    let config = link.join(".config");
+    let script = format!(
+        "{}; mkdir -p {c}/other && echo x > {c}/other/f; echo other=$?",
+        plant_script(&config.join("stockade")),
+        c = sh_quote(&config)
+    );
+    let h = fx.home.display().to_string();
+    let run = fx
+        .stockade(["run", "--workspace", &h, "--shell", &script])
+        .env("HOME", &link)
+        .run();
+    run.assert_success().assert_stdout_contains("other=0");
+    assert!(!run.stdout.contains("plant=0"), "{}", run.describe());
+    assert!(!fx.home.join(".config/stockade/policy.toml").exists());
+    fx.sandbox(&[], "echo p=${PLANTED:-none}")
+        .env("HOME", &link)
+        .run()
+        .assert_success()
+        .assert_stdout_contains("p=none");
+}
+
+/// Review M1 (06-rename-away-ignored.sh): a run with the home as the workspace and
+/// `--no-user-policy` cannot rename `~/.config` away (the next run would have no user policy):
+/// the user policy's ancestors are pinned whether this command reads it or not. Control: a
+/// sibling directory is renamed in the same run.
+#[test]
+fn an_ignored_user_policy_cannot_be_renamed_away() {
+    let fx = Fixture::new();
+    let path = user_policy(&fx, USER_POLICY);
+    mkdir(&fx.home.join("other"));
+    let h = fx.home.display().to_string();
+    let run = fx
+        .stockade([
+            "run",
+            "--no-user-policy",
+            "--workspace",
+            &h,
+            "--shell",
+            "mv ~/.config ~/.config-away; echo mv=$?; mv ~/other ~/other-away; echo other=$?",
+        ])
+        .run();
+    run.assert_success().assert_stdout_contains("other=0");
+    if backend() != "gvisor" {
+        assert!(!run.stdout.contains("mv=0"), "{}", run.describe());
+    }
+    // Under gVisor the rename is undone when the run ends (its sweep).
+    assert_eq!(
+        read_text(&path).as_deref(),
+        Some(USER_POLICY),
+        "{}",
+        run.describe()
+    );
+    fx.sandbox(&[], SHOW)
+        .run()
+        .assert_success()
+        .assert_stdout_contains("v=yes");
+}
+
+/// Review H2 (15-gvisor-window.sh, 16-gvisor-window-trust.sh): with the home as the workspace
+/// and no user policy or trust store yet, a run plants both and waits; a command started
+/// meanwhile must not read the plant. Under gVisor a protected path a run creates is swept
+/// only when the run ends, so the directories are made before the run and mounted read-only.
+/// Control: an unprotected sibling the run wrote is on the host while it runs (the window is
+/// real for what is not protected).
+#[test]
+fn a_parallel_command_never_reads_what_a_run_is_planting() {
+    let fx = Fixture::new();
+    let config = fx.home.join(".config");
+    let _ = std::fs::remove_dir_all(config.join("stockade"));
+    let _ = std::fs::remove_dir_all(fx.home.join(".local/state/stockade"));
+    let marker = fx.home.join("marker");
+    let script = format!(
+        "{{ {plant}; t=~/.local/state/stockade/trust; mkdir -p $t && echo '{{}}' > $t/planted.json; echo trust=$?; mkdir -p {c}/other && echo x > {c}/other/f; echo other=$?; }} > ~/marker.tmp 2>&1; mv ~/marker.tmp ~/marker; for i in $(seq 300); do [ -e ~/release ] && break; sleep 0.1; done",
+        plant = plant_script(&config.join("stockade")),
+        c = sh_quote(&config)
+    );
+    let h = fx.home.display().to_string();
+    let mut child = fx
+        .stockade(["run", "--workspace", &h, "--shell", &script])
+        .spawn();
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    while !marker.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let said = read_text(&marker).unwrap_or_default();
+    // Meanwhile, while the run still goes on:
+    let parallel = fx.sandbox(&[], "echo p=${PLANTED:-none}").run();
+    let sibling = read_text(&config.join("other/f"));
+    write_file(&fx.home.join("release"), "", 0o644);
+    let _ = child.wait();
+    assert!(
+        said.contains("other=0"),
+        "the run did not get to its plant: {said:?}"
+    );
+    assert!(!said.contains("plant=0"), "{said}");
+    assert!(!said.contains("trust=0"), "{said}");
+    parallel.assert_success().assert_stdout_contains("p=none");
+    assert!(!config.join("stockade/policy.toml").exists());
+    assert!(!fx
+        .home
+        .join(".local/state/stockade/trust/planted.json")
+        .exists());
+    // Control.
+    assert_eq!(sibling.as_deref(), Some("x\n"));
+}
+
+/// Review H3 (09-claude-json-home-workspace.sh): with the home as the workspace (Claude Code
+/// started in `~` with the flag-free prefix), `~/.claude.json`, Claude Code's global state
+/// whose `mcpServers` the host's Claude Code starts, is a protected path: rewriting it and
+/// creating it are refused. Control: another file at the top of the home is written.
+#[test]
+fn claude_json_in_the_home_is_protected() {
+    let fx = Fixture::new();
+    let state = fx.home.join(".claude.json");
+    let h = fx.home.display().to_string();
+    let add = r#"echo '{"mcpServers":{"x":{"type":"stdio","command":"sh","args":["-c","id"]}}}' > ~/.claude.json; echo wrote=$?; echo n > ~/notes.txt; echo other=$?"#;
+    for existing in [true, false] {
+        if existing {
+            write_file(&state, "{\"numStartups\":1}\n", 0o600);
+        } else {
+            let _ = std::fs::remove_file(&state);
+        }
+        let run = fx
+            .stockade(["run", "--workspace", &h, "--shell", add])
+            .run();
+        run.assert_success().assert_stdout_contains("other=0");
+        if existing || backend() != "gvisor" {
+            assert!(!run.stdout.contains("wrote=0"), "{}", run.describe());
+        } else {
+            // Under gVisor a created protected path is swept when the run ends (README,
+            // "Backends").
+            run.assert_stderr_contains("protected path created");
+        }
+        let now = read_text(&state);
+        assert!(
+            !now.unwrap_or_default().contains("mcpServers"),
+            "{}",
+            run.describe()
+        );
+        assert_eq!(
+            read_text(&fx.home.join("notes.txt")).as_deref(),
+            Some("n\n")
+        );
+    }
 }

@@ -266,10 +266,13 @@ pub fn check_reach(
     };
     let roots =
         workspace::writable_roots(policy, &request.invocation.place(), &workspace::RealHost)?;
-    let canonical = std::fs::canonicalize(path).ok();
+    // Both spellings: the given one and the real one, the nearest existing ancestor resolved
+    // and the rest appended (`~/.config` may be a link into a writable root, and the file or
+    // its directory may not exist yet).
+    let real = real_path(path);
     let used = sources.layers.iter().any(|l| l.kind == LayerKind::User);
     let inside = |p: &Path| roots.iter().find(|r| policy::is_within(p, r));
-    let hit = inside(path).or_else(|| canonical.as_deref().and_then(inside));
+    let hit = inside(path).or_else(|| inside(&real));
     match hit {
         Some(root) if used => Err(Error::Usage {
             message: format!(
@@ -280,8 +283,10 @@ pub fn check_reach(
             hint: "keep it out of the run's writable roots (a narrower --workspace or --allow-write), or ignore it for this command with --no-user-policy (or STOCKADE_NO_USER_POLICY=1)".into(),
         }),
         Some(_) => {
-            // Not there, or ignored for this run: the run must not make or change it.
-            if let Some(dir) = path.parent() {
+            // Not there, or ignored for this run: the run must not make or change it. The
+            // run also protects its real directory and pins its ancestors (the state list of
+            // `stockade::run`, from `RunRequest::user_policy`).
+            for dir in [path.parent(), real.parent()].into_iter().flatten() {
                 let dir = dir.display().to_string();
                 if !policy.filesystem.deny_write.contains(&dir) {
                     policy.filesystem.deny_write.push(dir);
@@ -291,4 +296,16 @@ pub fn check_reach(
         }
         None => Ok(()),
     }
+}
+
+/// `path` with its nearest existing ancestor resolved to its real path and the rest appended.
+fn real_path(path: &Path) -> PathBuf {
+    let path = policy::normalize_lexically(path);
+    for a in path.ancestors() {
+        if let Ok(real) = std::fs::canonicalize(a) {
+            let rest = path.strip_prefix(a).unwrap_or(Path::new(""));
+            return real.join(rest);
+        }
+    }
+    path
 }

@@ -97,6 +97,11 @@ pub struct RunRequest {
     pub policy_file: Option<PathBuf>,
     /// The trust store (`$XDG_STATE_HOME/stockade/trust`); `None` when it cannot be located.
     pub trust_store: Option<PathBuf>,
+    /// The user's policy file (`$XDG_CONFIG_HOME/stockade/policy.toml`), read or ignored by
+    /// this command: its directory is kept out of the run's reach like the trust store's
+    /// (read-only, its ancestors pinned, created before a gVisor run), so that no run makes
+    /// or changes the next run's policy. `None` when it cannot be located.
+    pub user_policy: Option<PathBuf>,
     /// Outputs of credentials' `command` sources, reused within their TTL by the runs that
     /// share this cache.
     pub credential_cache: std::sync::Arc<SourceCache>,
@@ -173,6 +178,10 @@ impl RunRequest {
             policy_file: None,
             trust_store: guard::trust::default_store_dir(
                 std::env::var_os("XDG_STATE_HOME").as_deref(),
+                std::env::var_os("HOME").as_deref(),
+            ),
+            user_policy: policy::file::user_policy_path(
+                std::env::var_os("XDG_CONFIG_HOME").as_deref(),
                 std::env::var_os("HOME").as_deref(),
             ),
             credential_cache: Default::default(),
@@ -298,10 +307,25 @@ fn resolve(policy: &policy::Policy, request: &RunRequest) -> Result<workspace::R
     // The writable roots alone (no walk) tell whether the scan must protect stockade's state.
     let roots = workspace::writable_roots(policy, &invocation.place(), host)?;
     let mut state: Vec<PathBuf> = Vec::new();
+    let gvisor = policy.backend == policy::BackendName::Gvisor;
     if let Some(spelled) = request.trust_store.as_deref() {
         let dir = guard::trust::resolve_dir(spelled)?;
-        refuse_replaceable_link_to_store(spelled, &dir, &roots)?;
-        state.push(dir);
+        refuse_replaceable_link_to_store(spelled, &dir, &roots, StateKind::TrustStore)?;
+        state.push(make_for_gvisor(gvisor, dir, &roots)?);
+    }
+    // The user's policy directory, by its real path (`~/.config` may be a link into a
+    // writable root, dotfiles kept with stow): whether this command reads the file or not,
+    // no run may make or change it for the next one, nor rename an ancestor away.
+    if let Some(spelled) = request
+        .user_policy
+        .as_deref()
+        .and_then(std::path::Path::parent)
+        .filter(|p| p.is_absolute())
+    {
+        let spelled = policy::normalize_lexically(spelled);
+        let dir = review_stage::resolve_existing_part(&spelled);
+        refuse_replaceable_link_to_store(&spelled, &dir, &roots, StateKind::UserPolicy)?;
+        state.push(make_for_gvisor(gvisor, dir, &roots)?);
     }
     // The change stores: a command that could make one could plant change sets in it (one
     // that exists is masked, see `review_stage::mask_store`).
@@ -312,7 +336,7 @@ fn resolve(policy: &policy::Policy, request: &RunRequest) -> Result<workspace::R
         .chain(journal::dir(request))
     {
         let dir = review_stage::resolve_existing_part(&spelled);
-        refuse_replaceable_link_to_store(&spelled, &dir, &roots)?;
+        refuse_replaceable_link_to_store(&spelled, &dir, &roots, StateKind::ChangeStore)?;
         state.push(dir);
     }
     // The journal directory exists before the scan (see `journal::make`).
@@ -332,7 +356,7 @@ fn resolve(policy: &policy::Policy, request: &RunRequest) -> Result<workspace::R
                     "stockade's state {} lies in a writable path and cannot be protected (its name is not UTF-8 or holds glob characters)",
                     dir.display()
                 ),
-                hint: "point XDG_STATE_HOME at a plain path outside the writable paths".into(),
+                hint: "point XDG_STATE_HOME (or XDG_CONFIG_HOME, for the user policy) at a plain path outside the writable paths".into(),
             });
         };
         guarded.filesystem.deny_write.push(pattern.to_string());
@@ -349,14 +373,76 @@ fn resolve(policy: &policy::Policy, request: &RunRequest) -> Result<workspace::R
     Ok(resolved)
 }
 
-/// The trust store reached through a symbolic link in a writable root (`~/.local/state ->
-/// elsewhere` with `--allow-write ~`): the store itself can be kept read-only, but the command
-/// could replace the link, and the next runs would read and write approvals where it points
-/// (found by review). Refused, with the real path to use instead.
+/// Which of stockade's state a directory on the state list is (for the messages).
+#[derive(Clone, Copy)]
+enum StateKind {
+    TrustStore,
+    UserPolicy,
+    ChangeStore,
+}
+
+impl StateKind {
+    fn name(self) -> &'static str {
+        match self {
+            StateKind::TrustStore => "the trust store",
+            StateKind::UserPolicy => "your user policy's directory",
+            StateKind::ChangeStore => "stockade's state",
+        }
+    }
+    fn variable(self) -> &'static str {
+        match self {
+            StateKind::UserPolicy => "XDG_CONFIG_HOME",
+            StateKind::TrustStore | StateKind::ChangeStore => "XDG_STATE_HOME",
+        }
+    }
+}
+
+/// A state directory that is missing and lies in a writable root, before a gVisor run: made
+/// (0700, the caller's) so that the run gets it read-only. Under gVisor a protected path the
+/// command creates is only swept when the run ends, and meanwhile a parallel command would
+/// read a user policy or a trust record planted there (found by review). The directory is
+/// made before the command starts, and resolved again after: what it resolves to is what
+/// is protected.
+fn make_for_gvisor(gvisor: bool, dir: PathBuf, roots: &[PathBuf]) -> Result<PathBuf, Error> {
+    if !gvisor || dir.exists() || !roots.iter().any(|w| dir.starts_with(w)) {
+        return Ok(dir);
+    }
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| Error::Io {
+            what: format!(
+                "make {} before the gVisor run (a path the run must not create)",
+                dir.display()
+            ),
+            cause: e,
+        })?;
+    let again = review_stage::resolve_existing_part(&dir);
+    if again != dir || !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+        return Err(Error::Usage {
+            message: format!(
+                "{} changed while it was made for the gVisor run (now {})",
+                dir.display(),
+                again.display()
+            ),
+            hint: "run again; if it persists, make the directory yourself (`mkdir -p`)".into(),
+        });
+    }
+    Ok(dir)
+}
+
+/// The trust store (or another state directory) reached through a symbolic link in a
+/// writable root (`~/.local/state -> elsewhere` with `--allow-write ~`): the store itself can
+/// be kept read-only, but the command could replace the link, and the next runs would read
+/// and write approvals (or the policy) where it points (found by review). Refused, with the
+/// real path to use instead.
 fn refuse_replaceable_link_to_store(
     spelled: &std::path::Path,
     store: &std::path::Path,
     roots: &[PathBuf],
+    kind: StateKind,
 ) -> Result<(), Error> {
     for a in spelled.ancestors() {
         // Only a link is looked into further: this runs before every run.
@@ -369,13 +455,15 @@ fn refuse_replaceable_link_to_store(
         if let Some(root) = roots.iter().find(|r| policy::is_within(&parent, r)) {
             return Err(Error::Usage {
                 message: format!(
-                    "the trust store {} is reached through the symbolic link {}, which the command could replace (it lies in {}, which it can write)",
+                    "{} {} is reached through the symbolic link {}, which the command could replace (it lies in {}, which it can write)",
+                    kind.name(),
                     spelled.display(),
                     a.display(),
                     root.display()
                 ),
                 hint: format!(
-                    "point XDG_STATE_HOME at the real directory (the store is {}), or leave {} out of the writable paths",
+                    "point {} at the real directory (it is {}), or leave {} out of the writable paths",
+                    kind.variable(),
                     store.display(),
                     root.display()
                 ),
