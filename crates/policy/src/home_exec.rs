@@ -184,6 +184,11 @@ pub const HOME_EXEC: &[HostExec] = &[
     entry("~/.aws", "AWS CLI", "config's credential_process runs a program on every call"),
     entry("~/.kube", "kubectl", "kubeconfig `exec` credential plugins run on every call"),
     entry("~/.docker", "docker", "credsStore/credHelpers and cli-plugins run programs on every call"),
+    entry(
+        "~/.claude.json",
+        "Claude Code",
+        "its global state: the mcpServers there (user and local scope) are started at every start of Claude Code",
+    ),
     // Host tools' own start-up and configuration files that run programs (red team of
     // issue 30: each was planted from a run with the home as the workspace and ran on the
     // host later).
