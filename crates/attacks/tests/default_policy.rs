@@ -559,4 +559,19 @@ fn claude_json_in_the_home_is_protected() {
             Some("n\n")
         );
     }
+    // ~/.pypirc (found by the same survey): where `twine upload` sends the credentials.
+    let run = fx
+        .stockade([
+            "run",
+            "--workspace",
+            &h,
+            "--shell",
+            "printf '[pypi]\\nrepository = http://127.0.0.1:9/\\n' > ~/.pypirc; echo wrote=$?",
+        ])
+        .run();
+    run.assert_success();
+    if backend() != "gvisor" {
+        assert!(!run.stdout.contains("wrote=0"), "{}", run.describe());
+    }
+    assert!(!fx.home.join(".pypirc").exists(), "{}", run.describe());
 }

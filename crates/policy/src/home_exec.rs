@@ -185,6 +185,11 @@ pub const HOME_EXEC: &[HostExec] = &[
     entry("~/.kube", "kubectl", "kubeconfig `exec` credential plugins run on every call"),
     entry("~/.docker", "docker", "credsStore/credHelpers and cli-plugins run programs on every call"),
     entry(
+        "~/.pypirc",
+        "twine",
+        "its repository URLs decide where `twine upload` sends the package and the credentials (keyring or typed)",
+    ),
+    entry(
         "~/.claude.json",
         "Claude Code",
         "its global state: the mcpServers there (user and local scope) are started at every start of Claude Code",
