@@ -567,6 +567,105 @@ fn a_host_login_the_write_back_could_not_reach_is_refused_before_the_run() {
     run_true().assert_success();
 }
 
+/// Inside: two refreshes at once with the one refresh stand-in, then one more.
+const REFRESH_TWICE: &str = r#"
+refresh=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["claudeAiOauth"]["refreshToken"])' "$CLAUDE_CONFIG_DIR/.credentials.json")
+go() { curl -s -o "$1" -w "%{http_code}\n" -H 'content-type: application/json' \
+  -d "{\"grant_type\":\"refresh_token\",\"refresh_token\":\"$refresh\"}" https://platform.claude.com/v1/oauth/token; }
+go a.json > a.code & go b.json > b.code & wait
+echo "codes=$(cat a.code b.code | sort | tr '\n' ' ')"
+echo "errors=$(cat a.json b.json | grep -o '"error":"[a-z_]*"' | tr '\n' ' ')"
+"#;
+
+/// Red team F7: a refresh the endpoint could not answer (unreachable) reached Claude Code as
+/// `invalid_grant` (it logs out): now `temporarily_unavailable` (503), the login kept. Two
+/// refreshes at once with one refresh stand-in: only one gets fresh stand-ins (checked again
+/// as they are replaced), the other is refused as a reused one. Control: the endpoint up, the
+/// refresh gets fresh stand-ins.
+#[test]
+fn a_refresh_the_endpoint_cannot_answer_is_temporary_and_a_stand_in_refreshes_once() {
+    for down in [true, false] {
+        let fx = Fixture::new();
+        let refresh = format!("sk-ant-ort01-real-{}", fx.id);
+        let host = host_login(
+            &fx,
+            &format!("sk-ant-oat01-real-{}", fx.id),
+            &refresh,
+            now_ms() - 1000,
+        );
+        let renewed = Renewed {
+            access: format!("sk-ant-oat01-renewed-{}", fx.id),
+            refresh: format!("sk-ant-ort01-renewed-{}", fx.id),
+        };
+        let up = Upstream::start_with(Some(script(
+            String::new(),
+            Arc::new(Mutex::new(Some(renewed))),
+        )));
+        // Down: the token endpoint a port nothing listens on.
+        let token_url = if down {
+            let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+            let port = free.local_addr().map(|a| a.port()).unwrap_or(1);
+            drop(free);
+            format!("https://127.0.0.1:{port}/v1/oauth/token")
+        } else {
+            format!("{}/v1/oauth/token", up.url())
+        };
+        let policy = fx.out_file("oauth-policy.toml");
+        write_file(
+            &policy,
+            format!(
+                "[credentials.anthropic]\nupstream = \"{}\"\nsource = {{ claude_login = \"~/.claude/.credentials.json\", token_url = \"{token_url}\" }}\n",
+                up.url()
+            ),
+            0o644,
+        );
+        let policy = policy.display().to_string();
+        let script_file = fx.script("refresh-twice.sh", REFRESH_TWICE);
+        let run = fx
+            .sandbox_argv(
+                &[
+                    "--policy",
+                    &policy,
+                    "--agent",
+                    "claude-code",
+                    "--credential",
+                    "anthropic=claude-login",
+                ],
+                &[
+                    "/bin/sh",
+                    "-c",
+                    &format!("cd /tmp && /bin/sh {}", script_file.display()),
+                ],
+            )
+            .env("SSL_CERT_FILE", &up.ca_file)
+            .timeout(Duration::from_secs(120))
+            .run();
+        let out = run.stdout.clone();
+        run.assert_success();
+        if down {
+            assert!(out.contains("codes=503 503 "), "{}", run.describe());
+            assert!(
+                out.contains(
+                    "\"error\":\"temporarily_unavailable\" \"error\":\"temporarily_unavailable\""
+                ),
+                "{}",
+                run.describe()
+            );
+            assert!(!out.contains("invalid_grant"), "{}", run.describe());
+            // The host's login is as it was.
+            assert!(read_text(&host).unwrap_or_default().contains(&refresh));
+        } else {
+            assert!(out.contains("codes=200 400 "), "{}", run.describe());
+            assert!(
+                out.contains("\"error\":\"invalid_grant\""),
+                "{}",
+                run.describe()
+            );
+            assert!(read_text(&host).unwrap_or_default().contains("-renewed-"));
+        }
+    }
+}
+
 #[test]
 fn a_link_planted_at_the_state_login_is_replaced_not_followed() {
     let fx = Fixture::new();

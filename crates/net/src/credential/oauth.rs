@@ -292,9 +292,26 @@ impl Login {
     /// the oldest dropped past [`MAX_ACCESS_STANDINS`]) and a new refresh stand-in (the
     /// previous one no longer refreshes).
     pub fn hand_out(&self) -> Result<Fresh, String> {
+        self.hand_out_checked(None)
+    }
+
+    /// [`Self::hand_out`] for a refresh that presented `presented`: checked again while the
+    /// stand-ins are replaced, so of concurrent refreshes with one refresh stand-in only the
+    /// first gets fresh ones (each other one would end a login the first got): the others are
+    /// refused as a reused refresh token is.
+    pub fn hand_out_for(&self, presented: &[u8]) -> Result<Fresh, String> {
+        self.hand_out_checked(Some(presented))
+    }
+
+    fn hand_out_checked(&self, presented: Option<&[u8]>) -> Result<Fresh, String> {
         let access = standin(ACCESS_PREFIX)?;
         let refresh = standin(REFRESH_PREFIX)?;
         let mut s = self.state();
+        if let Some(p) = presented {
+            if !ct_eq(s.refresh_standin.as_bytes(), p) {
+                return Err("the refresh stand-in was used already (a concurrent refresh)".into());
+            }
+        }
         s.access_standins.push(access.clone());
         if s.access_standins.len() > MAX_ACCESS_STANDINS {
             s.access_standins.remove(0);
@@ -514,7 +531,11 @@ mod tests {
         assert!(l.is_refresh_standin(refresh.as_bytes()));
         assert!(!l.is_refresh_standin(b"sk-ant-ort01-real-refresh"));
         // A refresh: fresh stand-ins, the old access one still valid, the old refresh not.
-        let fresh = l.hand_out().unwrap_or_else(|e| panic!("{e}"));
+        let fresh = l
+            .hand_out_for(refresh.as_bytes())
+            .unwrap_or_else(|e| panic!("{e}"));
+        // Control of the check in the lock: the same stand-in a second time gets nothing.
+        assert!(l.hand_out_for(refresh.as_bytes()).is_err());
         assert_ne!(fresh.access, access);
         assert_eq!(
             l.presented(&bearer(&fresh.access)),

@@ -244,14 +244,28 @@ async fn token_request(
     }
     if let Err((status, why)) = renew(&shared, &routes.tls, login, oauth::REFRESH_MARGIN_MS).await {
         record(&shared, host, port, &rule, Some(why.clone()));
-        return oauth_error(status, "invalid_grant", &why);
+        // The endpoint refused the refresh: the login is over. Anything else (unreachable,
+        // an answer that is not a login) may pass: Claude Code is told to try again later
+        // rather than to log out.
+        return if status == StatusCode::BAD_REQUEST {
+            oauth_error(status, "invalid_grant", &why)
+        } else {
+            oauth_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "temporarily_unavailable",
+                &why,
+            )
+        };
     }
-    match login.hand_out() {
+    match login.hand_out_for(&presented) {
         Ok(fresh) => {
             record(&shared, host, port, &rule, None);
             json(StatusCode::OK, oauth::answer(&fresh).to_vec())
         }
-        Err(why) => oauth_error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", &why),
+        Err(why) => {
+            record(&shared, host, port, &rule, Some(why.clone()));
+            oauth_error(StatusCode::BAD_REQUEST, "invalid_grant", &why)
+        }
     }
 }
 
@@ -306,6 +320,13 @@ pub(super) async fn renew(
         0,
         body.len() as u64,
     ));
+    if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
+        let why = format!(
+            "the token endpoint {} could not refresh credential `{}` now ({status}): try again later",
+            up.host, login.route
+        );
+        return Err((StatusCode::BAD_GATEWAY, why));
+    }
     if status != StatusCode::OK {
         let why = format!(
             "the token endpoint {} refused the refresh of credential `{}` ({status}): log in again with `claude` on the host",
