@@ -10,9 +10,10 @@
 //!   with the real expiry, scopes and plan. The directory is reached beneath its writable root
 //!   one component at a time without following a link, the file written as a new file and
 //!   renamed over the name: a link the sandbox planted there is replaced, never followed.
-//! - Tokens the proxy refreshes are written back to the host's file (a new file renamed over
-//!   it, the other fields kept) when the host still holds the refresh token that was used, so
-//!   the host's own Claude Code stays logged in.
+//! - Tokens the proxy refreshes are written back to the host's file, in place (the same inode,
+//!   so the mount masking it inside stays on it; its owner and mode kept; the other fields
+//!   kept) when the host still holds the refresh token that was used, so the host's own Claude
+//!   Code stays logged in. A file that could not be written so is refused before the run.
 
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
