@@ -1059,3 +1059,66 @@ fn a_root_run_beside_a_users_run_leaves_root_s_terminal_cooked() {
         seen.describe()
     );
 }
+
+/// Red team 05: another local user (`nobody`) binds the name a run claims root's terminal's
+/// keyboard by (anyone may bind an abstract name) before a user's run there: the run reads no
+/// keys while the name is taken, and its note says the claim is taken by another run or
+/// another user (it used to say another run holds the keyboard, when none did); once the
+/// squatter is gone the run takes the keys and a line typed meanwhile reaches it. Control:
+/// without the squatter the note is not given.
+#[test]
+fn a_keyboard_claim_squatted_by_another_user_is_named_as_taken() {
+    if attacks::skip_unless_root("a terminal of root's, used by other users") {
+        return;
+    }
+    let Some(user) = test_user() else {
+        println!("skipped: no user stockade-test or no runuser");
+        return;
+    };
+    let fx = Fixture::new();
+    let Some(pty) = Pty::new(&fx, "a squatted keyboard claim") else {
+        return;
+    };
+    let reader = fx.script(
+        "reader.sh",
+        "echo ready-to-read; read -r x; echo \"got=$x\"\n",
+    );
+    let user_run = fx.script(
+        "as-user.sh",
+        &format!(
+            "{} run --backend {} --workspace {} -- sh {}\necho outer-done\n",
+            attacks::sh_quote(fx.stockade_inside()),
+            attacks::backend(),
+            attacks::sh_quote(&fx.ws),
+            attacks::sh_quote(&reader),
+        ),
+    );
+    give_to(&fx, user);
+    let squat = format!(
+        "runuser -u nobody -- {} -c 'import socket, os, time\nst = os.fstat(1)\ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\ns.bind(b\"\\0stockade/keyboard/%d/%d\" % (st.st_dev, st.st_rdev))\nprint(\"squatted\", flush=True)\ntime.sleep(5)' &\nsleep 1\n",
+        attacks::sh_quote(&pty.python)
+    );
+    let user = format!(
+        "runuser -u {user} -- env -i PATH={} HOME={} TERM=xterm sh {}\nwait\n",
+        attacks::PATH,
+        attacks::sh_quote(&fx.home),
+        attacks::sh_quote(&user_run)
+    );
+    let steps = [
+        Step::Wait("ready-to-read"),
+        Step::Sleep(0.5),
+        Step::Type(b"typed-line\r"),
+        Step::Wait("got=typed-line"),
+        Step::Wait("outer-done"),
+    ];
+    let seen = pty.play(fx.host(&format!("{squat}{user}")), &steps);
+    seen.assert_code(0)
+        .assert_shows("squatted")
+        .assert_shows("keyboard claim is taken (by another run or another user)")
+        .assert_shows("got=typed-line");
+    let control = pty.play(fx.host(&user), &steps);
+    control
+        .assert_code(0)
+        .assert_shows("got=typed-line")
+        .assert_lacks("claim is taken");
+}
