@@ -543,6 +543,44 @@ fn a_name_resolving_to_loopback_gets_its_address_named_and_zero_is_never_reached
     assert_eq!(host.hits(), 1);
 }
 
+/// `http://stockade:P/` (the sandbox's hostname, as a server inside may print it) goes to
+/// the proxy, which refuses it: the hint says it is the sandbox's own name and points at
+/// `http://127.0.0.1:P/`, never `--allow-domain stockade`. Control: another single-label name
+/// gets `--allow-domain`. Nothing is resolved (refused by the rules first).
+#[test]
+fn the_sandboxs_hostname_is_not_offered_as_a_domain() {
+    if which("curl").is_none() {
+        println!("skipped: curl not installed");
+        return;
+    }
+    let fx = Fixture::new();
+    let rec = fx.records();
+    let out = run(
+        &fx,
+        &rec,
+        &["--net", "proxy"],
+        "curl -s -m 5 -o /dev/null http://stockade:8000/; curl -s -m 5 -o /dev/null http://stockadex:8000/; exit 0",
+    );
+    out.assert_ok();
+    let lines = hint_lines(&out);
+    assert!(
+        lines.iter().any(|l| l.starts_with("blocked: stockade:8000")
+            && l.contains("this sandbox's own hostname")
+            && l.contains("http://127.0.0.1:8000/")
+            && !l.contains("--allow-domain")),
+        "{lines:#?}\n{}",
+        out.run.describe()
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("blocked: stockadex:8000")
+                && l.contains("`--allow-domain stockadex`")),
+        "{lines:#?}\n{}",
+        out.run.describe()
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // Item 5a: --net none says the network is off
 

@@ -217,6 +217,22 @@ fn route_hint(routes: &[RouteHost], host: &str) -> Option<String> {
     ))
 }
 
+/// A refused `stockade`, the sandbox's own hostname (`workspace::SANDBOX_HOSTNAME`), is the
+/// sandbox, not a domain: it does not resolve inside, and through the proxy it would be
+/// whatever the host's resolver makes of it. The hint points at the sandbox's loopback, never
+/// `--allow-domain stockade`.
+fn own_hostname_hint(host: &str, port: u16) -> Option<String> {
+    let name = host.strip_suffix('.').unwrap_or(host);
+    if !name.eq_ignore_ascii_case(workspace::SANDBOX_HOSTNAME) {
+        return None;
+    }
+    Some(format!(
+        "`{name}` is this sandbox's own hostname, which does not resolve inside (through the \
+         proxy it would be the host's lookup of that name): a server started inside the run is \
+         reached directly at `http://127.0.0.1:{port}/` (NO_PROXY covers it); no rule is needed"
+    ))
+}
+
 impl net::proxy::Rules for RunRules {
     fn check(&self, host: &str, port: u16) -> Result<String, (String, String)> {
         self.rules.check(host, port)
@@ -233,6 +249,9 @@ impl net::proxy::Rules for RunRules {
     fn allow_hint(&self, host: &str, port: u16, rule: &str) -> Option<String> {
         if rule == policy::net::RULE_NO_MATCH {
             if let Some(hint) = route_hint(&self.routes, host) {
+                return Some(hint);
+            }
+            if let Some(hint) = own_hostname_hint(host, port) {
                 return Some(hint);
             }
         }
@@ -351,6 +370,21 @@ mod tests {
             .allow_hint("platform.claude.com", 443, no_match)
             .unwrap_or_default();
         assert!(platform.contains("onboarding"), "{platform}");
+        // Issue 31: the sandbox's own hostname is not offered as a domain; control: another
+        // single-label name is.
+        let own = rules
+            .allow_hint("Stockade.", 8000, no_match)
+            .unwrap_or_default();
+        assert!(
+            own.contains("this sandbox's own hostname")
+                && own.contains("http://127.0.0.1:8000/")
+                && !own.contains("--allow-domain"),
+            "{own}"
+        );
+        let other = rules
+            .allow_hint("stockades", 8000, no_match)
+            .unwrap_or_default();
+        assert!(!other.contains("own hostname"), "{other}");
         // Issue 31: a run's loopback hint is the sandbox's; a name resolved to loopback is
         // named by its address. `stockade proxy` alone (ProxyRules) says this machine's.
         let lo = rules
