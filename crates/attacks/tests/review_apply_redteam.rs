@@ -459,3 +459,28 @@ fn a_mode_change_opening_a_directory_above_a_masked_path_is_flagged() {
     // Control: nothing masked below, the same widening is applied.
     assert_eq!(mode_of(&fx.ws.join("open")), 0o755);
 }
+
+/// Control for the git-dir assembly check: in a git checkout, a change set writing a
+/// `config` and a `HEAD` into a directory that is no git dir (no `objects`, `refs` or
+/// `commondir` there, now or from the apply) is plain and applied whole.
+#[test]
+fn files_named_like_git_internals_elsewhere_stay_plain() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let fx = Fixture::new();
+    std::fs::create_dir(fx.ws.join("deploy")).expect("mkdir");
+    let (run, id) = review(
+        &fx,
+        &[],
+        "echo 'port = 8080' > deploy/config && echo main > deploy/HEAD && mkdir -p deploy/objects-list && echo a > notes.txt",
+    );
+    run.assert_success();
+    let id = id.expect("a pending change set");
+    fx.stockade(["apply", &id])
+        .run()
+        .assert_success()
+        .assert_stdout_contains("written  deploy/config")
+        .assert_stdout_contains("written  deploy/HEAD")
+        .assert_stdout_contains("applied whole and removed");
+}
