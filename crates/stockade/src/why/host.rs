@@ -176,7 +176,13 @@ fn proxy_verdict(
                     "{rule_name}: an address of this machine or of a private network"
                 )),
                 enforcement: PROXY,
-                allow: policy::allow_hint(host, port, &rule_name),
+                allow: policy::allow_hint_for(
+                    host,
+                    port,
+                    &rule_name,
+                    Some(ip),
+                    policy::HintContext::Sandbox,
+                ),
             };
         }
     }
