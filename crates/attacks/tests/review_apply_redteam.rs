@@ -484,3 +484,49 @@ fn files_named_like_git_internals_elsewhere_stay_plain() {
         .assert_stdout_contains("written  deploy/HEAD")
         .assert_stdout_contains("applied whole and removed");
 }
+
+/// `discard --all` goes on past a change set it cannot remove (an immutable file in its
+/// upper, `chattr +i`: what root alone can make) and names it at the end, exit 125; the
+/// others are removed. Control: made mutable again, `discard RUN` removes it. Root only (a
+/// regular user cannot set the attribute: one line).
+#[test]
+fn discard_all_goes_on_past_a_change_set_it_cannot_remove() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    if !is_root() {
+        eprintln!("skip: only root can make a file immutable (chattr +i)");
+        return;
+    }
+    let fx = Fixture::without_git();
+    let ids: Vec<String> = ["echo 1 > one.txt", "echo 2 > two.txt", "echo 3 > three.txt"]
+        .iter()
+        .map(|s| {
+            let (run, id) = review(&fx, &[], s);
+            run.assert_success();
+            id.expect("a pending change set")
+        })
+        .collect();
+    let stuck = store(&fx).join(&ids[1]).join("upper/two.txt");
+    let chattr = |flag: &str| {
+        Cmd::new("chattr", &fx.ws)
+            .args([flag, &stuck.display().to_string()])
+            .run()
+            .assert_success();
+    };
+    chattr("+i");
+    let all = fx.stockade(["discard", "--all"]).run();
+    chattr("-i");
+    all.assert_code(125)
+        .assert_stdout_contains("2 change sets of")
+        .assert_stderr_contains("1 change set could not be discarded")
+        .assert_stderr_contains(&ids[1]);
+    assert!(!store(&fx).join(&ids[0]).exists());
+    assert!(!store(&fx).join(&ids[2]).exists());
+    assert!(
+        store(&fx).join(&ids[1]).join("meta.json").exists(),
+        "the record goes last"
+    );
+    fx.stockade(["discard", &ids[1]]).run().assert_success();
+    assert!(!store(&fx).join(&ids[1]).exists());
+}
