@@ -61,11 +61,23 @@ impl Sources {
     }
 }
 
+/// Set by `shell-prefix`: the variable is not believed, only the flag
+/// ([`ignore_env_switch`]).
+static ENV_SWITCH_IGNORED: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// `STOCKADE_NO_USER_POLICY` is not believed for the rest of this command: `shell-prefix`,
+/// whose environment a project's `.claude/settings.json` (`env`) can set.
+pub fn ignore_env_switch() {
+    ENV_SWITCH_IGNORED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
 /// Whether the user's file is ignored: `--no-user-policy`, or `STOCKADE_NO_USER_POLICY` set
-/// to anything but empty or `0`.
+/// to anything but empty or `0` (not for `shell-prefix`, see [`ignore_env_switch`]).
 fn user_ignored(args: &PolicyArgs) -> bool {
     args.no_user_policy
-        || std::env::var_os(NO_USER_POLICY).is_some_and(|v| !v.is_empty() && v != "0")
+        || (!ENV_SWITCH_IGNORED.load(std::sync::atomic::Ordering::SeqCst)
+            && std::env::var_os(NO_USER_POLICY).is_some_and(|v| !v.is_empty() && v != "0"))
 }
 
 /// Reads the policy files of `args` ([`Sources`]).

@@ -10,8 +10,9 @@
 //!
 //! It runs as is, with bash (the snapshot is bash), under the policy, in a workspace that is the
 //! project's root and never the directory the command happens to start in (`--workspace`,
-//! else `CLAUDE_PROJECT_DIR`, else the directory Claude Code started in, read from its
-//! process, `CLAUDE_PID`, which must be an ancestor): a `cd` the sandbox reports cannot widen
+//! else the directory Claude Code started in, read from its process, `CLAUDE_PID`, which must
+//! be an ancestor, else `CLAUDE_PROJECT_DIR`; refused when the two disagree, since a
+//! project's `.claude/settings.json` can set variables for the prefix): a `cd` the sandbox reports cannot widen
 //! what the next command may write. The file the string ends by writing its working directory
 //! to is the one thing outside the workspace the command may write (it reaches the host, so
 //! Claude Code follows `cd` across commands). The variables the snapshot's tools need pass
@@ -200,18 +201,56 @@ fn prepare_cwd_file(tmpdir: &Path, name: &str, reach: &[PathBuf]) -> Result<Path
     Ok(path)
 }
 
-/// The workspace of a shell-prefix run: `--workspace`, else `CLAUDE_PROJECT_DIR`, else the
-/// directory Claude Code started in ([`claude_start_dir`]).
+/// The workspace of a shell-prefix run: `--workspace`, else the directory Claude Code started
+/// in ([`claude_start_dir`]), else `CLAUDE_PROJECT_DIR`. A repository's own
+/// `.claude/settings.json` can set variables for Claude Code's commands (its `env` block), the
+/// prefix's included: `CLAUDE_PROJECT_DIR` set there (`~`) would widen the workspace (found
+/// by review). So Claude Code's process is believed first, and when both are there and name
+/// different directories the command is refused.
 fn workspace(given: Option<PathBuf>) -> Result<PathBuf, Error> {
-    if let Some(dir) = given.or_else(|| std::env::var_os("CLAUDE_PROJECT_DIR").map(PathBuf::from)) {
+    if let Some(dir) = given {
         return Ok(dir);
     }
-    claude_start_dir(&|n| std::env::var_os(n), &parent_of, &process_cwd).map_err(|reason| Error::Usage {
-        message: format!(
-            "stockade shell-prefix needs the project's root: neither --workspace nor CLAUDE_PROJECT_DIR is set, and {reason}"
-        ),
-        hint: "run it as Claude Code's CLAUDE_CODE_SHELL_PREFIX (it takes the directory Claude Code started in), or pass `--workspace /path/to/project` in the prefix script".into(),
-    })
+    let named = std::env::var_os("CLAUDE_PROJECT_DIR").map(PathBuf::from);
+    pick_workspace(
+        claude_start_dir(&|n| std::env::var_os(n), &parent_of, &process_cwd),
+        named,
+    )
+}
+
+/// [`workspace`] without `--workspace`: `start` is [`claude_start_dir`]'s answer, `named` is
+/// `CLAUDE_PROJECT_DIR`.
+pub(crate) fn pick_workspace(
+    start: Result<PathBuf, String>,
+    named: Option<PathBuf>,
+) -> Result<PathBuf, Error> {
+    match (start, named) {
+        (Ok(start), None) => Ok(start),
+        (Ok(start), Some(named)) => {
+            let same = |a: &Path, b: &Path| {
+                std::fs::canonicalize(a).ok().zip(std::fs::canonicalize(b).ok()).is_some_and(|(a, b)| a == b)
+            };
+            if same(&start, &named) {
+                Ok(start)
+            } else {
+                Err(Error::Usage {
+                    message: format!(
+                        "stockade shell-prefix: CLAUDE_PROJECT_DIR={} is not the directory Claude Code started in ({}): a project's .claude/settings.json `env` can set it for every command, so it is not believed",
+                        named.display(),
+                        start.display()
+                    ),
+                    hint: "remove CLAUDE_PROJECT_DIR from the settings' `env` (the prefix takes the directory Claude Code started in), or pass `--workspace /path/to/project` in the prefix script".into(),
+                })
+            }
+        }
+        (Err(_), Some(named)) => Ok(named),
+        (Err(reason), None) => Err(Error::Usage {
+            message: format!(
+                "stockade shell-prefix needs the project's root: neither --workspace nor CLAUDE_PROJECT_DIR is set, and {reason}"
+            ),
+            hint: "run it as Claude Code's CLAUDE_CODE_SHELL_PREFIX (it takes the directory Claude Code started in), or pass `--workspace /path/to/project` in the prefix script".into(),
+        }),
+    }
 }
 
 /// How many processes up from this one Claude Code may be (the prefix script, a shell of
@@ -289,6 +328,10 @@ pub(crate) fn run_args(args: crate::ShellPrefixArgs) -> Result<crate::RunArgs, E
         record,
         command,
     } = args;
+    // `STOCKADE_NO_USER_POLICY` is not believed here: a project's `.claude/settings.json` can
+    // set it for Claude Code's commands (found by review); `--no-user-policy` in the prefix
+    // script is the user's own word.
+    crate::default_policy::ignore_env_switch();
     let root = workspace(policy.workspace.take())?;
     if let Some(written) = cwd_file(&command) {
         let tmpdir = claude_tmpdir(&|n| std::env::var_os(n));
@@ -330,6 +373,27 @@ pub(crate) fn run_args(args: crate::ShellPrefixArgs) -> Result<crate::RunArgs, E
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn claude_codes_start_directory_wins_over_claude_project_dir() {
+        let a = std::env::temp_dir();
+        let b = PathBuf::from("/");
+        // Both name the same directory, or only one is known: taken.
+        assert_eq!(
+            pick_workspace(Ok(a.clone()), Some(a.clone())).ok(),
+            Some(a.clone())
+        );
+        assert_eq!(pick_workspace(Ok(a.clone()), None).ok(), Some(a.clone()));
+        assert_eq!(
+            pick_workspace(Err("no pid".into()), Some(b.clone())).ok(),
+            Some(b.clone())
+        );
+        // They disagree (a repository's settings set CLAUDE_PROJECT_DIR): refused, naming it.
+        let e = pick_workspace(Ok(a), Some(b)).err().map(|e| e.to_string());
+        assert!(e.is_some_and(|e| e.contains("CLAUDE_PROJECT_DIR=/")));
+        // Neither: refused, naming --workspace.
+        assert!(pick_workspace(Err("no pid".into()), None).is_err());
+    }
 
     #[test]
     fn the_parent_is_read_after_the_name() {
