@@ -55,9 +55,10 @@ enum Command {
     Run(Box<RunArgs>),
     /// Claude Code's shell prefix: `CLAUDE_CODE_SHELL_PREFIX` set to a script running
     /// `exec stockade shell-prefix "$@"` runs every Bash command of Claude Code in the sandbox,
-    /// with the project's root as workspace (`--workspace`, else CLAUDE_PROJECT_DIR, else the
-    /// directory Claude Code started in: its process, CLAUDE_PID, an ancestor; a `cd` never
-    /// moves it), no time limit unless asked, and Claude Code's tracking of `cd` working.
+    /// with the project's root as workspace (`--workspace`, else the directory Claude Code
+    /// started in: its process, CLAUDE_PID, an ancestor; else CLAUDE_PROJECT_DIR; refused when
+    /// the two disagree; a `cd` never moves it), no time limit unless asked, and Claude Code's
+    /// tracking of `cd` working.
     /// Takes `run`'s options; your user policy file applies as to `run`.
     ShellPrefix(Box<ShellPrefixArgs>),
     /// A Claude Code PreToolUse hook (`stockade hook claude-code [-- RUN-OPTIONS]`): reads the
