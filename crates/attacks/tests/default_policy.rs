@@ -575,3 +575,39 @@ fn claude_json_in_the_home_is_protected() {
     }
     assert!(!fx.home.join(".pypirc").exists(), "{}", run.describe());
 }
+
+/// Review L2 (12-hardlink.sh): the user policy with a second name (a hard link) in a workspace
+/// is refused, naming the fix: a run in that workspace writing the link would rewrite the
+/// policy of the next run. A policy directory every user may write is refused too. Control:
+/// the link removed, the same policy is used.
+#[test]
+fn a_user_policy_with_a_hard_link_is_refused() {
+    let fx = Fixture::new();
+    let path = user_policy(&fx, USER_POLICY);
+    let link = fx.ws.join("hl");
+    std::fs::hard_link(&path, &link).expect("hard link");
+    let run = fx
+        .sandbox(
+            &[],
+            "printf '[env]\\nset = { PLANTED = \"1\" }\\n' > hl; echo write=$?",
+        )
+        .run();
+    run.assert_code(125)
+        .assert_stderr_contains("refusing your user policy")
+        .assert_stderr_contains("hard links");
+    assert!(!run.stdout.contains("write="), "{}", run.describe());
+    assert_eq!(read_text(&path).as_deref(), Some(USER_POLICY));
+    // Control.
+    std::fs::remove_file(&link).expect("unlink");
+    fx.sandbox(&[], SHOW)
+        .run()
+        .assert_success()
+        .assert_stdout_contains("v=yes");
+    // A directory every user may write (not sticky).
+    chmod(path.parent().expect("dir"), 0o777);
+    fx.sandbox(&[], SHOW)
+        .run()
+        .assert_code(125)
+        .assert_stderr_contains("every user may write its directory");
+    chmod(path.parent().expect("dir"), 0o755);
+}

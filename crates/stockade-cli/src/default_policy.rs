@@ -146,6 +146,32 @@ fn read_user(path: &Path) -> Result<Option<PolicyFile>, Error> {
     if meta.mode() & 0o002 != 0 {
         return Err(refuse("every user may write it".into()));
     }
+    // A second name elsewhere (a run that could write the home linked it into a workspace,
+    // or a dotfile manager that hard-links): writing that name rewrites the policy (review).
+    if meta.nlink() != 1 {
+        return Err(refuse(format!(
+            "it has {} names (hard links): another one may lie where a run can write it",
+            meta.nlink()
+        )));
+    }
+    // Its directory: another user who may write it could replace the file.
+    if let Some(dir) = path.parent() {
+        if let Ok(d) = std::fs::metadata(dir) {
+            if d.uid() != me && d.uid() != 0 {
+                return Err(refuse(format!(
+                    "its directory {} belongs to uid {}, neither you nor root",
+                    dir.display(),
+                    d.uid()
+                )));
+            }
+            if d.mode() & 0o002 != 0 && d.mode() & 0o1000 == 0 {
+                return Err(refuse(format!(
+                    "every user may write its directory {}",
+                    dir.display()
+                )));
+            }
+        }
+    }
     policy::read_policy_file(path)
         .map(Some)
         .map_err(|e| user_file_error(path, e))
