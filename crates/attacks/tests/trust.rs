@@ -361,3 +361,42 @@ fn the_sandbox_cannot_forge_approvals_even_where_the_store_is_writable() {
         .assert_ok();
     assert!(!record.exists(), "the unguarded sandbox deleted the record");
 }
+
+/// Review M4 (10-cross-user-home.sh): root run with a regular user's HOME (`sudo` keeping it,
+/// `su` without `-`) must not believe that user's trust store: the user could approve (or
+/// forge a record for) a workspace whose `stockade.toml` root's run would then use (a
+/// credential `command` source runs as root). A store, or a record, of another uid refuses
+/// the run, naming the owner. Control: the same store root's own, the project file is used.
+/// Root only (making a file of another user's takes root).
+#[test]
+fn a_trust_store_of_another_user_is_not_believed() {
+    if attacks::skip_unless_root("chown the store to another user") {
+        return;
+    }
+    let fx = Fixture::new();
+    write_file(
+        &fx.ws.join("stockade.toml"),
+        "[env]\nset = { FROM_PROJECT = \"yes\" }\n",
+        0o644,
+    );
+    trust(&fx, "approve", &[]).assert_success();
+    let chown = |uid: u32, p: &Path| std::os::unix::fs::chown(p, Some(uid), None).expect("chown");
+    let record = record_file(&fx);
+    for (dir_uid, record_uid) in [(999, 999), (0, 999), (999, 0)] {
+        chown(dir_uid, &store(&fx));
+        chown(record_uid, &record);
+        let r = run(&fx, &[], "echo p=${FROM_PROJECT:-none}");
+        assert_refused(
+            &r,
+            "E_TRUST_STORE",
+            &["belongs to uid 999, neither you nor root"],
+        );
+        assert!(!r.stdout.contains("p="), "{}", r.describe());
+    }
+    // Control: root's own store.
+    chown(0, &store(&fx));
+    chown(0, &record);
+    run(&fx, &[], "echo p=${FROM_PROJECT:-none}")
+        .assert_success()
+        .assert_stdout_contains("p=yes");
+}

@@ -698,7 +698,7 @@ impl TrustError {
             TrustError::Read { .. } => "make the file readable by the caller; stockade will not vouch for what it cannot read".into(),
             TrustError::Locate { .. } => "set HOME, or XDG_STATE_HOME to an absolute path".into(),
             TrustError::StoreUnsafe { inside_workspace: true, .. } => "the sandbox can write the workspace: point XDG_STATE_HOME outside it".into(),
-            TrustError::StoreUnsafe { .. } => "the store must be a directory only its owner can write (chmod 700)".into(),
+            TrustError::StoreUnsafe { .. } => "the store must be a directory of yours (or root's) that only its owner can write (chmod 700); as root with another user's HOME, set HOME (or XDG_STATE_HOME) to your own".into(),
             TrustError::StoreIo { .. } => return None,
             TrustError::Corrupt { path, .. } => format!(
                 "nothing is trusted while it is corrupt: remove {} and approve the workspace again",

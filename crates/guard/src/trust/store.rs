@@ -183,6 +183,16 @@ impl TrustStore {
         if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
             return Err(corrupt("it is not a regular file".into()));
         }
+        if let Some(owner) = foreign_owner(stat.st_uid) {
+            return Err(TrustError::StoreUnsafe {
+                dir: self.dir.clone(),
+                reason: format!(
+                    "the record {} belongs to uid {owner}, neither you nor root",
+                    self.record.display()
+                ),
+                inside_workspace: false,
+            });
+        }
         let mut text = String::new();
         std::fs::File::from(fd)
             .take(MAX_RECORD + 1)
@@ -367,5 +377,19 @@ fn check_dir(dir: &Path) -> Result<(), TrustError> {
     if meta.permissions().mode() & 0o022 != 0 {
         return Err(unsafe_dir("others can write it"));
     }
+    // Root with another user's HOME (`sudo` keeping it, `su` without `-`) must not believe
+    // that user's approvals: they would make root's runs read a project file that user
+    // approved (a credential `command` source runs as root; found by review).
+    if let Some(owner) = foreign_owner(std::os::unix::fs::MetadataExt::uid(&meta)) {
+        return Err(unsafe_dir(&format!(
+            "it belongs to uid {owner}, neither you nor root"
+        )));
+    }
     Ok(())
+}
+
+/// `uid` when it is neither this process's effective user nor root.
+fn foreign_owner(uid: u32) -> Option<u32> {
+    let me = rustix::process::geteuid().as_raw();
+    (uid != me && uid != 0).then_some(uid)
 }
