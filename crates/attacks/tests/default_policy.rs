@@ -611,3 +611,68 @@ fn a_user_policy_with_a_hard_link_is_refused() {
         .assert_stderr_contains("every user may write its directory");
     chmod(path.parent().expect("dir"), 0o755);
 }
+
+/// Review M3 (03-project-file-powers.sh): an approved `stockade.toml`, read as the project's
+/// layer, may not grant what belongs to the user: a credential (a `command` source runs on
+/// the host), variables passed from the host, a write or read outside the workspace,
+/// `unprotect`, the host's network. Each is refused (`E_POLICY_INVALID`) naming the file and
+/// the line, and the command does not run. Control: the same workspace's file with only a
+/// variable set is used once approved (and `--policy stockade.toml`, the user's explicit
+/// word, keeps its documented behaviour: trust.rs).
+#[test]
+fn an_approved_project_file_cannot_grant_the_users_powers() {
+    let fx = Fixture::new();
+    let ran = fx.root.join("HOST-EXEC");
+    let cases = [
+        (
+            format!(
+                "[env]\nset = {{ A = \"1\" }}\n\n[credentials.x]\nupstream = \"https://example.invalid\"\nheader = \"x-k\"\nformat = \"{{}}\"\ntoken_env = [\"XTOK\"]\nsource = {{ command = [\"/bin/sh\", \"-c\", \"id > {}; echo 0123456789abcdef\"] }}\n",
+                ran.display()
+            ),
+            4,
+            "credential `x`",
+        ),
+        ("[env]\npassthrough = [\"SECRET_TOKEN\"]\n".to_string(), 2, "env.passthrough"),
+        ("[env]\nallow = [\"SECRET_TOKEN\"]\n".to_string(), 2, "env.allow"),
+        ("[filesystem]\nallow_write = [\"~\"]\n".to_string(), 2, "`allow_write` of ~"),
+        ("\n[filesystem]\nallow_read = [\"/etc/../root\"]\n".to_string(), 3, "`allow_read` of /etc/../root"),
+        ("[filesystem]\nunprotect = [\".vscode\"]\n".to_string(), 2, "`unprotect` of .vscode"),
+        ("[network]\nmode = \"host\"\n".to_string(), 2, "the host's network"),
+    ];
+    let project = fx.ws.join("stockade.toml");
+    let ws = fx.ws.display().to_string();
+    for (text, line, what) in cases {
+        write_file(&project, &text, 0o644);
+        // `trust approve` says what the file grants, and that runs will refuse it.
+        fx.stockade(["trust", "approve", "--workspace", &ws])
+            .run()
+            .assert_success()
+            .assert_stdout_contains("stockade.toml grants every run here")
+            .assert_stdout_contains("runs will refuse it");
+        let run = fx
+            .sandbox(&[], "echo ran")
+            .env("SECRET_TOKEN", "s3cr3t")
+            .run();
+        run.assert_code(125)
+            .assert_stderr_contains("E_POLICY_INVALID")
+            .assert_stderr_contains(&format!("{}: line {line}", project.display()))
+            .assert_stderr_contains(what);
+        assert!(!run.stdout.contains("ran"), "{}", run.describe());
+        assert!(!ran.exists(), "the command source ran on the host");
+    }
+    // Control: a variable set, approved, is used.
+    write_file(&project, "[env]\nset = { FROM_PROJECT = \"p\" }\n", 0o644);
+    let approve = fx.stockade(["trust", "approve", "--workspace", &ws]).run();
+    approve
+        .assert_success()
+        .assert_stdout_contains("env set        FROM_PROJECT");
+    assert!(
+        !approve.stdout.contains("runs will refuse it"),
+        "{}",
+        approve.describe()
+    );
+    fx.sandbox(&[], "echo p=${FROM_PROJECT:-none}")
+        .run()
+        .assert_success()
+        .assert_stdout_contains("p=p");
+}

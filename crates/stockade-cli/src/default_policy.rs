@@ -276,6 +276,7 @@ fn project(args: &PolicyArgs, sources: &mut Sources) -> Result<(), Error> {
             hint: "keep [[commands]] in your user policy (~/.config/stockade/policy.toml), outside every writable root".into(),
         });
     }
+    refuse_project_powers(&file, &text, &path, &ws)?;
     sources.layers.push(Layer {
         kind: LayerKind::Project,
         path,
@@ -346,4 +347,166 @@ fn real_path(path: &Path) -> PathBuf {
         }
     }
     path
+}
+
+/// What a project's `stockade.toml` may not grant, approved or not (review M3): its author is
+/// the repository's, and `trust approve` pins bytes, not intent. Refused, naming the file and
+/// the line: credentials (a `command` source runs on the host; any source sends a real
+/// secret to the upstream the file names), variables passed from the host (`[env] allow`,
+/// `passthrough`), reads or writes outside the workspace, `unprotect`, and the host's
+/// network. These belong in the user's own policy file.
+fn refuse_project_powers(
+    file: &PolicyFile,
+    text: &str,
+    path: &Path,
+    ws: &Path,
+) -> Result<(), Error> {
+    let line_of = |needle: &str| {
+        text.lines()
+            .position(|l| l.trim_start().starts_with(needle))
+            .map(|i| i + 1)
+    };
+    let refuse = |line: Option<usize>, what: String| -> Result<(), Error> {
+        Err(policy::PolicyError::ParseFile {
+            origin: path.display().to_string(),
+            location: line.map(|line| policy::Location { line, column: 1 }),
+            message: format!("{what}: a project's stockade.toml may not grant it (its author is the repository's)"),
+            hint: Some("put it in your user policy (~/.config/stockade/policy.toml) or pass it as a flag; remove it from stockade.toml and approve again (`stockade trust approve`)".into()),
+        }
+        .into())
+    };
+    if let Some(c) = file.credentials.first() {
+        return refuse(
+            line_of("[credentials").or_else(|| line_of("credentials")),
+            format!("credential `{}`", c.name),
+        );
+    }
+    for (key, names) in [
+        ("allow", &file.env.allow),
+        ("passthrough", &file.env.passthrough),
+    ] {
+        if let Some(n) = names.first() {
+            return refuse(
+                line_of(key),
+                format!("`env.{key}` passes the host's variable {n} into the sandbox"),
+            );
+        }
+    }
+    if let Some(n) = file.filesystem.unprotect.first() {
+        return refuse(
+            file.lines
+                .line("filesystem.unprotect", n)
+                .or_else(|| line_of("unprotect")),
+            format!("`unprotect` of {n}"),
+        );
+    }
+    if file.network.mode == Some(policy::NetworkMode::Host) {
+        return refuse(
+            line_of("mode"),
+            "the host's network (`mode = \"host\"`)".into(),
+        );
+    }
+    for (key, list) in [
+        ("allow_write", &file.filesystem.allow_write),
+        ("allow_read", &file.filesystem.allow_read),
+    ] {
+        for entry in list {
+            let p = Path::new(entry);
+            let inside = if p.is_absolute() {
+                policy::is_within(&policy::normalize_lexically(p), ws)
+            } else {
+                !entry.starts_with('~')
+                    && !entry.contains('$')
+                    && !p.components().any(|c| c == std::path::Component::ParentDir)
+            };
+            if !inside {
+                return refuse(
+                    file.lines
+                        .line(&format!("filesystem.{key}"), entry)
+                        .or_else(|| line_of(key)),
+                    format!("`{key}` of {entry}, outside the workspace {}", ws.display()),
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What the workspace's `stockade.toml` grants, for `trust approve` to print (review M3):
+/// the user approves what the file does, not only its bytes. Empty without the file.
+pub fn project_grants(ws: &Path) -> Vec<String> {
+    let path = ws.join(PROJECT_FILE);
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Vec::new();
+    };
+    let mut out = vec![format!(
+        "  {PROJECT_FILE} grants every run here (as a layer of your policy):"
+    )];
+    let file = match policy::parse_policy_file(&text, &path.display().to_string()) {
+        Ok(f) => f,
+        Err(e) => {
+            out.push(format!(
+                "    nothing: it does not parse ({e}), and runs will refuse it"
+            ));
+            return out;
+        }
+    };
+    let mut item = |what: &str, list: Vec<String>| {
+        if !list.is_empty() {
+            out.push(format!("    {what:<14} {}", list.join(", ")));
+        }
+    };
+    item("profile", file.profile.iter().cloned().collect());
+    item("agent", file.agent.iter().cloned().collect());
+    item("presets", file.presets.clone());
+    item(
+        "backend",
+        file.backend
+            .iter()
+            .map(|b| format!("{b:?}").to_lowercase())
+            .collect(),
+    );
+    item(
+        "network mode",
+        file.network
+            .mode
+            .iter()
+            .map(|m| format!("{m:?}").to_lowercase())
+            .collect(),
+    );
+    item("allow_domains", file.network.allow_domains.clone());
+    item("allow_hosts", file.network.allow_hosts.clone());
+    item("allow_write", file.filesystem.allow_write.clone());
+    item("allow_read", file.filesystem.allow_read.clone());
+    item("unprotect", file.filesystem.unprotect.clone());
+    item("env set", file.env.set.keys().cloned().collect());
+    item("env allow", file.env.allow.clone());
+    item("env pass", file.env.passthrough.clone());
+    item(
+        "credentials",
+        file.credentials.iter().map(|c| c.name.clone()).collect(),
+    );
+    item(
+        "commands",
+        file.commands.iter().map(|c| c.program.clone()).collect(),
+    );
+    item(
+        "review",
+        file.review.iter().map(|r| r.to_string()).collect(),
+    );
+    item("hints", file.hints.iter().map(|r| r.to_string()).collect());
+    if out.len() == 1 {
+        out.push("    nothing beyond your policy (limits and deny rules only, or empty)".into());
+    }
+    let refused = if !file.commands.is_empty() {
+        Some("[[commands]] (they belong in your user policy)".to_string())
+    } else {
+        refuse_project_powers(&file, &text, &path, ws)
+            .err()
+            .map(|e| e.to_string())
+    };
+    if let Some(why) = refused {
+        out.push(format!("  runs will refuse it: {why}"));
+    }
+    out
 }

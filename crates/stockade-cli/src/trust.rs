@@ -111,6 +111,9 @@ fn approve(args: &TrustArgs) -> Result<u8, Error> {
             record.digest
         );
         print_entries(&record.files);
+        for line in crate::default_policy::project_grants(&workspace) {
+            outln!("{line}");
+        }
     }
     Ok(0)
 }
