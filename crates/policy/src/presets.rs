@@ -60,7 +60,9 @@ pub struct Preset {
     pub private: &'static [&'static str],
     /// Files written into the state when missing (created new, beneath the directory's
     /// descriptor, never over or through what is there): the answers to what the agent would
-    /// otherwise ask at its first start. `{stand_in_tail:ROUTE}` in a file stands for the
+    /// otherwise ask at its first start. Where one is there, it is rebuilt before each run from
+    /// the [`SEED_CARRIED_KEYS`] of what is there (read on the host as data); where that is not
+    /// a plain JSON file, from this text. `{stand_in_tail:ROUTE}` in a file stands for the
     /// last 20 characters of route ROUTE's stand-ins, the same in every run of the user.
     pub seeds: &'static [(&'static str, &'static str)],
     /// Caller's variables passed in (names that look like secrets never are).
@@ -70,6 +72,37 @@ pub struct Preset {
     /// No wall-clock limit (an agent session lasts as long as the person wants).
     pub no_timeout: bool,
 }
+
+/// What of a seeded JSON state file (Claude Code's `.claude.json`) one run leaves for the next:
+/// these top-level keys only, answers and counters that start nothing. The rest, written by the
+/// agent or by anything it ran, is dropped when the next run rebuilds the file from its seed:
+/// `mcpServers` (started at every start), `env` (applied to the agent and its tools:
+/// `BASH_ENV`), `apiKeyHelper`, `primaryApiKey`, `projects` (per-directory grants and MCP
+/// servers), the plugin marketplace's installs, and any key not named here.
+pub const SEED_CARRIED_KEYS: &[&str] = &[
+    "hasCompletedOnboarding",
+    "lastOnboardingVersion",
+    "customApiKeyResponses",
+    "numStartups",
+    "firstStartTime",
+    "firstStartVersion",
+    "userID",
+    "machineID",
+    "migrationVersion",
+    "opusProMigrationComplete",
+    "hasResetAutoModeOptInForDefaultOffer",
+    "seenNotifications",
+    "tipsHistory",
+    "tipsHistoryByCommand",
+    "tipLifetimeShownCounts",
+    "lastReleaseNotesSeen",
+    "lastClawdEntranceVersion",
+    "hasSeenAutoDefaultNotice",
+    "hasSeenTasksHint",
+    "promptQueueUseCount",
+    "autoModeClassifierBillingNoticeAcknowledgedAt",
+    "theme",
+];
 
 /// Every preset, agents first, in the order they are documented.
 pub const PRESETS: &[Preset] = &[

@@ -16,11 +16,18 @@
 //! A preset's seed files (Claude Code's `.claude.json`, its first start's onboarding done and
 //! the stand-in approved, see [`policy::Preset::seeds`]) are written where they are missing,
 //! beneath the descriptor of their directory (opened as above), created new (`O_CREAT |
-//! O_EXCL | O_NOFOLLOW`, mode 0600): whatever is at the name already, a file the agent wrote, or
-//! a link, a FIFO or a directory an earlier run planted there (the directory is writable
-//! inside), is left as it is and never opened, followed or read. What is written is the
-//! preset's own text, the same for every run of the user: a run that removes the file gets it
-//! back, and nothing else.
+//! O_EXCL | O_NOFOLLOW`, mode 0600). Where one is there already, it is rebuilt before every
+//! run: the agent writes it, and so can anything the agent runs, and it holds what the agent
+//! starts or applies at every start (Claude Code's `mcpServers`, `env`, `apiKeyHelper`,
+//! `projects`), so one run's plant would run in every later run, in any workspace. The file is
+//! read on the host as data: examined without following a link (`fstatat(AT_SYMLINK_NOFOLLOW)`),
+//! opened with `O_NOFOLLOW | O_NONBLOCK`, a regular file with one link (`fstat`), at most 1 MiB,
+//! a JSON object; the new file holds only the values of
+//! [`policy::presets::SEED_CARRIED_KEYS`] found there (answers and counters that start
+//! nothing, the onboarding and the approval among them), written under a new name and renamed over the old one, which replaces the entry
+//! itself (a link, a FIFO, a hard link planted at the name is never followed, opened or
+//! written through). Anything else there (a link, a FIFO, not JSON) is replaced by the seed,
+//! with a note on stderr; a directory is left as it is, with a note.
 
 use std::os::fd::OwnedFd;
 use std::path::{Component, Path};
@@ -68,8 +75,12 @@ fn fill(text: &str, home: &Path) -> String {
     out
 }
 
-/// Writes `text` into the file `rest` beneath `home` when nothing is at that name (see the
-/// module's documentation); its directory made or found as [`make_beneath`] does.
+/// The largest state file read back (Claude Code's `.claude.json` is a few KiB).
+const STATE_CAP: u64 = 1 << 20;
+
+/// Writes the seed `rest` beneath `home` (see the module's documentation): created new where
+/// nothing is at that name; else rebuilt from `text` and the [`policy::presets::SEED_CARRIED_KEYS`]
+/// of what is there, read as data and replaced by a new file renamed over the name.
 fn seed(home: &Path, rest: &Path, text: &str) -> Result<(), Error> {
     let (Some(parent), Some(name)) = (rest.parent(), rest.file_name()) else {
         return Ok(());
@@ -80,27 +91,161 @@ fn seed(home: &Path, rest: &Path, text: &str) -> Result<(), Error> {
         what: format!("write the agent's first-start state {}", at.display()),
         cause: e.into(),
     };
-    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let file = match openat(&dir, name, flags, Mode::from_raw_mode(0o600)) {
-        Ok(file) => file,
-        Err(rustix::io::Errno::EXIST) => return Ok(()),
-        Err(e) => return Err(io(e)),
+    let prior = match read_prior(&dir, name) {
+        Prior::Missing => {
+            return match create(&dir, name, text) {
+                Ok(()) | Err(rustix::io::Errno::EXIST) => Ok(()),
+                Err(e) => Err(io(e)),
+            }
+        }
+        Prior::Directory => {
+            eprintln!(
+                "stockade: note: {} is a directory, not the agent's state file; left as it is (remove it: stockade writes the file)",
+                at.display()
+            );
+            return Ok(());
+        }
+        Prior::Unusable(why) => {
+            eprintln!(
+                "stockade: note: {} {why}; replaced by the preset's first-start state",
+                at.display()
+            );
+            None
+        }
+        Prior::Json(map) => Some(map),
     };
+    let Some(rebuilt) = rebuild(text, prior.as_ref()) else {
+        // A seed that is not a JSON object is never rebuilt, only written where missing.
+        return Ok(());
+    };
+    if prior.as_ref() == Some(&rebuilt) {
+        return Ok(());
+    }
+    let body = serde_json::Value::Object(rebuilt).to_string() + "\n";
+    replace(&dir, name, &body).map_err(io)
+}
+
+/// What is at a seed's name before the run.
+enum Prior {
+    Missing,
+    Directory,
+    /// Not a plain, single-linked, small JSON object file: why.
+    Unusable(&'static str),
+    Json(serde_json::Map<String, serde_json::Value>),
+}
+
+/// Reads what is at `name` beneath `dir` as data: never through a link (`O_NOFOLLOW`), never
+/// opening a FIFO or device (checked with `fstatat(AT_SYMLINK_NOFOLLOW)` first, then `fstat` of
+/// what was opened), at most [`STATE_CAP`] bytes, strict JSON.
+fn read_prior(dir: &OwnedFd, name: &std::ffi::OsStr) -> Prior {
+    use rustix::fs::{AtFlags, FileType};
+    let st = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => st,
+        Err(rustix::io::Errno::NOENT) => return Prior::Missing,
+        Err(_) => return Prior::Unusable("cannot be examined"),
+    };
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile => {}
+        FileType::Directory => return Prior::Directory,
+        FileType::Symlink => return Prior::Unusable("is a symbolic link"),
+        _ => return Prior::Unusable("is not a regular file (a FIFO, socket or device)"),
+    }
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let Ok(file) = openat(dir, name, flags, Mode::empty()) else {
+        return Prior::Unusable("cannot be opened");
+    };
+    let Ok(st) = rustix::fs::fstat(&file) else {
+        return Prior::Unusable("cannot be examined");
+    };
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+        return Prior::Unusable("is not a regular file");
+    }
+    if st.st_nlink != 1 {
+        return Prior::Unusable("has other hard links");
+    }
+    if u64::try_from(st.st_size).map_or(true, |n| n > STATE_CAP) {
+        return Prior::Unusable("is larger than 1 MiB");
+    }
+    let mut bytes = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match rustix::io::read(&file, &mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                bytes.extend_from_slice(&buf[..n]);
+                if bytes.len() as u64 > STATE_CAP {
+                    return Prior::Unusable("is larger than 1 MiB");
+                }
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return Prior::Unusable("cannot be read"),
+        }
+    }
+    match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(serde_json::Value::Object(map)) => Prior::Json(map),
+        _ => Prior::Unusable("is not a JSON object"),
+    }
+}
+
+/// The carried keys of `prior` (their values as they are there: a state the agent made its
+/// own keeps its answers, the seed is not forced into it), or the seed's object when there is
+/// no prior state to carry.
+fn rebuild(
+    text: &str,
+    prior: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> Option<serde_json::Map<String, serde_json::Value>> {
+    let serde_json::Value::Object(mut out) = serde_json::from_str(text).ok()? else {
+        return None;
+    };
+    if let Some(prior) = prior {
+        out = serde_json::Map::new();
+        for key in policy::presets::SEED_CARRIED_KEYS {
+            if let Some(value) = prior.get(*key) {
+                out.insert((*key).to_owned(), value.clone());
+            }
+        }
+    }
+    Some(out)
+}
+
+/// Creates `name` beneath `dir` (`O_CREAT | O_EXCL | O_NOFOLLOW`, mode 0600: `EEXIST` when
+/// anything is at the name) holding `text`; a half-written file is removed.
+fn create(dir: &OwnedFd, name: &std::ffi::OsStr, text: &str) -> Result<(), rustix::io::Errno> {
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let file = openat(dir, name, flags, Mode::from_raw_mode(0o600))?;
     let mut left = text.as_bytes();
     while !left.is_empty() {
         match rustix::io::write(&file, left) {
             Ok(0) => {
-                let _ = rustix::fs::unlinkat(&dir, name, rustix::fs::AtFlags::empty());
-                return Err(io(rustix::io::Errno::IO));
+                let _ = rustix::fs::unlinkat(dir, name, rustix::fs::AtFlags::empty());
+                return Err(rustix::io::Errno::IO);
             }
             Ok(n) => left = &left[n..],
             Err(rustix::io::Errno::INTR) => {}
             Err(e) => {
                 // Half a file would be worse than none: the agent would find it broken.
-                let _ = rustix::fs::unlinkat(&dir, name, rustix::fs::AtFlags::empty());
-                return Err(io(e));
+                let _ = rustix::fs::unlinkat(dir, name, rustix::fs::AtFlags::empty());
+                return Err(e);
             }
         }
+    }
+    Ok(())
+}
+
+/// Replaces `name` beneath `dir` by a new file holding `text`: written under a new name of its
+/// own (created, never opened if something is there) and renamed over `name`, which replaces
+/// the entry itself (a link or FIFO planted there is never followed or opened).
+fn replace(dir: &OwnedFd, name: &std::ffi::OsStr, text: &str) -> Result<(), rustix::io::Errno> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let mut tmp = std::ffi::OsString::from(".stockade-new-");
+    tmp.push(format!("{}-{nanos:08x}", std::process::id()));
+    tmp.push(name);
+    create(dir, &tmp, text)?;
+    if let Err(e) = rustix::fs::renameat(dir, &tmp, dir, name) {
+        let _ = rustix::fs::unlinkat(dir, &tmp, rustix::fs::AtFlags::empty());
+        return Err(e);
     }
     Ok(())
 }
@@ -176,8 +321,13 @@ mod tests {
         assert!(std::fs::read_dir(outside.path()).unwrap().next().is_none());
     }
 
+    /// A file in the home, beside the state directory (same file system, for a hard link).
+    fn outside_h(h: &Path) -> std::path::PathBuf {
+        h.join("elsewhere.json")
+    }
+
     #[test]
-    fn a_seed_is_written_where_missing_and_never_over_or_through_what_is_there() {
+    fn a_seed_is_written_where_missing_rebuilt_from_its_carried_keys_and_never_through_a_link() {
         let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let h = home.path();
         let state = Path::new(".local/state/stockade/x");
@@ -192,25 +342,70 @@ mod tests {
             std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
             0o600
         );
-        // What the agent made of it since stays.
-        std::fs::write(&file, "{\"agent\":1}").unwrap();
+        // What the agent made of it since: its carried keys stay, the rest goes.
+        std::fs::write(
+            &file,
+            "{\"numStartups\":7,\"approved\":[\"mine\"],\"mcpServers\":{\"x\":{}},\"env\":{\"BASH_ENV\":\"/x\"},\"primaryApiKey\":\"k\",\"projects\":{\"/w\":{}}}",
+        )
+        .unwrap();
         seed(h, &state.join(".claude.json"), &text).unwrap();
-        assert_eq!(std::fs::read_to_string(&file).unwrap(), "{\"agent\":1}");
-        // A link planted at the name (dangling, or to a file elsewhere) is neither followed nor
-        // replaced; the control, a missing name, is written (above).
+        let got: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        assert_eq!(got, serde_json::json!({"numStartups": 7}), "{got}");
+        // Again: unchanged, not rewritten.
+        let ino = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&file).unwrap());
+        seed(h, &state.join(".claude.json"), &text).unwrap();
+        assert_eq!(
+            std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&file).unwrap()),
+            ino
+        );
+        // Not JSON, a FIFO: replaced by the seed (the FIFO never opened: this would block).
+        std::fs::write(&file, "{not json").unwrap();
+        seed(h, &state.join(".claude.json"), &text).unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap().trim_end(), text);
+        std::fs::remove_file(&file).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &file,
+            rustix::fs::FileType::Fifo,
+            Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        seed(h, &state.join(".claude.json"), &text).unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap().trim_end(), text);
+        // A directory is left as it is.
+        std::fs::remove_file(&file).unwrap();
+        std::fs::create_dir(&file).unwrap();
+        seed(h, &state.join(".claude.json"), &text).unwrap();
+        assert!(file.is_dir());
+        std::fs::remove_dir(&file).unwrap();
+        // A hard link to a file elsewhere is not read from nor written through.
+        std::fs::write(outside_h(h), "{\"numStartups\":99}").unwrap();
+        std::fs::hard_link(outside_h(h), &file).unwrap();
+        seed(h, &state.join(".claude.json"), &text).unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap().trim_end(), text);
+        assert_eq!(
+            std::fs::read_to_string(outside_h(h)).unwrap(),
+            "{\"numStartups\":99}"
+        );
+        // A link planted at the name (dangling, or to a file elsewhere) is never followed:
+        // replaced by the seed; the control, a missing name, is written (above).
         let outside = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         std::fs::remove_file(&file).unwrap();
         std::os::unix::fs::symlink(outside.path().join("planted"), &file).unwrap();
         seed(h, &state.join(".claude.json"), &text).unwrap();
         assert!(!outside.path().join("planted").exists());
-        std::fs::write(outside.path().join("victim"), "mine").unwrap();
+        std::fs::write(outside.path().join("victim"), "{\"numStartups\":5}").unwrap();
         std::fs::remove_file(&file).unwrap();
         std::os::unix::fs::symlink(outside.path().join("victim"), &file).unwrap();
         seed(h, &state.join(".claude.json"), &text).unwrap();
         assert_eq!(
             std::fs::read_to_string(outside.path().join("victim")).unwrap(),
-            "mine"
+            "{\"numStartups\":5}"
         );
+        assert!(!file.is_symlink());
+        assert_eq!(std::fs::read_to_string(&file).unwrap().trim_end(), text);
         // A link on the way to the directory refuses, as for the directory itself.
         std::fs::remove_dir_all(h.join(".local")).unwrap();
         std::os::unix::fs::symlink(outside.path(), h.join(".local")).unwrap();
