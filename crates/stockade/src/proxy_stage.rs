@@ -184,7 +184,8 @@ fn route_hosts(policy: &policy::Policy) -> Vec<RouteHost> {
 /// Why Claude Code connected to its hosts itself, and what makes it not.
 const CLAUDE_ONBOARDING: &str = "Claude Code connects to it itself only in its onboarding, at \
      the first start in a state directory: `--agent claude-code` has that done where it makes \
-     the directory (in one an earlier run left, remove its `.claude.json` once)";
+     the directory (in one an earlier run left without it, remove \
+     `~/.local/state/stockade/claude-code/.claude.json` once: the next run writes it anew)";
 
 /// What to say of a refused connection to `host`, the upstream of a credential route: the
 /// command reaches it through the route, and allowing the domain is not the fix (it would
