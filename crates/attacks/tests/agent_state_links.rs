@@ -124,3 +124,39 @@ fn a_fifo_at_the_cwd_file_is_refused_at_once() {
     run.assert_success().assert_stdout_contains("hi");
     assert_eq!(written.as_deref().map(str::trim), Some(ws.as_str()));
 }
+
+/// Root with a user's `HOME` (`sudo -E stockade run --agent claude-code ...`, issue 31 F5)
+/// would make the state directory and its `.claude.json` root's, in the user's home, and the
+/// user's own runs could not use them: the run is refused (`E_POLICY_INVALID`, naming
+/// `sudo -H`) and nothing is made. Control: the same home owned by the caller runs and gets
+/// its state. Root only: an unprivileged caller cannot make a home another user owns.
+#[test]
+fn root_with_a_users_home_is_refused_and_makes_nothing() {
+    if !is_root() {
+        println!("skipped: needs root (a home owned by another user)");
+        return;
+    }
+    let fx = Fixture::new();
+    let chown = |uid: u32| {
+        std::os::unix::fs::chown(&fx.home, Some(uid), None).expect("chown the home");
+    };
+    chown(65534);
+    let run = agent_run(&fx, "echo ran-inside");
+    chown(0);
+    run.assert_code(125)
+        .assert_stderr_contains("E_POLICY_INVALID")
+        .assert_stderr_contains("sudo -H")
+        .assert_lacks("ran-inside");
+    assert!(
+        !fx.home.join(".local/state/stockade").exists(),
+        "state was made in a home the caller does not own"
+    );
+    // Control: the caller's own home.
+    agent_run(&fx, "echo ran-inside")
+        .assert_success()
+        .assert_stdout_contains("ran-inside");
+    assert!(fx
+        .home
+        .join(".local/state/stockade/claude-code/.claude.json")
+        .exists());
+}

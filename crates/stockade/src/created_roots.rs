@@ -38,6 +38,18 @@ use crate::Error;
 
 /// Make the policy's missing created roots under `home`.
 pub(crate) fn make(policy: &policy::Policy, home: &Path) -> Result<(), Error> {
+    let needed = policy
+        .filesystem
+        .created_roots
+        .iter()
+        .any(|e| e.starts_with("~/"))
+        || policy.presets.iter().any(|name| {
+            policy::preset(name)
+                .is_ok_and(|p| p.seeds.iter().any(|(path, _)| path.starts_with("~/")))
+        });
+    if needed {
+        owner_check(home, rustix::process::geteuid().as_raw())?;
+    }
     for entry in &policy.filesystem.created_roots {
         let Some(rest) = entry.strip_prefix("~/") else {
             continue;
@@ -55,6 +67,27 @@ pub(crate) fn make(policy: &policy::Policy, home: &Path) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// A preset's state is made only in a home the caller owns: root with a user's `HOME` (`sudo
+/// -E`) would leave root-owned directories and files there, which the user's own runs then
+/// cannot write (and which root would later read back as its own).
+fn owner_check(home: &Path, euid: u32) -> Result<(), Error> {
+    let st = rustix::fs::stat(home).map_err(|e| Error::Io {
+        what: format!("examine the home {}", home.display()),
+        cause: e.into(),
+    })?;
+    if st.st_uid == euid {
+        return Ok(());
+    }
+    Err(Error::Usage {
+        message: format!(
+            "the home {} belongs to uid {}, not to the caller (uid {euid}): a preset's state directory made there would be the caller's, and the home's owner could not use it",
+            home.display(),
+            st.st_uid
+        ),
+        hint: "run stockade as the home's owner, or with the caller's own home (`sudo -H`, not `sudo -E`)".into(),
+    })
 }
 
 /// A seed's text with each `{stand_in_tail:ROUTE}` replaced by that route's stand-in tail.
@@ -305,6 +338,18 @@ fn make_beneath(home: &Path, rest: &Path) -> Result<OwnedFd, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_home_the_caller_does_not_own_is_refused() {
+        let home = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let me = rustix::process::geteuid().as_raw();
+        owner_check(home.path(), me).unwrap();
+        let e = owner_check(home.path(), me.wrapping_add(1)).unwrap_err();
+        assert!(
+            e.to_string().contains("sudo -H") || format!("{e:?}").contains("sudo -H"),
+            "{e:?}"
+        );
+    }
 
     #[test]
     fn directories_are_made_and_links_on_the_way_refused() {
