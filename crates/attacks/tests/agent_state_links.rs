@@ -160,3 +160,46 @@ fn root_with_a_users_home_is_refused_and_makes_nothing() {
         .join(".local/state/stockade/claude-code/.claude.json")
         .exists());
 }
+
+/// A FIFO or a directory a run leaves at the worker's `.claude.json` (issue 31, F4): the next
+/// run neither opens the FIFO (it would wait for a writer forever) nor follows it; it replaces it
+/// by the seed, with a note, and starts. A directory is left as it is, with a note. Control:
+/// on the host, opening the same FIFO waits (cut short by `timeout`).
+#[test]
+fn a_fifo_or_directory_at_the_state_file_is_replaced_or_left_with_a_note() {
+    let fx = Fixture::new();
+    let file = fx
+        .home
+        .join(".local/state/stockade/claude-code/.claude.json");
+    agent_run(
+        &fx,
+        "rm -f \"$CLAUDE_CONFIG_DIR/.claude.json\" && mkfifo \"$CLAUDE_CONFIG_DIR/.claude.json\" && echo planted",
+    )
+    .assert_success()
+    .assert_stdout_contains("planted");
+    assert!(std::os::unix::fs::FileTypeExt::is_fifo(
+        &std::fs::symlink_metadata(&file).unwrap().file_type()
+    ));
+    // Control: a reader of the FIFO waits.
+    fx.host(&format!("timeout 2 cat {}; echo rc=$?", sh_quote(&file)))
+        .run()
+        .assert_stdout_contains("rc=124");
+    let run = agent_run(&fx, "echo ran-inside");
+    run.assert_success()
+        .assert_stdout_contains("ran-inside")
+        .assert_stderr_contains("not a regular file");
+    assert!(std::fs::symlink_metadata(&file).unwrap().is_file());
+    assert!(read_text(&file)
+        .unwrap_or_default()
+        .contains("hasCompletedOnboarding"));
+
+    agent_run(
+        &fx,
+        "rm -f \"$CLAUDE_CONFIG_DIR/.claude.json\" && mkdir \"$CLAUDE_CONFIG_DIR/.claude.json\" && echo planted",
+    )
+    .assert_success();
+    agent_run(&fx, "echo ran-inside")
+        .assert_success()
+        .assert_stderr_contains("is a directory");
+    assert!(file.is_dir());
+}
