@@ -1,7 +1,7 @@
 //! Networks that explain themselves, and loopback under the proxy (issue 31, items 4 and 5):
 //!
 //! - under `--net proxy` a dev server the run started on its own loopback is reachable from
-//!   inside (`NO_PROXY` covers `localhost,127.0.0.1,::1,[::1],0.0.0.0,::,[::]`), also as the
+//!   inside (`NO_PROXY` covers `localhost,127.0.0.1,::1,0.0.0.0,::`), also as the
 //!   `http://0.0.0.0:P/` a dev server prints; control: with `NO_PROXY` emptied
 //!   the request goes to the proxy, which refuses it, and its hint explains that loopback
 //!   through the proxy is the host's, never offering the host's port as the way to a server
@@ -114,7 +114,6 @@ fn a_dev_server_inside_is_reachable_under_the_proxy() {
          if grep -q ' lo$' /proc/net/if_inet6 2>/dev/null; then echo has-v6; \
            {py} -m http.server --bind ::1 8001 --directory {www} >/dev/null 2>&1 & \
            for i in $(seq 100); do curl --noproxy '*' -g -s -o /dev/null 'http://[::1]:8001/' && break; sleep 0.1; done; \
-           {py} -c \"import urllib.request; urllib.request.urlopen('http://[::1]:8001/index.txt', timeout=5)\" && echo v6-python-ok; \
            curl -g -sS -f -m 5 -o /dev/null 'http://[::1]:8001/index.txt' && echo v6-curl-ok; \
            kill $!; fi; exit 0",
         py = sh_quote(&py),
@@ -124,7 +123,7 @@ fn a_dev_server_inside_is_reachable_under_the_proxy() {
     out.assert_ok();
     let stdout = &out.run.stdout;
     assert!(
-        stdout.contains("NO_PROXY=localhost,127.0.0.1,::1,[::1],0.0.0.0,::,[::]"),
+        stdout.contains("NO_PROXY=localhost,127.0.0.1,::1,0.0.0.0,::"),
         "{}",
         out.run.describe()
     );
@@ -132,9 +131,10 @@ fn a_dev_server_inside_is_reachable_under_the_proxy() {
         assert!(stdout.contains(ok), "{ok} missing\n{}", out.run.describe());
     }
     assert_eq!(stdout.matches(&marker).count(), 2, "{}", out.run.describe());
-    // `[::1]` too, as Python's urllib spells it (it compares the bracketed form).
+    // `[::1]` too, by curl (`::1` in NO_PROXY; never the bracketed form, which httpx cannot
+    // parse: aider_agent.rs fails with it).
     if stdout.contains("has-v6") {
-        for ok in ["v6-python-ok", "v6-curl-ok"] {
+        for ok in ["v6-curl-ok"] {
             assert!(stdout.contains(ok), "{ok} missing\n{}", out.run.describe());
         }
     } else {
@@ -228,7 +228,7 @@ fn an_explicit_grant_of_the_hosts_loopback_port_still_reaches_the_host() {
     assert!(
         out.run
             .stdout
-            .contains("NO_PROXY=localhost,127.0.0.1,::1,[::1],0.0.0.0,::,[::]"),
+            .contains("NO_PROXY=localhost,127.0.0.1,::1,0.0.0.0,::"),
         "{}",
         out.run.describe()
     );
@@ -245,7 +245,7 @@ fn an_explicit_grant_of_the_hosts_loopback_port_still_reaches_the_host() {
     assert!(
         out.run
             .stdout
-            .contains("NO_PROXY=localhost,::1,[::1],0.0.0.0,::,[::]\n")
+            .contains("NO_PROXY=localhost,::1,0.0.0.0,::\n")
             && out.run.stdout.contains(&marker)
             && out.run.stdout.contains(&inside),
         "{}",
@@ -326,8 +326,7 @@ fn a_dev_server_on_the_unspecified_address_is_reached_inside_never_the_hosts() {
          echo \"NO_PROXY=$NO_PROXY\"; \
          curl -sS -f -m 5 http://0.0.0.0:{p}/index.txt && echo zero-curl-ok; \
          {py} -c \"import urllib.request; print(urllib.request.urlopen('http://0.0.0.0:{p}/index.txt', timeout=5).read().decode())\" && echo zero-python-ok; \
-         if [ $b = :: ]; then curl -g -sS -f -m 5 'http://[::]:{p}/index.txt' && echo any6-curl-ok; \
-           {py} -c \"import urllib.request; print(urllib.request.urlopen('http://[::]:{p}/index.txt', timeout=5).read().decode())\" && echo any6-python-ok; fi; \
+         if [ $b = :: ]; then curl -g -sS -f -m 5 'http://[::]:{p}/index.txt' && echo any6-curl-ok; fi; \
          NO_PROXY= no_proxy= curl -sS -f -m 5 http://0.0.0.0:{p}/index.txt; echo \"old-way=$?\"; \
          kill $! 2>/dev/null; exit 0",
         py = sh_quote(&py),
@@ -338,7 +337,7 @@ fn a_dev_server_on_the_unspecified_address_is_reached_inside_never_the_hosts() {
     let stdout = &out.run.stdout;
     let mut oks = vec!["zero-curl-ok", "zero-python-ok"];
     if stdout.contains("has-v6") {
-        oks.extend(["any6-curl-ok", "any6-python-ok"]);
+        oks.push("any6-curl-ok");
     } else {
         println!("no ::1 inside: the [::] part is skipped");
     }

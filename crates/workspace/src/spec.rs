@@ -316,8 +316,10 @@ fn proxy_env(addr: std::net::SocketAddrV4, policy: &Policy) -> Vec<(String, Stri
 }
 
 /// What `NO_PROXY` holds under mode proxy: the sandbox's own loopback names, reached
-/// directly, `localhost,127.0.0.1,::1,[::1],0.0.0.0,::,[::]` (Python's urllib compares
-/// `[::1]` with the brackets, curl `[::]` without; `0.0.0.0` and `::` are the address a dev
+/// directly, `localhost,127.0.0.1,::1,0.0.0.0,::` (never a bracketed `[::1]`: httpx, under
+/// the OpenAI and Anthropic SDKs and litellm, fails to build any client with one (`Invalid
+/// port`); so Python's bare urllib, which compares `[::1]` with the brackets, sends
+/// `http://[::1]:P` to the proxy, which refuses it with the loopback hint; `0.0.0.0` and `::` are the address a dev
 /// server prints, which as a destination is the connecting side's own loopback: no
 /// `allow_hosts` entry can name them, so they always stay), less each one the policy grants
 /// on the host's
@@ -341,19 +343,11 @@ fn loopback_no_proxy(policy: &Policy) -> String {
                 (_, Err(_)) => false,
             })
     };
-    [
-        "localhost",
-        "127.0.0.1",
-        "::1",
-        "[::1]",
-        "0.0.0.0",
-        "::",
-        "[::]",
-    ]
-    .into_iter()
-    .filter(|name| !host_grant(name))
-    .collect::<Vec<_>>()
-    .join(",")
+    ["localhost", "127.0.0.1", "::1", "0.0.0.0", "::"]
+        .into_iter()
+        .filter(|name| !host_grant(name))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// For unit tests: the default profile's spec of running `true` in workspace `ws` on this
@@ -401,33 +395,24 @@ mod no_proxy_tests {
     /// on the host's loopback (then it is the host's, through the proxy, as before).
     #[test]
     fn no_proxy_is_the_loopback_less_what_the_policy_grants_on_the_hosts() {
-        assert_eq!(
-            with(&[], &[]),
-            "localhost,127.0.0.1,::1,[::1],0.0.0.0,::,[::]"
-        );
+        // httpx (the OpenAI and Anthropic SDKs, litellm) fails to build any client when an
+        // entry is a bracketed IPv6 address (`Invalid port: ':1]'`).
+        assert!(!with(&[], &[]).contains('['));
+        assert_eq!(with(&[], &[]), "localhost,127.0.0.1,::1,0.0.0.0,::");
         assert_eq!(
             with(&["db.example:5432", "10.0.0.0/8"], &[]),
-            "localhost,127.0.0.1,::1,[::1],0.0.0.0,::,[::]"
+            "localhost,127.0.0.1,::1,0.0.0.0,::"
         );
-        assert_eq!(
-            with(&["127.0.0.1:5432"], &[]),
-            "localhost,::1,[::1],0.0.0.0,::,[::]"
-        );
-        assert_eq!(
-            with(&["127.0.0.0/8"], &[]),
-            "localhost,::1,[::1],0.0.0.0,::,[::]"
-        );
+        assert_eq!(with(&["127.0.0.1:5432"], &[]), "localhost,::1,0.0.0.0,::");
+        assert_eq!(with(&["127.0.0.0/8"], &[]), "localhost,::1,0.0.0.0,::");
         assert_eq!(
             with(&["[::1]:8080", "localhost:3000"], &[]),
-            "127.0.0.1,0.0.0.0,::,[::]"
+            "127.0.0.1,0.0.0.0,::"
         );
         assert_eq!(
             with(&["127.0.0.2:80"], &[]),
-            "localhost,127.0.0.1,::1,[::1],0.0.0.0,::,[::]"
+            "localhost,127.0.0.1,::1,0.0.0.0,::"
         );
-        assert_eq!(
-            with(&[], &["127.0.0.1:3000"]),
-            "localhost,::1,[::1],0.0.0.0,::,[::]"
-        );
+        assert_eq!(with(&[], &["127.0.0.1:3000"]), "localhost,::1,0.0.0.0,::");
     }
 }

@@ -595,7 +595,7 @@ fn network_modes_plan_the_namespace_the_proxy_and_its_variables() {
     );
     assert_eq!(
         env_of(&proxy, "NO_PROXY").as_deref(),
-        Some("localhost,127.0.0.1,::1,[::1],0.0.0.0,::,[::]")
+        Some("localhost,127.0.0.1,::1,0.0.0.0,::")
     );
 
     policy.network.mode = policy::NetworkMode::Host;
