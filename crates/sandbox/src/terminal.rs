@@ -84,6 +84,10 @@ pub struct Terminal {
     pub output: OwnedFd,
     /// The caller's terminal whose window size the run's follows.
     pub size_from: Option<OwnedFd>,
+    /// The window size the run's terminal was made with (rows, columns): the relay's first
+    /// look copies the caller's only when it differs from this, so a size the command set
+    /// itself before the relay started (`stty rows 11`) is not undone.
+    pub made_size: (u16, u16),
     /// Output limit per stream (`None`: everything passes) and the name it reports under.
     pub limit: Option<u64>,
     pub stream: &'static str,
@@ -148,6 +152,7 @@ pub fn relay(t: Terminal, wake: OwnedFd) -> Relayed {
         stdin,
         output,
         size_from,
+        made_size,
         limit,
         stream,
         sanitize,
@@ -170,8 +175,16 @@ pub fn relay(t: Terminal, wake: OwnedFd) -> Relayed {
             }
         }
     };
-    // The caller's window may have changed since the terminal was made.
-    follow_size();
+    // The caller's window may have changed since the terminal was made (only then: the
+    // command may have set a size of its own meanwhile, on a loaded machine even before this
+    // thread ran).
+    if let Some(from) = &size_from {
+        if let Ok(size) = termios::tcgetwinsize(from) {
+            if (size.ws_row, size.ws_col) != made_size {
+                let _ = termios::tcsetwinsize(&master, size);
+            }
+        }
+    }
     let mut escape = Escape::default();
     let mut pending: Vec<u8> = Vec::new();
     let mut buf = vec![0u8; CHUNK];

@@ -230,6 +230,7 @@ pub fn attach(
         raw,
         output,
         size_from,
+        made_size: (caller.size.ws_row, caller.size.ws_col),
         limit,
         stream,
         sanitize,
