@@ -25,7 +25,7 @@ use policy::credentials::{claude_login, parse_upstream, Credential};
 use rustix::fs::{Mode, OFlags};
 use zeroize::Zeroizing;
 
-use crate::credentials::Context;
+use crate::credentials::{unavailable, Context};
 use crate::Error;
 
 /// The largest login file read.
@@ -45,15 +45,6 @@ const COPIED: &[&str] = &[
     "accountUuid",
     "organizationUuid",
 ];
-
-fn unavailable(c: &Credential, reason: impl Into<String>, hint: impl Into<String>) -> Error {
-    Error::Credential {
-        name: c.name.clone(),
-        source_text: c.source.describe(),
-        reason: reason.into(),
-        hint: hint.into(),
-    }
-}
 
 /// `~/...` in the caller's home.
 fn expand(spelled: &str, home: &Path) -> PathBuf {

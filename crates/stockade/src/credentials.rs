@@ -192,7 +192,12 @@ pub(crate) struct Context<'a> {
     pub cache: &'a SourceCache,
 }
 
-fn unavailable(c: &Credential, reason: impl Into<String>, hint: impl Into<String>) -> Error {
+/// A credential that cannot be used: its name, where it was read from, why, and what to do.
+pub(crate) fn unavailable(
+    c: &Credential,
+    reason: impl Into<String>,
+    hint: impl Into<String>,
+) -> Error {
     Error::Credential {
         name: c.name.clone(),
         source_text: c.source.describe(),
