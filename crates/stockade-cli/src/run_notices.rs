@@ -30,6 +30,18 @@ pub fn before_review(policy: &policy::Policy, request: &RunRequest) {
     errln!("  hint: give them your group and user (chown), run stockade as root, or run without --review");
 }
 
+/// One line a violation: its code, kind, path and action.
+fn violation(v: &sandbox::Violation) {
+    errln!(
+        "stockade: violation[{}]: {} {}: {}",
+        v.code,
+        v.kind.replace('_', " "),
+        // Names the sandbox chose: on one line, so none can forge a line of stockade's.
+        crate::output::shown_line(&v.path.display().to_string()),
+        crate::output::shown_line(&v.action)
+    );
+}
+
 /// The sweeps of earlier runs on the workspace whose supervisor was killed, completed before
 /// this run: what they took out, as a run's own violations are shown.
 fn recovered(result: &RunResult) {
@@ -49,15 +61,7 @@ fn recovered(result: &RunResult) {
             "stockade: the run {} on this workspace ended without its sweep (its supervisor was killed, or failed before it); completed before this run:",
             r.run_id
         );
-        for v in &r.violations {
-            errln!(
-                "stockade: violation[{}]: {} {}: {}",
-                v.code,
-                v.kind.replace('_', " "),
-                crate::output::shown_line(&v.path.display().to_string()),
-                crate::output::shown_line(&v.action)
-            );
-        }
+        r.violations.iter().for_each(violation);
         errln!("  hint: {}", Code::SandboxViolation.hint());
     }
 }
@@ -155,16 +159,7 @@ pub fn print(result: &RunResult, request: &RunRequest, policy: &policy::Policy, 
     }
     review(result);
     review_failed(result, json);
-    for v in &result.violations {
-        errln!(
-            "stockade: violation[{}]: {} {}: {}",
-            v.code,
-            v.kind.replace('_', " "),
-            // Names the sandbox chose: on one line, so none can forge a line of stockade's.
-            crate::output::shown_line(&v.path.display().to_string()),
-            crate::output::shown_line(&v.action)
-        );
-    }
+    result.violations.iter().for_each(violation);
     // One hint for all of them: it would be the same under each.
     if !result.violations.is_empty() {
         errln!("  hint: {}", Code::SandboxViolation.hint());
