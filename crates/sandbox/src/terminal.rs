@@ -609,7 +609,7 @@ impl Drop for RawMode {
 /// terminal's foreground process group (else it would be stopped by SIGTTIN, SIGTTOU), or the
 /// terminal is not its controlling terminal (`ENOTTY`: `su -c`, a harness that gave it a pty
 /// in a session of its own) and the nearest ancestor whose controlling terminal it is is in
-/// its foreground, or none has it and no other process does either (see [`session`]). In
+/// its foreground, or none has it and no other process does either (see the `session` module). In
 /// doubt, not.
 pub fn in_foreground(fd: BorrowedFd<'_>) -> bool {
     match termios::tcgetpgrp(fd) {
