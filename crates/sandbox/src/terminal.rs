@@ -411,9 +411,9 @@ pub enum NoKeys {
 /// leaves the relay blocked) and locked (`flock`, which every run on the terminal tries).
 /// A caller that may not open its terminal again (`su`, `runuser`, `sudo -u` in a terminal
 /// another user owns: the device is not theirs, `EACCES`) reads it through the descriptor
-/// it holds, which its shell shares: see [`Input::shared`]. Such a run cannot take the
+/// it holds, which its shell shares: see `Input::shared`. Such a run cannot take the
 /// `flock` (on the shared description it would outlive a killed run in the shell's hands)
-/// and claims the terminal by name instead ([`claim`]), which every run makes.
+/// and claims the terminal by name instead (`claim`), which every run makes.
 pub fn take_input(stdin: BorrowedFd<'_>) -> Result<Input, NoKeys> {
     use rustix::fs::{flock, FlockOperation, Mode};
     use std::os::fd::AsRawFd;
