@@ -21,6 +21,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use super::masked::Prefixed;
+use super::reverse::{self, cut};
 use super::{event, text, Body, Denial, Shared, CREDENTIAL_REFUSED};
 use crate::credential::oauth::{self, Login};
 
@@ -356,28 +357,10 @@ async fn refresh_upstream(
 ) -> Result<(StatusCode, Bytes, std::net::SocketAddr), String> {
     let up = &login.endpoint;
     let bare = up.host.trim_start_matches('[').trim_end_matches(']');
-    let addrs: Vec<std::net::SocketAddr> = match bare.parse::<std::net::IpAddr>() {
-        Ok(ip) => vec![std::net::SocketAddr::new(ip, up.port)],
-        Err(_) => shared
-            .resolver
-            .lookup(bare)
-            .await
-            .map_err(|e| format!("could not resolve the token endpoint {bare}: {e}"))?
-            .into_iter()
-            .map(|ip| std::net::SocketAddr::new(ip, up.port))
-            .collect(),
-    };
-    let limit = shared.limits.connect;
-    let (stream, addr) = super::connect(&addrs, limit)
-        .await
-        .map_err(|e| format!("connect to the token endpoint {bare}: {e}"))?;
-    let server = rustls::pki_types::ServerName::try_from(bare.to_owned())
-        .map_err(|e| format!("the token endpoint's name {bare}: {e}"))?;
-    let connector = tokio_rustls::TlsConnector::from(tls.clone());
-    let stream = tokio::time::timeout(limit, connector.connect(server, stream))
-        .await
-        .map_err(|_| format!("TLS with the token endpoint {bare} timed out"))?
-        .map_err(|e| format!("TLS with the token endpoint {bare}: {e}"))?;
+    let what = "token endpoint";
+    let addrs = reverse::resolve(shared, bare, up.port, what).await?;
+    let (stream, addr) =
+        reverse::connect_tls(&addrs, bare, tls, shared.limits.connect, what).await?;
     let (mut sender, conn) =
         hyper::client::conn::http1::handshake::<_, Full<Bytes>>(TokioIo::new(stream))
             .await
@@ -406,13 +389,4 @@ async fn refresh_upstream(
         })?
         .to_bytes();
     Ok((status, body, addr))
-}
-
-/// The start of a path for a message (the sandbox chose it).
-fn cut(path: &str) -> &str {
-    let mut end = path.len().min(120);
-    while !path.is_char_boundary(end) {
-        end -= 1;
-    }
-    &path[..end]
 }

@@ -295,7 +295,7 @@ fn pool_key(route: &Route) -> String {
 }
 
 /// The start of a path for a message (the sandbox chose it).
-fn cut(path: &str) -> &str {
+pub(super) fn cut(path: &str) -> &str {
     let mut end = path.len().min(120);
     while !path.is_char_boundary(end) {
         end -= 1;
@@ -311,18 +311,29 @@ async fn open(
 ) -> Result<(Upstream, std::net::SocketAddr), String> {
     let up = &route.upstream;
     let bare = up.host.trim_start_matches('[').trim_end_matches(']');
-    let addrs: Vec<std::net::SocketAddr> = match bare.parse::<std::net::IpAddr>() {
-        Ok(ip) => vec![std::net::SocketAddr::new(ip, up.port)],
+    let addrs = resolve(shared, bare, up.port, "upstream").await?;
+    open_tls(&addrs, bare, tls, shared.limits.connect).await
+}
+
+/// The addresses of `bare` (a host without brackets) at `port`: itself if it is an address,
+/// else the proxy's resolver's answer. `what` names it in the error ("upstream").
+pub(super) async fn resolve(
+    shared: &Shared,
+    bare: &str,
+    port: u16,
+    what: &str,
+) -> Result<Vec<std::net::SocketAddr>, String> {
+    Ok(match bare.parse::<std::net::IpAddr>() {
+        Ok(ip) => vec![std::net::SocketAddr::new(ip, port)],
         Err(_) => shared
             .resolver
             .lookup(bare)
             .await
-            .map_err(|e| format!("could not resolve the upstream {bare}: {e}"))?
+            .map_err(|e| format!("could not resolve the {what} {bare}: {e}"))?
             .into_iter()
-            .map(|ip| std::net::SocketAddr::new(ip, up.port))
+            .map(|ip| std::net::SocketAddr::new(ip, port))
             .collect(),
-    };
-    open_tls(&addrs, bare, tls, shared.limits.connect).await
+    })
 }
 
 /// Connect to the first reachable of `addrs`, verify the server as `name` over TLS (the
@@ -333,21 +344,40 @@ pub(super) async fn open_tls(
     tls: &Arc<rustls::ClientConfig>,
     limit: std::time::Duration,
 ) -> Result<(Upstream, std::net::SocketAddr), String> {
-    let (stream, addr) = connect(addrs, limit)
-        .await
-        .map_err(|e| format!("connect to the upstream {name}: {e}"))?;
-    let server = rustls::pki_types::ServerName::try_from(name.to_owned())
-        .map_err(|e| format!("the upstream's name {name}: {e}"))?;
-    let connector = tokio_rustls::TlsConnector::from(tls.clone());
-    let stream = tokio::time::timeout(limit, connector.connect(server, stream))
-        .await
-        .map_err(|_| format!("TLS with the upstream {name} timed out"))?
-        .map_err(|e| format!("TLS with the upstream {name}: {e}"))?;
+    let (stream, addr) = connect_tls(addrs, name, tls, limit, "upstream").await?;
     let (sender, conn) = hyper::client::conn::http1::handshake::<_, Incoming>(TokioIo::new(stream))
         .await
         .map_err(|e| format!("upstream: {e}"))?;
     tokio::spawn(conn);
     Ok((sender, addr))
+}
+
+/// Connect to the first reachable of `addrs` and verify the server as `name` over TLS (with
+/// `tls`), each step within `limit`. `what` names the server in the errors ("upstream").
+pub(super) async fn connect_tls(
+    addrs: &[std::net::SocketAddr],
+    name: &str,
+    tls: &Arc<rustls::ClientConfig>,
+    limit: std::time::Duration,
+    what: &str,
+) -> Result<
+    (
+        tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+        std::net::SocketAddr,
+    ),
+    String,
+> {
+    let (stream, addr) = connect(addrs, limit)
+        .await
+        .map_err(|e| format!("connect to the {what} {name}: {e}"))?;
+    let server = rustls::pki_types::ServerName::try_from(name.to_owned())
+        .map_err(|e| format!("the {what}'s name {name}: {e}"))?;
+    let connector = tokio_rustls::TlsConnector::from(tls.clone());
+    let stream = tokio::time::timeout(limit, connector.connect(server, stream))
+        .await
+        .map_err(|_| format!("TLS with the {what} {name} timed out"))?
+        .map_err(|e| format!("TLS with the {what} {name}: {e}"))?;
+    Ok((stream, addr))
 }
 
 /// A route's response body with the real value replaced ([`credential::Scrubber`]).
