@@ -36,35 +36,20 @@ pub(super) fn applies(shared: &Shared, host: &str, port: u16) -> bool {
 }
 
 /// Serve the tunnel `t` (its first bytes in `first`) as the masked credentials' host.
-pub(super) async fn serve(mut client: TcpStream, first: Vec<u8>, t: Tunnel, shared: Arc<Shared>) {
-    let Some(ca) = shared.credentials.as_ref().and_then(|r| r.ca.clone()) else {
-        let _ = client.shutdown().await;
+pub(super) async fn serve(client: TcpStream, first: Vec<u8>, t: Tunnel, shared: Arc<Shared>) {
+    let Some(tls) = accept_run_ca(
+        client,
+        first,
+        &t.host,
+        &shared,
+        "SSL_CERT_FILE / NODE_EXTRA_CA_CERTS",
+        |reason| {
+            refuse(&shared, &t, "masked credential".into(), reason);
+        },
+    )
+    .await
+    else {
         return;
-    };
-    let config = match ca.server(&t.host) {
-        Ok(c) => c,
-        Err(reason) => {
-            refuse(&shared, &t, "masked credential".into(), reason);
-            let _ = client.shutdown().await;
-            return;
-        }
-    };
-    let acceptor = tokio_rustls::TlsAcceptor::from(config);
-    let stream = Prefixed {
-        prefix: first,
-        at: 0,
-        inner: client,
-    };
-    let tls = match tokio::time::timeout(shared.limits.handshake, acceptor.accept(stream)).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => {
-            let reason = format!(
-                "the client did not complete TLS with the run's CA (does it trust SSL_CERT_FILE / NODE_EXTRA_CA_CERTS?): {e}"
-            );
-            refuse(&shared, &t, "masked credential".into(), reason);
-            return;
-        }
-        Err(_) => return,
     };
     let t = Arc::new(t);
     let s = shared.clone();
@@ -213,6 +198,48 @@ async fn request(req: Request<Incoming>, t: &Tunnel, shared: Arc<Shared>) -> Res
             scrubbed(r, scrub, done)
         }
         Err(e) => text(StatusCode::BAD_GATEWAY, &format!("upstream: {e}")),
+    }
+}
+
+/// Accept TLS from `client` (its first bytes in `first`) as `host`, with a certificate of the
+/// run's CA, within the handshake limit. `None` when there is no CA (the client shut down),
+/// or the certificate could not be made (the client shut down) or the client did not complete
+/// TLS: `refused` gets why for these two, the latter naming `trust` (the variables it reads).
+pub(super) async fn accept_run_ca(
+    mut client: TcpStream,
+    first: Vec<u8>,
+    host: &str,
+    shared: &Shared,
+    trust: &str,
+    refused: impl FnOnce(String),
+) -> Option<tokio_rustls::server::TlsStream<Prefixed>> {
+    let Some(ca) = shared.credentials.as_ref().and_then(|r| r.ca.clone()) else {
+        let _ = client.shutdown().await;
+        return None;
+    };
+    let config = match ca.server(host) {
+        Ok(c) => c,
+        Err(reason) => {
+            refused(reason);
+            let _ = client.shutdown().await;
+            return None;
+        }
+    };
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    let stream = Prefixed {
+        prefix: first,
+        at: 0,
+        inner: client,
+    };
+    match tokio::time::timeout(shared.limits.handshake, acceptor.accept(stream)).await {
+        Ok(Ok(s)) => Some(s),
+        Ok(Err(e)) => {
+            refused(format!(
+                "the client did not complete TLS with the run's CA (does it trust {trust}?): {e}"
+            ));
+            None
+        }
+        Err(_) => None,
     }
 }
 

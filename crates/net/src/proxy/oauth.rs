@@ -20,7 +20,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-use super::masked::Prefixed;
+use super::masked::accept_run_ca;
 use super::reverse::{self, cut};
 use super::{event, text, Body, Denial, Shared, CREDENTIAL_REFUSED};
 use crate::credential::oauth::{self, Login};
@@ -110,34 +110,17 @@ pub(super) async fn serve(
         let _ = client.shutdown().await;
         return;
     }
-    let Some(ca) = shared.credentials.as_ref().and_then(|r| r.ca.clone()) else {
-        let _ = client.shutdown().await;
+    let Some(tls) = accept_run_ca(
+        client,
+        first,
+        &host,
+        &shared,
+        "NODE_EXTRA_CA_CERTS / SSL_CERT_FILE",
+        |reason| record(&shared, &host, port, &rule, Some(reason)),
+    )
+    .await
+    else {
         return;
-    };
-    let config = match ca.server(&host) {
-        Ok(c) => c,
-        Err(reason) => {
-            record(&shared, &host, port, &rule, Some(reason));
-            let _ = client.shutdown().await;
-            return;
-        }
-    };
-    let acceptor = tokio_rustls::TlsAcceptor::from(config);
-    let stream = Prefixed {
-        prefix: first,
-        at: 0,
-        inner: client,
-    };
-    let tls = match tokio::time::timeout(shared.limits.handshake, acceptor.accept(stream)).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => {
-            let reason = format!(
-                "the client did not complete TLS with the run's CA (does it trust NODE_EXTRA_CA_CERTS / SSL_CERT_FILE?): {e}"
-            );
-            record(&shared, &host, port, &rule, Some(reason));
-            return;
-        }
-        Err(_) => return,
     };
     let s = shared.clone();
     let service = hyper::service::service_fn(move |req| {
