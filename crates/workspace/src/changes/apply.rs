@@ -517,27 +517,11 @@ fn clean_temps(root: BorrowedFd<'_>, entries: &[Recorded]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::changes::{Base, BaseState, Content};
+    use crate::changes::BaseState;
 
     fn rec(path: String) -> Recorded {
-        Recorded {
-            path: PathBuf::from(path),
-            kind: ChangeKind::Added,
-            file_type: FileType::File,
-            mode: Some(0o644),
-            size: 1,
-            sha256: None,
-            symlink_target: None,
-            script: false,
-            content: Some(Content::Text),
-            base_content: None,
-            in_git_dir: false,
-            base: Base {
-                state: BaseState::Absent,
-                changed_during_run: false,
-            },
-            hard_links: 0,
-        }
+        let (kind, file_type) = (ChangeKind::Added, FileType::File);
+        super::super::tests::recorded(&path, kind, file_type, 0o644, BaseState::Absent)
     }
 
     /// The red team's r13b: N plain and N flagged entries made `hold` compare every entry with

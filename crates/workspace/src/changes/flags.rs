@@ -1194,24 +1194,7 @@ mod tests {
     }
 
     fn rec(kind: ChangeKind, file_type: FileType, mode: u32, base: BaseState) -> Recorded {
-        Recorded {
-            path: PathBuf::from("src/x"),
-            kind,
-            file_type,
-            mode: Some(mode),
-            size: 1,
-            sha256: None,
-            symlink_target: None,
-            script: false,
-            content: Some(Content::Text),
-            base_content: None,
-            in_git_dir: false,
-            base: super::super::Base {
-                state: base,
-                changed_during_run: false,
-            },
-            hard_links: 0,
-        }
+        super::super::tests::recorded("src/x", kind, file_type, mode, base)
     }
 
     fn codes(r: &Recorded) -> Vec<&'static str> {

@@ -25,6 +25,35 @@ pub(super) struct Fx {
     pub(super) store: Store,
 }
 
+/// A recorded change of one byte of text at `path`, its base unchanged during the run: the
+/// fixture the unit tests of flags and apply build their change sets from.
+pub(super) fn recorded(
+    path: &str,
+    kind: ChangeKind,
+    file_type: FileType,
+    mode: u32,
+    base: BaseState,
+) -> Recorded {
+    Recorded {
+        path: PathBuf::from(path),
+        kind,
+        file_type,
+        mode: Some(mode),
+        size: 1,
+        sha256: None,
+        symlink_target: None,
+        script: false,
+        content: Some(Content::Text),
+        base_content: None,
+        in_git_dir: false,
+        base: Base {
+            state: base,
+            changed_during_run: false,
+        },
+        hard_links: 0,
+    }
+}
+
 pub(super) fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
