@@ -342,10 +342,10 @@ mod tests {
         };
         use net::proxy::Rules;
         let no_match = policy::net::RULE_NO_MATCH;
+        // The hint for a host no rule allows.
+        let no_rule_hint = |host, port| rules.allow_hint(host, port, no_match).unwrap_or_default();
         // The built-in's host, though this policy points the route elsewhere.
-        let hint = rules
-            .allow_hint("API.anthropic.com.", 443, no_match)
-            .unwrap_or_default();
+        let hint = no_rule_hint("API.anthropic.com.", 443);
         assert!(
             hint.contains("upstream of credential route `anthropic`")
                 && hint.contains("`$ANTHROPIC_BASE_URL`")
@@ -354,9 +354,7 @@ mod tests {
             "{hint}"
         );
         // The control: another domain gets the flag that allows it.
-        let other = rules
-            .allow_hint("example.com", 443, no_match)
-            .unwrap_or_default();
+        let other = no_rule_hint("example.com", 443);
         assert!(
             other.starts_with("allow it with `--allow-domain example.com`"),
             "{other}"
@@ -367,24 +365,18 @@ mod tests {
             .unwrap_or_default();
         assert!(denied.contains("deny_domains"), "{denied}");
         // Claude Code's sign-in host, which its onboarding checks too.
-        let platform = rules
-            .allow_hint("platform.claude.com", 443, no_match)
-            .unwrap_or_default();
+        let platform = no_rule_hint("platform.claude.com", 443);
         assert!(platform.contains("onboarding"), "{platform}");
         // Issue 31: the sandbox's own hostname is not offered as a domain; control: another
         // single-label name is.
-        let own = rules
-            .allow_hint("Stockade.", 8000, no_match)
-            .unwrap_or_default();
+        let own = no_rule_hint("Stockade.", 8000);
         assert!(
             own.contains("this sandbox's own hostname")
                 && own.contains("http://127.0.0.1:8000/")
                 && !own.contains("--allow-domain"),
             "{own}"
         );
-        let other = rules
-            .allow_hint("stockades", 8000, no_match)
-            .unwrap_or_default();
+        let other = no_rule_hint("stockades", 8000);
         assert!(!other.contains("own hostname"), "{other}");
         // Issue 31: a run's loopback hint is the sandbox's; a name resolved to loopback is
         // named by its address. `stockade proxy` alone (ProxyRules) says this machine's.
