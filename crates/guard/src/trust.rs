@@ -195,6 +195,11 @@ pub fn digest(entries: &[Entry]) -> String {
     format!("sha256:{}", hex(&h.finalize()))
 }
 
+/// The SHA-256 of `bytes` as a trust record spells a file's (`Entry::sha256`): lower-case hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
 fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;
     let mut s = String::with_capacity(bytes.len() * 2);

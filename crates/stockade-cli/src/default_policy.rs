@@ -245,11 +245,7 @@ fn project(args: &PolicyArgs, sources: &mut Sources) -> Result<(), Error> {
         path: path.clone(),
         source,
     })?;
-    let digest = {
-        use sha2::Digest;
-        let sum = sha2::Sha256::digest(&bytes);
-        sum.iter().map(|b| format!("{b:02x}")).collect::<String>()
-    };
+    let digest = guard::trust::sha256_hex(&bytes);
     if pinned.as_deref() != Some(digest.as_str()) {
         return Err(Error::Usage {
             message: format!(
@@ -339,14 +335,7 @@ pub fn check_reach(
 
 /// `path` with its nearest existing ancestor resolved to its real path and the rest appended.
 fn real_path(path: &Path) -> PathBuf {
-    let path = policy::normalize_lexically(path);
-    for a in path.ancestors() {
-        if let Ok(real) = std::fs::canonicalize(a) {
-            let rest = path.strip_prefix(a).unwrap_or(Path::new(""));
-            return real.join(rest);
-        }
-    }
-    path
+    stockade::resolve_existing_part(&policy::normalize_lexically(path))
 }
 
 /// What a project's `stockade.toml` may not grant, approved or not (review M3): its author is

@@ -69,7 +69,10 @@ pub use proxy_stage::{audit_policy_change, serve_proxy};
 use record::{AuditLog, RunRecord};
 pub use record_path::E_UNSAFE_RECORD_PATH;
 use record_path::{RecordPath, Which};
-pub use review_stage::{not_copyable, store_dir as change_store_dir, ReviewFailure, ReviewSummary};
+pub use review_stage::{
+    not_copyable, resolve_existing_part, store_dir as change_store_dir, ReviewFailure,
+    ReviewSummary,
+};
 pub use sandbox::{Backend, Cancel, Input, Options, RunIo, Sink, Spec};
 
 /// The name of `backend` and what this machine can enforce with it, found by trying (`stockade

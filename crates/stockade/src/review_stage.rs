@@ -138,7 +138,7 @@ pub(crate) fn mask_store(
 
 /// `path` with its longest existing prefix canonical (the rest as spelled): where a path that
 /// does not exist yet would be made.
-pub(crate) fn resolve_existing_part(path: &std::path::Path) -> PathBuf {
+pub fn resolve_existing_part(path: &std::path::Path) -> PathBuf {
     for a in path.ancestors() {
         if let Ok(real) = std::fs::canonicalize(a) {
             let rest = path.strip_prefix(a).unwrap_or(std::path::Path::new(""));
