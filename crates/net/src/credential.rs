@@ -46,7 +46,9 @@ impl fmt::Debug for Secret {
 /// Prefix of every stand-in, so one is recognisable in logs and bug reports.
 pub const TOKEN_PREFIX: &str = "stockade-standin-";
 
-/// A per-run stand-in: 256 random bits, hex, after [`TOKEN_PREFIX`].
+/// A per-run stand-in: 256 bits, hex, after [`TOKEN_PREFIX`]. A run's route stand-ins keep 176
+/// of them random per run; the last 80 (20 hex digits) are the same in every run of the user
+/// for that route (an agent remembers an approved key by its tail: stockade's `credentials`).
 #[derive(Clone)]
 pub struct Token(Zeroizing<String>);
 
