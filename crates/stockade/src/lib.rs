@@ -346,7 +346,9 @@ fn resolve(policy: &policy::Policy, request: &RunRequest) -> Result<workspace::R
     journal::make(request);
     state.retain(|d| roots.iter().any(|w| d.starts_with(w)));
     if state.is_empty() {
-        return Ok(workspace::Resolved::new(policy, invocation, host)?);
+        let resolved = workspace::Resolved::new(policy, invocation, host)?;
+        log_walk(&resolved);
+        return Ok(resolved);
     }
     let mut guarded = policy.clone();
     for dir in &state {
@@ -373,7 +375,18 @@ fn resolve(policy: &policy::Policy, request: &RunRequest) -> Result<workspace::R
     if let Some(spelled) = journal::dir(request) {
         resolved.own_dir(&review_stage::resolve_existing_part(&spelled), host);
     }
+    log_walk(&resolved);
     Ok(resolved)
+}
+
+/// The planner's walk, for tests that must know the walk cache was used (or not).
+fn log_walk(resolved: &workspace::Resolved) {
+    let dirs = &resolved.watch.sweep.dirs;
+    tracing::debug!(
+        "walk: {} dirs from cache, {} listed",
+        dirs.from_cache,
+        dirs.listed
+    );
 }
 
 /// Which of stockade's state a directory on the state list is (for the messages).

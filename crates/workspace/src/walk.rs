@@ -35,6 +35,10 @@ pub struct DirStamps {
     pub dirs: std::collections::HashMap<PathBuf, SettledDir>,
     /// Per device: whether its filesystem sets ctime locally ([`HostView::local_ctime`]).
     local: BTreeMap<u64, bool>,
+    /// How many directories the planner's walk took from the walk cache (stamp unchanged
+    /// since an earlier run listed them), and how many it listed.
+    pub from_cache: usize,
+    pub listed: usize,
 }
 
 impl DirStamps {
@@ -49,6 +53,8 @@ impl DirStamps {
             settle,
             dirs: std::collections::HashMap::new(),
             local: BTreeMap::new(),
+            from_cache: 0,
+            listed: 0,
         }
     }
 
@@ -310,8 +316,11 @@ pub fn walk(
             }
         }
         // The stamp is taken before the listing: a change after it shows in the ctime.
-        let (stamp, entries) = match stamps {
-            Stamps::Record(_) => host.list_dir_stamped(&dir),
+        let (stamp, entries) = match &mut stamps {
+            Stamps::Record(rec) => {
+                rec.listed += 1;
+                host.list_dir_stamped(&dir)
+            }
             Stamps::SkipUnchanged(_) => match host.try_list_dir(&dir) {
                 Ok(entries) => (None, entries),
                 Err(e) => {
