@@ -16,6 +16,7 @@ command -v hyperfine >/dev/null || need_apt+=(hyperfine)
 command -v bwrap >/dev/null || need_apt+=(bubblewrap)
 command -v socat >/dev/null || need_apt+=(socat)   # srt needs it
 command -v rg >/dev/null || need_apt+=(ripgrep)    # srt needs it
+[ -x /usr/bin/time ] || need_apt+=(time)          # the footprint's peak RSS
 if ((${#need_apt[@]})) && [ "$(id -u)" = 0 ]; then
   apt-get update -qq && apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
@@ -304,12 +305,13 @@ python3 - "$bin" "$soak_json" <<'PY'
 import glob, json, os, subprocess, sys, time
 bin, out = sys.argv[1], sys.argv[2]
 def peak_rss(cmd):
-    # The largest maxrss among the waited-for descendants (RUSAGE_CHILDREN of a fresh python):
-    # the supervisor's, as the init and the command are smaller.
-    code = ("import resource, subprocess, sys; "
-            "subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); "
-            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
-    return int(subprocess.run([sys.executable, "-c", code] + cmd, capture_output=True, text=True).stdout)
+    # The largest maxrss of the command and its waited-for descendants (the supervisor's: the
+    # init and the command are smaller), as GNU time reports it (KiB). Not python's own
+    # RUSAGE_CHILDREN: python starts a child with vfork, and the kernel counts the parent's
+    # resident set (python's, ~13 MiB) as that child's peak when it execs (issue 32: that was
+    # the "13.5 MiB" of earlier runs; `true` measured the same).
+    r = subprocess.run(["/usr/bin/time", "-f", "%M"] + cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return int(r.stderr.strip().splitlines()[-1])
 def counts():
     return {
         "mounts": len(open("/proc/self/mountinfo").readlines()),
