@@ -343,11 +343,13 @@ fn resolve(policy: &policy::Policy, request: &RunRequest) -> Result<workspace::R
         state.push(dir);
     }
     // The journal directory exists before the scan (see `journal::make`).
-    journal::make(request);
+    let journals = journal::make(request);
+    let mut cache = walk_cache(journals.as_deref(), invocation, &roots);
     state.retain(|d| roots.iter().any(|w| d.starts_with(w)));
     if state.is_empty() {
-        let resolved = workspace::Resolved::new(policy, invocation, host)?;
+        let resolved = workspace::Resolved::new_cached(policy, invocation, host, cache.as_mut())?;
         log_walk(&resolved);
+        store_walk_cache(cache, journals.as_deref(), invocation, &resolved);
         return Ok(resolved);
     }
     let mut guarded = policy.clone();
@@ -366,7 +368,7 @@ fn resolve(policy: &policy::Policy, request: &RunRequest) -> Result<workspace::R
         };
         guarded.filesystem.deny_write.push(pattern.to_string());
     }
-    let mut resolved = workspace::Resolved::new(&guarded, invocation, host)?;
+    let mut resolved = workspace::Resolved::new_cached(&guarded, invocation, host, cache.as_mut())?;
     // Read-only is not enough: renaming a parent would move the approvals away whole.
     for dir in &state {
         resolved.pin_ancestors(dir, host);
@@ -376,7 +378,73 @@ fn resolve(policy: &policy::Policy, request: &RunRequest) -> Result<workspace::R
         resolved.own_dir(&review_stage::resolve_existing_part(&spelled), host);
     }
     log_walk(&resolved);
+    store_walk_cache(cache, journals.as_deref(), invocation, &resolved);
     Ok(resolved)
+}
+
+/// The walk cache of this workspace ([`workspace::walk_cache`]), in the journal directory:
+/// none when there is no journal directory, when it lies in one of this run's writable roots
+/// (a command there, or an earlier one, could have written it: the run walks), or when the
+/// caller is not the process's user (the file's owner is checked against the latter).
+fn walk_cache(
+    journals: Option<&std::path::Path>,
+    invocation: &workspace::Request,
+    roots: &[PathBuf],
+) -> Option<workspace::WalkCache> {
+    let dir = journals?;
+    let euid = rustix::process::geteuid().as_raw();
+    if invocation.uid != euid {
+        return None;
+    }
+    let real = std::fs::canonicalize(dir).ok()?;
+    if roots.iter().any(|w| policy::is_within(&real, w)) {
+        tracing::debug!("walk: no cache: {} lies in a writable path", real.display());
+        return None;
+    }
+    Some(workspace::WalkCache::load(
+        dir,
+        &invocation.workspace,
+        euid,
+        &binary_id(),
+    ))
+}
+
+/// What identifies this binary for the walk cache: a cache another build wrote (with other
+/// walk rules) is not read.
+fn binary_id() -> String {
+    use std::os::unix::fs::MetadataExt;
+    let exe = std::fs::metadata("/proc/self/exe")
+        .map(|m| {
+            format!(
+                "{}:{}:{}:{}.{}",
+                m.dev(),
+                m.ino(),
+                m.size(),
+                m.mtime(),
+                m.mtime_nsec()
+            )
+        })
+        .unwrap_or_default();
+    format!("{} {exe}", env!("CARGO_PKG_VERSION"))
+}
+
+/// Writes what the planner's walk recorded for the next run, when it listed something new.
+fn store_walk_cache(
+    cache: Option<workspace::WalkCache>,
+    journals: Option<&std::path::Path>,
+    invocation: &workspace::Request,
+    resolved: &workspace::Resolved,
+) {
+    let (Some(cache), Some(dir)) = (cache, journals) else {
+        return;
+    };
+    let dirs = &resolved.watch.sweep.dirs;
+    if !workspace::WalkCache::worth_storing(dirs) {
+        return;
+    }
+    if let Err(e) = cache.store(dir, &invocation.workspace, dirs) {
+        tracing::debug!("walk: cache not written in {}: {e}", dir.display());
+    }
 }
 
 /// The planner's walk, for tests that must know the walk cache was used (or not).

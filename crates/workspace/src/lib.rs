@@ -44,6 +44,7 @@ pub mod snapshot;
 mod spec;
 pub mod sweep;
 mod walk;
+pub mod walk_cache;
 
 pub use error::ScanError;
 pub use git::is_existing_config;
@@ -57,9 +58,10 @@ pub use scan::{
 pub use spec::{Request, Resolved, Watch, SANDBOX_HOSTNAME};
 pub use sweep::{sweep, Violation};
 pub use walk::{
-    in_git_modules, is_git_redirect, is_submodule_code_path, walk, DenyGlobs, DirStamps, Stamps,
-    SETTLED,
+    in_git_modules, is_git_redirect, is_submodule_code_path, walk, DenyGlobs, DirStamps, Prior,
+    SettledDir, Stamps, SETTLED,
 };
+pub use walk_cache::WalkCache;
 
 /// The largest git index the scan reads (about half a million entries).
 pub const GIT_INDEX_LIMIT: usize = 64 << 20;

@@ -76,6 +76,18 @@ pub struct Scan {
 impl Scan {
     /// Scans the host for a run of `policy` at `place`.
     pub fn new(policy: &Policy, place: &Place, host: &dyn HostView) -> Result<Scan, ScanError> {
+        Scan::new_cached(policy, place, host, None)
+    }
+
+    /// [`Scan::new`] with the walk cache of earlier runs ([`crate::walk_cache`]): the
+    /// listings it holds for this walk's key are used where their directories are unchanged,
+    /// and the walk's record ([`SweepPlan::dirs`]) is what to store for the next run.
+    pub fn new_cached(
+        policy: &Policy,
+        place: &Place,
+        host: &dyn HostView,
+        cache: Option<&mut crate::walk_cache::WalkCache>,
+    ) -> Result<Scan, ScanError> {
         let writable_roots = writable_roots(policy, place, host)?;
         let ctx = PathContext {
             home: place.home.clone(),
@@ -103,7 +115,14 @@ impl Scan {
         }
 
         let mut dirs = DirStamps::start();
-        let found = Matches::collect(host, &writable_roots, &deny_read, &deny_write, &mut dirs)?;
+        let found = Matches::collect(
+            host,
+            &writable_roots,
+            &deny_read,
+            &deny_write,
+            &mut dirs,
+            cache,
+        )?;
         // Exact read grants: a missing one is refused as a missing writable path is (globs
         // are patterns, not paths: one may match nothing).
         let mut allows: Vec<PathBuf> = Vec::new();

@@ -70,11 +70,21 @@ pub struct Watch {
 impl Resolved {
     /// The spec of running `req` under `policy`, with the workspace scanned once.
     pub fn new(policy: &Policy, req: &Request, host: &dyn HostView) -> Result<Resolved, ScanError> {
+        Resolved::new_cached(policy, req, host, None)
+    }
+
+    /// [`Resolved::new`] with the walk cache of earlier runs (see [`Scan::new_cached`]).
+    pub fn new_cached(
+        policy: &Policy,
+        req: &Request,
+        host: &dyn HostView,
+        cache: Option<&mut crate::walk_cache::WalkCache>,
+    ) -> Result<Resolved, ScanError> {
         let program = req.argv.first().ok_or(ScanError::NoProgram)?;
         if program.is_empty() {
             return Err(ScanError::NoProgram);
         }
-        let scan = Scan::new(policy, &req.place(), host)?;
+        let scan = Scan::new_cached(policy, &req.place(), host, cache)?;
         let network = match policy.network.mode {
             policy::NetworkMode::None => sandbox::Network::None,
             policy::NetworkMode::Proxy => sandbox::Network::Proxy {

@@ -17,11 +17,22 @@ use crate::ScanError;
 pub const SETTLED: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// A directory the planner listed whose ctime had settled: its subdirectories (those the walk
-/// goes into), so an unchanged directory is passed through without listing it.
+/// goes into), so an unchanged directory is passed through without listing it, and the
+/// entries it handed to the walk's visitor (those that may concern it), so that a later run's
+/// planner can visit them again without listing it ([`crate::walk_cache`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SettledDir {
     pub stamp: DirStamp,
     pub subdirs: Vec<OsString>,
+    pub found: Vec<(OsString, Kind)>,
+}
+
+/// The settled directories an earlier run's planner recorded, and when its walk began
+/// ([`crate::walk_cache`]): each is taken instead of a listing when its stamp is the same.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prior {
+    pub taken_at: std::time::SystemTime,
+    pub dirs: std::collections::HashMap<PathBuf, SettledDir>,
 }
 
 /// The settled directories of the planner's walk, and when it began.
@@ -39,6 +50,14 @@ pub struct DirStamps {
     /// since an earlier run listed them), and how many it listed.
     pub from_cache: usize,
     pub listed: usize,
+    /// How many of the listed directories were recorded (settled): what a cache lacks.
+    pub recorded_listed: usize,
+    /// The walk cache's key for this walk ([`crate::walk_cache`]); `None`: no cache asked.
+    pub key: Option<[u8; 32]>,
+    /// Whether the cache had listings under that key.
+    pub had_prior: bool,
+    /// The earlier run's listings, consumed by the walk.
+    prior: Option<Prior>,
 }
 
 impl DirStamps {
@@ -55,7 +74,38 @@ impl DirStamps {
             local: BTreeMap::new(),
             from_cache: 0,
             listed: 0,
+            recorded_listed: 0,
+            key: None,
+            had_prior: false,
+            prior: None,
         }
+    }
+
+    /// Whether the filesystem of device `dev` (holding `dir`) sets ctimes locally.
+    fn is_local(&mut self, host: &dyn HostView, dev: u64, dir: &Path) -> bool {
+        *self
+            .local
+            .entry(dev)
+            .or_insert_with(|| host.local_ctime(dir))
+    }
+
+    /// Takes the earlier run's listings (see [`crate::walk_cache`]) unless the clock has gone
+    /// back since that walk began (a ctime compared across a clock step proves nothing).
+    fn set_prior(&mut self, prior: Prior) {
+        self.had_prior = true;
+        if self.taken_at.is_some_and(|now| now >= prior.taken_at) {
+            self.prior = Some(prior);
+        }
+    }
+
+    /// The earlier run's record of `dir`, if its stamp is the same now, on a filesystem that
+    /// sets ctimes locally: its entries are those it had then. Only a remembered directory is
+    /// stat'ed (not followed: a link or a non-directory in its place is listed, and fails).
+    fn reuse(&mut self, host: &dyn HostView, dir: &Path) -> Option<SettledDir> {
+        let prior = self.prior.as_mut()?;
+        let rec = prior.dirs.remove(dir)?;
+        let now = host.dir_stamp(dir)?;
+        (now == rec.stamp && self.is_local(host, now.dev, dir)).then_some(rec)
     }
 
     fn record(
@@ -64,11 +114,9 @@ impl DirStamps {
         dir: PathBuf,
         stamp: DirStamp,
         subdirs: Vec<OsString>,
+        found: Vec<(OsString, Kind)>,
     ) {
-        let local = *self
-            .local
-            .entry(stamp.dev)
-            .or_insert_with(|| host.local_ctime(&dir));
+        let local = self.is_local(host, stamp.dev, &dir);
         let Some(settled_before) = self.taken_at.and_then(|t| t.checked_sub(self.settle)) else {
             return;
         };
@@ -78,7 +126,15 @@ impl DirStamps {
                 u32::try_from(stamp.ctime_nsec).unwrap_or(0),
             );
         if local && changed < settled_before {
-            self.dirs.insert(dir, SettledDir { stamp, subdirs });
+            self.recorded_listed += 1;
+            self.dirs.insert(
+                dir,
+                SettledDir {
+                    stamp,
+                    subdirs,
+                    found,
+                },
+            );
         }
     }
 
@@ -183,6 +239,7 @@ impl Matches {
         deny_read: &[PathPattern],
         deny_write: &[PathPattern],
         stamps: &mut DirStamps,
+        cache: Option<&mut crate::walk_cache::WalkCache>,
     ) -> Result<Matches, ScanError> {
         let (mut deny_read_found, mut deny_write_found) = (Vec::new(), Vec::new());
         let mut read_globs = Vec::new();
@@ -232,6 +289,20 @@ impl Matches {
         bases.extend(roots.iter().cloned());
         bases.sort_by_key(|p| (depth(p), p.clone()));
         bases.dedup();
+        if let Some(cache) = cache {
+            let key = crate::walk_cache::key(
+                cache.binary(),
+                cache.uid(),
+                roots,
+                &bases,
+                &read_globs,
+                &write_globs,
+            );
+            stamps.key = Some(key);
+            if let Some(prior) = cache.take(&key) {
+                stamps.set_prior(prior);
+            }
+        }
         let mut walked: Vec<PathBuf> = Vec::new();
         let mut count = 0usize;
         for base in bases {
@@ -274,6 +345,8 @@ impl Matches {
             )?;
             walked.push(base);
         }
+        // What was not reached (removed, or below a changed directory) is dropped.
+        stamps.prior = None;
         for v in [
             &mut m.deny_read,
             &mut m.deny_write,
@@ -307,6 +380,21 @@ pub fn walk(
 ) -> Result<(), ScanError> {
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
+        if let Stamps::Record(rec) = &mut stamps {
+            if let Some(old) = rec.reuse(host, &dir) {
+                // Same entries as when an earlier run's planner listed it: what concerned the
+                // walk then is visited again (every check on it runs again), and its
+                // subdirectories are walked (each checked on its own).
+                for (name, kind) in &old.found {
+                    *count += 1;
+                    visit(&dir.join(name), *kind);
+                }
+                stack.extend(old.subdirs.iter().map(|n| dir.join(n)));
+                rec.from_cache += 1;
+                rec.dirs.insert(dir, old);
+                continue;
+            }
+        }
         if let Stamps::SkipUnchanged(known) = &stamps {
             if let Some(rec) = known.unchanged(host, &dir) {
                 // Same entries as when the planner listed it (every create, remove or rename
@@ -334,6 +422,7 @@ pub fn walk(
         // `.git/modules` (or a nested `modules`) holds submodule git dirs, whatever their names.
         let dir_is_modules = dir_in_modules && dir.file_name().is_some_and(|n| n == "modules");
         let mut subdirs = Vec::new();
+        let mut found = Vec::new();
         for (name, kind) in entries {
             // No limit: what one run creates must never make a later run fail. The walk is
             // linear in the entries (about 1 s per million here, docs/benchmarks.md).
@@ -356,6 +445,9 @@ pub fn walk(
                 let path = dir.join(&name);
                 if interesting {
                     visit(&path, kind);
+                    if matches!(stamps, Stamps::Record(_)) {
+                        found.push((name.clone(), kind));
+                    }
                 }
                 if descend {
                     stack.push(path);
@@ -364,7 +456,7 @@ pub fn walk(
             }
         }
         if let (Stamps::Record(rec), Some(stamp)) = (&mut stamps, stamp) {
-            rec.record(host, dir, stamp, subdirs);
+            rec.record(host, dir, stamp, subdirs, found);
         }
     }
     Ok(())
