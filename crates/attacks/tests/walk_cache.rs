@@ -33,9 +33,9 @@ const FILES: usize = 20;
 const SETTLE: Duration = Duration::from_millis(3500);
 
 /// Whether every run 2 here must prove it took directories from the walk cache (the debug
-/// line `walk: N dirs from cache, M listed`, N > 0). `false` until the cache lands; then
-/// `true`. `STOCKADE_TEST_WALK_CACHE=1` asks for it meanwhile.
-const CACHE_EXPECTED: bool = false;
+/// line `walk: N dirs from cache, M listed`, N > 0): `true` since the cache landed
+/// (22bf800). `STOCKADE_TEST_WALK_CACHE=1` asks for it when this is `false`.
+const CACHE_EXPECTED: bool = true;
 
 /// What comes before N in the walk's debug line.
 const CACHE_LINE: &str = "walk: ";
@@ -565,43 +565,69 @@ fn changes_during_and_after_run_one_are_seen() {
     }
 }
 
-/// A directory closed between the runs (`chmod 000`, which moves only its own ctime) still
-/// holds its dotenv file and `.envrc`: run 2 opens it again and reads or writes nothing. And
-/// the reverse: a directory closed during run 1 (so no walk could list it then) is opened
-/// and given a dotenv file between the runs. Control: the host opens and reads them.
+/// A directory closed during run 1 (so no walk could list it then: for an unprivileged
+/// caller, a listing needs the read bit) is opened and given a dotenv file between the runs;
+/// run 2 reads nothing of it. Control: the host reads it.
 #[test]
-fn directories_closed_or_opened_between_runs_hide_nothing() {
+fn a_directory_opened_between_runs_hides_nothing() {
     let fx = settled(|fx| {
-        write(fx, &format!("{}/a/box/.env", d(70)), &fx.marker("closed"));
-        write(fx, &format!("{}/a/box/.envrc", d(70)), "export A=1\n");
         std::fs::create_dir(fx.ws.join(d(71)).join("a/shut")).unwrap();
-        attacks::chmod(&fx.ws.join(d(70)).join("a/box"), 0o755);
         attacks::chmod(&fx.ws.join(d(71)).join("a/shut"), 0o000);
     });
-    let closed = fx.ws.join(d(70)).join("a/box");
     let shut = fx.ws.join(d(71)).join("a/shut");
     run1(&fx);
-    attacks::chmod(&closed, 0o000);
     attacks::chmod(&shut, 0o755);
     write(&fx, &format!("{}/a/shut/.env", d(71)), &fx.marker("opened"));
-    let script = format!(
-        "chmod 755 {c} {s}; cat {c}/.env; cat {s}/.env; echo 'export EVIL=1' >> {c}/.envrc",
-        c = format!("{}/a/box", d(70)),
-        s = format!("{}/a/shut", d(71)),
-    );
-    let out = run2(&fx, &[], &script);
-    attacks::chmod(&closed, 0o755);
-    out.assert_hidden(&fx.marker("closed"))
-        .assert_lacks(&fx.marker("opened"));
-    assert_eq!(
-        read_text(&closed.join(".envrc")).as_deref(),
-        Some("export A=1\n")
-    );
-    attacks::chmod(&closed, 0o000);
-    fx.control(&script)
+    let read = format!("cat {}/a/shut/.env", d(71));
+    run2(&fx, &[], &read).assert_blocked(&fx.marker("opened"));
+    fx.control(&read)
         .outcome()
-        .assert_shows(&fx.marker("closed"))
-        .assert_output_contains(&fx.marker("opened"));
+        .assert_shows(&fx.marker("opened"));
+}
+
+/// A directory closed (`chmod 000`, which moves only its own ctime) by run 1's command, or
+/// on the host between the runs, still holds its dotenv file and `.envrc`: run 2 opens it
+/// again and reads or changes nothing. Control: the host opens and reads it.
+///
+/// FAILS for an unprivileged caller, with or without a walk cache (also with the binary of
+/// before issue 32): the planner's walk cannot list a directory the caller cannot read, so
+/// the dotenv file inside is not masked, and run 2 (the caller's uid) opens the directory
+/// and reads it; the sweep after run 2 then quarantines the `.envrc` it changed. Reported
+/// to the lead (issue 32, item 1's report); enable once the planner opens such directories
+/// up as the sweep does.
+#[test]
+#[ignore = "known escape for unprivileged callers: a directory at mode 000 hides its dotenv file from the planner (reported)"]
+fn a_directory_closed_before_run_two_hides_nothing() {
+    let fx = settled(|fx| {
+        for n in [70, 72] {
+            write(fx, &format!("{}/a/box/.env", d(n)), &fx.marker("closed"));
+            write(fx, &format!("{}/a/box/.envrc", d(n)), "export A=1\n");
+            attacks::chmod(&fx.ws.join(d(n)).join("a/box"), 0o755);
+        }
+    });
+    // Run 1's command closes one, the host the other.
+    fx.attack(&[], &format!("chmod 000 {}/a/box", d(70)))
+        .outcome()
+        .assert_ok();
+    attacks::chmod(&fx.ws.join(d(72)).join("a/box"), 0o000);
+    for n in [70, 72] {
+        let bx = fx.ws.join(d(n)).join("a/box");
+        let script = format!(
+            "chmod 755 {b}; cat {b}/.env; echo 'export EVIL=1' >> {b}/.envrc",
+            b = format!("{}/a/box", d(n)),
+        );
+        let out = run2(&fx, &[], &script);
+        attacks::chmod(&bx, 0o755);
+        out.assert_hidden(&fx.marker("closed"));
+        assert_eq!(
+            read_text(&bx.join(".envrc")).as_deref(),
+            Some("export A=1\n")
+        );
+        attacks::chmod(&bx, 0o000);
+        fx.control(&script)
+            .outcome()
+            .assert_shows(&fx.marker("closed"));
+    }
 }
 
 /// A filesystem mounted over an old directory between the runs (root: `mount --bind`),
@@ -689,8 +715,88 @@ fn a_policy_changed_between_runs_applies_to_old_files() {
         "--allow-write",
         &outside,
     ];
-    run2(&fx, &opts, &format!("cat {secret}")).assert_blocked(&fx.marker("secret"));
-    run2(&fx, &opts, &format!("cat {outside_env}")).assert_blocked(&fx.marker("outside"));
+    // Run 2: another policy, so another cache key (nothing of run 1's walk may serve).
+    let changed = |script: &str| fx.attack(&opts, script).outcome();
+    changed(&format!("cat {secret}")).assert_blocked(&fx.marker("secret"));
+    changed(&format!("cat {outside_env}")).assert_blocked(&fx.marker("outside"));
+    // Run 3 and on: the same policy again, from the cache of run 2's.
     run2(&fx, &opts, &format!("echo evil > {cfg}")).assert_failed();
     assert_eq!(read_text(&fx.ws.join(&cfg)).as_deref(), Some("run1\n"));
+    run2(&fx, &opts, &format!("cat {secret}")).assert_blocked(&fx.marker("secret"));
+    run2(&fx, &opts, &format!("cat {outside_env}")).assert_blocked(&fx.marker("outside"));
+    // And back to run 1's policy: its own key, nothing masked.
+    fx.attack(&[], &format!("cat {secret}"))
+        .outcome()
+        .assert_shows(&fx.marker("secret"));
+}
+
+/// Review mode, unprivileged caller: a file of another group appears between two review runs
+/// in an old directory (the ownership check before such a run remembers its directories
+/// too). Run 2 names it before the command starts, as a first run does. Control: the same
+/// caller's direct run writes it. Runs in the root pass as the test user (`runuser`): only
+/// root can give a user's workspace a file of group root. A file given to another group in
+/// place (`chgrp`, which moves only the file's ctime) is the ownership cache's documented
+/// limit (`workspace::changes::copyable`): named once its directory changes.
+#[test]
+fn a_file_of_another_owner_appearing_between_review_runs_is_named() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    if attacks::skip_unless_root("files of other owners in the workspace") {
+        return;
+    }
+    let user = "stockade-test";
+    let exists = std::process::Command::new("id")
+        .arg(user)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if attacks::which("runuser").is_none() || !exists {
+        println!("skipped: no runuser or no user {user}");
+        return;
+    }
+    let fx = settled(|fx| {
+        let status = std::process::Command::new("chown")
+            .args(["-R", &format!("{user}:{user}")])
+            .arg(&fx.home)
+            .arg(&fx.ws)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    });
+    let bin = fx.stockade_inside();
+    let as_user = |args: &[&str], script: &str| {
+        attacks::Cmd::new("runuser", &fx.ws)
+            .args(["-u", user, "--", "env", "STOCKADE_LOG=debug"])
+            .arg(format!("HOME={}", fx.home.display()))
+            .arg(&bin)
+            .arg("run")
+            .args(args)
+            .arg("--workspace")
+            .arg(&fx.ws)
+            .args(["--shell", script])
+            .run()
+    };
+    as_user(&["--review"], "true").assert_success();
+    let rel = format!("{}/a/b/rootgroup.txt", d(90));
+    let path = fx.ws.join(&rel);
+    write_file(&path, "r\n", 0o664);
+    let uid = std::process::Command::new("id")
+        .args(["-u", user])
+        .output()
+        .unwrap();
+    let uid: u32 = String::from_utf8_lossy(&uid.stdout).trim().parse().unwrap();
+    std::os::unix::fs::chown(&path, Some(uid), Some(0)).unwrap();
+    let run = as_user(
+        &["--review"],
+        &format!("echo x >> {rel} && echo written || echo refused"),
+    );
+    run.assert_success()
+        .assert_stdout_contains("refused")
+        .assert_stderr_contains("rootgroup.txt")
+        .assert_stderr_contains("another user or group");
+    assert_cache_used(&run);
+    // Control: the same caller's direct run writes it.
+    as_user(&[], &format!("echo x >> {rel} && echo direct-written"))
+        .assert_success()
+        .assert_stdout_contains("direct-written");
 }
