@@ -1,35 +1,55 @@
 #!/usr/bin/env bash
-# How long `stockade run -- true` takes in a workspace of N entries (default 1,000,000: 1000
-# directories of 999 empty files), against an empty workspace, with the release build. The
-# planner walks every writable root for dotenv files and protected paths (no entry limit since
-# issue 15: a run that creates many files must not make later runs fail), and the sweep lists
-# again only the directories whose ctime moved.
+# How long `stockade run -- true` takes in a workspace of N entries (directories of 999 empty
+# files), against an empty workspace and against bwrap in the same workspace, with the release
+# build: cold (no walk cache: the planner lists every directory) and warm (the walk cache of
+# the previous run: one stat per directory, issue 32 item 1). Since issue 15 the walk has no
+# entry limit; the sweep lists again only the directories whose ctime moved.
 #
-#   bash benches/walk.sh [N]        # prints the medians; docs/benchmarks.md records them
+#   bash benches/walk.sh [N...]          # default: 10000 100000 1000000
+#   BIN=path/to/stockade BASE=path/to/previous/stockade bash benches/walk.sh 1000000
+#   PER=9 bash benches/walk.sh 1000000   # 100,000 directories of 9 files: the cost per directory
 #
-# Not a test: nothing here asserts a time. The tree is made under /var/tmp and removed.
+# BIN: the binary to measure (default: a release build of this tree). BASE (optional): a
+# second binary measured beside it (the previous one, without the cache). Interleaved in one
+# hyperfine run (`-N`, medians); the cold runs remove the cache file before each run. The
+# ratios are what count (a shared machine). Not a test: nothing here asserts a time. The trees
+# are made under /var/tmp and removed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-n="${1:-1000000}"
-runs="${RUNS:-5}"
-bin=$(cargo build --release -q -p stockade-cli --message-format=json | python3 -c '
+sizes=("$@")
+[ ${#sizes[@]} -eq 0 ] && sizes=(10000 100000 1000000)
+runs="${RUNS:-10}"
+bin="${BIN:-}"
+if [ -z "$bin" ]; then
+  bin=$(cargo build --release -q -p stockade-cli --message-format=json | python3 -c '
 import json, sys
 for line in sys.stdin:
     msg = json.loads(line)
     if msg.get("reason") == "compiler-artifact" and msg["target"]["name"] == "stockade" and msg.get("executable"):
         print(msg["executable"])
 ')
-tree=$(mktemp -d /var/tmp/stockade-walk.XXXXXX)
+fi
+base="${BASE:-}"
+state="${XDG_STATE_HOME:-$HOME/.local/state}/stockade/journal"
 empty=$(mktemp -d /var/tmp/stockade-walk-empty.XXXXXX)
-trap 'rm -rf "$tree" "$empty"' EXIT
-python3 - "$tree" "$n" <<'PY'
+trees=()
+cleanup() { rm -rf "$empty" "${trees[@]}"; }
+trap cleanup EXIT
+# The cache file of a workspace (see workspace::walk_cache::file_name).
+cache_of() {
+  python3 -c 'import hashlib,os,sys; print("walk-"+hashlib.sha256(os.fsencode(sys.argv[1])).hexdigest()[:32]+"-"+str(os.geteuid())+".cache")' "$1"
+}
+for n in "${sizes[@]}"; do
+  tree=$(mktemp -d /var/tmp/stockade-walk.XXXXXX)
+  trees+=("$tree")
+  python3 - "$tree" "$n" "${PER:-999}" <<'PY'
 import os, sys
-root, n = sys.argv[1], int(sys.argv[2])
-per = 999
+root, n, per = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 made = 0
 d = 0
 while made < n:
-    p = os.path.join(root, f"d{d:05d}")
+    p = os.path.join(root, f"d{d // 1000:03d}", f"d{d:06d}") if n // (per + 1) > 5000 else os.path.join(root, f"d{d:05d}")
+    os.makedirs(os.path.dirname(p), exist_ok=True)
     os.mkdir(p)
     made += 1
     for f in range(min(per, n - made)):
@@ -37,15 +57,33 @@ while made < n:
         made += 1
     d += 1
 PY
-echo "entries: $(find "$tree" | wc -l) (plus the root)"
-python3 - "$bin" "$runs" "$empty" "$tree" <<'PY'
-import statistics, subprocess, sys, time
-bin, runs, dirs = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-for label, ws in zip(["empty workspace", "large workspace"], dirs):
-    times = []
-    for _ in range(runs):
-        start = time.monotonic()
-        subprocess.run([bin, "run", "--workspace", ws, "--", "true"], check=True)
-        times.append(time.monotonic() - start)
-    print(f"{label}: median {statistics.median(times):.3f} s over {runs} runs")
+  tree=$(realpath "$tree")
+  echo "== $n entries ($(find "$tree" -type d | wc -l) directories), $(date -u +%FT%TZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
+  # Settled: the walk caches only directories whose ctime is 3 s old.
+  sleep 4
+  cache="$state/$(cache_of "$tree")"
+  # One --prepare per command, in order: the cold runs start without the cache file, the warm
+  # ones with it (written by one run when missing).
+  prep=(--prepare true --prepare true --prepare "rm -f $cache"
+        --prepare "sh -c 'test -e $cache || $bin run --workspace $tree -- true'")
+  cmds=(-n "bwrap (same workspace)" "bwrap --unshare-all --ro-bind / / --bind $tree $tree true"
+        -n "stockade, empty workspace" "$bin run --workspace $empty -- true"
+        -n "stockade, cold (no cache)" "$bin run --workspace $tree -- true"
+        -n "stockade, warm (cache)" "$bin run --workspace $tree -- true")
+  if [ -n "$base" ]; then
+    prep+=(--prepare true)
+    cmds+=(-n "previous binary (no cache)" "$base run --workspace $tree -- true")
+  fi
+  hyperfine -N -w 2 -r "$runs" --style none --export-json "/var/tmp/stockade-walk-$n.json" \
+    "${prep[@]}" "${cmds[@]}" >/dev/null
+  python3 - "/var/tmp/stockade-walk-$n.json" <<'PY'
+import json, sys
+res = json.load(open(sys.argv[1]))["results"]
+med = {r["command"]: r["median"] for r in res}
+empty = med["stockade, empty workspace"]
+bw = med["bwrap (same workspace)"]
+for name, m in med.items():
+    print(f"  {name:30s} median {m*1e3:9.2f} ms   {m/bw:6.2f}x bwrap   +{(m-empty)*1e3:8.2f} ms over empty")
 PY
+  rm -rf "$tree" "$cache"
+done
