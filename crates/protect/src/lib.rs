@@ -479,6 +479,24 @@ fn decide_git(
     None
 }
 
+/// Whether the one pattern `p` refuses creating `what` at `path` (the patterns' part of
+/// [`decide`]: no roots, no git rules): how a review run's change set is flagged for what the
+/// creation guard would have refused, had the run's creations been mediated.
+pub fn pattern_refuses(p: &Protected<'_>, path: &[u8], what: Create) -> Option<Reason> {
+    match relation(p, path) {
+        Relation::Matches | Relation::Covers => Some(Reason::ProtectedPath),
+        Relation::Begins
+            if matches!(
+                what,
+                Create::MoveDir | Create::Symlink | Create::MoveSymlink
+            ) =>
+        {
+            Some(Reason::BeginsProtectedPath)
+        }
+        _ => None,
+    }
+}
+
 /// Whether an existing file at `path` is protected (no `chmod`, no hard links to it).
 pub fn is_protected_file(rules: &Rules<'_>, path: &[u8], hint: GitHint) -> bool {
     if !in_roots(rules, path) {

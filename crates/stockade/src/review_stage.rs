@@ -234,7 +234,7 @@ pub(crate) fn prepare(
     // top directory is that id's, as the idmapped workspace is in direct mode.
     let upper_owner = (spec.caller.uid == 0)
         .then_some((native::ROOT_CALLER_HOST_ID, native::ROOT_CALLER_HOST_ID));
-    let run = store.create_run(&meta, upper_owner, ws_meta.mode() & 0o7777)?;
+    let mut run = store.create_run(&meta, upper_owner, ws_meta.mode() & 0o7777)?;
     spec.review = Some(sandbox::Review {
         changes: run.path().to_path_buf(),
         same_filesystem: store_dev == ws_meta.dev(),
@@ -245,12 +245,26 @@ pub(crate) fn prepare(
         .retain(|w| *w == workspace || !policy::is_within(w, &workspace));
     review_git_internals(spec, &workspace);
     let rules = FlagRules::new(spec.protected.clone(), meta.masked.clone());
+    // The creation guard's patterns, as the plan gets them, recorded with the change set:
+    // what they refuse is flagged `protected` (by `finish`, `changes` and `apply`) whether or
+    // not the run mediated its creations (see `native::plan::creations`).
+    run.record_guard(guard_rules(spec))?;
     Ok(Some(Stage {
         run: Some(run),
         mode,
         rules,
         disk_bytes: spec.limits.disk_bytes,
     }))
+}
+
+/// The spec's creation-guard patterns as the change set records them.
+fn guard_rules(spec: &sandbox::Spec) -> Vec<workspace::changes::GuardRule> {
+    (spec.guard.iter())
+        .map(|g| workspace::changes::GuardRule {
+            base: g.base.clone(),
+            tail: g.tail.clone(),
+        })
+        .collect()
 }
 
 /// Git's own files in the reviewed workspace are reviewed instead of kept read-only: git works

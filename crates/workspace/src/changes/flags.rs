@@ -19,7 +19,7 @@ use std::path::{Component, Path, PathBuf};
 use policy::host_exec::{HostRun, HOST_RUN};
 use policy::{is_within, normalize_lexically, HostExec, HOST_EXEC};
 
-use super::{BaseState, ChangeKind, Content, FileType, Flag, Recorded};
+use super::{BaseState, ChangeKind, Content, FileType, Flag, GuardRule, Recorded};
 
 /// Files larger than this are flagged `large`: `MAX_DIFF_BYTES` (8 MiB),
 /// past which `stockade diff` names a file without showing it.
@@ -40,6 +40,8 @@ pub struct FlagRules {
     /// Project files host tools run code from that direct mode leaves writable
     /// ([`HOST_RUN`] by default).
     pub host_run: Vec<HostRun>,
+    /// Creation-guard patterns (`RunMeta::guard` is added to these).
+    pub guard: Vec<GuardRule>,
 }
 
 impl FlagRules {
@@ -51,6 +53,7 @@ impl FlagRules {
             masked,
             host_exec: HOST_EXEC.to_vec(),
             host_run: HOST_RUN.to_vec(),
+            guard: Vec::new(),
         }
     }
 }
@@ -189,6 +192,39 @@ fn world_writable(rec: &Recorded) -> Option<String> {
     ))
 }
 
+/// The first creation-guard pattern that refuses `rec` at `absolute`, with why: the same
+/// predicate the init applies (`protect::pattern_refuses`), for the entry's kind.
+fn guard_refusal(guard: &[GuardRule], absolute: &Path, rec: &Recorded) -> Option<String> {
+    let what = match rec.file_type {
+        FileType::Dir => protect::Create::Dir,
+        FileType::File => protect::Create::File,
+        FileType::Symlink => protect::Create::Symlink,
+        FileType::Other => protect::Create::Node,
+    };
+    let path = absolute.as_os_str().as_bytes();
+    let mut tail: Vec<&[u8]> = Vec::new();
+    for g in guard {
+        tail.clear();
+        tail.extend(g.tail.iter().map(|t| t.as_bytes()));
+        let pattern = protect::Protected {
+            base: g.base.as_os_str().as_bytes(),
+            tail: &tail,
+        };
+        if let Some(reason) = protect::pattern_refuses(&pattern, path, what) {
+            let shown = if g.tail.is_empty() {
+                g.base.display().to_string()
+            } else {
+                format!("{}/**/{}", g.base.display(), g.tail.join("/"))
+            };
+            return Some(format!(
+                "{} (`{shown}`): a direct run's creation guard refuses it",
+                reason.describe()
+            ));
+        }
+    }
+    None
+}
+
 /// The flags of one entry.
 pub(crate) fn flags_of(
     rec: &Recorded,
@@ -196,6 +232,7 @@ pub(crate) fn flags_of(
     workspace: &Path,
     protected: &[PathBuf],
     masked: &[PathBuf],
+    guard: &[GuardRule],
 ) -> Vec<Flag> {
     let mut out = Vec::new();
     let path = &rec.path;
@@ -234,6 +271,12 @@ pub(crate) fn flags_of(
         } else {
             format!("the protected path {} lies below it", p.display())
         };
+        out.push(flag("protected", reason));
+    } else if deleted {
+        // A removal creates nothing: the guard never saw one.
+    } else if let Some(reason) =
+        guard_refusal(&rules.guard, &absolute, rec).or_else(|| guard_refusal(guard, &absolute, rec))
+    {
         out.push(flag("protected", reason));
     }
     if rec.file_type == FileType::File && !deleted {
@@ -1198,7 +1241,7 @@ mod tests {
     }
 
     fn codes(r: &Recorded) -> Vec<&'static str> {
-        flags_of(r, &FlagRules::default(), Path::new("/w"), &[], &[])
+        flags_of(r, &FlagRules::default(), Path::new("/w"), &[], &[], &[])
             .into_iter()
             .map(|f| f.code)
             .collect()
@@ -1222,7 +1265,7 @@ mod tests {
         };
         let with = |r: &Recorded, masked: &[&str]| -> Vec<&'static str> {
             let masked: Vec<PathBuf> = masked.iter().map(PathBuf::from).collect();
-            flags_of(r, &FlagRules::default(), Path::new("/w"), &[], &masked)
+            flags_of(r, &FlagRules::default(), Path::new("/w"), &[], &masked, &[])
                 .into_iter()
                 .map(|f| f.code)
                 .collect()
@@ -1294,5 +1337,78 @@ mod tests {
             link_destination(ws, Path::new("l"), Path::new("/etc/passwd")),
             PathBuf::from("/etc/passwd")
         );
+    }
+
+    /// Issue 32, item 2: what the creation guard refuses is flagged `protected` from the
+    /// run's guard patterns (recorded in `RunMeta::guard`), with the same predicate: an
+    /// entry at or below a pattern, a symlink that begins one. Controls: an entry beside
+    /// them, a deletion, a directory that only begins one (an empty one cannot complete it).
+    #[test]
+    fn what_the_creation_guard_refuses_is_flagged_protected() {
+        let guard = [
+            GuardRule {
+                base: PathBuf::from("/w"),
+                tail: vec!["secrets.toml".into()],
+            },
+            GuardRule {
+                base: PathBuf::from("/w/deploy/run.sh"),
+                tail: vec![],
+            },
+            GuardRule {
+                base: PathBuf::from("/w"),
+                tail: vec![".config".into(), "fish".into()],
+            },
+        ];
+        let at = |path: &str, kind: ChangeKind, ft: FileType| {
+            let r = super::super::tests::recorded(path, kind, ft, 0o644, BaseState::Absent);
+            let flags = flags_of(&r, &FlagRules::default(), Path::new("/w"), &[], &[], &guard);
+            flags
+                .into_iter()
+                .filter(|f| f.code == "protected")
+                .map(|f| f.reason)
+                .collect::<Vec<_>>()
+        };
+        let added = ChangeKind::Added;
+        for (path, ft) in [
+            ("secrets.toml", FileType::File),
+            ("a/b/secrets.toml", FileType::File),
+            ("a/secrets.toml", FileType::Dir),
+            ("a/secrets.toml/x", FileType::File),
+            ("deploy/run.sh", FileType::File),
+            (".config/fish", FileType::Dir),
+            ("x/.config/fish/config.fish", FileType::File),
+            (".config", FileType::Symlink),
+            ("deploy", FileType::Symlink),
+        ] {
+            let why = at(path, added, ft);
+            assert_eq!(why.len(), 1, "{path}: {why:?}");
+            assert!(why[0].contains("creation guard"), "{path}: {why:?}");
+        }
+        assert!(at(".config", added, FileType::Symlink)[0].contains(".config/fish"));
+        // Controls.
+        for (path, kind, ft) in [
+            ("secrets.toml.txt", added, FileType::File),
+            ("deploy/other.sh", added, FileType::File),
+            (".config", added, FileType::Dir),
+            (".config/nvim/init.lua", added, FileType::File),
+            ("secrets.toml", ChangeKind::Deleted, FileType::File),
+        ] {
+            assert!(at(path, kind, ft).is_empty(), "{path}");
+        }
+        // The rules' own patterns count as the record's do.
+        let rules = FlagRules {
+            guard: guard.to_vec(),
+            ..FlagRules::default()
+        };
+        let r = super::super::tests::recorded(
+            "secrets.toml",
+            added,
+            FileType::File,
+            0o644,
+            BaseState::Absent,
+        );
+        assert!(flags_of(&r, &rules, Path::new("/w"), &[], &[], &[])
+            .iter()
+            .any(|f| f.code == "protected"));
     }
 }

@@ -166,6 +166,11 @@ pub struct RunMeta {
     /// The run's masked paths (absolute).
     #[serde(with = "pathser::many")]
     pub masked: Vec<PathBuf>,
+    /// The creation guard's patterns (the policy's protected paths, existing or not): an
+    /// entry one of them refuses is flagged `protected`. A view whose run mediated no
+    /// creation (issue 32) relies on this for what the guard would have refused during it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guard: Vec<GuardRule>,
     /// Set by [`RunDir::finish`].
     pub finished: Option<Finished>,
     /// Entries applied (or, for entries never applied such as fifos, dismissed), relative
@@ -209,6 +214,7 @@ impl RunMeta {
             workspace_owner,
             protected: protected.to_vec(),
             masked: masked.to_vec(),
+            guard: Vec::new(),
             finished: None,
             applied: Vec::new(),
             workspace_ino: None,
@@ -216,6 +222,16 @@ impl RunMeta {
             finish_error: None,
         }
     }
+}
+
+/// A creation-guard pattern: `base/**/tail` (an empty tail: `base` and below), matched as
+/// `protect` matches it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuardRule {
+    #[serde(with = "pathser::one")]
+    pub base: PathBuf,
+    pub tail: Vec<String>,
 }
 
 /// What [`RunDir::finish`] recorded.

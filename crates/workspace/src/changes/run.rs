@@ -384,6 +384,7 @@ impl RunDir {
                 &self.meta.workspace,
                 &self.meta.protected,
                 &self.meta.masked,
+                &self.meta.guard,
             ),
         }
     }
@@ -429,6 +430,14 @@ impl RunDir {
         // Nothing changed: nothing to keep (the orchestrator discards it), so nothing to sync.
         self.write_meta_as(!empty)?;
         self.changes_unchecked(rules)
+    }
+
+    /// Records the creation guard's patterns the change set is flagged by ([`RunMeta::guard`]),
+    /// before the run.
+    pub fn record_guard(&mut self, guard: Vec<super::GuardRule>) -> Result<(), ChangesError> {
+        self.check_live()?;
+        self.meta.guard = guard;
+        self.write_meta()
     }
 
     /// Records why [`RunDir::finish`] failed, for `stockade runs` (best effort: the run's
