@@ -525,8 +525,17 @@ pub fn build_default() -> Result<ArchGuarded, SeccompError> {
 /// Builds one program with the deny-list and the mediation filter's calls
 /// ([`build_mediation`]): install it with a listener (`SECCOMP_FILTER_FLAG_NEW_LISTENER`).
 pub fn build_with_mediation(watch: Option<u64>) -> Result<ArchGuarded, SeccompError> {
+    build_with_mediation_for(watch, Creations::All)
+}
+
+/// [`build_with_mediation`] with `creations` deciding which name-creating calls notify
+/// (see [`Creations`]).
+pub fn build_with_mediation_for(
+    watch: Option<u64>,
+    creations: Creations,
+) -> Result<ArchGuarded, SeccompError> {
     let mut calls = deny_calls()?;
-    for (nr, leaf) in mediation::calls(watch)? {
+    for (nr, leaf) in mediation::calls(watch, creations)? {
         if calls.insert(nr, leaf).is_some() {
             return Err(SeccompError::Overlap { nr });
         }
@@ -712,7 +721,9 @@ fn socket_type_check(
 
 mod mediation;
 mod tree;
-pub use mediation::{build_mediation, mediated_calls, Mediated};
+pub use mediation::{
+    build_mediation, build_mediation_for, mediated_calls, mediated_calls_for, Creations, Mediated,
+};
 
 #[cfg(test)]
 mod interpret;

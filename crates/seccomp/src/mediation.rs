@@ -21,6 +21,17 @@
 //!   anything else: allow
 //! ```
 //!
+//! A review run whose every writable root is its copy-on-write view needs no round trip per
+//! created name ([`Creations::SetIdModes`]): there the creating calls pass, except those whose
+//! `mode` argument (a plain value) carries a set-user-ID or set-group-ID bit, which still
+//! notify (the init refuses or drops the bits as in direct mode); `umask` is still observed.
+//!
+//! ```text
+//!   creat, mknod*, chmod, fchmod*:  ld mode; jset S_ISUID|S_ISGID ? notify : allow
+//!   open, openat:  O_CREAT and not O_PATH and mode has S_ISUID|S_ISGID ? notify : allow
+//!   mkdir*, symlink*, link*, rename*:  allow   (mkdir drops set-id bits itself)
+//! ```
+//!
 //! `O_CREAT` is tested on the low 32 bits, which is what the kernel uses (`int flags`). Sizes
 //! are 64-bit: a non-zero high half counts as at least `T`, and `T` is capped at 4 GiB - 1.
 //!
@@ -89,26 +100,80 @@ const SHARED_MEMORY: &[(&str, i64)] = &[
     ("shmget", libc::SYS_shmget),
 ];
 
+/// Which name-creating calls stop for the init (the plan decides, see `native::plan`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Creations {
+    /// Every one: a protected path must not appear in a writable root, not even for a moment
+    /// (direct mode, and any run with a writable root that is not a review view). The default.
+    #[default]
+    All,
+    /// Only those whose `mode` argument carries a set-user-ID or set-group-ID bit: every
+    /// writable root is a review run's view, whose writes reach the host only through
+    /// `stockade apply`, which flags what the creation guard refuses.
+    SetIdModes,
+}
+
+/// The position of the `mode` argument of the calls that take one.
+const MODE_ARG: &[(i64, u8)] = &[
+    (libc::SYS_creat, 1),
+    (libc::SYS_mknod, 1),
+    (libc::SYS_mknodat, 2),
+    (libc::SYS_chmod, 1),
+    (libc::SYS_fchmod, 1),
+    (libc::SYS_fchmodat, 2),
+    (NR_FCHMODAT2 as i64, 2),
+];
+
+/// `S_ISUID | S_ISGID`.
+const SET_ID: u32 = 0o6000;
+
 /// What the mediation filter does, call by call; `watch` is the allocation watch's threshold
 /// (see [`build_mediation`]).
 pub fn mediated_calls(watch: Option<u64>) -> Vec<Mediated> {
+    mediated_calls_for(watch, Creations::All)
+}
+
+/// [`mediated_calls`] for the filter of [`crate::build_with_mediation_for`].
+pub fn mediated_calls_for(watch: Option<u64>, creations: Creations) -> Vec<Mediated> {
+    const PERFORMED: &str = "performed by the sandbox init after the protected-path check";
+    const VIEW: &str = "allowed (every writable root is a review view: apply flags what the guard refuses); with a set-id mode performed by the sandbox init, which refuses or drops the bits";
     let mut out: Vec<Mediated> = ALWAYS
         .iter()
-        .map(|(name, _)| Mediated {
-            syscall: name,
-            when: "always",
-            action: "performed by the sandbox init after the protected-path check",
+        .map(|(name, nr)| {
+            let with_mode = MODE_ARG.iter().find(|(n, _)| n == nr).map(|(_, a)| *a);
+            let (when, action) = match (creations, with_mode) {
+                (Creations::All, _) => ("always", PERFORMED),
+                (Creations::SetIdModes, Some(1)) => ("arg1 (mode) has S_ISUID or S_ISGID", VIEW),
+                (Creations::SetIdModes, Some(_)) => ("arg2 (mode) has S_ISUID or S_ISGID", VIEW),
+                (Creations::SetIdModes, None) => ("never", VIEW),
+            };
+            Mediated {
+                syscall: name,
+                when,
+                action,
+            }
         })
         .collect();
     for (name, arg) in [("open", "arg1"), ("openat", "arg2")] {
+        let when = match (creations, arg) {
+            (Creations::All, "arg1") => "arg1 (flags) has O_CREAT and not O_PATH",
+            (Creations::All, _) => "arg2 (flags) has O_CREAT and not O_PATH",
+            (Creations::SetIdModes, "arg1") => {
+                "arg1 (flags) has O_CREAT and not O_PATH, and arg2 (mode) has S_ISUID or S_ISGID"
+            }
+            (Creations::SetIdModes, _) => {
+                "arg2 (flags) has O_CREAT and not O_PATH, and arg3 (mode) has S_ISUID or S_ISGID"
+            }
+        };
+        let action = match creations {
+            Creations::All => PERFORMED,
+            Creations::SetIdModes => VIEW,
+        };
         out.push(Mediated {
             syscall: name,
-            when: if arg == "arg1" {
-                "arg1 (flags) has O_CREAT and not O_PATH"
-            } else {
-                "arg2 (flags) has O_CREAT and not O_PATH"
-            },
-            action: "performed by the sandbox init after the protected-path check",
+            when,
+            action,
         });
     }
     for (name, _) in OBSERVED {
@@ -172,17 +237,43 @@ fn size_at_least(arg: u32, t: u32, then: sock_filter, otherwise: sock_filter) ->
 /// least that many bytes (the allocation watch, for runs whose memory limit is
 /// `RLIMIT_DATA`).
 pub fn build_mediation(watch: Option<u64>) -> Result<Vec<sock_filter>, SeccompError> {
-    Ok(guarded(calls(watch)?)?.instructions().to_vec())
+    build_mediation_for(watch, Creations::All)
+}
+
+/// [`build_mediation`] with `creations` deciding which creating calls notify.
+pub fn build_mediation_for(
+    watch: Option<u64>,
+    creations: Creations,
+) -> Result<Vec<sock_filter>, SeccompError> {
+    Ok(guarded(calls(watch, creations)?)?.instructions().to_vec())
 }
 
 /// The search's leaves for the mediated calls.
-pub(crate) fn calls(watch: Option<u64>) -> Result<BTreeMap<u32, Leaf>, SeccompError> {
+pub(crate) fn calls(
+    watch: Option<u64>,
+    creations: Creations,
+) -> Result<BTreeMap<u32, Leaf>, SeccompError> {
     let notify = libc::SECCOMP_RET_USER_NOTIF;
     let allow = libc::SECCOMP_RET_ALLOW;
     let ret = |k: u32| stmt(BPF_RET | BPF_K, k);
     let mut calls = BTreeMap::new();
-    for (_, n) in ALWAYS.iter().chain(OBSERVED) {
+    for (_, n) in OBSERVED {
         calls.insert(syscall_nr(*n)?, Leaf::Ret(notify));
+    }
+    for (_, n) in ALWAYS {
+        let with_mode = MODE_ARG.iter().find(|(m, _)| m == n).map(|(_, a)| *a);
+        let leaf = match (creations, with_mode) {
+            (Creations::All, _) => Leaf::Ret(notify),
+            // The mode is a plain value: notify only when it carries a set-id bit.
+            (Creations::SetIdModes, Some(arg)) => Leaf::Block(vec![
+                load_arg(arg),
+                jump(BPF_JMP | BPF_JSET | BPF_K, SET_ID, 0, 1),
+                ret(notify),
+                ret(allow),
+            ]),
+            (Creations::SetIdModes, None) => continue,
+        };
+        calls.insert(syscall_nr(*n)?, leaf);
     }
     calls.insert(NR_OPENAT2, Leaf::Ret(errno_action(libc::ENOSYS)));
     for (_, n) in XATTR_SETTERS {
@@ -211,13 +302,25 @@ pub(crate) fn calls(watch: Option<u64>) -> Result<BTreeMap<u32, Leaf>, SeccompEr
     for (n, arg) in [(libc::SYS_open, 1u8), (libc::SYS_openat, 2u8)] {
         // With O_PATH the kernel drops O_CREAT (and every other flag but a few): nothing can
         // be created, and the kernel refuses to hand an O_PATH file over with ADDFD.
-        let block = vec![
-            load_arg(arg),
-            jump(BPF_JMP | BPF_JSET | BPF_K, libc::O_CREAT as u32, 0, 2),
-            jump(BPF_JMP | BPF_JSET | BPF_K, libc::O_PATH as u32, 1, 0),
-            ret(notify),
-            ret(allow),
-        ];
+        let block = match creations {
+            Creations::All => vec![
+                load_arg(arg),
+                jump(BPF_JMP | BPF_JSET | BPF_K, libc::O_CREAT as u32, 0, 2),
+                jump(BPF_JMP | BPF_JSET | BPF_K, libc::O_PATH as u32, 1, 0),
+                ret(notify),
+                ret(allow),
+            ],
+            // The mode follows the flags.
+            Creations::SetIdModes => vec![
+                load_arg(arg),
+                jump(BPF_JMP | BPF_JSET | BPF_K, libc::O_CREAT as u32, 0, 4),
+                jump(BPF_JMP | BPF_JSET | BPF_K, libc::O_PATH as u32, 3, 0),
+                load_arg(arg + 1),
+                jump(BPF_JMP | BPF_JSET | BPF_K, SET_ID, 0, 1),
+                ret(notify),
+                ret(allow),
+            ],
+        };
         calls.insert(syscall_nr(n)?, Leaf::Block(block));
     }
     Ok(calls)
@@ -321,6 +424,89 @@ mod tests {
         assert_eq!(
             run(&p, x86, libc::SYS_mmap as u32, [0, 1 << 40, rw, 0, 0, 0]),
             allow
+        );
+    }
+
+    /// A review view's shape: creating calls pass unless their mode carries a set-id bit;
+    /// `umask` is still observed, `openat2` and the `setxattr` family still refused.
+    #[test]
+    fn under_a_view_only_set_id_modes_notify() {
+        let p = build_mediation_for(None, Creations::SetIdModes).unwrap();
+        let x86 = AUDIT_ARCH_X86_64;
+        let notify = libc::SECCOMP_RET_USER_NOTIF;
+        let allow = libc::SECCOMP_RET_ALLOW;
+        let creat = libc::O_CREAT as u64;
+        let nr = |n: i64| n as u32;
+        for n in [
+            libc::SYS_mkdir,
+            libc::SYS_mkdirat,
+            libc::SYS_symlink,
+            libc::SYS_symlinkat,
+            libc::SYS_link,
+            libc::SYS_linkat,
+            libc::SYS_rename,
+            libc::SYS_renameat,
+            libc::SYS_renameat2,
+        ] {
+            assert_eq!(
+                run(&p, x86, nr(n), [0, 0, 0o4777, 0o6777, 0, 0]),
+                allow,
+                "{n}"
+            );
+        }
+        // The mode's position, per call: with a set-id bit there, notify; elsewhere, allow.
+        for (n, arg) in MODE_ARG {
+            let mut args = [0u64; 6];
+            args[*arg as usize] = 0o755;
+            assert_eq!(run(&p, x86, nr(*n), args), allow, "{n}");
+            for bit in [0o4000, 0o2000, 0o6755] {
+                args[*arg as usize] = bit;
+                assert_eq!(run(&p, x86, nr(*n), args), notify, "{n} {bit:o}");
+            }
+            let mut elsewhere = [0o6777u64; 6];
+            elsewhere[*arg as usize] = 0o777;
+            assert_eq!(run(&p, x86, nr(*n), elsewhere), allow, "{n}");
+        }
+        // open(path, flags, mode), openat(dirfd, path, flags, mode).
+        let open =
+            |flags: u64, mode: u64| run(&p, x86, nr(libc::SYS_open), [0, flags, mode, 0, 0, 0]);
+        let openat =
+            |flags: u64, mode: u64| run(&p, x86, nr(libc::SYS_openat), [0, 0, flags, mode, 0, 0]);
+        assert_eq!(open(creat | 1, 0o644), allow);
+        assert_eq!(openat(creat | 1, 0o644), allow);
+        assert_eq!(open(creat | 1, 0o4755), notify);
+        assert_eq!(openat(creat, 0o2755), notify);
+        // Without O_CREAT the mode means nothing; with O_PATH nothing is created.
+        assert_eq!(openat(1, 0o6755), allow);
+        assert_eq!(openat(creat | libc::O_PATH as u64, 0o6755), allow);
+        assert_eq!(open(creat | libc::O_PATH as u64, 0o6755), allow);
+        assert_eq!(
+            run(&p, x86, nr(libc::SYS_umask), [0o77, 0, 0, 0, 0, 0]),
+            notify
+        );
+        assert_eq!(
+            run(&p, x86, NR_OPENAT2, [0; 6]),
+            libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32
+        );
+        assert_eq!(
+            run(&p, x86, libc::SYS_fsetxattr as u32, [0; 6]),
+            libc::SECCOMP_RET_ERRNO | libc::EOPNOTSUPP as u32
+        );
+        assert_eq!(
+            mediated_calls_for(None, Creations::SetIdModes).len(),
+            mediated_calls(None).len()
+        );
+        // The allocation watch is the same in both shapes.
+        let watched = build_mediation_for(Some(16 << 20), Creations::SetIdModes).unwrap();
+        let rw = (libc::PROT_READ | libc::PROT_WRITE) as u64;
+        assert_eq!(
+            run(
+                &watched,
+                x86,
+                nr(libc::SYS_mmap),
+                [0, 1 << 30, rw, 0x22, 0, 0]
+            ),
+            notify
         );
     }
 

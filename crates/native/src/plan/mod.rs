@@ -259,6 +259,8 @@ pub struct CreationGuard {
     pub protected: Vec<GuardPattern>,
     /// `deny_write` globs of other shapes: only the post-run sweep checks them.
     pub sweep_only: Vec<String>,
+    /// Which name-creating calls stop for the init ([`creations`]).
+    pub creations: seccomp::Creations,
     pub calls: Vec<seccomp::Mediated>,
     /// Existing git configs (read-only during the run) and the slot of the descriptor the
     /// init holds to rewrite one when only inert keys change (`git remote add`, `git push -u`).
@@ -729,11 +731,13 @@ impl Plan {
             },
         );
         let candidates = candidates(host, program, &env);
+        let creations = creations(&writable_roots, review.as_ref(), &held_configs);
         let creation_guard = CreationGuard {
             roots: writable_roots.clone(),
             protected: spec.guard.clone(),
             sweep_only: spec.guard_sweep_only.clone(),
-            calls: seccomp::mediated_calls(resources.allocation_watch),
+            creations,
+            calls: seccomp::mediated_calls_for(resources.allocation_watch, creations),
             held_configs,
             reviewed: review.as_ref().map(|r| r.workspace.clone()),
         };
@@ -771,6 +775,31 @@ impl Plan {
             output_limit,
             identities,
         })
+    }
+}
+
+/// Which name-creating calls the init performs (issue 32, item 2). All of them, unless every
+/// writable root is the review run's copy-on-write view: the host then sees nothing the
+/// command creates until `stockade apply`, which flags (and holds until accepted) every entry
+/// the creation guard would have refused there (the policy's protected patterns: `protected`;
+/// set-id bits: `setuid`, never written; git's built-in rules already give way below a view),
+/// and nothing host-side runs or parses the upper before that. What the command creates in
+/// the view is seen inside the run only, by the command itself. Then only calls whose mode
+/// carries a set-id bit notify (a plain value the filter can test: the init refuses or drops
+/// the bits as in direct mode) and `umask` is observed. Any other writable root (`--allow-write`,
+/// a preset's cache) is the host's own directory: the filter cannot tell paths apart, so
+/// every creation is mediated. So is a run whose init holds a git config to rewrite (only
+/// mediation can rename onto it).
+pub fn creations(
+    writable_roots: &[PathBuf],
+    review: Option<&ReviewView>,
+    held_configs: &[(PathBuf, usize)],
+) -> seccomp::Creations {
+    let all_in_view = review.is_some_and(|r| writable_roots.iter().all(|w| *w == r.workspace));
+    if all_in_view && held_configs.is_empty() {
+        seccomp::Creations::SetIdModes
+    } else {
+        seccomp::Creations::All
     }
 }
 

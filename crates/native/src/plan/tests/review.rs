@@ -176,3 +176,79 @@ fn masks_a_root_callers_sandbox_cannot_reach_are_left_out() {
         .iter()
         .any(|m| m.path() == Some(Path::new("/srv/private/store/secret"))));
 }
+
+/// Issue 32, item 2: the plan decides, as data, which creations stop for the init. A review
+/// run whose only writable root is its view (git's files reviewed, as `review_stage` leaves
+/// them) mediates only set-id modes; a direct run, a review run with another writable root
+/// (the host's own directory), or one whose init holds a git config, mediates every creation.
+#[test]
+fn creations_are_mediated_unless_every_writable_root_is_the_view() {
+    let host = machine().dir("/home/u/cache", 1000, 0o755);
+    let review = sandbox::Review {
+        changes: p("/home/u/.local/state/stockade/changes/r1"),
+        same_filesystem: true,
+    };
+    let spec_of = |extra_root: bool, reviewed: bool, git_reviewed: bool| {
+        let mut spec = workspace::Resolved::new(&default_policy(), &request(1000), &host)
+            .unwrap()
+            .spec;
+        if extra_root {
+            spec.writable_roots.push(p("/home/u/cache"));
+        }
+        if reviewed {
+            spec.review = Some(review.clone());
+        }
+        if git_reviewed {
+            // What `review_stage::review_git_internals` does before the plan.
+            spec.protected.retain(|x| !x.starts_with("/home/u/ws/.git"));
+        }
+        spec
+    };
+    let creations = |spec: &sandbox::Spec| {
+        let plan = Plan::lower(spec, &host).unwrap();
+        let guard = plan.creation_guard;
+        let mkdir = guard.calls.iter().find(|c| c.syscall == "mkdir").unwrap();
+        (guard.creations, mkdir.when)
+    };
+    let view_only = creations(&spec_of(false, true, true));
+    assert_eq!(view_only, (seccomp::Creations::SetIdModes, "never"));
+    // Direct mode: every creation.
+    assert_eq!(
+        creations(&spec_of(false, false, true)),
+        (seccomp::Creations::All, "always")
+    );
+    // Another writable root beside the view is the host's own directory.
+    assert_eq!(
+        creations(&spec_of(true, true, true)),
+        (seccomp::Creations::All, "always")
+    );
+    // `.git/config` held by the init: only mediation can rename onto it.
+    let held = spec_of(false, true, false);
+    assert!(!Plan::lower(&held, &host)
+        .unwrap()
+        .creation_guard
+        .held_configs
+        .is_empty());
+    assert_eq!(creations(&held), (seccomp::Creations::All, "always"));
+    // The decision alone.
+    let view = Plan::lower(&spec_of(false, true, true), &host)
+        .unwrap()
+        .review
+        .unwrap();
+    assert_eq!(
+        super::super::creations(&[p("/home/u/ws")], Some(&view), &[]),
+        seccomp::Creations::SetIdModes
+    );
+    assert_eq!(
+        super::super::creations(&[p("/home/u/ws"), p("/tmp/x")], Some(&view), &[]),
+        seccomp::Creations::All
+    );
+    assert_eq!(
+        super::super::creations(&[p("/home/u/ws")], None, &[]),
+        seccomp::Creations::All
+    );
+    assert_eq!(
+        super::super::creations(&[p("/home/u/ws/sub")], Some(&view), &[]),
+        seccomp::Creations::All
+    );
+}
