@@ -800,3 +800,66 @@ fn a_file_of_another_owner_appearing_between_review_runs_is_named() {
         .assert_success()
         .assert_stdout_contains("direct-written");
 }
+
+/// The walk cache itself (`<state>/stockade/journal/walk-*.cache`): a run whose writable
+/// roots hold the journal directory (`--allow-write ~/.local/state`) can neither rewrite nor
+/// replace nor add a cache file there, nor move the directory away (a forged listing would
+/// hide a dotenv file from every later run), and does not read it; a plain run cannot read
+/// it. Afterwards a plain run still takes its walk from the same cache and masks the old
+/// dotenv file. Control: the grant is real (a sibling of the journal directory is written
+/// in the same run) and the host reads the cache.
+#[test]
+fn the_walk_cache_cannot_be_forged_by_a_run() {
+    let fx = settled(|fx| {
+        write(fx, &format!("{}/a/b/.env", d(95)), &fx.marker("cached"));
+    });
+    run1(&fx);
+    let state = fx.home.join(".local/state");
+    let journal = state.join("stockade/journal");
+    let caches: Vec<PathBuf> = std::fs::read_dir(&journal)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("walk-"))
+        })
+        .collect();
+    assert_eq!(caches.len(), 1, "run 1 left no walk cache in {journal:?}");
+    let cache = &caches[0];
+    let before = std::fs::read(cache).unwrap();
+    let j = journal.display();
+    let c = cache.display();
+    let script = format!(
+        "mkdir -p {s}/other && echo ok > {s}/other/granted && echo granted; \
+         cat {c} > /dev/null && echo read-cache; \
+         printf forged > {c} && echo rewrote; \
+         printf forged > {j}/walk-forged.cache && echo added; \
+         rm -f {c} && echo removed; \
+         mv {j} {j}.old && mkdir {j} && echo moved-dir; \
+         true",
+        s = state.display()
+    );
+    let opts = ["--allow-write", &state.display().to_string()];
+    let run = fx
+        .attack(&opts, &script)
+        .env("STOCKADE_LOG", "debug")
+        .outcome();
+    run.assert_shows("granted");
+    for done in ["read-cache", "rewrote", "added", "removed", "moved-dir"] {
+        run.run.assert_lacks(&format!("{done}\n"));
+    }
+    run.run
+        .assert_stderr_contains("walk: no cache: ")
+        .assert_stderr_contains("walk: 0 dirs from cache");
+    assert_eq!(std::fs::read(cache).ok(), Some(before.clone()));
+    assert!(!journal.join("walk-forged.cache").exists());
+    // A plain run cannot read it either.
+    run2(&fx, &[], &format!("cat {c} > /dev/null && echo read-cache"))
+        .run
+        .assert_lacks("read-cache\n");
+    // Later runs take their walk from it, and mask the old dotenv file.
+    run2(&fx, &[], &format!("cat {}/a/b/.env", d(95))).assert_blocked(&fx.marker("cached"));
+    // Control: the host reads it.
+    assert!(read_text(cache).is_some());
+}
