@@ -248,7 +248,7 @@ pub fn launch_with(
     // copies of them: no other run of this process may clone its init meanwhile (it would
     // inherit them, and hold this run's report and output pipes open: both runs would wait).
     let spawning = sys::parent::spawn_lock();
-    let landlock = match landlock(plan) {
+    let landlock = match tracing::debug_span!("landlock").in_scope(|| landlock(plan)) {
         Ok(l) => Some(l),
         Err(cause) if options.allow_degraded => {
             skipped.push(format!("landlock: {cause}"));
@@ -295,6 +295,7 @@ pub fn launch_with(
             }
         };
 
+    let idmap_span = tracing::debug_span!("idmap").entered();
     let mut slots: Vec<c_int> = vec![-1; plan.slots];
     let mut held: Vec<OwnedFd> = Vec::new();
     let mut namespaces: Vec<((String, String), sys::parent::IdmapNamespace)> = Vec::new();
@@ -388,6 +389,7 @@ pub fn launch_with(
         }
     }
     drop(namespaces);
+    drop(idmap_span);
 
     // C strings the child borrows. Built completely before any op borrows them.
     let mount_paths: Vec<(CString, Option<CString>)> = plan
@@ -653,6 +655,7 @@ pub fn launch_with(
     };
 
     // The run's cgroup, with a reaper that removes it should this process be killed.
+    let cgroup_span = tracing::debug_span!("cgroup").entered();
     let group_name = format!("stockade-{}-{}", std::process::id(), started_nanos());
     let reaper_dirs = crate::cgroup::planned_dirs(&plan.resources, &group_name);
     let mut reaper = if reaper_dirs.is_empty() {
@@ -675,10 +678,13 @@ pub fn launch_with(
     let join_fds: Vec<c_int> = join_tasks.iter().map(AsRawFd::as_raw_fd).collect();
     spec.join_tasks = &join_fds;
     spec.wait_group = group.is_some() && join_fds.is_empty();
+    drop(cgroup_span);
 
     // ---- launch and supervise ----
     drop(prepare);
     let _supervise = tracing::debug_span!("supervise").entered();
+    // Until the init has everything it waits for (the clone, the id maps, the channels).
+    let start_span = tracing::debug_span!("start").entered();
     // Ctrl-C from here on is caught (and passed on once the sandbox exists), not fatal. Best
     // effort: without the handlers, Ctrl-C still ends the sandbox with the supervisor.
     if io.process_signals {
@@ -710,19 +716,21 @@ pub fn launch_with(
     };
     let control = io.control;
     let process_signals = io.process_signals;
-    let relays = [
-        relay_to(out_pipe, io.stdout, "stdout"),
-        relay_to(err_pipe, io.stderr, "stderr"),
-    ];
     // Modes none and proxy: the kernel's count of what the command tries on the network it
-    // lacks (under proxy: around the proxy).
+    // lacks (under proxy: around the proxy). Only opened here, while the init surely exists.
     let net_watch = (plan.network.new_namespace)
         .then(|| crate::net_tries::Watch::open(child.pid, plan.network.proxy.is_some()))
         .flatten();
+    // The init waits for its id maps: written first, the rest of the supervisor's start (the
+    // relays' threads) overlaps with the init's set-up.
     let ids = &plan.ids;
     let mapped =
         sys::parent::write_id_maps(child.pid, &ids.uid_map, &ids.gid_map, ids.deny_setgroups)
             .and_then(|_| child.release());
+    let relays = [
+        relay_to(out_pipe, io.stdout, "stdout"),
+        relay_to(err_pipe, io.stderr, "stderr"),
+    ];
     // Into the run's cgroup while the init sets up the sandbox; it forks the command only
     // once told the move is done.
     drop(join_tasks);
@@ -808,6 +816,9 @@ pub fn launch_with(
     if process_signals {
         sys::parent::forward_signals_to(child.pid);
     }
+    drop(start_span);
+    // Until the init's end of the report pipe closes: its set-up, the command, its exit.
+    let wait_span = tracing::debug_span!("wait").entered();
     let mut failure: Option<postfork::Report> = None;
     let mut exec_failure: Option<postfork::Report> = None;
     let mut status: Option<c_int> = None;
@@ -947,6 +958,9 @@ pub fn launch_with(
     // read what the group counted while the kernel tears the namespaces down on the other
     // CPU. Peaks and counts no longer move; only the init's last microseconds of CPU time
     // (v2) are left out.
+    drop(wait_span);
+    // The usage, the init's exit status, the groups' removal, the relays' ends.
+    let _collect = tracing::debug_span!("collect").entered();
     let counted = group.as_ref().map(Group::usage);
     let init_status = child
         .wait()
