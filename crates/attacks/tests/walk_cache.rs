@@ -587,7 +587,9 @@ fn a_directory_opened_between_runs_hides_nothing() {
 
 /// A directory closed (`chmod 000`, which moves only its own ctime) by run 1's command, or
 /// on the host between the runs, still holds its dotenv file and `.envrc`: run 2 opens it
-/// again and reads or changes nothing. Control: the host opens and reads it.
+/// again and reads or changes nothing; nor through a directory left searchable but not
+/// readable (`chmod 311` by run 1: its entries can be opened by name, not listed). Control:
+/// the host opens and reads them.
 ///
 /// FAILS for an unprivileged caller, with or without a walk cache (also with the binary of
 /// before issue 32): the planner's walk cannot list a directory the caller cannot read, so
@@ -596,35 +598,42 @@ fn a_directory_opened_between_runs_hides_nothing() {
 /// to the lead (issue 32, item 1's report); enable once the planner opens such directories
 /// up as the sweep does.
 #[test]
-#[ignore = "known escape for unprivileged callers: a directory at mode 000 hides its dotenv file from the planner (reported)"]
+#[ignore = "known escape for unprivileged callers: a directory at mode 000 or 311 hides its dotenv file from the planner (reported)"]
 fn a_directory_closed_before_run_two_hides_nothing() {
     let fx = settled(|fx| {
-        for n in [70, 72] {
+        for n in [70, 72, 73] {
             write(fx, &format!("{}/a/box/.env", d(n)), &fx.marker("closed"));
             write(fx, &format!("{}/a/box/.envrc", d(n)), "export A=1\n");
             attacks::chmod(&fx.ws.join(d(n)).join("a/box"), 0o755);
         }
     });
-    // Run 1's command closes one, the host the other.
-    fx.attack(&[], &format!("chmod 000 {}/a/box", d(70)))
-        .outcome()
-        .assert_ok();
+    // Run 1's command closes two, the host the third.
+    fx.attack(
+        &[],
+        &format!("chmod 000 {}/a/box && chmod 311 {}/a/box", d(70), d(73)),
+    )
+    .outcome()
+    .assert_ok();
     attacks::chmod(&fx.ws.join(d(72)).join("a/box"), 0o000);
-    for n in [70, 72] {
+    for n in [70, 72, 73] {
         let bx = fx.ws.join(d(n)).join("a/box");
-        let script = format!(
-            "chmod 755 {b}; cat {b}/.env; echo 'export EVIL=1' >> {b}/.envrc",
-            b = format!("{}/a/box", d(n)),
-        );
+        let b = format!("{}/a/box", d(n));
+        let open = if n == 73 {
+            String::new()
+        } else {
+            format!("chmod 755 {b}; ")
+        };
+        let script = format!("{open}cat {b}/.env; echo 'export EVIL=1' >> {b}/.envrc");
         let out = run2(&fx, &[], &script);
         attacks::chmod(&bx, 0o755);
         out.assert_hidden(&fx.marker("closed"));
         assert_eq!(
             read_text(&bx.join(".envrc")).as_deref(),
-            Some("export A=1\n")
+            Some("export A=1\n"),
+            "run 2 changed {b}/.envrc"
         );
-        attacks::chmod(&bx, 0o000);
-        fx.control(&script)
+        attacks::chmod(&bx, if n == 73 { 0o311 } else { 0o000 });
+        fx.control(&format!("chmod 755 {b}; cat {b}/.env"))
             .outcome()
             .assert_shows(&fx.marker("closed"));
     }
