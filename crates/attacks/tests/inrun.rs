@@ -453,6 +453,58 @@ fn fresh_repo_hook_opened_relative_to_a_dirfd_is_refused() {
     .check();
 }
 
+/// The same through an `O_PATH` descriptor (the init takes the command's own open file for a
+/// dirfd, whatever its mode).
+#[test]
+fn fresh_repo_hook_opened_relative_to_an_o_path_dirfd_is_refused() {
+    let Some(py) = py("openat(O_PATH dirfd)") else {
+        return;
+    };
+    creates_in_fresh_repo(
+        "",
+        &format!(
+            "{py} -c 'import os; d = os.open(\".git/hooks\", os.O_PATH | os.O_DIRECTORY); os.close(os.open(\"pre-commit\", os.O_WRONLY | os.O_CREAT, 0o755, dir_fd=d))'"
+        ),
+        ".git/hooks/pre-commit",
+    )
+    .check();
+}
+
+/// An absolute path: its string is the path the rules see when no component is a symlink,
+/// `.` or `..` (no lookup of the directory's path).
+#[test]
+fn fresh_repo_hook_by_absolute_path_is_refused() {
+    creates_in_fresh_repo(
+        "",
+        &format!("{HOOK} > \"$PWD/.git/hooks/pre-commit\""),
+        ".git/hooks/pre-commit",
+    )
+    .check();
+}
+
+/// An absolute path whose string is not the path: `..`, `.` and repeated slashes.
+#[test]
+fn fresh_repo_hook_by_absolute_path_with_dots_is_refused() {
+    creates_in_fresh_repo(
+        "mkdir aaaa",
+        &format!("{HOOK} > \"$PWD//aaaa/..//./.git/./hooks//pre-commit\""),
+        ".git/hooks/pre-commit",
+    )
+    .check();
+}
+
+/// An absolute path through a symlink (`g -> .git`): the string names a harmless path.
+#[test]
+fn fresh_repo_hook_by_absolute_path_through_a_symlink_is_refused() {
+    creates_in_fresh_repo(
+        "",
+        &format!("ln -s .git g && {HOOK} > \"$PWD/g/hooks/pre-commit\""),
+        ".git/hooks/pre-commit",
+    )
+    .blocked_as(&["hooks/pre-commit", "g"])
+    .check();
+}
+
 /// `mknod(S_IFREG)` makes an empty regular file without `open`.
 #[test]
 fn fresh_repo_hook_made_by_mknod_is_refused() {
@@ -1376,6 +1428,56 @@ print("iterations=%d flips=%d open ok=%d eperm=%d other=%d" % (i, flips[0], ok, 
 print("RACE-WON" if os.path.lexists(".git/hooks/pre-commit") else "race-lost")
 "#;
 
+/// A thread swaps what descriptor 50 is, `.git/hooks` (read-only open) or `real/hooks`
+/// (`O_PATH`), while the main thread creates `pre-commit` relative to it: whichever directory
+/// the init takes from the command for a call is the one it checks and creates in.
+const RACE_DIRFD: &str = r#"
+import os, sys, threading, time
+
+seconds, iterations = float(sys.argv[1]), int(sys.argv[2])
+hooks = os.open(".git/hooks", os.O_RDONLY | os.O_DIRECTORY)
+real = os.open("real/hooks", os.O_PATH | os.O_DIRECTORY)
+N = 50
+os.dup2(real, N)
+done = False
+flips = [0]
+
+def flip():
+    while not done:
+        os.dup2(hooks, N)
+        os.dup2(real, N)
+        flips[0] += 1
+
+sys.setswitchinterval(0.00005)
+t = threading.Thread(target=flip, daemon=True)
+t.start()
+ok = eperm = other = 0
+end = time.monotonic() + seconds
+i = 0
+while i < iterations and time.monotonic() < end:
+    i += 1
+    try:
+        os.close(os.open("pre-commit", os.O_WRONLY | os.O_CREAT, 0o755, dir_fd=N))
+        ok += 1
+        try:
+            os.unlink("real/hooks/pre-commit")
+        except OSError:
+            pass
+    except PermissionError as e:
+        if e.errno == 1:
+            eperm += 1
+        else:
+            other += 1
+    except OSError:
+        other += 1
+    if os.path.lexists(".git/hooks/pre-commit"):
+        break
+done = True
+t.join()
+print("iterations=%d flips=%d open ok=%d eperm=%d other=%d" % (i, flips[0], ok, eperm, other))
+print("RACE-WON" if os.path.lexists(".git/hooks/pre-commit") else "race-lost")
+"#;
+
 fn stat_of(stdout: &str, kind: &str, field: &str) -> u64 {
     stdout
         .lines()
@@ -1459,6 +1561,47 @@ fn race_swapping_a_symlinked_directory_cannot_create_a_hook() {
     assert!(
         stat_of(&out.run.stdout, "iterations", "ok") > 0,
         "the harmless path could not be created\n{}",
+        out.run.describe()
+    );
+    let hooks = live_hooks(&fx.ws);
+    assert!(hooks.is_empty(), "the race planted hooks: {hooks:?}");
+}
+
+#[test]
+fn race_swapping_a_dirfd_cannot_create_a_hook() {
+    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+        return;
+    }
+    let Some(py) = py("TOCTOU race on a dirfd") else {
+        return;
+    };
+    let run = |fx: &Fixture, inside: bool| {
+        let prog = fx.script("race_dirfd.py", RACE_DIRFD);
+        let script = format!(
+            "{FRESH} && mkdir -p real/hooks && {py} {} 2 20000",
+            sh_quote(&prog)
+        );
+        if inside {
+            fx.attack(&[], &script).outcome()
+        } else {
+            fx.control(&script).outcome()
+        }
+    };
+    let fx = Fixture::without_git();
+    let out = run(&fx, false);
+    out.assert_ok().assert_output_contains("RACE-WON");
+    let fx = Fixture::without_git();
+    let out = run(&fx, true);
+    out.assert_ok().assert_lacks("RACE-WON");
+    let stdout = &out.run.stdout;
+    assert!(
+        stat_of(stdout, "iterations", "ok") > 0,
+        "the harmless path could not be created\n{}",
+        out.run.describe()
+    );
+    assert!(
+        stat_of(stdout, "iterations", "eperm") > 0,
+        "no call ever saw .git/hooks (the race was not exercised)\n{}",
         out.run.describe()
     );
     let hooks = live_hooks(&fx.ws);
@@ -2169,6 +2312,31 @@ fn relative_creations_resolve_against_the_callers_cwd_and_dirfds() {
         assert!(!exists_host(&fx.ws.join("viafd.txt")));
         assert!(!exists_host(&fx.ws.join("app/viafd.txt")));
     }
+}
+
+/// A dirfd that is not a directory (a pipe) fails with `ENOTDIR`, as the kernel's own call
+/// would, and one that is not open with `EBADF`; absolute paths with `.`, `..` and repeated
+/// slashes land where they name.
+#[test]
+fn odd_dirfds_and_absolute_paths_keep_their_meaning() {
+    let Some(py) = py("openat(non-directory dirfd)") else {
+        return;
+    };
+    let fx = Fixture::without_git();
+    let script = format!(
+        "mkdir -p a/b && : > \"$PWD//a/./b/../b//x\" && mkdir \"$PWD/a/../c/\" && {py} -c 'import errno, os\nr, w = os.pipe()\nfor fd, want in ((r, errno.ENOTDIR), (77, errno.EBADF)):\n  try:\n    os.open(\"y\", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)\n  except OSError as e:\n    print(\"fd\", fd, \"ok\" if e.errno == want else e)\n'"
+    );
+    let out = works(&fx, &script);
+    out.assert_output_contains("fd 77 ok");
+    assert_eq!(
+        out.run.stdout.matches(" ok").count(),
+        2,
+        "{}",
+        out.run.describe()
+    );
+    assert!(fx.ws.join("a/b/x").is_file());
+    assert!(fx.ws.join("c").is_dir());
+    assert!(!exists_host(&fx.ws.join("y")));
 }
 
 #[test]

@@ -10,11 +10,13 @@
 //! 1. reads the path arguments **once** with `process_vm_readv` (letting the kernel continue
 //!    the original call would re-read memory the command can change in between, so the init
 //!    never answers "continue");
-//! 2. resolves them itself, component by component, from the command's cwd or dirfd
-//!    (`/proc/<tid>/cwd`, `/proc/<tid>/fd/N`), following symlinks as the kernel would, with
-//!    `/proc/self` meaning the command and procfs magic links opened for real;
+//! 2. resolves them itself, component by component, from the command's cwd, dirfd
+//!    (`/proc/<tid>/cwd`; the task's own file through `pidfd_getfd`, else `/proc/<tid>/fd/N`)
+//!    or the root, following symlinks as the kernel would, with `/proc/self` meaning the
+//!    command and procfs magic links opened for real;
 //! 3. asks [`protect::decide`] about the absolute path of the entry to be created, from the
-//!    real path of the directory it resolved to;
+//!    real path of the directory it resolved to (`getcwd` there), or the absolute path's
+//!    own string where no symlink, `.` or `..` was on the way;
 //! 4. performs the call relative to that directory, or refuses it with `EPERM` and reports a
 //!    violation; an `open` returns its descriptor with `SECCOMP_IOCTL_NOTIF_ADDFD`.
 //!
@@ -115,6 +117,24 @@ impl Drop for Fd {
     }
 }
 
+/// A directory a resolution starts from or ends in: one of its own (closed on drop), or the
+/// init's root, held for the whole run (`/`: absolute paths start there).
+enum Dir {
+    Own(Fd),
+    Root(std::mem::ManuallyDrop<Fd>),
+}
+
+impl std::ops::Deref for Dir {
+    type Target = Fd;
+
+    fn deref(&self) -> &Fd {
+        match self {
+            Dir::Own(fd) => fd,
+            Dir::Root(fd) => fd,
+        }
+    }
+}
+
 /// A byte string in a fixed buffer, always NUL-terminated after `len`.
 struct Buf<const N: usize> {
     buf: [u8; N],
@@ -204,14 +224,59 @@ fn real_path(fd: c_int) -> Result<PathBuf, Errno> {
     Ok(out)
 }
 
+/// The absolute path of the directory `dir`, as the kernel names it: [`real_path`] without
+/// procfs. The init moves its cwd there and asks for it (`getcwd`: no lookup of `/proc/self`,
+/// `fd` and the number, no magic link); where it cannot (no search permission, an unlinked
+/// directory, one out of the init's root) [`real_path`] answers as before. The init's own
+/// paths are all absolute, so its cwd means nothing else to it.
+fn dir_path(dir: c_int) -> Result<PathBuf, Errno> {
+    let mut out = PathBuf::new();
+    if raw::fchdir(dir).is_ok() {
+        if let Ok(n) = raw::getcwd(&mut out.buf[..PATH_MAX - 1]) {
+            // "(unreachable)/..." for a directory out of the root: not a path to decide on.
+            if out.buf.first() == Some(&b'/') && n < PATH_MAX - 1 {
+                out.len = n;
+                out.buf[n] = 0;
+                return Ok(out);
+            }
+        }
+    }
+    real_path(dir)
+}
+
 /// `dir`'s real path joined with `name`.
 fn entry_path(dir: c_int, name: &[u8]) -> Result<PathBuf, Errno> {
-    let mut p = real_path(dir)?;
+    let mut p = dir_path(dir)?;
     if p.bytes() != b"/" {
         p.push(b"/")?;
     }
     p.push(name)?;
     Ok(p)
+}
+
+/// The absolute path of the entry an absolute `path` names, spelled out from the string: only
+/// for a path whose directories were all opened from the root with no symlink on the way and
+/// that has no `.` or `..` ([`Resolved::Entry`]'s `lexical`), where the string is the path the
+/// kernel would give back. Repeated and trailing slashes go.
+fn lexical_path(path: &[u8]) -> Result<PathBuf, Errno> {
+    let mut p = PathBuf::new();
+    for comp in path.split(|b| *b == b'/').filter(|c| !c.is_empty()) {
+        p.push(b"/")?;
+        p.push(comp)?;
+    }
+    if p.len == 0 {
+        p.push(b"/")?;
+    }
+    Ok(p)
+}
+
+/// The absolute path of the entry `name` in `dir` that `path` resolved to.
+fn entry_path_of(dir: &Fd, name: &Name, lexical: bool, path: &[u8]) -> Result<PathBuf, Errno> {
+    if lexical {
+        lexical_path(path)
+    } else {
+        entry_path(dir.0, name.bytes())
+    }
 }
 
 /// The task that made the call.
@@ -228,6 +293,11 @@ struct Target {
     /// new task with the same tid; the paths by number are then used and `stale` is set.
     proc_dir: c_int,
     proc_status: c_int,
+    /// A pidfd of the task (`PIDFD_THREAD`) kept with them, or -1: the cheap way to its
+    /// descriptors ([`Target::base`]).
+    pidfd: c_int,
+    /// The init's root, held for the run (-1: opened per call).
+    root: c_int,
     stale: bool,
     /// (umask, tgid) kept from an earlier call of the same task ([`ProcCache::status`]); used
     /// only once `proc_dir` has answered in this call (`proc_live`), which shows the task is
@@ -246,6 +316,10 @@ struct ProcCache {
     tid: i32,
     dir: Fd,
     status: Fd,
+    /// A pidfd of the same task (-1 where the kernel has no `PIDFD_THREAD`), opened right
+    /// after `dir`: like `dir`, bound to the task, and checked with it by the first
+    /// `SECCOMP_IOCTL_NOTIF_ID_VALID` of the call that opened them.
+    pidfd: Fd,
     /// The task's (umask, tgid) as last read. The tgid never changes; the umask changes only
     /// through `umask(2)`, which the filter stops: the init drops this before letting such a
     /// call go on, and waits until the new value is in place before it serves any other call
@@ -265,10 +339,12 @@ impl ProcCache {
             libc::O_RDONLY | libc::O_CLOEXEC,
             0,
         )?);
+        let pidfd = Fd(raw::pidfd_open_thread(tid).unwrap_or(-1));
         Ok(ProcCache {
             tid,
             dir,
             status,
+            pidfd,
             status_read: None,
         })
     }
@@ -312,9 +388,7 @@ impl Target {
             // Read by pid: the tid could have been reused by another task since the
             // notification; only go on if the call that notified is still waiting (then the
             // tid is still its task's, and what was read is its memory).
-            if !raw::notif_id_valid(self.listener, self.id) {
-                return Err(Errno(libc::ESRCH));
-            }
+            self.check_valid()?;
             if let Some(nul) = out.buf[out.len..out.len + got].iter().position(|b| *b == 0) {
                 out.len += nul;
                 out.buf[out.len] = 0;
@@ -367,7 +441,20 @@ impl Target {
         }
         let p = self.proc_path(b"/status")?;
         let f = open_path(p.bytes(), libc::O_RDONLY)?;
-        read_from_start(f.0, buf)
+        let len = read_from_start(f.0, buf)?;
+        // Opened by number: only the notifying task's while its call still waits.
+        self.check_valid()?;
+        Ok(len)
+    }
+
+    /// `ESRCH` unless the call that notified is still waiting (then its tid is still its
+    /// task's, and whatever was opened by that number is the task's).
+    fn check_valid(&self) -> Result<(), Errno> {
+        if raw::notif_id_valid(self.listener, self.id) {
+            Ok(())
+        } else {
+            Err(Errno(libc::ESRCH))
+        }
     }
 
     /// `/proc/<tid>/<name>` opened with `flags`: relative to the cached directory when there
@@ -387,18 +474,44 @@ impl Target {
         }
         let mut p = self.proc_path(b"/")?;
         p.push(name)?;
-        open_path(p.bytes(), flags)
+        let f = open_path(p.bytes(), flags)?;
+        // Opened by number: only the notifying task's while its call still waits.
+        self.check_valid()?;
+        Ok(f)
     }
 
-    /// Where a relative path starts: the cwd, or the directory behind `dirfd`.
-    fn base(&mut self, dirfd: c_int, path: &[u8]) -> Result<Fd, Errno> {
+    /// Where a path starts: the root for an absolute one, else the cwd or the directory
+    /// behind `dirfd`.
+    fn base(&mut self, dirfd: c_int, path: &[u8]) -> Result<Dir, Errno> {
         if path.first() == Some(&b'/') {
-            return open_path(b"/", libc::O_PATH | libc::O_DIRECTORY);
+            if self.root >= 0 {
+                return Ok(Dir::Root(std::mem::ManuallyDrop::new(Fd(self.root))));
+            }
+            return open_path(b"/", libc::O_PATH | libc::O_DIRECTORY).map(Dir::Own);
         }
         if dirfd == libc::AT_FDCWD {
-            return self.open_in_proc(b"cwd", libc::O_PATH | libc::O_DIRECTORY);
+            return self
+                .open_in_proc(b"cwd", libc::O_PATH | libc::O_DIRECTORY)
+                .map(Dir::Own);
         }
-        self.fd(dirfd)
+        // The task's own open file, through its pidfd: no procfs lookup and no magic link.
+        // The init only resolves names from it (as from `/proc/<tid>/fd/N`, the same
+        // directory) and closes its copy at the end of the call; a descriptor that is not a
+        // directory fails the resolution with `ENOTDIR`, as the command's call would.
+        if dirfd >= 0 && self.pidfd >= 0 {
+            match raw::pidfd_getfd(self.pidfd, dirfd) {
+                Ok(fd) => {
+                    // Answered by the cached task: it is still the one (as in `open_in_proc`).
+                    self.proc_live = true;
+                    return Ok(Dir::Own(Fd(fd)));
+                }
+                Err(Errno(libc::EBADF)) => return Err(Errno(libc::EBADF)),
+                Err(e) if task_gone(e) => self.stale = true,
+                // Refused (a non-dumpable task's, say): the procfs way decides.
+                Err(_) => {}
+            }
+        }
+        self.fd(dirfd).map(Dir::Own)
     }
 
     /// The object behind the target's descriptor `fd` (`EBADF` when it has none).
@@ -454,12 +567,16 @@ fn parse_num(v: &[u8], radix: u32) -> Option<u64> {
 enum Resolved {
     /// A directory and the last component in it (which may not exist yet). `name` has no `/`;
     /// `trailing` says the path ended with `/`; `last` is the component's `lstat` when the
-    /// resolver already made it (it exists and is not a symlink, or `ENOENT`).
+    /// resolver already made it (it exists and is not a symlink, or `ENOENT`); `lexical`
+    /// says the path is absolute and its string names the entry exactly ([`lexical_path`]):
+    /// every directory on the way was opened from the root with no symlink, and no component
+    /// is `.` or `..`.
     Entry {
-        dir: Fd,
+        dir: Dir,
         name: Name,
         trailing: bool,
         last: Option<Result<libc::stat, Errno>>,
+        lexical: bool,
     },
     /// An existing object reached through a procfs magic link (`/proc/<pid>/fd/N`, ...).
     Object(Fd),
@@ -471,13 +588,15 @@ fn is_dot(name: &[u8]) -> bool {
 
 /// Resolve `path` from `start` the way the kernel would for the target: intermediate
 /// symlinks are always followed, the last one only when `follow_last`.
-fn resolve(t: &mut Target, start: Fd, path: &[u8], follow_last: bool) -> Result<Resolved, Errno> {
+fn resolve(t: &mut Target, start: Dir, path: &[u8], follow_last: bool) -> Result<Resolved, Errno> {
     if path.is_empty() {
         return Err(Errno(libc::ENOENT));
     }
     match resolve_without_symlinks(&start, path, follow_last)? {
         Fast::Done(dir, name, trailing, last) => Ok(Resolved::Entry {
-            dir: dir.unwrap_or(start),
+            // From the root and without a dot, the string is the path ([`lexical_path`]).
+            lexical: matches!(start, Dir::Root(_)) && !path.split(|b| *b == b'/').any(is_dot),
+            dir: dir.map_or(start, Dir::Own),
             name,
             trailing,
             last,
@@ -538,7 +657,7 @@ fn resolve_without_symlinks(start: &Fd, path: &[u8], follow_last: bool) -> Resul
 /// Component by component, following symlinks by hand (see [`resolve`]).
 fn resolve_slowly(
     t: &mut Target,
-    start: Fd,
+    start: Dir,
     path: &[u8],
     follow_last: bool,
 ) -> Result<Resolved, Errno> {
@@ -563,6 +682,7 @@ fn resolve_slowly(
                 name: name_of(b".")?,
                 trailing: true,
                 last: None,
+                lexical: false,
             });
         }
         let end = rest[pos..]
@@ -581,18 +701,19 @@ fn resolve_slowly(
                 name: comp,
                 trailing,
                 last: None,
+                lexical: false,
             });
         }
         if c == b"." {
             continue;
         }
         if c == b".." {
-            cur = Fd(raw::openat_exact(
+            cur = Dir::Own(Fd(raw::openat_exact(
                 cur.0,
                 c"..",
                 libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
                 0,
-            )?);
+            )?));
             continue;
         }
         let st = match raw::fstatat(cur.0, comp.cstr()?, libc::AT_SYMLINK_NOFOLLOW) {
@@ -603,6 +724,7 @@ fn resolve_slowly(
                     name: comp,
                     trailing,
                     last: Some(Err(Errno(libc::ENOENT))),
+                    lexical: false,
                 })
             }
             Err(e) => return Err(e),
@@ -614,14 +736,15 @@ fn resolve_slowly(
                     name: comp,
                     trailing,
                     last: Some(Ok(st)),
+                    lexical: false,
                 });
             }
-            cur = Fd(raw::openat_exact(
+            cur = Dir::Own(Fd(raw::openat_exact(
                 cur.0,
                 comp.cstr()?,
                 libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
                 0,
-            )?);
+            )?));
             continue;
         }
         links += 1;
@@ -664,7 +787,7 @@ fn resolve_slowly(
             if is_last {
                 return Ok(Resolved::Object(obj));
             }
-            cur = obj;
+            cur = Dir::Own(obj);
             continue;
         }
         let mut target = PathBuf::new();
@@ -684,7 +807,7 @@ fn resolve_slowly(
             pos += 1;
         }
         if target.buf.first() == Some(&b'/') {
-            cur = open_path(b"/", libc::O_PATH | libc::O_DIRECTORY)?;
+            cur = Dir::Own(open_path(b"/", libc::O_PATH | libc::O_DIRECTORY)?);
         }
     }
 }
@@ -736,7 +859,7 @@ enum Reply {
 /// Where a call would create a name: the directory, the name, and (when the name does not
 /// exist yet) the rule for creating it with the absolute path it would have.
 struct NewName {
-    dir: Fd,
+    dir: Dir,
     name: Name,
     rule: Option<(Verdict, PathBuf)>,
 }
@@ -757,6 +880,8 @@ struct Server<'a> {
     reported: u32,
     unreported: u32,
     proc: Option<ProcCache>,
+    /// The init's root (`/`), held for the run: where absolute paths start.
+    root: Fd,
     /// Whether tasks' umasks may be kept between calls ([`ProcCache::status_read`]); off for
     /// the rest of the run once a `umask(2)` could not be seen to take effect.
     keep_umask: bool,
@@ -834,6 +959,7 @@ pub(crate) fn serve(
         reported: 0,
         unreported: 0,
         proc: None,
+        root: open_path(b"/", libc::O_PATH | libc::O_DIRECTORY).unwrap_or(Fd(-1)),
         keep_umask: true,
         reservations: [Reservation::default(); RESERVATIONS],
     };
@@ -916,10 +1042,10 @@ impl Server<'_> {
         if self.proc.as_ref().is_none_or(|c| c.tid != tid) {
             self.proc = ProcCache::open(tid).ok();
         }
-        let (proc_dir, proc_status, cached_status) = self
-            .proc
-            .as_ref()
-            .map_or((-1, -1, None), |c| (c.dir.0, c.status.0, c.status_read));
+        let (proc_dir, proc_status, pidfd, cached_status) =
+            self.proc.as_ref().map_or((-1, -1, -1, None), |c| {
+                (c.dir.0, c.status.0, c.pidfd.0, c.status_read)
+            });
         let mut t = Target {
             tid,
             listener: self.listener,
@@ -927,6 +1053,8 @@ impl Server<'_> {
             status: None,
             proc_dir,
             proc_status,
+            pidfd,
+            root: self.root.0,
             stale: false,
             cached_status: cached_status.filter(|_| self.keep_umask),
             proc_live: false,
@@ -1194,7 +1322,10 @@ impl Server<'_> {
         what: Create,
     ) -> Result<NewName, Errno> {
         let base = t.base(dirfd, path.bytes())?;
-        let Resolved::Entry { dir, name, .. } = resolve(t, base, path.bytes(), false)? else {
+        let Resolved::Entry {
+            dir, name, lexical, ..
+        } = resolve(t, base, path.bytes(), false)?
+        else {
             return Err(Errno(libc::EEXIST));
         };
         let exists = is_dot(name.bytes())
@@ -1206,7 +1337,7 @@ impl Server<'_> {
                 rule: None,
             });
         }
-        let full = entry_path(dir.0, name.bytes())?;
+        let full = entry_path_of(&dir, &name, lexical, path.bytes())?;
         let verdict = self.decide(full.bytes(), what);
         Ok(NewName {
             dir,
@@ -1234,7 +1365,7 @@ impl Server<'_> {
         // With O_EXCL the kernel never follows a final symlink; with O_NOFOLLOW it fails on one.
         let follow = flags & (libc::O_EXCL | libc::O_NOFOLLOW) == 0;
         let cloexec = flags & libc::O_CLOEXEC != 0;
-        let (dir, name, trailing, last) = match resolve(t, base, path.bytes(), follow)? {
+        let (dir, name, trailing, last, lexical) = match resolve(t, base, path.bytes(), follow)? {
             Resolved::Object(obj) => {
                 let p = self_fd_path(obj.0)?;
                 let reopen = flags & !(libc::O_CREAT | libc::O_EXCL);
@@ -1258,7 +1389,8 @@ impl Server<'_> {
                 name,
                 trailing,
                 last,
-            } => (dir, name, trailing, last),
+                lexical,
+            } => (dir, name, trailing, last, lexical),
         };
         let n = name.cstr()?;
         // With O_EXCL the name needs no lookup of its own: a creation the rules allow is made
@@ -1312,7 +1444,7 @@ impl Server<'_> {
                 if trailing {
                     return Err(Errno(libc::EISDIR));
                 }
-                let full = entry_path(dir.0, name.bytes())?;
+                let full = entry_path_of(&dir, &name, lexical, path.bytes())?;
                 match self.decide(full.bytes(), Create::File) {
                     Verdict::Deny(_)
                         if presumed_new

@@ -927,6 +927,35 @@ pub fn pidfd_open(pid: libc::pid_t) -> Result<c_int> {
     check(unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0u32) }).map(|fd| fd as c_int)
 }
 
+/// `pidfd_open(2)` with `PIDFD_THREAD` (Linux 6.9): a pidfd for the one task `tid`, bound to
+/// that task and not to its number. `EINVAL` on older kernels.
+pub fn pidfd_open_thread(tid: libc::pid_t) -> Result<c_int> {
+    const PIDFD_THREAD: u32 = libc::O_EXCL as u32;
+    // SAFETY: integer arguments only.
+    check(unsafe { libc::syscall(libc::SYS_pidfd_open, tid, PIDFD_THREAD) }).map(|fd| fd as c_int)
+}
+
+/// `pidfd_getfd(2)`: a copy of descriptor `fd` of the task behind `pidfd` (the same open file,
+/// close-on-exec in this process). Needs the rights `ptrace` attach would need.
+pub fn pidfd_getfd(pidfd: c_int, fd: c_int) -> Result<c_int> {
+    // SAFETY: integer arguments only.
+    check(unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd, fd, 0u32) }).map(|fd| fd as c_int)
+}
+
+/// `fchdir(2)`.
+pub fn fchdir(fd: c_int) -> Result<()> {
+    // SAFETY: integer argument only.
+    check_int(unsafe { libc::fchdir(fd) }).map(drop)
+}
+
+/// The `getcwd` system call into `buf`: the length of the path, without its NUL.
+pub fn getcwd(buf: &mut [u8]) -> Result<usize> {
+    // SAFETY: the pointer and length describe a live, writable buffer.
+    let n = check(unsafe { libc::syscall(libc::SYS_getcwd, buf.as_mut_ptr(), buf.len()) })?;
+    // The kernel's length counts the NUL.
+    Ok((n as usize).saturating_sub(1))
+}
+
 /// `poll(2)` (EINTR is returned to the caller).
 pub fn poll(fds: &mut [libc::pollfd], timeout_ms: c_int) -> Result<c_int> {
     // SAFETY: the slice is a valid pollfd array of the given length.
