@@ -7,6 +7,10 @@
 #    put the upper on a tmpfs too; bwrap binds the tmpfs workspace;
 #  - disk: the workspace on the disk (/var/tmp); the upper in the change store,
 #    XDG_STATE_HOME on the same disk; bwrap binds the disk workspace.
+# The mechanism's floor is beside them too: bwrap writing through an overlay mounted here
+# the way stockade mounts the view (an empty lower of its own, upper on a tmpfs or the disk,
+# redirect_dir=nofollow, metacopy=off, index=off): what the view costs with nothing of
+# stockade around it (OVERLAY=0 leaves it out).
 # A direct run of each binary is beside them (MODES). One hyperfine run per table, so the
 # rows are measured side by side; REVERSE=1 lists them the other way round (run it both
 # ways: a drift of the machine's load favours neither).
@@ -23,6 +27,7 @@ disk_runs="${DISK_RUNS:-3}"
 filesystems="${FS:-tmpfs disk}"
 modes="${MODES:-ephemeral review direct}"
 reverse="${REVERSE:-0}"
+overlay="${OVERLAY:-1}"
 command -v hyperfine >/dev/null && command -v bwrap >/dev/null || {
   echo "benches/review_extract.sh: needs hyperfine and bwrap" >&2
   exit 1
@@ -33,9 +38,11 @@ command -v hyperfine >/dev/null && command -v bwrap >/dev/null || {
 }
 base="$(mktemp -d /var/tmp/stockade-review-extract.XXXXXX)"
 chmod 755 "$base"
-mkdir -p "$base/tmpfs" "$base/disk" "$base/state"
+mkdir -p "$base/tmpfs" "$base/disk" "$base/state" "$base/uppers" "$base/ovl-tmpfs" "$base/ovl-disk"
 mount -t tmpfs -o size=512m tmpfs "$base/tmpfs"
-trap 'umount "$base/tmpfs" 2>/dev/null; rm -rf "$base"' EXIT
+mount -t tmpfs -o size=512m tmpfs "$base/uppers"
+mkdir -p "$base/uppers/l" "$base/uppers/u" "$base/uppers/w" "$base/state/ovl/l" "$base/state/ovl/u" "$base/state/ovl/w"
+trap 'umount "$base/ovl-tmpfs" "$base/ovl-disk" "$base/uppers" "$base/tmpfs" 2>/dev/null; rm -rf "$base"' EXIT
 chmod 755 "$base/tmpfs" "$base/disk"
 export XDG_STATE_HOME="$base/state"
 python3 - "$base/src/tree" <<'PY'
@@ -51,6 +58,10 @@ tar -cf "$base/tree.tar" -C "$base/src" tree
 cat >"$base/x.sh" <<SH
 d=\$(mktemp -d -p "\$1") && tar -xf "$base/tree.tar" -C "\$d" && rm -rf "\$d"
 SH
+opts=redirect_dir=nofollow,metacopy=off,index=off
+mount -t overlay overlay -o "lowerdir=$base/uppers/l,upperdir=$base/uppers/u,workdir=$base/uppers/w,$opts" "$base/ovl-tmpfs"
+mount -t overlay overlay -o "lowerdir=$base/state/ovl/l,upperdir=$base/state/ovl/u,workdir=$base/state/ovl/w,$opts" "$base/ovl-disk"
+chmod 755 "$base/ovl-tmpfs" "$base/ovl-disk"
 # The workspaces' ctimes settled (the sweep trusts directories changed more than 3 s ago).
 sleep 4
 for fs in $filesystems; do
@@ -58,6 +69,8 @@ for fs in $filesystems; do
   bound=""
   [ "$fs" = tmpfs ] && bound=" --disk 512m"
   rows=("bwrap, $fs" "bwrap --unshare-all --uid 1000 --gid 1000 --ro-bind / / --bind $ws $ws --dev /dev --proc /proc sh $base/x.sh $ws")
+  o="$base/ovl-$fs"
+  [ "$overlay" = 1 ] && rows+=("bwrap through an overlay, upper on $fs" "bwrap --unshare-all --uid 1000 --gid 1000 --ro-bind / / --bind $o $o --dev /dev --proc /proc sh $base/x.sh $o")
   for mode in $modes; do
     for bin in "$@"; do
       name="stockade $(basename "$(dirname "$bin")")/$(basename "$bin")"
@@ -92,7 +105,7 @@ print("| command | median (s) | σ (s) | ratio to bwrap (same fs) | extra per fi
 print("|---|---:|---:|---:|---:|")
 for fs in filesystems:
     rows = json.load(open(os.path.join(base, f"{fs}.json")))["results"]
-    bw = next(r for r in rows if r["command"].startswith("bwrap"))["median"]
+    bw = next(r for r in rows if r["command"] == f"bwrap, {fs}")["median"]
     for r in rows:
         m = r["median"]
         print(f"| {r['command']} | {m:.3f} | {r['stddev']:.3f} | {m / bw:.2f}× | {(m - bw) / 20000 * 1e6:+.0f} |")
