@@ -137,6 +137,17 @@ pub(crate) fn tmp_read_grants(spec: &Spec) -> Vec<&PathBuf> {
         .collect()
 }
 
+/// The pins of `spec` that need a mount of their own (see [`config`]): the others are a
+/// writable root or a protected path (bound already), or lie at or below a mask or a private
+/// directory (a tmpfs or file over them, itself a mount point, hides them).
+pub(crate) fn pins(spec: &Spec) -> Vec<&PathBuf> {
+    (spec.pins.iter())
+        .filter(|p| !spec.writable_roots.contains(p) && !spec.protected.contains(p))
+        .filter(|p| !spec.masks.iter().any(|m| p.starts_with(&m.path)))
+        .filter(|p| !spec.private_dirs.iter().any(|d| p.starts_with(d)))
+        .collect()
+}
+
 /// The OCI config of `spec` for a bundle at `bundle`, run by `caller`, as JSON.
 ///
 /// Written as JSON rather than built with the `oci-spec` crate's types: linking them into
@@ -169,6 +180,16 @@ pub fn config(spec: &Spec, caller: &Caller, bundle: &Path) -> Result<Value, Lowe
             continue;
         }
         layered.push((depth(p), 1, bind(p, p, true)?));
+    }
+    // A pinned directory (a git dir holding protected paths, the ancestors of stockade's
+    // state inside a writable root): a writable bind of itself, as the native backend pins
+    // it. The Sentry refuses to rename a mount point, or to rename anything over one (EBUSY):
+    // without it a command could move `~/.local/state` away and put a directory of its own
+    // in its place, where a concurrent run would keep its journals and walk cache. A pin that
+    // is a writable root, a protected path, or lies at or below a mask or a private directory
+    // is a mount point already.
+    for p in pins(spec) {
+        layered.push((depth(p), 1, bind(p, p, false)?));
     }
     // A private directory: an empty tmpfs of the run's own over the host's.
     for p in &spec.private_dirs {
@@ -446,6 +467,55 @@ mod tests {
         assert_eq!(fish[0]["type"], "tmpfs");
         // Control: a protected path no mask covers is still bound read-only.
         assert_eq!(at("/h/.local/bin")[0]["options"][1], "ro");
+    }
+
+    /// Every pin is a mount point (the Sentry refuses to rename one): a writable bind of
+    /// itself after its writable root and before what lies in it; none over a writable root,
+    /// a protected path, or a path a mask or private directory covers.
+    #[test]
+    fn pins_are_writable_binds_of_themselves() {
+        let mut s = spec();
+        s.writable_roots = vec!["/h".into()];
+        s.pins = vec![
+            "/h".into(),
+            "/h/.local".into(),
+            "/h/.local/state".into(),
+            "/h/.local/state/stockade".into(),
+            "/h/.ssh/inner".into(),
+            "/h/p/.git".into(),
+            "/h/cache/x".into(),
+        ];
+        s.protected = vec!["/h/.local/state/stockade".into()];
+        s.private_dirs = vec!["/h/cache".into()];
+        let v = as_json(&s, false);
+        let order: Vec<&str> = (v["mounts"].as_array().expect("mounts").iter())
+            .filter_map(|m| m["destination"].as_str())
+            .collect();
+        let at = |d: &str| order.iter().position(|o| *o == d);
+        for pin in ["/h/.local", "/h/.local/state", "/h/p/.git"] {
+            let m = mount(&v, pin);
+            assert_eq!(
+                (m["type"].as_str(), m["source"].as_str()),
+                (Some("bind"), Some(pin))
+            );
+            assert!(
+                m["options"].as_array().expect("o").contains(&"rw".into()),
+                "{m}"
+            );
+            assert!(at("/h") < at(pin), "{order:?}");
+        }
+        assert!(at("/h/.local") < at("/h/.local/state"), "{order:?}");
+        assert!(
+            at("/h/.local/state") < at("/h/.local/state/stockade"),
+            "{order:?}"
+        );
+        // One mount each at the root, the protected path, and what a mask or tmpfs covers.
+        for once in ["/h", "/h/.local/state/stockade"] {
+            assert_eq!(order.iter().filter(|o| **o == once).count(), 1, "{order:?}");
+        }
+        assert_eq!(mount(&v, "/h/.local/state/stockade")["options"][1], "ro");
+        assert_eq!(at("/h/.ssh/inner"), None, "{order:?}");
+        assert_eq!(at("/h/cache/x"), None, "{order:?}");
     }
 
     #[test]

@@ -5,6 +5,9 @@
 //! - the read-only host, masks, writable roots, protected paths and the private `/tmp`: the
 //!   Sentry's mounts (bind mounts through its gofer), not Landlock (the Sentry has no Landlock
 //!   syscalls) and not a mount namespace of the host kernel;
+//! - pinned directories (git dirs holding protected paths, the ancestors of stockade's state
+//!   inside a writable root): a writable bind of each over itself, as natively: the Sentry
+//!   refuses to rename a mount point or to rename anything over one (`EBUSY`);
 //! - protected paths *created* during a run: not refused at the call (the Sentry has no
 //!   seccomp user notification for stockade to answer); the sweep after the run neutralises
 //!   them, as it does for the native backend;
@@ -420,6 +423,10 @@ impl Gvisor {
         }
         for p in &spec.protected {
             destinations.push((p.clone(), exists(p).unwrap_or(sandbox::Kind::File)));
+        }
+        // Pins are directories the planner found (a missing one is refused at the start).
+        for p in bundle::pins(&spec) {
+            destinations.push((p.clone(), sandbox::Kind::Dir));
         }
         idmapped.sort_by_key(|i| i.path.components().count());
         for m in &spec.masks {
