@@ -530,9 +530,12 @@ fn a_root_callers_command_owns_the_workspace_and_nothing_of_root() {
     }
 }
 
-/// `mv .git` moves the read-only binds with it under gVisor (the host kernel refuses with
-/// EBUSY): a new `.git` made at the old name, with a config that runs code, is quarantined
-/// after the run and reported (found by review). Control: the same snippet on the host
+/// `mv .git` is refused under gVisor as natively (`EBUSY`: a pinned git dir is a mount point,
+/// see `the_state_directorys_ancestors_cannot_be_renamed` in home_workspace.rs). A nested
+/// repository's unpinned parent can still be renamed (`mv sub subold`; the host kernel allows
+/// that too, the native creation guard then refuses the new `.git`): a new `sub/.git` made at
+/// the old name, with a config that runs code, is quarantined after the run, the original
+/// moved back and the swap reported (found by review). Control: the same snippet on the host
 /// leaves the planted config in place.
 #[test]
 fn a_git_dir_swapped_during_the_run_is_quarantined() {
@@ -540,22 +543,28 @@ fn a_git_dir_swapped_during_the_run_is_quarantined() {
         return;
     }
     let fx = Fixture::new();
-    let script = "mv .git .gitold && mkdir -p .git/hooks && cp -r .gitold/objects .gitold/refs \
-                  .gitold/HEAD .git/ && printf '[core]\\n\\tfsmonitor = echo owned\\n' > .git/config";
+    attack(&fx, &[], "mv .git .gitold").assert_failed();
+    assert!(
+        !fx.ws.join(".gitold").exists(),
+        "the pinned .git was renamed"
+    );
+    fx.git_host(&["clone", "-q", ".", "sub"]).assert_success();
+    let script = "mv sub subold && mkdir -p sub/.git/hooks \
+                  && printf '[core]\\n\\tfsmonitor = echo owned\\n' > sub/.git/config";
     let report = fx.root.join("swap.json");
     let rep = report.to_string_lossy().into_owned();
     attack(&fx, &["--report", &rep], script).assert_ok();
-    let config = attacks::read_text(&fx.ws.join(".git/config")).unwrap_or_default();
+    let config = attacks::read_text(&fx.ws.join("sub/.git/config")).unwrap_or_default();
     assert!(
         !config.contains("fsmonitor"),
         "the planted config is live: {config}"
     );
     // The original repository is back at its name.
     assert!(
-        !fx.ws.join(".gitold").exists(),
+        !fx.ws.join("subold/.git").exists(),
         "the original was not moved back"
     );
-    fx.git_host(&["log", "--oneline"])
+    fx.git_host(&["-C", "sub", "log", "--oneline"])
         .assert_success()
         .assert_stdout_contains("initial");
     let record = read_json(&report);
@@ -564,8 +573,9 @@ fn a_git_dir_swapped_during_the_run_is_quarantined() {
         "no violation: {record}"
     );
     let fx = Fixture::new();
+    fx.git_host(&["clone", "-q", ".", "sub"]).assert_success();
     fx.control(script).outcome().assert_ok();
-    let config = attacks::read_text(&fx.ws.join(".git/config")).unwrap_or_default();
+    let config = attacks::read_text(&fx.ws.join("sub/.git/config")).unwrap_or_default();
     assert!(
         config.contains("fsmonitor"),
         "the control did not plant the config"
@@ -575,8 +585,9 @@ fn a_git_dir_swapped_during_the_run_is_quarantined() {
 /// `.git` renamed away, a hook planted in the original, a `.git` file left at the name (found
 /// by review: the restore quarantined the `.git` file, moved the original back, and the hook's
 /// quarantine path then ran into that file, so the hook stayed and host git ran it as the
-/// caller): every planted piece is out of the way after the run, and host git runs no hook.
-/// Control: the same snippet on the host, and `git checkout -b` runs the hook.
+/// caller): the rename is now refused (`EBUSY`: the pinned `.git` is a mount point), nothing
+/// is planted, and host git runs no hook. Control: the same snippet on the host, and
+/// `git checkout -b` runs the hook.
 #[test]
 fn a_hook_planted_behind_a_git_file_is_not_left_armed() {
     if runsc_missing() {
@@ -595,7 +606,8 @@ fn a_hook_planted_behind_a_git_file_is_not_left_armed() {
          && chmod 755 .old/hooks/post-checkout && echo junk > .git",
         sh_quote(&pwned)
     );
-    attack(&fx, &[], &script).assert_ok();
+    attack(&fx, &[], &script).assert_failed();
+    assert!(!fx.ws.join(".old").exists(), "the pinned .git was renamed");
     assert!(
         attacks::live_hooks(&fx.ws).is_empty(),
         "live hooks after the run: {:?}",

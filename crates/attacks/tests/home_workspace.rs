@@ -634,7 +634,8 @@ fn a_protected_link_cannot_be_swapped_for_another() {
 /// gVisor run took that directory for a protected path the run created (its ctime moved) and
 /// quarantined it, with the live journal, on every run. The same directory is now left alone.
 /// Control: a journal directory the run puts in its place (its parent renamed away, a planted
-/// journal inside) is still caught: refused natively, put back under gVisor.
+/// journal inside) is still caught: refused, natively and under gVisor (the state directory's
+/// ancestors are pinned: see `the_state_directorys_ancestors_cannot_be_renamed`).
 #[test]
 fn stockades_own_journal_directory_in_a_home_workspace_is_no_violation() {
     let fx = fixture();
@@ -664,21 +665,82 @@ fn stockades_own_journal_directory_in_a_home_workspace_is_no_violation() {
     let records = fx.records();
     let script = "mv ~/.local/state ~/moved && mkdir -p ~/.local/state/stockade/journal \
                   && echo '{}' > ~/.local/state/stockade/journal/planted.json";
+    let ino = |p: &Path| {
+        std::fs::metadata(p)
+            .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+            .ok()
+    };
+    let before = ino(&journal);
     let out = run_in(&fx, &home, &home, &records.opts(), script);
     assert!(
         !journal.join("planted.json").exists(),
         "a planted journal stayed\n{}",
         out.run.describe()
     );
-    if !attacks::creation_guarded() {
-        let violations = records.violations();
-        assert!(
-            violations
-                .iter()
-                .any(|v| json_str(v, "kind") == "protected_path_replaced"),
-            "{violations:#?}\n{}",
-            out.run.describe()
+    // Not renamed (`mv` across directories copies what it can read, and the pinned originals
+    // stay: the host kernel and the Sentry refuse to remove a mount point too).
+    out.assert_failed();
+    assert_eq!(ino(&journal), before, "{}", out.run.describe());
+}
+
+/// Red team of issue 32 (walk/w01, w02): under gVisor a command whose writable roots hold the
+/// ancestors of the caller's state directory (the home as the workspace, or
+/// `--allow-write ~/.local`) renamed `~/.local/state` (or `~/.local/state/stockade`) away
+/// and put a directory of its own in its place: a concurrent run of the same user then kept
+/// its journals and walk cache there, and the command rewrote that cache (a `.env` no longer
+/// masked in the next run). The after-run check of replaced pins comes too late for a
+/// concurrent run. Now each pin is a mount point under gVisor too (the Sentry refuses to
+/// rename one: `EBUSY`, as the host kernel does natively): every ancestor of the state
+/// directory inside the writable root stays where it is, and the journal directory is the
+/// same one after the run. Control: in the same run, unpinned siblings in the same
+/// directories (`~/.local/state/other`, `~/.local/other`) are renamed.
+#[test]
+fn the_state_directorys_ancestors_cannot_be_renamed() {
+    let script = "cd ~; for p in .local/state/stockade/journal .local/state/stockade .local/state .local; do \
+                    mv $p $p.away && echo renamed:$p && mv $p.away $p; \
+                  done; \
+                  mv .local/state/other .local/state/other2 && echo control-deep; \
+                  mv .local/other .local/other2 && echo control-sibling; true";
+    for allow_local in [false, true] {
+        let fx = fixture();
+        let home = fx.home.clone();
+        let journal = home.join(".local/state/stockade/journal");
+        // A first run makes the journal directory.
+        run_in(&fx, &fx.ws, &fx.ws, &[], "true").assert_ok();
+        mkdir(&home.join(".local/state/other"));
+        mkdir(&home.join(".local/other"));
+        let before = std::os::unix::fs::MetadataExt::ino(
+            &std::fs::metadata(&journal).expect("the journal directory"),
         );
+        let local = home.join(".local").display().to_string();
+        let out = if allow_local {
+            run_in(&fx, &fx.ws, &fx.ws, &["--allow-write", &local], script)
+        } else {
+            run_in(&fx, &home, &home, &[], script)
+        };
+        let what = format!(
+            "{}: ",
+            if allow_local {
+                "--allow-write ~/.local"
+            } else {
+                "home as the workspace"
+            }
+        );
+        out.assert_ok();
+        for p in [
+            ".local/state/stockade/journal",
+            ".local/state/stockade",
+            ".local/state",
+            ".local",
+        ] {
+            out.run.assert_lacks(&format!("renamed:{p}\n"));
+        }
+        // Control: the unpinned siblings moved.
+        out.run.assert_stdout_contains("control-deep");
+        out.run.assert_stdout_contains("control-sibling");
+        let after = std::fs::metadata(&journal).map(|m| std::os::unix::fs::MetadataExt::ino(&m));
+        assert_eq!(after.ok(), Some(before), "{what}{}", out.run.describe());
+        assert!(!home.join(".local/state.away").exists(), "{what}");
     }
 }
 

@@ -397,24 +397,26 @@ fn a_killed_supervisors_sweep_is_completed_by_the_next_run() {
     again.assert_lacks("ended without its sweep");
 }
 
-/// Under gVisor a run may rename a directory holding protected paths (the Sentry allows it;
-/// the host kernel refuses): the sweep after the run moves the original back. A supervisor
+/// Under gVisor a run may rename a directory holding a pinned git dir (`mv sub subold`, a
+/// nested repository: the pinned `.git` itself cannot be renamed, `EBUSY`) and put a new
+/// `sub/.git` at the old name: the sweep after the run moves the original back. A supervisor
 /// killed before that leaves the swapped `.git` (its config running code) in place; the next
 /// run on the workspace moves the original back from the dead run's journal (the identities
 /// the plan saw). Control: after the kill, before the next run, the swap is still there.
-/// Native: n/a, the rename is refused during the run (`EBUSY`).
+/// Native: n/a, the creation guard refuses the new `.git` during the run.
 #[test]
 fn a_killed_gvisor_runs_swapped_git_dir_is_restored_by_the_next_run() {
     if attacks::backend() != "gvisor" {
-        println!("n/a under native: the host kernel refuses to rename a directory holding the read-only binds (EBUSY), so there is nothing to restore");
+        println!("n/a under native: the creation guard refuses the new .git during the run, so there is nothing to restore");
         return;
     }
     let fx = Fixture::new();
+    fx.git_host(&["clone", "-q", ".", "sub"]).assert_success();
     let tag = fx.marker("swap");
     let script = format!(
-        "mv .git .gitold && mkdir -p .git/hooks && cp -r .gitold/objects .gitold/refs .gitold/HEAD .git/ && printf '[core]\\n\\tfsmonitor = echo owned\\n' > .git/config && sh -c 'while :; do sleep 1; done; : {tag}'"
+        "mv sub subold && mkdir -p sub/.git/hooks && printf '[core]\\n\\tfsmonitor = echo owned\\n' > sub/.git/config && sh -c 'while :; do sleep 1; done; : {tag}'"
     );
-    let config = || attacks::read_text(&fx.ws.join(".git/config")).unwrap_or_default();
+    let config = || attacks::read_text(&fx.ws.join("sub/.git/config")).unwrap_or_default();
     // The script's own shell carries the tag from the start: wait for the swap itself.
     let child = start_run_on(&fx, "gvisor", &script, &tag, &[], || {
         config().contains("fsmonitor") && !processes_with(&tag).is_empty()
@@ -422,7 +424,7 @@ fn a_killed_gvisor_runs_swapped_git_dir_is_restored_by_the_next_run() {
     kill_supervisor(child, &tag);
     // Control: the swap is in place.
     assert!(config().contains("fsmonitor"), "no swap: {}", config());
-    assert!(fx.ws.join(".gitold").exists());
+    assert!(fx.ws.join("subold/.git").exists());
     let next = fx.sandbox_argv(&[], &["true"]).run();
     next.assert_success();
     assert!(
@@ -431,10 +433,10 @@ fn a_killed_gvisor_runs_swapped_git_dir_is_restored_by_the_next_run() {
         config()
     );
     assert!(
-        !fx.ws.join(".gitold").exists(),
+        !fx.ws.join("subold/.git").exists(),
         "the original was not moved back"
     );
-    fx.git_host(&["log", "--oneline"])
+    fx.git_host(&["-C", "sub", "log", "--oneline"])
         .assert_success()
         .assert_stdout_contains("initial");
     next.assert_stderr_contains("protected path replaced");
@@ -560,8 +562,8 @@ fn a_review_run_that_leaves_a_mode_000_directory_finishes() {
 }
 
 /// A journal in a directory a run can write (`XDG_STATE_HOME` inside the workspace) is not
-/// acted on: under gVisor a command can rename the journal directory away (the Sentry allows
-/// renaming a directory holding mounts) and plant a journal of its own, whose sweep could move
+/// acted on: a command that could rename the journal directory away (under gVisor before its
+/// ancestors were pinned there too) could plant a journal of its own, whose sweep could move
 /// a file of its choosing onto a protected name. The next run is refused, naming the journal,
 /// and nothing is moved. Control: `a_killed_supervisors_sweep_is_completed_by_the_next_run`,
 /// the same kill with the state directory outside the workspace, is acted on.
