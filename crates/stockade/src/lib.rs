@@ -690,7 +690,15 @@ pub fn run_with_io(
         review_stage::mask_store(policy, request, &mut resolved.spec)?;
         journal::prepare(request, &mut resolved.spec)?;
         let review = tracing::debug_span!("review")
-            .in_scope(|| review_stage::prepare(policy, request, &mut resolved.spec, &id))?;
+            .in_scope(|| {
+                review_stage::prepare(
+                    policy,
+                    request,
+                    &mut resolved.spec,
+                    &resolved.watch.sweep.links,
+                    &id,
+                )
+            })?;
         let spec = &resolved.spec;
         refuse_policy_file_in_writable_root(request, &spec.writable_roots)?;
         // Before the first audit event: a log in a writable root is never written.

@@ -165,6 +165,7 @@ pub(crate) fn prepare(
     policy: &policy::Policy,
     request: &RunRequest,
     spec: &mut sandbox::Spec,
+    links: &std::collections::BTreeMap<std::path::PathBuf, workspace::ProtectedLink>,
     run_id: &str,
 ) -> Result<Option<Stage>, Error> {
     let mode = policy.workspace_mode;
@@ -249,6 +250,16 @@ pub(crate) fn prepare(
     // what they refuse is flagged `protected` (by `finish`, `changes` and `apply`) whether or
     // not the run mediated its creations (see `native::plan::creations`).
     run.record_guard(guard_rules(spec))?;
+    // What a direct run's sweep checks after the run, which never sweeps a view's upper:
+    // the `deny_write` globs the guard cannot express, and where each protected symbolic
+    // link leads (existing or dangling): what the run makes there is flagged `protected`.
+    run.record_checks(workspace::changes::RecordedChecks {
+        sweep_only: spec.guard_sweep_only.clone(),
+        link_targets: workspace::changes::link_targets(
+            &workspace,
+            links.keys().chain(&meta.protected),
+        ),
+    })?;
     Ok(Some(Stage {
         run: Some(run),
         mode,

@@ -86,6 +86,15 @@ impl RunDir {
         let assembled: HashMap<PathBuf, Flag> = git_assembly(root.as_fd(), &ws, &selected)
             .into_iter()
             .collect();
+        // The protected links of the workspace as it is now (the host may have made or
+        // changed one since the run): an entry that would become what one leads to is held.
+        let links_now = super::recorded::links_now(
+            &ws,
+            &self.meta.protected,
+            &self.meta.guard,
+            self.meta.checks.as_ref(),
+            &selected,
+        );
         let flagged: Vec<(PathBuf, Vec<Flag>)> = selected
             .iter()
             .filter(|e| !opts.accept_flagged && !accept.iter().any(|a| covers(a, &e.path)))
@@ -94,6 +103,17 @@ impl RunDir {
                 if let Some(f) = assembled.get(&e.path) {
                     if !flags.iter().any(|g| g.code == f.code) {
                         flags.push(f.clone());
+                    }
+                }
+                if !flags.iter().any(|g| g.code == "protected") {
+                    let absolute = ws.join(&e.path);
+                    if let Some(reason) =
+                        super::recorded::link_target_refusal(&links_now, &absolute, e)
+                    {
+                        flags.push(Flag {
+                            code: "protected",
+                            reason: format!("now, in the workspace: {reason}"),
+                        });
                     }
                 }
                 (e.path.clone(), flags)

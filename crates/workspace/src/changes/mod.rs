@@ -95,6 +95,7 @@ mod import;
 pub use import::bound_reached;
 mod pathser;
 mod read;
+mod recorded;
 mod remove;
 mod run;
 mod select;
@@ -106,6 +107,7 @@ pub use copyable::{not_copyable, not_copyable_cached};
 pub use diff::FileStat;
 pub use error::ChangesError;
 pub use flags::{FlagRules, DEFAULT_SIZE_THRESHOLD};
+pub use recorded::{leads_to, link_targets, LinkTarget, RecordedChecks};
 pub use run::RunDir;
 pub use store::{RunSummary, Store};
 
@@ -171,6 +173,11 @@ pub struct RunMeta {
     /// creation (issue 32) relies on this for what the guard would have refused during it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub guard: Vec<GuardRule>,
+    /// What a direct run's sweep checks that a view's upper is flagged by instead (issue 32):
+    /// sweep-only `deny_write` globs, protected links' targets. `None` in a change set made
+    /// before they were recorded: everything it would write is flagged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checks: Option<RecordedChecks>,
     /// Set by [`RunDir::finish`].
     pub finished: Option<Finished>,
     /// Entries applied (or, for entries never applied such as fifos, dismissed), relative
@@ -215,6 +222,7 @@ impl RunMeta {
             protected: protected.to_vec(),
             masked: masked.to_vec(),
             guard: Vec::new(),
+            checks: Some(RecordedChecks::default()),
             finished: None,
             applied: Vec::new(),
             workspace_ino: None,

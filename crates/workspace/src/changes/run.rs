@@ -16,6 +16,7 @@ use rustix::io::Errno;
 use super::flags::flags_of;
 use super::pathser::LogLine;
 use super::read::{self, Layers, Marks};
+use super::recorded;
 use super::remove::remove_run;
 use super::{
     now_ns, Change, ChangeSet, ChangesError, FlagRules, Recorded, RunMeta, FORMAT, OLDEST_FORMAT,
@@ -371,6 +372,36 @@ impl RunDir {
 
     /// The change shown for a recorded entry.
     pub(crate) fn change(&self, rec: &Recorded, rules: &FlagRules) -> Change {
+        let mut flags = flags_of(
+            rec,
+            rules,
+            &self.meta.workspace,
+            &self.meta.protected,
+            &self.meta.masked,
+            &self.meta.guard,
+        );
+        if !flags.iter().any(|f| f.code == "protected") {
+            let absolute = self.meta.workspace.join(&rec.path);
+            let why = match &self.meta.checks {
+                Some(c) => recorded::sweep_only_refusal(
+                    &c.sweep_only,
+                    &self.meta.workspace,
+                    &absolute,
+                    rec,
+                )
+                .or_else(|| recorded::link_target_refusal(&c.link_targets, &absolute, rec)),
+                None => recorded::predates(rec),
+            };
+            if let Some(reason) = why {
+                flags.insert(
+                    0,
+                    super::Flag {
+                        code: "protected",
+                        reason,
+                    },
+                );
+            }
+        }
         Change {
             path: rec.path.clone(),
             kind: rec.kind,
@@ -378,14 +409,7 @@ impl RunDir {
             mode: rec.mode,
             size: rec.size,
             symlink_target: rec.symlink_target.clone(),
-            flags: flags_of(
-                rec,
-                rules,
-                &self.meta.workspace,
-                &self.meta.protected,
-                &self.meta.masked,
-                &self.meta.guard,
-            ),
+            flags,
         }
     }
 
@@ -437,6 +461,14 @@ impl RunDir {
     pub fn record_guard(&mut self, guard: Vec<super::GuardRule>) -> Result<(), ChangesError> {
         self.check_live()?;
         self.meta.guard = guard;
+        self.write_meta()
+    }
+
+    /// Records what the change set is flagged by instead of a direct run's sweep
+    /// ([`RunMeta::checks`]), before the run.
+    pub fn record_checks(&mut self, checks: super::RecordedChecks) -> Result<(), ChangesError> {
+        self.check_live()?;
+        self.meta.checks = Some(checks);
         self.write_meta()
     }
 
