@@ -88,6 +88,9 @@ impl Scan {
         host: &dyn HostView,
         cache: Option<&mut crate::walk_cache::WalkCache>,
     ) -> Result<Scan, ScanError> {
+        // The scan's passes ask about the same paths more than once: each is asked once.
+        let remembering = crate::host::Remembering::new(host);
+        let host: &dyn HostView = &remembering;
         let writable_roots = writable_roots(policy, place, host)?;
         let ctx = PathContext {
             home: place.home.clone(),
