@@ -470,6 +470,8 @@ fn run(args: RunArgs) -> Result<u8, Error> {
         Some(s) => vec!["/bin/sh".to_string(), "-c".to_string(), s],
         None => args.argv,
     };
+    // The stages before the run are spans too (`STOCKADE_LOG=debug`), as the run's own.
+    let loading = tracing::debug_span!("policy").entered();
     let prepared = resolve_sources(&args.policy).and_then(|(mut policy, sources, overrides)| {
         let request = match &guarded {
             Some((shell, argv)) => guard_command::guarded_request(
@@ -483,6 +485,7 @@ fn run(args: RunArgs) -> Result<u8, Error> {
         default_policy::check_reach(&mut policy, &request, &sources)?;
         Ok((policy, request, sources, overrides))
     });
+    drop(loading);
     let (policy, mut request, sources, overrides) = match prepared {
         Ok(p) => p,
         Err(e) => {
@@ -502,7 +505,8 @@ fn run(args: RunArgs) -> Result<u8, Error> {
     request.audit = args.record.audit;
     request.policy_file = args.policy.policy.clone();
     // A `[[commands]]` entry for this program: its grants, or the run outside the sandbox.
-    let matched = stockade::match_command(&policy, &request)?;
+    let matched =
+        tracing::debug_span!("commands").in_scope(|| stockade::match_command(&policy, &request))?;
     let policy = match &matched {
         Some(m) if m.rule.excluded => {
             stockade::check_trust(&request)?;

@@ -630,6 +630,7 @@ pub fn run_with_io(
     // Each stage is a span (`STOCKADE_LOG=debug` prints them with their timings); all on
     // this side of the fork: nothing in the sandbox's processes logs or allocates for it.
     let _run = tracing::debug_span!("run", id = %id).entered();
+    let open = tracing::debug_span!("open").entered();
     // The directories of the report and the audit log are resolved and held before anything
     // runs, and refused when the command could write them (after planning, below).
     let mut audit = AuditLog::open(request.audit.as_deref(), &id)?;
@@ -641,6 +642,7 @@ pub fn run_with_io(
     let chosen = claude_login::choose(policy, &request.invocation.env, &request.invocation.home)?;
     let policy = chosen.as_ref().unwrap_or(policy);
     let digest = policy::digest(policy);
+    drop(open);
     let mut recovered: Vec<RecoveredSweep> = Vec::new();
     let mut recovered_audited = false;
     let result = (|| {
@@ -663,10 +665,12 @@ pub fn run_with_io(
         // First: nothing of an unapproved workspace configuration is acted on.
         tracing::debug_span!("trust").in_scope(|| check_trust(request))?;
         // A preset's state directories, made when missing (the spec needs them to exist).
+        let state = tracing::debug_span!("state").entered();
         created_roots::make(policy, &request.invocation.home)?;
         // The spec, once: every later stage reads it, none computes it again.
         // A credential's source file is hidden from the command, as any other secret.
         let hidden = credentials::file_source_masks(&policy.credentials, &request.invocation.home)?;
+        drop(state);
         let with_hidden;
         let spec_policy = if hidden.is_empty() {
             policy
@@ -687,8 +691,10 @@ pub fn run_with_io(
         };
         // The change store is never the command's; a review run gets its change directory
         // (removed again if the run does not start).
-        review_stage::mask_store(policy, request, &mut resolved.spec)?;
-        journal::prepare(request, &mut resolved.spec)?;
+        tracing::debug_span!("stores").in_scope(|| {
+            review_stage::mask_store(policy, request, &mut resolved.spec)?;
+            journal::prepare(request, &mut resolved.spec)
+        })?;
         let review = tracing::debug_span!("review")
             .in_scope(|| {
                 review_stage::prepare(
@@ -700,6 +706,7 @@ pub fn run_with_io(
                 )
             })?;
         let spec = &resolved.spec;
+        let audit_start = tracing::debug_span!("audit_start").entered();
         refuse_policy_file_in_writable_root(request, &spec.writable_roots)?;
         // Before the first audit event: a log in a writable root is never written.
         audit.refuse_inside(&spec.writable_roots)?;
@@ -717,6 +724,7 @@ pub fn run_with_io(
         if let Some(m) = &request.command_rule {
             audit.event(&AuditEvent::CommandRule(m))?;
         }
+        drop(audit_start);
         // Mode proxy: the backend hands over a listener in the sandbox's network, and the
         // proxy serves it from here under the policy's rules.
         let proxy = std::sync::Arc::new(std::sync::Mutex::new(None));
@@ -741,13 +749,40 @@ pub fn run_with_io(
         };
         // Written before the command can start, removed once its sweep has completed: a
         // supervisor killed in between leaves it for the next run on the workspace.
-        let begin_journal = || journal::begin(request, policy, &resolved, &id, launched_at, held);
+        let run_span = tracing::Span::current();
+        let begin_journal = || {
+            tracing::debug_span!(parent: &run_span, "journal")
+                .in_scope(|| journal::begin(request, policy, &resolved, &id, launched_at, held))
+        };
         let journal;
         let (launched, plan, fallback) = match policy.backend {
             policy::BackendName::Native => {
                 let backend = native::Native;
-                let plan = tracing::debug_span!("plan").in_scope(|| backend.plan(spec))?;
-                journal = begin_journal()?;
+                // The journal is written and synced on a thread of its own while the plan is
+                // lowered (its `fdatasync` is the larger part of its cost): both are done
+                // before the launch, so the command starts only once the journal is durable,
+                // as when they ran one after the other. A plan that fails removes it again.
+                let (plan, written) = std::thread::scope(|s| {
+                    let writer = s.spawn(begin_journal);
+                    let plan = tracing::debug_span!("plan").in_scope(|| backend.plan(spec));
+                    (plan, writer.join())
+                });
+                let written = written.unwrap_or_else(|_| {
+                    Err(Error::Io {
+                        what: "write the run journal".into(),
+                        cause: std::io::Error::other("the journal's writer panicked"),
+                    })
+                });
+                let plan = match plan {
+                    Ok(plan) => plan,
+                    Err(e) => {
+                        if let Ok(Some(j)) = written {
+                            j.done();
+                        }
+                        return Err(e.into());
+                    }
+                };
+                journal = written?;
                 let io = native::Io {
                     run: io,
                     options: request.options,
