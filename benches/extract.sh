@@ -7,11 +7,24 @@
 #
 #   bash benches/extract.sh [stockade binary ...]   # default: cargo build --release -p stockade-cli
 #
+# On tmpfs each stockade row also gets its extra cost per file over bwrap as a ratio to the
+# floor (benches/notif_floor.sh: a notification whose open the supervisor makes, extra over a
+# bare open), measured in the same run just before and just after the tmpfs rows. The
+# environment:
+#   RUNS (10), DISK_RUNS (RUNS)  runs per row;  FLOOR_RUNS (9) runs per floor row
+#   FS="tmpfs disk"              which filesystems (FS=tmpfs: the extraction on tmpfs only)
+#   ROUNDS (1)                   repeat floor + tmpfs rows, every other round in reverse order
+#   FLOOR=0                      no floor (and no ratio to it)
+#
 # Run as root (the tmpfs is mounted for the run). Not a test: nothing here asserts a time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${RUNS:-10}"
 disk_runs="${DISK_RUNS:-$runs}"
+floor_runs="${FLOOR_RUNS:-9}"
+filesystems="${FS:-tmpfs disk}"
+rounds="${ROUNDS:-1}"
+floor="${FLOOR:-1}"
 command -v hyperfine >/dev/null && command -v bwrap >/dev/null || {
   echo "benches/extract.sh: needs hyperfine and bwrap" >&2
   exit 1
@@ -41,24 +54,63 @@ tar -cf "$base/tree.tar" -C "$base/src" tree
 cat >"$base/x.sh" <<SH
 d=\$(mktemp -d -p "\$1") && tar -xf "$base/tree.tar" -C "\$d" && rm -rf "\$d"
 SH
-for fs in tmpfs disk; do
-  ws="$base/$fs"
-  args=(-n "bare, $fs" "sh $base/x.sh $ws"
-    -n "bwrap, $fs" "bwrap --unshare-all --uid 1000 --gid 1000 --ro-bind / / --bind $ws $ws --dev /dev --proc /proc sh $base/x.sh $ws")
-  for bin in "$@"; do
-    args+=(-n "stockade $(basename "$bin"), $fs" "$bin run --workspace $ws -- sh $base/x.sh $ws")
+floor() { # "<mode> <sync> <µs>" lines for the floor's rows, once
+  RUNS=$floor_runs bash benches/notif_floor.sh --raw >>"$base/floor.$1"
+}
+for round in $(seq "$rounds"); do
+  for fs in $filesystems; do
+    [ "$fs" = disk ] && [ "$round" -gt 1 ] && continue
+    ws="$base/$fs"
+    rows=("bwrap, $fs" "bwrap --unshare-all --uid 1000 --gid 1000 --ro-bind / / --bind $ws $ws --dev /dev --proc /proc sh $base/x.sh $ws")
+    [ "$round" = 1 ] && rows=("bare, $fs" "sh $base/x.sh $ws" "${rows[@]}")
+    for bin in "$@"; do
+      rows+=("stockade $(basename "$(dirname "$bin")")/$(basename "$bin"), $fs" "$bin run --workspace $ws -- sh $base/x.sh $ws")
+    done
+    args=()
+    for ((i = 0; i < ${#rows[@]}; i += 2)); do
+      # Every other round the other way round: a drift in the machine's load favours neither.
+      if ((round % 2 == 0)); then
+        args=(-n "${rows[i]}" "${rows[i + 1]}" "${args[@]}")
+      else
+        args+=(-n "${rows[i]}" "${rows[i + 1]}")
+      fi
+    done
+    n=$runs; [ "$fs" = disk ] && n=$disk_runs
+    [ "$fs" = tmpfs ] && [ "$floor" = 1 ] && floor "$round"
+    hyperfine -N --warmup 1 --runs "$n" --export-json "$base/$fs.$round.json" "${args[@]}" >&2
+    [ "$fs" = tmpfs ] && [ "$floor" = 1 ] && floor "$round"
   done
-  n=$runs; [ "$fs" = disk ] && n=$disk_runs
-  hyperfine -N --warmup 1 --runs "$n" --export-json "$base/$fs.json" "${args[@]}" >&2
 done
-python3 - "$base/tmpfs.json" "$base/disk.json" <<'PY'
-import json, sys
-print("| command | median (s) | σ (s) | ratio to bwrap | extra per file vs bwrap (µs) |")
-print("|---|---:|---:|---:|---:|")
-for f in sys.argv[1:]:
-    rows = json.load(open(f))["results"]
-    bw = next(r for r in rows if r["command"].startswith("bwrap"))["median"]
-    for r in rows:
-        m = r["median"]
-        print(f"| {r['command']} | {m:.3f} | {r['stddev']:.3f} | {m / bw:.2f}× | {(m - bw) / 20000 * 1e6:+.0f} |")
+python3 - "$base" "$rounds" "$floor" $filesystems <<'PY'
+import json, os, statistics, sys
+base, rounds, floor, filesystems = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4:]
+def floor_of(r):
+    """(extra of mode 2 over bare, extra of mode 2 with SYNC_WAKE_UP, extra of mode 3) in µs:
+    medians of the floor's runs before and after the tmpfs rows of round r."""
+    rows = {}
+    for line in open(os.path.join(base, f"floor.{r}")):
+        mode, sync, us = line.split()
+        rows.setdefault((mode, sync), []).append(float(us))
+    m = {k: statistics.median(v) for k, v in rows.items()}
+    bare = m[("0", "0")]
+    return m[("2", "0")] - bare, m[("2", "1")] - bare, m[("3", "1")] - bare
+print("| round | command | median (s) | σ (s) | ratio to bwrap | extra per file vs bwrap (µs) | ratio to the floor (SYNC_WAKE_UP floor) |")
+print("|---|---|---:|---:|---:|---:|---:|")
+for fs in filesystems:
+    for r in range(1, rounds + 1):
+        path = os.path.join(base, f"{fs}.{r}.json")
+        if not os.path.exists(path):
+            continue
+        rows = json.load(open(path))["results"]
+        bw = next(x for x in rows if x["command"].startswith("bwrap"))["median"]
+        fl = floor_of(r) if floor and fs == "tmpfs" else None
+        for x in rows:
+            m = x["median"]
+            extra = (m - bw) / 20000 * 1e6
+            ratio = ""
+            if fl and x["command"].startswith("stockade"):
+                ratio = f"{extra / fl[0]:.2f}× ({extra / fl[1]:.2f}× SYNC)"
+            print(f"| {r} | {x['command']} | {m:.3f} | {x['stddev']:.3f} | {m / bw:.2f}× | {extra:+.0f} | {ratio} |")
+        if fl:
+            print(f"| {r} | floor (notif_floor.sh, extra over bare: open by the supervisor; with SYNC_WAKE_UP; process_vm_readv + ID_VALID, SYNC) | | | | {fl[0]:+.0f}; {fl[1]:+.0f}; {fl[2]:+.0f} | 1.00× |")
 PY
