@@ -129,7 +129,10 @@ pub fn link_targets<'a>(
 
 /// The protected links of the workspace as it is now, for `apply`: the recorded ones, the
 /// exact protected paths and creation-guard bases, and each guard pattern's tail in the
-/// workspace's top directory and in every directory above an entry to be written.
+/// workspace's top directory and in every directory above an entry to be written that the
+/// host has. Not looked for: a link the host made since the run in another directory (say
+/// `other/.envrc -> ../cfg.toml`), or one matching a sweep-only glob, which would take a
+/// walk of the workspace.
 pub fn links_now(
     workspace: &Path,
     protected: &[PathBuf],
@@ -153,6 +156,10 @@ pub fn links_now(
     }
     dirs.sort();
     dirs.dedup();
+    // A link is looked for only in directories the host has now (those the change set
+    // makes hold none of the host's yet): an extraction's thousands of new directories cost
+    // one `lstat` each, not one per pattern.
+    dirs.retain(|d| std::fs::symlink_metadata(d).is_ok_and(|m| m.is_dir()));
     for g in guard {
         if g.tail.is_empty() {
             candidates.push(g.base.clone());
