@@ -356,6 +356,9 @@ impl Scan {
             git_indexes,
             links: BTreeMap::new(),
             own: BTreeMap::new(),
+            closed: (found.unlisted.iter())
+                .filter_map(|p| host.stat(p).map(|e| (p.clone(), (e.dev, e.ino))))
+                .collect(),
         };
         // What each protected symbolic link holds and where it leads: under gVisor nothing
         // refuses `rm .envrc; ln -s evil .envrc` during the run (the kind stays a link).
@@ -411,6 +414,10 @@ pub struct SweepPlan {
     /// from the command, so the same directory after the run is not one the run created,
     /// whatever its ctime ([`crate::sweep::guard_after_run`]). One replaced is still caught.
     pub own: BTreeMap<PathBuf, (u64, u64)>,
+    /// Directories the planner could not list, masked whole from the command
+    /// (the walk's `closed_to_planner`), with their device and inode: what the same
+    /// directory holds after the run is not the command's (it saw an empty mask).
+    pub closed: BTreeMap<PathBuf, (u64, u64)>,
 }
 
 /// A protected symbolic link as the run found it (see [`SweepPlan::links`]).

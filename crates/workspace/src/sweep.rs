@@ -276,6 +276,18 @@ fn closed_since_before(
     settled && !searchable
 }
 
+/// Whether `path` lies inside a directory the planner could not list and masked whole
+/// (`SweepPlan::closed`), still the same directory: the command saw only the mask, so what
+/// it holds is not the command's (a directory of that name made in its place is checked).
+fn in_closed(run: &Resolved, host: &dyn HostView, path: &Path) -> bool {
+    (run.watch.sweep.closed.iter()).any(|(dir, id)| {
+        path != dir
+            && is_within(path, dir)
+            && host.lstat_kind(dir) == Some(Kind::Dir)
+            && host.stat(dir).is_some_and(|e| (e.dev, e.ino) == *id)
+    })
+}
+
 /// Quarantines the directory `dir` the sweep could not look into, saying why.
 fn uninspectable(root: &Path, dir: &Path, why: &std::io::Error, run_id: &str) -> Violation {
     let mut v = quarantine(root, dir, run_id, UNINSPECTABLE_DIRECTORY);
@@ -318,6 +330,7 @@ fn sweep_inspecting(
                 if globs.is_protected(path, kind)
                     && run.watch.sweep.existing.get(path) != Some(&kind)
                     && !ours.iter().any(|o| is_within(path, o))
+                    && !in_closed(run, host, path)
                 {
                     found.push(path.to_path_buf());
                 } else if kind == Kind::Symlink {

@@ -229,6 +229,8 @@ pub(crate) struct Matches {
     pub(crate) git_dirs: Vec<PathBuf>,
     /// Directories git accepts as git dirs that hold a config, hooks or a commondir.
     pub(crate) accepted_git_dirs: Vec<PathBuf>,
+    /// Directories the planner could not list that a command could enter (masked whole).
+    pub(crate) unlisted: Vec<PathBuf>,
     pub(crate) globs: DenyGlobs,
 }
 
@@ -277,6 +279,7 @@ impl Matches {
             git_files: Vec::new(),
             git_dirs: Vec::new(),
             accepted_git_dirs: Vec::new(),
+            unlisted: Vec::new(),
             globs: DenyGlobs::new(read_globs.iter().copied(), write_globs.iter().copied())?,
         };
         // Walk every distinct glob base once (writable roots are the bases of the relative
@@ -341,9 +344,21 @@ impl Matches {
                         }
                     }
                 },
-                &mut |_, _| {},
+                &mut |dir, e| {
+                    if closed_to_planner(dir, &e, roots) {
+                        m.unlisted.push(dir.to_path_buf());
+                    }
+                },
             )?;
             walked.push(base);
+        }
+        // A directory the planner could not list, that a command could enter (it can
+        // `chmod` it back open, or search it for names it knows): masked whole, unreadable
+        // and unwritable, since nothing in it was checked.
+        for d in std::mem::take(&mut m.unlisted) {
+            m.deny_read.push(d.clone());
+            m.deny_write.push(d.clone());
+            m.unlisted.push(d);
         }
         // What was not reached (removed, or below a changed directory) is dropped.
         stamps.prior = None;
@@ -367,8 +382,10 @@ impl Matches {
 ///
 /// The sweep's walk ([`Stamps::SkipUnchanged`]) hands every directory it could not list to
 /// `unlisted`, with the reason: what it holds was not seen, and the caller must say so (a
-/// directory the run made unreadable is not an empty one). The planner's walk lists what the
-/// caller can; a directory it could not list has no stamp, so the sweep lists it again.
+/// directory the run made unreadable is not an empty one). The planner's walk
+/// ([`Stamps::Record`]) hands them to `unlisted` too (its caller masks what a command could
+/// reach into: [`closed_to_planner`]); such a directory has no stamp, is never recorded, and
+/// the sweep and the next run list it again.
 pub fn walk(
     host: &dyn HostView,
     root: &Path,
@@ -407,7 +424,18 @@ pub fn walk(
         let (stamp, entries) = match &mut stamps {
             Stamps::Record(rec) => {
                 rec.listed += 1;
-                host.list_dir_stamped(&dir)
+                match host.list_dir_stamped(&dir) {
+                    // No stamp: not listed (a real host), or a fake host's listing: ask again
+                    // why (a directory it cannot list is handed to `unlisted`, never recorded).
+                    (None, _) => match host.try_list_dir(&dir) {
+                        Ok(entries) => (None, entries),
+                        Err(e) => {
+                            unlisted(&dir, e);
+                            continue;
+                        }
+                    },
+                    listed => listed,
+                }
             }
             Stamps::SkipUnchanged(_) => match host.try_list_dir(&dir) {
                 Ok(entries) => (None, entries),
@@ -460,6 +488,31 @@ pub fn walk(
         }
     }
     Ok(())
+}
+
+/// Whether a directory the planner's walk could not list (`e`) is one a command could enter:
+/// refused by permission (not removed meanwhile), and either searchable by the caller (a
+/// command reaches the names it knows: `chmod 311`) or the caller's own in a writable root
+/// (a command `chmod`s it open: `chmod 000` in run 1, `chmod 755` in run 2). A directory of
+/// another user the caller cannot search, or its own outside the writable roots (read-only
+/// to a command), stays closed to a command as it is to the planner. Root lists everything
+/// (`CAP_DAC_READ_SEARCH`).
+fn closed_to_planner(dir: &Path, e: &std::io::Error, roots: &[PathBuf]) -> bool {
+    if !crate::beneath::is_denied(e) {
+        return false;
+    }
+    let searchable = rustix::fs::accessat(
+        rustix::fs::CWD,
+        dir,
+        rustix::fs::Access::EXEC_OK,
+        rustix::fs::AtFlags::EACCESS,
+    )
+    .is_ok();
+    let own = rustix::fs::lstat(dir).is_ok_and(|st| {
+        let euid = rustix::process::geteuid();
+        euid.is_root() || st.st_uid == euid.as_raw()
+    });
+    searchable || (own && roots.iter().any(|r| is_within(dir, r)))
 }
 
 fn names(path: &Path) -> impl DoubleEndedIterator<Item = &[u8]> + Clone {
