@@ -157,6 +157,84 @@ fn killing_the_supervisor_ends_every_process_in_the_sandbox() {
     );
 }
 
+/// A kill of the caller's whole process group (a shell's job control, `timeout`,
+/// `kill -- -PGID`) takes the supervisor with SIGKILL: the cgroup reaper is in a group of its
+/// own, so it survives and removes the run's groups, and the sandbox ends with the supervisor.
+/// Control: a plain process put in the same group dies with the same kill.
+#[test]
+fn killing_the_callers_process_group_leaves_no_cgroup() {
+    use std::os::unix::process::CommandExt;
+    let fx = Fixture::new();
+    let tag = fx.marker("pgkill");
+    let script = format!("sh -c 'while :; do sleep 1; done; : {tag}'");
+    let mut cmd = Command::new(stockade_bin());
+    cmd.args(["run", "--workspace"])
+        .arg(&fx.ws)
+        .args(["--shell", &script])
+        .process_group(0);
+    let child = spawn(cmd, &fx);
+    let pid = child.id();
+    let mut child = started(
+        child,
+        &tag,
+        // The supervisor, its init and the shell inside (and the reaper where there are
+        // groups) carry the tag.
+        || processes_with(&tag).len() >= 3 && (!attacks::is_root() || !run_groups(pid).is_empty()),
+        Duration::from_secs(15),
+    );
+    let pgid = child.id() as i32;
+    let groups = run_groups(child.id());
+    // The reaper (a child of the supervisor named stockade-reaper, only where the run has
+    // groups) is outside the caller's group.
+    let reaper = descendants(child.id()).into_iter().find(|p| {
+        std::fs::read_to_string(format!("/proc/{p}/comm"))
+            .is_ok_and(|c| c.trim() == "stockade-reaper")
+    });
+    // Control: a plain process in the same group.
+    let mut bystander = Command::new("/bin/sh");
+    bystander
+        .arg("-c")
+        .arg(format!("while :; do sleep 1; done; : {tag}-bystander"))
+        .process_group(pgid);
+    let mut bystander = spawn(bystander, &fx);
+    if attacks::is_root() {
+        assert!(
+            !groups.is_empty(),
+            "no cgroup of the run found while it ran"
+        );
+        let reaper = reaper.expect("no reaper for a run with groups");
+        // SAFETY: getpgid only reads.
+        let its = unsafe { libc::getpgid(reaper as i32) };
+        assert!(
+            its > 0 && its != pgid,
+            "the reaper is in the caller's group {pgid} ({its})"
+        );
+    }
+    // SAFETY: kill with a negative pid only sends a signal to that group.
+    let sent = unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    assert_eq!(sent, 0, "kill -KILL -{pgid}");
+    let _ = child.wait();
+    let bystander_pid = bystander.id();
+    let bystander_gone = wait_until(|| !alive(bystander_pid), Duration::from_secs(2));
+    let gone = wait_until(
+        || processes_with(&tag).is_empty() && run_groups(child.id()).is_empty(),
+        Duration::from_secs(2),
+    );
+    let left = processes_with(&tag);
+    let left_groups = run_groups(child.id());
+    let _ = bystander.kill();
+    let _ = bystander.wait();
+    kill_all(&tag);
+    assert!(
+        bystander_gone,
+        "control: the group's kill did not reach a plain process in it"
+    );
+    assert!(
+        gone,
+        "after SIGKILL of the caller's process group, left: processes {left:?}, cgroups {left_groups:?}"
+    );
+}
+
 #[test]
 fn background_processes_end_with_the_command() {
     let fx = Fixture::new();
