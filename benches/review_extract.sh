@@ -95,7 +95,6 @@ for fs in $filesystems; do
   n=$runs
   [ "$fs" = disk ] && n=$disk_runs
   hyperfine -N --warmup 1 --runs "$n" --export-json "$base/$fs.json" "${args[@]}" >&2
-  cp "$base/$fs.json" "/var/tmp/review_extract.$fs.json"
 done
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg); $(date -u +%FT%TZ)"
 python3 - "$base" $filesystems <<'PY'
