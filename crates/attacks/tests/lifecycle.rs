@@ -833,3 +833,36 @@ fn a_journal_acts_only_where_the_run_that_finds_it_may_write() {
         next.describe()
     );
 }
+
+/// The command starts only once its run's journal is durable (issue 32, item 3: the journal is
+/// written on a thread of its own while the sandbox is set up, and the init forks the command
+/// only when told it is): a journal that cannot be written (here a file size limit, `ulimit
+/// -f`, under which its write fails with EFBIG) refuses the run before the command does
+/// anything, so no run goes unrecorded for the sweep a killed supervisor leaves to the next
+/// run. Control: the same run without the limit runs the command.
+#[test]
+fn the_command_waits_for_its_journal() {
+    let fx = Fixture::new();
+    let ran = fx.ws.join("ran");
+    let script = |limit: &str| {
+        format!(
+            "trap '' XFSZ; {limit} exec {} run --workspace {} -- sh -c ': > ran'",
+            attacks::sh_quote(stockade_bin()),
+            attacks::sh_quote(&fx.ws)
+        )
+    };
+    // The journal directory exists (made by a first run), so the journal is attempted.
+    fx.host(&script("")).run().assert_success();
+    std::fs::remove_file(&ran).expect("the first run ran");
+    let limited = fx.host(&script("ulimit -f 4;")).run();
+    assert_ne!(limited.code(), 0, "{}", limited.describe());
+    limited.assert_stderr_contains("journal");
+    assert!(
+        !ran.exists(),
+        "the command ran before its journal was written\n{}",
+        limited.describe()
+    );
+    // Control: without the limit the same run runs its command.
+    fx.host(&script("")).run().assert_success();
+    assert!(ran.exists(), "control: the command did not run");
+}

@@ -2,7 +2,7 @@
 
 use std::net::TcpListener;
 
-use crate::{launch_with, Options, Outcome, Plan, RealHost, RunError};
+use crate::{Options, Outcome, Plan, RealHost, RunError};
 
 /// Namespaces, mounts, Landlock and seccomp, built in-process.
 #[derive(Debug, Default, Clone, Copy)]
@@ -12,6 +12,11 @@ pub struct Native;
 /// namespace (mode proxy), from the caller's side.
 pub type StartProxy = Box<dyn FnMut(TcpListener) -> Result<(), String> + Send>;
 
+/// What the command's start waits for, once the sandbox is set up (the init sets it up
+/// meanwhile): what the caller prepares beside the set-up that must hold before the command
+/// runs (the run journal, durable). An error ends the run before the command starts.
+pub type BeforeCommand = Box<dyn FnOnce() -> Result<(), String> + Send>;
+
 /// What a native run takes besides its plan.
 pub struct Io {
     /// The run's output sinks and cancel handle.
@@ -19,6 +24,8 @@ pub struct Io {
     pub options: Options,
     /// Mode proxy: what serves the proxy's listener.
     pub proxy: Option<StartProxy>,
+    /// Waited for before the command starts (see [`BeforeCommand`]).
+    pub before_command: Option<BeforeCommand>,
 }
 
 impl sandbox::Backend for Native {
@@ -44,10 +51,11 @@ impl sandbox::Backend for Native {
             run,
             options,
             mut proxy,
+            before_command,
         } = io;
         let hook = proxy
             .as_mut()
             .map(|p| -> crate::ProxyStarter<'_> { p.as_mut() });
-        launch_with(plan, options, hook, run)
+        crate::launch::launch_gated(plan, options, hook, run, before_command)
     }
 }

@@ -209,6 +209,18 @@ pub fn launch_with(
     proxy: Option<ProxyStarter<'_>>,
     io: sandbox::RunIo,
 ) -> Result<Outcome, RunError> {
+    launch_gated(plan, options, proxy, io, None)
+}
+
+/// [`launch_with`], the command's start waiting for `before_command` (called once the init is
+/// released, while it sets the sandbox up; see [`crate::BeforeCommand`]).
+pub(crate) fn launch_gated(
+    plan: &Plan,
+    options: Options,
+    proxy: Option<ProxyStarter<'_>>,
+    io: sandbox::RunIo,
+    mut before_command: Option<crate::BeforeCommand>,
+) -> Result<Outcome, RunError> {
     let started = Instant::now();
     let mut skipped = Vec::new();
     // stdout and stderr are relayed when they are such sockets (below); stdin cannot be.
@@ -677,7 +689,9 @@ pub fn launch_with(
     };
     let join_fds: Vec<c_int> = join_tasks.iter().map(AsRawFd::as_raw_fd).collect();
     spec.join_tasks = &join_fds;
-    spec.wait_group = group.is_some() && join_fds.is_empty();
+    // v2: the supervisor moves the init; either way the command waits for `before_command`.
+    let move_group = group.is_some() && join_fds.is_empty();
+    spec.wait_group = move_group || before_command.is_some();
     drop(cgroup_span);
 
     // ---- launch and supervise ----
@@ -734,11 +748,30 @@ pub fn launch_with(
     // Into the run's cgroup while the init sets up the sandbox; it forks the command only
     // once told the move is done.
     drop(join_tasks);
-    if let (Some(g), Ok(()), true) = (&group, &mapped, spec.wait_group) {
-        if let Err(e) = g.add(child.pid).and_then(|_| child.release_command()) {
+    if let (Some(g), Ok(()), true) = (&group, &mapped, move_group) {
+        if let Err(e) = g.add(child.pid) {
             child.kill();
             let _ = child.wait();
             return Err(cgroup_unavailable(plan, e));
+        }
+    }
+    if let (Ok(()), true) = (&mapped, spec.wait_group) {
+        if let Some(Err(cause)) = before_command.take().map(|before| before()) {
+            child.kill();
+            let _ = child.wait();
+            return Err(RunError::Unavailable {
+                what: "what the command's start waits for",
+                cause,
+                fix: "see the cause".into(),
+            });
+        }
+        if let Err(e) = child.release_command() {
+            child.kill();
+            let _ = child.wait();
+            return Err(match &group {
+                Some(_) if move_group => cgroup_unavailable(plan, e),
+                _ => RunError::io("start the command", e),
+            });
         }
     }
     if let Err(e) = mapped {

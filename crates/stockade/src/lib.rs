@@ -759,13 +759,35 @@ pub fn run_with_io(
             policy::BackendName::Native => {
                 let backend = native::Native;
                 // The journal is written and synced on a thread of its own while the plan is
-                // lowered (its `fdatasync` is the larger part of its cost): both are done
-                // before the launch, so the command starts only once the journal is durable,
-                // as when they ran one after the other. A plan that fails removes it again.
-                let (plan, written) = std::thread::scope(|s| {
-                    let writer = s.spawn(begin_journal);
-                    let plan = tracing::debug_span!("plan").in_scope(|| backend.plan(spec));
-                    (plan, writer.join())
+                // lowered and the sandbox set up (its `fdatasync` is the larger part of its
+                // cost): the init forks the command only once the journal is durable, as when
+                // the two ran one after the other. A plan or launch that fails before the
+                // command starts removes it (below, with the sweep of a failed launch).
+                let (ready, gate) = std::sync::mpsc::channel::<Result<(), String>>();
+                let before_command: native::BeforeCommand = Box::new(move || {
+                    gate.recv()
+                        .unwrap_or_else(|_| Err("the run journal's writer ended".into()))
+                });
+                let (planned, written) = std::thread::scope(|s| {
+                    let writer = s.spawn(|| {
+                        let written = begin_journal();
+                        let _ = ready.send(written.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+                        written
+                    });
+                    let planned = tracing::debug_span!("plan").in_scope(|| backend.plan(spec));
+                    let planned = planned.map(|plan| {
+                        let io = native::Io {
+                            run: io,
+                            options: request.options,
+                            proxy: start,
+                            before_command: Some(before_command),
+                        };
+                        let launched = tracing::debug_span!("launch", backend = "native")
+                            .in_scope(|| backend.run(&plan, io))
+                            .map_err(Error::from);
+                        (plan, launched)
+                    });
+                    (planned, writer.join())
                 });
                 let written = written.unwrap_or_else(|_| {
                     Err(Error::Io {
@@ -773,24 +795,20 @@ pub fn run_with_io(
                         cause: std::io::Error::other("the journal's writer panicked"),
                     })
                 });
-                let plan = match plan {
-                    Ok(plan) => plan,
-                    Err(e) => {
-                        if let Ok(Some(j)) = written {
+                let (plan, launched) = match (planned, written) {
+                    (Ok((plan, launched)), Ok(j)) => {
+                        journal = j;
+                        (plan, launched)
+                    }
+                    // The command did not start (its start waits for the journal).
+                    (_, Err(e)) => return Err(e),
+                    (Err(e), Ok(j)) => {
+                        if let Some(j) = j {
                             j.done();
                         }
                         return Err(e.into());
                     }
                 };
-                journal = written?;
-                let io = native::Io {
-                    run: io,
-                    options: request.options,
-                    proxy: start,
-                };
-                let launched = tracing::debug_span!("launch", backend = "native")
-                    .in_scope(|| backend.run(&plan, io))
-                    .map_err(Error::from);
                 let fallback = plan.cwd_fallback.clone();
                 (launched, Some(plan), fallback)
             }
