@@ -388,6 +388,14 @@ pub struct ChildSpec<'a> {
     /// skips the global threadgroup lock that moving a process through `cgroup.procs` takes,
     /// and with it an RCU grace period (milliseconds) per run.
     pub join_tasks: &'a [c_int],
+    /// cgroup v1 groups made after the clone, while the init sets up the sandbox: a socket
+    /// over which the supervisor sends each group's `tasks` file (opened for writing by it),
+    /// [`ChildSpec::join_count`] of them. The init writes `0` (itself, as for
+    /// [`ChildSpec::join_tasks`]) to each before it forks the command, so the command starts
+    /// inside every group; end of stream before the last is a failure. -1: none.
+    pub join_sock: c_int,
+    /// How many `tasks` files come over [`ChildSpec::join_sock`].
+    pub join_count: usize,
 }
 
 impl ChildSpec<'_> {
@@ -409,6 +417,7 @@ impl ChildSpec<'_> {
             self.proxy.map_or(-1, |p| p.sock),
             self.terminal.map_or(-1, |t| t.sock),
             self.command.landlock.map_or(-1, |l| l.ruleset_fd),
+            self.join_sock,
         ]
         .into_iter()
         .chain(self.join_tasks.iter().copied())
@@ -621,6 +630,20 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
         },
         None => (-1, -1),
     };
+    if spec.join_sock >= 0 {
+        for i in 0..spec.join_count {
+            let tasks = match raw::recv_fd(spec.join_sock) {
+                Ok(Some(tasks)) => tasks,
+                Ok(None) => fail(fd, Stage::JoinGroup, i, Errno(libc::EPIPE), 125),
+                Err(e) => fail(fd, Stage::JoinGroup, i, e, 125),
+            };
+            if let Err(e) = raw::write_all(tasks, b"0") {
+                fail(fd, Stage::JoinGroup, i, e, 125);
+            }
+            raw::close(tasks);
+        }
+        raw::close(spec.join_sock);
+    }
     if spec.wait_group {
         match raw::read(spec.sync_fd, &mut byte) {
             Ok(1) => raw::close(spec.sync_fd),

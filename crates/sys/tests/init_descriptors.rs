@@ -90,6 +90,8 @@ fn init_closes_what_another_run_holds_before_its_set_up() {
         output_readers: [-1, -1],
         wait_group: false,
         join_tasks: &[],
+        join_sock: -1,
+        join_count: 0,
     };
     let mut slots: [c_int; 0] = [];
     let child = match sys::parent::spawn(&spec, &mut slots) {
