@@ -4,7 +4,7 @@
 //! `policy show` names each protected path's source. Controls: the same steps without
 //! stockade (or with the entry removed) take effect.
 
-use attacks::{json_str, read_text, sh_quote, write_file, Fixture};
+use attacks::{json_str, mkdir, read_text, sh_quote, write_file, Fixture};
 use policy::HOST_EXEC;
 
 /// A concrete path for an entry (`lefthook.*` → `lefthook.yml`).
@@ -39,6 +39,44 @@ fn cargo_config_cannot_be_written_or_created() {
     assert!(!fx.ws.join(".cargo/config.toml").exists());
     fx.control(&script).outcome().assert_ok();
     assert!(fx.ws.join(".cargo/config.toml").exists());
+}
+
+/// `.cargo -> cargo-dir`, a link the workspace already has (issue 32): `.cargo/config.toml`
+/// lands in `cargo-dir/config.toml`, which no glob names but host cargo reads as
+/// `.cargo/config.toml`. Its creation is refused (quarantined by the sweep where no creation
+/// guard runs), an existing one cannot be rewritten. Control: the same write through a link
+/// no glob names (`.other -> other-dir`) goes through.
+#[test]
+fn cargo_config_through_a_linked_dir_cannot_be_created_or_written() {
+    let write = |dir: &str| {
+        format!("printf '[build]\\nrustc-wrapper = \"/tmp/evil\"\\n' > {dir}/config.toml")
+    };
+    let armed = |p: &std::path::Path| read_text(p).is_some_and(|t| t.contains("rustc-wrapper"));
+    let fx = Fixture::new();
+    for (link, dir) in [(".cargo", "cargo-dir"), (".other", "other-dir")] {
+        mkdir(&fx.ws.join(dir));
+        std::os::unix::fs::symlink(dir, fx.ws.join(link)).unwrap();
+    }
+    let records = fx.records();
+    let inside = fx.attack(&records.opts(), &write(".cargo")).outcome();
+    inside.assert_failed_if_guarded();
+    records.assert_blocked(&inside.run, &["cargo-dir/config.toml"]);
+    assert!(!armed(&fx.ws.join(".cargo/config.toml")));
+    fx.attack(&[], &write(".other")).outcome().assert_ok();
+    assert!(armed(&fx.ws.join(".other/config.toml")));
+    // Existing: read-only for the run.
+    let fx = Fixture::new();
+    write_file(&fx.ws.join("cargo-dir/config.toml"), "[build]\n", 0o644);
+    std::os::unix::fs::symlink("cargo-dir", fx.ws.join(".cargo")).unwrap();
+    fx.attack(&[], &write(".cargo"))
+        .outcome()
+        .assert_failed_if_guarded();
+    assert_eq!(
+        read_text(&fx.ws.join(".cargo/config.toml")).as_deref(),
+        Some("[build]\n")
+    );
+    fx.control(&write(".cargo")).outcome().assert_ok();
+    assert!(armed(&fx.ws.join(".cargo/config.toml")));
 }
 
 /// A directory entry (`.zed`): its creation is refused, a file inside an existing one cannot

@@ -877,3 +877,34 @@ fn the_walk_cache_cannot_be_forged_by_a_run() {
     // Control: the host reads it.
     assert!(read_text(cache).is_some());
 }
+
+/// A link to a directory named as a protected glob's directory (`.cargo -> cargo-dir`, for
+/// `**/.cargo/config.toml`) in an unchanged directory: run 2 takes that directory from the
+/// cache and still refuses `.cargo/config.toml` through the link (it would land in
+/// `cargo-dir/config.toml`, which host cargo reads as `.cargo/config.toml`). Control: in run
+/// 2, the same write through a link no glob names (`.other -> other-dir`) goes through.
+#[test]
+fn a_linked_protected_dir_in_an_unchanged_directory_holds_in_run_two() {
+    let fx = settled(|fx| {
+        let base = fx.ws.join(d(100)).join("a");
+        for (link, dir) in [(".cargo", "cargo-dir"), (".other", "other-dir")] {
+            attacks::mkdir(&base.join(dir));
+            symlink(dir, base.join(link)).unwrap();
+        }
+    });
+    run1(&fx);
+    let write = |link: &str| {
+        format!(
+            "printf '[build]\\nrustc-wrapper = \"/tmp/evil\"\\n' > {}/a/{link}/config.toml",
+            d(100)
+        )
+    };
+    let armed = |link: &str| {
+        read_text(&fx.ws.join(d(100)).join("a").join(link).join("config.toml"))
+            .is_some_and(|t| t.contains("rustc-wrapper"))
+    };
+    run2(&fx, &[], &write(".cargo")).assert_failed_if_guarded();
+    assert!(!armed(".cargo"));
+    run2(&fx, &[], &write(".other")).assert_ok();
+    assert!(armed(".other"));
+}

@@ -126,6 +126,20 @@ impl Scan {
             &mut dirs,
             cache,
         )?;
+        // Protected paths that a link to a directory makes land where no glob names them
+        // (`.cargo -> cargo-dir`: `cargo-dir/config.toml` is read as `.cargo/config.toml`):
+        // the guard refuses creating them, the sweep treats them as protected, and those
+        // that exist are protected like any match.
+        let mut found = found;
+        let via_links = via_dir_links(host, &deny_write, &found.dir_links, &writable_roots);
+        for g in via_links.iter().filter(|g| g.tail.is_empty()) {
+            if host.lstat_kind(&g.base).is_some() && !found.deny_write.contains(&g.base) {
+                found.deny_write.push(g.base.clone());
+            }
+        }
+        found.globs.via_links = (via_links.iter())
+            .map(|g| (g.base.clone(), g.tail.clone()))
+            .collect();
         // Exact read grants: a missing one is refused as a missing writable path is (globs
         // are patterns, not paths: one may match nothing).
         let mut allows: Vec<PathBuf> = Vec::new();
@@ -298,6 +312,11 @@ impl Scan {
         }
         let (mut guard, sweep_only) =
             guard_patterns(host, &deny_write, &redirect_gitdirs, &writable_roots);
+        for g in via_links {
+            if !guard.contains(&g) {
+                guard.push(g);
+            }
+        }
         guard.extend(git_paths.iter().map(|p| GuardPattern {
             base: p.clone(),
             tail: Vec::new(),
@@ -763,6 +782,81 @@ fn guard_patterns(
         }
     }
     (guard, sweep_only)
+}
+
+/// Where the `deny_write` globs' matches land through the symbolic links `links` to
+/// directories (each named as a literal component of a glob's tail, [`Matches::dir_links`]):
+/// for `**/.cargo/config.toml` and `ws/.cargo -> cargo-dir`, `ws/cargo-dir/config.toml`. Only
+/// a link inside a writable root to a directory inside one counts (elsewhere nothing can be
+/// created). The rest of the tail after the link's name is appended when it is literal (an
+/// exact path), else kept as the pattern's tail below the link's target (`target/**/rest`:
+/// more than the glob says, never less).
+fn via_dir_links(
+    host: &dyn HostView,
+    deny_write: &[PathPattern],
+    links: &[PathBuf],
+    writable_roots: &[PathBuf],
+) -> Vec<GuardPattern> {
+    let mut out: Vec<GuardPattern> = Vec::new();
+    for link in links {
+        let Some(name) = link.file_name() else {
+            continue;
+        };
+        if !writable_roots.iter().any(|w| is_within(link, w)) {
+            continue;
+        }
+        let Some(target) = host.canonicalize(link) else {
+            continue;
+        };
+        if host.stat(&target).map(|e| e.kind) != Some(Kind::Dir)
+            || !writable_roots.iter().any(|w| is_within(&target, w))
+        {
+            continue;
+        }
+        for pat in deny_write {
+            let PathPattern::Glob(g) = pat else { continue };
+            let Some((base, tail)) = g.literal_base_and_tail() else {
+                continue;
+            };
+            let Ok(rel) = link.strip_prefix(base) else {
+                continue;
+            };
+            let rel: Vec<&[u8]> = rel.iter().map(|c| c.as_encoded_bytes()).collect();
+            for (i, t) in tail.iter().enumerate().take(tail.len().saturating_sub(1)) {
+                // The link is `tail[i]`, its parents `tail[..i]` (all below `base/**`).
+                let Some(start) = (rel.len()).checked_sub(i + 1) else {
+                    continue;
+                };
+                let fits = t.as_bytes() == name.as_encoded_bytes()
+                    && (rel.iter().skip(start).zip(&tail[..=i]))
+                        .all(|(c, p)| protect::wildcard_match(p.as_bytes(), c));
+                if !fits {
+                    continue;
+                }
+                let rest = &tail[i + 1..];
+                let g = if rest.iter().all(|c| !c.contains(['*', '?'])) {
+                    let p = rest.iter().fold(target.clone(), |p, c| p.join(c));
+                    // A writable root granted by name stays writable (as for exact paths).
+                    if writable_roots.iter().any(|w| is_within(w, &p)) {
+                        continue;
+                    }
+                    GuardPattern {
+                        base: p,
+                        tail: Vec::new(),
+                    }
+                } else {
+                    GuardPattern {
+                        base: target.clone(),
+                        tail: rest.to_vec(),
+                    }
+                };
+                if !out.contains(&g) {
+                    out.push(g);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// `path` with its deepest existing ancestor (or itself) resolved through symbolic links, the

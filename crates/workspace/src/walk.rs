@@ -172,6 +172,14 @@ pub struct DenyGlobs {
     set: policy::GlobList,
     /// Per glob: from `deny_read` (true) or `deny_write` (false).
     read: Vec<bool>,
+    /// The literal components of the `deny_write` globs' tails but the last (`.cargo` of
+    /// `**/.cargo/config.toml`): a symbolic link of that name to a directory makes a match
+    /// land where no glob names it (`.cargo -> cargo-dir`), so the walk records such links.
+    link_names: Vec<std::ffi::OsString>,
+    /// Where protected paths land through those links (`cargo-dir/config.toml`), as the
+    /// creation guard matches them (`base/**/tail`, or `base` and below): the scan sets them,
+    /// and the sweep treats a match as protected.
+    pub(crate) via_links: Vec<(PathBuf, Vec<String>)>,
 }
 
 impl DenyGlobs {
@@ -184,10 +192,29 @@ impl DenyGlobs {
             .map(|g| (g, true))
             .chain(write.into_iter().map(|g| (g, false)))
             .collect();
+        let mut link_names: Vec<std::ffi::OsString> = Vec::new();
+        for (g, _) in globs.iter().filter(|(_, r)| !*r) {
+            let Some((_, tail)) = g.literal_base_and_tail() else {
+                continue;
+            };
+            for c in tail.iter().rev().skip(1) {
+                let name = std::ffi::OsString::from(c);
+                if !c.contains(['*', '?']) && !link_names.contains(&name) {
+                    link_names.push(name);
+                }
+            }
+        }
         Ok(DenyGlobs {
             set: policy::GlobList::new(globs.iter().map(|(g, _)| *g))?,
             read: globs.iter().map(|(_, r)| *r).collect(),
+            link_names,
+            via_links: Vec::new(),
         })
+    }
+
+    /// Whether `name` is one of [`DenyGlobs::link_names`].
+    fn is_link_name(&self, name: &std::ffi::OsStr) -> bool {
+        self.link_names.iter().any(|n| n == name)
     }
 
     /// Whether `path` matches a `deny_read` glob, and whether it matches a `deny_write` one.
@@ -206,6 +233,7 @@ impl DenyGlobs {
     /// passed over without building their paths.
     pub(crate) fn may_concern(&self, name: &std::ffi::OsStr) -> bool {
         self.set.may_match_name(name)
+            || self.is_link_name(name)
             || name == ".git"
             || name == "hooks"
             || name == "config"
@@ -216,8 +244,24 @@ impl DenyGlobs {
     /// A path whose appearance the sweep must handle: a protected glob's match, code of a
     /// submodule's git dir, or a `.git` that redirects git elsewhere.
     pub(crate) fn is_protected(&self, path: &Path, kind: Kind) -> bool {
-        self.matches(path).1 || is_submodule_code_path(path) || is_git_redirect(path, kind)
+        self.matches(path).1
+            || is_submodule_code_path(path)
+            || is_git_redirect(path, kind)
+            || (self.via_links.iter()).any(|(base, tail)| guard_matches(base, tail, path))
     }
+}
+
+/// Whether the creation guard's pattern `base`/`tail` matches `path`: `base/**/tail[0]/..`
+/// (`*` and `?` within a component), or `base` and everything below it for an empty tail.
+pub(crate) fn guard_matches(base: &Path, tail: &[String], path: &Path) -> bool {
+    let Ok(rel) = path.strip_prefix(base) else {
+        return false;
+    };
+    let comps: Vec<&[u8]> = rel.iter().map(|c| c.as_encoded_bytes()).collect();
+    let Some(start) = comps.len().checked_sub(tail.len()) else {
+        return false;
+    };
+    (comps.iter().skip(start).zip(tail)).all(|(c, t)| protect::wildcard_match(t.as_bytes(), c))
 }
 
 #[derive(Debug)]
@@ -231,6 +275,8 @@ pub(crate) struct Matches {
     pub(crate) accepted_git_dirs: Vec<PathBuf>,
     /// Directories the planner could not list that a command could enter (masked whole).
     pub(crate) unlisted: Vec<PathBuf>,
+    /// Symbolic links named as a `deny_write` glob's directory ([`DenyGlobs::link_names`]).
+    pub(crate) dir_links: Vec<PathBuf>,
     pub(crate) globs: DenyGlobs,
 }
 
@@ -280,6 +326,7 @@ impl Matches {
             git_dirs: Vec::new(),
             accepted_git_dirs: Vec::new(),
             unlisted: Vec::new(),
+            dir_links: Vec::new(),
             globs: DenyGlobs::new(read_globs.iter().copied(), write_globs.iter().copied())?,
         };
         // Walk every distinct glob base once (writable roots are the bases of the relative
@@ -336,6 +383,11 @@ impl Matches {
                     if is_git_redirect(path, kind) {
                         m.git_files.push(path.to_path_buf());
                     }
+                    if kind == Kind::Symlink
+                        && path.file_name().is_some_and(|n| m.globs.is_link_name(n))
+                    {
+                        m.dir_links.push(path.to_path_buf());
+                    }
                     if let (Some(name), Some(parent)) = (path.file_name(), path.parent()) {
                         if crate::planted_git::is_code_name(name)
                             && crate::planted_git::accepted_by_git(host, parent)
@@ -368,6 +420,7 @@ impl Matches {
             &mut m.git_files,
             &mut m.git_dirs,
             &mut m.accepted_git_dirs,
+            &mut m.dir_links,
         ] {
             v.sort();
             v.dedup();
@@ -540,4 +593,49 @@ pub fn is_submodule_code_path(path: &Path) -> bool {
 pub fn is_git_redirect(path: &Path, kind: Kind) -> bool {
     path.file_name()
         .is_some_and(|n| protect::git::is_redirect(n.as_encoded_bytes(), kind == Kind::Dir))
+}
+
+#[cfg(test)]
+mod via_link_tests {
+    use super::guard_matches;
+    use std::path::Path;
+
+    #[test]
+    fn guard_patterns_match_as_the_creation_guard_does() {
+        let tail = |t: &[&str]| t.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let (base, none) = (Path::new("/ws/cargo-dir/config.toml"), tail(&[]));
+        assert!(guard_matches(base, &none, base));
+        assert!(guard_matches(
+            base,
+            &none,
+            Path::new("/ws/cargo-dir/config.toml/x")
+        ));
+        assert!(!guard_matches(
+            base,
+            &none,
+            Path::new("/ws/cargo-dir/other.toml")
+        ));
+        let (base, wf) = (Path::new("/ws/gh"), tail(&["workflows", "*.yml"]));
+        assert!(guard_matches(
+            base,
+            &wf,
+            Path::new("/ws/gh/workflows/ci.yml")
+        ));
+        assert!(guard_matches(
+            base,
+            &wf,
+            Path::new("/ws/gh/a/workflows/ci.yml")
+        ));
+        assert!(!guard_matches(
+            base,
+            &wf,
+            Path::new("/ws/gh/workflows/ci.txt")
+        ));
+        assert!(!guard_matches(base, &wf, Path::new("/ws/gh/ci.yml")));
+        assert!(!guard_matches(
+            base,
+            &wf,
+            Path::new("/ws/other/workflows/ci.yml")
+        ));
+    }
 }
