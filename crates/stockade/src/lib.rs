@@ -309,6 +309,7 @@ fn resolve(policy: &policy::Policy, request: &RunRequest) -> Result<workspace::R
     let invocation = &request.invocation;
     // The writable roots alone (no walk) tell whether the scan must protect stockade's state.
     let roots = workspace::writable_roots(policy, &invocation.place(), host)?;
+    refuse_state_grants(policy, request, &roots)?;
     let mut state: Vec<PathBuf> = Vec::new();
     let gvisor = policy.backend == policy::BackendName::Gvisor;
     if let Some(spelled) = request.trust_store.as_deref() {
@@ -380,6 +381,75 @@ fn resolve(policy: &policy::Policy, request: &RunRequest) -> Result<workspace::R
     log_walk(&resolved);
     store_walk_cache(cache, journals.as_deref(), invocation, &resolved);
     Ok(resolved)
+}
+
+/// Refuses a grant at or beneath the caller's stockade state directory
+/// ([`workspace::state_grants`]): the writable roots, the exact read grants (a glob's literal
+/// base), and the workspace. The state directories are those the journal, trust and change
+/// store code finds (`$XDG_STATE_HOME/stockade`, else `$HOME/.local/state/stockade`), the
+/// default below `$HOME` besides (`stockade` run without `XDG_STATE_HOME` uses it), and the
+/// default below the caller's home in `/etc/passwd` (a caller whose `HOME` points elsewhere),
+/// each with its existing part canonical, as the grants are compared.
+fn refuse_state_grants(
+    policy: &policy::Policy,
+    request: &RunRequest,
+    roots: &[PathBuf],
+) -> Result<(), Error> {
+    // Without the trailing separator `resolve_existing_part` leaves on an existing path.
+    let real = |p: &std::path::Path| -> PathBuf {
+        review_stage::resolve_existing_part(p)
+            .components()
+            .collect()
+    };
+    use workspace::state_grants::GrantKind;
+    let invocation = &request.invocation;
+    let env = |name: &str| {
+        (invocation.env.iter())
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    let home = env("HOME");
+    let passwd_home = std::fs::read_to_string("/etc/passwd")
+        .ok()
+        .and_then(|t| workspace::state_grants::passwd_home(&t, invocation.uid));
+    let mut state_dirs: Vec<PathBuf> = [
+        sandbox::state_dir(env("XDG_STATE_HOME").as_deref(), home.as_deref()),
+        sandbox::state_dir(None, home.as_deref()),
+        sandbox::state_dir(None, passwd_home.as_deref().map(std::path::Path::as_os_str)),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|d| real(&d))
+    .collect();
+    state_dirs.sort();
+    state_dirs.dedup();
+    // The agents' own state the presets keep below the default state directory: named
+    // below its real path as spelled (a link there leads nowhere it exempts).
+    let default = sandbox::state_dir(None, Some(invocation.home.as_os_str())).map(|d| real(&d));
+    let agent_dirs: Vec<PathBuf> = (policy::PRESETS.iter())
+        .flat_map(|p| p.state.iter())
+        .filter_map(|s| s.strip_prefix("~/.local/state/stockade/"))
+        .filter_map(|rest| default.as_ref().map(|d| d.join(rest)))
+        .collect();
+    let ctx = policy::PathContext {
+        home: invocation.home.clone(),
+        workspace: invocation.workspace.clone(),
+        writable_roots: Vec::new(),
+    };
+    let mut grants: Vec<(GrantKind, PathBuf)> =
+        vec![(GrantKind::Workspace, real(&invocation.workspace))];
+    grants.extend(roots.iter().map(|r| (GrantKind::Write, real(r))));
+    for entry in &policy.filesystem.allow_read {
+        for pattern in policy::expand(entry, &ctx)? {
+            let path = match &pattern {
+                policy::PathPattern::Exact(p) => p.as_path(),
+                policy::PathPattern::Glob(g) => g.base(),
+            };
+            grants.push((GrantKind::Read, real(path)));
+        }
+    }
+    workspace::state_grants::refuse_state_grants(&grants, &state_dirs, &agent_dirs)?;
+    Ok(())
 }
 
 /// The walk cache of this workspace ([`workspace::walk_cache`]), in the journal directory:
@@ -695,16 +765,15 @@ pub fn run_with_io(
             review_stage::mask_store(policy, request, &mut resolved.spec)?;
             journal::prepare(request, &mut resolved.spec)
         })?;
-        let review = tracing::debug_span!("review")
-            .in_scope(|| {
-                review_stage::prepare(
-                    policy,
-                    request,
-                    &mut resolved.spec,
-                    &resolved.watch.sweep.links,
-                    &id,
-                )
-            })?;
+        let review = tracing::debug_span!("review").in_scope(|| {
+            review_stage::prepare(
+                policy,
+                request,
+                &mut resolved.spec,
+                &resolved.watch.sweep.links,
+                &id,
+            )
+        })?;
         let spec = &resolved.spec;
         let audit_start = tracing::debug_span!("audit_start").entered();
         refuse_policy_file_in_writable_root(request, &spec.writable_roots)?;

@@ -33,6 +33,16 @@ pub enum ScanError {
     },
     #[error("{} is a symbolic link: the run's own empty directory cannot go over it", .0.display())]
     PrivateDirLink(PathBuf),
+    /// A grant at or beneath the caller's stockade state directory ([`crate::state_grants`]).
+    #[error("refusing {} {}: it lies in {}, where stockade keeps its run journals, walk cache, trust store and change sets; stockade's own state cannot be granted to a run", .kind.spelled(), .grant.display(), .state.display())]
+    StateGrant {
+        /// Which kind of grant.
+        kind: crate::state_grants::GrantKind,
+        /// The grant, resolved.
+        grant: PathBuf,
+        /// The state directory it lies in.
+        state: PathBuf,
+    },
 }
 
 impl ScanError {
@@ -67,6 +77,10 @@ impl ScanError {
             ScanError::PrivateTmpGrant(_) => Some(
                 "grant a directory below /tmp instead (`mktemp -d`): it is attached at the same path inside; the private /tmp itself is always writable".into(),
             ),
+            ScanError::StateGrant { state, .. } => Some(format!(
+                "grant (or run in) a directory outside {state} instead; an agent's own directory below it is granted by --agent NAME (claude-code, codex, opencode); to look at stockade's state, do it on the host (`stockade changes`, `stockade trust`), not from inside a run",
+                state = state.display(),
+            )),
             ScanError::PrivateTmpWorkspace(_) => Some(
                 "run from a directory below /tmp (`mktemp -d`), or pass --workspace DIR: a workspace below /tmp is attached at the same path inside".into(),
             ),

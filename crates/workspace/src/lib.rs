@@ -42,6 +42,7 @@ mod scan;
 mod secrets;
 pub mod snapshot;
 mod spec;
+pub mod state_grants;
 pub mod sweep;
 mod walk;
 pub mod walk_cache;
