@@ -284,10 +284,24 @@ fn existing_bare_repository_is_protected_like_dot_git() {
     let records = fx.records();
     let run = fx.attack(&records.opts(), &attack("mirror.git")).outcome();
     run.assert_failed_if_guarded();
-    records.assert_blocked(
-        &run.run,
-        &["mirror.git/hooks/pre-commit", "mirror.git/hooks"],
-    );
+    if attacks::creation_guarded() {
+        records.assert_blocked(
+            &run.run,
+            &["mirror.git/hooks/pre-commit", "mirror.git/hooks"],
+        );
+    } else {
+        // gVisor: the bare repository is a pinned git dir, a bind of itself, so the rename is
+        // refused (EBUSY) and its config and hooks are read-only: nothing is planted, and the
+        // sweep has nothing to take out.
+        assert!(
+            !fx.ws.join("mirror.git.old").exists(),
+            "the pinned bare repository was renamed"
+        );
+        assert!(
+            !fx.ws.join("mirror.git/hooks/pre-commit").exists(),
+            "a hook was planted in the bare repository"
+        );
+    }
     host_git_with(&fx, "mirror.git");
     assert!(
         !flag.exists(),
