@@ -437,7 +437,7 @@ impl Matches {
 /// `unlisted`, with the reason: what it holds was not seen, and the caller must say so (a
 /// directory the run made unreadable is not an empty one). The planner's walk
 /// ([`Stamps::Record`]) hands them to `unlisted` too (its caller masks what a command could
-/// reach into: [`closed_to_planner`]); such a directory has no stamp, is never recorded, and
+/// reach into: `closed_to_planner`); such a directory has no stamp, is never recorded, and
 /// the sweep and the next run list it again.
 pub fn walk(
     host: &dyn HostView,

@@ -3,7 +3,7 @@
 //!
 //! Only NAME LISTINGS are remembered: per settled directory (see [`crate::DirStamps`]) its
 //! stamp (device, inode, ctime), the subdirectories the walk goes into and the entries that
-//! may concern the walk ([`crate::DenyGlobs::may_concern`]) with their kinds. A directory is
+//! may concern the walk (`DenyGlobs::may_concern`) with their kinds. A directory is
 //! taken from the cache only if its stamp is the same now: creating, removing or renaming an
 //! entry moves the directory's ctime, nobody without `CAP_SYS_TIME` can set a ctime back, and a
 //! mount placed on it (or a directory put in its place) changes its device and inode. Every
@@ -11,7 +11,7 @@
 //! `accepted_by_git`, link targets, masked files' link counts) runs again on the remembered
 //! entries every run: such changes move the file's ctime, not its directory's.
 //!
-//! A cache is keyed ([`key`]) by everything the listing was filtered with: the binary, the
+//! A cache is keyed (`key`) by everything the listing was filtered with: the binary, the
 //! caller's uid, the writable roots, the walk's bases and the deny globs. A file holds the
 //! sections of up to [`KEPT`] keys (presets differ), the newest first.
 //!

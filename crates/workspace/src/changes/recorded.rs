@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use super::{pathser, ChangeKind, FileType, GuardRule, Recorded};
 
 /// See the module's docs. `RunMeta::checks` is `None` for a change set made before these
-/// were recorded: every entry it would write is flagged (see [`predates`]).
+/// were recorded: every entry it would write is flagged (see `predates`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RecordedChecks {
