@@ -479,6 +479,17 @@ fn decide_git(
     None
 }
 
+/// Whether `path` is what the one pattern `p` names: its tail ends the path (`base/**/tail`),
+/// or, for an exact path (no tail), the path is `base` or below it. The sweep's test of a
+/// pattern the scan resolved through a directory link (`workspace`'s `DenyGlobs::via_links`).
+pub fn pattern_matches(p: &Protected<'_>, path: &[u8]) -> bool {
+    match relation(p, path) {
+        Relation::Matches => true,
+        Relation::Covers => p.tail.is_empty(),
+        Relation::Begins | Relation::None => false,
+    }
+}
+
 /// Whether the one pattern `p` refuses creating `what` at `path` (the patterns' part of
 /// [`decide`]: no roots, no git rules): how a review run's change set is flagged for what the
 /// creation guard would have refused, had the run's creations been mediated.

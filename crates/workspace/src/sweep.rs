@@ -266,14 +266,7 @@ fn closed_since_before(
         return false;
     };
     let settled = host.local_ctime(dir) && host.lstat_ctime(dir).is_some_and(|t| t < start);
-    let searchable = rustix::fs::accessat(
-        rustix::fs::CWD,
-        dir,
-        rustix::fs::Access::EXEC_OK,
-        rustix::fs::AtFlags::EACCESS,
-    )
-    .is_ok();
-    settled && !searchable
+    settled && !crate::walk::searchable_by_caller(dir)
 }
 
 /// Whether `path` lies inside a directory the planner could not list and masked whole

@@ -254,14 +254,12 @@ impl DenyGlobs {
 /// Whether the creation guard's pattern `base`/`tail` matches `path`: `base/**/tail[0]/..`
 /// (`*` and `?` within a component), or `base` and everything below it for an empty tail.
 pub(crate) fn guard_matches(base: &Path, tail: &[String], path: &Path) -> bool {
-    let Ok(rel) = path.strip_prefix(base) else {
-        return false;
+    let tail: Vec<&[u8]> = tail.iter().map(|t| t.as_bytes()).collect();
+    let pattern = protect::Protected {
+        base: base.as_os_str().as_encoded_bytes(),
+        tail: &tail,
     };
-    let comps: Vec<&[u8]> = rel.iter().map(|c| c.as_encoded_bytes()).collect();
-    let Some(start) = comps.len().checked_sub(tail.len()) else {
-        return false;
-    };
-    (comps.iter().skip(start).zip(tail)).all(|(c, t)| protect::wildcard_match(t.as_bytes(), c))
+    protect::pattern_matches(&pattern, path.as_os_str().as_encoded_bytes())
 }
 
 #[derive(Debug)]
@@ -554,18 +552,23 @@ fn closed_to_planner(dir: &Path, e: &std::io::Error, roots: &[PathBuf]) -> bool 
     if !crate::beneath::is_denied(e) {
         return false;
     }
-    let searchable = rustix::fs::accessat(
-        rustix::fs::CWD,
-        dir,
-        rustix::fs::Access::EXEC_OK,
-        rustix::fs::AtFlags::EACCESS,
-    )
-    .is_ok();
+    let searchable = searchable_by_caller(dir);
     let own = rustix::fs::lstat(dir).is_ok_and(|st| {
         let euid = rustix::process::geteuid();
         euid.is_root() || st.st_uid == euid.as_raw()
     });
     searchable || (own && roots.iter().any(|r| is_within(dir, r)))
+}
+
+/// Whether the caller may search `dir` (its effective ids: `access(X_OK)` with `AT_EACCESS`).
+pub(crate) fn searchable_by_caller(dir: &Path) -> bool {
+    rustix::fs::accessat(
+        rustix::fs::CWD,
+        dir,
+        rustix::fs::Access::EXEC_OK,
+        rustix::fs::AtFlags::EACCESS,
+    )
+    .is_ok()
 }
 
 fn names(path: &Path) -> impl DoubleEndedIterator<Item = &[u8]> + Clone {
