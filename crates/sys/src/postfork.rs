@@ -502,11 +502,16 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
     if let Err(e) = raw::close_all_except_each(|| spec.inherited().chain(slots.iter().copied())) {
         fail(fd, Stage::CloseDescriptors, 0, e, 125);
     }
-    // A session of its own before anything else: the init performs opens for the command
-    // (mediated creation), and an `open("/dev/tty")` made by a process that still had the
-    // caller's controlling terminal would hand the command the caller's terminal. The
-    // supervisor stays in the caller's foreground process group and forwards Ctrl-C.
-    if let Err(e) = raw::setsid() {
+    // Rid of the caller's controlling terminal before anything else: the init performs opens
+    // for the command (mediated creation), and an `open("/dev/tty")` made by a process that
+    // still had the caller's controlling terminal would hand the command the caller's
+    // terminal. Out of the caller's process group too: the terminal's signals and a kill of
+    // the caller's group are the supervisor's, which stays in the caller's foreground group
+    // and forwards Ctrl-C. Not a session of its own (the command makes one below, where it
+    // matters: it leads it, and takes its own terminal there): each session is a scheduler
+    // autogroup, 0.5-1 ms of the start's critical path (`leave_caller_terminal`, which falls
+    // back to `setsid` whenever it cannot show the terminal is gone).
+    if let Err(e) = raw::leave_caller_terminal() {
         fail(fd, Stage::Setsid, 0, e, 125);
     }
     for (i, tasks) in spec.join_tasks.iter().enumerate() {

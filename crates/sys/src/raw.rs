@@ -316,6 +316,58 @@ pub fn setsid() -> Result<()> {
     check_int(unsafe { libc::setsid() }).map(drop)
 }
 
+/// Leave the caller's process group and give up the caller's controlling terminal, without
+/// starting a session (a new session also makes a new scheduler autogroup where
+/// `sched_autogroup_enabled` is set: 0.5-1 ms measured here, against about 15 µs for this).
+///
+/// For a process that is not a session leader (a fresh child never is), `TIOCNOTTY` on its
+/// controlling terminal only clears that terminal from the process (`no_tty`: the session
+/// and its other members keep it; `disassociate_ctty` returns at once for a non-leader).
+/// From then on `/dev/tty` fails with `ENXIO`, and the process can never take a terminal
+/// again: only a session leader acquires one (`TIOCSCTTY` and an open without `O_NOCTTY`
+/// both require it). Its own process group keeps the terminal's signals (sent to the
+/// foreground group) and a kill of the caller's group from reaching it; a hangup signals only
+/// session leaders. Checked, not assumed: `/dev/tty` must then fail with `ENXIO`; anything
+/// else (no `/dev/tty`, a refused open or ioctl, a terminal still reachable) falls back to
+/// `setsid`, which gives the same guarantees at the autogroup's price. Async-signal-safe
+/// (no allocation): for the init after the clone.
+pub fn leave_caller_terminal() -> Result<()> {
+    let tty = c"/dev/tty";
+    let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
+    let open = || {
+        // SAFETY: `tty` is a valid NUL-terminated string.
+        check_int(unsafe { libc::open(tty.as_ptr(), flags) })
+    };
+    let released = match open() {
+        // No controlling terminal: nothing to give up.
+        Err(Errno(libc::ENXIO)) => true,
+        Err(_) => false,
+        Ok(fd) => {
+            // SAFETY: TIOCNOTTY takes no argument; `fd` is open.
+            let dropped = check_int(unsafe { libc::ioctl(fd, libc::TIOCNOTTY) }).is_ok();
+            close(fd);
+            dropped
+                && match open() {
+                    Err(Errno(libc::ENXIO)) => true,
+                    Err(_) => false,
+                    Ok(again) => {
+                        close(again);
+                        false
+                    }
+                }
+        }
+    };
+    // The fallback comes before `setpgid`: a process group leader cannot start a session.
+    if !released {
+        return setsid();
+    }
+    // SAFETY: integer arguments only.
+    match check_int(unsafe { libc::setpgid(0, 0) }) {
+        Ok(_) => Ok(()),
+        Err(_) => setsid(),
+    }
+}
+
 /// `chdir(2)`.
 pub fn chdir(path: &CStr) -> Result<()> {
     // SAFETY: path is a valid NUL-terminated string.
