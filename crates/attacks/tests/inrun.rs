@@ -505,6 +505,172 @@ fn fresh_repo_hook_by_absolute_path_through_a_symlink_is_refused() {
     .check();
 }
 
+/// A python3 `os.open(path, O_WRONLY|O_CREAT|O_EXCL, 0o755)` writing a hook, relative to
+/// the directory `dir` opened first (`None`: the cwd). `O_EXCL` creations take the init's
+/// one-call way (`openat2(start, path, O_CREAT|O_EXCL, RESOLVE_NO_SYMLINKS)`, the rules
+/// judging the start's real path joined with the string): these attacks aim at it.
+fn exclusive_hook(py: &str, dir: Option<&str>, path: &str) -> String {
+    let (open_dir, dir_fd) = match dir {
+        Some(d) => (
+            format!("d = os.open(\"{d}\", os.O_RDONLY | os.O_DIRECTORY); "),
+            ", dir_fd=d",
+        ),
+        None => (String::new(), ""),
+    };
+    format!(
+        "{py} -c 'import os; {open_dir}f = os.open(\"{path}\", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o755{dir_fd}); os.write(f, b\"#!/bin/sh\\necho pwned-by-hook\\n\"); os.close(f)'"
+    )
+}
+
+/// `O_EXCL`, several components relative to the cwd.
+#[test]
+fn fresh_repo_hook_created_exclusively_is_refused() {
+    let Some(py) = py("open(O_EXCL)") else {
+        return;
+    };
+    creates_in_fresh_repo(
+        "",
+        &exclusive_hook(&py, None, ".git/hooks/pre-commit"),
+        ".git/hooks/pre-commit",
+    )
+    .check();
+}
+
+/// `O_EXCL`, several components relative to a dirfd (`.git`, then `hooks/pre-commit`).
+#[test]
+fn fresh_repo_hook_created_exclusively_below_a_dirfd_is_refused() {
+    let Some(py) = py("openat(dirfd, O_EXCL)") else {
+        return;
+    };
+    creates_in_fresh_repo(
+        "",
+        &exclusive_hook(&py, Some(".git"), "hooks/pre-commit"),
+        ".git/hooks/pre-commit",
+    )
+    .check();
+}
+
+/// `O_EXCL` relative to a dirfd opened through a symlink (`g -> .git`): the start's path is
+/// the directory's real one, not the string the command opened it by.
+#[test]
+fn fresh_repo_hook_created_exclusively_below_a_dirfd_opened_by_a_symlink_is_refused() {
+    let Some(py) = py("openat(symlinked dirfd, O_EXCL)") else {
+        return;
+    };
+    creates_in_fresh_repo(
+        "ln -s .git g",
+        &exclusive_hook(&py, Some("g"), "hooks/pre-commit"),
+        ".git/hooks/pre-commit",
+    )
+    .check();
+}
+
+/// `O_EXCL` through a symlink on the way (`g -> .git`; and `h -> .git/hooks` as the last
+/// directory): the one-call way fails (`ELOOP`) and the careful way decides.
+#[test]
+fn fresh_repo_hook_created_exclusively_through_a_symlink_is_refused() {
+    let Some(py) = py("open(symlink/.., O_EXCL)") else {
+        return;
+    };
+    creates_in_fresh_repo(
+        "ln -s .git g",
+        &exclusive_hook(&py, None, "g/hooks/pre-commit"),
+        ".git/hooks/pre-commit",
+    )
+    .blocked_as(&["hooks/pre-commit", "g"])
+    .check();
+    creates_in_fresh_repo(
+        "ln -s .git/hooks h",
+        &exclusive_hook(&py, None, "h/pre-commit"),
+        ".git/hooks/pre-commit",
+    )
+    .blocked_as(&["hooks/pre-commit", "h"])
+    .check();
+}
+
+/// `O_EXCL` with `..` and `.` on the way (lexically they would name `aaaa/.git-like`
+/// paths the rules do not match if taken as spelled): the careful way decides.
+#[test]
+fn fresh_repo_hook_created_exclusively_through_dotdot_is_refused() {
+    let Some(py) = py("open(.., O_EXCL)") else {
+        return;
+    };
+    creates_in_fresh_repo(
+        "mkdir -p aaaa/bbbb",
+        &exclusive_hook(&py, Some("aaaa/bbbb"), "../.././.git/hooks/pre-commit"),
+        ".git/hooks/pre-commit",
+    )
+    .check();
+}
+
+/// `O_EXCL` through procfs (`/proc/self/cwd/...`, a magic link after a symlink): the one-call
+/// way refuses magic links, the careful way substitutes the command's own ids.
+#[test]
+fn fresh_repo_hook_created_exclusively_through_proc_self_cwd_is_refused() {
+    let Some(py) = py("open(/proc/self/cwd, O_EXCL)") else {
+        return;
+    };
+    creates_in_fresh_repo(
+        "",
+        &exclusive_hook(&py, None, "/proc/self/cwd/.git/hooks/pre-commit"),
+        ".git/hooks/pre-commit",
+    )
+    .blocked_as(&["hooks/pre-commit"])
+    .check();
+}
+
+/// What the one-call way creates keeps the call's meaning: the umask and no set-id bits,
+/// `EEXIST` for an existing name or a dangling symlink (never followed), `ENOENT` for a
+/// missing directory, `ENOTDIR` for a file on the way, and a symlinked directory or `..`
+/// still reach their real place.
+#[test]
+fn exclusive_creations_keep_their_meaning() {
+    let Some(py) = py("open(O_EXCL) semantics") else {
+        return;
+    };
+    let fx = Fixture::without_git();
+    let code = r#"
+import errno, os
+os.umask(0o027)
+os.makedirs("a/b")
+os.symlink("a", "l")
+os.symlink("nowhere", "a/dangling")
+open("file", "w").close()
+d = os.open("a", os.O_RDONLY | os.O_DIRECTORY)
+X = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+for name, path, fd in [("plain", "a/b/new", None), ("dirfd", "b/new2", d),
+                       ("setid", "a/setid", None), ("link", "l/b/vialink", None),
+                       ("dotdot", "a/b/../up", None), ("exists", "a/b/new", None),
+                       ("dangling", "a/dangling", None), ("missing", "a/nope/x", None),
+                       ("notdir", "file/x", None)]:
+    try:
+        f = os.open(path, X, 0o6777, dir_fd=fd) if fd is not None else os.open(path, X, 0o6777)
+        os.close(f)
+        print(name, "made", oct(os.stat(path, dir_fd=fd).st_mode & 0o7777))
+    except OSError as e:
+        print(name, errno.errorcode[e.errno])
+print("dangling target", os.path.lexists("a/nowhere"))
+"#;
+    let prog = fx.script("excl.py", code);
+    works(&fx, &format!("{py} {}", sh_quote(prog)))
+        .assert_shows("plain made 0o750\n")
+        .assert_shows("dirfd made 0o750\n")
+        .assert_shows("setid made 0o750\n")
+        .assert_shows("link made 0o750\n")
+        .assert_shows("dotdot made 0o750\n")
+        .assert_shows("exists EEXIST\n")
+        .assert_shows("dangling EEXIST\n")
+        .assert_shows("missing ENOENT\n")
+        .assert_shows("notdir ENOTDIR\n")
+        .assert_shows("dangling target False\n");
+    for made in ["a/b/new", "a/b/new2", "a/setid", "a/b/vialink", "a/up"] {
+        assert!(
+            fx.ws.join(made).is_file(),
+            "{made} was not made on the host"
+        );
+    }
+}
+
 /// `mknod(S_IFREG)` makes an empty regular file without `open`.
 #[test]
 fn fresh_repo_hook_made_by_mknod_is_refused() {

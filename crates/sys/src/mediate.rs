@@ -47,6 +47,7 @@ use crate::raw::{self, Errno};
 use protect::{Create, GitHint, Reason, Rules, Verdict};
 
 mod controlling_terminal;
+mod direct;
 
 const PATH_MAX: usize = 4096;
 const NAME_MAX: usize = 255;
@@ -1365,6 +1366,9 @@ impl Server<'_> {
         // With O_EXCL the kernel never follows a final symlink; with O_NOFOLLOW it fails on one.
         let follow = flags & (libc::O_EXCL | libc::O_NOFOLLOW) == 0;
         let cloexec = flags & libc::O_CLOEXEC != 0;
+        if let Some(reply) = self.create_directly(t, &base, &path, flags, mode)? {
+            return Ok(reply);
+        }
         let (dir, name, trailing, last, lexical) = match resolve(t, base, path.bytes(), follow)? {
             Resolved::Object(obj) => {
                 let p = self_fd_path(obj.0)?;
@@ -1479,6 +1483,74 @@ impl Server<'_> {
                     fd: Fd(fd),
                     cloexec,
                 })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The common creation (`tar`, compilers, editors: `O_CREAT|O_EXCL`, a path without `.`,
+    /// `..` or a trailing slash) in one call, with no directory opened apart:
+    /// `openat2(start, path, O_CREAT|O_EXCL, RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS)`
+    /// makes the file. The rules judge the start's real path (`fchdir` + `getcwd`; the
+    /// root's is `/`) joined with the string's components: with no symlink, magic link, `.`
+    /// or `..` on the way, the kernel's walk from the start follows exactly those names (a
+    /// mount on the way is named by where it is mounted, as `getcwd` would name it), so
+    /// that is the path of the file it creates. Nothing in the sandbox can rename, link or
+    /// make a directory or symlink while this call is served (those calls wait for this
+    /// init; `unlink`/`rmdir` can only make the walk fail). `None` whenever anything is
+    /// not that plain: a verdict other than allow (the careful way decides again, so a
+    /// refusal of an existing name stays `EEXIST` and gets no report), a symlink on the way
+    /// (`ELOOP`), flags `openat2` refuses (`EINVAL`), an old kernel (`ENOSYS`). Nothing is
+    /// created when it returns `None`. Set-id bits are dropped and the umask applied as in
+    /// [`Server::open`].
+    fn create_directly(
+        &self,
+        t: &mut Target,
+        start: &Dir,
+        path: &PathBuf,
+        flags: c_int,
+        mode: u64,
+    ) -> Result<Option<Reply>, Errno> {
+        const O_TMPFILE_BIT: c_int = 0o20_000_000;
+        let p = path.bytes();
+        let excl = libc::O_CREAT | libc::O_EXCL;
+        if flags & excl != excl
+            || flags & O_TMPFILE_BIT != 0
+            || p.is_empty()
+            || p.last() == Some(&b'/')
+            || p.split(|b| *b == b'/').any(is_dot)
+        {
+            return Ok(None);
+        }
+        let absolute = p.first() == Some(&b'/');
+        let full = match (absolute, start) {
+            (true, Dir::Root(_)) => lexical_path(p)?,
+            (true, Dir::Own(_)) => return Ok(None),
+            (false, _) => {
+                let Ok(mut full) = dir_path(start.0) else {
+                    return Ok(None);
+                };
+                for comp in p.split(|b| *b == b'/').filter(|c| !c.is_empty()) {
+                    if full.bytes() != b"/" {
+                        full.push(b"/")?;
+                    }
+                    full.push(comp)?;
+                }
+                full
+            }
+        };
+        match self.decide(full.bytes(), Create::File) {
+            Verdict::Allow | Verdict::InertConfig => {}
+            Verdict::Deny(_) | Verdict::EmptyConfig => return Ok(None),
+        }
+        let mode = (mode as u32) & 0o7777 & !SET_ID & !t.umask()?;
+        match direct::create_no_symlinks(start.0, path.cstr()?, flags, mode) {
+            Ok(fd) => Ok(Some(Reply::Fd {
+                fd: Fd(fd),
+                cloexec: flags & libc::O_CLOEXEC != 0,
+            })),
+            Err(Errno(libc::ELOOP | libc::EXDEV | libc::EAGAIN | libc::ENOSYS | libc::EINVAL)) => {
+                Ok(None)
             }
             Err(e) => Err(e),
         }
