@@ -5,7 +5,8 @@
 #
 #   bash benches/startup.sh            # installs hyperfine/bubblewrap (Debian) and srt (npm) if missing
 #
-# Not a test: nothing here asserts a time.
+# Not a test: nothing here asserts a time. The floor under these rows (the same kernel work
+# without stockade): benches/startup_floor.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-docs/benchmarks.md}"
