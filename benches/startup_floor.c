@@ -61,6 +61,7 @@
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
@@ -452,7 +453,10 @@ static void cgroup_make(void) {
     path[strcspn(path, "\n")] = 0;
     const char *name = ctl + 1;
     if (strcmp(name, "memory") && strcmp(name, "pids")) continue;
-    snprintf(cg_dirs[cg_count], sizeof cg_dirs[0], "/sys/fs/cgroup/%s%s/floor-%d", name, path, getpid());
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(cg_dirs[cg_count], sizeof cg_dirs[0], "/sys/fs/cgroup/%s%s/floor-%d-%ld", name, path, getpid(),
+             (long)ts.tv_nsec);
     if (mkdir(cg_dirs[cg_count], 0755)) DIE(cg_dirs[cg_count]);
     char file[4200];
     if (!strcmp(name, "memory")) {
@@ -621,11 +625,33 @@ int main(int argc, char **argv) {
   close(go[1]);
   if (home_tree >= 0) close(home_tree);
   if (ws_tree >= 0) close(ws_tree);
+  if (serve) { // warm: the supervisor stays until SIGTERM, then takes the sandbox down
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    sigaddset(&term, SIGINT);
+    sigprocmask(SIG_BLOCK, &term, NULL);
+    int sig;
+    sigwait(&term, &sig);
+    kill(init, SIGKILL);
+  }
   int status = 0;
   waitpid(init, &status, 0);
+  int busy = 0;
   for (int i = 0; i < cg_count; i++) {
     close(cg_fd_dirs[i]);
-    rmdir(cg_dirs[i]);
+    busy |= rmdir(cg_dirs[i]) != 0;
+  }
+  // A v1 cgroup can be busy for a moment after its last task is reaped: as stockade's reaper,
+  // a child retries off the critical path.
+  if (busy && fork() == 0) {
+    for (int t = 0; t < 200; t++) {
+      int left = 0;
+      for (int i = 0; i < cg_count; i++) left |= rmdir(cg_dirs[i]) != 0 && errno != ENOENT;
+      if (!left) break;
+      usleep(5000);
+    }
+    _exit(0);
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
