@@ -75,6 +75,22 @@ pub trait HostView {
     fn dir_stamp(&self, _path: &Path) -> Option<DirStamp> {
         None
     }
+    /// [`HostView::dir_stamp`] of `path`, looked up as its last component in `parent` when
+    /// given: one lookup, not one per component of the whole path (the walk cache's
+    /// per-directory cost, issue 32). `parent` must be the handle of `path`'s parent that this
+    /// same walk opened, and took that parent's own stamp from (never one kept from an earlier
+    /// run). With `open`, also a handle of `path` itself (opened without following a link,
+    /// only a directory) whose stamp is the one returned; `None` when it cannot be opened
+    /// (too many open files): its entries are then looked up by their whole paths. By
+    /// default (a fake host) [`HostView::dir_stamp`] and no handle.
+    fn dir_stamp_at(
+        &self,
+        _parent: Option<&DirHandle>,
+        path: &Path,
+        _open: bool,
+    ) -> (Option<DirStamp>, Option<DirHandle>) {
+        (self.dir_stamp(path), None)
+    }
     /// [`HostView::list_dir`] with the directory's stamp taken first, from the same open
     /// directory (so a change after the stamp shows in the ctime, and both describe one
     /// directory).
@@ -99,6 +115,13 @@ pub trait HostView {
         None
     }
 }
+
+/// A directory opened only to look names up in it (`O_PATH|O_DIRECTORY|O_NOFOLLOW`), by a walk
+/// that took the directory's stamp from this same descriptor and found it unchanged
+/// ([`HostView::dir_stamp_at`]). Made and dropped within one walk: a handle never outlives the
+/// walk that checked it (the command may run between the planner's walk and the sweep's).
+#[derive(Debug)]
+pub struct DirHandle(rustix::fd::OwnedFd);
 
 fn kind_of(ft: std::fs::FileType) -> Kind {
     if ft.is_dir() {
@@ -176,6 +199,47 @@ impl HostView for RealHost {
             return None;
         }
         Some(stamp_of(&st))
+    }
+
+    fn dir_stamp_at(
+        &self,
+        parent: Option<&DirHandle>,
+        path: &Path,
+        open: bool,
+    ) -> (Option<DirStamp>, Option<DirHandle>) {
+        use rustix::fs::{AtFlags, Mode, OFlags};
+        let at = parent.zip(path.file_name());
+        if open {
+            // The handle's stamp is the stamp of the very directory its entries are looked up
+            // in: not a link (`O_NOFOLLOW`; `O_PATH` would open the link itself, `O_DIRECTORY`
+            // refuses it, and `fstat` checks the kind again), not what is at the path later.
+            let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            let fd = match at {
+                Some((p, name)) => rustix::fs::openat(&p.0, name, flags, Mode::empty()),
+                None => rustix::fs::open(path, flags, Mode::empty()),
+            };
+            if let Ok(fd) = fd {
+                return match rustix::fs::fstat(&fd) {
+                    Ok(st)
+                        if kind_of_raw(rustix::fs::FileType::from_raw_mode(st.st_mode))
+                            == Kind::Dir =>
+                    {
+                        (Some(stamp_of(&st)), Some(DirHandle(fd)))
+                    }
+                    _ => (None, None),
+                };
+            }
+            // Not a directory, gone, or no descriptor left: the stat below says which.
+        }
+        let st = match at {
+            Some((p, name)) => rustix::fs::statat(&p.0, name, AtFlags::SYMLINK_NOFOLLOW),
+            None => rustix::fs::lstat(path),
+        };
+        let stamp = st.ok().and_then(|st| {
+            (kind_of_raw(rustix::fs::FileType::from_raw_mode(st.st_mode)) == Kind::Dir)
+                .then(|| stamp_of(&st))
+        });
+        (stamp, None)
     }
 
     fn read_link(&self, path: &Path) -> Option<PathBuf> {
@@ -278,6 +342,14 @@ impl HostView for Remembering<'_> {
     }
     fn dir_stamp(&self, path: &Path) -> Option<DirStamp> {
         self.host.dir_stamp(path)
+    }
+    fn dir_stamp_at(
+        &self,
+        parent: Option<&DirHandle>,
+        path: &Path,
+        open: bool,
+    ) -> (Option<DirStamp>, Option<DirHandle>) {
+        self.host.dir_stamp_at(parent, path, open)
     }
     fn list_dir_stamped(&self, path: &Path) -> (Option<DirStamp>, Vec<(OsString, Kind)>) {
         self.host.list_dir_stamped(path)

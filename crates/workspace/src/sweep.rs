@@ -238,6 +238,17 @@ impl HostView for Inspect<'_> {
     fn dir_stamp(&self, path: &Path) -> Option<crate::host::DirStamp> {
         self.host.dir_stamp(path)
     }
+    fn dir_stamp_at(
+        &self,
+        parent: Option<&crate::host::DirHandle>,
+        path: &Path,
+        open: bool,
+    ) -> (
+        Option<crate::host::DirStamp>,
+        Option<crate::host::DirHandle>,
+    ) {
+        self.host.dir_stamp_at(parent, path, open)
+    }
     fn list_dir_stamped(
         &self,
         path: &Path,

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use policy::{is_within, PathPattern};
 
-use crate::host::{DirStamp, HostView, Kind};
+use crate::host::{DirHandle, DirStamp, HostView, Kind};
 use crate::scan::depth;
 use crate::ScanError;
 
@@ -94,18 +94,29 @@ impl DirStamps {
     fn set_prior(&mut self, prior: Prior) {
         self.had_prior = true;
         if self.taken_at.is_some_and(|now| now >= prior.taken_at) {
+            self.dirs.reserve(prior.dirs.len());
             self.prior = Some(prior);
         }
     }
 
     /// The earlier run's record of `dir`, if its stamp is the same now, on a filesystem that
     /// sets ctimes locally: its entries are those it had then. Only a remembered directory is
-    /// stat'ed (not followed: a link or a non-directory in its place is listed, and fails).
-    fn reuse(&mut self, host: &dyn HostView, dir: &Path) -> Option<SettledDir> {
+    /// stat'ed (not followed: a link or a non-directory in its place is listed, and fails),
+    /// by name in `parent` when the walk holds its parent's handle
+    /// ([`HostView::dir_stamp_at`]); with `open`, one that has subdirectories is opened and
+    /// its handle returned with it.
+    fn reuse(
+        &mut self,
+        host: &dyn HostView,
+        parent: Option<&DirHandle>,
+        dir: &Path,
+        open: bool,
+    ) -> Option<(SettledDir, Option<DirHandle>)> {
         let prior = self.prior.as_mut()?;
         let rec = prior.dirs.remove(dir)?;
-        let now = host.dir_stamp(dir)?;
-        (now == rec.stamp && self.is_local(host, now.dev, dir)).then_some(rec)
+        let (now, handle) = host.dir_stamp_at(parent, dir, open && !rec.subdirs.is_empty());
+        let now = now?;
+        (now == rec.stamp && self.is_local(host, now.dev, dir)).then_some((rec, handle))
     }
 
     fn record(
@@ -147,13 +158,25 @@ impl DirStamps {
 
     /// The record of `dir` if its stamp is the same now, and the clock has not gone back since
     /// the walk (a ctime compared across a clock step proves nothing). Only a recorded
-    /// directory is stat'ed.
-    fn unchanged(&self, host: &dyn HostView, dir: &Path) -> Option<&SettledDir> {
+    /// directory is stat'ed, by name in `parent` when the walk holds its parent's handle; with
+    /// `open`, one that has subdirectories is opened and its handle returned with it (see
+    /// [`DirStamps::reuse`]).
+    fn unchanged(
+        &self,
+        host: &dyn HostView,
+        parent: Option<&DirHandle>,
+        dir: &Path,
+        open: bool,
+    ) -> Option<(&SettledDir, Option<DirHandle>)> {
         let rec = self.dirs.get(dir)?;
         let clock_ok = self
             .taken_at
             .is_some_and(|t| std::time::SystemTime::now() >= t);
-        (clock_ok && host.dir_stamp(dir) == Some(rec.stamp)).then_some(rec)
+        if !clock_ok {
+            return None;
+        }
+        let (now, handle) = host.dir_stamp_at(parent, dir, open && !rec.subdirs.is_empty());
+        (now == Some(rec.stamp)).then_some((rec, handle))
     }
 }
 
@@ -446,10 +469,17 @@ pub fn walk(
     visit: &mut dyn FnMut(&Path, Kind),
     unlisted: &mut dyn FnMut(&Path, std::io::Error),
 ) -> Result<(), ScanError> {
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
+    // Each directory to walk, with the handle of its parent when the walk opened that parent
+    // and found its stamp unchanged (its entries' stamps are then taken by name in it), and
+    // how many handles its chain of parents holds (at most `HELD`: a deep tree does not run
+    // the process out of descriptors; deeper, the whole path is stat'ed as before).
+    type Parent = Option<std::rc::Rc<DirHandle>>;
+    const HELD: usize = 64;
+    let mut stack: Vec<(PathBuf, Parent, usize)> = vec![(root.to_path_buf(), None, 0)];
+    while let Some((dir, parent, held)) = stack.pop() {
+        let parent = parent.as_deref();
         if let Stamps::Record(rec) = &mut stamps {
-            if let Some(old) = rec.reuse(host, &dir) {
+            if let Some((old, handle)) = rec.reuse(host, parent, &dir, held < HELD) {
                 // Same entries as when an earlier run's planner listed it: what concerned the
                 // walk then is visited again (every check on it runs again), and its
                 // subdirectories are walked (each checked on its own).
@@ -457,17 +487,21 @@ pub fn walk(
                     *count += 1;
                     visit(&dir.join(name), *kind);
                 }
-                stack.extend(old.subdirs.iter().map(|n| dir.join(n)));
+                let held = held + usize::from(handle.is_some());
+                let handle = handle.map(std::rc::Rc::new);
+                stack.extend((old.subdirs.iter()).map(|n| (dir.join(n), handle.clone(), held)));
                 rec.from_cache += 1;
                 rec.dirs.insert(dir, old);
                 continue;
             }
         }
         if let Stamps::SkipUnchanged(known) = &stamps {
-            if let Some(rec) = known.unchanged(host, &dir) {
+            if let Some((rec, handle)) = known.unchanged(host, parent, &dir, held < HELD) {
                 // Same entries as when the planner listed it (every create, remove or rename
                 // in it would have moved its ctime): visited then, nothing new to see.
-                stack.extend(rec.subdirs.iter().map(|n| dir.join(n)));
+                let held = held + usize::from(handle.is_some());
+                let handle = handle.map(std::rc::Rc::new);
+                stack.extend((rec.subdirs.iter()).map(|n| (dir.join(n), handle.clone(), held)));
                 continue;
             }
         }
@@ -529,7 +563,8 @@ pub fn walk(
                     }
                 }
                 if descend {
-                    stack.push(path);
+                    // Listed, not passed through: its entries are stat'ed by their paths.
+                    stack.push((path, None, held));
                     subdirs.push(name);
                 }
             }

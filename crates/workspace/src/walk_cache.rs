@@ -393,7 +393,7 @@ mod tests {
     //! The cache as data: a tree host double that records what it was asked, random trees and
     //! random changes between runs; the cached walk's findings must be a full walk's.
     use super::*;
-    use crate::host::{Entry, HostView};
+    use crate::host::{Entry, HostView, RealHost};
     use crate::walk::Matches;
     use std::cell::{Cell, RefCell};
     use std::collections::BTreeMap;
@@ -756,6 +756,152 @@ mod tests {
             .unwrap();
         let linked = WalkCache::load(link_dir.path(), Path::new(WS), uid, "test");
         assert!(linked.sections.is_empty(), "a link was followed");
+    }
+
+    /// The real host, counting the stamps taken by name in a parent's handle; with `stale`,
+    /// those answer what the directory's stamp was before the changes (the control).
+    #[derive(Default)]
+    struct ByHandle {
+        at: Cell<usize>,
+        stale: Option<BTreeMap<PathBuf, DirStamp>>,
+    }
+
+    impl HostView for ByHandle {
+        fn stat(&self, p: &Path) -> Option<Entry> {
+            RealHost.stat(p)
+        }
+        fn lstat_kind(&self, p: &Path) -> Option<Kind> {
+            RealHost.lstat_kind(p)
+        }
+        fn canonicalize(&self, p: &Path) -> Option<PathBuf> {
+            RealHost.canonicalize(p)
+        }
+        fn list_dir(&self, p: &Path) -> Vec<(OsString, Kind)> {
+            RealHost.list_dir(p)
+        }
+        fn try_list_dir(&self, p: &Path) -> std::io::Result<Vec<(OsString, Kind)>> {
+            RealHost.try_list_dir(p)
+        }
+        fn read_small(&self, p: &Path) -> Option<String> {
+            RealHost.read_small(p)
+        }
+        fn dir_stamp(&self, p: &Path) -> Option<DirStamp> {
+            RealHost.dir_stamp(p)
+        }
+        fn dir_stamp_at(
+            &self,
+            parent: Option<&crate::host::DirHandle>,
+            p: &Path,
+            open: bool,
+        ) -> (Option<DirStamp>, Option<crate::host::DirHandle>) {
+            if parent.is_some() {
+                self.at.set(self.at.get() + 1);
+            }
+            let (stamp, handle) = RealHost.dir_stamp_at(parent, p, open);
+            match (&self.stale, parent) {
+                (Some(old), Some(_)) => (old.get(p).copied().or(stamp), handle),
+                _ => (stamp, handle),
+            }
+        }
+        fn list_dir_stamped(&self, p: &Path) -> (Option<DirStamp>, Vec<(OsString, Kind)>) {
+            RealHost.list_dir_stamped(p)
+        }
+        fn local_ctime(&self, p: &Path) -> bool {
+            RealHost.local_ctime(p)
+        }
+    }
+
+    fn real_walk(
+        host: &dyn HostView,
+        ws: &Path,
+        cache: Option<&mut WalkCache>,
+    ) -> (Found, DirStamps) {
+        let ctx = policy::PathContext {
+            home: "/home/u".into(),
+            workspace: ws.into(),
+            writable_roots: vec![ws.into()],
+        };
+        let pats = |list: &[&str]| -> Vec<policy::PathPattern> {
+            (list.iter())
+                .flat_map(|p| policy::expand(p, &ctx).unwrap())
+                .collect()
+        };
+        let (read, write) = (pats(&["**/.env"]), pats(&["**/.envrc", "**/.git/hooks"]));
+        let mut stamps = DirStamps::start_settled(std::time::Duration::ZERO);
+        let m = Matches::collect(host, &[ws.into()], &read, &write, &mut stamps, cache).unwrap();
+        let lists = vec![m.deny_read, m.deny_write, m.git_dirs];
+        ((lists, stamps.dirs.clone().into_iter().collect()), stamps)
+    }
+
+    /// On a real filesystem, the stamps of remembered directories are taken by name in their
+    /// parent's handle (`fstatat`, issue 32): a directory changed under an unchanged parent,
+    /// one made a link, and changes deeper than the handles the walk holds are all seen: the
+    /// cached walk equals a full walk. Control: the same walk answered with the stamps of
+    /// before the changes for those lookups misses them.
+    #[test]
+    fn a_real_tree_stat_ed_by_handles_finds_what_a_full_walk_finds() {
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(tmp.path()).unwrap();
+        if !RealHost.local_ctime(&ws) {
+            eprintln!("n/a: {} does not set ctimes locally", ws.display());
+            return;
+        }
+        let mut deep = ws.join("deep");
+        for i in 0..70 {
+            deep.push(format!("d{i}"));
+        }
+        for d in ["p/q/r", "p/l1", "p/l2", "p/l3/x", "g/.git/hooks"] {
+            std::fs::create_dir_all(ws.join(d)).unwrap();
+        }
+        std::fs::create_dir_all(&deep).unwrap();
+        std::fs::create_dir(ws.join("other")).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        // The first run: every directory listed and recorded, the cache stored.
+        let c = cache();
+        let (_, recorded) = real_walk(&RealHost, &ws, Some(&mut cache()));
+        let tmp_cache = tempfile::tempdir().unwrap();
+        c.store(tmp_cache.path(), &ws, &recorded).unwrap();
+        let before: BTreeMap<PathBuf, DirStamp> = (recorded.dirs.iter())
+            .map(|(p, d)| (p.clone(), d.stamp))
+            .collect();
+        assert!(before.contains_key(&ws.join("p/q/r")) && before.contains_key(&deep));
+        let load = || WalkCache::load(tmp_cache.path(), &ws, c.uid, "test");
+        let full_walk = || real_walk(&RealHost, &ws, None).0;
+        // An unchanged tree: taken whole from the cache, by handles.
+        let host = ByHandle::default();
+        let (full, (cached, s)) = (full_walk(), real_walk(&host, &ws, Some(&mut load())));
+        assert_eq!(cached, full);
+        assert_eq!((s.from_cache, s.listed), (before.len(), 0));
+        assert!(host.at.get() > 60, "{} stamps by handle", host.at.get());
+        // Changes below unchanged parents, and a directory made a link.
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        std::fs::write(ws.join("p/q/r/.env"), "").unwrap();
+        std::fs::write(deep.join(".envrc"), "").unwrap();
+        std::fs::write(deep.parent().unwrap().join(".env"), "").unwrap();
+        std::fs::create_dir(ws.join("p/l1/.envrc")).unwrap();
+        std::fs::rename(ws.join("p/l3"), ws.join("other/l3")).unwrap();
+        std::os::unix::fs::symlink(ws.join("other/l3"), ws.join("p/l3")).unwrap();
+        std::fs::create_dir(ws.join("g/.git/hooks/.env")).unwrap();
+        let host = ByHandle::default();
+        let (full, (cached, _)) = (full_walk(), real_walk(&host, &ws, Some(&mut load())));
+        assert_eq!(cached, full);
+        for p in [ws.join("p/q/r/.env"), deep.parent().unwrap().join(".env")] {
+            assert!(cached.0[0].contains(&p), "{} missed", p.display());
+        }
+        for p in [deep.join(".envrc"), ws.join("p/l1/.envrc")] {
+            assert!(cached.0[1].contains(&p), "{} missed", p.display());
+        }
+        assert!(host.at.get() > 60, "{} stamps by handle", host.at.get());
+        // Control: the lookups by handle answered with the stamps of before the changes.
+        let stale = ByHandle {
+            stale: Some(before),
+            ..ByHandle::default()
+        };
+        let (missed, _) = real_walk(&stale, &ws, Some(&mut load()));
+        assert_ne!(
+            missed.0, full.0,
+            "the comparison cannot fail: the test proves nothing"
+        );
     }
 
     /// Random trees, random changes between runs (entries added, removed, replaced by
