@@ -345,9 +345,10 @@ pub(super) async fn open_tls(
     limit: std::time::Duration,
 ) -> Result<(Upstream, std::net::SocketAddr), String> {
     let (stream, addr) = connect_tls(addrs, name, tls, limit, "upstream").await?;
-    let (sender, conn) = hyper::client::conn::http1::handshake::<_, Incoming>(TokioIo::new(stream))
-        .await
-        .map_err(|e| format!("upstream: {e}"))?;
+    let (sender, conn) =
+        hyper::client::conn::http1::handshake::<_, Incoming>(TokioIo::new(Gathered::new(stream)))
+            .await
+            .map_err(|e| format!("upstream: {e}"))?;
     tokio::spawn(conn);
     Ok((sender, addr))
 }
@@ -439,5 +440,94 @@ impl hyper::body::Body for Scrubbed {
 
     fn size_hint(&self) -> hyper::body::SizeHint {
         self.inner.size_hint()
+    }
+}
+
+/// The upstream's TLS stream as hyper reads it. rustls hands out one record (16 KiB at most)
+/// per read; this read goes on taking what is already decrypted or waiting in the socket until
+/// hyper's buffer is full or the socket has nothing more, so a large answer crosses hyper, the
+/// masking ([`Scrubbed`]) and the client's socket in chunks of up to hyper's buffer instead of
+/// one per record. The bytes and their one copy out of rustls are the same; nothing waits for
+/// more than is there (a server-sent event goes on at once).
+///
+/// An error after some bytes were read is kept and returned by the next read, after those
+/// bytes: a connection cut short is seen as such (never as a clean end).
+pub(super) struct Gathered<S> {
+    inner: S,
+    failed: Option<std::io::Error>,
+}
+
+impl<S> Gathered<S> {
+    pub(super) fn new(inner: S) -> Gathered<S> {
+        Gathered {
+            inner,
+            failed: None,
+        }
+    }
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Gathered<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        use std::task::Poll;
+        if let Some(e) = self.failed.take() {
+            return Poll::Ready(Err(e));
+        }
+        let start = buf.filled().len();
+        while buf.remaining() > 0 {
+            let before = buf.filled().len();
+            match std::pin::Pin::new(&mut self.inner).poll_read(cx, buf) {
+                // The end of the stream: what was gathered now, the end again on the next read.
+                Poll::Ready(Ok(())) if buf.filled().len() == before => break,
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(e)) if buf.filled().len() == start => return Poll::Ready(Err(e)),
+                Poll::Ready(Err(e)) => {
+                    self.failed = Some(e);
+                    break;
+                }
+                Poll::Pending if buf.filled().len() == start => return Poll::Pending,
+                Poll::Pending => break,
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Gathered<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }

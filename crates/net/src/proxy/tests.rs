@@ -101,3 +101,96 @@ fn a_reachable_upstream_is_no_failure() {
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(events.iter().all(|e| e.code == ALLOWED), "{events:#?}");
 }
+
+/// A reader that answers each read with the next step: bytes (as many as fit), the end, an
+/// error, or "nothing yet".
+struct Script(std::collections::VecDeque<Step>);
+
+enum Step {
+    Data(Vec<u8>),
+    Pending,
+    Fail,
+}
+
+impl AsyncRead for Script {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.0.pop_front() {
+            None => Poll::Ready(Ok(())),
+            Some(Step::Pending) => Poll::Pending,
+            Some(Step::Fail) => Poll::Ready(Err(io::Error::from(io::ErrorKind::UnexpectedEof))),
+            Some(Step::Data(mut d)) => {
+                let n = d.len().min(buf.remaining());
+                buf.put_slice(&d[..n]);
+                if n < d.len() {
+                    self.0.push_front(Step::Data(d.split_off(n)));
+                }
+                Poll::Ready(Ok(()))
+            }
+        }
+    }
+}
+
+/// One read of `r` into a buffer of `size`: the bytes, or the error, or `None` for Pending.
+fn read_once<R: AsyncRead + Unpin>(r: &mut R, size: usize) -> Option<io::Result<Vec<u8>>> {
+    let mut mem = vec![0u8; size];
+    let mut buf = ReadBuf::new(&mut mem);
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    match Pin::new(r).poll_read(&mut cx, &mut buf) {
+        Poll::Pending => None,
+        Poll::Ready(r) => Some(r.map(|()| buf.filled().to_vec())),
+    }
+}
+
+fn gathered(steps: Vec<Step>) -> reverse::Gathered<Script> {
+    reverse::Gathered::new(Script(steps.into()))
+}
+
+/// The upstream's reads take every record that is there, up to the buffer, and stop when the
+/// socket has nothing more (nothing waits for bytes that have not come).
+#[test]
+fn an_upstream_read_gathers_what_is_there_and_waits_for_nothing() {
+    let mut r = gathered(vec![
+        Step::Data(vec![1; 3]),
+        Step::Data(vec![2; 4]),
+        Step::Pending,
+        Step::Data(vec![3; 10]),
+        // The first "nothing yet" ends the read that gathered the 3s; the second is seen.
+        Step::Pending,
+        Step::Pending,
+    ]);
+    assert_eq!(
+        read_once(&mut r, 100).unwrap().unwrap(),
+        [1, 1, 1, 2, 2, 2, 2]
+    );
+    // Up to the buffer: the rest waits for the next read.
+    assert_eq!(read_once(&mut r, 4).unwrap().unwrap(), [3; 4]);
+    assert_eq!(read_once(&mut r, 100).unwrap().unwrap(), [3; 6]);
+    assert!(read_once(&mut r, 100).is_none(), "nothing there: Pending");
+    assert_eq!(
+        read_once(&mut r, 100).unwrap().unwrap(),
+        [0u8; 0],
+        "the end"
+    );
+}
+
+/// A connection cut short after some bytes: the bytes, then the error, never a clean end
+/// (which would let a truncated answer pass as whole). Control: without a failure, the end.
+#[test]
+fn an_upstream_error_after_bytes_is_the_next_read() {
+    let mut r = gathered(vec![Step::Data(vec![7; 5]), Step::Fail]);
+    assert_eq!(read_once(&mut r, 100).unwrap().unwrap(), [7; 5]);
+    let e = read_once(&mut r, 100).unwrap().unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+
+    let mut r = gathered(vec![Step::Fail]);
+    let e = read_once(&mut r, 100).unwrap().unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+
+    let mut r = gathered(vec![Step::Data(vec![7; 5])]);
+    assert_eq!(read_once(&mut r, 100).unwrap().unwrap(), [7; 5]);
+    assert_eq!(read_once(&mut r, 100).unwrap().unwrap(), [0u8; 0]);
+}
