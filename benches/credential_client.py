@@ -57,9 +57,12 @@ small = [request("/small")[0] for _ in range(int(os.environ.get("SMALL", 2000)))
 sse = [request("/sse") for _ in range(int(os.environ.get("SSE", 200)))]
 size = int(os.environ.get("BIG", 100 << 20))
 big = []
+cpu = sum(os.times()[:2])
 for _ in range(int(os.environ.get("BIGRUNS", 3))):
     t, n = request("/big/%d" % size)
     assert n == size, n
     big.append(size / t)
+# The client's own CPU time (user + system) over the large responses.
+cpu = sum(os.times()[:2]) - cpu
 with open(os.environ.get("OUT", "/dev/stdout"), "w") as f:
-    json.dump({"small": small, "sse": sse, "big": big}, f)
+    json.dump({"small": small, "sse": sse, "big": big, "size": size, "cpu": cpu}, f)

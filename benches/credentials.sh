@@ -11,14 +11,20 @@
 # alternative to a route), and, where installed, other relays on the host that put one hop
 # between the client and the upstream: nginx and haproxy (TLS to the upstream, plain HTTP to
 # the client, no buffering), socat relaying TLS, and socat copying the client's own TLS bytes
-# (a hop that does no cryptography; `apt-get install nginx-light haproxy socat`). With perf,
-# the proxy's CPU time per GB on the route.
+# (a hop that does no cryptography; `apt-get install nginx-light haproxy socat`). Each hop's
+# CPU time per GB beside it (user + system from /proc/PID/stat: stockade's supervisor, whose
+# threads run the proxy, without the sandboxed client; a relay's processes), and the direct
+# client's own: the relays that terminate TLS are the floor of such a hop on this machine,
+# measured in the same run. With perf, the proxy's CPU time per GB on the route over 3 GiB.
 #
 # The clients on the host run in a session of their own (setsid), as a run's command does (a
 # sandbox is a session of its own): with the scheduler's autogroups (sched_autogroup_enabled=1)
 # a client in the same session as the upstream and the relays is scheduled with them as one
 # group, which on a loaded 2-core machine made "direct" up to 2x faster than the same client
-# anywhere else (benches/tunnel.sh, docs/benchmarks.md "Egress proxy").
+# anywhere else (benches/tunnel.sh, docs/benchmarks.md "Egress proxy"). For the same reason the
+# upstream and the relays run in sessions of their own: a real upstream is not on this machine,
+# and in the benchmark's session the upstream would share one group with the route's proxy
+# (the supervisor starts there) and with no other hop.
 #
 #   bash benches/credentials.sh
 #   BIN=/path/to/stockade bash benches/credentials.sh   # a binary built elsewhere
@@ -47,7 +53,7 @@ printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n' >ext
 openssl x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out cert.pem -days 1 -extfile ext 2>/dev/null
 chmod 644 ./*.pem
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-python3 "$repo/benches/credential_upstream.py" "$port" cert.pem key.pem &
+setsid python3 "$repo/benches/credential_upstream.py" "$port" cert.pem key.pem &
 upstream=$!
 sleep 0.5
 cat >policy.toml <<TOML
@@ -80,18 +86,38 @@ PY
 # The 100 MB response side by side.
 export SMALL=0 SSE=0 BIGRUNS="${BIGRUNS:-5}"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+ticks() { # CPU clock ticks (user + system) of PID and its children, waited-for ones included
+  local t=0 c
+  for c in "$1" $(pgrep -P "$1"); do
+    t=$((t + $(awk '{print $14+$15+$16+$17}' "/proc/$c/stat" 2>/dev/null || echo 0)))
+  done
+  echo "$t"
+}
+hopped() { # OUT CMD...: run a stockade CMD; its supervisor's own CPU ticks (not the sandbox's) to OUT
+  local out=$1 last=0 t0 t run
+  shift
+  "$@" &
+  run=$!
+  t0=$(awk '{print $14+$15}' "/proc/$run/stat")
+  while t=$(awk '{print $14+$15}' "/proc/$run/stat" 2>/dev/null); do last=$t; sleep 0.05; done
+  wait "$run"
+  echo $((last - t0)) >"$out"
+}
 big=(direct big-direct.json)
 OUT=big-direct.json setsid -w python3 client.py direct "$port" ca.pem
-REAL_BENCH_KEY=bench-real-value SSL_CERT_FILE="$dir/ca.pem" "$bin" run --workspace ws --policy policy.toml \
+REAL_BENCH_KEY=bench-real-value SSL_CERT_FILE="$dir/ca.pem" hopped ws/big-route.ticks "$bin" run --workspace ws --policy policy.toml \
   --timeout 0 --env OUT="$dir/ws/big-route.json" --env SMALL --env SSE --env BIGRUNS -- python3 "$dir/client.py" route
 big+=("stockade route (--credential)" ws/big-route.json)
-"$bin" run --workspace ws --net proxy --allow-host "127.0.0.1:$port" --timeout 0 \
+hopped ws/big-tunnel.ticks "$bin" run --workspace ws --net proxy --allow-host "127.0.0.1:$port" --timeout 0 \
   --env OUT="$dir/ws/big-tunnel.json" --env SMALL --env SSE --env BIGRUNS -- python3 "$dir/client.py" tunnel "$port" "$dir/ca.pem"
 big+=("stockade CONNECT tunnel (--net proxy, key inside)" ws/big-tunnel.json)
-relay() { # NAME PORT: the client in plain HTTP through a relay listening on PORT
-  local name=$1 p=$2
+relay() { # NAME PORT PID: the client in plain HTTP through a relay listening on PORT
+  local name=$1 p=$2 t0
   sleep 0.5
+  t0=$(ticks "$3")
   BENCH_BASE_URL="http://127.0.0.1:$p" BENCH_KEY=x OUT="big-$p.json" setsid -w python3 client.py route
+  sleep 0.2
+  echo $(($(ticks "$3") - t0)) >"big-$p.ticks"
   big+=("$name" "big-$p.json")
 }
 if command -v nginx >/dev/null; then
@@ -119,8 +145,8 @@ http {
   }
 }
 CONF
-  nginx -c "$dir/nginx.conf" & relays+=($!)
-  relay "nginx $(nginx -v 2>&1 | sed 's/.*nginx\///') (TLS to the upstream)" "$p"
+  setsid nginx -c "$dir/nginx.conf" & relays+=($!)
+  relay "nginx $(nginx -v 2>&1 | sed 's/.*nginx\///') (TLS to the upstream)" "$p" "${relays[-1]}"
 fi
 if command -v haproxy >/dev/null; then
   p=$(free_port)
@@ -136,29 +162,45 @@ frontend f
 backend b
   server s 127.0.0.1:$port ssl verify required ca-file $dir/ca.pem
 CONF
-  haproxy -f haproxy.cfg & relays+=($!)
-  relay "haproxy $(haproxy -v | sed -n '1s/^HAProxy version \([^ ]*\).*/\1/p') (TLS to the upstream)" "$p"
+  setsid haproxy -f haproxy.cfg & relays+=($!)
+  relay "haproxy $(haproxy -v | sed -n '1s/^HAProxy version \([^ ]*\).*/\1/p') (TLS to the upstream)" "$p" "${relays[-1]}"
 fi
 if command -v socat >/dev/null; then
   p=$(free_port)
-  socat -b 262144 "TCP-LISTEN:$p,bind=127.0.0.1,reuseaddr,fork" "OPENSSL:127.0.0.1:$port,cafile=ca.pem" & relays+=($!)
-  relay "socat (TLS to the upstream)" "$p"
+  setsid socat -b 262144 "TCP-LISTEN:$p,bind=127.0.0.1,reuseaddr,fork" "OPENSSL:127.0.0.1:$port,cafile=ca.pem" & relays+=($!)
+  relay "socat (TLS to the upstream)" "$p" "${relays[-1]}"
   p=$(free_port)
-  socat -b 262144 "TCP-LISTEN:$p,bind=127.0.0.1,reuseaddr,fork" "TCP:127.0.0.1:$port" & relays+=($!)
+  setsid socat -b 262144 "TCP-LISTEN:$p,bind=127.0.0.1,reuseaddr,fork" "TCP:127.0.0.1:$port" & relays+=($!)
   sleep 0.5
+  t0=$(ticks "${relays[-1]}")
   OUT=big-copy.json setsid -w python3 client.py direct "$p" ca.pem
+  sleep 0.2
+  echo $(($(ticks "${relays[-1]}") - t0)) >big-copy.ticks
   big+=("socat copying the client's TLS (no cryptography)" big-copy.json)
 fi
 python3 - "${big[@]}" <<'PY'
-import json, statistics, sys
+import json, os, statistics, sys
 rows = list(zip(sys.argv[1::2], sys.argv[2::2]))
 med = lambda p: statistics.median(json.load(open(p))["big"])
 base = med(rows[0][1])
-print("\n| 100 MB response, one hop | median | runs (MB/s) | vs direct |")
-print("|---|---:|---|---:|")
+hz = os.sysconf("SC_CLK_TCK")
+def per_gb(p):
+    got = json.load(open(p))
+    moved = len(got["big"]) * got["size"] / 1e9
+    ticks = p[:-len(".json")] + ".ticks"
+    if p == rows[0][1]:
+        return got["cpu"] / moved  # the direct client's own
+    return int(open(ticks).read()) / hz / moved if os.path.exists(ticks) else None
+client = per_gb(rows[0][1])
+print("\n| 100 MB response, one hop | median | runs (MB/s) | vs direct | CPU per GB (core-s) | ÷ the client's own |")
+print("|---|---:|---|---:|---:|---:|")
 for name, p in rows:
     runs = json.load(open(p))["big"]
-    print(f"| {name} | {med(p)/1e6:.0f} MB/s | {', '.join('%.0f' % (x/1e6) for x in runs)} | {med(p)/base:.2f}× |")
+    c = per_gb(p)
+    cpu = "" if c is None else f"{c:.2f} | {c / client:.2f}×"
+    print(f"| {name} | {med(p)/1e6:.0f} MB/s | {', '.join('%.0f' % (x/1e6) for x in runs)} | {med(p)/base:.2f}× | {cpu or ' | '} |")
+print("\n(CPU per GB: the direct row is the client's own (TLS and HTTP in Python); the hops' rows the")
+print("hop's, without the client's; 10 ms ticks, 100 MB runs: about ±0.02 core-s.)")
 PY
 if command -v perf >/dev/null; then
   # The proxy's CPU time per GB on the route (the supervisor, whose threads run the proxy),
