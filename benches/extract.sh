@@ -54,8 +54,9 @@ tar -cf "$base/tree.tar" -C "$base/src" tree
 cat >"$base/x.sh" <<SH
 d=\$(mktemp -d -p "\$1") && tar -xf "$base/tree.tar" -C "\$d" && rm -rf "\$d"
 SH
-floor() { # "<mode> <sync> <µs>" lines for the floor's rows, once
+floor() { # "<mode> <sync> <µs>" lines for the floor's rows, once (wall, then CPU time)
   RUNS=$floor_runs bash benches/notif_floor.sh --raw >>"$base/floor.$1"
+  CPU=1 RUNS=$floor_runs bash benches/notif_floor.sh --raw >>"$base/floorcpu.$1"
 }
 for round in $(seq "$rounds"); do
   for fs in $filesystems; do
@@ -84,17 +85,18 @@ done
 python3 - "$base" "$rounds" "$floor" $filesystems <<'PY'
 import json, os, statistics, sys
 base, rounds, floor, filesystems = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4:]
-def floor_of(r):
-    """(extra of mode 2 over bare, extra of mode 2 with SYNC_WAKE_UP, extra of mode 3) in µs:
+def floor_of(r, name="floor"):
+    """Extras over bare in µs of mode 2, mode 2 with SYNC_WAKE_UP, and modes 3, 4 and 5 with it:
     medians of the floor's runs before and after the tmpfs rows of round r."""
     rows = {}
-    for line in open(os.path.join(base, f"floor.{r}")):
+    for line in open(os.path.join(base, f"{name}.{r}")):
         mode, sync, us = line.split()
         rows.setdefault((mode, sync), []).append(float(us))
     m = {k: statistics.median(v) for k, v in rows.items()}
     bare = m[("0", "0")]
-    return m[("2", "0")] - bare, m[("2", "1")] - bare, m[("3", "1")] - bare
-print("| round | command | median (s) | σ (s) | ratio to bwrap | extra per file vs bwrap (µs) | ratio to the floor (SYNC_WAKE_UP floor) |")
+    return (m[("2", "0")] - bare, m[("2", "1")] - bare, m[("3", "1")] - bare,
+            m[("4", "1")] - bare, m[("5", "1")] - bare)
+print("| round | command | median (s) | σ (s) | ratio to bwrap | extra per file vs bwrap (µs) | ratio to the floor (SYNC_WAKE_UP floor; notif_floor's mode 5: the design's calls without rules) |")
 print("|---|---|---:|---:|---:|---:|---:|")
 for fs in filesystems:
     for r in range(1, rounds + 1):
@@ -109,8 +111,18 @@ for fs in filesystems:
             extra = (m - bw) / 20000 * 1e6
             ratio = ""
             if fl and x["command"].startswith("stockade"):
-                ratio = f"{extra / fl[0]:.2f}× ({extra / fl[1]:.2f}× SYNC)"
+                ratio = f"{extra / fl[0]:.2f}× ({extra / fl[1]:.2f}× SYNC; {extra / fl[4]:.2f}× mode 5)"
             print(f"| {r} | {x['command']} | {m:.3f} | {x['stddev']:.3f} | {m / bw:.2f}× | {extra:+.0f} | {ratio} |")
         if fl:
-            print(f"| {r} | floor (notif_floor.sh, extra over bare: open by the supervisor; with SYNC_WAKE_UP; process_vm_readv + ID_VALID, SYNC) | | | | {fl[0]:+.0f}; {fl[1]:+.0f}; {fl[2]:+.0f} | 1.00× |")
+            # CPU time (user + system of every process, hyperfine's means): less swayed by
+            # the machine's other load than the wall clock.
+            fc = floor_of(r, "floorcpu")
+            bwc = next(x for x in rows if x["command"].startswith("bwrap"))
+            bwc = bwc["user"] + bwc["system"]
+            for x in rows:
+                if x["command"].startswith("stockade"):
+                    e = (x["user"] + x["system"] - bwc) / 20000 * 1e6
+                    print(f"| {r} | CPU time: {x['command']} | {x['user'] + x['system']:.3f} | | | {e:+.0f} | {e / fc[1]:.2f}× SYNC floor; {e / fc[4]:.2f}× mode 5 |")
+            print(f"| {r} | CPU time: floor (as below) | | | | {fc[0]:+.0f}; {fc[1]:+.0f}; {fc[2]:+.0f}; {fc[3]:+.0f}; {fc[4]:+.0f} | 1.00× |")
+            print(f"| {r} | floor (notif_floor.sh, extra over bare: open by the supervisor; with SYNC_WAKE_UP; process_vm_readv + ID_VALID, SYNC; + poll; + dirfd by pidfd_getfd, getcwd, openat2) | | | | {fl[0]:+.0f}; {fl[1]:+.0f}; {fl[2]:+.0f}; {fl[3]:+.0f}; {fl[4]:+.0f} | 1.00× |")
 PY

@@ -9,8 +9,16 @@
 //   mode 3  as mode 2, the path read as stockade's init reads it: process_vm_readv, then
 //           SECCOMP_IOCTL_NOTIF_ID_VALID (the tid could have been reused before the read;
 //           mode 2's open of /proc/<pid>/mem by number has the same hole and no check)
+//   mode 4  as mode 3, with a poll of the listener and of the child's pidfd before each RECV
+//           (a mediator must also see its command end while it waits)
+//   mode 5  as mode 4 for paths relative to a directory descriptor of the child's (as tar
+//           makes them): the directory taken with pidfd_getfd, its path asked with fchdir +
+//           getcwd (what the rules need), the file made by openat2(RESOLVE_NO_SYMLINKS)
+//           relative to it, the copy closed: stockade's design for that call without its
+//           rules, Landlock or Rust (docs/design.md, mediated creation, "Cost")
 //
-// SYNC=1 in the environment asks for SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (Linux 6.6).
+// SYNC=1 in the environment asks for SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (Linux 6.6); CPU=1
+// prints the CPU time of both processes per file instead of the wall time.
 // Prints microseconds per file. Run by benches/notif_floor.sh; not a test.
 #define _GNU_SOURCE
 #include <errno.h>
@@ -21,8 +29,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -33,6 +43,8 @@
 #ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS
 #define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
 #endif
+
+#define DIRFD 100
 
 static double now(void) {
   struct timespec t;
@@ -79,23 +91,39 @@ static void child(int mode, int sock, const char *dir, int n) {
   }
   char go, path[4096];
   if (read(sock, &go, 1) != 1) _exit(2);
+  // Mode 5: relative to a directory descriptor, always number DIRFD (the supervisor takes it).
+  int at = AT_FDCWD;
+  if (mode == 5) {
+    int d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (d < 0 || dup2(d, DIRFD) != DIRFD) _exit(2);
+    at = DIRFD;
+  }
   double t0 = now();
   for (int i = 0; i < n; i++) {
-    snprintf(path, sizeof path, "%s/f%d", dir, i);
-    int fd = openat(AT_FDCWD, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (mode == 5)
+      snprintf(path, sizeof path, "f%d", i);
+    else
+      snprintf(path, sizeof path, "%s/f%d", dir, i);
+    int fd = openat(at, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0 || write(fd, "x", 1) != 1) { perror("open"); _exit(1); }
     close(fd);
   }
-  printf("%.2f\n", (now() - t0) / n * 1e6);
+  if (!getenv("CPU")) printf("%.2f\n", (now() - t0) / n * 1e6);
   fflush(stdout);
   _exit(0);
 }
 
-static void serve(int mode, int listener) {
+static void serve(int mode, int listener, pid_t child_pid) {
   struct seccomp_notif req;
   struct seccomp_notif_resp resp;
-  char path[4096], mem[64];
+  char path[4096], mem[64], cwd[4096];
+  int pidfd = mode >= 4 ? (int)syscall(SYS_pidfd_open, child_pid, 0) : -1;
   for (;;) {
+    if (mode >= 4) {
+      struct pollfd p[2] = {{listener, POLLIN, 0}, {pidfd, POLLIN, 0}};
+      if (poll(p, 2, -1) < 0 && errno != EINTR) return;
+      if (!(p[0].revents & POLLIN)) return; // the child is gone
+    }
     memset(&req, 0, sizeof req);
     if (ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, &req) < 0) {
       if (errno == EINTR) continue;
@@ -109,7 +137,7 @@ static void serve(int mode, int listener) {
       continue;
     }
     ssize_t got;
-    if (mode == 3) {
+    if (mode >= 3) {
       // One page at most: the paths here are short and never cross into an unmapped page.
       size_t want = 4096 - req.data.args[1] % 4096;
       struct iovec local = {path, want < sizeof path - 1 ? want : sizeof path - 1};
@@ -123,7 +151,21 @@ static void serve(int mode, int listener) {
       if (m >= 0) close(m);
     }
     path[got < 0 ? 0 : got] = 0;
-    int fd = openat(AT_FDCWD, path, (int)req.data.args[2] | O_CLOEXEC, (mode_t)req.data.args[3]);
+    int fd;
+    if (mode == 5) {
+      int start = (int)syscall(SYS_pidfd_getfd, pidfd, (int)req.data.args[0], 0);
+      if (start < 0 || fchdir(start) < 0 || !getcwd(cwd, sizeof cwd)) {
+        fd = -1;
+      } else {
+        struct {
+          __u64 flags, mode, resolve;
+        } how = {(__u64)((int)req.data.args[2] | O_CLOEXEC), req.data.args[3] & 07777, 0x04 | 0x02};
+        fd = (int)syscall(SYS_openat2, start, path, &how, sizeof how);
+      }
+      if (start >= 0) close(start);
+    } else {
+      fd = openat(AT_FDCWD, path, (int)req.data.args[2] | O_CLOEXEC, (mode_t)req.data.args[3]);
+    }
     if (fd < 0) {
       resp.error = -errno;
       ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &resp);
@@ -151,8 +193,18 @@ int main(int argc, char **argv) {
     if (ioctl(listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, flags) < 0) perror("SYNC_WAKE_UP");
   }
   if (write(sv[0], "g", 1) != 1) return 2;
-  if (listener >= 0) serve(mode, listener);
+  if (listener >= 0) serve(mode, listener, pid);
   int status;
   waitpid(pid, &status, 0);
+  if (getenv("CPU")) {
+    // CPU=1: the CPU time (user + system) of both processes per file instead of the wall
+    // time (less swayed by other load on the machine than the wall clock).
+    struct rusage self, kids;
+    getrusage(RUSAGE_SELF, &self);
+    getrusage(RUSAGE_CHILDREN, &kids);
+    double s = self.ru_utime.tv_sec + self.ru_stime.tv_sec + kids.ru_utime.tv_sec + kids.ru_stime.tv_sec +
+               (self.ru_utime.tv_usec + self.ru_stime.tv_usec + kids.ru_utime.tv_usec + kids.ru_stime.tv_usec) * 1e-6;
+    printf("%.2f\n", s / n * 1e6);
+  }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
