@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Side-by-side start-up cost of one sandboxed `true`, in one run, on this machine:
 # bare `true`, `unshare -Urnpf`, bwrap (issue #2's anchor), stockade and srt (gVisor: see
-# benches/gvisor.sh). Writes the medians and ratios to docs/benchmarks.md (or $1).
+# benches/gvisor.sh). Prints the medians and ratios as a Markdown page (or writes it to $1): it
+# is a whole page of its own, so never give it docs/benchmarks.md, whose hand-written sections
+# it would erase; copy the rows you re-measured into that page by hand.
 #
-#   bash benches/startup.sh            # installs hyperfine/bubblewrap (Debian) and srt (npm) if missing
+#   bash benches/startup.sh [OUT.md]   # installs hyperfine/bubblewrap (Debian) and srt (npm) if missing
 #
 # Not a test: nothing here asserts a time. The floor under these rows (the same kernel work
 # without stockade): benches/startup_floor.sh.
 set -euo pipefail
+out="${1:--}"
+[ "$out" = - ] || [[ "$out" = /* ]] || out="$PWD/$out"
 cd "$(dirname "$0")/.."
-out="${1:-docs/benchmarks.md}"
 runs="${RUNS:-200}"
 
 need_apt=()
@@ -337,7 +340,7 @@ res["concurrent"] = {"runs": 50, "failed": failed, "seconds": time.perf_counter(
 json.dump(res, open(out, "w"))
 PY
 
-python3 - "$ws/result.json" "$OLDPWD/$out" "$unpriv_json" "$create_json" "$files" "$cfs" "$net_json" "$ws/netnums.json" "$limits_json" "$san_json" "$san_sizes" "$soak_json" "$pipe_json" "$tree_json" "$turns_json" <<'PY'
+python3 - "$ws/result.json" "$out" "$unpriv_json" "$create_json" "$files" "$cfs" "$net_json" "$ws/netnums.json" "$limits_json" "$san_json" "$san_sizes" "$soak_json" "$pipe_json" "$tree_json" "$turns_json" <<'PY'
 import json, os, sys, platform, datetime
 res = json.load(open(sys.argv[1]))["results"]
 unpriv = json.load(open(sys.argv[3]))["results"] if os.path.exists(sys.argv[3]) else []
@@ -567,6 +570,7 @@ if len(sys.argv) > 12 and os.path.exists(sys.argv[12]):
     lines.append(f"| wall time | {seq['seconds']:.1f} s ({seq['seconds'] / seq['runs'] * 1000:.1f} ms a run) | {con['seconds']:.2f} s |")
     for key in seq["before"]:
         lines.append(f"| {key}, before → after | {seq['before'][key]} → {seq['after'][key]} | {con['before'][key]} → {con['after'][key]} |")
-open(sys.argv[2], "w").write("\n".join(lines) + "\n")
+if sys.argv[2] != "-":
+    open(sys.argv[2], "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PY
