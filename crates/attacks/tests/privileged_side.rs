@@ -646,3 +646,147 @@ while os.path.exists(g + b"/go"):
     .assert_ok();
     assert!(fx.outside.join("job").exists());
 }
+
+/// Landlock's grants are the planned inodes (issue 32's red team, launch findings 1-2): with
+/// `read_scope = "allow-list"`, `allow_read = [shared/d]` is checked for links by name when
+/// the run is planned, and the supervisor then opens `shared/d` again to add its rule. A
+/// concurrent run that swaps `shared/d` for a link to `private/` in between used to move the
+/// grant there (the open followed the link: the secret was read); one that makes it a file
+/// made the rule fail, which was taken for "Landlock is not available", and with
+/// `--allow-degraded` the run went on with no Landlock at all. Now each rule's path must be
+/// what was planned (the same inode, through no link it did not have): anything else refuses
+/// the run, whatever `--allow-degraded` says. The swap happens at a known moment: debug
+/// builds pause before the rules are added while `STOCKADE_TEST_LANDLOCK_PAUSE` names a file
+/// (compiled out of release builds). Controls: before the swap the grant reads its file and
+/// not the secret; after it the path really leads to the secret (the host reads it there);
+/// a rule on that directory reads the secret (what the moved grant gave); a run planned after
+/// the swap is refused by the planner's check by name.
+#[test]
+fn a_granted_directory_swapped_after_planning_moves_no_grant() {
+    if attacks::not_under(
+        "gvisor",
+        "read_scope = \"allow-list\" is Landlock's (native's); the gVisor backend refuses such a policy",
+    ) {
+        return;
+    }
+    let fx = Fixture::new();
+    let shared = fx.root.join("shared");
+    let d = shared.join("d");
+    let private = fx.root.join("private");
+    attacks::mkdir(&d);
+    attacks::mkdir(&private);
+    let secret = fx.marker("private");
+    let public = fx.marker("public");
+    attacks::write_file(&private.join("k"), format!("{secret}\n"), 0o644);
+    attacks::write_file(&d.join("k"), format!("{public}\n"), 0o644);
+    let policy = |grant: &Path| {
+        let file = fx.root.join("allow-list.toml");
+        attacks::write_file(
+            &file,
+            format!(
+                "[filesystem]\nread_scope = \"allow-list\"\nallow_read = [\"{}\"]\n",
+                s(grant)
+            ),
+            0o644,
+        );
+        file
+    };
+    let p = policy(&d);
+    let opts = |extra: &[&str]| -> Vec<String> {
+        let mut o = vec![
+            "--no-user-policy".to_string(),
+            "--policy".into(),
+            s(&p).into(),
+        ];
+        o.extend(extra.iter().map(|e| e.to_string()));
+        o
+    };
+    let read = format!(
+        "cat {} {}",
+        sh_quote(d.join("k")),
+        sh_quote(private.join("k"))
+    );
+    let run = |extra: &[&str], pause: Option<&Path>| {
+        let o = opts(extra);
+        let o: Vec<&str> = o.iter().map(String::as_str).collect();
+        let mut cmd = fx.attack(&o, &read);
+        if let Some(flag) = pause {
+            cmd = cmd.env("STOCKADE_TEST_LANDLOCK_PAUSE", flag);
+        }
+        cmd
+    };
+
+    // Control: unswapped, the grant reads its own file and not the secret.
+    run(&[], None)
+        .outcome()
+        .assert_output_contains(&public)
+        .assert_lacks(&secret);
+
+    // Each swap while the planned run waits, with and without --allow-degraded.
+    let swaps: [(&str, &dyn Fn()); 3] = [
+        ("a link to the private directory", &|| {
+            std::fs::rename(&d, shared.join("d.old")).expect("move d away");
+            std::os::unix::fs::symlink(&private, &d).expect("plant the link");
+        }),
+        ("another directory", &|| {
+            std::fs::rename(&d, shared.join("d.old")).expect("move d away");
+            attacks::mkdir(&d);
+        }),
+        ("a file", &|| {
+            std::fs::rename(&d, shared.join("d.old")).expect("move d away");
+            attacks::write_file(&d, "a file now\n", 0o644);
+        }),
+    ];
+    let restore = || {
+        let _ = std::fs::remove_file(&d);
+        let _ = std::fs::remove_dir(&d);
+        std::fs::rename(shared.join("d.old"), &d).expect("put d back");
+    };
+    for (what, swap) in swaps {
+        for extra in [&[][..], &["--allow-degraded"][..]] {
+            let flag = fx.root.join("paused");
+            let cmd = run(extra, Some(&flag));
+            let waiting = std::thread::spawn(move || cmd.run());
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while !flag.exists() {
+                assert!(
+                    std::time::Instant::now() < until,
+                    "the run never reached its Landlock build"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            swap();
+            std::fs::remove_file(&flag).expect("let the run go on");
+            let done = waiting.join().expect("the run's thread");
+            done.assert_code(125)
+                .assert_stderr_contains("changed since the run was planned")
+                .assert_stderr_contains(s(&d))
+                .assert_lacks("--allow-degraded")
+                .assert_lacks(&secret)
+                .assert_lacks(&public);
+            eprintln!("swapped for {what} {extra:?}: refused");
+            restore();
+        }
+    }
+
+    // Controls: the swapped path really leads to the secret; a rule on that directory reads
+    // it (what the moved grant gave); planned after the swap, the planner refuses by name.
+    std::fs::rename(&d, shared.join("d.old")).expect("move d away");
+    std::os::unix::fs::symlink(&private, &d).expect("plant the link");
+    fx.control(&format!("cat {}", sh_quote(d.join("k"))))
+        .outcome()
+        .assert_shows(&secret);
+    let p2 = policy(&private);
+    fx.attack(
+        &["--no-user-policy", "--policy", s(&p2)],
+        &format!("cat {}", sh_quote(private.join("k"))),
+    )
+    .outcome()
+    .assert_shows(&secret);
+    let _ = policy(&d);
+    run(&[], None)
+        .run()
+        .assert_code(125)
+        .assert_stderr_contains("symbolic link")
+        .assert_lacks(&secret);
+}

@@ -82,9 +82,9 @@ struct Landlock {
 /// enforces it before it forks the command; an early return joins it on drop, so its
 /// descriptors are never made once the spawn lock is released.
 enum Building {
-    Thread(Option<std::thread::JoinHandle<Result<Landlock, String>>>),
+    Thread(Option<std::thread::JoinHandle<Result<Landlock, LandlockError>>>),
     /// No thread could be made: built in line, as before.
-    Built(Option<Result<Landlock, String>>),
+    Built(Option<Result<Landlock, LandlockError>>),
 }
 
 impl Building {
@@ -114,15 +114,20 @@ impl Building {
         }
     }
 
-    fn finish(mut self) -> Result<Landlock, String> {
+    fn finish(mut self) -> Result<Landlock, LandlockError> {
         let built = match &mut self {
             Building::Thread(handle) => handle.take().map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("the Landlock ruleset's builder panicked".into()))
+                h.join().unwrap_or_else(|_| {
+                    Err(LandlockError::Internal(
+                        "the Landlock ruleset's builder panicked",
+                    ))
+                })
             }),
             Building::Built(built) => built.take(),
         };
-        built.unwrap_or_else(|| Err("the Landlock ruleset was not built".into()))
+        built.unwrap_or(Err(LandlockError::Internal(
+            "the Landlock ruleset was not built",
+        )))
     }
 }
 
@@ -136,37 +141,143 @@ impl Drop for Building {
     }
 }
 
-fn landlock(host_rules: &[Rule]) -> Result<Landlock, String> {
+/// Why the Landlock ruleset was not built. Only [`LandlockError::Unavailable`] is the
+/// kernel's (`--allow-degraded` may run without Landlock then); a rule that cannot be added
+/// means its path is not what was planned, and refuses the run whatever the options: skipping
+/// the whole ruleset would drop every other grant's limit with it.
+#[derive(Debug)]
+enum LandlockError {
+    /// No Landlock ABI, or the ruleset could not be created.
+    Unavailable(String),
+    /// A host rule's path changed since the run was planned (another file or directory, a
+    /// symbolic link on the way), or its rule was refused.
+    Changed { path: PathBuf, cause: sys::Errno },
+    /// The builder itself failed.
+    Internal(&'static str),
+}
+
+impl LandlockError {
+    fn into_run_error(self) -> RunError {
+        match self {
+            LandlockError::Unavailable(cause) => RunError::Unavailable {
+                what: "Landlock",
+                cause,
+                fix: "use a kernel with Landlock enabled (CONFIG_SECURITY_LANDLOCK=y and `landlock` in the lsm= boot list), or pass --allow-degraded to run without it".into(),
+            },
+            LandlockError::Changed { path, cause } => changed_rule(path, cause),
+            LandlockError::Internal(what) => RunError::io(
+                "build the Landlock ruleset",
+                std::io::Error::other(what),
+            ),
+        }
+    }
+}
+
+/// The refusal when a Landlock rule's path is not what the run was planned with (the host's
+/// rules here, the init's in [`setup_error`]).
+fn changed_rule(path: PathBuf, cause: sys::Errno) -> RunError {
+    let why = std::io::Error::from_raw_os_error(cause.0);
+    RunError::Setup {
+        stage: "add a Landlock rule",
+        path: Some(path),
+        cause: std::io::Error::other(format!(
+            "the path changed since the run was planned ({why})"
+        )),
+        explained: Some(
+            "this path now leads to another file or directory than when the run was planned (replaced, or through a symbolic link put on the way: another run writing the same directories?); nothing was granted on it and nothing ran: check the path and run again".into(),
+        ),
+    }
+}
+
+/// Test builds only: with `STOCKADE_TEST_LANDLOCK_PAUSE=FILE`, make `FILE` once the run is
+/// planned and wait (at most 30 s) until it is removed before the host's rules are added, so
+/// that an attack test can change a granted path between planning and the build at a known
+/// moment. Compiled out of release builds (`debug_assertions`).
+#[cfg(debug_assertions)]
+fn test_pause() {
+    let Some(flag) = std::env::var_os("STOCKADE_TEST_LANDLOCK_PAUSE") else {
+        return;
+    };
+    let flag = PathBuf::from(flag);
+    if std::fs::write(&flag, b"").is_err() {
+        return;
+    }
+    let until = Instant::now() + Duration::from_secs(30);
+    while flag.exists() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// `rule.path` opened again (`O_PATH`), checked to be what the planner saw there: through no
+/// symbolic link unless the planner saw one on the way ([`Rule::links`]; never a
+/// `/proc`-style magic link), the same kind, the same `(st_dev, st_ino)` ([`Rule::id`]).
+fn open_planned(c: &CStr, rule: &Rule) -> sys::raw::Result<c_int> {
+    let resolve = if rule.links {
+        sys::raw::RESOLVE_NO_MAGICLINKS
+    } else {
+        sys::raw::RESOLVE_NO_SYMLINKS
+    };
+    let fd = sys::raw::openat2(libc::AT_FDCWD, c, libc::O_PATH, resolve)?;
+    // st_dev's and st_ino's widths differ between architectures.
+    #[allow(clippy::unnecessary_cast)]
+    let same = sys::raw::fstatat(fd, c"", libc::AT_EMPTY_PATH).map(|st| {
+        let dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+        dir == rule.dir && rule.id == Some((st.st_dev as u64, st.st_ino as u64))
+    });
+    match same {
+        Ok(true) => Ok(fd),
+        Ok(false) => {
+            sys::raw::close(fd);
+            Err(sys::Errno(libc::ESTALE))
+        }
+        Err(e) => {
+            sys::raw::close(fd);
+            Err(e)
+        }
+    }
+}
+
+fn landlock(host_rules: &[Rule]) -> Result<Landlock, LandlockError> {
+    let unavailable = |e: String| LandlockError::Unavailable(e);
     let abi_num = sys::raw::landlock_abi()
-        .map_err(|e| format!("Landlock is not supported by this kernel ({e})"))?;
+        .map_err(|e| unavailable(format!("Landlock is not supported by this kernel ({e})")))?;
     let abi = ABI::from(abi_num.min(7));
     let fs = AccessFs::from_all(abi);
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(fs)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| unavailable(e.to_string()))?;
     if abi_num >= 6 {
         ruleset = ruleset
             .scope(Scope::from_all(abi))
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| unavailable(e.to_string()))?;
     }
-    let created = ruleset.create().map_err(|e| e.to_string())?;
+    let created = ruleset.create().map_err(|e| unavailable(e.to_string()))?;
     let handled = fs.bits();
     let fd: Option<OwnedFd> = created.into();
-    let fd = fd.ok_or_else(|| "Landlock ruleset was not created".to_string())?;
-    // Rules added with the raw call: the planner already knows whether each path is a
-    // directory, so the crate's `stat` of every path (44 on a root run) would be wasted.
-    for Rule { path, access, dir } in host_rules {
-        let Ok(c) = path_c(path) else {
-            continue;
+    let fd = fd.ok_or_else(|| unavailable("Landlock ruleset was not created".into()))?;
+    #[cfg(debug_assertions)]
+    test_pause();
+    // Rules added with the raw call: the planner already knows each path's kind and inode
+    // (checked on the descriptor the rule is added through), so the crate's `stat` of every
+    // path (44 on a root run) would be wasted.
+    for rule in host_rules {
+        let changed = |cause| LandlockError::Changed {
+            path: rule.path.clone(),
+            cause,
         };
-        let Ok(pfd) = sys::raw::openat(libc::AT_FDCWD, &c, libc::O_PATH, 0) else {
-            continue; // vanished since planning: nothing to grant
+        let c = path_c(&rule.path).map_err(|_| changed(sys::Errno(libc::EINVAL)))?;
+        let pfd = match open_planned(&c, rule) {
+            Ok(pfd) => pfd,
+            // Gone since planning (a file in a listed home directory removed meanwhile):
+            // nothing there to grant, and nothing else is granted in its place.
+            Err(sys::Errno(libc::ENOENT)) => continue,
+            Err(e) => return Err(changed(e)),
         };
-        let bits = access_bits(*access, *dir) & handled;
+        let bits = access_bits(rule.access, rule.dir) & handled;
         let added = sys::raw::landlock_add_path_rule(fd.as_raw_fd(), pfd, bits);
         sys::raw::close(pfd);
-        added.map_err(|e| format!("failed to add a Landlock rule for {}: {e}", path.display()))?;
+        added.map_err(changed)?;
     }
     Ok(Landlock {
         fd,
@@ -527,32 +638,42 @@ pub(crate) fn launch_gated(
         .collect::<Result<_, _>>()?;
     let candidates: Vec<&CStr> = cand_c.iter().map(CString::as_c_str).collect();
     let cwd = path_c(&plan.cwd)?;
+    // Only a kernel without Landlock may be run without it (`--allow-degraded`); a rule's
+    // path that changed since planning refuses the run (see `LandlockError`).
     let landlock = match building.finish() {
         Ok(l) => Some(l),
-        Err(cause) if options.allow_degraded => {
+        Err(LandlockError::Unavailable(cause)) if options.allow_degraded => {
             skipped.insert(landlock_skip_at, format!("landlock: {cause}"));
             None
         }
-        Err(cause) => {
-            return Err(RunError::Unavailable {
-                what: "Landlock",
-                cause,
-                fix: "use a kernel with Landlock enabled (CONFIG_SECURITY_LANDLOCK=y and `landlock` in the lsm= boot list), or pass --allow-degraded to run without it".into(),
-            })
-        }
+        Err(e) => return Err(e.into_run_error()),
     };
-    let child_rules_c: Vec<(CString, u64)> = match &landlock {
+    // The init's rules, each with what it must find at its path (see `ChildRule`): a
+    // `read_empty` path must be its own empty cover.
+    let child_rules_c: Vec<(CString, u64, bool, bool)> = match &landlock {
         Some(l) => plan
             .landlock
             .child_rules
             .iter()
-            .map(|r| Ok((path_c(&r.path)?, access_bits(r.access, r.dir) & l.handled)))
+            .map(|r| {
+                Ok((
+                    path_c(&r.path)?,
+                    access_bits(r.access, r.dir) & l.handled,
+                    r.dir,
+                    r.access == Access::Read && plan.emptied.contains(&r.path),
+                ))
+            })
             .collect::<Result<_, RunError>>()?,
         None => Vec::new(),
     };
-    let child_rules: Vec<(&CStr, u64)> = child_rules_c
+    let child_rules: Vec<postfork::ChildRule<'_>> = child_rules_c
         .iter()
-        .map(|(c, b)| (c.as_c_str(), *b))
+        .map(|(c, access, dir, emptied)| postfork::ChildRule {
+            path: c.as_c_str(),
+            access: *access,
+            dir: *dir,
+            emptied: *emptied,
+        })
         .collect();
 
     let rlimits: Vec<(c_int, u64)> = plan
@@ -1485,6 +1606,11 @@ fn setup_error(plan: &Plan, f: postfork::Report) -> RunError {
             cause,
             explained: None,
         },
+        // The init's rules are on its own mounts: a failure is a path changed since planning.
+        Some(Stage::LandlockRule) => changed_rule(
+            path.unwrap_or_else(|| PathBuf::from("?")),
+            sys::Errno(f.value),
+        ),
         Some(Stage::LandlockRestrict) => RunError::Unavailable {
             what: "Landlock",
             cause: format!("failed to enforce the ruleset: {cause}"),

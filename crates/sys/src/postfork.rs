@@ -290,7 +290,20 @@ pub struct DiskBound<'a> {
 #[derive(Debug, Clone, Copy)]
 pub struct LandlockSpec<'a> {
     pub ruleset_fd: c_int,
-    pub rules: &'a [(&'a CStr, u64)],
+    pub rules: &'a [ChildRule<'a>],
+}
+
+/// One of the init's Landlock rules: `path` (canonical in the sandbox's mount namespace, the
+/// init's own mounts) is looked up through no symbolic link and must be a directory when
+/// `dir`, a regular file otherwise, and with `emptied` the init's own empty cover
+/// (`read_empty`: on the masks' tmpfs). Anything else refuses the run (`ESTALE`, `ELOOP`):
+/// a path changed after planning never moves a grant.
+#[derive(Debug, Clone, Copy)]
+pub struct ChildRule<'a> {
+    pub path: &'a CStr,
+    pub access: u64,
+    pub dir: bool,
+    pub emptied: bool,
 }
 
 /// Everything the command process needs, prepared before the fork.
@@ -614,9 +627,9 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
     // command and must not be able to do more than the command could. The command's domain
     // will be nested in this one.
     if let Some(ll) = spec.command.landlock {
-        for (i, (path, access)) in ll.rules.iter().enumerate() {
-            let added = raw::openat(libc::AT_FDCWD, path, libc::O_PATH, 0).and_then(|pfd| {
-                let r = raw::landlock_add_path_rule(ll.ruleset_fd, pfd, *access);
+        for (i, rule) in ll.rules.iter().enumerate() {
+            let added = open_child_rule(rule, mask_fd).and_then(|pfd| {
+                let r = raw::landlock_add_path_rule(ll.ruleset_fd, pfd, rule.access);
                 raw::close(pfd);
                 r
             });
@@ -967,6 +980,36 @@ fn bounded_layers(lower: &CStr, d: DiskBound<'_>) -> raw::Result<crate::overlay:
         Err(e) => {
             crate::overlay::close_layers(layers);
             Err(e)
+        }
+    }
+}
+
+/// The path of one of the init's Landlock rules, opened and checked (see [`ChildRule`]).
+fn open_child_rule(rule: &ChildRule<'_>, mask_fd: c_int) -> raw::Result<c_int> {
+    let fd = raw::openat_no_symlinks(libc::AT_FDCWD, rule.path, libc::O_PATH)?;
+    let kind = if rule.dir {
+        libc::S_IFDIR
+    } else {
+        libc::S_IFREG
+    };
+    let same = raw::fstatat(fd, c"", libc::AT_EMPTY_PATH).and_then(|st| {
+        if st.st_mode & libc::S_IFMT != kind {
+            return Ok(false);
+        }
+        if !rule.emptied {
+            return Ok(true);
+        }
+        // The masks' tmpfs is this init's own (detached, never on the host).
+        if mask_fd < 0 {
+            return Ok(false);
+        }
+        raw::fstatat(mask_fd, c"", libc::AT_EMPTY_PATH).map(|m| m.st_dev == st.st_dev)
+    });
+    match same {
+        Ok(true) => Ok(fd),
+        other => {
+            raw::close(fd);
+            Err(other.err().unwrap_or(Errno(libc::ESTALE)))
         }
     }
 }

@@ -1286,18 +1286,27 @@ pub fn tcp_listen(addr: [u8; 4], port: u16, backlog: c_int) -> Result<c_int> {
 
 /// `openat2(2)` with `RESOLVE_NO_SYMLINKS`: fails with `ELOOP` at the first symlink of any kind.
 pub fn openat_no_symlinks(dirfd: c_int, path: &CStr, flags: c_int) -> Result<c_int> {
+    openat2(dirfd, path, flags, RESOLVE_NO_SYMLINKS)
+}
+
+/// `openat2(2)`'s `RESOLVE_NO_MAGICLINKS`: no `/proc/PID/fd/N`-style link on the way.
+pub const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+/// `openat2(2)`'s `RESOLVE_NO_SYMLINKS`: no symbolic link of any kind on the way (`ELOOP`).
+pub const RESOLVE_NO_SYMLINKS: u64 = 0x04;
+
+/// `openat2(2)` with the `resolve` flags given (`RESOLVE_*`), close-on-exec.
+pub fn openat2(dirfd: c_int, path: &CStr, flags: c_int, resolve: u64) -> Result<c_int> {
     #[repr(C)]
     struct OpenHow {
         flags: u64,
         mode: u64,
         resolve: u64,
     }
-    const RESOLVE_NO_SYMLINKS: u64 = 0x04;
     const SYS_OPENAT2: c_long = 437;
     let how = OpenHow {
         flags: (flags | libc::O_CLOEXEC) as u64,
         mode: 0,
-        resolve: RESOLVE_NO_SYMLINKS,
+        resolve,
     };
     // SAFETY: path is NUL-terminated and `how` is a live open_how of the size passed.
     check(unsafe {

@@ -214,6 +214,33 @@ pub struct Rule {
     pub access: Access,
     /// Whether `path` is a directory (file rules may carry only file rights).
     pub dir: bool,
+    /// `(st_dev, st_ino)` of what `path` led to when the run was planned (host rules): the
+    /// builder opens the path again and refuses the run when it leads anywhere else, so a
+    /// directory swapped for a symbolic link (or another directory) between planning and
+    /// the build never moves a grant. `None` for the init's rules (mounts it makes itself:
+    /// it checks their kind, and that a `read_empty` cover is its own empty file).
+    #[serde(skip)]
+    pub id: Option<(u64, u64)>,
+    /// Whether the path may pass through symbolic links when opened again: only when the
+    /// planner saw one on the way (`/bin -> usr/bin` in `/`, a link listed beside a mask),
+    /// the identity check then holding the link to its planned target. Otherwise (writable
+    /// roots, `allow_read` paths and everything below them: canonical when planned) it is
+    /// looked up through no link at all.
+    #[serde(skip)]
+    pub links: bool,
+}
+
+impl Rule {
+    /// A rule on a mount the init makes after the fork (checked by the init).
+    pub fn child(path: impl Into<PathBuf>, access: Access, dir: bool) -> Rule {
+        Rule {
+            path: path.into(),
+            access,
+            dir,
+            id: None,
+            links: false,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
@@ -699,11 +726,9 @@ impl Plan {
             // command once the view is mounted.
             let host_rules = &mut landlock.host_rules;
             host_rules.retain(|rule| rule.path != r.workspace || rule.access != Access::Full);
-            landlock.child_rules.push(Rule {
-                path: r.workspace.clone(),
-                access: Access::Full,
-                dir: true,
-            });
+            landlock
+                .child_rules
+                .push(Rule::child(r.workspace.clone(), Access::Full, true));
             identities = review_identities(identities, &r.workspace, spec.review.as_ref());
         }
         let network = net_plan(spec.network);
@@ -938,50 +963,45 @@ fn landlock_plan(
         .collect();
     let mut rules = Vec::new();
     for s in &starts {
-        read_rules(host, s, None, &outside, &mut rules);
+        // A start in `/` may be a link there (`/bin -> usr/bin`): no run can make one in `/`.
+        let links = host.lstat_kind(s) == Some(Kind::Symlink);
+        read_rules(host, s, None, links, &outside, &mut rules);
     }
     for w in writable_roots {
-        let dir = host.stat(w).is_some_and(|e| e.kind == Kind::Dir);
+        let Some(e) = host.stat(w) else {
+            continue; // gone since the scan: nothing to grant (the mounts refuse the run)
+        };
         rules.push(Rule {
             path: w.clone(),
             access: Access::Full,
-            dir,
+            dir: e.kind == Kind::Dir,
+            id: Some((e.dev, e.ino)),
+            links: false,
         });
     }
     for (d, _) in devices {
+        let Some(e) = host.stat(d) else {
+            continue;
+        };
         rules.push(Rule {
             path: d.clone(),
             access: Access::Device,
             dir: false,
+            id: Some((e.dev, e.ino)),
+            links: host.lstat_kind(d) == Some(Kind::Symlink),
         });
     }
     let mut child_rules = vec![
-        Rule {
-            path: "/tmp".into(),
-            access: Access::Full,
-            dir: true,
-        },
-        Rule {
-            path: "/dev/shm".into(),
-            access: Access::Full,
-            dir: true,
-        },
-        Rule {
-            path: "/dev/pts".into(),
-            access: Access::Device,
-            dir: true,
-        },
-        Rule {
-            path: "/proc".into(),
-            access: Access::ReadWriteFiles,
-            dir: true,
-        },
+        Rule::child("/tmp", Access::Full, true),
+        Rule::child("/dev/shm", Access::Full, true),
+        Rule::child("/dev/pts", Access::Device, true),
+        Rule::child("/proc", Access::ReadWriteFiles, true),
     ];
-    child_rules.extend(emptied.iter().map(|(p, kind)| Rule {
-        path: p.clone(),
-        access: Access::Read,
-        dir: *kind == Kind::Dir,
-    }));
+    child_rules.extend(
+        emptied
+            .iter()
+            .map(|(p, kind)| Rule::child(p.clone(), Access::Read, *kind == Kind::Dir)),
+    );
     LandlockPlan {
         host_rules: rules,
         child_rules,
@@ -990,31 +1010,39 @@ fn landlock_plan(
 
 /// Read rules covering `root` except the masked paths: a root holding a mask is replaced by
 /// its children, recursively (Landlock can grant, never subtract). `listed` is the kind the
-/// parent's listing gave (not following symlinks): a directory or a plain file needs no
-/// `stat`, which is what following would find too.
+/// parent's listing gave (not following symlinks); `links`, whether a symbolic link lies on
+/// the way (see [`Rule::links`]). Each rule records what its path led to ([`Rule::id`]), one
+/// `stat` each, so the builder can tell the path was changed after planning.
 fn read_rules(
     host: &dyn HostView,
     root: &Path,
     listed: Option<Kind>,
+    links: bool,
     masked: &[&PathBuf],
     out: &mut Vec<Rule>,
 ) {
     if masked.iter().any(|m| m.as_path() == root) {
         return;
     }
-    let kind = match listed {
-        Some(k @ (Kind::Dir | Kind::File)) => k,
-        _ => match host.stat(root) {
-            Some(entry) => entry.kind,
-            None => return,
-        },
+    let Some(entry) = host.stat(root) else {
+        return; // gone (or a dangling link): nothing to grant
     };
+    let kind = entry.kind;
+    // Listed as a directory or a file but found as something else: changed while planning;
+    // granting nothing there is the safe side (it is not read again by name).
+    if matches!(listed, Some(k @ (Kind::Dir | Kind::File)) if k != kind) {
+        return;
+    }
+    let links = links || listed == Some(Kind::Symlink);
+    let id = Some((entry.dev, entry.ino));
     let holds_mask = masked.iter().any(|m| is_within(m, root));
     if !holds_mask || kind != Kind::Dir {
         out.push(Rule {
             path: root.to_path_buf(),
             access: Access::Read,
             dir: kind == Kind::Dir,
+            id,
+            links,
         });
         return;
     }
@@ -1022,9 +1050,11 @@ fn read_rules(
         path: root.to_path_buf(),
         access: Access::List,
         dir: true,
+        id,
+        links,
     });
     for (name, kind) in host.list_dir(root) {
-        read_rules(host, &root.join(name), Some(kind), masked, out);
+        read_rules(host, &root.join(name), Some(kind), links, masked, out);
     }
 }
 

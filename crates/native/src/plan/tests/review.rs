@@ -53,11 +53,10 @@ fn an_unprivileged_review_run_mounts_an_overlay_in_place_of_the_workspace_clone(
         .host_rules
         .iter()
         .any(|r| r.path == p("/home/u/ws") && r.access == Access::Full));
-    assert!(plan.landlock.child_rules.contains(&Rule {
-        path: p("/home/u/ws"),
-        access: Access::Full,
-        dir: true,
-    }));
+    assert!(plan
+        .landlock
+        .child_rules
+        .contains(&Rule::child(p("/home/u/ws"), Access::Full, true)));
     // Masks and protected paths stay, on top of the view.
     assert!(plan.mounts.contains(&Mount::MaskFile {
         target: p("/home/u/ws/.env")
