@@ -838,11 +838,17 @@ pub fn run_with_io(
                         .unwrap_or_else(|_| Err("the run journal's writer ended".into()))
                 });
                 let (planned, written) = std::thread::scope(|s| {
-                    let writer = s.spawn(|| {
+                    // Captures only references: a copy is still here to run in line when no
+                    // thread can be made (the caller's process limit reached, say).
+                    let write = || {
                         let written = begin_journal();
                         let _ = ready.send(written.as_ref().map(|_| ()).map_err(|e| e.to_string()));
                         written
-                    });
+                    };
+                    let writer = std::thread::Builder::new()
+                        .name("stockade-journal".into())
+                        .spawn_scoped(s, write)
+                        .map_err(|_| write());
                     let planned = tracing::debug_span!("plan").in_scope(|| backend.plan(spec));
                     let planned = planned.map(|plan| {
                         let io = native::Io {
@@ -856,7 +862,11 @@ pub fn run_with_io(
                             .map_err(Error::from);
                         (plan, launched)
                     });
-                    (planned, writer.join())
+                    let written = match writer {
+                        Ok(handle) => handle.join(),
+                        Err(in_line) => Ok(in_line),
+                    };
+                    (planned, written)
                 });
                 let written = written.unwrap_or_else(|_| {
                     Err(Error::Io {
