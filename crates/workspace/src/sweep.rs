@@ -1746,7 +1746,10 @@ mod tests {
             let mut plan = plan_for(&ws);
             std::thread::sleep(std::time::Duration::from_millis(20));
             let stamps = settled_stamps(&ws);
-            assert!(stamps.dirs.contains_key(&ws.join("a")), "{stamps:?}");
+            assert!(
+                stamps.dirs.contains_key(ws.join("a").as_os_str()),
+                "{stamps:?}"
+            );
             plan.watch.sweep.dirs = stamps;
             std::thread::sleep(std::time::Duration::from_millis(20));
             let n = ws.join("a/b/n");

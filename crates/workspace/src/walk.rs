@@ -32,7 +32,8 @@ pub struct SettledDir {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Prior {
     pub taken_at: std::time::SystemTime,
-    pub dirs: std::collections::HashMap<PathBuf, SettledDir>,
+    /// Keyed by the path's bytes (see [`DirStamps::dirs`]).
+    pub dirs: std::collections::HashMap<OsString, SettledDir>,
 }
 
 /// The settled directories of the planner's walk, and when it began.
@@ -42,8 +43,11 @@ pub struct DirStamps {
     /// [`SETTLED`], but for tests.
     settle: std::time::Duration,
     /// A hash map: thousands of paths, and comparing paths (component by component) is what
-    /// a tree would do on every insert.
-    pub dirs: std::collections::HashMap<PathBuf, SettledDir>,
+    /// a tree would do on every insert. Keyed by the path's bytes, not a `PathBuf`: `Path`'s
+    /// hash and equality parse components, which was the walk cache's largest cost per
+    /// directory (issue 32). Every key is built the same way (a walk's root joined with
+    /// names); a path spelled otherwise only misses, and a miss is a listing.
+    pub dirs: std::collections::HashMap<OsString, SettledDir>,
     /// Per device: whether its filesystem sets ctime locally ([`HostView::local_ctime`]).
     local: BTreeMap<u64, bool>,
     /// How many directories the planner's walk took from the walk cache (stamp unchanged
@@ -113,7 +117,7 @@ impl DirStamps {
         open: bool,
     ) -> Option<(SettledDir, Option<DirHandle>)> {
         let prior = self.prior.as_mut()?;
-        let rec = prior.dirs.remove(dir)?;
+        let rec = prior.dirs.remove(dir.as_os_str())?;
         let (now, handle) = host.dir_stamp_at(parent, dir, open && !rec.subdirs.is_empty());
         let now = now?;
         (now == rec.stamp && self.is_local(host, now.dev, dir)).then_some((rec, handle))
@@ -139,7 +143,7 @@ impl DirStamps {
         if local && changed < settled_before {
             self.recorded_listed += 1;
             self.dirs.insert(
-                dir,
+                dir.into_os_string(),
                 SettledDir {
                     stamp,
                     subdirs,
@@ -168,7 +172,7 @@ impl DirStamps {
         dir: &Path,
         open: bool,
     ) -> Option<(&SettledDir, Option<DirHandle>)> {
-        let rec = self.dirs.get(dir)?;
+        let rec = self.dirs.get(dir.as_os_str())?;
         let clock_ok = self
             .taken_at
             .is_some_and(|t| std::time::SystemTime::now() >= t);
@@ -491,7 +495,7 @@ pub fn walk(
                 let handle = handle.map(std::rc::Rc::new);
                 stack.extend((old.subdirs.iter()).map(|n| (dir.join(n), handle.clone(), held)));
                 rec.from_cache += 1;
-                rec.dirs.insert(dir, old);
+                rec.dirs.insert(dir.into_os_string(), old);
                 continue;
             }
         }

@@ -194,13 +194,13 @@ fn encode_section<'a>(
     out: &mut Vec<u8>,
     key: &[u8; 32],
     taken_at: std::time::SystemTime,
-    dirs: impl ExactSizeIterator<Item = (&'a PathBuf, &'a SettledDir)>,
+    dirs: impl ExactSizeIterator<Item = (&'a OsString, &'a SettledDir)>,
 ) {
     out.extend_from_slice(key);
     out.extend_from_slice(&ns_of(taken_at).to_le_bytes());
     put_u32(out, dirs.len() as u32);
     for (path, d) in dirs {
-        put_bytes(out, path.as_os_str().as_bytes());
+        put_bytes(out, path.as_bytes());
         out.extend_from_slice(&d.stamp.dev.to_le_bytes());
         out.extend_from_slice(&d.stamp.ino.to_le_bytes());
         out.extend_from_slice(&d.stamp.ctime.to_le_bytes());
@@ -306,7 +306,7 @@ fn decode(data: &[u8]) -> Option<Vec<Section>> {
                 subdirs,
                 found,
             };
-            if dirs.insert(path, d).is_some() {
+            if dirs.insert(path.into_os_string(), d).is_some() {
                 return None;
             }
         }
@@ -586,7 +586,9 @@ mod tests {
                 m.git_dirs,
                 m.accepted_git_dirs,
             ],
-            stamps.dirs.clone().into_iter().collect(),
+            (stamps.dirs.clone().into_iter())
+                .map(|(p, d)| (PathBuf::from(p), d))
+                .collect(),
         );
         (found, stamps)
     }
@@ -830,7 +832,8 @@ mod tests {
         let mut stamps = DirStamps::start_settled(std::time::Duration::ZERO);
         let m = Matches::collect(host, &[ws.into()], &read, &write, &mut stamps, cache).unwrap();
         let lists = vec![m.deny_read, m.deny_write, m.git_dirs];
-        ((lists, stamps.dirs.clone().into_iter().collect()), stamps)
+        let dirs = (stamps.dirs.clone().into_iter()).map(|(p, d)| (PathBuf::from(p), d));
+        ((lists, dirs.collect()), stamps)
     }
 
     /// On a real filesystem, the stamps of remembered directories are taken by name in their
@@ -862,7 +865,7 @@ mod tests {
         let tmp_cache = tempfile::tempdir().unwrap();
         c.store(tmp_cache.path(), &ws, &recorded).unwrap();
         let before: BTreeMap<PathBuf, DirStamp> = (recorded.dirs.iter())
-            .map(|(p, d)| (p.clone(), d.stamp))
+            .map(|(p, d)| (PathBuf::from(p), d.stamp))
             .collect();
         assert!(before.contains_key(&ws.join("p/q/r")) && before.contains_key(&deep));
         let load = || WalkCache::load(tmp_cache.path(), &ws, c.uid, "test");
