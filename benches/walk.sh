@@ -10,10 +10,13 @@
 #   PER=9 bash benches/walk.sh 1000000   # 100,000 directories of 9 files: the cost per directory
 #
 # BIN: the binary to measure (default: a release build of this tree). BASE (optional): a
-# second binary measured beside it (the previous one, without the cache). Interleaved in one
-# hyperfine run (`-N`, medians); the cold runs remove the cache file before each run. The
-# ratios are what count (a shared machine). Not a test: nothing here asserts a time. The trees
-# are made under /var/tmp and removed.
+# second binary measured beside it (the previous one: warm with its own section of the cache
+# file if it has a cache, as each binary keys its own). One hyperfine run (`-N`, medians); the
+# cold runs remove the cache file before each run. The ratios are what count (a shared
+# machine). Then, per binary, what does not depend on the machine's load: the CPU time
+# (`perf stat` task-clock, all processes of the run, medians of runs taking turns) of a warm
+# run and of a run in the empty workspace, and the system calls of each (`strace -f -c`).
+# Not a test: nothing here asserts a time. The trees are made under /var/tmp and removed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sizes=("$@")
@@ -72,7 +75,7 @@ PY
         -n "stockade, warm (cache)" "$bin run --workspace $tree -- true")
   if [ -n "$base" ]; then
     prep+=(--prepare true)
-    cmds+=(-n "previous binary (no cache)" "$base run --workspace $tree -- true")
+    cmds+=(-n "BASE binary (warm if it caches)" "$base run --workspace $tree -- true")
   fi
   hyperfine -N -w 2 -r "$runs" --style none --export-json "/var/tmp/stockade-walk-$n.json" \
     "${prep[@]}" "${cmds[@]}" >/dev/null
@@ -85,5 +88,44 @@ bw = med["bwrap (same workspace)"]
 for name, m in med.items():
     print(f"  {name:30s} median {m*1e3:9.2f} ms   {m/bw:6.2f}x bwrap   +{(m-empty)*1e3:8.2f} ms over empty")
 PY
+  # CPU time and system calls, warm against empty, the binaries taking turns (each has written
+  # its section of the cache above).
+  if command -v perf >/dev/null && command -v strace >/dev/null; then
+    bins=("$bin")
+    [ -n "$base" ] && bins+=("$base")
+    tc=$(mktemp)
+    for _ in $(seq "$runs"); do
+      for b in "${bins[@]}"; do
+        for ws in "$empty" "$tree"; do
+          t=$(perf stat -x, -e task-clock "$b" run --workspace "$ws" -- true 2>&1 >/dev/null |
+            awk -F, '/task-clock/ {print $1}')
+          echo "$b $([ "$ws" = "$tree" ] && echo warm || echo empty) $t" >>"$tc"
+        done
+      done
+    done
+    for b in "${bins[@]}"; do
+      calls() {
+        strace -f -c -o "$tc.s" "$b" run --workspace "$1" -- true >/dev/null 2>&1
+        awk '$NF == "total" {print $(NF-2)}' "$tc.s"
+      }
+      echo "$b syscalls $(calls "$empty") $(calls "$tree")" >>"$tc"
+    done
+    python3 - "$tc" <<'PY'
+import statistics, sys
+cpu, calls = {}, {}
+for line in open(sys.argv[1]):
+    b, what, *v = line.split()
+    if what == "syscalls":
+        calls[b] = v
+    elif v:
+        cpu.setdefault((b, what), []).append(float(v[0]))
+for b in dict.fromkeys(k[0] for k in cpu):
+    e, w = statistics.median(cpu[(b, "empty")]), statistics.median(cpu[(b, "warm")])
+    ce, cw = calls.get(b, ["?", "?"])
+    print(f"  {b}: task-clock empty {e:.2f} ms, warm {w:.2f} ms (+{w - e:.2f} ms); "
+          f"syscalls empty {ce}, warm {cw}")
+PY
+    rm -f "$tc" "$tc.s"
+  fi
   rm -rf "$tree" "$cache"
 done
