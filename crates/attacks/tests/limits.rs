@@ -771,3 +771,40 @@ fn a_later_allocation_that_fits_does_not_hide_a_refused_one() {
         .assert_stderr_contains("E_LIMIT_REACHED");
     assert!(limit_hit(&report, "memory").is_some(), "{report:#}");
 }
+
+/// A caller at its process limit (`RLIMIT_NPROC`, which the processes of the caller's other
+/// runs count towards) gets stockade's error, exit 125 naming the limit, not a panic (exit
+/// 101 and a backtrace: the run journal's writer thread was made with a call that panics when
+/// no thread can be made, and so were the output relays'; issue 32's red team, launch
+/// finding 3). Root is not bound by `RLIMIT_NPROC`: the unprivileged pass runs this. Control:
+/// the same run without the limit runs.
+#[test]
+fn a_caller_at_its_process_limit_gets_an_error_not_a_panic() {
+    if attacks::is_root() {
+        eprintln!("skipped: root is not bound by RLIMIT_NPROC (the unprivileged pass runs this)");
+        return;
+    }
+    let Some(prlimit) = attacks::which("prlimit") else {
+        eprintln!("skipped: prlimit is not installed");
+        return;
+    };
+    let prlimit = prlimit.to_string_lossy().into_owned();
+    let fx = Fixture::new();
+    let run = fx
+        .sandbox(&[], "echo COMMAND-RAN")
+        .under(&[prlimit.as_str(), "--nproc=1:1"])
+        .run();
+    run.assert_code(125)
+        .assert_lacks("panicked")
+        .assert_lacks("COMMAND-RAN");
+    // gVisor's probe of runsc fails first, and says runsc is unavailable (EAGAIN named).
+    if attacks::backend() == "native" {
+        assert_hint_after(&run, "error[E_INTERNAL]", "process or thread limit");
+    } else {
+        run.assert_stderr_contains("Resource temporarily unavailable");
+    }
+    fx.sandbox(&[], "echo COMMAND-RAN")
+        .run()
+        .assert_success()
+        .assert_stdout_contains("COMMAND-RAN");
+}

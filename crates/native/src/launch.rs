@@ -931,9 +931,8 @@ pub(crate) fn launch_gated(
     let relay_to = |pipe: Option<(OwnedFd, OwnedFd)>, sink: sandbox::Sink, name: &'static str| {
         pipe.map(|(r, w)| {
             drop(w);
-            std::thread::spawn(move || {
-                sandbox::relay::relay_to_sink(r, sink, limit, name, sanitize)
-            })
+            std::thread::Builder::new()
+                .spawn(move || sandbox::relay::relay_to_sink(r, sink, limit, name, sanitize))
         })
     };
     let control = io.control;
@@ -950,9 +949,22 @@ pub(crate) fn launch_gated(
         sys::parent::write_id_maps(child.pid, &ids.uid_map, &ids.gid_map, ids.deny_setgroups)
             .and_then(|_| child.release());
     let relays = [
-        relay_to(out_pipe, io.stdout, "stdout"),
-        relay_to(err_pipe, io.stderr, "stderr"),
+        relay_to(out_pipe, io.stdout, "stdout").transpose(),
+        relay_to(err_pipe, io.stderr, "stderr").transpose(),
     ];
+    // No thread for a relay (the caller's process or thread limit reached): the sandbox is
+    // killed and the run refused (an error, not a panic).
+    let relays = match relays {
+        [Ok(out), Ok(err)] => [out, err],
+        [Err(e), _] | [_, Err(e)] => {
+            child.kill();
+            let _ = child.wait();
+            return Err(RunError::io(
+                "start a thread relaying the command's output",
+                e,
+            ));
+        }
+    };
     // cgroup v1: the run's groups are made now, while the init sets up the sandbox (about a
     // millisecond of CPU off the start's critical path), and each group's `tasks` file goes to
     // the init, which joins every group before it forks the command: the command never runs

@@ -369,6 +369,23 @@ fn workspace_under_tmp_gets_mount_points_in_the_private_tmp() {
     assert!(tmpfs < i);
 }
 
+/// Each host rule carries what its path led to when planned (the builder refuses the run when
+/// the path leads elsewhere then), and, with no link on the way, is looked up through none;
+/// the init's rules (its own mounts) carry none.
+#[test]
+fn landlock_host_rules_record_the_planned_inodes() {
+    let host = machine();
+    let plan = Plan::new(&default_policy(), &request(1000), &host).unwrap();
+    assert!(!plan.landlock.host_rules.is_empty());
+    for r in &plan.landlock.host_rules {
+        let e = host.stat(&r.path).unwrap();
+        assert_eq!(r.id, Some((e.dev, e.ino)), "{}", r.path.display());
+        assert_eq!(r.dir, e.kind == Kind::Dir, "{}", r.path.display());
+        assert!(!r.links, "no link on the way to {}", r.path.display());
+    }
+    assert!(plan.landlock.child_rules.iter().all(|r| r.id.is_none()));
+}
+
 #[test]
 fn landlock_read_rules_split_around_masked_paths_outside_writable_roots() {
     let plan = Plan::new(&default_policy(), &request(1000), &machine()).unwrap();
