@@ -1228,3 +1228,52 @@ fn command(
     };
     fail(fd, Stage::Exec, 0, worst, code)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+
+    fn c(p: &std::path::Path) -> CString {
+        CString::new(p.as_os_str().as_bytes()).unwrap()
+    }
+
+    /// The init's Landlock rules land only on what it planned: through no link, of the planned
+    /// kind, and a `read_empty` rule only on its own masks' filesystem (here: the directory's
+    /// own filesystem stands for it, `/proc` for another). Controls: the planned shapes open.
+    #[test]
+    fn child_rules_open_only_what_was_planned() {
+        let dir = std::env::temp_dir().join(format!("stockade-child-rule-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("d")).unwrap();
+        std::fs::write(dir.join("f"), b"").unwrap();
+        std::os::unix::fs::symlink(dir.join("d"), dir.join("link")).unwrap();
+        let same_fs = raw::openat(libc::AT_FDCWD, &c(&dir), libc::O_PATH, 0).unwrap();
+        let other_fs = raw::openat(libc::AT_FDCWD, c"/proc", libc::O_PATH, 0).unwrap();
+        let (d, f, link) = (c(&dir.join("d")), c(&dir.join("f")), c(&dir.join("link")));
+        let rule = |path, dir, emptied| ChildRule {
+            path,
+            access: 0,
+            dir,
+            emptied,
+        };
+        let open = |r: ChildRule<'_>, mask| open_child_rule(&r, mask).map(raw::close);
+        // Controls: as planned.
+        assert_eq!(open(rule(&d, true, false), -1), Ok(()));
+        assert_eq!(open(rule(&f, false, false), -1), Ok(()));
+        assert_eq!(open(rule(&f, false, true), same_fs), Ok(()));
+        // A link on the way, another kind, not the init's own cover.
+        assert_eq!(open(rule(&link, true, false), -1), Err(Errno(libc::ELOOP)));
+        assert_eq!(open(rule(&d, false, false), -1), Err(Errno(libc::ESTALE)));
+        assert_eq!(open(rule(&f, true, false), -1), Err(Errno(libc::ESTALE)));
+        assert_eq!(
+            open(rule(&f, false, true), other_fs),
+            Err(Errno(libc::ESTALE))
+        );
+        assert_eq!(open(rule(&f, false, true), -1), Err(Errno(libc::ESTALE)));
+        raw::close(same_fs);
+        raw::close(other_fs);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
