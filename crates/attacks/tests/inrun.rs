@@ -2611,3 +2611,122 @@ fn o_tmpfile_linked_to_an_ordinary_name_works() {
         Some("linked\n")
     );
 }
+
+// =======================================================================================
+// Two runs on one workspace: one renames directories while the other creates files.
+
+/// Run A: makes the bare repository `bare.git` (after run B started, so no read-only mount
+/// or exact pattern covers it), then creates `b/hooks/pre-receive` with `O_CREAT|O_EXCL`
+/// over and over, where `b` is a plain directory. Prints `RACE-WON` when one lands in the bare
+/// repository's hooks (run B swapped `bare.git` into `b` while the call was served).
+const RACE_RUNS_CREATOR: &str = r#"
+import os, sys, time
+budget = float(sys.argv[1])
+os.system("git init -q --bare bare.git && rm -f bare.git/hooks/*.sample")
+open("READY", "w").close()
+hb = os.open("bare.git/hooks", os.O_PATH | os.O_DIRECTORY)
+hp = os.open("b/hooks", os.O_PATH | os.O_DIRECTORY)
+end = time.time() + budget
+n = ok = eperm = 0
+hit = False
+while time.time() < end and not hit:
+    n += 1
+    try:
+        f = os.open("b/hooks/pre-receive", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o755)
+    except OSError as e:
+        eperm += e.errno == 1
+        continue
+    ok += 1
+    st = os.fstat(f)
+    os.close(f)
+    try:
+        hit = os.stat("pre-receive", dir_fd=hb, follow_symlinks=False).st_ino == st.st_ino
+    except OSError:
+        pass
+    if not hit:
+        try:
+            os.unlink("pre-receive", dir_fd=hp)
+        except OSError:
+            pass
+open("STOP", "w").close()
+if hit:
+    print("RACE-WON")
+print(f"creator tries={n} ok={ok} eperm={eperm}")
+"#;
+
+/// Run B: swaps the bare repository into the name `b` and back (`b -> y`, `bare.git -> b`,
+/// `b -> bare.git`, `y -> b`: plain renames, each allowed) until run A stops; leaves the
+/// number of cycles in `CYCLES-<n>`.
+const RACE_RUNS_RENAMER: &str = r#"
+import os, sys, time
+end = time.time() + float(sys.argv[1])
+while not os.path.exists("READY") and time.time() < end:
+    time.sleep(0.01)
+n = 0
+while time.time() < end and not os.path.exists("STOP"):
+    try:
+        os.rename("b", "y"); os.rename("bare.git", "b"); os.rename("b", "bare.git"); os.rename("y", "b")
+    except OSError:
+        break
+    n += 1
+open(f"CYCLES-{n}", "w").close()
+"#;
+
+/// Two concurrent runs on one workspace: whether a directory is a git dir is read from the
+/// directory the creation is made in, never from a path another run may have renamed since
+/// (the red team's race3: the hook landed in a bare repository made during the run within
+/// 450-1800 tries, through the one-call creation and before it). The control runs both
+/// scripts on the host and the hook lands; inside, a bounded number of seconds is tried
+/// (a race: this can pass without the window having been hit, so the run also checks that
+/// both sides ran and the plain creations succeeded).
+#[test]
+fn race_between_runs_cannot_put_a_hook_in_a_bare_repository() {
+    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+        return;
+    }
+    let Some(py) = py("race between two runs") else {
+        return;
+    };
+    let run = |inside: bool, secs: u32| {
+        let fx = Fixture::without_git();
+        attacks::mkdir(&fx.ws.join("b/hooks"));
+        let creator = fx.script("race_runs_creator.py", RACE_RUNS_CREATOR);
+        let renamer = fx.script("race_runs_renamer.py", RACE_RUNS_RENAMER);
+        let b = format!("{py} {} {}", sh_quote(&renamer), secs + 20);
+        let a = format!("{py} {} {secs}", sh_quote(&creator));
+        let mut other = if inside {
+            fx.attack(&[], &b).spawn()
+        } else {
+            fx.control(&b).spawn()
+        };
+        // Run B must be up (its set-up done) before A makes the repository.
+        std::thread::sleep(std::time::Duration::from_secs(if inside { 2 } else { 0 }));
+        let out = if inside {
+            fx.attack(&[], &a).outcome()
+        } else {
+            fx.control(&a).outcome()
+        };
+        let _ = other.wait();
+        let cycles: u64 = std::fs::read_dir(&fx.ws)
+            .expect("read the workspace")
+            .filter_map(|e| {
+                let name = e.ok()?.file_name().into_string().ok()?;
+                name.strip_prefix("CYCLES-")?.parse().ok()
+            })
+            .next()
+            .unwrap_or(0);
+        (fx, out, cycles)
+    };
+    let (_fx, out, cycles) = run(false, 20);
+    out.assert_ok().assert_output_contains("RACE-WON");
+    assert!(cycles > 0, "the control's renamer never ran");
+    let (fx, out, cycles) = run(true, 15);
+    out.assert_ok().assert_lacks("RACE-WON");
+    assert!(
+        stat_of(&out.run.stdout, "creator", "ok") > 0 && cycles > 0,
+        "the race was not exercised (renames: {cycles})\n{}",
+        out.run.describe()
+    );
+    let hook = fx.ws.join("bare.git/hooks/pre-receive");
+    assert!(!hook.exists(), "a hook landed in the bare repository");
+}

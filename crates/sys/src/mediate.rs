@@ -1297,6 +1297,17 @@ impl Server<'_> {
         protect::decide(self.rules, path, what, git_hint(path, self.rules.roots))
     }
 
+    /// [`Server::decide`] for `path`, an entry of the directory `dir` holds, with the
+    /// [`GitHint`] read from `dir` itself ([`git_hint_in`]).
+    fn decide_in(&self, dir: &Fd, path: &[u8], what: Create) -> Verdict {
+        protect::decide(
+            self.rules,
+            path,
+            what,
+            git_hint_in(dir, path, self.rules.roots),
+        )
+    }
+
     fn is_protected(&self, path: &[u8]) -> bool {
         protect::is_protected_file(self.rules, path, git_hint(path, self.rules.roots))
     }
@@ -1339,7 +1350,7 @@ impl Server<'_> {
             });
         }
         let full = entry_path_of(&dir, &name, lexical, path.bytes())?;
-        let verdict = self.decide(full.bytes(), what);
+        let verdict = self.decide_in(&dir, full.bytes(), what);
         Ok(NewName {
             dir,
             name,
@@ -1449,7 +1460,7 @@ impl Server<'_> {
                     return Err(Errno(libc::EISDIR));
                 }
                 let full = entry_path_of(&dir, &name, lexical, path.bytes())?;
-                match self.decide(full.bytes(), Create::File) {
+                match self.decide_in(&dir, full.bytes(), Create::File) {
                     Verdict::Deny(_)
                         if presumed_new
                             && raw::fstatat(dir.0, n, libc::AT_SYMLINK_NOFOLLOW).is_ok() =>
@@ -1488,8 +1499,9 @@ impl Server<'_> {
         }
     }
 
-    /// The common creation (`tar`, compilers, editors: `O_CREAT|O_EXCL`, a path without `.`,
-    /// `..` or a trailing slash) in one call, with no directory opened apart:
+    /// The common creation (`tar`, compilers, editors: `O_CREAT|O_EXCL` of one name in the
+    /// cwd or a dirfd, or of an absolute path, without `.`, `..` or a trailing slash: see
+    /// [`one_call_shape`]) in one call, with no directory opened apart:
     /// `openat2(start, path, O_CREAT|O_EXCL, RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS)`
     /// makes the file. The rules judge the start's real path (`fchdir` + `getcwd`; the
     /// root's is `/`) joined with the string's components: with no symlink, magic link, `.`
@@ -1497,12 +1509,17 @@ impl Server<'_> {
     /// mount on the way is named by where it is mounted, as `getcwd` would name it), so
     /// that is the path of the file it creates. Nothing in the sandbox can rename, link or
     /// make a directory or symlink while this call is served (those calls wait for this
-    /// init; `unlink`/`rmdir` can only make the walk fail). `None` whenever anything is
+    /// init; `unlink`/`rmdir` can only make the walk fail); another run on the same
+    /// workspace, or the host, can, so a path whose verdict depends on what the disk holds
+    /// ([`protect::wants_hint`]: a hook, a git dir's config, ...) is left to the careful
+    /// way, which reads that from the directory it holds open. `None` whenever anything is
     /// not that plain: a verdict other than allow (the careful way decides again, so a
     /// refusal of an existing name stays `EEXIST` and gets no report), a symlink on the way
-    /// (`ELOOP`), flags `openat2` refuses (`EINVAL`), an old kernel (`ENOSYS`). Nothing is
-    /// created when it returns `None`. Set-id bits are dropped and the umask applied as in
-    /// [`Server::open`].
+    /// (`ELOOP`), flags `openat2` refuses (`EINVAL`), an old kernel (`ENOSYS`). Nothing the
+    /// rules refuse is created when it returns `None`, but the file may exist: the kernel
+    /// fails some opens only after making the file (`O_DIRECT` where the filesystem has no
+    /// direct I/O: `EINVAL`), as `openat` would; the careful way then answers `EEXIST`.
+    /// Set-id bits are dropped and the umask applied as in [`Server::open`].
     fn create_directly(
         &self,
         t: &mut Target,
@@ -1511,16 +1528,11 @@ impl Server<'_> {
         flags: c_int,
         mode: u64,
     ) -> Result<Option<Reply>, Errno> {
-        const O_TMPFILE_BIT: c_int = 0o20_000_000;
         let p = path.bytes();
-        let excl = libc::O_CREAT | libc::O_EXCL;
-        if flags & excl != excl
-            || flags & O_TMPFILE_BIT != 0
-            || p.is_empty()
-            || p.last() == Some(&b'/')
-            || p.split(|b| *b == b'/').any(is_dot)
-        {
-            return Ok(None);
+        match one_call_shape(p, flags) {
+            OneCall::No => return Ok(None),
+            OneCall::Invalid => return Err(Errno(libc::EINVAL)),
+            OneCall::Yes => {}
         }
         let absolute = p.first() == Some(&b'/');
         let full = match (absolute, start) {
@@ -1539,6 +1551,12 @@ impl Server<'_> {
                 full
             }
         };
+        // Whatever the rules would learn from the disk (is this a git dir?) is read by the
+        // careful way, from the directory it holds open: here the walk comes after the
+        // judgement, and another run on the same workspace may rename directories in between.
+        if protect::wants_hint(full.bytes()) {
+            return Ok(None);
+        }
         match self.decide(full.bytes(), Create::File) {
             Verdict::Allow | Verdict::InertConfig => {}
             Verdict::Deny(_) | Verdict::EmptyConfig => return Ok(None),
@@ -1710,12 +1728,12 @@ impl Server<'_> {
         let st = raw::fstatat(odir.0, on, libc::AT_SYMLINK_NOFOLLOW)?;
         let kind = move_kind(st.st_mode);
         let full = entry_path(ndir.0, nname.bytes())?;
-        let mut verdict = self.decide(full.bytes(), kind);
+        let mut verdict = self.decide_in(&ndir, full.bytes(), kind);
         if flags & libc::RENAME_EXCHANGE != 0 && verdict == Verdict::Allow {
             // The other entry moves the opposite way.
             let back = raw::fstatat(ndir.0, nn, libc::AT_SYMLINK_NOFOLLOW)?;
             let old_full = entry_path(odir.0, oname.bytes())?;
-            match self.decide(old_full.bytes(), move_kind(back.st_mode)) {
+            match self.decide_in(&odir, old_full.bytes(), move_kind(back.st_mode)) {
                 Verdict::Allow => {}
                 Verdict::Deny(reason) => {
                     return Err(self.deny(Op::Rename, reason, old_full.bytes(), blocked))
@@ -1846,6 +1864,49 @@ const SET_ID: u32 = 0o6000;
 
 /// `fchmodat2(2)` (Linux 6.6), not yet in the `libc` crate.
 const SYS_FCHMODAT2: i64 = 452;
+
+/// Whether [`Server::create_directly`] may take an `open` of `path` with `flags`.
+#[derive(Debug, PartialEq, Eq)]
+enum OneCall {
+    Yes,
+    /// The careful way answers.
+    No,
+    /// `O_CREAT|O_DIRECTORY`: the kernel's `EINVAL` (since Linux 6.4), before anything is
+    /// looked up or made.
+    Invalid,
+}
+
+/// The shape of a creation [`Server::create_directly`] makes in one call, as data:
+/// `O_CREAT|O_EXCL` (no `O_TMPFILE`), and either one name relative to the start (no `/`) or
+/// an absolute path, neither with `.`, `..` or a trailing slash.
+///
+/// A relative path with directories is not taken: the rules would judge the directories'
+/// names as written, and on a case-insensitive filesystem (casefold ext4 or tmpfs, which a
+/// directory below a case-sensitive one can be, vfat, exfat, CIFS, a macOS share) the walk
+/// takes `.GIT/HOOKS` to `.git/hooks`. The careful way opens those directories and judges
+/// their names as the kernel gives them back (`getcwd`). One name in the start is judged as
+/// the careful way judges it (the start's `getcwd` and the name), and an absolute path as
+/// the careful way's absolute-path shortcut judges it (its string), so neither judges a
+/// different path than the careful way would.
+fn one_call_shape(p: &[u8], flags: c_int) -> OneCall {
+    const O_TMPFILE_BIT: c_int = 0o20_000_000;
+    let excl = libc::O_CREAT | libc::O_EXCL;
+    if flags & excl != excl || flags & O_TMPFILE_BIT != 0 {
+        return OneCall::No;
+    }
+    if flags & libc::O_DIRECTORY != 0 {
+        return OneCall::Invalid;
+    }
+    let absolute = p.first() == Some(&b'/');
+    if p.is_empty()
+        || p.last() == Some(&b'/')
+        || p.split(|b| *b == b'/').any(is_dot)
+        || (!absolute && p.contains(&b'/'))
+    {
+        return OneCall::No;
+    }
+    OneCall::Yes
+}
 
 fn move_kind(mode: u32) -> Create {
     match mode & libc::S_IFMT {
@@ -2059,6 +2120,37 @@ fn git_hint(path: &[u8], writable: &[&[u8]]) -> GitHint {
     }
 }
 
+/// [`git_hint`] for `path`, whose parent is the directory `dir` holds: read from that
+/// directory (`HEAD`, `objects`, ... in it, `../HEAD` for the grandparent) instead of from
+/// the path, which another run on the same workspace (or the host) may have moved since
+/// `dir` was opened and its path asked for. What is created in `dir` is judged by what `dir`
+/// and its parent are when the rules are asked.
+fn git_hint_in(dir: &Fd, path: &[u8], writable: &[&[u8]]) -> GitHint {
+    if !protect::wants_hint(path) {
+        return GitHint::default();
+    }
+    let Some(i) = path.iter().rposition(|b| *b == b'/') else {
+        return GitHint::default();
+    };
+    let (parent, name) = (&path[..i], &path[i + 1..]);
+    let probe = |p: &CStr, want_dir: bool| {
+        raw::fstatat(dir.0, p, libc::AT_SYMLINK_NOFOLLOW)
+            .is_ok_and(|st| !want_dir || st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+    };
+    // As in [`git_hint`]: `HEAD` and one of `objects`, `refs`, `commondir`.
+    let parent_is_gitdir = probe(c"HEAD", false)
+        && (probe(c"objects", true) || probe(c"refs", true) || probe(c"commondir", false));
+    let grand_is_gitdir = parent.contains(&b'/')
+        && probe(c"../HEAD", false)
+        && (probe(c"../objects", true) || probe(c"../refs", true) || probe(c"../commondir", false));
+    GitHint {
+        parent_is_gitdir,
+        grand_is_gitdir,
+        parent_holds_code: protect::completes_git_dir(name)
+            && completes_with_code_in(dir, name, writable),
+    }
+}
+
 /// Whether creating `name` in `dir` gives it what git looks for (`HEAD`, plus `objects`,
 /// `refs` or a `commondir`) while `dir` holds a `config` or `config.worktree` that is not an
 /// inert git config
@@ -2078,7 +2170,11 @@ fn completes_with_code(dir: &[u8], name: &[u8], writable: &[&[u8]]) -> bool {
     ) else {
         return false;
     };
-    let dir = Fd(fd);
+    completes_with_code_in(&Fd(fd), name, writable)
+}
+
+/// [`completes_with_code`] for the directory `dir` holds.
+fn completes_with_code_in(dir: &Fd, name: &[u8], writable: &[&[u8]]) -> bool {
     let entry = |name: &CStr| raw::fstatat(dir.0, name, libc::AT_SYMLINK_NOFOLLOW).ok();
     // Already a git dir (git rewriting its own `HEAD`, say): nothing is completed.
     let head = entry(c"HEAD").is_some();
@@ -2106,10 +2202,75 @@ fn completes_with_code(dir: &[u8], name: &[u8], writable: &[&[u8]]) -> bool {
             return true;
         }
         let mut content = [0u8; CONFIG_MAX + 1];
-        match read_config(&dir, &name, &mut content) {
+        match read_config(dir, &name, &mut content) {
             Ok(Some(len)) if protect::git_config_is_inert(&content[..len], writable) => {}
             _ => return true,
         }
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{one_call_shape, OneCall};
+
+    const EXCL: i32 = libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY;
+
+    #[test]
+    fn one_call_takes_one_name_or_an_absolute_path() {
+        for p in [&b"f"[..], b"pre-commit", b"/w/r/.git/x", b"//w//r/f", b"/f"] {
+            assert_eq!(one_call_shape(p, EXCL), OneCall::Yes, "{p:?}");
+        }
+        assert_eq!(
+            one_call_shape(b"f", EXCL | libc::O_CLOEXEC | libc::O_NOFOLLOW),
+            OneCall::Yes
+        );
+    }
+
+    #[test]
+    fn one_call_leaves_relative_directories_to_the_careful_way() {
+        // On a case-insensitive directory `.GIT/HOOKS` is `.git/hooks`: only the careful
+        // way sees the directories' names as the kernel gives them back.
+        for p in [
+            &b".GIT/HOOKS/pre-commit"[..],
+            b"a/b",
+            b"a//b",
+            b"r/.git/hooks/pre-commit",
+        ] {
+            assert_eq!(one_call_shape(p, EXCL), OneCall::No, "{p:?}");
+        }
+    }
+
+    #[test]
+    fn one_call_refuses_what_is_not_plain() {
+        for p in [
+            &b""[..],
+            b"f/",
+            b".",
+            b"..",
+            b"./f",
+            b"/w/../f",
+            b"/w/./f",
+            b"/",
+        ] {
+            assert_eq!(one_call_shape(p, EXCL), OneCall::No, "{p:?}");
+        }
+        // Not an exclusive creation, or an unnamed one.
+        assert_eq!(one_call_shape(b"f", libc::O_CREAT), OneCall::No);
+        assert_eq!(one_call_shape(b"f", libc::O_EXCL), OneCall::No);
+        assert_eq!(
+            one_call_shape(b"f", EXCL | libc::O_TMPFILE & !libc::O_DIRECTORY),
+            OneCall::No
+        );
+        assert_eq!(
+            one_call_shape(b"d", libc::O_TMPFILE | libc::O_EXCL | libc::O_CREAT),
+            OneCall::No
+        );
+        // The kernel's own answer to O_CREAT|O_DIRECTORY (Linux 6.4 on), not the careful
+        // way's.
+        assert_eq!(
+            one_call_shape(b"d", EXCL | libc::O_DIRECTORY),
+            OneCall::Invalid
+        );
+    }
 }
