@@ -255,13 +255,15 @@ impl HostView for RealHost {
 
     fn local_ctime(&self, path: &Path) -> bool {
         // Magic numbers of statfs(2)'s f_type. Their timestamps' granularity (1 ns to 1 s) is
-        // below the sweep's settling window (see `crate::SETTLED`).
+        // below the sweep's settling window (see `crate::SETTLED`). Only filesystems where a
+        // directory's ctime moves with every change of its entries: not overlayfs (a merged
+        // directory's stamp is its upper directory's, while an entry added to a lower layer
+        // out of band shows through it unchanged), nor network or FUSE filesystems.
         const LOCAL: &[u64] = &[
             0xEF53,      // ext2/3/4
             0x5846_5342, // xfs
             0x9123_683E, // btrfs
             0x0102_1994, // tmpfs
-            0x794C_7630, // overlayfs
             0xF2F5_2010, // f2fs
             0xCA45_1A4E, // bcachefs
         ];

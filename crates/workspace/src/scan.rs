@@ -211,6 +211,14 @@ impl Scan {
         emptied.dedup();
         let all_masks: Vec<(PathBuf, Kind)> = masks.iter().chain(&emptied).cloned().collect();
         let linked_secrets = linked_secrets(host, &all_masks);
+        // A mask inside a masked directory (a dotenv file in `.stockade/quarantine`, a file
+        // found in a directory masked whole) is hidden by it: not mounted (its path is gone
+        // once the directory's mask is), but its hard links were looked for above.
+        let dir_masks: Vec<PathBuf> = (masks.iter())
+            .filter(|(_, k)| *k == Kind::Dir)
+            .map(|(p, _)| p.clone())
+            .collect();
+        masks.retain(|(p, _)| !dir_masks.iter().any(|d| p != d && is_within(p, d)));
 
         // Protected paths inside writable roots (outside them everything is read-only).
         let mut protected: BTreeSet<PathBuf> = BTreeSet::new();

@@ -292,6 +292,18 @@ fn in_closed(run: &Resolved, host: &dyn HostView, path: &Path) -> bool {
     })
 }
 
+/// Whether `dir` is, or lies inside, a directory the planner masked whole, still the same
+/// directory: the command saw only the mask, so the sweep failing to list it (a tree deeper
+/// than `PATH_MAX` that was there before the run: its deepest maskable ancestor was masked)
+/// says nothing about the run, and the user's data is not the sweep's to move.
+fn in_or_is_closed(run: &Resolved, host: &dyn HostView, dir: &Path) -> bool {
+    (run.watch.sweep.closed.iter()).any(|(closed, id)| {
+        is_within(dir, closed)
+            && host.lstat_kind(closed) == Some(Kind::Dir)
+            && host.stat(closed).is_some_and(|e| (e.dev, e.ino) == *id)
+    })
+}
+
 /// Quarantines the directory `dir` the sweep could not look into, saying why.
 fn uninspectable(root: &Path, dir: &Path, why: &std::io::Error, run_id: &str) -> Violation {
     let mut v = quarantine(root, dir, run_id, UNINSPECTABLE_DIRECTORY);
@@ -428,6 +440,7 @@ fn sweep_inspecting(
         if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR))
             || moved.iter().any(|m| is_within(&dir, m))
             || closed_since_before(run.watch.sweep.dirs.settled_before(), host, &dir)
+            || in_or_is_closed(run, host, &dir)
         {
             continue;
         }
@@ -770,6 +783,7 @@ fn guard_after(
                 Err(e) => {
                     if !matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR))
                         && !closed_since_before(run.watch.sweep.dirs.settled_before(), host, &dir)
+                        && !in_or_is_closed(run, host, &dir)
                     {
                         unlisted.push((dir, e));
                     }

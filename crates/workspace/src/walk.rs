@@ -422,16 +422,26 @@ impl Matches {
                     }
                 },
                 &mut |dir, e| {
-                    if closed_to_planner(dir, &e, roots) {
-                        m.unlisted.push(dir.to_path_buf());
+                    if let Some(closed) = closed_to_planner(dir, &e, roots) {
+                        m.unlisted.push(closed);
                     }
                 },
             )?;
             walked.push(base);
         }
+        // stockade's own quarantine holds what earlier sweeps took from runs (a dotenv file
+        // a run buried below `PATH_MAX`, its planted hooks): a later run sees none of it.
+        for root in roots {
+            let q = root.join(".stockade").join("quarantine");
+            if host.lstat_kind(&q) == Some(Kind::Dir) {
+                m.unlisted.push(q);
+            }
+        }
         // A directory the planner could not list, that a command could enter (it can
         // `chmod` it back open, or search it for names it knows): masked whole, unreadable
         // and unwritable, since nothing in it was checked.
+        m.unlisted.sort();
+        m.unlisted.dedup();
         for d in std::mem::take(&mut m.unlisted) {
             m.deny_read.push(d.clone());
             m.deny_write.push(d.clone());
@@ -580,23 +590,45 @@ pub fn walk(
     Ok(())
 }
 
-/// Whether a directory the planner's walk could not list (`e`) is one a command could enter:
-/// refused by permission (not removed meanwhile), and either searchable by the caller (a
-/// command reaches the names it knows: `chmod 311`) or the caller's own in a writable root
-/// (a command `chmod`s it open: `chmod 000` in run 1, `chmod 755` in run 2). A directory of
-/// another user the caller cannot search, or its own outside the writable roots (read-only
-/// to a command), stays closed to a command as it is to the planner. Root lists everything
-/// (`CAP_DAC_READ_SEARCH`).
-fn closed_to_planner(dir: &Path, e: &std::io::Error, roots: &[PathBuf]) -> bool {
-    if !crate::beneath::is_denied(e) {
-        return false;
+/// The longest path a mount (a mask) can name: `PATH_MAX` with its terminating NUL.
+const MASKABLE: usize = 4095;
+
+/// What to mask whole for a directory the planner's walk could not list (`e`): `None` when a
+/// command cannot reach into it either, or it is gone.
+///
+/// - Gone (`ENOENT`, `ENOTDIR`: removed or replaced while the walk ran): nothing to mask; a
+///   directory made in its place is the next walk's.
+/// - Refused by permission: masked when a command could enter it: either searchable by the
+///   caller (a command reaches the names it knows: `chmod 311`) or the caller's own in a
+///   writable root (a command `chmod`s it open: `chmod 000` in run 1, `chmod 755` in run 2).
+///   A directory of another user the caller cannot search, or its own outside the writable
+///   roots (read-only to a command), stays closed to a command as it is to the planner. Root
+///   lists everything (`CAP_DAC_READ_SEARCH`).
+/// - Any other error (`ENAMETOOLONG` below a tree deeper than `PATH_MAX`, `EIO`, `ELOOP`, ...):
+///   nothing in it was checked, so it is masked whole, fail-closed. A mask is mounted by path,
+///   so one whose own path is longer than [`MASKABLE`] (every `ENAMETOOLONG`) is masked by its
+///   deepest ancestor that a mount can name: its parent, which the walk listed by that path.
+fn closed_to_planner(dir: &Path, e: &std::io::Error, roots: &[PathBuf]) -> Option<PathBuf> {
+    if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR)) {
+        return None;
     }
-    let searchable = searchable_by_caller(dir);
-    let own = rustix::fs::lstat(dir).is_ok_and(|st| {
-        let euid = rustix::process::geteuid();
-        euid.is_root() || st.st_uid == euid.as_raw()
-    });
-    searchable || (own && roots.iter().any(|r| is_within(dir, r)))
+    if crate::beneath::is_denied(e) {
+        let searchable = searchable_by_caller(dir);
+        let own = rustix::fs::lstat(dir).is_ok_and(|st| {
+            let euid = rustix::process::geteuid();
+            euid.is_root() || st.st_uid == euid.as_raw()
+        });
+        return (searchable || (own && roots.iter().any(|r| is_within(dir, r))))
+            .then(|| dir.to_path_buf());
+    }
+    maskable(dir)
+}
+
+/// `dir`, or its deepest ancestor whose path a mount can name ([`MASKABLE`]).
+fn maskable(dir: &Path) -> Option<PathBuf> {
+    (dir.ancestors())
+        .find(|a| a.as_os_str().len() <= MASKABLE)
+        .map(Path::to_path_buf)
 }
 
 /// Whether the caller may search `dir` (its effective ids: `access(X_OK)` with `AT_EACCESS`).
@@ -679,5 +711,46 @@ mod via_link_tests {
             &wf,
             Path::new("/ws/other/workflows/ci.yml")
         ));
+    }
+}
+
+#[cfg(test)]
+mod closed_tests {
+    use super::{closed_to_planner, MASKABLE};
+    use std::path::{Path, PathBuf};
+
+    /// A directory the walk could not list for any reason but "gone" is masked, fail-closed;
+    /// one beyond `PATH_MAX` by its deepest ancestor a mount can name. Controls: a directory
+    /// removed or replaced during the walk is not.
+    #[test]
+    fn every_error_but_gone_masks_and_a_path_too_long_masks_its_parent() {
+        let err = |n| std::io::Error::from_raw_os_error(n);
+        let roots = [PathBuf::from("/ws")];
+        let name = "x".repeat(250);
+        let mut deep = PathBuf::from("/ws");
+        while deep.as_os_str().len() <= MASKABLE {
+            deep.push(&name);
+        }
+        let parent = deep.parent().unwrap().to_path_buf();
+        assert!(parent.as_os_str().len() <= MASKABLE);
+        assert_eq!(
+            closed_to_planner(&deep, &err(libc::ENAMETOOLONG), &roots),
+            Some(parent.clone())
+        );
+        let below = deep.join(&name).join("sec");
+        assert_eq!(
+            closed_to_planner(&below, &err(libc::ENAMETOOLONG), &roots),
+            Some(parent)
+        );
+        for e in [libc::EIO, libc::ELOOP, libc::EMFILE, libc::ENOMEM] {
+            let dir = Path::new("/ws/a/b");
+            assert_eq!(
+                closed_to_planner(dir, &err(e), &roots).as_deref(),
+                Some(dir)
+            );
+        }
+        for e in [libc::ENOENT, libc::ENOTDIR] {
+            assert_eq!(closed_to_planner(Path::new("/ws/a"), &err(e), &roots), None);
+        }
     }
 }

@@ -1,0 +1,286 @@
+//! The planner's walk where it cannot list (issue 32, red team on the walk cache, scripts
+//! 01, 02 and 04 of `walk-cache`): a directory deeper than `PATH_MAX` (a path the kernel
+//! refuses with `ENAMETOOLONG`), a secret a run buries there for the next run, the sweep's
+//! quarantine, and an overlayfs workspace whose lower layer changes between runs. Each test
+//! makes the tree, lets it settle (the walk trusts only directories whose ctime is older than
+//! `workspace::SETTLED`, 3 s), and runs the attack; the controls run the same script on the
+//! host (the secret is there and reachable by that path) and show the sandbox walks the same
+//! tree down to where the protection starts.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test: panicking with a message is how it reports a failure"
+)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use attacks::{read_text, write_file, Cmd, Fixture, Run};
+
+/// Longer than `workspace::SETTLED` (3 s).
+const SETTLE: Duration = Duration::from_millis(3500);
+
+/// `L`: a 250-character directory name, defined at the start of every script here.
+const LONG: &str = "L=$(printf 'x%.0s' $(seq 1 250))";
+
+/// `/bin/bash -c SCRIPT` on the host in the workspace (bash: `cd` goes on below `PATH_MAX`).
+fn host_bash(fx: &Fixture, script: &str) -> Run {
+    Cmd::new("/bin/bash", &fx.ws)
+        .env("HOME", &fx.home)
+        .arg("-c")
+        .arg(script)
+        .run()
+}
+
+/// The same script in the sandbox, under bash, with the walk's debug lines on stderr.
+fn sandbox_bash(fx: &Fixture, script: &str) -> attacks::Outcome {
+    fx.sandbox_argv(&[], &["/bin/bash", "-c", &attacks::wrap(script)])
+        .env("STOCKADE_LOG", "debug")
+        .outcome()
+}
+
+/// 18 directories of 250 characters below `deep`, then `sec/` with a dotenv file, an
+/// `.envrc` and a plain file: their paths are longer than `PATH_MAX` (4096).
+fn deep_tree(fx: &Fixture) {
+    let made = host_bash(
+        fx,
+        &format!(
+            "{LONG}; mkdir deep && cd deep || exit 1
+             for i in $(seq 1 18); do mkdir $L && cd $L || exit 1
+               [ $i = 3 ] && echo shallow-plain > shallow.txt; done
+             mkdir sec && printf 'A=%s\\n' {m} > sec/.env && echo 'echo hi' > sec/.envrc
+             echo deep-plain > sec/plain.txt && chmod 644 sec/* && echo made",
+            m = fx.marker("deep")
+        ),
+    );
+    made.assert_success().assert_stdout_contains("made");
+}
+
+/// The script that goes down `deep` as far as it can, reads the dotenv file and appends to
+/// the `.envrc`.
+fn go_deep() -> String {
+    format!(
+        "{LONG}; cd deep; cat $L/$L/$L/shallow.txt; i=0
+         while cd $L 2>/dev/null; do i=$((i+1)); done; echo depth=$i
+         cat sec/.env; echo pwned >> sec/.envrc; echo appended=$?"
+    )
+}
+
+/// What the host reads at `deep/.../sec/NAME`.
+fn host_deep(fx: &Fixture, name: &str) -> String {
+    host_bash(
+        fx,
+        &format!("{LONG}; cd deep; for i in $(seq 1 18); do cd $L || exit 1; done; cat sec/{name}"),
+    )
+    .stdout
+}
+
+/// A dotenv file whose path is longer than `PATH_MAX` (18 directories of 250 characters):
+/// the planner's walk gets `ENAMETOOLONG` listing the first directory beyond it. Before the
+/// fix it dropped that directory silently (only a refusal by permission counted as closed),
+/// so nothing below was masked or protected: the command read the secret and wrote the
+/// `.envrc`. Now the deepest directory a mask can name (the parent of the first one beyond
+/// `PATH_MAX`) is masked whole, in every run (the second takes the rest from the walk cache).
+/// And the sweep no longer quarantines the user's untouched deep tree as an "uninspectable
+/// directory" after every run (the other red team's finding): it was there before and masked.
+/// Controls: the same script on the host reads the secret and reaches depth 18; inside, the
+/// command goes down the same chain (a plain file at depth 3, depth 15 reached).
+#[test]
+fn a_dotenv_below_path_max_is_masked_and_the_tree_left_in_place() {
+    let fx = Fixture::new();
+    deep_tree(&fx);
+    std::thread::sleep(SETTLE);
+    let marker = fx.marker("deep");
+    for run in 1..=2 {
+        let out = sandbox_bash(&fx, &go_deep());
+        out.assert_hidden(&marker);
+        out.run.assert_stdout_contains("shallow-plain");
+        // Down to the masked directory (the parent of the first one beyond `PATH_MAX`).
+        let depth = (out.run.stdout.split("depth=").nth(1))
+            .and_then(|r| r.split_whitespace().next()?.parse::<usize>().ok());
+        assert!(
+            depth.is_some_and(|d| (14..18).contains(&d)),
+            "run {run}:\n{}",
+            out.run.describe()
+        );
+        assert!(
+            !out.run.stderr.contains("uninspectable"),
+            "run {run}: the sweep took the user's untouched tree:\n{}",
+            out.run.describe()
+        );
+        assert_eq!(host_deep(&fx, ".envrc"), "echo hi\n", "run {run}");
+        assert!(
+            host_deep(&fx, ".env").contains(&marker),
+            "run {run}: the user's tree was moved"
+        );
+        assert!(
+            !fx.ws.join(".stockade/quarantine").exists(),
+            "run {run}: something was quarantined:\n{}",
+            out.run.describe()
+        );
+    }
+    // Control: the same script on the host.
+    let control = host_bash(&fx, &go_deep());
+    assert!(
+        control.stdout.contains(&marker) && control.stdout.contains("depth=18"),
+        "{}",
+        control.describe()
+    );
+}
+
+/// Run N moves the user's `conf/` (its `.env` masked) below `PATH_MAX`: two chains of
+/// 250-character directories (14 and 4 deep: mediated `mkdir` refuses a path beyond
+/// `PATH_MAX`) joined by one rename. The sweep after it quarantines the deep directory it
+/// cannot list into `.stockade/quarantine/<run>/...`, still deeper than `PATH_MAX`. Run N+1
+/// looks for the secret in both places. Before the fix it read it (its walk dropped the
+/// directory it could not list); now the deep directory's maskable parent is masked, and the
+/// quarantine is masked whole (a protected path that is also unreadable to every run).
+/// Controls: the same search on the host finds the secret, and lists the quarantine; run N's
+/// moves succeed (the attack is real).
+#[test]
+fn a_secret_buried_below_path_max_by_a_run_stays_masked_in_the_next() {
+    let fx = Fixture::new();
+    let marker = fx.marker("buried");
+    write_file(
+        &fx.ws.join("conf/.env"),
+        format!("DOTENV={marker}\n"),
+        0o644,
+    );
+    std::thread::sleep(SETTLE);
+    let bury = sandbox_bash(
+        &fx,
+        "L=$(printf 'y%.0s' $(seq 1 250)); W=$PWD
+         mkdir c1 c2; (cd c1; for i in $(seq 1 14); do mkdir $L; cd $L; done)
+         (cd c2; for i in $(seq 1 4); do mkdir $L; cd $L; done; mv \"$W/conf\" . ; echo mvconf=$?)
+         cd c1; for i in $(seq 1 14); do cd $L; done; mv \"$W/c2\" . ; echo mvc2=$?
+         cd c2; for i in $(seq 1 4); do cd $L; done; cat conf/.env",
+    );
+    bury.assert_hidden(&marker);
+    bury.run
+        .assert_stdout_contains("mvconf=0")
+        .assert_stdout_contains("mvc2=0");
+    let search = "L=$(printf 'y%.0s' $(seq 1 250))
+         for top in c1 .stockade/quarantine/*/c1; do ( cd \"$top\" 2>/dev/null || exit
+           for i in $(seq 1 14); do cd $L 2>/dev/null; done; cd c2 2>/dev/null
+           for i in $(seq 1 4); do cd $L 2>/dev/null; done; cat conf/.env 2>/dev/null ); done
+         echo quarantined=$(ls -A .stockade/quarantine 2>/dev/null | wc -l)";
+    for run in 1..=2 {
+        let out = sandbox_bash(&fx, search);
+        out.assert_hidden(&marker);
+        out.run.assert_stdout_contains("quarantined=0");
+        assert!(!out.run.stderr.contains("uninspectable"), "run N+{run}");
+    }
+    // Control: on the host the same search finds the secret, in the quarantine.
+    let control = host_bash(&fx, search);
+    assert!(
+        control.stdout.contains(&marker) && !control.stdout.contains("quarantined=0"),
+        "{}",
+        control.describe()
+    );
+}
+
+/// Root only: a workspace on overlayfs (root mounts it; the runs are the test user's, as
+/// root's need idmapped mounts, which overlayfs refuses). A merged directory's stamp is its
+/// upper directory's, while a dotenv file added to its lower layer out of band shows through
+/// it without moving that stamp: the walk cache reused the old listing and missed the file.
+/// Now overlayfs is not a filesystem whose ctimes the cache trusts: run 2 lists every
+/// directory (`0 dirs from cache`) and masks the file. Controls: run 2 sees the file's name
+/// (`ls`: it is in the sandbox's view, only masked), and the host reads the secret through
+/// the merged directory.
+#[test]
+fn a_dotenv_added_to_an_overlay_lower_layer_between_runs_is_masked() {
+    if attacks::skip_unless_root("mount overlayfs") {
+        return;
+    }
+    let user = "stockade-test";
+    let uid = std::process::Command::new("id").args(["-u", user]).output();
+    let Some(uid) = uid.ok().filter(|o| o.status.success()).and_then(|o| {
+        String::from_utf8_lossy(&o.stdout)
+            .trim()
+            .parse::<u32>()
+            .ok()
+    }) else {
+        println!("skipped: no user {user}");
+        return;
+    };
+    if attacks::which("runuser").is_none() {
+        println!("skipped: no runuser");
+        return;
+    }
+    let fx = Fixture::without_git();
+    let layers = fx.root.join("layers");
+    for d in ["lower/sub", "upper/sub", "work"] {
+        attacks::mkdir(&layers.join(d));
+    }
+    for d in 1..=50 {
+        attacks::mkdir(&layers.join(format!("lower/t{d}")));
+    }
+    let opts = format!(
+        "lowerdir={},upperdir={},workdir={}",
+        layers.join("lower").display(),
+        layers.join("upper").display(),
+        layers.join("work").display()
+    );
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "overlay", "overlay", "-o", &opts])
+        .arg(&fx.ws)
+        .status()
+        .unwrap();
+    if !mounted.success() {
+        println!("skipped: mount -t overlay failed here ({mounted})");
+        return;
+    }
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(fx.ws.clone());
+    let chown = |p: &Path| {
+        let s = std::process::Command::new("chown")
+            .args(["-R", &format!("{uid}:{uid}")])
+            .arg(p)
+            .status()
+            .unwrap();
+        assert!(s.success());
+    };
+    chown(&fx.home);
+    chown(&fx.ws);
+    let bin = fx.stockade_inside();
+    let as_user = |script: &str| {
+        let mut cmd = Cmd::new("runuser", &fx.ws)
+            .args(["-u", user, "--", "env", "STOCKADE_LOG=debug"])
+            .arg(format!("HOME={}", fx.home.display()))
+            .arg(&bin)
+            .arg("run");
+        if attacks::backend() != "native" {
+            cmd = cmd.args(["--backend", attacks::backend()]);
+        }
+        cmd.arg("--workspace")
+            .arg(&fx.ws)
+            .args(["--shell", script])
+            .run()
+    };
+    std::thread::sleep(SETTLE);
+    as_user("true").assert_success();
+    let marker = fx.marker("lower");
+    write_file(
+        &layers.join("lower/sub/.env"),
+        format!("L={marker}\n"),
+        0o644,
+    );
+    let run = as_user("cat sub/.env; ls -A sub");
+    assert!(
+        !run.stdout.contains(&marker) && run.stdout.contains(".env"),
+        "{}",
+        run.describe()
+    );
+    assert!(
+        run.stderr.contains("walk: 0 dirs from cache"),
+        "overlayfs must not be taken from the walk cache:\n{}",
+        run.describe()
+    );
+    // Control: the host reads it through the merged directory.
+    assert!(read_text(&fx.ws.join("sub/.env")).is_some_and(|t| t.contains(&marker)));
+}
