@@ -11,7 +11,9 @@ use stockade::{Error, RunRequest};
 
 use crate::output::outln;
 
-/// `stockade guard`.
+// `stockade guard`.
+// (A plain comment: under `defer` a doc comment here would become the subcommand's about,
+// replacing its variant's.)
 #[derive(clap::Args)]
 pub struct GuardArgs {
     /// Workspace directory: path arguments must stay inside it. Default: current directory.

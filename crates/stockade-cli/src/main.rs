@@ -50,6 +50,13 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
+// `defer`: a subcommand's arguments are built only when clap builds that subcommand, i.e. when it
+// is the one parsed (or for `--help`, completions, man pages, which build the whole tree): a
+// start no longer builds and drops every subcommand's options (most of `stockade --version`'s
+// instructions). Names, abouts and `hide` stay eager. Hence no doc comment on an `Args` struct
+// (it would replace the variant's about) and no `mut_args` on a variant (it would run before
+// the arguments exist).
+#[command(defer = true)]
 enum Command {
     /// Run a program (after `--`) or a shell string (`--shell`) in the sandbox.
     Run(Box<RunArgs>),
@@ -123,14 +130,12 @@ enum Command {
     /// paths (a reduced `.git/config`), `.stockade/`, and dependency caches (`node_modules`,
     /// `target`, `.venv`, ...). Refused (exit 125, E_SNAPSHOT_REFUSED) when symbolic links
     /// resolve outside the workspace, listing them.
-    #[command(mut_args(snapshot_command::hide_run_only))]
     Snapshot(Box<snapshot_command::SnapshotArgs>),
     /// Run the egress proxy on this machine for a whole agent (the rules of `run --net proxy`),
     /// until Ctrl-C. It filters only what is sent to it: pair it with a network namespace or
     /// firewall that blocks direct connections.
-    // The run-only flags of `PolicyArgs` stay accepted (as before) but hidden, and warned
-    // about when given: the proxy uses only the network rules.
-    #[command(mut_args(proxy_command::hide_run_only))]
+    // The run-only flags of `PolicyArgs` stay accepted (as before) but hidden (`ProxyArgs`), and
+    // warned about when given: the proxy uses only the network rules.
     Proxy(Box<proxy_command::ProxyArgs>),
     /// Pin the workspace's trust-relevant configuration by content: once approved, `run`
     /// refuses (E_UNTRUSTED_CONFIG) while those files differ; a policy file inside the
@@ -176,6 +181,7 @@ enum Command {
 }
 
 #[derive(Subcommand)]
+#[command(defer = true)]
 enum PolicyCommand {
     /// Print the resolved policy and the sandbox plan for the given options.
     Show {
@@ -306,7 +312,9 @@ fn parse_cores(text: &str) -> Result<policy::Cores, String> {
         })
 }
 
-/// What `run` and `shell-prefix` share besides the policy: records, degrading, sanitizing.
+// What `run` and `shell-prefix` share besides the policy: records, degrading, sanitizing.
+// (A plain comment: under `defer` a doc comment here would become the subcommand's about,
+// replacing its variant's.)
 #[derive(Args)]
 struct RecordArgs {
     /// Write a JSON run record here.

@@ -14,7 +14,9 @@ use crate::PolicyArgs;
 /// The variable that gives `--http` its token (else a random one, printed on stderr).
 const TOKEN_ENV: &str = "STOCKADE_MCP_TOKEN";
 
-/// `stockade mcp`.
+// `stockade mcp`.
+// (A plain comment: under `defer` a doc comment here would become the subcommand's about,
+// replacing its variant's.)
 #[derive(clap::Args)]
 pub struct McpArgs {
     #[command(flatten)]

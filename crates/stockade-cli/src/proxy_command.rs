@@ -12,8 +12,13 @@ use stockade::Error;
 use crate::output::errln;
 use crate::PolicyArgs;
 
-/// `stockade proxy`.
+// `stockade proxy`.
+// (A plain comment: under `defer` a doc comment here would become the subcommand's about,
+// replacing its variant's.)
 #[derive(clap::Args)]
+// On the arguments, not on `Command::Proxy`: that variant's methods run before its deferred
+// arguments exist.
+#[command(mut_args(hide_run_only))]
 pub struct ProxyArgs {
     #[command(flatten)]
     policy: PolicyArgs,

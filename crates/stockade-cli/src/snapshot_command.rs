@@ -15,6 +15,9 @@ use crate::output::{errln, outln, shown};
 use crate::PolicyArgs;
 
 #[derive(Args)]
+// On the arguments, not on `Command::Snapshot`: that variant's methods run before its deferred
+// arguments exist.
+#[command(mut_args(hide_run_only))]
 pub struct SnapshotArgs {
     #[command(flatten)]
     pub policy: PolicyArgs,

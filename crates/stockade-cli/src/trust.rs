@@ -14,6 +14,8 @@ use stockade::Error;
 use crate::output::outln;
 
 #[derive(Subcommand)]
+// Each subcommand's arguments are built only when it is the one parsed (see `Command` in main.rs).
+#[command(defer = true)]
 pub enum TrustCommand {
     /// Approve the workspace's trust-relevant files as they are now (stockade.toml,
     /// .stockade/, agent and editor configs that run code, git hooks, .envrc).
