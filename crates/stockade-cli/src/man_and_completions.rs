@@ -43,3 +43,56 @@ pub fn man(path: &[String]) -> Result<u8, Error> {
     stdout_bytes(&page);
     Ok(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use crate::Cli;
+
+    fn text(s: Option<&clap::builder::StyledStr>) -> Option<String> {
+        s.map(ToString::to_string)
+    }
+
+    /// Subcommands are deferred (`Command` in main.rs): their arguments are added when clap
+    /// builds them. What the variant says must survive that build: a doc comment on an `Args`
+    /// struct would replace the variant's about (in `--help` of that subcommand only).
+    #[test]
+    fn a_deferred_build_keeps_each_subcommands_about() {
+        fn check(unbuilt: &clap::Command, path: &str) {
+            for sub in unbuilt.get_subcommands() {
+                let name = format!("{path} {}", sub.get_name());
+                let mut built = sub.clone();
+                built.build();
+                assert_eq!(text(built.get_about()), text(sub.get_about()), "{name}");
+                assert_eq!(
+                    text(built.get_long_about()),
+                    text(sub.get_long_about()),
+                    "{name}"
+                );
+                assert_eq!(built.is_hide_set(), sub.is_hide_set(), "{name}");
+                check(sub, &name);
+            }
+        }
+        check(&Cli::command(), "stockade");
+    }
+
+    /// The run-only options stay hidden from `proxy --help` and `snapshot --help` under
+    /// `defer` (a `mut_args` on the variant would run before they exist), and only there.
+    #[test]
+    fn run_only_options_stay_hidden_where_unused() {
+        let mut cli = Cli::command();
+        cli.build();
+        let hidden = |sub: &str, arg: &str| {
+            let sub = cli.find_subcommand(sub);
+            let arg = sub.and_then(|s| s.get_arguments().find(|a| a.get_id() == arg));
+            arg.map(clap::Arg::is_hide_set)
+        };
+        assert_eq!(hidden("proxy", "workspace"), Some(true));
+        assert_eq!(hidden("proxy", "allow_domain"), Some(false));
+        assert_eq!(hidden("snapshot", "net"), Some(true));
+        assert_eq!(hidden("snapshot", "workspace"), Some(false));
+        assert_eq!(hidden("run", "net"), Some(false));
+        assert_eq!(hidden("run", "workspace"), Some(false));
+    }
+}
