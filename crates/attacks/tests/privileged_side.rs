@@ -789,4 +789,51 @@ fn a_granted_directory_swapped_after_planning_moves_no_grant() {
         .assert_code(125)
         .assert_stderr_contains("symbolic link")
         .assert_lacks(&secret);
+
+    // A granted file: swapped for a link to the secret, the run is refused; replaced by
+    // another plain file (an atomic save), the new file is not granted (the run goes on and
+    // cannot read it). Control: planned after the replacement, it is read.
+    let f = shared.join("f");
+    let newer = fx.marker("replaced");
+    attacks::write_file(&f, format!("{public}\n"), 0o644);
+    let _ = policy(&f);
+    let read_f = format!("cat {}", sh_quote(&f));
+    let paused_run = |swap: &dyn Fn()| {
+        let flag = fx.root.join("paused");
+        let o = opts(&[]);
+        let o: Vec<&str> = o.iter().map(String::as_str).collect();
+        let cmd = fx
+            .attack(&o, &read_f)
+            .env("STOCKADE_TEST_LANDLOCK_PAUSE", &flag);
+        let waiting = std::thread::spawn(move || cmd.run());
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !flag.exists() {
+            assert!(std::time::Instant::now() < until, "the run never paused");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        swap();
+        std::fs::remove_file(&flag).expect("let the run go on");
+        waiting.join().expect("the run's thread")
+    };
+    paused_run(&|| {
+        std::fs::rename(&f, shared.join("f.old")).expect("move f away");
+        std::os::unix::fs::symlink(private.join("k"), &f).expect("plant the link");
+    })
+    .assert_code(125)
+    .assert_stderr_contains("changed since the run was planned")
+    .assert_lacks(&secret);
+    std::fs::remove_file(&f).expect("remove the link");
+    std::fs::rename(shared.join("f.old"), &f).expect("put f back");
+    paused_run(&|| {
+        attacks::write_file(&shared.join("f.new"), format!("{newer}\n"), 0o644);
+        std::fs::rename(shared.join("f.new"), &f).expect("replace f");
+    })
+    .outcome()
+    .assert_blocked(&newer);
+    run_f_planned_after(&fx, &opts(&[]), &read_f, &newer);
+}
+
+fn run_f_planned_after(fx: &Fixture, opts: &[String], script: &str, marker: &str) {
+    let o: Vec<&str> = opts.iter().map(String::as_str).collect();
+    fx.attack(&o, script).outcome().assert_shows(marker);
 }

@@ -211,30 +211,41 @@ fn test_pause() {
 /// `rule.path` opened again (`O_PATH`), checked to be what the planner saw there: through no
 /// symbolic link unless the planner saw one on the way ([`Rule::links`]; never a
 /// `/proc`-style magic link), the same kind, the same `(st_dev, st_ino)` ([`Rule::id`]).
-fn open_planned(c: &CStr, rule: &Rule) -> sys::raw::Result<c_int> {
+/// `Ok(None)`: nothing to grant there (gone since planning, or a plain file read by name that
+/// was replaced by another plain file: an editor's or a tool's atomic save in a listed home
+/// directory; the new file is not granted, so it stays unreadable in this run).
+fn open_planned(c: &CStr, rule: &Rule) -> sys::raw::Result<Option<c_int>> {
     let resolve = if rule.links {
         sys::raw::RESOLVE_NO_MAGICLINKS
     } else {
         sys::raw::RESOLVE_NO_SYMLINKS
     };
-    let fd = sys::raw::openat2(libc::AT_FDCWD, c, libc::O_PATH, resolve)?;
-    // st_dev's and st_ino's widths differ between architectures.
-    #[allow(clippy::unnecessary_cast)]
-    let same = sys::raw::fstatat(fd, c"", libc::AT_EMPTY_PATH).map(|st| {
-        let dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
-        dir == rule.dir && rule.id == Some((st.st_dev as u64, st.st_ino as u64))
-    });
-    match same {
-        Ok(true) => Ok(fd),
-        Ok(false) => {
-            sys::raw::close(fd);
-            Err(sys::Errno(libc::ESTALE))
-        }
+    let fd = match sys::raw::openat2(libc::AT_FDCWD, c, libc::O_PATH, resolve) {
+        Ok(fd) => fd,
+        Err(sys::Errno(libc::ENOENT)) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let st = match sys::raw::fstatat(fd, c"", libc::AT_EMPTY_PATH) {
+        Ok(st) => st,
         Err(e) => {
             sys::raw::close(fd);
-            Err(e)
+            return Err(e);
         }
+    };
+    let kind = st.st_mode & libc::S_IFMT;
+    // st_dev's and st_ino's widths differ between architectures.
+    #[allow(clippy::unnecessary_cast)]
+    let id = (st.st_dev as u64, st.st_ino as u64);
+    if (kind == libc::S_IFDIR) == rule.dir && rule.id == Some(id) {
+        return Ok(Some(fd));
     }
+    sys::raw::close(fd);
+    let replaced_file =
+        !rule.links && !rule.dir && rule.access == Access::Read && kind == libc::S_IFREG;
+    if replaced_file {
+        return Ok(None);
+    }
+    Err(sys::Errno(libc::ESTALE))
 }
 
 fn landlock(host_rules: &[Rule]) -> Result<Landlock, LandlockError> {
@@ -268,10 +279,10 @@ fn landlock(host_rules: &[Rule]) -> Result<Landlock, LandlockError> {
         };
         let c = path_c(&rule.path).map_err(|_| changed(sys::Errno(libc::EINVAL)))?;
         let pfd = match open_planned(&c, rule) {
-            Ok(pfd) => pfd,
-            // Gone since planning (a file in a listed home directory removed meanwhile):
-            // nothing there to grant, and nothing else is granted in its place.
-            Err(sys::Errno(libc::ENOENT)) => continue,
+            Ok(Some(pfd)) => pfd,
+            // Gone since planning, or a file replaced by another (see `open_planned`):
+            // nothing is granted in its place.
+            Ok(None) => continue,
             Err(e) => return Err(changed(e)),
         };
         let bits = access_bits(rule.access, rule.dir) & handled;
