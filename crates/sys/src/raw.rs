@@ -1296,6 +1296,18 @@ pub const RESOLVE_NO_SYMLINKS: u64 = 0x04;
 
 /// `openat2(2)` with the `resolve` flags given (`RESOLVE_*`), close-on-exec.
 pub fn openat2(dirfd: c_int, path: &CStr, flags: c_int, resolve: u64) -> Result<c_int> {
+    openat2_mode(dirfd, path, flags, 0, resolve)
+}
+
+/// [`openat2`] with a creation mode (for `O_CREAT`/`O_TMPFILE`; it must be 0 otherwise, or
+/// the kernel answers `EINVAL`). Unlike `openat`, unknown flag bits fail with `EINVAL` too.
+pub fn openat2_mode(
+    dirfd: c_int,
+    path: &CStr,
+    flags: c_int,
+    mode: u32,
+    resolve: u64,
+) -> Result<c_int> {
     #[repr(C)]
     struct OpenHow {
         flags: u64,
@@ -1304,11 +1316,13 @@ pub fn openat2(dirfd: c_int, path: &CStr, flags: c_int, resolve: u64) -> Result<
     }
     const SYS_OPENAT2: c_long = 437;
     let how = OpenHow {
-        flags: (flags | libc::O_CLOEXEC) as u64,
-        mode: 0,
+        // Through u32: a flag word is never sign-extended into bits the kernel refuses.
+        flags: (flags | libc::O_CLOEXEC) as u32 as u64,
+        mode: mode as u64,
         resolve,
     };
-    // SAFETY: path is NUL-terminated and `how` is a live open_how of the size passed.
+    // SAFETY: path is NUL-terminated and `how` is a live open_how of the size passed; the
+    // kernel only reads both.
     check(unsafe {
         libc::syscall(
             SYS_OPENAT2,

@@ -3,9 +3,9 @@
 //! it is used and why its path is the one the rules judged.
 
 use std::ffi::CStr;
-use std::os::raw::{c_int, c_long};
+use std::os::raw::c_int;
 
-use crate::raw::Errno;
+use crate::raw::{self, Errno};
 
 /// `openat2(dirfd, path, {flags, mode, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS})`: no
 /// component of `path`, the last one included, may be a symlink or a procfs magic link
@@ -17,34 +17,11 @@ pub(super) fn create_no_symlinks(
     flags: c_int,
     mode: u32,
 ) -> Result<c_int, Errno> {
-    #[repr(C)]
-    struct OpenHow {
-        flags: u64,
-        mode: u64,
-        resolve: u64,
-    }
-    const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
-    const RESOLVE_NO_SYMLINKS: u64 = 0x04;
-    const SYS_OPENAT2: c_long = 437;
-    let how = OpenHow {
-        flags: (flags | libc::O_CLOEXEC) as u32 as u64,
-        mode: mode as u64,
-        resolve: RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-    };
-    // SAFETY: `path` is NUL-terminated and `how` is a live open_how of the size passed; the
-    // kernel only reads both.
-    let ret = unsafe {
-        libc::syscall(
-            SYS_OPENAT2,
-            dirfd,
-            path.as_ptr(),
-            &how as *const OpenHow,
-            std::mem::size_of::<OpenHow>(),
-        )
-    };
-    if ret < 0 {
-        Err(Errno::last())
-    } else {
-        Ok(ret as c_int)
-    }
+    raw::openat2_mode(
+        dirfd,
+        path,
+        flags,
+        mode,
+        raw::RESOLVE_NO_SYMLINKS | raw::RESOLVE_NO_MAGICLINKS,
+    )
 }
