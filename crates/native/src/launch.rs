@@ -220,7 +220,18 @@ fn open_planned(c: &CStr, rule: &Rule) -> sys::raw::Result<Option<c_int>> {
     } else {
         sys::raw::RESOLVE_NO_SYMLINKS
     };
-    let fd = match sys::raw::openat2(libc::AT_FDCWD, c, libc::O_PATH, resolve) {
+    let opened = match sys::raw::openat2(libc::AT_FDCWD, c, libc::O_PATH, resolve) {
+        // No openat2 (a seccomp filter answering ENOSYS: a run nested in a sandbox, older
+        // container profiles): a plain lookup, not following a final link unless the planner
+        // saw one; sound because whatever the path leads to must still be the planned
+        // `(st_dev, st_ino)` (checked below), and a Landlock rule binds that inode only.
+        Err(sys::Errno(libc::ENOSYS)) => {
+            let nofollow = if rule.links { 0 } else { libc::O_NOFOLLOW };
+            sys::raw::openat(libc::AT_FDCWD, c, libc::O_PATH | nofollow, 0)
+        }
+        other => other,
+    };
+    let fd = match opened {
         Ok(fd) => fd,
         Err(sys::Errno(libc::ENOENT)) => return Ok(None),
         Err(e) => return Err(e),
