@@ -837,3 +837,75 @@ fn run_f_planned_after(fx: &Fixture, opts: &[String], script: &str, marker: &str
     let o: Vec<&str> = opts.iter().map(String::as_str).collect();
     fx.attack(&o, script).outcome().assert_shows(marker);
 }
+
+/// Red team i32 L1: an allow-list grant split around a mask (`--deny-read shared/sec`) has
+/// its children granted one by one; a symbolic link among them (`shared/link -> private`,
+/// what a run that can write `shared` plants) must not carry a rule onto its target: before
+/// the fix its rule followed the link and `private` was read through it and by name.
+/// Controls: the host reads the secret through the link; the listed files beside the mask
+/// are read and the mask holds; without the mask (one rule on `shared`) nothing of
+/// `private` is read either.
+#[test]
+fn a_link_listed_beside_a_mask_grants_nothing() {
+    if attacks::not_under(
+        "gvisor",
+        "read_scope = \"allow-list\" is Landlock's (native's); the gVisor backend refuses such a policy",
+    ) {
+        return;
+    }
+    let fx = Fixture::new();
+    let shared = fx.root.join("shared");
+    let private = fx.root.join("private");
+    attacks::mkdir(&shared);
+    attacks::mkdir(&private);
+    let secret = fx.marker("private");
+    let public = fx.marker("public");
+    let hidden = fx.marker("masked");
+    attacks::write_file(&private.join("k"), format!("{secret}\n"), 0o644);
+    attacks::write_file(&shared.join("pub"), format!("{public}\n"), 0o644);
+    attacks::write_file(&shared.join("sec"), format!("{hidden}\n"), 0o644);
+    let link = shared.join("link");
+    std::os::unix::fs::symlink(&private, &link).expect("plant the link");
+    let file = fx.root.join("allow-list.toml");
+    attacks::write_file(
+        &file,
+        format!(
+            "[filesystem]\nread_scope = \"allow-list\"\nallow_read = [\"{}\"]\n",
+            s(&shared)
+        ),
+        0o644,
+    );
+    let read = format!(
+        "cat {}; cat {}; cat {}; cat {}",
+        sh_quote(shared.join("pub")),
+        sh_quote(link.join("k")),
+        sh_quote(private.join("k")),
+        sh_quote(shared.join("sec")),
+    );
+    let deny = shared.join("sec");
+    let opts = |mask: bool| {
+        let mut o = vec!["--no-user-policy", "--policy", s(&file)];
+        if mask {
+            o.extend(["--deny-read", s(&deny)]);
+        }
+        o
+    };
+
+    // Control: the link really leads to the secret.
+    fx.control(&format!("cat {}", sh_quote(link.join("k"))))
+        .outcome()
+        .assert_shows(&secret);
+    // Without the mask: one rule on `shared`, the secret is not read.
+    fx.attack(&opts(false), &read)
+        .outcome()
+        .assert_output_contains(&public)
+        .assert_output_contains(&hidden)
+        .assert_lacks(&secret);
+    // The attack: `shared` split around the mask; the listed file is read, the mask holds,
+    // and the link grants nothing.
+    fx.attack(&opts(true), &read)
+        .outcome()
+        .assert_output_contains(&public)
+        .assert_lacks(&hidden)
+        .assert_lacks(&secret);
+}

@@ -222,8 +222,9 @@ pub struct Rule {
     #[serde(skip)]
     pub id: Option<(u64, u64)>,
     /// Whether the path may pass through symbolic links when opened again: only when the
-    /// planner saw one on the way (`/bin -> usr/bin` in `/`, a link listed beside a mask),
-    /// the identity check then holding the link to its planned target. Otherwise (writable
+    /// planner saw one on the way on a fixed system start (`/bin -> usr/bin` in `/`, where no
+    /// run can make a link), the identity check then holding the link to its planned target;
+    /// a link listed beside a mask gets no rule at all. Otherwise (writable
     /// roots, `allow_read` paths and everything below them: canonical when planned) it is
     /// looked up through no link at all.
     #[serde(skip)]
@@ -963,8 +964,16 @@ fn landlock_plan(
         .collect();
     let mut rules = Vec::new();
     for s in &starts {
-        // A start in `/` may be a link there (`/bin -> usr/bin`): no run can make one in `/`.
-        let links = host.lstat_kind(s) == Some(Kind::Symlink);
+        // A fixed system start in `/` may be a link there (`/bin -> usr/bin`): no run can
+        // make one in `/`. An allowed path never: the scan resolved it (canonical when
+        // planned), so a link seen there now was put there since (a concurrent writer
+        // swapping it); its rule then records what the path leads to, is looked up through
+        // no link, and the build refuses the run as changed (red team i32 L2).
+        let fixed = SYSTEM_READ
+            .iter()
+            .chain(workspace::REPLACED.iter())
+            .any(|f| s.as_path() == Path::new(f));
+        let links = fixed && host.lstat_kind(s) == Some(Kind::Symlink);
         read_rules(host, s, None, links, &outside, &mut rules);
     }
     for w in writable_roots {
@@ -1010,8 +1019,8 @@ fn landlock_plan(
 
 /// Read rules covering `root` except the masked paths: a root holding a mask is replaced by
 /// its children, recursively (Landlock can grant, never subtract). `listed` is the kind the
-/// parent's listing gave (not following symlinks); `links`, whether a symbolic link lies on
-/// the way (see [`Rule::links`]). Each rule records what its path led to ([`Rule::id`]), one
+/// parent's listing gave (not following symlinks; a listed link gets no rule); `links`,
+/// whether a fixed system start is a link (see [`Rule::links`]). Each rule records what its path led to ([`Rule::id`]), one
 /// `stat` each, so the builder can tell the path was changed after planning.
 fn read_rules(
     host: &dyn HostView,
@@ -1024,6 +1033,12 @@ fn read_rules(
     if masked.iter().any(|m| m.as_path() == root) {
         return;
     }
+    // A symbolic link listed beside a mask gets no rule: Landlock judges an access by the
+    // path of what it reaches, so the link needs none, and a rule through it would grant
+    // its target, anywhere (red team i32 L1: `shared/link -> private` read `private`).
+    if listed == Some(Kind::Symlink) {
+        return;
+    }
     let Some(entry) = host.stat(root) else {
         return; // gone (or a dangling link): nothing to grant
     };
@@ -1033,7 +1048,6 @@ fn read_rules(
     if matches!(listed, Some(k @ (Kind::Dir | Kind::File)) if k != kind) {
         return;
     }
-    let links = links || listed == Some(Kind::Symlink);
     let id = Some((entry.dev, entry.ino));
     let holds_mask = masked.iter().any(|m| is_within(m, root));
     if !holds_mask || kind != Kind::Dir {
