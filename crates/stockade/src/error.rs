@@ -95,6 +95,12 @@ impl Error {
     pub fn code(&self) -> &'static str {
         match self {
             Error::Policy(e) => e.code(),
+            Error::Plan(native::PlanError::Scan(e))
+            | Error::Run(native::RunError::Plan(native::PlanError::Scan(e)))
+                if e.protection_unavailable() =>
+            {
+                native::error::E_PROTECTION_UNAVAILABLE
+            }
             Error::Plan(_) | Error::Workspace { .. } | Error::Usage { .. } => {
                 native::error::E_POLICY_INVALID
             }
@@ -112,6 +118,12 @@ impl Error {
     /// Coarse class for audit events and `--json`.
     pub fn kind(&self) -> &'static str {
         match self {
+            Error::Plan(native::PlanError::Scan(e))
+            | Error::Run(native::RunError::Plan(native::PlanError::Scan(e)))
+                if e.protection_unavailable() =>
+            {
+                "protection_unavailable"
+            }
             Error::Policy(_) | Error::Plan(_) | Error::Workspace { .. } | Error::Usage { .. } => {
                 "policy"
             }

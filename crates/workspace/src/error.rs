@@ -33,6 +33,17 @@ pub enum ScanError {
     },
     #[error("{} is a symbolic link: the run's own empty directory cannot go over it", .0.display())]
     PrivateDirLink(PathBuf),
+    /// A directory the planner cannot list (or that holds a path longer than `PATH_MAX`), which
+    /// is or holds a writable root: it cannot be masked, and nothing in it was checked.
+    #[error("cannot check {}: {}; it holds the writable path {}, so it cannot be masked, and the secrets and protected files in it cannot be found", .dir.display(), if *.deep { "a path in it is longer than PATH_MAX (4095 bytes), which no mount can name" } else { "the planner may not list it (its mode lets the caller search but not read it, or it belongs to another user)" }, .root.display())]
+    Unlistable {
+        /// The directory that could not be checked.
+        dir: PathBuf,
+        /// The writable root it is or holds.
+        root: PathBuf,
+        /// Whether a path in it is too long (else the listing was refused).
+        deep: bool,
+    },
     /// A grant at or beneath the caller's stockade state directory ([`crate::state_grants`]).
     #[error("refusing {} {}: it lies in {}, where stockade keeps its run journals, walk cache, trust store and change sets; stockade's own state cannot be granted to a run", .kind.spelled(), .grant.display(), .state.display())]
     StateGrant {
@@ -46,6 +57,12 @@ pub enum ScanError {
 }
 
 impl ScanError {
+    /// Whether the run is refused because a protection cannot be put in place here (its code
+    /// is `E_PROTECTION_UNAVAILABLE`, not `E_POLICY_INVALID`).
+    pub fn protection_unavailable(&self) -> bool {
+        matches!(self, ScanError::Unlistable { .. })
+    }
+
     /// How to get past it.
     pub fn hint(&self) -> Option<String> {
         match self {
@@ -80,6 +97,14 @@ impl ScanError {
             ScanError::StateGrant { state, .. } => Some(format!(
                 "grant (or run in) a directory outside {state} instead; an agent's own directory below it is granted by --agent NAME (claude-code, codex, opencode); to look at stockade's state, do it on the host (`stockade changes`, `stockade trust`), not from inside a run",
                 state = state.display(),
+            )),
+            ScanError::Unlistable { dir, deep: false, .. } => Some(format!(
+                "make it listable and run again: `chmod u+rx {dir}` (an earlier run may have closed it); stockade refuses rather than run in a directory it cannot check",
+                dir = dir.display(),
+            )),
+            ScanError::Unlistable { dir, deep: true, .. } => Some(format!(
+                "move or rename what lies deeper than PATH_MAX below {dir} to a shorter path (an earlier run may have buried it there), or run in a shorter workspace path; stockade refuses rather than run beside what it cannot mask",
+                dir = dir.display(),
             )),
             ScanError::PrivateTmpWorkspace(_) => Some(
                 "run from a directory below /tmp (`mktemp -d`), or pass --workspace DIR: a workspace below /tmp is attached at the same path inside".into(),

@@ -653,17 +653,36 @@ fn mask_targets(
         out.push((deny.to_path_buf(), entry.kind));
         return;
     }
-    for (name, _) in host.list_dir(deny) {
-        let child = deny.join(name);
-        if inner.iter().any(|a| is_within(a, &child)) {
-            mask_targets(host, &child, allows, out);
-        } else if let Some(canon) = host.canonicalize(&child) {
-            if let Some(e) = host.stat(&canon) {
-                out.push((canon, e.kind));
+    // Split around the exceptions; a directory that cannot be split (it cannot be listed, a
+    // child cannot be named by a mount or resolved for any reason but its removal) is masked
+    // whole: the exceptions inside it are lost, nothing in it is left readable.
+    let whole = || vec![(deny.to_path_buf(), Kind::Dir)];
+    let split = || -> Option<Vec<(PathBuf, Kind)>> {
+        let mut parts = Vec::new();
+        for (name, _) in host.try_list_dir(deny).ok()? {
+            let child = deny.join(name);
+            if child.as_os_str().len() > MASKABLE {
+                return None;
+            }
+            if inner.iter().any(|a| is_within(a, &child)) {
+                mask_targets(host, &child, allows, &mut parts);
+            } else if let Some(e) = host
+                .canonicalize(&child)
+                .and_then(|c| Some((host.stat(&c)?, c)))
+            {
+                parts.push((e.1, e.0.kind));
+            } else if host.lstat_kind(&child).is_some_and(|k| k != Kind::Symlink) {
+                // There but unresolvable (a dangling link has nothing to read).
+                return None;
             }
         }
-    }
+        Some(parts)
+    };
+    out.extend(split().unwrap_or_else(whole));
 }
+
+/// The longest path a mount can name: `PATH_MAX` with its terminating NUL.
+const MASKABLE: usize = 4095;
 
 /// Where a read-only bind for `path` can land: the path itself, or, since a mount cannot cover
 /// a symlink, the symlink's target. `None` if it does not exist (or dangles).

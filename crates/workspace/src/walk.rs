@@ -380,6 +380,10 @@ impl Matches {
         }
         let mut walked: Vec<PathBuf> = Vec::new();
         let mut count = 0usize;
+        // Matches whose own path a mount cannot name (longer than [`MASKABLE`]: a dotenv file
+        // at 4097 bytes in a listable directory of 4092): masked by their deepest ancestor a
+        // mount can name, whole, as a directory the walk could not list.
+        let mut too_deep: Vec<PathBuf> = Vec::new();
         for base in bases {
             if walked.iter().any(|w| is_within(&base, w)) || host.lstat_kind(&base).is_none() {
                 continue;
@@ -392,6 +396,11 @@ impl Matches {
                 &|name, _| m.globs.may_concern(name),
                 &mut |path, kind| {
                     let (read, write) = m.globs.matches(path);
+                    if (read || write || is_submodule_code_path(path))
+                        && path.as_os_str().len() > MASKABLE
+                    {
+                        too_deep.extend(maskable(path));
+                    }
                     if read {
                         m.deny_read.push(path.to_path_buf());
                     }
@@ -440,8 +449,23 @@ impl Matches {
         // A directory the planner could not list, that a command could enter (it can
         // `chmod` it back open, or search it for names it knows): masked whole, unreadable
         // and unwritable, since nothing in it was checked.
+        m.unlisted.extend(too_deep);
         m.unlisted.sort();
         m.unlisted.dedup();
+        // One that is or holds a writable root cannot be masked (the command writes there):
+        // the run is refused, naming it (a run's `chmod 0311` of its own workspace, a secret
+        // moved beyond `PATH_MAX` in a shallow tree).
+        for d in &m.unlisted {
+            if let Some(root) = roots.iter().find(|r| is_within(r, d)) {
+                let deep = (host.try_list_dir(d))
+                    .map_or_else(|e| !crate::beneath::is_denied(&e), |_| true);
+                return Err(ScanError::Unlistable {
+                    dir: d.clone(),
+                    root: root.clone(),
+                    deep,
+                });
+            }
+        }
         for d in std::mem::take(&mut m.unlisted) {
             m.deny_read.push(d.clone());
             m.deny_write.push(d.clone());
