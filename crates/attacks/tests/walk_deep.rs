@@ -318,3 +318,159 @@ fn a_dotenv_added_to_an_overlay_lower_layer_between_runs_is_masked() {
     // Control: the host reads it through the merged directory.
     assert!(read_text(&fx.ws.join("sub/.env")).is_some_and(|t| t.contains(&marker)));
 }
+
+/// Unprivileged only (root lists any directory): run 1 closes its own workspace root
+/// (`chmod 0311`: Landlock does not govern `chmod`). Run 2's walk cannot list the root: before
+/// the fix the root was the "closed" directory, its mask was skipped (it holds a writable
+/// root), nothing else was found, and the command `chmod`ed it back, read `.env` and appended
+/// to `.envrc` unreported. Now run 2 is refused with `E_PROTECTION_UNAVAILABLE`, naming the
+/// root and `chmod u+rx`. Controls: run 1's `chmod` works (the attack is real), the host reads
+/// the secret with run 2's script, and once the root is listable again a run masks `.env`.
+#[test]
+fn a_workspace_root_closed_by_a_run_refuses_the_next() {
+    if attacks::is_root() {
+        println!("skipped as root: root lists any directory; the unprivileged pass runs this");
+        return;
+    }
+    let fx = Fixture::new();
+    let marker = fx.marker("rootclosed");
+    write_file(&fx.ws.join(".env"), format!("K={marker}\n"), 0o644);
+    write_file(&fx.ws.join(".envrc"), "echo hi\n", 0o644);
+    std::thread::sleep(SETTLE);
+    let ws = fx.ws.display().to_string();
+    let close = sandbox_bash(&fx, &format!("chmod 0311 '{ws}' && echo closed-root"));
+    close.run.assert_stdout_contains("closed-root");
+    let script =
+        format!("chmod 755 '{ws}'; cat '{ws}/.env'; echo x >> '{ws}/.envrc' && echo appended");
+    let out = sandbox_bash(&fx, &script);
+    let closed = std::fs::read_dir(&fx.ws).is_err();
+    // Control: run 2's script on the host (it opens the root again).
+    let control = host_bash(&fx, &format!("{script}; : > /dev/null"));
+    let _ = std::fs::write(fx.ws.join(".envrc"), "echo hi\n");
+    assert!(
+        closed,
+        "run 1 did not close the root:\n{}",
+        close.run.describe()
+    );
+    out.run.assert_lacks(&marker);
+    assert!(
+        !out.run.stdout.contains("appended")
+            && out.run.stderr.contains("E_PROTECTION_UNAVAILABLE")
+            && out.run.stderr.contains(&format!("chmod u+rx {ws}")),
+        "{}",
+        out.run.describe()
+    );
+    assert!(control.stdout.contains(&marker), "{}", control.describe());
+    // Listable again: the run goes ahead and `.env` is masked.
+    let again = sandbox_bash(&fx, "cat .env; echo ran");
+    again.assert_hidden(&marker);
+    again.run.assert_stdout_contains("ran");
+}
+
+/// Descends `d` by descriptors (one subdirectory per level), prints `depth=N`, reads `.env`
+/// and appends to `.envrc` in the deepest directory it can open (see [`DEEP_PY`]).
+const DESCEND_PY: &str = "import os
+fd = os.open('d', os.O_RDONLY | os.O_DIRECTORY)
+d = 0
+while True:
+    try:
+        subs = [n for n in os.listdir(fd) if os.path.isdir(os.path.join('/proc/self/fd/%d' % fd, n))]
+        n = os.open(subs[0], os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+    except (OSError, IndexError):
+        break
+    os.close(fd); fd = n; d += 1
+print('depth=%d' % d, flush=True)
+try:
+    print(os.read(os.open('.env', os.O_RDONLY, dir_fd=fd), 200).decode(), flush=True)
+except OSError as e:
+    print('read:', e, flush=True)
+try:
+    os.write(os.open('.envrc', os.O_WRONLY | os.O_APPEND, dir_fd=fd), b'pwned')
+    print('appended', flush=True)
+except OSError as e:
+    print('append:', e, flush=True)
+";
+
+/// Makes `d/.../END` of exactly 4092 bytes (250-character directories, then one of the
+/// rest) with `.env` (4097 bytes: beyond what a mount can name) and `.envrc`, and a plain
+/// file in the directory above; prints `len=4092`.
+fn just_beyond(fx: &Fixture) {
+    let made = host_bash(
+        fx,
+        &format!(
+            "{LONG}; p=$PWD/d; mkdir d && cd d || exit 1
+             while [ $((4092 - ${{#p}})) -gt 252 ]; do mkdir $L && cd $L && p=$p/$L || exit 1; done
+             echo above-plain > plain.txt
+             n=$(printf 'z%.0s' $(seq 1 $((4092 - ${{#p}} - 1)))); mkdir $n && cd $n && p=$p/$n || exit 1
+             printf 'A=%s\\n' {m} > .env && echo 'echo hi' > .envrc && chmod 644 .env .envrc
+             echo len=${{#p}}",
+            m = fx.marker("beyond")
+        ),
+    );
+    made.assert_success().assert_stdout_contains("len=4092");
+}
+
+/// Root and unprivileged: a directory of 4092 bytes the walk lists, and in it a `.env` of
+/// 4097 bytes and an `.envrc`: before the fix their mask and read-only protection were
+/// dropped silently (`ENAMETOOLONG` in canonicalize/stat) and the command read the secret and
+/// appended to the `.envrc`. Now the deepest directory a mount can name (the 4092-byte one)
+/// is masked whole, in both runs (the second from the walk cache). Controls: the same script
+/// on the host reads the secret and appends; inside, the command goes down to the directory
+/// above (its plain file is readable).
+#[test]
+fn a_dotenv_just_beyond_path_max_in_a_listable_dir_is_masked() {
+    let fx = Fixture::new();
+    just_beyond(&fx);
+    std::thread::sleep(SETTLE);
+    let marker = fx.marker("beyond");
+    let script = format!(
+        "/usr/bin/python3 -c \"{DESCEND_PY}\"; find d -name plain.txt -exec cat {{}} + 2>/dev/null"
+    );
+    for run in 1..=2 {
+        let out = sandbox_bash(&fx, &script);
+        out.assert_hidden(&marker);
+        out.run.assert_stdout_contains("above-plain");
+        assert!(
+            !out.run.stdout.contains("appended"),
+            "run {run}:\n{}",
+            out.run.describe()
+        );
+    }
+    let control = host_bash(&fx, &script);
+    assert!(
+        control.stdout.contains(&marker) && control.stdout.contains("appended"),
+        "{}",
+        control.describe()
+    );
+}
+
+/// Unprivileged only (root lists any directory): a directory `C` at mode 0311 (searchable, not
+/// listable) holding `.env`, and a read exception `--allow-read C/pub` inside it. Before the
+/// fix the mask's split around the exception listed `C`, failed, and masked nothing: the
+/// command read `C/.env` by name. Now a directory that cannot be split is masked whole (the
+/// exception is lost with it). Control: the host reads `C/.env` by name.
+#[test]
+fn a_read_exception_inside_an_unlistable_dir_masks_it_whole() {
+    if attacks::is_root() {
+        println!("skipped as root: root lists any directory; the unprivileged pass runs this");
+        return;
+    }
+    let fx = Fixture::new();
+    let marker = fx.marker("allowin");
+    write_file(&fx.ws.join("C/.env"), format!("K={marker}\n"), 0o644);
+    attacks::mkdir(&fx.ws.join("C/pub"));
+    host_bash(&fx, "chmod 0311 C").assert_success();
+    std::thread::sleep(SETTLE);
+    let grant = fx.ws.join("C/pub").display().to_string();
+    let out = fx
+        .sandbox_argv(
+            &["--allow-read", &grant],
+            &["/bin/sh", "-c", &attacks::wrap("cat C/.env; echo ran")],
+        )
+        .outcome();
+    let control = host_bash(&fx, "cat C/.env");
+    host_bash(&fx, "chmod 0755 C").assert_success();
+    out.assert_hidden(&marker);
+    out.run.assert_stdout_contains("ran");
+    assert!(control.stdout.contains(&marker), "{}", control.describe());
+}
