@@ -776,3 +776,74 @@ fn path_directories_and_xdg_config_of_the_home_are_guarded() {
     let plan = Plan::new(&policy, &req, &host).unwrap();
     assert!(!guarded(&plan, "/home/u/.local/bin"));
 }
+
+/// A host where a symbolic link is listed beside a mask in an allowed directory (red team
+/// i32 L1): the link gets no rule (a rule through it granted its target), and nothing under
+/// the allowed path is planned through links.
+struct Swapping {
+    inner: FakeHost,
+    links: Vec<PathBuf>,
+}
+
+impl Host for Swapping {}
+
+impl HostView for Swapping {
+    fn stat(&self, path: &Path) -> Option<Entry> {
+        self.inner.stat(path)
+    }
+    fn lstat_kind(&self, path: &Path) -> Option<Kind> {
+        if self.links.iter().any(|l| l == path) {
+            return Some(Kind::Symlink);
+        }
+        self.inner.lstat_kind(path)
+    }
+    fn canonicalize(&self, path: &Path) -> Option<PathBuf> {
+        self.inner.canonicalize(path)
+    }
+    fn list_dir(&self, path: &Path) -> Vec<(OsString, Kind)> {
+        let mut v = self.inner.list_dir(path);
+        for l in &self.links {
+            if l.parent() == Some(path) {
+                if let Some(name) = l.file_name() {
+                    v.retain(|(n, _)| n.as_os_str() != name);
+                    v.push((name.to_os_string(), Kind::Symlink));
+                }
+            }
+        }
+        v
+    }
+    fn read_small(&self, path: &Path) -> Option<String> {
+        self.inner.read_small(path)
+    }
+}
+
+#[test]
+fn a_link_listed_beside_a_mask_in_an_allowed_directory_gets_no_rule() {
+    let host = Swapping {
+        inner: machine()
+            .dir("/srv/shared/d", 0, 0o755)
+            .file("/srv/shared/sec")
+            .dir("/srv/shared/link", 0, 0o755)
+            .dir("/srv/private", 0, 0o700),
+        links: vec![p("/srv/shared/link")],
+    };
+    let mut policy = default_policy();
+    policy.filesystem.read_scope = policy::ReadScope::AllowList;
+    policy.filesystem.allow_read = vec!["/srv/shared".into()];
+    policy.filesystem.deny_read.push("/srv/shared/sec".into());
+    let plan = Plan::new(&policy, &request(1000), &host).unwrap();
+    let rules = &plan.landlock.host_rules;
+    assert!(
+        rules
+            .iter()
+            .any(|r| r.path == p("/srv/shared") && r.access == Access::List),
+        "{rules:#?}"
+    );
+    assert!(
+        !rules.iter().any(|r| r.path == p("/srv/shared/link")),
+        "{rules:#?}"
+    );
+    for r in rules.iter().filter(|r| r.path.starts_with("/srv")) {
+        assert!(!r.links, "{} planned through links", r.path.display());
+    }
+}
