@@ -474,3 +474,51 @@ fn a_read_exception_inside_an_unlistable_dir_masks_it_whole() {
     out.run.assert_stdout_contains("ran");
     assert!(control.stdout.contains(&marker), "{}", control.describe());
 }
+
+/// Root and unprivileged: a directory `P` as deep as a mount can name (`d/` then
+/// 250-character directories), a child of it beyond `PATH_MAX` holding `sec/.env`, and a read
+/// exception `--allow-read P/pub`. The walk masks `P` for its child it cannot list; before
+/// the fix the mask's split around the exception could not resolve that child
+/// (`ENAMETOOLONG`) and dropped it: the command read the deep secret. Now a directory that
+/// cannot be split is masked whole (the exception is lost with it). Control: the same script
+/// on the host reads the secret.
+#[test]
+fn a_read_exception_beside_a_child_beyond_path_max_masks_the_parent_whole() {
+    let fx = Fixture::new();
+    let marker = fx.marker("deepallow");
+    let made = host_bash(
+        &fx,
+        &format!(
+            "{LONG}; p=$PWD/d; mkdir d && cd d || exit 1
+             while [ $((${{#p}} + 251)) -le 4095 ]; do mkdir $L && cd $L && p=$p/$L || exit 1; done
+             mkdir pub $L && echo x > pub/x && mkdir $L/sec || exit 1
+             printf 'A=%s\\n' {marker} > $L/sec/.env && echo 'echo hi' > $L/sec/.envrc
+             chmod 644 $L/sec/.env $L/sec/.envrc && echo P=$p"
+        ),
+    );
+    made.assert_success();
+    let p = (made.stdout.split("P=").nth(1))
+        .map(|r| r.trim().to_string())
+        .expect("P");
+    std::thread::sleep(SETTLE);
+    let script = format!("cd d; /usr/bin/python3 -c \"{DEEP_PY}\"");
+    let grant = format!("{p}/pub");
+    let out = fx
+        .sandbox_argv(
+            &["--allow-read", &grant],
+            &["/bin/bash", "-c", &attacks::wrap(&script)],
+        )
+        .outcome();
+    out.assert_hidden(&marker);
+    assert!(
+        !out.run.stdout.contains("appended") && out.run.stdout.contains("depth="),
+        "{}",
+        out.run.describe()
+    );
+    let control = host_bash(&fx, &script);
+    assert!(
+        control.stdout.contains(&marker) && control.stdout.contains("appended"),
+        "{}",
+        control.describe()
+    );
+}
