@@ -522,3 +522,42 @@ fn a_read_exception_beside_a_child_beyond_path_max_masks_the_parent_whole() {
         control.describe()
     );
 }
+
+/// Root and unprivileged: run 1 cannot read the user's masked `conf/.env`, so it moves `conf`
+/// to the end of a chain it builds (`d/` and 250-character directories) where the directory
+/// is 4092 bytes (listable by the walk and the sweep: nothing is "closed") and `.env` 4097.
+/// Before the fix run 2's planner found `.env`, could not name it for a mount and dropped its
+/// mask silently: run 2 read it. Now the moved directory is masked whole. Controls: run 1's
+/// move succeeds (the attack is real), and the host reads the secret at its new place by run
+/// 2's script.
+#[test]
+fn a_secret_a_run_moves_just_beyond_path_max_stays_masked() {
+    let fx = Fixture::new();
+    let marker = fx.marker("moved");
+    write_file(&fx.ws.join("conf/.env"), format!("K={marker}\n"), 0o644);
+    std::thread::sleep(SETTLE);
+    let mover = sandbox_bash(
+        &fx,
+        &format!(
+            "{LONG}; W=$PWD; p=$PWD/d; mkdir d && cd d || exit 1
+             while [ $((4092 - ${{#p}})) -gt 252 ]; do mkdir $L && cd $L && p=$p/$L || exit 1; done
+             last=$(printf 'q%.0s' $(seq 1 $((4092 - ${{#p}} - 1))))
+             cat \"$W/conf/.env\"; mv \"$W/conf\" \"$last\" && echo moved=$((${{#p}} + 1 + ${{#last}}))"
+        ),
+    );
+    mover.assert_hidden(&marker);
+    mover.run.assert_stdout_contains("moved=4092");
+    std::thread::sleep(SETTLE);
+    let script = format!("/usr/bin/python3 -c \"{DESCEND_PY}\"");
+    for run in 1..=2 {
+        let out = sandbox_bash(&fx, &script);
+        out.assert_hidden(&marker);
+        assert!(
+            !out.run.stderr.contains("uninspectable"),
+            "run {run}:\n{}",
+            out.run.describe()
+        );
+    }
+    let control = host_bash(&fx, &script);
+    assert!(control.stdout.contains(&marker), "{}", control.describe());
+}
