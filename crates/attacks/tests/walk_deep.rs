@@ -561,3 +561,56 @@ fn a_secret_a_run_moves_just_beyond_path_max_stays_masked() {
     let control = host_bash(&fx, &script);
     assert!(control.stdout.contains(&marker), "{}", control.describe());
 }
+
+/// Root and unprivileged: a workspace root of 3900 bytes with a child beyond
+/// `PATH_MAX` below it: the deepest directory a mount can name for that child is the
+/// workspace root itself, which cannot be masked (the command writes there). Before the fix
+/// the mask was skipped silently and nothing in the root was checked: the command read its
+/// `.env`. Now the run is refused with `E_PROTECTION_UNAVAILABLE`, naming the directory.
+/// Controls: the host reads the secret; once the deep child is gone the same run goes ahead
+/// (and its `.env` is masked).
+#[test]
+fn a_workspace_root_whose_child_is_beyond_path_max_refuses_the_run() {
+    let fx = Fixture::new();
+    let marker = fx.marker("deeproot");
+    let made = host_bash(
+        &fx,
+        &format!(
+            "{LONG}; p=$PWD/w; mkdir w && cd w || exit 1
+             while [ $((${{#p}} + 251)) -le 3900 ]; do mkdir $L && cd $L && p=$p/$L || exit 1; done
+             k=$((3900 - ${{#p}} - 1)); if [ $k -gt 0 ]; then
+               n=$(printf 'y%.0s' $(seq 1 $k)); mkdir $n && cd $n && p=$p/$n || exit 1; fi
+             printf 'A=%s\\n' {marker} > .env && chmod 644 .env && mkdir -p $L/$L && echo W=$p"
+        ),
+    );
+    made.assert_success();
+    let w = (made.stdout.split("W=").nth(1))
+        .map(|r| r.trim().to_string())
+        .expect("W");
+    std::thread::sleep(SETTLE);
+    let script = format!("cat '{w}/.env'; echo ran");
+    let run = || {
+        let mut args = vec!["run".to_string()];
+        if attacks::backend() != "native" {
+            args.extend(["--backend".to_string(), attacks::backend().to_string()]);
+        }
+        args.extend(["--workspace", &w, "--", "/bin/sh", "-c", &script].map(String::from));
+        fx.stockade(args).run()
+    };
+    let out = run();
+    out.assert_lacks(&marker);
+    assert!(
+        !out.stdout.contains("ran")
+            && out.stderr.contains("E_PROTECTION_UNAVAILABLE")
+            && out.stderr.contains("PATH_MAX"),
+        "{}",
+        out.describe()
+    );
+    let control = host_bash(&fx, &script);
+    assert!(control.stdout.contains(&marker), "{}", control.describe());
+    host_bash(&fx, &format!("cd '{w}' && rm -r x*")).assert_success();
+    std::thread::sleep(SETTLE);
+    let again = run();
+    again.assert_lacks(&marker);
+    assert!(again.stdout.contains("ran"), "{}", again.describe());
+}
