@@ -944,3 +944,91 @@ pub fn tmp_read_grants(
     out.sort_by(|x, y| x.0.cmp(&y.0));
     out
 }
+
+#[cfg(test)]
+mod split_tests {
+    use std::ffi::OsString;
+    use std::path::{Path, PathBuf};
+
+    use super::{mask_targets, MASKABLE};
+    use crate::host::fake::TextFiles;
+    use crate::host::{Entry, HostView, Kind};
+
+    /// [`TextFiles`] that lists its directories, refuses to list `closed`, and, like the
+    /// kernel, resolves no path longer than [`MASKABLE`].
+    struct Splits {
+        files: TextFiles,
+        closed: PathBuf,
+    }
+
+    impl HostView for Splits {
+        fn stat(&self, path: &Path) -> Option<Entry> {
+            self.lstat_kind(path)?;
+            self.files.stat(path)
+        }
+        fn lstat_kind(&self, path: &Path) -> Option<Kind> {
+            (path.as_os_str().len() <= MASKABLE)
+                .then(|| self.files.lstat_kind(path))
+                .flatten()
+        }
+        fn canonicalize(&self, path: &Path) -> Option<PathBuf> {
+            self.lstat_kind(path).map(|_| path.to_path_buf())
+        }
+        fn list_dir(&self, path: &Path) -> Vec<(OsString, Kind)> {
+            self.try_list_dir(path).unwrap_or_default()
+        }
+        fn try_list_dir(&self, path: &Path) -> std::io::Result<Vec<(OsString, Kind)>> {
+            if path == self.closed {
+                return Err(std::io::Error::from_raw_os_error(libc::EACCES));
+            }
+            let mut names: Vec<(OsString, Kind)> = (self.files.0.keys())
+                .filter_map(|p| p.strip_prefix(path).ok()?.iter().next())
+                .map(|n| {
+                    let kind = self.files.lstat_kind(&path.join(n)).unwrap_or(Kind::File);
+                    (n.to_os_string(), kind)
+                })
+                .collect();
+            names.dedup();
+            Ok(names)
+        }
+        fn read_small(&self, path: &Path) -> Option<String> {
+            self.files.read_small(path)
+        }
+    }
+
+    /// A denied directory with a read exception inside is split around it, unless it cannot
+    /// be listed or holds a child a mount cannot name: then it is masked whole (the exception
+    /// is lost). Control: a listable one with short children is split (the exception kept).
+    #[test]
+    fn a_dir_that_cannot_be_split_is_masked_whole() {
+        let long = "x".repeat(250);
+        let mut deep = PathBuf::from("/ws/D");
+        while deep.as_os_str().len() + 251 <= MASKABLE {
+            deep.push(&long);
+        }
+        let files = ["/ws/C/.env", "/ws/C/pub/x", "/ws/O/.env", "/ws/O/pub/x"]
+            .map(|p| (PathBuf::from(p), String::new()))
+            .into_iter()
+            .chain([
+                (deep.join("pub/x"), String::new()),
+                (deep.join(&long).join(".env"), String::new()),
+            ]);
+        let host = Splits {
+            files: TextFiles::new(files),
+            closed: PathBuf::from("/ws/C"),
+        };
+        let masks = |deny: &Path, allow: PathBuf| {
+            let mut out = Vec::new();
+            mask_targets(&host, deny, &[allow], &mut out);
+            out
+        };
+        let c = Path::new("/ws/C");
+        assert_eq!(masks(c, c.join("pub")), vec![(c.to_path_buf(), Kind::Dir)]);
+        assert_eq!(
+            masks(&deep, deep.join("pub")),
+            vec![(deep.clone(), Kind::Dir)]
+        );
+        let o = Path::new("/ws/O");
+        assert_eq!(masks(o, o.join("pub")), vec![(o.join(".env"), Kind::File)]);
+    }
+}
