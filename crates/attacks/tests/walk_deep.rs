@@ -470,8 +470,13 @@ fn a_read_exception_inside_an_unlistable_dir_masks_it_whole() {
         .outcome();
     let control = host_bash(&fx, "cat C/.env");
     host_bash(&fx, "chmod 0755 C").assert_success();
-    out.assert_hidden(&marker);
-    out.run.assert_stdout_contains("ran");
+    out.run.assert_lacks(&marker);
+    // runsc --rootless cannot mask a directory the caller cannot read: it refuses the run
+    // (its own fail-closed rule), which blocks the read too.
+    if !(attacks::backend() == "gvisor" && out.run.stderr.contains("E_PROTECTION_UNAVAILABLE")) {
+        out.assert_hidden(&marker);
+        out.run.assert_stdout_contains("ran");
+    }
     assert!(control.stdout.contains(&marker), "{}", control.describe());
 }
 
