@@ -2623,9 +2623,10 @@ const RACE_RUNS_CREATOR: &str = r#"
 import os, sys, time
 budget = float(sys.argv[1])
 os.system("git init -q --bare bare.git && rm -f bare.git/hooks/*.sample")
-open("READY", "w").close()
 hb = os.open("bare.git/hooks", os.O_PATH | os.O_DIRECTORY)
 hp = os.open("b/hooks", os.O_PATH | os.O_DIRECTORY)
+# Only now may the renamer start: before, `b` or `bare.git` could be away under another name.
+open("READY", "w").close()
 end = time.time() + budget
 n = ok = eperm = 0
 hit = False
