@@ -68,24 +68,7 @@ tree_entries=$(find "$tree" | wc -l)
 # the hostname, private /tmp and /dev/shm, the workspace writable, the credential masks, the
 # scrubbed environment. Not expressible: Landlock, the seccomp filters, mediated creation,
 # idmapped mounts, read-only /proc/sys, resource limits.
-bwrap_equivalent=$("$bin" policy show --json | python3 -c '
-import json, shlex, sys
-plan = json.load(sys.stdin)["plan"]
-a = ["bwrap", "--unshare-all", "--uid", str(plan["ids"]["inside_uid"]), "--gid", str(plan["ids"]["inside_gid"]),
-     "--cap-drop", "ALL", "--new-session", "--die-with-parent", "--hostname", plan["hostname"],
-     "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
-for w in plan["writable_roots"]:
-    a += ["--bind", w, w]
-for m in plan["mounts"]:
-    if m["op"] == "mask_file":
-        a += ["--ro-bind", "/dev/null", m["target"]]
-    elif m["op"] == "mask_dir":
-        a += ["--tmpfs", m["target"]]
-a += ["--clearenv"]
-for k, v in plan["env"]:
-    a += ["--setenv", k, v]
-a += ["--chdir", plan["cwd"], "true"]
-print(shlex.join(a))')
+bwrap_equivalent=$("$bin" policy show --json | python3 "$OLDPWD/benches/bwrap_equivalent.py")
 cmds=(
   "true"
   "unshare -Urnpf true"

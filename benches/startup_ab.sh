@@ -17,6 +17,7 @@ bin="${BIN:?BIN=path of the stockade binary to measure}"
 old="${OLD:-}"
 runs="${RUNS:-100}"
 user="${BENCH_USER:-stockade-test}"
+benches="$(cd "$(dirname "$0")" && pwd)"
 dir="$(mktemp -d /var/tmp/stockade-ab.XXXXXX)"
 trap 'rm -rf "$dir"' EXIT
 chmod 755 "$dir"
@@ -26,24 +27,7 @@ install -m 755 "$bin" "$dir/new"
 # bwrap given the plan's uid, gid, hostname, private /tmp and /dev/shm, writable roots,
 # credential masks and environment (benches/startup.sh's row of the same name).
 equivalent() {
-  "$dir/new" policy show --json | python3 -c '
-import json, shlex, sys
-plan = json.load(sys.stdin)["plan"]
-a = ["bwrap", "--unshare-all", "--uid", str(plan["ids"]["inside_uid"]), "--gid", str(plan["ids"]["inside_gid"]),
-     "--cap-drop", "ALL", "--new-session", "--die-with-parent", "--hostname", plan["hostname"],
-     "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
-for w in plan["writable_roots"]:
-    a += ["--bind", w, w]
-for m in plan["mounts"]:
-    if m["op"] == "mask_file":
-        a += ["--ro-bind", "/dev/null", m["target"]]
-    elif m["op"] == "mask_dir":
-        a += ["--tmpfs", m["target"]]
-a += ["--clearenv"]
-for k, v in plan["env"]:
-    a += ["--setenv", k, v]
-a += ["--chdir", plan["cwd"], "true"]
-print(shlex.join(a))'
+  "$dir/new" policy show --json | python3 "$benches/bwrap_equivalent.py"
 }
 
 # One caller's two series (as this process's user, in the current directory).

@@ -57,24 +57,7 @@ chmod -R a+rX "$masks"
 
 # bwrap given stockade's default policy as far as bwrap can express it (as benches/startup.sh).
 bwrap_equivalent() {
-  "$@" policy show --json | python3 -c '
-import json, shlex, sys
-plan = json.load(sys.stdin)["plan"]
-a = ["bwrap", "--unshare-all", "--uid", str(plan["ids"]["inside_uid"]), "--gid", str(plan["ids"]["inside_gid"]),
-     "--cap-drop", "ALL", "--new-session", "--die-with-parent", "--hostname", plan["hostname"],
-     "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
-for w in plan["writable_roots"]:
-    a += ["--bind", w, w]
-for m in plan["mounts"]:
-    if m["op"] == "mask_file":
-        a += ["--ro-bind", "/dev/null", m["target"]]
-    elif m["op"] == "mask_dir":
-        a += ["--tmpfs", m["target"]]
-a += ["--clearenv"]
-for k, v in plan["env"]:
-    a += ["--setenv", k, v]
-a += ["--chdir", plan["cwd"], "true"]
-print(shlex.join(a))'
+  "$@" policy show --json | python3 "$repo/benches/bwrap_equivalent.py"
 }
 
 # One caller's pass: the rows, in the order given and then reversed, taking turns.
@@ -140,7 +123,7 @@ kill "$serve_pid" 2>/dev/null; wait "$serve_pid" 2>/dev/null || true; serve_pid=
 if [ "$(id -u)" = 0 ] && id "$user" >/dev/null 2>&1; then
   uws="$work/uws"
   mkdir -p "$uws" && chown "$user" "$uws"
-  ueq=$(cd "$uws" && runuser -u "$user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/ bash -c "$(declare -f bwrap_equivalent); bwrap_equivalent $work/stockade")
+  ueq=$(cd "$uws" && runuser -u "$user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/ bash -c "repo=$repo; $(declare -f bwrap_equivalent); bwrap_equivalent $work/stockade")
   floor_rows unpriv
   chown "$user" "$work"
   (cd "$uws" && exec runuser -u "$user" -- env -i PATH=/usr/bin:/bin HOME=/ "$work/floor" serve "$work/warm-unpriv.sock") 2>/dev/null &
