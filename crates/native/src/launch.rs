@@ -221,13 +221,17 @@ fn open_planned(c: &CStr, rule: &Rule) -> sys::raw::Result<Option<c_int>> {
         sys::raw::RESOLVE_NO_SYMLINKS
     };
     let opened = match sys::raw::openat2(libc::AT_FDCWD, c, libc::O_PATH, resolve) {
-        // No openat2 (a seccomp filter answering ENOSYS: a run nested in a sandbox, older
-        // container profiles): a plain lookup, not following a final link unless the planner
-        // saw one; sound because whatever the path leads to must still be the planned
-        // `(st_dev, st_ino)` (checked below), and a Landlock rule binds that inode only.
-        Err(sys::Errno(libc::ENOSYS)) => {
-            let nofollow = if rule.links { 0 } else { libc::O_NOFOLLOW };
-            sys::raw::openat(libc::AT_FDCWD, c, libc::O_PATH | nofollow, 0)
+        // No openat2 (a seccomp filter answering ENOSYS, or EPERM, its default in older
+        // container profiles: a run nested in a sandbox, an older Docker): where the planner
+        // saw no link, the same lookup component by component (`ELOOP` at a link); where it
+        // saw one, a plain lookup. Both sound because whatever the path leads to must still
+        // be the planned `(st_dev, st_ino)` (checked below), and a Landlock rule binds that
+        // inode only.
+        Err(sys::Errno(libc::ENOSYS | libc::EPERM)) if rule.links => {
+            sys::raw::openat(libc::AT_FDCWD, c, libc::O_PATH, 0)
+        }
+        Err(sys::Errno(libc::ENOSYS | libc::EPERM)) => {
+            sys::raw::openat_no_symlinks_by_component(libc::AT_FDCWD, c, libc::O_PATH)
         }
         other => other,
     };

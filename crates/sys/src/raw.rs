@@ -1285,8 +1285,16 @@ pub fn tcp_listen(addr: [u8; 4], port: u16, backlog: c_int) -> Result<c_int> {
 }
 
 /// `openat2(2)` with `RESOLVE_NO_SYMLINKS`: fails with `ELOOP` at the first symlink of any kind.
+/// Where `openat2` is missing (`ENOSYS`: a kernel before 5.6, a seccomp filter of a sandbox
+/// around ours or of an older container runtime; `EPERM`: such a filter's default answer) the
+/// same lookup is made component by component ([`openat_no_symlinks_by_component`]).
 pub fn openat_no_symlinks(dirfd: c_int, path: &CStr, flags: c_int) -> Result<c_int> {
-    openat2(dirfd, path, flags, RESOLVE_NO_SYMLINKS)
+    match openat2(dirfd, path, flags, RESOLVE_NO_SYMLINKS) {
+        Err(Errno(libc::ENOSYS | libc::EPERM)) if !creates(flags) => {
+            openat_no_symlinks_by_component(dirfd, path, flags)
+        }
+        other => other,
+    }
 }
 
 /// `openat2(2)`'s `RESOLVE_NO_MAGICLINKS`: no `/proc/PID/fd/N`-style link on the way.
@@ -1477,4 +1485,101 @@ pub fn preserving_errno<T>(f: impl FnOnce() -> T) -> T {
     // SAFETY: as above.
     unsafe { *slot = saved };
     r
+}
+
+/// [`openat_no_symlinks`] without `openat2`: each component is opened `O_PATH | O_NOFOLLOW`
+/// from the descriptor of the one before and refused with `ELOOP` when it is a symbolic link
+/// (a magic link too: `O_NOFOLLOW` opens the link itself), the same answer `openat2` gives.
+/// The last is then reopened with the caller's `flags` and `O_NOFOLLOW` (kept as it is for an
+/// `O_PATH` open), so no link is followed anywhere, even one swapped in after it was looked
+/// at: each step starts from a directory already held, never from a path looked up again.
+/// `..` is walked as the kernel walks it (`RESOLVE_NO_SYMLINKS` allows it too). An absolute
+/// path starts at the caller's root. Not for creation (`O_CREAT`, `O_TMPFILE`: `EINVAL`).
+/// Allocates nothing (the sandbox's init calls it after the clone); a component longer than
+/// `NAME_MAX` is `ENAMETOOLONG`.
+pub fn openat_no_symlinks_by_component(dirfd: c_int, path: &CStr, flags: c_int) -> Result<c_int> {
+    if creates(flags) {
+        return Err(Errno(libc::EINVAL));
+    }
+    let bytes = path.to_bytes();
+    if bytes.is_empty() {
+        return Err(Errno(libc::ENOENT));
+    }
+    let absolute = bytes[0] == b'/';
+    let want_dir = flags & libc::O_DIRECTORY != 0 || bytes.ends_with(b"/");
+    let mut names = bytes
+        .split(|b| *b == b'/')
+        .filter(|c| !c.is_empty() && *c != b".")
+        .peekable();
+    if names.peek().is_none() {
+        // "/", "." and the like: the start itself, which is no link.
+        let (at, name) = if absolute {
+            (libc::AT_FDCWD, c"/")
+        } else {
+            (dirfd, c".")
+        };
+        return openat(at, name, flags, 0);
+    }
+    // The directory the next name is looked up in; `owned` when this walk opened it.
+    let (mut dir, mut owned) = if absolute {
+        (
+            openat(libc::AT_FDCWD, c"/", libc::O_PATH | libc::O_DIRECTORY, 0)?,
+            true,
+        )
+    } else {
+        (dirfd, false)
+    };
+    let mut buf = [0u8; 256];
+    let result = loop {
+        let Some(comp) = names.next() else {
+            break Err(Errno(libc::ENOENT)); // not reached: the loop ends at the last name
+        };
+        let last = names.peek().is_none();
+        let Some(slot) = buf.get_mut(..comp.len() + 1) else {
+            break Err(Errno(libc::ENAMETOOLONG));
+        };
+        slot[..comp.len()].copy_from_slice(comp);
+        slot[comp.len()] = 0;
+        let Ok(name) = CStr::from_bytes_with_nul(slot) else {
+            break Err(Errno(libc::EINVAL)); // a CStr has no inner NUL: not reached
+        };
+        let step = openat(dir, name, libc::O_PATH | libc::O_NOFOLLOW, 0).and_then(|fd| {
+            let kind = fstat(fd).map(|st| st.st_mode & libc::S_IFMT);
+            match kind {
+                Ok(libc::S_IFLNK) => Err(Errno(libc::ELOOP)),
+                Ok(libc::S_IFDIR) => Ok(fd),
+                Ok(_) if !last || want_dir => Err(Errno(libc::ENOTDIR)),
+                Ok(_) => Ok(fd),
+                Err(e) => Err(e),
+            }
+            .inspect_err(|_| close(fd))
+        });
+        let final_fd = match step {
+            Ok(fd) if last && flags & libc::O_PATH != 0 => Ok(fd),
+            Ok(fd) if last => {
+                close(fd);
+                openat(dir, name, flags | libc::O_NOFOLLOW, 0)
+            }
+            Ok(fd) => {
+                if owned {
+                    close(dir);
+                }
+                dir = fd;
+                owned = true;
+                continue;
+            }
+            Err(e) => Err(e),
+        };
+        break final_fd;
+    };
+    if owned {
+        close(dir);
+    }
+    result
+}
+
+/// Whether open `flags` create a file (`O_CREAT`, or `O_TMPFILE`, whose bits include
+/// `O_DIRECTORY`'s).
+fn creates(flags: c_int) -> bool {
+    flags & libc::O_CREAT != 0 || flags & libc::O_TMPFILE == libc::O_TMPFILE
 }
