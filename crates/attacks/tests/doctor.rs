@@ -1,7 +1,8 @@
 //! `stockade doctor` on the host (every protection works here) and inside a sandbox (user
 //! namespaces are unavailable there, so it must fail and say how to fix it), and a nested
 //! `stockade run`, which must be refused with E_PROTECTION_UNAVAILABLE rather than run with
-//! fewer protections.
+//! fewer protections; and a run under a seccomp filter that refuses `openat2` (an older
+//! container runtime's profile), which must work with every protection.
 
 use attacks::{json_str, sh_quote, Fixture};
 
@@ -191,4 +192,194 @@ fn a_host_setting_that_denies_user_namespaces_is_named_with_its_fix() {
         "{}",
         control.all_output()
     );
+}
+
+/// `python3 NO_OPENAT2 ERRNO PROGRAM ARGS...` runs PROGRAM under a seccomp filter that answers
+/// `openat2` (x86_64: 437) with ERRNO, as a container runtime's older profile does (`EPERM`,
+/// the default answer, or `ENOSYS`), or a sandbox stockade runs inside; every other call is
+/// allowed. `no_new_privs` first, as an unprivileged caller's filter needs.
+const NO_OPENAT2: &str = r#"import ctypes, errno, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+err = getattr(errno, sys.argv[1])
+def stmt(code, k): return struct.pack("HBBI", code, 0, 0, k)
+def jump(code, k, jt, jf): return struct.pack("HBBI", code, jt, jf, k)
+LD_W_ABS, JEQ_K, RET_K, ALLOW, ERRNO = 0x20, 0x15, 0x06, 0x7fff0000, 0x00050000
+prog = b"".join([
+    stmt(LD_W_ABS, 4), jump(JEQ_K, 0xC000003E, 1, 0), stmt(RET_K, ALLOW),
+    stmt(LD_W_ABS, 0), jump(JEQ_K, 437, 0, 1), stmt(RET_K, ERRNO | err), stmt(RET_K, ALLOW),
+])
+buf = ctypes.create_string_buffer(prog, len(prog))
+class Fprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+fp = Fprog(len(prog) // 8, ctypes.addressof(buf))
+if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.prctl(22, 2, ctypes.byref(fp), 0, 0) != 0:
+    sys.exit("seccomp: " + os.strerror(ctypes.get_errno()))
+os.execv(sys.argv[2], sys.argv[2:])
+"#;
+
+/// Prints how `openat2(AT_FDCWD, "/", O_PATH, RESOLVE_NO_SYMLINKS)` answers: `openat2: ok`
+/// or `openat2: <strerror>`.
+const OPENAT2_PROBE: &str = r#"import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+how = (ctypes.c_uint64 * 3)(0o10000000, 0, 4)
+r = libc.syscall(437, -100, b"/", ctypes.byref(how), 24)
+print("openat2:", "ok" if r >= 0 else os.strerror(ctypes.get_errno()))
+"#;
+
+/// The filter of [`NO_OPENAT2`] as a [`Cmd::under`] prefix, after checking that it bites:
+/// under it `openat2` fails with each errno, without it the same call works (controls).
+/// `None` (a skip line printed) without python3.
+fn no_openat2(fx: &Fixture) -> Option<[String; 2]> {
+    let python = attacks::python3("the seccomp filter refusing openat2 is a python script")?;
+    let python = python.display().to_string();
+    let filter = fx.script("no_openat2.py", NO_OPENAT2).display().to_string();
+    let probe = fx.script("openat2_probe.py", OPENAT2_PROBE);
+    attacks::Cmd::new(&python, &fx.ws)
+        .arg(&probe)
+        .run()
+        .assert_success()
+        .assert_stdout_contains("openat2: ok\n");
+    for (errno, says) in [
+        ("ENOSYS", "Function not implemented"),
+        ("EPERM", "Operation not permitted"),
+    ] {
+        attacks::Cmd::new(&python, &fx.ws)
+            .args([filter.as_str(), errno, python.as_str()])
+            .arg(&probe)
+            .run()
+            .assert_success()
+            .assert_stdout_contains(&format!("openat2: {says}\n"));
+    }
+    Some([python, filter])
+}
+
+/// Where `openat2` is refused around stockade (an older Docker or containerd seccomp profile
+/// answers `EPERM` or `ENOSYS`; a sandbox stockade runs in answers `ENOSYS`), a run works and
+/// keeps its protections: the sandbox's init and the supervisor make the same lookups
+/// through no symbolic link component by component. Masked dotenv files stay unreadable, a
+/// git hook cannot be made, the workspace is writable, and under `ENOSYS` an exclusive
+/// creation (what git's lock files use) works. Controls: the filter really refuses
+/// `openat2` (`no_openat2`), and the same script on the host reads the secrets.
+#[test]
+fn a_run_where_openat2_is_refused_works_and_keeps_its_protections() {
+    let fx = Fixture::new();
+    let Some([python, filter]) = no_openat2(&fx) else {
+        return;
+    };
+    let script = "cat .env app/.env.production; cat app/main.txt; \
+                  echo changed > app/main.txt; \
+                  printf '#!/bin/sh\\n' > .git/hooks/pre-commit; echo \"hook=$?\"";
+    fx.control(script)
+        .outcome()
+        .assert_shows(&fx.marker("dotenv"))
+        .assert_shows(&fx.marker("dotenvprod"));
+    std::fs::remove_file(fx.ws.join(".git/hooks/pre-commit")).expect("remove the control's hook");
+    attacks::write_file(&fx.ws.join("app/main.txt"), "main\n", 0o644);
+    for errno in ["ENOSYS", "EPERM"] {
+        let run = fx
+            .attack(&[], script)
+            .under(&[python.as_str(), filter.as_str(), errno])
+            .run();
+        run.assert_success()
+            .assert_stdout_contains("main\n")
+            .assert_lacks(&fx.marker("dotenv"))
+            .assert_lacks(&fx.marker("dotenvprod"));
+        assert!(
+            !run.stdout.contains("hook=0"),
+            "the hook was made under {errno}\n{}",
+            run.describe()
+        );
+        assert_eq!(
+            attacks::live_hooks(&fx.ws),
+            Vec::<std::path::PathBuf>::new(),
+            "{errno}"
+        );
+        assert_eq!(
+            attacks::read_text(&fx.ws.join("app/main.txt")).as_deref(),
+            Some("changed\n"),
+            "the workspace was not writable under {errno}\n{}",
+            run.describe()
+        );
+        attacks::write_file(&fx.ws.join("app/main.txt"), "main\n", 0o644);
+    }
+    // An exclusive creation (git's index.lock, editors' swap files): the one-call creation
+    // answers ENOSYS and the careful way makes it.
+    let create = "python3 -c \"open('made.txt', 'x').write('made')\" && git status --short";
+    let run = fx
+        .sandbox(&[], create)
+        .under(&[python.as_str(), filter.as_str(), "ENOSYS"])
+        .run();
+    run.assert_success();
+    assert_eq!(
+        attacks::read_text(&fx.ws.join("made.txt")).as_deref(),
+        Some("made"),
+        "{}",
+        run.describe()
+    );
+}
+
+/// The sandbox's init looks its mount steps' paths up through no symbolic link even where
+/// `openat2` is refused: a directory on the way to a masked `.env` swapped for a link after
+/// the run was planned (by a concurrent run, say) refuses the run, nothing ran. The link
+/// leads to the very same file (the planned inode, so the identity check alone would pass):
+/// only a lookup that follows no link refuses it. The swap happens at a known moment (the
+/// debug build's pause before the Landlock build, `STOCKADE_TEST_LANDLOCK_PAUSE`, before
+/// the clone). Controls: without the filter (`openat2`'s own lookup) the same refusal; the
+/// host reads the secret through the link (it leads to the planned file); unswapped, the
+/// run goes on.
+#[test]
+fn a_link_planted_after_planning_is_not_followed_where_openat2_is_refused() {
+    if attacks::not_under("gvisor", attacks::na::NATIVE_SETUP) {
+        return;
+    }
+    let fx = Fixture::new();
+    let Some([python, filter]) = no_openat2(&fx) else {
+        return;
+    };
+    let app = fx.ws.join("app");
+    let old = fx.ws.join("app.old");
+    let secret = fx.marker("dotenvprod");
+    // No cgroup: a refused init then always reports its own failure (see the report).
+    let opts = ["--memory", "0", "--pids", "0"];
+    let script = "echo RAN; cat app/.env.production; cat app/main.txt";
+    for errno in [Some("ENOSYS"), Some("EPERM"), None] {
+        let flag = fx.root.join("paused");
+        let mut cmd = fx
+            .sandbox(&opts, script)
+            .env("STOCKADE_TEST_LANDLOCK_PAUSE", &flag);
+        if let Some(errno) = errno {
+            cmd = cmd.under(&[python.as_str(), filter.as_str(), errno]);
+        }
+        let waiting = std::thread::spawn(move || cmd.run());
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !flag.exists() {
+            assert!(std::time::Instant::now() < until, "the run never paused");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        std::fs::rename(&app, &old).expect("move app away");
+        std::os::unix::fs::symlink("app.old", &app).expect("plant the link");
+        std::fs::remove_file(&flag).expect("let the run go on");
+        let done = waiting.join().expect("the run's thread");
+        done.assert_code(125)
+            .assert_stderr_contains("E_SANDBOX_SETUP")
+            .assert_stderr_contains("symbolic link")
+            .assert_stderr_contains(&app.join(".env.production").display().to_string())
+            .assert_lacks("RAN")
+            .assert_lacks(&secret);
+        // Control: the link leads to the planned file.
+        fx.control("cat app/.env.production")
+            .outcome()
+            .assert_shows(&secret);
+        std::fs::remove_file(&app).expect("remove the link");
+        std::fs::rename(&old, &app).expect("put app back");
+        eprintln!("{errno:?}: refused");
+    }
+    // Control: unswapped, under the filter, the run goes on and the secret stays masked.
+    fx.sandbox(&opts, script)
+        .under(&[python.as_str(), filter.as_str(), "ENOSYS"])
+        .run()
+        .assert_success()
+        .assert_stdout_contains("RAN")
+        .assert_stdout_contains("main")
+        .assert_lacks(&secret);
 }
