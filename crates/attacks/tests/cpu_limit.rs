@@ -1,6 +1,8 @@
 //! CPU limit: `--cpu` caps the CPU time of the whole run through its cgroup; a caller without
 //! one is refused (no rlimit gives a CPU share). Alone in its test binary so that the
-//! measurement does not share the machine's two cores with other tests.
+//! measurement does not share the machine's two cores with other tests of its pass; another
+//! pass may run beside it (scripts/test), so the limit is a quarter of a core and the
+//! control asks for less than half of one: a loaded machine still tells them apart.
 
 use attacks::{read_json, Fixture};
 
@@ -12,12 +14,13 @@ fn mechanism(report: &serde_json::Value, limit: &str) -> String {
         .to_owned()
 }
 
-/// `--cpu 0.5`: a 3-second busy loop gets at most half a core (1.5 s of CPU) under a cgroup;
-/// control: at least two of the three seconds without the limit, more than the limit can give.
-/// (Its own test binary, so no other test of the suite shares the cores while it measures.)
+/// `--cpu 0.25`: a 3-second busy loop gets at most a quarter of a core (0.75 s of CPU, under
+/// 1.1 s with the last period's quota) under a cgroup; control: at least 1.4 of the three
+/// seconds without the limit, more than the limit can give. (Its own test binary, so no other
+/// test of its pass shares the cores while it measures.)
 /// Without a cgroup the run is refused, naming the fix.
 #[test]
-fn cpu_limit_halves_a_busy_loop_or_is_refused() {
+fn cpu_limit_throttles_a_busy_loop_or_is_refused() {
     if attacks::not_under("gvisor", attacks::na::NO_LIMIT_EVENTS) {
         return;
     }
@@ -31,7 +34,7 @@ fn cpu_limit_halves_a_busy_loop_or_is_refused() {
     );
     let records = fx.records();
     let mut opts = records.opts();
-    opts.extend(["--cpu", "0.5"]);
+    opts.extend(["--cpu", "0.25"]);
     let run = fx.sandbox(&opts, &script).run();
     if run.code() == 125 {
         run.assert_stderr_contains("E_PROTECTION_UNAVAILABLE");
@@ -48,8 +51,8 @@ fn cpu_limit_halves_a_busy_loop_or_is_refused() {
     assert!(mechanism(&report, "cpu_millicores").starts_with("cgroup"));
     let limited = report["usage"]["cpu_usec"].as_u64().unwrap_or(0);
     assert!(
-        (500_000..1_700_000).contains(&limited),
-        "{limited} µs of CPU in 3 s under --cpu 0.5"
+        (150_000..1_100_000).contains(&limited),
+        "{limited} µs of CPU in 3 s under --cpu 0.25"
     );
     assert!(report["usage"]["cpu_throttled"].as_u64().unwrap_or(0) > 0);
     let records = fx.records();
@@ -59,7 +62,7 @@ fn cpu_limit_halves_a_busy_loop_or_is_refused() {
         .as_u64()
         .unwrap_or(0);
     assert!(
-        cpu >= 2_000_000,
+        cpu >= 1_400_000,
         "control: {cpu} µs of CPU in 3 s without a limit, {limited} with it"
     );
 }
