@@ -775,9 +775,13 @@ fn a_later_allocation_that_fits_does_not_hide_a_refused_one() {
 /// A caller at its process limit (`RLIMIT_NPROC`, which the processes of the caller's other
 /// runs count towards) gets stockade's error, exit 125 naming the limit, not a panic (exit
 /// 101 and a backtrace: the run journal's writer thread was made with a call that panics when
-/// no thread can be made, and so were the output relays'; issue 32's red team, launch
-/// finding 3). Root is not bound by `RLIMIT_NPROC`: the unprivileged pass runs this. Control:
-/// the same run without the limit runs.
+/// no thread can be made, and so were the output relays', the native backend's and the gVisor
+/// backend's; issue 32's red team, launch finding 3). Under gVisor, nor is it "runsc is not
+/// available": the first run (a fresh `HOME`: no platform cached) fails at the platform probe,
+/// which now names the limit; the second (the control cached the platform) gets past it and
+/// fails at the relays' threads. Root is not bound by `RLIMIT_NPROC`: the unprivileged pass
+/// runs this (`a_root_caller_at_its_pids_cgroup_limit_gets_an_error_not_a_panic` is root's).
+/// Control: the same run without the limit runs.
 #[test]
 fn a_caller_at_its_process_limit_gets_an_error_not_a_panic() {
     if attacks::is_root() {
@@ -790,21 +794,84 @@ fn a_caller_at_its_process_limit_gets_an_error_not_a_panic() {
     };
     let prlimit = prlimit.to_string_lossy().into_owned();
     let fx = Fixture::new();
-    let run = fx
-        .sandbox(&[], "echo COMMAND-RAN")
-        .under(&[prlimit.as_str(), "--nproc=1:1"])
-        .run();
-    run.assert_code(125)
-        .assert_lacks("panicked")
-        .assert_lacks("COMMAND-RAN");
-    // gVisor's probe of runsc fails first, and says runsc is unavailable (EAGAIN named).
-    if attacks::backend() == "native" {
-        assert_hint_after(&run, "error[E_INTERNAL]", "process or thread limit");
-    } else {
-        run.assert_stderr_contains("Resource temporarily unavailable");
+    let limited = || {
+        fx.sandbox(&[], "echo COMMAND-RAN")
+            .under(&[prlimit.as_str(), "--nproc=1:1"])
+            .run()
+    };
+    let run = limited();
+    assert_refused_at_the_limit(&run);
+    if attacks::backend() == "gvisor" {
+        run.assert_stderr_contains("do true");
     }
     fx.sandbox(&[], "echo COMMAND-RAN")
         .run()
         .assert_success()
         .assert_stdout_contains("COMMAND-RAN");
+    let run = limited();
+    assert_refused_at_the_limit(&run);
+    if attacks::backend() == "gvisor" {
+        run.assert_stderr_contains("thread relaying");
+    }
+}
+
+/// 125, stockade's error naming the process or thread limit, no panic, nothing ran, and not
+/// "gVisor is unavailable".
+fn assert_refused_at_the_limit(run: &attacks::Run) {
+    run.assert_code(125)
+        .assert_lacks("panicked")
+        .assert_lacks("COMMAND-RAN")
+        .assert_lacks("E_PROTECTION_UNAVAILABLE")
+        .assert_lacks("is unavailable")
+        .assert_lacks("not available");
+    assert_hint_after(run, "error[E_INTERNAL]", "process or thread limit");
+}
+
+/// A root caller is bound by a pids cgroup instead (a container's, a systemd unit's
+/// `TasksMax`): at its limit the run is refused with 125 naming the limit, no panic, on both
+/// backends (gVisor: not "runsc is not available"). The test puts the run in a cgroup v1
+/// pids group of its own with `pids.max` 1 (stockade is its one task: no thread, no child).
+/// Controls: in that group a shell cannot start a child; with `pids.max` "max" the same run
+/// runs.
+#[test]
+fn a_root_caller_at_its_pids_cgroup_limit_gets_an_error_not_a_panic() {
+    if attacks::skip_unless_root("a pids cgroup of the test's own") {
+        return;
+    }
+    let pids = std::path::Path::new("/sys/fs/cgroup/pids");
+    if !pids.join("cgroup.procs").is_file() {
+        eprintln!("skipped: no cgroup v1 pids hierarchy at /sys/fs/cgroup/pids");
+        return;
+    }
+    let fx = Fixture::new();
+    let group = pids.join(format!("stockade-attacks-{}", attacks::unique()));
+    std::fs::create_dir(&group).expect("make the pids group");
+    let procs = group.join("cgroup.procs").display().to_string();
+    let set_max = |max: &str| std::fs::write(group.join("pids.max"), max).expect("set pids.max");
+    // `sh -c 'echo $$ > PROCS && exec "$@"' sh PROGRAM ARGS...`: PROGRAM in the group.
+    let in_group = [
+        "/bin/sh",
+        "-c",
+        "echo $$ > \"$0\" && exec \"$@\"",
+        procs.as_str(),
+    ];
+    set_max("1");
+    // Control: the limit bites (the shell in the group cannot start a child).
+    fx.host("(true) && echo FORKED")
+        .under(&in_group)
+        .run()
+        .assert_lacks("FORKED");
+    let run = fx.sandbox(&[], "echo COMMAND-RAN").under(&in_group).run();
+    set_max("max");
+    let control = fx.sandbox(&[], "echo COMMAND-RAN").under(&in_group).run();
+    // The group is empty once its processes are gone.
+    let removed = wait_until(
+        || std::fs::remove_dir(&group).is_ok(),
+        Duration::from_secs(10),
+    );
+    assert_refused_at_the_limit(&run);
+    control
+        .assert_success()
+        .assert_stdout_contains("COMMAND-RAN");
+    assert!(removed, "the pids group {} stayed", group.display());
 }

@@ -99,8 +99,31 @@ fn remember(key: &str, platform: Platform) {
     }
 }
 
+/// Why a platform did not run `true`.
+enum Failed {
+    /// The caller's process or thread limit (`ulimit -u`, a pids cgroup): runsc could not be
+    /// started, or could not start its own threads. Says nothing about the platform.
+    Limit(std::io::Error),
+    /// Anything else, as said to the user.
+    Other(String),
+}
+
+impl From<String> for Failed {
+    fn from(s: String) -> Failed {
+        Failed::Other(s)
+    }
+}
+
+/// Whether runsc's last words say it could not make a process or thread (Go's runtime:
+/// "failed to create new OS thread", a fork's `EAGAIN`).
+fn says_limit(err: &str) -> bool {
+    let err = err.to_lowercase();
+    err.contains("failed to create new os thread")
+        || err.contains("resource temporarily unavailable")
+}
+
 /// Runs `true` under `platform`: `Ok` when it exits 0 in time.
-fn try_platform(runsc: &Path, platform: Platform) -> Result<(), String> {
+fn try_platform(runsc: &Path, platform: Platform) -> Result<(), Failed> {
     let dir = tempfile::Builder::new()
         .prefix("stockade-gvisor-probe-")
         .tempdir()
@@ -123,7 +146,10 @@ fn try_platform(runsc: &Path, platform: Platform) -> Result<(), String> {
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let mut child = c.spawn().map_err(|e| e.to_string())?;
+    let mut child = c.spawn().map_err(|e| match e.raw_os_error() {
+        Some(libc::EAGAIN) => Failed::Limit(e),
+        _ => Failed::Other(e.to_string()),
+    })?;
     let started = std::time::Instant::now();
     loop {
         match child.try_wait() {
@@ -135,16 +161,21 @@ fn try_platform(runsc: &Path, platform: Platform) -> Result<(), String> {
                     let _ = e.read_to_string(&mut err);
                 }
                 let err = err.trim();
+                if says_limit(err) {
+                    return Err(Failed::Limit(std::io::Error::from_raw_os_error(
+                        libc::EAGAIN,
+                    )));
+                }
                 let last = err.lines().last().unwrap_or(err);
-                return Err(format!("{status}: {last}"));
+                return Err(format!("{status}: {last}").into());
             }
             Ok(None) if started.elapsed() > TRY_LIMIT => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!("did not finish within {} s", TRY_LIMIT.as_secs()));
+                return Err(format!("did not finish within {} s", TRY_LIMIT.as_secs()).into());
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.to_string().into()),
         }
     }
 }
@@ -168,7 +199,18 @@ pub fn choose(runsc: &Path) -> Result<Platform, Error> {
                 }
                 return Ok(p);
             }
-            Err(e) => failures.push(format!("{}: {e}", p.name())),
+            // Not a property of runsc or of the platform: said as what it is (the caller's
+            // limit, with its fix), never as "gVisor is unavailable".
+            Err(Failed::Limit(cause)) => {
+                return Err(Error::Io {
+                    what: format!(
+                        "start `{} do true` (which platform runs commands here)",
+                        runsc.display()
+                    ),
+                    cause,
+                })
+            }
+            Err(Failed::Other(e)) => failures.push(format!("{}: {e}", p.name())),
         }
     }
     Err(Error::Unavailable {

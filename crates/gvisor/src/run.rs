@@ -349,6 +349,20 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
     if io.process_signals {
         let _ = sys::parent::catch_signals();
     }
+    // The waiter thread reports runsc's exit (the cancel handle wakes this thread too). It is
+    // made before runsc starts: a caller at its process or thread limit is refused here, with
+    // the limit named, before anything runs.
+    let (tx, rx) = mpsc::channel::<Option<std::io::Result<ExitStatus>>>();
+    let (child_tx, child_rx) = mpsc::channel::<std::process::Child>();
+    let exit_tx = tx.clone();
+    let waiter = std::thread::Builder::new()
+        .spawn(move || {
+            // No child comes when the start fails (the sender is dropped).
+            if let Ok(mut child) = child_rx.recv() {
+                let _ = exit_tx.send(Some(child.wait()));
+            }
+        })
+        .map_err(io_err("start a thread waiting for runsc"))?;
     let mut command = runsc(plan, &state);
     // runsc (and with it the sandbox) ends should this process be killed.
     sys::mountns::die_with_parent_on_exec(&mut command);
@@ -375,9 +389,16 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
         .stdout(Stdio::from(io.stdout))
         .stderr(Stdio::from(io.stderr))
         .spawn()
-        .map_err(|e| Error::Unavailable {
-            cause: format!("could not start {}: {e}", plan.runsc.display()),
-            fix: crate::RUNSC_FIX.into(),
+        .map_err(|e| match e.raw_os_error() {
+            // The caller's process limit, not a missing runsc.
+            Some(libc::EAGAIN) => Error::Io {
+                what: format!("start {}", plan.runsc.display()),
+                cause: e,
+            },
+            _ => Error::Unavailable {
+                cause: format!("could not start {}: {e}", plan.runsc.display()),
+                fix: crate::RUNSC_FIX.into(),
+            },
         })?;
     let attached = match (console, io.terminal) {
         (Some(console), Some(own)) => {
@@ -394,16 +415,21 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
         }
         _ => None,
     };
-    // The waiter thread reports the exit; the cancel handle wakes this thread too.
-    let (tx, rx) = mpsc::channel::<Option<std::io::Result<ExitStatus>>>();
-    let cancel_tx = tx.clone();
+    let cancel_tx = tx;
     io.cancel.on_cancel(Box::new(move || {
         let _ = cancel_tx.send(None);
     }));
     let pid = child.id();
-    let waiter = std::thread::spawn(move || {
-        let _ = tx.send(Some(child.wait()));
-    });
+    if let Err(mpsc::SendError(mut child)) = child_tx.send(child) {
+        // The waiter is gone (it cannot be: it only waits for this): end the sandbox.
+        abandon(plan, &state, &mut child);
+        drop(dir);
+        remove_cgroups(plan);
+        return Err(Error::Io {
+            what: "wait for runsc".into(),
+            cause: std::io::Error::other("the waiting thread ended"),
+        });
+    }
     // A limit past what the clock can hold is none.
     let deadline = plan.timeout.and_then(|t| started.checked_add(t));
     let mut timed_out = false;

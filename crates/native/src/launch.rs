@@ -504,6 +504,11 @@ pub(crate) fn launch_gated(
             Some(i) => i,
             None => {
                 let ns = sys::parent::idmap_userns(&m.uid_map, &m.gid_map).map_err(|e| {
+                    // Its helper process could not be made: the caller's process limit (a
+                    // pids cgroup binds root too), not a missing feature.
+                    if e.raw_os_error() == Some(libc::EAGAIN) {
+                        return RunError::io("create an idmapping user namespace", e);
+                    }
                     let cause = format!("failed to create an idmapping user namespace: {e}");
                     crate::userns::refusal(&cause, true).unwrap_or(RunError::Unavailable {
                         what: "an idmapping user namespace",

@@ -95,12 +95,24 @@ pub(crate) fn run(
     let (out_r, out_w) = relay_pipe()?;
     let (err_r, err_w) = relay_pipe()?;
     let (in_r, in_w) = relay_pipe()?;
+    // No thread for a relay (the caller's process or thread limit reached: `ulimit -u`, a
+    // pids cgroup): the run is refused before runsc starts, naming the limit (E_INTERNAL and
+    // its hint, as the native backend's), never a panic. A relay already made ends with its
+    // pipe's write end, dropped with the error.
+    let thread_refused = |e: std::io::Error| {
+        Error::Run(native::RunError::Io {
+            what: "start a thread relaying the command's streams".into(),
+            cause: e,
+        })
+    };
     let relay = |from: OwnedFd, sink: sandbox::Sink, name: &'static str| {
-        std::thread::spawn(move || sandbox::relay::relay_to_sink(from, sink, limit, name, sanitize))
+        std::thread::Builder::new()
+            .spawn(move || sandbox::relay::relay_to_sink(from, sink, limit, name, sanitize))
+            .map_err(thread_refused)
     };
     let relays = [
-        relay(out_r, run_io.stdout, "stdout"),
-        relay(err_r, run_io.stderr, "stderr"),
+        relay(out_r, run_io.stdout, "stdout")?,
+        relay(err_r, run_io.stderr, "stderr")?,
     ];
     // Stdin is copied as it comes (the thread ends with the input, or when the run is over
     // though the input stays open: a socket Claude Code holds, see relay_input); nothing at
@@ -118,7 +130,9 @@ pub(crate) fn run(
     };
     match input {
         Some(from) => {
-            std::thread::spawn(move || sandbox::relay::relay_input(from, in_w));
+            std::thread::Builder::new()
+                .spawn(move || sandbox::relay::relay_input(from, in_w))
+                .map_err(thread_refused)?;
         }
         None => drop(in_w),
     }
