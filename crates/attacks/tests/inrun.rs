@@ -2731,3 +2731,239 @@ fn race_between_runs_cannot_put_a_hook_in_a_bare_repository() {
     let hook = fx.ws.join("bare.git/hooks/pre-receive");
     assert!(!hook.exists(), "a hook landed in the bare repository");
 }
+
+// =======================================================================================
+// Two runs on one workspace: one swaps names while the other changes a mode or makes a
+// hard link (the creation guard judges and acts on one object).
+
+/// Run A: makes a git dir during the run whose config is read-only and protected (`MODE`
+/// `chmod-symlink`: a fresh `.git`; otherwise the bare repository `d`, made a git dir before
+/// `git init` writes its config), and the decoys the other run swaps in: `x` (a plain file)
+/// and `l` (a symlink to `.git/config`), or `e` (a plain directory holding a plain `config`).
+/// Once the swapper runs (`GO`), it tries for `BUDGET` seconds `chmod x`, `chmod e/config`
+/// or `ln e/config cfg` (allowed on the decoy, refused on the config) and prints `RACE-WON`
+/// when the config became writable or got a second name.
+const RACE_GUARD_VICTIM: &str = r#"
+import os, sys, time
+mode, budget = sys.argv[1], float(sys.argv[2])
+if mode == "chmod-symlink":
+    os.system("git -c init.defaultBranch=main init -q")
+    cfg = ".git/config"
+    with open("x", "w") as f:
+        f.write("plain\n")
+    os.symlink(".git/config", "l")
+else:
+    os.system('mkdir -p d/objects d/refs && echo "ref: refs/heads/main" > d/HEAD && git -c init.defaultBranch=main init -q --bare d')
+    cfg = "d/config"
+    os.mkdir("e")
+    with open("e/config", "w") as f:
+        f.write("[user]\n\tname = plain\n")
+# Read-only, as stockade keeps a new config during the run (on the host, the control's,
+# git leaves it writable).
+os.chmod(cfg, 0o444)
+held = os.open(cfg, os.O_RDONLY)
+ino = os.fstat(held).st_ino
+if os.fstat(held).st_mode & 0o222:
+    sys.exit("the config is writable before the race")
+open("READY", "w").close()
+wait = time.time() + 60
+while not os.path.exists("GO") and time.time() < wait:
+    time.sleep(0.01)
+end = time.time() + budget
+n = ok = err = 0
+won = False
+while time.time() < end and not won:
+    n += 1
+    try:
+        if mode == "link-dir":
+            os.link("e/config", "cfg")
+        elif mode == "chmod-dir":
+            os.chmod("e/config", 0o644)
+        else:
+            os.chmod("x", 0o644)
+        ok += 1
+    except OSError:
+        err += 1
+    if mode == "link-dir":
+        try:
+            won = os.lstat("cfg").st_ino == ino
+            if not won:
+                os.unlink("cfg")
+        except OSError:
+            pass
+    else:
+        won = os.fstat(held).st_mode & 0o222 != 0
+open("STOP", "w").close()
+if won:
+    print("RACE-WON")
+print(f"victim tries={n} ok={ok} err={err}")
+"#;
+
+/// Run B: exchanges the decoy with the protected object (`x` and `l`, or `d` and `e`, by
+/// `renameat2(RENAME_EXCHANGE)`: each allowed, no protected path is made) until run A stops;
+/// leaves the number of exchanges in `CYCLES-<n>`.
+const RACE_GUARD_SWAPPER: &str = r#"
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+a, b = (b"x", b"l") if sys.argv[1] == "chmod-symlink" else (b"d", b"e")
+end = time.time() + float(sys.argv[2])
+while not os.path.exists("READY") and time.time() < end:
+    time.sleep(0.01)
+open("GO", "w").close()
+n = 0
+while time.time() < end and not os.path.exists("STOP"):
+    if libc.renameat2(-100, a, -100, b, 2) != 0:
+        print("exchange:", os.strerror(ctypes.get_errno()))
+        break
+    n += 1
+open(f"CYCLES-{n}", "w").close()
+"#;
+
+/// Two concurrent runs on one workspace: run A's `chmod` or `link` of a decoy while run B
+/// exchanges the decoy with the protected object (see [`RACE_GUARD_VICTIM`]). The guard
+/// opens the entry its resolution ends in once (`O_PATH|O_NOFOLLOW`), judges that handle
+/// (the path of the directory it holds, and whether that directory is a git dir read from
+/// it) and changes or links that handle, so what it judged is what it changes. Before, the
+/// name was judged, and the git-dir probe made, by path, and the act made by name again:
+/// with the previous binary (`STOCKADE_BIN=/var/tmp/bench/s42/stockade`, 2026-11-29) these
+/// tests fail within 41 (`chmod-symlink`), 90 (`chmod-dir`) and 894 (`link-dir`) tries,
+/// against about 40,000-60,000 tries in 8 seconds without a win with the handles. A race:
+/// the control runs both scripts on the host, where the attack works at once; inside, the
+/// run also checks that both sides ran and that the victim saw both outcomes (allowed on the
+/// decoy, refused on the config), so the swaps did interleave with its calls.
+fn race_between_runs_on_one_object(mode: &str) {
+    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+        return;
+    }
+    let Some(py) = py("race between two runs") else {
+        return;
+    };
+    let run = |inside: bool, secs: u32| {
+        let fx = Fixture::without_git();
+        let victim = fx.script("race_guard_victim.py", RACE_GUARD_VICTIM);
+        let swapper = fx.script("race_guard_swapper.py", RACE_GUARD_SWAPPER);
+        let b = format!("{py} {} {mode} {}", sh_quote(&swapper), secs + 60);
+        let a = format!("{py} {} {mode} {secs}", sh_quote(&victim));
+        let mut other = if inside {
+            fx.attack(&[], &b).spawn()
+        } else {
+            fx.control(&b).spawn()
+        };
+        let out = if inside {
+            fx.attack(&[], &a).outcome()
+        } else {
+            fx.control(&a).outcome()
+        };
+        let _ = other.wait();
+        let cycles: u64 = std::fs::read_dir(&fx.ws)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| {
+                let name = e.ok()?.file_name().into_string().ok()?;
+                name.strip_prefix("CYCLES-")?.parse().ok()
+            })
+            .next()
+            .unwrap_or(0);
+        (fx, out, cycles)
+    };
+    let (_fx, out, cycles) = run(false, 10);
+    out.assert_ok().assert_output_contains("RACE-WON");
+    assert!(
+        cycles > 0 || mode == "chmod-symlink",
+        "the control's swapper never ran"
+    );
+    let (fx, out, cycles) = run(true, 8);
+    out.assert_ok().assert_lacks("RACE-WON");
+    assert!(
+        stat_of(&out.run.stdout, "victim", "ok") > 0
+            && stat_of(&out.run.stdout, "victim", "err") > 0
+            && cycles > 0,
+        "the race was not exercised (exchanges: {cycles})\n{}",
+        out.run.describe()
+    );
+    // No second name for the config on the host either (it is in `d` or `e`, whichever
+    // name it had when the swapper stopped).
+    for dir in ["d", "e", ".git"] {
+        let config = fx.ws.join(dir).join("config");
+        if let Ok(meta) = fs::symlink_metadata(&config) {
+            assert_eq!(meta.nlink(), 1, "{} has a second name", config.display());
+        }
+    }
+}
+
+#[test]
+fn race_between_runs_cannot_chmod_a_config_through_a_swapped_symlink() {
+    race_between_runs_on_one_object("chmod-symlink");
+}
+
+#[test]
+fn race_between_runs_cannot_chmod_a_config_in_a_swapped_directory() {
+    race_between_runs_on_one_object("chmod-dir");
+}
+
+#[test]
+fn race_between_runs_cannot_hardlink_a_config_from_a_swapped_directory() {
+    race_between_runs_on_one_object("link-dir");
+}
+
+/// `open(O_TMPFILE)` has no `O_CREAT`, so it is not mediated and may make an unnamed file
+/// with a set-ID mode; naming it (`linkat` through `/proc/self/fd/N` or `AT_EMPTY_PATH`) is
+/// mediated and refused, as `chmod` refuses set-ID bits: on the host such a file runs with its
+/// owner's (or group's) rights for anyone who executes it. The control names it on the host.
+/// The run also checks that the unnamed file did carry the bit (so the link was the attack).
+#[test]
+fn set_id_o_tmpfile_cannot_be_linked_into_the_workspace() {
+    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+        return;
+    }
+    let Some(py) = py("O_TMPFILE + linkat with a set-ID mode") else {
+        return;
+    };
+    const PROG: &str = r##"
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+# No content: a write by a process without CAP_FSETID clears the bits again.
+fd = os.open(".", os.O_TMPFILE | os.O_WRONLY, 0o6755)
+print("unnamed set-id=%d" % (os.fstat(fd).st_mode & 0o6000 != 0))
+libc.linkat(-100, b"/proc/self/fd/%d" % fd, -100, b"named", 0x400)
+libc.linkat(fd, b"", -100, b"named2", 0x1000)
+for n in ("named", "named2"):
+    try:
+        if os.lstat(n).st_mode & 0o6000:
+            print("SET-ID-NAMED", n)
+    except OSError as e:
+        print(n, e)
+"##;
+    let check_host = |fx: &Fixture| {
+        ["named", "named2"]
+            .iter()
+            .any(|n| fs::symlink_metadata(fx.ws.join(n)).is_ok_and(|m| m.mode() & 0o6000 != 0))
+    };
+    let fx = Fixture::without_git();
+    let prog = fx.script("set_id_tmpfile.py", PROG);
+    let out = fx.control(&format!("{py} {}", sh_quote(&prog))).outcome();
+    out.assert_ok().assert_output_contains("SET-ID-NAMED");
+    assert!(check_host(&fx), "control: no set-ID file on the host");
+    let fx = Fixture::without_git();
+    let prog = fx.script("set_id_tmpfile.py", PROG);
+    let records = fx.records();
+    let out = fx
+        .attack(&records.opts(), &format!("{py} {}", sh_quote(&prog)))
+        .outcome();
+    out.assert_ok().assert_lacks("SET-ID-NAMED");
+    assert!(
+        out.run.stdout.contains("unnamed set-id=1"),
+        "the unnamed file had no set-ID bit: nothing was tested\n{}",
+        out.run.describe()
+    );
+    assert!(!check_host(&fx), "a set-ID file landed on the host");
+    let refused = records.violations().into_iter().any(|v| {
+        v.get("kind").and_then(|k| k.as_str()) == Some(attacks::PROTECTED_PATH_BLOCKED)
+            && v.to_string().contains("set-group-ID")
+    });
+    assert!(
+        refused,
+        "no protected_path_blocked violation naming the set-ID rule\n{:#?}",
+        records.violations()
+    );
+}

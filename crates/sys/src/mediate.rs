@@ -18,7 +18,10 @@
 //!    real path of the directory it resolved to (`getcwd` there), or the absolute path's
 //!    own string where no symlink, `.` or `..` was on the way;
 //! 4. performs the call relative to that directory, or refuses it with `EPERM` and reports a
-//!    violation; an `open` returns its descriptor with `SECCOMP_IOCTL_NOTIF_ADDFD`.
+//!    violation; an `open` returns its descriptor with `SECCOMP_IOCTL_NOTIF_ADDFD`. An
+//!    existing object a call changes (`chmod`, a link's source) is opened once
+//!    (`O_PATH|O_NOFOLLOW`), judged as that handle and changed through it, never looked up
+//!    by name again (another run on the same workspace may swap the name in between).
 //!
 //! With memory limited by `RLIMIT_DATA`, the filter also stops large writable `mmap`s and
 //! growing `mremap`s (the allocation watch): those only get observed — the init reports the
@@ -1637,6 +1640,13 @@ impl Server<'_> {
         raw::symlinkat(target.cstr()?, dir.0, n).map(|_| Reply::Value(0))
     }
 
+    /// `link*`. The source is judged and linked as one object: the entry the resolution ends
+    /// in is opened (`O_PATH|O_NOFOLLOW`) once, the rules judge that handle
+    /// ([`Server::judge_object`]) and the link is made from it ([`link_object`]), so another
+    /// run on the same workspace that swaps the entry (or a directory above it) between the
+    /// judgement and the act changes neither what was judged nor what is linked. A regular
+    /// file with a set-ID bit is refused, as `chmod` refuses the bits (an `O_TMPFILE` made
+    /// with mode 02755 is not mediated; naming it is).
     #[allow(clippy::too_many_arguments)]
     fn link(
         &self,
@@ -1657,17 +1667,20 @@ impl Server<'_> {
             let base = t.base(olddirfd, old.bytes())?;
             resolve(t, base, old.bytes(), flags & libc::AT_SYMLINK_FOLLOW != 0)?
         };
-        let source_path = match &source {
-            Resolved::Object(obj) => real_path(obj.0)?,
-            Resolved::Entry { dir, name, .. } => entry_path(dir.0, name.bytes())?,
+        let (obj, entry) = match source {
+            Resolved::Object(obj) => (obj, None),
+            Resolved::Entry { dir, name, .. } => (open_entry(&dir, &name)?, Some((dir, name))),
         };
+        let st = raw::fstat(obj.0)?;
+        let entry = entry.as_ref().map(|(d, n)| (&**d, n));
+        let (source_path, protected) = self.judge_object(&obj, &st, entry)?;
         let NewName { dir, name, rule } = self.new_name(t, newdirfd, &new, Create::Link)?;
         let n = name.cstr()?;
         if let Some((Verdict::Deny(reason), full)) = rule {
             return Err(self.deny(Op::Link, reason, full.bytes(), blocked));
         }
         // Checked after the new name, so the report names what would have been created.
-        if self.is_protected(source_path.bytes()) {
+        if protected {
             return Err(self.deny(
                 Op::Link,
                 Reason::ProtectedFile,
@@ -1675,18 +1688,10 @@ impl Server<'_> {
                 blocked,
             ));
         }
-        match &source {
-            Resolved::Object(obj) => {
-                let p = self_fd_path(obj.0)?;
-                raw::linkat(libc::AT_FDCWD, p.cstr()?, dir.0, n, libc::AT_SYMLINK_FOLLOW)
-            }
-            Resolved::Entry {
-                dir: odir,
-                name: oname,
-                ..
-            } => raw::linkat(odir.0, oname.cstr()?, dir.0, n, 0),
+        if st.st_mode & libc::S_IFMT == libc::S_IFREG && st.st_mode & SET_ID != 0 {
+            return Err(self.deny(Op::Link, Reason::SetId, source_path.bytes(), blocked));
         }
-        .map(|_| Reply::Value(0))
+        link_object(&obj, &dir, n).map(|_| Reply::Value(0))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1791,6 +1796,11 @@ impl Server<'_> {
         }
     }
 
+    /// The `chmod` family. Like a link's source, the object is judged and changed as one: the
+    /// entry the resolution ends in is opened once (`O_PATH|O_NOFOLLOW`), judged
+    /// ([`Server::judge_object`]) and its mode set through that descriptor
+    /// ([`chmod_object`]), never by its name again (a name another run swapped for a
+    /// symlink to `.git/config` after the judgement made that config writable).
     fn chmod(
         &self,
         t: &mut Target,
@@ -1804,13 +1814,7 @@ impl Server<'_> {
             Some(a) => Some(t.string(a)?),
             None => None,
         };
-        let target = match &path {
-            Some(p) if !(p.len == 0 && flags & libc::AT_EMPTY_PATH != 0) => {
-                let base = t.base(dirfd, p.bytes())?;
-                resolve(t, base, p.bytes(), flags & libc::AT_SYMLINK_NOFOLLOW == 0)?
-            }
-            _ => Resolved::Object(t.fd(dirfd)?),
-        };
+        let (obj, st, entry) = chmod_target(t, dirfd, path.as_ref(), flags)?;
         let mode = (mode as u32) & 0o7777;
         // No set-ID bits: on the host, a set-user-ID file of the workspace runs with its
         // owner's rights (root's, for a root caller) for anyone.
@@ -1823,39 +1827,154 @@ impl Server<'_> {
         }
         // Only write bits matter: a protected file that is not writable must stay so (git
         // init itself toggles the execute bit of its new config to probe core.filemode).
-        let grants_write = mode & 0o222 != 0;
-        match target {
-            Resolved::Object(obj) => {
-                let real = real_path(obj.0)?;
-                if grants_write && self.is_protected(real.bytes()) {
-                    return Err(self.deny(Op::Chmod, Reason::ProtectedFile, real.bytes(), blocked));
-                }
-                let p = self_fd_path(obj.0)?;
-                raw::fchmodat(libc::AT_FDCWD, p.cstr()?, mode).map(|_| Reply::Value(0))
-            }
-            Resolved::Entry { dir, name, .. } => {
-                let n = name.cstr()?;
-                let st = raw::fstatat(dir.0, n, libc::AT_SYMLINK_NOFOLLOW)?;
-                if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
-                    return Err(Errno(libc::EOPNOTSUPP));
-                }
-                let full = if is_dot(name.bytes()) {
-                    let sub = Fd(raw::openat_exact(
-                        dir.0,
-                        n,
-                        libc::O_PATH | libc::O_CLOEXEC,
-                        0,
-                    )?);
-                    real_path(sub.0)?
-                } else {
-                    entry_path(dir.0, name.bytes())?
-                };
-                if grants_write && self.is_protected(full.bytes()) {
-                    return Err(self.deny(Op::Chmod, Reason::ProtectedFile, full.bytes(), blocked));
-                }
-                raw::fchmodat(dir.0, n, mode).map(|_| Reply::Value(0))
+        if mode & 0o222 != 0 {
+            let entry = entry.as_ref().map(|(d, n)| (&**d, n));
+            let (full, protected) = self.judge_object(&obj, &st, entry)?;
+            if protected {
+                return Err(self.deny(Op::Chmod, Reason::ProtectedFile, full.bytes(), blocked));
             }
         }
+        chmod_object(&obj, mode).map(|_| Reply::Value(0))
+    }
+
+    /// Whether the object `obj` (`st` its `fstat`) is a protected file, and the path it is
+    /// judged by. An entry `name` of the directory `dir` (`entry`; not `.` or `..`) is judged
+    /// as the careful creation judges a new name: `dir`'s path (`getcwd`) and the name, with
+    /// what the rules want to know from the disk read from `dir` itself ([`git_hint_in`]). A
+    /// directory reached otherwise (`.`, a descriptor, `/proc/self/cwd`) by its own path,
+    /// with the hint read from its parent (its `..`). Anything else (a descriptor of a file)
+    /// by the path the kernel gives for it, the hint read by path.
+    fn judge_object(
+        &self,
+        obj: &Fd,
+        st: &libc::stat,
+        entry: Option<(&Fd, &Name)>,
+    ) -> Result<(PathBuf, bool), Errno> {
+        let roots = self.rules.roots;
+        if let Some((dir, name)) = entry.filter(|(_, n)| !is_dot(n.bytes())) {
+            let path = entry_path(dir.0, name.bytes())?;
+            let hint = git_hint_in(dir, path.bytes(), roots);
+            let protected = protect::is_protected_file(self.rules, path.bytes(), hint);
+            return Ok((path, protected));
+        }
+        if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+            let path = dir_path(obj.0)?;
+            let parent = raw::openat_exact(
+                obj.0,
+                c"..",
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                0,
+            )
+            .map(Fd);
+            let hint = match &parent {
+                Ok(parent) => git_hint_in(parent, path.bytes(), roots),
+                Err(_) => git_hint(path.bytes(), roots),
+            };
+            let protected = protect::is_protected_file(self.rules, path.bytes(), hint);
+            return Ok((path, protected));
+        }
+        let path = real_path(obj.0)?;
+        let protected = self.is_protected(path.bytes());
+        Ok((path, protected))
+    }
+}
+
+/// The entry `name` of `dir` itself, opened `O_PATH|O_NOFOLLOW` (a symlink gives the link, `.`
+/// and `..` the directory they name): the one object a link or `chmod` is judged and made on.
+fn open_entry(dir: &Fd, name: &Name) -> Result<Fd, Errno> {
+    raw::openat_exact(
+        dir.0,
+        name.cstr()?,
+        libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        0,
+    )
+    .map(Fd)
+}
+
+/// The object a `chmod` call changes, its `fstat`, and the directory entry it was opened from
+/// (none for a descriptor or a procfs magic link). Never a symlink: with
+/// `AT_SYMLINK_NOFOLLOW` one is `EOPNOTSUPP` (the kernel's answer); without it the resolution
+/// followed it, so a symlink there was swapped in since, and the resolution is made again
+/// (`ELOOP` after [`SWAPPED_TRIES`]). A descriptor's object (`fchmod`, `AT_EMPTY_PATH`) is
+/// opened through `/proc/<tid>/fd/N` by number when the cache cannot answer; the call is
+/// checked to be still waiting afterwards (`SECCOMP_IOCTL_NOTIF_ID_VALID`), so the number
+/// was the caller's (`fchmod` reads no path, whose read would have checked it).
+fn chmod_target(
+    t: &mut Target,
+    dirfd: c_int,
+    path: Option<&PathBuf>,
+    flags: c_int,
+) -> Result<Opened, Errno> {
+    let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
+    for _ in 0..SWAPPED_TRIES {
+        let target = match path {
+            Some(p) if !(p.len == 0 && flags & libc::AT_EMPTY_PATH != 0) => {
+                let base = t.base(dirfd, p.bytes())?;
+                resolve(t, base, p.bytes(), follow)?
+            }
+            _ => {
+                let obj = t.fd(dirfd)?;
+                t.check_valid()?;
+                Resolved::Object(obj)
+            }
+        };
+        let (obj, entry) = match target {
+            Resolved::Object(obj) => (obj, None),
+            Resolved::Entry { dir, name, .. } => (open_entry(&dir, &name)?, Some((dir, name))),
+        };
+        let st = raw::fstat(obj.0)?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFLNK {
+            return Ok((obj, st, entry));
+        }
+        if !follow || entry.is_none() {
+            return Err(Errno(libc::EOPNOTSUPP));
+        }
+    }
+    Err(Errno(libc::ELOOP))
+}
+
+/// An object opened to be judged and changed: its descriptor, its `fstat`, and the directory
+/// and name it was opened from (none for a descriptor or a procfs magic link).
+type Opened = (Fd, libc::stat, Option<(Dir, Name)>);
+
+/// How often [`chmod_target`] resolves a path again that ended in a symlink swapped in after
+/// it was followed.
+const SWAPPED_TRIES: u32 = 8;
+
+/// Set the mode of the object `obj` holds (not a symlink, see [`chmod_target`]):
+/// `fchmodat2(obj, "", AT_EMPTY_PATH)`, no path looked up. Before Linux 6.6 (or where a
+/// filter refuses `fchmodat2`), through the init's own `/proc/self/fd/N`: the magic link
+/// leads to that object and, since it is no symlink, nowhere further.
+fn chmod_object(obj: &Fd, mode: u32) -> Result<(), Errno> {
+    match raw::fchmod_handle(obj.0, mode) {
+        Err(Errno(libc::ENOSYS | libc::EPERM)) => {
+            let p = self_fd_path(obj.0)?;
+            raw::fchmodat(libc::AT_FDCWD, p.cstr()?, mode)
+        }
+        r => r,
+    }
+}
+
+/// Link the object `obj` holds (a symlink links the link) as `name` in `dir`:
+/// `linkat(obj, "", AT_EMPTY_PATH)`, no path looked up. The kernel allows that for a
+/// descriptor opened with the caller's own credentials (Linux 6.10; the init opened it), or
+/// with `CAP_DAC_READ_SEARCH` (which the init does not have); otherwise it answers `ENOENT`,
+/// and the link is made through the init's own `/proc/self/fd/N` (`AT_SYMLINK_FOLLOW`
+/// follows the magic link to that object, and a link behind it is linked, not followed:
+/// the kernel's documented equivalent).
+fn link_object(obj: &Fd, dir: &Fd, name: &CStr) -> Result<(), Errno> {
+    match raw::linkat(obj.0, c"", dir.0, name, libc::AT_EMPTY_PATH) {
+        Err(Errno(libc::ENOENT)) => {
+            let p = self_fd_path(obj.0)?;
+            raw::linkat(
+                libc::AT_FDCWD,
+                p.cstr()?,
+                dir.0,
+                name,
+                libc::AT_SYMLINK_FOLLOW,
+            )
+        }
+        r => r,
     }
 }
 
@@ -2212,7 +2331,11 @@ fn completes_with_code_in(dir: &Fd, name: &[u8], writable: &[&[u8]]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{one_call_shape, OneCall};
+    use super::{chmod_object, link_object, name_of, one_call_shape, open_entry, Fd, OneCall};
+    use crate::raw;
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     const EXCL: i32 = libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY;
 
@@ -2272,5 +2395,77 @@ mod tests {
             one_call_shape(b"d", EXCL | libc::O_DIRECTORY),
             OneCall::Invalid
         );
+    }
+
+    /// The deterministic interleaving of the race between two runs
+    /// (`inrun::race_between_runs_cannot_chmod_a_config_through_a_swapped_symlink`): the
+    /// entry is opened, then another run exchanges it with a symlink to a protected file, then
+    /// the init acts. Through the handle the mode and the link go to the object that was
+    /// judged; the control, by name as before, changes the protected file.
+    #[test]
+    fn the_object_judged_is_the_object_changed_after_its_name_is_swapped() {
+        let dir = std::env::temp_dir().join(format!("stockade-handle-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("x"), "plain\n").unwrap();
+        std::fs::write(dir.join("config"), "[core]\n").unwrap();
+        std::fs::set_permissions(dir.join("config"), std::fs::Permissions::from_mode(0o444))
+            .unwrap();
+        std::os::unix::fs::symlink("config", dir.join("l")).unwrap();
+        let c = CString::new(dir.as_os_str().as_bytes()).unwrap();
+        let d = Fd(raw::openat_exact(
+            libc::AT_FDCWD,
+            &c,
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            0,
+        )
+        .unwrap());
+        let plain_ino = std::fs::metadata(dir.join("x")).unwrap().ino();
+        let mode_of = |n: &str| std::fs::metadata(dir.join(n)).unwrap().mode() & 0o7777;
+        // Judged: `x`, a plain file.
+        let h = open_entry(&d, &name_of(b"x").unwrap()).unwrap();
+        // Another run: `x` becomes the symlink to the config, the plain file moves to `l`.
+        raw::renameat2(d.0, c"x", d.0, c"l", libc::RENAME_EXCHANGE).unwrap();
+        chmod_object(&h, 0o666).unwrap();
+        assert_eq!(mode_of("config"), 0o444, "the config changed");
+        assert_eq!(mode_of("l"), 0o666, "the plain file judged did not change");
+        link_object(&h, &d, c"y").unwrap();
+        assert_eq!(std::fs::metadata(dir.join("y")).unwrap().ino(), plain_ino);
+        assert_eq!(std::fs::metadata(dir.join("config")).unwrap().nlink(), 1);
+        // Control: acting by the name again (what the guard did) reaches the config.
+        raw::fchmodat(d.0, c"x", 0o666).unwrap();
+        assert_eq!(
+            mode_of("config"),
+            0o666,
+            "control: the name now leads to the config"
+        );
+        raw::linkat(d.0, c"x", d.0, c"z", libc::AT_SYMLINK_FOLLOW).unwrap();
+        assert_eq!(std::fs::metadata(dir.join("config")).unwrap().nlink(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A symlink's handle is the link itself: linked as a link, and its mode never set through
+    /// it (the kernel's `EOPNOTSUPP` on Linux 6.6 and later; `chmod_target` refuses before).
+    #[test]
+    fn a_symlink_handle_links_the_link() {
+        let dir = std::env::temp_dir().join(format!("stockade-handle-l-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("t"), "t\n").unwrap();
+        std::os::unix::fs::symlink("t", dir.join("l")).unwrap();
+        let c = CString::new(dir.as_os_str().as_bytes()).unwrap();
+        let d = Fd(raw::openat_exact(
+            libc::AT_FDCWD,
+            &c,
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            0,
+        )
+        .unwrap());
+        let h = open_entry(&d, &name_of(b"l").unwrap()).unwrap();
+        link_object(&h, &d, c"m").unwrap();
+        let m = std::fs::symlink_metadata(dir.join("m")).unwrap();
+        assert!(m.file_type().is_symlink());
+        assert_eq!(std::fs::metadata(dir.join("t")).unwrap().nlink(), 1);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1199,6 +1199,24 @@ pub fn fchmodat(dirfd: c_int, path: &CStr, mode: libc::mode_t) -> Result<()> {
     check_int(unsafe { libc::fchmodat(dirfd, path.as_ptr(), mode, 0) }).map(drop)
 }
 
+/// `fchmodat2(fd, "", mode, AT_EMPTY_PATH)` (Linux 6.6): the mode of the object `fd` holds
+/// (an `O_PATH` descriptor too), with no path looked up and no link followed. `ENOSYS` on
+/// older kernels.
+pub fn fchmod_handle(fd: c_int, mode: libc::mode_t) -> Result<()> {
+    const SYS_FCHMODAT2: libc::c_long = 452;
+    // SAFETY: integer arguments and a valid NUL-terminated (empty) string.
+    check_int(unsafe {
+        libc::syscall(
+            SYS_FCHMODAT2,
+            fd,
+            c"".as_ptr(),
+            mode as c_ulong,
+            libc::AT_EMPTY_PATH,
+        )
+    } as c_int)
+    .map(drop)
+}
+
 /// `dup2(2)`: make `new` a copy of `old`, without close-on-exec. When `old == new` (where
 /// `dup2` would change nothing) the close-on-exec flag is cleared instead, so the result is the
 /// same either way: `new` survives `execve`.
