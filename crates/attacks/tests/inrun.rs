@@ -2766,7 +2766,8 @@ ino = os.fstat(held).st_ino
 if os.fstat(held).st_mode & 0o222:
     sys.exit("the config is writable before the race")
 open("READY", "w").close()
-wait = time.time() + 60
+# Within the run's time limit (30 s in the suite): the swapper's run starts in seconds.
+wait = time.time() + 15
 while not os.path.exists("GO") and time.time() < wait:
     time.sleep(0.01)
 end = time.time() + budget
@@ -2842,7 +2843,7 @@ fn race_between_runs_on_one_object(mode: &str) {
         let fx = Fixture::without_git();
         let victim = fx.script("race_guard_victim.py", RACE_GUARD_VICTIM);
         let swapper = fx.script("race_guard_swapper.py", RACE_GUARD_SWAPPER);
-        let b = format!("{py} {} {mode} {}", sh_quote(&swapper), secs + 60);
+        let b = format!("{py} {} {mode} {}", sh_quote(&swapper), secs + 20);
         let a = format!("{py} {} {mode} {secs}", sh_quote(&victim));
         let mut other = if inside {
             fx.attack(&[], &b).spawn()
@@ -2868,10 +2869,7 @@ fn race_between_runs_on_one_object(mode: &str) {
     };
     let (_fx, out, cycles) = run(false, 10);
     out.assert_ok().assert_output_contains("RACE-WON");
-    assert!(
-        cycles > 0 || mode == "chmod-symlink",
-        "the control's swapper never ran"
-    );
+    assert!(cycles > 0, "the control's swapper never ran");
     let (fx, out, cycles) = run(true, 8);
     out.assert_ok().assert_lacks("RACE-WON");
     assert!(
