@@ -257,7 +257,9 @@ fn no_openat2(fx: &Fixture) -> Option<[String; 2]> {
 /// answers `EPERM` or `ENOSYS`; a sandbox stockade runs in answers `ENOSYS`), a run works and
 /// keeps its protections: the sandbox's init and the supervisor make the same lookups
 /// through no symbolic link component by component. Masked dotenv files stay unreadable, a
-/// git hook cannot be made, the workspace is writable, and under `ENOSYS` an exclusive
+/// git hook cannot be made, the workspace is writable, a `.envrc` planted in a directory the
+/// run closes is not left behind (the sweep's lookups work without `openat2` too), review mode
+/// is refused naming `openat2` (its change sets need it), and under `ENOSYS` an exclusive
 /// creation (what git's lock files use) works. Controls: the filter really refuses
 /// `openat2` (`no_openat2`), and the same script on the host reads the secrets.
 #[test]
@@ -301,6 +303,41 @@ fn a_run_where_openat2_is_refused_works_and_keeps_its_protections() {
             run.describe()
         );
         attacks::write_file(&fx.ws.join("app/main.txt"), "main\n", 0o644);
+    }
+    // What the sweep takes out after the run (the gVisor backend has no creation guard):
+    // a .envrc made in a directory the run then closed is not left in the workspace, where
+    // direnv would run it (the sweep's own lookups also work without openat2). Natively the
+    // creation is refused during the run.
+    for errno in ["ENOSYS", "EPERM"] {
+        let planted = "mkdir -p sub && echo 'echo pwned' > sub/.envrc; chmod 000 sub; echo done";
+        let run = fx
+            .sandbox(&[], planted)
+            .under(&[python.as_str(), filter.as_str(), errno])
+            .run();
+        run.assert_success().assert_stdout_contains("done");
+        attacks::chmod(&fx.ws.join("sub"), 0o755);
+        assert!(
+            !fx.ws.join("sub/.envrc").exists(),
+            "the planted .envrc stayed under {errno}\n{}",
+            run.describe()
+        );
+        std::fs::remove_dir_all(fx.ws.join("sub")).expect("remove sub");
+    }
+    // Review mode, whose change sets are read and written through openat2 only, is refused
+    // before anything runs, naming openat2 and what to allow.
+    for errno in ["ENOSYS", "EPERM"] {
+        let run = fx
+            .sandbox(&["--review"], "echo COMMAND-RAN > ran.txt")
+            .under(&[python.as_str(), filter.as_str(), errno])
+            .run();
+        run.assert_code(125)
+            .assert_stderr_contains("error[E_PROTECTION_UNAVAILABLE]");
+        // (The gVisor backend refuses review mode anyway: attacks::na::NO_REVIEW.)
+        if attacks::backend() == "native" {
+            run.assert_stderr_contains("openat2")
+                .assert_stderr_contains("allow openat2 in the outer seccomp profile");
+        }
+        assert!(!fx.ws.join("ran.txt").exists(), "{}", run.describe());
     }
     // An exclusive creation (git's index.lock, editors' swap files): the one-call creation
     // answers ENOSYS and the careful way makes it.

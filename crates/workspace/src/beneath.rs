@@ -55,14 +55,7 @@ impl Root {
         } else {
             rel
         };
-        rustix::fs::openat2(
-            &self.0,
-            rel,
-            flags | OFlags::CLOEXEC | OFlags::NOFOLLOW,
-            Mode::empty(),
-            resolve(),
-        )
-        .map_err(errno_io)
+        open_no_links(self.0.as_fd(), rel, flags).map_err(errno_io)
     }
 
     /// The directory `rel`, for use as the base of `*at` calls.
@@ -85,12 +78,10 @@ impl Root {
                 Ok(()) | Err(Errno::EXIST) => {}
                 Err(e) => return Err(errno_io(e)),
             }
-            cur = rustix::fs::openat2(
-                &cur,
-                name,
-                OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                Mode::empty(),
-                resolve(),
+            cur = open_no_links(
+                cur.as_fd(),
+                Path::new(name),
+                OFlags::PATH | OFlags::DIRECTORY,
             )
             .map_err(errno_io)?;
         }
@@ -101,14 +92,74 @@ impl Root {
 /// Opens `name`, one component in `dir`, with `flags`: never through a link (a link as
 /// `name` fails with `ELOOP`).
 pub(crate) fn open_child(dir: BorrowedFd<'_>, name: &OsStr, flags: OFlags) -> io::Result<OwnedFd> {
-    rustix::fs::openat2(
-        dir,
-        name,
-        flags | OFlags::CLOEXEC | OFlags::NOFOLLOW,
-        Mode::empty(),
-        resolve(),
-    )
-    .map_err(errno_io)
+    open_no_links(dir, Path::new(name), flags).map_err(errno_io)
+}
+
+/// `openat2(dir, path, flags | O_CLOEXEC | O_NOFOLLOW, `[`resolve`]`())`. Where `openat2` is
+/// refused (`ENOSYS`: an old kernel, a seccomp filter of a sandbox around stockade; `EPERM`:
+/// an older container runtime's profile) the same lookup by hand ([`walk_no_links`]), so that
+/// the sweep still moves what the run planted instead of leaving it in place.
+fn open_no_links(dir: BorrowedFd<'_>, path: &Path, flags: OFlags) -> Result<OwnedFd, Errno> {
+    let flags = flags | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+    match rustix::fs::openat2(dir, path, flags, Mode::empty(), resolve()) {
+        Err(Errno::NOSYS | Errno::PERM) => walk_no_links(dir, path, flags),
+        other => other,
+    }
+}
+
+/// [`open_no_links`] without `openat2`, for paths below `dir`: every component but the last
+/// opened `O_PATH | O_NOFOLLOW` from the one before and refused when it is a link (`ELOOP`)
+/// or no directory (`ENOTDIR`); the last opened with `flags`, which hold `O_NOFOLLOW`, so
+/// that it answers for the last component exactly as `openat2` does. An absolute
+/// path or any `..` is `EXDEV` (`RESOLVE_BENEATH` allows a `..` that stays below; nothing
+/// here makes one). Each step starts from a descriptor already held, so a directory swapped
+/// for a link after it was passed changes nothing. Not for creation (`EINVAL`).
+fn walk_no_links(dir: BorrowedFd<'_>, path: &Path, flags: OFlags) -> Result<OwnedFd, Errno> {
+    if flags.contains(OFlags::CREATE) || flags.contains(OFlags::TMPFILE) {
+        return Err(Errno::INVAL);
+    }
+    if path.as_os_str().is_empty() {
+        return Err(Errno::NOENT);
+    }
+    // "a/" names a directory (the components below drop the slash).
+    let flags = if path.as_os_str().as_bytes().ends_with(b"/") {
+        flags | OFlags::DIRECTORY
+    } else {
+        flags
+    };
+    let mut names = Vec::new();
+    for c in path.components() {
+        match c {
+            Component::Normal(name) => names.push(name),
+            Component::CurDir => {}
+            Component::RootDir | Component::Prefix(_) | Component::ParentDir => {
+                return Err(Errno::XDEV)
+            }
+        }
+    }
+    let Some((last, way)) = names.split_last() else {
+        return rustix::fs::openat(dir, ".", flags, Mode::empty());
+    };
+    let kind = |fd: &OwnedFd| rustix::fs::fstat(fd).map(|st| FileType::from_raw_mode(st.st_mode));
+    let mut cur: Option<OwnedFd> = None;
+    for name in way {
+        let at = cur.as_ref().map_or(dir, |f| f.as_fd());
+        let fd = rustix::fs::openat(
+            at,
+            *name,
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        match kind(&fd)? {
+            FileType::Directory => cur = Some(fd),
+            FileType::Symlink => return Err(Errno::LOOP),
+            _ => return Err(Errno::NOTDIR),
+        }
+    }
+    // The last with `flags`, which hold `O_NOFOLLOW`: a link there is not followed, as with
+    // `openat2` (`ELOOP`, or with `O_PATH` a descriptor of the link itself).
+    let at = cur.as_ref().map_or(dir, |f| f.as_fd());
+    rustix::fs::openat(at, *last, flags, Mode::empty())
 }
 
 /// `lstat` of `name` in `dir`; `None` when it does not exist.
@@ -429,5 +480,79 @@ mod tests {
         assert!(root.dir(Path::new("../outside")).is_err());
         root.create_dirs(Path::new("a/b")).unwrap();
         assert!(d.join("ws/a/b").is_dir());
+    }
+
+    /// Where `openat2` is refused, the sweep's lookups are made by hand (`walk_no_links`):
+    /// they open the same file or fail as `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`
+    /// does, a link anywhere being refused (`ELOOP`, or `ENOTDIR` where the kernel says so
+    /// for a link opened as a directory without `O_PATH`), never followed, and nothing above
+    /// the root reached. Control: the shapes that are no link open.
+    #[test]
+    fn the_walk_without_openat2_refuses_what_openat2_refuses() {
+        let t = tempfile::tempdir().unwrap();
+        let d = std::fs::canonicalize(t.path()).unwrap();
+        std::fs::create_dir_all(d.join("ws/a/b")).unwrap();
+        std::fs::write(d.join("ws/a/f"), b"").unwrap();
+        std::fs::write(d.join("secret"), b"").unwrap();
+        std::os::unix::fs::symlink(d.join("ws/a"), d.join("ws/link")).unwrap();
+        std::os::unix::fs::symlink("f", d.join("ws/a/flink")).unwrap();
+        std::os::unix::fs::symlink(&d, d.join("ws/a/up")).unwrap();
+        let root = Root::open(&d.join("ws")).unwrap();
+        let paths = [
+            "",
+            ".",
+            "a",
+            "a/",
+            "a/b",
+            "a/f",
+            "a/f/",
+            "a/f/x",
+            "./a//b",
+            "link",
+            "link/f",
+            "a/flink",
+            "a/up",
+            "a/up/secret",
+            "missing",
+            "a/missing/x",
+            "..",
+            "../secret",
+            "a/../a/f",
+            "/etc",
+            "a/b/../../../secret",
+        ];
+        let flag_sets = [
+            OFlags::PATH,
+            OFlags::PATH | OFlags::DIRECTORY,
+            OFlags::RDONLY,
+            OFlags::RDONLY | OFlags::DIRECTORY,
+            OFlags::RDONLY | OFlags::NONBLOCK,
+        ];
+        let ident = |fd: &OwnedFd| {
+            let st = rustix::fs::fstat(fd).unwrap();
+            (st.st_dev, st.st_ino)
+        };
+        for flags in flag_sets {
+            for p in paths {
+                let path = Path::new(p);
+                let full = flags | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+                let kernel = rustix::fs::openat2(root.fd(), path, full, Mode::empty(), resolve());
+                let walked = walk_no_links(root.fd(), path, full);
+                let shown = format!("{p:?} {flags:?}: {kernel:?} / {walked:?}");
+                match (&kernel, &walked) {
+                    (Ok(k), Ok(w)) => assert_eq!(ident(k), ident(w), "{shown}"),
+                    (Err(k), Err(w)) if k == w => {}
+                    // Any `..` is refused by the walk, even one that stays below (stricter).
+                    (_, Err(Errno::XDEV)) if p.contains("..") => {}
+                    _ => panic!("{shown}"),
+                }
+            }
+        }
+        // Controls: the plain shapes open; the links do not.
+        assert!(walk_no_links(root.fd(), Path::new("a/b"), OFlags::PATH).is_ok());
+        assert_eq!(
+            walk_no_links(root.fd(), Path::new("link/f"), OFlags::PATH).err(),
+            Some(Errno::LOOP)
+        );
     }
 }
