@@ -1018,7 +1018,8 @@ pub(crate) fn launch_gated(
                 Err(e) => {
                     child.kill();
                     let _ = child.wait();
-                    return Err(cgroup_unavailable(plan, e));
+                    return Err(reported_failure(plan, &child)
+                        .unwrap_or_else(|| cgroup_unavailable(plan, e)));
                 }
             }
         }
@@ -1031,7 +1032,9 @@ pub(crate) fn launch_gated(
         if let Err(e) = g.add(child.pid) {
             child.kill();
             let _ = child.wait();
-            return Err(cgroup_unavailable(plan, e));
+            return Err(
+                reported_failure(plan, &child).unwrap_or_else(|| cgroup_unavailable(plan, e))
+            );
         }
     }
     if let (Ok(()), true) = (&mapped, spec.wait_group) {
@@ -1047,10 +1050,12 @@ pub(crate) fn launch_gated(
         if let Err(e) = child.release_command() {
             child.kill();
             let _ = child.wait();
-            return Err(match &group {
-                Some(_) if move_group => cgroup_unavailable(plan, e),
-                _ => RunError::io("start the command", e),
-            });
+            return Err(
+                reported_failure(plan, &child).unwrap_or_else(|| match &group {
+                    Some(_) if move_group => cgroup_unavailable(plan, e),
+                    _ => RunError::io("start the command", e),
+                }),
+            );
         }
     }
     if let Err(e) = mapped {
@@ -1576,6 +1581,22 @@ fn mount_op<'a>(
             disk: None,
         },
     }
+}
+
+/// The init's own failure, when it reported one before it ended. A step the supervisor takes
+/// while the init sets up (handing it a cgroup's `tasks` file, moving it into the group,
+/// releasing the command) fails only because the init is gone (`EPIPE`, `ESRCH`) when the
+/// init failed first (a mount step refusing a link planted since planning): its report says
+/// why, not "the run's cgroup is not available". Called once the init is reaped: reads only
+/// what is already in the pipe.
+fn reported_failure(plan: &Plan, child: &sys::parent::Spawned) -> Option<RunError> {
+    while child.report_ready(Duration::ZERO).ok()? {
+        match child.next_report().ok()?? {
+            (r, _) if r.kind == postfork::REPORT_FAILURE => return Some(setup_error(plan, r)),
+            _ => {}
+        }
+    }
+    None
 }
 
 fn setup_error(plan: &Plan, f: postfork::Report) -> RunError {
