@@ -8,6 +8,7 @@ use std::fmt;
 pub enum Code {
     PolicyInvalid,
     ProtectionUnavailable,
+    WorkspaceChanged,
     SandboxSetup,
     CommandNotFound,
     CommandNotExecutable,
@@ -32,6 +33,7 @@ impl Code {
     pub const ALL: &'static [Code] = &[
         Code::PolicyInvalid,
         Code::ProtectionUnavailable,
+        Code::WorkspaceChanged,
         Code::SandboxSetup,
         Code::CommandNotFound,
         Code::CommandNotExecutable,
@@ -56,6 +58,7 @@ impl Code {
         match self {
             Code::PolicyInvalid => "E_POLICY_INVALID",
             Code::ProtectionUnavailable => "E_PROTECTION_UNAVAILABLE",
+            Code::WorkspaceChanged => "E_WORKSPACE_CHANGED",
             Code::SandboxSetup => "E_SANDBOX_SETUP",
             Code::CommandNotFound => "E_COMMAND_NOT_FOUND",
             Code::CommandNotExecutable => "E_COMMAND_NOT_EXECUTABLE",
@@ -84,6 +87,9 @@ impl Code {
             }
             Code::ProtectionUnavailable => {
                 "a protection the run asks for cannot be enforced on this machine (fail closed; the message names what is missing); exit 125"
+            }
+            Code::WorkspaceChanged => {
+                "a directory of the workspace kept changing (entries created, removed or renamed) each time the planner looked again after its walk, so a secret could have been moved past it; nothing ran; exit 125"
             }
             Code::SandboxSetup => {
                 "setting the sandbox up failed on this host (the message names the path, the reason and the fix); exit 125"
@@ -137,6 +143,9 @@ impl Code {
             }
             Code::ProtectionUnavailable => {
                 "run `stockade doctor`: it names what this machine lacks and how to enable it"
+            }
+            Code::WorkspaceChanged => {
+                "stop what keeps creating, removing or renaming entries in the directory named (another run's command, a build, a script left running), or run the command again (`stockade run` walks what changed again up to 5 times before it refuses); `STOCKADE_LOG=debug` shows what the walk listed"
             }
             Code::SandboxSetup => {
                 "run `stockade doctor` to check this machine; the message names the step and the path that failed"

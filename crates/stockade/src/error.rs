@@ -97,6 +97,12 @@ impl Error {
             Error::Policy(e) => e.code(),
             Error::Plan(native::PlanError::Scan(e))
             | Error::Run(native::RunError::Plan(native::PlanError::Scan(e)))
+                if e.workspace_changed() =>
+            {
+                sandbox::Code::WorkspaceChanged.as_str()
+            }
+            Error::Plan(native::PlanError::Scan(e))
+            | Error::Run(native::RunError::Plan(native::PlanError::Scan(e)))
                 if e.protection_unavailable() =>
             {
                 native::error::E_PROTECTION_UNAVAILABLE
@@ -123,6 +129,12 @@ impl Error {
                 if e.protection_unavailable() =>
             {
                 "protection_unavailable"
+            }
+            Error::Plan(native::PlanError::Scan(e))
+            | Error::Run(native::RunError::Plan(native::PlanError::Scan(e)))
+                if e.workspace_changed() =>
+            {
+                "workspace_changed"
             }
             Error::Policy(_) | Error::Plan(_) | Error::Workspace { .. } | Error::Usage { .. } => {
                 "policy"
@@ -226,5 +238,14 @@ mod tests {
             cause: io(),
         };
         assert_eq!(io_error.hint(), sandbox::Code::Internal.hint());
+        // The planner's walk refused because the workspace kept changing: its own code, kind
+        // and hint, naming the directory.
+        let changed = Error::from(workspace::ScanError::WorkspaceChanged {
+            dir: "/ws/P".into(),
+            rewalks: 3,
+        });
+        assert_eq!(changed.code(), "E_WORKSPACE_CHANGED");
+        assert_eq!(changed.kind(), "workspace_changed");
+        assert!(changed.hint().contains("/ws/P"), "{}", changed.hint());
     }
 }

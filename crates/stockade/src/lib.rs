@@ -521,9 +521,10 @@ fn store_walk_cache(
 fn log_walk(resolved: &workspace::Resolved) {
     let dirs = &resolved.watch.sweep.dirs;
     tracing::debug!(
-        "walk: {} dirs from cache, {} listed",
+        "walk: {} dirs from cache, {} listed, walked again {} times (changed during the walk)",
         dirs.from_cache,
-        dirs.listed
+        dirs.listed,
+        dirs.rewalks
     );
 }
 

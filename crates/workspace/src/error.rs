@@ -44,6 +44,16 @@ pub enum ScanError {
         /// Whether a path in it is too long (else the listing was refused).
         deep: bool,
     },
+    /// A directory of the workspace kept changing while the planner walked it: walked again
+    /// [`crate::walk::REWALKS`] times, it had changed again each time, so what the command
+    /// would start beside cannot be known (a secret moved past the walk would not be masked).
+    #[error("{} kept changing while stockade looked for the secrets and protected files in it (entries created, removed or renamed there each time it looked again, {rewalks} times): a secret moved past the walk would not be masked, so the run was refused before anything ran", .dir.display())]
+    WorkspaceChanged {
+        /// The directory that changed the last time it was checked.
+        dir: PathBuf,
+        /// How many times it was walked again.
+        rewalks: usize,
+    },
     /// A grant at or beneath the caller's stockade state directory ([`crate::state_grants`]).
     #[error("refusing {} {}: it lies in {}, where stockade keeps its run journals, walk cache, trust store and change sets; stockade's own state cannot be granted to a run", .kind.spelled(), .grant.display(), .state.display())]
     StateGrant {
@@ -61,6 +71,12 @@ impl ScanError {
     /// is `E_PROTECTION_UNAVAILABLE`, not `E_POLICY_INVALID`).
     pub fn protection_unavailable(&self) -> bool {
         matches!(self, ScanError::Unlistable { .. })
+    }
+
+    /// Whether the run is refused because the workspace kept changing during the planner's
+    /// walk (its code is `E_WORKSPACE_CHANGED`).
+    pub fn workspace_changed(&self) -> bool {
+        matches!(self, ScanError::WorkspaceChanged { .. })
     }
 
     /// How to get past it.
@@ -104,6 +120,10 @@ impl ScanError {
             )),
             ScanError::Unlistable { dir, deep: true, .. } => Some(format!(
                 "move or rename what lies deeper than PATH_MAX below {dir} to a shorter path (an earlier run may have buried it there), or run in a shorter workspace path; stockade refuses rather than run beside what it cannot mask",
+                dir = dir.display(),
+            )),
+            ScanError::WorkspaceChanged { dir, .. } => Some(format!(
+                "stop what keeps creating, removing or renaming entries in {dir} (another run's command, a build or a script still running there), or run again; stockade refuses rather than start a run beside a secret its walk may not have seen",
                 dir = dir.display(),
             )),
             ScanError::PrivateTmpWorkspace(_) => Some(

@@ -104,6 +104,15 @@ pub trait HostView {
     fn local_ctime(&self, _path: &Path) -> bool {
         false
     }
+    /// Whether a change of a directory on the filesystem holding `path`, made after a `stat`
+    /// of it, always gets a later ctime than that `stat` read, even within one tick of the
+    /// coarse clock: multigrain timestamps (Linux >= 6.13 on ext4, xfs, btrfs and tmpfs; a
+    /// `stat` marks the ctime as seen, the next change takes a fine-grained time, and no
+    /// coarse time handed out later falls behind it). By default (a fake host, or not known)
+    /// `false`: only a ctime well before the listing is trusted then.
+    fn fine_ctime(&self, _path: &Path) -> bool {
+        false
+    }
     /// When the path itself (not following a final symlink) last changed; `None` by default
     /// (a fake host: every symlink counts as new).
     fn lstat_ctime(&self, _path: &Path) -> Option<std::time::SystemTime> {
@@ -253,6 +262,28 @@ impl HostView for RealHost {
         std::time::UNIX_EPOCH.checked_add(std::time::Duration::new(secs, nanos))
     }
 
+    fn fine_ctime(&self, path: &Path) -> bool {
+        const FINE: &[u64] = &[
+            0xEF53, // ext4 (and ext2/3 by the ext4 driver; the old ext2 driver keeps
+            //              whole seconds: a ctime with no nanoseconds is never taken as fine)
+            0x5846_5342, // xfs
+            0x9123_683E, // btrfs
+            0x0102_1994, // tmpfs
+        ];
+        static MULTIGRAIN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let kernel = *MULTIGRAIN.get_or_init(|| {
+            read_text(Path::new("/proc/sys/kernel/osrelease"), 256)
+                .is_some_and(|r| release_at_least(&r, (6, 13)))
+        });
+        kernel
+            && match rustix::fs::statfs(path) {
+                // f_type's width differs between architectures.
+                #[allow(clippy::unnecessary_cast)]
+                Ok(fs) => FINE.contains(&(fs.f_type as u64)),
+                Err(_) => false,
+            }
+    }
+
     fn local_ctime(&self, path: &Path) -> bool {
         // Magic numbers of statfs(2)'s f_type. Their timestamps' granularity (1 ns to 1 s) is
         // below the sweep's settling window (see `crate::SETTLED`). Only filesystems where a
@@ -273,6 +304,18 @@ impl HostView for RealHost {
             Ok(fs) => LOCAL.contains(&(fs.f_type as u64)),
             Err(_) => false,
         }
+    }
+}
+
+/// Whether a kernel release (`6.13.0-rc1`, `6.18.44-fc`) is at least `(major, minor)`; an
+/// unreadable one is not.
+fn release_at_least(release: &str, want: (u32, u32)) -> bool {
+    let mut parts = release.trim().split(|c: char| !c.is_ascii_digit());
+    let major = parts.next().and_then(|p| p.parse::<u32>().ok());
+    let minor = parts.next().and_then(|p| p.parse::<u32>().ok());
+    match (major, minor) {
+        (Some(major), Some(minor)) => (major, minor) >= want,
+        _ => false,
     }
 }
 
@@ -358,6 +401,9 @@ impl HostView for Remembering<'_> {
     }
     fn local_ctime(&self, path: &Path) -> bool {
         self.host.local_ctime(path)
+    }
+    fn fine_ctime(&self, path: &Path) -> bool {
+        self.host.fine_ctime(path)
     }
     fn lstat_ctime(&self, path: &Path) -> Option<std::time::SystemTime> {
         self.host.lstat_ctime(path)
@@ -520,6 +566,22 @@ mod tests {
             6,
             "listings are asked of the host every time"
         );
+    }
+
+    #[test]
+    fn kernel_releases_compare_by_major_and_minor() {
+        for (r, ok) in [
+            ("6.13.0", true),
+            ("6.18.44-fc-v669\n", true),
+            ("7.0", true),
+            ("6.12.9", false),
+            ("5.15.0-91-generic", false),
+            ("6.9.0", false),
+            ("", false),
+            ("x", false),
+        ] {
+            assert_eq!(release_at_least(r, (6, 13)), ok, "{r:?}");
+        }
     }
 
     /// A FIFO where the planner reads a small file (planted by an earlier run) neither blocks

@@ -36,6 +36,40 @@ pub struct Prior {
     pub dirs: std::collections::HashMap<OsString, SettledDir>,
 }
 
+/// How many times the planner walks again what changed during its walk before it refuses the
+/// run (`ScanError::WorkspaceChanged`): see [`DirStamps::recheck`].
+pub const REWALKS: usize = 5;
+
+/// How long before a listing began a directory's ctime must lie for an equal stamp to prove,
+/// on every kernel, that nothing changed in it since: a change in the same tick of the coarse
+/// clock that stamped it (a jiffy: 10 ms at the lowest `HZ`) can be given the same ctime.
+/// Generous: a recent directory is only listed again.
+const GRAIN: std::time::Duration = std::time::Duration::from_millis(50);
+/// [`GRAIN`] on a filesystem that keeps whole seconds (a ctime with no nanoseconds: ext4 with
+/// 128-byte inodes).
+const GRAIN_SECONDS: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How lately a directory must have changed to be listed again with what changed during the
+/// walk ([`DirStamps::changed`]).
+const HOT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A directory the planner's walk looked at (listed, or took from the walk cache), in the order
+/// the walk went: what [`DirStamps::recheck`] looks at again once the walk is over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Seen {
+    path: PathBuf,
+    /// Its parent's index in [`DirStamps::seen`], when the walk came to it from there (a
+    /// parent always comes first).
+    parent: Option<usize>,
+    /// Its stamp, taken before it was listed (or when it was taken from the cache); `None`
+    /// only from a host that gives none (a fake host).
+    stamp: Option<DirStamp>,
+    /// When the walk that took the stamp began (a round's start).
+    since: std::time::SystemTime,
+    /// Whether the walk went into subdirectories of it (a handle of it is worth opening).
+    subdirs: bool,
+}
+
 /// The settled directories of the planner's walk, and when it began.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct DirStamps {
@@ -62,6 +96,23 @@ pub struct DirStamps {
     pub had_prior: bool,
     /// The earlier run's listings, consumed by the walk.
     prior: Option<Prior>,
+    /// Every directory this walk listed or took from the cache, in walk order, for the
+    /// re-check ([`DirStamps::recheck`]).
+    seen: Vec<Seen>,
+    /// The listings of this walk's directories that are not settled (not in `dirs`): a walk
+    /// again after a change takes them instead of listing them again when unchanged.
+    others: std::collections::HashMap<OsString, SettledDir>,
+    /// When the current round of the walk began (`taken_at` for the first).
+    round_start: Option<std::time::SystemTime>,
+    /// Per device: whether a change after a `stat` always gets a later ctime
+    /// ([`HostView::fine_ctime`]).
+    fine: BTreeMap<u64, bool>,
+    /// How many times the walk went again over what changed during it (0: nothing did).
+    pub rewalks: usize,
+    /// Whether the walk is re-checked at all: only the unit tests' controls turn it off.
+    pub(crate) recheck: bool,
+    /// Where in `seen` the directories of the latest walk again begin (re-checked first).
+    fresh_from: usize,
 }
 
 impl DirStamps {
@@ -82,7 +133,213 @@ impl DirStamps {
             key: None,
             had_prior: false,
             prior: None,
+            seen: Vec::new(),
+            others: std::collections::HashMap::new(),
+            round_start: None,
+            fine: BTreeMap::new(),
+            rewalks: 0,
+            recheck: true,
+            fresh_from: 0,
         }
+    }
+
+    /// Notes that the walk listed `dir` (or took it from a prior) with `stamp`, reached from
+    /// its parent `parent` (an index in `seen`): its index.
+    fn saw(
+        &mut self,
+        dir: &Path,
+        parent: Option<usize>,
+        stamp: Option<DirStamp>,
+        subdirs: bool,
+    ) -> usize {
+        let since = (self.round_start.or(self.taken_at)).unwrap_or(std::time::UNIX_EPOCH);
+        self.seen.push(Seen {
+            path: dir.to_path_buf(),
+            parent,
+            stamp,
+            since,
+            subdirs,
+        });
+        self.seen.len() - 1
+    }
+
+    /// Whether a change after a `stat` of a directory on device `dev` (holding `dir`) always
+    /// gets a later ctime ([`HostView::fine_ctime`]).
+    fn is_fine(&mut self, host: &dyn HostView, dev: u64, dir: &Path) -> bool {
+        *self.fine.entry(dev).or_insert_with(|| host.fine_ctime(dir))
+    }
+
+    /// The re-check, once the walk is over: every directory the walk listed or took from the
+    /// cache is stat'ed again (by name in its parent's handle, as the walk does). Returns the
+    /// directories whose stamp changed (top-most: those below them are walked again with
+    /// them), and which of `seen` lie in or below one of them.
+    ///
+    /// Why this is enough (issue 32): each directory's stamp was taken before it was listed.
+    /// Its entries change only by a create, remove, link or rename in it, and each of those
+    /// moves its ctime; nothing without `CAP_SYS_TIME` sets a ctime back; a directory put in
+    /// its place has another device or inode. So a stamp found the same again proves its
+    /// listing held from the listing to the re-check. Every listing ended before the first
+    /// re-check began: if every stamp is the same, there is one instant (between the two)
+    /// at which every listing held at once, and the walk saw the tree exactly as it was
+    /// then. A directory exchanged with another (`RENAME_EXCHANGE`) between two listings
+    /// (the walk lists `P`, the exchange, it lists `S`, now the old `P`: it never sees what
+    /// the old `S` held) moved the ctimes of both parents (and `S` is another inode at that
+    /// name now): it is walked again. A secret present all along was somewhere in the tree at
+    /// that instant, so it was found.
+    ///
+    /// What it relies on, besides the kernel's ctimes: a change in the same tick of the
+    /// coarse clock as the stamp may get the same ctime. An equal stamp is trusted when its
+    /// ctime lies at least [`GRAIN`] before its walk began ([`GRAIN_SECONDS`] when the
+    /// filesystem keeps whole seconds), or on a filesystem whose ctimes are multigrain
+    /// ([`HostView::fine_ctime`]: Linux >= 6.13; the `stat` that took the stamp makes the
+    /// next change take a fine-grained, later ctime, and no later coarse ctime falls behind
+    /// it). Any other recent directory is listed again, and a directory that keeps changing
+    /// refuses the run after [`REWALKS`] walks again.
+    fn changed(&mut self, host: &dyn HostView) -> (Vec<usize>, Vec<bool>) {
+        let n = self.seen.len();
+        // Each one's stamp now (`Some(same)`), or `None` when not looked at (below a
+        // directory already found changed, or the clock went back since the walk began: a
+        // ctime compared across a clock step proves nothing).
+        let mut same: Vec<Option<bool>> = vec![None; n];
+        let clock_ok = (self.taken_at).is_some_and(|t| std::time::SystemTime::now() >= t);
+        if clock_ok {
+            // What the latest walk again listed first: it is the most likely to change again.
+            let fresh = self.fresh_from.min(n);
+            for range in [fresh..n, 0..fresh] {
+                let mut chain: Vec<(usize, DirHandle)> = Vec::new();
+                for i in range.clone() {
+                    let Some(s) = self.seen.get(i) else { continue };
+                    if s.parent.is_some_and(|p| same.get(p) == Some(&Some(false))) {
+                        continue;
+                    }
+                    // The handles held are those of its parent's chain (in walk order, a
+                    // directory's ancestors come first and its parent last).
+                    while chain
+                        .last()
+                        .is_some_and(|(j, _)| s.parent.is_none_or(|p| *j > p))
+                    {
+                        chain.pop();
+                    }
+                    let parent = (chain.last())
+                        .filter(|(j, _)| Some(*j) == s.parent)
+                        .map(|(_, h)| h);
+                    let open = s.subdirs && chain.len() < HELD;
+                    let (now, handle) = host.dir_stamp_at(parent, &s.path, open);
+                    let unchanged = now == s.stamp;
+                    same[i] = Some(unchanged);
+                    if let (true, Some(h)) = (unchanged, handle) {
+                        chain.push((i, h));
+                    }
+                }
+            }
+        }
+        // Whether each one's listing is proved to hold still (below a changed one or not).
+        let mut holds = vec![false; n];
+        for (i, held) in holds.iter_mut().enumerate() {
+            let Some(s) = self.seen.get(i) else { continue };
+            let (stamp, since, path) = (s.stamp, s.since, s.path.clone());
+            *held = same[i] == Some(true)
+                && stamp
+                    .is_none_or(|st| settled_for(&st, since) || self.is_fine(host, st.dev, &path));
+        }
+        // When something is walked again, so is every directory that changed lately (a build
+        // writing in a few directories): listed again with the rest, its listing needs to
+        // hold only from then on, not since the first walk, and the walks again settle.
+        if holds.contains(&false) {
+            let lately = std::time::SystemTime::now().checked_sub(HOT);
+            for (i, held) in holds.iter_mut().enumerate() {
+                let Some(st) = self.seen.get(i).and_then(|s| s.stamp) else {
+                    continue;
+                };
+                if lately.is_none_or(|l| changed_at(&st) > l) {
+                    *held = false;
+                }
+            }
+        }
+        let mut stale = vec![false; n];
+        let mut tops = Vec::new();
+        for i in 0..n {
+            let Some(s) = self.seen.get(i) else { continue };
+            if s.parent.is_some_and(|p| stale.get(p) == Some(&true)) {
+                stale[i] = true;
+            } else if !holds[i] {
+                stale[i] = true;
+                tops.push(i);
+            }
+        }
+        (tops, stale)
+    }
+
+    /// How long to wait before walking the `stale` directories again so that one that does
+    /// not change again is settled when it is listed ([`settled_for`]): an equal stamp too
+    /// recent to prove anything (a ctime within [`GRAIN`] of the walk's start, on a kernel
+    /// without multigrain ctimes) proves something once that time has passed. At most
+    /// [`GRAIN_SECONDS`]; zero when nothing recent is among them.
+    fn settle_wait(&mut self, host: &dyn HostView, stale: &[bool]) -> std::time::Duration {
+        let now = std::time::SystemTime::now();
+        let recent: Vec<(DirStamp, PathBuf)> = (self.seen.iter())
+            .zip(stale)
+            .filter(|(_, stale)| **stale)
+            .filter_map(|(s, _)| Some((s.stamp?, s.path.clone())))
+            .collect();
+        (recent.into_iter())
+            .filter(|(st, path)| !self.is_fine(host, st.dev, path))
+            .filter_map(|(st, _)| {
+                let grain = if st.ctime_nsec == 0 {
+                    GRAIN_SECONDS
+                } else {
+                    GRAIN
+                };
+                (changed_at(&st) + grain).duration_since(now).ok()
+            })
+            .max()
+            .unwrap_or_default()
+            .min(GRAIN_SECONDS)
+    }
+
+    /// Readies a walk again of `tops` and what lies below them ([`DirStamps::changed`]): the
+    /// listings of the directories below them whose ctime lay well before their listing
+    /// ([`settled_for`]) become the walk's prior (taken again when their stamp is the same),
+    /// the rest is dropped from the record; each top is returned with its parent's new index.
+    fn rewalk(&mut self, tops: &[usize], stale: &[bool]) -> Vec<(PathBuf, Option<usize>)> {
+        let now = std::time::SystemTime::now();
+        let mut prior = std::collections::HashMap::new();
+        let mut index: Vec<Option<usize>> = vec![None; self.seen.len()];
+        let mut kept: Vec<Seen> = Vec::with_capacity(self.seen.len());
+        let mut roots = Vec::new();
+        let mut is_top = vec![false; self.seen.len()];
+        for &t in tops {
+            if let Some(x) = is_top.get_mut(t) {
+                *x = true;
+            }
+        }
+        for (i, s) in std::mem::take(&mut self.seen).into_iter().enumerate() {
+            if !stale.get(i).copied().unwrap_or(true) {
+                index[i] = Some(kept.len());
+                let parent = s.parent.and_then(|p| index.get(p).copied().flatten());
+                kept.push(Seen { parent, ..s });
+                continue;
+            }
+            let key = s.path.as_os_str();
+            let rec = (self.dirs.remove(key)).or_else(|| self.others.remove(key));
+            if is_top.get(i).copied().unwrap_or(false) {
+                let parent = s.parent.and_then(|p| index.get(p).copied().flatten());
+                roots.push((s.path, parent));
+            } else if let (Some(rec), Some(stamp)) = (rec, s.stamp) {
+                if rec.stamp == stamp && settled_for(&stamp, s.since) {
+                    prior.insert(s.path.into_os_string(), rec);
+                }
+            }
+        }
+        self.fresh_from = kept.len();
+        self.seen = kept;
+        self.prior = Some(Prior {
+            taken_at: now,
+            dirs: prior,
+        });
+        self.round_start = Some(now);
+        self.rewalks += 1;
+        roots
     }
 
     /// Whether the filesystem of device `dev` (holding `dir`) sets ctimes locally.
@@ -135,21 +392,30 @@ impl DirStamps {
         let Some(settled_before) = self.taken_at.and_then(|t| t.checked_sub(self.settle)) else {
             return;
         };
-        let changed = std::time::UNIX_EPOCH
-            + std::time::Duration::new(
-                u64::try_from(stamp.ctime).unwrap_or(u64::MAX / 2),
-                u32::try_from(stamp.ctime_nsec).unwrap_or(0),
-            );
+        let changed = changed_at(&stamp);
+        let rec = SettledDir {
+            stamp,
+            subdirs,
+            found,
+        };
         if local && changed < settled_before {
             self.recorded_listed += 1;
-            self.dirs.insert(
-                dir.into_os_string(),
-                SettledDir {
-                    stamp,
-                    subdirs,
-                    found,
-                },
-            );
+            self.dirs.insert(dir.into_os_string(), rec);
+        } else if local {
+            self.others.insert(dir.into_os_string(), rec);
+        }
+    }
+
+    /// Keeps the listing of `dir` that the walk took unchanged from a prior: with the settled
+    /// ones when it is settled for this walk, else with the others.
+    fn keep(&mut self, dir: OsString, rec: SettledDir) {
+        let settled = self
+            .settled_before()
+            .is_some_and(|before| changed_at(&rec.stamp) < before);
+        if settled {
+            self.dirs.insert(dir, rec);
+        } else {
+            self.others.insert(dir, rec);
         }
     }
 
@@ -182,6 +448,28 @@ impl DirStamps {
         let (now, handle) = host.dir_stamp_at(parent, dir, open && !rec.subdirs.is_empty());
         (now == Some(rec.stamp)).then_some((rec, handle))
     }
+}
+
+/// When a directory last changed, by its stamp.
+fn changed_at(stamp: &DirStamp) -> std::time::SystemTime {
+    std::time::UNIX_EPOCH
+        + std::time::Duration::new(
+            u64::try_from(stamp.ctime).unwrap_or(u64::MAX / 2),
+            u32::try_from(stamp.ctime_nsec).unwrap_or(0),
+        )
+}
+
+/// Whether `stamp`, taken by a walk that began at `since`, lies far enough before it that any
+/// change after the stamp was read has a later ctime, whatever the kernel ([`GRAIN`]).
+fn settled_for(stamp: &DirStamp, since: std::time::SystemTime) -> bool {
+    let grain = if stamp.ctime_nsec == 0 {
+        GRAIN_SECONDS
+    } else {
+        GRAIN
+    };
+    since
+        .checked_sub(grain)
+        .is_some_and(|before| changed_at(stamp) < before)
 }
 
 /// What [`walk`] does with directory stamps.
@@ -384,6 +672,46 @@ impl Matches {
         // at 4097 bytes in a listable directory of 4092): masked by their deepest ancestor a
         // mount can name, whole, as a directory the walk could not list.
         let mut too_deep: Vec<PathBuf> = Vec::new();
+        let concern = |name: &std::ffi::OsStr, _| m.globs.may_concern(name);
+        let mut visit = |path: &Path, kind: Kind| {
+            let (read, write) = m.globs.matches(path);
+            if (read || write || is_submodule_code_path(path)) && path.as_os_str().len() > MASKABLE
+            {
+                too_deep.extend(maskable(path));
+            }
+            if read {
+                m.deny_read.push(path.to_path_buf());
+            }
+            if write || is_submodule_code_path(path) {
+                m.deny_write.push(path.to_path_buf());
+            }
+            if kind == Kind::Dir && path.file_name().is_some_and(|n| n == ".git") {
+                m.git_dirs.push(path.to_path_buf());
+            } else if is_submodule_code_path(path) {
+                if let Some(parent) = path.parent() {
+                    m.git_dirs.push(parent.to_path_buf());
+                }
+            }
+            if is_git_redirect(path, kind) {
+                m.git_files.push(path.to_path_buf());
+            }
+            if kind == Kind::Symlink && path.file_name().is_some_and(|n| m.globs.is_link_name(n)) {
+                m.dir_links.push(path.to_path_buf());
+            }
+            if let (Some(name), Some(parent)) = (path.file_name(), path.parent()) {
+                if crate::planted_git::is_code_name(name)
+                    && crate::planted_git::accepted_by_git(host, parent)
+                {
+                    m.accepted_git_dirs.push(parent.to_path_buf());
+                }
+            }
+        };
+        let mut unlisted = |dir: &Path, e: std::io::Error| {
+            if let Some(closed) = closed_to_planner(dir, &e, roots) {
+                m.unlisted.push(closed);
+            }
+        };
+        stamps.round_start = stamps.taken_at;
         for base in bases {
             if walked.iter().any(|w| is_within(&base, w)) || host.lstat_kind(&base).is_none() {
                 continue;
@@ -393,50 +721,40 @@ impl Matches {
                 &base,
                 &mut count,
                 Stamps::Record(stamps),
-                &|name, _| m.globs.may_concern(name),
-                &mut |path, kind| {
-                    let (read, write) = m.globs.matches(path);
-                    if (read || write || is_submodule_code_path(path))
-                        && path.as_os_str().len() > MASKABLE
-                    {
-                        too_deep.extend(maskable(path));
-                    }
-                    if read {
-                        m.deny_read.push(path.to_path_buf());
-                    }
-                    if write || is_submodule_code_path(path) {
-                        m.deny_write.push(path.to_path_buf());
-                    }
-                    if kind == Kind::Dir && path.file_name().is_some_and(|n| n == ".git") {
-                        m.git_dirs.push(path.to_path_buf());
-                    } else if is_submodule_code_path(path) {
-                        if let Some(parent) = path.parent() {
-                            m.git_dirs.push(parent.to_path_buf());
-                        }
-                    }
-                    if is_git_redirect(path, kind) {
-                        m.git_files.push(path.to_path_buf());
-                    }
-                    if kind == Kind::Symlink
-                        && path.file_name().is_some_and(|n| m.globs.is_link_name(n))
-                    {
-                        m.dir_links.push(path.to_path_buf());
-                    }
-                    if let (Some(name), Some(parent)) = (path.file_name(), path.parent()) {
-                        if crate::planted_git::is_code_name(name)
-                            && crate::planted_git::accepted_by_git(host, parent)
-                        {
-                            m.accepted_git_dirs.push(parent.to_path_buf());
-                        }
-                    }
-                },
-                &mut |dir, e| {
-                    if let Some(closed) = closed_to_planner(dir, &e, roots) {
-                        m.unlisted.push(closed);
-                    }
-                },
+                &concern,
+                &mut visit,
+                &mut unlisted,
             )?;
             walked.push(base);
+        }
+        // The walk is checked again once it is over (`DirStamps::changed` says why that
+        // proves it saw the tree as it was at one instant); what changed during it is walked
+        // again (what it found before stays found), and checked again, up to `REWALKS`
+        // times: a directory that keeps changing refuses the run.
+        while stamps.recheck {
+            let (tops, stale) = stamps.changed(host);
+            let Some(first) = tops.first().and_then(|&t| stamps.seen.get(t)) else {
+                break;
+            };
+            if stamps.rewalks >= REWALKS {
+                return Err(ScanError::WorkspaceChanged {
+                    dir: first.path.clone(),
+                    rewalks: stamps.rewalks,
+                });
+            }
+            std::thread::sleep(stamps.settle_wait(host, &stale));
+            for (dir, parent) in stamps.rewalk(&tops, &stale) {
+                walk_from(
+                    host,
+                    &dir,
+                    parent,
+                    &mut count,
+                    Stamps::Record(stamps),
+                    &concern,
+                    &mut visit,
+                    &mut unlisted,
+                )?;
+            }
         }
         // stockade's own quarantine holds what earlier sweeps took from runs (a dotenv file
         // a run buried below `PATH_MAX`, its planted hooks): a later run sees none of it.
@@ -502,19 +820,39 @@ pub fn walk(
     host: &dyn HostView,
     root: &Path,
     count: &mut usize,
+    stamps: Stamps<'_>,
+    concern: &dyn Fn(&std::ffi::OsStr, Kind) -> bool,
+    visit: &mut dyn FnMut(&Path, Kind),
+    unlisted: &mut dyn FnMut(&Path, std::io::Error),
+) -> Result<(), ScanError> {
+    walk_from(host, root, None, count, stamps, concern, visit, unlisted)
+}
+
+/// Most directories a walk holds a handle of at once (each the parent of the next): a deep
+/// tree does not run the process out of descriptors; deeper, whole paths are stat'ed.
+const HELD: usize = 64;
+
+/// [`walk`] from `root`, whose parent is `root_parent` in the planner's record of what it saw
+/// ([`DirStamps::seen`]; a walk again of a directory that changed during the walk).
+#[allow(clippy::too_many_arguments)]
+fn walk_from(
+    host: &dyn HostView,
+    root: &Path,
+    root_parent: Option<usize>,
+    count: &mut usize,
     mut stamps: Stamps<'_>,
     concern: &dyn Fn(&std::ffi::OsStr, Kind) -> bool,
     visit: &mut dyn FnMut(&Path, Kind),
     unlisted: &mut dyn FnMut(&Path, std::io::Error),
 ) -> Result<(), ScanError> {
     // Each directory to walk, with the handle of its parent when the walk opened that parent
-    // and found its stamp unchanged (its entries' stamps are then taken by name in it), and
-    // how many handles its chain of parents holds (at most `HELD`: a deep tree does not run
-    // the process out of descriptors; deeper, the whole path is stat'ed as before).
+    // and found its stamp unchanged (its entries' stamps are then taken by name in it), how
+    // many handles its chain of parents holds (at most `HELD`), and its parent's index in the
+    // planner's record of what it saw.
     type Parent = Option<std::rc::Rc<DirHandle>>;
-    const HELD: usize = 64;
-    let mut stack: Vec<(PathBuf, Parent, usize)> = vec![(root.to_path_buf(), None, 0)];
-    while let Some((dir, parent, held)) = stack.pop() {
+    let mut stack: Vec<(PathBuf, Parent, usize, Option<usize>)> =
+        vec![(root.to_path_buf(), None, 0, root_parent)];
+    while let Some((dir, parent, held, parent_seen)) = stack.pop() {
         let parent = parent.as_deref();
         if let Stamps::Record(rec) = &mut stamps {
             if let Some((old, handle)) = rec.reuse(host, parent, &dir, held < HELD) {
@@ -525,11 +863,14 @@ pub fn walk(
                     *count += 1;
                     visit(&dir.join(name), *kind);
                 }
+                let me = rec.saw(&dir, parent_seen, Some(old.stamp), !old.subdirs.is_empty());
                 let held = held + usize::from(handle.is_some());
                 let handle = handle.map(std::rc::Rc::new);
-                stack.extend((old.subdirs.iter()).map(|n| (dir.join(n), handle.clone(), held)));
+                stack.extend(
+                    (old.subdirs.iter()).map(|n| (dir.join(n), handle.clone(), held, Some(me))),
+                );
                 rec.from_cache += 1;
-                rec.dirs.insert(dir.into_os_string(), old);
+                rec.keep(dir.into_os_string(), old);
                 continue;
             }
         }
@@ -539,7 +880,9 @@ pub fn walk(
                 // in it would have moved its ctime): visited then, nothing new to see.
                 let held = held + usize::from(handle.is_some());
                 let handle = handle.map(std::rc::Rc::new);
-                stack.extend((rec.subdirs.iter()).map(|n| (dir.join(n), handle.clone(), held)));
+                stack.extend(
+                    (rec.subdirs.iter()).map(|n| (dir.join(n), handle.clone(), held, None)),
+                );
                 continue;
             }
         }
@@ -567,6 +910,10 @@ pub fn walk(
                     continue;
                 }
             },
+        };
+        let me = match &mut stamps {
+            Stamps::Record(rec) => Some(rec.saw(&dir, parent_seen, stamp, false)),
+            Stamps::SkipUnchanged(_) => None,
         };
         let dir_is_git = dir.file_name().is_some_and(|n| n == ".git");
         let dir_in_modules = in_git_modules(&dir);
@@ -602,9 +949,14 @@ pub fn walk(
                 }
                 if descend {
                     // Listed, not passed through: its entries are stat'ed by their paths.
-                    stack.push((path, None, held));
+                    stack.push((path, None, held, me));
                     subdirs.push(name);
                 }
+            }
+        }
+        if let (Stamps::Record(rec), Some(me)) = (&mut stamps, me) {
+            if let Some(seen) = rec.seen.get_mut(me) {
+                seen.subdirs = !subdirs.is_empty();
             }
         }
         if let (Stamps::Record(rec), Some(stamp)) = (&mut stamps, stamp) {
@@ -776,5 +1128,207 @@ mod closed_tests {
         for e in [libc::ENOENT, libc::ENOTDIR] {
             assert_eq!(closed_to_planner(Path::new("/ws/a"), &err(e), &roots), None);
         }
+    }
+}
+
+#[cfg(test)]
+mod recheck_tests {
+    //! The re-check after the planner's walk, against a host that exchanges directories
+    //! between two listings (another run's command racing the walk).
+    use super::{DirStamps, Matches, REWALKS};
+    use crate::host::fake::Swapping;
+    use crate::ScanError;
+    use std::path::{Path, PathBuf};
+
+    const WS: &str = "/ws";
+
+    /// The reproducer's tree: `P/C` holds nothing, `S/C/.env` the secret, and some more.
+    fn tree(ctime_ns: i64) -> Swapping {
+        Swapping::new(
+            &["/ws/P/C", "/ws/tree/d1/a", "/ws/tree/d2/a"],
+            &["/ws/S/C/.env", "/ws/tree/d1/a/f"],
+            ctime_ns,
+        )
+    }
+
+    /// The exchange at the worst moments: `P` and `S` right after the walk listed the
+    /// workspace (it then lists the old `P` as `S`), and back right after it listed `S/C`
+    /// (it then lists the old `P` as `P` again): no listing ever holds `.env`.
+    fn race(host: &Swapping, times: usize) {
+        let (ws, p, s) = (
+            PathBuf::from(WS),
+            PathBuf::from("/ws/P"),
+            PathBuf::from("/ws/S"),
+        );
+        host.swaps.borrow_mut().extend([
+            (ws, p.clone(), s.clone(), times),
+            (PathBuf::from("/ws/S/C"), p, s, times),
+        ]);
+    }
+
+    fn collect(host: &Swapping, recheck: bool) -> (Result<Matches, ScanError>, DirStamps) {
+        let ctx = policy::PathContext {
+            home: "/home/u".into(),
+            workspace: WS.into(),
+            writable_roots: vec![WS.into()],
+        };
+        let read: Vec<_> = policy::expand("**/.env", &ctx).unwrap();
+        let mut stamps = DirStamps::start();
+        stamps.recheck = recheck;
+        let m = Matches::collect(host, &[WS.into()], &read, &[], &mut stamps, None);
+        (m, stamps)
+    }
+
+    fn secret() -> PathBuf {
+        Path::new("/ws/S/C/.env").to_path_buf()
+    }
+
+    /// The exchange during the walk hides the secret from it (control: no re-check); the
+    /// re-check sees the workspace's stamp moved, walks it again and finds the secret.
+    #[test]
+    fn an_exchange_during_the_walk_is_walked_again_and_the_secret_found() {
+        let old = 1_000_000_000_000_000_000;
+        let host = tree(old);
+        race(&host, 1);
+        let (m, _) = collect(&host, false);
+        let m = m.unwrap();
+        assert!(
+            m.deny_read.is_empty(),
+            "the race did not hide the secret: the test proves nothing ({:?})",
+            m.deny_read
+        );
+        let host = tree(old);
+        race(&host, 1);
+        let (m, stamps) = collect(&host, true);
+        assert_eq!(m.unwrap().deny_read, vec![secret()]);
+        assert_eq!(stamps.rewalks, 1);
+        // Nothing changed during the walk: no walk again, and the same finding.
+        let quiet = tree(old);
+        let (m, stamps) = collect(&quiet, true);
+        assert_eq!(m.unwrap().deny_read, vec![secret()]);
+        assert_eq!(stamps.rewalks, 0);
+    }
+
+    /// An exchange that goes on for ever: walked again `REWALKS` times, then the run is
+    /// refused, naming the directory that kept changing.
+    #[test]
+    fn a_directory_that_keeps_changing_refuses_the_run() {
+        let host = tree(1_000_000_000_000_000_000);
+        race(&host, usize::MAX);
+        let (m, stamps) = collect(&host, true);
+        match m {
+            Err(ScanError::WorkspaceChanged { dir, rewalks }) => {
+                assert_eq!((dir.as_path(), rewalks), (Path::new(WS), REWALKS));
+            }
+            other => panic!("not refused: {:?}", other.map(|m| m.deny_read)),
+        }
+        assert_eq!(stamps.rewalks, REWALKS);
+        // One that stops: found where it is at the end (the exchange back after `S/C` is
+        // listed did not come the second time: the secret is in `P` now).
+        let host = tree(1_000_000_000_000_000_000);
+        race(&host, 2);
+        let (m, stamps) = collect(&host, true);
+        assert_eq!(m.unwrap().deny_read, vec![PathBuf::from("/ws/P/C/.env")]);
+        assert_eq!(stamps.rewalks, 2);
+    }
+
+    /// On a kernel without multigrain ctimes, a change in the same clock tick as the stamp
+    /// can keep the ctime: here the secret is moved from `A` (not listed yet) to `B` (just
+    /// listed) and every stamp stays the same. An equal stamp whose ctime lies within `GRAIN`
+    /// of the walk is not trusted, and the directory is listed again once that time has passed
+    /// (the run is not refused). Control: the same race with such stamps trusted (what
+    /// multigrain ctimes make safe) misses the secret.
+    #[test]
+    fn an_equal_recent_stamp_proves_nothing_without_multigrain_ctimes() {
+        let now = || {
+            let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+            i64::try_from(t.unwrap().as_nanos()).unwrap()
+        };
+        let coarse = |fine: bool| {
+            let mut host = Swapping::new(&["/ws/B"], &["/ws/A/.env"], now());
+            host.keep_ctime = true;
+            host.fine = fine;
+            let (a, b) = (PathBuf::from("/ws/A/.env"), PathBuf::from("/ws/B/.env"));
+            host.moves.borrow_mut().push(("/ws/B".into(), a, b));
+            host
+        };
+        let (m, _) = collect(&coarse(true), true);
+        assert!(
+            m.unwrap().deny_read.is_empty(),
+            "the race did not hide the secret: the test proves nothing"
+        );
+        let started = std::time::Instant::now();
+        let (m, stamps) = collect(&coarse(false), true);
+        assert_eq!(m.unwrap().deny_read, vec![PathBuf::from("/ws/B/.env")]);
+        assert_eq!(stamps.rewalks, 1);
+        assert!(started.elapsed() >= std::time::Duration::from_millis(40));
+    }
+
+    /// On a real filesystem, the re-check (stamps taken by name in the parents' handles, and
+    /// by whole paths deeper than the handles held) finds exactly the directories changed
+    /// since the walk. Control: with nothing changed it finds none.
+    #[test]
+    fn a_real_tree_re_checked_finds_what_changed_and_nothing_else() {
+        use crate::host::{HostView, RealHost};
+        let tmp = tempfile::tempdir().unwrap();
+        let ws = std::fs::canonicalize(tmp.path()).unwrap();
+        let mut deep = ws.join("deep");
+        for i in 0..70 {
+            deep.push(format!("d{i}"));
+        }
+        for d in ["p/q/r", "t/s", "other"] {
+            std::fs::create_dir_all(ws.join(d)).unwrap();
+        }
+        std::fs::create_dir_all(&deep).unwrap();
+        // Settled (`GRAIN`) even where ctimes are not multigrain, and not changed lately
+        // (`HOT`: those would be listed again with what changed).
+        std::thread::sleep(super::HOT + std::time::Duration::from_millis(100));
+        let ctx = policy::PathContext {
+            home: "/home/u".into(),
+            workspace: ws.clone(),
+            writable_roots: vec![ws.clone()],
+        };
+        let read: Vec<_> = policy::expand("**/.env", &ctx).unwrap();
+        let mut stamps = DirStamps::start();
+        stamps.recheck = false;
+        Matches::collect(
+            &RealHost,
+            std::slice::from_ref(&ws),
+            &read,
+            &[],
+            &mut stamps,
+            None,
+        )
+        .unwrap();
+        assert!(
+            stamps.seen.len() > 70,
+            "{} directories seen",
+            stamps.seen.len()
+        );
+        let changed = |stamps: &mut DirStamps| -> Vec<PathBuf> {
+            let (tops, _) = stamps.changed(&RealHost);
+            let mut paths: Vec<PathBuf> = (tops.iter())
+                .map(|&t| stamps.seen[t].path.clone())
+                .collect();
+            paths.sort();
+            paths
+        };
+        if !RealHost.local_ctime(&ws) {
+            eprintln!("n/a: {} does not set ctimes locally", ws.display());
+            return;
+        }
+        assert_eq!(changed(&mut stamps), Vec::<PathBuf>::new());
+        std::fs::write(ws.join("p/q/r/.env"), "").unwrap();
+        std::fs::create_dir(deep.join("new")).unwrap();
+        std::fs::rename(ws.join("t/s"), ws.join("other/s")).unwrap();
+        // Top-most only: what lies below a changed directory is walked again with it.
+        let mut want = vec![
+            ws.join("t"),
+            ws.join("p/q/r"),
+            ws.join("other"),
+            deep.clone(),
+        ];
+        want.sort();
+        assert_eq!(changed(&mut stamps), want);
     }
 }

@@ -811,12 +811,16 @@ mod tests {
         fn local_ctime(&self, p: &Path) -> bool {
             RealHost.local_ctime(p)
         }
+        fn fine_ctime(&self, p: &Path) -> bool {
+            RealHost.fine_ctime(p)
+        }
     }
 
     fn real_walk(
         host: &dyn HostView,
         ws: &Path,
         cache: Option<&mut WalkCache>,
+        recheck: bool,
     ) -> (Found, DirStamps) {
         let ctx = policy::PathContext {
             home: "/home/u".into(),
@@ -830,6 +834,10 @@ mod tests {
         };
         let (read, write) = (pats(&["**/.env"]), pats(&["**/.envrc", "**/.git/hooks"]));
         let mut stamps = DirStamps::start_settled(std::time::Duration::ZERO);
+        // The control's host answers stale stamps by handle, and the re-check after the walk
+        // (which asks by handle too) would take them for changes: without it, the control
+        // shows what the cache alone would miss.
+        stamps.recheck = recheck;
         let m = Matches::collect(host, &[ws.into()], &read, &write, &mut stamps, cache).unwrap();
         let lists = vec![m.deny_read, m.deny_write, m.git_dirs];
         let dirs = (stamps.dirs.clone().into_iter()).map(|(p, d)| (PathBuf::from(p), d));
@@ -858,10 +866,11 @@ mod tests {
         }
         std::fs::create_dir_all(&deep).unwrap();
         std::fs::create_dir(ws.join("other")).unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(30));
+        // Older than the re-check's `GRAIN` (50 ms) where ctimes are not multigrain.
+        std::thread::sleep(std::time::Duration::from_millis(80));
         // The first run: every directory listed and recorded, the cache stored.
         let c = cache();
-        let (_, recorded) = real_walk(&RealHost, &ws, Some(&mut cache()));
+        let (_, recorded) = real_walk(&RealHost, &ws, Some(&mut cache()), true);
         let tmp_cache = tempfile::tempdir().unwrap();
         c.store(tmp_cache.path(), &ws, &recorded).unwrap();
         let before: BTreeMap<PathBuf, DirStamp> = (recorded.dirs.iter())
@@ -869,10 +878,10 @@ mod tests {
             .collect();
         assert!(before.contains_key(&ws.join("p/q/r")) && before.contains_key(&deep));
         let load = || WalkCache::load(tmp_cache.path(), &ws, c.uid, "test");
-        let full_walk = || real_walk(&RealHost, &ws, None).0;
+        let full_walk = || real_walk(&RealHost, &ws, None, true).0;
         // An unchanged tree: taken whole from the cache, by handles.
         let host = ByHandle::default();
-        let (full, (cached, s)) = (full_walk(), real_walk(&host, &ws, Some(&mut load())));
+        let (full, (cached, s)) = (full_walk(), real_walk(&host, &ws, Some(&mut load()), true));
         assert_eq!(cached, full);
         assert_eq!((s.from_cache, s.listed), (before.len(), 0));
         assert!(host.at.get() > 60, "{} stamps by handle", host.at.get());
@@ -886,7 +895,7 @@ mod tests {
         std::os::unix::fs::symlink(ws.join("other/l3"), ws.join("p/l3")).unwrap();
         std::fs::create_dir(ws.join("g/.git/hooks/.env")).unwrap();
         let host = ByHandle::default();
-        let (full, (cached, _)) = (full_walk(), real_walk(&host, &ws, Some(&mut load())));
+        let (full, (cached, _)) = (full_walk(), real_walk(&host, &ws, Some(&mut load()), true));
         assert_eq!(cached, full);
         for p in [ws.join("p/q/r/.env"), deep.parent().unwrap().join(".env")] {
             assert!(cached.0[0].contains(&p), "{} missed", p.display());
@@ -900,7 +909,7 @@ mod tests {
             stale: Some(before),
             ..ByHandle::default()
         };
-        let (missed, _) = real_walk(&stale, &ws, Some(&mut load()));
+        let (missed, _) = real_walk(&stale, &ws, Some(&mut load()), false);
         assert_ne!(
             missed.0, full.0,
             "the comparison cannot fail: the test proves nothing"
