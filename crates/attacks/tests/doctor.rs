@@ -259,8 +259,9 @@ fn no_openat2(fx: &Fixture) -> Option<[String; 2]> {
 /// through no symbolic link component by component. Masked dotenv files stay unreadable, a
 /// git hook cannot be made, the workspace is writable, a `.envrc` planted in a directory the
 /// run closes is not left behind (the sweep's lookups work without `openat2` too), review mode
-/// is refused naming `openat2` (its change sets need it), and under `ENOSYS` an exclusive
-/// creation (what git's lock files use) works. Controls: the filter really refuses
+/// is refused naming `openat2` (its change sets need it), as is a workspace with approved
+/// configuration (read through `openat2` only), and under `ENOSYS` an exclusive creation
+/// (what git's lock files use) works. Controls: the filter really refuses
 /// `openat2` (`no_openat2`), and the same script on the host reads the secrets.
 #[test]
 fn a_run_where_openat2_is_refused_works_and_keeps_its_protections() {
@@ -353,6 +354,28 @@ fn a_run_where_openat2_is_refused_works_and_keeps_its_protections() {
         "{}",
         run.describe()
     );
+    // A workspace whose configuration is approved (`stockade trust approve`) is read through
+    // openat2 only (RESOLVE_BENEATH follows links that stay inside, which no lookup by hand
+    // confines as safely): refused, naming openat2 and what to allow, not as an untrusted or
+    // unreadable file. Control: without the filter the approved workspace runs.
+    attacks::write_file(&fx.ws.join("stockade.toml"), "[filesystem]\n", 0o644);
+    let ws = fx.ws.display().to_string();
+    fx.stockade(["trust", "approve", "--workspace", ws.as_str()])
+        .run()
+        .assert_success();
+    for errno in ["ENOSYS", "EPERM"] {
+        fx.sandbox(&[], "echo COMMAND-RAN")
+            .under(&[python.as_str(), filter.as_str(), errno])
+            .run()
+            .assert_code(125)
+            .assert_stderr_contains("error[E_PROTECTION_UNAVAILABLE]")
+            .assert_stderr_contains("allow openat2 in the seccomp profile")
+            .assert_lacks("COMMAND-RAN");
+    }
+    fx.sandbox(&[], "echo COMMAND-RAN")
+        .run()
+        .assert_success()
+        .assert_stdout_contains("COMMAND-RAN");
 }
 
 /// The sandbox's init looks its mount steps' paths up through no symbolic link even where

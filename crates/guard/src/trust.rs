@@ -53,6 +53,7 @@ pub use store::{default_store_dir, resolve_dir, Record, TrustStore, FORMAT};
 
 /// Code of a refusal because the workspace's configuration is not approved (or cannot be).
 pub const E_UNTRUSTED_CONFIG: &str = sandbox::Code::UntrustedConfig.as_str();
+const E_PROTECTION_UNAVAILABLE: &str = sandbox::Code::ProtectionUnavailable.as_str();
 /// Code of a trust store that cannot be located, read, written or believed.
 pub const E_TRUST_STORE: &str = sandbox::Code::TrustStore.as_str();
 
@@ -299,11 +300,16 @@ impl Walk<'_> {
                 Err(Errno::LOOP) => {
                     return Err(self.unsupported(rel, "too many levels of symbolic links"))
                 }
-                Err(Errno::NOSYS) => {
-                    return Err(self.unsupported(
-                        rel,
-                        "this kernel lacks openat2 (Linux 5.6), needed to open it safely",
-                    ))
+                // No openat2 here (an old kernel, or a seccomp profile around stockade that
+                // answers ENOSYS or EPERM): it cannot be opened safely, and no lookup by hand
+                // could follow links the way RESOLVE_BENEATH confines them. Said as what it
+                // is (EPERM only when openat2 itself is refused, not this file).
+                Err(e @ (Errno::NOSYS | Errno::PERM)) if openat2_refused() => {
+                    return Err(TrustError::NoOpenat2 {
+                        workspace: self.workspace.to_path_buf(),
+                        path: rel.to_string(),
+                        cause: std::io::Error::from(e),
+                    })
                 }
                 // The kernel saw a concurrent rename while resolving beneath the root.
                 Err(Errno::AGAIN) if tries < 8 => tries += 1,
@@ -652,6 +658,13 @@ pub enum TrustError {
         path: String,
         reason: String,
     },
+    /// `openat2` is refused here (an old kernel, or a seccomp profile around stockade).
+    #[error("cannot read {path} in workspace {} safely: openat2 is refused here ({cause})", .workspace.display())]
+    NoOpenat2 {
+        workspace: PathBuf,
+        path: String,
+        cause: std::io::Error,
+    },
     #[error("failed to read {path} in workspace {}: {cause}", .workspace.display())]
     Read {
         workspace: PathBuf,
@@ -677,13 +690,30 @@ pub enum TrustError {
     Corrupt { path: PathBuf, reason: String },
 }
 
+/// Whether `openat2` itself is refused here (`ENOSYS`, or `EPERM`: a seccomp profile's
+/// answer), judged by a call that cannot fail otherwise.
+fn openat2_refused() -> bool {
+    matches!(
+        rustix::fs::openat2(
+            rustix::fs::CWD,
+            "/",
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::NO_SYMLINKS,
+        ),
+        Err(Errno::NOSYS | Errno::PERM)
+    )
+}
+
 impl TrustError {
-    /// `E_UNTRUSTED_CONFIG` for the workspace's files, `E_TRUST_STORE` for the store.
+    /// `E_UNTRUSTED_CONFIG` for the workspace's files, `E_TRUST_STORE` for the store,
+    /// `E_PROTECTION_UNAVAILABLE` where the files cannot be read safely at all.
     pub fn code(&self) -> &'static str {
         match self {
             TrustError::Escapes { .. }
             | TrustError::Unsupported { .. }
             | TrustError::Read { .. } => E_UNTRUSTED_CONFIG,
+            TrustError::NoOpenat2 { .. } => E_PROTECTION_UNAVAILABLE,
             _ => E_TRUST_STORE,
         }
     }
@@ -692,6 +722,7 @@ impl TrustError {
     pub fn kind(&self) -> &'static str {
         match self.code() {
             E_UNTRUSTED_CONFIG => "untrusted_config",
+            E_PROTECTION_UNAVAILABLE => "protection_unavailable",
             _ => "trust_store",
         }
     }
@@ -701,6 +732,7 @@ impl TrustError {
             TrustError::Escapes { .. } => "configuration must live inside the workspace: replace the link with the file itself (links that stay inside the workspace are fine)".into(),
             TrustError::Unsupported { .. } => "keep only regular files and directories under the trust-relevant paths (`stockade trust status` lists them)".into(),
             TrustError::Read { .. } => "make the file readable by the caller; stockade will not vouch for what it cannot read".into(),
+            TrustError::NoOpenat2 { .. } => "allow openat2 in the seccomp profile around stockade (older Docker and containerd default profiles refuse it), or use Linux 5.6 or later; the workspace's configuration is read through it only".into(),
             TrustError::Locate { .. } => "set HOME, or XDG_STATE_HOME to an absolute path".into(),
             TrustError::StoreUnsafe { inside_workspace: true, .. } => "the sandbox can write the workspace: point XDG_STATE_HOME outside it".into(),
             TrustError::StoreUnsafe { .. } => "the store must be a directory of yours (or root's) that only its owner can write (chmod 700); as root with another user's HOME, set HOME (or XDG_STATE_HOME) to your own".into(),
