@@ -2965,3 +2965,56 @@ for n in ("named", "named2"):
         records.violations()
     );
 }
+
+/// A bare repository made during the run: `git init --bare d` writes `d/config` while `d` is
+/// still a plain directory (before `d/HEAD`), so it was left writable (0644) and git, the
+/// host's included, read whatever was appended to it as the repository's config until the
+/// sweep replaced it after the run. The creation that makes a directory a git dir now turns
+/// its configs into fresh read-only copies first: an append fails, and a descriptor opened
+/// for writing before (`exec 3>>e/config`, then `HEAD` made) writes into the old copy, not
+/// the config git reads. The control appends on the host; `git config` of an inert key and a
+/// push into the repository still work inside.
+#[test]
+fn config_of_a_directory_made_a_git_dir_is_read_only_during_the_run() {
+    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+        return;
+    }
+    let evil = r"printf '[core]\n\tfsmonitor = touch pwned\n'";
+    for (setup, attack, config) in [
+        (
+            "git init -q --bare d".to_owned(),
+            format!("{evil} >> d/config"),
+            "d/config",
+        ),
+        (
+            "mkdir -p e/objects e/refs && printf '[core]\\n\\tbare = true\\n' > e/config && exec 3>>e/config && echo 'ref: refs/heads/main' > e/HEAD".to_owned(),
+            format!("{evil} >&3"),
+            "e/config",
+        ),
+    ] {
+        let script = format!(
+            "{{ {setup}\n}} || exit {SETUP_FAILED}\n( {attack}\n)\nif grep -qi fsmonitor {config}; then echo {PRESENT}; fi\nexit 0"
+        );
+        let fx = Fixture::without_git();
+        let out = fx.control(&script).outcome();
+        out.assert_ok().assert_output_contains(PRESENT);
+        let fx = Fixture::without_git();
+        let out = fx.attack(&[], &script).outcome();
+        assert_ne!(
+            out.ran(),
+            SETUP_FAILED,
+            "the setup failed inside\n{}",
+            out.run.describe()
+        );
+        out.assert_ok().assert_lacks(PRESENT);
+    }
+    // What git does with a bare repository made during the run still works.
+    let fx = Fixture::without_git();
+    works(
+        &fx,
+        &format!(
+            "git -c init.defaultBranch=main init -q --bare d && git -C d config user.name bob && git -c init.defaultBranch=main init -q w && cd w && echo a > a && git add a && git {ID} commit -qm1 && git push -q ../d main && git -C ../d log --format=%s && git -C ../d config user.name"
+        ),
+    )
+    .assert_shows("1\nbob\n");
+}

@@ -36,7 +36,9 @@
 //!
 //! A git config written by rename (`config.lock` → `config`, how git writes it) is accepted
 //! only when its content is inert, and then as a fresh read-only (0444) copy that no
-//! descriptor of the command refers to; `chmod` of protected files is refused, and setting
+//! descriptor of the command refers to (and a directory that a creation makes a git dir has
+//! the configs it already held turned into such copies first: [`freeze_configs`]); `chmod`
+//! of protected files is refused, and setting
 //! extended attributes (ACLs could grant the write bit back) fails with `EOPNOTSUPP` in the
 //! filter itself.
 //!
@@ -1311,6 +1313,26 @@ impl Server<'_> {
         )
     }
 
+    /// [`Server::decide_in`] for a creation about to be made (`id`: the call's): when it is
+    /// allowed and makes `dir` a git dir ([`freeze_configs`]), the configs already in `dir`
+    /// are made fresh read-only copies first, or the creation is refused (`PlantedGitDir`)
+    /// when that cannot be done.
+    fn decide_making(&self, dir: &Fd, path: &[u8], what: Create, id: u64) -> Verdict {
+        let verdict = self.decide_in(dir, path, what);
+        let name = path.rsplit(|b| *b == b'/').next().unwrap_or(path);
+        // Git's rules do not apply in a reviewed workspace (the review flags what git wrote).
+        let reviewed =
+            !self.rules.reviewed.is_empty() && protect::is_within(path, self.rules.reviewed);
+        if verdict == Verdict::Allow
+            && protect::completes_git_dir(name)
+            && !reviewed
+            && !freeze_configs(dir, name, id, self.rules.roots)
+        {
+            return Verdict::Deny(Reason::PlantedGitDir);
+        }
+        verdict
+    }
+
     fn is_protected(&self, path: &[u8]) -> bool {
         protect::is_protected_file(self.rules, path, git_hint(path, self.rules.roots))
     }
@@ -1353,7 +1375,7 @@ impl Server<'_> {
             });
         }
         let full = entry_path_of(&dir, &name, lexical, path.bytes())?;
-        let verdict = self.decide_in(&dir, full.bytes(), what);
+        let verdict = self.decide_making(&dir, full.bytes(), what, t.id);
         Ok(NewName {
             dir,
             name,
@@ -1463,7 +1485,7 @@ impl Server<'_> {
                     return Err(Errno(libc::EISDIR));
                 }
                 let full = entry_path_of(&dir, &name, lexical, path.bytes())?;
-                match self.decide_in(&dir, full.bytes(), Create::File) {
+                match self.decide_making(&dir, full.bytes(), Create::File, t.id) {
                     Verdict::Deny(_)
                         if presumed_new
                             && raw::fstatat(dir.0, n, libc::AT_SYMLINK_NOFOLLOW).is_ok() =>
@@ -1733,12 +1755,12 @@ impl Server<'_> {
         let st = raw::fstatat(odir.0, on, libc::AT_SYMLINK_NOFOLLOW)?;
         let kind = move_kind(st.st_mode);
         let full = entry_path(ndir.0, nname.bytes())?;
-        let mut verdict = self.decide_in(&ndir, full.bytes(), kind);
+        let mut verdict = self.decide_making(&ndir, full.bytes(), kind, id);
         if flags & libc::RENAME_EXCHANGE != 0 && verdict == Verdict::Allow {
             // The other entry moves the opposite way.
             let back = raw::fstatat(ndir.0, nn, libc::AT_SYMLINK_NOFOLLOW)?;
             let old_full = entry_path(odir.0, oname.bytes())?;
-            match self.decide_in(&odir, old_full.bytes(), move_kind(back.st_mode)) {
+            match self.decide_making(&odir, old_full.bytes(), move_kind(back.st_mode), id) {
                 Verdict::Allow => {}
                 Verdict::Deny(reason) => {
                     return Err(self.deny(Op::Rename, reason, old_full.bytes(), blocked))
@@ -2103,13 +2125,27 @@ fn fresh_config_copy(
         Some(len) if protect::git_config_is_inert(&content[..len], writable) => len,
         _ => return Err(FreshCopy::Live),
     };
+    put_read_only_copy(&content[..len], (ndir, nname), flags, id)?;
+    let _ = raw::unlinkat(odir.0, oname.cstr()?, 0);
+    Ok(())
+}
+
+/// Make `ndir/nname` a new read-only (0444) file holding `content`, by a rename (`flags`: only
+/// `RENAME_NOREPLACE` is kept) of an `O_TMPFILE` the init wrote and linked under a name of
+/// its own (`<nname>.stockade-<id>`): no descriptor of the command refers to it.
+fn put_read_only_copy(
+    content: &[u8],
+    (ndir, nname): (&Fd, &Name),
+    flags: c_uint,
+    id: u64,
+) -> Result<(), FreshCopy> {
     let tmp = Fd(raw::openat_exact(
         ndir.0,
         c".",
         O_TMPFILE | libc::O_WRONLY | libc::O_CLOEXEC,
         0o444,
     )?);
-    raw::write_all(tmp.0, &content[..len])?;
+    raw::write_all(tmp.0, content)?;
     let mut tmp_name = Name::new();
     tmp_name.push(nname.bytes())?;
     tmp_name.push(b".stockade-")?;
@@ -2132,8 +2168,48 @@ fn fresh_config_copy(
         let _ = raw::unlinkat(ndir.0, tmp_name.cstr()?, 0);
         return Err(e.into());
     }
-    let _ = raw::unlinkat(odir.0, oname.cstr()?, 0);
     Ok(())
+}
+
+/// Before `name` is made in `dir` and gives it what git looks for in a git dir (`HEAD`, and
+/// one of `objects`, `refs`, `commondir`; as [`completes_with_code_in`] reads it), the
+/// `config` and `config.worktree` there become fresh read-only copies of their content, as a
+/// config renamed into a git dir does: written while `dir` was a plain directory (`git init
+/// --bare d` writes `d/config` before `d/HEAD`), they may be writable, or open for writing
+/// in the command, and git (the host's too, while the run lasts) would read whatever is
+/// written into them next as the repository's config. The content copied is the content
+/// checked (inert, one link, a regular file: [`read_config`]); `false` when it is not, or
+/// the copy fails (the creation is then refused). `true` when `name` completes nothing.
+fn freeze_configs(dir: &Fd, name: &[u8], id: u64, writable: &[&[u8]]) -> bool {
+    let entry = |name: &CStr| raw::fstatat(dir.0, name, libc::AT_SYMLINK_NOFOLLOW).is_ok();
+    let head = entry(c"HEAD");
+    let rest = entry(c"objects") || entry(c"refs") || entry(c"commondir");
+    let completes = !(head && rest) && if name == b"HEAD" { rest } else { head };
+    if !completes {
+        return true;
+    }
+    for file in [&b"config"[..], b"config.worktree"] {
+        let Ok(file) = name_of(file) else {
+            return false;
+        };
+        let Ok(c) = file.cstr() else {
+            return false;
+        };
+        match raw::fstatat(dir.0, c, libc::AT_SYMLINK_NOFOLLOW) {
+            Err(Errno(libc::ENOENT)) => continue,
+            Err(_) => return false,
+            Ok(_) => {}
+        }
+        let mut content = [0u8; CONFIG_MAX + 1];
+        let len = match read_config(dir, &file, &mut content) {
+            Ok(Some(len)) if protect::git_config_is_inert(&content[..len], writable) => len,
+            _ => return false,
+        };
+        if put_read_only_copy(&content[..len], (dir, &file), 0, id).is_err() {
+            return false;
+        }
+    }
+    true
 }
 
 /// Read a regular file from `dir/name` (not following a link, not blocking on a FIFO) into
