@@ -1512,7 +1512,9 @@ pub fn preserving_errno<T>(f: impl FnOnce() -> T) -> T {
 /// `O_PATH` open), so no link is followed anywhere, even one swapped in after it was looked
 /// at: each step starts from a directory already held, never from a path looked up again.
 /// `..` is walked as the kernel walks it (`RESOLVE_NO_SYMLINKS` allows it too). An absolute
-/// path starts at the caller's root. Not for creation (`O_CREAT`, `O_TMPFILE`: `EINVAL`).
+/// path starts at the caller's root. Not for creation (`O_CREAT`, `O_TMPFILE`: `EINVAL`). One
+/// difference, stricter: a last component that is a link is `ELOOP` even for
+/// `O_PATH | O_NOFOLLOW`, where `openat2` opens the link itself (no caller asks for that).
 /// Allocates nothing (the sandbox's init calls it after the clone); a component longer than
 /// `NAME_MAX` is `ENAMETOOLONG`.
 pub fn openat_no_symlinks_by_component(dirfd: c_int, path: &CStr, flags: c_int) -> Result<c_int> {
