@@ -1,8 +1,8 @@
 //! CPU limit: `--cpu` caps the CPU time of the whole run through its cgroup; a caller without
 //! one is refused (no rlimit gives a CPU share). Alone in its test binary so that the
 //! measurement does not share the machine's two cores with other tests of its pass; another
-//! pass may run beside it (scripts/test), so the limit is a quarter of a core and the
-//! control asks for less than half of one: a loaded machine still tells them apart.
+//! pass may run beside it (scripts/test), so the limit is a tenth of a core and the
+//! control asks for a fifth of one: a loaded machine still tells them apart.
 
 use attacks::{read_json, Fixture};
 
@@ -14,10 +14,12 @@ fn mechanism(report: &serde_json::Value, limit: &str) -> String {
         .to_owned()
 }
 
-/// `--cpu 0.25`: a 3-second busy loop gets at most a quarter of a core (0.75 s of CPU, under
-/// 1.1 s with the last period's quota) under a cgroup; control: at least 1.4 of the three
-/// seconds without the limit, more than the limit can give. (Its own test binary, so no other
-/// test of its pass shares the cores while it measures.)
+/// `--cpu 0.1`: a 3-second busy loop gets at most a tenth of a core (0.3 s of CPU, under
+/// 0.5 s with the last period's quota) under a cgroup; control: at least 0.6 of the three
+/// seconds without the limit, more than the limit can give (a fifth of a core, so another
+/// pass beside this one (scripts/test) still leaves it that much; tried three times, as a
+/// busier machine can starve one try). (Its own test binary, so no other test of its pass
+/// shares the cores while it measures.)
 /// Without a cgroup the run is refused, naming the fix.
 #[test]
 fn cpu_limit_throttles_a_busy_loop_or_is_refused() {
@@ -34,7 +36,7 @@ fn cpu_limit_throttles_a_busy_loop_or_is_refused() {
     );
     let records = fx.records();
     let mut opts = records.opts();
-    opts.extend(["--cpu", "0.25"]);
+    opts.extend(["--cpu", "0.1"]);
     let run = fx.sandbox(&opts, &script).run();
     if run.code() == 125 {
         run.assert_stderr_contains("E_PROTECTION_UNAVAILABLE");
@@ -51,18 +53,22 @@ fn cpu_limit_throttles_a_busy_loop_or_is_refused() {
     assert!(mechanism(&report, "cpu_millicores").starts_with("cgroup"));
     let limited = report["usage"]["cpu_usec"].as_u64().unwrap_or(0);
     assert!(
-        (150_000..1_100_000).contains(&limited),
-        "{limited} µs of CPU in 3 s under --cpu 0.25"
+        (50_000..500_000).contains(&limited),
+        "{limited} µs of CPU in 3 s under --cpu 0.1"
     );
     assert!(report["usage"]["cpu_throttled"].as_u64().unwrap_or(0) > 0);
-    let records = fx.records();
-    let run = fx.sandbox(&records.opts(), &script).run();
-    run.assert_code(0);
-    let cpu = read_json(&records.report)["usage"]["cpu_usec"]
-        .as_u64()
-        .unwrap_or(0);
-    assert!(
-        cpu >= 1_400_000,
-        "control: {cpu} µs of CPU in 3 s without a limit, {limited} with it"
-    );
+    let mut tries = Vec::new();
+    for _ in 0..3 {
+        let records = fx.records();
+        let run = fx.sandbox(&records.opts(), &script).run();
+        run.assert_code(0);
+        let cpu = read_json(&records.report)["usage"]["cpu_usec"]
+            .as_u64()
+            .unwrap_or(0);
+        tries.push(cpu);
+        if cpu >= 600_000 {
+            return;
+        }
+    }
+    panic!("control: {tries:?} µs of CPU in 3 s without a limit, {limited} with it");
 }
