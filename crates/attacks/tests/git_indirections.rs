@@ -513,3 +513,83 @@ fn disguised_remotes_into_the_workspace_are_refused() {
     fx.git_host(&["config", "--get", "remote.origin.url"])
         .assert_stdout_contains("evil");
 }
+
+/// A second name (hard link) made on the host before the run (`ln .git/config keep`, `cp -al`,
+/// `rsync -H`, a backup tool) of a protected, read-only-bound file: the bind covers the path,
+/// not the file, so the run would write `core.fsmonitor` through `keep` (and a hook or
+/// `.envrc` through theirs) and the host's next `git status` (`git commit`, `direnv`) would
+/// run it; the sweep compares paths and does not notice. The run is refused before anything
+/// runs (125, `E_PROTECTION_UNAVAILABLE`) naming the file and how to break the link. Red team
+/// issue 32 (`second-name-state.sh`, `second-name-envrc.sh`). Control: the same write through
+/// the other name on the host reaches the file, and host git runs the fsmonitor. A file whose
+/// every name is protected (two hooks of one file) runs.
+#[test]
+fn a_second_name_of_a_protected_file_refuses_the_run() {
+    let cases: &[(&str, &str)] = &[
+        (".git/config", "keep"),
+        (".git/hooks/pre-commit", "keep-hook"),
+        (".envrc", "keep-envrc"),
+        ("d/config", "keep-bare"),
+    ];
+    for (protected, other) in cases {
+        let fx = Fixture::new();
+        let file = fx.ws.join(protected);
+        if protected.starts_with(".git/hooks/") {
+            write_file(&file, "#!/bin/sh\nexit 0\n", 0o755);
+        } else if *protected == ".envrc" {
+            write_file(&file, "export A=1\n", 0o644);
+        } else if protected.starts_with("d/") {
+            git_in(&fx, &fx.ws, &["init", "-q", "--bare", "d"]).assert_success();
+        }
+        std::fs::hard_link(&file, fx.ws.join(other)).unwrap();
+        let (script, flag) = fx.tripwire("pwned-second-name");
+        let attack = format!(
+            "printf '[core]\\n\\tfsmonitor = {}\\n' >> {other}",
+            script.display()
+        );
+        let before = read_bytes(&file);
+        let run = fx.attack(&[], &attack).run();
+        run.assert_code(125);
+        run.assert_stderr_contains("E_PROTECTION_UNAVAILABLE");
+        run.assert_stderr_contains(&format!(
+            "{} is protected (read-only during the run) but has 2 names",
+            file.display()
+        ));
+        run.assert_stderr_contains("another name of this protected file would be writable");
+        run.assert_stderr_contains("cp --preserve=all");
+        assert_eq!(read_bytes(&file), before, "{protected} changed");
+        if *protected == ".git/config" {
+            host_git_uses_the_repository(&fx, &fx.ws);
+            assert!(!flag.exists(), "the fsmonitor written through keep ran");
+        }
+        // Breaking the link as the hint says lets runs go on.
+        fx.host(&format!(
+            "cp --preserve=all {p} {p}.new && mv {p}.new {p}",
+            p = protected
+        ))
+        .run()
+        .assert_success();
+        fx.attack(&[], "echo ran").outcome().assert_shows("ran");
+        // Control: linked again, the write through the other name on the host reaches the
+        // protected file.
+        std::fs::remove_file(fx.ws.join(other)).unwrap();
+        std::fs::hard_link(&file, fx.ws.join(other)).unwrap();
+        fx.control(&attack).outcome().assert_ok();
+        let after = read_text(&file).unwrap();
+        assert!(
+            after.contains(&script.display().to_string()),
+            "control: {protected} did not change through {other}:\n{after}"
+        );
+        if *protected == ".git/config" {
+            host_git_uses_the_repository(&fx, &fx.ws);
+            assert!(flag.exists(), "control: git did not run the fsmonitor");
+        }
+    }
+
+    // Every name protected: a hook hard-linked to another hook.
+    let fx = Fixture::new();
+    let hook = fx.ws.join(".git/hooks/pre-commit");
+    write_file(&hook, "#!/bin/sh\nexit 0\n", 0o755);
+    std::fs::hard_link(&hook, fx.ws.join(".git/hooks/pre-push")).unwrap();
+    fx.attack(&[], "echo ran").outcome().assert_shows("ran");
+}

@@ -359,33 +359,62 @@ fn dev_null() -> Result<OwnedFd, RunError> {
 pub type ProxyStarter<'a> = &'a mut dyn FnMut(std::net::TcpListener) -> Result<(), String>;
 
 /// A masked file with another name (hard link) outside every mask could be read through that
-/// name by any backend: the run is refused, or the masking recorded as skipped under
+/// name by any backend, and a protected file with another name outside the protected paths
+/// written through it (`ln .git/config keep`: `core.fsmonitor` for the host's next `git
+/// status`): the run is refused, or the protection recorded as skipped under
 /// `--allow-degraded`.
 pub fn refuse_linked_secrets(
     linked: &[sandbox::LinkedSecret],
     options: Options,
     skipped: &mut Vec<String>,
 ) -> Result<(), RunError> {
-    if let Some(l) = linked.first() {
+    // A protected file first: its refusal names what a write through the other name does.
+    let first = (linked.iter().find(|l| l.protected)).or_else(|| linked.first());
+    if let Some(l) = first {
         let others = linked.len() - 1;
-        let cause = format!(
-            "{} has {} names (hard links) and only {} of them lies under a mask: the sandbox could read it through another{}",
-            l.path.display(),
-            l.links,
-            l.masked,
-            if others > 0 { format!(" (and {others} more such files)") } else { String::new() }
-        );
-        if options.allow_degraded {
-            skipped.push(format!("masking of linked credential files: {cause}"));
+        let more = if others > 0 {
+            format!(" (and {others} more such files)")
         } else {
-            return Err(RunError::Unavailable {
-                what: "masking of a credential file",
-                cause,
-                fix: format!(
+            String::new()
+        };
+        let (what, cause, fix) = if l.protected {
+            (
+                "protection of a file host tools run",
+                format!(
+                    "{} is protected (read-only during the run) but has {} names (hard links) and only {} of them is protected: another name of this protected file would be writable{more}",
+                    l.path.display(),
+                    l.links,
+                    l.masked,
+                ),
+                format!(
+                    "break the link with a copy: `cp --preserve=all {f} {f}.new && mv {f}.new {f}` (find its other names with `find / -xdev -samefile {f}`), or pass --allow-degraded to run anyway",
+                    f = l.path.display()
+                ),
+            )
+        } else {
+            (
+                "masking of a credential file",
+                format!(
+                    "{} has {} names (hard links) and only {} of them lies under a mask: the sandbox could read it through another{more}",
+                    l.path.display(),
+                    l.links,
+                    l.masked,
+                ),
+                format!(
                     "find its other names with `find / -xdev -samefile {}` and remove the ones you did not make on purpose (a copy does not share the file), or pass --allow-degraded to run anyway",
                     l.path.display()
                 ),
-            });
+            )
+        };
+        if options.allow_degraded {
+            let kind = if l.protected {
+                "protection of linked protected files"
+            } else {
+                "masking of linked credential files"
+            };
+            skipped.push(format!("{kind}: {cause}"));
+        } else {
+            return Err(RunError::Unavailable { what, cause, fix });
         }
     }
     Ok(())

@@ -90,14 +90,18 @@ pub struct GuardPattern {
     pub tail: Vec<String>,
 }
 
-/// A masked file that has more names than the masks cover.
+/// A masked file that has more names than the masks cover, or a protected (read-only) file
+/// that has more names than the protected paths cover (`protected`): through another name
+/// the first would be read, the second written.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LinkedSecret {
     pub path: PathBuf,
     /// Names the file has (hard links).
     pub links: u64,
-    /// Names of it found under the masks.
+    /// Names of it found under the masks (under the protected paths when `protected`).
     pub masked: u64,
+    /// A protected file rather than a masked one.
+    pub protected: bool,
 }
 
 /// Whether paths outside the listed ones are readable.

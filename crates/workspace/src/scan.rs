@@ -403,7 +403,9 @@ impl Scan {
             allows,
             masks,
             emptied,
-            linked_secrets,
+            // Protected files with another name (`ln .git/config keep`): refused alike.
+            linked_secrets: [linked_secrets, crate::secrets::linked_protected(host, &protected)]
+                .concat(),
             protected,
             pins,
             guard,

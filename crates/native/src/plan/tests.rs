@@ -637,11 +637,59 @@ fn hard_links_of_masked_files_are_found() {
         vec![LinkedSecret {
             path: "/home/u/.aws/credentials".into(),
             links: 2,
-            masked: 1
+            masked: 1,
+            protected: false,
         }]
     );
     let plan = Plan::new(&policy, &request(1000), &machine()).unwrap();
     assert!(plan.linked_secrets.is_empty());
+}
+
+/// A protected file (read-only bind) with a hard link outside the protected paths is found
+/// (the run is refused on it: a write through `keep` reaches `.git/config`); hooks hard-linked
+/// to each other (every name protected), and the same repository without the link, are not.
+/// The control: without the link the plan has nothing to refuse.
+#[test]
+fn hard_links_of_protected_files_are_found() {
+    let policy = policy::resolve(None, &policy::Overrides::default()).unwrap();
+    let repo = || {
+        machine()
+            .text("/home/u/ws/.git/config", "[core]\n\tbare = false\n")
+            .file("/home/u/ws/.git/HEAD")
+            .dir("/home/u/ws/.git/objects", 1000, 0o755)
+            .dir("/home/u/ws/.git/refs", 1000, 0o755)
+            .file("/home/u/ws/.git/hooks/pre-commit")
+            .hard_link(
+                "/home/u/ws/.git/hooks/pre-commit",
+                "/home/u/ws/.git/hooks/pre-push",
+            )
+            .file("/home/u/ws/.envrc")
+    };
+    let host = repo()
+        .hard_link("/home/u/ws/.git/config", "/home/u/ws/keep")
+        .hard_link("/home/u/ws/.envrc", "/home/u/ws/keep-envrc");
+    let plan = Plan::new(&policy, &request(1000), &host).unwrap();
+    let found: Vec<_> = plan.linked_secrets.iter().map(|l| l.path.clone()).collect();
+    assert_eq!(
+        plan.linked_secrets,
+        vec![
+            LinkedSecret {
+                path: "/home/u/ws/.git/config".into(),
+                links: 2,
+                masked: 1,
+                protected: true,
+            },
+            LinkedSecret {
+                path: "/home/u/ws/.envrc".into(),
+                links: 2,
+                masked: 1,
+                protected: true,
+            }
+        ],
+        "{found:?}"
+    );
+    let plan = Plan::new(&policy, &request(1000), &repo()).unwrap();
+    assert!(plan.linked_secrets.is_empty(), "{:?}", plan.linked_secrets);
 }
 
 mod git;
