@@ -263,25 +263,15 @@ impl HostView for RealHost {
     }
 
     fn fine_ctime(&self, path: &Path) -> bool {
-        const FINE: &[u64] = &[
-            0xEF53, // ext4 (and ext2/3 by the ext4 driver; the old ext2 driver keeps
-            //              whole seconds: a ctime with no nanoseconds is never taken as fine)
-            0x5846_5342, // xfs
-            0x9123_683E, // btrfs
-            0x0102_1994, // tmpfs
-        ];
-        static MULTIGRAIN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        let kernel = *MULTIGRAIN.get_or_init(|| {
-            read_text(Path::new("/proc/sys/kernel/osrelease"), 256)
-                .is_some_and(|r| release_at_least(&r, (6, 13)))
+        static RELEASE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        let release = RELEASE.get_or_init(|| {
+            read_text(Path::new("/proc/sys/kernel/osrelease"), 256).unwrap_or_default()
         });
-        kernel
-            && match rustix::fs::statfs(path) {
-                // f_type's width differs between architectures.
-                #[allow(clippy::unnecessary_cast)]
-                Ok(fs) => FINE.contains(&(fs.f_type as u64)),
-                Err(_) => false,
-            }
+        // Decided by the mount's filesystem type name, not statfs's f_type: ext2 and ext3
+        // mounted by the ext4 driver report ext4's 0xEF53 but their types lack multigrain
+        // ctimes (red team issue 32: 1927 of 2000 changes right after a stat kept the ctime).
+        release_at_least(release, (6, 13))
+            && mount_fstype(path).is_some_and(|t| multigrain(&t, release))
     }
 
     fn local_ctime(&self, path: &Path) -> bool {
@@ -305,6 +295,48 @@ impl HostView for RealHost {
             Err(_) => false,
         }
     }
+}
+
+/// Whether a filesystem of type `fstype` (its name in `/proc/self/mountinfo`) on a kernel of
+/// release `release` gives a change made after a `stat` a later ctime, even within one tick:
+/// multigrain timestamps, Linux >= 6.13, on the types that set `FS_MGTIME` (ext4, xfs,
+/// btrfs, tmpfs). Not ext2 or ext3 even when the ext4 driver mounts them (their types are
+/// registered without it), nor anything unknown: those take the walk's
+/// `GRAIN` path (an equal stamp proves its listing only once it has settled).
+pub(crate) fn multigrain(fstype: &str, release: &str) -> bool {
+    release_at_least(release, (6, 13)) && matches!(fstype, "ext4" | "xfs" | "btrfs" | "tmpfs")
+}
+
+/// The filesystem type name of the mount holding `path` (not following a last link): its
+/// mount ID (`statx`'s `STATX_MNT_ID`) looked up in `/proc/self/mountinfo`. `None` when
+/// either is unavailable.
+fn mount_fstype(path: &Path) -> Option<String> {
+    use rustix::fs::{AtFlags, StatxFlags};
+    let st = rustix::fs::statx(
+        rustix::fs::CWD,
+        path,
+        AtFlags::SYMLINK_NOFOLLOW,
+        StatxFlags::MNT_ID,
+    )
+    .ok()?;
+    if st.stx_mask & StatxFlags::MNT_ID.bits() == 0 {
+        return None;
+    }
+    let info = read_text(Path::new("/proc/self/mountinfo"), 4 << 20)?;
+    fstype_of_mount(&info, st.stx_mnt_id).map(str::to_owned)
+}
+
+/// The filesystem type of mount `id` in a `mountinfo` text (proc(5): the ID first, the type
+/// after the ` - ` separator).
+fn fstype_of_mount(mountinfo: &str, id: u64) -> Option<&str> {
+    mountinfo.lines().find_map(|line| {
+        let mut fields = line.split(' ');
+        if fields.next()?.parse::<u64>().ok()? != id {
+            return None;
+        }
+        fields.by_ref().find(|f| *f == "-")?;
+        fields.next()
+    })
 }
 
 /// Whether a kernel release (`6.13.0-rc1`, `6.18.44-fc`) is at least `(major, minor)`; an
@@ -541,6 +573,42 @@ mod tests {
             self.asked.set(self.asked.get() + 1);
             None
         }
+    }
+
+    /// Multigrain ctimes are decided by the mount's type name and the kernel: ext2 and ext3
+    /// (the ext4 driver, statfs's 0xEF53 all the same) are not, nor anything unknown or a
+    /// kernel before 6.13.
+    #[test]
+    fn multigrain_by_type_name_and_kernel() {
+        for t in ["ext4", "xfs", "btrfs", "tmpfs"] {
+            assert!(multigrain(t, "6.13.0"), "{t}");
+            assert!(multigrain(t, "6.18.44-fc-v669"), "{t}");
+            assert!(!multigrain(t, "6.12.9"), "{t}");
+            assert!(!multigrain(t, ""), "{t}");
+        }
+        for t in [
+            "ext2",
+            "ext3",
+            "overlay",
+            "nfs4",
+            "fuse.sshfs",
+            "f2fs",
+            "vfat",
+            "",
+            "EXT4",
+        ] {
+            assert!(!multigrain(t, "6.18.0"), "{t}");
+        }
+        let info = "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n\
+                    95 22 7:0 / /mnt/e3 rw,relatime shared:50 - ext3 /dev/loop0 rw\n\
+                    96 22 0:50 / /mnt/o rw master:3 propagation_from:2 - overlay overlay rw\n";
+        assert_eq!(fstype_of_mount(info, 22), Some("ext4"));
+        assert_eq!(fstype_of_mount(info, 95), Some("ext3"));
+        assert_eq!(fstype_of_mount(info, 96), Some("overlay"));
+        assert_eq!(fstype_of_mount(info, 9), None);
+        // This machine's own mounts: the answer names a type (the lookup works at all).
+        let tmp = tempfile::tempdir().unwrap();
+        assert!(mount_fstype(tmp.path()).is_some_and(|t| !t.is_empty()));
     }
 
     /// The remembering view asks the host once per path and kind of question, answers as the
