@@ -1305,6 +1305,10 @@ mod tests {
             at("d/f/x"),
             at("d//e/./"),
             at("d/e/../f"),
+            at("d/f/."),
+            at("d/f/.."),
+            at("d/e/."),
+            at("d/./f/"),
             at("link"),
             at("link/"),
             at("link/f"),
@@ -1321,7 +1325,7 @@ mod tests {
             c(std::path::Path::new("//")),
         ];
         let relative = [
-            c"d", c"d/f", c"link", c"link/f", c"d/flink", c".", c"./d/e", c"",
+            c"d", c"d/f", c"link", c"link/f", c"d/flink", c".", c"./d/e", c"", c"d/f/.", c"d/.",
         ];
         let flag_sets = [
             libc::O_PATH,
@@ -1365,7 +1369,7 @@ mod tests {
                 checked += 1;
             }
         }
-        assert_eq!(checked, 5 * 30);
+        assert_eq!(checked, 5 * 36);
         // Controls: the walk opens the planned shapes, and refuses the links.
         let ok = raw::openat_no_symlinks_by_component(libc::AT_FDCWD, &at("d/e/../f"), 0);
         assert!(ok.map(raw::close).is_ok());
@@ -1377,5 +1381,66 @@ mod tests {
         raw::close(base);
         raw::close(held);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// "s/" asks for a directory: the walk checks the last component's kind on an `O_PATH`
+    /// handle and then opens it again by name, so a file exchanged in between
+    /// (`RENAME_EXCHANGE` by another thread, another run) must still be `ENOTDIR`, as with
+    /// `openat2`, never opened. Control: the exchange happens (both kinds are seen), and
+    /// `openat2` itself never opens the file.
+    #[test]
+    fn the_walk_without_openat2_keeps_a_trailing_slash_across_a_swap() {
+        let dir = std::env::temp_dir().join(format!("stockade-swap-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("s")).unwrap();
+        std::fs::write(dir.join("t"), b"").unwrap();
+        let base = raw::openat(libc::AT_FDCWD, &c(&dir), libc::O_PATH, 0).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let swapper = {
+            let stop = stop.clone();
+            let dir = dir.clone();
+            std::thread::spawn(move || {
+                let base = raw::openat(libc::AT_FDCWD, &c(&dir), libc::O_PATH, 0).unwrap();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    raw::renameat2(base, c"s", base, c"t", libc::RENAME_EXCHANGE).unwrap();
+                }
+                raw::close(base);
+            })
+        };
+        let is_dir = |fd: c_int| {
+            let dir = raw::fstat(fd).unwrap().st_mode & libc::S_IFMT == libc::S_IFDIR;
+            raw::close(fd);
+            dir
+        };
+        let (mut dirs, mut not_dirs) = (0, 0);
+        let started = std::time::Instant::now();
+        let mut file_opened = None;
+        while started.elapsed() < std::time::Duration::from_secs(3) {
+            for path in [c"s/", c"s/."] {
+                match raw::openat_no_symlinks_by_component(base, path, libc::O_RDONLY) {
+                    Ok(fd) if is_dir(fd) => dirs += 1,
+                    Ok(_) => file_opened = Some(path),
+                    Err(e) => {
+                        assert_eq!(e, Errno(libc::ENOTDIR), "{path:?}");
+                        not_dirs += 1
+                    }
+                }
+                if let Ok(fd) = raw::openat2(base, path, libc::O_RDONLY, raw::RESOLVE_NO_SYMLINKS) {
+                    assert!(is_dir(fd), "control: openat2 opened a file for {path:?}");
+                }
+            }
+            if file_opened.is_some() {
+                break;
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        swapper.join().unwrap();
+        raw::close(base);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(file_opened, None, "a file opened as a directory");
+        assert!(
+            dirs > 0 && not_dirs > 0,
+            "control: no swap seen ({dirs}, {not_dirs})"
+        );
     }
 }

@@ -1511,6 +1511,9 @@ pub fn preserving_errno<T>(f: impl FnOnce() -> T) -> T {
 /// The last is then reopened with the caller's `flags` and `O_NOFOLLOW` (kept as it is for an
 /// `O_PATH` open), so no link is followed anywhere, even one swapped in after it was looked
 /// at: each step starts from a directory already held, never from a path looked up again.
+/// A path ending in `/`, `/.` or `/..` wants a directory, as for the kernel (`file/.` is
+/// `ENOTDIR`), and the reopening says so (`O_DIRECTORY`): a file swapped in since the check
+/// is `ENOTDIR` too.
 /// `..` is walked as the kernel walks it (`RESOLVE_NO_SYMLINKS` allows it too). An absolute
 /// path starts at the caller's root. Not for creation (`O_CREAT`, `O_TMPFILE`: `EINVAL`). One
 /// difference, stricter: a last component that is a link is `ELOOP` even for
@@ -1526,7 +1529,15 @@ pub fn openat_no_symlinks_by_component(dirfd: c_int, path: &CStr, flags: c_int) 
         return Err(Errno(libc::ENOENT));
     }
     let absolute = bytes[0] == b'/';
-    let want_dir = flags & libc::O_DIRECTORY != 0 || bytes.ends_with(b"/");
+    // "a/", "a/." and "a/.." name a directory, as for the kernel: the components below drop
+    // the slash and the ".", so this is decided on the whole path first ("file/." is
+    // `ENOTDIR`, not the file).
+    let want_dir = flags & libc::O_DIRECTORY != 0
+        || bytes.ends_with(b"/")
+        || bytes.ends_with(b"/.")
+        || bytes.ends_with(b"/..")
+        || bytes == b".."
+        || bytes == b".";
     let mut names = bytes
         .split(|b| *b == b'/')
         .filter(|c| !c.is_empty() && *c != b".")
@@ -1578,7 +1589,11 @@ pub fn openat_no_symlinks_by_component(dirfd: c_int, path: &CStr, flags: c_int) 
             Ok(fd) if last && flags & libc::O_PATH != 0 => Ok(fd),
             Ok(fd) if last => {
                 close(fd);
-                openat(dir, name, flags | libc::O_NOFOLLOW, 0)
+                // Opened again by name: with `O_DIRECTORY` when a directory is wanted, so
+                // that a file swapped in since the check above is `ENOTDIR` as it is for
+                // `openat2` (the kernel checks the kind of what it opens, in one step).
+                let dir_flag = if want_dir { libc::O_DIRECTORY } else { 0 };
+                openat(dir, name, flags | libc::O_NOFOLLOW | dir_flag, 0)
             }
             Ok(fd) => {
                 if owned {

@@ -121,8 +121,10 @@ fn walk_no_links(dir: BorrowedFd<'_>, path: &Path, flags: OFlags) -> Result<Owne
     if path.as_os_str().is_empty() {
         return Err(Errno::NOENT);
     }
-    // "a/" names a directory (the components below drop the slash).
-    let flags = if path.as_os_str().as_bytes().ends_with(b"/") {
+    // "a/" and "a/." name a directory (the components below drop the slash and the ".":
+    // "file/." is `ENOTDIR` for the kernel, not the file; "a/.." is `EXDEV` below).
+    let bytes = path.as_os_str().as_bytes();
+    let flags = if bytes.ends_with(b"/") || bytes.ends_with(b"/.") {
         flags | OFlags::DIRECTORY
     } else {
         flags
@@ -507,6 +509,10 @@ mod tests {
             "a/f",
             "a/f/",
             "a/f/x",
+            "a/f/.",
+            "a/b/.",
+            "a/./f/",
+            "a/f/..",
             "./a//b",
             "link",
             "link/f",
