@@ -32,7 +32,8 @@
 #   FS="tmpfs disk"              which filesystems (FS=tmpfs: the extraction on tmpfs only)
 #   ROUNDS (1)                   repeat floor + tmpfs rows, every other round in reverse order
 #   FLOOR=0                      no floor (and no ratio to it)
-#   FAIR=0                       not the fair floor's rows
+#   FAIR=0                       not the fair floor's rows (FLOOR=0 FAIR=1: only them)
+#   KEEP=DIR                     keep hyperfine's JSON and the CPU counts there
 #
 # Run as root (the tmpfs is mounted for the run). Not a test: nothing here asserts a time.
 set -euo pipefail
@@ -58,7 +59,7 @@ base="$(mktemp -d /var/tmp/stockade-extract.XXXXXX)"
 chmod 755 "$base"
 mkdir -p "$base/tmpfs" "$base/disk"
 mount -t tmpfs -o size=512m tmpfs "$base/tmpfs"
-trap 'umount "$base/tmpfs" 2>/dev/null; rm -rf "$base"' EXIT
+trap 'umount "$base/tmpfs" 2>/dev/null; [ -n "${KEEP:-}" ] && mkdir -p "$KEEP" && cp "$base"/*.json "$base"/cpu.* "$base"/floor* "$KEEP"/ 2>/dev/null; rm -rf "$base"' EXIT
 chmod 755 "$base/tmpfs" "$base/disk"
 python3 - "$base/src/tree" <<'PY'
 import os, sys
@@ -81,8 +82,10 @@ if [ "$fair" = 1 ]; then
   bash benches/notif_floor.sh --fair "$1" "$base/tmpfs" "$base/fair"
 fi
 floor() { # "<mode> <sync> <µs>" lines for the floor's rows, once (wall, then CPU time)
-  RUNS=$floor_runs bash benches/notif_floor.sh --raw >>"$base/floor.$1"
-  CPU=1 RUNS=$floor_runs bash benches/notif_floor.sh --raw >>"$base/floorcpu.$1"
+  RUNS=$floor_runs bash benches/notif_floor.sh --raw >>"$base/floor.$1" ||
+    echo "benches/extract.sh: notif_floor.sh failed (round $1)" >&2
+  CPU=1 RUNS=$floor_runs bash benches/notif_floor.sh --raw >>"$base/floorcpu.$1" ||
+    echo "benches/extract.sh: notif_floor.sh failed (round $1)" >&2
 }
 for round in $(seq "$rounds"); do
   for fs in $filesystems; do
@@ -133,6 +136,9 @@ def floor_of(r, name="floor"):
         mode, sync, us = line.split()
         rows.setdefault((mode, sync), []).append(float(us))
     m = {k: statistics.median(v) for k, v in rows.items()}
+    for mode in "02345":
+        for sync in "01":
+            m.setdefault((mode, sync), float("nan"))  # a failed notif_floor.sh
     bare = m[("0", "0")]
     return (m[("2", "0")] - bare, m[("2", "1")] - bare, m[("3", "1")] - bare,
             m[("4", "1")] - bare, m[("5", "1")] - bare)
