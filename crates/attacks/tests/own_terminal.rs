@@ -18,7 +18,8 @@ use attacks::{python3, read_text, Cmd, Fixture};
 /// terminal is a fresh pty (its stdin, stdout and stderr on it, as in an interactive shell),
 /// plays STEPS (`{"wait": TEXT}` waits up to 30 s for TEXT to appear after what the previous
 /// wait matched, `{"send": HEX}` types bytes, `{"resize": [ROWS, COLS]}` resizes the window,
-/// `{"sleep": SECS}`), and writes everything the terminal showed to CAPTURE, and the device
+/// `{"sleep": SECS}`, `{"raw": true}` waits up to 30 s for the terminal to be made raw), and
+/// writes everything the terminal showed to CAPTURE, and the device
 /// of its terminal (`st_dev st_rdev`) to CAPTURE.dev. A wait that times out is written into
 /// the capture as `HARNESS-TIMEOUT` and ends the run. ARGV's exit code is the harness's. With
 /// `HARNESS_NOCTTY=1` the pty is ARGV's stdio but not its controlling terminal (as a harness
@@ -71,6 +72,15 @@ for step in steps:
             got += b"\nHARNESS-TIMEOUT waiting for " + want + b"\n"
             break
         pos = i + len(want)
+    elif "raw" in step:
+        # Until the caller's terminal is raw (ISIG off: stockade has taken the keyboard; the
+        # caller's readline at its prompt keeps ISIG).
+        deadline = time.time() + 30
+        while termios.tcgetattr(m)[3] & termios.ISIG and time.time() < deadline:
+            pump(0.05)
+        if termios.tcgetattr(m)[3] & termios.ISIG:
+            got += b"\nHARNESS-TIMEOUT waiting for a raw terminal\n"
+            break
     elif "send" in step:
         os.write(m, bytes.fromhex(step["send"]))
     elif "resize" in step:
@@ -98,6 +108,8 @@ sys.exit(os.waitstatus_to_exitcode(status) % 256)
 /// One step of what the person at the terminal does.
 enum Step<'a> {
     Wait(&'a str),
+    /// Until the caller's terminal is raw: the run has taken the keyboard.
+    Raw,
     Type(&'a [u8]),
     Resize(u16, u16),
     Sleep(f64),
@@ -162,6 +174,7 @@ impl Pty {
             .iter()
             .map(|s| match s {
                 Step::Wait(t) => format!("{{\"wait\": {}}}", json_string(t)),
+                Step::Raw => "{\"raw\": true}".to_owned(),
                 Step::Type(b) => {
                     let hex: String = b.iter().map(|b| format!("{b:02x}")).collect();
                     format!("{{\"send\": \"{hex}\"}}")
@@ -593,7 +606,9 @@ fn a_run_in_the_background_takes_the_keyboard_on_fg_and_gives_it_back_on_stop() 
         Step::Sleep(1.0),
         // A SIGTSTP from outside (as `kill -TSTP` from another terminal) in a few seconds.
         Step::Type(b"S=$!; (sleep 4; kill -TSTP $S) & fg %1\r"),
-        Step::Sleep(1.0),
+        // Typed before the run has the keyboard, the caller's terminal echoes too (a gVisor
+        // start beside another pass took longer than a fixed second).
+        Step::Raw,
         Step::Type(b"echo in-$((6*7))\r"),
         Step::Wait("in-42\r\n"),
         Step::Wait("Stopped"),
@@ -601,7 +616,7 @@ fn a_run_in_the_background_takes_the_keyboard_on_fg_and_gives_it_back_on_stop() 
         Step::Type(b"echo host-$((6*7))\r"),
         Step::Wait("host-42\r\n"),
         Step::Type(b"fg %1\r"),
-        Step::Sleep(1.0),
+        Step::Raw,
         Step::Type(b"echo again-$((6*7))\r"),
         Step::Wait("again-42\r\n"),
         Step::Type(b"exit\r"),
