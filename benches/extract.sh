@@ -59,7 +59,7 @@ base="$(mktemp -d /var/tmp/stockade-extract.XXXXXX)"
 chmod 755 "$base"
 mkdir -p "$base/tmpfs" "$base/disk"
 mount -t tmpfs -o size=512m tmpfs "$base/tmpfs"
-trap 'umount "$base/tmpfs" 2>/dev/null; [ -n "${KEEP:-}" ] && mkdir -p "$KEEP" && cp "$base"/*.json "$base"/cpu.* "$base"/floor* "$KEEP"/ 2>/dev/null; rm -rf "$base"' EXIT
+trap 'umount "$base/tmpfs" 2>/dev/null || true; { [ -z "${KEEP:-}" ] || { mkdir -p "$KEEP" && cp "$base"/*.json "$base"/cpu.* "$base"/floor* "$KEEP"/; }; } 2>/dev/null || true; rm -rf "$base"' EXIT
 chmod 755 "$base/tmpfs" "$base/disk"
 python3 - "$base/src/tree" <<'PY'
 import os, sys
