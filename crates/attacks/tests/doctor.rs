@@ -260,8 +260,8 @@ fn no_openat2(fx: &Fixture) -> Option<[String; 2]> {
 /// git hook cannot be made, the workspace is writable, a `.envrc` planted in a directory the
 /// run closes is not left behind (the sweep's lookups work without `openat2` too), review mode
 /// is refused naming `openat2` (its change sets need it), as is a workspace with approved
-/// configuration (read through `openat2` only), and under `ENOSYS` an exclusive creation
-/// (what git's lock files use) works. Controls: the filter really refuses
+/// configuration (read through `openat2` only), and under both an exclusive creation (what
+/// git's lock files use) and git init, add and commit work. Controls: the filter really refuses
 /// `openat2` (`no_openat2`), and the same script on the host reads the secrets.
 #[test]
 fn a_run_where_openat2_is_refused_works_and_keeps_its_protections() {
@@ -340,20 +340,30 @@ fn a_run_where_openat2_is_refused_works_and_keeps_its_protections() {
         }
         assert!(!fx.ws.join("ran.txt").exists(), "{}", run.describe());
     }
-    // An exclusive creation (git's index.lock, editors' swap files): the one-call creation
-    // answers ENOSYS and the careful way makes it.
-    let create = "python3 -c \"open('made.txt', 'x').write('made')\" && git status --short";
-    let run = fx
-        .sandbox(&[], create)
-        .under(&[python.as_str(), filter.as_str(), "ENOSYS"])
-        .run();
-    run.assert_success();
-    assert_eq!(
-        attacks::read_text(&fx.ws.join("made.txt")).as_deref(),
-        Some("made"),
-        "{}",
-        run.describe()
-    );
+    // An exclusive creation (git's index.lock, editors' swap files, cp's new file): the
+    // one-call creation answers ENOSYS or EPERM (an older Docker or containerd profile's
+    // answer) and the careful way makes it; git init, add and commit work.
+    let create = "python3 -c \"open('made.txt', 'x').write('made')\" && cp made.txt copy.txt \
+                  && git status --short && git init -q repo && cd repo && echo a > a \
+                  && git add a && git -c user.email=a@b -c user.name=a commit -qm one \
+                  && git checkout -q -b two && echo COMMITTED";
+    for errno in ["ENOSYS", "EPERM"] {
+        let run = fx
+            .sandbox(&[], create)
+            .under(&[python.as_str(), filter.as_str(), errno])
+            .run();
+        run.assert_success().assert_stdout_contains("COMMITTED");
+        for made in ["made.txt", "copy.txt"] {
+            assert_eq!(
+                attacks::read_text(&fx.ws.join(made)).as_deref(),
+                Some("made"),
+                "{made} under {errno}\n{}",
+                run.describe()
+            );
+            std::fs::remove_file(fx.ws.join(made)).expect("remove the made file");
+        }
+        std::fs::remove_dir_all(fx.ws.join("repo")).expect("remove the run's repository");
+    }
     // A workspace whose configuration is approved (`stockade trust approve`) is read through
     // openat2 only (RESOLVE_BENEATH follows links that stay inside, which no lookup by hand
     // confines as safely): refused, naming openat2 and what to allow, not as an untrusted or

@@ -44,6 +44,7 @@
 //!
 //! Allocation-free like the rest of the init: fixed buffers on the stack.
 
+use std::cell::Cell;
 use std::ffi::CStr;
 use std::os::raw::{c_int, c_uint};
 
@@ -891,6 +892,9 @@ struct Server<'a> {
     /// Whether tasks' umasks may be kept between calls ([`ProcCache::status_read`]); off for
     /// the rest of the run once a `umask(2)` could not be seen to take effect.
     keep_umask: bool,
+    /// Whether `openat2` itself is refused here (`ENOSYS`, or `EPERM` from a seccomp profile
+    /// around stockade): [`Server::create_directly`] is then skipped for the rest of the run.
+    no_openat2: Cell<bool>,
     /// Refused address-space reservations held back, per process (see [`Reservation`]).
     reservations: [Reservation; RESERVATIONS],
 }
@@ -967,6 +971,7 @@ pub(crate) fn serve(
         proc: None,
         root: open_path(b"/", libc::O_PATH | libc::O_DIRECTORY).unwrap_or(Fd(-1)),
         keep_umask: true,
+        no_openat2: Cell::new(false),
         reservations: [Reservation::default(); RESERVATIONS],
     };
     // A scheduling hint only (Linux 6.6; older kernels refuse it and nothing changes).
@@ -1540,7 +1545,9 @@ impl Server<'_> {
     /// way, which reads that from the directory it holds open. `None` whenever anything is
     /// not that plain: a verdict other than allow (the careful way decides again, so a
     /// refusal of an existing name stays `EEXIST` and gets no report), a symlink on the way
-    /// (`ELOOP`), flags `openat2` refuses (`EINVAL`), an old kernel (`ENOSYS`). Nothing the
+    /// (`ELOOP`), flags `openat2` refuses (`EINVAL`), an old kernel (`ENOSYS`) or a seccomp
+    /// profile around stockade refusing `openat2` (`EPERM`; when a probe of `openat2` itself
+    /// says it is refused, as always for `ENOSYS`, the rest of the run skips this). Nothing the
     /// rules refuse is created when it returns `None`, but the file may exist: the kernel
     /// fails some opens only after making the file (`O_DIRECT` where the filesystem has no
     /// direct I/O: `EINVAL`), as `openat` would; the careful way then answers `EEXIST`.
@@ -1553,6 +1560,9 @@ impl Server<'_> {
         flags: c_int,
         mode: u64,
     ) -> Result<Option<Reply>, Errno> {
+        if self.no_openat2.get() {
+            return Ok(None);
+        }
         let p = path.bytes();
         match one_call_shape(p, flags) {
             OneCall::No => return Ok(None),
@@ -1592,7 +1602,15 @@ impl Server<'_> {
                 fd: Fd(fd),
                 cloexec: flags & libc::O_CLOEXEC != 0,
             })),
-            Err(Errno(libc::ELOOP | libc::EXDEV | libc::EAGAIN | libc::ENOSYS | libc::EINVAL)) => {
+            Err(Errno(libc::ELOOP | libc::EXDEV | libc::EAGAIN | libc::EINVAL)) => Ok(None),
+            // `EPERM` is what a seccomp profile around stockade answers for `openat2` (older
+            // Docker and containerd defaults): the careful way decides again and makes the
+            // creation with `openat`, so a real `EPERM` (an immutable directory) is its own
+            // call's answer. When `openat2` itself is refused, it is not tried again.
+            Err(Errno(e @ (libc::ENOSYS | libc::EPERM))) => {
+                if e == libc::ENOSYS || openat2_refused() {
+                    self.no_openat2.set(true);
+                }
                 Ok(None)
             }
             Err(e) => Err(e),
@@ -2005,6 +2023,23 @@ const SET_ID: u32 = 0o6000;
 
 /// `fchmodat2(2)` (Linux 6.6), not yet in the `libc` crate.
 const SYS_FCHMODAT2: i64 = 452;
+
+/// Whether `openat2` itself is refused (`ENOSYS`, or `EPERM`: a seccomp profile's answer),
+/// judged by a call that cannot fail otherwise: `/`, `O_PATH`, no link on the way.
+fn openat2_refused() -> bool {
+    match raw::openat2(
+        libc::AT_FDCWD,
+        c"/",
+        libc::O_PATH | libc::O_DIRECTORY,
+        raw::RESOLVE_NO_SYMLINKS,
+    ) {
+        Ok(fd) => {
+            raw::close(fd);
+            false
+        }
+        Err(Errno(e)) => e == libc::ENOSYS || e == libc::EPERM,
+    }
+}
 
 /// Whether [`Server::create_directly`] may take an `open` of `path` with `flags`.
 #[derive(Debug, PartialEq, Eq)]
