@@ -3027,3 +3027,43 @@ fn config_of_a_directory_made_a_git_dir_is_read_only_during_the_run() {
     )
     .assert_shows("1\nbob\n");
 }
+
+/// A git dir whose `objects` and `refs` are symbolic links (`d/{HEAD, objects -> ../o, refs
+/// -> ../r}`) is a git dir to git (its `is_git_directory` uses `access`, which follows
+/// links; red team issue 32, symlinked-objects.sh): the guard's probe counted only
+/// directories, so a config with code, a `chmod` and a hard link of it and a hook were made
+/// during the run, and the host's git run in `d` while the run lasted ran the config's
+/// fsmonitor. A link named `objects` or `refs` now counts as present. Each step is tried on
+/// its own. Control: the same script on the host, where git takes `d` as a git dir and every
+/// step works; inside, git takes it as a git dir too.
+#[test]
+fn a_git_dir_with_linked_objects_and_refs_is_a_git_dir_during_the_run() {
+    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+        return;
+    }
+    let script = format!(
+        "mkdir -p o r/heads d && printf 'ref: refs/heads/main\\n' > d/HEAD && ln -s ../o d/objects && ln -s ../r d/refs || exit {SETUP_FAILED}\n\
+         ( {EVIL_CONFIG} > d/config\n)\nif grep -qi fsmonitor d/config; then echo CODE-{PRESENT}; fi\n\
+         chmod 666 d/config && echo CHMOD-{PRESENT}\n\
+         ln d/config keep && echo LINK-{PRESENT}\n\
+         mkdir -p d/hooks && ( {HOOK} > d/hooks/post-checkout\n) && echo HOOK-{PRESENT}\n\
+         git --git-dir=d rev-parse --git-dir >/dev/null 2>&1 && echo GIT-DIR-OK\nexit 0"
+    );
+    let fx = Fixture::without_git();
+    let control = fx.control(&script).outcome();
+    control.assert_ok().assert_output_contains("GIT-DIR-OK");
+    for step in ["CODE", "CHMOD", "LINK", "HOOK"] {
+        control.assert_output_contains(&format!("{step}-{PRESENT}"));
+    }
+    let fx = Fixture::without_git();
+    let out = fx.attack(&[], &script).outcome();
+    assert_ne!(
+        out.ran(),
+        SETUP_FAILED,
+        "the setup failed inside\n{}",
+        out.run.describe()
+    );
+    out.assert_ok()
+        .assert_output_contains("GIT-DIR-OK")
+        .assert_lacks(PRESENT);
+}

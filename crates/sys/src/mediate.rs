@@ -2312,6 +2312,14 @@ fn rewrite_held_config(
     Ok(())
 }
 
+/// Whether `st` (an `lstat`) is a directory or a symbolic link: what `objects` and `refs` may
+/// be in a git dir. Git tests them with `access`, which follows links (`objects -> ../o` is a
+/// git dir's `objects` to git); a link is counted whatever it leads to now, since what it
+/// leads to can change without the link changing.
+fn dir_or_link(st: &libc::stat) -> bool {
+    matches!(st.st_mode & libc::S_IFMT, libc::S_IFDIR | libc::S_IFLNK)
+}
+
 /// Whether the parent and grandparent of `path` hold a `HEAD` and an `objects` directory, when
 /// [`protect::wants_hint`] says it matters. Paths are the init's own view (the same as the
 /// command's); a lookup error counts as "no".
@@ -2325,11 +2333,11 @@ fn git_hint(path: &[u8], writable: &[&[u8]]) -> GitHint {
             p.push(dir).and_then(|_| p.push(name)).is_ok()
                 && p.cstr().is_ok_and(|c| {
                     raw::fstatat(libc::AT_FDCWD, c, libc::AT_SYMLINK_NOFOLLOW)
-                        .is_ok_and(|st| !want_dir || st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+                        .is_ok_and(|st| !want_dir || dir_or_link(&st))
                 })
         };
         // Git's own test wants `objects` and `refs` (or a `commondir`); any one of them
-        // with `HEAD` is enough here.
+        // with `HEAD` is enough here. A symlink counts as the directory it may lead to.
         probe(b"/HEAD", false)
             && (probe(b"/objects", true) || probe(b"/refs", true) || probe(b"/commondir", false))
     };
@@ -2365,7 +2373,7 @@ fn git_hint_in(dir: &Fd, path: &[u8], writable: &[&[u8]]) -> GitHint {
     let (parent, name) = (&path[..i], &path[i + 1..]);
     let probe = |p: &CStr, want_dir: bool| {
         raw::fstatat(dir.0, p, libc::AT_SYMLINK_NOFOLLOW)
-            .is_ok_and(|st| !want_dir || st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+            .is_ok_and(|st| !want_dir || dir_or_link(&st))
     };
     // As in [`git_hint`]: `HEAD` and one of `objects`, `refs`, `commondir`.
     let parent_is_gitdir = probe(c"HEAD", false)
@@ -2442,7 +2450,10 @@ fn completes_with_code_in(dir: &Fd, name: &[u8], writable: &[&[u8]]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{chmod_object, link_object, name_of, one_call_shape, open_entry, Fd, OneCall};
+    use super::{
+        chmod_object, git_hint, git_hint_in, link_object, name_of, one_call_shape, open_entry, Fd,
+        OneCall,
+    };
     use crate::raw;
     use std::ffi::CString;
     use std::os::unix::ffi::OsStrExt;
@@ -2578,5 +2589,51 @@ mod tests {
         assert!(m.file_type().is_symlink());
         assert_eq!(std::fs::metadata(dir.join("t")).unwrap().nlink(), 1);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A git dir whose `objects` and `refs` are symbolic links (`objects -> ../o`) is a git
+    /// dir to git, which follows them: its config is a git dir's config for the rules, read
+    /// from the directory's handle and by path. Control: without them (`HEAD` alone, or a
+    /// regular file named `objects`) it is not.
+    #[test]
+    fn linked_objects_and_refs_make_a_git_dir() {
+        let root = std::env::temp_dir().join(format!("stockade-hint-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let d = root.join("d");
+        std::fs::create_dir_all(root.join("o")).unwrap();
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        let config = d.join("config");
+        let config = config.as_os_str().as_bytes();
+        let c = CString::new(d.as_os_str().as_bytes()).unwrap();
+        let dir = Fd(raw::openat_exact(
+            libc::AT_FDCWD,
+            &c,
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            0,
+        )
+        .unwrap());
+        let both = |want: bool, what: &str| {
+            assert_eq!(
+                git_hint_in(&dir, config, &[]).parent_is_gitdir,
+                want,
+                "{what}"
+            );
+            assert_eq!(
+                git_hint(config, &[]).parent_is_gitdir,
+                want,
+                "{what} (by path)"
+            );
+        };
+        both(false, "HEAD alone");
+        std::fs::write(d.join("objects"), "").unwrap();
+        both(false, "a regular file named objects");
+        std::fs::remove_file(d.join("objects")).unwrap();
+        std::os::unix::fs::symlink("../o", d.join("objects")).unwrap();
+        both(true, "objects -> ../o");
+        std::fs::remove_file(d.join("objects")).unwrap();
+        std::os::unix::fs::symlink("../r-not-yet", d.join("refs")).unwrap();
+        both(true, "refs -> a dangling link");
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }
