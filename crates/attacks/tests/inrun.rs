@@ -3028,6 +3028,35 @@ fn config_of_a_directory_made_a_git_dir_is_read_only_during_the_run() {
     .assert_shows("1\nbob\n");
 }
 
+/// A bare repository made during the run whose `HEAD` is moved out (it is a plain directory
+/// then, so its config may be made writable again) and back (red team issue 32,
+/// head-toggle.sh): the rename that completes the git dir again turns the config into a
+/// fresh read-only copy, as the creation of `HEAD` does, so the append after it fails. The
+/// control runs the same script on the host, where the code reaches the config.
+#[test]
+fn moving_head_out_and_back_does_not_leave_a_writable_config() {
+    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+        return;
+    }
+    let script = format!(
+        "{FRESH} --bare d || exit {SETUP_FAILED}\nmv d/HEAD d/HEAD.off && chmod 644 d/config && mv d/HEAD.off d/HEAD || exit {SETUP_FAILED}\n( {EVIL_CONFIG} >> d/config\n)\nif grep -qi fsmonitor d/config; then echo {PRESENT}; fi\nexit 0"
+    );
+    let fx = Fixture::without_git();
+    fx.control(&script)
+        .outcome()
+        .assert_ok()
+        .assert_output_contains(PRESENT);
+    let fx = Fixture::without_git();
+    let out = fx.attack(&[], &script).outcome();
+    assert_ne!(
+        out.ran(),
+        SETUP_FAILED,
+        "the setup failed inside\n{}",
+        out.run.describe()
+    );
+    out.assert_ok().assert_lacks(PRESENT);
+}
+
 /// A git dir whose `objects` and `refs` are symbolic links (`d/{HEAD, objects -> ../o, refs
 /// -> ../r}`) is a git dir to git (its `is_git_directory` uses `access`, which follows
 /// links; red team issue 32, symlinked-objects.sh): the guard's probe counted only
