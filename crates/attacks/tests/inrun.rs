@@ -2975,6 +2975,68 @@ for n in ("named", "named2"):
     );
 }
 
+/// A set-ID mode asked for through a descriptor, by `fchmod(fd)` or by
+/// `fchmodat2(fd, "", AT_EMPTY_PATH)`, is refused and each refusal is reported as made
+/// through "(a descriptor)" (the second had an empty path, red team issue 32). Control: on the
+/// host both calls set the bit (`fchmodat2` only where the kernel has it, Linux 6.6).
+#[test]
+fn set_id_through_a_descriptor_is_refused_and_named() {
+    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+        return;
+    }
+    let Some(py) = py("fchmod and fchmodat2 with a set-ID mode") else {
+        return;
+    };
+    const PROG: &str = r##"
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+for name, how in (("a", "fchmod"), ("b", "fchmodat2")):
+    fd = os.open(name, os.O_CREAT | os.O_WRONLY, 0o755)
+    if how == "fchmod":
+        r = libc.fchmod(fd, 0o4755)
+    else:
+        r = libc.syscall(452, fd, b"", 0o4755, 0x1000)
+    e = ctypes.get_errno() if r else 0
+    print("%s r=%d errno=%s set-id=%d" % (how, r, os.strerror(e) if e else "-", os.stat(name).st_mode & 0o6000 != 0))
+"##;
+    let fx = Fixture::without_git();
+    let prog = fx.script("set_id_fd.py", PROG);
+    let out = fx.control(&format!("{py} {}", sh_quote(&prog))).outcome();
+    out.assert_ok()
+        .assert_output_contains("fchmod r=0 errno=- set-id=1");
+    let has_fchmodat2 = !out.run.stdout.contains("Function not implemented");
+    if has_fchmodat2 {
+        out.assert_output_contains("fchmodat2 r=0 errno=- set-id=1");
+    }
+    let fx = Fixture::without_git();
+    let prog = fx.script("set_id_fd.py", PROG);
+    let records = fx.records();
+    let out = fx
+        .attack(&records.opts(), &format!("{py} {}", sh_quote(&prog)))
+        .outcome();
+    out.assert_ok()
+        .assert_output_contains("fchmod r=-1 errno=Operation not permitted set-id=0")
+        .assert_lacks("set-id=1");
+    let paths: Vec<String> = records
+        .violations()
+        .into_iter()
+        .filter(|v| v.to_string().contains("set-group-ID"))
+        .map(|v| {
+            v.get("path")
+                .and_then(|p| p.as_str())
+                .unwrap_or("(none)")
+                .to_owned()
+        })
+        .collect();
+    let want = if has_fchmodat2 { 2 } else { 1 };
+    assert_eq!(
+        paths,
+        vec!["(a descriptor)".to_owned(); want],
+        "the set-ID refusals do not name the descriptor\n{}",
+        out.run.describe()
+    );
+}
+
 /// A bare repository made during the run: `git init --bare d` writes `d/config` while `d` is
 /// still a plain directory (before `d/HEAD`), so it was left writable (0644) and git, the
 /// host's included, read whatever was appended to it as the repository's config until the

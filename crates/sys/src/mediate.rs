@@ -1859,9 +1859,10 @@ impl Server<'_> {
         // No set-ID bits: on the host, a set-user-ID file of the workspace runs with its
         // owner's rights (root's, for a root caller) for anyone.
         if mode & SET_ID != 0 {
+            // `fchmod(fd)` and `fchmodat2(fd, "", AT_EMPTY_PATH)` name no path.
             let shown: &[u8] = match &path {
-                Some(p) => p.bytes(),
-                None => b"(a descriptor)",
+                Some(p) if p.len > 0 => p.bytes(),
+                _ => b"(a descriptor)",
             };
             return Err(self.deny(Op::Chmod, Reason::SetId, shown, blocked));
         }
