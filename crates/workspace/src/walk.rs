@@ -77,7 +77,7 @@ struct Seen {
     /// Whether the walk went into subdirectories of it (a handle of it is worth opening).
     subdirs: bool,
     /// Its whole listing (every name and kind), kept when it was listed by a walk again, for
-    /// [`DirStamps::refresh`].
+    /// [`DirStamps::refresh`] in this round and the next ones.
     listing: Option<Vec<(OsString, Kind)>>,
 }
 
@@ -187,18 +187,23 @@ impl DirStamps {
     /// what the walk visited; the whole listing is compared, not what concerns the walk (a
     /// secret moved in and out would be missed by equal views). One that differs keeps its
     /// first stamp: it changed, and the re-check lists it again.
+    ///
+    /// Every directory listed by an earlier walk again is read again too, in every round (the
+    /// re-check's order: the latest first): a busy directory kept from an earlier round would
+    /// otherwise have to hold from that round to the last re-check.
     fn refresh(&mut self, host: &dyn HostView) {
         let n = self.seen.len();
-        for i in self.fresh_from.min(n)..n {
+        let fresh = self.fresh_from.min(n);
+        for i in (fresh..n).chain(0..fresh) {
             let Some(s) = self.seen.get_mut(i) else {
                 continue;
             };
-            let Some(old) = s.listing.take() else {
+            let Some(old) = s.listing.as_ref() else {
                 continue;
             };
             let since = std::time::SystemTime::now();
             if let (Some(stamp), entries) = host.list_dir_stamped(&s.path) {
-                if entries == old {
+                if &entries == old {
                     s.stamp = Some(stamp);
                     s.since = since;
                 }
