@@ -333,3 +333,79 @@ fn walked_again(stderr: &str) -> usize {
         .max()
         .unwrap_or(0)
 }
+
+/// A build's churn in big directories: a host process writes an object and renames it into
+/// each of `target/debug/{deps,.fingerprint,build,incremental}` (3000 entries each), 20 times a
+/// second in each, while 6 runs start; none may be refused (red team issue 32c,
+/// 04-build-churn.sh: the first re-check refused 6 of 6 there). Control: the churn changed
+/// something during some run's walk (it walked again), so the re-check was exercised.
+#[test]
+fn runs_start_beside_a_churn_in_big_build_directories() {
+    let Some(python) = attacks::python3("the churn is a python script") else {
+        return;
+    };
+    let fx = big_fixture();
+    let names = ["deps", ".fingerprint", "build", "incremental"];
+    for d in names {
+        let dir = fx.ws.join("target/debug").join(d);
+        std::fs::create_dir_all(&dir).unwrap();
+        for i in 0..3000 {
+            std::fs::write(dir.join(format!("f{i}.rlib")), "").unwrap();
+        }
+    }
+    for p in ["target", "target/debug"].iter().chain(names.iter()) {
+        let p = if p.starts_with("target") {
+            fx.ws.join(p)
+        } else {
+            fx.ws.join("target/debug").join(p)
+        };
+        attacks::chmod(&p, 0o777);
+    }
+    let script = r#"
+import os, sys, time
+d, rate = sys.argv[1], float(sys.argv[2])
+n = 0; start = time.time()
+while time.time() < start + 600:
+    p = os.path.join(d, "o%d.tmp" % (n % 7))
+    with open(p, "w") as f: f.write("x")
+    os.rename(p, p[:-4]); n += 1
+    lag = start + n / rate - time.time()
+    if lag > 0: time.sleep(lag)
+"#;
+    let _churn: Vec<Killed> = (names.iter())
+        .map(|d| {
+            let dir = fx.ws.join("target/debug").join(d);
+            Killed(
+                Command::new(&python)
+                    .args(["-c", script, dir.to_str().unwrap(), "20"])
+                    .spawn()
+                    .unwrap(),
+            )
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut rewalked = 0;
+    for i in 0..6 {
+        let run = fx
+            .sandbox(&[], "cat .env 2>/dev/null; echo ran")
+            .env("STOCKADE_LOG", "debug")
+            .timeout(Duration::from_secs(120))
+            .run();
+        assert_eq!(
+            run.code(),
+            0,
+            "run {i} did not start beside the churn:\n{}",
+            run.describe()
+        );
+        run.assert_stdout_contains("ran")
+            .assert_lacks(&fx.marker("dotenv"));
+        if walked_again(&run.stderr) > 0 {
+            rewalked += 1;
+        }
+    }
+    println!("{rewalked} of 6 runs walked again what the churn changed during their walk");
+    assert!(
+        rewalked > 0,
+        "no run's walk saw the churn change anything: the test did not exercise the re-check"
+    );
+}
