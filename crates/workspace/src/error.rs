@@ -45,7 +45,7 @@ pub enum ScanError {
         deep: bool,
     },
     /// A directory of the workspace kept changing while the planner walked it: walked again
-    /// [`crate::walk::REWALKS`] times, it had changed again each time, so what the command
+    /// at least 5 times and for 2 s, it had changed again each time, so what the command
     /// would start beside cannot be known (a secret moved past the walk would not be masked).
     #[error("{} kept changing while stockade looked for the secrets and protected files in it (entries created, removed or renamed there each time it looked again, {rewalks} times): a secret moved past the walk would not be masked, so the run was refused before anything ran", .dir.display())]
     WorkspaceChanged {

@@ -404,8 +404,11 @@ impl Scan {
             masks,
             emptied,
             // Protected files with another name (`ln .git/config keep`): refused alike.
-            linked_secrets: [linked_secrets, crate::secrets::linked_protected(host, &protected)]
-                .concat(),
+            linked_secrets: [
+                linked_secrets,
+                crate::secrets::linked_protected(host, &protected),
+            ]
+            .concat(),
             protected,
             pins,
             guard,
