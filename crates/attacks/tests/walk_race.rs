@@ -223,7 +223,11 @@ fn an_exchange_of_directories_during_the_walk_cannot_hide_a_secret() {
             // Refused: by the walk (the workspace kept changing), or found by it and moved
             // again before its mask was mounted (a mask lands only on the file planned: the
             // set-up refuses, naming the plan).
-            let why = run.stderr.lines().next().unwrap_or_default().to_string();
+            // The error line, not the debug log's first line.
+            let why = (run.stderr.lines())
+                .find(|l| l.starts_with("stockade: error["))
+                .unwrap_or_default()
+                .to_string();
             println!("run {i} refused: {why}");
             if why.contains("error[E_WORKSPACE_CHANGED]") {
                 run.assert_stderr_contains("kept changing");
