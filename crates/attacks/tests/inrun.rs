@@ -2419,7 +2419,7 @@ fn python_venv_works() {
     }
     let fx = Fixture::without_git();
     // `python3 -m venv` takes pip's wheel apart (thousands of mediated creations): 30.2 s alone
-    // at load 18, so it has twice the suite's usual time.
+    // at load 18, so it has twice the suite's usual time (a minute).
     let records = fx.records();
     let out = fx
         .attack(
@@ -2775,7 +2775,7 @@ ino = os.fstat(held).st_ino
 if os.fstat(held).st_mode & 0o222:
     sys.exit("the config is writable before the race")
 open("READY", "w").close()
-# Within the run's time limit (30 s in the suite): the swapper's run starts in seconds.
+# Well within the run's time limit (a minute in the suite): the swapper's run starts in seconds.
 wait = time.time() + 15
 while not os.path.exists("GO") and time.time() < wait:
     time.sleep(0.01)
