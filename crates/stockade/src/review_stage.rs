@@ -209,7 +209,7 @@ pub(crate) fn prepare(
     // the workspace, through no link): where a seccomp filter around stockade refuses it (an
     // older container runtime's profile, a sandbox stockade runs in), refuse before anything
     // runs, naming it, instead of an internal error at the change store.
-    if let Some(e) = openat2_refused() {
+    if let Some(e) = sys::raw::openat2_refused() {
         return Err(Error::Run(native::RunError::Unavailable {
             what: "openat2 (review mode)",
             cause: format!("{flag} needs openat2, which this process is refused ({e}): a seccomp profile around stockade (an older Docker or containerd default), or a kernel before 5.6"),
@@ -397,21 +397,4 @@ pub fn not_copyable(
     )
     .ok()?;
     (found.0 > 0).then_some(found)
-}
-
-/// Why `openat2` cannot be used here (`ENOSYS`: an old kernel or a seccomp filter answering
-/// so; `EPERM`: an older container profile's default answer), or `None` when it works.
-fn openat2_refused() -> Option<rustix::io::Errno> {
-    use rustix::fs::{Mode, OFlags, ResolveFlags};
-    use rustix::io::Errno;
-    match rustix::fs::openat2(
-        rustix::fs::CWD,
-        "/",
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-        ResolveFlags::NO_SYMLINKS,
-    ) {
-        Err(e @ (Errno::NOSYS | Errno::PERM)) => Some(e),
-        _ => None,
-    }
 }

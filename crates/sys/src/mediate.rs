@@ -1608,7 +1608,7 @@ impl Server<'_> {
             // creation with `openat`, so a real `EPERM` (an immutable directory) is its own
             // call's answer. When `openat2` itself is refused, it is not tried again.
             Err(Errno(e @ (libc::ENOSYS | libc::EPERM))) => {
-                if e == libc::ENOSYS || openat2_refused() {
+                if e == libc::ENOSYS || raw::openat2_refused().is_some() {
                     self.no_openat2.set(true);
                 }
                 Ok(None)
@@ -2024,23 +2024,6 @@ const SET_ID: u32 = 0o6000;
 
 /// `fchmodat2(2)` (Linux 6.6), not yet in the `libc` crate.
 const SYS_FCHMODAT2: i64 = 452;
-
-/// Whether `openat2` itself is refused (`ENOSYS`, or `EPERM`: a seccomp profile's answer),
-/// judged by a call that cannot fail otherwise: `/`, `O_PATH`, no link on the way.
-fn openat2_refused() -> bool {
-    match raw::openat2(
-        libc::AT_FDCWD,
-        c"/",
-        libc::O_PATH | libc::O_DIRECTORY,
-        raw::RESOLVE_NO_SYMLINKS,
-    ) {
-        Ok(fd) => {
-            raw::close(fd);
-            false
-        }
-        Err(Errno(e)) => e == libc::ENOSYS || e == libc::EPERM,
-    }
-}
 
 /// Whether [`Server::create_directly`] may take an `open` of `path` with `flags`.
 #[derive(Debug, PartialEq, Eq)]

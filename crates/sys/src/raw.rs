@@ -1505,6 +1505,26 @@ pub fn preserving_errno<T>(f: impl FnOnce() -> T) -> T {
     r
 }
 
+/// Why `openat2` itself cannot be used here (`ENOSYS`: an old kernel or a seccomp filter
+/// answering so; `EPERM`: an older container profile's default answer), judged by a call that
+/// cannot fail otherwise (`/`, `O_PATH`, no link on the way); `None` when it works. The one
+/// probe for the creation guard and for review mode's refusal.
+pub fn openat2_refused() -> Option<Errno> {
+    match openat2(
+        libc::AT_FDCWD,
+        c"/",
+        libc::O_PATH | libc::O_DIRECTORY,
+        RESOLVE_NO_SYMLINKS,
+    ) {
+        Ok(fd) => {
+            close(fd);
+            None
+        }
+        Err(e @ Errno(libc::ENOSYS | libc::EPERM)) => Some(e),
+        Err(_) => None,
+    }
+}
+
 /// [`openat_no_symlinks`] without `openat2`: each component is opened `O_PATH | O_NOFOLLOW`
 /// from the descriptor of the one before and refused with `ELOOP` when it is a symbolic link
 /// (a magic link too: `O_NOFOLLOW` opens the link itself), the same answer `openat2` gives.
