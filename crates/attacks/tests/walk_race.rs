@@ -167,10 +167,6 @@ fn plain_walk_sees_secret(ws: &Path) -> bool {
 /// plain walks done while the swapper runs miss the secret (the race is real here); with the
 /// swapper stopped, a run masks it and runs.
 #[test]
-#[ignore = "known leak, open (issue 32 third round): about 2-3 of 11 runs of this test read the \
-            secret with the re-check (2 of 132 runs), against 1-3 of 8-12 runs before it; one \
-            leaking run logged 'walked again 0 times', so a hole remains after the walk; a \
-            reproducer, run with --ignored"]
 fn an_exchange_of_directories_during_the_walk_cannot_hide_a_secret() {
     if attacks::not_under("gvisor", NO_MOUNT_IDENTITY) {
         return;
@@ -344,12 +340,13 @@ fn walked_again(stderr: &str) -> usize {
 
 /// A build's churn in big directories: a host process writes an object and renames it into
 /// each of `target/debug/{deps,.fingerprint,build,incremental}` (3000 entries each), 5 times a
-/// second in each, while 6 runs start; at most one may be refused (red team issue 32c,
-/// 04-build-churn.sh: the first re-check refused 6 of 6 at 20 a second, 3 of 5 at 5). The
-/// debug binary the suite runs lists a directory several times slower than a release build,
-/// and a pass runs beside another: at 20 a second it refused 2 of 6 here beside a release
-/// compile, where the same binary alone refused none (docs/design.md). Control: the churn changed
-/// something during some run's walk (it walked again), so the re-check was exercised.
+/// second in each, while 6 to 24 runs start (until one's walk saw the churn); at most one in
+/// six may be refused (red team issue 32c, 04-build-churn.sh: the first re-check refused 6 of
+/// 6 at 20 a second, 3 of 5 at 5). The debug binary the suite runs lists a directory several
+/// times slower than a release build, and a pass runs beside another: at 20 a second it
+/// refused 2 of 6 here beside a release compile, where the same binary alone refused none
+/// (docs/design.md). Control: the churn changed something during some run's walk (it walked
+/// again), so the re-check was exercised.
 #[test]
 fn runs_start_beside_a_churn_in_big_build_directories() {
     let Some(python) = attacks::python3("the churn is a python script") else {
@@ -395,18 +392,28 @@ while time.time() < start + 600:
         })
         .collect();
     std::thread::sleep(Duration::from_millis(1500));
-    let (mut rewalked, mut refused) = (0, Vec::new());
-    for i in 0..6 {
+    // At least 6 runs, and more (up to 24) until one's walk saw the churn: a walk of these
+    // directories takes some milliseconds, and on a quiet pass none of 6 may overlap a change
+    // (the clean-clone CI's unprivileged pass: 0 of 6 walked again).
+    let (mut rewalked, mut refused, mut runs) = (0, Vec::new(), 0);
+    for i in 0..24 {
+        if i >= 6 && rewalked > 0 {
+            break;
+        }
+        runs += 1;
         let run = fx
             .sandbox(&[], "cat .env 2>/dev/null; echo ran")
             .env("STOCKADE_LOG", "debug")
             .timeout(Duration::from_secs(120))
             .run();
-        // One refusal of six is let through: on a loaded machine a walk takes longer, and the
-        // re-check converges only while a listing outlasts no change (measured: between 20
-        // and 50 changes a second per directory, the debug binary alone); it must still be the
-        // typed refusal, naming what kept changing.
-        if run.code() == 125 && run.stderr.contains("E_WORKSPACE_CHANGED") && refused.is_empty() {
+        // One refusal in six runs is let through: on a loaded machine a walk takes longer,
+        // and the re-check converges only while a listing outlasts no change (measured:
+        // between 20 and 50 changes a second per directory, the debug binary alone); it must
+        // still be the typed refusal, naming what kept changing.
+        if run.code() == 125
+            && run.stderr.contains("E_WORKSPACE_CHANGED")
+            && refused.len() < i / 6 + 1
+        {
             println!("run {i} refused beside the churn:\n{}", run.describe());
             refused.push(i);
             continue;
@@ -423,7 +430,7 @@ while time.time() < start + 600:
             rewalked += 1;
         }
     }
-    println!("{rewalked} of 6 runs walked again what the churn changed during their walk");
+    println!("{rewalked} of {runs} runs walked again what the churn changed during their walk");
     assert!(
         rewalked > 0,
         "no run's walk saw the churn change anything: the test did not exercise the re-check"

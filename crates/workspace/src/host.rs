@@ -48,6 +48,12 @@ pub trait HostView {
     /// Metadata following symlinks; `None` if the path does not exist or cannot be reached.
     fn stat(&self, path: &Path) -> Option<Entry>;
     /// The kind of the path itself, not following a final symlink.
+    /// [`HostView::stat`] asked now: a view that remembers answers ([`Remembering`]) asks
+    /// its host again and remembers this answer instead (the walk's matches: a walk again
+    /// comes to the same name holding another file).
+    fn stat_now(&self, path: &Path) -> Option<Entry> {
+        self.stat(path)
+    }
     fn lstat_kind(&self, path: &Path) -> Option<Kind>;
     /// Absolute path with every symlink resolved.
     fn canonicalize(&self, path: &Path) -> Option<PathBuf>;
@@ -395,6 +401,11 @@ fn remembered<T: Clone>(
 impl HostView for Remembering<'_> {
     fn stat(&self, path: &Path) -> Option<Entry> {
         remembered(&self.stat, path, || self.host.stat(path))
+    }
+    fn stat_now(&self, path: &Path) -> Option<Entry> {
+        let e = self.host.stat(path);
+        self.stat.borrow_mut().insert(path.to_path_buf(), e);
+        e
     }
     fn lstat_kind(&self, path: &Path) -> Option<Kind> {
         remembered(&self.lstat, path, || self.host.lstat_kind(path))

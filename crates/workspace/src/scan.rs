@@ -82,12 +82,38 @@ impl Scan {
     /// [`Scan::new`] with the walk cache of earlier runs ([`crate::walk_cache`]): the
     /// listings it holds for this walk's key are used where their directories are unchanged,
     /// and the walk's record ([`SweepPlan::dirs`]) is what to store for the next run.
+    ///
+    /// A match the walk found that is gone or another file by the time the scan masks or
+    /// protects it (moved after the walk: a directory exchanged by another run's command) is
+    /// never dropped: the scan starts again, and after [`SCAN_ATTEMPTS`] the run is refused
+    /// ([`ScanError::WorkspaceChanged`]).
     pub fn new_cached(
         policy: &Policy,
         place: &Place,
         host: &dyn HostView,
-        cache: Option<&mut crate::walk_cache::WalkCache>,
+        mut cache: Option<&mut crate::walk_cache::WalkCache>,
     ) -> Result<Scan, ScanError> {
+        let mut moved = PathBuf::new();
+        for _ in 0..SCAN_ATTEMPTS {
+            match Scan::once(policy, place, host, cache.as_deref_mut())? {
+                Ok(scan) => return Ok(scan),
+                Err(m) => moved = m,
+            }
+        }
+        Err(ScanError::WorkspaceChanged {
+            dir: moved.parent().map_or(moved.clone(), Path::to_path_buf),
+            rewalks: SCAN_ATTEMPTS,
+        })
+    }
+
+    /// One scan: `Ok(Err(path))` when the walk's match at `path` moved before the scan was
+    /// over ([`Matches::seen_as`]).
+    fn once(
+        policy: &Policy,
+        place: &Place,
+        host: &dyn HostView,
+        cache: Option<&mut crate::walk_cache::WalkCache>,
+    ) -> Result<Result<Scan, PathBuf>, ScanError> {
         // The scan's passes ask about the same paths more than once: each is asked once.
         let remembering = crate::host::Remembering::new(host);
         let host: &dyn HostView = &remembering;
@@ -170,7 +196,12 @@ impl Scan {
         // hold a writable root (writing implies reading), minus paths the sandbox replaces.
         let mut masks: Vec<(PathBuf, Kind)> = Vec::new();
         for d in &found.deny_read {
+            let seen = found.seen_as.get(d).copied();
             let Some(canon) = host.canonicalize(d) else {
+                // Gone since the walk found it (or a dangling link, which has nothing to read).
+                if seen.is_some() {
+                    return Ok(Err(d.clone()));
+                }
                 continue;
             };
             if writable_roots.iter().any(|w| is_within(w, &canon)) {
@@ -181,6 +212,11 @@ impl Scan {
                 || tmp_grants.iter().any(|(g, _)| is_within(&canon, g));
             if !visible {
                 continue;
+            }
+            // The file the walk saw, or the scan starts again: the mask lands on this path
+            // only if it still holds that file (`identities`), wherever the walk's secret is.
+            if seen.is_some() && host.stat_now(&canon).map(|e| (e.dev, e.ino)) != seen {
+                return Ok(Err(d.clone()));
             }
             mask_targets(host, &canon, &allows, &mut masks);
         }
@@ -226,9 +262,16 @@ impl Scan {
         for p in &found.deny_write {
             // A mount cannot cover a symlink: protect its target when that is writable (the
             // link itself can still be replaced; the sweep notices the change of kind).
+            let seen = found.seen_as.get(p).copied();
             let Some(target) = mount_target(host, p) else {
+                if seen.is_some() {
+                    return Ok(Err(p.clone()));
+                }
                 continue;
             };
+            if seen.is_some() && host.stat_now(&target).map(|e| (e.dev, e.ino)) != seen {
+                return Ok(Err(p.clone()));
+            }
             // A writable root named by itself (the workspace, `--allow-write ~/.local/bin`)
             // stays writable.
             if writable_roots.iter().any(|w| is_within(&target, w))
@@ -398,7 +441,7 @@ impl Scan {
             })
             .collect();
         let sweep = SweepPlan { links, ..sweep };
-        Ok(Scan {
+        Ok(Ok(Scan {
             writable_roots,
             allows,
             masks,
@@ -416,9 +459,13 @@ impl Scan {
             sweep,
             deny_globs: found.globs,
             identities,
-        })
+        }))
     }
 }
+
+/// How many times a scan starts again when a match its walk found moved before it was over
+/// ([`Scan::new_cached`]).
+pub const SCAN_ATTEMPTS: usize = 3;
 
 /// What the supervisor checks after the run: protected paths that did not exist at the start.
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
@@ -1035,5 +1082,122 @@ mod split_tests {
         );
         let o = Path::new("/ws/O");
         assert_eq!(masks(o, o.join("pub")), vec![(o.join(".env"), Kind::File)]);
+    }
+}
+
+#[cfg(test)]
+mod moved_tests {
+    //! A match the walk found that moves before the scan masks it (another run's command
+    //! exchanging two directories right after the walk's re-check, red team issue 32c).
+    use std::path::{Path, PathBuf};
+
+    use super::{Place, Scan, SCAN_ATTEMPTS};
+    use crate::host::fake::Swapping;
+    use crate::host::HostView;
+    use crate::walk::{DirStamps, Matches};
+    use crate::ScanError;
+
+    const WS: &str = "/ws";
+
+    fn host() -> Swapping {
+        Swapping::new(&["/ws/B", "/ws/src"], &["/ws/A/.env", "/ws/src/main.rs"], 1)
+    }
+
+    /// Each time `A/.env` (or `B/.env`) is resolved, `A` and `B` are exchanged first, up to
+    /// `times` times each.
+    fn exchange_on_resolve(host: &Swapping, times: usize) {
+        for at in ["/ws/A/.env", "/ws/B/.env"] {
+            host.on_resolve.borrow_mut().push((
+                PathBuf::from(at),
+                PathBuf::from("/ws/A"),
+                PathBuf::from("/ws/B"),
+                times,
+            ));
+        }
+    }
+
+    fn scan(host: &Swapping) -> Result<Scan, ScanError> {
+        let mut policy = policy::profile::profile("read-only").unwrap();
+        policy.filesystem.allow_write = vec![WS.into()];
+        policy.filesystem.deny_read = vec!["**/.env".into()];
+        let place = Place {
+            workspace: WS.into(),
+            uid: 0,
+            home: "/home/u".into(),
+            xdg_config_home: None,
+            path_dirs: Vec::new(),
+        };
+        Scan::new(&policy, &place, host)
+    }
+
+    fn secret(host: &Swapping) -> PathBuf {
+        ["/ws/A/.env", "/ws/B/.env"]
+            .into_iter()
+            .map(PathBuf::from)
+            .find(|p| host.lstat_kind(p).is_some())
+            .unwrap()
+    }
+
+    /// Moved once after the walk: the scan starts again and masks it where it went.
+    #[test]
+    fn a_secret_moved_after_the_walk_is_masked_where_it_went() {
+        let host = host();
+        exchange_on_resolve(&host, 1);
+        let scan = scan(&host).unwrap();
+        let secret = secret(&host);
+        assert!(
+            scan.masks.iter().any(|(p, _)| *p == secret),
+            "{secret:?} not in {:?}",
+            scan.masks
+        );
+        // The mount checks the path still holds the file the walk saw.
+        let id = host.stat(&secret).map(|e| (e.dev, e.ino)).unwrap();
+        assert_eq!(scan.identities.get(&secret), Some(&id));
+        // Nothing stale: the first attempt's path is not masked.
+        assert_eq!(
+            scan.masks
+                .iter()
+                .filter(|(p, _)| p.ends_with(".env"))
+                .count(),
+            1
+        );
+    }
+
+    /// Moved every time: refused with the typed error, after [`SCAN_ATTEMPTS`] scans.
+    #[test]
+    fn a_secret_that_keeps_moving_refuses_the_run() {
+        let host = host();
+        exchange_on_resolve(&host, 100);
+        match scan(&host) {
+            Err(ScanError::WorkspaceChanged { dir, rewalks }) => {
+                assert_eq!(rewalks, SCAN_ATTEMPTS);
+                assert!(
+                    dir == Path::new("/ws/A") || dir == Path::new("/ws/B"),
+                    "{dir:?}"
+                );
+            }
+            other => panic!("expected WorkspaceChanged, got {other:?}"),
+        }
+    }
+
+    /// Control: the attack is real. The walk's matches name `A/.env`; after the exchange that
+    /// path resolves to nothing and the secret is at `B/.env`, which no match names: dropping
+    /// the match that no longer resolves (as the scan did) leaves it unmasked.
+    #[test]
+    fn control_the_moved_match_no_longer_names_the_secret() {
+        let host = host();
+        let ctx = policy::PathContext {
+            home: "/home/u".into(),
+            workspace: WS.into(),
+            writable_roots: vec![WS.into()],
+        };
+        let read: Vec<_> = policy::expand("**/.env", &ctx).unwrap();
+        let mut stamps = DirStamps::start();
+        let m = Matches::collect(&host, &[WS.into()], &read, &[], &mut stamps, None).unwrap();
+        assert_eq!(m.deny_read, vec![PathBuf::from("/ws/A/.env")]);
+        host.exchange(Path::new("/ws/A"), Path::new("/ws/B"));
+        assert_eq!(host.canonicalize(Path::new("/ws/A/.env")), None);
+        assert!(host.lstat_kind(Path::new("/ws/B/.env")).is_some());
+        assert!(!m.deny_read.contains(&PathBuf::from("/ws/B/.env")));
     }
 }

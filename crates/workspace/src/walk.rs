@@ -634,7 +634,96 @@ pub(crate) struct Matches {
     pub(crate) unlisted: Vec<PathBuf>,
     /// Symbolic links named as a `deny_write` glob's directory ([`DenyGlobs::link_names`]).
     pub(crate) dir_links: Vec<PathBuf>,
+    /// The device and inode of every `deny_read` and `deny_write` match the walk found (what
+    /// it leads to, through a link), stat'ed when the walk came to it: the re-check proves its
+    /// directory held that file under that name from the listing until the walk was over. The
+    /// scan masks and protects that file or refuses: a match that no longer resolves, or is
+    /// another file, was moved since (a directory exchanged after the walk, red team issue
+    /// 32c) and is never dropped in silence. A dangling link has none (nothing to read).
+    pub(crate) seen_as: BTreeMap<PathBuf, (u64, u64)>,
     pub(crate) globs: DenyGlobs,
+}
+
+/// What the walk found so far ([`Matches`] but the patterns' exact paths, which are not the
+/// walk's): what a walk again of a directory finds below it replaces what was found there
+/// before ([`Walked::supersede`]).
+#[derive(Default)]
+struct Walked {
+    deny_read: Vec<PathBuf>,
+    deny_write: Vec<PathBuf>,
+    git_files: Vec<PathBuf>,
+    git_dirs: Vec<PathBuf>,
+    accepted_git_dirs: Vec<PathBuf>,
+    unlisted: Vec<PathBuf>,
+    dir_links: Vec<PathBuf>,
+    /// Matches whose own path a mount cannot name (longer than [`MASKABLE`]: a dotenv file
+    /// at 4097 bytes in a listable directory of 4092): masked by their deepest ancestor a
+    /// mount can name, whole, as a directory the walk could not list.
+    too_deep: Vec<PathBuf>,
+    seen_as: BTreeMap<PathBuf, (u64, u64)>,
+}
+
+impl Walked {
+    /// The walk came to `path` (of `kind`), an entry that may concern it.
+    fn visit(&mut self, host: &dyn HostView, globs: &DenyGlobs, path: &Path, kind: Kind) {
+        let (read, write) = globs.matches(path);
+        let code = is_submodule_code_path(path);
+        if (read || write || code) && path.as_os_str().len() > MASKABLE {
+            self.too_deep.extend(maskable(path));
+        }
+        if read {
+            self.deny_read.push(path.to_path_buf());
+        }
+        if write || code {
+            self.deny_write.push(path.to_path_buf());
+        }
+        if read || write || code {
+            // Now, not as remembered: a walk again comes to the same name holding another file.
+            if let Some(e) = host.stat_now(path) {
+                self.seen_as.insert(path.to_path_buf(), (e.dev, e.ino));
+            }
+        }
+        if kind == Kind::Dir && path.file_name().is_some_and(|n| n == ".git") {
+            self.git_dirs.push(path.to_path_buf());
+        } else if code {
+            if let Some(parent) = path.parent() {
+                self.git_dirs.push(parent.to_path_buf());
+            }
+        }
+        if is_git_redirect(path, kind) {
+            self.git_files.push(path.to_path_buf());
+        }
+        if kind == Kind::Symlink && path.file_name().is_some_and(|n| globs.is_link_name(n)) {
+            self.dir_links.push(path.to_path_buf());
+        }
+        if let (Some(name), Some(parent)) = (path.file_name(), path.parent()) {
+            if crate::planted_git::is_code_name(name)
+                && crate::planted_git::accepted_by_git(host, parent)
+            {
+                self.accepted_git_dirs.push(parent.to_path_buf());
+            }
+        }
+    }
+
+    /// `dir` is walked again: what an earlier walk found below it is dropped (what is still
+    /// there is found again; what was moved away is found where it went, and a stale path
+    /// must not stand for it).
+    fn supersede(&mut self, dir: &Path) {
+        let below = |p: &PathBuf| p != dir && is_within(p, dir);
+        for v in [
+            &mut self.deny_read,
+            &mut self.deny_write,
+            &mut self.git_files,
+            &mut self.git_dirs,
+            &mut self.accepted_git_dirs,
+            &mut self.unlisted,
+            &mut self.dir_links,
+            &mut self.too_deep,
+        ] {
+            v.retain(|p| !below(p));
+        }
+        self.seen_as.retain(|p, _| !below(p));
+    }
 }
 
 impl Matches {
@@ -676,16 +765,8 @@ impl Matches {
                 }
             }
         }
-        let mut m = Matches {
-            deny_read: deny_read_found,
-            deny_write: deny_write_found,
-            git_files: Vec::new(),
-            git_dirs: Vec::new(),
-            accepted_git_dirs: Vec::new(),
-            unlisted: Vec::new(),
-            dir_links: Vec::new(),
-            globs: DenyGlobs::new(read_globs.iter().copied(), write_globs.iter().copied())?,
-        };
+        let globs = DenyGlobs::new(read_globs.iter().copied(), write_globs.iter().copied())?;
+        let mut w = Walked::default();
         // Walk every distinct glob base once (writable roots are the bases of the relative
         // patterns); a base inside another base is covered by the outer walk.
         let mut bases: Vec<PathBuf> = read_globs
@@ -712,47 +793,10 @@ impl Matches {
         }
         let mut walked: Vec<PathBuf> = Vec::new();
         let mut count = 0usize;
-        // Matches whose own path a mount cannot name (longer than [`MASKABLE`]: a dotenv file
-        // at 4097 bytes in a listable directory of 4092): masked by their deepest ancestor a
-        // mount can name, whole, as a directory the walk could not list.
-        let mut too_deep: Vec<PathBuf> = Vec::new();
-        let concern = |name: &std::ffi::OsStr, _| m.globs.may_concern(name);
-        let mut visit = |path: &Path, kind: Kind| {
-            let (read, write) = m.globs.matches(path);
-            if (read || write || is_submodule_code_path(path)) && path.as_os_str().len() > MASKABLE
-            {
-                too_deep.extend(maskable(path));
-            }
-            if read {
-                m.deny_read.push(path.to_path_buf());
-            }
-            if write || is_submodule_code_path(path) {
-                m.deny_write.push(path.to_path_buf());
-            }
-            if kind == Kind::Dir && path.file_name().is_some_and(|n| n == ".git") {
-                m.git_dirs.push(path.to_path_buf());
-            } else if is_submodule_code_path(path) {
-                if let Some(parent) = path.parent() {
-                    m.git_dirs.push(parent.to_path_buf());
-                }
-            }
-            if is_git_redirect(path, kind) {
-                m.git_files.push(path.to_path_buf());
-            }
-            if kind == Kind::Symlink && path.file_name().is_some_and(|n| m.globs.is_link_name(n)) {
-                m.dir_links.push(path.to_path_buf());
-            }
-            if let (Some(name), Some(parent)) = (path.file_name(), path.parent()) {
-                if crate::planted_git::is_code_name(name)
-                    && crate::planted_git::accepted_by_git(host, parent)
-                {
-                    m.accepted_git_dirs.push(parent.to_path_buf());
-                }
-            }
-        };
-        let mut unlisted = |dir: &Path, e: std::io::Error| {
+        let concern = |name: &std::ffi::OsStr, _| globs.may_concern(name);
+        let unlisted = |w: &mut Walked, dir: &Path, e: std::io::Error| {
             if let Some(closed) = closed_to_planner(dir, &e, roots) {
-                m.unlisted.push(closed);
+                w.unlisted.push(closed);
             }
         };
         stamps.round_start = stamps.taken_at;
@@ -760,21 +804,23 @@ impl Matches {
             if walked.iter().any(|w| is_within(&base, w)) || host.lstat_kind(&base).is_none() {
                 continue;
             }
+            let w = std::cell::RefCell::new(&mut w);
             walk(
                 host,
                 &base,
                 &mut count,
                 Stamps::Record(stamps),
                 &concern,
-                &mut visit,
-                &mut unlisted,
+                &mut |p, k| w.borrow_mut().visit(host, &globs, p, k),
+                &mut |d, e| unlisted(&mut w.borrow_mut(), d, e),
             )?;
             walked.push(base);
         }
         // The walk is checked again once it is over (`DirStamps::changed` says why that
         // proves it saw the tree as it was at one instant); what changed during it is walked
-        // again (what it found before stays found), and checked again, at least `REWALKS`
-        // times and for `REWALK_BUDGET`: a directory that keeps changing refuses the run.
+        // again (what was found below it before is found again, or where it went), and
+        // checked again, at least `REWALKS` times and for `REWALK_BUDGET`: a directory that
+        // keeps changing refuses the run.
         let began = std::time::Instant::now();
         while stamps.recheck {
             let (tops, stale) = stamps.changed(host);
@@ -791,6 +837,8 @@ impl Matches {
                 (BACKOFF_STEP * u32::try_from(stamps.rewalks).unwrap_or(u32::MAX)).min(BACKOFF_MAX);
             std::thread::sleep(stamps.settle_wait(host, &stale).max(backoff));
             for (dir, parent) in stamps.rewalk(&tops, &stale) {
+                w.supersede(&dir);
+                let w = std::cell::RefCell::new(&mut w);
                 walk_from(
                     host,
                     &dir,
@@ -798,12 +846,23 @@ impl Matches {
                     &mut count,
                     Stamps::Record(stamps),
                     &concern,
-                    &mut visit,
-                    &mut unlisted,
+                    &mut |p, k| w.borrow_mut().visit(host, &globs, p, k),
+                    &mut |d, e| unlisted(&mut w.borrow_mut(), d, e),
                 )?;
             }
             stamps.refresh(host);
         }
+        let mut m = Matches {
+            deny_read: [deny_read_found, w.deny_read].concat(),
+            deny_write: [deny_write_found, w.deny_write].concat(),
+            git_files: w.git_files,
+            git_dirs: w.git_dirs,
+            accepted_git_dirs: w.accepted_git_dirs,
+            unlisted: w.unlisted,
+            dir_links: w.dir_links,
+            seen_as: w.seen_as,
+            globs,
+        };
         // stockade's own quarantine holds what earlier sweeps took from runs (a dotenv file
         // a run buried below `PATH_MAX`, its planted hooks): a later run sees none of it.
         for root in roots {
@@ -815,7 +874,7 @@ impl Matches {
         // A directory the planner could not list, that a command could enter (it can
         // `chmod` it back open, or search it for names it knows): masked whole, unreadable
         // and unwritable, since nothing in it was checked.
-        m.unlisted.extend(too_deep);
+        m.unlisted.extend(w.too_deep);
         m.unlisted.sort();
         m.unlisted.dedup();
         // One that is or holds a writable root cannot be masked (the command writes there):
@@ -1194,6 +1253,7 @@ mod recheck_tests {
     //! between two listings (another run's command racing the walk).
     use super::{DirStamps, Matches, REWALKS};
     use crate::host::fake::Swapping;
+    use crate::host::HostView;
     use crate::ScanError;
     use std::path::{Path, PathBuf};
 
@@ -1264,6 +1324,39 @@ mod recheck_tests {
         let (m, stamps) = collect(&quiet, true);
         assert_eq!(m.unwrap().deny_read, vec![secret()]);
         assert_eq!(stamps.rewalks, 0);
+    }
+
+    /// A match found before a walk again of a directory above it is replaced by what that
+    /// walk finds: the secret moved after its directory was listed (`A` and `B` exchanged)
+    /// is found where it went, with its device and inode, and the stale path is dropped (it
+    /// named nothing, and a scan would start again for it). Control: without the re-check
+    /// the walk's only match is the stale path, which names nothing now.
+    #[test]
+    fn a_walk_again_replaces_what_was_found_below_it() {
+        let old = 1_000_000_000_000_000_000;
+        let make = || {
+            let host = Swapping::new(&["/ws/B"], &["/ws/A/.env"], old);
+            host.swaps.borrow_mut().push((
+                PathBuf::from("/ws/A"),
+                PathBuf::from("/ws/A"),
+                PathBuf::from("/ws/B"),
+                1,
+            ));
+            host
+        };
+        let host = make();
+        let (m, _) = collect(&host, false);
+        let m = m.unwrap();
+        assert_eq!(m.deny_read, vec![PathBuf::from("/ws/A/.env")]);
+        assert!(m.seen_as.is_empty(), "{:?}", m.seen_as);
+        let host = make();
+        let (m, stamps) = collect(&host, true);
+        let m = m.unwrap();
+        assert_eq!(m.deny_read, vec![PathBuf::from("/ws/B/.env")]);
+        let id = host.stat(Path::new("/ws/B/.env")).map(|e| (e.dev, e.ino));
+        assert_eq!(m.seen_as.get(Path::new("/ws/B/.env")).copied(), id);
+        assert_eq!(m.seen_as.len(), 1);
+        assert!(stamps.rewalks >= 1);
     }
 
     /// An exchange that goes on for ever: walked again at least `REWALKS` times and for

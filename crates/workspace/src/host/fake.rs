@@ -67,6 +67,10 @@ pub(crate) struct Swapping {
     pub(crate) swaps: RefCell<Vec<(PathBuf, PathBuf, PathBuf, usize)>>,
     /// After a listing of the first path, the second is renamed to the third, once.
     pub(crate) moves: RefCell<Vec<(PathBuf, PathBuf, PathBuf)>>,
+    /// When the first path is resolved (`canonicalize`), the other two are exchanged first, as
+    /// many more times as the count says: a match moved after the walk, before the scan
+    /// masks it.
+    pub(crate) on_resolve: RefCell<Vec<(PathBuf, PathBuf, PathBuf, usize)>>,
     /// Exchanges leave the ctimes as they were (a change in the same tick of a coarse clock
     /// as the stamp: what a kernel without multigrain ctimes can do).
     pub(crate) keep_ctime: bool,
@@ -84,6 +88,7 @@ impl Swapping {
             clock: Cell::new(ctime_ns),
             swaps: RefCell::new(Vec::new()),
             moves: RefCell::new(Vec::new()),
+            on_resolve: RefCell::new(Vec::new()),
             keep_ctime: false,
             fine: true,
         };
@@ -182,6 +187,16 @@ impl HostView for Swapping {
         self.nodes.borrow().get(path).map(|n| n.0)
     }
     fn canonicalize(&self, path: &Path) -> Option<PathBuf> {
+        let due: Vec<(PathBuf, PathBuf)> = (self.on_resolve.borrow_mut().iter_mut())
+            .filter(|(at, _, _, left)| at == path && *left > 0)
+            .map(|(_, a, b, left)| {
+                *left -= 1;
+                (a.clone(), b.clone())
+            })
+            .collect();
+        for (a, b) in due {
+            self.exchange(&a, &b);
+        }
         self.lstat_kind(path).map(|_| path.to_path_buf())
     }
     fn list_dir(&self, path: &Path) -> Vec<(OsString, Kind)> {
