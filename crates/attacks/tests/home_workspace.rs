@@ -945,3 +945,40 @@ fn caches_host_builds_run_cannot_be_written_unless_granted() {
     inside.assert_ok();
     assert!(planted(&fx).exists(), "control: the grant");
 }
+
+/// A home holding a git clone of a tool protected whole (`~/.pyenv`, installed by
+/// `git clone`): with the home as the workspace, runs start (every one failed at set-up: the
+/// init opened the clone's `.git/config` for writing below `~/.pyenv`'s read-only bind, EROFS),
+/// and the clone stays read-only, its config included. Control: the same clone elsewhere in
+/// the home keeps a writable worktree (the read-only is `~/.pyenv`'s, not the clone's).
+#[test]
+fn a_git_clone_protected_whole_in_the_home_does_not_stop_the_run() {
+    let fx = fixture();
+    let home = fx.home.clone();
+    for dir in [".pyenv", "proj"] {
+        let repo = home.join(dir);
+        mkdir(&repo);
+        let init = fx.git_host(&["init", "-q", repo.to_str().expect("utf-8")]);
+        init.assert_success();
+    }
+    let out = run_in(
+        &fx,
+        &home,
+        &home,
+        &[],
+        "echo edited >> proj/file && echo proj-ok; \
+         echo x >> .pyenv/.git/config || echo config-refused; \
+         echo x > .pyenv/version || echo pyenv-refused",
+    );
+    out.assert_shows("proj-ok")
+        .assert_shows("config-refused")
+        .assert_shows("pyenv-refused");
+    assert_eq!(
+        read_text(&home.join("proj/file")).as_deref(),
+        Some("edited\n")
+    );
+    assert!(!read_text(&home.join(".pyenv/.git/config"))
+        .unwrap_or_default()
+        .ends_with("x\n"));
+    assert!(read_text(&home.join(".pyenv/version")).is_none());
+}

@@ -600,7 +600,12 @@ impl Plan {
         let mut held_configs = Vec::new();
         for p in protected {
             let mut steps = Vec::new();
-            if workspace::is_existing_config(host, p) {
+            // A config inside another protected path (`~/.pyenv/.git/config` with the home as
+            // the workspace: `~/.pyenv` is protected whole) is not rewritten: the run may not
+            // change anything there, and the init could not open it for writing below that
+            // path's read-only bind (every such run failed at set-up with EROFS).
+            let inside_protected = (protected.iter()).any(|q| q != p && is_within(p, q));
+            if workspace::is_existing_config(host, p) && !inside_protected {
                 steps.push(Mount::Hold {
                     path: p.clone(),
                     slot: slots,

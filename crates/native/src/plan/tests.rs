@@ -895,3 +895,38 @@ fn a_link_listed_beside_a_mask_in_an_allowed_directory_gets_no_rule() {
         assert!(!r.links, "{} planned through links", r.path.display());
     }
 }
+
+/// A git clone the catalogue protects whole in a home that is the workspace (`~/.pyenv`):
+/// read-only as a whole, and its config is not held for a checked rewrite (the init could not
+/// open it for writing below `~/.pyenv`'s read-only bind: every run failed at set-up). The
+/// workspace's own repository keeps its held config (control).
+#[test]
+fn a_config_inside_a_path_protected_whole_is_not_held() {
+    let host = machine()
+        .dir("/home/u/.pyenv/.git/hooks", 1000, 0o755)
+        .file("/home/u/.pyenv/.git/config")
+        .file("/home/u/.pyenv/.git/HEAD");
+    let mut req = request(1000);
+    req.workspace = p("/home/u");
+    req.cwd = p("/home/u");
+    let plan = Plan::new(&default_policy(), &req, &host).unwrap();
+    let has = |m: Mount| plan.mounts.contains(&m);
+    assert!(has(Mount::ReadOnly {
+        path: p("/home/u/.pyenv")
+    }));
+    let held: Vec<&PathBuf> = (plan.creation_guard.held_configs.iter())
+        .map(|(p, _)| p)
+        .collect();
+    assert!(
+        !held.contains(&&p("/home/u/.pyenv/.git/config")),
+        "{held:?}"
+    );
+    assert!(
+        !plan.mounts.iter().any(
+            |m| matches!(m, Mount::Hold { path, .. } if path == Path::new("/home/u/.pyenv/.git/config"))
+        ),
+        "{:#?}",
+        plan.mounts
+    );
+    assert!(held.contains(&&p("/home/u/ws/.git/config")), "{held:?}");
+}
