@@ -316,12 +316,12 @@ pub fn with_terminal(config: &mut Value, rows: u16, cols: u16) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use sandbox::{Ids, Limits, Network, ReadScope};
     use std::time::Duration;
 
-    fn spec() -> Spec {
+    pub(crate) fn spec() -> Spec {
         Spec {
             argv: vec!["/bin/true".into()],
             cwd: "/w".into(),

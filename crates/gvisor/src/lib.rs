@@ -4,7 +4,10 @@
 //! What enforces what, compared with the native backend:
 //! - the read-only host, masks, writable roots, protected paths and the private `/tmp`: the
 //!   Sentry's mounts (bind mounts through its gofer), not Landlock (the Sentry has no Landlock
-//!   syscalls) and not a mount namespace of the host kernel;
+//!   syscalls) and not a mount namespace of the host kernel; for a root caller every mask is
+//!   also covered in runsc's own mount namespace, where its file server works, only on the
+//!   file planned ([`Cover`]): a concurrent process exchanging the directories that hold a
+//!   secret after planning cannot move it out from under its mask (runsc's masks go by path);
 //! - pinned directories (git dirs holding protected paths, the ancestors of stockade's state
 //!   inside a writable root): a writable bind of each over itself, as natively: the Sentry
 //!   refuses to rename a mount point or to rename anything over one (`EBUSY`);
@@ -117,6 +120,43 @@ pub struct Idmapped {
     pub readonly: bool,
 }
 
+/// A masked path (or one read as empty) that a root caller's `runsc` finds covered already in
+/// its own mount namespace, where its file server works: an empty file or directory mounted
+/// there only if the path still holds the file the planner saw ([`Cover::identity`]), before
+/// runsc starts. A mount follows its file when directories are exchanged afterwards (another
+/// run's command renaming what holds it), so the file server never serves the secret, whatever
+/// path runsc's own mask (by path, at its start) lands on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Cover {
+    pub path: PathBuf,
+    pub kind: sandbox::Kind,
+    pub readable: bool,
+    /// `(st_dev, st_ino)` when planned ([`Spec::identities`]); `None`: covered unchecked.
+    pub identity: Option<(u64, u64)>,
+}
+
+/// The covers of a root caller's masks: one per mask, but none below a masked directory (its
+/// cover hides what it held, and the path is not there any more to look up).
+fn covers(spec: &Spec) -> Vec<Cover> {
+    let under_dir_mask = |p: &Path| {
+        (spec.masks.iter())
+            .any(|m| m.kind == sandbox::Kind::Dir && m.path != p && p.starts_with(&m.path))
+    };
+    let mut out: Vec<Cover> = Vec::new();
+    for m in &spec.masks {
+        if under_dir_mask(&m.path) || out.iter().any(|c| c.path == m.path) {
+            continue;
+        }
+        out.push(Cover {
+            path: m.path.clone(),
+            kind: m.kind,
+            readable: m.readable,
+            identity: spec.identities.get(&m.path).copied(),
+        });
+    }
+    out
+}
+
 /// The gVisor backend, bound to one `runsc` executable and the platform that works with it.
 #[derive(Debug, Clone)]
 pub struct Gvisor {
@@ -141,6 +181,9 @@ pub struct Plan {
     pub destinations: Vec<(PathBuf, sandbox::Kind)>,
     /// Root callers: trees seen through an idmapped mount in runsc's own mount namespace.
     pub idmapped: Vec<Idmapped>,
+    /// Root callers: the masks, covered in runsc's own mount namespace too (after the
+    /// idmapped trees), each only on the file planned.
+    pub covers: Vec<Cover>,
     /// The bundle is never put inside one of these.
     pub writable_roots: Vec<PathBuf>,
     pub timeout: Option<std::time::Duration>,
@@ -432,6 +475,11 @@ impl Gvisor {
         for m in &spec.masks {
             destinations.push((m.path.clone(), m.kind));
         }
+        let covers = if caller.rootless {
+            Vec::new()
+        } else {
+            covers(&spec)
+        };
         Ok(Plan {
             runsc: self.runsc.clone(),
             platform: self.platform,
@@ -449,6 +497,7 @@ impl Gvisor {
             config,
             destinations,
             idmapped,
+            covers,
             writable_roots: spec.writable_roots.clone(),
             timeout: spec.limits.timeout,
             cwd_fallback,
@@ -524,6 +573,43 @@ mod tests {
             gid: uid,
             mode,
         })
+    }
+
+    /// Every mask is covered with the identity planned (the walk's), but what lies below a
+    /// masked directory (hidden by its cover, and no longer there to look up); a mask the
+    /// spec has no identity for is covered unchecked, as the native init does.
+    #[test]
+    fn covers_carry_the_planned_identity_and_skip_what_a_masked_directory_hides() {
+        let mask = |p: &str, kind, readable| sandbox::Mask {
+            path: p.into(),
+            kind,
+            readable,
+        };
+        let mut spec = crate::bundle::tests::spec();
+        spec.masks = vec![
+            mask("/h/.ssh", sandbox::Kind::Dir, false),
+            mask("/h/.ssh/id_ed25519", sandbox::Kind::File, false),
+            mask("/w/.env", sandbox::Kind::File, false),
+            mask("/h/.sshx", sandbox::Kind::File, true),
+            mask("/w/.env", sandbox::Kind::File, false),
+        ];
+        spec.identities = [("/w/.env".into(), (7, 70)), ("/h/.ssh".into(), (8, 80))]
+            .into_iter()
+            .collect();
+        let cover = |p: &str, kind, readable, identity| Cover {
+            path: p.into(),
+            kind,
+            readable,
+            identity,
+        };
+        assert_eq!(
+            covers(&spec),
+            [
+                cover("/h/.ssh", sandbox::Kind::Dir, false, Some((8, 80))),
+                cover("/w/.env", sandbox::Kind::File, false, Some((7, 70))),
+                cover("/h/.sshx", sandbox::Kind::File, true, None),
+            ]
+        );
     }
 
     /// A root caller's command passes only the "others" bits outside its idmapped trees, and

@@ -275,6 +275,37 @@ fn idmapped_trees(plan: &Plan) -> Result<Vec<(OwnedFd, std::ffi::CString)>, Erro
     Ok(out)
 }
 
+/// The detached covers of [`Plan::covers`], ready for runsc's own mount namespace.
+fn prepared_covers(plan: &Plan) -> Result<sys::mountns::Covers, Error> {
+    let mut covers = Vec::with_capacity(plan.covers.len());
+    for c in &plan.covers {
+        covers.push(sys::mountns::Cover {
+            target: std::ffi::CString::new(c.path.as_os_str().as_encoded_bytes())
+                .map_err(|e| io_err("cover a masked path")(std::io::Error::other(e)))?,
+            dir: c.kind == Kind::Dir,
+            readable: c.readable,
+            expect: c.identity,
+        });
+    }
+    sys::mountns::Covers::prepare(&covers).map_err(io_err("prepare the masks' covers"))
+}
+
+/// Why cover `index` of `plan` failed at runsc's start (see [`sys::mountns::Covers::failed`]).
+fn cover_failed(plan: &Plan, index: usize, errno: sys::raw::Errno) -> Error {
+    let path = plan
+        .covers
+        .get(index)
+        .map(|c| c.path.clone())
+        .unwrap_or_default();
+    let what = match errno.0 {
+        libc::ESTALE => "it is another file than the one planned: moved since (a directory on its way exchanged or renamed by another program); a mask goes only on the file the run planned".to_string(),
+        libc::ENOENT | libc::ENOTDIR => "it is gone (moved away since it was planned)".to_string(),
+        libc::ELOOP => "a symbolic link is on its way".to_string(),
+        _ => format!("it could not be covered: {errno}"),
+    };
+    Error::Changed { path, what }
+}
+
 /// The run's cgroup directories (`cgroupsPath` `/stockade/<run id>` in every hierarchy), which
 /// runsc leaves behind when its container was killed: removed once empty, best effort.
 fn remove_cgroups(plan: &Plan) {
@@ -371,9 +402,12 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
     }
     // Root callers: the idmapped views, in runsc's own mount namespace (its file server works
     // there). Kept open until runsc has started.
+    // And the masks' covers, each on the file planned (after the trees: a cover inside one
+    // goes onto the view).
     let trees = idmapped_trees(plan)?;
-    if !trees.is_empty() {
-        sys::mountns::private_mounts_on_exec(&mut command, &trees);
+    let covers = prepared_covers(plan)?;
+    if !trees.is_empty() || !covers.is_empty() {
+        sys::mountns::private_mounts_on_exec(&mut command, &trees, &covers);
     }
     command
         .arg("run")
@@ -383,23 +417,35 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
         arg.push(c.path());
         command.arg(arg);
     }
-    let mut child = command
+    let spawned = command
         .arg(&plan.caller.run_id)
         .stdin(Stdio::from(io.stdin))
         .stdout(Stdio::from(io.stdout))
         .stderr(Stdio::from(io.stderr))
-        .spawn()
-        .map_err(|e| match e.raw_os_error() {
-            // The caller's process limit, not a missing runsc.
-            Some(libc::EAGAIN) => Error::Io {
-                what: format!("start {}", plan.runsc.display()),
-                cause: e,
-            },
-            _ => Error::Unavailable {
-                cause: format!("could not start {}: {e}", plan.runsc.display()),
-                fix: crate::RUNSC_FIX.into(),
-            },
-        })?;
+        .spawn();
+    // A cover that found another file at its path: refused, naming it (runsc never started).
+    let spawned = match spawned {
+        Err(e) => match covers.failed() {
+            Some((index, errno)) => return Err(cover_failed(plan, index, errno)),
+            None => Err(e),
+        },
+        Ok(child) => {
+            drop(covers);
+            Ok(child)
+        }
+    };
+    drop(trees);
+    let mut child = spawned.map_err(|e| match e.raw_os_error() {
+        // The caller's process limit, not a missing runsc.
+        Some(libc::EAGAIN) => Error::Io {
+            what: format!("start {}", plan.runsc.display()),
+            cause: e,
+        },
+        _ => Error::Unavailable {
+            cause: format!("could not start {}: {e}", plan.runsc.display()),
+            fix: crate::RUNSC_FIX.into(),
+        },
+    })?;
     let attached = match (console, io.terminal) {
         (Some(console), Some(own)) => {
             match attach_console(console, own, &mut child, &io.cancel, io.process_signals) {

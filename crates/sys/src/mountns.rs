@@ -1,32 +1,198 @@
 //! A private mount namespace for a helper program (gVisor's `runsc`) with detached mount
 //! trees attached over their targets: an idmapped view of a root caller's workspace, so the
 //! helper's file server sees it owned by the unprivileged id the command runs as, as the
-//! native backend's sandbox does (see `parent::idmapped_clone`).
+//! native backend's sandbox does (see `parent::idmapped_clone`); and [`Covers`]: an empty
+//! file or directory over every masked path, each placed only on the file the planner saw
+//! (its `(st_dev, st_ino)`), as the native backend's init places its masks.
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 
-use crate::raw;
+use crate::postfork::Identity;
+use crate::raw::{self, Errno, MountAttr};
+
+/// A path to cover in the helper's mount namespace with something empty.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cover {
+    /// Absolute and canonical when planned: looked up through no symbolic link.
+    pub target: CString,
+    /// An empty directory (else an empty file).
+    pub dir: bool,
+    /// Read as empty (mode 0555 / 0444); else mode 0, unreadable.
+    pub readable: bool,
+    /// `(st_dev, st_ino)` the target must still have when it is covered: a file moved there
+    /// since (a directory exchanged by a concurrent process) fails the start with `ESTALE`.
+    /// `None`: covered unchecked.
+    pub expect: Option<Identity>,
+}
+
+/// What a cover's lookup found at its target, compared with what was planned: `Ok` to cover
+/// it, `ESTALE` when it is another file.
+pub fn same_file(expect: Option<Identity>, found: (u64, u64)) -> Result<(), Errno> {
+    match expect {
+        Some(want) if want != found => Err(Errno(libc::ESTALE)),
+        _ => Ok(()),
+    }
+}
+
+/// One detached, read-only, empty mount per [`Cover`], made before the helper starts (nothing
+/// is allocated between fork and exec), and a pipe on which the helper's child says which
+/// cover failed, if one did ([`Covers::failed`]).
+pub struct Covers {
+    mounts: Vec<(OwnedFd, CString, Option<Identity>)>,
+    report: Option<(OwnedFd, OwnedFd)>,
+}
+
+/// A detached tmpfs holding what covers are cloned from: `d` and `f` (mode 0), `ed` (0555)
+/// and `ef` (0444), as the native init's masks.
+fn cover_sources() -> io::Result<OwnedFd> {
+    let fd = raw::detached_tmpfs(c"0755")?;
+    // SAFETY: fd was just returned by fsmount and is owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let at = fd.as_raw_fd();
+    raw::mkdirat(at, c"d", 0)?;
+    raw::mkdirat(at, c"ed", 0o555)?;
+    for name in [c"f", c"ef"] {
+        raw::close(raw::openat(at, name, libc::O_CREAT | libc::O_RDONLY, 0)?);
+    }
+    // Exact modes, whatever the umask.
+    for (name, mode) in [(c"d", 0), (c"f", 0), (c"ed", 0o555), (c"ef", 0o444)] {
+        raw::fchmodat(at, name, mode)?;
+    }
+    Ok(fd)
+}
+
+impl Covers {
+    /// Prepares `covers` (each gets its own detached copy of an empty file or directory,
+    /// read-only, nosuid, nodev, noexec). Needs CAP_SYS_ADMIN (a root caller). Nothing to
+    /// cover makes no mount at all.
+    pub fn prepare(covers: &[Cover]) -> io::Result<Covers> {
+        if covers.is_empty() {
+            return Ok(Covers {
+                mounts: Vec::new(),
+                report: None,
+            });
+        }
+        let sources = cover_sources()?;
+        let attr = MountAttr {
+            attr_set: raw::MOUNT_ATTR_RDONLY
+                | raw::MOUNT_ATTR_NOSUID
+                | raw::MOUNT_ATTR_NODEV
+                | raw::MOUNT_ATTR_NOEXEC,
+            ..MountAttr::default()
+        };
+        let mut mounts = Vec::with_capacity(covers.len());
+        for c in covers {
+            let name = match (c.dir, c.readable) {
+                (true, false) => c"d",
+                (true, true) => c"ed",
+                (false, false) => c"f",
+                (false, true) => c"ef",
+            };
+            let fd = raw::open_tree(
+                sources.as_raw_fd(),
+                name,
+                raw::OPEN_TREE_CLONE | raw::OPEN_TREE_CLOEXEC,
+            )?;
+            // SAFETY: fd was just returned by open_tree and is owned by nobody else.
+            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+            raw::mount_setattr_fd(fd.as_raw_fd(), false, &attr)?;
+            mounts.push((fd, c.target.clone(), c.expect));
+        }
+        let (r, w) = raw::pipe()?;
+        // SAFETY: both ends were just returned by pipe2 and are owned by nobody else.
+        let report = unsafe { (OwnedFd::from_raw_fd(r), OwnedFd::from_raw_fd(w)) };
+        Ok(Covers {
+            mounts,
+            report: Some(report),
+        })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.mounts.is_empty()
+    }
+
+    /// After the helper failed to start: the cover that failed (its index in what
+    /// [`Covers::prepare`] was given) and why (`ESTALE`: another file is at its path now;
+    /// `ENOENT`: nothing is; `ELOOP`: a symbolic link is on its way). `None` when the start
+    /// failed for another reason.
+    pub fn failed(self) -> Option<(usize, Errno)> {
+        let (r, w) = self.report?;
+        // The child is gone (std waits for it before reporting a failed start): with our
+        // write end closed, the read ends at what it wrote.
+        drop(w);
+        let mut b = [0u8; 8];
+        let mut got = 0;
+        while got < b.len() {
+            match raw::read(r.as_raw_fd(), &mut b[got..]) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got += n,
+            }
+        }
+        (got == b.len()).then(|| {
+            let index = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as usize;
+            (index, Errno(i32::from_ne_bytes([b[4], b[5], b[6], b[7]])))
+        })
+    }
+}
+
+/// Covers `target` with the detached mount `fd` if it is still the file `expect` names: looked
+/// up through no symbolic link, its identity compared on the descriptor the mount then goes
+/// onto (no second lookup for a concurrent rename to race).
+fn cover(fd: i32, target: &std::ffi::CStr, expect: Option<Identity>) -> Result<(), Errno> {
+    let at = raw::openat_no_symlinks(libc::AT_FDCWD, target, libc::O_PATH)?;
+    // st_dev's and st_ino's widths differ between architectures.
+    #[allow(clippy::unnecessary_cast)]
+    let res = raw::fstat(at)
+        .and_then(|st| same_file(expect, (st.st_dev as u64, st.st_ino as u64)))
+        .and_then(|()| raw::move_mount_fd_to_fd(fd, at));
+    raw::close(at);
+    res
+}
 
 /// Makes `cmd` start in a new, private mount namespace with each `(tree, target)` attached
-/// over `target` (looked up through no symbolic link). The trees must live until `cmd` is
-/// spawned: the caller keeps them.
-pub fn private_mounts_on_exec(cmd: &mut std::process::Command, trees: &[(OwnedFd, CString)]) {
+/// over `target` (looked up through no symbolic link), then every cover of `covers` over its
+/// target (through the trees just attached), in order: a cover whose target is no longer the
+/// file planned fails the start (its index and errno are written to `covers`' pipe first, see
+/// [`Covers::failed`]). The trees and covers must live until `cmd` is spawned: the caller
+/// keeps them.
+pub fn private_mounts_on_exec(
+    cmd: &mut std::process::Command,
+    trees: &[(OwnedFd, CString)],
+    covers: &Covers,
+) {
     let mounts: Vec<(i32, CString)> = trees
         .iter()
         .map(|(fd, target)| (fd.as_raw_fd(), target.clone()))
         .collect();
+    let covered: Vec<(i32, CString, Option<Identity>)> = (covers.mounts.iter())
+        .map(|(fd, target, expect)| (fd.as_raw_fd(), target.clone(), *expect))
+        .collect();
+    let report = covers.report.as_ref().map(|(_, w)| w.as_raw_fd());
     let root = c"/".to_owned();
     // SAFETY: the closure runs in the child between fork and exec; it only makes system
-    // calls on descriptors and strings prepared here (no allocation: `mounts` and `root`
-    // are moved in whole, and the trees stay open in the parent until the spawn).
+    // calls on descriptors and strings prepared here (no allocation: `mounts`, `covered` and
+    // `root` are moved in whole, the report is a fixed array, and the trees, covers and
+    // report pipe stay open in the parent until the spawn).
     unsafe {
         cmd.pre_exec(move || {
             raw::unshare(libc::CLONE_NEWNS)?;
             raw::mount(None, &root, None, libc::MS_REC | libc::MS_PRIVATE, None)?;
             for (fd, target) in &mounts {
                 raw::move_mount_fd_no_symlinks(*fd, target)?;
+            }
+            for (i, (fd, target, expect)) in covered.iter().enumerate() {
+                if let Err(e) = cover(*fd, target, *expect) {
+                    if let Some(w) = report {
+                        let mut b = [0u8; 8];
+                        b[..4].copy_from_slice(&(i as u32).to_ne_bytes());
+                        b[4..].copy_from_slice(&e.0.to_ne_bytes());
+                        let _ = raw::write_all(w, &b);
+                    }
+                    return Err(e.into());
+                }
             }
             Ok(())
         });
@@ -43,5 +209,182 @@ pub fn die_with_parent_on_exec(cmd: &mut std::process::Command) {
             raw::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0)?;
             Ok(())
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
+    use super::*;
+    use std::io::Write;
+    use std::os::unix::fs::MetadataExt;
+    use std::path::{Path, PathBuf};
+    use std::process::{Command, Stdio};
+
+    /// `D/S/C/.env` (the secret) and `D/P/C` (with a decoy `.env` when asked), for a root
+    /// caller (making mounts needs CAP_SYS_ADMIN); `None` (and why, printed) otherwise.
+    fn fixture(name: &str, decoy: bool) -> Option<PathBuf> {
+        if raw::euid() != 0 {
+            println!("n/a: covers are a root caller's (CAP_SYS_ADMIN)");
+            return None;
+        }
+        let d = Path::new("/var/tmp").join(format!("sys-cover-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(d.join("S/C")).unwrap();
+        std::fs::create_dir_all(d.join("P/C")).unwrap();
+        std::fs::write(d.join("S/C/.env"), "SECRET=1\n").unwrap();
+        if decoy {
+            std::fs::write(d.join("P/C/.env"), "decoy\n").unwrap();
+        }
+        Some(d)
+    }
+
+    fn exchange(d: &Path) {
+        rustix::fs::renameat_with(
+            rustix::fs::CWD,
+            d.join("P"),
+            rustix::fs::CWD,
+            d.join("S"),
+            rustix::fs::RenameFlags::EXCHANGE,
+        )
+        .unwrap();
+    }
+
+    fn id(p: &Path) -> (u64, u64) {
+        let m = std::fs::symlink_metadata(p).unwrap();
+        (m.dev(), m.ino())
+    }
+
+    fn cover_of(p: &Path, expect: Option<Identity>) -> Cover {
+        Cover {
+            target: CString::new(p.as_os_str().as_encoded_bytes()).unwrap(),
+            dir: false,
+            readable: false,
+            expect,
+        }
+    }
+
+    /// `cat` of both places of the secret in a private namespace with `trees` and `covers`,
+    /// after `between` ran (the helper started, before it reads): what it printed, or the
+    /// failed cover.
+    fn read_both(
+        d: &Path,
+        trees: &[(OwnedFd, CString)],
+        covers: Covers,
+        between: impl FnOnce(),
+    ) -> Result<String, Option<(usize, Errno)>> {
+        let mut cmd = Command::new("/bin/sh");
+        cmd.arg("-c")
+            .arg("read x; cat \"$0/P/C/.env\" \"$0/S/C/.env\" 2>/dev/null; echo end")
+            .arg(d)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        private_mounts_on_exec(&mut cmd, trees, &covers);
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(_) => return Err(covers.failed()),
+        };
+        between();
+        child.stdin.take().unwrap().write_all(b"\n").unwrap();
+        let out = child.wait_with_output().unwrap();
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// A cover placed on the secret stays on it when the directories holding it are exchanged
+    /// afterwards (as another run's command can): the helper reads nothing of it at either
+    /// place. Control: without the cover it reads it at its new place.
+    #[test]
+    fn a_cover_follows_the_file_it_covers_through_an_exchange() {
+        let Some(d) = fixture("follows", false) else {
+            return;
+        };
+        let secret = id(&d.join("S/C/.env"));
+        let covers = Covers::prepare(&[cover_of(&d.join("S/C/.env"), Some(secret))]).unwrap();
+        let out = read_both(&d, &[], covers, || exchange(&d)).unwrap();
+        assert!(out.ends_with("end\n") && !out.contains("SECRET"), "{out:?}");
+        // The secret is at the other place now, on the host (the exchange happened).
+        let moved = std::fs::read_to_string(d.join("P/C/.env")).unwrap();
+        assert!(moved.contains("SECRET"));
+        // Control: uncovered, the helper reads it there.
+        exchange(&d);
+        let out = read_both(&d, &[], Covers::prepare(&[]).unwrap(), || exchange(&d)).unwrap();
+        assert!(out.contains("SECRET"), "{out:?}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// A cover whose path holds another file when the helper starts (the directories were
+    /// exchanged after planning: a decoy is there, the secret at the other place) is refused,
+    /// naming the cover, with `ESTALE`; nothing at the path is `ENOENT`. Control: the same
+    /// cover placed by path (no identity, as runsc places its own masks) covers the decoy,
+    /// and the helper reads the secret.
+    #[test]
+    fn a_cover_goes_only_on_the_file_planned() {
+        let Some(d) = fixture("planned", true) else {
+            return;
+        };
+        let env = d.join("S/C/.env");
+        let secret = id(&env);
+        exchange(&d);
+        let other = cover_of(&d.join("P/C/nothing-planned"), None);
+        let covers = Covers::prepare(&[cover_of(&env, Some(secret))]).unwrap();
+        assert_eq!(
+            read_both(&d, &[], covers, || ()),
+            Err(Some((0, Errno(libc::ESTALE))))
+        );
+        // The cover that failed is the one named (the first, by path, went on).
+        let covers = Covers::prepare(&[cover_of(&d.join("S/C/.env"), None), other]).unwrap();
+        assert_eq!(
+            read_both(&d, &[], covers, || ()),
+            Err(Some((1, Errno(libc::ENOENT))))
+        );
+        // A start that fails after the covers (no such program) names none.
+        let covers = Covers::prepare(&[cover_of(&env, None)]).unwrap();
+        let mut cmd = Command::new(d.join("no-such-program"));
+        private_mounts_on_exec(&mut cmd, &[], &covers);
+        assert!(cmd.spawn().is_err());
+        assert_eq!(covers.failed(), None);
+        // Control: by path, the decoy is covered and the secret read.
+        let covers = Covers::prepare(&[cover_of(&env, None)]).unwrap();
+        let out = read_both(&d, &[], covers, || ()).unwrap();
+        assert!(out.contains("SECRET") && !out.contains("decoy"), "{out:?}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// Through an idmapped view of the tree holding it (a root caller's workspace under
+    /// gVisor), a file has the identity the host gives it (same superblock: same `st_dev`),
+    /// so its cover goes on; control: another identity is refused there too.
+    #[test]
+    fn a_cover_through_an_idmapped_view_compares_the_hosts_identity() {
+        let Some(d) = fixture("idmapped", false) else {
+            return;
+        };
+        let env = d.join("S/C/.env");
+        let secret = id(&env);
+        let target = CString::new(d.as_os_str().as_encoded_bytes()).unwrap();
+        let view = || {
+            let ns = crate::parent::idmap_userns("0 2146435072 1\n", "0 2146435072 1\n").unwrap();
+            vec![(
+                crate::parent::idmapped_clone(&d, ns.fd(), false).unwrap(),
+                target.clone(),
+            )]
+        };
+        let covers = Covers::prepare(&[cover_of(&env, Some(secret))]).unwrap();
+        let out = read_both(&d, &view(), covers, || exchange(&d)).unwrap();
+        assert!(out.ends_with("end\n") && !out.contains("SECRET"), "{out:?}");
+        exchange(&d);
+        let covers = Covers::prepare(&[cover_of(&env, Some((secret.0, secret.1 + 1)))]).unwrap();
+        assert_eq!(
+            read_both(&d, &view(), covers, || ()),
+            Err(Some((0, Errno(libc::ESTALE))))
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn same_file_compares_device_and_inode() {
+        assert_eq!(same_file(None, (1, 2)), Ok(()));
+        assert_eq!(same_file(Some((1, 2)), (1, 2)), Ok(()));
+        assert_eq!(same_file(Some((1, 2)), (1, 3)), Err(Errno(libc::ESTALE)));
+        assert_eq!(same_file(Some((1, 2)), (9, 2)), Err(Errno(libc::ESTALE)));
     }
 }
