@@ -279,6 +279,13 @@ fn set_id_bits_are_refused() {
             "no violation recorded\n{}",
             run.describe()
         );
+        // Its hint says no policy line allows it (not `unprotect`, a catalogue's answer).
+        run.assert_stderr_contains("nothing in the policy allows set-ID bits");
+        assert!(
+            !run.stderr.contains("unprotect"),
+            "the set-ID refusal's hint names `unprotect`\n{}",
+            run.describe()
+        );
     }
     for name in ["t", "t2"] {
         let Ok(meta) = std::fs::metadata(fx.ws.join(name)) else {

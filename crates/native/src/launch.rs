@@ -1296,6 +1296,7 @@ pub(crate) fn launch_gated(
                     "and {} more refused calls, not listed one by one",
                     report.value
                 ),
+                allow: None,
             }),
             _ => {}
         }
@@ -1507,13 +1508,14 @@ pub const BLOCKED: &str = "protected_path_blocked";
 
 fn blocked_violation(report: &postfork::Report, path: Vec<u8>) -> Violation {
     let op = mediate::Op::from_u32(report.stage).map_or("call", mediate::Op::name);
-    let why = protect::Reason::from_u32(report.value as u32)
-        .map_or("protected path", protect::Reason::describe);
+    let reason = protect::Reason::from_u32(report.value as u32);
+    let why = reason.map_or("protected path", protect::Reason::describe);
     Violation {
         code: E_SANDBOX_VIOLATION,
         kind: BLOCKED,
         path: PathBuf::from(std::ffi::OsString::from_vec(path)),
         action: format!("refused {op} with EPERM during the run ({why})"),
+        allow: reason.and_then(protect::Reason::allow),
     }
 }
 

@@ -211,6 +211,23 @@ impl Reason {
         .find(|r| *r as u32 == v)
     }
 
+    /// What allows what the rule refused, when no policy line does (`None`: a protected path
+    /// of the catalogue, which `unprotect` can drop).
+    pub fn allow(self) -> Option<&'static str> {
+        match self {
+            Reason::ProtectedPath | Reason::BeginsProtectedPath | Reason::ProtectedFile => None,
+            Reason::SetId => Some(
+                "nothing in the policy allows set-ID bits in a run: read the file, then set them on the host (`chmod u+s FILE`)",
+            ),
+            Reason::GitConfig => Some(
+                "nothing in the policy allows it: set that key on the host (`git config KEY VALUE` outside the sandbox)",
+            ),
+            Reason::GitHook | Reason::GitRedirect | Reason::PlantedGitDir => Some(
+                "nothing in the policy allows it: git's hooks, redirects and the configs of new git dirs are made on the host",
+            ),
+        }
+    }
+
     pub fn describe(self) -> &'static str {
         match self {
             Reason::ProtectedPath => "protected path",

@@ -72,6 +72,10 @@ pub struct Violation {
     pub path: PathBuf,
     /// What stockade did about it.
     pub action: String,
+    /// What would allow it, when that is not the general answer ([`crate::Code::hint`]): a
+    /// rule no policy line lifts (set-ID bits, git's code paths) says so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow: Option<&'static str>,
 }
 
 /// One thing a backend needs from this machine, found by trying it (`stockade doctor`).

@@ -71,17 +71,27 @@ pub fn denials(result: &RunResult, timeout: Option<u64>, explain: ExplainPath<'_
                 what: kind,
                 code: v.code.to_owned(),
                 rule: v.action.clone(),
-                allow: Code::SandboxViolation.hint().to_owned(),
+                allow: v.allow.unwrap_or(Code::SandboxViolation.hint()).to_owned(),
             });
             continue;
         }
-        let (rule, allow) = match explain(&v.path) {
-            Some((rule, Some(allow))) => (format!("{rule}; {}", v.action), allow),
-            Some((rule, None)) => (
-                format!("{rule}; {}", v.action),
-                "nothing in the policy: make that change on the host".to_owned(),
+        let (rule, allow) = match (v.allow, explain(&v.path)) {
+            // A rule no policy line lifts, whatever covers the path.
+            (Some(allow), explained) => (
+                explained.map_or_else(
+                    || v.action.clone(),
+                    |(rule, _)| format!("{rule}; {}", v.action),
+                ),
+                allow.to_owned(),
             ),
-            None => (v.action.clone(), Code::SandboxViolation.hint().to_owned()),
+            (None, explained) => match explained {
+                Some((rule, Some(allow))) => (format!("{rule}; {}", v.action), allow),
+                Some((rule, None)) => (
+                    format!("{rule}; {}", v.action),
+                    "nothing in the policy: make that change on the host".to_owned(),
+                ),
+                None => (v.action.clone(), Code::SandboxViolation.hint().to_owned()),
+            },
         };
         out.push(Denial {
             what: format!("{kind} {}", v.path.display()),

@@ -30,6 +30,19 @@ pub fn before_review(policy: &policy::Policy, request: &RunRequest) {
     errln!("  hint: give them your group and user (chown), run stockade as root, or run without --review");
 }
 
+/// What would allow `violations`, each answer once (most share the general one; a rule no
+/// policy line lifts, such as set-ID bits, has its own).
+fn violation_hints(violations: &[sandbox::Violation]) {
+    let mut said: Vec<&str> = Vec::new();
+    for v in violations {
+        let hint = v.allow.unwrap_or(Code::SandboxViolation.hint());
+        if !said.contains(&hint) {
+            errln!("  hint: {hint}");
+            said.push(hint);
+        }
+    }
+}
+
 /// One line a violation: its code, kind, path and action.
 fn violation(v: &sandbox::Violation) {
     errln!(
@@ -62,7 +75,7 @@ fn recovered(result: &RunResult) {
             r.run_id
         );
         r.violations.iter().for_each(violation);
-        errln!("  hint: {}", Code::SandboxViolation.hint());
+        violation_hints(&r.violations);
     }
 }
 
@@ -160,10 +173,7 @@ pub fn print(result: &RunResult, request: &RunRequest, policy: &policy::Policy, 
     review(result);
     review_failed(result, json);
     result.violations.iter().for_each(violation);
-    // One hint for all of them: it would be the same under each.
-    if !result.violations.is_empty() {
-        errln!("  hint: {}", Code::SandboxViolation.hint());
-    }
+    violation_hints(&result.violations);
     network(result);
     if result.outcome.timed_out {
         let message = format!(

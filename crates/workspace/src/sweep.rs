@@ -524,6 +524,7 @@ pub fn replaced_protected(run: &Resolved, host: &dyn HostView, run_id: &str) -> 
             None => what.push("the original was not found in the writable root".into()),
         }
         out.push(Violation {
+            allow: None,
             code: E_SANDBOX_VIOLATION,
             kind: PROTECTED_PATH_REPLACED,
             path: path.clone(),
@@ -628,6 +629,7 @@ pub fn replaced_links(
             }
         }
         out.push(Violation {
+            allow: None,
             code: E_SANDBOX_VIOLATION,
             kind: PROTECTED_PATH_REPLACED,
             path: path.clone(),
@@ -858,6 +860,7 @@ fn hidden_changes(run: &Resolved, host: &dyn HostView) -> Vec<Violation> {
             String::new()
         };
         out.push(Violation {
+            allow: None,
             code: E_SANDBOX_VIOLATION,
             kind: GIT_CHANGES_HIDDEN,
             path: index.path.clone(),
@@ -1064,6 +1067,7 @@ fn quarantine(root: &Path, path: &Path, run_id: &str, kind: &'static str) -> Vio
         },
     };
     Violation {
+        allow: None,
         code: E_SANDBOX_VIOLATION,
         kind,
         path: path.to_path_buf(),
