@@ -64,15 +64,6 @@ while time.time() < end:
     if lag > 0: time.sleep(lag)
 "#;
 
-/// Why the exchange attack does not apply under gVisor (yet): the walk and its re-check are
-/// the same code under both backends, but under gVisor a mask is placed by its path when runsc
-/// starts, after `gvisor::run::check_destinations` checked only that the path still has the
-/// planned kind (native checks the planned inode at the mount): the swapper can move the
-/// secret the walk found between that check and runsc's mount, and runsc's gofer then makes
-/// the missing mount point (seen: 1 read in 12 runs, unprivileged, against 20 exchanges a
-/// second). A hole of its own, after the walk.
-const NO_MOUNT_IDENTITY: &str = "under gVisor a mask lands on whatever has its path when runsc mounts it (the kind is checked, not the planned inode): an exchange between that check and the mount moves the secret the walk found (its own issue); the walk's re-check is the same under both backends";
-
 /// A process killed when the test ends, however it ends.
 struct Killed(Child);
 
@@ -168,9 +159,6 @@ fn plain_walk_sees_secret(ws: &Path) -> bool {
 /// real here); with the swapper stopped, a run masks it and runs.
 #[test]
 fn an_exchange_of_directories_during_the_walk_cannot_hide_a_secret() {
-    if !attacks::is_root() && attacks::not_under("gvisor", NO_MOUNT_IDENTITY) {
-        return;
-    }
     let Some(python) = attacks::python3("the swapper is a python script") else {
         return;
     };

@@ -4,10 +4,11 @@
 //! What enforces what, compared with the native backend:
 //! - the read-only host, masks, writable roots, protected paths and the private `/tmp`: the
 //!   Sentry's mounts (bind mounts through its gofer), not Landlock (the Sentry has no Landlock
-//!   syscalls) and not a mount namespace of the host kernel; for a root caller every mask is
-//!   also covered in runsc's own mount namespace, where its file server works, only on the
-//!   file planned ([`Cover`]): a concurrent process exchanging the directories that hold a
-//!   secret after planning cannot move it out from under its mask (runsc's masks go by path);
+//!   syscalls) and not a mount namespace of the host kernel; every mask is also covered in
+//!   runsc's own mount namespace, where its file server works, only on the file planned
+//!   ([`Cover`]; an unprivileged caller's in a user namespace of runsc's own): a concurrent
+//!   process exchanging the directories that hold a secret after planning cannot move it out
+//!   from under its mask (runsc's masks go by path);
 //! - pinned directories (git dirs holding protected paths, the ancestors of stockade's state
 //!   inside a writable root): a writable bind of each over itself, as natively: the Sentry
 //!   refuses to rename a mount point or to rename anything over one (`EBUSY`);
@@ -120,8 +121,9 @@ pub struct Idmapped {
     pub readonly: bool,
 }
 
-/// A masked path (or one read as empty) that a root caller's `runsc` finds covered already in
-/// its own mount namespace, where its file server works: an empty file or directory mounted
+/// A masked path (or one read as empty) that `runsc` finds covered already in its own mount
+/// namespace, where its file server works (for a caller who is not root, in a user namespace
+/// of its own around `runsc --rootless`): an empty file or directory mounted
 /// there only if the path still holds the file the planner saw ([`Cover::identity`]), before
 /// runsc starts. A mount follows its file when directories are exchanged afterwards (another
 /// run's command renaming what holds it), so the file server never serves the secret, whatever
@@ -157,6 +159,18 @@ fn covers(spec: &Spec) -> Vec<Cover> {
     out
 }
 
+/// Whether `path` is still the file `spec` planned (its identity; no identity: nothing to
+/// compare, so yes), not following a last symbolic link.
+fn still_planned(spec: &Spec, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let now = std::fs::symlink_metadata(path).map(|m| (m.dev(), m.ino()));
+    match (spec.identities.get(path), now) {
+        (None, _) => true,
+        (Some(planned), Ok(now)) => *planned == now,
+        (Some(_), Err(_)) => false,
+    }
+}
+
 /// The gVisor backend, bound to one `runsc` executable and the platform that works with it.
 #[derive(Debug, Clone)]
 pub struct Gvisor {
@@ -181,8 +195,9 @@ pub struct Plan {
     pub destinations: Vec<(PathBuf, sandbox::Kind)>,
     /// Root callers: trees seen through an idmapped mount in runsc's own mount namespace.
     pub idmapped: Vec<Idmapped>,
-    /// Root callers: the masks, covered in runsc's own mount namespace too (after the
-    /// idmapped trees), each only on the file planned.
+    /// The masks, covered in runsc's own mount namespace too (a root caller's: after the
+    /// idmapped trees; an unprivileged caller's: in a user namespace of runsc's own), each only
+    /// on the file planned.
     pub covers: Vec<Cover>,
     /// The bundle is never put inside one of these.
     pub writable_roots: Vec<PathBuf>,
@@ -402,8 +417,16 @@ impl Gvisor {
             // of the caller's was `chmod`ed back and read).
             let me = rustix::process::geteuid().as_raw();
             let mut kept = Vec::new();
-            for m in spec.masks {
-                if rustix::fs::access(&m.path, rustix::fs::Access::READ_OK).is_ok() {
+            for m in std::mem::take(&mut spec.masks) {
+                // Only a file the caller cannot read, and still the one planned, is left
+                // unmasked: one gone or replaced since (a directory on its way exchanged by
+                // another process) is kept, and refused at the start (its cover finds
+                // another file or none). Dropped, it was read where the exchange moved it.
+                let unreadable = matches!(
+                    rustix::fs::access(&m.path, rustix::fs::Access::READ_OK),
+                    Err(rustix::io::Errno::ACCESS)
+                );
+                if !unreadable || !still_planned(&spec, &m.path) {
                     kept.push(m);
                     continue;
                 }
@@ -475,11 +498,7 @@ impl Gvisor {
         for m in &spec.masks {
             destinations.push((m.path.clone(), m.kind));
         }
-        let covers = if caller.rootless {
-            Vec::new()
-        } else {
-            covers(&spec)
-        };
+        let covers = covers(&spec);
         Ok(Plan {
             runsc: self.runsc.clone(),
             platform: self.platform,

@@ -287,7 +287,12 @@ fn prepared_covers(plan: &Plan) -> Result<sys::mountns::Covers, Error> {
             expect: c.identity,
         });
     }
-    sys::mountns::Covers::prepare(&covers).map_err(io_err("prepare the masks' covers"))
+    if plan.caller.rootless {
+        sys::mountns::Covers::unprivileged(&covers)
+    } else {
+        sys::mountns::Covers::prepare(&covers)
+    }
+    .map_err(io_err("prepare the masks' covers"))
 }
 
 /// Why cover `index` of `plan` failed at runsc's start (see [`sys::mountns::Covers::failed`]).
@@ -404,9 +409,15 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
     // there). Kept open until runsc has started.
     // And the masks' covers, each on the file planned (after the trees: a cover inside one
     // goes onto the view).
+    // An unprivileged caller's covers are made by runsc's child in a user namespace of its
+    // own, after it joined the held network (joined first: see `join_on_exec` above).
     let trees = idmapped_trees(plan)?;
     let covers = prepared_covers(plan)?;
-    if !trees.is_empty() || !covers.is_empty() {
+    if plan.caller.rootless {
+        if !covers.is_empty() {
+            sys::mountns::user_private_mounts_on_exec(&mut command, &covers);
+        }
+    } else if !trees.is_empty() || !covers.is_empty() {
         sys::mountns::private_mounts_on_exec(&mut command, &trees, &covers);
     }
     command
@@ -426,7 +437,11 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
     // A cover that found another file at its path: refused, naming it (runsc never started).
     let spawned = match spawned {
         Err(e) => match covers.failed() {
-            Some((index, errno)) => return Err(cover_failed(plan, index, errno)),
+            Some((Some(index), errno)) => return Err(cover_failed(plan, index, errno)),
+            Some((None, errno)) => return Err(Error::Unavailable {
+                cause: format!("could not make a user and mount namespace of runsc's own to cover the masks in: {errno}"),
+                fix: "run with --backend native".into(),
+            }),
             None => Err(e),
         },
         Ok(child) => {

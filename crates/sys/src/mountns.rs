@@ -38,30 +38,78 @@ pub fn same_file(expect: Option<Identity>, found: (u64, u64)) -> Result<(), Errn
 }
 
 /// One detached, read-only, empty mount per [`Cover`], made before the helper starts (nothing
-/// is allocated between fork and exec), and a pipe on which the helper's child says which
-/// cover failed, if one did ([`Covers::failed`]).
+/// is allocated between fork and exec), or, for a caller who is not root, what the helper's
+/// child makes in a user and mount namespace of its own ([`Covers::unprivileged`]); and a
+/// pipe on which the child says which cover failed, if one did ([`Covers::failed`]).
 pub struct Covers {
     mounts: Vec<(OwnedFd, CString, Option<Identity>)>,
+    /// Unprivileged: the source in [`cover_sources`] each cover is cloned from, in the child.
+    pending: Vec<(&'static std::ffi::CStr, CString, Option<Identity>)>,
     report: Option<(OwnedFd, OwnedFd)>,
 }
 
+/// The index a child reports when the namespace itself could not be set up.
+const SET_UP: u32 = u32::MAX;
+
 /// A detached tmpfs holding what covers are cloned from: `d` and `f` (mode 0), `ed` (0555)
-/// and `ef` (0444), as the native init's masks.
-fn cover_sources() -> io::Result<OwnedFd> {
-    let fd = raw::detached_tmpfs(c"0755")?;
-    // SAFETY: fd was just returned by fsmount and is owned by nobody else.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let at = fd.as_raw_fd();
-    raw::mkdirat(at, c"d", 0)?;
-    raw::mkdirat(at, c"ed", 0o555)?;
-    for name in [c"f", c"ef"] {
-        raw::close(raw::openat(at, name, libc::O_CREAT | libc::O_RDONLY, 0)?);
+/// and `ef` (0444), as the native init's masks. Allocation-free (the unprivileged child makes
+/// it after fork).
+fn cover_sources() -> Result<i32, Errno> {
+    let at = raw::detached_tmpfs(c"0755")?;
+    let made = (|| {
+        raw::mkdirat(at, c"d", 0)?;
+        raw::mkdirat(at, c"ed", 0o555)?;
+        for name in [c"f", c"ef"] {
+            raw::close(raw::openat(at, name, libc::O_CREAT | libc::O_RDONLY, 0)?);
+        }
+        // Exact modes, whatever the umask.
+        for (name, mode) in [(c"d", 0), (c"f", 0), (c"ed", 0o555), (c"ef", 0o444)] {
+            raw::fchmodat(at, name, mode)?;
+        }
+        Ok(())
+    })();
+    match made {
+        Ok(()) => Ok(at),
+        Err(e) => {
+            raw::close(at);
+            Err(e)
+        }
     }
-    // Exact modes, whatever the umask.
-    for (name, mode) in [(c"d", 0), (c"f", 0), (c"ed", 0o555), (c"ef", 0o444)] {
-        raw::fchmodat(at, name, mode)?;
+}
+
+/// The source of a cover in [`cover_sources`].
+fn source_of(c: &Cover) -> &'static std::ffi::CStr {
+    match (c.dir, c.readable) {
+        (true, false) => c"d",
+        (true, true) => c"ed",
+        (false, false) => c"f",
+        (false, true) => c"ef",
     }
-    Ok(fd)
+}
+
+/// A cover's own copy of its source: read-only, nosuid, nodev, noexec. Allocation-free.
+fn cover_mount(sources: i32, name: &std::ffi::CStr) -> Result<i32, Errno> {
+    let attr = MountAttr {
+        attr_set: raw::MOUNT_ATTR_RDONLY
+            | raw::MOUNT_ATTR_NOSUID
+            | raw::MOUNT_ATTR_NODEV
+            | raw::MOUNT_ATTR_NOEXEC,
+        ..MountAttr::default()
+    };
+    let fd = raw::open_tree(sources, name, raw::OPEN_TREE_CLONE | raw::OPEN_TREE_CLOEXEC)?;
+    match raw::mount_setattr_fd(fd, false, &attr) {
+        Ok(()) => Ok(fd),
+        Err(e) => {
+            raw::close(fd);
+            Err(e)
+        }
+    }
+}
+
+fn report_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let (r, w) = raw::pipe()?;
+    // SAFETY: both ends were just returned by pipe2 and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(r), OwnedFd::from_raw_fd(w)) })
 }
 
 impl Covers {
@@ -69,56 +117,50 @@ impl Covers {
     /// read-only, nosuid, nodev, noexec). Needs CAP_SYS_ADMIN (a root caller). Nothing to
     /// cover makes no mount at all.
     pub fn prepare(covers: &[Cover]) -> io::Result<Covers> {
-        if covers.is_empty() {
-            return Ok(Covers {
-                mounts: Vec::new(),
-                report: None,
-            });
-        }
-        let sources = cover_sources()?;
-        let attr = MountAttr {
-            attr_set: raw::MOUNT_ATTR_RDONLY
-                | raw::MOUNT_ATTR_NOSUID
-                | raw::MOUNT_ATTR_NODEV
-                | raw::MOUNT_ATTR_NOEXEC,
-            ..MountAttr::default()
+        let mut out = Covers {
+            mounts: Vec::with_capacity(covers.len()),
+            pending: Vec::new(),
+            report: None,
         };
-        let mut mounts = Vec::with_capacity(covers.len());
+        if covers.is_empty() {
+            return Ok(out);
+        }
+        // SAFETY: the descriptor was just returned by fsmount and is owned by nobody else.
+        let sources = unsafe { OwnedFd::from_raw_fd(cover_sources()?) };
         for c in covers {
-            let name = match (c.dir, c.readable) {
-                (true, false) => c"d",
-                (true, true) => c"ed",
-                (false, false) => c"f",
-                (false, true) => c"ef",
-            };
-            let fd = raw::open_tree(
-                sources.as_raw_fd(),
-                name,
-                raw::OPEN_TREE_CLONE | raw::OPEN_TREE_CLOEXEC,
-            )?;
+            let fd = cover_mount(sources.as_raw_fd(), source_of(c))?;
             // SAFETY: fd was just returned by open_tree and is owned by nobody else.
             let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-            raw::mount_setattr_fd(fd.as_raw_fd(), false, &attr)?;
-            mounts.push((fd, c.target.clone(), c.expect));
+            out.mounts.push((fd, c.target.clone(), c.expect));
         }
-        let (r, w) = raw::pipe()?;
-        // SAFETY: both ends were just returned by pipe2 and are owned by nobody else.
-        let report = unsafe { (OwnedFd::from_raw_fd(r), OwnedFd::from_raw_fd(w)) };
+        out.report = Some(report_pipe()?);
+        Ok(out)
+    }
+
+    /// `covers` for a caller who is not root: made by the helper's child in a user namespace
+    /// of its own (its ids mapped to themselves, so the helper runs as before, without
+    /// capabilities once it has started) and a mount namespace that namespace owns (see
+    /// [`user_private_mounts_on_exec`]). Nothing is mounted here.
+    pub fn unprivileged(covers: &[Cover]) -> io::Result<Covers> {
         Ok(Covers {
-            mounts,
-            report: Some(report),
+            mounts: Vec::new(),
+            pending: (covers.iter())
+                .map(|c| (source_of(c), c.target.clone(), c.expect))
+                .collect(),
+            report: (!covers.is_empty()).then(report_pipe).transpose()?,
         })
     }
 
     pub fn is_empty(&self) -> bool {
-        self.mounts.is_empty()
+        self.mounts.is_empty() && self.pending.is_empty()
     }
 
     /// After the helper failed to start: the cover that failed (its index in what
-    /// [`Covers::prepare`] was given) and why (`ESTALE`: another file is at its path now;
+    /// [`Covers::prepare`] or [`Covers::unprivileged`] was given; `None`: the namespace that
+    /// holds them could not be made) and why (`ESTALE`: another file is at its path now;
     /// `ENOENT`: nothing is; `ELOOP`: a symbolic link is on its way). `None` when the start
     /// failed for another reason.
-    pub fn failed(self) -> Option<(usize, Errno)> {
+    pub fn failed(self) -> Option<(Option<usize>, Errno)> {
         let (r, w) = self.report?;
         // The child is gone (std waits for it before reporting a failed start): with our
         // write end closed, the read ends at what it wrote.
@@ -132,10 +174,22 @@ impl Covers {
             }
         }
         (got == b.len()).then(|| {
-            let index = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as usize;
-            (index, Errno(i32::from_ne_bytes([b[4], b[5], b[6], b[7]])))
+            let index = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
+            let errno = Errno(i32::from_ne_bytes([b[4], b[5], b[6], b[7]]));
+            ((index != SET_UP).then_some(index as usize), errno)
         })
     }
+}
+
+/// Writes `(index, errno)` to the report pipe `w` (in the child: allocation-free).
+fn report(w: Option<i32>, index: u32, e: Errno) -> Errno {
+    if let Some(w) = w {
+        let mut b = [0u8; 8];
+        b[..4].copy_from_slice(&index.to_ne_bytes());
+        b[4..].copy_from_slice(&e.0.to_ne_bytes());
+        let _ = raw::write_all(w, &b);
+    }
+    e
 }
 
 /// Covers `target` with the detached mount `fd` if it is still the file `expect` names: looked
@@ -170,7 +224,7 @@ pub fn private_mounts_on_exec(
     let covered: Vec<(i32, CString, Option<Identity>)> = (covers.mounts.iter())
         .map(|(fd, target, expect)| (fd.as_raw_fd(), target.clone(), *expect))
         .collect();
-    let report = covers.report.as_ref().map(|(_, w)| w.as_raw_fd());
+    let report_fd = covers.report.as_ref().map(|(_, w)| w.as_raw_fd());
     let root = c"/".to_owned();
     // SAFETY: the closure runs in the child between fork and exec; it only makes system
     // calls on descriptors and strings prepared here (no allocation: `mounts`, `covered` and
@@ -184,16 +238,92 @@ pub fn private_mounts_on_exec(
                 raw::move_mount_fd_no_symlinks(*fd, target)?;
             }
             for (i, (fd, target, expect)) in covered.iter().enumerate() {
-                if let Err(e) = cover(*fd, target, *expect) {
-                    if let Some(w) = report {
-                        let mut b = [0u8; 8];
-                        b[..4].copy_from_slice(&(i as u32).to_ne_bytes());
-                        b[4..].copy_from_slice(&e.0.to_ne_bytes());
-                        let _ = raw::write_all(w, &b);
-                    }
-                    return Err(e.into());
+                cover(*fd, target, *expect).map_err(|e| report(report_fd, i as u32, e))?;
+            }
+            Ok(())
+        });
+    }
+}
+
+/// `"<id> <id> 1"`: an id map line mapping `id` to itself, in `buf` (allocation-free).
+fn self_map(id: u32, buf: &mut [u8; 32]) -> &[u8] {
+    let mut digits = [0u8; 10];
+    let (mut n, mut len) = (id, 0);
+    loop {
+        digits[len] = b'0' + (n % 10) as u8;
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let mut at = 0;
+    for _ in 0..2 {
+        for d in digits[..len].iter().rev() {
+            buf[at] = *d;
+            at += 1;
+        }
+        buf[at] = b' ';
+        at += 1;
+    }
+    buf[at] = b'1';
+    &buf[..=at]
+}
+
+fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> Result<(), Errno> {
+    let fd = raw::openat(libc::AT_FDCWD, path, libc::O_WRONLY, 0)?;
+    let res = raw::write_all(fd, bytes);
+    raw::close(fd);
+    res
+}
+
+/// The child's part of [`user_private_mounts_on_exec`] up to the covers: a user namespace
+/// mapping its ids to themselves and a private mount namespace it owns, and the covers'
+/// sources there. Allocation-free.
+fn user_private_namespace() -> Result<i32, Errno> {
+    let (uid, gid) = (raw::euid(), raw::egid());
+    raw::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS)?;
+    // A process that joined a user namespace before (the held network's, mode proxy) is not
+    // dumpable: its /proc/self files belong to root, and it could not open its own maps.
+    raw::prctl(libc::PR_SET_DUMPABLE, 1, 0)?;
+    let mut buf = [0u8; 32];
+    write_file(c"/proc/self/uid_map", self_map(uid, &mut buf))?;
+    write_file(c"/proc/self/setgroups", b"deny")?;
+    write_file(c"/proc/self/gid_map", self_map(gid, &mut buf))?;
+    raw::mount(None, c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)?;
+    cover_sources()
+}
+
+/// Makes `cmd` (a caller who is not root) start in a user namespace of its own, its ids
+/// mapped to themselves (after exec it has no capabilities there: the helper runs as it did
+/// without), and a private mount namespace that namespace owns, with every cover of `covers`
+/// ([`Covers::unprivileged`]) made there and put over its target as [`private_mounts_on_exec`]
+/// does: only on the file planned. A namespace the helper makes from there (`runsc
+/// --rootless`'s own user namespace) is less privileged: the covers are locked in it (they
+/// cannot be unmounted to show what they cover). A failure is reported as
+/// [`Covers::failed`] says.
+pub fn user_private_mounts_on_exec(cmd: &mut std::process::Command, covers: &Covers) {
+    let pending = covers.pending.clone();
+    let report_fd = covers.report.as_ref().map(|(_, w)| w.as_raw_fd());
+    // SAFETY: the closure runs in the child between fork and exec (one thread: unshare of a
+    // user namespace needs it); it only makes system calls on descriptors, fixed arrays and
+    // strings prepared here (no allocation: `pending` is moved in whole, and the report pipe
+    // stays open in the parent until the spawn).
+    unsafe {
+        cmd.pre_exec(move || {
+            let sources = user_private_namespace().map_err(|e| report(report_fd, SET_UP, e))?;
+            for (i, (name, target, expect)) in pending.iter().enumerate() {
+                let made = cover_mount(sources, name).and_then(|fd| {
+                    let res = cover(fd, target, *expect);
+                    raw::close(fd);
+                    res
+                });
+                if let Err(e) = made {
+                    raw::close(sources);
+                    return Err(report(report_fd, i as u32, e).into());
                 }
             }
+            raw::close(sources);
             Ok(())
         });
     }
@@ -221,14 +351,23 @@ mod tests {
     use std::path::{Path, PathBuf};
     use std::process::{Command, Stdio};
 
-    /// `D/S/C/.env` (the secret) and `D/P/C` (with a decoy `.env` when asked), for a root
-    /// caller (making mounts needs CAP_SYS_ADMIN); `None` (and why, printed) otherwise.
-    fn fixture(name: &str, decoy: bool) -> Option<PathBuf> {
-        if raw::euid() != 0 {
-            println!("n/a: covers are a root caller's (CAP_SYS_ADMIN)");
+    /// Covers prepared by a root caller, or made by the child in a user namespace of its own
+    /// (any caller).
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Mode {
+        Root,
+        User,
+    }
+
+    /// `D/S/C/.env` (the secret) and `D/P/C` (with a decoy `.env` when asked); `None` (and
+    /// why, printed) for [`Mode::Root`] when the caller is not root (CAP_SYS_ADMIN).
+    fn fixture(name: &str, decoy: bool, mode: Mode) -> Option<PathBuf> {
+        if mode == Mode::Root && raw::euid() != 0 {
+            println!("n/a: prepared covers are a root caller's (CAP_SYS_ADMIN)");
             return None;
         }
-        let d = Path::new("/var/tmp").join(format!("sys-cover-{name}-{}", std::process::id()));
+        let d =
+            Path::new("/var/tmp").join(format!("sys-cover-{name}-{mode:?}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(d.join("S/C")).unwrap();
         std::fs::create_dir_all(d.join("P/C")).unwrap();
@@ -264,22 +403,37 @@ mod tests {
         }
     }
 
+    fn covers(mode: Mode, covers: &[Cover]) -> Covers {
+        match mode {
+            Mode::Root => Covers::prepare(covers).unwrap(),
+            Mode::User => Covers::unprivileged(covers).unwrap(),
+        }
+    }
+
+    fn on_exec(mode: Mode, cmd: &mut Command, trees: &[(OwnedFd, CString)], covers: &Covers) {
+        match mode {
+            Mode::Root => private_mounts_on_exec(cmd, trees, covers),
+            Mode::User => user_private_mounts_on_exec(cmd, covers),
+        }
+    }
+
     /// `cat` of both places of the secret in a private namespace with `trees` and `covers`,
     /// after `between` ran (the helper started, before it reads): what it printed, or the
     /// failed cover.
     fn read_both(
         d: &Path,
+        mode: Mode,
         trees: &[(OwnedFd, CString)],
         covers: Covers,
         between: impl FnOnce(),
-    ) -> Result<String, Option<(usize, Errno)>> {
+    ) -> Result<String, Option<(Option<usize>, Errno)>> {
         let mut cmd = Command::new("/bin/sh");
         cmd.arg("-c")
             .arg("read x; cat \"$0/P/C/.env\" \"$0/S/C/.env\" 2>/dev/null; echo end")
             .arg(d)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped());
-        private_mounts_on_exec(&mut cmd, trees, &covers);
+        on_exec(mode, &mut cmd, trees, &covers);
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(_) => return Err(covers.failed()),
@@ -292,24 +446,30 @@ mod tests {
 
     /// A cover placed on the secret stays on it when the directories holding it are exchanged
     /// afterwards (as another run's command can): the helper reads nothing of it at either
-    /// place. Control: without the cover it reads it at its new place.
+    /// place. Control: without the cover it reads it at its new place. Prepared by a root
+    /// caller, and made in a user namespace of the helper's own (any caller).
     #[test]
     fn a_cover_follows_the_file_it_covers_through_an_exchange() {
-        let Some(d) = fixture("follows", false) else {
-            return;
-        };
-        let secret = id(&d.join("S/C/.env"));
-        let covers = Covers::prepare(&[cover_of(&d.join("S/C/.env"), Some(secret))]).unwrap();
-        let out = read_both(&d, &[], covers, || exchange(&d)).unwrap();
-        assert!(out.ends_with("end\n") && !out.contains("SECRET"), "{out:?}");
-        // The secret is at the other place now, on the host (the exchange happened).
-        let moved = std::fs::read_to_string(d.join("P/C/.env")).unwrap();
-        assert!(moved.contains("SECRET"));
-        // Control: uncovered, the helper reads it there.
-        exchange(&d);
-        let out = read_both(&d, &[], Covers::prepare(&[]).unwrap(), || exchange(&d)).unwrap();
-        assert!(out.contains("SECRET"), "{out:?}");
-        std::fs::remove_dir_all(&d).unwrap();
+        for mode in [Mode::Root, Mode::User] {
+            let Some(d) = fixture("follows", false, mode) else {
+                continue;
+            };
+            let secret = id(&d.join("S/C/.env"));
+            let c = covers(mode, &[cover_of(&d.join("S/C/.env"), Some(secret))]);
+            let out = read_both(&d, mode, &[], c, || exchange(&d)).unwrap();
+            assert!(
+                out.ends_with("end\n") && !out.contains("SECRET"),
+                "{mode:?}: {out:?}"
+            );
+            // The secret is at the other place now, on the host (the exchange happened).
+            let moved = std::fs::read_to_string(d.join("P/C/.env")).unwrap();
+            assert!(moved.contains("SECRET"));
+            // Control: uncovered, the helper reads it there.
+            exchange(&d);
+            let out = read_both(&d, mode, &[], covers(mode, &[]), || exchange(&d)).unwrap();
+            assert!(out.contains("SECRET"), "{mode:?}: {out:?}");
+            std::fs::remove_dir_all(&d).unwrap();
+        }
     }
 
     /// A cover whose path holds another file when the helper starts (the directories were
@@ -319,35 +479,42 @@ mod tests {
     /// and the helper reads the secret.
     #[test]
     fn a_cover_goes_only_on_the_file_planned() {
-        let Some(d) = fixture("planned", true) else {
-            return;
-        };
-        let env = d.join("S/C/.env");
-        let secret = id(&env);
-        exchange(&d);
-        let other = cover_of(&d.join("P/C/nothing-planned"), None);
-        let covers = Covers::prepare(&[cover_of(&env, Some(secret))]).unwrap();
-        assert_eq!(
-            read_both(&d, &[], covers, || ()),
-            Err(Some((0, Errno(libc::ESTALE))))
-        );
-        // The cover that failed is the one named (the first, by path, went on).
-        let covers = Covers::prepare(&[cover_of(&d.join("S/C/.env"), None), other]).unwrap();
-        assert_eq!(
-            read_both(&d, &[], covers, || ()),
-            Err(Some((1, Errno(libc::ENOENT))))
-        );
-        // A start that fails after the covers (no such program) names none.
-        let covers = Covers::prepare(&[cover_of(&env, None)]).unwrap();
-        let mut cmd = Command::new(d.join("no-such-program"));
-        private_mounts_on_exec(&mut cmd, &[], &covers);
-        assert!(cmd.spawn().is_err());
-        assert_eq!(covers.failed(), None);
-        // Control: by path, the decoy is covered and the secret read.
-        let covers = Covers::prepare(&[cover_of(&env, None)]).unwrap();
-        let out = read_both(&d, &[], covers, || ()).unwrap();
-        assert!(out.contains("SECRET") && !out.contains("decoy"), "{out:?}");
-        std::fs::remove_dir_all(&d).unwrap();
+        for mode in [Mode::Root, Mode::User] {
+            let Some(d) = fixture("planned", true, mode) else {
+                continue;
+            };
+            let env = d.join("S/C/.env");
+            let secret = id(&env);
+            exchange(&d);
+            let c = covers(mode, &[cover_of(&env, Some(secret))]);
+            assert_eq!(
+                read_both(&d, mode, &[], c, || ()),
+                Err(Some((Some(0), Errno(libc::ESTALE)))),
+                "{mode:?}"
+            );
+            // The cover that failed is the one named (the first, by path, went on).
+            let other = cover_of(&d.join("P/C/nothing-planned"), None);
+            let c = covers(mode, &[cover_of(&env, None), other]);
+            assert_eq!(
+                read_both(&d, mode, &[], c, || ()),
+                Err(Some((Some(1), Errno(libc::ENOENT)))),
+                "{mode:?}"
+            );
+            // A start that fails after the covers (no such program) names none.
+            let c = covers(mode, &[cover_of(&env, None)]);
+            let mut cmd = Command::new(d.join("no-such-program"));
+            on_exec(mode, &mut cmd, &[], &c);
+            assert!(cmd.spawn().is_err());
+            assert_eq!(c.failed(), None, "{mode:?}");
+            // Control: by path, the decoy is covered and the secret read.
+            let c = covers(mode, &[cover_of(&env, None)]);
+            let out = read_both(&d, mode, &[], c, || ()).unwrap();
+            assert!(
+                out.contains("SECRET") && !out.contains("decoy"),
+                "{mode:?}: {out:?}"
+            );
+            std::fs::remove_dir_all(&d).unwrap();
+        }
     }
 
     /// Through an idmapped view of the tree holding it (a root caller's workspace under
@@ -355,7 +522,7 @@ mod tests {
     /// so its cover goes on; control: another identity is refused there too.
     #[test]
     fn a_cover_through_an_idmapped_view_compares_the_hosts_identity() {
-        let Some(d) = fixture("idmapped", false) else {
+        let Some(d) = fixture("idmapped", false, Mode::Root) else {
             return;
         };
         let env = d.join("S/C/.env");
@@ -368,14 +535,17 @@ mod tests {
                 target.clone(),
             )]
         };
-        let covers = Covers::prepare(&[cover_of(&env, Some(secret))]).unwrap();
-        let out = read_both(&d, &view(), covers, || exchange(&d)).unwrap();
+        let c = covers(Mode::Root, &[cover_of(&env, Some(secret))]);
+        let out = read_both(&d, Mode::Root, &view(), c, || exchange(&d)).unwrap();
         assert!(out.ends_with("end\n") && !out.contains("SECRET"), "{out:?}");
         exchange(&d);
-        let covers = Covers::prepare(&[cover_of(&env, Some((secret.0, secret.1 + 1)))]).unwrap();
+        let c = covers(
+            Mode::Root,
+            &[cover_of(&env, Some((secret.0, secret.1 + 1)))],
+        );
         assert_eq!(
-            read_both(&d, &view(), covers, || ()),
-            Err(Some((0, Errno(libc::ESTALE))))
+            read_both(&d, Mode::Root, &view(), c, || ()),
+            Err(Some((Some(0), Errno(libc::ESTALE))))
         );
         std::fs::remove_dir_all(&d).unwrap();
     }
@@ -386,5 +556,13 @@ mod tests {
         assert_eq!(same_file(Some((1, 2)), (1, 2)), Ok(()));
         assert_eq!(same_file(Some((1, 2)), (1, 3)), Err(Errno(libc::ESTALE)));
         assert_eq!(same_file(Some((1, 2)), (9, 2)), Err(Errno(libc::ESTALE)));
+    }
+
+    #[test]
+    fn an_id_map_line_maps_an_id_to_itself() {
+        let mut buf = [0u8; 32];
+        assert_eq!(self_map(0, &mut buf), b"0 0 1");
+        assert_eq!(self_map(1000, &mut buf), b"1000 1000 1");
+        assert_eq!(self_map(u32::MAX, &mut buf), b"4294967295 4294967295 1");
     }
 }
