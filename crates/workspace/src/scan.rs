@@ -1094,7 +1094,7 @@ mod moved_tests {
     use super::{Place, Scan, SCAN_ATTEMPTS};
     use crate::host::fake::Swapping;
     use crate::host::HostView;
-    use crate::walk::{DirStamps, Matches};
+    use crate::walk::recheck_tests::collect_dotenv;
     use crate::ScanError;
 
     const WS: &str = "/ws";
@@ -1186,14 +1186,7 @@ mod moved_tests {
     #[test]
     fn control_the_moved_match_no_longer_names_the_secret() {
         let host = host();
-        let ctx = policy::PathContext {
-            home: "/home/u".into(),
-            workspace: WS.into(),
-            writable_roots: vec![WS.into()],
-        };
-        let read: Vec<_> = policy::expand("**/.env", &ctx).unwrap();
-        let mut stamps = DirStamps::start();
-        let m = Matches::collect(&host, &[WS.into()], &read, &[], &mut stamps, None).unwrap();
+        let m = collect_dotenv(&host, true).0.unwrap();
         assert_eq!(m.deny_read, vec![PathBuf::from("/ws/A/.env")]);
         host.exchange(Path::new("/ws/A"), Path::new("/ws/B"));
         assert_eq!(host.canonicalize(Path::new("/ws/A/.env")), None);

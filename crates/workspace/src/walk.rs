@@ -1248,7 +1248,7 @@ mod closed_tests {
 }
 
 #[cfg(test)]
-mod recheck_tests {
+pub(crate) mod recheck_tests {
     //! The re-check after the planner's walk, against a host that exchanges directories
     //! between two listings (another run's command racing the walk).
     use super::{DirStamps, Matches, REWALKS};
@@ -1284,6 +1284,14 @@ mod recheck_tests {
     }
 
     fn collect(host: &Swapping, recheck: bool) -> (Result<Matches, ScanError>, DirStamps) {
+        collect_dotenv(host, recheck)
+    }
+
+    /// The planner's walk of `/ws` for `**/.env` on `host`, checked again after it or not.
+    pub(crate) fn collect_dotenv(
+        host: &dyn crate::host::HostView,
+        recheck: bool,
+    ) -> (Result<Matches, ScanError>, DirStamps) {
         let ctx = policy::PathContext {
             home: "/home/u".into(),
             workspace: WS.into(),
