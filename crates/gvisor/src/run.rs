@@ -1,5 +1,6 @@
 //! Runs a [`Plan`]: writes the bundle (a private directory), checks the mount destinations
-//! once more, starts `runsc run` with the caller's sinks (and, for a run attached to a
+//! once more, starts `runsc run` (in a mount namespace of its own holding the idmapped trees
+//! and the masks' covers, each only on the file planned) with the caller's sinks (and, for a run attached to a
 //! terminal, relays the terminal of its own that runsc makes: [`crate::console`]), enforces
 //! the timeout and the caller's cancel handle, and removes what the run left.
 
