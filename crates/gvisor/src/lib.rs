@@ -631,6 +631,33 @@ mod tests {
         );
     }
 
+    /// The unprivileged plan leaves a mask out only while its path is still the file planned:
+    /// one gone (exchanged away) or replaced since is not "unreadable", it is kept and refused
+    /// at the start (found by the exchange test: dropped, the secret was read where it went).
+    #[test]
+    fn a_mask_is_left_out_only_while_it_is_the_file_planned() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().expect("a directory");
+        let env = dir.path().join(".env");
+        std::fs::write(&env, "S=1").expect("write");
+        let m = std::fs::metadata(&env).expect("stat");
+        let mut spec = crate::bundle::tests::spec();
+        assert!(
+            still_planned(&spec, &env),
+            "no identity: nothing to compare"
+        );
+        spec.identities.insert(env.clone(), (m.dev(), m.ino()));
+        assert!(still_planned(&spec, &env));
+        // Replaced (another inode at the path), then gone.
+        let other = dir.path().join("other");
+        std::fs::write(&other, "").expect("write");
+        std::fs::rename(&env, dir.path().join("moved")).expect("move");
+        std::fs::rename(&other, &env).expect("replace");
+        assert!(!still_planned(&spec, &env));
+        std::fs::remove_file(&env).expect("remove");
+        assert!(!still_planned(&spec, &env));
+    }
+
     /// A root caller's command passes only the "others" bits outside its idmapped trees, and
     /// the owner's inside them: a start directory below `/root` (0700) is out of reach.
     #[test]
