@@ -1,8 +1,9 @@
 //! Runs a [`Plan`]: writes the bundle (a private directory), checks the mount destinations
 //! once more, starts `runsc run` (in a mount namespace of its own holding the idmapped trees
-//! and the masks' covers, each only on the file planned) with the caller's sinks (and, for a run attached to a
-//! terminal, relays the terminal of its own that runsc makes: [`crate::console`]), enforces
-//! the timeout and the caller's cancel handle, and removes what the run left.
+//! and the masks' covers, each only on the file planned) with the caller's sinks (and, for a
+//! run attached to a terminal, relays the terminal of its own that runsc makes:
+//! [`crate::console`]), enforces the timeout and the caller's cancel handle, and removes what
+//! the run left.
 
 use std::io::Write;
 use std::os::fd::{AsFd, OwnedFd};
@@ -406,12 +407,11 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
     if let (Some(held), true) = (&io.network, plan.caller.rootless) {
         held.join_on_exec(&mut command);
     }
-    // Root callers: the idmapped views, in runsc's own mount namespace (its file server works
-    // there). Kept open until runsc has started.
-    // And the masks' covers, each on the file planned (after the trees: a cover inside one
-    // goes onto the view).
-    // An unprivileged caller's covers are made by runsc's child in a user namespace of its
-    // own, after it joined the held network (joined first: see `join_on_exec` above).
+    // runsc's own mount namespace (its file server works there): a root caller's idmapped
+    // views, then the masks' covers, each only on the file planned (after the trees: a cover
+    // inside one goes onto the view); kept open until runsc has started. An unprivileged
+    // caller's covers are made by runsc's child in a user namespace of its own, after it
+    // joined the held network (`join_on_exec` above runs first).
     let trees = idmapped_trees(plan)?;
     let covers = prepared_covers(plan)?;
     if plan.caller.rootless {
