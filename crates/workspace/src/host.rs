@@ -404,7 +404,11 @@ impl HostView for Remembering<'_> {
     }
     fn stat_now(&self, path: &Path) -> Option<Entry> {
         let e = self.host.stat(path);
-        self.stat.borrow_mut().insert(path.to_path_buf(), e);
+        // A failure is not remembered: the next `stat` asks again (red team issue 32d, 07).
+        match e {
+            Some(_) => self.stat.borrow_mut().insert(path.to_path_buf(), e),
+            None => self.stat.borrow_mut().remove(path),
+        };
         e
     }
     fn lstat_kind(&self, path: &Path) -> Option<Kind> {

@@ -204,6 +204,13 @@ impl Scan {
                 }
                 continue;
             };
+            // The file the walk saw, or the scan starts again: the mask lands on this path
+            // only if it still holds that file (`identities`), wherever the walk's secret is.
+            // First: a match replaced by a link to `/` or the workspace (which no mask
+            // covers) is a move too (red team issue 32d, 01).
+            if seen.is_some() && host.stat_now(&canon).map(|e| (e.dev, e.ino)) != seen {
+                return Ok(Err(d.clone()));
+            }
             if writable_roots.iter().any(|w| is_within(w, &canon)) {
                 continue;
             }
@@ -212,11 +219,6 @@ impl Scan {
                 || tmp_grants.iter().any(|(g, _)| is_within(&canon, g));
             if !visible {
                 continue;
-            }
-            // The file the walk saw, or the scan starts again: the mask lands on this path
-            // only if it still holds that file (`identities`), wherever the walk's secret is.
-            if seen.is_some() && host.stat_now(&canon).map(|e| (e.dev, e.ino)) != seen {
-                return Ok(Err(d.clone()));
             }
             mask_targets(host, &canon, &allows, &mut masks);
         }
@@ -398,6 +400,10 @@ impl Scan {
         protected.retain(|p| {
             !(masked_paths.iter().chain(emptied.iter().map(|(e, _)| e))).any(|m| is_within(p, m))
         });
+        // Nor is a directory pinned inside a mask (a git dir in the quarantine, masked whole:
+        // its pin's mount point is gone once the mask is; every run failed at set-up, red
+        // team issue 32d, 06).
+        pins.retain(|p| !masked_paths.iter().any(|m| is_within(p, m)));
 
         // Paths read as empty too: inside a writable root (a home as the workspace) the cover
         // goes only over the file the scan saw.
@@ -441,6 +447,18 @@ impl Scan {
             })
             .collect();
         let sweep = SweepPlan { links, ..sweep };
+        // Everything above read the tree after the walk (where each match resolves, the git
+        // dirs' configs and what they name): it holds only if no directory on the way to a
+        // match or git dir changed since the walk's re-check; else the scan starts again.
+        let walked = (found.deny_read.iter())
+            .chain(&found.deny_write)
+            .chain(&found.git_files)
+            .chain(&found.git_dirs)
+            .chain(&found.accepted_git_dirs)
+            .map(PathBuf::as_path);
+        if let Some(dir) = sweep.dirs.moved_since(host, walked) {
+            return Ok(Err(dir));
+        }
         Ok(Ok(Scan {
             writable_roots,
             allows,

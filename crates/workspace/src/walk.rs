@@ -386,6 +386,39 @@ impl DirStamps {
         roots
     }
 
+    /// The first directory on the way to `paths` that changed since the walk (their ancestors,
+    /// and each of them that is a directory, that the walk looked at: their stamps held at
+    /// its last re-check), or `None`. What the scan read after the walk (a git dir's config
+    /// and the paths it names, where each match resolves) is what the walk saw only if
+    /// nothing was renamed on the way in between: an exchange there and back moves the
+    /// parent's ctime twice, never back (red team issue 32d, 01 and 03). One `lstat` per
+    /// directory on the way, each once.
+    pub(crate) fn moved_since<'a>(
+        &self,
+        host: &dyn HostView,
+        paths: impl IntoIterator<Item = &'a Path>,
+    ) -> Option<PathBuf> {
+        let stamps: std::collections::HashMap<&std::ffi::OsStr, &DirStamp> = (self.seen.iter())
+            .filter_map(|s| Some((s.path.as_os_str(), s.stamp.as_ref()?)))
+            .collect();
+        let mut checked: std::collections::HashSet<&Path> = std::collections::HashSet::new();
+        for p in paths {
+            for dir in p.ancestors() {
+                let Some(stamp) = stamps.get(dir.as_os_str()) else {
+                    continue;
+                };
+                // Checked, and so was everything above it.
+                if !checked.insert(dir) {
+                    break;
+                }
+                if host.dir_stamp(dir).as_ref() != Some(*stamp) {
+                    return Some(dir.to_path_buf());
+                }
+            }
+        }
+        None
+    }
+
     /// Whether the filesystem of device `dev` (holding `dir`) sets ctimes locally.
     fn is_local(&mut self, host: &dyn HostView, dev: u64, dir: &Path) -> bool {
         *self
@@ -644,6 +677,10 @@ pub(crate) struct Matches {
     pub(crate) globs: DenyGlobs,
 }
 
+/// The identity [`Walked::visit`] records for a match that was gone when it was stat'ed: no
+/// file has it, so the scan starts again.
+const MOVED: (u64, u64) = (u64::MAX, u64::MAX);
+
 /// What the walk found so far ([`Matches`] but the patterns' exact paths, which are not the
 /// walk's): what a walk again of a directory finds below it replaces what was found there
 /// before ([`Walked::supersede`]).
@@ -679,8 +716,18 @@ impl Walked {
         }
         if read || write || code {
             // Now, not as remembered: a walk again comes to the same name holding another file.
-            if let Some(e) = host.stat_now(path) {
-                self.seen_as.insert(path.to_path_buf(), (e.dev, e.ino));
+            match host.stat_now(path) {
+                Some(e) => {
+                    self.seen_as.insert(path.to_path_buf(), (e.dev, e.ino));
+                }
+                // Listed, and not there when stat'ed: moved (or removed) since the listing.
+                // Never taken for a dangling link: the scan starts again for it (no file has
+                // this identity), unless a walk again finds it (red team issue 32d, 07: an
+                // exchange around this stat left no identity and no mask).
+                None if kind != Kind::Symlink => {
+                    self.seen_as.insert(path.to_path_buf(), MOVED);
+                }
+                None => {}
             }
         }
         if kind == Kind::Dir && path.file_name().is_some_and(|n| n == ".git") {
@@ -1356,7 +1403,13 @@ pub(crate) mod recheck_tests {
         let (m, _) = collect(&host, false);
         let m = m.unwrap();
         assert_eq!(m.deny_read, vec![PathBuf::from("/ws/A/.env")]);
-        assert!(m.seen_as.is_empty(), "{:?}", m.seen_as);
+        // Gone when stat'ed: recorded as moved (the scan would start again for it).
+        assert_eq!(
+            m.seen_as.get(Path::new("/ws/A/.env")),
+            Some(&super::MOVED),
+            "{:?}",
+            m.seen_as
+        );
         let host = make();
         let (m, stamps) = collect(&host, true);
         let m = m.unwrap();
@@ -1365,6 +1418,26 @@ pub(crate) mod recheck_tests {
         assert_eq!(m.seen_as.get(Path::new("/ws/B/.env")).copied(), id);
         assert_eq!(m.seen_as.len(), 1);
         assert!(stamps.rewalks >= 1);
+    }
+
+    /// After the walk, an exchange of `P` and `S` and back leaves every path as it was, but
+    /// the workspace's ctime moved: the directories on the way to the walk's match say so
+    /// (the scan then starts again). Control: nothing moved, nothing said; a path the walk
+    /// did not look at is not asked about.
+    #[test]
+    fn a_rename_on_the_way_to_a_match_after_the_walk_is_seen() {
+        let old = 1_000_000_000_000_000_000;
+        let host = tree(old);
+        let (m, stamps) = collect(&host, true);
+        let m = m.unwrap();
+        assert_eq!(m.deny_read, vec![secret()]);
+        let paths = || m.deny_read.iter().map(PathBuf::as_path);
+        assert_eq!(stamps.moved_since(&host, paths()), None);
+        let (p, s) = (Path::new("/ws/P"), Path::new("/ws/S"));
+        host.exchange(p, s);
+        host.exchange(p, s);
+        assert_eq!(stamps.moved_since(&host, paths()), Some(PathBuf::from(WS)));
+        assert_eq!(stamps.moved_since(&host, [Path::new("/elsewhere/x")]), None);
     }
 
     /// An exchange that goes on for ever: walked again at least `REWALKS` times and for
