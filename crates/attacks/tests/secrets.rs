@@ -317,3 +317,42 @@ fn planted_hard_link_to_a_credential_file_refuses_the_run() {
     std::fs::hard_link(fx.home.join(".ssh/id_rsa"), fx.home.join(".ssh/id_rsa.bak")).unwrap();
     fx.attack(&[], "echo ran").outcome().assert_shows("ran");
 }
+
+/// A dotenv file in a git dir's own files: a directory holding one moved into a `.git` (a
+/// run under gVisor, which has no creation guard, can make a `.git` and move a `.env`'s
+/// directory into it; the walk never looked below `.git` but for submodules, and the next
+/// run read it), or into a submodule's object store. Each is masked. Control: the host reads
+/// them; and under gVisor the move itself made by a run, then read by the next run.
+#[test]
+fn a_dotenv_file_moved_into_a_git_dir_stays_masked() {
+    let fx = Fixture::new();
+    for (i, p) in [
+        ".git/app/.env",
+        ".git/objects/ab/.env",
+        ".git/modules/s/objects/x/.env",
+    ]
+    .iter()
+    .enumerate()
+    {
+        write_file(&fx.ws.join(p), fx.marker(&format!("ingit{i}")), 0o644);
+    }
+    let script = "cat .git/app/.env .git/objects/ab/.env .git/modules/s/objects/x/.env";
+    for i in 0..3 {
+        blocked_read(&fx, script, &fx.marker(&format!("ingit{i}")));
+    }
+    // The move made by a run (refused by the creation guard under native), then a read.
+    let secret = fx.marker("moved");
+    write_file(&fx.ws.join("app2/.env"), &secret, 0o644);
+    let _ = fx
+        .attack(&[], "mkdir -p .git/x && mv app2 .git/x/app2")
+        .outcome();
+    fx.attack(&[], "cat .git/x/app2/.env app2/.env")
+        .outcome()
+        .assert_hidden(&secret);
+    assert!(
+        attacks::read_text(&fx.ws.join(".git/x/app2/.env"))
+            .or_else(|| attacks::read_text(&fx.ws.join("app2/.env")))
+            .is_some_and(|t| t.contains(&secret)),
+        "the secret is gone from the host"
+    );
+}

@@ -124,6 +124,9 @@ pub struct DirStamps {
     pub(crate) recheck: bool,
     /// Where in `seen` the directories of the latest walk again begin (re-checked first).
     fresh_from: usize,
+    /// Entries of a git dir's own files that may concern the walk ([`in_git_internals`]),
+    /// for its caller to look at for secrets only, as each walk ends.
+    pub(crate) in_git: Vec<(PathBuf, Kind)>,
 }
 
 impl DirStamps {
@@ -151,6 +154,7 @@ impl DirStamps {
             rewalks: 0,
             recheck: true,
             fresh_from: 0,
+            in_git: Vec::new(),
         }
     }
 
@@ -724,9 +728,11 @@ impl Walked {
                 // Never taken for a dangling link: the scan starts again for it (no file has
                 // this identity), unless a walk again finds it (red team issue 32d, 07: an
                 // exchange around this stat left no identity and no mask).
-                None if kind != Kind::Symlink => {
+                None if kind != Kind::Symlink && path.as_os_str().len() <= MASKABLE => {
                     self.seen_as.insert(path.to_path_buf(), MOVED);
                 }
+                // A dangling link has nothing to read; a path no call can name is masked by
+                // its ancestor (`too_deep`).
                 None => {}
             }
         }
@@ -749,6 +755,27 @@ impl Walked {
             {
                 self.accepted_git_dirs.push(parent.to_path_buf());
             }
+        }
+    }
+
+    /// The walk came to `path` (of `kind`) in a git dir's own files ([`in_git_internals`]):
+    /// only a secret is looked for there (what else matches is git's, and protected as such).
+    fn visit_secret(&mut self, host: &dyn HostView, globs: &DenyGlobs, path: &Path, kind: Kind) {
+        if !globs.matches(path).0 {
+            return;
+        }
+        if path.as_os_str().len() > MASKABLE {
+            self.too_deep.extend(maskable(path));
+        }
+        self.deny_read.push(path.to_path_buf());
+        match host.stat_now(path) {
+            Some(e) => {
+                self.seen_as.insert(path.to_path_buf(), (e.dev, e.ino));
+            }
+            None if kind != Kind::Symlink && path.as_os_str().len() <= MASKABLE => {
+                self.seen_as.insert(path.to_path_buf(), MOVED);
+            }
+            None => {}
         }
     }
 
@@ -861,6 +888,9 @@ impl Matches {
                 &mut |p, k| w.borrow_mut().visit(host, &globs, p, k),
                 &mut |d, e| unlisted(&mut w.borrow_mut(), d, e),
             )?;
+            for (p, k) in std::mem::take(&mut stamps.in_git) {
+                w.borrow_mut().visit_secret(host, &globs, &p, k);
+            }
             walked.push(base);
         }
         // The walk is checked again once it is over (`DirStamps::changed` says why that
@@ -896,6 +926,9 @@ impl Matches {
                     &mut |p, k| w.borrow_mut().visit(host, &globs, p, k),
                     &mut |d, e| unlisted(&mut w.borrow_mut(), d, e),
                 )?;
+                for (p, k) in std::mem::take(&mut stamps.in_git) {
+                    w.borrow_mut().visit_secret(host, &globs, &p, k);
+                }
             }
             stamps.refresh(host);
         }
@@ -1013,9 +1046,14 @@ fn walk_from(
                 // Same entries as when an earlier run's planner listed it: what concerned the
                 // walk then is visited again (every check on it runs again), and its
                 // subdirectories are walked (each checked on its own).
+                let internal = in_git_internals(&dir);
                 for (name, kind) in &old.found {
                     *count += 1;
-                    visit(&dir.join(name), *kind);
+                    if internal {
+                        rec.in_git.push((dir.join(name), *kind));
+                    } else {
+                        visit(&dir.join(name), *kind);
+                    }
                 }
                 let me = rec.saw(&dir, parent_seen, Some(old.stamp), !old.subdirs.is_empty());
                 let held = held + usize::from(handle.is_some());
@@ -1034,8 +1072,12 @@ fn walk_from(
                 // in it would have moved its ctime): visited then, nothing new to see.
                 let held = held + usize::from(handle.is_some());
                 let handle = handle.map(std::rc::Rc::new);
+                // Not into a git dir's own files, which the planner lists for secrets only.
+                let internal = in_git_internals(&dir);
                 stack.extend(
-                    (rec.subdirs.iter()).map(|n| (dir.join(n), handle.clone(), held, None)),
+                    (rec.subdirs.iter())
+                        .filter(|n| !internal && descends(&dir, n))
+                        .map(|n| (dir.join(n), handle.clone(), held, None)),
                 );
                 continue;
             }
@@ -1078,10 +1120,13 @@ fn walk_from(
             }
             Stamps::SkipUnchanged(_) => None,
         };
-        let dir_is_git = dir.file_name().is_some_and(|n| n == ".git");
-        let dir_in_modules = in_git_modules(&dir);
-        // `.git/modules` (or a nested `modules`) holds submodule git dirs, whatever their names.
-        let dir_is_modules = dir_in_modules && dir.file_name().is_some_and(|n| n == "modules");
+        let planner = matches!(stamps, Stamps::Record(_));
+        // A git dir's own files (below `.git` but its submodules' worktree-like parts): the
+        // planner goes into them for secrets only (a run under gVisor, which has no creation
+        // guard, could move a `.env`'s directory into a `.git` it made, where no walk looked:
+        // the next run read it, red team issue 32d); the sweep does not go there.
+        let internal = in_git_internals(&dir);
+        let rules = GitRules::of(&dir);
         let mut subdirs = Vec::new();
         let mut found = Vec::new();
         for (name, kind) in entries {
@@ -1089,24 +1134,15 @@ fn walk_from(
             // linear in the entries (about 1 s per million here, docs/benchmarks.md).
             *count += 1;
             let interesting = concern(&name, kind);
-            let descend = if dir_is_git {
-                name == "modules"
-            } else if dir_is_modules {
-                true
-            } else if dir_in_modules {
-                !matches!(
-                    name.to_str(),
-                    Some("objects" | "refs" | "logs" | "info" | "branches" | "lfs" | "hooks")
-                )
-            } else {
-                true
-            };
-            let descend = kind == Kind::Dir && descend;
+            let descend = kind == Kind::Dir && (planner || (!internal && rules.descends(&name)));
             if interesting || descend {
                 let path = dir.join(&name);
                 if interesting {
-                    visit(&path, kind);
-                    if matches!(stamps, Stamps::Record(_)) {
+                    match &mut stamps {
+                        Stamps::Record(rec) if internal => rec.in_git.push((path.clone(), kind)),
+                        _ => visit(&path, kind),
+                    }
+                    if planner {
                         found.push((name.clone(), kind));
                     }
                 }
@@ -1189,6 +1225,66 @@ fn names(path: &Path) -> impl DoubleEndedIterator<Item = &[u8]> + Clone {
 /// [`protect::git::in_modules`]).
 pub fn in_git_modules(path: &Path) -> bool {
     protect::git::in_modules(names(path))
+}
+
+/// Where a directory is among git's dirs: what the walks' rules for project files go into.
+struct GitRules {
+    is_git: bool,
+    in_modules: bool,
+    is_modules: bool,
+}
+
+impl GitRules {
+    fn of(dir: &Path) -> GitRules {
+        let in_modules = in_git_modules(dir);
+        GitRules {
+            is_git: dir.file_name().is_some_and(|n| n == ".git"),
+            in_modules,
+            // `.git/modules` (or a nested `modules`) holds submodule git dirs, whatever
+            // their names.
+            is_modules: in_modules && dir.file_name().is_some_and(|n| n == "modules"),
+        }
+    }
+
+    /// Whether the rules for project files go into the subdirectory `name`: inside a `.git`
+    /// only `modules` (submodule git dirs), and inside those not the object stores, refs
+    /// and logs (hooks and config are what can run code).
+    fn descends(&self, name: &std::ffi::OsStr) -> bool {
+        if self.is_git {
+            name == "modules"
+        } else if self.is_modules {
+            true
+        } else if self.in_modules {
+            !matches!(
+                name.to_str(),
+                Some("objects" | "refs" | "logs" | "info" | "branches" | "lfs" | "hooks")
+            )
+        } else {
+            true
+        }
+    }
+}
+
+/// [`GitRules::descends`] for `name` in `dir`.
+fn descends(dir: &Path, name: &std::ffi::OsStr) -> bool {
+    GitRules::of(dir).descends(name)
+}
+
+/// Whether `path` lies in a git dir's own files, where the rules for project files do not go
+/// ([`GitRules::descends`] says no somewhere on its way): the planner looks there for
+/// secrets only.
+pub(crate) fn in_git_internals(path: &Path) -> bool {
+    if !path.iter().any(|c| c == ".git") {
+        return false;
+    }
+    let mut dir = PathBuf::new();
+    for c in path.iter() {
+        if dir.iter().any(|c| c == ".git") && !descends(&dir, c) {
+            return true;
+        }
+        dir.push(c);
+    }
+    false
 }
 
 /// `hooks`, `config` or `commondir` of a submodule's git dir: what makes git run code there
@@ -1438,6 +1534,48 @@ pub(crate) mod recheck_tests {
         host.exchange(p, s);
         assert_eq!(stamps.moved_since(&host, paths()), Some(PathBuf::from(WS)));
         assert_eq!(stamps.moved_since(&host, [Path::new("/elsewhere/x")]), None);
+    }
+
+    /// A `.env` moved into a git dir's own files (a directory renamed into a `.git` a run
+    /// made, or into a submodule's object store) is found and masked; the rules for project
+    /// files still stop there (control: they do not reach those paths, and the sweep's walk
+    /// does not go there).
+    #[test]
+    fn a_secret_in_a_git_dirs_own_files_is_found() {
+        let host = Swapping::new(
+            &["/ws/.git/objects/ab"],
+            &[
+                "/ws/.git/HEAD",
+                "/ws/.git/app/.env",
+                "/ws/.git/objects/ab/.env",
+                "/ws/.git/modules/s/objects/x/.env",
+                "/ws/.git/modules/s/src/.env",
+                "/ws/src/.env",
+            ],
+            1_000_000_000_000_000_000,
+        );
+        let (m, _) = collect(&host, true);
+        let found = m.unwrap().deny_read;
+        for p in [
+            "/ws/.git/app/.env",
+            "/ws/.git/objects/ab/.env",
+            "/ws/.git/modules/s/objects/x/.env",
+            "/ws/.git/modules/s/src/.env",
+            "/ws/src/.env",
+        ] {
+            assert!(found.contains(&PathBuf::from(p)), "{p} not in {found:?}");
+        }
+        for (p, internal) in [
+            ("/ws/.git/app/.env", true),
+            ("/ws/.git/objects/ab", true),
+            ("/ws/.git/modules/s/objects/x/.env", true),
+            ("/ws/.git/modules/s/src/.env", false),
+            ("/ws/.git/modules", false),
+            ("/ws/.git", false),
+            ("/ws/src/.env", false),
+        ] {
+            assert_eq!(super::in_git_internals(Path::new(p)), internal, "{p}");
+        }
     }
 
     /// An exchange that goes on for ever: walked again at least `REWALKS` times and for
