@@ -356,3 +356,25 @@ fn a_dotenv_file_moved_into_a_git_dir_stays_masked() {
         "the secret is gone from the host"
     );
 }
+
+/// A policy's exact masked path in the workspace cannot be taken out of another run's sight by
+/// renaming a directory on its way (this run's mask goes along; renamed back once the other
+/// run's command runs, no pattern finds it elsewhere: red team issue 32d): the directories on
+/// its way are pinned, the rename fails. Control: without the mask the same rename works.
+#[test]
+fn an_exact_masked_path_cannot_be_moved_away_by_renaming_its_directory() {
+    let fx = Fixture::new();
+    let key = fx.ws.join("conf/deep/secret.key");
+    write_file(&key, fx.marker("key"), 0o644);
+    let deny = format!("--deny-read={}", key.display());
+    for script in ["mv conf hidden", "mv conf/deep conf/hidden"] {
+        fx.attack(&[&deny], script).outcome().assert_failed();
+        assert!(key.exists(), "{script}: the secret left its path");
+    }
+    fx.attack(&[&deny], "cat conf/deep/secret.key")
+        .outcome()
+        .assert_blocked(&fx.marker("key"));
+    fx.attack(&[], "mv conf hidden && mv hidden conf && echo renamed")
+        .outcome()
+        .assert_shows("renamed");
+}

@@ -101,13 +101,14 @@ impl Scan {
             }
         }
         Err(ScanError::WorkspaceChanged {
-            dir: moved.parent().map_or(moved.clone(), Path::to_path_buf),
+            dir: moved,
             rewalks: SCAN_ATTEMPTS,
         })
     }
 
-    /// One scan: `Ok(Err(path))` when the walk's match at `path` moved before the scan was
-    /// over ([`Matches::seen_as`]).
+    /// One scan: `Ok(Err(dir))` when what the walk found in `dir` moved before the scan was
+    /// over ([`Matches::seen_as`], [`crate::walk::DirStamps::moved_since`]), or a path the
+    /// scan decided about is another file now.
     fn once(
         policy: &Policy,
         place: &Place,
@@ -157,7 +158,20 @@ impl Scan {
         // the guard refuses creating them, the sweep treats them as protected, and those
         // that exist are protected like any match.
         let mut found = found;
+        // The paths protected (or not) by what the scan found there after the walk, with the
+        // file found (`None`: nothing): the same again at the end, or the scan starts again.
+        // A directory on the way renamed away while the scan looked and back later (an
+        // include target, a `.cargo` link's target: red team issue 32d, second pass) is
+        // another answer at one of the two.
+        let mut decided: Vec<(PathBuf, Option<(u64, u64)>)> = Vec::new();
+        // Each link's target as the scan resolves it (a target gone then yields no pattern).
+        for l in &found.dir_links {
+            decided.push((l.clone(), identity(host, l)));
+        }
         let via_links = via_dir_links(host, &deny_write, &found.dir_links, &writable_roots);
+        for g in &via_links {
+            decided.push((g.base.clone(), identity(host, &g.base)));
+        }
         for g in via_links.iter().filter(|g| g.tail.is_empty()) {
             if host.lstat_kind(&g.base).is_some() && !found.deny_write.contains(&g.base) {
                 found.deny_write.push(g.base.clone());
@@ -200,7 +214,7 @@ impl Scan {
             let Some(canon) = host.canonicalize(d) else {
                 // Gone since the walk found it (or a dangling link, which has nothing to read).
                 if seen.is_some() {
-                    return Ok(Err(d.clone()));
+                    return Ok(Err(parent_of(d)));
                 }
                 continue;
             };
@@ -209,7 +223,7 @@ impl Scan {
             // First: a match replaced by a link to `/` or the workspace (which no mask
             // covers) is a move too (red team issue 32d, 01).
             if seen.is_some() && host.stat_now(&canon).map(|e| (e.dev, e.ino)) != seen {
-                return Ok(Err(d.clone()));
+                return Ok(Err(parent_of(d)));
             }
             if writable_roots.iter().any(|w| is_within(w, &canon)) {
                 continue;
@@ -261,18 +275,47 @@ impl Scan {
         // Protected paths inside writable roots (outside them everything is read-only).
         let mut protected: BTreeSet<PathBuf> = BTreeSet::new();
         let mut pins: BTreeSet<PathBuf> = BTreeSet::new();
+        // An exact path masked or read as empty inside a writable root (a policy's own, the
+        // catalogue's `~/snap/firefox` with the home as the workspace) is found by its name
+        // only: a concurrent run could rename a directory on its way while this run's scan
+        // looks (its own mask goes along) and back once this run's command runs, and no
+        // pattern would find it elsewhere (red team issue 32d). The directories between the
+        // root and it are pinned: no run can rename them.
+        for pattern in deny_read.iter().chain(&read_empty) {
+            let PathPattern::Exact(p) = pattern else {
+                continue;
+            };
+            let Some(canon) = host.canonicalize(p) else {
+                continue;
+            };
+            let Some(root) = (writable_roots.iter())
+                .filter(|w| is_within(&canon, w) && canon != **w)
+                .max_by_key(|w| depth(w))
+            else {
+                continue;
+            };
+            for dir in canon.ancestors().skip(1) {
+                if dir == root.as_path() || !is_within(dir, root) {
+                    break;
+                }
+                pins.insert(dir.to_path_buf());
+            }
+        }
         for p in &found.deny_write {
             // A mount cannot cover a symlink: protect its target when that is writable (the
             // link itself can still be replaced; the sweep notices the change of kind).
             let seen = found.seen_as.get(p).copied();
+            if seen.is_none() {
+                decided.push((p.clone(), identity(host, p)));
+            }
             let Some(target) = mount_target(host, p) else {
                 if seen.is_some() {
-                    return Ok(Err(p.clone()));
+                    return Ok(Err(parent_of(p)));
                 }
                 continue;
             };
             if seen.is_some() && host.stat_now(&target).map(|e| (e.dev, e.ino)) != seen {
-                return Ok(Err(p.clone()));
+                return Ok(Err(parent_of(p)));
             }
             // A writable root named by itself (the workspace, `--allow-write ~/.local/bin`)
             // stays writable.
@@ -356,6 +399,7 @@ impl Scan {
             }
         }
         for p in &git_paths {
+            decided.push((p.clone(), identity(host, p)));
             if let Some(target) = mount_target(host, p) {
                 if writable_roots.iter().any(|w| is_within(&target, w)) && target != place.workspace
                 {
@@ -456,8 +500,13 @@ impl Scan {
             .chain(&found.git_dirs)
             .chain(&found.accepted_git_dirs)
             .map(PathBuf::as_path);
-        if let Some(dir) = sweep.dirs.moved_since(host, walked) {
+        if let Some(dir) = sweep.dirs.moved_since(host, &writable_roots, walked) {
             return Ok(Err(dir));
+        }
+        for (p, id) in &decided {
+            if identity(host, p) != *id {
+                return Ok(Err(parent_of(p)));
+            }
         }
         Ok(Ok(Scan {
             writable_roots,
@@ -479,6 +528,17 @@ impl Scan {
             identities,
         }))
     }
+}
+
+/// The directory to name for a path that moved.
+fn parent_of(p: &Path) -> PathBuf {
+    p.parent()
+        .map_or_else(|| p.to_path_buf(), Path::to_path_buf)
+}
+
+/// The file at `p` now, through links (`None`: nothing there).
+fn identity(host: &dyn HostView, p: &Path) -> Option<(u64, u64)> {
+    host.stat_now(p).map(|e| (e.dev, e.ino))
 }
 
 /// How many times a scan starts again when a match its walk found moved before it was over

@@ -390,16 +390,21 @@ impl DirStamps {
         roots
     }
 
-    /// The first directory on the way to `paths` that changed since the walk (their ancestors,
-    /// and each of them that is a directory, that the walk looked at: their stamps held at
-    /// its last re-check), or `None`. What the scan read after the walk (a git dir's config
-    /// and the paths it names, where each match resolves) is what the walk saw only if
-    /// nothing was renamed on the way in between: an exchange there and back moves the
-    /// parent's ctime twice, never back (red team issue 32d, 01 and 03). One `lstat` per
+    /// The first directory on the way to `paths` that changed since the walk, or `None`: their
+    /// ancestors strictly below the writable roots `roots` that the walk looked at (their
+    /// stamps held at its last re-check), but those inside a git dir. What the scan read after
+    /// the walk (a git dir's config and the paths it names, where each match resolves) is what
+    /// the walk saw only if nothing on the way was renamed in between: a rename moves the
+    /// ctime of the directory renamed (and of the one it left), an exchange there and back
+    /// twice, never back (red team issue 32d, 01 and 03). Not the roots themselves, nor the
+    /// paths, nor git dirs: their entries change all the time (files made in the workspace,
+    /// `git add` renaming `.git/index`: every run was refused beside either, red team 32d
+    /// second pass), and what is renamed below them moves its own ctime. One `lstat` per
     /// directory on the way, each once.
     pub(crate) fn moved_since<'a>(
         &self,
         host: &dyn HostView,
+        roots: &[PathBuf],
         paths: impl IntoIterator<Item = &'a Path>,
     ) -> Option<PathBuf> {
         let stamps: std::collections::HashMap<&std::ffi::OsStr, &DirStamp> = (self.seen.iter())
@@ -407,7 +412,13 @@ impl DirStamps {
             .collect();
         let mut checked: std::collections::HashSet<&Path> = std::collections::HashSet::new();
         for p in paths {
-            for dir in p.ancestors() {
+            for dir in p.ancestors().skip(1) {
+                if !roots.iter().any(|r| dir != r && is_within(dir, r)) {
+                    break;
+                }
+                if dir.iter().any(|c| c == ".git") {
+                    continue;
+                }
                 let Some(stamp) = stamps.get(dir.as_os_str()) else {
                     continue;
                 };
@@ -1396,7 +1407,7 @@ pub(crate) mod recheck_tests {
     //! between two listings (another run's command racing the walk).
     use super::{DirStamps, Matches, REWALKS};
     use crate::host::fake::Swapping;
-    use crate::host::HostView;
+    use crate::host::{HostView, Kind};
     use crate::ScanError;
     use std::path::{Path, PathBuf};
 
@@ -1528,12 +1539,20 @@ pub(crate) mod recheck_tests {
         let m = m.unwrap();
         assert_eq!(m.deny_read, vec![secret()]);
         let paths = || m.deny_read.iter().map(PathBuf::as_path);
-        assert_eq!(stamps.moved_since(&host, paths()), None);
+        let roots = [PathBuf::from(WS)];
+        assert_eq!(stamps.moved_since(&host, &roots, paths()), None);
+        // A file made in the workspace's root moves only the root's ctime: not asked.
+        host.add(Path::new("/ws/new"), Kind::File);
+        assert_eq!(stamps.moved_since(&host, &roots, paths()), None);
         let (p, s) = (Path::new("/ws/P"), Path::new("/ws/S"));
         host.exchange(p, s);
         host.exchange(p, s);
-        assert_eq!(stamps.moved_since(&host, paths()), Some(PathBuf::from(WS)));
-        assert_eq!(stamps.moved_since(&host, [Path::new("/elsewhere/x")]), None);
+        assert_eq!(
+            stamps.moved_since(&host, &roots, paths()),
+            Some(PathBuf::from("/ws/S"))
+        );
+        let elsewhere = [Path::new("/elsewhere/x")];
+        assert_eq!(stamps.moved_since(&host, &roots, elsewhere), None);
     }
 
     /// A `.env` moved into a git dir's own files (a directory renamed into a `.git` a run

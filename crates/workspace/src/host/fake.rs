@@ -109,7 +109,7 @@ impl Swapping {
         self.clock.get()
     }
 
-    fn add(&self, path: &Path, kind: Kind) {
+    pub(crate) fn add(&self, path: &Path, kind: Kind) {
         if self.nodes.borrow().contains_key(path) {
             return;
         }
@@ -162,7 +162,10 @@ impl Swapping {
             (p, n)
         });
         *self.nodes.borrow_mut() = moved.collect();
+        // The kernel's rename sets the ctime of what it moves, and of the directories it
+        // moved in and out of.
         for p in [a, b] {
+            self.touch(p);
             if let Some(parent) = p.parent() {
                 self.touch(parent);
             }
