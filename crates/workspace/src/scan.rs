@@ -85,7 +85,7 @@ impl Scan {
     ///
     /// A match the walk found that is gone or another file by the time the scan masks or
     /// protects it (moved after the walk: a directory exchanged by another run's command) is
-    /// never dropped: the scan starts again, and after [`SCAN_ATTEMPTS`] the run is refused
+    /// never dropped: the scan starts again, and after 3 (`SCAN_ATTEMPTS`) the run is refused
     /// ([`ScanError::WorkspaceChanged`]).
     pub fn new_cached(
         policy: &Policy,
