@@ -494,13 +494,23 @@ impl Scan {
         // Everything above read the tree after the walk (where each match resolves, the git
         // dirs' configs and what they name): it holds only if no directory on the way to a
         // match or git dir changed since the walk's re-check; else the scan starts again.
+        // The paths decided about too (an include target's directory renamed away after the
+        // walk and back after the checks: red team 32d third pass).
         let walked = (found.deny_read.iter())
             .chain(&found.deny_write)
             .chain(&found.git_files)
             .chain(&found.git_dirs)
             .chain(&found.accepted_git_dirs)
+            .chain(decided.iter().map(|(p, _)| p))
             .map(PathBuf::as_path);
-        if let Some(dir) = sweep.dirs.moved_since(host, &writable_roots, walked) {
+        let git_dirs: Vec<&Path> = (found.git_dirs.iter())
+            .chain(&found.accepted_git_dirs)
+            .map(PathBuf::as_path)
+            .collect();
+        if let Some(dir) = sweep
+            .dirs
+            .moved_since(host, &writable_roots, &git_dirs, walked)
+        {
             return Ok(Err(dir));
         }
         for (p, id) in &decided {

@@ -392,7 +392,9 @@ impl DirStamps {
 
     /// The first directory on the way to `paths` that changed since the walk, or `None`: their
     /// ancestors strictly below the writable roots `roots` that the walk looked at (their
-    /// stamps held at its last re-check), but those inside a git dir. What the scan read after
+    /// stamps held at its last re-check), but the git dirs themselves (`.git`, and those in
+    /// `git_dirs`; what lies in them is asked: an exchange of `.git/modules/a` and `b` moves
+    /// `.git/modules`, red team 32d third pass). What the scan read after
     /// the walk (a git dir's config and the paths it names, where each match resolves) is what
     /// the walk saw only if nothing on the way was renamed in between: a rename moves the
     /// ctime of the directory renamed (and of the one it left), an exchange there and back
@@ -405,6 +407,7 @@ impl DirStamps {
         &self,
         host: &dyn HostView,
         roots: &[PathBuf],
+        git_dirs: &[&Path],
         paths: impl IntoIterator<Item = &'a Path>,
     ) -> Option<PathBuf> {
         let stamps: std::collections::HashMap<&std::ffi::OsStr, &DirStamp> = (self.seen.iter())
@@ -416,7 +419,7 @@ impl DirStamps {
                 if !roots.iter().any(|r| dir != r && is_within(dir, r)) {
                     break;
                 }
-                if dir.iter().any(|c| c == ".git") {
+                if dir.file_name().is_some_and(|n| n == ".git") || git_dirs.contains(&dir) {
                     continue;
                 }
                 let Some(stamp) = stamps.get(dir.as_os_str()) else {
@@ -1540,19 +1543,19 @@ pub(crate) mod recheck_tests {
         assert_eq!(m.deny_read, vec![secret()]);
         let paths = || m.deny_read.iter().map(PathBuf::as_path);
         let roots = [PathBuf::from(WS)];
-        assert_eq!(stamps.moved_since(&host, &roots, paths()), None);
+        assert_eq!(stamps.moved_since(&host, &roots, &[], paths()), None);
         // A file made in the workspace's root moves only the root's ctime: not asked.
         host.add(Path::new("/ws/new"), Kind::File);
-        assert_eq!(stamps.moved_since(&host, &roots, paths()), None);
+        assert_eq!(stamps.moved_since(&host, &roots, &[], paths()), None);
         let (p, s) = (Path::new("/ws/P"), Path::new("/ws/S"));
         host.exchange(p, s);
         host.exchange(p, s);
         assert_eq!(
-            stamps.moved_since(&host, &roots, paths()),
+            stamps.moved_since(&host, &roots, &[], paths()),
             Some(PathBuf::from("/ws/S"))
         );
         let elsewhere = [Path::new("/elsewhere/x")];
-        assert_eq!(stamps.moved_since(&host, &roots, elsewhere), None);
+        assert_eq!(stamps.moved_since(&host, &roots, &[], elsewhere), None);
     }
 
     /// A `.env` moved into a git dir's own files (a directory renamed into a `.git` a run
