@@ -774,3 +774,39 @@ fn a_gvisor_run_keeps_other_runs_of_its_workspace_waiting() {
         "the run of the same workspace did not wait: {same_took:?} vs {other_took:?}"
     );
 }
+
+/// More masks than runsc starts a sandbox with (a run can plant 250 dotenv files for the next,
+/// now even below `.git`, red team issue 32d): refused before anything starts, typed, with
+/// what to do, never runsc's own "cannot read client sync file". Controls: the same workspace
+/// under the native backend runs with every file masked; 40 of them under gVisor run too.
+#[test]
+fn more_masks_than_runsc_takes_are_refused_typed() {
+    if runsc_missing() {
+        return;
+    }
+    let fx = Fixture::new();
+    for i in 0..240 {
+        write_file(&fx.ws.join(format!(".git/junk/d{i}/.env")), "x\n", 0o644);
+    }
+    let run = with_state(fx.sandbox(GVISOR, "echo started")).run();
+    run.assert_code(125)
+        .assert_stderr_contains("E_PROTECTION_UNAVAILABLE")
+        .assert_stderr_contains("runsc starts no sandbox")
+        .assert_stderr_contains("--backend native")
+        .assert_lacks("started");
+    fx.sandbox(
+        &["--backend", "native"],
+        "cat .git/junk/d7/.env; echo started",
+    )
+    .run()
+    .assert_success()
+    .assert_stdout_contains("started");
+    std::fs::remove_dir_all(fx.ws.join(".git/junk")).unwrap();
+    for i in 0..40 {
+        write_file(&fx.ws.join(format!("d{i}/.env")), "x\n", 0o644);
+    }
+    with_state(fx.sandbox(GVISOR, "echo started"))
+        .run()
+        .assert_success()
+        .assert_stdout_contains("started");
+}

@@ -63,6 +63,10 @@ use serde::Serialize;
 pub use platform::Platform;
 pub use run::{host_owned, Finished, Io, OwnTerminal};
 
+/// The most masked, protected and pinned paths a gVisor run takes (runsc failed to start
+/// above about 240 here).
+pub const MAX_MOUNTS: usize = 230;
+
 /// Why the gVisor backend cannot plan or run.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -448,6 +452,20 @@ impl Gvisor {
                 }
             }
             spec.masks = kept;
+        }
+        // runsc starts no sandbox over more mounts than about 240 (here: 237 masks started, 242
+        // failed with "cannot read client sync file", untyped), and a run can plant dotenv
+        // files for the next (red team issue 32d: 250 `.env` under `.git/junk`): refused,
+        // typed, before anything starts.
+        let mounts = spec.masks.len() + spec.protected.len() + spec.pins.len();
+        if mounts > MAX_MOUNTS {
+            return Err(Error::Unavailable {
+                cause: format!(
+                    "{mounts} paths to mask, protect or pin ({} masked or read as empty): runsc starts no sandbox with more than about {MAX_MOUNTS}",
+                    spec.masks.len()
+                ),
+                fix: "run with --backend native (no such limit), or remove or move the dotenv files and other masked files that a run left in the workspace (`stockade policy show` lists what is masked)".into(),
+            });
         }
         // Below /tmp the way to a granted path is the private /tmp's own directories (made
         // for the bind, mode 0755), not the host's: only the grant and below are the host's.
