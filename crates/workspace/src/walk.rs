@@ -733,22 +733,7 @@ impl Walked {
             self.deny_write.push(path.to_path_buf());
         }
         if read || write || code {
-            // Now, not as remembered: a walk again comes to the same name holding another file.
-            match host.stat_now(path) {
-                Some(e) => {
-                    self.seen_as.insert(path.to_path_buf(), (e.dev, e.ino));
-                }
-                // Listed, and not there when stat'ed: moved (or removed) since the listing.
-                // Never taken for a dangling link: the scan starts again for it (no file has
-                // this identity), unless a walk again finds it (red team issue 32d, 07: an
-                // exchange around this stat left no identity and no mask).
-                None if kind != Kind::Symlink && path.as_os_str().len() <= MASKABLE => {
-                    self.seen_as.insert(path.to_path_buf(), MOVED);
-                }
-                // A dangling link has nothing to read; a path no call can name is masked by
-                // its ancestor (`too_deep`).
-                None => {}
-            }
+            self.record_identity(host, path, kind);
         }
         if kind == Kind::Dir && path.file_name().is_some_and(|n| n == ".git") {
             self.git_dirs.push(path.to_path_buf());
@@ -782,13 +767,25 @@ impl Walked {
             self.too_deep.extend(maskable(path));
         }
         self.deny_read.push(path.to_path_buf());
+        self.record_identity(host, path, kind);
+    }
+
+    /// Records the file a match is now ([`Matches::seen_as`]): asked now, not as remembered
+    /// (a walk again comes to the same name holding another file).
+    fn record_identity(&mut self, host: &dyn HostView, path: &Path, kind: Kind) {
         match host.stat_now(path) {
             Some(e) => {
                 self.seen_as.insert(path.to_path_buf(), (e.dev, e.ino));
             }
+            // Listed, and not there when stat'ed: moved (or removed) since the listing. Never
+            // taken for a dangling link: the scan starts again for it (no file has this
+            // identity), unless a walk again finds it (red team issue 32d, 07: an exchange
+            // around this stat left no identity and no mask).
             None if kind != Kind::Symlink && path.as_os_str().len() <= MASKABLE => {
                 self.seen_as.insert(path.to_path_buf(), MOVED);
             }
+            // A dangling link has nothing to read; a path no call can name is masked by its
+            // ancestor (`too_deep`).
             None => {}
         }
     }
