@@ -11,7 +11,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 
 use crate::postfork::Identity;
-use crate::raw::{self, Errno, MountAttr};
+use crate::raw::{self, Errno};
 
 /// A path to cover in the helper's mount namespace with something empty.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,25 +87,6 @@ fn source_of(c: &Cover) -> &'static std::ffi::CStr {
     }
 }
 
-/// A cover's own copy of its source: read-only, nosuid, nodev, noexec. Allocation-free.
-fn cover_mount(sources: i32, name: &std::ffi::CStr) -> Result<i32, Errno> {
-    let attr = MountAttr {
-        attr_set: raw::MOUNT_ATTR_RDONLY
-            | raw::MOUNT_ATTR_NOSUID
-            | raw::MOUNT_ATTR_NODEV
-            | raw::MOUNT_ATTR_NOEXEC,
-        ..MountAttr::default()
-    };
-    let fd = raw::open_tree(sources, name, raw::OPEN_TREE_CLONE | raw::OPEN_TREE_CLOEXEC)?;
-    match raw::mount_setattr_fd(fd, false, &attr) {
-        Ok(()) => Ok(fd),
-        Err(e) => {
-            raw::close(fd);
-            Err(e)
-        }
-    }
-}
-
 fn report_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let (r, w) = raw::pipe()?;
     // SAFETY: both ends were just returned by pipe2 and are owned by nobody else.
@@ -128,7 +109,7 @@ impl Covers {
         // SAFETY: the descriptor was just returned by fsmount and is owned by nobody else.
         let sources = unsafe { OwnedFd::from_raw_fd(cover_sources()?) };
         for c in covers {
-            let fd = cover_mount(sources.as_raw_fd(), source_of(c))?;
+            let fd = raw::cover_clone(sources.as_raw_fd(), source_of(c))?;
             // SAFETY: fd was just returned by open_tree and is owned by nobody else.
             let fd = unsafe { OwnedFd::from_raw_fd(fd) };
             out.mounts.push((fd, c.target.clone(), c.expect));
@@ -313,7 +294,7 @@ pub fn user_private_mounts_on_exec(cmd: &mut std::process::Command, covers: &Cov
         cmd.pre_exec(move || {
             let sources = user_private_namespace().map_err(|e| report(report_fd, SET_UP, e))?;
             for (i, (name, target, expect)) in pending.iter().enumerate() {
-                let made = cover_mount(sources, name).and_then(|fd| {
+                let made = raw::cover_clone(sources, name).and_then(|fd| {
                     let res = cover(fd, target, *expect);
                     raw::close(fd);
                     res

@@ -1063,20 +1063,8 @@ fn mask(
         raw::close(f);
         *mask_fd = fd;
     }
-    let fd = raw::open_tree(
-        *mask_fd,
-        name,
-        raw::OPEN_TREE_CLONE | raw::OPEN_TREE_CLOEXEC,
-    )?;
-    let attr = MountAttr {
-        attr_set: raw::MOUNT_ATTR_RDONLY
-            | raw::MOUNT_ATTR_NOSUID
-            | raw::MOUNT_ATTR_NODEV
-            | raw::MOUNT_ATTR_NOEXEC,
-        ..MountAttr::default()
-    };
-    let res = raw::mount_setattr_fd(fd, false, &attr).and_then(|_| {
-        let at = locate(target, expect)?;
+    let fd = raw::cover_clone(*mask_fd, name)?;
+    let res = locate(target, expect).and_then(|at| {
         let res = raw::move_mount_fd_to_fd(fd, at);
         raw::close(at);
         res

@@ -74,6 +74,24 @@ pub struct MountAttr {
     pub userns_fd: u64,
 }
 
+/// A detached copy of the entry `name` of the mount `sources` to cover a path with (a mask):
+/// read-only, nosuid, nodev, noexec. Allocation-free (the init and runsc's child call it
+/// between fork and exec).
+pub fn cover_clone(sources: c_int, name: &CStr) -> Result<c_int> {
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+        ..MountAttr::default()
+    };
+    let fd = open_tree(sources, name, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)?;
+    match mount_setattr_fd(fd, false, &attr) {
+        Ok(()) => Ok(fd),
+        Err(e) => {
+            close(fd);
+            Err(e)
+        }
+    }
+}
+
 // ---- Landlock (linux/landlock.h) ----
 pub const LANDLOCK_RULE_PATH_BENEATH: c_int = 1;
 pub const LANDLOCK_CREATE_RULESET_VERSION: c_uint = 1;
