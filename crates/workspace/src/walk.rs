@@ -909,8 +909,26 @@ impl Matches {
         // again (what was found below it before is found again, or where it went), and
         // checked again, at least `REWALKS` times and for `REWALK_BUDGET`: a directory that
         // keeps changing refuses the run.
+        //
+        // Not when the walk listed nothing: every directory it went through was taken from
+        // the walk cache, which proves that instant already (issue 32, item 1: a third `stat`
+        // per directory of an unchanged workspace). Each cached listing was read in an earlier
+        // run, after that directory's stamp was read (`s`, before this run began); the walk
+        // found the same settled stamp (`r`, during this walk), so nothing was created,
+        // removed or renamed in that directory over `[s, r]`, which holds this run's start.
+        // A subdirectory is stamped by its name in its parent: the parent unchanged over its
+        // own `[s, r]` bound that name to one inode all along, the inode the earlier run
+        // stamped by that name (it did so while the parent held what it listed: that run's
+        // walk was proved by its own re-check or by this same argument); an equal stamp is
+        // that inode (another has another number or a later ctime). So at this run's start
+        // every directory held exactly its cached listing and the walk saw the tree as it was
+        // then. Whatever changes during the walk changes a stamp the walk has not yet taken
+        // (a directory is then listed, and the re-check runs) or happens in what it has
+        // already visited (what was found there is asked again where it is masked:
+        // `Matches::seen_as`, `HostView::stat_now`).
+        let whole_from_cache = stamps.listed == 0 && stamps.from_cache > 0;
         let began = std::time::Instant::now();
-        while stamps.recheck {
+        while stamps.recheck && !whole_from_cache {
             let (tops, stale) = stamps.changed(host);
             let Some(first) = tops.first().and_then(|&t| stamps.seen.get(t)) else {
                 break;
@@ -1460,6 +1478,77 @@ pub(crate) mod recheck_tests {
 
     fn secret() -> PathBuf {
         Path::new("/ws/S/C/.env").to_path_buf()
+    }
+
+    /// The planner's walk of `/ws` for `**/.env`, with a walk cache, checked again or not.
+    fn collect_cached(
+        host: &Swapping,
+        cache: &mut crate::walk_cache::WalkCache,
+        recheck: bool,
+    ) -> (Matches, DirStamps) {
+        let ctx = policy::PathContext {
+            home: "/home/u".into(),
+            workspace: WS.into(),
+            writable_roots: vec![WS.into()],
+        };
+        let read: Vec<_> = policy::expand("**/.env", &ctx).unwrap();
+        let mut stamps = DirStamps::start();
+        stamps.recheck = recheck;
+        let m = Matches::collect(host, &[WS.into()], &read, &[], &mut stamps, Some(cache));
+        (m.unwrap(), stamps)
+    }
+
+    /// A walk taken whole from the walk cache is not checked again: one stamp per directory
+    /// (every cached listing held at the run's start, see `Matches::collect`), and it finds
+    /// what a full walk finds. One during which two directories are exchanged (the secret in
+    /// `P/C`, still to be walked, goes to `S/C`, already taken from the cache) finds `P`
+    /// changed and lists it: it is checked again, walks the workspace again and finds the
+    /// secret where it went. Control: the same walk with no re-check misses the secret.
+    #[test]
+    fn a_walk_from_the_cache_is_checked_again_when_it_listed_something() {
+        let old = 1_000_000_000_000_000_000;
+        let make = || Swapping::new(&["/ws/S/C", "/ws/tree/d1/a"], &["/ws/P/C/.env"], old);
+        let uid = rustix::process::geteuid().as_raw();
+        let tmp = tempfile::tempdir().unwrap();
+        let stored = {
+            let mut c = crate::walk_cache::WalkCache::empty("test", uid);
+            let (m, stamps) = collect_cached(&make(), &mut c, true);
+            assert_eq!(m.deny_read, vec![PathBuf::from("/ws/P/C/.env")]);
+            c.store(tmp.path(), Path::new(WS), &stamps).unwrap();
+            stamps.dirs.len()
+        };
+        let load = || crate::walk_cache::WalkCache::load(tmp.path(), Path::new(WS), uid, "test");
+        // Unchanged: every directory from the cache, each stamped once, nothing walked again.
+        let quiet = make();
+        let (m, stamps) = collect_cached(&quiet, &mut load(), true);
+        assert_eq!(m.deny_read, vec![PathBuf::from("/ws/P/C/.env")]);
+        assert_eq!(
+            (stamps.from_cache, stamps.listed, stamps.rewalks),
+            (stored, 0, 0)
+        );
+        assert_eq!(quiet.stamped.get(), stored, "a directory stamped twice");
+        // `P` and `S` exchanged right after `S/C` was taken from the cache.
+        let race = |host: &Swapping| {
+            host.after_stamp.borrow_mut().push((
+                PathBuf::from("/ws/S/C"),
+                PathBuf::from("/ws/P"),
+                PathBuf::from("/ws/S"),
+                1,
+            ))
+        };
+        let control = make();
+        race(&control);
+        let (m, stamps) = collect_cached(&control, &mut load(), false);
+        assert!(
+            m.deny_read.is_empty() && stamps.listed > 0,
+            "the exchange did not hide the secret: the test proves nothing ({:?})",
+            m.deny_read
+        );
+        let raced = make();
+        race(&raced);
+        let (m, stamps) = collect_cached(&raced, &mut load(), true);
+        assert_eq!(m.deny_read, vec![PathBuf::from("/ws/S/C/.env")]);
+        assert!(stamps.rewalks >= 1);
     }
 
     /// The exchange during the walk hides the secret from it (control: no re-check); the

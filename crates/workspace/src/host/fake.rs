@@ -71,6 +71,11 @@ pub(crate) struct Swapping {
     /// many more times as the count says: a match moved after the walk, before the scan
     /// masks it.
     pub(crate) on_resolve: RefCell<Vec<(PathBuf, PathBuf, PathBuf, usize)>>,
+    /// After a stamp of the first path (a walk taking it from the walk cache, or a re-check),
+    /// the other two are exchanged, as many more times as the count says.
+    pub(crate) after_stamp: RefCell<Vec<(PathBuf, PathBuf, PathBuf, usize)>>,
+    /// How many directory stamps were asked for.
+    pub(crate) stamped: Cell<usize>,
     /// Exchanges leave the ctimes as they were (a change in the same tick of a coarse clock
     /// as the stamp: what a kernel without multigrain ctimes can do).
     pub(crate) keep_ctime: bool,
@@ -89,6 +94,8 @@ impl Swapping {
             swaps: RefCell::new(Vec::new()),
             moves: RefCell::new(Vec::new()),
             on_resolve: RefCell::new(Vec::new()),
+            after_stamp: RefCell::new(Vec::new()),
+            stamped: Cell::new(0),
             keep_ctime: false,
             fine: true,
         };
@@ -231,13 +238,26 @@ impl HostView for Swapping {
         None
     }
     fn dir_stamp(&self, path: &Path) -> Option<DirStamp> {
-        let (kind, ino, ctime) = *self.nodes.borrow().get(path)?;
-        (kind == Kind::Dir).then_some(DirStamp {
-            dev: 1,
-            ino,
-            ctime: ctime.div_euclid(1_000_000_000),
-            ctime_nsec: ctime.rem_euclid(1_000_000_000),
-        })
+        self.stamped.set(self.stamped.get() + 1);
+        let stamp = (self.nodes.borrow().get(path).copied()).and_then(|(kind, ino, ctime)| {
+            (kind == Kind::Dir).then_some(DirStamp {
+                dev: 1,
+                ino,
+                ctime: ctime.div_euclid(1_000_000_000),
+                ctime_nsec: ctime.rem_euclid(1_000_000_000),
+            })
+        });
+        let due: Vec<(PathBuf, PathBuf)> = (self.after_stamp.borrow_mut().iter_mut())
+            .filter(|(at, _, _, left)| at == path && *left > 0)
+            .map(|(_, a, b, left)| {
+                *left -= 1;
+                (a.clone(), b.clone())
+            })
+            .collect();
+        for (a, b) in due {
+            self.exchange(&a, &b);
+        }
+        stamp
     }
     fn local_ctime(&self, _path: &Path) -> bool {
         true
