@@ -245,6 +245,72 @@ fn included_config_files_are_protected() {
     );
 }
 
+/// A file the repository's config includes that does not exist at the start, made during the
+/// run by someone else (another run's command, any process outside a sandbox): the run can
+/// write into it (the creation guard refuses only the run's own creation), so it is
+/// quarantined after the run and host git runs nothing from it (red team issue 32d, third
+/// pass). The quarantined copy holds what the run wrote (the attack reached the file).
+/// Control: the same append on the host, and git runs it.
+#[test]
+fn an_included_config_made_during_the_run_by_another_process_is_quarantined() {
+    let fx = Fixture::new();
+    let records = fx.records();
+    fx.git_host(&["config", "include.path", "../later.gitconfig"])
+        .assert_success();
+    let (script, flag) = fx.tripwire("pwned-later-include");
+    let later = fx.ws.join("later.gitconfig");
+    let started = fx.ws.join("started");
+    // The other process: it makes the file once the run has begun.
+    let maker = {
+        let (later, started) = (later.clone(), started.clone());
+        std::thread::spawn(move || {
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(120);
+            while !started.exists() {
+                if std::time::Instant::now() > until {
+                    return false;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            write_file(&later, "[user]\n\tname = Later\n", 0o666);
+            true
+        })
+    };
+    let attack = format!(
+        "touch started; i=0
+         while [ ! -s later.gitconfig ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+         printf '[core]\\n\\tfsmonitor = {}\\n' >> later.gitconfig",
+        script.display()
+    );
+    let run = fx.attack(&records.opts(), &attack).outcome();
+    assert!(
+        maker.join().unwrap(),
+        "the run never began: the test proves nothing"
+    );
+    run.assert_output_contains("later.gitconfig");
+    let quarantined = attacks::quarantined_files(&fx.ws);
+    let copy = (quarantined.iter())
+        .find(|p| p.file_name().is_some_and(|n| n == "later.gitconfig"))
+        .unwrap_or_else(|| panic!("not quarantined: {quarantined:?}"));
+    assert!(
+        read_text(copy).is_some_and(|t| t.contains("fsmonitor")),
+        "the run did not write the file: the test proves nothing"
+    );
+    assert!(!later.exists(), "the included file is still there");
+    host_git_uses_the_repository(&fx, &fx.ws);
+    assert!(
+        !flag.exists(),
+        "an fsmonitor in the included file ran on the host"
+    );
+    // Control.
+    write_file(&later, "[user]\n\tname = Later\n", 0o644);
+    fx.control(&attack).outcome().assert_ok();
+    host_git_uses_the_repository(&fx, &fx.ws);
+    assert!(
+        flag.exists(),
+        "control: git did not run the included fsmonitor"
+    );
+}
+
 #[test]
 fn target_of_a_symlinked_hook_is_protected() {
     let fx = Fixture::new();

@@ -99,10 +99,29 @@ fn after_run_inspecting(
     let mut ours = own_dirs();
     ours.retain(|d| !before.contains(d));
     out.extend(sweep_inspecting(run, host, run_id, &ours, &restored));
-    if !held.creation_guard {
-        out.extend(guard_after(run, host, run_id, started, &restored));
-    }
+    // With a creation guard (native), only git's exact paths that were absent at the start:
+    // the guard refused the run's own creation, but not a write to one that someone else
+    // made during the run (another run's command, any process outside a sandbox), and the
+    // run could then write it: an `include.path` target (red team issue 32d, third pass).
+    let scope = if held.creation_guard {
+        GuardScope::AbsentExact
+    } else {
+        GuardScope::All
+    };
+    out.extend(guard_after(run, host, run_id, started, &restored, scope));
     out
+}
+
+/// What [`guard_after`] looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GuardScope {
+    /// Every guard pattern, as the creation guard would have (a backend without one).
+    All,
+    /// The exact paths absent at the start (a backend with the creation guard): one there now
+    /// was made by someone else during the run. An exact path present at the start is kept
+    /// read-only by the run; one that changed is the host's own doing (the user's `git
+    /// config` beside the run), not quarantined.
+    AbsentExact,
 }
 
 /// Find protected paths created during the run and neutralise them.
@@ -724,7 +743,8 @@ fn move_back(root: &Path, from: &Path, to: &Path) -> std::io::Result<()> {
 }
 
 /// For a backend without the creation guard (gVisor): the guard's own rules applied after the
-/// run to what the run made. The sweep above covers the policy's protected names; this covers
+/// run to what the run made ([`GuardScope::All`]; with the guard, only git's exact paths that
+/// were absent at the start, [`GuardScope::AbsentExact`]). The sweep above covers the policy's protected names; this covers
 /// git's paths that the guard refuses (`info/attributes`, `hooks`, `config.worktree`,
 /// `worktrees/*/commondir` of every git dir, a missing `core.hooksPath` directory or
 /// `include.path` target, ...), which the sweep's walk does not enter. An exact path that did
@@ -736,7 +756,7 @@ pub fn guard_after_run(
     run_id: &str,
     started: std::time::SystemTime,
 ) -> Vec<Violation> {
-    guard_after(run, host, run_id, started, &[])
+    guard_after(run, host, run_id, started, &[], GuardScope::All)
 }
 
 /// [`guard_after_run`], leaving alone the protected links in `restored` (made again by
@@ -747,9 +767,11 @@ fn guard_after(
     run_id: &str,
     started: std::time::SystemTime,
     restored: &[PathBuf],
+    scope: GuardScope,
 ) -> Vec<Violation> {
     let mut out = Vec::new();
-    let new_since = |p: &Path| host.lstat_ctime(p).is_some_and(|t| t >= started);
+    let all = scope == GuardScope::All;
+    let new_since = |p: &Path| all && host.lstat_ctime(p).is_some_and(|t| t >= started);
     let mut found: BTreeSet<PathBuf> = BTreeSet::new();
     let mut unlisted: Vec<(PathBuf, std::io::Error)> = Vec::new();
     for g in &run.spec.guard {
@@ -757,7 +779,7 @@ fn guard_after(
         // (walking only the directories that changed); every other pattern is git's: paths
         // of its git dirs whatever their names (`--separate-git-dir`, bare repositories),
         // `core.hooksPath` directories, `include.path` targets, worktree files.
-        if !g.tail.is_empty() && run.watch.sweep.roots.contains(&g.base) {
+        if !g.tail.is_empty() && (!all || run.watch.sweep.roots.contains(&g.base)) {
             continue;
         }
         if g.tail.is_empty() {
