@@ -909,3 +909,66 @@ fn a_link_listed_beside_a_mask_grants_nothing() {
         .assert_lacks(&hidden)
         .assert_lacks(&secret);
 }
+
+/// A start refused because the workspace changed after planning touches nothing (red team
+/// issue 32d, third pass). A nested repository `a` (its git dir pinned, its `config` and
+/// `hooks` protected, each with its identity) is exchanged with a plain directory `b` while
+/// the planned run waits (debug builds pause there while `STOCKADE_TEST_GVISOR_PAUSE`, or
+/// native's `STOCKADE_TEST_LANDLOCK_PAUSE`, names a file): the start is refused, and the
+/// sweep after a failed launch used to "move back" the originals under gVisor, which has no
+/// pins: `b/.git` went back to `a/.git`, the repository rearranged by a run whose command
+/// never ran. Now the tree stays as the exchange left it and nothing is quarantined. Control
+/// (gVisor, where a command can rename a directory holding protected paths): the same
+/// exchange made by the command itself is undone by the sweep.
+#[test]
+fn a_start_refused_after_an_exchange_rearranges_nothing() {
+    let fx = Fixture::new();
+    let (a, b) = (fx.ws.join("a"), fx.ws.join("b"));
+    fx.git_host(&["init", "-q", s(&a)]).assert_success();
+    attacks::mkdir(&b);
+    attacks::write_file(&b.join("notes.txt"), "b\n", 0o644);
+    let exchange = || {
+        let x = fx.ws.join("x");
+        std::fs::rename(&a, &x).expect("move a aside");
+        std::fs::rename(&b, &a).expect("move b to a");
+        std::fs::rename(&x, &b).expect("move a to b");
+    };
+    let gvisor = attacks::backend() == "gvisor";
+    let pause = if gvisor {
+        "STOCKADE_TEST_GVISOR_PAUSE"
+    } else {
+        "STOCKADE_TEST_LANDLOCK_PAUSE"
+    };
+    let flag = fx.root.join("paused");
+    let cmd = fx.attack(&[], "true").env(pause, &flag);
+    let waiting = std::thread::spawn(move || cmd.run());
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !flag.exists() {
+        assert!(
+            std::time::Instant::now() < until,
+            "the run never paused after planning"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    exchange();
+    std::fs::remove_file(&flag).expect("let the run go on");
+    let done = waiting.join().expect("the run's thread");
+    done.assert_code(125)
+        .assert_stderr_contains("E_SANDBOX_SETUP");
+    assert!(
+        b.join(".git/config").is_file() && a.join("notes.txt").is_file(),
+        "the exchanged directories were moved back"
+    );
+    assert!(!a.join(".git").exists(), "a git dir was moved into a");
+    let quarantined = attacks::quarantined_files(&fx.ws);
+    assert!(quarantined.is_empty(), "quarantined: {quarantined:?}");
+    if gvisor {
+        // Control: the command's own exchange is undone.
+        exchange();
+        fx.attack(&[], "mv a x && mv b a && mv x b").run();
+        assert!(
+            a.join(".git/config").is_file(),
+            "control: the sweep did not move the git dir back"
+        );
+    }
+}

@@ -201,6 +201,26 @@ fn bundle_parent(plan: &Plan) -> Result<std::path::PathBuf, Error> {
         })
 }
 
+/// Test builds only: with `STOCKADE_TEST_GVISOR_PAUSE=FILE`, make `FILE` once the run is
+/// planned and its bundle written, and wait (at most 30 s) until it is removed before the
+/// mount destinations are checked and runsc starts, so that an attack test can change the
+/// workspace between planning and the start at a known moment. Compiled out of release
+/// builds (`debug_assertions`).
+#[cfg(debug_assertions)]
+fn test_pause() {
+    let Some(flag) = std::env::var_os("STOCKADE_TEST_GVISOR_PAUSE") else {
+        return;
+    };
+    let flag = std::path::PathBuf::from(flag);
+    if std::fs::write(&flag, b"").is_err() {
+        return;
+    }
+    let until = Instant::now() + Duration::from_secs(30);
+    while flag.exists() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// Each mount destination is still what the plan saw: `runsc`'s gofer would create a missing
 /// one on the host (as root for a root caller) and follow a symbolic link put in its place.
 fn check_destinations(plan: &Plan) -> Result<(), Error> {
@@ -380,6 +400,8 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
         .map(|_| ConsoleSocket::listen(dir.path()))
         .transpose()
         .map_err(io_err("listen for the run's terminal"))?;
+    #[cfg(debug_assertions)]
+    test_pause();
     check_destinations(plan)?;
     let started = Instant::now();
     // Ctrl-C from here on is caught (and passed on to the command), not fatal, so the run is

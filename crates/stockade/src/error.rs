@@ -91,6 +91,14 @@ impl From<workspace::ScanError> for Error {
 }
 
 impl Error {
+    /// Whether a step of setting the sandbox up refused the run (`E_SANDBOX_SETUP`): the
+    /// command never started (each backend reports such a refusal before it execs the
+    /// command: native's init before its `execve`, gVisor's checks of the mount points
+    /// before runsc starts), so nothing of the run's is left to sweep.
+    pub fn refused_at_setup(&self) -> bool {
+        matches!(self, Error::Run(native::RunError::Setup { .. }))
+    }
+
     /// Stable code, e.g. `E_POLICY_INVALID`.
     pub fn code(&self) -> &'static str {
         match self {

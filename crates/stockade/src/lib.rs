@@ -936,6 +936,17 @@ pub fn run_with_io(
         };
         let mut outcome = match launched {
             Ok(outcome) => outcome,
+            // A setup step refused the run: the command never started, so there is nothing of
+            // it to sweep, and a sweep would act on what another process did meanwhile (under
+            // gVisor the restore of protected paths "moved back" what a concurrent exchange
+            // had moved, the exchange that made the start fail: the repository was left
+            // rearranged, red team issue 32d, third pass). Its journal goes.
+            Err(e) if e.refused_at_setup() => {
+                if let Some(j) = journal {
+                    j.done();
+                }
+                return Err(e);
+            }
             Err(e) => {
                 for v in &sweep() {
                     tracing::warn!(
