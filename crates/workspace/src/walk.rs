@@ -76,6 +76,10 @@ struct Seen {
     since: std::time::SystemTime,
     /// Whether the walk went into subdirectories of it (a handle of it is worth opening).
     subdirs: bool,
+    /// Whether the walk visited entries of it by path (matches, git's files): taken from the
+    /// walk cache, such a directory and those above it are re-checked even when nothing was
+    /// listed (see `Matches::collect`).
+    visited: bool,
     /// Its whole listing (every name and kind), kept when it was listed by a walk again, for
     /// [`DirStamps::refresh`] in this round and the next ones.
     listing: Option<Vec<(OsString, Kind)>>,
@@ -174,9 +178,31 @@ impl DirStamps {
             stamp,
             since,
             subdirs,
+            visited: false,
             listing: None,
         });
         self.seen.len() - 1
+    }
+
+    /// The directories the walk visited entries of ([`Seen::visited`]) and every one above
+    /// them on the walk's way (their parents' chain in `seen`): what a walk taken whole from
+    /// the walk cache re-checks.
+    fn visited_and_above(&self) -> Vec<bool> {
+        let mut mark = vec![false; self.seen.len()];
+        for (i, s) in self.seen.iter().enumerate() {
+            if !s.visited {
+                continue;
+            }
+            let mut at = Some(i);
+            while let Some(j) = at {
+                match mark.get_mut(j) {
+                    Some(m) if !*m => *m = true,
+                    _ => break,
+                }
+                at = self.seen.get(j).and_then(|s| s.parent);
+            }
+        }
+        mark
     }
 
     /// After a walk again, just before the re-check: each directory it listed is read again
@@ -257,7 +283,7 @@ impl DirStamps {
     /// are not used: a secret moved from `A` to `B` after `A`'s listing and back before `B`'s
     /// re-check is in no listing though both views are equal; only equal stamps over
     /// [listing, re-check], every listing before every re-check, give one instant.
-    fn changed(&mut self, host: &dyn HostView) -> (Vec<usize>, Vec<bool>) {
+    fn changed(&mut self, host: &dyn HostView, only: Option<&[bool]>) -> (Vec<usize>, Vec<bool>) {
         let n = self.seen.len();
         // Each one's stamp now (`Some(same)`), or `None` when not looked at (below a
         // directory already found changed, or the clock went back since the walk began: a
@@ -272,6 +298,11 @@ impl DirStamps {
                 for i in range.clone() {
                     let Some(s) = self.seen.get(i) else { continue };
                     if s.parent.is_some_and(|p| same.get(p) == Some(&Some(false))) {
+                        continue;
+                    }
+                    // Not asked for (`only`): its stamp stands as the walk took it.
+                    if only.is_some_and(|o| !o.get(i).copied().unwrap_or(true)) {
+                        same[i] = Some(true);
                         continue;
                     }
                     // The handles held are those of its parent's chain (in walk order, a
@@ -910,26 +941,27 @@ impl Matches {
         // checked again, at least `REWALKS` times and for `REWALK_BUDGET`: a directory that
         // keeps changing refuses the run.
         //
-        // Not when the walk listed nothing: every directory it went through was taken from
-        // the walk cache, which proves that instant already (issue 32, item 1: a third `stat`
-        // per directory of an unchanged workspace). Each cached listing was read in an earlier
-        // run, after that directory's stamp was read (`s`, before this run began); the walk
-        // found the same settled stamp (`r`, during this walk), so nothing was created,
-        // removed or renamed in that directory over `[s, r]`, which holds this run's start.
-        // A subdirectory is stamped by its name in its parent: the parent unchanged over its
-        // own `[s, r]` bound that name to one inode all along, the inode the earlier run
-        // stamped by that name (it did so while the parent held what it listed: that run's
-        // walk was proved by its own re-check or by this same argument); an equal stamp is
-        // that inode (another has another number or a later ctime). So at this run's start
-        // every directory held exactly its cached listing and the walk saw the tree as it was
-        // then. Whatever changes during the walk changes a stamp the walk has not yet taken
-        // (a directory is then listed, and the re-check runs) or happens in what it has
-        // already visited (what was found there is asked again where it is masked:
-        // `Matches::seen_as`, `HostView::stat_now`).
-        let whole_from_cache = stamps.listed == 0 && stamps.from_cache > 0;
+        // A walk that listed nothing (every directory taken from the walk cache) re-checks
+        // only the directories it visited entries of and those above them (issue 32, item 1:
+        // not a third `stat` per directory of an unchanged workspace). The tree it went
+        // through is the tree as it was when the run began: each cached listing was read in
+        // an earlier run after that directory's stamp was read (before this run began), and
+        // the walk found the same settled stamp, so nothing was created, removed or renamed in
+        // it over that interval, which holds this run's start; a subdirectory is stamped by
+        // its name in its parent's handle, bound to one inode all along by the unchanged
+        // parent (the inode the earlier run stamped by that name while that parent held what
+        // it listed), and an equal stamp is that inode. What it visits, though, it visits by
+        // path, later: a directory on the way exchanged between its stamp and the visit
+        // (`sub`, holding `.env`, exchanged with an already walked `zz` holding a decoy) makes
+        // the visit see another file (red team issue 32, fifth round: the secret read, 7 of
+        // 7 timed runs). Those directories unchanged at this re-check, after every visit,
+        // prove each visit found the file of the run's start; one changed brings the whole
+        // re-check and a walk again, as below. A walk that listed anything re-checks all.
+        let mut only =
+            (stamps.listed == 0 && stamps.from_cache > 0).then(|| stamps.visited_and_above());
         let began = std::time::Instant::now();
-        while stamps.recheck && !whole_from_cache {
-            let (tops, stale) = stamps.changed(host);
+        while stamps.recheck {
+            let (tops, stale) = stamps.changed(host, only.take().as_deref());
             let Some(first) = tops.first().and_then(|&t| stamps.seen.get(t)) else {
                 break;
             };
@@ -1085,6 +1117,9 @@ fn walk_from(
                     }
                 }
                 let me = rec.saw(&dir, parent_seen, Some(old.stamp), !old.subdirs.is_empty());
+                if let Some(seen) = rec.seen.get_mut(me) {
+                    seen.visited = !old.found.is_empty();
+                }
                 let held = held + usize::from(handle.is_some());
                 let handle = handle.map(std::rc::Rc::new);
                 stack.extend(
@@ -1498,9 +1533,9 @@ pub(crate) mod recheck_tests {
         (m.unwrap(), stamps)
     }
 
-    /// A walk taken whole from the walk cache is not checked again: one stamp per directory
-    /// (every cached listing held at the run's start, see `Matches::collect`), and it finds
-    /// what a full walk finds. One during which two directories are exchanged (the secret in
+    /// A walk taken whole from the walk cache re-checks only the way to what it visited: one
+    /// stamp per directory, and one more for `P/C` and those above it (every cached listing
+    /// held at the run's start, see `Matches::collect`), and it finds what a full walk finds. One during which two directories are exchanged (the secret in
     /// `P/C`, still to be walked, goes to `S/C`, already taken from the cache) finds `P`
     /// changed and lists it: it is checked again, walks the workspace again and finds the
     /// secret where it went. Control: the same walk with no re-check misses the secret.
@@ -1526,7 +1561,13 @@ pub(crate) mod recheck_tests {
             (stamps.from_cache, stamps.listed, stamps.rewalks),
             (stored, 0, 0)
         );
-        assert_eq!(quiet.stamped.get(), stored, "a directory stamped twice");
+        // Re-checked: only the directories it visited entries of (those holding a match or a
+        // subdirectory, `DenyGlobs::may_concern`) and those above them; not `S/C` nor
+        // `tree/d1/a`, which hold nothing it visited.
+        let marked = stamps.visited_and_above();
+        let rechecked = marked.iter().filter(|m| **m).count();
+        assert_eq!(quiet.stamped.get(), stored + rechecked);
+        assert_eq!(stored - rechecked, 2, "{marked:?}");
         // `P` and `S` exchanged right after `S/C` was taken from the cache.
         let race = |host: &Swapping| {
             host.after_stamp.borrow_mut().push((
@@ -1613,6 +1654,56 @@ pub(crate) mod recheck_tests {
         let id = host.stat(Path::new("/ws/B/.env")).map(|e| (e.dev, e.ino));
         assert_eq!(m.seen_as.get(Path::new("/ws/B/.env")).copied(), id);
         assert_eq!(m.seen_as.len(), 1);
+        assert!(stamps.rewalks >= 1);
+    }
+
+    /// The red team's timing (issue 32, fifth round) against a walk taken whole from the
+    /// cache: right after `sub` (holding the secret `.env`) is stamped, and before its `.env`
+    /// is visited by path, a decoy `.env` is made in `zz` (already walked) and `sub` and `zz`
+    /// are exchanged: the visit finds the decoy at `sub/.env`, and the secret is at
+    /// `zz/.env`. The re-check of the way to what was visited sees the workspace changed,
+    /// walks it again and finds the secret. Control: no re-check, and the secret is missed.
+    #[test]
+    fn a_visit_by_path_after_an_exchange_in_a_cached_walk_is_checked() {
+        let old = 1_000_000_000_000_000_000;
+        let tree = || Swapping::new(&["/ws/zz/refs"], &["/ws/sub/.env", "/ws/sub/x"], old);
+        let make = || {
+            let host = tree();
+            host.add_after_stamp
+                .borrow_mut()
+                .push((PathBuf::from("/ws/sub"), PathBuf::from("/ws/zz/.env")));
+            host.after_stamp.borrow_mut().push((
+                PathBuf::from("/ws/sub"),
+                PathBuf::from("/ws/sub"),
+                PathBuf::from("/ws/zz"),
+                1,
+            ));
+            host
+        };
+        let uid = rustix::process::geteuid().as_raw();
+        let tmp = tempfile::tempdir().unwrap();
+        {
+            let mut c = crate::walk_cache::WalkCache::empty("test", uid);
+            let (m, stamps) = collect_cached(&tree(), &mut c, true);
+            assert_eq!(m.deny_read, vec![PathBuf::from("/ws/sub/.env")]);
+            c.store(tmp.path(), Path::new(WS), &stamps).unwrap();
+        }
+        let load = || crate::walk_cache::WalkCache::load(tmp.path(), Path::new(WS), uid, "test");
+        let secret = PathBuf::from("/ws/zz/.env");
+        let control = make();
+        let (m, stamps) = collect_cached(&control, &mut load(), false);
+        assert_eq!(
+            stamps.listed, 0,
+            "the walk was not taken whole from the cache"
+        );
+        assert!(
+            !m.deny_read.contains(&secret),
+            "the exchange did not hide the secret: the test proves nothing ({:?})",
+            m.deny_read
+        );
+        let raced = make();
+        let (m, stamps) = collect_cached(&raced, &mut load(), true);
+        assert!(m.deny_read.contains(&secret), "missed: {:?}", m.deny_read);
         assert!(stamps.rewalks >= 1);
     }
 
@@ -1788,7 +1879,7 @@ pub(crate) mod recheck_tests {
             stamps.seen.len()
         );
         let changed = |stamps: &mut DirStamps| -> Vec<PathBuf> {
-            let (tops, _) = stamps.changed(&RealHost);
+            let (tops, _) = stamps.changed(&RealHost, None);
             let mut paths: Vec<PathBuf> = (tops.iter())
                 .map(|&t| stamps.seen[t].path.clone())
                 .collect();

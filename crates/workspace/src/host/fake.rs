@@ -74,6 +74,9 @@ pub(crate) struct Swapping {
     /// After a stamp of the first path (a walk taking it from the walk cache, or a re-check),
     /// the other two are exchanged, as many more times as the count says.
     pub(crate) after_stamp: RefCell<Vec<(PathBuf, PathBuf, PathBuf, usize)>>,
+    /// After a stamp of the first path, the file at the second is made (before any exchange
+    /// due then), once.
+    pub(crate) add_after_stamp: RefCell<Vec<(PathBuf, PathBuf)>>,
     /// How many directory stamps were asked for.
     pub(crate) stamped: Cell<usize>,
     /// Exchanges leave the ctimes as they were (a change in the same tick of a coarse clock
@@ -95,6 +98,7 @@ impl Swapping {
             moves: RefCell::new(Vec::new()),
             on_resolve: RefCell::new(Vec::new()),
             after_stamp: RefCell::new(Vec::new()),
+            add_after_stamp: RefCell::new(Vec::new()),
             stamped: Cell::new(0),
             keep_ctime: false,
             fine: true,
@@ -247,6 +251,14 @@ impl HostView for Swapping {
                 ctime_nsec: ctime.rem_euclid(1_000_000_000),
             })
         });
+        let adds: Vec<(PathBuf, PathBuf)> = std::mem::take(&mut *self.add_after_stamp.borrow_mut());
+        for (at, file) in adds {
+            if at == path {
+                self.add(&file, Kind::File);
+            } else {
+                self.add_after_stamp.borrow_mut().push((at, file));
+            }
+        }
         let due: Vec<(PathBuf, PathBuf)> = (self.after_stamp.borrow_mut().iter_mut())
             .filter(|(at, _, _, left)| at == path && *left > 0)
             .map(|(_, a, b, left)| {
