@@ -311,6 +311,153 @@ fn an_included_config_made_during_the_run_by_another_process_is_quarantined() {
     );
 }
 
+/// Runs `attack` in the sandbox while the host runs `host` once `started` exists (the run has
+/// begun): someone else's change beside a run. Returns the run's outcome.
+fn beside_a_run(
+    fx: &Fixture,
+    attack: &str,
+    host: impl FnOnce() + Send + 'static,
+) -> attacks::Outcome {
+    let started = fx.ws.join("started");
+    let maker = {
+        let started = started.clone();
+        std::thread::spawn(move || {
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(120);
+            while !started.exists() {
+                if std::time::Instant::now() > until {
+                    return false;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            host();
+            true
+        })
+    };
+    let run = fx
+        .attack(&[], &format!("touch started\n{attack}"))
+        .outcome();
+    assert!(
+        maker.join().unwrap(),
+        "the run never began: the test proves nothing"
+    );
+    let _ = std::fs::remove_file(&started);
+    run
+}
+
+/// The user adds a worktree on the host during a run (`git worktree add`): its
+/// `.git/worktrees/<name>/commondir` did not exist at the start, so nothing kept it
+/// read-only, and the run rewrites it to send git to a common dir of its own whose config
+/// runs an fsmonitor (red team issue 32, fifth pass: git in the worktree ran it, 5 of 5).
+/// After the run a new worktree's `commondir` that does not lead back to its own git dir is
+/// quarantined, and git in the worktree runs nothing. A worktree added the same way beside a
+/// run that does nothing stays as git made it. Control: the same rewrite on the host, and
+/// git in the worktree runs the fsmonitor.
+#[test]
+fn a_worktree_added_beside_a_run_cannot_be_sent_elsewhere() {
+    let fx = Fixture::new();
+    fx.git_host(&["commit", "-q", "--allow-empty", "-m", "first"]);
+    let (script, flag) = fx.tripwire("pwned-worktree-commondir");
+    let plant = format!(
+        "mkdir -p evil/objects evil/refs/heads
+         cp -r .git/objects/. evil/objects/; cp -r .git/refs/. evil/refs/
+         printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = {}\\n' > evil/config",
+        script.display()
+    );
+    let rewrite = |name: &str| {
+        format!(
+            "i=0; while [ ! -s .git/worktrees/{name}/commondir ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+             sleep 0.3; printf '../../../evil\\n' > .git/worktrees/{name}/commondir"
+        )
+    };
+    let add = |fx: &Fixture, name: &str| {
+        let (ws, wt) = (fx.ws.clone(), fx.root.join(name));
+        move || {
+            let done = std::process::Command::new("git")
+                .args(["-c", "safe.directory=*", "-C"])
+                .arg(&ws)
+                .args(["worktree", "add", "-q"])
+                .arg(&wt)
+                .status()
+                .expect("run git worktree add");
+            assert!(done.success(), "git worktree add failed");
+        }
+    };
+    beside_a_run(
+        &fx,
+        &format!("{plant}\n{}", rewrite("wt1")),
+        add(&fx, "wt1"),
+    );
+    let commondir = fx.ws.join(".git/worktrees/wt1/commondir");
+    assert_ne!(
+        read_text(&commondir).as_deref(),
+        Some("../../../evil\n"),
+        "the rewritten commondir is still there"
+    );
+    host_git_uses_the_repository(&fx, &fx.root.join("wt1"));
+    assert!(
+        !flag.exists(),
+        "git in the worktree ran the planted fsmonitor"
+    );
+    // A worktree added beside a run that leaves it alone stays as git made it (native; under
+    // gVisor, which has no creation guard, every new file of git's is quarantined after the
+    // run, the user's too: a known limit).
+    if attacks::creation_guarded() {
+        beside_a_run(&fx, "sleep 1", add(&fx, "wt2"));
+        assert_eq!(
+            read_text(&fx.ws.join(".git/worktrees/wt2/commondir")).as_deref(),
+            Some("../..\n")
+        );
+        git_in(&fx, &fx.root.join("wt2"), &["status", "--porcelain"]).assert_success();
+    }
+    // Control.
+    add(&fx, "wt3")();
+    fx.control(&format!("{plant}\n{}", rewrite("wt3")))
+        .outcome()
+        .assert_ok();
+    host_git_uses_the_repository(&fx, &fx.root.join("wt3"));
+    assert!(
+        flag.exists(),
+        "control: git in the worktree did not run the fsmonitor"
+    );
+}
+
+/// The user's own git beside a run stays as the user made it: `git sparse-checkout set` (a
+/// new `.git/config.worktree` of inert keys) during a run is not quarantined (red team issue
+/// 32, fifth pass: it was, and the repository was left with skip-worktree bits and no
+/// sparse checkout).
+#[test]
+fn the_users_own_git_beside_a_run_is_left_alone() {
+    if attacks::not_under(
+        "gvisor",
+        "without a creation guard every new file of git's is quarantined after the run, the user's too (a known limit)",
+    ) {
+        return;
+    }
+    let fx = Fixture::new();
+    std::fs::create_dir_all(fx.ws.join("app")).unwrap();
+    write_file(&fx.ws.join("app/a.txt"), "a\n", 0o644);
+    write_file(&fx.ws.join("b.txt"), "b\n", 0o644);
+    fx.git_host(&["add", "-A"]).assert_success();
+    fx.git_host(&["commit", "-q", "-m", "files"]);
+    let ws = fx.ws.clone();
+    let run = beside_a_run(&fx, "sleep 1", move || {
+        let done = std::process::Command::new("git")
+            .args(["-c", "safe.directory=*", "-C"])
+            .arg(&ws)
+            .args(["sparse-checkout", "set", "app"])
+            .status()
+            .expect("run git sparse-checkout");
+        assert!(done.success(), "git sparse-checkout failed");
+    });
+    run.assert_lacks("config.worktree");
+    assert!(
+        fx.ws.join(".git/config.worktree").is_file(),
+        "the user's sparse-checkout config was taken away"
+    );
+    let quarantined = attacks::quarantined_files(&fx.ws);
+    assert!(quarantined.is_empty(), "quarantined: {quarantined:?}");
+}
+
 #[test]
 fn target_of_a_symlinked_hook_is_protected() {
     let fx = Fixture::new();

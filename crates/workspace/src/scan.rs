@@ -407,6 +407,16 @@ impl Scan {
                 }
             }
         }
+        // Git's exact paths in the writable roots that do not exist now: one there after a
+        // native run was made by someone else (the creation guard refused the run's own), and
+        // the run could then write it (`sweep::GuardScope::AbsentExact`).
+        let redirect_paths = (redirect_gitdirs.iter())
+            .flat_map(|d| ["hooks", "config", "commondir"].map(|n| d.join(n)));
+        let git_absent: BTreeSet<PathBuf> = (git_paths.iter().cloned())
+            .chain(redirect_paths)
+            .filter(|p| writable_roots.iter().any(|w| is_within(p, w) && p != w))
+            .filter(|p| host.lstat_kind(p).is_none())
+            .collect();
         let (mut guard, sweep_only) =
             guard_patterns(host, &deny_write, &redirect_gitdirs, &writable_roots);
         for g in via_links {
@@ -474,6 +484,7 @@ impl Scan {
                 .collect(),
             dirs,
             git_indexes,
+            git_absent,
             links: BTreeMap::new(),
             own: BTreeMap::new(),
             closed: (found.unlisted.iter())
@@ -572,6 +583,10 @@ pub struct SweepPlan {
     /// The git indexes of the repositories in the writable roots, with the entries whose
     /// changes git already did not show ([`crate::git_index`]) and the object name length.
     pub git_indexes: Vec<GitIndex>,
+    /// Git's exact paths in the writable roots (hooks, configs, included files, redirects of
+    /// the git dirs found) that did not exist at the start: see
+    /// [`crate::sweep::guard_after_run`].
+    pub git_absent: BTreeSet<PathBuf>,
     /// The protected paths of [`SweepPlan::existing`] that are symbolic links: what each
     /// holds and where it led at the start. One holding another target after the run, or
     /// leading elsewhere, was replaced ([`crate::sweep::replaced_links`]).

@@ -117,11 +117,91 @@ fn after_run_inspecting(
 enum GuardScope {
     /// Every guard pattern, as the creation guard would have (a backend without one).
     All,
-    /// The exact paths absent at the start (a backend with the creation guard): one there now
-    /// was made by someone else during the run. An exact path present at the start is kept
-    /// read-only by the run; one that changed is the host's own doing (the user's `git
-    /// config` beside the run), not quarantined.
+    /// Git's exact paths absent at the start (a backend with the creation guard), and the
+    /// files of worktrees added during the run: see [`made_by_others`].
     AbsentExact,
+}
+
+/// With the creation guard (native): what someone else made during the run where git looks,
+/// which the run could then write (the guard refuses the run's creations, not its writes to
+/// a file that exists; red team issue 32d third pass, and issue 32 fifth pass). Quarantined:
+/// - git's exact paths that were absent at the start ([`crate::SweepPlan::git_absent`]) and
+///   exist now (an `include.path` target, a `core.hooksPath`, a `config.worktree`), but a
+///   config whose keys all run nothing, which stays (the user's `git sparse-checkout` or
+///   `git config --worktree` beside the run);
+/// - in a worktree added during the run (the user's `git worktree add` beside it; nothing
+///   kept its files read-only), a `commondir` that does not send git back to its own git dir
+///   (`../..`, what git writes) and a `config.worktree` with a live key.
+///
+/// A path of git's present at the start is read-only during the run, and not looked at here
+/// whatever its ctime (the user's `git config` beside the run is the user's). Not paths of
+/// the policy's (`~/.ssh`, `~/.local/bin` of a home workspace: the user's own, made beside
+/// the run, red team issue 32 fifth pass).
+fn made_by_others(
+    run: &Resolved,
+    host: &dyn HostView,
+    run_id: &str,
+    started: std::time::SystemTime,
+    restored: &[PathBuf],
+) -> Vec<Violation> {
+    let roots = &run.watch.sweep.roots;
+    let root_of = |p: &Path| roots.iter().find(|r| is_within(p, r) && p != r.as_path());
+    let writable: Vec<&[u8]> = roots
+        .iter()
+        .map(|r| r.as_os_str().as_encoded_bytes())
+        .collect();
+    let text = |root: &Path, p: &Path| open_git_config(root, p).map(|(_, t)| t);
+    let inert =
+        |root: &Path, p: &Path| text(root, p).is_some_and(|t| git_config_is_inert(&t, &writable));
+    let new_since = |p: &Path| host.lstat_ctime(p).is_some_and(|t| t >= started);
+    let mut found: BTreeSet<PathBuf> = BTreeSet::new();
+    for p in &run.watch.sweep.git_absent {
+        let Some(root) = root_of(p) else { continue };
+        let redirect = p
+            .file_name()
+            .is_some_and(|n| n == "commondir" || n == "gitdir");
+        match host.lstat_kind(p) {
+            None => {}
+            Some(Kind::File) if !redirect && inert(root, p) => {}
+            Some(_) => {
+                found.insert(p.clone());
+            }
+        }
+    }
+    for d in &run.watch.sweep.git_dirs {
+        let worktrees = d.join("worktrees");
+        let Some(root) = root_of(&worktrees) else {
+            continue;
+        };
+        let Ok(entries) = host.try_list_dir(&worktrees) else {
+            continue;
+        };
+        for (name, kind) in entries {
+            if kind != Kind::Dir {
+                continue;
+            }
+            let commondir = worktrees.join(&name).join("commondir");
+            let home = |t: Vec<u8>| t.trim_ascii() == b"../..";
+            if new_since(&commondir) && !text(root, &commondir).is_some_and(home) {
+                found.insert(commondir);
+            }
+            let config = worktrees.join(&name).join("config.worktree");
+            if new_since(&config) && !inert(root, &config) {
+                found.insert(config);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut moved: Vec<PathBuf> = Vec::new();
+    for path in found {
+        if moved.iter().any(|m| is_within(&path, m)) || restored.contains(&path) {
+            continue;
+        }
+        let Some(root) = root_of(&path) else { continue };
+        out.push(quarantine(root, &path, run_id, "protected_path_created"));
+        moved.push(path);
+    }
+    out
 }
 
 /// Find protected paths created during the run and neutralise them.
@@ -769,9 +849,11 @@ fn guard_after(
     restored: &[PathBuf],
     scope: GuardScope,
 ) -> Vec<Violation> {
+    if scope == GuardScope::AbsentExact {
+        return made_by_others(run, host, run_id, started, restored);
+    }
     let mut out = Vec::new();
-    let all = scope == GuardScope::All;
-    let new_since = |p: &Path| all && host.lstat_ctime(p).is_some_and(|t| t >= started);
+    let new_since = |p: &Path| host.lstat_ctime(p).is_some_and(|t| t >= started);
     let mut found: BTreeSet<PathBuf> = BTreeSet::new();
     let mut unlisted: Vec<(PathBuf, std::io::Error)> = Vec::new();
     for g in &run.spec.guard {
@@ -779,7 +861,7 @@ fn guard_after(
         // (walking only the directories that changed); every other pattern is git's: paths
         // of its git dirs whatever their names (`--separate-git-dir`, bare repositories),
         // `core.hooksPath` directories, `include.path` targets, worktree files.
-        if !g.tail.is_empty() && (!all || run.watch.sweep.roots.contains(&g.base)) {
+        if !g.tail.is_empty() && run.watch.sweep.roots.contains(&g.base) {
             continue;
         }
         if g.tail.is_empty() {
