@@ -259,33 +259,16 @@ fn an_included_config_made_during_the_run_by_another_process_is_quarantined() {
         .assert_success();
     let (script, flag) = fx.tripwire("pwned-later-include");
     let later = fx.ws.join("later.gitconfig");
-    let started = fx.ws.join("started");
-    // The other process: it makes the file once the run has begun.
-    let maker = {
-        let (later, started) = (later.clone(), started.clone());
-        std::thread::spawn(move || {
-            let until = std::time::Instant::now() + std::time::Duration::from_secs(120);
-            while !started.exists() {
-                if std::time::Instant::now() > until {
-                    return false;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            write_file(&later, "[user]\n\tname = Later\n", 0o666);
-            true
-        })
-    };
     let attack = format!(
-        "touch started; i=0
-         while [ ! -s later.gitconfig ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+        "i=0; while [ ! -s later.gitconfig ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
          printf '[core]\\n\\tfsmonitor = {}\\n' >> later.gitconfig",
         script.display()
     );
-    let run = fx.attack(&records.opts(), &attack).outcome();
-    assert!(
-        maker.join().unwrap(),
-        "the run never began: the test proves nothing"
-    );
+    // The other process: it makes the file once the run has begun.
+    let made = later.clone();
+    let run = beside_a_run(&fx, &records.opts(), &attack, move || {
+        write_file(&made, "[user]\n\tname = Later\n", 0o666)
+    });
     run.assert_output_contains("later.gitconfig");
     let quarantined = attacks::quarantined_files(&fx.ws);
     let copy = (quarantined.iter())
@@ -315,6 +298,7 @@ fn an_included_config_made_during_the_run_by_another_process_is_quarantined() {
 /// begun): someone else's change beside a run. Returns the run's outcome.
 fn beside_a_run(
     fx: &Fixture,
+    opts: &[&str],
     attack: &str,
     host: impl FnOnce() + Send + 'static,
 ) -> attacks::Outcome {
@@ -334,7 +318,7 @@ fn beside_a_run(
         })
     };
     let run = fx
-        .attack(&[], &format!("touch started\n{attack}"))
+        .attack(opts, &format!("touch started\n{attack}"))
         .outcome();
     assert!(
         maker.join().unwrap(),
@@ -384,6 +368,7 @@ fn a_worktree_added_beside_a_run_cannot_be_sent_elsewhere() {
     };
     beside_a_run(
         &fx,
+        &[],
         &format!("{plant}\n{}", rewrite("wt1")),
         add(&fx, "wt1"),
     );
@@ -402,7 +387,7 @@ fn a_worktree_added_beside_a_run_cannot_be_sent_elsewhere() {
     // gVisor, which has no creation guard, every new file of git's is quarantined after the
     // run, the user's too: a known limit).
     if attacks::creation_guarded() {
-        beside_a_run(&fx, "sleep 1", add(&fx, "wt2"));
+        beside_a_run(&fx, &[], "sleep 1", add(&fx, "wt2"));
         assert_eq!(
             read_text(&fx.ws.join(".git/worktrees/wt2/commondir")).as_deref(),
             Some("../..\n")
@@ -440,7 +425,7 @@ fn the_users_own_git_beside_a_run_is_left_alone() {
     fx.git_host(&["add", "-A"]).assert_success();
     fx.git_host(&["commit", "-q", "-m", "files"]);
     let ws = fx.ws.clone();
-    let run = beside_a_run(&fx, "sleep 1", move || {
+    let run = beside_a_run(&fx, &[], "sleep 1", move || {
         let done = std::process::Command::new("git")
             .args(["-c", "safe.directory=*", "-C"])
             .arg(&ws)

@@ -1499,6 +1499,15 @@ pub(crate) mod recheck_tests {
         host: &dyn crate::host::HostView,
         recheck: bool,
     ) -> (Result<Matches, ScanError>, DirStamps) {
+        collect_dotenv_with(host, recheck, None)
+    }
+
+    /// [`collect_dotenv`] with a walk cache.
+    fn collect_dotenv_with(
+        host: &dyn crate::host::HostView,
+        recheck: bool,
+        cache: Option<&mut crate::walk_cache::WalkCache>,
+    ) -> (Result<Matches, ScanError>, DirStamps) {
         let ctx = policy::PathContext {
             home: "/home/u".into(),
             workspace: WS.into(),
@@ -1507,7 +1516,7 @@ pub(crate) mod recheck_tests {
         let read: Vec<_> = policy::expand("**/.env", &ctx).unwrap();
         let mut stamps = DirStamps::start();
         stamps.recheck = recheck;
-        let m = Matches::collect(host, &[WS.into()], &read, &[], &mut stamps, None);
+        let m = Matches::collect(host, &[WS.into()], &read, &[], &mut stamps, cache);
         (m, stamps)
     }
 
@@ -1521,15 +1530,7 @@ pub(crate) mod recheck_tests {
         cache: &mut crate::walk_cache::WalkCache,
         recheck: bool,
     ) -> (Matches, DirStamps) {
-        let ctx = policy::PathContext {
-            home: "/home/u".into(),
-            workspace: WS.into(),
-            writable_roots: vec![WS.into()],
-        };
-        let read: Vec<_> = policy::expand("**/.env", &ctx).unwrap();
-        let mut stamps = DirStamps::start();
-        stamps.recheck = recheck;
-        let m = Matches::collect(host, &[WS.into()], &read, &[], &mut stamps, Some(cache));
+        let (m, stamps) = collect_dotenv_with(host, recheck, Some(cache));
         (m.unwrap(), stamps)
     }
 

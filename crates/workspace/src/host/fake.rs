@@ -161,6 +161,20 @@ impl Swapping {
         }
     }
 
+    /// The exchanges of `list` due at `path` (each counted down), made.
+    fn exchange_due(&self, list: &RefCell<Vec<(PathBuf, PathBuf, PathBuf, usize)>>, path: &Path) {
+        let due: Vec<(PathBuf, PathBuf)> = (list.borrow_mut().iter_mut())
+            .filter(|(at, _, _, left)| at == path && *left > 0)
+            .map(|(_, a, b, left)| {
+                *left -= 1;
+                (a.clone(), b.clone())
+            })
+            .collect();
+        for (a, b) in due {
+            self.exchange(&a, &b);
+        }
+    }
+
     /// Exchanges `a` and `b` and everything below them.
     pub(crate) fn exchange(&self, a: &Path, b: &Path) {
         let old = std::mem::take(&mut *self.nodes.borrow_mut());
@@ -201,16 +215,7 @@ impl HostView for Swapping {
         self.nodes.borrow().get(path).map(|n| n.0)
     }
     fn canonicalize(&self, path: &Path) -> Option<PathBuf> {
-        let due: Vec<(PathBuf, PathBuf)> = (self.on_resolve.borrow_mut().iter_mut())
-            .filter(|(at, _, _, left)| at == path && *left > 0)
-            .map(|(_, a, b, left)| {
-                *left -= 1;
-                (a.clone(), b.clone())
-            })
-            .collect();
-        for (a, b) in due {
-            self.exchange(&a, &b);
-        }
+        self.exchange_due(&self.on_resolve, path);
         self.lstat_kind(path).map(|_| path.to_path_buf())
     }
     fn list_dir(&self, path: &Path) -> Vec<(OsString, Kind)> {
@@ -218,16 +223,7 @@ impl HostView for Swapping {
             .filter(|(p, _)| p.parent() == Some(path))
             .filter_map(|(p, n)| Some((p.file_name()?.to_os_string(), n.0)))
             .collect();
-        let due: Vec<(PathBuf, PathBuf)> = (self.swaps.borrow_mut().iter_mut())
-            .filter(|(after, _, _, left)| after == path && *left > 0)
-            .map(|(_, a, b, left)| {
-                *left -= 1;
-                (a.clone(), b.clone())
-            })
-            .collect();
-        for (a, b) in due {
-            self.exchange(&a, &b);
-        }
+        self.exchange_due(&self.swaps, path);
         let moves: Vec<(PathBuf, PathBuf, PathBuf)> = std::mem::take(&mut *self.moves.borrow_mut());
         for (after, a, b) in moves {
             if after == path {
@@ -259,16 +255,7 @@ impl HostView for Swapping {
                 self.add_after_stamp.borrow_mut().push((at, file));
             }
         }
-        let due: Vec<(PathBuf, PathBuf)> = (self.after_stamp.borrow_mut().iter_mut())
-            .filter(|(at, _, _, left)| at == path && *left > 0)
-            .map(|(_, a, b, left)| {
-                *left -= 1;
-                (a.clone(), b.clone())
-            })
-            .collect();
-        for (a, b) in due {
-            self.exchange(&a, &b);
-        }
+        self.exchange_due(&self.after_stamp, path);
         stamp
     }
     fn local_ctime(&self, _path: &Path) -> bool {
