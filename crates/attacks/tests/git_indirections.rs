@@ -347,12 +347,13 @@ fn a_worktree_added_beside_a_run_cannot_be_sent_elsewhere() {
          printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = {}\\n' > evil/config",
         script.display()
     );
-    let rewrite = |name: &str| {
+    let rewrite_to = |name: &str, to: &str| {
         format!(
             "i=0; while [ ! -s .git/worktrees/{name}/commondir ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
-             sleep 0.3; printf '../../../evil\\n' > .git/worktrees/{name}/commondir"
+             sleep 0.3; printf '{to}\\n' > .git/worktrees/{name}/commondir"
         )
     };
+    let rewrite = |name: &str| rewrite_to(name, "../../../evil");
     let add = |fx: &Fixture, name: &str| {
         let (ws, wt) = (fx.ws.clone(), fx.root.join(name));
         move || {
@@ -382,6 +383,22 @@ fn a_worktree_added_beside_a_run_cannot_be_sent_elsewhere() {
     assert!(
         !flag.exists(),
         "git in the worktree ran the planted fsmonitor"
+    );
+    // `../.. ` (a trailing space): to git, `.git/worktrees/.. `, a common dir the run made
+    // (red team issue 32, fifth round, second pass).
+    let spaced = format!(
+        "mkdir -p '.git/worktrees/.. /objects' '.git/worktrees/.. /refs/heads'
+         cp -r .git/objects/. '.git/worktrees/.. /objects/'; cp -r .git/refs/. '.git/worktrees/.. /refs/'
+         printf '[core]\\n\\trepositoryformatversion = 0\\n\\tfsmonitor = {}\\n' > '.git/worktrees/.. /config'
+         {}",
+        script.display(),
+        rewrite_to("wt4", "../.. ")
+    );
+    beside_a_run(&fx, &[], &spaced, add(&fx, "wt4"));
+    host_git_uses_the_repository(&fx, &fx.root.join("wt4"));
+    assert!(
+        !flag.exists(),
+        "git in the worktree ran the fsmonitor of a common dir named `.. `"
     );
     // A worktree added beside a run that leaves it alone stays as git made it (native; under
     // gVisor, which has no creation guard, every new file of git's is quarantined after the

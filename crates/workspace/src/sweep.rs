@@ -181,7 +181,15 @@ fn made_by_others(
                 continue;
             }
             let commondir = worktrees.join(&name).join("commondir");
-            let home = |t: Vec<u8>| t.trim_ascii() == b"../..";
+            // Exactly what git writes: git strips only a trailing newline (and carriage
+            // return) from it, so `../.. ` (a space) is a directory named `.. ` to git, one
+            // the run can make (red team issue 32, fifth round, second pass).
+            let home = |mut t: Vec<u8>| {
+                while t.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+                    t.pop();
+                }
+                t == b"../.."
+            };
             if new_since(&commondir) && !text(root, &commondir).is_some_and(home) {
                 found.insert(commondir);
             }
