@@ -831,8 +831,8 @@ fn move_back(root: &Path, from: &Path, to: &Path) -> std::io::Result<()> {
 }
 
 /// For a backend without the creation guard (gVisor): the guard's own rules applied after the
-/// run to what the run made ([`GuardScope::All`]; with the guard, only git's exact paths that
-/// were absent at the start, [`GuardScope::AbsentExact`]). The sweep above covers the policy's protected names; this covers
+/// run to what the run made (with the guard, [`after_run`] looks only at what others made
+/// where git looks). The sweep above covers the policy's protected names; this covers
 /// git's paths that the guard refuses (`info/attributes`, `hooks`, `config.worktree`,
 /// `worktrees/*/commondir` of every git dir, a missing `core.hooksPath` directory or
 /// `include.path` target, ...), which the sweep's walk does not enter. An exact path that did
