@@ -394,7 +394,7 @@ impl Scan {
             &git::global_configs(&place.home, place.xdg_config_home.as_deref()),
         );
         for d in &bare {
-            for name in ["config", "hooks", "commondir"] {
+            for name in GIT_DIR_CODE {
                 git_paths.insert(d.join(name));
             }
         }
@@ -409,9 +409,9 @@ impl Scan {
         }
         // Git's exact paths in the writable roots that do not exist now: one there after a
         // native run was made by someone else (the creation guard refused the run's own), and
-        // the run could then write it (`sweep::GuardScope::AbsentExact`).
-        let redirect_paths = (redirect_gitdirs.iter())
-            .flat_map(|d| ["hooks", "config", "commondir"].map(|n| d.join(n)));
+        // the run could then write it (`sweep::made_by_others`).
+        let redirect_paths =
+            (redirect_gitdirs.iter()).flat_map(|d| GIT_DIR_CODE.map(|n| d.join(n)));
         let git_absent: BTreeSet<PathBuf> = (git_paths.iter().cloned())
             .chain(redirect_paths)
             .filter(|p| writable_roots.iter().any(|w| is_within(p, w) && p != w))
@@ -562,6 +562,10 @@ fn identity(host: &dyn HostView, p: &Path) -> Option<(u64, u64)> {
     host.stat_now(p).map(|e| (e.dev, e.ino))
 }
 
+/// The entries of a git dir that run code or send git elsewhere, protected (and refused on
+/// creation) in a git dir found under another name or through a redirect.
+const GIT_DIR_CODE: [&str; 3] = ["hooks", "config", "commondir"];
+
 /// How many times a scan starts again when a match its walk found moved before it was over
 /// ([`Scan::new_cached`]).
 pub const SCAN_ATTEMPTS: usize = 3;
@@ -584,8 +588,8 @@ pub struct SweepPlan {
     /// changes git already did not show ([`crate::git_index`]) and the object name length.
     pub git_indexes: Vec<GitIndex>,
     /// Git's exact paths in the writable roots (hooks, configs, included files, redirects of
-    /// the git dirs found) that did not exist at the start: see
-    /// [`crate::sweep::guard_after_run`].
+    /// the git dirs found) that did not exist at the start: one there after a native run was
+    /// made by someone else (the sweep's `made_by_others`).
     pub git_absent: BTreeSet<PathBuf>,
     /// The protected paths of [`SweepPlan::existing`] that are symbolic links: what each
     /// holds and where it led at the start. One holding another target after the run, or
@@ -893,7 +897,7 @@ fn protect_git_file(
             dir: d.clone(),
             top: Some(base.to_path_buf()),
         });
-        for name in ["hooks", "config", "commondir"] {
+        for name in GIT_DIR_CODE {
             let p = d.join(name);
             let Some(target) = mount_target(host, &p) else {
                 continue;
@@ -956,7 +960,7 @@ fn guard_patterns(
         }
     }
     for d in redirect_gitdirs {
-        for name in ["hooks", "config", "commondir"] {
+        for name in GIT_DIR_CODE {
             guard.push(GuardPattern {
                 base: d.join(name),
                 tail: Vec::new(),

@@ -99,27 +99,14 @@ fn after_run_inspecting(
     let mut ours = own_dirs();
     ours.retain(|d| !before.contains(d));
     out.extend(sweep_inspecting(run, host, run_id, &ours, &restored));
-    // With a creation guard (native), only git's exact paths that were absent at the start:
-    // the guard refused the run's own creation, but not a write to one that someone else
-    // made during the run (another run's command, any process outside a sandbox), and the
-    // run could then write it: an `include.path` target (red team issue 32d, third pass).
-    let scope = if held.creation_guard {
-        GuardScope::AbsentExact
+    // With a creation guard (native), what others made where git looks: the guard refused
+    // the run's own creations, not its writes to a file someone else made during the run.
+    if held.creation_guard {
+        out.extend(made_by_others(run, host, run_id, started, &restored));
     } else {
-        GuardScope::All
-    };
-    out.extend(guard_after(run, host, run_id, started, &restored, scope));
+        out.extend(guard_after(run, host, run_id, started, &restored));
+    }
     out
-}
-
-/// What [`guard_after`] looks at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum GuardScope {
-    /// Every guard pattern, as the creation guard would have (a backend without one).
-    All,
-    /// Git's exact paths absent at the start (a backend with the creation guard), and the
-    /// files of worktrees added during the run: see [`made_by_others`].
-    AbsentExact,
 }
 
 /// With the creation guard (native): what someone else made during the run where git looks,
@@ -154,6 +141,15 @@ fn made_by_others(
     let inert =
         |root: &Path, p: &Path| text(root, p).is_some_and(|t| git_config_is_inert(&t, &writable));
     let new_since = |p: &Path| host.lstat_ctime(p).is_some_and(|t| t >= started);
+    // Exactly what git writes: git strips only a trailing newline (and carriage return) from
+    // a `commondir`, so `../.. ` (a space) is a directory named `.. ` to git, one the run can
+    // make (red team issue 32, fifth round, second pass).
+    let home = |mut t: Vec<u8>| {
+        while t.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+            t.pop();
+        }
+        t == b"../.."
+    };
     let mut found: BTreeSet<PathBuf> = BTreeSet::new();
     for p in &run.watch.sweep.git_absent {
         let Some(root) = root_of(p) else { continue };
@@ -181,15 +177,6 @@ fn made_by_others(
                 continue;
             }
             let commondir = worktrees.join(&name).join("commondir");
-            // Exactly what git writes: git strips only a trailing newline (and carriage
-            // return) from it, so `../.. ` (a space) is a directory named `.. ` to git, one
-            // the run can make (red team issue 32, fifth round, second pass).
-            let home = |mut t: Vec<u8>| {
-                while t.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
-                    t.pop();
-                }
-                t == b"../.."
-            };
             if new_since(&commondir) && !text(root, &commondir).is_some_and(home) {
                 found.insert(commondir);
             }
@@ -200,16 +187,32 @@ fn made_by_others(
         }
     }
     let mut out = Vec::new();
+    quarantine_created(roots, found, restored, run_id, &mut out);
+    out
+}
+
+/// Quarantines each of `found` as a protected path created during the run, but those in
+/// `restored` (the user's own, made again by [`replaced_links`]) and those below one already
+/// moved; returns the paths moved.
+fn quarantine_created(
+    roots: &[PathBuf],
+    found: BTreeSet<PathBuf>,
+    restored: &[PathBuf],
+    run_id: &str,
+    out: &mut Vec<Violation>,
+) -> Vec<PathBuf> {
     let mut moved: Vec<PathBuf> = Vec::new();
     for path in found {
         if moved.iter().any(|m| is_within(&path, m)) || restored.contains(&path) {
             continue;
         }
-        let Some(root) = root_of(&path) else { continue };
+        let Some(root) = roots.iter().find(|r| is_within(&path, r)) else {
+            continue;
+        };
         out.push(quarantine(root, &path, run_id, "protected_path_created"));
         moved.push(path);
     }
-    out
+    moved
 }
 
 /// Find protected paths created during the run and neutralise them.
@@ -844,7 +847,7 @@ pub fn guard_after_run(
     run_id: &str,
     started: std::time::SystemTime,
 ) -> Vec<Violation> {
-    guard_after(run, host, run_id, started, &[], GuardScope::All)
+    guard_after(run, host, run_id, started, &[])
 }
 
 /// [`guard_after_run`], leaving alone the protected links in `restored` (made again by
@@ -855,11 +858,7 @@ fn guard_after(
     run_id: &str,
     started: std::time::SystemTime,
     restored: &[PathBuf],
-    scope: GuardScope,
 ) -> Vec<Violation> {
-    if scope == GuardScope::AbsentExact {
-        return made_by_others(run, host, run_id, started, restored);
-    }
     let mut out = Vec::new();
     let new_since = |p: &Path| host.lstat_ctime(p).is_some_and(|t| t >= started);
     let mut found: BTreeSet<PathBuf> = BTreeSet::new();
@@ -921,17 +920,7 @@ fn guard_after(
             }
         }
     }
-    let mut moved: Vec<PathBuf> = Vec::new();
-    for path in found {
-        if moved.iter().any(|m| is_within(&path, m)) || restored.contains(&path) {
-            continue;
-        }
-        let Some(root) = run.watch.sweep.roots.iter().find(|r| is_within(&path, r)) else {
-            continue;
-        };
-        out.push(quarantine(root, &path, run_id, "protected_path_created"));
-        moved.push(path);
-    }
+    let mut moved = quarantine_created(&run.watch.sweep.roots, found, restored, run_id, &mut out);
     for (dir, e) in unlisted {
         if moved.iter().any(|m| is_within(&dir, m)) {
             continue;
