@@ -246,13 +246,14 @@ fn included_config_files_are_protected() {
 }
 
 /// A file the repository's config includes that does not exist at the start, made during the
-/// run by someone else (another run's command, any process outside a sandbox): the run can
-/// write into it (the creation guard refuses only the run's own creation), so it is
-/// quarantined after the run and host git runs nothing from it (red team issue 32d, third
-/// pass). The quarantined copy holds what the run wrote (the attack reached the file).
-/// Control: the same append on the host, and git runs it.
+/// run by someone else (another run's command, any process outside a sandbox). Natively the
+/// run's write into it is refused by name (the creation guard judges write-opens of existing
+/// files since issue 32's sixth round) and reported, and the file stays as the other process
+/// made it; under gVisor, which has no creation guard, the run writes into it and it is
+/// quarantined after the run (red team issue 32d, third pass). Either way host git runs
+/// nothing from it. Control: the same append on the host, and git runs it.
 #[test]
-fn an_included_config_made_during_the_run_by_another_process_is_quarantined() {
+fn an_included_config_made_during_the_run_by_another_process_is_not_left_written() {
     let fx = Fixture::new();
     let records = fx.records();
     fx.git_host(&["config", "include.path", "../later.gitconfig"])
@@ -261,6 +262,7 @@ fn an_included_config_made_during_the_run_by_another_process_is_quarantined() {
     let later = fx.ws.join("later.gitconfig");
     let attack = format!(
         "i=0; while [ ! -s later.gitconfig ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+         [ -s later.gitconfig ] || exit 97
          printf '[core]\\n\\tfsmonitor = {}\\n' >> later.gitconfig",
         script.display()
     );
@@ -270,15 +272,25 @@ fn an_included_config_made_during_the_run_by_another_process_is_quarantined() {
         write_file(&made, "[user]\n\tname = Later\n", 0o666)
     });
     run.assert_output_contains("later.gitconfig");
-    let quarantined = attacks::quarantined_files(&fx.ws);
-    let copy = (quarantined.iter())
-        .find(|p| p.file_name().is_some_and(|n| n == "later.gitconfig"))
-        .unwrap_or_else(|| panic!("not quarantined: {quarantined:?}"));
-    assert!(
-        read_text(copy).is_some_and(|t| t.contains("fsmonitor")),
-        "the run did not write the file: the test proves nothing"
-    );
-    assert!(!later.exists(), "the included file is still there");
+    if attacks::creation_guarded() {
+        run.assert_failed();
+        records.assert_blocked(&run.run, &["later.gitconfig"]);
+        assert_eq!(
+            read_text(&later).as_deref(),
+            Some("[user]\n\tname = Later\n"),
+            "the included file is not as the other process made it"
+        );
+    } else {
+        let quarantined = attacks::quarantined_files(&fx.ws);
+        let copy = (quarantined.iter())
+            .find(|p| p.file_name().is_some_and(|n| n == "later.gitconfig"))
+            .unwrap_or_else(|| panic!("not quarantined: {quarantined:?}"));
+        assert!(
+            read_text(copy).is_some_and(|t| t.contains("fsmonitor")),
+            "the run did not write the file: the test proves nothing"
+        );
+        assert!(!later.exists(), "the included file is still there");
+    }
     host_git_uses_the_repository(&fx, &fx.ws);
     assert!(
         !flag.exists(),
@@ -421,6 +433,90 @@ fn a_worktree_added_beside_a_run_cannot_be_sent_elsewhere() {
         flag.exists(),
         "control: git in the worktree did not run the fsmonitor"
     );
+}
+
+/// The user runs `git config` on the host during a run: git writes `config.lock` and renames
+/// it over `config`, so the read-only mount over the old file goes with it and the new file
+/// has none (red team issue 32, fifth round: HIGH on native). The run then writes a live key
+/// into it by name: an append (`>>`: `O_CREAT`), a write-open without `O_CREAT` (`dd
+/// conv=nocreat`), a reopen of a read-only descriptor through `/proc/self/fd`, and a
+/// `truncate` by name. Each is refused and reported, and git on the host runs nothing.
+/// Controls: inside a run the mount is there before the host's rewrite and gone after it (the
+/// guard is what stops the writes), and the same append on the host makes git run the
+/// fsmonitor.
+#[test]
+fn a_config_the_user_rewrites_during_a_run_cannot_be_written_by_it() {
+    let fx = Fixture::new();
+    fx.git_host(&["commit", "-q", "--allow-empty", "-m", "first"]);
+    let records = fx.records();
+    let (script, flag) = fx.tripwire("pwned-rewritten-config");
+    write_file(
+        &fx.root.join("payload"),
+        format!("[core]\n\tfsmonitor = {}\n", script.display()),
+        0o644,
+    );
+    let payload = fx.root.join("payload");
+    let payload = payload.display();
+    // A mount point ending in /.git/config (mountinfo's fields are separated by spaces).
+    let mounted = "grep -c '/\\.git/config ' /proc/self/mountinfo";
+    fx.attack(&[], &format!("{mounted} > mounted-quiet; true"))
+        .outcome()
+        .assert_ok();
+    let writes = format!(
+        "i=0; while ! grep -q 'name = host' .git/config && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+         grep -q 'name = host' .git/config || exit 97
+         {mounted} > mounted-after
+         won=0
+         cat {payload} >> .git/config && won=1
+         dd if={payload} of=.git/config conv=nocreat,notrunc oflag=append status=none && won=1
+         exec 3<.git/config
+         dd if={payload} of=/proc/self/fd/3 conv=nocreat,notrunc oflag=append status=none && won=1
+         truncate -s 9 .git/config && won=1
+         [ $won = 0 ] && exit 1
+         exit 0"
+    );
+    let ws = fx.ws.clone();
+    let run = beside_a_run(&fx, &records.opts(), &writes, move || {
+        let done = std::process::Command::new("git")
+            .args(["-c", "safe.directory=*", "-C"])
+            .arg(&ws)
+            .args(["config", "user.name", "host"])
+            .status()
+            .expect("run git config");
+        assert!(done.success(), "git config on the host failed");
+    });
+    run.assert_failed_if_guarded();
+    assert_ne!(
+        run.rc,
+        Some(97),
+        "the run never saw the host's rewrite: the test proves nothing"
+    );
+    if attacks::creation_guarded() {
+        assert_ne!(
+            read_text(&fx.ws.join("mounted-quiet")).as_deref(),
+            Some("0\n"),
+            "control: no read-only mount over .git/config in a quiet run"
+        );
+        assert_eq!(
+            read_text(&fx.ws.join("mounted-after")).as_deref(),
+            Some("0\n"),
+            "control: the mount over .git/config is still there after the host's rewrite"
+        );
+        records.assert_blocked(&run.run, &[".git/config"]);
+        let config = read_text(&fx.ws.join(".git/config")).unwrap();
+        assert!(
+            config.contains("name = host") && !config.contains("fsmonitor"),
+            "the user's config is not as git on the host left it:\n{config}"
+        );
+    }
+    host_git_uses_the_repository(&fx, &fx.ws);
+    assert!(!flag.exists(), "the planted fsmonitor ran on the host");
+    // Control: the same append on the host, and git runs it.
+    fx.control(&format!("cat {payload} >> .git/config"))
+        .outcome()
+        .assert_ok();
+    host_git_uses_the_repository(&fx, &fx.ws);
+    assert!(flag.exists(), "control: git did not run the fsmonitor");
 }
 
 /// The user's own git beside a run stays as the user made it: `git sparse-checkout set` (a

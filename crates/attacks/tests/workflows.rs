@@ -240,3 +240,61 @@ fn config_created_empty_then_written_by_lock_rename_works() {
     let config = attacks::read_text(&fx.ws.join("r/.git/config")).unwrap_or_default();
     assert!(config.contains("bare = false"), "config: {config:?}");
 }
+
+/// Opening an existing file for writing goes through the sandbox's init since issue 32's sixth
+/// round (a protected file someone else makes during the run must not be written): ordinary
+/// files, devices, FIFOs, `O_TMPFILE` and terminals still open as the kernel would open them,
+/// with the kernel's own errors.
+#[test]
+fn files_opened_for_writing_without_creating_work() {
+    let Some(py) = python3("write-opens inside") else {
+        return;
+    };
+    let fx = Fixture::new();
+    let code = r#"
+import errno, os, pty, sys
+with open("f", "w") as f:
+    f.write("abcdef")
+fd = os.open("f", os.O_RDWR)
+os.lseek(fd, 0, os.SEEK_END); os.write(fd, b"gh"); os.close(fd)
+fd = os.open("f", os.O_WRONLY | os.O_APPEND); os.write(fd, b"ij"); os.close(fd)
+os.truncate("f", 9)
+print("content", open("f").read())
+os.close(os.open("f", os.O_WRONLY | os.O_TRUNC))
+print("truncated", os.path.getsize("f"))
+os.close(os.open("/dev/null", os.O_WRONLY))
+for path, flags, want in [("missing", os.O_WRONLY, errno.ENOENT), (".", os.O_WRONLY, errno.EISDIR),
+                          ("missing/x", os.O_RDWR, errno.ENOENT), ("f/", os.O_WRONLY, errno.ENOTDIR)]:
+    try:
+        os.open(path, flags)
+        print("opened", path)
+    except OSError as e:
+        print(path, "errno-ok" if e.errno == want else f"errno {e.errno} want {want}")
+os.mkfifo("p")
+fd = os.open("p", os.O_RDWR); os.write(fd, b"x"); print("fifo", os.read(fd, 1)); os.close(fd)
+fd = os.open(".", os.O_TMPFILE | os.O_RDWR, 0o600)
+os.write(fd, b"tmp"); os.lseek(fd, 0, os.SEEK_SET)
+print("tmpfile", os.read(fd, 3).decode())
+pid, m = pty.fork()
+if pid == 0:
+    fd = os.open("/dev/tty", os.O_RDWR)
+    os.write(fd, b"child-has-a-terminal\n")
+    os._exit(0)
+out = b""
+while True:
+    try:
+        b = os.read(m, 100)
+    except OSError:
+        break
+    if not b:
+        break
+    out += b
+os.waitpid(pid, 0)
+print(out.decode().strip())
+"#;
+    let path = fx.script("write_opens.py", code);
+    let script = format!("{} {}", sh_quote(&py), sh_quote(path));
+    fx.attack(&[], &script)
+        .outcome()
+        .assert_shows("content abcdefghi\ntruncated 0\nmissing errno-ok\n. errno-ok\nmissing/x errno-ok\nf/ errno-ok\nfifo b'x'\ntmpfile tmp\nchild-has-a-terminal\n");
+}

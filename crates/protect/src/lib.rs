@@ -184,7 +184,7 @@ pub enum Reason {
     GitHook = 4,
     /// A git dir's `config` other than by an inert rename, or a `commondir`.
     GitConfig = 5,
-    /// `chmod` (or a hard link) of a protected file.
+    /// `chmod` of a protected file, a hard link to one, or opening one for writing.
     ProtectedFile = 6,
     /// `HEAD`, `objects`, `refs` or `commondir` would make a directory that already holds a
     /// live config or hooks a git dir (a repository assembled config-first).
@@ -525,28 +525,36 @@ pub fn pattern_refuses(p: &Protected<'_>, path: &[u8], what: Create) -> Option<R
     }
 }
 
-/// Whether an existing file at `path` is protected (no `chmod`, no hard links to it).
+/// Whether an existing file at `path` is protected (no `chmod`, no hard links to it, no
+/// opening it for writing).
 pub fn is_protected_file(rules: &Rules<'_>, path: &[u8], hint: GitHint) -> bool {
+    protected_file_reason(rules, path, hint).is_some()
+}
+
+/// [`is_protected_file`], with the rule that protects the file: git's own files
+/// ([`Reason::GitConfig`] for `config`, `config.worktree` and `commondir`, [`Reason::GitHook`]
+/// for the hooks), else [`Reason::ProtectedFile`] (a protected path of the catalogue or the
+/// policy), so that a refusal names the rule and its way out.
+pub fn protected_file_reason(rules: &Rules<'_>, path: &[u8], hint: GitHint) -> Option<Reason> {
     if !in_roots(rules, path) {
-        return false;
+        return None;
     }
     let (parent, name) = split(path);
     let git = git_rules_apply(rules, path);
-    if git
-        && (hint.parent_is_gitdir || is_git_dir(components(parent)))
-        && matches!(
-            name,
-            b"config" | b"config.worktree" | b"commondir" | b"hooks"
-        )
-    {
-        return true;
+    if git && (hint.parent_is_gitdir || is_git_dir(components(parent))) {
+        match name {
+            b"config" | b"config.worktree" | b"commondir" => return Some(Reason::GitConfig),
+            b"hooks" => return Some(Reason::GitHook),
+            _ => {}
+        }
     }
     let (grand, parent_name) = split(parent);
     if git && parent_name == b"hooks" && (hint.grand_is_gitdir || is_git_dir(components(grand))) {
-        return !name.ends_with(b".sample");
+        return (!name.ends_with(b".sample")).then_some(Reason::GitHook);
     }
     candidates(rules, path)
         .any(|p| matches!(relation(p, path), Relation::Matches | Relation::Covers))
+        .then_some(Reason::ProtectedFile)
 }
 
 pub mod git;
@@ -956,6 +964,28 @@ mod tests {
         assert!(!p("/ws/.git/refs/heads/config"));
         assert!(!p("/ws/src/config"));
         assert!(!p("/tmp/.envrc"));
+    }
+
+    #[test]
+    fn a_protected_file_is_refused_by_the_rule_that_protects_it() {
+        let r = |s: &str| protected_file_reason(&rules(), s.as_bytes(), GitHint::default());
+        assert_eq!(r("/ws/.git/config"), Some(Reason::GitConfig));
+        assert_eq!(r("/ws/.git/config.worktree"), Some(Reason::GitConfig));
+        // A linked worktree's git dir is one by what it holds (the hint read from the disk).
+        let gitdir = GitHint {
+            parent_is_gitdir: true,
+            ..GitHint::default()
+        };
+        let commondir = b"/ws/.git/worktrees/w/commondir";
+        assert_eq!(
+            protected_file_reason(&rules(), commondir, gitdir),
+            Some(Reason::GitConfig)
+        );
+        assert_eq!(r("/ws/.git/hooks"), Some(Reason::GitHook));
+        assert_eq!(r("/ws/.git/hooks/pre-commit"), Some(Reason::GitHook));
+        assert_eq!(r("/ws/.git/hooks/pre-commit.sample"), None);
+        assert_eq!(r("/ws/.envrc"), Some(Reason::ProtectedFile));
+        assert_eq!(r("/ws/src/config"), None);
     }
 
     #[test]

@@ -13,8 +13,11 @@
 //!   umask:                  ret notify   (observed: the init keeps umasks between calls)
 //!   openat2:                ret errno ENOSYS   (flags live in user memory)
 //!   setxattr family:        ret errno EOPNOTSUPP   (ACLs would undo chmod checks)
-//!   open:    ld args[1]; jset O_CREAT ? (jset O_PATH ? allow : notify) : allow
-//!   openat:  ld args[2]; the same (O_PATH makes the kernel drop O_CREAT)
+//!   open:    ld args[1]; jset O_PATH ? allow
+//!            : jset O_CREAT ? notify
+//!            : jset __O_TMPFILE ? allow
+//!            : jset O_WRONLY|O_RDWR|O_TRUNC ? notify : allow
+//!   openat:  ld args[2]; the same (O_PATH makes the kernel drop every other flag)
 //!   with an allocation watch of T bytes (memory limited by `RLIMIT_DATA` only):
 //!   mmap:    prot has PROT_WRITE and len >= T ? notify : allow
 //!   mremap:  new_len >= T ? notify : allow
@@ -31,6 +34,13 @@
 //!   open, openat:  O_CREAT and not O_PATH and mode has S_ISUID|S_ISGID ? notify : allow
 //!   mkdir*, symlink*, link*, rename*:  allow   (mkdir drops set-id bits itself)
 //! ```
+//!
+//! A write-open of an existing file stops too: a protected file present at the start is
+//! mounted read-only, but a process outside the run (the user's own `git config`, which writes
+//! `config.lock` and renames it over `config`) can replace it during the run, and the new file
+//! has no mount over it. The init refuses opening a protected file for writing by its name
+//! (see the `sys` crate's `mediate` module), whoever made it. `O_TMPFILE` without `O_CREAT`
+//! names a directory and makes an unnamed file: it passes, as its `linkat` is mediated.
 //!
 //! `O_CREAT` is tested on the low 32 bits, which is what the kernel uses (`int flags`). Sizes
 //! are 64-bit: a non-zero high half counts as at least `T`, and `T` is capped at 4 GiB - 1.
@@ -79,6 +89,8 @@ const ALWAYS: &[(&str, i64)] = &[
     ("fchmod", libc::SYS_fchmod),
     ("fchmodat", libc::SYS_fchmodat),
     ("fchmodat2", NR_FCHMODAT2 as i64),
+    // A protected file made again during the run by someone else is not cut by name either.
+    ("truncate", libc::SYS_truncate),
 ];
 
 /// Calls the init only observes: it lets them go on (their arguments are plain values).
@@ -128,6 +140,11 @@ const MODE_ARG: &[(i64, u8)] = &[
 /// `S_ISUID | S_ISGID`.
 const SET_ID: u32 = 0o6000;
 
+/// The flags of an `open` that may change an existing file's content.
+const WRITES: u32 = (libc::O_WRONLY | libc::O_RDWR | libc::O_TRUNC) as u32;
+/// `__O_TMPFILE` (`O_TMPFILE` without `O_DIRECTORY`).
+const O_TMPFILE_BIT: u32 = 0o20_000_000;
+
 /// What the mediation filter does, call by call; `watch` is the allocation watch's threshold
 /// (see [`build_mediation`]).
 pub fn mediated_calls(watch: Option<u64>) -> Vec<Mediated> {
@@ -137,6 +154,7 @@ pub fn mediated_calls(watch: Option<u64>) -> Vec<Mediated> {
 /// [`mediated_calls`] for the filter of [`crate::build_with_mediation_for`].
 pub fn mediated_calls_for(watch: Option<u64>, creations: Creations) -> Vec<Mediated> {
     const PERFORMED: &str = "performed by the sandbox init after the protected-path check";
+    const OPENED: &str = "performed by the sandbox init after the protected-path check (a protected file is not opened for writing, whoever made it)";
     const VIEW: &str = "allowed (every writable root is a review view: apply flags what the guard refuses); with a set-id mode performed by the sandbox init, which refuses or drops the bits";
     let mut out: Vec<Mediated> = ALWAYS
         .iter()
@@ -157,8 +175,8 @@ pub fn mediated_calls_for(watch: Option<u64>, creations: Creations) -> Vec<Media
         .collect();
     for (name, arg) in [("open", "arg1"), ("openat", "arg2")] {
         let when = match (creations, arg) {
-            (Creations::All, "arg1") => "arg1 (flags) has O_CREAT and not O_PATH",
-            (Creations::All, _) => "arg2 (flags) has O_CREAT and not O_PATH",
+            (Creations::All, "arg1") => "arg1 (flags) has O_CREAT, or O_WRONLY, O_RDWR or O_TRUNC without O_TMPFILE; and not O_PATH",
+            (Creations::All, _) => "arg2 (flags) has O_CREAT, or O_WRONLY, O_RDWR or O_TRUNC without O_TMPFILE; and not O_PATH",
             (Creations::SetIdModes, "arg1") => {
                 "arg1 (flags) has O_CREAT and not O_PATH, and arg2 (mode) has S_ISUID or S_ISGID"
             }
@@ -167,7 +185,7 @@ pub fn mediated_calls_for(watch: Option<u64>, creations: Creations) -> Vec<Media
             }
         };
         let action = match creations {
-            Creations::All => PERFORMED,
+            Creations::All => OPENED,
             Creations::SetIdModes => VIEW,
         };
         out.push(Mediated {
@@ -303,10 +321,13 @@ pub(crate) fn calls(
         // With O_PATH the kernel drops O_CREAT (and every other flag but a few): nothing can
         // be created, and the kernel refuses to hand an O_PATH file over with ADDFD.
         let block = match creations {
+            // A write-open of an existing name too (see the module's doc).
             Creations::All => vec![
                 load_arg(arg),
-                jump(BPF_JMP | BPF_JSET | BPF_K, libc::O_CREAT as u32, 0, 2),
-                jump(BPF_JMP | BPF_JSET | BPF_K, libc::O_PATH as u32, 1, 0),
+                jump(BPF_JMP | BPF_JSET | BPF_K, libc::O_PATH as u32, 4, 0),
+                jump(BPF_JMP | BPF_JSET | BPF_K, libc::O_CREAT as u32, 2, 0),
+                jump(BPF_JMP | BPF_JSET | BPF_K, O_TMPFILE_BIT, 2, 0),
+                jump(BPF_JMP | BPF_JSET | BPF_K, WRITES, 0, 1),
                 ret(notify),
                 ret(allow),
             ],
@@ -346,6 +367,8 @@ mod tests {
         assert_eq!(run(&p, x86, libc::SYS_mkdir as u32, [0; 6]), notify);
         assert_eq!(run(&p, x86, libc::SYS_renameat2 as u32, [0; 6]), notify);
         assert_eq!(run(&p, x86, NR_FCHMODAT2, [0; 6]), notify);
+        assert_eq!(run(&p, x86, libc::SYS_truncate as u32, [0; 6]), notify);
+        assert_eq!(run(&p, x86, libc::SYS_ftruncate as u32, [0; 6]), allow);
         assert_eq!(
             run(&p, x86, libc::SYS_umask as u32, [0o77, 0, 0, 0, 0, 0]),
             notify
@@ -354,9 +377,63 @@ mod tests {
             run(&p, x86, libc::SYS_open as u32, [0, creat | 1, 0, 0, 0, 0]),
             notify
         );
+        // A write-open of an existing name stops too; a read-only one passes.
+        for w in [
+            libc::O_WRONLY,
+            libc::O_RDWR,
+            libc::O_TRUNC,
+            libc::O_APPEND | libc::O_WRONLY,
+        ] {
+            let w = w as u64;
+            assert_eq!(
+                run(&p, x86, libc::SYS_open as u32, [0, w, 0, 0, 0, 0]),
+                notify
+            );
+            assert_eq!(
+                run(&p, x86, libc::SYS_openat as u32, [0, 0, w, 0, 0, 0]),
+                notify
+            );
+            // Its flags are arg2: arg1 is the path pointer.
+            assert_eq!(
+                run(&p, x86, libc::SYS_openat as u32, [0, w, 0, 0, 0, 0]),
+                allow
+            );
+            // O_PATH makes the kernel drop it; O_TMPFILE (no O_CREAT) names a directory.
+            let path = libc::O_PATH as u64;
+            assert_eq!(
+                run(&p, x86, libc::SYS_openat as u32, [0, 0, w | path, 0, 0, 0]),
+                allow
+            );
+            let tmpfile = libc::O_TMPFILE as u64;
+            assert_eq!(
+                run(
+                    &p,
+                    x86,
+                    libc::SYS_openat as u32,
+                    [0, 0, w | tmpfile, 0, 0, 0]
+                ),
+                allow
+            );
+        }
+        for r in [
+            libc::O_RDONLY,
+            libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC,
+            libc::O_DIRECTORY,
+        ] {
+            assert_eq!(
+                run(&p, x86, libc::SYS_open as u32, [0, r as u64, 0, 0, 0, 0]),
+                allow
+            );
+            assert_eq!(
+                run(&p, x86, libc::SYS_openat as u32, [0, 0, r as u64, 0, 0, 0]),
+                allow
+            );
+        }
+        // O_TMPFILE with O_CREAT is the kernel's EINVAL, but stops as any O_CREAT does.
+        let bad = (libc::O_TMPFILE | libc::O_CREAT | libc::O_RDWR) as u64;
         assert_eq!(
-            run(&p, x86, libc::SYS_open as u32, [0, 1, 0, 0, 0, 0]),
-            allow
+            run(&p, x86, libc::SYS_openat as u32, [0, 0, bad, 0, 0, 0]),
+            notify
         );
         assert_eq!(
             run(&p, x86, libc::SYS_openat as u32, [0, 0, creat, 0, 0, 0]),

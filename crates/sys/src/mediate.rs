@@ -5,7 +5,8 @@
 //! The command installs a seccomp filter (`seccomp::build_with_mediation`) whose calls
 //! `open`/`openat` with `O_CREAT`, `creat`, `mkdir*`, `mknod*`, `symlink*`, `link*`,
 //! `rename*` and the `chmod` family stop and notify a listener, and hands the listener to the
-//! init. For each call the init:
+//! init; so does opening an existing name for writing, as a protected file made again during
+//! the run by a process outside it has no read-only mount over it. For each call the init:
 //!
 //! 1. reads the path arguments **once** with `process_vm_readv` (letting the kernel continue
 //!    the original call would re-read memory the command can change in between, so the init
@@ -76,12 +77,13 @@ pub enum Op {
     Link = 5,
     Rename = 6,
     Chmod = 7,
+    Truncate = 8,
 }
 
 impl Op {
     pub fn from_u32(v: u32) -> Option<Op> {
         use Op::*;
-        [Open, Mkdir, Mknod, Symlink, Link, Rename, Chmod]
+        [Open, Mkdir, Mknod, Symlink, Link, Rename, Chmod, Truncate]
             .into_iter()
             .find(|o| *o as u32 == v)
     }
@@ -95,6 +97,7 @@ impl Op {
             Op::Link => "link",
             Op::Rename => "rename",
             Op::Chmod => "chmod",
+            Op::Truncate => "truncate",
         }
     }
 }
@@ -1224,6 +1227,7 @@ impl Server<'_> {
             libc::SYS_fchmod => self.chmod(t, fd_arg(0), None, a[1], 0, blocked),
             libc::SYS_fchmodat => self.chmod(t, fd_arg(0), Some(a[1]), a[2], 0, blocked),
             SYS_FCHMODAT2 => self.chmod(t, fd_arg(0), Some(a[1]), a[2], a[3] as c_int, blocked),
+            libc::SYS_truncate => self.truncate(t, a[0], a[1], blocked),
             libc::SYS_mmap | libc::SYS_mremap => Ok(self.allocation(req, t)),
             _ => Err(Errno(libc::ENOSYS)),
         }
@@ -1338,8 +1342,97 @@ impl Server<'_> {
         verdict
     }
 
-    fn is_protected(&self, path: &[u8]) -> bool {
-        protect::is_protected_file(self.rules, path, git_hint(path, self.rules.roots))
+    /// A write-open of the existing entry `name` of `dir` (`st` its `lstat`): refused when it
+    /// is a protected file. One present at the start is mounted read-only, but a process
+    /// outside the run can make it again during the run (the user's `git config` renames
+    /// `config.lock` over `config`; the mount goes with the old file), and nothing of the
+    /// run's own can make one (its creations and renames are judged here). Judged by the path
+    /// alone, as `chmod` judges an entry ([`Self::judge_object`]): whichever object the name
+    /// holds when the kernel opens it, the path is the one judged. A directory is never opened
+    /// for writing (the kernel's `EISDIR`), so only files are judged.
+    #[allow(clippy::too_many_arguments)]
+    fn refuse_writing(
+        &self,
+        op: Op,
+        dir: &Fd,
+        name: &Name,
+        st: &libc::stat,
+        lexical: bool,
+        path: &[u8],
+        blocked: &mut Option<Blocked>,
+    ) -> Result<(), Errno> {
+        if st.st_mode & libc::S_IFMT == libc::S_IFDIR || is_dot(name.bytes()) {
+            return Ok(());
+        }
+        let full = entry_path_of(dir, name, lexical, path)?;
+        let hint = git_hint_in(dir, full.bytes(), self.rules.roots);
+        if let Some(reason) = protect::protected_file_reason(self.rules, full.bytes(), hint) {
+            return Err(self.deny(op, reason, full.bytes(), blocked));
+        }
+        Ok(())
+    }
+
+    /// `truncate(path, length)`: a protected file is not cut or lengthened by name either
+    /// ([`Self::refuse_writing`]: one made again during the run by someone else has no
+    /// read-only mount over it). Anything else is truncated through a descriptor the init
+    /// opens for writing, only for a regular file (the kernel's `EISDIR` for a directory,
+    /// `EINVAL` for anything else), with `O_NONBLOCK` so that a FIFO swapped in meanwhile
+    /// cannot hold the init. `ftruncate` needs a descriptor opened for writing, whose open
+    /// was judged.
+    fn truncate(
+        &self,
+        t: &mut Target,
+        addr: u64,
+        length: u64,
+        blocked: &mut Option<Blocked>,
+    ) -> Result<Reply, Errno> {
+        fn regular(st: &libc::stat) -> Result<(), Errno> {
+            match st.st_mode & libc::S_IFMT {
+                libc::S_IFREG => Ok(()),
+                libc::S_IFDIR => Err(Errno(libc::EISDIR)),
+                _ => Err(Errno(libc::EINVAL)),
+            }
+        }
+        if (length as i64) < 0 {
+            return Err(Errno(libc::EINVAL));
+        }
+        let path = t.string(addr)?;
+        let base = t.base(libc::AT_FDCWD, path.bytes())?;
+        let flags = libc::O_WRONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
+        let fd = match resolve(t, base, path.bytes(), true)? {
+            Resolved::Object(obj) => {
+                let st = raw::fstatat(obj.0, c"", libc::AT_EMPTY_PATH)?;
+                regular(&st)?;
+                if let (full, Some(reason)) = self.judge_object(&obj, &st, None)? {
+                    return Err(self.deny(Op::Truncate, reason, full.bytes(), blocked));
+                }
+                let p = self_fd_path(obj.0)?;
+                raw::openat_exact(libc::AT_FDCWD, p.cstr()?, flags, 0)?
+            }
+            Resolved::Entry {
+                dir,
+                name,
+                trailing,
+                last,
+                lexical,
+            } => {
+                let n = name.cstr()?;
+                let st = match last {
+                    Some(l) => l?,
+                    None => raw::fstatat(dir.0, n, libc::AT_SYMLINK_NOFOLLOW)?,
+                };
+                if trailing && st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+                    return Err(Errno(libc::ENOTDIR));
+                }
+                regular(&st)?;
+                let p = path.bytes();
+                self.refuse_writing(Op::Truncate, &dir, &name, &st, lexical, p, blocked)?;
+                raw::openat_exact(dir.0, n, flags | libc::O_NOFOLLOW, 0)?
+            }
+        };
+        let fd = Fd(fd);
+        regular(&raw::fstat(fd.0)?)?;
+        raw::ftruncate(fd.0, length).map(|_| Reply::Value(0))
     }
 
     fn deny(&self, op: Op, reason: Reason, path: &[u8], blocked: &mut Option<Blocked>) -> Errno {
@@ -1388,7 +1481,9 @@ impl Server<'_> {
         })
     }
 
-    /// `open`/`openat`/`creat` with `O_CREAT`.
+    /// `open`/`openat`/`creat` with `O_CREAT`, or opening an existing name for writing
+    /// (`O_WRONLY`, `O_RDWR`, `O_TRUNC`): a protected file is not opened for writing
+    /// ([`Self::refuse_writing`]).
     fn open(
         &self,
         t: &mut Target,
@@ -1402,6 +1497,8 @@ impl Server<'_> {
         // make it the init's controlling terminal (the command's own call would have made it
         // the command's; it gets the descriptor, not the session's terminal).
         let flags = flags | libc::O_NOCTTY;
+        let creates = flags & libc::O_CREAT != 0;
+        let writes = flags & (libc::O_WRONLY | libc::O_RDWR | libc::O_TRUNC) != 0;
         let path = t.string(addr)?;
         let base = t.base(dirfd, path.bytes())?;
         // With O_EXCL the kernel never follows a final symlink; with O_NOFOLLOW it fails on one.
@@ -1417,6 +1514,11 @@ impl Server<'_> {
                 let st = raw::fstatat(obj.0, c"", libc::AT_EMPTY_PATH);
                 if st.as_ref().is_ok_and(controlling_terminal::is_dev_tty) {
                     return controlling_terminal::open(t, reopen);
+                }
+                if let (true, Ok(st)) = (writes, &st) {
+                    if let (full, Some(reason)) = self.judge_object(&obj, st, None)? {
+                        return Err(self.deny(Op::Open, reason, full.bytes(), blocked));
+                    }
                 }
                 let is_fifo = st.is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFIFO);
                 return open_maybe_fifo(
@@ -1478,13 +1580,24 @@ impl Server<'_> {
             Ok(st) if flags & libc::O_EXCL == 0 && controlling_terminal::is_dev_tty(&st) => {
                 controlling_terminal::open(t, flags)
             }
-            Ok(_) => {
+            Ok(st) => {
                 // Exists: nothing is created (O_EXCL makes this EEXIST, O_NOFOLLOW ELOOP).
+                // `name/` is the kernel's EISDIR with O_CREAT, ENOTDIR for a file without.
+                let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+                if trailing && (creates || !is_dir) {
+                    return Err(Errno(if creates { libc::EISDIR } else { libc::ENOTDIR }));
+                }
+                if writes && !(creates && flags & libc::O_EXCL != 0) {
+                    let st = &st;
+                    self.refuse_writing(Op::Open, &dir, &name, st, lexical, path.bytes(), blocked)?;
+                }
                 raw::openat_exact(dir.0, n, flags | libc::O_CLOEXEC, 0).map(|fd| Reply::Fd {
                     fd: Fd(fd),
                     cloexec,
                 })
             }
+            // Without O_CREAT nothing is made: the kernel's own answer.
+            Err(Errno(libc::ENOENT)) if !creates => Err(Errno(libc::ENOENT)),
             Err(Errno(libc::ENOENT)) => {
                 if trailing {
                     return Err(Errno(libc::EISDIR));
@@ -1720,7 +1833,7 @@ impl Server<'_> {
             return Err(self.deny(Op::Link, reason, full.bytes(), blocked));
         }
         // Checked after the new name, so the report names what would have been created.
-        if protected {
+        if protected.is_some() {
             return Err(self.deny(
                 Op::Link,
                 Reason::ProtectedFile,
@@ -1871,7 +1984,7 @@ impl Server<'_> {
         if mode & 0o222 != 0 {
             let entry = entry.as_ref().map(|(d, n)| (&**d, n));
             let (full, protected) = self.judge_object(&obj, &st, entry)?;
-            if protected {
+            if protected.is_some() {
                 return Err(self.deny(Op::Chmod, Reason::ProtectedFile, full.bytes(), blocked));
             }
         }
@@ -1890,12 +2003,12 @@ impl Server<'_> {
         obj: &Fd,
         st: &libc::stat,
         entry: Option<(&Fd, &Name)>,
-    ) -> Result<(PathBuf, bool), Errno> {
+    ) -> Result<(PathBuf, Option<Reason>), Errno> {
         let roots = self.rules.roots;
         if let Some((dir, name)) = entry.filter(|(_, n)| !is_dot(n.bytes())) {
             let path = entry_path(dir.0, name.bytes())?;
             let hint = git_hint_in(dir, path.bytes(), roots);
-            let protected = protect::is_protected_file(self.rules, path.bytes(), hint);
+            let protected = protect::protected_file_reason(self.rules, path.bytes(), hint);
             return Ok((path, protected));
         }
         if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
@@ -1911,11 +2024,13 @@ impl Server<'_> {
                 Ok(parent) => git_hint_in(parent, path.bytes(), roots),
                 Err(_) => git_hint(path.bytes(), roots),
             };
-            let protected = protect::is_protected_file(self.rules, path.bytes(), hint);
+            let protected = protect::protected_file_reason(self.rules, path.bytes(), hint);
             return Ok((path, protected));
         }
         let path = real_path(obj.0)?;
-        let protected = self.is_protected(path.bytes());
+        let roots = self.rules.roots;
+        let protected =
+            protect::protected_file_reason(self.rules, path.bytes(), git_hint(path.bytes(), roots));
         Ok((path, protected))
     }
 }
