@@ -519,6 +519,82 @@ fn a_config_the_user_rewrites_during_a_run_cannot_be_written_by_it() {
     assert!(flag.exists(), "control: git did not run the fsmonitor");
 }
 
+/// Git on the host writes `.git/config.lock` and renames it over `config`: a descriptor the run
+/// opens on the lock in between is one on the new config afterwards (red team issue 32, sixth
+/// round: an fsmonitor appended that way ran on the host, 3 to 5 runs of 6). Natively, opening
+/// an existing lock of git's code files for writing is refused and reported, and so the config
+/// stays as the host's git wrote it; under gVisor the run's write is checked after the run.
+/// Control: in the same run a descriptor on another lock the host renames the same way
+/// (`.git/description.lock` over `description`) does write into the renamed file.
+#[test]
+fn a_lock_the_users_git_is_writing_cannot_be_grabbed_by_the_run() {
+    let fx = Fixture::new();
+    fx.git_host(&["commit", "-q", "--allow-empty", "-m", "first"]);
+    let records = fx.records();
+    let (script, flag) = fx.tripwire("pwned-config-lock");
+    write_file(
+        &fx.root.join("payload"),
+        format!("[core]\n\tfsmonitor = {}\n", script.display()),
+        0o644,
+    );
+    let payload = fx.root.join("payload");
+    let payload = payload.display();
+    let grab = format!(
+        "i=0; while [ ! -e .git/config.lock ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+         [ -e .git/config.lock ] || exit 97
+         command exec 4>>.git/config.lock || exec 4>/dev/null
+         command exec 5>>.git/description.lock || exit 98
+         : > grabbed
+         i=0; while ! grep -q 'name = host' .git/config && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+         cat {payload} >&4; cat {payload} >&5
+         grep -q fsmonitor .git/config && exit 0
+         exit 1"
+    );
+    let ws = fx.ws.clone();
+    let run = beside_a_run(&fx, &records.opts(), &grab, move || {
+        // What git does (lockfile.c): the lock made, written, renamed over the file.
+        let git = ws.join(".git");
+        let config = std::fs::read_to_string(git.join("config")).unwrap();
+        write_file(
+            &git.join("config.lock"),
+            format!("{config}[user]\n\tname = host\n"),
+            0o644,
+        );
+        write_file(&git.join("description.lock"), "the host's\n", 0o644);
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !ws.join("grabbed").exists() && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        std::fs::rename(git.join("description.lock"), git.join("description")).unwrap();
+        std::fs::rename(git.join("config.lock"), git.join("config")).unwrap();
+    });
+    run.assert_failed_if_guarded();
+    assert!(
+        !matches!(run.rc, Some(97 | 98)),
+        "the run did not get to the locks: the test proves nothing\n{}",
+        run.run.describe()
+    );
+    assert!(
+        fx.ws.join("grabbed").exists(),
+        "the run stopped before the host renamed the locks: the test proves nothing\n{}",
+        run.run.describe()
+    );
+    assert!(
+        read_text(&fx.ws.join(".git/description")).is_some_and(|t| t.contains("fsmonitor")),
+        "control: a descriptor on the other lock did not write into the renamed file"
+    );
+    if attacks::creation_guarded() {
+        records.assert_blocked(&run.run, &[".git/config.lock"]);
+        let config = read_text(&fx.ws.join(".git/config")).unwrap();
+        assert!(
+            config.contains("name = host") && !config.contains("fsmonitor"),
+            "the user's config is not as git on the host wrote it:\n{config}"
+        );
+    }
+    host_git_uses_the_repository(&fx, &fx.ws);
+    assert!(!flag.exists(), "the planted fsmonitor ran on the host");
+}
+
 /// The user's own git beside a run stays as the user made it: `git sparse-checkout set` (a
 /// new `.git/config.worktree` of inert keys) during a run is not quarantined (red team issue
 /// 32, fifth pass: it was, and the repository was left with skip-worktree bits and no
@@ -679,7 +755,9 @@ fn a_live_key_after_a_header_on_the_same_line_is_refused() {
     );
     let run = fx.attack(&records.opts(), &attack).outcome();
     run.assert_failed();
-    records.assert_blocked(&run.run, &[".git/config"]);
+    // Refused at the append to the lock it made (a lock of git's is written through the
+    // descriptor that made it) or, were that allowed, at the rename.
+    records.assert_blocked(&run.run, &[".git/config", ".git/config.lock"]);
     host_git_uses_the_repository(&fx, &fx.ws);
     assert!(!flag.exists(), "the smuggled fsmonitor ran on the host");
     // A new repository's config, written the way git writes it.

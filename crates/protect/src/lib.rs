@@ -402,6 +402,14 @@ pub fn wants_hint(path: &[u8]) -> bool {
         b"hooks" | b"config" | b"config.worktree" | b"commondir"
     ) || parent_name == b"hooks"
         || completes_git_dir(name)
+        || is_code_lock(name)
+}
+
+/// Git's lock file of one of its code files (`config.lock`, `config.worktree.lock`,
+/// `commondir.lock`): what `git config` writes and then renames over the file.
+fn is_code_lock(name: &[u8]) -> bool {
+    name.strip_suffix(b".lock")
+        .is_some_and(|stem| matches!(stem, b"config" | b"config.worktree" | b"commondir"))
 }
 
 /// The rule for creating `what` at `path` (absolute, normal).
@@ -555,6 +563,24 @@ pub fn protected_file_reason(rules: &Rules<'_>, path: &[u8], hint: GitHint) -> O
     candidates(rules, path)
         .any(|p| matches!(relation(p, path), Relation::Matches | Relation::Covers))
         .then_some(Reason::ProtectedFile)
+}
+
+/// [`protected_file_reason`] for opening an existing file for writing (or `truncate`): also
+/// git's lock files of its code files in a git dir ([`Reason::GitConfig`]). Git makes the
+/// lock (`O_CREAT|O_EXCL`), writes it through the descriptor that made it and renames it over
+/// the file, so the run's own git never opens an existing one; a descriptor the run opened on
+/// a lock that git on the host made would be one on the new config once git renames it (red
+/// team, issue 32 sixth round). Not for `chmod`: git gives its lock the old file's mode.
+pub fn protected_for_writing(rules: &Rules<'_>, path: &[u8], hint: GitHint) -> Option<Reason> {
+    if let Some(reason) = protected_file_reason(rules, path, hint) {
+        return Some(reason);
+    }
+    let (parent, name) = split(path);
+    (in_roots(rules, path)
+        && is_code_lock(name)
+        && git_rules_apply(rules, path)
+        && (hint.parent_is_gitdir || is_git_dir(components(parent))))
+    .then_some(Reason::GitConfig)
 }
 
 pub mod git;
@@ -986,6 +1012,20 @@ mod tests {
         assert_eq!(r("/ws/.git/hooks/pre-commit.sample"), None);
         assert_eq!(r("/ws/.envrc"), Some(Reason::ProtectedFile));
         assert_eq!(r("/ws/src/config"), None);
+        // Git's lock of a code file: not for chmod (git sets its mode), but for writing.
+        assert_eq!(r("/ws/.git/config.lock"), None);
+        let w = |s: &str| protected_for_writing(&rules(), s.as_bytes(), GitHint::default());
+        assert_eq!(w("/ws/.git/config.lock"), Some(Reason::GitConfig));
+        assert_eq!(
+            w("/ws/.git/modules/s/config.worktree.lock"),
+            Some(Reason::GitConfig)
+        );
+        assert_eq!(w("/ws/.git/config"), Some(Reason::GitConfig));
+        assert_eq!(w("/ws/.envrc"), Some(Reason::ProtectedFile));
+        assert_eq!(w("/ws/.git/index.lock"), None);
+        assert_eq!(w("/ws/src/config.lock"), None);
+        assert_eq!(w("/tmp/.git/config.lock"), None);
+        assert!(wants_hint(b"/ws/.git/worktrees/w/commondir.lock"));
     }
 
     #[test]

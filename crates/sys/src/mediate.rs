@@ -1366,7 +1366,7 @@ impl Server<'_> {
         }
         let full = entry_path_of(dir, name, lexical, path)?;
         let hint = git_hint_in(dir, full.bytes(), self.rules.roots);
-        if let Some(reason) = protect::protected_file_reason(self.rules, full.bytes(), hint) {
+        if let Some(reason) = protect::protected_for_writing(self.rules, full.bytes(), hint) {
             return Err(self.deny(op, reason, full.bytes(), blocked));
         }
         Ok(())
@@ -1403,7 +1403,7 @@ impl Server<'_> {
             Resolved::Object(obj) => {
                 let st = raw::fstatat(obj.0, c"", libc::AT_EMPTY_PATH)?;
                 regular(&st)?;
-                if let (full, Some(reason)) = self.judge_object(&obj, &st, None)? {
+                if let (full, Some(reason)) = self.judge_object(&obj, &st, None, WRITE)? {
                     return Err(self.deny(Op::Truncate, reason, full.bytes(), blocked));
                 }
                 let p = self_fd_path(obj.0)?;
@@ -1516,7 +1516,7 @@ impl Server<'_> {
                     return controlling_terminal::open(t, reopen);
                 }
                 if let (true, Ok(st)) = (writes, &st) {
-                    if let (full, Some(reason)) = self.judge_object(&obj, st, None)? {
+                    if let (full, Some(reason)) = self.judge_object(&obj, st, None, WRITE)? {
                         return Err(self.deny(Op::Open, reason, full.bytes(), blocked));
                     }
                 }
@@ -1826,7 +1826,7 @@ impl Server<'_> {
         };
         let st = raw::fstat(obj.0)?;
         let entry = entry.as_ref().map(|(d, n)| (&**d, n));
-        let (source_path, protected) = self.judge_object(&obj, &st, entry)?;
+        let (source_path, protected) = self.judge_object(&obj, &st, entry, CHANGE)?;
         let NewName { dir, name, rule } = self.new_name(t, newdirfd, &new, Create::Link)?;
         let n = name.cstr()?;
         if let Some((Verdict::Deny(reason), full)) = rule {
@@ -1983,7 +1983,7 @@ impl Server<'_> {
         // init itself toggles the execute bit of its new config to probe core.filemode).
         if mode & 0o222 != 0 {
             let entry = entry.as_ref().map(|(d, n)| (&**d, n));
-            let (full, protected) = self.judge_object(&obj, &st, entry)?;
+            let (full, protected) = self.judge_object(&obj, &st, entry, CHANGE)?;
             if protected.is_some() {
                 return Err(self.deny(Op::Chmod, Reason::ProtectedFile, full.bytes(), blocked));
             }
@@ -2003,12 +2003,13 @@ impl Server<'_> {
         obj: &Fd,
         st: &libc::stat,
         entry: Option<(&Fd, &Name)>,
+        rule: Rule,
     ) -> Result<(PathBuf, Option<Reason>), Errno> {
         let roots = self.rules.roots;
         if let Some((dir, name)) = entry.filter(|(_, n)| !is_dot(n.bytes())) {
             let path = entry_path(dir.0, name.bytes())?;
             let hint = git_hint_in(dir, path.bytes(), roots);
-            let protected = protect::protected_file_reason(self.rules, path.bytes(), hint);
+            let protected = rule(self.rules, path.bytes(), hint);
             return Ok((path, protected));
         }
         if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
@@ -2024,16 +2025,21 @@ impl Server<'_> {
                 Ok(parent) => git_hint_in(parent, path.bytes(), roots),
                 Err(_) => git_hint(path.bytes(), roots),
             };
-            let protected = protect::protected_file_reason(self.rules, path.bytes(), hint);
+            let protected = rule(self.rules, path.bytes(), hint);
             return Ok((path, protected));
         }
         let path = real_path(obj.0)?;
         let roots = self.rules.roots;
-        let protected =
-            protect::protected_file_reason(self.rules, path.bytes(), git_hint(path.bytes(), roots));
+        let protected = rule(self.rules, path.bytes(), git_hint(path.bytes(), roots));
         Ok((path, protected))
     }
 }
+
+/// Which files a call may not touch: [`CHANGE`] for `chmod` and a link's source, [`WRITE`] for
+/// opening for writing and `truncate`.
+type Rule = fn(&protect::Rules<'_>, &[u8], GitHint) -> Option<Reason>;
+const CHANGE: Rule = protect::protected_file_reason;
+const WRITE: Rule = protect::protected_for_writing;
 
 /// The entry `name` of `dir` itself, opened `O_PATH|O_NOFOLLOW` (a symlink gives the link, `.`
 /// and `..` the directory they name): the one object a link or `chmod` is judged and made on.
