@@ -57,7 +57,7 @@ mkdir -p "$dir/root-ws"
 if [ "$(id -u)" = 0 ] && id "$user" >/dev/null 2>&1; then
   mkdir -p "$dir/unpriv-ws" && chown "$user" "$dir/unpriv-ws" "$dir" && chmod 755 "$dir"
   (cd "$dir/unpriv-ws" && runuser -u "$user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/ \
-    bash -c "$(declare -f equivalent series); dir='$dir' runs='$runs'; series unpriv") || true
+    bash -c "$(declare -f equivalent series); dir='$dir' runs='$runs' benches='$benches'; series unpriv") || true
 fi
 
 python3 - "$dir" <<'PY'
