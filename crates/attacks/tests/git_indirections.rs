@@ -435,6 +435,23 @@ fn a_worktree_added_beside_a_run_cannot_be_sent_elsewhere() {
     );
 }
 
+/// A repository with one commit, and a file outside the workspace holding a config section
+/// whose fsmonitor is a tripwire named `tripwire`: the payload's path and the tripwire's flag.
+fn committed_with_a_payload(
+    fx: &Fixture,
+    tripwire: &str,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    fx.git_host(&["commit", "-q", "--allow-empty", "-m", "first"]);
+    let (script, flag) = fx.tripwire(tripwire);
+    let payload = fx.root.join(format!("{tripwire}.payload"));
+    write_file(
+        &payload,
+        format!("[core]\n\tfsmonitor = {}\n", script.display()),
+        0o644,
+    );
+    (payload, flag)
+}
+
 /// The user runs `git config` on the host during a run: git writes `config.lock` and renames
 /// it over `config`, so the read-only mount over the old file goes with it and the new file
 /// has none (red team issue 32, fifth round: HIGH on native). The run then writes a live key
@@ -447,15 +464,8 @@ fn a_worktree_added_beside_a_run_cannot_be_sent_elsewhere() {
 #[test]
 fn a_config_the_user_rewrites_during_a_run_cannot_be_written_by_it() {
     let fx = Fixture::new();
-    fx.git_host(&["commit", "-q", "--allow-empty", "-m", "first"]);
     let records = fx.records();
-    let (script, flag) = fx.tripwire("pwned-rewritten-config");
-    write_file(
-        &fx.root.join("payload"),
-        format!("[core]\n\tfsmonitor = {}\n", script.display()),
-        0o644,
-    );
-    let payload = fx.root.join("payload");
+    let (payload, flag) = committed_with_a_payload(&fx, "pwned-rewritten-config");
     let payload = payload.display();
     // A mount point ending in /.git/config (mountinfo's fields are separated by spaces).
     let mounted = "grep -c '/\\.git/config ' /proc/self/mountinfo";
@@ -529,15 +539,8 @@ fn a_config_the_user_rewrites_during_a_run_cannot_be_written_by_it() {
 #[test]
 fn a_lock_the_users_git_is_writing_cannot_be_grabbed_by_the_run() {
     let fx = Fixture::new();
-    fx.git_host(&["commit", "-q", "--allow-empty", "-m", "first"]);
     let records = fx.records();
-    let (script, flag) = fx.tripwire("pwned-config-lock");
-    write_file(
-        &fx.root.join("payload"),
-        format!("[core]\n\tfsmonitor = {}\n", script.display()),
-        0o644,
-    );
-    let payload = fx.root.join("payload");
+    let (payload, flag) = committed_with_a_payload(&fx, "pwned-config-lock");
     let payload = payload.display();
     let grab = format!(
         "i=0; while [ ! -e .git/config.lock ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
