@@ -534,8 +534,10 @@ fn a_config_the_user_rewrites_during_a_run_cannot_be_written_by_it() {
 /// round: an fsmonitor appended that way ran on the host, 3 to 5 runs of 6). Natively, opening
 /// an existing lock of git's code files for writing is refused and reported, and so the config
 /// stays as the host's git wrote it; under gVisor the run's write is checked after the run.
-/// Control: in the same run a descriptor on another lock the host renames the same way
-/// (`.git/description.lock` over `description`) does write into the renamed file.
+/// The same through a hard link to the lock, made before git renames it (second red-team
+/// pass: 6 of 6). Control: in the same run a descriptor on another lock the host renames the
+/// same way (`.git/description.lock` over `description`) does write into the renamed file,
+/// and a hard link to it is made.
 #[test]
 fn a_lock_the_users_git_is_writing_cannot_be_grabbed_by_the_run() {
     let fx = Fixture::new();
@@ -547,9 +549,11 @@ fn a_lock_the_users_git_is_writing_cannot_be_grabbed_by_the_run() {
          [ -e .git/config.lock ] || exit 97
          command exec 4>>.git/config.lock || exec 4>/dev/null
          command exec 5>>.git/description.lock || exit 98
+         ln .git/config.lock .git/grab && command exec 6>>.git/grab || exec 6>/dev/null
+         ln .git/description.lock .git/dgrab || exit 98
          : > grabbed
          i=0; while ! grep -q 'name = host' .git/config && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
-         cat {payload} >&4; cat {payload} >&5
+         cat {payload} >&4; cat {payload} >&5; cat {payload} >&6
          grep -q fsmonitor .git/config && exit 0
          exit 1"
     );
@@ -586,8 +590,16 @@ fn a_lock_the_users_git_is_writing_cannot_be_grabbed_by_the_run() {
         read_text(&fx.ws.join(".git/description")).is_some_and(|t| t.contains("fsmonitor")),
         "control: a descriptor on the other lock did not write into the renamed file"
     );
+    assert!(
+        fx.ws.join(".git/dgrab").exists(),
+        "control: a hard link to the other lock was not made"
+    );
     if attacks::creation_guarded() {
         records.assert_blocked(&run.run, &[".git/config.lock"]);
+        assert!(
+            !fx.ws.join(".git/grab").exists(),
+            "a hard link to git's config.lock was made"
+        );
         let config = read_text(&fx.ws.join(".git/config")).unwrap();
         assert!(
             config.contains("name = host") && !config.contains("fsmonitor"),

@@ -1587,9 +1587,16 @@ impl Server<'_> {
                 if trailing && (creates || !is_dir) {
                     return Err(Errno(if creates { libc::EISDIR } else { libc::ENOTDIR }));
                 }
+                let mut flags = flags;
                 if writes && !(creates && flags & libc::O_EXCL != 0) {
                     let st = &st;
                     self.refuse_writing(Op::Open, &dir, &name, st, lexical, path.bytes(), blocked)?;
+                    // What was judged is this entry, not a symlink: one swapped in since (by
+                    // another run sharing the workspace: red team, sixth round, second pass)
+                    // is ELOOP, not followed to a file the name was not judged as.
+                    if st.st_mode & libc::S_IFMT != libc::S_IFLNK {
+                        flags |= libc::O_NOFOLLOW;
+                    }
                 }
                 raw::openat_exact(dir.0, n, flags | libc::O_CLOEXEC, 0).map(|fd| Reply::Fd {
                     fd: Fd(fd),
@@ -1826,7 +1833,10 @@ impl Server<'_> {
         };
         let st = raw::fstat(obj.0)?;
         let entry = entry.as_ref().map(|(d, n)| (&**d, n));
-        let (source_path, protected) = self.judge_object(&obj, &st, entry, CHANGE)?;
+        // A link to a file that may not be written would be a name to write it by: judged by
+        // the write rule (a link to host git's `config.lock` named the user's new config once
+        // git renamed the lock: red team, issue 32 sixth round, second pass).
+        let (source_path, protected) = self.judge_object(&obj, &st, entry, WRITE)?;
         let NewName { dir, name, rule } = self.new_name(t, newdirfd, &new, Create::Link)?;
         let n = name.cstr()?;
         if let Some((Verdict::Deny(reason), full)) = rule {
@@ -2035,8 +2045,8 @@ impl Server<'_> {
     }
 }
 
-/// Which files a call may not touch: [`CHANGE`] for `chmod` and a link's source, [`WRITE`] for
-/// opening for writing and `truncate`.
+/// Which files a call may not touch: [`CHANGE`] for `chmod`, [`WRITE`] for opening for
+/// writing, `truncate` and a link's source.
 type Rule = fn(&protect::Rules<'_>, &[u8], GitHint) -> Option<Reason>;
 const CHANGE: Rule = protect::protected_file_reason;
 const WRITE: Rule = protect::protected_for_writing;
