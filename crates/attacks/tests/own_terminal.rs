@@ -971,9 +971,13 @@ fn a_users_run_started_by_su_c_in_the_background_does_not_read_root_s_keys() {
     let Some(pty) = Pty::new(&fx, "su -c in the background of root's terminal") else {
         return;
     };
+    // One `read` for the whole wait: bash reads a terminal a byte at a time, and a timeout that
+    // ends between two bytes of a line keeps the first ones in its variable and fails (a loop
+    // of `read -t 1` with the control's line typed about a second in lost its first byte under
+    // load: `SANDBOX-READ=<yped-line>`).
     let reader = fx.script(
         "reader.sh",
-        "echo reader-started; i=0; while [ $i -lt 12 ]; do if read -t 1 -r x; then echo \"SANDBOX-READ=<$x>\"; exit 0; fi; i=$((i+1)); done; echo reader-end\n",
+        "echo reader-started; if read -t 12 -r x; then echo \"SANDBOX-READ=<$x>\"; exit 0; fi; echo reader-end\n",
     );
     let su = su_c_run(&fx, user, "", &reader);
     // Root's shell with job control (as at a prompt): the `&` job is a process group of its
