@@ -610,6 +610,206 @@ fn a_lock_the_users_git_is_writing_cannot_be_grabbed_by_the_run() {
     assert!(!flag.exists(), "the planted fsmonitor ran on the host");
 }
 
+/// Git on the host renames whatever has the lock's name when it commits, so the run puts a
+/// file of its own under `.git/config.lock` while the user's `git config` holds it (red team,
+/// issue 32 sixth round, second pass: 6 of 6 by a rename or exchange, 3 of 4 by removing the
+/// lock and making one): a rename onto it, an exchange with it (`renameat2`), a symlink in its
+/// place, and removing it and making one (allowed, as the run's own git makes its lock, but
+/// the name then holds the config as it was and what the run writes goes to a file no name
+/// points at). In every case the user's config gets nothing of the run's and git on the host
+/// runs nothing. Control: each route on `.git/description.lock`, renamed the same way by the
+/// host, puts the run's file in place of `description`.
+#[test]
+fn a_lock_the_users_git_is_writing_cannot_be_replaced_by_the_run() {
+    let fx = Fixture::new();
+    let (payload, flag) = committed_with_a_payload(&fx, "pwned-replaced-lock");
+    let payload = payload.display();
+    let exchange = "python3 -c 'import ctypes,os,sys
+l=ctypes.CDLL(None,use_errno=True)
+r=l.renameat2(-100,sys.argv[1].encode(),-100,sys.argv[2].encode(),2)
+sys.exit(0 if r==0 else os.strerror(ctypes.get_errno()))'";
+    let routes = [
+        (
+            "rename",
+            format!("cp {payload} .git/mine-$L && mv -f .git/mine-$L .git/$L"),
+        ),
+        (
+            "exchange",
+            format!("cp {payload} .git/mine-$L && {exchange} .git/mine-$L .git/$L"),
+        ),
+        (
+            "symlink",
+            format!("rm -f .git/$L && ln -s {payload} .git/$L"),
+        ),
+        (
+            "recreate",
+            format!("rm -f .git/$L && (set -C; cat {payload} > .git/$L)"),
+        ),
+    ];
+    // Under gVisor (no creation guard) each route's config is quarantined after the run: every
+    // route starts from the user's config as it was.
+    let users_config = std::fs::read(fx.ws.join(".git/config")).unwrap();
+    for (route, act) in routes {
+        if route == "exchange" && attacks::backend() == "gvisor" {
+            println!("exchange: n/a under gvisor: renameat2(RENAME_EXCHANGE) is EINVAL there");
+            continue;
+        }
+        let _ = std::fs::remove_file(fx.ws.join(".git/config"));
+        std::fs::write(fx.ws.join(".git/config"), &users_config).unwrap();
+        let records = fx.records();
+        let _ = std::fs::remove_file(fx.ws.join(".git/description"));
+        let _ = std::fs::remove_file(fx.ws.join("grabbed"));
+        let script = format!(
+            "i=0; while ! [ -e .git/config.lock -a -e .git/description.lock ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+             [ -e .git/config.lock ] || exit 97
+             L=config.lock; {act}; won=$?
+             L=description.lock; {act} || exit 98
+             : > grabbed
+             i=0; while [ -e .git/description.lock -o -e .git/config.lock ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+             grep -q fsmonitor .git/config && exit 0
+             exit $((won == 0 ? 1 : 2))"
+        );
+        let ws = fx.ws.clone();
+        let users = format!("name = host-{route}");
+        let change = users.clone();
+        let run = beside_a_run(&fx, &records.opts(), &script, move || {
+            let git = ws.join(".git");
+            let config = std::fs::read_to_string(git.join("config")).unwrap();
+            write_file(
+                &git.join("config.lock"),
+                format!("{config}[user]\n\t{change}\n"),
+                0o644,
+            );
+            write_file(&git.join("description.lock"), "the host's\n", 0o644);
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while !ws.join("grabbed").exists() && std::time::Instant::now() < until {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            std::fs::rename(git.join("description.lock"), git.join("description")).unwrap();
+            // Gone when the run removed it first (git would then fail to commit).
+            let _ = std::fs::rename(git.join("config.lock"), git.join("config"));
+        });
+        let seen = run.run.describe();
+        assert!(
+            !matches!(run.rc, Some(97 | 98)),
+            "{route}: the run did not get to the locks: the test proves nothing\n{seen}"
+        );
+        assert!(
+            fx.ws.join("grabbed").exists(),
+            "{route}: the run stopped before the host renamed the locks: the test proves nothing\n{seen}"
+        );
+        assert!(
+            read_text(&fx.ws.join(".git/description")).is_some_and(|t| t.contains("fsmonitor")),
+            "{route}: control: the run's file did not take the place of `description`\n{seen}"
+        );
+        if attacks::creation_guarded() {
+            assert_ne!(
+                run.rc,
+                Some(0),
+                "{route}: the config holds the run's file\n{seen}"
+            );
+            let config = read_text(&fx.ws.join(".git/config")).unwrap();
+            assert!(!config.contains("fsmonitor"), "{route}: {config}");
+            if route == "recreate" {
+                // Made as git makes it: the name held the config as it was.
+                assert_eq!(run.rc, Some(1), "{route}: {seen}");
+            } else {
+                assert_eq!(
+                    run.rc,
+                    Some(2),
+                    "{route}: the route was not refused\n{seen}"
+                );
+                records.assert_blocked(&run.run, &[".git/config.lock"]);
+            }
+            // The user's change arrives when the run left the host's lock in place; after a
+            // `rm` of it the host's git fails to commit (or, after the run made its own, commits
+            // the config as it was): lost, but nothing of the run's.
+            let kept = matches!(route, "rename" | "exchange");
+            assert_eq!(config.contains(&users), kept, "{route}: {config}");
+        }
+        host_git_uses_the_repository(&fx, &fx.ws);
+        assert!(
+            !flag.exists(),
+            "{route}: the planted fsmonitor ran on the host"
+        );
+    }
+}
+
+/// Git takes a directory for a git dir when it holds a `HEAD` and passes `access(X_OK)` on
+/// `objects` and `refs`, which executable files pass too. A run swapped the directories of
+/// the user's bare repository for such files, and its `config.lock` was an ordinary name
+/// again (red team, issue 32 seventh round: host `git config` installed the run's file, 5 of
+/// 5); with such files a directory of its own took a live config by a rename, and git used
+/// it as a repository during the run (3 of 3). Both are refused and reported. Control: the
+/// same in a directory without `HEAD` is made.
+#[test]
+fn files_named_objects_and_refs_do_not_hide_a_git_dir() {
+    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+        return;
+    }
+    let fx = Fixture::new();
+    let records = fx.records();
+    let (payload, flag) = committed_with_a_payload(&fx, "pwned-objects-file");
+    let payload = payload.display();
+    fx.git_host(&["init", "-q", "--bare", "mirror.git"])
+        .assert_success();
+    let script = format!(
+        "cd mirror.git && mv refs refs.x && : > refs && chmod +x refs && mv objects objects.x && : > objects && chmod +x objects && cd .. || exit 97
+         ln -s {payload} mirror.git/config.lock; lock=$?
+         mkdir d && printf '[core]\\n\\tbare = true\\n' > d/config && printf 'ref: refs/heads/main\\n' > d/HEAD && : > d/objects && : > d/refs && chmod +x d/objects d/refs || exit 97
+         cp {payload} d/live && mv -f d/live d/config; planted=$?
+         mkdir plain && printf '[core]\\n' > plain/config && ln -s {payload} plain/config.lock && cp {payload} plain/live && mv -f plain/live plain/config; control=$?
+         echo \"lock=$lock planted=$planted control=$control\""
+    );
+    let run = fx.attack(&records.opts(), &script).outcome();
+    run.assert_ok().assert_shows("control=0");
+    assert!(
+        !run.run.stdout.contains("lock=0") && !run.run.stdout.contains("planted=0"),
+        "a git dir with files for objects and refs was not taken for one\n{}",
+        run.run.describe()
+    );
+    records.assert_blocked(&run.run, &["mirror.git/config.lock", "d/config"]);
+    assert!(std::fs::symlink_metadata(fx.ws.join("mirror.git/config.lock")).is_err());
+    assert!(!read_text(&fx.ws.join("d/config"))
+        .unwrap_or_default()
+        .contains("fsmonitor"));
+    assert!(read_text(&fx.ws.join("plain/config")).is_some_and(|t| t.contains("fsmonitor")));
+    assert!(!flag.exists());
+}
+
+/// A code lock's placeholder holds a copy of the config; a config that cannot be copied (over
+/// 64 KiB here) gets no lock, refused and reported: an empty placeholder would empty the
+/// user's config if the run removed the host's lock and host git committed the run's (red
+/// team, issue 32 seventh round: a 106,892-byte config cut to 21 bytes). The run's own `git
+/// config` fails there, as its rename over such a config always did. Control: with the config
+/// small again the same lock is made.
+#[test]
+fn a_lock_over_a_config_too_large_to_copy_is_refused() {
+    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+        return;
+    }
+    let fx = Fixture::new();
+    let config = fx.ws.join(".git/config");
+    let small = std::fs::read_to_string(&config).unwrap();
+    let mut big = small.clone();
+    for i in 0..1500 {
+        big.push_str(&format!(
+            "[branch \"topic-{i}\"]\n\tremote = origin\n\tmerge = refs/heads/topic-{i}\n"
+        ));
+    }
+    assert!(big.len() > 64 * 1024);
+    write_file(&config, &big, 0o644);
+    let records = fx.records();
+    let lock = "(set -C; : > .git/config.lock) && echo LOCKED";
+    let out = fx.attack(&records.opts(), lock).outcome();
+    out.assert_failed().assert_lacks("LOCKED");
+    records.assert_blocked(&out.run, &[".git/config.lock"]);
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), big);
+    assert!(!fx.ws.join(".git/config.lock").exists());
+    write_file(&config, &small, 0o644);
+    fx.attack(&[], lock).outcome().assert_shows("LOCKED");
+}
+
 /// The user's own git beside a run stays as the user made it: `git sparse-checkout set` (a
 /// new `.git/config.worktree` of inert keys) during a run is not quarantined (red team issue
 /// 32, fifth pass: it was, and the repository was left with skip-worktree bits and no

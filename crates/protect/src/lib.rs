@@ -168,6 +168,14 @@ pub enum Verdict {
     /// it by renaming a lock file): allowed only empty and read-only, through a descriptor
     /// that cannot write.
     EmptyConfig,
+    /// Git's lock of one of its code files (`config.lock`, `config.worktree.lock`,
+    /// `commondir.lock`) in a git dir, made by `open(O_CREAT)`: git on the host renames
+    /// whatever file has that name over the code file, so the name is made as a placeholder
+    /// holding the code file's current content, and the caller writes to a file of its own
+    /// that no name points at; the caller's rename of the lock over the code file takes the
+    /// content from that file (and judges it as [`Verdict::InertConfig`] does). Made any other
+    /// way (a rename, a link, a symlink, a node, a directory), the lock is refused.
+    CodeLock,
 }
 
 /// Why a creation was refused. Stable numbers (they cross the report pipe).
@@ -483,6 +491,15 @@ fn decide_git(
                 })
             }
             b"commondir" => return Some(Verdict::Deny(Reason::GitConfig)),
+            // Whatever has a lock's name when git on the host commits its change becomes the
+            // code file (red team, issue 32 sixth round, second pass: the run's own file
+            // renamed or exchanged onto the host's `config.lock`, or made after unlinking it).
+            _ if is_code_lock(name) => {
+                return Some(match what {
+                    Create::File => Verdict::CodeLock,
+                    _ => Verdict::Deny(Reason::GitConfig),
+                })
+            }
             _ => {}
         }
         if what == Create::MoveDir {
@@ -847,7 +864,7 @@ mod tests {
             d("/ws/.git/hooks/pre-commit.sample", Create::File),
             Verdict::Allow
         );
-        assert_eq!(d("/ws/.git/config.lock", Create::File), Verdict::Allow);
+        assert_eq!(d("/ws/.git/config.lock", Create::File), Verdict::CodeLock);
         assert_eq!(d("/ws/.git/config", Create::MoveFile), Verdict::InertConfig);
         assert_eq!(d("/ws/.git/HEAD", Create::MoveFile), Verdict::Allow);
         assert_eq!(d("/ws/.git/objects/ab", Create::Dir), Verdict::Allow);
@@ -1023,6 +1040,28 @@ mod tests {
         assert_eq!(w("/ws/.git/config"), Some(Reason::GitConfig));
         assert_eq!(w("/ws/.envrc"), Some(Reason::ProtectedFile));
         assert_eq!(w("/ws/.git/index.lock"), None);
+        // Made only by `open(O_CREAT)`, as a placeholder: whatever has the name when git on
+        // the host commits becomes its config.
+        for lock in [
+            "/ws/.git/config.lock",
+            "/ws/.git/config.worktree.lock",
+            "/ws/.git/modules/s/commondir.lock",
+        ] {
+            assert_eq!(d(lock, Create::File), Verdict::CodeLock, "{lock}");
+            for what in [
+                Create::MoveFile,
+                Create::MoveSymlink,
+                Create::MoveDir,
+                Create::Symlink,
+                Create::Link,
+                Create::Node,
+                Create::Dir,
+            ] {
+                assert!(matches!(d(lock, what), Verdict::Deny(_)), "{lock} {what:?}");
+            }
+        }
+        assert_eq!(d("/ws/.git/index.lock", Create::MoveFile), Verdict::Allow);
+        assert_eq!(d("/ws/src/config.lock", Create::Symlink), Verdict::Allow);
         assert_eq!(w("/ws/src/config.lock"), None);
         assert_eq!(w("/tmp/.git/config.lock"), None);
         assert!(wants_hint(b"/ws/.git/worktrees/w/commondir.lock"));

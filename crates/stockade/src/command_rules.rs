@@ -237,12 +237,16 @@ fn leads_to(p: &Path) -> PathBuf {
     out
 }
 
-/// Whether `dir` is a git directory as git recognizes one when it meets it on its way up
-/// (`HEAD` with `objects` and `refs`, or a `commondir`): a bare repository it would use.
+/// Whether `dir` may be a git directory git would use when it meets it on its way up: a
+/// `HEAD`, and an `objects`, `refs` or `commondir`, each of any type. Git asks for `HEAD`
+/// with `objects` and `refs` (or a `commondir`), but tests `objects` and `refs` with
+/// `access(X_OK)`, which an executable file passes as well as a directory, and follows links
+/// that may lead anywhere later: any entry counts (red team, issue 32 seventh round: files
+/// named `objects` and `refs` made a bare repository git used and the creation guard did
+/// not see).
 fn looks_like_git_dir(dir: &Path) -> bool {
-    dir.join("HEAD").is_file()
-        && ((dir.join("objects").is_dir() && dir.join("refs").is_dir())
-            || dir.join("commondir").is_file())
+    let has = |name: &str| std::fs::symlink_metadata(dir.join(name)).is_ok();
+    has("HEAD") && (has("objects") || has("refs") || has("commondir"))
 }
 
 /// Where an excluded git may run: the repository it finds from `cwd` (walking up as git
@@ -551,6 +555,15 @@ mod tests {
         std::fs::write(bare.join("HEAD"), "ref: refs/heads/main\n")
             .unwrap_or_else(|e| panic!("{e}"));
         assert!(place(&bare).is_err());
+        // The same with executable files named `objects` and `refs`, which git accepts.
+        let files = ws.join("files.git");
+        mk(&files);
+        for name in ["objects", "refs"] {
+            std::fs::write(files.join(name), "").unwrap_or_else(|e| panic!("{e}"));
+        }
+        std::fs::write(files.join("HEAD"), "ref: refs/heads/main\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(place(&files).is_err());
         // The workspace's .git itself (a bare look) is its own repository.
         mk(&ws.join(".git/objects"));
         mk(&ws.join(".git/refs"));

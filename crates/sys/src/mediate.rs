@@ -45,7 +45,7 @@
 //!
 //! Allocation-free like the rest of the init: fixed buffers on the stack.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::ffi::CStr;
 use std::os::raw::{c_int, c_uint};
 
@@ -53,6 +53,7 @@ use crate::postfork::{self, Report};
 use crate::raw::{self, Errno};
 use protect::{Create, GitHint, Reason, Rules, Verdict};
 
+mod code_lock;
 mod controlling_terminal;
 mod direct;
 
@@ -900,6 +901,8 @@ struct Server<'a> {
     no_openat2: Cell<bool>,
     /// Refused address-space reservations held back, per process (see [`Reservation`]).
     reservations: [Reservation; RESERVATIONS],
+    /// Git's locks of its code files the command made, by placeholder ([`code_lock`]).
+    locks: RefCell<code_lock::Locks>,
 }
 
 /// Processes whose refused reservations are held back at once; beyond, they are reported.
@@ -976,6 +979,7 @@ pub(crate) fn serve(
         keep_umask: true,
         no_openat2: Cell::new(false),
         reservations: [Reservation::default(); RESERVATIONS],
+        locks: RefCell::default(),
     };
     // A scheduling hint only (Linux 6.6; older kernels refuse it and nothing changes).
     let _ = raw::notif_sync_wake_up(listener);
@@ -1636,6 +1640,22 @@ impl Server<'_> {
                             cloexec,
                         });
                     }
+                    Verdict::CodeLock => {
+                        let mode = (mode as u32) & 0o7777 & !SET_ID & !t.umask()?;
+                        let made = self
+                            .locks
+                            .borrow_mut()
+                            .make(&dir, &name, flags, mode, t.id)?;
+                        let Some(fd) = made else {
+                            return Err(self.deny(
+                                Op::Open,
+                                Reason::GitConfig,
+                                full.bytes(),
+                                blocked,
+                            ));
+                        };
+                        return Ok(Reply::Fd { fd, cloexec });
+                    }
                     Verdict::Allow | Verdict::InertConfig => {}
                 }
                 // Set-ID bits are dropped, as `chmod` refuses them (see `chmod`).
@@ -1714,7 +1734,7 @@ impl Server<'_> {
         }
         match self.decide(full.bytes(), Create::File) {
             Verdict::Allow | Verdict::InertConfig => {}
-            Verdict::Deny(_) | Verdict::EmptyConfig => return Ok(None),
+            Verdict::Deny(_) | Verdict::EmptyConfig | Verdict::CodeLock => return Ok(None),
         }
         let mode = (mode as u32) & 0o7777 & !SET_ID & !t.umask()?;
         match direct::create_no_symlinks(start.0, path.cstr()?, flags, mode) {
@@ -1761,6 +1781,10 @@ impl Server<'_> {
         if let Some((verdict, full)) = rule {
             match verdict {
                 Verdict::Deny(reason) => return Err(self.deny(op, reason, full.bytes(), blocked)),
+                // Git makes its lock with `open`; a node is no lock the rename could take.
+                Verdict::CodeLock => {
+                    return Err(self.deny(op, Reason::GitConfig, full.bytes(), blocked))
+                }
                 Verdict::EmptyConfig => {
                     // mknod of a regular file: empty, and read-only like above.
                     return raw::mknodat(dir.0, n, libc::S_IFREG | 0o444, 0)
@@ -1906,7 +1930,7 @@ impl Server<'_> {
                 Verdict::Deny(reason) => {
                     return Err(self.deny(Op::Rename, reason, old_full.bytes(), blocked))
                 }
-                Verdict::InertConfig | Verdict::EmptyConfig => {
+                Verdict::InertConfig | Verdict::EmptyConfig | Verdict::CodeLock => {
                     return Err(self.deny(Op::Rename, Reason::GitConfig, old_full.bytes(), blocked))
                 }
             }
@@ -1919,13 +1943,21 @@ impl Server<'_> {
                 raw::renameat2(odir.0, on, ndir.0, nn, flags).map(|_| Reply::Value(0))
             }
             Verdict::Deny(reason) => Err(self.deny(Op::Rename, reason, full.bytes(), blocked)),
-            Verdict::EmptyConfig => {
+            Verdict::EmptyConfig | Verdict::CodeLock => {
                 Err(self.deny(Op::Rename, Reason::GitConfig, full.bytes(), blocked))
             }
             Verdict::InertConfig => {
                 if st.st_mode & libc::S_IFMT != libc::S_IFREG {
                     return Err(self.deny(Op::Rename, Reason::GitConfig, full.bytes(), blocked));
                 }
+                // A lock the command made here: what it wrote is in the lock's content file,
+                // not under the name (see `code_lock`).
+                let content = self.locks.borrow().content(&st)?;
+                let source = Source {
+                    dir: &odir,
+                    name: &oname,
+                    content: content.as_ref(),
+                };
                 let held = self
                     .rules
                     .held
@@ -1937,23 +1969,22 @@ impl Server<'_> {
                     // An existing config, read-only during the run: rewritten in place if
                     // only inert keys change (git's own rename onto it would fail, EBUSY).
                     Some(fd) if flags & libc::RENAME_NOREPLACE == 0 => {
-                        rewrite_held_config(&odir, &oname, fd, self.rules.roots)
+                        rewrite_held_config(&source, fd, self.rules.roots)
                     }
                     Some(_) => Err(FreshCopy::Errno(Errno(libc::EEXIST))),
-                    None => fresh_config_copy(
-                        (&odir, &oname),
-                        (&ndir, &nname),
-                        flags,
-                        id,
-                        self.rules.roots,
-                    ),
+                    None => {
+                        fresh_config_copy(&source, (&ndir, &nname), flags, id, self.rules.roots)
+                    }
                 };
                 match done {
                     Err(FreshCopy::Live) => {
                         Err(self.deny(Op::Rename, Reason::GitConfig, full.bytes(), blocked))
                     }
                     Err(FreshCopy::Errno(e)) => Err(e),
-                    Ok(()) => Ok(Reply::Value(0)),
+                    Ok(()) => {
+                        self.locks.borrow_mut().forget(&st);
+                        Ok(Reply::Value(0))
+                    }
                 }
             }
         }
@@ -2260,24 +2291,47 @@ impl From<Errno> for FreshCopy {
     }
 }
 
-/// Replace `ndir/nname` with a fresh, read-only copy of `odir/oname` if its content is an inert
+/// The source of a config rename: the entry `dir/name`, whose content is read from it, or from
+/// `content` when the entry is a lock's placeholder ([`code_lock`]).
+struct Source<'s> {
+    dir: &'s Fd,
+    name: &'s Name,
+    content: Option<&'s Fd>,
+}
+
+impl Source<'_> {
+    /// [`read_config`] of the source.
+    fn read(&self, buf: &mut [u8; CONFIG_MAX + 1]) -> Result<Option<usize>, FreshCopy> {
+        match self.content {
+            None => read_config(self.dir, self.name, buf),
+            Some(fd) => read_whole(fd.0, buf),
+        }
+    }
+
+    /// The rename's effect on the source: its name removed.
+    fn remove(&self) -> Result<(), FreshCopy> {
+        let _ = raw::unlinkat(self.dir.0, self.name.cstr()?, 0);
+        Ok(())
+    }
+}
+
+/// Replace `ndir/nname` with a fresh, read-only copy of the source if its content is an inert
 /// git config, then remove the source (the rename's effect, minus any descriptor the command
 /// still holds on the source).
 fn fresh_config_copy(
-    (odir, oname): (&Fd, &Name),
+    source: &Source<'_>,
     (ndir, nname): (&Fd, &Name),
     flags: c_uint,
     id: u64,
     writable: &[&[u8]],
 ) -> Result<(), FreshCopy> {
     let mut content = [0u8; CONFIG_MAX + 1];
-    let len = match read_config(odir, oname, &mut content)? {
+    let len = match source.read(&mut content)? {
         Some(len) if protect::git_config_is_inert(&content[..len], writable) => len,
         _ => return Err(FreshCopy::Live),
     };
     put_read_only_copy(&content[..len], (ndir, nname), flags, id)?;
-    let _ = raw::unlinkat(odir.0, oname.cstr()?, 0);
-    Ok(())
+    source.remove()
 }
 
 /// Make `ndir/nname` a new read-only (0444) file holding `content`, by a rename (`flags`: only
@@ -2375,14 +2429,19 @@ fn read_config(
         libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC,
         0,
     )?);
-    let st = raw::fstat(src.0)?;
+    read_whole(src.0, buf)
+}
+
+/// [`read_config`] of an open file, from its start.
+fn read_whole(src: c_int, buf: &mut [u8; CONFIG_MAX + 1]) -> Result<Option<usize>, FreshCopy> {
+    let st = raw::fstat(src)?;
     // A second name would let the content change later, past this check.
     if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_nlink > 1 {
         return Err(FreshCopy::Live);
     }
     let mut len = 0;
     while len < buf.len() {
-        match raw::read(src.0, &mut buf[len..])? {
+        match raw::pread(src, &mut buf[len..], len as u64)? {
             0 => break,
             n => len += n,
         }
@@ -2390,18 +2449,17 @@ fn read_config(
     Ok((len <= CONFIG_MAX).then_some(len))
 }
 
-/// Rewrite the held, read-only config `held` with the content of `odir/oname` when only inert
+/// Rewrite the held, read-only config `held` with the content of the source when only inert
 /// keys differ ([`protect::git_config::git_config_rewrite_is_inert`]), then remove the source:
 /// the rename's effect. In place, so a reader on the host could see a partly written file for
 /// an instant (git itself would have renamed).
 fn rewrite_held_config(
-    odir: &Fd,
-    oname: &Name,
+    source: &Source<'_>,
     held: c_int,
     writable: &[&[u8]],
 ) -> Result<(), FreshCopy> {
     let mut new = [0u8; CONFIG_MAX + 1];
-    let Some(new_len) = read_config(odir, oname, &mut new)? else {
+    let Some(new_len) = source.read(&mut new)? else {
         return Err(FreshCopy::Live);
     };
     let mut old = [0u8; CONFIG_MAX + 1];
@@ -2423,19 +2481,11 @@ fn rewrite_held_config(
     }
     raw::pwrite_all(held, &new[..new_len], 0)?;
     raw::ftruncate(held, new_len as u64)?;
-    let _ = raw::unlinkat(odir.0, oname.cstr()?, 0);
-    Ok(())
+    source.remove()
 }
 
-/// Whether `st` (an `lstat`) is a directory or a symbolic link: what `objects` and `refs` may
-/// be in a git dir. Git tests them with `access`, which follows links (`objects -> ../o` is a
-/// git dir's `objects` to git); a link is counted whatever it leads to now, since what it
-/// leads to can change without the link changing.
-fn dir_or_link(st: &libc::stat) -> bool {
-    matches!(st.st_mode & libc::S_IFMT, libc::S_IFDIR | libc::S_IFLNK)
-}
-
-/// Whether the parent and grandparent of `path` hold a `HEAD` and an `objects` directory, when
+/// Whether the parent and grandparent of `path` hold a `HEAD` and an `objects` (or `refs`, or
+/// `commondir`) of any type, when
 /// [`protect::wants_hint`] says it matters. Paths are the init's own view (the same as the
 /// command's); a lookup error counts as "no".
 fn git_hint(path: &[u8], writable: &[&[u8]]) -> GitHint {
@@ -2443,18 +2493,20 @@ fn git_hint(path: &[u8], writable: &[&[u8]]) -> GitHint {
         return GitHint::default();
     }
     let looks_like_gitdir = |dir: &[u8]| -> bool {
-        let probe = |name: &[u8], want_dir: bool| {
+        let probe = |name: &[u8]| {
             let mut p = PathBuf::new();
             p.push(dir).and_then(|_| p.push(name)).is_ok()
                 && p.cstr().is_ok_and(|c| {
-                    raw::fstatat(libc::AT_FDCWD, c, libc::AT_SYMLINK_NOFOLLOW)
-                        .is_ok_and(|st| !want_dir || dir_or_link(&st))
+                    raw::fstatat(libc::AT_FDCWD, c, libc::AT_SYMLINK_NOFOLLOW).is_ok()
                 })
         };
         // Git's own test wants `objects` and `refs` (or a `commondir`); any one of them
-        // with `HEAD` is enough here. A symlink counts as the directory it may lead to.
-        probe(b"/HEAD", false)
-            && (probe(b"/objects", true) || probe(b"/refs", true) || probe(b"/commondir", false))
+        // with `HEAD` is enough here, whatever its type: git tests `objects` and `refs`
+        // with `access(X_OK)`, which an executable file passes as well as a directory, and
+        // a symlink counts as what it may lead to (red team, issue 32 seventh round: files
+        // named `objects` and `refs` in a bare repository hid it from this test, and its
+        // `config.lock` was an ordinary name again).
+        probe(b"/HEAD") && (probe(b"/objects") || probe(b"/refs") || probe(b"/commondir"))
     };
     let parent = match path.iter().rposition(|b| *b == b'/') {
         Some(i) => &path[..i],
@@ -2486,16 +2538,13 @@ fn git_hint_in(dir: &Fd, path: &[u8], writable: &[&[u8]]) -> GitHint {
         return GitHint::default();
     };
     let (parent, name) = (&path[..i], &path[i + 1..]);
-    let probe = |p: &CStr, want_dir: bool| {
-        raw::fstatat(dir.0, p, libc::AT_SYMLINK_NOFOLLOW)
-            .is_ok_and(|st| !want_dir || dir_or_link(&st))
-    };
-    // As in [`git_hint`]: `HEAD` and one of `objects`, `refs`, `commondir`.
-    let parent_is_gitdir = probe(c"HEAD", false)
-        && (probe(c"objects", true) || probe(c"refs", true) || probe(c"commondir", false));
+    let probe = |p: &CStr| raw::fstatat(dir.0, p, libc::AT_SYMLINK_NOFOLLOW).is_ok();
+    // As in [`git_hint`]: `HEAD` and one of `objects`, `refs`, `commondir`, of any type.
+    let parent_is_gitdir =
+        probe(c"HEAD") && (probe(c"objects") || probe(c"refs") || probe(c"commondir"));
     let grand_is_gitdir = parent.contains(&b'/')
-        && probe(c"../HEAD", false)
-        && (probe(c"../objects", true) || probe(c"../refs", true) || probe(c"../commondir", false));
+        && probe(c"../HEAD")
+        && (probe(c"../objects") || probe(c"../refs") || probe(c"../commondir"));
     GitHint {
         parent_is_gitdir,
         grand_is_gitdir,
@@ -2742,7 +2791,9 @@ mod tests {
         };
         both(false, "HEAD alone");
         std::fs::write(d.join("objects"), "").unwrap();
-        both(false, "a regular file named objects");
+        // Git tests it with `access(X_OK)`: an executable file passes (red team, issue 32
+        // seventh round), and the test here takes any type.
+        both(true, "a regular file named objects");
         std::fs::remove_file(d.join("objects")).unwrap();
         std::os::unix::fs::symlink("../o", d.join("objects")).unwrap();
         both(true, "objects -> ../o");

@@ -1252,6 +1252,12 @@ pub fn dup2(old: c_int, new: c_int) -> Result<()> {
     }
 }
 
+/// `fcntl(F_DUPFD_CLOEXEC)`: a second descriptor for the same open file, closed on exec.
+pub fn dup_cloexec(fd: c_int) -> Result<c_int> {
+    // SAFETY: integer arguments only.
+    check_int(unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) })
+}
+
 /// `fcntl(F_SETFL)`.
 pub fn set_status_flags(fd: c_int, flags: c_int) -> Result<()> {
     // SAFETY: integer arguments only.
