@@ -69,7 +69,9 @@ fn git_rules_apply(rules: &Rules<'_>, path: &[u8]) -> bool {
 /// used: every pattern is tried, so a wrong index can only cost time, never a protection.
 #[derive(Debug, Clone, Copy)]
 pub struct PatternIndex<'a> {
-    /// (first component, index into `protected`), sorted by the component.
+    /// (first component, index into `protected`), sorted by the component's length, then its
+    /// bytes ([`by_length_then_bytes`]): most of a path's components differ in length from
+    /// every key, and a lookup then compares lengths, not bytes.
     pub by_first: &'a [(&'a [u8], u32)],
     /// Indexes of the patterns that are always tried.
     pub always: &'a [u32],
@@ -89,7 +91,7 @@ impl<'a> PatternIndex<'a> {
                 _ => always.push(i as u32),
             }
         }
-        by_first.sort_unstable();
+        by_first.sort_unstable_by(|a, b| by_length_then_bytes(a.0, b.0).then(a.1.cmp(&b.1)));
         (by_first, always)
     }
 
@@ -99,6 +101,11 @@ impl<'a> PatternIndex<'a> {
             always: &parts.1,
         }
     }
+}
+
+/// The order of [`PatternIndex::by_first`].
+fn by_length_then_bytes(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    a.len().cmp(&b.len()).then_with(|| a.cmp(b))
 }
 
 fn has_wildcard(component: &[u8]) -> bool {
@@ -119,7 +126,7 @@ fn candidates<'r>(
         (&[][..], &[][..], rules.protected.len() as u32)
     };
     let by_name = components(path).flat_map(move |c| {
-        let from = by_first.partition_point(|(f, _)| *f < c);
+        let from = by_first.partition_point(|(f, _)| by_length_then_bytes(f, c).is_lt());
         by_first[from..]
             .iter()
             .take_while(move |(f, _)| *f == c)
@@ -270,6 +277,13 @@ pub fn wildcard_match(pat: &[u8], name: &[u8]) -> bool {
     // Most pattern components are literal (`.git`, `.cargo`): a byte comparison says it all.
     if !has_wildcard(pat) {
         return pat == name;
+    }
+    // Bytes give the characters' answer when no `?` could meet a character of several bytes:
+    // a literal character of the pattern is a whole UTF-8 sequence, which cannot match in the
+    // middle of one of the name's (a lead byte is never a continuation byte). Most names are
+    // ASCII, and checking UTF-8 was most of the time of a match.
+    if !pat.contains(&b'?') || name.is_ascii() {
+        return match_units(pat.iter().copied(), name.iter().copied(), b'*', b'?');
     }
     if let (Ok(p), Ok(n)) = (std::str::from_utf8(pat), std::str::from_utf8(name)) {
         return match_units(p.chars(), n.chars(), '*', '?');
@@ -1074,6 +1088,32 @@ mod tests {
         assert!(!wildcard_match(b".env.*", b".env"));
         assert!(wildcard_match(b"a?c", b"abc"));
         assert!(wildcard_match(b"a?c", "aéc".as_bytes()));
+        assert!(!wildcard_match(b"a??c", "aéc".as_bytes()));
+        // Without `?`, bytes and characters give the same answers (UTF-8 sequences cannot
+        // match inside one another).
+        let names = [
+            "aéb",
+            "éé",
+            "a",
+            "",
+            "ébé.pem",
+            "x.pém",
+            ".env.é",
+            "日本.env",
+        ];
+        let pats = [
+            "*é*", "a*", "é*", "*b", "*.pem", "*.p*m", ".env.*", "*.env", "**", "日*",
+        ];
+        for p in pats {
+            for n in names {
+                let by_chars = match_units(p.chars(), n.chars(), '*', '?');
+                assert_eq!(
+                    wildcard_match(p.as_bytes(), n.as_bytes()),
+                    by_chars,
+                    "{p} {n}"
+                );
+            }
+        }
         assert!(wildcard_match(b"*.pem", b"key.pem"));
         assert!(wildcard_match(b"*a*b", b"xxaxxb"));
         assert!(!wildcard_match(b"*a*b", b"xxaxxbc"));
