@@ -452,6 +452,30 @@ fn committed_with_a_payload(
     (payload, flag)
 }
 
+/// What git on the host does (lockfile.c), for `.git/config` (adding `[user]` with `change`)
+/// and, as the control, `.git/description`: each lock made and written, then, once the run
+/// has left `grabbed`, renamed over its file. The config's lock may be gone by then (a run
+/// that removed it: git would fail to commit).
+fn host_commits_locks(ws: &Path, change: &str) -> impl FnOnce() + Send + 'static {
+    let (ws, change) = (ws.to_path_buf(), change.to_owned());
+    move || {
+        let git = ws.join(".git");
+        let config = std::fs::read_to_string(git.join("config")).unwrap();
+        write_file(
+            &git.join("config.lock"),
+            format!("{config}[user]\n\t{change}\n"),
+            0o644,
+        );
+        write_file(&git.join("description.lock"), "the host's\n", 0o644);
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !ws.join("grabbed").exists() && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        std::fs::rename(git.join("description.lock"), git.join("description")).unwrap();
+        let _ = std::fs::rename(git.join("config.lock"), git.join("config"));
+    }
+}
+
 /// The user runs `git config` on the host during a run: git writes `config.lock` and renames
 /// it over `config`, so the read-only mount over the old file goes with it and the new file
 /// has none (red team issue 32, fifth round: HIGH on native). The run then writes a live key
@@ -557,24 +581,12 @@ fn a_lock_the_users_git_is_writing_cannot_be_grabbed_by_the_run() {
          grep -q fsmonitor .git/config && exit 0
          exit 1"
     );
-    let ws = fx.ws.clone();
-    let run = beside_a_run(&fx, &records.opts(), &grab, move || {
-        // What git does (lockfile.c): the lock made, written, renamed over the file.
-        let git = ws.join(".git");
-        let config = std::fs::read_to_string(git.join("config")).unwrap();
-        write_file(
-            &git.join("config.lock"),
-            format!("{config}[user]\n\tname = host\n"),
-            0o644,
-        );
-        write_file(&git.join("description.lock"), "the host's\n", 0o644);
-        let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while !ws.join("grabbed").exists() && std::time::Instant::now() < until {
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        std::fs::rename(git.join("description.lock"), git.join("description")).unwrap();
-        std::fs::rename(git.join("config.lock"), git.join("config")).unwrap();
-    });
+    let run = beside_a_run(
+        &fx,
+        &records.opts(),
+        &grab,
+        host_commits_locks(&fx.ws, "name = host"),
+    );
     run.assert_failed_if_guarded();
     assert!(
         !matches!(run.rc, Some(97 | 98)),
@@ -669,26 +681,9 @@ sys.exit(0 if r==0 else os.strerror(ctypes.get_errno()))'";
              grep -q fsmonitor .git/config && exit 0
              exit $((won == 0 ? 1 : 2))"
         );
-        let ws = fx.ws.clone();
         let users = format!("name = host-{route}");
-        let change = users.clone();
-        let run = beside_a_run(&fx, &records.opts(), &script, move || {
-            let git = ws.join(".git");
-            let config = std::fs::read_to_string(git.join("config")).unwrap();
-            write_file(
-                &git.join("config.lock"),
-                format!("{config}[user]\n\t{change}\n"),
-                0o644,
-            );
-            write_file(&git.join("description.lock"), "the host's\n", 0o644);
-            let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
-            while !ws.join("grabbed").exists() && std::time::Instant::now() < until {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            std::fs::rename(git.join("description.lock"), git.join("description")).unwrap();
-            // Gone when the run removed it first (git would then fail to commit).
-            let _ = std::fs::rename(git.join("config.lock"), git.join("config"));
-        });
+        let host = host_commits_locks(&fx.ws, &users);
+        let run = beside_a_run(&fx, &records.opts(), &script, host);
         let seen = run.run.describe();
         assert!(
             !matches!(run.rc, Some(97 | 98)),
