@@ -772,6 +772,52 @@ fn files_named_objects_and_refs_do_not_hide_a_git_dir() {
     assert!(!flag.exists());
 }
 
+/// A git dir known by its content (a bare repository the user makes during the run: no
+/// read-only mount) stops being one while its `HEAD` is moved away, and its `config.lock` is
+/// then an ordinary name: the run made one of its own there (or wrote the host's), put `HEAD`
+/// back, and host git committed the lock (red team, issue 32 seventh round, second pass: 3 of
+/// 3). Putting `HEAD` back while a code lock is there is refused and reported (git makes its
+/// locks after `HEAD`). Control: with the lock gone, `HEAD` goes back.
+#[test]
+fn a_bare_repository_gets_its_head_back_only_without_a_lock() {
+    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+        return;
+    }
+    let fx = Fixture::new();
+    let records = fx.records();
+    let (payload, flag) = committed_with_a_payload(&fx, "pwned-head-away");
+    let payload = payload.display();
+    let script = format!(
+        "i=0; while ! [ -e mirror.git/HEAD -a -e mirror.git/made ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+         mv mirror.git/HEAD HEAD.x || exit 97
+         (set -C; cat {payload} > mirror.git/config.lock) || exit 98
+         mv HEAD.x mirror.git/HEAD; back=$?
+         rm -f mirror.git/config.lock
+         {{ [ ! -e HEAD.x ] || mv HEAD.x mirror.git/HEAD; }}; control=$?
+         echo \"back=$back control=$control\""
+    );
+    let ws = fx.ws.clone();
+    let run = beside_a_run(&fx, &records.opts(), &script, move || {
+        let made = std::process::Command::new("git")
+            .args(["init", "-q", "--bare"])
+            .arg(ws.join("mirror.git"))
+            .status()
+            .expect("git init --bare");
+        assert!(made.success());
+        write_file(&ws.join("mirror.git/made"), "", 0o644);
+    });
+    run.assert_ok().assert_shows("control=0");
+    assert!(
+        !run.run.stdout.contains("back=0"),
+        "HEAD went back beside a config.lock\n{}",
+        run.run.describe()
+    );
+    records.assert_blocked(&run.run, &["mirror.git/HEAD"]);
+    assert!(fx.ws.join("mirror.git/HEAD").is_file());
+    assert!(!fx.ws.join("mirror.git/config.lock").exists());
+    assert!(!flag.exists());
+}
+
 /// A code lock's placeholder holds a copy of the config; a config that cannot be copied (over
 /// 64 KiB here) gets no lock, refused and reported: an empty placeholder would empty the
 /// user's config if the run removed the host's lock and host git committed the run's (red

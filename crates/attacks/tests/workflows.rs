@@ -218,6 +218,34 @@ fn cargo_new_build_and_commit_work() {
     );
 }
 
+/// Git gives up a lock when a key is refused or `--unset` finds nothing, and removes it; the
+/// next lock may get the same inode number. Each `git config` after such refusals still takes
+/// effect (red team, issue 32 seventh round, second pass: the init took a later lock for the
+/// abandoned one and judged its content, so `git remote add` and `git config
+/// branch.main.remote` were refused).
+#[test]
+fn git_config_after_refused_keys_still_takes_effect() {
+    if attacks::not_under("gvisor", attacks::na::GIT_CONFIG_BUSY) {
+        return;
+    }
+    let fx = Fixture::new();
+    // A file made before each given-up lock and removed after it frees a lower inode number:
+    // the next lock's nameless file takes that one and its placeholder the given-up lock's.
+    let script = "for i in 1 2 3 4 5 6 7 8; do
+            : > .git/spare-$i
+            git config core.editor true 2>/dev/null || git config --unset nothing.here
+            rm .git/spare-$i
+            git config user.name n$i || echo FAILED-$i
+            [ \"$(git config --get user.name)\" = n$i ] || echo LOST-$i
+        done; echo done";
+    let out = fx.attack(&[], script).outcome();
+    out.assert_shows("done")
+        .assert_lacks("FAILED-")
+        .assert_lacks("LOST-");
+    let config = attacks::read_text(&fx.ws.join(".git/config")).unwrap_or_default();
+    assert!(config.contains("name = n8"), "config: {config:?}");
+}
+
 /// libgit2 (cargo new, many IDE integrations) creates a new repository's `.git/config` with
 /// `open(O_CREAT)`, then writes it by renaming `config.lock` onto it. Both steps must work,
 /// and the created file must not be writable through the descriptor it was created with.

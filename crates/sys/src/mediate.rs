@@ -2589,6 +2589,17 @@ fn completes_with_code_in(dir: &Fd, name: &[u8], writable: &[&[u8]]) -> bool {
     if entry(c"hooks").is_some_and(|st| st.st_mode & libc::S_IFMT != libc::S_IFDIR) {
         return true;
     }
+    // A lock of a code file: while the directory was no git dir its name was an ordinary one
+    // (the run's own file, or the host's lock written through), and git on the host commits
+    // whatever has it (red team, issue 32 seventh round, second pass: `HEAD` moved out of a
+    // bare repository and back around the host's `git config`). Git makes its locks after
+    // `HEAD`, `objects` and `refs`.
+    if [c"config.lock", c"config.worktree.lock", c"commondir.lock"]
+        .iter()
+        .any(|lock| entry(lock).is_some())
+    {
+        return true;
+    }
     // `config.worktree` too: with `extensions.worktreeConfig` (an inert key) in `config`, git
     // reads it as well (`core.worktree` and `core.fsmonitor` there made host git run the
     // fsmonitor while the run lasted).

@@ -21,7 +21,14 @@ use crate::raw::{self, Errno};
 /// so the command's change is lost and nothing it wrote arrives).
 const LOCKS: usize = 32;
 
-/// The content file of one placeholder, by the placeholder's identity.
+/// The content file of one placeholder, by the placeholder's inode. Git removes a lock it gives
+/// up (a refused key, `--unset` of a missing one) and the init does not see it: the inode
+/// number is then free, and a later placeholder on it replaces the entry ([`Locks::hold`]; red
+/// team, issue 32 seventh round, second pass: a later `git config` in the run was judged by an
+/// abandoned lock's content). Not its change time: git `chmod`s its lock by name. A lock of
+/// the host's git on a freed number would still be taken for the placeholder if the run
+/// renamed it over the config; what is renamed is then the run's own earlier content, judged
+/// as always, in place of the user's change.
 struct Held {
     dev: u64,
     ino: u64,
@@ -39,6 +46,14 @@ impl Locks {
     /// Keep `content` as what the placeholder `st` stands for.
     fn hold(&mut self, st: &libc::stat, content: super::Fd) {
         self.seq += 1;
+        // An entry of the same inode is of a placeholder gone since.
+        for h in &mut self.held {
+            if h.as_ref()
+                .is_some_and(|h| h.dev == st.st_dev && h.ino == st.st_ino)
+            {
+                *h = None;
+            }
+        }
         let slot = match self.held.iter().position(Option::is_none) {
             Some(free) => free,
             None => (0..LOCKS)
@@ -198,5 +213,18 @@ mod tests {
         // The freed slot is used before anything else is forgotten.
         locks.hold(&placeholder(101), file());
         assert!(locks.content(&placeholder(3)).unwrap().is_some());
+    }
+
+    #[test]
+    fn a_placeholder_on_a_freed_inode_replaces_the_old_entry() {
+        let mut locks = Locks::default();
+        locks.hold(&placeholder(1), file());
+        locks.hold(&placeholder(2), file());
+        let new = file();
+        let new_fd = new.0;
+        locks.hold(&placeholder(1), new);
+        assert_eq!(locks.held.iter().flatten().count(), 2);
+        let held = locks.held.iter().flatten().find(|h| h.ino == 1).unwrap();
+        assert_eq!(held.content.0, new_fd, "the entry is the new placeholder's");
     }
 }
