@@ -70,7 +70,7 @@ fn git_rules_apply(rules: &Rules<'_>, path: &[u8]) -> bool {
 #[derive(Debug, Clone, Copy)]
 pub struct PatternIndex<'a> {
     /// (first component, index into `protected`), sorted by the component's length, then its
-    /// bytes ([`by_length_then_bytes`]): most of a path's components differ in length from
+    /// bytes (`by_length_then_bytes`): most of a path's components differ in length from
     /// every key, and a lookup then compares lengths, not bytes.
     pub by_first: &'a [(&'a [u8], u32)],
     /// Indexes of the patterns that are always tried.
