@@ -430,9 +430,12 @@ pub fn wants_hint(path: &[u8]) -> bool {
 /// Git's lock file of one of its code files (`config.lock`, `config.worktree.lock`,
 /// `commondir.lock`): what `git config` writes and then renames over the file.
 fn is_code_lock(name: &[u8]) -> bool {
-    name.strip_suffix(b".lock")
-        .is_some_and(|stem| matches!(stem, b"config" | b"config.worktree" | b"commondir"))
+    CODE_LOCKS.contains(&name)
 }
+
+/// Git's locks of its code files (`config`, `config.worktree`, `commondir`): the names of
+/// `is_code_lock`, for a caller that looks for them on the disk.
+pub const CODE_LOCKS: [&[u8]; 3] = [b"config.lock", b"config.worktree.lock", b"commondir.lock"];
 
 /// The rule for creating `what` at `path` (absolute, normal).
 pub fn decide(rules: &Rules<'_>, path: &[u8], what: Create, hint: GitHint) -> Verdict {

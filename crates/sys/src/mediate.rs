@@ -2350,10 +2350,7 @@ fn put_read_only_copy(
         0o444,
     )?);
     raw::write_all(tmp.0, content)?;
-    let mut tmp_name = Name::new();
-    tmp_name.push(nname.bytes())?;
-    tmp_name.push(b".stockade-")?;
-    tmp_name.push_num(id)?;
+    let tmp_name = init_temp_name(nname, id)?;
     let p = self_fd_path(tmp.0)?;
     raw::linkat(
         libc::AT_FDCWD,
@@ -2373,6 +2370,16 @@ fn put_read_only_copy(
         return Err(e.into());
     }
     Ok(())
+}
+
+/// A name of the init's own beside `name` for the call `id` (`<name>.stockade-<id>`): where it
+/// makes a file before renaming it into place, or one it removes at once.
+fn init_temp_name(name: &Name, id: u64) -> Result<Name, Errno> {
+    let mut tmp = Name::new();
+    tmp.push(name.bytes())?;
+    tmp.push(b".stockade-")?;
+    tmp.push_num(id)?;
+    Ok(tmp)
 }
 
 /// Before `name` is made in `dir` and gives it what git looks for in a git dir (`HEAD`, and
@@ -2594,11 +2601,11 @@ fn completes_with_code_in(dir: &Fd, name: &[u8], writable: &[&[u8]]) -> bool {
     // whatever has it (red team, issue 32 seventh round, second pass: `HEAD` moved out of a
     // bare repository and back around the host's `git config`). Git makes its locks after
     // `HEAD`, `objects` and `refs`.
-    if [c"config.lock", c"config.worktree.lock", c"commondir.lock"]
-        .iter()
-        .any(|lock| entry(lock).is_some())
-    {
-        return true;
+    for lock in protect::CODE_LOCKS {
+        match name_of(lock) {
+            Ok(lock) if lock.cstr().is_ok_and(|l| entry(l).is_none()) => {}
+            _ => return true,
+        }
     }
     // `config.worktree` too: with `extensions.worktreeConfig` (an inert key) in `config`, git
     // reads it as well (`core.worktree` and `core.fsmonitor` there made host git run the

@@ -72,11 +72,8 @@ impl Locks {
     /// renamed); `None` when `st` is no placeholder made here. The table keeps its own: a
     /// rename that fails (`mv` tries `RENAME_NOREPLACE` first) leaves the lock as it was.
     pub(super) fn content(&self, st: &libc::stat) -> Result<Option<super::Fd>, Errno> {
-        match self.slot(st) {
-            Some(i) => match &self.held[i] {
-                Some(h) => Ok(Some(super::Fd(raw::dup_cloexec(h.content.0)?))),
-                None => Ok(None),
-            },
+        match self.slot(st).and_then(|i| self.held[i].as_ref()) {
+            Some(h) => Ok(Some(super::Fd(raw::dup_cloexec(h.content.0)?))),
             None => Ok(None),
         }
     }
@@ -149,17 +146,14 @@ fn anonymous_file(
     perm: u32,
     id: u64,
 ) -> Result<super::Fd, Errno> {
-    let kept = flags & (libc::O_APPEND | libc::O_DSYNC | libc::O_SYNC | libc::O_CLOEXEC);
+    let kept = flags & (libc::O_APPEND | libc::O_DSYNC | libc::O_SYNC);
     let open = libc::O_RDWR | kept | libc::O_CLOEXEC;
     match raw::openat_exact(dir.0, c".", O_TMPFILE | open, perm) {
         Ok(fd) => return Ok(super::Fd(fd)),
         Err(Errno(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL)) => {}
         Err(e) => return Err(e),
     }
-    let mut tmp = Name::new();
-    tmp.push(name.bytes())?;
-    tmp.push(b".stockade-")?;
-    tmp.push_num(id)?;
+    let tmp = super::init_temp_name(name, id)?;
     let fd = super::Fd(raw::openat_exact(
         dir.0,
         tmp.cstr()?,
