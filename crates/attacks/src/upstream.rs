@@ -200,8 +200,7 @@ impl Upstream {
         fx.sandbox_argv(&all, argv)
             .env(key_env, key)
             .env("SSL_CERT_FILE", &self.ca_file)
-            .timeout(std::time::Duration::from_secs(180))
-            .run()
+            .run_agent(std::time::Duration::from_secs(180))
     }
 }
 

@@ -68,8 +68,7 @@ fn codex_works_through_the_openai_route_and_its_tools_never_find_the_key() {
         )
         .env("OPENAI_API_KEY", &case.real)
         .env("SSL_CERT_FILE", &up.ca_file)
-        .timeout(Duration::from_secs(180))
-        .run();
+        .run_agent(Duration::from_secs(180));
     run.assert_success();
     run.assert_stdout_contains("CODEX-DONE");
     let seen = up.seen();
