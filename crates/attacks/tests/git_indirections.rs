@@ -3,6 +3,8 @@
 //! the files the repository's own config names (`core.hooksPath`, `include.path`,
 //! `includeIf.*.path`, hooks that are symbolic links). Each is read-only during the run and
 //! refused on creation; the decisive check is git on the HOST afterwards running nothing.
+//! Git's state of a stopped rebase (its todo list's `exec` lines, its merge strategy) is
+//! compared after the run with the start, and quarantined when it gained what runs code.
 //!
 //! And everyday git on an existing repository keeps working: `git config` of inert keys,
 //! `git remote add`, `git branch -u`, `git push -u`, `git sparse-checkout` (they rewrite
@@ -1237,4 +1239,145 @@ fn a_second_name_of_a_protected_file_refuses_the_run() {
     write_file(&hook, "#!/bin/sh\nexit 0\n", 0o755);
     std::fs::hard_link(&hook, fx.ws.join(".git/hooks/pre-push")).unwrap();
     fx.attack(&[], "echo ran").outcome().assert_shows("ran");
+}
+
+/// `git -c user.*=... ARGS` on the host in the workspace, its status checked.
+fn git_ok(fx: &Fixture, args: &[&str]) {
+    let mut all = vec!["-c", "user.email=h@example.invalid", "-c", "user.name=H"];
+    all.extend_from_slice(args);
+    fx.git_host(&all).assert_success();
+}
+
+/// A rebase the user left stopped on a conflict: `topic` (two commits, the first in conflict
+/// with `main`) replayed onto `main`, with the user's own `git rebase -x CMD` when given.
+fn stopped_rebase(fx: &Fixture, exec: Option<&str>) {
+    write_file(&fx.ws.join("f"), "base\n", 0o644);
+    git_ok(fx, &["add", "f"]);
+    git_ok(fx, &["commit", "-qm", "base"]);
+    git_ok(fx, &["checkout", "-qb", "topic"]);
+    write_file(&fx.ws.join("f"), "topic\n", 0o644);
+    git_ok(fx, &["commit", "-qam", "topic"]);
+    write_file(&fx.ws.join("g"), "second\n", 0o644);
+    git_ok(fx, &["add", "g"]);
+    git_ok(fx, &["commit", "-qm", "second"]);
+    git_ok(fx, &["checkout", "-q", "main"]);
+    write_file(&fx.ws.join("f"), "main\n", 0o644);
+    git_ok(fx, &["commit", "-qam", "main"]);
+    git_ok(fx, &["checkout", "-q", "topic"]);
+    let mut rebase = vec!["rebase"];
+    if let Some(cmd) = exec {
+        rebase.extend(["-x", cmd]);
+    }
+    rebase.push("main");
+    let all: Vec<&str> = ["-c", "user.email=h@example.invalid", "-c", "user.name=H"]
+        .into_iter()
+        .chain(rebase)
+        .collect();
+    fx.git_host(&all).assert_failure();
+    let todo = fx.ws.join(".git/rebase-merge/git-rebase-todo");
+    assert!(todo.is_file(), "the rebase did not stop");
+    // Git's own modes: the sandbox runs as another user when the caller is root.
+    for dir in [".git/rebase-merge", ".git/rebase-merge/rewritten"] {
+        if fx.ws.join(dir).is_dir() {
+            attacks::chmod(&fx.ws.join(dir), 0o755);
+        }
+    }
+}
+
+/// The user resolves the conflict and goes on with the rebase on the host.
+fn continue_on_the_host(fx: &Fixture, path: Option<&Path>) -> attacks::Run {
+    write_file(&fx.ws.join("f"), "resolved\n", 0o644);
+    git_ok(fx, &["add", "f"]);
+    let path = path.map_or(String::new(), |p| format!("PATH={}:$PATH ", p.display()));
+    fx.host(&format!(
+        "{path}GIT_EDITOR=true git -c user.email=h@example.invalid -c user.name=H rebase --continue"
+    ))
+    .run()
+}
+
+/// Git's state of a stopped rebase runs what it says when the user goes on (red team issue
+/// 32, seventh round): an `exec` line the run appends to the todo list would run on the host
+/// at `git rebase --continue`. The sweep quarantines a todo list that gained one, and git
+/// stops there instead.
+#[test]
+fn a_stopped_rebase_gains_no_command_for_the_host() {
+    let fx = Fixture::new();
+    let records = fx.records();
+    stopped_rebase(&fx, None);
+    let (script, flag) = fx.tripwire("pwned-rebase-exec");
+    let attack = format!(
+        "echo 'exec {}' >> .git/rebase-merge/git-rebase-todo",
+        script.display()
+    );
+    let run = fx.attack(&records.opts(), &attack).outcome();
+    run.assert_ok();
+    records.assert_swept(&run.run, &[".git/rebase-merge/git-rebase-todo"]);
+    continue_on_the_host(&fx, None).assert_failure();
+    assert!(!flag.exists(), "the planted exec line ran on the host");
+    // Control: the same append on the host, and git runs it.
+    let fx2 = Fixture::new();
+    stopped_rebase(&fx2, None);
+    fx2.control(&attack).outcome().assert_ok();
+    continue_on_the_host(&fx2, None).assert_success();
+    assert!(flag.exists(), "control: git did not run the exec line");
+}
+
+/// The same for the merge strategy a stopped rebase goes on with: a name that is not one of
+/// git's own runs `git-merge-<name>` from `PATH` (here, a directory of the user's).
+#[test]
+fn a_stopped_rebase_gains_no_merge_strategy_for_the_host() {
+    let fx = Fixture::new();
+    let records = fx.records();
+    stopped_rebase(&fx, None);
+    let (script, flag) = fx.tripwire("pwned-rebase-strategy");
+    let bin = fx.root.join("bin");
+    attacks::mkdir(&bin);
+    std::os::unix::fs::symlink(&script, bin.join("git-merge-planted")).unwrap();
+    let attack = "echo planted > .git/rebase-merge/strategy";
+    let run = fx.attack(&records.opts(), attack).outcome();
+    run.assert_ok();
+    records.assert_swept(&run.run, &[".git/rebase-merge/strategy"]);
+    continue_on_the_host(&fx, Some(&bin));
+    assert!(!flag.exists(), "the planted strategy ran on the host");
+    // Control: the same file written on the host, and git runs the strategy.
+    let fx2 = Fixture::new();
+    stopped_rebase(&fx2, None);
+    fx2.control(attack).outcome().assert_ok();
+    continue_on_the_host(&fx2, Some(&bin));
+    assert!(flag.exists(), "control: git did not run the strategy");
+}
+
+/// What a rebase with the user's own `-x` needs: a run that leaves the stopped rebase as it
+/// is reports nothing, and a run that resolves the conflict and goes on (running the user's
+/// `exec` lines inside the sandbox) finishes the rebase.
+#[test]
+fn a_run_may_go_on_with_the_users_own_rebase() {
+    let fx = Fixture::new();
+    let records = fx.records();
+    stopped_rebase(&fx, Some("echo ran >> exec.log"));
+    let before = read_bytes(&fx.ws.join(".git/rebase-merge/git-rebase-todo"));
+    let run = fx.sandbox(&records.opts(), "git status").run();
+    run.assert_success();
+    records.assert_no_violations(&run);
+    assert_eq!(
+        read_bytes(&fx.ws.join(".git/rebase-merge/git-rebase-todo")),
+        before
+    );
+    let records = fx.records();
+    let run = fx
+        .sandbox(
+            &records.opts(),
+            "echo resolved > f && git add f && GIT_EDITOR=true git rebase --continue",
+        )
+        .run();
+    run.assert_success();
+    records.assert_no_violations(&run);
+    assert!(
+        !fx.ws.join(".git/rebase-merge").exists(),
+        "the rebase did not finish"
+    );
+    assert_eq!(
+        read_text(&fx.ws.join("exec.log")).as_deref(),
+        Some("ran\nran\n")
+    );
 }

@@ -625,6 +625,8 @@ pub mod git_config;
 
 pub use git_config::{git_config_is_inert, git_config_rewrite_is_inert};
 
+pub mod git_state;
+
 #[cfg(test)]
 mod tests {
     use super::*;

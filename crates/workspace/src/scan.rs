@@ -386,6 +386,18 @@ impl Scan {
                 })
             })
             .collect();
+        // Their state of a stopped rebase or sequence, as it is before the run.
+        let git_state: Vec<(PathBuf, Vec<u8>)> = git_dirs
+            .iter()
+            .filter(|d| writable_roots.iter().any(|w| is_within(&d.dir, w)))
+            .flat_map(|d| {
+                protect::git_state::STATE_FILES.map(|rel| {
+                    let path = d.dir.join(rel);
+                    let before = host.read_bytes(&path, protect::git_state::STATE_LIMIT + 1);
+                    (path, before.unwrap_or_default())
+                })
+            })
+            .collect();
         let mut git_paths = git::protected_paths(
             host,
             &git_dirs,
@@ -484,6 +496,7 @@ impl Scan {
                 .collect(),
             dirs,
             git_indexes,
+            git_state,
             git_absent,
             links: BTreeMap::new(),
             own: BTreeMap::new(),
@@ -587,6 +600,12 @@ pub struct SweepPlan {
     /// The git indexes of the repositories in the writable roots, with the entries whose
     /// changes git already did not show ([`crate::git_index`]) and the object name length.
     pub git_indexes: Vec<GitIndex>,
+    /// Git's state of a stopped rebase or sequence ([`protect::git_state::STATE_FILES`]) in
+    /// each git dir of the writable roots, with what it held at the start (empty when it did
+    /// not exist): one that gained a line that runs code when git goes on is quarantined
+    /// after the run ([`crate::sweep::after_run`]).
+    #[serde(skip)]
+    pub git_state: Vec<(PathBuf, Vec<u8>)>,
     /// Git's exact paths in the writable roots (hooks, configs, included files, redirects of
     /// the git dirs found) that did not exist at the start: one there after a native run was
     /// made by someone else (the sweep's `made_by_others`).

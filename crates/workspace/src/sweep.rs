@@ -99,6 +99,7 @@ fn after_run_inspecting(
     let mut ours = own_dirs();
     ours.retain(|d| !before.contains(d));
     out.extend(sweep_inspecting(run, host, run_id, &ours, &restored));
+    out.extend(git_state_after(run, host, run_id));
     // With a creation guard (native), what others made where git looks: the guard refused
     // the run's own creations, not its writes to a file someone else made during the run.
     if held.creation_guard {
@@ -575,11 +576,79 @@ fn sweep_inspecting(
             }
             out.extend(neutralise_code_path(host, (root, &path), run_id, &writable));
         }
+        // A git dir made during the run had no state: any that runs code is the run's.
+        if !run.watch.sweep.git_dirs.contains(&dir) {
+            for rel in protect::git_state::STATE_FILES {
+                out.extend(armed_git_state(host, root, &dir.join(rel), b"", run_id));
+            }
+        }
     }
     out.extend(linked);
     out.extend(hidden_changes(run, host));
     out
 }
+
+/// Violation kind of git's state of a stopped rebase or sequence that gained a line that runs
+/// code when git goes on ([`protect::git_state`]).
+pub const GIT_STATE_ARMED: &str = "git_state_armed";
+
+/// Git's state of a stopped rebase or sequence in the git dirs of the plan
+/// ([`crate::SweepPlan::git_state`]) that the run left holding what runs code on the host's
+/// `git rebase --continue` or `git cherry-pick --continue` (an `exec` line, a merge strategy
+/// not git's own) and did not hold at the start: quarantined, so that git stops there with
+/// "could not read" instead. Both backends: nothing during the run judges what is written
+/// into a file that exists (red team issue 32, seventh round).
+fn git_state_after(run: &Resolved, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
+    let roots = &run.watch.sweep.roots;
+    let mut out = Vec::new();
+    for (path, before) in &run.watch.sweep.git_state {
+        let Some(root) = roots.iter().find(|r| is_within(path, r) && path != *r) else {
+            continue;
+        };
+        out.extend(armed_git_state(host, root, path, before, run_id));
+    }
+    out
+}
+
+/// [`GIT_STATE_ARMED`] for one state file, `before` its content at the start: `None` when it
+/// is absent or holds no live line `before` did not. One that is not a regular file reached
+/// through no link, or cannot be read whole, counts as armed.
+fn armed_git_state(
+    host: &dyn HostView,
+    root: &Path,
+    path: &Path,
+    before: &[u8],
+    run_id: &str,
+) -> Option<Violation> {
+    host.lstat_kind(path)?;
+    let rel = (protect::git_state::STATE_FILES.into_iter()).find(|r| path.ends_with(r))?;
+    let limit = protect::git_state::STATE_LIMIT;
+    let after = Root::open(root)
+        .and_then(|r| r.open_beneath(relative(root, path), OFlags::RDONLY | OFlags::NONBLOCK))
+        .ok()
+        .filter(|fd| {
+            rustix::fs::fstat(fd)
+                .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile)
+        })
+        .and_then(|fd| {
+            let mut text = Vec::new();
+            let file = std::fs::File::from(fd);
+            file.take(limit as u64 + 1).read_to_end(&mut text).ok()?;
+            Some(text)
+        });
+    let armed = match after {
+        Some(after) => protect::git_state::gained_live_lines(rel, before, &after),
+        None => true,
+    };
+    armed.then(|| {
+        let mut v = quarantine(root, path, run_id, GIT_STATE_ARMED);
+        v.allow = Some(GIT_STATE_HINT);
+        v
+    })
+}
+
+/// What to do about a [`GIT_STATE_ARMED`] file: no policy line lets a run do this.
+const GIT_STATE_HINT: &str = "the run left a command there that git would run on the host when the rebase or cherry-pick goes on (an `exec` line, a merge strategy not git's own); read the quarantined copy, then put it back only if you wrote that line yourself, or `git rebase --abort` (`git cherry-pick --abort`)";
 
 /// Violation kind of a protected path that is another file after the run than before it.
 pub const PROTECTED_PATH_REPLACED: &str = "protected_path_replaced";

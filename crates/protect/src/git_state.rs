@@ -1,0 +1,215 @@
+//! Git's state of a command stopped part-way (a rebase, a cherry-pick or revert sequence):
+//! files in a git dir that say what git does when someone runs `git rebase --continue` or
+//! `git cherry-pick --continue`. Some of what they hold runs code then, on the host if the
+//! user continues there: an `exec` line of a rebase's todo list is a shell command, and a
+//! merge strategy that is not one of git's own runs `git-merge-<name>` from `PATH`.
+//!
+//! An allow-list, as for configs ([`crate::git_config`]): every line this check does not
+//! know to run nothing counts as one that may ([`live_lines`]). A run may leave the state as
+//! it found it, or change it with known lines only: the sweep after the run compares the two.
+//!
+//! Pure and allocation-free, like the rest of the crate.
+
+/// The state files, relative to a git dir: what git reads on `--continue`.
+pub const STATE_FILES: [&str; 4] = [
+    "rebase-merge/git-rebase-todo",
+    "sequencer/todo",
+    "rebase-merge/strategy",
+    "sequencer/opts",
+];
+
+/// How much of a state file is read: a larger one counts as live whole.
+pub const STATE_LIMIT: usize = 4 << 20;
+
+/// The todo list's commands that run nothing (`git rebase -i`'s list, full and one-letter;
+/// the sequencer's `pick` and `revert`). Not here: `exec` and `x`, which run the rest of the
+/// line with the shell.
+const TODO_COMMANDS: [&str; 24] = [
+    "pick",
+    "p",
+    "revert",
+    "reword",
+    "r",
+    "edit",
+    "e",
+    "squash",
+    "s",
+    "fixup",
+    "f",
+    "drop",
+    "d",
+    "label",
+    "l",
+    "reset",
+    "t",
+    "merge",
+    "m",
+    "break",
+    "b",
+    "update-ref",
+    "u",
+    "noop",
+];
+
+/// Git's own merge strategies (built in or shipped with it), which run nothing of a
+/// repository's. Any other name runs `git-merge-<name>`, found on `PATH`.
+const STRATEGIES: [&str; 6] = ["ort", "recursive", "resolve", "octopus", "ours", "subtree"];
+
+/// The keys git writes in `sequencer/opts` (section `options`), all but `strategy` taking
+/// values that run nothing.
+const OPTS_KEYS: [&str; 14] = [
+    "allow-empty",
+    "allow-empty-message",
+    "allow-ff",
+    "allow-rerere-auto",
+    "default-msg-cleanup",
+    "edit",
+    "gpg-sign",
+    "keep-redundant-commits",
+    "mainline",
+    "no-commit",
+    "record-origin",
+    "signoff",
+    "strategy",
+    "strategy-option",
+];
+
+/// Which state file `rel` (one of [`STATE_FILES`]) is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Todo,
+    Strategy,
+    Opts,
+}
+
+fn kind(rel: &str) -> Kind {
+    if rel.ends_with("todo") {
+        Kind::Todo
+    } else if rel.ends_with("strategy") {
+        Kind::Strategy
+    } else {
+        Kind::Opts
+    }
+}
+
+/// The lines of state file `rel` (one of [`STATE_FILES`]) that may run code when git goes on,
+/// each trimmed: an `exec` (or any unknown) line of a todo list, a strategy that is not git's
+/// own, any line of `sequencer/opts` but its `[options]` header and known keys. Text that is
+/// not UTF-8 is one live line, the whole of it.
+pub fn live_lines<'a>(rel: &str, text: &'a [u8]) -> impl Iterator<Item = &'a [u8]> {
+    let kind = kind(rel);
+    let whole = std::str::from_utf8(text).is_err();
+    let lines = if whole {
+        None
+    } else {
+        Some(text.split(|b| *b == b'\n'))
+    };
+    std::iter::once(text)
+        .filter(move |_| whole)
+        .chain(lines.into_iter().flatten().filter_map(move |raw| {
+            let line = raw.trim_ascii();
+            (!line.is_empty() && !line_is_inert(kind, line)).then_some(line)
+        }))
+}
+
+fn line_is_inert(kind: Kind, line: &[u8]) -> bool {
+    let Ok(line) = std::str::from_utf8(line) else {
+        return false;
+    };
+    match kind {
+        // Git's parser: the comment character (`#` unless the protected config says
+        // otherwise: then a `#` line is an error, which runs nothing either), then a command
+        // ended by a blank or the line's end.
+        Kind::Todo => {
+            line.starts_with('#') || {
+                let command = line.split([' ', '\t']).next().unwrap_or("");
+                TODO_COMMANDS.contains(&command)
+            }
+        }
+        Kind::Strategy => STRATEGIES.contains(&line),
+        Kind::Opts => {
+            if line.starts_with('#') || line.starts_with(';') || line == "[options]" {
+                return true;
+            }
+            let Some((key, value)) = line.split_once('=') else {
+                return false;
+            };
+            let (key, value) = (key.trim_end(), value.trim());
+            let known = OPTS_KEYS.iter().any(|k| k.eq_ignore_ascii_case(key));
+            known && (!key.eq_ignore_ascii_case("strategy") || STRATEGIES.contains(&value))
+        }
+    }
+}
+
+/// Whether state file `rel` holds, as `after`, a live line that `before` (its content when
+/// the run started; empty when it did not exist) did not hold: what the sweep quarantines.
+pub fn gained_live_lines(rel: &str, before: &[u8], after: &[u8]) -> bool {
+    if after.len() > STATE_LIMIT {
+        return true;
+    }
+    live_lines(rel, after).any(|line| !live_lines(rel, before).any(|b| b == line))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TODO: &str = "rebase-merge/git-rebase-todo";
+
+    #[test]
+    fn a_todo_list_of_picks_runs_nothing() {
+        let todo = b"pick 1a2b3c4 first\nfixup -C 5d6e7f8 second\nmerge -C 9a8b7c6 topic # Merge\n\
+            label onto\nreset onto\nupdate-ref refs/heads/x\n\n# Rebase 1a2b..5d6e onto 9a8b\n# exec = run\n";
+        assert_eq!(live_lines(TODO, todo).count(), 0);
+        assert!(!gained_live_lines(TODO, b"", todo));
+    }
+
+    #[test]
+    fn exec_lines_are_live_and_only_new_ones_count() {
+        let before = b"pick 1a2b3c4 first\nexec make test\n";
+        let live: Vec<&[u8]> = live_lines(TODO, before).collect();
+        assert_eq!(live, [b"exec make test".as_slice()]);
+        // The user's own `-x` lines, as they were, and fewer of them.
+        assert!(!gained_live_lines(
+            TODO,
+            before,
+            b"exec make test\npick 5d6e7f8 second\nexec make test\n"
+        ));
+        assert!(!gained_live_lines(TODO, before, b"pick 5d6e7f8 second\n"));
+        for planted in [
+            "exec touch /tmp/pwned\n",
+            "x touch /tmp/pwned\n",
+            "  exec\tmake test; touch /tmp/pwned\n",
+            "Pick 1a2b3c4\n",
+            "pick\r1a2b3c4\n",
+        ] {
+            let after = format!("pick 1a2b3c4 first\n{planted}");
+            assert!(
+                gained_live_lines(TODO, before, after.as_bytes()),
+                "{planted:?}"
+            );
+        }
+        assert!(gained_live_lines(TODO, before, b"pick \xff\n"));
+    }
+
+    #[test]
+    fn only_git_s_own_strategies_run_nothing() {
+        let rel = "rebase-merge/strategy";
+        assert!(!gained_live_lines(rel, b"", b"ort\n"));
+        assert!(gained_live_lines(rel, b"", b"evil\n"));
+        assert!(!gained_live_lines(rel, b"evil\n", b"evil\n"));
+        let opts = "sequencer/opts";
+        let written = b"[options]\n\tsignoff = true\n\tstrategy = ort\n\tstrategy-option = theirs\n\tgpg-sign = -SABC\n";
+        assert!(!gained_live_lines(opts, b"", written));
+        for planted in [
+            "\tstrategy = evil\n",
+            "\tstrategy = \"evil\"\n",
+            "[options] strategy = evil\n",
+            "\tunknown = 1\n",
+            "\tstrategy\n",
+        ] {
+            let after = [written.as_slice(), planted.as_bytes()].concat();
+            assert!(gained_live_lines(opts, b"", &after), "{planted:?}");
+        }
+    }
+}
