@@ -1381,3 +1381,71 @@ fn a_run_may_go_on_with_the_users_own_rebase() {
         Some("ran\nran\n")
     );
 }
+
+/// A rebase stopped in a linked worktree outside the workspace (`outside/wt`); its state is
+/// in the workspace's `.git/worktrees/wt/rebase-merge`.
+fn stopped_rebase_in_a_worktree(fx: &Fixture) -> std::path::PathBuf {
+    stopped_rebase(fx, None);
+    git_ok(fx, &["rebase", "--abort"]);
+    git_ok(fx, &["checkout", "-q", "main"]);
+    let wt = fx.outside.join("wt");
+    git_ok(
+        fx,
+        &["worktree", "add", "-q", wt.to_str().unwrap(), "topic"],
+    );
+    let wt_s = wt.to_str().unwrap();
+    let all = [
+        "-c",
+        "user.email=h@example.invalid",
+        "-c",
+        "user.name=H",
+        "-C",
+        wt_s,
+    ];
+    fx.git_host(&[&all[..], &["rebase", "main"]].concat())
+        .assert_failure();
+    let state = fx.ws.join(".git/worktrees/wt/rebase-merge");
+    assert!(
+        state.join("git-rebase-todo").is_file(),
+        "the rebase did not stop"
+    );
+    attacks::chmod(&state, 0o755);
+    write_file(&wt.join("f"), "resolved\n", 0o644);
+    fx.git_host(&[&all[..], &["add", "f"]].concat())
+        .assert_success();
+    wt
+}
+
+/// A linked worktree keeps its rebase's state in its admin dir in the workspace
+/// (`.git/worktrees/<name>/rebase-merge`), wherever the worktree itself lies.
+#[test]
+fn a_worktrees_stopped_rebase_gains_no_command_for_the_host() {
+    let fx = Fixture::new();
+    let records = fx.records();
+    let wt = stopped_rebase_in_a_worktree(&fx);
+    let (script, flag) = fx.tripwire("pwned-worktree-rebase-exec");
+    let attack = format!(
+        "echo 'exec {}' >> .git/worktrees/wt/rebase-merge/git-rebase-todo",
+        script.display()
+    );
+    let go_on = |wt: &Path| {
+        format!(
+            "cd {} && GIT_EDITOR=true git -c user.email=h@example.invalid -c user.name=H rebase --continue",
+            wt.display()
+        )
+    };
+    let run = fx.attack(&records.opts(), &attack).outcome();
+    run.assert_ok();
+    records.assert_swept(
+        &run.run,
+        &[".git/worktrees/wt/rebase-merge/git-rebase-todo"],
+    );
+    fx.host(&go_on(&wt)).run().assert_failure();
+    assert!(!flag.exists(), "the planted exec line ran on the host");
+    // Control: the same append on the host, and git runs it.
+    let fx2 = Fixture::new();
+    let wt2 = stopped_rebase_in_a_worktree(&fx2);
+    fx2.control(&attack).outcome().assert_ok();
+    fx2.host(&go_on(&wt2)).run().assert_success();
+    assert!(flag.exists(), "control: git did not run the exec line");
+}

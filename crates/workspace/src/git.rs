@@ -42,6 +42,19 @@ pub fn is_existing_config(host: &dyn HostView, path: &Path) -> bool {
             || host.stat(&parent.join("HEAD")).is_some())
 }
 
+/// The admin dirs of git dir `dir`'s linked worktrees (`worktrees/<name>`, each with its own
+/// `HEAD`, index and state of a stopped rebase).
+pub(crate) fn worktree_dirs(host: &dyn HostView, dir: &Path) -> Vec<PathBuf> {
+    let worktrees = dir.join("worktrees");
+    if host.lstat_kind(&worktrees) != Some(Kind::Dir) {
+        return Vec::new();
+    }
+    (host.list_dir(&worktrees).into_iter())
+        .filter(|(_, kind)| *kind == Kind::Dir)
+        .map(|(name, _)| worktrees.join(name))
+        .collect()
+}
+
 /// The git dirs of the repository that holds `root` (its own `.git`, or one above it), if any.
 pub(crate) fn enclosing(host: &dyn HostView, root: &Path) -> Option<GitDir> {
     root.ancestors().find_map(|top| {

@@ -387,12 +387,14 @@ impl Scan {
             })
             .collect();
         // Their state of a stopped rebase or sequence, as it is before the run.
+        // A linked worktree keeps its own in its admin dir (`worktrees/<name>`).
         let git_state: Vec<(PathBuf, Vec<u8>)> = git_dirs
             .iter()
             .filter(|d| writable_roots.iter().any(|w| is_within(&d.dir, w)))
-            .flat_map(|d| {
+            .flat_map(|d| std::iter::once(d.dir.clone()).chain(git::worktree_dirs(host, &d.dir)))
+            .flat_map(|dir| {
                 protect::git_state::STATE_FILES.map(|rel| {
-                    let path = d.dir.join(rel);
+                    let path = dir.join(rel);
                     let before = host.read_bytes(&path, protect::git_state::STATE_LIMIT + 1);
                     (path, before.unwrap_or_default())
                 })

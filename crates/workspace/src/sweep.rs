@@ -600,12 +600,30 @@ pub const GIT_STATE_ARMED: &str = "git_state_armed";
 /// into a file that exists (red team issue 32, seventh round).
 fn git_state_after(run: &Resolved, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
     let roots = &run.watch.sweep.roots;
+    let planned = &run.watch.sweep.git_state;
     let mut out = Vec::new();
-    for (path, before) in &run.watch.sweep.git_state {
+    for (path, before) in planned {
         let Some(root) = roots.iter().find(|r| is_within(path, r) && path != *r) else {
             continue;
         };
         out.extend(armed_git_state(host, root, path, before, run_id));
+    }
+    // A worktree added during the run had no state.
+    let git_dirs: BTreeSet<&Path> = (planned.iter())
+        .filter_map(|(p, _)| p.parent()?.parent())
+        .collect();
+    for dir in git_dirs {
+        for worktree in crate::git::worktree_dirs(host, dir) {
+            let Some(root) = roots.iter().find(|r| is_within(&worktree, r)) else {
+                continue;
+            };
+            for rel in protect::git_state::STATE_FILES {
+                let path = worktree.join(rel);
+                if !planned.iter().any(|(p, _)| *p == path) {
+                    out.extend(armed_git_state(host, root, &path, b"", run_id));
+                }
+            }
+        }
     }
     out
 }
