@@ -1449,3 +1449,71 @@ fn a_worktrees_stopped_rebase_gains_no_command_for_the_host() {
     fx2.host(&go_on(&wt2)).run().assert_success();
     assert!(flag.exists(), "control: git did not run the exec line");
 }
+
+/// Options of the strategy a stopped rebase goes on with: git's `resolve` (a shell script)
+/// hands them to `git read-tree`, and `--index-output=<file>` writes an index over any file
+/// the user can write (red team issue 32, eighth round: root's `authorized_keys`, with a key
+/// line in a committed path's name).
+#[test]
+fn a_stopped_rebase_gains_no_strategy_option_for_the_host() {
+    let fx = Fixture::new();
+    let records = fx.records();
+    stopped_rebase(&fx, None);
+    let victim = fx.outside.join("target.txt");
+    let attack = format!(
+        "echo resolve > .git/rebase-merge/strategy && \
+         echo \"'--index-output={}'\" > .git/rebase-merge/strategy_opts",
+        victim.display()
+    );
+    let run = fx.attack(&records.opts(), &attack).outcome();
+    run.assert_ok();
+    records.assert_swept(&run.run, &[".git/rebase-merge/strategy_opts"]);
+    continue_on_the_host(&fx, None);
+    assert_eq!(read_text(&victim).as_deref(), Some("original\n"));
+    // Control: the same files written on the host, and git writes over the file.
+    let fx2 = Fixture::new();
+    stopped_rebase(&fx2, None);
+    let victim2 = fx2.outside.join("target.txt");
+    fx2.control(&attack.replace(
+        &victim.display().to_string(),
+        &victim2.display().to_string(),
+    ))
+    .outcome()
+    .assert_ok();
+    continue_on_the_host(&fx2, None);
+    assert!(
+        read_bytes(&victim2).is_some_and(|b| b.starts_with(b"DIRC")),
+        "control: git did not write an index over the file"
+    );
+}
+
+/// A rebase the run started itself, its state reached through a link it made
+/// (`.git/rebase-merge -> rm2`): git follows the link, so the link is what the sweep takes out
+/// (the no-link quarantine could not move the file behind it).
+#[test]
+fn a_rebase_state_behind_a_link_is_taken_out_whole() {
+    let fx = Fixture::new();
+    let records = fx.records();
+    stopped_rebase(&fx, None);
+    git_ok(&fx, &["rebase", "--abort"]);
+    let (script, flag) = fx.tripwire("pwned-linked-rebase-state");
+    let attack = format!(
+        "git rebase main >/dev/null 2>&1; cp -a .git/rebase-merge .git/rm2 && \
+         echo 'exec {}' >> .git/rm2/git-rebase-todo && rm -rf .git/rebase-merge && \
+         ln -s rm2 .git/rebase-merge",
+        script.display()
+    );
+    let run = fx.attack(&records.opts(), &attack).outcome();
+    run.assert_ok();
+    records.assert_swept(&run.run, &[".git/rebase-merge"]);
+    continue_on_the_host(&fx, None);
+    assert!(!flag.exists(), "the planted exec line ran on the host");
+    // Control: the same on the host, and git runs it.
+    let fx2 = Fixture::new();
+    stopped_rebase(&fx2, None);
+    git_ok(&fx2, &["rebase", "--abort"]);
+    fx2.control(&attack).outcome().assert_ok();
+    // (Git runs it, then fails to remove the state it reached through the link.)
+    continue_on_the_host(&fx2, None);
+    assert!(flag.exists(), "control: git did not run the exec line");
+}

@@ -11,11 +11,13 @@
 //! Pure and allocation-free, like the rest of the crate.
 
 /// The state files, relative to a git dir: what git reads on `--continue`.
-pub const STATE_FILES: [&str; 4] = [
+pub const STATE_FILES: [&str; 6] = [
     "rebase-merge/git-rebase-todo",
     "sequencer/todo",
     "rebase-merge/strategy",
+    "rebase-merge/strategy_opts",
     "sequencer/opts",
+    "rebase-apply/apply-opt",
 ];
 
 /// How much of a state file is read: a larger one counts as live whole.
@@ -77,24 +79,96 @@ const OPTS_KEYS: [&str; 14] = [
 /// Which state file `rel` (one of [`STATE_FILES`]) is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
+    /// A todo list: one command a line.
     Todo,
+    /// `rebase-merge/strategy`: a strategy's name.
     Strategy,
+    /// `rebase-merge/strategy_opts`: the strategy's options (`-X`), quoted, on one line.
+    StrategyOpts,
+    /// `sequencer/opts`: a config file of section `options`.
     Opts,
+    /// Anything else: every line of it is live (`rebase-apply/apply-opt`, options `git am`
+    /// passes to `git apply`, `--build-fake-ancestor=<file>` among them).
+    Any,
 }
 
 fn kind(rel: &str) -> Kind {
-    if rel.ends_with("todo") {
-        Kind::Todo
-    } else if rel.ends_with("strategy") {
-        Kind::Strategy
-    } else {
-        Kind::Opts
+    match rel {
+        "rebase-merge/git-rebase-todo" | "sequencer/todo" => Kind::Todo,
+        "rebase-merge/strategy" => Kind::Strategy,
+        "rebase-merge/strategy_opts" => Kind::StrategyOpts,
+        "sequencer/opts" => Kind::Opts,
+        _ => Kind::Any,
     }
+}
+
+/// Whether `option` (a `-X` option, without its `--`) is one of the merge options of git's
+/// own strategies, with a plain value. Any other reaches `git-merge-resolve` and
+/// `git-merge-octopus` (shell scripts) as an option of `git read-tree`:
+/// `--index-output=<file>` writes an index over any file the user can write (red team
+/// issue 32, eighth round).
+fn strategy_option_is_inert(option: &str) -> bool {
+    let (name, value) = match option.split_once('=') {
+        Some((n, v)) => (n, Some(v)),
+        None => (option, None),
+    };
+    let digits = |v: &str| {
+        let v = v.strip_suffix('%').unwrap_or(v);
+        !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit())
+    };
+    match (name, value) {
+        (
+            "ours"
+            | "theirs"
+            | "patience"
+            | "histogram"
+            | "ignore-space-change"
+            | "ignore-all-space"
+            | "ignore-space-at-eol"
+            | "ignore-cr-at-eol"
+            | "renormalize"
+            | "no-renormalize"
+            | "no-renames"
+            | "find-renames"
+            | "subtree",
+            None,
+        ) => true,
+        ("diff-algorithm", Some(v)) => {
+            matches!(
+                v,
+                "patience" | "minimal" | "histogram" | "myers" | "default"
+            )
+        }
+        ("find-renames" | "rename-threshold", Some(v)) => digits(v),
+        ("subtree", Some(v)) => {
+            !v.is_empty()
+                && !v.starts_with('-')
+                && v.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"._/-".contains(&b))
+        }
+        _ => false,
+    }
+}
+
+/// Whether a `strategy_opts` line is a list of inert options: blank-separated words, each
+/// plain or wholly in `"..."` or `'...'` (no other quote or backslash inside), with an
+/// optional leading `--` (git's `split_cmdline`, then `parse_strategy_opts`).
+fn strategy_opts_are_inert(line: &str) -> bool {
+    line.split([' ', '\t'])
+        .filter(|w| !w.is_empty())
+        .all(|word| {
+            let bare = (word.strip_prefix('"').and_then(|w| w.strip_suffix('"')))
+                .or_else(|| word.strip_prefix('\'').and_then(|w| w.strip_suffix('\'')))
+                .unwrap_or(word);
+            !bare.contains(['"', '\'', '\\'])
+                && strategy_option_is_inert(bare.strip_prefix("--").unwrap_or(bare))
+        })
 }
 
 /// The lines of state file `rel` (one of [`STATE_FILES`]) that may run code when git goes on,
 /// each trimmed: an `exec` (or any unknown) line of a todo list, a strategy that is not git's
-/// own, any line of `sequencer/opts` but its `[options]` header and known keys. Text that is
+/// own or a strategy option that is not theirs, any line of `sequencer/opts` but its
+/// `[options]` header and known keys, any line of `rebase-apply/apply-opt`. Text that is
 /// not UTF-8 is one live line, the whole of it.
 pub fn live_lines<'a>(rel: &str, text: &'a [u8]) -> impl Iterator<Item = &'a [u8]> {
     let kind = kind(rel);
@@ -127,6 +201,8 @@ fn line_is_inert(kind: Kind, line: &[u8]) -> bool {
             }
         }
         Kind::Strategy => STRATEGIES.contains(&line),
+        Kind::StrategyOpts => strategy_opts_are_inert(line),
+        Kind::Any => false,
         Kind::Opts => {
             if line.starts_with('#') || line.starts_with(';') || line == "[options]" {
                 return true;
@@ -136,7 +212,14 @@ fn line_is_inert(kind: Kind, line: &[u8]) -> bool {
             };
             let (key, value) = (key.trim_end(), value.trim());
             let known = OPTS_KEYS.iter().any(|k| k.eq_ignore_ascii_case(key));
-            known && (!key.eq_ignore_ascii_case("strategy") || STRATEGIES.contains(&value))
+            let value_ok = if key.eq_ignore_ascii_case("strategy") {
+                STRATEGIES.contains(&value)
+            } else if key.eq_ignore_ascii_case("strategy-option") {
+                strategy_option_is_inert(value)
+            } else {
+                true
+            };
+            known && value_ok
         }
     }
 }
@@ -201,7 +284,39 @@ mod tests {
         let opts = "sequencer/opts";
         let written = b"[options]\n\tsignoff = true\n\tstrategy = ort\n\tstrategy-option = theirs\n\tgpg-sign = -SABC\n";
         assert!(!gained_live_lines(opts, b"", written));
+        let rel = "rebase-merge/strategy_opts";
+        let xopts = b"\"patience\" \"diff-algorithm=histogram\" \"find-renames=40\"\n";
+        assert!(!gained_live_lines(rel, b"", xopts));
+        assert!(!gained_live_lines(
+            rel,
+            b"",
+            b" '--theirs' '--subtree=lib/x'\n"
+        ));
         for planted in [
+            "'--index-output=/etc/passwd'",
+            "\"--index-output=/x\"",
+            "--theirs --exclude-per-directory=x",
+            "\"subtree=-x\"",
+            "\"the\\irs\"",
+            "'theirs\" --index-output=/x'",
+        ] {
+            assert!(
+                gained_live_lines(rel, b"", planted.as_bytes()),
+                "{planted:?}"
+            );
+        }
+        assert!(gained_live_lines(
+            "rebase-apply/apply-opt",
+            b"",
+            b"'--build-fake-ancestor=/x'\n"
+        ));
+        assert!(!gained_live_lines(
+            "rebase-apply/apply-opt",
+            b"'-p2'\n",
+            b"'-p2'\n"
+        ));
+        for planted in [
+            "\tstrategy-option = index-output=/x\n",
             "\tstrategy = evil\n",
             "\tstrategy = \"evil\"\n",
             "[options] strategy = evil\n",

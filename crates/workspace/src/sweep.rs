@@ -658,11 +658,18 @@ fn armed_git_state(
         Some(after) => protect::git_state::gained_live_lines(rel, before, &after),
         None => true,
     };
-    armed.then(|| {
-        let mut v = quarantine(root, path, run_id, GIT_STATE_ARMED);
-        v.allow = Some(GIT_STATE_HINT);
-        v
-    })
+    if !armed {
+        return None;
+    }
+    // Git follows a link on the way (`rebase-merge -> elsewhere`), the quarantine does not:
+    // the link itself goes (red team issue 32, eighth round: the file behind it stayed).
+    let state_dir = path.parent()?;
+    let link = [state_dir, path]
+        .into_iter()
+        .find(|p| host.lstat_kind(p) == Some(Kind::Symlink));
+    let mut v = quarantine(root, link.unwrap_or(path), run_id, GIT_STATE_ARMED);
+    v.allow = Some(GIT_STATE_HINT);
+    Some(v)
 }
 
 /// What to do about a [`GIT_STATE_ARMED`] file: no policy line lets a run do this.
