@@ -695,10 +695,16 @@ sys.exit(0 if r==0 else os.strerror(ctypes.get_errno()))'";
             fx.ws.join("grabbed").exists(),
             "{route}: the run stopped before the host renamed the locks: the test proves nothing\n{seen}"
         );
-        assert!(
-            read_text(&fx.ws.join(".git/description")).is_some_and(|t| t.contains("fsmonitor")),
-            "{route}: control: the run's file did not take the place of `description`\n{seen}"
-        );
+        if route == "symlink" {
+            // The run's link took the place of `description`, and the sweep took it out after
+            // the run (a link in a git dir, issue 32 eighth round).
+            records.assert_swept(&run.run, &[".git/description"]);
+        } else {
+            assert!(
+                read_text(&fx.ws.join(".git/description")).is_some_and(|t| t.contains("fsmonitor")),
+                "{route}: control: the run's file did not take the place of `description`\n{seen}"
+            );
+        }
         if attacks::creation_guarded() {
             assert_ne!(
                 run.rc,
@@ -1516,4 +1522,74 @@ fn a_rebase_state_behind_a_link_is_taken_out_whole() {
     // (Git runs it, then fails to remove the state it reached through the link.)
     continue_on_the_host(&fx2, None);
     assert!(flag.exists(), "control: git did not run the exec line");
+}
+
+/// Links the run leaves in a git dir: git opens `COMMIT_EDITMSG` (and the reflogs, rerere's
+/// images, ...) for writing by name, following a link, so the user's next commit wrote a host
+/// file of the run's choosing (red team issue 32, eighth round). Every link the run made
+/// there is taken out.
+#[test]
+fn links_the_run_leaves_in_a_git_dir_are_taken_out() {
+    let fx = Fixture::new();
+    let records = fx.records();
+    let victim = fx.outside.join("target.txt");
+    let attack = format!(
+        "ln -sf {} .git/COMMIT_EDITMSG && mkdir -p .git/rr-cache && ln -s {} .git/rr-cache/0a1b",
+        victim.display(),
+        fx.outside.display()
+    );
+    let run = fx.attack(&records.opts(), &attack).outcome();
+    run.assert_ok();
+    records.assert_swept(&run.run, &[".git/COMMIT_EDITMSG"]);
+    records.assert_swept(&run.run, &[".git/rr-cache/0a1b"]);
+    git_ok(
+        &fx,
+        &["commit", "-q", "--allow-empty", "-m", "the user's message"],
+    );
+    assert_eq!(read_text(&victim).as_deref(), Some("original\n"));
+    // Control: the same link made on the host, and the commit writes through it.
+    let link = format!("ln -sf {} .git/COMMIT_EDITMSG", victim.display());
+    fx.control(&link).outcome().assert_ok();
+    git_ok(
+        &fx,
+        &["commit", "-q", "--allow-empty", "-m", "the user's message"],
+    );
+    assert!(
+        read_text(&victim).is_some_and(|t| t.contains("the user's message")),
+        "control: the commit did not write through the link"
+    );
+}
+
+/// Rerere's conflicts in progress (`MERGE_RR`, `<id>\t<path>`): the user's next `git commit`
+/// records each path's text into `rr-cache`, a path outside the worktree too: a secret the run
+/// could not read was copied where the next run could (red team issue 32, eighth round).
+#[test]
+fn rerere_is_given_no_path_outside_the_worktree() {
+    let fx = Fixture::new();
+    let records = fx.records();
+    let secret = fx.home.join(".ssh/id_rsa");
+    let id = "1123456789abcdef0123456789abcdef01234567";
+    let attack = format!(
+        "mkdir -p .git/rr-cache/{id} && printf '%s\\t%s\\0' {id} {} > .git/MERGE_RR",
+        secret.display()
+    );
+    let run = fx.attack(&records.opts(), &attack).outcome();
+    run.assert_ok();
+    records.assert_swept(&run.run, &[".git/MERGE_RR"]);
+    let copy = fx.ws.join(format!(".git/rr-cache/{id}/postimage"));
+    write_file(&fx.ws.join("README.md"), "changed\n", 0o644);
+    git_ok(&fx, &["commit", "-q", "-am", "the user's commit"]);
+    assert!(
+        !copy.exists(),
+        "rerere copied the secret into the workspace"
+    );
+    // Control: the same files made on the host, and the commit copies the secret.
+    fx.control(&attack).outcome().assert_ok();
+    write_file(&fx.ws.join("README.md"), "changed again\n", 0o644);
+    git_ok(&fx, &["commit", "-q", "-am", "the user's commit"]);
+    assert_eq!(
+        read_bytes(&copy),
+        read_bytes(&secret),
+        "control: rerere copied nothing"
+    );
 }

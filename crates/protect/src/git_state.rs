@@ -1,6 +1,6 @@
-//! Git's state of a command stopped part-way (a rebase, a cherry-pick or revert sequence):
-//! files in a git dir that say what git does when someone runs `git rebase --continue` or
-//! `git cherry-pick --continue`. Some of what they hold runs code then, on the host if the
+//! Git's state of a command stopped part-way (a rebase, a cherry-pick or revert sequence,
+//! `git am`, rerere's conflicts): files in a git dir that say what git does when someone runs
+//! `git rebase --continue`, `git cherry-pick --continue` or the next `git commit`. Some of what they hold runs code then, on the host if the
 //! user continues there: an `exec` line of a rebase's todo list is a shell command, and a
 //! merge strategy that is not one of git's own runs `git-merge-<name>` from `PATH`.
 //!
@@ -11,13 +11,14 @@
 //! Pure and allocation-free, like the rest of the crate.
 
 /// The state files, relative to a git dir: what git reads on `--continue`.
-pub const STATE_FILES: [&str; 6] = [
+pub const STATE_FILES: [&str; 7] = [
     "rebase-merge/git-rebase-todo",
     "sequencer/todo",
     "rebase-merge/strategy",
     "rebase-merge/strategy_opts",
     "sequencer/opts",
     "rebase-apply/apply-opt",
+    "MERGE_RR",
 ];
 
 /// How much of a state file is read: a larger one counts as live whole.
@@ -87,6 +88,11 @@ enum Kind {
     StrategyOpts,
     /// `sequencer/opts`: a config file of section `options`.
     Opts,
+    /// `MERGE_RR`: rerere's conflicts in progress, `<id>\t<path>` records ended by NUL. The
+    /// user's next `git commit` records each path's text into `rr-cache`: an absolute path
+    /// (or one with `..`) copied a host secret there for the next run to read (red team issue
+    /// 32, eighth round).
+    MergeRr,
     /// Anything else: every line of it is live (`rebase-apply/apply-opt`, options `git am`
     /// passes to `git apply`, `--build-fake-ancestor=<file>` among them).
     Any,
@@ -98,6 +104,7 @@ fn kind(rel: &str) -> Kind {
         "rebase-merge/strategy" => Kind::Strategy,
         "rebase-merge/strategy_opts" => Kind::StrategyOpts,
         "sequencer/opts" => Kind::Opts,
+        "MERGE_RR" => Kind::MergeRr,
         _ => Kind::Any,
     }
 }
@@ -173,10 +180,11 @@ fn strategy_opts_are_inert(line: &str) -> bool {
 pub fn live_lines<'a>(rel: &str, text: &'a [u8]) -> impl Iterator<Item = &'a [u8]> {
     let kind = kind(rel);
     let whole = std::str::from_utf8(text).is_err();
+    let end = if kind == Kind::MergeRr { b'\0' } else { b'\n' };
     let lines = if whole {
         None
     } else {
-        Some(text.split(|b| *b == b'\n'))
+        Some(text.split(move |b| *b == end))
     };
     std::iter::once(text)
         .filter(move |_| whole)
@@ -202,6 +210,13 @@ fn line_is_inert(kind: Kind, line: &[u8]) -> bool {
         }
         Kind::Strategy => STRATEGIES.contains(&line),
         Kind::StrategyOpts => strategy_opts_are_inert(line),
+        Kind::MergeRr => line.split_once('\t').is_some_and(|(id, path)| {
+            !id.is_empty()
+                && id.bytes().all(|b| b.is_ascii_hexdigit())
+                && !path.is_empty()
+                && !path.starts_with('/')
+                && !path.split('/').any(|c| c == ".." || c.is_empty())
+        }),
         Kind::Any => false,
         Kind::Opts => {
             if line.starts_with('#') || line.starts_with(';') || line == "[options]" {
@@ -273,6 +288,29 @@ mod tests {
             );
         }
         assert!(gained_live_lines(TODO, before, b"pick \xff\n"));
+    }
+
+    #[test]
+    fn rerere_may_only_name_paths_in_the_worktree() {
+        let rel = "MERGE_RR";
+        assert!(!gained_live_lines(
+            rel,
+            b"",
+            b"0a1b2c\tsrc/a.rs\x00dd\tb\x00"
+        ));
+        for planted in [
+            "0a1b\t/root/.ssh/id_rsa\0",
+            "0a1b\t../x\0",
+            "0a1b\tsrc/../../x\0",
+            "0a1b\tsrc//x\0",
+            "zz\tsrc/a\0",
+            "0a1b src/a\0",
+        ] {
+            assert!(
+                gained_live_lines(rel, b"", planted.as_bytes()),
+                "{planted:?}"
+            );
+        }
     }
 
     #[test]

@@ -100,6 +100,7 @@ fn after_run_inspecting(
     ours.retain(|d| !before.contains(d));
     out.extend(sweep_inspecting(run, host, run_id, &ours, &restored));
     out.extend(git_state_after(run, host, run_id));
+    out.extend(links_in_git_dirs(run, host, run_id, started));
     // With a creation guard (native), what others made where git looks: the guard refused
     // the run's own creations, not its writes to a file someone else made during the run.
     if held.creation_guard {
@@ -576,11 +577,13 @@ fn sweep_inspecting(
             }
             out.extend(neutralise_code_path(host, (root, &path), run_id, &writable));
         }
-        // A git dir made during the run had no state: any that runs code is the run's.
+        // A git dir made during the run had no state (any that runs code is the run's), nor
+        // a link of the user's.
         if !run.watch.sweep.git_dirs.contains(&dir) {
             for rel in protect::git_state::STATE_FILES {
                 out.extend(armed_git_state(host, root, &dir.join(rel), b"", run_id));
             }
+            out.extend(links_in_git_dir(host, root, &dir, None, run_id));
         }
     }
     out.extend(linked);
@@ -663,13 +666,96 @@ fn armed_git_state(
     }
     // Git follows a link on the way (`rebase-merge -> elsewhere`), the quarantine does not:
     // the link itself goes (red team issue 32, eighth round: the file behind it stayed).
-    let state_dir = path.parent()?;
-    let link = [state_dir, path]
-        .into_iter()
-        .find(|p| host.lstat_kind(p) == Some(Kind::Symlink));
+    // (`MERGE_RR` lies in the git dir itself: not a state dir of its own.)
+    let state_dir = rel.contains('/').then(|| path.parent()).flatten();
+    let link =
+        (state_dir.into_iter().chain([path])).find(|p| host.lstat_kind(p) == Some(Kind::Symlink));
     let mut v = quarantine(root, link.unwrap_or(path), run_id, GIT_STATE_ARMED);
     v.allow = Some(GIT_STATE_HINT);
     Some(v)
+}
+
+/// Violation kind of a symbolic link the run made or changed in a git dir.
+pub const LINK_IN_GIT_DIR: &str = "link_in_git_dir";
+
+/// Most entries the check for links lists in one git dir (its object stores aside).
+const GIT_DIR_ENTRIES: usize = 200_000;
+
+/// [`links_in_git_dir`] for every git dir of the plan in a writable root (a submodule's and a
+/// worktree's admin dir are inside `.git`: listed once, with it).
+fn links_in_git_dirs(
+    run: &Resolved,
+    host: &dyn HostView,
+    run_id: &str,
+    started: std::time::SystemTime,
+) -> Vec<Violation> {
+    let roots = &run.watch.sweep.roots;
+    let dirs = &run.watch.sweep.git_dirs;
+    let mut out = Vec::new();
+    for dir in dirs {
+        let Some(root) = roots.iter().find(|r| is_within(dir, r) && dir != *r) else {
+            continue;
+        };
+        if dirs.iter().any(|d| d != dir && is_within(dir, d)) {
+            continue;
+        }
+        out.extend(links_in_git_dir(host, root, dir, Some(started), run_id));
+    }
+    out
+}
+
+/// Symbolic links in git dir `dir` (its object stores aside) made or changed since `started`
+/// (every one when `None`: a git dir made during the run), each quarantined. Git opens many
+/// of its files for writing by name, following a link: `COMMIT_EDITMSG`, the reflogs under
+/// `logs/`, rerere's `rr-cache/*/thisimage`, `rebase-merge/done`, `FETCH_HEAD`. A link the
+/// run left there had the user's next `git commit` write a host file of its choosing (red
+/// team issue 32, eighth round: a `~/.bashrc` given the worktree's text through rerere, a
+/// reflog line naming a branch `x;touch${IFS}FLAG;#`). Git makes no links there itself; an
+/// object store (`objects`, `lfs/objects`) is never written through one (git writes an object
+/// under a temporary name and renames it, and leaves one that exists alone).
+fn links_in_git_dir(
+    host: &dyn HostView,
+    root: &Path,
+    dir: &Path,
+    started: Option<std::time::SystemTime>,
+    run_id: &str,
+) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    let mut listed = 0usize;
+    while let Some(d) = todo.pop() {
+        let entries = match host.try_list_dir(&d) {
+            Ok(entries) => entries,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR)) => {
+                continue
+            }
+            Err(e) => {
+                out.push(uninspectable(root, &d, &e, run_id));
+                continue;
+            }
+        };
+        for (name, kind) in entries {
+            listed += 1;
+            if listed > GIT_DIR_ENTRIES {
+                return out;
+            }
+            let path = d.join(&name);
+            match kind {
+                Kind::Dir if name != "objects" => todo.push(path),
+                Kind::Symlink => {
+                    let new = match (started, host.lstat_ctime(&path)) {
+                        (Some(started), Some(changed)) => changed >= started,
+                        _ => true,
+                    };
+                    if new {
+                        out.push(quarantine(root, &path, run_id, LINK_IN_GIT_DIR));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
 }
 
 /// What to do about a [`GIT_STATE_ARMED`] file: no policy line lets a run do this.
