@@ -93,8 +93,10 @@ enum Kind {
     /// (or one with `..`) copied a host secret there for the next run to read (red team issue
     /// 32, eighth round).
     MergeRr,
-    /// Anything else: every line of it is live (`rebase-apply/apply-opt`, options `git am`
-    /// passes to `git apply`, `--build-fake-ancestor=<file>` among them).
+    /// `rebase-apply/apply-opt`: the options `git am` passes to `git apply`, quoted, on one
+    /// line (`--build-fake-ancestor=<file>` writes an index over any file).
+    ApplyOpts,
+    /// Anything else: every line of it is live.
     Any,
 }
 
@@ -105,6 +107,7 @@ fn kind(rel: &str) -> Kind {
         "rebase-merge/strategy_opts" => Kind::StrategyOpts,
         "sequencer/opts" => Kind::Opts,
         "MERGE_RR" => Kind::MergeRr,
+        "rebase-apply/apply-opt" => Kind::ApplyOpts,
         _ => Kind::Any,
     }
 }
@@ -157,25 +160,64 @@ fn strategy_option_is_inert(option: &str) -> bool {
     }
 }
 
-/// Whether a `strategy_opts` line is a list of inert options: blank-separated words, each
-/// plain or wholly in `"..."` or `'...'` (no other quote or backslash inside), with an
-/// optional leading `--` (git's `split_cmdline`, then `parse_strategy_opts`).
-fn strategy_opts_are_inert(line: &str) -> bool {
+/// Whether a line of blank-separated words, each plain or wholly in `"..."` or `'...'` (no
+/// other quote or backslash inside: git's `split_cmdline` and `sq_dequote` read them), has
+/// only words `inert` accepts.
+fn words_are_inert(line: &str, inert: impl Fn(&str) -> bool) -> bool {
     line.split([' ', '\t'])
         .filter(|w| !w.is_empty())
         .all(|word| {
             let bare = (word.strip_prefix('"').and_then(|w| w.strip_suffix('"')))
                 .or_else(|| word.strip_prefix('\'').and_then(|w| w.strip_suffix('\'')))
                 .unwrap_or(word);
-            !bare.contains(['"', '\'', '\\'])
-                && strategy_option_is_inert(bare.strip_prefix("--").unwrap_or(bare))
+            !bare.contains(['"', '\'', '\\']) && inert(bare)
         })
+}
+
+/// Whether a `strategy_opts` line is a list of inert options, each with an optional leading
+/// `--` (`parse_strategy_opts`).
+fn strategy_opts_are_inert(line: &str) -> bool {
+    words_are_inert(line, |w| {
+        strategy_option_is_inert(w.strip_prefix("--").unwrap_or(w))
+    })
+}
+
+/// Whether every option of an `apply-opt` line is one of the `git apply` options `git am`
+/// takes (`-p<n>`, `-C<n>`, `--whitespace=`, `--ignore-space-change`, `--ignore-whitespace`,
+/// `--reject`, `--directory=`, `--exclude=`, `--include=`) with a plain value.
+fn apply_opts_are_inert(line: &str) -> bool {
+    let plain = |v: &str| {
+        !v.is_empty()
+            && !v.starts_with('-')
+            && v.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._/-*".contains(&b))
+    };
+    let digits = |v: &str| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit());
+    words_are_inert(line, |w| {
+        if let Some(n) = w.strip_prefix("-p").or_else(|| w.strip_prefix("-C")) {
+            return digits(n);
+        }
+        match w.split_once('=') {
+            Some(("--whitespace", v)) => {
+                matches!(
+                    v,
+                    "nowarn" | "warn" | "fix" | "error" | "error-all" | "strip"
+                )
+            }
+            Some(("--directory" | "--exclude" | "--include", v)) => plain(v),
+            None => matches!(
+                w,
+                "--ignore-space-change" | "--ignore-whitespace" | "--reject"
+            ),
+            _ => false,
+        }
+    })
 }
 
 /// The lines of state file `rel` (one of [`STATE_FILES`]) that may run code when git goes on,
 /// each trimmed: an `exec` (or any unknown) line of a todo list, a strategy that is not git's
 /// own or a strategy option that is not theirs, any line of `sequencer/opts` but its
-/// `[options]` header and known keys, any line of `rebase-apply/apply-opt`. Text that is
+/// `[options]` header and known keys, an option of `rebase-apply/apply-opt` not on its list. Text that is
 /// not UTF-8 is one live line, the whole of it.
 pub fn live_lines<'a>(rel: &str, text: &'a [u8]) -> impl Iterator<Item = &'a [u8]> {
     let kind = kind(rel);
@@ -210,6 +252,7 @@ fn line_is_inert(kind: Kind, line: &[u8]) -> bool {
         }
         Kind::Strategy => STRATEGIES.contains(&line),
         Kind::StrategyOpts => strategy_opts_are_inert(line),
+        Kind::ApplyOpts => apply_opts_are_inert(line),
         Kind::MergeRr => line.split_once('\t').is_some_and(|(id, path)| {
             !id.is_empty()
                 && id.bytes().all(|b| b.is_ascii_hexdigit())
@@ -348,11 +391,20 @@ mod tests {
             b"",
             b"'--build-fake-ancestor=/x'\n"
         ));
-        assert!(!gained_live_lines(
-            "rebase-apply/apply-opt",
-            b"'-p2'\n",
-            b"'-p2'\n"
-        ));
+        let apply = "rebase-apply/apply-opt";
+        let am = b" '-p1' '--whitespace=fix' '-C3' '--reject'\n";
+        assert!(!gained_live_lines(apply, b"", am));
+        for planted in [
+            "'--index-output=/x'",
+            "'--directory=-x'",
+            "'-p1' '--unsafe-paths'",
+            "'--exclude=a b'",
+        ] {
+            assert!(
+                gained_live_lines(apply, b"", planted.as_bytes()),
+                "{planted:?}"
+            );
+        }
         for planted in [
             "\tstrategy-option = index-output=/x\n",
             "\tstrategy = evil\n",
