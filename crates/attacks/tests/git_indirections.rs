@@ -1534,14 +1534,17 @@ fn links_the_run_leaves_in_a_git_dir_are_taken_out() {
     let records = fx.records();
     let victim = fx.outside.join("target.txt");
     let attack = format!(
-        "ln -sf {} .git/COMMIT_EDITMSG && mkdir -p .git/rr-cache && ln -s {} .git/rr-cache/0a1b",
-        victim.display(),
-        fx.outside.display()
+        "ln -sf {v} .git/COMMIT_EDITMSG && mkdir -p .git/rr-cache && ln -s {} .git/rr-cache/0a1b \
+         && ln -sf {v} .git/logs/refs/heads/main",
+        fx.outside.display(),
+        v = victim.display(),
     );
     let run = fx.attack(&records.opts(), &attack).outcome();
     run.assert_ok();
     records.assert_swept(&run.run, &[".git/COMMIT_EDITMSG"]);
     records.assert_swept(&run.run, &[".git/rr-cache/0a1b"]);
+    // (In a directory with no subdirectories, listed because its entries changed.)
+    records.assert_swept(&run.run, &[".git/logs/refs/heads/main"]);
     git_ok(
         &fx,
         &["commit", "-q", "--allow-empty", "-m", "the user's message"],

@@ -724,6 +724,16 @@ fn links_in_git_dir(
     let mut todo = vec![dir.to_path_buf()];
     let mut listed = 0usize;
     while let Some(d) = todo.pop() {
+        // A directory with no subdirectories (a link count of 2) whose entries did not change
+        // since the start (its ctime) holds no new link: not listed (`refs/heads`,
+        // `logs/refs/heads` of many branches). A file system that counts no subdirectories
+        // in links (1) has every directory listed.
+        if let Some(started) = started {
+            let leaf = host.stat(&d).is_some_and(|e| e.links == 2);
+            if leaf && host.lstat_ctime(&d).is_some_and(|t| t < started) {
+                continue;
+            }
+        }
         let entries = match host.try_list_dir(&d) {
             Ok(entries) => entries,
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR)) => {
