@@ -1535,7 +1535,8 @@ fn links_the_run_leaves_in_a_git_dir_are_taken_out() {
     let victim = fx.outside.join("target.txt");
     let attack = format!(
         "ln -sf {v} .git/COMMIT_EDITMSG && mkdir -p .git/rr-cache && ln -s {} .git/rr-cache/0a1b \
-         && ln -sf {v} .git/logs/refs/heads/main",
+         && ln -sf {v} .git/logs/refs/heads/main && git branch objects/x \
+         && ln -sf {v} .git/logs/refs/heads/objects/x && mkfifo .git/FETCH_HEAD",
         fx.outside.display(),
         v = victim.display(),
     );
@@ -1543,8 +1544,14 @@ fn links_the_run_leaves_in_a_git_dir_are_taken_out() {
     run.assert_ok();
     records.assert_swept(&run.run, &[".git/COMMIT_EDITMSG"]);
     records.assert_swept(&run.run, &[".git/rr-cache/0a1b"]);
-    // (In a directory with no subdirectories, listed because its entries changed.)
+    // (In a directory with no subdirectories, listed because its entries changed; in one
+    // named `objects` that is no object store; a FIFO that would hang git.)
     records.assert_swept(&run.run, &[".git/logs/refs/heads/main"]);
+    records.assert_swept(&run.run, &[".git/logs/refs/heads/objects/x"]);
+    if attacks::backend() != "gvisor" {
+        // (Under gVisor a FIFO the command makes stays in the Sentry: none on the host.)
+        records.assert_swept(&run.run, &[".git/FETCH_HEAD"]);
+    }
     git_ok(
         &fx,
         &["commit", "-q", "--allow-empty", "-m", "the user's message"],
@@ -1595,4 +1602,32 @@ fn rerere_is_given_no_path_outside_the_worktree() {
         read_bytes(&secret),
         "control: rerere copied nothing"
     );
+}
+
+/// Links one run leaves where nothing looks (the object store) and the next moves into place
+/// inside a directory: a link keeps its ctime through the move, but the directory it moved
+/// with does not (red team issue 32, eighth round, third pass: rerere wrote a host file at the
+/// user's commit).
+#[test]
+fn links_moved_into_a_git_dir_by_a_later_run_are_taken_out() {
+    let fx = Fixture::new();
+    let victim = fx.outside.join("target.txt");
+    let id = "0123456789abcdef0123456789abcdef01234567";
+    let plant = format!(
+        "mkdir -p .git/objects/zz/R && ln -s {} .git/objects/zz/R/thisimage",
+        victim.display()
+    );
+    let records = fx.records();
+    fx.attack(&records.opts(), &plant).outcome().assert_ok();
+    assert!(
+        fx.ws.join(".git/objects/zz/R/thisimage").is_symlink(),
+        "the first run's link in the object store is gone: the test proves nothing"
+    );
+    // A second run, its start strictly after the first run's link.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let records = fx.records();
+    let move_in = format!("mkdir -p .git/rr-cache && mv .git/objects/zz/R .git/rr-cache/{id}");
+    let run = fx.attack(&records.opts(), &move_in).outcome();
+    run.assert_ok();
+    records.assert_swept(&run.run, &[&format!(".git/rr-cache/{id}/thisimage")]);
 }

@@ -583,7 +583,8 @@ fn sweep_inspecting(
             for rel in protect::git_state::STATE_FILES {
                 out.extend(armed_git_state(host, root, &dir.join(rel), b"", run_id));
             }
-            out.extend(links_in_git_dir(host, root, &dir, None, run_id));
+            let known = &run.watch.sweep.git_dirs;
+            out.extend(links_in_git_dir(host, (root, &dir), known, None, run_id));
         }
     }
     out.extend(linked);
@@ -675,11 +676,9 @@ fn armed_git_state(
     Some(v)
 }
 
-/// Violation kind of a symbolic link the run made or changed in a git dir.
+/// Violation kind of a symbolic link (or FIFO, socket, device) the run made or moved into a
+/// git dir.
 pub const LINK_IN_GIT_DIR: &str = "link_in_git_dir";
-
-/// Most entries the check for links lists in one git dir (its object stores aside).
-const GIT_DIR_ENTRIES: usize = 200_000;
 
 /// [`links_in_git_dir`] for every git dir of the plan in a writable root (a submodule's and a
 /// worktree's admin dir are inside `.git`: listed once, with it).
@@ -699,40 +698,74 @@ fn links_in_git_dirs(
         if dirs.iter().any(|d| d != dir && is_within(dir, d)) {
             continue;
         }
-        out.extend(links_in_git_dir(host, root, dir, Some(started), run_id));
+        out.extend(links_in_git_dir(
+            host,
+            (root, dir),
+            dirs,
+            Some(started),
+            run_id,
+        ));
     }
     out
 }
 
-/// Symbolic links in git dir `dir` (its object stores aside) made or changed since `started`
-/// (every one when `None`: a git dir made during the run), each quarantined. Git opens many
-/// of its files for writing by name, following a link: `COMMIT_EDITMSG`, the reflogs under
-/// `logs/`, rerere's `rr-cache/*/thisimage`, `rebase-merge/done`, `FETCH_HEAD`. A link the
-/// run left there had the user's next `git commit` write a host file of its choosing (red
-/// team issue 32, eighth round: a `~/.bashrc` given the worktree's text through rerere, a
-/// reflog line naming a branch `x;touch${IFS}FLAG;#`). Git makes no links there itself; an
-/// object store (`objects`, `lfs/objects`) is never written through one (git writes an object
-/// under a temporary name and renames it, and leaves one that exists alone).
+/// Symbolic links (and FIFOs, sockets, devices) in git dir `dir` that the run made or moved
+/// there, each quarantined. Git opens many of its files for writing by name, following a
+/// link: `COMMIT_EDITMSG`, the reflogs under `logs/`, rerere's `rr-cache/*/thisimage`,
+/// `rebase-merge/done`, `FETCH_HEAD`. A link the run left there had the user's next
+/// `git commit` write a host file of its choosing (red team issue 32, eighth round: a
+/// `~/.bashrc` given the worktree's text through rerere, a reflog line naming a branch
+/// `x;touch${IFS}FLAG;#`); a FIFO as `COMMIT_EDITMSG` hangs it. Git makes none of these there.
+///
+/// What counts as the run's (`started`; every one when `None`: a git dir made during the
+/// run): one whose own ctime, or that of any of its directories below `dir`, moved since the
+/// start. A link keeps its ctime when a directory holding it is renamed, but the renamed
+/// directory, or the one it went into, does not: links planted by an earlier run where
+/// nothing looked and moved into place by this one count (red team, third pass).
+///
+/// Not looked into: the object stores of `dir` and of the plan's git dirs `known` (`objects`,
+/// `lfs/objects`: git writes an object under a temporary name and renames it, and leaves one
+/// that exists alone), and their `hooks` (the protected paths' rules). A link of the user's in
+/// a directory the run changed is taken out too (rare in a git dir: `info/exclude`). A directory elsewhere named `objects` is looked into (a branch
+/// `objects/main` has its reflog at `logs/refs/heads/objects/main`). No cap: a git dir the
+/// run filled is listed whole, at the cost of what the run made (a cap let a run hide a link
+/// past it).
 fn links_in_git_dir(
     host: &dyn HostView,
-    root: &Path,
-    dir: &Path,
+    (root, dir): (&Path, &Path),
+    known: &BTreeSet<PathBuf>,
     started: Option<std::time::SystemTime>,
     run_id: &str,
 ) -> Vec<Violation> {
+    let changed = |p: &Path| match started {
+        Some(started) => host.lstat_ctime(p).is_none_or(|t| t >= started),
+        None => true,
+    };
+    let parent_is_git_dir = |p: &Path| p == dir || known.contains(p);
+    let store = |d: &Path| {
+        (d.file_name().is_some_and(|n| n == "objects"))
+            && d.parent().is_some_and(|p| {
+                parent_is_git_dir(p)
+                    || (p.file_name().is_some_and(|n| n == "lfs")
+                        && p.parent().is_some_and(parent_is_git_dir))
+            })
+    };
+    // The hooks: every new entry there is a hook, which the protected paths' rules refuse or
+    // quarantine whatever its kind; the user's own hooks are often links.
+    let hooks = |d: &Path| {
+        d.file_name().is_some_and(|n| n == "hooks") && d.parent().is_some_and(parent_is_git_dir)
+    };
     let mut out = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    let mut listed = 0usize;
-    while let Some(d) = todo.pop() {
-        // A directory with no subdirectories (a link count of 2) whose entries did not change
-        // since the start (its ctime) holds no new link: not listed (`refs/heads`,
+    // Each directory with whether it or one above it (below `dir`) changed.
+    let mut todo = vec![(dir.to_path_buf(), false)];
+    while let Some((d, moved_above)) = todo.pop() {
+        let moved = moved_above || (d != dir && changed(&d));
+        // A directory with no subdirectories (a link count of 2) that neither changed nor
+        // lies in one that did holds nothing of the run's: not listed (`refs/heads`,
         // `logs/refs/heads` of many branches). A file system that counts no subdirectories
         // in links (1) has every directory listed.
-        if let Some(started) = started {
-            let leaf = host.stat(&d).is_some_and(|e| e.links == 2);
-            if leaf && host.lstat_ctime(&d).is_some_and(|t| t < started) {
-                continue;
-            }
+        if started.is_some() && !moved && d != dir && host.stat(&d).is_some_and(|e| e.links == 2) {
+            continue;
         }
         let entries = match host.try_list_dir(&d) {
             Ok(entries) => entries,
@@ -745,21 +778,11 @@ fn links_in_git_dir(
             }
         };
         for (name, kind) in entries {
-            listed += 1;
-            if listed > GIT_DIR_ENTRIES {
-                return out;
-            }
             let path = d.join(&name);
             match kind {
-                Kind::Dir if name != "objects" => todo.push(path),
-                Kind::Symlink => {
-                    let new = match (started, host.lstat_ctime(&path)) {
-                        (Some(started), Some(changed)) => changed >= started,
-                        _ => true,
-                    };
-                    if new {
-                        out.push(quarantine(root, &path, run_id, LINK_IN_GIT_DIR));
-                    }
+                Kind::Dir if !store(&path) && !hooks(&path) => todo.push((path, moved)),
+                Kind::Symlink | Kind::Other if moved || changed(&path) => {
+                    out.push(quarantine(root, &path, run_id, LINK_IN_GIT_DIR));
                 }
                 _ => {}
             }
