@@ -1536,7 +1536,8 @@ fn links_the_run_leaves_in_a_git_dir_are_taken_out() {
     let attack = format!(
         "ln -sf {v} .git/COMMIT_EDITMSG && mkdir -p .git/rr-cache && ln -s {} .git/rr-cache/0a1b \
          && ln -sf {v} .git/logs/refs/heads/main && git branch objects/x \
-         && ln -sf {v} .git/logs/refs/heads/objects/x && mkfifo .git/FETCH_HEAD",
+         && ln -sf {v} .git/logs/refs/heads/objects/x && mkfifo .git/FETCH_HEAD \
+         && ln -s {0} .git/objects/fe && mkdir -p .git/objects/pack && ln -s {v} .git/objects/pack/x.pack",
         fx.outside.display(),
         v = victim.display(),
     );
@@ -1548,6 +1549,10 @@ fn links_the_run_leaves_in_a_git_dir_are_taken_out() {
     // named `objects` that is no object store; a FIFO that would hang git.)
     records.assert_swept(&run.run, &[".git/logs/refs/heads/main"]);
     records.assert_swept(&run.run, &[".git/logs/refs/heads/objects/x"]);
+    // In the object store: git wrote loose objects into the host directory a fan-out link
+    // named (red team, fourth pass).
+    records.assert_swept(&run.run, &[".git/objects/fe"]);
+    records.assert_swept(&run.run, &[".git/objects/pack/x.pack"]);
     if attacks::backend() != "gvisor" {
         // (Under gVisor a FIFO the command makes stays in the Sentry: none on the host.)
         records.assert_swept(&run.run, &[".git/FETCH_HEAD"]);
@@ -1630,4 +1635,36 @@ fn links_moved_into_a_git_dir_by_a_later_run_are_taken_out() {
     let run = fx.attack(&records.opts(), &move_in).outcome();
     run.assert_ok();
     records.assert_swept(&run.run, &[&format!(".git/rr-cache/{id}/thisimage")]);
+}
+
+/// A repository the run makes needs neither a config nor hooks for git to use it, and was
+/// not looked at without them (red team issue 32, eighth round, fourth pass).
+#[test]
+fn a_repository_made_without_config_or_hooks_is_looked_at_too() {
+    let fx = Fixture::new();
+    let records = fx.records();
+    let victim = fx.outside.join("target.txt");
+    let attack = format!(
+        "mkdir sub && cd sub && git init -q && rm -rf .git/config .git/hooks \
+         && ln -s {} .git/COMMIT_EDITMSG",
+        victim.display()
+    );
+    let run = fx.attack(&records.opts(), &attack).outcome();
+    run.assert_ok();
+    records.assert_swept(&run.run, &["sub/.git/COMMIT_EDITMSG"]);
+    let sub = fx.ws.join("sub");
+    let sub = sub.to_str().unwrap();
+    git_ok(
+        &fx,
+        &[
+            "-C",
+            sub,
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "the user's message",
+        ],
+    );
+    assert_eq!(read_text(&victim).as_deref(), Some("original\n"));
 }

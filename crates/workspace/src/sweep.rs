@@ -446,8 +446,12 @@ fn sweep_inspecting(
         let globs = &run.watch.deny_globs;
         // Every symlink in a changed directory is looked at too: one into a masked path
         // would hand the secret to the host tools that follow it after the run.
-        let concern =
-            |name: &std::ffi::OsStr, kind: Kind| kind == Kind::Symlink || globs.may_concern(name);
+        // And every `HEAD`: a git dir made during the run needs neither a config nor hooks
+        // (red team issue 32, eighth round, fourth pass: a new repository without them kept a
+        // link the user's commit wrote through).
+        let concern = |name: &std::ffi::OsStr, kind: Kind| {
+            kind == Kind::Symlink || name == "HEAD" || globs.may_concern(name)
+        };
         let _ = walk(
             host,
             root,
@@ -465,7 +469,8 @@ fn sweep_inspecting(
                     links.push(path.to_path_buf());
                 }
                 if let (Some(name), Some(parent)) = (path.file_name(), path.parent()) {
-                    if planted_git::is_code_name(name) && !run.watch.sweep.git_dirs.contains(parent)
+                    if (planted_git::is_code_name(name) || name == "HEAD")
+                        && !run.watch.sweep.git_dirs.contains(parent)
                     {
                         maybe_planted.insert(parent.to_path_buf());
                     }
@@ -680,6 +685,17 @@ fn armed_git_state(
 /// git dir.
 pub const LINK_IN_GIT_DIR: &str = "link_in_git_dir";
 
+/// Where [`links_in_git_dir`] is, as to object stores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Store {
+    /// Not in one.
+    No,
+    /// An object store itself (`objects`, `lfs/objects`): listed whole.
+    Root,
+    /// Its `pack` or `info` (or git-lfs's fan-out): listed when it changed.
+    Inner,
+}
+
 /// [`links_in_git_dir`] for every git dir of the plan in a writable root (a submodule's and a
 /// worktree's admin dir are inside `.git`: listed once, with it).
 fn links_in_git_dirs(
@@ -723,9 +739,10 @@ fn links_in_git_dirs(
 /// directory, or the one it went into, does not: links planted by an earlier run where
 /// nothing looked and moved into place by this one count (red team, third pass).
 ///
-/// Not looked into: the object stores of `dir` and of the plan's git dirs `known` (`objects`,
-/// `lfs/objects`: git writes an object under a temporary name and renames it, and leaves one
-/// that exists alone), and their `hooks` (the protected paths' rules). A link of the user's in
+/// The object stores of `dir` and of the plan's git dirs `known` (`objects`, `lfs/objects`):
+/// their own entries, and `pack` and `info`, not the fan-out directories of loose objects (git
+/// writes an object under a temporary name and renames it, and leaves one that exists alone).
+/// Not looked into: their `hooks` (the protected paths' rules). A link of the user's in
 /// a directory the run changed is taken out too (rare in a git dir: `info/exclude`). A directory elsewhere named `objects` is looked into (a branch
 /// `objects/main` has its reflog at `logs/refs/heads/objects/main`). No cap: a git dir the
 /// run filled is listed whole, at the cost of what the run made (a cap let a run hide a link
@@ -750,6 +767,12 @@ fn links_in_git_dir(
                         && p.parent().is_some_and(parent_is_git_dir))
             })
     };
+    // git-lfs's store (`lfs/objects/ab/cd/<oid>`).
+    let lfs = |d: &Path| {
+        d.file_name().is_some_and(|n| n == "objects")
+            && d.parent()
+                .is_some_and(|p| p.file_name().is_some_and(|n| n == "lfs"))
+    };
     // The hooks: every new entry there is a hook, which the protected paths' rules refuse or
     // quarantine whatever its kind; the user's own hooks are often links.
     let hooks = |d: &Path| {
@@ -757,14 +780,29 @@ fn links_in_git_dir(
     };
     let mut out = Vec::new();
     // Each directory with whether it or one above it (below `dir`) changed.
-    let mut todo = vec![(dir.to_path_buf(), false)];
-    while let Some((d, moved_above)) = todo.pop() {
+    // Each directory with whether it or one above it (below `dir`) changed, and where it is
+    // as to object stores.
+    let mut todo = vec![(dir.to_path_buf(), false, Store::No)];
+    while let Some((d, moved_above, in_store)) = todo.pop() {
         let moved = moved_above || (d != dir && changed(&d));
+        // In an object store only its own entries, and those of its `pack` and `info` (and
+        // of git-lfs's fan-out) when they changed, are looked at: a link there made git write
+        // its objects, packs or commit-graph into a host directory (red team, fourth pass:
+        // `objects/ab -> /etc/cron.d`); git reads through a link in a fan-out directory of
+        // loose objects but writes nothing through one.
+        if in_store == Store::Inner && !moved {
+            continue;
+        }
         // A directory with no subdirectories (a link count of 2) that neither changed nor
         // lies in one that did holds nothing of the run's: not listed (`refs/heads`,
         // `logs/refs/heads` of many branches). A file system that counts no subdirectories
         // in links (1) has every directory listed.
-        if started.is_some() && !moved && d != dir && host.stat(&d).is_some_and(|e| e.links == 2) {
+        if started.is_some()
+            && !moved
+            && d != dir
+            && in_store == Store::No
+            && host.stat(&d).is_some_and(|e| e.links == 2)
+        {
             continue;
         }
         let entries = match host.try_list_dir(&d) {
@@ -780,7 +818,18 @@ fn links_in_git_dir(
         for (name, kind) in entries {
             let path = d.join(&name);
             match kind {
-                Kind::Dir if !store(&path) && !hooks(&path) => todo.push((path, moved)),
+                Kind::Dir if hooks(&path) => {}
+                Kind::Dir if store(&path) => todo.push((path, moved, Store::Root)),
+                Kind::Dir => match in_store {
+                    Store::No => todo.push((path, moved, Store::No)),
+                    Store::Root if name == "pack" || name == "info" || lfs(&d) => {
+                        todo.push((path, moved, Store::Inner))
+                    }
+                    Store::Inner if d.parent().is_some_and(lfs) => {
+                        todo.push((path, moved, Store::Inner))
+                    }
+                    _ => {}
+                },
                 Kind::Symlink | Kind::Other if moved || changed(&path) => {
                     out.push(quarantine(root, &path, run_id, LINK_IN_GIT_DIR));
                 }
