@@ -742,9 +742,10 @@ fn links_in_git_dirs(
 /// The object stores of `dir` and of the plan's git dirs `known` (`objects`, `lfs/objects`):
 /// their own entries, and `pack` and `info`, not the fan-out directories of loose objects (git
 /// writes an object under a temporary name and renames it, and leaves one that exists alone).
-/// Not looked into: their `hooks` (the protected paths' rules). A link of the user's in
-/// a directory the run changed is taken out too (rare in a git dir: `info/exclude`). A directory elsewhere named `objects` is looked into (a branch
-/// `objects/main` has its reflog at `logs/refs/heads/objects/main`). No cap: a git dir the
+/// A directory elsewhere named `objects` is looked into (a branch `objects/main` has its
+/// reflog at `logs/refs/heads/objects/main`). Not looked into: the git dirs' `hooks` (the
+/// protected paths' rules). A link of the user's in a directory the run changed is taken out
+/// too (rare in a git dir: `info/exclude`). No cap: a git dir the
 /// run filled is listed whole, at the cost of what the run made (a cap let a run hide a link
 /// past it).
 fn links_in_git_dir(
@@ -759,19 +760,20 @@ fn links_in_git_dir(
         None => true,
     };
     let parent_is_git_dir = |p: &Path| p == dir || known.contains(p);
-    let store = |d: &Path| {
-        (d.file_name().is_some_and(|n| n == "objects"))
-            && d.parent().is_some_and(|p| {
-                parent_is_git_dir(p)
-                    || (p.file_name().is_some_and(|n| n == "lfs")
-                        && p.parent().is_some_and(parent_is_git_dir))
-            })
-    };
     // git-lfs's store (`lfs/objects/ab/cd/<oid>`).
     let lfs = |d: &Path| {
         d.file_name().is_some_and(|n| n == "objects")
             && d.parent()
                 .is_some_and(|p| p.file_name().is_some_and(|n| n == "lfs"))
+    };
+    // An object store of a git dir: its `objects`, or its git-lfs store.
+    let store = |d: &Path| {
+        let git_dir = if lfs(d) {
+            d.parent().and_then(Path::parent)
+        } else {
+            d.parent()
+        };
+        d.file_name().is_some_and(|n| n == "objects") && git_dir.is_some_and(parent_is_git_dir)
     };
     // The hooks: every new entry there is a hook, which the protected paths' rules refuse or
     // quarantine whatever its kind; the user's own hooks are often links.
@@ -779,7 +781,6 @@ fn links_in_git_dir(
         d.file_name().is_some_and(|n| n == "hooks") && d.parent().is_some_and(parent_is_git_dir)
     };
     let mut out = Vec::new();
-    // Each directory with whether it or one above it (below `dir`) changed.
     // Each directory with whether it or one above it (below `dir`) changed, and where it is
     // as to object stores.
     let mut todo = vec![(dir.to_path_buf(), false, Store::No)];
