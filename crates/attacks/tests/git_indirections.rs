@@ -1667,4 +1667,30 @@ fn a_repository_made_without_config_or_hooks_is_looked_at_too() {
         ],
     );
     assert_eq!(read_text(&victim).as_deref(), Some("original\n"));
+    // Control: the same repository made on the host, and the commit writes through the link.
+    let fx2 = Fixture::new();
+    let victim2 = fx2.outside.join("target.txt");
+    let attack2 = attack.replace(
+        &victim.display().to_string(),
+        &victim2.display().to_string(),
+    );
+    fx2.control(&attack2).outcome().assert_ok();
+    let sub2 = fx2.ws.join("sub");
+    let sub2 = sub2.to_str().unwrap();
+    git_ok(
+        &fx2,
+        &[
+            "-C",
+            sub2,
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "the user's message",
+        ],
+    );
+    assert!(
+        read_text(&victim2).is_some_and(|t| t.contains("the user's message")),
+        "control: the commit did not write through the link"
+    );
 }

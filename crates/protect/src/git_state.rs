@@ -297,6 +297,16 @@ mod tests {
 
     const TODO: &str = "rebase-merge/git-rebase-todo";
 
+    /// Each of `planted` (all of state file `rel`) gains a live line over an empty start.
+    fn assert_each_gains(rel: &str, planted: &[&str]) {
+        for planted in planted {
+            assert!(
+                gained_live_lines(rel, b"", planted.as_bytes()),
+                "{planted:?}"
+            );
+        }
+    }
+
     #[test]
     fn a_todo_list_of_picks_runs_nothing() {
         let todo = b"pick 1a2b3c4 first\nfixup -C 5d6e7f8 second\nmerge -C 9a8b7c6 topic # Merge\n\
@@ -341,19 +351,17 @@ mod tests {
             b"",
             b"0a1b2c\tsrc/a.rs\x00dd\tb\x00"
         ));
-        for planted in [
-            "0a1b\t/root/.ssh/id_rsa\0",
-            "0a1b\t../x\0",
-            "0a1b\tsrc/../../x\0",
-            "0a1b\tsrc//x\0",
-            "zz\tsrc/a\0",
-            "0a1b src/a\0",
-        ] {
-            assert!(
-                gained_live_lines(rel, b"", planted.as_bytes()),
-                "{planted:?}"
-            );
-        }
+        assert_each_gains(
+            rel,
+            &[
+                "0a1b\t/root/.ssh/id_rsa\0",
+                "0a1b\t../x\0",
+                "0a1b\tsrc/../../x\0",
+                "0a1b\tsrc//x\0",
+                "zz\tsrc/a\0",
+                "0a1b src/a\0",
+            ],
+        );
     }
 
     #[test]
@@ -373,19 +381,17 @@ mod tests {
             b"",
             b" '--theirs' '--subtree=lib/x'\n"
         ));
-        for planted in [
-            "'--index-output=/etc/passwd'",
-            "\"--index-output=/x\"",
-            "--theirs --exclude-per-directory=x",
-            "\"subtree=-x\"",
-            "\"the\\irs\"",
-            "'theirs\" --index-output=/x'",
-        ] {
-            assert!(
-                gained_live_lines(rel, b"", planted.as_bytes()),
-                "{planted:?}"
-            );
-        }
+        assert_each_gains(
+            rel,
+            &[
+                "'--index-output=/etc/passwd'",
+                "\"--index-output=/x\"",
+                "--theirs --exclude-per-directory=x",
+                "\"subtree=-x\"",
+                "\"the\\irs\"",
+                "'theirs\" --index-output=/x'",
+            ],
+        );
         assert!(gained_live_lines(
             "rebase-apply/apply-opt",
             b"",
@@ -394,17 +400,15 @@ mod tests {
         let apply = "rebase-apply/apply-opt";
         let am = b" '-p1' '--whitespace=fix' '-C3' '--reject'\n";
         assert!(!gained_live_lines(apply, b"", am));
-        for planted in [
-            "'--index-output=/x'",
-            "'--directory=-x'",
-            "'-p1' '--unsafe-paths'",
-            "'--exclude=a b'",
-        ] {
-            assert!(
-                gained_live_lines(apply, b"", planted.as_bytes()),
-                "{planted:?}"
-            );
-        }
+        assert_each_gains(
+            apply,
+            &[
+                "'--index-output=/x'",
+                "'--directory=-x'",
+                "'-p1' '--unsafe-paths'",
+                "'--exclude=a b'",
+            ],
+        );
         for planted in [
             "\tstrategy-option = index-output=/x\n",
             "\tstrategy = evil\n",
