@@ -28,6 +28,7 @@
 #
 #   bash benches/credentials.sh
 #   BIN=/path/to/stockade bash benches/credentials.sh   # a binary built elsewhere
+#   OLD=/path/to/previous/stockade bash benches/credentials.sh   # its route and tunnel beside
 #
 # Not a test: nothing here asserts a time.
 set -euo pipefail
@@ -40,6 +41,7 @@ for line in sys.stdin:
     if msg.get("reason") == "compiler-artifact" and msg["target"]["name"] == "stockade" and msg.get("executable"):
         print(msg["executable"])
 ')}
+old=${OLD:-}
 dir="$(mktemp -d /var/tmp/stockade-bench-cred.XXXXXX)"
 chmod 755 "$dir"
 upstream=""
@@ -69,17 +71,26 @@ mkdir ws
 OUT=direct.json setsid -w python3 client.py direct "$port" ca.pem
 REAL_BENCH_KEY=bench-real-value SSL_CERT_FILE="$dir/ca.pem" "$bin" run --workspace ws --policy policy.toml \
   --timeout 0 --env OUT="$dir/ws/route.json" -- python3 "$dir/client.py" route
-python3 - direct.json ws/route.json <<'PY'
+prev_route=()
+if [ -n "$old" ]; then
+  REAL_BENCH_KEY=bench-real-value SSL_CERT_FILE="$dir/ca.pem" "$old" run --workspace ws --policy policy.toml \
+    --timeout 0 --env OUT="$dir/ws/route-prev.json" -- python3 "$dir/client.py" route
+  prev_route=(ws/route-prev.json)
+fi
+python3 - direct.json ws/route.json "${prev_route[@]}" <<'PY'
 import json, statistics, sys
 d, r = (json.load(open(p)) for p in sys.argv[1:3])
+o = json.load(open(sys.argv[3])) if len(sys.argv) > 3 else None
 med = statistics.median
 us = lambda xs: med(xs) * 1e6
-print("| measure | direct | through the route | difference | ratio |")
-print("|---|---:|---:|---:|---:|")
-print(f"| small request, p50 | {us(d['small']):.0f} µs | {us(r['small']):.0f} µs | {us(r['small'])-us(d['small']):+.0f} µs | {med(r['small'])/med(d['small']):.2f}× |")
-print(f"| first SSE byte, p50 | {us(d['sse']):.0f} µs | {us(r['sse']):.0f} µs | {us(r['sse'])-us(d['sse']):+.0f} µs | {med(r['sse'])/med(d['sse']):.2f}× |")
+prev = lambda k, f: f" {f(o[k])} ({med(r[k])/med(o[k]):.2f}×) |" if o else ""
+head = " previous binary's route (new ÷ previous) |" if o else ""
+print(f"| measure | direct | through the route | difference | ratio |{head}")
+print("|---|---:|---:|---:|---:|" + ("---:|" if o else ""))
+print(f"| small request, p50 | {us(d['small']):.0f} µs | {us(r['small']):.0f} µs | {us(r['small'])-us(d['small']):+.0f} µs | {med(r['small'])/med(d['small']):.2f}× |" + prev("small", lambda x: f"{us(x):.0f} µs"))
+print(f"| first SSE byte, p50 | {us(d['sse']):.0f} µs | {us(r['sse']):.0f} µs | {us(r['sse'])-us(d['sse']):+.0f} µs | {med(r['sse'])/med(d['sse']):.2f}× |" + prev("sse", lambda x: f"{us(x):.0f} µs"))
 mb = lambda xs: med(xs) / 1e6
-print(f"| 100 MB response | {mb(d['big']):.0f} MB/s | {mb(r['big']):.0f} MB/s | | {med(r['big'])/med(d['big']):.2f}× |")
+print(f"| 100 MB response | {mb(d['big']):.0f} MB/s | {mb(r['big']):.0f} MB/s | | {med(r['big'])/med(d['big']):.2f}× |" + (f" {mb(o['big']):.0f} MB/s ({med(o['big'])/med(r['big']):.2f}× time) |" if o else ""))
 print(f"\n(small: {len(d['small'])} requests each; SSE: {len(d['sse'])}; 100 MB: {len(d['big'])} runs each, median)")
 PY
 
@@ -111,6 +122,14 @@ big+=("stockade route (--credential)" ws/big-route.json)
 hopped ws/big-tunnel.ticks "$bin" run --workspace ws --net proxy --allow-host "127.0.0.1:$port" --timeout 0 \
   --env OUT="$dir/ws/big-tunnel.json" --env SMALL --env SSE --env BIGRUNS -- python3 "$dir/client.py" tunnel "$port" "$dir/ca.pem"
 big+=("stockade CONNECT tunnel (--net proxy, key inside)" ws/big-tunnel.json)
+if [ -n "$old" ]; then
+  REAL_BENCH_KEY=bench-real-value SSL_CERT_FILE="$dir/ca.pem" hopped ws/big-route-prev.ticks "$old" run --workspace ws --policy policy.toml \
+    --timeout 0 --env OUT="$dir/ws/big-route-prev.json" --env SMALL --env SSE --env BIGRUNS -- python3 "$dir/client.py" route
+  big+=("previous binary: stockade route" ws/big-route-prev.json)
+  hopped ws/big-tunnel-prev.ticks "$old" run --workspace ws --net proxy --allow-host "127.0.0.1:$port" --timeout 0 \
+    --env OUT="$dir/ws/big-tunnel-prev.json" --env SMALL --env SSE --env BIGRUNS -- python3 "$dir/client.py" tunnel "$port" "$dir/ca.pem"
+  big+=("previous binary: stockade CONNECT tunnel" ws/big-tunnel-prev.json)
+fi
 relay() { # NAME PORT PID: the client in plain HTTP through a relay listening on PORT
   local name=$1 p=$2 t0
   sleep 0.5

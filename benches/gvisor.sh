@@ -2,8 +2,8 @@
 # The gVisor backend's start-up cost beside its anchor, in one run on this machine:
 # `runsc do true` (gVisor alone, ptrace platform) against `stockade run --backend gvisor --
 # true` (the same plus stockade's plan, bundle, checks, relays and sweep), with the native
-# backend's `stockade run -- true` for scale. Optionally (OLD=<stockade binary>) the native
-# run of an earlier build beside this one, to see that the backend contract cost nothing.
+# backend's `stockade run -- true` for scale. Optionally (OLD=<stockade binary>) the gVisor and
+# native runs of an earlier build beside this one (the previous binary beside the new one).
 #
 #   bash benches/gvisor.sh                 # prints a markdown table of medians and ratios
 #   OLD=/path/to/old/stockade bash benches/gvisor.sh
@@ -15,13 +15,13 @@ runs="${RUNS:-40}"
 command -v hyperfine >/dev/null || { echo "benches/gvisor.sh: needs hyperfine (apt-get install hyperfine)" >&2; exit 1; }
 runsc=/usr/bin/runsc
 [ -x "$runsc" ] || { echo "benches/gvisor.sh: needs runsc (apt-get install runsc)" >&2; exit 1; }
-bin=$(cargo build --release -q -p stockade-cli --message-format=json | python3 -c '
+bin=${BIN:-$(cargo build --release -q -p stockade-cli --message-format=json | python3 -c '
 import json, sys
 for line in sys.stdin:
     msg = json.loads(line)
     if msg.get("reason") == "compiler-artifact" and msg["target"]["name"] == "stockade" and msg.get("executable"):
         print(msg["executable"])
-')
+')}
 ws="$(mktemp -d /var/tmp/stockade-bench-gvisor.XXXXXX)"
 trap 'rm -rf "$ws"' EXIT
 chmod 755 "$ws"
@@ -38,6 +38,7 @@ args=(
   -n "stockade run -- true (native)" "$(piped "$bin run -- true")"
 )
 if [ -n "${OLD:-}" ]; then
+  args+=(-n "stockade run --backend gvisor -- true ($OLD)" "$(piped "$OLD run --backend gvisor -- true")")
   args+=(-n "stockade run -- true (native, $OLD)" "$(piped "$OLD run -- true")")
 fi
 hyperfine -N --warmup 3 --runs "$runs" --export-json "$ws/result.json" "${args[@]}" >&2

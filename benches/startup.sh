@@ -6,6 +6,11 @@
 # it would erase; copy the rows you re-measured into that page by hand.
 #
 #   bash benches/startup.sh [OUT.md]   # installs hyperfine/bubblewrap (Debian) and srt (npm) if missing
+#   OLD=/path/to/previous/stockade bash benches/startup.sh   # the previous binary beside, every table
+#
+# With OLD, every table gains a row of the previous binary measured in the same series as the new
+# one, and every stockade row a ratio to the previous binary's (issue 32, item 5: the previous
+# binary beside the new one, ratios to an anchor measured in the same run).
 #
 # Not a test: nothing here asserts a time. The floor under these rows (the same kernel work
 # without stockade): benches/startup_floor.sh.
@@ -42,13 +47,19 @@ for line in sys.stdin:
 # Static on glibc (.cargo/config.toml), under target/<host triple>/release.
 bin=$(built_stockade)
 [ -x "$bin" ] || { echo "benches/startup.sh: no stockade binary from cargo build" >&2; exit 1; }
+old="${OLD:-}"
+[ -z "$old" ] || [ -x "$old" ] || { echo "benches/startup.sh: OLD=$old is not an executable" >&2; exit 1; }
 # The same sources linked dynamically (RUSTFLAGS replaces the config's crt-static), to show
 # what static linking saves.
-dyn_bin=$(RUSTFLAGS="-C target-feature=-crt-static" CARGO_TARGET_DIR="$PWD/target/bench-dynamic" built_stockade) || dyn_bin=""
+# DYNAMIC=0 leaves that row out (its first build takes about ten minutes here).
+dyn_bin=""
+[ "${DYNAMIC:-1}" = 0 ] || dyn_bin=$(RUSTFLAGS="-C target-feature=-crt-static" CARGO_TARGET_DIR="$PWD/target/bench-dynamic" built_stockade) || dyn_bin=""
 ws="$(mktemp -d /var/tmp/stockade-bench.XXXXXX)"
 trap 'rm -rf "$ws" "$ws.tree"' EXIT
 chmod 755 "$ws"
 cd "$ws"
+# The previous binary, where the unprivileged user can run it too.
+[ -z "$old" ] || { install -m 755 "$old" "$ws/old-stockade"; old="$ws/old-stockade"; }
 # A workspace with content, made now so its directories have settled (their ctimes are more
 # than 3 s old) when it is measured: stockade walks the writable roots before the run (to mask
 # `.env` files and protect hooks) and checks afterwards which directories changed.
@@ -79,6 +90,10 @@ cmds=(
 )
 names=("bare true" "unshare -Urnpf" "bwrap --unshare-all" "bwrap, stockade's policy as far as bwrap expresses it"
   "stockade run (default policy)" "stockade run --memory 0 --pids 0 (no limits, as bwrap)")
+if [ -n "$old" ]; then
+  cmds+=("$old run -- true" "$old run --memory 0 --pids 0 -- true")
+  names+=("previous: stockade run (default policy)" "previous: stockade run --memory 0 --pids 0 (no limits, as bwrap)")
+fi
 if [ -x "$dyn_bin" ] && [ "$dyn_bin" != "$bin" ]; then
   cmds+=("$dyn_bin run -- true")
   names+=("stockade run, linked dynamically (glibc)")
@@ -100,14 +115,17 @@ hyperfine -N --warmup 20 --runs "$runs" --export-json "$ws/result.json" "${args[
 # hyperfine sends output to /dev/null, which stockade passes through unrelayed; an agent's
 # harness reads a pipe, which goes through the output relay (its limit): measure that too.
 pipe_json="$ws/pipe.json"
+old_rows=()
+[ -z "$old" ] || old_rows=(-n "previous: stockade run, stdout a pipe" "$old run -- true")
 hyperfine -N --warmup 20 --runs "$runs" --output=pipe --export-json "$pipe_json" \
   -n "bwrap --unshare-all, stdout a pipe" "bwrap --unshare-all --ro-bind / / --dev /dev --proc /proc true" \
-  -n "stockade run, stdout a pipe" "$bin run -- true" >&2 || true
+  -n "stockade run, stdout a pipe" "$bin run -- true" "${old_rows[@]}" >&2 || true
 
 tree_json="$ws/tree.json"
 hyperfine -N --warmup 3 --runs "${TREE_RUNS:-30}" --export-json "$tree_json" \
   -n "bwrap --unshare-all, workspace bound" "bwrap --unshare-all --ro-bind / / --bind $tree $tree --dev /dev --proc /proc true" \
-  -n "stockade run, workspace of $tree_entries entries" "$bin run --workspace $tree -- true" >&2 || true
+  -n "stockade run, workspace of $tree_entries entries" "$bin run --workspace $tree -- true" \
+  ${old:+-n "previous: stockade run, workspace of $tree_entries entries" "$old run --workspace $tree -- true"} >&2 || true
 
 # Most users are not root: run stockade and bwrap again as an unprivileged user when we can.
 unpriv_json="$ws/unpriv.json"
@@ -119,7 +137,8 @@ if [ "$(id -u)" = 0 ] && id "${BENCH_USER:-stockade-test}" >/dev/null 2>&1; then
   (cd "$uws" && runuser -u "$user" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/ \
     hyperfine -N --warmup 20 --runs "$runs" --export-json "$unpriv_json" \
       -n "stockade run (unprivileged caller)" "$ws/stockade run -- true" \
-      -n "bwrap --unshare-all (unprivileged caller)" "bwrap --unshare-all --ro-bind / / --dev /dev --proc /proc true" >&2) || true
+      -n "bwrap --unshare-all (unprivileged caller)" "bwrap --unshare-all --ro-bind / / --dev /dev --proc /proc true" \
+      ${old:+-n "previous: stockade run (unprivileged caller)" "$old run -- true"} >&2) || true
 fi
 
 # The cost of mediated creation: 2000 empty files created in the workspace, one `open(O_CREAT)`
@@ -142,7 +161,8 @@ create_json="$ws/create.json"
 hyperfine -N --warmup 2 --runs "${CREATE_RUNS:-15}" --export-json "$create_json" \
   -n "sh: create $files files (bare)" "sh $ws/create.sh" \
   -n "bwrap: create $files files" "bwrap --unshare-all --ro-bind / / --bind $cws $cws --dev /dev --proc /proc sh $ws/create.sh" \
-  -n "stockade: create $files files" "$bin run --workspace $cws -- sh $ws/create.sh" >&2 || true
+  -n "stockade: create $files files" "$bin run --workspace $cws -- sh $ws/create.sh" \
+  ${old:+-n "previous: stockade: create $files files" "$old run --workspace $cws -- sh $ws/create.sh"} >&2 || true
 
 # The same start-up rows again, taking turns run by run (benches/turns.py says why), output
 # to /dev/null as hyperfine's.
@@ -151,7 +171,8 @@ python3 "$OLDPWD/benches/turns.py" "$turns_json" "$runs" null \
   "bwrap --unshare-all" "bwrap --unshare-all --ro-bind / / --dev /dev --proc /proc true" \
   "bwrap, stockade's policy as far as bwrap expresses it" "$bwrap_equivalent" \
   "stockade run (default policy)" "$bin run -- true" \
-  "stockade run --memory 0 --pids 0" "$bin run --memory 0 --pids 0 -- true" || true
+  "stockade run --memory 0 --pids 0" "$bin run --memory 0 --pids 0 -- true" \
+  ${old:+"previous: stockade run (default policy)" "$old run -- true"} || true
 
 # The cost of the limits: the default run (cgroup groups for memory and pids, their reaper,
 # the output relay) against the same run with those limits off, taking turns run by run (the
@@ -160,7 +181,9 @@ python3 "$OLDPWD/benches/turns.py" "$turns_json" "$runs" null \
 limits_json="$ws/limits.json"
 python3 "$OLDPWD/benches/turns.py" "$limits_json" "$runs" pipe \
   "stockade run (default limits)" "$bin run -- true" \
-  "stockade run --memory 0 --pids 0 --output-limit 0" "$bin run --memory 0 --pids 0 --output-limit 0 -- true" || true
+  "stockade run --memory 0 --pids 0 --output-limit 0" "$bin run --memory 0 --pids 0 --output-limit 0 -- true" \
+  ${old:+"previous: stockade run (default limits)" "$old run -- true"} \
+  ${old:+"previous: stockade run --memory 0 --pids 0 --output-limit 0" "$old run --memory 0 --pids 0 --output-limit 0 -- true"} || true
 
 # The egress proxy: start-up with --net proxy, added latency per plain HTTP request, and
 # CONNECT throughput, against loopback servers on the host (allowed with --allow-host).
@@ -198,7 +221,9 @@ relay=$!
 sleep 0.5
 hyperfine -N --warmup 10 --runs "$runs" --export-json "$net_json" \
   -n "stockade run --net none" "$bin run -- true" \
-  -n "stockade run --net proxy" "$bin run --net proxy -- true" >&2 || true
+  -n "stockade run --net proxy" "$bin run --net proxy -- true" \
+  ${old:+-n "previous: stockade run --net none" "$old run -- true"} \
+  ${old:+-n "previous: stockade run --net proxy" "$old run --net proxy -- true"} >&2 || true
 # Latency: 1000 sequential requests from one curl (it keeps its connection to the proxy). The
 # timings go to a file and are read at the end: a line per request through the run's output
 # relay would measure the relay, not the proxy (and bodies go to /dev/null, not to output
@@ -215,6 +240,7 @@ for _ in 1 2 3 4 5; do
   for k in "$fport" "$fkport" "$port" "$kport"; do
     L[d$k]+="$(lat "$k") "
     L[p$k]+="$(lat "$k" "$bin" run --net proxy --allow-host "127.0.0.1:$k" --) "
+    [ -z "$old" ] || L[o$k]+="$(lat "$k" "$old" run --net proxy --allow-host "127.0.0.1:$k" --) "
   done
   L[s]+="$(lat "$sport") "
 done
@@ -225,6 +251,10 @@ for _ in 1 2 3; do
   T[p]+="$("$bin" run --net proxy --allow-host "127.0.0.1:$port" -- curl -s -p -o /dev/null -w '%{speed_download}' "http://127.0.0.1:$port/big") "
   T[td]+="$(tp "https://127.0.0.1:$tport/big") "
   T[tp]+="$("$bin" run --net proxy --allow-host "127.0.0.1:$tport" -- curl -s -k -o /dev/null -w '%{speed_download}' "https://127.0.0.1:$tport/big") "
+  if [ -n "$old" ]; then
+    T[op]+="$("$old" run --net proxy --allow-host "127.0.0.1:$port" -- curl -s -p -o /dev/null -w '%{speed_download}' "http://127.0.0.1:$port/big") "
+    T[otp]+="$("$old" run --net proxy --allow-host "127.0.0.1:$tport" -- curl -s -k -o /dev/null -w '%{speed_download}' "https://127.0.0.1:$tport/big") "
+  fi
 done
 kill "$server" "$kserver" "$fserver" "$fkserver" "$tserver" "$relay" 2>/dev/null || true
 {
@@ -281,6 +311,8 @@ hyperfine --warmup 1 --runs 5 --export-json "$san_json" \
   -n "regex chain (python re), ASCII-heavy" "python3 $ws/regex_chain.py < $ws/ascii.txt > /dev/null" \
   -n "stockade sanitize, mixed Unicode" "$bin sanitize < $ws/mixed.txt > /dev/null 2>&1" \
   -n "regex chain (python re), mixed Unicode" "python3 $ws/regex_chain.py < $ws/mixed.txt > /dev/null" \
+  ${old:+-n "previous: stockade sanitize, ASCII-heavy" "$old sanitize < $ws/ascii.txt > /dev/null 2>&1"} \
+  ${old:+-n "previous: stockade sanitize, mixed Unicode" "$old sanitize < $ws/mixed.txt > /dev/null 2>&1"} \
   >/dev/null 2>&1 || true
 san_sizes="$(stat -c %s "$ws/ascii.txt") $(stat -c %s "$ws/mixed.txt")"
 
@@ -288,9 +320,9 @@ san_sizes="$(stat -c %s "$ws/ascii.txt") $(stat -c %s "$ws/mixed.txt")"
 # ones, with host mounts, open file handles, run cgroups, processes and temporary entries
 # counted before and after each.
 soak_json="$ws/soak.json"
-python3 - "$bin" "$soak_json" <<'PY'
+python3 - "$bin" "$soak_json" "$old" <<'PY'
 import glob, json, os, subprocess, sys, time
-bin, out = sys.argv[1], sys.argv[2]
+bin, out, old = sys.argv[1], sys.argv[2], sys.argv[3]
 def peak_rss(cmd):
     # The largest maxrss of the command and its waited-for descendants (the supervisor's: the
     # init and the command are smaller), as GNU time reports it (KiB). Not python's own
@@ -311,6 +343,9 @@ res = {"rss": {
     "stockade run -- true": peak_rss([bin, "run", "--", "true"]),
     "stockade run --net proxy -- true": peak_rss([bin, "run", "--net", "proxy", "--", "true"]),
 }}
+if old:
+    res["rss"]["previous: stockade run -- true"] = peak_rss([old, "run", "--", "true"])
+    res["rss"]["previous: stockade run --net proxy -- true"] = peak_rss([old, "run", "--net", "proxy", "--", "true"])
 before = counts()
 t = time.perf_counter()
 failed = sum(subprocess.run([bin, "run", "--", "true"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode != 0 for _ in range(1000))
@@ -340,14 +375,18 @@ lines = [
     "`stockade-test`, each ratio against bwrap run by the same caller.",
     f"Machine: 2 cores, kernel {kernel}, {datetime.date.today()}. Workspace: an empty directory.",
     "",
-    "| command | median (ms) | mean (ms) | σ (ms) | runs | ratio to bwrap |",
-    "|---|---:|---:|---:|---:|---:|",
+    "| command | median (ms) | mean (ms) | σ (ms) | runs | ratio to bwrap | ÷ previous binary |",
+    "|---|---:|---:|---:|---:|---:|---:|",
 ]
+# "previous: NAME" rows (OLD=) are the previous binary's NAME, measured in the same series.
+def vs_prev(rows, r):
+    prev = next((x for x in rows if x["command"] == "previous: " + r["command"]), None)
+    return f"{r['median'] / prev['median']:.2f}×" if prev else ""
 for rows, b in ((res, base), (unpriv, ubase)):
     for r in rows:
         m = r["median"] * 1000
         ratio = f"{m / b:.2f}×" if b else "n/a"
-        lines.append(f"| {r['command']} | {m:.2f} | {r['mean']*1000:.2f} | {r['stddev']*1000:.2f} | {len(r['times'])} | {ratio} |")
+        lines.append(f"| {r['command']} | {m:.2f} | {r['mean']*1000:.2f} | {r['stddev']*1000:.2f} | {len(r['times'])} | {ratio} | {vs_prev(rows, r)} |")
 lines += [
     "",
     "Notes:",
@@ -384,13 +423,14 @@ if os.path.exists(sys.argv[4]):
         "mediate, so the difference per file is stockade's cost per created file (start-up included",
         "in both rows).",
         "",
-        "| command | median (ms) | σ (ms) | runs | extra per file vs bwrap (µs) |",
-        "|---|---:|---:|---:|---:|",
+        "| command | median (ms) | σ (ms) | runs | ratio to bwrap | extra per file vs bwrap (µs) | ÷ previous binary |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in create:
         m = r["median"] * 1000
         extra = f"{(m - cbase) * 1000 / files:.0f}" if cbase else "n/a"
-        lines.append(f"| {r['command']} | {m:.1f} | {r['stddev']*1000:.1f} | {len(r['times'])} | {extra} |")
+        ratio = f"{m / cbase:.2f}×" if cbase else "n/a"
+        lines.append(f"| {r['command']} | {m:.1f} | {r['stddev']*1000:.1f} | {len(r['times'])} | {ratio} | {extra} | {vs_prev(create, r)} |")
 if os.path.exists(sys.argv[7]) and os.path.exists(sys.argv[8]):
     import statistics
     res_net = json.load(open(sys.argv[7]))["results"]
@@ -415,13 +455,19 @@ if os.path.exists(sys.argv[7]) and os.path.exists(sys.argv[8]):
         d, q = med(f"lat_d{k}"), med(f"lat_p{k}")
         lines.append(f"| {label}: request p50, direct | {d:.0f} µs |")
         lines.append(f"| the same through the proxy (curl inside the sandbox) | {q:.0f} µs (+{q-d:.0f} µs) |")
+        if nums.get(f"lat_o{k}"):
+            o = med(f"lat_o{k}")
+            lines.append(f"| the same through the previous binary's proxy | {o:.0f} µs (+{o-d:.0f} µs; added latency {(q-d)/(o-d) if o != d else float('nan'):.2f}× the previous binary's) |")
         if k == fkp and med("lat_s"):
             lines.append(f"| the same through a bare socat relay (no parsing, no rules) | {med('lat_s'):.0f} µs (+{med('lat_s')-d:.0f} µs) |")
-    for label, dk, pk in (("1 GiB over TLS (what a CONNECT tunnel carries)", "tp_td", "tp_tp"), ("1 GiB in the clear (curl -p, an allow_hosts tunnel)", "tp_d", "tp_p")):
+    for label, dk, pk, ok in (("1 GiB over TLS (what a CONNECT tunnel carries)", "tp_td", "tp_tp", "tp_otp"), ("1 GiB in the clear (curl -p, an allow_hosts tunnel)", "tp_d", "tp_p", "tp_op")):
         d, q = med(dk), med(pk)
         ratio = f"{q/d*100:.0f}%" if d else "n/a"
         lines.append(f"| {label}, direct (median of 3) | {d/1e6:.0f} MB/s |")
         lines.append(f"| the same through a CONNECT tunnel | {q/1e6:.0f} MB/s ({ratio} of direct) |")
+        if nums.get(ok):
+            o = med(ok)
+            lines.append(f"| the same through the previous binary's tunnel | {o/1e6:.0f} MB/s ({o/d*100:.0f}% of direct; new ÷ previous {q/o:.2f}×) |")
     lines += [
         "",
         "Servers on the host's loopback: `benches/http_server.py` (every response in one write, as",
@@ -437,7 +483,7 @@ if os.path.exists(sys.argv[7]) and os.path.exists(sys.argv[8]):
     ]
 if os.path.exists(sys.argv[9]):
     lim = json.load(open(sys.argv[9]))["results"]
-    if len(lim) == 2:
+    if len(lim) in (2, 4):
         on, off = lim[0]["median"] * 1000, lim[1]["median"] * 1000
         mech = "cgroup v1 (memory, pids)" if os.geteuid() == 0 else "rlimits"
         lines += [
@@ -454,6 +500,10 @@ if os.path.exists(sys.argv[9]):
         for r in lim:
             lines.append(f"| {r['command']} | {r['median']*1000:.2f} | {r['stddev']*1000:.2f} | {len(r['times'])} |")
         lines.append(f"| cost of the limits | {on - off:+.2f} | | |")
+        if len(lim) == 4:
+            pon, poff = lim[2]["median"] * 1000, lim[3]["median"] * 1000
+            lines.append(f"| cost of the limits, previous binary | {pon - poff:+.2f} | | |")
+            lines.append(f"| default run, new ÷ previous | {on / pon:.2f}× | | |")
 if os.path.exists(sys.argv[10]):
     san = {r["command"]: r["median"] for r in json.load(open(sys.argv[10]))["results"]}
     sizes = dict(zip(("ASCII-heavy", "mixed Unicode"), map(int, sys.argv[11].split())))
@@ -465,13 +515,15 @@ if os.path.exists(sys.argv[10]):
         "rules in python's `re` (one substitution per rule), on generated build-log text with about",
         "2% of lines carrying an escape sequence or an invisible, Bidi or Tag character.",
         "",
-        "| input | stockade sanitize | regex chain | ratio |",
-        "|---|---:|---:|---:|",
+        "| input | stockade sanitize | regex chain | ratio | previous binary | new ÷ previous (throughput) |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for kind, size in sizes.items():
         ours, theirs = san.get(f"stockade sanitize, {kind}"), san.get(f"regex chain (python re), {kind}")
+        prev = san.get(f"previous: stockade sanitize, {kind}")
         if ours and theirs:
-            lines.append(f"| {kind}, {size >> 20} MiB | {size / ours / 1e6:.0f} MB/s | {size / theirs / 1e6:.0f} MB/s | {theirs / ours:.0f}× |")
+            p_cols = f"{size / prev / 1e6:.0f} MB/s | {prev / ours:.2f}×" if prev else " | "
+            lines.append(f"| {kind}, {size >> 20} MiB | {size / ours / 1e6:.0f} MB/s | {size / theirs / 1e6:.0f} MB/s | {theirs / ours:.0f}× | {p_cols} |")
 if len(sys.argv) > 13 and os.path.exists(sys.argv[13]):
     pipe = {r["command"]: r for r in json.load(open(sys.argv[13]))["results"]}
     b, o = pipe.get("bwrap --unshare-all, stdout a pipe"), pipe.get("stockade run, stdout a pipe")
@@ -488,9 +540,12 @@ if len(sys.argv) > 13 and os.path.exists(sys.argv[13]):
             f"| bwrap --unshare-all | {b['median']*1000:.2f} | {b['stddev']*1000:.2f} | 1.00× |",
             f"| stockade run (default policy) | {o['median']*1000:.2f} | {o['stddev']*1000:.2f} | {o['median']/b['median']:.2f}× |",
         ]
+        po = pipe.get("previous: stockade run, stdout a pipe")
+        if po:
+            lines.append(f"| previous binary | {po['median']*1000:.2f} | {po['stddev']*1000:.2f} | {po['median']/b['median']:.2f}× |")
 if len(sys.argv) > 15 and os.path.exists(sys.argv[15]):
     turns = json.load(open(sys.argv[15]))["results"]
-    if len(turns) == 4:
+    if len(turns) >= 4:
         eq = turns[1]["median"]
         lines += [
             "",
@@ -506,11 +561,11 @@ if len(sys.argv) > 15 and os.path.exists(sys.argv[15]):
         ]
         for r in turns:
             d = (r["median"] - eq) * 1000
-            lines.append(f"| {r['command']} | {r['median']*1000:.2f} | {r['stddev']*1000:.2f} | {d:+.2f} ms |")
+            lines.append(f"| {r['command']} | {r['median']*1000:.2f} | {r['stddev']*1000:.2f} | {d:+.2f} ms ({r['median'] / eq:.2f}×) |")
 if len(sys.argv) > 14 and os.path.exists(sys.argv[14]):
     tr = json.load(open(sys.argv[14]))["results"]
-    if len(tr) == 2:
-        b, o = tr
+    if len(tr) >= 2:
+        b, o = tr[0], tr[1]
         lines += [
             "",
             "## A workspace with content",
@@ -525,6 +580,8 @@ if len(sys.argv) > 14 and os.path.exists(sys.argv[14]):
             f"| {b['command']} | {b['median']*1000:.2f} | {b['stddev']*1000:.2f} | 1.00× |",
             f"| {o['command']} | {o['median']*1000:.2f} | {o['stddev']*1000:.2f} | {o['median']/b['median']:.2f}× |",
         ]
+        for po in tr[2:]:
+            lines.append(f"| {po['command']} | {po['median']*1000:.2f} | {po['stddev']*1000:.2f} | {po['median']/b['median']:.2f}× |")
 if len(sys.argv) > 12 and os.path.exists(sys.argv[12]):
     soak = json.load(open(sys.argv[12]))
     lines += [

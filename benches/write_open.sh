@@ -7,7 +7,10 @@
 # neither binary). Rows: bwrap with an equivalent writable bind, and each stockade binary
 # given (e.g. the previous commit's beside the new one). Prints hyperfine's table and the
 # extra per write-open over bwrap, in CPU time (`perf stat -e task-clock`, every task of the
-# row) and wall time (medians).
+# row) and wall time (medians), and that extra's ratio to the floor of a mediated open measured
+# just before and just after the rows (benches/notif_floor.sh's "the open made by the
+# supervisor", SYNC_WAKE_UP, over a bare open; FLOOR=0 leaves it out): what any mediator that
+# makes the open itself pays per call here.
 #
 #   bash benches/write_open.sh NEW [PREVIOUS ...]
 #
@@ -73,11 +76,30 @@ for i in "${!cmds[@]}"; do
   ((cpu_perf)) && c="perf stat -x, -e task-clock -o $base/cpu.$i.\$\$ -- $c"
   args+=(-n "${names[$i]}" "sh -c '$c'")
 done
+floor() { # "<mode> <sync> <µs>" lines of notif_floor.sh, wall then CPU time
+  [ "${FLOOR:-1}" = 0 ] && return
+  RUNS=5 bash benches/notif_floor.sh --raw >>"$base/floor" || echo "write_open.sh: notif_floor.sh failed" >&2
+  CPU=1 RUNS=5 bash benches/notif_floor.sh --raw >>"$base/floorcpu" || echo "write_open.sh: notif_floor.sh failed" >&2
+}
+floor
 (cd "$ws" && hyperfine -N -w 2 -r "$runs" --export-json "$base/h.json" "${args[@]}" >/dev/null)
+floor
 python3 - "$base" "$n" "$rounds" "$cpu_perf" "${names[@]}" <<'EOF'
-import glob, json, statistics, sys
+import glob, json, os, statistics, sys
 base, n, rounds, cpu_perf = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
 names = sys.argv[5:]
+def floor_of(path):
+    # mode 2 with SYNC_WAKE_UP over mode 0, the median of the before and after measurements
+    if not os.path.exists(path):
+        return None
+    got = {}
+    for line in open(path):
+        mode, sync, t = line.split()
+        got.setdefault((mode, sync), []).append(float(t))
+    if ("2", "1") not in got or ("0", "0") not in got:
+        return None
+    return statistics.median(got[("2", "1")]) - statistics.median(got[("0", "0")])
+fw, fc = floor_of(f"{base}/floor"), floor_of(f"{base}/floorcpu")
 res = json.load(open(f"{base}/h.json"))["results"]
 opens = n * rounds
 def cpu(i):
@@ -89,13 +111,17 @@ def cpu(i):
                 vals.append(float(parts[0]) / 1000)
     return statistics.median(vals) if vals else None
 rows = {names[i]: (statistics.median(r["times"]), cpu(i) if cpu_perf else None) for i, r in enumerate(res)}
-print(f"| row ({opens} opens) | wall, median | CPU, median | extra per open over bwrap: wall | CPU |")
-print("|---|---:|---:|---:|---:|")
+print(f"| row ({opens} opens) | wall, median | CPU, median | extra per open over bwrap: wall | CPU | ÷ the floor: wall | CPU |")
+print("|---|---:|---:|---:|---:|---:|---:|")
 for name, (wall, c) in rows.items():
     mode = name.rsplit(", ", 1)[1]
     bw_wall, bw_cpu = rows[f"bwrap, {mode}"]
     ew = (wall - bw_wall) / opens * 1e6
     ec = (c - bw_cpu) / opens * 1e6 if c is not None and bw_cpu is not None else float("nan")
     cs = f"{c * 1000:.1f} ms" if c is not None else "n/a"
-    print(f"| {name} | {wall * 1000:.1f} ms | {cs} | {ew:+.1f} µs | {ec:+.1f} µs |")
+    rw = f"{ew / fw:.2f}×" if fw and mode == "w" and not name.startswith("bwrap") else ""
+    rc = f"{ec / fc:.2f}×" if fc and mode == "w" and not name.startswith("bwrap") else ""
+    print(f"| {name} | {wall * 1000:.1f} ms | {cs} | {ew:+.1f} µs | {ec:+.1f} µs | {rw} | {rc} |")
+if fw is not None:
+    print(f"| the floor: a notification whose open the supervisor makes, SYNC_WAKE_UP, over a bare open | | | {fw:+.1f} µs | {fc:+.1f} µs | 1.00× | 1.00× |" if fc is not None else f"| the floor | | | {fw:+.1f} µs | | 1.00× | |")
 EOF
