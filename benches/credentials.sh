@@ -21,7 +21,7 @@
 # sandbox is a session of its own): with the scheduler's autogroups (sched_autogroup_enabled=1)
 # a client in the same session as the upstream and the relays is scheduled with them as one
 # group, which on a loaded 2-core machine made "direct" up to 2x faster than the same client
-# anywhere else (benches/tunnel.sh, docs/benchmarks.md "Egress proxy"). For the same reason the
+# anywhere else (benches/tunnel.sh, docs/benchmarks.md "The CONNECT tunnel beside one-hop relays"). For the same reason the
 # upstream and the relays run in sessions of their own: a real upstream is not on this machine,
 # and in the benchmark's session the upstream would share one group with the route's proxy
 # (the supervisor starts there) and with no other hop.

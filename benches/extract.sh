@@ -3,7 +3,7 @@
 # directories (100 bytes each) extracted with `tar -xf` into a workspace on tmpfs and on the
 # disk (/var/tmp), bare, under bwrap with an equivalent writable bind (the command's uid 1000,
 # so tar behaves the same: no chown, no chmod per file) and under `stockade run`. Prints a
-# markdown table for docs/benchmarks.md ("Mediated creation: tar").
+# markdown table for docs/benchmarks.md ("Mediated creation, direct mode").
 #
 #   bash benches/extract.sh [stockade binary ...]   # default: cargo build --release -p stockade-cli
 #

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The floor under `stockade run -- true` (issue 32, item 3; docs/benchmarks.md, "Start-up floor"):
+# The floor under `stockade run -- true` (issue 32, item 3;
+# docs/benchmarks.md, "The floor: the same kernel work without stockade"):
 # benches/startup_floor.c does the kernel work of stockade's default run and nothing else. Its
 # rows take turns, run by run (benches/turns.py), beside bwrap (with stockade's policy as far
 # as bwrap expresses it, and --unshare-all) and stockade, then again in the reverse order; root,
