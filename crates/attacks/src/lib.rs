@@ -933,6 +933,34 @@ pub struct Fixture {
     pub outside: PathBuf,
 }
 
+impl Drop for Fixture {
+    /// Gives every directory of the fixture its owner's `rwx` back before the temporary
+    /// directory is removed. Attack tests leave directories the suite's user cannot enter (a
+    /// `chmod 000` directory the sweep quarantined keeps its mode), and the removal stopped at
+    /// the first one when the suite ran unprivileged: about fifty fixtures stayed in `/var/tmp`
+    /// after each run. Best effort, never following a symbolic link; root needs none of it.
+    fn drop(&mut self) {
+        fn open_up(dir: &Path) {
+            let Ok(meta) = fs::symlink_metadata(dir) else {
+                return;
+            };
+            if !meta.is_dir() {
+                return;
+            }
+            let mode = meta.permissions().mode();
+            if mode & 0o700 != 0o700 {
+                let _ = fs::set_permissions(dir, fs::Permissions::from_mode(mode | 0o700));
+            }
+            for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+                if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    open_up(&entry.path());
+                }
+            }
+        }
+        open_up(&self.root);
+    }
+}
+
 impl Fixture {
     /// A fixture whose workspace is a git repository with one commit.
     pub fn new() -> Self {
