@@ -1641,54 +1641,42 @@ fn links_moved_into_a_git_dir_by_a_later_run_are_taken_out() {
 /// not looked at without them (red team issue 32, eighth round, fourth pass).
 #[test]
 fn a_repository_made_without_config_or_hooks_is_looked_at_too() {
+    // The run's (or the control's) commands in a fixture, and the user's commit afterwards.
+    let attack = |fx: &Fixture| {
+        format!(
+            "mkdir sub && cd sub && git init -q && rm -rf .git/config .git/hooks \
+             && ln -s {} .git/COMMIT_EDITMSG",
+            fx.outside.join("target.txt").display()
+        )
+    };
+    let user_commits = |fx: &Fixture| {
+        let sub = fx.ws.join("sub");
+        git_ok(
+            fx,
+            &[
+                "-C",
+                sub.to_str().unwrap(),
+                "commit",
+                "-q",
+                "--allow-empty",
+                "-m",
+                "the user's message",
+            ],
+        );
+    };
     let fx = Fixture::new();
     let records = fx.records();
     let victim = fx.outside.join("target.txt");
-    let attack = format!(
-        "mkdir sub && cd sub && git init -q && rm -rf .git/config .git/hooks \
-         && ln -s {} .git/COMMIT_EDITMSG",
-        victim.display()
-    );
-    let run = fx.attack(&records.opts(), &attack).outcome();
+    let run = fx.attack(&records.opts(), &attack(&fx)).outcome();
     run.assert_ok();
     records.assert_swept(&run.run, &["sub/.git/COMMIT_EDITMSG"]);
-    let sub = fx.ws.join("sub");
-    let sub = sub.to_str().unwrap();
-    git_ok(
-        &fx,
-        &[
-            "-C",
-            sub,
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            "the user's message",
-        ],
-    );
+    user_commits(&fx);
     assert_eq!(read_text(&victim).as_deref(), Some("original\n"));
     // Control: the same repository made on the host, and the commit writes through the link.
     let fx2 = Fixture::new();
     let victim2 = fx2.outside.join("target.txt");
-    let attack2 = attack.replace(
-        &victim.display().to_string(),
-        &victim2.display().to_string(),
-    );
-    fx2.control(&attack2).outcome().assert_ok();
-    let sub2 = fx2.ws.join("sub");
-    let sub2 = sub2.to_str().unwrap();
-    git_ok(
-        &fx2,
-        &[
-            "-C",
-            sub2,
-            "commit",
-            "-q",
-            "--allow-empty",
-            "-m",
-            "the user's message",
-        ],
-    );
+    fx2.control(&attack(&fx2)).outcome().assert_ok();
+    user_commits(&fx2);
     assert!(
         read_text(&victim2).is_some_and(|t| t.contains("the user's message")),
         "control: the commit did not write through the link"

@@ -745,9 +745,8 @@ fn links_in_git_dirs(
 /// A directory elsewhere named `objects` is looked into (a branch `objects/main` has its
 /// reflog at `logs/refs/heads/objects/main`). Not looked into: the git dirs' `hooks` (the
 /// protected paths' rules). A link of the user's in a directory the run changed is taken out
-/// too (rare in a git dir: `info/exclude`). No cap: a git dir the
-/// run filled is listed whole, at the cost of what the run made (a cap let a run hide a link
-/// past it).
+/// too (rare in a git dir: `info/exclude`). No cap: a git dir the run filled is listed whole,
+/// at the cost of what the run made (a cap let a run hide a link past it).
 fn links_in_git_dir(
     host: &dyn HostView,
     (root, dir): (&Path, &Path),
