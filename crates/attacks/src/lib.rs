@@ -787,6 +787,14 @@ impl Cmd {
     /// so a second attempt asks the same of stockade; both failing still fails the test, and
     /// the first attempt's output is printed.
     pub fn run_agent(self, timeout: Duration) -> Run {
+        self.run_agent_again(timeout, || {})
+    }
+
+    /// [`Cmd::run_agent`], calling `again` before a second attempt: for a run whose first
+    /// attempt changes what the second would start from (a control whose plants land in the
+    /// agent's own configuration, which the agent reads when it starts), `again` puts the
+    /// fixture back as the test set it up.
+    pub fn run_agent_again(self, timeout: Duration, again: impl FnOnce()) -> Run {
         if backend() != "gvisor" {
             return self.timeout(timeout).run();
         }
@@ -794,6 +802,7 @@ impl Cmd {
         match self.clone().timeout(half).run_within() {
             Ok(run) => run,
             Err(first) => {
+                again();
                 // Straight to the descriptor, past the test harness's capture: a second
                 // attempt shows in the log of a passing run too.
                 let _ = writeln!(

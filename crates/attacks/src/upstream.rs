@@ -180,10 +180,24 @@ impl Upstream {
     pub fn worker(
         &self,
         fx: &crate::Fixture,
+        route: (&str, &str),
+        key: (&str, &str),
+        opts: &[&str],
+        argv: &[&str],
+    ) -> crate::Run {
+        self.worker_again(fx, route, key, opts, argv, || {})
+    }
+
+    /// [`Upstream::worker`], calling `again` before a second attempt under gVisor (see
+    /// [`crate::Cmd::run_agent_again`]).
+    pub fn worker_again(
+        &self,
+        fx: &crate::Fixture,
         (route, suffix): (&str, &str),
         (key_env, key): (&str, &str),
         opts: &[&str],
         argv: &[&str],
+        again: impl FnOnce(),
     ) -> crate::Run {
         let policy = fx.out_file("worker-policy.toml");
         crate::write_file(
@@ -200,7 +214,7 @@ impl Upstream {
         fx.sandbox_argv(&all, argv)
             .env(key_env, key)
             .env("SSL_CERT_FILE", &self.ca_file)
-            .run_agent(std::time::Duration::from_secs(180))
+            .run_agent_again(std::time::Duration::from_secs(180), again)
     }
 }
 

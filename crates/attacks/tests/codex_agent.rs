@@ -37,7 +37,9 @@ fn tool() -> String {
 /// The key the route puts on the model's requests, held on the host.
 const KEY: &str = "sk-proj-real-key-held-on-the-host";
 
-fn run_codex(fx: &Fixture, up: &Upstream, opts: &[&str]) -> Run {
+/// Codex with the scripted call, in `fx`, given `opts`; before a second attempt under gVisor
+/// ([`Cmd::run_agent_again`]), `again` puts back what the first attempt's plants changed.
+fn run_codex(fx: &Fixture, up: &Upstream, opts: &[&str], again: impl FnOnce()) -> Run {
     let codex = codex();
     let provider = provider_args(ROUTE);
     let mut argv = vec![
@@ -51,7 +53,14 @@ fn run_codex(fx: &Fixture, up: &Upstream, opts: &[&str]) -> Run {
     ];
     argv.extend(provider.iter().map(String::as_str));
     argv.push("PLANT-NOW please");
-    up.worker(fx, ("openai", "/v1"), ("OPENAI_API_KEY", KEY), opts, &argv)
+    up.worker_again(
+        fx,
+        ("openai", "/v1"),
+        ("OPENAI_API_KEY", KEY),
+        opts,
+        &argv,
+        again,
+    )
 }
 
 #[test]
@@ -66,7 +75,10 @@ fn the_agent_preset_keeps_codex_config_and_rules_read_only() {
     mkdir(&fx.home.join(".codex"));
     write_file(&host_config, "model = \"gpt-5\"\n", 0o644);
     let up = Upstream::start_with(Some(script(tool())));
-    let run = run_codex(&fx, &up, &["--agent", "codex"]);
+    let run = run_codex(&fx, &up, &["--agent", "codex"], || {
+        let _ = std::fs::remove_dir_all(&state);
+        write_file(&host_config, "model = \"gpt-5\"\n", 0o644);
+    });
     run.assert_success().assert_stdout_contains("CODEX-DONE");
     let result = attacks::agent_scan::tool_output(&up.seen(), "function_call_output");
     // (On gVisor a new AGENTS.override.md is made, then quarantined when the run ends.)
@@ -132,6 +144,12 @@ fn control_a_writable_codex_home_without_the_preset_takes_the_plants() {
             "--timeout",
             "0",
         ],
+        // Its plants make `config.toml` hold `notify` twice (the host's file is this one),
+        // which Codex refuses to load: a second attempt starts from the empty directory.
+        || {
+            let _ = std::fs::remove_dir_all(&state);
+            mkdir(&state);
+        },
     );
     run.assert_success().assert_stdout_contains("CODEX-DONE");
     let result = attacks::agent_scan::tool_output(&up.seen(), "function_call_output");
