@@ -458,6 +458,39 @@ impl Fixture {
         out
     }
 
+    /// Waits (up to `limit`) until the datagram listeners (UDP, the Unix datagram socket)
+    /// have read every datagram sent to them before this call: each is sent a barrier, which
+    /// its socket queues after them and its thread reads after them, and is not a hit. After
+    /// it, [`Fixture::listener_log`] holds every datagram a finished snippet sent, however
+    /// loaded the machine (a fixed wait did not: a control went vacuous in CI). Whether every
+    /// barrier arrived in time.
+    pub fn flush_datagrams(&self, limit: Duration) -> bool {
+        let Some(l) = &self.listeners else {
+            return true;
+        };
+        let barrier = [BARRIER, unique().to_string().as_bytes()].concat();
+        if let Ok(s) = UdpSocket::bind("127.0.0.1:0") {
+            let _ = s.send_to(&barrier, ("127.0.0.1", l.udp));
+        }
+        if let Ok(s) = UnixDatagram::unbound() {
+            let _ = s.send_to(&barrier, &l.unix_dgram);
+        }
+        let want = |name: &str| (name.to_string(), barrier.clone());
+        let start = std::time::Instant::now();
+        loop {
+            let arrived = l.log.lock().is_ok_and(|log| {
+                log.barriers.contains(&want("udp")) && log.barriers.contains(&want("unix-dgram"))
+            });
+            if arrived {
+                return true;
+            }
+            if start.elapsed() >= limit {
+                return false;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Which listeners were reached, and everything they received.
     pub fn listener_log(&self) -> (BTreeSet<String>, Vec<u8>) {
         match &self.listeners {
@@ -629,9 +662,24 @@ impl PathState {
 struct ListenerLog {
     hits: BTreeSet<String>,
     seen: Vec<u8>,
+    /// The datagram listeners' barriers received ([`Fixture::flush_datagrams`]), by
+    /// listener: not hits.
+    barriers: BTreeSet<(String, Vec<u8>)>,
 }
 
+/// How a barrier datagram begins ([`Fixture::flush_datagrams`]).
+const BARRIER: &[u8] = b"stockade-selftest-barrier-";
+
 impl ListenerLog {
+    /// Records a datagram `data` that `name` received: a hit, or a barrier.
+    fn record_datagram(&mut self, name: &str, data: &[u8]) {
+        if data.starts_with(BARRIER) {
+            self.barriers.insert((name.to_string(), data.to_vec()));
+        } else {
+            self.record(name, data);
+        }
+    }
+
     fn record(&mut self, name: &str, data: &[u8]) {
         self.hits.insert(name.to_string());
         if self.seen.len() < (1 << 20) {
@@ -733,7 +781,7 @@ impl Listeners {
                         break;
                     }
                     if let Ok(mut log) = log.lock() {
-                        log.record("unix-dgram", &buf[..n]);
+                        log.record_datagram("unix-dgram", &buf[..n]);
                     }
                 }
             });
@@ -745,6 +793,12 @@ impl Listeners {
                 while let Ok((n, from)) = udp.recv_from(&mut buf) {
                     if stop.load(Ordering::SeqCst) {
                         break;
+                    }
+                    if buf[..n].starts_with(BARRIER) {
+                        if let Ok(mut log) = log.lock() {
+                            log.record_datagram("udp", &buf[..n]);
+                        }
+                        continue;
                     }
                     if let Ok(mut log) = log.lock() {
                         log.record("udp", &buf[..n]);

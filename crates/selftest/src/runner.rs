@@ -540,7 +540,16 @@ fn observe(case: &Case, config: &Config, attack: bool) -> Result<Observed, Strin
         );
     }
     // A datagram sent just before the snippet ended may not have been read yet by the
-    // listener thread (a loaded machine): wait up to a second for every expected hit.
+    // listener thread (a loaded machine): the datagram listeners are flushed (every datagram
+    // sent before is read), then a stream's hit is waited for up to a second. (Datagram
+    // cases, `listener_saw` of a DNS-style query among them, waited on `listener_hit` only,
+    // and a control without one went vacuous in CI.)
+    if !fx.flush_datagrams(Duration::from_secs(20)) {
+        return Err(format!(
+            "{}: the datagram listeners did not read a barrier within 20 s",
+            case.id
+        ));
+    }
     let mut waited = Duration::ZERO;
     let (hits, seen) = loop {
         let (hits, seen) = fx.listener_log();
