@@ -65,17 +65,6 @@ pub trait HostView {
     fn try_list_dir(&self, path: &Path) -> std::io::Result<Vec<(OsString, Kind)>> {
         Ok(self.list_dir(path))
     }
-    /// [`HostView::try_list_dir`] of a directory holding at most `max` entries, `Ok(None)`
-    /// for a bigger one (read no further), for a view that answers lookups of many names in
-    /// one directory from one listing ([`Remembering`]). By default (a fake host, whose
-    /// listings need not agree with its lookups) `Ok(None)`: every name is looked up.
-    fn try_list_small_dir(
-        &self,
-        _path: &Path,
-        _max: usize,
-    ) -> std::io::Result<Option<Vec<(OsString, Kind)>>> {
-        Ok(None)
-    }
     /// The first KiB of a small text file (used for `.git` files).
     fn read_small(&self, path: &Path) -> Option<String>;
     /// Up to `limit` bytes of a file, invalid UTF-8 replaced (git configs); by default (a fake
@@ -197,14 +186,6 @@ impl HostView for RealHost {
 
     fn try_list_dir(&self, path: &Path) -> std::io::Result<Vec<(OsString, Kind)>> {
         read_dir(path).map(|(_, entries)| entries)
-    }
-
-    fn try_list_small_dir(
-        &self,
-        path: &Path,
-        max: usize,
-    ) -> std::io::Result<Option<Vec<(OsString, Kind)>>> {
-        read_dir_upto(path, max).map(|r| r.map(|(_, entries)| entries))
     }
 
     fn list_dir_stamped(&self, path: &Path) -> (Option<DirStamp>, Vec<(OsString, Kind)>) {
@@ -382,11 +363,10 @@ fn release_at_least(release: &str, want: (u32, u32)) -> bool {
 /// protected paths: about 340 of a default run's 740 `statx` calls were repeats). Each answer
 /// is the one the first lookup got, as if every later lookup of that path had been made at
 /// that moment: the scan reads the host one path at a time in any case, and nothing the scan
-/// itself does changes what it looks at. The kinds of names in a directory looked up often
-/// come from one listing of it, as if looked up when it was listed
-/// (`Remembering::lstat_kind_by_listing`); a resolution is asked of the host at its first
-/// lookup, never made up of earlier answers. Listings, stamps, ctimes and file contents are
-/// asked of `host` every time. Made for one scan and dropped with it: nothing remembered outlives
+/// itself does changes what it looks at. Listings, stamps, ctimes and file contents are asked
+/// of `host` every time. (Answering a directory's names from one listing of it saved about
+/// 0.1 ms a run and made answers older than the walk's stamps: red team issue 32, tenth
+/// round, 1.) Made for one scan and dropped with it: nothing remembered outlives
 /// the planning of one run (the sweep after the run asks the host again).
 pub struct Remembering<'a> {
     host: &'a dyn HostView,
@@ -395,26 +375,7 @@ pub struct Remembering<'a> {
     stat: RefCell<HashMap<OsString, Option<Entry>>>,
     lstat: RefCell<HashMap<OsString, Option<Kind>>>,
     canonical: RefCell<HashMap<OsString, Option<PathBuf>>>,
-    /// Per directory: how many of its names were looked up ([`Parent::Asked`]), then its
-    /// listing from [`LIST_AFTER`] lookups on ([`Parent::Listed`]), or `Parent::Unlisted` when
-    /// it could not be listed small and whole.
-    parents: RefCell<HashMap<PathBuf, Parent>>,
 }
-
-/// What [`Remembering`] knows of a directory whose names it looks up.
-enum Parent {
-    Asked(usize),
-    Listed(Vec<(OsString, Kind)>),
-    Unlisted,
-}
-
-/// After this many lookups of names in one directory, [`Remembering`] lists it (when it holds
-/// at most [`LIST_MAX`] entries) and answers the rest of its names from the listing: the
-/// catalogues' exact paths are mostly missing names in the home and `~/.config` (about 300
-/// failing `statx` a run in a home of 14 entries).
-const LIST_AFTER: usize = 4;
-/// See [`LIST_AFTER`].
-const LIST_MAX: usize = 1024;
 
 impl<'a> Remembering<'a> {
     pub fn new(host: &'a dyn HostView) -> Remembering<'a> {
@@ -423,72 +384,8 @@ impl<'a> Remembering<'a> {
             stat: RefCell::default(),
             lstat: RefCell::default(),
             canonical: RefCell::default(),
-            parents: RefCell::default(),
         }
     }
-
-    /// The kind of `path` itself, from its parent's listing when the scan looks up enough
-    /// names there ([`LIST_AFTER`]), else asked of the host. An answer from the listing is the
-    /// one an `lstat` made at that moment gets: `name` is an entry of the directory the path
-    /// `parent` reaches (ancestors' links followed, as `lstat` follows them), of the kind its
-    /// `d_type` (or an `lstat` where the filesystem leaves that out) says; a name missing is
-    /// `ENOENT`. A directory that cannot be listed whole (unreadable, too big, not a
-    /// directory) is never listed: its names are looked up one at a time.
-    fn lstat_kind_by_listing(&self, path: &Path) -> Option<Kind> {
-        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
-            return self.host.lstat_kind(path);
-        };
-        if !plain_absolute(path) {
-            return self.host.lstat_kind(path);
-        }
-        let mut parents = self.parents.borrow_mut();
-        let state = parents
-            .entry(parent.to_path_buf())
-            .or_insert(Parent::Asked(0));
-        if let Parent::Asked(n) = state {
-            *n += 1;
-            if *n >= LIST_AFTER {
-                *state = match self.host.try_list_small_dir(parent, LIST_MAX) {
-                    Ok(Some(entries)) => Parent::Listed(entries),
-                    _ => Parent::Unlisted,
-                };
-            }
-        }
-        match state {
-            Parent::Listed(entries) => entries
-                .binary_search_by(|(n, _)| n.as_os_str().cmp(name))
-                .ok()
-                .map(|i| entries[i].1),
-            Parent::Asked(_) | Parent::Unlisted => {
-                drop(parents);
-                self.host.lstat_kind(path)
-            }
-        }
-    }
-
-    /// `path` resolved through its links: `None` without `realpath`'s lookup of every
-    /// ancestor where an `lstat` of the path itself, asked now, fails (the catalogues' paths
-    /// are mostly missing: `realpath` fails on those too, `ENOENT`, `ENOTDIR`, `EACCES` and
-    /// `ELOOP` alike), else what `realpath` says. Both are asked of the host, never answered
-    /// from what the scan saw earlier: a resolution is how the scan finds a match the walk
-    /// saw moved since (red team issue 32c).
-    fn canonicalize_fresh(&self, path: &Path) -> Option<PathBuf> {
-        self.host.lstat_kind(path)?;
-        self.host.canonicalize(path)
-    }
-}
-
-/// Whether `path` is absolute, has no `.` or `..` components (its parent is its parent
-/// directory whatever links lie on the way) and does not end in `/` (which makes `lstat`
-/// follow a final link, and fail on a file).
-fn plain_absolute(path: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    use std::path::Component;
-    path.is_absolute()
-        && !path.as_os_str().as_bytes().ends_with(b"/")
-        && path
-            .components()
-            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
 }
 
 /// `map`'s answer for `path`, asked of `ask` the first time.
@@ -523,23 +420,16 @@ impl HostView for Remembering<'_> {
         e
     }
     fn lstat_kind(&self, path: &Path) -> Option<Kind> {
-        remembered(&self.lstat, path, || self.lstat_kind_by_listing(path))
+        remembered(&self.lstat, path, || self.host.lstat_kind(path))
     }
     fn canonicalize(&self, path: &Path) -> Option<PathBuf> {
-        remembered(&self.canonical, path, || self.canonicalize_fresh(path))
+        remembered(&self.canonical, path, || self.host.canonicalize(path))
     }
     fn list_dir(&self, path: &Path) -> Vec<(OsString, Kind)> {
         self.host.list_dir(path)
     }
     fn try_list_dir(&self, path: &Path) -> std::io::Result<Vec<(OsString, Kind)>> {
         self.host.try_list_dir(path)
-    }
-    fn try_list_small_dir(
-        &self,
-        path: &Path,
-        max: usize,
-    ) -> std::io::Result<Option<Vec<(OsString, Kind)>>> {
-        self.host.try_list_small_dir(path, max)
     }
     fn read_small(&self, path: &Path) -> Option<String> {
         self.host.read_small(path)
@@ -582,17 +472,7 @@ impl HostView for Remembering<'_> {
 /// `getdents64` (std's `read_dir` would `fstat` it too, and hand the result to nobody). An
 /// error anywhere (the directory cannot be opened, a read fails, an entry's kind cannot be
 /// found) fails the whole listing: a part of one is never passed off as all of it.
-fn read_dir(path: &Path) -> std::io::Result<Listing> {
-    read_dir_upto(path, usize::MAX)?
-        .ok_or_else(|| std::io::Error::other("a directory of more than usize::MAX entries"))
-}
-
-/// A directory's stamp and entries.
-type Listing = (DirStamp, Vec<(OsString, Kind)>);
-
-/// [`read_dir`] of a directory of at most `max` entries, `Ok(None)` once it has more (read no
-/// further).
-fn read_dir_upto(path: &Path, max: usize) -> std::io::Result<Option<Listing>> {
+fn read_dir(path: &Path) -> std::io::Result<(DirStamp, Vec<(OsString, Kind)>)> {
     use rustix::fs::{FileType, OFlags};
     use std::os::unix::ffi::OsStrExt;
     let io = |e: rustix::io::Errno| std::io::Error::from_raw_os_error(e.raw_os_error());
@@ -627,13 +507,10 @@ fn read_dir_upto(path: &Path, max: usize) -> std::io::Result<Option<Listing>> {
             }
             t => kind_of_raw(t),
         };
-        if out.len() == max {
-            return Ok(None);
-        }
         out.push((std::ffi::OsStr::from_bytes(name).to_os_string(), kind));
     }
     out.sort();
-    Ok(Some((stamp, out)))
+    Ok((stamp, out))
 }
 
 fn kind_of_raw(t: rustix::fs::FileType) -> Kind {
@@ -758,9 +635,7 @@ mod tests {
     }
 
     /// The remembering view asks the host once per path and kind of question, answers as the
-    /// host did, and passes listings through every time. (A resolution asks an `lstat` of
-    /// its own first, then `realpath` where the path exists: 2 questions for `/a`, 1 for the
-    /// missing `/b`.)
+    /// host did, and passes listings through every time.
     #[test]
     fn remembering_asks_once_per_path_and_answers_as_the_host() {
         let host = Counting::default();
@@ -773,46 +648,38 @@ mod tests {
                 view.canonicalize(Path::new("/a")),
                 Some(PathBuf::from("/a/x"))
             );
-            assert_eq!(view.canonicalize(Path::new("/b")), None);
         }
-        assert_eq!(host.asked.get(), 6);
+        assert_eq!(host.asked.get(), 4);
         view.list_dir(Path::new("/a"));
         view.list_dir(Path::new("/a"));
         assert_eq!(
             host.asked.get(),
-            8,
+            6,
             "listings are asked of the host every time"
         );
     }
 
-    /// The remembering view's kinds from listings and its resolutions are what the host says
-    /// of every path, asked in any order: names present and missing in a directory
-    /// looked up often enough to be listed, links to directories, files and nowhere, a link
-    /// loop, a link on the way, a file taken for a directory, a trailing `/`, `.` and `..`,
-    /// and a directory too big to list (its names looked up one at a time). As root a
-    /// directory without read permission is listed all the same; `unlisted_directories`
-    /// below is the case where it cannot be.
+    /// The remembering view's kinds and resolutions are what the host says of every path,
+    /// asked in any order: names present and missing, links to directories, files and
+    /// nowhere, a link loop, a link on the way, a file taken for a directory, a trailing `/`
+    /// (which `lstat` follows a final link through: remembered apart from the name without
+    /// it), `.` and `..`.
     #[test]
-    fn remembering_by_listings_and_parts_answers_as_the_host() {
+    fn remembering_answers_as_the_host_in_any_order() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().canonicalize().unwrap();
         let home = root.join("home");
         std::fs::create_dir_all(home.join(".config/real")).unwrap();
-        std::fs::create_dir_all(root.join("dotfiles/nvim")).unwrap();
+        std::fs::create_dir_all(home.join("dotfiles/nvim")).unwrap();
         std::fs::write(home.join(".bashrc"), "").unwrap();
-        std::fs::write(root.join("dotfiles/nvim/init.lua"), "").unwrap();
+        std::fs::write(home.join("dotfiles/nvim/init.lua"), "").unwrap();
         let link = |to: &str, at: &str| std::os::unix::fs::symlink(to, home.join(at)).unwrap();
-        link("../dotfiles", ".dotfiles");
+        link("dotfiles", ".dotfiles");
         link("../dotfiles/nvim", ".config/nvim");
         link(".bashrc", ".profile");
         link("nowhere", ".dangling");
         link(".loop-b", ".loop-a");
         link(".loop-a", ".loop-b");
-        let big = root.join("big");
-        std::fs::create_dir(&big).unwrap();
-        for i in 0..LIST_MAX + 3 {
-            std::fs::write(big.join(format!("f{i}")), "").unwrap();
-        }
         let mut paths: Vec<PathBuf> = Vec::new();
         for name in [
             ".bashrc",
@@ -825,8 +692,8 @@ mod tests {
             ".dotfiles/missing",
             ".config",
             ".config/nvim",
-            ".config/nvim/init.lua",
             ".config/nvim/",
+            ".config/nvim/init.lua",
             ".config/real",
             ".config/real/",
             ".config/missing",
@@ -834,25 +701,18 @@ mod tests {
             ".bashrc/under-a-file",
             ".profile/",
             ".bashrc/",
+            ".dotfiles/",
             ".config/../.bashrc",
             "./.bashrc",
             ".ssh",
             ".aws",
-            ".zshrc",
-            ".netrc",
-            ".npmrc",
             ".loop-a/x",
         ] {
             paths.push(home.join(name));
         }
-        for i in [0, 1, 5, LIST_MAX, LIST_MAX + 2, LIST_MAX + 9] {
-            paths.push(big.join(format!("f{i}")));
-        }
         paths.push(root.clone());
         paths.push(PathBuf::from("/"));
         let host = RealHost;
-        // Forwards, backwards and interleaved: which names are asked before a listing and
-        // which after it differs each time.
         let orders: [Vec<&PathBuf>; 3] = [
             paths.iter().collect(),
             paths.iter().rev().collect(),
@@ -890,53 +750,13 @@ mod tests {
                 assert_eq!(view.lstat_kind(p), host.lstat_kind(p), "{}", p.display());
             }
         }
-        // It did list: the home's names past the first few come from one listing.
-        let view = Remembering::new(&host);
-        for p in &paths[..8] {
-            view.lstat_kind(p);
-        }
-        assert!(matches!(
-            view.parents.borrow().get(&home),
-            Some(Parent::Listed(_))
-        ));
-        for i in 0..LIST_AFTER {
-            view.lstat_kind(&big.join(format!("f{i}")));
-        }
-        assert!(matches!(
-            view.parents.borrow().get(&big),
-            Some(Parent::Unlisted)
-        ));
-    }
-
-    /// A directory the scan may look into but not list (`--x`: a user's directory of
-    /// secrets, of another owner) is never listed: its names are looked up one at a time and
-    /// found. Run unprivileged (root reads any directory).
-    #[test]
-    fn unlisted_directories_are_looked_up_name_by_name() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("x-only");
-        std::fs::create_dir(&dir).unwrap();
-        for i in 0..LIST_AFTER + 2 {
-            std::fs::write(dir.join(format!("f{i}")), "").unwrap();
-        }
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o311)).unwrap();
-        let host = RealHost;
-        let unreadable = host.try_list_dir(&dir).is_err();
-        let view = Remembering::new(&host);
-        for i in 0..LIST_AFTER + 2 {
-            let p = dir.join(format!("f{i}"));
-            assert_eq!(view.lstat_kind(&p), Some(Kind::File), "{}", p.display());
-            assert_eq!(view.canonicalize(&p), Some(p.clone()));
-        }
-        assert_eq!(view.lstat_kind(&dir.join("missing")), None);
-        if unreadable {
-            assert!(matches!(
-                view.parents.borrow().get(&dir),
-                Some(Parent::Unlisted)
-            ));
-        }
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // Control: the trailing `/` is asked apart. `Path` takes `.profile/` for `.profile`,
+        // a link `lstat` does not follow without the `/`.
+        assert_eq!(home.join(".profile/"), home.join(".profile"));
+        assert_ne!(
+            host.lstat_kind(&home.join(".profile/")),
+            host.lstat_kind(&home.join(".profile"))
+        );
     }
 
     #[test]
