@@ -853,9 +853,9 @@ fn a_file_of_another_owner_appearing_between_review_runs_is_named() {
         .assert_stdout_contains("direct-written");
 }
 
-/// The walk cache itself (`<state>/stockade/journal/walk-*.cache`): a run whose writable
+/// The walk cache itself (`<state>/stockade/journal/walk/walk-*.cache`): a run whose writable
 /// roots hold the journal directory (`--allow-write ~/.local/state`) can neither rewrite nor
-/// replace nor add a cache file there, nor move the directory away (a forged listing would
+/// replace nor add a cache file there, nor move either directory away (a forged listing would
 /// hide a dotenv file from every later run), and does not read it; a plain run cannot read
 /// it. Afterwards a plain run still takes its walk from the same cache and masks the old
 /// dotenv file. Control: the grant is real (a sibling of the journal directory is written
@@ -868,7 +868,8 @@ fn the_walk_cache_cannot_be_forged_by_a_run() {
     run1(&fx);
     let state = fx.home.join(".local/state");
     let journal = state.join("stockade/journal");
-    let caches: Vec<PathBuf> = std::fs::read_dir(&journal)
+    let walk = journal.join("walk");
+    let caches: Vec<PathBuf> = std::fs::read_dir(&walk)
         .unwrap()
         .flatten()
         .map(|e| e.path())
@@ -877,17 +878,19 @@ fn the_walk_cache_cannot_be_forged_by_a_run() {
                 .is_some_and(|n| n.to_string_lossy().starts_with("walk-"))
         })
         .collect();
-    assert_eq!(caches.len(), 1, "run 1 left no walk cache in {journal:?}");
+    assert_eq!(caches.len(), 1, "run 1 left no walk cache in {walk:?}");
     let cache = &caches[0];
     let before = std::fs::read(cache).unwrap();
     let j = journal.display();
+    let w = walk.display();
     let c = cache.display();
     let script = format!(
         "mkdir -p {s}/other && echo ok > {s}/other/granted && echo granted; \
          cat {c} > /dev/null && echo read-cache; \
          printf forged > {c} && echo rewrote; \
-         printf forged > {j}/walk-forged.cache && echo added; \
+         printf forged > {w}/walk-forged.cache && echo added; \
          rm -f {c} && echo removed; \
+         mv {w} {j}/walk.old && mkdir {w} && echo moved-walk-dir; \
          mv {j} {j}.old && mkdir {j} && echo moved-dir; \
          true",
         s = state.display()
@@ -898,14 +901,21 @@ fn the_walk_cache_cannot_be_forged_by_a_run() {
         .env("STOCKADE_LOG", "debug")
         .outcome();
     run.assert_shows("granted");
-    for done in ["read-cache", "rewrote", "added", "removed", "moved-dir"] {
+    for done in [
+        "read-cache",
+        "rewrote",
+        "added",
+        "removed",
+        "moved-walk-dir",
+        "moved-dir",
+    ] {
         run.run.assert_lacks(&format!("{done}\n"));
     }
     run.run
         .assert_stderr_contains("walk: no cache: ")
         .assert_stderr_contains("walk: 0 dirs from cache");
     assert_eq!(std::fs::read(cache).ok(), Some(before.clone()));
-    assert!(!journal.join("walk-forged.cache").exists());
+    assert!(!walk.join("walk-forged.cache").exists());
     // A plain run cannot read it either.
     run2(&fx, &[], &format!("cat {c} > /dev/null && echo read-cache"))
         .run
@@ -945,4 +955,24 @@ fn a_linked_protected_dir_in_an_unchanged_directory_holds_in_run_two() {
     assert!(!armed(".cargo"));
     run2(&fx, &[], &write(".other")).assert_ok();
     assert!(armed(".other"));
+}
+
+/// Walk caches where they were kept before their own directory (the journal directory
+/// itself, which every run lists for journals to recover: a cache for every workspace ever
+/// run in made that listing grow with them) are removed by the next run, and the cache now
+/// lives in `journal/walk`. Control: another file in the journal directory stays.
+#[test]
+fn caches_of_the_previous_place_are_removed_by_the_next_run() {
+    let fx = settled(|_| {});
+    run1(&fx);
+    let journal = fx.home.join(".local/state/stockade/journal");
+    let cached: Vec<_> = std::fs::read_dir(journal.join("walk")).unwrap().collect();
+    assert_eq!(cached.len(), 1, "run 1 left no cache in {journal:?}/walk");
+    let old = journal.join("walk-0123456789abcdef0123456789abcdef-0.cache");
+    let other = journal.join("not-a-cache.txt");
+    write_file(&old, "an old cache", 0o600);
+    write_file(&other, "kept", 0o600);
+    fx.sandbox_argv(&[], &["true"]).run().assert_success();
+    assert!(!old.exists(), "the old place's cache is still there");
+    assert!(other.exists(), "control: another file was removed");
 }

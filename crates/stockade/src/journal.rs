@@ -409,14 +409,21 @@ pub(crate) fn recover(
         Err(e) => return Err(io(format!("list the run journals in {}", dir.display()))(e)),
     };
     let prefix = prefix(&request.invocation.workspace);
+    let entries: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
+    let name = |p: &PathBuf| p.file_name().and_then(|n| n.to_str()).map(str::to_owned);
+    // Walk caches of the place they had before their own directory (`workspace::walk_cache`):
+    // removed, once, so this listing holds journals only. Not in a directory a run could
+    // write (a cache is only a cache, but nothing is acted on there).
+    if exposed.is_none() {
+        for p in &entries {
+            if name(p).is_some_and(|n| n.starts_with("walk-") && n.ends_with(".cache")) {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    }
     let mut names: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".json"))
-        })
+        .into_iter()
+        .filter(|p| name(p).is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".json")))
         .collect();
     names.sort();
     let mut out = Vec::new();

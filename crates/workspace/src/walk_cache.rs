@@ -27,6 +27,7 @@ use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
+use rustix::fd::OwnedFd;
 use sha2::{Digest, Sha256};
 
 use crate::host::{DirStamp, Kind};
@@ -90,7 +91,14 @@ pub(crate) fn key(
     h.finalize().into()
 }
 
-/// The file name of a workspace's cache in the journal directory.
+/// The directory of the walk caches, in the journal directory. Apart from the journals: every
+/// run lists the journal directory for journals to recover (`stockade::journal::recover`),
+/// and a cache there for every workspace ever run in made that listing grow with them (384
+/// caches cost about 0.2 ms of every run, mostly the kernel's hashing of the names).
+pub const DIR: &str = "walk";
+
+/// The file name of a workspace's cache in [`DIR`] (and, before it, in the journal directory
+/// itself).
 pub fn file_name(workspace: &Path, uid: u32) -> String {
     let digest = Sha256::digest(workspace.as_os_str().as_bytes());
     let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
@@ -112,7 +120,10 @@ impl WalkCache {
     /// Anything else gives an empty cache (the run walks).
     pub fn load(dir: &Path, workspace: &Path, uid: u32, binary: &str) -> WalkCache {
         let mut cache = WalkCache::empty(binary, uid);
-        if let Some(data) = read_file(dir, &file_name(workspace, uid), uid) {
+        let data = open_dir(dir)
+            .and_then(|journal| cache_dir(&journal, uid, false))
+            .and_then(|caches| read_file(&caches, &file_name(workspace, uid), uid));
+        if let Some(data) = data {
             if let Some(sections) = decode(&data) {
                 cache.sections = sections;
             }
@@ -162,7 +173,15 @@ impl WalkCache {
             encode_section(&mut out, &s.key, s.prior.taken_at, s.prior.dirs.iter());
         }
         out.extend_from_slice(END);
-        write_file(dir, &file_name(workspace, self.uid), &out)
+        let name = file_name(workspace, self.uid);
+        let journal =
+            open_dir(dir).ok_or_else(|| std::io::Error::other("cannot open the directory"))?;
+        let caches = cache_dir(&journal, self.uid, true)
+            .ok_or_else(|| std::io::Error::other(format!("no directory {DIR} of the caller's")))?;
+        write_file(&caches, &name, &out)?;
+        // The cache this workspace had where caches were kept before.
+        let _ = rustix::fs::unlinkat(&journal, name.as_str(), rustix::fs::AtFlags::empty());
+        Ok(())
     }
 }
 
@@ -318,7 +337,7 @@ fn decode(data: &[u8]) -> Option<Vec<Section>> {
     (r.bytes(END.len())? == END && r.data.is_empty()).then_some(sections)
 }
 
-fn open_dir(dir: &Path) -> Option<rustix::fd::OwnedFd> {
+fn open_dir(dir: &Path) -> Option<OwnedFd> {
     use rustix::fs::{Mode, OFlags};
     rustix::fs::open(
         dir,
@@ -328,13 +347,36 @@ fn open_dir(dir: &Path) -> Option<rustix::fd::OwnedFd> {
     .ok()
 }
 
-/// The file `name` in `dir`, if it is a regular file of `uid`'s within [`MAX_FILE`].
-fn read_file(dir: &Path, name: &str, uid: u32) -> Option<Vec<u8>> {
+/// [`DIR`] beneath `journal` (made first, mode 0700, when `make`), if it is a directory of
+/// `uid`'s that nobody else may write (not a link: `O_NOFOLLOW`).
+fn cache_dir(journal: &OwnedFd, uid: u32, make: bool) -> Option<OwnedFd> {
+    use rustix::fs::{FileType, Mode, OFlags};
+    if make {
+        match rustix::fs::mkdirat(journal, DIR, Mode::from_raw_mode(0o700)) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(_) => return None,
+        }
+    }
+    let fd = rustix::fs::openat(
+        journal,
+        DIR,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let st = rustix::fs::fstat(&fd).ok()?;
+    (FileType::from_raw_mode(st.st_mode) == FileType::Directory
+        && st.st_uid == uid
+        && st.st_mode & 0o022 == 0)
+        .then_some(fd)
+}
+
+/// The file `name` in `dirfd`, if it is a regular file of `uid`'s within [`MAX_FILE`].
+fn read_file(dirfd: &OwnedFd, name: &str, uid: u32) -> Option<Vec<u8>> {
     use rustix::fs::{FileType, Mode, OFlags};
     use std::io::Read;
-    let dirfd = open_dir(dir)?;
     let fd = rustix::fs::openat(
-        &dirfd,
+        dirfd,
         name,
         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
         Mode::empty(),
@@ -356,13 +398,12 @@ fn read_file(dir: &Path, name: &str, uid: u32) -> Option<Vec<u8>> {
     Some(buf)
 }
 
-/// Writes `data` as `name` in `dir`: a new file (exclusive, mode 0600) renamed over it, both
-/// beneath the directory's descriptor (a link at `dir` itself is not followed).
-fn write_file(dir: &Path, name: &str, data: &[u8]) -> std::io::Result<()> {
+/// Writes `data` as `name` in `dirfd`: a new file (exclusive, mode 0600) renamed over it,
+/// both beneath the directory's descriptor.
+fn write_file(dirfd: &OwnedFd, name: &str, data: &[u8]) -> std::io::Result<()> {
     use rustix::fs::{Mode, OFlags};
     use std::io::Write;
     let io = |e: rustix::io::Errno| std::io::Error::from_raw_os_error(e.raw_os_error());
-    let dirfd = open_dir(dir).ok_or_else(|| std::io::Error::other("cannot open the directory"))?;
     let mut rand = [0u8; 8];
     let _ = getrandom::fill(&mut rand);
     let tmp = format!(
@@ -371,7 +412,7 @@ fn write_file(dir: &Path, name: &str, data: &[u8]) -> std::io::Result<()> {
         u64::from_le_bytes(rand)
     );
     let fd = rustix::fs::openat(
-        &dirfd,
+        dirfd,
         tmp.as_str(),
         OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::from_raw_mode(0o600),
@@ -381,9 +422,9 @@ fn write_file(dir: &Path, name: &str, data: &[u8]) -> std::io::Result<()> {
     let written = file.write_all(data);
     drop(file);
     let renamed =
-        written.and_then(|()| rustix::fs::renameat(&dirfd, tmp.as_str(), &dirfd, name).map_err(io));
+        written.and_then(|()| rustix::fs::renameat(dirfd, tmp.as_str(), dirfd, name).map_err(io));
     if renamed.is_err() {
-        let _ = rustix::fs::unlinkat(&dirfd, tmp.as_str(), rustix::fs::AtFlags::empty());
+        let _ = rustix::fs::unlinkat(dirfd, tmp.as_str(), rustix::fs::AtFlags::empty());
     }
     renamed
 }
@@ -732,14 +773,26 @@ mod tests {
     }
 
     /// Untrusted data: every truncation and any flipped byte gives either the same listings
-    /// or none, never a panic; a file of another owner, a link, or one too large is not read.
+    /// or none, never a panic; a file of another owner, a link, or one too large is not read,
+    /// nor one in a [`DIR`] that is a link, of another owner, or writable by others. Control:
+    /// the file stored is read back.
     #[test]
     fn a_damaged_or_foreign_file_is_not_read() {
         let tree = sample();
         let (_, stamps) = walk(&tree, Some(&mut cache()));
         let tmp = tempfile::tempdir().unwrap();
         cache().store(tmp.path(), Path::new(WS), &stamps).unwrap();
-        let file = tmp.path().join(file_name(Path::new(WS), cache().uid));
+        let file = tmp
+            .path()
+            .join(DIR)
+            .join(file_name(Path::new(WS), cache().uid));
+        let uid = cache().uid;
+        let read = |dir: &Path| {
+            !WalkCache::load(dir, Path::new(WS), uid, "test")
+                .sections
+                .is_empty()
+        };
+        assert!(read(tmp.path()), "control: the stored cache was not read");
         let data = std::fs::read(&file).unwrap();
         assert!(decode(&data).is_some());
         for n in 0..data.len() {
@@ -750,14 +803,54 @@ mod tests {
             d[i] ^= 0xff;
             let _ = decode(&d);
         }
-        let uid = cache().uid;
         let other = WalkCache::load(tmp.path(), Path::new(WS), uid + 1, "test");
         assert!(other.sections.is_empty(), "another owner's file was read");
         let link_dir = tempfile::tempdir().unwrap();
-        std::os::unix::fs::symlink(&file, link_dir.path().join(file_name(Path::new(WS), uid)))
-            .unwrap();
-        let linked = WalkCache::load(link_dir.path(), Path::new(WS), uid, "test");
-        assert!(linked.sections.is_empty(), "a link was followed");
+        std::fs::create_dir(link_dir.path().join(DIR)).unwrap();
+        std::os::unix::fs::symlink(
+            &file,
+            link_dir
+                .path()
+                .join(DIR)
+                .join(file_name(Path::new(WS), uid)),
+        )
+        .unwrap();
+        assert!(!read(link_dir.path()), "a link was followed");
+        // `walk` itself a link to the directory holding the real file.
+        let linked_dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(tmp.path().join(DIR), linked_dir.path().join(DIR)).unwrap();
+        assert!(
+            !read(linked_dir.path()),
+            "a linked cache directory was followed"
+        );
+        // Writable by others.
+        use std::os::unix::fs::PermissionsExt;
+        let perms = |mode| std::fs::Permissions::from_mode(mode);
+        std::fs::set_permissions(tmp.path().join(DIR), perms(0o777)).unwrap();
+        assert!(
+            !read(tmp.path()),
+            "a cache directory others may write was read"
+        );
+        std::fs::set_permissions(tmp.path().join(DIR), perms(0o700)).unwrap();
+        assert!(read(tmp.path()));
+    }
+
+    /// A cache written where caches were kept before (the journal directory itself) is
+    /// removed when the workspace's cache is written to [`DIR`], and never read.
+    #[test]
+    fn the_cache_of_the_previous_place_is_removed_and_not_read() {
+        let tree = sample();
+        let (_, stamps) = walk(&tree, Some(&mut cache()));
+        let tmp = tempfile::tempdir().unwrap();
+        cache().store(tmp.path(), Path::new(WS), &stamps).unwrap();
+        let name = file_name(Path::new(WS), cache().uid);
+        let uid = cache().uid;
+        std::fs::rename(tmp.path().join(DIR).join(&name), tmp.path().join(&name)).unwrap();
+        let loaded = WalkCache::load(tmp.path(), Path::new(WS), uid, "test");
+        assert!(loaded.sections.is_empty(), "the old place was read");
+        cache().store(tmp.path(), Path::new(WS), &stamps).unwrap();
+        assert!(!tmp.path().join(&name).exists());
+        assert!(tmp.path().join(DIR).join(&name).is_file());
     }
 
     /// The real host, counting the stamps taken by name in a parent's handle; with `stale`,
