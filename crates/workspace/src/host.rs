@@ -720,35 +720,28 @@ mod tests {
                 .chain(paths.iter().skip(1).step_by(2))
                 .collect(),
         ];
+        let kind = |view: &Remembering, p: &PathBuf| {
+            assert_eq!(
+                view.lstat_kind(p),
+                host.lstat_kind(p),
+                "lstat {}",
+                p.display()
+            );
+        };
+        let resolved = |view: &Remembering, p: &PathBuf| {
+            let (got, want) = (view.canonicalize(p), host.canonicalize(p));
+            assert_eq!(got, want, "canonicalize {}", p.display());
+        };
         for order in orders {
             let view = Remembering::new(&host);
             for p in &order {
-                assert_eq!(
-                    view.lstat_kind(p),
-                    host.lstat_kind(p),
-                    "lstat {}",
-                    p.display()
-                );
-                assert_eq!(
-                    view.canonicalize(p),
-                    host.canonicalize(p),
-                    "canonicalize {}",
-                    p.display()
-                );
+                kind(&view, p);
+                resolved(&view, p);
             }
             // Resolutions first, then kinds.
             let view = Remembering::new(&host);
-            for p in &order {
-                assert_eq!(
-                    view.canonicalize(p),
-                    host.canonicalize(p),
-                    "{}",
-                    p.display()
-                );
-            }
-            for p in &order {
-                assert_eq!(view.lstat_kind(p), host.lstat_kind(p), "{}", p.display());
-            }
+            order.iter().for_each(|p| resolved(&view, p));
+            order.iter().for_each(|p| kind(&view, p));
         }
         // Control: the trailing `/` is asked apart. `Path` takes `.profile/` for `.profile`,
         // a link `lstat` does not follow without the `/`.

@@ -772,16 +772,21 @@ mod tests {
         }
     }
 
+    /// A journal directory holding the sample tree's cache.
+    fn stored() -> tempfile::TempDir {
+        let (_, stamps) = walk(&sample(), Some(&mut cache()));
+        let tmp = tempfile::tempdir().unwrap();
+        cache().store(tmp.path(), Path::new(WS), &stamps).unwrap();
+        tmp
+    }
+
     /// Untrusted data: every truncation and any flipped byte gives either the same listings
     /// or none, never a panic; a file of another owner, a link, or one too large is not read,
     /// nor one in a [`DIR`] that is a link, of another owner, or writable by others. Control:
     /// the file stored is read back.
     #[test]
     fn a_damaged_or_foreign_file_is_not_read() {
-        let tree = sample();
-        let (_, stamps) = walk(&tree, Some(&mut cache()));
-        let tmp = tempfile::tempdir().unwrap();
-        cache().store(tmp.path(), Path::new(WS), &stamps).unwrap();
+        let tmp = stored();
         let file = tmp
             .path()
             .join(DIR)
@@ -839,15 +844,13 @@ mod tests {
     /// removed when the workspace's cache is written to [`DIR`], and never read.
     #[test]
     fn the_cache_of_the_previous_place_is_removed_and_not_read() {
-        let tree = sample();
-        let (_, stamps) = walk(&tree, Some(&mut cache()));
-        let tmp = tempfile::tempdir().unwrap();
-        cache().store(tmp.path(), Path::new(WS), &stamps).unwrap();
+        let tmp = stored();
         let name = file_name(Path::new(WS), cache().uid);
         let uid = cache().uid;
         std::fs::rename(tmp.path().join(DIR).join(&name), tmp.path().join(&name)).unwrap();
         let loaded = WalkCache::load(tmp.path(), Path::new(WS), uid, "test");
         assert!(loaded.sections.is_empty(), "the old place was read");
+        let (_, stamps) = walk(&sample(), Some(&mut cache()));
         cache().store(tmp.path(), Path::new(WS), &stamps).unwrap();
         assert!(!tmp.path().join(&name).exists());
         assert!(tmp.path().join(DIR).join(&name).is_file());
