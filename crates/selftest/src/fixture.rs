@@ -794,16 +794,13 @@ impl Listeners {
                     if stop.load(Ordering::SeqCst) {
                         break;
                     }
-                    if buf[..n].starts_with(BARRIER) {
-                        if let Ok(mut log) = log.lock() {
-                            log.record_datagram("udp", &buf[..n]);
-                        }
-                        continue;
-                    }
                     if let Ok(mut log) = log.lock() {
-                        log.record("udp", &buf[..n]);
+                        log.record_datagram("udp", &buf[..n]);
                     }
-                    let _ = udp.send_to(body.as_bytes(), from);
+                    // The fixture's own barrier is not answered.
+                    if !buf[..n].starts_with(BARRIER) {
+                        let _ = udp.send_to(body.as_bytes(), from);
+                    }
                 }
             });
         }

@@ -410,7 +410,9 @@ pub(crate) fn recover(
     };
     let prefix = prefix(&request.invocation.workspace);
     let entries: Vec<PathBuf> = entries.filter_map(Result::ok).map(|e| e.path()).collect();
-    let name = |p: &PathBuf| p.file_name().and_then(|n| n.to_str()).map(str::to_owned);
+    fn name(p: &Path) -> Option<&str> {
+        p.file_name()?.to_str()
+    }
     // Walk caches of the place they had before their own directory (`workspace::walk_cache`):
     // removed, once, so this listing holds journals only. Not in a directory a run could
     // write (a cache is only a cache, but nothing is acted on there).
