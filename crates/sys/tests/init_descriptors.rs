@@ -46,6 +46,13 @@ fn fds_of(pid: libc::pid_t) -> BTreeSet<c_int> {
         .collect()
 }
 
+/// Whether `pid` is blocked in `read(2)` (`/proc/PID/syscall`: the number of the call it is
+/// blocked in, or `running`).
+fn blocked_in_read(pid: libc::pid_t) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/syscall"))
+        .is_ok_and(|s| s.split(' ').next() == Some(&libc::SYS_read.to_string()))
+}
+
 #[test]
 fn init_closes_what_another_run_holds_before_its_set_up() {
     // Another run's descriptors, open in this process when this run's init is cloned: a pipe
@@ -101,15 +108,15 @@ fn init_closes_what_another_run_holds_before_its_set_up() {
             return;
         }
     };
-    // The init is now waiting for its id maps, which never come: it has done nothing else.
-    let until = Instant::now() + Duration::from_secs(5);
-    let held = loop {
-        let held = fds_of(child.pid);
-        if held.is_disjoint(&foreign) || Instant::now() > until {
-            break held;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    // The init is about to wait for its id maps, which never come. Its table is read once it
+    // is blocked in that `read` (the only one before the maps), not as soon as the foreign
+    // descriptors are gone: it closes the gaps between the kept ones one `close_range` at a
+    // time, and a table read between two of them still holds what the last one closes.
+    let until = Instant::now() + Duration::from_secs(20);
+    while !blocked_in_read(child.pid) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let held = fds_of(child.pid);
     child.kill();
     let _ = child.wait();
     assert!(
