@@ -8,7 +8,7 @@
 //! property: the deadline of each run is the control (the gVisor backend before its stdin relay
 //! waited in `poll(2)` never ended the socket runs: its `std::io::copy` spliced from the socket
 //! into the command's pipe holding the pipe's lock, and closing the pipe after the run waited
-//! for it; the unit tests `sandbox::relay::tests` show that kernel behaviour; measured: the
+//! for it; the unit tests `stream::relay::tests` show that kernel behaviour; measured: the
 //! binary before that fix fails both tests here under gVisor, root and unprivileged, at their
 //! first socket, and passes them under native). Terminals as stdin are covered by
 //! `terminal.rs` and `own_terminal.rs`.

@@ -1,7 +1,7 @@
 //! A terminal of the run's own under gVisor: runsc makes a new pseudo-terminal for the
 //! command (`process.terminal` in the bundle) and hands its master side to a Unix socket we
 //! listen on (`runsc run --console-socket`); stockade relays the master to and from the
-//! caller's terminal as for the native backend ([`sandbox::terminal::attach`]). runsc never
+//! caller's terminal as for the native backend ([`stream::terminal::attach`]). runsc never
 //! gets the caller's terminal: its own streams stay pipes.
 //!
 //! The socket lies in a directory of its own (0700) in the run's bundle directory (0700,

@@ -53,8 +53,8 @@ pub struct Io {
 /// What a run's own terminal starts from and how its output is relayed.
 #[derive(Debug, Clone, Copy)]
 pub struct OwnTerminal {
-    /// The caller's terminal (see [`sandbox::terminal::caller_terminal`]).
-    pub caller: sandbox::terminal::CallerTerminal,
+    /// The caller's terminal (see [`stream::terminal::caller_terminal`]).
+    pub caller: stream::terminal::CallerTerminal,
     /// The output limit on what the terminal shows (`None`: everything passes).
     pub limit: Option<u64>,
     /// Pass what the terminal shows through the sanitizer.
@@ -83,7 +83,7 @@ pub struct Finished {
     pub interrupted: Option<i32>,
     /// The run's own terminal: where its output was accounted (0 stdout, 1 stderr) and what
     /// was relayed.
-    pub terminal: Option<(usize, sandbox::relay::Relayed)>,
+    pub terminal: Option<(usize, stream::relay::Relayed)>,
 }
 
 /// A container id unique on this machine.
@@ -585,7 +585,7 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
     let _ = waiter.join();
     // runsc is gone: what the terminal still holds is passed on, and the caller's terminal
     // gets its settings back.
-    let terminal = attached.map(sandbox::terminal::Attached::finish);
+    let terminal = attached.map(stream::terminal::Attached::finish);
     let duration = started.elapsed();
     // A run that ended abnormally may leave the container's state behind (one that ended on
     // its own removed it: another runsc start would cost ~15 ms for nothing).
@@ -626,7 +626,7 @@ fn attach_console(
     child: &mut std::process::Child,
     cancel: &Cancel,
     watch_size: bool,
-) -> Result<Option<sandbox::terminal::Attached>, Error> {
+) -> Result<Option<stream::terminal::Attached>, Error> {
     let deadline = Instant::now() + CONSOLE_WAIT;
     let gone = || cancel.is_cancelled() || !matches!(child.try_wait(), Ok(None));
     let master = match console.receive(deadline, gone) {
@@ -649,7 +649,7 @@ fn attach_console(
     // runsc made the terminal with the system's defaults; the run's starts as the caller's
     // (before the command does: runsc sends it while it creates the sandbox).
     let attached = own.caller.apply_to(master.as_fd()).and_then(|()| {
-        sandbox::terminal::attach(
+        stream::terminal::attach(
             master,
             &own.caller,
             own.limit,

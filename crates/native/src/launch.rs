@@ -803,7 +803,7 @@ pub(crate) fn launch_gated(
             sock: init_end.as_raw_fd(),
         });
     // Under an output limit the command's stdout and stderr are pipes the supervisor relays
-    // (see sandbox::relay); without one the command writes to the caller's streams directly.
+    // (see stream::relay); without one the command writes to the caller's streams directly.
     // A terminal is left to the command (colors, progress bars): a person reads it, not a
     // model's context window.
     // Under --sanitize-output terminals are relayed too: escape sequences are what it removes.
@@ -811,9 +811,9 @@ pub(crate) fn launch_gated(
     // relay's pipes and thread would be pure cost. A socket the command could aim elsewhere
     // is always relayed: the command gets a pipe, the supervisor writes to the socket.
     let sanitize = options.sanitize_output;
-    // A run attached to a terminal gets its own (see sandbox::terminal): the streams that are
+    // A run attached to a terminal gets its own (see stream::terminal): the streams that are
     // the caller's terminal become it, and are neither relayed by pipe nor handed over.
-    let terminal = sandbox::terminal::caller_terminal(&io, options);
+    let terminal = stream::terminal::caller_terminal(&io, options);
     let pty = terminal.map_or([false; 3], |t| t.streams);
     let relayed = |stream: std::os::fd::BorrowedFd<'_>, terminal: bool| {
         sanitize
@@ -992,7 +992,7 @@ pub(crate) fn launch_gated(
         pipe.map(|(r, w)| {
             drop(w);
             std::thread::Builder::new()
-                .spawn(move || sandbox::relay::relay_to_sink(r, sink, limit, name, sanitize))
+                .spawn(move || stream::relay::relay_to_sink(r, sink, limit, name, sanitize))
         })
     };
     let control = io.control;
@@ -1134,7 +1134,7 @@ pub(crate) fn launch_gated(
         (Some((ours, init_end)), Some(caller)) => {
             drop(init_end); // as for the proxy's channel: the init's exit is end of stream
             let attached = match sys::parent::recv_terminal(&ours) {
-                Ok(Some(master)) => sandbox::terminal::attach(
+                Ok(Some(master)) => stream::terminal::attach(
                     master,
                     &caller,
                     plan.output_limit.filter(|_| options.limit_terminal),
@@ -1339,7 +1339,7 @@ pub(crate) fn launch_gated(
         r.release();
     }
     let [out_relay, err_relay] = relays;
-    let joined = |r: Option<std::thread::JoinHandle<sandbox::relay::Relayed>>| {
+    let joined = |r: Option<std::thread::JoinHandle<stream::relay::Relayed>>| {
         r.map(|h| h.join().unwrap_or_default())
     };
     let mut relayed = [joined(out_relay), joined(err_relay)];
@@ -1360,7 +1360,7 @@ pub(crate) fn launch_gated(
         (None, None) => (postfork::exit_code(init_status), None),
     };
     let mut limit_hits = crate::cgroup::hits(&plan.resources, &usage);
-    let size = sandbox::relay::human_size;
+    let size = sandbox::human_size;
     match (plan.resources.memory, refused_allocations) {
         (Some((bytes, m)), _) if shared_over.is_some() => limit_hits.push(LimitHit {
             code: crate::cgroup::E_LIMIT_REACHED,
@@ -1414,7 +1414,7 @@ pub(crate) fn launch_gated(
         _ => {}
     }
     let output =
-        sandbox::relay::output_summary(plan.output_limit, sanitize, relayed, &mut limit_hits);
+        stream::relay::output_summary(plan.output_limit, sanitize, relayed, &mut limit_hits);
     let ended_by = if shared_over.is_some() {
         Some("memory")
     } else if timed_out {

@@ -1,7 +1,8 @@
 //! The contract between stockade's orchestration and its isolation backends (issue 16; see
 //! `../shared/architecture.md` for where it grows: the resolved spec, `trait Backend`, the
 //! outcome types). It sits below every backend and depends on no crate of the workspace but
-//! `sanitize` (the relay's sanitizer) and `sys` (the syscall wrappers a run's terminal needs).
+//! `sanitize` (the type of what the sanitizer removed, in the outcome). It holds types, not
+//! machinery: the output relay and the terminal every backend shares are the `stream` crate's.
 //!
 //! It holds the resolved [`Spec`] of a run (what the sandbox must look like, with no mechanism
 //! in it), the [`Backend`] trait that lowers and runs it, what a run reports ([`Usage`],
@@ -24,16 +25,16 @@ mod cancel;
 mod codes;
 mod io;
 mod outcome;
-pub mod relay;
 mod spec;
 mod state;
-pub mod terminal;
 
 pub use backend::Backend;
 pub use cancel::Cancel;
 pub use codes::{Code, Notice};
 pub use io::{Input, Options, RunIo, Sink};
-pub use outcome::{Check, LimitHit, NetworkTries, Outcome, Output, Usage, Violation};
+pub use outcome::{
+    human_size, Check, LimitHit, NetworkTries, Outcome, Output, StreamSummary, Usage, Violation,
+};
 pub use spec::{
     unassigned_id_enters, GuardPattern, Ids, Kind, Limits, LinkedSecret, Mask, Network, ReadScope,
     Review, Spec, PROXY_ADDR,

@@ -43,7 +43,7 @@ pub struct LimitHit {
 impl LimitHit {
     /// The flag and the policy line that would move this limit, with the run's value.
     pub fn hint(&self) -> String {
-        let size = crate::relay::human_size(self.value);
+        let size = human_size(self.value);
         match self.limit {
             "memory" => format!(
                 "give the run more memory with `--memory SIZE` (this run: {size}; e.g. 4G, or 75% of the machine; 0: no limit), or `memory = \"SIZE\"` under [limits] in the policy file"
@@ -152,8 +152,8 @@ impl NetworkTries {
 /// stream that was not relayed (a terminal under an output limit alone).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Output {
-    pub stdout: Option<crate::relay::Summary>,
-    pub stderr: Option<crate::relay::Summary>,
+    pub stdout: Option<StreamSummary>,
+    pub stderr: Option<StreamSummary>,
     /// What `--sanitize-output` removed, per stream.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sanitized_stdout: Option<sanitize::Report>,
@@ -195,4 +195,43 @@ mod tests {
         );
         assert_eq!(hit("other", 1).hint(), crate::Code::LimitReached.hint());
     }
+}
+
+/// What happened to one output stream.
+///
+/// `total - passed - dropped` bytes were lost to a destination that refused writes (see the
+/// `stream` crate's relay); with a destination that accepts everything, `passed + dropped == total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct StreamSummary {
+    /// Bytes the command wrote to the stream.
+    pub total: u64,
+    /// Bytes of the command's output written to the destination, the kept tail included and
+    /// the marker line excluded. A chunk counts only when all of it was written.
+    pub passed: u64,
+    /// Bytes cut by the limit (`total - limit` when the total is above the limit, else 0).
+    pub dropped: u64,
+}
+
+/// A byte count in binary units: `512 B`, `1 KiB`, `1.5 MiB`, `16 MiB` (an integer when
+/// exact, else one decimal).
+pub fn human_size(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut unit = 1024u128;
+    let mut name = UNITS[0];
+    for next in &UNITS[1..] {
+        if u128::from(bytes) < unit * 1024 {
+            break;
+        }
+        unit *= 1024;
+        name = next;
+    }
+    let b = u128::from(bytes);
+    if b % unit == 0 {
+        return format!("{} {name}", b / unit);
+    }
+    let tenths = (b * 10 + unit / 2) / unit;
+    format!("{}.{} {name}", tenths / 10, tenths % 10)
 }

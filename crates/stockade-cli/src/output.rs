@@ -6,7 +6,7 @@
 //! A standard output whose reader went away ends stockade at once, quietly, with status 141
 //! (128 + `SIGPIPE`): what a shell shows for coreutils' `yes | head -1`, which `SIGPIPE` kills
 //! without a message. `SIGPIPE` itself stays ignored: the output relay of a run needs `EPIPE`
-//! (see `sandbox::relay`). Any other failure to write standard output is an `E_INTERNAL`
+//! (see `stream::relay`). Any other failure to write standard output is an `E_INTERNAL`
 //! error (exit 125). A standard error that cannot be written is let be: there is nowhere left
 //! to say so, and a run's exit code must stay the command's.
 

@@ -9,7 +9,7 @@
 
 use policy::origin::{Field, Origin, Origins, Setting};
 use policy::{NetworkMode, Policy, ProtectedSource, ReadScope};
-use sandbox::relay::human_size;
+use sandbox::human_size;
 use stockade::{Error, RunRequest};
 
 use crate::output::outln;

@@ -86,9 +86,9 @@ pub(crate) fn run(
         });
     let sanitize = options.sanitize_output;
     let limit = spec.limits.output_bytes;
-    // A run attached to a terminal gets its own (see sandbox::terminal): runsc makes it, and
+    // A run attached to a terminal gets its own (see stream::terminal): runsc makes it, and
     // the streams that are the caller's terminal become it.
-    let caller_terminal = sandbox::terminal::caller_terminal(&run_io, options);
+    let caller_terminal = stream::terminal::caller_terminal(&run_io, options);
     let keys_to_terminal = caller_terminal.is_some_and(|t| t.streams[0]);
     // Every stream is a pipe this process relays: runsc as root gives its own standard
     // streams to `nobody`, which would take over the caller's terminal or /dev/null.
@@ -107,7 +107,7 @@ pub(crate) fn run(
     };
     let relay = |from: OwnedFd, sink: sandbox::Sink, name: &'static str| {
         std::thread::Builder::new()
-            .spawn(move || sandbox::relay::relay_to_sink(from, sink, limit, name, sanitize))
+            .spawn(move || stream::relay::relay_to_sink(from, sink, limit, name, sanitize))
             .map_err(thread_refused)
     };
     let relays = [
@@ -131,7 +131,7 @@ pub(crate) fn run(
     match input {
         Some(from) => {
             std::thread::Builder::new()
-                .spawn(move || sandbox::relay::relay_input(from, in_w))
+                .spawn(move || stream::relay::relay_input(from, in_w))
                 .map_err(thread_refused)?;
         }
         None => drop(in_w),
@@ -190,7 +190,7 @@ pub(crate) fn run(
         }
     }
     let mut limit_hits = Vec::new();
-    let output = sandbox::relay::output_summary(limit, sanitize, relayed_out, &mut limit_hits);
+    let output = stream::relay::output_summary(limit, sanitize, relayed_out, &mut limit_hits);
     let outcome = sandbox::Outcome {
         exit_code: finished.exit_code,
         signal: finished.signal,

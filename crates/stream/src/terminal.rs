@@ -95,7 +95,7 @@ pub struct Terminal {
     pub sanitize: bool,
     /// Cancelled when the person types the escape `~.` at the start of a line: the way out of
     /// a command that ignores Ctrl-C (the keys are the command's otherwise).
-    pub end: Option<crate::Cancel>,
+    pub end: Option<sandbox::Cancel>,
     /// Why the keyboard could not be taken was already said on stderr (see [`say_no_keys`]).
     pub told: bool,
 }

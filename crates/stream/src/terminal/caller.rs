@@ -80,14 +80,14 @@ impl CallerTerminal {
 /// of them (the usual interactive settings instead when another run holds it raw, or when
 /// this process is in the background); one whose settings cannot be read counts as no
 /// terminal.
-pub fn caller_terminal(io: &crate::RunIo, options: crate::Options) -> Option<CallerTerminal> {
+pub fn caller_terminal(io: &sandbox::RunIo, options: sandbox::Options) -> Option<CallerTerminal> {
     if options.no_terminal {
         return None;
     }
-    let own = |sink: &crate::Sink| matches!(sink, crate::Sink::Process);
+    let own = |sink: &sandbox::Sink| matches!(sink, sandbox::Sink::Process);
     let streams = [
         io.process_signals
-            && matches!(io.stdin, crate::Input::Process)
+            && matches!(io.stdin, sandbox::Input::Process)
             && std::io::stdin().is_terminal(),
         own(&io.stdout) && std::io::stdout().is_terminal(),
         own(&io.stderr) && std::io::stderr().is_terminal(),
@@ -176,7 +176,7 @@ pub fn attach(
     limit: Option<u64>,
     sanitize: bool,
     watch_size: bool,
-    end: crate::Cancel,
+    end: sandbox::Cancel,
 ) -> std::io::Result<Attached> {
     let [stdin, stdout, stderr] = caller.streams;
     let (out_fd, slot) = if stdout {

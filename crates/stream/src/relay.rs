@@ -11,7 +11,7 @@
 //! plain pipeline.
 //!
 //! ```
-//! use sandbox::relay::Capped;
+//! use stream::relay::Capped;
 //! let mut out = Vec::new();
 //! let mut sink = |b: &[u8]| -> std::io::Result<()> {
 //!     out.extend_from_slice(b);
@@ -36,6 +36,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+pub use sandbox::{human_size, StreamSummary as Summary};
+
 /// Bytes read from the command's pipe at a time.
 const CHUNK: usize = 64 * 1024;
 
@@ -44,21 +46,6 @@ const RING_STEP: usize = 4 * 1024;
 
 /// How long to wait before retrying a write to a non-blocking destination that is full.
 const RETRY: Duration = Duration::from_millis(1);
-
-/// What happened to one output stream.
-///
-/// `total - passed - dropped` bytes were lost to a destination that refused writes (see
-/// [`relay`]); with a destination that accepts everything, `passed + dropped == total`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-pub struct Summary {
-    /// Bytes the command wrote to the stream.
-    pub total: u64,
-    /// Bytes of the command's output written to the destination, the kept tail included and
-    /// the marker line excluded. A chunk counts only when all of it was written.
-    pub passed: u64,
-    /// Bytes cut by the limit (`total - limit` when the total is above the limit, else 0).
-    pub dropped: u64,
-}
 
 /// The head-and-tail limiter of one stream: pure, no I/O of its own.
 ///
@@ -225,30 +212,6 @@ fn marker(dropped: u64, stream: &str, limit: u64, tail: u64) -> String {
     )
 }
 
-/// A byte count in binary units: `512 B`, `1 KiB`, `1.5 MiB`, `16 MiB` (an integer when
-/// exact, else one decimal).
-pub fn human_size(bytes: u64) -> String {
-    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut unit = 1024u128;
-    let mut name = UNITS[0];
-    for next in &UNITS[1..] {
-        if u128::from(bytes) < unit * 1024 {
-            break;
-        }
-        unit *= 1024;
-        name = next;
-    }
-    let b = u128::from(bytes);
-    if b % unit == 0 {
-        return format!("{} {name}", b / unit);
-    }
-    let tenths = (b * 10 + unit / 2) / unit;
-    format!("{}.{} {name}", tenths / 10, tenths % 10)
-}
-
 /// What a [`relay`] did.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct Relayed {
@@ -265,17 +228,17 @@ pub struct Relayed {
 /// relays it this way.
 pub fn relay_to_sink(
     from: OwnedFd,
-    sink: crate::Sink,
+    sink: sandbox::Sink,
     limit: Option<u64>,
     stream: &'static str,
     sanitize: bool,
 ) -> Relayed {
     match sink {
-        crate::Sink::Fd(fd) => relay(from, fd, limit, stream, sanitize),
-        crate::Sink::Process if stream == "stderr" => {
+        sandbox::Sink::Fd(fd) => relay(from, fd, limit, stream, sanitize),
+        sandbox::Sink::Process if stream == "stderr" => {
             relay(from, io::stderr(), limit, stream, sanitize)
         }
-        crate::Sink::Process => relay(from, io::stdout(), limit, stream, sanitize),
+        sandbox::Sink::Process => relay(from, io::stdout(), limit, stream, sanitize),
     }
 }
 
@@ -532,10 +495,10 @@ pub fn output_summary(
     output_limit: Option<u64>,
     sanitize: bool,
     relayed: [Option<Relayed>; 2],
-    limit_hits: &mut Vec<crate::LimitHit>,
-) -> Option<crate::Output> {
+    limit_hits: &mut Vec<sandbox::LimitHit>,
+) -> Option<sandbox::Output> {
     let [out_r, err_r] = relayed;
-    let output = (output_limit.is_some() || sanitize).then(|| crate::Output {
+    let output = (output_limit.is_some() || sanitize).then(|| sandbox::Output {
         stdout: out_r.as_ref().map(|r| r.summary),
         stderr: err_r.as_ref().map(|r| r.summary),
         sanitized_stdout: out_r.and_then(|r| r.sanitized),
@@ -544,8 +507,8 @@ pub fn output_summary(
     if let (Some(o), Some(limit)) = (&output, output_limit) {
         for (name, s) in [("stdout", o.stdout), ("stderr", o.stderr)] {
             if let Some(s) = s.filter(|s| s.dropped > 0) {
-                limit_hits.push(crate::LimitHit {
-                    code: crate::Code::LimitReached.as_str(),
+                limit_hits.push(sandbox::LimitHit {
+                    code: sandbox::Code::LimitReached.as_str(),
                     limit: "output",
                     value: limit,
                     mechanism: "relay",
