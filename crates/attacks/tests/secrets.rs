@@ -312,6 +312,20 @@ fn planted_hard_link_to_a_credential_file_refuses_the_run() {
     fx.control("cat data.csv")
         .outcome()
         .assert_shows(&fx.marker("aws"));
+    // Under `--allow-degraded` the run goes ahead and its report says what was skipped (the
+    // pipeline's one check, the same for every backend).
+    let report = fx.out_file("report.json");
+    let r = report.display().to_string();
+    fx.sandbox(&["--allow-degraded", "--report", &r], "true")
+        .run()
+        .assert_success();
+    let skipped = attacks::read_json(&report)["skipped"].clone();
+    assert!(
+        attacks::json_any_string(&skipped, &|s| s
+            .starts_with("masking of linked credential files: ")
+            && s.contains(".aws/credentials has 2 names")),
+        "the report's skipped: {skipped}"
+    );
 
     let fx = Fixture::new();
     std::fs::hard_link(fx.home.join(".ssh/id_rsa"), fx.home.join(".ssh/id_rsa.bak")).unwrap();

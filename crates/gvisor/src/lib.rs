@@ -91,6 +91,37 @@ pub enum Error {
     },
 }
 
+/// A gVisor failure in the contract's terms (the pipeline knows no backend's own errors).
+impl From<Error> for sandbox::RunError {
+    fn from(e: Error) -> sandbox::RunError {
+        let cause = e.to_string();
+        match e {
+            Error::Unavailable { cause, fix } => sandbox::RunError::Unavailable {
+                what: "gVisor (runsc)",
+                cause,
+                fix,
+            },
+            Error::CannotMask { cause, fix } => sandbox::RunError::Unavailable {
+                what: "masking under runsc --rootless",
+                cause,
+                fix,
+            },
+            Error::Lower(_) => sandbox::RunError::Unavailable {
+                what: "this policy under the gvisor backend",
+                cause,
+                fix: "run with --backend native".into(),
+            },
+            Error::Changed { path, what } => sandbox::RunError::Setup {
+                stage: "check the mount points",
+                path: Some(path),
+                cause: std::io::Error::other(what),
+                explained: Some("a path the run mounts over changed between planning and the start (another run or program changed it); run again".into()),
+            },
+            Error::Io { what, cause: io } => sandbox::RunError::Io { what, cause: io },
+        }
+    }
+}
+
 /// Who runs `runsc`, and as whom the command runs inside.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Caller {

@@ -1,21 +1,12 @@
 //! The native backend as a [`sandbox::Backend`]: a spec lowered to a [`Plan`] and launched.
 
-use std::net::TcpListener;
-
 use crate::{Options, Outcome, Plan, RealHost, RunError};
 
 /// Namespaces, mounts, Landlock and seccomp, built in-process.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Native;
 
-/// Starts the egress proxy on the listener the sandbox's init opened in its own network
-/// namespace (mode proxy), from the caller's side.
-pub type StartProxy = Box<dyn FnMut(TcpListener) -> Result<(), String> + Send>;
-
-/// What the command's start waits for, once the sandbox is set up (the init sets it up
-/// meanwhile): what the caller prepares beside the set-up that must hold before the command
-/// runs (the run journal, durable). An error ends the run before the command starts.
-pub type BeforeCommand = Box<dyn FnOnce() -> Result<(), String> + Send>;
+pub use sandbox::{BeforeCommand, StartProxy};
 
 /// What a native run takes besides its plan.
 pub struct Io {

@@ -312,23 +312,6 @@ fn landlock(host_rules: &[Rule]) -> Result<Landlock, LandlockError> {
     })
 }
 
-/// Is `fd` the null device (character device 1:3)?
-/// Whether this process's stdin is open and not `/dev/null`: input worth passing on.
-pub fn stdin_is_live() -> bool {
-    let stdin = std::io::stdin();
-    let fd = stdin.as_fd();
-    fd.try_clone_to_owned().is_ok() && !is_dev_null(fd)
-}
-
-fn is_dev_null(fd: std::os::fd::BorrowedFd<'_>) -> bool {
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    let Ok(file) = fd.try_clone_to_owned().map(std::fs::File::from) else {
-        return false;
-    };
-    file.metadata()
-        .is_ok_and(|m| m.file_type().is_char_device() && m.rdev() == libc::makedev(1, 3))
-}
-
 /// Whether `fd` is a socket the command could aim at another address: anything but a
 /// connected stream or seqpacket socket (a datagram socket takes an address with every
 /// `sendto` and can be `connect`ed again; an unconnected or listening one can `connect` or
@@ -357,68 +340,6 @@ fn dev_null() -> Result<OwnedFd, RunError> {
 /// Run the plan. Blocks until the sandbox has ended.
 /// Receives the proxy's listening socket (mode `proxy`) and starts serving it.
 pub type ProxyStarter<'a> = &'a mut dyn FnMut(std::net::TcpListener) -> Result<(), String>;
-
-/// A masked file with another name (hard link) outside every mask could be read through that
-/// name by any backend, and a protected file with another name outside the protected paths
-/// written through it (`ln .git/config keep`: `core.fsmonitor` for the host's next `git
-/// status`): the run is refused, or the protection recorded as skipped under
-/// `--allow-degraded`.
-pub fn refuse_linked_secrets(
-    linked: &[sandbox::LinkedSecret],
-    options: Options,
-    skipped: &mut Vec<String>,
-) -> Result<(), RunError> {
-    // A protected file first: its refusal names what a write through the other name does.
-    let first = (linked.iter().find(|l| l.protected)).or_else(|| linked.first());
-    if let Some(l) = first {
-        let others = linked.len() - 1;
-        let more = if others > 0 {
-            format!(" (and {others} more such files)")
-        } else {
-            String::new()
-        };
-        let (what, cause, fix) = if l.protected {
-            (
-                "protection of a file host tools run",
-                format!(
-                    "{} is protected (read-only during the run) but has {} names (hard links) and only {} of them is protected: another name of this protected file would be writable{more}",
-                    l.path.display(),
-                    l.links,
-                    l.masked,
-                ),
-                format!(
-                    "break the link with a copy: `cp --preserve=all {f} {f}.new && mv {f}.new {f}` (find its other names with `find / -xdev -samefile {f}`), or pass --allow-degraded to run anyway",
-                    f = l.path.display()
-                ),
-            )
-        } else {
-            (
-                "masking of a credential file",
-                format!(
-                    "{} has {} names (hard links) and only {} of them lies under a mask: the sandbox could read it through another{more}",
-                    l.path.display(),
-                    l.links,
-                    l.masked,
-                ),
-                format!(
-                    "find its other names with `find / -xdev -samefile {}` and remove the ones you did not make on purpose (a copy does not share the file), or pass --allow-degraded to run anyway",
-                    l.path.display()
-                ),
-            )
-        };
-        if options.allow_degraded {
-            let kind = if l.protected {
-                "protection of linked protected files"
-            } else {
-                "masking of linked credential files"
-            };
-            skipped.push(format!("{kind}: {cause}"));
-        } else {
-            return Err(RunError::Unavailable { what, cause, fix });
-        }
-    }
-    Ok(())
-}
 
 pub fn launch(
     plan: &Plan,
@@ -463,7 +384,6 @@ pub(crate) fn launch_gated(
             fix: "give `stockade run` a pipe, a file, a terminal or /dev/null as stdin (`< /dev/null`, `cat | stockade run ...`)".into(),
         });
     }
-    refuse_linked_secrets(&plan.linked_secrets, options, &mut skipped)?;
     if let Some(m) = &plan.resources_missing {
         if options.allow_degraded {
             skipped.push(format!("{} limit: {}", m.limit, m.cause));
@@ -819,7 +739,7 @@ pub(crate) fn launch_gated(
         sanitize
             || (options.no_terminal && terminal)
             || aimable_socket(stream)
-            || (plan.output_limit.is_some() && !terminal && !is_dev_null(stream))
+            || (plan.output_limit.is_some() && !terminal && !stream::relay::is_dev_null(stream))
     };
     let (stdout, stderr) = (std::io::stdout(), std::io::stderr());
     // A sink of the caller's own (a descriptor) always goes through the relay: the command

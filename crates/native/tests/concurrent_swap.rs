@@ -145,7 +145,7 @@ fn a_writable_root_swapped_for_a_link_after_planning_is_a_changed_path() {
             }
             Err(e) => {
                 assert!(swap, "the control failed: {e}");
-                assert_eq!(e.code(), "E_SANDBOX_SETUP", "{e}");
+                assert_eq!(e.code().as_str(), "E_SANDBOX_SETUP", "{e}");
                 assert!(e.to_string().contains("cache"), "{e}");
             }
         }

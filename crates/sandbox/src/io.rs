@@ -2,6 +2,7 @@
 //! the handle that cancels it or passes it signals. Nothing process-global: two runs in one
 //! process each have their own.
 
+use std::net::TcpListener;
 use std::os::fd::OwnedFd;
 
 use crate::Cancel;
@@ -93,3 +94,12 @@ pub struct Options {
     /// command line turns it on.
     pub limit_terminal: bool,
 }
+
+/// Starts the egress proxy on the listener a backend opened in the sandbox's network (mode
+/// proxy), from the caller's side.
+pub type StartProxy = Box<dyn FnMut(TcpListener) -> Result<(), String> + Send>;
+
+/// What the command's start waits for, once the sandbox is set up (the backend sets it up
+/// meanwhile): what the caller prepares beside the set-up that must hold before the command
+/// runs (the run journal, durable). An error ends the run before the command starts.
+pub type BeforeCommand = Box<dyn FnOnce() -> Result<(), String> + Send>;

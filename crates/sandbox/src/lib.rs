@@ -1,7 +1,8 @@
 //! The contract between stockade's orchestration and its isolation backends (issue 16; see
 //! `../shared/architecture.md` for where it grows: the resolved spec, `trait Backend`, the
 //! outcome types). It sits below every backend and depends on no crate of the workspace but
-//! `sanitize` (the type of what the sanitizer removed, in the outcome). It holds types, not
+//! `sanitize` (the type of what the sanitizer removed, in the outcome), and `libc` for errno
+//! constants. It holds types, not
 //! machinery: the output relay and the terminal every backend shares are the `stream` crate's.
 //!
 //! It holds the resolved [`Spec`] of a run (what the sandbox must look like, with no mechanism
@@ -23,6 +24,7 @@
 mod backend;
 mod cancel;
 mod codes;
+mod error;
 mod io;
 mod outcome;
 mod spec;
@@ -31,7 +33,8 @@ mod state;
 pub use backend::Backend;
 pub use cancel::Cancel;
 pub use codes::{Code, Notice};
-pub use io::{Input, Options, RunIo, Sink};
+pub use error::{CwdFallback, RunError};
+pub use io::{BeforeCommand, Input, Options, RunIo, Sink, StartProxy};
 pub use outcome::{
     human_size, Check, LimitHit, NetworkTries, Outcome, Output, StreamSummary, Usage, Violation,
 };

@@ -36,7 +36,7 @@ pub(crate) enum AuditEvent<'a> {
     /// The run was ended by Ctrl-C (or SIGTERM/SIGHUP to stockade).
     Interrupt { exit_code: i32, signal: Option<i32> },
     /// A limit the run reached.
-    Limit(&'a native::cgroup::LimitHit),
+    Limit(&'a sandbox::LimitHit),
     /// The run hit its time limit.
     Timeout {
         code: &'static str,
@@ -44,7 +44,7 @@ pub(crate) enum AuditEvent<'a> {
         exit_code: i32,
     },
     /// Something the sandbox refused or the sweep took out.
-    Violation(&'a native::Violation),
+    Violation(&'a sandbox::Violation),
     /// A review or ephemeral run's change set could not be read and sealed after the command
     /// ended (the `run_end` that follows has the command's exit code).
     ReviewFailed(&'a crate::ReviewFailure),

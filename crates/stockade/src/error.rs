@@ -8,12 +8,14 @@ pub enum Error {
     /// The policy (file, profile or flags) is not valid.
     #[error(transparent)]
     Policy(#[from] policy::PolicyError),
-    /// The policy does not fit this workspace or machine (a missing writable path, ...).
+    /// The policy does not fit this workspace or machine (a missing writable path, a
+    /// workspace that kept changing while it was scanned, ...).
     #[error(transparent)]
-    Plan(#[from] native::PlanError),
-    /// A protection cannot be enforced here, or setting the sandbox up failed.
+    Scan(#[from] workspace::ScanError),
+    /// The backend refused or failed: a protection cannot be enforced here, setting the
+    /// sandbox up failed, or the spec does not lower (the same type for every backend).
     #[error(transparent)]
-    Run(#[from] native::RunError),
+    Run(#[from] sandbox::RunError),
     /// The workspace cannot be opened.
     #[error("failed to open workspace {}: {cause}", .path.display())]
     Workspace {
@@ -84,42 +86,28 @@ pub enum Error {
     Changes(#[from] workspace::changes::ChangesError),
 }
 
-impl From<workspace::ScanError> for Error {
-    fn from(e: workspace::ScanError) -> Error {
-        Error::Plan(native::PlanError::Scan(e))
-    }
-}
-
 impl Error {
     /// Whether a step of setting the sandbox up refused the run (`E_SANDBOX_SETUP`): the
     /// command never started (each backend reports such a refusal before it execs the
     /// command: native's init before its `execve`, gVisor's checks of the mount points
     /// before runsc starts), so nothing of the run's is left to sweep.
     pub fn refused_at_setup(&self) -> bool {
-        matches!(self, Error::Run(native::RunError::Setup { .. }))
+        matches!(self, Error::Run(e) if e.refused_at_setup())
     }
 
     /// Stable code, e.g. `E_POLICY_INVALID`.
     pub fn code(&self) -> &'static str {
         match self {
             Error::Policy(e) => e.code(),
-            Error::Plan(native::PlanError::Scan(e))
-            | Error::Run(native::RunError::Plan(native::PlanError::Scan(e)))
-                if e.workspace_changed() =>
-            {
-                sandbox::Code::WorkspaceChanged.as_str()
+            Error::Scan(e) if e.workspace_changed() => sandbox::Code::WorkspaceChanged.as_str(),
+            Error::Scan(e) if e.protection_unavailable() => {
+                sandbox::Code::ProtectionUnavailable.as_str()
             }
-            Error::Plan(native::PlanError::Scan(e))
-            | Error::Run(native::RunError::Plan(native::PlanError::Scan(e)))
-                if e.protection_unavailable() =>
-            {
-                native::error::E_PROTECTION_UNAVAILABLE
+            Error::Scan(_) | Error::Workspace { .. } | Error::Usage { .. } => {
+                sandbox::Code::PolicyInvalid.as_str()
             }
-            Error::Plan(_) | Error::Workspace { .. } | Error::Usage { .. } => {
-                native::error::E_POLICY_INVALID
-            }
-            Error::Run(e) => e.code(),
-            Error::Io { .. } => native::error::E_INTERNAL,
+            Error::Run(e) => e.code().as_str(),
+            Error::Io { .. } => sandbox::Code::Internal.as_str(),
             Error::Untrusted { .. } => guard::trust::E_UNTRUSTED_CONFIG,
             Error::Trust(e) => e.code(),
             Error::Command(e) => e.code(),
@@ -132,24 +120,12 @@ impl Error {
     /// Coarse class for audit events and `--json`.
     pub fn kind(&self) -> &'static str {
         match self {
-            Error::Plan(native::PlanError::Scan(e))
-            | Error::Run(native::RunError::Plan(native::PlanError::Scan(e)))
-                if e.protection_unavailable() =>
-            {
-                "protection_unavailable"
-            }
-            Error::Plan(native::PlanError::Scan(e))
-            | Error::Run(native::RunError::Plan(native::PlanError::Scan(e)))
-                if e.workspace_changed() =>
-            {
-                "workspace_changed"
-            }
-            Error::Policy(_) | Error::Plan(_) | Error::Workspace { .. } | Error::Usage { .. } => {
+            Error::Scan(e) if e.protection_unavailable() => "protection_unavailable",
+            Error::Scan(e) if e.workspace_changed() => "workspace_changed",
+            Error::Policy(_) | Error::Scan(_) | Error::Workspace { .. } | Error::Usage { .. } => {
                 "policy"
             }
-            Error::Run(native::RunError::Unavailable { .. }) => "protection_unavailable",
-            Error::Run(native::RunError::Plan(_)) => "policy",
-            Error::Run(_) => "setup",
+            Error::Run(e) => e.kind(),
             Error::Io { .. } => "internal",
             Error::Untrusted { .. } => "untrusted_config",
             Error::Trust(e) => e.kind(),
@@ -172,7 +148,7 @@ impl Error {
     fn own_hint(&self) -> Option<String> {
         match self {
             Error::Policy(e) => e.hint(),
-            Error::Plan(e) => e.hint(),
+            Error::Scan(e) => e.hint(),
             Error::Run(e) => e.hint(),
             Error::Workspace { .. } => Some("pass an existing directory with --workspace".into()),
             Error::Io { .. } => None,

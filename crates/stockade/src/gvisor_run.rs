@@ -25,31 +25,7 @@ pub const ENFORCEMENT: &[(&str, &str)] = &[
 
 impl From<gvisor::Error> for Error {
     fn from(e: gvisor::Error) -> Error {
-        let cause = e.to_string();
-        Error::Run(match e {
-            gvisor::Error::Unavailable { cause, fix } => native::RunError::Unavailable {
-                what: "gVisor (runsc)",
-                cause,
-                fix,
-            },
-            gvisor::Error::CannotMask { cause, fix } => native::RunError::Unavailable {
-                what: "masking under runsc --rootless",
-                cause,
-                fix,
-            },
-            gvisor::Error::Lower(_) => native::RunError::Unavailable {
-                what: "this policy under the gvisor backend",
-                cause,
-                fix: "run with --backend native".into(),
-            },
-            gvisor::Error::Changed { path, what } => native::RunError::Setup {
-                stage: "check the mount points",
-                path: Some(path),
-                cause: std::io::Error::other(what),
-                explained: Some("a path the run mounts over changed between planning and the start (another run or program changed it); run again".into()),
-            },
-            gvisor::Error::Io { what, cause: io } => native::RunError::Io { what, cause: io },
-        })
+        Error::Run(e.into())
     }
 }
 
@@ -64,14 +40,11 @@ fn relay_pipe() -> Result<(OwnedFd, OwnedFd), Error> {
 /// Runs `spec` under gVisor.
 pub(crate) fn run(
     spec: &sandbox::Spec,
-    options: native::Options,
+    options: sandbox::Options,
     run_id: &str,
-    proxy: Option<native::StartProxy>,
+    proxy: Option<sandbox::StartProxy>,
     run_io: sandbox::RunIo,
-) -> Result<(sandbox::Outcome, Option<native::CwdFallback>), Error> {
-    // A masked file's other name is readable through the gofer as through the host kernel.
-    let mut skipped = Vec::new();
-    native::launch::refuse_linked_secrets(&spec.linked_secrets, options, &mut skipped)?;
+) -> Result<(sandbox::Outcome, Option<sandbox::CwdFallback>), Error> {
     let (backend, lowered) = tracing::debug_span!("plan").in_scope(|| {
         let backend = gvisor::Gvisor::locate(&spec.writable_roots)?;
         let lowered = backend.plan_with(spec, run_id, &gvisor::host_owned)?;
@@ -80,7 +53,7 @@ pub(crate) fn run(
     let cwd_fallback = lowered
         .cwd_fallback
         .clone()
-        .map(|reason| native::CwdFallback {
+        .map(|reason| sandbox::CwdFallback {
             cwd: spec.cwd.clone(),
             reason,
         });
@@ -100,7 +73,7 @@ pub(crate) fn run(
     // its hint, as the native backend's), never a panic. A relay already made ends with its
     // pipe's write end, dropped with the error.
     let thread_refused = |e: std::io::Error| {
-        Error::Run(native::RunError::Io {
+        Error::Run(sandbox::RunError::Io {
             what: "start a thread relaying the command's streams".into(),
             cause: e,
         })
@@ -122,7 +95,7 @@ pub(crate) fn run(
     let input = match run_io.stdin {
         sandbox::Input::Process if keys_to_terminal || std::io::stdin().is_terminal() => None,
         sandbox::Input::Fd(from) if from.as_fd().is_terminal() => None,
-        sandbox::Input::Process if native::launch::stdin_is_live() => {
+        sandbox::Input::Process if stream::relay::stdin_is_live() => {
             std::io::stdin().as_fd().try_clone_to_owned().ok()
         }
         sandbox::Input::Fd(from) => Some(from),
@@ -140,21 +113,24 @@ pub(crate) fn run(
     // which runsc joins (`--network=host` there); the proxy serves the listener from here.
     let network = match (spec.network, proxy) {
         (sandbox::Network::Proxy { addr }, Some(mut start)) => {
-            let (uid, gid) = native::caller_ids();
+            let (uid, gid) = (
+                rustix::process::geteuid().as_raw(),
+                rustix::process::getegid().as_raw(),
+            );
             let maps = (uid != 0).then(|| (format!("0 {uid} 1\n"), format!("0 {gid} 1\n")));
             let (held, listener) = sys::netns::hold_proxy_network(
                 maps.as_ref().map(|(u, g)| (u.as_str(), g.as_str())),
                 (addr.ip().octets(), addr.port()),
             )
             .map_err(|e| {
-                Error::Run(native::RunError::Unavailable {
+                Error::Run(sandbox::RunError::Unavailable {
                     what: "a network namespace for the proxy",
                     cause: e.to_string(),
                     fix: "see the cause; `--net none` runs without network".into(),
                 })
             })?;
             start(listener).map_err(|cause| {
-                Error::Run(native::RunError::Unavailable {
+                Error::Run(sandbox::RunError::Unavailable {
                     what: "the egress proxy",
                     cause,
                     fix: "see the cause; `--net none` runs without network".into(),
@@ -196,7 +172,7 @@ pub(crate) fn run(
         signal: finished.signal,
         exec_errno: None,
         duration: finished.duration,
-        skipped,
+        skipped: Vec::new(),
         landlock_abi: None,
         blocked: Vec::new(),
         timed_out: finished.timed_out,

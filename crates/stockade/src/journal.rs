@@ -438,7 +438,7 @@ pub(crate) fn recover(
 }
 
 fn refused(path: &Path, cause: String) -> Error {
-    Error::Run(native::RunError::Unavailable {
+    Error::Run(sandbox::RunError::Unavailable {
         what: "the sweep of an earlier run on this workspace whose supervisor was killed",
         cause: format!("{}: {cause}", path.display()),
         fix: format!(

@@ -43,6 +43,7 @@ mod credentials;
 mod error;
 pub mod gvisor_run;
 mod journal;
+mod linked_secrets;
 mod live_policy;
 mod proxy_stage;
 mod record;
@@ -60,7 +61,6 @@ pub use credentials::SourceCache;
 pub use error::Error;
 pub use journal::RecoveredSweep;
 pub use live_policy::{Applied, Change, LivePolicy};
-pub use native::{Check, Violation};
 pub use net::proxy::{
     Event as NetworkEvent, DENIED as NETWORK_DENIED, UPSTREAM_FAILED as NETWORK_UPSTREAM_FAILED,
 };
@@ -74,6 +74,7 @@ pub use review_stage::{
     ReviewSummary,
 };
 pub use sandbox::{Backend, Cancel, Input, Options, RunIo, Sink, Spec};
+pub use sandbox::{Check, Violation};
 
 /// The name of `backend` and what this machine can enforce with it, found by trying (`stockade
 /// doctor`, `stockade selftest`).
@@ -211,7 +212,7 @@ pub struct RunResult {
     pub run_id: String,
     /// The caller's current directory, when the command could not start there (it started
     /// in the workspace), and why.
-    pub cwd_fallback: Option<native::CwdFallback>,
+    pub cwd_fallback: Option<sandbox::CwdFallback>,
     /// Review and ephemeral runs: what the run changed in its view of the workspace.
     pub review: Option<ReviewSummary>,
     /// Review and ephemeral runs: why the change set could not be read and sealed after the
@@ -245,7 +246,7 @@ fn run_id() -> String {
 pub fn plan(policy: &policy::Policy, request: &RunRequest) -> Result<native::Plan, Error> {
     created_roots::make(policy, &request.invocation.home)?;
     let resolved = resolve(policy, request)?;
-    Ok(native::Plan::lower(&resolved.spec, &native::RealHost)?)
+    native::Plan::lower(&resolved.spec, &native::RealHost).map_err(|e| Error::Run(e.into()))
 }
 
 /// The trust check of a run (see [`guard::trust::check_run`]): a workspace approved once, or
@@ -795,6 +796,10 @@ pub fn run_with_io(
             audit.event(&AuditEvent::CommandRule(m))?;
         }
         drop(audit_start);
+        // A masked or protected file with another name outside its mask: the same for every
+        // backend, so checked here once (refused, or recorded as skipped).
+        let mut linked_skipped = Vec::new();
+        linked_secrets::refuse(&spec.linked_secrets, request.options, &mut linked_skipped)?;
         // Mode proxy: the backend hands over a listener in the sandbox's network, and the
         // proxy serves it from here under the policy's rules.
         let proxy = std::sync::Arc::new(std::sync::Mutex::new(None));
@@ -834,7 +839,7 @@ pub fn run_with_io(
                 // the two ran one after the other. A plan or launch that fails before the
                 // command starts removes it (below, with the sweep of a failed launch).
                 let (ready, gate) = std::sync::mpsc::channel::<Result<(), String>>();
-                let before_command: native::BeforeCommand = Box::new(move || {
+                let before_command: sandbox::BeforeCommand = Box::new(move || {
                     gate.recv()
                         .unwrap_or_else(|_| Err("the run journal's writer ended".into()))
                 });
@@ -972,6 +977,7 @@ pub fn run_with_io(
                     .into(),
             });
         }
+        outcome.skipped.splice(0..0, linked_skipped);
         let mut violations = outcome.blocked.clone();
         violations.extend(sweep());
         if let Some(j) = journal {

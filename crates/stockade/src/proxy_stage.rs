@@ -112,7 +112,7 @@ pub(crate) fn proxy_starter(
     live: Option<&LivePolicy>,
     slot: std::sync::Arc<std::sync::Mutex<Option<net::proxy::Proxy>>>,
     credentials: Option<net::credential::Routes>,
-) -> Result<native::StartProxy, Error> {
+) -> Result<sandbox::StartProxy, Error> {
     let mut rules = Some(RunRules {
         rules: match live {
             Some(live) => ProxyRules::Live(live.clone()),

@@ -172,7 +172,7 @@ pub(crate) struct RunRecord<'a> {
     signal: Option<i32>,
     exec_errno: Option<i32>,
     duration_ms: u64,
-    violations: &'a [native::Violation],
+    violations: &'a [sandbox::Violation],
     skipped: &'a [String],
     network_mode: policy::NetworkMode,
     /// Which limit ended the run, if one did (`timeout`, `memory`).
@@ -180,9 +180,9 @@ pub(crate) struct RunRecord<'a> {
     /// The limits in force and how each was enforced.
     limits: LimitsRecord,
     /// What the run used.
-    usage: &'a native::cgroup::Usage,
+    usage: &'a sandbox::Usage,
     /// Limits the run reached.
-    limit_hits: &'a [native::cgroup::LimitHit],
+    limit_hits: &'a [sandbox::LimitHit],
     /// Bytes of output written, passed on and dropped, per stream (under an output limit).
     output: Option<&'a sandbox::Output>,
     /// Every decision of the egress proxy (mode proxy).
@@ -225,7 +225,7 @@ impl<'a> RunRecord<'a> {
         spec: &'a sandbox::Spec,
         native: Option<&'a native::Plan>,
         outcome: &'a sandbox::Outcome,
-        violations: &'a [native::Violation],
+        violations: &'a [sandbox::Violation],
         network: &'a [net::proxy::Event],
     ) -> RunRecord<'a> {
         let masks = |readable: bool| -> Vec<&std::path::Path> {

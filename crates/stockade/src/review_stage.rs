@@ -180,7 +180,7 @@ pub(crate) fn prepare(
     }
     let flag = format!("--{}", mode.as_str());
     if policy.backend != policy::BackendName::Native {
-        return Err(Error::Run(native::RunError::Unavailable {
+        return Err(Error::Run(sandbox::RunError::Unavailable {
             what: "a copy-on-write view of the workspace (review mode)",
             cause: format!(
                 "the {} backend cannot give the command a reviewed view of the workspace yet",
@@ -210,7 +210,7 @@ pub(crate) fn prepare(
     // older container runtime's profile, a sandbox stockade runs in), refuse before anything
     // runs, naming it, instead of an internal error at the change store.
     if let Some(e) = sys::raw::openat2_refused() {
-        return Err(Error::Run(native::RunError::Unavailable {
+        return Err(Error::Run(sandbox::RunError::Unavailable {
             what: "openat2 (review mode)",
             cause: format!("{flag} needs openat2, which this process is refused ({e}): a seccomp profile around stockade (an older Docker or containerd default), or a kernel before 5.6"),
             fix: format!("allow openat2 in the outer seccomp profile (recent Docker and containerd default profiles allow it), or leave out {flag}: direct runs work without it"),

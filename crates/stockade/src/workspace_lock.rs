@@ -48,7 +48,7 @@ pub(crate) fn take(workspace: &Path, exclusive: bool) -> Result<WorkspaceLock, E
             // uid 0 that may not use root's /run: the root of a sandbox (a nested run), or a
             // root without root's rights. Nothing can be enforced from here as root's.
             Some(libc::EACCES | libc::EPERM | libc::EROFS) => {
-                Error::Run(native::RunError::Unavailable {
+                Error::Run(sandbox::RunError::Unavailable {
                     what: "a root caller's workspace lock",
                     cause: format!("failed to {what}: {cause} (uid 0 without root's rights: inside another sandbox?)"),
                     fix: "run stockade on the host, outside any sandbox".into(),

@@ -212,6 +212,23 @@ fn marker(dropped: u64, stream: &str, limit: u64, tail: u64) -> String {
     )
 }
 
+/// Whether this process's stdin is open and not `/dev/null`: input worth passing on.
+pub fn stdin_is_live() -> bool {
+    let stdin = io::stdin();
+    let fd = stdin.as_fd();
+    fd.try_clone_to_owned().is_ok() && !is_dev_null(fd)
+}
+
+/// Whether `fd` is the null device (character device 1:3).
+pub fn is_dev_null(fd: std::os::fd::BorrowedFd<'_>) -> bool {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let Ok(file) = fd.try_clone_to_owned().map(File::from) else {
+        return false;
+    };
+    file.metadata()
+        .is_ok_and(|m| m.file_type().is_char_device() && m.rdev() == libc::makedev(1, 3))
+}
+
 /// What a [`relay`] did.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct Relayed {

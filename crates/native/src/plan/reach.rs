@@ -199,14 +199,7 @@ pub(super) fn out_of_reach(host: &dyn HostView, path: &Path, granted: &[Granted]
     })
 }
 
-/// Why the command does not start in the caller's current directory.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct CwdFallback {
-    /// The caller's current directory.
-    pub cwd: PathBuf,
-    /// Why the sandbox cannot use it.
-    pub reason: String,
-}
+pub use sandbox::CwdFallback;
 
 /// What [`start_dir`] needs to know about the sandbox's view.
 pub(super) struct View<'a> {
