@@ -27,10 +27,9 @@
 //!
 //! ```no_run
 //! use gvisor::{Gvisor, Io};
-//! use sandbox::Backend;
 //! # fn spec() -> sandbox::Spec { unimplemented!() }
 //! let backend = Gvisor::locate(&[])?;
-//! let plan = backend.plan(&spec())?;
+//! let plan = backend.plan_with(&spec(), "a-run", &gvisor::host_owned)?;
 //! let (stdin, _feed) = std::io::pipe()?;
 //! let (_out, stdout) = std::io::pipe()?;
 //! let (_err, stderr) = std::io::pipe()?;
@@ -50,6 +49,7 @@
 
 #![forbid(unsafe_code)]
 
+mod backend;
 pub mod bundle;
 mod console;
 mod platform;
@@ -60,6 +60,7 @@ use std::path::{Path, PathBuf};
 use sandbox::{Check, Spec};
 use serde::Serialize;
 
+pub use backend::{root_caller, GvisorBackend, ENFORCEMENT};
 pub use platform::Platform;
 pub use run::{host_owned, Finished, Io, OwnTerminal};
 
@@ -607,25 +608,9 @@ impl Gvisor {
     }
 }
 
-impl sandbox::Backend for Gvisor {
-    type Plan = Plan;
-    type Error = Error;
-    type Finished = Finished;
-    type Io = Io;
-
-    fn name(&self) -> &'static str {
-        "gvisor"
-    }
-
-    fn probe(&self) -> Vec<Check> {
-        Gvisor::checks()
-    }
-
-    fn plan(&self, spec: &Spec) -> Result<Plan, Error> {
-        self.plan_with(spec, &run::fresh_id(), &run::host_owned)
-    }
-
-    fn run(&self, plan: &Plan, io: Io) -> Result<Finished, Error> {
+impl Gvisor {
+    /// Runs a plan to its end with runsc, on the streams of `io`.
+    pub fn run(&self, plan: &Plan, io: Io) -> Result<Finished, Error> {
         run::run(plan, io)
     }
 }

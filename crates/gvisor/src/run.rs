@@ -86,14 +86,6 @@ pub struct Finished {
     pub terminal: Option<(usize, stream::relay::Relayed)>,
 }
 
-/// A container id unique on this machine.
-pub(crate) fn fresh_id() -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    format!("stockade-{}-{}", std::process::id(), now.as_nanos())
-}
-
 /// What planning needs of `path` on the host (its kind, owner and mode), not following a
 /// last symbolic link.
 pub fn host_owned(path: &Path) -> Option<crate::Owned> {

@@ -1,30 +1,17 @@
 //! The native backend as a [`sandbox::Backend`]: a spec lowered to a [`Plan`] and launched.
 
-use crate::{Options, Outcome, Plan, RealHost, RunError};
+use sandbox::{Enforced, Enforcement, Launch, LimitMechanism, Planned, Traits};
+
+use crate::cgroup::Mechanism;
+use crate::{Outcome, Plan, RealHost, RunError};
+
+pub use sandbox::{BeforeCommand, StartProxy};
 
 /// Namespaces, mounts, Landlock and seccomp, built in-process.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Native;
 
-pub use sandbox::{BeforeCommand, StartProxy};
-
-/// What a native run takes besides its plan.
-pub struct Io {
-    /// The run's output sinks and cancel handle.
-    pub run: sandbox::RunIo,
-    pub options: Options,
-    /// Mode proxy: what serves the proxy's listener.
-    pub proxy: Option<StartProxy>,
-    /// Waited for before the command starts (see [`BeforeCommand`]).
-    pub before_command: Option<BeforeCommand>,
-}
-
 impl sandbox::Backend for Native {
-    type Plan = Plan;
-    type Error = RunError;
-    type Finished = Outcome;
-    type Io = Io;
-
     fn name(&self) -> &'static str {
         "native"
     }
@@ -33,20 +20,66 @@ impl sandbox::Backend for Native {
         crate::probe()
     }
 
-    fn plan(&self, spec: &sandbox::Spec) -> Result<Plan, RunError> {
-        Ok(Plan::lower(spec, &RealHost)?)
+    /// The init answers every creation of a protected name (mediated creation), and the
+    /// directories holding read-only binds are pinned; review views are overlays.
+    fn traits(&self) -> Traits {
+        Traits {
+            creation_guard: true,
+            pins: true,
+            exclusive_workspace: false,
+            views: true,
+            layers: &[],
+        }
     }
 
-    fn run(&self, plan: &Plan, io: Io) -> Result<Outcome, RunError> {
-        let Io {
-            run,
+    fn plan(&self, spec: &sandbox::Spec, _run_id: &str) -> Result<Box<dyn Planned>, RunError> {
+        Ok(Box::new(Plan::lower(spec, &RealHost)?))
+    }
+}
+
+impl Planned for Plan {
+    fn cwd_fallback(&self) -> Option<sandbox::CwdFallback> {
+        self.cwd_fallback.clone()
+    }
+
+    fn enforcement(&self) -> Enforcement {
+        let enforced = |chosen: Option<(u64, Mechanism)>| {
+            chosen.map(|(value, m)| Enforced {
+                value,
+                mechanism: match m {
+                    Mechanism::Cgroup1 => LimitMechanism::Cgroup1,
+                    Mechanism::Cgroup2 => LimitMechanism::Cgroup2,
+                    Mechanism::Rlimit => LimitMechanism::Rlimit,
+                },
+            })
+        };
+        Enforcement {
+            inside_uid: self.ids.inside_uid,
+            host_uid: self.ids.host_uid,
+            writable_roots: self.writable_roots.clone(),
+            masked: self.masked.clone(),
+            emptied: self.emptied.clone(),
+            protected: self.protected.clone(),
+            mounts: self.mounts.len(),
+            landlock_rules: self.landlock.host_rules.len() + self.landlock.child_rules.len(),
+            seccomp_rules: self.seccomp.len(),
+            env_names: self.env.iter().map(|(k, _)| k.clone()).collect(),
+            memory: enforced(self.resources.memory),
+            pids: enforced(self.resources.pids),
+            cpu_millicores: enforced(self.resources.cpu_millis),
+        }
+    }
+
+    fn run(self: Box<Self>, launch: Launch) -> Result<Outcome, RunError> {
+        let Launch {
+            io,
             options,
             mut proxy,
             before_command,
-        } = io;
+        } = launch;
         let hook = proxy
             .as_mut()
             .map(|p| -> crate::ProxyStarter<'_> { p.as_mut() });
-        crate::launch::launch_gated(plan, options, hook, run, before_command)
+        crate::launch::launch_gated(&self, options, hook, io, before_command)
     }
 }

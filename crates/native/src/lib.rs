@@ -38,7 +38,7 @@ pub mod plan;
 pub mod probe;
 pub mod userns;
 
-pub use backend::{BeforeCommand, Io, Native, StartProxy};
+pub use backend::{BeforeCommand, Native, StartProxy};
 pub use error::{PlanError, RunError};
 pub use host::{Host, HostView, RealHost};
 pub use launch::{launch, launch_with, Options, Outcome, ProxyStarter};

@@ -602,23 +602,18 @@ fn check_mark(c: &stockade::Check) -> &'static str {
 
 fn doctor(json: bool, backend: Option<&str>) -> u8 {
     let gvisor = backend == Some("gvisor");
-    let (name, checks) = stockade::backend_checks(if gvisor {
+    let (name, checks, layers) = stockade::backend_checks(if gvisor {
         policy::BackendName::Gvisor
     } else {
         policy::BackendName::Native
     });
     let ok = checks.iter().all(|c| c.ok || !c.required);
-    let enforced: Vec<serde_json::Value> = if gvisor {
-        stockade::gvisor_run::ENFORCEMENT
-            .iter()
-            .map(|(what, by)| serde_json::json!({ "what": what, "by": by }))
-            .collect()
-    } else {
-        Vec::new()
-    };
+    let enforced: Vec<serde_json::Value> = (layers.iter())
+        .map(|l| serde_json::json!({ "what": l.what, "by": l.by }))
+        .collect();
     if json {
         let mut v = serde_json::json!({ "ok": ok, "backend": name, "checks": checks });
-        if gvisor {
+        if !layers.is_empty() {
             v["enforced_by"] = enforced.into();
         }
         outln!("{v}");
@@ -629,10 +624,10 @@ fn doctor(json: bool, backend: Option<&str>) -> u8 {
                 outln!("       fix: {fix}");
             }
         }
-        if gvisor {
-            outln!("under the gvisor backend:");
-            for (what, by) in stockade::gvisor_run::ENFORCEMENT {
-                outln!("  {what}: {by}");
+        if !layers.is_empty() {
+            outln!("under the {name} backend:");
+            for l in layers {
+                outln!("  {}: {}", l.what, l.by);
             }
         }
         outln!(

@@ -74,7 +74,7 @@ pub fn main(args: &SelftestArgs) -> Result<u8, Error> {
         backend: args.backend.clone(),
     };
     selftest::install_interrupt_handler();
-    let (backend_name, checks) = stockade::backend_checks(match args.backend.as_deref() {
+    let (backend_name, checks, _) = stockade::backend_checks(match args.backend.as_deref() {
         Some("gvisor") => policy::BackendName::Gvisor,
         _ => policy::BackendName::Native,
     });

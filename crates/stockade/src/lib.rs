@@ -6,10 +6,14 @@
 //! 1. **trust**: a workspace approved with `stockade trust` must still match its approval;
 //! 2. **spec**: the policy, the request and one scan of the workspace become the resolved
 //!    [`Spec`] (`workspace::Resolved`), which every later stage reads;
-//! 3. **plan**: the chosen backend lowers the spec to its own plan ([`Backend::plan`]; the
-//!    native one: mounts, ids, Landlock, seccomp, cgroups; gVisor: an OCI bundle);
+//! 3. **plan**: the backend, chosen once at the start (`backend::choose`; every stage reads
+//!    its [`sandbox::Traits`], none its name), lowers the spec to its own plan
+//!    ([`Backend::plan`]; the native one: mounts, ids, Landlock, seccomp, cgroups; gVisor: an
+//!    OCI bundle), which says what enforces each layer ([`sandbox::Enforcement`]);
 //! 4. **proxy**: under `--net proxy`, the egress proxy serves the sandbox's network;
-//! 5. **launch**: the backend runs its plan with the run's own I/O ([`RunIo`]);
+//! 5. **launch**: the backend runs its plan with the run's own I/O ([`RunIo`]), the same
+//!    [`sandbox::Launch`] for every backend, and ends with the one [`sandbox::Outcome`]; its
+//!    failures are [`sandbox::RunError`]s, the same for every backend;
 //! 6. **sweep**: what the run left that host tools would act on is quarantined and reported;
 //! 7. **record**: the run record (`--report`) and the audit log (`--audit`, JSON lines), written
 //!    through nothing the sandbox could have planted.
@@ -36,12 +40,12 @@
 #![deny(missing_docs)]
 
 mod audit_event;
+mod backend;
 mod claude_login;
 mod command_rules;
 mod created_roots;
 mod credentials;
 mod error;
-pub mod gvisor_run;
 mod journal;
 mod linked_secrets;
 mod live_policy;
@@ -76,13 +80,14 @@ pub use review_stage::{
 pub use sandbox::{Backend, Cancel, Input, Options, RunIo, Sink, Spec};
 pub use sandbox::{Check, Violation};
 
-/// The name of `backend` and what this machine can enforce with it, found by trying (`stockade
-/// doctor`, `stockade selftest`).
-pub fn backend_checks(backend: policy::BackendName) -> (&'static str, Vec<Check>) {
-    match backend {
-        policy::BackendName::Native => (native::Native.name(), native::Native.probe()),
-        policy::BackendName::Gvisor => (backend.as_str(), gvisor::Gvisor::checks()),
-    }
+/// The name of `backend`, what this machine can enforce with it, found by trying (`stockade
+/// doctor`, `stockade selftest`), and, where its mechanisms are not the host kernel's own,
+/// what enforces each layer.
+pub fn backend_checks(
+    backend: policy::BackendName,
+) -> (&'static str, Vec<Check>, &'static [sandbox::Layer]) {
+    let chosen = backend::choose(backend);
+    (chosen.name(), chosen.probe(), chosen.traits().layers)
 }
 
 /// One `stockade run`.
@@ -245,7 +250,7 @@ fn run_id() -> String {
 /// state directories are made as for a run: the plan binds them.
 pub fn plan(policy: &policy::Policy, request: &RunRequest) -> Result<native::Plan, Error> {
     created_roots::make(policy, &request.invocation.home)?;
-    let resolved = resolve(policy, request)?;
+    let resolved = resolve(policy, request, native::Native.traits())?;
     native::Plan::lower(&resolved.spec, &native::RealHost).map_err(|e| Error::Run(e.into()))
 }
 
@@ -305,18 +310,22 @@ fn credential_stage(
 /// The run's spec, computed once (the workspace scanned once), with the trust store kept
 /// read-only when it lies in a writable root (a workspace or `--allow-write` that holds
 /// `$HOME`): otherwise the sandbox could forge approvals for other workspaces.
-fn resolve(policy: &policy::Policy, request: &RunRequest) -> Result<workspace::Resolved, Error> {
+fn resolve(
+    policy: &policy::Policy,
+    request: &RunRequest,
+    traits: sandbox::Traits,
+) -> Result<workspace::Resolved, Error> {
     let host = &workspace::RealHost;
     let invocation = &request.invocation;
     // The writable roots alone (no walk) tell whether the scan must protect stockade's state.
     let roots = workspace::writable_roots(policy, &invocation.place(), host)?;
     refuse_state_grants(policy, request, &roots)?;
     let mut state: Vec<PathBuf> = Vec::new();
-    let gvisor = policy.backend == policy::BackendName::Gvisor;
+    let made_before = !traits.creation_guard;
     if let Some(spelled) = request.trust_store.as_deref() {
         let dir = guard::trust::resolve_dir(spelled)?;
         refuse_replaceable_link_to_store(spelled, &dir, &roots, StateKind::TrustStore)?;
-        state.push(make_for_gvisor(gvisor, dir, &roots)?);
+        state.push(make_before_run(made_before, dir, &roots)?);
     }
     // The user's policy directory, by its real path (`~/.config` may be a link into a
     // writable root, dotfiles kept with stow): whether this command reads the file or not,
@@ -330,7 +339,7 @@ fn resolve(policy: &policy::Policy, request: &RunRequest) -> Result<workspace::R
         let spelled = policy::normalize_lexically(spelled);
         let dir = review_stage::resolve_existing_part(&spelled);
         refuse_replaceable_link_to_store(&spelled, &dir, &roots, StateKind::UserPolicy)?;
-        state.push(make_for_gvisor(gvisor, dir, &roots)?);
+        state.push(make_before_run(made_before, dir, &roots)?);
     }
     // The change stores: a command that could make one could plant change sets in it (one
     // that exists is masked, see `review_stage::mask_store`).
@@ -553,14 +562,14 @@ impl StateKind {
     }
 }
 
-/// A state directory that is missing and lies in a writable root, before a gVisor run: made
-/// (0700, the caller's) so that the run gets it read-only. Under gVisor a protected path the
-/// command creates is only swept when the run ends, and meanwhile a parallel command would
-/// read a user policy or a trust record planted there (found by review). The directory is
-/// made before the command starts, and resolved again after: what it resolves to is what
-/// is protected.
-fn make_for_gvisor(gvisor: bool, dir: PathBuf, roots: &[PathBuf]) -> Result<PathBuf, Error> {
-    if !gvisor || dir.exists() || !roots.iter().any(|w| dir.starts_with(w)) {
+/// A state directory that is missing and lies in a writable root, before the run of a
+/// backend without a creation guard (gVisor): made (0700, the caller's) so that the run gets
+/// it read-only. Without the guard a protected path the command creates is only swept when
+/// the run ends, and meanwhile a parallel command would read a user policy or a trust record
+/// planted there (found by review). The directory is made before the command starts, and
+/// resolved again after: what it resolves to is what is protected.
+fn make_before_run(made_before: bool, dir: PathBuf, roots: &[PathBuf]) -> Result<PathBuf, Error> {
+    if !made_before || dir.exists() || !roots.iter().any(|w| dir.starts_with(w)) {
         return Ok(dir);
     }
     use std::os::unix::fs::DirBuilderExt;
@@ -570,7 +579,7 @@ fn make_for_gvisor(gvisor: bool, dir: PathBuf, roots: &[PathBuf]) -> Result<Path
         .create(&dir)
         .map_err(|e| Error::Io {
             what: format!(
-                "make {} before the gVisor run (a path the run must not create)",
+                "make {} before the run (a path the run must not create)",
                 dir.display()
             ),
             cause: e,
@@ -579,7 +588,7 @@ fn make_for_gvisor(gvisor: bool, dir: PathBuf, roots: &[PathBuf]) -> Result<Path
     if again != dir || !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
         return Err(Error::Usage {
             message: format!(
-                "{} changed while it was made for the gVisor run (now {})",
+                "{} changed while it was made before the run (now {})",
                 dir.display(),
                 again.display()
             ),
@@ -715,15 +724,16 @@ pub fn run_with_io(
     let policy = chosen.as_ref().unwrap_or(policy);
     let digest = policy::digest(policy);
     drop(open);
+    // The one choice of a backend: every stage after it reads its traits, none its name.
+    let backend = backend::choose(policy.backend);
+    let traits = backend.traits();
     let mut recovered: Vec<RecoveredSweep> = Vec::new();
     let mut recovered_audited = false;
     let result = (|| {
         // A root caller's gVisor run keeps other runs of the workspace from changing its mount
         // points until it has ended (see `workspace_lock`); held until after the sweep.
-        let _workspace = workspace_lock::take(
-            &request.invocation.workspace,
-            policy.backend == policy::BackendName::Gvisor,
-        )?;
+        let _workspace =
+            workspace_lock::take(&request.invocation.workspace, traits.exclusive_workspace)?;
         // An earlier run on this workspace whose supervisor died before its sweep (SIGKILL):
         // its sweep is completed first, from its journal.
         recovered = tracing::debug_span!("recover").in_scope(|| {
@@ -753,7 +763,7 @@ pub fn run_with_io(
             &with_hidden
         };
         let mut resolved =
-            tracing::debug_span!("spec").in_scope(|| resolve(spec_policy, request))?;
+            tracing::debug_span!("spec").in_scope(|| resolve(spec_policy, request, traits))?;
         // The real values, read on this side; the spec gets only stand-ins and the routes.
         let (credentials, _ca_dir) = match tracing::debug_span!("credentials")
             .in_scope(|| credential_stage(policy, request, &mut resolved.spec))?
@@ -774,6 +784,7 @@ pub fn run_with_io(
                 &mut resolved.spec,
                 &resolved.watch.sweep.links,
                 &id,
+                backend,
             )
         })?;
         let spec = &resolved.spec;
@@ -815,12 +826,11 @@ pub fn run_with_io(
         let io = io.take().unwrap_or_else(sandbox::RunIo::process);
         // For the checks after a run that judge by ctime (the gVisor backend's).
         let launched_at = SystemTime::now();
-        let gvisor = policy.backend == policy::BackendName::Gvisor;
-        // Native holds both during the run; the Sentry has no creation guard and lets a
-        // directory holding read-only binds be renamed.
+        // What the backend holds during the run (native: both; the Sentry has no creation
+        // guard and lets a directory holding read-only binds be renamed).
         let held = workspace::sweep::Held {
-            creation_guard: !gvisor,
-            pinned: !gvisor,
+            creation_guard: traits.creation_guard,
+            pinned: traits.pins,
         };
         // Written before the command can start, removed once its sweep has completed: a
         // supervisor killed in between leaves it for the next run on the workspace.
@@ -830,81 +840,67 @@ pub fn run_with_io(
                 .in_scope(|| journal::begin(request, policy, &resolved, &id, launched_at, held))
         };
         let journal;
-        let (launched, plan, fallback) = match policy.backend {
-            policy::BackendName::Native => {
-                let backend = native::Native;
-                // The journal is written and synced on a thread of its own while the plan is
-                // lowered and the sandbox set up (its `fdatasync` is the larger part of its
-                // cost): the init forks the command only once the journal is durable, as when
-                // the two ran one after the other. A plan or launch that fails before the
-                // command starts removes it (below, with the sweep of a failed launch).
-                let (ready, gate) = std::sync::mpsc::channel::<Result<(), String>>();
-                let before_command: sandbox::BeforeCommand = Box::new(move || {
-                    gate.recv()
-                        .unwrap_or_else(|_| Err("the run journal's writer ended".into()))
-                });
-                let (planned, written) = std::thread::scope(|s| {
-                    // Captures only references: a copy is still here to run in line when no
-                    // thread can be made (the caller's process limit reached, say).
-                    let write = || {
-                        let written = begin_journal();
-                        let _ = ready.send(written.as_ref().map(|_| ()).map_err(|e| e.to_string()));
-                        written
-                    };
-                    let writer = std::thread::Builder::new()
-                        .name("stockade-journal".into())
-                        .spawn_scoped(s, write)
-                        .map_err(|_| write());
-                    let planned = tracing::debug_span!("plan").in_scope(|| backend.plan(spec));
-                    let planned = planned.map(|plan| {
-                        let io = native::Io {
-                            run: io,
-                            options: request.options,
-                            proxy: start,
-                            before_command: Some(before_command),
-                        };
-                        let launched = tracing::debug_span!("launch", backend = "native")
-                            .in_scope(|| backend.run(&plan, io))
-                            .map_err(Error::from);
-                        (plan, launched)
-                    });
-                    let written = match writer {
-                        Ok(handle) => handle.join(),
-                        Err(in_line) => Ok(in_line),
-                    };
-                    (planned, written)
-                });
-                let written = written.unwrap_or_else(|_| {
-                    Err(Error::Io {
-                        what: "write the run journal".into(),
-                        cause: std::io::Error::other("the journal's writer panicked"),
-                    })
-                });
-                let (plan, launched) = match (planned, written) {
-                    (Ok((plan, launched)), Ok(j)) => {
-                        journal = j;
-                        (plan, launched)
-                    }
-                    // The command did not start (its start waits for the journal).
-                    (_, Err(e)) => return Err(e),
-                    (Err(e), Ok(j)) => {
-                        if let Some(j) = j {
-                            j.done();
-                        }
-                        return Err(e.into());
-                    }
+        // The journal is written and synced on a thread of its own while the plan is lowered
+        // and the sandbox set up (its `fdatasync` is the larger part of its cost): the
+        // backend starts the command only once the journal is durable, as when the two ran
+        // one after the other. A plan or launch that fails before the command starts removes
+        // it (below, with the sweep of a failed launch).
+        let (ready, gate) = std::sync::mpsc::channel::<Result<(), String>>();
+        let before_command: sandbox::BeforeCommand = Box::new(move || {
+            gate.recv()
+                .unwrap_or_else(|_| Err("the run journal's writer ended".into()))
+        });
+        let (planned, written) = std::thread::scope(|s| {
+            // Captures only references: a copy is still here to run in line when no thread
+            // can be made (the caller's process limit reached, say).
+            let write = || {
+                let written = begin_journal();
+                let _ = ready.send(written.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+                written
+            };
+            let writer = std::thread::Builder::new()
+                .name("stockade-journal".into())
+                .spawn_scoped(s, write)
+                .map_err(|_| write());
+            let planned = tracing::debug_span!("plan").in_scope(|| backend.plan(spec, &id));
+            let planned = planned.map(|plan| {
+                let enforcement = plan.enforcement();
+                let fallback = plan.cwd_fallback();
+                let launch = sandbox::Launch {
+                    io,
+                    options: request.options,
+                    proxy: start,
+                    before_command: Some(before_command),
                 };
-                let fallback = plan.cwd_fallback.clone();
-                (launched, Some(plan), fallback)
+                let launched = tracing::debug_span!("launch", backend = backend.name())
+                    .in_scope(|| plan.run(launch))
+                    .map_err(Error::from);
+                (enforcement, fallback, launched)
+            });
+            let written = match writer {
+                Ok(handle) => handle.join(),
+                Err(in_line) => Ok(in_line),
+            };
+            (planned, written)
+        });
+        let written = written.unwrap_or_else(|_| {
+            Err(Error::Io {
+                what: "write the run journal".into(),
+                cause: std::io::Error::other("the journal's writer panicked"),
+            })
+        });
+        let (enforcement, fallback, launched) = match (planned, written) {
+            (Ok(planned), Ok(j)) => {
+                journal = j;
+                planned
             }
-            policy::BackendName::Gvisor => {
-                journal = begin_journal()?;
-                let launched = tracing::debug_span!("launch", backend = "gvisor")
-                    .in_scope(|| gvisor_run::run(spec, request.options, &id, start, io));
-                match launched {
-                    Ok((outcome, fallback)) => (Ok(outcome), None, fallback),
-                    Err(e) => (Err(e), None, None),
+            // The command did not start (its start waits for the journal).
+            (_, Err(e)) => return Err(e),
+            (Err(e), Ok(j)) => {
+                if let Some(j) = j {
+                    j.done();
                 }
+                return Err(e.into());
             }
         };
         let network = tracing::debug_span!("proxy_stop").in_scope(|| {
@@ -985,7 +981,7 @@ pub fn run_with_io(
         }
         Ok((
             resolved.spec,
-            plan,
+            enforcement,
             fallback,
             outcome,
             violations,
@@ -996,7 +992,16 @@ pub fn run_with_io(
     })();
     let _record = tracing::debug_span!("record").entered();
     match result {
-        Ok((spec, plan, cwd_fallback, outcome, violations, network, review, review_error)) => {
+        Ok((
+            spec,
+            enforcement,
+            cwd_fallback,
+            outcome,
+            violations,
+            network,
+            review,
+            review_error,
+        )) => {
             for e in &network.events {
                 audit.event(&AuditEvent::Network(e))?;
             }
@@ -1053,7 +1058,8 @@ pub fn run_with_io(
                     policy,
                     &digest,
                     &spec,
-                    plan.as_ref(),
+                    &enforcement,
+                    traits.layers,
                     &outcome,
                     &violations,
                     &network.events,

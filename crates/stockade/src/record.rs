@@ -122,40 +122,20 @@ struct LimitsRecord {
 }
 
 impl LimitsRecord {
-    /// The limits of `spec`, with the mechanism that enforced each: the native plan's
-    /// choice, or gVisor's own.
-    fn new(spec: &sandbox::Spec, native: Option<&native::Plan>) -> LimitsRecord {
-        let root = crate::gvisor_run::root_caller();
-        let limits = &spec.limits;
-        let rec = |chosen: Option<(u64, native::cgroup::Mechanism)>,
-                   value: Option<u64>,
-                   under_gvisor: &'static str| {
-            match native {
-                Some(_) => chosen.map(|(value, m)| LimitRecord {
-                    value,
-                    mechanism: m.code(),
-                }),
-                None => value.map(|value| LimitRecord {
-                    value,
-                    mechanism: under_gvisor,
-                }),
-            }
+    /// The limits of `spec`, with the mechanism the backend enforces each with.
+    fn new(spec: &sandbox::Spec, enforcement: &sandbox::Enforcement) -> LimitsRecord {
+        let rec = |e: Option<sandbox::Enforced>| {
+            e.map(|e| LimitRecord {
+                value: e.value,
+                mechanism: e.mechanism.code(),
+            })
         };
-        let resources = native.map(|p| p.resources.clone()).unwrap_or_default();
         LimitsRecord {
-            timeout_s: limits.timeout.map(|t| t.as_secs()),
-            memory: rec(
-                resources.memory,
-                limits.memory_bytes,
-                if root {
-                    "gvisor_cgroup"
-                } else {
-                    "gvisor_rlimit_as"
-                },
-            ),
-            pids: rec(resources.pids, limits.pids, "gvisor_rlimit_nproc"),
-            cpu_millicores: rec(resources.cpu_millis, limits.cpu_millis, "gvisor_cgroup"),
-            output: limits.output_bytes,
+            timeout_s: spec.limits.timeout.map(|t| t.as_secs()),
+            memory: rec(enforcement.memory),
+            pids: rec(enforcement.pids),
+            cpu_millicores: rec(enforcement.cpu_millicores),
+            output: spec.limits.output_bytes,
         }
     }
 }
@@ -216,55 +196,33 @@ struct Enforced {
 }
 
 impl<'a> RunRecord<'a> {
-    /// The record of a run of `spec`; `native` is its native plan (none under gVisor).
+    /// The record of a run of `spec`: what enforced it as its backend planned
+    /// (`enforcement`), and in words where its mechanisms are not the host kernel's own
+    /// (`layers`).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         run_id: &'a str,
         policy: &'a policy::Policy,
         digest: &'a str,
         spec: &'a sandbox::Spec,
-        native: Option<&'a native::Plan>,
+        enforcement: &'a sandbox::Enforcement,
+        layers: &'static [sandbox::Layer],
         outcome: &'a sandbox::Outcome,
         violations: &'a [sandbox::Violation],
         network: &'a [net::proxy::Event],
     ) -> RunRecord<'a> {
-        let masks = |readable: bool| -> Vec<&std::path::Path> {
-            (spec.masks.iter())
-                .filter(|m| m.readable == readable)
-                .map(|m| m.path.as_path())
-                .collect()
-        };
-        let plan = match native {
-            Some(plan) => PlanSummary {
-                inside_uid: plan.ids.inside_uid,
-                host_uid: plan.ids.host_uid,
-                writable_roots: &plan.writable_roots,
-                masked: plan.masked.iter().map(|p| p.as_path()).collect(),
-                emptied: plan.emptied.iter().map(|p| p.as_path()).collect(),
-                protected: &plan.protected,
-                mounts: plan.mounts.len(),
-                landlock_rules: plan.landlock.host_rules.len() + plan.landlock.child_rules.len(),
-                landlock_abi: outcome.landlock_abi,
-                seccomp_rules: plan.seccomp.len(),
-                env_names: plan.env.iter().map(|(k, _)| k.as_str()).collect(),
-            },
-            None => PlanSummary {
-                inside_uid: 0,
-                host_uid: if crate::gvisor_run::root_caller() {
-                    0
-                } else {
-                    spec.caller.uid
-                },
-                writable_roots: &spec.writable_roots,
-                masked: masks(false),
-                emptied: masks(true),
-                protected: &spec.protected,
-                mounts: spec.writable_roots.len() + spec.masks.len() + spec.protected.len(),
-                landlock_rules: 0,
-                landlock_abi: None,
-                seccomp_rules: 0,
-                env_names: spec.env.iter().map(|(k, _)| k.as_str()).collect(),
-            },
+        let plan = PlanSummary {
+            inside_uid: enforcement.inside_uid,
+            host_uid: enforcement.host_uid,
+            writable_roots: &enforcement.writable_roots,
+            masked: enforcement.masked.iter().map(|p| p.as_path()).collect(),
+            emptied: enforcement.emptied.iter().map(|p| p.as_path()).collect(),
+            protected: &enforcement.protected,
+            mounts: enforcement.mounts,
+            landlock_rules: enforcement.landlock_rules,
+            landlock_abi: outcome.landlock_abi,
+            seccomp_rules: enforcement.seccomp_rules,
+            env_names: enforcement.env_names.iter().map(String::as_str).collect(),
         };
         RunRecord {
             run_id,
@@ -281,17 +239,19 @@ impl<'a> RunRecord<'a> {
             skipped: &outcome.skipped,
             network_mode: policy.network.mode,
             ended_by: outcome.ended_by,
-            limits: LimitsRecord::new(spec, native),
+            limits: LimitsRecord::new(spec, enforcement),
             usage: &outcome.usage,
             limit_hits: &outcome.limit_hits,
             output: outcome.output.as_ref(),
             network,
             network_off: outcome.network_tries.filter(|t| t.tried() && !t.proxy),
             network_around_proxy: outcome.network_tries.filter(|t| t.tried() && t.proxy),
-            enforced_by: native.is_none().then(|| {
-                crate::gvisor_run::ENFORCEMENT
-                    .iter()
-                    .map(|(what, by)| Enforced { what, by })
+            enforced_by: (!layers.is_empty()).then(|| {
+                (layers.iter())
+                    .map(|l| Enforced {
+                        what: l.what,
+                        by: l.by,
+                    })
                     .collect()
             }),
             command_rule: None,

@@ -167,6 +167,7 @@ pub(crate) fn prepare(
     spec: &mut sandbox::Spec,
     links: &std::collections::BTreeMap<std::path::PathBuf, workspace::ProtectedLink>,
     run_id: &str,
+    backend: &dyn sandbox::Backend,
 ) -> Result<Option<Stage>, Error> {
     let mode = policy.workspace_mode;
     if mode == WorkspaceMode::Direct {
@@ -179,12 +180,12 @@ pub(crate) fn prepare(
         return Ok(None);
     }
     let flag = format!("--{}", mode.as_str());
-    if policy.backend != policy::BackendName::Native {
+    if !backend.traits().views {
         return Err(Error::Run(sandbox::RunError::Unavailable {
             what: "a copy-on-write view of the workspace (review mode)",
             cause: format!(
                 "the {} backend cannot give the command a reviewed view of the workspace yet",
-                policy.backend.as_str()
+                backend.name()
             ),
             fix: format!("run {flag} with --backend native, or without {flag}"),
         }));

@@ -1,0 +1,305 @@
+//! The gVisor backend as a [`sandbox::Backend`]: the spec lowered by [`Gvisor::plan_with`],
+//! run with the caller's streams (relayed under an output limit or `--sanitize-output`, as
+//! for the native backend; the caller's terminal becomes a terminal of the run's own, as for
+//! the native backend), and its end put in the contract's terms.
+
+use std::io::IsTerminal;
+use std::os::fd::{AsFd, OwnedFd};
+
+use sandbox::{
+    Enforced, Enforcement, Launch, Layer, LimitMechanism, Outcome, Planned, RunError, Spec, Traits,
+};
+
+use crate::{Gvisor, Plan};
+
+/// What enforces each layer under gVisor, for the report and `doctor` (nothing is claimed
+/// that is not enforced).
+pub const ENFORCEMENT: &[Layer] = &[
+    Layer {
+        what: "read-only host, masks, writable roots, protected paths, private /tmp",
+        by: "gVisor Sentry mounts (runsc bundle)",
+    },
+    Layer {
+        what: "protected paths created during the run",
+        by: "the sweep after the run (no creation guard: the Sentry has no seccomp user notification)",
+    },
+    Layer {
+        what: "system calls",
+        by: "gVisor Sentry (the command never reaches the host kernel); no Landlock (the Sentry has none)",
+    },
+    Layer {
+        what: "network",
+        by: "--net none: runsc --network=none (the Sentry's own loopback only); --net proxy: runsc --network=host inside a network namespace holding only loopback and stockade's proxy (the same proxy and rules as native); --net host: the host's network",
+    },
+    Layer {
+        what: "memory, processes, CPU",
+        by: "the run's cgroup made by runsc (root callers: memory, CPU); RLIMIT_NPROC in the Sentry (processes); RLIMIT_AS per process (memory, unprivileged callers); CPU is refused for unprivileged callers",
+    },
+    Layer {
+        what: "uid",
+        by: "root callers: an unprivileged id inside the Sentry, owning its writable roots (and a home only root can enter, read-only) through idmapped mounts in runsc's own mount namespace; others: runsc --rootless, uid 0 inside mapped to the caller, without capabilities",
+    },
+    Layer {
+        what: "environment",
+        by: "the same scrubbed environment as the native backend",
+    },
+    Layer {
+        what: "set-user-ID and set-group-ID bits",
+        by: "refused (EPERM) by a seccomp filter the Sentry applies (runsc --oci-seccomp); not recorded as violations",
+    },
+];
+
+/// runsc's Sentry, chosen by `--backend gvisor`: `runsc` is found when a run is planned
+/// (a runsc in one of the run's writable roots is refused).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct GvisorBackend;
+
+impl sandbox::Backend for GvisorBackend {
+    fn name(&self) -> &'static str {
+        "gvisor"
+    }
+
+    fn probe(&self) -> Vec<sandbox::Check> {
+        Gvisor::checks()
+    }
+
+    /// No creation guard (the Sentry has no seccomp user notification for stockade to
+    /// answer) and no pins (it lets a directory holding read-only binds be renamed); a root
+    /// caller's runsc creates missing mount points as root.
+    fn traits(&self) -> Traits {
+        Traits {
+            creation_guard: false,
+            pins: false,
+            exclusive_workspace: true,
+            views: false,
+            layers: ENFORCEMENT,
+        }
+    }
+
+    fn plan(&self, spec: &Spec, run_id: &str) -> Result<Box<dyn Planned>, RunError> {
+        let backend = Gvisor::locate(&spec.writable_roots)?;
+        let lowered = backend.plan_with(spec, run_id, &crate::host_owned)?;
+        let cwd_fallback = (lowered.cwd_fallback.clone()).map(|reason| sandbox::CwdFallback {
+            cwd: spec.cwd.clone(),
+            reason,
+        });
+        Ok(Box::new(GvisorPlanned {
+            enforcement: enforcement(spec),
+            network: spec.network,
+            output_limit: spec.limits.output_bytes,
+            cwd_fallback,
+            backend,
+            lowered,
+        }))
+    }
+}
+
+/// What enforces each layer of a run of `spec` under gVisor.
+fn enforcement(spec: &Spec) -> Enforcement {
+    let root = root_caller();
+    let masks = |readable: bool| -> Vec<std::path::PathBuf> {
+        (spec.masks.iter())
+            .filter(|m| m.readable == readable)
+            .map(|m| m.path.clone())
+            .collect()
+    };
+    let limit = |value: Option<u64>, mechanism| value.map(|value| Enforced { value, mechanism });
+    let limits = &spec.limits;
+    Enforcement {
+        inside_uid: 0,
+        host_uid: if root { 0 } else { spec.caller.uid },
+        writable_roots: spec.writable_roots.clone(),
+        masked: masks(false),
+        emptied: masks(true),
+        protected: spec.protected.clone(),
+        mounts: spec.writable_roots.len() + spec.masks.len() + spec.protected.len(),
+        landlock_rules: 0,
+        seccomp_rules: 0,
+        env_names: spec.env.iter().map(|(k, _)| k.clone()).collect(),
+        memory: limit(
+            limits.memory_bytes,
+            if root {
+                LimitMechanism::GvisorCgroup
+            } else {
+                LimitMechanism::GvisorRlimitAs
+            },
+        ),
+        pids: limit(limits.pids, LimitMechanism::GvisorRlimitNproc),
+        cpu_millicores: limit(limits.cpu_millis, LimitMechanism::GvisorCgroup),
+    }
+}
+
+/// A run lowered for runsc, with what its run needs of the spec.
+struct GvisorPlanned {
+    backend: Gvisor,
+    lowered: Plan,
+    enforcement: Enforcement,
+    network: sandbox::Network,
+    output_limit: Option<u64>,
+    cwd_fallback: Option<sandbox::CwdFallback>,
+}
+
+fn relay_pipe() -> Result<(OwnedFd, OwnedFd), RunError> {
+    let (r, w) =
+        std::io::pipe().map_err(|e| RunError::io("create a pipe for the command's streams", e))?;
+    Ok((r.into(), w.into()))
+}
+
+impl Planned for GvisorPlanned {
+    fn cwd_fallback(&self) -> Option<sandbox::CwdFallback> {
+        self.cwd_fallback.clone()
+    }
+
+    fn enforcement(&self) -> Enforcement {
+        self.enforcement.clone()
+    }
+
+    fn run(self: Box<Self>, launch: Launch) -> Result<Outcome, RunError> {
+        let Launch {
+            io,
+            options,
+            proxy,
+            before_command,
+        } = launch;
+        let sanitize = options.sanitize_output;
+        let limit = self.output_limit;
+        // A run attached to a terminal gets its own (see stream::terminal): runsc makes it, and
+        // the streams that are the caller's terminal become it.
+        let caller_terminal = stream::terminal::caller_terminal(&io, options);
+        let keys_to_terminal = caller_terminal.is_some_and(|t| t.streams[0]);
+        // Every stream is a pipe this process relays: runsc as root gives its own standard
+        // streams to `nobody`, which would take over the caller's terminal or /dev/null.
+        let (out_r, out_w) = relay_pipe()?;
+        let (err_r, err_w) = relay_pipe()?;
+        let (in_r, in_w) = relay_pipe()?;
+        // No thread for a relay (the caller's process or thread limit reached: `ulimit -u`, a
+        // pids cgroup): the run is refused before runsc starts, naming the limit (E_INTERNAL and
+        // its hint, as the native backend's), never a panic. A relay already made ends with its
+        // pipe's write end, dropped with the error.
+        let thread_refused =
+            |e: std::io::Error| RunError::io("start a thread relaying the command's streams", e);
+        let relay = |from: OwnedFd, sink: sandbox::Sink, name: &'static str| {
+            std::thread::Builder::new()
+                .spawn(move || stream::relay::relay_to_sink(from, sink, limit, name, sanitize))
+                .map_err(thread_refused)
+        };
+        let relays = [
+            relay(out_r, io.stdout, "stdout")?,
+            relay(err_r, io.stderr, "stderr")?,
+        ];
+        // Stdin is copied as it comes (the thread ends with the input, or when the run is over
+        // though the input stays open: a socket Claude Code holds, see relay_input); nothing at
+        // all when it is /dev/null or closed. A terminal is never read here: its keys go to the
+        // run's own terminal, or, when there is none (`--no-tty`, a library run), the command
+        // reads end of file, as from the native backend's /dev/null.
+        let input = match io.stdin {
+            sandbox::Input::Process if keys_to_terminal || std::io::stdin().is_terminal() => None,
+            sandbox::Input::Fd(from) if from.as_fd().is_terminal() => None,
+            sandbox::Input::Process if stream::relay::stdin_is_live() => {
+                std::io::stdin().as_fd().try_clone_to_owned().ok()
+            }
+            sandbox::Input::Fd(from) => Some(from),
+            sandbox::Input::Process | sandbox::Input::Null => None,
+        };
+        match input {
+            Some(from) => {
+                std::thread::Builder::new()
+                    .spawn(move || stream::relay::relay_input(from, in_w))
+                    .map_err(thread_refused)?;
+            }
+            None => drop(in_w),
+        }
+        // Mode proxy: a network namespace with only loopback and the proxy's listener in it,
+        // which runsc joins (`--network=host` there); the proxy serves the listener from here.
+        let network = match (self.network, proxy) {
+            (sandbox::Network::Proxy { addr }, Some(mut start)) => {
+                let (uid, gid) = (
+                    rustix::process::geteuid().as_raw(),
+                    rustix::process::getegid().as_raw(),
+                );
+                let maps = (uid != 0).then(|| (format!("0 {uid} 1\n"), format!("0 {gid} 1\n")));
+                let (held, listener) = sys::netns::hold_proxy_network(
+                    maps.as_ref().map(|(u, g)| (u.as_str(), g.as_str())),
+                    (addr.ip().octets(), addr.port()),
+                )
+                .map_err(|e| RunError::Unavailable {
+                    what: "a network namespace for the proxy",
+                    cause: e.to_string(),
+                    fix: "see the cause; `--net none` runs without network".into(),
+                })?;
+                start(listener).map_err(|cause| RunError::Unavailable {
+                    what: "the egress proxy",
+                    cause,
+                    fix: "see the cause; `--net none` runs without network".into(),
+                })?;
+                Some(held)
+            }
+            _ => None,
+        };
+        let io = crate::Io {
+            stdin: in_r,
+            stdout: out_w,
+            stderr: err_w,
+            cancel: io.control,
+            network,
+            process_signals: io.process_signals,
+            terminal: caller_terminal.map(|caller| crate::OwnTerminal {
+                caller,
+                limit: limit.filter(|_| options.limit_terminal),
+                sanitize,
+            }),
+        };
+        // The write ends live in `io` only: they close when runsc's child has them and `io` is
+        // consumed, so the relays see the end of the output when the command ends.
+        // What the command's start waits for (the run journal, durable): before runsc starts.
+        if let Some(Err(cause)) = before_command.map(|before| before()) {
+            return Err(RunError::Unavailable {
+                what: "what the command's start waits for",
+                cause,
+                fix: "see the cause".into(),
+            });
+        }
+        let finished = self.backend.run(&self.lowered, io);
+        let [out, err] = relays;
+        let mut relayed_out = [out.join().ok(), err.join().ok()];
+        let finished = finished.map_err(RunError::from)?;
+        // The terminal is the command's stream there (its pipe carried runsc's own words only).
+        if let Some((slot, relayed)) = finished.terminal.clone() {
+            if let Some(r) = relayed_out.get_mut(slot) {
+                *r = Some(relayed);
+            }
+        }
+        let mut limit_hits = Vec::new();
+        let output = stream::relay::output_summary(limit, sanitize, relayed_out, &mut limit_hits);
+        let outcome = sandbox::Outcome {
+            exit_code: finished.exit_code,
+            signal: finished.signal,
+            exec_errno: None,
+            duration: finished.duration,
+            skipped: Vec::new(),
+            landlock_abi: None,
+            blocked: Vec::new(),
+            timed_out: finished.timed_out,
+            usage: sandbox::Usage::default(),
+            limit_hits,
+            output,
+            ended_by: if finished.timed_out {
+                Some("timeout")
+            } else if finished.interrupted.is_some() {
+                Some("interrupt")
+            } else {
+                None
+            },
+            review_upper: None,
+            // Not watched: the Sentry's network stack is its own, not the host kernel's, and its
+            // counters are seen only inside the sandbox (README: "network is off").
+            network_tries: None,
+        };
+        Ok(outcome)
+    }
+}
+
+/// Whether runsc runs as root (with the run's cgroup) rather than `--rootless`.
+pub fn root_caller() -> bool {
+    rustix::process::geteuid().is_root()
+}
