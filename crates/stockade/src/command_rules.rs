@@ -29,7 +29,8 @@ use serde::Serialize;
 use crate::audit_event::AuditEvent;
 use crate::record::AuditLog;
 use crate::record_path::{RecordPath, Which};
-use crate::{run_id, Error, RunRequest};
+use crate::run::run_id;
+use crate::{Error, RunRequest};
 
 /// The entry a run matched, as the audit log and the report name it.
 #[derive(Debug, Clone, Serialize)]

@@ -3,7 +3,8 @@
 
 use crate::audit_event::AuditEvent;
 use crate::record::AuditLog;
-use crate::{run_id, Applied, Change, Error, LivePolicy, NetworkEvent};
+use crate::run::run_id;
+use crate::{Applied, Change, Error, LivePolicy, NetworkEvent};
 
 /// `stockade proxy`: serve the egress proxy on `listen` (loopback only) under the policy's
 /// network rules until SIGINT/SIGTERM, for users who wrap a whole agent. `ready` is told the
