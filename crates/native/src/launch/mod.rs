@@ -11,13 +11,18 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use landlock::{Access as _, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, Scope, ABI};
 use sys::mediate;
 use sys::postfork::{self, ChildSpec, CommandSpec, LandlockSpec, MediateSpec, MountOp, Stage};
 
-use crate::cgroup::{Group, LimitHit, Usage};
+mod collect;
+mod landlock;
+mod supervise;
+
+use landlock::{access_bits, changed_rule, Building, LandlockError};
+
+use crate::cgroup::Group;
 use crate::error::RunError;
-use crate::plan::{Access, Mount, Plan, Rule};
+use crate::plan::{Access, Mount, Plan};
 use sandbox::Violation;
 
 const E_SANDBOX_VIOLATION: &str = sandbox::Code::SandboxViolation.as_str();
@@ -27,30 +32,6 @@ const NAMESPACES_FIX: &str = "enable unprivileged user namespaces: `sysctl -w ke
 pub use sandbox::Options;
 
 pub use sandbox::{Outcome, Output};
-
-// Landlock filesystem access bits (linux/landlock.h).
-const EXECUTE: u64 = 1 << 0;
-const WRITE_FILE: u64 = 1 << 1;
-const READ_FILE: u64 = 1 << 2;
-const READ_DIR: u64 = 1 << 3;
-const TRUNCATE: u64 = 1 << 14;
-const IOCTL_DEV: u64 = 1 << 15;
-const FILE_RIGHTS: u64 = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV;
-
-fn access_bits(access: Access, dir: bool) -> u64 {
-    let bits = match access {
-        Access::Read => EXECUTE | READ_FILE | READ_DIR,
-        Access::List => READ_DIR,
-        Access::Full => u64::MAX,
-        Access::Device => READ_FILE | WRITE_FILE | TRUNCATE | IOCTL_DEV | READ_DIR,
-        Access::ReadWriteFiles => EXECUTE | READ_FILE | READ_DIR | WRITE_FILE | TRUNCATE,
-    };
-    if dir {
-        bits
-    } else {
-        bits & FILE_RIGHTS
-    }
-}
 
 fn cstring(p: impl AsRef<[u8]>) -> Result<CString, RunError> {
     CString::new(p.as_ref()).map_err(|_| {
@@ -66,250 +47,6 @@ fn cstring(p: impl AsRef<[u8]>) -> Result<CString, RunError> {
 
 fn path_c(p: &Path) -> Result<CString, RunError> {
     cstring(p.as_os_str().as_encoded_bytes())
-}
-
-/// The Landlock ruleset with every host-side rule added, plus the bits the kernel handles.
-struct Landlock {
-    fd: OwnedFd,
-    handled: u64,
-    abi: i32,
-}
-
-/// The Landlock ruleset, built on a thread of its own while the rest of the set-up before the
-/// clone runs (the seccomp program, the idmapped mounts, the cgroups: about 0.2 ms, up to
-/// 1.7 ms with a crowded home's hundreds of rules). [`Building::finish`] joins it before the
-/// clone, so the init gets the complete ruleset exactly as when it was built in line, and
-/// enforces it before it forks the command; an early return joins it on drop, so its
-/// descriptors are never made once the spawn lock is released.
-enum Building {
-    Thread(Option<std::thread::JoinHandle<Result<Landlock, LandlockError>>>),
-    /// No thread could be made: built in line, as before.
-    Built(Option<Result<Landlock, LandlockError>>),
-}
-
-impl Building {
-    fn start(rules: Vec<Rule>) -> Building {
-        let parent = tracing::Span::current();
-        // Shared so that the rules are still here when no thread can be made (the closure
-        // is dropped with them then).
-        let rules = std::sync::Arc::new(std::sync::Mutex::new(Some(rules)));
-        let take = |r: &std::sync::Mutex<Option<Vec<Rule>>>| {
-            r.lock().ok().and_then(|mut r| r.take()).unwrap_or_default()
-        };
-        let shared = rules.clone();
-        let spawned = std::thread::Builder::new()
-            .name("stockade-landlock".into())
-            .spawn(move || {
-                let rules = take(&shared);
-                tracing::debug_span!(parent: &parent, "landlock").in_scope(|| landlock(&rules))
-            });
-        match spawned {
-            Ok(handle) => Building::Thread(Some(handle)),
-            Err(_) => {
-                let rules = take(&rules);
-                Building::Built(Some(
-                    tracing::debug_span!("landlock").in_scope(|| landlock(&rules)),
-                ))
-            }
-        }
-    }
-
-    fn finish(mut self) -> Result<Landlock, LandlockError> {
-        let built = match &mut self {
-            Building::Thread(handle) => handle.take().map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(LandlockError::Internal(
-                        "the Landlock ruleset's builder panicked",
-                    ))
-                })
-            }),
-            Building::Built(built) => built.take(),
-        };
-        built.unwrap_or(Err(LandlockError::Internal(
-            "the Landlock ruleset was not built",
-        )))
-    }
-}
-
-impl Drop for Building {
-    fn drop(&mut self) {
-        if let Building::Thread(handle) = self {
-            if let Some(handle) = handle.take() {
-                let _ = handle.join();
-            }
-        }
-    }
-}
-
-/// Why the Landlock ruleset was not built. Only [`LandlockError::Unavailable`] is the
-/// kernel's (`--allow-degraded` may run without Landlock then); a rule that cannot be added
-/// means its path is not what was planned, and refuses the run whatever the options: skipping
-/// the whole ruleset would drop every other grant's limit with it.
-#[derive(Debug)]
-enum LandlockError {
-    /// No Landlock ABI, or the ruleset could not be created.
-    Unavailable(String),
-    /// A host rule's path changed since the run was planned (another file or directory, a
-    /// symbolic link on the way), or its rule was refused.
-    Changed { path: PathBuf, cause: sys::Errno },
-    /// The builder itself failed.
-    Internal(&'static str),
-}
-
-impl LandlockError {
-    fn into_run_error(self) -> RunError {
-        match self {
-            LandlockError::Unavailable(cause) => RunError::Unavailable {
-                what: "Landlock",
-                cause,
-                fix: "use a kernel with Landlock enabled (CONFIG_SECURITY_LANDLOCK=y and `landlock` in the lsm= boot list), or pass --allow-degraded to run without it".into(),
-            },
-            LandlockError::Changed { path, cause } => changed_rule(path, cause),
-            LandlockError::Internal(what) => RunError::io(
-                "build the Landlock ruleset",
-                std::io::Error::other(what),
-            ),
-        }
-    }
-}
-
-/// The refusal when a Landlock rule's path is not what the run was planned with (the host's
-/// rules here, the init's in [`setup_error`]).
-fn changed_rule(path: PathBuf, cause: sys::Errno) -> RunError {
-    let why = std::io::Error::from_raw_os_error(cause.0);
-    RunError::Setup {
-        stage: "add a Landlock rule",
-        path: Some(path),
-        cause: std::io::Error::other(format!(
-            "the path changed since the run was planned ({why})"
-        )),
-        explained: Some(
-            "this path now leads to another file or directory than when the run was planned (replaced, or through a symbolic link put on the way: another run writing the same directories?); nothing was granted on it and nothing ran: check the path and run again".into(),
-        ),
-    }
-}
-
-/// Test builds only: with `STOCKADE_TEST_LANDLOCK_PAUSE=FILE`, make `FILE` once the run is
-/// planned and wait (at most 30 s) until it is removed before the host's rules are added, so
-/// that an attack test can change a granted path between planning and the build at a known
-/// moment. Compiled out of release builds (`debug_assertions`).
-#[cfg(debug_assertions)]
-fn test_pause() {
-    let Some(flag) = std::env::var_os("STOCKADE_TEST_LANDLOCK_PAUSE") else {
-        return;
-    };
-    let flag = PathBuf::from(flag);
-    if std::fs::write(&flag, b"").is_err() {
-        return;
-    }
-    let until = Instant::now() + Duration::from_secs(30);
-    while flag.exists() && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-/// `rule.path` opened again (`O_PATH`), checked to be what the planner saw there: through no
-/// symbolic link unless the planner saw one on the way ([`Rule::links`]; never a
-/// `/proc`-style magic link), the same kind, the same `(st_dev, st_ino)` ([`Rule::id`]).
-/// `Ok(None)`: nothing to grant there (gone since planning, or a plain file read by name that
-/// was replaced by another plain file: an editor's or a tool's atomic save in a listed home
-/// directory; the new file is not granted, so it stays unreadable in this run).
-fn open_planned(c: &CStr, rule: &Rule) -> sys::raw::Result<Option<c_int>> {
-    let resolve = if rule.links {
-        sys::raw::RESOLVE_NO_MAGICLINKS
-    } else {
-        sys::raw::RESOLVE_NO_SYMLINKS
-    };
-    let opened = match sys::raw::openat2(libc::AT_FDCWD, c, libc::O_PATH, resolve) {
-        // No openat2 (a seccomp filter answering ENOSYS, or EPERM, its default in older
-        // container profiles: a run nested in a sandbox, an older Docker): where the planner
-        // saw no link, the same lookup component by component (`ELOOP` at a link); where it
-        // saw one, a plain lookup. Both sound because whatever the path leads to must still
-        // be the planned `(st_dev, st_ino)` (checked below), and a Landlock rule binds that
-        // inode only.
-        Err(sys::Errno(libc::ENOSYS | libc::EPERM)) if rule.links => {
-            sys::raw::openat(libc::AT_FDCWD, c, libc::O_PATH, 0)
-        }
-        Err(sys::Errno(libc::ENOSYS | libc::EPERM)) => {
-            sys::raw::openat_no_symlinks_by_component(libc::AT_FDCWD, c, libc::O_PATH)
-        }
-        other => other,
-    };
-    let fd = match opened {
-        Ok(fd) => fd,
-        Err(sys::Errno(libc::ENOENT)) => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let st = match sys::raw::fstatat(fd, c"", libc::AT_EMPTY_PATH) {
-        Ok(st) => st,
-        Err(e) => {
-            sys::raw::close(fd);
-            return Err(e);
-        }
-    };
-    let kind = st.st_mode & libc::S_IFMT;
-    // st_dev's and st_ino's widths differ between architectures.
-    #[allow(clippy::unnecessary_cast)]
-    let id = (st.st_dev as u64, st.st_ino as u64);
-    if (kind == libc::S_IFDIR) == rule.dir && rule.id == Some(id) {
-        return Ok(Some(fd));
-    }
-    sys::raw::close(fd);
-    let replaced_file =
-        !rule.links && !rule.dir && rule.access == Access::Read && kind == libc::S_IFREG;
-    if replaced_file {
-        return Ok(None);
-    }
-    Err(sys::Errno(libc::ESTALE))
-}
-
-fn landlock(host_rules: &[Rule]) -> Result<Landlock, LandlockError> {
-    let unavailable = |e: String| LandlockError::Unavailable(e);
-    let abi_num = sys::raw::landlock_abi()
-        .map_err(|e| unavailable(format!("Landlock is not supported by this kernel ({e})")))?;
-    let abi = ABI::from(abi_num.min(7));
-    let fs = AccessFs::from_all(abi);
-    let mut ruleset = Ruleset::default()
-        .set_compatibility(CompatLevel::HardRequirement)
-        .handle_access(fs)
-        .map_err(|e| unavailable(e.to_string()))?;
-    if abi_num >= 6 {
-        ruleset = ruleset
-            .scope(Scope::from_all(abi))
-            .map_err(|e| unavailable(e.to_string()))?;
-    }
-    let created = ruleset.create().map_err(|e| unavailable(e.to_string()))?;
-    let handled = fs.bits();
-    let fd: Option<OwnedFd> = created.into();
-    let fd = fd.ok_or_else(|| unavailable("Landlock ruleset was not created".into()))?;
-    #[cfg(debug_assertions)]
-    test_pause();
-    // Rules added with the raw call: the planner already knows each path's kind and inode
-    // (checked on the descriptor the rule is added through), so the crate's `stat` of every
-    // path (44 on a root run) would be wasted.
-    for rule in host_rules {
-        let changed = |cause| LandlockError::Changed {
-            path: rule.path.clone(),
-            cause,
-        };
-        let c = path_c(&rule.path).map_err(|_| changed(sys::Errno(libc::EINVAL)))?;
-        let pfd = match open_planned(&c, rule) {
-            Ok(Some(pfd)) => pfd,
-            // Gone since planning, or a file replaced by another (see `open_planned`):
-            // nothing is granted in its place.
-            Ok(None) => continue,
-            Err(e) => return Err(changed(e)),
-        };
-        let bits = access_bits(rule.access, rule.dir) & handled;
-        let added = sys::raw::landlock_add_path_rule(fd.as_raw_fd(), pfd, bits);
-        sys::raw::close(pfd);
-        added.map_err(changed)?;
-    }
-    Ok(Landlock {
-        fd,
-        handled,
-        abi: abi_num,
-    })
 }
 
 /// Whether `fd` is a socket the command could aim at another address: anything but a
@@ -840,7 +577,7 @@ pub(crate) fn launch_gated(
     let cgroup_span = tracing::debug_span!("cgroup").entered();
     let group_name = format!("stockade-{}-{}", std::process::id(), started_nanos());
     let reaper_dirs = crate::cgroup::planned_dirs(&plan.resources, &group_name);
-    let mut reaper = if reaper_dirs.is_empty() {
+    let reaper = if reaper_dirs.is_empty() {
         None
     } else {
         let dirs: Vec<&Path> = reaper_dirs.iter().map(PathBuf::as_path).collect();
@@ -1084,286 +821,41 @@ pub(crate) fn launch_gated(
     }
     drop(start_span);
     // Until the init's end of the report pipe closes: its set-up, the command, its exit.
-    let wait_span = tracing::debug_span!("wait").entered();
-    let mut failure: Option<postfork::Report> = None;
-    let mut exec_failure: Option<postfork::Report> = None;
-    let mut status: Option<c_int> = None;
-    let mut blocked: Vec<Violation> = Vec::new();
-    // The deadline: at it, SIGTERM to the command (through the init); after a grace period,
-    // SIGKILL to the init, which takes every process of the pid namespace with it.
-    // A limit past what the clock can hold (`--timeout 18446744073709551615`) is none.
-    let mut deadline = plan
-        .timeout_secs
-        .and_then(|t| started.checked_add(Duration::from_secs(t)));
-    let mut timed_out = false;
-    // Ctrl-C (or SIGTERM, SIGHUP) to stockade: forwarded to the command by the handler; the
-    // whole sandbox ends after the same grace period if the command is still there.
-    let mut interrupted: Option<c_int> = None;
-    let mut interrupt_end: Option<Instant> = None;
-    // Limits enforced by RLIMIT_NPROC and RLIMIT_DATA are not counted for the run by the
-    // kernel: the run's processes and their data are sampled every PIDS_SAMPLE instead, for
-    // the report's peak and the limit events.
-    let by_rlimit = |l: Option<(u64, crate::cgroup::Mechanism)>| {
-        l.is_some_and(|(_, m)| m == crate::cgroup::Mechanism::Rlimit)
-    };
-    let mut next_sample = (by_rlimit(plan.resources.pids) || by_rlimit(plan.resources.memory))
-        .then_some(started + PIDS_FIRST_SAMPLE);
-    let mut sampled = crate::cgroup::TreeSample::default();
-    // Allocations the allocation watch saw RLIMIT_DATA refuse: how many, and the first
-    // (size asked for, data held, limit).
-    let mut refused_allocations: (u64, Option<(u64, u64, u64)>) = (0, None);
-    // Shared memory the sampler saw over the rlimit-bounded memory limit (the run was ended).
-    let mut shared_over: Option<u64> = None;
-    loop {
-        if interrupted.is_none() {
-            let from_process = process_signals.then(sys::parent::interrupted).flatten();
-            if let Some(sig) = from_process {
-                interrupted = Some(sig);
-                interrupt_end = Some(Instant::now() + TIMEOUT_GRACE);
-            } else if control.is_cancelled() {
-                // This run's own cancel: the command is told as by Ctrl-C's SIGTERM.
-                let _ = sys::raw::kill(child.pid, libc::SIGTERM);
-                interrupted = Some(libc::SIGTERM);
-                interrupt_end = Some(Instant::now() + TIMEOUT_GRACE);
-            }
-        }
-        // Signals asked for through this run's handle go to its init, which passes them on.
-        for sig in control.take_signals() {
-            let _ = sys::raw::kill(child.pid, sig);
-        }
-        let wake = [deadline, interrupt_end, next_sample]
-            .into_iter()
-            .flatten()
-            .min();
-        let left = wake.map_or(Duration::from_secs(86_400), |at| {
-            at.saturating_duration_since(Instant::now())
-        });
-        // A handle the caller may use (or the terminal's `~.`): looked at every 50 ms.
-        let left = if process_signals && attached.is_none() {
-            left
-        } else {
-            left.min(CONTROL_TICK)
-        };
-        let ready = child
-            .report_ready(left)
-            .map_err(|e| RunError::io("wait for the sandbox", e))?;
-        if !ready {
-            let now = Instant::now();
-            if next_sample.is_some_and(|t| now >= t) {
-                let now_sample = crate::cgroup::sample_tree(child.pid);
-                sampled.tasks = sampled.tasks.max(now_sample.tasks);
-                sampled.data_peak = sampled.data_peak.max(now_sample.data_peak);
-                sampled.shared = sampled.shared.max(now_sample.shared);
-                next_sample = Some(now + PIDS_SAMPLE);
-                // RLIMIT_DATA does not count shared memory (shared anonymous mappings above
-                // all; memfd, SysV and /dev/shm are refused or bounded on their own): the run
-                // ends when what its processes hold of it passes the limit.
-                if let Some((bytes, crate::cgroup::Mechanism::Rlimit)) = plan.resources.memory {
-                    if now_sample.shared > bytes && shared_over.is_none() {
-                        shared_over = Some(now_sample.shared);
-                        child.kill();
-                    }
-                }
-            }
-            if interrupt_end.is_some_and(|t| now >= t) {
-                child.kill();
-                interrupt_end = None;
-                deadline = None;
-            } else if deadline.is_some_and(|t| now >= t) {
-                if timed_out {
-                    child.kill();
-                    deadline = None;
-                } else {
-                    timed_out = true;
-                    child.signal(libc::SIGTERM);
-                    deadline = Some(Instant::now() + TIMEOUT_GRACE);
-                }
-            }
-            continue;
-        }
-        let (report, path) = match child.next_report() {
-            Ok(Some(r)) => r,
-            Ok(None) => break,
-            Err(e) => {
-                child.kill();
-                let _ = child.wait();
-                return Err(RunError::io("read the sandbox's reports", e));
-            }
-        };
-        match report.kind {
-            postfork::REPORT_STATUS => status = Some(report.value),
-            postfork::REPORT_FAILURE if report.stage == Stage::Exec as u32 => {
-                exec_failure = Some(report)
-            }
-            postfork::REPORT_FAILURE if failure.is_none() => failure = Some(report),
-            mediate::REPORT_BLOCKED => blocked.push(blocked_violation(&report, path)),
-            mediate::REPORT_MEMORY => {
-                let word = |i: usize| {
-                    path.get(8 * i..8 * i + 8)
-                        .and_then(|b| b.try_into().ok())
-                        .map_or(0, u64::from_ne_bytes)
-                };
-                refused_allocations.0 += 1;
-                refused_allocations
-                    .1
-                    .get_or_insert((word(0), word(1), word(2)));
-            }
-            mediate::REPORT_BLOCKED_MORE => blocked.push(Violation {
-                code: E_SANDBOX_VIOLATION,
-                kind: BLOCKED,
-                path: PathBuf::new(),
-                action: format!(
-                    "and {} more refused calls, not listed one by one",
-                    report.value
-                ),
-                allow: None,
-            }),
-            _ => {}
-        }
-    }
+    let ended = tracing::debug_span!("wait").in_scope(|| {
+        supervise::supervise(
+            plan,
+            &child,
+            started,
+            &control,
+            process_signals,
+            attached.is_some(),
+        )
+    })?;
     // The command has ended and the init is exiting (its end of the report pipe is closed):
     // read what the group counted while the kernel tears the namespaces down on the other
     // CPU. Peaks and counts no longer move; only the init's last microseconds of CPU time
     // (v2) are left out.
-    drop(wait_span);
     // The usage, the init's exit status, the groups' removal, the relays' ends.
-    let _collect = tracing::debug_span!("collect").entered();
-    let counted = group.as_ref().map(Group::usage);
-    let init_status = child
-        .wait()
-        .map_err(|e| RunError::io("wait for the sandbox", e))?;
-    let duration = started.elapsed();
-    let usage = match (group, counted) {
-        (Some(g), Some(mut u)) => {
-            // Stragglers die with the pid namespace; the group is gone before we return.
-            let _ = g.remove(Duration::from_secs(2));
-            if u.cpu_usec.is_none() {
-                u.cpu_usec = sys::raw::children_rusage().ok().map(|r| r.0);
-            }
-            u
-        }
-        _ => {
-            let r = sys::raw::children_rusage().ok();
-            Usage {
-                cpu_usec: r.map(|r| r.0),
-                memory_peak: r.map(|r| r.1),
-                pids_peak: (by_rlimit(plan.resources.pids) && sampled.tasks > 0)
-                    .then_some(sampled.tasks),
-                ..Usage::default()
-            }
-        }
+    let running = collect::Running {
+        child,
+        group,
+        reaper,
+        relays,
+        attached,
+        review_upper,
+        net_watch,
     };
-    // The groups are gone: the reaper may exit now, while the rest is put together; it is
-    // collected when `reaper` goes out of scope.
-    if let Some(r) = reaper.as_mut() {
-        r.release();
-    }
-    let [out_relay, err_relay] = relays;
-    let joined = |r: Option<std::thread::JoinHandle<stream::relay::Relayed>>| {
-        r.map(|h| h.join().unwrap_or_default())
-    };
-    let mut relayed = [joined(out_relay), joined(err_relay)];
-    if let Some(a) = attached {
-        let (slot, r) = a.finish();
-        relayed[slot] = Some(r);
-    }
-    if let Some(f) = failure {
-        return Err(setup_error(plan, f));
-    }
-    let exec_errno = exec_failure.map(|f| f.value);
-    let (exit_code, signal) = match (status, interrupted) {
-        _ if timed_out => (EXIT_TIMEOUT, None),
-        // Ended by us after the grace period: as if the signal had killed it.
-        (None, Some(sig)) => (128 + sig, Some(sig)),
-        (Some(s), _) if libc::WIFSIGNALED(s) => (128 + libc::WTERMSIG(s), Some(libc::WTERMSIG(s))),
-        (Some(s), _) => (postfork::exit_code(s), None),
-        (None, None) => (postfork::exit_code(init_status), None),
-    };
-    let mut limit_hits = crate::cgroup::hits(&plan.resources, &usage);
-    let size = sandbox::human_size;
-    match (plan.resources.memory, refused_allocations) {
-        (Some((bytes, m)), _) if shared_over.is_some() => limit_hits.push(LimitHit {
-            code: crate::cgroup::E_LIMIT_REACHED,
-            limit: "memory",
-            value: bytes,
-            mechanism: m.code(),
-            detail: format!(
-                "the run's processes held {} of shared memory (RssShmem, sampled every 50 ms), which RLIMIT_DATA does not count, over the limit of {}: the run was ended",
-                size(shared_over.unwrap_or(0)),
-                size(bytes)
-            ),
-        }),
-        // An allocation larger than the whole limit (the first refused; allocators try again
-        // a way or two), in a run that then succeeded: an address
-        // space reservation the program probes for and does without (Bun asks for 128 GiB at
-        // every start), not memory the run needed. Reported, it was a line on every run of
-        // Claude Code or OpenCode under an rlimit.
-        (Some(_), (_, Some((asked, _, limit)))) if asked > limit && exit_code == 0 => {}
-        (Some((bytes, m)), (n, Some((asked, held, limit)))) => limit_hits.push(LimitHit {
-            code: crate::cgroup::E_LIMIT_REACHED,
-            limit: "memory",
-            value: bytes,
-            mechanism: m.code(),
-            detail: format!(
-                "{n} allocation(s) refused at the limit (RLIMIT_DATA, per process): the first asked for {} while the process held {} of its {}",
-                size(asked),
-                size(held),
-                size(limit)
-            ),
-        }),
-        // Smaller allocations than the watch sees: in a run that failed, a process that came
-        // within one watch step of the limit (sampled) has most likely had one refused.
-        (Some((bytes, m)), _)
-            if m == crate::cgroup::Mechanism::Rlimit
-                && exit_code != 0
-                && sampled.data_peak.saturating_add(plan.resources.allocation_watch.unwrap_or(0))
-                    > bytes =>
-        {
-            limit_hits.push(LimitHit {
-                code: crate::cgroup::E_LIMIT_REACHED,
-                limit: "memory",
-                value: bytes,
-                mechanism: m.code(),
-                detail: format!(
-                    "a process reached {} of data, near its limit of {} (RLIMIT_DATA, per process; sampled every 50 ms): allocations beyond it fail",
-                    size(sampled.data_peak),
-                    size(bytes)
-                ),
-            })
-        }
-        _ => {}
-    }
-    let output =
-        stream::relay::output_summary(plan.output_limit, sanitize, relayed, &mut limit_hits);
-    let ended_by = if shared_over.is_some() {
-        Some("memory")
-    } else if timed_out {
-        Some("timeout")
-    } else if interrupted.is_some() {
-        Some("interrupt")
-    } else if usage.oom_kills > 0
-        && (signal == Some(libc::SIGKILL) || exit_code == 128 + libc::SIGKILL)
-    {
-        // The command, or the process whose status a shell passed on, died of the OOM kill.
-        Some("memory")
-    } else {
-        None
-    };
-    Ok(Outcome {
-        output,
-        limit_hits,
-        ended_by,
-        exit_code,
-        signal,
-        exec_errno,
-        duration,
-        skipped,
-        landlock_abi: landlock.as_ref().map(|l| l.abi),
-        blocked,
-        timed_out,
-        usage,
-        review_upper: review_upper.map(std::sync::Arc::new),
-        network_tries: net_watch.and_then(crate::net_tries::Watch::tries),
+    let landlock_abi = landlock.as_ref().map(|l| l.abi);
+    tracing::debug_span!("collect").in_scope(|| {
+        collect::collect(
+            plan,
+            started,
+            running,
+            ended,
+            landlock_abi,
+            skipped,
+            sanitize,
+        )
     })
 }
 

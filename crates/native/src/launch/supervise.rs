@@ -1,0 +1,203 @@
+//! The supervisor's wait: from the sandbox's start to the init's end of the report pipe.
+//! It passes on signals and cancels, ends the run at its deadline (SIGTERM, then SIGKILL
+//! after a grace period), samples what rlimits bound, and reads the init's reports (its
+//! set-up failures, the command's status, the creation guard's refusals, refused
+//! allocations).
+
+use std::os::raw::c_int;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use sys::mediate;
+use sys::postfork::{self, Stage};
+
+use super::{
+    blocked_violation, BLOCKED, CONTROL_TICK, E_SANDBOX_VIOLATION, PIDS_FIRST_SAMPLE, PIDS_SAMPLE,
+    TIMEOUT_GRACE,
+};
+use crate::error::RunError;
+use crate::plan::Plan;
+use sandbox::Violation;
+
+/// What the wait saw by the time the init's end of the report pipe closed.
+pub(super) struct Ended {
+    /// The first set-up step that failed in the init.
+    pub failure: Option<postfork::Report>,
+    /// The command's `execve` failed.
+    pub exec_failure: Option<postfork::Report>,
+    /// The command's wait status.
+    pub status: Option<c_int>,
+    /// Calls the creation guard refused.
+    pub blocked: Vec<Violation>,
+    pub timed_out: bool,
+    /// The ending signal this process or the run's handle passed on.
+    pub interrupted: Option<c_int>,
+    /// The peaks of what rlimits bound, sampled.
+    pub sampled: crate::cgroup::TreeSample,
+    /// Allocations the allocation watch saw RLIMIT_DATA refuse: how many, and the first
+    /// (size asked for, data held, limit).
+    pub refused_allocations: (u64, Option<(u64, u64, u64)>),
+    /// Shared memory the sampler saw over an rlimit-bounded memory limit (the run was ended).
+    pub shared_over: Option<u64>,
+}
+
+/// Whether a limit is enforced by an rlimit (the kernel does not count it for the run).
+pub(super) fn by_rlimit(l: Option<(u64, crate::cgroup::Mechanism)>) -> bool {
+    l.is_some_and(|(_, m)| m == crate::cgroup::Mechanism::Rlimit)
+}
+
+/// Waits for the run of `child`, started at `started`, to end. `attached`: the run has a
+/// terminal of its own, whose `~.` ends it through `control`.
+pub(super) fn supervise(
+    plan: &Plan,
+    child: &sys::parent::Spawned,
+    started: Instant,
+    control: &sandbox::Cancel,
+    process_signals: bool,
+    attached: bool,
+) -> Result<Ended, RunError> {
+    let mut failure: Option<postfork::Report> = None;
+    let mut exec_failure: Option<postfork::Report> = None;
+    let mut status: Option<c_int> = None;
+    let mut blocked: Vec<Violation> = Vec::new();
+    // The deadline: at it, SIGTERM to the command (through the init); after a grace period,
+    // SIGKILL to the init, which takes every process of the pid namespace with it.
+    // A limit past what the clock can hold (`--timeout 18446744073709551615`) is none.
+    let mut deadline = plan
+        .timeout_secs
+        .and_then(|t| started.checked_add(Duration::from_secs(t)));
+    let mut timed_out = false;
+    // Ctrl-C (or SIGTERM, SIGHUP) to stockade: forwarded to the command by the handler; the
+    // whole sandbox ends after the same grace period if the command is still there.
+    let mut interrupted: Option<c_int> = None;
+    let mut interrupt_end: Option<Instant> = None;
+    // Limits enforced by RLIMIT_NPROC and RLIMIT_DATA are not counted for the run by the
+    // kernel: the run's processes and their data are sampled every PIDS_SAMPLE instead, for
+    // the report's peak and the limit events.
+    let mut next_sample = (by_rlimit(plan.resources.pids) || by_rlimit(plan.resources.memory))
+        .then_some(started + PIDS_FIRST_SAMPLE);
+    let mut sampled = crate::cgroup::TreeSample::default();
+    // Allocations the allocation watch saw RLIMIT_DATA refuse: how many, and the first
+    // (size asked for, data held, limit).
+    let mut refused_allocations: (u64, Option<(u64, u64, u64)>) = (0, None);
+    // Shared memory the sampler saw over the rlimit-bounded memory limit (the run was ended).
+    let mut shared_over: Option<u64> = None;
+    loop {
+        if interrupted.is_none() {
+            let from_process = process_signals.then(sys::parent::interrupted).flatten();
+            if let Some(sig) = from_process {
+                interrupted = Some(sig);
+                interrupt_end = Some(Instant::now() + TIMEOUT_GRACE);
+            } else if control.is_cancelled() {
+                // This run's own cancel: the command is told as by Ctrl-C's SIGTERM.
+                let _ = sys::raw::kill(child.pid, libc::SIGTERM);
+                interrupted = Some(libc::SIGTERM);
+                interrupt_end = Some(Instant::now() + TIMEOUT_GRACE);
+            }
+        }
+        // Signals asked for through this run's handle go to its init, which passes them on.
+        for sig in control.take_signals() {
+            let _ = sys::raw::kill(child.pid, sig);
+        }
+        let wake = [deadline, interrupt_end, next_sample]
+            .into_iter()
+            .flatten()
+            .min();
+        let left = wake.map_or(Duration::from_secs(86_400), |at| {
+            at.saturating_duration_since(Instant::now())
+        });
+        // A handle the caller may use (or the terminal's `~.`): looked at every 50 ms.
+        let left = if process_signals && !attached {
+            left
+        } else {
+            left.min(CONTROL_TICK)
+        };
+        let ready = child
+            .report_ready(left)
+            .map_err(|e| RunError::io("wait for the sandbox", e))?;
+        if !ready {
+            let now = Instant::now();
+            if next_sample.is_some_and(|t| now >= t) {
+                let now_sample = crate::cgroup::sample_tree(child.pid);
+                sampled.tasks = sampled.tasks.max(now_sample.tasks);
+                sampled.data_peak = sampled.data_peak.max(now_sample.data_peak);
+                sampled.shared = sampled.shared.max(now_sample.shared);
+                next_sample = Some(now + PIDS_SAMPLE);
+                // RLIMIT_DATA does not count shared memory (shared anonymous mappings above
+                // all; memfd, SysV and /dev/shm are refused or bounded on their own): the run
+                // ends when what its processes hold of it passes the limit.
+                if let Some((bytes, crate::cgroup::Mechanism::Rlimit)) = plan.resources.memory {
+                    if now_sample.shared > bytes && shared_over.is_none() {
+                        shared_over = Some(now_sample.shared);
+                        child.kill();
+                    }
+                }
+            }
+            if interrupt_end.is_some_and(|t| now >= t) {
+                child.kill();
+                interrupt_end = None;
+                deadline = None;
+            } else if deadline.is_some_and(|t| now >= t) {
+                if timed_out {
+                    child.kill();
+                    deadline = None;
+                } else {
+                    timed_out = true;
+                    child.signal(libc::SIGTERM);
+                    deadline = Some(Instant::now() + TIMEOUT_GRACE);
+                }
+            }
+            continue;
+        }
+        let (report, path) = match child.next_report() {
+            Ok(Some(r)) => r,
+            Ok(None) => break,
+            Err(e) => {
+                child.kill();
+                let _ = child.wait();
+                return Err(RunError::io("read the sandbox's reports", e));
+            }
+        };
+        match report.kind {
+            postfork::REPORT_STATUS => status = Some(report.value),
+            postfork::REPORT_FAILURE if report.stage == Stage::Exec as u32 => {
+                exec_failure = Some(report)
+            }
+            postfork::REPORT_FAILURE if failure.is_none() => failure = Some(report),
+            mediate::REPORT_BLOCKED => blocked.push(blocked_violation(&report, path)),
+            mediate::REPORT_MEMORY => {
+                let word = |i: usize| {
+                    path.get(8 * i..8 * i + 8)
+                        .and_then(|b| b.try_into().ok())
+                        .map_or(0, u64::from_ne_bytes)
+                };
+                refused_allocations.0 += 1;
+                refused_allocations
+                    .1
+                    .get_or_insert((word(0), word(1), word(2)));
+            }
+            mediate::REPORT_BLOCKED_MORE => blocked.push(Violation {
+                code: E_SANDBOX_VIOLATION,
+                kind: BLOCKED,
+                path: PathBuf::new(),
+                action: format!(
+                    "and {} more refused calls, not listed one by one",
+                    report.value
+                ),
+                allow: None,
+            }),
+            _ => {}
+        }
+    }
+    Ok(Ended {
+        failure,
+        exec_failure,
+        status,
+        blocked,
+        timed_out,
+        interrupted,
+        sampled,
+        refused_allocations,
+        shared_over,
+    })
+}
