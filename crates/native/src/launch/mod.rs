@@ -4,9 +4,8 @@
 
 use std::collections::BTreeMap;
 use std::ffi::{CStr, CString};
-use std::io::IsTerminal;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::raw::{c_char, c_int};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::raw::c_int;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -16,13 +15,15 @@ use sys::postfork::{self, ChildSpec, CommandSpec, LandlockSpec, MediateSpec, Mou
 
 mod collect;
 mod landlock;
+mod prepare;
+mod start;
+mod strings;
 mod supervise;
 
-use landlock::{access_bits, changed_rule, Building, LandlockError};
+use landlock::{changed_rule, Building, LandlockError};
 
-use crate::cgroup::Group;
 use crate::error::RunError;
-use crate::plan::{Access, Mount, Plan};
+use crate::plan::{Mount, Plan};
 use sandbox::Violation;
 
 const E_SANDBOX_VIOLATION: &str = sandbox::Code::SandboxViolation.as_str();
@@ -104,38 +105,10 @@ pub(crate) fn launch_gated(
     options: Options,
     proxy: Option<ProxyStarter<'_>>,
     io: sandbox::RunIo,
-    mut before_command: Option<crate::BeforeCommand>,
+    before_command: Option<crate::BeforeCommand>,
 ) -> Result<Outcome, RunError> {
     let started = Instant::now();
-    let mut skipped = Vec::new();
-    // stdout and stderr are relayed when they are such sockets (below); stdin cannot be.
-    let aimable_stdin = match &io.stdin {
-        sandbox::Input::Fd(fd) => aimable_socket(fd.as_fd()),
-        sandbox::Input::Process => aimable_socket(std::io::stdin().as_fd()),
-        sandbox::Input::Null => false,
-    };
-    if aimable_stdin {
-        return Err(RunError::Unavailable {
-            what: "keeping the caller's sockets out of the sandbox",
-            cause: "stdin is a socket the command could aim at other addresses (a datagram, unconnected or listening socket): host Unix sockets, or the network past --net".into(),
-            fix: "give `stockade run` a pipe, a file, a terminal or /dev/null as stdin (`< /dev/null`, `cat | stockade run ...`)".into(),
-        });
-    }
-    if let Some(m) = &plan.resources_missing {
-        if options.allow_degraded {
-            skipped.push(format!("{} limit: {}", m.limit, m.cause));
-        } else {
-            return Err(RunError::Unavailable {
-                what: match m.limit {
-                    "cpu" => "a CPU limit (--cpu)",
-                    "memory" => "a memory limit (--memory)",
-                    _ => "a process limit (--pids)",
-                },
-                cause: m.cause.clone(),
-                fix: m.fix.clone(),
-            });
-        }
-    }
+    let mut skipped = prepare::refusals(plan, options, &io)?;
 
     // ---- prepare: everything that allocates or may fail slowly, before the fork ----
     // (Spans are the supervisor's: the child after the fork never logs; see docs/design.md.)
@@ -149,93 +122,12 @@ pub(crate) fn launch_gated(
     let landlock_skip_at = skipped.len();
     // The deny-list and mediated creation, one seccomp program: the command installs it with
     // a listener and hands that to the init. (Installing a filter is most of its cost.)
-    // seccompiler's sock_filter and libc's have the same C layout but are distinct types.
-    let filter: Option<Vec<libc::sock_filter>> =
-        match seccomp::build_with_mediation_for(
-            plan.resources.allocation_watch,
-            plan.creation_guard.creations,
-        ) {
-            Ok(p) => Some(
-                p.instructions()
-                    .iter()
-                    .map(|i| libc::sock_filter {
-                        code: i.code,
-                        jt: i.jt,
-                        jf: i.jf,
-                        k: i.k,
-                    })
-                    .collect(),
-            ),
-            Err(e) if options.allow_degraded => {
-                skipped.push(format!("seccomp: {e}"));
-                skipped.push(format!("mediated creation (protected paths created during the run are only swept afterwards): {e}"));
-                None
-            }
-            Err(e) => {
-                return Err(RunError::Unavailable {
-                    what: "seccomp",
-                    cause: e.to_string(),
-                    fix: "stockade's seccomp filter supports x86_64 only; pass --allow-degraded to run without it".into(),
-                })
-            }
-        };
+    let filter = prepare::seccomp_filter(plan, options, &mut skipped)?;
 
     let idmap_span = tracing::debug_span!("idmap").entered();
     let mut slots: Vec<c_int> = vec![-1; plan.slots];
-    let mut held: Vec<OwnedFd> = Vec::new();
-    let mut namespaces: Vec<((String, String), sys::parent::IdmapNamespace)> = Vec::new();
-    for m in &plan.idmapped {
-        let key = (m.uid_map.clone(), m.gid_map.clone());
-        let idx = match namespaces.iter().position(|(k, _)| *k == key) {
-            Some(i) => i,
-            None => {
-                let ns = sys::parent::idmap_userns(&m.uid_map, &m.gid_map).map_err(|e| {
-                    // Its helper process could not be made: the caller's process limit (a
-                    // pids cgroup binds root too), not a missing feature.
-                    if e.raw_os_error() == Some(libc::EAGAIN) {
-                        return RunError::io("create an idmapping user namespace", e);
-                    }
-                    let cause = format!("failed to create an idmapping user namespace: {e}");
-                    crate::userns::refusal(&cause, true).unwrap_or(RunError::Unavailable {
-                        what: "an idmapping user namespace",
-                        cause,
-                        fix: "enable user namespaces (sysctl user.max_user_namespaces > 0)".into(),
-                    })
-                })?;
-                namespaces.push((key, ns));
-                namespaces.len() - 1
-            }
-        };
-        let fd = sys::parent::idmapped_clone(&m.path, namespaces[idx].1.fd(), m.readonly).map_err(|e| {
-            // The path is looked up through no link: a link or a missing component is a path
-            // changed since planning (another process swapped it), not a missing feature.
-            let changed = matches!(
-                e.raw_os_error(),
-                Some(libc::ELOOP | libc::ENOENT | libc::ENOTDIR)
-            );
-            if changed {
-                return RunError::Setup {
-                    stage: "open a writable path for its idmapped mount",
-                    path: Some(m.path.clone()),
-                    cause: e,
-                    explained: Some(
-                        "a directory on the way was replaced (by a symbolic link) or removed after the run was planned: another process changed it; look for what did, then run again".into(),
-                    ),
-                };
-            }
-            RunError::Unavailable {
-                what: "an idmapped mount",
-                cause: format!("{}: {e}", m.path.display()),
-                fix: "as root, stockade runs the command as an unprivileged uid and needs idmapped mounts (Linux ≥ 5.12; ext4, xfs, btrfs or tmpfs ≥ 6.3) for the writable paths; or run stockade as a regular user".into(),
-            }
-        })?;
-        if let Some(s) = slots.get_mut(m.slot) {
-            *s = fd.as_raw_fd();
-        }
-        held.push(fd);
-    }
+    let (mut held, namespaces) = prepare::idmapped(plan, &mut slots)?;
     // A review run under a disk bound: the tmpfs its upper lives on, for the change set.
-    let mut review_upper: Option<OwnedFd> = None;
     let disk_size = plan
         .review
         .as_ref()
@@ -246,38 +138,8 @@ pub(crate) fn launch_gated(
         .as_deref()
         .map(|size| vec![(c"size", size), (c"mode", c"0700")])
         .unwrap_or_default();
-    if let Some(view) = &plan.review {
-        if let Some((uid_map, gid_map)) = &view.by_supervisor {
-            let bounded = match view.disk_bytes {
-                Some(_) => {
-                    let host_id = crate::plan::ROOT_CALLER_HOST_ID;
-                    let owned = sys::parent::bounded_upper(
-                        &disk_options,
-                        view.upper_mode,
-                        Some((host_id, host_id)),
-                    )
-                    .map_err(|e| RunError::Unavailable {
-                        what: "a disk bound for the review run (a tmpfs for its writes)",
-                        cause: format!("failed to make it: {e}"),
-                        fix: REVIEW_FIX.into(),
-                    })?;
-                    Some(owned)
-                }
-                None => None,
-            };
-            let fd = review_view(
-                view,
-                uid_map,
-                gid_map,
-                bounded.as_ref().map(|(_, u, w)| (u.as_fd(), w.as_fd())),
-            )?;
-            if let Some(s) = slots.get_mut(view.slot) {
-                *s = fd.as_raw_fd();
-            }
-            held.push(fd);
-            review_upper = bounded.map(|(mnt, _, _)| mnt);
-        }
-    }
+    let mut review_upper =
+        prepare::review_by_supervisor(plan, &mut slots, &mut held, &disk_options)?;
     // The idmapping namespaces' helpers are reaped after the clone (with `held`, below), not
     // here: waiting for a helper to be scheduled and exit is a context switch on the start's
     // critical path (0.05-0.9 ms measured under load). Their descriptors reach the init with
@@ -285,19 +147,7 @@ pub(crate) fn launch_gated(
     drop(idmap_span);
 
     // C strings the child borrows. Built completely before any op borrows them.
-    let mount_paths: Vec<(CString, Option<CString>)> = plan
-        .mounts
-        .iter()
-        .map(|m| {
-            let (a, b): (Option<&Path>, Option<CString>) = match m {
-                Mount::Tmpfs { target, data, .. } => (Some(target), Some(cstring(data)?)),
-                Mount::Symlink { target, path } => (Some(path), Some(path_c(target)?)),
-                Mount::Overlay { lower, changes, .. } => (Some(lower), Some(path_c(changes)?)),
-                other => (other.path(), None),
-            };
-            Ok((path_c(a.unwrap_or(Path::new("/")))?, b))
-        })
-        .collect::<Result<_, RunError>>()?;
+    let strings = strings::Strings::new(plan)?;
     // An unprivileged caller's review run under a disk bound: the init makes the tmpfs and
     // hands its mount descriptor over this channel.
     let disk_channel = plan
@@ -310,7 +160,7 @@ pub(crate) fn launch_gated(
     let ops: Vec<MountOp<'_>> = plan
         .mounts
         .iter()
-        .zip(&mount_paths)
+        .zip(&strings.mounts)
         .map(|(m, (p, extra))| {
             let mut op = mount_op(m, p, extra.as_deref(), &plan.identities);
             if let (
@@ -332,29 +182,9 @@ pub(crate) fn launch_gated(
         })
         .collect();
 
-    let env_c: Vec<CString> = plan
-        .env
-        .iter()
-        .map(|(k, v)| cstring(format!("{k}={v}")))
-        .collect::<Result<_, _>>()?;
-    let argv_c: Vec<CString> = plan.argv.iter().map(cstring).collect::<Result<_, _>>()?;
-    let envp: Vec<*const c_char> = env_c
-        .iter()
-        .map(|c| c.as_ptr())
-        .chain([std::ptr::null()])
-        .collect();
-    let argv: Vec<*const c_char> = argv_c
-        .iter()
-        .map(|c| c.as_ptr())
-        .chain([std::ptr::null()])
-        .collect();
-    let cand_c: Vec<CString> = plan
-        .candidates
-        .iter()
-        .map(|p| path_c(p))
-        .collect::<Result<_, _>>()?;
-    let candidates: Vec<&CStr> = cand_c.iter().map(CString::as_c_str).collect();
-    let cwd = path_c(&plan.cwd)?;
+    let envp = strings::pointers(&strings.env);
+    let argv = strings::pointers(&strings.argv);
+    let candidates: Vec<&CStr> = strings.candidates.iter().map(CString::as_c_str).collect();
     // Only a kernel without Landlock may be run without it (`--allow-degraded`); a rule's
     // path that changed since planning refuses the run (see `LandlockError`).
     let landlock = match building.finish() {
@@ -365,24 +195,7 @@ pub(crate) fn launch_gated(
         }
         Err(e) => return Err(e.into_run_error()),
     };
-    // The init's rules, each with what it must find at its path (see `ChildRule`): a
-    // `read_empty` path must be its own empty cover.
-    let child_rules_c: Vec<(CString, u64, bool, bool)> = match &landlock {
-        Some(l) => plan
-            .landlock
-            .child_rules
-            .iter()
-            .map(|r| {
-                Ok((
-                    path_c(&r.path)?,
-                    access_bits(r.access, r.dir) & l.handled,
-                    r.dir,
-                    r.access == Access::Read && plan.emptied.contains(&r.path),
-                ))
-            })
-            .collect::<Result<_, RunError>>()?,
-        None => Vec::new(),
-    };
+    let child_rules_c = strings::child_rules(plan, landlock.as_ref().map(|l| l.handled))?;
     let child_rules: Vec<postfork::ChildRule<'_>> = child_rules_c
         .iter()
         .map(|(c, access, dir, emptied)| postfork::ChildRule {
@@ -393,30 +206,10 @@ pub(crate) fn launch_gated(
         })
         .collect();
 
-    let rlimits: Vec<(c_int, u64)> = plan
-        .rlimits
-        .iter()
-        .filter_map(|(name, v)| match name.as_str() {
-            "RLIMIT_NOFILE" => Some((libc::RLIMIT_NOFILE as c_int, *v)),
-            // Fallbacks for a run without a cgroup: never above what the caller already has
-            // (raising a hard limit needs a privilege; a lower one already holds).
-            "RLIMIT_DATA" => Some(at_most_hard(libc::RLIMIT_DATA as c_int, *v)),
-            "RLIMIT_NPROC" => Some(at_most_hard(libc::RLIMIT_NPROC as c_int, *v)),
-            _ => None,
-        })
-        .collect();
+    let rlimits = strings::rlimits(plan);
     // The creation guard's rules, borrowed by the init.
     let guard = &plan.creation_guard;
-    let guard_roots: Vec<&[u8]> = guard
-        .roots
-        .iter()
-        .map(|p| p.as_os_str().as_bytes())
-        .collect();
-    let guard_tails: Vec<Vec<&[u8]>> = guard
-        .protected
-        .iter()
-        .map(|g| g.tail.iter().map(|t| t.as_bytes()).collect())
-        .collect();
+    let (guard_roots, guard_tails) = strings::guard_strings(plan);
     let guard_protected: Vec<protect::Protected<'_>> = guard
         .protected
         .iter()
@@ -437,19 +230,7 @@ pub(crate) fn launch_gated(
         .collect();
 
     // Mode proxy: a channel for the init to hand over the listening socket it opens inside.
-    let proxy_channel = match (plan.network.proxy, &proxy) {
-        (Some(_), Some(_)) => Some(
-            sys::parent::fd_channel().map_err(|e| RunError::io("create the proxy channel", e))?,
-        ),
-        (Some(_), None) => {
-            return Err(RunError::Unavailable {
-                what: "the egress proxy",
-                cause: "network mode proxy needs a proxy to serve it".into(),
-                fix: "run through `stockade run`, which starts the proxy".into(),
-            })
-        }
-        _ => None,
-    };
+    let proxy_channel = prepare::proxy_channel(plan, proxy.is_some())?;
     let proxy_spec = plan
         .network
         .proxy
@@ -459,59 +240,13 @@ pub(crate) fn launch_gated(
             port: addr.port(),
             sock: init_end.as_raw_fd(),
         });
-    // Under an output limit the command's stdout and stderr are pipes the supervisor relays
-    // (see stream::relay); without one the command writes to the caller's streams directly.
-    // A terminal is left to the command (colors, progress bars): a person reads it, not a
-    // model's context window.
-    // Under --sanitize-output terminals are relayed too: escape sequences are what it removes.
-    // `/dev/null` is passed as it is: nothing written there can flood anything, and the
-    // relay's pipes and thread would be pure cost. A socket the command could aim elsewhere
-    // is always relayed: the command gets a pipe, the supervisor writes to the socket.
     let sanitize = options.sanitize_output;
-    // A run attached to a terminal gets its own (see stream::terminal): the streams that are
-    // the caller's terminal become it, and are neither relayed by pipe nor handed over.
-    let terminal = stream::terminal::caller_terminal(&io, options);
-    let pty = terminal.map_or([false; 3], |t| t.streams);
-    let relayed = |stream: std::os::fd::BorrowedFd<'_>, terminal: bool| {
-        sanitize
-            || (options.no_terminal && terminal)
-            || aimable_socket(stream)
-            || (plan.output_limit.is_some() && !terminal && !stream::relay::is_dev_null(stream))
-    };
-    let (stdout, stderr) = (std::io::stdout(), std::io::stderr());
-    // A sink of the caller's own (a descriptor) always goes through the relay: the command
-    // never holds it.
-    let sink_relayed = |sink: &sandbox::Sink, stream: std::os::fd::BorrowedFd<'_>, terminal| {
-        matches!(sink, sandbox::Sink::Fd(_)) || relayed(stream, terminal)
-    };
-    let output_pipes: [Option<(OwnedFd, OwnedFd)>; 2] = [
-        (!pty[1] && sink_relayed(&io.stdout, stdout.as_fd(), stdout.is_terminal()))
-            .then(|| output_pipe(plan))
-            .transpose()?,
-        (!pty[2] && sink_relayed(&io.stderr, stderr.as_fd(), stderr.is_terminal()))
-            .then(|| output_pipe(plan))
-            .transpose()?,
-    ];
-    // A terminal on stdin that does not become the run's own (--no-tty, a library run) is
-    // never handed over, not even read-only: any descriptor of it lets the command change its
-    // settings, lock it (TIOCEXCL), or make it a controlling terminal and reopen it for
-    // writing. The command reads /dev/null instead.
-    // A library's own input descriptor is handed over as it is (unless it is a terminal).
-    let stdin_given = match &io.stdin {
-        sandbox::Input::Process if !pty[0] && std::io::stdin().is_terminal() => Some(dev_null()?),
-        sandbox::Input::Process => None,
-        sandbox::Input::Null => Some(dev_null()?),
-        sandbox::Input::Fd(fd) if fd.as_fd().is_terminal() => Some(dev_null()?),
-        sandbox::Input::Fd(fd) => Some(
-            fd.try_clone()
-                .map_err(|e| RunError::io("pass on the command's stdin", e))?,
-        ),
-    };
-    // A channel for the init to hand over the master side of the terminal it opens inside.
-    let terminal_channel = terminal
-        .map(|_| sys::parent::fd_channel())
-        .transpose()
-        .map_err(|e| RunError::io("create the terminal channel", e))?;
+    let prepare::Streams {
+        terminal,
+        output_pipes,
+        stdin_given,
+        terminal_channel,
+    } = prepare::streams(plan, options, &io)?;
     let mut spec = ChildSpec {
         report_fd: -1,
         sync_fd: -1,
@@ -526,7 +261,7 @@ pub(crate) fn launch_gated(
         hostname: plan.hostname.as_bytes(),
         mounts: &ops,
         command: CommandSpec {
-            cwd: &cwd,
+            cwd: &strings.cwd,
             argv: &argv,
             envp: &envp,
             candidates: &candidates,
@@ -574,49 +309,25 @@ pub(crate) fn launch_gated(
     };
 
     // The run's cgroup, with a reaper that removes it should this process be killed.
-    let cgroup_span = tracing::debug_span!("cgroup").entered();
-    let group_name = format!("stockade-{}-{}", std::process::id(), started_nanos());
-    let reaper_dirs = crate::cgroup::planned_dirs(&plan.resources, &group_name);
-    let reaper = if reaper_dirs.is_empty() {
-        None
-    } else {
-        let dirs: Vec<&Path> = reaper_dirs.iter().map(PathBuf::as_path).collect();
-        Some(
-            sys::reaper::Reaper::spawn(&dirs)
-                .map_err(|e| RunError::io("start the cgroup reaper", e))?,
-        )
-    };
-    // cgroup v1: the groups are made after the clone, while the init sets up the sandbox
-    // (below); the init gets their `tasks` files over this channel.
-    let join_channel = matches!(
-        plan.resources.cgroup,
-        Some(crate::cgroup::CgroupSpec::V1 { .. })
-    )
-    .then(sys::parent::fd_channel)
-    .transpose()
-    .map_err(|e| RunError::io("create the cgroup channel", e))?;
-    let group = match join_channel {
-        Some(_) => None,
-        None => {
-            Group::create(&plan.resources, &group_name).map_err(|e| cgroup_unavailable(plan, e))?
-        }
-    };
+    let prepare::Groups {
+        name: group_name,
+        reaper,
+        join_channel,
+        group,
+        join_tasks,
+        count: group_count,
+    } = tracing::debug_span!("cgroup").in_scope(|| prepare::groups(plan))?;
     if let Some((_, init_end)) = &join_channel {
         spec.join_sock = init_end.as_raw_fd();
-        spec.join_count = reaper_dirs.len();
+        spec.join_count = group_count;
     }
     // v1: the init joins by itself through `tasks` (no global lock); v2: the supervisor moves
     // it while it sets up, and it forks the command once told.
-    let join_tasks: Vec<OwnedFd> = match &group {
-        Some(g) => g.tasks_files().map_err(|e| cgroup_unavailable(plan, e))?,
-        None => Vec::new(),
-    };
     let join_fds: Vec<c_int> = join_tasks.iter().map(AsRawFd::as_raw_fd).collect();
     spec.join_tasks = &join_fds;
     // v2: the supervisor moves the init; either way the command waits for `before_command`.
     let move_group = group.is_some() && join_fds.is_empty();
     spec.wait_group = move_group || before_command.is_some();
-    drop(cgroup_span);
 
     // ---- launch and supervise ----
     drop(prepare);
@@ -628,30 +339,9 @@ pub(crate) fn launch_gated(
     if io.process_signals {
         let _ = sys::parent::catch_signals();
     }
-    let mut child = sys::parent::spawn(&spec, &mut slots).map_err(|e| match e.raw_os_error() {
-        Some(libc::EPERM | libc::EINVAL | libc::ENOSPC | libc::EUSERS | libc::ENOSYS) => {
-            let cause =
-                format!("failed to create user/mount/pid/net/ipc/uts/cgroup namespaces: {e}");
-            crate::userns::refusal(&cause, true).unwrap_or(RunError::Unavailable {
-                what: "Linux namespaces",
-                cause,
-                fix: NAMESPACES_FIX.into(),
-            })
-        }
-        _ => RunError::io("start the sandbox", e),
-    })?;
+    let mut child = start::spawn(&spec, &mut slots)?;
     drop(held);
     drop(namespaces);
-    // Only the command may hold the write ends now (the relays see EOF when it is done).
-    let limit = plan.output_limit;
-    let [out_pipe, err_pipe] = output_pipes;
-    let relay_to = |pipe: Option<(OwnedFd, OwnedFd)>, sink: sandbox::Sink, name: &'static str| {
-        pipe.map(|(r, w)| {
-            drop(w);
-            std::thread::Builder::new()
-                .spawn(move || stream::relay::relay_to_sink(r, sink, limit, name, sanitize))
-        })
-    };
     let control = io.control;
     let process_signals = io.process_signals;
     // Modes none and proxy: the kernel's count of what the command tries on the network it
@@ -665,154 +355,37 @@ pub(crate) fn launch_gated(
     let mapped =
         sys::parent::write_id_maps(child.pid, &ids.uid_map, &ids.gid_map, ids.deny_setgroups)
             .and_then(|_| child.release());
-    let relays = [
-        relay_to(out_pipe, io.stdout, "stdout").transpose(),
-        relay_to(err_pipe, io.stderr, "stderr").transpose(),
-    ];
-    // No thread for a relay (the caller's process or thread limit reached): the sandbox is
-    // killed and the run refused (an error, not a panic).
-    let relays = match relays {
-        [Ok(out), Ok(err)] => [out, err],
-        [Err(e), _] | [_, Err(e)] => {
-            child.kill();
-            let _ = child.wait();
-            return Err(RunError::io(
-                "start a thread relaying the command's output",
-                e,
-            ));
-        }
-    };
-    // cgroup v1: the run's groups are made now, while the init sets up the sandbox (about a
-    // millisecond of CPU off the start's critical path), and each group's `tasks` file goes to
-    // the init, which joins every group before it forks the command: the command never runs
-    // outside its limits, and the init fails closed if a file does not come. The reaper,
-    // started before the clone, removes the groups should this process die from here on.
-    let group = match (join_channel, &mapped) {
-        (Some((ours, init_end)), Ok(())) => {
-            let _span = tracing::debug_span!("cgroup").entered();
-            drop(init_end);
-            let made = Group::create(&plan.resources, &group_name).and_then(|g| {
-                let g = g.ok_or_else(|| std::io::Error::other("no cgroup was made"))?;
-                for tasks in g.tasks_files()? {
-                    sys::raw::send_fd(ours.as_raw_fd(), tasks.as_raw_fd())
-                        .map_err(std::io::Error::from)?;
-                }
-                Ok(g)
-            });
-            match made {
-                Ok(g) => Some(g),
-                Err(e) => {
-                    child.kill();
-                    let _ = child.wait();
-                    return Err(reported_failure(plan, &child)
-                        .unwrap_or_else(|| cgroup_unavailable(plan, e)));
-                }
-            }
-        }
-        _ => group,
-    };
-    // Into the run's cgroup while the init sets up the sandbox; it forks the command only
-    // once told the move is done.
+    let relays = start::relay_outputs(
+        &child,
+        output_pipes,
+        [io.stdout, io.stderr],
+        plan.output_limit,
+        sanitize,
+    )?;
+    let group = start::join_v1(plan, &child, join_channel, group, &group_name, &mapped)?;
     drop(join_tasks);
-    if let (Some(g), Ok(()), true) = (&group, &mapped, move_group) {
-        if let Err(e) = g.add(child.pid) {
-            child.kill();
-            let _ = child.wait();
-            return Err(
-                reported_failure(plan, &child).unwrap_or_else(|| cgroup_unavailable(plan, e))
-            );
-        }
+    let gate = start::Gate {
+        move_group,
+        wait: spec.wait_group,
+        before_command,
+    };
+    start::release(plan, &mut child, group.as_ref(), mapped, gate)?;
+    if let Some(channel) = disk_channel {
+        review_upper = start::receive_disk(&child, channel)?;
     }
-    if let (Ok(()), true) = (&mapped, spec.wait_group) {
-        if let Some(Err(cause)) = before_command.take().map(|before| before()) {
-            child.kill();
-            let _ = child.wait();
-            return Err(RunError::Unavailable {
-                what: "what the command's start waits for",
-                cause,
-                fix: "see the cause".into(),
-            });
-        }
-        if let Err(e) = child.release_command() {
-            child.kill();
-            let _ = child.wait();
-            return Err(
-                reported_failure(plan, &child).unwrap_or_else(|| match &group {
-                    Some(_) if move_group => cgroup_unavailable(plan, e),
-                    _ => RunError::io("start the command", e),
-                }),
-            );
-        }
-    }
-    if let Err(e) = mapped {
-        child.kill();
-        let _ = child.wait();
-        let cause = format!("failed to write the id maps: {e}");
-        return Err(
-            crate::userns::refusal(&cause, true).unwrap_or(RunError::Unavailable {
-                what: "user-namespace id mapping",
-                cause,
-                fix:
-                    "allow writing /proc/PID/uid_map (unprivileged user namespaces must be enabled)"
-                        .into(),
-            }),
-        );
-    }
-    if let Some((ours, init_end)) = disk_channel {
-        drop(init_end); // as for the proxy's channel below: the init's exit is end of stream
-        match sys::parent::recv_fd(&ours) {
-            Ok(fd) => review_upper = fd,
-            Err(e) => {
-                child.kill();
-                let _ = child.wait();
-                return Err(RunError::io("receive the disk bound's filesystem", e));
-            }
-        }
-    }
-    if let (Some((ours, init_end)), Some(start)) = (proxy_channel, proxy) {
-        drop(init_end); // only the init's copy may remain, so its exit means end of stream
-        let started = match sys::parent::recv_listener(&ours) {
-            Ok(Some(listener)) => start(listener),
-            // The init failed before sending it; its report says why.
-            Ok(None) => Ok(()),
-            Err(e) => Err(e.to_string()),
-        };
-        if let Err(cause) = started {
-            child.kill();
-            let _ = child.wait();
-            return Err(RunError::Unavailable {
-                what: "the egress proxy",
-                cause,
-                fix: "see the cause; `--net none` runs without network".into(),
-            });
-        }
+    if let (Some(channel), Some(proxy)) = (proxy_channel, proxy) {
+        start::serve_proxy(&child, channel, proxy)?;
     }
     let attached = match (terminal_channel, terminal) {
-        (Some((ours, init_end)), Some(caller)) => {
-            drop(init_end); // as for the proxy's channel: the init's exit is end of stream
-            let attached = match sys::parent::recv_terminal(&ours) {
-                Ok(Some(master)) => stream::terminal::attach(
-                    master,
-                    &caller,
-                    plan.output_limit.filter(|_| options.limit_terminal),
-                    sanitize,
-                    process_signals,
-                    control.clone(),
-                )
-                .map(Some),
-                // The init failed before sending it; its report says why.
-                Ok(None) => Ok(None),
-                Err(e) => Err(e),
-            };
-            match attached {
-                Ok(a) => a,
-                Err(e) => {
-                    child.kill();
-                    let _ = child.wait();
-                    return Err(RunError::io("attach the command's terminal", e));
-                }
-            }
-        }
+        (Some(channel), Some(caller)) => start::attach(
+            plan,
+            &child,
+            channel,
+            &caller,
+            options,
+            process_signals,
+            &control,
+        )?,
         _ => None,
     };
     drop(spawning);
