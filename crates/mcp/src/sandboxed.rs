@@ -94,9 +94,7 @@ fn blocked_of(result: &stockade::RunResult) -> Vec<Blocked> {
             code: v.code.to_string(),
             what: clean(v.path.display().to_string().as_bytes()),
             detail: clean(v.action.as_bytes()),
-            hint: sandbox::Code::parse(v.code)
-                .map(|c| c.hint().to_string())
-                .unwrap_or_default(),
+            hint: v.code.hint().to_string(),
         })
         .collect();
     blocked.extend(

@@ -400,7 +400,7 @@ pub fn hits(plan: &ResourcePlan, usage: &Usage) -> Vec<LimitHit> {
     if let Some((bytes, m)) = plan.memory {
         if usage.oom_kills > 0 {
             out.push(LimitHit {
-                code: E_LIMIT_REACHED,
+                code: sandbox::Code::LimitReached,
                 limit: "memory",
                 value: bytes,
                 mechanism: mech(m),
@@ -414,7 +414,7 @@ pub fn hits(plan: &ResourcePlan, usage: &Usage) -> Vec<LimitHit> {
     if let Some((n, m)) = plan.pids {
         if m == Mechanism::Rlimit && usage.pids_peak.is_some_and(|p| p >= n) {
             out.push(LimitHit {
-                code: E_LIMIT_REACHED,
+                code: sandbox::Code::LimitReached,
                 limit: "pids",
                 value: n,
                 mechanism: mech(m),
@@ -424,7 +424,7 @@ pub fn hits(plan: &ResourcePlan, usage: &Usage) -> Vec<LimitHit> {
             });
         } else if usage.pids_limit_hits > 0 {
             out.push(LimitHit {
-                code: E_LIMIT_REACHED,
+                code: sandbox::Code::LimitReached,
                 limit: "pids",
                 value: n,
                 mechanism: mech(m),

@@ -282,3 +282,10 @@ impl fmt::Display for Code {
         f.write_str(self.as_str())
     }
 }
+
+/// As its string (`"E_TIMEOUT"`): the form in reports, `--json` and the audit log.
+impl serde::Serialize for Code {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}

@@ -30,7 +30,8 @@ pub struct Usage {
 /// A limit the run reached, for stderr, the report and the audit log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LimitHit {
-    pub code: &'static str,
+    /// `E_LIMIT_REACHED`.
+    pub code: crate::Code,
     /// `memory`, `pids` or `output`.
     pub limit: &'static str,
     /// The limit (bytes, processes).
@@ -67,7 +68,7 @@ impl LimitHit {
 /// run and neutralised after it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Violation {
-    pub code: &'static str,
+    pub code: crate::Code,
     pub kind: &'static str,
     pub path: PathBuf,
     /// What stockade did about it.
@@ -167,7 +168,7 @@ mod tests {
 
     fn hit(limit: &'static str, value: u64) -> LimitHit {
         LimitHit {
-            code: crate::Code::LimitReached.as_str(),
+            code: crate::Code::LimitReached,
             limit,
             value,
             mechanism: "rlimit",

@@ -69,7 +69,7 @@ pub fn denials(result: &RunResult, timeout: Option<u64>, explain: ExplainPath<'_
         if v.path.as_os_str().is_empty() {
             out.push(Denial {
                 what: kind,
-                code: v.code.to_owned(),
+                code: v.code.as_str().to_owned(),
                 rule: v.action.clone(),
                 allow: v.allow.unwrap_or(Code::SandboxViolation.hint()).to_owned(),
             });
@@ -95,7 +95,7 @@ pub fn denials(result: &RunResult, timeout: Option<u64>, explain: ExplainPath<'_
         };
         out.push(Denial {
             what: format!("{kind} {}", v.path.display()),
-            code: v.code.to_owned(),
+            code: v.code.as_str().to_owned(),
             rule,
             allow,
         });
@@ -143,7 +143,7 @@ pub fn denials(result: &RunResult, timeout: Option<u64>, explain: ExplainPath<'_
     for h in &result.outcome.limit_hits {
         out.push(Denial {
             what: format!("the {} limit", h.limit),
-            code: h.code.to_owned(),
+            code: h.code.as_str().to_owned(),
             rule: format!("{} ({})", h.detail, h.mechanism),
             allow: h.hint(),
         });

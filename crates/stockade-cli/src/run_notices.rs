@@ -200,7 +200,7 @@ pub fn print(result: &RunResult, request: &RunRequest, policy: &policy::Policy, 
     for h in &result.outcome.limit_hits {
         let message = format!("{} ({}): {}", h.limit, h.mechanism, h.detail);
         let hint = h.hint();
-        let code = Code::parse(h.code).unwrap_or(Code::LimitReached);
+        let code = h.code;
         errln!(
             "{}",
             Notice::new("limit", code, &message).with_hint(Some(&hint))

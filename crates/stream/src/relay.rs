@@ -525,7 +525,7 @@ pub fn output_summary(
         for (name, s) in [("stdout", o.stdout), ("stderr", o.stderr)] {
             if let Some(s) = s.filter(|s| s.dropped > 0) {
                 limit_hits.push(sandbox::LimitHit {
-                    code: sandbox::Code::LimitReached.as_str(),
+                    code: sandbox::Code::LimitReached,
                     limit: "output",
                     value: limit,
                     mechanism: "relay",

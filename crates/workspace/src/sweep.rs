@@ -897,7 +897,7 @@ pub fn replaced_protected(run: &Resolved, host: &dyn HostView, run_id: &str) -> 
         }
         out.push(Violation {
             allow: None,
-            code: E_SANDBOX_VIOLATION,
+            code: sandbox::Code::SandboxViolation,
             kind: PROTECTED_PATH_REPLACED,
             path: path.clone(),
             action: format!(
@@ -1002,7 +1002,7 @@ pub fn replaced_links(
         }
         out.push(Violation {
             allow: None,
-            code: E_SANDBOX_VIOLATION,
+            code: sandbox::Code::SandboxViolation,
             kind: PROTECTED_PATH_REPLACED,
             path: path.clone(),
             action: format!(
@@ -1224,7 +1224,7 @@ fn hidden_changes(run: &Resolved, host: &dyn HostView) -> Vec<Violation> {
         };
         out.push(Violation {
             allow: None,
-            code: E_SANDBOX_VIOLATION,
+            code: sandbox::Code::SandboxViolation,
             kind: GIT_CHANGES_HIDDEN,
             path: index.path.clone(),
             action: format!(
@@ -1431,7 +1431,7 @@ fn quarantine(root: &Path, path: &Path, run_id: &str, kind: &'static str) -> Vio
     };
     Violation {
         allow: None,
-        code: E_SANDBOX_VIOLATION,
+        code: sandbox::Code::SandboxViolation,
         kind,
         path: path.to_path_buf(),
         action,

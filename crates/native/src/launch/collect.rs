@@ -141,7 +141,7 @@ fn memory_hit(plan: &Plan, exit_code: i32, ended: &Ended) -> Option<LimitHit> {
         (ended.refused_allocations, ended.shared_over, &ended.sampled);
     match (plan.resources.memory, refused_allocations) {
         (Some((bytes, m)), _) if shared_over.is_some() => Some(LimitHit {
-            code: crate::cgroup::E_LIMIT_REACHED,
+            code: sandbox::Code::LimitReached,
             limit: "memory",
             value: bytes,
             mechanism: m.code(),
@@ -158,7 +158,7 @@ fn memory_hit(plan: &Plan, exit_code: i32, ended: &Ended) -> Option<LimitHit> {
         // Claude Code or OpenCode under an rlimit.
         (Some(_), (_, Some((asked, _, limit)))) if asked > limit && exit_code == 0 => None,
         (Some((bytes, m)), (n, Some((asked, held, limit)))) => Some(LimitHit {
-            code: crate::cgroup::E_LIMIT_REACHED,
+            code: sandbox::Code::LimitReached,
             limit: "memory",
             value: bytes,
             mechanism: m.code(),
@@ -178,7 +178,7 @@ fn memory_hit(plan: &Plan, exit_code: i32, ended: &Ended) -> Option<LimitHit> {
                     > bytes =>
         {
             Some(LimitHit {
-                code: crate::cgroup::E_LIMIT_REACHED,
+                code: sandbox::Code::LimitReached,
                 limit: "memory",
                 value: bytes,
                 mechanism: m.code(),

@@ -26,8 +26,6 @@ use crate::error::RunError;
 use crate::plan::{Mount, Plan};
 use sandbox::Violation;
 
-const E_SANDBOX_VIOLATION: &str = sandbox::Code::SandboxViolation.as_str();
-
 const NAMESPACES_FIX: &str = "enable unprivileged user namespaces: `sysctl -w kernel.unprivileged_userns_clone=1` (Debian/Ubuntu), `sysctl -w user.max_user_namespaces=15000`, or on Ubuntu 23.10+ `stockade apparmor-profile` (see its help) or `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`; inside a container, run it with --privileged or a seccomp profile that allows clone/unshare of namespaces";
 
 pub use sandbox::Options;
@@ -496,7 +494,7 @@ fn blocked_violation(report: &postfork::Report, path: Vec<u8>) -> Violation {
     let reason = protect::Reason::from_u32(report.value as u32);
     let why = reason.map_or("protected path", protect::Reason::describe);
     Violation {
-        code: E_SANDBOX_VIOLATION,
+        code: sandbox::Code::SandboxViolation,
         kind: BLOCKED,
         path: PathBuf::from(std::ffi::OsString::from_vec(path)),
         action: format!("refused {op} with EPERM during the run ({why})"),

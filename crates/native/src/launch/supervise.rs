@@ -12,8 +12,7 @@ use sys::mediate;
 use sys::postfork::{self, Stage};
 
 use super::{
-    blocked_violation, BLOCKED, CONTROL_TICK, E_SANDBOX_VIOLATION, PIDS_FIRST_SAMPLE, PIDS_SAMPLE,
-    TIMEOUT_GRACE,
+    blocked_violation, BLOCKED, CONTROL_TICK, PIDS_FIRST_SAMPLE, PIDS_SAMPLE, TIMEOUT_GRACE,
 };
 use crate::error::RunError;
 use crate::plan::Plan;
@@ -177,7 +176,7 @@ pub(super) fn supervise(
                     .get_or_insert((word(0), word(1), word(2)));
             }
             mediate::REPORT_BLOCKED_MORE => blocked.push(Violation {
-                code: E_SANDBOX_VIOLATION,
+                code: sandbox::Code::SandboxViolation,
                 kind: BLOCKED,
                 path: PathBuf::new(),
                 action: format!(

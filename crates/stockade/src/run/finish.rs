@@ -97,7 +97,7 @@ pub(super) fn finish(
     };
     if let Some(r) = review.as_ref().filter(|r| r.disk_bound_reached) {
         outcome.limit_hits.push(sandbox::LimitHit {
-            code: sandbox::Code::LimitReached.as_str(),
+            code: sandbox::Code::LimitReached,
             limit: "disk",
             value: r.disk_bytes.unwrap_or(0),
             mechanism: "tmpfs",

@@ -475,9 +475,13 @@ fn write(facts: &PathFacts<'_>, finder: &RuleFinder<'_>, path: &Path, exists: bo
                     )
                 });
             rule.text.push_str(&format!(": {}", reason.describe()));
-            let by = match facts.policy.backend {
-                policy::BackendName::Native => "stockade: mediated creation refuses the call during the run (reported as E_SANDBOX_VIOLATION)",
-                policy::BackendName::Gvisor => "stockade: the sweep after the run quarantines it (reported as E_SANDBOX_VIOLATION)",
+            let by = if crate::backend::choose(facts.policy.backend)
+                .traits()
+                .creation_guard
+            {
+                "stockade: mediated creation refuses the call during the run (reported as E_SANDBOX_VIOLATION)"
+            } else {
+                "stockade: the sweep after the run quarantines it (reported as E_SANDBOX_VIOLATION)"
             };
             return Verdict {
                 allowed: false,
