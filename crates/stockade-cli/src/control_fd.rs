@@ -41,7 +41,7 @@ fn reply(line: &str, live: &LivePolicy, audit: Option<&PathBuf>) -> serde_json::
 
 /// Read changes from `fd` on a thread of their own until it ends.
 pub fn start(fd: i32, live: LivePolicy, audit: Option<PathBuf>) -> Result<(), Error> {
-    let owned = sys::parent::adopt_inherited_fd(fd).map_err(|e| Error::Usage {
+    let owned = stockade::adopt_inherited_fd(fd).map_err(|e| Error::Usage {
         message: format!("--control-fd {fd}: {e}"),
         hint: "pass a descriptor this process inherits open, e.g. `3<control.fifo` or a socket"
             .into(),

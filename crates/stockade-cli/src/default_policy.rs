@@ -209,22 +209,22 @@ fn project(args: &PolicyArgs, sources: &mut Sources) -> Result<(), Error> {
             return Ok(());
         }
     }
-    let store = guard::trust::default_store_dir(
+    let store = stockade::trust::default_store_dir(
         std::env::var_os("XDG_STATE_HOME").as_deref(),
         std::env::var_os("HOME").as_deref(),
     );
     let note = |why: &str| format!("{} is not used: {why}", path.display());
-    let gate = guard::trust::check_run(&ws, None, store.as_deref())?;
+    let gate = stockade::trust::check_run(&ws, None, store.as_deref())?;
     match gate {
-        guard::trust::Gate::Approved { .. } => {}
-        guard::trust::Gate::Ungated => {
+        stockade::trust::Gate::Approved { .. } => {}
+        stockade::trust::Gate::Ungated => {
             sources.notes.push(note(
                 "the workspace is not approved (read it, then `stockade trust approve` to use it)",
             ));
             return Ok(());
         }
         // The run's own trust check refuses it, naming what changed.
-        guard::trust::Gate::Refused(_) => {
+        stockade::trust::Gate::Refused(_) => {
             sources.notes.push(note(
                 "the workspace's configuration differs from the approved one (`stockade trust status`)",
             ));
@@ -234,7 +234,7 @@ fn project(args: &PolicyArgs, sources: &mut Sources) -> Result<(), Error> {
     let Some(store) = store else {
         return Ok(());
     };
-    let record = guard::trust::TrustStore::open(&store, &ws)?.load()?;
+    let record = stockade::trust::TrustStore::open(&store, &ws)?.load()?;
     let pinned = record.as_ref().and_then(|r| {
         r.files
             .iter()
@@ -245,7 +245,7 @@ fn project(args: &PolicyArgs, sources: &mut Sources) -> Result<(), Error> {
         path: path.clone(),
         source,
     })?;
-    let digest = guard::trust::sha256_hex(&bytes);
+    let digest = stockade::trust::sha256_hex(&bytes);
     if pinned.as_deref() != Some(digest.as_str()) {
         return Err(Error::Usage {
             message: format!(
@@ -299,8 +299,7 @@ pub fn check_reach(
     let Some(path) = &sources.user_path else {
         return Ok(());
     };
-    let roots =
-        workspace::writable_roots(policy, &request.invocation.place(), &workspace::RealHost)?;
+    let roots = stockade::writable_roots(policy, &request.invocation.place())?;
     // Both spellings: the given one and the real one, the nearest existing ancestor resolved
     // and the rest appended (`~/.config` may be a link into a writable root, and the file or
     // its directory may not exist yet).

@@ -1,4 +1,4 @@
-//! `stockade guard` and `stockade run --guard`: the command layer ([`guard::command`]) in
+//! `stockade guard` and `stockade run --guard`: the command layer ([`stockade::command`]) in
 //! front of a run. The check happens on the host before the sandbox is built; a refusal is an
 //! `E_SANDBOX_VIOLATION` naming the construct, and a checked command runs as a plain argv,
 //! never through `/bin/sh -c`.
@@ -6,7 +6,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use guard::command::{self, Context};
+use stockade::command::{self, Context};
 use stockade::{Error, RunRequest};
 
 use crate::output::outln;

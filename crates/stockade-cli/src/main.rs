@@ -585,7 +585,7 @@ fn apparmor_profile() -> Result<u8, Error> {
             what: "find the stockade binary".into(),
             cause: e,
         })?;
-    out!("{}", native::userns::apparmor_profile(&exe));
+    out!("{}", stockade::native_plan::apparmor_profile(&exe));
     Ok(0)
 }
 
@@ -647,7 +647,7 @@ fn doctor(json: bool, backend: Option<&str>) -> u8 {
 }
 
 /// One line of what the sanitizer removed, and one with the text hidden in Tags if any.
-fn report_sanitized(what: &str, report: &guard::Report) {
+fn report_sanitized(what: &str, report: &sanitize::Report) {
     let parts: Vec<String> = report
         .found
         .iter()
@@ -668,7 +668,7 @@ fn report_sanitized(what: &str, report: &guard::Report) {
     }
 }
 
-/// `stockade sanitize`: stdin → stdout through [`guard::Sanitizer`], in 64 KiB chunks (reads of
+/// `stockade sanitize`: stdin → stdout through [`sanitize::Sanitizer`], in 64 KiB chunks (reads of
 /// 256 KiB and 1 MiB measured slower: the kernel's copy into them took three times as long).
 fn sanitize(report_file: Option<&Path>, json: bool) -> Result<u8, Error> {
     use std::io::{Read, Write};
@@ -676,7 +676,7 @@ fn sanitize(report_file: Option<&Path>, json: bool) -> Result<u8, Error> {
         let what = what.to_string();
         move |cause| Error::Io { what, cause }
     };
-    let mut s = guard::Sanitizer::new();
+    let mut s = sanitize::Sanitizer::new();
     let (mut input, mut stdout) = (std::io::stdin().lock(), std::io::stdout().lock());
     let mut buf = vec![0u8; 64 * 1024];
     let mut clean = Vec::with_capacity(buf.len() + 64);

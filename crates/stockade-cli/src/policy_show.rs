@@ -71,7 +71,7 @@ pub fn main(args: PolicyArgs, json: bool) -> Result<u8, Error> {
 /// What the summary is made of.
 struct Shown<'a> {
     policy: &'a Policy,
-    plan: &'a native::Plan,
+    plan: &'a stockade::native_plan::Plan,
     protected: &'a [ProtectedSource],
     origins: Origins<'a>,
     /// The policy files, as [`crate::default_policy::Sources::described`] says.
@@ -374,7 +374,7 @@ impl Shown<'_> {
         let l = &self.policy.limits;
         let r = &self.plan.resources;
         let o = |s: Setting| self.setting_tag(s);
-        let enforced = |m: Option<(u64, native::cgroup::Mechanism)>| {
+        let enforced = |m: Option<(u64, stockade::native_plan::Mechanism)>| {
             m.map_or(String::new(), |(_, m)| format!(" ({})", m.describe()))
         };
         let timeout = match l.timeout {

@@ -1,6 +1,6 @@
 //! The change sets of review runs (`stockade run --review`): `runs` lists them, `changes`
 //! and `diff` show one, `apply` writes it into the workspace, `discard` removes it (see
-//! `workspace::changes`).
+//! `stockade::changes`).
 //!
 //! A change set is named by its run id; without one, the newest of the workspace (the current
 //! directory, or `--workspace`). Paths are relative to the workspace (or to the current
@@ -19,11 +19,11 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use stockade::Error;
-use workspace::changes::{
+use stockade::changes::{
     ApplyOptions, ApplyReport, Change, ChangeKind, ChangeSet, FileStat, FlagRules, RunDir,
     RunSummary, Store,
 };
+use stockade::Error;
 
 use crate::output::{errln, out, outln, shown, shown_line};
 
@@ -159,7 +159,7 @@ fn parse_duration(text: &str) -> Result<u64, String> {
 }
 
 fn store() -> Result<Store, Error> {
-    let dir = workspace::changes::default_store_dir(
+    let dir = stockade::changes::default_store_dir(
         std::env::var_os("XDG_STATE_HOME").as_deref(),
         std::env::var_os("HOME").as_deref(),
     )
@@ -720,7 +720,7 @@ fn discard_many(store: &Store, args: &DiscardArgs) -> Result<u8, Error> {
         match store.discard(&r.run_id) {
             Ok(()) => {}
             // Gone meanwhile (another discard, an apply): nothing to do.
-            Err(workspace::changes::ChangesError::NotFound { .. }) => continue,
+            Err(stockade::changes::ChangesError::NotFound { .. }) => continue,
             Err(e) => {
                 failed.push((r.run_id.clone(), e));
                 continue;

@@ -1,6 +1,6 @@
 //! `stockade snapshot --out DIR|FILE.tar [--workspace DIR] [--allow-outside-links] [--json]`:
 //! the workspace, filtered, for a backend that cannot bind-mount it (see
-//! `workspace::snapshot`). The policy is resolved as for `run` (and the trust check is the
+//! `stockade::snapshot`). The policy is resolved as for `run` (and the trust check is the
 //! same); it decides which secrets stay out. Prints a summary (with `--json`: every entry,
 //! every path left out and why). A refusal exits 125 with `E_SNAPSHOT_REFUSED`, listing the
 //! links that resolve outside the workspace; nothing is written then.
@@ -8,8 +8,8 @@
 use std::path::PathBuf;
 
 use clap::Args;
+use stockade::snapshot::{Content, Filter, Options, Snapshot, SnapshotError};
 use stockade::{Error, RunRequest};
-use workspace::snapshot::{Content, Filter, Options, Snapshot, SnapshotError};
 
 use crate::output::{errln, outln, shown};
 use crate::PolicyArgs;
@@ -66,7 +66,7 @@ pub fn main(args: &SnapshotArgs) -> Result<u8, Error> {
         .out
         .extension()
         .is_some_and(|x| x.eq_ignore_ascii_case("tar"));
-    let taken = Filter::new(&policy, ws, &request.invocation.home, &workspace::RealHost)
+    let taken = Filter::new(&policy, ws, &request.invocation.home, &stockade::RealHost)
         .and_then(|filter| {
             Snapshot::take(
                 &filter,
@@ -132,7 +132,7 @@ fn summary(s: &Snapshot, args: &SnapshotArgs, tar: bool) {
         outln!("  left out: {} (`--json` lists them)", parts.join(", "));
     }
     for x in &s.excluded {
-        if x.reason == workspace::snapshot::Reason::GitRedirect {
+        if x.reason == stockade::snapshot::Reason::GitRedirect {
             outln!(
                 "{}",
                 shown(&format!(
@@ -205,7 +205,7 @@ fn json(s: &Snapshot, args: &SnapshotArgs, tar: bool) -> serde_json::Value {
     })
 }
 
-fn links(links: &[workspace::snapshot::OutsideLink]) -> Vec<serde_json::Value> {
+fn links(links: &[stockade::snapshot::OutsideLink]) -> Vec<serde_json::Value> {
     links
         .iter()
         .map(|l| serde_json::json!({ "path": lossy(&l.path), "target": lossy(&l.target) }))

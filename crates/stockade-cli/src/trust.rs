@@ -1,5 +1,5 @@
 //! `stockade trust approve|status|revoke [--workspace DIR] [--json]`: pin a workspace's
-//! trust-relevant configuration by content (see `guard::trust`).
+//! trust-relevant configuration by content (see `stockade::trust`).
 //!
 //! Exit codes: `approve` and `revoke` 0; `status` 0 when the workspace is approved and
 //! unchanged, 1 when it is not approved or changed; 125 when stockade refuses (a link out of
@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
-use guard::trust::{diff, Snapshot, State, TrustStore};
+use stockade::trust::{diff, Snapshot, State, TrustStore};
 use stockade::Error;
 
 use crate::output::outln;
@@ -66,11 +66,11 @@ fn open(args: &TrustArgs) -> Result<(PathBuf, TrustStore), Error> {
             path: given.clone(),
             cause,
         })?;
-    let dir = guard::trust::default_store_dir(
+    let dir = stockade::trust::default_store_dir(
         std::env::var_os("XDG_STATE_HOME").as_deref(),
         std::env::var_os("HOME").as_deref(),
     )
-    .ok_or_else(|| guard::trust::TrustError::Locate {
+    .ok_or_else(|| stockade::trust::TrustError::Locate {
         reason: "neither XDG_STATE_HOME nor HOME is set to an absolute path".into(),
     })?;
     let store = TrustStore::open(&dir, &workspace)?;
@@ -85,7 +85,7 @@ fn short(token: &str) -> String {
     }
 }
 
-fn print_entries(entries: &[guard::trust::Entry]) {
+fn print_entries(entries: &[stockade::trust::Entry]) {
     let present: Vec<_> = entries.iter().filter(|e| e.state == State::File).collect();
     for e in &present {
         outln!("  {:<40} {}", e.path, short(&e.token()));
@@ -152,8 +152,8 @@ fn print_status(
     workspace: &Path,
     state: &str,
     now: &Snapshot,
-    record: Option<&guard::trust::Record>,
-    changes: &[guard::trust::Change],
+    record: Option<&stockade::trust::Record>,
+    changes: &[stockade::trust::Change],
 ) {
     let ws = workspace.display();
     match (state, record) {

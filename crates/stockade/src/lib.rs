@@ -80,6 +80,40 @@ pub use run::{run, run_with_io};
 pub use sandbox::{Backend, Cancel, Input, Options, RunIo, Sink, Spec};
 pub use sandbox::{Check, Violation};
 
+// What the front ends use besides a run, so that they reach everything through this crate
+// (issue 33, item 1): the cli and the MCP server depend on no backend or mechanism crate.
+/// The command layer (`stockade guard`, `run --guard`).
+pub use guard::command;
+/// Workspace approvals (`stockade trust`).
+pub use guard::trust;
+/// The native backend's plan as `stockade policy show` prints it, the mechanisms of its
+/// limits, and the AppArmor profile that lets it make user namespaces on Ubuntu.
+pub mod native_plan {
+    pub use native::cgroup::Mechanism;
+    pub use native::userns::apparmor_profile;
+    pub use native::Plan;
+}
+/// Take ownership of a descriptor this process inherited (`--control-fd N`).
+pub use sys::parent::adopt_inherited_fd;
+/// A review run's change sets (`stockade review`, `diff`, `apply`).
+pub use workspace::changes;
+/// Workspace snapshots (`stockade snapshot`).
+pub use workspace::snapshot;
+/// The host as the planner sees it (snapshots filter through it).
+pub use workspace::RealHost;
+
+/// The directories `policy` lets a run at `place` write, resolved as a run resolves them.
+pub fn writable_roots(
+    policy: &policy::Policy,
+    place: &workspace::Place,
+) -> Result<Vec<PathBuf>, Error> {
+    Ok(workspace::writable_roots(
+        policy,
+        place,
+        &workspace::RealHost,
+    )?)
+}
+
 /// The name of `backend`, what this machine can enforce with it, found by trying (`stockade
 /// doctor`, `stockade selftest`), and, where its mechanisms are not the host kernel's own,
 /// what enforces each layer.
