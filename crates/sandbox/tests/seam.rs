@@ -2,6 +2,11 @@
 //! imports another, the front end reaches everything through the library, and one file of
 //! the pipeline chooses the backend. A dependency or a match on a backend's name added
 //! elsewhere fails here.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test: panicking with a message is how it reports a failure"
+)]
 
 use std::fs;
 use std::path::{Path, PathBuf};
