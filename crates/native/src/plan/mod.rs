@@ -13,11 +13,11 @@ use serde::Serialize;
 use crate::cgroup::{Missing, ResourcePlan, Wanted};
 use crate::error::PlanError;
 use crate::host::{Host, HostView, Kind};
-use workspace::{depth, GuardPattern, LinkedSecret};
+use workspace::{GuardPattern, LinkedSecret};
 
+mod mounts;
 mod reach;
 pub use reach::CwdFallback;
-use reach::Granted;
 
 pub use workspace::SANDBOX_HOSTNAME;
 /// Uid and gid the command has inside the sandbox when the caller is root: never 0.
@@ -390,251 +390,21 @@ impl Plan {
         let masked_paths: Vec<PathBuf> = masks.iter().map(|(p, _)| p.clone()).collect();
         let emptied_paths: Vec<PathBuf> = emptied.iter().map(|(p, _)| p.clone()).collect();
         let protected = &spec.protected;
-        let pins = &spec.pins;
         let root_caller = spec.caller.uid == 0;
         let ids = ids(spec.caller);
-        let mut slots = 0usize;
-        let mut idmapped = Vec::new();
-        let mut mounts = vec![Mount::MakeRootPrivate];
-
         // 1. Detached copies of everything that later steps cover (devices live under /dev,
-        //    writable roots may live under /tmp), taken while the host tree is still intact.
-        let mut devices = Vec::new();
-        for dev in DEVICES {
-            let path = PathBuf::from(dev);
-            if host.stat(&path).is_some() {
-                mounts.push(Mount::Clone {
-                    source: path.clone(),
-                    slot: slots,
-                    recursive: false,
-                });
-                devices.push((path, slots));
-                slots += 1;
-            }
-        }
-        let mut overlay: Vec<(usize, u8, Vec<Mount>)> = Vec::new();
-        // Every path the sandbox is granted, to find the directories on the way to them that
-        // it could not traverse (root callers, see `reach`).
-        let mut granted: Vec<Granted> = Vec::new();
-        if root_caller {
-            // Canonical: the mount steps look their paths up through no symbolic link.
-            let home_path = host
-                .canonicalize(&spec.home)
-                .unwrap_or_else(|| spec.home.clone());
-            if let Some(home) = host.stat(&home_path) {
-                let covered = writable_roots.iter().any(|w| is_within(&home_path, w));
-                // A home below /tmp is not in the sandbox's view at all (its /tmp is private):
-                // there is nothing to reach.
-                let replaced = workspace::under_replaced(&home_path);
-                if home.kind == Kind::Dir && home.mode & 0o001 == 0 && !covered && !replaced {
-                    granted.push(Granted {
-                        path: spec.home.clone(),
-                        kind: Kind::Dir,
-                        mapped_owner: Some((home.uid, home.gid)),
-                    });
-                    idmapped.push(Idmapped {
-                        slot: slots,
-                        path: home_path.clone(),
-                        readonly: true,
-                        uid_map: format!("{} {} 1\n", home.uid, ROOT_CALLER_HOST_ID),
-                        gid_map: format!("{} {} 1\n", home.gid, ROOT_CALLER_HOST_ID),
-                    });
-                    overlay.push((
-                        depth(&home_path),
-                        0,
-                        vec![Mount::Attach {
-                            slot: slots,
-                            target: home_path.clone(),
-                            readonly: true,
-                            device: false,
-                        }],
-                    ));
-                    slots += 1;
-                }
-            }
-        }
-        let mut review = None;
-        for root in &writable_roots {
-            let entry = host
-                .stat(root)
-                .ok_or_else(|| workspace::ScanError::WritableRootMissing(root.clone()))?;
-            granted.push(Granted {
-                path: root.clone(),
-                kind: entry.kind,
-                mapped_owner: (root_caller).then_some((entry.uid, entry.gid)),
-            });
-            let reviewed = spec.review.as_ref().filter(|_| *root == spec.workspace);
-            if let Some(r) = reviewed {
-                review = Some(ReviewView {
-                    slot: slots,
-                    workspace: root.clone(),
-                    changes: r.changes.clone(),
-                    by_supervisor: root_caller
-                        .then(|| (review_lower_map(entry.uid), review_lower_map(entry.gid))),
-                    disk_bytes: spec.limits.disk_bytes,
-                    upper_mode: entry.mode & 0o7777,
-                });
-                if !root_caller {
-                    mounts.push(Mount::Overlay {
-                        lower: root.clone(),
-                        changes: r.changes.clone(),
-                        slot: slots,
-                        disk: spec.limits.disk_bytes.map(|b| (b, entry.mode & 0o7777)),
-                    });
-                }
-            } else if root_caller {
-                idmapped.push(Idmapped {
-                    slot: slots,
-                    path: root.clone(),
-                    readonly: false,
-                    uid_map: format!("{} {} 1\n", entry.uid, ROOT_CALLER_HOST_ID),
-                    gid_map: format!("{} {} 1\n", entry.gid, ROOT_CALLER_HOST_ID),
-                });
-            } else {
-                mounts.push(Mount::Clone {
-                    source: root.clone(),
-                    slot: slots,
-                    recursive: true,
-                });
-            }
-            let mut steps = Vec::new();
-            if is_within(root, Path::new("/tmp")) {
-                // Mount points inside the private /tmp: create each missing component.
-                steps = reach::tmp_mount_points(root, entry.kind, &tmp_attached);
-            }
-            steps.push(Mount::Attach {
-                slot: slots,
-                target: root.clone(),
-                readonly: false,
-                device: false,
-            });
-            overlay.push((depth(root), 1, steps));
-            slots += 1;
-        }
-        for a in allows {
-            if let Some(entry) = host.stat(a) {
-                if !granted.iter().any(|g| g.path == *a) {
-                    granted.push(Granted {
-                        path: a.clone(),
-                        kind: entry.kind,
-                        mapped_owner: None,
-                    });
-                }
-            }
-        }
-        let covers = reach::covers(host, root_caller, &granted);
-        for c in &covers {
-            overlay.push((depth(&c.dir), 0, c.steps.clone()));
-        }
-        // Read grants the sandbox's own view does not hold (below the private /tmp, or below
-        // a cover) are cloned before it is built: by the supervisor for a root caller, whose
-        // init could not traverse the way there either, mapping the grant's owner to the
-        // sandbox as for the home (read-only); by the init for anyone else.
-        let mut attached: Vec<(PathBuf, Kind)> = tmp_grants.clone();
-        for g in &granted {
-            let below_cover = covers.iter().any(|c| is_within(&g.path, &c.dir));
-            let outermost = !granted
-                .iter()
-                .any(|o| o.path != g.path && is_within(&g.path, &o.path));
-            if below_cover && outermost && allows.contains(&g.path) && g.mapped_owner.is_none() {
-                attached.push((g.path.clone(), g.kind));
-            }
-        }
-        for (grant, kind) in &attached {
-            if root_caller {
-                let Some(entry) = host.stat(grant) else {
-                    continue;
-                };
-                idmapped.push(Idmapped {
-                    slot: slots,
-                    path: grant.clone(),
-                    readonly: true,
-                    uid_map: format!("{} {} 1\n", entry.uid, ROOT_CALLER_HOST_ID),
-                    gid_map: format!("{} {} 1\n", entry.gid, ROOT_CALLER_HOST_ID),
-                });
-            } else {
-                mounts.push(Mount::Clone {
-                    source: grant.clone(),
-                    slot: slots,
-                    recursive: true,
-                });
-            }
-            let mut steps = if is_within(grant, Path::new("/tmp")) {
-                reach::tmp_mount_points(grant, *kind, &tmp_attached)
-            } else {
-                Vec::new() // the cover made its mount point
-            };
-            steps.push(Mount::Attach {
-                slot: slots,
-                target: grant.clone(),
-                readonly: true,
-                device: false,
-            });
-            overlay.push((depth(grant), 1, steps));
-            slots += 1;
-        }
-        // Masks below a cover and outside every grant are out of the sandbox's reach already
-        // (and their mount points do not exist in the cover).
-        masks.retain(|(p, _)| !reach::hidden_by_cover(p, &covers, &granted));
-        // Nor are masks a root caller's sandbox cannot reach at all (the init could not make
-        // them either): the change store below a 0700 directory of a home it is not given.
-        if root_caller {
-            masks.retain(|(p, _)| !reach::out_of_reach(host, p, &granted));
-        }
-        for p in pins {
-            overlay.push((depth(p), 2, vec![Mount::Pin { path: p.clone() }]));
-        }
-        // A private directory: an empty tmpfs of the run's own over the host's (a mount point
-        // cannot be renamed either).
-        for p in &spec.private_dirs {
-            overlay.push((
-                depth(p),
-                2,
-                vec![Mount::Tmpfs {
-                    target: p.clone(),
-                    data: format!("mode=1777,size={PRIVATE_DIR_BYTES}"),
-                    flags: libc::MS_NOSUID | libc::MS_NODEV,
-                }],
-            ));
-        }
-        let mut held_configs = Vec::new();
-        for p in protected {
-            let mut steps = Vec::new();
-            // A config inside another protected path (`~/.pyenv/.git/config` with the home as
-            // the workspace: `~/.pyenv` is protected whole) is not rewritten: the run may not
-            // change anything there, and the init could not open it for writing below that
-            // path's read-only bind (every such run failed at set-up with EROFS).
-            let inside_protected = (protected.iter()).any(|q| q != p && is_within(p, q));
-            if workspace::is_existing_config(host, p) && !inside_protected {
-                steps.push(Mount::Hold {
-                    path: p.clone(),
-                    slot: slots,
-                });
-                held_configs.push((p.clone(), slots));
-                slots += 1;
-            }
-            steps.push(Mount::ReadOnly { path: p.clone() });
-            overlay.push((depth(p), 3, steps));
-        }
-        for (p, kind) in &masks {
-            let m = if *kind == Kind::Dir {
-                Mount::MaskDir { target: p.clone() }
-            } else {
-                Mount::MaskFile { target: p.clone() }
-            };
-            overlay.push((depth(p), 4, vec![m]));
-        }
-        for (p, kind) in emptied {
-            let m = if *kind == Kind::Dir {
-                Mount::EmptyDir { target: p.clone() }
-            } else {
-                Mount::EmptyFile { target: p.clone() }
-            };
-            overlay.push((depth(p), 4, vec![m]));
-        }
+        //    writable roots may live under /tmp), taken while the host tree is still intact,
+        //    and the steps over the system's mounts (applied in 3.).
+        let mut m = mounts::Mounts::new(spec, host);
+        m.devices();
+        m.home(&writable_roots);
+        m.writable_roots(&writable_roots, &tmp_attached)?;
+        m.grants_and_covers(allows);
+        m.attached_grants(allows, tmp_grants, &tmp_attached);
+        m.reachable(&mut masks);
+        m.protections(&masks, emptied);
 
         // 2. The host tree becomes read-only; private /tmp, /dev and /proc replace the host's.
-        let nosuid_nodev = libc::MS_NOSUID | libc::MS_NODEV;
         // The private /tmp and /dev/shm are memory: bounded by `limits.tmp_size` each. A memory
         // cgroup counts their pages with the rest of the run's; `RLIMIT_DATA` does not, so
         // under it neither may hold more than the memory limit.
@@ -649,73 +419,19 @@ impl Plan {
             (None, Some(m)) | (Some(m), None) => format!("mode=1777,size={m}"),
             (None, None) => "mode=1777".to_string(),
         };
-        mounts.push(Mount::ReadOnlyRoot);
-        mounts.push(Mount::Tmpfs {
-            target: "/tmp".into(),
-            data: tmp_data.clone(),
-            flags: nosuid_nodev,
-        });
-        mounts.push(Mount::Tmpfs {
-            target: "/dev".into(),
-            data: "mode=0755,size=1m".into(),
-            flags: libc::MS_NOSUID | libc::MS_NOEXEC,
-        });
-        for (path, slot) in &devices {
-            mounts.push(Mount::File {
-                path: path.clone(),
-                mode: 0o666,
-            });
-            mounts.push(Mount::Attach {
-                slot: *slot,
-                target: path.clone(),
-                readonly: false,
-                device: true,
-            });
-        }
-        mounts.push(Mount::Mkdir {
-            path: "/dev/pts".into(),
-            mode: 0o755,
-        });
-        mounts.push(Mount::Devpts {
-            target: "/dev/pts".into(),
-        });
-        mounts.push(Mount::Symlink {
-            target: "pts/ptmx".into(),
-            path: "/dev/ptmx".into(),
-        });
-        mounts.push(Mount::Mkdir {
-            path: "/dev/shm".into(),
-            mode: 0o1777,
-        });
-        mounts.push(Mount::Tmpfs {
-            target: "/dev/shm".into(),
-            data: tmp_data,
-            flags: nosuid_nodev,
-        });
-        for (target, path) in [
-            ("/proc/self/fd", "/dev/fd"),
-            ("/proc/self/fd/0", "/dev/stdin"),
-            ("/proc/self/fd/1", "/dev/stdout"),
-            ("/proc/self/fd/2", "/dev/stderr"),
-        ] {
-            mounts.push(Mount::Symlink {
-                target: target.into(),
-                path: path.into(),
-            });
-        }
-        mounts.push(Mount::Proc {
-            target: "/proc".into(),
-        });
-        for p in PROC_READ_ONLY {
-            if host.lstat_kind(Path::new(p)).is_some() {
-                mounts.push(Mount::ReadOnly { path: p.into() });
-            }
-        }
-        // 3. Home, writable roots, pins, protected paths and masks: parents before children.
-        overlay.sort_by_key(|(d, class, _)| (*d, *class));
-        for (_, _, steps) in overlay {
-            mounts.extend(steps);
-        }
+        // 2. (`Mounts::system`) then 3.: home, writable roots, pins, protected paths and masks
+        // over them, parents before children.
+        let mounts::Mounts {
+            slots,
+            mounts,
+            idmapped,
+            granted,
+            devices,
+            review,
+            covers,
+            held_configs,
+            ..
+        } = m.system(tmp_data);
 
         let mut landlock = landlock_plan(
             spec.read_scope,
