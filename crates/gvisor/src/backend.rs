@@ -88,6 +88,7 @@ impl sandbox::Backend for GvisorBackend {
             network: spec.network,
             output_limit: spec.limits.output_bytes,
             cwd_fallback,
+            linked_secrets: spec.linked_secrets.clone(),
             backend,
             lowered,
         }))
@@ -137,6 +138,7 @@ struct GvisorPlanned {
     network: sandbox::Network,
     output_limit: Option<u64>,
     cwd_fallback: Option<sandbox::CwdFallback>,
+    linked_secrets: Vec<sandbox::LinkedSecret>,
 }
 
 fn relay_pipe() -> Result<(OwnedFd, OwnedFd), RunError> {
@@ -161,6 +163,9 @@ impl Planned for GvisorPlanned {
             proxy,
             before_command,
         } = launch;
+        // A masked file's other name is readable through the gofer as through the host
+        // kernel: refused (or recorded) by every backend's run.
+        let skipped = sandbox::refuse_linked_secrets(&self.linked_secrets, options)?;
         let sanitize = options.sanitize_output;
         let limit = self.output_limit;
         // A run attached to a terminal gets its own (see stream::terminal): runsc makes it, and
@@ -276,7 +281,7 @@ impl Planned for GvisorPlanned {
             signal: finished.signal,
             exec_errno: None,
             duration: finished.duration,
-            skipped: Vec::new(),
+            skipped,
             landlock_abi: None,
             blocked: Vec::new(),
             timed_out: finished.timed_out,

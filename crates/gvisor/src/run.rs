@@ -359,26 +359,7 @@ fn kill(plan: &Plan, state: &Path, signal: &str) {
 }
 
 pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
-    for (name, fd) in [
-        ("stdin", &io.stdin),
-        ("stdout", &io.stdout),
-        ("stderr", &io.stderr),
-    ] {
-        if !is_pipe(fd) {
-            return Err(Error::Io {
-                what: format!("hand the command its {name}"),
-                cause: std::io::Error::other(
-                    "not a pipe (runsc as root would take over its owner)",
-                ),
-            });
-        }
-    }
-    if plan.proxy.is_some() && io.network.is_none() {
-        return Err(Error::Io {
-            what: "give the command the proxy's network".into(),
-            cause: std::io::Error::other("mode proxy without a held network namespace"),
-        });
-    }
+    check_io(plan, &io)?;
     let netns_path = io.network.as_ref().map(sys::netns::HeldNetwork::netns_path);
     let dir = write_bundle(
         plan,
@@ -415,67 +396,14 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
             }
         })
         .map_err(io_err("start a thread waiting for runsc"))?;
-    let mut command = runsc(plan, &state);
-    // runsc (and with it the sandbox) ends should this process be killed.
-    sys::mountns::die_with_parent_on_exec(&mut command);
-    if let (Some(held), true) = (&io.network, plan.caller.rootless) {
-        held.join_on_exec(&mut command);
-    }
-    // runsc's own mount namespace (its file server works there): a root caller's idmapped
-    // views, then the masks' covers, each only on the file planned (after the trees: a cover
-    // inside one goes onto the view); kept open until runsc has started. An unprivileged
-    // caller's covers are made by runsc's child in a user namespace of its own, after it
-    // joined the held network (`join_on_exec` above runs first).
-    let trees = idmapped_trees(plan)?;
-    let covers = prepared_covers(plan)?;
-    if plan.caller.rootless {
-        if !covers.is_empty() {
-            sys::mountns::user_private_mounts_on_exec(&mut command, &covers);
-        }
-    } else if !trees.is_empty() || !covers.is_empty() {
-        sys::mountns::private_mounts_on_exec(&mut command, &trees, &covers);
-    }
-    command
-        .arg("run")
-        .arg(format!("--bundle={}", dir.path().display()));
-    if let Some(c) = &console {
-        let mut arg = std::ffi::OsString::from("--console-socket=");
-        arg.push(c.path());
-        command.arg(arg);
-    }
-    let spawned = command
-        .arg(&plan.caller.run_id)
-        .stdin(Stdio::from(io.stdin))
-        .stdout(Stdio::from(io.stdout))
-        .stderr(Stdio::from(io.stderr))
-        .spawn();
-    // A cover that found another file at its path: refused, naming it (runsc never started).
-    let spawned = match spawned {
-        Err(e) => match covers.failed() {
-            Some((Some(index), errno)) => return Err(cover_failed(plan, index, errno)),
-            Some((None, errno)) => return Err(Error::Unavailable {
-                cause: format!("could not make a user and mount namespace of runsc's own to cover the masks in: {errno}"),
-                fix: "run with --backend native".into(),
-            }),
-            None => Err(e),
-        },
-        Ok(child) => {
-            drop(covers);
-            Ok(child)
-        }
-    };
-    drop(trees);
-    let mut child = spawned.map_err(|e| match e.raw_os_error() {
-        // The caller's process limit, not a missing runsc.
-        Some(libc::EAGAIN) => Error::Io {
-            what: format!("start {}", plan.runsc.display()),
-            cause: e,
-        },
-        _ => Error::Unavailable {
-            cause: format!("could not start {}: {e}", plan.runsc.display()),
-            fix: crate::RUNSC_FIX.into(),
-        },
-    })?;
+    let mut child = spawn_runsc(
+        plan,
+        &state,
+        dir.path(),
+        console.as_ref(),
+        io.network.as_ref(),
+        [io.stdin, io.stdout, io.stderr],
+    )?;
     let attached = match (console, io.terminal) {
         (Some(console), Some(own)) => {
             match attach_console(console, own, &mut child, &io.cancel, io.process_signals) {
@@ -506,74 +434,22 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
             cause: std::io::Error::other("the waiting thread ended"),
         });
     }
-    // A limit past what the clock can hold is none.
-    let deadline = plan.timeout.and_then(|t| started.checked_add(t));
-    let mut timed_out = false;
-    let mut cancelled = false;
-    let mut interrupted: Option<i32> = None;
-    // When the command was told to end (SIGTERM through runsc): SIGKILL after GRACE.
-    let mut killed_at: Option<Instant> = None;
-    let mut killed_hard = false;
-    let status = loop {
-        let now = Instant::now();
-        // Ctrl-C, SIGTERM or SIGHUP to this process (caught since before the start): the
-        // command is told, then the whole sandbox ends after the grace period, and the run
-        // goes on to the sweep and the record.
-        // Signals asked for through the run's handle: to the container's processes.
-        for sig in io.cancel.take_signals() {
-            kill(plan, &state, &sig.to_string());
-        }
-        if killed_at.is_none() {
-            if let Some(sig) = io.process_signals.then(sys::parent::interrupted).flatten() {
-                interrupted = Some(sig);
-                kill(plan, &state, "TERM");
-                killed_at = Some(now);
-            }
-        }
-        let wake = match (deadline, killed_at) {
-            (_, Some(k)) if !killed_hard => k + GRACE,
-            (_, Some(_)) => now + Duration::from_secs(3600),
-            (Some(d), None) => d.min(now + TICK),
-            (None, None) => now + TICK,
-        };
-        let got = match rx.recv_timeout(wake.saturating_duration_since(now)) {
-            Ok(v) => Some(v),
-            Err(mpsc::RecvTimeoutError::Timeout) => None,
-            Err(mpsc::RecvTimeoutError::Disconnected) => break None,
-        };
-        match got {
-            Some(Some(status)) => break Some(status.map_err(io_err("wait for runsc"))?),
-            Some(None) => {
-                // Cancelled by the caller.
-                if killed_at.is_none() {
-                    cancelled = true;
-                    kill(plan, &state, "TERM");
-                    killed_at = Some(Instant::now());
-                }
-            }
-            None => {
-                let now = Instant::now();
-                match killed_at {
-                    Some(k) if !killed_hard && now >= k + GRACE => {
-                        kill(plan, &state, "KILL");
-                        // runsc itself, should it not end with its container.
-                        if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
-                            let _ =
-                                rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-                        }
-                        killed_hard = true;
-                    }
-                    Some(_) => {}
-                    None if deadline.is_some_and(|d| now >= d) => {
-                        timed_out = true;
-                        kill(plan, &state, "TERM");
-                        killed_at = Some(now);
-                    }
-                    None => {}
-                }
-            }
-        }
-    };
+    let Waited {
+        status,
+        timed_out,
+        cancelled,
+        interrupted,
+        killed_at,
+        killed_hard,
+    } = wait(
+        plan,
+        &state,
+        pid,
+        &rx,
+        &io.cancel,
+        io.process_signals,
+        started,
+    )?;
     let _ = waiter.join();
     // runsc is gone: what the terminal still holds is passed on, and the caller's terminal
     // gets its settings back.
@@ -605,6 +481,209 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
         timed_out,
         cancelled,
         terminal,
+    })
+}
+
+/// Each of the command's streams must be a pipe (runsc as root would take over the owner of
+/// anything else), and mode proxy needs the held network.
+fn check_io(plan: &Plan, io: &Io) -> Result<(), Error> {
+    for (name, fd) in [
+        ("stdin", &io.stdin),
+        ("stdout", &io.stdout),
+        ("stderr", &io.stderr),
+    ] {
+        if !is_pipe(fd) {
+            return Err(Error::Io {
+                what: format!("hand the command its {name}"),
+                cause: std::io::Error::other(
+                    "not a pipe (runsc as root would take over its owner)",
+                ),
+            });
+        }
+    }
+    if plan.proxy.is_some() && io.network.is_none() {
+        return Err(Error::Io {
+            what: "give the command the proxy's network".into(),
+            cause: std::io::Error::other("mode proxy without a held network namespace"),
+        });
+    }
+    Ok(())
+}
+
+/// `runsc run` of the bundle in `bundle`, with runsc's own mount namespace prepared (a root
+/// caller's idmapped views, then the masks' covers, each only on the file planned), dying
+/// with this process, and the command's streams.
+fn spawn_runsc(
+    plan: &Plan,
+    state: &Path,
+    bundle: &Path,
+    console: Option<&ConsoleSocket>,
+    network: Option<&sys::netns::HeldNetwork>,
+    streams: [OwnedFd; 3],
+) -> Result<std::process::Child, Error> {
+    let [stdin, stdout, stderr] = streams;
+    let mut command = runsc(plan, state);
+    // runsc (and with it the sandbox) ends should this process be killed.
+    sys::mountns::die_with_parent_on_exec(&mut command);
+    if let (Some(held), true) = (network, plan.caller.rootless) {
+        held.join_on_exec(&mut command);
+    }
+    // runsc's own mount namespace (its file server works there): a root caller's idmapped
+    // views, then the masks' covers, each only on the file planned (after the trees: a cover
+    // inside one goes onto the view); kept open until runsc has started. An unprivileged
+    // caller's covers are made by runsc's child in a user namespace of its own, after it
+    // joined the held network (`join_on_exec` above runs first).
+    let trees = idmapped_trees(plan)?;
+    let covers = prepared_covers(plan)?;
+    if plan.caller.rootless {
+        if !covers.is_empty() {
+            sys::mountns::user_private_mounts_on_exec(&mut command, &covers);
+        }
+    } else if !trees.is_empty() || !covers.is_empty() {
+        sys::mountns::private_mounts_on_exec(&mut command, &trees, &covers);
+    }
+    command
+        .arg("run")
+        .arg(format!("--bundle={}", bundle.display()));
+    if let Some(c) = console {
+        let mut arg = std::ffi::OsString::from("--console-socket=");
+        arg.push(c.path());
+        command.arg(arg);
+    }
+    let spawned = command
+        .arg(&plan.caller.run_id)
+        .stdin(Stdio::from(stdin))
+        .stdout(Stdio::from(stdout))
+        .stderr(Stdio::from(stderr))
+        .spawn();
+    // A cover that found another file at its path: refused, naming it (runsc never started).
+    let spawned = match spawned {
+        Err(e) => match covers.failed() {
+            Some((Some(index), errno)) => return Err(cover_failed(plan, index, errno)),
+            Some((None, errno)) => return Err(Error::Unavailable {
+                cause: format!("could not make a user and mount namespace of runsc's own to cover the masks in: {errno}"),
+                fix: "run with --backend native".into(),
+            }),
+            None => Err(e),
+        },
+        Ok(child) => {
+            drop(covers);
+            Ok(child)
+        }
+    };
+    drop(trees);
+    spawned.map_err(|e| match e.raw_os_error() {
+        // The caller's process limit, not a missing runsc.
+        Some(libc::EAGAIN) => Error::Io {
+            what: format!("start {}", plan.runsc.display()),
+            cause: e,
+        },
+        _ => Error::Unavailable {
+            cause: format!("could not start {}: {e}", plan.runsc.display()),
+            fix: crate::RUNSC_FIX.into(),
+        },
+    })
+}
+
+/// How the wait for runsc ended.
+struct Waited {
+    /// runsc's exit status (none: its waiter ended without one).
+    status: Option<ExitStatus>,
+    timed_out: bool,
+    cancelled: bool,
+    /// The ending signal this process received (passed on as SIGTERM).
+    interrupted: Option<i32>,
+    /// When the command was told to end, and whether the sandbox was then killed.
+    killed_at: Option<Instant>,
+    killed_hard: bool,
+}
+
+/// Waits for runsc (`pid`, its exit reported on `rx`) to end: passes signals and the
+/// caller's cancel on, ends the run at its deadline (SIGTERM, then SIGKILL after GRACE).
+fn wait(
+    plan: &Plan,
+    state: &Path,
+    pid: u32,
+    rx: &mpsc::Receiver<Option<std::io::Result<ExitStatus>>>,
+    cancel: &Cancel,
+    process_signals: bool,
+    started: Instant,
+) -> Result<Waited, Error> {
+    // A limit past what the clock can hold is none.
+    let deadline = plan.timeout.and_then(|t| started.checked_add(t));
+    let mut timed_out = false;
+    let mut cancelled = false;
+    let mut interrupted: Option<i32> = None;
+    // When the command was told to end (SIGTERM through runsc): SIGKILL after GRACE.
+    let mut killed_at: Option<Instant> = None;
+    let mut killed_hard = false;
+    let status = loop {
+        let now = Instant::now();
+        // Ctrl-C, SIGTERM or SIGHUP to this process (caught since before the start): the
+        // command is told, then the whole sandbox ends after the grace period, and the run
+        // goes on to the sweep and the record.
+        // Signals asked for through the run's handle: to the container's processes.
+        for sig in cancel.take_signals() {
+            kill(plan, state, &sig.to_string());
+        }
+        if killed_at.is_none() {
+            if let Some(sig) = process_signals.then(sys::parent::interrupted).flatten() {
+                interrupted = Some(sig);
+                kill(plan, state, "TERM");
+                killed_at = Some(now);
+            }
+        }
+        let wake = match (deadline, killed_at) {
+            (_, Some(k)) if !killed_hard => k + GRACE,
+            (_, Some(_)) => now + Duration::from_secs(3600),
+            (Some(d), None) => d.min(now + TICK),
+            (None, None) => now + TICK,
+        };
+        let got = match rx.recv_timeout(wake.saturating_duration_since(now)) {
+            Ok(v) => Some(v),
+            Err(mpsc::RecvTimeoutError::Timeout) => None,
+            Err(mpsc::RecvTimeoutError::Disconnected) => break None,
+        };
+        match got {
+            Some(Some(status)) => break Some(status.map_err(io_err("wait for runsc"))?),
+            Some(None) => {
+                // Cancelled by the caller.
+                if killed_at.is_none() {
+                    cancelled = true;
+                    kill(plan, state, "TERM");
+                    killed_at = Some(Instant::now());
+                }
+            }
+            None => {
+                let now = Instant::now();
+                match killed_at {
+                    Some(k) if !killed_hard && now >= k + GRACE => {
+                        kill(plan, state, "KILL");
+                        // runsc itself, should it not end with its container.
+                        if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
+                            let _ =
+                                rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                        }
+                        killed_hard = true;
+                    }
+                    Some(_) => {}
+                    None if deadline.is_some_and(|d| now >= d) => {
+                        timed_out = true;
+                        kill(plan, state, "TERM");
+                        killed_at = Some(now);
+                    }
+                    None => {}
+                }
+            }
+        }
+    };
+    Ok(Waited {
+        status,
+        timed_out,
+        cancelled,
+        interrupted,
+        killed_at,
+        killed_hard,
     })
 }
 

@@ -39,7 +39,7 @@ pub use outcome::{
     human_size, Check, LimitHit, NetworkTries, Outcome, Output, StreamSummary, Usage, Violation,
 };
 pub use spec::{
-    unassigned_id_enters, GuardPattern, Ids, Kind, Limits, LinkedSecret, Mask, Network, ReadScope,
-    Review, Spec, PROXY_ADDR,
+    refuse_linked_secrets, unassigned_id_enters, GuardPattern, Ids, Kind, Limits, LinkedSecret,
+    Mask, Network, ReadScope, Review, Spec, PROXY_ADDR,
 };
 pub use state::state_dir;

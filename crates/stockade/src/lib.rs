@@ -47,7 +47,6 @@ mod created_roots;
 mod credentials;
 mod error;
 mod journal;
-mod linked_secrets;
 mod live_policy;
 mod proxy_stage;
 mod record;

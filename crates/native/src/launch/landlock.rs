@@ -6,7 +6,6 @@ use std::ffi::CStr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::raw::c_int;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
 use landlock::{Access as _, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, Scope, ABI};
 
@@ -165,6 +164,7 @@ pub(super) fn changed_rule(path: PathBuf, cause: sys::Errno) -> RunError {
 /// moment. Compiled out of release builds (`debug_assertions`).
 #[cfg(debug_assertions)]
 fn test_pause() {
+    use std::time::{Duration, Instant};
     let Some(flag) = std::env::var_os("STOCKADE_TEST_LANDLOCK_PAUSE") else {
         return;
     };

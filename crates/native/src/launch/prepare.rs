@@ -22,7 +22,9 @@ pub(super) fn refusals(
     options: Options,
     io: &sandbox::RunIo,
 ) -> Result<Vec<String>, RunError> {
-    let mut skipped = Vec::new();
+    // A masked or protected file with another name outside its mask: refused (or recorded)
+    // here too, so a caller of this backend other than stockade's pipeline fails closed.
+    let mut skipped = sandbox::refuse_linked_secrets(&plan.linked_secrets, options)?;
     // stdout and stderr are relayed when they are such sockets (below); stdin cannot be.
     let aimable_stdin = match &io.stdin {
         sandbox::Input::Fd(fd) => aimable_socket(fd.as_fd()),

@@ -23,7 +23,6 @@ pub(super) fn finish(
     resolved: &workspace::Resolved,
     launched: Launched,
     review: Option<review_stage::Stage>,
-    linked_skipped: Vec<String>,
 ) -> Result<Ran, Error> {
     let (policy, id) = (cx.policy, cx.id);
     let Launched {
@@ -105,7 +104,6 @@ pub(super) fn finish(
                 .into(),
         });
     }
-    outcome.skipped.splice(0..0, linked_skipped);
     let mut violations = outcome.blocked.clone();
     violations.extend(sweep());
     if let Some(j) = journal {

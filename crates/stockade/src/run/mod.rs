@@ -114,7 +114,7 @@ pub fn run_with_io(
             journal::recover(request, &writable)
         })?;
         let prepared = spec::prepare(&cx)?;
-        let linked_skipped = start::start(
+        start::start(
             &cx,
             &prepared.resolved.spec,
             &mut audit,
@@ -123,13 +123,7 @@ pub fn run_with_io(
             &mut recovered_audited,
         )?;
         let launched = launch::launch(&cx, &prepared.resolved, prepared.credentials, io)?;
-        let ran = finish::finish(
-            &cx,
-            &prepared.resolved,
-            launched,
-            prepared.review,
-            linked_skipped,
-        )?;
+        let ran = finish::finish(&cx, &prepared.resolved, launched, prepared.review)?;
         Ok((prepared.resolved.spec, ran))
     })();
     let _record = tracing::debug_span!("record").entered();

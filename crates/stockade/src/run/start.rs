@@ -8,11 +8,10 @@ use super::Context;
 use crate::audit_event::AuditEvent;
 use crate::record::AuditLog;
 use crate::record_path::RecordPath;
-use crate::{journal, linked_secrets, Error, RecoveredSweep, RunRequest};
+use crate::{journal, Error, RecoveredSweep, RunRequest};
 
 /// The records' places checked against the spec's writable roots, earlier runs' completed
-/// sweeps and this run's start audited; returns what was skipped of the linked-secrets
-/// refusal under `--allow-degraded`.
+/// sweeps and this run's start audited, and a masked file with another name refused.
 pub(super) fn start(
     cx: &Context<'_>,
     spec: &sandbox::Spec,
@@ -20,7 +19,7 @@ pub(super) fn start(
     report: Option<&RecordPath>,
     recovered: &[RecoveredSweep],
     recovered_audited: &mut bool,
-) -> Result<Vec<String>, Error> {
+) -> Result<(), Error> {
     let request = cx.request;
     let audit_start = tracing::debug_span!("audit_start").entered();
     refuse_policy_file_in_writable_root(request, &spec.writable_roots)?;
@@ -41,11 +40,11 @@ pub(super) fn start(
         audit.event(&AuditEvent::CommandRule(m))?;
     }
     drop(audit_start);
-    // A masked or protected file with another name outside its mask: the same for every
-    // backend, so checked here once (refused, or recorded as skipped).
-    let mut skipped = Vec::new();
-    linked_secrets::refuse(&spec.linked_secrets, request.options, &mut skipped)?;
-    Ok(skipped)
+    // A masked or protected file with another name outside its mask: refused before anything
+    // of the run happens (the backend's run checks it again, and records what
+    // `--allow-degraded` skips).
+    sandbox::refuse_linked_secrets(&spec.linked_secrets, request.options)?;
+    Ok(())
 }
 
 /// A policy file (`--policy`) outside the workspace that the command could write (it lies in
