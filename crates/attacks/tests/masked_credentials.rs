@@ -127,8 +127,15 @@ impl GitServer {
             .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("start the git server: {e}"));
+        let mut child = child;
+        // Ready when it has made its log (after it bound the port and loaded its key): a
+        // connection alone could reach another process on the port (a server orphaned by a
+        // killed run held 443, and this test then failed with the proxy's 502).
         let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        while !log.exists() {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("the git server exited ({status}): is port {port} held by another process?");
+            }
             assert!(Instant::now() < deadline, "the git server did not start");
             std::thread::sleep(Duration::from_millis(50));
         }
