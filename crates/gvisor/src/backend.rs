@@ -254,16 +254,10 @@ impl Planned for GvisorPlanned {
                 sanitize,
             }),
         };
+        // What the command's start waits for (the run journal, durable): before runsc starts.
+        sandbox::wait_before_command(before_command)?;
         // The write ends live in `io` only: they close when runsc's child has them and `io` is
         // consumed, so the relays see the end of the output when the command ends.
-        // What the command's start waits for (the run journal, durable): before runsc starts.
-        if let Some(Err(cause)) = before_command.map(|before| before()) {
-            return Err(RunError::Unavailable {
-                what: "what the command's start waits for",
-                cause,
-                fix: "see the cause".into(),
-            });
-        }
         let finished = self.backend.run(&self.lowered, io);
         let [out, err] = relays;
         let mut relayed_out = [out.join().ok(), err.join().ok()];
@@ -305,6 +299,6 @@ impl Planned for GvisorPlanned {
 }
 
 /// Whether runsc runs as root (with the run's cgroup) rather than `--rootless`.
-pub fn root_caller() -> bool {
+pub(crate) fn root_caller() -> bool {
     rustix::process::geteuid().is_root()
 }

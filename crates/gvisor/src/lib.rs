@@ -60,7 +60,8 @@ use std::path::{Path, PathBuf};
 use sandbox::{Check, Spec};
 use serde::Serialize;
 
-pub use backend::{root_caller, GvisorBackend, ENFORCEMENT};
+use backend::root_caller;
+pub use backend::{GvisorBackend, ENFORCEMENT};
 pub use platform::Platform;
 pub use run::{host_owned, Finished, Io, OwnTerminal};
 
@@ -383,7 +384,7 @@ impl Gvisor {
         // The effective uid decides between `runsc` as root and `runsc --rootless`. A root
         // caller's command runs as an unprivileged id (as under the native backend): it owns
         // only what the idmapped views give it ([`Plan::idmapped`]), never root's files.
-        let root = rustix::process::geteuid().is_root();
+        let root = root_caller();
         Caller {
             rootless: !root,
             uid: if root { ROOT_CALLER_ID } else { 0 },

@@ -2,7 +2,6 @@
 
 use sandbox::{Enforced, Enforcement, Launch, LimitMechanism, Planned, Traits};
 
-use crate::cgroup::Mechanism;
 use crate::{Outcome, Plan, RealHost, RunError};
 
 pub use sandbox::{BeforeCommand, StartProxy};
@@ -43,15 +42,8 @@ impl Planned for Plan {
     }
 
     fn enforcement(&self) -> Enforcement {
-        let enforced = |chosen: Option<(u64, Mechanism)>| {
-            chosen.map(|(value, m)| Enforced {
-                value,
-                mechanism: match m {
-                    Mechanism::Cgroup1 => LimitMechanism::Cgroup1,
-                    Mechanism::Cgroup2 => LimitMechanism::Cgroup2,
-                    Mechanism::Rlimit => LimitMechanism::Rlimit,
-                },
-            })
+        let enforced = |chosen: Option<(u64, LimitMechanism)>| {
+            chosen.map(|(value, mechanism)| Enforced { value, mechanism })
         };
         Enforcement {
             inside_uid: self.ids.inside_uid,

@@ -22,36 +22,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-/// How one limit is enforced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum Mechanism {
-    #[serde(rename = "cgroup_v2")]
-    Cgroup2,
-    #[serde(rename = "cgroup_v1")]
-    Cgroup1,
-    #[serde(rename = "rlimit")]
-    /// A per-process (memory) or per-user-namespace (pids) rlimit.
-    Rlimit,
-}
-
-impl Mechanism {
-    /// The name in reports and audit events.
-    pub fn code(self) -> &'static str {
-        match self {
-            Mechanism::Cgroup2 => "cgroup_v2",
-            Mechanism::Cgroup1 => "cgroup_v1",
-            Mechanism::Rlimit => "rlimit",
-        }
-    }
-
-    pub fn describe(self) -> &'static str {
-        match self {
-            Mechanism::Cgroup2 => "cgroup v2",
-            Mechanism::Cgroup1 => "cgroup v1",
-            Mechanism::Rlimit => "rlimit",
-        }
-    }
-}
+/// How one limit is enforced: the contract's type, which the run record and every backend
+/// share.
+pub use sandbox::LimitMechanism as Mechanism;
 
 /// The limits asked for, in kernel units.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]

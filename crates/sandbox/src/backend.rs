@@ -97,18 +97,24 @@ pub struct Enforced {
     pub mechanism: LimitMechanism,
 }
 
-/// What enforces a limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What enforces a limit (serialized as its [`LimitMechanism::code`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum LimitMechanism {
+    #[serde(rename = "cgroup_v1")]
     Cgroup1,
+    #[serde(rename = "cgroup_v2")]
     Cgroup2,
     /// A per-process (memory) or per-user-namespace (pids) rlimit.
+    #[serde(rename = "rlimit")]
     Rlimit,
     /// The run's cgroup, made by runsc (root callers).
+    #[serde(rename = "gvisor_cgroup")]
     GvisorCgroup,
     /// `RLIMIT_NPROC` in the Sentry (it counts only the run's processes).
+    #[serde(rename = "gvisor_rlimit_nproc")]
     GvisorRlimitNproc,
     /// A per-process `RLIMIT_AS` (unprivileged callers).
+    #[serde(rename = "gvisor_rlimit_as")]
     GvisorRlimitAs,
 }
 
@@ -124,10 +130,22 @@ impl LimitMechanism {
             LimitMechanism::GvisorRlimitAs => "gvisor_rlimit_as",
         }
     }
+
+    /// The name in words (`stockade policy show`, `doctor`).
+    pub fn describe(self) -> &'static str {
+        match self {
+            LimitMechanism::Cgroup1 => "cgroup v1",
+            LimitMechanism::Cgroup2 => "cgroup v2",
+            LimitMechanism::Rlimit => "rlimit",
+            LimitMechanism::GvisorCgroup => "runsc's cgroup",
+            LimitMechanism::GvisorRlimitNproc => "RLIMIT_NPROC in the Sentry",
+            LimitMechanism::GvisorRlimitAs => "RLIMIT_AS per process",
+        }
+    }
 }
 
 /// One layer of a run and what enforces it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Layer {
     pub what: &'static str,
     pub by: &'static str,

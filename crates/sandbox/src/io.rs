@@ -103,3 +103,16 @@ pub type StartProxy = Box<dyn FnMut(TcpListener) -> Result<(), String> + Send>;
 /// meanwhile): what the caller prepares beside the set-up that must hold before the command
 /// runs (the run journal, durable). An error ends the run before the command starts.
 pub type BeforeCommand = Box<dyn FnOnce() -> Result<(), String> + Send>;
+
+/// Waits for `before` (when there is one); its error refuses the run before the command
+/// starts, the same way for every backend.
+pub fn wait_before_command(before: Option<BeforeCommand>) -> Result<(), crate::RunError> {
+    match before.map(|before| before()) {
+        Some(Err(cause)) => Err(crate::RunError::Unavailable {
+            what: "what the command's start waits for",
+            cause,
+            fix: "see the cause".into(),
+        }),
+        _ => Ok(()),
+    }
+}

@@ -34,7 +34,7 @@ pub use backend::{Backend, Enforced, Enforcement, Launch, Layer, LimitMechanism,
 pub use cancel::Cancel;
 pub use codes::{Code, Notice};
 pub use error::{CwdFallback, RunError};
-pub use io::{BeforeCommand, Input, Options, RunIo, Sink, StartProxy};
+pub use io::{wait_before_command, BeforeCommand, Input, Options, RunIo, Sink, StartProxy};
 pub use outcome::{
     human_size, Check, LimitHit, NetworkTries, Outcome, Output, StreamSummary, Usage, Violation,
 };

@@ -608,13 +608,10 @@ fn doctor(json: bool, backend: Option<&str>) -> u8 {
         policy::BackendName::Native
     });
     let ok = checks.iter().all(|c| c.ok || !c.required);
-    let enforced: Vec<serde_json::Value> = (layers.iter())
-        .map(|l| serde_json::json!({ "what": l.what, "by": l.by }))
-        .collect();
     if json {
         let mut v = serde_json::json!({ "ok": ok, "backend": name, "checks": checks });
         if !layers.is_empty() {
-            v["enforced_by"] = enforced.into();
+            v["enforced_by"] = serde_json::json!(layers);
         }
         outln!("{v}");
     } else {

@@ -177,7 +177,7 @@ pub(crate) struct RunRecord<'a> {
     network_around_proxy: Option<sandbox::NetworkTries>,
     /// Under a backend other than native: which mechanism enforces each layer.
     #[serde(skip_serializing_if = "Option::is_none")]
-    enforced_by: Option<Vec<Enforced>>,
+    enforced_by: Option<&'static [sandbox::Layer]>,
     /// The `[[commands]]` entry whose grants the run had.
     #[serde(skip_serializing_if = "Option::is_none")]
     command_rule: Option<&'a crate::CommandMatch>,
@@ -187,12 +187,6 @@ pub(crate) struct RunRecord<'a> {
     /// Review and ephemeral runs: why the change set could not be read and sealed.
     #[serde(skip_serializing_if = "Option::is_none")]
     review_error: Option<&'a crate::ReviewFailure>,
-}
-
-#[derive(Serialize)]
-struct Enforced {
-    what: &'static str,
-    by: &'static str,
 }
 
 impl<'a> RunRecord<'a> {
@@ -246,14 +240,7 @@ impl<'a> RunRecord<'a> {
             network,
             network_off: outcome.network_tries.filter(|t| t.tried() && !t.proxy),
             network_around_proxy: outcome.network_tries.filter(|t| t.tried() && t.proxy),
-            enforced_by: (!layers.is_empty()).then(|| {
-                (layers.iter())
-                    .map(|l| Enforced {
-                        what: l.what,
-                        by: l.by,
-                    })
-                    .collect()
-            }),
+            enforced_by: (!layers.is_empty()).then_some(layers),
             command_rule: None,
             review: None,
             review_error: None,

@@ -137,15 +137,8 @@ pub(super) fn release(
         }
     }
     if let (Ok(()), true) = (&mapped, gate.wait) {
-        if let Some(Err(cause)) = gate.before_command.map(|before| before()) {
-            return Err(abandon(
-                child,
-                RunError::Unavailable {
-                    what: "what the command's start waits for",
-                    cause,
-                    fix: "see the cause".into(),
-                },
-            ));
+        if let Err(e) = sandbox::wait_before_command(gate.before_command) {
+            return Err(abandon(child, e));
         }
         if let Err(e) = child.release_command() {
             let refused = reported_failure(plan, child);
