@@ -361,9 +361,6 @@ pub fn planned_dirs(plan: &ResourcePlan, name: &str) -> Vec<PathBuf> {
     }
 }
 
-/// Stable code of a limit the run reached.
-pub const E_LIMIT_REACHED: &str = sandbox::Code::LimitReached.as_str();
-
 pub use sandbox::{LimitHit, Usage};
 
 /// The limits `usage` shows the run reached.

@@ -5,15 +5,6 @@ use std::path::PathBuf;
 use sandbox::Code;
 pub use sandbox::RunError;
 
-/// Stable error codes shown in messages, `--json` output and audit events (from the one
-/// registry, [`sandbox::Code`]).
-pub const E_POLICY_INVALID: &str = Code::PolicyInvalid.as_str();
-pub const E_PROTECTION_UNAVAILABLE: &str = Code::ProtectionUnavailable.as_str();
-pub const E_SANDBOX_SETUP: &str = Code::SandboxSetup.as_str();
-pub const E_COMMAND_NOT_FOUND: &str = Code::CommandNotFound.as_str();
-pub const E_COMMAND_NOT_EXECUTABLE: &str = Code::CommandNotExecutable.as_str();
-pub const E_INTERNAL: &str = Code::Internal.as_str();
-
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
     #[error(transparent)]

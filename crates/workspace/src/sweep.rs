@@ -35,8 +35,6 @@ use crate::planted_git;
 use crate::walk::{in_git_modules, walk, Stamps};
 use crate::Resolved;
 
-pub const E_SANDBOX_VIOLATION: &str = sandbox::Code::SandboxViolation.as_str();
-
 pub use sandbox::Violation;
 
 /// Minimal config git writes for a new repository, used when a new config had to be replaced.
