@@ -76,13 +76,13 @@ pub(super) fn record(
         duration_ms: outcome.duration.as_millis() as u64,
         violations: violations.len(),
     })?;
-    if let Some(report) = report {
+    if let (Some(report), Some(enforcement)) = (report, &enforcement) {
         RunRecord::new(
             cx.id,
             cx.policy,
             &cx.digest,
             spec,
-            &enforcement,
+            enforcement,
             cx.traits.layers,
             &outcome,
             &violations,

@@ -7,7 +7,8 @@ use crate::{review_stage, Error, ReviewFailure, ReviewSummary};
 
 /// A run that ended, with all that the record stage writes down.
 pub(super) struct Ran {
-    pub enforcement: sandbox::Enforcement,
+    /// What enforced each layer (with `--report`).
+    pub enforcement: Option<sandbox::Enforcement>,
     pub fallback: Option<sandbox::CwdFallback>,
     pub outcome: sandbox::Outcome,
     /// Refused during the run, and undone by the sweep after it.

@@ -13,7 +13,8 @@ use crate::{journal, Error};
 pub(super) struct Launched {
     /// The proxy the run's network went through (mode proxy), to stop after the run.
     pub proxy: Arc<Mutex<Option<net::proxy::Proxy>>>,
-    pub enforcement: sandbox::Enforcement,
+    /// What enforced each layer, for the record (only when `--report` asks for one).
+    pub enforcement: Option<sandbox::Enforcement>,
     pub fallback: Option<sandbox::CwdFallback>,
     /// The run's end, or why the backend failed.
     pub launched: Result<sandbox::Outcome, Error>,
@@ -85,7 +86,7 @@ pub(super) fn launch(
             .map_err(|_| write());
         let planned = tracing::debug_span!("plan").in_scope(|| backend.plan(spec, cx.id));
         let planned = planned.map(|plan| {
-            let enforcement = plan.enforcement();
+            let enforcement = request.report.is_some().then(|| plan.enforcement());
             let fallback = plan.cwd_fallback();
             let launch = sandbox::Launch {
                 io,
