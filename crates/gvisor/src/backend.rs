@@ -293,6 +293,7 @@ impl Planned for GvisorPlanned {
             // Not watched: the Sentry's network stack is its own, not the host kernel's, and its
             // counters are seen only inside the sandbox (README: "network is off").
             network_tries: None,
+            container: None,
         };
         Ok(outcome)
     }

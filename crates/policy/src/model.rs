@@ -70,6 +70,10 @@ pub enum BackendName {
     Native,
     /// gVisor's `runsc`: the command's kernel is the Sentry.
     Gvisor,
+    /// A Podman container (rootless for an unprivileged caller).
+    Podman,
+    /// A Docker container (the engine's daemon runs it).
+    Docker,
 }
 
 impl BackendName {
@@ -77,7 +81,22 @@ impl BackendName {
         match self {
             BackendName::Native => "native",
             BackendName::Gvisor => "gvisor",
+            BackendName::Podman => "podman",
+            BackendName::Docker => "docker",
         }
+    }
+
+    /// Every backend, in the order `--backend` lists them.
+    pub const ALL: [BackendName; 4] = [
+        BackendName::Native,
+        BackendName::Gvisor,
+        BackendName::Podman,
+        BackendName::Docker,
+    ];
+
+    /// The backend `name` names (`--backend NAME`).
+    pub fn parse(name: &str) -> Option<BackendName> {
+        Self::ALL.into_iter().find(|b| b.as_str() == name)
     }
 
     fn is_native(&self) -> bool {

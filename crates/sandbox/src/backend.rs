@@ -116,6 +116,9 @@ pub enum LimitMechanism {
     /// A per-process `RLIMIT_AS` (unprivileged callers).
     #[serde(rename = "gvisor_rlimit_as")]
     GvisorRlimitAs,
+    /// The container's cgroup, made by its engine (`--memory`, `--pids-limit`, `--cpus`).
+    #[serde(rename = "container_cgroup")]
+    ContainerCgroup,
 }
 
 impl LimitMechanism {
@@ -128,6 +131,7 @@ impl LimitMechanism {
             LimitMechanism::GvisorCgroup => "gvisor_cgroup",
             LimitMechanism::GvisorRlimitNproc => "gvisor_rlimit_nproc",
             LimitMechanism::GvisorRlimitAs => "gvisor_rlimit_as",
+            LimitMechanism::ContainerCgroup => "container_cgroup",
         }
     }
 
@@ -140,6 +144,7 @@ impl LimitMechanism {
             LimitMechanism::GvisorCgroup => "runsc's cgroup",
             LimitMechanism::GvisorRlimitNproc => "RLIMIT_NPROC in the Sentry",
             LimitMechanism::GvisorRlimitAs => "RLIMIT_AS per process",
+            LimitMechanism::ContainerCgroup => "the container's cgroup",
         }
     }
 }

@@ -93,6 +93,9 @@ pub struct Options {
     /// program redraws far more than 16 MiB in an afternoon). `--output-limit` given on the
     /// command line turns it on.
     pub limit_terminal: bool,
+    /// Leave the run's container behind when it ends, for debugging (`--keep`; the container
+    /// backends: the run record names it and how to remove it).
+    pub keep: bool,
 }
 
 /// Starts the egress proxy on the listener a backend opened in the sandbox's network (mode

@@ -36,7 +36,8 @@ pub use codes::{Code, Notice};
 pub use error::{CwdFallback, RunError};
 pub use io::{wait_before_command, BeforeCommand, Input, Options, RunIo, Sink, StartProxy};
 pub use outcome::{
-    human_size, Check, LimitHit, NetworkTries, Outcome, Output, StreamSummary, Usage, Violation,
+    human_size, Check, ContainerRun, LimitHit, NetworkTries, Outcome, Output, StreamSummary, Usage,
+    Violation,
 };
 pub use spec::{
     refuse_linked_secrets, unassigned_id_enters, GuardPattern, Ids, Kind, Limits, LinkedSecret,

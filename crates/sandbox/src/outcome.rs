@@ -123,6 +123,27 @@ pub struct Outcome {
     /// have (under proxy: around the proxy), as the kernel of its namespace counted it (`None`:
     /// not watched: mode host, gVisor).
     pub network_tries: Option<NetworkTries>,
+    /// A container backend's run: the engine, the image and the container (the run record).
+    pub container: Option<ContainerRun>,
+}
+
+/// What a container backend ran: enough to find the container and to repeat the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ContainerRun {
+    /// `podman` or `docker`, and the engine's binary.
+    pub engine: &'static str,
+    pub engine_binary: std::path::PathBuf,
+    /// The image as named, and its id (`sha256:...`) as the engine reported it.
+    pub image: String,
+    pub image_id: String,
+    /// The container's name (its id is the engine's; `ENGINE inspect NAME` shows it).
+    pub container: String,
+    /// The engine's arguments, exactly as given (the environment's values are not in them:
+    /// `--env NAME` takes each from the engine's own environment).
+    pub args: Vec<String>,
+    /// `--keep`: the container is left behind; how to remove it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kept: Option<String>,
 }
 
 /// Tries to reach a network that is not there (mode none): counted by the kernel of the

@@ -48,7 +48,7 @@ fn the_contract_crate_holds_types_and_depends_on_no_mechanism() {
 
 #[test]
 fn no_backend_imports_another_and_the_cli_reaches_only_the_library() {
-    let backends = ["native", "gvisor"];
+    let backends = ["native", "gvisor", "container"];
     for b in backends {
         let deps = dependencies(b);
         for other in backends.iter().filter(|o| **o != b) {
@@ -56,7 +56,15 @@ fn no_backend_imports_another_and_the_cli_reaches_only_the_library() {
         }
     }
     let cli = dependencies("stockade-cli");
-    for past in ["native", "gvisor", "workspace", "guard", "sys", "stream"] {
+    for past in [
+        "native",
+        "gvisor",
+        "container",
+        "workspace",
+        "guard",
+        "sys",
+        "stream",
+    ] {
         assert!(
             !cli.iter().any(|d| d == past),
             "stockade-cli depends on {past}: reach it through the stockade library"
@@ -87,7 +95,16 @@ fn one_file_of_the_pipeline_chooses_the_backend() {
     let mut choosers = Vec::new();
     for f in &files {
         let text = fs::read_to_string(f).expect("a source file");
-        if text.contains("BackendName::Gvisor") || text.contains("gvisor::") {
+        if [
+            "BackendName::Gvisor",
+            "gvisor::",
+            "BackendName::Podman",
+            "BackendName::Docker",
+            "container::",
+        ]
+        .iter()
+        .any(|name| text.contains(name))
+        {
             choosers.push(f.strip_prefix(&src).unwrap_or(f).display().to_string());
         }
     }

@@ -94,8 +94,8 @@ enum Command {
         /// Print the checks as JSON.
         #[arg(long)]
         json: bool,
-        /// The backend to check: native (default) or gvisor.
-        #[arg(long, value_name = "NAME", value_parser = ["native", "gvisor"])]
+        /// The backend to check: native (default), gvisor, podman or docker.
+        #[arg(long, value_name = "NAME", value_parser = ["native", "gvisor", "podman", "docker"])]
         backend: Option<String>,
     },
     /// Print the AppArmor profile that lets this stockade binary create user namespaces on
@@ -249,9 +249,10 @@ struct PolicyArgs {
     /// stockade's proxy, under the domain rules) or host (the host's network, unfiltered).
     #[arg(long, value_name = "MODE", value_parser = ["none", "proxy", "host"])]
     net: Option<String>,
-    /// The isolation backend: native (default: namespaces, Landlock, seccomp) or gvisor
-    /// (gVisor's runsc; the command's kernel is its Sentry).
-    #[arg(long, value_name = "NAME", value_parser = ["native", "gvisor"])]
+    /// The isolation backend: native (default: namespaces, Landlock, seccomp), gvisor
+    /// (gVisor's runsc; the command's kernel is its Sentry), podman or docker (a hardened
+    /// container of that engine).
+    #[arg(long, value_name = "NAME", value_parser = ["native", "gvisor", "podman", "docker"])]
     backend: Option<String>,
     /// Mode proxy: allow this domain (`example.com`, `*.example.com` = subdomains; `:PORT`).
     #[arg(long = "allow-domain", value_name = "PATTERN")]
@@ -371,6 +372,10 @@ struct RunArgs {
     /// terminal output goes through pipes and a terminal stdin becomes /dev/null.
     #[arg(long)]
     no_tty: bool,
+    /// Container backends: leave the run's container behind when it ends, for debugging; the
+    /// run record (--report) names it and the command that removes it.
+    #[arg(long)]
+    keep: bool,
     /// Read policy changes from descriptor N while the run goes on, one JSON object a line,
     /// each list replacing the current one: `allow_domains`, `deny_domains`, `allow_hosts`
     /// (the proxy's rules, in force at once), `allow_write`, `allow_read`, `deny_read`,
@@ -426,10 +431,7 @@ fn overrides(args: &PolicyArgs) -> policy::Overrides {
         pids: args.pids,
         cpu: args.cpu,
         output_limit: args.output_limit.clone(),
-        backend: args.backend.as_deref().map(|b| match b {
-            "gvisor" => policy::BackendName::Gvisor,
-            _ => policy::BackendName::Native,
-        }),
+        backend: args.backend.as_deref().and_then(policy::BackendName::parse),
         credentials: args.credential.clone(),
         agent: args.agent.clone(),
         presets: args.preset.clone(),
@@ -508,6 +510,7 @@ fn run(args: RunArgs) -> Result<u8, Error> {
     request.options.allow_degraded = args.record.allow_degraded;
     request.options.sanitize_output = args.record.sanitize_output;
     request.options.no_terminal = args.no_tty;
+    request.options.keep = args.keep;
     request.options.limit_terminal = args.policy.output_limit.is_some();
     request.report = args.record.report;
     request.audit = args.record.audit;
@@ -601,12 +604,11 @@ fn check_mark(c: &stockade::Check) -> &'static str {
 }
 
 fn doctor(json: bool, backend: Option<&str>) -> u8 {
-    let gvisor = backend == Some("gvisor");
-    let (name, checks, layers) = stockade::backend_checks(if gvisor {
-        policy::BackendName::Gvisor
-    } else {
-        policy::BackendName::Native
-    });
+    let (name, checks, layers) = stockade::backend_checks(
+        backend
+            .and_then(policy::BackendName::parse)
+            .unwrap_or_default(),
+    );
     let ok = checks.iter().all(|c| c.ok || !c.required);
     if json {
         let mut v = serde_json::json!({ "ok": ok, "backend": name, "checks": checks });

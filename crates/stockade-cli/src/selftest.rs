@@ -30,8 +30,8 @@ pub struct SelftestArgs {
     /// Cases run at once (default 3).
     #[arg(long, value_name = "N", default_value_t = 3)]
     parallel: usize,
-    /// Run the corpus against this backend: native (default) or gvisor.
-    #[arg(long, value_name = "NAME", value_parser = ["native", "gvisor"])]
+    /// Run the corpus against this backend: native (default), gvisor, podman or docker.
+    #[arg(long, value_name = "NAME", value_parser = ["native", "gvisor", "podman", "docker"])]
     backend: Option<String>,
 }
 
@@ -74,10 +74,11 @@ pub fn main(args: &SelftestArgs) -> Result<u8, Error> {
         backend: args.backend.clone(),
     };
     selftest::install_interrupt_handler();
-    let (backend_name, checks, _) = stockade::backend_checks(match args.backend.as_deref() {
-        Some("gvisor") => policy::BackendName::Gvisor,
-        _ => policy::BackendName::Native,
-    });
+    let (backend_name, checks, _) = stockade::backend_checks(
+        (args.backend.as_deref())
+            .and_then(policy::BackendName::parse)
+            .unwrap_or_default(),
+    );
     let doctor_ok = checks.iter().all(|c| c.ok || !c.required);
     let json = args.json;
     let progress = |r: &selftest::CaseResult| {

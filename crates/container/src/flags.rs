@@ -1,0 +1,440 @@
+//! A run's spec lowered to the arguments of `podman run` / `docker run`: pure, tested as
+//! data (the whole argument list).
+//!
+//! The recipe: the image's root read-only (`--read-only`), every capability dropped,
+//! `no-new-privileges`, the engine's seccomp profile, a user of the caller's own, a private
+//! `/tmp` and `/dev/shm`, no network (`--network none`), the run's limits as the container's
+//! cgroup (or rlimits where the engine has none), and the host's tree bound read-only over
+//! the image with the masks, writable roots and protected paths as the native backend has
+//! them. Every bind is non-recursive: a mount below a bound directory is hidden (an empty
+//! directory), never bound writable by accident (a recursive read-only bind leaves the
+//! mounts below it writable on these engines).
+
+use std::path::{Path, PathBuf};
+
+use sandbox::{Kind, Mask, Network, ReadScope, Spec};
+
+use crate::Engine;
+
+/// Why a spec cannot be lowered to a container run.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LowerError {
+    #[error("path is not valid UTF-8 (a container engine's --mount cannot name it): {0}")]
+    NotUtf8(PathBuf),
+    #[error("path holds a comma (a container engine's --mount cannot name it): {0}")]
+    Comma(PathBuf),
+    #[error("read_scope = \"allow-list\" is not supported by the container backends (they bind the host's tree read-only)")]
+    AllowList,
+    #[error("--net proxy is not supported by the container backends yet")]
+    Proxy,
+    #[error("a CPU limit cannot be enforced by rootless {0} on this machine's cgroups")]
+    CpuRootless(&'static str),
+    #[error("the workspace {0} belongs to root: a root caller's command runs as the workspace's owner, never as root, and no unprivileged id owns this one")]
+    RootOwnedWorkspace(PathBuf),
+}
+
+/// Who runs the engine and how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The id the command runs as inside the container.
+    pub uid: u32,
+    pub gid: u32,
+    /// Rootless Podman (an unprivileged caller): the container's uid 0 is the caller, in a
+    /// user namespace of Podman's; it has no cgroup of its own on cgroup v1, so limits are
+    /// rlimits.
+    pub rootless: bool,
+}
+
+/// What the arguments name besides the spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub engine: Engine,
+    /// `--runtime` for Podman (runc where crun fails on hybrid cgroups).
+    pub runtime: Option<String>,
+    pub image: String,
+    /// The container's name.
+    pub name: String,
+    /// `--keep`: no `--rm`.
+    pub keep: bool,
+    /// An empty file and an unreadable one (mode 0), bound over masked files.
+    pub empty_file: PathBuf,
+    pub unreadable_file: PathBuf,
+    /// The entries of the host's `/`: bound read-only over the image (directories and
+    /// files), or made as the image's own (symbolic links).
+    pub host_root: Vec<(String, crate::image::Entry, Option<String>)>,
+    /// The engine's process limit that a root Podman must not raise (`ulimit -Hu`).
+    pub nproc_hard: u64,
+    /// The caller's open-files hard limit (the default when the spec has none).
+    pub nofile_hard: u64,
+    /// Stdin is fed (`--interactive`).
+    pub interactive: bool,
+    /// How this engine's client is told a bind is not recursive.
+    pub nonrecursive: NonRecursive,
+    /// The host's mount points (rootless Podman binds recursively, see [`lower`]).
+    pub mount_points: Vec<PathBuf>,
+}
+
+/// How an engine's client is told that a bind is not recursive: Docker's clients from 25 on
+/// call `bind-nonrecursive` deprecated (a warning per mount, on the command's stderr) and take
+/// `bind-recursive=disabled`, which older clients and Podman 4 do not know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NonRecursive {
+    Legacy,
+    Disabled,
+    /// Rootless Podman: the kernel refuses a non-recursive bind of a directory holding mounts
+    /// in a user namespace (it would uncover what they hide), so binds are recursive and each
+    /// mount below a read-only one gets a read-only bind of its own (see [`lower`]).
+    Recursive,
+}
+
+impl NonRecursive {
+    pub fn option(self) -> &'static str {
+        match self {
+            NonRecursive::Legacy => "bind-nonrecursive=true",
+            NonRecursive::Disabled => "bind-recursive=disabled",
+            NonRecursive::Recursive => "",
+        }
+    }
+}
+
+/// The lowered run: the engine's arguments after `run`, and what they chose.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lowered {
+    pub args: Vec<String>,
+    /// Where the command starts, and why not where the caller is (when not).
+    pub cwd: PathBuf,
+    pub cwd_fallback: Option<String>,
+    /// The names whose values the engine takes from its own environment (`--env NAME`).
+    pub env: Vec<(String, String)>,
+    pub uid: u32,
+}
+
+/// Top-level host directories the container gets from the engine or a tmpfs of its own, never
+/// the host's: the kernel's views, devices, and the host's run-time sockets (`/run` holds the
+/// engine's own socket: a command that reached it would be root on the host).
+const NOT_BOUND: &[&str] = &["proc", "sys", "dev", "tmp", "run"];
+
+/// The script the command is started by (`/bin/sh -c`): it reads back what the engine applied
+/// and refuses to run the command (exit 125, naming the flag) when a hardening flag was
+/// ignored; then it becomes the command (`exec`: same process, same exit codes as a shell's,
+/// 126 and 127 included).
+pub const CHECK: &str = r#"fail() { printf 'stockade: E_PROTECTION_UNAVAILABLE: the container engine did not apply %s (%s): the command was not run; fix: use an engine that applies it, or --backend native\n' "$1" "$2" >&2; exit 125; }
+while read -r k v rest; do case "$k" in
+CapPrm:|CapEff:|CapBnd:|CapAmb:) [ "$v" = 0000000000000000 ] || fail "--cap-drop ALL" "$k $v";;
+NoNewPrivs:) [ "$v" = 1 ] || fail "--security-opt no-new-privileges" "NoNewPrivs $v";;
+Seccomp:) [ "$v" = 2 ] || fail "its seccomp profile" "Seccomp $v";;
+Uid:) [ "$v" = "$STOCKADE_CHECK_UID" ] || fail "--user" "uid $v";;
+esac; done < /proc/self/status
+while read -r a b c d mp opts rest; do [ "$mp" = / ] || continue; case ",$opts," in *,ro,*) ;; *) fail "--read-only" "/ is mounted $opts";; esac; done < /proc/self/mountinfo
+if [ "$STOCKADE_CHECK_NET" = none ]; then for i in /sys/class/net/*; do [ "${i##*/}" = lo ] || fail "--network none" "interface ${i##*/}"; done; fi
+shows() { for f in "$1"/* "$1"/.[!.]* "$1"/..?*; do if [ -e "$f" ] || [ -L "$f" ]; then return 0; fi; done; return 1; }
+for m in $STOCKADE_CHECK_MASKS; do case $m in *\\*) m=$(printf %b "$m");; esac; if [ -d "$m" ]; then if shows "$m"; then fail "a masked directory's tmpfs" "$m shows files"; fi; elif [ -s "$m" ]; then fail "a masked file's bind" "$m is not empty"; fi; done
+unset STOCKADE_CHECK_UID STOCKADE_CHECK_NET STOCKADE_CHECK_MASKS
+exec "$@""#;
+
+fn text(p: &Path) -> Result<&str, LowerError> {
+    let s = p
+        .to_str()
+        .ok_or_else(|| LowerError::NotUtf8(p.to_path_buf()))?;
+    // `--mount` is comma-separated with no quoting.
+    if s.contains(',') {
+        return Err(LowerError::Comma(p.to_path_buf()));
+    }
+    Ok(s)
+}
+
+fn bind(src: &Path, dst: &Path, readonly: bool, t: &Target) -> Result<String, LowerError> {
+    let mut m = format!("type=bind,src={},dst={}", text(src)?, text(dst)?);
+    if readonly {
+        m.push_str(",ro=true");
+    }
+    if t.nonrecursive != NonRecursive::Recursive {
+        m.push(',');
+        m.push_str(t.nonrecursive.option());
+    }
+    Ok(m)
+}
+
+/// A tmpfs. Podman copies what lies below into a new tmpfs unless told not to
+/// (`notmpcopyup`): a mask would show what it masks. Both engines take a mode of 0 as no mode
+/// (0755): an unreadable tmpfs is mode 0200 (nothing to read or enter; the mount is read-only).
+fn tmpfs(dst: &Path, mode: u32, size: u64, ro: bool, engine: Engine) -> Result<String, LowerError> {
+    let mut m = format!(
+        "type=tmpfs,dst={},tmpfs-mode={mode:o},tmpfs-size={size}",
+        text(dst)?
+    );
+    if ro {
+        m.push_str(",ro=true");
+    }
+    if engine == Engine::Podman {
+        m.push_str(",notmpcopyup");
+    }
+    Ok(m)
+}
+
+fn mask_mount(mask: &Mask, target: &Target) -> Result<String, LowerError> {
+    match (mask.kind, mask.readable) {
+        (Kind::Dir, readable) => tmpfs(
+            &mask.path,
+            if readable { 0o555 } else { 0o200 },
+            4096,
+            true,
+            target.engine,
+        ),
+        (Kind::File, true) => bind(&target.empty_file, &mask.path, true, target),
+        (Kind::File, false) => bind(&target.unreadable_file, &mask.path, true, target),
+    }
+}
+
+fn depth(p: &Path) -> usize {
+    p.components().count()
+}
+
+/// Whether the command can start at `cwd` in the container: a directory the host tree binds
+/// (not below one of [`NOT_BOUND`]) or a writable root.
+fn reachable(spec: &Spec, cwd: &Path) -> bool {
+    if spec.writable_roots.iter().any(|w| cwd.starts_with(w)) {
+        return true;
+    }
+    let top = cwd.components().nth(1);
+    !matches!(top, Some(std::path::Component::Normal(t)) if NOT_BOUND.iter().any(|n| t == *n))
+}
+
+/// Escapes a mask path for the check's space-separated list (`printf %b` undoes it).
+fn escape(p: &str) -> String {
+    let mut out = String::new();
+    for b in p.bytes() {
+        if b.is_ascii_alphanumeric() || b"/._-+@:".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("\\0{b:03o}"));
+        }
+    }
+    out
+}
+
+/// The arguments of `ENGINE run` for `spec`.
+pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, LowerError> {
+    if spec.read_scope == ReadScope::AllowList {
+        return Err(LowerError::AllowList);
+    }
+    if matches!(spec.network, Network::Proxy { .. }) {
+        return Err(LowerError::Proxy);
+    }
+    if caller.rootless && spec.limits.cpu_millis.is_some() {
+        return Err(LowerError::CpuRootless(target.engine.name()));
+    }
+    let engine = target.engine;
+    let mut a: Vec<String> = Vec::new();
+    let mut push = |s: &str| a.push(s.to_owned());
+    if let Some(rt) = &target.runtime {
+        push("--runtime");
+        push(rt);
+    }
+    push("run");
+    if !target.keep {
+        push("--rm");
+    }
+    push("--name");
+    push(&target.name);
+    push("--pull");
+    push("never");
+    // Output goes to the caller only, never into the engine's logs.
+    push("--log-driver");
+    push("none");
+    if target.interactive {
+        push("--interactive");
+    }
+    push("--read-only");
+    if engine == Engine::Podman {
+        // Podman adds writable tmpfs at /run, /tmp and /var/tmp under --read-only by default.
+        push("--read-only-tmpfs=false");
+    }
+    push("--cap-drop");
+    push("ALL");
+    push("--security-opt");
+    push("no-new-privileges");
+    push("--ipc");
+    push("private");
+    push("--cgroupns");
+    push("private");
+    push("--hostname");
+    push(&spec.hostname);
+    push("--network");
+    push(match spec.network {
+        Network::Host => "host",
+        _ => "none",
+    });
+    push("--user");
+    push(&format!("{}:{}", caller.uid, caller.gid));
+    // Limits.
+    let limits = &spec.limits;
+    if caller.rootless {
+        if let Some(b) = limits.memory_bytes {
+            push("--ulimit");
+            push(&format!("data={b}:{b}"));
+        }
+        if let Some(n) = limits.pids {
+            push("--ulimit");
+            push(&format!("nproc={n}:{n}"));
+        }
+    } else {
+        if let Some(b) = limits.memory_bytes {
+            push("--memory");
+            push(&b.to_string());
+            push("--memory-swap");
+            push(&b.to_string());
+        }
+        if let Some(n) = limits.pids {
+            push("--pids-limit");
+            push(&n.to_string());
+        }
+        if let Some(m) = limits.cpu_millis {
+            push("--cpus");
+            push(&format!("{}.{:03}", m / 1000, m % 1000));
+        }
+        if engine == Engine::Podman {
+            // Root Podman sets a process rlimit the runtime may not raise (EPERM at start):
+            // one no higher than this process's own, and than what runc may set here.
+            let n = target.nproc_hard.min(32768);
+            push("--ulimit");
+            push(&format!("nproc={n}:{n}"));
+        }
+    }
+    let files = limits.files.unwrap_or(target.nofile_hard);
+    push("--ulimit");
+    push(&format!("nofile={files}:{files}"));
+    // The private /tmp and /dev/shm.
+    let tmp_size = limits
+        .tmp_bytes
+        .map(|b| format!(",size={b}"))
+        .unwrap_or_default();
+    push("--tmpfs");
+    push(&format!("/tmp:rw,nosuid,nodev,mode=1777{tmp_size}"));
+    push("--tmpfs");
+    push("/run:rw,nosuid,nodev,mode=0755,size=1m");
+    push("--shm-size");
+    push(&limits.tmp_bytes.unwrap_or(64 << 20).to_string());
+    // Mounts over the read-only image: the host's tree, then (parents before what lies below
+    // them) writable roots, read-only protected paths, pins and masks inside them.
+    let mut mounts: Vec<(usize, u8, String)> = Vec::new();
+    for (name, entry, _) in &target.host_root {
+        if NOT_BOUND.contains(&name.as_str()) || *entry == crate::image::Entry::Symlink {
+            continue;
+        }
+        let p = Path::new("/").join(name);
+        mounts.push((1, 0, bind(&p, &p, true, target)?));
+    }
+    // Recursive binds (rootless Podman): a mount below a read-only bind would keep its own
+    // flags (writable), so each gets a read-only bind of itself, unless it lies in a writable
+    // root (writable there, as natively) or where nothing of the host is bound.
+    if target.nonrecursive == NonRecursive::Recursive {
+        for m in &target.mount_points {
+            let top = m.components().nth(1);
+            let unbound = matches!(top, Some(std::path::Component::Normal(t)) if NOT_BOUND.iter().any(|n| t == *n));
+            if m.as_path() == Path::new("/")
+                || unbound
+                || spec.writable_roots.iter().any(|w| m.starts_with(w))
+            {
+                continue;
+            }
+            mounts.push((depth(m), 0, bind(m, m, true, target)?));
+        }
+    }
+    for root in &spec.writable_roots {
+        mounts.push((depth(root), 1, bind(root, root, false, target)?));
+    }
+    for grant in tmp_read_grants(spec) {
+        mounts.push((depth(grant), 1, bind(grant, grant, true, target)?));
+    }
+    for p in &spec.protected {
+        if spec.masks.iter().any(|m| p.starts_with(&m.path)) {
+            continue;
+        }
+        mounts.push((depth(p), 2, bind(p, p, true, target)?));
+    }
+    for p in &spec.pins {
+        if spec.writable_roots.contains(p)
+            || spec.protected.contains(p)
+            || spec.masks.iter().any(|m| p.starts_with(&m.path))
+            || spec.private_dirs.iter().any(|d| p.starts_with(d))
+        {
+            continue;
+        }
+        mounts.push((depth(p), 2, bind(p, p, false, target)?));
+    }
+    for p in &spec.private_dirs {
+        mounts.push((depth(p), 2, tmpfs(p, 0o1777, 64 << 20, false, engine)?));
+    }
+    for m in &spec.masks {
+        mounts.push((depth(&m.path), 3, mask_mount(m, target)?));
+    }
+    mounts.sort_by_key(|m| (m.0, m.1));
+    for (_, _, m) in mounts {
+        a.push("--mount".into());
+        a.push(m);
+    }
+    // The environment: names only here (the values come from the engine's environment, so
+    // they are not on its command line for every user of the machine to read).
+    let mut env = spec.env.clone();
+    env.retain(|(k, _)| !k.starts_with("STOCKADE_CHECK_"));
+    let masks: Vec<String> = (spec.masks.iter())
+        .filter_map(|m| m.path.to_str().map(escape))
+        .collect();
+    env.push(("STOCKADE_CHECK_UID".into(), caller.uid.to_string()));
+    env.push((
+        "STOCKADE_CHECK_NET".into(),
+        match spec.network {
+            Network::Host => "host".into(),
+            _ => "none".into(),
+        },
+    ));
+    env.push(("STOCKADE_CHECK_MASKS".into(), masks.join(" ")));
+    for (k, _) in &env {
+        a.push("--env".into());
+        a.push(k.clone());
+    }
+    let (cwd, cwd_fallback) = if reachable(spec, &spec.cwd) {
+        (spec.cwd.clone(), None)
+    } else {
+        (
+            spec.workspace.clone(),
+            Some(format!(
+                "{} is not in the container (the host's /tmp, /run, /proc, /sys and /dev are not bound)",
+                spec.cwd.display()
+            )),
+        )
+    };
+    a.push("--workdir".into());
+    a.push(text(&cwd)?.to_owned());
+    a.push(target.image.clone());
+    a.push("/bin/sh".into());
+    a.push("-c".into());
+    a.push(CHECK.into());
+    a.push("stockade-check".into());
+    a.extend(spec.argv.iter().cloned());
+    Ok(Lowered {
+        args: a,
+        cwd,
+        cwd_fallback,
+        env,
+        uid: caller.uid,
+    })
+}
+
+/// Read grants below the host's `/tmp` (the private `/tmp` hides them) not held by a writable
+/// root or another such grant: each is bound read-only into the private `/tmp`.
+fn tmp_read_grants(spec: &Spec) -> Vec<&PathBuf> {
+    let tmp = Path::new("/tmp");
+    let under: Vec<&PathBuf> = (spec.read_grants.iter())
+        .filter(|g| g.starts_with(tmp) && g.as_path() != tmp)
+        .filter(|g| !spec.writable_roots.iter().any(|w| g.starts_with(w)))
+        .collect();
+    (under.iter())
+        .filter(|g| !under.iter().any(|o| o != *g && g.starts_with(o)))
+        .copied()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,341 @@
+use super::*;
+use crate::image::Entry;
+use sandbox::{Ids, Limits};
+use std::time::Duration;
+
+fn spec() -> Spec {
+    Spec {
+        argv: vec!["make".into(), "test".into()],
+        cwd: "/w/src".into(),
+        workspace: "/w".into(),
+        home: "/h".into(),
+        env: vec![
+            ("PATH".into(), "/usr/bin:/bin".into()),
+            ("API_TOKEN".into(), "s3cr3t-value".into()),
+        ],
+        hostname: "stockade".into(),
+        read_scope: ReadScope::Host,
+        read_grants: vec!["/tmp/grant".into()],
+        writable_roots: vec!["/w".into()],
+        protected: vec!["/w/.git/hooks".into(), "/w/.git/config".into()],
+        pins: vec!["/w/.git".into()],
+        guard: Vec::new(),
+        guard_sweep_only: Vec::new(),
+        linked_secrets: Vec::new(),
+        masks: vec![
+            Mask {
+                path: "/w/.env".into(),
+                kind: Kind::File,
+                readable: false,
+            },
+            Mask {
+                path: "/h/.ssh".into(),
+                kind: Kind::Dir,
+                readable: false,
+            },
+            Mask {
+                path: "/h/.config/gh".into(),
+                kind: Kind::Dir,
+                readable: true,
+            },
+        ],
+        private_dirs: vec!["/w/.cache/private".into()],
+        network: Network::None,
+        limits: Limits {
+            timeout: Some(Duration::from_secs(5)),
+            tmp_bytes: Some(1 << 20),
+            files: Some(64),
+            memory_bytes: Some(1 << 30),
+            pids: Some(100),
+            cpu_millis: Some(1500),
+            output_bytes: None,
+            disk_bytes: None,
+        },
+        caller: Ids {
+            uid: 1000,
+            gid: 1000,
+        },
+        review: None,
+        identities: Default::default(),
+    }
+}
+
+fn target(engine: Engine) -> Target {
+    Target {
+        engine,
+        runtime: (engine == Engine::Podman).then(|| "/usr/sbin/runc".into()),
+        image: "localhost/stockade-host:0011".into(),
+        name: "stockade-r1".into(),
+        keep: false,
+        empty_file: "/f/empty".into(),
+        unreadable_file: "/f/unreadable".into(),
+        host_root: vec![
+            ("bin".into(), Entry::Symlink, Some("usr/bin".into())),
+            ("etc".into(), Entry::Dir, None),
+            ("h".into(), Entry::Dir, None),
+            ("proc".into(), Entry::Dir, None),
+            ("run".into(), Entry::Dir, None),
+            ("tmp".into(), Entry::Dir, None),
+            ("usr".into(), Entry::Dir, None),
+            ("w".into(), Entry::Dir, None),
+        ],
+        nproc_hard: 96365,
+        nofile_hard: 20000,
+        interactive: false,
+        nonrecursive: NonRecursive::Legacy,
+        mount_points: vec![
+            "/".into(),
+            "/usr/local".into(),
+            "/w/mnt".into(),
+            "/proc/x".into(),
+        ],
+    }
+}
+
+fn caller() -> Caller {
+    Caller {
+        uid: 1000,
+        gid: 1000,
+        rootless: false,
+    }
+}
+
+/// The values of every `flag VALUE` pair.
+fn values<'a>(args: &'a [String], flag: &str) -> Vec<&'a str> {
+    (args.windows(2))
+        .filter(|w| w[0] == flag)
+        .map(|w| w[1].as_str())
+        .collect()
+}
+
+#[test]
+fn every_flag_of_the_hardening_recipe_is_given() {
+    let l = lower(&spec(), &caller(), &target(Engine::Docker)).unwrap();
+    let a = &l.args;
+    assert_eq!(a[0], "run");
+    for f in ["--rm", "--read-only"] {
+        assert!(a.iter().any(|x| x == f), "{f} missing: {a:?}");
+    }
+    assert_eq!(values(a, "--cap-drop"), ["ALL"]);
+    assert_eq!(values(a, "--security-opt"), ["no-new-privileges"]);
+    assert_eq!(values(a, "--network"), ["none"]);
+    assert_eq!(values(a, "--user"), ["1000:1000"]);
+    assert_eq!(values(a, "--pull"), ["never"]);
+    assert_eq!(values(a, "--log-driver"), ["none"]);
+    assert_eq!(values(a, "--memory"), ["1073741824"]);
+    assert_eq!(values(a, "--memory-swap"), ["1073741824"]);
+    assert_eq!(values(a, "--pids-limit"), ["100"]);
+    assert_eq!(values(a, "--cpus"), ["1.500"]);
+    assert_eq!(values(a, "--ulimit"), ["nofile=64:64"]);
+    assert_eq!(values(a, "--workdir"), ["/w/src"]);
+    // The image, then the check script that becomes the command.
+    let at = a
+        .iter()
+        .position(|x| x == "localhost/stockade-host:0011")
+        .unwrap();
+    assert_eq!(
+        &a[at + 1..],
+        ["/bin/sh", "-c", CHECK, "stockade-check", "make", "test"]
+    );
+    // No Podman-only flag for Docker.
+    assert!(!a
+        .iter()
+        .any(|x| x.contains("tmpcopyup") || x.contains("read-only-tmpfs")));
+}
+
+#[test]
+fn the_host_tree_is_bound_read_only_without_its_run_time_and_kernel_directories() {
+    let l = lower(&spec(), &caller(), &target(Engine::Docker)).unwrap();
+    let mounts = values(&l.args, "--mount");
+    for d in ["/etc", "/h", "/usr", "/w"] {
+        assert!(
+            mounts.contains(
+                &format!("type=bind,src={d},dst={d},ro=true,bind-nonrecursive=true").as_str()
+            ),
+            "{d}: {mounts:?}"
+        );
+    }
+    for d in ["/bin", "/proc", "/run", "/tmp"] {
+        assert!(
+            !mounts.iter().any(|m| m.contains(&format!("src={d},"))),
+            "{d} bound: {mounts:?}"
+        );
+    }
+    // The private /tmp and /run.
+    let tmpfs = values(&l.args, "--tmpfs");
+    assert_eq!(
+        tmpfs,
+        [
+            "/tmp:rw,nosuid,nodev,mode=1777,size=1048576",
+            "/run:rw,nosuid,nodev,mode=0755,size=1m"
+        ]
+    );
+}
+
+#[test]
+fn writable_roots_come_before_protected_paths_and_masks_in_them() {
+    let l = lower(&spec(), &caller(), &target(Engine::Podman)).unwrap();
+    let mounts = values(&l.args, "--mount");
+    let at = |needle: &str| {
+        mounts
+            .iter()
+            .position(|m| m.contains(needle))
+            .unwrap_or_else(|| panic!("{needle}: {mounts:?}"))
+    };
+    let root = at("src=/w,dst=/w,bind-nonrecursive");
+    assert!(root > at("src=/w,dst=/w,ro=true"), "the host's /w first");
+    assert!(at("dst=/w/.git/hooks,ro=true") > root);
+    assert!(
+        at("dst=/w/.git,bind-nonrecursive") > root,
+        "the pin, writable"
+    );
+    assert!(at("src=/f/unreadable,dst=/w/.env,ro=true") > root);
+    // Masked directories: read-only tmpfs, unreadable (mode 0200: the engines take 0 as
+    // none) or empty, never copied up from what they hide.
+    assert_eq!(
+        mounts[at("dst=/h/.ssh")],
+        "type=tmpfs,dst=/h/.ssh,tmpfs-mode=200,tmpfs-size=4096,ro=true,notmpcopyup"
+    );
+    assert_eq!(
+        mounts[at("dst=/h/.config/gh")],
+        "type=tmpfs,dst=/h/.config/gh,tmpfs-mode=555,tmpfs-size=4096,ro=true,notmpcopyup"
+    );
+    assert!(mounts[at("dst=/w/.cache/private")].starts_with("type=tmpfs"));
+    assert!(at("dst=/tmp/grant,ro=true") > 0);
+}
+
+#[test]
+fn podman_runs_with_runc_and_without_its_own_writable_tmpfs() {
+    let l = lower(&spec(), &caller(), &target(Engine::Podman)).unwrap();
+    assert_eq!(&l.args[..3], ["--runtime", "/usr/sbin/runc", "run"]);
+    assert!(l.args.iter().any(|a| a == "--read-only-tmpfs=false"));
+    // Root Podman: a process rlimit no higher than what the runtime may set.
+    assert_eq!(
+        values(&l.args, "--ulimit"),
+        ["nproc=32768:32768", "nofile=64:64"]
+    );
+}
+
+#[test]
+fn rootless_podman_bounds_with_rlimits_and_refuses_a_cpu_limit() {
+    let rootless = Caller {
+        uid: 0,
+        gid: 0,
+        rootless: true,
+    };
+    assert_eq!(
+        lower(&spec(), &rootless, &target(Engine::Podman)),
+        Err(LowerError::CpuRootless("podman"))
+    );
+    let mut s = spec();
+    s.limits.cpu_millis = None;
+    let l = lower(&s, &rootless, &target(Engine::Podman)).unwrap();
+    assert_eq!(
+        values(&l.args, "--ulimit"),
+        [
+            "data=1073741824:1073741824",
+            "nproc=100:100",
+            "nofile=64:64"
+        ]
+    );
+    assert!(values(&l.args, "--memory").is_empty());
+    assert!(values(&l.args, "--pids-limit").is_empty());
+    assert_eq!(values(&l.args, "--user"), ["0:0"]);
+}
+
+#[test]
+fn environment_values_never_reach_the_engines_command_line() {
+    let l = lower(&spec(), &caller(), &target(Engine::Docker)).unwrap();
+    assert!(!l.args.iter().any(|a| a.contains("s3cr3t")));
+    let names = values(&l.args, "--env");
+    assert_eq!(
+        names,
+        [
+            "PATH",
+            "API_TOKEN",
+            "STOCKADE_CHECK_UID",
+            "STOCKADE_CHECK_NET",
+            "STOCKADE_CHECK_MASKS"
+        ]
+    );
+    assert!(l.env.contains(&("API_TOKEN".into(), "s3cr3t-value".into())));
+    assert!(l.env.contains(&(
+        "STOCKADE_CHECK_MASKS".into(),
+        "/w/.env /h/.ssh /h/.config/gh".into()
+    )));
+}
+
+#[test]
+fn what_cannot_be_enforced_is_refused() {
+    let mut s = spec();
+    s.network = Network::Proxy {
+        addr: sandbox::PROXY_ADDR,
+    };
+    assert_eq!(
+        lower(&s, &caller(), &target(Engine::Docker)),
+        Err(LowerError::Proxy)
+    );
+    let mut s = spec();
+    s.read_scope = ReadScope::AllowList;
+    assert_eq!(
+        lower(&s, &caller(), &target(Engine::Docker)),
+        Err(LowerError::AllowList)
+    );
+    let mut s = spec();
+    s.writable_roots.push("/w2,ro=false".into());
+    assert!(matches!(
+        lower(&s, &caller(), &target(Engine::Docker)),
+        Err(LowerError::Comma(_))
+    ));
+}
+
+#[test]
+fn a_directory_outside_the_container_starts_the_command_in_the_workspace() {
+    let mut s = spec();
+    s.cwd = "/tmp/elsewhere".into();
+    let l = lower(&s, &caller(), &target(Engine::Docker)).unwrap();
+    assert_eq!(values(&l.args, "--workdir"), ["/w"]);
+    assert!(l.cwd_fallback.unwrap().contains("/tmp/elsewhere"));
+}
+
+#[test]
+fn mask_paths_with_spaces_reach_the_check_escaped() {
+    assert_eq!(escape("/h/my keys"), "/h/my\\0040keys");
+    assert_eq!(escape("/h/.ssh"), "/h/.ssh");
+}
+
+#[test]
+fn rootless_binds_are_recursive_and_each_mount_below_them_read_only() {
+    let rootless = Caller {
+        uid: 0,
+        gid: 0,
+        rootless: true,
+    };
+    let mut t = target(Engine::Podman);
+    t.nonrecursive = NonRecursive::Recursive;
+    let mut s = spec();
+    s.limits.cpu_millis = None;
+    let l = lower(&s, &rootless, &t).unwrap();
+    let mounts = values(&l.args, "--mount");
+    assert!(
+        mounts.contains(&"type=bind,src=/usr,dst=/usr,ro=true"),
+        "{mounts:?}"
+    );
+    assert!(
+        mounts.contains(&"type=bind,src=/usr/local,dst=/usr/local,ro=true"),
+        "{mounts:?}"
+    );
+    // A mount in a writable root stays writable; nothing below /proc is bound.
+    assert!(
+        !mounts
+            .iter()
+            .any(|m| m.contains("/w/mnt") || m.contains("/proc")),
+        "{mounts:?}"
+    );
+    assert!(!mounts.iter().any(|m| m.contains("nonrecursive")));
+    // Non-recursive binds leave the mounts below hidden: no bind of their own.
+    let l = lower(&s, &caller(), &target(Engine::Podman)).unwrap();
+    assert!(!values(&l.args, "--mount")
+        .iter()
+        .any(|m| m.contains("/usr/local")));
+}

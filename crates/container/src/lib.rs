@@ -1,0 +1,383 @@
+//! The container backends (`--backend podman`, `--backend docker`): a run's
+//! [`sandbox::Spec`] lowered to the arguments of one hardened `ENGINE run` ([`flags`]) and
+//! run by the engine's own command-line client, the same way for both engines.
+//!
+//! What enforces what, compared with the native backend:
+//! - the read-only host, masks, writable roots, protected paths and the private `/tmp`: the
+//!   container's mounts over a read-only image that holds only the host's layout
+//!   ([`image`]): the host's top-level directories bound read-only and non-recursively,
+//!   the writable roots bound writable, protected paths read-only over them, masks as
+//!   read-only tmpfs or empty files; not Landlock;
+//! - the uid: never root on the host. An unprivileged caller's command runs as the caller
+//!   (rootless Podman: uid 0 of Podman's user namespace, which is the caller, without
+//!   capabilities); a root caller's as the workspace's owner, and a workspace only root owns
+//!   is refused;
+//! - capabilities, `no-new-privileges`, the system calls: `--cap-drop ALL`,
+//!   `--security-opt no-new-privileges`, the engine's default seccomp profile;
+//! - the network: `--network none` (the container's own loopback only);
+//! - memory, processes, CPU: the container's cgroup (`--memory`, `--pids-limit`, `--cpus`),
+//!   or rlimits under rootless Podman, which has no cgroup of its own on cgroup v1;
+//! - what was applied is read back inside the container before the command starts (the
+//!   script [`flags::CHECK`]): an engine that ignored a hardening flag gets the run refused
+//!   (exit 125, naming the flag), never a weaker run.
+//!
+//! ```no_run
+//! use sandbox::Backend;
+//! # fn spec() -> sandbox::Spec { unimplemented!() }
+//! let planned = container::ContainerBackend::new(container::Engine::Docker).plan(&spec(), "a-run")?;
+//! println!("{:?}", planned.enforcement());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![forbid(unsafe_code)]
+
+mod client;
+pub mod flags;
+pub mod image;
+mod probe;
+mod run;
+
+use std::path::{Path, PathBuf};
+
+use sandbox::{Enforced, Enforcement, Layer, LimitMechanism, Planned, RunError, Spec, Traits};
+
+/// A container engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Engine {
+    Podman,
+    Docker,
+}
+
+impl Engine {
+    /// The name in reports, `--backend` and the engine's binary.
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Podman => "podman",
+            Engine::Docker => "docker",
+        }
+    }
+
+    /// Whether this caller's runs of the engine are rootless (an unprivileged caller's
+    /// Podman). An unprivileged caller's Docker is the daemon's (root's).
+    pub fn rootless(self) -> bool {
+        self == Engine::Podman && !rustix::process::geteuid().is_root()
+    }
+}
+
+/// What enforces each layer under a container engine (nothing is claimed that is not).
+pub const ENFORCEMENT: &[Layer] = &[
+    Layer {
+        what: "read-only host, masks, writable roots, protected paths, private /tmp",
+        by: "the container's mounts: a read-only image holding only the host's layout, the host's top-level directories bound read-only (non-recursive), writable roots bound writable, protected paths read-only, masks as read-only tmpfs or empty files; the host's /run, /tmp, /proc, /sys and /dev are not bound",
+    },
+    Layer {
+        what: "protected paths created during the run",
+        by: "the sweep after the run (no creation guard)",
+    },
+    Layer {
+        what: "system calls, capabilities",
+        by: "--cap-drop ALL, --security-opt no-new-privileges and the engine's default seccomp profile (read back inside before the command starts); no Landlock",
+    },
+    Layer {
+        what: "network",
+        by: "--net none: --network none (the container's own loopback only); --net host: the host's network; --net proxy: not supported",
+    },
+    Layer {
+        what: "memory, processes, CPU",
+        by: "the container's cgroup made by the engine (--memory, --pids-limit, --cpus); rootless Podman: RLIMIT_DATA per process and RLIMIT_NPROC, CPU refused",
+    },
+    Layer {
+        what: "uid",
+        by: "never root on the host: an unprivileged caller's own id (rootless Podman: uid 0 of its user namespace, which is the caller, without capabilities); a root caller's command runs as the workspace's owner (a workspace only root owns is refused)",
+    },
+    Layer {
+        what: "environment",
+        by: "the same scrubbed environment as the native backend, given by name (--env NAME) so no value is on the engine's command line; the engine adds HOSTNAME (and Podman container=podman)",
+    },
+];
+
+/// `--backend podman` or `--backend docker`.
+#[derive(Debug, Clone, Copy)]
+pub struct ContainerBackend {
+    engine: Engine,
+}
+
+impl ContainerBackend {
+    pub const fn new(engine: Engine) -> ContainerBackend {
+        ContainerBackend { engine }
+    }
+}
+
+/// The engine's binary on `PATH`, refused inside a writable root (the command could replace
+/// it for the next run).
+pub fn locate(engine: Engine, writable_roots: &[PathBuf]) -> Result<PathBuf, RunError> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let found = std::env::split_paths(&path)
+        .map(|d| d.join(engine.name()))
+        .find(|p| {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        });
+    let Some(binary) = found else {
+        return Err(RunError::Unavailable {
+            what: "the container engine",
+            cause: format!("no `{}` on PATH", engine.name()),
+            fix: match engine {
+                Engine::Podman => "install Podman (`apt install podman`), or choose another backend".into(),
+                Engine::Docker => "install Docker (`apt install docker.io`) and start its daemon (`dockerd`), or choose another backend".into(),
+            },
+        });
+    };
+    let canonical = std::fs::canonicalize(&binary).unwrap_or_else(|_| binary.clone());
+    if (writable_roots.iter()).any(|w| binary.starts_with(w) || canonical.starts_with(w)) {
+        return Err(RunError::Unavailable {
+            what: "the container engine",
+            cause: format!(
+                "{} lies in a writable root of the run (the command could replace it)",
+                binary.display()
+            ),
+            fix: "put the engine's directory first on PATH outside the writable roots".into(),
+        });
+    }
+    Ok(binary)
+}
+
+/// runc, for Podman (its default crun fails on this kind of machine's hybrid cgroups).
+fn podman_runtime(engine: Engine) -> Option<String> {
+    if engine != Engine::Podman {
+        return None;
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")])
+        .map(|d| d.join("runc"))
+        .find(|p| p.is_file())
+        .map(|p| p.display().to_string())
+}
+
+/// The mount points of this process's mount namespace (`/proc/self/mountinfo`).
+fn mount_points() -> Vec<PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut out: Vec<PathBuf> = text
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(|p| PathBuf::from(unescape_octal(p)))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// `\040` and the like in mountinfo's paths.
+fn unescape_octal(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 4 <= b.len() {
+            let digits = std::str::from_utf8(&b[i + 1..i + 4]).ok();
+            if let Some(v) = digits.and_then(|d| u8::from_str_radix(d, 8).ok()) {
+                out.push(v);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn owner(path: &Path) -> Option<(u32, u32)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.uid(), m.gid()))
+}
+
+/// The id the command runs as (see the crate's notes).
+fn caller_ids(engine: Engine, spec: &Spec) -> Result<flags::Caller, RunError> {
+    if engine.rootless() {
+        return Ok(flags::Caller {
+            uid: 0,
+            gid: 0,
+            rootless: true,
+        });
+    }
+    if !rustix::process::geteuid().is_root() {
+        return Ok(flags::Caller {
+            uid: spec.caller.uid,
+            gid: spec.caller.gid,
+            rootless: false,
+        });
+    }
+    match owner(&spec.workspace) {
+        Some((uid, gid)) if uid != 0 => Ok(flags::Caller {
+            uid,
+            gid,
+            rootless: false,
+        }),
+        _ => Err(lower_error(flags::LowerError::RootOwnedWorkspace(
+            spec.workspace.clone(),
+        ))),
+    }
+}
+
+fn lower_error(e: flags::LowerError) -> RunError {
+    use flags::LowerError as L;
+    let hint = match &e {
+        L::NotUtf8(_) | L::Comma(_) => "rename the path, or use --backend native".to_owned(),
+        L::AllowList => "use read_scope = \"host\", or --backend native or gvisor".into(),
+        L::Proxy => "use --net none, or --backend native or gvisor for --net proxy".into(),
+        L::CpuRootless(_) => "drop --cpu, run as root, or use --backend native".into(),
+        L::RootOwnedWorkspace(p) => format!(
+            "give the workspace to the user the command should run as (`chown -R USER {}`), run stockade as that user, or use --backend native or gvisor (they give a root caller's command an unassigned id)",
+            p.display()
+        ),
+    };
+    let code = match e {
+        L::NotUtf8(_) | L::Comma(_) => sandbox::Code::PolicyInvalid,
+        _ => sandbox::Code::ProtectionUnavailable,
+    };
+    RunError::Plan {
+        code,
+        message: e.to_string(),
+        hint: Some(hint),
+    }
+}
+
+fn limit_of(value: Option<u64>, rootless: bool) -> Option<Enforced> {
+    value.map(|value| Enforced {
+        value,
+        mechanism: if rootless {
+            LimitMechanism::Rlimit
+        } else {
+            LimitMechanism::ContainerCgroup
+        },
+    })
+}
+
+fn hard_limit(resource: rustix::process::Resource) -> u64 {
+    rustix::process::getrlimit(resource)
+        .maximum
+        .unwrap_or(1 << 20)
+}
+
+impl sandbox::Backend for ContainerBackend {
+    fn name(&self) -> &'static str {
+        self.engine.name()
+    }
+
+    fn probe(&self) -> Vec<sandbox::Check> {
+        probe::checks(self.engine)
+    }
+
+    /// No creation guard and no pins; the engine (root) makes missing mount points below
+    /// the writable roots as it sets up the container.
+    fn traits(&self) -> Traits {
+        Traits {
+            creation_guard: false,
+            pins: false,
+            exclusive_workspace: true,
+            views: false,
+            layers: ENFORCEMENT,
+        }
+    }
+
+    fn plan(&self, spec: &Spec, run_id: &str) -> Result<Box<dyn Planned>, RunError> {
+        let engine = self.engine;
+        let binary = locate(engine, &spec.writable_roots)?;
+        let caller = caller_ids(engine, spec)?;
+        let files = tempfile::Builder::new()
+            .prefix("stockade-container-")
+            .tempdir()
+            .map_err(|e| RunError::io("make the run's mask files", e))?;
+        let empty_file = files.path().join("empty");
+        let unreadable_file = files.path().join("unreadable");
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::write(&empty_file, b"")
+                .and_then(|_| {
+                    std::fs::set_permissions(&empty_file, std::fs::Permissions::from_mode(0o444))
+                })
+                .and_then(|_| std::fs::write(&unreadable_file, b""))
+                .and_then(|_| {
+                    std::fs::set_permissions(
+                        &unreadable_file,
+                        std::fs::Permissions::from_mode(0o000),
+                    )
+                })
+                .and_then(|_| {
+                    std::fs::set_permissions(files.path(), std::fs::Permissions::from_mode(0o755))
+                })
+                .map_err(|e| RunError::io("make the run's mask files", e))?;
+        }
+        let host_root = image::host_root().map_err(|e| RunError::io("read the host's /", e))?;
+        let image = image::tag(&host_root);
+        let target = flags::Target {
+            engine,
+            runtime: podman_runtime(engine),
+            image,
+            name: format!("stockade-{run_id}"),
+            keep: false,
+            empty_file,
+            unreadable_file,
+            host_root,
+            nproc_hard: hard_limit(rustix::process::Resource::Nproc),
+            nofile_hard: hard_limit(rustix::process::Resource::Nofile),
+            interactive: false,
+            nonrecursive: if caller.rootless {
+                flags::NonRecursive::Recursive
+            } else {
+                client::nonrecursive(engine, &binary)
+            },
+            mount_points: if caller.rootless {
+                mount_points()
+            } else {
+                Vec::new()
+            },
+        };
+        let lowered = flags::lower(spec, &caller, &target).map_err(lower_error)?;
+        let cwd_fallback = (lowered.cwd_fallback.clone()).map(|reason| sandbox::CwdFallback {
+            cwd: spec.cwd.clone(),
+            reason,
+        });
+        let rootless = caller.rootless;
+        let limits = &spec.limits;
+        let masks = |readable: bool| -> Vec<PathBuf> {
+            (spec.masks.iter())
+                .filter(|m| m.readable == readable)
+                .map(|m| m.path.clone())
+                .collect()
+        };
+        let enforcement = Enforcement {
+            inside_uid: caller.uid,
+            host_uid: if rootless {
+                spec.caller.uid
+            } else {
+                caller.uid
+            },
+            writable_roots: spec.writable_roots.clone(),
+            masked: masks(false),
+            emptied: masks(true),
+            protected: spec.protected.clone(),
+            mounts: lowered.args.iter().filter(|a| *a == "--mount").count(),
+            landlock_rules: 0,
+            seccomp_rules: 0,
+            env_names: spec.env.iter().map(|(k, _)| k.clone()).collect(),
+            memory: limit_of(limits.memory_bytes, rootless),
+            pids: limit_of(limits.pids, rootless),
+            cpu_millicores: limit_of(limits.cpu_millis, rootless),
+        };
+        Ok(Box::new(run::ContainerPlanned {
+            engine,
+            binary,
+            target,
+            lowered,
+            files,
+            enforcement,
+            cwd_fallback,
+            timeout: limits.timeout,
+            output_limit: limits.output_bytes,
+            linked_secrets: spec.linked_secrets.clone(),
+        }))
+    }
+}

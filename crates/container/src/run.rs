@@ -1,0 +1,316 @@
+//! A planned container run, run: the default image made if the engine lacks it, the engine's
+//! client started with the command's streams relayed (under an output limit or
+//! `--sanitize-output`, as for every backend), the run's time limit, cancel and signals
+//! passed to the container, and its end put in the contract's terms.
+
+use std::io::IsTerminal;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::PathBuf;
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use sandbox::{ContainerRun, Enforcement, Launch, Outcome, Planned, RunError};
+
+use crate::{flags, image, Engine};
+
+/// How long a command told to end (SIGTERM) has before the container is killed.
+const GRACE: Duration = Duration::from_secs(2);
+const TICK: Duration = Duration::from_millis(200);
+
+pub(crate) struct ContainerPlanned {
+    pub(crate) engine: Engine,
+    pub(crate) binary: PathBuf,
+    pub(crate) target: flags::Target,
+    pub(crate) lowered: flags::Lowered,
+    /// The mask files bound into the container: kept until it ends.
+    pub(crate) files: tempfile::TempDir,
+    pub(crate) enforcement: Enforcement,
+    pub(crate) cwd_fallback: Option<sandbox::CwdFallback>,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) output_limit: Option<u64>,
+    pub(crate) linked_secrets: Vec<sandbox::LinkedSecret>,
+}
+
+fn relay_pipe() -> Result<(OwnedFd, OwnedFd), RunError> {
+    let (r, w) =
+        std::io::pipe().map_err(|e| RunError::io("create a pipe for the command's streams", e))?;
+    Ok((r.into(), w.into()))
+}
+
+impl ContainerPlanned {
+    fn engine_command(&self) -> Command {
+        let mut c = Command::new(&self.binary);
+        c.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        c
+    }
+
+    /// `ENGINE kill --signal SIG NAME` (errors ignored: the container may be gone).
+    fn signal(&self, sig: &str) {
+        let _ = self
+            .engine_command()
+            .args(["kill", "--signal", sig, &self.target.name])
+            .status();
+    }
+
+    fn remove(&self) {
+        let _ = self
+            .engine_command()
+            .args(["rm", "--force", &self.target.name])
+            .status();
+    }
+
+    /// The default image's id, made first when the engine lacks it.
+    fn ensure_image(&self) -> Result<String, RunError> {
+        let rt = self.target.runtime.as_deref();
+        if let Some(id) = image::id(self.engine, &self.binary, rt, &self.target.image) {
+            return Ok(id);
+        }
+        let unavailable = |cause: String| RunError::Unavailable {
+            what: "the container engine's image",
+            cause,
+            fix: format!(
+                "see the cause; `{} info` shows whether the engine works{}",
+                self.engine.name(),
+                if self.engine == Engine::Docker {
+                    " (is `dockerd` running?)"
+                } else {
+                    ""
+                }
+            ),
+        };
+        let tarball = image::tarball(&self.target.host_root)
+            .map_err(|e| unavailable(format!("cannot make the image's tarball: {e}")))?;
+        image::import(&self.binary, &self.target.image, &tarball).map_err(|cause| {
+            unavailable(format!(
+                "`{} import` of {} failed: {cause}",
+                self.engine.name(),
+                self.target.image
+            ))
+        })?;
+        image::id(self.engine, &self.binary, rt, &self.target.image).ok_or_else(|| {
+            unavailable(format!(
+                "{} has no {} after importing it",
+                self.engine.name(),
+                self.target.image
+            ))
+        })
+    }
+}
+
+impl Planned for ContainerPlanned {
+    fn cwd_fallback(&self) -> Option<sandbox::CwdFallback> {
+        self.cwd_fallback.clone()
+    }
+
+    fn enforcement(&self) -> Enforcement {
+        self.enforcement.clone()
+    }
+
+    fn run(self: Box<Self>, launch: Launch) -> Result<Outcome, RunError> {
+        let Launch {
+            io,
+            options,
+            proxy: _,
+            before_command,
+        } = launch;
+        // A masked file's other name is readable through a bind of its directory as through
+        // the host kernel: refused (or recorded) by every backend's run.
+        let skipped = sandbox::refuse_linked_secrets(&self.linked_secrets, options)?;
+        let image_id = self.ensure_image()?;
+        let sanitize = options.sanitize_output;
+        let limit = self.output_limit;
+        let (out_r, out_w) = relay_pipe()?;
+        let (err_r, err_w) = relay_pipe()?;
+        let thread_refused =
+            |e: std::io::Error| RunError::io("start a thread relaying the command's streams", e);
+        let relay = |from: OwnedFd, sink: sandbox::Sink, name: &'static str| {
+            std::thread::Builder::new()
+                .spawn(move || stream::relay::relay_to_sink(from, sink, limit, name, sanitize))
+                .map_err(thread_refused)
+        };
+        let relays = [
+            relay(out_r, io.stdout, "stdout")?,
+            relay(err_r, io.stderr, "stderr")?,
+        ];
+        // Stdin is copied as it comes; a terminal is never read here (no terminal of the
+        // run's own yet under the container backends: the command reads end of file).
+        let input = match io.stdin {
+            sandbox::Input::Process if std::io::stdin().is_terminal() => None,
+            sandbox::Input::Fd(from) if from.as_fd().is_terminal() => None,
+            sandbox::Input::Process if stream::relay::stdin_is_live() => {
+                std::io::stdin().as_fd().try_clone_to_owned().ok()
+            }
+            sandbox::Input::Fd(from) => Some(from),
+            sandbox::Input::Process | sandbox::Input::Null => None,
+        };
+        let mut args = self.lowered.args.clone();
+        let keep = options.keep;
+        let run_at = args.iter().position(|a| a == "run").unwrap_or(0);
+        if keep {
+            args.retain(|a| a != "--rm");
+        }
+        let stdin = match input {
+            Some(from) => {
+                args.insert(run_at + 1, "--interactive".into());
+                let (in_r, in_w) = relay_pipe()?;
+                std::thread::Builder::new()
+                    .spawn(move || stream::relay::relay_input(from, in_w))
+                    .map_err(thread_refused)?;
+                Stdio::from(in_r)
+            }
+            None => Stdio::null(),
+        };
+        sandbox::wait_before_command(before_command)?;
+        let mut cmd = Command::new(&self.binary);
+        cmd.args(&args)
+            .envs(self.lowered.env.iter().map(|(k, v)| (k, v)))
+            .stdin(stdin)
+            .stdout(Stdio::from(out_w))
+            .stderr(Stdio::from(err_w));
+        if io.process_signals {
+            let _ = sys::parent::catch_signals();
+        }
+        let started = Instant::now();
+        let (tx, rx) = mpsc::channel::<Option<std::io::Result<ExitStatus>>>();
+        let mut child = cmd.spawn().map_err(|e| RunError::Setup {
+            stage: "start the container engine",
+            path: Some(self.binary.clone()),
+            cause: e,
+            explained: None,
+        })?;
+        // The engine's client holds the write ends now: the relays end with it.
+        drop(cmd);
+        let pid = child.id();
+        let exit_tx = tx.clone();
+        let waiter = std::thread::Builder::new()
+            .spawn(move || {
+                let _ = exit_tx.send(Some(child.wait()));
+            })
+            .map_err(|e| RunError::io("start a thread waiting for the engine", e))?;
+        let cancel_tx = tx;
+        io.control.on_cancel(Box::new(move || {
+            let _ = cancel_tx.send(None);
+        }));
+        let deadline = self.timeout.and_then(|t| started.checked_add(t));
+        let mut timed_out = false;
+        let mut interrupted: Option<i32> = None;
+        let mut killed_at: Option<Instant> = None;
+        let mut killed_hard = false;
+        let status = loop {
+            let now = Instant::now();
+            for sig in io.control.take_signals() {
+                self.signal(&sig.to_string());
+            }
+            if killed_at.is_none() {
+                if let Some(sig) = io.process_signals.then(sys::parent::interrupted).flatten() {
+                    interrupted = Some(sig);
+                    self.signal("TERM");
+                    killed_at = Some(now);
+                }
+            }
+            let wake = match (deadline, killed_at) {
+                (_, Some(k)) if !killed_hard => k + GRACE,
+                (_, Some(_)) => now + TICK,
+                (Some(d), None) => d.min(now + TICK),
+                (None, None) => now + TICK,
+            };
+            match rx.recv_timeout(wake.saturating_duration_since(now)) {
+                Ok(Some(status)) => break status.ok(),
+                Ok(None) => {
+                    if killed_at.is_none() {
+                        self.signal("TERM");
+                        killed_at = Some(Instant::now());
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break None,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let now = Instant::now();
+                    match killed_at {
+                        Some(k) if !killed_hard && now >= k + GRACE => {
+                            self.signal("KILL");
+                            if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
+                                let _ =
+                                    rustix::process::kill_process(p, rustix::process::Signal::KILL);
+                            }
+                            killed_hard = true;
+                        }
+                        Some(_) => {}
+                        None if deadline.is_some_and(|d| now >= d) => {
+                            timed_out = true;
+                            self.signal("TERM");
+                            killed_at = Some(now);
+                        }
+                        None => {}
+                    }
+                }
+            }
+        };
+        let _ = waiter.join();
+        let duration = started.elapsed();
+        let [out, err] = relays;
+        let relayed_out = [out.join().ok(), err.join().ok()];
+        // A client killed before the engine removed its container (Podman's `--rm` is the
+        // client's) leaves it behind.
+        if !keep && (killed_at.is_some() || status.is_none()) {
+            self.remove();
+        }
+        drop(self.files);
+        let (exit_code, signal) = match status.map(exit_of) {
+            Some(e) => e,
+            None => (125, None),
+        };
+        let (exit_code, signal) = match (timed_out, interrupted) {
+            (true, _) => (124, None),
+            (false, Some(sig)) if killed_hard => (128 + sig, Some(sig)),
+            _ => (exit_code, signal),
+        };
+        let mut limit_hits = Vec::new();
+        let output = stream::relay::output_summary(limit, sanitize, relayed_out, &mut limit_hits);
+        let name = self.target.name.clone();
+        Ok(Outcome {
+            exit_code,
+            signal,
+            exec_errno: None,
+            duration,
+            skipped,
+            landlock_abi: None,
+            blocked: Vec::new(),
+            timed_out,
+            usage: sandbox::Usage::default(),
+            limit_hits,
+            output,
+            ended_by: if timed_out {
+                Some("timeout")
+            } else if interrupted.is_some() {
+                Some("interrupt")
+            } else {
+                None
+            },
+            review_upper: None,
+            network_tries: None,
+            container: Some(ContainerRun {
+                engine: self.engine.name(),
+                engine_binary: self.binary.clone(),
+                image: self.target.image.clone(),
+                image_id,
+                kept: keep.then(|| format!("{} rm --force {name}", self.engine.name())),
+                container: name,
+                args,
+            }),
+        })
+    }
+}
+
+/// The client exits with the command's code (128+N for a signal), or 125 for the engine's own
+/// failure.
+fn exit_of(status: ExitStatus) -> (i32, Option<i32>) {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => (c, None),
+        (None, Some(s)) => (128 + s, Some(s)),
+        (None, None) => (125, None),
+    }
+}
