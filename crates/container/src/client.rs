@@ -13,8 +13,14 @@ use crate::flags::NonRecursive;
 use crate::Engine;
 
 fn cache_file() -> Option<PathBuf> {
+    cache("docker-client")
+}
+
+/// The cache file `name`: in `/run/stockade/` for root, `$XDG_STATE_HOME/stockade/` for
+/// other users.
+fn cache(name: &str) -> Option<PathBuf> {
     if rustix::process::geteuid().is_root() {
-        return Some(PathBuf::from("/run/stockade/docker-client"));
+        return Some(PathBuf::from("/run/stockade").join(name));
     }
     let state = std::env::var_os("XDG_STATE_HOME")
         .map(PathBuf::from)
@@ -22,10 +28,10 @@ fn cache_file() -> Option<PathBuf> {
         .or_else(|| {
             std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local").join("state"))
         })?;
-    Some(state.join("stockade").join("docker-client"))
+    Some(state.join("stockade").join(name))
 }
 
-fn build_key(binary: &Path) -> Option<String> {
+pub(crate) fn build_key(binary: &Path) -> Option<String> {
     let m = std::fs::metadata(binary).ok()?;
     Some(format!(
         "{} {} {} {} {}",
@@ -38,18 +44,47 @@ fn build_key(binary: &Path) -> Option<String> {
 }
 
 fn cached(key: &str) -> Option<u32> {
-    let file = cache_file()?;
+    read_entry(&cache_file()?, key)?.parse().ok()
+}
+
+/// The value cached in `file` for exactly `key` (`VALUE KEY` on one line).
+fn read_entry(file: &Path, key: &str) -> Option<String> {
     let meta = std::fs::symlink_metadata(&file).ok()?;
     if !meta.file_type().is_file() || meta.len() > 4096 {
         return None;
     }
-    let text = std::fs::read_to_string(&file).ok()?;
-    let (major, rest) = text.trim_end().split_once(' ')?;
-    (rest == key).then(|| major.parse().ok()).flatten()
+    let text = std::fs::read_to_string(file).ok()?;
+    let (value, rest) = text.trim_end().split_once(' ')?;
+    (rest == key).then(|| value.to_owned())
 }
 
 fn remember(key: &str, major: u32) {
-    let Some(file) = cache_file() else { return };
+    if let Some(file) = cache_file() {
+        write_entry(&file, key, &major.to_string());
+    }
+}
+
+/// The default image's id as last made or seen for `key` (the engine's build, the store the
+/// environment names, the image's name): the engine is not asked on every run (~20 ms for
+/// Podman). A stale entry (the image removed since) makes the engine refuse the run, never a
+/// weaker one; the run then drops the entry (see `run.rs`).
+pub(crate) fn cached_image(engine: Engine, key: &str) -> Option<String> {
+    let v = read_entry(&cache(&format!("image-{}", engine.name()))?, key)?;
+    (v.starts_with("sha256:") && v.len() == 71).then_some(v)
+}
+
+pub(crate) fn remember_image(engine: Engine, key: &str, id: Option<&str>) {
+    if let Some(file) = cache(&format!("image-{}", engine.name())) {
+        match id {
+            Some(id) => write_entry(&file, key, id),
+            None => {
+                let _ = std::fs::remove_file(file);
+            }
+        }
+    }
+}
+
+fn write_entry(file: &Path, key: &str, value: &str) {
     let Some(dir) = file.parent() else { return };
     if std::fs::create_dir_all(dir).is_err() {
         return;
@@ -57,8 +92,8 @@ fn remember(key: &str, major: u32) {
     // A new file renamed over the name: a link planted there is replaced, never followed.
     if let Ok(mut tmp) = tempfile::NamedTempFile::new_in(dir) {
         use std::io::Write;
-        if writeln!(tmp, "{major} {key}").is_ok() {
-            let _ = tmp.persist(&file);
+        if writeln!(tmp, "{value} {key}").is_ok() {
+            let _ = tmp.persist(file);
         }
     }
 }

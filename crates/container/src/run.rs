@@ -62,11 +62,35 @@ impl ContainerPlanned {
             .status();
     }
 
-    /// The default image's id, made first when the engine lacks it.
-    fn ensure_image(&self) -> Result<String, RunError> {
+    /// What the cached image id is valid for: the engine's build, the store the environment
+    /// names, the image's name.
+    fn image_key(&self) -> String {
+        let env = |n: &str| std::env::var(n).unwrap_or_default().replace('\n', " ");
+        format!(
+            "{} uid={} home={} data={} storage={} host={}{} context={} image={}",
+            crate::client::build_key(&self.binary).unwrap_or_default(),
+            rustix::process::geteuid().as_raw(),
+            env("HOME"),
+            env("XDG_DATA_HOME"),
+            env("CONTAINERS_STORAGE_CONF"),
+            env("CONTAINER_HOST"),
+            env("DOCKER_HOST"),
+            env("DOCKER_CONTEXT"),
+            self.target.image,
+        )
+    }
+
+    /// The default image's id, made first when the engine lacks it, and whether it came from
+    /// the cache (unchecked).
+    fn ensure_image(&self) -> Result<(String, bool), RunError> {
+        let key = self.image_key();
+        if let Some(id) = crate::client::cached_image(self.engine, &key) {
+            return Ok((id, true));
+        }
         let rt = self.target.runtime.as_deref();
         if let Some(id) = image::id(self.engine, &self.binary, rt, &self.target.image) {
-            return Ok(id);
+            crate::client::remember_image(self.engine, &key, Some(&id));
+            return Ok((id, false));
         }
         let unavailable = |cause: String| RunError::Unavailable {
             what: "the container engine's image",
@@ -90,13 +114,27 @@ impl ContainerPlanned {
                 self.target.image
             ))
         })?;
-        image::id(self.engine, &self.binary, rt, &self.target.image).ok_or_else(|| {
+        let id = image::id(self.engine, &self.binary, rt, &self.target.image).ok_or_else(|| {
             unavailable(format!(
                 "{} has no {} after importing it",
                 self.engine.name(),
                 self.target.image
             ))
-        })
+        })?;
+        crate::client::remember_image(self.engine, &key, Some(&id));
+        Ok((id, false))
+    }
+
+    /// After the engine's own failure (exit 125) on a cached image id: whether the image is
+    /// gone from the engine's store (removed since it was cached). The entry is dropped then,
+    /// so the next run makes the image anew.
+    fn image_gone(&self) -> bool {
+        let rt = self.target.runtime.as_deref();
+        let gone = image::id(self.engine, &self.binary, rt, &self.target.image).is_none();
+        if gone {
+            crate::client::remember_image(self.engine, &self.image_key(), None);
+        }
+        gone
     }
 }
 
@@ -119,7 +157,7 @@ impl Planned for ContainerPlanned {
         // A masked file's other name is readable through a bind of its directory as through
         // the host kernel: refused (or recorded) by every backend's run.
         let skipped = sandbox::refuse_linked_secrets(&self.linked_secrets, options)?;
-        let image_id = self.ensure_image()?;
+        let (image_id, cached_image) = self.ensure_image()?;
         let sanitize = options.sanitize_output;
         let limit = self.output_limit;
         let (out_r, out_w) = relay_pipe()?;
@@ -257,11 +295,21 @@ impl Planned for ContainerPlanned {
         if !keep && (killed_at.is_some() || status.is_none()) {
             self.remove();
         }
-        drop(self.files);
         let (exit_code, signal) = match status.map(exit_of) {
             Some(e) => e,
             None => (125, None),
         };
+        if exit_code == 125 && cached_image && self.image_gone() {
+            return Err(RunError::Unavailable {
+                what: "the container backend's default image",
+                cause: format!(
+                    "{} was removed from {}'s store since stockade made it; the command did not run",
+                    self.target.image,
+                    self.engine.name()
+                ),
+                fix: "run the command again: stockade makes the image anew".into(),
+            });
+        }
         let (exit_code, signal) = match (timed_out, interrupted) {
             (true, _) => (124, None),
             (false, Some(sig)) if killed_hard => (128 + sig, Some(sig)),
@@ -270,6 +318,7 @@ impl Planned for ContainerPlanned {
         let mut limit_hits = Vec::new();
         let output = stream::relay::output_summary(limit, sanitize, relayed_out, &mut limit_hits);
         let name = self.target.name.clone();
+        drop(self.files);
         Ok(Outcome {
             exit_code,
             signal,
