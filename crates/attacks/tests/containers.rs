@@ -451,3 +451,147 @@ fn memory_is_bounded() {
         attack(&fx, engine, &["--memory", "2G"], &grab).assert_shows("GOT");
     }
 }
+
+#[test]
+fn host_unix_sockets_and_set_id_bits_are_refused() {
+    let Some(python) = attacks::python3("the socket test") else {
+        return;
+    };
+    for engine in engines() {
+        let fx = fixture();
+        // A host service listening on a Unix socket in the bound tree (an engine's socket in a
+        // home, an IDE's, an agent's).
+        let sock = fx.outside.join("service.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&sock).expect("bind");
+        attacks::chmod(&sock, 0o777);
+        let connect = format!(
+            "{} -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect({:?}); print(\"CONNECTED\")'",
+            python.display(),
+            sock.to_string_lossy()
+        );
+        attack(&fx, engine, &[], &connect).assert_blocked("CONNECTED");
+        // Control: the same connection from the host.
+        fx.host(&connect)
+            .run()
+            .assert_success()
+            .assert_stdout_contains("CONNECTED");
+        drop(listener);
+        // A set-user-ID file in the workspace would run as its owner for whoever runs it.
+        attack(&fx, engine, &[], "cp /bin/sh suid && chmod 4755 suid").assert_failed();
+        attack(&fx, engine, &[], "chmod g+s .").assert_failed();
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| {
+            std::fs::metadata(p)
+                .map(|m| m.permissions().mode())
+                .unwrap_or(0)
+        };
+        assert_eq!(mode(&fx.ws.join("suid")) & 0o6000, 0);
+        assert_eq!(mode(&fx.ws) & 0o6000, 0);
+        // Control: other mode changes work.
+        attack(&fx, engine, &[], "chmod 755 suid && test -x suid").assert_ok();
+    }
+}
+
+#[test]
+fn a_root_callers_command_cannot_read_the_workspace_owners_credentials() {
+    if !attacks::is_root() {
+        return;
+    }
+    for engine in engines() {
+        let fx = fixture();
+        // The workspace's owner (the id the command runs as) keeps a key in their home.
+        let home = attacks::read_text(Path::new("/etc/passwd"))
+            .unwrap_or_default()
+            .lines()
+            .find(|l| l.starts_with(&format!("{TEST_USER}:")))
+            .and_then(|l| l.split(':').nth(5).map(str::to_owned))
+            .expect("the test user's home");
+        let key = Path::new(&home).join(format!(".stockade-test-key-{}", fx.id));
+        let marker = fx.marker("ownerkey");
+        write_file(&key, &marker, 0o600);
+        let _ = std::process::Command::new("chown")
+            .arg(format!("{TEST_USER}:"))
+            .arg(&key)
+            .status();
+        let script = format!("cat {}", sh_quote(&key));
+        let blocked = attack(&fx, engine, &[], &script);
+        // Control: the owner reads it outside the sandbox.
+        let control = std::process::Command::new("runuser")
+            .args(["-u", TEST_USER, "--", "cat"])
+            .arg(&key)
+            .output()
+            .expect("runuser");
+        let _ = std::fs::remove_file(&key);
+        blocked.assert_blocked(&marker);
+        assert!(String::from_utf8_lossy(&control.stdout).contains(&marker));
+    }
+}
+
+#[test]
+fn the_engine_runs_with_its_own_path_and_environment() {
+    for engine in engines() {
+        let fx = fixture();
+        // A runtime or engine helper planted in a directory of the caller's PATH that the
+        // command can write (`.venv/bin`): the engine never runs it.
+        let bin = fx.ws.join("tools");
+        let tripwire = fx.root.join("tripwire");
+        attacks::mkdir(&bin);
+        for helper in [
+            "runc",
+            "crun",
+            "conmon",
+            "newuidmap",
+            "newgidmap",
+            "docker-init",
+        ] {
+            write_file(
+                &bin.join(helper),
+                format!(
+                    "#!/bin/sh\necho {helper} >> {}\nexit 1\n",
+                    sh_quote(&tripwire)
+                ),
+                0o755,
+            );
+        }
+        with_path(fx.sandbox(&opts(engine, &[]), "echo ran"), &bin)
+            .run()
+            .assert_success()
+            .assert_stdout_contains("ran");
+        assert!(!tripwire.exists(), "{:?}", attacks::read_text(&tripwire));
+        // A variable the command is given that would steer the engine (another daemon, another
+        // store) reaches the command only.
+        fx.sandbox(
+            &opts(
+                engine,
+                &[
+                    "--env",
+                    "DOCKER_HOST=tcp://127.0.0.1:9",
+                    "--env",
+                    "CONTAINER_HOST=tcp://127.0.0.1:9",
+                    "--env",
+                    "XDG_DATA_HOME=/nonexistent",
+                ],
+            ),
+            "echo \"$DOCKER_HOST\"",
+        )
+        .run()
+        .assert_success()
+        .assert_stdout_contains("tcp://127.0.0.1:9");
+        // Control: the engine given that environment goes elsewhere (and fails).
+        let control = std::process::Command::new(engine)
+            .args(["version"])
+            .env("PATH", attacks::PATH)
+            .env("DOCKER_HOST", "tcp://127.0.0.1:9")
+            .env("CONTAINER_HOST", "tcp://127.0.0.1:9")
+            .env("CONTAINERS_REMOTE", "1")
+            .output()
+            .expect("run the engine");
+        let podman_remote = engine == "podman"
+            && std::process::Command::new("podman")
+                .args(["--remote", "version"])
+                .env("CONTAINER_HOST", "tcp://127.0.0.1:9")
+                .output()
+                .is_ok_and(|o| !o.status.success());
+        assert!(!control.status.success() || podman_remote, "{control:?}");
+    }
+}

@@ -49,7 +49,7 @@ fn cached(key: &str) -> Option<u32> {
 
 /// The value cached in `file` for exactly `key` (`VALUE KEY` on one line).
 fn read_entry(file: &Path, key: &str) -> Option<String> {
-    let meta = std::fs::symlink_metadata(&file).ok()?;
+    let meta = std::fs::symlink_metadata(file).ok()?;
     if !meta.file_type().is_file() || meta.len() > 4096 {
         return None;
     }

@@ -31,6 +31,10 @@ pub enum LowerError {
     CpuRootless(&'static str),
     #[error("the workspace {0} belongs to root: a root caller's command runs as the workspace's owner, never as root, and no unprivileged id owns this one")]
     RootOwnedWorkspace(PathBuf),
+    #[error("the writable root {0} holds the home of the user the command runs as: its credentials could not be masked")]
+    OwnerHomeWritable(PathBuf),
+    #[error("the command's environment variable {0} has a multi-line value and names a setting of the container engine: it cannot be passed without steering the engine")]
+    EngineVariable(String),
 }
 
 /// Who runs the engine and how.
@@ -72,6 +76,18 @@ pub struct Target {
     pub nonrecursive: NonRecursive,
     /// The host's mount points (rootless Podman binds recursively, see [`lower`]).
     pub mount_points: Vec<PathBuf>,
+    /// The seccomp profile (the native backend's deny-list, see `seccomp::oci_profile`) and
+    /// the file the command's environment is given in (`--env-file`).
+    pub seccomp_profile: PathBuf,
+    pub env_file: PathBuf,
+    /// Directories masked besides the spec's (unreadable, read-only): the engine's own store
+    /// when it lies in the bound tree (rootless Podman's, in the caller's home).
+    pub extra_masks: Vec<PathBuf>,
+    /// A root caller's command runs as the workspace's owner, whose home holds that user's
+    /// credentials, which the spec's masks (made for the caller, root) do not cover: the home
+    /// is an empty tmpfs of root's (mode 0711: the command passes through it to what is bound
+    /// inside, and lists or reads nothing of it).
+    pub owner_home: Option<PathBuf>,
 }
 
 /// How an engine's client is told that a bind is not recursive: Docker's clients from 25 on
@@ -104,7 +120,10 @@ pub struct Lowered {
     /// Where the command starts, and why not where the caller is (when not).
     pub cwd: PathBuf,
     pub cwd_fallback: Option<String>,
-    /// The names whose values the engine takes from its own environment (`--env NAME`).
+    /// The command's environment as `--env-file` lines (`NAME=VALUE`), and the variables
+    /// with multi-line values (which that file cannot hold): the engine takes them from its
+    /// own environment (`--env NAME`), never a setting of the engine's own.
+    pub env_file: String,
     pub env: Vec<(String, String)>,
     pub uid: u32,
 }
@@ -254,6 +273,8 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
     push("ALL");
     push("--security-opt");
     push("no-new-privileges");
+    push("--security-opt");
+    push(&format!("seccomp={}", text(&target.seccomp_profile)?));
     push("--ipc");
     push("private");
     push("--cgroupns");
@@ -369,17 +390,30 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
     for m in &spec.masks {
         mounts.push((depth(&m.path), 3, mask_mount(m, target)?));
     }
+    for m in &target.extra_masks {
+        mounts.push((depth(m), 3, tmpfs(m, 0o200, 4096, true, engine)?));
+    }
+    if let Some(home) = &target.owner_home {
+        if let Some(w) = spec.writable_roots.iter().find(|w| home.starts_with(w)) {
+            return Err(LowerError::OwnerHomeWritable(w.clone()));
+        }
+        // Before what is bound inside it (a writable root, a read grant below it).
+        mounts.push((depth(home), 0, tmpfs(home, 0o711, 1 << 20, false, engine)?));
+    }
     mounts.sort_by_key(|m| (m.0, m.1));
     for (_, _, m) in mounts {
         a.push("--mount".into());
         a.push(m);
     }
-    // The environment: names only here (the values come from the engine's environment, so
-    // they are not on its command line for every user of the machine to read).
+    // The environment, in a file the engine's client reads (never on its command line, for
+    // every user of the machine to read, nor in its environment, where a name such as
+    // DOCKER_HOST or XDG_DATA_HOME would steer the engine itself).
     let mut env = spec.env.clone();
     env.retain(|(k, _)| !k.starts_with("STOCKADE_CHECK_"));
-    let masks: Vec<String> = (spec.masks.iter())
-        .filter_map(|m| m.path.to_str().map(escape))
+    let masks: Vec<String> = (spec.masks.iter().map(|m| &m.path))
+        .chain(&target.extra_masks)
+        .chain(&target.owner_home)
+        .filter_map(|p| p.to_str().map(escape))
         .collect();
     env.push(("STOCKADE_CHECK_UID".into(), caller.uid.to_string()));
     env.push((
@@ -390,7 +424,21 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
         },
     ));
     env.push(("STOCKADE_CHECK_MASKS".into(), masks.join(" ")));
-    for (k, _) in &env {
+    let mut env_file = String::new();
+    let mut multi_line = Vec::new();
+    for (k, v) in env {
+        if v.contains('\n') || v.contains('\r') {
+            if engine_setting(&k) {
+                return Err(LowerError::EngineVariable(k));
+            }
+            multi_line.push((k, v));
+        } else {
+            env_file.push_str(&format!("{k}={v}\n"));
+        }
+    }
+    a.push("--env-file".into());
+    a.push(text(&target.env_file)?.to_owned());
+    for (k, _) in &multi_line {
         a.push("--env".into());
         a.push(k.clone());
     }
@@ -417,9 +465,42 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
         args: a,
         cwd,
         cwd_fallback,
-        env,
+        env_file,
+        env: multi_line,
         uid: caller.uid,
     })
+}
+
+/// Whether `name` is a setting of a container engine's client or of what it runs (its store,
+/// its daemon, its configuration, its helpers' lookup): never given to the engine's process.
+pub fn engine_setting(name: &str) -> bool {
+    const PREFIXES: &[&str] = &[
+        "DOCKER_",
+        "CONTAINER",
+        "PODMAN_",
+        "BUILDAH_",
+        "XDG_",
+        "REGISTRY_",
+        "STORAGE_",
+        "LD_",
+        "GO",
+        "TMPDIR",
+        "HOME",
+        "PATH",
+        "SSL_",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "NO_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "no_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+        "NOTIFY_SOCKET",
+        "DBUS_",
+        "SHELL",
+    ];
+    PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
 /// Read grants below the host's `/tmp` (the private `/tmp` hides them) not held by a writable

@@ -106,8 +106,15 @@ pub fn tarball(entries: &[(String, Entry, Option<String>)]) -> std::io::Result<V
 }
 
 /// The id of `image` in `engine`'s store, if it is there.
-pub fn id(engine: Engine, binary: &Path, runtime: Option<&str>, image: &str) -> Option<String> {
+pub fn id(
+    engine: Engine,
+    binary: &Path,
+    runtime: Option<&str>,
+    image: &str,
+    path: &str,
+) -> Option<String> {
     let mut c = Command::new(binary);
+    c.env("PATH", path);
     if let Some(rt) = runtime.filter(|_| engine == Engine::Podman) {
         c.args(["--runtime", rt]);
     }
@@ -128,9 +135,10 @@ pub fn id(engine: Engine, binary: &Path, runtime: Option<&str>, image: &str) -> 
 }
 
 /// Makes the default image in `engine`'s store (`ENGINE import`).
-pub fn import(binary: &Path, image: &str, tarball: &[u8]) -> Result<(), String> {
+pub fn import(binary: &Path, image: &str, tarball: &[u8], path: &str) -> Result<(), String> {
     use std::io::Write;
     let mut child = Command::new(binary)
+        .env("PATH", path)
         .args(["import", "-", image])
         .stdin(Stdio::piped())
         .stdout(Stdio::null())

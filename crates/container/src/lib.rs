@@ -142,17 +142,70 @@ pub fn locate(engine: Engine, writable_roots: &[PathBuf]) -> Result<PathBuf, Run
     Ok(binary)
 }
 
-/// runc, for Podman (its default crun fails on this kind of machine's hybrid cgroups).
-fn podman_runtime(engine: Engine) -> Option<String> {
+/// The system's directories for programs: the engine's `PATH` (it finds its helpers, conmon,
+/// the runtime and `newuidmap`, there), never the caller's, which may name a directory the
+/// command can write (`.venv/bin`, `node_modules/.bin`); and none inside a writable root.
+const SYSTEM_PATH: &[&str] = &[
+    "/usr/local/sbin",
+    "/usr/local/bin",
+    "/usr/sbin",
+    "/usr/bin",
+    "/sbin",
+    "/bin",
+];
+
+fn engine_path(writable_roots: &[PathBuf]) -> String {
+    let inside = |d: &Path| {
+        let c = std::fs::canonicalize(d).unwrap_or_else(|_| d.to_path_buf());
+        writable_roots
+            .iter()
+            .any(|w| c.starts_with(w) || d.starts_with(w))
+    };
+    (SYSTEM_PATH.iter())
+        .filter(|d| !inside(Path::new(d)))
+        .copied()
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// runc by its absolute path, for Podman (its default crun fails on this kind of machine's
+/// hybrid cgroups); root Podman runs it as root, so never one the command could have
+/// written.
+fn podman_runtime(engine: Engine, writable_roots: &[PathBuf]) -> Option<String> {
     if engine != Engine::Podman {
         return None;
     }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")])
-        .map(|d| d.join("runc"))
-        .find(|p| p.is_file())
+    ["/usr/sbin/runc", "/usr/bin/runc"]
+        .iter()
+        .map(PathBuf::from)
+        .filter(|p| p.is_file())
+        .find(|p| {
+            let c = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+            !writable_roots.iter().any(|w| c.starts_with(w))
+        })
         .map(|p| p.display().to_string())
+}
+
+/// The home of `uid` in `/etc/passwd`.
+fn home_of(uid: u32) -> Option<PathBuf> {
+    let text = std::fs::read_to_string("/etc/passwd").ok()?;
+    text.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() >= 6 && f[2].parse() == Ok(uid)).then(|| PathBuf::from(f[5]))
+    })
+}
+
+/// Rootless Podman's store, when it exists (`$XDG_DATA_HOME/containers`, else
+/// `~/.local/share/containers`): masked, so the command cannot change the images and
+/// containers of the engine that runs it.
+fn rootless_store() -> Option<PathBuf> {
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))?;
+    let store = data.join("containers");
+    let c = std::fs::canonicalize(&store).ok()?;
+    c.is_dir().then_some(c)
 }
 
 /// The mount points of this process's mount namespace (`/proc/self/mountinfo`).
@@ -228,6 +281,11 @@ fn lower_error(e: flags::LowerError) -> RunError {
         L::AllowList => "use read_scope = \"host\", or --backend native or gvisor".into(),
         L::Proxy => "use --net none, or --backend native or gvisor for --net proxy".into(),
         L::CpuRootless(_) => "drop --cpu, run as root, or use --backend native".into(),
+        L::OwnerHomeWritable(p) => format!(
+            "narrow the writable root {} so that it does not hold the home, or use --backend native or gvisor",
+            p.display()
+        ),
+        L::EngineVariable(n) => format!("do not pass {n} to the command, or use --backend native or gvisor"),
         L::RootOwnedWorkspace(p) => format!(
             "give the workspace to the user the command should run as (`chown -R USER {}`), run stockade as that user, or use --backend native or gvisor (they give a root caller's command an unassigned id)",
             p.display()
@@ -242,6 +300,50 @@ fn lower_error(e: flags::LowerError) -> RunError {
         message: e.to_string(),
         hint: Some(hint),
     }
+}
+
+/// A new file only this user can read (the engine's client reads it as this user).
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(bytes)
+}
+
+/// Seccomp rules refusing set-user-ID and set-group-ID bits in `chmod` and in the mode of new
+/// files, directories and nodes (EPERM), as the native backend refuses them: on the host such
+/// a file of the workspace would run with its owner's rights for anyone who executes it.
+fn set_id_rules() -> Vec<serde_json::Value> {
+    // (call, index of its mode argument)
+    const MODE_ARG: &[(&str, u32)] = &[
+        ("chmod", 1),
+        ("fchmod", 1),
+        ("fchmodat", 2),
+        ("fchmodat2", 2),
+        ("creat", 1),
+        ("open", 2),
+        ("openat", 3),
+        ("mkdir", 1),
+        ("mkdirat", 2),
+        ("mknod", 1),
+        ("mknodat", 2),
+    ];
+    let mut rules = Vec::new();
+    for (call, index) in MODE_ARG {
+        for bit in [0o4000u64, 0o2000] {
+            rules.push(serde_json::json!({
+                "names": [call],
+                "action": "SCMP_ACT_ERRNO",
+                "errnoRet": 1,
+                "args": [{ "index": index, "value": bit, "valueTwo": bit, "op": "SCMP_CMP_MASKED_EQ" }],
+            }));
+        }
+    }
+    rules
 }
 
 fn limit_of(value: Option<u64>, rootless: bool) -> Option<Enforced> {
@@ -310,11 +412,23 @@ impl sandbox::Backend for ContainerBackend {
                 })
                 .map_err(|e| RunError::io("make the run's mask files", e))?;
         }
+        let seccomp_profile = files.path().join("seccomp.json");
+        let env_file = files.path().join("env");
         let host_root = image::host_root().map_err(|e| RunError::io("read the host's /", e))?;
+        let owner_home = (rustix::process::geteuid().is_root() && caller.uid != 0)
+            .then(|| home_of(caller.uid))
+            .flatten()
+            .and_then(|h| std::fs::canonicalize(h).ok())
+            .filter(|h| h.is_dir() && h.as_path() != Path::new("/"));
+        let extra_masks: Vec<PathBuf> = if caller.rootless {
+            rootless_store().into_iter().collect()
+        } else {
+            Vec::new()
+        };
         let image = image::tag(&host_root);
         let target = flags::Target {
             engine,
-            runtime: podman_runtime(engine),
+            runtime: podman_runtime(engine, &spec.writable_roots),
             image,
             name: format!("stockade-{run_id}"),
             keep: false,
@@ -334,8 +448,18 @@ impl sandbox::Backend for ContainerBackend {
             } else {
                 Vec::new()
             },
+            seccomp_profile,
+            env_file,
+            extra_masks,
+            owner_home,
         };
         let lowered = flags::lower(spec, &caller, &target).map_err(lower_error)?;
+        write_private(&target.env_file, lowered.env_file.as_bytes())
+            .and_then(|_| {
+                let profile = seccomp::oci_profile(set_id_rules());
+                write_private(&target.seccomp_profile, profile.to_string().as_bytes())
+            })
+            .map_err(|e| RunError::io("write the run's environment and seccomp profile", e))?;
         let cwd_fallback = (lowered.cwd_fallback.clone()).map(|reason| sandbox::CwdFallback {
             cwd: spec.cwd.clone(),
             reason,
@@ -375,6 +499,7 @@ impl sandbox::Backend for ContainerBackend {
             files,
             enforcement,
             cwd_fallback,
+            engine_path: engine_path(&spec.writable_roots),
             timeout: limits.timeout,
             output_limit: limits.output_bytes,
             linked_secrets: spec.linked_secrets.clone(),

@@ -26,6 +26,8 @@ pub(crate) struct ContainerPlanned {
     /// The mask files bound into the container: kept until it ends.
     pub(crate) files: tempfile::TempDir,
     pub(crate) enforcement: Enforcement,
+    /// The engine's `PATH` (system directories only).
+    pub(crate) engine_path: String,
     pub(crate) cwd_fallback: Option<sandbox::CwdFallback>,
     pub(crate) timeout: Option<Duration>,
     pub(crate) output_limit: Option<u64>,
@@ -88,7 +90,13 @@ impl ContainerPlanned {
             return Ok((id, true));
         }
         let rt = self.target.runtime.as_deref();
-        if let Some(id) = image::id(self.engine, &self.binary, rt, &self.target.image) {
+        if let Some(id) = image::id(
+            self.engine,
+            &self.binary,
+            rt,
+            &self.target.image,
+            &self.engine_path,
+        ) {
             crate::client::remember_image(self.engine, &key, Some(&id));
             return Ok((id, false));
         }
@@ -107,14 +115,27 @@ impl ContainerPlanned {
         };
         let tarball = image::tarball(&self.target.host_root)
             .map_err(|e| unavailable(format!("cannot make the image's tarball: {e}")))?;
-        image::import(&self.binary, &self.target.image, &tarball).map_err(|cause| {
+        image::import(
+            &self.binary,
+            &self.target.image,
+            &tarball,
+            &self.engine_path,
+        )
+        .map_err(|cause| {
             unavailable(format!(
                 "`{} import` of {} failed: {cause}",
                 self.engine.name(),
                 self.target.image
             ))
         })?;
-        let id = image::id(self.engine, &self.binary, rt, &self.target.image).ok_or_else(|| {
+        let id = image::id(
+            self.engine,
+            &self.binary,
+            rt,
+            &self.target.image,
+            &self.engine_path,
+        )
+        .ok_or_else(|| {
             unavailable(format!(
                 "{} has no {} after importing it",
                 self.engine.name(),
@@ -130,7 +151,14 @@ impl ContainerPlanned {
     /// so the next run makes the image anew.
     fn image_gone(&self) -> bool {
         let rt = self.target.runtime.as_deref();
-        let gone = image::id(self.engine, &self.binary, rt, &self.target.image).is_none();
+        let gone = image::id(
+            self.engine,
+            &self.binary,
+            rt,
+            &self.target.image,
+            &self.engine_path,
+        )
+        .is_none();
         if gone {
             crate::client::remember_image(self.engine, &self.image_key(), None);
         }
@@ -204,6 +232,7 @@ impl Planned for ContainerPlanned {
         sandbox::wait_before_command(before_command)?;
         let mut cmd = Command::new(&self.binary);
         cmd.args(&args)
+            .env("PATH", &self.engine_path)
             .envs(self.lowered.env.iter().map(|(k, v)| (k, v)))
             .stdin(stdin)
             .stdout(Stdio::from(out_w))

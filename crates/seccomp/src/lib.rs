@@ -91,6 +91,9 @@ pub use seccompiler::sock_filter;
 
 use tree::Leaf;
 
+mod oci;
+pub use oci::{oci_profile, oci_rules};
+
 /// One thing the filter refuses, for the plan JSON and docs.
 #[derive(Debug, Clone, serde::Serialize, PartialEq, Eq)]
 pub struct Rule {

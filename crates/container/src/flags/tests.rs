@@ -89,6 +89,10 @@ fn target(engine: Engine) -> Target {
             "/w/mnt".into(),
             "/proc/x".into(),
         ],
+        seccomp_profile: "/f/seccomp.json".into(),
+        env_file: "/f/env".into(),
+        extra_masks: Vec::new(),
+        owner_home: None,
     }
 }
 
@@ -117,7 +121,10 @@ fn every_flag_of_the_hardening_recipe_is_given() {
         assert!(a.iter().any(|x| x == f), "{f} missing: {a:?}");
     }
     assert_eq!(values(a, "--cap-drop"), ["ALL"]);
-    assert_eq!(values(a, "--security-opt"), ["no-new-privileges"]);
+    assert_eq!(
+        values(a, "--security-opt"),
+        ["no-new-privileges", "seccomp=/f/seccomp.json"]
+    );
     assert_eq!(values(a, "--network"), ["none"]);
     assert_eq!(values(a, "--user"), ["1000:1000"]);
     assert_eq!(values(a, "--pull"), ["never"]);
@@ -244,25 +251,53 @@ fn rootless_podman_bounds_with_rlimits_and_refuses_a_cpu_limit() {
 }
 
 #[test]
-fn environment_values_never_reach_the_engines_command_line() {
-    let l = lower(&spec(), &caller(), &target(Engine::Docker)).unwrap();
-    assert!(!l.args.iter().any(|a| a.contains("s3cr3t")));
-    let names = values(&l.args, "--env");
+fn environment_values_reach_neither_the_engines_command_line_nor_its_environment() {
+    let mut s = spec();
+    s.env.push(("DOCKER_HOST".into(), "tcp://evil:2375".into()));
+    s.env.push(("CERT".into(), "line1\nline2".into()));
+    let l = lower(&s, &caller(), &target(Engine::Docker)).unwrap();
+    assert!(!l
+        .args
+        .iter()
+        .any(|a| a.contains("s3cr3t") || a.contains("evil")));
+    assert_eq!(values(&l.args, "--env-file"), ["/f/env"]);
+    // Only a multi-line value goes through the engine's environment, by name.
+    assert_eq!(values(&l.args, "--env"), ["CERT"]);
+    assert_eq!(l.env, [("CERT".to_owned(), "line1\nline2".to_owned())]);
+    assert!(l.env_file.contains("API_TOKEN=s3cr3t-value\n"));
+    assert!(l.env_file.contains("DOCKER_HOST=tcp://evil:2375\n"));
+    assert!(l
+        .env_file
+        .contains("STOCKADE_CHECK_MASKS=/w/.env /h/.ssh /h/.config/gh\n"));
+    // A multi-line value named as an engine's setting is refused.
+    let mut s = spec();
+    s.env.push(("XDG_DATA_HOME".into(), "/w/a\n".into()));
     assert_eq!(
-        names,
-        [
-            "PATH",
-            "API_TOKEN",
-            "STOCKADE_CHECK_UID",
-            "STOCKADE_CHECK_NET",
-            "STOCKADE_CHECK_MASKS"
-        ]
+        lower(&s, &caller(), &target(Engine::Docker)),
+        Err(LowerError::EngineVariable("XDG_DATA_HOME".into()))
     );
-    assert!(l.env.contains(&("API_TOKEN".into(), "s3cr3t-value".into())));
-    assert!(l.env.contains(&(
-        "STOCKADE_CHECK_MASKS".into(),
-        "/w/.env /h/.ssh /h/.config/gh".into()
-    )));
+}
+
+#[test]
+fn the_owners_home_and_the_engines_store_are_masked() {
+    let mut t = target(Engine::Docker);
+    t.owner_home = Some("/home/u".into());
+    t.extra_masks = vec!["/h/.local/share/containers".into()];
+    let l = lower(&spec(), &caller(), &t).unwrap();
+    let mounts = values(&l.args, "--mount");
+    assert!(mounts.contains(&"type=tmpfs,dst=/home/u,tmpfs-mode=711,tmpfs-size=1048576"));
+    assert!(mounts.contains(
+        &"type=tmpfs,dst=/h/.local/share/containers,tmpfs-mode=200,tmpfs-size=4096,ro=true"
+    ));
+    assert!(l
+        .env_file
+        .contains("/h/.config/gh /h/.local/share/containers /home/u\n"));
+    // A writable root holding the owner's home is refused.
+    t.owner_home = Some("/w/home".into());
+    assert_eq!(
+        lower(&spec(), &caller(), &t),
+        Err(LowerError::OwnerHomeWritable("/w".into()))
+    );
 }
 
 #[test]
