@@ -595,3 +595,81 @@ fn the_engine_runs_with_its_own_path_and_environment() {
         assert!(!control.status.success() || podman_remote, "{control:?}");
     }
 }
+
+#[test]
+fn a_protected_path_replaced_before_the_engine_binds_it_is_refused() {
+    for engine in engines() {
+        let fx = fixture();
+        let marker = fx.marker("ssh");
+        let pause = fx.root.join("pause");
+        let hooks = fx.ws.join(".git/hooks");
+        let ssh = fx.home.join(".ssh");
+        // Between the plan and the engine's binds, .git/hooks becomes a link to ~/.ssh: the
+        // engine (root) would bind what the link names at .git/hooks, read-only, where no
+        // mask covers it.
+        let cmd = fx
+            .sandbox(&opts(engine, &[]), "cat .git/hooks/id_rsa")
+            .env("STOCKADE_TEST_CONTAINER_PAUSE", &pause);
+        let child = std::thread::spawn(move || cmd.run());
+        assert!(
+            attacks::wait_until(|| pause.exists(), std::time::Duration::from_secs(30)),
+            "the run never paused"
+        );
+        std::fs::rename(&hooks, fx.ws.join(".git/hooks.away")).expect("move the hooks away");
+        std::os::unix::fs::symlink(&ssh, &hooks).expect("link");
+        std::fs::remove_file(&pause).expect("resume the run");
+        let run = child.join().expect("the run");
+        run.assert_code(125)
+            .assert_stderr_contains("replaced")
+            .assert_lacks(&marker);
+        // Control: the engine itself follows such a link and shows what it names (a link of
+        // the control's own: the sweep after the refused run took the planted one away).
+        let link = fx.ws.join("link-to-ssh");
+        std::os::unix::fs::symlink(&ssh, &link).expect("link");
+        let real = attacks::which(engine).expect("the engine");
+        let mut control = std::process::Command::new(real);
+        if engine == "podman" {
+            control.args(["--runtime", "/usr/sbin/runc"]);
+        }
+        control.arg("run");
+        if engine == "podman" {
+            control.args([
+                "--ulimit",
+                "nofile=1024:1024",
+                "--ulimit",
+                "nproc=1024:1024",
+            ]);
+        }
+        let out = control
+            .args([
+                "--rm",
+                "--network",
+                "none",
+                "--pull",
+                "never",
+                "--user",
+                "0:0",
+            ])
+            .arg("--mount")
+            .arg(format!("type=bind,src={},dst=/x,ro=true", link.display()))
+            .args(["--mount", "type=bind,src=/usr,dst=/usr,ro=true"])
+            .arg(image_of(&fx, engine))
+            .args(["/bin/sh", "-c", "cat /x/id_rsa"])
+            .env("PATH", attacks::PATH)
+            .env("HOME", &fx.home)
+            .output()
+            .expect("run the engine");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains(&marker),
+            "{out:?}"
+        );
+    }
+}
+
+/// The default image's name, from a run's record.
+fn image_of(fx: &Fixture, engine: &str) -> String {
+    let report = fx.root.join("image-report.json");
+    let rep = report.to_string_lossy().into_owned();
+    attack(fx, engine, &["--report", &rep], "true").assert_ok();
+    attacks::json_str(&read_json(&report)["container"], "image").to_owned()
+}

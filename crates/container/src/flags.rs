@@ -88,6 +88,9 @@ pub struct Target {
     /// is an empty tmpfs of root's (mode 0711: the command passes through it to what is bound
     /// inside, and lists or reads nothing of it).
     pub owner_home: Option<PathBuf>,
+    /// `(st_dev, st_ino)` of each writable root when the run was planned (the protected and
+    /// pinned paths' are the spec's `identities`).
+    pub root_identities: Vec<(PathBuf, (u64, u64))>,
 }
 
 /// How an engine's client is told that a bind is not recursive: Docker's clients from 25 on
@@ -148,7 +151,11 @@ while read -r a b c d mp opts rest; do [ "$mp" = / ] || continue; case ",$opts,"
 if [ "$STOCKADE_CHECK_NET" = none ]; then for i in /sys/class/net/*; do [ "${i##*/}" = lo ] || fail "--network none" "interface ${i##*/}"; done; fi
 shows() { for f in "$1"/* "$1"/.[!.]* "$1"/..?*; do if [ -e "$f" ] || [ -L "$f" ]; then return 0; fi; done; return 1; }
 for m in $STOCKADE_CHECK_MASKS; do case $m in *\\*) m=$(printf %b "$m");; esac; if [ -d "$m" ]; then if shows "$m"; then fail "a masked directory's tmpfs" "$m shows files"; fi; elif [ -s "$m" ]; then fail "a masked file's bind" "$m is not empty"; fi; done
-unset STOCKADE_CHECK_UID STOCKADE_CHECK_NET STOCKADE_CHECK_MASKS
+ids() { set --; want=; for e in $STOCKADE_CHECK_IDS; do p=/${e#*/}; case $p in *\\*) p=$(printf %b "$p");; esac; set -- "$@" "$p"; want="$want${e%%/*}
+"; done; [ $# -gt 0 ] || return 0; got=$(stat -L -c %d:%i -- "$@" 2>&1) || fail "a bind of a planned path" "$got"; [ "$got
+" = "$want" ] || fail "a bind of the path planned" "a path in a writable root was replaced before the engine bound it"; }
+ids
+unset STOCKADE_CHECK_UID STOCKADE_CHECK_NET STOCKADE_CHECK_MASKS STOCKADE_CHECK_IDS
 exec "$@""#;
 
 fn text(p: &Path) -> Result<&str, LowerError> {
@@ -339,6 +346,15 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
     // Mounts over the read-only image: the host's tree, then (parents before what lies below
     // them) writable roots, read-only protected paths, pins and masks inside them.
     let mut mounts: Vec<(usize, u8, String)> = Vec::new();
+    // The binds whose source the command (or a run before it) could have replaced since the
+    // run was planned: each is checked inside, after the engine bound it, to be the file
+    // planned (the engine, root, follows a symbolic link put in its place).
+    let mut identities: Vec<(PathBuf, (u64, u64))> = target.root_identities.clone();
+    let mut planned = |p: &PathBuf| {
+        if let Some(id) = spec.identities.get(p) {
+            identities.push((p.clone(), *id));
+        }
+    };
     for (name, entry, _) in &target.host_root {
         if NOT_BOUND.contains(&name.as_str()) || *entry == crate::image::Entry::Symlink {
             continue;
@@ -372,6 +388,7 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
         if spec.masks.iter().any(|m| p.starts_with(&m.path)) {
             continue;
         }
+        planned(p);
         mounts.push((depth(p), 2, bind(p, p, true, target)?));
     }
     for p in &spec.pins {
@@ -382,6 +399,7 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
         {
             continue;
         }
+        planned(p);
         mounts.push((depth(p), 2, bind(p, p, false, target)?));
     }
     for p in &spec.private_dirs {
@@ -424,6 +442,10 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
         },
     ));
     env.push(("STOCKADE_CHECK_MASKS".into(), masks.join(" ")));
+    let ids: Vec<String> = (identities.iter())
+        .filter_map(|(p, (dev, ino))| p.to_str().map(|p| format!("{dev}:{ino}{}", escape(p))))
+        .collect();
+    env.push(("STOCKADE_CHECK_IDS".into(), ids.join(" ")));
     let mut env_file = String::new();
     let mut multi_line = Vec::new();
     for (k, v) in env {

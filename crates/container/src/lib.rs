@@ -452,6 +452,13 @@ impl sandbox::Backend for ContainerBackend {
             env_file,
             extra_masks,
             owner_home,
+            root_identities: (spec.writable_roots.iter())
+                .filter_map(|w| {
+                    use std::os::unix::fs::MetadataExt;
+                    let m = std::fs::symlink_metadata(w).ok()?;
+                    (!m.file_type().is_symlink()).then(|| (w.clone(), (m.dev(), m.ino())))
+                })
+                .collect(),
         };
         let lowered = flags::lower(spec, &caller, &target).map_err(lower_error)?;
         write_private(&target.env_file, lowered.env_file.as_bytes())

@@ -230,6 +230,8 @@ impl Planned for ContainerPlanned {
             None => Stdio::null(),
         };
         sandbox::wait_before_command(before_command)?;
+        #[cfg(debug_assertions)]
+        test_pause();
         let mut cmd = Command::new(&self.binary);
         cmd.args(&args)
             .env("PATH", &self.engine_path)
@@ -379,6 +381,24 @@ impl Planned for ContainerPlanned {
                 args,
             }),
         })
+    }
+}
+
+/// Tests only (debug builds): waits, before the engine starts, while the file named by
+/// `STOCKADE_TEST_CONTAINER_PAUSE` exists (made here), so a test can change the workspace
+/// between the plan and the engine's binds.
+#[cfg(debug_assertions)]
+fn test_pause() {
+    let Some(flag) = std::env::var_os("STOCKADE_TEST_CONTAINER_PAUSE") else {
+        return;
+    };
+    let flag = PathBuf::from(flag);
+    if std::fs::write(&flag, b"").is_err() {
+        return;
+    }
+    let until = Instant::now() + Duration::from_secs(30);
+    while flag.exists() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 

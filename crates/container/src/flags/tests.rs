@@ -93,6 +93,7 @@ fn target(engine: Engine) -> Target {
         env_file: "/f/env".into(),
         extra_masks: Vec::new(),
         owner_home: None,
+        root_identities: vec![("/w".into(), (7, 100))],
     }
 }
 
@@ -269,6 +270,17 @@ fn environment_values_reach_neither_the_engines_command_line_nor_its_environment
     assert!(l
         .env_file
         .contains("STOCKADE_CHECK_MASKS=/w/.env /h/.ssh /h/.config/gh\n"));
+    // The binds whose source lies in a writable root, with the identity planned.
+    let mut s = spec();
+    s.identities.insert("/w/.git/hooks".into(), (7, 200));
+    s.identities.insert("/w/.git".into(), (7, 300));
+    let l = lower(&s, &caller(), &target(Engine::Docker)).unwrap();
+    assert!(
+        l.env_file
+            .contains("STOCKADE_CHECK_IDS=7:100/w 7:200/w/.git/hooks 7:300/w/.git\n"),
+        "{}",
+        l.env_file
+    );
     // A multi-line value named as an engine's setting is refused.
     let mut s = spec();
     s.env.push(("XDG_DATA_HOME".into(), "/w/a\n".into()));
