@@ -147,7 +147,22 @@ NoNewPrivs:) [ "$v" = 1 ] || fail "--security-opt no-new-privileges" "NoNewPrivs
 Seccomp:) [ "$v" = 2 ] || fail "its seccomp profile" "Seccomp $v";;
 Uid:) [ "$v" = "$STOCKADE_CHECK_UID" ] || fail "--user" "uid $v";;
 esac; done < /proc/self/status
-while read -r a b c d mp opts rest; do [ "$mp" = / ] || continue; case ",$opts," in *,ro,*) ;; *) fail "--read-only" "/ is mounted $opts";; esac; done < /proc/self/mountinfo
+w=$(awk '
+BEGIN { rw = ENVIRON["STOCKADE_CHECK_RW"] }
+function hidden(m) { while (m in par) { if (m in shadow) return 1; m = par[m] } return 0 }
+function ok(p,   n, a, i) { if (p ~ /^\/(proc|dev|tmp|run)(\/|$)/ || p ~ /^\/sys\/fs\/cgroup(\/|$)/ || p == "/etc/hosts" || p == "/etc/hostname" || p == "/etc/resolv.conf") return 1; n = split(rw, a, " "); for (i = 1; i <= n; i++) if (p == a[i] || index(p, a[i] "/") == 1) return 1; return 0 }
+{ id[NR] = $1; par[$1] = $2; mp[$1] = $5; op[$1] = $6 }
+END { for (i = 1; i <= NR; i++) { m = id[i]; q = par[m]; if ((q in mp) && mp[q] == mp[m]) shadow[q] = 1 }
+for (i = 1; i <= NR; i++) { m = id[i]; if (hidden(m) || ("," op[m] ",") ~ /,ro,/) continue; if (mp[m] == "/" || !ok(mp[m])) { print mp[m]; exit } } }' /proc/self/mountinfo) || fail "a read-only mount (ro=true)" "awk: $w"
+[ "$w" != / ] || fail "--read-only" "/ is writable"
+[ -z "$w" ] || fail "a read-only mount (ro=true)" "$w is writable"
+lim() { [ -n "$2" ] || return 0; for f in $3; do if [ -r "$f" ]; then read -r v < "$f"; [ "$v" = "$2" ] || fail "$1" "$f holds $v"; return 0; fi; done; fail "$1" "none of $3"; }
+lim --pids-limit "$STOCKADE_CHECK_PIDS" "/sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids.max"
+lim --memory "$STOCKADE_CHECK_MEM" "/sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max"
+rl() { while read -r l; do case $l in "$1 "*) set -- "$2" "$3" ${l#"$1"}; [ "$3" = "$2" ] && [ "$4" = "$2" ] || fail "$1" "$3 $4"; return 0;; esac; done < /proc/self/limits; fail "$2" "no $1"; }
+[ -z "$STOCKADE_CHECK_NPROC" ] || rl "Max processes" "--ulimit nproc" "$STOCKADE_CHECK_NPROC"
+[ -z "$STOCKADE_CHECK_DATA" ] || rl "Max data size" "--ulimit data" "$STOCKADE_CHECK_DATA"
+[ -z "$STOCKADE_CHECK_NOFILE" ] || rl "Max open files" "--ulimit nofile" "$STOCKADE_CHECK_NOFILE"
 if [ "$STOCKADE_CHECK_NET" = none ]; then for i in /sys/class/net/*; do [ "${i##*/}" = lo ] || fail "--network none" "interface ${i##*/}"; done; fi
 shows() { for f in "$1"/* "$1"/.[!.]* "$1"/..?*; do if [ -e "$f" ] || [ -L "$f" ]; then return 0; fi; done; return 1; }
 for m in $STOCKADE_CHECK_MASKS; do case $m in *\\*) m=$(printf %b "$m");; esac; if [ -d "$m" ]; then if shows "$m"; then fail "a masked directory's tmpfs" "$m shows files"; fi; elif [ -s "$m" ]; then fail "a masked file's bind" "$m is not empty"; fi; done
@@ -155,7 +170,7 @@ ids() { set --; want=; for e in $STOCKADE_CHECK_IDS; do p=/${e#*/}; case $p in *
 "; done; [ $# -gt 0 ] || return 0; got=$(stat -L -c %d:%i -- "$@" 2>&1) || fail "a bind of a planned path" "$got"; [ "$got
 " = "$want" ] || fail "a bind of the path planned" "a path in a writable root was replaced before the engine bound it"; }
 ids
-unset STOCKADE_CHECK_UID STOCKADE_CHECK_NET STOCKADE_CHECK_MASKS STOCKADE_CHECK_IDS
+unset STOCKADE_CHECK_UID STOCKADE_CHECK_NET STOCKADE_CHECK_MASKS STOCKADE_CHECK_IDS STOCKADE_CHECK_RW STOCKADE_CHECK_PIDS STOCKADE_CHECK_MEM STOCKADE_CHECK_NPROC STOCKADE_CHECK_DATA STOCKADE_CHECK_NOFILE
 exec "$@""#;
 
 fn text(p: &Path) -> Result<&str, LowerError> {
@@ -224,6 +239,21 @@ fn reachable(spec: &Spec, cwd: &Path) -> bool {
     }
     let top = cwd.components().nth(1);
     !matches!(top, Some(std::path::Component::Normal(t)) if NOT_BOUND.iter().any(|n| t == *n))
+}
+
+/// A path as `/proc/self/mountinfo` writes it (space, tab, newline and backslash in octal).
+fn mountinfo_escape(p: &str) -> String {
+    let mut out = String::new();
+    for c in p.chars() {
+        match c {
+            ' ' => out.push_str("\\040"),
+            '\t' => out.push_str("\\011"),
+            '\n' => out.push_str("\\012"),
+            '\\' => out.push_str("\\134"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Escapes a mask path for the check's space-separated list (`printf %b` undoes it).
@@ -446,6 +476,35 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
         .filter_map(|(p, (dev, ino))| p.to_str().map(|p| format!("{dev}:{ino}{}", escape(p))))
         .collect();
     env.push(("STOCKADE_CHECK_IDS".into(), ids.join(" ")));
+    // What may be mounted writable besides the engine's own (/proc, /dev, /tmp, /run, ...):
+    // the writable roots and private directories, the owner's home's tmpfs (root's, mode
+    // 0711), and what lies below the engine's masked store (the mask, checked above to be
+    // empty, hides it). Every other mount must be read-only.
+    let rw: Vec<String> = (spec.writable_roots.iter())
+        .chain(&spec.private_dirs)
+        .chain(&target.owner_home)
+        .chain(&target.extra_masks)
+        .filter_map(|p| p.to_str().map(mountinfo_escape))
+        .collect();
+    env.push(("STOCKADE_CHECK_RW".into(), rw.join(" ")));
+    // The limits, as the kernel holds them inside (the cgroup's, or the rlimits).
+    let some = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
+    let (pids, mem, nproc, data) = if caller.rootless {
+        (None, None, limits.pids, limits.memory_bytes)
+    } else {
+        // The kernel keeps a memory limit in whole pages.
+        (
+            limits.pids,
+            limits.memory_bytes.map(|b| b / 4096 * 4096),
+            None,
+            None,
+        )
+    };
+    env.push(("STOCKADE_CHECK_PIDS".into(), some(pids)));
+    env.push(("STOCKADE_CHECK_MEM".into(), some(mem)));
+    env.push(("STOCKADE_CHECK_NPROC".into(), some(nproc)));
+    env.push(("STOCKADE_CHECK_DATA".into(), some(data)));
+    env.push(("STOCKADE_CHECK_NOFILE".into(), some(limits.files)));
     let mut env_file = String::new();
     let mut multi_line = Vec::new();
     for (k, v) in env {

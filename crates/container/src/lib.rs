@@ -195,15 +195,18 @@ fn home_of(uid: u32) -> Option<PathBuf> {
     })
 }
 
-/// Rootless Podman's store, when it exists (`$XDG_DATA_HOME/containers`, else
-/// `~/.local/share/containers`): masked, so the command cannot change the images and
-/// containers of the engine that runs it.
+/// Rootless Podman's store (`$XDG_DATA_HOME/containers`, else `~/.local/share/containers`):
+/// masked, so the command cannot change the images and containers of the engine that runs
+/// it.
 fn rootless_store() -> Option<PathBuf> {
     let data = std::env::var_os("XDG_DATA_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))?;
     let store = data.join("containers");
+    // Made now when missing (Podman makes it as it imports the first image, after the plan):
+    // the mask needs it there.
+    let _ = std::fs::create_dir_all(&store);
     let c = std::fs::canonicalize(&store).ok()?;
     c.is_dir().then_some(c)
 }
