@@ -130,10 +130,17 @@ fn runs_a_command_with_its_output_input_and_exit_code() {
         .assert_code(7)
         .assert_stdout_contains("out\nfrom stdin\n")
         .assert_stderr_contains("err\n");
-        // A missing command: 127, as a shell says it.
+        // A missing command: 127, named as under the native backend.
         sandbox_argv(&fx, &opts(engine, &[]), &["no-such-command-here"])
             .run()
-            .assert_code(127);
+            .assert_code(127)
+            .assert_stderr_contains("E_COMMAND_NOT_FOUND");
+        write_file(&fx.ws.join("script.sh"), "#!/bin/sh\necho ran\n", 0o644);
+        sandbox_argv(&fx, &opts(engine, &[]), &["./script.sh"])
+            .run()
+            .assert_code(126)
+            .assert_stderr_contains("E_COMMAND_NOT_EXECUTABLE")
+            .assert_lacks("ran\n");
     }
 }
 

@@ -36,9 +36,6 @@ fn assert_hint_after(run: &attacks::Run, code: &str, needle: &str) {
 
 #[test]
 fn not_executable_is_126() {
-    if attacks::not_under("gvisor", attacks::na::EXEC_CODES) {
-        return;
-    }
     let fx = Fixture::new();
     write_file(&fx.ws.join("script.sh"), "#!/bin/sh\necho ran\n", 0o644);
     let run = fx.sandbox_argv(&[], &["./script.sh"]).run();
@@ -53,9 +50,6 @@ fn not_executable_is_126() {
 
 #[test]
 fn missing_program_is_127() {
-    if attacks::not_under("gvisor", attacks::na::EXEC_CODES) {
-        return;
-    }
     let fx = Fixture::new();
     let name = format!("no-such-program-{}", fx.id);
     let run = fx.sandbox_argv(&[], &[&name]).run();
@@ -253,9 +247,6 @@ fn stockade_log_shows_each_stage_with_timings() {
 /// program missing elsewhere does not mention `/tmp`.
 #[test]
 fn a_program_below_the_hosts_tmp_names_the_private_tmp() {
-    if attacks::not_under("gvisor", attacks::na::EXEC_CODES) {
-        return;
-    }
     let fx = Fixture::new();
     let dir = tempfile::Builder::new()
         .prefix("stockade-prog.")
@@ -302,9 +293,6 @@ fn a_program_below_the_hosts_tmp_names_the_private_tmp() {
 /// `a_program_below_the_hosts_tmp_names_the_private_tmp`), and this one, granted, runs.
 #[test]
 fn a_directory_name_below_the_hosts_tmp_is_not_pasted_into_the_hint() {
-    if attacks::not_under("gvisor", attacks::na::EXEC_CODES) {
-        return;
-    }
     let fx = Fixture::new();
     let top = tempfile::Builder::new()
         .prefix("stockade-prog.")

@@ -383,6 +383,7 @@ impl sandbox::Backend for ContainerBackend {
             pins: false,
             exclusive_workspace: true,
             views: false,
+            exec_errors: false,
             layers: ENFORCEMENT,
         }
     }

@@ -72,6 +72,7 @@ impl sandbox::Backend for GvisorBackend {
             pins: false,
             exclusive_workspace: true,
             views: false,
+            exec_errors: false,
             layers: ENFORCEMENT,
         }
     }

@@ -27,6 +27,8 @@ impl sandbox::Backend for Native {
             pins: true,
             exclusive_workspace: false,
             views: true,
+            // The init reports a failed `execve` with its errno.
+            exec_errors: true,
             layers: &[],
         }
     }

@@ -62,6 +62,11 @@ pub struct Traits {
     /// Review and ephemeral runs: the command can be given a copy-on-write view of the
     /// workspace.
     pub views: bool,
+    /// A command that cannot be executed (not found, not executable) is reported as
+    /// [`crate::Outcome::exec_errno`] with exit 127 or 126. Without it, the pipeline looks the
+    /// command up itself before the run (among the host's files as every backend's sandbox
+    /// sees them), so the answer is the same under every backend.
+    pub exec_errors: bool,
     /// Where a backend's mechanisms are not the host kernel's namespaces, Landlock and
     /// seccomp: what enforces each layer, said in words (`doctor`, the run record).
     pub layers: &'static [Layer],

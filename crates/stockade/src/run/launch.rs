@@ -94,9 +94,18 @@ pub(super) fn launch(
                 proxy: start,
                 before_command: Some(before_command),
             };
-            let launched = tracing::debug_span!("launch", backend = backend.name())
-                .in_scope(|| plan.run(launch))
-                .map_err(Error::from);
+            // A backend that does not report a failed `execve`: the command is looked up
+            // here, as the native init would find it (see `exec`).
+            let cwd = fallback.as_ref().map_or(&spec.cwd, |_| &spec.workspace);
+            let not_found = (!traits.exec_errors)
+                .then(|| super::exec::exec_errno(spec, cwd))
+                .flatten();
+            let launched = match not_found {
+                Some(errno) => Ok(super::exec::not_run(errno)),
+                None => tracing::debug_span!("launch", backend = backend.name())
+                    .in_scope(|| plan.run(launch))
+                    .map_err(Error::from),
+            };
             (enforcement, fallback, launched)
         });
         let written = match writer {

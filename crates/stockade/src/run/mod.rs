@@ -16,6 +16,7 @@
 //! its own (`Prepared`, `Launched`, `Ran`).
 
 mod close;
+mod exec;
 mod finish;
 mod launch;
 pub(crate) mod spec;
