@@ -84,7 +84,7 @@ pub const ENFORCEMENT: &[Layer] = &[
     },
     Layer {
         what: "memory, processes, CPU",
-        by: "the container's cgroup made by the engine (--memory, --pids-limit, --cpus); rootless Podman: RLIMIT_DATA per process and RLIMIT_NPROC, CPU refused",
+        by: "the container's cgroup made by the engine (--memory, --pids-limit, --cpus); rootless Podman on cgroup v1: RLIMIT_NPROC for processes, a memory limit only under --allow-degraded (RLIMIT_DATA per process, which memfd and shared memory escape), CPU refused",
     },
     Layer {
         what: "uid",
@@ -284,6 +284,7 @@ fn lower_error(e: flags::LowerError) -> RunError {
         L::AllowList => "use read_scope = \"host\", or --backend native or gvisor".into(),
         L::Proxy => "use --net none, or --backend native or gvisor for --net proxy".into(),
         L::CpuRootless(_) => "drop --cpu, run as root, or use --backend native".into(),
+        L::MemoryRootless => "give --memory 96M or more, run as root (the container's cgroup), or use --backend native".into(),
         L::OwnerHomeWritable(p) => format!(
             "narrow the writable root {} so that it does not hold the home, or use --backend native or gvisor",
             p.display()
@@ -514,6 +515,7 @@ impl sandbox::Backend for ContainerBackend {
             timeout: limits.timeout,
             output_limit: limits.output_bytes,
             linked_secrets: spec.linked_secrets.clone(),
+            partial_memory: limits.memory_bytes.filter(|_| rootless),
         }))
     }
 }

@@ -32,6 +32,9 @@ pub(crate) struct ContainerPlanned {
     pub(crate) timeout: Option<Duration>,
     pub(crate) output_limit: Option<u64>,
     pub(crate) linked_secrets: Vec<sandbox::LinkedSecret>,
+    /// Rootless Podman's memory limit: a per-process `RLIMIT_DATA`, which memfd and shared
+    /// memory escape: run only under `--allow-degraded` (and recorded as skipped).
+    pub(crate) partial_memory: Option<u64>,
 }
 
 fn relay_pipe() -> Result<(OwnedFd, OwnedFd), RunError> {
@@ -184,7 +187,21 @@ impl Planned for ContainerPlanned {
         } = launch;
         // A masked file's other name is readable through a bind of its directory as through
         // the host kernel: refused (or recorded) by every backend's run.
-        let skipped = sandbox::refuse_linked_secrets(&self.linked_secrets, options)?;
+        let mut skipped = sandbox::refuse_linked_secrets(&self.linked_secrets, options)?;
+        if let Some(bytes) = self.partial_memory {
+            let what = format!(
+                "the memory limit ({} MiB): rootless Podman on cgroup v1 has no cgroup of its own, and the per-process RLIMIT_DATA it gives instead does not count memfd or shared memory",
+                bytes >> 20
+            );
+            if !options.allow_degraded {
+                return Err(RunError::Plan {
+                    code: sandbox::Code::ProtectionUnavailable,
+                    message: format!("{what} cannot be enforced"),
+                    hint: Some("--memory 0 (no limit), --allow-degraded (the per-process bound, recorded as skipped), run as root (the container's cgroup), or use --backend native".into()),
+                });
+            }
+            skipped.push(what);
+        }
         let (image_id, cached_image) = self.ensure_image()?;
         let sanitize = options.sanitize_output;
         let limit = self.output_limit;

@@ -556,10 +556,18 @@ timeout = 120
         assert_eq!(f.backend, Some(BackendName::Gvisor));
         let f = parse_policy_file("", "stockade.toml").expect("parses");
         assert_eq!(f.backend, None);
-        let e = parse_policy_file("backend = \"docker\"\n", "stockade.toml")
+        for (name, backend) in [
+            ("podman", BackendName::Podman),
+            ("docker", BackendName::Docker),
+        ] {
+            let f = parse_policy_file(&format!("backend = \"{name}\"\n"), "stockade.toml")
+                .expect("parses");
+            assert_eq!(f.backend, Some(backend));
+        }
+        let e = parse_policy_file("backend = \"firecracker\"\n", "stockade.toml")
             .expect_err("an unknown backend is refused")
             .to_string();
-        assert!(e.contains("unknown variant `docker`"), "{e}");
+        assert!(e.contains("unknown variant `firecracker`"), "{e}");
     }
 
     #[test]

@@ -487,17 +487,33 @@ fn observe(case: &Case, config: &Config, attack: bool) -> Result<Observed, Strin
         .collect();
     let argv: Vec<OsString> = if attack && !case.on_host {
         let script = fx.substitute(&case.script);
-        let mut v: Vec<OsString> = vec![
+        let mut v: Vec<OsString> = Vec::new();
+        // A container engine's store is the caller's own for every case (rootless Podman keeps
+        // it below the data home): a store per case's home would put each case's containers
+        // in every other case's view, below the shared /var/tmp, and the run's check refuses
+        // a writable mount it cannot account for.
+        if let Some(data) = engine_data_home(config) {
+            v.push("/usr/bin/env".into());
+            v.push(format!("XDG_DATA_HOME={}", data.display()).into());
+        }
+        v.extend([
             config.stockade.clone().into(),
             "run".into(),
             "--workspace".into(),
             ws.clone().into(),
             "--timeout".into(),
             (timeout.as_secs() + 5).to_string().into(),
-        ];
+        ]);
         if let Some(b) = &config.backend {
             v.push("--backend".into());
             v.push(b.into());
+            // Rootless Podman on cgroup v1 refuses a memory limit it cannot hold whole: the
+            // cases run without the default one (the resources cases name theirs).
+            let root = rustix::process::geteuid().is_root();
+            if b == "podman" && !root && !case.args.iter().any(|a| a == "--memory") {
+                v.push("--memory".into());
+                v.push("0".into());
+            }
         }
         v.extend(case.args.iter().map(|a| fx.substitute(a).into()));
         v.push("--shell".into());
@@ -610,6 +626,17 @@ fn stockade_error(text: &str) -> Option<&str> {
     text.lines()
         .find(|l| l.starts_with("stockade: error["))
         .or_else(|| text.lines().find(|l| l.contains("\"code\":\"E_")))
+}
+
+/// The caller's data home (`$XDG_DATA_HOME`, else `~/.local/share`) under a container backend.
+fn engine_data_home(config: &Config) -> Option<PathBuf> {
+    if !matches!(config.backend.as_deref(), Some("podman" | "docker")) {
+        return None;
+    }
+    std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
 }
 
 fn judge(case: &Case, config: &Config) -> Result<(Verdict, String), String> {

@@ -237,6 +237,12 @@ fn rootless_podman_bounds_with_rlimits_and_refuses_a_cpu_limit() {
     );
     let mut s = spec();
     s.limits.cpu_millis = None;
+    s.limits.memory_bytes = Some(64 << 20);
+    assert_eq!(
+        lower(&s, &rootless, &target(Engine::Podman)),
+        Err(LowerError::MemoryRootless)
+    );
+    s.limits.memory_bytes = Some(1 << 30);
     let l = lower(&s, &rootless, &target(Engine::Podman)).unwrap();
     assert_eq!(
         values(&l.args, "--ulimit"),
