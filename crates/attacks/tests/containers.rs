@@ -292,6 +292,51 @@ fn environment_is_scrubbed_and_values_stay_off_the_engines_command_line() {
             !attacks::json_any_string(&record["container"]["args"], &|s| s.contains(&passed)),
             "{record}"
         );
+        // A variable name that an env file reads as two lines, the first a name alone: the
+        // engine would copy that variable from stockade's own environment.
+        sandbox(
+            &fx,
+            &opts(engine, &["--env", "GITHUB_TOKEN\nHARMLESS=1"]),
+            "env",
+        )
+        .env("GITHUB_TOKEN", &secret)
+        .run()
+        .assert_code(125)
+        .assert_stderr_contains("E_")
+        .assert_lacks(&secret);
+        // Control: such a line, given to the engine, copies the caller's variable in.
+        let env_file = fx.root.join("env-file");
+        write_file(&env_file, "GITHUB_TOKEN\nHARMLESS=1\n", 0o644);
+        let image = image_of(&fx, engine);
+        let mut control = std::process::Command::new(attacks::which(engine).expect("the engine"));
+        if engine == "podman" {
+            control.args(["--runtime", "/usr/sbin/runc"]);
+        }
+        control.arg("run");
+        if engine == "podman" {
+            control.args([
+                "--ulimit",
+                "nofile=1024:1024",
+                "--ulimit",
+                "nproc=1024:1024",
+            ]);
+        }
+        let out = control
+            .args(["--rm", "--network", "none", "--pull", "never", "--env-file"])
+            .arg(&env_file)
+            .args(["--mount", "type=bind,src=/usr,dst=/usr,ro=true"])
+            .arg(&image)
+            .args(["/usr/bin/env"])
+            .env("PATH", attacks::PATH)
+            .env("HOME", &fx.home)
+            .env("XDG_DATA_HOME", data_home())
+            .env("GITHUB_TOKEN", &secret)
+            .output()
+            .expect("run the engine");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains(&secret),
+            "{out:?}"
+        );
     }
 }
 

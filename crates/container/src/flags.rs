@@ -37,6 +37,8 @@ pub enum LowerError {
     OwnerHomeWritable(PathBuf),
     #[error("the command's environment variable {0} has a multi-line value and names a setting of the container engine: it cannot be passed without steering the engine")]
     EngineVariable(String),
+    #[error("the command's environment variable name {0:?} holds a space, a control character or a leading '#': a container engine's --env-file would read it as another variable, or as one to copy from stockade's own environment")]
+    EnvName(String),
 }
 
 /// Who runs the engine and how.
@@ -90,8 +92,8 @@ pub struct Target {
     /// is an empty tmpfs of root's (mode 0711: the command passes through it to what is bound
     /// inside, and lists or reads nothing of it).
     pub owner_home: Option<PathBuf>,
-    /// `(st_dev, st_ino)` of each writable root when the run was planned (the protected and
-    /// pinned paths' are the spec's `identities`).
+    /// `(st_dev, st_ino)` of each writable root and read grant when the run was planned (the
+    /// protected and pinned paths' are the spec's `identities`).
     pub root_identities: Vec<(PathBuf, (u64, u64))>,
 }
 
@@ -394,7 +396,17 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
     // The binds whose source the command (or a run before it) could have replaced since the
     // run was planned: each is checked inside, after the engine bound it, to be the file
     // planned (the engine, root, follows a symbolic link put in its place).
-    let mut identities: Vec<(PathBuf, (u64, u64))> = target.root_identities.clone();
+    let mut identities: Vec<(PathBuf, (u64, u64))> = (target.root_identities.iter())
+        .filter(|(p, _)| spec.writable_roots.contains(p))
+        .cloned()
+        .collect();
+    // A read grant below the host's /tmp (whoever made it can swap it) is checked as the
+    // roots are.
+    for grant in tmp_read_grants(spec) {
+        if let Some((_, id)) = target.root_identities.iter().find(|(p, _)| p == grant) {
+            identities.push((grant.clone(), *id));
+        }
+    }
     let mut planned = |p: &PathBuf| {
         if let Some(id) = spec.identities.get(p) {
             identities.push((p.clone(), *id));
@@ -523,6 +535,12 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
     let mut env_file = String::new();
     let mut multi_line = Vec::new();
     for (k, v) in env {
+        if k.is_empty()
+            || k.starts_with('#')
+            || k.chars().any(|c| c.is_whitespace() || c.is_control())
+        {
+            return Err(LowerError::EnvName(k));
+        }
         if v.contains('\n') || v.contains('\r') {
             if engine_setting(&k) {
                 return Err(LowerError::EngineVariable(k));

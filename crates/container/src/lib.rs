@@ -290,6 +290,7 @@ fn lower_error(e: flags::LowerError) -> RunError {
             p.display()
         ),
         L::EngineVariable(n) => format!("do not pass {n} to the command, or use --backend native or gvisor"),
+        L::EnvName(_) => "name environment variables with letters, digits and `_`".into(),
         L::RootOwnedWorkspace(p) => format!(
             "give the workspace to the user the command should run as (`chown -R USER {}`), run stockade as that user, or use --backend native or gvisor (they give a root caller's command an unassigned id)",
             p.display()
@@ -457,7 +458,7 @@ impl sandbox::Backend for ContainerBackend {
             env_file,
             extra_masks,
             owner_home,
-            root_identities: (spec.writable_roots.iter())
+            root_identities: (spec.writable_roots.iter().chain(&spec.read_grants))
                 .filter_map(|w| {
                     use std::os::unix::fs::MetadataExt;
                     let m = std::fs::symlink_metadata(w).ok()?;

@@ -287,6 +287,16 @@ fn environment_values_reach_neither_the_engines_command_line_nor_its_environment
         "{}",
         l.env_file
     );
+    // A name an env file would read as something else is refused: a line of its own that
+    // copies a variable of stockade's own environment into the container.
+    for name in ["SECRET_TOKEN\nX", " SECRET_TOKEN", "#X", "A B", "A\rB"] {
+        let mut s = spec();
+        s.env.push((name.into(), "1".into()));
+        assert_eq!(
+            lower(&s, &caller(), &target(Engine::Docker)),
+            Err(LowerError::EnvName(name.into()))
+        );
+    }
     // A multi-line value named as an engine's setting is refused.
     let mut s = spec();
     s.env.push(("XDG_DATA_HOME".into(), "/w/a\n".into()));
