@@ -30,6 +30,11 @@ mkdir "$ws/ws" "$ws/masks"
 : >"$ws/masks/unreadable"
 chmod 444 "$ws/masks/empty"
 chmod 000 "$ws/masks/unreadable"
+# The bare runs' environment file (empty) and seccomp profile: the run's own are gone with it;
+# Podman's default profile stands in (a profile of the same kind, larger than stockade's).
+: >"$ws/masks/env"
+cp /usr/share/containers/seccomp.json "$ws/masks/seccomp.json" 2>/dev/null ||
+  { echo "benches/containers.sh: needs /usr/share/containers/seccomp.json (apt-get install podman)" >&2; exit 1; }
 if [ "$(id -u)" = 0 ]; then chown -R stockade-test: "$ws/ws"; fi
 cd "$ws/ws"
 args=()
@@ -40,7 +45,8 @@ for engine in podman docker; do
   fi
   "$bin" run --backend "$engine" --report "$ws/$engine.json" -- true
   # The bare run: the same engine arguments up to the image, then `true`; no name (each run
-  # would need its own), the mask files from this bench's directory.
+  # would need its own), the mask files, environment file and seccomp profile from this
+  # bench's directory.
   bare=$(python3 - "$ws/$engine.json" "$ws/masks" <<'PY'
 import json, re, shlex, sys
 c = json.load(open(sys.argv[1]))["container"]
