@@ -308,28 +308,12 @@ fn environment_is_scrubbed_and_values_stay_off_the_engines_command_line() {
         let env_file = fx.root.join("env-file");
         write_file(&env_file, "GITHUB_TOKEN\nHARMLESS=1\n", 0o644);
         let image = image_of(&fx, engine);
-        let mut control = std::process::Command::new(attacks::which(engine).expect("the engine"));
-        if engine == "podman" {
-            control.args(["--runtime", "/usr/sbin/runc"]);
-        }
-        control.arg("run");
-        if engine == "podman" {
-            control.args([
-                "--ulimit",
-                "nofile=1024:1024",
-                "--ulimit",
-                "nproc=1024:1024",
-            ]);
-        }
-        let out = control
+        let out = bare_run(&fx, engine)
             .args(["--rm", "--network", "none", "--pull", "never", "--env-file"])
             .arg(&env_file)
             .args(["--mount", "type=bind,src=/usr,dst=/usr,ro=true"])
             .arg(&image)
             .args(["/usr/bin/env"])
-            .env("PATH", attacks::PATH)
-            .env("HOME", &fx.home)
-            .env("XDG_DATA_HOME", data_home())
             .env("GITHUB_TOKEN", &secret)
             .output()
             .expect("run the engine");
@@ -788,21 +772,7 @@ fn a_protected_path_replaced_before_the_engine_binds_it_is_refused() {
         // the control's own: the sweep after the refused run took the planted one away).
         let link = fx.ws.join("link-to-ssh");
         std::os::unix::fs::symlink(&ssh, &link).expect("link");
-        let real = attacks::which(engine).expect("the engine");
-        let mut control = std::process::Command::new(real);
-        if engine == "podman" {
-            control.args(["--runtime", "/usr/sbin/runc"]);
-        }
-        control.arg("run");
-        if engine == "podman" {
-            control.args([
-                "--ulimit",
-                "nofile=1024:1024",
-                "--ulimit",
-                "nproc=1024:1024",
-            ]);
-        }
-        let out = control
+        let out = bare_run(&fx, engine)
             .args([
                 "--rm",
                 "--network",
@@ -817,9 +787,6 @@ fn a_protected_path_replaced_before_the_engine_binds_it_is_refused() {
             .args(["--mount", "type=bind,src=/usr,dst=/usr,ro=true"])
             .arg(image_of(&fx, engine))
             .args(["/bin/sh", "-c", "cat /x/id_rsa"])
-            .env("PATH", attacks::PATH)
-            .env("HOME", &fx.home)
-            .env("XDG_DATA_HOME", data_home())
             .output()
             .expect("run the engine");
         assert!(
@@ -827,6 +794,28 @@ fn a_protected_path_replaced_before_the_engine_binds_it_is_refused() {
             "{out:?}"
         );
     }
+}
+
+/// `ENGINE run` of the engine itself, as a control: what the engine does given an argument
+/// stockade never gives it (Podman with runc and rlimits it may set, as stockade runs it).
+fn bare_run(fx: &Fixture, engine: &str) -> std::process::Command {
+    let mut c = std::process::Command::new(attacks::which(engine).expect("the engine"));
+    c.env("PATH", attacks::PATH)
+        .env("HOME", &fx.home)
+        .env("XDG_DATA_HOME", data_home());
+    if engine == "podman" {
+        c.args(["--runtime", "/usr/sbin/runc"]);
+    }
+    c.arg("run");
+    if engine == "podman" {
+        c.args([
+            "--ulimit",
+            "nofile=1024:1024",
+            "--ulimit",
+            "nproc=1024:1024",
+        ]);
+    }
+    c
 }
 
 /// The default image's name, from a run's record.

@@ -402,7 +402,7 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
         .collect();
     // A read grant below the host's /tmp (whoever made it can swap it) is checked as the
     // roots are.
-    for grant in tmp_read_grants(spec) {
+    for grant in spec.tmp_read_grants() {
         if let Some((_, id)) = target.root_identities.iter().find(|(p, _)| p == grant) {
             identities.push((grant.clone(), *id));
         }
@@ -438,7 +438,7 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
     for root in &spec.writable_roots {
         mounts.push((depth(root), 1, bind(root, root, false, target)?));
     }
-    for grant in tmp_read_grants(spec) {
+    for grant in spec.tmp_read_grants() {
         mounts.push((depth(grant), 1, bind(grant, grant, true, target)?));
     }
     for p in &spec.protected {
@@ -615,20 +615,6 @@ pub fn engine_setting(name: &str) -> bool {
         "SHELL",
     ];
     PREFIXES.iter().any(|p| name.starts_with(p))
-}
-
-/// Read grants below the host's `/tmp` (the private `/tmp` hides them) not held by a writable
-/// root or another such grant: each is bound read-only into the private `/tmp`.
-fn tmp_read_grants(spec: &Spec) -> Vec<&PathBuf> {
-    let tmp = Path::new("/tmp");
-    let under: Vec<&PathBuf> = (spec.read_grants.iter())
-        .filter(|g| g.starts_with(tmp) && g.as_path() != tmp)
-        .filter(|g| !spec.writable_roots.iter().any(|w| g.starts_with(w)))
-        .collect();
-    (under.iter())
-        .filter(|g| !under.iter().any(|o| o != *g && g.starts_with(o)))
-        .copied()
-        .collect()
 }
 
 #[cfg(test)]

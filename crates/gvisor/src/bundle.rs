@@ -123,20 +123,6 @@ fn depth(p: &Path) -> usize {
     p.components().count()
 }
 
-/// The read grants below the host's `/tmp` that no writable root or other such grant holds
-/// (those are reached through it): each is bound into the private `/tmp`.
-pub(crate) fn tmp_read_grants(spec: &Spec) -> Vec<&PathBuf> {
-    let tmp = Path::new("/tmp");
-    let under: Vec<&PathBuf> = (spec.read_grants.iter())
-        .filter(|g| g.starts_with(tmp) && g.as_path() != tmp)
-        .filter(|g| !spec.writable_roots.iter().any(|w| g.starts_with(w)))
-        .collect();
-    (under.iter())
-        .filter(|g| !under.iter().any(|o| o != *g && g.starts_with(o)))
-        .copied()
-        .collect()
-}
-
 /// The pins of `spec` that need a mount of their own (see [`config`]): the others are a
 /// writable root or a protected path (bound already), or lie at or below a mask or a private
 /// directory (a tmpfs or file over them, itself a mount point, hides them).
@@ -169,7 +155,7 @@ pub fn config(spec: &Spec, caller: &Caller, bundle: &Path) -> Result<Value, Lowe
     }
     // Read grants below the host's /tmp: the private /tmp does not hold them, so each is
     // bound read-only at its own path in it (a writable root inside one comes after it).
-    for grant in tmp_read_grants(spec) {
+    for grant in spec.tmp_read_grants() {
         layered.push((depth(grant), 0, bind(grant, grant, true)?));
     }
     // A protected path at or below a mask is the mask's: a read-only bind of the path itself

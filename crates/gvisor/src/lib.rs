@@ -418,7 +418,7 @@ impl Gvisor {
             }
             // Read grants below /tmp are bound into the private /tmp (`bundle`): read-only,
             // with their owner's files the command's own as under the native backend.
-            for grant in bundle::tmp_read_grants(&spec) {
+            for grant in spec.tmp_read_grants() {
                 if let Some(o) = stat(grant) {
                     idmapped.push(Idmapped {
                         path: grant.clone(),
@@ -505,7 +505,7 @@ impl Gvisor {
         let tmp_base = (spec.cwd.starts_with("/tmp"))
             .then(|| {
                 (spec.writable_roots.iter())
-                    .chain(bundle::tmp_read_grants(&spec))
+                    .chain(spec.tmp_read_grants())
                     .filter(|g| spec.cwd.starts_with(g))
                     .min_by_key(|g| g.components().count())
                     .cloned()
@@ -535,7 +535,7 @@ impl Gvisor {
         for r in &spec.writable_roots {
             destinations.push((r.clone(), exists(r).unwrap_or(sandbox::Kind::Dir)));
         }
-        for g in bundle::tmp_read_grants(&spec) {
+        for g in spec.tmp_read_grants() {
             destinations.push((g.clone(), exists(g).unwrap_or(sandbox::Kind::Dir)));
         }
         for p in &spec.protected {

@@ -68,6 +68,23 @@ pub struct Spec {
     pub identities: BTreeMap<PathBuf, (u64, u64)>,
 }
 
+impl Spec {
+    /// The read grants below the host's `/tmp` that no writable root or other such grant
+    /// holds: every backend's `/tmp` is private, so each is shown in it on its own (bound
+    /// read-only at its own path).
+    pub fn tmp_read_grants(&self) -> Vec<&PathBuf> {
+        let tmp = std::path::Path::new("/tmp");
+        let under: Vec<&PathBuf> = (self.read_grants.iter())
+            .filter(|g| g.starts_with(tmp) && g.as_path() != tmp)
+            .filter(|g| !self.writable_roots.iter().any(|w| g.starts_with(w)))
+            .collect();
+        (under.iter())
+            .filter(|g| !under.iter().any(|o| o != *g && g.starts_with(o)))
+            .copied()
+            .collect()
+    }
+}
+
 /// A review (or ephemeral) run's workspace: the command reads the real workspace through a
 /// copy-on-write view, and every write lands in `changes/upper` (the run's change directory,
 /// with the view's scratch directory `changes/work` beside it). The real workspace is never
