@@ -62,8 +62,6 @@ pub struct Target {
     pub image: String,
     /// The container's name.
     pub name: String,
-    /// `--keep`: no `--rm`.
-    pub keep: bool,
     /// An empty file and an unreadable one (mode 0), bound over masked files.
     pub empty_file: PathBuf,
     pub unreadable_file: PathBuf,
@@ -74,8 +72,6 @@ pub struct Target {
     pub nproc_hard: u64,
     /// The caller's open-files hard limit (the default when the spec has none).
     pub nofile_hard: u64,
-    /// Stdin is fed (`--interactive`).
-    pub interactive: bool,
     /// How this engine's client is told a bind is not recursive.
     pub nonrecursive: NonRecursive,
     /// The host's mount points (rootless Podman binds recursively, see [`lower`]).
@@ -124,15 +120,13 @@ impl NonRecursive {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lowered {
     pub args: Vec<String>,
-    /// Where the command starts, and why not where the caller is (when not).
-    pub cwd: PathBuf,
+    /// Why the command starts in the workspace rather than where the caller is (when so).
     pub cwd_fallback: Option<String>,
     /// The command's environment as `--env-file` lines (`NAME=VALUE`), and the variables
     /// with multi-line values (which that file cannot hold): the engine takes them from its
     /// own environment (`--env NAME`), never a setting of the engine's own.
     pub env_file: String,
     pub env: Vec<(String, String)>,
-    pub uid: u32,
 }
 
 /// The smallest memory limit rootless Podman can start a container under: runc's own start
@@ -305,9 +299,9 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
         push(rt);
     }
     push("run");
-    if !target.keep {
-        push("--rm");
-    }
+    // `--rm` always, taken away by the run under `--keep`; `--interactive` is added by the run
+    // when stdin is fed: both are the run's options (`sandbox::Launch`), not the plan's.
+    push("--rm");
     push("--name");
     push(&target.name);
     push("--pull");
@@ -315,9 +309,6 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
     // Output goes to the caller only, never into the engine's logs.
     push("--log-driver");
     push("none");
-    if target.interactive {
-        push("--interactive");
-    }
     push("--read-only");
     if engine == Engine::Podman {
         // Podman adds writable tmpfs at /run, /tmp and /var/tmp under --read-only by default.
@@ -577,11 +568,9 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
     a.extend(spec.argv.iter().cloned());
     Ok(Lowered {
         args: a,
-        cwd,
         cwd_fallback,
         env_file,
         env: multi_line,
-        uid: caller.uid,
     })
 }
 

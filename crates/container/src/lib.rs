@@ -437,13 +437,11 @@ impl sandbox::Backend for ContainerBackend {
             runtime: podman_runtime(engine, &spec.writable_roots),
             image,
             name: format!("stockade-{run_id}"),
-            keep: false,
             empty_file,
             unreadable_file,
             host_root,
             nproc_hard: hard_limit(rustix::process::Resource::Nproc),
             nofile_hard: hard_limit(rustix::process::Resource::Nofile),
-            interactive: false,
             nonrecursive: if caller.rootless {
                 flags::NonRecursive::Recursive
             } else {

@@ -66,7 +66,6 @@ fn target(engine: Engine) -> Target {
         runtime: (engine == Engine::Podman).then(|| "/usr/sbin/runc".into()),
         image: "localhost/stockade-host:0011".into(),
         name: "stockade-r1".into(),
-        keep: false,
         empty_file: "/f/empty".into(),
         unreadable_file: "/f/unreadable".into(),
         host_root: vec![
@@ -81,7 +80,6 @@ fn target(engine: Engine) -> Target {
         ],
         nproc_hard: 96365,
         nofile_hard: 20000,
-        interactive: false,
         nonrecursive: NonRecursive::Legacy,
         mount_points: vec![
             "/".into(),
