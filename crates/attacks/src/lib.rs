@@ -92,8 +92,6 @@ pub mod na {
     pub const GIT_CONFIG_BUSY: &str = "an existing git config is a read-only bind under gVisor, so git's lock-and-rename gets EBUSY; native's init rewrites inert changes through a held descriptor, which gVisor has no equivalent of yet";
     /// Limit events.
     pub const NO_LIMIT_EVENTS: &str = "under gVisor the limit holds (tests in gvisor.rs) but the run records neither its usage nor an event of the limit reached";
-    /// Directories a root caller's sandbox cannot traverse.
-    pub const PRIVATE_DIRS: &str = "a root caller's gVisor run has no covers over 0700 directories above the workspace (native's reach.rs), so it cannot start there";
     /// What only native's set-up explains or reports.
     pub const NATIVE_SETUP: &str = "this checks native's own set-up (its init, Landlock, seccomp, idmapped mounts or their diagnostics)";
     /// An unprivileged caller's gVisor run.

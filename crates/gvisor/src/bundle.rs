@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use sandbox::{Kind, Mask, Spec};
 use serde_json::{json, Value};
 
-use crate::Caller;
+use crate::{Caller, Reach};
 
 /// The file every unreadable file mask is bound from: an empty file with mode 0 in the bundle
 /// directory (the command runs without capabilities, so not even its owner can open it).
@@ -140,7 +140,12 @@ pub(crate) fn pins(spec: &Spec) -> Vec<&PathBuf> {
 /// stockade added ~120 KB of relocated data that every run (native ones too) pays for at
 /// start-up (+60 page faults, +4% on `run -- true`). The `oci-spec` crate checks the output
 /// instead: the tests parse every config made here into `oci_spec::runtime::Spec`.
-pub fn config(spec: &Spec, caller: &Caller, bundle: &Path) -> Result<Value, LowerError> {
+pub fn config(
+    spec: &Spec,
+    caller: &Caller,
+    reach: &Reach,
+    bundle: &Path,
+) -> Result<Value, LowerError> {
     if spec.read_scope == sandbox::ReadScope::AllowList {
         return Err(LowerError::AllowList);
     }
@@ -150,6 +155,17 @@ pub fn config(spec: &Spec, caller: &Caller, bundle: &Path) -> Result<Value, Lowe
     // Mounts over the read-only root, parents before what lies below them: writable roots,
     // then read-only protected paths and masks inside them.
     let mut layered: Vec<(usize, u8, Value)> = Vec::new();
+    // A root caller's covers over directories it cannot enter on the way to what it is
+    // granted (see [`Reach`]), before the granted paths bound below them; the Sentry makes
+    // their mount points in the cover.
+    for c in &reach.covers {
+        let options = ["mode=0755", "size=64k", "nosuid", "nodev", "noexec"];
+        let options = options.iter().map(|o| o.to_string()).collect();
+        layered.push((depth(c), 0, tmpfs(text(c)?, options)));
+    }
+    for g in &reach.binds {
+        layered.push((depth(g), 0, bind(g, g, true)?));
+    }
     for root in &spec.writable_roots {
         layered.push((depth(root), 0, bind(root, root, false)?));
     }
@@ -373,7 +389,8 @@ pub(crate) mod tests {
     /// The config, checked against the OCI runtime spec's types (`oci-spec`): it parses, and
     /// says the same once parsed.
     fn as_json(spec: &Spec, rootless: bool) -> Value {
-        let c = config(spec, &caller(rootless), Path::new("/b")).expect("lowers");
+        let c =
+            config(spec, &caller(rootless), &Reach::default(), Path::new("/b")).expect("lowers");
         let typed: oci_spec::runtime::Spec =
             serde_json::from_value(c.clone()).expect("a valid OCI runtime config");
         let back = serde_json::to_value(&typed).expect("serializes");
@@ -599,7 +616,7 @@ pub(crate) mod tests {
         let mut cpu = spec();
         cpu.limits.cpu_millis = Some(500);
         assert_eq!(
-            config(&cpu, &caller(true), Path::new("/b")).err(),
+            config(&cpu, &caller(true), &Reach::default(), Path::new("/b")).err(),
             Some(LowerError::CpuUnprivileged)
         );
     }
@@ -614,7 +631,7 @@ pub(crate) mod tests {
         let mut allow = spec();
         allow.read_scope = ReadScope::AllowList;
         assert_eq!(
-            config(&allow, &caller(false), Path::new("/b")).err(),
+            config(&allow, &caller(false), &Reach::default(), Path::new("/b")).err(),
             Some(LowerError::AllowList)
         );
     }

@@ -245,12 +245,12 @@ pub struct Plan {
 }
 
 /// The first directory on the way to `dir` (itself included) that a root caller's command
-/// cannot enter, with why.
-fn untraversable(
+/// cannot enter, with its mode.
+fn first_untraversable(
     dir: &Path,
     idmapped: &[Idmapped],
     stat: &dyn Fn(&Path) -> Option<Owned>,
-) -> Option<String> {
+) -> Option<(PathBuf, u32)> {
     let mut chain: Vec<&Path> = dir.ancestors().collect();
     chain.reverse();
     for d in chain {
@@ -260,14 +260,84 @@ fn untraversable(
             .filter(|i| d.starts_with(&i.path))
             .max_by_key(|i| i.path.components().count());
         if !sandbox::unassigned_id_enters(o.mode, (o.uid, o.gid), mapped.map(|i| i.owner)) {
-            return Some(format!(
-                "the sandbox's user cannot enter {} (mode {:o})",
-                d.display(),
-                o.mode & 0o7777
-            ));
+            return Some((d.to_path_buf(), o.mode & 0o7777));
         }
     }
     None
+}
+
+/// The first directory on the way to `dir` (itself included) that a root caller's command
+/// cannot enter, with why.
+fn untraversable(
+    dir: &Path,
+    idmapped: &[Idmapped],
+    stat: &dyn Fn(&Path) -> Option<Owned>,
+) -> Option<String> {
+    first_untraversable(dir, idmapped, stat).map(|(d, mode)| {
+        format!(
+            "the sandbox's user cannot enter {} (mode {mode:o})",
+            d.display()
+        )
+    })
+}
+
+/// How a root caller's command reaches granted paths that lie below directories it cannot
+/// enter (`mktemp -d` makes 0700 directories; a workspace cloned below one), as the native
+/// backend's reach covers do: the first such directory on the way to each granted path is
+/// covered with a small tmpfs of the Sentry's (root's, mode 0755: the command cannot write
+/// it) that holds only the way to the granted paths below it, each bound over it. Nothing
+/// else below a cover was reachable before either, so it shows nothing the command could not
+/// already see. Unprivileged callers run as themselves (uid 0 of runsc's user namespace,
+/// mapped to them) and need none.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reach {
+    /// The covered directories, none inside another.
+    pub covers: Vec<PathBuf>,
+    /// Granted paths below a cover that have no mount of their own otherwise (read grants,
+    /// the idmapped home): bound read-only over themselves.
+    pub binds: Vec<PathBuf>,
+}
+
+impl Reach {
+    /// `granted`: every path the command is granted (writable roots, read grants outside
+    /// `/tmp`, the home), and which of them are mounted already (`bound`).
+    fn plan(
+        granted: &[PathBuf],
+        bound: &[PathBuf],
+        idmapped: &[Idmapped],
+        stat: &dyn Fn(&Path) -> Option<Owned>,
+    ) -> Reach {
+        let mut blocked: Vec<PathBuf> = granted
+            .iter()
+            .filter_map(|g| g.parent())
+            .filter_map(|parent| first_untraversable(parent, idmapped, stat))
+            .map(|(d, _)| d)
+            .collect();
+        blocked.sort();
+        blocked.dedup();
+        let covers: Vec<PathBuf> = (blocked.iter())
+            .filter(|b| !blocked.iter().any(|o| o != *b && b.starts_with(o)))
+            .cloned()
+            .collect();
+        let mut binds: Vec<PathBuf> = (granted.iter())
+            .filter(|g| covers.iter().any(|c| g.starts_with(c) && *g != c))
+            .filter(|g| !bound.iter().any(|b| g.starts_with(b)))
+            .cloned()
+            .collect();
+        binds.sort();
+        binds.dedup();
+        Reach { covers, binds }
+    }
+
+    /// Whether the Sentry shows `path` below a cover: it is on the way to a granted path or
+    /// inside one (`granted`); elsewhere below a cover there is nothing.
+    fn hides(&self, path: &Path, granted: &[PathBuf]) -> Option<&PathBuf> {
+        let cover = self.covers.iter().find(|c| path.starts_with(c))?;
+        let shown = granted
+            .iter()
+            .any(|g| path.starts_with(g) || (g.starts_with(path) && g.starts_with(cover)));
+        (!shown).then_some(cover)
+    }
 }
 
 /// Why the Sentry cannot show the command the caller's directory, if it cannot: it has its own
@@ -445,6 +515,27 @@ impl Gvisor {
                 }
             }
         }
+        // A root caller's way to granted paths below directories its id cannot enter.
+        let (reach, granted) = if caller.rootless {
+            (Reach::default(), Vec::new())
+        } else {
+            // Below /tmp, /dev and /proc the Sentry's own directories lead there (0755).
+            let private = |p: &Path| ["/tmp", "/dev", "/proc"].iter().any(|r| p.starts_with(r));
+            let home = idmapped.iter().filter(|i| i.readonly).map(|i| &i.path);
+            let granted: Vec<PathBuf> = (spec.writable_roots.iter())
+                .chain(&spec.read_grants)
+                .chain(home)
+                .filter(|g| !private(g))
+                .cloned()
+                .collect();
+            let reach = Reach::plan(&granted, &spec.writable_roots, &idmapped, stat);
+            // What a cover hides needs no mount of its own (a protected path there was out
+            // of the command's reach, and stays so).
+            spec.protected
+                .retain(|p| reach.hides(p, &granted).is_none());
+            spec.pins.retain(|p| reach.hides(p, &granted).is_none());
+            (reach, granted)
+        };
         if caller.rootless {
             // runsc --rootless cannot start with a mount over a path the caller cannot open.
             // Left unmasked, such a path stays out of reach inside only if the command cannot
@@ -511,16 +602,30 @@ impl Gvisor {
                     .cloned()
             })
             .flatten();
+        let sentrys_own = Some(Owned {
+            kind: sandbox::Kind::Dir,
+            uid: 0,
+            gid: 0,
+            mode: 0o755,
+        });
+        // A cover and the way through it are the Sentry's own directories too; granted paths
+        // below it are the host's.
+        let in_cover = |d: &Path| {
+            reach.covers.iter().any(|c| d.starts_with(c))
+                && !granted.iter().any(|g| d.starts_with(g))
+        };
         let seen = |d: &Path| match &tmp_base {
-            Some(base) if !d.starts_with(base) => Some(Owned {
-                kind: sandbox::Kind::Dir,
-                uid: 0,
-                gid: 0,
-                mode: 0o755,
-            }),
+            Some(base) if !d.starts_with(base) => sentrys_own,
+            _ if in_cover(d) => sentrys_own,
             _ => stat(d),
         };
-        let cwd_fallback = unreachable_cwd(&spec).or_else(|| {
+        let hidden = reach.hides(&spec.cwd, &granted).map(|c| {
+            format!(
+                "{} is covered: the sandbox's user cannot enter it, and sees there only the way to what it is granted",
+                c.display()
+            )
+        });
+        let cwd_fallback = unreachable_cwd(&spec).or(hidden).or_else(|| {
             // A root caller's command has an id no account has: it passes only the "others"
             // bits of host directories, and its owner's bits inside the idmapped trees.
             (!caller.rootless)
@@ -530,7 +635,7 @@ impl Gvisor {
         if cwd_fallback.is_some() {
             spec.cwd = spec.workspace.clone();
         }
-        let config = bundle::config(&spec, &caller, Path::new(run::BUNDLE_PLACEHOLDER))?;
+        let config = bundle::config(&spec, &caller, &reach, Path::new(run::BUNDLE_PLACEHOLDER))?;
         let mut destinations = Vec::new();
         for r in &spec.writable_roots {
             destinations.push((r.clone(), exists(r).unwrap_or(sandbox::Kind::Dir)));
@@ -544,6 +649,9 @@ impl Gvisor {
         // Pins are directories the planner found (a missing one is refused at the start).
         for p in bundle::pins(&spec) {
             destinations.push((p.clone(), sandbox::Kind::Dir));
+        }
+        for p in reach.covers.iter().chain(&reach.binds) {
+            destinations.push((p.clone(), exists(p).unwrap_or(sandbox::Kind::Dir)));
         }
         idmapped.sort_by_key(|i| i.path.components().count());
         for m in &spec.masks {
@@ -691,6 +799,75 @@ mod tests {
         assert!(!still_planned(&spec, &env));
         std::fs::remove_file(&env).expect("remove");
         assert!(!still_planned(&spec, &env));
+    }
+
+    /// A root caller's granted paths below directories its id cannot enter are reached through
+    /// a cover of the outermost such directory on each way; what is bound already (a writable
+    /// root) gets no second mount, a read grant below a cover gets one, and the cover hides
+    /// everything else below it.
+    #[test]
+    fn a_cover_leads_a_root_callers_command_to_what_it_is_granted() {
+        let stat = |p: &Path| match p.to_str()? {
+            "/" | "/srv" | "/home" => dir(0, 0o755),
+            "/home/u" => dir(1000, 0o700),
+            "/home/u/tmp.x" => dir(1000, 0o700),
+            "/home/u/tmp.x/clone" | "/home/u/docs" => dir(1000, 0o755),
+            "/srv/open" => dir(0, 0o755),
+            _ => None,
+        };
+        let ws = PathBuf::from("/home/u/tmp.x/clone");
+        let docs = PathBuf::from("/home/u/docs");
+        let granted = vec![ws.clone(), docs.clone(), "/srv/open".into()];
+        let mapped = Idmapped {
+            path: ws.clone(),
+            owner: (1000, 1000),
+            readonly: false,
+        };
+        let reach = Reach::plan(&granted, std::slice::from_ref(&ws), &[mapped], &stat);
+        assert_eq!(reach.covers, [PathBuf::from("/home/u")]);
+        assert_eq!(reach.binds, [docs]);
+        assert_eq!(reach.hides(Path::new("/home/u/tmp.x"), &granted), None);
+        assert_eq!(
+            reach.hides(Path::new("/home/u/tmp.x/clone/src"), &granted),
+            None
+        );
+        assert!(reach
+            .hides(Path::new("/home/u/.bashrc"), &granted)
+            .is_some());
+        assert!(reach
+            .hides(Path::new("/home/u/tmp.x/other"), &granted)
+            .is_some());
+        assert_eq!(reach.hides(Path::new("/srv"), &granted), None);
+        // The cover and the bind in the config: the tmpfs before the binds below it.
+        let mut spec = crate::bundle::tests::spec();
+        spec.writable_roots = vec![ws.clone()];
+        let caller = Caller {
+            rootless: false,
+            uid: ROOT_CALLER_ID,
+            gid: ROOT_CALLER_ID,
+            run_id: "r".into(),
+        };
+        let config = bundle::config(&spec, &caller, &reach, Path::new("/b")).expect("lowers");
+        let dests: Vec<&str> = (config["mounts"].as_array().expect("mounts").iter())
+            .filter_map(|m| m["destination"].as_str())
+            .collect();
+        let at = |d: &str| dests.iter().position(|x| *x == d).expect(d);
+        assert!(at("/home/u") < at("/home/u/docs"));
+        assert!(at("/home/u") < at("/home/u/tmp.x/clone"));
+        let cover = &config["mounts"][at("/home/u")];
+        assert_eq!(cover["type"], "tmpfs");
+        assert!(cover["options"].to_string().contains("mode=0755"));
+        assert!(config["mounts"][at("/home/u/docs")]["options"]
+            .to_string()
+            .contains("\"ro\""));
+        // Unprivileged callers enter what they own: no cover.
+        let own = |p: &Path| {
+            stat(p).map(|o| Owned {
+                mode: o.mode | 0o001,
+                ..o
+            })
+        };
+        assert_eq!(Reach::plan(&granted, &[ws], &[], &own), Reach::default());
     }
 
     /// A root caller's command passes only the "others" bits outside its idmapped trees, and
