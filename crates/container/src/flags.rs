@@ -91,6 +91,9 @@ pub struct Target {
     /// `(st_dev, st_ino)` of each writable root and read grant when the run was planned (the
     /// protected and pinned paths' are the spec's `identities`).
     pub root_identities: Vec<(PathBuf, (u64, u64))>,
+    /// Directories among the protected and pinned paths that the command's id can neither
+    /// search nor change the mode of (not its owner), as planned on the host.
+    pub closed: Vec<PathBuf>,
 }
 
 /// How an engine's client is told that a bind is not recursive: Docker's clients from 25 on
@@ -466,6 +469,16 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
         // Before what is bound inside it (a writable root, a read grant below it).
         mounts.push((depth(home), 0, tmpfs(home, 0o711, 1 << 20, false, engine)?));
     }
+    // A bind below a checked directory the command can neither search nor make searchable
+    // (another owner's, e.g. a root caller's own state directory in a workspace owned by
+    // someone else) cannot be read back inside, and is out of the command's reach for the
+    // whole run whatever is mounted there: that directory is a mount point (it cannot be
+    // renamed) and checked to be the one planned, and its mode is not the command's to change.
+    let checked: Vec<&PathBuf> = identities.iter().map(|(p, _)| p).collect();
+    let closed: Vec<&PathBuf> = (target.closed.iter())
+        .filter(|c| checked.contains(c))
+        .collect();
+    identities.retain(|(p, _)| !closed.iter().any(|c| p != *c && p.starts_with(c)));
     mounts.sort_by_key(|m| (m.0, m.1));
     for (_, _, m) in mounts {
         a.push("--mount".into());

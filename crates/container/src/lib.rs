@@ -186,6 +186,30 @@ fn podman_runtime(engine: Engine, writable_roots: &[PathBuf]) -> Option<String> 
         .map(|p| p.display().to_string())
 }
 
+/// The protected and pinned directories that `caller`'s command can neither search nor make
+/// searchable (see [`flags::Target::closed`]).
+fn closed_dirs(spec: &Spec, caller: &flags::Caller) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    // Rootless Podman's command is the caller (uid 0 of Podman's namespace, mapped to it).
+    if caller.rootless {
+        return Vec::new();
+    }
+    (spec.protected.iter().chain(&spec.pins))
+        .filter(|p| {
+            std::fs::symlink_metadata(p).is_ok_and(|m| {
+                m.is_dir()
+                    && m.uid() != caller.uid
+                    && !sandbox::unassigned_id_enters(
+                        m.mode(),
+                        (m.uid(), m.gid()),
+                        Some((caller.uid, caller.gid)),
+                    )
+            })
+        })
+        .cloned()
+        .collect()
+}
+
 /// The home of `uid` in `/etc/passwd`.
 fn home_of(uid: u32) -> Option<PathBuf> {
     let text = std::fs::read_to_string("/etc/passwd").ok()?;
@@ -463,6 +487,7 @@ impl sandbox::Backend for ContainerBackend {
                     (!m.file_type().is_symlink()).then(|| (w.clone(), (m.dev(), m.ino())))
                 })
                 .collect(),
+            closed: closed_dirs(spec, &caller),
         };
         let lowered = flags::lower(spec, &caller, &target).map_err(lower_error)?;
         write_private(&target.env_file, lowered.env_file.as_bytes())

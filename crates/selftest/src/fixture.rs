@@ -568,6 +568,23 @@ pub fn make_removable(dir: &Path) {
     }
 }
 
+/// Gives `dir` and everything below it to `uid` (and the group of the same number), links
+/// themselves and never what they point to.
+pub fn give_to(dir: &Path, uid: u32) {
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        let _ = std::os::unix::fs::lchown(&p, Some(uid), Some(uid));
+        let is_dir = p.symlink_metadata().is_ok_and(|m| m.is_dir());
+        let Ok(entries) = fs::read_dir(&p)
+            .map_err(|_| ())
+            .and_then(|e| is_dir.then_some(e).ok_or(()))
+        else {
+            continue;
+        };
+        stack.extend(entries.flatten().map(|e| e.path()));
+    }
+}
+
 /// Gives the owner read and search on each directory on the way to `path` (not `path`
 /// itself) that lacks them, as far as the owner may; returns what it changed with the old
 /// modes, outermost first. Links on the way are not followed.

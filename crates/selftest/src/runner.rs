@@ -485,6 +485,13 @@ fn observe(case: &Case, config: &Config, attack: bool) -> Result<Observed, Strin
             (p, s)
         })
         .collect();
+    // A root caller's container run goes as the workspace's owner and refuses a workspace only
+    // root owns: the case's workspace is given to an id no account has, as a user's checkout
+    // is theirs, every file of it (so the workspace's files are kept by the policy, never by
+    // root's permissions). The rest stays the root caller's own (its home, `outside`).
+    if attack && !case.on_host && container_as_root(config) {
+        crate::fixture::give_to(&ws, CONTAINER_OWNER);
+    }
     let argv: Vec<OsString> = if attack && !case.on_host {
         let script = fx.substitute(&case.script);
         let mut v: Vec<OsString> = Vec::new();
@@ -626,6 +633,15 @@ fn stockade_error(text: &str) -> Option<&str> {
     text.lines()
         .find(|l| l.starts_with("stockade: error["))
         .or_else(|| text.lines().find(|l| l.contains("\"code\":\"E_")))
+}
+
+/// The owner of a root caller's fixtures under a container backend: an id no account has.
+pub const CONTAINER_OWNER: u32 = 0x7ff0_0000;
+
+/// Whether the runs are a root caller's under a container backend.
+fn container_as_root(config: &Config) -> bool {
+    matches!(config.backend.as_deref(), Some("podman" | "docker"))
+        && rustix::process::geteuid().is_root()
 }
 
 /// The caller's data home (`$XDG_DATA_HOME`, else `~/.local/share`) under a container backend.

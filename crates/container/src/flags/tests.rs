@@ -92,6 +92,7 @@ fn target(engine: Engine) -> Target {
         extra_masks: Vec::new(),
         owner_home: None,
         root_identities: vec![("/w".into(), (7, 100))],
+        closed: Vec::new(),
     }
 }
 
@@ -282,6 +283,26 @@ fn environment_values_reach_neither_the_engines_command_line_nor_its_environment
     assert!(
         l.env_file
             .contains("STOCKADE_CHECK_IDS=7:100/w 7:200/w/.git/hooks 7:300/w/.git\n"),
+        "{}",
+        l.env_file
+    );
+    // Below a checked directory the command can neither search nor chmod (`closed`), the
+    // binds are out of its reach and not read back (it could not stat them); the directory
+    // itself is. One that is not checked closes nothing.
+    let mut t = target(Engine::Docker);
+    t.closed = vec!["/w/.git".into()];
+    let l = lower(&s, &caller(), &t).unwrap();
+    assert!(
+        l.env_file
+            .contains("STOCKADE_CHECK_IDS=7:100/w 7:300/w/.git\n"),
+        "{}",
+        l.env_file
+    );
+    s.identities.remove(Path::new("/w/.git"));
+    let l = lower(&s, &caller(), &t).unwrap();
+    assert!(
+        l.env_file
+            .contains("STOCKADE_CHECK_IDS=7:100/w 7:200/w/.git/hooks\n"),
         "{}",
         l.env_file
     );
