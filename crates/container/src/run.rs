@@ -388,6 +388,7 @@ impl Planned for ContainerPlanned {
             },
             review_upper: None,
             network_tries: None,
+            staged: Vec::new(),
             container: Some(ContainerRun {
                 engine: self.engine.name(),
                 engine_binary: self.binary.clone(),

@@ -278,7 +278,7 @@ impl Planned for GvisorPlanned {
             duration: finished.duration,
             skipped,
             landlock_abi: None,
-            blocked: Vec::new(),
+            blocked: finished.blocked.clone(),
             timed_out: finished.timed_out,
             usage: sandbox::Usage::default(),
             limit_hits,
@@ -295,6 +295,9 @@ impl Planned for GvisorPlanned {
             // counters are seen only inside the sandbox (README: "network is off").
             network_tries: None,
             container: None,
+            staged: (self.lowered.staged.iter())
+                .flat_map(|s| s.protected.iter().map(|n| s.gitdir.join(n)))
+                .collect(),
         };
         Ok(outcome)
     }

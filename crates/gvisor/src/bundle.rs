@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use sandbox::{Kind, Mask, Spec};
 use serde_json::{json, Value};
 
+use crate::gitstage::Staged;
 use crate::{Caller, Reach};
 
 /// The file every unreadable file mask is bound from: an empty file with mode 0 in the bundle
@@ -144,6 +145,7 @@ pub fn config(
     spec: &Spec,
     caller: &Caller,
     reach: &Reach,
+    staged: &[Staged],
     bundle: &Path,
 ) -> Result<Value, LowerError> {
     if spec.read_scope == sandbox::ReadScope::AllowList {
@@ -177,8 +179,17 @@ pub fn config(
     // A protected path at or below a mask is the mask's: a read-only bind of the path itself
     // at a mask's destination would show the file the mask hides (two mounts at one place are
     // not layered in order by every runsc).
+    // A staged git dir's top-level protected files are the staged copy's (judged after the
+    // run, see `gitstage`): no bind of their own, which git's rename over them would meet.
+    let staged_file = |p: &Path| {
+        staged.iter().any(|s| {
+            p.parent() == Some(s.gitdir.as_path())
+                && p.file_name()
+                    .is_some_and(|n| s.protected.iter().any(|x| x == n))
+        })
+    };
     for p in &spec.protected {
-        if (spec.masks.iter()).any(|m| p.starts_with(&m.path)) {
+        if (spec.masks.iter()).any(|m| p.starts_with(&m.path)) || staged_file(p) {
             continue;
         }
         layered.push((depth(p), 1, bind(p, p, true)?));
@@ -191,7 +202,24 @@ pub fn config(
     // is a writable root, a protected path, or lies at or below a mask or a private directory
     // is a mount point already.
     for p in pins(spec) {
-        layered.push((depth(p), 1, bind(p, p, false)?));
+        match staged.iter().position(|s| &s.gitdir == p) {
+            // An existing git dir: the staged copy of its top level at its place, and each
+            // of its subdirectories (the host's own) bound over theirs in it; protected ones
+            // (`hooks`) are bound read-only above.
+            Some(i) => {
+                layered.push((depth(p), 1, bind(p, &Staged::source(bundle, i), false)?));
+                for d in &staged[i].subdirs {
+                    let sub = p.join(d);
+                    if spec.protected.contains(&sub)
+                        || (spec.masks.iter()).any(|m| sub.starts_with(&m.path))
+                    {
+                        continue;
+                    }
+                    layered.push((depth(&sub), 1, bind(&sub, &sub, false)?));
+                }
+            }
+            None => layered.push((depth(p), 1, bind(p, p, false)?)),
+        }
     }
     // A private directory: an empty tmpfs of the run's own over the host's.
     for p in &spec.private_dirs {
@@ -389,8 +417,14 @@ pub(crate) mod tests {
     /// The config, checked against the OCI runtime spec's types (`oci-spec`): it parses, and
     /// says the same once parsed.
     fn as_json(spec: &Spec, rootless: bool) -> Value {
-        let c =
-            config(spec, &caller(rootless), &Reach::default(), Path::new("/b")).expect("lowers");
+        let c = config(
+            spec,
+            &caller(rootless),
+            &Reach::default(),
+            &[],
+            Path::new("/b"),
+        )
+        .expect("lowers");
         let typed: oci_spec::runtime::Spec =
             serde_json::from_value(c.clone()).expect("a valid OCI runtime config");
         let back = serde_json::to_value(&typed).expect("serializes");
@@ -475,6 +509,50 @@ pub(crate) mod tests {
     /// Every pin is a mount point (the Sentry refuses to rename one): a writable bind of
     /// itself after its writable root and before what lies in it; none over a writable root,
     /// a protected path, or a path a mask or private directory covers.
+    #[test]
+    fn a_staged_git_dir_is_its_copy_with_the_hosts_subdirectories_bound_over_it() {
+        let mut s = spec();
+        s.writable_roots = vec!["/w".into()];
+        s.pins = vec!["/w/.git".into()];
+        s.protected = vec!["/w/.git/config".into(), "/w/.git/hooks".into()];
+        let staged = Staged {
+            gitdir: "/w/.git".into(),
+            identity: (1, 2),
+            config_identity: Some((1, 3)),
+            subdirs: vec!["hooks".into(), "objects".into(), "refs".into()],
+            copied: vec!["rebase-merge".into()],
+            protected: vec!["config".into()],
+        };
+        let c = config(
+            &s,
+            &caller(false),
+            &Reach::default(),
+            &[staged],
+            Path::new("/b"),
+        )
+        .expect("lowers");
+        let order: Vec<&str> = (c["mounts"].as_array().expect("mounts").iter())
+            .filter_map(|m| m["destination"].as_str())
+            .collect();
+        let at = |d: &str| order.iter().position(|o| *o == d);
+        let git = mount(&c, "/w/.git");
+        assert_eq!(git["source"], "/b/git/0");
+        assert!(git["options"].to_string().contains("\"rw\""), "{git}");
+        for sub in ["/w/.git/objects", "/w/.git/refs"] {
+            let m = mount(&c, sub);
+            assert_eq!(m["source"], sub);
+            assert!(m["options"].to_string().contains("\"rw\""), "{m}");
+            assert!(at("/w/.git") < at(sub), "{order:?}");
+        }
+        // Protected subdirectories stay read-only binds; the copied one and the config are
+        // the copy's, with no mount of their own (git renames over the config, and removes
+        // the copied one when its operation ends).
+        assert_eq!(mount(&c, "/w/.git/hooks")["options"][1], "ro");
+        assert_eq!(order.iter().filter(|o| **o == "/w/.git/hooks").count(), 1);
+        assert_eq!(at("/w/.git/config"), None, "{order:?}");
+        assert_eq!(at("/w/.git/rebase-merge"), None, "{order:?}");
+    }
+
     #[test]
     fn pins_are_writable_binds_of_themselves() {
         let mut s = spec();
@@ -616,7 +694,7 @@ pub(crate) mod tests {
         let mut cpu = spec();
         cpu.limits.cpu_millis = Some(500);
         assert_eq!(
-            config(&cpu, &caller(true), &Reach::default(), Path::new("/b")).err(),
+            config(&cpu, &caller(true), &Reach::default(), &[], Path::new("/b")).err(),
             Some(LowerError::CpuUnprivileged)
         );
     }
@@ -631,7 +709,14 @@ pub(crate) mod tests {
         let mut allow = spec();
         allow.read_scope = ReadScope::AllowList;
         assert_eq!(
-            config(&allow, &caller(false), &Reach::default(), Path::new("/b")).err(),
+            config(
+                &allow,
+                &caller(false),
+                &Reach::default(),
+                &[],
+                Path::new("/b")
+            )
+            .err(),
             Some(LowerError::AllowList)
         );
     }

@@ -52,6 +52,7 @@
 mod backend;
 pub mod bundle;
 mod console;
+pub mod gitstage;
 mod platform;
 mod run;
 
@@ -236,6 +237,8 @@ pub struct Plan {
     /// idmapped trees; an unprivileged caller's: in a user namespace of runsc's own), each only
     /// on the file planned.
     pub covers: Vec<Cover>,
+    /// Existing git dirs whose top level the command sees as a staged copy ([`gitstage`]).
+    pub staged: Vec<gitstage::Staged>,
     /// The bundle is never put inside one of these.
     pub writable_roots: Vec<PathBuf>,
     pub timeout: Option<std::time::Duration>,
@@ -529,6 +532,20 @@ impl Gvisor {
                 .cloned()
                 .collect();
             let reach = Reach::plan(&granted, &spec.writable_roots, &idmapped, stat);
+            // A read grant bound below a cover is opened as the writable roots are (an
+            // idmapped clone made without following a link, attached in runsc's own mount
+            // namespace), never by its path at runsc's start: a concurrent run could swap a
+            // directory on its way for a link after the last check, and runsc would bind
+            // where it leads (red team: the rest of a covered 0700 home, read).
+            for g in &reach.binds {
+                if let Some(o) = stat(g) {
+                    idmapped.push(Idmapped {
+                        path: g.clone(),
+                        owner: (o.uid, o.gid),
+                        readonly: true,
+                    });
+                }
+            }
             // What a cover hides needs no mount of its own (a protected path there was out
             // of the command's reach, and stays so).
             spec.protected
@@ -581,7 +598,13 @@ impl Gvisor {
         // failed with "cannot read client sync file", untyped), and a run can plant dotenv
         // files for the next (red team issue 32d: 250 `.env` under `.git/junk`): refused,
         // typed, before anything starts.
-        let mounts = spec.masks.len() + spec.protected.len() + spec.pins.len();
+        // Existing git dirs whose config git must be able to rewrite (see `gitstage`): each
+        // of their subdirectories is a mount too.
+        let staged = gitstage::plan(&spec, &bundle::pins(&spec));
+        let mounts = spec.masks.len()
+            + spec.protected.len()
+            + spec.pins.len()
+            + staged.iter().map(|s| s.subdirs.len()).sum::<usize>();
         if mounts > MAX_MOUNTS {
             return Err(Error::Unavailable {
                 cause: format!(
@@ -635,7 +658,13 @@ impl Gvisor {
         if cwd_fallback.is_some() {
             spec.cwd = spec.workspace.clone();
         }
-        let config = bundle::config(&spec, &caller, &reach, Path::new(run::BUNDLE_PLACEHOLDER))?;
+        let config = bundle::config(
+            &spec,
+            &caller,
+            &reach,
+            &staged,
+            Path::new(run::BUNDLE_PLACEHOLDER),
+        )?;
         let mut destinations = Vec::new();
         for r in &spec.writable_roots {
             destinations.push((r.clone(), exists(r).unwrap_or(sandbox::Kind::Dir)));
@@ -649,6 +678,11 @@ impl Gvisor {
         // Pins are directories the planner found (a missing one is refused at the start).
         for p in bundle::pins(&spec) {
             destinations.push((p.clone(), sandbox::Kind::Dir));
+        }
+        for s in &staged {
+            for d in &s.subdirs {
+                destinations.push((s.gitdir.join(d), sandbox::Kind::Dir));
+            }
         }
         for p in reach.covers.iter().chain(&reach.binds) {
             destinations.push((p.clone(), exists(p).unwrap_or(sandbox::Kind::Dir)));
@@ -676,6 +710,7 @@ impl Gvisor {
             destinations,
             idmapped,
             covers,
+            staged,
             writable_roots: spec.writable_roots.clone(),
             timeout: spec.limits.timeout,
             cwd_fallback,
@@ -847,7 +882,7 @@ mod tests {
             gid: ROOT_CALLER_ID,
             run_id: "r".into(),
         };
-        let config = bundle::config(&spec, &caller, &reach, Path::new("/b")).expect("lowers");
+        let config = bundle::config(&spec, &caller, &reach, &[], Path::new("/b")).expect("lowers");
         let dests: Vec<&str> = (config["mounts"].as_array().expect("mounts").iter())
             .filter_map(|m| m["destination"].as_str())
             .collect();

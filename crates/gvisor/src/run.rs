@@ -84,6 +84,9 @@ pub struct Finished {
     /// The run's own terminal: where its output was accounted (0 stdout, 1 stderr) and what
     /// was relayed.
     pub terminal: Option<(usize, stream::relay::Relayed)>,
+    /// What the run changed at the top of an existing git dir that did not come back (a live
+    /// config, a conflict with the host), see [`crate::gitstage`].
+    pub blocked: Vec<sandbox::Violation>,
 }
 
 /// What planning needs of `path` on the host (its kind, owner and mode), not following a
@@ -273,11 +276,17 @@ fn idmapped_trees(plan: &Plan) -> Result<Vec<(OwnedFd, std::ffi::CString)>, Erro
         // The owner's files appear as the command's id; and the other way round, so that
         // what runsc's file server (root) creates before giving it to the command's id has an
         // owner on disk at all (it ends up the owner's).
+        // runsc's file server makes a file as root first (its fsuid is 0, and it has no
+        // CAP_SETUID): root needs a mapping too, or every creation in a tree another user owns
+        // fails with EOVERFLOW (found making a commit in a user's checkout as root). Root's
+        // files there show as root's, which the command is not either.
         let map = |owner: u32| {
             if owner == id {
                 format!("{owner} {id} 1\n")
-            } else {
+            } else if owner == 0 {
                 format!("{owner} {id} 1\n{id} {owner} 1\n")
+            } else {
+                format!("{owner} {id} 1\n{id} {owner} 1\n0 0 1\n")
             }
         };
         let userns = sys::parent::idmap_userns(&map(i.owner.0), &map(i.owner.1)).map_err(fail)?;
@@ -375,6 +384,19 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
         .map_err(io_err("listen for the run's terminal"))?;
     #[cfg(debug_assertions)]
     test_pause();
+    // The copies of existing git dirs' top levels (`gitstage`): a root caller's command owns
+    // them (it writes them through runsc's file server, which checks as the Sentry does).
+    let copy_owner = (!plan.caller.rootless).then_some(plan.caller.uid);
+    let mut snapshots = Vec::with_capacity(plan.staged.len());
+    for (i, s) in plan.staged.iter().enumerate() {
+        let copy = crate::gitstage::Staged::source(dir.path(), i);
+        let snapshot =
+            crate::gitstage::stage(s, &copy, copy_owner).map_err(|e| Error::Changed {
+                path: s.gitdir.clone(),
+                what: format!("its top level could not be staged for the run: {e}"),
+            })?;
+        snapshots.push(snapshot);
+    }
     check_destinations(plan)?;
     let started = Instant::now();
     // Ctrl-C from here on is caught (and passed on to the command), not fatal, so the run is
@@ -461,6 +483,19 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
     if ended_abnormally {
         runsc_about_container(plan, &state, &["delete", "--force", &plan.caller.run_id]);
     }
+    // Nothing of the command is left: what it changed at the top of existing git dirs comes
+    // back, judged (see `gitstage`).
+    let mut blocked = Vec::new();
+    for ((i, s), snapshot) in plan.staged.iter().enumerate().zip(&snapshots) {
+        let copy = crate::gitstage::Staged::source(dir.path(), i);
+        blocked.extend(crate::gitstage::reconcile(
+            s,
+            snapshot,
+            &copy,
+            &plan.writable_roots,
+            !plan.caller.rootless,
+        ));
+    }
     drop(dir);
     remove_cgroups(plan);
     let (exit_code, signal) = match status {
@@ -481,6 +516,7 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
         timed_out,
         cancelled,
         terminal,
+        blocked,
     })
 }
 

@@ -125,6 +125,9 @@ pub struct Outcome {
     pub network_tries: Option<NetworkTries>,
     /// A container backend's run: the engine, the image and the container (the run record).
     pub container: Option<ContainerRun>,
+    /// Protected paths the command saw only a copy of (gVisor's staged git dirs): the backend
+    /// judged what it did to them, and another file there after the run is the host's.
+    pub staged: Vec<std::path::PathBuf>,
 }
 
 /// What a container backend ran: enough to find the container and to repeat the run.

@@ -524,6 +524,7 @@ fn recover_one(
         &journal.run_id,
         held,
         time(journal.started_ns),
+        &[],
     );
     std::fs::remove_file(path).map_err(|e| refused(path, format!("cannot remove it: {e}")))?;
     Ok(Some(RecoveredSweep {

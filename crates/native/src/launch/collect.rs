@@ -132,6 +132,7 @@ pub(super) fn collect(
         review_upper: review_upper.map(std::sync::Arc::new),
         network_tries: net_watch.and_then(crate::net_tries::Watch::tries),
         container: None,
+        staged: Vec::new(),
     })
 }
 

@@ -87,6 +87,7 @@ pub(super) fn not_run(errno: i32) -> sandbox::Outcome {
         review_upper: None,
         network_tries: None,
         container: None,
+        staged: Vec::new(),
     }
 }
 

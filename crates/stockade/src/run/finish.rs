@@ -62,9 +62,19 @@ pub(super) fn finish(
     // done. Left behind, it made every later run on the workspace recover it, and the
     // recovery re-plans the spec, which the same swapped link refuses: the workspace
     // stayed blocked until the journal was removed by hand.
+    let staged: Vec<std::path::PathBuf> = (launched.as_ref().ok())
+        .map(|o| o.staged.clone())
+        .unwrap_or_default();
     let sweep = || {
         tracing::debug_span!("sweep").in_scope(|| {
-            workspace::sweep::after_run(resolved, &workspace::RealHost, id, held, launched_at)
+            workspace::sweep::after_run(
+                resolved,
+                &workspace::RealHost,
+                id,
+                held,
+                launched_at,
+                &staged,
+            )
         })
     };
     let mut outcome = match launched {

@@ -1,0 +1,733 @@
+//! Existing git dirs, staged: git writes its `config` by renaming `config.lock` over it, and
+//! the Sentry refuses to rename anything over a mount point (`EBUSY`), which the read-only
+//! bind keeping the host's config from the command is. So `git config`, `git remote add` and
+//! `git push -u` failed under gVisor. The native backend rewrites an inert config through a
+//! descriptor its init holds; the Sentry has no such hook. Instead:
+//!
+//! - **Before the run** the top level of each existing git dir whose `config` is protected is
+//!   copied into the run's bundle directory (outside every writable root), and that copy is
+//!   what the command sees at the git dir's place: its files (`config`, `HEAD`, `index`,
+//!   `packed-refs`, ...) are the copy's, each subdirectory (`objects`, `refs`, `logs`, ...)
+//!   is the host's own, bound over its place (protected ones, `hooks`, read-only as before).
+//!   The host's top-level files are not touched during the run.
+//! - **After the run** (runsc gone, so nothing of the command is left), what the command
+//!   changed there comes back, through a descriptor of the git dir checked to be the one
+//!   planned and names only (never a path the command could have redirected):
+//!   - `config` only when every key it gained, changed or lost is inert (the native rule,
+//!     [`protect::git_config::git_config_rewrite_is_inert`]), written in place; otherwise it
+//!     is refused whole, reported, and the run's version kept beside it as
+//!     `config.stockade-refused` (nothing reads that name); another protected file
+//!     (`commondir`) never changes;
+//!   - other files, links and new directories are copied in (each file through a new name
+//!     renamed over the old), removed ones removed; the sweep after the run then judges the
+//!     git dir as it does every write of a gVisor run (planted redirects, hooks);
+//!   - a name the host changed too during the run keeps the host's version, and the run's is
+//!     kept beside it as `NAME.stockade-conflict`, reported.
+//!
+//! Differences from native: a live key is refused after the run rather than at `git config`
+//! (the command saw its change inside, and the whole config change is refused, its inert keys
+//! too); and the top-level files reach the host when the run ends, not as written.
+
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use sandbox::{Spec, Violation};
+
+/// Subdirectories git makes for an operation that stops for the user (a rebase, a
+/// cherry-pick or revert sequence) and removes when it ends: small, and copied whole.
+pub const COPIED: &[&str] = &["rebase-merge", "rebase-apply", "sequencer"];
+
+/// Top-level files of a git dir that are git configs (judged by the inert rule).
+const CONFIGS: &[&str] = &["config", "config.worktree"];
+
+/// The largest config judged (as the native init's).
+const CONFIG_MAX: usize = 64 * 1024;
+/// How deep a new directory of the run's is copied back.
+const MAX_DEPTH: usize = 32;
+
+/// Violation kind: a change of the run's to a protected git file, not applied after it.
+pub const REFUSED: &str = "protected_path_refused";
+/// Violation kind: a top-level git file both the run and the host changed.
+pub const CONFLICT: &str = "git_dir_conflict";
+
+/// An existing git dir whose top level the command sees as a staged copy.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Staged {
+    pub gitdir: PathBuf,
+    /// `(st_dev, st_ino)` of the git dir and of its config when planned.
+    pub identity: (u64, u64),
+    pub config_identity: Option<(u64, u64)>,
+    /// Its subdirectories when planned: the host's own, each bound over its place.
+    pub subdirs: Vec<OsString>,
+    /// Its subdirectories of a stopped operation's state ([`COPIED`]): copied whole, as its
+    /// files are (git removes them when the operation ends, and a mount point cannot go).
+    pub copied: Vec<OsString>,
+    /// Its top-level protected files (`config`, `commondir`): judged, never copied back as is.
+    pub protected: Vec<OsString>,
+}
+
+impl Staged {
+    /// Where the copy is, below the bundle directory `bundle`.
+    pub fn source(bundle: &Path, index: usize) -> PathBuf {
+        bundle.join("git").join(index.to_string())
+    }
+}
+
+/// The git dirs of `spec` to stage: pinned directories holding a protected `config` that is a
+/// regular file, with their own mount (`pins`), and their subdirectories as the host has them.
+pub fn plan(spec: &Spec, pins: &[&PathBuf]) -> Vec<Staged> {
+    let mut out = Vec::new();
+    for g in pins {
+        let config = g.join("config");
+        if !spec.protected.contains(&config) {
+            continue;
+        }
+        let Some(identity) = spec.identities.get(*g).copied() else {
+            continue;
+        };
+        if !std::fs::symlink_metadata(&config).is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        let Ok(entries) = std::fs::read_dir(g) else {
+            continue;
+        };
+        let mut subdirs = Vec::new();
+        let mut copied = Vec::new();
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                let n = e.file_name();
+                if COPIED.iter().any(|c| n == *c) {
+                    copied.push(n);
+                } else {
+                    subdirs.push(n);
+                }
+            }
+        }
+        subdirs.sort();
+        copied.sort();
+        let protected = (spec.protected.iter())
+            .filter(|p| p.parent() == Some(g.as_path()))
+            .filter_map(|p| p.file_name().map(OsStr::to_os_string))
+            .filter(|n| !subdirs.contains(n) && !copied.contains(n))
+            .collect();
+        out.push(Staged {
+            gitdir: (*g).clone(),
+            identity,
+            config_identity: spec.identities.get(&config).copied(),
+            subdirs,
+            copied,
+            protected,
+        });
+    }
+    out
+}
+
+/// What an entry was, to tell whether it changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Seen {
+    kind: u32,
+    ino: u64,
+    size: i64,
+    mtime: (i64, u64),
+    ctime: (i64, u64),
+}
+
+fn seen(dir: impl AsFd, name: &OsStr) -> Option<Seen> {
+    let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+    Some(Seen {
+        kind: st.st_mode & libc::S_IFMT,
+        ino: st.st_ino,
+        size: st.st_size,
+        mtime: (st.st_mtime, st.st_mtime_nsec as u64),
+        ctime: (st.st_ctime, st.st_ctime_nsec as u64),
+    })
+}
+
+/// One staged git dir as it was made: its entries and the host's, at that moment.
+#[derive(Debug)]
+pub struct Snapshot {
+    copy: BTreeMap<OsString, Seen>,
+    host: BTreeMap<OsString, Seen>,
+    /// The copied subdirectories' trees: the copy's and the host's.
+    copy_trees: BTreeMap<OsString, Tree>,
+    host_trees: BTreeMap<OsString, Tree>,
+}
+
+/// Every entry of a tree (relative path and what it was), to tell whether any changed.
+type Tree = Option<Vec<(Vec<u8>, Seen)>>;
+
+fn tree(dir: impl AsFd, name: &OsStr) -> Tree {
+    fn walk(
+        dir: &OwnedFd,
+        prefix: &[u8],
+        out: &mut Vec<(Vec<u8>, Seen)>,
+        depth: usize,
+    ) -> Option<()> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        let mut all = names(dir).ok()?;
+        all.sort();
+        for n in all {
+            let s = seen(dir, &n)?;
+            let mut rel = prefix.to_vec();
+            rel.push(b'/');
+            rel.extend_from_slice(n.as_bytes());
+            out.push((rel.clone(), s));
+            if s.kind == libc::S_IFDIR {
+                let sub = rustix::fs::openat(
+                    dir,
+                    &n,
+                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+                .ok()?;
+                walk(&sub, &rel, out, depth + 1)?;
+            }
+        }
+        Some(())
+    }
+    let top = seen(&dir, name)?;
+    let fd = rustix::fs::openat(
+        &dir,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let mut out = vec![(Vec::new(), top)];
+    walk(&fd, b"", &mut out, 0)?;
+    Some(out)
+}
+
+/// Removes the directory `name` of `dir` and all it holds, not following links.
+fn remove_tree(dir: impl AsFd, name: &OsStr, depth: usize) -> std::io::Result<()> {
+    if depth > MAX_DEPTH {
+        return Err(std::io::Error::other("too deep"));
+    }
+    let sub = rustix::fs::openat(
+        &dir,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(io)?;
+    for n in names(&sub)? {
+        if seen(&sub, &n).is_some_and(|s| s.kind == libc::S_IFDIR) {
+            remove_tree(&sub, &n, depth + 1)?;
+        } else {
+            rustix::fs::unlinkat(&sub, &n, AtFlags::empty()).map_err(io)?;
+        }
+    }
+    rustix::fs::unlinkat(&dir, name, AtFlags::REMOVEDIR).map_err(io)
+}
+
+fn io(e: rustix::io::Errno) -> std::io::Error {
+    e.into()
+}
+
+/// Opens `path` as a directory, not following a last link, and checks it is `identity`.
+fn open_checked(path: &Path, identity: (u64, u64)) -> std::io::Result<OwnedFd> {
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(io)?;
+    let st = rustix::fs::fstat(&fd).map_err(io)?;
+    if (st.st_dev, st.st_ino) != identity {
+        return Err(std::io::Error::other(format!(
+            "{} is not the directory planned",
+            path.display()
+        )));
+    }
+    Ok(fd)
+}
+
+fn names(dir: impl AsFd) -> std::io::Result<Vec<OsString>> {
+    let d = rustix::fs::Dir::read_from(dir).map_err(io)?;
+    let mut out = Vec::new();
+    for e in d {
+        let e = e.map_err(io)?;
+        let n = e.file_name().to_bytes();
+        if n != b"." && n != b".." {
+            out.push(OsStr::from_bytes(n).to_os_string());
+        }
+    }
+    Ok(out)
+}
+
+/// A regular file of `dir`, opened for reading without following a link or blocking on a
+/// FIFO; anything else is `None`.
+fn open_file(dir: impl AsFd, name: &OsStr) -> Option<(std::fs::File, u32)> {
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let st = rustix::fs::fstat(&fd).ok()?;
+    (FileType::from_raw_mode(st.st_mode) == FileType::RegularFile)
+        .then(|| (std::fs::File::from(fd), st.st_mode & 0o777))
+}
+
+/// Copies `from`'s `name` (a regular file or a link) into `to` under `name` through a new
+/// name renamed over it, owned by `owner` when given.
+fn copy_entry(
+    from: impl AsFd,
+    to: impl AsFd,
+    name: &OsStr,
+    owner: Option<(u32, u32)>,
+) -> std::io::Result<()> {
+    let tmp = {
+        let mut t = OsString::from(".stockade-staged.");
+        t.push(std::process::id().to_string());
+        t.push(".");
+        t.push(name);
+        t
+    };
+    let _ = rustix::fs::unlinkat(&to, &tmp, AtFlags::empty());
+    let st = rustix::fs::statat(&from, name, AtFlags::SYMLINK_NOFOLLOW).map_err(io)?;
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::Symlink => {
+            let target = rustix::fs::readlinkat(&from, name, Vec::new()).map_err(io)?;
+            rustix::fs::symlinkat(target.as_c_str(), &to, &tmp).map_err(io)?;
+            if let Some((u, g)) = owner {
+                let _ = rustix::fs::chownat(
+                    &to,
+                    &tmp,
+                    Some(rustix::fs::Uid::from_raw(u)),
+                    Some(rustix::fs::Gid::from_raw(g)),
+                    AtFlags::SYMLINK_NOFOLLOW,
+                );
+            }
+        }
+        FileType::RegularFile => {
+            let (mut src, mode) = open_file(&from, name)
+                .ok_or_else(|| std::io::Error::other("not a regular file"))?;
+            let fd = rustix::fs::openat(
+                &to,
+                &tmp,
+                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::from_raw_mode(mode),
+            )
+            .map_err(io)?;
+            if let Some((u, g)) = owner {
+                rustix::fs::fchown(
+                    &fd,
+                    Some(rustix::fs::Uid::from_raw(u)),
+                    Some(rustix::fs::Gid::from_raw(g)),
+                )
+                .map_err(io)?;
+            }
+            // The mode exactly, whatever the umask (no set-ID bits: `mode` has none).
+            rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode)).map_err(io)?;
+            let mut dst = std::fs::File::from(fd);
+            std::io::copy(&mut src, &mut dst)?;
+        }
+        _ => return Err(std::io::Error::other("neither a file nor a link")),
+    }
+    rustix::fs::renameat(&to, &tmp, &to, name).map_err(io)
+}
+
+/// Copies the directory `name` of `from` (new in the run) into `to`, whole; refuses one that
+/// `to` has already.
+fn copy_tree(
+    from: impl AsFd,
+    to: impl AsFd,
+    name: &OsStr,
+    owner: Option<(u32, u32)>,
+    depth: usize,
+) -> std::io::Result<()> {
+    if depth > MAX_DEPTH {
+        return Err(std::io::Error::other("too deep"));
+    }
+    let src = rustix::fs::openat(
+        &from,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(io)?;
+    let mode = rustix::fs::fstat(&src).map_err(io)?.st_mode & 0o777;
+    rustix::fs::mkdirat(&to, name, Mode::from_raw_mode(mode | 0o700)).map_err(io)?;
+    let dst = rustix::fs::openat(
+        &to,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(io)?;
+    if let Some((u, g)) = owner {
+        rustix::fs::fchown(
+            &dst,
+            Some(rustix::fs::Uid::from_raw(u)),
+            Some(rustix::fs::Gid::from_raw(g)),
+        )
+        .map_err(io)?;
+    }
+    for n in names(&src)? {
+        match seen(&src, &n).map(|s| s.kind) {
+            Some(libc::S_IFDIR) => copy_tree(&src, &dst, &n, owner, depth + 1)?,
+            Some(libc::S_IFREG) | Some(libc::S_IFLNK) => copy_entry(&src, &dst, &n, owner)?,
+            // FIFOs, sockets and devices are not a git dir's.
+            _ => {}
+        }
+    }
+    rustix::fs::fchmod(&dst, Mode::from_raw_mode(mode)).map_err(io)
+}
+
+/// Makes the copy of `staged` at `copy` (an empty directory of the bundle's) and says what it
+/// and the host's git dir hold. `owner`: who the copy belongs to (a root caller's command's
+/// id; `None`: the caller, who makes it).
+pub fn stage(staged: &Staged, copy: &Path, owner: Option<u32>) -> std::io::Result<Snapshot> {
+    let g = open_checked(&staged.gitdir, staged.identity)?;
+    let mode = rustix::fs::fstat(&g).map_err(io)?.st_mode & 0o777;
+    std::fs::create_dir_all(copy)?;
+    let c = rustix::fs::open(
+        copy,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(io)?;
+    let ids = owner.map(|u| (u, u));
+    let mut host = BTreeMap::new();
+    for n in names(&g)? {
+        let Some(s) = seen(&g, &n) else { continue };
+        if s.kind == libc::S_IFDIR && staged.copied.contains(&n) {
+            copy_tree(&g, &c, &n, ids, 0)?;
+        } else if s.kind == libc::S_IFDIR {
+            // A subdirectory made since the plan would be the copy's, empty: refused.
+            if !staged.subdirs.contains(&n) {
+                return Err(std::io::Error::other(format!(
+                    "{} appeared in {} after the run was planned",
+                    n.to_string_lossy(),
+                    staged.gitdir.display()
+                )));
+            }
+            // Its mount point: the host's own is bound over it.
+            rustix::fs::mkdirat(&c, &n, Mode::from_raw_mode(0o755)).map_err(io)?;
+            if let Some(u) = owner {
+                rustix::fs::chownat(
+                    &c,
+                    &n,
+                    Some(rustix::fs::Uid::from_raw(u)),
+                    Some(rustix::fs::Gid::from_raw(u)),
+                    AtFlags::SYMLINK_NOFOLLOW,
+                )
+                .map_err(io)?;
+            }
+        } else if s.kind == libc::S_IFREG || s.kind == libc::S_IFLNK {
+            copy_entry(&g, &c, &n, ids)?;
+        }
+        host.insert(n, s);
+    }
+    if let Some(u) = owner {
+        rustix::fs::fchown(
+            &c,
+            Some(rustix::fs::Uid::from_raw(u)),
+            Some(rustix::fs::Gid::from_raw(u)),
+        )
+        .map_err(io)?;
+    }
+    rustix::fs::fchmod(&c, Mode::from_raw_mode(mode)).map_err(io)?;
+    let mut copied = BTreeMap::new();
+    for n in names(&c)? {
+        if let Some(s) = seen(&c, &n) {
+            copied.insert(n, s);
+        }
+    }
+    let mut copy_trees = BTreeMap::new();
+    let mut host_trees = BTreeMap::new();
+    for d in &staged.copied {
+        copy_trees.insert(d.clone(), tree(&c, d));
+        host_trees.insert(d.clone(), tree(&g, d));
+    }
+    Ok(Snapshot {
+        copy: copied,
+        host,
+        copy_trees,
+        host_trees,
+    })
+}
+
+fn violation(
+    kind: &'static str,
+    path: PathBuf,
+    action: String,
+    allow: Option<&'static str>,
+) -> Violation {
+    Violation {
+        code: sandbox::Code::SandboxViolation,
+        kind,
+        path,
+        action,
+        allow,
+    }
+}
+
+fn read_bounded(mut f: std::fs::File) -> std::io::Result<Option<Vec<u8>>> {
+    let mut buf = Vec::new();
+    (&mut f).take(CONFIG_MAX as u64 + 1).read_to_end(&mut buf)?;
+    Ok((buf.len() <= CONFIG_MAX).then_some(buf))
+}
+
+/// Brings back what the run changed in the copy `copy` of `staged` (see the module docs);
+/// returns what was refused or kept aside, and an error for what could not be done at all.
+pub fn reconcile(
+    staged: &Staged,
+    snapshot: &Snapshot,
+    copy: &Path,
+    writable_roots: &[PathBuf],
+    root_caller: bool,
+) -> Vec<Violation> {
+    let (mut violations, errors) =
+        reconcile_inner(staged, snapshot, copy, writable_roots, root_caller);
+    violations.extend(
+        errors
+            .into_iter()
+            .map(|e| violation(NOT_BROUGHT_BACK, staged.gitdir.clone(), e, None)),
+    );
+    violations
+}
+
+/// Violation kind: a change of the run's to a git dir's top level that could not be brought
+/// back (the git dir was replaced, a copy failed).
+pub const NOT_BROUGHT_BACK: &str = "git_dir_not_brought_back";
+
+fn reconcile_inner(
+    staged: &Staged,
+    snapshot: &Snapshot,
+    copy: &Path,
+    writable_roots: &[PathBuf],
+    root_caller: bool,
+) -> (Vec<Violation>, Vec<String>) {
+    let mut violations = Vec::new();
+    let mut errors = Vec::new();
+    let g = match open_checked(&staged.gitdir, staged.identity) {
+        Ok(g) => g,
+        Err(e) => {
+            errors.push(format!(
+                "the run's changes to the top of {} were not brought back: {e}",
+                staged.gitdir.display()
+            ));
+            return (violations, errors);
+        }
+    };
+    let c = match rustix::fs::open(
+        copy,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(c) => c,
+        Err(e) => {
+            errors.push(format!(
+                "the staged copy of {}: {e}",
+                staged.gitdir.display()
+            ));
+            return (violations, errors);
+        }
+    };
+    // What a root caller's files here belong to: the git dir's owner.
+    let owner = root_caller
+        .then(|| rustix::fs::fstat(&g).ok())
+        .flatten()
+        .map(|st| (st.st_uid, st.st_gid));
+    let mut all: Vec<OsString> = snapshot.copy.keys().cloned().collect();
+    all.extend(names(&c).unwrap_or_default());
+    all.sort();
+    all.dedup();
+    let at = |n: &OsStr| staged.gitdir.join(n);
+    for d in &staged.copied {
+        let now = tree(&c, d);
+        if Some(&now) == snapshot.copy_trees.get(d) {
+            continue;
+        }
+        if Some(&tree(&g, d)) != snapshot.host_trees.get(d) {
+            violations.push(violation(
+                CONFLICT,
+                at(d),
+                "not brought back from the run: changed on the host during it too".into(),
+                None,
+            ));
+            continue;
+        }
+        let mut done = Ok(());
+        if seen(&g, d).is_some() {
+            done = remove_tree(&g, d, 0);
+        }
+        if done.is_ok() && now.is_some() {
+            done = copy_tree(&c, &g, d, owner, 0);
+        }
+        if let Err(e) = done {
+            errors.push(format!(
+                "the run's {} was not brought back: {e}",
+                at(d).display()
+            ));
+        }
+    }
+    for n in all {
+        if staged.subdirs.contains(&n) || staged.copied.contains(&n) {
+            continue;
+        }
+        let now = seen(&c, &n);
+        if now == snapshot.copy.get(&n).copied() {
+            continue;
+        }
+        if seen(&g, &n) != snapshot.host.get(&n).copied() {
+            // Both changed it: the host's stays, the run's is kept beside it.
+            let mut aside = n.clone();
+            aside.push(".stockade-conflict");
+            let kept = match now.map(|s| s.kind) {
+                Some(libc::S_IFREG) | Some(libc::S_IFLNK) => {
+                    copy_entry_as(&c, &n, &g, &aside, owner).is_ok()
+                }
+                _ => false,
+            };
+            violations.push(violation(
+                CONFLICT,
+                at(&n),
+                if kept {
+                    format!(
+                        "not brought back from the run: changed on the host during it too; the run's version was moved to {}",
+                        at(&aside).display()
+                    )
+                } else {
+                    "not brought back from the run: changed on the host during it too".into()
+                },
+                None,
+            ));
+            continue;
+        }
+        if staged.protected.contains(&n) {
+            if let Some(v) = judge_protected(staged, &g, &c, &n, now, writable_roots, owner) {
+                violations.push(v);
+            }
+            continue;
+        }
+        let done = match now.map(|s| s.kind) {
+            None => rustix::fs::unlinkat(&g, &n, AtFlags::empty()).map_err(io),
+            Some(libc::S_IFREG) | Some(libc::S_IFLNK) => copy_entry(&c, &g, &n, owner),
+            Some(libc::S_IFDIR) if !snapshot.host.contains_key(&n) => {
+                copy_tree(&c, &g, &n, owner, 0)
+            }
+            Some(_) => Err(std::io::Error::other("not a file, link or new directory")),
+        };
+        if let Err(e) = done {
+            errors.push(format!(
+                "the run's {} was not brought back: {e}",
+                at(&n).display()
+            ));
+        }
+    }
+    (violations, errors)
+}
+
+/// `copy_entry` to another name.
+fn copy_entry_as(
+    from: impl AsFd,
+    name: &OsStr,
+    to: impl AsFd,
+    as_name: &OsStr,
+    owner: Option<(u32, u32)>,
+) -> std::io::Result<()> {
+    // Through a name of `from`'s own (the bundle's copy): linked there first.
+    let _ = rustix::fs::unlinkat(&from, as_name, AtFlags::empty());
+    rustix::fs::linkat(&from, name, &from, as_name, AtFlags::empty()).map_err(io)?;
+    copy_entry(&from, &to, as_name, owner)
+}
+
+/// A protected top-level file the run changed: `config` comes back if the change is inert,
+/// anything else is refused (the run's version kept beside it).
+fn judge_protected(
+    staged: &Staged,
+    g: &OwnedFd,
+    c: &OwnedFd,
+    name: &OsStr,
+    now: Option<Seen>,
+    writable_roots: &[PathBuf],
+    owner: Option<(u32, u32)>,
+) -> Option<Violation> {
+    let path = staged.gitdir.join(name);
+    let is_config = CONFIGS.iter().any(|c| name == *c);
+    if is_config {
+        let new = now
+            .filter(|s| s.kind == libc::S_IFREG)
+            .and_then(|_| open_file(c, name))
+            .and_then(|(f, _)| read_bounded(f).ok().flatten());
+        let old = open_file(g, name).and_then(|(f, _)| read_bounded(f).ok().flatten());
+        let roots: Vec<&[u8]> = (writable_roots.iter())
+            .map(|w| w.as_os_str().as_bytes())
+            .collect();
+        if let (Some(new), Some(old)) = (&new, &old) {
+            if protect::git_config::git_config_rewrite_is_inert(old, new, &roots) {
+                match rewrite_in_place(g, name, staged.config_identity, new) {
+                    Ok(()) => return None,
+                    Err(e) => {
+                        return Some(violation(
+                            REFUSED,
+                            path,
+                            format!("the run's inert change was not written: {e}"),
+                            None,
+                        ))
+                    }
+                }
+            }
+        }
+    }
+    let mut aside = name.to_os_string();
+    aside.push(".stockade-refused");
+    let kept = matches!(
+        now.map(|s| s.kind),
+        Some(libc::S_IFREG) | Some(libc::S_IFLNK)
+    ) && copy_entry_as(c, name, g, &aside, owner).is_ok();
+    let reason = if is_config {
+        protect::Reason::GitConfig
+    } else {
+        protect::Reason::ProtectedFile
+    };
+    let mut action = format!(
+        "the run's change was not applied after it ({}); the host's is unchanged",
+        reason.describe()
+    );
+    if kept {
+        action.push_str(&format!(
+            "; the run's version was moved to {}",
+            staged.gitdir.join(&aside).display()
+        ));
+    }
+    Some(violation(REFUSED, path, action, reason.allow()))
+}
+
+/// Writes `bytes` over the file `name` of `dir` in place (its inode, owner and mode kept),
+/// after checking it is still the regular file planned.
+fn rewrite_in_place(
+    dir: &OwnedFd,
+    name: &OsStr,
+    identity: Option<(u64, u64)>,
+    bytes: &[u8],
+) -> std::io::Result<()> {
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(io)?;
+    let st = rustix::fs::fstat(&fd).map_err(io)?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile
+        || identity.is_some_and(|id| id != (st.st_dev, st.st_ino))
+    {
+        return Err(std::io::Error::other("it is not the file planned"));
+    }
+    let mut f = std::fs::File::from(fd);
+    f.write_all(bytes)?;
+    f.set_len(bytes.len() as u64)?;
+    Ok(())
+}
