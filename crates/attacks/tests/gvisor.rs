@@ -874,6 +874,23 @@ fn staged_git_dir_brings_back_inert_changes_only() {
         !fx.ws.join(".git/commondir").exists(),
         "a planted commondir survived the run"
     );
+    // Never live on the host, not even until the sweep: kept aside under a name git never
+    // reads (red team: copied in, it was followed by a host `git status` before the sweep).
+    assert!(fx.ws.join(".git/commondir.stockade-refused").exists());
+    // A sparse file is not brought back dense beyond the budget (red team: 4 GB written by
+    // root after the run), under an everyday name or another.
+    attack(
+        &fx,
+        &[],
+        "truncate -s 3G .git/index.big && truncate -s 3G .git/FETCH_HEAD && echo made",
+    )
+    .assert_shows("made");
+    for big in [".git/FETCH_HEAD", ".git/index.big.stockade-refused"] {
+        let len = std::fs::metadata(fx.ws.join(big))
+            .map(|m| m.len())
+            .unwrap_or(0);
+        assert!(len < 1 << 30, "{big}: {len} bytes brought back");
+    }
     // Both change a name: the host's stays, the run's goes aside.
     let go = fx.ws.join("go");
     let child = spawn_run(
@@ -903,4 +920,44 @@ fn staged_git_dir_brings_back_inert_changes_only() {
         .assert_success();
     fx.git_host(&["status", "--porcelain"]);
     assert!(flag.exists(), "control: git did not run the fsmonitor");
+}
+
+/// A root caller's staged copy holds only the git dir owner's files: another owner's file at
+/// the top (root's 0600 `.git/credentials` in a user's checkout) is neither shown to the
+/// command nor replaced by it (red team: the copy made it the command's own, and it was read).
+/// Control: the workspace's owner's own file there is shown.
+#[test]
+fn staged_git_dir_withholds_another_owners_files() {
+    if runsc_missing() || attacks::skip_unless_root("only a root caller stages as root") {
+        return;
+    }
+    let fx = Fixture::new();
+    let owner = std::process::Command::new("chown")
+        .args(["-R", "stockade-test:"])
+        .arg(&fx.root)
+        .status()
+        .expect("run chown");
+    assert!(owner.success());
+    let marker = fx.marker("root-secret");
+    write_file(&fx.ws.join(".git/credentials"), &marker, 0o600);
+    std::os::unix::fs::chown(fx.ws.join(".git/credentials"), Some(0), Some(0)).expect("chown");
+    let mine = fx.marker("owners-file");
+    write_file(&fx.ws.join(".git/notes.txt"), &mine, 0o600);
+    let chowned = std::process::Command::new("chown")
+        .args(["stockade-test:"])
+        .arg(fx.ws.join(".git/notes.txt"))
+        .status()
+        .expect("run chown");
+    assert!(chowned.success());
+    let out = attack(
+        &fx,
+        &[],
+        "cat .git/credentials; cat .git/notes.txt; echo run > .git/credentials; echo done",
+    );
+    out.assert_shows(&mine).assert_shows("done");
+    out.run.assert_lacks(&marker);
+    assert_eq!(
+        attacks::read_text(&fx.ws.join(".git/credentials")).as_deref(),
+        Some(marker.as_str())
+    );
 }

@@ -28,6 +28,7 @@
 //! (the command saw its change inside, and the whole config change is refused, its inert keys
 //! too); and the top-level files reach the host when the run ends, not as written.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
@@ -41,6 +42,49 @@ use sandbox::{Spec, Violation};
 /// Subdirectories git makes for an operation that stops for the user (a rebase, a
 /// cherry-pick or revert sequence) and removes when it ends: small, and copied whole.
 pub const COPIED: &[&str] = &["rebase-merge", "rebase-apply", "sequencer"];
+
+/// The top-level files of a git dir that come back from the run as written: git's everyday
+/// state, none of which names code or another directory for git to go to. An allow-list
+/// (red team: new names were copied in live and only the sweep after took them out, a window
+/// the command could stretch, in which a host `git status` followed a planted `commondir`):
+/// anything else the run made at the top is kept aside as `NAME.stockade-refused`, reported.
+pub const BROUGHT_BACK: &[&str] = &[
+    "HEAD",
+    "ORIG_HEAD",
+    "FETCH_HEAD",
+    "MERGE_HEAD",
+    "MERGE_MSG",
+    "MERGE_MODE",
+    "MERGE_RR",
+    "AUTO_MERGE",
+    "CHERRY_PICK_HEAD",
+    "REVERT_HEAD",
+    "REBASE_HEAD",
+    "BISECT_LOG",
+    "BISECT_START",
+    "BISECT_TERMS",
+    "BISECT_NAMES",
+    "BISECT_EXPECTED_REV",
+    "BISECT_ANCESTORS_OK",
+    "BISECT_HEAD",
+    "COMMIT_EDITMSG",
+    "TAG_EDITMSG",
+    "SQUASH_MSG",
+    "NOTES_MERGE_PARTIAL",
+    "NOTES_MERGE_REF",
+    "index",
+    "packed-refs",
+    "description",
+    "shallow",
+    "gitk.cache",
+];
+
+/// New top-level directories that come back whole: reflogs (a repository's first commit
+/// makes `logs`) and a stopped operation's state ([`COPIED`], which the sweep then judges).
+const NEW_DIRS: &[&str] = &["logs", "rebase-merge", "rebase-apply", "sequencer"];
+
+/// The most bytes brought back from one run's staged copies (a sparse file is copied dense).
+const BUDGET: u64 = 2 << 30;
 
 /// Top-level files of a git dir that are git configs (judged by the inert rule).
 const CONFIGS: &[&str] = &["config", "config.worktree"];
@@ -156,6 +200,8 @@ pub struct Snapshot {
     /// The copied subdirectories' trees: the copy's and the host's.
     copy_trees: BTreeMap<OsString, Tree>,
     host_trees: BTreeMap<OsString, Tree>,
+    /// Top-level files of another owner's, not copied, never written back.
+    withheld: Vec<OsString>,
 }
 
 /// Every entry of a tree (relative path and what it was), to tell whether any changed.
@@ -284,24 +330,40 @@ fn copy_entry(
     to: impl AsFd,
     name: &OsStr,
     owner: Option<(u32, u32)>,
+    budget: &Cell<u64>,
 ) -> std::io::Result<()> {
-    let tmp = {
-        let mut t = OsString::from(".stockade-staged.");
-        t.push(std::process::id().to_string());
-        t.push(".");
-        t.push(name);
-        t
-    };
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let tmp = OsString::from(format!(
+        ".stockade-staged.{}.{}",
+        std::process::id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
     let _ = rustix::fs::unlinkat(&to, &tmp, AtFlags::empty());
+    let done = copy_to_tmp(&from, &to, name, &tmp, owner, budget)
+        .and_then(|_| rustix::fs::renameat(&to, &tmp, &to, name).map_err(io));
+    if done.is_err() {
+        let _ = rustix::fs::unlinkat(&to, &tmp, AtFlags::empty());
+    }
+    done
+}
+
+fn copy_to_tmp(
+    from: impl AsFd,
+    to: impl AsFd,
+    name: &OsStr,
+    tmp: &OsStr,
+    owner: Option<(u32, u32)>,
+    budget: &Cell<u64>,
+) -> std::io::Result<()> {
     let st = rustix::fs::statat(&from, name, AtFlags::SYMLINK_NOFOLLOW).map_err(io)?;
     match FileType::from_raw_mode(st.st_mode) {
         FileType::Symlink => {
             let target = rustix::fs::readlinkat(&from, name, Vec::new()).map_err(io)?;
-            rustix::fs::symlinkat(target.as_c_str(), &to, &tmp).map_err(io)?;
+            rustix::fs::symlinkat(target.as_c_str(), &to, tmp).map_err(io)?;
             if let Some((u, g)) = owner {
                 let _ = rustix::fs::chownat(
                     &to,
-                    &tmp,
+                    tmp,
                     Some(rustix::fs::Uid::from_raw(u)),
                     Some(rustix::fs::Gid::from_raw(g)),
                     AtFlags::SYMLINK_NOFOLLOW,
@@ -309,11 +371,19 @@ fn copy_entry(
             }
         }
         FileType::RegularFile => {
-            let (mut src, mode) = open_file(&from, name)
+            let (src, mode) = open_file(&from, name)
                 .ok_or_else(|| std::io::Error::other("not a regular file"))?;
+            let size = src.metadata()?.len();
+            if size > budget.get() {
+                return Err(std::io::Error::other(format!(
+                    "{size} bytes, more than the {} left to bring back from the run",
+                    budget.get()
+                )));
+            }
+            budget.set(budget.get() - size);
             let fd = rustix::fs::openat(
                 &to,
-                &tmp,
+                tmp,
                 OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
                 Mode::from_raw_mode(mode),
             )
@@ -329,11 +399,12 @@ fn copy_entry(
             // The mode exactly, whatever the umask (no set-ID bits: `mode` has none).
             rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode)).map_err(io)?;
             let mut dst = std::fs::File::from(fd);
-            std::io::copy(&mut src, &mut dst)?;
+            // No more than was measured (the file could be growing).
+            std::io::copy(&mut src.take(size), &mut dst)?;
         }
         _ => return Err(std::io::Error::other("neither a file nor a link")),
     }
-    rustix::fs::renameat(&to, &tmp, &to, name).map_err(io)
+    Ok(())
 }
 
 /// Copies the directory `name` of `from` (new in the run) into `to`, whole; refuses one that
@@ -342,8 +413,10 @@ fn copy_tree(
     from: impl AsFd,
     to: impl AsFd,
     name: &OsStr,
+    to_name: &OsStr,
     owner: Option<(u32, u32)>,
     depth: usize,
+    budget: &Cell<u64>,
 ) -> std::io::Result<()> {
     if depth > MAX_DEPTH {
         return Err(std::io::Error::other("too deep"));
@@ -356,10 +429,10 @@ fn copy_tree(
     )
     .map_err(io)?;
     let mode = rustix::fs::fstat(&src).map_err(io)?.st_mode & 0o777;
-    rustix::fs::mkdirat(&to, name, Mode::from_raw_mode(mode | 0o700)).map_err(io)?;
+    rustix::fs::mkdirat(&to, to_name, Mode::from_raw_mode(mode | 0o700)).map_err(io)?;
     let dst = rustix::fs::openat(
         &to,
-        name,
+        to_name,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
     )
@@ -374,8 +447,8 @@ fn copy_tree(
     }
     for n in names(&src)? {
         match seen(&src, &n).map(|s| s.kind) {
-            Some(libc::S_IFDIR) => copy_tree(&src, &dst, &n, owner, depth + 1)?,
-            Some(libc::S_IFREG) | Some(libc::S_IFLNK) => copy_entry(&src, &dst, &n, owner)?,
+            Some(libc::S_IFDIR) => copy_tree(&src, &dst, &n, &n, owner, depth + 1, budget)?,
+            Some(libc::S_IFREG) | Some(libc::S_IFLNK) => copy_entry(&src, &dst, &n, owner, budget)?,
             // FIFOs, sockets and devices are not a git dir's.
             _ => {}
         }
@@ -397,11 +470,26 @@ pub fn stage(staged: &Staged, copy: &Path, owner: Option<u32>) -> std::io::Resul
     )
     .map_err(io)?;
     let ids = owner.map(|u| (u, u));
+    let unlimited = Cell::new(u64::MAX);
+    let g_uid = rustix::fs::fstat(&g).map_err(io)?.st_uid;
     let mut host = BTreeMap::new();
+    let mut withheld = Vec::new();
     for n in names(&g)? {
         let Some(s) = seen(&g, &n) else { continue };
+        let uid = rustix::fs::statat(&g, &n, AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(io)?
+            .st_uid;
+        if s.kind != libc::S_IFDIR && uid != g_uid {
+            // Another owner's file (root's `.git/credentials`): a root caller's copy would be
+            // the command's own (red team: a 0600 file of root's was read), and an
+            // unprivileged caller may not read it. Left out of the copy, and never written
+            // back.
+            withheld.push(n.clone());
+            host.insert(n, s);
+            continue;
+        }
         if s.kind == libc::S_IFDIR && staged.copied.contains(&n) {
-            copy_tree(&g, &c, &n, ids, 0)?;
+            copy_tree(&g, &c, &n, &n, ids, 0, &unlimited)?;
         } else if s.kind == libc::S_IFDIR {
             // A subdirectory made since the plan would be the copy's, empty: refused.
             if !staged.subdirs.contains(&n) {
@@ -424,7 +512,7 @@ pub fn stage(staged: &Staged, copy: &Path, owner: Option<u32>) -> std::io::Resul
                 .map_err(io)?;
             }
         } else if s.kind == libc::S_IFREG || s.kind == libc::S_IFLNK {
-            copy_entry(&g, &c, &n, ids)?;
+            copy_entry(&g, &c, &n, ids, &unlimited)?;
         }
         host.insert(n, s);
     }
@@ -454,6 +542,7 @@ pub fn stage(staged: &Staged, copy: &Path, owner: Option<u32>) -> std::io::Resul
         host,
         copy_trees,
         host_trees,
+        withheld,
     })
 }
 
@@ -544,6 +633,7 @@ fn reconcile_inner(
     all.sort();
     all.dedup();
     let at = |n: &OsStr| staged.gitdir.join(n);
+    let budget = Cell::new(BUDGET);
     for d in &staged.copied {
         let now = tree(&c, d);
         if Some(&now) == snapshot.copy_trees.get(d) {
@@ -563,7 +653,7 @@ fn reconcile_inner(
             done = remove_tree(&g, d, 0);
         }
         if done.is_ok() && now.is_some() {
-            done = copy_tree(&c, &g, d, owner, 0);
+            done = copy_tree(&c, &g, d, d, owner, 0, &budget);
         }
         if let Err(e) = done {
             errors.push(format!(
@@ -577,6 +667,19 @@ fn reconcile_inner(
             continue;
         }
         let now = seen(&c, &n);
+        if snapshot.withheld.contains(&n) {
+            // Another owner's file, left out of the copy: the run's own file of that name
+            // never replaces it.
+            if now.is_some() {
+                violations.push(violation(
+                    REFUSED,
+                    at(&n),
+                    "not brought back from the run: the host's file of that name belongs to another user, and was not the run's to change".into(),
+                    None,
+                ));
+            }
+            continue;
+        }
         if now == snapshot.copy.get(&n).copied() {
             continue;
         }
@@ -586,7 +689,7 @@ fn reconcile_inner(
             aside.push(".stockade-conflict");
             let kept = match now.map(|s| s.kind) {
                 Some(libc::S_IFREG) | Some(libc::S_IFLNK) => {
-                    copy_entry_as(&c, &n, &g, &aside, owner).is_ok()
+                    copy_entry_as(&c, &n, &g, &aside, owner, &budget).is_ok()
                 }
                 _ => false,
             };
@@ -606,18 +709,48 @@ fn reconcile_inner(
             continue;
         }
         if staged.protected.contains(&n) {
-            if let Some(v) = judge_protected(staged, &g, &c, &n, now, writable_roots, owner) {
+            if let Some(v) =
+                judge_protected(staged, (&g, &c), &n, now, writable_roots, owner, &budget)
+            {
                 violations.push(v);
             }
             continue;
         }
-        let done = match now.map(|s| s.kind) {
+        let kind = now.map(|s| s.kind);
+        let known_file = BROUGHT_BACK.iter().any(|b| n == *b);
+        let known_dir = NEW_DIRS.iter().any(|b| n == *b) && !snapshot.host.contains_key(&n);
+        let done = match kind {
+            // Removing a file names nothing for git to follow.
             None => rustix::fs::unlinkat(&g, &n, AtFlags::empty()).map_err(io),
-            Some(libc::S_IFREG) | Some(libc::S_IFLNK) => copy_entry(&c, &g, &n, owner),
-            Some(libc::S_IFDIR) if !snapshot.host.contains_key(&n) => {
-                copy_tree(&c, &g, &n, owner, 0)
+            Some(libc::S_IFREG) if known_file => copy_entry(&c, &g, &n, owner, &budget),
+            Some(libc::S_IFDIR) if known_dir => copy_tree(&c, &g, &n, &n, owner, 0, &budget),
+            Some(libc::S_IFREG) | Some(libc::S_IFLNK) | Some(libc::S_IFDIR) => {
+                // Any other name: kept aside under a name nothing reads, never live.
+                let mut aside = n.clone();
+                aside.push(".stockade-refused");
+                let kept = if kind == Some(libc::S_IFDIR) {
+                    let _ = remove_tree(&g, &aside, 0);
+                    copy_tree(&c, &g, &n, &aside, owner, 0, &budget)
+                } else {
+                    copy_entry_as(&c, &n, &g, &aside, owner, &budget)
+                };
+                violations.push(violation(
+                    REFUSED,
+                    at(&n),
+                    match kept {
+                        Ok(()) => format!(
+                            "not brought back from the run: only git's everyday state files come back to the top of a git dir under gVisor; the run's version was moved to {}",
+                            at(&aside).display()
+                        ),
+                        Err(e) => format!(
+                            "not brought back from the run: only git's everyday state files come back to the top of a git dir under gVisor (the run's version is lost: {e})"
+                        ),
+                    },
+                    Some("make that change on the host, or run with --backend native"),
+                ));
+                Ok(())
             }
-            Some(_) => Err(std::io::Error::other("not a file, link or new directory")),
+            Some(_) => Err(std::io::Error::other("not a file, link or directory")),
         };
         if let Err(e) = done {
             errors.push(format!(
@@ -636,23 +769,24 @@ fn copy_entry_as(
     to: impl AsFd,
     as_name: &OsStr,
     owner: Option<(u32, u32)>,
+    budget: &Cell<u64>,
 ) -> std::io::Result<()> {
     // Through a name of `from`'s own (the bundle's copy): linked there first.
     let _ = rustix::fs::unlinkat(&from, as_name, AtFlags::empty());
     rustix::fs::linkat(&from, name, &from, as_name, AtFlags::empty()).map_err(io)?;
-    copy_entry(&from, &to, as_name, owner)
+    copy_entry(&from, &to, as_name, owner, budget)
 }
 
 /// A protected top-level file the run changed: `config` comes back if the change is inert,
 /// anything else is refused (the run's version kept beside it).
 fn judge_protected(
     staged: &Staged,
-    g: &OwnedFd,
-    c: &OwnedFd,
+    (g, c): (&OwnedFd, &OwnedFd),
     name: &OsStr,
     now: Option<Seen>,
     writable_roots: &[PathBuf],
     owner: Option<(u32, u32)>,
+    budget: &Cell<u64>,
 ) -> Option<Violation> {
     let path = staged.gitdir.join(name);
     let is_config = CONFIGS.iter().any(|c| name == *c);
@@ -686,7 +820,7 @@ fn judge_protected(
     let kept = matches!(
         now.map(|s| s.kind),
         Some(libc::S_IFREG) | Some(libc::S_IFLNK)
-    ) && copy_entry_as(c, name, g, &aside, owner).is_ok();
+    ) && copy_entry_as(c, name, g, &aside, owner, budget).is_ok();
     let reason = if is_config {
         protect::Reason::GitConfig
     } else {

@@ -110,7 +110,7 @@ fn after_run_inspecting(
     if held.creation_guard {
         out.extend(made_by_others(run, host, run_id, started, &restored));
     } else {
-        out.extend(guard_after(run, host, run_id, started, &restored));
+        out.extend(guard_after(run, host, run_id, started, &restored, staged));
     }
     out
 }
@@ -1121,17 +1121,19 @@ pub fn guard_after_run(
     run_id: &str,
     started: std::time::SystemTime,
 ) -> Vec<Violation> {
-    guard_after(run, host, run_id, started, &[])
+    guard_after(run, host, run_id, started, &[], &[])
 }
 
 /// [`guard_after_run`], leaving alone the protected links in `restored` (made again by
-/// [`replaced_links`]: new, but the user's own).
+/// [`replaced_links`]: new, but the user's own) and the `staged` paths (an existing config
+/// the backend judged and rewrote in place: its ctime is new, the file is not).
 fn guard_after(
     run: &Resolved,
     host: &dyn HostView,
     run_id: &str,
     started: std::time::SystemTime,
     restored: &[PathBuf],
+    staged: &[PathBuf],
 ) -> Vec<Violation> {
     let mut out = Vec::new();
     let new_since = |p: &Path| host.lstat_ctime(p).is_some_and(|t| t >= started);
@@ -1194,6 +1196,7 @@ fn guard_after(
             }
         }
     }
+    found.retain(|p| !staged.contains(p));
     let mut moved = quarantine_created(&run.watch.sweep.roots, found, restored, run_id, &mut out);
     for (dir, e) in unlisted {
         if moved.iter().any(|m| is_within(&dir, m)) {
