@@ -296,7 +296,9 @@ fn git_config_is_unchanged_after_the_run() {
         "mv .git/config .git/config.bak && test ! -e .git/config",
         "git config --file .git/config include.path /var/tmp/evil.cfg",
     ] {
-        fx.attack(&[], attack).outcome().assert_failed();
+        // Under gVisor the config is a staged copy (gitstage.rs): the change lands there and
+        // is refused after the run; the host's config is the test either way.
+        fx.attack(&[], attack).outcome().assert_failed_if_guarded();
         assert_eq!(
             read_bytes(&config).as_deref(),
             Some(before.as_slice()),

@@ -131,6 +131,11 @@ pub fn plan(spec: &Spec, pins: &[&PathBuf]) -> Vec<Staged> {
         if !spec.protected.contains(&config) {
             continue;
         }
+        // Inside a path protected whole (a clone in the home, `~/.pyenv`), the git dir is
+        // read-only as the rest: a staged copy there would be a writable mount in it.
+        if spec.protected.iter().any(|p| g.starts_with(p)) {
+            continue;
+        }
         let Some(identity) = spec.identities.get(*g).copied() else {
             continue;
         };
@@ -864,4 +869,36 @@ fn rewrite_in_place(
     f.write_all(bytes)?;
     f.set_len(bytes.len() as u64)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pinned git dir with a protected config is staged, with its subdirectories to bind
+    /// and a stopped rebase's state to copy; not one inside a path protected whole.
+    #[test]
+    fn only_git_dirs_outside_paths_protected_whole_are_staged() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().expect("a directory");
+        let g = dir.path().join("tool/.git");
+        for sub in ["objects", "refs", "hooks", "rebase-merge"] {
+            std::fs::create_dir_all(g.join(sub)).expect("mkdir");
+        }
+        std::fs::write(g.join("config"), "[core]\n").expect("write");
+        std::fs::write(g.join("HEAD"), "ref: refs/heads/main\n").expect("write");
+        let m = std::fs::metadata(&g).expect("stat");
+        let mut spec = crate::bundle::tests::spec();
+        spec.pins = vec![g.clone()];
+        spec.protected = vec![g.join("config"), g.join("hooks")];
+        spec.identities.insert(g.clone(), (m.dev(), m.ino()));
+        let pins: Vec<&PathBuf> = spec.pins.iter().collect();
+        let staged = plan(&spec, &pins);
+        assert_eq!(staged.len(), 1);
+        assert_eq!(staged[0].subdirs, ["hooks", "objects", "refs"]);
+        assert_eq!(staged[0].copied, ["rebase-merge"]);
+        assert_eq!(staged[0].protected, ["config"]);
+        spec.protected.push(dir.path().join("tool"));
+        assert!(plan(&spec, &pins).is_empty());
+    }
 }
