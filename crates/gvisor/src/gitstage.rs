@@ -231,26 +231,14 @@ fn tree(dir: impl AsFd, name: &OsStr) -> Tree {
             rel.extend_from_slice(n.as_bytes());
             out.push((rel.clone(), s));
             if s.kind == libc::S_IFDIR {
-                let sub = rustix::fs::openat(
-                    dir,
-                    &n,
-                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                    Mode::empty(),
-                )
-                .ok()?;
+                let sub = open_dir(dir, &n).ok()?;
                 walk(&sub, &rel, out, depth + 1)?;
             }
         }
         Some(())
     }
     let top = seen(&dir, name)?;
-    let fd = rustix::fs::openat(
-        &dir,
-        name,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .ok()?;
+    let fd = open_dir(&dir, name).ok()?;
     let mut out = vec![(Vec::new(), top)];
     walk(&fd, b"", &mut out, 0)?;
     Some(out)
@@ -261,13 +249,7 @@ fn remove_tree(dir: impl AsFd, name: &OsStr, depth: usize) -> std::io::Result<()
     if depth > MAX_DEPTH {
         return Err(std::io::Error::other("too deep"));
     }
-    let sub = rustix::fs::openat(
-        &dir,
-        name,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(io)?;
+    let sub = open_dir(&dir, name).map_err(io)?;
     for n in names(&sub)? {
         if seen(&sub, &n).is_some_and(|s| s.kind == libc::S_IFDIR) {
             remove_tree(&sub, &n, depth + 1)?;
@@ -282,14 +264,28 @@ fn io(e: rustix::io::Errno) -> std::io::Error {
     e.into()
 }
 
-/// Opens `path` as a directory, not following a last link, and checks it is `identity`.
-fn open_checked(path: &Path, identity: (u64, u64)) -> std::io::Result<OwnedFd> {
-    let fd = rustix::fs::open(
-        path,
+/// The directory `name` of `dir` (or `rustix::fs::CWD` and a path), never through a last link.
+fn open_dir(dir: impl AsFd, name: impl rustix::path::Arg) -> rustix::io::Result<OwnedFd> {
+    rustix::fs::openat(
+        dir,
+        name,
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
     )
-    .map_err(io)?;
+}
+
+/// Gives the file of `fd` to `(uid, gid)`.
+fn give(fd: impl AsFd, (uid, gid): (u32, u32)) -> rustix::io::Result<()> {
+    rustix::fs::fchown(
+        fd,
+        Some(rustix::fs::Uid::from_raw(uid)),
+        Some(rustix::fs::Gid::from_raw(gid)),
+    )
+}
+
+/// Opens `path` as a directory, not following a last link, and checks it is `identity`.
+fn open_checked(path: &Path, identity: (u64, u64)) -> std::io::Result<OwnedFd> {
+    let fd = open_dir(rustix::fs::CWD, path).map_err(io)?;
     let st = rustix::fs::fstat(&fd).map_err(io)?;
     if (st.st_dev, st.st_ino) != identity {
         return Err(std::io::Error::other(format!(
@@ -394,12 +390,7 @@ fn copy_to_tmp(
             )
             .map_err(io)?;
             if let Some((u, g)) = owner {
-                rustix::fs::fchown(
-                    &fd,
-                    Some(rustix::fs::Uid::from_raw(u)),
-                    Some(rustix::fs::Gid::from_raw(g)),
-                )
-                .map_err(io)?;
+                give(&fd, (u, g)).map_err(io)?;
             }
             // The mode exactly, whatever the umask (no set-ID bits: `mode` has none).
             rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode)).map_err(io)?;
@@ -426,29 +417,12 @@ fn copy_tree(
     if depth > MAX_DEPTH {
         return Err(std::io::Error::other("too deep"));
     }
-    let src = rustix::fs::openat(
-        &from,
-        name,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(io)?;
+    let src = open_dir(&from, name).map_err(io)?;
     let mode = rustix::fs::fstat(&src).map_err(io)?.st_mode & 0o777;
     rustix::fs::mkdirat(&to, to_name, Mode::from_raw_mode(mode | 0o700)).map_err(io)?;
-    let dst = rustix::fs::openat(
-        &to,
-        to_name,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(io)?;
+    let dst = open_dir(&to, to_name).map_err(io)?;
     if let Some((u, g)) = owner {
-        rustix::fs::fchown(
-            &dst,
-            Some(rustix::fs::Uid::from_raw(u)),
-            Some(rustix::fs::Gid::from_raw(g)),
-        )
-        .map_err(io)?;
+        give(&dst, (u, g)).map_err(io)?;
     }
     for n in names(&src)? {
         match seen(&src, &n).map(|s| s.kind) {
@@ -466,17 +440,12 @@ fn copy_tree(
 /// id; `None`: the caller, who makes it).
 pub fn stage(staged: &Staged, copy: &Path, owner: Option<u32>) -> std::io::Result<Snapshot> {
     let g = open_checked(&staged.gitdir, staged.identity)?;
-    let mode = rustix::fs::fstat(&g).map_err(io)?.st_mode & 0o777;
+    let g_stat = rustix::fs::fstat(&g).map_err(io)?;
+    let (mode, g_uid) = (g_stat.st_mode & 0o777, g_stat.st_uid);
     std::fs::create_dir_all(copy)?;
-    let c = rustix::fs::open(
-        copy,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(io)?;
+    let c = open_dir(rustix::fs::CWD, copy).map_err(io)?;
     let ids = owner.map(|u| (u, u));
     let unlimited = Cell::new(u64::MAX);
-    let g_uid = rustix::fs::fstat(&g).map_err(io)?.st_uid;
     let mut host = BTreeMap::new();
     let mut withheld = Vec::new();
     for n in names(&g)? {
@@ -522,12 +491,7 @@ pub fn stage(staged: &Staged, copy: &Path, owner: Option<u32>) -> std::io::Resul
         host.insert(n, s);
     }
     if let Some(u) = owner {
-        rustix::fs::fchown(
-            &c,
-            Some(rustix::fs::Uid::from_raw(u)),
-            Some(rustix::fs::Gid::from_raw(u)),
-        )
-        .map_err(io)?;
+        give(&c, (u, u)).map_err(io)?;
     }
     rustix::fs::fchmod(&c, Mode::from_raw_mode(mode)).map_err(io)?;
     let mut copied = BTreeMap::new();
@@ -614,11 +578,7 @@ fn reconcile_inner(
             return (violations, errors);
         }
     };
-    let c = match rustix::fs::open(
-        copy,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    ) {
+    let c = match open_dir(rustix::fs::CWD, copy) {
         Ok(c) => c,
         Err(e) => {
             errors.push(format!(
