@@ -479,27 +479,23 @@ impl Gvisor {
         // A root caller's writable roots, and a home only root can enter, are seen through
         // idmapped mounts that give their owner's files to the command's id.
         let mut idmapped = Vec::new();
+        // The view of `path` with its owner's files the command's own.
+        let view = |path: &PathBuf, readonly: bool| {
+            stat(path).map(|o| Idmapped {
+                path: path.clone(),
+                owner: (o.uid, o.gid),
+                readonly,
+            })
+        };
         if !caller.rootless {
-            for root in &spec.writable_roots {
-                if let Some(o) = stat(root) {
-                    idmapped.push(Idmapped {
-                        path: root.clone(),
-                        owner: (o.uid, o.gid),
-                        readonly: false,
-                    });
-                }
-            }
+            idmapped.extend(spec.writable_roots.iter().filter_map(|r| view(r, false)));
             // Read grants below /tmp are bound into the private /tmp (`bundle`): read-only,
             // with their owner's files the command's own as under the native backend.
-            for grant in spec.tmp_read_grants() {
-                if let Some(o) = stat(grant) {
-                    idmapped.push(Idmapped {
-                        path: grant.clone(),
-                        owner: (o.uid, o.gid),
-                        readonly: true,
-                    });
-                }
-            }
+            idmapped.extend(
+                spec.tmp_read_grants()
+                    .into_iter()
+                    .filter_map(|g| view(g, true)),
+            );
             let home = spec
                 .env
                 .iter()
@@ -537,15 +533,7 @@ impl Gvisor {
             // namespace), never by its path at runsc's start: a concurrent run could swap a
             // directory on its way for a link after the last check, and runsc would bind
             // where it leads (red team: the rest of a covered 0700 home, read).
-            for g in &reach.binds {
-                if let Some(o) = stat(g) {
-                    idmapped.push(Idmapped {
-                        path: g.clone(),
-                        owner: (o.uid, o.gid),
-                        readonly: true,
-                    });
-                }
-            }
+            idmapped.extend(reach.binds.iter().filter_map(|g| view(g, true)));
             // What a cover hides needs no mount of its own (a protected path there was out
             // of the command's reach, and stays so).
             spec.protected
