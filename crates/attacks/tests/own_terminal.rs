@@ -609,6 +609,9 @@ fn a_run_in_the_background_takes_the_keyboard_on_fg_and_gives_it_back_on_stop() 
         // Typed before the run has the keyboard, the caller's terminal echoes too (a gVisor
         // start beside another pass took longer than a fixed second).
         Step::Raw,
+        // And typed before the shell inside is at its prompt, the terminal inside echoes it
+        // (still cooked) before readline does: wait for bash's own prompt (`bash-5.2# `).
+        Step::Wait("bash-"),
         Step::Type(b"echo in-$((6*7))\r"),
         Step::Wait("in-42\r\n"),
         Step::Wait("Stopped"),
