@@ -67,6 +67,11 @@ pub fn backend() -> &'static str {
     })
 }
 
+/// [`not_under`] for an unprivileged caller only (the root pass runs the test).
+pub fn not_under_unprivileged(backend_name: &str, why: &str) -> bool {
+    !is_root() && not_under(backend_name, why)
+}
+
 /// A test that does not apply to the backend under test says so and why (printed, so the
 /// run's output lists every such test), and returns `true`: the caller returns.
 pub fn not_under(backend_name: &str, why: &str) -> bool {
@@ -92,8 +97,10 @@ pub mod na {
     pub const GIT_CONFIG_WHOLE: &str = "under gVisor an existing git config is a staged copy during the run and its change is judged whole after it (gitstage.rs): a run that also sets a live key gets none of its config change applied, where native refuses only the live key at its call";
     /// The host's changes at the top of a git dir during a gVisor run.
     pub const GIT_STAGED: &str = "under gVisor the run sees a staged copy of an existing git dir's top level (gitstage.rs): what the host's git writes there during the run is not visible inside, so this race cannot be set up; a name both change keeps the host's version (staged_git_dir_* in gvisor.rs)";
-    /// Limit events.
-    pub const NO_LIMIT_EVENTS: &str = "under gVisor the limit holds (tests in gvisor.rs) but the run records neither its usage nor an event of the limit reached";
+    /// Native's allocation watch.
+    pub const ALLOCATION_WATCH: &str = "this checks native's allocation watch (its seccomp notification of large mmap/mremap calls under RLIMIT_DATA): under gVisor the Sentry handles the call; a root caller's memory limit is a cgroup (it never refuses an allocation: it reclaims or kills, and the kill is reported), and an unprivileged caller's RLIMIT_AS refusal happens in the Sentry, where nothing outside sees it";
+    /// An unprivileged caller's memory limit under gVisor.
+    pub const ROOTLESS_MEMORY_EVENT: &str = "runsc --rootless has no cgroup: the Sentry's RLIMIT_AS refuses the allocation (the run fails) and nothing outside the Sentry records the refusal, so there is no memory event (a root caller's run has one: its cgroup's OOM kill)";
     /// What only native's set-up explains or reports.
     pub const NATIVE_SETUP: &str = "this checks native's own set-up (its init, Landlock, seccomp, idmapped mounts or their diagnostics)";
     /// An unprivileged caller's gVisor run.

@@ -33,7 +33,7 @@ pub const ENFORCEMENT: &[Layer] = &[
     },
     Layer {
         what: "memory, processes, CPU",
-        by: "the run's cgroup made by runsc (root callers: memory, CPU); RLIMIT_NPROC in the Sentry (processes); RLIMIT_AS per process (memory, unprivileged callers); CPU is refused for unprivileged callers",
+        by: "the run's cgroup made by stockade and joined by runsc (root callers: memory, CPU; its counters are the usage and the OOM kill the event); RLIMIT_NPROC in the Sentry (processes); RLIMIT_AS per process (memory, unprivileged callers); CPU is refused for unprivileged callers",
     },
     Layer {
         what: "uid",
@@ -269,7 +269,7 @@ impl Planned for GvisorPlanned {
                 *r = Some(relayed);
             }
         }
-        let mut limit_hits = Vec::new();
+        let mut limit_hits = finished.limit_hits.clone();
         let output = stream::relay::output_summary(limit, sanitize, relayed_out, &mut limit_hits);
         let outcome = sandbox::Outcome {
             exit_code: finished.exit_code,
@@ -280,13 +280,15 @@ impl Planned for GvisorPlanned {
             landlock_abi: None,
             blocked: finished.blocked.clone(),
             timed_out: finished.timed_out,
-            usage: sandbox::Usage::default(),
+            usage: finished.usage,
             limit_hits,
             output,
             ended_by: if finished.timed_out {
                 Some("timeout")
             } else if finished.interrupted.is_some() {
                 Some("interrupt")
+            } else if finished.ended_by_memory {
+                Some("memory")
             } else {
                 None
             },

@@ -137,6 +137,19 @@ pub(crate) fn pins(spec: &Spec) -> Vec<&PathBuf> {
 
 /// The OCI config of `spec` for a bundle at `bundle`, run by `caller`, as JSON.
 ///
+/// A root caller's cgroup for the run, when it has a memory or CPU limit (`runsc --rootless`
+/// has none: see `usage`).
+pub fn group_plan(spec: &Spec, caller: &Caller) -> Option<crate::usage::GroupPlan> {
+    let limits = &spec.limits;
+    (!caller.rootless && (limits.memory_bytes.is_some() || limits.cpu_millis.is_some())).then(
+        || crate::usage::GroupPlan {
+            path: format!("/stockade/{}", caller.run_id),
+            memory: limits.memory_bytes,
+            cpu: limits.cpu_millis.map(|m| (m * 100, 100_000)),
+        },
+    )
+}
+
 /// Written as JSON rather than built with the `oci-spec` crate's types: linking them into
 /// stockade added ~120 KB of relocated data that every run (native ones too) pays for at
 /// start-up (+60 page faults, +4% on `run -- true`). The `oci-spec` crate checks the output
@@ -277,16 +290,17 @@ pub fn config(
         }
     }
     let env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    // A root caller's cgroup: stockade makes it with these limits before runsc starts
+    // (`usage::Group`); runsc joins a group it finds made and leaves it be. The resources are
+    // written here too, for the config to say what the group holds.
+    let group = group_plan(spec, caller);
     let mut resources = serde_json::Map::new();
-    if !caller.rootless {
-        if let Some(b) = spec.limits.memory_bytes {
+    if let Some(g) = &group {
+        if let Some(b) = g.memory {
             resources.insert("memory".into(), json!({ "limit": b, "swap": b }));
         }
-        if let Some(m) = spec.limits.cpu_millis {
-            resources.insert(
-                "cpu".into(),
-                json!({ "quota": m * 100, "period": 100_000u64 }),
-            );
+        if let Some((quota, period)) = g.cpu {
+            resources.insert("cpu".into(), json!({ "quota": quota, "period": period }));
         }
     }
     // `--network=host` with a network namespace of its own is an empty one; without, the
@@ -311,9 +325,9 @@ pub fn config(
         "namespaces": namespaces,
         "seccomp": set_id_filter(),
     });
-    if !resources.is_empty() {
+    if let Some(g) = group {
         linux["resources"] = Value::Object(resources);
-        linux["cgroupsPath"] = json!(format!("/stockade/{}", caller.run_id));
+        linux["cgroupsPath"] = json!(g.path);
     }
     let none: Vec<String> = Vec::new();
     let config = json!({

@@ -16,7 +16,8 @@
 //!   seccomp user notification for stockade to answer); the sweep after the run neutralises
 //!   them, as it does for the native backend;
 //! - the network: `--network=none` (the Sentry's own loopback only);
-//! - memory, processes and CPU: the run's cgroup (root callers; runsc makes it), or
+//! - memory, processes and CPU: the run's cgroup (root callers; stockade makes it and reads
+//!   its counters after the run, [`usage`]), or
 //!   `RLIMIT_NPROC` (the Sentry counts only the run's processes) and a per-process
 //!   `RLIMIT_AS` for an unprivileged caller (`runsc --rootless` has no cgroup);
 //! - the uid: a root caller's command runs as [`ROOT_CALLER_ID`], unprivileged, and sees its
@@ -55,6 +56,7 @@ mod console;
 pub mod gitstage;
 mod platform;
 mod run;
+pub mod usage;
 
 use std::path::{Path, PathBuf};
 
@@ -242,6 +244,10 @@ pub struct Plan {
     /// The bundle is never put inside one of these.
     pub writable_roots: Vec<PathBuf>,
     pub timeout: Option<std::time::Duration>,
+    /// A root caller's cgroup, made before runsc starts ([`usage::Group`]).
+    pub group: Option<usage::GroupPlan>,
+    /// The limits the run's events are judged against.
+    pub judged: usage::Judged,
     /// Why the command starts in the workspace rather than in the caller's directory (the
     /// spec's `cwd`), when it does.
     pub cwd_fallback: Option<String>,
@@ -680,6 +686,18 @@ impl Gvisor {
             destinations.push((m.path.clone(), m.kind));
         }
         let covers = covers(&spec);
+        let group = bundle::group_plan(&spec, &caller);
+        let judged = usage::Judged {
+            memory: spec.limits.memory_bytes.map(|b| {
+                let how = if caller.rootless {
+                    sandbox::LimitMechanism::GvisorRlimitAs
+                } else {
+                    sandbox::LimitMechanism::GvisorCgroup
+                };
+                (b, how)
+            }),
+            pids: spec.limits.pids,
+        };
         Ok(Plan {
             runsc: self.runsc.clone(),
             platform: self.platform,
@@ -701,6 +719,8 @@ impl Gvisor {
             staged,
             writable_roots: spec.writable_roots.clone(),
             timeout: spec.limits.timeout,
+            group,
+            judged,
             cwd_fallback,
         })
     }

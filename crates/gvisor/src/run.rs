@@ -87,6 +87,12 @@ pub struct Finished {
     /// What the run changed at the top of an existing git dir that did not come back (a live
     /// config, a conflict with the host), see [`crate::gitstage`].
     pub blocked: Vec<sandbox::Violation>,
+    /// What the run used ([`crate::usage`]).
+    pub usage: sandbox::Usage,
+    /// The memory and process limits it reached.
+    pub limit_hits: Vec<sandbox::LimitHit>,
+    /// The memory limit ended it (the OOM killer killed the sandbox).
+    pub ended_by_memory: bool,
 }
 
 /// What planning needs of `path` on the host (its kind, owner and mode), not following a
@@ -334,6 +340,9 @@ fn cover_failed(plan: &Plan, index: usize, errno: sys::raw::Errno) -> Error {
     Error::Changed { path, what }
 }
 
+/// How to run where the run's cgroup cannot be made.
+const GROUP_FIX: &str = "stockade as root makes the run's cgroup at /stockade/<run id> in the cgroup v1 memory and cpu hierarchies below /sys/fs/cgroup: mount them writable; or run with --memory 0 and no --cpu (no such limits), or with --backend native";
+
 /// The run's cgroup directories (`cgroupsPath` `/stockade/<run id>` in every hierarchy), which
 /// runsc leaves behind when its container was killed: removed once empty, best effort.
 fn remove_cgroups(plan: &Plan) {
@@ -398,6 +407,23 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
         snapshots.push(snapshot);
     }
     check_destinations(plan)?;
+    // A root caller's cgroup, with the run's limits: made here, so its counters outlive
+    // runsc (see `usage`). Removed when dropped; those of runs killed outright go first.
+    if plan.group.is_some() {
+        crate::usage::sweep_stale(
+            Path::new(crate::usage::CGROUP_ROOT),
+            &crate::usage::process_alive,
+        );
+    }
+    let group = plan
+        .group
+        .as_ref()
+        .map(|g| crate::usage::Group::create(g, Path::new(crate::usage::CGROUP_ROOT)))
+        .transpose()
+        .map_err(|e| Error::Unavailable {
+            cause: format!("could not make the run's cgroup for its memory and CPU limits: {e}"),
+            fix: GROUP_FIX.into(),
+        })?;
     let started = Instant::now();
     // Ctrl-C from here on is caught (and passed on to the command), not fatal, so the run is
     // swept and recorded (see `sys::parent::catch_signals`).
@@ -441,6 +467,15 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
         }
         _ => None,
     };
+    // The run is looked at while it lasts (its tasks, memory and CPU: `usage`).
+    let sampler = {
+        let base = runsc(plan, &state);
+        crate::usage::Sampler::start(
+            base.get_program().to_owned(),
+            base.get_args().map(ToOwned::to_owned).collect(),
+            plan.caller.run_id.clone(),
+        )
+    };
     let cancel_tx = tx;
     io.cancel.on_cancel(Box::new(move || {
         let _ = cancel_tx.send(None);
@@ -473,6 +508,9 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
         started,
     )?;
     let _ = waiter.join();
+    let sampled = sampler
+        .map(crate::usage::Sampler::finish)
+        .unwrap_or_default();
     // runsc is gone: what the terminal still holds is passed on, and the caller's terminal
     // gets its settings back.
     let terminal = attached.map(stream::terminal::Attached::finish);
@@ -497,7 +535,12 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
         ));
     }
     drop(dir);
+    // runsc has ended: its group's counters are final.
+    let counted = group.as_ref().map(crate::usage::Group::usage);
+    drop(group);
     remove_cgroups(plan);
+    let usage = crate::usage::usage(counted, sampled, sys::raw::children_rusage().ok());
+    let limit_hits = crate::usage::hits(&plan.judged, &usage);
     let (exit_code, signal) = match status {
         Some(s) => exit_of(s),
         None => (125, None),
@@ -509,6 +552,7 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
         _ => (exit_code, signal),
     };
     Ok(Finished {
+        ended_by_memory: crate::usage::ended_by_memory(&usage, exit_code),
         exit_code,
         signal,
         interrupted,
@@ -517,6 +561,8 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
         cancelled,
         terminal,
         blocked,
+        usage,
+        limit_hits,
     })
 }
 

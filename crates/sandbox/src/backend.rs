@@ -112,7 +112,7 @@ pub enum LimitMechanism {
     /// A per-process (memory) or per-user-namespace (pids) rlimit.
     #[serde(rename = "rlimit")]
     Rlimit,
-    /// The run's cgroup, made by runsc (root callers).
+    /// The run's cgroup (root callers), made by stockade and joined by runsc.
     #[serde(rename = "gvisor_cgroup")]
     GvisorCgroup,
     /// `RLIMIT_NPROC` in the Sentry (it counts only the run's processes).
