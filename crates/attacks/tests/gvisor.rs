@@ -537,6 +537,84 @@ fn a_root_callers_command_owns_the_workspace_and_nothing_of_root() {
     }
 }
 
+/// A read grant below a cover (a root caller's workspace and grant below a 0700 directory)
+/// exchanged for a symbolic link to a directory only root may read, after the mount
+/// destinations were checked and right before runsc's mount namespace is prepared (debug
+/// builds pause there while `STOCKADE_TEST_GVISOR_PAUSE_LATE` names a file; red team of
+/// issue 33): the grant's idmapped view is opened without following a link, so the run is
+/// refused as a changed path (`E_SANDBOX_SETUP`) and root's file never shows (followed, the view would have given root's directory
+/// to the command's id). Control: the host follows the same link to the file.
+#[test]
+fn a_read_grant_swapped_for_a_link_before_the_start_shows_nothing_of_roots() {
+    if runsc_missing() || !attacks::is_root() {
+        eprintln!("SKIP: needs runsc and a root caller");
+        return;
+    }
+    let fx = Fixture::new();
+    let private = fx.root.join("private");
+    attacks::mkdir(&private);
+    attacks::chmod(&private, 0o700);
+    let ws = private.join("ws");
+    let grant = private.join("grant");
+    attacks::mkdir(&ws);
+    attacks::mkdir(&grant);
+    write_file(&grant.join("notes.txt"), "granted\n", 0o644);
+    let rootonly = fx.root.join("rootonly");
+    attacks::mkdir(&rootonly);
+    attacks::chmod(&rootonly, 0o700);
+    let marker = fx.marker("rootonly");
+    write_file(&rootonly.join("notes.txt"), &marker, 0o600);
+    let read = format!("cat {}", sh_quote(grant.join("notes.txt")));
+    let run = |pause: Option<&std::path::Path>| {
+        let mut cmd = with_state(fx.stockade([
+            "run".as_ref(),
+            "--backend".as_ref(),
+            "gvisor".as_ref(),
+            "--workspace".as_ref(),
+            ws.as_os_str(),
+            "--allow-read".as_ref(),
+            grant.as_os_str(),
+            "--shell".as_ref(),
+            read.as_ref(),
+        ]))
+        .cwd(&ws);
+        if let Some(p) = pause {
+            cmd = cmd.env("STOCKADE_TEST_GVISOR_PAUSE_LATE", p);
+        }
+        cmd
+    };
+    // The grant as planned is read.
+    run(None)
+        .run()
+        .assert_success()
+        .assert_stdout_contains("granted");
+    let flag = fx.root.join("paused");
+    let cmd = run(Some(&flag));
+    let waiting = std::thread::spawn(move || cmd.run());
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !flag.exists() {
+        assert!(
+            std::time::Instant::now() < until,
+            "the run never paused before runsc's start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    std::fs::rename(&grant, private.join("grant.orig")).expect("move the grant aside");
+    std::os::unix::fs::symlink(&rootonly, &grant).expect("link the grant to root's directory");
+    std::fs::remove_file(&flag).expect("let the run go on");
+    let done = waiting.join().expect("the run's thread");
+    done.assert_code(125)
+        .assert_stderr_contains("E_SANDBOX_SETUP")
+        .assert_stderr_contains("symbolic link");
+    assert!(
+        !done.all_output().contains(&marker),
+        "root's file was read through the swapped grant:\n{}",
+        done.describe()
+    );
+    // Control: the host follows the link to root's file.
+    fx.control(&read).outcome().assert_shows(&marker);
+}
+
 /// `mv .git` is refused under gVisor as natively (`EBUSY`: a pinned git dir is a mount point,
 /// see `the_state_directorys_ancestors_cannot_be_renamed` in home_workspace.rs). A nested
 /// repository's unpinned parent can still be renamed (`mv sub subold`; the host kernel allows

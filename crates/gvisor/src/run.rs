@@ -205,11 +205,13 @@ fn bundle_parent(plan: &Plan) -> Result<std::path::PathBuf, Error> {
 /// Test builds only: with `STOCKADE_TEST_GVISOR_PAUSE=FILE`, make `FILE` once the run is
 /// planned and its bundle written, and wait (at most 30 s) until it is removed before the
 /// mount destinations are checked and runsc starts, so that an attack test can change the
-/// workspace between planning and the start at a known moment. Compiled out of release
-/// builds (`debug_assertions`).
+/// workspace between planning and the start at a known moment;
+/// `STOCKADE_TEST_GVISOR_PAUSE_LATE` does the same after the destinations were checked,
+/// right before runsc's mount namespace is prepared. Compiled out of release builds
+/// (`debug_assertions`).
 #[cfg(debug_assertions)]
-fn test_pause() {
-    let Some(flag) = std::env::var_os("STOCKADE_TEST_GVISOR_PAUSE") else {
+fn test_pause(variable: &str) {
+    let Some(flag) = std::env::var_os(variable) else {
         return;
     };
     let flag = std::path::PathBuf::from(flag);
@@ -296,7 +298,21 @@ fn idmapped_trees(plan: &Plan) -> Result<Vec<(OwnedFd, std::ffi::CString)>, Erro
             }
         };
         let userns = sys::parent::idmap_userns(&map(i.owner.0), &map(i.owner.1)).map_err(fail)?;
-        let tree = sys::parent::idmapped_clone(&i.path, userns.fd(), i.readonly).map_err(fail)?;
+        // A tree that changed since it was planned (a symbolic link put in its place, or it is
+        // gone) is refused as a changed path, never followed.
+        let tree = sys::parent::idmapped_clone(&i.path, userns.fd(), i.readonly).map_err(|e| {
+            match e.raw_os_error() {
+                Some(libc::ELOOP) => Error::Changed {
+                    path: i.path.clone(),
+                    what: "a symbolic link is on its way (put there since it was planned)".into(),
+                },
+                Some(libc::ENOENT | libc::ENOTDIR) => Error::Changed {
+                    path: i.path.clone(),
+                    what: "it is gone (moved away since it was planned)".into(),
+                },
+                _ => fail(e),
+            }
+        })?;
         let target = std::ffi::CString::new(i.path.as_os_str().as_encoded_bytes())
             .map_err(|e| fail(std::io::Error::other(e)))?;
         out.push((tree, target));
@@ -392,7 +408,7 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
         .transpose()
         .map_err(io_err("listen for the run's terminal"))?;
     #[cfg(debug_assertions)]
-    test_pause();
+    test_pause("STOCKADE_TEST_GVISOR_PAUSE");
     // The copies of existing git dirs' top levels (`gitstage`): a root caller's command owns
     // them (it writes them through runsc's file server, which checks as the Sentry does).
     let copy_owner = (!plan.caller.rootless).then_some(plan.caller.uid);
@@ -444,6 +460,8 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
             }
         })
         .map_err(io_err("start a thread waiting for runsc"))?;
+    #[cfg(debug_assertions)]
+    test_pause("STOCKADE_TEST_GVISOR_PAUSE_LATE");
     let mut child = spawn_runsc(
         plan,
         &state,
