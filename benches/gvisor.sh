@@ -25,6 +25,14 @@ for line in sys.stdin:
 ws="$(mktemp -d /var/tmp/stockade-bench-gvisor.XXXXXX)"
 trap 'rm -rf "$ws"' EXIT
 chmod 755 "$ws"
+# A git workspace too (a clone's shape: one commit): the gVisor backend stages its git dir's
+# top level for each run (crates/gvisor/src/gitstage.rs).
+git_ws="$ws/repo"
+mkdir "$git_ws"
+git -C "$git_ws" init -q
+printf 'x\n' >"$git_ws/file"
+git -C "$git_ws" add file
+git -C "$git_ws" -c user.name=b -c user.email=b@example.com commit -qm one
 cd "$ws"
 # The platform stockade chose (cached on the first run).
 "$bin" run --backend gvisor -- true </dev/zero | cat
@@ -35,10 +43,12 @@ piped() { printf "sh -c ': | %s 2>&1 | cat'" "$1"; }
 args=(
   -n "runsc do true ($platform)" "$(piped "$runsc --network=none --platform=$platform do true")"
   -n "stockade run --backend gvisor -- true" "$(piped "$bin run --backend gvisor -- true")"
+  -n "stockade run --backend gvisor -- true (git workspace)" "$(piped "$bin run --backend gvisor --workspace $git_ws -- true")"
   -n "stockade run -- true (native)" "$(piped "$bin run -- true")"
 )
 if [ -n "${OLD:-}" ]; then
   args+=(-n "stockade run --backend gvisor -- true ($OLD)" "$(piped "$OLD run --backend gvisor -- true")")
+  args+=(-n "stockade run --backend gvisor -- true (git workspace, $OLD)" "$(piped "$OLD run --backend gvisor --workspace $git_ws -- true")")
   args+=(-n "stockade run -- true (native, $OLD)" "$(piped "$OLD run -- true")")
 fi
 hyperfine -N --warmup 3 --runs "$runs" --export-json "$ws/result.json" "${args[@]}" >&2
