@@ -775,6 +775,27 @@ impl Cmd {
         (argv, env, self.cwd.clone())
     }
 
+    /// Runs the command with a test build's pause point: `variable` names `flag`, which the
+    /// run makes where it pauses and waits for it to be removed. Waits (up to 60 s) until it
+    /// has paused, does `meanwhile` (the attack's change at that known moment), lets it go on,
+    /// and returns how it ended.
+    pub fn run_paused(self, variable: &str, flag: &Path, meanwhile: impl FnOnce()) -> Run {
+        let _ = std::fs::remove_file(flag);
+        let cmd = self.env(variable, flag);
+        let waiting = std::thread::spawn(move || cmd.run());
+        let until = std::time::Instant::now() + Duration::from_secs(60);
+        while !flag.exists() {
+            assert!(
+                std::time::Instant::now() < until,
+                "the run never paused at {variable}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        meanwhile();
+        std::fs::remove_file(flag).expect("let the run go on");
+        waiting.join().expect("the run's thread")
+    }
+
     /// Runs the command to completion (killing it after [`TIMEOUT`]).
     pub fn run(self) -> Run {
         self.run_within()

@@ -414,23 +414,18 @@ fn a_link_planted_after_planning_is_not_followed_where_openat2_is_refused() {
     let opts: [&str; 0] = [];
     let script = "echo RAN; cat app/.env.production; cat app/main.txt";
     for errno in [Some("ENOSYS"), Some("EPERM"), None] {
-        let flag = fx.root.join("paused");
-        let mut cmd = fx
-            .sandbox(&opts, script)
-            .env("STOCKADE_TEST_LANDLOCK_PAUSE", &flag);
+        let mut cmd = fx.sandbox(&opts, script);
         if let Some(errno) = errno {
             cmd = cmd.under(&[python.as_str(), filter.as_str(), errno]);
         }
-        let waiting = std::thread::spawn(move || cmd.run());
-        let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while !flag.exists() {
-            assert!(std::time::Instant::now() < until, "the run never paused");
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        std::fs::rename(&app, &old).expect("move app away");
-        std::os::unix::fs::symlink("app.old", &app).expect("plant the link");
-        std::fs::remove_file(&flag).expect("let the run go on");
-        let done = waiting.join().expect("the run's thread");
+        let done = cmd.run_paused(
+            "STOCKADE_TEST_LANDLOCK_PAUSE",
+            &fx.root.join("paused"),
+            || {
+                std::fs::rename(&app, &old).expect("move app away");
+                std::os::unix::fs::symlink("app.old", &app).expect("plant the link");
+            },
+        );
         done.assert_code(125)
             .assert_stderr_contains("E_SANDBOX_SETUP")
             .assert_stderr_contains("symbolic link")

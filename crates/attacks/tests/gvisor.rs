@@ -565,8 +565,8 @@ fn a_read_grant_swapped_for_a_link_before_the_start_shows_nothing_of_roots() {
     let marker = fx.marker("rootonly");
     write_file(&rootonly.join("notes.txt"), &marker, 0o600);
     let read = format!("cat {}", sh_quote(grant.join("notes.txt")));
-    let run = |pause: Option<&std::path::Path>| {
-        let mut cmd = with_state(fx.stockade([
+    let run = || {
+        with_state(fx.stockade([
             "run".as_ref(),
             "--backend".as_ref(),
             "gvisor".as_ref(),
@@ -577,32 +577,22 @@ fn a_read_grant_swapped_for_a_link_before_the_start_shows_nothing_of_roots() {
             "--shell".as_ref(),
             read.as_ref(),
         ]))
-        .cwd(&ws);
-        if let Some(p) = pause {
-            cmd = cmd.env("STOCKADE_TEST_GVISOR_PAUSE_LATE", p);
-        }
-        cmd
+        .cwd(&ws)
     };
     // The grant as planned is read.
-    run(None)
+    run()
         .run()
         .assert_success()
         .assert_stdout_contains("granted");
-    let flag = fx.root.join("paused");
-    let cmd = run(Some(&flag));
-    let waiting = std::thread::spawn(move || cmd.run());
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !flag.exists() {
-        assert!(
-            std::time::Instant::now() < until,
-            "the run never paused before runsc's start"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    std::fs::rename(&grant, private.join("grant.orig")).expect("move the grant aside");
-    std::os::unix::fs::symlink(&rootonly, &grant).expect("link the grant to root's directory");
-    std::fs::remove_file(&flag).expect("let the run go on");
-    let done = waiting.join().expect("the run's thread");
+    let done = run().run_paused(
+        "STOCKADE_TEST_GVISOR_PAUSE_LATE",
+        &fx.root.join("paused"),
+        || {
+            std::fs::rename(&grant, private.join("grant.orig")).expect("move the grant aside");
+            std::os::unix::fs::symlink(&rootonly, &grant)
+                .expect("link the grant to root's directory");
+        },
+    );
     done.assert_code(125)
         .assert_stderr_contains("E_SANDBOX_SETUP")
         .assert_stderr_contains("symbolic link");

@@ -706,18 +706,14 @@ fn a_granted_directory_swapped_after_planning_moves_no_grant() {
         sh_quote(d.join("k")),
         sh_quote(private.join("k"))
     );
-    let run = |extra: &[&str], pause: Option<&Path>| {
+    let run = |extra: &[&str]| {
         let o = opts(extra);
         let o: Vec<&str> = o.iter().map(String::as_str).collect();
-        let mut cmd = fx.attack(&o, &read);
-        if let Some(flag) = pause {
-            cmd = cmd.env("STOCKADE_TEST_LANDLOCK_PAUSE", flag);
-        }
-        cmd
+        fx.attack(&o, &read)
     };
 
     // Control: unswapped, the grant reads its own file and not the secret.
-    run(&[], None)
+    run(&[])
         .outcome()
         .assert_output_contains(&public)
         .assert_lacks(&secret);
@@ -744,20 +740,11 @@ fn a_granted_directory_swapped_after_planning_moves_no_grant() {
     };
     for (what, swap) in swaps {
         for extra in [&[][..], &["--allow-degraded"][..]] {
-            let flag = fx.root.join("paused");
-            let cmd = run(extra, Some(&flag));
-            let waiting = std::thread::spawn(move || cmd.run());
-            let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
-            while !flag.exists() {
-                assert!(
-                    std::time::Instant::now() < until,
-                    "the run never reached its Landlock build"
-                );
-                std::thread::sleep(std::time::Duration::from_millis(5));
-            }
-            swap();
-            std::fs::remove_file(&flag).expect("let the run go on");
-            let done = waiting.join().expect("the run's thread");
+            let done = run(extra).run_paused(
+                "STOCKADE_TEST_LANDLOCK_PAUSE",
+                &fx.root.join("paused"),
+                swap,
+            );
             done.assert_code(125)
                 .assert_stderr_contains("changed since the run was planned")
                 .assert_stderr_contains(s(&d))
@@ -784,7 +771,7 @@ fn a_granted_directory_swapped_after_planning_moves_no_grant() {
     .outcome()
     .assert_shows(&secret);
     let _ = policy(&d);
-    run(&[], None)
+    run(&[])
         .run()
         .assert_code(125)
         .assert_stderr_contains("symbolic link")
@@ -799,21 +786,13 @@ fn a_granted_directory_swapped_after_planning_moves_no_grant() {
     let _ = policy(&f);
     let read_f = format!("cat {}", sh_quote(&f));
     let paused_run = |swap: &dyn Fn()| {
-        let flag = fx.root.join("paused");
         let o = opts(&[]);
         let o: Vec<&str> = o.iter().map(String::as_str).collect();
-        let cmd = fx
-            .attack(&o, &read_f)
-            .env("STOCKADE_TEST_LANDLOCK_PAUSE", &flag);
-        let waiting = std::thread::spawn(move || cmd.run());
-        let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while !flag.exists() {
-            assert!(std::time::Instant::now() < until, "the run never paused");
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        swap();
-        std::fs::remove_file(&flag).expect("let the run go on");
-        waiting.join().expect("the run's thread")
+        fx.attack(&o, &read_f).run_paused(
+            "STOCKADE_TEST_LANDLOCK_PAUSE",
+            &fx.root.join("paused"),
+            swap,
+        )
     };
     paused_run(&|| {
         std::fs::rename(&f, shared.join("f.old")).expect("move f away");
@@ -939,20 +918,9 @@ fn a_start_refused_after_an_exchange_rearranges_nothing() {
     } else {
         "STOCKADE_TEST_LANDLOCK_PAUSE"
     };
-    let flag = fx.root.join("paused");
-    let cmd = fx.attack(&[], "true").env(pause, &flag);
-    let waiting = std::thread::spawn(move || cmd.run());
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !flag.exists() {
-        assert!(
-            std::time::Instant::now() < until,
-            "the run never paused after planning"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    exchange();
-    std::fs::remove_file(&flag).expect("let the run go on");
-    let done = waiting.join().expect("the run's thread");
+    let done = fx
+        .attack(&[], "true")
+        .run_paused(pause, &fx.root.join("paused"), exchange);
     done.assert_code(125)
         .assert_stderr_contains("E_SANDBOX_SETUP");
     assert!(
