@@ -32,6 +32,15 @@ fn runsc_missing() -> bool {
     false
 }
 
+/// Says why and returns `true` when runsc or a root caller is missing.
+fn needs_root_and_runsc() -> bool {
+    if runsc_missing() || !attacks::is_root() {
+        eprintln!("SKIP: needs runsc and a root caller");
+        return true;
+    }
+    false
+}
+
 fn with_state(cmd: Cmd) -> Cmd {
     cmd.env("XDG_STATE_HOME", state_dir())
 }
@@ -509,8 +518,7 @@ fn set_id_bits_are_refused() {
 /// to the workspace's owner on disk. Control: the file is readable on the host.
 #[test]
 fn a_root_callers_command_owns_the_workspace_and_nothing_of_root() {
-    if runsc_missing() || !attacks::is_root() {
-        eprintln!("SKIP: needs runsc and a root caller");
+    if needs_root_and_runsc() {
         return;
     }
     let fx = Fixture::new();
@@ -542,12 +550,12 @@ fn a_root_callers_command_owns_the_workspace_and_nothing_of_root() {
 /// destinations were checked and right before runsc's mount namespace is prepared (debug
 /// builds pause there while `STOCKADE_TEST_GVISOR_PAUSE_LATE` names a file; red team of
 /// issue 33): the grant's idmapped view is opened without following a link, so the run is
-/// refused as a changed path (`E_SANDBOX_SETUP`) and root's file never shows (followed, the view would have given root's directory
-/// to the command's id). Control: the host follows the same link to the file.
+/// refused as a changed path (`E_SANDBOX_SETUP`) and root's file never shows (followed, the
+/// view would have given root's directory to the command's id). Control: the host follows
+/// the same link to the file.
 #[test]
 fn a_read_grant_swapped_for_a_link_before_the_start_shows_nothing_of_roots() {
-    if runsc_missing() || !attacks::is_root() {
-        eprintln!("SKIP: needs runsc and a root caller");
+    if needs_root_and_runsc() {
         return;
     }
     let fx = Fixture::new();
@@ -822,8 +830,7 @@ fn git_paths_outside_dot_git_made_during_the_run_are_quarantined() {
 /// Control: a run of another workspace does not wait.
 #[test]
 fn a_gvisor_run_keeps_other_runs_of_its_workspace_waiting() {
-    if runsc_missing() || !attacks::is_root() {
-        eprintln!("SKIP: needs runsc and a root caller");
+    if needs_root_and_runsc() {
         return;
     }
     let fx = Fixture::new();
