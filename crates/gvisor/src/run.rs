@@ -425,16 +425,15 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
     check_destinations(plan)?;
     // A root caller's cgroup, with the run's limits: made here, so its counters outlive
     // runsc (see `usage`). Removed when dropped; those of runs killed outright go first.
-    if plan.group.is_some() {
-        crate::usage::sweep_stale(
-            Path::new(crate::usage::CGROUP_ROOT),
-            &crate::usage::process_alive,
-        );
+    // On a pure cgroup v2 machine runsc makes the group, from the config's resources, as
+    // before (and removes it with its counters).
+    let cgroups = Path::new(crate::usage::CGROUP_ROOT);
+    let group_plan = plan.group.as_ref().filter(|_| crate::usage::is_v1(cgroups));
+    if group_plan.is_some() {
+        crate::usage::sweep_stale(cgroups, &crate::usage::process_alive);
     }
-    let group = plan
-        .group
-        .as_ref()
-        .map(|g| crate::usage::Group::create(g, Path::new(crate::usage::CGROUP_ROOT)))
+    let group = group_plan
+        .map(|g| crate::usage::Group::create(g, cgroups, crate::usage::machine_has_swap()))
         .transpose()
         .map_err(|e| Error::Unavailable {
             cause: format!("could not make the run's cgroup for its memory and CPU limits: {e}"),

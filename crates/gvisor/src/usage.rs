@@ -14,7 +14,11 @@
 //!   at the limit is the event, as for native's `RLIMIT_NPROC` (counted, not reported).
 //!
 //! Not seen: an unprivileged caller's allocation the Sentry's `RLIMIT_AS` refused (per
-//! process, inside the Sentry; nothing outside records it).
+//! process, inside the Sentry; nothing outside records it); threads, which the Sentry's
+//! `RLIMIT_NPROC` counts but its stats do not (a limit filled by threads has no event);
+//! a burst between two looks. The CPU time comes from the group, or else from the kernel's
+//! accounting of reaped processes (runsc's own figure is the whole machine's under
+//! `--rootless`).
 //!
 //! Hand-written: no crate reads cgroup v1 counters or runsc's stats (the native backend's
 //! cgroup module is the native backend's own).
@@ -23,6 +27,8 @@ use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sandbox::{LimitHit, LimitMechanism, Usage};
@@ -65,12 +71,16 @@ pub struct Group {
 }
 
 impl Group {
-    /// Makes the group below `root` (each hierarchy a directory there) and writes its limits.
-    /// A hierarchy a limit needs that is missing, or a group already there (runsc would join
-    /// it and never set the limits), is refused; what was made is removed again.
-    pub fn create(plan: &GroupPlan, root: &Path) -> io::Result<Group> {
-        // The hierarchies first: nothing is made when one a limit needs is missing.
-        let mut hierarchies: Vec<(&str, PathBuf)> = Vec::new();
+    /// Makes the group below `root` (each hierarchy a directory there), writes its limits and
+    /// reads them back. A hierarchy a limit needs that is missing, a group already there
+    /// (runsc would join it and never set the limits), a limit that did not take, or a memory
+    /// limit that cannot bound swap on a machine that has swap (`swap`: no
+    /// `memory.memsw.limit_in_bytes` without swap accounting) is refused; what was made is
+    /// removed again.
+    pub fn create(plan: &GroupPlan, root: &Path, swap: bool) -> io::Result<Group> {
+        // The hierarchies first, each with the controllers it holds (`cpu` and `cpuacct`, or
+        // any others, may share one): nothing is made when one a limit needs is missing.
+        let mut hierarchies: Vec<(PathBuf, Vec<&str>)> = Vec::new();
         for (controller, needed) in [
             ("memory", plan.memory.is_some()),
             ("cpu", plan.cpu.is_some()),
@@ -78,9 +88,10 @@ impl Group {
         ] {
             let base = root.join(controller);
             match base.canonicalize() {
-                // `cpu` and `cpuacct` are often one hierarchy (`cpu,cpuacct`).
-                Ok(real) if hierarchies.iter().any(|(_, r)| *r == real) => {}
-                Ok(real) => hierarchies.push((controller, real)),
+                Ok(real) => match hierarchies.iter_mut().find(|(r, _)| *r == real) {
+                    Some((_, held)) => held.push(controller),
+                    None => hierarchies.push((real, vec![controller])),
+                },
                 Err(_) if needed => {
                     return Err(io::Error::new(
                         io::ErrorKind::NotFound,
@@ -95,7 +106,7 @@ impl Group {
         }
         let mut group = Group { dirs: Vec::new() };
         let relative = plan.path.trim_start_matches('/');
-        for (controller, real) in hierarchies {
+        for (real, controllers) in hierarchies {
             let dir = real.join(relative);
             let made = dir
                 .parent()
@@ -107,19 +118,21 @@ impl Group {
             }
             group.dirs.push(dir.clone());
             let written = (|| -> io::Result<()> {
-                if controller == "memory" {
-                    if let Some(b) = plan.memory {
-                        write(&dir.join("memory.limit_in_bytes"), b)?;
-                        // Without swap accounting there is no such file, and no swap to count.
-                        let memsw = dir.join("memory.memsw.limit_in_bytes");
-                        if memsw.exists() {
-                            write(&memsw, b)?;
-                        }
+                if let (true, Some(b)) = (controllers.contains(&"memory"), plan.memory) {
+                    set(&dir.join("memory.limit_in_bytes"), b, PAGE_SLACK)?;
+                    let memsw = dir.join("memory.memsw.limit_in_bytes");
+                    if memsw.exists() {
+                        set(&memsw, b, PAGE_SLACK)?;
+                    } else if swap {
+                        return Err(io::Error::new(
+                            io::ErrorKind::Unsupported,
+                            "this machine has swap but its kernel does not account it per cgroup (no memory.memsw.limit_in_bytes): the memory limit would not bound swap (boot with swapaccount=1, or turn swap off)",
+                        ));
                     }
                 }
-                if let (true, Some((quota, period))) = (controller == "cpu", plan.cpu) {
-                    write(&dir.join("cpu.cfs_period_us"), period)?;
-                    write(&dir.join("cpu.cfs_quota_us"), quota)?;
+                if let (true, Some((quota, period))) = (controllers.contains(&"cpu"), plan.cpu) {
+                    set(&dir.join("cpu.cfs_period_us"), period, 0)?;
+                    set(&dir.join("cpu.cfs_quota_us"), quota, 0)?;
                 }
                 Ok(())
             })();
@@ -206,9 +219,37 @@ pub fn process_alive(pid: u32) -> bool {
     Path::new("/proc").join(pid.to_string()).exists()
 }
 
-fn write(path: &Path, value: u64) -> io::Result<()> {
-    std::fs::write(path, value.to_string())
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+/// How far below the value written the kernel may round a memory limit (to its page size).
+const PAGE_SLACK: u64 = 1 << 16;
+
+/// Writes `value` to a group's file and reads it back: what took must be `value`, or at most
+/// `slack` below it.
+fn set(path: &Path, value: u64, slack: u64) -> io::Result<()> {
+    let fail = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+    std::fs::write(path, value.to_string()).map_err(fail)?;
+    match read_num(path) {
+        Some(took) if took <= value && value - took <= slack => Ok(()),
+        took => Err(io::Error::other(format!(
+            "{}: wrote {value}, the group holds {took:?}",
+            path.display()
+        ))),
+    }
+}
+
+/// Whether this machine has swap (`SwapTotal` in `/proc/meminfo` above 0).
+pub fn machine_has_swap() -> bool {
+    std::fs::read_to_string("/proc/meminfo").is_ok_and(|m| {
+        m.lines()
+            .find_map(|l| l.strip_prefix("SwapTotal:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .is_some_and(|kb| kb > 0)
+    })
+}
+
+/// Whether `root` is a cgroup v1 (or hybrid) tree, where stockade makes the run's group: a
+/// pure cgroup v2 root (`cgroup.controllers` there) is left to runsc, as before.
+pub fn is_v1(root: &Path) -> bool {
+    !root.join("cgroup.controllers").exists()
 }
 
 fn read_num(path: &Path) -> Option<u64> {
@@ -227,30 +268,26 @@ fn parse_key(text: &str, key: &str) -> Option<u64> {
     })
 }
 
-/// What the looks at a running sandbox saw.
+/// What the looks at a running sandbox saw. (Not its CPU time: runsc scales that by the
+/// cgroup of the sandbox's process, which for `--rootless` is the whole machine's.)
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Sampled {
-    /// The most tasks (processes and threads) at once.
+    /// The most processes at once (the Sentry's count: its threads are not in it).
     pub tasks_peak: Option<u64>,
     /// The most memory the Sentry gave the command at once, bytes.
     pub memory_peak: Option<u64>,
-    /// The CPU time at the last look, nanoseconds.
-    pub cpu_ns: Option<u64>,
 }
 
 impl Sampled {
-    fn add(&mut self, (tasks, memory, cpu): (Option<u64>, Option<u64>, Option<u64>)) {
-        let max = |a: Option<u64>, b: Option<u64>| a.max(b);
-        self.tasks_peak = max(self.tasks_peak, tasks);
-        self.memory_peak = max(self.memory_peak, memory);
-        self.cpu_ns = max(self.cpu_ns, cpu);
+    fn add(&mut self, (tasks, memory): (Option<u64>, Option<u64>)) {
+        self.tasks_peak = self.tasks_peak.max(tasks);
+        self.memory_peak = self.memory_peak.max(memory);
     }
 }
 
-/// The tasks, memory and CPU time in one line of `runsc events`
-/// (`{"type":"stats","data":{"cpu":{"usage":{"total":NS}},"memory":{"usage":{"usage":B}},
-/// "pids":{"current":N}}}`).
-pub fn parse_stats(line: &[u8]) -> Option<(Option<u64>, Option<u64>, Option<u64>)> {
+/// The processes and memory in one line of `runsc events`
+/// (`{"type":"stats","data":{"memory":{"usage":{"usage":B}},"pids":{"current":N}}}`).
+pub fn parse_stats(line: &[u8]) -> Option<(Option<u64>, Option<u64>)> {
     let v: serde_json::Value = serde_json::from_slice(line).ok()?;
     if v["type"] != "stats" {
         return None;
@@ -259,21 +296,22 @@ pub fn parse_stats(line: &[u8]) -> Option<(Option<u64>, Option<u64>, Option<u64>
     Some((
         d["pids"]["current"].as_u64(),
         d["memory"]["usage"]["usage"].as_u64(),
-        d["cpu"]["usage"]["total"].as_u64(),
     ))
 }
 
 /// Looks at a running sandbox while it lasts: `runsc events --interval N ID`, one runsc that
 /// prints the sandbox's stats every [`SAMPLE_EVERY`] (started again should it end early, as
 /// it does when asked before the container exists), read on a thread of its own until
-/// [`Sampler::finish`].
+/// [`Sampler::finish`] (or the sampler is dropped). The runsc dies with that thread, and so
+/// with this process: it never outlives the run.
 pub struct Sampler {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    /// The runsc printing the stats now (0: none).
-    pid: std::sync::Arc<std::sync::atomic::AtomicU32>,
+    stop: Arc<AtomicBool>,
+    /// The runsc printing the stats now. Only the thread waits for (reaps) it, after taking
+    /// it out of here: a kill through this slot never reaches a reused pid.
+    child: Arc<Mutex<Option<std::process::Child>>>,
     /// Wakes the thread between two runscs.
     wake: std::sync::mpsc::Sender<()>,
-    thread: std::thread::JoinHandle<Sampled>,
+    thread: Option<std::thread::JoinHandle<Sampled>>,
 }
 
 impl Sampler {
@@ -282,11 +320,10 @@ impl Sampler {
     /// unlooked at.
     pub fn start(program: OsString, args: Vec<OsString>, id: String) -> Option<Sampler> {
         use std::io::BufRead;
-        use std::sync::atomic::Ordering;
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let pid = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let child: Arc<Mutex<Option<std::process::Child>>> = Arc::new(Mutex::new(None));
         let (wake, woken) = std::sync::mpsc::channel::<()>();
-        let (stopped, current) = (stop.clone(), pid.clone());
+        let (stopped, slot) = (stop.clone(), child.clone());
         let interval = SAMPLE_EVERY.as_secs().max(1).to_string();
         let thread = std::thread::Builder::new()
             .name("gvisor-usage".into())
@@ -299,21 +336,28 @@ impl Sampler {
                     woken.recv_timeout(pause)
                 {
                     pause = Duration::from_millis(250);
-                    let child = Command::new(&program)
+                    let mut command = Command::new(&program);
+                    command
                         .args(&args)
                         .args(["events", "--interval", &interval, &id])
                         // Pipes, never /dev/null: runsc as root gives its streams to `nobody`.
                         .stdin(Stdio::piped())
                         .stdout(Stdio::piped())
-                        .stderr(Stdio::piped())
-                        .spawn();
-                    let Ok(mut child) = child else { break };
-                    current.store(child.id(), Ordering::SeqCst);
-                    // Stopped meanwhile: `finish` may have looked before the pid was there.
-                    if stopped.load(Ordering::SeqCst) {
-                        let _ = child.kill();
+                        .stderr(Stdio::piped());
+                    sys::mountns::die_with_parent_on_exec(&mut command);
+                    let Ok(mut running) = command.spawn() else {
+                        break;
+                    };
+                    let out = running.stdout.take();
+                    {
+                        let mut held = lock(&slot);
+                        // Stopped meanwhile: `finish` looked before this one was there.
+                        if stopped.load(Ordering::SeqCst) {
+                            let _ = running.kill();
+                        }
+                        *held = Some(running);
                     }
-                    if let Some(out) = child.stdout.take() {
+                    if let Some(out) = out {
                         let lines = std::io::BufReader::new(out).split(b'\n');
                         for line in lines.map_while(Result::ok) {
                             if let Some(s) = parse_stats(line.trim_ascii()) {
@@ -321,32 +365,49 @@ impl Sampler {
                             }
                         }
                     }
-                    current.store(0, Ordering::SeqCst);
-                    let _ = child.kill();
-                    let _ = child.wait();
+                    let ended = lock(&slot).take();
+                    if let Some(mut ended) = ended {
+                        let _ = ended.kill();
+                        let _ = ended.wait();
+                    }
                 }
                 seen
             })
             .ok()?;
         Some(Sampler {
             stop,
-            pid,
+            child,
             wake,
-            thread,
+            thread: Some(thread),
         })
     }
 
     /// Stops looking (ends the runsc printing the stats); what was seen.
-    pub fn finish(self) -> Sampled {
-        use std::sync::atomic::Ordering;
+    pub fn finish(mut self) -> Sampled {
+        self.end()
+    }
+
+    fn end(&mut self) -> Sampled {
         self.stop.store(true, Ordering::SeqCst);
         let _ = self.wake.send(());
-        let pid = self.pid.load(Ordering::SeqCst);
-        if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
-            let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+        if let Some(running) = lock(&self.child).as_mut() {
+            let _ = running.kill();
         }
-        self.thread.join().unwrap_or_default()
+        (self.thread.take())
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default()
     }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        let _ = self.end();
+    }
+}
+
+/// The slot's lock, whatever a panicking holder left (it holds a process, or none).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// The run's usage: its group's counters where it had one, what the looks saw, and the
@@ -359,10 +420,7 @@ pub fn usage(group: Option<Usage>, sampled: Sampled, children: Option<(u64, u64)
         .memory_peak
         .or(sampled.memory_peak)
         .or(children.map(|c| c.1));
-    u.cpu_usec = u
-        .cpu_usec
-        .or(sampled.cpu_ns.map(|ns| ns / 1000))
-        .or(children.map(|c| c.0));
+    u.cpu_usec = u.cpu_usec.or(children.map(|c| c.0));
     u
 }
 
@@ -391,7 +449,7 @@ pub fn hits(limits: &Judged, usage: &Usage) -> Vec<LimitHit> {
                 value: n,
                 mechanism: LimitMechanism::GvisorRlimitNproc.code(),
                 detail: format!(
-                    "the run reached its limit of {n} processes (counted every {} s); forks beyond it failed",
+                    "the run had {n} processes at once, its limit (counted every {} s, threads not seen: the limit counts them too); forks beyond it failed",
                     SAMPLE_EVERY.as_secs()
                 ),
             });
@@ -411,12 +469,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_stats_line_gives_tasks_memory_and_cpu() {
+    fn a_stats_line_gives_processes_and_memory() {
         let line = br#"{"type":"stats","id":"x","data":{"cpu":{"usage":{"total":2677553295}},"memory":{"usage":{"limit":0,"usage":69287936,"failcnt":0}},"pids":{"current":7}}}"#;
-        assert_eq!(
-            parse_stats(line),
-            Some((Some(7), Some(69287936), Some(2677553295)))
-        );
+        assert_eq!(parse_stats(line), Some((Some(7), Some(69287936))));
         assert_eq!(parse_stats(br#"{"type":"oom"}"#), None);
         assert_eq!(parse_stats(b"container not found"), None);
     }
@@ -424,19 +479,20 @@ mod tests {
     #[test]
     fn the_peaks_are_kept_across_looks() {
         let mut s = Sampled::default();
-        s.add((Some(5), Some(10), Some(1)));
-        s.add((Some(3), Some(20), Some(2)));
-        s.add((None, None, None));
+        s.add((Some(5), Some(10)));
+        s.add((Some(3), Some(20)));
+        s.add((None, None));
         assert_eq!(
             s,
             Sampled {
                 tasks_peak: Some(5),
                 memory_peak: Some(20),
-                cpu_ns: Some(2)
             }
         );
     }
 
+    /// The group's counters first, then the looks, then the reaped processes; never runsc's
+    /// CPU figure (the whole machine's under `--rootless`).
     #[test]
     fn usage_prefers_the_group_then_the_looks_then_the_reaped_processes() {
         let group = Usage {
@@ -448,7 +504,6 @@ mod tests {
         let seen = Sampled {
             tasks_peak: Some(4),
             memory_peak: Some(50),
-            cpu_ns: Some(9000),
         };
         let u = usage(Some(group), seen, Some((1, 2)));
         assert_eq!(
@@ -456,7 +511,7 @@ mod tests {
             (Some(100), Some(7), Some(4), 1)
         );
         let u = usage(None, seen, Some((1, 2)));
-        assert_eq!((u.memory_peak, u.cpu_usec), (Some(50), Some(9)));
+        assert_eq!((u.memory_peak, u.cpu_usec), (Some(50), Some(1)));
         let u = usage(None, Sampled::default(), Some((1, 2)));
         assert_eq!(
             (u.memory_peak, u.cpu_usec, u.pids_peak),
@@ -510,7 +565,7 @@ mod tests {
             memory: Some(1 << 20),
             cpu: Some((50_000, 100_000)),
         };
-        let mut g = Group::create(&plan, root.path()).unwrap();
+        let mut g = Group::create(&plan, root.path(), false).unwrap();
         let mem = root.path().join("memory/stockade/run-1");
         let cpu = root.path().join("cpu,cpuacct/stockade/run-1");
         assert_eq!(g.dirs, [mem.clone(), cpu.clone()]);
@@ -519,7 +574,7 @@ mod tests {
         assert_eq!(read(cpu.join("cpu.cfs_quota_us")), "50000");
         assert_eq!(read(cpu.join("cpu.cfs_period_us")), "100000");
         // Another run with the same path finds it there: refused, the first one untouched.
-        let again = Group::create(&plan, root.path()).unwrap_err();
+        let again = Group::create(&plan, root.path(), false).unwrap_err();
         assert_eq!(again.kind(), io::ErrorKind::AlreadyExists, "{again}");
         assert!(mem.is_dir());
         std::fs::write(mem.join("memory.max_usage_in_bytes"), "4096\n").unwrap();
@@ -543,6 +598,38 @@ mod tests {
         }
         g.remove(Duration::ZERO);
         assert!(!mem.exists() && !cpu.exists());
+    }
+
+    /// Memory and CPU in one hierarchy (`cpu,memory`): both limits are written there (they
+    /// were merged under the first controller's name, and the CPU quota was never set: red
+    /// team). Without a memsw file on a machine with swap the memory limit is refused.
+    #[test]
+    fn limits_of_controllers_sharing_a_hierarchy_are_all_written() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("cpu,memory")).unwrap();
+        for c in ["cpu", "memory", "cpuacct"] {
+            std::os::unix::fs::symlink("cpu,memory", root.path().join(c)).unwrap();
+        }
+        let plan = GroupPlan {
+            path: "/stockade/run-3".into(),
+            memory: Some(1 << 20),
+            cpu: Some((50_000, 100_000)),
+        };
+        let mut g = Group::create(&plan, root.path(), false).unwrap();
+        let dir = root.path().join("cpu,memory/stockade/run-3");
+        assert_eq!(g.dirs, std::slice::from_ref(&dir));
+        assert_eq!(read_num(&dir.join("memory.limit_in_bytes")), Some(1 << 20));
+        assert_eq!(read_num(&dir.join("cpu.cfs_quota_us")), Some(50_000));
+        for f in std::fs::read_dir(&dir).unwrap() {
+            std::fs::remove_file(f.unwrap().path()).unwrap();
+        }
+        g.remove(Duration::ZERO);
+        let other = GroupPlan {
+            path: "/stockade/run-4".into(),
+            ..plan
+        };
+        let e = Group::create(&other, root.path(), true).unwrap_err();
+        assert!(e.to_string().contains("swap"), "{e}");
     }
 
     /// Only the groups of runs whose process is gone are removed; a live one's, and anything
@@ -572,12 +659,12 @@ mod tests {
             memory: Some(1 << 20),
             cpu: Some((50_000, 100_000)),
         };
-        let e = Group::create(&plan, root.path()).unwrap_err();
+        let e = Group::create(&plan, root.path(), false).unwrap_err();
         assert!(e.to_string().contains("`cpu` hierarchy"), "{e}");
         // Nothing was made for memory.
         assert!(!root.path().join("memory/stockade").exists());
         let memory_only = GroupPlan { cpu: None, ..plan };
-        let mut g = Group::create(&memory_only, root.path()).unwrap();
+        let mut g = Group::create(&memory_only, root.path(), false).unwrap();
         assert_eq!(g.dirs, [root.path().join("memory/stockade/run-2")]);
         std::fs::remove_file(
             root.path()
