@@ -23,12 +23,12 @@ for line in sys.stdin:
         print(msg["executable"])
 ')}
 ws="$(mktemp -d /var/tmp/stockade-bench-gvisor.XXXXXX)"
-trap 'rm -rf "$ws"' EXIT
-chmod 755 "$ws"
-# A git workspace too (a clone's shape: one commit): the gVisor backend stages its git dir's
-# top level for each run (crates/gvisor/src/gitstage.rs).
-git_ws="$ws/repo"
-mkdir "$git_ws"
+# A git workspace too (a clone's shape: one commit), beside the empty one (inside it, its git
+# dir would be staged in every row): the gVisor backend stages a git dir's top level for each
+# run (crates/gvisor/src/gitstage.rs).
+git_ws="$(mktemp -d /var/tmp/stockade-bench-gvisor-git.XXXXXX)"
+trap 'rm -rf "$ws" "$git_ws"' EXIT
+chmod 755 "$ws" "$git_ws"
 git -C "$git_ws" init -q
 printf 'x\n' >"$git_ws/file"
 git -C "$git_ws" add file
