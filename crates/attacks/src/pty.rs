@@ -131,6 +131,23 @@ impl Screen {
     pub fn wait_exit(&self, timeout: Duration) -> bool {
         crate::wait_until(|| self.exited(), timeout)
     }
+
+    /// Ctrl-C twice (the second within an agent CLI's window for it), then waits for the
+    /// command to exit; again while it has not (on a loaded machine a key can come before the
+    /// CLI reads the first, and two can fall into one of its windows). Panics, showing the
+    /// screen, when two minutes of that do not end it.
+    pub fn quit(&self) {
+        for _ in 0..12 {
+            for _ in 0..2 {
+                self.keys(&["C-c"]);
+                std::thread::sleep(Duration::from_millis(400));
+            }
+            if self.wait_exit(Duration::from_secs(10)) {
+                return;
+            }
+        }
+        panic!("the run did not end after Ctrl-C twice:\n{}", self.text());
+    }
 }
 
 impl Drop for Screen {

@@ -110,21 +110,6 @@ fn ask(s: &Screen, prompt: &str, refuse: &[&str]) {
     println!("--- the screen with the answer:\n{}", s.text());
 }
 
-/// Ctrl-C twice (the second within the CLIs' window for it), then the run ends; again while
-/// it has not (on a loaded machine a key can come before the CLI reads the first).
-fn quit(s: &Screen) {
-    for _ in 0..12 {
-        for _ in 0..2 {
-            s.keys(&["C-c"]);
-            std::thread::sleep(Duration::from_millis(400));
-        }
-        if s.wait_exit(Duration::from_secs(10)) {
-            return;
-        }
-    }
-    panic!("the run did not end after Ctrl-C twice:\n{}", s.text());
-}
-
 fn state(fx: &Fixture) -> std::path::PathBuf {
     fx.home.join(".local/state/stockade/claude-code")
 }
@@ -144,7 +129,7 @@ fn claude_code_starts_at_the_prompt_answers_through_the_route_and_does_not_ask_a
             panic!("a fresh state directory did not start at the prompt: {e}");
         }
         ask(&s, "say hello", CLAUDE_ASKS);
-        quit(&s);
+        s.quit();
     }
     // Claude Code kept its state where stockade made it (the onboarding answered there).
     let config = read_json(&state(&fx).join(".claude.json"));
@@ -156,7 +141,7 @@ fn claude_code_starts_at_the_prompt_answers_through_the_route_and_does_not_ask_a
             panic!("the second start did not go straight to the prompt: {e}");
         }
         ask(&s, "say hello again", CLAUDE_ASKS);
-        quit(&s);
+        s.quit();
     }
     // The key stayed on the host: every model call carried it, set by the proxy.
     let calls: Vec<Seen> = up
@@ -258,14 +243,14 @@ fn a_stand_in_approved_once_is_not_asked_about_in_the_next_run() {
             panic!("no prompt after approving the key: {e}");
         }
         ask(&s, "say hello", &[]);
-        quit(&s);
+        s.quit();
     }
     let s = screen(&fx, &run);
     if let Err(e) = s.wait_for(CLAUDE_READY, CLAUDE_ASKS, START) {
         panic!("the next run asked again: {e}");
     }
     ask(&s, "say hello again", CLAUDE_ASKS);
-    quit(&s);
+    s.quit();
 }
 
 /// The control for the tail: the state Claude Code kept in a run where it went straight to the
@@ -283,7 +268,7 @@ fn control_a_stand_in_ending_otherwise_is_asked_about_again() {
         if let Err(e) = s.wait_for(CLAUDE_READY, CLAUDE_ASKS, START) {
             panic!("a fresh state directory did not start at the prompt: {e}");
         }
-        quit(&s);
+        s.quit();
     }
     let kept = read_text(&state(&fx).join(".claude.json")).unwrap_or_default();
     assert!(kept.contains("customApiKeyResponses"), "{kept}");
@@ -417,7 +402,7 @@ fn codex_tui_starts_at_the_prompt_and_answers_through_the_route_twice() {
             panic!("Codex's {start} start did not go straight to the prompt: {e}");
         }
         ask(&s, "say hello", CODEX_ASKS);
-        quit(&s);
+        s.quit();
     }
     let calls: Vec<Seen> = up
         .seen()
