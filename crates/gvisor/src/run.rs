@@ -301,16 +301,12 @@ fn idmapped_trees(plan: &Plan) -> Result<Vec<(OwnedFd, std::ffi::CString)>, Erro
         // A tree that changed since it was planned (a symbolic link put in its place, or it is
         // gone) is refused as a changed path, never followed.
         let tree = sys::parent::idmapped_clone(&i.path, userns.fd(), i.readonly).map_err(|e| {
-            match e.raw_os_error() {
-                Some(libc::ELOOP) => Error::Changed {
+            match e.raw_os_error().and_then(changed_since_planned) {
+                Some(what) => Error::Changed {
                     path: i.path.clone(),
-                    what: "a symbolic link is on its way (put there since it was planned)".into(),
+                    what: what.into(),
                 },
-                Some(libc::ENOENT | libc::ENOTDIR) => Error::Changed {
-                    path: i.path.clone(),
-                    what: "it is gone (moved away since it was planned)".into(),
-                },
-                _ => fail(e),
+                None => fail(e),
             }
         })?;
         let target = std::ffi::CString::new(i.path.as_os_str().as_encoded_bytes())
@@ -349,11 +345,22 @@ fn cover_failed(plan: &Plan, index: usize, errno: sys::raw::Errno) -> Error {
         .unwrap_or_default();
     let what = match errno.0 {
         libc::ESTALE => "it is another file than the one planned: moved since (a directory on its way exchanged or renamed by another program); a mask goes only on the file the run planned".to_string(),
-        libc::ENOENT | libc::ENOTDIR => "it is gone (moved away since it was planned)".to_string(),
-        libc::ELOOP => "a symbolic link is on its way".to_string(),
-        _ => format!("it could not be covered: {errno}"),
+        e => changed_since_planned(e).map_or_else(
+            || format!("it could not be covered: {errno}"),
+            str::to_owned,
+        ),
     };
     Error::Changed { path, what }
+}
+
+/// What an errno of opening a planned path says changed since it was planned: it is gone,
+/// or a symbolic link is on its way (never followed).
+fn changed_since_planned(errno: i32) -> Option<&'static str> {
+    match errno {
+        libc::ENOENT | libc::ENOTDIR => Some("it is gone (moved away since it was planned)"),
+        libc::ELOOP => Some("a symbolic link is on its way"),
+        _ => None,
+    }
 }
 
 /// How to run where the run's cgroup cannot be made.
@@ -484,7 +491,7 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
         }
         _ => None,
     };
-    // The run is looked at while it lasts (its tasks, memory and CPU: `usage`).
+    // The run is looked at while it lasts (its processes and memory: `usage`).
     let sampler = {
         let base = runsc(plan, &state);
         crate::usage::Sampler::start(
