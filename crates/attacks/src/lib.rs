@@ -67,6 +67,18 @@ pub fn backend() -> &'static str {
     })
 }
 
+/// The options of network mode `mode` (`--net MODE`) for a test of what the mode does. Under
+/// gVisor an unprivileged caller's `--net host` is refused (runsc's control socket would be in
+/// the host's network namespace: `gvisor.rs::runscs_control_socket_is_out_of_other_processes_reach`),
+/// so a test of the mode itself passes `--allow-degraded` there.
+pub fn net(mode: &'static str) -> Vec<&'static str> {
+    let mut opts = vec!["--net", mode];
+    if mode == "host" && backend() == "gvisor" && !is_root() {
+        opts.push("--allow-degraded");
+    }
+    opts
+}
+
 /// [`not_under`] for an unprivileged caller only (the root pass runs the test).
 pub fn not_under_unprivileged(backend_name: &str, why: &str) -> bool {
     !is_root() && not_under(backend_name, why)

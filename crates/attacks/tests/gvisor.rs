@@ -248,7 +248,7 @@ fn network_none_reaches_nothing_on_the_host() {
     let bash = format!("bash -c {}", sh_quote(&script));
     attack(&fx, &[], &bash).assert_blocked("REACHED-HOST");
     // Control: with the host's network the same connection is made.
-    attack(&fx, &["--net", "host"], &bash).assert_shows("REACHED-HOST");
+    attack(&fx, &attacks::net("host"), &bash).assert_shows("REACHED-HOST");
 }
 
 #[test]
@@ -1035,4 +1035,179 @@ fn staged_git_dir_withholds_another_owners_files() {
         attacks::read_text(&fx.ws.join(".git/credentials")).as_deref(),
         Some(marker.as_str())
     );
+}
+
+/// runsc's control sockets (`@runsc-sandbox.ID`, abstract) bound in this test's network
+/// namespace (the host's), with their names as bytes for `connect`. `/proc/net/unix` shows an
+/// abstract name with a leading `@`, and its NUL bytes as `@`; `listening`: only those that
+/// accept connections already (flag `__SO_ACCEPTCON`).
+fn control_sockets_in(listening: bool) -> Vec<(String, Vec<u8>)> {
+    let table = std::fs::read_to_string("/proc/net/unix").expect("read /proc/net/unix");
+    let mut found: Vec<(String, Vec<u8>)> = table
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|f| !listening || f.get(3) == Some(&"00010000"))
+        .filter_map(|f| f.get(7).copied())
+        .filter_map(|p| p.strip_prefix("@runsc-sandbox."))
+        .map(|rest| {
+            let id = rest.trim_end_matches('@').to_owned();
+            let name = format!("runsc-sandbox.{rest}").replace('@', "\0");
+            (id, name.into_bytes())
+        })
+        .collect();
+    found.sort();
+    found.dedup();
+    found
+}
+
+fn control_sockets() -> Vec<(String, Vec<u8>)> {
+    control_sockets_in(false)
+}
+
+/// The attack: connects to a control socket and asks the sandbox for its processes, as
+/// `runsc ps` does. An abstract socket has no owner and no mode: what this process reaches,
+/// any local user's process in the same network namespace reaches.
+fn ask_for_processes(id: &str, name: &[u8]) -> std::io::Result<String> {
+    use std::io::{Read, Write};
+    use std::os::linux::net::SocketAddrExt;
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name)?;
+    let mut s = std::os::unix::net::UnixStream::connect_addr(&addr)?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+    let ask = format!(r#"{{"method":"containerManager.Processes","arg":"{id}"}}"#);
+    s.write_all(ask.as_bytes())?;
+    let mut buf = vec![0u8; 16384];
+    let n = s.read(&mut buf)?;
+    Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
+}
+
+/// Waits (up to 20 s) for a listening control socket not in `before`.
+fn new_control_socket(before: &[(String, Vec<u8>)]) -> Option<(String, Vec<u8>)> {
+    let began = std::time::Instant::now();
+    while began.elapsed().as_secs() < 20 {
+        if let Some(s) = control_sockets_in(true)
+            .into_iter()
+            .find(|s| !before.contains(s))
+        {
+            return Some(s);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    None
+}
+
+/// runsc binds its control socket in the network namespace it starts in, and anyone who can
+/// connect to it can have the sandbox list its processes, run a command in it or checkpoint it
+/// (reported by this project's review). stockade starts runsc, and every runsc it asks about
+/// the run, in a network namespace of the run's own: no socket of a run is in the host's, in
+/// every network mode, and stockade still ends the command through it (SIGTERM reaches it).
+/// An unprivileged caller's `--net host`, which cannot be so, is refused, typed. Control: a
+/// bare runsc's socket is in the host's namespace, and the attack gets the sandbox's
+/// processes.
+#[test]
+fn runscs_control_socket_is_out_of_other_processes_reach() {
+    if runsc_missing() {
+        return;
+    }
+    let fx = Fixture::new();
+    let root = attacks::is_root();
+    // Control: a bare runsc.
+    let before = control_sockets();
+    let state = fx.root.join("bare-runsc-state");
+    std::fs::create_dir_all(&state).expect("runsc's state directory");
+    let mut bare =
+        std::process::Command::new(which("runsc").unwrap_or_else(|| "/usr/bin/runsc".into()));
+    if !root {
+        bare.arg("--rootless");
+    }
+    let mut bare = bare
+        .arg("--network=none")
+        .arg(format!("--root={}", state.display()))
+        .args(["do", "sleep", "60"])
+        .current_dir(&fx.ws)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start a bare runsc");
+    let exposed = new_control_socket(&before);
+    // Asked again until the command runs (the socket listens before the sandbox starts it).
+    let asked = exposed.as_ref().map(|(id, name)| {
+        let began = std::time::Instant::now();
+        loop {
+            let reply = ask_for_processes(id, name);
+            let running = reply.as_ref().is_ok_and(|r| r.contains(r#""cmd":"sleep""#));
+            if running || began.elapsed().as_secs() >= 20 {
+                break reply;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    });
+    // SAFETY: kill(2) with integer arguments; the pid is our own child, not yet waited for
+    // (runsc passes SIGTERM on to the command, then ends).
+    unsafe { libc::kill(bare.id() as libc::pid_t, libc::SIGTERM) };
+    let _ = bare.wait();
+    assert!(
+        exposed.is_some(),
+        "control: no control socket of the bare runsc"
+    );
+    let reply =
+        (asked.expect("control")).expect("control: the attack could not ask the bare runsc");
+    assert!(
+        reply.contains(r#""success":true"#) && reply.contains(r#""cmd":"sleep""#),
+        "control: the bare runsc did not answer with its processes: {reply}"
+    );
+    // Protected: every mode the caller may run in.
+    let modes: &[&str] = if root {
+        &["none", "proxy", "host"]
+    } else {
+        &["none", "proxy"]
+    };
+    let script = "trap 'echo term > got-term; exit 3' TERM; echo up > started; sleep 60 & wait";
+    for net in modes {
+        let _ = std::fs::remove_file(fx.ws.join("started"));
+        let _ = std::fs::remove_file(fx.ws.join("got-term"));
+        let child = std::process::Command::new(attacks::stockade_bin())
+            .args(["run", "--backend", "gvisor", "--net", net, "--workspace"])
+            .arg(&fx.ws)
+            .args(["--shell", script])
+            .env("HOME", &fx.home)
+            .env("XDG_STATE_HOME", state_dir())
+            .current_dir(&fx.ws)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start stockade");
+        wait_for_file(&fx.ws.join("started"));
+        // The run's id is `MILLIS-PID[-N]`, PID stockade's.
+        let pid = child.id().to_string();
+        let of_this_run: Vec<_> = control_sockets()
+            .into_iter()
+            .filter(|(id, _)| id.split('-').nth(1) == Some(pid.as_str()))
+            .collect();
+        let asked: Vec<_> = of_this_run
+            .iter()
+            .map(|(id, name)| (id.clone(), ask_for_processes(id, name)))
+            .collect();
+        // SAFETY: as above.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        let out = child.wait_with_output().expect("wait for stockade");
+        assert!(
+            of_this_run.is_empty(),
+            "--net {net}: the run's control socket is in the host's network namespace: {asked:?}"
+        );
+        assert!(
+            fx.ws.join("got-term").exists(),
+            "--net {net}: stockade's SIGTERM did not reach the command through runsc: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    if !root {
+        with_state(fx.attack(&["--backend", "gvisor", "--net", "host"], "echo ran-it"))
+            .run()
+            .assert_code(125)
+            .assert_stderr_contains("E_PROTECTION_UNAVAILABLE")
+            .assert_stderr_contains("runsc's control socket")
+            .assert_lacks("ran-it");
+    }
 }

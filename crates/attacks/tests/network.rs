@@ -1062,7 +1062,7 @@ fn vsock_sockets_cannot_be_created_in_any_mode() {
     }
     control.assert_shows("vsock-created");
     for mode in ["none", "proxy", "host"] {
-        let out = fx.attack(&["--net", mode], &script).outcome();
+        let out = fx.attack(&attacks::net(mode), &script).outcome();
         // Native's seccomp refuses the socket (EPERM); the Sentry has no AF_VSOCK.
         let errno = match attacks::backend() {
             "gvisor" => libc::EAFNOSUPPORT,
@@ -2008,7 +2008,7 @@ fn net_host_reaches_the_host_loopback_and_is_recorded() {
     let srv = HttpServer::bind("127.0.0.1:0", &k.web_root("a", &marker));
     let script = curl(&format!("http://127.0.0.1:{}/file", srv.port()));
     let rec = k.fx.records();
-    k.fx.attack(&strs(&opts(Some(&rec), &["--net", "host"])), &script)
+    k.fx.attack(&strs(&opts(Some(&rec), &attacks::net("host"))), &script)
         .outcome()
         .assert_shows(&marker);
     let report = read_json(&rec.report);
@@ -2018,7 +2018,11 @@ fn net_host_reaches_the_host_loopback_and_is_recorded() {
     );
     let policy = k.fx.root.join("net-host.toml");
     write_file(&policy, "[network]\nmode = \"host\"\n", 0o644);
-    k.fx.attack(&["--policy", &policy.display().to_string()], &script)
+    let policy = policy.display().to_string();
+    // What `--net host` needs besides the mode (`attacks::net`).
+    let mut by_policy = vec!["--policy", &policy];
+    by_policy.extend(attacks::net("host").into_iter().skip(2));
+    k.fx.attack(&by_policy, &script)
         .outcome()
         .assert_shows(&marker);
     // Control: the default mode keeps the same listener out of reach.
@@ -2296,7 +2300,7 @@ fn proxy_refuses_a_host_header_that_differs_from_the_target() {
     );
     assert_denied(&rec, &out.run, "http", "allowed.test", 80, true);
     // Control: with the host's network the server answers it.
-    k.fx.attack(&["--net", "host"], script)
+    k.fx.attack(&attacks::net("host"), script)
         .under(&pre)
         .outcome()
         .assert_shows(&marker);

@@ -195,7 +195,7 @@ fn no_host_unix_socket_is_reachable_by_any_sequence() {
     for net in ["none", "proxy", "host"] {
         host.clear();
         let outcome = fx
-            .attack(&["--net", net], &script)
+            .attack(&attacks::net(net), &script)
             .timeout(timeout)
             .outcome();
         outcome.assert_ok();

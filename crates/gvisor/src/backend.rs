@@ -29,7 +29,7 @@ pub const ENFORCEMENT: &[Layer] = &[
     },
     Layer {
         what: "network",
-        by: "--net none: runsc --network=none (the Sentry's own loopback only); --net proxy: runsc --network=host inside a network namespace holding only loopback and stockade's proxy (the same proxy and rules as native); --net host: the host's network",
+        by: "--net none: runsc --network=none (the Sentry's own loopback only); --net proxy: runsc --network=host inside a network namespace holding only loopback and stockade's proxy (the same proxy and rules as native); --net host: the host's network; runsc itself in a network namespace of the run's own, so that its control socket is out of other processes' reach (an unprivileged caller's --net host, which cannot be so, is refused without --allow-degraded)",
     },
     Layer {
         what: "memory, processes, CPU",
@@ -131,6 +131,32 @@ fn enforcement(spec: &Spec) -> Enforcement {
     }
 }
 
+/// runsc's control socket (`@runsc-sandbox.ID`) is abstract: any process in the network
+/// namespace it was bound in can connect to it, whoever runs it, and have the sandbox run a
+/// command, with the run's access to the workspace. It is bound in a namespace of the run's own
+/// (`Plan::control_held`), but for an unprivileged caller's `--net host` (its sandbox needs the
+/// host's namespace, which such a caller cannot name to runsc nor leave for it): refused, or
+/// recorded as skipped under `--allow-degraded`.
+fn refuse_shared_control(
+    plan: &Plan,
+    options: sandbox::Options,
+) -> Result<Option<String>, RunError> {
+    if plan.control_held {
+        return Ok(None);
+    }
+    let cause = "under gVisor, an unprivileged caller's --net host leaves runsc's control socket (@runsc-sandbox.ID) in the host's network namespace, where any local user can connect to it and run commands in the sandbox, with the run's access to the workspace";
+    if options.allow_degraded {
+        return Ok(Some(format!(
+            "a control socket only stockade can reach: {cause}"
+        )));
+    }
+    Err(RunError::Unavailable {
+        what: "a control socket only stockade can reach",
+        cause: cause.into(),
+        fix: "run with --net proxy (the network through stockade's proxy) or --net none, or as root, or with --backend native; or pass --allow-degraded to run anyway".into(),
+    })
+}
+
 /// A run lowered for runsc, with what its run needs of the spec.
 struct GvisorPlanned {
     backend: Gvisor,
@@ -166,7 +192,8 @@ impl Planned for GvisorPlanned {
         } = launch;
         // A masked file's other name is readable through the gofer as through the host
         // kernel: refused (or recorded) by every backend's run.
-        let skipped = sandbox::refuse_linked_secrets(&self.linked_secrets, options)?;
+        let mut skipped = sandbox::refuse_linked_secrets(&self.linked_secrets, options)?;
+        skipped.extend(refuse_shared_control(&self.lowered, options)?);
         let sanitize = options.sanitize_output;
         let limit = self.output_limit;
         // A run attached to a terminal gets its own (see stream::terminal): runsc makes it, and
@@ -215,32 +242,46 @@ impl Planned for GvisorPlanned {
             }
             None => drop(in_w),
         }
-        // Mode proxy: a network namespace with only loopback and the proxy's listener in it,
-        // which runsc joins (`--network=host` there); the proxy serves the listener from here.
-        let network = match (self.network, proxy) {
-            (sandbox::Network::Proxy { addr }, Some(mut start)) => {
-                let (uid, gid) = (
-                    rustix::process::geteuid().as_raw(),
-                    rustix::process::getegid().as_raw(),
-                );
-                let maps = (uid != 0).then(|| (format!("0 {uid} 1\n"), format!("0 {gid} 1\n")));
-                let (held, listener) = sys::netns::hold_proxy_network(
-                    maps.as_ref().map(|(u, g)| (u.as_str(), g.as_str())),
-                    (addr.ip().octets(), addr.port()),
-                )
-                .map_err(|e| RunError::Unavailable {
-                    what: "a network namespace for the proxy",
-                    cause: e.to_string(),
-                    fix: "see the cause; `--net none` runs without network".into(),
-                })?;
-                start(listener).map_err(|cause| RunError::Unavailable {
-                    what: "the egress proxy",
-                    cause,
-                    fix: "see the cause; `--net none` runs without network".into(),
-                })?;
-                Some(held)
-            }
-            _ => None,
+        // A network namespace of the run's own, with only loopback, which runsc starts in
+        // (its control socket is bound there: `Plan::control_held`); in mode proxy with the
+        // proxy's listener in it, which runsc's sandbox uses (`--network=host` there) and the
+        // proxy serves from here.
+        let network = if self.lowered.control_held {
+            let (uid, gid) = (
+                rustix::process::geteuid().as_raw(),
+                rustix::process::getegid().as_raw(),
+            );
+            let maps = (uid != 0).then(|| (format!("0 {uid} 1\n"), format!("0 {gid} 1\n")));
+            let listen = match self.network {
+                sandbox::Network::Proxy { addr } => Some((addr.ip().octets(), addr.port())),
+                _ => None,
+            };
+            let fix = match self.network {
+                sandbox::Network::Proxy { .. } => "see the cause; `--net none` runs without network",
+                _ => "see the cause; the gVisor backend needs a network namespace for runsc's control socket, or run with --backend native",
+            };
+            let (held, listener) = sys::netns::hold_network(
+                maps.as_ref().map(|(u, g)| (u.as_str(), g.as_str())),
+                listen,
+            )
+            .map_err(|e| RunError::Unavailable {
+                what: "a network namespace of the run's own for runsc",
+                cause: e.to_string(),
+                fix: fix.into(),
+            })?;
+            let started = match (listener, proxy) {
+                (Some(listener), Some(mut start)) => start(listener),
+                (Some(_), None) => Err("mode proxy, but no proxy to serve it".into()),
+                (None, _) => Ok(()),
+            };
+            started.map_err(|cause| RunError::Unavailable {
+                what: "the egress proxy",
+                cause,
+                fix: "see the cause; `--net none` runs without network".into(),
+            })?;
+            Some(held)
+        } else {
+            None
         };
         let io = crate::Io {
             stdin: in_r,

@@ -23,6 +23,10 @@ pub const EMPTY_FILE: &str = "empty";
 
 /// Stands for the held network namespace's path in a config until the run knows it.
 pub const NETNS_PLACEHOLDER: &str = "/@netns@";
+/// Stands for the caller's own network namespace's path (`/proc/PID/ns/net`) in a config
+/// until the run knows it: a root caller's `--net host`, where runsc itself runs in a held
+/// namespace of the run's own.
+pub const CALLER_NETNS_PLACEHOLDER: &str = "/@caller-netns@";
 
 /// Why a spec cannot be lowered for gVisor.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -304,8 +308,10 @@ pub fn config(
         }
     }
     // `--network=host` with a network namespace of its own is an empty one; without, the
-    // host's network (mode host only: `--network=none` is the Sentry's loopback whatever
-    // the namespace).
+    // network of the namespace runsc runs in (`--network=none` is the Sentry's loopback
+    // whatever the namespace). runsc runs in a namespace held for the run (its control
+    // socket is bound there, see `Plan::control_held`), but for an unprivileged caller's
+    // `--net host`.
     let mut namespaces = vec![
         json!({ "type": "pid" }),
         json!({ "type": "ipc" }),
@@ -318,6 +324,10 @@ pub fn config(
         // root; `runsc --rootless` cannot open that path and is started inside it instead.
         sandbox::Network::Proxy { .. } if !caller.rootless => {
             namespaces.push(json!({ "type": "network", "path": NETNS_PLACEHOLDER }))
+        }
+        // The host's network, joined by path as root (runsc itself is elsewhere).
+        sandbox::Network::Host if !caller.rootless => {
+            namespaces.push(json!({ "type": "network", "path": CALLER_NETNS_PLACEHOLDER }))
         }
         sandbox::Network::Proxy { .. } | sandbox::Network::Host => {}
     }
@@ -714,12 +724,19 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn only_host_mode_leaves_the_network_namespace_out() {
+    fn host_mode_joins_the_callers_network_by_path_as_root_and_is_left_out_unprivileged() {
         let has_netns = |v: &Value| v["linux"]["namespaces"].to_string().contains("network");
         assert!(has_netns(&as_json(&spec(), false)));
         let mut host = spec();
         host.network = Network::Host;
-        assert!(!has_netns(&as_json(&host, false)));
+        let root = as_json(&host, false);
+        assert!(
+            root["linux"]["namespaces"]
+                .to_string()
+                .contains(CALLER_NETNS_PLACEHOLDER),
+            "{root}"
+        );
+        assert!(!has_netns(&as_json(&host, true)));
         let mut allow = spec();
         allow.read_scope = ReadScope::AllowList;
         assert_eq!(

@@ -228,6 +228,13 @@ pub struct Plan {
     pub network: &'static str,
     /// Mode proxy: where the proxy listens inside; the run needs [`Io::network`].
     pub proxy: Option<std::net::SocketAddrV4>,
+    /// runsc, and every runsc asked about the run, runs in a network namespace held for the
+    /// run ([`Io::network`]): runsc binds its control socket (`@runsc-sandbox.ID`, abstract,
+    /// which any process in the namespace can connect to, whoever it is, and ask to run
+    /// commands in the sandbox) in the namespace it starts in. False only for an
+    /// unprivileged caller's `--net host`: its sandbox must be in the host's namespace, which
+    /// it can neither leave for runsc nor name to runsc by path (README: "gVisor").
+    pub control_held: bool,
     /// The OCI runtime config (`config.json`; its schema checked by the tests with `oci-spec`).
     pub config: serde_json::Value,
     /// Paths the config mounts over, with what they were when planned (checked again right
@@ -698,6 +705,7 @@ impl Gvisor {
             }),
             pids: spec.limits.pids,
         };
+        let control_held = !(caller.rootless && spec.network == sandbox::Network::Host);
         Ok(Plan {
             runsc: self.runsc.clone(),
             platform: self.platform,
@@ -712,6 +720,7 @@ impl Gvisor {
                 sandbox::Network::Proxy { addr } => Some(addr),
                 _ => None,
             },
+            control_held,
             config,
             destinations,
             idmapped,

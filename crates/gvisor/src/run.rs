@@ -38,7 +38,8 @@ pub struct Io {
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
     pub cancel: Cancel,
-    /// Mode proxy: the network namespace holding the proxy's listener, which runsc joins.
+    /// The network namespace held for the run, which runsc and every runsc asked about the
+    /// run start in (see [`Plan::control_held`]); in mode proxy it holds the proxy's listener.
     pub network: Option<sys::netns::HeldNetwork>,
     /// Also end the run on SIGINT, SIGTERM or SIGHUP to this process (the `stockade` binary);
     /// otherwise only `cancel` ends it early. With a terminal, this process's SIGWINCH also
@@ -159,6 +160,10 @@ fn write_bundle(
         Some(path) => text.replace(crate::bundle::NETNS_PLACEHOLDER, path),
         None => text,
     };
+    let text = text.replace(
+        crate::bundle::CALLER_NETNS_PLACEHOLDER,
+        &format!("/proc/{}/ns/net", std::process::id()),
+    );
     let create = |name: &str, mode: u32, bytes: &[u8]| -> Result<(), Error> {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
@@ -254,9 +259,19 @@ fn check_destinations(plan: &Plan) -> Result<(), Error> {
     Ok(())
 }
 
-fn runsc(plan: &Plan, state: &Path) -> Command {
+/// How the run's runsc is reached: its state directory, and the network namespace it runs in
+/// (its control socket is there: every runsc asked about the run must start there too).
+struct Control {
+    state: std::path::PathBuf,
+    join: Option<sys::netns::Join>,
+}
+
+fn runsc(plan: &Plan, ctl: &Control) -> Command {
     let mut c = Command::new(&plan.runsc);
-    c.arg(format!("--root={}", state.display()))
+    if let Some(join) = &ctl.join {
+        join.on_exec(&mut c);
+    }
+    c.arg(format!("--root={}", ctl.state.display()))
         .arg(format!("--platform={}", plan.platform.name()))
         .arg(format!("--network={}", plan.network))
         // The config's seccomp filter (set-ID bits, see `bundle`).
@@ -384,8 +399,8 @@ fn remove_cgroups(plan: &Plan) {
 }
 
 /// `runsc ARGS...` about the container, to its end, best effort.
-fn runsc_about_container(plan: &Plan, state: &Path, args: &[&str]) {
-    let _ = runsc(plan, state)
+fn runsc_about_container(plan: &Plan, ctl: &Control, args: &[&str]) {
+    let _ = runsc(plan, ctl)
         .args(args)
         // Pipes, never /dev/null: runsc as root gives its standard streams to `nobody`.
         .stdin(Stdio::piped())
@@ -395,8 +410,8 @@ fn runsc_about_container(plan: &Plan, state: &Path, args: &[&str]) {
 }
 
 /// Signals the container (`runsc kill`), best effort.
-fn kill(plan: &Plan, state: &Path, signal: &str) {
-    runsc_about_container(plan, state, &["kill", "--all", &plan.caller.run_id, signal]);
+fn kill(plan: &Plan, ctl: &Control, signal: &str) {
+    runsc_about_container(plan, ctl, &["kill", "--all", &plan.caller.run_id, signal]);
 }
 
 pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
@@ -407,7 +422,10 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
         netns_path.as_deref(),
         io.terminal.map(|t| t.caller.size),
     )?;
-    let state = dir.path().join("state");
+    let ctl = Control {
+        state: dir.path().join("state"),
+        join: io.network.as_ref().map(sys::netns::HeldNetwork::join),
+    };
     // The run's own terminal comes from runsc through a socket in the bundle directory.
     let console = io
         .terminal
@@ -470,10 +488,9 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
     test_pause("STOCKADE_TEST_GVISOR_PAUSE_LATE");
     let mut child = spawn_runsc(
         plan,
-        &state,
+        &ctl,
         dir.path(),
         console.as_ref(),
-        io.network.as_ref(),
         [io.stdin, io.stdout, io.stderr],
     )?;
     let attached = match (console, io.terminal) {
@@ -482,7 +499,7 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
                 Ok(a) => a,
                 Err(e) => {
                     // Fail closed: the command never runs without the terminal it was given.
-                    abandon(plan, &state, &mut child);
+                    abandon(plan, &ctl, &mut child);
                     drop(dir);
                     remove_cgroups(plan);
                     return Err(e);
@@ -493,12 +510,19 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
     };
     // The run is looked at while it lasts (its processes and memory: `usage`).
     let sampler = {
-        let base = runsc(plan, &state);
-        crate::usage::Sampler::start(
-            base.get_program().to_owned(),
-            base.get_args().map(ToOwned::to_owned).collect(),
-            plan.caller.run_id.clone(),
-        )
+        let base = runsc(plan, &ctl);
+        let program = base.get_program().to_owned();
+        let args: Vec<_> = base.get_args().map(ToOwned::to_owned).collect();
+        let join = ctl.join.clone();
+        let make = move || {
+            let mut c = Command::new(&program);
+            if let Some(join) = &join {
+                join.on_exec(&mut c);
+            }
+            c.args(&args);
+            c
+        };
+        crate::usage::Sampler::start(make, plan.caller.run_id.clone())
     };
     let cancel_tx = tx;
     io.cancel.on_cancel(Box::new(move || {
@@ -507,7 +531,7 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
     let pid = child.id();
     if let Err(mpsc::SendError(mut child)) = child_tx.send(child) {
         // The waiter is gone (it cannot be: it only waits for this): end the sandbox.
-        abandon(plan, &state, &mut child);
+        abandon(plan, &ctl, &mut child);
         drop(dir);
         remove_cgroups(plan);
         return Err(Error::Io {
@@ -524,7 +548,7 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
         killed_hard,
     } = wait(
         plan,
-        &state,
+        &ctl,
         pid,
         &rx,
         &io.cancel,
@@ -543,7 +567,7 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
     // its own removed it: another runsc start would cost ~15 ms for nothing).
     let ended_abnormally = killed_at.is_some() || status.is_none();
     if ended_abnormally {
-        runsc_about_container(plan, &state, &["delete", "--force", &plan.caller.run_id]);
+        runsc_about_container(plan, &ctl, &["delete", "--force", &plan.caller.run_id]);
     }
     // Nothing of the command is left: what it changed at the top of existing git dirs comes
     // back, judged (see `gitstage`).
@@ -591,7 +615,7 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
 }
 
 /// Each of the command's streams must be a pipe (runsc as root would take over the owner of
-/// anything else), and mode proxy needs the held network.
+/// anything else), and the run needs the held network (see [`Plan::control_held`]).
 fn check_io(plan: &Plan, io: &Io) -> Result<(), Error> {
     for (name, fd) in [
         ("stdin", &io.stdin),
@@ -607,10 +631,12 @@ fn check_io(plan: &Plan, io: &Io) -> Result<(), Error> {
             });
         }
     }
-    if plan.proxy.is_some() && io.network.is_none() {
+    if plan.control_held && io.network.is_none() {
         return Err(Error::Io {
-            what: "give the command the proxy's network".into(),
-            cause: std::io::Error::other("mode proxy without a held network namespace"),
+            what: "give runsc a network namespace of the run's own".into(),
+            cause: std::io::Error::other(
+                "none held (runsc's control socket would be in the caller's network namespace)",
+            ),
         });
     }
     Ok(())
@@ -621,24 +647,21 @@ fn check_io(plan: &Plan, io: &Io) -> Result<(), Error> {
 /// with this process, and the command's streams.
 fn spawn_runsc(
     plan: &Plan,
-    state: &Path,
+    ctl: &Control,
     bundle: &Path,
     console: Option<&ConsoleSocket>,
-    network: Option<&sys::netns::HeldNetwork>,
     streams: [OwnedFd; 3],
 ) -> Result<std::process::Child, Error> {
     let [stdin, stdout, stderr] = streams;
-    let mut command = runsc(plan, state);
+    // In the run's held network (`runsc`), so its control socket is bound there.
+    let mut command = runsc(plan, ctl);
     // runsc (and with it the sandbox) ends should this process be killed.
     sys::mountns::die_with_parent_on_exec(&mut command);
-    if let (Some(held), true) = (network, plan.caller.rootless) {
-        held.join_on_exec(&mut command);
-    }
     // runsc's own mount namespace (its file server works there): a root caller's idmapped
     // views, then the masks' covers, each only on the file planned (after the trees: a cover
     // inside one goes onto the view); kept open until runsc has started. An unprivileged
     // caller's covers are made by runsc's child in a user namespace of its own, after it
-    // joined the held network (`join_on_exec` above runs first).
+    // joined the held network (the join in `runsc` runs first).
     let trees = idmapped_trees(plan)?;
     let covers = prepared_covers(plan)?;
     if plan.caller.rootless {
@@ -708,7 +731,7 @@ struct Waited {
 /// caller's cancel on, ends the run at its deadline (SIGTERM, then SIGKILL after GRACE).
 fn wait(
     plan: &Plan,
-    state: &Path,
+    ctl: &Control,
     pid: u32,
     rx: &mpsc::Receiver<Option<std::io::Result<ExitStatus>>>,
     cancel: &Cancel,
@@ -730,12 +753,12 @@ fn wait(
         // goes on to the sweep and the record.
         // Signals asked for through the run's handle: to the container's processes.
         for sig in cancel.take_signals() {
-            kill(plan, state, &sig.to_string());
+            kill(plan, ctl, &sig.to_string());
         }
         if killed_at.is_none() {
             if let Some(sig) = process_signals.then(sys::parent::interrupted).flatten() {
                 interrupted = Some(sig);
-                kill(plan, state, "TERM");
+                kill(plan, ctl, "TERM");
                 killed_at = Some(now);
             }
         }
@@ -756,7 +779,7 @@ fn wait(
                 // Cancelled by the caller.
                 if killed_at.is_none() {
                     cancelled = true;
-                    kill(plan, state, "TERM");
+                    kill(plan, ctl, "TERM");
                     killed_at = Some(Instant::now());
                 }
             }
@@ -764,7 +787,7 @@ fn wait(
                 let now = Instant::now();
                 match killed_at {
                     Some(k) if !killed_hard && now >= k + GRACE => {
-                        kill(plan, state, "KILL");
+                        kill(plan, ctl, "KILL");
                         // runsc itself, should it not end with its container.
                         if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
                             let _ =
@@ -775,7 +798,7 @@ fn wait(
                     Some(_) => {}
                     None if deadline.is_some_and(|d| now >= d) => {
                         timed_out = true;
-                        kill(plan, state, "TERM");
+                        kill(plan, ctl, "TERM");
                         killed_at = Some(now);
                     }
                     None => {}
@@ -841,11 +864,11 @@ fn attach_console(
 }
 
 /// Ends a run that cannot go on: runsc and its container are killed and its state removed.
-fn abandon(plan: &Plan, state: &Path, child: &mut std::process::Child) {
-    kill(plan, state, "KILL");
+fn abandon(plan: &Plan, ctl: &Control, child: &mut std::process::Child) {
+    kill(plan, ctl, "KILL");
     let _ = child.kill();
     let _ = child.wait();
-    runsc_about_container(plan, state, &["delete", "--force", &plan.caller.run_id]);
+    runsc_about_container(plan, ctl, &["delete", "--force", &plan.caller.run_id]);
 }
 
 /// `runsc run` exits with the command's code, and 128+N when the command was killed by

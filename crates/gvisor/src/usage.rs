@@ -23,7 +23,6 @@
 //! Hand-written: no crate reads cgroup v1 counters or runsc's stats (the native backend's
 //! cgroup module is the native backend's own).
 
-use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -315,10 +314,11 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    /// `runsc` (`program` with its global arguments `args`) asked about container `id`.
+    /// `runsc` (`make` gives it with its global arguments, ready to start where it must)
+    /// asked about container `id`.
     /// `None` when no thread can be made (the caller at its thread limit): the run goes on,
     /// unlooked at.
-    pub fn start(program: OsString, args: Vec<OsString>, id: String) -> Option<Sampler> {
+    pub fn start(make: impl Fn() -> Command + Send + 'static, id: String) -> Option<Sampler> {
         use std::io::BufRead;
         let stop = Arc::new(AtomicBool::new(false));
         let child: Arc<Mutex<Option<std::process::Child>>> = Arc::new(Mutex::new(None));
@@ -336,9 +336,8 @@ impl Sampler {
                     woken.recv_timeout(pause)
                 {
                     pause = Duration::from_millis(250);
-                    let mut command = Command::new(&program);
+                    let mut command = make();
                     command
-                        .args(&args)
                         .args(["events", "--interval", &interval, &id])
                         // Pipes, never /dev/null: runsc as root gives its streams to `nobody`.
                         .stdin(Stdio::piped())

@@ -1,6 +1,8 @@
 //! A network namespace held open for a backend that joins one rather than making it (gVisor's
-//! `runsc --network=host` uses the network of the namespace it runs in): only loopback, up,
-//! and optionally the proxy's listening socket made inside it and handed to the supervisor.
+//! `runsc --network=host` uses the network of the namespace it runs in, and `runsc` binds its
+//! control socket, an abstract one any process in the namespace can connect to, in the
+//! namespace it starts in): only loopback, up, and optionally the proxy's listening socket
+//! made inside it and handed to the supervisor.
 //!
 //! A holder process (a raw fork, allocation-free after the fork) unshares the network
 //! namespace (and, for an unprivileged caller, a user namespace that owns it, mapping the
@@ -13,6 +15,7 @@ use std::net::TcpListener;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::raw::c_int;
 use std::os::unix::process::CommandExt;
+use std::sync::Arc;
 
 use crate::raw;
 
@@ -22,8 +25,36 @@ pub struct HeldNetwork {
     pid: libc::pid_t,
     /// Closing it lets the holder exit.
     keep: Option<OwnedFd>,
-    netns: OwnedFd,
-    userns: Option<OwnedFd>,
+    join: Join,
+}
+
+/// How to enter a [`HeldNetwork`]: its namespaces, open. A clone keeps them open, so that a
+/// command built with it may be spawned after the held network itself was dropped.
+#[derive(Debug, Clone)]
+pub struct Join {
+    netns: Arc<OwnedFd>,
+    userns: Option<Arc<OwnedFd>>,
+}
+
+impl Join {
+    /// Makes `cmd` start inside the held namespaces (the user namespace first, when there is
+    /// one), as `nsenter -U -n --preserve-credentials` does.
+    pub fn on_exec(&self, cmd: &mut std::process::Command) {
+        let user = self.userns.clone();
+        let net = self.netns.clone();
+        // SAFETY: the closure runs in the child between fork and exec and makes only
+        // `setns(2)` calls, on descriptors it keeps open itself (its `Arc`s live as long as
+        // `cmd`).
+        unsafe {
+            cmd.pre_exec(move || {
+                if let Some(u) = &user {
+                    raw::setns(u.as_raw_fd(), libc::CLONE_NEWUSER)?;
+                }
+                raw::setns(net.as_raw_fd(), libc::CLONE_NEWNET)?;
+                Ok(())
+            });
+        }
+    }
 }
 
 impl HeldNetwork {
@@ -32,23 +63,14 @@ impl HeldNetwork {
         format!("/proc/{}/ns/net", self.pid)
     }
 
-    /// Makes `cmd` start inside the held namespaces (the user namespace first, when there is
-    /// one), as `nsenter -U -n --preserve-credentials` does.
+    /// Makes `cmd` start inside the held namespaces (see [`Join::on_exec`]).
     pub fn join_on_exec(&self, cmd: &mut std::process::Command) {
-        let user = self.userns.as_ref().map(AsRawFd::as_raw_fd);
-        let net = self.netns.as_raw_fd();
-        // SAFETY: the closure runs in the child between fork and exec and makes only
-        // `setns(2)` calls on descriptors this value keeps open for the command's spawn
-        // (`cmd` is spawned while `self` lives: the caller holds both).
-        unsafe {
-            cmd.pre_exec(move || {
-                if let Some(u) = user {
-                    raw::setns(u, libc::CLONE_NEWUSER)?;
-                }
-                raw::setns(net, libc::CLONE_NEWNET)?;
-                Ok(())
-            });
-        }
+        self.join.on_exec(cmd);
+    }
+
+    /// Enters the held namespaces, for commands spawned later (even after `self` is gone).
+    pub fn join(&self) -> Join {
+        self.join.clone()
     }
 }
 
@@ -67,8 +89,11 @@ const FAILED_LOOPBACK: c_int = 71;
 const FAILED_LISTEN: c_int = 72;
 const FAILED_SEND: c_int = 73;
 
+/// What the holder sends when the namespace is ready and it has no listener to send.
+const READY: &[u8] = b"r";
+
 /// The holder's life after the fork: only raw, allocation-free calls.
-fn holder(go: c_int, keep: c_int, sock: c_int, proxy: ([u8; 4], u16)) -> ! {
+fn holder(go: c_int, keep: c_int, sock: c_int, proxy: Option<([u8; 4], u16)>) -> ! {
     let _ = raw::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
     let mut b = [0u8; 1];
     // Wait until the supervisor has written the id maps.
@@ -78,14 +103,22 @@ fn holder(go: c_int, keep: c_int, sock: c_int, proxy: ([u8; 4], u16)) -> ! {
     if raw::loopback_up().is_err() {
         raw::exit(FAILED_LOOPBACK);
     }
-    let (addr, port) = proxy;
-    let Ok(fd) = raw::tcp_listen(addr, port, 128) else {
-        raw::exit(FAILED_LISTEN);
-    };
-    if raw::send_fd(sock, fd).is_err() {
-        raw::exit(FAILED_SEND);
+    match proxy {
+        Some((addr, port)) => {
+            let Ok(fd) = raw::tcp_listen(addr, port, 128) else {
+                raw::exit(FAILED_LISTEN);
+            };
+            if raw::send_fd(sock, fd).is_err() {
+                raw::exit(FAILED_SEND);
+            }
+            raw::close(fd);
+        }
+        None => {
+            if raw::write_all(sock, READY).is_err() {
+                raw::exit(FAILED_SEND);
+            }
+        }
     }
-    raw::close(fd);
     raw::close(sock);
     // Until the supervisor closes its end (or dies: PDEATHSIG).
     while let Ok(n) = raw::read(keep, &mut b) {
@@ -106,13 +139,13 @@ fn holder_failure(status: c_int) -> String {
     }
 }
 
-/// Makes a [`HeldNetwork`] with the proxy's listener at `proxy` inside (returned once the
-/// namespace is ready). `user_maps` (`uid_map`, `gid_map`): an unprivileged caller's own user
-/// namespace owning it.
-pub fn hold_proxy_network(
+/// Makes a [`HeldNetwork`], with the proxy's listener at `proxy` inside when there is one
+/// (returned once the namespace is ready). `user_maps` (`uid_map`, `gid_map`): an
+/// unprivileged caller's own user namespace owning it.
+pub fn hold_network(
     user_maps: Option<(&str, &str)>,
-    proxy: ([u8; 4], u16),
-) -> io::Result<(HeldNetwork, TcpListener)> {
+    proxy: Option<([u8; 4], u16)>,
+) -> io::Result<(HeldNetwork, Option<TcpListener>)> {
     let (sock_ours, sock_theirs) = raw::socketpair()?;
     let (go_r, go_w) = raw::pipe()?;
     let (keep_r, keep_w) = raw::pipe()?;
@@ -142,30 +175,39 @@ pub fn hold_proxy_network(
                 pid,
                 keep: Some(keep),
                 // Replaced below; a placeholder that is valid to drop.
-                netns: sock.try_clone()?,
-                userns: None,
+                join: Join {
+                    netns: Arc::new(sock.try_clone()?),
+                    userns: None,
+                },
             };
             if let Some((uid_map, gid_map)) = user_maps {
                 crate::parent::write_id_maps(pid, uid_map, gid_map, true)?;
             }
             raw::write_all(go.as_raw_fd(), b"g")?;
             drop(go);
-            let listener = match raw::recv_fd(sock.as_raw_fd())? {
+            let ready = match proxy {
                 // SAFETY: the kernel just installed this descriptor for us (SCM_RIGHTS).
-                Some(fd) => unsafe { TcpListener::from_raw_fd(fd) },
+                Some(_) => (raw::recv_fd(sock.as_raw_fd())?)
+                    .map(|fd| Some(unsafe { TcpListener::from_raw_fd(fd) })),
                 None => {
-                    drop(held.keep.take());
-                    let status = raw::waitpid(pid, 0).map(|(_, s)| s).unwrap_or(-1);
-                    held.pid = -1;
-                    return Err(io::Error::other(holder_failure(status)));
+                    let mut b = [0u8; 1];
+                    (raw::read(sock.as_raw_fd(), &mut b)? == 1).then_some(None)
                 }
             };
-            held.netns = OwnedFd::from(std::fs::File::open(format!("/proc/{pid}/ns/net"))?);
-            if user_maps.is_some() {
-                held.userns = Some(OwnedFd::from(std::fs::File::open(format!(
-                    "/proc/{pid}/ns/user"
-                ))?));
-            }
+            let Some(listener) = ready else {
+                drop(held.keep.take());
+                let status = raw::waitpid(pid, 0).map(|(_, s)| s).unwrap_or(-1);
+                held.pid = -1;
+                return Err(io::Error::other(holder_failure(status)));
+            };
+            let open = |ns: &str| -> io::Result<Arc<OwnedFd>> {
+                let f = std::fs::File::open(format!("/proc/{pid}/ns/{ns}"))?;
+                Ok(Arc::new(OwnedFd::from(f)))
+            };
+            held.join = Join {
+                netns: open("net")?,
+                userns: user_maps.map(|_| open("user")).transpose()?,
+            };
             Ok((held, listener))
         }
         Err(e) => {
