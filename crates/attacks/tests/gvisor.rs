@@ -1099,7 +1099,8 @@ fn new_control_socket(before: &[(String, Vec<u8>)]) -> Option<(String, Vec<u8>)>
 /// connect to it can have the sandbox list its processes, run a command in it or checkpoint it
 /// (reported by this project's review). stockade starts runsc, and every runsc it asks about
 /// the run, in a network namespace of the run's own: no socket of a run is in the host's, in
-/// every network mode, and stockade still ends the command through it (SIGTERM reaches it).
+/// every network mode, nor of the platform probe, and stockade still ends the command through
+/// it (SIGTERM reaches it).
 /// An unprivileged caller's `--net host`, which cannot be so, is refused, typed. Control: a
 /// bare runsc's socket is in the host's namespace, and the attack gets the sandbox's
 /// processes.
@@ -1155,6 +1156,43 @@ fn runscs_control_socket_is_out_of_other_processes_reach() {
     assert!(
         reply.contains(r#""success":true"#) && reply.contains(r#""cmd":"sleep""#),
         "control: the bare runsc did not answer with its processes: {reply}"
+    );
+    // The platform probe (`runsc do true`, the caller's whole tree inside, run as root for a
+    // root caller) starts in a namespace of its own too: with no platform known yet, nothing
+    // appears here while it runs (looked at every 2 ms; a probe lasts about 200 ms).
+    let cache = fx.root.join("probe").join("gvisor-platform");
+    let mut doctor = std::process::Command::new(attacks::stockade_bin())
+        .args(["doctor", "--backend", "gvisor"])
+        .env("STOCKADE_TEST_GVISOR_PLATFORM_CACHE", &cache)
+        .env("HOME", &fx.home)
+        .current_dir(&fx.ws)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start stockade doctor");
+    let mut seen = Vec::new();
+    while doctor
+        .try_wait()
+        .expect("wait for stockade doctor")
+        .is_none()
+    {
+        for s in control_sockets() {
+            if !before.contains(&s) && !seen.contains(&s) {
+                seen.push(s);
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    assert!(
+        cache.exists(),
+        "the probe did not run (no {})",
+        cache.display()
+    );
+    let seen: Vec<_> = seen.into_iter().map(|(id, _)| id).collect();
+    assert!(
+        seen.is_empty(),
+        "the probe's control socket was in the host's network namespace: {seen:?}"
     );
     // Protected: every mode the caller may run in.
     let modes: &[&str] = if root {

@@ -247,11 +247,6 @@ impl Planned for GvisorPlanned {
         // proxy's listener in it, which runsc's sandbox uses (`--network=host` there) and the
         // proxy serves from here.
         let network = if self.lowered.control_held {
-            let (uid, gid) = (
-                rustix::process::geteuid().as_raw(),
-                rustix::process::getegid().as_raw(),
-            );
-            let maps = (uid != 0).then(|| (format!("0 {uid} 1\n"), format!("0 {gid} 1\n")));
             let listen = match self.network {
                 sandbox::Network::Proxy { addr } => Some((addr.ip().octets(), addr.port())),
                 _ => None,
@@ -260,15 +255,18 @@ impl Planned for GvisorPlanned {
                 sandbox::Network::Proxy { .. } => "see the cause; `--net none` runs without network",
                 _ => "see the cause; the gVisor backend needs a network namespace for runsc's control socket, or run with --backend native",
             };
-            let (held, listener) = sys::netns::hold_network(
-                maps.as_ref().map(|(u, g)| (u.as_str(), g.as_str())),
-                listen,
-            )
-            .map_err(|e| RunError::Unavailable {
-                what: "a network namespace of the run's own for runsc",
-                cause: e.to_string(),
-                fix: fix.into(),
-            })?;
+            let (held, listener) =
+                crate::network::hold(listen).map_err(|e| match e.raw_os_error() {
+                    // The caller's process limit (the holder is a process), named as such.
+                    Some(libc::EAGAIN) => {
+                        RunError::io("start the holder of runsc's network namespace", e)
+                    }
+                    _ => RunError::Unavailable {
+                        what: "a network namespace of the run's own for runsc",
+                        cause: e.to_string(),
+                        fix: fix.into(),
+                    },
+                })?;
             let started = match (listener, proxy) {
                 (Some(listener), Some(mut start)) => start(listener),
                 (Some(_), None) => Err("mode proxy, but no proxy to serve it".into()),

@@ -54,6 +54,7 @@ mod backend;
 pub mod bundle;
 mod console;
 pub mod gitstage;
+mod network;
 mod platform;
 mod run;
 pub mod usage;

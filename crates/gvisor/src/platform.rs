@@ -48,6 +48,12 @@ impl Platform {
 const TRY_LIMIT: Duration = Duration::from_secs(10);
 
 fn cache_file() -> Option<PathBuf> {
+    // Test builds only: another file, so that a test sees the probe run (root's is
+    // machine-wide). Compiled out of release builds (`debug_assertions`).
+    #[cfg(debug_assertions)]
+    if let Some(file) = std::env::var_os("STOCKADE_TEST_GVISOR_PLATFORM_CACHE") {
+        return Some(PathBuf::from(file));
+    }
     // Root: one machine-wide answer in root's own runtime directory (no user's HOME).
     if rustix::process::geteuid().is_root() {
         return Some(PathBuf::from("/run/stockade/gvisor-platform"));
@@ -131,7 +137,19 @@ fn try_platform(runsc: &Path, platform: Platform) -> Result<(), Failed> {
         .tempdir()
         .map_err(|e| e.to_string())?;
     let rootless = !rustix::process::geteuid().is_root();
+    // In a network namespace of the probe's own, as a run's runsc (`network`): the probe's
+    // sandbox is `runsc do`'s, the caller's whole tree as root inside, and its control socket
+    // would let any local user run a command in it. Dying with this process.
+    let (held, _) = crate::network::hold(None).map_err(|e| match e.raw_os_error() {
+        // The caller's process limit (the holder is a process).
+        Some(libc::EAGAIN) => Failed::Limit(e),
+        _ => Failed::Other(format!(
+            "could not make a network namespace for the probe: {e}"
+        )),
+    })?;
     let mut c = Command::new(runsc);
+    held.join_on_exec(&mut c);
+    sys::mountns::die_with_parent_on_exec(&mut c);
     // `--ignore-cgroups`: the probe needs no limits, and `runsc do` names its cgroup after its
     // pid: a root run killed before cleaning up leaves `runsc-PID` behind, and an unprivileged
     // probe that draws the same pid later fails on it ("cgroup.procs: permission denied").

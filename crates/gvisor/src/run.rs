@@ -150,20 +150,12 @@ fn write_bundle(
     if let Some(size) = terminal {
         crate::bundle::with_terminal(&mut config, size.ws_row, size.ws_col);
     }
-    let text = serde_json::to_string(&config)
-        .map_err(|e| io_err("write the OCI config")(std::io::Error::other(e)))?;
     let bundle_text = bundle
         .to_str()
         .ok_or_else(|| io_err("name the bundle")(std::io::Error::other("not UTF-8")))?;
-    let text = text.replace(BUNDLE_PLACEHOLDER, bundle_text);
-    let text = match netns {
-        Some(path) => text.replace(crate::bundle::NETNS_PLACEHOLDER, path),
-        None => text,
-    };
-    let text = text.replace(
-        crate::bundle::CALLER_NETNS_PLACEHOLDER,
-        &format!("/proc/{}/ns/net", std::process::id()),
-    );
+    fill_in(&mut config, bundle_text, netns);
+    let text = serde_json::to_string(&config)
+        .map_err(|e| io_err("write the OCI config")(std::io::Error::other(e)))?;
     let create = |name: &str, mode: u32, bytes: &[u8]| -> Result<(), Error> {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
@@ -185,6 +177,38 @@ fn write_bundle(
         .create(bundle.join("state"))
         .map_err(io_err("write the gVisor bundle"))?;
     Ok(dir)
+}
+
+/// Puts the run's own paths into `config` where the plan left placeholders, in those fields
+/// only: the bundle directory at the start of a mount's source, and the network namespaces'
+/// paths (the held one, `netns`, and the caller's own). A command's argument or variable that
+/// holds a placeholder's text stays as it is.
+fn fill_in(config: &mut serde_json::Value, bundle: &str, netns: Option<&str>) {
+    use serde_json::Value;
+    if let Some(mounts) = config["mounts"].as_array_mut() {
+        for m in mounts {
+            let filled = (m["source"].as_str())
+                .and_then(|s| s.strip_prefix(BUNDLE_PLACEHOLDER))
+                .map(|rest| format!("{bundle}{rest}"));
+            if let Some(source) = filled {
+                m["source"] = Value::String(source);
+            }
+        }
+    }
+    if let Some(namespaces) = config["linux"]["namespaces"].as_array_mut() {
+        for ns in namespaces {
+            let path = match ns["path"].as_str() {
+                Some(crate::bundle::NETNS_PLACEHOLDER) => netns.map(str::to_owned),
+                Some(crate::bundle::CALLER_NETNS_PLACEHOLDER) => {
+                    Some(format!("/proc/{}/ns/net", std::process::id()))
+                }
+                _ => None,
+            };
+            if let Some(path) = path {
+                ns["path"] = Value::String(path);
+            }
+        }
+    }
 }
 
 /// Where the bundle goes: a temporary directory outside every writable root. The command
@@ -880,5 +904,47 @@ fn exit_of(status: ExitStatus) -> (i32, Option<i32>) {
         (Some(c), _) => (c, None),
         (None, Some(s)) => (128 + s, Some(s)),
         (None, None) => (125, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Only a mount's source and a namespace's path are filled in: a command's argument and
+    /// variable holding a placeholder's text keep it (they were rewritten when the config's
+    /// text was searched).
+    #[test]
+    fn placeholders_are_filled_in_their_fields_only() {
+        let caller_netns = crate::bundle::CALLER_NETNS_PLACEHOLDER;
+        let netns = crate::bundle::NETNS_PLACEHOLDER;
+        let mut config = json!({
+            "process": {
+                "args": ["echo", BUNDLE_PLACEHOLDER, netns, caller_netns],
+                "env": [format!("X={netns}")],
+            },
+            "mounts": [
+                { "destination": "/w/.env", "source": format!("{BUNDLE_PLACEHOLDER}/unreadable") },
+                { "destination": BUNDLE_PLACEHOLDER, "source": "/w" },
+            ],
+            "linux": { "namespaces": [
+                { "type": "network", "path": netns },
+                { "type": "network", "path": caller_netns },
+                { "type": "pid" },
+            ] },
+        });
+        let before = config.clone();
+        fill_in(&mut config, "/tmp/b", Some("/proc/7/ns/net"));
+        assert_eq!(config["process"], before["process"]);
+        assert_eq!(config["mounts"][0]["source"], "/tmp/b/unreadable");
+        assert_eq!(config["mounts"][1], before["mounts"][1]);
+        let ns = &config["linux"]["namespaces"];
+        assert_eq!(ns[0]["path"], "/proc/7/ns/net");
+        assert_eq!(
+            ns[1]["path"],
+            format!("/proc/{}/ns/net", std::process::id())
+        );
+        assert_eq!(ns[2], json!({ "type": "pid" }));
     }
 }

@@ -262,28 +262,41 @@ fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> Result<(), Errno> {
 /// mapping its ids to themselves and a private mount namespace it owns, and the covers'
 /// sources there. Allocation-free.
 fn user_private_namespace() -> Result<i32, Errno> {
+    own_user_and_mount_namespace()?;
+    raw::mount(None, c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)?;
+    cover_sources()
+}
+
+/// A new user namespace mapping the caller's ids to themselves, and a copy of its mount
+/// namespace that the new one owns (whose mounts, made in a more privileged one, are then
+/// locked: they cannot be unmounted or moved to show what they cover). Allocation-free.
+fn own_user_and_mount_namespace() -> Result<(), Errno> {
     let (uid, gid) = (raw::euid(), raw::egid());
     raw::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS)?;
-    // A process that joined a user namespace before (the held network's, mode proxy) is not
-    // dumpable: its /proc/self files belong to root, and it could not open its own maps.
+    // A process that joined a user namespace before (the held network's) is not dumpable:
+    // its /proc/self files belong to root, and it could not open its own maps.
     raw::prctl(libc::PR_SET_DUMPABLE, 1, 0)?;
     let mut buf = [0u8; 32];
     write_file(c"/proc/self/uid_map", self_map(uid, &mut buf))?;
     write_file(c"/proc/self/setgroups", b"deny")?;
-    write_file(c"/proc/self/gid_map", self_map(gid, &mut buf))?;
-    raw::mount(None, c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)?;
-    cover_sources()
+    write_file(c"/proc/self/gid_map", self_map(gid, &mut buf))
 }
 
 /// Makes `cmd` (a caller who is not root) start in a user namespace of its own, its ids
 /// mapped to themselves (after exec it has no capabilities there: the helper runs as it did
 /// without), and a private mount namespace that namespace owns, with every cover of `covers`
 /// ([`Covers::unprivileged`]) made there and put over its target as [`private_mounts_on_exec`]
-/// does: only on the file planned. A namespace the helper makes from there (`runsc
-/// --rootless`'s own user namespace) is less privileged: the covers are locked in it (they
-/// cannot be unmounted to show what they cover). A failure is reported as
-/// [`Covers::failed`] says.
+/// does: only on the file planned. Then the helper starts in one more user and mount
+/// namespace, less privileged, where the covers are locked (they cannot be unmounted to show
+/// what they cover), even when it runs as 0 there with every capability (a caller mapped to 0
+/// in the held network's user namespace: runsc then makes no user namespace of its own). A
+/// failure is reported as [`Covers::failed`] says.
 pub fn user_private_mounts_on_exec(cmd: &mut std::process::Command, covers: &Covers) {
+    user_mounts_on_exec(cmd, covers, true);
+}
+
+/// [`user_private_mounts_on_exec`], the covers locked or (tests' controls only) not.
+fn user_mounts_on_exec(cmd: &mut std::process::Command, covers: &Covers, lock: bool) {
     let pending = covers.pending.clone();
     let report_fd = covers.report.as_ref().map(|(_, w)| w.as_raw_fd());
     // SAFETY: the closure runs in the child between fork and exec (one thread: unshare of a
@@ -305,6 +318,9 @@ pub fn user_private_mounts_on_exec(cmd: &mut std::process::Command, covers: &Cov
                 }
             }
             raw::close(sources);
+            if lock {
+                own_user_and_mount_namespace().map_err(|e| report(report_fd, SET_UP, e))?;
+            }
             Ok(())
         });
     }
@@ -528,6 +544,56 @@ mod tests {
             read_both(&d, Mode::Root, &view(), c, || ()),
             Err(Some((Some(0), Errno(libc::ESTALE))))
         );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// The helper runs as 0 with every capability in its user namespace (as runsc does in the
+    /// held network's, the caller mapped to 0 there) and unmounts the cover to read what it
+    /// covers: the covers are locked where it starts, so the umount fails and nothing is read.
+    /// Control: not locked (its namespace owns the covers), the same helper reads the secret.
+    #[test]
+    fn an_unprivileged_callers_covers_are_locked_for_a_helper_with_capabilities() {
+        use std::os::unix::process::CommandExt;
+        let Some(d) = fixture("locked", false, Mode::User) else {
+            return;
+        };
+        let env = d.join("S/C/.env");
+        let secret = id(&env);
+        let attack = |lock: bool| -> String {
+            let mut cmd = Command::new("/bin/sh");
+            cmd.arg("-c")
+                .arg(
+                    "umount \"$0/S/C/.env\" 2>/dev/null; cat \"$0/S/C/.env\" 2>/dev/null; echo end",
+                )
+                .arg(&d)
+                .stdout(Stdio::piped());
+            // A caller who is not root: mapped to 0 first, as in the held network's namespace.
+            let (uid, gid) = (raw::euid(), raw::egid());
+            if uid != 0 {
+                let (u, g) = (format!("0 {uid} 1\n"), format!("0 {gid} 1\n"));
+                // SAFETY: between fork and exec: unshare and writes of buffers made before.
+                unsafe {
+                    cmd.pre_exec(move || {
+                        raw::unshare(libc::CLONE_NEWUSER)?;
+                        write_file(c"/proc/self/uid_map", u.as_bytes())?;
+                        write_file(c"/proc/self/setgroups", b"deny")?;
+                        write_file(c"/proc/self/gid_map", g.as_bytes())?;
+                        Ok(())
+                    });
+                }
+            }
+            let c = covers(Mode::User, &[cover_of(&env, Some(secret))]);
+            user_mounts_on_exec(&mut cmd, &c, lock);
+            let out = cmd.output().unwrap();
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        let locked = attack(true);
+        assert!(
+            locked.ends_with("end\n") && !locked.contains("SECRET"),
+            "{locked:?}"
+        );
+        let control = attack(false);
+        assert!(control.contains("SECRET"), "control: {control:?}");
         std::fs::remove_dir_all(&d).unwrap();
     }
 
