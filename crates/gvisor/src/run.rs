@@ -497,14 +497,14 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
     // The waiter thread reports runsc's exit (the cancel handle wakes this thread too). It is
     // made before runsc starts: a caller at its process or thread limit is refused here, with
     // the limit named, before anything runs.
-    let (tx, rx) = mpsc::channel::<Option<std::io::Result<ExitStatus>>>();
+    let (tx, rx) = mpsc::channel::<Option<std::io::Result<Reaped>>>();
     let (child_tx, child_rx) = mpsc::channel::<std::process::Child>();
     let exit_tx = tx.clone();
     let waiter = std::thread::Builder::new()
         .spawn(move || {
             // No child comes when the start fails (the sender is dropped).
-            if let Ok(mut child) = child_rx.recv() {
-                let _ = exit_tx.send(Some(child.wait()));
+            if let Ok(child) = child_rx.recv() {
+                let _ = exit_tx.send(Some(reap(&child)));
             }
         })
         .map_err(io_err("start a thread waiting for runsc"))?;
@@ -565,6 +565,7 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
     }
     let Waited {
         status,
+        reaped,
         timed_out,
         cancelled,
         interrupted,
@@ -611,7 +612,7 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
     let counted = group.as_ref().map(crate::usage::Group::usage);
     drop(group);
     remove_cgroups(plan);
-    let usage = crate::usage::usage(counted, sampled, sys::raw::children_rusage().ok());
+    let usage = crate::usage::usage(counted, sampled, reaped);
     let limit_hits = crate::usage::hits(&plan.judged, &usage);
     let (exit_code, signal) = match status {
         Some(s) => exit_of(s),
@@ -738,10 +739,24 @@ fn spawn_runsc(
     })
 }
 
+/// runsc's exit status, and the CPU time (µs) and largest resident size (bytes) of it and its
+/// waited-for descendants.
+type Reaped = (ExitStatus, (u64, u64));
+
+/// Waits for runsc (the waiter thread's one child) to end: its usage is this run's alone
+/// (`sys::raw::wait_with_rusage`; `RUSAGE_CHILDREN` would sum every run of this process).
+fn reap(child: &std::process::Child) -> std::io::Result<Reaped> {
+    use std::os::unix::process::ExitStatusExt;
+    let (status, usage) = sys::raw::wait_with_rusage(child.id() as libc::pid_t)?;
+    Ok((ExitStatus::from_raw(status), usage))
+}
+
 /// How the wait for runsc ended.
 struct Waited {
     /// runsc's exit status (none: its waiter ended without one).
     status: Option<ExitStatus>,
+    /// runsc's usage with its waited-for descendants' (see [`reap`]).
+    reaped: Option<(u64, u64)>,
     timed_out: bool,
     cancelled: bool,
     /// The ending signal this process received (passed on as SIGTERM).
@@ -757,7 +772,7 @@ fn wait(
     plan: &Plan,
     ctl: &Control,
     pid: u32,
-    rx: &mpsc::Receiver<Option<std::io::Result<ExitStatus>>>,
+    rx: &mpsc::Receiver<Option<std::io::Result<Reaped>>>,
     cancel: &Cancel,
     process_signals: bool,
     started: Instant,
@@ -770,7 +785,7 @@ fn wait(
     // When the command was told to end (SIGTERM through runsc): SIGKILL after GRACE.
     let mut killed_at: Option<Instant> = None;
     let mut killed_hard = false;
-    let status = loop {
+    let ended = loop {
         let now = Instant::now();
         // Ctrl-C, SIGTERM or SIGHUP to this process (caught since before the start): the
         // command is told, then the whole sandbox ends after the grace period, and the run
@@ -798,7 +813,7 @@ fn wait(
             Err(mpsc::RecvTimeoutError::Disconnected) => break None,
         };
         match got {
-            Some(Some(status)) => break Some(status.map_err(io_err("wait for runsc"))?),
+            Some(Some(reaped)) => break Some(reaped.map_err(io_err("wait for runsc"))?),
             Some(None) => {
                 // Cancelled by the caller.
                 if killed_at.is_none() {
@@ -831,7 +846,8 @@ fn wait(
         }
     };
     Ok(Waited {
-        status,
+        status: ended.map(|(s, _)| s),
+        reaped: ended.map(|(_, r)| r),
         timed_out,
         cancelled,
         interrupted,

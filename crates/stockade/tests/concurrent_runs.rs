@@ -148,3 +148,54 @@ fn a_run_holds_nothing_of_another_runs_pipes() {
     let a = run_a.join().expect("run A's thread");
     assert_eq!(a.exit_code, 0);
 }
+
+/// One run of `script` in `ws` under `backend`, to its end.
+fn run_to_end(
+    ws: &std::path::Path,
+    backend: policy::BackendName,
+    script: &str,
+) -> stockade::RunResult {
+    let (_out_r, out_w) = std::io::pipe().expect("a pipe");
+    let (_err_r, err_w) = std::io::pipe().expect("a pipe");
+    let argv = vec!["/bin/sh".to_string(), "-c".to_string(), script.to_string()];
+    let request = RunRequest::new(argv, Some(ws.to_path_buf())).expect("a request");
+    let mut policy =
+        policy::resolve(None, &policy::Overrides::default()).expect("the default policy");
+    policy.backend = backend;
+    let io = RunIo::captured(out_w.into(), err_w.into(), Cancel::new());
+    stockade::run_with_io(&policy, &request, io).expect("the run starts")
+}
+
+/// Each run's usage is its own: in a process that runs many sandboxes (`stockade mcp`, a
+/// library caller) every run was given the CPU time of the runs before it too (the backends
+/// read `RUSAGE_CHILDREN`, which sums every child the process ever waited for; now each waits
+/// for its own with `wait4`). A run that burns about a second of CPU, then a run of `true`: the
+/// second counts far less. Control: the first counts what it burned. Native, and gVisor where
+/// runsc is installed (its own start costs CPU too: the busy run burns more than that).
+#[test]
+fn each_runs_usage_is_its_own() {
+    let tmp = tempfile::Builder::new()
+        .prefix("stockade-usage.")
+        .tempdir_in("/var/tmp")
+        .expect("a directory");
+    let mut backends = vec![policy::BackendName::Native];
+    if std::path::Path::new("/usr/bin/runsc").exists() {
+        backends.push(policy::BackendName::Gvisor);
+    } else {
+        println!("gVisor: skipped (no /usr/bin/runsc)");
+    }
+    let busy = "i=0; while [ $i -lt 1500000 ]; do i=$((i+1)); done";
+    for backend in backends {
+        let cpu = |r: &stockade::RunResult| r.outcome.usage.cpu_usec.expect("CPU time counted");
+        let burned = cpu(&run_to_end(tmp.path(), backend, busy));
+        let idle = cpu(&run_to_end(tmp.path(), backend, "true"));
+        assert!(
+            burned >= 500_000,
+            "{backend:?}: control: the busy run counted {burned} µs"
+        );
+        assert!(
+            idle < burned / 2,
+            "{backend:?}: the run of `true` counted {idle} µs, the busy run before it {burned} µs"
+        );
+    }
+}

@@ -137,6 +137,13 @@ impl Spawned {
             .map_err(Into::into)
     }
 
+    /// Wait for the init to exit; returns its raw wait status, and the CPU time (µs) and
+    /// largest resident size (bytes) of the init and its waited-for descendants, this run's
+    /// alone ([`raw::wait_with_rusage`]).
+    pub fn wait_with_usage(&self) -> io::Result<(c_int, (u64, u64))> {
+        raw::wait_with_rusage(self.pid).map_err(Into::into)
+    }
+
     /// Kill the init, and with it every process in the sandbox's pid namespace.
     pub fn kill(&self) {
         let _ = raw::kill(self.pid, libc::SIGKILL);

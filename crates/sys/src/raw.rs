@@ -1401,18 +1401,36 @@ pub fn splice(fd_in: c_int, fd_out: c_int, len: usize) -> Result<usize> {
     check(n as c_long).map(|n| n as usize)
 }
 
-/// CPU time (user + system, microseconds) and the largest resident size (bytes) of this
-/// process's waited-for children and their waited-for descendants (`RUSAGE_CHILDREN`).
-pub fn children_rusage() -> Result<(u64, u64)> {
-    // SAFETY: rusage is plain data; all-zero is a valid value.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: ru is a valid out-pointer.
-    check_int(unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) })?;
+/// CPU time (user + system, microseconds) and the largest resident size (bytes) in `ru`.
+fn cpu_and_peak(ru: &libc::rusage) -> (u64, u64) {
     let usec = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
-    Ok((
+    (
         usec(ru.ru_utime) + usec(ru.ru_stime),
         ru.ru_maxrss as u64 * 1024,
-    ))
+    )
+}
+
+/// `wait4(2)` for the child `pid`, retrying on EINTR: its raw wait status, and the CPU time
+/// (user + system, microseconds) and largest resident size (bytes) of that child and its
+/// waited-for descendants only. `getrusage(RUSAGE_CHILDREN)` sums every child this process
+/// ever waited for: in a process that runs many sandboxes (`stockade mcp`, a library caller),
+/// it gave each run the ones before it too.
+pub fn wait_with_rusage(pid: libc::pid_t) -> Result<(c_int, (u64, u64))> {
+    loop {
+        let mut status: c_int = 0;
+        // SAFETY: rusage is plain data; all-zero is a valid value.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: status and ru are valid out-pointers.
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+        if r < 0 {
+            let e = Errno::last();
+            if e.0 == libc::EINTR {
+                continue;
+            }
+            return Err(e);
+        }
+        return Ok((status, cpu_and_peak(&ru)));
+    }
 }
 
 /// The hard limit of `resource` (`getrlimit(2)`); `u64::MAX` for unlimited.

@@ -48,8 +48,9 @@ pub(super) fn collect(
         net_watch,
     } = running;
     let counted = group.as_ref().map(Group::usage);
-    let init_status = child
-        .wait()
+    // The init's own usage with its descendants': this run's alone.
+    let (init_status, reaped) = child
+        .wait_with_usage()
         .map_err(|e| RunError::io("wait for the sandbox", e))?;
     let duration = started.elapsed();
     let usage = match (group, counted) {
@@ -57,20 +58,17 @@ pub(super) fn collect(
             // Stragglers die with the pid namespace; the group is gone before we return.
             let _ = g.remove(Duration::from_secs(2));
             if u.cpu_usec.is_none() {
-                u.cpu_usec = sys::raw::children_rusage().ok().map(|r| r.0);
+                u.cpu_usec = Some(reaped.0);
             }
             u
         }
-        _ => {
-            let r = sys::raw::children_rusage().ok();
-            Usage {
-                cpu_usec: r.map(|r| r.0),
-                memory_peak: r.map(|r| r.1),
-                pids_peak: (supervise::by_rlimit(plan.resources.pids) && ended.sampled.tasks > 0)
-                    .then_some(ended.sampled.tasks),
-                ..Usage::default()
-            }
-        }
+        _ => Usage {
+            cpu_usec: Some(reaped.0),
+            memory_peak: Some(reaped.1),
+            pids_peak: (supervise::by_rlimit(plan.resources.pids) && ended.sampled.tasks > 0)
+                .then_some(ended.sampled.tasks),
+            ..Usage::default()
+        },
     };
     // The groups are gone: the reaper may exit now, while the rest is put together; it is
     // collected when `reaper` goes out of scope.
