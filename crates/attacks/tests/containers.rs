@@ -549,6 +549,96 @@ fn keep_leaves_the_container_and_says_how_to_remove_it() {
     }
 }
 
+/// The names of this engine's running containers that contain `part` (the tests' store).
+fn running(fx: &Fixture, engine: &str, part: &str) -> Vec<String> {
+    let out = std::process::Command::new(attacks::which(engine).expect("the engine"))
+        .args(["ps", "--format", "{{.Names}}"])
+        .env("PATH", attacks::PATH)
+        .env("HOME", &fx.home)
+        .env("XDG_DATA_HOME", data_home())
+        .output()
+        .expect("run the engine");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(part))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Waits (up to `secs`) until `done` holds.
+fn wait_until(secs: u64, mut done: impl FnMut() -> bool) -> bool {
+    let began = std::time::Instant::now();
+    while began.elapsed().as_secs() < secs {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    done()
+}
+
+/// stockade killed outright (SIGKILL) during a run: the engine keeps a container running
+/// when its client dies (Docker's daemon, Podman's conmon), so the command would run on
+/// unsupervised, past its time limit and never swept. The run's watchdog ends the container.
+/// Control: a bare engine run whose client is killed so leaves its container running.
+#[test]
+fn a_killed_stockade_leaves_no_container_running() {
+    for engine in engines() {
+        let fx = fixture();
+        // Control: a bare run of the default image, its client killed.
+        let image = image_of(&fx, engine);
+        let control = format!("stockade-test-control-{}", std::process::id());
+        let mut bare = bare_run(&fx, engine)
+            .args([
+                "--rm",
+                "--network",
+                "none",
+                "--pull",
+                "never",
+                "--name",
+                &control,
+            ])
+            .args(["--mount", "type=bind,src=/usr,dst=/usr,ro=true"])
+            .arg(&image)
+            .args(["/usr/bin/sleep", "60"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("run the engine");
+        let up = wait_until(30, || !running(&fx, engine, &control).is_empty());
+        let _ = bare.kill();
+        let _ = bare.wait();
+        std::thread::sleep(std::time::Duration::from_secs(5));
+        let left = running(&fx, engine, &control);
+        let _ = std::process::Command::new(attacks::which(engine).expect("the engine"))
+            .args(["rm", "--force", &control])
+            .env("PATH", attacks::PATH)
+            .env("HOME", &fx.home)
+            .env("XDG_DATA_HOME", data_home())
+            .output();
+        assert!(up, "{engine}: control: the bare container never ran");
+        assert!(
+            !left.is_empty(),
+            "{engine}: control: the bare container ended with its client"
+        );
+        // stockade's run, killed outright once its container runs. Its name holds the run's
+        // id, `MILLIS-PID`.
+        let mut run = engine_env(fx.sandbox(&opts(engine, &[]), "sleep 60")).spawn();
+        let part = format!("-{}", run.id());
+        let up = wait_until(60, || !running(&fx, engine, &part).is_empty());
+        let _ = run.kill();
+        let _ = run.wait();
+        let gone = wait_until(30, || running(&fx, engine, &part).is_empty());
+        assert!(up, "{engine}: the run's container never ran");
+        assert!(
+            gone,
+            "{engine}: the container outlived stockade: {:?}",
+            running(&fx, engine, &part)
+        );
+    }
+}
+
 #[test]
 fn the_time_limit_ends_the_container() {
     for engine in engines() {

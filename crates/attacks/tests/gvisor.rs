@@ -48,8 +48,15 @@ fn with_state(cmd: Cmd) -> Cmd {
 /// `stockade run --backend gvisor --shell SCRIPT` in the fixture's workspace, running on while
 /// the test goes on (its output piped, to be read when waited for).
 fn spawn_run(fx: &Fixture, script: &str) -> std::process::Child {
+    spawn_run_with(fx, &[], script)
+}
+
+/// [`spawn_run`] with more options of `stockade run`.
+fn spawn_run_with(fx: &Fixture, opts: &[&str], script: &str) -> std::process::Child {
     std::process::Command::new(attacks::stockade_bin())
-        .args(["run", "--backend", "gvisor", "--workspace"])
+        .args(["run", "--backend", "gvisor"])
+        .args(opts)
+        .arg("--workspace")
         .arg(&fx.ws)
         .args(["--shell", script])
         .env("HOME", &fx.home)
@@ -1204,18 +1211,7 @@ fn runscs_control_socket_is_out_of_other_processes_reach() {
     for net in modes {
         let _ = std::fs::remove_file(fx.ws.join("started"));
         let _ = std::fs::remove_file(fx.ws.join("got-term"));
-        let child = std::process::Command::new(attacks::stockade_bin())
-            .args(["run", "--backend", "gvisor", "--net", net, "--workspace"])
-            .arg(&fx.ws)
-            .args(["--shell", script])
-            .env("HOME", &fx.home)
-            .env("XDG_STATE_HOME", state_dir())
-            .current_dir(&fx.ws)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("start stockade");
+        let child = spawn_run_with(&fx, &["--net", net], script);
         wait_for_file(&fx.ws.join("started"));
         // The run's id is `MILLIS-PID[-N]`, PID stockade's.
         let pid = child.id().to_string();

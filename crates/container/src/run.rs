@@ -43,6 +43,59 @@ fn relay_pipe() -> Result<(OwnedFd, OwnedFd), RunError> {
     Ok((r.into(), w.into()))
 }
 
+/// Ends the container should this process die before the run's end (SIGKILL, a crash): the
+/// engine keeps a container running when its client dies (Docker's daemon, Podman's conmon),
+/// and the command would run on unsupervised, past its time limit and never swept. A shell of
+/// its own process group, ignoring the terminal's signals, reads a pipe only this process
+/// writes: `done` (when dropped, on every way out of the run) lets it go; end of file without
+/// it makes it remove the container (`ENGINE rm --force`; under `--keep`, `ENGINE kill`, which
+/// keeps it), again two seconds later for a creation that was under way.
+struct Watchdog {
+    tell: Option<std::io::PipeWriter>,
+    shell: std::process::Child,
+}
+
+/// The watchdog's shell: `$@` is the engine's command that ends the container.
+const WATCHDOG: &str = "trap '' INT TERM HUP; IFS= read -r said; [ \"$said\" = done ] && exit 0; \"$@\" >/dev/null 2>&1; sleep 2; exec \"$@\" >/dev/null 2>&1";
+
+impl Watchdog {
+    fn start(planned: &ContainerPlanned, keep: bool) -> Result<Watchdog, RunError> {
+        use std::os::unix::process::CommandExt;
+        let refused = |e: std::io::Error| RunError::io("start the container's watchdog", e);
+        // Both ends close on exec: only the shell's stdin (a duplicate) reaches it.
+        let (read, tell) = std::io::pipe().map_err(refused)?;
+        let end: &[&str] = if keep { &["kill"] } else { &["rm", "--force"] };
+        let shell = Command::new("/bin/sh")
+            .args(["-c", WATCHDOG, "stockade-watchdog"])
+            .arg(&planned.binary)
+            .args(end)
+            .arg(&planned.target.name)
+            // The engine client's environment (its store, its daemon's address).
+            .env("PATH", &planned.engine_path)
+            .envs(planned.lowered.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::from(read))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            // Out of the caller's process group: a kill of the group leaves it to do its work.
+            .process_group(0)
+            .spawn()
+            .map_err(refused)?;
+        Ok(Watchdog {
+            tell: Some(tell),
+            shell,
+        })
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        if let Some(mut tell) = self.tell.take() {
+            let _ = std::io::Write::write_all(&mut tell, b"done\n");
+        }
+        let _ = self.shell.wait();
+    }
+}
+
 impl ContainerPlanned {
     fn engine_command(&self) -> Command {
         let mut c = Command::new(&self.binary);
@@ -249,7 +302,10 @@ impl Planned for ContainerPlanned {
         sandbox::wait_before_command(before_command)?;
         #[cfg(debug_assertions)]
         test_pause();
+        let watchdog = Watchdog::start(&self, keep)?;
         let mut cmd = Command::new(&self.binary);
+        // The client dies with this process (the watchdog ends its container then).
+        sys::mountns::die_with_parent_on_exec(&mut cmd);
         cmd.args(&args)
             .env("PATH", &self.engine_path)
             .envs(self.lowered.env.iter().map(|(k, v)| (k, v)))
@@ -343,6 +399,8 @@ impl Planned for ContainerPlanned {
         if !keep && (killed_at.is_some() || status.is_none()) {
             self.remove();
         }
+        // The run has ended here: the watchdog goes.
+        drop(watchdog);
         let (exit_code, signal) = match status.map(exit_of) {
             Some(e) => e,
             None => (125, None),
