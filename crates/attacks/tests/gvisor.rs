@@ -1245,3 +1245,58 @@ fn runscs_control_socket_is_out_of_other_processes_reach() {
             .assert_lacks("ran-it");
     }
 }
+
+/// A runsc that fails before it sends the run's terminal (its config made unreadable while the
+/// run is paused right before runsc starts): the run reports runsc's own error and exit code.
+/// Found by red-teaming the per-run usage: the wait for the terminal reaped runsc (`try_wait`),
+/// and the `wait4` after it failed with ECHILD, so the run ended `E_INTERNAL: No child
+/// processes`, runsc's error lost. Control: the same without a terminal (`--no-tty`).
+#[test]
+fn runsc_failing_before_the_terminal_reports_its_own_error() {
+    if runsc_missing() || which("script").is_none() {
+        eprintln!("SKIP: needs runsc and script(1)");
+        return;
+    }
+    let fx = Fixture::new();
+    let tmp = fx.root.join("tmp");
+    attacks::mkdir(&tmp);
+    let spoil = || {
+        let bundle = std::fs::read_dir(&tmp)
+            .expect("list the bundles' directory")
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("stockade-gvisor-"))
+            })
+            .expect("the run's bundle");
+        std::fs::write(bundle.join("config.json"), "not json\n").expect("spoil the config");
+    };
+    let run = |tty: bool| {
+        let bin = attacks::stockade_bin().display().to_string();
+        let ws = sh_quote(&fx.ws);
+        let inner = if tty {
+            format!("{bin} run --backend gvisor --workspace {ws} -- true")
+        } else {
+            format!("{bin} run --backend gvisor --no-tty --workspace {ws} -- true")
+        };
+        with_state(Cmd::new("script", &fx.ws))
+            .args(["-qec", &format!("{inner}; echo rc=$?"), "/dev/null"])
+            .env("HOME", &fx.home)
+            .env("TMPDIR", &tmp)
+            .run_paused(
+                "STOCKADE_TEST_GVISOR_PAUSE_LATE",
+                &fx.root.join("paused"),
+                spoil,
+            )
+    };
+    for tty in [true, false] {
+        let out = run(tty);
+        let all = out.all_output();
+        assert!(
+            all.contains("rc=128") && all.contains("unmarshal") && !all.contains("No child"),
+            "tty {tty}: {}",
+            out.describe()
+        );
+    }
+}

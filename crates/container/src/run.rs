@@ -45,18 +45,23 @@ fn relay_pipe() -> Result<(OwnedFd, OwnedFd), RunError> {
 
 /// Ends the container should this process die before the run's end (SIGKILL, a crash): the
 /// engine keeps a container running when its client dies (Docker's daemon, Podman's conmon),
-/// and the command would run on unsupervised, past its time limit and never swept. A shell of
-/// its own process group, ignoring the terminal's signals, reads a pipe only this process
-/// writes: `done` (when dropped, on every way out of the run) lets it go; end of file without
-/// it makes it remove the container (`ENGINE rm --force`; under `--keep`, `ENGINE kill`, which
-/// keeps it), again two seconds later for a creation that was under way.
+/// and the command would run on unsupervised, past its time limit and never swept. A shell
+/// reads a pipe only this process writes: `done` (when dropped, on every way out of the run)
+/// lets it go; end of file without it makes it end the container (`ENGINE rm --force`, Podman
+/// without its ten-second stop timeout; under `--keep`, `ENGINE kill`, which keeps it), again
+/// two seconds later for a creation that was under way. It is not this process's child nor in
+/// its process group (the shell started here leaves it running in the background and exits),
+/// and it ignores the terminal's signals: a kill of the group, of the process tree (by parent
+/// pid, as agent hosts' tree-kill does) or Ctrl-C leaves it to do its work. A kill of the whole
+/// cgroup (`systemctl stop`) ends it too (README: "Backends").
 struct Watchdog {
     tell: Option<std::io::PipeWriter>,
-    shell: std::process::Child,
 }
 
-/// The watchdog's shell: `$@` is the engine's command that ends the container.
-const WATCHDOG: &str = "trap '' INT TERM HUP; IFS= read -r said; [ \"$said\" = done ] && exit 0; \"$@\" >/dev/null 2>&1; sleep 2; exec \"$@\" >/dev/null 2>&1";
+/// The watchdog's shell: `$@` is the engine's command that ends the container. The background
+/// subshell gets the pipe through fd 3 (a non-interactive shell gives a background list
+/// /dev/null as its stdin otherwise); the shell itself exits at once.
+const WATCHDOG: &str = "exec 3<&0; (trap '' INT TERM HUP; IFS= read -r said; [ \"$said\" = done ] && exit 0; \"$@\" >/dev/null 2>&1; sleep 2; exec \"$@\" >/dev/null 2>&1) <&3 3<&- & exit 0";
 
 impl Watchdog {
     fn start(planned: &ContainerPlanned, keep: bool) -> Result<Watchdog, RunError> {
@@ -64,26 +69,30 @@ impl Watchdog {
         let refused = |e: std::io::Error| RunError::io("start the container's watchdog", e);
         // Both ends close on exec: only the shell's stdin (a duplicate) reaches it.
         let (read, tell) = std::io::pipe().map_err(refused)?;
-        let end: &[&str] = if keep { &["kill"] } else { &["rm", "--force"] };
-        let shell = Command::new("/bin/sh")
+        let end: &[&str] = match (keep, planned.engine) {
+            (true, _) => &["kill"],
+            // Podman's `rm --force` waits for the stop timeout (SIGTERM first) by default.
+            (false, Engine::Podman) => &["rm", "--force", "--time", "0"],
+            (false, Engine::Docker) => &["rm", "--force"],
+        };
+        // stockade's own environment (the engine's store and daemon address), with the
+        // engine's PATH; none of the command's variables.
+        let mut shell = Command::new("/bin/sh")
             .args(["-c", WATCHDOG, "stockade-watchdog"])
             .arg(&planned.binary)
             .args(end)
             .arg(&planned.target.name)
-            // The engine client's environment (its store, its daemon's address).
             .env("PATH", &planned.engine_path)
-            .envs(planned.lowered.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::from(read))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
-            // Out of the caller's process group: a kill of the group leaves it to do its work.
+            // Out of the caller's process group.
             .process_group(0)
             .spawn()
             .map_err(refused)?;
-        Ok(Watchdog {
-            tell: Some(tell),
-            shell,
-        })
+        // It exits at once, leaving the watchdog to init (or the nearest subreaper).
+        shell.wait().map_err(refused)?;
+        Ok(Watchdog { tell: Some(tell) })
     }
 }
 
@@ -92,7 +101,6 @@ impl Drop for Watchdog {
         if let Some(mut tell) = self.tell.take() {
             let _ = std::io::Write::write_all(&mut tell, b"done\n");
         }
-        let _ = self.shell.wait();
     }
 }
 
@@ -331,7 +339,14 @@ impl Planned for ContainerPlanned {
             .spawn(move || {
                 let _ = exit_tx.send(Some(child.wait()));
             })
-            .map_err(|e| RunError::io("start a thread waiting for the engine", e))?;
+            .map_err(|e| {
+                // Nothing waits for the client: it and its container end here.
+                if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
+                    let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+                }
+                self.remove();
+                RunError::io("start a thread waiting for the engine", e)
+            })?;
         let cancel_tx = tx;
         io.control.on_cancel(Box::new(move || {
             let _ = cancel_tx.send(None);

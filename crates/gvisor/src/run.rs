@@ -503,8 +503,8 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
     let waiter = std::thread::Builder::new()
         .spawn(move || {
             // No child comes when the start fails (the sender is dropped).
-            if let Ok(child) = child_rx.recv() {
-                let _ = exit_tx.send(Some(reap(&child)));
+            if let Ok(mut child) = child_rx.recv() {
+                let _ = exit_tx.send(Some(reap(&mut child)));
             }
         })
         .map_err(io_err("start a thread waiting for runsc"))?;
@@ -740,15 +740,21 @@ fn spawn_runsc(
 }
 
 /// runsc's exit status, and the CPU time (µs) and largest resident size (bytes) of it and its
-/// waited-for descendants.
-type Reaped = (ExitStatus, (u64, u64));
+/// waited-for descendants (none when runsc had been reaped already).
+type Reaped = (ExitStatus, Option<(u64, u64)>);
 
 /// Waits for runsc (the waiter thread's one child) to end: its usage is this run's alone
 /// (`sys::raw::wait_with_rusage`; `RUSAGE_CHILDREN` would sum every run of this process).
-fn reap(child: &std::process::Child) -> std::io::Result<Reaped> {
+/// Nothing else reaps it (`attach_console` looks with `WNOWAIT`).
+fn reap(child: &mut std::process::Child) -> std::io::Result<Reaped> {
     use std::os::unix::process::ExitStatusExt;
-    let (status, usage) = sys::raw::wait_with_rusage(child.id() as libc::pid_t)?;
-    Ok((ExitStatus::from_raw(status), usage))
+    match sys::raw::wait_with_rusage(child.id() as libc::pid_t) {
+        Ok((status, usage)) => Ok((ExitStatus::from_raw(status), Some(usage))),
+        // Reaped already through `child` (none of this module's waits do: a safety net), its
+        // status kept there.
+        Err(e) if e.0 == libc::ECHILD => child.wait().map(|status| (status, None)),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// How the wait for runsc ended.
@@ -847,7 +853,7 @@ fn wait(
     };
     Ok(Waited {
         status: ended.map(|(s, _)| s),
-        reaped: ended.map(|(_, r)| r),
+        reaped: ended.and_then(|(_, r)| r),
         timed_out,
         cancelled,
         interrupted,
@@ -868,7 +874,20 @@ fn attach_console(
     watch_size: bool,
 ) -> Result<Option<stream::terminal::Attached>, Error> {
     let deadline = Instant::now() + CONSOLE_WAIT;
-    let gone = || cancel.is_cancelled() || !matches!(child.try_wait(), Ok(None));
+    // Whether runsc ended, without reaping it (`WNOWAIT`): the waiter reaps it, with its usage.
+    let pid = rustix::process::Pid::from_raw(child.id() as i32);
+    let ended = || {
+        let options = rustix::process::WaitIdOptions::EXITED
+            | rustix::process::WaitIdOptions::NOHANG
+            | rustix::process::WaitIdOptions::NOWAIT;
+        pid.is_none_or(|p| {
+            !matches!(
+                rustix::process::waitid(rustix::process::WaitId::Pid(p), options),
+                Ok(None)
+            )
+        })
+    };
+    let gone = || cancel.is_cancelled() || ended();
     let master = match console.receive(deadline, gone) {
         Ok(Some(m)) => m,
         Ok(None) => return Ok(None),
