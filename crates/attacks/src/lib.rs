@@ -72,8 +72,14 @@ pub fn backend() -> &'static str {
 /// the host's network namespace: `gvisor.rs::runscs_control_socket_is_out_of_other_processes_reach`),
 /// so a test of the mode itself passes `--allow-degraded` there.
 pub fn net(mode: &'static str) -> Vec<&'static str> {
+    net_under(backend(), mode)
+}
+
+/// [`net`] for a test that names its backend itself (`gvisor.rs` runs under gVisor in every
+/// pass).
+pub fn net_under(backend_name: &str, mode: &'static str) -> Vec<&'static str> {
     let mut opts = vec!["--net", mode];
-    if mode == "host" && backend() == "gvisor" && !is_root() {
+    if mode == "host" && backend_name == "gvisor" && !is_root() {
         opts.push("--allow-degraded");
     }
     opts

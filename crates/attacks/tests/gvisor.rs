@@ -255,7 +255,7 @@ fn network_none_reaches_nothing_on_the_host() {
     let bash = format!("bash -c {}", sh_quote(&script));
     attack(&fx, &[], &bash).assert_blocked("REACHED-HOST");
     // Control: with the host's network the same connection is made.
-    attack(&fx, &attacks::net("host"), &bash).assert_shows("REACHED-HOST");
+    attack(&fx, &attacks::net_under("gvisor", "host"), &bash).assert_shows("REACHED-HOST");
 }
 
 #[test]
