@@ -247,13 +247,15 @@ impl Planned for GvisorPlanned {
         // proxy's listener in it, which runsc's sandbox uses (`--network=host` there) and the
         // proxy serves from here.
         let network = if self.lowered.control_held {
-            let listen = match self.network {
-                sandbox::Network::Proxy { addr } => Some((addr.ip().octets(), addr.port())),
-                _ => None,
-            };
-            let fix = match self.network {
-                sandbox::Network::Proxy { .. } => "see the cause; `--net none` runs without network",
-                _ => "see the cause; the gVisor backend needs a network namespace for runsc's control socket, or run with --backend native",
+            let (listen, fix) = match self.network {
+                sandbox::Network::Proxy { addr } => (
+                    Some((addr.ip().octets(), addr.port())),
+                    "see the cause; `--net none` runs without network",
+                ),
+                _ => (
+                    None,
+                    "see the cause; the gVisor backend needs a network namespace for runsc's control socket, or run with --backend native",
+                ),
             };
             let (held, listener) =
                 crate::network::hold(listen).map_err(|e| match e.raw_os_error() {

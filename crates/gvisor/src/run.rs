@@ -283,27 +283,45 @@ fn check_destinations(plan: &Plan) -> Result<(), Error> {
     Ok(())
 }
 
-/// How the run's runsc is reached: its state directory, and the network namespace it runs in
-/// (its control socket is there: every runsc asked about the run must start there too).
+/// How the run's runsc is reached: the program with its global arguments (its state
+/// directory among them), and the network namespace it runs in (its control socket is there:
+/// every runsc asked about the run must start there too). A clone serves the usage sampler's
+/// thread.
+#[derive(Clone)]
 struct Control {
-    state: std::path::PathBuf,
+    program: std::path::PathBuf,
+    args: Vec<String>,
     join: Option<sys::netns::Join>,
 }
 
-fn runsc(plan: &Plan, ctl: &Control) -> Command {
-    let mut c = Command::new(&plan.runsc);
-    if let Some(join) = &ctl.join {
-        join.on_exec(&mut c);
+impl Control {
+    fn new(plan: &Plan, state: &Path, join: Option<sys::netns::Join>) -> Control {
+        let mut args = vec![
+            format!("--root={}", state.display()),
+            format!("--platform={}", plan.platform.name()),
+            format!("--network={}", plan.network),
+            // The config's seccomp filter (set-ID bits, see `bundle`).
+            "--oci-seccomp".to_owned(),
+        ];
+        if plan.caller.rootless {
+            args.push("--rootless".to_owned());
+        }
+        Control {
+            program: plan.runsc.clone(),
+            args,
+            join,
+        }
     }
-    c.arg(format!("--root={}", ctl.state.display()))
-        .arg(format!("--platform={}", plan.platform.name()))
-        .arg(format!("--network={}", plan.network))
-        // The config's seccomp filter (set-ID bits, see `bundle`).
-        .arg("--oci-seccomp");
-    if plan.caller.rootless {
-        c.arg("--rootless");
+
+    /// `runsc` with its global arguments, starting in the run's network namespace.
+    fn command(&self) -> Command {
+        let mut c = Command::new(&self.program);
+        if let Some(join) = &self.join {
+            join.on_exec(&mut c);
+        }
+        c.args(&self.args);
+        c
     }
-    c
 }
 
 /// The detached, idmapped trees of [`Plan::idmapped`], each with where it goes.
@@ -423,8 +441,9 @@ fn remove_cgroups(plan: &Plan) {
 }
 
 /// `runsc ARGS...` about the container, to its end, best effort.
-fn runsc_about_container(plan: &Plan, ctl: &Control, args: &[&str]) {
-    let _ = runsc(plan, ctl)
+fn runsc_about_container(ctl: &Control, args: &[&str]) {
+    let _ = ctl
+        .command()
         .args(args)
         // Pipes, never /dev/null: runsc as root gives its standard streams to `nobody`.
         .stdin(Stdio::piped())
@@ -435,7 +454,7 @@ fn runsc_about_container(plan: &Plan, ctl: &Control, args: &[&str]) {
 
 /// Signals the container (`runsc kill`), best effort.
 fn kill(plan: &Plan, ctl: &Control, signal: &str) {
-    runsc_about_container(plan, ctl, &["kill", "--all", &plan.caller.run_id, signal]);
+    runsc_about_container(ctl, &["kill", "--all", &plan.caller.run_id, signal]);
 }
 
 pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
@@ -446,10 +465,11 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
         netns_path.as_deref(),
         io.terminal.map(|t| t.caller.size),
     )?;
-    let ctl = Control {
-        state: dir.path().join("state"),
-        join: io.network.as_ref().map(sys::netns::HeldNetwork::join),
-    };
+    let ctl = Control::new(
+        plan,
+        &dir.path().join("state"),
+        io.network.as_ref().map(sys::netns::HeldNetwork::join),
+    );
     // The run's own terminal comes from runsc through a socket in the bundle directory.
     let console = io
         .terminal
@@ -534,19 +554,8 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
     };
     // The run is looked at while it lasts (its processes and memory: `usage`).
     let sampler = {
-        let base = runsc(plan, &ctl);
-        let program = base.get_program().to_owned();
-        let args: Vec<_> = base.get_args().map(ToOwned::to_owned).collect();
-        let join = ctl.join.clone();
-        let make = move || {
-            let mut c = Command::new(&program);
-            if let Some(join) = &join {
-                join.on_exec(&mut c);
-            }
-            c.args(&args);
-            c
-        };
-        crate::usage::Sampler::start(make, plan.caller.run_id.clone())
+        let ctl = ctl.clone();
+        crate::usage::Sampler::start(move || ctl.command(), plan.caller.run_id.clone())
     };
     let cancel_tx = tx;
     io.cancel.on_cancel(Box::new(move || {
@@ -592,7 +601,7 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
     // its own removed it: another runsc start would cost ~15 ms for nothing).
     let ended_abnormally = killed_at.is_some() || status.is_none();
     if ended_abnormally {
-        runsc_about_container(plan, &ctl, &["delete", "--force", &plan.caller.run_id]);
+        runsc_about_container(&ctl, &["delete", "--force", &plan.caller.run_id]);
     }
     // Nothing of the command is left: what it changed at the top of existing git dirs comes
     // back, judged (see `gitstage`).
@@ -678,15 +687,15 @@ fn spawn_runsc(
     streams: [OwnedFd; 3],
 ) -> Result<std::process::Child, Error> {
     let [stdin, stdout, stderr] = streams;
-    // In the run's held network (`runsc`), so its control socket is bound there.
-    let mut command = runsc(plan, ctl);
+    // In the run's held network (`Control::command`), so its control socket is bound there.
+    let mut command = ctl.command();
     // runsc (and with it the sandbox) ends should this process be killed.
     sys::mountns::die_with_parent_on_exec(&mut command);
     // runsc's own mount namespace (its file server works there): a root caller's idmapped
     // views, then the masks' covers, each only on the file planned (after the trees: a cover
     // inside one goes onto the view); kept open until runsc has started. An unprivileged
     // caller's covers are made by runsc's child in a user namespace of its own, after it
-    // joined the held network (the join in `runsc` runs first).
+    // joined the held network (the join in `Control::command` runs first).
     let trees = idmapped_trees(plan)?;
     let covers = prepared_covers(plan)?;
     if plan.caller.rootless {
@@ -927,7 +936,7 @@ fn abandon(plan: &Plan, ctl: &Control, child: &mut std::process::Child) {
     kill(plan, ctl, "KILL");
     let _ = child.kill();
     let _ = child.wait();
-    runsc_about_container(plan, ctl, &["delete", "--force", &plan.caller.run_id]);
+    runsc_about_container(ctl, &["delete", "--force", &plan.caller.run_id]);
 }
 
 /// `runsc run` exits with the command's code, and 128+N when the command was killed by
