@@ -143,13 +143,19 @@ pub(crate) fn resolve(
         state.push(make_before_run(made_before, dir, &roots)?);
     }
     // The change stores: a command that could make one could plant change sets in it (one
-    // that exists is masked, see `review_stage::mask_store`).
+    // that exists is masked, see `review_stage::mask_store`). Without a creation guard a
+    // missing one in a writable root is made now, as the trust store is, and masked: a
+    // plant would otherwise wait there until the sweep after the run, and a review run's
+    // store, made after the walk, was swept away with the run's own change set as the
+    // command's creation (found running review mode under gVisor).
+    for spelled in review_stage::store_dirs(request) {
+        let dir = review_stage::resolve_existing_part(&spelled);
+        refuse_replaceable_link_to_store(&spelled, &dir, &roots, StateKind::ChangeStore)?;
+        state.push(make_before_run(made_before, dir, &roots)?);
+    }
     // The run journals likewise: a command that could write one could steer the sweep a
     // later run completes from it (see `journal`).
-    for spelled in review_stage::store_dirs(request)
-        .into_iter()
-        .chain(journal::dir(request))
-    {
+    if let Some(spelled) = journal::dir(request) {
         let dir = review_stage::resolve_existing_part(&spelled);
         refuse_replaceable_link_to_store(&spelled, &dir, &roots, StateKind::ChangeStore)?;
         state.push(dir);
@@ -187,6 +193,13 @@ pub(crate) fn resolve(
     }
     // The supervisor writes the run's journal there during the run (see `journal`).
     if let Some(spelled) = journal::dir(request) {
+        resolved.own_dir(&review_stage::resolve_existing_part(&spelled), host);
+    }
+    // And a review run's change directory into the change store, after the walk (every run
+    // has the store masked: nothing else writes there meanwhile). Without this the sweep of
+    // a backend without a creation guard took the new change directory for the command's
+    // creation and moved it away (found running an unprivileged caller's review under gVisor).
+    for spelled in review_stage::store_dirs(request) {
         resolved.own_dir(&review_stage::resolve_existing_part(&spelled), host);
     }
     log_walk(&resolved);
