@@ -71,7 +71,7 @@ impl sandbox::Backend for GvisorBackend {
             creation_guard: false,
             pins: false,
             exclusive_workspace: true,
-            views: false,
+            views: true,
             exec_errors: false,
             layers: ENFORCEMENT,
         }
@@ -303,7 +303,7 @@ impl Planned for GvisorPlanned {
         let finished = self.backend.run(&self.lowered, io);
         let [out, err] = relays;
         let mut relayed_out = [out.join().ok(), err.join().ok()];
-        let finished = finished.map_err(RunError::from)?;
+        let mut finished = finished.map_err(RunError::from)?;
         // The terminal is the command's stream there (its pipe carried runsc's own words only).
         if let Some((slot, relayed)) = finished.terminal.clone() {
             if let Some(r) = relayed_out.get_mut(slot) {
@@ -333,7 +333,7 @@ impl Planned for GvisorPlanned {
             } else {
                 None
             },
-            review_upper: None,
+            review_upper: finished.review_upper.take(),
             // Not watched: the Sentry's network stack is its own, not the host kernel's, and its
             // counters are seen only inside the sandbox (README: "network is off").
             network_tries: None,

@@ -162,6 +162,27 @@ pub struct Idmapped {
     pub readonly: bool,
 }
 
+/// A review run's copy-on-write view of the workspace (see [`sandbox::Review`]): an overlay of
+/// the workspace whose writes land in the run's change directory, attached at the workspace in
+/// runsc's own mount namespace (where its file server works) before the covers, which then go
+/// onto it. A root caller's is made by this process over an idmapped view of the workspace
+/// (its owner's files the command's id's, as in direct mode); an unprivileged caller's by
+/// runsc's child in the user namespace that holds its covers (`sys::mountns::View`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReviewView {
+    pub workspace: PathBuf,
+    /// The run's change directory (`upper/` and `work/` inside).
+    pub changes: PathBuf,
+    /// The workspace's owner (uid, gid): its files are the command's id's in a root caller's
+    /// view.
+    pub owner: (u32, u32),
+    /// `limits.disk`: the upper is a tmpfs of this many bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk_bytes: Option<u64>,
+    /// Mode of the upper's top directory: the workspace's.
+    pub upper_mode: u32,
+}
+
 /// A masked path (or one read as empty) that `runsc` finds covered already in its own mount
 /// namespace, where its file server works (for a caller who is not root, in a user namespace
 /// of its own around `runsc --rootless`): an empty file or directory mounted
@@ -198,6 +219,19 @@ fn covers(spec: &Spec) -> Vec<Cover> {
         });
     }
     out
+}
+
+/// The identities the covers inside a reviewed workspace find there: the view keeps the
+/// workspace's inode numbers when the change directory is on its filesystem, under the
+/// overlay's device (so the inode alone is compared: [`sys::postfork::ANY_DEVICE`]); across
+/// filesystems it does not, and those are covered unchecked (as the native init does).
+fn view_identities(covers: &mut [Cover], workspace: &Path, same_filesystem: bool) {
+    for c in covers.iter_mut().filter(|c| c.path.starts_with(workspace)) {
+        c.identity = c
+            .identity
+            .filter(|_| same_filesystem)
+            .map(|(_, ino)| (sys::postfork::ANY_DEVICE, ino));
+    }
 }
 
 /// Whether `path` is still the file `spec` planned (its identity; no identity: nothing to
@@ -249,6 +283,8 @@ pub struct Plan {
     pub covers: Vec<Cover>,
     /// Existing git dirs whose top level the command sees as a staged copy ([`gitstage`]).
     pub staged: Vec<gitstage::Staged>,
+    /// Review and ephemeral runs: the workspace's copy-on-write view.
+    pub review: Option<ReviewView>,
     /// The bundle is never put inside one of these.
     pub writable_roots: Vec<PathBuf>,
     pub timeout: Option<std::time::Duration>,
@@ -693,7 +729,28 @@ impl Gvisor {
         for m in &spec.masks {
             destinations.push((m.path.clone(), m.kind));
         }
-        let covers = covers(&spec);
+        let review = match &spec.review {
+            Some(r) => {
+                let Some(o) = stat(&spec.workspace).filter(|o| o.kind == sandbox::Kind::Dir) else {
+                    return Err(Error::Changed {
+                        path: spec.workspace.clone(),
+                        what: "it is gone (moved away since it was planned)".into(),
+                    });
+                };
+                Some(ReviewView {
+                    workspace: spec.workspace.clone(),
+                    changes: r.changes.clone(),
+                    owner: (o.uid, o.gid),
+                    disk_bytes: spec.limits.disk_bytes,
+                    upper_mode: o.mode & 0o7777,
+                })
+            }
+            None => None,
+        };
+        let mut covers = covers(&spec);
+        if let Some(r) = &spec.review {
+            view_identities(&mut covers, &spec.workspace, r.same_filesystem);
+        }
         let group = bundle::group_plan(&spec, &caller);
         let judged = usage::Judged {
             memory: spec.limits.memory_bytes.map(|b| {
@@ -727,6 +784,7 @@ impl Gvisor {
             idmapped,
             covers,
             staged,
+            review,
             writable_roots: spec.writable_roots.clone(),
             timeout: spec.limits.timeout,
             group,
@@ -825,6 +883,66 @@ mod tests {
                 cover("/h/.sshx", sandbox::Kind::File, true, None),
             ]
         );
+    }
+
+    /// A review run's plan holds its view (the workspace's owner and mode, the change
+    /// directory, the disk bound), and the covers inside the workspace compare the inode
+    /// alone there (the overlay's device is its own) when the change directory shares the
+    /// workspace's filesystem, none across filesystems (the view's inodes are new); covers
+    /// outside keep the identity planned. Control: a direct run's covers keep theirs.
+    #[test]
+    fn a_review_run_plans_its_view_and_what_its_covers_compare() {
+        let g = Gvisor {
+            runsc: "/usr/bin/runsc".into(),
+            platform: Platform::Ptrace,
+        };
+        let mut spec = crate::bundle::tests::spec();
+        spec.identities = [("/w/.env".into(), (7, 70)), ("/h/.ssh".into(), (8, 80))]
+            .into_iter()
+            .collect();
+        let stat = |p: &Path| match p.to_str() {
+            Some("/w") => Some(Owned {
+                kind: sandbox::Kind::Dir,
+                uid: 1000,
+                gid: 1001,
+                mode: 0o40750,
+            }),
+            _ => dir(0, 0o40755),
+        };
+        let identity = |plan: &Plan, p: &str| {
+            (plan.covers.iter())
+                .find(|c| c.path == Path::new(p))
+                .map(|c| c.identity)
+        };
+        let direct = g.plan_with(&spec, "r1", &stat).expect("planned");
+        assert_eq!(direct.review, None);
+        assert_eq!(identity(&direct, "/w/.env"), Some(Some((7, 70))));
+        spec.limits.disk_bytes = Some(1 << 20);
+        for same_filesystem in [true, false] {
+            spec.review = Some(sandbox::Review {
+                changes: "/s/changes/r1".into(),
+                same_filesystem,
+            });
+            let plan = g.plan_with(&spec, "r1", &stat).expect("planned");
+            assert_eq!(
+                plan.review,
+                Some(ReviewView {
+                    workspace: "/w".into(),
+                    changes: "/s/changes/r1".into(),
+                    owner: (1000, 1001),
+                    disk_bytes: Some(1 << 20),
+                    upper_mode: 0o750,
+                })
+            );
+            let inside = same_filesystem.then_some((sys::postfork::ANY_DEVICE, 70));
+            assert_eq!(identity(&plan, "/w/.env"), Some(inside));
+            assert_eq!(identity(&plan, "/h/.ssh"), Some(Some((8, 80))));
+        }
+        // A workspace gone since the walk: refused as changed, never planned without a view.
+        let gone = g.plan_with(&spec, "r1", &|p: &Path| {
+            (p != Path::new("/w")).then(|| dir(0, 0o40755)).flatten()
+        });
+        assert!(matches!(gone, Err(Error::Changed { .. })), "{gone:?}");
     }
 
     /// The unprivileged plan leaves a mask out only while its path is still the file planned:

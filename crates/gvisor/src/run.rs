@@ -14,6 +14,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use sandbox::{Cancel, Kind};
+use sys::mountns::Failed;
 
 use crate::bundle::{EMPTY_FILE, UNREADABLE_FILE};
 use crate::console::{ConsoleError, ConsoleSocket, CONSOLE_WAIT};
@@ -94,6 +95,9 @@ pub struct Finished {
     pub limit_hits: Vec<sandbox::LimitHit>,
     /// The memory limit ended it (the OOM killer killed the sandbox).
     pub ended_by_memory: bool,
+    /// A review run under a disk bound: the tmpfs its view's upper lived on, for the change
+    /// set.
+    pub review_upper: Option<std::sync::Arc<OwnedFd>>,
 }
 
 /// What planning needs of `path` on the host (its kind, owner and mode), not following a
@@ -324,11 +328,30 @@ impl Control {
     }
 }
 
-/// The detached, idmapped trees of [`Plan::idmapped`], each with where it goes.
-fn idmapped_trees(plan: &Plan) -> Result<Vec<(OwnedFd, std::ffi::CString)>, Error> {
+/// A root caller's detached trees for runsc's mount namespace, each with where it goes.
+struct Trees {
+    trees: Vec<(OwnedFd, std::ffi::CString)>,
+    /// A review run under a disk bound: the tmpfs of its view's upper.
+    bounded_upper: Option<OwnedFd>,
+}
+
+/// The detached, idmapped trees of [`Plan::idmapped`], each with where it goes; a review
+/// run's workspace is its copy-on-write view ([`review_view`]).
+fn idmapped_trees(plan: &Plan) -> Result<Trees, Error> {
     let id = crate::ROOT_CALLER_ID;
     let mut out = Vec::new();
+    let mut bounded_upper = None;
     for i in &plan.idmapped {
+        if let Some(view) = plan
+            .review
+            .as_ref()
+            .filter(|r| r.workspace == i.path && !i.readonly)
+        {
+            let (tree, bounded) = review_view(view)?;
+            bounded_upper = bounded;
+            out.push((tree, path_cstring(&view.workspace)?));
+            continue;
+        }
         let fail = |cause: std::io::Error| {
             Error::Unavailable {
             cause: format!(
@@ -370,7 +393,65 @@ fn idmapped_trees(plan: &Plan) -> Result<Vec<(OwnedFd, std::ffi::CString)>, Erro
             .map_err(|e| fail(std::io::Error::other(e)))?;
         out.push((tree, target));
     }
-    Ok(out)
+    Ok(Trees {
+        trees: out,
+        bounded_upper,
+    })
+}
+
+fn path_cstring(path: &Path) -> Result<std::ffi::CString, Error> {
+    std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| Error::Changed {
+        path: path.to_path_buf(),
+        what: "its name holds a NUL byte".into(),
+    })
+}
+
+/// How to get review mode under gVisor where its view cannot be made.
+pub const REVIEW_FIX: &str = "review mode needs overlayfs with layers given as descriptors (Linux ≥ 6.13) and, for a caller who is not root, overlay mounts in user namespaces (Linux ≥ 5.11); the workspace and the change directory ($XDG_STATE_HOME/stockade/changes) must be on filesystems overlayfs accepts (ext4, xfs, btrfs, tmpfs); or run without --review";
+
+/// A root caller's review view: a privileged overlay (this process's) over an idmapped,
+/// read-only view of the workspace in which its owner's files are the command's id's and
+/// every other id is itself (so a file of any owner can be copied up), its writes landing in
+/// the change directory's `upper/` (or, under a disk bound, a tmpfs's, whose mount comes back
+/// too), as the native backend makes it for its supervisor. runsc's file server creates as
+/// root and then gives the file to the command's id: the upper is not idmapped, so both
+/// owners are the disk's.
+fn review_view(view: &crate::ReviewView) -> Result<(OwnedFd, Option<OwnedFd>), Error> {
+    let id = crate::ROOT_CALLER_ID;
+    let fail = |cause: std::io::Error| Error::Unavailable {
+        cause: format!(
+            "could not make a copy-on-write view of {} (review mode): {cause}",
+            view.workspace.display()
+        ),
+        fix: REVIEW_FIX.into(),
+    };
+    let bounded = match view.disk_bytes {
+        Some(bytes) => {
+            let size = std::ffi::CString::new(bytes.to_string()).map_err(std::io::Error::other);
+            let size = size.map_err(fail)?;
+            let options = [(c"size", size.as_c_str()), (c"mode", c"0700")];
+            Some(
+                sys::parent::bounded_upper(&options, view.upper_mode, Some((id, id)))
+                    .map_err(fail)?,
+            )
+        }
+        None => None,
+    };
+    let userns = sys::parent::idmap_userns(
+        &sys::parent::review_lower_map(view.owner.0, id),
+        &sys::parent::review_lower_map(view.owner.1, id),
+    )
+    .map_err(fail)?;
+    let layers = bounded.as_ref().map(|(_, u, w)| (u.as_fd(), w.as_fd()));
+    let tree = sys::parent::overlay_clone(&view.workspace, userns.fd(), &view.changes, layers)
+        .map_err(|e| match e.raw_os_error().and_then(changed_since_planned) {
+            Some(what) => Error::Changed {
+                path: view.workspace.clone(),
+                what: what.into(),
+            },
+            None => fail(e),
+        })?;
+    Ok((tree, bounded.map(|(mnt, _, _)| mnt)))
 }
 
 /// The detached covers of [`Plan::covers`], ready for runsc's own mount namespace.
@@ -386,7 +467,20 @@ fn prepared_covers(plan: &Plan) -> Result<sys::mountns::Covers, Error> {
         });
     }
     if plan.caller.rootless {
-        sys::mountns::Covers::unprivileged(&covers)
+        let view = match &plan.review {
+            Some(r) => Some(sys::mountns::View {
+                lower: path_cstring(&r.workspace)?,
+                changes: path_cstring(&r.changes)?,
+                disk: r.disk_bytes.map(|b| {
+                    (
+                        std::ffi::CString::new(b.to_string()).unwrap_or_default(),
+                        r.upper_mode,
+                    )
+                }),
+            }),
+            None => None,
+        };
+        sys::mountns::Covers::unprivileged(&covers, view)
     } else {
         sys::mountns::Covers::prepare(&covers)
     }
@@ -408,6 +502,28 @@ fn cover_failed(plan: &Plan, index: usize, errno: sys::raw::Errno) -> Error {
         ),
     };
     Error::Changed { path, what }
+}
+
+/// Why an unprivileged caller's review view could not be made by runsc's child.
+fn view_failed(plan: &Plan, errno: sys::raw::Errno) -> Error {
+    let path = plan
+        .review
+        .as_ref()
+        .map(|r| r.workspace.clone())
+        .unwrap_or_default();
+    match changed_since_planned(errno.0) {
+        Some(what) => Error::Changed {
+            path,
+            what: what.into(),
+        },
+        None => Error::Unavailable {
+            cause: format!(
+                "could not make a copy-on-write view of {} (review mode): {errno}",
+                path.display()
+            ),
+            fix: REVIEW_FIX.into(),
+        },
+    }
 }
 
 /// What an errno of opening a planned path says changed since it was planned: it is gone,
@@ -530,13 +646,23 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
         .map_err(io_err("start a thread waiting for runsc"))?;
     #[cfg(debug_assertions)]
     test_pause("STOCKADE_TEST_GVISOR_PAUSE_LATE");
-    let mut child = spawn_runsc(
+    let (mut child, review_upper) = spawn_runsc(
         plan,
         &ctl,
         dir.path(),
         console.as_ref(),
         [io.stdin, io.stdout, io.stderr],
     )?;
+    let review_upper = match review_upper {
+        Ok(upper) => upper,
+        Err(e) => {
+            // Fail closed: without it the change set (on that tmpfs) could not be read.
+            abandon(plan, &ctl, &mut child);
+            drop(dir);
+            remove_cgroups(plan);
+            return Err(io_err("receive the review view's bounded upper")(e));
+        }
+    };
     let attached = match (console, io.terminal) {
         (Some(console), Some(own)) => {
             match attach_console(console, own, &mut child, &io.cancel, io.process_signals) {
@@ -645,6 +771,7 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
         blocked,
         usage,
         limit_hits,
+        review_upper: review_upper.map(std::sync::Arc::new),
     })
 }
 
@@ -685,7 +812,7 @@ fn spawn_runsc(
     bundle: &Path,
     console: Option<&ConsoleSocket>,
     streams: [OwnedFd; 3],
-) -> Result<std::process::Child, Error> {
+) -> Result<(std::process::Child, std::io::Result<Option<OwnedFd>>), Error> {
     let [stdin, stdout, stderr] = streams;
     // In the run's held network (`Control::command`), so its control socket is bound there.
     let mut command = ctl.command();
@@ -696,8 +823,11 @@ fn spawn_runsc(
     // inside one goes onto the view); kept open until runsc has started. An unprivileged
     // caller's covers are made by runsc's child in a user namespace of its own, after it
     // joined the held network (the join in `Control::command` runs first).
-    let trees = idmapped_trees(plan)?;
-    let covers = prepared_covers(plan)?;
+    let Trees {
+        trees,
+        bounded_upper,
+    } = idmapped_trees(plan)?;
+    let mut covers = prepared_covers(plan)?;
     if plan.caller.rootless {
         if !covers.is_empty() {
             sys::mountns::user_private_mounts_on_exec(&mut command, &covers);
@@ -722,16 +852,20 @@ fn spawn_runsc(
     // A cover that found another file at its path: refused, naming it (runsc never started).
     let spawned = match spawned {
         Err(e) => match covers.failed() {
-            Some((Some(index), errno)) => return Err(cover_failed(plan, index, errno)),
-            Some((None, errno)) => return Err(Error::Unavailable {
+            Some((Failed::Cover(index), errno)) => return Err(cover_failed(plan, index, errno)),
+            Some((Failed::View, errno)) => return Err(view_failed(plan, errno)),
+            Some((Failed::SetUp, errno)) => return Err(Error::Unavailable {
                 cause: format!("could not make a user and mount namespace of runsc's own to cover the masks in: {errno}"),
                 fix: "run with --backend native".into(),
             }),
             None => Err(e),
         },
         Ok(child) => {
+            // An unprivileged caller's view under a disk bound: the upper's tmpfs, which
+            // runsc's child sent before it ran runsc.
+            let sent = covers.bounded_upper();
             drop(covers);
-            Ok(child)
+            Ok((child, sent.map(|sent| bounded_upper.or(sent))))
         }
     };
     drop(trees);

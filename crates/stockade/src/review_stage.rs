@@ -187,7 +187,7 @@ pub(crate) fn prepare(
                 "the {} backend cannot give the command a reviewed view of the workspace yet",
                 backend.name()
             ),
-            fix: format!("run {flag} with --backend native, or without {flag}"),
+            fix: format!("run {flag} with --backend native or --backend gvisor, or without {flag}"),
         }));
     }
     let workspace = spec.workspace.clone();

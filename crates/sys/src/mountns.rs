@@ -30,11 +30,43 @@ pub struct Cover {
 
 /// What a cover's lookup found at its target, compared with what was planned: `Ok` to cover
 /// it, `ESTALE` when it is another file.
+/// A planned device of [`crate::postfork::ANY_DEVICE`] compares the inode only (a path inside
+/// a review run's view: the overlay keeps the workspace's inode numbers, not its device).
 pub fn same_file(expect: Option<Identity>, found: (u64, u64)) -> Result<(), Errno> {
     match expect {
-        Some(want) if want != found => Err(Errno(libc::ESTALE)),
+        Some((dev, ino))
+            if ino != found.1 || (dev != crate::postfork::ANY_DEVICE && dev != found.0) =>
+        {
+            Err(Errno(libc::ESTALE))
+        }
         _ => Ok(()),
     }
+}
+
+/// A review run's copy-on-write view of the workspace for a caller who is not root, made by
+/// the helper's child in its own user and mount namespace (see
+/// [`user_private_mounts_on_exec`]) before the covers (which then go onto the view): an
+/// overlay of `lower` (the workspace, canonical) with `changes/upper` and `changes/work`,
+/// attached over `lower`. As the native backend's init makes it (`postfork::MountOp::Overlay`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct View {
+    pub lower: CString,
+    pub changes: CString,
+    /// Under a disk bound: the upper is a tmpfs of this size (`size=` option, bytes) holding
+    /// `upper/` with the mode given; its mount descriptor is handed back
+    /// ([`Covers::bounded_upper`]).
+    pub disk: Option<(CString, u32)>,
+}
+
+/// What failed in the helper's child, as [`Covers::failed`] tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failed {
+    /// The namespaces that hold the mounts could not be made.
+    SetUp,
+    /// The review view ([`View`]).
+    View,
+    /// The cover at this index.
+    Cover(usize),
 }
 
 /// One detached, read-only, empty mount per [`Cover`], made before the helper starts (nothing
@@ -45,11 +77,18 @@ pub struct Covers {
     mounts: Vec<(OwnedFd, CString, Option<Identity>)>,
     /// Unprivileged: the source in [`cover_sources`] each cover is cloned from, in the child.
     pending: Vec<(&'static std::ffi::CStr, CString, Option<Identity>)>,
+    /// Unprivileged: a review run's view, made by the child first.
+    view: Option<View>,
+    /// Under the view's disk bound: (this process's end, the child's end) of the channel the
+    /// child hands the bounded upper's mount descriptor over.
+    disk_channel: Option<(OwnedFd, OwnedFd)>,
     report: Option<(OwnedFd, OwnedFd)>,
 }
 
 /// The index a child reports when the namespace itself could not be set up.
 const SET_UP: u32 = u32::MAX;
+/// The index a child reports when the review view could not be made.
+const VIEW: u32 = u32::MAX - 1;
 
 /// A detached tmpfs holding what covers are cloned from: `d` and `f` (mode 0), `ed` (0555)
 /// and `ef` (0444), as the native init's masks. Allocation-free (the unprivileged child makes
@@ -101,6 +140,8 @@ impl Covers {
         let mut out = Covers {
             mounts: Vec::with_capacity(covers.len()),
             pending: Vec::new(),
+            view: None,
+            disk_channel: None,
             report: None,
         };
         if covers.is_empty() {
@@ -121,27 +162,49 @@ impl Covers {
     /// `covers` for a caller who is not root: made by the helper's child in a user namespace
     /// of its own (its ids mapped to themselves, so the helper runs as before, without
     /// capabilities once it has started) and a mount namespace that namespace owns (see
-    /// [`user_private_mounts_on_exec`]). Nothing is mounted here.
-    pub fn unprivileged(covers: &[Cover]) -> io::Result<Covers> {
+    /// [`user_private_mounts_on_exec`]), after a review run's `view` when there is one.
+    /// Nothing is mounted here.
+    pub fn unprivileged(covers: &[Cover], view: Option<View>) -> io::Result<Covers> {
+        let disk_channel = match view.as_ref().and_then(|v| v.disk.as_ref()) {
+            Some(_) => Some(crate::parent::fd_channel()?),
+            None => None,
+        };
         Ok(Covers {
             mounts: Vec::new(),
             pending: (covers.iter())
                 .map(|c| (source_of(c), c.target.clone(), c.expect))
                 .collect(),
-            report: (!covers.is_empty()).then(report_pipe).transpose()?,
+            report: (!covers.is_empty() || view.is_some())
+                .then(report_pipe)
+                .transpose()?,
+            view,
+            disk_channel,
         })
     }
 
     pub fn is_empty(&self) -> bool {
-        self.mounts.is_empty() && self.pending.is_empty()
+        self.mounts.is_empty() && self.pending.is_empty() && self.view.is_none()
     }
 
-    /// After the helper failed to start: the cover that failed (its index in what
-    /// [`Covers::prepare`] or [`Covers::unprivileged`] was given; `None`: the namespace that
-    /// holds them could not be made) and why (`ESTALE`: another file is at its path now;
+    /// After the helper started: the mount descriptor of the view's bounded upper (the tmpfs
+    /// under a disk bound, for reading the change set), which its child sent before it ran
+    /// the helper. `None` without a disk bound.
+    pub fn bounded_upper(&mut self) -> io::Result<Option<OwnedFd>> {
+        let Some((ours, childs)) = self.disk_channel.take() else {
+            return Ok(None);
+        };
+        // The child is past its exec (or gone): with its end closed here, the read ends at
+        // what it sent.
+        drop(childs);
+        crate::parent::recv_fd(&ours)
+    }
+
+    /// After the helper failed to start: what failed (a cover by its index in what
+    /// [`Covers::prepare`] or [`Covers::unprivileged`] was given, the review view, or the
+    /// namespaces that hold them) and why (`ESTALE`: another file is at its path now;
     /// `ENOENT`: nothing is; `ELOOP`: a symbolic link is on its way). `None` when the start
     /// failed for another reason.
-    pub fn failed(self) -> Option<(Option<usize>, Errno)> {
+    pub fn failed(self) -> Option<(Failed, Errno)> {
         let (r, w) = self.report?;
         // The child is gone (std waits for it before reporting a failed start): with our
         // write end closed, the read ends at what it wrote.
@@ -157,7 +220,12 @@ impl Covers {
         (got == b.len()).then(|| {
             let index = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]);
             let errno = Errno(i32::from_ne_bytes([b[4], b[5], b[6], b[7]]));
-            ((index != SET_UP).then_some(index as usize), errno)
+            let failed = match index {
+                SET_UP => Failed::SetUp,
+                VIEW => Failed::View,
+                i => Failed::Cover(i as usize),
+            };
+            (failed, errno)
         })
     }
 }
@@ -298,14 +366,23 @@ pub fn user_private_mounts_on_exec(cmd: &mut std::process::Command, covers: &Cov
 /// [`user_private_mounts_on_exec`], the covers locked or (tests' controls only) not.
 fn user_mounts_on_exec(cmd: &mut std::process::Command, covers: &Covers, lock: bool) {
     let pending = covers.pending.clone();
+    let view = covers.view.clone();
+    let disk_sock = covers.disk_channel.as_ref().map(|(_, c)| c.as_raw_fd());
     let report_fd = covers.report.as_ref().map(|(_, w)| w.as_raw_fd());
     // SAFETY: the closure runs in the child between fork and exec (one thread: unshare of a
     // user namespace needs it); it only makes system calls on descriptors, fixed arrays and
-    // strings prepared here (no allocation: `pending` is moved in whole, and the report pipe
-    // stays open in the parent until the spawn).
+    // strings prepared here (no allocation: `pending` and `view` are moved in whole, the
+    // disk bound's options are a fixed array of borrowed strings, and the report pipe and
+    // the disk channel stay open in the parent until the spawn).
     unsafe {
         cmd.pre_exec(move || {
             let sources = user_private_namespace().map_err(|e| report(report_fd, SET_UP, e))?;
+            if let Some(v) = &view {
+                if let Err(e) = make_view(v, disk_sock) {
+                    raw::close(sources);
+                    return Err(report(report_fd, VIEW, e).into());
+                }
+            }
             for (i, (name, target, expect)) in pending.iter().enumerate() {
                 let made = raw::cover_clone(sources, name).and_then(|fd| {
                     let res = cover(fd, target, *expect);
@@ -324,6 +401,33 @@ fn user_mounts_on_exec(cmd: &mut std::process::Command, covers: &Covers, lock: b
             Ok(())
         });
     }
+}
+
+/// The child's review view ([`View`]): the overlay made in its user namespace and attached
+/// over the workspace, looked up through no symbolic link. Under a disk bound its upper is a
+/// tmpfs whose mount descriptor goes to `disk_sock` first. Allocation-free.
+fn make_view(v: &View, disk_sock: Option<i32>) -> Result<(), Errno> {
+    let layers = match (&v.disk, disk_sock) {
+        (Some((size, mode)), Some(sock)) => {
+            let options = [(c"size", size.as_c_str()), (c"mode", c"0700")];
+            crate::postfork::bounded_layers(
+                &v.lower,
+                crate::postfork::DiskBound {
+                    options: &options,
+                    mode: *mode,
+                    sock,
+                },
+            )?
+        }
+        (Some(_), None) => return Err(Errno(libc::EINVAL)),
+        (None, _) => crate::overlay::open_layers(&v.lower, &v.changes)?,
+    };
+    let fd = crate::overlay::detached_overlay(layers, true);
+    crate::overlay::close_layers(layers);
+    let fd = fd?;
+    let res = raw::move_mount_fd_no_symlinks(fd, &v.lower);
+    raw::close(fd);
+    res
 }
 
 /// Makes `cmd` receive SIGKILL when the thread that spawned it ends (`PR_SET_PDEATHSIG`): a
@@ -403,7 +507,7 @@ mod tests {
     fn covers(mode: Mode, covers: &[Cover]) -> Covers {
         match mode {
             Mode::Root => Covers::prepare(covers).unwrap(),
-            Mode::User => Covers::unprivileged(covers).unwrap(),
+            Mode::User => Covers::unprivileged(covers, None).unwrap(),
         }
     }
 
@@ -423,7 +527,7 @@ mod tests {
         trees: &[(OwnedFd, CString)],
         covers: Covers,
         between: impl FnOnce(),
-    ) -> Result<String, Option<(Option<usize>, Errno)>> {
+    ) -> Result<String, Option<(Failed, Errno)>> {
         let mut cmd = Command::new("/bin/sh");
         cmd.arg("-c")
             .arg("read x; cat \"$0/P/C/.env\" \"$0/S/C/.env\" 2>/dev/null; echo end")
@@ -486,7 +590,7 @@ mod tests {
             let c = covers(mode, &[cover_of(&env, Some(secret))]);
             assert_eq!(
                 read_both(&d, mode, &[], c, || ()),
-                Err(Some((Some(0), Errno(libc::ESTALE)))),
+                Err(Some((Failed::Cover(0), Errno(libc::ESTALE)))),
                 "{mode:?}"
             );
             // The cover that failed is the one named (the first, by path, went on).
@@ -494,7 +598,7 @@ mod tests {
             let c = covers(mode, &[cover_of(&env, None), other]);
             assert_eq!(
                 read_both(&d, mode, &[], c, || ()),
-                Err(Some((Some(1), Errno(libc::ENOENT)))),
+                Err(Some((Failed::Cover(1), Errno(libc::ENOENT)))),
                 "{mode:?}"
             );
             // A start that fails after the covers (no such program) names none.
@@ -542,7 +646,7 @@ mod tests {
         );
         assert_eq!(
             read_both(&d, Mode::Root, &view(), c, || ()),
-            Err(Some((Some(0), Errno(libc::ESTALE))))
+            Err(Some((Failed::Cover(0), Errno(libc::ESTALE))))
         );
         std::fs::remove_dir_all(&d).unwrap();
     }
@@ -597,12 +701,84 @@ mod tests {
         std::fs::remove_dir_all(&d).unwrap();
     }
 
+    /// A review run's view made by the helper's child (any caller: in a user namespace of its
+    /// own): the helper's write to the workspace lands in the change directory's upper (or,
+    /// under a disk bound, on the tmpfs whose mount comes back after the start), the
+    /// workspace keeps its file; a cover planned with the workspace's inode and any device
+    /// goes onto that file in the view. Control: without the view the same write reaches the
+    /// workspace.
+    #[test]
+    fn an_unprivileged_view_takes_the_helpers_writes_and_its_covers_go_onto_it() {
+        let d = Path::new("/var/tmp").join(format!("sys-view-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        let (ws, changes) = (d.join("ws"), d.join("changes"));
+        for dir in [&ws, &changes.join("upper"), &changes.join("work")] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        std::fs::write(ws.join("a.txt"), "orig\n").unwrap();
+        std::fs::write(ws.join(".env"), "SECRET=1\n").unwrap();
+        let env = ws.join(".env");
+        let in_view = Some((crate::postfork::ANY_DEVICE, id(&env).1));
+        let c = |p: &Path| CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+        let run = |view: Option<View>| -> (String, Option<OwnedFd>) {
+            let mut covers = Covers::unprivileged(&[cover_of(&env, in_view)], view).unwrap();
+            let mut cmd = Command::new("/bin/sh");
+            cmd.arg("-c")
+                .arg("echo run > \"$0/a.txt\"; cat \"$0/.env\" 2>/dev/null; echo end")
+                .arg(&ws)
+                .stdout(Stdio::piped());
+            user_private_mounts_on_exec(&mut cmd, &covers);
+            let child = cmd.spawn().unwrap();
+            let bounded = covers.bounded_upper().unwrap();
+            let out = child.wait_with_output().unwrap();
+            (String::from_utf8_lossy(&out.stdout).into_owned(), bounded)
+        };
+        let view = |disk: Option<(CString, u32)>| View {
+            lower: c(&ws),
+            changes: c(&changes),
+            disk,
+        };
+        let (out, bounded) = run(Some(view(None)));
+        assert!(out.ends_with("end\n") && !out.contains("SECRET"), "{out:?}");
+        assert!(bounded.is_none());
+        assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "orig\n");
+        let upper = std::fs::read_to_string(changes.join("upper/a.txt")).unwrap();
+        assert_eq!(upper, "run\n");
+        // Under a disk bound: the upper is the tmpfs's, handed back.
+        std::fs::remove_file(changes.join("upper/a.txt")).unwrap();
+        let (out, bounded) = run(Some(view(Some((c"1048576".to_owned(), 0o755)))));
+        assert!(out.ends_with("end\n") && !out.contains("SECRET"), "{out:?}");
+        let bounded = bounded.expect("the bounded upper's mount");
+        let on_tmpfs = rustix::fs::openat(
+            &bounded,
+            "upper/a.txt",
+            rustix::fs::OFlags::RDONLY,
+            rustix::fs::Mode::empty(),
+        );
+        assert!(on_tmpfs.is_ok(), "{on_tmpfs:?}");
+        assert!(!changes.join("upper/a.txt").exists());
+        assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "orig\n");
+        // Control: no view, the write reaches the workspace (the cover, by inode, still on).
+        let (out, _) = run(None);
+        assert!(!out.contains("SECRET"), "{out:?}");
+        assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "run\n");
+        // The overlay's work directory (mode 0, made in the user namespace) opened to go.
+        use std::os::unix::fs::PermissionsExt;
+        let work = changes.join("work/work");
+        let _ = std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o700));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
     #[test]
     fn same_file_compares_device_and_inode() {
         assert_eq!(same_file(None, (1, 2)), Ok(()));
         assert_eq!(same_file(Some((1, 2)), (1, 2)), Ok(()));
         assert_eq!(same_file(Some((1, 2)), (1, 3)), Err(Errno(libc::ESTALE)));
         assert_eq!(same_file(Some((1, 2)), (9, 2)), Err(Errno(libc::ESTALE)));
+        // Inside a review run's view: the inode alone.
+        let any = crate::postfork::ANY_DEVICE;
+        assert_eq!(same_file(Some((any, 2)), (9, 2)), Ok(()));
+        assert_eq!(same_file(Some((any, 2)), (9, 3)), Err(Errno(libc::ESTALE)));
     }
 
     #[test]

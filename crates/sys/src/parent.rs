@@ -348,6 +348,36 @@ pub fn overlay_clone(
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// The idmapping of a root caller's review view's lower layer, as `/proc/PID/uid_map` text
+/// (one of ids or groups): `owner` appears as `sandbox_id` (the unprivileged id a root
+/// caller's command runs as, owning its writable roots), and every other id as itself, so
+/// the privileged overlay can copy up a file of any owner (an unmapped owner would fail with
+/// `EOVERFLOW`). `sandbox_id` itself stays unmapped. Used by both backends that make the view.
+pub fn review_lower_map(owner: u32, sandbox_id: u32) -> String {
+    let h = sandbox_id;
+    let mut extents: Vec<(u32, u32, u32)> = Vec::new();
+    // Identity on [from, to) minus `h` and `owner`.
+    let push_identity = |from: u32, to: u32, out: &mut Vec<(u32, u32, u32)>| {
+        if to > from {
+            out.push((from, from, to - from));
+        }
+    };
+    if owner == h {
+        push_identity(0, u32::MAX, &mut extents);
+    } else {
+        let (a, b) = (owner.min(h), owner.max(h));
+        push_identity(0, a, &mut extents);
+        push_identity(a + 1, b, &mut extents);
+        push_identity(b + 1, u32::MAX, &mut extents);
+        extents.push((owner, h, 1));
+    }
+    extents.sort();
+    extents
+        .iter()
+        .map(|(inside, outside, n)| format!("{inside} {outside} {n}\n"))
+        .collect()
+}
+
 /// Held by a run from the first descriptor it makes for its sandbox's first process until
 /// it has closed its own copies of them: a process cloned meanwhile by another run of this
 /// process (a sandbox init, which does not `exec`) would inherit them and keep this run's

@@ -961,10 +961,12 @@ fn apply_mount(op: &MountOp<'_>, slots: &mut [c_int], mask_fd: &mut c_int) -> ra
     }
 }
 
-/// `path` opened `O_PATH` through no symbolic link, and checked to be the planned file.
 /// The layers of a review run under a disk bound: the upper on a new tmpfs, whose mount
 /// descriptor goes to the supervisor (it reads the change set there after the run).
-fn bounded_layers(lower: &CStr, d: DiskBound<'_>) -> raw::Result<crate::overlay::Layers> {
+pub(crate) fn bounded_layers(
+    lower: &CStr,
+    d: DiskBound<'_>,
+) -> raw::Result<crate::overlay::Layers> {
     let (mnt, mut layers) = crate::overlay::bounded_upper(d.options, d.mode, None)?;
     let sent = raw::send_fd(d.sock, mnt);
     raw::close(mnt);

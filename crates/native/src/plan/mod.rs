@@ -550,34 +550,11 @@ pub fn creations(
     }
 }
 
-/// The idmapping of a root caller's review view's lower layer, as `/proc/PID/uid_map` text
-/// (one of ids or groups): `owner` appears as the sandbox's host id
-/// ([`ROOT_CALLER_HOST_ID`]), as in direct mode, and every other id as itself, so the
-/// privileged overlay can copy up a file of any owner (an unmapped owner would fail with
-/// `EOVERFLOW`). The sandbox's host id itself stays unmapped.
+/// The idmapping of a root caller's review view's lower layer (see
+/// [`sys::parent::review_lower_map`]): `owner` appears as the sandbox's host id
+/// ([`ROOT_CALLER_HOST_ID`]), as in direct mode, and every other id as itself.
 pub fn review_lower_map(owner: u32) -> String {
-    let h = ROOT_CALLER_HOST_ID;
-    let mut extents: Vec<(u32, u32, u32)> = Vec::new();
-    // Identity on [from, to) minus `h` and `owner`.
-    let push_identity = |from: u32, to: u32, out: &mut Vec<(u32, u32, u32)>| {
-        if to > from {
-            out.push((from, from, to - from));
-        }
-    };
-    if owner == h {
-        push_identity(0, u32::MAX, &mut extents);
-    } else {
-        let (a, b) = (owner.min(h), owner.max(h));
-        push_identity(0, a, &mut extents);
-        push_identity(a + 1, b, &mut extents);
-        push_identity(b + 1, u32::MAX, &mut extents);
-        extents.push((owner, h, 1));
-    }
-    extents.sort();
-    extents
-        .iter()
-        .map(|(inside, outside, n)| format!("{inside} {outside} {n}\n"))
-        .collect()
+    sys::parent::review_lower_map(owner, ROOT_CALLER_HOST_ID)
 }
 
 /// The identities of paths inside a reviewed workspace, as the init finds them in the view:
