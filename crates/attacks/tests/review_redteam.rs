@@ -717,3 +717,73 @@ fn a_setgid_workspace_keeps_review_runs_and_its_sharing() {
         );
     }
 }
+
+/// A mount inside the workspace: the view's lower layer is the workspace's own mount alone
+/// (overlayfs does not follow mounts), so a review run would show the directory a mount
+/// hides, which the walk never saw (it sees the mounted filesystem) and never masked: a
+/// `.env` under a tmpfs mounted in the workspace was read (red team of review under gVisor,
+/// both backends). Refused before anything runs, naming the mount point. Controls: a direct
+/// run sees the mounted filesystem (no `.env` there); once unmounted, the same review run
+/// runs and the `.env`, now seen by the walk, is masked.
+#[test]
+fn a_mount_inside_the_workspace_refuses_review() {
+    if !attacks::is_root() {
+        println!("n/a as an unprivileged caller: mounting a filesystem inside the workspace needs root (the refusal is every caller's)");
+        return;
+    }
+    /// Unmounts when dropped (a failed assertion too).
+    struct Mounted(std::path::PathBuf);
+    impl Drop for Mounted {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let fx = Fixture::without_git();
+    let m = fx.ws.join("m");
+    std::fs::create_dir(&m).expect("mkdir");
+    write_file(&m.join(".env"), "HIDDEN_KEY=1\n", 0o644);
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "stockade-test-tmpfs"])
+        .arg(&m)
+        .status()
+        .expect("mount");
+    assert!(mounted.success(), "mount a tmpfs in the workspace");
+    let guard = Mounted(m.clone());
+    let read = "cat m/.env; echo x > a.txt; echo ran";
+    let run = fx.sandbox(&["--review"], read).run();
+    run.assert_code(125)
+        .assert_stderr_contains("E_PROTECTION_UNAVAILABLE")
+        .assert_stderr_contains("is a mount point inside the workspace")
+        .assert_lacks("HIDDEN_KEY")
+        .assert_lacks("ran");
+    assert!(!fx.ws.join("a.txt").exists());
+    // Control: the workspace's own mount alone (a bind without its submounts, as the
+    // view's lower layer takes it) shows the hidden file.
+    let alone = fx.root.join("alone");
+    std::fs::create_dir(&alone).expect("mkdir");
+    let bound = std::process::Command::new("mount")
+        .arg("--bind")
+        .arg(&fx.ws)
+        .arg(&alone)
+        .status()
+        .expect("mount --bind");
+    assert!(bound.success());
+    let bind_guard = Mounted(alone.clone());
+    assert_eq!(
+        read_text(&alone.join("m/.env")).as_deref(),
+        Some("HIDDEN_KEY=1\n")
+    );
+    drop(bind_guard);
+    // Control: directly, the command sees what is mounted there.
+    fx.sandbox(&[], "cat m/.env 2>&1; echo ran")
+        .run()
+        .assert_success()
+        .assert_stdout_contains("ran")
+        .assert_lacks("HIDDEN_KEY");
+    drop(guard);
+    // Control: unmounted, the review runs, and the walk masks the `.env` it now sees.
+    let (run, _) = review(&fx, &[], read);
+    run.assert_success()
+        .assert_stdout_contains("ran")
+        .assert_lacks("HIDDEN_KEY");
+}

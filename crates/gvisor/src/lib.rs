@@ -24,7 +24,9 @@
 //!   writable roots (and a home only root can enter, read-only) through idmapped mounts in
 //!   runsc's own mount namespace, so it owns them and files it makes belong to their owner
 //!   on disk, as with the native backend; an unprivileged caller's is uid 0 of
-//!   `runsc --rootless`'s user namespace, mapped to the caller.
+//!   `runsc --rootless`'s user namespace, mapped to the caller;
+//! - review and ephemeral runs: the native backend's copy-on-write view ([`ReviewView`]),
+//!   attached at the workspace in runsc's own mount namespace before the covers.
 //!
 //! ```no_run
 //! use gvisor::{Gvisor, Io};

@@ -445,10 +445,7 @@ fn review_view(view: &crate::ReviewView) -> Result<(OwnedFd, Option<OwnedFd>), E
     let layers = bounded.as_ref().map(|(_, u, w)| (u.as_fd(), w.as_fd()));
     let tree = sys::parent::overlay_clone(&view.workspace, userns.fd(), &view.changes, layers)
         .map_err(|e| match e.raw_os_error().and_then(changed_since_planned) {
-            Some(what) => Error::Changed {
-                path: view.workspace.clone(),
-                what: what.into(),
-            },
+            Some(what) => view_changed(view, what),
             None => fail(e),
         })?;
     Ok((tree, bounded.map(|(mnt, _, _)| mnt)))
@@ -504,6 +501,18 @@ fn cover_failed(plan: &Plan, index: usize, errno: sys::raw::Errno) -> Error {
     Error::Changed { path, what }
 }
 
+/// A layer of the view changed since it was planned: the workspace or the run's change
+/// directory (its `upper` or `work`), which of them the lookup does not say.
+fn view_changed(view: &crate::ReviewView, what: &str) -> Error {
+    Error::Changed {
+        path: view.workspace.clone(),
+        what: format!(
+            "it, or the run's change directory {} (its upper or work), changed: {what}",
+            view.changes.display()
+        ),
+    }
+}
+
 /// Why an unprivileged caller's review view could not be made by runsc's child.
 fn view_failed(plan: &Plan, errno: sys::raw::Errno) -> Error {
     let path = plan
@@ -511,12 +520,9 @@ fn view_failed(plan: &Plan, errno: sys::raw::Errno) -> Error {
         .as_ref()
         .map(|r| r.workspace.clone())
         .unwrap_or_default();
-    match changed_since_planned(errno.0) {
-        Some(what) => Error::Changed {
-            path,
-            what: what.into(),
-        },
-        None => Error::Unavailable {
+    match (changed_since_planned(errno.0), &plan.review) {
+        (Some(what), Some(view)) => view_changed(view, what),
+        _ => Error::Unavailable {
             cause: format!(
                 "could not make a copy-on-write view of {} (review mode): {errno}",
                 path.display()

@@ -231,7 +231,7 @@ pub fn parse_facts(
             }
             Some((
                 fstype,
-                PathBuf::from(unescape(f.get(4)?)),
+                PathBuf::from(sys::mountinfo::unescape(f.get(4)?)),
                 *f.get(3)?,
                 *g.get(2)?,
             ))
@@ -313,26 +313,6 @@ fn under_mount(mnt: &Path, root: &str, path: &str) -> Option<PathBuf> {
     } else {
         mnt.join(rel)
     })
-}
-
-/// mountinfo escapes space, tab, newline and backslash as octal.
-fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Whether this process may write `path` (owner, group or other write bit; root may write
@@ -980,7 +960,6 @@ mod tests {
         );
         assert_eq!(under_mount(Path::new("/m"), "/a", "/b"), None);
         assert_eq!(under_mount(Path::new("/m"), "/", "/../x"), None);
-        assert_eq!(unescape("/a\\040b"), "/a b");
     }
 
     #[test]

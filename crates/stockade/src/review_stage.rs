@@ -200,6 +200,26 @@ pub(crate) fn prepare(
             hint: format!("use a profile that writes the workspace (--profile workspace-write), or leave out {flag}"),
         });
     }
+    // The view's lower layer is the workspace's own mount alone (overlayfs does not follow
+    // mounts): below a mount point inside it the command would read the directory the mount
+    // hides, which the walk never saw (it sees the mounted filesystem), nor masked (red team
+    // of review under gVisor: a `.env` under a tmpfs mounted in the workspace was read, on
+    // both backends). Refused, naming it.
+    let below = sys::mountinfo::mounts_below(&workspace).map_err(|e| Error::Io {
+        what: "read /proc/self/mountinfo (mounts inside the workspace)".into(),
+        cause: e,
+    })?;
+    if let Some(mount) = below.first() {
+        return Err(Error::Run(sandbox::RunError::Unavailable {
+            what: "a copy-on-write view of the workspace (review mode)",
+            cause: format!(
+                "{} is a mount point inside the workspace ({} in all): the view would show the directory it hides, not what is mounted there, and nothing under it was checked for secrets",
+                mount.display(),
+                below.len()
+            ),
+            fix: format!("unmount what is mounted inside the workspace, or run without {flag}"),
+        }));
+    }
     let Some(store) = store_dir(request) else {
         return Err(Error::Usage {
             message: format!("{flag}: the change store cannot be located: neither XDG_STATE_HOME nor HOME is an absolute path"),

@@ -18,6 +18,7 @@
 //! clones, `fsopen`/`fsmount`) are exposed by no maintained crate in that form.
 
 pub mod mediate;
+pub mod mountinfo;
 pub mod mountns;
 pub mod netns;
 pub mod overlay;
