@@ -276,6 +276,57 @@ fn allow_read_option_unmasks_only_the_named_path() {
         .assert_blocked(&fx.marker("ssh"));
 }
 
+/// `--allow-write` of a directory inside a masked one (`~/.ssh/tmp`, as `~/.kube/cache` or
+/// `~/.docker/buildx` would be) opens that directory only: the masked directory is split
+/// around it, its other files stay unreadable (red team, issue 33: the whole `~/.ssh` mask
+/// was dropped, writing a subdirectory taken as reading the parent). The same for a
+/// `--deny-read` directory of the workspace around an `--allow-write` inside it. Controls:
+/// the granted directory is written; the host reads the key; the mask of the whole
+/// directory granted (`--allow-write ~/.ssh`: writing implies reading) is lifted.
+#[test]
+fn a_writable_directory_inside_a_masked_one_opens_only_itself() {
+    let fx = Fixture::new();
+    std::fs::create_dir_all(fx.home.join(".ssh/tmp")).expect("mkdir");
+    let tmp = fx.home.join(".ssh/tmp").display().to_string();
+    let key = r#"cat "$HOME/.ssh/id_rsa""#;
+    fx.attack(&["--allow-write", &tmp], key)
+        .outcome()
+        .assert_blocked(&fx.marker("ssh"));
+    fx.control(key).outcome().assert_shows(&fx.marker("ssh"));
+    let written = fx
+        .sandbox(
+            &["--allow-write", &tmp],
+            r#"echo w > "$HOME/.ssh/tmp/w" && echo written"#,
+        )
+        .run();
+    written.assert_success().assert_stdout_contains("written");
+    assert!(fx.home.join(".ssh/tmp/w").exists());
+    let whole = fx.home.join(".ssh").display().to_string();
+    fx.attack(&["--allow-write", &whole], key)
+        .outcome()
+        .assert_shows(&fx.marker("ssh"));
+    // In the workspace: a denied directory with a writable one inside.
+    std::fs::create_dir_all(fx.ws.join("priv/out")).expect("mkdir");
+    write_file(
+        &fx.ws.join("priv/key"),
+        format!("{}\n", fx.marker("priv")),
+        0o644,
+    );
+    let (deny, out) = (fx.ws.join("priv"), fx.ws.join("priv/out"));
+    let opts = [
+        "--deny-read",
+        deny.to_str().expect("utf-8"),
+        "--allow-write",
+        out.to_str().expect("utf-8"),
+    ];
+    fx.attack(&opts, "cat priv/key")
+        .outcome()
+        .assert_blocked(&fx.marker("priv"));
+    fx.control("cat priv/key")
+        .outcome()
+        .assert_shows(&fx.marker("priv"));
+}
+
 /// A descriptor to a secret that the caller left open (no close-on-exec) must not survive
 /// into the sandbox.
 #[test]

@@ -206,8 +206,17 @@ impl Scan {
         // Read grants below the host's /tmp are attached in the private one.
         let tmp_grants = tmp_read_grants(host, &allows, &writable_roots);
 
-        // Masks: every denied path that exists, minus allow exceptions, minus paths that
-        // hold a writable root (writing implies reading), minus paths the sandbox replaces.
+        // Masks: every denied path that exists, minus allow exceptions, minus writable roots
+        // (writing implies reading), minus paths the sandbox replaces. A denied directory
+        // that holds a writable root is split around it as around a read grant: its other
+        // entries stay masked (red team, issue 33: `--allow-write ~/.ssh/tmp` dropped the
+        // whole `~/.ssh` mask, and `~/.kube/cache` would have `~/.kube/config`).
+        let holes_in = |canon: &Path| -> Vec<PathBuf> {
+            (allows.iter())
+                .chain(writable_roots.iter().filter(|w| is_within(w, canon)))
+                .cloned()
+                .collect()
+        };
         let mut masks: Vec<(PathBuf, Kind)> = Vec::new();
         for d in &found.deny_read {
             let seen = found.seen_as.get(d).copied();
@@ -225,7 +234,7 @@ impl Scan {
             if seen.is_some() && host.stat_now(&canon).map(|e| (e.dev, e.ino)) != seen {
                 return Ok(Err(parent_of(d)));
             }
-            if writable_roots.iter().any(|w| is_within(w, &canon)) {
+            if writable_roots.contains(&canon) {
                 continue;
             }
             let visible = !under_replaced(&canon)
@@ -234,13 +243,14 @@ impl Scan {
             if !visible {
                 continue;
             }
-            mask_targets(host, &canon, &allows, &mut masks);
+            mask_targets(host, &canon, &holes_in(&canon), &mut masks);
         }
         masks.sort();
         masks.dedup();
         // Paths read as empty: exact paths (the policy allows no other form), covered by an
         // empty readable file or directory unless an unreadable mask covers them already, or
-        // they hold a writable root. Inside a writable root too (a home as the workspace):
+        // they are a writable root (one holding a writable root is split around it, as a
+        // mask is). Inside a writable root too (a home as the workspace):
         // the shell start-up files there read as empty as anywhere else, and the read-only
         // cover keeps them from being written.
         let mut emptied: Vec<(PathBuf, Kind)> = Vec::new();
@@ -249,15 +259,15 @@ impl Scan {
             let Some(canon) = host.canonicalize(d) else {
                 continue;
             };
-            let covered = masks.iter().any(|(m, _)| is_within(&canon, m))
-                || writable_roots.iter().any(|w| is_within(w, &canon));
+            let covered =
+                masks.iter().any(|(m, _)| is_within(&canon, m)) || writable_roots.contains(&canon);
             let visible = !under_replaced(&canon)
                 || writable_roots.iter().any(|w| is_within(&canon, w))
                 || tmp_grants.iter().any(|(g, _)| is_within(&canon, g));
             if covered || !visible {
                 continue;
             }
-            mask_targets(host, &canon, &allows, &mut emptied);
+            mask_targets(host, &canon, &holes_in(&canon), &mut emptied);
         }
         emptied.sort();
         emptied.dedup();
