@@ -23,7 +23,7 @@
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -183,15 +183,14 @@ pub(crate) fn make(request: &RunRequest) -> Option<PathBuf> {
     // The directories above it with the usual modes (`~/.local` made 0700 kept a nested
     // stockade, run inside a root caller's sandbox, from its state directory: it then failed
     // on the trust store instead of saying what the sandbox lacks); the journals' own 0700.
-    let made = dir
+    // Through no link, from the existing part of the way canonical on: a concurrent run
+    // whose writable root holds the way could exchange a directory on it for a link, and
+    // the rest was made where it led, as root (red team, issue 33).
+    let real = crate::review_stage::resolve_existing_part(&dir);
+    let made = real
         .parent()
-        .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(
-            |()| match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
-                other => other,
-            },
-        );
+        .map_or(Ok(()), |p| workspace::create_dir_all_no_links(p, 0o777))
+        .and_then(|()| workspace::create_dir_all_no_links(&real, 0o700));
     if let Err(e) = made {
         tracing::debug!("no run journal: cannot make {}: {e}", dir.display());
         return None;

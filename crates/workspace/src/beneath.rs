@@ -89,6 +89,42 @@ impl Root {
     }
 }
 
+/// Makes the directories of `dir` (absolute, its existing part canonical) that are missing,
+/// each with `mode` (less the umask), and checks it is one: the existing part is opened from
+/// `/` through no symbolic link and each new directory is made with `mkdirat` below the
+/// descriptor of its parent. A directory on the way exchanged for a link by a concurrent
+/// program (a run whose writable root holds it) fails with `ELOOP`, where a path-based
+/// `create_dir_all` made the rest wherever the link led, as root (red team, issue 33).
+pub fn create_dir_all_no_links(dir: &Path, mode: u32) -> io::Result<()> {
+    if !dir.is_absolute() {
+        return Err(io::Error::other(format!(
+            "{} is not an absolute path",
+            dir.display()
+        )));
+    }
+    let existing = dir
+        .ancestors()
+        .find(|a| std::fs::symlink_metadata(a).is_ok())
+        .unwrap_or(Path::new("/"));
+    let rest = dir.strip_prefix(existing).unwrap_or(Path::new(""));
+    let top = Root::open(Path::new("/"))?;
+    let mut cur = top.dir(existing.strip_prefix("/").unwrap_or(existing))?;
+    for c in rest.components() {
+        let Component::Normal(name) = c else {
+            return Err(io::Error::other(format!(
+                "{} is not a plain path",
+                dir.display()
+            )));
+        };
+        match rustix::fs::mkdirat(&cur, name, Mode::from_raw_mode(mode)) {
+            Ok(()) | Err(Errno::EXIST) => {}
+            Err(e) => return Err(errno_io(e)),
+        }
+        cur = open_child(cur.as_fd(), name, OFlags::PATH | OFlags::DIRECTORY)?;
+    }
+    Ok(())
+}
+
 /// Opens `name`, one component in `dir`, with `flags`: never through a link (a link as
 /// `name` fails with `ELOOP`).
 pub(crate) fn open_child(dir: BorrowedFd<'_>, name: &OsStr, flags: OFlags) -> io::Result<OwnedFd> {
@@ -560,5 +596,43 @@ mod tests {
             walk_no_links(root.fd(), Path::new("link/f"), OFlags::PATH).err(),
             Some(Errno::LOOP)
         );
+    }
+
+    /// A link on the way to a state directory stockade makes (a directory a concurrent run
+    /// exchanged for it): nothing is made where it leads, the call fails (`ELOOP`, or
+    /// `ENOTDIR` for a link as the last existing component).
+    /// Control: `create_dir_all` makes the rest there. A plain way is made, with the mode.
+    #[test]
+    fn directories_are_made_through_no_link() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().expect("a directory");
+        let base = std::fs::canonicalize(tmp.path()).expect("canonical");
+        let (target, st) = (base.join("target"), base.join("st"));
+        std::fs::create_dir(&target).expect("mkdir");
+        std::os::unix::fs::symlink(&target, &st).expect("symlink");
+        let e = create_dir_all_no_links(&st.join("stockade/journal"), 0o700).expect_err("a link");
+        // The link as the last existing component: not a directory to open, through no link.
+        assert!(
+            matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)),
+            "{e}"
+        );
+        let deeper = create_dir_all_no_links(&target.join("x"), 0o700).map(|()| ());
+        assert!(deeper.is_ok(), "{deeper:?}");
+        let through = create_dir_all_no_links(&st.join("x/y"), 0o700).expect_err("a link");
+        assert!(matches!(
+            through.raw_os_error(),
+            Some(libc::ELOOP | libc::ENOTDIR)
+        ));
+        assert!(!target.join("stockade").exists());
+        std::fs::create_dir_all(st.join("stockade/journal")).expect("control");
+        assert!(target.join("stockade/journal").is_dir());
+        let plain = base.join("plain/a/b");
+        create_dir_all_no_links(&plain, 0o700).expect("made");
+        create_dir_all_no_links(&plain, 0o700).expect("made again: nothing to do");
+        let mode = std::fs::metadata(&plain)
+            .expect("stat")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700);
     }
 }

@@ -386,18 +386,15 @@ fn make_before_run(made_before: bool, dir: PathBuf, roots: &[PathBuf]) -> Result
     if !made_before || dir.exists() || !roots.iter().any(|w| dir.starts_with(w)) {
         return Ok(dir);
     }
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)
-        .map_err(|e| Error::Io {
-            what: format!(
-                "make {} before the run (a path the run must not create)",
-                dir.display()
-            ),
-            cause: e,
-        })?;
+    // Through no link: a concurrent run whose writable root holds the way could exchange a
+    // directory on it for a link (red team, issue 33).
+    workspace::create_dir_all_no_links(&dir, 0o700).map_err(|e| Error::Io {
+        what: format!(
+            "make {} before the run (a path the run must not create)",
+            dir.display()
+        ),
+        cause: e,
+    })?;
     let again = review_stage::resolve_existing_part(&dir);
     if again != dir || !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
         return Err(Error::Usage {
