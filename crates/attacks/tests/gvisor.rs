@@ -1145,12 +1145,13 @@ fn ask_for_processes(id: &str, name: &[u8]) -> std::io::Result<String> {
 }
 
 /// Waits (up to 20 s) for a listening control socket not in `before`.
-fn new_control_socket(before: &[(String, Vec<u8>)]) -> Option<(String, Vec<u8>)> {
+fn new_control_socket(before: &[(String, Vec<u8>)], holder: u32) -> Option<(String, Vec<u8>)> {
     let began = std::time::Instant::now();
     while began.elapsed().as_secs() < 20 {
-        if let Some(s) = control_sockets_in(true)
+        // A new one held by `holder`'s processes (another lane's runs bind theirs meanwhile).
+        if let Some((s, _)) = control_sockets_with_inodes()
             .into_iter()
-            .find(|s| !before.contains(s))
+            .find(|(s, inode)| !before.contains(s) && held_below(*inode, holder))
         {
             return Some(s);
         }
@@ -1194,7 +1195,7 @@ fn runscs_control_socket_is_out_of_other_processes_reach() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("start a bare runsc");
-    let exposed = new_control_socket(&before);
+    let exposed = new_control_socket(&before, bare.id());
     // Asked again until the command runs (the socket listens before the sandbox starts it).
     let asked = exposed.as_ref().map(|(id, name)| {
         let began = std::time::Instant::now();
