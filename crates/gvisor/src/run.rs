@@ -13,7 +13,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use sandbox::{Cancel, Kind};
+use sandbox::{Cancel, Kind, REVIEW_FIX};
 use sys::mountns::Failed;
 
 use crate::bundle::{EMPTY_FILE, UNREADABLE_FILE};
@@ -405,9 +405,6 @@ fn path_cstring(path: &Path) -> Result<std::ffi::CString, Error> {
         what: "its name holds a NUL byte".into(),
     })
 }
-
-/// How to get review mode under gVisor where its view cannot be made.
-pub const REVIEW_FIX: &str = "review mode needs overlayfs with layers given as descriptors (Linux ≥ 6.13) and, for a caller who is not root, overlay mounts in user namespaces (Linux ≥ 5.11); the workspace and the change directory ($XDG_STATE_HOME/stockade/changes) must be on filesystems overlayfs accepts (ext4, xfs, btrfs, tmpfs); or run without --review";
 
 /// A root caller's review view: a privileged overlay (this process's) over an idmapped,
 /// read-only view of the workspace in which its owner's files are the command's id's and

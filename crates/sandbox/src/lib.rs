@@ -41,6 +41,6 @@ pub use outcome::{
 };
 pub use spec::{
     refuse_linked_secrets, unassigned_id_enters, GuardPattern, Ids, Kind, Limits, LinkedSecret,
-    Mask, Network, ReadScope, Review, Spec, PROXY_ADDR,
+    Mask, Network, ReadScope, Review, Spec, PROXY_ADDR, REVIEW_FIX,
 };
 pub use state::state_dir;

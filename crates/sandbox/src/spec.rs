@@ -100,6 +100,10 @@ pub struct Review {
     pub same_filesystem: bool,
 }
 
+/// How to get review mode where a backend cannot make its view ([`Review`]): the fix of
+/// every such refusal, whichever backend makes the overlay.
+pub const REVIEW_FIX: &str = "review mode needs overlayfs with layers given as descriptors (Linux ≥ 6.13) and, for a caller who is not root, overlay mounts in user namespaces (Linux ≥ 5.11); the workspace and the change directory ($XDG_STATE_HOME/stockade/changes) must be on filesystems overlayfs accepts (ext4, xfs, btrfs, tmpfs); or run without --review";
+
 /// A path the command must not create, as a creation guard matches it:
 /// `base/**/tail[0]/tail[1]/..` (`*` and `?` allowed in the tail), or `base` and everything
 /// below it when the tail is empty.

@@ -528,7 +528,7 @@ fn review_view(
 }
 
 /// How to get review mode where the overlay cannot be made.
-pub const REVIEW_FIX: &str = "review mode needs overlayfs with layers given as descriptors (Linux ≥ 6.13) and, for a caller who is not root, overlay mounts in user namespaces (Linux ≥ 5.11); the workspace and the change directory ($XDG_STATE_HOME/stockade/changes) must be on filesystems overlayfs accepts (ext4, xfs, btrfs, tmpfs); or run without --review";
+pub use sandbox::REVIEW_FIX;
 
 fn mount_op<'a>(
     m: &Mount,

@@ -148,11 +148,13 @@ pub(crate) fn resolve(
     // plant would otherwise wait there until the sweep after the run, and a review run's
     // store, made after the walk, was swept away with the run's own change set as the
     // command's creation (found running review mode under gVisor).
+    let mut stores = Vec::new();
     for spelled in review_stage::store_dirs(request) {
         let dir = review_stage::resolve_existing_part(&spelled);
         refuse_replaceable_link_to_store(&spelled, &dir, &roots, StateKind::ChangeStore)?;
-        state.push(make_before_run(made_before, dir, &roots)?);
+        stores.push(make_before_run(made_before, dir, &roots)?);
     }
+    state.extend(stores.iter().cloned());
     // The run journals likewise: a command that could write one could steer the sweep a
     // later run completes from it (see `journal`).
     if let Some(spelled) = journal::dir(request) {
@@ -199,8 +201,8 @@ pub(crate) fn resolve(
     // has the store masked: nothing else writes there meanwhile). Without this the sweep of
     // a backend without a creation guard took the new change directory for the command's
     // creation and moved it away (found running an unprivileged caller's review under gVisor).
-    for spelled in review_stage::store_dirs(request) {
-        resolved.own_dir(&review_stage::resolve_existing_part(&spelled), host);
+    for dir in &stores {
+        resolved.own_dir(dir, host);
     }
     log_walk(&resolved);
     store_walk_cache(cache, journals.as_deref(), invocation, &resolved);
