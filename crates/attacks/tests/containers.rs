@@ -370,6 +370,87 @@ fn no_network_no_capabilities_no_engine_socket() {
     }
 }
 
+/// An HTTP server on `listener` answering every request with `body`, until the test ends.
+fn serve_marker(listener: std::net::TcpListener, body: String) {
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let body = body.clone();
+            std::thread::spawn(move || {
+                use std::io::{BufRead, Write};
+                let mut reader = std::io::BufReader::new(conn.try_clone().expect("clone"));
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                    if line == "\r\n" {
+                        break;
+                    }
+                    line.clear();
+                }
+                let _ = write!(
+                    conn,
+                    "HTTP/1.0 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+            });
+        }
+    });
+}
+
+/// `--net proxy`: the command reaches an allowed host only through stockade's proxy, listening
+/// on the container's own loopback; another host is refused by the proxy, and no address is
+/// reached directly. Control: the same server answers a direct request from where stockade
+/// runs. As root (a test network of its own); an unprivileged caller's rootless Podman is
+/// checked against the proxy's refusal and the container's interfaces.
+#[test]
+fn net_proxy_reaches_allowed_hosts_through_the_proxy_only() {
+    use attacks::test_net::{TestNet, SERVER_IP};
+    for engine in engines() {
+        let fx = fixture();
+        let proxy_opts = ["--net", "proxy", "--allow-domain", "allowed.test"];
+        if !attacks::is_root() {
+            let out = attack(
+                &fx,
+                engine,
+                &proxy_opts,
+                "ls /sys/class/net; curl -sS -m 10 -o /dev/null -w 'other=%{http_code}\n' http://other.test/",
+            );
+            out.assert_output_contains("other=403");
+            assert!(out.run.stderr.contains("E_NETWORK_DENIED"), "{:?}", out.run);
+            assert!(!out.run.stdout.contains("eth"), "{:?}", out.run);
+            continue;
+        }
+        let net = TestNet::new();
+        let marker = fx.marker("site");
+        serve_marker(
+            TestNet::tcp(&net.server, &format!("{SERVER_IP}:80")),
+            marker.clone(),
+        );
+        let pre = net.prefix(
+            &fx,
+            &format!("127.0.0.1 localhost\n{SERVER_IP} allowed.test other.test\n"),
+        );
+        let direct = format!("curl -sS -m 5 --noproxy '*' http://{SERVER_IP}/");
+        let out = attack_cmd(
+            &fx,
+            &opts(engine, &proxy_opts),
+            &format!(
+                "curl -sS -m 10 http://allowed.test/; echo; \
+                 curl -sS -m 10 -o /dev/null -w 'other=%{{http_code}}\n' http://other.test/; \
+                 {direct} && echo DIRECT-REACHED; true"
+            ),
+        )
+        .under(&pre)
+        .outcome();
+        out.assert_shows(&marker)
+            .assert_output_contains("other=403");
+        assert!(!out.run.stdout.contains("DIRECT-REACHED"), "{:?}", out.run);
+        assert!(out.run.stderr.contains("E_NETWORK_DENIED"), "{:?}", out.run);
+        // Control: the server answers a direct request from where stockade runs.
+        let control = fx.host(&direct).under(&pre).run();
+        assert!(control.stdout.contains(&marker), "control: {control:?}");
+    }
+}
+
 /// A wrapper in front of the real engine that gives it `to` where stockade gave `from` (one
 /// argument, or an argument and the value after it), and passes everything else on.
 fn lying_engine(fx: &Fixture, engine: &str, from: &[&str], to: &[&str]) -> std::path::PathBuf {

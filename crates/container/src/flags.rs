@@ -25,8 +25,8 @@ pub enum LowerError {
     Comma(PathBuf),
     #[error("read_scope = \"allow-list\" is not supported by the container backends (they bind the host's tree read-only)")]
     AllowList,
-    #[error("--net proxy is not supported by the container backends yet")]
-    Proxy,
+    #[error("--net proxy under {0} needs a root caller: stockade opens the proxy's listener inside the container's network namespace, and only root may enter one the daemon made")]
+    ProxyDaemon(&'static str),
     #[error("a CPU limit cannot be enforced by rootless {0} on this machine's cgroups")]
     CpuRootless(&'static str),
     #[error("a memory limit below {} MiB cannot be enforced by rootless Podman: it bounds memory per process (RLIMIT_DATA), and below that runc itself cannot start the container", ROOTLESS_MEMORY_FLOOR >> 20)]
@@ -94,7 +94,15 @@ pub struct Target {
     /// Directories among the protected and pinned paths that the command's id can neither
     /// search nor change the mode of (not its owner), as planned on the host.
     pub closed: Vec<PathBuf>,
+    /// `--net proxy`: the directory holding the gate's two FIFOs (`ready`, `go`), bound at
+    /// [`GATE`] (see [`CHECK`]).
+    pub gate: Option<PathBuf>,
 }
+
+/// Where the gate's FIFOs are inside the container under `--net proxy`: the check writes the
+/// identities of its network and user namespaces to `ready` and waits for `go`, which stockade
+/// writes once the proxy's listener is open in that network namespace.
+pub const GATE: &str = "/run/stockade";
 
 /// How an engine's client is told that a bind is not recursive: Docker's clients from 25 on
 /// call `bind-nonrecursive` deprecated (a warning per mount, on the command's stderr) and take
@@ -176,7 +184,11 @@ ids() { set --; want=; for e in $STOCKADE_CHECK_IDS; do p=/${e#*/}; case $p in *
 "; done; [ $# -gt 0 ] || return 0; got=$(stat -L -c %d:%i -- "$@" 2>&1) || fail "a bind of a planned path" "$got"; [ "$got
 " = "$want" ] || fail "a bind of the path planned" "a path in a writable root was replaced before the engine bound it"; }
 ids
-unset STOCKADE_CHECK_UID STOCKADE_CHECK_NET STOCKADE_CHECK_MASKS STOCKADE_CHECK_IDS STOCKADE_CHECK_RW STOCKADE_CHECK_PIDS STOCKADE_CHECK_MEM STOCKADE_CHECK_NPROC STOCKADE_CHECK_DATA STOCKADE_CHECK_NOFILE
+if [ -n "$STOCKADE_CHECK_GATE" ]; then
+printf '%s %s\n' "$(readlink /proc/self/ns/net)" "$(readlink /proc/self/ns/user)" > "$STOCKADE_CHECK_GATE/ready" || fail "the proxy's gate" "writing $STOCKADE_CHECK_GATE/ready"
+IFS= read -r go < "$STOCKADE_CHECK_GATE/go"; [ "$go" = go ] || fail "the proxy's listener" "${go:-no answer}"
+fi
+unset STOCKADE_CHECK_GATE STOCKADE_CHECK_UID STOCKADE_CHECK_NET STOCKADE_CHECK_MASKS STOCKADE_CHECK_IDS STOCKADE_CHECK_RW STOCKADE_CHECK_PIDS STOCKADE_CHECK_MEM STOCKADE_CHECK_NPROC STOCKADE_CHECK_DATA STOCKADE_CHECK_NOFILE
 exec "$@""#;
 
 fn text(p: &Path) -> Result<&str, LowerError> {
@@ -279,9 +291,6 @@ fn escape(p: &str) -> String {
 pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, LowerError> {
     if spec.read_scope == ReadScope::AllowList {
         return Err(LowerError::AllowList);
-    }
-    if matches!(spec.network, Network::Proxy { .. }) {
-        return Err(LowerError::Proxy);
     }
     if caller.rootless && spec.limits.cpu_millis.is_some() {
         return Err(LowerError::CpuRootless(target.engine.name()));
@@ -462,6 +471,10 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
     for m in &target.extra_masks {
         mounts.push((depth(m), 3, tmpfs(m, 0o200, 4096, true, engine)?));
     }
+    if let Some(gate) = &target.gate {
+        // Read-only: opening a FIFO for writing needs no writable mount.
+        mounts.push((2, 3, bind(gate, Path::new(GATE), true, target)?));
+    }
     if let Some(home) = &target.owner_home {
         if let Some(w) = spec.writable_roots.iter().find(|w| home.starts_with(w)) {
             return Err(LowerError::OwnerHomeWritable(w.clone()));
@@ -503,6 +516,9 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
         },
     ));
     env.push(("STOCKADE_CHECK_MASKS".into(), masks.join(" ")));
+    if target.gate.is_some() {
+        env.push(("STOCKADE_CHECK_GATE".into(), GATE.into()));
+    }
     let ids: Vec<String> = (identities.iter())
         .filter_map(|(p, (dev, ino))| p.to_str().map(|p| format!("{dev}:{ino}{}", escape(p))))
         .collect();

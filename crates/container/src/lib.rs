@@ -80,7 +80,7 @@ pub const ENFORCEMENT: &[Layer] = &[
     },
     Layer {
         what: "network",
-        by: "--net none: --network none (the container's own loopback only); --net host: the host's network; --net proxy: not supported",
+        by: "--net none: --network none (the container's own loopback only); --net host: the host's network; --net proxy: --network none, and stockade's proxy listening on the container's loopback (its socket opened in the container's network namespace by stockade while the check holds the command back; an unprivileged caller's Docker is refused)",
     },
     Layer {
         what: "memory, processes, CPU",
@@ -313,12 +313,41 @@ fn caller_ids(engine: Engine, spec: &Spec) -> Result<flags::Caller, RunError> {
     }
 }
 
+/// The gate of a `--net proxy` run (see [`flags::GATE`]): a directory of two FIFOs, `ready`
+/// (the check writes its namespaces' identities) and `go` (stockade answers once the proxy's
+/// listener is open), the directory and both only the command's id may open (a root caller's
+/// command runs as the workspace's owner).
+fn make_gate(files: &Path, caller: &flags::Caller) -> std::io::Result<PathBuf> {
+    use rustix::fs::{FileType, Mode, CWD};
+    let gate = files.join("gate");
+    rustix::fs::mkdir(&gate, Mode::from_raw_mode(0o700))?;
+    for name in ["ready", "go"] {
+        rustix::fs::mknodat(
+            CWD,
+            gate.join(name),
+            FileType::Fifo,
+            Mode::from_raw_mode(0o600),
+            0,
+        )?;
+    }
+    if rustix::process::geteuid().is_root() && !caller.rootless {
+        let (uid, gid) = (
+            rustix::process::Uid::from_raw(caller.uid),
+            rustix::process::Gid::from_raw(caller.gid),
+        );
+        for p in [gate.join("ready"), gate.join("go"), gate.clone()] {
+            rustix::fs::chown(&p, Some(uid), Some(gid))?;
+        }
+    }
+    Ok(gate)
+}
+
 fn lower_error(e: flags::LowerError) -> RunError {
     use flags::LowerError as L;
     let hint = match &e {
         L::NotUtf8(_) | L::Comma(_) => "rename the path, or use --backend native".to_owned(),
         L::AllowList => "use read_scope = \"host\", or --backend native or gvisor".into(),
-        L::Proxy => "use --net none, or --backend native or gvisor for --net proxy".into(),
+        L::ProxyDaemon(_) => "run stockade as root, use rootless Podman (--backend podman), or --backend native or gvisor for --net proxy".into(),
         L::CpuRootless(_) => "drop --cpu, run as root, or use --backend native".into(),
         L::MemoryRootless => "give --memory 96M or more, run as root (the container's cgroup), or use --backend native".into(),
         L::OwnerHomeWritable(p) => format!(
@@ -454,6 +483,20 @@ impl sandbox::Backend for ContainerBackend {
                 })
                 .map_err(|e| RunError::io("make the run's mask files", e))?;
         }
+        let proxy_addr = match spec.network {
+            sandbox::Network::Proxy { addr } => Some(addr),
+            _ => None,
+        };
+        if proxy_addr.is_some() && !caller.rootless && !rustix::process::geteuid().is_root() {
+            return Err(lower_error(flags::LowerError::ProxyDaemon(engine.name())));
+        }
+        let gate = match proxy_addr {
+            Some(_) => Some(
+                make_gate(files.path(), &caller)
+                    .map_err(|e| RunError::io("make the proxy's gate", e))?,
+            ),
+            None => None,
+        };
         let seccomp_profile = files.path().join("seccomp.json");
         let env_file = files.path().join("env");
         let host_root = image::host_root().map_err(|e| RunError::io("read the host's /", e))?;
@@ -500,6 +543,7 @@ impl sandbox::Backend for ContainerBackend {
                 })
                 .collect(),
             closed: closed_dirs(spec, &caller),
+            gate: gate.clone(),
         };
         let lowered = flags::lower(spec, &caller, &target).map_err(lower_error)?;
         write_private(&target.env_file, lowered.env_file.as_bytes())
@@ -552,6 +596,7 @@ impl sandbox::Backend for ContainerBackend {
             output_limit: limits.output_bytes,
             linked_secrets: spec.linked_secrets.clone(),
             partial_memory: limits.memory_bytes.filter(|_| rootless),
+            proxy: gate.zip(proxy_addr),
         }))
     }
 }

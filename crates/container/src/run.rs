@@ -35,6 +35,48 @@ pub(crate) struct ContainerPlanned {
     /// Rootless Podman's memory limit: a per-process `RLIMIT_DATA`, which memfd and shared
     /// memory escape: run only under `--allow-degraded` (and recorded as skipped).
     pub(crate) partial_memory: Option<u64>,
+    /// `--net proxy`: the gate's directory (see [`flags::GATE`]) and where the proxy listens
+    /// inside.
+    pub(crate) proxy: Option<(PathBuf, std::net::SocketAddrV4)>,
+}
+
+/// How long the check inside may take to reach the proxy's gate (the engine's start of the
+/// container included; a first run imports the image before, not counted here).
+const GATE_WAIT: Duration = Duration::from_secs(60);
+
+/// What the engine's client waiter or a cancel sent: the client's end, or `None` to cancel.
+type Ended = Option<std::io::Result<ExitStatus>>;
+
+/// The gate's two FIFOs, opened before the container starts (read and write, so neither side
+/// blocks on the other's open).
+struct Gate {
+    ready: OwnedFd,
+    go: OwnedFd,
+    addr: std::net::SocketAddrV4,
+}
+
+impl Gate {
+    fn open(dir: &std::path::Path, addr: std::net::SocketAddrV4) -> Result<Gate, RunError> {
+        use rustix::fs::{Mode, OFlags};
+        let open = |name: &str, more: OFlags| {
+            rustix::fs::open(
+                dir.join(name),
+                OFlags::RDWR | OFlags::CLOEXEC | OFlags::NOFOLLOW | more,
+                Mode::empty(),
+            )
+            .map_err(|e| RunError::io("open the proxy's gate", e.into()))
+        };
+        Ok(Gate {
+            ready: open("ready", OFlags::NONBLOCK)?,
+            go: open("go", OFlags::empty())?,
+            addr,
+        })
+    }
+
+    /// Tells the check inside to go on (`go`) or to refuse the run (anything else).
+    fn answer(&self, word: &str) {
+        let _ = rustix::io::write(&self.go, format!("{word}\n").as_bytes());
+    }
 }
 
 fn relay_pipe() -> Result<(OwnedFd, OwnedFd), RunError> {
@@ -210,6 +252,113 @@ impl ContainerPlanned {
         Ok((id, false))
     }
 
+    /// `--net proxy`: waits for the check inside to reach the gate (its namespaces' identities
+    /// on `ready`), finds the container's first process through the engine, checks that its
+    /// namespaces are the ones the check named, opens the proxy's listener in its network
+    /// namespace (entering rootless Podman's user namespace first) and starts the proxy on it.
+    /// `Ok(Some(_))`: the client ended (or the run was cancelled) before the gate.
+    fn open_gate(
+        &self,
+        gate: &Gate,
+        proxy: Option<&mut sandbox::StartProxy>,
+        rx: &mpsc::Receiver<Ended>,
+    ) -> Result<Option<Ended>, RunError> {
+        let failed = |cause: String| RunError::Unavailable {
+            what: "the proxy's listener in the container",
+            cause,
+            fix: "see the cause; --net none, or --backend native or gvisor for --net proxy".into(),
+        };
+        let until = Instant::now() + GATE_WAIT;
+        let mut said = Vec::new();
+        while !said.contains(&b'\n') {
+            match rx.try_recv() {
+                Ok(ended) => return Ok(Some(ended)),
+                Err(mpsc::TryRecvError::Disconnected) => return Ok(Some(None)),
+                Err(mpsc::TryRecvError::Empty) => {}
+            }
+            if Instant::now() >= until || said.len() > 4096 {
+                return Err(failed(format!(
+                    "the check inside did not reach the gate within {} s",
+                    GATE_WAIT.as_secs()
+                )));
+            }
+            let mut fds = [rustix::event::PollFd::new(
+                &gate.ready,
+                rustix::event::PollFlags::IN,
+            )];
+            let tick = rustix::event::Timespec {
+                tv_sec: 0,
+                tv_nsec: 50_000_000,
+            };
+            let _ = rustix::event::poll(&mut fds, Some(&tick));
+            let mut buf = [0u8; 512];
+            match rustix::io::read(&gate.ready, &mut buf) {
+                Ok(n) => said.extend_from_slice(&buf[..n]),
+                Err(rustix::io::Errno::AGAIN) | Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(failed(format!("reading the gate: {e}"))),
+            }
+        }
+        let said = String::from_utf8_lossy(&said).into_owned();
+        let ns_id = |word: Option<&str>, kind: &str| -> Option<u64> {
+            word?
+                .strip_prefix(kind)?
+                .strip_prefix(":[")?
+                .strip_suffix(']')?
+                .parse()
+                .ok()
+        };
+        let mut words = said.split_whitespace();
+        let (Some(net_id), Some(user_id)) =
+            (ns_id(words.next(), "net"), ns_id(words.next(), "user"))
+        else {
+            return Err(failed(format!(
+                "the check said {:?} at the gate",
+                said.trim()
+            )));
+        };
+        let out = Command::new(&self.binary)
+            .args(["inspect", "--format", "{{.State.Pid}}", &self.target.name])
+            .env("PATH", &self.engine_path)
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .map_err(|e| RunError::io("ask the engine for the container's process", e))?;
+        let pid: u32 = String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| failed(format!("{} inspect gave no process", self.engine.name())))?;
+        // The namespaces of that process, checked to be the ones the check inside is in (a
+        // process id the engine gave could have been reused since).
+        let open_ns = |kind: &str| -> Result<(OwnedFd, u64), RunError> {
+            let f = std::fs::File::open(format!("/proc/{pid}/ns/{kind}"))
+                .map_err(|e| RunError::io(format!("open the container's {kind} namespace"), e))?;
+            let ino = rustix::fs::fstat(&f)
+                .map_err(|e| RunError::io("read a namespace's identity", e.into()))?
+                .st_ino;
+            Ok((OwnedFd::from(f), ino))
+        };
+        let (netns, net_ino) = open_ns("net")?;
+        let (userns, user_ino) = open_ns("user")?;
+        if net_ino != net_id || user_ino != user_id {
+            return Err(failed(format!(
+                "the process {pid} the engine named is in other namespaces than the check inside (net {net_ino}, user {user_ino}; the check: {net_id}, {user_id})"
+            )));
+        }
+        let listener = sys::netns::listen_in(
+            self.engine.rootless().then_some(userns.as_fd()),
+            netns.as_fd(),
+            (gate.addr.ip().octets(), gate.addr.port()),
+        )
+        .map_err(|e| failed(format!("opening {} inside: {e}", gate.addr)))?;
+        match proxy {
+            Some(start) => start(listener).map_err(failed)?,
+            None => return Err(failed("no proxy to serve it".into())),
+        }
+        Ok(None)
+    }
+
     /// After the engine's own failure (exit 125) on a cached image id: whether the image is
     /// gone from the engine's store (removed since it was cached). The entry is dropped then,
     /// so the next run makes the image anew.
@@ -243,9 +392,20 @@ impl Planned for ContainerPlanned {
         let Launch {
             io,
             options,
-            proxy: _,
+            mut proxy,
             before_command,
         } = launch;
+        let gate = match &self.proxy {
+            Some(_) if proxy.is_none() => {
+                return Err(RunError::Unavailable {
+                    what: "the egress proxy",
+                    cause: "network mode proxy needs a proxy to serve it".into(),
+                    fix: "run through `stockade run`, which starts the proxy".into(),
+                })
+            }
+            Some((dir, addr)) => Some(Gate::open(dir, *addr)?),
+            None => None,
+        };
         // A masked file's other name is readable through a bind of its directory as through
         // the host kernel: refused (or recorded) by every backend's run.
         let mut skipped = sandbox::refuse_linked_secrets(&self.linked_secrets, options)?;
@@ -324,7 +484,7 @@ impl Planned for ContainerPlanned {
             let _ = sys::parent::catch_signals();
         }
         let started = Instant::now();
-        let (tx, rx) = mpsc::channel::<Option<std::io::Result<ExitStatus>>>();
+        let (tx, rx) = mpsc::channel::<Ended>();
         let mut child = cmd.spawn().map_err(|e| RunError::Setup {
             stage: "start the container engine",
             path: Some(self.binary.clone()),
@@ -347,10 +507,31 @@ impl Planned for ContainerPlanned {
                 self.remove();
                 RunError::io("start a thread waiting for the engine", e)
             })?;
+        let gate_tx = tx.clone();
         let cancel_tx = tx;
         io.control.on_cancel(Box::new(move || {
             let _ = cancel_tx.send(None);
         }));
+        if let Some(gate) = &gate {
+            match self.open_gate(gate, proxy.as_mut(), &rx) {
+                // Its end came during the gate: the loop below takes it.
+                Ok(Some(ended)) => {
+                    let _ = gate_tx.send(ended);
+                }
+                Ok(None) => gate.answer("go"),
+                Err(e) => {
+                    gate.answer("no");
+                    if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
+                        let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+                    }
+                    let _ = waiter.join();
+                    self.remove();
+                    drop(watchdog);
+                    return Err(e);
+                }
+            }
+        }
+        drop(gate_tx);
         let deadline = self.timeout.and_then(|t| started.checked_add(t));
         let mut timed_out = false;
         let mut interrupted: Option<i32> = None;

@@ -218,3 +218,69 @@ pub fn hold_network(
         }
     }
 }
+
+/// Exit codes of [`listen_in`]'s child, for the error when it fails.
+const FAILED_USERNS: c_int = 74;
+const FAILED_NETNS: c_int = 75;
+
+/// Opens a listening TCP socket at `addr` in the network namespace `netns` (entering the user
+/// namespace `userns` first, when given: the one that owns `netns`, e.g. rootless Podman's),
+/// for a backend whose sandbox made its network namespace itself (a container's) before the
+/// command starts. A child process enters the namespaces (a multi-threaded process cannot
+/// enter a user namespace), opens the socket and hands it over; this process's own namespaces
+/// are untouched.
+pub fn listen_in(
+    userns: Option<std::os::fd::BorrowedFd<'_>>,
+    netns: std::os::fd::BorrowedFd<'_>,
+    addr: ([u8; 4], u16),
+) -> io::Result<TcpListener> {
+    let (sock_ours, sock_theirs) = raw::socketpair()?;
+    let user = userns.map_or(-1, |f| f.as_raw_fd());
+    let net = netns.as_raw_fd();
+    match raw::clone_fork(0) {
+        Ok(0) => {
+            // The child: only raw, allocation-free calls; every descriptor but its own three
+            // is closed first.
+            // (No -1 among them: `close_all_but` takes every entry as a descriptor.)
+            let keep = [sock_theirs, if user >= 0 { user } else { net }, net];
+            let _ = raw::close_all_but(&keep);
+            let _ = raw::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0);
+            if user >= 0 && raw::setns(user, libc::CLONE_NEWUSER).is_err() {
+                raw::exit(FAILED_USERNS);
+            }
+            if raw::setns(net, libc::CLONE_NEWNET).is_err() {
+                raw::exit(FAILED_NETNS);
+            }
+            let Ok(fd) = raw::tcp_listen(addr.0, addr.1, 128) else {
+                raw::exit(FAILED_LISTEN);
+            };
+            if raw::send_fd(sock_theirs, fd).is_err() {
+                raw::exit(FAILED_SEND);
+            }
+            raw::exit(0)
+        }
+        Ok(pid) => {
+            raw::close(sock_theirs);
+            // SAFETY: created just above, owned by nobody else.
+            let sock = unsafe { OwnedFd::from_raw_fd(sock_ours) };
+            let got = raw::recv_fd(sock.as_raw_fd());
+            let status = raw::waitpid(pid, 0).map(|(_, s)| s).unwrap_or(-1);
+            match got {
+                // SAFETY: the kernel just installed this descriptor for us (SCM_RIGHTS).
+                Ok(Some(fd)) => Ok(unsafe { TcpListener::from_raw_fd(fd) }),
+                _ => Err(io::Error::other(
+                    match libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)) {
+                        Some(FAILED_USERNS) => "entering the user namespace failed".into(),
+                        Some(FAILED_NETNS) => "entering the network namespace failed".into(),
+                        _ => holder_failure(status),
+                    },
+                )),
+            }
+        }
+        Err(e) => {
+            raw::close(sock_ours);
+            raw::close(sock_theirs);
+            Err(e.into())
+        }
+    }
+}

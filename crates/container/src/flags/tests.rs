@@ -93,6 +93,7 @@ fn target(engine: Engine) -> Target {
         owner_home: None,
         root_identities: vec![("/w".into(), (7, 100))],
         closed: Vec::new(),
+        gate: None,
     }
 }
 
@@ -350,14 +351,6 @@ fn the_owners_home_and_the_engines_store_are_masked() {
 #[test]
 fn what_cannot_be_enforced_is_refused() {
     let mut s = spec();
-    s.network = Network::Proxy {
-        addr: sandbox::PROXY_ADDR,
-    };
-    assert_eq!(
-        lower(&s, &caller(), &target(Engine::Docker)),
-        Err(LowerError::Proxy)
-    );
-    let mut s = spec();
     s.read_scope = ReadScope::AllowList;
     assert_eq!(
         lower(&s, &caller(), &target(Engine::Docker)),
@@ -420,4 +413,34 @@ fn rootless_binds_are_recursive_and_each_mount_below_them_read_only() {
     assert!(!values(&l.args, "--mount")
         .iter()
         .any(|m| m.contains("/usr/local")));
+}
+
+#[test]
+fn the_proxys_gate_is_bound_read_only_and_named_to_the_check() {
+    let mut s = spec();
+    s.network = Network::Proxy {
+        addr: sandbox::PROXY_ADDR,
+    };
+    let mut t = target(Engine::Podman);
+    t.gate = Some("/tmp/run-files/gate".into());
+    let l = lower(&s, &caller(), &t).expect("lowered");
+    let at = l
+        .args
+        .iter()
+        .position(|a| a == "--network")
+        .expect("--network");
+    assert_eq!(l.args[at + 1], "none", "no network of the engine's");
+    assert!(
+        l.args
+            .iter()
+            .any(|a| a.starts_with("type=bind,src=/tmp/run-files/gate,dst=/run/stockade,ro=true")),
+        "{:?}",
+        l.args
+    );
+    assert!(l.env_file.contains("STOCKADE_CHECK_GATE=/run/stockade\n"));
+    assert!(l.env_file.contains("STOCKADE_CHECK_NET=none\n"));
+    // Without a gate (no proxy), nothing of it.
+    let l = lower(&spec(), &caller(), &target(Engine::Podman)).expect("lowered");
+    assert!(!l.env_file.contains("STOCKADE_CHECK_GATE"));
+    assert!(!l.args.iter().any(|a| a.contains("/run/stockade")));
 }
