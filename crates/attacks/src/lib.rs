@@ -138,6 +138,25 @@ pub mod na {
         "a FIFO or O_TMPFILE made inside the Sentry is not made on the host in the same way";
 }
 
+/// Whether the backend under test is a container engine (`podman`, `docker`).
+pub fn is_container_backend() -> bool {
+    matches!(backend(), "podman" | "docker")
+}
+
+/// Whether the backend under test is Podman run by an unprivileged caller (rootless Podman).
+pub fn rootless_podman() -> bool {
+    backend() == "podman" && !is_root()
+}
+
+/// Where a container engine keeps its images and containers for every test of this user
+/// (`XDG_DATA_HOME` of rootless Podman): one store, so the image is imported once and not
+/// per fixture's home.
+pub fn engine_store() -> PathBuf {
+    let dir = PathBuf::from(format!("/var/tmp/stockade-container-tests-{}", euid()));
+    std::fs::create_dir_all(&dir).expect("create the engines' shared store");
+    dir
+}
+
 /// Whether the backend under test refuses protected paths as they are created, during the run
 /// (native's mediated creation). Without that (gVisor), a protected path made during the run
 /// exists until the run ends, and the sweep after the run takes it out: tests of "refused
@@ -777,8 +796,27 @@ impl Cmd {
             .any(|a| a == "--backend" || a.to_string_lossy().starts_with("--backend="));
         if is_run && !names_one && backend() != "native" {
             args.splice(1..1, ["--backend".into(), backend().into()]);
+            // Rootless Podman on cgroup v1 cannot bound memory whole: its runs go without the
+            // default limit unless the test asks for one (see containers.rs::memory_is_bounded).
+            let asks_memory = args
+                .iter()
+                .take_while(|a| *a != "--" && *a != "--shell")
+                .any(|a| a == "--memory" || a.to_string_lossy().starts_with("--memory="));
+            if rootless_podman() && !asks_memory {
+                args.splice(3..3, ["--memory".into(), "0".into()]);
+            }
         }
         args
+    }
+
+    /// The environment as run: a run under a container backend gets the engine's shared store
+    /// ([`engine_store`]) unless the test names one.
+    pub fn final_env(&self) -> Vec<(OsString, OsString)> {
+        let mut env = self.env.clone();
+        if is_container_backend() && !env.iter().any(|(n, _)| n == "XDG_DATA_HOME") {
+            env.push(("XDG_DATA_HOME".into(), engine_store().into_os_string()));
+        }
+        env
     }
 
     /// The command line as run (the program, then [`Cmd::final_args`]), its environment and
@@ -787,7 +825,11 @@ impl Cmd {
         let text = |s: &OsStr| s.to_string_lossy().into_owned();
         let mut argv = vec![text(self.program.as_os_str())];
         argv.extend(self.final_args().iter().map(|a| text(a)));
-        let env = self.env.iter().map(|(k, v)| (text(k), text(v))).collect();
+        let env = self
+            .final_env()
+            .iter()
+            .map(|(k, v)| (text(k), text(v)))
+            .collect();
         (argv, env, self.cwd.clone())
     }
 
@@ -864,7 +906,7 @@ impl Cmd {
         command
             .args(self.final_args())
             .env_clear()
-            .envs(self.env.iter().map(|(n, v)| (n, v)))
+            .envs(self.final_env())
             .current_dir(&self.cwd)
             .stdin(if self.stdin.is_some() {
                 Stdio::piped()
@@ -925,7 +967,7 @@ impl Cmd {
         Command::new(&self.program)
             .args(self.final_args())
             .env_clear()
-            .envs(self.env.iter().map(|(n, v)| (n, v)))
+            .envs(self.final_env())
             .current_dir(&self.cwd)
             .stdin(stdin)
             .stdout(Stdio::null())
