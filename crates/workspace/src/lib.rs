@@ -34,6 +34,7 @@ pub mod changes;
 mod error;
 mod git;
 pub mod git_index;
+pub mod gitstage;
 mod home_sources;
 pub mod host;
 pub mod links;

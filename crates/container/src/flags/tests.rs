@@ -94,6 +94,9 @@ fn target(engine: Engine) -> Target {
         root_identities: vec![("/w".into(), (7, 100))],
         closed: Vec::new(),
         gate: None,
+        staged: Vec::new(),
+        stage_dir: "/tmp/run-files/git".into(),
+        subdir_ids: Vec::new(),
     }
 }
 

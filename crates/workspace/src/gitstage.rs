@@ -1,8 +1,9 @@
-//! Existing git dirs, staged: git writes its `config` by renaming `config.lock` over it, and
-//! the Sentry refuses to rename anything over a mount point (`EBUSY`), which the read-only
-//! bind keeping the host's config from the command is. So `git config`, `git remote add` and
-//! `git push -u` failed under gVisor. The native backend rewrites an inert config through a
-//! descriptor its init holds; the Sentry has no such hook. Instead:
+//! Existing git dirs, staged, for a backend whose protected paths are read-only mounts (gVisor,
+//! the container engines): git writes its `config` by renaming `config.lock` over it, and the
+//! kernel (or gVisor's Sentry) refuses to rename anything over a mount point (`EBUSY`), which
+//! the read-only bind keeping the host's config from the command is. So `git config`,
+//! `git remote add` and `git push -u` failed there. The native backend rewrites an inert config
+//! through a descriptor its init holds; these backends have no such hook. Instead:
 //!
 //! - **Before the run** the top level of each existing git dir whose `config` is protected is
 //!   copied into the run's bundle directory (outside every writable root), and that copy is
@@ -10,7 +11,7 @@
 //!   `packed-refs`, ...) are the copy's, each subdirectory (`objects`, `refs`, `logs`, ...)
 //!   is the host's own, bound over its place (protected ones, `hooks`, read-only as before).
 //!   The host's top-level files are not touched during the run.
-//! - **After the run** (runsc gone, so nothing of the command is left), what the command
+//! - **After the run** (the sandbox gone, so nothing of the command is left), what the command
 //!   changed there comes back, through a descriptor of the git dir checked to be the one
 //!   planned and names only (never a path the command could have redirected):
 //!   - `config` only when every key it gained, changed or lost is inert (the native rule,
@@ -20,7 +21,8 @@
 //!     (`commondir`) never changes;
 //!   - other files, links and new directories are copied in (each file through a new name
 //!     renamed over the old), removed ones removed; the sweep after the run then judges the
-//!     git dir as it does every write of a gVisor run (planted redirects, hooks);
+//!     git dir as it does every write of a run without a creation guard (planted redirects,
+//!     hooks);
 //!   - a name the host changed too during the run keeps the host's version, and the run's is
 //!     kept beside it as `NAME.stockade-conflict`, reported.
 //!
@@ -704,11 +706,11 @@ fn reconcile_inner(
                     at(&n),
                     match kept {
                         Ok(()) => format!(
-                            "not brought back from the run: only git's everyday state files come back to the top of a git dir under gVisor; the run's version was moved to {}",
+                            "not brought back from the run: only git's everyday state files come back to the top of a git dir staged for the run (gVisor, Podman, Docker); the run's version was moved to {}",
                             at(&aside).display()
                         ),
                         Err(e) => format!(
-                            "not brought back from the run: only git's everyday state files come back to the top of a git dir under gVisor (the run's version is lost: {e})"
+                            "not brought back from the run: only git's everyday state files come back to the top of a git dir staged for the run (gVisor, Podman, Docker) (the run's version is lost: {e})"
                         ),
                     },
                     Some("make that change on the host, or run with --backend native"),
@@ -829,36 +831,4 @@ fn rewrite_in_place(
     f.write_all(bytes)?;
     f.set_len(bytes.len() as u64)?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A pinned git dir with a protected config is staged, with its subdirectories to bind
-    /// and a stopped rebase's state to copy; not one inside a path protected whole.
-    #[test]
-    fn only_git_dirs_outside_paths_protected_whole_are_staged() {
-        use std::os::unix::fs::MetadataExt;
-        let dir = tempfile::tempdir().expect("a directory");
-        let g = dir.path().join("tool/.git");
-        for sub in ["objects", "refs", "hooks", "rebase-merge"] {
-            std::fs::create_dir_all(g.join(sub)).expect("mkdir");
-        }
-        std::fs::write(g.join("config"), "[core]\n").expect("write");
-        std::fs::write(g.join("HEAD"), "ref: refs/heads/main\n").expect("write");
-        let m = std::fs::metadata(&g).expect("stat");
-        let mut spec = crate::bundle::tests::spec();
-        spec.pins = vec![g.clone()];
-        spec.protected = vec![g.join("config"), g.join("hooks")];
-        spec.identities.insert(g.clone(), (m.dev(), m.ino()));
-        let pins: Vec<&PathBuf> = spec.pins.iter().collect();
-        let staged = plan(&spec, &pins);
-        assert_eq!(staged.len(), 1);
-        assert_eq!(staged[0].subdirs, ["hooks", "objects", "refs"]);
-        assert_eq!(staged[0].copied, ["rebase-merge"]);
-        assert_eq!(staged[0].protected, ["config"]);
-        spec.protected.push(dir.path().join("tool"));
-        assert!(plan(&spec, &pins).is_empty());
-    }
 }
