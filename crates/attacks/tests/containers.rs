@@ -153,6 +153,134 @@ fn runs_a_command_with_its_output_input_and_exit_code() {
     }
 }
 
+/// The command is not the container's pid 1 (an init of the host's is): a signal it has no
+/// handler for ends it as natively (as pid 1 the kernel ignored it: `kill -TERM $$` exited 0).
+/// Control: the native backend gives the same 143.
+#[test]
+fn a_signal_ends_the_command_as_natively() {
+    for engine in engines() {
+        let fx = fixture();
+        sandbox(&fx, &opts(engine, &[]), "kill -TERM $$; echo survived")
+            .run()
+            .assert_code(143)
+            .assert_lacks("survived");
+        sandbox(&fx, &opts(engine, &[]), "echo $$")
+            .run()
+            .assert_success()
+            .assert_lacks("\n1\n");
+    }
+    let fx = Fixture::new();
+    fx.sandbox(&["--backend", "native"], "kill -TERM $$; echo survived")
+        .run()
+        .assert_code(143);
+}
+
+/// The check runs its own tools (`awk`, `stat`, `readlink`) from the system's `PATH`, never
+/// from the command's, which can name a directory of the workspace: planted there, they would
+/// answer for the check. The command gets its own `PATH` back. Control: the planted tool runs
+/// when the command calls it.
+#[test]
+fn a_tool_planted_on_the_commands_path_does_not_answer_for_the_check() {
+    for engine in engines() {
+        let fx = fixture();
+        let bin = fx.ws.join("bin");
+        for tool in ["awk", "stat", "readlink"] {
+            write_file(
+                &bin.join(tool),
+                format!(
+                    "#!/bin/sh\necho ran > {}/ran-{tool}\nexit 0\n",
+                    fx.ws.display()
+                ),
+                0o755,
+            );
+        }
+        let path = format!("{}:{}", bin.display(), attacks::PATH);
+        for more in [&[][..], &["--net", "proxy"][..]] {
+            sandbox(&fx, &opts(engine, more), "command -v awk")
+                .env("PATH", &path)
+                .run()
+                .assert_success()
+                .assert_stdout_contains(&format!("{}/awk", bin.display()));
+            for tool in ["awk", "stat", "readlink"] {
+                assert!(
+                    !fx.ws.join(format!("ran-{tool}")).exists(),
+                    "{engine}: {tool} ran"
+                );
+            }
+        }
+        // Control: the command's own call runs it.
+        sandbox(&fx, &opts(engine, &[]), "awk")
+            .env("PATH", &path)
+            .run()
+            .assert_success();
+        assert!(fx.ws.join("ran-awk").exists());
+    }
+}
+
+/// A root caller's command runs as the workspace's owner, an id that user's other processes on
+/// the host share: credential routes are refused (they could act as the command and have the
+/// proxy put the caller's secrets on their requests). Control: the native backend, whose
+/// command gets an id no process has, takes the same run.
+#[test]
+fn a_root_callers_credential_routes_are_refused() {
+    if attacks::skip_unless_root("a root caller's container runs as the workspace's owner") {
+        return;
+    }
+    let cred = [
+        "--net",
+        "proxy",
+        "--credential",
+        "github=env:STOCKADE_TEST_TOKEN",
+    ];
+    for engine in engines() {
+        let fx = fixture();
+        sandbox(&fx, &opts(engine, &cred), "echo ran")
+            .env("STOCKADE_TEST_TOKEN", "ghp_notarealtoken")
+            .run()
+            .assert_code(125)
+            .assert_stderr_contains("E_PROTECTION_UNAVAILABLE")
+            .assert_stderr_contains("credential routes")
+            .assert_lacks("ran\n");
+        let mut native = vec!["--backend", "native"];
+        native.extend(cred);
+        fx.sandbox(&native, "echo ran")
+            .env("STOCKADE_TEST_TOKEN", "ghp_notarealtoken")
+            .run()
+            .assert_success()
+            .assert_stdout_contains("ran");
+    }
+}
+
+/// A workspace made by root and given to a user with `chown USER` (its group still root's):
+/// the command's group is the owner's own, never root's. Control: the workspace's group is
+/// root.
+#[test]
+fn a_root_group_workspace_gives_the_command_its_owners_group() {
+    if attacks::skip_unless_root("a root caller's container runs as the workspace's owner") {
+        return;
+    }
+    for engine in engines() {
+        let fx = fixture();
+        let ok = std::process::Command::new("chgrp")
+            .args(["root"])
+            .arg(&fx.ws)
+            .status()
+            .expect("chgrp")
+            .success();
+        assert!(ok);
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(std::fs::metadata(&fx.ws).expect("stat").gid(), 0);
+        let run = sandbox(&fx, &opts(engine, &[]), "id -g; id -G");
+        let out = run.run();
+        out.assert_success();
+        assert!(
+            out.stdout.split_whitespace().all(|g| g != "0"),
+            "{engine}: {}",
+            out.stdout
+        );
+    }
+}
+
 #[test]
 fn masked_secrets_are_unreadable() {
     for engine in engines() {

@@ -104,6 +104,11 @@ pub struct Target {
     /// `(st_dev, st_ino)` of each staged git dir's subdirectories when planned (`None`: not a
     /// directory then), in the order of [`Staged::subdirs`](workspace::gitstage::Staged).
     pub subdir_ids: Vec<Vec<Option<(u64, u64)>>>,
+    /// The container's init, a binary of the host's (catatonit or tini) bound read-only at
+    /// [`INIT`] and started first: the command is never the container's pid 1, where a signal
+    /// it has no handler for would be ignored (a `SIGTERM` sent by stockade, or by the command
+    /// to itself, ends it as natively). `None`: none found, the command is pid 1.
+    pub init: Option<PathBuf>,
     /// `--net proxy`: the directory holding the gate's two FIFOs (`ready`, `go`), bound at
     /// [`GATE`] (see [`CHECK`]).
     pub gate: Option<PathBuf>,
@@ -113,6 +118,11 @@ pub struct Target {
 /// identities of its network and user namespaces to `ready` and waits for `go`, which stockade
 /// writes once the proxy's listener is open in that network namespace.
 pub const GATE: &str = "/run/stockade";
+
+/// Where the container's init is bound (see [`Target::init`]). Not the engines' own `--init`:
+/// Docker's daemon binds its init at `/sbin/docker-init`, which in an image holding only the
+/// host's layout lies below the read-only bind of the host's `/usr/sbin`.
+pub const INIT: &str = "/run/stockade-init";
 
 /// How an engine's client is told that a bind is not recursive: Docker's clients from 25 on
 /// call `bind-nonrecursive` deprecated (a warning per mount, on the command's stderr) and take
@@ -160,11 +170,15 @@ pub const ROOTLESS_MEMORY_FLOOR: u64 = 96 << 20;
 /// engine's own socket: a command that reached it would be root on the host).
 const NOT_BOUND: &[&str] = &["proc", "sys", "dev", "tmp", "run"];
 
-/// The script the command is started by (`/bin/sh -c`): it reads back what the engine applied
+/// The script the command is started by (`/bin/sh -c`), with the system's `PATH` for its own
+/// tools (the command's could name a directory of the workspace, where a planted `awk` would
+/// answer for the check), given back to the command: it reads back what the engine applied
 /// and refuses to run the command (exit 125, naming the flag) when a hardening flag was
 /// ignored; then it becomes the command (`exec`: same process, same exit codes as a shell's,
 /// 126 and 127 included).
-pub const CHECK: &str = r#"fail() { printf 'stockade: E_PROTECTION_UNAVAILABLE: the container engine did not apply %s (%s): the command was not run; fix: use an engine that applies it, or --backend native\n' "$1" "$2" >&2; exit 125; }
+pub const CHECK: &str = r#"if [ -n "${PATH+x}" ]; then STOCKADE_CHECK_SAVED_PATH=$PATH; fi
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+fail() { printf 'stockade: E_PROTECTION_UNAVAILABLE: the container engine did not apply %s (%s): the command was not run; fix: use an engine that applies it, or --backend native\n' "$1" "$2" >&2; exit 125; }
 while read -r k v rest; do case "$k" in
 CapPrm:|CapEff:|CapBnd:|CapAmb:) [ "$v" = 0000000000000000 ] || fail "--cap-drop ALL" "$k $v";;
 NoNewPrivs:) [ "$v" = 1 ] || fail "--security-opt no-new-privileges" "NoNewPrivs $v";;
@@ -199,6 +213,7 @@ printf '%s %s\n' "$(readlink /proc/self/ns/net)" "$(readlink /proc/self/ns/user)
 IFS= read -r go < "$STOCKADE_CHECK_GATE/go"; [ "$go" = go ] || fail "the proxy's listener" "${go:-no answer}"
 fi
 unset STOCKADE_CHECK_GATE STOCKADE_CHECK_UID STOCKADE_CHECK_NET STOCKADE_CHECK_MASKS STOCKADE_CHECK_IDS STOCKADE_CHECK_RW STOCKADE_CHECK_PIDS STOCKADE_CHECK_MEM STOCKADE_CHECK_NPROC STOCKADE_CHECK_DATA STOCKADE_CHECK_NOFILE
+if [ -n "${STOCKADE_CHECK_SAVED_PATH+x}" ]; then PATH=$STOCKADE_CHECK_SAVED_PATH; unset STOCKADE_CHECK_SAVED_PATH; else unset PATH; fi
 exec "$@""#;
 
 fn text(p: &Path) -> Result<&str, LowerError> {
@@ -521,6 +536,9 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
     for m in &target.extra_masks {
         mounts.push((depth(m), 3, tmpfs(m, 0o200, 4096, true, engine)?));
     }
+    if let Some(init) = &target.init {
+        mounts.push((2, 3, bind(init, Path::new(INIT), true, target)?));
+    }
     if let Some(gate) = &target.gate {
         // Read-only: opening a FIFO for writing needs no writable mount.
         mounts.push((2, 3, bind(gate, Path::new(GATE), true, target)?));
@@ -640,6 +658,12 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
     a.push("--workdir".into());
     a.push(text(&cwd)?.to_owned());
     a.push(target.image.clone());
+    if target.init.is_some() {
+        // Both catatonit and tini take the command after `--`, pass signals on to it, reap
+        // what is left to them, and exit with its status (128 + N when a signal ended it).
+        a.push(INIT.into());
+        a.push("--".into());
+    }
     a.push("/bin/sh".into());
     a.push("-c".into());
     a.push(CHECK.into());

@@ -171,6 +171,22 @@ fn engine_path(writable_roots: &[PathBuf]) -> String {
 /// runc by its absolute path, for Podman (its default crun fails on this kind of machine's
 /// hybrid cgroups); root Podman runs it as root, so never one the command could have
 /// written.
+/// The container's init (see [`flags::Target::init`]): catatonit or tini from the host's
+/// system directories (never from a writable root), statically linked ones first.
+fn container_init(writable_roots: &[PathBuf]) -> Option<PathBuf> {
+    [
+        "/usr/libexec/podman/catatonit",
+        "/usr/bin/catatonit",
+        "/usr/bin/tini-static",
+        "/usr/bin/docker-init",
+        "/usr/bin/tini",
+    ]
+    .iter()
+    .filter_map(|p| std::fs::canonicalize(p).ok())
+    .filter(|p| p.is_file())
+    .find(|p| !writable_roots.iter().any(|w| p.starts_with(w)))
+}
+
 fn podman_runtime(engine: Engine, writable_roots: &[PathBuf]) -> Option<String> {
     if engine != Engine::Podman {
         return None;
@@ -223,6 +239,17 @@ fn has_acl(path: &Path) -> bool {
     }
 }
 
+/// The primary group of `uid` in `/etc/passwd`.
+fn primary_gid(uid: u32) -> Option<u32> {
+    let text = std::fs::read_to_string("/etc/passwd").ok()?;
+    text.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() >= 4 && f[2].parse() == Ok(uid))
+            .then(|| f[3].parse().ok())
+            .flatten()
+    })
+}
+
 fn home_of(uid: u32) -> Option<PathBuf> {
     let text = std::fs::read_to_string("/etc/passwd").ok()?;
     text.lines().find_map(|l| {
@@ -254,6 +281,11 @@ fn mount_points() -> Vec<PathBuf> {
         .lines()
         .filter_map(|l| l.split(' ').nth(4))
         .map(|p| PathBuf::from(unescape_octal(p)))
+        // Only those this caller can reach: Podman stats each bind's source, and one below a
+        // directory the caller cannot search (a Docker container's root under
+        // /var/lib/docker, mode 0710) failed every rootless run while it was mounted. The
+        // command, which is the caller, cannot reach such a mount either.
+        .filter(|p| std::fs::symlink_metadata(p).is_ok())
         .collect();
     out.sort();
     out.dedup();
@@ -302,6 +334,26 @@ fn caller_ids(engine: Engine, spec: &Spec) -> Result<flags::Caller, RunError> {
         });
     }
     match owner(&spec.workspace) {
+        // A workspace of the root group (made by root, given to a user with `chown USER`):
+        // the command's group is the owner's own, never root's.
+        Some((uid, 0)) if uid != 0 => match primary_gid(uid).filter(|g| *g != 0) {
+            Some(gid) => Ok(flags::Caller {
+                uid,
+                gid,
+                rootless: false,
+            }),
+            None => Err(RunError::Plan {
+                code: sandbox::Code::ProtectionUnavailable,
+                message: format!(
+                    "the workspace {} belongs to the root group, and its owner (uid {uid}) has no group of its own in /etc/passwd: a root caller's command runs with the workspace's ids, never root's",
+                    spec.workspace.display()
+                ),
+                hint: Some(format!(
+                    "give the workspace a group (`chown -R USER:GROUP {}`), or use --backend native or gvisor",
+                    spec.workspace.display()
+                )),
+            }),
+        },
         Some((uid, gid)) if uid != 0 => Ok(flags::Caller {
             uid,
             gid,
@@ -316,10 +368,14 @@ fn caller_ids(engine: Engine, spec: &Spec) -> Result<flags::Caller, RunError> {
 /// The gate of a `--net proxy` run (see [`flags::GATE`]): a directory of two FIFOs, `ready`
 /// (the check writes its namespaces' identities) and `go` (stockade answers once the proxy's
 /// listener is open), the directory and both only the command's id may open (a root caller's
-/// command runs as the workspace's owner).
+/// command runs as the workspace's owner), below one only this process's user may enter.
 fn make_gate(files: &Path, caller: &flags::Caller) -> std::io::Result<PathBuf> {
     use rustix::fs::{FileType, Mode, CWD};
-    let gate = files.join("gate");
+    // Below a directory only this process's user may enter: the command's id reaches the
+    // FIFOs only through the bind inside the container, not by their path on the host.
+    let hidden = files.join("proxy");
+    rustix::fs::mkdir(&hidden, Mode::from_raw_mode(0o700))?;
+    let gate = hidden.join("gate");
     rustix::fs::mkdir(&gate, Mode::from_raw_mode(0o700))?;
     for name in ["ready", "go"] {
         rustix::fs::mknodat(
@@ -491,6 +547,20 @@ impl sandbox::Backend for ContainerBackend {
         if proxy_addr.is_some() && !caller.rootless && !rustix::process::geteuid().is_root() {
             return Err(lower_error(flags::LowerError::ProxyDaemon(engine.name())));
         }
+        // A root caller's command runs as the workspace's owner, an id that user's other
+        // processes on the host share: they could act as the command (ptrace it, read its
+        // environment) and have the proxy put the caller's real secrets on their requests.
+        if spec.credential_routes && rustix::process::geteuid().is_root() && !caller.rootless {
+            return Err(RunError::Plan {
+                code: sandbox::Code::ProtectionUnavailable,
+                message: format!(
+                    "credential routes under {} for a root caller: the command runs as the workspace's owner (uid {}), whose other processes on the host could act as it and use the caller's credentials through the proxy",
+                    engine.name(),
+                    caller.uid
+                ),
+                hint: Some("use --backend native or gvisor (the command gets an id no process shares), or run stockade as the workspace's owner with that user's own credentials".into()),
+            });
+        }
         let gate = match proxy_addr {
             Some(_) => Some(
                 make_gate(files.path(), &caller)
@@ -551,6 +621,7 @@ impl sandbox::Backend for ContainerBackend {
                 })
                 .collect(),
             closed: closed_dirs(spec, &caller),
+            init: container_init(&spec.writable_roots),
             gate: gate.clone(),
             subdir_ids: staged
                 .iter()

@@ -42,6 +42,7 @@ pub(crate) fn probe_spec(workspace: PathBuf) -> Spec {
         ],
         private_dirs: Vec::new(),
         linked_secrets: Vec::new(),
+        credential_routes: false,
         network: Network::None,
         limits: Limits {
             timeout: Some(Duration::from_secs(60)),

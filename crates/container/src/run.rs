@@ -71,15 +71,40 @@ impl Gate {
         };
         Ok(Gate {
             ready: open("ready", OFlags::NONBLOCK)?,
-            go: open("go", OFlags::empty())?,
+            go: open("go", OFlags::NONBLOCK)?,
             addr,
         })
     }
 
-    /// Tells the check inside to go on (`go`) or to refuse the run (anything else).
-    fn answer(&self, word: &str) {
-        let _ = rustix::io::write(&self.go, format!("{word}\n").as_bytes());
+    /// Tells the check inside to go on (`go`) or to refuse the run (anything else). Never
+    /// blocks: a FIFO someone else filled (the command's id can reach it) fails the gate.
+    fn answer(&self, word: &str) -> Result<(), RunError> {
+        let line = format!("{word}\n");
+        match rustix::io::write(&self.go, line.as_bytes()) {
+            Ok(n) if n == line.len() => Ok(()),
+            Ok(_) | Err(rustix::io::Errno::AGAIN) => Err(RunError::Unavailable {
+                what: "the proxy's listener in the container",
+                cause: "the gate's FIFO was full: something else wrote to it".into(),
+                fix: "run again; --net none, or --backend native or gvisor for --net proxy".into(),
+            }),
+            Err(e) => Err(RunError::io(
+                "answer the check at the proxy's gate",
+                e.into(),
+            )),
+        }
     }
+}
+
+/// How the wait at the proxy's gate ended.
+enum GateEnd {
+    /// The proxy listens in the container's network namespace.
+    Open,
+    /// The engine's client ended (or the run was cancelled) first.
+    Ended(Ended),
+    /// The run's time limit came first.
+    Deadline,
+    /// The caller was interrupted (this signal).
+    Interrupted(i32),
 }
 
 fn relay_pipe() -> Result<(OwnedFd, OwnedFd), RunError> {
@@ -265,7 +290,9 @@ impl ContainerPlanned {
         gate: &Gate,
         proxy: Option<&mut sandbox::StartProxy>,
         rx: &mpsc::Receiver<Ended>,
-    ) -> Result<Option<Ended>, RunError> {
+        deadline: Option<Instant>,
+        process_signals: bool,
+    ) -> Result<GateEnd, RunError> {
         let failed = |cause: String| RunError::Unavailable {
             what: "the proxy's listener in the container",
             cause,
@@ -275,9 +302,15 @@ impl ContainerPlanned {
         let mut said = Vec::new();
         while !said.contains(&b'\n') {
             match rx.try_recv() {
-                Ok(ended) => return Ok(Some(ended)),
-                Err(mpsc::TryRecvError::Disconnected) => return Ok(Some(None)),
+                Ok(ended) => return Ok(GateEnd::Ended(ended)),
+                Err(mpsc::TryRecvError::Disconnected) => return Ok(GateEnd::Ended(None)),
                 Err(mpsc::TryRecvError::Empty) => {}
+            }
+            if let Some(sig) = process_signals.then(sys::parent::interrupted).flatten() {
+                return Ok(GateEnd::Interrupted(sig));
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(GateEnd::Deadline);
             }
             if Instant::now() >= until || said.len() > 4096 {
                 return Err(failed(format!(
@@ -359,7 +392,7 @@ impl ContainerPlanned {
             Some(start) => start(listener).map_err(failed)?,
             None => return Err(failed("no proxy to serve it".into())),
         }
-        Ok(None)
+        Ok(GateEnd::Open)
     }
 
     /// After the engine's own failure (exit 125) on a cached image id: whether the image is
@@ -532,30 +565,48 @@ impl Planned for ContainerPlanned {
         io.control.on_cancel(Box::new(move || {
             let _ = cancel_tx.send(None);
         }));
+        let deadline = self.timeout.and_then(|t| started.checked_add(t));
+        let mut timed_out = false;
+        let mut interrupted: Option<i32> = None;
+        let mut killed_at: Option<Instant> = None;
         if let Some(gate) = &gate {
-            match self.open_gate(gate, proxy.as_mut(), &rx) {
+            let opened = self
+                .open_gate(gate, proxy.as_mut(), &rx, deadline, io.process_signals)
+                .and_then(|end| match end {
+                    GateEnd::Open => gate.answer("go").map(|()| GateEnd::Open),
+                    other => Ok(other),
+                });
+            match opened {
+                Ok(GateEnd::Open) => {}
                 // Its end came during the gate: the loop below takes it.
-                Ok(Some(ended)) => {
+                Ok(GateEnd::Ended(ended)) => {
                     let _ = gate_tx.send(ended);
                 }
-                Ok(None) => gate.answer("go"),
+                Ok(GateEnd::Deadline) => {
+                    timed_out = true;
+                    self.signal("TERM");
+                    killed_at = Some(Instant::now());
+                }
+                Ok(GateEnd::Interrupted(sig)) => {
+                    interrupted = Some(sig);
+                    self.signal("TERM");
+                    killed_at = Some(Instant::now());
+                }
                 Err(e) => {
-                    gate.answer("no");
+                    // The container and its client go first; the check inside, if it is still
+                    // waiting, is told last (and never waited for).
                     if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
                         let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
                     }
-                    let _ = waiter.join();
                     self.remove();
+                    let _ = waiter.join();
                     drop(watchdog);
+                    let _ = gate.answer("no");
                     return Err(e);
                 }
             }
         }
         drop(gate_tx);
-        let deadline = self.timeout.and_then(|t| started.checked_add(t));
-        let mut timed_out = false;
-        let mut interrupted: Option<i32> = None;
-        let mut killed_at: Option<Instant> = None;
         let mut killed_hard = false;
         let status = loop {
             let now = Instant::now();

@@ -391,6 +391,7 @@ pub(crate) mod tests {
             guard: Vec::new(),
             guard_sweep_only: Vec::new(),
             linked_secrets: Vec::new(),
+            credential_routes: false,
             masks: vec![
                 Mask {
                     path: "/w/.env".into(),

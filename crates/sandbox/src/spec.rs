@@ -55,6 +55,9 @@ pub struct Spec {
     /// allowed).
     pub linked_secrets: Vec<LinkedSecret>,
     pub network: Network,
+    /// The proxy serves credential routes for this run (`--credential`): whoever can act as
+    /// the command can have the proxy put the real secrets on requests.
+    pub credential_routes: bool,
     pub limits: Limits,
     /// Who runs the sandbox (on the host).
     pub caller: Ids,

@@ -133,6 +133,7 @@ impl Resolved {
             masks,
             private_dirs,
             linked_secrets: scan.linked_secrets,
+            credential_routes: false,
             network,
             limits: limits(&policy.limits, host)?,
             caller: Ids {

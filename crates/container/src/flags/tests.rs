@@ -22,6 +22,7 @@ fn spec() -> Spec {
         guard: Vec::new(),
         guard_sweep_only: Vec::new(),
         linked_secrets: Vec::new(),
+        credential_routes: false,
         masks: vec![
             Mask {
                 path: "/w/.env".into(),
@@ -94,6 +95,7 @@ fn target(engine: Engine) -> Target {
         root_identities: vec![("/w".into(), (7, 100))],
         closed: Vec::new(),
         gate: None,
+        init: None,
         staged: Vec::new(),
         stage_dir: "/tmp/run-files/git".into(),
         subdir_ids: Vec::new(),

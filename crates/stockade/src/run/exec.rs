@@ -113,6 +113,7 @@ mod tests {
             masks: Vec::new(),
             private_dirs: Vec::new(),
             linked_secrets: Vec::new(),
+            credential_routes: false,
             network: sandbox::Network::None,
             limits: sandbox::Limits::default(),
             caller: sandbox::Ids { uid: 0, gid: 0 },

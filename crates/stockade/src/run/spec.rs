@@ -92,6 +92,7 @@ fn credential_stage(
         cache: &request.credential_cache,
     };
     let loaded = credentials::load(&policy.credentials, &ctx)?;
+    spec.credential_routes = true;
     for (k, v) in loaded.env {
         spec.env.retain(|(name, _)| *name != k);
         spec.env.push((k, v));
