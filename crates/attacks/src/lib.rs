@@ -138,6 +138,17 @@ pub mod na {
         "a FIFO or O_TMPFILE made inside the Sentry is not made on the host in the same way";
 }
 
+/// `chown -R OWNER PATH` (OWNER as `chown` takes it: `user:`, `root:`, `user:group`).
+pub fn chown_to(path: &Path, owner: &str) {
+    let ok = Command::new("chown")
+        .args(["-R", owner])
+        .arg(path)
+        .status()
+        .expect("run chown")
+        .success();
+    assert!(ok, "chown -R {owner} {}", path.display());
+}
+
 /// Whether the backend under test is a container engine (`podman`, `docker`).
 pub fn is_container_backend() -> bool {
     matches!(backend(), "podman" | "docker")

@@ -564,6 +564,62 @@ fn everyday_git_config_writes_work_and_a_live_key_is_refused_whole() {
     }
 }
 
+/// A git dir of another owner than the workspace's (root's, in a workspace given to a user) is
+/// not staged: the command would get its copy, root's 0600 config included, and root's remote
+/// URL set inside would come back as an inert change (red team). A stopped operation's
+/// directory holding another owner's file refuses the staging. Control: the same git dir
+/// given to the workspace's owner is staged (its config read).
+#[test]
+fn staged_git_dirs_are_only_the_workspace_owners() {
+    if attacks::skip_unless_root("a root caller's container runs as the workspace's owner") {
+        return;
+    }
+    for engine in engines() {
+        let fx = fixture();
+        let secret = fx.marker("root-config");
+        fx.git_host(&["config", "http.extraHeader", &secret]);
+        attacks::chown_to(&fx.ws.join(".git"), "root:");
+        attacks::chmod(&fx.ws.join(".git/config"), 0o600);
+        attacks::chmod(&fx.ws.join(".git"), 0o700);
+        let before = attacks::read_bytes(&fx.ws.join(".git/config"));
+        let out = sandbox(
+            &fx,
+            &opts(engine, &[]),
+            "cat .git/config; git config remote.origin.url /tmp/evil.git; echo done",
+        )
+        .run();
+        out.assert_lacks(&secret);
+        assert_eq!(attacks::read_bytes(&fx.ws.join(".git/config")), before);
+        // Control: the workspace owner's git dir is staged, its config read inside.
+        attacks::chown_to(&fx.ws.join(".git"), &format!("{TEST_USER}:"));
+        attack(&fx, engine, &[], "cat .git/config").assert_shows(&secret);
+        // A stopped rebase holding root's file: refused, the file root's and unread.
+        let rebase = fx.ws.join(".git/rebase-merge");
+        std::fs::create_dir_all(&rebase).expect("mkdir");
+        attacks::chown_to(&rebase, &format!("{TEST_USER}:"));
+        let held = fx.marker("rebase-secret");
+        write_file(&rebase.join("secret"), &held, 0o600);
+        sandbox(
+            &fx,
+            &opts(engine, &[]),
+            "cat .git/rebase-merge/secret; echo pwn > .git/rebase-merge/secret",
+        )
+        .run()
+        .assert_lacks(&held);
+        assert_eq!(
+            attacks::read_text(&rebase.join("secret")).as_deref(),
+            Some(held.as_str())
+        );
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(
+            std::fs::metadata(rebase.join("secret"))
+                .expect("stat")
+                .uid(),
+            0
+        );
+    }
+}
+
 /// An HTTP server on `listener` answering every request with `body`, until the test ends.
 fn serve_marker(listener: std::net::TcpListener, body: String) {
     std::thread::spawn(move || {

@@ -1044,6 +1044,60 @@ fn staged_git_dir_withholds_another_owners_files() {
     );
 }
 
+/// A git dir of another owner than the workspace's (root's, in a workspace given to a user) is
+/// not staged: the command would get its copy, root's 0600 config included, and root's remote
+/// URL set inside would come back as an inert change (red team). It keeps its read-only
+/// binds. A stopped operation's directory holding another owner's file refuses the staging.
+/// Control: the same git dir given to the workspace's owner is staged (its config read).
+#[test]
+fn staged_git_dirs_are_only_the_workspace_owners() {
+    if runsc_missing() || attacks::skip_unless_root("only a root caller stages as root") {
+        return;
+    }
+    let fx = Fixture::new();
+    let secret = fx.marker("root-config");
+    attacks::chown_to(&fx.root, "stockade-test:");
+    fx.git_host(&["config", "http.extraHeader", &secret]);
+    attacks::chown_to(&fx.ws.join(".git"), "root:");
+    attacks::chmod(&fx.ws.join(".git/config"), 0o600);
+    attacks::chmod(&fx.ws.join(".git"), 0o700);
+    let before = attacks::read_bytes(&fx.ws.join(".git/config"));
+    let out = attack(
+        &fx,
+        &[],
+        "cat .git/config; git config remote.origin.url /tmp/evil.git; echo done",
+    );
+    out.assert_shows("done");
+    out.run.assert_lacks(&secret);
+    assert_eq!(attacks::read_bytes(&fx.ws.join(".git/config")), before);
+    // Control: the workspace owner's git dir is staged, its config read inside.
+    attacks::chown_to(&fx.ws.join(".git"), "stockade-test:");
+    attack(&fx, &[], "cat .git/config").assert_shows(&secret);
+    // A stopped rebase holding root's file: refused, the file root's and unread.
+    let rebase = fx.ws.join(".git/rebase-merge");
+    std::fs::create_dir_all(&rebase).expect("mkdir");
+    attacks::chown_to(&rebase, "stockade-test:");
+    let held = fx.marker("rebase-secret");
+    write_file(&rebase.join("secret"), &held, 0o600);
+    let out = with_state(fx.attack(
+        GVISOR,
+        "cat .git/rebase-merge/secret; echo pwn > .git/rebase-merge/secret",
+    ))
+    .run();
+    out.assert_lacks(&held);
+    assert_eq!(
+        attacks::read_text(&rebase.join("secret")).as_deref(),
+        Some(held.as_str())
+    );
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(
+        std::fs::metadata(rebase.join("secret"))
+            .expect("stat")
+            .uid(),
+        0
+    );
+}
+
 /// runsc's control sockets (`@runsc-sandbox.ID`, abstract) bound in this test's network
 /// namespace (the host's), with their names as bytes for `connect`. `/proc/net/unix` shows an
 /// abstract name with a leading `@`, and its NUL bytes as `@`; `listening`: only those that

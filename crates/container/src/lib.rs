@@ -570,8 +570,11 @@ impl sandbox::Backend for ContainerBackend {
         };
         // Existing git dirs inside a writable root whose config git must be able to rewrite:
         // each top level is a staged copy during the run (see `workspace::gitstage`).
+        // A root caller's command (the workspace's owner) gets the copies: only its own git
+        // dirs are staged.
+        let root_caller = rustix::process::geteuid().is_root() && !caller.rootless;
         let staged: Vec<workspace::gitstage::Staged> =
-            workspace::gitstage::plan(spec, &flags::pins(spec))
+            workspace::gitstage::plan(spec, &flags::pins(spec), root_caller.then_some(caller.uid))
                 .into_iter()
                 .filter(|s| spec.writable_roots.iter().any(|w| s.gitdir.starts_with(w)))
                 .collect();
@@ -692,7 +695,8 @@ impl sandbox::Backend for ContainerBackend {
             linked_secrets: spec.linked_secrets.clone(),
             partial_memory: limits.memory_bytes.filter(|_| rootless),
             proxy: gate.zip(proxy_addr),
-            copy_owner: (rustix::process::geteuid().is_root() && !rootless).then_some(caller.uid),
+            copy_owner: (rustix::process::geteuid().is_root() && !rootless)
+                .then_some((caller.uid, caller.gid)),
         }))
     }
 }

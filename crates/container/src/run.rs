@@ -40,7 +40,7 @@ pub(crate) struct ContainerPlanned {
     pub(crate) proxy: Option<(PathBuf, std::net::SocketAddrV4)>,
     /// Who the staged git dirs' copies belong to (a root caller's command's id; `None`: the
     /// caller, rootless Podman's uid 0 inside).
-    pub(crate) copy_owner: Option<u32>,
+    pub(crate) copy_owner: Option<(u32, u32)>,
 }
 
 /// How long the check inside may take to reach the proxy's gate (the engine's start of the
@@ -463,6 +463,14 @@ impl Planned for ContainerPlanned {
         // The copies of existing git dirs' top levels (`workspace::gitstage`), made as late as
         // can be: what the host's git does meanwhile is in them.
         let mut snapshots = Vec::with_capacity(self.target.staged.len());
+        if !self.target.staged.is_empty() {
+            // Only this process's user lists the copies' directory.
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .mode(0o711)
+                .create(&self.target.stage_dir)
+                .map_err(|e| RunError::io("make the staged git dirs' directory", e))?;
+        }
         for (i, s) in self.target.staged.iter().enumerate() {
             let copy = workspace::gitstage::Staged::source(&self.target.stage_dir, i);
             let snapshot = workspace::gitstage::stage(s, &copy, self.copy_owner).map_err(|e| {

@@ -541,6 +541,7 @@ pub(crate) mod tests {
         s.pins = vec!["/w/.git".into()];
         s.protected = vec!["/w/.git/config".into(), "/w/.git/hooks".into()];
         let staged = Staged {
+            owner: None,
             gitdir: "/w/.git".into(),
             identity: (1, 2),
             config_identity: Some((1, 3)),
@@ -771,12 +772,12 @@ pub(crate) mod tests {
         spec.protected = vec![g.join("config"), g.join("hooks")];
         spec.identities.insert(g.clone(), (m.dev(), m.ino()));
         let pins: Vec<&PathBuf> = spec.pins.iter().collect();
-        let staged = crate::gitstage::plan(&spec, &pins);
+        let staged = crate::gitstage::plan(&spec, &pins, None);
         assert_eq!(staged.len(), 1);
         assert_eq!(staged[0].subdirs, ["hooks", "objects", "refs"]);
         assert_eq!(staged[0].copied, ["rebase-merge"]);
         assert_eq!(staged[0].protected, ["config"]);
         spec.protected.push(dir.path().join("tool"));
-        assert!(crate::gitstage::plan(&spec, &pins).is_empty());
+        assert!(crate::gitstage::plan(&spec, &pins, None).is_empty());
     }
 }

@@ -640,7 +640,19 @@ impl Gvisor {
         // typed, before anything starts.
         // Existing git dirs whose config git must be able to rewrite (see `gitstage`): each
         // of their subdirectories is a mount too.
-        let staged = gitstage::plan(&spec, &bundle::pins(&spec));
+        // A root caller's command gets the copies: only git dirs of the workspace's owner,
+        // whose files its idmapped view gives the command, are staged.
+        let stage_owner = (!caller.rootless)
+            .then(|| {
+                use std::os::unix::fs::MetadataExt;
+                std::fs::metadata(&spec.workspace).map(|m| m.uid()).ok()
+            })
+            .flatten();
+        let staged = if !caller.rootless && stage_owner.is_none() {
+            Vec::new()
+        } else {
+            gitstage::plan(&spec, &bundle::pins(&spec), stage_owner)
+        };
         let mounts = spec.masks.len()
             + spec.protected.len()
             + spec.pins.len()

@@ -599,7 +599,7 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
     test_pause("STOCKADE_TEST_GVISOR_PAUSE");
     // The copies of existing git dirs' top levels (`gitstage`): a root caller's command owns
     // them (it writes them through runsc's file server, which checks as the Sentry does).
-    let copy_owner = (!plan.caller.rootless).then_some(plan.caller.uid);
+    let copy_owner = (!plan.caller.rootless).then_some((plan.caller.uid, plan.caller.gid));
     let mut snapshots = Vec::with_capacity(plan.staged.len());
     for (i, s) in plan.staged.iter().enumerate() {
         let copy = crate::gitstage::Staged::source(dir.path(), i);

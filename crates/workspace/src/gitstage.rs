@@ -105,6 +105,9 @@ pub const CONFLICT: &str = "git_dir_conflict";
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Staged {
     pub gitdir: PathBuf,
+    /// The uid the git dir must belong to (a root caller's: the workspace's owner, whose
+    /// command gets the copy); `None`: the caller's own copy, made with its own rights.
+    pub owner: Option<u32>,
     /// `(st_dev, st_ino)` of the git dir and of its config when planned.
     pub identity: (u64, u64),
     pub config_identity: Option<(u64, u64)>,
@@ -126,7 +129,11 @@ impl Staged {
 
 /// The git dirs of `spec` to stage: pinned directories holding a protected `config` that is a
 /// regular file, with their own mount (`pins`), and their subdirectories as the host has them.
-pub fn plan(spec: &Spec, pins: &[&PathBuf]) -> Vec<Staged> {
+/// `owner`: for a root caller, the workspace's owner, whose command gets the copy: a git dir
+/// of anyone else (root's, in a workspace given to a user) is not staged (red team: the copy
+/// gave the command root's 0600 config, and root's remote URL came back as an inert change);
+/// it keeps its read-only binds.
+pub fn plan(spec: &Spec, pins: &[&PathBuf], owner: Option<u32>) -> Vec<Staged> {
     let mut out = Vec::new();
     for g in pins {
         let config = g.join("config");
@@ -143,6 +150,12 @@ pub fn plan(spec: &Spec, pins: &[&PathBuf]) -> Vec<Staged> {
         };
         if !std::fs::symlink_metadata(&config).is_ok_and(|m| m.is_file()) {
             continue;
+        }
+        if let Some(o) = owner {
+            use std::os::unix::fs::MetadataExt;
+            if !std::fs::symlink_metadata(g).is_ok_and(|m| m.is_dir() && m.uid() == o) {
+                continue;
+            }
         }
         let Ok(entries) = std::fs::read_dir(g) else {
             continue;
@@ -168,6 +181,7 @@ pub fn plan(spec: &Spec, pins: &[&PathBuf]) -> Vec<Staged> {
             .collect();
         out.push(Staged {
             gitdir: (*g).clone(),
+            owner,
             identity,
             config_identity: spec.identities.get(&config).copied(),
             subdirs,
@@ -407,12 +421,20 @@ fn copy_to_tmp(
 
 /// Copies the directory `name` of `from` (new in the run) into `to`, whole; refuses one that
 /// `to` has already.
+/// Copies the directory `name` of `from` to `to_name` in `to`, given to `owner`. `from_owner`:
+/// every entry copied must belong to this uid (staging a git dir's stopped operation: another
+/// owner's file there would become the command's), else the copy fails.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one recursive copy, its state passed down"
+)]
 fn copy_tree(
     from: impl AsFd,
     to: impl AsFd,
     name: &OsStr,
     to_name: &OsStr,
     owner: Option<(u32, u32)>,
+    from_owner: Option<u32>,
     depth: usize,
     budget: &Cell<u64>,
 ) -> std::io::Result<()> {
@@ -420,15 +442,35 @@ fn copy_tree(
         return Err(std::io::Error::other("too deep"));
     }
     let src = open_dir(&from, name).map_err(io)?;
-    let mode = rustix::fs::fstat(&src).map_err(io)?.st_mode & 0o777;
+    let src_stat = rustix::fs::fstat(&src).map_err(io)?;
+    let foreign = |uid: u32, n: &OsStr| {
+        std::io::Error::other(format!(
+            "{} belongs to uid {uid}, not to the git dir's owner",
+            Path::new(n).display()
+        ))
+    };
+    if from_owner.is_some_and(|o| o != src_stat.st_uid) {
+        return Err(foreign(src_stat.st_uid, name));
+    }
+    let mode = src_stat.st_mode & 0o777;
     rustix::fs::mkdirat(&to, to_name, Mode::from_raw_mode(mode | 0o700)).map_err(io)?;
     let dst = open_dir(&to, to_name).map_err(io)?;
     if let Some((u, g)) = owner {
         give(&dst, (u, g)).map_err(io)?;
     }
     for n in names(&src)? {
+        if let Some(o) = from_owner {
+            let uid = rustix::fs::statat(&src, &n, AtFlags::SYMLINK_NOFOLLOW)
+                .map_err(io)?
+                .st_uid;
+            if uid != o {
+                return Err(foreign(uid, &n));
+            }
+        }
         match seen(&src, &n).map(|s| s.kind) {
-            Some(libc::S_IFDIR) => copy_tree(&src, &dst, &n, &n, owner, depth + 1, budget)?,
+            Some(libc::S_IFDIR) => {
+                copy_tree(&src, &dst, &n, &n, owner, from_owner, depth + 1, budget)?
+            }
             Some(libc::S_IFREG) | Some(libc::S_IFLNK) => copy_entry(&src, &dst, &n, owner, budget)?,
             // FIFOs, sockets and devices are not a git dir's.
             _ => {}
@@ -438,15 +480,21 @@ fn copy_tree(
 }
 
 /// Makes the copy of `staged` at `copy` (an empty directory of the bundle's) and says what it
-/// and the host's git dir hold. `owner`: who the copy belongs to (a root caller's command's
-/// id; `None`: the caller, who makes it).
-pub fn stage(staged: &Staged, copy: &Path, owner: Option<u32>) -> std::io::Result<Snapshot> {
+/// and the host's git dir hold. `owner`: who the copy belongs to, uid and gid (a root caller's
+/// command's ids; `None`: the caller, who makes it). A git dir that no longer belongs to the
+/// owner planned ([`Staged::owner`]) is refused.
+pub fn stage(staged: &Staged, copy: &Path, owner: Option<(u32, u32)>) -> std::io::Result<Snapshot> {
     let g = open_checked(&staged.gitdir, staged.identity)?;
     let g_stat = rustix::fs::fstat(&g).map_err(io)?;
     let (mode, g_uid) = (g_stat.st_mode & 0o777, g_stat.st_uid);
+    if staged.owner.is_some_and(|o| o != g_uid) {
+        return Err(std::io::Error::other(format!(
+            "it belongs to uid {g_uid}, not to the workspace's owner"
+        )));
+    }
     std::fs::create_dir_all(copy)?;
     let c = open_dir(rustix::fs::CWD, copy).map_err(io)?;
-    let ids = owner.map(|u| (u, u));
+    let ids = owner;
     let unlimited = Cell::new(u64::MAX);
     let mut host = BTreeMap::new();
     let mut withheld = Vec::new();
@@ -465,7 +513,7 @@ pub fn stage(staged: &Staged, copy: &Path, owner: Option<u32>) -> std::io::Resul
             continue;
         }
         if s.kind == libc::S_IFDIR && staged.copied.contains(&n) {
-            copy_tree(&g, &c, &n, &n, ids, 0, &unlimited)?;
+            copy_tree(&g, &c, &n, &n, ids, Some(g_uid), 0, &unlimited)?;
         } else if s.kind == libc::S_IFDIR {
             // A subdirectory made since the plan would be the copy's, empty: refused.
             if !staged.subdirs.contains(&n) {
@@ -477,12 +525,12 @@ pub fn stage(staged: &Staged, copy: &Path, owner: Option<u32>) -> std::io::Resul
             }
             // Its mount point: the host's own is bound over it.
             rustix::fs::mkdirat(&c, &n, Mode::from_raw_mode(0o755)).map_err(io)?;
-            if let Some(u) = owner {
+            if let Some((u, gid)) = owner {
                 rustix::fs::chownat(
                     &c,
                     &n,
                     Some(rustix::fs::Uid::from_raw(u)),
-                    Some(rustix::fs::Gid::from_raw(u)),
+                    Some(rustix::fs::Gid::from_raw(gid)),
                     AtFlags::SYMLINK_NOFOLLOW,
                 )
                 .map_err(io)?;
@@ -493,7 +541,7 @@ pub fn stage(staged: &Staged, copy: &Path, owner: Option<u32>) -> std::io::Resul
         host.insert(n, s);
     }
     if let Some(u) = owner {
-        give(&c, (u, u)).map_err(io)?;
+        give(&c, u).map_err(io)?;
     }
     rustix::fs::fchmod(&c, Mode::from_raw_mode(mode)).map_err(io)?;
     let mut copied = BTreeMap::new();
@@ -620,7 +668,7 @@ fn reconcile_inner(
             done = remove_tree(&g, d, 0);
         }
         if done.is_ok() && now.is_some() {
-            done = copy_tree(&c, &g, d, d, owner, 0, &budget);
+            done = copy_tree(&c, &g, d, d, owner, None, 0, &budget);
         }
         if let Err(e) = done {
             errors.push(format!(
@@ -690,14 +738,14 @@ fn reconcile_inner(
             // Removing a file names nothing for git to follow.
             None => rustix::fs::unlinkat(&g, &n, AtFlags::empty()).map_err(io),
             Some(libc::S_IFREG) if known_file => copy_entry(&c, &g, &n, owner, &budget),
-            Some(libc::S_IFDIR) if known_dir => copy_tree(&c, &g, &n, &n, owner, 0, &budget),
+            Some(libc::S_IFDIR) if known_dir => copy_tree(&c, &g, &n, &n, owner, None, 0, &budget),
             Some(libc::S_IFREG) | Some(libc::S_IFLNK) | Some(libc::S_IFDIR) => {
                 // Any other name: kept aside under a name nothing reads, never live.
                 let mut aside = n.clone();
                 aside.push(".stockade-refused");
                 let kept = if kind == Some(libc::S_IFDIR) {
                     let _ = remove_tree(&g, &aside, 0);
-                    copy_tree(&c, &g, &n, &aside, owner, 0, &budget)
+                    copy_tree(&c, &g, &n, &aside, owner, None, 0, &budget)
                 } else {
                     copy_entry_as(&c, &n, &g, &aside, owner, &budget)
                 };
