@@ -4,8 +4,9 @@
 # run record, with `true` as the command instead of stockade's check script) against
 # `stockade run --backend ENGINE -- true` (the same plus stockade's plan, the image lookup, the
 # check script read back inside, relays and sweep), for Podman and Docker, with the native
-# backend's `stockade run -- true` for scale. Optionally (OLD=<stockade binary>) the native run
-# of an earlier build beside this one.
+# backend's `stockade run -- true` for scale. Optionally (OLD=<stockade binary>) the runs of an
+# earlier build beside this one's. The bare run keeps the container's init when stockade's run
+# has one (`/run/stockade-init -- true`).
 #
 #   bash benches/containers.sh             # prints a markdown table of medians and ratios
 #
@@ -63,12 +64,18 @@ while i < len(a):
     if a[i] == c["image"]:
         break
     i += 1
+# The container's init, as stockade starts it (`INIT -- COMMAND`), when the run had one.
+if i + 2 < len(a) and a[i + 1].startswith("/run/stockade-init") and a[i + 2] == "--":
+    out += [a[i + 1], "--"]
 out.append("true")
 print(" ".join(shlex.quote(x) for x in out))
 PY
 )
   args+=(-n "bare $engine run (same image, same flags) true" "$bare")
   args+=(-n "stockade run --backend $engine -- true" "$bin run --backend $engine -- true")
+  if [ -n "${OLD:-}" ]; then
+    args+=(-n "stockade run --backend $engine -- true ($OLD)" "$OLD run --backend $engine -- true")
+  fi
 done
 args+=(-n "stockade run -- true (native)" "$bin run -- true")
 if [ -n "${OLD:-}" ]; then
