@@ -149,6 +149,46 @@ pub fn chown_to(path: &Path, owner: &str) {
     assert!(ok, "chown -R {owner} {}", path.display());
 }
 
+/// The staged-git-dir owner attack, for a root caller of a backend that stages git dirs (gVisor,
+/// the container engines), whose workspace belongs to `owner` (as `chown` takes it): a git dir
+/// of another owner (root's, 0700, its config 0600 with a secret) must not be staged, or the
+/// command would read root's config and set root's remote URL as an inert change; control:
+/// given to `owner`, it is staged and its config read. Then a stopped rebase of `owner`'s
+/// holding root's 0600 file must refuse the staging: the file stays root's and unread. `run`
+/// runs a shell script in the sandbox.
+pub fn staged_git_owner_attack(fx: &Fixture, owner: &str, run: impl Fn(&str) -> Run) {
+    let secret = fx.marker("root-config");
+    fx.git_host(&["config", "http.extraHeader", &secret]);
+    let (git, config) = (fx.ws.join(".git"), fx.ws.join(".git/config"));
+    chown_to(&git, "root:");
+    chmod(&config, 0o600);
+    chmod(&git, 0o700);
+    let before = read_bytes(&config);
+    run("cat .git/config; git config remote.origin.url /tmp/evil.git; echo done")
+        .assert_stdout_contains("done")
+        .assert_lacks(&secret);
+    assert_eq!(read_bytes(&config), before);
+    // Control: the owner's git dir is staged, its config read inside.
+    chown_to(&git, owner);
+    run("cat .git/config").assert_stdout_contains(&secret);
+    // A stopped rebase holding root's file: refused, the file root's and unread.
+    let rebase = git.join("rebase-merge");
+    std::fs::create_dir_all(&rebase).expect("mkdir");
+    chown_to(&rebase, owner);
+    let held = fx.marker("rebase-secret");
+    write_file(&rebase.join("secret"), &held, 0o600);
+    run("cat .git/rebase-merge/secret; echo pwn > .git/rebase-merge/secret").assert_lacks(&held);
+    assert_eq!(
+        read_text(&rebase.join("secret")).as_deref(),
+        Some(held.as_str())
+    );
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata(rebase.join("secret"))
+        .expect("stat")
+        .uid();
+    assert_eq!(uid, 0);
+}
+
 /// Whether the backend under test is a container engine (`podman`, `docker`).
 pub fn is_container_backend() -> bool {
     matches!(backend(), "podman" | "docker")

@@ -74,13 +74,7 @@ const TEST_USER: &str = "stockade-test";
 fn fixture() -> Fixture {
     let fx = Fixture::new();
     if attacks::is_root() {
-        let ok = std::process::Command::new("chown")
-            .args(["-R", &format!("{TEST_USER}:")])
-            .arg(&fx.root)
-            .status()
-            .expect("run chown")
-            .success();
-        assert!(ok, "chown the fixture to {TEST_USER}");
+        attacks::chown_to(&fx.root, &format!("{TEST_USER}:"));
     }
     fx
 }
@@ -268,13 +262,7 @@ fn a_root_group_workspace_gives_the_command_its_owners_group() {
     }
     for engine in engines() {
         let fx = fixture();
-        let ok = std::process::Command::new("chgrp")
-            .args(["root"])
-            .arg(&fx.ws)
-            .status()
-            .expect("chgrp")
-            .success();
-        assert!(ok);
+        std::os::unix::fs::chown(&fx.ws, None, Some(0)).expect("chgrp root");
         use std::os::unix::fs::MetadataExt;
         assert_eq!(std::fs::metadata(&fx.ws).expect("stat").gid(), 0);
         let run = sandbox(&fx, &opts(engine, &[]), "id -g; id -G");
@@ -583,47 +571,9 @@ fn staged_git_dirs_are_only_the_workspace_owners() {
     }
     for engine in engines() {
         let fx = fixture();
-        let secret = fx.marker("root-config");
-        fx.git_host(&["config", "http.extraHeader", &secret]);
-        attacks::chown_to(&fx.ws.join(".git"), "root:");
-        attacks::chmod(&fx.ws.join(".git/config"), 0o600);
-        attacks::chmod(&fx.ws.join(".git"), 0o700);
-        let before = attacks::read_bytes(&fx.ws.join(".git/config"));
-        let out = sandbox(
-            &fx,
-            &opts(engine, &[]),
-            "cat .git/config; git config remote.origin.url /tmp/evil.git; echo done",
-        )
-        .run();
-        out.assert_lacks(&secret);
-        assert_eq!(attacks::read_bytes(&fx.ws.join(".git/config")), before);
-        // Control: the workspace owner's git dir is staged, its config read inside.
-        attacks::chown_to(&fx.ws.join(".git"), &format!("{TEST_USER}:"));
-        attack(&fx, engine, &[], "cat .git/config").assert_shows(&secret);
-        // A stopped rebase holding root's file: refused, the file root's and unread.
-        let rebase = fx.ws.join(".git/rebase-merge");
-        std::fs::create_dir_all(&rebase).expect("mkdir");
-        attacks::chown_to(&rebase, &format!("{TEST_USER}:"));
-        let held = fx.marker("rebase-secret");
-        write_file(&rebase.join("secret"), &held, 0o600);
-        sandbox(
-            &fx,
-            &opts(engine, &[]),
-            "cat .git/rebase-merge/secret; echo pwn > .git/rebase-merge/secret",
-        )
-        .run()
-        .assert_lacks(&held);
-        assert_eq!(
-            attacks::read_text(&rebase.join("secret")).as_deref(),
-            Some(held.as_str())
-        );
-        use std::os::unix::fs::MetadataExt;
-        assert_eq!(
-            std::fs::metadata(rebase.join("secret"))
-                .expect("stat")
-                .uid(),
-            0
-        );
+        attacks::staged_git_owner_attack(&fx, &format!("{TEST_USER}:"), |script| {
+            sandbox(&fx, &opts(engine, &[]), script).run()
+        });
     }
 }
 

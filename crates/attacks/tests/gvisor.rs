@@ -1014,23 +1014,13 @@ fn staged_git_dir_withholds_another_owners_files() {
         return;
     }
     let fx = Fixture::new();
-    let owner = std::process::Command::new("chown")
-        .args(["-R", "stockade-test:"])
-        .arg(&fx.root)
-        .status()
-        .expect("run chown");
-    assert!(owner.success());
+    attacks::chown_to(&fx.root, "stockade-test:");
     let marker = fx.marker("root-secret");
     write_file(&fx.ws.join(".git/credentials"), &marker, 0o600);
     std::os::unix::fs::chown(fx.ws.join(".git/credentials"), Some(0), Some(0)).expect("chown");
     let mine = fx.marker("owners-file");
     write_file(&fx.ws.join(".git/notes.txt"), &mine, 0o600);
-    let chowned = std::process::Command::new("chown")
-        .args(["stockade-test:"])
-        .arg(fx.ws.join(".git/notes.txt"))
-        .status()
-        .expect("run chown");
-    assert!(chowned.success());
+    attacks::chown_to(&fx.ws.join(".git/notes.txt"), "stockade-test:");
     let out = attack(
         &fx,
         &[],
@@ -1055,47 +1045,10 @@ fn staged_git_dirs_are_only_the_workspace_owners() {
         return;
     }
     let fx = Fixture::new();
-    let secret = fx.marker("root-config");
     attacks::chown_to(&fx.root, "stockade-test:");
-    fx.git_host(&["config", "http.extraHeader", &secret]);
-    attacks::chown_to(&fx.ws.join(".git"), "root:");
-    attacks::chmod(&fx.ws.join(".git/config"), 0o600);
-    attacks::chmod(&fx.ws.join(".git"), 0o700);
-    let before = attacks::read_bytes(&fx.ws.join(".git/config"));
-    let out = attack(
-        &fx,
-        &[],
-        "cat .git/config; git config remote.origin.url /tmp/evil.git; echo done",
-    );
-    out.assert_shows("done");
-    out.run.assert_lacks(&secret);
-    assert_eq!(attacks::read_bytes(&fx.ws.join(".git/config")), before);
-    // Control: the workspace owner's git dir is staged, its config read inside.
-    attacks::chown_to(&fx.ws.join(".git"), "stockade-test:");
-    attack(&fx, &[], "cat .git/config").assert_shows(&secret);
-    // A stopped rebase holding root's file: refused, the file root's and unread.
-    let rebase = fx.ws.join(".git/rebase-merge");
-    std::fs::create_dir_all(&rebase).expect("mkdir");
-    attacks::chown_to(&rebase, "stockade-test:");
-    let held = fx.marker("rebase-secret");
-    write_file(&rebase.join("secret"), &held, 0o600);
-    let out = with_state(fx.attack(
-        GVISOR,
-        "cat .git/rebase-merge/secret; echo pwn > .git/rebase-merge/secret",
-    ))
-    .run();
-    out.assert_lacks(&held);
-    assert_eq!(
-        attacks::read_text(&rebase.join("secret")).as_deref(),
-        Some(held.as_str())
-    );
-    use std::os::unix::fs::MetadataExt;
-    assert_eq!(
-        std::fs::metadata(rebase.join("secret"))
-            .expect("stat")
-            .uid(),
-        0
-    );
+    attacks::staged_git_owner_attack(&fx, "stockade-test:", |script| {
+        with_state(fx.attack(GVISOR, script)).run()
+    });
 }
 
 /// runsc's control sockets (`@runsc-sandbox.ID`, abstract) bound in this test's network

@@ -97,7 +97,7 @@ pub struct Target {
     /// search nor change the mode of (not its owner), as planned on the host.
     pub closed: Vec<PathBuf>,
     /// Existing git dirs whose top level the command sees as a staged copy
-    /// (`workspace::gitstage`), and the directory their copies are in
+    /// (`workspace::gitstage`), and the run's directory their copies are made below
     /// (`gitstage::Staged::source`).
     pub staged: Vec<workspace::gitstage::Staged>,
     pub stage_dir: PathBuf,
@@ -312,17 +312,6 @@ fn escape(p: &str) -> String {
     out
 }
 
-/// The pinned directories that get a writable bind of their own: not a writable root, a
-/// protected path, or at or below a mask or a private directory (those are mount points
-/// already).
-pub fn pins(spec: &Spec) -> Vec<&PathBuf> {
-    (spec.pins.iter())
-        .filter(|p| !spec.writable_roots.contains(p) && !spec.protected.contains(p))
-        .filter(|p| !spec.masks.iter().any(|m| p.starts_with(&m.path)))
-        .filter(|p| !spec.private_dirs.iter().any(|d| p.starts_with(d)))
-        .collect()
-}
-
 /// The arguments of `ENGINE run` for `spec`.
 pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, LowerError> {
     if spec.read_scope == ReadScope::AllowList {
@@ -498,7 +487,7 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
         mounts.push((depth(p), 2, bind(p, p, true, target)?));
     }
     let mut subdir_identities = Vec::new();
-    for p in pins(spec) {
+    for p in spec.pins_bound_alone() {
         match target.staged.iter().position(|s| &s.gitdir == p) {
             // An existing git dir: the staged copy of its top level at its place, and each of
             // its subdirectories (the host's own, each checked inside to be the one planned)

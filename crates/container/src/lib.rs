@@ -168,9 +168,6 @@ fn engine_path(writable_roots: &[PathBuf]) -> String {
         .join(":")
 }
 
-/// runc by its absolute path, for Podman (its default crun fails on this kind of machine's
-/// hybrid cgroups); root Podman runs it as root, so never one the command could have
-/// written.
 /// The container's init (see [`flags::Target::init`]): catatonit or tini from the host's
 /// system directories (never from a writable root), statically linked ones first.
 fn container_init(writable_roots: &[PathBuf]) -> Option<PathBuf> {
@@ -187,6 +184,9 @@ fn container_init(writable_roots: &[PathBuf]) -> Option<PathBuf> {
     .find(|p| !writable_roots.iter().any(|w| p.starts_with(w)))
 }
 
+/// runc by its absolute path, for Podman (its default crun fails on this kind of machine's
+/// hybrid cgroups); root Podman runs it as root, so never one the command could have
+/// written.
 fn podman_runtime(engine: Engine, writable_roots: &[PathBuf]) -> Option<String> {
     if engine != Engine::Podman {
         return None;
@@ -239,23 +239,22 @@ fn has_acl(path: &Path) -> bool {
     }
 }
 
-/// The primary group of `uid` in `/etc/passwd`.
-fn primary_gid(uid: u32) -> Option<u32> {
+/// Field `index` of `uid`'s line in `/etc/passwd` (3: the primary group, 5: the home).
+fn passwd_field(uid: u32, index: usize) -> Option<String> {
     let text = std::fs::read_to_string("/etc/passwd").ok()?;
     text.lines().find_map(|l| {
         let f: Vec<&str> = l.split(':').collect();
-        (f.len() >= 4 && f[2].parse() == Ok(uid))
-            .then(|| f[3].parse().ok())
-            .flatten()
+        (f.len() > index && f[2].parse() == Ok(uid)).then(|| f[index].to_owned())
     })
 }
 
+/// The primary group of `uid` in `/etc/passwd`.
+fn primary_gid(uid: u32) -> Option<u32> {
+    passwd_field(uid, 3)?.parse().ok()
+}
+
 fn home_of(uid: u32) -> Option<PathBuf> {
-    let text = std::fs::read_to_string("/etc/passwd").ok()?;
-    text.lines().find_map(|l| {
-        let f: Vec<&str> = l.split(':').collect();
-        (f.len() >= 6 && f[2].parse() == Ok(uid)).then(|| PathBuf::from(f[5]))
-    })
+    passwd_field(uid, 5).map(PathBuf::from)
 }
 
 /// Rootless Podman's store (`$XDG_DATA_HOME/containers`, else `~/.local/share/containers`):
@@ -369,7 +368,7 @@ fn caller_ids(engine: Engine, spec: &Spec) -> Result<flags::Caller, RunError> {
 /// (the check writes its namespaces' identities) and `go` (stockade answers once the proxy's
 /// listener is open), the directory and both only the command's id may open (a root caller's
 /// command runs as the workspace's owner), below one only this process's user may enter.
-fn make_gate(files: &Path, caller: &flags::Caller) -> std::io::Result<PathBuf> {
+fn make_gate(files: &Path, caller: &flags::Caller, root: bool) -> std::io::Result<PathBuf> {
     use rustix::fs::{FileType, Mode, CWD};
     // Below a directory only this process's user may enter: the command's id reaches the
     // FIFOs only through the bind inside the container, not by their path on the host.
@@ -386,7 +385,7 @@ fn make_gate(files: &Path, caller: &flags::Caller) -> std::io::Result<PathBuf> {
             0,
         )?;
     }
-    if rustix::process::geteuid().is_root() && !caller.rootless {
+    if root {
         let (uid, gid) = (
             rustix::process::Uid::from_raw(caller.uid),
             rustix::process::Gid::from_raw(caller.gid),
@@ -544,13 +543,15 @@ impl sandbox::Backend for ContainerBackend {
             sandbox::Network::Proxy { addr } => Some(addr),
             _ => None,
         };
-        if proxy_addr.is_some() && !caller.rootless && !rustix::process::geteuid().is_root() {
+        // A root caller (never rootless Podman) runs the command as the workspace's owner.
+        let root = rustix::process::geteuid().is_root();
+        if proxy_addr.is_some() && !caller.rootless && !root {
             return Err(lower_error(flags::LowerError::ProxyDaemon(engine.name())));
         }
         // A root caller's command runs as the workspace's owner, an id that user's other
         // processes on the host share: they could act as the command (ptrace it, read its
         // environment) and have the proxy put the caller's real secrets on their requests.
-        if spec.credential_routes && rustix::process::geteuid().is_root() && !caller.rootless {
+        if spec.credential_routes && root {
             return Err(RunError::Plan {
                 code: sandbox::Code::ProtectionUnavailable,
                 message: format!(
@@ -563,7 +564,7 @@ impl sandbox::Backend for ContainerBackend {
         }
         let gate = match proxy_addr {
             Some(_) => Some(
-                make_gate(files.path(), &caller)
+                make_gate(files.path(), &caller, root)
                     .map_err(|e| RunError::io("make the proxy's gate", e))?,
             ),
             None => None,
@@ -572,16 +573,15 @@ impl sandbox::Backend for ContainerBackend {
         // each top level is a staged copy during the run (see `workspace::gitstage`).
         // A root caller's command (the workspace's owner) gets the copies: only its own git
         // dirs are staged.
-        let root_caller = rustix::process::geteuid().is_root() && !caller.rootless;
         let staged: Vec<workspace::gitstage::Staged> =
-            workspace::gitstage::plan(spec, &flags::pins(spec), root_caller.then_some(caller.uid))
+            workspace::gitstage::plan(spec, root.then_some(caller.uid))
                 .into_iter()
                 .filter(|s| spec.writable_roots.iter().any(|w| s.gitdir.starts_with(w)))
                 .collect();
         let seccomp_profile = files.path().join("seccomp.json");
         let env_file = files.path().join("env");
         let host_root = image::host_root().map_err(|e| RunError::io("read the host's /", e))?;
-        let owner_home = (rustix::process::geteuid().is_root() && caller.uid != 0)
+        let owner_home = (root && caller.uid != 0)
             .then(|| home_of(caller.uid))
             .flatten()
             .and_then(|h| std::fs::canonicalize(h).ok())
@@ -641,7 +641,7 @@ impl sandbox::Backend for ContainerBackend {
                 })
                 .collect(),
             staged,
-            stage_dir: files.path().join("git"),
+            stage_dir: files.path().to_path_buf(),
         };
         let lowered = flags::lower(spec, &caller, &target).map_err(lower_error)?;
         write_private(&target.env_file, lowered.env_file.as_bytes())
@@ -695,8 +695,7 @@ impl sandbox::Backend for ContainerBackend {
             linked_secrets: spec.linked_secrets.clone(),
             partial_memory: limits.memory_bytes.filter(|_| rootless),
             proxy: gate.zip(proxy_addr),
-            copy_owner: (rustix::process::geteuid().is_root() && !rootless)
-                .then_some((caller.uid, caller.gid)),
+            copy_owner: root.then_some((caller.uid, caller.gid)),
         }))
     }
 }

@@ -284,7 +284,8 @@ impl ContainerPlanned {
     /// on `ready`), finds the container's first process through the engine, checks that its
     /// namespaces are the ones the check named, opens the proxy's listener in its network
     /// namespace (entering rootless Podman's user namespace first) and starts the proxy on it.
-    /// `Ok(Some(_))`: the client ended (or the run was cancelled) before the gate.
+    /// Ends early ([`GateEnd`]) when the client ends, the run is cancelled or interrupted, or
+    /// its time limit comes first.
     fn open_gate(
         &self,
         gate: &Gate,
@@ -432,13 +433,7 @@ impl Planned for ContainerPlanned {
             before_command,
         } = launch;
         let gate = match &self.proxy {
-            Some(_) if proxy.is_none() => {
-                return Err(RunError::Unavailable {
-                    what: "the egress proxy",
-                    cause: "network mode proxy needs a proxy to serve it".into(),
-                    fix: "run through `stockade run`, which starts the proxy".into(),
-                })
-            }
+            Some(_) if proxy.is_none() => return Err(RunError::no_proxy()),
             Some((dir, addr)) => Some(Gate::open(dir, *addr)?),
             None => None,
         };
@@ -462,29 +457,27 @@ impl Planned for ContainerPlanned {
         let (image_id, cached_image) = self.ensure_image()?;
         // The copies of existing git dirs' top levels (`workspace::gitstage`), made as late as
         // can be: what the host's git does meanwhile is in them.
-        let mut snapshots = Vec::with_capacity(self.target.staged.len());
         if !self.target.staged.is_empty() {
             // Only this process's user lists the copies' directory.
             use std::os::unix::fs::DirBuilderExt;
             std::fs::DirBuilder::new()
                 .mode(0o711)
-                .create(&self.target.stage_dir)
+                .create(workspace::gitstage::Staged::copies(&self.target.stage_dir))
                 .map_err(|e| RunError::io("make the staged git dirs' directory", e))?;
         }
-        for (i, s) in self.target.staged.iter().enumerate() {
-            let copy = workspace::gitstage::Staged::source(&self.target.stage_dir, i);
-            let snapshot = workspace::gitstage::stage(s, &copy, self.copy_owner).map_err(|e| {
-                RunError::Plan {
-                    code: sandbox::Code::WorkspaceChanged,
-                    message: format!(
-                        "{}: its top level could not be staged for the run: {e}",
-                        s.gitdir.display()
-                    ),
-                    hint: Some("run again".into()),
-                }
-            })?;
-            snapshots.push(snapshot);
-        }
+        let snapshots = workspace::gitstage::stage_all(
+            &self.target.staged,
+            &self.target.stage_dir,
+            self.copy_owner,
+        )
+        .map_err(|(gitdir, e)| RunError::Plan {
+            code: sandbox::Code::WorkspaceChanged,
+            message: format!(
+                "{}: its top level could not be staged for the run: {e}",
+                gitdir.display()
+            ),
+            hint: Some("run again".into()),
+        })?;
         let sanitize = options.sanitize_output;
         let limit = self.output_limit;
         let (out_r, out_w) = relay_pipe()?;
@@ -678,17 +671,13 @@ impl Planned for ContainerPlanned {
         drop(watchdog);
         // Nothing of the command is left (under `--keep` the container is stopped): what it
         // changed at the top of existing git dirs comes back, judged.
-        let mut blocked = Vec::new();
-        for ((i, s), snapshot) in self.target.staged.iter().enumerate().zip(&snapshots) {
-            let copy = workspace::gitstage::Staged::source(&self.target.stage_dir, i);
-            blocked.extend(workspace::gitstage::reconcile(
-                s,
-                snapshot,
-                &copy,
-                &self.enforcement.writable_roots,
-                self.copy_owner.is_some(),
-            ));
-        }
+        let blocked = workspace::gitstage::reconcile_all(
+            &self.target.staged,
+            &snapshots,
+            &self.target.stage_dir,
+            &self.enforcement.writable_roots,
+            self.copy_owner.is_some(),
+        );
         let (exit_code, signal) = match status.map(exit_of) {
             Some(e) => e,
             None => (125, None),
@@ -734,9 +723,7 @@ impl Planned for ContainerPlanned {
             },
             review_upper: None,
             network_tries: None,
-            staged: (self.target.staged.iter())
-                .flat_map(|s| s.protected.iter().map(|n| s.gitdir.join(n)))
-                .collect(),
+            staged: workspace::gitstage::protected_paths(&self.target.staged),
             container: Some(ContainerRun {
                 engine: self.engine.name(),
                 engine_binary: self.binary.clone(),

@@ -338,9 +338,7 @@ impl Planned for GvisorPlanned {
             // counters are seen only inside the sandbox (README: "network is off").
             network_tries: None,
             container: None,
-            staged: (self.lowered.staged.iter())
-                .flat_map(|s| s.protected.iter().map(|n| s.gitdir.join(n)))
-                .collect(),
+            staged: crate::gitstage::protected_paths(&self.lowered.staged),
         };
         Ok(outcome)
     }

@@ -128,17 +128,6 @@ fn depth(p: &Path) -> usize {
     p.components().count()
 }
 
-/// The pins of `spec` that need a mount of their own (see [`config`]): the others are a
-/// writable root or a protected path (bound already), or lie at or below a mask or a private
-/// directory (a tmpfs or file over them, itself a mount point, hides them).
-pub(crate) fn pins(spec: &Spec) -> Vec<&PathBuf> {
-    (spec.pins.iter())
-        .filter(|p| !spec.writable_roots.contains(p) && !spec.protected.contains(p))
-        .filter(|p| !spec.masks.iter().any(|m| p.starts_with(&m.path)))
-        .filter(|p| !spec.private_dirs.iter().any(|d| p.starts_with(d)))
-        .collect()
-}
-
 /// The OCI config of `spec` for a bundle at `bundle`, run by `caller`, as JSON.
 ///
 /// A root caller's cgroup for the run, when it has a memory or CPU limit (`runsc --rootless`
@@ -218,7 +207,7 @@ pub fn config(
     // in its place, where a concurrent run would keep its journals and walk cache. A pin that
     // is a writable root, a protected path, or lies at or below a mask or a private directory
     // is a mount point already.
-    for p in pins(spec) {
+    for p in spec.pins_bound_alone() {
         match staged.iter().position(|s| &s.gitdir == p) {
             // An existing git dir: the staged copy of its top level at its place, and each
             // of its subdirectories (the host's own) bound over theirs in it; protected ones
@@ -771,13 +760,12 @@ pub(crate) mod tests {
         spec.pins = vec![g.clone()];
         spec.protected = vec![g.join("config"), g.join("hooks")];
         spec.identities.insert(g.clone(), (m.dev(), m.ino()));
-        let pins: Vec<&PathBuf> = spec.pins.iter().collect();
-        let staged = crate::gitstage::plan(&spec, &pins, None);
+        let staged = crate::gitstage::plan(&spec, None);
         assert_eq!(staged.len(), 1);
         assert_eq!(staged[0].subdirs, ["hooks", "objects", "refs"]);
         assert_eq!(staged[0].copied, ["rebase-merge"]);
         assert_eq!(staged[0].protected, ["config"]);
         spec.protected.push(dir.path().join("tool"));
-        assert!(crate::gitstage::plan(&spec, &pins, None).is_empty());
+        assert!(crate::gitstage::plan(&spec, None).is_empty());
     }
 }

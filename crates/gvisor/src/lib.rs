@@ -642,16 +642,14 @@ impl Gvisor {
         // of their subdirectories is a mount too.
         // A root caller's command gets the copies: only git dirs of the workspace's owner,
         // whose files its idmapped view gives the command, are staged.
-        let stage_owner = (!caller.rootless)
-            .then(|| {
-                use std::os::unix::fs::MetadataExt;
-                std::fs::metadata(&spec.workspace).map(|m| m.uid()).ok()
-            })
-            .flatten();
-        let staged = if !caller.rootless && stage_owner.is_none() {
-            Vec::new()
+        let staged = if caller.rootless {
+            gitstage::plan(&spec, None)
         } else {
-            gitstage::plan(&spec, &bundle::pins(&spec), stage_owner)
+            use std::os::unix::fs::MetadataExt;
+            match std::fs::metadata(&spec.workspace) {
+                Ok(m) => gitstage::plan(&spec, Some(m.uid())),
+                Err(_) => Vec::new(),
+            }
         };
         let mounts = spec.masks.len()
             + spec.protected.len()
@@ -728,7 +726,7 @@ impl Gvisor {
             destinations.push((p.clone(), exists(p).unwrap_or(sandbox::Kind::File)));
         }
         // Pins are directories the planner found (a missing one is refused at the start).
-        for p in bundle::pins(&spec) {
+        for p in spec.pins_bound_alone() {
             destinations.push((p.clone(), sandbox::Kind::Dir));
         }
         for s in &staged {

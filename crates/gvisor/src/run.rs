@@ -600,16 +600,13 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
     // The copies of existing git dirs' top levels (`gitstage`): a root caller's command owns
     // them (it writes them through runsc's file server, which checks as the Sentry does).
     let copy_owner = (!plan.caller.rootless).then_some((plan.caller.uid, plan.caller.gid));
-    let mut snapshots = Vec::with_capacity(plan.staged.len());
-    for (i, s) in plan.staged.iter().enumerate() {
-        let copy = crate::gitstage::Staged::source(dir.path(), i);
-        let snapshot =
-            crate::gitstage::stage(s, &copy, copy_owner).map_err(|e| Error::Changed {
-                path: s.gitdir.clone(),
+    let snapshots =
+        crate::gitstage::stage_all(&plan.staged, dir.path(), copy_owner).map_err(|(path, e)| {
+            Error::Changed {
+                path,
                 what: format!("its top level could not be staged for the run: {e}"),
-            })?;
-        snapshots.push(snapshot);
-    }
+            }
+        })?;
     check_destinations(plan)?;
     // A root caller's cgroup, with the run's limits: made here, so its counters outlive
     // runsc (see `usage`). Removed when dropped; those of runs killed outright go first.
@@ -734,17 +731,13 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
     }
     // Nothing of the command is left: what it changed at the top of existing git dirs comes
     // back, judged (see `gitstage`).
-    let mut blocked = Vec::new();
-    for ((i, s), snapshot) in plan.staged.iter().enumerate().zip(&snapshots) {
-        let copy = crate::gitstage::Staged::source(dir.path(), i);
-        blocked.extend(crate::gitstage::reconcile(
-            s,
-            snapshot,
-            &copy,
-            &plan.writable_roots,
-            !plan.caller.rootless,
-        ));
-    }
+    let blocked = crate::gitstage::reconcile_all(
+        &plan.staged,
+        &snapshots,
+        dir.path(),
+        &plan.writable_roots,
+        !plan.caller.rootless,
+    );
     drop(dir);
     // runsc has ended: its group's counters are final.
     let counted = group.as_ref().map(crate::usage::Group::usage);

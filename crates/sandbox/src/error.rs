@@ -49,6 +49,16 @@ impl RunError {
         }
     }
 
+    /// A run in network mode proxy given no proxy to serve it ([`crate::Launch::proxy`]): a
+    /// caller of the library that did not start one.
+    pub fn no_proxy() -> RunError {
+        RunError::Unavailable {
+            what: "the egress proxy",
+            cause: "network mode proxy needs a proxy to serve it".into(),
+            fix: "run through `stockade run`, which starts the proxy".into(),
+        }
+    }
+
     /// The registry's code.
     pub fn code(&self) -> Code {
         match self {

@@ -72,6 +72,18 @@ pub struct Spec {
 }
 
 impl Spec {
+    /// The pins that need a mount of their own where pins are binds (gVisor, the container
+    /// engines): the others are a writable root or a protected path (bound already), or lie at
+    /// or below a mask or a private directory (a tmpfs or file over them, itself a mount
+    /// point, hides them).
+    pub fn pins_bound_alone(&self) -> Vec<&PathBuf> {
+        (self.pins.iter())
+            .filter(|p| !self.writable_roots.contains(p) && !self.protected.contains(p))
+            .filter(|p| !self.masks.iter().any(|m| p.starts_with(&m.path)))
+            .filter(|p| !self.private_dirs.iter().any(|d| p.starts_with(d)))
+            .collect()
+    }
+
     /// The read grants below the host's `/tmp` that no writable root or other such grant
     /// holds: every backend's `/tmp` is private, so each is shown in it on its own (bound
     /// read-only at its own path).

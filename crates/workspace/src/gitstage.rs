@@ -123,19 +123,25 @@ pub struct Staged {
 impl Staged {
     /// Where the copy is, below the bundle directory `bundle`.
     pub fn source(bundle: &Path, index: usize) -> PathBuf {
-        bundle.join("git").join(index.to_string())
+        Self::copies(bundle).join(index.to_string())
+    }
+
+    /// The directory of every copy below `bundle`.
+    pub fn copies(bundle: &Path) -> PathBuf {
+        bundle.join("git")
     }
 }
 
 /// The git dirs of `spec` to stage: pinned directories holding a protected `config` that is a
-/// regular file, with their own mount (`pins`), and their subdirectories as the host has them.
+/// regular file, with their own mount ([`Spec::pins_bound_alone`]), and their subdirectories
+/// as the host has them.
 /// `owner`: for a root caller, the workspace's owner, whose command gets the copy: a git dir
 /// of anyone else (root's, in a workspace given to a user) is not staged (red team: the copy
 /// gave the command root's 0600 config, and root's remote URL came back as an inert change);
 /// it keeps its read-only binds.
-pub fn plan(spec: &Spec, pins: &[&PathBuf], owner: Option<u32>) -> Vec<Staged> {
+pub fn plan(spec: &Spec, owner: Option<u32>) -> Vec<Staged> {
     let mut out = Vec::new();
-    for g in pins {
+    for g in spec.pins_bound_alone() {
         let config = g.join("config");
         if !spec.protected.contains(&config) {
             continue;
@@ -145,7 +151,7 @@ pub fn plan(spec: &Spec, pins: &[&PathBuf], owner: Option<u32>) -> Vec<Staged> {
         if spec.protected.iter().any(|p| g.starts_with(p)) {
             continue;
         }
-        let Some(identity) = spec.identities.get(*g).copied() else {
+        let Some(identity) = spec.identities.get(g).copied() else {
             continue;
         };
         if !std::fs::symlink_metadata(&config).is_ok_and(|m| m.is_file()) {
@@ -180,7 +186,7 @@ pub fn plan(spec: &Spec, pins: &[&PathBuf], owner: Option<u32>) -> Vec<Staged> {
             .filter(|n| !subdirs.contains(n) && !copied.contains(n))
             .collect();
         out.push(Staged {
-            gitdir: (*g).clone(),
+            gitdir: g.clone(),
             owner,
             identity,
             config_identity: spec.identities.get(&config).copied(),
@@ -419,11 +425,10 @@ fn copy_to_tmp(
     Ok(())
 }
 
-/// Copies the directory `name` of `from` (new in the run) into `to`, whole; refuses one that
-/// `to` has already.
-/// Copies the directory `name` of `from` to `to_name` in `to`, given to `owner`. `from_owner`:
-/// every entry copied must belong to this uid (staging a git dir's stopped operation: another
-/// owner's file there would become the command's), else the copy fails.
+/// Copies the directory `name` of `from` to `to_name` in `to`, whole, given to `owner`; refuses
+/// one that `to` has already. `from_owner`: every entry copied must belong to this uid (staging
+/// a git dir's stopped operation: another owner's file there would become the command's), else
+/// the copy fails.
 #[allow(
     clippy::too_many_arguments,
     reason = "one recursive copy, its state passed down"
@@ -459,19 +464,15 @@ fn copy_tree(
         give(&dst, (u, g)).map_err(io)?;
     }
     for n in names(&src)? {
-        if let Some(o) = from_owner {
-            let uid = rustix::fs::statat(&src, &n, AtFlags::SYMLINK_NOFOLLOW)
-                .map_err(io)?
-                .st_uid;
-            if uid != o {
-                return Err(foreign(uid, &n));
-            }
+        let Ok(st) = rustix::fs::statat(&src, &n, AtFlags::SYMLINK_NOFOLLOW) else {
+            continue;
+        };
+        if from_owner.is_some_and(|o| o != st.st_uid) {
+            return Err(foreign(st.st_uid, &n));
         }
-        match seen(&src, &n).map(|s| s.kind) {
-            Some(libc::S_IFDIR) => {
-                copy_tree(&src, &dst, &n, &n, owner, from_owner, depth + 1, budget)?
-            }
-            Some(libc::S_IFREG) | Some(libc::S_IFLNK) => copy_entry(&src, &dst, &n, owner, budget)?,
+        match st.st_mode & libc::S_IFMT {
+            libc::S_IFDIR => copy_tree(&src, &dst, &n, &n, owner, from_owner, depth + 1, budget)?,
+            libc::S_IFREG | libc::S_IFLNK => copy_entry(&src, &dst, &n, owner, budget)?,
             // FIFOs, sockets and devices are not a git dir's.
             _ => {}
         }
@@ -494,7 +495,6 @@ pub fn stage(staged: &Staged, copy: &Path, owner: Option<(u32, u32)>) -> std::io
     }
     std::fs::create_dir_all(copy)?;
     let c = open_dir(rustix::fs::CWD, copy).map_err(io)?;
-    let ids = owner;
     let unlimited = Cell::new(u64::MAX);
     let mut host = BTreeMap::new();
     let mut withheld = Vec::new();
@@ -513,7 +513,7 @@ pub fn stage(staged: &Staged, copy: &Path, owner: Option<(u32, u32)>) -> std::io
             continue;
         }
         if s.kind == libc::S_IFDIR && staged.copied.contains(&n) {
-            copy_tree(&g, &c, &n, &n, ids, Some(g_uid), 0, &unlimited)?;
+            copy_tree(&g, &c, &n, &n, owner, Some(g_uid), 0, &unlimited)?;
         } else if s.kind == libc::S_IFDIR {
             // A subdirectory made since the plan would be the copy's, empty: refused.
             if !staged.subdirs.contains(&n) {
@@ -536,7 +536,7 @@ pub fn stage(staged: &Staged, copy: &Path, owner: Option<(u32, u32)>) -> std::io
                 .map_err(io)?;
             }
         } else if s.kind == libc::S_IFREG || s.kind == libc::S_IFLNK {
-            copy_entry(&g, &c, &n, ids, &unlimited)?;
+            copy_entry(&g, &c, &n, owner, &unlimited)?;
         }
         host.insert(n, s);
     }
@@ -584,6 +584,50 @@ fn read_bounded(mut f: std::fs::File) -> std::io::Result<Option<Vec<u8>>> {
     let mut buf = Vec::new();
     (&mut f).take(CONFIG_MAX as u64 + 1).read_to_end(&mut buf)?;
     Ok((buf.len() <= CONFIG_MAX).then_some(buf))
+}
+
+/// Makes the copy of each of `staged` below the run's directory `bundle` ([`stage`],
+/// [`Staged::source`]); the first that cannot be made, with its git dir.
+pub fn stage_all(
+    staged: &[Staged],
+    bundle: &Path,
+    owner: Option<(u32, u32)>,
+) -> Result<Vec<Snapshot>, (PathBuf, std::io::Error)> {
+    (staged.iter().enumerate())
+        .map(|(i, s)| {
+            stage(s, &Staged::source(bundle, i), owner).map_err(|e| (s.gitdir.clone(), e))
+        })
+        .collect()
+}
+
+/// Brings back what the run changed in each copy [`stage_all`] made ([`reconcile`]), once
+/// nothing of the command is left.
+pub fn reconcile_all(
+    staged: &[Staged],
+    snapshots: &[Snapshot],
+    bundle: &Path,
+    writable_roots: &[PathBuf],
+    root_caller: bool,
+) -> Vec<Violation> {
+    (staged.iter().enumerate().zip(snapshots))
+        .flat_map(|((i, s), snapshot)| {
+            reconcile(
+                s,
+                snapshot,
+                &Staged::source(bundle, i),
+                writable_roots,
+                root_caller,
+            )
+        })
+        .collect()
+}
+
+/// The protected files of `staged` git dirs, which the command saw only a copy of (the run's
+/// outcome names them: the backend judged what the command did to them).
+pub fn protected_paths(staged: &[Staged]) -> Vec<PathBuf> {
+    (staged.iter())
+        .flat_map(|s| s.protected.iter().map(|n| s.gitdir.join(n)))
+        .collect()
 }
 
 /// Brings back what the run changed in the copy `copy` of `staged` (see the module docs);

@@ -97,7 +97,7 @@ fn target(engine: Engine) -> Target {
         gate: None,
         init: None,
         staged: Vec::new(),
-        stage_dir: "/tmp/run-files/git".into(),
+        stage_dir: "/tmp/run-files".into(),
         subdir_ids: Vec::new(),
     }
 }

@@ -213,13 +213,7 @@ pub(super) fn proxy_channel(plan: &Plan, proxy: bool) -> Result<Option<Channel>,
         (Some(_), true) => Some(
             sys::parent::fd_channel().map_err(|e| RunError::io("create the proxy channel", e))?,
         ),
-        (Some(_), false) => {
-            return Err(RunError::Unavailable {
-                what: "the egress proxy",
-                cause: "network mode proxy needs a proxy to serve it".into(),
-                fix: "run through `stockade run`, which starts the proxy".into(),
-            })
-        }
+        (Some(_), false) => return Err(RunError::no_proxy()),
         _ => None,
     })
 }
