@@ -74,6 +74,10 @@ pub struct Target {
     pub nproc_hard: u64,
     /// The caller's open-files hard limit (the default when the spec has none).
     pub nofile_hard: u64,
+    /// The signals the caller ignores (`nohup` ignores SIGHUP), by name: the check inside
+    /// ignores them before it becomes the command, which keeps them ignored across `execve`
+    /// as a native run's command does (the engine starts it with default actions).
+    pub ignored_signals: Vec<&'static str>,
     /// How this engine's client is told a bind is not recursive.
     pub nonrecursive: NonRecursive,
     /// The host's mount points (rootless Podman binds recursively, see [`lower`]).
@@ -212,7 +216,8 @@ if [ -n "$STOCKADE_CHECK_GATE" ]; then
 printf '%s %s\n' "$(readlink /proc/self/ns/net)" "$(readlink /proc/self/ns/user)" > "$STOCKADE_CHECK_GATE/ready" || fail "the proxy's gate" "writing $STOCKADE_CHECK_GATE/ready"
 IFS= read -r go < "$STOCKADE_CHECK_GATE/go"; [ "$go" = go ] || fail "the proxy's listener" "${go:-no answer}"
 fi
-unset STOCKADE_CHECK_GATE STOCKADE_CHECK_UID STOCKADE_CHECK_NET STOCKADE_CHECK_MASKS STOCKADE_CHECK_IDS STOCKADE_CHECK_RW STOCKADE_CHECK_PIDS STOCKADE_CHECK_MEM STOCKADE_CHECK_NPROC STOCKADE_CHECK_DATA STOCKADE_CHECK_NOFILE
+[ -z "$STOCKADE_CHECK_IGNORE" ] || trap '' $STOCKADE_CHECK_IGNORE
+unset STOCKADE_CHECK_IGNORE STOCKADE_CHECK_GATE STOCKADE_CHECK_UID STOCKADE_CHECK_NET STOCKADE_CHECK_MASKS STOCKADE_CHECK_IDS STOCKADE_CHECK_RW STOCKADE_CHECK_PIDS STOCKADE_CHECK_MEM STOCKADE_CHECK_NPROC STOCKADE_CHECK_DATA STOCKADE_CHECK_NOFILE
 if [ -n "${STOCKADE_CHECK_SAVED_PATH+x}" ]; then PATH=$STOCKADE_CHECK_SAVED_PATH; unset STOCKADE_CHECK_SAVED_PATH; else unset PATH; fi
 exec "$@""#;
 
@@ -277,7 +282,11 @@ fn depth(p: &Path) -> usize {
 /// Whether the command can start at `cwd` in the container: a directory the host tree binds
 /// (not below one of [`NOT_BOUND`]) or a writable root.
 fn reachable(spec: &Spec, cwd: &Path) -> bool {
-    if spec.writable_roots.iter().any(|w| cwd.starts_with(w)) {
+    // The writable roots and the read grants below /tmp are bound where nothing else is.
+    if (spec.writable_roots.iter())
+        .chain(spec.tmp_read_grants())
+        .any(|w| cwd.starts_with(w))
+    {
         return true;
     }
     let top = cwd.components().nth(1);
@@ -487,7 +496,8 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
         mounts.push((depth(p), 2, bind(p, p, true, target)?));
     }
     let mut subdir_identities = Vec::new();
-    for p in spec.pins_bound_alone() {
+    let pins = spec.pins_bound_alone();
+    for p in pins.iter().copied() {
         match target.staged.iter().position(|s| &s.gitdir == p) {
             // An existing git dir: the staged copy of its top level at its place, and each of
             // its subdirectories (the host's own, each checked inside to be the one planned)
@@ -497,8 +507,12 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
                 mounts.push((depth(p), 2, bind(&copy, p, false, target)?));
                 for (d, id) in target.staged[i].subdirs.iter().zip(&target.subdir_ids[i]) {
                     let sub = p.join(d);
+                    // A subdirectory that is a pinned git dir itself (a git dir hidden in
+                    // this one) is bound in its own turn: a second mount at one destination
+                    // is refused by the engine.
                     if spec.protected.contains(&sub)
                         || spec.masks.iter().any(|m| sub.starts_with(&m.path))
+                        || pins.contains(&&sub)
                     {
                         continue;
                     }
@@ -609,6 +623,10 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
     env.push(("STOCKADE_CHECK_NPROC".into(), some(nproc)));
     env.push(("STOCKADE_CHECK_DATA".into(), some(data)));
     env.push(("STOCKADE_CHECK_NOFILE".into(), some(limits.files)));
+    env.push((
+        "STOCKADE_CHECK_IGNORE".into(),
+        target.ignored_signals.join(" "),
+    ));
     let mut env_file = String::new();
     let mut multi_line = Vec::new();
     for (k, v) in env {
@@ -638,10 +656,15 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
     } else {
         (
             spec.workspace.clone(),
-            Some(format!(
-                "{} is not in the container (the host's /tmp, /run, /proc, /sys and /dev are not bound)",
-                spec.cwd.display()
-            )),
+            Some(if spec.cwd.starts_with("/tmp") {
+                // As native and gVisor say it.
+                "the sandbox has its own /tmp (grant the directory with --allow-read or --allow-write to start there)".to_owned()
+            } else {
+                format!(
+                    "{} is not in the container (the host's /run, /proc, /sys and /dev are not bound)",
+                    spec.cwd.display()
+                )
+            }),
         )
     };
     a.push("--workdir".into());

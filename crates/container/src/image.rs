@@ -134,9 +134,19 @@ pub fn id(
     })
 }
 
+/// Why `ENGINE import` failed.
+#[derive(Debug)]
+pub enum ImportFailed {
+    /// The engine's client could not be started (at the caller's process limit: EAGAIN).
+    Start(std::io::Error),
+    /// It ran and failed, or its input or end could not be handled: why.
+    Failed(String),
+}
+
 /// Makes the default image in `engine`'s store (`ENGINE import`).
-pub fn import(binary: &Path, image: &str, tarball: &[u8], path: &str) -> Result<(), String> {
+pub fn import(binary: &Path, image: &str, tarball: &[u8], path: &str) -> Result<(), ImportFailed> {
     use std::io::Write;
+    use ImportFailed::Failed;
     let mut child = Command::new(binary)
         .env("PATH", path)
         .args(["import", "-", image])
@@ -144,19 +154,21 @@ pub fn import(binary: &Path, image: &str, tarball: &[u8], path: &str) -> Result<
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
+        .map_err(ImportFailed::Start)?;
     if let Some(mut stdin) = child.stdin.take() {
         stdin
             .write_all(tarball)
-            .map_err(|e| format!("cannot write the image's tarball: {e}"))?;
+            .map_err(|e| Failed(format!("cannot write the image's tarball: {e}")))?;
     }
     let out = child
         .wait_with_output()
-        .map_err(|e| format!("cannot wait for {}: {e}", binary.display()))?;
+        .map_err(|e| Failed(format!("cannot wait for {}: {e}", binary.display())))?;
     if out.status.success() {
         Ok(())
     } else {
-        Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
+        Err(Failed(
+            String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        ))
     }
 }
 

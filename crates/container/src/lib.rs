@@ -602,6 +602,7 @@ impl sandbox::Backend for ContainerBackend {
             host_root,
             nproc_hard: hard_limit(rustix::process::Resource::Nproc),
             nofile_hard: hard_limit(rustix::process::Resource::Nofile),
+            ignored_signals: ignored_signals(),
             nonrecursive: if caller.rootless {
                 flags::NonRecursive::Recursive
             } else {
@@ -698,4 +699,22 @@ impl sandbox::Backend for ContainerBackend {
             copy_owner: root.then_some((caller.uid, caller.gid)),
         }))
     }
+}
+
+/// The caller's signals (of those a terminal or a job control shell sends) that are ignored
+/// now, by name (SIGPIPE is not among them: stockade's runtime ignores it itself).
+fn ignored_signals() -> Vec<&'static str> {
+    use rustix::process::Signal;
+    [
+        (Signal::HUP, "HUP"),
+        (Signal::INT, "INT"),
+        (Signal::QUIT, "QUIT"),
+        (Signal::TERM, "TERM"),
+        (Signal::USR1, "USR1"),
+        (Signal::USR2, "USR2"),
+    ]
+    .into_iter()
+    .filter(|(sig, _)| sys::raw::signal_ignored(sig.as_raw()).unwrap_or(false))
+    .map(|(_, name)| name)
+    .collect()
 }

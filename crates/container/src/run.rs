@@ -255,12 +255,19 @@ impl ContainerPlanned {
             &tarball,
             &self.engine_path,
         )
-        .map_err(|cause| {
-            unavailable(format!(
+        .map_err(|failed| match failed {
+            // At the caller's process limit: that is the error, not the engine's.
+            image::ImportFailed::Start(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                RunError::io("start the container engine", e)
+            }
+            image::ImportFailed::Start(e) => {
+                unavailable(format!("cannot start {}: {e}", self.binary.display()))
+            }
+            image::ImportFailed::Failed(cause) => unavailable(format!(
                 "`{} import` of {} failed: {cause}",
                 self.engine.name(),
                 self.target.image
-            ))
+            )),
         })?;
         let id = image::id(
             self.engine,
@@ -494,10 +501,18 @@ impl Planned for ContainerPlanned {
             relay(err_r, io.stderr, "stderr")?,
         ];
         // Stdin is copied as it comes; a terminal is never read here (no terminal of the
-        // run's own yet under the container backends: the command reads end of file).
+        // run's own yet under the container backends: the command reads end of file, and the
+        // caller is told so, or an interactive command would seem to hang or end at once).
+        let keyboard = match &io.stdin {
+            sandbox::Input::Process => std::io::stdin().is_terminal(),
+            sandbox::Input::Fd(from) => from.as_fd().is_terminal(),
+            sandbox::Input::Null => false,
+        };
+        if keyboard {
+            say_no_terminal(self.engine);
+        }
         let input = match io.stdin {
-            sandbox::Input::Process if std::io::stdin().is_terminal() => None,
-            sandbox::Input::Fd(from) if from.as_fd().is_terminal() => None,
+            _ if keyboard => None,
             sandbox::Input::Process if stream::relay::stdin_is_live() => {
                 std::io::stdin().as_fd().try_clone_to_owned().ok()
             }
@@ -616,8 +631,10 @@ impl Planned for ContainerPlanned {
             }
             if killed_at.is_none() {
                 if let Some(sig) = io.process_signals.then(sys::parent::interrupted).flatten() {
+                    // The caller's signal reaches the command as it would natively (Ctrl-C is
+                    // SIGINT, which a shell may trap); the whole container ends after GRACE.
                     interrupted = Some(sig);
-                    self.signal("TERM");
+                    self.signal(&sig.to_string());
                     killed_at = Some(now);
                 }
             }
@@ -764,4 +781,17 @@ fn exit_of(status: ExitStatus) -> (i32, Option<i32>) {
         (None, Some(s)) => (128 + s, Some(s)),
         (None, None) => (125, None),
     }
+}
+
+/// Says once, on stderr, that the caller's terminal is not the command's: the container
+/// backends have no terminal of the run's own yet.
+fn say_no_terminal(engine: Engine) {
+    use std::io::Write;
+    let mut err = std::io::stderr();
+    let end = if err.is_terminal() { "\r\n" } else { "\n" };
+    let _ = write!(
+        err,
+        "stockade: note: --backend {} gives the command no terminal yet: its input is empty (end of file) and its output is not a terminal; --backend native or gvisor runs it on a terminal of its own{end}",
+        engine.name()
+    );
 }

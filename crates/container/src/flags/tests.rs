@@ -81,6 +81,7 @@ fn target(engine: Engine) -> Target {
         ],
         nproc_hard: 96365,
         nofile_hard: 20000,
+        ignored_signals: vec!["HUP"],
         nonrecursive: NonRecursive::Legacy,
         mount_points: vec![
             "/".into(),
@@ -375,7 +376,19 @@ fn a_directory_outside_the_container_starts_the_command_in_the_workspace() {
     s.cwd = "/tmp/elsewhere".into();
     let l = lower(&s, &caller(), &target(Engine::Docker)).unwrap();
     assert_eq!(values(&l.args, "--workdir"), ["/w"]);
-    assert!(l.cwd_fallback.unwrap().contains("/tmp/elsewhere"));
+    // Below /tmp: how to grant it, as every backend says it.
+    assert!(l
+        .cwd_fallback
+        .unwrap()
+        .contains("--allow-read or --allow-write"));
+    s.cwd = "/run/elsewhere".into();
+    let l = lower(&s, &caller(), &target(Engine::Docker)).unwrap();
+    assert!(l.cwd_fallback.unwrap().contains("/run/elsewhere"));
+    // A read grant below /tmp is bound: the command starts there.
+    s.cwd = "/tmp/grant/sub".into();
+    let l = lower(&s, &caller(), &target(Engine::Docker)).unwrap();
+    assert_eq!(values(&l.args, "--workdir"), ["/tmp/grant/sub"]);
+    assert!(l.cwd_fallback.is_none());
 }
 
 #[test]
@@ -448,4 +461,34 @@ fn the_proxys_gate_is_bound_read_only_and_named_to_the_check() {
     let l = lower(&spec(), &caller(), &target(Engine::Podman)).expect("lowered");
     assert!(!l.env_file.contains("STOCKADE_CHECK_GATE"));
     assert!(!l.args.iter().any(|a| a.contains("/run/stockade")));
+}
+
+/// A git dir hidden in a staged one (`.git/inner`, pinned itself) is one of the staged git
+/// dir's subdirectories too: it gets one mount (the engine refuses a second mount at one
+/// destination: "duplicate mount destination").
+#[test]
+fn a_git_dir_hidden_in_a_staged_one_is_mounted_once() {
+    let mut spec = spec();
+    spec.pins.push("/w/.git/inner".into());
+    let mut target = target(Engine::Podman);
+    target.staged = vec![workspace::gitstage::Staged {
+        gitdir: "/w/.git".into(),
+        owner: None,
+        identity: (1, 2),
+        config_identity: None,
+        subdirs: vec!["objects".into(), "inner".into()],
+        copied: Vec::new(),
+        protected: vec!["config".into()],
+    }];
+    target.subdir_ids = vec![vec![Some((1, 3)), Some((1, 4))]];
+    let lowered = lower(&spec, &caller(), &target).expect("lowered");
+    let mounts = values(&lowered.args, "--mount");
+    let at = |dest: &str| {
+        (mounts.iter())
+            .filter(|m| m.split(',').any(|f| f == format!("dst={dest}")))
+            .count()
+    };
+    assert_eq!(at("/w/.git/inner"), 1, "{mounts:#?}");
+    assert_eq!(at("/w/.git/objects"), 1, "{mounts:#?}");
+    assert_eq!(at("/w/.git"), 1, "{mounts:#?}");
 }
