@@ -56,7 +56,8 @@ pub const DONE: &str = "__STOCKADE_ATTACK_DONE__";
 pub const FIXTURE_PARENT: &str = "/var/tmp";
 
 /// The backend the enforcement tests run against: `STOCKADE_TEST_BACKEND` (`native`, the
-/// default, or `gvisor`). `scripts/test` runs the suite once per backend this machine has.
+/// default, `gvisor`, `podman` or `docker`). `scripts/test` runs the suite under native and
+/// gVisor, and its containment files under rootless Podman.
 pub fn backend() -> &'static str {
     static BACKEND: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     BACKEND.get_or_init(|| {
@@ -85,13 +86,9 @@ pub fn net_under(backend_name: &str, mode: &'static str) -> Vec<&'static str> {
     opts
 }
 
-/// [`not_under`] for an unprivileged caller only (the root pass runs the test).
-pub fn not_under_unprivileged(backend_name: &str, why: &str) -> bool {
-    !is_root() && not_under(backend_name, why)
-}
-
 /// A test that does not apply to the backend under test says so and why (printed, so the
-/// run's output lists every such test), and returns `true`: the caller returns.
+/// run's output lists every such test), and returns `true`: the caller returns. For a
+/// difference of one backend's own; the kinds several share are [`na`] ([`not_applicable`]).
 pub fn not_under(backend_name: &str, why: &str) -> bool {
     if backend() == backend_name {
         println!("n/a under {backend_name}: {why}");
@@ -100,42 +97,158 @@ pub fn not_under(backend_name: &str, why: &str) -> bool {
     false
 }
 
-/// Why a test does not apply under a backend ([`not_under`]): each names what differs.
+/// A way a backend differs from native that a test cannot apply across: the backends it holds
+/// under (`"podman"`, or `"podman/unprivileged"` for an unprivileged caller's only) and why.
+pub struct Na {
+    /// The backends (and callers) the difference holds under.
+    pub under: &'static [&'static str],
+    /// What differs, printed with the test's `n/a` line.
+    pub why: &'static str,
+}
+
+/// Whether `na` holds for the backend under test and this caller: if so, the test says so and
+/// why (printed, so the run's output lists every such test) and the caller returns.
+pub fn not_applicable(na: &Na) -> bool {
+    let unprivileged = format!("{}/unprivileged", backend());
+    let holds = na
+        .under
+        .iter()
+        .any(|u| *u == backend() || (!is_root() && *u == unprivileged));
+    if holds {
+        println!("n/a under {}: {}", backend(), na.why);
+    }
+    holds
+}
+
+/// Why a test does not apply under a backend ([`not_applicable`]): each names what differs.
 pub mod na {
-    /// Refusals during the run by native's mediated creation, and what only they report.
-    pub const NO_CREATION_GUARD: &str = "gVisor has no creation guard: the path exists until the run ends and the sweep after it takes it out (the end state is checked by the tests that assert_swept); this test checks the refusal during the run or its exact errno";
+    use super::Na;
+
+    /// Native's mediated creation: refusals during the run, and what only they report.
+    pub const NO_CREATION_GUARD: Na = Na {
+        under: &["gvisor", "podman", "docker"],
+        why: "this backend has no creation guard (native's mediated creation is a seccomp notification its supervisor answers; gVisor's Sentry and a container engine's runtime have none): the path exists until the run ends and the sweep after it takes it out (the end state is checked by the tests that assert_swept); this test checks the refusal during the run, its exact errno or a race against it",
+    };
     /// Debian 12's runsc.
-    pub const STATX: &str = "Debian's runsc (2022-12-19) answers statx with EINVAL, so coreutils ls and stat fail inside (gVisor fixed this later; a newer runsc is not installable here)";
+    pub const STATX: Na = Na {
+        under: &["gvisor"],
+        why: "Debian's runsc (2022-12-19) answers statx with EINVAL, so coreutils ls and stat fail inside (gVisor fixed this later; a newer runsc is not installable here)",
+    };
     /// What the Sentry implements itself.
-    pub const SENTRY: &str =
-        "the Sentry implements this itself: the call never reaches the host kernel";
+    pub const SENTRY: Na = Na {
+        under: &["gvisor"],
+        why: "the Sentry implements this itself: the call never reaches the host kernel",
+    };
     /// `/proc/1` inside.
-    pub const PID1: &str = "PID 1 inside gVisor is the command itself (runsc's own processes are outside the Sentry): /proc/1 is the command's own";
-    /// Existing git configs under gVisor: judged whole after the run.
-    pub const GIT_CONFIG_WHOLE: &str = "under gVisor an existing git config is a staged copy during the run and its change is judged whole after it (gitstage.rs): a run that also sets a live key gets none of its config change applied, where native refuses only the live key at its call";
-    /// The host's changes at the top of a git dir during a gVisor run.
-    pub const GIT_STAGED: &str = "under gVisor the run sees a staged copy of an existing git dir's top level (gitstage.rs): what the host's git writes there during the run is not visible inside, so this race cannot be set up; a name both change keeps the host's version (staged_git_dir_* in gvisor.rs)";
+    pub const PID1: Na = Na {
+        under: &["gvisor", "podman", "docker"],
+        why: "PID 1 is not native's init: inside gVisor it is the command itself (runsc's own processes are outside the Sentry); in a container it is the engine's init (catatonit or tini, bound from the host), started by the runtime with the command's own user, capabilities and streams, holding nothing the command lacks (its descriptors are the command's own streams, which the sanitizer covers)",
+    };
+    /// Existing git configs: judged whole after the run.
+    pub const GIT_CONFIG_WHOLE: Na = Na {
+        under: &["gvisor", "podman", "docker"],
+        why: "under gVisor and the container engines an existing git config is a staged copy during the run and its change is judged whole after it (workspace::gitstage): a run that also sets a live key gets none of its config change applied, where native refuses only the live key at its call",
+    };
+    /// The host's changes at the top of a git dir during a staged run.
+    pub const GIT_STAGED: Na = Na {
+        under: &["gvisor", "podman", "docker"],
+        why: "under gVisor and the container engines the run sees a staged copy of an existing git dir's top level (workspace::gitstage): what the host's git writes there during the run is not visible inside, so this race cannot be set up; a name both change keeps the host's version (staged_git_dir_* in gvisor.rs, the git tests of containers.rs)",
+    };
     /// Native's allocation watch.
-    pub const ALLOCATION_WATCH: &str = "this checks native's allocation watch (its seccomp notification of large mmap/mremap calls under RLIMIT_DATA): under gVisor the Sentry handles the call; a root caller's memory limit is a cgroup (it never refuses an allocation: it reclaims or kills, and the kill is reported), and an unprivileged caller's RLIMIT_AS refusal happens in the Sentry, where nothing outside sees it";
-    /// An unprivileged caller's memory limit under gVisor.
-    pub const ROOTLESS_MEMORY_EVENT: &str = "runsc --rootless has no cgroup: the Sentry's RLIMIT_AS refuses the allocation (the run fails) and nothing outside the Sentry records the refusal, so there is no memory event (a root caller's run has one: its cgroup's OOM kill)";
+    pub const ALLOCATION_WATCH: Na = Na {
+        under: &["gvisor", "podman", "docker"],
+        why: "this checks native's allocation watch (its seccomp notification of large mmap/mremap calls under RLIMIT_DATA): under gVisor the Sentry handles the call, and in a container the engine's cgroup bounds memory (it never refuses an allocation: it reclaims or kills, and the kill is reported); an unprivileged caller's bound is RLIMIT_AS in gVisor's Sentry, where nothing outside sees a refusal, and rootless Podman on cgroup v1 refuses a memory limit (containers.rs::memory_is_bounded)",
+    };
+    /// An unprivileged caller's memory limit.
+    pub const ROOTLESS_MEMORY_EVENT: Na = Na {
+        under: &["gvisor/unprivileged", "podman/unprivileged"],
+        why: "runsc --rootless and rootless Podman on cgroup v1 have no cgroup: the Sentry's RLIMIT_AS refuses the allocation (the run fails) and nothing outside records it, and rootless Podman refuses a memory limit unless --allow-degraded (containers.rs::memory_is_bounded), so there is no memory event (a root caller's run has one: its cgroup's OOM kill)",
+    };
+    /// A memory limit under rootless Podman.
+    pub const ROOTLESS_PODMAN_MEMORY: Na = Na {
+        under: &["podman/unprivileged"],
+        why: "rootless Podman on cgroup v1 has no cgroup of its own: it refuses a memory limit (its per-process RLIMIT_DATA does not count memfd or shared memory) unless --allow-degraded, and the suite runs it with --memory 0 (containers.rs::memory_is_bounded checks the refusal and the degraded bound)",
+    };
+    /// An unprivileged caller's processes limit under rootless Podman.
+    pub const ROOTLESS_PIDS_EVENT: Na = Na {
+        under: &["podman/unprivileged"],
+        why: "rootless Podman on cgroup v1 has no cgroup: the processes limit is the caller's RLIMIT_NPROC inside the container (--ulimit nproc), which refuses the fork in the command's own kernel call and nothing outside records it, so there is no pids event (containers.rs checks the bound itself)",
+    };
     /// What only native's set-up explains or reports.
-    pub const NATIVE_SETUP: &str = "this checks native's own set-up (its init, Landlock, seccomp, idmapped mounts or their diagnostics)";
-    /// An unprivileged caller's gVisor run.
-    pub const ROOTLESS_UID0: &str = "runsc --rootless runs the command as uid 0 of its own user namespace, mapped to the caller, with no capabilities (no_effective_capabilities_inside checks those)";
+    pub const NATIVE_SETUP: Na = Na {
+        under: &["gvisor", "podman", "docker"],
+        why: "this checks native's own set-up (its init, Landlock, seccomp, idmapped mounts or their diagnostics)",
+    };
+    /// An unprivileged caller's gVisor run, or rootless Podman's.
+    pub const ROOTLESS_UID0: Na = Na {
+        under: &["gvisor", "podman/unprivileged"],
+        why: "runsc --rootless, and rootless Podman with no subordinate ids (/etc/subuid has none for the caller here), run the command as uid 0 of their own user namespace, mapped to the caller, with no capabilities (no_effective_capabilities_inside checks those)",
+    };
     /// The streams of a gVisor run.
-    pub const PIPES: &str = "a gVisor run's streams are pipes, or the terminal of its own that runsc makes and stockade relays (runsc as root takes over a terminal it is given, so it never gets the caller's): there is no host terminal inside to inject into, and the pty this test opens is the Sentry's own";
+    pub const PIPES: Na = Na {
+        under: &["gvisor"],
+        why: "a gVisor run's streams are pipes, or the terminal of its own that runsc makes and stockade relays (runsc as root takes over a terminal it is given, so it never gets the caller's): there is no host terminal inside to inject into, and the pty this test opens is the Sentry's own",
+    };
     /// A gVisor run's own terminal.
-    pub const HOST_TTY: &str = "gVisor shows the command the terminal runsc made for the run as a host file (/proc/self/fd/0 reads host:[1], no tty_nr in /proc/PID/stat): ttyname() fails, so `tty` says \"not a tty\", and opening /dev/tty fails with EIO in Debian's runsc 2022-12-19 (gVisor issues 11582, 13535, 10925); the terminal itself, job control, the signal keys and the window size work (the other tests here)";
-    /// Signal dispositions across runsc.
-    pub const IGNORED_SIGNALS: &str = "runsc does not pass the caller's ignored signals (nohup's SIGHUP) on to the command: inside the Sentry they have their default actions";
+    pub const HOST_TTY: Na = Na {
+        under: &["gvisor"],
+        why: "gVisor shows the command the terminal runsc made for the run as a host file (/proc/self/fd/0 reads host:[1], no tty_nr in /proc/PID/stat): ttyname() fails, so `tty` says \"not a tty\", and opening /dev/tty fails with EIO in Debian's runsc 2022-12-19 (gVisor issues 11582, 13535, 10925); the terminal itself, job control, the signal keys and the window size work (the other tests here)",
+    };
+    /// No terminal under the container backends yet.
+    pub const NO_TERMINAL: Na = Na {
+        under: &["podman", "docker"],
+        why: "NOT YET: the container backends give the command no terminal of the run's own (its streams are pipes, and a caller's terminal is never read: the command reads end of file, and stockade says so on stderr); an open gap of issue 33, not a difference by design",
+    };
+    /// Signal dispositions across the engine.
+    pub const IGNORED_SIGNALS: Na = Na {
+        under: &["gvisor"],
+        why: "runsc does not pass the caller's ignored signals (nohup's SIGHUP) on to the command: inside the Sentry they have their default actions",
+    };
     /// The corpus tests, which name their backends themselves.
-    pub const CORPUS_ONCE: &str = "the corpus runs under both backends in the native pass (whole_corpus_is_contained and whole_corpus_is_contained_under_gvisor)";
+    pub const CORPUS_ONCE: Na = Na {
+        under: &["gvisor", "podman", "docker"],
+        why: "the corpus runs under every backend in the native pass (whole_corpus_is_contained, whole_corpus_is_contained_under_gvisor, containers.rs::whole_corpus_is_contained_under_each_engine)",
+    };
     /// What a run under `--net none` says it tried.
-    pub const NETWORK_OFF: &str = "gVisor's network stack is the Sentry's own, not the host kernel's, and does not count tries with no route even inside (its /proc/net/snmp keeps OutNoRoutes at 0 after a failed connect, Debian's runsc 2022-12-19), so a gVisor run does not say \"network is off in this run\" (native only)";
+    pub const NETWORK_OFF: Na = Na {
+        under: &["gvisor", "podman", "docker"],
+        why: "gVisor's network stack is the Sentry's own, not the host kernel's, and does not count tries with no route even inside (its /proc/net/snmp keeps OutNoRoutes at 0 after a failed connect, Debian's runsc 2022-12-19), so a gVisor run does not say \"network is off in this run\" (native only); under the container engines NOT YET: stockade does not read the container's network counters (an open gap of issue 33)",
+    };
     /// Files the Sentry makes only inside.
-    pub const SENTRY_FILES: &str =
-        "a FIFO or O_TMPFILE made inside the Sentry is not made on the host in the same way";
+    pub const SENTRY_FILES: Na = Na {
+        under: &["gvisor"],
+        why: "a FIFO or O_TMPFILE made inside the Sentry is not made on the host in the same way",
+    };
+    /// Read scope `allow-list`.
+    pub const ALLOW_LIST: Na = Na {
+        under: &["gvisor", "podman", "docker"],
+        why: "read_scope = \"allow-list\" is Landlock's (native's); the gVisor and container backends refuse such a policy (E_PROTECTION_UNAVAILABLE)",
+    };
+    /// What the sweep does with a git dir's new files when nothing refused them during the run.
+    pub const NEW_GIT_FILES_QUARANTINED: Na = Na {
+        under: &["gvisor", "podman", "docker"],
+        why: "without a creation guard every new file of git's is quarantined after the run, the user's too (a known limit)",
+    };
+    /// The session of a container run's command.
+    pub const CONTAINER_SESSION: Na = Na {
+        under: &["podman", "docker"],
+        why: "in a container the command is in the session the runtime made for the engine's init (PID 1 leads it), and a container run is given no terminal, so that session has no controlling terminal to inject into (the terminal tests check injection itself)",
+    };
+    /// Masks deeper than a container engine can mount.
+    pub const DEEP_MASK: Na = Na {
+        under: &["podman", "docker"],
+        why: "NOT YET: the engines resolve each mount destination by its whole path (Podman's symlink resolution, bounded by PATH_MAX), so a mask this deep makes the engine refuse the run (nothing runs, but the error is the engine's, exit 125, not typed by stockade); masking the deepest ancestor the engine can mount is the planned way (an open gap of issue 33)",
+    };
+    /// A stockade run inside a container run.
+    pub const NESTED_STATE: Na = Na {
+        under: &["podman", "docker"],
+        why: "NOT YET typed: inside a container a nested stockade meets its read-only state directory before its own sandbox checks, and is refused (exit 125, the nested command does not run) with E_INTERNAL naming the read-only journal, not E_PROTECTION_UNAVAILABLE",
+    };
+    /// Review mode under the container engines.
+    pub const NO_REVIEW: Na = Na {
+        under: &["podman", "docker"],
+        why: "review mode is refused under the container backends (E_PROTECTION_UNAVAILABLE, with the fix: --backend native or gvisor); an open item of issue 33, which containers.rs checks as a refusal",
+    };
 }
 
 /// `chown -R OWNER PATH` (OWNER as `chown` takes it: `user:`, `root:`, `user:group`).
@@ -187,6 +300,42 @@ pub fn staged_git_owner_attack(fx: &Fixture, owner: &str, run: impl Fn(&str) -> 
         .expect("stat")
         .uid();
     assert_eq!(uid, 0);
+}
+
+/// The options that put a `stockade run` or `mcp` a test builds itself under the backend under
+/// test, as [`Cmd::final_args`] does for the runs it sees: `--backend B`, and under rootless
+/// Podman `--memory 0` (it refuses a memory limit it cannot bound whole).
+pub fn backend_args() -> Vec<String> {
+    let mut args = Vec::new();
+    if backend() != "native" {
+        args.extend(["--backend".to_string(), backend().to_string()]);
+    }
+    if rootless_podman() {
+        args.extend(["--memory".to_string(), "0".to_string()]);
+    }
+    args
+}
+
+/// The engine's store for a run a test starts with an environment of its own (an MCP client's
+/// server, an agent's): `XDG_DATA_HOME` ([`engine_store`]) under a container backend, as
+/// [`Cmd::final_env`] gives the runs it sees; nothing otherwise.
+pub fn engine_store_env() -> Vec<(String, String)> {
+    if is_container_backend() {
+        vec![(
+            "XDG_DATA_HOME".to_string(),
+            engine_store().display().to_string(),
+        )]
+    } else {
+        Vec::new()
+    }
+}
+
+/// `env` (a JSON object: an MCP client's server environment) with [`engine_store_env`].
+pub fn with_engine_store(mut env: serde_json::Value) -> serde_json::Value {
+    for (k, v) in engine_store_env() {
+        env[k] = serde_json::Value::String(v);
+    }
+    env
 }
 
 /// Whether the backend under test is a container engine (`podman`, `docker`).
@@ -1474,7 +1623,15 @@ impl Records {
                 })
         };
         let violations = self.violations();
-        let Some(v) = violations.iter().find(|v| swept(v)) else {
+        // The path's own violation first: one of an ancestor (a staged git dir's, naming what
+        // it did not bring back) says nothing of where this path went.
+        let own = |v: &&serde_json::Value| {
+            let path = json_str(v, "path");
+            suffixes.iter().any(|s| path.ends_with(&format!("/{s}")))
+        };
+        let found = (violations.iter().filter(|v| swept(v)).find(own))
+            .or_else(|| violations.iter().find(|v| swept(v)));
+        let Some(v) = found else {
             panic!(
                 "report has no violation of the sweep for a path in {} ending with one of \
                  {suffixes:?}:\n{violations:#?}\n{}",

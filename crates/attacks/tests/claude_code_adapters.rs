@@ -291,7 +291,16 @@ fn user_backend(fx: &Fixture) {
     mkdir(&dir);
     write_file(
         &dir.join("policy.toml"),
-        format!("backend = \"{}\"\n", backend()),
+        // Rootless Podman refuses a memory limit it cannot bound whole (attacks::backend_args).
+        format!(
+            "backend = \"{}\"\n{}",
+            backend(),
+            if attacks::rootless_podman() {
+                "[limits]\nmemory = \"0\"\n"
+            } else {
+                ""
+            }
+        ),
         0o644,
     );
     fx.stockade(["policy", "show"])

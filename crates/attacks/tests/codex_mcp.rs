@@ -74,12 +74,10 @@ fn codex_calls_stockade_over_mcp_and_its_commands_are_contained() {
     let fx = Fixture::new();
     let up = Upstream::start_with(Some(mcp_script()));
     let mut args = vec!["mcp".to_string()];
-    if backend() != "native" {
-        args.extend(["--backend".to_string(), backend().to_string()]);
-    }
+    args.extend(attacks::backend_args());
     args.extend(["--workspace".to_string(), fx.ws.display().to_string()]);
     let args = serde_json::to_string(&args).expect("args as JSON");
-    let config = [
+    let mut config = vec![
         "-c".to_string(),
         format!(
             "mcp_servers.stockade.command=\"{}\"",
@@ -94,6 +92,10 @@ fn codex_calls_stockade_over_mcp_and_its_commands_are_contained() {
         "-c".to_string(),
         "mcp_optional_startup_grace_ms=60000".to_string(),
     ];
+    for (k, v) in attacks::engine_store_env() {
+        config.push("-c".to_string());
+        config.push(format!("mcp_servers.stockade.env.{k}=\"{v}\""));
+    }
     let run = codex_exec(&fx, &up, &config);
     let output = tool_output(&up);
     assert!(

@@ -156,7 +156,7 @@ fn a_user_policy_the_run_could_write_is_refused() {
         .sandbox(&["--no-user-policy", "--allow-write", &config], &rewrite)
         .run();
     run.assert_success();
-    if backend() != "gvisor" {
+    if attacks::creation_guarded() {
         assert!(!run.stdout.contains("rewrite=0"), "{}", run.describe());
     }
     assert_eq!(read_text(&user).as_deref(), Some(USER_POLICY));
@@ -183,7 +183,7 @@ fn a_run_cannot_create_the_user_policy_for_the_next_run() {
     // gets it read-only (a created protected path would only be swept when the run ends, and
     // a parallel command would read the plant meanwhile: review H2).
     assert!(!run.stdout.contains("plant=0"), "{}", run.describe());
-    if backend() == "gvisor" {
+    if !attacks::creation_guarded() {
         use std::os::unix::fs::{MetadataExt, PermissionsExt};
         let made = std::fs::symlink_metadata(config.join("stockade")).expect("made");
         assert!(made.is_dir() && made.permissions().mode() & 0o777 == 0o700);
@@ -248,15 +248,13 @@ fn mcp_execute(fx: &Fixture, env: Value, command: &str) -> String {
     )
     .expect("copy the client script");
     let mut args = vec!["mcp".to_string()];
-    if backend() != "native" {
-        args.extend(["--backend".to_string(), backend().to_string()]);
-    }
+    args.extend(attacks::backend_args());
     args.extend(["--workspace".to_string(), fx.ws.display().to_string()]);
     let config = json!({
         "transport": "stdio",
         "command": stockade_bin(),
         "args": args,
-        "env": env,
+        "env": attacks::with_engine_store(env),
         "calls": [{"name": "execute", "arguments": {"command": command}}],
     });
     let run = Cmd::new(node, &fx.root)
@@ -457,7 +455,7 @@ fn an_ignored_user_policy_cannot_be_renamed_away() {
         ])
         .run();
     run.assert_success().assert_stdout_contains("other=0");
-    if backend() != "gvisor" {
+    if attacks::creation_guarded() {
         assert!(!run.stdout.contains("mv=0"), "{}", run.describe());
     }
     // Under gVisor the rename is undone when the run ends (its sweep).
@@ -541,7 +539,7 @@ fn claude_json_in_the_home_is_protected() {
             .stockade(["run", "--workspace", &h, "--shell", add])
             .run();
         run.assert_success().assert_stdout_contains("other=0");
-        if existing || backend() != "gvisor" {
+        if existing || attacks::creation_guarded() {
             assert!(!run.stdout.contains("wrote=0"), "{}", run.describe());
         } else {
             // Under gVisor a created protected path is swept when the run ends (README,
@@ -570,7 +568,7 @@ fn claude_json_in_the_home_is_protected() {
         ])
         .run();
     run.assert_success();
-    if backend() != "gvisor" {
+    if attacks::creation_guarded() {
         assert!(!run.stdout.contains("wrote=0"), "{}", run.describe());
     }
     assert!(!fx.home.join(".pypirc").exists(), "{}", run.describe());

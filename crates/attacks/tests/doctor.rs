@@ -100,6 +100,9 @@ fn doctor_inside_a_sandbox_fails_and_names_user_namespaces() {
 
 #[test]
 fn nested_run_is_refused_with_protection_unavailable() {
+    if attacks::not_applicable(&attacks::na::NESTED_STATE) {
+        return;
+    }
     let fx = Fixture::new();
     let bin = sh_quote(fx.stockade_inside());
     let marker = fx.marker("nested");
@@ -265,6 +268,9 @@ fn no_openat2(fx: &Fixture) -> Option<[String; 2]> {
 /// `openat2` (`no_openat2`), and the same script on the host reads the secrets.
 #[test]
 fn a_run_where_openat2_is_refused_works_and_keeps_its_protections() {
+    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
+        return;
+    }
     let fx = Fixture::new();
     let Some([python, filter]) = no_openat2(&fx) else {
         return;
@@ -396,7 +402,7 @@ fn a_run_where_openat2_is_refused_works_and_keeps_its_protections() {
 /// run goes on.
 #[test]
 fn a_link_planted_after_planning_is_not_followed_where_openat2_is_refused() {
-    if attacks::not_under("gvisor", attacks::na::NATIVE_SETUP) {
+    if attacks::not_applicable(&attacks::na::NATIVE_SETUP) {
         return;
     }
     let fx = Fixture::new();

@@ -100,7 +100,7 @@ fn killed_by_signal_is_128_plus_n() {
 /// sandboxed one dies of the signal.
 #[test]
 fn signals_the_caller_ignores_stay_ignored_inside() {
-    if attacks::not_under("gvisor", attacks::na::IGNORED_SIGNALS) {
+    if attacks::not_applicable(&attacks::na::IGNORED_SIGNALS) {
         return;
     }
     let fx = Fixture::new();
@@ -158,6 +158,9 @@ fn pid_and_sid(run: &attacks::Run) -> (String, String) {
 /// on the host the same shell shares its caller's session.
 #[test]
 fn command_runs_in_a_new_session() {
+    if attacks::not_applicable(&attacks::na::CONTAINER_SESSION) {
+        return;
+    }
     let fx = Fixture::new();
     let script = "echo \"pid=$$ sid=$(ps -o sid= -p $$ | tr -d ' ')\"";
     let inside = fx.attack(&[], script).outcome();
@@ -273,7 +276,7 @@ fn a_program_below_the_hosts_tmp_names_the_private_tmp() {
         .assert_code(0)
         .assert_stdout_contains("prog-ran");
     // Control: run from there (the workspace is its directory), it runs.
-    fx.stockade(["run", "--backend", attacks::backend(), "--", "./prog"])
+    fx.stockade(["run", "--", "./prog"])
         .cwd(&dir_path)
         .run()
         .assert_code(0)

@@ -936,7 +936,7 @@ fn fresh_repo_config_cannot_be_hardlinked_into_place() {
 /// A second name for the config's inode would let the command write it later.
 #[test]
 fn fresh_repo_config_cannot_be_hardlinked_out() {
-    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+    if attacks::not_applicable(&attacks::na::NO_CREATION_GUARD) {
         return;
     }
     creates_in_fresh_repo("", "ln .git/config cfg", "cfg")
@@ -1057,7 +1057,7 @@ fn codex_dir_cannot_be_created() {
 
 #[test]
 fn stockade_dir_cannot_be_created() {
-    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+    if attacks::not_applicable(&attacks::na::NO_CREATION_GUARD) {
         return;
     }
     creates(Start::Repo, "", "mkdir .stockade", ".stockade").check();
@@ -1124,7 +1124,7 @@ fn vscode_dir_cannot_be_renamed_into_place() {
 /// Protected names are protected beneath every writable root, not only the workspace.
 #[test]
 fn protected_name_under_an_extra_writable_root_is_refused() {
-    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+    if attacks::not_applicable(&attacks::na::NO_CREATION_GUARD) {
         return;
     }
     let script = |fx: &Fixture| {
@@ -1243,7 +1243,7 @@ fn separate_git_dir_cannot_plant_a_gitdir_file() {
 
 #[test]
 fn directory_renamed_onto_nested_git_is_refused() {
-    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+    if attacks::not_applicable(&attacks::na::NO_CREATION_GUARD) {
         return;
     }
     creates(
@@ -1259,7 +1259,7 @@ fn directory_renamed_onto_nested_git_is_refused() {
 
 #[test]
 fn directory_renamed_onto_top_level_git_is_refused() {
-    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+    if attacks::not_applicable(&attacks::na::NO_CREATION_GUARD) {
         return;
     }
     creates(
@@ -1273,7 +1273,7 @@ fn directory_renamed_onto_top_level_git_is_refused() {
 
 #[test]
 fn hooks_dir_renamed_into_place_is_refused() {
-    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+    if attacks::not_applicable(&attacks::na::NO_CREATION_GUARD) {
         return;
     }
     creates_in_fresh_repo(
@@ -1286,7 +1286,7 @@ fn hooks_dir_renamed_into_place_is_refused() {
 
 #[test]
 fn hooks_dir_assembled_by_two_renames_is_refused() {
-    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+    if attacks::not_applicable(&attacks::na::NO_CREATION_GUARD) {
         return;
     }
     creates_in_fresh_repo(
@@ -1369,7 +1369,7 @@ fn fresh_repo_directory_with_hooks_renamed_onto_a_submodule_git_dir_is_refused()
 
 #[test]
 fn directory_with_config_renamed_onto_a_submodule_git_dir_is_refused() {
-    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+    if attacks::not_applicable(&attacks::na::NO_CREATION_GUARD) {
         return;
     }
     submodule_git_dir_renamed_into_place(
@@ -1382,7 +1382,7 @@ fn directory_with_config_renamed_onto_a_submodule_git_dir_is_refused() {
 
 #[test]
 fn fresh_repo_directory_with_config_renamed_onto_a_submodule_git_dir_is_refused() {
-    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+    if attacks::not_applicable(&attacks::na::NO_CREATION_GUARD) {
         return;
     }
     submodule_git_dir_renamed_into_place(
@@ -1398,7 +1398,7 @@ fn fresh_repo_directory_with_config_renamed_onto_a_submodule_git_dir_is_refused(
 
 #[test]
 fn refusal_leaves_the_exit_code_to_the_command() {
-    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+    if attacks::not_applicable(&attacks::na::NO_CREATION_GUARD) {
         return;
     }
     let script = "mkdir .vscode 2>/dev/null; exit 7";
@@ -1432,7 +1432,7 @@ fn refusal_leaves_the_exit_code_to_the_command() {
 /// sweep only removes it after the run).
 #[test]
 fn hook_never_exists_on_the_host_while_the_run_lasts() {
-    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+    if attacks::not_applicable(&attacks::na::NO_CREATION_GUARD) {
         return;
     }
     let script = format!(
@@ -1665,7 +1665,7 @@ fn stat_of(stdout: &str, kind: &str, field: &str) -> u64 {
 
 #[test]
 fn race_flipping_the_path_buffer_cannot_create_a_hook() {
-    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+    if attacks::not_applicable(&attacks::na::NO_CREATION_GUARD) {
         return;
     }
     let Some(py) = py("TOCTOU race on the path buffer") else {
@@ -1707,7 +1707,7 @@ fn race_flipping_the_path_buffer_cannot_create_a_hook() {
 
 #[test]
 fn race_swapping_a_symlinked_directory_cannot_create_a_hook() {
-    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+    if attacks::not_applicable(&attacks::na::NO_CREATION_GUARD) {
         return;
     }
     let Some(py) = py("TOCTOU race on a symlink") else {
@@ -1742,7 +1742,7 @@ fn race_swapping_a_symlinked_directory_cannot_create_a_hook() {
 
 #[test]
 fn race_swapping_a_dirfd_cannot_create_a_hook() {
-    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+    if attacks::not_applicable(&attacks::na::NO_CREATION_GUARD) {
         return;
     }
     let Some(py) = py("TOCTOU race on a dirfd") else {
@@ -1853,7 +1853,10 @@ fn fresh_repo_user_email_can_be_configured() {
 /// rewrote it.
 #[test]
 fn fresh_repo_config_is_read_only_during_the_run() {
-    if attacks::not_under("gvisor", attacks::na::STATX) {
+    if attacks::not_applicable(&attacks::na::STATX) {
+        return;
+    }
+    if attacks::not_applicable(&attacks::na::NO_CREATION_GUARD) {
         return;
     }
     let script = format!(
@@ -2078,7 +2081,7 @@ fn dev_stdout_and_stderr_reach_the_callers_pipes() {
 
 #[test]
 fn umask_is_honoured() {
-    if attacks::not_under("gvisor", attacks::na::STATX) {
+    if attacks::not_applicable(&attacks::na::STATX) {
         return;
     }
     let fx = Fixture::without_git();
@@ -2257,7 +2260,7 @@ for p in (\"existing\", \"missing\", \"/proc/self/status\"):
 /// too and the second is created.
 #[test]
 fn exclusive_create_of_existing_protected_file_is_eexist() {
-    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+    if attacks::not_applicable(&attacks::na::NO_CREATION_GUARD) {
         return;
     }
     let Some(py) = py("O_EXCL") else {
@@ -2343,7 +2346,7 @@ fn run_ends_while_a_mediated_open_is_still_blocked() {
 
 #[test]
 fn ordinary_renames_links_and_symlinks_work() {
-    if attacks::not_under("gvisor", attacks::na::STATX) {
+    if attacks::not_applicable(&attacks::na::STATX) {
         return;
     }
     let fx = Fixture::without_git();
@@ -2391,7 +2394,7 @@ fn cp_recursive_works() {
 
 #[test]
 fn tar_extract_works() {
-    if attacks::not_under("gvisor", attacks::na::STATX) {
+    if attacks::not_applicable(&attacks::na::STATX) {
         return;
     }
     let fx = Fixture::without_git();
@@ -2438,7 +2441,7 @@ fn python_venv_works() {
 
 #[test]
 fn files_created_in_the_workspace_are_owned_by_the_caller() {
-    if attacks::not_under("gvisor", attacks::na::SENTRY_FILES) {
+    if attacks::not_applicable(&attacks::na::SENTRY_FILES) {
         return;
     }
     let fx = Fixture::without_git();
@@ -2601,7 +2604,7 @@ fn tmp_creations_stay_private() {
 
 #[test]
 fn o_tmpfile_linked_to_an_ordinary_name_works() {
-    if attacks::not_under("gvisor", attacks::na::SENTRY_FILES) {
+    if attacks::not_applicable(&attacks::na::SENTRY_FILES) {
         return;
     }
     let Some(py) = py("O_TMPFILE + linkat") else {
@@ -2691,7 +2694,7 @@ open(f"CYCLES-{n}", "w").close()
 /// both sides ran and the plain creations succeeded).
 #[test]
 fn race_between_runs_cannot_put_a_hook_in_a_bare_repository() {
-    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+    if attacks::not_applicable(&attacks::na::NO_CREATION_GUARD) {
         return;
     }
     let Some(py) = py("race between two runs") else {
@@ -2842,7 +2845,7 @@ open(f"CYCLES-{n}", "w").close()
 /// run also checks that both sides ran and that the victim saw both outcomes (allowed on the
 /// decoy, refused on the config), so the swaps did interleave with its calls.
 fn race_between_runs_on_one_object(mode: &str) {
-    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+    if attacks::not_applicable(&attacks::na::NO_CREATION_GUARD) {
         return;
     }
     let Some(py) = py("race between two runs") else {
@@ -2920,7 +2923,7 @@ fn race_between_runs_cannot_hardlink_a_config_from_a_swapped_directory() {
 /// The run also checks that the unnamed file did carry the bit (so the link was the attack).
 #[test]
 fn set_id_o_tmpfile_cannot_be_linked_into_the_workspace() {
-    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+    if attacks::not_applicable(&attacks::na::NO_CREATION_GUARD) {
         return;
     }
     let Some(py) = py("O_TMPFILE + linkat with a set-ID mode") else {
@@ -2981,7 +2984,7 @@ for n in ("named", "named2"):
 /// host both calls set the bit (`fchmodat2` only where the kernel has it, Linux 6.6).
 #[test]
 fn set_id_through_a_descriptor_is_refused_and_named() {
-    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+    if attacks::not_applicable(&attacks::na::NO_CREATION_GUARD) {
         return;
     }
     let Some(py) = py("fchmod and fchmodat2 with a set-ID mode") else {
@@ -3047,7 +3050,7 @@ for name, how in (("a", "fchmod"), ("b", "fchmodat2")):
 /// push into the repository still work inside.
 #[test]
 fn config_of_a_directory_made_a_git_dir_is_read_only_during_the_run() {
-    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+    if attacks::not_applicable(&attacks::na::NO_CREATION_GUARD) {
         return;
     }
     let evil = r"printf '[core]\n\tfsmonitor = touch pwned\n'";
@@ -3097,7 +3100,7 @@ fn config_of_a_directory_made_a_git_dir_is_read_only_during_the_run() {
 /// control runs the same script on the host, where the code reaches the config.
 #[test]
 fn moving_head_out_and_back_does_not_leave_a_writable_config() {
-    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+    if attacks::not_applicable(&attacks::na::NO_CREATION_GUARD) {
         return;
     }
     let script = format!(
@@ -3129,7 +3132,7 @@ fn moving_head_out_and_back_does_not_leave_a_writable_config() {
 /// step works; inside, git takes it as a git dir too.
 #[test]
 fn a_git_dir_with_linked_objects_and_refs_is_a_git_dir_during_the_run() {
-    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+    if attacks::not_applicable(&attacks::na::NO_CREATION_GUARD) {
         return;
     }
     let script = format!(

@@ -87,7 +87,7 @@ fn syscall_blocked(name: &str, host_may_refuse: bool) {
 
 #[test]
 fn ptrace_is_denied() {
-    if attacks::not_under("gvisor", attacks::na::SENTRY) {
+    if attacks::not_applicable(&attacks::na::SENTRY) {
         return;
     }
     let fx = Fixture::new();
@@ -106,7 +106,7 @@ fn ptrace_is_denied() {
 
 #[test]
 fn new_user_namespace_is_denied() {
-    if attacks::not_under("gvisor", attacks::na::SENTRY) {
+    if attacks::not_applicable(&attacks::na::SENTRY) {
         return;
     }
     let fx = Fixture::new();
@@ -161,7 +161,7 @@ fn mount_is_denied() {
 
 #[test]
 fn io_uring_is_denied() {
-    if attacks::not_under("gvisor", attacks::na::SENTRY) {
+    if attacks::not_applicable(&attacks::na::SENTRY) {
         return;
     }
     syscall_blocked("io_uring_setup", false);
@@ -226,7 +226,7 @@ sys.exit(os.waitstatus_to_exitcode(status))
 
 #[test]
 fn tiocsti_terminal_injection_is_denied() {
-    if attacks::not_under("gvisor", attacks::na::PIPES) {
+    if attacks::not_applicable(&attacks::na::PIPES) {
         return;
     }
     let Some(py) = python3("TIOCSTI") else {

@@ -80,13 +80,12 @@ fn control_fd_changes_the_running_proxys_rules_at_once() {
         .arg(&fx.ws)
         .args(["--net", "proxy", "--no-tty", "--control-fd", "3", "--audit"])
         .arg(&audit);
-    if backend() != "native" {
-        cmd.args(["--backend", backend()]);
-    }
+    cmd.args(attacks::backend_args());
     cmd.args(["--shell", &script])
         .env_clear()
         .env("PATH", PATH)
         .env("HOME", &fx.home)
+        .envs(attacks::engine_store_env())
         .current_dir(&fx.ws)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

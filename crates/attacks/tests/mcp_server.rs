@@ -52,16 +52,14 @@ fn client(fx: &Fixture, config: Value) -> Value {
 /// `stockade mcp` on stdio as the client spawns it.
 fn stdio_config(fx: &Fixture, extra: &[&str], calls: Value) -> Value {
     let mut args = vec!["mcp".to_string()];
-    if backend() != "native" {
-        args.extend(["--backend".to_string(), backend().to_string()]);
-    }
+    args.extend(attacks::backend_args());
     args.extend(["--workspace".to_string(), fx.ws.display().to_string()]);
     args.extend(extra.iter().map(|s| s.to_string()));
     json!({
         "transport": "stdio",
         "command": stockade_bin(),
         "args": args,
-        "env": { "PATH": PATH, "HOME": fx.home },
+        "env": attacks::with_engine_store(json!({ "PATH": PATH, "HOME": fx.home })),
         "calls": calls,
     })
 }
@@ -453,9 +451,7 @@ fn concurrent_calls_hold_only_their_own_descriptors() {
 /// `stockade mcp --http 127.0.0.1:0` with `token`: the child and the URL it printed.
 fn http_server(fx: &Fixture, token: &str) -> (std::process::Child, String) {
     let mut args = vec!["mcp".to_string()];
-    if backend() != "native" {
-        args.extend(["--backend".to_string(), backend().to_string()]);
-    }
+    args.extend(attacks::backend_args());
     args.extend([
         "--workspace".to_string(),
         fx.ws.display().to_string(),
@@ -468,6 +464,7 @@ fn http_server(fx: &Fixture, token: &str) -> (std::process::Child, String) {
         .env("PATH", PATH)
         .env("HOME", &fx.home)
         .env("STOCKADE_MCP_TOKEN", token)
+        .envs(attacks::engine_store_env())
         .current_dir(&fx.ws)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -27,8 +27,8 @@
 use std::net::TcpListener;
 
 use attacks::{
-    na, not_under, python3, read_json, read_jsonl, sh_quote, which, write_file, Fixture, Outcome,
-    Records,
+    na, not_applicable, python3, read_json, read_jsonl, sh_quote, which, write_file, Fixture,
+    Outcome, Records,
 };
 use serde_json::Value;
 
@@ -596,7 +596,7 @@ if [ "$__ifs" != "lo " ]; then echo "UNSAFE-NOT-SENT: interfaces here: $__ifs"; 
 /// that talks only to a server on its own loopback, have neither.
 #[test]
 fn a_command_that_tried_the_network_under_none_is_told_it_is_off() {
-    if not_under("gvisor", na::NETWORK_OFF) {
+    if not_applicable(&na::NETWORK_OFF) {
         return;
     }
     let Some(py) = tools("network is off") else {
@@ -670,7 +670,7 @@ fn a_command_that_tried_the_network_under_none_is_told_it_is_off() {
 /// host's file is never touched): root only. Control: a run that looks nothing up.
 #[test]
 fn a_lookup_to_a_loopback_resolver_under_none_is_named_a_lookup() {
-    if not_under("gvisor", na::NETWORK_OFF) || attacks::skip_unless_root("a private resolv.conf") {
+    if not_applicable(&na::NETWORK_OFF) || attacks::skip_unless_root("a private resolv.conf") {
         return;
     }
     let (Some(unshare), Some(getent)) = (which("unshare"), which("getent")) else {
@@ -736,7 +736,7 @@ fn a_lookup_to_a_loopback_resolver_under_none_is_named_a_lookup() {
 /// nothing around it.
 #[test]
 fn a_command_that_went_around_the_proxy_is_told_so() {
-    if not_under("gvisor", na::NETWORK_OFF) {
+    if not_applicable(&na::NETWORK_OFF) {
         return;
     }
     let Some(py) = tools("around the proxy") else {
@@ -798,7 +798,7 @@ fn a_command_that_went_around_the_proxy_is_told_so() {
 /// why): the run ends with "network is off in this run". Skipped without python3's pip.
 #[test]
 fn pip_under_none_is_told_the_network_is_off() {
-    if not_under("gvisor", na::NETWORK_OFF) {
+    if not_applicable(&na::NETWORK_OFF) {
         return;
     }
     let Some(py) = tools("pip under --net none") else {

@@ -232,7 +232,10 @@ fn stat_form(device: &str) -> String {
 /// caller's terminal where it is.
 #[test]
 fn the_command_gets_a_terminal_of_its_own() {
-    if attacks::not_under("gvisor", attacks::na::HOST_TTY) {
+    if attacks::not_applicable(&attacks::na::NO_TERMINAL) {
+        return;
+    }
+    if attacks::not_applicable(&attacks::na::HOST_TTY) {
         return;
     }
     let fx = Fixture::new();
@@ -288,6 +291,9 @@ fn the_command_gets_a_terminal_of_its_own() {
 /// same check finds the caller's device on every stream.
 #[test]
 fn the_commands_streams_are_one_terminal_not_the_callers() {
+    if attacks::not_applicable(&attacks::na::NO_TERMINAL) {
+        return;
+    }
     let fx = Fixture::new();
     let Some(pty) = Pty::new(&fx, "one terminal of its own") else {
         return;
@@ -328,6 +334,9 @@ fn the_commands_streams_are_one_terminal_not_the_callers() {
 /// its own (`--no-tty`) the shell has no job control.
 #[test]
 fn job_control_and_signal_keys_stay_inside() {
+    if attacks::not_applicable(&attacks::na::NO_TERMINAL) {
+        return;
+    }
     let fx = Fixture::new();
     let Some(pty) = Pty::new(&fx, "job control") else {
         return;
@@ -376,6 +385,9 @@ fn job_control_and_signal_keys_stay_inside() {
 /// (SIGWINCH inside). Control: the window the harness set is what the host sees.
 #[test]
 fn window_size_follows_the_callers() {
+    if attacks::not_applicable(&attacks::na::NO_TERMINAL) {
+        return;
+    }
     let fx = Fixture::new();
     let Some(pty) = Pty::new(&fx, "window size") else {
         return;
@@ -401,6 +413,9 @@ fn window_size_follows_the_callers() {
 /// Control: the same prompt with echo on shows it.
 #[test]
 fn password_prompts_read_the_terminal_without_echo() {
+    if attacks::not_applicable(&attacks::na::NO_TERMINAL) {
+        return;
+    }
     let fx = Fixture::new();
     let Some(pty) = Pty::new(&fx, "password prompt") else {
         return;
@@ -429,13 +444,16 @@ fn password_prompts_read_the_terminal_without_echo() {
 /// caller's, and a flood is cut with the marker. Control: without the flags both arrive.
 #[test]
 fn sanitizer_and_output_limit_apply_to_the_terminal() {
+    if attacks::not_applicable(&attacks::na::NO_TERMINAL) {
+        return;
+    }
     let fx = Fixture::new();
     let Some(pty) = Pty::new(&fx, "sanitized terminal") else {
         return;
     };
     let marker = fx.marker("title");
     // Under gVisor /dev/tty does not open (the writes through fd 0 and 1 still count).
-    let ways: &[&str] = if attacks::not_under("gvisor", attacks::na::HOST_TTY) {
+    let ways: &[&str] = if attacks::not_applicable(&attacks::na::HOST_TTY) {
         &["fd1", "fd0"]
     } else {
         &["fd1", "fd0", "tty"]
@@ -479,6 +497,9 @@ fn sanitizer_and_output_limit_apply_to_the_terminal() {
 /// to its end.
 #[test]
 fn the_escape_ends_a_run_whose_command_ignores_ctrl_c() {
+    if attacks::not_applicable(&attacks::na::NO_TERMINAL) {
+        return;
+    }
     let fx = Fixture::new();
     let Some(pty) = Pty::new(&fx, "escape") else {
         return;
@@ -512,6 +533,9 @@ fn the_escape_ends_a_run_whose_command_ignores_ctrl_c() {
 /// settings back (echo, canonical input, Ctrl-C), whichever ends first.
 #[test]
 fn runs_sharing_a_terminal_leave_it_as_it_was() {
+    if attacks::not_applicable(&attacks::na::NO_TERMINAL) {
+        return;
+    }
     let fx = Fixture::new();
     let Some(pty) = Pty::new(&fx, "shared terminal") else {
         return;
@@ -534,6 +558,9 @@ fn runs_sharing_a_terminal_leave_it_as_it_was() {
 /// that started it in a session of its own): no job control applies there.
 #[test]
 fn keys_reach_a_run_on_a_terminal_that_is_not_its_controlling_terminal() {
+    if attacks::not_applicable(&attacks::na::NO_TERMINAL) {
+        return;
+    }
     let fx = Fixture::new();
     let Some(pty) = Pty::new(&fx, "not the controlling terminal") else {
         return;
@@ -553,6 +580,9 @@ fn keys_reach_a_run_on_a_terminal_that_is_not_its_controlling_terminal() {
 /// modes.)
 #[test]
 fn line_editing_shows_under_the_sanitizer() {
+    if attacks::not_applicable(&attacks::na::NO_TERMINAL) {
+        return;
+    }
     let fx = Fixture::new();
     let Some(pty) = Pty::new(&fx, "line editing under the sanitizer") else {
         return;
@@ -587,6 +617,9 @@ fn line_editing_shows_under_the_sanitizer() {
 /// Control: the caller's own shell, typed the same way, shows each line once.
 #[test]
 fn a_run_in_the_background_takes_the_keyboard_on_fg_and_gives_it_back_on_stop() {
+    if attacks::not_applicable(&attacks::na::NO_TERMINAL) {
+        return;
+    }
     let fx = Fixture::new();
     let Some(pty) = Pty::new(&fx, "job control of stockade run") else {
         return;
@@ -857,6 +890,9 @@ fn the_escape_works_for_a_regular_user_in_a_terminal_root_owns() {
 /// The keys still reach the first. Control: the first alone says nothing of the kind.
 #[test]
 fn a_run_that_cannot_take_the_keyboard_says_so_on_stderr() {
+    if attacks::not_applicable(&attacks::na::NO_TERMINAL) {
+        return;
+    }
     let fx = Fixture::new();
     let Some(pty) = Pty::new(&fx, "keyboard held by another run") else {
         return;

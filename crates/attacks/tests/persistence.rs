@@ -173,7 +173,7 @@ fn hooks_dir_cannot_be_deleted_and_recreated() {
 /// in the run (`EPERM`), git's `*.sample` hooks are made as usual.
 #[test]
 fn hook_in_repo_made_by_git_init_during_run_is_refused_and_reported() {
-    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+    if attacks::not_applicable(&attacks::na::NO_CREATION_GUARD) {
         return;
     }
     let fx = Fixture::without_git();
@@ -322,7 +322,7 @@ fn git_config_is_unchanged_after_the_run() {
 /// host runs neither.
 #[test]
 fn config_of_repo_created_during_run_is_refused() {
-    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+    if attacks::not_applicable(&attacks::na::NO_CREATION_GUARD) {
         return;
     }
     let fx = Fixture::without_git();
@@ -453,7 +453,7 @@ fn existing_protected_paths_stay_read_only() {
 /// and is reported; the post-run sweep has nothing left to quarantine.
 #[test]
 fn protected_paths_cannot_be_created_during_run() {
-    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+    if attacks::not_applicable(&attacks::na::NO_CREATION_GUARD) {
         return;
     }
     let fx = Fixture::new();
@@ -695,7 +695,7 @@ fn git_dir_behind_a_symlink_is_protected() {
 /// moves with every change, `utimensat` included.
 #[test]
 fn sweep_sees_a_file_planted_in_a_settled_tree_behind_a_reset_mtime() {
-    if attacks::not_under("gvisor", attacks::na::STATX) {
+    if attacks::not_applicable(&attacks::na::STATX) {
         return;
     }
     let fx = Fixture::new();

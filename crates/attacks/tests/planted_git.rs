@@ -62,7 +62,7 @@ fn assert_swept(records: &Records, run: &attacks::Run, fx: &Fixture, rel: &str) 
 
 #[test]
 fn bare_repository_assembled_config_first_is_refused_or_swept() {
-    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+    if attacks::not_applicable(&attacks::na::NO_CREATION_GUARD) {
         return;
     }
     let fx = Fixture::new();
@@ -111,7 +111,7 @@ fn bare_repository_assembled_config_first_is_refused_or_swept() {
 /// red team of issue 30). Refused in the run like a live `config`.
 #[test]
 fn bare_repository_with_a_live_config_worktree_is_refused_in_the_run() {
-    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+    if attacks::not_applicable(&attacks::na::NO_CREATION_GUARD) {
         return;
     }
     let fx = Fixture::new();

@@ -235,7 +235,7 @@ fn audit_log_planted_as_a_hard_link_by_an_earlier_run_is_refused() {
 /// choice): refused at once.
 #[test]
 fn audit_log_planted_as_a_fifo_is_refused_without_blocking() {
-    if attacks::not_under("gvisor", attacks::na::SENTRY_FILES) {
+    if attacks::not_applicable(&attacks::na::SENTRY_FILES) {
         return;
     }
     let fx = Fixture::new();
@@ -663,10 +663,7 @@ while os.path.exists(g + b"/go"):
 /// the swap is refused by the planner's check by name.
 #[test]
 fn a_granted_directory_swapped_after_planning_moves_no_grant() {
-    if attacks::not_under(
-        "gvisor",
-        "read_scope = \"allow-list\" is Landlock's (native's); the gVisor backend refuses such a policy",
-    ) {
+    if attacks::not_applicable(&attacks::na::ALLOW_LIST) {
         return;
     }
     let fx = Fixture::new();
@@ -826,10 +823,7 @@ fn run_f_planned_after(fx: &Fixture, opts: &[String], script: &str, marker: &str
 /// `private` is read either.
 #[test]
 fn a_link_listed_beside_a_mask_grants_nothing() {
-    if attacks::not_under(
-        "gvisor",
-        "read_scope = \"allow-list\" is Landlock's (native's); the gVisor backend refuses such a policy",
-    ) {
+    if attacks::not_applicable(&attacks::na::ALLOW_LIST) {
         return;
     }
     let fx = Fixture::new();
@@ -901,6 +895,9 @@ fn a_link_listed_beside_a_mask_grants_nothing() {
 /// exchange made by the command itself is undone by the sweep.
 #[test]
 fn a_start_refused_after_an_exchange_rearranges_nothing() {
+    if attacks::not_applicable(&attacks::na::NATIVE_SETUP) {
+        return;
+    }
     let fx = Fixture::new();
     let (a, b) = (fx.ws.join("a"), fx.ws.join("b"));
     fx.git_host(&["init", "-q", s(&a)]).assert_success();

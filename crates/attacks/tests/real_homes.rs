@@ -176,7 +176,7 @@ fn the_command_starts_in_the_callers_directory_or_says_why_not() {
 /// applying that fix makes the run work, with the file still masked.
 #[test]
 fn a_setup_failure_names_the_directory_the_reason_and_the_fix() {
-    if attacks::not_under("gvisor", attacks::na::NATIVE_SETUP) {
+    if attacks::not_applicable(&attacks::na::NATIVE_SETUP) {
         return;
     }
     if skip_unless_root("another user's 0700 directory only stops a root caller's sandbox") {

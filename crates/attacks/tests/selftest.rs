@@ -18,7 +18,7 @@ const MAX_NOT_APPLICABLE: u64 = 25;
 
 #[test]
 fn whole_corpus_is_contained() {
-    if attacks::not_under("gvisor", attacks::na::CORPUS_ONCE) {
+    if attacks::not_applicable(&attacks::na::CORPUS_ONCE) {
         return;
     }
     whole_corpus(&[], MAX_NOT_APPLICABLE);
@@ -29,7 +29,7 @@ fn whole_corpus_is_contained() {
 /// (each says why, `not_under.gvisor` in the corpus).
 #[test]
 fn whole_corpus_is_contained_under_gvisor() {
-    if attacks::not_under("gvisor", attacks::na::CORPUS_ONCE) {
+    if attacks::not_applicable(&attacks::na::CORPUS_ONCE) {
         return;
     }
     if !std::path::Path::new("/usr/bin/runsc").exists() {

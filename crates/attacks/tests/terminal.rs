@@ -190,7 +190,7 @@ fn dev_tty_does_not_reach_the_callers_terminal() {
 /// the shell that runs it (`/proc/$$/fd`, the caller's pipes or terminal) reaches the caller.
 #[test]
 fn init_descriptors_are_out_of_reach() {
-    if attacks::not_under("gvisor", attacks::na::PID1) {
+    if attacks::not_applicable(&attacks::na::PID1) {
         return;
     }
     let fx = Fixture::new();
@@ -282,6 +282,9 @@ fn inherited_terminal_descriptor_is_closed() {
 /// under a plain shell.
 #[test]
 fn interactive_terminal_use_keeps_working() {
+    if attacks::not_applicable(&attacks::na::NO_TERMINAL) {
+        return;
+    }
     let fx = Fixture::new();
     let Some(pty) = Pty::new(&fx, "terminal: interactive") else {
         return;
@@ -317,7 +320,7 @@ fn interactive_terminal_use_keeps_working() {
 /// Control: the command's own (`/proc/self/maps`) opens the same way.
 #[test]
 fn init_process_files_are_out_of_reach() {
-    if attacks::not_under("gvisor", attacks::na::PID1) {
+    if attacks::not_applicable(&attacks::na::PID1) {
         return;
     }
     let fx = Fixture::new();
@@ -353,6 +356,9 @@ fn init_process_files_are_out_of_reach() {
 /// types and `isatty` keep working. Control: the same snippet without stockade.
 #[test]
 fn sanitize_output_holds_with_a_terminal_on_stdin() {
+    if attacks::not_applicable(&attacks::na::NO_TERMINAL) {
+        return;
+    }
     let fx = Fixture::new();
     let Some(pty) = Pty::new(&fx, "terminal: stdin past the sanitizer") else {
         return;

@@ -886,7 +886,7 @@ fn the_walk_cache_cannot_be_forged_by_a_run() {
          cat {c} > /dev/null && echo read-cache; \
          printf forged > {c} && echo rewrote; \
          printf forged > {w}/walk-forged.cache && echo added; \
-         rm -f {c} && echo removed; \
+         rm {c} && echo removed; \
          mv {w} {j}/walk.old && mkdir {w} && echo moved-walk-dir; \
          mv {j} {j}.old && mkdir {j} && echo moved-dir; \
          true",

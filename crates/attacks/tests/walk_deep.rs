@@ -121,6 +121,9 @@ fn host_deep(fx: &Fixture, name: &str) -> String {
 /// command goes down the same chain (a plain file at depth 3, depth 15 reached).
 #[test]
 fn a_dotenv_below_path_max_is_masked_and_the_tree_left_in_place() {
+    if attacks::not_applicable(&attacks::na::DEEP_MASK) {
+        return;
+    }
     let fx = Fixture::new();
     deep_tree(&fx);
     std::thread::sleep(SETTLE);
@@ -419,6 +422,9 @@ fn just_beyond(fx: &Fixture) {
 /// above (its plain file is readable).
 #[test]
 fn a_dotenv_just_beyond_path_max_in_a_listable_dir_is_masked() {
+    if attacks::not_applicable(&attacks::na::DEEP_MASK) {
+        return;
+    }
     let fx = Fixture::new();
     just_beyond(&fx);
     std::thread::sleep(SETTLE);
@@ -489,6 +495,9 @@ fn a_read_exception_inside_an_unlistable_dir_masks_it_whole() {
 /// on the host reads the secret.
 #[test]
 fn a_read_exception_beside_a_child_beyond_path_max_masks_the_parent_whole() {
+    if attacks::not_applicable(&attacks::na::DEEP_MASK) {
+        return;
+    }
     let fx = Fixture::new();
     let marker = fx.marker("deepallow");
     let made = host_bash(
@@ -537,6 +546,9 @@ fn a_read_exception_beside_a_child_beyond_path_max_masks_the_parent_whole() {
 /// 2's script.
 #[test]
 fn a_secret_a_run_moves_just_beyond_path_max_stays_masked() {
+    if attacks::not_applicable(&attacks::na::DEEP_MASK) {
+        return;
+    }
     let fx = Fixture::new();
     let marker = fx.marker("moved");
     write_file(&fx.ws.join("conf/.env"), format!("K={marker}\n"), 0o644);
@@ -576,6 +588,9 @@ fn a_secret_a_run_moves_just_beyond_path_max_stays_masked() {
 /// (and its `.env` is masked).
 #[test]
 fn a_workspace_root_whose_child_is_beyond_path_max_refuses_the_run() {
+    if attacks::not_applicable(&attacks::na::DEEP_MASK) {
+        return;
+    }
     let fx = Fixture::new();
     let marker = fx.marker("deeproot");
     let made = host_bash(

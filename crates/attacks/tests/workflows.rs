@@ -225,7 +225,7 @@ fn cargo_new_build_and_commit_work() {
 /// branch.main.remote` were refused).
 #[test]
 fn git_config_after_refused_keys_still_takes_effect() {
-    if attacks::not_under("gvisor", attacks::na::GIT_CONFIG_WHOLE) {
+    if attacks::not_applicable(&attacks::na::GIT_CONFIG_WHOLE) {
         return;
     }
     let fx = Fixture::new();
@@ -251,7 +251,7 @@ fn git_config_after_refused_keys_still_takes_effect() {
 /// and the created file must not be writable through the descriptor it was created with.
 #[test]
 fn config_created_empty_then_written_by_lock_rename_works() {
-    if attacks::not_under("gvisor", attacks::na::NO_CREATION_GUARD) {
+    if attacks::not_applicable(&attacks::na::NO_CREATION_GUARD) {
         return;
     }
     let fx = Fixture::new();

@@ -193,7 +193,7 @@ fn tmp_is_private_and_empty_at_start() {
 
 #[test]
 fn files_written_to_sandbox_tmp_are_gone_after_the_run() {
-    if attacks::not_under("gvisor", attacks::na::STATX) {
+    if attacks::not_applicable(&attacks::na::STATX) {
         return;
     }
     let fx = Fixture::new();
