@@ -81,7 +81,7 @@ pub struct Finished {
     /// The caller's cancel handle ended it.
     pub cancelled: bool,
     /// The first SIGINT, SIGTERM or SIGHUP this process received during the run (passed on
-    /// to the command as SIGTERM).
+    /// to the command as it is).
     pub interrupted: Option<i32>,
     /// The run's own terminal: where its output was accounted (0 stdout, 1 stderr) and what
     /// was relayed.
@@ -904,7 +904,7 @@ struct Waited {
     reaped: Option<(u64, u64)>,
     timed_out: bool,
     cancelled: bool,
-    /// The ending signal this process received (passed on as SIGTERM).
+    /// The ending signal this process received (passed on as it is).
     interrupted: Option<i32>,
     /// When the command was told to end, and whether the sandbox was then killed.
     killed_at: Option<Instant>,
@@ -927,7 +927,8 @@ fn wait(
     let mut timed_out = false;
     let mut cancelled = false;
     let mut interrupted: Option<i32> = None;
-    // When the command was told to end (SIGTERM through runsc): SIGKILL after GRACE.
+    // When the command was told to end (the caller's signal or SIGTERM, through runsc):
+    // SIGKILL after GRACE.
     let mut killed_at: Option<Instant> = None;
     let mut killed_hard = false;
     let ended = loop {
@@ -941,8 +942,10 @@ fn wait(
         }
         if killed_at.is_none() {
             if let Some(sig) = process_signals.then(sys::parent::interrupted).flatten() {
+                // The caller's signal as it is (Ctrl-C is SIGINT, which a shell may trap), as
+                // natively; the whole sandbox ends after GRACE.
                 interrupted = Some(sig);
-                kill(plan, ctl, "TERM");
+                kill(plan, ctl, &sig.to_string());
                 killed_at = Some(now);
             }
         }
