@@ -97,6 +97,14 @@ pub struct Target {
     /// `(st_dev, st_ino)` of each writable root and read grant when the run was planned (the
     /// protected and pinned paths' are the spec's `identities`).
     pub root_identities: Vec<(PathBuf, (u64, u64))>,
+    /// Each planned mask in a writable root (one whose file the spec identified) and the
+    /// `(st_dev, st_ino)` of the directory holding it when planned, read through that directory
+    /// with the masked file checked in it to be the one identified (`None`: it was not there).
+    /// The engine mounts a mask by path: had another run exchanged that directory since, the
+    /// mask would land in the other one and the file stay bare at its new place. The check
+    /// inside refuses the run unless each directory is the one planned (and, as for every mask,
+    /// the path shows the mask: an exchange back leaves the file, not the mask, there).
+    pub mask_dirs: Vec<(PathBuf, Option<(u64, u64)>)>,
     /// Directories among the protected and pinned paths that the command's id can neither
     /// search nor change the mode of (not its owner), as planned on the host.
     pub closed: Vec<PathBuf>,
@@ -212,12 +220,13 @@ ids() { set --; want=; for e in $STOCKADE_CHECK_IDS; do p=/${e#*/}; case $p in *
 "; done; [ $# -gt 0 ] || return 0; got=$(stat -L -c %d:%i -- "$@" 2>&1) || fail "a bind of a planned path" "$got"; [ "$got
 " = "$want" ] || fail "a bind of the path planned" "a path in a writable root was replaced before the engine bound it"; }
 ids
+for e in $STOCKADE_CHECK_MASKDIRS; do p=/${e#*/}; case $p in *\\*) p=$(printf %b "$p");; esac; (cd -- "${p%/*}/" 2>/dev/null && [ "$(stat -c %d:%i .)" = "${e%%/*}" ] && { if [ -d "${p##*/}" ]; then ! shows "${p##*/}"; else ! [ -s "${p##*/}" ]; fi; }) || fail "a mask in the directory planned" "${p%/*} was exchanged for another directory before the engine mounted the mask of $p"; done
 if [ -n "$STOCKADE_CHECK_GATE" ]; then
 printf '%s %s\n' "$(readlink /proc/self/ns/net)" "$(readlink /proc/self/ns/user)" > "$STOCKADE_CHECK_GATE/ready" || fail "the proxy's gate" "writing $STOCKADE_CHECK_GATE/ready"
 IFS= read -r go < "$STOCKADE_CHECK_GATE/go"; [ "$go" = go ] || fail "the proxy's listener" "${go:-no answer}"
 fi
 [ -z "$STOCKADE_CHECK_IGNORE" ] || trap '' $STOCKADE_CHECK_IGNORE
-unset STOCKADE_CHECK_IGNORE STOCKADE_CHECK_GATE STOCKADE_CHECK_UID STOCKADE_CHECK_NET STOCKADE_CHECK_MASKS STOCKADE_CHECK_IDS STOCKADE_CHECK_RW STOCKADE_CHECK_PIDS STOCKADE_CHECK_MEM STOCKADE_CHECK_NPROC STOCKADE_CHECK_DATA STOCKADE_CHECK_NOFILE
+unset STOCKADE_CHECK_MASKDIRS STOCKADE_CHECK_IGNORE STOCKADE_CHECK_GATE STOCKADE_CHECK_UID STOCKADE_CHECK_NET STOCKADE_CHECK_MASKS STOCKADE_CHECK_IDS STOCKADE_CHECK_RW STOCKADE_CHECK_PIDS STOCKADE_CHECK_MEM STOCKADE_CHECK_NPROC STOCKADE_CHECK_DATA STOCKADE_CHECK_NOFILE
 if [ -n "${STOCKADE_CHECK_SAVED_PATH+x}" ]; then PATH=$STOCKADE_CHECK_SAVED_PATH; unset STOCKADE_CHECK_SAVED_PATH; else unset PATH; fi
 exec "$@""#;
 
@@ -530,6 +539,19 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
         }
     }
     identities.extend(subdir_identities);
+    // Each mask in a writable root, with the directory planned to hold it: checked inside
+    // through that directory as the check's current directory (one lookup, so an exchange
+    // between two checks cannot show each a different directory).
+    // (Not below a directory the command's id cannot search: nothing there is in its reach.)
+    let mut mask_dirs = Vec::new();
+    for (mask, dir) in
+        (target.mask_dirs.iter()).filter(|(m, _)| !target.closed.iter().any(|c| m.starts_with(c)))
+    {
+        let (Some(_), Some((dev, ino)), Some(p)) = (mask.parent(), dir, mask.to_str()) else {
+            return Err(LowerError::Changed(mask.clone()));
+        };
+        mask_dirs.push(format!("{dev}:{ino}{}", escape(p)));
+    }
     for p in &spec.private_dirs {
         mounts.push((depth(p), 2, tmpfs(p, 0o1777, 64 << 20, false, engine)?));
     }
@@ -594,6 +616,7 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
         .filter_map(|(p, (dev, ino))| p.to_str().map(|p| format!("{dev}:{ino}{}", escape(p))))
         .collect();
     env.push(("STOCKADE_CHECK_IDS".into(), ids.join(" ")));
+    env.push(("STOCKADE_CHECK_MASKDIRS".into(), mask_dirs.join(" ")));
     // What may be mounted writable besides the engine's own (/proc, /dev, /tmp, /run, ...):
     // the writable roots and private directories, the owner's home's tmpfs (root's, mode
     // 0711), and what lies below the engine's masked store (the mask, checked above to be

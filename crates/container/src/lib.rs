@@ -624,6 +624,7 @@ impl sandbox::Backend for ContainerBackend {
                     (!m.file_type().is_symlink()).then(|| (w.clone(), (m.dev(), m.ino())))
                 })
                 .collect(),
+            mask_dirs: mask_dirs(spec),
             closed: closed_dirs(spec, &caller),
             init: container_init(&spec.writable_roots),
             gate: gate.clone(),
@@ -717,4 +718,33 @@ fn ignored_signals() -> Vec<&'static str> {
     .filter(|(sig, _)| sys::raw::signal_ignored(sig.as_raw()).unwrap_or(false))
     .map(|(_, name)| name)
     .collect()
+}
+
+/// [`flags::Target::mask_dirs`]: each mask in a writable root whose file the spec identified,
+/// with the identity of the directory holding it, read through that directory (opened once)
+/// with the file in it checked to be the one identified.
+fn mask_dirs(spec: &Spec) -> Vec<(PathBuf, Option<(u64, u64)>)> {
+    use rustix::fs::{AtFlags, Mode, OFlags};
+    (spec.masks.iter())
+        .filter(|m| (spec.writable_roots.iter()).any(|w| m.path.starts_with(w) && m.path != *w))
+        .filter_map(|m| {
+            let planned = *spec.identities.get(&m.path)?;
+            let held = (|| {
+                let dir = rustix::fs::open(
+                    m.path.parent()?,
+                    OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+                .ok()?;
+                let file = rustix::fs::statat(&dir, m.path.file_name()?, AtFlags::SYMLINK_NOFOLLOW)
+                    .ok()?;
+                if (file.st_dev, file.st_ino) != planned {
+                    return None;
+                }
+                let d = rustix::fs::fstat(&dir).ok()?;
+                Some((d.st_dev, d.st_ino))
+            })();
+            Some((m.path.clone(), held))
+        })
+        .collect()
 }

@@ -94,6 +94,7 @@ fn target(engine: Engine) -> Target {
         extra_masks: Vec::new(),
         owner_home: None,
         root_identities: vec![("/w".into(), (7, 100))],
+        mask_dirs: Vec::new(),
         closed: Vec::new(),
         gate: None,
         init: None,
@@ -491,4 +492,30 @@ fn a_git_dir_hidden_in_a_staged_one_is_mounted_once() {
     assert_eq!(at("/w/.git/inner"), 1, "{mounts:#?}");
     assert_eq!(at("/w/.git/objects"), 1, "{mounts:#?}");
     assert_eq!(at("/w/.git"), 1, "{mounts:#?}");
+}
+
+/// A mask in a writable root is checked inside to sit in the directory planned: the mask and
+/// that directory's identity reach the check; a mask whose file was no longer in its directory
+/// when the run was planned refuses the run.
+#[test]
+fn a_masks_directory_is_checked_to_be_the_one_planned() {
+    let mut s = spec();
+    s.masks.push(sandbox::Mask {
+        path: "/w/S/C/.env".into(),
+        kind: sandbox::Kind::File,
+        readable: false,
+    });
+    let mut t = target(Engine::Podman);
+    t.mask_dirs = vec![("/w/S/C/.env".into(), Some((7, 400)))];
+    let l = lower(&s, &caller(), &t).unwrap();
+    let dirs = (l.env_file.lines())
+        .find_map(|l| l.strip_prefix("STOCKADE_CHECK_MASKDIRS="))
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(dirs, "7:400/w/S/C/.env");
+    t.mask_dirs = vec![("/w/S/C/.env".into(), None)];
+    assert!(matches!(
+        lower(&s, &caller(), &t),
+        Err(LowerError::Changed(p)) if p == std::path::Path::new("/w/S/C/.env")
+    ));
 }
