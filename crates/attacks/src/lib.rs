@@ -306,11 +306,17 @@ pub fn staged_git_owner_attack(fx: &Fixture, owner: &str, run: impl Fn(&str) -> 
 /// test, as [`Cmd::final_args`] does for the runs it sees: `--backend B`, and under rootless
 /// Podman `--memory 0` (it refuses a memory limit it cannot bound whole).
 pub fn backend_args() -> Vec<String> {
+    backend_options(false)
+}
+
+/// [`backend_args`] for a run that asks for a memory limit itself (`asks_memory`): rootless
+/// Podman's `--memory 0` only when it does not (see containers.rs::memory_is_bounded).
+fn backend_options(asks_memory: bool) -> Vec<String> {
     let mut args = Vec::new();
     if backend() != "native" {
         args.extend(["--backend".to_string(), backend().to_string()]);
     }
-    if rootless_podman() {
+    if rootless_podman() && !asks_memory {
         args.extend(["--memory".to_string(), "0".to_string()]);
     }
     args
@@ -995,16 +1001,16 @@ impl Cmd {
             .take_while(|a| *a != "--" && *a != "--shell")
             .any(|a| a == "--backend" || a.to_string_lossy().starts_with("--backend="));
         if is_run && !names_one && backend() != "native" {
-            args.splice(1..1, ["--backend".into(), backend().into()]);
             // Rootless Podman on cgroup v1 cannot bound memory whole: its runs go without the
-            // default limit unless the test asks for one (see containers.rs::memory_is_bounded).
+            // default limit unless the test asks for one.
             let asks_memory = args
                 .iter()
                 .take_while(|a| *a != "--" && *a != "--shell")
                 .any(|a| a == "--memory" || a.to_string_lossy().starts_with("--memory="));
-            if rootless_podman() && !asks_memory {
-                args.splice(3..3, ["--memory".into(), "0".into()]);
-            }
+            args.splice(
+                1..1,
+                backend_options(asks_memory).into_iter().map(OsString::from),
+            );
         }
         args
     }
@@ -1013,8 +1019,10 @@ impl Cmd {
     /// ([`engine_store`]) unless the test names one.
     pub fn final_env(&self) -> Vec<(OsString, OsString)> {
         let mut env = self.env.clone();
-        if is_container_backend() && !env.iter().any(|(n, _)| n == "XDG_DATA_HOME") {
-            env.push(("XDG_DATA_HOME".into(), engine_store().into_os_string()));
+        for (k, v) in engine_store_env() {
+            if !env.iter().any(|(n, _)| *n == *k) {
+                env.push((k.into(), v.into()));
+            }
         }
         env
     }

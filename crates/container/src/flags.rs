@@ -74,10 +74,10 @@ pub struct Target {
     pub nproc_hard: u64,
     /// The caller's open-files hard limit (the default when the spec has none).
     pub nofile_hard: u64,
-    /// The signals the caller ignores (`nohup` ignores SIGHUP), by name: the check inside
+    /// The signals the caller ignores (`nohup` ignores SIGHUP), by number: the check inside
     /// ignores them before it becomes the command, which keeps them ignored across `execve`
     /// as a native run's command does (the engine starts it with default actions).
-    pub ignored_signals: Vec<&'static str>,
+    pub ignored_signals: Vec<i32>,
     /// How this engine's client is told a bind is not recursive.
     pub nonrecursive: NonRecursive,
     /// The host's mount points (rootless Podman binds recursively, see [`lower`]).
@@ -646,10 +646,10 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
     env.push(("STOCKADE_CHECK_NPROC".into(), some(nproc)));
     env.push(("STOCKADE_CHECK_DATA".into(), some(data)));
     env.push(("STOCKADE_CHECK_NOFILE".into(), some(limits.files)));
-    env.push((
-        "STOCKADE_CHECK_IGNORE".into(),
-        target.ignored_signals.join(" "),
-    ));
+    let ignored: Vec<String> = (target.ignored_signals.iter())
+        .map(i32::to_string)
+        .collect();
+    env.push(("STOCKADE_CHECK_IGNORE".into(), ignored.join(" ")));
     let mut env_file = String::new();
     let mut multi_line = Vec::new();
     for (k, v) in env {

@@ -702,22 +702,13 @@ impl sandbox::Backend for ContainerBackend {
     }
 }
 
-/// The caller's signals (of those a terminal or a job control shell sends) that are ignored
-/// now, by name (SIGPIPE is not among them: stockade's runtime ignores it itself).
-fn ignored_signals() -> Vec<&'static str> {
-    use rustix::process::Signal;
-    [
-        (Signal::HUP, "HUP"),
-        (Signal::INT, "INT"),
-        (Signal::QUIT, "QUIT"),
-        (Signal::TERM, "TERM"),
-        (Signal::USR1, "USR1"),
-        (Signal::USR2, "USR2"),
-    ]
-    .into_iter()
-    .filter(|(sig, _)| sys::raw::signal_ignored(sig.as_raw()).unwrap_or(false))
-    .map(|(_, name)| name)
-    .collect()
+/// The signals stockade passes on to the command ([`sys::postfork::FORWARDED_SIGNALS`]) that
+/// the caller ignores, which stockade therefore leaves ignored (`sys::parent::catch_signals`),
+/// by number (SIGPIPE is not among them: stockade's runtime ignores it itself).
+fn ignored_signals() -> Vec<i32> {
+    (sys::postfork::FORWARDED_SIGNALS.into_iter())
+        .filter(|&sig| sys::raw::signal_ignored(sig).unwrap_or(false))
+        .collect()
 }
 
 /// [`flags::Target::mask_dirs`]: each mask in a writable root whose file the spec identified,

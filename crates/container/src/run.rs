@@ -509,7 +509,8 @@ impl Planned for ContainerPlanned {
             sandbox::Input::Null => false,
         };
         if keyboard {
-            say_no_terminal(self.engine);
+            let why = stream::terminal::NoKeys::NoTerminal(self.engine.name());
+            stream::terminal::say_no_keys(&mut false, &why);
         }
         let input = match io.stdin {
             _ if keyboard => None,
@@ -781,17 +782,4 @@ fn exit_of(status: ExitStatus) -> (i32, Option<i32>) {
         (None, Some(s)) => (128 + s, Some(s)),
         (None, None) => (125, None),
     }
-}
-
-/// Says once, on stderr, that the caller's terminal is not the command's: the container
-/// backends have no terminal of the run's own yet.
-fn say_no_terminal(engine: Engine) {
-    use std::io::Write;
-    let mut err = std::io::stderr();
-    let end = if err.is_terminal() { "\r\n" } else { "\n" };
-    let _ = write!(
-        err,
-        "stockade: note: --backend {} gives the command no terminal yet: its input is empty (end of file) and its output is not a terminal; --backend native or gvisor runs it on a terminal of its own{end}",
-        engine.name()
-    );
 }

@@ -402,6 +402,8 @@ pub enum NoKeys {
     Background,
     /// Neither way of reading it works.
     Failed(io::Error),
+    /// The backend (named) gives the command no terminal of the run's own yet.
+    NoTerminal(&'static str),
 }
 
 /// The caller's terminal `stdin`, taken for this run's keys; an error when another run
@@ -492,6 +494,9 @@ pub fn say_no_keys(told: &mut bool, why: &NoKeys) {
         NoKeys::Background => "stockade: note: this run is not in its terminal's foreground (a session of its own, started in the background): it shows its output, and reads no keys while it is not".to_owned(),
         NoKeys::Failed(e) => format!(
             "stockade: note: this run cannot read the keyboard of its terminal ({e}): it shows its output only (--no-tty runs it without a terminal)"
+        ),
+        NoKeys::NoTerminal(backend) => format!(
+            "stockade: note: --backend {backend} gives the command no terminal yet: its input is empty (end of file) and its output is not a terminal; --backend native or gvisor runs it on a terminal of its own"
         ),
     };
     let mut err = std::io::stderr();

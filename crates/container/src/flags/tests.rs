@@ -81,7 +81,7 @@ fn target(engine: Engine) -> Target {
         ],
         nproc_hard: 96365,
         nofile_hard: 20000,
-        ignored_signals: vec!["HUP"],
+        ignored_signals: vec![1],
         nonrecursive: NonRecursive::Legacy,
         mount_points: vec![
             "/".into(),
