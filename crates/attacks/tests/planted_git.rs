@@ -348,3 +348,109 @@ fn a_git_dir_completed_later_through_a_refs_link_is_swept() {
         "control: git did not run the planted fsmonitor"
     );
 }
+
+/// A bare repository inside `.git` that nothing points to (`.git/inner`): git runs its config
+/// and hooks once told to use it (`--git-dir`, a gitfile made later on the host), as a bare
+/// repository's elsewhere in the workspace, so it is protected alike. The red team of issue 33
+/// (eighth round) found it writable under gVisor and the container backends (the walk looked
+/// for git dirs outside `.git` only): a run put a `core.fsmonitor` and a hook there, and both
+/// ran on the host afterwards.
+#[test]
+fn a_git_dir_hidden_in_dot_git_is_protected_like_a_bare_repository() {
+    let fx = Fixture::new();
+    let (script, flag) = fx.tripwire("pwned-hidden-in-dot-git");
+    fx.git_host(&["init", "-q"]).assert_success();
+    for dir in [".git/inner", ".git/control"] {
+        fx.git_host(&["init", "-q", "--bare", dir]).assert_success();
+    }
+    let attack = |dir: &str| {
+        format!(
+            "printf '[core]\\n\\tbare = false\\n\\tfsmonitor = {s}\\n' >> {dir}/config; \
+             cp {s} {dir}/hooks/pre-commit; chmod +x {dir}/hooks/pre-commit; \
+             mv {dir} {dir}.old && cp -r {dir}.old {dir}; \
+             printf '[core]\\n\\tbare = false\\n\\tfsmonitor = {s}\\n' >> {dir}/config; \
+             cp {s} {dir}/hooks/pre-commit; chmod +x {dir}/hooks/pre-commit; true",
+            s = script.display()
+        )
+    };
+    let records = fx.records();
+    let run = fx.attack(&records.opts(), &attack(".git/inner")).outcome();
+    run.ran();
+    if attacks::creation_guarded() {
+        records.assert_blocked(&run.run, &[".git/inner/hooks/pre-commit"]);
+    }
+    assert!(
+        !fx.ws.join(".git/inner/hooks/pre-commit").exists(),
+        "a hook was planted in the git dir hidden in .git\n{}",
+        run.run.describe()
+    );
+    let config = std::fs::read_to_string(fx.ws.join(".git/inner/config")).unwrap_or_default();
+    assert!(!config.contains("fsmonitor"), "{config}");
+    host_git_with(&fx, ".git/inner");
+    if fx.ws.join(".git/inner.old").exists() {
+        host_git_with(&fx, ".git/inner.old");
+    }
+    assert!(
+        !flag.exists(),
+        "the planted fsmonitor or hook ran on the host\n{}",
+        run.run.describe()
+    );
+    // Control: the same steps on the host, and git runs them.
+    fx.control(&attack(".git/control")).outcome().assert_ok();
+    host_git_with(&fx, ".git/control");
+    assert!(
+        flag.exists(),
+        "control: git did not run the planted fsmonitor"
+    );
+}
+
+/// A git dir assembled inside `.git` during the run, hooks first (no creation guard knows it
+/// for a git dir's until its `HEAD` is there): the sweep goes into `.git`'s own files too, and
+/// takes the hook out, under every backend (natively it stayed: the sweep did not look below
+/// `.git`; under gVisor and the containers the staged `.git` brought it back renamed, whole).
+#[test]
+fn a_git_dir_assembled_in_dot_git_hooks_first_is_swept() {
+    let fx = Fixture::new();
+    let (script, flag) = fx.tripwire("pwned-assembled-in-dot-git");
+    fx.git_host(&["init", "-q"]).assert_success();
+    let steps = |dir: &str| {
+        format!(
+            "mkdir -p {dir}/hooks && cp {s} {dir}/hooks/pre-commit && chmod +x {dir}/hooks/pre-commit \
+             && cd {dir} && {MAKE_GIT_DIR}",
+            s = script.display()
+        )
+    };
+    let records = fx.records();
+    let run = fx.attack(&records.opts(), &steps(".git/new")).outcome();
+    run.ran();
+    let violations = records.violations();
+    assert!(
+        violations
+            .iter()
+            .any(|v| json_str(v, "path").contains("/.git/new")),
+        "nothing reported of .git/new:\n{violations:#?}\n{}",
+        run.run.describe()
+    );
+    let ws_git = fx.ws.join(".git");
+    let left: Vec<String> = std::fs::read_dir(&ws_git)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("new"))
+        .collect();
+    for dir in &left {
+        assert!(
+            !ws_git.join(dir).join("hooks/pre-commit").exists(),
+            "the hook stayed in .git/{dir}\n{}",
+            run.run.describe()
+        );
+        host_git_with(&fx, &format!(".git/{dir}"));
+    }
+    assert!(
+        !flag.exists(),
+        "the planted hook ran on the host\n{}",
+        run.run.describe()
+    );
+    fx.control(&steps(".git/control")).outcome().assert_ok();
+    host_git_with(&fx, ".git/control");
+    assert!(flag.exists(), "control: git did not run the planted hook");
+}

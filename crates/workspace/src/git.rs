@@ -262,6 +262,26 @@ pub(crate) fn global_configs(home: &Path, xdg_config_home: Option<&Path>) -> Vec
 
 /// Names below every linked worktree's git dir (`<gitdir>/worktrees/<name>/`) that are
 /// refused on creation.
+/// Whether `dir` is a linked worktree's admin dir, `<git dir>/worktrees/<name>` below a
+/// `.git`: git's own (its `commondir`, `gitdir` and `config.worktree` are
+/// [`WORKTREE_FILES`]), made by `git worktree add` and deleted by `git worktree remove`.
+fn is_worktree_admin_dir(dir: &Path) -> bool {
+    let mut up = dir.ancestors().skip(1);
+    up.next()
+        .is_some_and(|w| w.file_name().is_some_and(|n| n == "worktrees"))
+        && up.any(|a| a.file_name().is_some_and(|n| n == ".git"))
+}
+
+/// [`is_worktree_admin_dir`], and its `commondir` is git's own `../..`: git takes hooks and
+/// config from the `.git` above, never from the admin dir (but `config.worktree`, one of
+/// [`WORKTREE_FILES`]). Read without following a FIFO ([`HostView::read_small`]).
+pub(crate) fn is_plain_worktree_admin_dir(host: &dyn HostView, dir: &Path) -> bool {
+    is_worktree_admin_dir(dir)
+        && host
+            .read_small(&dir.join("commondir"))
+            .is_some_and(|c| c.trim_end_matches('\n') == "../..")
+}
+
 pub(crate) const WORKTREE_FILES: [&str; 3] = ["commondir", "gitdir", "config.worktree"];
 
 /// Every path to protect for `dirs` (see the module docs) that lies in a writable root,
@@ -348,6 +368,37 @@ pub(crate) fn protected_paths(
 mod tests {
     use super::*;
     use crate::host::fake::TextFiles;
+
+    #[test]
+    fn only_a_worktree_admin_dir_as_git_makes_it_is_plain() {
+        let tmp = tempfile::tempdir().unwrap();
+        let host = crate::host::RealHost;
+        let admin = tmp.path().join("ws/.git/worktrees/wt");
+        std::fs::create_dir_all(&admin).unwrap();
+        std::fs::write(admin.join("commondir"), "../..\n").unwrap();
+        assert!(is_plain_worktree_admin_dir(&host, &admin));
+        std::fs::write(admin.join("commondir"), "../../../evil\n").unwrap();
+        assert!(
+            !is_plain_worktree_admin_dir(&host, &admin),
+            "another common dir"
+        );
+        std::fs::remove_file(admin.join("commondir")).unwrap();
+        assert!(!is_plain_worktree_admin_dir(&host, &admin), "no common dir");
+        let elsewhere = tmp.path().join("ws/worktrees/wt");
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::fs::write(elsewhere.join("commondir"), "../..\n").unwrap();
+        assert!(
+            !is_plain_worktree_admin_dir(&host, &elsewhere),
+            "not below .git"
+        );
+        let hidden = tmp.path().join("ws/.git/inner");
+        std::fs::create_dir_all(&hidden).unwrap();
+        std::fs::write(hidden.join("commondir"), "../..\n").unwrap();
+        assert!(
+            !is_plain_worktree_admin_dir(&host, &hidden),
+            "not in worktrees/"
+        );
+    }
 
     #[test]
     fn config_entries_are_read_as_git_reads_them() {

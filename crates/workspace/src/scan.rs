@@ -358,13 +358,19 @@ impl Scan {
                 top,
             });
         }
-        // Git dirs under other names (a bare repository in the workspace): git runs their
-        // config and hooks as it does `.git`'s.
+        // Git dirs under other names (a bare repository in the workspace, or one hidden in
+        // a git dir's own files, `.git/inner`): git runs their config and hooks as it does
+        // `.git`'s. Not `.git` itself nor a submodule's git dir (the walk's `git_dirs`,
+        // protected as such), nor a linked worktree's admin dir as git makes it
+        // (`worktrees/<name>` with `commondir` `../..`: inert, its worktree files protected
+        // as such; `git worktree remove` deletes it).
         let bare: Vec<PathBuf> = found
             .accepted_git_dirs
             .iter()
             .filter(|d| {
-                !d.iter().any(|c| c == ".git")
+                d.file_name().is_some_and(|n| n != ".git")
+                    && !found.git_dirs.contains(d)
+                    && !git::is_plain_worktree_admin_dir(host, d)
                     && writable_roots.iter().any(|w| is_within(d, w) && *d != w)
             })
             .cloned()

@@ -575,7 +575,13 @@ fn sweep_inspecting(
         let Some(root) = run.watch.sweep.roots.iter().find(|r| is_within(&dir, r)) else {
             continue;
         };
-        if moved.iter().any(|m| is_within(&dir, m)) || !planted_git::accepted_by_git(host, &dir) {
+        // A linked worktree's admin dir as git makes it (the user's `git worktree add`
+        // beside a run): its common dir is the `.git` above it, whose hooks and config git
+        // runs; its own worktree files have rules of their own.
+        if moved.iter().any(|m| is_within(&dir, m))
+            || crate::git::is_plain_worktree_admin_dir(host, &dir)
+            || !planted_git::accepted_by_git(host, &dir)
+        {
             continue;
         }
         for name in ["config", "config.worktree", "hooks", "commondir"] {
@@ -1783,8 +1789,8 @@ mod tests {
         // `c` and what is new below it; the rest of the tree passed unlisted.
         assert_eq!(
             host.0.get(),
-            3,
-            "c and c/.git by the walk, the hooks by the quarantine"
+            4,
+            "c, c/.git and c/.git/hooks by the walk, the hooks by the quarantine"
         );
     }
 

@@ -789,8 +789,18 @@ impl Walked {
     }
 
     /// The walk came to `path` (of `kind`) in a git dir's own files ([`in_git_internals`]):
-    /// only a secret is looked for there (what else matches is git's, and protected as such).
+    /// a secret is looked for there (what else matches is git's, and protected as such), and
+    /// a git dir hidden among them (`.git/inner`, which nothing points to yet: git runs its
+    /// config and hooks once told to use it, as a bare repository's; red team of issue 33,
+    /// eighth round).
     fn visit_secret(&mut self, host: &dyn HostView, globs: &DenyGlobs, path: &Path, kind: Kind) {
+        if let (Some(name), Some(parent)) = (path.file_name(), path.parent()) {
+            if crate::planted_git::is_code_name(name)
+                && crate::planted_git::accepted_by_git(host, parent)
+            {
+                self.accepted_git_dirs.push(parent.to_path_buf());
+            }
+        }
         if !globs.matches(path).0 {
             return;
         }
@@ -1136,12 +1146,10 @@ fn walk_from(
                 // in it would have moved its ctime): visited then, nothing new to see.
                 let held = held + usize::from(handle.is_some());
                 let handle = handle.map(std::rc::Rc::new);
-                // Not into a git dir's own files, which the planner lists for secrets only.
-                let internal = in_git_internals(&dir);
+                // Into a git dir's own files too: a git dir made there during the run
+                // (`.git/new`, hooks first) is the sweep's to take apart ([`in_git_internals`]).
                 stack.extend(
-                    (rec.subdirs.iter())
-                        .filter(|n| !internal && descends(&dir, n))
-                        .map(|n| (dir.join(n), handle.clone(), held, None)),
+                    (rec.subdirs.iter()).map(|n| (dir.join(n), handle.clone(), held, None)),
                 );
                 continue;
             }
@@ -1186,11 +1194,14 @@ fn walk_from(
         };
         let planner = matches!(stamps, Stamps::Record(_));
         // A git dir's own files (below `.git` but its submodules' worktree-like parts): the
-        // planner goes into them for secrets only (a run under gVisor, which has no creation
-        // guard, could move a `.env`'s directory into a `.git` it made, where no walk looked:
-        // the next run read it, red team issue 32d); the sweep does not go there.
+        // planner goes into them for secrets and hidden git dirs only (a run under gVisor,
+        // which has no creation guard, could move a `.env`'s directory into a `.git` it made,
+        // where no walk looked: the next run read it, red team issue 32d). The sweep goes
+        // there as everywhere, into what changed: a git dir assembled there during the run,
+        // hooks first (which no creation guard knows as a git dir's yet), kept its hook for
+        // host git told to use it (red team of issue 33, eighth round). Unchanged
+        // directories cost it a `stat` each (a repository's `objects` fan-out, its refs).
         let internal = in_git_internals(&dir);
-        let rules = GitRules::of(&dir);
         let mut subdirs = Vec::new();
         let mut found = Vec::new();
         for (name, kind) in entries {
@@ -1198,7 +1209,7 @@ fn walk_from(
             // linear in the entries (about 1 s per million here, docs/benchmarks.md).
             *count += 1;
             let interesting = concern(&name, kind);
-            let descend = kind == Kind::Dir && (planner || (!internal && rules.descends(&name)));
+            let descend = kind == Kind::Dir;
             if interesting || descend {
                 let path = dir.join(&name);
                 if interesting {
