@@ -1689,3 +1689,68 @@ fn a_repository_made_without_config_or_hooks_is_looked_at_too() {
         "control: the commit did not write through the link"
     );
 }
+
+/// A git dir that a `.git` file points to, whose config is a symlink of the user's
+/// (`gd/config -> config.real`, dotfile managers do this): a run that leaves it alone leaves
+/// it in place (Docker and gVisor as root took it for a config the run had made and
+/// quarantined it, into a directory the user could not move it back from: red team of issue
+/// 33, eighth round), and a run that replaces it, or writes a live key through it, runs
+/// nothing on the host. Control: the same replacement on the host, and git runs it.
+#[test]
+fn a_symlinked_config_of_a_redirected_git_dir_stays_and_stays_protected() {
+    let fx = Fixture::new();
+    let setup = |fx: &Fixture, gd: &str, sub: &str| {
+        fx.git_host(&["init", "-q", "--bare", gd]).assert_success();
+        let gdp = fx.ws.join(gd);
+        std::fs::rename(gdp.join("config"), gdp.join("config.real")).unwrap();
+        std::os::unix::fs::symlink("config.real", gdp.join("config")).unwrap();
+        write_file(
+            &fx.ws.join(sub).join(".git"),
+            format!("gitdir: ../{gd}\n"),
+            0o644,
+        );
+    };
+    setup(&fx, "gd", "sub");
+    let records = fx.records();
+    let run = fx.attack(&records.opts(), "true").outcome();
+    run.assert_ok();
+    run.assert_lacks("violation");
+    assert_eq!(
+        std::fs::read_link(fx.ws.join("gd/config")).ok().as_deref(),
+        Some(Path::new("config.real")),
+        "the user's config link was taken away\n{}",
+        run.run.describe()
+    );
+    let quarantined = attacks::quarantined_files(&fx.ws);
+    assert!(quarantined.is_empty(), "quarantined: {quarantined:?}");
+
+    let (script, flag) = fx.tripwire("pwned-symlinked-config");
+    let live = format!("printf '[core]\\n\\tfsmonitor = {}\\n'", script.display());
+    let wt = fx.root.join("wt");
+    std::fs::create_dir_all(&wt).unwrap();
+    let host_git = |fx: &Fixture, gd: &str| {
+        let git_dir = format!("--git-dir={}", fx.ws.join(gd).display());
+        let work_tree = format!("--work-tree={}", wt.display());
+        fx.git_host(&[&git_dir, &work_tree, "status"]);
+    };
+    for attack in [
+        format!("{live} > evil.cfg; ln -sfn ../evil.cfg gd/config"),
+        format!("rm gd/config; {live} > gd/config"),
+        format!("{live} >> gd/config"),
+    ] {
+        fx.attack(&[], &attack).outcome().ran();
+        host_git(&fx, "gd");
+        assert!(!flag.exists(), "host git ran what `{attack}` planted");
+    }
+    setup(&fx, "control", "csub");
+    fx.control(&format!(
+        "{live} > evil2.cfg; ln -sfn ../evil2.cfg control/config"
+    ))
+    .outcome()
+    .assert_ok();
+    host_git(&fx, "control");
+    assert!(
+        flag.exists(),
+        "control: git did not run the replaced config"
+    );
+}

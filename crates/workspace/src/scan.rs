@@ -500,11 +500,23 @@ impl Scan {
             .collect();
         let sweep = SweepPlan {
             roots: writable_roots.clone(),
-            existing: found
-                .deny_write
-                .iter()
+            // Git's code paths too (a git dir's config that is a symlink of the user's,
+            // `gd/config -> config.real`: protected as its target, and no creation after
+            // a run that left it alone; Docker and gVisor as root quarantined it, red team
+            // of issue 33, eighth round).
+            existing: (found.deny_write.iter())
                 .chain(&found.git_files)
-                .filter_map(|p| Some((p.clone(), host.lstat_kind(p)?)))
+                .chain(&git_paths)
+                .cloned()
+                .chain(
+                    redirect_gitdirs
+                        .iter()
+                        .flat_map(|d| GIT_DIR_CODE.map(|n| d.join(n))),
+                )
+                .filter_map(|p| {
+                    let kind = host.lstat_kind(&p)?;
+                    Some((p, kind))
+                })
                 .collect(),
             git_dirs: found
                 .accepted_git_dirs
