@@ -239,11 +239,6 @@ pub mod na {
         under: &["podman", "docker"],
         why: "NOT YET: the engines resolve each mount destination by its whole path (Podman's symlink resolution, bounded by PATH_MAX), so a mask this deep makes the engine refuse the run (nothing runs, but the error is the engine's, exit 125, not typed by stockade); masking the deepest ancestor the engine can mount is the planned way (an open gap of issue 33)",
     };
-    /// A stockade run inside a container run.
-    pub const NESTED_STATE: Na = Na {
-        under: &["podman", "docker"],
-        why: "NOT YET typed: inside a container a nested stockade meets its read-only state directory before its own sandbox checks, and is refused (exit 125, the nested command does not run) with E_INTERNAL naming the read-only journal, not E_PROTECTION_UNAVAILABLE",
-    };
     /// Review mode under the container engines.
     pub const NO_REVIEW: Na = Na {
         under: &["podman", "docker"],

@@ -100,9 +100,6 @@ fn doctor_inside_a_sandbox_fails_and_names_user_namespaces() {
 
 #[test]
 fn nested_run_is_refused_with_protection_unavailable() {
-    if attacks::not_applicable(&attacks::na::NESTED_STATE) {
-        return;
-    }
     let fx = Fixture::new();
     let bin = sh_quote(fx.stockade_inside());
     let marker = fx.marker("nested");

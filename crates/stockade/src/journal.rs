@@ -313,9 +313,15 @@ pub(crate) fn begin(
         .open(&tmp)
     {
         Ok(f) => f,
-        // Not the caller's to write (masked: this stockade runs inside a sandbox, which
-        // refuses it later, naming what it lacks): no journal, as without a state directory.
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+        // Not the caller's to write (masked, or read-only as in a container run: this
+        // stockade runs inside a sandbox, which refuses it later, naming what it lacks): no
+        // journal, as without a state directory.
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+            ) =>
+        {
             tracing::debug!("no run journal: {}: {e}", tmp.display());
             return Ok(None);
         }
