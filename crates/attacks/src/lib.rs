@@ -237,7 +237,7 @@ pub mod na {
     /// Masks deeper than a container engine can mount.
     pub const DEEP_MASK: Na = Na {
         under: &["podman", "docker"],
-        why: "NOT YET: the engines resolve each mount destination by its whole path (Podman's symlink resolution, bounded by PATH_MAX), so a mask this deep makes the engine refuse the run (nothing runs, but the error is the engine's, exit 125, not typed by stockade); masking the deepest ancestor the engine can mount is the planned way (an open gap of issue 33)",
+        why: "the engines resolve each mount's path inside their root filesystem's path, which must fit PATH_MAX, so a run that needs a mask this deep is refused, typed, before the engine runs (E_PROTECTION_UNAVAILABLE, walk_deep::a_dotenv_below_path_max_is_masked_and_the_tree_left_in_place checks it); masking the deepest directory the engine can mount, as native does, is not done",
     };
     /// Review mode under the container engines.
     pub const NO_REVIEW: Na = Na {

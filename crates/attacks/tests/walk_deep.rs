@@ -121,13 +121,28 @@ fn host_deep(fx: &Fixture, name: &str) -> String {
 /// command goes down the same chain (a plain file at depth 3, depth 15 reached).
 #[test]
 fn a_dotenv_below_path_max_is_masked_and_the_tree_left_in_place() {
-    if attacks::not_applicable(&attacks::na::DEEP_MASK) {
-        return;
-    }
     let fx = Fixture::new();
     deep_tree(&fx);
     std::thread::sleep(SETTLE);
     let marker = fx.marker("deep");
+    if attacks::is_container_backend() {
+        // The engines cannot mount that deep: refused, typed, before the engine runs
+        // (`container::flags::ENGINE_PATH_LIMIT`), and nothing runs.
+        let out = sandbox_bash(&fx, &format!("echo ran; {}", go_deep()));
+        out.run
+            .assert_code(125)
+            .assert_stderr_contains("error[E_PROTECTION_UNAVAILABLE]")
+            .assert_stderr_contains("bytes long")
+            .assert_stderr_contains("--backend native or gvisor");
+        assert!(
+            !out.run.stdout.contains("ran") && !out.run.stdout.contains(&marker),
+            "{}",
+            out.run.describe()
+        );
+        let control = host_bash(&fx, &go_deep());
+        assert!(control.stdout.contains(&marker), "{}", control.describe());
+        return;
+    }
     for run in 1..=2 {
         let out = sandbox_bash(&fx, &go_deep());
         out.assert_hidden(&marker);

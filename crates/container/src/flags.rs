@@ -23,6 +23,8 @@ pub enum LowerError {
     NotUtf8(PathBuf),
     #[error("path holds a comma (a container engine's --mount cannot name it): {0}")]
     Comma(PathBuf),
+    #[error("{} is {} bytes long: a container engine resolves each mount's path inside its root filesystem's own path, and refuses one that together passes PATH_MAX (4096); stockade refuses any longer than {} bytes before the engine does", .0.display(), .0.as_os_str().len(), ENGINE_PATH_LIMIT)]
+    TooLong(PathBuf),
     #[error("read_scope = \"allow-list\" is not supported by the container backends (they bind the host's tree read-only)")]
     AllowList,
     #[error("--net proxy under {0} needs a root caller: stockade opens the proxy's listener inside the container's network namespace, and only root may enter one the daemon made")]
@@ -230,10 +232,23 @@ unset STOCKADE_CHECK_MASKDIRS STOCKADE_CHECK_IGNORE STOCKADE_CHECK_GATE STOCKADE
 if [ -n "${STOCKADE_CHECK_SAVED_PATH+x}" ]; then PATH=$STOCKADE_CHECK_SAVED_PATH; unset STOCKADE_CHECK_SAVED_PATH; else unset PATH; fi
 exec "$@""#;
 
+/// The longest path a `--mount` may name. The engines resolve a mount's destination below
+/// the container's root filesystem, a path of their store (rootless Podman's
+/// `~/.local/share/containers/storage/overlay/<id>/merged`, about 120 bytes; Docker's
+/// `/var/lib/docker/overlay2/<id>/merged`, 89), and the whole must fit `PATH_MAX`: measured
+/// here, rootless Podman with a 136-byte root took a destination of 3954 bytes and refused one
+/// of 3984 ("resolving symlinks for mount destination"). 512 bytes are kept for the store.
+pub const ENGINE_PATH_LIMIT: usize = 4095 - 512;
+
 fn text(p: &Path) -> Result<&str, LowerError> {
     let s = p
         .to_str()
         .ok_or_else(|| LowerError::NotUtf8(p.to_path_buf()))?;
+    // A mask or protected path deeper than the engine can mount (one the native backend masks
+    // by its deepest maskable directory): refused, typed, not left to the engine's error.
+    if s.len() > ENGINE_PATH_LIMIT {
+        return Err(LowerError::TooLong(p.to_path_buf()));
+    }
     // `--mount` is comma-separated with no quoting.
     if s.contains(',') {
         return Err(LowerError::Comma(p.to_path_buf()));

@@ -401,6 +401,7 @@ fn lower_error(e: flags::LowerError) -> RunError {
     use flags::LowerError as L;
     let hint = match &e {
         L::NotUtf8(_) | L::Comma(_) => "rename the path, or use --backend native".to_owned(),
+        L::TooLong(_) => "use --backend native or gvisor (they mask the deepest directory they can name), or move the file to a shorter path".into(),
         L::AllowList => "use read_scope = \"host\", or --backend native or gvisor".into(),
         L::Changed(_) => "run again: a path changed between the plan and the run".into(),
         L::ProxyDaemon(_) => "run stockade as root, use rootless Podman (--backend podman), or --backend native or gvisor for --net proxy".into(),

@@ -372,6 +372,37 @@ fn what_cannot_be_enforced_is_refused() {
 }
 
 #[test]
+fn a_mask_deeper_than_the_engine_can_mount_is_refused_typed() {
+    // "/w/" and components of 250 bytes up to `len` bytes in all.
+    let deep = |len: usize| {
+        let mut p = String::from("/w");
+        while p.len() + 251 <= len {
+            p.push('/');
+            p.push_str(&"x".repeat(250));
+        }
+        let rest = len - p.len() - 1;
+        p.push('/');
+        p.push_str(&"e".repeat(rest));
+        std::path::PathBuf::from(p)
+    };
+    for engine in [Engine::Docker, Engine::Podman] {
+        let mut s = spec();
+        s.masks.push(Mask {
+            path: deep(ENGINE_PATH_LIMIT),
+            kind: Kind::File,
+            readable: false,
+        });
+        assert!(lower(&s, &caller(), &target(engine)).is_ok(), "{engine:?}");
+        s.masks.last_mut().unwrap().path = deep(ENGINE_PATH_LIMIT + 1);
+        assert_eq!(
+            lower(&s, &caller(), &target(engine)),
+            Err(LowerError::TooLong(deep(ENGINE_PATH_LIMIT + 1))),
+            "{engine:?}"
+        );
+    }
+}
+
+#[test]
 fn a_directory_outside_the_container_starts_the_command_in_the_workspace() {
     let mut s = spec();
     s.cwd = "/tmp/elsewhere".into();
