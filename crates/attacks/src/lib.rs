@@ -194,11 +194,6 @@ pub mod na {
         under: &["gvisor"],
         why: "gVisor shows the command the terminal runsc made for the run as a host file (/proc/self/fd/0 reads host:[1], no tty_nr in /proc/PID/stat): ttyname() fails, so `tty` says \"not a tty\", and opening /dev/tty fails with EIO in Debian's runsc 2022-12-19 (gVisor issues 11582, 13535, 10925); the terminal itself, job control, the signal keys and the window size work (the other tests here)",
     };
-    /// No terminal under the container backends yet.
-    pub const NO_TERMINAL: Na = Na {
-        under: &["podman", "docker"],
-        why: "NOT YET: the container backends give the command no terminal of the run's own (its streams are pipes, and a caller's terminal is never read: the command reads end of file, and stockade says so on stderr); an open gap of issue 33, not a difference by design",
-    };
     /// Signal dispositions across the engine.
     pub const IGNORED_SIGNALS: Na = Na {
         under: &["gvisor"],
@@ -232,7 +227,7 @@ pub mod na {
     /// The session of a container run's command.
     pub const CONTAINER_SESSION: Na = Na {
         under: &["podman", "docker"],
-        why: "in a container the command is in the session the runtime made for the engine's init (PID 1 leads it), and a container run is given no terminal, so that session has no controlling terminal to inject into (the terminal tests check injection itself)",
+        why: "in a container the command is in the session the runtime made for the engine's init (PID 1 leads it), whose controlling terminal, if any, is the container's own (the engine's, relayed by stockade), never the caller's (the terminal tests check injection itself)",
     };
     /// Masks deeper than a container engine can mount.
     pub const DEEP_MASK: Na = Na {
@@ -302,6 +297,16 @@ pub fn staged_git_owner_attack(fx: &Fixture, owner: &str, run: impl Fn(&str) -> 
 /// Podman `--memory 0` (it refuses a memory limit it cannot bound whole).
 pub fn backend_args() -> Vec<String> {
     backend_options(false)
+}
+
+/// [`backend_args`] as words for a shell line a test writes itself (`{bin} run {flags} ...`),
+/// with `--backend B` always.
+pub fn backend_flags() -> String {
+    let mut args = backend_args();
+    if backend() == "native" {
+        args.splice(0..0, ["--backend".to_string(), "native".to_string()]);
+    }
+    args.join(" ")
 }
 
 /// [`backend_args`] for a run that asks for a memory limit itself (`asks_memory`): rootless

@@ -116,9 +116,6 @@ fn state(fx: &Fixture) -> std::path::PathBuf {
 
 #[test]
 fn claude_code_starts_at_the_prompt_answers_through_the_route_and_does_not_ask_again() {
-    if attacks::not_applicable(&attacks::na::NO_TERMINAL) {
-        return;
-    }
     if attacks::messages::CLAUDE_CLI.skip() {
         return;
     }
@@ -164,9 +161,6 @@ fn claude_code_starts_at_the_prompt_answers_through_the_route_and_does_not_ask_a
 /// stops at Claude Code's own connectivity check, which the route does not carry.
 #[test]
 fn control_without_the_onboarding_claude_code_stops_at_its_connectivity_check() {
-    if attacks::not_applicable(&attacks::na::NO_TERMINAL) {
-        return;
-    }
     if attacks::messages::CLAUDE_CLI.skip() {
         return;
     }
@@ -200,9 +194,6 @@ fn control_without_the_onboarding_claude_code_stops_at_its_connectivity_check() 
 /// Claude Code would have it after a run whose stand-in ended otherwise) asks again.
 #[test]
 fn control_an_approval_of_another_tail_brings_the_api_key_question_back() {
-    if attacks::not_applicable(&attacks::na::NO_TERMINAL) {
-        return;
-    }
     if attacks::messages::CLAUDE_CLI.skip() {
         return;
     }
@@ -227,9 +218,6 @@ fn control_an_approval_of_another_tail_brings_the_api_key_question_back() {
 /// above shows the question for a tail not approved.)
 #[test]
 fn a_stand_in_approved_once_is_not_asked_about_in_the_next_run() {
-    if attacks::not_applicable(&attacks::na::NO_TERMINAL) {
-        return;
-    }
     if attacks::messages::CLAUDE_CLI.skip() {
         return;
     }
@@ -270,9 +258,6 @@ fn a_stand_in_approved_once_is_not_asked_about_in_the_next_run() {
 /// stand-ins end otherwise, as every run's did before the tail stayed: Claude Code asks again.
 #[test]
 fn control_a_stand_in_ending_otherwise_is_asked_about_again() {
-    if attacks::not_applicable(&attacks::na::NO_TERMINAL) {
-        return;
-    }
     if attacks::messages::CLAUDE_CLI.skip() {
         return;
     }
@@ -403,9 +388,6 @@ fn codex_run(fx: &Fixture, up: &Upstream, trust: bool) -> Cmd {
 
 #[test]
 fn codex_tui_starts_at_the_prompt_and_answers_through_the_route_twice() {
-    if attacks::not_applicable(&attacks::na::NO_TERMINAL) {
-        return;
-    }
     if attacks::responses::CODEX_CLI.skip() {
         return;
     }
@@ -442,9 +424,6 @@ fn codex_tui_starts_at_the_prompt_and_answers_through_the_route_twice() {
 /// `config.toml` is read-only in the preset), so it would ask at every start.
 #[test]
 fn control_codex_without_the_trusted_workspace_asks_and_cannot_save_the_answer() {
-    if attacks::not_applicable(&attacks::na::NO_TERMINAL) {
-        return;
-    }
     if attacks::responses::CODEX_CLI.skip() {
         return;
     }

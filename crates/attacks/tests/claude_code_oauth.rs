@@ -881,9 +881,6 @@ const CLAUDE_ASKS: &[&str] = &[
 
 #[test]
 fn interactively_an_expired_login_is_renewed_and_the_prompt_answers_twice() {
-    if attacks::not_applicable(&attacks::na::NO_TERMINAL) {
-        return;
-    }
     if attacks::messages::CLAUDE_CLI.skip() {
         return;
     }

@@ -184,8 +184,9 @@ fn terminal_passes_through() {
     };
     let fx = Fixture::new();
     let inner = format!(
-        "{} run --workspace {} --shell 'test -t 0 && test -t 1 && echo both-are-terminals'",
+        "{} run {} --workspace {} --shell 'test -t 0 && test -t 1 && echo both-are-terminals'",
         attacks::sh_quote(attacks::stockade_bin()),
+        attacks::backend_flags(),
         attacks::sh_quote(&fx.ws)
     );
     let run = attacks::Cmd::new(script_bin, &fx.ws)

@@ -282,9 +282,6 @@ fn inherited_terminal_descriptor_is_closed() {
 /// under a plain shell.
 #[test]
 fn interactive_terminal_use_keeps_working() {
-    if attacks::not_applicable(&attacks::na::NO_TERMINAL) {
-        return;
-    }
     let fx = Fixture::new();
     let Some(pty) = Pty::new(&fx, "terminal: interactive") else {
         return;
@@ -356,9 +353,6 @@ fn init_process_files_are_out_of_reach() {
 /// types and `isatty` keep working. Control: the same snippet without stockade.
 #[test]
 fn sanitize_output_holds_with_a_terminal_on_stdin() {
-    if attacks::not_applicable(&attacks::na::NO_TERMINAL) {
-        return;
-    }
     let fx = Fixture::new();
     let Some(pty) = Pty::new(&fx, "terminal: stdin past the sanitizer") else {
         return;

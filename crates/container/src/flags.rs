@@ -228,7 +228,8 @@ printf '%s %s\n' "$(readlink /proc/self/ns/net)" "$(readlink /proc/self/ns/user)
 IFS= read -r go < "$STOCKADE_CHECK_GATE/go"; [ "$go" = go ] || fail "the proxy's listener" "${go:-no answer}"
 fi
 [ -z "$STOCKADE_CHECK_IGNORE" ] || trap '' $STOCKADE_CHECK_IGNORE
-unset STOCKADE_CHECK_MASKDIRS STOCKADE_CHECK_IGNORE STOCKADE_CHECK_GATE STOCKADE_CHECK_UID STOCKADE_CHECK_NET STOCKADE_CHECK_MASKS STOCKADE_CHECK_IDS STOCKADE_CHECK_RW STOCKADE_CHECK_PIDS STOCKADE_CHECK_MEM STOCKADE_CHECK_NPROC STOCKADE_CHECK_DATA STOCKADE_CHECK_NOFILE
+[ -z "$STOCKADE_CHECK_NOTERM" ] || unset TERM
+unset STOCKADE_CHECK_NOTERM STOCKADE_CHECK_MASKDIRS STOCKADE_CHECK_IGNORE STOCKADE_CHECK_GATE STOCKADE_CHECK_UID STOCKADE_CHECK_NET STOCKADE_CHECK_MASKS STOCKADE_CHECK_IDS STOCKADE_CHECK_RW STOCKADE_CHECK_PIDS STOCKADE_CHECK_MEM STOCKADE_CHECK_NPROC STOCKADE_CHECK_DATA STOCKADE_CHECK_NOFILE
 if [ -n "${STOCKADE_CHECK_SAVED_PATH+x}" ]; then PATH=$STOCKADE_CHECK_SAVED_PATH; unset STOCKADE_CHECK_SAVED_PATH; else unset PATH; fi
 exec "$@""#;
 
@@ -665,6 +666,13 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
         .map(i32::to_string)
         .collect();
     env.push(("STOCKADE_CHECK_IGNORE".into(), ignored.join(" ")));
+    // The engines give a command with a terminal `TERM=xterm` when its environment has none;
+    // it gets none, as natively (a shell's line editing follows it).
+    let no_term = !env.iter().any(|(k, _)| k == "TERM");
+    env.push((
+        "STOCKADE_CHECK_NOTERM".into(),
+        if no_term { "1" } else { "" }.into(),
+    ));
     let mut env_file = String::new();
     let mut multi_line = Vec::new();
     for (k, v) in env {

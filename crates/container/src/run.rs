@@ -485,6 +485,15 @@ impl Planned for ContainerPlanned {
             ),
             hint: Some("run again".into()),
         })?;
+        // A caller whose three streams are its terminal (an interactive shell, an agent's
+        // TUI) gives the run a terminal of its own: a pseudo-terminal of stockade's, which the
+        // engine's client has for its streams and relays into the container's (`--tty`), and
+        // stockade relays to and from the caller's as the other backends do (sanitized,
+        // bounded, resized, `~.`). Not when only some are: the engine's terminal carries the
+        // command's stdout and stderr together, so one of them that is a pipe or a file would
+        // get the other's output.
+        let own_terminal = stream::terminal::caller_terminal(&io, options)
+            .filter(|t| t.streams == [true, true, true]);
         let sanitize = options.sanitize_output;
         let limit = self.output_limit;
         let (out_r, out_w) = relay_pipe()?;
@@ -500,20 +509,27 @@ impl Planned for ContainerPlanned {
             relay(out_r, io.stdout, "stdout")?,
             relay(err_r, io.stderr, "stderr")?,
         ];
-        // Stdin is copied as it comes; a terminal is never read here (no terminal of the
-        // run's own yet under the container backends: the command reads end of file, and the
-        // caller is told so, or an interactive command would seem to hang or end at once).
+        let terminal = match &own_terminal {
+            Some(t) => Some(
+                sys::parent::new_pty(&t.settings, &t.size)
+                    .map_err(|e| RunError::io("make the run's terminal", e))?,
+            ),
+            None => None,
+        };
+        // Else stdin is copied as it comes; a terminal is never read here (the command reads
+        // end of file, and the caller is told so, or an interactive command would seem to hang
+        // or end at once).
         let keyboard = match &io.stdin {
             sandbox::Input::Process => std::io::stdin().is_terminal(),
             sandbox::Input::Fd(from) => from.as_fd().is_terminal(),
             sandbox::Input::Null => false,
         };
-        if keyboard {
+        if keyboard && terminal.is_none() {
             let why = stream::terminal::NoKeys::NoTerminal(self.engine.name());
             stream::terminal::say_no_keys(&mut false, &why);
         }
         let input = match io.stdin {
-            _ if keyboard => None,
+            _ if keyboard || terminal.is_some() => None,
             sandbox::Input::Process if stream::relay::stdin_is_live() => {
                 std::io::stdin().as_fd().try_clone_to_owned().ok()
             }
@@ -526,8 +542,17 @@ impl Planned for ContainerPlanned {
         if keep {
             args.retain(|a| a != "--rm");
         }
-        let stdin = match input {
-            Some(from) => {
+        let stdin = match (&terminal, input) {
+            (Some((_, slave)), _) => {
+                args.insert(run_at + 1, "--tty".into());
+                args.insert(run_at + 1, "--interactive".into());
+                Stdio::from(
+                    slave
+                        .try_clone()
+                        .map_err(|e| RunError::io("hand the run's terminal to the engine", e))?,
+                )
+            }
+            (None, Some(from)) => {
                 args.insert(run_at + 1, "--interactive".into());
                 let (in_r, in_w) = relay_pipe()?;
                 std::thread::Builder::new()
@@ -535,7 +560,7 @@ impl Planned for ContainerPlanned {
                     .map_err(thread_refused)?;
                 Stdio::from(in_r)
             }
-            None => Stdio::null(),
+            (None, None) => Stdio::null(),
         };
         sandbox::wait_before_command(before_command)?;
         #[cfg(debug_assertions)]
@@ -547,9 +572,23 @@ impl Planned for ContainerPlanned {
         cmd.args(&args)
             .env("PATH", &self.engine_path)
             .envs(self.lowered.env.iter().map(|(k, v)| (k, v)))
-            .stdin(stdin)
-            .stdout(Stdio::from(out_w))
-            .stderr(Stdio::from(err_w));
+            .stdin(stdin);
+        match &terminal {
+            // The client's own words (the engine's errors) go through the pipes still; the
+            // command's streams are the container's terminal, which the client relays to its
+            // stdin's, of which it is the session leader (it follows the window's size).
+            Some((_, slave)) => {
+                let out = slave
+                    .try_clone()
+                    .map_err(|e| RunError::io("hand the run's terminal to the engine", e))?;
+                cmd.stdout(Stdio::from(out)).stderr(Stdio::from(err_w));
+                drop(out_w);
+                sys::parent::session_on_terminal(&mut cmd, 0);
+            }
+            None => {
+                cmd.stdout(Stdio::from(out_w)).stderr(Stdio::from(err_w));
+            }
+        }
         if io.process_signals {
             let _ = sys::parent::catch_signals();
         }
@@ -563,6 +602,33 @@ impl Planned for ContainerPlanned {
         })?;
         // The engine's client holds the write ends now: the relays end with it.
         drop(cmd);
+        // The run's terminal: the client holds its slave side (ours goes, so that the relay
+        // sees the terminal's end when the client has gone); the caller's is relayed to and
+        // from its master side.
+        let attached = match (terminal, &own_terminal) {
+            (Some((master, slave)), Some(caller)) => {
+                drop(slave);
+                let attached = stream::terminal::attach(
+                    master,
+                    caller,
+                    limit.filter(|_| options.limit_terminal),
+                    sanitize,
+                    io.process_signals,
+                    io.control.clone(),
+                );
+                match attached {
+                    Ok(a) => Some(a),
+                    Err(e) => {
+                        // Fail closed: the command never runs without the terminal it was given.
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        self.remove();
+                        return Err(RunError::io("attach the command's terminal", e));
+                    }
+                }
+            }
+            _ => None,
+        };
         let pid = child.id();
         let exit_tx = tx.clone();
         let waiter = std::thread::Builder::new()
@@ -679,7 +745,13 @@ impl Planned for ContainerPlanned {
         let _ = waiter.join();
         let duration = started.elapsed();
         let [out, err] = relays;
-        let relayed_out = [out.join().ok(), err.join().ok()];
+        let mut relayed_out = [out.join().ok(), err.join().ok()];
+        // The terminal is the command's stream there (its pipe carried the client's words).
+        if let Some((slot, relayed)) = attached.map(stream::terminal::Attached::finish) {
+            if let Some(r) = relayed_out.get_mut(slot) {
+                *r = Some(relayed);
+            }
+        }
         // A client killed before the engine removed its container (Podman's `--rm` is the
         // client's) leaves it behind.
         if !keep && (killed_at.is_some() || status.is_none()) {

@@ -566,6 +566,32 @@ pub fn recv_terminal(sock: &OwnedFd) -> io::Result<Option<OwnedFd>> {
     }
 }
 
+/// A new pseudo-terminal from `/dev/ptmx`, with `settings` and `size`: (master, slave), both
+/// close-on-exec, neither this process's controlling terminal (see [`raw::open_pty`]). For a
+/// program this process starts on the slave ([`session_on_terminal`]) and relays through the
+/// master: a container engine's client given a terminal of the run's own.
+pub fn new_pty(settings: &libc::termios, size: &libc::winsize) -> io::Result<(OwnedFd, OwnedFd)> {
+    let (master, slave) = raw::open_pty(c"/dev/ptmx", settings, size)?;
+    // SAFETY: open_pty returned two new descriptors that nothing else owns.
+    Ok(unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) })
+}
+
+/// Start `cmd` as the leader of a session of its own whose controlling terminal is its
+/// standard stream `fd` (a terminal [`new_pty`] made): the terminal's window changes reach it
+/// (SIGWINCH), and it is that terminal's foreground.
+pub fn session_on_terminal(cmd: &mut std::process::Command, fd: c_int) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the child between fork and exec and makes two system calls
+    // with integer arguments (setsid, TIOCSCTTY on a descriptor the child holds).
+    unsafe {
+        cmd.pre_exec(move || {
+            raw::setsid()?;
+            raw::set_controlling_terminal(fd)?;
+            Ok(())
+        });
+    }
+}
+
 /// Take ownership of descriptor `fd`, which the caller of this process handed over (a
 /// `--control-fd N`): checked to be open, and made close-on-exec so no program this process
 /// starts inherits it. Refused for 0, 1 and 2 (the process's own streams).
