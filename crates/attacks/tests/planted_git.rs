@@ -454,3 +454,44 @@ fn a_git_dir_assembled_in_dot_git_hooks_first_is_swept() {
     host_git_with(&fx, ".git/control");
     assert!(flag.exists(), "control: git did not run the planted hook");
 }
+
+/// A worktree admin dir's look below a directory the run made in `.git`
+/// (`.git/X/worktrees/Y`, `commondir` `../..`): git takes `.git/X`, with the run's config and
+/// hooks, for its common dir. Only `.git/worktrees/<name>` is git's own; this one is swept
+/// like any git dir assembled during the run (red team of issue 33, eighth round: natively
+/// and under gVisor host git ran its fsmonitor and hook). Control: the same on the host.
+#[test]
+fn a_worktree_admin_dir_below_a_planted_common_dir_is_swept() {
+    let fx = Fixture::new();
+    let (script, flag) = fx.tripwire("pwned-planted-common-dir");
+    fx.git_host(&["init", "-q"]).assert_success();
+    let steps = |x: &str| {
+        format!(
+            "mkdir -p {x}/objects {x}/refs/heads {x}/hooks {x}/worktrees/Y && \
+             printf '[core]\\n\\tfsmonitor = {s}\\n' > {x}/config && \
+             cp {s} {x}/hooks/pre-commit && chmod +x {x}/hooks/pre-commit && \
+             echo ../.. > {x}/worktrees/Y/commondir && \
+             echo 'ref: refs/heads/main' > {x}/worktrees/Y/HEAD && \
+             echo /nonexistent/.git > {x}/worktrees/Y/gitdir",
+            s = script.display()
+        )
+    };
+    let run = fx.attack(&[], &steps(".git/X")).outcome();
+    run.ran();
+    for dir in [".git/X", ".git/X.stockade-refused"] {
+        if fx.ws.join(dir).join("worktrees/Y").exists() {
+            host_git_with(&fx, &format!("{dir}/worktrees/Y"));
+        }
+    }
+    assert!(
+        !flag.exists(),
+        "host git ran the planted common dir's fsmonitor or hook\n{}",
+        run.run.describe()
+    );
+    fx.control(&steps(".git/C")).outcome().assert_ok();
+    host_git_with(&fx, ".git/C/worktrees/Y");
+    assert!(
+        flag.exists(),
+        "control: git did not use the planted common dir"
+    );
+}

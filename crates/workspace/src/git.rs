@@ -266,10 +266,21 @@ pub(crate) fn global_configs(home: &Path, xdg_config_home: Option<&Path>) -> Vec
 /// `.git`: git's own (its `commondir`, `gitdir` and `config.worktree` are
 /// [`WORKTREE_FILES`]), made by `git worktree add` and deleted by `git worktree remove`.
 fn is_worktree_admin_dir(dir: &Path) -> bool {
+    // Exactly `.git/worktrees/<name>` (or a submodule git dir's, `.git/modules/.../worktrees/
+    // <name>`): `.git/X/worktrees/Y` with `commondir` `../..` sends git to `.git/X`, a
+    // directory the run made, with its config and hooks (red team of issue 33, eighth round).
     let mut up = dir.ancestors().skip(1);
-    up.next()
-        .is_some_and(|w| w.file_name().is_some_and(|n| n == "worktrees"))
-        && up.any(|a| a.file_name().is_some_and(|n| n == ".git"))
+    let worktrees = up.next();
+    let owner = up.next();
+    worktrees.is_some_and(|w| w.file_name().is_some_and(|n| n == "worktrees"))
+        && owner.is_some_and(|o| {
+            o.file_name().is_some_and(|n| n == ".git")
+                || o.ancestors().skip(1).any(|a| {
+                    a.file_name().is_some_and(|n| n == "modules")
+                        && a.parent()
+                            .is_some_and(|g| g.file_name().is_some_and(|n| n == ".git"))
+                })
+        })
 }
 
 /// [`is_worktree_admin_dir`], and its `commondir` is git's own `../..`: git takes hooks and
@@ -398,6 +409,17 @@ mod tests {
             !is_plain_worktree_admin_dir(&host, &hidden),
             "not in worktrees/"
         );
+        let planted = tmp.path().join("ws/.git/X/worktrees/Y");
+        std::fs::create_dir_all(&planted).unwrap();
+        std::fs::write(planted.join("commondir"), "../..\n").unwrap();
+        assert!(
+            !is_plain_worktree_admin_dir(&host, &planted),
+            "a worktrees/ below a directory the run made in .git"
+        );
+        let module = tmp.path().join("ws/.git/modules/sub/worktrees/w");
+        std::fs::create_dir_all(&module).unwrap();
+        std::fs::write(module.join("commondir"), "../..\n").unwrap();
+        assert!(is_plain_worktree_admin_dir(&host, &module), "a submodule's");
     }
 
     #[test]
