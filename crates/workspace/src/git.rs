@@ -260,8 +260,6 @@ pub(crate) fn global_configs(home: &Path, xdg_config_home: Option<&Path>) -> Vec
     ]
 }
 
-/// Names below every linked worktree's git dir (`<gitdir>/worktrees/<name>/`) that are
-/// refused on creation.
 /// Whether `dir` is a linked worktree's admin dir, `<git dir>/worktrees/<name>` below a
 /// `.git`: git's own (its `commondir`, `gitdir` and `config.worktree` are
 /// [`WORKTREE_FILES`]), made by `git worktree add` and deleted by `git worktree remove`.
@@ -293,6 +291,8 @@ pub(crate) fn is_plain_worktree_admin_dir(host: &dyn HostView, dir: &Path) -> bo
             .is_some_and(|c| c.trim_end_matches('\n') == "../..")
 }
 
+/// Names below every linked worktree's git dir (`<gitdir>/worktrees/<name>/`) that are
+/// refused on creation.
 pub(crate) const WORKTREE_FILES: [&str; 3] = ["commondir", "gitdir", "config.worktree"];
 
 /// Every path to protect for `dirs` (see the module docs) that lies in a writable root,

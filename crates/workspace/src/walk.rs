@@ -779,6 +779,12 @@ impl Walked {
         if kind == Kind::Symlink && path.file_name().is_some_and(|n| globs.is_link_name(n)) {
             self.dir_links.push(path.to_path_buf());
         }
+        self.git_dir_of(host, path);
+    }
+
+    /// When `path` is a git dir's code (its config, hooks or commondir) in a directory git
+    /// would accept as a git dir, that directory is recorded ([`Matches::accepted_git_dirs`]).
+    fn git_dir_of(&mut self, host: &dyn HostView, path: &Path) {
         if let (Some(name), Some(parent)) = (path.file_name(), path.parent()) {
             if crate::planted_git::is_code_name(name)
                 && crate::planted_git::accepted_by_git(host, parent)
@@ -794,13 +800,7 @@ impl Walked {
     /// config and hooks once told to use it, as a bare repository's; red team of issue 33,
     /// eighth round).
     fn visit_secret(&mut self, host: &dyn HostView, globs: &DenyGlobs, path: &Path, kind: Kind) {
-        if let (Some(name), Some(parent)) = (path.file_name(), path.parent()) {
-            if crate::planted_git::is_code_name(name)
-                && crate::planted_git::accepted_by_git(host, parent)
-            {
-                self.accepted_git_dirs.push(parent.to_path_buf());
-            }
-        }
+        self.git_dir_of(host, path);
         if !globs.matches(path).0 {
             return;
         }
