@@ -31,6 +31,9 @@ mkdir "$ws/ws" "$ws/masks"
 : >"$ws/masks/unreadable"
 chmod 444 "$ws/masks/empty"
 chmod 000 "$ws/masks/unreadable"
+# The run's gate (bound at /run/stockade under --net none and proxy): the bare run mounts an
+# empty directory there (nothing waits at it without stockade's check).
+mkdir -p "$ws/masks/proxy/gate"
 # The bare runs' environment file (empty) and seccomp profile: the run's own are gone with it;
 # Podman's default profile stands in (a profile of the same kind, larger than stockade's).
 : >"$ws/masks/env"
