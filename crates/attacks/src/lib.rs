@@ -206,8 +206,8 @@ pub mod na {
     };
     /// What a run under `--net none` says it tried.
     pub const NETWORK_OFF: Na = Na {
-        under: &["gvisor", "podman", "docker"],
-        why: "gVisor's network stack is the Sentry's own, not the host kernel's, and does not count tries with no route even inside (its /proc/net/snmp keeps OutNoRoutes at 0 after a failed connect, Debian's runsc 2022-12-19), so a gVisor run does not say \"network is off in this run\" (native only); under the container engines NOT YET: stockade does not read the container's network counters (an open gap of issue 33)",
+        under: &["gvisor"],
+        why: "gVisor's network stack is the Sentry's own, not the host kernel's, and does not count tries with no route even inside (its /proc/net/snmp keeps OutNoRoutes at 0 after a failed connect, Debian's runsc 2022-12-19), so a gVisor run does not say \"network is off in this run\"",
     };
     /// Files the Sentry makes only inside.
     pub const SENTRY_FILES: Na = Na {
@@ -234,10 +234,10 @@ pub mod na {
         under: &["podman", "docker"],
         why: "the engines resolve each mount's path inside their root filesystem's path, which must fit PATH_MAX, so a run that needs a mask this deep is refused, typed, before the engine runs (E_PROTECTION_UNAVAILABLE, walk_deep::a_dotenv_below_path_max_is_masked_and_the_tree_left_in_place checks it); masking the deepest directory the engine can mount, as native does, is not done",
     };
-    /// Review mode under the container engines.
-    pub const NO_REVIEW: Na = Na {
+    /// A review run's view bounded by `--disk`, under the container engines.
+    pub const VIEW_DISK: Na = Na {
         under: &["podman", "docker"],
-        why: "review mode is refused under the container backends (E_PROTECTION_UNAVAILABLE, with the fix: --backend native or gvisor); an open item of issue 33, which containers.rs checks as a refusal",
+        why: "NOT YET: --disk bounds a review run's view with a tmpfs of stockade's own, and the container engines mount the view from host paths, so a bounded view would need a filesystem mounted where the engine sees it (refused, typed: E_PROTECTION_UNAVAILABLE, naming --disk and the backends that bound it; an open gap of issue 33)",
     };
 }
 
@@ -1165,6 +1165,25 @@ impl Cmd {
     /// Starts the command without waiting for it (its output discarded); the caller waits.
     pub fn spawn(self) -> Child {
         self.spawn_with_stdin(Stdio::null())
+    }
+
+    /// [`Cmd::spawn`] with its standard output and error written to `log` (read it when the
+    /// command's part of a test did not happen: a run that never started says why there).
+    pub fn spawn_logged(self, log: &Path) -> Child {
+        let what = self.describe();
+        let out = fs::File::create(log).unwrap_or_else(|e| panic!("create {}: {e}", log.display()));
+        let err = out.try_clone().expect("clone the log's descriptor");
+        Command::new(&self.program)
+            .args(self.final_args())
+            .env_clear()
+            .envs(self.final_env())
+            .current_dir(&self.cwd)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .process_group(0)
+            .spawn()
+            .unwrap_or_else(|e| panic!("failed to start: {e}\n{what}"))
     }
 
     /// [`Cmd::spawn`] with `stdin` as its standard input (`Stdio::piped()`: the caller writes

@@ -813,7 +813,7 @@ fn keep_leaves_the_container_and_says_how_to_remove_it() {
         let record = read_json(&report);
         let name = attacks::json_str(&record["container"], "container").to_owned();
         let kept = attacks::json_str(&record["container"], "kept").to_owned();
-        assert_eq!(kept, format!("{engine} rm --force {name}"));
+        assert_eq!(kept, format!("{engine} rm --force --volumes {name}"));
         let exists = |name: &str| {
             std::process::Command::new(engine)
                 .args(["container", "inspect", name])
@@ -1172,6 +1172,66 @@ fn a_protected_path_replaced_before_the_engine_binds_it_is_refused() {
     }
 }
 
+/// A writable root replaced by a symbolic link after the plan, before the backend reads its
+/// identity and the engine binds it, is refused (CI, privileged_side's swap loop under rootless
+/// Podman: the backend found a link where the plan had a directory and left that root out of
+/// the check inside; the engine followed the link and the command wrote where it led). The
+/// link leads through a link in the host's `/tmp`: the engine resolves the bind's source on
+/// the host (to `outside`) and its destination in the container (a new directory in the
+/// container's own `/tmp`), where a writable mount used to pass the check inside as the
+/// engine's own. Control: the engine given that link as a bind writes to `outside`.
+#[test]
+fn a_writable_root_replaced_by_a_link_before_the_engine_binds_it_is_refused() {
+    for engine in engines() {
+        let fx = fixture();
+        let pause = fx.root.join("pause");
+        let cache = fx.root.join("cache");
+        attacks::mkdir(&cache);
+        if attacks::is_root() {
+            attacks::chown_to(&cache, &format!("{TEST_USER}:"));
+        }
+        let via = Path::new("/tmp").join(format!("stockade-via-{}", fx.id));
+        std::os::unix::fs::symlink(&fx.outside, &via).expect("link in /tmp");
+        let write = format!("echo pwned > {}", sh_quote(cache.join("job")));
+        let grant = cache.to_string_lossy().into_owned();
+        let cmd = sandbox(&fx, &opts(engine, &["--allow-write", &grant]), &write)
+            .env("STOCKADE_TEST_CONTAINER_PAUSE_PLANNED", &pause);
+        let child = std::thread::spawn(move || cmd.run());
+        assert!(
+            attacks::wait_until(|| pause.exists(), std::time::Duration::from_secs(30)),
+            "the run never paused"
+        );
+        std::fs::rename(&cache, fx.root.join("cache.away")).expect("move the root away");
+        std::os::unix::fs::symlink(&via, &cache).expect("link");
+        std::fs::remove_file(&pause).expect("resume the run");
+        let run = child.join().expect("the run");
+        let wrote = fx.outside.join("job").exists();
+        // Control: the engine follows the links and the write lands outside.
+        let out = bare_run(&fx, engine)
+            .args([
+                "--rm",
+                "--network",
+                "none",
+                "--pull",
+                "never",
+                "--user",
+                "0:0",
+            ])
+            .arg("--mount")
+            .arg(format!("type=bind,src={},dst=/x", cache.display()))
+            .args(["--mount", "type=bind,src=/usr,dst=/usr,ro=true"])
+            .arg(image_of(&fx, engine))
+            .args(["/bin/sh", "-c", "echo control > /x/control"])
+            .output()
+            .expect("run the engine");
+        let _ = std::fs::remove_file(&via);
+        assert!(!wrote, "a run wrote where the link leads: {run:?}");
+        run.assert_code(125)
+            .assert_stderr_contains("changed since the run was planned");
+        assert!(fx.outside.join("control").exists(), "control: {out:?}");
+    }
+}
+
 /// `ENGINE run` of the engine itself, as a control: what the engine does given an argument
 /// stockade never gives it (Podman with runc and rlimits it may set, as stockade runs it).
 fn bare_run(fx: &Fixture, engine: &str) -> std::process::Command {
@@ -1275,4 +1335,311 @@ fn corpus_case(engine: &str, id: &str) -> String {
         run.describe()
     );
     verdict
+}
+
+/// Review and ephemeral runs under each engine: the command sees the workspace through the
+/// engine's own overlay (Docker's `local` volume driver as root, Podman's `:O` volume), every
+/// write, deletion and replaced directory lands in the run's change directory, masks still
+/// hold inside the view, and `apply` brings exactly the run's result, owned as the workspace
+/// is; an ephemeral run leaves nothing. An unprivileged caller's Docker (whose daemon would
+/// write marks only root reads back) and a disk bound are refused before anything runs.
+/// Control: the same command in a direct run changes the workspace at once.
+#[test]
+fn review_runs_write_only_their_change_set_under_each_engine() {
+    use std::os::unix::fs::MetadataExt;
+    let script = "cat .env; echo new > a.txt && rm b.txt && rm -r d && mkdir d && echo y > d/y";
+    for engine in engines() {
+        let make = || {
+            let fx = fixture();
+            for (rel, text) in [("b.txt", "b\n"), ("d/x", "x\n")] {
+                write_file(&fx.ws.join(rel), text, 0o644);
+            }
+            if attacks::is_root() {
+                attacks::chown_to(&fx.ws, &format!("{TEST_USER}:"));
+            }
+            // A workspace path changed just before the run is a conflict at `apply` (it may
+            // have changed during the run): the fixture's last change well before it.
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            fx
+        };
+        let fx = make();
+        let secret = fx.marker("dotenv");
+        let report = fx.root.join("review.json");
+        let rep = report.to_string_lossy().into_owned();
+        let run = sandbox(&fx, &opts(engine, &["--review", "--report", &rep]), script).run();
+        run.assert_success();
+        assert!(!run.stdout.contains(&secret), "{}", run.describe());
+        assert!(!fx.ws.join("a.txt").exists(), "{}", run.describe());
+        assert!(fx.ws.join("b.txt").exists() && fx.ws.join("d/x").exists());
+        let id = attacks::json_str(&read_json(&report)["review"], "run_id").to_owned();
+        let listed = engine_env(fx.stockade(["changes", &id])).run();
+        listed.assert_success();
+        for line in ["A a.txt", "D b.txt", "D d/x", "A d/y"] {
+            assert!(listed.stdout.contains(line), "{line}: {}", listed.stdout);
+        }
+        engine_env(fx.stockade(["apply", &id]))
+            .run()
+            .assert_success();
+        assert_eq!(
+            std::fs::read_to_string(fx.ws.join("a.txt")).unwrap(),
+            "new\n"
+        );
+        assert!(!fx.ws.join("b.txt").exists() && !fx.ws.join("d/x").exists());
+        let owner = std::fs::metadata(fx.ws.join("d/y")).unwrap().uid();
+        assert_eq!(
+            owner,
+            std::fs::metadata(&fx.ws).unwrap().uid(),
+            "d/y's owner"
+        );
+
+        // Ephemeral: nothing stays, in the workspace or the store.
+        let fx = make();
+        sandbox(&fx, &opts(engine, &["--ephemeral"]), script)
+            .run()
+            .assert_success();
+        assert!(!fx.ws.join("a.txt").exists() && fx.ws.join("b.txt").exists());
+        let runs = engine_env(fx.stockade(["runs", "--json"])).run();
+        assert_eq!(runs.stdout.trim(), "[]", "{}", runs.stdout);
+
+        // A disk bound cannot be given to the engine's view: refused, nothing run.
+        let run = sandbox(&fx, &opts(engine, &["--review", "--disk", "1M"]), script).run();
+        run.assert_code(125).assert_stderr_contains("--disk");
+        assert!(!fx.ws.join("a.txt").exists(), "{}", run.describe());
+
+        // Control: directly, the same command changes the workspace.
+        sandbox(&fx, &opts(engine, &[]), script)
+            .run()
+            .assert_success();
+        assert!(fx.ws.join("a.txt").exists() && !fx.ws.join("b.txt").exists());
+    }
+    // An unprivileged caller's Docker: refused before the engine is asked anything.
+    if !attacks::is_root() {
+        let fx = fixture();
+        let run = sandbox(&fx, &["--backend", "docker", "--review"], "echo x > a.txt").run();
+        run.assert_code(125)
+            .assert_stderr_contains("E_PROTECTION_UNAVAILABLE")
+            .assert_stderr_contains("root caller");
+        assert!(!fx.ws.join("a.txt").exists(), "{}", run.describe());
+    }
+}
+
+/// A review run whose change store is on another filesystem than the workspace (here a
+/// tmpfs): the view then has inode numbers of its own, and the check inside could not tell
+/// the workspace from another directory the engine was given (the red team of issue 33 saw
+/// every such run refused as "replaced", the wrong reason). Refused before the engine is
+/// asked, saying where the store is and how to move it. Control: a store on the
+/// workspace's filesystem, the same run holds its write for review.
+#[test]
+fn a_review_with_its_change_store_on_another_filesystem_is_refused_with_the_fix() {
+    for engine in engines() {
+        let fx = fixture();
+        let elsewhere = tempfile::Builder::new()
+            .prefix("stockade-state.")
+            .tempdir_in("/dev/shm")
+            .expect("a directory on /dev/shm");
+        let here = fx.root.join("state");
+        attacks::mkdir(&here);
+        if attacks::is_root() {
+            attacks::chown_to(elsewhere.path(), &format!("{TEST_USER}:"));
+            attacks::chown_to(&here, &format!("{TEST_USER}:"));
+        }
+        let script = "echo changed > new.txt && echo wrote";
+        let run = sandbox(&fx, &opts(engine, &["--review"]), script)
+            .env("XDG_STATE_HOME", elsewhere.path())
+            .run();
+        run.assert_code(125)
+            .assert_stderr_contains("E_PROTECTION_UNAVAILABLE")
+            .assert_stderr_contains("different filesystems")
+            .assert_stderr_contains("XDG_STATE_HOME")
+            .assert_lacks("wrote");
+        assert!(!fx.ws.join("new.txt").exists());
+        // Control: the store on the workspace's filesystem.
+        sandbox(&fx, &opts(engine, &["--review"]), script)
+            .env("XDG_STATE_HOME", &here)
+            .run()
+            .assert_success()
+            .assert_stdout_contains("wrote");
+        assert!(!fx.ws.join("new.txt").exists(), "held for review");
+    }
+}
+
+/// The engine looks a review run's layers up by path, as root: had the workspace been
+/// replaced since the plan (a link to another directory put in its place by a run whose
+/// writable root holds its parent), the view's lower layer would be that directory, with
+/// nothing in it masked. The check inside refuses such a view: by an entry of the workspace
+/// and its inode number, or, for a workspace that was empty, by the view being empty. The
+/// replacement is played by a wrapper in front of the engine that names another directory
+/// as the lower layer. Control: the same wrapper naming the workspace runs the command.
+#[test]
+fn a_view_over_another_directory_than_the_workspace_is_refused() {
+    for engine in engines() {
+        for kind in ["full", "empty", "links"] {
+            let fx = fixture();
+            let marker = fx.marker("elsewhere");
+            let other = fx.root.join("other");
+            write_file(&other.join("secret.txt"), &marker, 0o644);
+            if kind != "full" {
+                for e in std::fs::read_dir(&fx.ws).unwrap() {
+                    let p = e.unwrap().path();
+                    if p.is_dir() && !p.is_symlink() {
+                        std::fs::remove_dir_all(&p).unwrap();
+                    } else {
+                        std::fs::remove_file(&p).unwrap();
+                    }
+                }
+            }
+            // Only what the check cannot know the workspace by: a masked file and a link
+            // (the red team's: the view over another directory went unseen).
+            if kind == "links" {
+                write_file(&fx.ws.join(".env"), "API_KEY=x\n", 0o644);
+                std::os::unix::fs::symlink("../outside", fx.ws.join("docs")).unwrap();
+            }
+            if attacks::is_root() {
+                attacks::chown_to(&fx.root, &format!("{TEST_USER}:"));
+            }
+            let (ws, other) = (fx.ws.display().to_string(), other.display().to_string());
+            let real = attacks::which(engine).expect("the engine");
+            let wrapper = |to: &str, name: &str| {
+                let dir = fx.root.join(name);
+                attacks::mkdir(&dir);
+                let script = format!(
+                    "#!/bin/bash\nws={}\nto={}\nargs=()\nfor a in \"$@\"; do a=\"${{a//lowerdir=$ws,/lowerdir=$to,}}\"; case $a in \"$ws:$ws:O,\"*) a=\"$to:${{a#\"$ws:\"}}\";; esac; args+=(\"$a\"); done\nexec {} \"${{args[@]}}\"\n",
+                    sh_quote(&ws),
+                    sh_quote(to),
+                    sh_quote(&real),
+                );
+                write_file(&dir.join(engine), script, 0o755);
+                dir
+            };
+            let dir = wrapper(&other, "swapped");
+            let run = with_path(
+                sandbox(&fx, &opts(engine, &["--review"]), "cat secret.txt"),
+                &dir,
+            )
+            .run();
+            run.assert_code(125)
+                .assert_stderr_contains("E_PROTECTION_UNAVAILABLE")
+                .assert_lacks(&marker);
+            if kind == "links" {
+                // Refused before the engine is asked, whichever directory it would mount;
+                // an entry to know the workspace by (control) lets the run go.
+                run.assert_stderr_contains("add a file or a directory to the workspace's top");
+                write_file(&fx.ws.join("README.md"), "# demo\n", 0o644);
+                if attacks::is_root() {
+                    attacks::chown_to(&fx.ws, &format!("{TEST_USER}:"));
+                }
+            }
+            // Control: the wrapper naming the workspace itself runs the command.
+            let dir = wrapper(&ws, "same");
+            with_path(
+                sandbox(&fx, &opts(engine, &["--review"]), "echo ran-in-view"),
+                &dir,
+            )
+            .run()
+            .assert_success()
+            .assert_stdout_contains("ran-in-view");
+        }
+    }
+}
+
+/// The workspace's owner, outside the sandbox, reaches a root caller's container (its
+/// processes run as the owner: `/proc/PID/root`) and writes another network namespace's
+/// identities to the gate before the check does, pausing the check meanwhile (the red team of
+/// issue 33: root's report then said "network is off" with a decoy namespace's 42 tries, for a
+/// command that never touched the network; `d863d30` did so under Docker and Podman). Now the
+/// namespaces named must be those of a process that sees this run's gate, in root's user
+/// namespace: the run is refused, typed, and nothing of the decoy is said. A race: a run the
+/// racer did not reach in time is honest; at least one forged run is required.
+#[test]
+fn the_workspace_owner_cannot_make_the_run_report_another_namespaces_tries() {
+    if !attacks::is_root() {
+        return;
+    }
+    let Some(py) = attacks::python3("the gate's forger") else {
+        return;
+    };
+    for engine in engines() {
+        let fx = fixture();
+        let dir = fx.root.join("forge");
+        attacks::mkdir(&dir);
+        attacks::chown_to(&dir, &format!("{TEST_USER}:"));
+        // The decoy: a network namespace of the owner's where 42 connections found no route.
+        let decoy = dir.join("decoy.py");
+        write_file(
+            &decoy,
+            "import os, socket, sys, time\nfor _ in range(42):\n    s = socket.socket()\n    try:\n        s.connect(('198.51.100.9', 80))\n    except OSError:\n        pass\n    s.close()\nids = ' '.join(os.readlink(f'/proc/self/ns/{k}') for k in ('net', 'user'))\nopen(sys.argv[1] + '.tmp', 'w').write(ids + '\\n')\nos.rename(sys.argv[1] + '.tmp', sys.argv[1])\ntime.sleep(120)\n",
+            0o644,
+        );
+        let ids = dir.join("ids");
+        let mut decoy_proc = std::process::Command::new("runuser")
+            // Bounded: a failing assertion leaves it behind.
+            .args(["-u", TEST_USER, "--", "timeout", "150", "unshare", "-rn"])
+            .arg(&py)
+            .arg(&decoy)
+            .arg(&ids)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("runuser");
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !ids.exists() && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let line = attacks::read_text(&ids).expect("the decoy's namespaces");
+        // The forger: stops every process that shows a gate and works in this fixture's
+        // workspace (never another test's run: every container sees the host's /var/tmp, so
+        // by its current directory), writes the decoy's line to it, lets them go; `done`
+        // once it wrote.
+        let mine = fx.ws.clone();
+        let forger = dir.join("forger.py");
+        write_file(
+            &forger,
+            "import os, signal, stat, sys, time\nline, done, end, mine = sys.argv[1].encode(), sys.argv[2], time.time() + float(sys.argv[3]), os.stat(sys.argv[4])\nwhile time.time() < end and not os.path.exists(done):\n    for p in os.listdir('/proc'):\n        if not p.isdigit() or p == str(os.getpid()):\n            continue\n        g = f'/proc/{p}/root/run/stockade/ready'\n        try:\n            if not stat.S_ISFIFO(os.lstat(g).st_mode) or not os.path.samestat(os.stat(f'/proc/{p}/cwd'), mine):\n                continue\n        except OSError:\n            continue\n        try:\n            os.kill(int(p), signal.SIGSTOP)\n            fd = os.open(g, os.O_WRONLY | os.O_NONBLOCK)\n            os.write(fd, line)\n            os.close(fd)\n            open(done, 'w').close()\n        except OSError:\n            pass\n        finally:\n            try:\n                os.kill(int(p), signal.SIGCONT)\n            except OSError:\n                pass\n",
+            0o644,
+        );
+        let mut forged = 0;
+        for attempt in 0..8 {
+            let done = dir.join(format!("FORGED-{attempt}"));
+            let mut racer = std::process::Command::new("runuser")
+                .args(["-u", TEST_USER, "--"])
+                .arg(&py)
+                .arg(&forger)
+                .arg(&line)
+                .arg(&done)
+                .arg("60")
+                .arg(&mine)
+                .spawn()
+                .expect("runuser");
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            let run = sandbox(&fx, &opts(engine, &["--hints"]), "echo ran; exit 3").run();
+            let _ = racer.kill();
+            let _ = racer.wait();
+            // Never the decoy's tries, forged or not.
+            run.assert_lacks("network is off");
+            if done.exists() {
+                forged += 1;
+                // Refused before the command, or (the line came after the check's) honest.
+                if !run.stdout.contains("ran") {
+                    run.assert_code(125)
+                        .assert_stderr_contains("E_PROTECTION_UNAVAILABLE")
+                        .assert_stderr_contains("namespaces named at the gate");
+                }
+            } else {
+                run.assert_code(3).assert_stdout_contains("ran");
+            }
+            if forged >= 2 {
+                break;
+            }
+        }
+        let _ = decoy_proc.kill();
+        let _ = std::process::Command::new("pkill")
+            .args(["-u", TEST_USER, "-f"])
+            .arg(decoy.display().to_string())
+            .status();
+        let _ = decoy_proc.wait();
+        assert!(
+            forged > 0,
+            "{engine}: the forger never reached the gate in 8 runs"
+        );
+    }
 }

@@ -265,9 +265,6 @@ fn no_openat2(fx: &Fixture) -> Option<[String; 2]> {
 /// `openat2` (`no_openat2`), and the same script on the host reads the secrets.
 #[test]
 fn a_run_where_openat2_is_refused_works_and_keeps_its_protections() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let fx = Fixture::new();
     let Some([python, filter]) = no_openat2(&fx) else {
         return;

@@ -17,7 +17,7 @@
 
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -2672,6 +2672,7 @@ print(f"creator tries={n} ok={ok} eperm={eperm}")
 /// number of cycles in `CYCLES-<n>`.
 const RACE_RUNS_RENAMER: &str = r#"
 import os, sys, time
+open("UP", "w").close()
 end = time.time() + float(sys.argv[1])
 while not os.path.exists("READY") and time.time() < end:
     time.sleep(0.01)
@@ -2707,27 +2708,8 @@ fn race_between_runs_cannot_put_a_hook_in_a_bare_repository() {
         let renamer = fx.script("race_runs_renamer.py", RACE_RUNS_RENAMER);
         let b = format!("{py} {} {}", sh_quote(&renamer), secs + 20);
         let a = format!("{py} {} {secs}", sh_quote(&creator));
-        let mut other = if inside {
-            fx.attack(&[], &b).spawn()
-        } else {
-            fx.control(&b).spawn()
-        };
         // Run B must be up (its set-up done) before A makes the repository.
-        std::thread::sleep(std::time::Duration::from_secs(if inside { 2 } else { 0 }));
-        let out = if inside {
-            fx.attack(&[], &a).outcome()
-        } else {
-            fx.control(&a).outcome()
-        };
-        let _ = other.wait();
-        let cycles: u64 = std::fs::read_dir(&fx.ws)
-            .expect("read the workspace")
-            .filter_map(|e| {
-                let name = e.ok()?.file_name().into_string().ok()?;
-                name.strip_prefix("CYCLES-")?.parse().ok()
-            })
-            .next()
-            .unwrap_or(0);
+        let (out, cycles) = two_runs(&fx, inside, &a, &b);
         (fx, out, cycles)
     };
     let (_fx, out, cycles) = run(false, 20);
@@ -2742,6 +2724,60 @@ fn race_between_runs_cannot_put_a_hook_in_a_bare_repository() {
     );
     let hook = fx.ws.join("bare.git/hooks/pre-receive");
     assert!(!hook.exists(), "a hook landed in the bare repository");
+}
+
+/// Starts the other run of a race between two runs (its output to a log beside the
+/// workspace) and waits until its command is up (it makes `UP` first): on a loaded machine
+/// a run started beside another took more than the first one's wait for its partner (CI,
+/// 2026-12-01: the victim waited 15 s, then tried alone; the swapper came after it ended).
+fn start_partner(fx: &Fixture, cmd: attacks::Cmd) -> (std::process::Child, PathBuf) {
+    let log = fx.root.join("partner.log");
+    let mut child = cmd.spawn_logged(&log);
+    let until = Instant::now() + Duration::from_secs(180);
+    while !fx.ws.join("UP").exists() {
+        let ended = child.try_wait().ok().flatten();
+        if ended.is_some() || Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "the other run's command never started ({}):\n{}",
+                ended.map_or("not within 180 s".to_string(), |s| s.to_string()),
+                fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (child, log)
+}
+
+/// Runs `b` (started first, up before `a` starts) and `a` on `fx`'s workspace, both sandboxed
+/// (`inside`) or both on the host (the control). Returns `a`'s outcome, with `b`'s output added
+/// to what a failure shows, and the count `b` left in `CYCLES-<n>` (0 when none).
+fn two_runs(fx: &Fixture, inside: bool, a: &str, b: &str) -> (Outcome, u64) {
+    let cmd = |script: &str| {
+        if inside {
+            fx.attack(&[], script)
+        } else {
+            fx.control(script)
+        }
+    };
+    let (mut other, log) = start_partner(fx, cmd(b));
+    let mut out = cmd(a).outcome();
+    let _ = other.wait();
+    let text = fs::read_to_string(&log).unwrap_or_default();
+    out.run
+        .stderr
+        .push_str(&format!("\n--- the other run's output:\n{text}"));
+    let cycles = fs::read_dir(&fx.ws)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            name.strip_prefix("CYCLES-")?.parse().ok()
+        })
+        .next()
+        .unwrap_or(0);
+    (out, cycles)
 }
 
 // =======================================================================================
@@ -2818,6 +2854,7 @@ print(f"victim tries={n} ok={ok} err={err}")
 const RACE_GUARD_SWAPPER: &str = r#"
 import ctypes, os, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
+open("UP", "w").close()
 a, b = (b"x", b"l") if sys.argv[1] == "chmod-symlink" else (b"d", b"e")
 end = time.time() + float(sys.argv[2])
 while not os.path.exists("READY") and time.time() < end:
@@ -2857,26 +2894,7 @@ fn race_between_runs_on_one_object(mode: &str) {
         let swapper = fx.script("race_guard_swapper.py", RACE_GUARD_SWAPPER);
         let b = format!("{py} {} {mode} {}", sh_quote(&swapper), secs + 20);
         let a = format!("{py} {} {mode} {secs}", sh_quote(&victim));
-        let mut other = if inside {
-            fx.attack(&[], &b).spawn()
-        } else {
-            fx.control(&b).spawn()
-        };
-        let out = if inside {
-            fx.attack(&[], &a).outcome()
-        } else {
-            fx.control(&a).outcome()
-        };
-        let _ = other.wait();
-        let cycles: u64 = std::fs::read_dir(&fx.ws)
-            .into_iter()
-            .flatten()
-            .filter_map(|e| {
-                let name = e.ok()?.file_name().into_string().ok()?;
-                name.strip_prefix("CYCLES-")?.parse().ok()
-            })
-            .next()
-            .unwrap_or(0);
+        let (out, cycles) = two_runs(&fx, inside, &a, &b);
         (fx, out, cycles)
     };
     let (_fx, out, cycles) = run(false, 10);

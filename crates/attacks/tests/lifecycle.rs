@@ -559,9 +559,6 @@ fn a_killed_gvisor_runs_swapped_git_dir_is_restored_by_the_next_run() {
 /// huge file is sealed, with no error.
 #[test]
 fn a_review_run_whose_finish_fails_keeps_its_exit_code() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let fx = Fixture::new();
     let report = fx.out_file("failed-review.json");
     let audit = fx.out_file("failed-review.jsonl");
@@ -621,11 +618,11 @@ fn a_review_run_whose_finish_fails_keeps_its_exit_code() {
 /// As root the supervisor reads it anyway (`CAP_DAC_OVERRIDE`); the test checks the same.
 #[test]
 fn a_review_run_that_leaves_a_mode_000_directory_finishes() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     // Plain, and under a disk bound (the upper is read on its tmpfs, then imported).
     for opts in [&[][..], &["--disk", "100M"][..]] {
+        if opts.contains(&"--disk") && attacks::not_applicable(&attacks::na::VIEW_DISK) {
+            continue;
+        }
         let fx = Fixture::new();
         let (run, id) = attacks::review::review(
             &fx,

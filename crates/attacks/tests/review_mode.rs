@@ -40,9 +40,6 @@ fn flags_of<'a>(set: &'a BTreeMap<String, (String, Vec<String>)>, path: &str) ->
 /// until `apply`, after which it holds exactly the run's result.
 #[test]
 fn a_review_run_writes_nothing_until_apply() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let fx = Fixture::without_git();
     write_file(&fx.ws.join("keep.txt"), "old\n", 0o644);
     write_file(&fx.ws.join("gone.txt"), "bye\n", 0o644);
@@ -111,9 +108,6 @@ fn a_review_run_writes_nothing_until_apply() {
 /// applied without acceptance; named with `--accept`, they are.
 #[test]
 fn planted_hook_build_script_and_pth_are_flagged_and_not_applied_without_acceptance() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let fx = Fixture::new();
     let script = "printf '#!/bin/sh\\necho pwned\\n' > .git/hooks/post-checkout && chmod +x .git/hooks/post-checkout \
                   && printf 'fn main(){}\\n' > build.rs \
@@ -166,9 +160,6 @@ fn planted_hook_build_script_and_pth_are_flagged_and_not_applied_without_accepta
 /// directory is replaced on apply, never written through.
 #[test]
 fn a_symlink_in_the_change_set_cannot_make_apply_write_outside() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let fx = Fixture::without_git();
     std::os::unix::fs::symlink(&fx.outside, fx.ws.join("sub")).unwrap();
     let script = format!(
@@ -205,9 +196,6 @@ fn a_symlink_in_the_change_set_cannot_make_apply_write_outside() {
 /// apply refuses and writes nothing there. Control: without the swap, apply writes.
 #[test]
 fn a_destination_replaced_by_a_symlink_after_the_run_is_refused() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     for swap in [true, false] {
         let fx = Fixture::without_git();
         write_file(&fx.ws.join("dir/file.txt"), "v1\n", 0o644);
@@ -241,9 +229,6 @@ fn a_destination_replaced_by_a_symlink_after_the_run_is_refused() {
 /// Control: the untouched change set applies.
 #[test]
 fn a_change_set_tampered_with_after_the_run_is_detected() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     for tamper in [true, false] {
         let fx = Fixture::without_git();
         write_file(&fx.ws.join("a.txt"), "a\n", 0o644);
@@ -283,9 +268,6 @@ fn a_change_set_tampered_with_after_the_run_is_detected() {
 /// applies.
 #[test]
 fn a_file_changed_on_the_host_since_the_run_is_a_conflict() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     for change in [true, false] {
         let fx = Fixture::without_git();
         write_file(&fx.ws.join("a.txt"), "base\n", 0o644);
@@ -315,9 +297,6 @@ fn a_file_changed_on_the_host_since_the_run_is_a_conflict() {
 /// `--ephemeral`: the same view, thrown away at the end; the report still counts it.
 #[test]
 fn an_ephemeral_run_leaves_the_workspace_and_the_store_empty() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let fx = Fixture::without_git();
     write_file(&fx.ws.join("a.txt"), "a\n", 0o644);
     let records = fx.records();
@@ -374,9 +353,6 @@ fn the_change_store_is_hidden_from_every_run() {
 /// worktree is refused (control).
 #[test]
 fn git_commits_branches_worktrees_and_submodules_work_inside_a_review_run() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let fx = Fixture::new();
     let head_before = fx.git_host(&["rev-parse", "HEAD"]).stdout;
     let script = "git -c user.name=a -c user.email=a@b commit --allow-empty -qm inside \
@@ -549,31 +525,65 @@ fn test_user() -> Option<String> {
     ok.then(|| "stockade-test".to_owned())
 }
 
-/// Under a backend that cannot make the view (the container engines), `--review` and
-/// `--ephemeral` are refused before anything runs, naming the backends that can; never run
-/// directly. (The engines need not be installed: the refusal comes first.)
+/// Under the container engines the view is the engine's own overlay (Docker's `local` volume
+/// driver, Podman's `:O` volume) over the workspace, its writes in the run's change directory:
+/// a review run's writes, deletions and replaced directories wait in the change set and the
+/// workspace is untouched; a disk bound, which that view cannot be given, is refused before
+/// anything runs, naming `--disk`, never run unbounded or directly. Control: the same
+/// command in a direct run changes the workspace.
 #[test]
-fn review_mode_is_refused_under_a_backend_without_a_view() {
-    if attacks::backend() != "native" {
+fn a_container_engines_view_holds_the_runs_writes_and_refuses_a_disk_bound() {
+    if !matches!(attacks::backend(), "podman" | "docker") {
         println!(
-            "n/a under {}: names its backends itself (runs once, in the native pass)",
+            "n/a under {}: the container engines' own view (the other backends' views are checked by every test of this file)",
             attacks::backend()
         );
         return;
     }
-    let fx = Fixture::without_git();
-    for (backend, mode) in [("podman", "--review"), ("docker", "--ephemeral")] {
-        let run = fx
-            .stockade(["run", "--backend", backend, "--workspace"])
-            .arg(&fx.ws)
-            .args([mode, "--shell", "echo x > a.txt"])
-            .run();
+    let script = "echo new > a.txt && rm b.txt && rm -r d && mkdir d && echo y > d/y";
+    let make = || {
+        let fx = Fixture::without_git();
+        std::fs::write(fx.ws.join("b.txt"), "b\n").unwrap();
+        std::fs::create_dir(fx.ws.join("d")).unwrap();
+        std::fs::write(fx.ws.join("d/x"), "x\n").unwrap();
+        fx
+    };
+    let fx = make();
+    let (run, id) = review(&fx, &[], script);
+    run.assert_success();
+    let id = id.expect("a pending change set");
+    assert!(!fx.ws.join("a.txt").exists(), "{}", run.describe());
+    assert!(fx.ws.join("b.txt").exists() && fx.ws.join("d/x").exists());
+    let set = changes(&fx, &id);
+    for (path, kind) in [
+        ("a.txt", "added"),
+        ("b.txt", "deleted"),
+        ("d/x", "deleted"),
+        ("d/y", "added"),
+    ] {
+        assert_eq!(
+            set.get(path).map(|c| c.0.as_str()),
+            Some(kind),
+            "{path}: {set:?}"
+        );
+    }
+    fx.stockade(["apply", &id]).run().assert_success();
+    assert_eq!(read_text(&fx.ws.join("a.txt")).as_deref(), Some("new\n"));
+    assert!(!fx.ws.join("b.txt").exists() && !fx.ws.join("d/x").exists());
+
+    for mode in ["--review", "--ephemeral"] {
+        let fx = make();
+        let run = fx.sandbox(&[mode, "--disk", "1M"], script).run();
         run.assert_code(125)
             .assert_stderr_contains("E_PROTECTION_UNAVAILABLE")
-            .assert_stderr_contains("copy-on-write view")
-            .assert_stderr_contains("--backend gvisor");
+            .assert_stderr_contains("--disk");
         assert!(!fx.ws.join("a.txt").exists(), "{}", run.describe());
+        assert!(fx.ws.join("b.txt").exists(), "{}", run.describe());
     }
+    // Control: directly, the same command changes the workspace.
+    let fx = make();
+    fx.sandbox(&[], script).run().assert_success();
+    assert!(fx.ws.join("a.txt").exists() && !fx.ws.join("b.txt").exists());
 }
 
 /// `--disk SIZE` bounds what a review or ephemeral run writes: past it, ENOSPC inside and
@@ -581,7 +591,7 @@ fn review_mode_is_refused_under_a_backend_without_a_view() {
 /// Without `--review`/`--ephemeral` the flag is refused (it would bound nothing).
 #[test]
 fn disk_bound_stops_a_review_runs_writes_with_enospc() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
+    if attacks::not_applicable(&attacks::na::VIEW_DISK) {
         return;
     }
     let write = "head -c 3000000 /dev/zero > big 2>/dev/null; echo write-status=$?";
@@ -646,9 +656,6 @@ fn disk_bound_stops_a_review_runs_writes_with_enospc() {
 /// `review = true` in a policy file makes every run of it a review run; `policy show` says so.
 #[test]
 fn review_true_in_a_policy_file_reviews_every_run() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let fx = Fixture::without_git();
     let policy = fx.out_file("review.toml");
     std::fs::write(&policy, "review = true\n").unwrap();
@@ -686,9 +693,6 @@ fn review_true_in_a_policy_file_reviews_every_run() {
 /// without the sparse reason: apply keeps what the run made, it does not punch holes.
 #[test]
 fn a_huge_sparse_file_is_recorded_flagged_and_applied_sparse() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     use std::os::unix::fs::{FileExt, MetadataExt};
     let fx = Fixture::without_git();
     let script = "truncate -s 60G big && printf payload | dd of=big bs=4096 seek=262144 conv=notrunc 2>/dev/null \
@@ -742,6 +746,9 @@ fn a_huge_sparse_file_is_recorded_flagged_and_applied_sparse() {
 
     // Under a disk bound the view's upper is a small tmpfs, where a sparse file fits at any
     // apparent size: copied into the store as one (not 60 GiB of zeros), and applied so.
+    if attacks::not_applicable(&attacks::na::VIEW_DISK) {
+        return;
+    }
     let fx = Fixture::without_git();
     let (run, id) = review(&fx, &["--disk", "1M"], "truncate -s 60G big && echo made");
     run.assert_success().assert_stdout_contains("made");
@@ -768,9 +775,6 @@ fn a_huge_sparse_file_is_recorded_flagged_and_applied_sparse() {
 /// modes in the workspace.
 #[test]
 fn directory_modes_the_run_set_are_applied_or_flagged() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     use std::os::unix::fs::PermissionsExt;
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
     let open = |p: &Path| std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755));
@@ -846,9 +850,6 @@ fn directory_modes_the_run_set_are_applied_or_flagged() {
 /// and refused without acceptance. Control: a text file beside them is applied unflagged.
 #[test]
 fn host_run_files_in_any_case_are_flagged() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let names = [
         "GNUMAKEFILE",
         "DOCKERFILE",
@@ -920,9 +921,6 @@ fn drop_cache_of(path: &Path) {
 /// tampering.
 #[test]
 fn a_file_whose_extents_leave_the_cache_after_the_run_is_not_tampered() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     for tamper in [false, true] {
         let fx = Fixture::without_git();
         let (run, id) = review(
@@ -981,9 +979,6 @@ fn a_file_whose_extents_leave_the_cache_after_the_run_is_not_tampered() {
 /// name beside them is not flagged and is applied unaccepted.
 #[test]
 fn a_file_with_many_names_is_flagged_and_not_applied_unaccepted() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let fx = Fixture::without_git();
     let script = "yes 'a line of text' | head -c 65536 > f0 && mkdir l && i=1 && while [ $i -le 300 ]; do ln f0 l/f$i; i=$((i+1)); done; echo one > single.txt && echo made";
     let (run, id) = review(&fx, &[], script);

@@ -83,9 +83,6 @@ fn pending_id(report: &std::path::Path) -> String {
 /// is writable.
 #[test]
 fn the_first_review_run_cannot_swap_its_own_change_set() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let fx = Fixture::without_git();
     assert!(!store(&fx).exists());
     let home = fx.home.display().to_string();
@@ -112,9 +109,6 @@ fn the_first_review_run_cannot_swap_its_own_change_set() {
 /// of its own inside. Control: once the store exists, the same plant is refused.
 #[test]
 fn a_direct_run_cannot_plant_a_change_set_before_the_store_exists() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let plant = |fx: &Fixture| {
         let c = sh_quote(store(fx).join("9999999999999-1"));
         let script =
@@ -141,9 +135,6 @@ fn a_direct_run_cannot_plant_a_change_set_before_the_store_exists() {
 /// flagged and not applied unaccepted. Control: the same entries at 0755 and 0644 are not.
 #[test]
 fn world_writable_entries_are_flagged_and_not_applied_unaccepted() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let fx = Fixture::without_git();
     let script = "mkdir pub priv && chmod 777 pub && chmod 755 priv \
                   && echo y > y.txt && chmod 666 y.txt && echo z > z.txt && chmod 644 z.txt";
@@ -180,9 +171,6 @@ fn world_writable_entries_are_flagged_and_not_applied_unaccepted() {
 /// Control: a 1 MiB sparse file is the same kind of change.
 #[test]
 fn a_sparse_file_of_terabytes_neither_hangs_the_run_nor_reaches_the_workspace() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let fx = Fixture::without_git();
     let (run, id) = review(
         &fx,
@@ -222,9 +210,6 @@ fn a_sparse_file_of_terabytes_neither_hangs_the_run_nor_reaches_the_workspace() 
 /// holds the entries, with the bits the view let through.
 #[test]
 fn setuid_setgid_and_sticky_bits_never_reach_the_workspace() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let fx = Fixture::without_git();
     let script = "echo t > tool; chmod 755 tool; chmod 6755 tool; chmod g+s tool; \
                   mkdir d; chmod 775 d; chmod 3775 d; chmod +t d; true";
@@ -254,9 +239,6 @@ fn setuid_setgid_and_sticky_bits_never_reach_the_workspace() {
 /// Control: the name is in the change set (JSON, escaped).
 #[test]
 fn names_and_contents_with_escape_sequences_stay_inert_in_every_listing() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let fx = Fixture::without_git();
     let script = "n=$(printf 'evil\\033]0;PWNED\\007\\033[2J'); \
                   printf '#!/bin/sh\\n\\033[31mred\\033]52;c;cHduZWQ=\\007\\n' > \"$n\" && chmod +x \"$n\" \
@@ -287,9 +269,6 @@ fn names_and_contents_with_escape_sequences_stay_inert_in_every_listing() {
 /// the entry is there, under its real name, in the JSON.
 #[test]
 fn a_name_with_a_newline_cannot_forge_a_line_of_the_listing() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let fx = Fixture::without_git();
     let (run, id) = review(&fx, &[], "echo x > \"$(printf 'notes\\n M README.md')\"");
     run.assert_success();
@@ -311,9 +290,6 @@ fn a_name_with_a_newline_cannot_forge_a_line_of_the_listing() {
 /// same write in the foreground is in the change set.
 #[test]
 fn a_process_left_behind_cannot_write_the_sealed_change_set() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let fx = Fixture::without_git();
     let (run, id) = review(
         &fx,
@@ -347,9 +323,6 @@ fn a_process_left_behind_cannot_write_the_sealed_change_set() {
 /// absolute path). Control: the parent's other directories are written.
 #[test]
 fn a_writable_parent_does_not_reach_around_the_view() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let fx = Fixture::without_git();
     write_file(&fx.ws.join("a.txt"), "orig\n", 0o644);
     let root = fx.root.display().to_string();
@@ -382,9 +355,6 @@ fn a_writable_parent_does_not_reach_around_the_view() {
 /// it was always fine.
 #[test]
 fn an_unreadable_directory_in_the_view_does_not_lose_the_change_set() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let fx = Fixture::without_git();
     let (run, id) = review(
         &fx,
@@ -410,9 +380,6 @@ fn an_unreadable_directory_in_the_view_does_not_lose_the_change_set() {
 /// control: accepted, the same change set makes the host run the planted code.
 #[test]
 fn planted_python_bytecode_runs_on_the_host_only_when_accepted() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let python = std::path::Path::new("/usr/bin/python3");
     if !python.exists() {
         eprintln!("n/a: /usr/bin/python3 is missing");
@@ -479,9 +446,6 @@ fn planted_python_bytecode_runs_on_the_host_only_when_accepted() {
 /// in direct mode the same script writes every one of them into the workspace.
 #[test]
 fn what_a_diff_cannot_show_or_the_host_runs_is_flagged_with_why() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     let catalogue = [
         ("docker-compose.yml", "build-file"),
         ("compose.yaml", "build-file"),
@@ -621,9 +585,6 @@ fn what_a_diff_cannot_show_or_the_host_runs_is_flagged_with_why() {
 /// birth, that rule applied over the edit). Control: a round without the host's edit applies.
 #[test]
 fn a_host_edit_racing_the_runs_first_write_is_never_lost() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     const ROUNDS: usize = 20;
     let fx = Fixture::without_git();
     let mut close = 0;
@@ -695,9 +656,6 @@ fn a_host_edit_racing_the_runs_first_write_is_never_lost() {
 /// Control: without the host's deletion the edit applies.
 #[test]
 fn a_file_the_host_deletes_during_the_run_is_not_brought_back() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     for delete in [true, false] {
         let fx = Fixture::without_git();
         let a = fx.ws.join("a.txt");
@@ -734,14 +692,14 @@ fn a_file_the_host_deletes_during_the_run_is_not_brought_back() {
 /// workspace without the bit applies the directory without it.
 #[test]
 fn a_setgid_workspace_keeps_review_runs_and_its_sharing() {
-    if attacks::not_applicable(&attacks::na::NO_REVIEW) {
-        return;
-    }
     for (shared, opts) in [
         (true, &["--disk", "10M"][..]),
         (true, &[][..]),
         (false, &["--disk", "10M"][..]),
     ] {
+        if opts.contains(&"--disk") && attacks::not_applicable(&attacks::na::VIEW_DISK) {
+            continue;
+        }
         let fx = Fixture::without_git();
         std::fs::set_permissions(
             &fx.ws,

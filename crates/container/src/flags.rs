@@ -41,6 +41,16 @@ pub enum LowerError {
     OwnerHomeWritable(PathBuf),
     #[error("the command's environment variable {0} has a multi-line value and names a setting of the container engine: it cannot be passed without steering the engine")]
     EngineVariable(String),
+    #[error("{0} holds ':' or '\"' or '\\', which an overlay's layer list cannot name: a review run's view cannot be mounted by a container engine")]
+    ViewPath(PathBuf),
+    #[error("review and ephemeral runs under Docker need a root caller: the daemon mounts the view as root, and the change set's overlay marks (trusted.overlay.*) can be read back only by root")]
+    ViewDaemon,
+    #[error("the run's change directory {0} and the workspace {1} are on different filesystems: a container engine's view of the workspace keeps the workspace's inode numbers only over one, and the check inside could not tell the workspace planned from another directory")]
+    ViewFilesystems(PathBuf, PathBuf),
+    #[error("the top directory of the workspace {0} holds nothing the check inside can know the workspace by (only symbolic links and paths the run mounts over): a container engine's view over another directory could not be told from this one")]
+    ViewUnwitnessed(PathBuf),
+    #[error("--disk bounds a review run's view with a filesystem of its own, which a container engine's view cannot be given")]
+    ViewDisk,
     #[error("the command's environment variable name {0:?} holds a space, a control character or a leading '#': a container engine's --env-file would read it as another variable, or as one to copy from stockade's own environment")]
     EnvName(String),
 }
@@ -123,14 +133,56 @@ pub struct Target {
     /// it has no handler for would be ignored (a `SIGTERM` sent by stockade, or by the command
     /// to itself, ends it as natively). `None`: none found, the command is pid 1.
     pub init: Option<PathBuf>,
-    /// `--net proxy`: the directory holding the gate's two FIFOs (`ready`, `go`), bound at
-    /// [`GATE`] (see [`CHECK`]).
+    /// `--net none` and `--net proxy`: the directory holding the gate's two FIFOs (`ready`,
+    /// `go`), bound at [`GATE`] (see [`CHECK`]): stockade opens the proxy's listener (proxy)
+    /// and the network namespace's counters (both) while the check waits there.
     pub gate: Option<PathBuf>,
+    /// A review or ephemeral run ([`Spec::review`]): the copy-on-write view the engine mounts
+    /// at the workspace.
+    pub view: Option<View>,
 }
 
-/// Where the gate's FIFOs are inside the container under `--net proxy`: the check writes the
-/// identities of its network and user namespaces to `ready` and waits for `go`, which stockade
-/// writes once the proxy's listener is open in that network namespace.
+/// A review run's view as the engine mounts it: an overlay whose lower layer is the workspace
+/// and whose upper and work directories are the run's change directory's (made by stockade,
+/// only the caller can enter it), mounted by the engine itself (Docker's daemon through its
+/// `local` volume driver, a privileged overlay; rootless Podman's `:O` volume, in its user
+/// namespace with `userxattr`; root Podman's, privileged), so that the change set's marks
+/// are in the namespace `workspace::changes` reads for the caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct View {
+    pub upper: PathBuf,
+    pub work: PathBuf,
+    /// The inode number of `upper` when planned: the view's top directory shows it, which
+    /// the check inside compares (the engine looked the layers up by path).
+    pub upper_ino: u64,
+    /// [`sandbox::Review::same_filesystem`] (else refused: [`LowerError::ViewFilesystems`]):
+    /// the view keeps the workspace's inode numbers for what it has not copied up, so a
+    /// directory below the workspace is checked inside by its inode number (its device is
+    /// the overlay's).
+    pub same_filesystem: bool,
+    /// What shows inside that the view's lower layer is the workspace planned (the engine,
+    /// root, looked it up by path: a directory put in its place, or a link to another, would
+    /// be the lower layer instead): see [`Witness`].
+    pub witness: Witness,
+}
+
+/// An entry of the workspace's top directory, as planned, checked inside the view.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Witness {
+    /// The first entry by name that is neither a symbolic link nor a mount's destination, and
+    /// its inode number (kept by a view over one filesystem).
+    Entry(PathBuf, u64),
+    /// The workspace was empty: the view must be too.
+    Empty,
+    /// Nothing to check by (only links and mount points, or two filesystems): refused
+    /// ([`LowerError::ViewUnwitnessed`]).
+    None,
+}
+
+/// Where the gate's FIFOs are inside the container under `--net none` and `--net proxy`: the
+/// check writes the identities of its network and user namespaces to `ready` and waits for
+/// `go`, which stockade writes once it has opened that network namespace's counters (and,
+/// under the proxy, its listener there).
 pub const GATE: &str = "/run/stockade";
 
 /// Where the container's init is bound (see [`Target::init`]). Not the engines' own `--init`:
@@ -202,7 +254,7 @@ esac; done < /proc/self/status
 w=$(awk '
 BEGIN { rw = ENVIRON["STOCKADE_CHECK_RW"] }
 function hidden(m) { while (m in par) { if (m in shadow) return 1; m = par[m] } return 0 }
-function ok(p,   n, a, i) { if (p ~ /^\/(proc|dev|tmp|run)(\/|$)/ || p ~ /^\/sys\/fs\/cgroup(\/|$)/ || p == "/etc/hosts" || p == "/etc/hostname" || p == "/etc/resolv.conf") return 1; n = split(rw, a, " "); for (i = 1; i <= n; i++) if (p == a[i] || index(p, a[i] "/") == 1) return 1; return 0 }
+function ok(p,   n, a, i) { if (p ~ /^\/(proc(\/.*)?|dev|tmp|run|dev\/(pts|mqueue|shm|console|null|zero|full|random|urandom|tty))$/ || p ~ /^\/sys\/fs\/cgroup(\/|$)/ || p == "/etc/hosts" || p == "/etc/hostname" || p == "/etc/resolv.conf") return 1; n = split(rw, a, " "); for (i = 1; i <= n; i++) if (p == a[i] || index(p, a[i] "/") == 1) return 1; return 0 }
 { id[NR] = $1; par[$1] = $2; mp[$1] = $5; op[$1] = $6 }
 END { for (i = 1; i <= NR; i++) { m = id[i]; q = par[m]; if ((q in mp) && mp[q] == mp[m]) shadow[q] = 1 }
 for (i = 1; i <= NR; i++) { m = id[i]; if (hidden(m) || ("," op[m] ",") ~ /,ro,/) continue; if (mp[m] == "/" || !ok(mp[m])) { print mp[m]; exit } } }' /proc/self/mountinfo) || fail "a read-only mount (ro=true)" "awk: $w"
@@ -218,18 +270,20 @@ rl() { while read -r l; do case $l in "$1 "*) set -- "$2" "$3" ${l#"$1"}; [ "$3"
 if [ "$STOCKADE_CHECK_NET" = none ]; then for i in /sys/class/net/*; do [ "${i##*/}" = lo ] || fail "--network none" "interface ${i##*/}"; done; fi
 shows() { for f in "$1"/* "$1"/.[!.]* "$1"/..?*; do if [ -e "$f" ] || [ -L "$f" ]; then return 0; fi; done; return 1; }
 for m in $STOCKADE_CHECK_MASKS; do case $m in *\\*) m=$(printf %b "$m");; esac; if [ -d "$m" ]; then if shows "$m"; then fail "a masked directory's tmpfs" "$m shows files"; fi; elif [ -s "$m" ]; then fail "a masked file's bind" "$m is not empty"; fi; done
-ids() { set --; want=; for e in $STOCKADE_CHECK_IDS; do p=/${e#*/}; case $p in *\\*) p=$(printf %b "$p");; esac; set -- "$@" "$p"; want="$want${e%%/*}
-"; done; [ $# -gt 0 ] || return 0; got=$(stat -L -c %d:%i -- "$@" 2>&1) || fail "a bind of a planned path" "$got"; [ "$got
+ids() { f=$1 l=$2; set --; want=; for e in $l; do p=/${e#*/}; case $p in *\\*) p=$(printf %b "$p");; esac; set -- "$@" "$p"; want="$want${e%%/*}
+"; done; [ $# -gt 0 ] || return 0; got=$(stat -L -c "$f" -- "$@" 2>&1) || fail "a bind of a planned path" "$got"; [ "$got
 " = "$want" ] || fail "a bind of the path planned" "a path in a writable root was replaced before the engine bound it"; }
-ids
-for e in $STOCKADE_CHECK_MASKDIRS; do p=/${e#*/}; case $p in *\\*) p=$(printf %b "$p");; esac; (cd -- "${p%/*}/" 2>/dev/null && [ "$(stat -c %d:%i .)" = "${e%%/*}" ] && { if [ -d "${p##*/}" ]; then ! shows "${p##*/}"; else ! [ -s "${p##*/}" ]; fi; }) || fail "a mask in the directory planned" "${p%/*} was exchanged for another directory before the engine mounted the mask of $p"; done
+ids %d:%i "$STOCKADE_CHECK_IDS"
+ids %i "$STOCKADE_CHECK_VIEWIDS"
+[ -z "$STOCKADE_CHECK_VIEWEMPTY" ] || { p=$(printf %b "$STOCKADE_CHECK_VIEWEMPTY"); [ -z "$(ls -A -- "$p")" ] || fail "a view of the workspace planned" "$p, empty when planned, shows entries: its lower layer is another directory"; }
+for e in $STOCKADE_CHECK_MASKDIRS; do p=/${e#*/}; case $p in *\\*) p=$(printf %b "$p");; esac; case ${e%%/*} in *:*) f=%d:%i;; *) f=%i;; esac; (cd -- "${p%/*}/" 2>/dev/null && [ "$(stat -c $f .)" = "${e%%/*}" ] && { if [ -d "${p##*/}" ]; then ! shows "${p##*/}"; else ! [ -s "${p##*/}" ]; fi; }) || fail "a mask in the directory planned" "${p%/*} was exchanged for another directory before the engine mounted the mask of $p"; done
 if [ -n "$STOCKADE_CHECK_GATE" ]; then
-printf '%s %s\n' "$(readlink /proc/self/ns/net)" "$(readlink /proc/self/ns/user)" > "$STOCKADE_CHECK_GATE/ready" || fail "the proxy's gate" "writing $STOCKADE_CHECK_GATE/ready"
-IFS= read -r go < "$STOCKADE_CHECK_GATE/go"; [ "$go" = go ] || fail "the proxy's listener" "${go:-no answer}"
+printf '%s %s\n' "$(readlink /proc/self/ns/net)" "$(readlink /proc/self/ns/user)" > "$STOCKADE_CHECK_GATE/ready" || fail "the run's gate" "writing $STOCKADE_CHECK_GATE/ready"
+IFS= read -r go < "$STOCKADE_CHECK_GATE/go"; [ "$go" = go ] || fail "the run's gate" "${go:-no answer}"
 fi
 [ -z "$STOCKADE_CHECK_IGNORE" ] || trap '' $STOCKADE_CHECK_IGNORE
 [ -z "$STOCKADE_CHECK_NOTERM" ] || unset TERM
-unset STOCKADE_CHECK_NOTERM STOCKADE_CHECK_MASKDIRS STOCKADE_CHECK_IGNORE STOCKADE_CHECK_GATE STOCKADE_CHECK_UID STOCKADE_CHECK_NET STOCKADE_CHECK_MASKS STOCKADE_CHECK_IDS STOCKADE_CHECK_RW STOCKADE_CHECK_PIDS STOCKADE_CHECK_MEM STOCKADE_CHECK_NPROC STOCKADE_CHECK_DATA STOCKADE_CHECK_NOFILE
+unset STOCKADE_CHECK_NOTERM STOCKADE_CHECK_VIEWIDS STOCKADE_CHECK_VIEWEMPTY STOCKADE_CHECK_MASKDIRS STOCKADE_CHECK_IGNORE STOCKADE_CHECK_GATE STOCKADE_CHECK_UID STOCKADE_CHECK_NET STOCKADE_CHECK_MASKS STOCKADE_CHECK_IDS STOCKADE_CHECK_RW STOCKADE_CHECK_PIDS STOCKADE_CHECK_MEM STOCKADE_CHECK_NPROC STOCKADE_CHECK_DATA STOCKADE_CHECK_NOFILE
 if [ -n "${STOCKADE_CHECK_SAVED_PATH+x}" ]; then PATH=$STOCKADE_CHECK_SAVED_PATH; unset STOCKADE_CHECK_SAVED_PATH; else unset PATH; fi
 exec "$@""#;
 
@@ -300,6 +354,36 @@ fn mask_mount(mask: &Mask, target: &Target) -> Result<String, LowerError> {
     }
 }
 
+/// A review run's view at the workspace (see [`View`]): the client's flag and its value.
+fn view_mount(
+    workspace: &Path,
+    view: &View,
+    engine: Engine,
+) -> Result<(&'static str, String), LowerError> {
+    // The layers are named in an option string: `:` separates lower layers, `\` escapes, and
+    // Docker's `--mount` is read as CSV (the options' field is quoted).
+    let layer = |p: &Path| -> Result<String, LowerError> {
+        let s = text(p)?;
+        if s.contains([':', '"', '\\']) {
+            return Err(LowerError::ViewPath(p.to_path_buf()));
+        }
+        Ok(s.to_owned())
+    };
+    let (ws, upper, work) = (layer(workspace)?, layer(&view.upper)?, layer(&view.work)?);
+    Ok(match engine {
+        // Podman's overlay volume; it takes no option beside its layers (rootless, it is
+        // mounted in Podman's user namespace: nodev, and `userxattr`, `redirect_dir=nofollow`
+        // as Podman mounts it).
+        Engine::Podman => ("--volume", format!("{ws}:{ws}:O,upperdir={upper},workdir={work}")),
+        // An anonymous volume of Docker's `local` driver, which mounts what it is given (and
+        // is removed with the container); `volume-nocopy`: nothing of the image is copied in.
+        Engine::Docker => (
+            "--mount",
+            format!("type=volume,dst={ws},volume-nocopy=true,volume-driver=local,volume-opt=type=overlay,volume-opt=device=overlay,\"volume-opt=o=lowerdir={ws},upperdir={upper},workdir={work},redirect_dir=nofollow,metacopy=off,index=off,nosuid,nodev\""),
+        ),
+    })
+}
+
 fn depth(p: &Path) -> usize {
     p.components().count()
 }
@@ -361,6 +445,26 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
             .is_some_and(|b| b < ROOTLESS_MEMORY_FLOOR)
     {
         return Err(LowerError::MemoryRootless);
+    }
+    if spec.review.is_some() && spec.limits.disk_bytes.is_some() {
+        return Err(LowerError::ViewDisk);
+    }
+    // A review run is never given the workspace itself.
+    if spec.review.is_some() && target.view.is_none() {
+        return Err(LowerError::Changed(spec.workspace.clone()));
+    }
+    // The check inside knows the view's lower layer by inode numbers, which the view keeps
+    // only over one filesystem, and only of what it can name (see [`Witness`]): otherwise
+    // a directory put at the workspace's path before the engine looked it up would be the
+    // lower layer unseen (red team of issue 33: a workspace of `.env` and a symbolic link).
+    if let Some(view) = &target.view {
+        if !view.same_filesystem {
+            let store = view.upper.parent().unwrap_or(&view.upper).to_path_buf();
+            return Err(LowerError::ViewFilesystems(store, spec.workspace.clone()));
+        }
+        if view.witness == Witness::None {
+            return Err(LowerError::ViewUnwitnessed(spec.workspace.clone()));
+        }
     }
     let engine = target.engine;
     let mut a: Vec<String> = Vec::new();
@@ -454,20 +558,28 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
     push(&limits.tmp_bytes.unwrap_or(64 << 20).to_string());
     // Mounts over the read-only image: the host's tree, then (parents before what lies below
     // them) writable roots, read-only protected paths, pins and masks inside them.
-    let mut mounts: Vec<(usize, u8, String)> = Vec::new();
+    let mut mounts: Vec<(usize, u8, &str, String)> = Vec::new();
     // The binds whose source the command (or a run before it) could have replaced since the
     // run was planned: each is checked inside, after the engine bound it, to be the file
     // planned (the engine, root, follows a symbolic link put in its place).
-    let mut identities: Vec<(PathBuf, (u64, u64))> = (target.root_identities.iter())
-        .filter(|(p, _)| spec.writable_roots.contains(p))
-        .cloned()
-        .collect();
+    // A root with no identity was not what was planned when the backend looked again (a
+    // symbolic link, or gone): it is refused, never bound unchecked (CI: a link exchanged in
+    // between the plan and that look was bound, the engine followed it, and the check had
+    // nothing to compare).
+    let identity = |p: &PathBuf| {
+        (target.root_identities.iter())
+            .find(|(q, _)| q == p)
+            .map(|(_, id)| (p.clone(), *id))
+            .ok_or_else(|| LowerError::Changed(p.clone()))
+    };
+    let mut identities: Vec<(PathBuf, (u64, u64))> = (spec.writable_roots.iter())
+        .filter(|p| target.view.is_none() || **p != spec.workspace)
+        .map(identity)
+        .collect::<Result<_, _>>()?;
     // A read grant below the host's /tmp (whoever made it can swap it) is checked as the
     // roots are.
     for grant in spec.tmp_read_grants() {
-        if let Some((_, id)) = target.root_identities.iter().find(|(p, _)| p == grant) {
-            identities.push((grant.clone(), *id));
-        }
+        identities.push(identity(grant)?);
     }
     let mut planned = |p: &PathBuf| {
         if let Some(id) = spec.identities.get(p) {
@@ -479,7 +591,7 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
             continue;
         }
         let p = Path::new("/").join(name);
-        mounts.push((1, 0, bind(&p, &p, true, target)?));
+        mounts.push((1, 0, "--mount", bind(&p, &p, true, target)?));
     }
     // Recursive binds (rootless Podman): a mount below a read-only bind would keep its own
     // flags (writable), so each gets a read-only bind of itself, unless it lies in a writable
@@ -494,14 +606,40 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
             {
                 continue;
             }
-            mounts.push((depth(m), 0, bind(m, m, true, target)?));
+            mounts.push((depth(m), 0, "--mount", bind(m, m, true, target)?));
         }
     }
+    // A review run's workspace is its view (see [`View`]), checked inside by the inode
+    // number of its top directory, the run's `upper/` (the device is the overlay's).
+    let mut view_ids: Vec<(PathBuf, u64)> = Vec::new();
+    let mut view_empty: Option<String> = None;
     for root in &spec.writable_roots {
-        mounts.push((depth(root), 1, bind(root, root, false, target)?));
+        match &target.view {
+            Some(view) if *root == spec.workspace => {
+                let (flag, m) = view_mount(root, view, engine)?;
+                mounts.push((depth(root), 1, flag, m));
+                view_ids.push((root.clone(), view.upper_ino));
+                match &view.witness {
+                    Witness::Entry(p, ino) => view_ids.push((p.clone(), *ino)),
+                    Witness::Empty => view_empty = root.to_str().map(escape),
+                    Witness::None => return Err(LowerError::ViewUnwitnessed(root.clone())),
+                }
+            }
+            _ => mounts.push((depth(root), 1, "--mount", bind(root, root, false, target)?)),
+        }
     }
+    // Inside a review run's view nothing is bound from the host writable: a pin (a writable
+    // bind of a directory holding read-only binds) would write the host's directory, not the
+    // view's. Without it a protected path's directory can be renamed in the view; what the
+    // run makes at a protected path is flagged by the review.
+    let in_view = |p: &Path| target.view.is_some() && p.starts_with(&spec.workspace);
     for grant in spec.tmp_read_grants() {
-        mounts.push((depth(grant), 1, bind(grant, grant, true, target)?));
+        mounts.push((
+            depth(grant),
+            1,
+            "--mount",
+            bind(grant, grant, true, target)?,
+        ));
     }
     // A staged git dir's top-level protected files are the staged copy's (judged after the
     // run, see `workspace::gitstage`): no bind of their own, which git's rename over them
@@ -518,18 +656,21 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
             continue;
         }
         planned(p);
-        mounts.push((depth(p), 2, bind(p, p, true, target)?));
+        mounts.push((depth(p), 2, "--mount", bind(p, p, true, target)?));
     }
     let mut subdir_identities = Vec::new();
     let pins = spec.pins_bound_alone();
     for p in pins.iter().copied() {
+        if in_view(p) {
+            continue;
+        }
         match target.staged.iter().position(|s| &s.gitdir == p) {
             // An existing git dir: the staged copy of its top level at its place, and each of
             // its subdirectories (the host's own, each checked inside to be the one planned)
             // bound over theirs in it; protected ones (`hooks`) are bound read-only above.
             Some(i) => {
                 let copy = workspace::gitstage::Staged::source(&target.stage_dir, i);
-                mounts.push((depth(p), 2, bind(&copy, p, false, target)?));
+                mounts.push((depth(p), 2, "--mount", bind(&copy, p, false, target)?));
                 for (d, id) in target.staged[i].subdirs.iter().zip(&target.subdir_ids[i]) {
                     let sub = p.join(d);
                     // A subdirectory that is a pinned git dir itself (a git dir hidden in
@@ -545,12 +686,12 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
                         return Err(LowerError::Changed(sub));
                     };
                     subdir_identities.push((sub.clone(), *id));
-                    mounts.push((depth(&sub), 2, bind(&sub, &sub, false, target)?));
+                    mounts.push((depth(&sub), 2, "--mount", bind(&sub, &sub, false, target)?));
                 }
             }
             None => {
                 planned(p);
-                mounts.push((depth(p), 2, bind(p, p, false, target)?));
+                mounts.push((depth(p), 2, "--mount", bind(p, p, false, target)?));
             }
         }
     }
@@ -566,30 +707,51 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
         let (Some(_), Some((dev, ino)), Some(p)) = (mask.parent(), dir, mask.to_str()) else {
             return Err(LowerError::Changed(mask.clone()));
         };
-        mask_dirs.push(format!("{dev}:{ino}{}", escape(p)));
+        match &target.view {
+            // In the view, by inode number (it keeps the workspace's: one filesystem, or
+            // refused above); the view's top directory shows its upper's.
+            Some(view) if in_view(mask) => {
+                if mask.parent() == Some(spec.workspace.as_path()) {
+                    mask_dirs.push(format!("{}{}", view.upper_ino, escape(p)));
+                } else {
+                    mask_dirs.push(format!("{ino}{}", escape(p)));
+                }
+            }
+            _ => mask_dirs.push(format!("{dev}:{ino}{}", escape(p))),
+        }
     }
     for p in &spec.private_dirs {
-        mounts.push((depth(p), 2, tmpfs(p, 0o1777, 64 << 20, false, engine)?));
+        mounts.push((
+            depth(p),
+            2,
+            "--mount",
+            tmpfs(p, 0o1777, 64 << 20, false, engine)?,
+        ));
     }
     for m in &spec.masks {
-        mounts.push((depth(&m.path), 3, mask_mount(m, target)?));
+        mounts.push((depth(&m.path), 3, "--mount", mask_mount(m, target)?));
     }
     for m in &target.extra_masks {
-        mounts.push((depth(m), 3, tmpfs(m, 0o200, 4096, true, engine)?));
+        mounts.push((depth(m), 3, "--mount", tmpfs(m, 0o200, 4096, true, engine)?));
     }
     if let Some(init) = &target.init {
-        mounts.push((2, 3, bind(init, Path::new(INIT), true, target)?));
+        mounts.push((2, 3, "--mount", bind(init, Path::new(INIT), true, target)?));
     }
     if let Some(gate) = &target.gate {
         // Read-only: opening a FIFO for writing needs no writable mount.
-        mounts.push((2, 3, bind(gate, Path::new(GATE), true, target)?));
+        mounts.push((2, 3, "--mount", bind(gate, Path::new(GATE), true, target)?));
     }
     if let Some(home) = &target.owner_home {
         if let Some(w) = spec.writable_roots.iter().find(|w| home.starts_with(w)) {
             return Err(LowerError::OwnerHomeWritable(w.clone()));
         }
         // Before what is bound inside it (a writable root, a read grant below it).
-        mounts.push((depth(home), 0, tmpfs(home, 0o711, 1 << 20, false, engine)?));
+        mounts.push((
+            depth(home),
+            0,
+            "--mount",
+            tmpfs(home, 0o711, 1 << 20, false, engine)?,
+        ));
     }
     // A bind below a checked directory the command can neither search nor make searchable
     // (another owner's, e.g. a root caller's own state directory in a workspace owned by
@@ -602,8 +764,8 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
         .collect();
     identities.retain(|(p, _)| !closed.iter().any(|c| p != *c && p.starts_with(c)));
     mounts.sort_by_key(|m| (m.0, m.1));
-    for (_, _, m) in mounts {
-        a.push("--mount".into());
+    for (_, _, flag, m) in mounts {
+        a.push(flag.into());
         a.push(m);
     }
     // The environment, in a file the engine's client reads (never on its command line, for
@@ -632,8 +794,19 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
         .filter_map(|(p, (dev, ino))| p.to_str().map(|p| format!("{dev}:{ino}{}", escape(p))))
         .collect();
     env.push(("STOCKADE_CHECK_IDS".into(), ids.join(" ")));
+    let view_ids: Vec<String> = (view_ids.iter())
+        .filter_map(|(p, ino)| p.to_str().map(|p| format!("{ino}{}", escape(p))))
+        .collect();
+    env.push(("STOCKADE_CHECK_VIEWIDS".into(), view_ids.join(" ")));
+    env.push((
+        "STOCKADE_CHECK_VIEWEMPTY".into(),
+        view_empty.unwrap_or_default(),
+    ));
     env.push(("STOCKADE_CHECK_MASKDIRS".into(), mask_dirs.join(" ")));
-    // What may be mounted writable besides the engine's own (/proc, /dev, /tmp, /run, ...):
+    // What may be mounted writable besides the engine's own (/proc and what lies below it,
+    // and by their exact mount points /dev, /tmp, /run and /dev's own: a bind whose source
+    // and destination the engine resolved apart, a link followed on the host and a new
+    // directory in the container's own /tmp, is no engine's own):
     // the writable roots and private directories, the owner's home's tmpfs (root's, mode
     // 0711), and what lies below the engine's masked store (the mask, checked above to be
     // empty, hides it). Every other mount must be read-only.

@@ -75,6 +75,10 @@ pub const ENFORCEMENT: &[Layer] = &[
         by: "the sweep after the run (no creation guard)",
     },
     Layer {
+        what: "review and ephemeral runs",
+        by: "an overlay the engine mounts at the workspace, its upper layer the run's change directory (rootless Podman's :O volume in its user namespace; Docker's local volume driver, root callers only), checked inside to be over the workspace planned; --disk refused",
+    },
+    Layer {
         what: "system calls, capabilities",
         by: "--cap-drop ALL, --security-opt no-new-privileges and the engine's default seccomp profile (read back inside before the command starts); no Landlock",
     },
@@ -413,6 +417,14 @@ fn lower_error(e: flags::LowerError) -> RunError {
         ),
         L::EngineVariable(n) => format!("do not pass {n} to the command, or use --backend native or gvisor"),
         L::EnvName(_) => "name environment variables with letters, digits and `_`".into(),
+        L::ViewPath(p) => format!("rename {} (or the change store's directory), or use --backend native or gvisor for --review", p.display()),
+        L::ViewDaemon => "run stockade as root, use rootless Podman (--backend podman), or --backend native or gvisor for --review and --ephemeral".into(),
+        L::ViewFilesystems(store, _) => format!(
+            "keep the change store on the workspace's filesystem (it is $XDG_STATE_HOME/stockade/changes, ~/.local/state/stockade/changes by default; now {}), or use --backend native or gvisor for --review and --ephemeral",
+            store.parent().unwrap_or(store).display()
+        ),
+        L::ViewUnwitnessed(_) => "add a file or a directory to the workspace's top directory (a README, a src/), or use --backend native or gvisor for --review and --ephemeral".into(),
+        L::ViewDisk => "leave out --disk, or use --backend native or gvisor (they bound the view with a tmpfs)".into(),
         L::RootOwnedWorkspace(p) => format!(
             "give the workspace to the user the command should run as (`chown -R USER {}`), run stockade as that user, or use --backend native or gvisor (they give a root caller's command an unassigned id)",
             p.display()
@@ -506,7 +518,7 @@ impl sandbox::Backend for ContainerBackend {
             creation_guard: false,
             pins: false,
             exclusive_workspace: true,
-            views: false,
+            views: sandbox::Views::WorkspaceOwner,
             exec_errors: false,
             layers: ENFORCEMENT,
         }
@@ -563,12 +575,39 @@ impl sandbox::Backend for ContainerBackend {
                 hint: Some("use --backend native or gvisor (the command gets an id no process shares), or run stockade as the workspace's owner with that user's own credentials".into()),
             });
         }
-        let gate = match proxy_addr {
-            Some(_) => Some(
-                make_gate(files.path(), &caller, root)
-                    .map_err(|e| RunError::io("make the proxy's gate", e))?,
-            ),
+        // A review run's view (see [`flags::View`]): mounted by Docker's daemon, as root, its
+        // marks are `trusted.overlay.*`, which only a root caller can read back.
+        let view = match &spec.review {
+            Some(_) if engine == Engine::Docker && !root => {
+                return Err(lower_error(flags::LowerError::ViewDaemon));
+            }
+            Some(review) => {
+                use std::os::unix::fs::MetadataExt;
+                let upper = review.changes.join("upper");
+                let meta = std::fs::symlink_metadata(&upper)
+                    .ok()
+                    .filter(|m| m.is_dir())
+                    .ok_or_else(|| lower_error(flags::LowerError::Changed(upper.clone())))?;
+                Some(flags::View {
+                    upper,
+                    work: review.changes.join("work"),
+                    upper_ino: meta.ino(),
+                    same_filesystem: review.same_filesystem,
+                    witness: view_witness(spec, review.same_filesystem),
+                })
+            }
             None => None,
+        };
+        // The gate (see [`flags::GATE`]): under the proxy, where its listener is opened;
+        // under `--net none`, where the counters of what the command tries on the network it
+        // lacks are opened (the run's "network is off" explanation).
+        let gated = proxy_addr.is_some() || spec.network == sandbox::Network::None;
+        let gate = match gated {
+            true => Some(
+                make_gate(files.path(), &caller, root)
+                    .map_err(|e| RunError::io("make the run's gate", e))?,
+            ),
+            false => None,
         };
         // Existing git dirs inside a writable root whose config git must be able to rewrite:
         // each top level is a staged copy during the run (see `workspace::gitstage`).
@@ -578,6 +617,9 @@ impl sandbox::Backend for ContainerBackend {
             workspace::gitstage::plan(spec, root.then_some(caller.uid))
                 .into_iter()
                 .filter(|s| spec.writable_roots.iter().any(|w| s.gitdir.starts_with(w)))
+                // In a review run's view git works whole, reviewed (nothing of the host's is
+                // bound writable there).
+                .filter(|s| view.is_none() || !s.gitdir.starts_with(&spec.workspace))
                 .collect();
         let seccomp_profile = files.path().join("seccomp.json");
         let env_file = files.path().join("env");
@@ -593,6 +635,10 @@ impl sandbox::Backend for ContainerBackend {
             Vec::new()
         };
         let image = image::tag(&host_root);
+        // Before the backend reads the roots' identities: a test can change the workspace from
+        // what was planned here.
+        #[cfg(debug_assertions)]
+        run::test_pause("STOCKADE_TEST_CONTAINER_PAUSE_PLANNED");
         let target = flags::Target {
             engine,
             runtime: podman_runtime(engine, &spec.writable_roots),
@@ -645,6 +691,7 @@ impl sandbox::Backend for ContainerBackend {
                 .collect(),
             staged,
             stage_dir: files.path().to_path_buf(),
+            view,
         };
         let lowered = flags::lower(spec, &caller, &target).map_err(lower_error)?;
         write_private(&target.env_file, lowered.env_file.as_bytes())
@@ -697,10 +744,50 @@ impl sandbox::Backend for ContainerBackend {
             output_limit: limits.output_bytes,
             linked_secrets: spec.linked_secrets.clone(),
             partial_memory: limits.memory_bytes.filter(|_| rootless),
-            proxy: gate.zip(proxy_addr),
+            gate: gate.map(|g| (g, proxy_addr)),
             copy_owner: root.then_some((caller.uid, caller.gid)),
         }))
     }
+}
+
+/// [`flags::Witness`]: the first entry (by name) of the workspace's top directory that is
+/// neither a symbolic link (the check follows links) nor where a mount goes (it would show the
+/// mount's file), with its inode number; `Empty` for an empty workspace.
+fn view_witness(spec: &Spec, same_filesystem: bool) -> flags::Witness {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(dir) = std::fs::read_dir(&spec.workspace) else {
+        return flags::Witness::None;
+    };
+    let mut names: Vec<std::ffi::OsString> =
+        dir.filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
+    if names.is_empty() {
+        return flags::Witness::Empty;
+    }
+    if !same_filesystem {
+        return flags::Witness::None;
+    }
+    names.sort();
+    let mounted = |p: &Path| {
+        (spec.masks.iter().map(|m| &m.path))
+            .chain(&spec.protected)
+            .chain(&spec.pins)
+            .chain(&spec.private_dirs)
+            .chain(&spec.writable_roots)
+            .chain(&spec.read_grants)
+            .any(|m| m == p)
+    };
+    for name in names {
+        let p = spec.workspace.join(&name);
+        if mounted(&p) || p.to_str().is_none() {
+            continue;
+        }
+        if let Ok(m) = std::fs::symlink_metadata(&p) {
+            if !m.file_type().is_symlink() {
+                return flags::Witness::Entry(p, m.ino());
+            }
+        }
+    }
+    flags::Witness::None
 }
 
 /// The signals stockade passes on to the command ([`sys::postfork::FORWARDED_SIGNALS`]) that

@@ -35,15 +35,15 @@ pub(crate) struct ContainerPlanned {
     /// Rootless Podman's memory limit: a per-process `RLIMIT_DATA`, which memfd and shared
     /// memory escape: run only under `--allow-degraded` (and recorded as skipped).
     pub(crate) partial_memory: Option<u64>,
-    /// `--net proxy`: the gate's directory (see [`flags::GATE`]) and where the proxy listens
-    /// inside.
-    pub(crate) proxy: Option<(PathBuf, std::net::SocketAddrV4)>,
+    /// `--net none` and `--net proxy`: the gate's directory (see [`flags::GATE`]) and, under
+    /// the proxy, where it listens inside.
+    pub(crate) gate: Option<(PathBuf, Option<std::net::SocketAddrV4>)>,
     /// Who the staged git dirs' copies belong to (a root caller's command's id; `None`: the
     /// caller, rootless Podman's uid 0 inside).
     pub(crate) copy_owner: Option<(u32, u32)>,
 }
 
-/// How long the check inside may take to reach the proxy's gate (the engine's start of the
+/// How long the check inside may take to reach the gate (the engine's start of the
 /// container included; a first run imports the image before, not counted here).
 const GATE_WAIT: Duration = Duration::from_secs(60);
 
@@ -55,11 +55,12 @@ type Ended = Option<std::io::Result<ExitStatus>>;
 struct Gate {
     ready: OwnedFd,
     go: OwnedFd,
-    addr: std::net::SocketAddrV4,
+    /// `--net proxy`: where the proxy listens inside.
+    addr: Option<std::net::SocketAddrV4>,
 }
 
 impl Gate {
-    fn open(dir: &std::path::Path, addr: std::net::SocketAddrV4) -> Result<Gate, RunError> {
+    fn open(dir: &std::path::Path, addr: Option<std::net::SocketAddrV4>) -> Result<Gate, RunError> {
         use rustix::fs::{Mode, OFlags};
         let open = |name: &str, more: OFlags| {
             rustix::fs::open(
@@ -67,7 +68,7 @@ impl Gate {
                 OFlags::RDWR | OFlags::CLOEXEC | OFlags::NOFOLLOW | more,
                 Mode::empty(),
             )
-            .map_err(|e| RunError::io("open the proxy's gate", e.into()))
+            .map_err(|e| RunError::io("open the run's gate", e.into()))
         };
         Ok(Gate {
             ready: open("ready", OFlags::NONBLOCK)?,
@@ -87,24 +88,63 @@ impl Gate {
                 cause: "the gate's FIFO was full: something else wrote to it".into(),
                 fix: "run again; --net none, or --backend native or gvisor for --net proxy".into(),
             }),
-            Err(e) => Err(RunError::io(
-                "answer the check at the proxy's gate",
-                e.into(),
-            )),
+            Err(e) => Err(RunError::io("answer the check at the run's gate", e.into())),
         }
     }
 }
 
-/// How the wait at the proxy's gate ended.
+/// How the wait at the gate ended.
 enum GateEnd {
-    /// The proxy listens in the container's network namespace.
-    Open,
+    /// The container's network namespace was found (under the proxy, its listener opened
+    /// there): its counters, when they could be opened (see `sys::net_tries`).
+    Open(Option<sys::net_tries::Watch>),
     /// The engine's client ended (or the run was cancelled) first.
     Ended(Ended),
     /// The run's time limit came first.
     Deadline,
     /// The caller was interrupted (this signal).
     Interrupted(i32),
+}
+
+/// A process of this run's container in the network and user namespaces the check named at
+/// the gate: one that sees the gate's own `ready` (this FIFO, by device and inode, at
+/// [`flags::GATE`] below its root, never followed through a link) and, for a root caller's
+/// engine (no user namespace of its own), in this process's user namespace. The workspace's
+/// owner reaches the container's processes (same uid: `/proc/PID/root`) and could write
+/// another namespace's identities to the gate first, one of a process of its own (red team of
+/// issue 33: root's report then counted a decoy namespace's tries); that process neither sees
+/// this FIFO at that path nor, unprivileged, makes a network namespace in root's user
+/// namespace.
+fn container_process(net: u64, user: u64, ready: &OwnedFd, root_engine: bool) -> Option<i32> {
+    let ino = |pid: &str, kind: &str| -> Option<u64> {
+        rustix::fs::stat(format!("/proc/{pid}/ns/{kind}").as_str())
+            .ok()
+            .map(|st| st.st_ino)
+    };
+    if root_engine && ino("self", "user") != Some(user) {
+        return None;
+    }
+    let fifo = rustix::fs::fstat(ready).ok()?;
+    let sees_gate = |pid: &str| {
+        let at = format!("/proc/{pid}/root{}/ready", flags::GATE);
+        rustix::fs::statat(
+            rustix::fs::CWD,
+            at.as_str(),
+            rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+        )
+        .is_ok_and(|st| (st.st_dev, st.st_ino) == (fifo.st_dev, fifo.st_ino))
+    };
+    std::fs::read_dir("/proc").ok()?.find_map(|e| {
+        let name = e.ok()?.file_name();
+        let pid = name.to_str()?;
+        let n: i32 = pid.parse().ok()?;
+        (ino(pid, "net") == Some(net) && ino(pid, "user") == Some(user) && sees_gate(pid))
+            .then_some(n)
+    })
+}
+
+fn libc_pid(pid: u32) -> Option<i32> {
+    i32::try_from(pid).ok()
 }
 
 fn relay_pipe() -> Result<(OwnedFd, OwnedFd), RunError> {
@@ -142,8 +182,10 @@ impl Watchdog {
         let end: &[&str] = match (keep, planned.engine) {
             (true, _) => &["kill"],
             // Podman's `rm --force` waits for the stop timeout (SIGTERM first) by default.
-            (false, Engine::Podman) => &["rm", "--force", "--time", "0"],
-            (false, Engine::Docker) => &["rm", "--force"],
+            // `--volumes`: with it its anonymous volume, a review run's view (see
+            // `flags::View`), which Docker keeps otherwise.
+            (false, Engine::Podman) => &["rm", "--force", "--volumes", "--time", "0"],
+            (false, Engine::Docker) => &["rm", "--force", "--volumes"],
         };
         // stockade's own environment (the engine's store and daemon address), with the
         // engine's PATH; none of the command's variables.
@@ -194,7 +236,7 @@ impl ContainerPlanned {
     fn remove(&self) {
         let _ = self
             .engine_command()
-            .args(["rm", "--force", &self.target.name])
+            .args(["rm", "--force", "--volumes", &self.target.name])
             .status();
     }
 
@@ -287,10 +329,12 @@ impl ContainerPlanned {
         Ok((id, false))
     }
 
-    /// `--net proxy`: waits for the check inside to reach the gate (its namespaces' identities
-    /// on `ready`), finds the container's first process through the engine, checks that its
-    /// namespaces are the ones the check named, opens the proxy's listener in its network
-    /// namespace (entering rootless Podman's user namespace first) and starts the proxy on it.
+    /// Waits for the check inside to reach the gate (its namespaces' identities on `ready`).
+    /// `--net none`: opens the counters of its network namespace (`sys::net_tries`) through a
+    /// process found in it. `--net proxy`: finds the container's first process through the
+    /// engine, checks that its namespaces are the ones the check named, opens the proxy's
+    /// listener in its network namespace (entering rootless Podman's user namespace first)
+    /// and starts the proxy on it; the counters too (what went around the proxy).
     /// Ends early ([`GateEnd`]) when the client ends, the run is cancelled or interrupted, or
     /// its time limit comes first.
     fn open_gate(
@@ -302,9 +346,13 @@ impl ContainerPlanned {
         process_signals: bool,
     ) -> Result<GateEnd, RunError> {
         let failed = |cause: String| RunError::Unavailable {
-            what: "the proxy's listener in the container",
+            what: if gate.addr.is_some() {
+                "the proxy's listener in the container"
+            } else {
+                "the run's gate in the container"
+            },
             cause,
-            fix: "see the cause; --net none, or --backend native or gvisor for --net proxy".into(),
+            fix: "see the cause; run again, or --backend native or gvisor".into(),
         };
         let until = Instant::now() + GATE_WAIT;
         let mut said = Vec::new();
@@ -360,6 +408,21 @@ impl ContainerPlanned {
                 said.trim()
             )));
         };
+        let Some(addr) = gate.addr else {
+            // `--net none`: only the counters, which say no more than what the command tried
+            // on the network it does not have; a process of the container in the namespaces
+            // named is found among /proc's (no round trip to the engine: about 35 ms for
+            // Docker's inspect, 63 ms for Podman's, here). None: something else wrote to the
+            // gate, and the run is refused (as under the proxy).
+            let Some(pid) =
+                container_process(net_id, user_id, &gate.ready, !self.engine.rootless())
+            else {
+                return Err(failed(format!(
+                    "no process of the container is in the namespaces named at the gate (net {net_id}, user {user_id}): something other than the check inside wrote to it (a process of the workspace's owner?)"
+                )));
+            };
+            return Ok(GateEnd::Open(sys::net_tries::Watch::open(pid, false)));
+        };
         let out = Command::new(&self.binary)
             .args(["inspect", "--format", "{{.State.Pid}}", &self.target.name])
             .env("PATH", &self.engine_path)
@@ -393,14 +456,15 @@ impl ContainerPlanned {
         let listener = sys::netns::listen_in(
             self.engine.rootless().then_some(userns.as_fd()),
             netns.as_fd(),
-            (gate.addr.ip().octets(), gate.addr.port()),
+            (addr.ip().octets(), addr.port()),
         )
-        .map_err(|e| failed(format!("opening {} inside: {e}", gate.addr)))?;
+        .map_err(|e| failed(format!("opening {addr} inside: {e}")))?;
         match proxy {
             Some(start) => start(listener).map_err(failed)?,
             None => return Err(failed("no proxy to serve it".into())),
         }
-        Ok(GateEnd::Open)
+        let watch = libc_pid(pid).and_then(|p| sys::net_tries::Watch::open(p, true));
+        Ok(GateEnd::Open(watch))
     }
 
     /// After the engine's own failure (exit 125) on a cached image id: whether the image is
@@ -439,11 +503,12 @@ impl Planned for ContainerPlanned {
             mut proxy,
             before_command,
         } = launch;
-        let gate = match &self.proxy {
-            Some(_) if proxy.is_none() => return Err(RunError::no_proxy()),
+        let gate = match &self.gate {
+            Some((_, Some(_))) if proxy.is_none() => return Err(RunError::no_proxy()),
             Some((dir, addr)) => Some(Gate::open(dir, *addr)?),
             None => None,
         };
+        let mut net_watch: Option<sys::net_tries::Watch> = None;
         // A masked file's other name is readable through a bind of its directory as through
         // the host kernel: refused (or recorded) by every backend's run.
         let mut skipped = sandbox::refuse_linked_secrets(&self.linked_secrets, options)?;
@@ -564,7 +629,7 @@ impl Planned for ContainerPlanned {
         };
         sandbox::wait_before_command(before_command)?;
         #[cfg(debug_assertions)]
-        test_pause();
+        test_pause("STOCKADE_TEST_CONTAINER_PAUSE");
         let watchdog = Watchdog::start(&self, keep)?;
         let mut cmd = Command::new(&self.binary);
         // The client dies with this process (the watchdog ends its container then).
@@ -656,11 +721,11 @@ impl Planned for ContainerPlanned {
             let opened = self
                 .open_gate(gate, proxy.as_mut(), &rx, deadline, io.process_signals)
                 .and_then(|end| match end {
-                    GateEnd::Open => gate.answer("go").map(|()| GateEnd::Open),
+                    GateEnd::Open(watch) => gate.answer("go").map(|()| GateEnd::Open(watch)),
                     other => Ok(other),
                 });
             match opened {
-                Ok(GateEnd::Open) => {}
+                Ok(GateEnd::Open(watch)) => net_watch = watch,
                 // Its end came during the gate: the loop below takes it.
                 Ok(GateEnd::Ended(ended)) => {
                     let _ = gate_tx.send(ended);
@@ -812,14 +877,20 @@ impl Planned for ContainerPlanned {
                 None
             },
             review_upper: None,
-            network_tries: None,
+            network_tries: net_watch.and_then(sys::net_tries::Watch::tries).map(|t| {
+                sandbox::NetworkTries {
+                    no_route: t.no_route,
+                    lookups: t.lookups,
+                    proxy: t.proxy,
+                }
+            }),
             staged: workspace::gitstage::protected_paths(&self.target.staged),
             container: Some(ContainerRun {
                 engine: self.engine.name(),
                 engine_binary: self.binary.clone(),
                 image: self.target.image.clone(),
                 image_id,
-                kept: keep.then(|| format!("{} rm --force {name}", self.engine.name())),
+                kept: keep.then(|| format!("{} rm --force --volumes {name}", self.engine.name())),
                 container: name,
                 args,
             }),
@@ -827,12 +898,14 @@ impl Planned for ContainerPlanned {
     }
 }
 
-/// Tests only (debug builds): waits, before the engine starts, while the file named by
-/// `STOCKADE_TEST_CONTAINER_PAUSE` exists (made here), so a test can change the workspace
-/// between the plan and the engine's binds.
+/// Tests only (debug builds): waits while the file named by `variable` exists (made here), so
+/// a test can change the workspace at a known moment: `STOCKADE_TEST_CONTAINER_PAUSE` just
+/// before the engine starts (between the plan and the engine's binds, after the git dirs are
+/// staged); `STOCKADE_TEST_CONTAINER_PAUSE_PLANNED` before the backend reads the roots'
+/// identities again.
 #[cfg(debug_assertions)]
-fn test_pause() {
-    let Some(flag) = std::env::var_os("STOCKADE_TEST_CONTAINER_PAUSE") else {
+pub(crate) fn test_pause(variable: &str) {
+    let Some(flag) = std::env::var_os(variable) else {
         return;
     };
     let flag = PathBuf::from(flag);

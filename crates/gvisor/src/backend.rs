@@ -71,7 +71,7 @@ impl sandbox::Backend for GvisorBackend {
             creation_guard: false,
             pins: false,
             exclusive_workspace: true,
-            views: true,
+            views: sandbox::Views::UnassignedId,
             exec_errors: false,
             layers: ENFORCEMENT,
         }

@@ -26,7 +26,7 @@ impl sandbox::Backend for Native {
             creation_guard: true,
             pins: true,
             exclusive_workspace: false,
-            views: true,
+            views: sandbox::Views::UnassignedId,
             // The init reports a failed `execve` with its errno.
             exec_errors: true,
             layers: &[],

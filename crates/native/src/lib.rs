@@ -33,7 +33,6 @@ pub mod error;
 mod explain;
 pub mod host;
 pub mod launch;
-mod net_tries;
 pub mod plan;
 pub mod probe;
 pub mod userns;

@@ -32,6 +32,22 @@ pub trait Planned: Send {
     fn run(self: Box<Self>, launch: Launch) -> Result<Outcome, RunError>;
 }
 
+/// Whether a backend gives review and ephemeral runs a copy-on-write view of the workspace
+/// ([`crate::Review`]), and, for a root caller, who owns the view's top directory (the change
+/// directory's `upper/`, whose owner and mode the merged workspace shows): the id the
+/// command runs as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Views {
+    /// No view: review and ephemeral runs are refused.
+    None,
+    /// A root caller's command runs as an id no account has (native, gVisor): the top
+    /// directory is that id's.
+    UnassignedId,
+    /// A root caller's command runs as the workspace's owner (the container backends): the
+    /// top directory is the workspace's owner's and group's, as the workspace is.
+    WorkspaceOwner,
+}
+
 /// What a run takes from its caller besides the plan: the same for every backend.
 pub struct Launch {
     /// The command's streams and the run's cancel handle.
@@ -59,9 +75,9 @@ pub struct Traits {
     /// of the mount points to its end (the backend's file server, root, would create a
     /// missing mount point on the host and follow what it finds on the way).
     pub exclusive_workspace: bool,
-    /// Review and ephemeral runs: the command can be given a copy-on-write view of the
-    /// workspace.
-    pub views: bool,
+    /// Review and ephemeral runs: whether the command can be given a copy-on-write view of
+    /// the workspace, and whose the view's top directory is for a root caller.
+    pub views: Views,
     /// A command that cannot be executed (not found, not executable) is reported as
     /// [`crate::Outcome::exec_errno`] with exit 127 or 126. Without it, the pipeline looks the
     /// command up itself before the run (among the host's files as every backend's sandbox

@@ -30,7 +30,9 @@ mod outcome;
 mod spec;
 mod state;
 
-pub use backend::{Backend, Enforced, Enforcement, Launch, Layer, LimitMechanism, Planned, Traits};
+pub use backend::{
+    Backend, Enforced, Enforcement, Launch, Layer, LimitMechanism, Planned, Traits, Views,
+};
 pub use cancel::Cancel;
 pub use codes::{Code, Notice};
 pub use error::{CwdFallback, RunError};

@@ -180,14 +180,15 @@ pub(crate) fn prepare(
         return Ok(None);
     }
     let flag = format!("--{}", mode.as_str());
-    if !backend.traits().views {
+    let views = backend.traits().views;
+    if views == sandbox::Views::None {
         return Err(Error::Run(sandbox::RunError::Unavailable {
             what: "a copy-on-write view of the workspace (review mode)",
             cause: format!(
                 "the {} backend cannot give the command a reviewed view of the workspace yet",
                 backend.name()
             ),
-            fix: format!("run {flag} with --backend native or --backend gvisor, or without {flag}"),
+            fix: format!("run {flag} with another backend (native, gvisor, podman or docker), or without {flag}"),
         }));
     }
     let workspace = spec.workspace.clone();
@@ -264,9 +265,13 @@ pub(crate) fn prepare(
             .collect::<Vec<_>>(),
     );
     // A root caller's sandbox writes as an id no account has (see `native::plan`): the view's
-    // top directory is that id's, as the idmapped workspace is in direct mode.
-    let upper_owner = (spec.caller.uid == 0)
-        .then_some((native::ROOT_CALLER_HOST_ID, native::ROOT_CALLER_HOST_ID));
+    // top directory is that id's, as the idmapped workspace is in direct mode. Under a
+    // container engine it writes as the workspace's owner: the top directory is the owner's,
+    // as the workspace is.
+    let upper_owner = (spec.caller.uid == 0).then_some(match views {
+        sandbox::Views::WorkspaceOwner => (ws_meta.uid(), ws_meta.gid()),
+        _ => (native::ROOT_CALLER_HOST_ID, native::ROOT_CALLER_HOST_ID),
+    });
     let mut run = store.create_run(&meta, upper_owner, ws_meta.mode() & 0o7777)?;
     spec.review = Some(sandbox::Review {
         changes: run.path().to_path_buf(),

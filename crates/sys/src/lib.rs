@@ -20,6 +20,7 @@
 pub mod mediate;
 pub mod mountinfo;
 pub mod mountns;
+pub mod net_tries;
 pub mod netns;
 pub mod overlay;
 pub mod parent;

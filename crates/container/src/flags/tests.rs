@@ -3,6 +3,44 @@ use crate::image::Entry;
 use sandbox::{Ids, Limits};
 use std::time::Duration;
 
+/// [`super::lower`] with an identity for each writable root and read grant below `/tmp` that
+/// the target names none for (the backend reads them on the host; one it could not read is
+/// refused: see `a_root_the_backend_found_changed_is_refused`).
+fn lower(s: &Spec, c: &Caller, t: &Target) -> Result<Lowered, LowerError> {
+    let mut t = t.clone();
+    for (i, p) in (s.writable_roots.iter().chain(s.tmp_read_grants())).enumerate() {
+        if !t.root_identities.iter().any(|(q, _)| q == p) {
+            t.root_identities.push((p.clone(), (7, 200 + i as u64)));
+        }
+    }
+    super::lower(s, c, &t)
+}
+
+#[test]
+fn a_root_the_backend_found_changed_is_refused() {
+    // The backend found no identity: the root was a symbolic link (or gone) when it looked.
+    let mut t = target(Engine::Podman);
+    t.root_identities.clear();
+    assert_eq!(
+        super::lower(&spec(), &caller(), &t).unwrap_err(),
+        LowerError::Changed("/w".into())
+    );
+    // A read grant below /tmp, as a root.
+    t.root_identities = vec![("/w".into(), (7, 100))];
+    assert_eq!(
+        super::lower(&spec(), &caller(), &t).unwrap_err(),
+        LowerError::Changed("/tmp/grant".into())
+    );
+    t.root_identities.push(("/tmp/grant".into(), (7, 101)));
+    let l = super::lower(&spec(), &caller(), &t).expect("lowered");
+    assert!(
+        l.env_file
+            .contains("STOCKADE_CHECK_IDS=7:100/w 7:101/tmp/grant"),
+        "{}",
+        l.env_file
+    );
+}
+
 fn spec() -> Spec {
     Spec {
         argv: vec!["make".into(), "test".into()],
@@ -100,6 +138,7 @@ fn target(engine: Engine) -> Target {
         init: None,
         staged: Vec::new(),
         stage_dir: "/tmp/run-files".into(),
+        view: None,
         subdir_ids: Vec::new(),
     }
 }
@@ -289,8 +328,9 @@ fn environment_values_reach_neither_the_engines_command_line_nor_its_environment
     s.identities.insert("/w/.git".into(), (7, 300));
     let l = lower(&s, &caller(), &target(Engine::Docker)).unwrap();
     assert!(
-        l.env_file
-            .contains("STOCKADE_CHECK_IDS=7:100/w 7:200/w/.git/hooks 7:300/w/.git\n"),
+        l.env_file.contains(
+            "STOCKADE_CHECK_IDS=7:100/w 7:201/tmp/grant 7:200/w/.git/hooks 7:300/w/.git\n"
+        ),
         "{}",
         l.env_file
     );
@@ -302,7 +342,7 @@ fn environment_values_reach_neither_the_engines_command_line_nor_its_environment
     let l = lower(&s, &caller(), &t).unwrap();
     assert!(
         l.env_file
-            .contains("STOCKADE_CHECK_IDS=7:100/w 7:300/w/.git\n"),
+            .contains("STOCKADE_CHECK_IDS=7:100/w 7:201/tmp/grant 7:300/w/.git\n"),
         "{}",
         l.env_file
     );
@@ -310,7 +350,7 @@ fn environment_values_reach_neither_the_engines_command_line_nor_its_environment
     let l = lower(&s, &caller(), &t).unwrap();
     assert!(
         l.env_file
-            .contains("STOCKADE_CHECK_IDS=7:100/w 7:200/w/.git/hooks\n"),
+            .contains("STOCKADE_CHECK_IDS=7:100/w 7:201/tmp/grant 7:200/w/.git/hooks\n"),
         "{}",
         l.env_file
     );
@@ -549,4 +589,134 @@ fn a_masks_directory_is_checked_to_be_the_one_planned() {
         lower(&s, &caller(), &t),
         Err(LowerError::Changed(p)) if p == std::path::Path::new("/w/S/C/.env")
     ));
+}
+
+/// A review run's workspace is the engine's overlay over it, never a bind of the host's: the
+/// layers named, Docker's options pinned, the view's top directory checked by its upper's
+/// inode number, pins inside it (writable binds of the host's directories) left out, masks
+/// still mounted over it; a layer an option string cannot name, a disk bound, and a review
+/// spec without a planned view are refused.
+#[test]
+fn a_review_runs_workspace_is_the_engines_overlay_and_nothing_of_the_host_is_bound_writable_in_it()
+{
+    let mut s = spec();
+    s.review = Some(sandbox::Review {
+        changes: "/s/changes/r1".into(),
+        same_filesystem: true,
+    });
+    s.masks.push(Mask {
+        path: "/w/app/.env".into(),
+        kind: Kind::File,
+        readable: false,
+    });
+    s.identities.insert("/w/.git".into(), (7, 300));
+    let view = View {
+        upper: "/s/changes/r1/upper".into(),
+        work: "/s/changes/r1/work".into(),
+        upper_ino: 900,
+        same_filesystem: true,
+        witness: Witness::Entry("/w/README".into(), 77),
+    };
+    // No view planned: refused, never the workspace itself.
+    assert_eq!(
+        lower(&s, &caller(), &target(Engine::Docker)).unwrap_err(),
+        LowerError::Changed("/w".into())
+    );
+    for engine in [Engine::Docker, Engine::Podman] {
+        let mut t = target(engine);
+        t.view = Some(view.clone());
+        t.mask_dirs = vec![
+            ("/w/.env".into(), Some((7, 100))),
+            ("/w/app/.env".into(), Some((7, 400))),
+        ];
+        let l = lower(&s, &caller(), &t).unwrap();
+        let mounts = values(&l.args, "--mount");
+        let volumes = values(&l.args, "--volume");
+        assert!(
+            !mounts.iter().any(|m| m.contains("dst=/w,")
+                && m.contains("type=bind")
+                && !m.contains("ro=true")),
+            "{mounts:?}"
+        );
+        // The pin of /w/.git (a writable bind of the host's directory) is not given.
+        assert!(
+            !mounts.iter().any(|m| m.contains("dst=/w/.git,")),
+            "{mounts:?}"
+        );
+        assert!(
+            mounts.iter().any(|m| m.contains("dst=/w/.env,")),
+            "{mounts:?}"
+        );
+        match engine {
+            Engine::Docker => {
+                assert!(volumes.is_empty());
+                assert!(mounts.contains(&"type=volume,dst=/w,volume-nocopy=true,volume-driver=local,volume-opt=type=overlay,volume-opt=device=overlay,\"volume-opt=o=lowerdir=/w,upperdir=/s/changes/r1/upper,workdir=/s/changes/r1/work,redirect_dir=nofollow,metacopy=off,index=off,nosuid,nodev\""), "{mounts:?}");
+            }
+            Engine::Podman => assert_eq!(
+                volumes,
+                ["/w:/w:O,upperdir=/s/changes/r1/upper,workdir=/s/changes/r1/work"]
+            ),
+        }
+        // The workspace by its upper's inode, not as the host's directory; a mask's directory
+        // by its inode (the top one's is the upper's).
+        assert!(
+            l.env_file.contains("STOCKADE_CHECK_IDS=7:201/tmp/grant\n"),
+            "{}",
+            l.env_file
+        );
+        assert!(
+            l.env_file
+                .contains("STOCKADE_CHECK_VIEWIDS=900/w 77/w/README\n"),
+            "{}",
+            l.env_file
+        );
+        assert!(l.env_file.contains("STOCKADE_CHECK_VIEWEMPTY=\n"));
+        assert!(
+            l.env_file
+                .contains("STOCKADE_CHECK_MASKDIRS=900/w/.env 400/w/app/.env\n"),
+            "{}",
+            l.env_file
+        );
+        // Over two filesystems the view has its own inode numbers, and with nothing to know
+        // the workspace by (only links and mount points at its top) the view's lower layer
+        // cannot be checked: refused.
+        let mut t2 = t.clone();
+        t2.view = Some(View {
+            same_filesystem: false,
+            ..view.clone()
+        });
+        assert_eq!(
+            lower(&s, &caller(), &t2).unwrap_err(),
+            LowerError::ViewFilesystems("/s/changes/r1".into(), "/w".into())
+        );
+        t2.view = Some(View {
+            witness: Witness::None,
+            ..view.clone()
+        });
+        assert_eq!(
+            lower(&s, &caller(), &t2).unwrap_err(),
+            LowerError::ViewUnwitnessed("/w".into())
+        );
+        // An empty workspace's view must show nothing.
+        t2.view = Some(View {
+            witness: Witness::Empty,
+            ..view.clone()
+        });
+        let l = lower(&s, &caller(), &t2).unwrap();
+        assert!(l.env_file.contains("STOCKADE_CHECK_VIEWIDS=900/w\n"));
+        assert!(l.env_file.contains("STOCKADE_CHECK_VIEWEMPTY=/w\n"));
+        // Refused: a layer with a colon, a disk bound.
+        let mut t3 = t.clone();
+        t3.view = Some(View {
+            upper: "/s/a:b/upper".into(),
+            ..view.clone()
+        });
+        assert_eq!(
+            lower(&s, &caller(), &t3).unwrap_err(),
+            LowerError::ViewPath("/s/a:b/upper".into())
+        );
+        let mut s2 = s.clone();
+        s2.limits.disk_bytes = Some(1 << 20);
+        assert_eq!(lower(&s2, &caller(), &t).unwrap_err(), LowerError::ViewDisk);
+    }
 }

@@ -25,7 +25,7 @@ pub(super) struct Running {
     pub attached: Option<stream::terminal::Attached>,
     /// A review run's bounded upper, for the change set.
     pub review_upper: Option<OwnedFd>,
-    pub net_watch: Option<crate::net_tries::Watch>,
+    pub net_watch: Option<sys::net_tries::Watch>,
 }
 
 /// The outcome of the run of `plan` started at `started`.
@@ -128,7 +128,13 @@ pub(super) fn collect(
         timed_out: ended.timed_out,
         usage,
         review_upper: review_upper.map(std::sync::Arc::new),
-        network_tries: net_watch.and_then(crate::net_tries::Watch::tries),
+        network_tries: net_watch.and_then(sys::net_tries::Watch::tries).map(|t| {
+            sandbox::NetworkTries {
+                no_route: t.no_route,
+                lookups: t.lookups,
+                proxy: t.proxy,
+            }
+        }),
         container: None,
         staged: Vec::new(),
     })

@@ -345,7 +345,7 @@ pub(crate) fn launch_gated(
     // Modes none and proxy: the kernel's count of what the command tries on the network it
     // lacks (under proxy: around the proxy). Only opened here, while the init surely exists.
     let net_watch = (plan.network.new_namespace)
-        .then(|| crate::net_tries::Watch::open(child.pid, plan.network.proxy.is_some()))
+        .then(|| sys::net_tries::Watch::open(child.pid, plan.network.proxy.is_some()))
         .flatten();
     // The init waits for its id maps: written first, the rest of the supervisor's start (the
     // relays' threads) overlaps with the init's set-up.

@@ -20,13 +20,29 @@
 //! the init could go on (issue 32); counting from zero also counts a try the command makes
 //! before the supervisor would have read them.
 
+//!
+//! Shared by the backends whose run has a network namespace of the host kernel's: the native
+//! backend opens its init's files, the container backends those of the container's first
+//! process (found by its namespace's identity, see `container`'s gate).
+
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 
-use sandbox::NetworkTries;
+/// What the namespace's processes tried (the contract's `sandbox::NetworkTries`, which this
+/// crate does not depend on).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tries {
+    /// `Ip: OutNoRoutes` + `Ip6OutNoRoutes`.
+    pub no_route: u64,
+    /// Lookups sent to a loopback resolver nobody answers inside (`Udp: NoPorts`), when
+    /// `/etc/resolv.conf` names one.
+    pub lookups: u64,
+    /// Mode proxy: these tries went around the proxy.
+    pub proxy: bool,
+}
 
 /// The open counter files of one run's network namespace.
-pub(crate) struct Watch {
+pub struct Watch {
     snmp: File,
     snmp6: Option<File>,
     /// Mode proxy: what is counted went around the proxy.
@@ -45,17 +61,17 @@ struct Counters {
 impl Watch {
     /// Open the counters of `pid`'s network namespace, a namespace made for the run (`None`
     /// when they cannot be opened: nothing is said then). Only opens: see the module's doc.
-    pub(crate) fn open(pid: libc::pid_t, proxy: bool) -> Option<Watch> {
+    pub fn open(pid: libc::pid_t, proxy: bool) -> Option<Watch> {
         let snmp = File::open(format!("/proc/{pid}/net/snmp")).ok()?;
         let snmp6 = File::open(format!("/proc/{pid}/net/snmp6")).ok();
         Some(Watch { snmp, snmp6, proxy })
     }
 
     /// What the namespace's processes tried since it was made.
-    pub(crate) fn tries(mut self) -> Option<NetworkTries> {
+    pub fn tries(mut self) -> Option<Tries> {
         let now = self.read()?;
         let resolv = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
-        Some(NetworkTries {
+        Some(Tries {
             no_route: now.no_route4.saturating_add(now.no_route6),
             lookups: if loopback_resolver(&resolv) {
                 now.udp_no_ports.saturating_add(now.udp6_no_ports)
@@ -208,10 +224,10 @@ UdpLite: 0 9 0 0
         let _ = writeln!(stdin, "go");
         drop(stdin);
         let _ = child.wait();
-        assert_eq!(loopback, NetworkTries::default(), "loopback is no try");
+        assert_eq!(loopback, Tries::default(), "loopback is no try");
         assert_eq!(
             outside,
-            NetworkTries {
+            Tries {
                 no_route: 1,
                 lookups: 0,
                 proxy: false
