@@ -1232,6 +1232,71 @@ fn a_writable_root_replaced_by_a_link_before_the_engine_binds_it_is_refused() {
     }
 }
 
+/// A directory above a writable root swapped for a link once the run is planned (red team of
+/// issue 33, tenth round): the root `p/tmp` then names the host's `/tmp`, read as the root's
+/// identity; the engine binds the host's `/tmp` (its source, resolved on the host) on the
+/// container's own `/tmp` (its destination, resolved in the container), and the check read
+/// the root through the same link and found the identity planned, and took the mount at
+/// `/tmp` for the engine's own. The check now requires a mount at the root's own path.
+/// Control: the engine given that bind puts the host's `/tmp` there, writable.
+#[test]
+fn a_directory_above_a_writable_root_swapped_for_a_link_is_refused() {
+    for engine in engines() {
+        let fx = fixture();
+        let pause = fx.root.join("pause");
+        let parent = fx.root.join("p");
+        let root = parent.join("tmp");
+        attacks::mkdir(&root);
+        if attacks::is_root() {
+            attacks::chown_to(&parent, &format!("{TEST_USER}:"));
+            attacks::chown_to(&root, &format!("{TEST_USER}:"));
+        }
+        let name = format!("stockade-above-{}", fx.id);
+        let landed = Path::new("/tmp").join(&name);
+        let write = format!("echo pwned > {}", sh_quote(root.join(&name)));
+        let grant = root.to_string_lossy().into_owned();
+        let cmd = sandbox(&fx, &opts(engine, &["--allow-write", &grant]), &write)
+            .env("STOCKADE_TEST_CONTAINER_PAUSE_PLANNED", &pause);
+        let child = std::thread::spawn(move || cmd.run());
+        assert!(
+            attacks::wait_until(|| pause.exists(), std::time::Duration::from_secs(30)),
+            "the run never paused"
+        );
+        let away = fx.root.join("p.away");
+        std::fs::rename(&parent, &away).expect("move the parent away");
+        std::os::unix::fs::symlink("/", &parent).expect("link");
+        std::fs::remove_file(&pause).expect("resume the run");
+        let run = child.join().expect("the run");
+        let wrote = landed.exists();
+        let _ = std::fs::remove_file(&landed);
+        // Control: the engine given the root's path as a bind, with the link in place.
+        let control = format!("echo control > {}", sh_quote(root.join(&name)));
+        let out = bare_run(&fx, engine)
+            .args(["--rm", "--network", "none", "--pull", "never"])
+            .args(["--user", "0:0", "--tmpfs", "/tmp:rw,mode=1777"])
+            .arg("--mount")
+            .arg(format!("type=bind,src={grant},dst={grant}"))
+            .args(["--mount", "type=bind,src=/usr,dst=/usr,ro=true"])
+            .args(["--mount", "type=bind,src=/var,dst=/var,ro=true"])
+            .arg(image_of(&fx, engine))
+            .args(["/bin/sh", "-c", &control])
+            .output()
+            .expect("run the engine");
+        let controlled = landed.exists();
+        let _ = std::fs::remove_file(&landed);
+        std::fs::remove_file(&parent).expect("remove the link");
+        std::fs::rename(&away, &parent).expect("put the parent back");
+        assert!(
+            !wrote,
+            "{engine}: a run wrote into the host's /tmp: {run:?}"
+        );
+        run.assert_code(125)
+            .assert_stderr_contains("E_PROTECTION_UNAVAILABLE")
+            .assert_stderr_contains("nothing is mounted at");
+        assert!(controlled, "{engine}: control: {out:?}");
+    }
+}
+
 /// `ENGINE run` of the engine itself, as a control: what the engine does given an argument
 /// stockade never gives it (Podman with runc and rlimits it may set, as stockade runs it).
 fn bare_run(fx: &Fixture, engine: &str) -> std::process::Command {

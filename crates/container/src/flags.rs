@@ -253,13 +253,19 @@ Uid:) [ "$v" = "$STOCKADE_CHECK_UID" ] || fail "--user" "uid $v";;
 esac; done < /proc/self/status
 w=$(awk '
 BEGIN { rw = ENVIRON["STOCKADE_CHECK_RW"] }
-function hidden(m) { while (m in par) { if (m in shadow) return 1; m = par[m] } return 0 }
+function hidden(m,   c) { if (m in shadow) return 1; for (c = m; (c in par) && (par[c] in mp); c = par[c]) if ((par[c] in shadow) && mp[c] != mp[par[c]]) return 1; return 0 }
 function ok(p,   n, a, i) { if (p ~ /^\/(proc(\/.*)?|dev|tmp|run|dev\/(pts|mqueue|shm|console|null|zero|full|random|urandom|tty))$/ || p ~ /^\/sys\/fs\/cgroup(\/|$)/ || p == "/etc/hosts" || p == "/etc/hostname" || p == "/etc/resolv.conf") return 1; n = split(rw, a, " "); for (i = 1; i <= n; i++) if (p == a[i] || index(p, a[i] "/") == 1) return 1; return 0 }
 { id[NR] = $1; par[$1] = $2; mp[$1] = $5; op[$1] = $6 }
 END { for (i = 1; i <= NR; i++) { m = id[i]; q = par[m]; if ((q in mp) && mp[q] == mp[m]) shadow[q] = 1 }
-for (i = 1; i <= NR; i++) { m = id[i]; if (hidden(m) || ("," op[m] ",") ~ /,ro,/) continue; if (mp[m] == "/" || !ok(mp[m])) { print mp[m]; exit } } }' /proc/self/mountinfo) || fail "a read-only mount (ro=true)" "awk: $w"
-[ "$w" != / ] || fail "--read-only" "/ is writable"
-[ -z "$w" ] || fail "a read-only mount (ro=true)" "$w is writable"
+for (i = 1; i <= NR; i++) { m = id[i]; if (hidden(m) || ("," op[m] ",") ~ /,ro,/) continue; if (mp[m] == "/" || !ok(mp[m])) { print "W " mp[m]; exit } }
+n = split(ENVIRON["STOCKADE_CHECK_PLACED"], pl, " "); for (j = 1; j <= n; j++) { f = substr(pl[j], 1, 1); p = substr(pl[j], 2); seen = 0; for (i = 1; i <= NR; i++) { m = id[i]; if (mp[m] != p || hidden(m)) continue; if (f == "r" && ("," op[m] ",") !~ /,ro,/) { print "W " p; exit } seen = 1 } if (!seen) { print "U " p; exit } } }' /proc/self/mountinfo) || fail "a read-only mount (ro=true)" "awk: $w"
+case $w in
+"") ;;
+"W /") fail "--read-only" "/ is writable";;
+"W "*) fail "a read-only mount (ro=true)" "${w#W } is writable";;
+"U "*) fail "a bind at the path planned" "nothing is mounted at ${w#U }: a path was replaced by a link after the run was planned, and the engine mounted it elsewhere";;
+*) fail "a read-only mount (ro=true)" "awk: $w";;
+esac
 lim() { [ -n "$2" ] || return 0; for f in $3; do if [ -r "$f" ]; then read -r v < "$f"; [ "$v" = "$2" ] || fail "$1" "$f holds $v"; return 0; fi; done; fail "$1" "none of $3"; }
 lim --pids-limit "$STOCKADE_CHECK_PIDS" "/sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids.max"
 lim --memory "$STOCKADE_CHECK_MEM" "/sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max"
@@ -283,7 +289,7 @@ IFS= read -r go < "$STOCKADE_CHECK_GATE/go"; [ "$go" = go ] || fail "the run's g
 fi
 [ -z "$STOCKADE_CHECK_IGNORE" ] || trap '' $STOCKADE_CHECK_IGNORE
 [ -z "$STOCKADE_CHECK_NOTERM" ] || unset TERM
-unset STOCKADE_CHECK_NOTERM STOCKADE_CHECK_VIEWIDS STOCKADE_CHECK_VIEWEMPTY STOCKADE_CHECK_MASKDIRS STOCKADE_CHECK_IGNORE STOCKADE_CHECK_GATE STOCKADE_CHECK_UID STOCKADE_CHECK_NET STOCKADE_CHECK_MASKS STOCKADE_CHECK_IDS STOCKADE_CHECK_RW STOCKADE_CHECK_PIDS STOCKADE_CHECK_MEM STOCKADE_CHECK_NPROC STOCKADE_CHECK_DATA STOCKADE_CHECK_NOFILE
+unset STOCKADE_CHECK_NOTERM STOCKADE_CHECK_VIEWIDS STOCKADE_CHECK_VIEWEMPTY STOCKADE_CHECK_MASKDIRS STOCKADE_CHECK_IGNORE STOCKADE_CHECK_GATE STOCKADE_CHECK_UID STOCKADE_CHECK_NET STOCKADE_CHECK_MASKS STOCKADE_CHECK_IDS STOCKADE_CHECK_RW STOCKADE_CHECK_PLACED STOCKADE_CHECK_PIDS STOCKADE_CHECK_MEM STOCKADE_CHECK_NPROC STOCKADE_CHECK_DATA STOCKADE_CHECK_NOFILE
 if [ -n "${STOCKADE_CHECK_SAVED_PATH+x}" ]; then PATH=$STOCKADE_CHECK_SAVED_PATH; unset STOCKADE_CHECK_SAVED_PATH; else unset PATH; fi
 exec "$@""#;
 
@@ -613,7 +619,16 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
     // number of its top directory, the run's `upper/` (the device is the overlay's).
     let mut view_ids: Vec<(PathBuf, u64)> = Vec::new();
     let mut view_empty: Option<String> = None;
+    // Where the engine must have mounted what it was given writable (and the read grants
+    // below /tmp): each at its own path, checked inside ([`CHECK`], `STOCKADE_CHECK_PLACED`).
+    // The engine resolves a bind's source on the host and its destination in the container:
+    // a path swapped for a link between the identities' read and the engine's mount, and
+    // swapped back before the check, put a host directory writable elsewhere (the host's
+    // /tmp on the container's) while the path itself, unmounted, still showed the identity
+    // planned (red team of issue 33, tenth round).
+    let mut placed: Vec<(bool, &Path)> = Vec::new();
     for root in &spec.writable_roots {
+        placed.push((false, root.as_path()));
         match &target.view {
             Some(view) if *root == spec.workspace => {
                 let (flag, m) = view_mount(root, view, engine)?;
@@ -634,6 +649,7 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
     // run makes at a protected path is flagged by the review.
     let in_view = |p: &Path| target.view.is_some() && p.starts_with(&spec.workspace);
     for grant in spec.tmp_read_grants() {
+        placed.push((true, grant.as_path()));
         mounts.push((
             depth(grant),
             1,
@@ -659,6 +675,7 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
         mounts.push((depth(p), 2, "--mount", bind(p, p, true, target)?));
     }
     let mut subdir_identities = Vec::new();
+    let mut placed_subdirs: Vec<PathBuf> = Vec::new();
     let pins = spec.pins_bound_alone();
     for p in pins.iter().copied() {
         if in_view(p) {
@@ -670,6 +687,7 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
             // bound over theirs in it; protected ones (`hooks`) are bound read-only above.
             Some(i) => {
                 let copy = workspace::gitstage::Staged::source(&target.stage_dir, i);
+                placed.push((false, p.as_path()));
                 mounts.push((depth(p), 2, "--mount", bind(&copy, p, false, target)?));
                 for (d, id) in target.staged[i].subdirs.iter().zip(&target.subdir_ids[i]) {
                     let sub = p.join(d);
@@ -686,11 +704,13 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
                         return Err(LowerError::Changed(sub));
                     };
                     subdir_identities.push((sub.clone(), *id));
+                    placed_subdirs.push(sub.clone());
                     mounts.push((depth(&sub), 2, "--mount", bind(&sub, &sub, false, target)?));
                 }
             }
             None => {
                 planned(p);
+                placed.push((false, p.as_path()));
                 mounts.push((depth(p), 2, "--mount", bind(p, p, false, target)?));
             }
         }
@@ -817,6 +837,14 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
         .filter_map(|p| p.to_str().map(mountinfo_escape))
         .collect();
     env.push(("STOCKADE_CHECK_RW".into(), rw.join(" ")));
+    let placed: Vec<String> = (placed.iter().copied())
+        .chain(placed_subdirs.iter().map(|p| (false, p.as_path())))
+        .filter_map(|(ro, p)| {
+            let tag = if ro { 'r' } else { 'w' };
+            p.to_str().map(|p| format!("{tag}{}", mountinfo_escape(p)))
+        })
+        .collect();
+    env.push(("STOCKADE_CHECK_PLACED".into(), placed.join(" ")));
     // The limits, as the kernel holds them inside (the cgroup's, or the rlimits).
     let some = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
     let (pids, mem, nproc, data) = if caller.rootless {

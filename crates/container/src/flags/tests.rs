@@ -720,3 +720,31 @@ fn a_review_runs_workspace_is_the_engines_overlay_and_nothing_of_the_host_is_bou
         assert_eq!(lower(&s2, &caller(), &t).unwrap_err(), LowerError::ViewDisk);
     }
 }
+
+#[test]
+fn every_writable_bind_is_checked_at_its_own_path() {
+    // The check inside requires a mount at each of these paths (`w`: any, `r`: read-only):
+    // a bind the engine put elsewhere (a path swapped for a link, then back) leaves its own
+    // path unmounted.
+    let mut s = spec();
+    s.identities.insert("/w/.git".into(), (7, 300));
+    let l = lower(&s, &caller(), &target(Engine::Docker)).unwrap();
+    assert!(
+        l.env_file
+            .contains("STOCKADE_CHECK_PLACED=w/w r/tmp/grant w/w/.git\n"),
+        "{}",
+        l.env_file
+    );
+    // Escaped as the kernel shows mount points.
+    let mut s = spec();
+    s.writable_roots = vec!["/w".into(), "/c a\\b".into()];
+    let mut t = target(Engine::Docker);
+    t.root_identities.push(("/c a\\b".into(), (7, 400)));
+    let l = lower(&s, &caller(), &t).unwrap();
+    assert!(
+        l.env_file
+            .contains("STOCKADE_CHECK_PLACED=w/w w/c\\040a\\134b r/tmp/grant"),
+        "{}",
+        l.env_file
+    );
+}
