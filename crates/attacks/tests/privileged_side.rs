@@ -937,3 +937,51 @@ fn a_start_refused_after_an_exchange_rearranges_nothing() {
         );
     }
 }
+
+/// The sweep after a run acting through a link the run planted (red team of issue 33, tenth
+/// round): a writable root `p/tmp` inside the workspace, whose parent `p` the command
+/// replaces by a link to another directory holding a `tmp` with files named like protected
+/// paths (`.envrc`, a hook). The sweep of the root used to walk where the link led and, under
+/// gVisor and the containers, move those files into a quarantine there (as root under Docker:
+/// a victim's `.bashrc`); natively it walked there and told the user to remove them by hand.
+/// Now the root is reported replaced, and nothing there is looked at or moved. Control: the
+/// same name made in the root itself is refused or quarantined, so the sweep would act on it.
+#[test]
+fn a_writable_root_whose_parent_the_run_swapped_for_a_link_is_not_swept_through_it() {
+    let fx = Fixture::new();
+    let parent = fx.ws.join("p");
+    let root = parent.join("tmp");
+    attacks::mkdir(&root);
+    let victim = fx.outside.join("v");
+    let hooks = victim.join("tmp/.git/hooks");
+    attacks::mkdir(&hooks);
+    attacks::write_file(&victim.join("tmp/.envrc"), "export A=1\n", 0o644);
+    attacks::write_file(&hooks.join("pre-commit"), "#!/bin/sh\n", 0o755);
+    let swap = format!(
+        "mv p p.away && ln -s {} p && echo swapped",
+        sh_quote(&victim)
+    );
+    let run = fx.attack(&["--allow-write", s(&root)], &swap).run();
+    let kept = victim.join("tmp/.envrc").exists() && hooks.join("pre-commit").exists();
+    let untouched = !victim.join("tmp/.stockade").exists();
+    run.assert_stdout_contains("swapped")
+        .assert_stderr_contains("writable root replaced");
+    assert!(
+        kept && untouched,
+        "the sweep acted where the link led\n{}",
+        run.describe()
+    );
+
+    // Control: the root put back, a run makes `.envrc` in it: refused, or quarantined by the
+    // sweep.
+    std::fs::remove_file(&parent).expect("remove the link");
+    std::fs::rename(fx.ws.join("p.away"), &parent).expect("put the directory back");
+    let control = fx
+        .attack(&["--allow-write", s(&root)], "echo x > p/tmp/.envrc; true")
+        .run();
+    assert!(
+        !root.join(".envrc").exists(),
+        "control: the name is not protected here\n{}",
+        control.describe()
+    );
+}

@@ -44,6 +44,18 @@ impl Root {
         .map_err(errno_io)
     }
 
+    /// [`Root::open`] through no symbolic link on the whole of `path` (absolute), as a
+    /// writable root is planned (canonical): a directory above the root that the run swapped
+    /// for a link (it lay in another writable root) is `ELOOP`, not the directory it leads to.
+    pub(crate) fn open_exact(path: &Path) -> io::Result<Root> {
+        let Ok(rel) = path.strip_prefix("/") else {
+            return Root::open(path);
+        };
+        let top = Root::open(Path::new("/"))?;
+        top.open_beneath(rel, OFlags::PATH | OFlags::DIRECTORY)
+            .map(Root)
+    }
+
     pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         self.0.as_fd()
     }

@@ -246,6 +246,10 @@ pub fn sweep_skipping(
 /// checked.
 pub const UNINSPECTABLE_DIRECTORY: &str = "uninspectable_directory";
 
+/// Violation kind of a writable root whose path leads through a symbolic link after the run
+/// (a directory above it replaced): not swept, nothing moved.
+pub const WRITABLE_ROOT_REPLACED: &str = "writable_root_replaced";
+
 /// The host as the checks after a run see it: a directory in a writable root that cannot be
 /// listed, or listed but not searched (its entries cannot be looked at), is opened up (its
 /// owner's bits, through descriptors: [`Opened`]) and listed again. Every mode goes back
@@ -284,7 +288,7 @@ impl<'a> Inspect<'a> {
         let Some(root) = self.roots.iter().find(|r| is_within(dir, r)) else {
             return Err(std::io::Error::other("not in a writable root"));
         };
-        let r = Root::open(root)?;
+        let r = Root::open_exact(root)?;
         self.opened
             .borrow_mut()
             .open_up(root, &r, relative(root, dir))
@@ -445,7 +449,30 @@ fn sweep_inspecting(
     let mut maybe_planted: BTreeSet<PathBuf> = BTreeSet::new();
     let mut count = 0usize;
     let mut unlisted: Vec<(PathBuf, std::io::Error)> = Vec::new();
+    let mut replaced: Vec<Violation> = Vec::new();
     for root in &run.watch.sweep.roots {
+        // A root reached only through a link: a directory above it (in another writable root,
+        // or swapped by whoever could) replaced during the run. Not walked, nothing moved:
+        // the link leads wherever the run chose (red team of issue 33, tenth round: a no-op
+        // run under Docker had the sweep, as root, quarantine a victim directory's `.bashrc`,
+        // `.envrc` and hooks).
+        if let Err(e) = Root::open_exact(root) {
+            let loop_or_notdir = [rustix::io::Errno::LOOP, rustix::io::Errno::NOTDIR]
+                .iter()
+                .any(|n| e.raw_os_error() == Some(n.raw_os_error()));
+            if loop_or_notdir {
+                replaced.push(Violation {
+                    allow: None,
+                    code: sandbox::Code::SandboxViolation,
+                    kind: WRITABLE_ROOT_REPLACED,
+                    path: root.clone(),
+                    action: format!(
+                        "not swept ({e}): a directory on its path was replaced by a symbolic link during the run, and nothing where it leads was looked at or moved; put the directory back by hand, and look at where the link leads"
+                    ),
+                });
+                continue;
+            }
+        }
         let known = Stamps::SkipUnchanged(&run.watch.sweep.dirs);
         let globs = &run.watch.deny_globs;
         // Every symlink in a changed directory is looked at too: one into a masked path
@@ -500,7 +527,7 @@ fn sweep_inspecting(
         .map(|r| r.as_os_str().as_encoded_bytes())
         .collect();
     let already: BTreeSet<PathBuf> = found.iter().cloned().collect();
-    let mut out: Vec<Violation> = Vec::new();
+    let mut out: Vec<Violation> = replaced;
     let mut moved: Vec<PathBuf> = Vec::new();
     // The quarantine lives in `<root>/.stockade`; one the sandbox created (possibly a symlink
     // to somewhere else) is quarantined first, so nothing below is written through it.
@@ -660,7 +687,7 @@ fn armed_git_state(
     host.lstat_kind(path)?;
     let rel = (protect::git_state::STATE_FILES.into_iter()).find(|r| path.ends_with(r))?;
     let limit = protect::git_state::STATE_LIMIT;
-    let after = Root::open(root)
+    let after = Root::open_exact(root)
         .and_then(|r| r.open_beneath(relative(root, path), OFlags::RDONLY | OFlags::NONBLOCK))
         .ok()
         .filter(|fd| {
@@ -1034,7 +1061,7 @@ pub fn replaced_links(
 
 /// `readlinkat` of `root/rel` relative to its directory, opened through no link.
 fn read_link_beneath(root: &Path, rel: &Path) -> std::io::Result<PathBuf> {
-    let r = Root::open(root)?;
+    let r = Root::open_exact(root)?;
     let name = rel
         .file_name()
         .ok_or_else(|| std::io::Error::other("not a file below the root"))?;
@@ -1047,7 +1074,7 @@ fn read_link_beneath(root: &Path, rel: &Path) -> std::io::Result<PathBuf> {
 fn make_link_beneath(root: &Path, rel: &Path, target: &Path) -> std::io::Result<()> {
     let parent = rel.parent().unwrap_or(Path::new(""));
     opening_up(root, &[parent], || {
-        let r = Root::open(root)?;
+        let r = Root::open_exact(root)?;
         let name = rel
             .file_name()
             .ok_or_else(|| std::io::Error::other("not a file below the root"))?;
@@ -1096,7 +1123,7 @@ fn find_by_identity(
 
 /// Renames `from` to `to` (both in `root`), never replacing anything and through no link.
 fn move_back(root: &Path, from: &Path, to: &Path) -> std::io::Result<()> {
-    let r = Root::open(root)?;
+    let r = Root::open_exact(root)?;
     let (from_rel, to_rel) = (relative(root, from), relative(root, to));
     let name = |p: &Path| {
         p.file_name()
@@ -1369,7 +1396,7 @@ fn relative<'a>(root: &Path, path: &'a Path) -> &'a Path {
 /// The new `.git/config`, opened through no link, if it is a regular file with one link (a
 /// hard link would make its mode shared with another file), and its text.
 fn open_git_config(root: &Path, path: &Path) -> Option<(OwnedFd, Vec<u8>)> {
-    let fd = Root::open(root)
+    let fd = Root::open_exact(root)
         .and_then(|r| r.open_beneath(relative(root, path), OFlags::RDONLY | OFlags::NONBLOCK))
         .ok()?;
     let st = rustix::fs::fstat(&fd).ok()?;
@@ -1401,7 +1428,7 @@ fn write_minimal_config(root: &Path, path: &Path) -> std::io::Result<()> {
     let (Some(dir), Some(name)) = (rel.parent(), rel.file_name()) else {
         return Err(std::io::Error::other("not a file below the root"));
     };
-    let dir = Root::open(root)?.dir(dir)?;
+    let dir = Root::open_exact(root)?.dir(dir)?;
     let fd = rustix::fs::openat(
         &dir,
         name,
@@ -1469,7 +1496,7 @@ fn opening_up<T>(
 ) -> std::io::Result<T> {
     match act() {
         Err(e) if is_denied(&e) => {
-            let r = Root::open(root)?;
+            let r = Root::open_exact(root)?;
             let mut opened = Opened::default();
             for rel in rels {
                 // As far as it goes: the second try says whether it was enough.
@@ -1506,7 +1533,7 @@ fn move_into_once(
     run_id: &str,
 ) -> std::io::Result<()> {
     let dest = root.join(qrel).join(rel);
-    let r = Root::open(root)?;
+    let r = Root::open_exact(root)?;
     let Some(name) = rel.file_name() else {
         return Err(std::io::Error::other("not a file below the root"));
     };
@@ -1531,7 +1558,7 @@ fn remove_planted(root: &Path, rel: &Path) -> std::io::Result<()> {
 }
 
 fn remove_planted_once(root: &Path, rel: &Path) -> std::io::Result<()> {
-    let r = Root::open(root)?;
+    let r = Root::open_exact(root)?;
     let name = rel
         .file_name()
         .ok_or_else(|| std::io::Error::other("not a file below the root"))?;
