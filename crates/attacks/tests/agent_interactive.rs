@@ -420,8 +420,9 @@ fn codex_tui_starts_at_the_prompt_and_answers_through_the_route_twice() {
 }
 
 /// The control: without the workspace named trusted, Codex asks whether to trust the folder
-/// (a git repository) when the first prompt is sent, and cannot save the answer (its
-/// `config.toml` is read-only in the preset), so it would ask at every start.
+/// (a git repository), at its start or when the first prompt is sent (both seen with the same
+/// pinned build, on different machines), and cannot save the
+/// answer (its `config.toml` is read-only in the preset), so it would ask at every start.
 #[test]
 fn control_codex_without_the_trusted_workspace_asks_and_cannot_save_the_answer() {
     if attacks::responses::CODEX_CLI.skip() {
@@ -432,8 +433,12 @@ fn control_codex_without_the_trusted_workspace_asks_and_cannot_save_the_answer()
         attacks::responses::events(attacks::responses::message(ANSWER))
     })));
     let s = screen(&fx, &codex_run(&fx, &up, false));
-    if let Err(e) = s.wait_for(CODEX_READY, &[], START) {
-        panic!("Codex did not start: {e}");
+    let trust = "Trust this folder?";
+    let first: Vec<&str> = CODEX_READY.iter().copied().chain([trust]).collect();
+    match s.wait_for(&first, &[], START) {
+        Ok(i) if first[i] == trust => return,
+        Ok(_) => {}
+        Err(e) => panic!("Codex did not start: {e}"),
     }
     s.type_text("say hello");
     std::thread::sleep(Duration::from_millis(500));
