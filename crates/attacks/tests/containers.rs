@@ -1132,11 +1132,7 @@ fn a_protected_path_replaced_before_the_engine_binds_it_is_refused() {
         let cmd = fx
             .sandbox(&opts(engine, &[]), "cat .git/hooks/id_rsa")
             .env("STOCKADE_TEST_CONTAINER_PAUSE", &pause);
-        let child = std::thread::spawn(move || cmd.run());
-        assert!(
-            attacks::wait_until(|| pause.exists(), std::time::Duration::from_secs(30)),
-            "the run never paused"
-        );
+        let child = paused(cmd, &pause);
         std::fs::rename(&hooks, fx.ws.join(".git/hooks.away")).expect("move the hooks away");
         std::os::unix::fs::symlink(&ssh, &hooks).expect("link");
         std::fs::remove_file(&pause).expect("resume the run");
@@ -1148,23 +1144,8 @@ fn a_protected_path_replaced_before_the_engine_binds_it_is_refused() {
         // the control's own: the sweep after the refused run took the planted one away).
         let link = fx.ws.join("link-to-ssh");
         std::os::unix::fs::symlink(&ssh, &link).expect("link");
-        let out = bare_run(&fx, engine)
-            .args([
-                "--rm",
-                "--network",
-                "none",
-                "--pull",
-                "never",
-                "--user",
-                "0:0",
-            ])
-            .arg("--mount")
-            .arg(format!("type=bind,src={},dst=/x,ro=true", link.display()))
-            .args(["--mount", "type=bind,src=/usr,dst=/usr,ro=true"])
-            .arg(image_of(&fx, engine))
-            .args(["/bin/sh", "-c", "cat /x/id_rsa"])
-            .output()
-            .expect("run the engine");
+        let mount = format!("type=bind,src={},dst=/x,ro=true", link.display());
+        let out = bare_control(&fx, engine, &["--mount", &mount], "cat /x/id_rsa");
         assert!(
             String::from_utf8_lossy(&out.stdout).contains(&marker),
             "{out:?}"
@@ -1196,34 +1177,20 @@ fn a_writable_root_replaced_by_a_link_before_the_engine_binds_it_is_refused() {
         let grant = cache.to_string_lossy().into_owned();
         let cmd = sandbox(&fx, &opts(engine, &["--allow-write", &grant]), &write)
             .env("STOCKADE_TEST_CONTAINER_PAUSE_PLANNED", &pause);
-        let child = std::thread::spawn(move || cmd.run());
-        assert!(
-            attacks::wait_until(|| pause.exists(), std::time::Duration::from_secs(30)),
-            "the run never paused"
-        );
+        let child = paused(cmd, &pause);
         std::fs::rename(&cache, fx.root.join("cache.away")).expect("move the root away");
         std::os::unix::fs::symlink(&via, &cache).expect("link");
         std::fs::remove_file(&pause).expect("resume the run");
         let run = child.join().expect("the run");
         let wrote = fx.outside.join("job").exists();
         // Control: the engine follows the links and the write lands outside.
-        let out = bare_run(&fx, engine)
-            .args([
-                "--rm",
-                "--network",
-                "none",
-                "--pull",
-                "never",
-                "--user",
-                "0:0",
-            ])
-            .arg("--mount")
-            .arg(format!("type=bind,src={},dst=/x", cache.display()))
-            .args(["--mount", "type=bind,src=/usr,dst=/usr,ro=true"])
-            .arg(image_of(&fx, engine))
-            .args(["/bin/sh", "-c", "echo control > /x/control"])
-            .output()
-            .expect("run the engine");
+        let mount = format!("type=bind,src={},dst=/x", cache.display());
+        let out = bare_control(
+            &fx,
+            engine,
+            &["--mount", &mount],
+            "echo control > /x/control",
+        );
         let _ = std::fs::remove_file(&via);
         assert!(!wrote, "a run wrote where the link leads: {run:?}");
         run.assert_code(125)
@@ -1257,11 +1224,7 @@ fn a_directory_above_a_writable_root_swapped_for_a_link_is_refused() {
         let grant = root.to_string_lossy().into_owned();
         let cmd = sandbox(&fx, &opts(engine, &["--allow-write", &grant]), &write)
             .env("STOCKADE_TEST_CONTAINER_PAUSE_PLANNED", &pause);
-        let child = std::thread::spawn(move || cmd.run());
-        assert!(
-            attacks::wait_until(|| pause.exists(), std::time::Duration::from_secs(30)),
-            "the run never paused"
-        );
+        let child = paused(cmd, &pause);
         let away = fx.root.join("p.away");
         std::fs::rename(&parent, &away).expect("move the parent away");
         std::os::unix::fs::symlink("/", &parent).expect("link");
@@ -1271,17 +1234,16 @@ fn a_directory_above_a_writable_root_swapped_for_a_link_is_refused() {
         let _ = std::fs::remove_file(&landed);
         // Control: the engine given the root's path as a bind, with the link in place.
         let control = format!("echo control > {}", sh_quote(root.join(&name)));
-        let out = bare_run(&fx, engine)
-            .args(["--rm", "--network", "none", "--pull", "never"])
-            .args(["--user", "0:0", "--tmpfs", "/tmp:rw,mode=1777"])
-            .arg("--mount")
-            .arg(format!("type=bind,src={grant},dst={grant}"))
-            .args(["--mount", "type=bind,src=/usr,dst=/usr,ro=true"])
-            .args(["--mount", "type=bind,src=/var,dst=/var,ro=true"])
-            .arg(image_of(&fx, engine))
-            .args(["/bin/sh", "-c", &control])
-            .output()
-            .expect("run the engine");
+        let mount = format!("type=bind,src={grant},dst={grant}");
+        let out = bare_control(
+            &fx,
+            engine,
+            &["--tmpfs", "/tmp:rw,mode=1777", "--mount", &mount]
+                .into_iter()
+                .chain(["--mount", "type=bind,src=/var,dst=/var,ro=true"])
+                .collect::<Vec<_>>(),
+            &control,
+        );
         let controlled = landed.exists();
         let _ = std::fs::remove_file(&landed);
         std::fs::remove_file(&parent).expect("remove the link");
@@ -1317,6 +1279,38 @@ fn bare_run(fx: &Fixture, engine: &str) -> std::process::Command {
         ]);
     }
     c
+}
+
+/// `cmd` (a run told to pause at one of its pause points by the file `pause`) run in a thread,
+/// returned once it has paused there.
+fn paused(cmd: Cmd, pause: &Path) -> std::thread::JoinHandle<attacks::Run> {
+    let child = std::thread::spawn(move || cmd.run());
+    assert!(
+        attacks::wait_until(|| pause.exists(), std::time::Duration::from_secs(30)),
+        "the run never paused"
+    );
+    child
+}
+
+/// A control of the engine itself: `ENGINE run` of the default image with no network, as uid 0,
+/// `/usr` bound read-only and `args` (mounts), running `sh -c script`.
+fn bare_control(fx: &Fixture, engine: &str, args: &[&str], script: &str) -> std::process::Output {
+    bare_run(fx, engine)
+        .args([
+            "--rm",
+            "--network",
+            "none",
+            "--pull",
+            "never",
+            "--user",
+            "0:0",
+        ])
+        .args(args)
+        .args(["--mount", "type=bind,src=/usr,dst=/usr,ro=true"])
+        .arg(image_of(fx, engine))
+        .args(["/bin/sh", "-c", script])
+        .output()
+        .expect("run the engine")
 }
 
 /// The default image's name, from a run's record.
