@@ -626,9 +626,9 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
     // swapped back before the check, put a host directory writable elsewhere (the host's
     // /tmp on the container's) while the path itself, unmounted, still showed the identity
     // planned (red team of issue 33, tenth round).
-    let mut placed: Vec<(bool, &Path)> = Vec::new();
+    let mut placed: Vec<(bool, PathBuf)> = Vec::new();
     for root in &spec.writable_roots {
-        placed.push((false, root.as_path()));
+        placed.push((false, root.clone()));
         match &target.view {
             Some(view) if *root == spec.workspace => {
                 let (flag, m) = view_mount(root, view, engine)?;
@@ -649,7 +649,7 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
     // run makes at a protected path is flagged by the review.
     let in_view = |p: &Path| target.view.is_some() && p.starts_with(&spec.workspace);
     for grant in spec.tmp_read_grants() {
-        placed.push((true, grant.as_path()));
+        placed.push((true, grant.to_path_buf()));
         mounts.push((
             depth(grant),
             1,
@@ -675,7 +675,6 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
         mounts.push((depth(p), 2, "--mount", bind(p, p, true, target)?));
     }
     let mut subdir_identities = Vec::new();
-    let mut placed_subdirs: Vec<PathBuf> = Vec::new();
     let pins = spec.pins_bound_alone();
     for p in pins.iter().copied() {
         if in_view(p) {
@@ -687,7 +686,7 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
             // bound over theirs in it; protected ones (`hooks`) are bound read-only above.
             Some(i) => {
                 let copy = workspace::gitstage::Staged::source(&target.stage_dir, i);
-                placed.push((false, p.as_path()));
+                placed.push((false, p.clone()));
                 mounts.push((depth(p), 2, "--mount", bind(&copy, p, false, target)?));
                 for (d, id) in target.staged[i].subdirs.iter().zip(&target.subdir_ids[i]) {
                     let sub = p.join(d);
@@ -704,13 +703,13 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
                         return Err(LowerError::Changed(sub));
                     };
                     subdir_identities.push((sub.clone(), *id));
-                    placed_subdirs.push(sub.clone());
+                    placed.push((false, sub.clone()));
                     mounts.push((depth(&sub), 2, "--mount", bind(&sub, &sub, false, target)?));
                 }
             }
             None => {
                 planned(p);
-                placed.push((false, p.as_path()));
+                placed.push((false, p.clone()));
                 mounts.push((depth(p), 2, "--mount", bind(p, p, false, target)?));
             }
         }
@@ -837,10 +836,9 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
         .filter_map(|p| p.to_str().map(mountinfo_escape))
         .collect();
     env.push(("STOCKADE_CHECK_RW".into(), rw.join(" ")));
-    let placed: Vec<String> = (placed.iter().copied())
-        .chain(placed_subdirs.iter().map(|p| (false, p.as_path())))
+    let placed: Vec<String> = (placed.iter())
         .filter_map(|(ro, p)| {
-            let tag = if ro { 'r' } else { 'w' };
+            let tag = if *ro { 'r' } else { 'w' };
             p.to_str().map(|p| format!("{tag}{}", mountinfo_escape(p)))
         })
         .collect();

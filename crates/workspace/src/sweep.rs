@@ -457,10 +457,8 @@ fn sweep_inspecting(
         // run under Docker had the sweep, as root, quarantine a victim directory's `.bashrc`,
         // `.envrc` and hooks).
         if let Err(e) = Root::open_exact(root) {
-            let loop_or_notdir = [rustix::io::Errno::LOOP, rustix::io::Errno::NOTDIR]
-                .iter()
-                .any(|n| e.raw_os_error() == Some(n.raw_os_error()));
-            if loop_or_notdir {
+            use rustix::io::Errno;
+            if matches!(Errno::from_io_error(&e), Some(Errno::LOOP | Errno::NOTDIR)) {
                 replaced.push(Violation {
                     allow: None,
                     code: sandbox::Code::SandboxViolation,
