@@ -1200,62 +1200,109 @@ fn a_writable_root_replaced_by_a_link_before_the_engine_binds_it_is_refused() {
 }
 
 /// A directory above a writable root swapped for a link once the run is planned (red team of
-/// issue 33, tenth round): the root `p/tmp` then names the host's `/tmp`, read as the root's
-/// identity; the engine binds the host's `/tmp` (its source, resolved on the host) on the
-/// container's own `/tmp` (its destination, resolved in the container), and the check read
-/// the root through the same link and found the identity planned, and took the mount at
-/// `/tmp` for the engine's own. The check now requires a mount at the root's own path.
-/// Control: the engine given that bind puts the host's `/tmp` there, writable.
+/// issue 33, tenth round): the root `p/tmp` then names the host's `/tmp`; the engine binds the
+/// host's `/tmp` (its source, resolved on the host) on the container's own `/tmp` (its
+/// destination, resolved in the container), and the check, reading the root through the same
+/// link, found the identity planned and took the mount at `/tmp` for the engine's own. Swapped
+/// before the backend reads the roots' identities (through no link on the whole path), the
+/// root has none and is refused there; swapped after that, just before the engine starts, the
+/// check inside finds no mount at the root's own path. Control: the engine given that bind
+/// puts the host's `/tmp` there, writable.
 #[test]
 fn a_directory_above_a_writable_root_swapped_for_a_link_is_refused() {
     for engine in engines() {
+        for (pause_at, refusal) in [
+            (
+                "STOCKADE_TEST_CONTAINER_PAUSE_PLANNED",
+                "changed since the run was planned",
+            ),
+            ("STOCKADE_TEST_CONTAINER_PAUSE", "nothing is mounted at"),
+        ] {
+            let fx = fixture();
+            let pause = fx.root.join("pause");
+            let parent = fx.root.join("p");
+            let root = parent.join("tmp");
+            attacks::mkdir(&root);
+            if attacks::is_root() {
+                attacks::chown_to(&parent, &format!("{TEST_USER}:"));
+                attacks::chown_to(&root, &format!("{TEST_USER}:"));
+            }
+            let name = format!("stockade-above-{}", fx.id);
+            let landed = Path::new("/tmp").join(&name);
+            let write = format!("echo pwned > {}", sh_quote(root.join(&name)));
+            let grant = root.to_string_lossy().into_owned();
+            let cmd = sandbox(&fx, &opts(engine, &["--allow-write", &grant]), &write)
+                .env(pause_at, &pause);
+            let child = paused(cmd, &pause);
+            let away = fx.root.join("p.away");
+            std::fs::rename(&parent, &away).expect("move the parent away");
+            std::os::unix::fs::symlink("/", &parent).expect("link");
+            std::fs::remove_file(&pause).expect("resume the run");
+            let run = child.join().expect("the run");
+            let wrote = landed.exists();
+            let _ = std::fs::remove_file(&landed);
+            // Control: the engine given the root's path as a bind, with the link in place.
+            let control = format!("echo control > {}", sh_quote(root.join(&name)));
+            let mount = format!("type=bind,src={grant},dst={grant}");
+            let out = bare_control(
+                &fx,
+                engine,
+                &["--tmpfs", "/tmp:rw,mode=1777", "--mount", &mount]
+                    .into_iter()
+                    .chain(["--mount", "type=bind,src=/var,dst=/var,ro=true"])
+                    .collect::<Vec<_>>(),
+                &control,
+            );
+            let controlled = landed.exists();
+            let _ = std::fs::remove_file(&landed);
+            std::fs::remove_file(&parent).expect("remove the link");
+            std::fs::rename(&away, &parent).expect("put the parent back");
+            assert!(
+                !wrote,
+                "{engine}, swapped at {pause_at}: a run wrote into the host's /tmp: {run:?}"
+            );
+            run.assert_code(125)
+                .assert_stderr_contains("E_PROTECTION_UNAVAILABLE")
+                .assert_stderr_contains(refusal);
+            assert!(controlled, "{engine}: control: {out:?}");
+        }
+    }
+}
+
+/// A directory above a protected path swapped for a link to where it went, just before the
+/// engine starts (red team of issue 33, eleventh round): the engine's read-only bind of
+/// `sub/.envrc` followed the link (its source on the host, its destination in the container)
+/// and landed on `sub.away/.envrc`, the same file, so the check's identity of the path (read
+/// through the same link) was the one planned; the command replaced the link with a directory
+/// and wrote `sub/.envrc`, the protected path, with nothing mounted there. The check inside
+/// now requires each protected path to be a read-only mount at its own path, and refuses the
+/// run. Control (`STOCKADE_BIN` of the commit before): the command wrote.
+#[test]
+fn a_directory_above_a_protected_path_swapped_for_a_link_is_refused() {
+    for engine in engines() {
         let fx = fixture();
         let pause = fx.root.join("pause");
-        let parent = fx.root.join("p");
-        let root = parent.join("tmp");
-        attacks::mkdir(&root);
+        let sub = fx.ws.join("sub");
+        attacks::mkdir(&sub);
+        write_file(&sub.join(".envrc"), "export A=1\n", 0o644);
         if attacks::is_root() {
-            attacks::chown_to(&parent, &format!("{TEST_USER}:"));
-            attacks::chown_to(&root, &format!("{TEST_USER}:"));
+            attacks::chown_to(&fx.ws, &format!("{TEST_USER}:"));
         }
-        let name = format!("stockade-above-{}", fx.id);
-        let landed = Path::new("/tmp").join(&name);
-        let write = format!("echo pwned > {}", sh_quote(root.join(&name)));
-        let grant = root.to_string_lossy().into_owned();
-        let cmd = sandbox(&fx, &opts(engine, &["--allow-write", &grant]), &write)
-            .env("STOCKADE_TEST_CONTAINER_PAUSE_PLANNED", &pause);
+        let cmd = sandbox(
+            &fx,
+            &opts(engine, &[]),
+            "rm sub && mkdir sub && echo evil > sub/.envrc && echo wrote",
+        )
+        .env("STOCKADE_TEST_CONTAINER_PAUSE", &pause);
         let child = paused(cmd, &pause);
-        let away = fx.root.join("p.away");
-        std::fs::rename(&parent, &away).expect("move the parent away");
-        std::os::unix::fs::symlink("/", &parent).expect("link");
+        std::fs::rename(&sub, fx.ws.join("sub.away")).expect("move sub away");
+        std::os::unix::fs::symlink("sub.away", &sub).expect("link");
         std::fs::remove_file(&pause).expect("resume the run");
         let run = child.join().expect("the run");
-        let wrote = landed.exists();
-        let _ = std::fs::remove_file(&landed);
-        // Control: the engine given the root's path as a bind, with the link in place.
-        let control = format!("echo control > {}", sh_quote(root.join(&name)));
-        let mount = format!("type=bind,src={grant},dst={grant}");
-        let out = bare_control(
-            &fx,
-            engine,
-            &["--tmpfs", "/tmp:rw,mode=1777", "--mount", &mount]
-                .into_iter()
-                .chain(["--mount", "type=bind,src=/var,dst=/var,ro=true"])
-                .collect::<Vec<_>>(),
-            &control,
-        );
-        let controlled = landed.exists();
-        let _ = std::fs::remove_file(&landed);
-        std::fs::remove_file(&parent).expect("remove the link");
-        std::fs::rename(&away, &parent).expect("put the parent back");
-        assert!(
-            !wrote,
-            "{engine}: a run wrote into the host's /tmp: {run:?}"
-        );
-        run.assert_code(125)
+        run.assert_lacks("wrote")
+            .assert_code(125)
             .assert_stderr_contains("E_PROTECTION_UNAVAILABLE")
             .assert_stderr_contains("nothing is mounted at");
-        assert!(controlled, "{engine}: control: {out:?}");
     }
 }
 

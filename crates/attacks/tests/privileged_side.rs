@@ -965,7 +965,11 @@ fn a_writable_root_whose_parent_the_run_swapped_for_a_link_is_not_swept_through_
     let kept = victim.join("tmp/.envrc").exists() && hooks.join("pre-commit").exists();
     let untouched = !victim.join("tmp/.stockade").exists();
     run.assert_stdout_contains("swapped")
-        .assert_stderr_contains("writable root replaced");
+        .assert_stderr_contains("writable root replaced")
+        // Its own hint: no policy line allows it (not the general `unprotect` answer).
+        .assert_stderr_contains(
+            "no policy line allows this: a directory on the writable root's path",
+        );
     assert!(
         kept && untouched,
         "the sweep acted where the link led\n{}",

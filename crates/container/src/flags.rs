@@ -619,8 +619,8 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
     // number of its top directory, the run's `upper/` (the device is the overlay's).
     let mut view_ids: Vec<(PathBuf, u64)> = Vec::new();
     let mut view_empty: Option<String> = None;
-    // Where the engine must have mounted what it was given writable (and the read grants
-    // below /tmp): each at its own path, checked inside ([`CHECK`], `STOCKADE_CHECK_PLACED`).
+    // Where the engine must have mounted what it was given writable (and, read-only, the
+    // read grants below /tmp and the protected paths): each at its own path, checked inside ([`CHECK`], `STOCKADE_CHECK_PLACED`).
     // The engine resolves a bind's source on the host and its destination in the container:
     // a path swapped for a link between the identities' read and the engine's mount, and
     // swapped back before the check, put a host directory writable elsewhere (the host's
@@ -672,6 +672,9 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
             continue;
         }
         planned(p);
+        // Read-only at its own path: a directory above it swapped for a link before the
+        // engine mounted it put the bind where the link led, and left the path writable.
+        placed.push((true, p.clone()));
         mounts.push((depth(p), 2, "--mount", bind(p, p, true, target)?));
     }
     let mut subdir_identities = Vec::new();

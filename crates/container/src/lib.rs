@@ -665,11 +665,7 @@ impl sandbox::Backend for ContainerBackend {
             extra_masks,
             owner_home,
             root_identities: (spec.writable_roots.iter().chain(&spec.read_grants))
-                .filter_map(|w| {
-                    use std::os::unix::fs::MetadataExt;
-                    let m = std::fs::symlink_metadata(w).ok()?;
-                    (!m.file_type().is_symlink()).then(|| (w.clone(), (m.dev(), m.ino())))
-                })
+                .filter_map(|w| Some((w.clone(), exact_identity(w)?)))
                 .collect(),
             mask_dirs: mask_dirs(spec),
             closed: closed_dirs(spec, &caller),
@@ -788,6 +784,40 @@ fn view_witness(spec: &Spec, same_filesystem: bool) -> flags::Witness {
         }
     }
     flags::Witness::None
+}
+
+/// The device and inode of `path` (absolute, as the spec plans it) reached through no
+/// symbolic link on the whole path: a writable root, or a directory above it, that a run
+/// swapped for a link since the plan has none (`lower` then refuses the root), never the
+/// identity of where the link leads (which the engine, following the same link, would bind
+/// and the check inside would then find equal).
+fn exact_identity(path: &Path) -> Option<(u64, u64)> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    let rel = path.strip_prefix("/").ok()?;
+    let rel = if rel.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        rel
+    };
+    let top = rustix::fs::open(
+        "/",
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let fd = rustix::fs::openat2(
+        &top,
+        rel,
+        // Without O_NOFOLLOW: a link as the last component is ELOOP too (with it and O_PATH,
+        // openat2 would open the link itself).
+        OFlags::PATH | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    )
+    .ok()?;
+    let st = rustix::fs::fstat(&fd).ok()?;
+    let link = rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Symlink;
+    (!link).then_some((st.st_dev, st.st_ino))
 }
 
 /// The signals stockade passes on to the command ([`sys::postfork::FORWARDED_SIGNALS`]) that

@@ -250,6 +250,10 @@ pub const UNINSPECTABLE_DIRECTORY: &str = "uninspectable_directory";
 /// (a directory above it replaced): not swept, nothing moved.
 pub const WRITABLE_ROOT_REPLACED: &str = "writable_root_replaced";
 
+/// What to do about a [`WRITABLE_ROOT_REPLACED`] root: no policy line lets a run do this, and
+/// the general answer (make the change on the host, `unprotect`) does not apply.
+const WRITABLE_ROOT_REPLACED_HINT: &str = "no policy line allows this: a directory on the writable root's path is now a symbolic link (a run's command, or another process, put it there); remove the link, put the directory back (its old contents may be where the link's run moved them), and look at where the link led before the next run";
+
 /// The host as the checks after a run see it: a directory in a writable root that cannot be
 /// listed, or listed but not searched (its entries cannot be looked at), is opened up (its
 /// owner's bits, through descriptors: [`Opened`]) and listed again. Every mode goes back
@@ -460,7 +464,7 @@ fn sweep_inspecting(
             use rustix::io::Errno;
             if matches!(Errno::from_io_error(&e), Some(Errno::LOOP | Errno::NOTDIR)) {
                 replaced.push(Violation {
-                    allow: None,
+                    allow: Some(WRITABLE_ROOT_REPLACED_HINT),
                     code: sandbox::Code::SandboxViolation,
                     kind: WRITABLE_ROOT_REPLACED,
                     path: root.clone(),

@@ -725,13 +725,14 @@ fn a_review_runs_workspace_is_the_engines_overlay_and_nothing_of_the_host_is_bou
 fn every_writable_bind_is_checked_at_its_own_path() {
     // The check inside requires a mount at each of these paths (`w`: any, `r`: read-only):
     // a bind the engine put elsewhere (a path swapped for a link, then back) leaves its own
-    // path unmounted.
+    // path unmounted. The protected paths too: each read-only at its own path.
     let mut s = spec();
     s.identities.insert("/w/.git".into(), (7, 300));
     let l = lower(&s, &caller(), &target(Engine::Docker)).unwrap();
     assert!(
-        l.env_file
-            .contains("STOCKADE_CHECK_PLACED=w/w r/tmp/grant w/w/.git\n"),
+        l.env_file.contains(
+            "STOCKADE_CHECK_PLACED=w/w r/tmp/grant r/w/.git/hooks r/w/.git/config w/w/.git\n"
+        ),
         "{}",
         l.env_file
     );
