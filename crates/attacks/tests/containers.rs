@@ -1306,6 +1306,85 @@ fn a_directory_above_a_protected_path_swapped_for_a_link_is_refused() {
     }
 }
 
+/// A Docker container running on the host does not refuse a rootless Podman run: its root
+/// (an overlay below `/var/lib/docker`, a shared mount, so it shows writable in rootless
+/// Podman's namespace and in the container's recursive bind of `/var`) lies below a directory
+/// the command can neither search nor make searchable (root's, mode 0710), and the check
+/// inside takes such a mount for out of reach; the command indeed cannot list it. Found by
+/// CI: every rootless run beside a Docker container (another test's, or a user's) was refused
+/// ("/var/lib/docker/overlay2/.../merged is writable"). The mount shows writable inside (the
+/// case is real), and the run goes on. Root callers only (Docker, and `runuser` to the test
+/// user for rootless Podman).
+#[test]
+fn a_running_docker_container_does_not_refuse_a_rootless_podman_run() {
+    if !attacks::is_root() || !engines().contains(&"docker") || attacks::which("podman").is_none() {
+        return;
+    }
+    let fx = fixture();
+    let image = image_of(&fx, "docker");
+    let name = format!("stockade-bystander-{}", fx.id);
+    let started = std::process::Command::new(attacks::which("docker").expect("docker"))
+        .args([
+            "run",
+            "-d",
+            "--rm",
+            "--network",
+            "none",
+            "--user",
+            "0:0",
+            "--name",
+            &name,
+        ])
+        .args(["--mount", "type=bind,src=/usr,dst=/usr,ro=true", &image])
+        .args(["/bin/sh", "-c", "sleep 120"])
+        .output()
+        .expect("docker run");
+    assert!(started.status.success(), "docker run: {started:?}");
+    struct Removed(String);
+    impl Drop for Removed {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("docker")
+                .args(["rm", "-f", &self.0])
+                .output();
+        }
+    }
+    let _bystander = Removed(name);
+    let passwd = attacks::read_text(Path::new("/etc/passwd")).unwrap_or_default();
+    let entry: Vec<&str> = (passwd.lines())
+        .find(|l| l.starts_with(&format!("{TEST_USER}:")))
+        .expect("the test user")
+        .split(':')
+        .collect();
+    let script = "grep ' /var/lib/docker/overlay2/[^ ]*/merged rw' /proc/self/mountinfo | head -1; ls /var/lib/docker 2>&1; echo ran";
+    let out = std::process::Command::new("runuser")
+        .args(["-u", TEST_USER, "--", "env", "-i"])
+        .arg(format!("PATH={}", attacks::PATH))
+        .arg(format!("HOME={}", entry[5]))
+        .arg(format!(
+            "XDG_DATA_HOME=/var/tmp/stockade-container-tests-{}",
+            entry[2]
+        ))
+        .arg(attacks::stockade_bin())
+        .args(["run", "--backend", "podman", "--memory", "0", "--workspace"])
+        .arg(&fx.ws)
+        .args(["--shell", script])
+        .current_dir(&fx.ws)
+        .output()
+        .expect("runuser");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("ran"),
+        "a rootless run beside a Docker container was refused:\n{stdout}\n{stderr}"
+    );
+    // The case is real: the container's root is there, writable, and out of the command's reach.
+    assert!(
+        stdout.contains("/merged rw"),
+        "no Docker root inside: {stdout}"
+    );
+    assert!(stdout.contains("Permission denied"), "{stdout}");
+}
+
 /// `ENGINE run` of the engine itself, as a control: what the engine does given an argument
 /// stockade never gives it (Podman with runc and rlimits it may set, as stockade runs it).
 fn bare_run(fx: &Fixture, engine: &str) -> std::process::Command {

@@ -257,15 +257,19 @@ function hidden(m,   c) { if (m in shadow) return 1; for (c = m; (c in par) && (
 function ok(p,   n, a, i) { if (p ~ /^\/(proc(\/.*)?|dev|tmp|run|dev\/(pts|mqueue|shm|console|null|zero|full|random|urandom|tty))$/ || p ~ /^\/sys\/fs\/cgroup(\/|$)/ || p == "/etc/hosts" || p == "/etc/hostname" || p == "/etc/resolv.conf") return 1; n = split(rw, a, " "); for (i = 1; i <= n; i++) if (p == a[i] || index(p, a[i] "/") == 1) return 1; return 0 }
 { id[NR] = $1; par[$1] = $2; mp[$1] = $5; op[$1] = $6 }
 END { for (i = 1; i <= NR; i++) { m = id[i]; q = par[m]; if ((q in mp) && mp[q] == mp[m]) shadow[q] = 1 }
-for (i = 1; i <= NR; i++) { m = id[i]; if (hidden(m) || ("," op[m] ",") ~ /,ro,/) continue; if (mp[m] == "/" || !ok(mp[m])) { print "W " mp[m]; exit } }
+for (i = 1; i <= NR; i++) { m = id[i]; if (hidden(m) || ("," op[m] ",") ~ /,ro,/) continue; if (mp[m] == "/") { print "W /"; exit } if (!ok(mp[m])) print "S " mp[m] }
 n = split(ENVIRON["STOCKADE_CHECK_PLACED"], pl, " "); for (j = 1; j <= n; j++) { f = substr(pl[j], 1, 1); p = substr(pl[j], 2); seen = 0; for (i = 1; i <= NR; i++) { m = id[i]; if (mp[m] != p || hidden(m)) continue; if (f == "r" && ("," op[m] ",") !~ /,ro,/) { print "W " p; exit } seen = 1 } if (!seen) { print "U " p; exit } } }' /proc/self/mountinfo) || fail "a read-only mount (ro=true)" "awk: $w"
-case $w in
+shut() { p=$1; case $p in *\\*) p=$(printf %b "$p");; esac; d=; rest=${p#/}; while [ "${rest#*/}" != "$rest" ]; do d=$d/${rest%%/*}; rest=${rest#*/}; if ! (cd -- "$d") 2>/dev/null; then [ -d "$d" ] && o=$(stat -c %u -- "$d" 2>/dev/null) && [ "$o" != "$STOCKADE_CHECK_UID" ]; return; fi; done; return 1; }
+while IFS= read -r l; do case $l in
 "") ;;
 "W /") fail "--read-only" "/ is writable";;
-"W "*) fail "a read-only mount (ro=true)" "${w#W } is writable";;
-"U "*) fail "a bind at the path planned" "nothing is mounted at ${w#U }: a path was replaced by a link after the run was planned, and the engine mounted it elsewhere";;
-*) fail "a read-only mount (ro=true)" "awk: $w";;
-esac
+"S "*) shut "${l#S }" || fail "a read-only mount (ro=true)" "${l#S } is writable";;
+"W "*) fail "a read-only mount (ro=true)" "${l#W } is writable";;
+"U "*) fail "a bind at the path planned" "nothing is mounted at ${l#U }: a path was replaced by a link after the run was planned, and the engine mounted it elsewhere";;
+*) fail "a read-only mount (ro=true)" "awk: $l";;
+esac; done <<STOCKADE_CHECK_EOF
+$w
+STOCKADE_CHECK_EOF
 lim() { [ -n "$2" ] || return 0; for f in $3; do if [ -r "$f" ]; then read -r v < "$f"; [ "$v" = "$2" ] || fail "$1" "$f holds $v"; return 0; fi; done; fail "$1" "none of $3"; }
 lim --pids-limit "$STOCKADE_CHECK_PIDS" "/sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids.max"
 lim --memory "$STOCKADE_CHECK_MEM" "/sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max"
@@ -831,7 +835,12 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
     // directory in the container's own /tmp, is no engine's own):
     // the writable roots and private directories, the owner's home's tmpfs (root's, mode
     // 0711), and what lies below the engine's masked store (the mask, checked above to be
-    // empty, hides it). Every other mount must be read-only.
+    // empty, hides it). Every other mount must be read-only, unless the command cannot reach
+    // it: a directory above it that the command can neither search (the check `cd`s into
+    // each, as the command) nor make searchable (not its owner). A running Docker
+    // container's root below /var/lib/docker (0710, root's) is a shared mount, so it shows
+    // writable in rootless Podman's recursive bind of /var: every rootless run beside one was
+    // refused.
     let rw: Vec<String> = (spec.writable_roots.iter())
         .chain(&spec.private_dirs)
         .chain(&target.owner_home)
