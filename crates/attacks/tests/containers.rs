@@ -1306,17 +1306,19 @@ fn a_directory_above_a_protected_path_swapped_for_a_link_is_refused() {
     }
 }
 
-/// A Docker container running on the host does not refuse a rootless Podman run: its root
-/// (an overlay below `/var/lib/docker`, a shared mount, so it shows writable in rootless
-/// Podman's namespace and in the container's recursive bind of `/var`) lies below a directory
-/// the command can neither search nor make searchable (root's, mode 0710), and the check
-/// inside takes such a mount for out of reach; the command indeed cannot list it. Found by
-/// CI: every rootless run beside a Docker container (another test's, or a user's) was refused
-/// ("/var/lib/docker/overlay2/.../merged is writable"). The mount shows writable inside (the
-/// case is real), and the run goes on. Root callers only (Docker, and `runuser` to the test
-/// user for rootless Podman).
+/// A writable mount the command cannot reach does not refuse a rootless Podman run; one it
+/// can reach does. A running Docker container's root (an overlay below `/var/lib/docker`,
+/// which dockerd makes a shared mount, so it shows writable in rootless Podman's namespace
+/// and in the container's recursive bind of `/var`) lies below a directory the command can
+/// neither search nor make searchable (root's, mode 0710): found by CI, every rootless run
+/// beside a Docker container (another test's, or a user's) was refused ("/var/lib/docker/
+/// overlay2/.../merged is writable"). Then tmpfs mounts made in rootless Podman's own
+/// namespace: below a directory of root's, mode 0700 (accepted), below a directory the run
+/// masks (`--deny-read`; covered: accepted), and below an open one (the attack: refused, the
+/// command not run). The Docker root shows writable inside (the case is real), and the
+/// command cannot list it. Root callers only (Docker, mounts, and `runuser` to the test user).
 #[test]
-fn a_running_docker_container_does_not_refuse_a_rootless_podman_run() {
+fn a_writable_mount_out_of_the_commands_reach_does_not_refuse_a_rootless_run() {
     if !attacks::is_root() || !engines().contains(&"docker") || attacks::which("podman").is_none() {
         return;
     }
@@ -1350,39 +1352,100 @@ fn a_running_docker_container_does_not_refuse_a_rootless_podman_run() {
     }
     let _bystander = Removed(name);
     let passwd = attacks::read_text(Path::new("/etc/passwd")).unwrap_or_default();
-    let entry: Vec<&str> = (passwd.lines())
+    let entry: Vec<String> = (passwd.lines())
         .find(|l| l.starts_with(&format!("{TEST_USER}:")))
         .expect("the test user")
         .split(':')
+        .map(str::to_owned)
         .collect();
+    let rootless = |more: &[&str], script: &str| {
+        let out = std::process::Command::new("runuser")
+            .args(["-u", TEST_USER, "--", "env", "-i"])
+            .arg(format!("PATH={}", attacks::PATH))
+            .arg(format!("HOME={}", entry[5]))
+            .arg(format!(
+                "XDG_DATA_HOME=/var/tmp/stockade-container-tests-{}",
+                entry[2]
+            ))
+            .arg(attacks::stockade_bin())
+            .args(["run", "--backend", "podman", "--memory", "0", "--workspace"])
+            .arg(&fx.ws)
+            .args(more)
+            .args(["--shell", script])
+            .current_dir(&fx.ws)
+            .output()
+            .expect("runuser");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
     let script = "grep ' /var/lib/docker/overlay2/[^ ]*/merged rw' /proc/self/mountinfo | head -1; ls /var/lib/docker 2>&1; echo ran";
-    let out = std::process::Command::new("runuser")
-        .args(["-u", TEST_USER, "--", "env", "-i"])
-        .arg(format!("PATH={}", attacks::PATH))
-        .arg(format!("HOME={}", entry[5]))
-        .arg(format!(
-            "XDG_DATA_HOME=/var/tmp/stockade-container-tests-{}",
-            entry[2]
-        ))
-        .arg(attacks::stockade_bin())
-        .args(["run", "--backend", "podman", "--memory", "0", "--workspace"])
-        .arg(&fx.ws)
-        .args(["--shell", script])
-        .current_dir(&fx.ws)
-        .output()
-        .expect("runuser");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (rc, out, err) = rootless(&[], script);
     assert!(
-        out.status.success() && stdout.contains("ran"),
-        "a rootless run beside a Docker container was refused:\n{stdout}\n{stderr}"
+        rc == Some(0) && out.contains("ran"),
+        "a rootless run beside a Docker container was refused:\n{out}\n{err}"
     );
     // The case is real: the container's root is there, writable, and out of the command's reach.
-    assert!(
-        stdout.contains("/merged rw"),
-        "no Docker root inside: {stdout}"
+    assert!(out.contains("/merged rw"), "no Docker root inside: {out}");
+    assert!(out.contains("Permission denied"), "{out}");
+
+    // Mounts in rootless Podman's own namespace (its pause process's).
+    let pause = format!("/tmp/podman-run-{}/libpod/tmp/pause.pid", entry[2]);
+    let Some(pid) = attacks::read_text(Path::new(&pause)).map(|p| p.trim().to_owned()) else {
+        println!("skipped: no pause process of rootless Podman's at {pause}");
+        return;
+    };
+    let in_ns = |args: &[&str]| {
+        std::process::Command::new("nsenter")
+            .args(["-t", &pid, "-m", "--"])
+            .args(args)
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let base = fx.root.join("mounts");
+    attacks::mkdir(&base);
+    attacks::chmod(&base, 0o755);
+    // Each tmpfs alone (an open one refuses every run): mounted, one run, unmounted.
+    let with_mount = |dir: &str, mode: u32, more: &[&str], script: &str| {
+        let m = base.join(dir).join("m");
+        attacks::mkdir(&m);
+        attacks::chmod(&base.join(dir), mode);
+        let path = m.to_str().unwrap().to_owned();
+        assert!(
+            in_ns(&["mount", "-t", "tmpfs", "stockade-test-tmpfs", &path]),
+            "mount in rootless Podman's namespace"
+        );
+        let got = rootless(more, script);
+        let _ = in_ns(&["umount", &path]);
+        (path, got)
+    };
+    let masked = base.join("masked").display().to_string();
+    let (_, closed) = with_mount("closed", 0o700, &[], "echo ran");
+    let (_, covered) = with_mount("masked", 0o755, &["--deny-read", &masked], "echo ran");
+    let open = base.join("open/m").display().to_string();
+    // The attack: a writable mount in the command's reach.
+    let (_, reach) = with_mount(
+        "open",
+        0o755,
+        &[],
+        &format!("touch {}/x && echo wrote", sh_quote(&open)),
     );
-    assert!(stdout.contains("Permission denied"), "{stdout}");
+    assert!(
+        closed.0 == Some(0) && closed.1.contains("ran"),
+        "below a directory of root's, 0700: {closed:?}"
+    );
+    assert!(
+        covered.0 == Some(0) && covered.1.contains("ran"),
+        "below a masked directory: {covered:?}"
+    );
+    assert_eq!(reach.0, Some(125), "{reach:?}");
+    assert!(!reach.1.contains("wrote"), "{reach:?}");
+    assert!(
+        reach.2.contains(&format!("{open} is writable")),
+        "{reach:?}"
+    );
 }
 
 /// `ENGINE run` of the engine itself, as a control: what the engine does given an argument

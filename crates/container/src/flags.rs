@@ -259,7 +259,7 @@ function ok(p,   n, a, i) { if (p ~ /^\/(proc(\/.*)?|dev|tmp|run|dev\/(pts|mqueu
 END { for (i = 1; i <= NR; i++) { m = id[i]; q = par[m]; if ((q in mp) && mp[q] == mp[m]) shadow[q] = 1 }
 for (i = 1; i <= NR; i++) { m = id[i]; if (hidden(m) || ("," op[m] ",") ~ /,ro,/) continue; if (mp[m] == "/") { print "W /"; exit } if (!ok(mp[m])) print "S " mp[m] }
 n = split(ENVIRON["STOCKADE_CHECK_PLACED"], pl, " "); for (j = 1; j <= n; j++) { f = substr(pl[j], 1, 1); p = substr(pl[j], 2); seen = 0; for (i = 1; i <= NR; i++) { m = id[i]; if (mp[m] != p || hidden(m)) continue; if (f == "r" && ("," op[m] ",") !~ /,ro,/) { print "W " p; exit } seen = 1 } if (!seen) { print "U " p; exit } } }' /proc/self/mountinfo) || fail "a read-only mount (ro=true)" "awk: $w"
-shut() { p=$1; case $p in *\\*) p=$(printf %b "$p");; esac; d=; rest=${p#/}; while [ "${rest#*/}" != "$rest" ]; do d=$d/${rest%%/*}; rest=${rest#*/}; if ! (cd -- "$d") 2>/dev/null; then [ -d "$d" ] && o=$(stat -c %u -- "$d" 2>/dev/null) && [ "$o" != "$STOCKADE_CHECK_UID" ]; return; fi; done; return 1; }
+shut() { p=$1; case $p in *\\*) p=$(printf %b "$p");; esac; d=; rest=${p#/}; while [ "${rest#*/}" != "$rest" ]; do d=$d/${rest%%/*}; rest=${rest#*/}; if ! (cd -- "$d") 2>/dev/null; then [ -d "$d" ] && a=$(stat -c %a -- "$d" 2>/dev/null) && ! chmod -- "$a" "$d" 2>/dev/null; return; fi; done; ! [ -e "$p" ] && ! [ -L "$p" ]; }
 while IFS= read -r l; do case $l in
 "") ;;
 "W /") fail "--read-only" "/ is writable";;
@@ -837,7 +837,9 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
     // 0711), and what lies below the engine's masked store (the mask, checked above to be
     // empty, hides it). Every other mount must be read-only, unless the command cannot reach
     // it: a directory above it that the command can neither search (the check `cd`s into
-    // each, as the command) nor make searchable (not its owner). A running Docker
+    // each, as the command) nor make searchable (a chmod of it to its own mode fails: not its
+    // owner, or on a read-only mount such as a mask's tmpfs), or whose path leads elsewhere
+    // (a mount over a directory above it, a mask's, covers it). A running Docker
     // container's root below /var/lib/docker (0710, root's) is a shared mount, so it shows
     // writable in rootless Podman's recursive bind of /var: every rootless run beside one was
     // refused.
