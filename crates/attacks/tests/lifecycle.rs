@@ -117,7 +117,15 @@ fn killing_the_supervisor_ends_every_process_in_the_sandbox() {
     );
 
     let mut child = start_run(&fx, &script, &tag, 3);
-    // The run's cgroup (root here: cgroup v1 groups for memory and pids).
+    // The run's cgroup (root here: cgroup v1 groups for memory and pids), made after the
+    // clone: three processes carrying the tag can be the supervisor, its clone and its
+    // reaper before it exists (CI, gVisor's root pass on a loaded machine).
+    if attacks::is_root() {
+        wait_until(
+            || !run_groups(child.id()).is_empty(),
+            Duration::from_secs(15),
+        );
+    }
     let groups = run_groups(child.id());
     if attacks::is_root() {
         assert!(
