@@ -665,7 +665,7 @@ impl sandbox::Backend for ContainerBackend {
             extra_masks,
             owner_home,
             root_identities: (spec.writable_roots.iter().chain(&spec.read_grants))
-                .filter_map(|w| Some((w.clone(), exact_identity(w)?)))
+                .filter_map(|w| Some((w.clone(), workspace::identity_no_links(w).ok()?)))
                 .collect(),
             mask_dirs: mask_dirs(spec),
             closed: closed_dirs(spec, &caller),
@@ -786,72 +786,6 @@ fn view_witness(spec: &Spec, same_filesystem: bool) -> flags::Witness {
     flags::Witness::None
 }
 
-/// The device and inode of `path` (absolute, as the spec plans it) reached through no
-/// symbolic link on the whole path: a writable root, or a directory above it, that a run
-/// swapped for a link since the plan has none (`lower` then refuses the root), never the
-/// identity of where the link leads (which the engine, following the same link, would bind
-/// and the check inside would then find equal).
-fn exact_identity(path: &Path) -> Option<(u64, u64)> {
-    use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
-    use rustix::io::Errno;
-    let rel = path.strip_prefix("/").ok()?;
-    let rel = if rel.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        rel
-    };
-    let top = rustix::fs::open(
-        "/",
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .ok()?;
-    let fd = match rustix::fs::openat2(
-        &top,
-        rel,
-        // Without O_NOFOLLOW: a link as the last component is ELOOP too (with it and O_PATH,
-        // openat2 would open the link itself).
-        OFlags::PATH | OFlags::CLOEXEC,
-        Mode::empty(),
-        ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
-    ) {
-        Ok(fd) => fd,
-        // No openat2 (a kernel before 5.6, or a seccomp filter of the caller's that refuses
-        // it): one component at a time, each opened without following a link and refused
-        // when it is one (red team of issue 33, eleventh round).
-        Err(Errno::NOSYS | Errno::PERM) => open_without_links(top, rel)?,
-        Err(_) => return None,
-    };
-    let st = rustix::fs::fstat(&fd).ok()?;
-    let link = FileType::from_raw_mode(st.st_mode) == FileType::Symlink;
-    (!link).then_some((st.st_dev, st.st_ino))
-}
-
-/// `rel` below `top`, one component at a time, each opened without following a link and
-/// refused (`None`) when it is one; `.` and `..` are refused too.
-fn open_without_links(top: std::os::fd::OwnedFd, rel: &Path) -> Option<std::os::fd::OwnedFd> {
-    use rustix::fs::{FileType, Mode, OFlags};
-    let mut cur = top;
-    for c in rel.components() {
-        let std::path::Component::Normal(name) = c else {
-            return None;
-        };
-        let next = rustix::fs::openat(
-            &cur,
-            name,
-            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .ok()?;
-        let st = rustix::fs::fstat(&next).ok()?;
-        if FileType::from_raw_mode(st.st_mode) == FileType::Symlink {
-            return None;
-        }
-        cur = next;
-    }
-    Some(cur)
-}
-
 /// The signals stockade passes on to the command ([`sys::postfork::FORWARDED_SIGNALS`]) that
 /// the caller ignores, which stockade therefore leaves ignored (`sys::parent::catch_signals`),
 /// by number (SIGPIPE is not among them: stockade's runtime ignores it itself).
@@ -888,44 +822,4 @@ fn mask_dirs(spec: &Spec) -> Vec<(PathBuf, Option<(u64, u64)>)> {
             Some((m.path.clone(), held))
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::unix::fs::MetadataExt;
-
-    /// A root's identity is read through no link on its whole path, with openat2 and
-    /// without it (the walk a kernel or a seccomp filter without openat2 gets): a link as
-    /// the root or above it gives none; the directory itself gives its device and inode.
-    #[test]
-    fn a_roots_identity_is_read_through_no_link() {
-        let d = tempfile::tempdir().unwrap();
-        let base = std::fs::canonicalize(d.path()).unwrap();
-        std::fs::create_dir_all(base.join("p/root")).unwrap();
-        std::os::unix::fs::symlink(base.join("p"), base.join("l")).unwrap();
-        std::os::unix::fs::symlink(base.join("p/root"), base.join("p/lroot")).unwrap();
-        let m = std::fs::metadata(base.join("p/root")).unwrap();
-        assert_eq!(
-            exact_identity(&base.join("p/root")),
-            Some((m.dev(), m.ino()))
-        );
-        assert_eq!(exact_identity(&base.join("l/root")), None);
-        assert_eq!(exact_identity(&base.join("p/lroot")), None);
-        let walk = |p: &Path| {
-            let top = rustix::fs::open(
-                "/",
-                rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY,
-                rustix::fs::Mode::empty(),
-            )
-            .unwrap();
-            open_without_links(top, p.strip_prefix("/").unwrap())
-                .map(|fd| rustix::fs::fstat(&fd).unwrap())
-                .map(|st| (st.st_dev, st.st_ino))
-        };
-        assert_eq!(walk(&base.join("p/root")), Some((m.dev(), m.ino())));
-        assert_eq!(walk(&base.join("l/root")), None);
-        assert_eq!(walk(&base.join("p/lroot")), None);
-        assert_eq!(walk(&base.join("p/../p/root")), None);
-    }
 }

@@ -137,6 +137,24 @@ pub fn create_dir_all_no_links(dir: &Path, mode: u32) -> io::Result<()> {
     Ok(())
 }
 
+/// The device and inode of `path` (absolute, as a run's spec plans it) reached through no
+/// symbolic link anywhere on it, the last component included (`ELOOP`), as
+/// [`Root::open_exact`] opens a root: a directory above a writable root that a run swapped
+/// for a link has no identity, never that of where the link leads. A file works as well as
+/// a directory.
+pub fn identity_no_links(path: &Path) -> io::Result<(u64, u64)> {
+    let rel = path
+        .strip_prefix("/")
+        .map_err(|_| io::Error::other(format!("{} is not an absolute path", path.display())))?;
+    let fd = Root::open(Path::new("/"))?.open_beneath(rel, OFlags::PATH)?;
+    let st = rustix::fs::fstat(&fd).map_err(errno_io)?;
+    // O_PATH | O_NOFOLLOW opens a link as the last component itself.
+    if FileType::from_raw_mode(st.st_mode) == FileType::Symlink {
+        return Err(errno_io(Errno::LOOP));
+    }
+    Ok((st.st_dev, st.st_ino))
+}
+
 /// Opens `name`, one component in `dir`, with `flags`: never through a link (a link as
 /// `name` fails with `ELOOP`).
 pub(crate) fn open_child(dir: BorrowedFd<'_>, name: &OsStr, flags: OFlags) -> io::Result<OwnedFd> {
@@ -506,6 +524,52 @@ pub(crate) fn move_no_replace(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A root's identity is read through no link on its whole path, with openat2 and
+    /// without it (the walk a kernel or a seccomp filter without openat2 gets): a link as
+    /// the root or above it gives none; the directory itself, or a file, gives its device
+    /// and inode.
+    #[test]
+    fn a_roots_identity_is_read_through_no_link() {
+        use std::os::unix::fs::MetadataExt;
+        let d = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(d.path()).unwrap();
+        std::fs::create_dir_all(base.join("p/root")).unwrap();
+        std::fs::write(base.join("p/file"), "x").unwrap();
+        std::os::unix::fs::symlink(base.join("p"), base.join("l")).unwrap();
+        std::os::unix::fs::symlink(base.join("p/root"), base.join("p/lroot")).unwrap();
+        let id = |p: &str| {
+            let m = std::fs::metadata(base.join(p)).unwrap();
+            (m.dev(), m.ino())
+        };
+        assert_eq!(
+            identity_no_links(&base.join("p/root")).unwrap(),
+            id("p/root")
+        );
+        assert_eq!(
+            identity_no_links(&base.join("p/file")).unwrap(),
+            id("p/file")
+        );
+        assert!(identity_no_links(&base.join("l/root")).is_err());
+        assert!(identity_no_links(&base.join("p/lroot")).is_err());
+        let top = Root::open(Path::new("/")).unwrap();
+        let walk = |p: &str| {
+            let rel = base.join(p);
+            walk_no_links(
+                top.fd(),
+                rel.strip_prefix("/").unwrap(),
+                OFlags::PATH | OFlags::NOFOLLOW,
+            )
+            .map(|fd| rustix::fs::fstat(&fd).unwrap())
+            .map(|st| (FileType::from_raw_mode(st.st_mode), st.st_dev, st.st_ino))
+        };
+        let (_, dev, ino) = walk("p/root").unwrap();
+        assert_eq!((dev, ino), id("p/root"));
+        assert_eq!(walk("l/root").unwrap_err(), Errno::LOOP);
+        // The walk, like openat2, opens a link as the last component itself: the caller
+        // above refuses it by its type.
+        assert_eq!(walk("p/lroot").unwrap().0, FileType::Symlink);
+    }
 
     #[test]
     fn links_on_the_way_fail_and_nothing_is_created_beyond_them() {

@@ -48,7 +48,7 @@ pub mod sweep;
 mod walk;
 pub mod walk_cache;
 
-pub use beneath::create_dir_all_no_links;
+pub use beneath::{create_dir_all_no_links, identity_no_links};
 pub use error::ScanError;
 pub use git::is_existing_config;
 pub use home_sources::sourced_paths as home_sourced_paths;
