@@ -1023,12 +1023,7 @@ fn a_root_callers_command_cannot_read_the_workspace_owners_credentials() {
     for engine in engines() {
         let fx = fixture();
         // The workspace's owner (the id the command runs as) keeps a key in their home.
-        let home = attacks::read_text(Path::new("/etc/passwd"))
-            .unwrap_or_default()
-            .lines()
-            .find(|l| l.starts_with(&format!("{TEST_USER}:")))
-            .and_then(|l| l.split(':').nth(5).map(str::to_owned))
-            .expect("the test user's home");
+        let home = test_user_entry().swap_remove(5);
         let key = Path::new(&home).join(format!(".stockade-test-key-{}", fx.id));
         let marker = fx.marker("ownerkey");
         write_file(&key, &marker, 0o600);
@@ -1325,9 +1320,8 @@ fn a_writable_mount_out_of_the_commands_reach_does_not_refuse_a_rootless_run() {
     let fx = fixture();
     let image = image_of(&fx, "docker");
     let name = format!("stockade-bystander-{}", fx.id);
-    let started = std::process::Command::new(attacks::which("docker").expect("docker"))
+    let started = bare_run(&fx, "docker")
         .args([
-            "run",
             "-d",
             "--rm",
             "--network",
@@ -1351,13 +1345,7 @@ fn a_writable_mount_out_of_the_commands_reach_does_not_refuse_a_rootless_run() {
         }
     }
     let _bystander = Removed(name);
-    let passwd = attacks::read_text(Path::new("/etc/passwd")).unwrap_or_default();
-    let entry: Vec<String> = (passwd.lines())
-        .find(|l| l.starts_with(&format!("{TEST_USER}:")))
-        .expect("the test user")
-        .split(':')
-        .map(str::to_owned)
-        .collect();
+    let entry = test_user_entry();
     let rootless = |more: &[&str], script: &str| {
         let out = std::process::Command::new("runuser")
             .args(["-u", TEST_USER, "--", "env", "-i"])
@@ -1450,6 +1438,17 @@ fn a_writable_mount_out_of_the_commands_reach_does_not_refuse_a_rootless_run() {
 
 /// `ENGINE run` of the engine itself, as a control: what the engine does given an argument
 /// stockade never gives it (Podman with runc and rlimits it may set, as stockade runs it).
+/// The test user's line of `/etc/passwd`, by field (2: the uid, 5: the home).
+fn test_user_entry() -> Vec<String> {
+    let passwd = attacks::read_text(Path::new("/etc/passwd")).unwrap_or_default();
+    (passwd.lines())
+        .find(|l| l.starts_with(&format!("{TEST_USER}:")))
+        .expect("the test user")
+        .split(':')
+        .map(str::to_owned)
+        .collect()
+}
+
 fn bare_run(fx: &Fixture, engine: &str) -> std::process::Command {
     let mut c = std::process::Command::new(attacks::which(engine).expect("the engine"));
     c.env("PATH", attacks::PATH)

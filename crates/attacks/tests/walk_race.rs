@@ -193,12 +193,14 @@ fn an_exchange_of_directories_during_the_walk_cannot_hide_a_secret() {
         if i >= 12 && masked[1] > 0 {
             break;
         }
-        if i == 6 || i == 24 {
-            if i == 24 {
-                slowest = 5;
-            }
+        if let Some(rate) = match i {
+            6 => Some(20),
+            24 => Some(5),
+            _ => None,
+        } {
+            slowest = rate;
             drop(swap.take());
-            swap = Some(swapper(&fx, &python, 300, slowest));
+            swap = Some(swapper(&fx, &python, 300, rate));
         }
         let run = fx
             .sandbox(&[], "cat P/C/.env S/C/.env 2>/dev/null; echo ran")
