@@ -139,7 +139,7 @@ pub fn create_dir_all_no_links(dir: &Path, mode: u32) -> io::Result<()> {
 
 /// The device and inode of `path` (absolute, as a run's spec plans it) reached through no
 /// symbolic link anywhere on it, the last component included (`ELOOP`), as
-/// [`Root::open_exact`] opens a root: a directory above a writable root that a run swapped
+/// `Root::open_exact` opens a root: a directory above a writable root that a run swapped
 /// for a link has no identity, never that of where the link leads. A file works as well as
 /// a directory.
 pub fn identity_no_links(path: &Path) -> io::Result<(u64, u64)> {
