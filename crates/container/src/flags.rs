@@ -94,6 +94,14 @@ pub struct Target {
     pub nonrecursive: NonRecursive,
     /// The host's mount points (rootless Podman binds recursively, see [`lower`]).
     pub mount_points: Vec<PathBuf>,
+    /// A root caller's cgroup (v1) for the run, made by stockade before the engine starts
+    /// (`sys::cgroup1`): the container's group is made below it (`--cgroup-parent`), and its
+    /// counters, read once the run has ended, are the run's usage and limit events (the
+    /// container's own group goes with the container). It holds the memory limit itself, and
+    /// the container's own limit is [`CHILD_SLACK`] above it: the group reaches its limit
+    /// first, so the OOM kill is counted in it. `None`: no limits, an unprivileged caller, a
+    /// pure cgroup v2 host, or systemd's cgroups (the engines want a slice there).
+    pub group: Option<sys::cgroup1::GroupPlan>,
     /// The seccomp profile (the native backend's deny-list, see `seccomp::oci_profile`) and
     /// the file the command's environment is given in (`--env-file`).
     pub seccomp_profile: PathBuf,
@@ -412,6 +420,23 @@ fn reachable(spec: &Spec, cwd: &Path) -> bool {
     !matches!(top, Some(std::path::Component::Normal(t)) if NOT_BOUND.iter().any(|n| t == *n))
 }
 
+/// How far above the run's memory limit a root caller's container's own limit is when the
+/// run's group below `--cgroup-parent` holds the limit ([`Target::group`]): the group's usage
+/// is the container's and more, so the group reaches its limit first and its OOM kill is
+/// counted where stockade reads it. Should the engine not put the container there, this is
+/// how far the container could go beyond the limit asked for.
+pub const CHILD_SLACK: u64 = 1 << 20;
+
+/// The memory limit the engine gives the container (`--memory`): the run's, or [`CHILD_SLACK`]
+/// above it when the run's group holds the limit.
+fn container_memory(memory: Option<u64>, target: &Target) -> Option<u64> {
+    let b = memory?;
+    Some(match &target.group {
+        Some(g) if g.memory.is_some() => b + CHILD_SLACK,
+        _ => b,
+    })
+}
+
 /// A path as `/proc/self/mountinfo` writes it (space, tab, newline and backslash in octal).
 fn mountinfo_escape(p: &str) -> String {
     let mut out = String::new();
@@ -530,7 +555,17 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
             push(&format!("nproc={n}:{n}"));
         }
     } else {
-        if let Some(b) = limits.memory_bytes {
+        if let Some(group) = &target.group {
+            push("--cgroup-parent");
+            push(&group.path);
+            if engine == Engine::Podman {
+                // conmon stays out of the run's group (by default Podman makes it a group of
+                // its own there, whose processes and memory the run's counters would hold).
+                push("--cgroups");
+                push("no-conmon");
+            }
+        }
+        if let Some(b) = container_memory(limits.memory_bytes, target) {
             push("--memory");
             push(&b.to_string());
             push("--memory-swap");
@@ -865,7 +900,7 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
         // The kernel keeps a memory limit in whole pages.
         (
             limits.pids,
-            limits.memory_bytes.map(|b| b / 4096 * 4096),
+            container_memory(limits.memory_bytes, target).map(|b| b / 4096 * 4096),
             None,
             None,
         )

@@ -485,6 +485,33 @@ fn set_id_rules() -> Vec<serde_json::Value> {
     rules
 }
 
+/// A root caller's cgroup for the run ([`flags::Target::group`]): when it has a limit, on a
+/// cgroup v1 (or hybrid) host whose memory hierarchy stockade may write, without systemd (the
+/// engines' cgroup manager is then cgroupfs, which takes a path for `--cgroup-parent`; under
+/// systemd they want a slice: not done yet, and such a run has no usage or limit events).
+fn group_plan(spec: &Spec, rootless: bool, run_id: &str) -> Option<sys::cgroup1::GroupPlan> {
+    let limits = &spec.limits;
+    let root = Path::new(sys::cgroup1::CGROUP_ROOT);
+    let limited =
+        limits.memory_bytes.is_some() || limits.pids.is_some() || limits.cpu_millis.is_some();
+    let writable = rustix::fs::access(
+        root.join("memory"),
+        rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
+    )
+    .is_ok();
+    (!rootless
+        && limited
+        && writable
+        && sys::cgroup1::is_v1(root)
+        && !Path::new("/run/systemd/system").exists())
+    .then(|| sys::cgroup1::GroupPlan {
+        path: format!("/stockade/{run_id}"),
+        memory: limits.memory_bytes,
+        cpu: None,
+        count_pids: true,
+    })
+}
+
 fn limit_of(value: Option<u64>, rootless: bool) -> Option<Enforced> {
     value.map(|value| Enforced {
         value,
@@ -575,6 +602,34 @@ impl sandbox::Backend for ContainerBackend {
                 hint: Some("use --backend native or gvisor (the command gets an id no process shares), or run stockade as the workspace's owner with that user's own credentials".into()),
             });
         }
+        // A root caller's engines bind each writable root and read grant without the mounts
+        // below it: the command would see the directory a mount there hides, which the walk
+        // never saw (it sees what is mounted) nor masked. Refused, naming it (rootless Podman
+        // binds recursively: the mounts come along, as natively).
+        if !caller.rootless {
+            for root_dir in spec.writable_roots.iter().chain(&spec.read_grants) {
+                let below = sys::mountinfo::mounts_below(root_dir).map_err(|e| {
+                    RunError::io(
+                        "read /proc/self/mountinfo (mounts inside the run's roots)",
+                        e,
+                    )
+                })?;
+                if let Some(mount) = below.first() {
+                    return Err(RunError::Unavailable {
+                        what: "the container backend's binds of the run's roots",
+                        cause: format!(
+                            "{} is a mount point inside {} ({} in all): a root caller's {} binds {} without the mounts below it, so the command would see the directory the mount hides, which nothing checked for secrets",
+                            mount.display(),
+                            root_dir.display(),
+                            below.len(),
+                            engine.name(),
+                            root_dir.display()
+                        ),
+                        fix: "unmount what is mounted there, or use --backend native or gvisor (they show what is mounted)".into(),
+                    });
+                }
+            }
+        }
         // A review run's view (see [`flags::View`]): mounted by Docker's daemon, as root, its
         // marks are `trusted.overlay.*`, which only a root caller can read back.
         let view = match &spec.review {
@@ -660,6 +715,7 @@ impl sandbox::Backend for ContainerBackend {
             } else {
                 Vec::new()
             },
+            group: group_plan(spec, caller.rootless, run_id),
             seccomp_profile,
             env_file,
             extra_masks,

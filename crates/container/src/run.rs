@@ -630,6 +630,7 @@ impl Planned for ContainerPlanned {
         sandbox::wait_before_command(before_command)?;
         #[cfg(debug_assertions)]
         test_pause("STOCKADE_TEST_CONTAINER_PAUSE");
+        let mut group = self.target.group.as_ref().map(make_group).transpose()?;
         let watchdog = Watchdog::start(&self, keep)?;
         let mut cmd = Command::new(&self.binary);
         // The client dies with this process (the watchdog ends its container then).
@@ -853,7 +854,24 @@ impl Planned for ContainerPlanned {
             (false, Some(sig)) if killed_hard => (128 + sig, Some(sig)),
             _ => (exit_code, signal),
         };
-        let mut limit_hits = Vec::new();
+        // The run's group: what it counted is the run's usage and its limit events.
+        let usage = group
+            .as_ref()
+            .map_or_else(sandbox::Usage::default, |g| usage_of(g.usage()));
+        if let Some(g) = group.as_mut() {
+            g.remove(Duration::from_secs(1));
+        }
+        if let Some(plan) = &self.target.group {
+            // The engine made the parent's path in every hierarchy it uses.
+            sys::cgroup1::remove_everywhere(
+                std::path::Path::new(sys::cgroup1::CGROUP_ROOT),
+                &plan.path,
+                Duration::from_secs(1),
+            );
+        }
+        let mut limit_hits = hits(&self.enforcement, &usage);
+        let ended_by_memory =
+            usage.oom_kills > 0 && exit_code == 128 + rustix::process::Signal::KILL.as_raw();
         let output = stream::relay::output_summary(limit, sanitize, relayed_out, &mut limit_hits);
         let name = self.target.name.clone();
         drop(self.files);
@@ -866,13 +884,15 @@ impl Planned for ContainerPlanned {
             landlock_abi: None,
             blocked,
             timed_out,
-            usage: sandbox::Usage::default(),
+            usage,
             limit_hits,
             output,
             ended_by: if timed_out {
                 Some("timeout")
             } else if interrupted.is_some() {
                 Some("interrupt")
+            } else if ended_by_memory {
+                Some("memory")
             } else {
                 None
             },
@@ -916,6 +936,67 @@ pub(crate) fn test_pause(variable: &str) {
     while flag.exists() && Instant::now() < until {
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// Makes a root caller's group for the run ([`crate::flags::Target::group`]), the groups of
+/// runs whose stockade is gone swept first; refused when it cannot be made (the run's memory
+/// limit is the group's).
+fn make_group(plan: &sys::cgroup1::GroupPlan) -> Result<sys::cgroup1::Group, RunError> {
+    let root = std::path::Path::new(sys::cgroup1::CGROUP_ROOT);
+    sys::cgroup1::sweep_stale(root, &sys::cgroup1::process_alive);
+    sys::cgroup1::Group::create(plan, root, sys::cgroup1::machine_has_swap()).map_err(|e| {
+        RunError::Unavailable {
+            what: "the run's cgroup (a root caller's container runs below it)",
+            cause: e.to_string(),
+            fix: "see the cause (a group of the same run already there, a hierarchy missing); `--backend native` makes its own".into(),
+        }
+    })
+}
+
+/// The run's usage as its group counted it.
+fn usage_of(c: sys::cgroup1::Counters) -> sandbox::Usage {
+    sandbox::Usage {
+        memory_peak: c.memory_peak,
+        cpu_usec: c.cpu_usec,
+        pids_peak: c.pids_peak,
+        oom_kills: c.oom_kills,
+        memory_limit_hits: c.memory_limit_hits,
+        pids_limit_hits: 0,
+        cpu_throttled: c.cpu_throttled,
+    }
+}
+
+/// The limits the run's group shows it reached: an OOM kill in the group (memory), the most
+/// processes at once at the container's limit (pids: the container's own group, which counted
+/// the refused forks, goes with the container).
+fn hits(limits: &Enforcement, usage: &sandbox::Usage) -> Vec<sandbox::LimitHit> {
+    let mut out = Vec::new();
+    if let (Some(bytes), true) = (limits.memory.map(|m| m.value), usage.oom_kills > 0) {
+        out.push(sandbox::LimitHit {
+            code: sandbox::Code::LimitReached,
+            limit: "memory",
+            value: bytes,
+            mechanism: sandbox::LimitMechanism::ContainerCgroup.code(),
+            detail: format!(
+                "the kernel killed a process of the run at the memory limit ({} OOM kill(s) in its cgroup)",
+                usage.oom_kills
+            ),
+        });
+    }
+    if let Some(n) = limits.pids.map(|p| p.value) {
+        if usage.pids_peak.is_some_and(|p| p >= n) {
+            out.push(sandbox::LimitHit {
+                code: sandbox::Code::LimitReached,
+                limit: "pids",
+                value: n,
+                mechanism: sandbox::LimitMechanism::ContainerCgroup.code(),
+                detail: format!(
+                    "the run had {n} processes and threads at once, its limit: forks beyond it failed"
+                ),
+            });
+        }
+    }
+    out
 }
 
 /// The client exits with the command's code (128+N for a signal), or 125 for the engine's own

@@ -139,6 +139,7 @@ pub fn group_plan(spec: &Spec, caller: &Caller) -> Option<crate::usage::GroupPla
             path: format!("/stockade/{}", caller.run_id),
             memory: limits.memory_bytes,
             cpu: limits.cpu_millis.map(|m| (m * 100, 100_000)),
+            count_pids: false,
         },
     )
 }

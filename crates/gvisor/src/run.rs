@@ -740,7 +740,7 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
     );
     drop(dir);
     // runsc has ended: its group's counters are final.
-    let counted = group.as_ref().map(crate::usage::Group::usage);
+    let counted = group.as_ref().map(|g| crate::usage::counted(g.usage()));
     drop(group);
     remove_cgroups(plan);
     let usage = crate::usage::usage(counted, sampled, reaped);

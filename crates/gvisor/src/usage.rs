@@ -20,38 +20,37 @@
 //! accounting of reaped processes (runsc's own figure is the whole machine's under
 //! `--rootless`).
 //!
-//! Hand-written: no crate reads cgroup v1 counters or runsc's stats (the native backend's
-//! cgroup module is the native backend's own).
+//! The group itself is `sys::cgroup1`'s (the container backends' is made the same way).
+//! Hand-written: no crate reads runsc's stats.
 
-use std::io;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sandbox::{LimitHit, LimitMechanism, Usage};
+pub use sys::cgroup1::{
+    is_v1, machine_has_swap, process_alive, sweep_stale, Group, GroupPlan, CGROUP_ROOT,
+};
+
+/// The run's usage as its group counted it.
+pub fn counted(c: sys::cgroup1::Counters) -> Usage {
+    Usage {
+        memory_peak: c.memory_peak,
+        cpu_usec: c.cpu_usec,
+        pids_peak: c.pids_peak,
+        oom_kills: c.oom_kills,
+        memory_limit_hits: c.memory_limit_hits,
+        pids_limit_hits: 0,
+        cpu_throttled: c.cpu_throttled,
+    }
+}
 
 /// How often a run is looked at (`runsc events --interval`, whole seconds: one runsc for the
 /// whole run, ~1 ms of CPU a look; a fresh `runsc events --stats` for each look would cost
 /// ~25 ms). A run shorter than this may not be looked at: its CPU time then comes from the
 /// kernel's accounting of reaped processes.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(1);
-
-/// Where the cgroup v1 hierarchies are mounted.
-pub const CGROUP_ROOT: &str = "/sys/fs/cgroup";
-
-/// The cgroup of a root caller's run, as planned.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct GroupPlan {
-    /// The config's `cgroupsPath`, `/stockade/<run id>`: the same path below each hierarchy's
-    /// root.
-    pub path: String,
-    /// `memory.limit_in_bytes` (and `memory.memsw.limit_in_bytes`, so no swap beyond it).
-    pub memory: Option<u64>,
-    /// `cpu.cfs_quota_us` and `cpu.cfs_period_us`.
-    pub cpu: Option<(u64, u64)>,
-}
 
 /// The limits a run's events are judged against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -60,211 +59,6 @@ pub struct Judged {
     pub memory: Option<(u64, LimitMechanism)>,
     /// Processes (`RLIMIT_NPROC` in the Sentry).
     pub pids: Option<u64>,
-}
-
-/// A run's cgroup, made: each hierarchy's directory (a hierarchy holding two controllers,
-/// `cpu,cpuacct`, once).
-#[derive(Debug)]
-pub struct Group {
-    dirs: Vec<PathBuf>,
-}
-
-impl Group {
-    /// Makes the group below `root` (each hierarchy a directory there), writes its limits and
-    /// reads them back. A hierarchy a limit needs that is missing, a group already there
-    /// (runsc would join it and never set the limits), a limit that did not take, or a memory
-    /// limit that cannot bound swap on a machine that has swap (`swap`: no
-    /// `memory.memsw.limit_in_bytes` without swap accounting) is refused; what was made is
-    /// removed again.
-    pub fn create(plan: &GroupPlan, root: &Path, swap: bool) -> io::Result<Group> {
-        // The hierarchies first, each with the controllers it holds (`cpu` and `cpuacct`, or
-        // any others, may share one): nothing is made when one a limit needs is missing.
-        let mut hierarchies: Vec<(PathBuf, Vec<&str>)> = Vec::new();
-        for (controller, needed) in [
-            ("memory", plan.memory.is_some()),
-            ("cpu", plan.cpu.is_some()),
-            ("cpuacct", false),
-        ] {
-            let base = root.join(controller);
-            match base.canonicalize() {
-                Ok(real) => match hierarchies.iter_mut().find(|(r, _)| *r == real) {
-                    Some((_, held)) => held.push(controller),
-                    None => hierarchies.push((real, vec![controller])),
-                },
-                Err(_) if needed => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::NotFound,
-                        format!(
-                            "no cgroup v1 `{controller}` hierarchy at {}",
-                            base.display()
-                        ),
-                    ))
-                }
-                Err(_) => {}
-            }
-        }
-        let mut group = Group { dirs: Vec::new() };
-        let relative = plan.path.trim_start_matches('/');
-        for (real, controllers) in hierarchies {
-            let dir = real.join(relative);
-            let made = dir
-                .parent()
-                .map_or(Ok(()), std::fs::create_dir_all)
-                .and_then(|()| std::fs::create_dir(&dir));
-            if let Err(e) = made {
-                group.remove(Duration::ZERO);
-                return Err(io::Error::new(e.kind(), format!("{}: {e}", dir.display())));
-            }
-            group.dirs.push(dir.clone());
-            let written = (|| -> io::Result<()> {
-                if let (true, Some(b)) = (controllers.contains(&"memory"), plan.memory) {
-                    set(&dir.join("memory.limit_in_bytes"), b, PAGE_SLACK)?;
-                    let memsw = dir.join("memory.memsw.limit_in_bytes");
-                    if memsw.exists() {
-                        set(&memsw, b, PAGE_SLACK)?;
-                    } else if swap {
-                        return Err(io::Error::new(
-                            io::ErrorKind::Unsupported,
-                            "this machine has swap but its kernel does not account it per cgroup (no memory.memsw.limit_in_bytes): the memory limit would not bound swap (boot with swapaccount=1, or turn swap off)",
-                        ));
-                    }
-                }
-                if let (true, Some((quota, period))) = (controllers.contains(&"cpu"), plan.cpu) {
-                    set(&dir.join("cpu.cfs_period_us"), period, 0)?;
-                    set(&dir.join("cpu.cfs_quota_us"), quota, 0)?;
-                }
-                Ok(())
-            })();
-            if let Err(e) = written {
-                group.remove(Duration::ZERO);
-                return Err(e);
-            }
-        }
-        Ok(group)
-    }
-
-    /// What the group counted (read once the run has ended: the counters outlive the
-    /// processes, not the group).
-    pub fn usage(&self) -> Usage {
-        let mut u = Usage::default();
-        for dir in &self.dirs {
-            let num = |f: &str| read_num(&dir.join(f));
-            let key = |f: &str, k: &str| read_key(&dir.join(f), k);
-            if let Some(peak) = num("memory.max_usage_in_bytes") {
-                u.memory_peak = Some(peak);
-                u.oom_kills = key("memory.oom_control", "oom_kill").unwrap_or(0);
-                u.memory_limit_hits = num("memory.failcnt").unwrap_or(0);
-            }
-            if let Some(ns) = num("cpuacct.usage") {
-                u.cpu_usec = Some(ns / 1000);
-            }
-            if let Some(n) = key("cpu.stat", "nr_throttled") {
-                u.cpu_throttled = n;
-            }
-        }
-        u
-    }
-
-    /// Removes the group, waiting up to `patience` for the sandbox's last processes to leave
-    /// it (runsc has ended; its sandbox may take a moment longer).
-    pub fn remove(&mut self, patience: Duration) {
-        let until = Instant::now() + patience;
-        for dir in self.dirs.drain(..).rev() {
-            loop {
-                match std::fs::remove_dir(&dir) {
-                    Err(e) if e.kind() != io::ErrorKind::NotFound && Instant::now() < until => {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                    _ => break,
-                }
-            }
-        }
-    }
-}
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        self.remove(Duration::from_secs(2));
-    }
-}
-
-/// The groups below `<hierarchy>/stockade` of runs whose process is gone (`alive` says no for
-/// the pid in the run id, `<ms>-<pid>[-<n>]`): a `stockade` killed outright leaves its run's
-/// group, and runsc its own, behind. Removed when empty (the kernel refuses to remove a group
-/// with processes or groups in it), best effort; a live process's groups are never touched.
-pub fn sweep_stale(root: &Path, alive: &dyn Fn(u32) -> bool) {
-    let Ok(hierarchies) = std::fs::read_dir(root) else {
-        return;
-    };
-    for h in hierarchies.flatten() {
-        let Ok(groups) = std::fs::read_dir(h.path().join("stockade")) else {
-            continue;
-        };
-        for g in groups.flatten() {
-            let name = g.file_name();
-            let pid = name
-                .to_str()
-                .and_then(|n| n.split('-').nth(1))
-                .and_then(|p| p.parse::<u32>().ok());
-            if pid.is_some_and(|p| !alive(p)) && g.file_type().is_ok_and(|t| t.is_dir()) {
-                let _ = std::fs::remove_dir(g.path());
-            }
-        }
-    }
-}
-
-/// Whether process `pid` exists (on this machine's `/proc`).
-pub fn process_alive(pid: u32) -> bool {
-    Path::new("/proc").join(pid.to_string()).exists()
-}
-
-/// How far below the value written the kernel may round a memory limit (to its page size).
-const PAGE_SLACK: u64 = 1 << 16;
-
-/// Writes `value` to a group's file and reads it back: what took must be `value`, or at most
-/// `slack` below it.
-fn set(path: &Path, value: u64, slack: u64) -> io::Result<()> {
-    let fail = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
-    std::fs::write(path, value.to_string()).map_err(fail)?;
-    match read_num(path) {
-        Some(took) if took <= value && value - took <= slack => Ok(()),
-        took => Err(io::Error::other(format!(
-            "{}: wrote {value}, the group holds {took:?}",
-            path.display()
-        ))),
-    }
-}
-
-/// Whether this machine has swap (`SwapTotal` in `/proc/meminfo` above 0).
-pub fn machine_has_swap() -> bool {
-    std::fs::read_to_string("/proc/meminfo").is_ok_and(|m| {
-        m.lines()
-            .find_map(|l| l.strip_prefix("SwapTotal:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .is_some_and(|kb| kb > 0)
-    })
-}
-
-/// Whether `root` is a cgroup v1 (or hybrid) tree, where stockade makes the run's group: a
-/// pure cgroup v2 root (`cgroup.controllers` there) is left to runsc, as before.
-pub fn is_v1(root: &Path) -> bool {
-    !root.join("cgroup.controllers").exists()
-}
-
-fn read_num(path: &Path) -> Option<u64> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
-}
-
-/// The value of `key` in a `KEY VALUE` per line file (`memory.oom_control`, `cpu.stat`).
-fn read_key(path: &Path, key: &str) -> Option<u64> {
-    parse_key(&std::fs::read_to_string(path).ok()?, key)
-}
-
-fn parse_key(text: &str, key: &str) -> Option<u64> {
-    text.lines().find_map(|l| {
-        let (k, v) = l.split_once(' ')?;
-        (k == key).then(|| v.trim().parse().ok()).flatten()
-    })
 }
 
 /// What the looks at a running sandbox saw. (Not its CPU time: runsc scales that by the
@@ -547,129 +341,5 @@ mod tests {
         assert!(hits(&limits, &below).is_empty());
         assert!(ended_by_memory(&u, 137));
         assert!(!ended_by_memory(&u, 1));
-    }
-
-    /// The group is made below a root of made-up hierarchies (`cpu` and `cpuacct` one, as
-    /// `cpu,cpuacct` here), with the limits written; a group already there is refused; the
-    /// counters are read; removal leaves nothing.
-    #[test]
-    fn the_group_is_made_with_its_limits_read_and_removed() {
-        let root = tempfile::tempdir().unwrap();
-        std::fs::create_dir(root.path().join("memory")).unwrap();
-        std::fs::create_dir(root.path().join("cpu,cpuacct")).unwrap();
-        std::os::unix::fs::symlink("cpu,cpuacct", root.path().join("cpu")).unwrap();
-        std::os::unix::fs::symlink("cpu,cpuacct", root.path().join("cpuacct")).unwrap();
-        let plan = GroupPlan {
-            path: "/stockade/run-1".into(),
-            memory: Some(1 << 20),
-            cpu: Some((50_000, 100_000)),
-        };
-        let mut g = Group::create(&plan, root.path(), false).unwrap();
-        let mem = root.path().join("memory/stockade/run-1");
-        let cpu = root.path().join("cpu,cpuacct/stockade/run-1");
-        assert_eq!(g.dirs, [mem.clone(), cpu.clone()]);
-        let read = |p: PathBuf| std::fs::read_to_string(p).unwrap();
-        assert_eq!(read(mem.join("memory.limit_in_bytes")), "1048576");
-        assert_eq!(read(cpu.join("cpu.cfs_quota_us")), "50000");
-        assert_eq!(read(cpu.join("cpu.cfs_period_us")), "100000");
-        // Another run with the same path finds it there: refused, the first one untouched.
-        let again = Group::create(&plan, root.path(), false).unwrap_err();
-        assert_eq!(again.kind(), io::ErrorKind::AlreadyExists, "{again}");
-        assert!(mem.is_dir());
-        std::fs::write(mem.join("memory.max_usage_in_bytes"), "4096\n").unwrap();
-        std::fs::write(
-            mem.join("memory.oom_control"),
-            "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n",
-        )
-        .unwrap();
-        std::fs::write(cpu.join("cpuacct.usage"), "5000000\n").unwrap();
-        std::fs::write(cpu.join("cpu.stat"), "nr_periods 9\nnr_throttled 3\n").unwrap();
-        let u = g.usage();
-        assert_eq!(
-            (u.memory_peak, u.oom_kills, u.cpu_usec, u.cpu_throttled),
-            (Some(4096), 2, Some(5000), 3)
-        );
-        // Regular files here (a real group's files are the kernel's): cleared for removal.
-        for d in [&mem, &cpu] {
-            for f in std::fs::read_dir(d).unwrap() {
-                std::fs::remove_file(f.unwrap().path()).unwrap();
-            }
-        }
-        g.remove(Duration::ZERO);
-        assert!(!mem.exists() && !cpu.exists());
-    }
-
-    /// Memory and CPU in one hierarchy (`cpu,memory`): both limits are written there (they
-    /// were merged under the first controller's name, and the CPU quota was never set: red
-    /// team). Without a memsw file on a machine with swap the memory limit is refused.
-    #[test]
-    fn limits_of_controllers_sharing_a_hierarchy_are_all_written() {
-        let root = tempfile::tempdir().unwrap();
-        std::fs::create_dir(root.path().join("cpu,memory")).unwrap();
-        for c in ["cpu", "memory", "cpuacct"] {
-            std::os::unix::fs::symlink("cpu,memory", root.path().join(c)).unwrap();
-        }
-        let plan = GroupPlan {
-            path: "/stockade/run-3".into(),
-            memory: Some(1 << 20),
-            cpu: Some((50_000, 100_000)),
-        };
-        let mut g = Group::create(&plan, root.path(), false).unwrap();
-        let dir = root.path().join("cpu,memory/stockade/run-3");
-        assert_eq!(g.dirs, std::slice::from_ref(&dir));
-        assert_eq!(read_num(&dir.join("memory.limit_in_bytes")), Some(1 << 20));
-        assert_eq!(read_num(&dir.join("cpu.cfs_quota_us")), Some(50_000));
-        for f in std::fs::read_dir(&dir).unwrap() {
-            std::fs::remove_file(f.unwrap().path()).unwrap();
-        }
-        g.remove(Duration::ZERO);
-        let other = GroupPlan {
-            path: "/stockade/run-4".into(),
-            ..plan
-        };
-        let e = Group::create(&other, root.path(), true).unwrap_err();
-        assert!(e.to_string().contains("swap"), "{e}");
-    }
-
-    /// Only the groups of runs whose process is gone are removed; a live one's, and anything
-    /// not named as a run, stay.
-    #[test]
-    fn stale_groups_of_gone_processes_are_swept() {
-        let root = tempfile::tempdir().unwrap();
-        let base = root.path().join("memory/stockade");
-        for n in ["100-11", "100-22-2", "100-33", "not-a-run", "x"] {
-            std::fs::create_dir_all(base.join(n)).unwrap();
-        }
-        sweep_stale(root.path(), &|pid| pid == 22);
-        let mut left: Vec<String> = std::fs::read_dir(&base)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
-        left.sort();
-        assert_eq!(left, ["100-22-2", "not-a-run", "x"]);
-    }
-
-    #[test]
-    fn a_missing_hierarchy_a_limit_needs_is_refused() {
-        let root = tempfile::tempdir().unwrap();
-        std::fs::create_dir(root.path().join("memory")).unwrap();
-        let plan = GroupPlan {
-            path: "/stockade/run-2".into(),
-            memory: Some(1 << 20),
-            cpu: Some((50_000, 100_000)),
-        };
-        let e = Group::create(&plan, root.path(), false).unwrap_err();
-        assert!(e.to_string().contains("`cpu` hierarchy"), "{e}");
-        // Nothing was made for memory.
-        assert!(!root.path().join("memory/stockade").exists());
-        let memory_only = GroupPlan { cpu: None, ..plan };
-        let mut g = Group::create(&memory_only, root.path(), false).unwrap();
-        assert_eq!(g.dirs, [root.path().join("memory/stockade/run-2")]);
-        std::fs::remove_file(
-            root.path()
-                .join("memory/stockade/run-2/memory.limit_in_bytes"),
-        )
-        .unwrap();
-        g.remove(Duration::ZERO);
     }
 }

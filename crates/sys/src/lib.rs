@@ -17,6 +17,7 @@
 //! `MOUNT_ATTR_IDMAP`, raw `landlock_add_rule` on a ruleset created elsewhere, `open_tree`
 //! clones, `fsopen`/`fsmount`) are exposed by no maintained crate in that form.
 
+pub mod cgroup1;
 pub mod mediate;
 pub mod mountinfo;
 pub mod mountns;

@@ -140,6 +140,7 @@ fn target(engine: Engine) -> Target {
         stage_dir: "/tmp/run-files".into(),
         view: None,
         subdir_ids: Vec::new(),
+        group: None,
     }
 }
 
@@ -157,6 +158,44 @@ fn values<'a>(args: &'a [String], flag: &str) -> Vec<&'a str> {
         .filter(|w| w[0] == flag)
         .map(|w| w[1].as_str())
         .collect()
+}
+
+/// A root caller's run with a group of stockade's: the container below it, its own memory
+/// limit `CHILD_SLACK` above the group's (the group reaches the limit first, and counts the
+/// OOM), the check reading back the container's; Podman's conmon kept out of the group.
+#[test]
+fn a_group_of_stockades_is_the_containers_parent_and_holds_the_memory_limit() {
+    let group = sys::cgroup1::GroupPlan {
+        path: "/stockade/r1".into(),
+        memory: Some(1 << 30),
+        cpu: None,
+        count_pids: true,
+    };
+    for engine in [Engine::Docker, Engine::Podman] {
+        let mut t = target(engine);
+        t.group = Some(group.clone());
+        let l = lower(&spec(), &caller(), &t).unwrap();
+        let a = &l.args;
+        assert_eq!(values(a, "--cgroup-parent"), ["/stockade/r1"]);
+        let inner = ((1u64 << 30) + CHILD_SLACK).to_string();
+        assert_eq!(values(a, "--memory"), [inner.as_str()]);
+        assert_eq!(values(a, "--memory-swap"), [inner.as_str()]);
+        assert_eq!(values(a, "--pids-limit"), ["100"]);
+        let mem = format!(
+            "STOCKADE_CHECK_MEM={inner}
+"
+        );
+        assert!(l.env_file.contains(&mem), "{}", l.env_file);
+        let conmon = values(a, "--cgroups");
+        assert_eq!(
+            conmon,
+            if engine == Engine::Podman {
+                vec!["no-conmon"]
+            } else {
+                vec![]
+            }
+        );
+    }
 }
 
 #[test]
