@@ -100,7 +100,8 @@ pub fn not_under(backend_name: &str, why: &str) -> bool {
 /// A way a backend differs from native that a test cannot apply across: the backends it holds
 /// under (`"podman"`, or `"podman/unprivileged"` for an unprivileged caller's only) and why.
 pub struct Na {
-    /// The backends (and callers) the difference holds under.
+    /// The backends (and callers) the difference holds under: `"podman"`, or
+    /// `"podman/unprivileged"` or `"podman/root"` for one kind of caller only.
     pub under: &'static [&'static str],
     /// What differs, printed with the test's `n/a` line.
     pub why: &'static str,
@@ -110,10 +111,10 @@ pub struct Na {
 /// why (printed, so the run's output lists every such test) and the caller returns.
 pub fn not_applicable(na: &Na) -> bool {
     let unprivileged = format!("{}/unprivileged", backend());
-    let holds = na
-        .under
-        .iter()
-        .any(|u| *u == backend() || (!is_root() && *u == unprivileged));
+    let root = format!("{}/root", backend());
+    let holds = na.under.iter().any(|u| {
+        *u == backend() || (!is_root() && *u == unprivileged) || (is_root() && *u == root)
+    });
     if holds {
         println!("n/a under {}: {}", backend(), na.why);
     }
@@ -233,6 +234,21 @@ pub mod na {
     pub const DEEP_MASK: Na = Na {
         under: &["podman", "docker"],
         why: "the engines resolve each mount's path inside their root filesystem's path, which must fit PATH_MAX, so a run that needs a mask this deep is refused, typed, before the engine runs (E_PROTECTION_UNAVAILABLE, walk_deep::a_dotenv_below_path_max_is_masked_and_the_tree_left_in_place checks it); masking the deepest directory the engine can mount, as native does, is not done",
+    };
+    /// A root caller's container run below a directory closed to the workspace's owner.
+    pub const CLOSED_ABOVE: Na = Na {
+        under: &["podman/root", "docker/root"],
+        why: "NOT YET: a root caller's container command runs as the workspace's owner, and the directories above the workspace are the host's, bound read-only: one closed to that user (root's 0700) keeps it out of its workspace (the run is refused before the command starts: the check inside cannot reach the workspace). Native and gVisor show only the way to the workspace there; the container backends do not yet (an open gap of issue 33)",
+    };
+    /// Another user's run under Docker.
+    pub const DOCKER_USERS: Na = Na {
+        under: &["docker"],
+        why: "the test's second user runs stockade under Docker too, which only root (and the docker group, root's equal) may use: an unprivileged caller's Docker is refused (containers.rs); the terminal's handling between two users is checked under the other backends",
+    };
+    /// What a container run sees that Docker's daemon makes.
+    pub const DOCKER_DAEMON: Na = Na {
+        under: &["docker"],
+        why: "Docker's daemon, not the caller, makes the container: its /etc/hosts and /etc/resolv.conf are the daemon's (made for the container, or seen in the daemon's own mount namespace) and --net host is the daemon's network namespace, so a test's namespace around stockade (a hosts file, a resolver, a test network) is not the run's",
     };
     /// A review run's view bounded by `--disk`, under the container engines.
     pub const VIEW_DISK: Na = Na {
@@ -369,6 +385,160 @@ pub fn engine_store() -> PathBuf {
 /// during the run" check only the state after the run there.
 pub fn creation_guarded() -> bool {
     backend() == "native"
+}
+
+/// The unprivileged user of the suite's second pass (`scripts/test` makes it), and the owner a
+/// root caller's container runs give their fixture to ([`GiveOut`]).
+pub const TEST_USER: &str = "stockade-test";
+
+/// [`TEST_USER`]'s uid and gid (`None` when there is no such user).
+pub fn test_user_ids() -> Option<(u32, u32)> {
+    static IDS: std::sync::OnceLock<Option<(u32, u32)>> = std::sync::OnceLock::new();
+    *IDS.get_or_init(|| {
+        let id = |flag: &str| -> Option<u32> {
+            let out = Command::new("id").args([flag, TEST_USER]).output().ok()?;
+            String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+        };
+        Some((id("-u")?, id("-g")?))
+    })
+}
+
+/// The host's git config of a fixture that is given to [`TEST_USER`] ([`GiveOut`]): root's git
+/// trusts that user's checkout (`safe.directory`).
+const HOST_GITCONFIG: &str = "host-gitconfig";
+
+/// Whether the suite gives its fixtures to [`TEST_USER`] before each run ([`GiveOut`]): a root
+/// caller under a container backend.
+pub fn gives_out() -> bool {
+    is_root() && is_container_backend()
+}
+
+/// A root caller's run under a container backend runs the command as the workspace's owner,
+/// never as root, and refuses a workspace root owns (E_PROTECTION_UNAVAILABLE). The suite's
+/// fixture is root's, as the root caller made it; so before each command of such a caller's
+/// test, what root owns in the fixture's directories (the workspace, the directory outside,
+/// the other workspaces a test makes there), and in the workspace and write grants
+/// (`--allow-write`) a `stockade` names, is given to [`TEST_USER`], the way a root caller (a CI
+/// runner, a platform's agent host) runs a user's agent in that user's checkout. Entries of a
+/// third owner keep theirs. The caller's own files stay root's: its home (HOME is the caller's:
+/// its user policy, its trust and change stores, the secrets the run must not read), what the
+/// tests keep beside the workspace (policies, audit logs, the host's scripts), a `stockade`
+/// directory in a given one (a test's XDG_CONFIG_HOME there, a workspace that is the home:
+/// the caller's policy and state), and a file with hard links (its inode is shared with
+/// a path outside: a test's link to the caller's file). Only a test's own directories are
+/// given: a path below `/tmp/stockade-*.*` or `/var/tmp/stockade-*.*` (a tempdir's name), never
+/// `/tmp` itself, the engines' store or the pinned tools.
+#[derive(Debug, Clone)]
+struct GiveOut {
+    /// Directories given besides the run's own.
+    dirs: Vec<PathBuf>,
+    /// A fixture's root: each directory in it is given, but `home` (the caller's), `scripts`
+    /// (the host's) and `bin` (binaries the tests copy for another user to run).
+    fixture: Option<PathBuf>,
+}
+
+/// Whether `path` lies in a test's own temporary directory ([`GiveOut`]).
+fn a_tests_own(path: &Path) -> bool {
+    let mut parts = path
+        .components()
+        .skip(1)
+        .map(|c| c.as_os_str().to_string_lossy());
+    let own = |name: Option<std::borrow::Cow<'_, str>>| {
+        name.is_some_and(|n| n.starts_with("stockade-") && n.contains('.'))
+    };
+    match parts.next().as_deref() {
+        Some("tmp") => own(parts.next()),
+        Some("var") => parts.next().as_deref() == Some("tmp") && own(parts.next()),
+        _ => false,
+    }
+}
+
+impl GiveOut {
+    /// Gives the run's workspace and write grants (read from `args`, the command's final
+    /// arguments; `cwd` when it names no workspace) and [`GiveOut::dirs`].
+    fn apply(&self, args: &[OsString], cwd: &Path) {
+        use std::os::unix::fs::MetadataExt;
+        let (uid, gid) = test_user_ids().unwrap_or_else(|| {
+            panic!("a root caller's container run needs the user {TEST_USER} to own its fixture (scripts/test makes it: useradd --system {TEST_USER})")
+        });
+        let mut dirs = self.dirs.clone();
+        if let Some(root) = &self.fixture {
+            for entry in fs::read_dir(root).into_iter().flatten().flatten() {
+                let keep = matches!(entry.file_name().to_str(), Some("home" | "scripts" | "bin"));
+                if !keep && entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    dirs.push(entry.path());
+                }
+            }
+        }
+        let options = args.iter().take_while(|a| *a != "--" && *a != "--shell");
+        let mut named = false;
+        let mut after: Option<&str> = None;
+        for a in options {
+            let text = a.to_string_lossy();
+            if let Some(flag) = after.take() {
+                named |= flag == "--workspace";
+                dirs.push(PathBuf::from(a));
+                continue;
+            }
+            for flag in ["--workspace", "--allow-write"] {
+                if text == flag {
+                    after = Some(flag);
+                } else if let Some(v) = text.strip_prefix(&format!("{flag}=")) {
+                    named |= flag == "--workspace";
+                    dirs.push(PathBuf::from(v));
+                }
+            }
+        }
+        if !named {
+            dirs.push(cwd.to_path_buf());
+        }
+        fn give(path: &Path, uid: u32, gid: u32) {
+            let Ok(meta) = fs::symlink_metadata(path) else {
+                return;
+            };
+            // The caller's own: its config and state (a `stockade` directory: of a home that
+            // is the workspace, of a test's XDG_CONFIG_HOME there), and a file with more links
+            // than this one (shared with a path outside: the caller's).
+            if path.components().any(|c| c.as_os_str() == "stockade")
+                || (!meta.is_dir() && meta.nlink() > 1)
+            {
+                return;
+            }
+            if meta.uid() == 0 {
+                let _ = std::os::unix::fs::lchown(path, Some(uid), Some(gid));
+            }
+            if meta.is_dir() {
+                for entry in fs::read_dir(path).into_iter().flatten().flatten() {
+                    give(&entry.path(), uid, gid);
+                }
+            }
+        }
+        for dir in dirs {
+            let dir = dir.canonicalize().unwrap_or(dir);
+            if a_tests_own(&dir) {
+                give(&dir, uid, gid);
+            }
+        }
+    }
+}
+
+/// Whether `run` is a root caller's container run, refused for its credential routes: then it
+/// checks the refusal (typed, with the reason and the fix), says the test does not apply, and
+/// returns `true` (the caller returns). The command of such a run is the workspace's owner, a
+/// host user whose other processes could use the caller's credentials through the proxy.
+pub fn refused_credential_routes(run: &Run) -> bool {
+    if !gives_out() {
+        return false;
+    }
+    run.assert_code(125)
+        .assert_stderr_contains("E_PROTECTION_UNAVAILABLE")
+        .assert_stderr_contains("credential routes under")
+        .assert_stderr_contains("use --backend native or gvisor");
+    println!(
+        "n/a under {} for a root caller: refused, typed (checked): its command runs as the workspace's owner, whose other processes on the host could use the caller's credentials through the proxy",
+        backend()
+    );
+    true
 }
 
 /// Is the test process running as root (the "root caller" pass)?
@@ -898,6 +1068,8 @@ pub struct Cmd {
     cwd: PathBuf,
     stdin: Option<Vec<u8>>,
     timeout: Duration,
+    /// A fixture given to [`TEST_USER`] before the command runs ([`GiveOut`]).
+    give_out: Option<GiveOut>,
 }
 
 impl Cmd {
@@ -909,6 +1081,7 @@ impl Cmd {
             env: vec![("PATH".into(), PATH.into())],
             cwd: cwd.to_path_buf(),
             stdin: None,
+            give_out: None,
             timeout: std::env::var("STOCKADE_TEST_TIMEOUT")
                 .ok()
                 .and_then(|s| s.parse().ok())
@@ -1030,6 +1203,7 @@ impl Cmd {
     /// The command line as run (the program, then [`Cmd::final_args`]), its environment and
     /// its directory, as text: for a runner of its own ([`pty::Screen`], a terminal).
     pub fn parts(&self) -> (Vec<String>, Vec<(String, String)>, PathBuf) {
+        self.give_out();
         let text = |s: &OsStr| s.to_string_lossy().into_owned();
         let mut argv = vec![text(self.program.as_os_str())];
         argv.extend(self.final_args().iter().map(|a| text(a)));
@@ -1060,6 +1234,37 @@ impl Cmd {
         meanwhile();
         std::fs::remove_file(flag).expect("let the run go on");
         waiting.join().expect("the run's thread")
+    }
+
+    /// Gives the fixture of a root caller's container run to [`TEST_USER`] ([`GiveOut`]).
+    ///
+    /// Only for a command that starts a sandbox: `stockade run` (or `mcp`), or another program
+    /// (a test's shell, a terminal's harness) whose arguments start stockade. Not for the other
+    /// subcommands (`apply` would find the workspace changed since the run) or a plain control.
+    fn give_out(&self) {
+        if !gives_out() {
+            return;
+        }
+        let bin = stockade_bin();
+        let starts_a_run = if self.program == bin {
+            self.args.first().is_some_and(|a| a == "run" || a == "mcp")
+        } else {
+            let bin = bin.to_string_lossy();
+            self.args
+                .iter()
+                .any(|a| a.to_string_lossy().contains(&*bin))
+        };
+        if !starts_a_run {
+            return;
+        }
+        match &self.give_out {
+            Some(give) => give.apply(&self.final_args(), &self.cwd),
+            None => GiveOut {
+                dirs: Vec::new(),
+                fixture: None,
+            }
+            .apply(&self.final_args(), &self.cwd),
+        }
     }
 
     /// Runs the command to completion (killing it after [`TIMEOUT`]).
@@ -1109,6 +1314,7 @@ impl Cmd {
     /// [`Cmd::run`], but a run killed at its timeout is an `Err` saying so (with what it
     /// printed) instead of a panic: for a caller that may run it again.
     pub fn run_within(self) -> Result<Run, String> {
+        self.give_out();
         let what = self.describe();
         let mut command = Command::new(&self.program);
         command
@@ -1170,6 +1376,7 @@ impl Cmd {
     /// [`Cmd::spawn`] with its standard output and error written to `log` (read it when the
     /// command's part of a test did not happen: a run that never started says why there).
     pub fn spawn_logged(self, log: &Path) -> Child {
+        self.give_out();
         let what = self.describe();
         let out = fs::File::create(log).unwrap_or_else(|e| panic!("create {}: {e}", log.display()));
         let err = out.try_clone().expect("clone the log's descriptor");
@@ -1190,6 +1397,7 @@ impl Cmd {
     /// to the command while it runs, a signal every backend passes on as it comes; a file
     /// the host makes is not seen inside gVisor, whose root is cached).
     pub fn spawn_with_stdin(self, stdin: Stdio) -> Child {
+        self.give_out();
         let what = self.describe();
         Command::new(&self.program)
             .args(self.final_args())
@@ -1307,6 +1515,13 @@ impl Fixture {
         // Canonical path: the workspace stockade sees is canonicalized too.
         let root = dir.path().canonicalize().expect("canonicalize fixture");
         chmod(&root, 0o755);
+        if gives_out() {
+            write_file(
+                &root.join(HOST_GITCONFIG),
+                "[safe]\n\tdirectory = *\n",
+                0o644,
+            );
+        }
         let fx = Fixture {
             id: unique(),
             home: root.join("home"),
@@ -1445,9 +1660,38 @@ impl Fixture {
         format!("{kind}-MARKER-{}", self.id)
     }
 
-    /// Environment given to every command: `PATH` and the fake `HOME`.
+    /// Environment given to every command: `PATH` and the fake `HOME`. Under a root caller's
+    /// container backend every command of the fixture first gives it to [`TEST_USER`]
+    /// ([`GiveOut`]: a test's shell may start `stockade` itself), and root's git on the host
+    /// (the controls, the tests' own set-up) trusts the checkout of that user, as such a root
+    /// caller's would.
     fn base(&self, program: impl Into<PathBuf>) -> Cmd {
-        Cmd::new(program, &self.ws).env("HOME", &self.home)
+        let mut cmd = Cmd::new(program, &self.ws).env("HOME", &self.home);
+        if gives_out() {
+            cmd.give_out = Some(self.give_out_plan());
+            // The system's config, not GIT_CONFIG_COUNT: git drops that for the other side of
+            // a local clone.
+            cmd = cmd.env("GIT_CONFIG_SYSTEM", self.root.join(HOST_GITCONFIG));
+        }
+        cmd
+    }
+
+    /// What this fixture gives ([`GiveOut`]): every directory in it but the caller's home, the
+    /// host's scripts and the binaries the tests copy for another user (`bin`).
+    fn give_out_plan(&self) -> GiveOut {
+        GiveOut {
+            dirs: Vec::new(),
+            fixture: Some(self.root.clone()),
+        }
+    }
+
+    /// For a `stockade` the test starts itself: under a root caller's container backend, gives
+    /// the fixture to [`TEST_USER`] as the fixture's commands do ([`GiveOut`]); nothing
+    /// otherwise.
+    pub fn give_out(&self) {
+        if gives_out() {
+            self.give_out_plan().apply(&[], &self.ws);
+        }
     }
 
     /// `stockade ARGS...` with the fixture's environment, in the workspace. A `run` goes to

@@ -260,8 +260,12 @@ fn claude_codes_host_state_and_login_key_are_masked() {
             format!("{{\"text\":\"{key}-codex-session\"}}\n"),
         ),
     ];
+    // 0600, as the agents write them; readable by all for a root caller's container run,
+    // whose command runs as another user (the workspace's owner): the mask must be what hides
+    // them, not their mode.
+    let mode = if attacks::gives_out() { 0o644 } else { 0o600 };
     for (rel, body) in &files {
-        write_file(&fx.home.join(rel), body, 0o600);
+        write_file(&fx.home.join(rel), body, mode);
     }
     let script: String = files
         .iter()
@@ -281,9 +285,12 @@ fn claude_codes_host_state_and_login_key_are_masked() {
         .outcome()
         .assert_ok()
         .assert_lacks(&key);
-    fx.attack(&["--agent", "claude-code"], &script)
+    let agent = fx
+        .attack(&["--agent", "claude-code"], &script)
         .env("ANTHROPIC_API_KEY", "sk-ant-api03-held-on-the-host")
-        .outcome()
-        .assert_ok()
-        .assert_lacks(&key);
+        .run();
+    if attacks::refused_credential_routes(&agent) {
+        return;
+    }
+    agent.outcome().assert_ok().assert_lacks(&key);
 }

@@ -189,6 +189,7 @@ fn terminal_passes_through() {
         attacks::backend_flags(),
         attacks::sh_quote(&fx.ws)
     );
+    fx.give_out();
     let run = attacks::Cmd::new(script_bin, &fx.ws)
         .env("HOME", &fx.home)
         .args(["-qec", inner.as_str(), "/dev/null"])

@@ -708,6 +708,7 @@ fn a_journal_where_a_run_can_write_is_not_acted_on() {
 
 /// [`spawn`] with more variables.
 fn spawn_with(mut cmd: Command, fx: &Fixture, vars: &[(&str, &std::path::Path)]) -> Child {
+    fx.give_out();
     cmd.env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .env("HOME", &fx.home)

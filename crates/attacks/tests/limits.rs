@@ -532,6 +532,7 @@ fn output_limit_keeps_head_and_tail_and_marks_the_cut() {
 fn output_to_dev_null_is_not_relayed() {
     let fx = Fixture::new();
     let report = fx.out_file("devnull-report.json");
+    fx.give_out();
     let status = std::process::Command::new(attacks::stockade_bin())
         .current_dir(&fx.ws)
         .env("HOME", &fx.home)

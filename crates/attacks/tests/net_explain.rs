@@ -670,7 +670,10 @@ fn a_command_that_tried_the_network_under_none_is_told_it_is_off() {
 /// host's file is never touched): root only. Control: a run that looks nothing up.
 #[test]
 fn a_lookup_to_a_loopback_resolver_under_none_is_named_a_lookup() {
-    if not_applicable(&na::NETWORK_OFF) || attacks::skip_unless_root("a private resolv.conf") {
+    if not_applicable(&na::NETWORK_OFF)
+        || not_applicable(&na::DOCKER_DAEMON)
+        || attacks::skip_unless_root("a private resolv.conf")
+    {
         return;
     }
     let (Some(unshare), Some(getent)) = (which("unshare"), which("getent")) else {

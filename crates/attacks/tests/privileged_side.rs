@@ -293,7 +293,12 @@ fn policy_file_in_an_allow_write_directory_is_refused() {
         .assert_code(125)
         .assert_stderr_contains("E_POLICY_INVALID");
 
-    // Control: the rewrite the old code allowed, then the next run with the policy.
+    // Control: the rewrite the old code allowed, then the next run with the policy. (A root
+    // caller's container command runs as the workspace's owner: the home, root's, is given
+    // to it here, so that the grant is what lets it write.)
+    if let (true, Some((uid, gid))) = (attacks::gives_out(), attacks::test_user_ids()) {
+        std::os::unix::fs::chown(&fx.home, Some(uid), Some(gid)).expect("chown the home");
+    }
     fx.host(&rewrite).run().assert_success();
     fx.attack(&["--policy", s(&file)], "echo pwned > \"$HOME/pwned\"")
         .outcome()

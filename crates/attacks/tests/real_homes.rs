@@ -31,6 +31,9 @@ fn clone_below_private_dir(fx: &Fixture) -> std::path::PathBuf {
 
 #[test]
 fn fresh_clone_below_a_private_dir_runs_git_and_writes() {
+    if attacks::not_applicable(&attacks::na::CLOSED_ABOVE) {
+        return;
+    }
     let fx = Fixture::new();
     let clone = clone_below_private_dir(&fx);
     let script = "set -e
@@ -55,7 +58,9 @@ fn fresh_clone_below_a_private_dir_runs_git_and_writes() {
 
 #[test]
 fn a_cover_over_a_private_dir_shows_only_the_way_to_the_workspace() {
-    if skip_unless_root("only a root caller's sandbox runs as a stranger to the caller's files") {
+    if skip_unless_root("only a root caller's sandbox runs as a stranger to the caller's files")
+        || attacks::not_applicable(&attacks::na::CLOSED_ABOVE)
+    {
         return;
     }
     let fx = Fixture::new();

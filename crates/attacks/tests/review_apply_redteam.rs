@@ -22,9 +22,13 @@ fn fsmonitor_config(marker: &Path) -> String {
 
 /// Host git's `git status` in `dir` (what a git-aware prompt runs on `cd`).
 fn host_git_status(fx: &Fixture, dir: &Path) {
-    let _ = Cmd::new("git", dir)
-        .env("HOME", &fx.home)
-        .args(["status", "--short"])
+    // The fixture's host command: a root caller's, whose container command is the workspace's
+    // owner, trusts that user's checkout (`safe.directory`), as the control needs.
+    let _ = fx
+        .host(&format!(
+            "cd {} && git status --short",
+            attacks::sh_quote(dir)
+        ))
         .run();
 }
 

@@ -289,10 +289,27 @@ fn runs_start_while_another_run_builds_in_the_workspace() {
         "100",
         "300",
     ];
-    // The build is another run; but a root caller's gVisor run holds its workspace's lock for
-    // its whole life (`workspace_lock`: runs of one workspace wait for each other there), so
-    // the build is a process on the host then.
-    let builder = if attacks::backend() == "gvisor" && attacks::is_root() {
+    // The build is another run; but a root caller's gVisor or container run holds its
+    // workspace's lock for its whole life (`workspace_lock`: runs of one workspace wait for
+    // each other there), so the build is a process on the host then (the workspace owner's,
+    // under a container engine: TEST_USER's, as the workspace is).
+    let exclusive =
+        (attacks::backend() == "gvisor" || attacks::is_container_backend()) && attacks::is_root();
+    let builder = if exclusive && attacks::gives_out() {
+        fx.give_out();
+        // setpriv becomes the build (runuser would stay its parent, and the build outlive
+        // the kill).
+        let (uid, gid) = attacks::test_user_ids().expect("the test user");
+        Command::new("setpriv")
+            .args([
+                format!("--reuid={uid}"),
+                format!("--regid={gid}"),
+                "--clear-groups".into(),
+            ])
+            .args(argv)
+            .spawn()
+            .unwrap()
+    } else if exclusive {
         Command::new(argv[0]).args(&argv[1..]).spawn().unwrap()
     } else {
         fx.sandbox_argv(&[], &argv).spawn()
