@@ -440,6 +440,9 @@ fn a_home_spelled_through_a_link_cannot_get_a_planted_policy() {
 /// sibling directory is renamed in the same run.
 #[test]
 fn an_ignored_user_policy_cannot_be_renamed_away() {
+    if attacks::not_applicable(&attacks::na::HOME_WORKSPACE) {
+        return;
+    }
     let fx = Fixture::new();
     let path = user_policy(&fx, USER_POLICY);
     mkdir(&fx.home.join("other"));

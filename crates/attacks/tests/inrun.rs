@@ -2462,9 +2462,9 @@ fn files_created_in_the_workspace_are_owned_by_the_caller() {
     ] {
         let m = fs::symlink_metadata(fx.ws.join(p)).unwrap_or_else(|e| panic!("{p}: {e}"));
         // A root caller's container command runs as the workspace's owner (the suite's
-        // TEST_USER): its files are that user's, as the workspace is.
+        // WORKSPACE_OWNER): its files are that user's, as the workspace is.
         let owner = if attacks::gives_out() {
-            attacks::test_user_ids().expect("the test user")
+            attacks::workspace_owner_ids().expect("the workspace's owner")
         } else {
             (euid(), egid())
         };

@@ -671,7 +671,7 @@ fn a_command_that_tried_the_network_under_none_is_told_it_is_off() {
 #[test]
 fn a_lookup_to_a_loopback_resolver_under_none_is_named_a_lookup() {
     if not_applicable(&na::NETWORK_OFF)
-        || not_applicable(&na::DOCKER_DAEMON)
+        || not_applicable(&na::ENGINE_RESOLV_CONF)
         || attacks::skip_unless_root("a private resolv.conf")
     {
         return;

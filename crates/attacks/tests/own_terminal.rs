@@ -332,6 +332,9 @@ fn the_commands_streams_are_one_terminal_not_the_callers() {
 /// its own (`--no-tty`) the shell has no job control.
 #[test]
 fn job_control_and_signal_keys_stay_inside() {
+    if attacks::not_applicable(&attacks::na::ROOT_ENGINE_CTRL_C) {
+        return;
+    }
     let fx = Fixture::new();
     let Some(pty) = Pty::new(&fx, "job control") else {
         return;
@@ -598,6 +601,8 @@ fn a_run_in_the_background_takes_the_keyboard_on_fg_and_gives_it_back_on_stop() 
     let Some(pty) = Pty::new(&fx, "job control of stockade run") else {
         return;
     };
+    // The run is typed into a shell: the fixture is given to its owner here.
+    fx.give_out();
     let run = format!(
         "{} run {} --workspace {} -- bash --norc --noprofile -i",
         attacks::stockade_bin().display(),
@@ -653,7 +658,7 @@ fn a_run_in_the_background_takes_the_keyboard_on_fg_and_gives_it_back_on_stop() 
 /// The test user of this machine (the unprivileged half of a root pass), if there is one and
 /// it may use the backend under test (else the line saying why is printed).
 fn test_user() -> Option<&'static str> {
-    if attacks::not_applicable(&attacks::na::DOCKER_USERS) {
+    if attacks::not_applicable(&attacks::na::ENGINE_USERS) {
         return None;
     }
     let ok = std::process::Command::new("id")

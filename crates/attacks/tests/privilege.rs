@@ -37,10 +37,14 @@ fn inside_uid_is_never_root() {
     );
     if is_root() {
         // Native maps it to 1000; the Sentry runs it as the unassigned host id itself; a
-        // container engine as the workspace's owner (the suite gives it to TEST_USER).
+        // container engine as the workspace's owner (the suite gives it to WORKSPACE_OWNER).
         let expected = match attacks::backend() {
             "gvisor" => 0x7ff0_0000,
-            "podman" | "docker" => attacks::test_user_ids().expect("the test user").0,
+            "podman" | "docker" => {
+                attacks::workspace_owner_ids()
+                    .expect("the workspace's owner")
+                    .0
+            }
             _ => 1000,
         };
         assert_eq!(

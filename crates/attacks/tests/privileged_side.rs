@@ -296,7 +296,7 @@ fn policy_file_in_an_allow_write_directory_is_refused() {
     // Control: the rewrite the old code allowed, then the next run with the policy. (A root
     // caller's container command runs as the workspace's owner: the home, root's, is given
     // to it here, so that the grant is what lets it write.)
-    if let (true, Some((uid, gid))) = (attacks::gives_out(), attacks::test_user_ids()) {
+    if let (true, Some((uid, gid))) = (attacks::gives_out(), attacks::workspace_owner_ids()) {
         std::os::unix::fs::chown(&fx.home, Some(uid), Some(gid)).expect("chown the home");
     }
     fx.host(&rewrite).run().assert_success();

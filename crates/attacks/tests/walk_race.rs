@@ -292,14 +292,14 @@ fn runs_start_while_another_run_builds_in_the_workspace() {
     // The build is another run; but a root caller's gVisor or container run holds its
     // workspace's lock for its whole life (`workspace_lock`: runs of one workspace wait for
     // each other there), so the build is a process on the host then (the workspace owner's,
-    // under a container engine: TEST_USER's, as the workspace is).
+    // under a container engine: WORKSPACE_OWNER's, as the workspace is).
     let exclusive =
         (attacks::backend() == "gvisor" || attacks::is_container_backend()) && attacks::is_root();
     let builder = if exclusive && attacks::gives_out() {
         fx.give_out();
         // setpriv becomes the build (runuser would stay its parent, and the build outlive
         // the kill).
-        let (uid, gid) = attacks::test_user_ids().expect("the test user");
+        let (uid, gid) = attacks::workspace_owner_ids().expect("the workspace's owner");
         Command::new("setpriv")
             .args([
                 format!("--reuid={uid}"),

@@ -108,8 +108,11 @@ impl Group {
             let dir = real.join(relative);
             let made = dir
                 .parent()
-                .map_or(Ok(()), std::fs::create_dir_all)
-                .and_then(|()| std::fs::create_dir(&dir));
+                .map_or(Ok(()), parent_of_groups)
+                .and_then(|()| {
+                    std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o755)
+                        .create(&dir)
+                });
             if let Err(e) = made {
                 group.remove(Duration::ZERO);
                 return Err(io::Error::new(e.kind(), format!("{}: {e}", dir.display())));
@@ -156,9 +159,13 @@ impl Group {
             let key = |f: &str, k: &str| read_key(&dir.join(f), k);
             if let Some(peak) = num("memory.max_usage_in_bytes") {
                 u.memory_peak = Some(peak);
+                // The group's own count of kills, or at least one when it was under OOM (the
+                // event counts the OOM killer's runs, not its kills: one run can take several
+                // tries); a kill in a group below is counted there only.
+                let under_oom = self.oom_events.as_ref().map_or(0, ooms).min(1);
                 u.oom_kills = key("memory.oom_control", "oom_kill")
                     .unwrap_or(0)
-                    .max(self.oom_events.as_ref().map_or(0, ooms));
+                    .max(under_oom);
                 u.memory_limit_hits = num("memory.failcnt").unwrap_or(0);
             }
             if let Some(ns) = num("cpuacct.usage") {
@@ -191,6 +198,36 @@ impl Group {
             }
         }
     }
+}
+
+/// Makes `dir` (`<hierarchy>/stockade`), the parent of the runs' groups, mode 0755 whatever
+/// the caller's umask, and makes an existing one so: a group directory's mode is who may make
+/// groups in it and move processes into them (cgroup v1 checks only the files' modes and
+/// owners), and one made under `umask 000` let another user plant a group in a run's, move
+/// its processes there and have the run's command killed at the limit (red team of issue 33).
+/// Refused when it is not this process's own.
+fn parent_of_groups(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(dir)?;
+    let meta = std::fs::symlink_metadata(dir)?;
+    let me = rustix::process::geteuid().as_raw();
+    if !meta.is_dir() || meta.uid() != me {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is not a directory of uid {me}'s (uid {}): another user could plant groups in the run's",
+                dir.display(),
+                meta.uid()
+            ),
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
+    }
+    Ok(())
 }
 
 /// Removes the group `path` (`/stockade/<run id>`) from every hierarchy below `root`, with the
