@@ -630,7 +630,7 @@ impl Planned for ContainerPlanned {
         sandbox::wait_before_command(before_command)?;
         #[cfg(debug_assertions)]
         test_pause("STOCKADE_TEST_CONTAINER_PAUSE");
-        let mut group = self.target.group.as_ref().map(make_group).transpose()?;
+        let group = self.target.group.as_ref().map(make_group).transpose()?;
         let watchdog = Watchdog::start(&self, keep)?;
         let mut cmd = Command::new(&self.binary);
         // The client dies with this process (the watchdog ends its container then).
@@ -858,11 +858,9 @@ impl Planned for ContainerPlanned {
         let usage = group
             .as_ref()
             .map_or_else(sandbox::Usage::default, |g| usage_of(g.usage()));
-        if let Some(g) = group.as_mut() {
-            g.remove(Duration::from_secs(1));
-        }
         if let Some(plan) = &self.target.group {
-            // The engine made the parent's path in every hierarchy it uses.
+            // The group's own directories, and the engine's copies of its path in every other
+            // hierarchy it uses (dropping `group` then finds nothing left to remove).
             sys::cgroup1::remove_everywhere(
                 std::path::Path::new(sys::cgroup1::CGROUP_ROOT),
                 &plan.path,

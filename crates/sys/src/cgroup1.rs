@@ -186,16 +186,7 @@ impl Group {
     pub fn remove(&mut self, patience: Duration) {
         let until = Instant::now() + patience;
         for dir in self.dirs.drain(..).rev() {
-            // Groups a runtime left below it (empty: the processes are gone), deepest first.
-            remove_below(&dir, 4);
-            loop {
-                match std::fs::remove_dir(&dir) {
-                    Err(e) if e.kind() != io::ErrorKind::NotFound && Instant::now() < until => {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                    _ => break,
-                }
-            }
+            remove_group(&dir, until);
         }
     }
 }
@@ -242,14 +233,20 @@ pub fn remove_everywhere(root: &Path, path: &str, patience: Duration) {
         if !h.file_type().is_ok_and(|t| t.is_dir()) || !dir.is_dir() {
             continue;
         }
-        loop {
-            remove_below(&dir, 4);
-            match std::fs::remove_dir(&dir) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound && Instant::now() < until => {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                _ => break,
+        remove_group(&dir, until);
+    }
+}
+
+/// Removes the group `dir` with the empty groups a runtime left below it (deepest first),
+/// trying again until `until` while the kernel refuses (its last processes leaving).
+fn remove_group(dir: &Path, until: Instant) {
+    loop {
+        remove_below(dir, 4);
+        match std::fs::remove_dir(dir) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound && Instant::now() < until => {
+                std::thread::sleep(Duration::from_millis(20));
             }
+            _ => break,
         }
     }
 }
