@@ -541,9 +541,10 @@ impl GiveOut {
             }
             own.push((state, false));
         }
-        fn give(path: &Path, own: &[(PathBuf, bool)], uid: u32, gid: u32) {
+        // Returns whether it changed an owner.
+        fn give(path: &Path, own: &[(PathBuf, bool)], uid: u32, gid: u32) -> bool {
             let Ok(meta) = fs::symlink_metadata(path) else {
-                return;
+                return false;
             };
             // The caller's own config and state, and a file with more links than this one
             // (shared with a path outside: the caller's).
@@ -555,22 +556,44 @@ impl GiveOut {
                 }
             };
             if own.iter().any(owned) || (!meta.is_dir() && meta.nlink() > 1) {
-                return;
+                return false;
             }
+            let mut changed = false;
             if meta.uid() == 0 {
-                let _ = std::os::unix::fs::lchown(path, Some(uid), Some(gid));
+                changed = std::os::unix::fs::lchown(path, Some(uid), Some(gid)).is_ok();
             }
             if meta.is_dir() {
                 for entry in fs::read_dir(path).into_iter().flatten().flatten() {
-                    give(&entry.path(), own, uid, gid);
+                    changed |= give(&entry.path(), own, uid, gid);
                 }
             }
+            changed
         }
+        let mut changed = false;
+        // The caller's home, whole, in a directory given above it: a command that names no
+        // workspace (a client that starts `stockade mcp` from the fixture's root) gives its
+        // directory but the home in it. A home that is the workspace, or holds it, is given
+        // but for its config and state (above).
+        let home = home.map(resolved);
         for dir in dirs {
             let dir = resolved(dir);
-            if a_tests_own(&dir) {
-                give(&dir, &own, uid, gid);
+            if !a_tests_own(&dir) {
+                continue;
             }
+            let mut own = own.clone();
+            if let Some(home) = &home {
+                if home.starts_with(&dir) && *home != dir {
+                    own.push((home.clone(), true));
+                }
+            }
+            changed |= give(&dir, &own, uid, gid);
+        }
+        // A chown is a change of the entry's ctime: one within a tick or so of a review run's
+        // start counts as a change on the host during the run (`workspace::changes`,
+        // CTIME_SLACK_NS, 20 ms), and `apply` refuses it (seen under Podman, whose run
+        // starts sooner than Docker's). The run starts later than that, as a user's would.
+        if changed {
+            std::thread::sleep(Duration::from_millis(60));
         }
     }
 }
