@@ -640,7 +640,13 @@ fn landlock_plan(
     devices: &[(PathBuf, usize)],
 ) -> LandlockPlan {
     let mut starts: Vec<PathBuf> = match read_scope {
-        sandbox::ReadScope::Host => vec![PathBuf::from("/")],
+        // The whole host, and each read grant by its own path as well: a grant below a
+        // directory a root caller's sandbox cannot search is bound in that directory's cover
+        // (`reach::covers`), where the host directory's own rule (one of the siblings a mask
+        // beside it splits the host's rules into) no longer lies on its way.
+        sandbox::ReadScope::Host => std::iter::once(PathBuf::from("/"))
+            .chain(allows.iter().cloned())
+            .collect(),
         sandbox::ReadScope::AllowList => SYSTEM_READ
             .iter()
             .chain(workspace::REPLACED.iter())

@@ -437,6 +437,25 @@ fn landlock_read_rules_split_around_masked_paths_outside_writable_roots() {
     );
 }
 
+/// A read grant gets a rule of its own under the host read scope: one below a directory a
+/// root caller's sandbox cannot search is bound in that directory's cover, where the rule of
+/// the host's directory (a sibling of the home, split out around the home's masks) is not on
+/// its way (found by `real_homes::a_read_grant_below_a_private_dir_is_read_and_not_written`:
+/// the grant read EACCES).
+#[test]
+fn a_read_grant_has_its_own_rule_beside_the_split_host_rules() {
+    let host = machine().dir("/home/p", 0, 0o700).file("/home/p/data/f");
+    let mut pol = default_policy();
+    pol.filesystem.allow_read.push("/home/p/data".into());
+    let plan = Plan::new(&pol, &request(0), &host).unwrap();
+    let read: Vec<&Path> = (plan.landlock.host_rules.iter())
+        .filter(|r| r.access == Access::Read)
+        .map(|r| r.path.as_path())
+        .collect();
+    assert!(read.contains(&Path::new("/home/p")), "{read:?}");
+    assert!(read.contains(&Path::new("/home/p/data")), "{read:?}");
+}
+
 #[test]
 fn allow_read_inside_a_denied_dir_masks_only_the_siblings() {
     let host = machine()
