@@ -235,11 +235,6 @@ pub mod na {
         under: &["podman", "docker"],
         why: "the engines resolve each mount's path inside their root filesystem's path, which must fit PATH_MAX, so a run that needs a mask this deep is refused, typed, before the engine runs (E_PROTECTION_UNAVAILABLE, walk_deep::a_dotenv_below_path_max_is_masked_and_the_tree_left_in_place checks it); masking the deepest directory the engine can mount, as native does, is not done",
     };
-    /// A root caller's container run below a directory closed to the workspace's owner.
-    pub const CLOSED_ABOVE: Na = Na {
-        under: &["podman/root", "docker/root"],
-        why: "NOT YET: a root caller's container command runs as the workspace's owner, and the directories above the workspace are the host's, bound read-only: one closed to that user (root's 0700) keeps it out of its workspace (the run is refused before the command starts: the check inside cannot reach the workspace). Native and gVisor show only the way to the workspace there; the container backends do not yet (an open gap of issue 33)",
-    };
     /// Another user's run beside a root caller's, under a container engine.
     pub const ENGINE_USERS: Na = Na {
         under: &["docker", "podman/root"],
@@ -455,7 +450,9 @@ struct GiveOut {
     /// Directories given besides the run's own.
     dirs: Vec<PathBuf>,
     /// A fixture's root: each directory in it is given, but `home` (the caller's), `scripts`
-    /// (the host's) and `bin` (binaries the tests copy for another user to run).
+    /// (the host's), `bin` (binaries the tests copy for another user to run) and `private`
+    /// (the caller's closed directory above a workspace it holds: `real_homes`; a workspace
+    /// named in it is given).
     fixture: Option<PathBuf>,
 }
 
@@ -486,7 +483,10 @@ impl GiveOut {
         let mut dirs = self.dirs.clone();
         if let Some(root) = &self.fixture {
             for entry in fs::read_dir(root).into_iter().flatten().flatten() {
-                let keep = matches!(entry.file_name().to_str(), Some("home" | "scripts" | "bin"));
+                let keep = matches!(
+                    entry.file_name().to_str(),
+                    Some("home" | "scripts" | "bin" | "private")
+                );
                 if !keep && entry.file_type().is_ok_and(|t| t.is_dir()) {
                     dirs.push(entry.path());
                 }

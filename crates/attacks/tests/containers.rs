@@ -1045,6 +1045,75 @@ fn a_root_callers_command_cannot_read_the_workspace_owners_credentials() {
     }
 }
 
+/// A root caller's run in a workspace inside its owner's home when that home is closed to
+/// others (0700, as many systems make homes): the home is shown as an empty directory of
+/// root's that the command passes through to the workspace. It was a tmpfs, which runc gives
+/// the mode of the directory it is mounted on (root's 0700 then), and the run was refused.
+/// The owner's files there stay unread. Control: the owner reads its key outside.
+#[test]
+fn a_workspace_in_the_owners_closed_home_runs() {
+    if !attacks::is_root() {
+        return;
+    }
+    let home = std::path::PathBuf::from(test_user_entry().swap_remove(5));
+    /// The home's mode put back, and the test's files there removed, however the test ends.
+    struct Restore(std::path::PathBuf, u32, Vec<std::path::PathBuf>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            attacks::chmod(&self.0, self.1);
+            for p in &self.2 {
+                let _ = std::fs::remove_dir_all(p);
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&home)
+        .expect("the home")
+        .permissions()
+        .mode()
+        & 0o7777;
+    for engine in engines() {
+        let fx = fixture();
+        let ws = home.join(format!("stockade-test-ws-{}", fx.id));
+        let key = home.join(format!(".stockade-test-key-{}", fx.id));
+        let _restore = Restore(home.clone(), mode, vec![ws.clone(), key.clone()]);
+        attacks::mkdir(&ws);
+        let marker = fx.marker("ownerkey");
+        write_file(&key, &marker, 0o600);
+        for p in [&ws, &key] {
+            attacks::chown_to(p, &format!("{TEST_USER}:"));
+        }
+        attacks::chmod(&home, 0o700);
+        let script = format!(
+            "pwd; echo made > new.txt; cat {} || echo key-unread; ls {} || echo home-unlisted",
+            sh_quote(&key),
+            sh_quote(&home)
+        );
+        let run = engine_env(fx.stockade(["run", "--backend", engine]))
+            .args(["--workspace".as_ref(), ws.as_os_str()])
+            .arg("--shell")
+            .arg(&script)
+            .cwd(&ws)
+            .run();
+        run.assert_success()
+            .assert_stdout_contains(&ws.display().to_string())
+            .assert_stdout_contains("key-unread")
+            .assert_stdout_contains("home-unlisted");
+        assert!(!run.all_output().contains(&marker), "{}", run.describe());
+        assert_eq!(
+            attacks::read_text(&ws.join("new.txt")).as_deref(),
+            Some("made\n")
+        );
+        let control = std::process::Command::new("runuser")
+            .args(["-u", TEST_USER, "--", "cat"])
+            .arg(&key)
+            .output()
+            .expect("runuser");
+        assert!(String::from_utf8_lossy(&control.stdout).contains(&marker));
+    }
+}
+
 #[test]
 fn the_engine_runs_with_its_own_path_and_environment() {
     for engine in engines() {

@@ -1,8 +1,10 @@
 //! Real homes and CI: workspaces and grants wherever a user or a CI job puts them.
 //!
-//! - A root caller's sandbox runs as an id no account has, so it passes only the "others"
-//!   bits of host directories; `mktemp -d` makes 0700 directories, and a fresh clone below one
-//!   must still run (issue 15: it failed with `E_SANDBOX_SETUP ... Permission denied`).
+//! - A root caller's sandbox runs as an id no account has (under a container engine: as the
+//!   workspace's owner), so it passes only the "others" bits of host directories (or the
+//!   owner's); `mktemp -d` makes 0700 directories, and a fresh clone below one must still run
+//!   (issue 15: it failed with `E_SANDBOX_SETUP ... Permission denied`; issue 33: refused
+//!   under the container engines), showing only the way to the workspace and the grants.
 //! - Read grants below `/tmp` are visible in the sandbox's private `/tmp` (they were silently
 //!   invisible), and `/tmp` itself cannot be granted.
 //! - The command starts in the caller's directory when the sandbox can reach it, and says so
@@ -31,9 +33,6 @@ fn clone_below_private_dir(fx: &Fixture) -> std::path::PathBuf {
 
 #[test]
 fn fresh_clone_below_a_private_dir_runs_git_and_writes() {
-    if attacks::not_applicable(&attacks::na::CLOSED_ABOVE) {
-        return;
-    }
     let fx = Fixture::new();
     let clone = clone_below_private_dir(&fx);
     let script = "set -e
@@ -58,9 +57,7 @@ fn fresh_clone_below_a_private_dir_runs_git_and_writes() {
 
 #[test]
 fn a_cover_over_a_private_dir_shows_only_the_way_to_the_workspace() {
-    if skip_unless_root("only a root caller's sandbox runs as a stranger to the caller's files")
-        || attacks::not_applicable(&attacks::na::CLOSED_ABOVE)
-    {
+    if skip_unless_root("only a root caller's sandbox runs as a stranger to the caller's files") {
         return;
     }
     let fx = Fixture::new();
@@ -94,6 +91,37 @@ fn a_cover_over_a_private_dir_shows_only_the_way_to_the_workspace() {
     let control = fx.host(&script).cwd(&clone).run();
     assert!(control.all_output().contains(&marker));
     assert!(control.all_output().contains("planted-ok"));
+}
+
+/// A read grant beside the clone below the caller's 0700 directory: read, never written,
+/// wherever the way to it is only shown (a root caller's container engines cover the closed
+/// directory and bind the grant in the cover). Control: the host's caller writes there.
+#[test]
+fn a_read_grant_below_a_private_dir_is_read_and_not_written() {
+    let fx = Fixture::new();
+    let clone = clone_below_private_dir(&fx);
+    let data = clone.parent().unwrap().join("data");
+    mkdir(&data);
+    let marker = fx.marker("granted");
+    write_file(&data.join("f.txt"), &marker, 0o644);
+    let script = format!(
+        "cat {d}/f.txt; echo; if echo x > {d}/new; then echo wrote-ok; fi; echo done",
+        d = sh_quote(&data)
+    );
+    let run = fx
+        .stockade(["run".as_ref(), "--workspace".as_ref(), clone.as_os_str()])
+        .args(["--allow-read".as_ref(), data.as_os_str()])
+        .arg("--shell")
+        .arg(&script)
+        .cwd(&clone)
+        .run();
+    run.assert_success()
+        .assert_stdout_contains(&marker)
+        .assert_stdout_contains("done");
+    assert!(!run.all_output().contains("wrote-ok"), "{}", run.describe());
+    assert!(!data.join("new").exists());
+    let control = fx.host(&script).cwd(&clone).run();
+    assert!(control.all_output().contains("wrote-ok"));
 }
 
 /// A directory below the host's `/tmp` holding a file with `marker`; removed on drop.

@@ -67,6 +67,19 @@ pub struct Caller {
     pub rootless: bool,
 }
 
+/// A directory the container shows as an empty one of stockade's ([`Target::owner_home`],
+/// [`Target::covers`]): `source`, root's, made for the run with the mode wanted, bound over
+/// `dir`; the engine makes in it the mount points of what is bound below. A bind, not a
+/// tmpfs: runc gives a tmpfs the mode of the directory it is mounted on, whatever
+/// `tmpfs-mode` says, so root's tmpfs over a 0700 home (or over root's 0700 directory) was
+/// closed to the command, and a root caller's run in a workspace in its owner's 0700 home
+/// was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cover {
+    pub dir: PathBuf,
+    pub source: PathBuf,
+}
+
 /// What the arguments name besides the spec.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
@@ -111,9 +124,9 @@ pub struct Target {
     pub extra_masks: Vec<PathBuf>,
     /// A root caller's command runs as the workspace's owner, whose home holds that user's
     /// credentials, which the spec's masks (made for the caller, root) do not cover: the home
-    /// is an empty tmpfs of root's (mode 0711: the command passes through it to what is bound
-    /// inside, and lists or reads nothing of it).
-    pub owner_home: Option<PathBuf>,
+    /// is an empty directory of root's (mode 0711: the command passes through it to what is
+    /// bound inside, and lists or reads nothing of it).
+    pub owner_home: Option<Cover>,
     /// `(st_dev, st_ino)` of each writable root and read grant when the run was planned (the
     /// protected and pinned paths' are the spec's `identities`).
     pub root_identities: Vec<(PathBuf, (u64, u64))>,
@@ -128,6 +141,13 @@ pub struct Target {
     /// Directories among the protected and pinned paths that the command's id can neither
     /// search nor change the mode of (not its owner), as planned on the host.
     pub closed: Vec<PathBuf>,
+    /// Directories above a writable root or read grant that a root caller's command (the
+    /// workspace's owner) cannot search: another owner's, such as root's 0700 `mktemp -d`
+    /// holding a clone given to a user. Each is covered by an empty directory of root's (0755,
+    /// the command cannot write it) in which the engine makes only the way to what is bound
+    /// below it, as the native backend's cover shows it; what else the directory holds is not
+    /// in the container. Outermost only: a closed directory below another is the cover's.
+    pub covers: Vec<Cover>,
     /// Existing git dirs whose top level the command sees as a staged copy
     /// (`workspace::gitstage`), and the run's directory their copies are made below
     /// (`gitstage::Staged::source`).
@@ -803,15 +823,36 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
         mounts.push((2, 3, "--mount", bind(gate, Path::new(GATE), true, target)?));
     }
     if let Some(home) = &target.owner_home {
-        if let Some(w) = spec.writable_roots.iter().find(|w| home.starts_with(w)) {
+        if let Some(w) = spec.writable_roots.iter().find(|w| home.dir.starts_with(w)) {
             return Err(LowerError::OwnerHomeWritable(w.clone()));
         }
-        // Before what is bound inside it (a writable root, a read grant below it).
+    }
+    // The owner's home and the covers of the closed directories above the roots, before what
+    // is bound below them, each checked inside to be mounted at its path. A read grant below
+    // one is not in the host's tree there any more: bound read-only at its own path, checked
+    // as the roots are.
+    let covers: Vec<&Cover> = target.owner_home.iter().chain(&target.covers).collect();
+    for c in &covers {
+        placed.push((false, c.dir.clone()));
         mounts.push((
-            depth(home),
+            depth(&c.dir),
             0,
             "--mount",
-            tmpfs(home, 0o711, 1 << 20, false, engine)?,
+            bind(&c.source, &c.dir, false, target)?,
+        ));
+    }
+    for grant in (spec.read_grants.iter())
+        .filter(|g| covers.iter().any(|c| g.starts_with(&c.dir)))
+        .filter(|g| !spec.tmp_read_grants().contains(g))
+        .filter(|g| !spec.writable_roots.iter().any(|w| g.starts_with(w)))
+    {
+        identities.push(identity(grant)?);
+        placed.push((true, grant.clone()));
+        mounts.push((
+            depth(grant),
+            1,
+            "--mount",
+            bind(grant, grant, true, target)?,
         ));
     }
     // A bind below a checked directory the command can neither search nor make searchable
@@ -836,7 +877,7 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
     env.retain(|(k, _)| !k.starts_with("STOCKADE_CHECK_"));
     let masks: Vec<String> = (spec.masks.iter().map(|m| &m.path))
         .chain(&target.extra_masks)
-        .chain(&target.owner_home)
+        .chain(target.owner_home.iter().map(|c| &c.dir))
         .filter_map(|p| p.to_str().map(escape))
         .collect();
     env.push(("STOCKADE_CHECK_UID".into(), caller.uid.to_string()));
@@ -868,9 +909,10 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
     // and by their exact mount points /dev, /tmp, /run and /dev's own: a bind whose source
     // and destination the engine resolved apart, a link followed on the host and a new
     // directory in the container's own /tmp, is no engine's own):
-    // the writable roots and private directories, the owner's home's tmpfs (root's, mode
-    // 0711), and what lies below the engine's masked store (the mask, checked above to be
-    // empty, hides it). Every other mount must be read-only, unless the command cannot reach
+    // the writable roots and private directories, the owner's home's cover (root's, mode
+    // 0711) and the covers above the roots (root's, 0755), and what lies below the engine's
+    // masked store (the mask, checked above to be empty, hides it). Every other mount must
+    // be read-only, unless the command cannot reach
     // it: a directory above it that the command can neither search (the check `cd`s into
     // each, as the command) nor make searchable (a chmod of it to its own mode fails: not its
     // owner, or on a read-only mount such as a mask's tmpfs), or whose path leads elsewhere
@@ -880,7 +922,7 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
     // refused.
     let rw: Vec<String> = (spec.writable_roots.iter())
         .chain(&spec.private_dirs)
-        .chain(&target.owner_home)
+        .chain(covers.iter().map(|c| &c.dir))
         .chain(&target.extra_masks)
         .filter_map(|p| p.to_str().map(mountinfo_escape))
         .collect();
@@ -945,7 +987,24 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
         a.push("--env".into());
         a.push(k.clone());
     }
-    let (cwd, cwd_fallback) = if reachable(spec, &spec.cwd) {
+    // Below a cover, only what is bound there is in the container.
+    let cover = (target.covers.iter().map(|c| &c.dir))
+        .find(|c| spec.cwd.starts_with(c))
+        .filter(|_| {
+            !(spec.writable_roots.iter())
+                .chain(&spec.read_grants)
+                .any(|w| spec.cwd.starts_with(w))
+        });
+    let (cwd, cwd_fallback) = if let Some(cover) = cover {
+        (
+            spec.workspace.clone(),
+            Some(format!(
+                "{} lies below {}, which the command's id cannot search: the container shows only the way to the workspace there",
+                spec.cwd.display(),
+                cover.display()
+            )),
+        )
+    } else if reachable(spec, &spec.cwd) {
         (spec.cwd.clone(), None)
     } else {
         (

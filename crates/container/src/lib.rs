@@ -234,7 +234,48 @@ fn closed_dirs(spec: &Spec, caller: &flags::Caller) -> Vec<PathBuf> {
         .collect()
 }
 
-/// The home of `uid` in `/etc/passwd`.
+/// The directories above the run's roots that a root caller's command cannot search
+/// ([`flags::Target::covers`]), outermost only; none for a rootless caller (its command is
+/// the caller, who reached the roots) or a command that is root.
+fn covers(spec: &Spec, caller: &flags::Caller, owner_home: Option<&Path>) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    if caller.rootless || caller.uid == 0 {
+        return Vec::new();
+    }
+    let roots: Vec<&PathBuf> = spec
+        .writable_roots
+        .iter()
+        .chain(&spec.read_grants)
+        .collect();
+    let mut out: Vec<PathBuf> = Vec::new();
+    for dir in roots.iter().flat_map(|r| r.ancestors().skip(1)) {
+        if dir == Path::new("/")
+            || out.iter().any(|o| o == dir)
+            || roots.iter().any(|r| dir.starts_with(r))
+            || owner_home == Some(dir)
+        {
+            continue;
+        }
+        let closed = std::fs::symlink_metadata(dir).is_ok_and(|m| {
+            m.is_dir()
+                && m.uid() != caller.uid
+                && !has_acl(dir)
+                && !sandbox::unassigned_id_enters(
+                    m.mode(),
+                    (m.uid(), m.gid()),
+                    Some((caller.uid, caller.gid)),
+                )
+        });
+        if closed {
+            out.push(dir.to_path_buf());
+        }
+    }
+    out.sort();
+    let outer = out.clone();
+    out.retain(|c| !outer.iter().any(|o| o != c && c.starts_with(o)));
+    out
+}
+
 /// Whether `path` carries a POSIX access list (or it cannot be told).
 fn has_acl(path: &Path) -> bool {
     match rustix::fs::lgetxattr(path, "system.posix_acl_access", &mut [0u8; 0][..]) {
@@ -257,6 +298,7 @@ fn primary_gid(uid: u32) -> Option<u32> {
     passwd_field(uid, 3)?.parse().ok()
 }
 
+/// The home of `uid` in `/etc/passwd`.
 fn home_of(uid: u32) -> Option<PathBuf> {
     passwd_field(uid, 5).map(PathBuf::from)
 }
@@ -689,6 +731,29 @@ impl sandbox::Backend for ContainerBackend {
         } else {
             Vec::new()
         };
+        let covers = match root {
+            true => covers(spec, &caller, owner_home.as_deref()),
+            false => Vec::new(),
+        };
+        // The empty directories shown there (see [`flags::Cover`]), one each: the engine makes
+        // in each the mount points of what is bound below it.
+        let cover = |dir: PathBuf, name: String, mode: u32| -> Result<flags::Cover, RunError> {
+            use std::os::unix::fs::PermissionsExt;
+            let source = files.path().join(name);
+            std::fs::create_dir(&source)
+                .and_then(|_| {
+                    std::fs::set_permissions(&source, std::fs::Permissions::from_mode(mode))
+                })
+                .map_err(|e| RunError::io("make the run's covers", e))?;
+            Ok(flags::Cover { dir, source })
+        };
+        let owner_home = match owner_home {
+            Some(h) => Some(cover(h, "owner-home".into(), 0o711)?),
+            None => None,
+        };
+        let covers = (covers.into_iter().enumerate())
+            .map(|(i, dir)| cover(dir, format!("cover-{i}"), 0o755))
+            .collect::<Result<Vec<_>, _>>()?;
         let image = image::tag(&host_root);
         // Before the backend reads the roots' identities: a test can change the workspace from
         // what was planned here.
@@ -725,6 +790,7 @@ impl sandbox::Backend for ContainerBackend {
                 .collect(),
             mask_dirs: mask_dirs(spec),
             closed: closed_dirs(spec, &caller),
+            covers,
             init: container_init(&spec.writable_roots),
             gate: gate.clone(),
             subdir_ids: staged

@@ -134,6 +134,7 @@ fn target(engine: Engine) -> Target {
         root_identities: vec![("/w".into(), (7, 100))],
         mask_dirs: Vec::new(),
         closed: Vec::new(),
+        covers: Vec::new(),
         gate: None,
         init: None,
         staged: Vec::new(),
@@ -415,11 +416,14 @@ fn environment_values_reach_neither_the_engines_command_line_nor_its_environment
 #[test]
 fn the_owners_home_and_the_engines_store_are_masked() {
     let mut t = target(Engine::Docker);
-    t.owner_home = Some("/home/u".into());
+    t.owner_home = Some(Cover {
+        dir: "/home/u".into(),
+        source: "/f/owner-home".into(),
+    });
     t.extra_masks = vec!["/h/.local/share/containers".into()];
     let l = lower(&spec(), &caller(), &t).unwrap();
     let mounts = values(&l.args, "--mount");
-    assert!(mounts.contains(&"type=tmpfs,dst=/home/u,tmpfs-mode=711,tmpfs-size=1048576"));
+    assert!(mounts.contains(&"type=bind,src=/f/owner-home,dst=/home/u,bind-nonrecursive=true"));
     assert!(mounts.contains(
         &"type=tmpfs,dst=/h/.local/share/containers,tmpfs-mode=200,tmpfs-size=4096,ro=true"
     ));
@@ -427,7 +431,10 @@ fn the_owners_home_and_the_engines_store_are_masked() {
         .env_file
         .contains("/h/.config/gh /h/.local/share/containers /home/u\n"));
     // A writable root holding the owner's home is refused.
-    t.owner_home = Some("/w/home".into());
+    t.owner_home = Some(Cover {
+        dir: "/w/home".into(),
+        source: "/f/owner-home".into(),
+    });
     assert_eq!(
         lower(&spec(), &caller(), &t),
         Err(LowerError::OwnerHomeWritable("/w".into()))
@@ -786,5 +793,73 @@ fn every_writable_bind_is_checked_at_its_own_path() {
             .contains("STOCKADE_CHECK_PLACED=w/w w/c\\040a\\134b r/tmp/grant"),
         "{}",
         l.env_file
+    );
+}
+
+#[test]
+fn a_closed_directory_above_the_roots_is_covered_showing_only_the_way() {
+    // A root caller's clone below its own 0700 directory, given to a user: the directory is
+    // covered by an empty one of root's, before the workspace is bound in it; the cover is checked
+    // inside to be mounted, and may be writable (root's, 0755: the command cannot write it).
+    // A read grant below it, no longer in the host's tree there, is bound read-only at its
+    // own path and checked as the roots are.
+    let mut s = spec();
+    s.workspace = "/var/p/w".into();
+    s.writable_roots = vec!["/var/p/w".into()];
+    s.cwd = "/var/p/w".into();
+    s.read_grants = vec!["/var/p/data".into()];
+    s.protected.clear();
+    s.pins.clear();
+    s.masks.clear();
+    s.private_dirs.clear();
+    let mut t = target(Engine::Docker);
+    t.host_root.push(("var".into(), Entry::Dir, None));
+    t.root_identities = vec![
+        ("/var/p/w".into(), (7, 100)),
+        ("/var/p/data".into(), (7, 200)),
+    ];
+    t.covers = vec![Cover {
+        dir: "/var/p".into(),
+        source: "/f/cover-0".into(),
+    }];
+    let l = lower(&s, &caller(), &t).unwrap();
+    let mounts = values(&l.args, "--mount");
+    let at = |m: &str| {
+        mounts
+            .iter()
+            .position(|x| *x == m)
+            .unwrap_or_else(|| panic!("no {m} in {mounts:?}"))
+    };
+    let cover = at("type=bind,src=/f/cover-0,dst=/var/p,bind-nonrecursive=true");
+    let var = at("type=bind,src=/var,dst=/var,ro=true,bind-nonrecursive=true");
+    let ws = at("type=bind,src=/var/p/w,dst=/var/p/w,bind-nonrecursive=true");
+    let grant = at("type=bind,src=/var/p/data,dst=/var/p/data,ro=true,bind-nonrecursive=true");
+    assert!(var < cover && cover < ws && cover < grant, "{mounts:?}");
+    assert!(
+        l.env_file
+            .contains("STOCKADE_CHECK_PLACED=w/var/p/w w/var/p r/var/p/data\n"),
+        "{}",
+        l.env_file
+    );
+    assert!(
+        l.env_file.contains("STOCKADE_CHECK_RW=/var/p/w /var/p\n"),
+        "{}",
+        l.env_file
+    );
+    assert!(
+        l.env_file.contains("7:200/var/p/data"),
+        "the grant's identity is checked: {}",
+        l.env_file
+    );
+    assert_eq!(l.cwd_fallback, None);
+    // A working directory below the cover, outside the roots: not in the container.
+    s.cwd = "/var/p/other".into();
+    let l = lower(&s, &caller(), &t).unwrap();
+    assert!(
+        l.cwd_fallback
+            .as_deref()
+            .is_some_and(|w| w.contains("lies below /var/p")),
+        "{:?}",
+        l.cwd_fallback
     );
 }
