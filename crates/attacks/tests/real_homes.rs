@@ -124,6 +124,57 @@ fn a_read_grant_below_a_private_dir_is_read_and_not_written() {
     assert!(control.all_output().contains("wrote-ok"));
 }
 
+/// A read grant below a top-level directory closed to the command (root's 0700 `/root`,
+/// where a root caller's tool caches live): the grant is read, and the directory shows only
+/// the way to it, not the entry beside it nor a masked one (under the container engines a
+/// masked entry's mount point showed its name there, and the cover of `/root` met the host's
+/// own bind of it: the engine refused the run). Control: the host's root lists both.
+#[test]
+fn a_read_grant_in_roots_home_shows_only_the_way_to_it() {
+    if skip_unless_root("only a root caller's sandbox runs as a stranger to root's home") {
+        return;
+    }
+    let fx = Fixture::new();
+    let root_home = Path::new("/root");
+    let grant = root_home.join(format!(".stockade-test-grant-{}", fx.id));
+    let beside = root_home.join(format!(".stockade-test-beside-{}", fx.id));
+    let masked = root_home.join(format!(".stockade-test-masked-{}", fx.id));
+    struct Gone(Vec<std::path::PathBuf>);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            for p in &self.0 {
+                let _ = std::fs::remove_dir_all(p);
+            }
+        }
+    }
+    let _gone = Gone(vec![grant.clone(), beside.clone(), masked.clone()]);
+    let marker = fx.marker("granted");
+    write_file(&grant.join("f.txt"), &marker, 0o644);
+    write_file(&beside.join("f.txt"), fx.marker("beside"), 0o644);
+    write_file(&masked.join("f.txt"), fx.marker("masked"), 0o644);
+    let script = format!(
+        "cat {}/f.txt; echo; ls -a /root; echo listed",
+        sh_quote(&grant)
+    );
+    let run = fx
+        .stockade(["run".as_ref(), "--allow-read".as_ref(), grant.as_os_str()])
+        .args(["--deny-read".as_ref(), masked.as_os_str()])
+        .arg("--shell")
+        .arg(&script)
+        .run();
+    run.assert_success()
+        .assert_stdout_contains(&marker)
+        .assert_stdout_contains("listed");
+    let out = run.all_output();
+    for name in ["stockade-test-beside", "stockade-test-masked"] {
+        assert!(!out.contains(name), "{name} shows:\n{}", run.describe());
+    }
+    let control = fx.host(&script).run();
+    for name in ["stockade-test-beside", "stockade-test-masked"] {
+        assert!(control.all_output().contains(name));
+    }
+}
+
 /// A directory below the host's `/tmp` holding a file with `marker`; removed on drop.
 struct TmpGrant(std::path::PathBuf);
 

@@ -651,11 +651,19 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
             identities.push((p.clone(), *id));
         }
     };
+    // The owner's home and the covers of the closed directories above the roots (see
+    // [`Cover`]).
+    let covers: Vec<&Cover> = target.owner_home.iter().chain(&target.covers).collect();
     for (name, entry, _) in &target.host_root {
         if NOT_BOUND.contains(&name.as_str()) || *entry == crate::image::Entry::Symlink {
             continue;
         }
         let p = Path::new("/").join(name);
+        // A cover of a top-level directory (root's 0700 `/root`) takes its place: the engines
+        // refuse a second mount at one destination.
+        if covers.iter().any(|c| c.dir == p) {
+            continue;
+        }
         mounts.push((1, 0, "--mount", bind(&p, &p, true, target)?));
     }
     // Recursive binds (rootless Podman): a mount below a read-only bind would keep its own
@@ -809,7 +817,21 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
             tmpfs(p, 0o1777, 64 << 20, false, engine)?,
         ));
     }
+    // A mask below a cover, outside everything bound in that cover, is left out: its mount
+    // point would show its name and kind in the cover, where the command sees nothing of
+    // the host's directory (the mask hides nothing there).
+    let shown_in = |c: &Cover, p: &Path| {
+        (spec.writable_roots.iter())
+            .chain(&spec.read_grants)
+            .any(|b| b.starts_with(&c.dir) && p.starts_with(b))
+    };
     for m in &spec.masks {
+        if covers
+            .iter()
+            .any(|c| m.path.starts_with(&c.dir) && !shown_in(c, &m.path))
+        {
+            continue;
+        }
         mounts.push((depth(&m.path), 3, "--mount", mask_mount(m, target)?));
     }
     for m in &target.extra_masks {
@@ -831,7 +853,6 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
     // is bound below them, each checked inside to be mounted at its path. A read grant below
     // one is not in the host's tree there any more: bound read-only at its own path, checked
     // as the roots are.
-    let covers: Vec<&Cover> = target.owner_home.iter().chain(&target.covers).collect();
     for c in &covers {
         placed.push((false, c.dir.clone()));
         mounts.push((

@@ -251,7 +251,9 @@ fn covers(spec: &Spec, caller: &flags::Caller, owner_home: Option<&Path>) -> Vec
     for dir in roots.iter().flat_map(|r| r.ancestors().skip(1)) {
         if dir == Path::new("/")
             || out.iter().any(|o| o == dir)
-            || roots.iter().any(|r| dir.starts_with(r))
+            // In a writable root: the owner's to open (a cover there would stop none of its
+            // renames). In a read grant it is not: the grant gives no way through it.
+            || spec.writable_roots.iter().any(|w| dir.starts_with(w))
             || owner_home == Some(dir)
         {
             continue;

@@ -863,3 +863,49 @@ fn a_closed_directory_above_the_roots_is_covered_showing_only_the_way() {
         l.cwd_fallback
     );
 }
+
+#[test]
+fn a_cover_of_a_top_level_directory_replaces_its_bind_and_shows_no_masks_outside_the_grants() {
+    // Root's 0700 home (`/h`) above a read grant: its cover takes the place of the host's bind
+    // of `/h` (the engines refuse two mounts at one destination), and the masks below it are
+    // mounted only inside what is bound there (a mask's mount point elsewhere would show the
+    // masked entry's name and kind in the empty cover).
+    let mut s = spec();
+    s.read_grants = vec!["/h/.config".into()];
+    let mut t = target(Engine::Docker);
+    t.root_identities.push(("/h/.config".into(), (7, 500)));
+    t.covers = vec![Cover {
+        dir: "/h".into(),
+        source: "/f/cover-0".into(),
+    }];
+    let l = lower(&s, &caller(), &t).unwrap();
+    let mounts = values(&l.args, "--mount");
+    assert!(
+        !mounts.iter().any(|m| m.contains("dst=/h,ro=true")),
+        "{mounts:?}"
+    );
+    assert!(mounts.contains(&"type=bind,src=/f/cover-0,dst=/h,bind-nonrecursive=true"));
+    assert!(
+        mounts.contains(&"type=bind,src=/h/.config,dst=/h/.config,ro=true,bind-nonrecursive=true")
+    );
+    assert!(
+        mounts.iter().any(|m| m.contains("dst=/h/.config/gh")),
+        "{mounts:?}"
+    );
+    assert!(
+        !mounts.iter().any(|m| m.contains("dst=/h/.ssh")),
+        "{mounts:?}"
+    );
+    // Without the cover, both masks are mounted and `/h` is the host's.
+    t.covers.clear();
+    let l = lower(&s, &caller(), &t).unwrap();
+    let mounts = values(&l.args, "--mount");
+    assert!(
+        mounts.iter().any(|m| m.contains("dst=/h,ro=true")),
+        "{mounts:?}"
+    );
+    assert!(
+        mounts.iter().any(|m| m.contains("dst=/h/.ssh")),
+        "{mounts:?}"
+    );
+}
