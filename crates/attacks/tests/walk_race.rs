@@ -435,13 +435,14 @@ while time.time() < start + 600:
             .env("STOCKADE_LOG", "debug")
             .timeout(Duration::from_secs(120))
             .run();
-        // One refusal in six runs is let through: on a loaded machine a walk takes longer,
+        // One refusal in three runs is let through: on a loaded machine a walk takes longer,
         // and the re-check converges only while a listing outlasts no change (measured:
-        // between 20 and 50 changes a second per directory, the debug binary alone); it must
-        // still be the typed refusal, naming what kept changing.
+        // between 20 and 50 changes a second per directory, the debug binary alone; CI of
+        // f38c8ce under gVisor, unprivileged, its planning taking 2.6 s: runs 2 and 4 of 5
+        // refused); it must still be the typed refusal, naming what kept changing.
         if run.code() == 125
             && run.stderr.contains("E_WORKSPACE_CHANGED")
-            && refused.len() < i / 6 + 1
+            && refused.len() < i / 3 + 1
         {
             println!("run {i} refused beside the churn:\n{}", run.describe());
             refused.push(i);

@@ -209,36 +209,39 @@ fn podman_runtime(engine: Engine, writable_roots: &[PathBuf]) -> Option<String> 
 /// The protected and pinned directories that `caller`'s command can neither search nor make
 /// searchable (see [`flags::Target::closed`]).
 fn closed_dirs(spec: &Spec, caller: &flags::Caller) -> Vec<PathBuf> {
-    use std::os::unix::fs::MetadataExt;
     // Rootless Podman's command is the caller (uid 0 of Podman's namespace, mapped to it).
     if caller.rootless {
         return Vec::new();
     }
     (spec.protected.iter().chain(&spec.pins))
-        .filter(|p| {
-            std::fs::symlink_metadata(p).is_ok_and(|m| {
-                m.is_dir()
-                    && m.uid() != caller.uid
-                    // An access list can give the command's id what the mode bits do not
-                    // (found by review: one the command set by default ACL on the workspace
-                    // carried over to a directory root made there).
-                    && !has_acl(p)
-                    && !sandbox::unassigned_id_enters(
-                        m.mode(),
-                        (m.uid(), m.gid()),
-                        Some((caller.uid, caller.gid)),
-                    )
-            })
-        })
+        .filter(|p| closed_to(p, caller))
         .cloned()
         .collect()
+}
+
+/// Whether `dir` is a directory the command's id (`caller`'s) can neither search nor change
+/// the mode of: not its owner, no access list, and no search bit for it.
+fn closed_to(dir: &Path, caller: &flags::Caller) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(dir).is_ok_and(|m| {
+        m.is_dir()
+            && m.uid() != caller.uid
+            // An access list can give the command's id what the mode bits do not (found by
+            // review: one the command set by default ACL on the workspace carried over to a
+            // directory root made there).
+            && !has_acl(dir)
+            && !sandbox::unassigned_id_enters(
+                m.mode(),
+                (m.uid(), m.gid()),
+                Some((caller.uid, caller.gid)),
+            )
+    })
 }
 
 /// The directories above the run's roots that a root caller's command cannot search
 /// ([`flags::Target::covers`]), outermost only; none for a rootless caller (its command is
 /// the caller, who reached the roots) or a command that is root.
 fn covers(spec: &Spec, caller: &flags::Caller, owner_home: Option<&Path>) -> Vec<PathBuf> {
-    use std::os::unix::fs::MetadataExt;
     if caller.rootless || caller.uid == 0 {
         return Vec::new();
     }
@@ -258,17 +261,7 @@ fn covers(spec: &Spec, caller: &flags::Caller, owner_home: Option<&Path>) -> Vec
         {
             continue;
         }
-        let closed = std::fs::symlink_metadata(dir).is_ok_and(|m| {
-            m.is_dir()
-                && m.uid() != caller.uid
-                && !has_acl(dir)
-                && !sandbox::unassigned_id_enters(
-                    m.mode(),
-                    (m.uid(), m.gid()),
-                    Some((caller.uid, caller.gid)),
-                )
-        });
-        if closed {
+        if closed_to(dir, caller) {
             out.push(dir.to_path_buf());
         }
     }
