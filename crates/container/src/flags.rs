@@ -933,11 +933,11 @@ pub fn lower(spec: &Spec, caller: &Caller, target: &Target) -> Result<Lowered, L
     // the writable roots and private directories, the owner's home's cover (root's, mode
     // 0711) and the covers above the roots (root's, 0755), and what lies below the engine's
     // masked store (the mask, checked above to be empty, hides it). Every other mount must
-    // be read-only, unless the command cannot reach
-    // it: a directory above it that the command can neither search (the check `cd`s into
-    // each, as the command) nor make searchable (a chmod of it to its own mode fails: not its
-    // owner, or on a read-only mount such as a mask's tmpfs), or whose path leads elsewhere
-    // (a mount over a directory above it, a mask's, covers it). A running Docker
+    // be read-only, unless the command cannot reach it: a directory above it that the
+    // command can neither search (the check `cd`s into each, as the command) nor make
+    // searchable (a chmod of it to its own mode fails: not its owner, or on a read-only
+    // mount such as a mask's tmpfs), or whose path leads elsewhere (a mount over a directory
+    // above it, a mask's, covers it). A running Docker
     // container's root below /var/lib/docker (0710, root's) is a shared mount, so it shows
     // writable in rootless Podman's recursive bind of /var: every rootless run beside one was
     // refused.
