@@ -255,11 +255,6 @@ pub mod na {
         under: &["podman/root", "docker/root"],
         why: "the engines write the container's own /etc/resolv.conf (Podman drops a resolver on the host's loopback from it, Docker's daemon reads its own): a test's resolv.conf naming a loopback resolver is not the run's",
     };
-    /// Ctrl-C on a root caller's container run's terminal.
-    pub const ROOT_ENGINE_CTRL_C: Na = Na {
-        under: &["podman/root", "docker/root"],
-        why: "NOT YET: under a root caller's Docker and Podman, in the suite's runs of all its files on a loaded machine (3 of 4), Ctrl-C typed on the run's terminal was echoed (`^C`) but no SIGINT reached the foreground process (a `sh` trap did not fire; an interactive bash's `sleep` ran on), a second's pause before the key did not help; by hand and with this file alone it always arrived (10 of 10), and rootless Podman passes; the cause is not found yet (an open gap of issue 33)",
-    };
     /// A review run's view bounded by `--disk`, under the container engines.
     pub const VIEW_DISK: Na = Na {
         under: &["podman", "docker"],
