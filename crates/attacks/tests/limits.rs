@@ -196,13 +196,17 @@ fn limit_hit<'a>(report: &'a serde_json::Value, limit: &str) -> Option<&'a serde
 }
 
 /// Processes carrying `tag` other than stockade's own (the supervisor, the sandbox's init and
-/// the reaper have the script, and so the tag, in their command lines).
+/// the reaper have the script, and so the tag, in their command lines) and a container
+/// engine's client on the host, whose arguments hold the script too (the run's `docker run`
+/// was counted as a 65th process of a bomb under `--pids 64`: root Docker, 2026-12-03).
 fn run_processes(tag: &str) -> usize {
     processes_with(tag)
         .into_iter()
         .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .is_ok_and(|c| !c.starts_with("stockade"))
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| {
+                let c = c.trim_end();
+                !c.starts_with("stockade") && !["docker", "podman", "conmon"].contains(&c)
+            })
         })
         .count()
 }
