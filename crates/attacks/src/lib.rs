@@ -258,7 +258,7 @@ pub mod na {
     /// A review run's view bounded by `--disk`, under the container engines.
     pub const VIEW_DISK: Na = Na {
         under: &["podman", "docker"],
-        why: "NOT YET: --disk bounds a review run's view with a tmpfs of stockade's own, and the container engines mount the view from host paths, so a bounded view would need a filesystem mounted where the engine sees it (refused, typed: E_PROTECTION_UNAVAILABLE, naming --disk and the backends that bound it; an open gap of issue 33)",
+        why: "--disk bounds a review run's view with a tmpfs for its upper layer, and a container engine's overlay takes its layers by path, so the check inside knows the workspace planned by inode numbers, which overlayfs keeps for directories only when every layer is on one filesystem (measured here: over a tmpfs upper and an ext4 lower, a directory's inode number was the overlay's own, a file's kept): refused, typed (E_PROTECTION_UNAVAILABLE, naming --disk and the backends that bound it). A floor of the engines' mount interface, not of stockade: a bound on the workspace's own filesystem (project quotas) or an engine taking layers as descriptors would lift it",
     };
 }
 

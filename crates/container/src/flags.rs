@@ -49,7 +49,7 @@ pub enum LowerError {
     ViewFilesystems(PathBuf, PathBuf),
     #[error("the top directory of the workspace {0} holds nothing the check inside can know the workspace by (only symbolic links and paths the run mounts over): a container engine's view over another directory could not be told from this one")]
     ViewUnwitnessed(PathBuf),
-    #[error("--disk bounds a review run's view with a filesystem of its own, which a container engine's view cannot be given")]
+    #[error("--disk bounds a review run's view with a filesystem of its own (a tmpfs holding the view's upper layer), which a container engine's view cannot be given: the engine names the overlay's layers by path, so the check inside knows the workspace by inode numbers, and overlayfs keeps a directory's inode number only when every layer is on one filesystem (over a tmpfs upper the workspace's directories are renumbered)")]
     ViewDisk,
     #[error("the command's environment variable name {0:?} holds a space, a control character or a leading '#': a container engine's --env-file would read it as another variable, or as one to copy from stockade's own environment")]
     EnvName(String),
