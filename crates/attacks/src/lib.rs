@@ -230,15 +230,15 @@ pub mod na {
         under: &["podman", "docker"],
         why: "in a container the command is in the session the runtime made for the engine's init (PID 1 leads it), whose controlling terminal, if any, is the container's own (the engine's, relayed by stockade), never the caller's (the terminal tests check injection itself)",
     };
-    /// A workspace deeper than a container engine can mount.
-    pub const DEEP_WORKSPACE: Na = Na {
+    /// Masks deeper than a container engine can mount.
+    pub const DEEP_MASK: Na = Na {
         under: &["podman", "docker"],
-        why: "the engines resolve each mount's path inside their root filesystem's path, which must fit PATH_MAX, so they mount no path longer than 3583 bytes (container::flags::ENGINE_PATH_LIMIT): a workspace of 3900 bytes is refused before the engine runs, typed (E_PROTECTION_UNAVAILABLE), even with nothing deep left in it; a mask that deep is given to the deepest directory above it the engine can mount, as native does at PATH_MAX",
+        why: "the engines resolve each mount's path inside their root filesystem's path, which must fit PATH_MAX, so a run that needs a mask this deep is refused, typed, before the engine runs (E_PROTECTION_UNAVAILABLE, walk_deep::a_dotenv_below_path_max_is_masked_and_the_tree_left_in_place checks it); masking the deepest directory the engine can mount, as native does, is not done",
     };
     /// Another user's run beside a root caller's, under a container engine.
     pub const ENGINE_USERS: Na = Na {
         under: &["docker", "podman/root"],
-        why: "the test's second user runs stockade under the same engine: Docker only root (and the docker group, root's equal) may use, and that user's rootless Podman on this machine's cgroup v1 refuses the default memory limit; what such a test checks (the terminal's handling between two users, stockade's own relay; the planner's walk of another user's overlay) is the same for every backend, and checked in the native and gVisor root passes",
+        why: "the test's second user runs stockade under the same engine: Docker only root (and the docker group, root's equal) may use, and that user's rootless Podman on this machine's cgroup v1 refuses the default memory limit; the terminal's handling between two users (stockade's own relay, the same for every backend) is checked in the native and gVisor root passes",
     };
     /// What a container run sees that Docker's daemon makes.
     pub const DOCKER_DAEMON: Na = Na {

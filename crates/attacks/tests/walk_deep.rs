@@ -117,24 +117,32 @@ fn host_deep(fx: &Fixture, name: &str) -> String {
 /// `PATH_MAX`) is masked whole, in every run (the second takes the rest from the walk cache).
 /// And the sweep no longer quarantines the user's untouched deep tree as an "uninspectable
 /// directory" after every run (the other red team's finding): it was there before and masked.
-/// Under a container engine the masked directory is the deepest it can mount (3583 bytes).
 /// Controls: the same script on the host reads the secret and reaches depth 18; inside, the
-/// command goes down the same chain (a plain file at depth 3, depth 15 reached; 13 under an
-/// engine).
+/// command goes down the same chain (a plain file at depth 3, depth 15 reached).
 #[test]
 fn a_dotenv_below_path_max_is_masked_and_the_tree_left_in_place() {
     let fx = Fixture::new();
     deep_tree(&fx);
     std::thread::sleep(SETTLE);
     let marker = fx.marker("deep");
-    // A container engine mounts no path deeper than 3583 bytes
-    // (`container::flags::ENGINE_PATH_LIMIT`): the masked directory is the deepest it can
-    // mount, two levels higher.
-    let reached = if attacks::is_container_backend() {
-        12..16
-    } else {
-        14..18
-    };
+    if attacks::is_container_backend() {
+        // The engines cannot mount that deep: refused, typed, before the engine runs
+        // (`container::flags::ENGINE_PATH_LIMIT`), and nothing runs.
+        let out = sandbox_bash(&fx, &format!("echo ran; {}", go_deep()));
+        out.run
+            .assert_code(125)
+            .assert_stderr_contains("error[E_PROTECTION_UNAVAILABLE]")
+            .assert_stderr_contains("bytes long")
+            .assert_stderr_contains("--backend native or gvisor");
+        assert!(
+            !out.run.stdout.contains("ran") && !out.run.stdout.contains(&marker),
+            "{}",
+            out.run.describe()
+        );
+        let control = host_bash(&fx, &go_deep());
+        assert!(control.stdout.contains(&marker), "{}", control.describe());
+        return;
+    }
     for run in 1..=2 {
         let out = sandbox_bash(&fx, &go_deep());
         out.assert_hidden(&marker);
@@ -143,7 +151,7 @@ fn a_dotenv_below_path_max_is_masked_and_the_tree_left_in_place() {
         let depth = (out.run.stdout.split("depth=").nth(1))
             .and_then(|r| r.split_whitespace().next()?.parse::<usize>().ok());
         assert!(
-            depth.is_some_and(|d| reached.contains(&d)),
+            depth.is_some_and(|d| (14..18).contains(&d)),
             "run {run}:\n{}",
             out.run.describe()
         );
@@ -232,9 +240,7 @@ fn a_secret_buried_below_path_max_by_a_run_stays_masked_in_the_next() {
 /// the merged directory.
 #[test]
 fn a_dotenv_added_to_an_overlay_lower_layer_between_runs_is_masked() {
-    if attacks::skip_unless_root("mount overlayfs")
-        || attacks::not_applicable(&attacks::na::ENGINE_USERS)
-    {
+    if attacks::skip_unless_root("mount overlayfs") {
         return;
     }
     let user = "stockade-test";
@@ -415,27 +421,11 @@ fn just_beyond(fx: &Fixture) {
              echo above-plain > plain.txt
              n=$(printf 'z%.0s' $(seq 1 $((4092 - ${{#p}} - 1)))); mkdir $n && cd $n && p=$p/$n || exit 1
              printf 'A=%s\\n' {m} > .env && echo 'echo hi' > .envrc && chmod 644 .env .envrc
-             echo len=${{#p}} P=$p",
+             echo len=${{#p}}",
             m = fx.marker("beyond")
         ),
     );
     made.assert_success().assert_stdout_contains("len=4092");
-    let p = (made.stdout.split("P=").nth(1))
-        .map(|r| PathBuf::from(r.trim()))
-        .expect("P");
-    // A container engine mounts no path deeper than ENGINE_PATH_LIMIT: the deepest directory
-    // above P it can mount is masked instead, so a plain file beside that directory is the
-    // control that the command still goes down as far as the engine lets it.
-    if attacks::is_container_backend() {
-        let masked = (p.ancestors())
-            .find(|a| a.as_os_str().len() <= container::flags::ENGINE_PATH_LIMIT)
-            .expect("an ancestor the engine can mount");
-        let beside = masked
-            .parent()
-            .expect("its parent")
-            .join("engine-plain.txt");
-        std::fs::write(&beside, "engine-above\n").expect("the plain file beside it");
-    }
 }
 
 /// Root and unprivileged: a directory of 4092 bytes the walk lists, and in it a `.env` of
@@ -447,25 +437,20 @@ fn just_beyond(fx: &Fixture) {
 /// above (its plain file is readable).
 #[test]
 fn a_dotenv_just_beyond_path_max_in_a_listable_dir_is_masked() {
+    if attacks::not_applicable(&attacks::na::DEEP_MASK) {
+        return;
+    }
     let fx = Fixture::new();
     just_beyond(&fx);
     std::thread::sleep(SETTLE);
     let marker = fx.marker("beyond");
     let script = format!(
-        "/usr/bin/python3 -c \"{DESCEND_PY}\"; find d -name '*plain.txt' -exec cat {{}} + 2>/dev/null"
+        "/usr/bin/python3 -c \"{DESCEND_PY}\"; find d -name plain.txt -exec cat {{}} + 2>/dev/null"
     );
-    // Under a container engine the directory above the 4092-byte one is deeper than it
-    // mounts, and masked with it: its plain file is hidden too, the one beside the masked
-    // directory is not.
-    let above = if attacks::is_container_backend() {
-        "engine-above"
-    } else {
-        "above-plain"
-    };
     for run in 1..=2 {
         let out = sandbox_bash(&fx, &script);
         out.assert_hidden(&marker);
-        out.run.assert_stdout_contains(above);
+        out.run.assert_stdout_contains("above-plain");
         assert!(
             !out.run.stdout.contains("appended"),
             "run {run}:\n{}",
@@ -525,6 +510,9 @@ fn a_read_exception_inside_an_unlistable_dir_masks_it_whole() {
 /// on the host reads the secret.
 #[test]
 fn a_read_exception_beside_a_child_beyond_path_max_masks_the_parent_whole() {
+    if attacks::not_applicable(&attacks::na::DEEP_MASK) {
+        return;
+    }
     let fx = Fixture::new();
     let marker = fx.marker("deepallow");
     let made = host_bash(
@@ -573,6 +561,9 @@ fn a_read_exception_beside_a_child_beyond_path_max_masks_the_parent_whole() {
 /// 2's script.
 #[test]
 fn a_secret_a_run_moves_just_beyond_path_max_stays_masked() {
+    if attacks::not_applicable(&attacks::na::DEEP_MASK) {
+        return;
+    }
     let fx = Fixture::new();
     let marker = fx.marker("moved");
     write_file(&fx.ws.join("conf/.env"), format!("K={marker}\n"), 0o644);
@@ -612,6 +603,9 @@ fn a_secret_a_run_moves_just_beyond_path_max_stays_masked() {
 /// (and its `.env` is masked).
 #[test]
 fn a_workspace_root_whose_child_is_beyond_path_max_refuses_the_run() {
+    if attacks::not_applicable(&attacks::na::DEEP_MASK) {
+        return;
+    }
     let fx = Fixture::new();
     let marker = fx.marker("deeproot");
     let made = host_bash(
@@ -649,9 +643,6 @@ fn a_workspace_root_whose_child_is_beyond_path_max_refuses_the_run() {
     );
     let control = host_bash(&fx, &script);
     assert!(control.stdout.contains(&marker), "{}", control.describe());
-    if attacks::not_applicable(&attacks::na::DEEP_WORKSPACE) {
-        return;
-    }
     host_bash(&fx, &format!("cd '{w}' && rm -r x*")).assert_success();
     std::thread::sleep(SETTLE);
     let again = run();

@@ -25,12 +25,6 @@ pub enum LowerError {
     Comma(PathBuf),
     #[error("{} is {} bytes long: a container engine resolves each mount's path inside its root filesystem's own path, and refuses one that together passes PATH_MAX (4096); stockade refuses any longer than {} bytes before the engine does", .0.display(), .0.as_os_str().len(), ENGINE_PATH_LIMIT)]
     TooLong(PathBuf),
-    #[error("{} is {} bytes long, deeper than a container engine can mount ({} bytes), and the deepest directory above it an engine can mount, {}, is or holds the writable root {}: the command writes there, so it cannot be masked", .path.display(), .path.as_os_str().len(), ENGINE_PATH_LIMIT, .dir.display(), .root.display())]
-    DeepInRoot {
-        path: PathBuf,
-        dir: PathBuf,
-        root: PathBuf,
-    },
     #[error("read_scope = \"allow-list\" is not supported by the container backends (they bind the host's tree read-only)")]
     AllowList,
     #[error("--net proxy under {0} needs a root caller: stockade opens the proxy's listener inside the container's network namespace, and only root may enter one the daemon made")]
@@ -338,52 +332,6 @@ exec "$@""#;
 /// here, rootless Podman with a 136-byte root took a destination of 3954 bytes and refused one
 /// of 3984 ("resolving symlinks for mount destination"). 512 bytes are kept for the store.
 pub const ENGINE_PATH_LIMIT: usize = 4095 - 512;
-
-/// `spec` with every mask and protected path deeper than a container engine can mount
-/// ([`ENGINE_PATH_LIMIT`]) replaced by a mask of its deepest ancestor an engine can mount, an
-/// unreadable directory, as the native backend masks what lies deeper than `PATH_MAX`
-/// (fail-closed: more is hidden than was asked, and nothing in it is writable); masks and
-/// protected paths below such a directory go (it hides them). Borrowed when nothing is that
-/// deep. Refused, typed, when that ancestor is a writable root or holds one (the workspace
-/// itself, for a shallow workspace with a deep tree): the command writes there, so it cannot
-/// be masked.
-pub fn widen_deep_masks(spec: &Spec) -> Result<std::borrow::Cow<'_, Spec>, LowerError> {
-    let deep = |p: &Path| p.as_os_str().len() > ENGINE_PATH_LIMIT;
-    let too_deep: Vec<&Path> = (spec.masks.iter().map(|m| m.path.as_path()))
-        .chain(spec.protected.iter().map(PathBuf::as_path))
-        .filter(|p| deep(p))
-        .collect();
-    if too_deep.is_empty() {
-        return Ok(std::borrow::Cow::Borrowed(spec));
-    }
-    let mut dirs: Vec<PathBuf> = Vec::new();
-    for p in too_deep {
-        let Some(dir) = p.ancestors().find(|a| !deep(a)) else {
-            return Err(LowerError::TooLong(p.to_path_buf()));
-        };
-        if let Some(root) = (spec.writable_roots.iter()).find(|r| r.starts_with(dir)) {
-            return Err(LowerError::DeepInRoot {
-                path: p.to_path_buf(),
-                dir: dir.to_path_buf(),
-                root: root.clone(),
-            });
-        }
-        if !dirs.iter().any(|d| dir.starts_with(d)) {
-            dirs.retain(|d| !d.starts_with(dir));
-            dirs.push(dir.to_path_buf());
-        }
-    }
-    let hidden = |p: &Path| dirs.iter().any(|d| p.starts_with(d));
-    let mut widened = spec.clone();
-    widened.masks.retain(|m| !hidden(&m.path));
-    widened.protected.retain(|p| !hidden(p));
-    widened.masks.extend(dirs.iter().map(|d| Mask {
-        path: d.clone(),
-        kind: Kind::Dir,
-        readable: false,
-    }));
-    Ok(std::borrow::Cow::Owned(widened))
-}
 
 fn text(p: &Path) -> Result<&str, LowerError> {
     let s = p

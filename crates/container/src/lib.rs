@@ -443,10 +443,6 @@ fn lower_error(e: flags::LowerError) -> RunError {
     let hint = match &e {
         L::NotUtf8(_) | L::Comma(_) => "rename the path, or use --backend native".to_owned(),
         L::TooLong(_) => "use --backend native or gvisor (they mask the deepest directory they can name), or move the file to a shorter path".into(),
-        L::DeepInRoot { path, .. } => format!(
-            "move what lies below {} to a shorter path, run in a shorter workspace path, or use --backend native or gvisor (PATH_MAX, 4095 bytes, is their limit)",
-            path.parent().unwrap_or(path).display()
-        ),
         L::AllowList => "use read_scope = \"host\", or --backend native or gvisor".into(),
         L::Changed(_) => "run again: a path changed between the plan and the run".into(),
         L::ProxyDaemon(_) => "run stockade as root, use rootless Podman (--backend podman), or --backend native or gvisor for --net proxy".into(),
@@ -593,24 +589,6 @@ impl sandbox::Backend for ContainerBackend {
     }
 
     fn plan(&self, spec: &Spec, run_id: &str) -> Result<Box<dyn Planned>, RunError> {
-        // What lies deeper than the engine can mount is masked by a directory above it, known
-        // by its identity as every other mask (`Spec::identities`).
-        let mut widened = flags::widen_deep_masks(spec).map_err(lower_error)?;
-        if let std::borrow::Cow::Owned(w) = &mut widened {
-            use std::os::unix::fs::MetadataExt;
-            for m in &w.masks {
-                if w.identities.contains_key(&m.path) {
-                    continue;
-                }
-                if let Ok(meta) = std::fs::symlink_metadata(&m.path) {
-                    if meta.is_dir() {
-                        w.identities
-                            .insert(m.path.clone(), (meta.dev(), meta.ino()));
-                    }
-                }
-            }
-        }
-        let spec = &*widened;
         let engine = self.engine;
         let binary = locate(engine, &spec.writable_roots)?;
         let caller = caller_ids(engine, spec)?;
