@@ -611,6 +611,16 @@ impl Planned for ContainerPlanned {
             (Some((_, slave)), _) => {
                 args.insert(run_at + 1, "--tty".into());
                 args.insert(run_at + 1, "--interactive".into());
+                // Docker's client sizes the container's terminal only once it has started
+                // (Podman's gives the size at its creation): the check inside waits for it,
+                // up to a second, so the command's first look sees the caller's window (a
+                // loaded CI saw `stty size` answer "0 0"). Not for a window of no size.
+                if own_terminal
+                    .as_ref()
+                    .is_some_and(|t| t.size.ws_row > 0 && t.size.ws_col > 0)
+                {
+                    args.insert(run_at + 1, "--env=STOCKADE_CHECK_TTY=1".into());
+                }
                 Stdio::from(
                     slave
                         .try_clone()
