@@ -330,6 +330,72 @@ fn the_commands_streams_are_one_terminal_not_the_callers() {
     }
 }
 
+/// Under every backend, a stream the caller redirected away from its terminal stays where it
+/// was sent: `> file` gets the command's output and the terminal does not, `2> file` its
+/// errors, and `< file` is what the command reads (not the keyboard). gVisor gave the command
+/// a terminal of its own for all three streams as soon as one was the caller's terminal: the
+/// output went to the terminal and the file stayed empty, and `read` waited for keys. Control:
+/// the same redirections on the host.
+#[test]
+fn a_redirected_stream_keeps_its_output_and_input() {
+    let fx = Fixture::new();
+    let Some(pty) = Pty::new(&fx, "redirected streams") else {
+        return;
+    };
+    let m = fx.marker("redirected");
+    let input = fx.out_file("redirected-input");
+    attacks::write_file(&input, format!("{m}-from-the-file\n"), 0o644);
+    let both = format!("echo {m}-out; echo {m}-err >&2");
+    let cases = [
+        (
+            "out",
+            ">",
+            format!("{both}; echo done-checking >&2"),
+            "-out",
+            "-err",
+        ),
+        (
+            "err",
+            "2>",
+            format!("{both}; echo done-checking"),
+            "-err",
+            "-out",
+        ),
+        (
+            "in",
+            "<",
+            "read -r line; echo \"read=$line\"; echo done-checking".to_owned(),
+            "",
+            "read=",
+        ),
+    ];
+    for (name, how, script, in_file, on_terminal) in cases {
+        let file = fx.out_file(&format!("redirected-{name}"));
+        let target = if name == "in" { &input } else { &file };
+        let wrapper = format!("exec \"$@\" {how}{}", attacks::sh_quote(target));
+        for cmd in [fx.sandbox(&[], &script), fx.host(&script)] {
+            let _ = std::fs::remove_file(&file);
+            let seen = pty.play(
+                cmd.under(&["/bin/sh", "-c", &wrapper, "sh"]),
+                &[Step::Wait("done-checking")],
+            );
+            seen.assert_code(0);
+            if name == "in" {
+                seen.assert_shows(&format!("read={m}-from-the-file"));
+                continue;
+            }
+            let written = read_text(&file).unwrap_or_default();
+            assert!(
+                written.contains(&format!("{m}{in_file}")),
+                "{how} file got {written:?}\n{}",
+                seen.describe()
+            );
+            seen.assert_lacks(&format!("{m}{in_file}"))
+                .assert_shows(&format!("{m}{on_terminal}"));
+        }
+    }
+}
+
 /// Ctrl-Z stops the foreground job of an interactive shell inside, `jobs` lists it, Ctrl-C
 /// interrupts the next one and Ctrl-\ quits the one after: each reaches the job, the shell and
 /// the run go on, and the run ends with the shell's exit code. Control: without a terminal of
@@ -911,9 +977,9 @@ fn a_run_that_cannot_take_the_keyboard_says_so_on_stderr() {
         Step::Wait("outer-done"),
     ];
     let seen = pty.play(fx.host(&script), &steps);
-    // A container run with its errors in a file gets no terminal (the engine's carries output
-    // and errors together), and says that instead.
-    let said = if attacks::is_container_backend() {
+    // A container or gVisor run with its errors in a file gets no terminal (theirs is all
+    // three streams at once), and says that instead.
+    let said = if attacks::backend() != "native" {
         "gives the command a terminal only when"
     } else {
         "keyboard claim is taken"

@@ -197,9 +197,19 @@ impl Planned for GvisorPlanned {
         let sanitize = options.sanitize_output;
         let limit = self.output_limit;
         // A run attached to a terminal gets its own (see stream::terminal): runsc makes it, and
-        // the streams that are the caller's terminal become it.
+        // the command's stdin, stdout and stderr are all that terminal (runsc's `terminal`
+        // has no per-stream choice). So only when all three are the caller's terminal: with
+        // one redirected (`> file`, `2>log`, `< input`, a pipe) the terminal would take that
+        // stream's output, or read the keyboard for its input (it did: a redirected stdout
+        // showed on the terminal and the file stayed empty). The streams are pipes then, a
+        // terminal is never read, and the caller is told.
         let caller_terminal = stream::terminal::caller_terminal(&io, options);
-        let keys_to_terminal = caller_terminal.is_some_and(|t| t.streams[0]);
+        if caller_terminal.is_some_and(|t| t.streams[0] && t.streams != [true; 3]) {
+            let why = stream::terminal::NoKeys::NoTerminal("gvisor");
+            stream::terminal::say_no_keys(&mut false, &why);
+        }
+        let caller_terminal = caller_terminal.filter(|t| t.streams == [true; 3]);
+        let keys_to_terminal = caller_terminal.is_some();
         // Every stream is a pipe this process relays: runsc as root gives its own standard
         // streams to `nobody`, which would take over the caller's terminal or /dev/null.
         let (out_r, out_w) = relay_pipe()?;

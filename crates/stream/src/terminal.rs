@@ -402,9 +402,9 @@ pub enum NoKeys {
     Background,
     /// Neither way of reading it works.
     Failed(io::Error),
-    /// The backend (named, a container engine) gives the command a terminal of the run's own
-    /// only when stdin, stdout and stderr are all the caller's terminal (the engine's
-    /// terminal carries both output streams together), and some are not.
+    /// The backend (named: a container engine, gVisor) gives the command a terminal of the
+    /// run's own only when stdin, stdout and stderr are all the caller's terminal (its
+    /// terminal is all three streams at once), and some are not.
     NoTerminal(&'static str),
 }
 
@@ -498,7 +498,7 @@ pub fn say_no_keys(told: &mut bool, why: &NoKeys) {
             "stockade: note: this run cannot read the keyboard of its terminal ({e}): it shows its output only (--no-tty runs it without a terminal)"
         ),
         NoKeys::NoTerminal(backend) => format!(
-            "stockade: note: --backend {backend} gives the command a terminal only when its input, output and errors are all this terminal (the engine's terminal carries output and errors together), and here some are not: its input is empty (end of file) and its output is not a terminal; --backend native or gvisor runs it on a terminal of its own"
+            "stockade: note: --backend {backend} gives the command a terminal only when its input, output and errors are all this terminal (its terminal is all three at once), and here some are not: its input is empty (end of file) and its output is not a terminal; --backend native runs it on a terminal of its own"
         ),
     };
     let mut err = std::io::stderr();
