@@ -230,6 +230,13 @@ fn peak_processes(tag: &str, run: impl FnOnce() -> attacks::Run) -> (attacks::Ru
     (r, peak)
 }
 
+/// Held by the tests that take a run to its process limit, so that they never run beside each
+/// other: rootless Podman on cgroup v1 bounds a run's processes by `RLIMIT_NPROC`, which counts
+/// the processes of every rootless container of the caller together (they share Podman's user
+/// namespace), so a fork bomb held at 64 beside a run under `--pids 64` left that run's init
+/// unable to fork its command (CI of `e6f819c`: "[FATAL tini (1)] fork failed").
+static AT_THE_PROCESS_LIMIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// `--pids 64`: a program that tries to keep 150 processes alive at once gets at most 64
 /// (the rest of its forks fail with EAGAIN), and the run reports the limit; control: with no
 /// limit it gets all 150.
@@ -238,6 +245,7 @@ fn pids_limit_caps_processes_of_the_run() {
     let Some(py) = attacks::python3("pids limit") else {
         return;
     };
+    let _alone = AT_THE_PROCESS_LIMIT.lock();
     let fx = Fixture::new();
     let tag = fx.marker("pids");
     let script = format!(
@@ -299,6 +307,7 @@ fn pids_limit_caps_processes_of_the_run() {
 /// time limit ends it.
 #[test]
 fn fork_bomb_is_contained_by_the_pids_limit() {
+    let _alone = AT_THE_PROCESS_LIMIT.lock();
     let fx = Fixture::new();
     let tag = fx.marker("bomb");
     // bash retries a fork that fails for a while instead of giving up at once as dash does, so
