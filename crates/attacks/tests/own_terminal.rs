@@ -334,8 +334,12 @@ fn the_commands_streams_are_one_terminal_not_the_callers() {
 /// was sent: `> file` gets the command's output and the terminal does not, `2> file` its
 /// errors, and `< file` is what the command reads (not the keyboard). gVisor gave the command
 /// a terminal of its own for all three streams as soon as one was the caller's terminal: the
-/// output went to the terminal and the file stayed empty, and `read` waited for keys. Control:
-/// the same redirections on the host.
+/// output went to the terminal and the file stayed empty, and `read` waited for keys. The
+/// streams that are the caller's terminal are the run's own terminal (the keyboard reaches a
+/// command whose output goes to a file), natively and under the engines (each redirected
+/// stream a FIFO of the run's, `container::flags::STREAMS`; before, no terminal at all);
+/// under gVisor, whose terminal is all three streams or none, none is. Control: the same
+/// redirections on the host.
 #[test]
 fn a_redirected_stream_keeps_its_output_and_input() {
     let fx = Fixture::new();
@@ -345,41 +349,72 @@ fn a_redirected_stream_keeps_its_output_and_input() {
     let m = fx.marker("redirected");
     let input = fx.out_file("redirected-input");
     attacks::write_file(&input, format!("{m}-from-the-file\n"), 0o644);
-    let both = format!("echo {m}-out; echo {m}-err >&2");
+    let ttys = |to: &str| {
+        format!("for f in 0 1 2; do [ -t $f ] && echo \"fd$f-is-a-terminal\"{to}; done; ")
+    };
+    let both = format!("echo {m}-out; echo {m}-err >&2; ");
+    // (file name, redirection, script, what goes to the file, what to the terminal, the
+    // streams that are the terminal)
     let cases = [
         (
             "out",
             ">",
-            format!("{both}; echo done-checking >&2"),
+            format!(
+                "{}{both}echo ready-to-read >&2; read -r x; echo \"got=$x\"; echo done-checking >&2",
+                ttys(" >&2")
+            ),
             "-out",
             "-err",
+            [0, 2],
         ),
         (
             "err",
             "2>",
-            format!("{both}; echo done-checking"),
+            format!("{}{both}echo done-checking", ttys("")),
             "-err",
             "-out",
+            [0, 1],
         ),
         (
             "in",
             "<",
-            "read -r line; echo \"read=$line\"; echo done-checking".to_owned(),
+            format!(
+                "{}read -r line; echo \"read=$line\"; echo done-checking",
+                ttys("")
+            ),
             "",
-            "read=",
+            "",
+            [1, 2],
         ),
     ];
-    for (name, how, script, in_file, on_terminal) in cases {
+    for (name, how, script, in_file, on_terminal, terminals) in cases {
         let file = fx.out_file(&format!("redirected-{name}"));
         let target = if name == "in" { &input } else { &file };
         let wrapper = format!("exec \"$@\" {how}{}", attacks::sh_quote(target));
-        for cmd in [fx.sandbox(&[], &script), fx.host(&script)] {
+        let steps: &[Step<'_>] = if name == "out" {
+            &[
+                Step::Wait("ready-to-read"),
+                Step::Type(b"typed-line\r"),
+                Step::Wait("done-checking"),
+            ]
+        } else {
+            &[Step::Wait("done-checking")]
+        };
+        for (cmd, partial) in [
+            (fx.sandbox(&[], &script), attacks::backend() != "gvisor"),
+            (fx.host(&script), true),
+        ] {
             let _ = std::fs::remove_file(&file);
-            let seen = pty.play(
-                cmd.under(&["/bin/sh", "-c", &wrapper, "sh"]),
-                &[Step::Wait("done-checking")],
-            );
+            let seen = pty.play(cmd.under(&["/bin/sh", "-c", &wrapper, "sh"]), steps);
             seen.assert_code(0);
+            for f in 0..3 {
+                let said = format!("fd{f}-is-a-terminal");
+                if partial && terminals.contains(&f) {
+                    seen.assert_shows(&said);
+                } else {
+                    seen.assert_lacks(&said);
+                }
+            }
             if name == "in" {
                 seen.assert_shows(&format!("read={m}-from-the-file"));
                 continue;
@@ -392,7 +427,54 @@ fn a_redirected_stream_keeps_its_output_and_input() {
             );
             seen.assert_lacks(&format!("{m}{in_file}"))
                 .assert_shows(&format!("{m}{on_terminal}"));
+            if name == "out" {
+                let got = if partial {
+                    "got=typed-line\n"
+                } else {
+                    "got=\n"
+                };
+                assert!(
+                    written.contains(got),
+                    "{how} file got {written:?}, not {got:?}\n{}",
+                    seen.describe()
+                );
+            }
         }
+    }
+}
+
+/// `stockade run -- CMD | PAGER`: the pager reads the keyboard (a line typed while the run is
+/// going reaches it) and the caller's terminal is cooked again when both have ended. A
+/// container run with a terminal of its own for stdin took the keys raw beside the pager and
+/// left the terminal raw (red team of the redirected streams: `| less`, `-icanon -echo` after
+/// it quit); a run whose output is a pipe reads no keys, and says so. Control: the same
+/// pipeline on the host.
+#[test]
+fn a_pager_after_a_pipe_gets_the_keyboard() {
+    if attacks::not_applicable(&attacks::na::PAGER_BESIDE) {
+        return;
+    }
+    let fx = Fixture::new();
+    let Some(pty) = Pty::new(&fx, "a pager beside a run") else {
+        return;
+    };
+    let script = "echo run-ready >&2; sleep 3; echo run-done";
+    let pager = "\"$@\" | { read -r k </dev/tty; echo \"pager-got=$k\"; cat; }; \
+                 stty -a | grep -o -- '-\\?icanon'; echo all-done";
+    for cmd in [fx.sandbox(&[], script), fx.host(script)] {
+        let seen = pty.play(
+            cmd.under(&["/bin/sh", "-c", pager, "sh"]),
+            &[
+                Step::Wait("run-ready"),
+                Step::Type(b"typed-line\r"),
+                Step::Wait("all-done"),
+            ],
+        );
+        seen.assert_code(0)
+            .assert_shows("pager-got=typed-line")
+            .assert_shows("run-done")
+            .assert_shows("icanon")
+            .assert_lacks("-icanon");
     }
 }
 
@@ -977,9 +1059,9 @@ fn a_run_that_cannot_take_the_keyboard_says_so_on_stderr() {
         Step::Wait("outer-done"),
     ];
     let seen = pty.play(fx.host(&script), &steps);
-    // A container or gVisor run with its errors in a file gets no terminal (theirs is all
-    // three streams at once), and says that instead.
-    let said = if attacks::backend() != "native" {
+    // A gVisor run with its errors in a file gets no terminal (runsc's is all three streams
+    // at once), and says that instead.
+    let said = if attacks::backend() == "gvisor" {
         "gives the command a terminal only when"
     } else {
         "keyboard claim is taken"

@@ -213,6 +213,19 @@ pub enum Witness {
 /// under the proxy, its listener there).
 pub const GATE: &str = "/run/stockade";
 
+/// Where a run's redirected streams are inside the container: when the caller's terminal is
+/// some of its streams but not all (`> file`, `2>log`, `< input`, a pipe), the engine's
+/// terminal is all three of the container's, so each of the others is a FIFO of the run's
+/// (only the command's id may open it), bound here read-only (opening a FIFO needs no
+/// writable mount), which the check makes the command's stream before it starts
+/// (`STOCKADE_CHECK_STREAMS`: the FIFOs' paths here, each named by its stream's number).
+pub const STREAMS: &str = "/run/stockade-streams";
+
+/// The `--mount` of the directory of a run's redirected streams (see [`STREAMS`]).
+pub fn streams_mount(dir: &Path, target: &Target) -> Result<String, LowerError> {
+    bind(dir, Path::new(STREAMS), true, target)
+}
+
 /// Where the container's init is bound (see [`Target::init`]). Not the engines' own `--init`:
 /// Docker's daemon binds its init at `/sbin/docker-init`, which in an image holding only the
 /// host's layout lies below the read-only bind of the host's `/usr/sbin`.
@@ -322,7 +335,8 @@ fi
 [ -z "$STOCKADE_CHECK_IGNORE" ] || trap '' $STOCKADE_CHECK_IGNORE
 [ -z "$STOCKADE_CHECK_NOTERM" ] || unset TERM
 if [ -n "$STOCKADE_CHECK_TTY" ] && [ -t 0 ]; then n=0; while [ "$(stty size 2>/dev/null)" = "0 0" ] && [ $n -lt 50 ]; do sleep 0.02; n=$((n+1)); done; fi
-unset STOCKADE_CHECK_TTY STOCKADE_CHECK_NOTERM STOCKADE_CHECK_VIEWIDS STOCKADE_CHECK_VIEWEMPTY STOCKADE_CHECK_MASKDIRS STOCKADE_CHECK_IGNORE STOCKADE_CHECK_GATE STOCKADE_CHECK_UID STOCKADE_CHECK_NET STOCKADE_CHECK_MASKS STOCKADE_CHECK_IDS STOCKADE_CHECK_RW STOCKADE_CHECK_PLACED STOCKADE_CHECK_PIDS STOCKADE_CHECK_MEM STOCKADE_CHECK_NPROC STOCKADE_CHECK_DATA STOCKADE_CHECK_NOFILE
+for f in $STOCKADE_CHECK_STREAMS; do [ -p "$f" ] || fail "a bind of the run's streams" "$f is not a FIFO"; case ${f##*/} in 0) exec <"$f";; 1) exec >"$f";; 2) exec 2>"$f";; *) fail "a bind of the run's streams" "$f";; esac; done
+unset STOCKADE_CHECK_STREAMS STOCKADE_CHECK_TTY STOCKADE_CHECK_NOTERM STOCKADE_CHECK_VIEWIDS STOCKADE_CHECK_VIEWEMPTY STOCKADE_CHECK_MASKDIRS STOCKADE_CHECK_IGNORE STOCKADE_CHECK_GATE STOCKADE_CHECK_UID STOCKADE_CHECK_NET STOCKADE_CHECK_MASKS STOCKADE_CHECK_IDS STOCKADE_CHECK_RW STOCKADE_CHECK_PLACED STOCKADE_CHECK_PIDS STOCKADE_CHECK_MEM STOCKADE_CHECK_NPROC STOCKADE_CHECK_DATA STOCKADE_CHECK_NOFILE
 if [ -n "${STOCKADE_CHECK_SAVED_PATH+x}" ]; then PATH=$STOCKADE_CHECK_SAVED_PATH; unset STOCKADE_CHECK_SAVED_PATH; else unset PATH; fi
 exec "$@""#;
 

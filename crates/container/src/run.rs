@@ -5,6 +5,7 @@
 
 use std::io::IsTerminal;
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
@@ -216,7 +217,109 @@ impl Drop for Watchdog {
     }
 }
 
+/// Whether the run's stdout is a pipe (or a socket): a pager or filter reads it.
+fn stdout_is_a_pipe(sink: &sandbox::Sink) -> bool {
+    let st = match sink {
+        sandbox::Sink::Process => rustix::fs::fstat(std::io::stdout()),
+        sandbox::Sink::Fd(fd) => rustix::fs::fstat(fd),
+    };
+    st.is_ok_and(|st| {
+        matches!(
+            rustix::fs::FileType::from_raw_mode(st.st_mode),
+            rustix::fs::FileType::Fifo | rustix::fs::FileType::Socket
+        )
+    })
+}
+
+/// The caller's streams that are not its terminal when others are, under a run's own terminal
+/// (see [`flags::STREAMS`]): a FIFO each, in a directory of the run's only this process's user
+/// may reach (below the run's private files; under a root caller, the directory and FIFOs are
+/// the command's id's, which alone may open them inside).
+struct Redirected {
+    /// 0 stdin, 1 stdout, 2 stderr.
+    which: Vec<usize>,
+    dir: PathBuf,
+    /// The directory's `--mount`.
+    mount: String,
+}
+
+impl Redirected {
+    fn has(&self, i: usize) -> bool {
+        self.which.contains(&i)
+    }
+
+    /// A redirected output's FIFO: its read end (relayed to the caller's stream, without
+    /// blocking: see `stream::relay::relay_to_sink_until`) and a write end (held for the
+    /// client's time, so the relay sees no end before the command has opened its own). The
+    /// read end is opened first, so that the write end's open does not wait.
+    fn open_output(&self, i: usize) -> Result<(OwnedFd, OwnedFd), RunError> {
+        use rustix::fs::{Mode, OFlags};
+        let refused = |e: rustix::io::Errno| RunError::io("open the run's stream FIFO", e.into());
+        let path = self.dir.join(i.to_string());
+        let base = OFlags::CLOEXEC | OFlags::NOFOLLOW;
+        let read = rustix::fs::open(
+            &path,
+            OFlags::RDONLY | OFlags::NONBLOCK | base,
+            Mode::empty(),
+        )
+        .map_err(refused)?;
+        let write =
+            rustix::fs::open(&path, OFlags::WRONLY | base, Mode::empty()).map_err(refused)?;
+        Ok((read, write))
+    }
+
+    /// A redirected stdin's copy waiting for the check to open its FIFO (a run that ended
+    /// before the command started) is let go: a reader's open completes its open, and it ends
+    /// at the first write or at once.
+    fn release_input(&self) {
+        use rustix::fs::{Mode, OFlags};
+        let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+        drop(rustix::fs::open(self.dir.join("0"), flags, Mode::empty()));
+    }
+}
+
 impl ContainerPlanned {
+    /// The FIFOs of the caller's streams `which` (see [`Redirected`]).
+    fn redirect(&self, which: &[usize]) -> Result<Redirected, RunError> {
+        use rustix::fs::{FileType, Mode, CWD};
+        let made = || -> std::io::Result<PathBuf> {
+            let hidden = self.files.path().join("io");
+            rustix::fs::mkdir(&hidden, Mode::from_raw_mode(0o700))?;
+            let dir = hidden.join("streams");
+            rustix::fs::mkdir(&dir, Mode::from_raw_mode(0o700))?;
+            let mut owned = vec![dir.clone()];
+            for i in which {
+                let fifo = dir.join(i.to_string());
+                rustix::fs::mknodat(CWD, &fifo, FileType::Fifo, Mode::from_raw_mode(0o600), 0)?;
+                owned.push(fifo);
+            }
+            if let Some((uid, gid)) = self.copy_owner {
+                let (uid, gid) = (
+                    rustix::process::Uid::from_raw(uid),
+                    rustix::process::Gid::from_raw(gid),
+                );
+                for p in owned {
+                    rustix::fs::chown(&p, Some(uid), Some(gid))?;
+                }
+            }
+            Ok(dir)
+        };
+        let dir = made().map_err(|e| RunError::io("make the run's stream FIFOs", e))?;
+        let mount = flags::streams_mount(&dir, &self.target).map_err(|e| RunError::Plan {
+            code: sandbox::Code::ProtectionUnavailable,
+            message: format!("the run's streams cannot be bound: {e}"),
+            hint: Some(
+                "run with --no-tty, or with all of stdin, stdout and stderr the terminal or none"
+                    .into(),
+            ),
+        })?;
+        Ok(Redirected {
+            which: which.to_vec(),
+            dir,
+            mount,
+        })
+    }
+
     fn engine_command(&self) -> Command {
         let mut c = Command::new(&self.binary);
         c.stdin(Stdio::null())
@@ -550,19 +653,46 @@ impl Planned for ContainerPlanned {
             ),
             hint: Some("run again".into()),
         })?;
-        // A caller whose three streams are its terminal (an interactive shell, an agent's
-        // TUI) gives the run a terminal of its own: a pseudo-terminal of stockade's, which the
-        // engine's client has for its streams and relays into the container's (`--tty`), and
-        // stockade relays to and from the caller's as the other backends do (sanitized,
-        // bounded, resized, `~.`). Not when only some are: the engine's terminal carries the
-        // command's stdout and stderr together, so one of them that is a pipe or a file would
-        // get the other's output.
-        let own_terminal = stream::terminal::caller_terminal(&io, options)
-            .filter(|t| t.streams == [true, true, true]);
+        // A caller whose streams are its terminal (an interactive shell, an agent's TUI) gives
+        // the run a terminal of its own: a pseudo-terminal of stockade's, which the engine's
+        // client has for its streams and relays into the container's (`--tty`), and stockade
+        // relays to and from the caller's as the other backends do (sanitized, bounded,
+        // resized, `~.`). The engine's terminal is all three of the container's streams: one
+        // of the caller's that is not its terminal (`> file`, `2>log`, `< input`, a pipe) is a
+        // FIFO of the run's instead, which the check inside makes the command's (see
+        // [`flags::STREAMS`]).
+        // Not when stdout is a pipe (`| less`, `| head`): a pager beside the run reads the same
+        // terminal, and a run holding it raw took its keys and left it raw (red team); such a
+        // run's streams are pipes, as before, and it says so.
+        let own_terminal = stream::terminal::caller_terminal(&io, options);
+        let piped = own_terminal.is_some_and(|t| !t.streams[1] && stdout_is_a_pipe(&io.stdout));
+        if piped && own_terminal.is_some_and(|t| t.streams[0]) {
+            let why = stream::terminal::NoKeys::PipedOutput(self.engine.name());
+            stream::terminal::say_no_keys(&mut false, &why);
+        }
+        let own_terminal = own_terminal.filter(|_| !piped);
+        let redirected = match &own_terminal {
+            Some(t) if t.streams != [true; 3] => {
+                let which: Vec<usize> = (0..3).filter(|&i| !t.streams[i]).collect();
+                Some(self.redirect(&which)?)
+            }
+            _ => None,
+        };
+        let fifo = |i: usize| redirected.as_ref().filter(|r| r.has(i));
         let sanitize = options.sanitize_output;
         let limit = self.output_limit;
-        let (out_r, out_w) = relay_pipe()?;
-        let (err_r, err_w) = relay_pipe()?;
+        // A redirected stdout's FIFO is held open for writing here until the client has
+        // ended (the command's open may come later: its reader must not see an end before);
+        // a redirected stderr's is the client's own stderr (its words go where the command's
+        // errors go), which holds it so.
+        let (out_r, out_w) = match fifo(1) {
+            Some(r) => r.open_output(1)?,
+            None => relay_pipe()?,
+        };
+        let (err_r, err_w) = match fifo(2) {
+            Some(r) => r.open_output(2)?,
+            None => relay_pipe()?,
+        };
         let thread_refused =
             |e: std::io::Error| RunError::io("start a thread relaying the command's streams", e);
         let relay = |from: OwnedFd, sink: sandbox::Sink, name: &'static str| {
@@ -570,10 +700,31 @@ impl Planned for ContainerPlanned {
                 .spawn(move || stream::relay::relay_to_sink(from, sink, limit, name, sanitize))
                 .map_err(thread_refused)
         };
+        // A redirected output's relay ends at the FIFO's end, or once the container has gone
+        // and what it holds has been read (`stop_w` dropped): a process of the command's id
+        // outside the container could hold a write end open for ever (red team).
+        let (stop_r, stop_w) = relay_pipe()?;
+        let relay_fifo = |from: OwnedFd, sink: sandbox::Sink, name: &'static str| {
+            let stop = stop_r
+                .try_clone()
+                .map_err(|e| RunError::io("create a pipe for the command's streams", e))?;
+            std::thread::Builder::new()
+                .spawn(move || {
+                    stream::relay::relay_to_sink_until(from, sink, limit, name, sanitize, stop)
+                })
+                .map_err(thread_refused)
+        };
         let relays = [
-            relay(out_r, io.stdout, "stdout")?,
-            relay(err_r, io.stderr, "stderr")?,
+            match fifo(1) {
+                Some(_) => relay_fifo(out_r, io.stdout, "stdout")?,
+                None => relay(out_r, io.stdout, "stdout")?,
+            },
+            match fifo(2) {
+                Some(_) => relay_fifo(err_r, io.stderr, "stderr")?,
+                None => relay(err_r, io.stderr, "stderr")?,
+            },
         ];
+        drop(stop_r);
         let terminal = match &own_terminal {
             Some(t) => Some(
                 sys::parent::new_pty(&t.settings, &t.size)
@@ -582,19 +733,14 @@ impl Planned for ContainerPlanned {
             None => None,
         };
         // Else stdin is copied as it comes; a terminal is never read here (the command reads
-        // end of file, and the caller is told so, or an interactive command would seem to hang
-        // or end at once).
+        // end of file: `--no-tty`, as natively).
         let keyboard = match &io.stdin {
             sandbox::Input::Process => std::io::stdin().is_terminal(),
             sandbox::Input::Fd(from) => from.as_fd().is_terminal(),
             sandbox::Input::Null => false,
         };
-        if keyboard && terminal.is_none() {
-            let why = stream::terminal::NoKeys::NoTerminal(self.engine.name());
-            stream::terminal::say_no_keys(&mut false, &why);
-        }
         let input = match io.stdin {
-            _ if keyboard || terminal.is_some() => None,
+            _ if keyboard || (terminal.is_some() && fifo(0).is_none()) => None,
             sandbox::Input::Process if stream::relay::stdin_is_live() => {
                 std::io::stdin().as_fd().try_clone_to_owned().ok()
             }
@@ -608,9 +754,37 @@ impl Planned for ContainerPlanned {
             args.retain(|a| a != "--rm");
         }
         let stdin = match (&terminal, input) {
-            (Some((_, slave)), _) => {
+            (Some((_, slave)), input) => {
                 args.insert(run_at + 1, "--tty".into());
                 args.insert(run_at + 1, "--interactive".into());
+                if let Some(r) = &redirected {
+                    let paths: Vec<String> = (r.which.iter())
+                        .map(|i| format!("{}/{i}", flags::STREAMS))
+                        .collect();
+                    args.insert(run_at + 1, r.mount.clone());
+                    args.insert(run_at + 1, "--mount".into());
+                    args.insert(
+                        run_at + 1,
+                        format!("--env=STOCKADE_CHECK_STREAMS={}", paths.join(" ")),
+                    );
+                }
+                // A redirected stdin: copied into its FIFO once the check has opened it (the
+                // thread's open waits for that; nothing to copy gives the command an end of
+                // file).
+                if let Some(r) = fifo(0) {
+                    let path = r.dir.join("0");
+                    std::thread::Builder::new()
+                        .spawn(move || {
+                            use rustix::fs::{Mode, OFlags};
+                            let flags = OFlags::WRONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+                            if let Ok(to) = rustix::fs::open(&path, flags, Mode::empty()) {
+                                if let Some(from) = input {
+                                    stream::relay::relay_input(from, to);
+                                }
+                            }
+                        })
+                        .map_err(thread_refused)?;
+                }
                 // Docker's client sizes the container's terminal only once it has started
                 // (Podman's gives the size at its creation): the check inside waits for it,
                 // up to a second, so the command's first look sees the caller's window (a
@@ -649,6 +823,7 @@ impl Planned for ContainerPlanned {
             .env("PATH", &self.engine_path)
             .envs(self.lowered.env.iter().map(|(k, v)| (k, v)))
             .stdin(stdin);
+        let mut out_hold = None;
         match &terminal {
             // The client's own words (the engine's errors) go through the pipes still; the
             // command's streams are the container's terminal, which the client relays to its
@@ -658,7 +833,11 @@ impl Planned for ContainerPlanned {
                     .try_clone()
                     .map_err(|e| RunError::io("hand the run's terminal to the engine", e))?;
                 cmd.stdout(Stdio::from(out)).stderr(Stdio::from(err_w));
-                drop(out_w);
+                if fifo(1).is_some() {
+                    out_hold = Some(out_w);
+                } else {
+                    drop(out_w);
+                }
                 sys::parent::session_on_terminal(&mut cmd, 0);
             }
             None => {
@@ -820,18 +999,33 @@ impl Planned for ContainerPlanned {
         };
         let _ = waiter.join();
         let duration = started.elapsed();
+        // A client killed before the engine removed its container (Podman's `--rm` is the
+        // client's) leaves it behind; one that died of a signal of its own (an OOM kill, a
+        // crash) leaves it running: it goes (under `--keep`, is killed) before the relays are
+        // waited for, which its processes could hold open.
+        let client_died = status.as_ref().is_some_and(|s| s.signal().is_some());
+        if killed_at.is_some() || status.is_none() || client_died {
+            if keep {
+                if client_died {
+                    self.signal("KILL");
+                }
+            } else {
+                self.remove();
+            }
+        }
+        // The client and its container have ended: the redirected outputs' relays read what
+        // their FIFOs hold and end, and a redirected stdin's copy that still waits for the
+        // check is let go.
+        drop(out_hold);
+        drop(stop_w);
+        if let Some(r) = fifo(0) {
+            r.release_input();
+        }
         let [out, err] = relays;
         let mut relayed_out = [out.join().ok(), err.join().ok()];
         // The terminal is the command's stream there (its pipe carried the client's words).
-        if let Some((slot, relayed)) = attached.map(stream::terminal::Attached::finish) {
-            if let Some(r) = relayed_out.get_mut(slot) {
-                *r = Some(relayed);
-            }
-        }
-        // A client killed before the engine removed its container (Podman's `--rm` is the
-        // client's) leaves it behind.
-        if !keep && (killed_at.is_some() || status.is_none()) {
-            self.remove();
+        if let Some(attached) = attached {
+            attached.finish_into(&mut relayed_out);
         }
         // The run has ended here: the watchdog goes.
         drop(watchdog);
@@ -1015,5 +1209,89 @@ fn exit_of(status: ExitStatus) -> (i32, Option<i32>) {
         (Some(c), _) => (c, None),
         (None, Some(s)) => (128 + s, Some(s)),
         (None, None) => (125, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "a test: panicking is how it fails")]
+    use super::*;
+    use std::io::{Read, Write};
+
+    fn redirected(which: &[usize]) -> (tempfile::TempDir, Redirected) {
+        use rustix::fs::{FileType, Mode, CWD};
+        let dir = tempfile::tempdir().unwrap();
+        for i in which {
+            let p = dir.path().join(i.to_string());
+            rustix::fs::mknodat(CWD, &p, FileType::Fifo, Mode::from_raw_mode(0o600), 0).unwrap();
+        }
+        let r = Redirected {
+            which: which.to_vec(),
+            dir: dir.path().to_path_buf(),
+            mount: String::new(),
+        };
+        (dir, r)
+    }
+
+    /// An output FIFO's relay (as the run starts it: `relay_to_sink_until`) passes what the
+    /// command wrote, sees no end while the write end is held though a writer came and went
+    /// (a command that opens it late loses nothing), ends when every writer has gone, and
+    /// ends at the stop, after what the FIFO holds, though a writer outside holds it open
+    /// (red team: a process of the command's id kept the run going past its time limit).
+    #[test]
+    fn an_output_fifo_relay_ends_at_its_end_or_at_the_stop() {
+        for outsider in [false, true] {
+            let (_dir, r) = redirected(&[1]);
+            let (read, hold) = r.open_output(1).unwrap();
+            let (stop_r, stop_w) = relay_pipe().unwrap();
+            let (mut sink_r, sink_w) = std::io::pipe().unwrap();
+            let relay = std::thread::spawn(move || {
+                let sink = sandbox::Sink::Fd(sink_w.into());
+                stream::relay::relay_to_sink_until(read, sink, None, "stdout", false, stop_r)
+            });
+            let open = || {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(r.dir.join("1"))
+                    .unwrap()
+            };
+            let mut command = open();
+            command.write_all(b"first\n").unwrap();
+            drop(command);
+            std::thread::sleep(Duration::from_millis(200));
+            assert!(!relay.is_finished(), "ended while the write end was held");
+            let mut late = open();
+            late.write_all(b"late\n").unwrap();
+            drop(late);
+            let kept = outsider.then(open);
+            drop(hold);
+            if outsider {
+                std::thread::sleep(Duration::from_millis(200));
+                assert!(!relay.is_finished(), "ended though a writer holds it");
+                drop(stop_w);
+            }
+            let relayed = relay.join().unwrap();
+            let mut got = Vec::new();
+            sink_r.read_to_end(&mut got).unwrap();
+            assert_eq!(got, b"first\nlate\n");
+            assert_eq!(relayed.summary.total, 11);
+            drop(kept);
+        }
+    }
+
+    /// A stdin FIFO's copy waiting for a reader that never came (the run ended before the
+    /// command) is let go.
+    #[test]
+    fn a_waiting_stdin_copy_is_let_go() {
+        let (_dir, r) = redirected(&[0]);
+        let path = r.dir.join("0");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let opened = std::fs::OpenOptions::new().write(true).open(path);
+            tx.send(opened.is_ok()).unwrap();
+        });
+        assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
+        r.release_input();
+        assert!(rx.recv_timeout(Duration::from_secs(5)).unwrap());
     }
 }

@@ -259,6 +259,29 @@ pub fn relay_to_sink(
     }
 }
 
+/// [`relay_to_sink`] of a FIFO that processes other than the run's may hold open for writing
+/// (one the command can name is one any process of its id can open, and the end of file a
+/// relay waits for would never come): `stop` (a pipe's read end) readable or hung up ends the
+/// relay once what the FIFO holds has been read, whoever still holds a write end. `from` is
+/// read without blocking (a reader the command opened could take what a poll promised).
+pub fn relay_to_sink_until(
+    from: OwnedFd,
+    sink: sandbox::Sink,
+    limit: Option<u64>,
+    stream: &'static str,
+    sanitize: bool,
+    stop: OwnedFd,
+) -> Relayed {
+    let stop = Some(stop);
+    match sink {
+        sandbox::Sink::Fd(fd) => relay_with(from, fd, limit, stream, sanitize, stop),
+        sandbox::Sink::Process if stream == "stderr" => {
+            relay_with(from, io::stderr(), limit, stream, sanitize, stop)
+        }
+        sandbox::Sink::Process => relay_with(from, io::stdout(), limit, stream, sanitize, stop),
+    }
+}
+
 /// Copy one output stream of the command from the pipe `from` (the read end; the command
 /// holds the write end) to `to` (the caller's stdout or stderr: `std::io::stdout()` or any
 /// descriptor; duplicated here, the original is not closed), applying `limit` bytes per stream with [`Capped`] (`None`: everything passes).
@@ -280,16 +303,45 @@ pub fn relay(
     stream: &'static str,
     sanitize: bool,
 ) -> Relayed {
+    relay_with(from, to, limit, stream, sanitize, None)
+}
+
+/// [`relay`], and with `stop` as [`relay_to_sink_until`] says.
+fn relay_with(
+    from: OwnedFd,
+    to: impl AsFd,
+    limit: Option<u64>,
+    stream: &'static str,
+    sanitize: bool,
+    stop: Option<OwnedFd>,
+) -> Relayed {
+    use rustix::event::{poll, PollFd, PollFlags};
     let mut src = File::from(from);
     let mut out = Outflow::new(to.as_fd(), limit, stream, sanitize);
     let mut buf = vec![0u8; CHUNK];
+    let mut stopping = false;
     loop {
+        if let (Some(stop), false) = (&stop, stopping) {
+            let mut fds = [
+                PollFd::new(&src, PollFlags::IN),
+                PollFd::new(stop, PollFlags::IN),
+            ];
+            match poll(&mut fds, None) {
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(_) => break,
+            }
+            stopping = !fds[1].revents().is_empty();
+        }
         let n = match src.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && stopping => break,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                std::thread::sleep(RETRY);
+                if stop.is_none() {
+                    std::thread::sleep(RETRY);
+                }
                 continue;
             }
             Err(_) => break,

@@ -402,10 +402,13 @@ pub enum NoKeys {
     Background,
     /// Neither way of reading it works.
     Failed(io::Error),
-    /// The backend (named: a container engine, gVisor) gives the command a terminal of the
-    /// run's own only when stdin, stdout and stderr are all the caller's terminal (its
-    /// terminal is all three streams at once), and some are not.
+    /// The backend (named: gVisor) gives the command a terminal of the run's own only when
+    /// stdin, stdout and stderr are all the caller's terminal (its terminal is all three
+    /// streams at once), and some are not.
     NoTerminal(&'static str),
+    /// The backend (named: a container engine) gives the command no terminal when its output
+    /// goes to a pipe (a pager beside it reads the same terminal).
+    PipedOutput(&'static str),
 }
 
 /// The caller's terminal `stdin`, taken for this run's keys; an error when another run
@@ -499,6 +502,9 @@ pub fn say_no_keys(told: &mut bool, why: &NoKeys) {
         ),
         NoKeys::NoTerminal(backend) => format!(
             "stockade: note: --backend {backend} gives the command a terminal only when its input, output and errors are all this terminal (its terminal is all three at once), and here some are not: its input is empty (end of file) and its output is not a terminal; --backend native runs it on a terminal of its own"
+        ),
+        NoKeys::PipedOutput(backend) => format!(
+            "stockade: note: --backend {backend} reads no keys when the command's output goes to a pipe (a pager there reads this terminal): its input is empty (end of file) and its output is not a terminal; --no-tty says the same without this note"
         ),
     };
     let mut err = std::io::stderr();

@@ -81,8 +81,7 @@ pub(super) fn collect(
     };
     let mut relayed = [joined(out_relay), joined(err_relay)];
     if let Some(a) = attached {
-        let (slot, r) = a.finish();
-        relayed[slot] = Some(r);
+        a.finish_into(&mut relayed);
     }
     if let Some(f) = ended.failure {
         return Err(setup_error(plan, f));

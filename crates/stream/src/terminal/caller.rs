@@ -148,6 +148,9 @@ pub struct Attached {
     watching_size: bool,
     /// Where the output is accounted: 0 stdout, 1 stderr.
     pub slot: usize,
+    /// Whether stdout or stderr is the terminal (else its output is no stream's: echo and
+    /// what the command writes to `/dev/tty`, see [`Attached::finish_into`]).
+    pub accounted: bool,
 }
 
 /// A duplicate of the caller's fd `n` (0, 1 or 2).
@@ -242,6 +245,7 @@ pub fn attach(
         wake,
         watching_size,
         slot,
+        accounted: stdout || stderr,
     })
 }
 
@@ -256,6 +260,19 @@ impl Attached {
             sys::parent::unwatch_terminal_signals();
         }
         (self.slot, relayed)
+    }
+
+    /// [`Attached::finish`], what was relayed accounted as its stream's in `relayed` (stdout's,
+    /// stderr's), replacing that stream's relay (which carried no command output then). When
+    /// neither is the terminal (`cmd >out 2>err` with the keyboard), the relays' accounts
+    /// stay: the terminal showed no stream of the command's (red team: stderr's count and its
+    /// limit event were lost).
+    pub fn finish_into(self, relayed: &mut [Option<Relayed>; 2]) {
+        let accounted = self.accounted;
+        let (slot, r) = self.finish();
+        if let (true, Some(s)) = (accounted, relayed.get_mut(slot)) {
+            *s = Some(r);
+        }
     }
 }
 
