@@ -130,11 +130,6 @@ pub mod na {
         under: &["gvisor", "podman", "docker"],
         why: "this backend has no creation guard (native's mediated creation is a seccomp notification its supervisor answers; gVisor's Sentry and a container engine's runtime have none): the path exists until the run ends and the sweep after it takes it out (the end state is checked by the tests that assert_swept); this test checks the refusal during the run, its exact errno or a race against it",
     };
-    /// A run beside a pager on its terminal.
-    pub const PAGER_BESIDE: Na = Na {
-        under: &["native"],
-        why: "NOT YET natively: a native run whose output goes to a pipe (`stockade run -- cmd | less`) still takes the keyboard raw beside the pager, which then misses the keys typed during the run, and the caller's terminal can be left raw when both end (the container backends and gVisor give such a run no terminal)",
-    };
     /// Debian 12's runsc.
     pub const STATX: Na = Na {
         under: &["gvisor"],

@@ -217,20 +217,6 @@ impl Drop for Watchdog {
     }
 }
 
-/// Whether the run's stdout is a pipe (or a socket): a pager or filter reads it.
-fn stdout_is_a_pipe(sink: &sandbox::Sink) -> bool {
-    let st = match sink {
-        sandbox::Sink::Process => rustix::fs::fstat(std::io::stdout()),
-        sandbox::Sink::Fd(fd) => rustix::fs::fstat(fd),
-    };
-    st.is_ok_and(|st| {
-        matches!(
-            rustix::fs::FileType::from_raw_mode(st.st_mode),
-            rustix::fs::FileType::Fifo | rustix::fs::FileType::Socket
-        )
-    })
-}
-
 /// The caller's streams that are not its terminal when others are, under a run's own terminal
 /// (see [`flags::STREAMS`]): a FIFO each, in a directory of the run's only this process's user
 /// may reach (below the run's private files; under a root caller, the directory and FIFOs are
@@ -661,16 +647,7 @@ impl Planned for ContainerPlanned {
         // of the caller's that is not its terminal (`> file`, `2>log`, `< input`, a pipe) is a
         // FIFO of the run's instead, which the check inside makes the command's (see
         // [`flags::STREAMS`]).
-        // Not when stdout is a pipe (`| less`, `| head`): a pager beside the run reads the same
-        // terminal, and a run holding it raw took its keys and left it raw (red team); such a
-        // run's streams are pipes, as before, and it says so.
         let own_terminal = stream::terminal::caller_terminal(&io, options);
-        let piped = own_terminal.is_some_and(|t| !t.streams[1] && stdout_is_a_pipe(&io.stdout));
-        if piped && own_terminal.is_some_and(|t| t.streams[0]) {
-            let why = stream::terminal::NoKeys::PipedOutput(self.engine.name());
-            stream::terminal::say_no_keys(&mut false, &why);
-        }
-        let own_terminal = own_terminal.filter(|_| !piped);
         let redirected = match &own_terminal {
             Some(t) if t.streams != [true; 3] => {
                 let which: Vec<usize> = (0..3).filter(|&i| !t.streams[i]).collect();

@@ -406,9 +406,9 @@ pub enum NoKeys {
     /// stdin, stdout and stderr are all the caller's terminal (its terminal is all three
     /// streams at once), and some are not.
     NoTerminal(&'static str),
-    /// The backend (named: a container engine) gives the command no terminal when its output
-    /// goes to a pipe (a pager beside it reads the same terminal).
-    PipedOutput(&'static str),
+    /// The command's output goes to a pipe or a socket (`| less`): a pager there reads the same
+    /// terminal (see `caller_terminal`).
+    PipedOutput,
 }
 
 /// The caller's terminal `stdin`, taken for this run's keys; an error when another run
@@ -503,9 +503,7 @@ pub fn say_no_keys(told: &mut bool, why: &NoKeys) {
         NoKeys::NoTerminal(backend) => format!(
             "stockade: note: --backend {backend} gives the command a terminal only when its input, output and errors are all this terminal (its terminal is all three at once), and here some are not: its input is empty (end of file) and its output is not a terminal; --backend native runs it on a terminal of its own"
         ),
-        NoKeys::PipedOutput(backend) => format!(
-            "stockade: note: --backend {backend} reads no keys when the command's output goes to a pipe (a pager there reads this terminal): its input is empty (end of file) and its output is not a terminal; --no-tty says the same without this note"
-        ),
+        NoKeys::PipedOutput => "stockade: note: this run reads no keys: its output goes to a pipe, where a pager would read this terminal too; the command's input is empty (end of file) (--no-tty runs it so without this note)".to_owned(),
     };
     let mut err = std::io::stderr();
     // Another run may hold the terminal in raw mode: a line that ends in CR LF reads right.

@@ -85,13 +85,21 @@ pub fn caller_terminal(io: &sandbox::RunIo, options: sandbox::Options) -> Option
         return None;
     }
     let own = |sink: &sandbox::Sink| matches!(sink, sandbox::Sink::Process);
-    let streams = [
+    let mut streams = [
         io.process_signals
             && matches!(io.stdin, sandbox::Input::Process)
             && std::io::stdin().is_terminal(),
         own(&io.stdout) && std::io::stdout().is_terminal(),
         own(&io.stderr) && std::io::stderr().is_terminal(),
     ];
+    // Not stdin when stdout goes to a pipe or a socket (`| less`, `| head`): a pager there
+    // reads the same terminal, and a run holding it raw took the keys typed for the pager and
+    // left the terminal raw when both had ended (red team of issue 33). The command reads end
+    // of file, and the caller is told.
+    if streams[0] && !streams[1] && piped(&io.stdout) {
+        streams[0] = false;
+        super::say_no_keys(&mut false, &super::NoKeys::PipedOutput);
+    }
     let first = streams.iter().position(|t| *t)?;
     let settings = sys::raw::terminal_settings(first as i32).ok()?;
     let size = sys::raw::window_size(first as i32).ok()?;
@@ -110,6 +118,20 @@ pub fn caller_terminal(io: &sandbox::RunIo, options: sandbox::Options) -> Option
         streams,
         settings,
         size,
+    })
+}
+
+/// Whether a run's stdout is a pipe or a socket (a pager or a filter reads it).
+fn piped(sink: &sandbox::Sink) -> bool {
+    let st = match sink {
+        sandbox::Sink::Process => rustix::fs::fstat(std::io::stdout()),
+        sandbox::Sink::Fd(fd) => rustix::fs::fstat(fd),
+    };
+    st.is_ok_and(|st| {
+        matches!(
+            rustix::fs::FileType::from_raw_mode(st.st_mode),
+            rustix::fs::FileType::Fifo | rustix::fs::FileType::Socket
+        )
     })
 }
 
