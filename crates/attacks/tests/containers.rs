@@ -1608,7 +1608,21 @@ fn whole_corpus_is_contained_under_each_engine() {
         println!("{engine}: summary: {s}");
         let n = |k: &str| s[k].as_u64().expect(k);
         assert_eq!(n("escaped"), 0, "{engine}: escaped cases\n{}", run.stderr);
-        assert_eq!(n("error"), 0, "{engine}: cases that did not run");
+        // A case whose output lost its last line (the snippet's status) did not run to the
+        // end as far as the corpus can tell: Podman's client now and then ends before all of
+        // the container's output reached it (podman issue 9096; CI of b70ec1e, root Podman,
+        // one case in 290 on a loaded machine, exit 0). Such a case runs again on its own
+        // and must then be contained; any other error fails.
+        for c in doc["cases"].as_array().expect("cases") {
+            if c["verdict"] == "error" {
+                let id = c["id"].as_str().expect("id");
+                let cut = (c["detail"].as_str())
+                    .is_some_and(|d| d.starts_with("the snippet did not run to the end (exit 0)"));
+                assert!(cut, "{engine}: {id} did not run: {}", c["detail"]);
+                let again = (0..2).any(|_| corpus_case(engine, id) == "contained");
+                assert!(again, "{engine}: {id} did not run in two more tries");
+            }
+        }
         assert!(
             n("not_applicable") <= 40,
             "{engine}: too many cases not applicable"
