@@ -672,34 +672,25 @@ impl Planned for ContainerPlanned {
         };
         let thread_refused =
             |e: std::io::Error| RunError::io("start a thread relaying the command's streams", e);
-        let relay = |from: OwnedFd, sink: sandbox::Sink, name: &'static str| {
-            std::thread::Builder::new()
-                .spawn(move || stream::relay::relay_to_sink(from, sink, limit, name, sanitize))
-                .map_err(thread_refused)
-        };
         // A redirected output's relay ends at the FIFO's end, or once the container has gone
         // and what it holds has been read (`stop_w` dropped): a process of the command's id
         // outside the container could hold a write end open for ever (red team).
         let (stop_r, stop_w) = relay_pipe()?;
-        let relay_fifo = |from: OwnedFd, sink: sandbox::Sink, name: &'static str| {
-            let stop = stop_r
-                .try_clone()
+        let relay = |from: OwnedFd, sink: sandbox::Sink, name: &'static str, fifo: bool| {
+            let stop = (fifo.then(|| stop_r.try_clone()).transpose())
                 .map_err(|e| RunError::io("create a pipe for the command's streams", e))?;
             std::thread::Builder::new()
-                .spawn(move || {
-                    stream::relay::relay_to_sink_until(from, sink, limit, name, sanitize, stop)
+                .spawn(move || match stop {
+                    Some(stop) => {
+                        stream::relay::relay_to_sink_until(from, sink, limit, name, sanitize, stop)
+                    }
+                    None => stream::relay::relay_to_sink(from, sink, limit, name, sanitize),
                 })
                 .map_err(thread_refused)
         };
         let relays = [
-            match fifo(1) {
-                Some(_) => relay_fifo(out_r, io.stdout, "stdout")?,
-                None => relay(out_r, io.stdout, "stdout")?,
-            },
-            match fifo(2) {
-                Some(_) => relay_fifo(err_r, io.stderr, "stderr")?,
-                None => relay(err_r, io.stderr, "stderr")?,
-            },
+            relay(out_r, io.stdout, "stdout", fifo(1).is_some())?,
+            relay(err_r, io.stderr, "stderr", fifo(2).is_some())?,
         ];
         drop(stop_r);
         let terminal = match &own_terminal {
