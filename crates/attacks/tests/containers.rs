@@ -927,6 +927,61 @@ fn a_killed_stockade_leaves_no_container_running() {
     }
 }
 
+/// The direct children of process `pid`.
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .flat_map(|t| {
+            let list = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+            list.split_whitespace()
+                .filter_map(|c| c.parse::<u32>().ok())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The engine's client killed during a run (an OOM kill, a crash), stockade alive: the engine
+/// keeps the container running, so the command would run on unsupervised once stockade had
+/// returned (and a run whose output goes to a FIFO of its own waited for it: red team of the
+/// redirected streams). stockade removes the container and returns. Control: the previous
+/// behaviour, by the bare engine in `a_killed_stockade_leaves_no_container_running`.
+#[test]
+fn a_killed_engine_client_leaves_no_container_running() {
+    for engine in engines() {
+        let fx = fixture();
+        let mut run =
+            engine_env(fx.sandbox(&opts(engine, &["--timeout", "120"]), "sleep 90")).spawn();
+        let part = format!("-{}", run.id());
+        let up = wait_until(60, || !running(&fx, engine, &part).is_empty());
+        assert!(up, "{engine}: the run's container never ran");
+        let clients: Vec<u32> = children(run.id())
+            .into_iter()
+            .filter(|p| {
+                std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == engine)
+            })
+            .collect();
+        assert!(!clients.is_empty(), "{engine}: no client of the run's");
+        for p in &clients {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &p.to_string()])
+                .status();
+        }
+        let began = std::time::Instant::now();
+        let ended = wait_until(30, || matches!(run.try_wait(), Ok(Some(_))));
+        assert!(ended, "{engine}: stockade waited on with its client gone");
+        let gone = wait_until(30, || running(&fx, engine, &part).is_empty());
+        assert!(
+            gone,
+            "{engine}: the container outlived its client and the run ({:?} after): {:?}",
+            began.elapsed(),
+            running(&fx, engine, &part)
+        );
+    }
+}
+
 #[test]
 fn the_time_limit_ends_the_container() {
     for engine in engines() {
