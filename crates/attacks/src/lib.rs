@@ -260,6 +260,11 @@ pub mod na {
         under: &["podman", "docker"],
         why: "--disk bounds a review run's view with a tmpfs for its upper layer, and a container engine's overlay takes its layers by path, so the check inside knows the workspace planned by inode numbers, which overlayfs keeps for directories only when every layer is on one filesystem (measured here: over a tmpfs upper and an ext4 lower, a directory's inode number was the overlay's own, a file's kept): refused, typed (E_PROTECTION_UNAVAILABLE, naming --disk and the backends that bound it). A floor of the engines' mount interface, not of stockade: a bound on the workspace's own filesystem (project quotas) or an engine taking layers as descriptors would lift it",
     };
+    /// A redirected stream's FIFO, which only the container backends have.
+    pub const STREAM_FIFOS: Na = Na {
+        under: &["native", "gvisor"],
+        why: "only the container backends carry a stream that is not the terminal through a FIFO of the run's, which a process of the command's user on the host could open through /proc/PID/fd: natively the command's redirected stream is the caller's file itself (which that user may write anyway), and a gVisor run with a redirected stream has pipes that runsc's own processes hold, no terminal",
+    };
 }
 
 /// `chown -R OWNER PATH` (OWNER as `chown` takes it: `user:`, `root:`, `user:group`).

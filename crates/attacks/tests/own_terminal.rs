@@ -478,6 +478,122 @@ fn a_pager_after_a_pipe_gets_the_keyboard() {
     }
 }
 
+/// `holder.py MARK`: as the user of the sandboxed process whose command line holds MARK and
+/// whose stdout is a FIFO (a root caller's holder takes that user's ids first: the attacker is
+/// a process of the command's user on the host, not root), opens that FIFO through
+/// `/proc/PID/fd/1`, says `holder-has-it uid=UID` on stderr, writes `injected-during-MARK`
+/// into it, and holds it until killed; once the process has gone it keeps writing
+/// `injected-late-MARK` (what an unbounded relay would carry into the run's output), for 60 s.
+const FIFO_HOLDER: &str = r#"
+import os, sys, time, stat
+mark, me = sys.argv[1].encode(), os.getpid()
+def field(status, name):
+    return int([l for l in status.splitlines() if l.startswith(name)][0].split()[1])
+deadline, target = time.time() + 90, None
+while target is None and time.time() < deadline:
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == me:
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                if mark not in f.read():
+                    continue
+            link = os.readlink(f"/proc/{d}/fd/1")
+            if not stat.S_ISFIFO(os.stat(f"/proc/{d}/fd/1").st_mode) or link.startswith("pipe:"):
+                continue
+            with open(f"/proc/{d}/status") as f:
+                st = f.read()
+            target = (d, field(st, "Uid:"), field(st, "Gid:"))
+            break
+        except (OSError, IndexError, ValueError):
+            continue
+    time.sleep(0.05)
+if target is None:
+    sys.exit("holder: no process of the run's with a FIFO for stdout")
+pid, uid, gid = target
+if os.getuid() == 0:
+    os.setgroups([])
+    os.setgid(gid)
+    os.setuid(uid)
+fd = os.open(f"/proc/{pid}/fd/1", os.O_WRONLY | os.O_NONBLOCK)
+sys.stderr.write(f"holder-has-it uid={os.getuid()}\n")
+sys.stderr.flush()
+os.write(fd, b"injected-during-" + mark + b"\n")
+until = time.time() + 60
+while time.time() < until:
+    time.sleep(0.2)
+    if not os.path.exists(f"/proc/{pid}"):
+        try:
+            os.write(fd, b"injected-late-" + mark + b"\n")
+        except OSError:
+            pass
+"#;
+
+/// Red team of the redirected streams, finding 1: under a container engine a stream that is
+/// not the terminal (`cmd > file` at a terminal) reaches stockade through a FIFO of the run's,
+/// and a process of the command's user on the host may open that FIFO through
+/// `/proc/PID/fd/1` while the command runs. Holding it open kept the relay waiting for end of
+/// file: `stockade run` returned only when the holder let go, past `--timeout`, and what the
+/// holder wrote after the container had gone landed in the run's output. The run ends when
+/// the container does: the relays stop once it has gone (after what the FIFO held then).
+/// Controls: the holder opened the FIFO as the command's user (`holder-has-it`), what it wrote
+/// while the command ran reached the file (the FIFO it holds is the run's output), and it was
+/// still holding the FIFO when the run returned (the wrapper's `kill` found it).
+#[test]
+fn a_host_process_holding_a_redirected_streams_fifo_does_not_keep_the_run() {
+    if attacks::not_applicable(&attacks::na::STREAM_FIFOS) {
+        return;
+    }
+    let fx = Fixture::new();
+    let Some(pty) = Pty::new(&fx, "a redirected stream's FIFO held outside") else {
+        return;
+    };
+    let m = fx.marker("fifo-holder");
+    let holder = fx.script("fifo_holder.py", FIFO_HOLDER);
+    let file = fx.out_file("held-out");
+    let script = format!("echo {m}-ready >&2; sleep 8; echo {m}-out-end");
+    // The holder lets go after 60 s (it is killed at the end): a run that waited for it took
+    // that long.
+    let wrapper = format!(
+        "{py} {holder} {m} & h=$!; start=$(date +%s); \"$@\" > {file}; rc=$?; \
+         echo \"took=$(( $(date +%s) - start )) rc=$rc\"; \
+         kill $h 2>/dev/null && echo holder-was-holding; wait $h; echo done-checking",
+        py = attacks::sh_quote(&pty.python),
+        holder = attacks::sh_quote(&holder),
+        file = attacks::sh_quote(&file),
+    );
+    let seen = pty.play(
+        fx.sandbox(&["--timeout", "40"], &script)
+            .under(&["/bin/sh", "-c", &wrapper, "sh"]),
+        &[Step::Wait("holder-has-it"), Step::Wait("done-checking")],
+    );
+    seen.assert_code(0)
+        .assert_shows("rc=0")
+        .assert_shows("holder-was-holding");
+    if attacks::is_root() {
+        seen.assert_lacks("holder-has-it uid=0\r");
+    }
+    let took: u64 = seen
+        .text
+        .split("took=")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(u64::MAX);
+    assert!(
+        took < 30,
+        "the run took {took} s beside a holder of its FIFO (its command: 8 s)\n{}",
+        seen.describe()
+    );
+    let written = read_text(&file).unwrap_or_default();
+    assert!(
+        written.contains(&format!("{m}-out-end"))
+            && written.contains(&format!("injected-during-{m}")),
+        "the file got {written:?}\n{}",
+        seen.describe()
+    );
+}
+
 /// Ctrl-Z stops the foreground job of an interactive shell inside, `jobs` lists it, Ctrl-C
 /// interrupts the next one and Ctrl-\ quits the one after: each reaches the job, the shell and
 /// the run go on, and the run ends with the shell's exit code. Control: without a terminal of
