@@ -676,6 +676,9 @@ impl Planned for ContainerPlanned {
         // and what it holds has been read (`stop_w` dropped): a process of the command's id
         // outside the container could hold a write end open for ever (red team).
         let (stop_r, stop_w) = relay_pipe()?;
+        // Why a redirected stdin's copy could not open its FIFO, when it could not.
+        let input_failed: std::sync::Arc<std::sync::Mutex<Option<(PathBuf, std::io::Error)>>> =
+            Default::default();
         let relay = |from: OwnedFd, sink: sandbox::Sink, name: &'static str, fifo: bool| {
             let stop = (fifo.then(|| stop_r.try_clone()).transpose())
                 .map_err(|e| RunError::io("create a pipe for the command's streams", e))?;
@@ -738,16 +741,31 @@ impl Planned for ContainerPlanned {
                 }
                 // A redirected stdin: copied into its FIFO once the check has opened it (the
                 // thread's open waits for that; nothing to copy gives the command an end of
-                // file).
+                // file). An open that fails leaves the check waiting at its own open, before
+                // the command: the supervision below ends the container, and the run says why.
                 if let Some(r) = fifo(0) {
                     let path = r.dir.join("0");
+                    let failed = std::sync::Arc::clone(&input_failed);
                     std::thread::Builder::new()
                         .spawn(move || {
                             use rustix::fs::{Mode, OFlags};
                             let flags = OFlags::WRONLY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
-                            if let Ok(to) = rustix::fs::open(&path, flags, Mode::empty()) {
-                                if let Some(from) = input {
-                                    stream::relay::relay_input(from, to);
+                            let opened = loop {
+                                match rustix::fs::open(&path, flags, Mode::empty()) {
+                                    Err(rustix::io::Errno::INTR) => continue,
+                                    other => break other,
+                                }
+                            };
+                            match opened {
+                                Ok(to) => {
+                                    if let Some(from) = input {
+                                        stream::relay::relay_input(from, to);
+                                    }
+                                }
+                                Err(e) => {
+                                    if let Ok(mut slot) = failed.lock() {
+                                        *slot = Some((path, e.into()));
+                                    }
                                 }
                             }
                         })
@@ -919,6 +937,11 @@ impl Planned for ContainerPlanned {
             for sig in io.control.take_signals() {
                 self.signal(&sig.to_string());
             }
+            // A redirected stdin that cannot be fed: the container is killed (again at each
+            // tick, as it may not exist yet when the copy fails).
+            if !killed_hard && input_failed.lock().is_ok_and(|s| s.is_some()) {
+                self.signal("KILL");
+            }
             if killed_at.is_none() {
                 if let Some(sig) = io.process_signals.then(sys::parent::interrupted).flatten() {
                     // The caller's signal reaches the command as it would natively (Ctrl-C is
@@ -1038,6 +1061,16 @@ impl Planned for ContainerPlanned {
                 &plan.path,
                 Duration::from_secs(1),
             );
+        }
+        // A redirected stdin that could not be fed: the check waited at its open, so the
+        // command never started, and the container was ended.
+        if let Some((path, cause)) = input_failed.lock().ok().and_then(|mut s| s.take()) {
+            return Err(RunError::Setup {
+                stage: "feed the command's redirected stdin through its FIFO",
+                path: Some(path),
+                cause,
+                explained: None,
+            });
         }
         let mut limit_hits = hits(&self.enforcement, &usage);
         let ended_by_memory =
