@@ -915,16 +915,55 @@ fn a_killed_stockade_leaves_no_container_running() {
         let mut run = engine_env(fx.sandbox(&opts(engine, &[]), "sleep 60")).spawn();
         let part = format!("-{}", run.id());
         let up = wait_until(60, || !running(&fx, engine, &part).is_empty());
+        assert!(up, "{engine}: the run's container never ran");
+        let files = private_files(&fx, engine, &running(&fx, engine, &part)[0]);
+        assert!(
+            files.as_ref().is_some_and(|f| f.is_dir()),
+            "{engine}: the run's private files were not found: {files:?}"
+        );
         let _ = run.kill();
         let _ = run.wait();
         let gone = wait_until(30, || running(&fx, engine, &part).is_empty());
-        assert!(up, "{engine}: the run's container never ran");
         assert!(
             gone,
             "{engine}: the container outlived stockade: {:?}",
             running(&fx, engine, &part)
         );
+        // Its private files (the environment file, the seccomp profile) go too.
+        let files = files.expect("checked above");
+        assert!(
+            wait_until(30, || !files.exists()),
+            "{engine}: the run's private files outlived it: {}",
+            files.display()
+        );
     }
+}
+
+/// The run's private files (`stockade-container-*`, the source of its masks' empty file) as
+/// the engine's record of the container `name` has them.
+fn private_files(fx: &Fixture, engine: &str, name: &str) -> Option<std::path::PathBuf> {
+    let out = std::process::Command::new(attacks::which(engine).expect("the engine"))
+        .args([
+            "inspect",
+            "--format",
+            "{{range .Mounts}}{{.Source}}\n{{end}}",
+            name,
+        ])
+        .env("PATH", attacks::PATH)
+        .env("HOME", &fx.home)
+        .env("XDG_DATA_HOME", data_home())
+        .output()
+        .expect("run the engine");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines().find_map(|l| {
+        let p = std::path::Path::new(l.trim());
+        p.ancestors()
+            .find(|a| {
+                a.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("stockade-container-"))
+            })
+            .map(std::path::Path::to_path_buf)
+    })
 }
 
 /// The direct children of process `pid`.
