@@ -233,7 +233,7 @@ pub mod na {
     /// Masks deeper than a container engine can mount.
     pub const DEEP_MASK: Na = Na {
         under: &["podman", "docker"],
-        why: "the engines resolve each mount's path inside their root filesystem's path, which must fit PATH_MAX, so a run that needs a mask this deep is refused, typed, before the engine runs (E_PROTECTION_UNAVAILABLE, walk_deep::a_dotenv_below_path_max_is_masked_and_the_tree_left_in_place checks it); masking the deepest directory the engine can mount, as native does, is not done",
+        why: "the engines resolve each mount's path inside their root filesystem's path, which must fit PATH_MAX, so a run that needs a mask this deep is refused, typed, before the engine runs (E_PROTECTION_UNAVAILABLE, walk_deep::a_dotenv_below_path_max_is_masked_and_the_tree_left_in_place checks it). A floor of the engines' mount interface: masking the deepest directory the engine can name instead was red-teamed unsafe beside native and gVisor runs, which mask the deep file itself and so leave its directory free to move out of the wider mask (README, Known limits)",
     };
     /// Another user's run beside a root caller's, under a container engine.
     pub const ENGINE_USERS: Na = Na {
