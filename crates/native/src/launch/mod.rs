@@ -97,7 +97,9 @@ pub fn launch_with(
 }
 
 /// [`launch_with`], the command's start waiting for `before_command` (called once the init is
-/// released, while it sets the sandbox up; see [`crate::BeforeCommand`]).
+/// released, while it sets the sandbox up; see [`crate::BeforeCommand`]). In order: what is
+/// refused, the preparation ([`prepare_all`]), the child's spec borrowing from it
+/// ([`child_spec`]), the launch and supervision ([`launch_prepared`]).
 pub(crate) fn launch_gated(
     plan: &Plan,
     options: Options,
@@ -106,14 +108,154 @@ pub(crate) fn launch_gated(
     before_command: Option<crate::BeforeCommand>,
 ) -> Result<Outcome, RunError> {
     let started = Instant::now();
-    let mut skipped = prepare::refusals(plan, options, &io)?;
+    let skipped = prepare::refusals(plan, options, &io)?;
 
     // ---- prepare: everything that allocates or may fail slowly, before the fork ----
     // (Spans are the supervisor's: the child after the fork never logs; see docs/design.md.)
     let prepare = tracing::debug_span!("prepare").entered();
-    // From the first descriptor meant for this run's init until the supervisor has closed its
-    // copies of them: no other run of this process may clone its init meanwhile (it would
-    // inherit them, and hold this run's report and output pipes open: both runs would wait).
+    let Prepared {
+        skipped,
+        spawning,
+        filter,
+        slots,
+        held,
+        namespaces,
+        disk_size,
+        review_upper,
+        strings,
+        disk_channel,
+        landlock,
+        child_rules: child_rules_c,
+        rlimits,
+        proxy_channel,
+        streams,
+        groups,
+    } = prepare_all(plan, options, proxy.is_some(), &io, skipped)?;
+    let disk_options: Vec<(&CStr, &CStr)> = disk_size
+        .as_deref()
+        .map(|size| vec![(c"size", size), (c"mode", c"0700")])
+        .unwrap_or_default();
+    let disk_sock = disk_channel
+        .as_ref()
+        .map(|(_, init_end)| init_end.as_raw_fd());
+    let ops = mount_ops(plan, &strings, &disk_options, disk_sock);
+    let envp = strings::pointers(&strings.env);
+    let argv = strings::pointers(&strings.argv);
+    let candidates: Vec<&CStr> = strings.candidates.iter().map(CString::as_c_str).collect();
+    let child_rules: Vec<postfork::ChildRule<'_>> = child_rules_c
+        .iter()
+        .map(|(c, access, dir, emptied)| postfork::ChildRule {
+            path: c.as_c_str(),
+            access: *access,
+            dir: *dir,
+            emptied: *emptied,
+        })
+        .collect();
+    // The creation guard's rules, borrowed by the init.
+    let (guard_roots, guard_tails) = strings::guard_strings(plan);
+    let (guard_protected, guard_held) = guard_rules(plan, &guard_tails);
+    let guard_index = protect::PatternIndex::build(&guard_protected);
+    let creation = filter.as_deref().map(|filter| MediateSpec {
+        filter,
+        rules: protect::Rules {
+            roots: &guard_roots,
+            protected: &guard_protected,
+            held: &guard_held,
+            index: protect::PatternIndex::of(&guard_index),
+            reviewed: (plan.creation_guard.reviewed.as_deref())
+                .map_or(&[][..], |p| p.as_os_str().as_bytes()),
+        },
+    });
+    let command = CommandSpec {
+        cwd: &strings.cwd,
+        argv: &argv,
+        envp: &envp,
+        candidates: &candidates,
+        landlock: landlock.as_ref().map(|l| LandlockSpec {
+            ruleset_fd: l.fd.as_raw_fd(),
+            rules: &child_rules,
+        }),
+        rlimits: &rlimits,
+    };
+    let proxy_sock = proxy_channel
+        .as_ref()
+        .map(|(_, init_end)| init_end.as_raw_fd());
+    let mut spec = child_spec(plan, &ops, command, creation, proxy_sock, &streams);
+
+    // The run's cgroup, with a reaper that removes it should this process be killed.
+    if let Some((_, init_end)) = &groups.join_channel {
+        spec.join_sock = init_end.as_raw_fd();
+        spec.join_count = groups.count;
+    }
+    // v1: the init joins by itself through `tasks` (no global lock); v2: the supervisor moves
+    // it while it sets up, and it forks the command once told.
+    let join_fds: Vec<c_int> = groups.join_tasks.iter().map(AsRawFd::as_raw_fd).collect();
+    spec.join_tasks = &join_fds;
+    // v2: the supervisor moves the init; either way the command waits for `before_command`.
+    let move_group = groups.group.is_some() && join_fds.is_empty();
+    spec.wait_group = move_group || before_command.is_some();
+
+    // ---- launch and supervise ----
+    drop(prepare);
+    let launching = Launching {
+        started,
+        skipped,
+        spawning,
+        slots,
+        held,
+        namespaces,
+        review_upper,
+        disk_channel,
+        proxy_channel,
+        proxy,
+        streams,
+        groups,
+        move_group,
+        before_command,
+        landlock_abi: landlock.as_ref().map(|l| l.abi),
+    };
+    launch_prepared(plan, options, &spec, launching, io)
+}
+
+/// What the supervisor prepares before the fork, all of it owned (the child's spec borrows
+/// from it, and the launch takes the rest).
+struct Prepared {
+    skipped: Vec<String>,
+    /// From the first descriptor meant for this run's init until the supervisor has closed
+    /// its copies of them: no other run of this process may clone its init meanwhile (it
+    /// would inherit them, and hold this run's report and output pipes open: both runs would
+    /// wait).
+    spawning: std::sync::MutexGuard<'static, ()>,
+    /// The deny-list and mediated creation, one seccomp program.
+    filter: Option<Vec<libc::sock_filter>>,
+    slots: Vec<c_int>,
+    held: Vec<OwnedFd>,
+    namespaces: Vec<((String, String), sys::parent::IdmapNamespace)>,
+    /// A review run's disk bound, as the tmpfs's `size` option.
+    disk_size: Option<CString>,
+    review_upper: Option<OwnedFd>,
+    /// C strings the child borrows.
+    strings: strings::Strings,
+    disk_channel: Option<start::Channel>,
+    landlock: Option<landlock::Landlock>,
+    /// The command's Landlock rules: path, access, directory, emptied.
+    child_rules: Vec<(CString, u64, bool, bool)>,
+    rlimits: Vec<(c_int, u64)>,
+    proxy_channel: Option<start::Channel>,
+    streams: prepare::Streams,
+    groups: prepare::Groups,
+}
+
+/// Everything that allocates or may fail slowly, before the fork: the Landlock ruleset (built
+/// on a thread meanwhile), the seccomp program, the idmapped mounts, a review run's upper
+/// layer, the C strings, the channels, the streams and the run's cgroup.
+fn prepare_all(
+    plan: &Plan,
+    options: Options,
+    proxy: bool,
+    io: &sandbox::RunIo,
+    mut skipped: Vec<String>,
+) -> Result<Prepared, RunError> {
     let spawning = sys::parent::spawn_lock();
     // Built beside the set-up below, joined before the clone (see `Building`).
     let building = Building::start(plan.landlock.host_rules.clone());
@@ -136,8 +278,7 @@ pub(crate) fn launch_gated(
         .as_deref()
         .map(|size| vec![(c"size", size), (c"mode", c"0700")])
         .unwrap_or_default();
-    let mut review_upper =
-        prepare::review_by_supervisor(plan, &mut slots, &mut held, &disk_options)?;
+    let review_upper = prepare::review_by_supervisor(plan, &mut slots, &mut held, &disk_options)?;
     // The idmapping namespaces' helpers are reaped after the clone (with `held`, below), not
     // here: waiting for a helper to be scheduled and exit is a context switch on the start's
     // critical path (0.05-0.9 ms measured under load). Their descriptors reach the init with
@@ -155,34 +296,6 @@ pub(crate) fn launch_gated(
         .then(sys::parent::fd_channel)
         .transpose()
         .map_err(|e| RunError::io("create the disk bound's channel", e))?;
-    let ops: Vec<MountOp<'_>> = plan
-        .mounts
-        .iter()
-        .zip(&strings.mounts)
-        .map(|(m, (p, extra))| {
-            let mut op = mount_op(m, p, extra.as_deref(), &plan.identities);
-            if let (
-                MountOp::Overlay { disk, .. },
-                Mount::Overlay {
-                    disk: Some((_, mode)),
-                    ..
-                },
-                Some((_, init_end)),
-            ) = (&mut op, m, &disk_channel)
-            {
-                *disk = Some(sys::postfork::DiskBound {
-                    options: &disk_options,
-                    mode: *mode,
-                    sock: init_end.as_raw_fd(),
-                });
-            }
-            op
-        })
-        .collect();
-
-    let envp = strings::pointers(&strings.env);
-    let argv = strings::pointers(&strings.argv);
-    let candidates: Vec<&CStr> = strings.candidates.iter().map(CString::as_c_str).collect();
     // Only a kernel without Landlock may be run without it (`--allow-degraded`); a rule's
     // path that changed since planning refuses the run (see `LandlockError`).
     let landlock = match building.finish() {
@@ -194,141 +307,96 @@ pub(crate) fn launch_gated(
         Err(e) => return Err(e.into_run_error()),
     };
     let child_rules_c = strings::child_rules(plan, landlock.as_ref().map(|l| l.handled))?;
-    let child_rules: Vec<postfork::ChildRule<'_>> = child_rules_c
-        .iter()
-        .map(|(c, access, dir, emptied)| postfork::ChildRule {
-            path: c.as_c_str(),
-            access: *access,
-            dir: *dir,
-            emptied: *emptied,
-        })
-        .collect();
-
     let rlimits = strings::rlimits(plan);
-    // The creation guard's rules, borrowed by the init.
-    let guard = &plan.creation_guard;
-    let (guard_roots, guard_tails) = strings::guard_strings(plan);
-    let guard_protected: Vec<protect::Protected<'_>> = guard
-        .protected
-        .iter()
-        .zip(&guard_tails)
-        .map(|(g, tail)| protect::Protected {
-            base: g.base.as_os_str().as_bytes(),
-            tail,
-        })
-        .collect();
-    let guard_index = protect::PatternIndex::build(&guard_protected);
-    let guard_held: Vec<protect::Held<'_>> = guard
-        .held_configs
-        .iter()
-        .map(|(path, slot)| protect::Held {
-            path: path.as_os_str().as_bytes(),
-            slot: *slot,
-        })
-        .collect();
-
     // Mode proxy: a channel for the init to hand over the listening socket it opens inside.
-    let proxy_channel = prepare::proxy_channel(plan, proxy.is_some())?;
-    let proxy_spec = plan
-        .network
-        .proxy
-        .zip(proxy_channel.as_ref())
-        .map(|(addr, (_, init_end))| sys::postfork::ProxySpec {
-            addr: addr.ip().octets(),
-            port: addr.port(),
-            sock: init_end.as_raw_fd(),
-        });
-    let sanitize = options.sanitize_output;
+    let proxy_channel = prepare::proxy_channel(plan, proxy)?;
+    let streams = prepare::streams(plan, options, io)?;
+    let groups = tracing::debug_span!("cgroup").in_scope(|| prepare::groups(plan))?;
+    Ok(Prepared {
+        skipped,
+        spawning,
+        filter,
+        slots,
+        held,
+        namespaces,
+        disk_size,
+        review_upper,
+        strings,
+        disk_channel,
+        landlock,
+        child_rules: child_rules_c,
+        rlimits,
+        proxy_channel,
+        streams,
+        groups,
+    })
+}
+
+/// What the launch takes from the preparation (the child's spec borrows none of it: at most
+/// the numbers of some of its descriptors, which it keeps open until the run's end).
+struct Launching<'p> {
+    started: Instant,
+    skipped: Vec<String>,
+    spawning: std::sync::MutexGuard<'static, ()>,
+    slots: Vec<c_int>,
+    held: Vec<OwnedFd>,
+    namespaces: Vec<((String, String), sys::parent::IdmapNamespace)>,
+    review_upper: Option<OwnedFd>,
+    disk_channel: Option<start::Channel>,
+    proxy_channel: Option<start::Channel>,
+    proxy: Option<ProxyStarter<'p>>,
+    streams: prepare::Streams,
+    groups: prepare::Groups,
+    /// v2: the supervisor moves the init into the run's group.
+    move_group: bool,
+    before_command: Option<crate::BeforeCommand>,
+    landlock_abi: Option<i32>,
+}
+
+/// The launch: the init cloned on `spec`, its id maps written, the relays, groups, proxy and
+/// terminal started as it sets the sandbox up, then the supervision until the command's end
+/// and the collection of its outcome.
+fn launch_prepared(
+    plan: &Plan,
+    options: Options,
+    spec: &ChildSpec<'_>,
+    launching: Launching<'_>,
+    io: sandbox::RunIo,
+) -> Result<Outcome, RunError> {
+    let Launching {
+        started,
+        skipped,
+        spawning,
+        mut slots,
+        held,
+        namespaces,
+        mut review_upper,
+        disk_channel,
+        proxy_channel,
+        proxy,
+        streams,
+        groups,
+        move_group,
+        before_command,
+        landlock_abi,
+    } = launching;
     let prepare::Streams {
         terminal,
         output_pipes,
-        stdin_given,
+        // The command's stdin, held to the run's end as before the split (the init has its
+        // own copy from the clone).
+        stdin_given: _stdin_given,
         terminal_channel,
-    } = prepare::streams(plan, options, &io)?;
-    let mut spec = ChildSpec {
-        report_fd: -1,
-        sync_fd: -1,
-        namespaces: if plan.network.new_namespace {
-            sys::probe::ALL_NAMESPACES
-        } else {
-            sys::probe::ALL_NAMESPACES & !libc::CLONE_NEWNET
-        },
-        uid: plan.ids.inside_uid,
-        gid: plan.ids.inside_gid,
-        clear_groups: plan.ids.clear_groups,
-        hostname: plan.hostname.as_bytes(),
-        mounts: &ops,
-        command: CommandSpec {
-            cwd: &strings.cwd,
-            argv: &argv,
-            envp: &envp,
-            candidates: &candidates,
-            landlock: landlock.as_ref().map(|l| LandlockSpec {
-                ruleset_fd: l.fd.as_raw_fd(),
-                rules: &child_rules,
-            }),
-            rlimits: &rlimits,
-        },
-        new_network: plan.network.new_namespace,
-        proxy: proxy_spec,
-        terminal: terminal
-            .zip(terminal_channel.as_ref())
-            .map(|(t, (_, init_end))| sys::postfork::TerminalSpec {
-                sock: init_end.as_raw_fd(),
-                ptmx: c"/dev/pts/ptmx",
-                settings: t.settings,
-                size: t.size,
-                streams: t.streams,
-            }),
-        stdin: stdin_given.as_ref().map_or(-1, |f| f.as_raw_fd()),
-        stdout: output_pipes[0].as_ref().map_or(-1, |p| p.1.as_raw_fd()),
-        stderr: output_pipes[1].as_ref().map_or(-1, |p| p.1.as_raw_fd()),
-        output_readers: [
-            output_pipes[0].as_ref().map_or(-1, |p| p.0.as_raw_fd()),
-            output_pipes[1].as_ref().map_or(-1, |p| p.0.as_raw_fd()),
-        ],
-        wait_group: false,
-        join_tasks: &[],
-        join_sock: -1,
-        join_count: 0,
-        mediate: filter.as_deref().map(|filter| MediateSpec {
-            filter,
-            rules: protect::Rules {
-                roots: &guard_roots,
-                protected: &guard_protected,
-                held: &guard_held,
-                index: protect::PatternIndex::of(&guard_index),
-                reviewed: guard
-                    .reviewed
-                    .as_deref()
-                    .map_or(&[][..], |p| p.as_os_str().as_bytes()),
-            },
-        }),
-    };
-
-    // The run's cgroup, with a reaper that removes it should this process be killed.
+    } = streams;
     let prepare::Groups {
         name: group_name,
         reaper,
         join_channel,
         group,
         join_tasks,
-        count: group_count,
-    } = tracing::debug_span!("cgroup").in_scope(|| prepare::groups(plan))?;
-    if let Some((_, init_end)) = &join_channel {
-        spec.join_sock = init_end.as_raw_fd();
-        spec.join_count = group_count;
-    }
-    // v1: the init joins by itself through `tasks` (no global lock); v2: the supervisor moves
-    // it while it sets up, and it forks the command once told.
-    let join_fds: Vec<c_int> = join_tasks.iter().map(AsRawFd::as_raw_fd).collect();
-    spec.join_tasks = &join_fds;
-    // v2: the supervisor moves the init; either way the command waits for `before_command`.
-    let move_group = group.is_some() && join_fds.is_empty();
-    spec.wait_group = move_group || before_command.is_some();
-
-    // ---- launch and supervise ----
-    drop(prepare);
+        count: _,
+    } = groups;
+    let sanitize = options.sanitize_output;
     let _supervise = tracing::debug_span!("supervise").entered();
     // Until the init has everything it waits for (the clone, the id maps, the channels).
     let start_span = tracing::debug_span!("start").entered();
@@ -337,7 +405,7 @@ pub(crate) fn launch_gated(
     if io.process_signals {
         let _ = sys::parent::catch_signals();
     }
-    let mut child = start::spawn(&spec, &mut slots)?;
+    let mut child = start::spawn(spec, &mut slots)?;
     drop(held);
     drop(namespaces);
     let control = io.control;
@@ -416,7 +484,6 @@ pub(crate) fn launch_gated(
         review_upper,
         net_watch,
     };
-    let landlock_abi = landlock.as_ref().map(|l| l.abi);
     tracing::debug_span!("collect").in_scope(|| {
         collect::collect(
             plan,
@@ -428,6 +495,123 @@ pub(crate) fn launch_gated(
             sanitize,
         )
     })
+}
+/// The child's spec: the plan's namespaces, ids and mounts (`ops`), the `command`, mediated
+/// creation (`creation`), the proxy's channel (`proxy_sock`, the init's end) and the
+/// command's streams; the cgroup's fields are set by the caller.
+fn child_spec<'a>(
+    plan: &'a Plan,
+    ops: &'a [MountOp<'a>],
+    command: CommandSpec<'a>,
+    creation: Option<MediateSpec<'a>>,
+    proxy_sock: Option<c_int>,
+    streams: &prepare::Streams,
+) -> ChildSpec<'a> {
+    let output_pipes = &streams.output_pipes;
+    ChildSpec {
+        report_fd: -1,
+        sync_fd: -1,
+        namespaces: if plan.network.new_namespace {
+            sys::probe::ALL_NAMESPACES
+        } else {
+            sys::probe::ALL_NAMESPACES & !libc::CLONE_NEWNET
+        },
+        uid: plan.ids.inside_uid,
+        gid: plan.ids.inside_gid,
+        clear_groups: plan.ids.clear_groups,
+        hostname: plan.hostname.as_bytes(),
+        mounts: ops,
+        command,
+        new_network: plan.network.new_namespace,
+        // Mode proxy: the init opens the listening socket inside and hands it over.
+        proxy: plan
+            .network
+            .proxy
+            .zip(proxy_sock)
+            .map(|(addr, sock)| sys::postfork::ProxySpec {
+                addr: addr.ip().octets(),
+                port: addr.port(),
+                sock,
+            }),
+        terminal: (streams.terminal.as_ref())
+            .zip(streams.terminal_channel.as_ref())
+            .map(|(t, (_, init_end))| sys::postfork::TerminalSpec {
+                sock: init_end.as_raw_fd(),
+                ptmx: c"/dev/pts/ptmx",
+                settings: t.settings,
+                size: t.size,
+                streams: t.streams,
+            }),
+        stdin: streams.stdin_given.as_ref().map_or(-1, |f| f.as_raw_fd()),
+        stdout: output_pipes[0].as_ref().map_or(-1, |p| p.1.as_raw_fd()),
+        stderr: output_pipes[1].as_ref().map_or(-1, |p| p.1.as_raw_fd()),
+        output_readers: [
+            output_pipes[0].as_ref().map_or(-1, |p| p.0.as_raw_fd()),
+            output_pipes[1].as_ref().map_or(-1, |p| p.0.as_raw_fd()),
+        ],
+        wait_group: false,
+        join_tasks: &[],
+        join_sock: -1,
+        join_count: 0,
+        mediate: creation,
+    }
+}
+
+/// The init's mount steps, borrowing the plan's C strings; a review view under a disk bound
+/// gets the tmpfs's options and the init's end of the channel (`disk_sock`) it hands its
+/// mount over.
+fn mount_ops<'a>(
+    plan: &'a Plan,
+    strings: &'a strings::Strings,
+    disk_options: &'a [(&'a CStr, &'a CStr)],
+    disk_sock: Option<c_int>,
+) -> Vec<MountOp<'a>> {
+    plan.mounts
+        .iter()
+        .zip(&strings.mounts)
+        .map(|(m, (p, extra))| {
+            let mut op = mount_op(m, p, extra.as_deref(), &plan.identities);
+            if let (
+                MountOp::Overlay { disk, .. },
+                Mount::Overlay {
+                    disk: Some((_, mode)),
+                    ..
+                },
+                Some(sock),
+            ) = (&mut op, m, disk_sock)
+            {
+                *disk = Some(sys::postfork::DiskBound {
+                    options: disk_options,
+                    mode: *mode,
+                    sock,
+                });
+            }
+            op
+        })
+        .collect()
+}
+
+/// The creation guard's protected patterns (a base and its tail, from `tails`) and held
+/// configs, as the init borrows them.
+fn guard_rules<'a>(
+    plan: &'a Plan,
+    tails: &'a [Vec<&'a [u8]>],
+) -> (Vec<protect::Protected<'a>>, Vec<protect::Held<'a>>) {
+    let guard = &plan.creation_guard;
+    let protected = (guard.protected.iter())
+        .zip(tails)
+        .map(|(g, tail)| protect::Protected {
+            base: g.base.as_os_str().as_bytes(),
+            tail,
+        })
+        .collect();
+    let held = (guard.held_configs.iter())
+        .map(|(path, slot)| protect::Held {
+            path: path.as_os_str().as_bytes(),
+            slot: *slot,
+        })
+        .collect();
+    (protected, held)
 }
 
 /// A pipe for one output stream. For a root caller its write end is given to the sandbox's
