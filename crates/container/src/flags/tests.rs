@@ -1,6 +1,6 @@
 use super::*;
 use crate::image::Entry;
-use sandbox::{Ids, Limits};
+use sandbox::{Ids, Limits, Network, ReadScope};
 use std::time::Duration;
 
 /// [`super::lower`] with an identity for each writable root and read grant below `/tmp` that
