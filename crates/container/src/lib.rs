@@ -592,104 +592,17 @@ impl sandbox::Backend for ContainerBackend {
         let engine = self.engine;
         let binary = locate(engine, &spec.writable_roots)?;
         let caller = caller_ids(engine, spec)?;
-        let files = tempfile::Builder::new()
-            .prefix("stockade-container-")
-            .tempdir()
-            .map_err(|e| RunError::io("make the run's mask files", e))?;
+        let files = mask_files()?;
         let empty_file = files.path().join("empty");
         let unreadable_file = files.path().join("unreadable");
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::write(&empty_file, b"")
-                .and_then(|_| {
-                    std::fs::set_permissions(&empty_file, std::fs::Permissions::from_mode(0o444))
-                })
-                .and_then(|_| std::fs::write(&unreadable_file, b""))
-                .and_then(|_| {
-                    std::fs::set_permissions(
-                        &unreadable_file,
-                        std::fs::Permissions::from_mode(0o000),
-                    )
-                })
-                .and_then(|_| {
-                    std::fs::set_permissions(files.path(), std::fs::Permissions::from_mode(0o755))
-                })
-                .map_err(|e| RunError::io("make the run's mask files", e))?;
-        }
         let proxy_addr = match spec.network {
             sandbox::Network::Proxy { addr } => Some(addr),
             _ => None,
         };
         // A root caller (never rootless Podman) runs the command as the workspace's owner.
         let root = rustix::process::geteuid().is_root();
-        if proxy_addr.is_some() && !caller.rootless && !root {
-            return Err(lower_error(flags::LowerError::ProxyDaemon(engine.name())));
-        }
-        // A root caller's command runs as the workspace's owner, an id that user's other
-        // processes on the host share: they could act as the command (ptrace it, read its
-        // environment) and have the proxy put the caller's real secrets on their requests.
-        if spec.credential_routes && root {
-            return Err(RunError::Plan {
-                code: sandbox::Code::ProtectionUnavailable,
-                message: format!(
-                    "credential routes under {} for a root caller: the command runs as the workspace's owner (uid {}), whose other processes on the host could act as it and use the caller's credentials through the proxy",
-                    engine.name(),
-                    caller.uid
-                ),
-                hint: Some("use --backend native or gvisor (the command gets an id no process shares), or run stockade as the workspace's owner with that user's own credentials".into()),
-            });
-        }
-        // A root caller's engines bind each writable root and read grant without the mounts
-        // below it: the command would see the directory a mount there hides, which the walk
-        // never saw (it sees what is mounted) nor masked. Refused, naming it (rootless Podman
-        // binds recursively: the mounts come along, as natively).
-        if !caller.rootless {
-            for root_dir in spec.writable_roots.iter().chain(&spec.read_grants) {
-                let below = sys::mountinfo::mounts_below(root_dir).map_err(|e| {
-                    RunError::io(
-                        "read /proc/self/mountinfo (mounts inside the run's roots)",
-                        e,
-                    )
-                })?;
-                if let Some(mount) = below.first() {
-                    return Err(RunError::Unavailable {
-                        what: "the container backend's binds of the run's roots",
-                        cause: format!(
-                            "{} is a mount point inside {} ({} in all): a root caller's {} binds {} without the mounts below it, so the command would see the directory the mount hides, which nothing checked for secrets",
-                            mount.display(),
-                            root_dir.display(),
-                            below.len(),
-                            engine.name(),
-                            root_dir.display()
-                        ),
-                        fix: "unmount what is mounted there, or use --backend native or gvisor (they show what is mounted)".into(),
-                    });
-                }
-            }
-        }
-        // A review run's view (see [`flags::View`]): mounted by Docker's daemon, as root, its
-        // marks are `trusted.overlay.*`, which only a root caller can read back.
-        let view = match &spec.review {
-            Some(_) if engine == Engine::Docker && !root => {
-                return Err(lower_error(flags::LowerError::ViewDaemon));
-            }
-            Some(review) => {
-                use std::os::unix::fs::MetadataExt;
-                let upper = review.changes.join("upper");
-                let meta = std::fs::symlink_metadata(&upper)
-                    .ok()
-                    .filter(|m| m.is_dir())
-                    .ok_or_else(|| lower_error(flags::LowerError::Changed(upper.clone())))?;
-                Some(flags::View {
-                    upper,
-                    work: review.changes.join("work"),
-                    upper_ino: meta.ino(),
-                    same_filesystem: review.same_filesystem,
-                    witness: view_witness(spec, review.same_filesystem),
-                })
-            }
-            None => None,
-        };
+        refuse_unsupported(engine, spec, &caller, root, proxy_addr.is_some())?;
+        let view = review_view(engine, spec, root)?;
         // The gate (see [`flags::GATE`]): under the proxy, where its listener is opened;
         // under `--net none`, where the counters of what the command tries on the network it
         // lacks are opened (the run's "network is off" explanation).
@@ -701,18 +614,7 @@ impl sandbox::Backend for ContainerBackend {
             ),
             false => None,
         };
-        // Existing git dirs inside a writable root whose config git must be able to rewrite:
-        // each top level is a staged copy during the run (see `workspace::gitstage`).
-        // A root caller's command (the workspace's owner) gets the copies: only its own git
-        // dirs are staged.
-        let staged: Vec<workspace::gitstage::Staged> =
-            workspace::gitstage::plan(spec, root.then_some(caller.uid))
-                .into_iter()
-                .filter(|s| spec.writable_roots.iter().any(|w| s.gitdir.starts_with(w)))
-                // In a review run's view git works whole, reviewed (nothing of the host's is
-                // bound writable there).
-                .filter(|s| view.is_none() || !s.gitdir.starts_with(&spec.workspace))
-                .collect();
+        let staged = staged_git_dirs(spec, &caller, root, view.is_some());
         let seccomp_profile = files.path().join("seccomp.json");
         let env_file = files.path().join("env");
         let host_root = image::host_root().map_err(|e| RunError::io("read the host's /", e))?;
@@ -726,29 +628,7 @@ impl sandbox::Backend for ContainerBackend {
         } else {
             Vec::new()
         };
-        let covers = match root {
-            true => covers(spec, &caller, owner_home.as_deref()),
-            false => Vec::new(),
-        };
-        // The empty directories shown there (see [`flags::Cover`]), one each: the engine makes
-        // in each the mount points of what is bound below it.
-        let cover = |dir: PathBuf, name: String, mode: u32| -> Result<flags::Cover, RunError> {
-            use std::os::unix::fs::PermissionsExt;
-            let source = files.path().join(name);
-            std::fs::create_dir(&source)
-                .and_then(|_| {
-                    std::fs::set_permissions(&source, std::fs::Permissions::from_mode(mode))
-                })
-                .map_err(|e| RunError::io("make the run's covers", e))?;
-            Ok(flags::Cover { dir, source })
-        };
-        let owner_home = match owner_home {
-            Some(h) => Some(cover(h, "owner-home".into(), 0o711)?),
-            None => None,
-        };
-        let covers = (covers.into_iter().enumerate())
-            .map(|(i, dir)| cover(dir, format!("cover-{i}"), 0o755))
-            .collect::<Result<Vec<_>, _>>()?;
+        let (owner_home, covers) = make_covers(files.path(), spec, &caller, root, owner_home)?;
         let image = image::tag(&host_root);
         // Before the backend reads the roots' identities: a test can change the workspace from
         // what was planned here.
@@ -788,62 +668,20 @@ impl sandbox::Backend for ContainerBackend {
             covers,
             init: container_init(&spec.writable_roots),
             gate: gate.clone(),
-            subdir_ids: staged
-                .iter()
-                .map(|s| {
-                    (s.subdirs.iter())
-                        .map(|d| {
-                            use std::os::unix::fs::MetadataExt;
-                            std::fs::symlink_metadata(s.gitdir.join(d))
-                                .ok()
-                                .filter(|m| m.is_dir())
-                                .map(|m| (m.dev(), m.ino()))
-                        })
-                        .collect()
-                })
-                .collect(),
+            subdir_ids: staged_subdir_ids(&staged),
             staged,
             stage_dir: files.path().to_path_buf(),
             view,
         };
         let lowered = flags::lower(spec, &caller, &target).map_err(lower_error)?;
-        write_private(&target.env_file, lowered.env_file.as_bytes())
-            .and_then(|_| {
-                let profile = seccomp::oci_profile(set_id_rules());
-                write_private(&target.seccomp_profile, profile.to_string().as_bytes())
-            })
-            .map_err(|e| RunError::io("write the run's environment and seccomp profile", e))?;
+        write_run_files(&target, &lowered)?;
         let cwd_fallback = (lowered.cwd_fallback.clone()).map(|reason| sandbox::CwdFallback {
             cwd: spec.cwd.clone(),
             reason,
         });
         let rootless = caller.rootless;
         let limits = &spec.limits;
-        let masks = |readable: bool| -> Vec<PathBuf> {
-            (spec.masks.iter())
-                .filter(|m| m.readable == readable)
-                .map(|m| m.path.clone())
-                .collect()
-        };
-        let enforcement = Enforcement {
-            inside_uid: caller.uid,
-            host_uid: if rootless {
-                spec.caller.uid
-            } else {
-                caller.uid
-            },
-            writable_roots: spec.writable_roots.clone(),
-            masked: masks(false),
-            emptied: masks(true),
-            protected: spec.protected.clone(),
-            mounts: lowered.args.iter().filter(|a| *a == "--mount").count(),
-            landlock_rules: 0,
-            seccomp_rules: 0,
-            env_names: spec.env.iter().map(|(k, _)| k.clone()).collect(),
-            memory: limit_of(limits.memory_bytes, rootless),
-            pids: limit_of(limits.pids, rootless),
-            cpu_millicores: limit_of(limits.cpu_millis, rootless),
-        };
+        let enforcement = enforcement(spec, &caller, &lowered);
         Ok(Box::new(run::ContainerPlanned {
             engine,
             binary,
@@ -860,6 +698,233 @@ impl sandbox::Backend for ContainerBackend {
             gate: gate.map(|g| (g, proxy_addr)),
             copy_owner: root.then_some((caller.uid, caller.gid)),
         }))
+    }
+}
+
+/// The run's private directory (removed with the plan) and the files bound over masked
+/// files in it: an empty one (mode 0444) and an unreadable one (mode 0).
+fn mask_files() -> Result<tempfile::TempDir, RunError> {
+    let files = tempfile::Builder::new()
+        .prefix("stockade-container-")
+        .tempdir()
+        .map_err(|e| RunError::io("make the run's mask files", e))?;
+    let empty_file = files.path().join("empty");
+    let unreadable_file = files.path().join("unreadable");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(&empty_file, b"")
+            .and_then(|_| {
+                std::fs::set_permissions(&empty_file, std::fs::Permissions::from_mode(0o444))
+            })
+            .and_then(|_| std::fs::write(&unreadable_file, b""))
+            .and_then(|_| {
+                std::fs::set_permissions(&unreadable_file, std::fs::Permissions::from_mode(0o000))
+            })
+            .and_then(|_| {
+                std::fs::set_permissions(files.path(), std::fs::Permissions::from_mode(0o755))
+            })
+            .map_err(|e| RunError::io("make the run's mask files", e))?;
+    }
+    Ok(files)
+}
+
+/// What a container run cannot be given for this caller: the proxy under a daemon for an
+/// unprivileged caller, credential routes for a root caller, and mounts below the roots that
+/// a root caller's engine would bind without them.
+fn refuse_unsupported(
+    engine: Engine,
+    spec: &Spec,
+    caller: &flags::Caller,
+    root: bool,
+    proxied: bool,
+) -> Result<(), RunError> {
+    if proxied && !caller.rootless && !root {
+        return Err(lower_error(flags::LowerError::ProxyDaemon(engine.name())));
+    }
+    // A root caller's command runs as the workspace's owner, an id that user's other
+    // processes on the host share: they could act as the command (ptrace it, read its
+    // environment) and have the proxy put the caller's real secrets on their requests.
+    if spec.credential_routes && root {
+        return Err(RunError::Plan {
+            code: sandbox::Code::ProtectionUnavailable,
+            message: format!(
+                "credential routes under {} for a root caller: the command runs as the workspace's owner (uid {}), whose other processes on the host could act as it and use the caller's credentials through the proxy",
+                engine.name(),
+                caller.uid
+            ),
+            hint: Some("use --backend native or gvisor (the command gets an id no process shares), or run stockade as the workspace's owner with that user's own credentials".into()),
+        });
+    }
+    // A root caller's engines bind each writable root and read grant without the mounts
+    // below it: the command would see the directory a mount there hides, which the walk
+    // never saw (it sees what is mounted) nor masked. Refused, naming it (rootless Podman
+    // binds recursively: the mounts come along, as natively).
+    if !caller.rootless {
+        for root_dir in spec.writable_roots.iter().chain(&spec.read_grants) {
+            let below = sys::mountinfo::mounts_below(root_dir).map_err(|e| {
+                RunError::io(
+                    "read /proc/self/mountinfo (mounts inside the run's roots)",
+                    e,
+                )
+            })?;
+            if let Some(mount) = below.first() {
+                return Err(RunError::Unavailable {
+                    what: "the container backend's binds of the run's roots",
+                    cause: format!(
+                        "{} is a mount point inside {} ({} in all): a root caller's {} binds {} without the mounts below it, so the command would see the directory the mount hides, which nothing checked for secrets",
+                        mount.display(),
+                        root_dir.display(),
+                        below.len(),
+                        engine.name(),
+                        root_dir.display()
+                    ),
+                    fix: "unmount what is mounted there, or use --backend native or gvisor (they show what is mounted)".into(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The view of a review run's workspace over the change directory's `upper/` and `work/`,
+/// and what the check inside knows the workspace by.
+/// A review run's view (see [`flags::View`]): mounted by Docker's daemon, as root, its
+/// marks are `trusted.overlay.*`, which only a root caller can read back.
+fn review_view(engine: Engine, spec: &Spec, root: bool) -> Result<Option<flags::View>, RunError> {
+    Ok(match &spec.review {
+        Some(_) if engine == Engine::Docker && !root => {
+            return Err(lower_error(flags::LowerError::ViewDaemon));
+        }
+        Some(review) => {
+            use std::os::unix::fs::MetadataExt;
+            let upper = review.changes.join("upper");
+            let meta = std::fs::symlink_metadata(&upper)
+                .ok()
+                .filter(|m| m.is_dir())
+                .ok_or_else(|| lower_error(flags::LowerError::Changed(upper.clone())))?;
+            Some(flags::View {
+                upper,
+                work: review.changes.join("work"),
+                upper_ino: meta.ino(),
+                same_filesystem: review.same_filesystem,
+                witness: view_witness(spec, review.same_filesystem),
+            })
+        }
+        None => None,
+    })
+}
+
+/// Existing git dirs inside a writable root whose config git must be able to rewrite:
+/// each top level is a staged copy during the run (see `workspace::gitstage`).
+/// A root caller's command (the workspace's owner) gets the copies: only its own git
+/// dirs are staged.
+fn staged_git_dirs(
+    spec: &Spec,
+    caller: &flags::Caller,
+    root: bool,
+    in_view: bool,
+) -> Vec<workspace::gitstage::Staged> {
+    workspace::gitstage::plan(spec, root.then_some(caller.uid))
+        .into_iter()
+        .filter(|s| spec.writable_roots.iter().any(|w| s.gitdir.starts_with(w)))
+        // In a review run's view git works whole, reviewed (nothing of the host's is
+        // bound writable there).
+        .filter(|s| !in_view || !s.gitdir.starts_with(&spec.workspace))
+        .collect()
+}
+
+/// The owner's home and the covers of the closed directories above the roots (a root
+/// caller's), each an empty directory of root's made in the run's directory `files`.
+fn make_covers(
+    files: &Path,
+    spec: &Spec,
+    caller: &flags::Caller,
+    root: bool,
+    owner_home: Option<PathBuf>,
+) -> Result<(Option<flags::Cover>, Vec<flags::Cover>), RunError> {
+    let covers = match root {
+        true => covers(spec, caller, owner_home.as_deref()),
+        false => Vec::new(),
+    };
+    // The empty directories shown there (see [`flags::Cover`]), one each: the engine makes
+    // in each the mount points of what is bound below it.
+    let cover = |dir: PathBuf, name: String, mode: u32| -> Result<flags::Cover, RunError> {
+        use std::os::unix::fs::PermissionsExt;
+        let source = files.join(name);
+        std::fs::create_dir(&source)
+            .and_then(|_| std::fs::set_permissions(&source, std::fs::Permissions::from_mode(mode)))
+            .map_err(|e| RunError::io("make the run's covers", e))?;
+        Ok(flags::Cover { dir, source })
+    };
+    let owner_home = match owner_home {
+        Some(h) => Some(cover(h, "owner-home".into(), 0o711)?),
+        None => None,
+    };
+    let covers = (covers.into_iter().enumerate())
+        .map(|(i, dir)| cover(dir, format!("cover-{i}"), 0o755))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((owner_home, covers))
+}
+
+/// `(st_dev, st_ino)` of each staged git dir's subdirectories as they are now (`None`: not a
+/// directory), in the order of [`Staged::subdirs`](workspace::gitstage::Staged).
+fn staged_subdir_ids(staged: &[workspace::gitstage::Staged]) -> Vec<Vec<Option<(u64, u64)>>> {
+    staged
+        .iter()
+        .map(|s| {
+            (s.subdirs.iter())
+                .map(|d| {
+                    use std::os::unix::fs::MetadataExt;
+                    std::fs::symlink_metadata(s.gitdir.join(d))
+                        .ok()
+                        .filter(|m| m.is_dir())
+                        .map(|m| (m.dev(), m.ino()))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The run's environment file and seccomp profile, written where the target names them.
+fn write_run_files(target: &flags::Target, lowered: &flags::Lowered) -> Result<(), RunError> {
+    write_private(&target.env_file, lowered.env_file.as_bytes())
+        .and_then(|_| {
+            let profile = seccomp::oci_profile(set_id_rules());
+            write_private(&target.seccomp_profile, profile.to_string().as_bytes())
+        })
+        .map_err(|e| RunError::io("write the run's environment and seccomp profile", e))
+}
+
+/// What the run enforces and by what (the report's): the caller's ids, the spec's roots,
+/// masks and protected paths, the lowered run's mounts, and the limits (rlimits under
+/// rootless Podman).
+fn enforcement(spec: &Spec, caller: &flags::Caller, lowered: &flags::Lowered) -> Enforcement {
+    let rootless = caller.rootless;
+    let limits = &spec.limits;
+    let masks = |readable: bool| -> Vec<PathBuf> {
+        (spec.masks.iter())
+            .filter(|m| m.readable == readable)
+            .map(|m| m.path.clone())
+            .collect()
+    };
+    Enforcement {
+        inside_uid: caller.uid,
+        host_uid: if rootless {
+            spec.caller.uid
+        } else {
+            caller.uid
+        },
+        writable_roots: spec.writable_roots.clone(),
+        masked: masks(false),
+        emptied: masks(true),
+        protected: spec.protected.clone(),
+        mounts: lowered.args.iter().filter(|a| *a == "--mount").count(),
+        landlock_rules: 0,
+        seccomp_rules: 0,
+        env_names: spec.env.iter().map(|(k, _)| k.clone()).collect(),
+        memory: limit_of(limits.memory_bytes, rootless),
+        pids: limit_of(limits.pids, rootless),
+        cpu_millicores: limit_of(limits.cpu_millis, rootless),
     }
 }
 
