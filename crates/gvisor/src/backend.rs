@@ -183,11 +183,15 @@ impl Planned for GvisorPlanned {
         self.enforcement.clone()
     }
 
+    /// Runs the plan with the caller's streams: refused first where it must be, the command's
+    /// streams relayed ([`relay_streams`]), runsc's network held
+    /// ([`GvisorPlanned::hold_network`]), then runsc run to its end, the relays joined, and the
+    /// end put in the contract's terms ([`GvisorPlanned::outcome`]).
     fn run(self: Box<Self>, launch: Launch) -> Result<Outcome, RunError> {
         let Launch {
             io,
             options,
-            proxy,
+            mut proxy,
             before_command,
         } = launch;
         // A masked file's other name is readable through the gofer as through the host
@@ -196,103 +200,22 @@ impl Planned for GvisorPlanned {
         skipped.extend(refuse_shared_control(&self.lowered, options)?);
         let sanitize = options.sanitize_output;
         let limit = self.output_limit;
-        // A run attached to a terminal gets its own (see stream::terminal): runsc makes it, and
-        // the command's stdin, stdout and stderr are all that terminal (runsc's `terminal`
-        // has no per-stream choice). So only when all three are the caller's terminal: with
-        // one redirected (`> file`, `2>log`, `< input`, a pipe) the terminal would take that
-        // stream's output, or read the keyboard for its input (it did: a redirected stdout
-        // showed on the terminal and the file stayed empty). The streams are pipes then, a
-        // terminal is never read, and the caller is told.
-        let caller_terminal = stream::terminal::caller_terminal(&io, options);
-        if caller_terminal.is_some_and(|t| t.streams[0] && t.streams != [true; 3]) {
-            let why = stream::terminal::NoKeys::NoTerminal("gvisor");
-            stream::terminal::say_no_keys(&mut false, &why);
-        }
-        let caller_terminal = caller_terminal.filter(|t| t.streams == [true; 3]);
+        let caller_terminal = own_terminal(&io, options);
         let keys_to_terminal = caller_terminal.is_some();
-        // Every stream is a pipe this process relays: runsc as root gives its own standard
-        // streams to `nobody`, which would take over the caller's terminal or /dev/null.
-        let (out_r, out_w) = relay_pipe()?;
-        let (err_r, err_w) = relay_pipe()?;
-        let (in_r, in_w) = relay_pipe()?;
-        // No thread for a relay (the caller's process or thread limit reached: `ulimit -u`, a
-        // pids cgroup): the run is refused before runsc starts, naming the limit (E_INTERNAL and
-        // its hint, as the native backend's), never a panic. A relay already made ends with its
-        // pipe's write end, dropped with the error.
-        let thread_refused =
-            |e: std::io::Error| RunError::io("start a thread relaying the command's streams", e);
-        let relay = |from: OwnedFd, sink: sandbox::Sink, name: &'static str| {
-            std::thread::Builder::new()
-                .spawn(move || stream::relay::relay_to_sink(from, sink, limit, name, sanitize))
-                .map_err(thread_refused)
-        };
-        let relays = [
-            relay(out_r, io.stdout, "stdout")?,
-            relay(err_r, io.stderr, "stderr")?,
-        ];
-        // Stdin is copied as it comes (the thread ends with the input, or when the run is over
-        // though the input stays open: a socket Claude Code holds, see relay_input); nothing at
-        // all when it is /dev/null or closed. A terminal is never read here: its keys go to the
-        // run's own terminal, or, when there is none (`--no-tty`, a library run), the command
-        // reads end of file, as from the native backend's /dev/null.
-        let input = match io.stdin {
-            sandbox::Input::Process if keys_to_terminal || std::io::stdin().is_terminal() => None,
-            sandbox::Input::Fd(from) if from.as_fd().is_terminal() => None,
-            sandbox::Input::Process if stream::relay::stdin_is_live() => {
-                std::io::stdin().as_fd().try_clone_to_owned().ok()
-            }
-            sandbox::Input::Fd(from) => Some(from),
-            sandbox::Input::Process | sandbox::Input::Null => None,
-        };
-        match input {
-            Some(from) => {
-                std::thread::Builder::new()
-                    .spawn(move || stream::relay::relay_input(from, in_w))
-                    .map_err(thread_refused)?;
-            }
-            None => drop(in_w),
-        }
-        // A network namespace of the run's own, with only loopback, which runsc starts in
-        // (its control socket is bound there: `Plan::control_held`); in mode proxy with the
-        // proxy's listener in it, which runsc's sandbox uses (`--network=host` there) and the
-        // proxy serves from here.
-        let network = if self.lowered.control_held {
-            let (listen, fix) = match self.network {
-                sandbox::Network::Proxy { addr } => (
-                    Some((addr.ip().octets(), addr.port())),
-                    "see the cause; `--net none` runs without network",
-                ),
-                _ => (
-                    None,
-                    "see the cause; the gVisor backend needs a network namespace for runsc's control socket, or run with --backend native",
-                ),
-            };
-            let (held, listener) =
-                crate::network::hold(listen).map_err(|e| match e.raw_os_error() {
-                    // The caller's process limit (the holder is a process), named as such.
-                    Some(libc::EAGAIN) => {
-                        RunError::io("start the holder of runsc's network namespace", e)
-                    }
-                    _ => RunError::Unavailable {
-                        what: "a network namespace of the run's own for runsc",
-                        cause: e.to_string(),
-                        fix: fix.into(),
-                    },
-                })?;
-            let started = match (listener, proxy) {
-                (Some(listener), Some(mut start)) => start(listener),
-                (Some(_), None) => Err("mode proxy, but no proxy to serve it".into()),
-                (None, _) => Ok(()),
-            };
-            started.map_err(|cause| RunError::Unavailable {
-                what: "the egress proxy",
-                cause,
-                fix: "see the cause; `--net none` runs without network".into(),
-            })?;
-            Some(held)
-        } else {
-            None
-        };
+        let Relays {
+            out_w,
+            err_w,
+            in_r,
+            relays,
+        } = relay_streams(
+            io.stdin,
+            io.stdout,
+            io.stderr,
+            limit,
+            sanitize,
+            keys_to_terminal,
+        )?;
+        let network = self.hold_network(&mut proxy)?;
         let io = crate::Io {
             stdin: in_r,
             stdout: out_w,
@@ -312,8 +235,73 @@ impl Planned for GvisorPlanned {
         // consumed, so the relays see the end of the output when the command ends.
         let finished = self.backend.run(&self.lowered, io);
         let [out, err] = relays;
-        let mut relayed_out = [out.join().ok(), err.join().ok()];
-        let mut finished = finished.map_err(RunError::from)?;
+        let relayed_out = [out.join().ok(), err.join().ok()];
+        let finished = finished.map_err(RunError::from)?;
+        Ok(self.outcome(finished, relayed_out, skipped, limit, sanitize))
+    }
+}
+
+impl GvisorPlanned {
+    /// A network namespace of the run's own for runsc (`None` when runsc stays in the
+    /// caller's: [`Plan::control_held`]), with the proxy's listener in it in mode proxy, served
+    /// by `proxy`.
+    fn hold_network(
+        &self,
+        proxy: &mut Option<sandbox::StartProxy>,
+    ) -> Result<Option<sys::netns::HeldNetwork>, RunError> {
+        // A network namespace of the run's own, with only loopback, which runsc starts in
+        // (its control socket is bound there: `Plan::control_held`); in mode proxy with the
+        // proxy's listener in it, which runsc's sandbox uses (`--network=host` there) and the
+        // proxy serves from here.
+        if !self.lowered.control_held {
+            return Ok(None);
+        }
+        let (listen, fix) = match self.network {
+            sandbox::Network::Proxy { addr } => (
+                Some((addr.ip().octets(), addr.port())),
+                "see the cause; `--net none` runs without network",
+            ),
+            _ => (
+                None,
+                "see the cause; the gVisor backend needs a network namespace for runsc's control socket, or run with --backend native",
+            ),
+        };
+        let (held, listener) =
+            crate::network::hold(listen).map_err(|e| match e.raw_os_error() {
+                // The caller's process limit (the holder is a process), named as such.
+                Some(libc::EAGAIN) => {
+                    RunError::io("start the holder of runsc's network namespace", e)
+                }
+                _ => RunError::Unavailable {
+                    what: "a network namespace of the run's own for runsc",
+                    cause: e.to_string(),
+                    fix: fix.into(),
+                },
+            })?;
+        let started = match (listener, proxy.take()) {
+            (Some(listener), Some(mut start)) => start(listener),
+            (Some(_), None) => Err("mode proxy, but no proxy to serve it".into()),
+            (None, _) => Ok(()),
+        };
+        started.map_err(|cause| RunError::Unavailable {
+            what: "the egress proxy",
+            cause,
+            fix: "see the cause; `--net none` runs without network".into(),
+        })?;
+        Ok(Some(held))
+    }
+
+    /// The run's end in the contract's terms: `relayed_out` is what the stdout and stderr relays
+    /// passed on (the terminal's instead, for the stream it was accounted to), `skipped` what
+    /// was recorded as not enforced.
+    fn outcome(
+        &self,
+        mut finished: crate::Finished,
+        mut relayed_out: [Option<stream::relay::Relayed>; 2],
+        skipped: Vec<String>,
+        limit: Option<u64>,
+        sanitize: bool,
+    ) -> Outcome {
         // The terminal is the command's stream there (its pipe carried runsc's own words only).
         if let Some((slot, relayed)) = finished.terminal.clone() {
             if let Some(r) = relayed_out.get_mut(slot) {
@@ -322,7 +310,7 @@ impl Planned for GvisorPlanned {
         }
         let mut limit_hits = finished.limit_hits.clone();
         let output = stream::relay::output_summary(limit, sanitize, relayed_out, &mut limit_hits);
-        let outcome = sandbox::Outcome {
+        sandbox::Outcome {
             exit_code: finished.exit_code,
             signal: finished.signal,
             exec_errno: None,
@@ -349,9 +337,100 @@ impl Planned for GvisorPlanned {
             network_tries: None,
             container: None,
             staged: crate::gitstage::protected_paths(&self.lowered.staged),
-        };
-        Ok(outcome)
+        }
     }
+}
+
+/// The caller's terminal when the run gets a terminal of its own: only when the command's
+/// stdin, stdout and stderr are all that terminal (the caller is told when its keys cannot
+/// reach the command).
+fn own_terminal(
+    io: &sandbox::RunIo,
+    options: sandbox::Options,
+) -> Option<stream::terminal::CallerTerminal> {
+    // A run attached to a terminal gets its own (see stream::terminal): runsc makes it, and
+    // the command's stdin, stdout and stderr are all that terminal (runsc's `terminal`
+    // has no per-stream choice). So only when all three are the caller's terminal: with
+    // one redirected (`> file`, `2>log`, `< input`, a pipe) the terminal would take that
+    // stream's output, or read the keyboard for its input (it did: a redirected stdout
+    // showed on the terminal and the file stayed empty). The streams are pipes then, a
+    // terminal is never read, and the caller is told.
+    let caller_terminal = stream::terminal::caller_terminal(io, options);
+    if caller_terminal.is_some_and(|t| t.streams[0] && t.streams != [true; 3]) {
+        let why = stream::terminal::NoKeys::NoTerminal("gvisor");
+        stream::terminal::say_no_keys(&mut false, &why);
+    }
+    caller_terminal.filter(|t| t.streams == [true; 3])
+}
+
+/// The command's streams as pipes this process relays: the ends runsc is given, and the
+/// stdout and stderr relays (joined once the run is over).
+struct Relays {
+    out_w: OwnedFd,
+    err_w: OwnedFd,
+    in_r: OwnedFd,
+    relays: [std::thread::JoinHandle<stream::relay::Relayed>; 2],
+}
+
+/// Pipes for the command's streams, with a thread relaying stdout and stderr to the caller's
+/// sinks and one copying the caller's input to stdin (none when there is nothing to copy, or
+/// the keys go to the run's own terminal: `keys_to_terminal`).
+fn relay_streams(
+    stdin: sandbox::Input,
+    stdout: sandbox::Sink,
+    stderr: sandbox::Sink,
+    limit: Option<u64>,
+    sanitize: bool,
+    keys_to_terminal: bool,
+) -> Result<Relays, RunError> {
+    // Every stream is a pipe this process relays: runsc as root gives its own standard
+    // streams to `nobody`, which would take over the caller's terminal or /dev/null.
+    let (out_r, out_w) = relay_pipe()?;
+    let (err_r, err_w) = relay_pipe()?;
+    let (in_r, in_w) = relay_pipe()?;
+    // No thread for a relay (the caller's process or thread limit reached: `ulimit -u`, a
+    // pids cgroup): the run is refused before runsc starts, naming the limit (E_INTERNAL and
+    // its hint, as the native backend's), never a panic. A relay already made ends with its
+    // pipe's write end, dropped with the error.
+    let thread_refused =
+        |e: std::io::Error| RunError::io("start a thread relaying the command's streams", e);
+    let relay = |from: OwnedFd, sink: sandbox::Sink, name: &'static str| {
+        std::thread::Builder::new()
+            .spawn(move || stream::relay::relay_to_sink(from, sink, limit, name, sanitize))
+            .map_err(thread_refused)
+    };
+    let relays = [
+        relay(out_r, stdout, "stdout")?,
+        relay(err_r, stderr, "stderr")?,
+    ];
+    // Stdin is copied as it comes (the thread ends with the input, or when the run is over
+    // though the input stays open: a socket Claude Code holds, see relay_input); nothing at
+    // all when it is /dev/null or closed. A terminal is never read here: its keys go to the
+    // run's own terminal, or, when there is none (`--no-tty`, a library run), the command
+    // reads end of file, as from the native backend's /dev/null.
+    let input = match stdin {
+        sandbox::Input::Process if keys_to_terminal || std::io::stdin().is_terminal() => None,
+        sandbox::Input::Fd(from) if from.as_fd().is_terminal() => None,
+        sandbox::Input::Process if stream::relay::stdin_is_live() => {
+            std::io::stdin().as_fd().try_clone_to_owned().ok()
+        }
+        sandbox::Input::Fd(from) => Some(from),
+        sandbox::Input::Process | sandbox::Input::Null => None,
+    };
+    match input {
+        Some(from) => {
+            std::thread::Builder::new()
+                .spawn(move || stream::relay::relay_input(from, in_w))
+                .map_err(thread_refused)?;
+        }
+        None => drop(in_w),
+    }
+    Ok(Relays {
+        out_w,
+        err_w,
+        in_r,
+        relays,
+    })
 }
 
 /// Whether runsc runs as root (with the run's cgroup) rather than `--rootless`.
