@@ -144,9 +144,10 @@ fn io_err(what: &str) -> impl FnOnce(std::io::Error) -> Error + '_ {
     }
 }
 
-/// Runs `plan` to its end: [`prepare`]d, runsc started ([`spawn_runsc`]) with the run's own
-/// terminal attached ([`attach_console`]), waited for ([`wait`]) and its end collected
-/// ([`collect`]); a run that cannot go on once runsc started is ended ([`fail_closed`]).
+/// Runs `plan` to its end: prepared ([`prepare()`]), runsc started ([`spawn_runsc`]) with the
+/// run's own terminal attached ([`attach_console`]), waited for ([`wait`]) and its end
+/// collected ([`collect()`]); a run that cannot go on once runsc started is ended
+/// ([`fail_closed`]).
 pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
     check_io(plan, &io)?;
     let Prepared {
