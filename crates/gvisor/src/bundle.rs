@@ -128,8 +128,6 @@ fn depth(p: &Path) -> usize {
     p.components().count()
 }
 
-/// The OCI config of `spec` for a bundle at `bundle`, run by `caller`, as JSON.
-///
 /// A root caller's cgroup for the run, when it has a memory or CPU limit (`runsc --rootless`
 /// has none: see `usage`).
 pub fn group_plan(spec: &Spec, caller: &Caller) -> Option<crate::usage::GroupPlan> {
@@ -144,6 +142,11 @@ pub fn group_plan(spec: &Spec, caller: &Caller) -> Option<crate::usage::GroupPla
     )
 }
 
+/// The OCI config of `spec` for a bundle at `bundle`, run by `caller`, as JSON: the command's
+/// process with its limits ([`rlimits`]), the mounts (the Sentry's own, [`base_mounts`], then
+/// those over the read-only root, [`Layered`]) and its namespaces, seccomp filter and cgroup
+/// ([`linux`]).
+///
 /// Written as JSON rather than built with the `oci-spec` crate's types: linking them into
 /// stockade added ~120 KB of relocated data that every run (native ones too) pays for at
 /// start-up (+60 page faults, +4% on `run -- true`). The `oci-spec` crate checks the output
@@ -163,86 +166,169 @@ pub fn config(
     }
     // Mounts over the read-only root, parents before what lies below them: writable roots,
     // then read-only protected paths and masks inside them.
-    let mut layered: Vec<(usize, u8, Value)> = Vec::new();
-    // A root caller's covers over directories it cannot enter on the way to what it is
-    // granted (see [`Reach`]), before the granted paths bound below them; the Sentry makes
-    // their mount points in the cover.
-    for c in &reach.covers {
-        let options = ["mode=0755", "size=64k", "nosuid", "nodev", "noexec"];
-        let options = options.iter().map(|o| o.to_string()).collect();
-        layered.push((depth(c), 0, tmpfs(text(c)?, options)));
+    let mut layered = Layered::default();
+    layered.reach(reach)?;
+    layered.grants(spec)?;
+    layered.protected(spec, staged)?;
+    layered.pins(spec, staged, bundle)?;
+    layered.private_dirs(spec)?;
+    layered.masks(spec, bundle)?;
+    let mut mounts = base_mounts(spec, caller);
+    // The private /tmp goes first: a writable root below /tmp is bound into it.
+    mounts.extend(layered.sorted());
+    let rlimits = rlimits(spec, caller);
+    let env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let linux = linux(spec, caller);
+    let none: Vec<String> = Vec::new();
+    let config = json!({
+        "ociVersion": "1.0.2",
+        "root": { "path": "/", "readonly": true },
+        "hostname": spec.hostname,
+        "process": {
+            "terminal": false,
+            "user": { "uid": caller.uid, "gid": caller.gid, "additionalGids": [] },
+            "args": spec.argv,
+            "env": env,
+            "cwd": text(&spec.cwd)?,
+            "capabilities": { "bounding": none, "effective": none, "inheritable": none, "permitted": none, "ambient": none },
+            "noNewPrivileges": true,
+            "rlimits": rlimits,
+        },
+        "mounts": mounts,
+        "linux": linux,
+    });
+    Ok(config)
+}
+
+/// The mounts over the read-only root, each with its depth and rank: sorted, parents come
+/// before what lies below them, and at one depth the grants (rank 0) before protected paths,
+/// pins and private directories (1), before masks (2).
+#[derive(Default)]
+struct Layered(Vec<(usize, u8, Value)>);
+
+impl Layered {
+    /// A mount at `depth` with `rank`.
+    fn push(&mut self, (depth, rank, mount): (usize, u8, Value)) {
+        self.0.push((depth, rank, mount));
     }
-    for g in &reach.binds {
-        layered.push((depth(g), 0, bind(g, g, true)?));
-    }
-    for root in &spec.writable_roots {
-        layered.push((depth(root), 0, bind(root, root, false)?));
-    }
-    // Read grants below the host's /tmp: the private /tmp does not hold them, so each is
-    // bound read-only at its own path in it (a writable root inside one comes after it).
-    for grant in spec.tmp_read_grants() {
-        layered.push((depth(grant), 0, bind(grant, grant, true)?));
-    }
-    // A protected path at or below a mask is the mask's: a read-only bind of the path itself
-    // at a mask's destination would show the file the mask hides (two mounts at one place are
-    // not layered in order by every runsc).
-    // A staged git dir's top-level protected files are the staged copy's (judged after the
-    // run, see `gitstage`): no bind of their own, which git's rename over them would meet.
-    let staged_file = |p: &Path| {
-        staged.iter().any(|s| {
-            p.parent() == Some(s.gitdir.as_path())
-                && p.file_name()
-                    .is_some_and(|n| s.protected.iter().any(|x| x == n))
-        })
-    };
-    for p in &spec.protected {
-        if (spec.masks.iter()).any(|m| p.starts_with(&m.path)) || staged_file(p) {
-            continue;
+
+    /// A root caller's covers on the way to what it is granted, and the grants bound below them.
+    fn reach(&mut self, reach: &Reach) -> Result<(), LowerError> {
+        // A root caller's covers over directories it cannot enter on the way to what it is
+        // granted (see [`Reach`]), before the granted paths bound below them; the Sentry makes
+        // their mount points in the cover.
+        for c in &reach.covers {
+            let options = ["mode=0755", "size=64k", "nosuid", "nodev", "noexec"];
+            let options = options.iter().map(|o| o.to_string()).collect();
+            self.push((depth(c), 0, tmpfs(text(c)?, options)));
         }
-        layered.push((depth(p), 1, bind(p, p, true)?));
+        for g in &reach.binds {
+            self.push((depth(g), 0, bind(g, g, true)?));
+        }
+        Ok(())
     }
-    // A pinned directory (a git dir holding protected paths, the ancestors of stockade's
-    // state inside a writable root): a writable bind of itself, as the native backend pins
-    // it. The Sentry refuses to rename a mount point, or to rename anything over one (EBUSY):
-    // without it a command could move `~/.local/state` away and put a directory of its own
-    // in its place, where a concurrent run would keep its journals and walk cache. A pin that
-    // is a writable root, a protected path, or lies at or below a mask or a private directory
-    // is a mount point already.
-    for p in spec.pins_bound_alone() {
-        match staged.iter().position(|s| &s.gitdir == p) {
-            // An existing git dir: the staged copy of its top level at its place, and each
-            // of its subdirectories (the host's own) bound over theirs in it; protected ones
-            // (`hooks`) are bound read-only above.
-            Some(i) => {
-                layered.push((depth(p), 1, bind(p, &Staged::source(bundle, i), false)?));
-                for d in &staged[i].subdirs {
-                    let sub = p.join(d);
-                    if spec.protected.contains(&sub)
-                        || (spec.masks.iter()).any(|m| sub.starts_with(&m.path))
-                    {
-                        continue;
-                    }
-                    layered.push((depth(&sub), 1, bind(&sub, &sub, false)?));
-                }
+
+    /// The writable roots, and the read grants below the host's `/tmp`.
+    fn grants(&mut self, spec: &Spec) -> Result<(), LowerError> {
+        for root in &spec.writable_roots {
+            self.push((depth(root), 0, bind(root, root, false)?));
+        }
+        // Read grants below the host's /tmp: the private /tmp does not hold them, so each is
+        // bound read-only at its own path in it (a writable root inside one comes after it).
+        for grant in spec.tmp_read_grants() {
+            self.push((depth(grant), 0, bind(grant, grant, true)?));
+        }
+        Ok(())
+    }
+
+    /// The protected paths: read-only binds of themselves.
+    fn protected(&mut self, spec: &Spec, staged: &[Staged]) -> Result<(), LowerError> {
+        // A protected path at or below a mask is the mask's: a read-only bind of the path itself
+        // at a mask's destination would show the file the mask hides (two mounts at one place are
+        // not layered in order by every runsc).
+        // A staged git dir's top-level protected files are the staged copy's (judged after the
+        // run, see `gitstage`): no bind of their own, which git's rename over them would meet.
+        let staged_file = |p: &Path| {
+            staged.iter().any(|s| {
+                p.parent() == Some(s.gitdir.as_path())
+                    && p.file_name()
+                        .is_some_and(|n| s.protected.iter().any(|x| x == n))
+            })
+        };
+        for p in &spec.protected {
+            if (spec.masks.iter()).any(|m| p.starts_with(&m.path)) || staged_file(p) {
+                continue;
             }
-            None => layered.push((depth(p), 1, bind(p, p, false)?)),
+            self.push((depth(p), 1, bind(p, p, true)?));
         }
+        Ok(())
     }
-    // A private directory: an empty tmpfs of the run's own over the host's.
-    for p in &spec.private_dirs {
-        let dest = text(p)?;
-        let options = vec![
-            "mode=1777".into(),
-            "nosuid".into(),
-            "nodev".into(),
-            format!("size={}", 64u64 << 20),
-        ];
-        layered.push((depth(p), 1, tmpfs(dest, options)));
+
+    /// The pins: writable binds of themselves, or a staged git dir's copy.
+    fn pins(&mut self, spec: &Spec, staged: &[Staged], bundle: &Path) -> Result<(), LowerError> {
+        // A pinned directory (a git dir holding protected paths, the ancestors of stockade's
+        // state inside a writable root): a writable bind of itself, as the native backend pins
+        // it. The Sentry refuses to rename a mount point, or to rename anything over one (EBUSY):
+        // without it a command could move `~/.local/state` away and put a directory of its own
+        // in its place, where a concurrent run would keep its journals and walk cache. A pin that
+        // is a writable root, a protected path, or lies at or below a mask or a private directory
+        // is a mount point already.
+        for p in spec.pins_bound_alone() {
+            match staged.iter().position(|s| &s.gitdir == p) {
+                // An existing git dir: the staged copy of its top level at its place, and each
+                // of its subdirectories (the host's own) bound over theirs in it; protected ones
+                // (`hooks`) are bound read-only above.
+                Some(i) => {
+                    self.push((depth(p), 1, bind(p, &Staged::source(bundle, i), false)?));
+                    for d in &staged[i].subdirs {
+                        let sub = p.join(d);
+                        if spec.protected.contains(&sub)
+                            || (spec.masks.iter()).any(|m| sub.starts_with(&m.path))
+                        {
+                            continue;
+                        }
+                        self.push((depth(&sub), 1, bind(&sub, &sub, false)?));
+                    }
+                }
+                None => self.push((depth(p), 1, bind(p, p, false)?)),
+            }
+        }
+        Ok(())
     }
-    for m in &spec.masks {
-        layered.push((depth(&m.path), 2, mask_mount(m, bundle)?));
+
+    /// The private directories: an empty tmpfs each.
+    fn private_dirs(&mut self, spec: &Spec) -> Result<(), LowerError> {
+        // A private directory: an empty tmpfs of the run's own over the host's.
+        for p in &spec.private_dirs {
+            let dest = text(p)?;
+            let options = vec![
+                "mode=1777".into(),
+                "nosuid".into(),
+                "nodev".into(),
+                format!("size={}", 64u64 << 20),
+            ];
+            self.push((depth(p), 1, tmpfs(dest, options)));
+        }
+        Ok(())
     }
-    layered.sort_by_key(|a| (a.0, a.1));
+
+    /// The masks: an empty file or directory over each ([`mask_mount`]).
+    fn masks(&mut self, spec: &Spec, bundle: &Path) -> Result<(), LowerError> {
+        for m in &spec.masks {
+            self.push((depth(&m.path), 2, mask_mount(m, bundle)?));
+        }
+        Ok(())
+    }
+
+    /// The mounts, parents before what lies below them.
+    fn sorted(mut self) -> Vec<Value> {
+        self.0.sort_by_key(|a| (a.0, a.1));
+        self.0.into_iter().map(|(_, _, m)| m).collect()
+    }
+}
+
+/// The Sentry's own mounts: `/proc`, `/sys`, `/dev`, and the private `/tmp` and `/dev/shm`.
+fn base_mounts(spec: &Spec, caller: &Caller) -> Vec<Value> {
     // The private /tmp and /dev/shm are the Sentry's memory. Without a cgroup (an unprivileged
     // caller) nothing else counts them against the memory limit (RLIMIT_AS is per process and
     // does not see them): neither may hold more than that limit, as under the native backend.
@@ -262,9 +348,12 @@ pub fn config(
         o.extend(tmp_size.clone());
         mounts.push(tmpfs(dest, o));
     }
-    // The private /tmp goes first: a writable root below /tmp is bound into it.
-    mounts.extend(layered.into_iter().map(|(_, _, m)| m));
+    mounts
+}
 
+/// The command's resource limits: open files, processes, and (without a cgroup) memory per
+/// process.
+fn rlimits(spec: &Spec, caller: &Caller) -> Vec<Value> {
     let mut rlimits = Vec::new();
     let mut rlimit = |kind: &str, value: u64| {
         rlimits.push(json!({ "type": kind, "hard": value, "soft": value }));
@@ -283,7 +372,12 @@ pub fn config(
             rlimit("RLIMIT_AS", b);
         }
     }
-    let env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    rlimits
+}
+
+/// The config's `linux` section: the namespaces (the network's by mode), the set-ID filter,
+/// and a root caller's cgroup with its resources.
+fn linux(spec: &Spec, caller: &Caller) -> Value {
     // A root caller's cgroup: stockade makes it with these limits before runsc starts
     // (`usage::Group`); runsc joins a group it finds made and leaves it be. The resources are
     // written here too, for the config to say what the group holds.
@@ -329,25 +423,7 @@ pub fn config(
         linux["resources"] = Value::Object(resources);
         linux["cgroupsPath"] = json!(g.path);
     }
-    let none: Vec<String> = Vec::new();
-    let config = json!({
-        "ociVersion": "1.0.2",
-        "root": { "path": "/", "readonly": true },
-        "hostname": spec.hostname,
-        "process": {
-            "terminal": false,
-            "user": { "uid": caller.uid, "gid": caller.gid, "additionalGids": [] },
-            "args": spec.argv,
-            "env": env,
-            "cwd": text(&spec.cwd)?,
-            "capabilities": { "bounding": none, "effective": none, "inheritable": none, "permitted": none, "ambient": none },
-            "noNewPrivileges": true,
-            "rlimits": rlimits,
-        },
-        "mounts": mounts,
-        "linux": linux,
-    });
-    Ok(config)
+    linux
 }
 
 /// `config` with a terminal of the run's own: runsc makes a new pseudo-terminal for the
