@@ -4,8 +4,8 @@
 //! paths are read-only binds of themselves; masks are empty files (from the bundle) or empty
 //! tmpfs directories over the path. Every mount destination is a path the planner found on
 //! the host: `runsc`'s gofer creates a missing mount point on the host itself (as root for a
-//! root caller), so [`crate::run`] checks again that each still exists, unchanged, right
-//! before the start.
+//! root caller), so the run ([`crate::Gvisor::run`]) checks again that each still exists,
+//! unchanged, right before the start.
 
 use std::path::{Path, PathBuf};
 
@@ -143,9 +143,9 @@ pub fn group_plan(spec: &Spec, caller: &Caller) -> Option<crate::usage::GroupPla
 }
 
 /// The OCI config of `spec` for a bundle at `bundle`, run by `caller`, as JSON: the command's
-/// process with its limits ([`rlimits`]), the mounts (the Sentry's own, [`base_mounts`], then
-/// those over the read-only root, [`Layered`]) and its namespaces, seccomp filter and cgroup
-/// ([`linux`]).
+/// process with its limits (`rlimits`), the mounts (the Sentry's own, `base_mounts`, then
+/// those over the read-only root, `Layered`) and its namespaces, seccomp filter and cgroup
+/// (`linux`).
 ///
 /// Written as JSON rather than built with the `oci-spec` crate's types: linking them into
 /// stockade added ~120 KB of relocated data that every run (native ones too) pays for at
@@ -428,8 +428,8 @@ fn linux(spec: &Spec, caller: &Caller) -> Value {
 
 /// `config` with a terminal of the run's own: runsc makes a new pseudo-terminal for the
 /// command, `rows` by `cols`, and hands its master side to `--console-socket` (see
-/// [`crate::run`]); the command's stdin, stdout and stderr are that terminal. Without it
-/// (`"terminal": false`) they are runsc's own streams, which are always pipes.
+/// [`crate::Gvisor::run`]); the command's stdin, stdout and stderr are that terminal. Without
+/// it (`"terminal": false`) they are runsc's own streams, which are always pipes.
 pub fn with_terminal(config: &mut Value, rows: u16, cols: u16) {
     config["process"]["terminal"] = json!(true);
     config["process"]["consoleSize"] = json!({ "height": rows, "width": cols });

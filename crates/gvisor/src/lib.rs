@@ -486,7 +486,7 @@ fn find_runsc() -> Result<PathBuf, Error> {
 
 impl Gvisor {
     /// Finds `runsc` and the platform that runs a command with it here (cached per runsc
-    /// build, see [`platform`]), or says why there is none.
+    /// build, see `platform`), or says why there is none.
     /// `writable_roots`: the run's; a runsc inside one is refused (the command could replace
     /// it, and `runsc kill`/`delete` run after the command).
     pub fn locate(writable_roots: &[PathBuf]) -> Result<Gvisor, Error> {

@@ -41,7 +41,7 @@ pub(crate) const BUNDLE_PLACEHOLDER: &str = "/@bundle@";
 ///
 /// Each stream must be a pipe (the caller relays it): `runsc` started as root changes the
 /// owner of its standard streams to `nobody`, which would give the caller's terminal, or
-/// `/dev/null`, away. [`run`] refuses anything else.
+/// `/dev/null`, away. [`Gvisor::run`](crate::Gvisor::run) refuses anything else.
 pub struct Io {
     pub stdin: OwnedFd,
     pub stdout: OwnedFd,
