@@ -939,6 +939,88 @@ fn a_killed_stockade_leaves_no_container_running() {
     }
 }
 
+/// Red team of the run's private files: a root caller's command runs as the workspace's
+/// owner, whose processes on the host could reach the staged copy of a git dir in the run's
+/// private directory (through its 0755 and 0711 parents) and move a tree of their own into it,
+/// holding root's files: root's removal of the run's files then deleted root's files the user
+/// could not delete, and the copy back after the run gave root's 0600 file to the user (as
+/// `.git/NAME.stockade-refused`). The private directory is root's alone: the moves are refused,
+/// root's files stay, nothing of root's comes back. Controls: the staged copy the moves aim at
+/// exists during the run (root sees it), and the same user may move the same tree elsewhere.
+#[test]
+fn the_owner_cannot_move_roots_files_into_a_runs_private_directory() {
+    if attacks::skip_unless_root(
+        "the command's user differs from the caller only for a root caller",
+    ) {
+        return;
+    }
+    for engine in engines() {
+        let fx = fixture();
+        let mark = fx.marker("root-secret");
+        let owned = fx.root.join("owned");
+        let victim = owned.join("victim");
+        let root_dir = victim.join("rootdir");
+        std::fs::create_dir_all(&root_dir).expect("make the tree");
+        attacks::write_file(&root_dir.join("precious"), "root's own\n", 0o644);
+        attacks::write_file(&owned.join("rootsecret"), format!("{mark}\n"), 0o600);
+        attacks::chown_to(&owned, &format!("{TEST_USER}:"));
+        attacks::chown_to(&root_dir, "root:");
+        attacks::chown_to(&owned.join("rootsecret"), "root:");
+        let as_owner = |args: &[&std::ffi::OsStr]| {
+            std::process::Command::new("runuser")
+                .args(["-u", TEST_USER, "--", "mv"])
+                .args(args)
+                .output()
+                .expect("run mv")
+        };
+        let mut run =
+            engine_env(fx.sandbox(&opts(engine, &["--timeout", "120"]), "sleep 8")).spawn();
+        let part = format!("-{}", run.id());
+        assert!(
+            wait_until(60, || !running(&fx, engine, &part).is_empty()),
+            "{engine}: the run's container never ran"
+        );
+        let files = private_files(&fx, engine, &running(&fx, engine, &part)[0])
+            .expect("the run's private files");
+        let copy = files.join("git").join("0");
+        assert!(
+            copy.is_dir(),
+            "{engine}: control: no staged copy at {}",
+            copy.display()
+        );
+        let moved_tree = as_owner(&[victim.as_os_str(), copy.join("victim").as_os_str()]);
+        let moved_file = as_owner(&[
+            owned.join("rootsecret").as_os_str(),
+            copy.join("rootsecret").as_os_str(),
+        ]);
+        let _ = run.wait();
+        assert!(
+            !moved_tree.status.success() && !moved_file.status.success(),
+            "{engine}: the owner moved into the run's staged copy: {moved_tree:?} {moved_file:?}"
+        );
+        assert!(
+            root_dir.join("precious").exists(),
+            "{engine}: root's file went with the run's private files"
+        );
+        let back: Vec<String> = std::fs::read_dir(fx.ws.join(".git"))
+            .expect("the git dir")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("rootsecret") || n.starts_with("victim"))
+            .collect();
+        assert!(
+            back.is_empty(),
+            "{engine}: came back from the run: {back:?}"
+        );
+        // Control: the user may move its tree (and root's file beside it) elsewhere.
+        let elsewhere = fx.root.join("elsewhere");
+        std::fs::create_dir(&elsewhere).expect("make a directory");
+        attacks::chown_to(&elsewhere, &format!("{TEST_USER}:"));
+        let control = as_owner(&[victim.as_os_str(), elsewhere.join("victim").as_os_str()]);
+        assert!(control.status.success(), "{engine}: control: {control:?}");
+    }
+}
+
 /// The run's private files (`stockade-container-*`, the source of its masks' empty file) as
 /// the engine's record of the container `name` has them.
 fn private_files(fx: &Fixture, engine: &str, name: &str) -> Option<std::path::PathBuf> {

@@ -701,8 +701,9 @@ impl sandbox::Backend for ContainerBackend {
     }
 }
 
-/// The run's private directory (removed with the plan) and the files bound over masked
-/// files in it: an empty one (mode 0444) and an unreadable one (mode 0).
+/// The run's private directory (removed with the plan; 0700: only this process's user
+/// reaches it on the host, the engine binds from it as root or as this user) and the files
+/// bound over masked files in it: an empty one (mode 0444) and an unreadable one (mode 0).
 fn mask_files() -> Result<tempfile::TempDir, RunError> {
     let files = tempfile::Builder::new()
         .prefix("stockade-container-")
@@ -719,9 +720,6 @@ fn mask_files() -> Result<tempfile::TempDir, RunError> {
             .and_then(|_| std::fs::write(&unreadable_file, b""))
             .and_then(|_| {
                 std::fs::set_permissions(&unreadable_file, std::fs::Permissions::from_mode(0o000))
-            })
-            .and_then(|_| {
-                std::fs::set_permissions(files.path(), std::fs::Permissions::from_mode(0o755))
             })
             .map_err(|e| RunError::io("make the run's mask files", e))?;
     }

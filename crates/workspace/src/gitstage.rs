@@ -332,8 +332,8 @@ fn names(dir: impl AsFd) -> std::io::Result<Vec<OsString>> {
 }
 
 /// A regular file of `dir`, opened for reading without following a link or blocking on a
-/// FIFO; anything else is `None`.
-fn open_file(dir: impl AsFd, name: &OsStr) -> Option<(std::fs::File, u32)> {
+/// FIFO, with its mode and owner; anything else is `None`.
+fn open_file(dir: impl AsFd, name: &OsStr) -> Option<(std::fs::File, u32, u32)> {
     let fd = rustix::fs::openat(
         dir,
         name,
@@ -343,16 +343,18 @@ fn open_file(dir: impl AsFd, name: &OsStr) -> Option<(std::fs::File, u32)> {
     .ok()?;
     let st = rustix::fs::fstat(&fd).ok()?;
     (FileType::from_raw_mode(st.st_mode) == FileType::RegularFile)
-        .then(|| (std::fs::File::from(fd), st.st_mode & 0o777))
+        .then(|| (std::fs::File::from(fd), st.st_mode & 0o777, st.st_uid))
 }
 
 /// Copies `from`'s `name` (a regular file or a link) into `to` under `name` through a new
-/// name renamed over it, owned by `owner` when given.
+/// name renamed over it, owned by `owner` when given. `from_owner`: the entry must belong to
+/// this uid (as it is opened), else the copy fails.
 fn copy_entry(
     from: impl AsFd,
     to: impl AsFd,
     name: &OsStr,
     owner: Option<(u32, u32)>,
+    from_owner: Option<u32>,
     budget: &Cell<u64>,
 ) -> std::io::Result<()> {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -362,7 +364,7 @@ fn copy_entry(
         NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
     let _ = rustix::fs::unlinkat(&to, &tmp, AtFlags::empty());
-    let done = copy_to_tmp(&from, &to, name, &tmp, owner, budget)
+    let done = copy_to_tmp(&from, &to, name, &tmp, (owner, from_owner), budget)
         .and_then(|_| rustix::fs::renameat(&to, &tmp, &to, name).map_err(io));
     if done.is_err() {
         let _ = rustix::fs::unlinkat(&to, &tmp, AtFlags::empty());
@@ -375,11 +377,20 @@ fn copy_to_tmp(
     to: impl AsFd,
     name: &OsStr,
     tmp: &OsStr,
-    owner: Option<(u32, u32)>,
+    (owner, from_owner): (Option<(u32, u32)>, Option<u32>),
     budget: &Cell<u64>,
 ) -> std::io::Result<()> {
+    let foreign = |uid: u32| {
+        std::io::Error::other(format!(
+            "{} belongs to uid {uid}, not to the git dir's owner",
+            Path::new(name).display()
+        ))
+    };
     let st = rustix::fs::statat(&from, name, AtFlags::SYMLINK_NOFOLLOW).map_err(io)?;
     match FileType::from_raw_mode(st.st_mode) {
+        FileType::Symlink if from_owner.is_some_and(|o| o != st.st_uid) => {
+            return Err(foreign(st.st_uid))
+        }
         FileType::Symlink => {
             let target = rustix::fs::readlinkat(&from, name, Vec::new()).map_err(io)?;
             rustix::fs::symlinkat(target.as_c_str(), &to, tmp).map_err(io)?;
@@ -394,8 +405,11 @@ fn copy_to_tmp(
             }
         }
         FileType::RegularFile => {
-            let (src, mode) = open_file(&from, name)
+            let (src, mode, uid) = open_file(&from, name)
                 .ok_or_else(|| std::io::Error::other("not a regular file"))?;
+            if from_owner.is_some_and(|o| o != uid) {
+                return Err(foreign(uid));
+            }
             let size = src.metadata()?.len();
             if size > budget.get() {
                 return Err(std::io::Error::other(format!(
@@ -472,7 +486,7 @@ fn copy_tree(
         }
         match st.st_mode & libc::S_IFMT {
             libc::S_IFDIR => copy_tree(&src, &dst, &n, &n, owner, from_owner, depth + 1, budget)?,
-            libc::S_IFREG | libc::S_IFLNK => copy_entry(&src, &dst, &n, owner, budget)?,
+            libc::S_IFREG | libc::S_IFLNK => copy_entry(&src, &dst, &n, owner, from_owner, budget)?,
             // FIFOs, sockets and devices are not a git dir's.
             _ => {}
         }
@@ -536,7 +550,7 @@ pub fn stage(staged: &Staged, copy: &Path, owner: Option<(u32, u32)>) -> std::io
                 .map_err(io)?;
             }
         } else if s.kind == libc::S_IFREG || s.kind == libc::S_IFLNK {
-            copy_entry(&g, &c, &n, owner, &unlimited)?;
+            copy_entry(&g, &c, &n, owner, None, &unlimited)?;
         }
         host.insert(n, s);
     }
@@ -687,6 +701,9 @@ fn reconcile_inner(
         .then(|| rustix::fs::fstat(&g).ok())
         .flatten()
         .map(|st| (st.st_uid, st.st_gid));
+    // And what may come back from the copy: only the command's own (a root caller's copy is
+    // the owner's; another owner's entry there was put in by something else).
+    let from = owner.map(|(uid, _)| uid);
     let mut all: Vec<OsString> = snapshot.copy.keys().cloned().collect();
     all.extend(names(&c).unwrap_or_default());
     all.sort();
@@ -712,7 +729,7 @@ fn reconcile_inner(
             done = remove_tree(&g, d, 0);
         }
         if done.is_ok() && now.is_some() {
-            done = copy_tree(&c, &g, d, d, owner, None, 0, &budget);
+            done = copy_tree(&c, &g, d, d, owner, from, 0, &budget);
         }
         if let Err(e) = done {
             errors.push(format!(
@@ -748,7 +765,7 @@ fn reconcile_inner(
             aside.push(".stockade-conflict");
             let kept = match now.map(|s| s.kind) {
                 Some(libc::S_IFREG) | Some(libc::S_IFLNK) => {
-                    copy_entry_as(&c, &n, &g, &aside, owner, &budget).is_ok()
+                    copy_entry_as(&c, &n, &g, &aside, (owner, from), &budget).is_ok()
                 }
                 _ => false,
             };
@@ -768,9 +785,15 @@ fn reconcile_inner(
             continue;
         }
         if staged.protected.contains(&n) {
-            if let Some(v) =
-                judge_protected(staged, (&g, &c), &n, now, writable_roots, owner, &budget)
-            {
+            if let Some(v) = judge_protected(
+                staged,
+                (&g, &c),
+                &n,
+                now,
+                writable_roots,
+                (owner, from),
+                &budget,
+            ) {
                 violations.push(v);
             }
             continue;
@@ -781,17 +804,17 @@ fn reconcile_inner(
         let done = match kind {
             // Removing a file names nothing for git to follow.
             None => rustix::fs::unlinkat(&g, &n, AtFlags::empty()).map_err(io),
-            Some(libc::S_IFREG) if known_file => copy_entry(&c, &g, &n, owner, &budget),
-            Some(libc::S_IFDIR) if known_dir => copy_tree(&c, &g, &n, &n, owner, None, 0, &budget),
+            Some(libc::S_IFREG) if known_file => copy_entry(&c, &g, &n, owner, from, &budget),
+            Some(libc::S_IFDIR) if known_dir => copy_tree(&c, &g, &n, &n, owner, from, 0, &budget),
             Some(libc::S_IFREG) | Some(libc::S_IFLNK) | Some(libc::S_IFDIR) => {
                 // Any other name: kept aside under a name nothing reads, never live.
                 let mut aside = n.clone();
                 aside.push(".stockade-refused");
                 let kept = if kind == Some(libc::S_IFDIR) {
                     let _ = remove_tree(&g, &aside, 0);
-                    copy_tree(&c, &g, &n, &aside, owner, None, 0, &budget)
+                    copy_tree(&c, &g, &n, &aside, owner, from, 0, &budget)
                 } else {
-                    copy_entry_as(&c, &n, &g, &aside, owner, &budget)
+                    copy_entry_as(&c, &n, &g, &aside, (owner, from), &budget)
                 };
                 violations.push(violation(
                     REFUSED,
@@ -827,13 +850,13 @@ fn copy_entry_as(
     name: &OsStr,
     to: impl AsFd,
     as_name: &OsStr,
-    owner: Option<(u32, u32)>,
+    (owner, from_owner): (Option<(u32, u32)>, Option<u32>),
     budget: &Cell<u64>,
 ) -> std::io::Result<()> {
     // Through a name of `from`'s own (the bundle's copy): linked there first.
     let _ = rustix::fs::unlinkat(&from, as_name, AtFlags::empty());
     rustix::fs::linkat(&from, name, &from, as_name, AtFlags::empty()).map_err(io)?;
-    copy_entry(&from, &to, as_name, owner, budget)
+    copy_entry(&from, &to, as_name, owner, from_owner, budget)
 }
 
 /// A protected top-level file the run changed: `config` comes back if the change is inert,
@@ -844,7 +867,7 @@ fn judge_protected(
     name: &OsStr,
     now: Option<Seen>,
     writable_roots: &[PathBuf],
-    owner: Option<(u32, u32)>,
+    (owner, from): (Option<(u32, u32)>, Option<u32>),
     budget: &Cell<u64>,
 ) -> Option<Violation> {
     let path = staged.gitdir.join(name);
@@ -853,8 +876,9 @@ fn judge_protected(
         let new = now
             .filter(|s| s.kind == libc::S_IFREG)
             .and_then(|_| open_file(c, name))
-            .and_then(|(f, _)| read_bounded(f).ok().flatten());
-        let old = open_file(g, name).and_then(|(f, _)| read_bounded(f).ok().flatten());
+            .filter(|(_, _, uid)| from.is_none_or(|o| o == *uid))
+            .and_then(|(f, _, _)| read_bounded(f).ok().flatten());
+        let old = open_file(g, name).and_then(|(f, _, _)| read_bounded(f).ok().flatten());
         let roots: Vec<&[u8]> = (writable_roots.iter())
             .map(|w| w.as_os_str().as_bytes())
             .collect();
@@ -879,7 +903,7 @@ fn judge_protected(
     let kept = matches!(
         now.map(|s| s.kind),
         Some(libc::S_IFREG) | Some(libc::S_IFLNK)
-    ) && copy_entry_as(c, name, g, &aside, owner, budget).is_ok();
+    ) && copy_entry_as(c, name, g, &aside, (owner, from), budget).is_ok();
     let reason = if is_config {
         protect::Reason::GitConfig
     } else {
@@ -923,4 +947,81 @@ fn rewrite_in_place(
     f.write_all(bytes)?;
     f.set_len(bytes.len() as u64)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "a test: panicking is how it fails")]
+    use super::*;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+    const OWNER: u32 = 4242;
+
+    fn write(path: &Path, text: &str, mode: u32, owner: Option<u32>) {
+        std::fs::write(path, text).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+        if let Some(o) = owner {
+            std::os::unix::fs::chown(path, Some(o), Some(o)).unwrap();
+        }
+    }
+
+    /// A root caller's copy back takes only the command's own entries (the git dir's owner's):
+    /// another owner's file or tree in the copy was put there by something else (red team: a
+    /// process of the owner's on the host moved root's 0600 file into the copy, which came back
+    /// as `NAME.stockade-refused`, the owner's to read). Control: the owner's own new file comes
+    /// back aside, and root's would with the check off (`root_caller: false` takes the caller's
+    /// rights, as an unprivileged caller's own copy does).
+    #[test]
+    fn a_root_callers_copy_back_takes_only_the_owners_entries() {
+        if !rustix::process::geteuid().is_root() {
+            println!("skipped: needs root (the test gives files to another uid)");
+            return;
+        }
+        for root_caller in [true, false] {
+            let tmp = tempfile::tempdir().unwrap();
+            let g = tmp.path().join(".git");
+            std::fs::create_dir(&g).unwrap();
+            std::os::unix::fs::chown(&g, Some(OWNER), Some(OWNER)).unwrap();
+            write(&g.join("config"), "[core]\n", 0o644, Some(OWNER));
+            write(
+                &g.join("HEAD"),
+                "ref: refs/heads/main\n",
+                0o644,
+                Some(OWNER),
+            );
+            let id = |p: &Path| {
+                let m = std::fs::metadata(p).unwrap();
+                (m.dev(), m.ino())
+            };
+            let staged = Staged {
+                gitdir: g.clone(),
+                owner: Some(OWNER),
+                identity: id(&g),
+                config_identity: Some(id(&g.join("config"))),
+                subdirs: Vec::new(),
+                copied: Vec::new(),
+                protected: vec!["config".into()],
+            };
+            let copy = tmp.path().join("copy");
+            let snapshot = stage(&staged, &copy, Some((OWNER, OWNER))).unwrap();
+            write(&copy.join("rootsecret"), "root's secret\n", 0o600, None);
+            std::fs::create_dir(copy.join("logs")).unwrap();
+            write(&copy.join("logs/HEAD"), "root's log\n", 0o600, None);
+            write(&copy.join("mine"), "the owner's\n", 0o644, Some(OWNER));
+            let _ = reconcile(
+                &staged,
+                &snapshot,
+                &copy,
+                &[tmp.path().to_path_buf()],
+                root_caller,
+            );
+            assert!(g.join("mine.stockade-refused").exists(), "control");
+            assert_eq!(
+                g.join("rootsecret.stockade-refused").exists(),
+                !root_caller,
+                "root's file came back (root caller: {root_caller})"
+            );
+            assert_eq!(g.join("logs").exists(), !root_caller);
+        }
+    }
 }

@@ -43,10 +43,13 @@ impl ContainerPlanned {
         // The copies of existing git dirs' top levels (`workspace::gitstage`), made as late as
         // can be: what the host's git does meanwhile is in them.
         if !self.target.staged.is_empty() {
-            // Only this process's user lists the copies' directory.
+            // Only this process's user reaches the copies' directory (as the run's whole
+            // private directory: a process of the command's id on the host could rename a
+            // tree of its own, holding another owner's files, into its copy, for the removal
+            // or the copy back to act on as root: red team of this round).
             use std::os::unix::fs::DirBuilderExt;
             std::fs::DirBuilder::new()
-                .mode(0o711)
+                .mode(0o700)
                 .create(workspace::gitstage::Staged::copies(&self.target.stage_dir))
                 .map_err(|e| RunError::io("make the staged git dirs' directory", e))?;
         }

@@ -17,7 +17,8 @@ use crate::Engine;
 /// two seconds later for a creation that was under way, then remove the run's private files
 /// (its environment file, seccomp profile, staged git dirs and stream FIFOs, which this
 /// process's end would have removed: `rm -rf` as GNU rm does it, not following links and not
-/// crossing into another filesystem). It is not this process's child nor in
+/// crossing into another filesystem, in a directory only this process's user reaches; under
+/// `--keep` they stay with the kept container). It is not this process's child nor in
 /// its process group (the shell started here leaves it running in the background and exits),
 /// and it ignores the terminal's signals: a kill of the group, of the process tree (by parent
 /// pid, as agent hosts' tree-kill does) or Ctrl-C leaves it to do its work. A kill of the whole
@@ -26,11 +27,11 @@ pub(super) struct Watchdog {
     tell: Option<std::io::PipeWriter>,
 }
 
-/// The watchdog's shell: `$1` is the run's private files, the rest the engine's command that
-/// ends the container. The background
+/// The watchdog's shell: `$1` is the run's private files (empty: they stay), the rest the
+/// engine's command that ends the container. The background
 /// subshell gets the pipe through fd 3 (a non-interactive shell gives a background list
 /// /dev/null as its stdin otherwise); the shell itself exits at once.
-const WATCHDOG: &str = "exec 3<&0; files=$1; shift; (trap '' INT TERM HUP; IFS= read -r said; [ \"$said\" = done ] && exit 0; \"$@\" >/dev/null 2>&1; sleep 2; \"$@\" >/dev/null 2>&1; exec rm -rf --one-file-system -- \"$files\" >/dev/null 2>&1) <&3 3<&- & exit 0";
+const WATCHDOG: &str = "exec 3<&0; files=$1; shift; (trap '' INT TERM HUP; IFS= read -r said; [ \"$said\" = done ] && exit 0; \"$@\" >/dev/null 2>&1; sleep 2; \"$@\" >/dev/null 2>&1; [ -z \"$files\" ] || exec rm -rf --one-file-system -- \"$files\" >/dev/null 2>&1) <&3 3<&- & exit 0";
 
 impl Watchdog {
     pub(super) fn start(planned: &ContainerPlanned, keep: bool) -> Result<Watchdog, RunError> {
@@ -50,7 +51,13 @@ impl Watchdog {
         // engine's PATH; none of the command's variables.
         let mut shell = Command::new("/bin/sh")
             .args(["-c", WATCHDOG, "stockade-watchdog"])
-            .arg(planned.files.path())
+            // Under `--keep` the private files stay with the container, whose binds need them
+            // (`ENGINE start` of a kept container; its staged git dirs' state).
+            .arg(if keep {
+                std::path::Path::new("")
+            } else {
+                planned.files.path()
+            })
             .arg(&planned.binary)
             .args(end)
             .arg(&planned.target.name)
