@@ -621,7 +621,7 @@ pub fn reconcile_all(
     snapshots: &[Snapshot],
     bundle: &Path,
     writable_roots: &[PathBuf],
-    root_caller: bool,
+    (root_caller, only_from): (bool, Option<u32>),
 ) -> Vec<Violation> {
     (staged.iter().enumerate().zip(snapshots))
         .flat_map(|((i, s), snapshot)| {
@@ -630,7 +630,7 @@ pub fn reconcile_all(
                 snapshot,
                 &Staged::source(bundle, i),
                 writable_roots,
-                root_caller,
+                (root_caller, only_from),
             )
         })
         .collect()
@@ -646,15 +646,24 @@ pub fn protected_paths(staged: &[Staged]) -> Vec<PathBuf> {
 
 /// Brings back what the run changed in the copy `copy` of `staged` (see the module docs);
 /// returns what was refused or kept aside, and an error for what could not be done at all.
+/// `root_caller`: what comes back is given to the git dir's owner. `only_from`: only entries
+/// of this uid come back (a container run's copy is its command's alone: another owner's
+/// entry there was put in by something else; gVisor's file server makes the command's files
+/// under an id of its own, in a bundle only root reaches).
 pub fn reconcile(
     staged: &Staged,
     snapshot: &Snapshot,
     copy: &Path,
     writable_roots: &[PathBuf],
-    root_caller: bool,
+    (root_caller, only_from): (bool, Option<u32>),
 ) -> Vec<Violation> {
-    let (mut violations, errors) =
-        reconcile_inner(staged, snapshot, copy, writable_roots, root_caller);
+    let (mut violations, errors) = reconcile_inner(
+        staged,
+        snapshot,
+        copy,
+        writable_roots,
+        (root_caller, only_from),
+    );
     violations.extend(
         errors
             .into_iter()
@@ -672,7 +681,7 @@ fn reconcile_inner(
     snapshot: &Snapshot,
     copy: &Path,
     writable_roots: &[PathBuf],
-    root_caller: bool,
+    (root_caller, from): (bool, Option<u32>),
 ) -> (Vec<Violation>, Vec<String>) {
     let mut violations = Vec::new();
     let mut errors = Vec::new();
@@ -701,9 +710,6 @@ fn reconcile_inner(
         .then(|| rustix::fs::fstat(&g).ok())
         .flatten()
         .map(|st| (st.st_uid, st.st_gid));
-    // And what may come back from the copy: only the command's own (a root caller's copy is
-    // the owner's; another owner's entry there was put in by something else).
-    let from = owner.map(|(uid, _)| uid);
     let mut all: Vec<OsString> = snapshot.copy.keys().cloned().collect();
     all.extend(names(&c).unwrap_or_default());
     all.sort();
@@ -969,8 +975,8 @@ mod tests {
     /// another owner's file or tree in the copy was put there by something else (red team: a
     /// process of the owner's on the host moved root's 0600 file into the copy, which came back
     /// as `NAME.stockade-refused`, the owner's to read). Control: the owner's own new file comes
-    /// back aside, and root's would with the check off (`root_caller: false` takes the caller's
-    /// rights, as an unprivileged caller's own copy does).
+    /// back aside, and root's would with the check off (no `only_from`, the caller's own
+    /// copy, as an unprivileged caller's is).
     #[test]
     fn a_root_callers_copy_back_takes_only_the_owners_entries() {
         if !rustix::process::geteuid().is_root() {
@@ -1013,7 +1019,7 @@ mod tests {
                 &snapshot,
                 &copy,
                 &[tmp.path().to_path_buf()],
-                root_caller,
+                (root_caller, root_caller.then_some(OWNER)),
             );
             assert!(g.join("mine.stockade-refused").exists(), "control");
             assert_eq!(

@@ -70,7 +70,10 @@ impl ContainerPlanned {
             &prepared.snapshots,
             &self.target.stage_dir,
             &self.enforcement.writable_roots,
-            self.copy_owner.is_some(),
+            (
+                self.copy_owner.is_some(),
+                self.copy_owner.map(|(uid, _)| uid),
+            ),
         );
         let (exit_code, signal) = match status.map(exit_of) {
             Some(e) => e,

@@ -63,7 +63,9 @@ pub(super) fn collect(
         snapshots,
         dir.path(),
         &plan.writable_roots,
-        !plan.caller.rootless,
+        // The gofer makes the command's files under an id of its own: no owner to hold
+        // them to (the bundle is root's alone, 0700).
+        (!plan.caller.rootless, None),
     );
     drop(dir);
     // runsc has ended: its group's counters are final.
