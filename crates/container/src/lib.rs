@@ -633,7 +633,7 @@ impl sandbox::Backend for ContainerBackend {
         // Before the backend reads the roots' identities: a test can change the workspace from
         // what was planned here.
         #[cfg(debug_assertions)]
-        run::test_pause("STOCKADE_TEST_CONTAINER_PAUSE_PLANNED");
+        sys::test_pause::at("STOCKADE_TEST_CONTAINER_PAUSE_PLANNED");
         let target = flags::Target {
             engine,
             runtime: podman_runtime(engine, &spec.writable_roots),

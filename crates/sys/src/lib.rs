@@ -30,5 +30,7 @@ pub mod probe;
 pub mod raw;
 pub mod reaper;
 pub mod relay;
+#[cfg(debug_assertions)]
+pub mod test_pause;
 
 pub use raw::Errno;

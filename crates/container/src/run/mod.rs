@@ -14,7 +14,7 @@
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sandbox::{Enforcement, Launch, Outcome, Planned, RunError};
 
@@ -138,8 +138,10 @@ impl Planned for ContainerPlanned {
             (&mut args, run_at),
         )?;
         sandbox::wait_before_command(before_command)?;
+        // Tests only: just before the engine starts (between the plan and the engine's binds,
+        // after the git dirs are staged).
         #[cfg(debug_assertions)]
-        test_pause("STOCKADE_TEST_CONTAINER_PAUSE");
+        sys::test_pause::at("STOCKADE_TEST_CONTAINER_PAUSE");
         let (client, gate_tx) = self.start(
             &args,
             client_streams,
@@ -175,25 +177,5 @@ impl Planned for ContainerPlanned {
             process_signals,
         );
         self.collect(prepared, relays, client, ending, status, args, options)
-    }
-}
-
-/// Tests only (debug builds): waits while the file named by `variable` exists (made here), so
-/// a test can change the workspace at a known moment: `STOCKADE_TEST_CONTAINER_PAUSE` just
-/// before the engine starts (between the plan and the engine's binds, after the git dirs are
-/// staged); `STOCKADE_TEST_CONTAINER_PAUSE_PLANNED` before the backend reads the roots'
-/// identities again.
-#[cfg(debug_assertions)]
-pub(crate) fn test_pause(variable: &str) {
-    let Some(flag) = std::env::var_os(variable) else {
-        return;
-    };
-    let flag = PathBuf::from(flag);
-    if std::fs::write(&flag, b"").is_err() {
-        return;
-    }
-    let until = Instant::now() + Duration::from_secs(30);
-    while flag.exists() && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(5));
     }
 }

@@ -169,8 +169,10 @@ pub(crate) fn run(plan: &Plan, io: Io) -> Result<Finished, Error> {
         child_tx,
         thread: waiter,
     } = Waiter::start()?;
+    // Tests only: after the destinations were checked, right before runsc's mount namespace
+    // is prepared.
     #[cfg(debug_assertions)]
-    prepare::test_pause("STOCKADE_TEST_GVISOR_PAUSE_LATE");
+    sys::test_pause::at("STOCKADE_TEST_GVISOR_PAUSE_LATE");
     let (mut child, review_upper) = spawn_runsc(
         plan,
         &ctl,

@@ -6,8 +6,6 @@
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
-#[cfg(debug_assertions)]
-use std::time::{Duration, Instant};
 
 use super::control::Control;
 use super::{host_kind, io_err, is_pipe, Io, BUNDLE_PLACEHOLDER};
@@ -49,8 +47,10 @@ pub(super) fn prepare(plan: &Plan, io: &Io) -> Result<Prepared, Error> {
         .map(|_| ConsoleSocket::listen(dir.path()))
         .transpose()
         .map_err(io_err("listen for the run's terminal"))?;
+    // Tests only: once the run is planned and its bundle written, before the mount
+    // destinations are checked and runsc starts.
     #[cfg(debug_assertions)]
-    test_pause("STOCKADE_TEST_GVISOR_PAUSE");
+    sys::test_pause::at("STOCKADE_TEST_GVISOR_PAUSE");
     let snapshots = stage_git_dirs(plan, dir.path())?;
     check_destinations(plan)?;
     let group = make_group(plan)?;
@@ -188,28 +188,6 @@ fn bundle_parent(plan: &Plan) -> Result<std::path::PathBuf, Error> {
             what: "find a directory for the gVisor bundle outside the writable paths".into(),
             cause: std::io::Error::other("TMPDIR, /tmp and /var/tmp all lie in a writable path"),
         })
-}
-
-/// Test builds only: with `STOCKADE_TEST_GVISOR_PAUSE=FILE`, make `FILE` once the run is
-/// planned and its bundle written, and wait (at most 30 s) until it is removed before the
-/// mount destinations are checked and runsc starts, so that an attack test can change the
-/// workspace between planning and the start at a known moment;
-/// `STOCKADE_TEST_GVISOR_PAUSE_LATE` does the same after the destinations were checked,
-/// right before runsc's mount namespace is prepared. Compiled out of release builds
-/// (`debug_assertions`).
-#[cfg(debug_assertions)]
-pub(super) fn test_pause(variable: &str) {
-    let Some(flag) = std::env::var_os(variable) else {
-        return;
-    };
-    let flag = std::path::PathBuf::from(flag);
-    if std::fs::write(&flag, b"").is_err() {
-        return;
-    }
-    let until = Instant::now() + Duration::from_secs(30);
-    while flag.exists() && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 /// Each mount destination is still what the plan saw: `runsc`'s gofer would create a missing

@@ -158,26 +158,6 @@ pub(super) fn changed_rule(path: PathBuf, cause: sys::Errno) -> RunError {
     }
 }
 
-/// Test builds only: with `STOCKADE_TEST_LANDLOCK_PAUSE=FILE`, make `FILE` once the run is
-/// planned and wait (at most 30 s) until it is removed before the host's rules are added, so
-/// that an attack test can change a granted path between planning and the build at a known
-/// moment. Compiled out of release builds (`debug_assertions`).
-#[cfg(debug_assertions)]
-fn test_pause() {
-    use std::time::{Duration, Instant};
-    let Some(flag) = std::env::var_os("STOCKADE_TEST_LANDLOCK_PAUSE") else {
-        return;
-    };
-    let flag = PathBuf::from(flag);
-    if std::fs::write(&flag, b"").is_err() {
-        return;
-    }
-    let until = Instant::now() + Duration::from_secs(30);
-    while flag.exists() && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
 /// `rule.path` opened again (`O_PATH`), checked to be what the planner saw there: through no
 /// symbolic link unless the planner saw one on the way ([`Rule::links`]; never a
 /// `/proc`-style magic link), the same kind, the same `(st_dev, st_ino)` ([`Rule::id`]).
@@ -252,8 +232,10 @@ pub(super) fn landlock(host_rules: &[Rule]) -> Result<Landlock, LandlockError> {
     let handled = fs.bits();
     let fd: Option<OwnedFd> = created.into();
     let fd = fd.ok_or_else(|| unavailable("Landlock ruleset was not created".into()))?;
+    // Tests only: once the run is planned, before the host's rules are added (an attack test
+    // changes a granted path between planning and the build).
     #[cfg(debug_assertions)]
-    test_pause();
+    sys::test_pause::at("STOCKADE_TEST_LANDLOCK_PAUSE");
     // Rules added with the raw call: the planner already knows each path's kind and inode
     // (checked on the descriptor the rule is added through), so the crate's `stat` of every
     // path (44 on a root run) would be wasted.

@@ -131,10 +131,7 @@ pub(crate) fn launch_gated(
         streams,
         groups,
     } = prepare_all(plan, options, proxy.is_some(), &io, skipped)?;
-    let disk_options: Vec<(&CStr, &CStr)> = disk_size
-        .as_deref()
-        .map(|size| vec![(c"size", size), (c"mode", c"0700")])
-        .unwrap_or_default();
+    let disk_options = disk_options(disk_size.as_deref());
     let disk_sock = disk_channel
         .as_ref()
         .map(|(_, init_end)| init_end.as_raw_fd());
@@ -274,10 +271,7 @@ fn prepare_all(
         .and_then(|v| v.disk_bytes)
         .map(|b| cstring(b.to_string()))
         .transpose()?;
-    let disk_options: Vec<(&CStr, &CStr)> = disk_size
-        .as_deref()
-        .map(|size| vec![(c"size", size), (c"mode", c"0700")])
-        .unwrap_or_default();
+    let disk_options = disk_options(disk_size.as_deref());
     let review_upper = prepare::review_by_supervisor(plan, &mut slots, &mut held, &disk_options)?;
     // The idmapping namespaces' helpers are reaped after the clone (with `held`, below), not
     // here: waiting for a helper to be scheduled and exit is a context switch on the start's
@@ -555,6 +549,12 @@ fn child_spec<'a>(
         join_count: 0,
         mediate: creation,
     }
+}
+
+/// The tmpfs options of a review run's disk bound (`size`, from `--disk`): none without one.
+fn disk_options(size: Option<&CStr>) -> Vec<(&CStr, &CStr)> {
+    size.map(|size| vec![(c"size", size), (c"mode", c"0700")])
+        .unwrap_or_default()
 }
 
 /// The init's mount steps, borrowing the plan's C strings; a review view under a disk bound
