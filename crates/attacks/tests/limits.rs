@@ -403,8 +403,12 @@ fn memory_limit_stops_a_large_allocation() {
                 "limit[E_LIMIT_REACHED]",
                 "`--memory SIZE` (this run: 128 MiB",
             );
+            // The kernel charges some allocations past the limit (mm/memcontrol.c, try_charge's
+            // `force:` path: allocations that may not fail, atomic ones), so the cgroup's
+            // high-water mark may end a few pages above it (CI saw one page, under gVisor as
+            // root): 1 MiB of slack, far below the 1 GiB asked for.
             let peak = report["usage"]["memory_peak"].as_u64().unwrap_or(0);
-            assert!(peak > 0 && peak <= 128 << 20, "peak {peak}");
+            assert!(peak > 0 && peak <= (128 << 20) + (1 << 20), "peak {peak}");
         }
     }
     let run = fx.sandbox(&["--memory", "0"], &script).run();
