@@ -109,6 +109,10 @@ impl Scan {
     /// One scan: `Ok(Err(dir))` when what the walk found in `dir` moved before the scan was
     /// over ([`Matches::seen_as`], [`crate::walk::DirStamps::moved_since`]), or a path the
     /// scan decided about is another file now.
+    ///
+    /// The steps of [`Scanning`], in order: each reads what the earlier ones decided, and
+    /// each host call is made in the same order as ever (a fake host exchanging directories
+    /// on a given call, `moved_tests`, depends on it).
     fn once(
         policy: &Policy,
         place: &Place,
@@ -118,6 +122,57 @@ impl Scan {
         // The scan's passes ask about the same paths more than once: each is asked once.
         let remembering = crate::host::Remembering::new(host);
         let host: &dyn HostView = &remembering;
+        let patterns = Patterns::expand(policy, place, host)?;
+        let mut dirs = DirStamps::start();
+        let found = Matches::collect(
+            host,
+            &patterns.writable_roots,
+            &patterns.deny_read,
+            &patterns.deny_write,
+            &mut dirs,
+            cache,
+        )?;
+        let mut s = Scanning::new(place, host, patterns, found, dirs);
+        let via_links = s.links_to_dirs();
+        s.read_grants()?;
+        if let Err(dir) = s.masks() {
+            return Ok(Err(dir));
+        }
+        s.emptied();
+        s.hidden_masks();
+        s.pin_exact_paths();
+        if let Err(dir) = s.protect_denied_writes() {
+            return Ok(Err(dir));
+        }
+        s.git_dirs();
+        s.git_before();
+        s.protect_git_paths();
+        s.git_absent();
+        s.guard(via_links);
+        s.pin_git_dirs();
+        let masked_paths = s.masks_win();
+        let identities = s.identities(&masked_paths);
+        let sweep = s.sweep_plan();
+        if let Some(dir) = s.moved_since_walk(&sweep) {
+            return Ok(Err(dir));
+        }
+        Ok(Ok(s.into_scan(sweep, identities)))
+    }
+}
+
+/// The policy's paths and patterns, expanded for where a run is.
+struct Patterns {
+    writable_roots: Vec<PathBuf>,
+    deny_read: Vec<PathPattern>,
+    read_empty: Vec<PathPattern>,
+    allow_read: Vec<PathPattern>,
+    /// `deny_write`, with the home's `PATH` directories and the files the shell sources.
+    deny_write: Vec<PathPattern>,
+}
+
+impl Patterns {
+    /// The writable roots, then each list of the policy expanded against them.
+    fn expand(policy: &Policy, place: &Place, host: &dyn HostView) -> Result<Patterns, ScanError> {
         let writable_roots = writable_roots(policy, place, host)?;
         let ctx = PathContext {
             home: place.home.clone(),
@@ -143,34 +198,120 @@ impl Scan {
                 deny_write.push(p);
             }
         }
+        Ok(Patterns {
+            writable_roots,
+            deny_read,
+            read_empty,
+            allow_read,
+            deny_write,
+        })
+    }
+}
 
-        let mut dirs = DirStamps::start();
-        let found = Matches::collect(
+/// One scan being built, after the walk: each step ([`Scan::once`] calls them in order)
+/// reads what the earlier ones decided.
+struct Scanning<'a> {
+    place: &'a Place,
+    host: &'a dyn HostView,
+    writable_roots: Vec<PathBuf>,
+    deny_read: Vec<PathPattern>,
+    read_empty: Vec<PathPattern>,
+    allow_read: Vec<PathPattern>,
+    deny_write: Vec<PathPattern>,
+    /// What the walk found.
+    found: Matches,
+    /// The walk's settled directories (the sweep plan's `dirs`).
+    dirs: DirStamps,
+    /// The paths protected (or not) by what the scan found there after the walk, with the
+    /// file found (`None`: nothing): the same again at the end, or the scan starts again.
+    /// A directory on the way renamed away while the scan looked and back later (an
+    /// include target, a `.cargo` link's target: red team issue 32d, second pass) is
+    /// another answer at one of the two.
+    decided: Vec<(PathBuf, Option<(u64, u64)>)>,
+    allows: Vec<PathBuf>,
+    /// Read grants below the host's /tmp, attached in the private one.
+    tmp_grants: Vec<(PathBuf, Kind)>,
+    masks: Vec<(PathBuf, Kind)>,
+    emptied: Vec<(PathBuf, Kind)>,
+    linked_secrets: Vec<LinkedSecret>,
+    protected: BTreeSet<PathBuf>,
+    pins: BTreeSet<PathBuf>,
+    redirect_gitdirs: BTreeSet<PathBuf>,
+    git_dirs: Vec<git::GitDir>,
+    /// Git dirs under other names (see `git_dirs`).
+    bare: Vec<PathBuf>,
+    git_indexes: Vec<GitIndex>,
+    git_state: Vec<(PathBuf, Vec<u8>)>,
+    git_paths: BTreeSet<PathBuf>,
+    git_absent: BTreeSet<PathBuf>,
+    guard: Vec<GuardPattern>,
+    sweep_only: Vec<String>,
+}
+
+impl<'a> Scanning<'a> {
+    fn new(
+        place: &'a Place,
+        host: &'a dyn HostView,
+        patterns: Patterns,
+        found: Matches,
+        dirs: DirStamps,
+    ) -> Scanning<'a> {
+        let Patterns {
+            writable_roots,
+            deny_read,
+            read_empty,
+            allow_read,
+            deny_write,
+        } = patterns;
+        Scanning {
+            place,
             host,
-            &writable_roots,
-            &deny_read,
-            &deny_write,
-            &mut dirs,
-            cache,
-        )?;
-        // Protected paths that a link to a directory makes land where no glob names them
-        // (`.cargo -> cargo-dir`: `cargo-dir/config.toml` is read as `.cargo/config.toml`):
-        // the guard refuses creating them, the sweep treats them as protected, and those
-        // that exist are protected like any match.
-        let mut found = found;
-        // The paths protected (or not) by what the scan found there after the walk, with the
-        // file found (`None`: nothing): the same again at the end, or the scan starts again.
-        // A directory on the way renamed away while the scan looked and back later (an
-        // include target, a `.cargo` link's target: red team issue 32d, second pass) is
-        // another answer at one of the two.
-        let mut decided: Vec<(PathBuf, Option<(u64, u64)>)> = Vec::new();
+            writable_roots,
+            deny_read,
+            read_empty,
+            allow_read,
+            deny_write,
+            found,
+            dirs,
+            decided: Vec::new(),
+            allows: Vec::new(),
+            tmp_grants: Vec::new(),
+            masks: Vec::new(),
+            emptied: Vec::new(),
+            linked_secrets: Vec::new(),
+            protected: BTreeSet::new(),
+            pins: BTreeSet::new(),
+            redirect_gitdirs: BTreeSet::new(),
+            git_dirs: Vec::new(),
+            bare: Vec::new(),
+            git_indexes: Vec::new(),
+            git_state: Vec::new(),
+            git_paths: BTreeSet::new(),
+            git_absent: BTreeSet::new(),
+            guard: Vec::new(),
+            sweep_only: Vec::new(),
+        }
+    }
+
+    /// Protected paths that a link to a directory makes land where no glob names them
+    /// (`.cargo -> cargo-dir`: `cargo-dir/config.toml` is read as `.cargo/config.toml`):
+    /// the guard refuses creating them, the sweep treats them as protected, and those
+    /// that exist are protected like any match. Returns the guard's patterns for them.
+    fn links_to_dirs(&mut self) -> Vec<GuardPattern> {
+        let host = self.host;
+        let found = &mut self.found;
         // Each link's target as the scan resolves it (a target gone then yields no pattern).
         for l in &found.dir_links {
-            decided.push((l.clone(), identity(host, l)));
+            self.decided.push((l.clone(), identity(host, l)));
         }
-        let via_links = via_dir_links(host, &deny_write, &found.dir_links, &writable_roots);
+        let via_links = via_dir_links(
+            host,
+            &self.deny_write,
+            &found.dir_links,
+            &self.writable_roots,
+        );
         for g in &via_links {
-            decided.push((g.base.clone(), identity(host, &g.base)));
+            self.decided.push((g.base.clone(), identity(host, &g.base)));
         }
         for g in via_links.iter().filter(|g| g.tail.is_empty()) {
             if host.lstat_kind(&g.base).is_some() && !found.deny_write.contains(&g.base) {
@@ -180,13 +321,17 @@ impl Scan {
         found.globs.via_links = (via_links.iter())
             .map(|g| (g.base.clone(), g.tail.clone()))
             .collect();
-        // Exact read grants: a missing one is refused as a missing writable path is (globs
-        // are patterns, not paths: one may match nothing).
-        let mut allows: Vec<PathBuf> = Vec::new();
+        via_links
+    }
+
+    /// Exact read grants: a missing one is refused as a missing writable path is (globs
+    /// are patterns, not paths: one may match nothing).
+    fn read_grants(&mut self) -> Result<(), ScanError> {
+        let host = self.host;
         let mut linked = Vec::new();
-        for p in &allow_read {
+        for p in &self.allow_read {
             let PathPattern::Exact(p) = p else { continue };
-            let resolved = links::resolve(host, p, place.uid)
+            let resolved = links::resolve(host, p, self.place.uid)
                 .filter(|r| r.exists)
                 .ok_or_else(|| ScanError::ReadGrantMissing(p.clone()))?;
             let canon = resolved.real;
@@ -195,35 +340,45 @@ impl Scan {
             }
             match resolved.planted {
                 Some(link) => linked.push((p.clone(), canon, link)),
-                None => allows.push(canon),
+                None => self.allows.push(canon),
             }
         }
         // A read grant through a link a run could have planted would exempt its target from
         // the masks (`/tmp/g/data -> ~/.ssh`): refused unless a grant of a path with no such
         // link covers the target, and then it adds nothing (a mask inside stays).
-        let taken: Vec<PathBuf> = (allows.iter()).chain(&writable_roots).cloned().collect();
+        let taken: Vec<PathBuf> = (self.allows.iter())
+            .chain(&self.writable_roots)
+            .cloned()
+            .collect();
         through_links(linked, &taken)?;
         // Read grants below the host's /tmp are attached in the private one.
-        let tmp_grants = tmp_read_grants(host, &allows, &writable_roots);
+        self.tmp_grants = tmp_read_grants(host, &self.allows, &self.writable_roots);
+        Ok(())
+    }
 
-        // Masks: every denied path that exists, minus allow exceptions, minus writable roots
-        // (writing implies reading), minus paths the sandbox replaces. A denied directory
-        // that holds a writable root is split around it as around a read grant: its other
-        // entries stay masked (red team, issue 33: `--allow-write ~/.ssh/tmp` dropped the
-        // whole `~/.ssh` mask, and `~/.kube/cache` would have `~/.kube/config`).
-        let holes_in = |canon: &Path| -> Vec<PathBuf> {
-            (allows.iter())
-                .chain(writable_roots.iter().filter(|w| is_within(w, canon)))
-                .cloned()
-                .collect()
-        };
-        let mut masks: Vec<(PathBuf, Kind)> = Vec::new();
-        for d in &found.deny_read {
-            let seen = found.seen_as.get(d).copied();
+    /// Whether a canonical path is seen inside the sandbox: not below a place every sandbox
+    /// replaces, unless a writable root or a read grant attached in the private `/tmp` holds
+    /// it.
+    fn visible(&self, canon: &Path) -> bool {
+        !under_replaced(canon)
+            || self.writable_roots.iter().any(|w| is_within(canon, w))
+            || self.tmp_grants.iter().any(|(g, _)| is_within(canon, g))
+    }
+
+    /// Masks: every denied path that exists, minus allow exceptions, minus writable roots
+    /// (writing implies reading), minus paths the sandbox replaces. A denied directory
+    /// that holds a writable root is split around it as around a read grant: its other
+    /// entries stay masked (red team, issue 33: `--allow-write ~/.ssh/tmp` dropped the
+    /// whole `~/.ssh` mask, and `~/.kube/cache` would have `~/.kube/config`).
+    /// `Err(dir)`: a match moved since the walk.
+    fn masks(&mut self) -> Result<(), PathBuf> {
+        let host = self.host;
+        for d in &self.found.deny_read {
+            let seen = self.found.seen_as.get(d).copied();
             let Some(canon) = host.canonicalize(d) else {
                 // Gone since the walk found it (or a dangling link, which has nothing to read).
                 if seen.is_some() {
-                    return Ok(Err(parent_of(d)));
+                    return Err(parent_of(d));
                 }
                 continue;
             };
@@ -232,73 +387,79 @@ impl Scan {
             // First: a match replaced by a link to `/` or the workspace (which no mask
             // covers) is a move too (red team issue 32d, 01).
             if seen.is_some() && host.stat_now(&canon).map(|e| (e.dev, e.ino)) != seen {
-                return Ok(Err(parent_of(d)));
+                return Err(parent_of(d));
             }
-            if writable_roots.contains(&canon) {
+            if self.writable_roots.contains(&canon) {
                 continue;
             }
-            let visible = !under_replaced(&canon)
-                || writable_roots.iter().any(|w| is_within(&canon, w))
-                || tmp_grants.iter().any(|(g, _)| is_within(&canon, g));
-            if !visible {
+            if !self.visible(&canon) {
                 continue;
             }
-            mask_targets(host, &canon, &holes_in(&canon), &mut masks);
+            let holes = holes_in(&self.allows, &self.writable_roots, &canon);
+            mask_targets(host, &canon, &holes, &mut self.masks);
         }
-        masks.sort();
-        masks.dedup();
-        // Paths read as empty: exact paths (the policy allows no other form), covered by an
-        // empty readable file or directory unless an unreadable mask covers them already, or
-        // they are a writable root (one holding a writable root is split around it, as a
-        // mask is). Inside a writable root too (a home as the workspace):
-        // the shell start-up files there read as empty as anywhere else, and the read-only
-        // cover keeps them from being written.
-        let mut emptied: Vec<(PathBuf, Kind)> = Vec::new();
-        for d in &read_empty {
+        self.masks.sort();
+        self.masks.dedup();
+        Ok(())
+    }
+
+    /// Paths read as empty: exact paths (the policy allows no other form), covered by an
+    /// empty readable file or directory unless an unreadable mask covers them already, or
+    /// they are a writable root (one holding a writable root is split around it, as a
+    /// mask is). Inside a writable root too (a home as the workspace):
+    /// the shell start-up files there read as empty as anywhere else, and the read-only
+    /// cover keeps them from being written.
+    fn emptied(&mut self) {
+        let host = self.host;
+        for d in &self.read_empty {
             let PathPattern::Exact(d) = d else { continue };
             let Some(canon) = host.canonicalize(d) else {
                 continue;
             };
-            let covered =
-                masks.iter().any(|(m, _)| is_within(&canon, m)) || writable_roots.contains(&canon);
-            let visible = !under_replaced(&canon)
-                || writable_roots.iter().any(|w| is_within(&canon, w))
-                || tmp_grants.iter().any(|(g, _)| is_within(&canon, g));
-            if covered || !visible {
+            let covered = self.masks.iter().any(|(m, _)| is_within(&canon, m))
+                || self.writable_roots.contains(&canon);
+            if covered || !self.visible(&canon) {
                 continue;
             }
-            mask_targets(host, &canon, &holes_in(&canon), &mut emptied);
+            let holes = holes_in(&self.allows, &self.writable_roots, &canon);
+            mask_targets(host, &canon, &holes, &mut self.emptied);
         }
-        emptied.sort();
-        emptied.dedup();
-        let all_masks: Vec<(PathBuf, Kind)> = masks.iter().chain(&emptied).cloned().collect();
-        let linked_secrets = linked_secrets(host, &all_masks);
+        self.emptied.sort();
+        self.emptied.dedup();
+    }
+
+    /// The hard links of every mask looked for, then the masks hidden by a masked directory
+    /// dropped.
+    fn hidden_masks(&mut self) {
+        let all_masks: Vec<(PathBuf, Kind)> =
+            self.masks.iter().chain(&self.emptied).cloned().collect();
+        self.linked_secrets = linked_secrets(self.host, &all_masks);
         // A mask inside a masked directory (a dotenv file in `.stockade/quarantine`, a file
         // found in a directory masked whole) is hidden by it: not mounted (its path is gone
         // once the directory's mask is), but its hard links were looked for above.
-        let dir_masks: Vec<PathBuf> = (masks.iter())
+        let dir_masks: Vec<PathBuf> = (self.masks.iter())
             .filter(|(_, k)| *k == Kind::Dir)
             .map(|(p, _)| p.clone())
             .collect();
-        masks.retain(|(p, _)| !dir_masks.iter().any(|d| p != d && is_within(p, d)));
+        self.masks
+            .retain(|(p, _)| !dir_masks.iter().any(|d| p != d && is_within(p, d)));
+    }
 
-        // Protected paths inside writable roots (outside them everything is read-only).
-        let mut protected: BTreeSet<PathBuf> = BTreeSet::new();
-        let mut pins: BTreeSet<PathBuf> = BTreeSet::new();
-        // An exact path masked or read as empty inside a writable root (a policy's own, the
-        // catalogue's `~/snap/firefox` with the home as the workspace) is found by its name
-        // only: a concurrent run could rename a directory on its way while this run's scan
-        // looks (its own mask goes along) and back once this run's command runs, and no
-        // pattern would find it elsewhere (red team issue 32d). The directories between the
-        // root and it are pinned: no run can rename them.
-        for pattern in deny_read.iter().chain(&read_empty) {
+    /// An exact path masked or read as empty inside a writable root (a policy's own, the
+    /// catalogue's `~/snap/firefox` with the home as the workspace) is found by its name
+    /// only: a concurrent run could rename a directory on its way while this run's scan
+    /// looks (its own mask goes along) and back once this run's command runs, and no
+    /// pattern would find it elsewhere (red team issue 32d). The directories between the
+    /// root and it are pinned: no run can rename them.
+    fn pin_exact_paths(&mut self) {
+        for pattern in self.deny_read.iter().chain(&self.read_empty) {
             let PathPattern::Exact(p) = pattern else {
                 continue;
             };
-            let Some(canon) = host.canonicalize(p) else {
+            let Some(canon) = self.host.canonicalize(p) else {
                 continue;
             };
-            let Some(root) = (writable_roots.iter())
+            let Some(root) = (self.writable_roots.iter())
                 .filter(|w| is_within(&canon, w) && canon != **w)
                 .max_by_key(|w| depth(w))
             else {
@@ -308,52 +469,64 @@ impl Scan {
                 if dir == root.as_path() || !is_within(dir, root) {
                     break;
                 }
-                pins.insert(dir.to_path_buf());
+                self.pins.insert(dir.to_path_buf());
             }
         }
-        for p in &found.deny_write {
+    }
+
+    /// Protected paths inside writable roots (outside them everything is read-only): the
+    /// walk's `deny_write` matches. `Err(dir)`: a match moved since the walk.
+    fn protect_denied_writes(&mut self) -> Result<(), PathBuf> {
+        let host = self.host;
+        for p in &self.found.deny_write {
             // A mount cannot cover a symlink: protect its target when that is writable (the
             // link itself can still be replaced; the sweep notices the change of kind).
-            let seen = found.seen_as.get(p).copied();
+            let seen = self.found.seen_as.get(p).copied();
             if seen.is_none() {
-                decided.push((p.clone(), identity(host, p)));
+                self.decided.push((p.clone(), identity(host, p)));
             }
             let Some(target) = mount_target(host, p) else {
                 if seen.is_some() {
-                    return Ok(Err(parent_of(p)));
+                    return Err(parent_of(p));
                 }
                 continue;
             };
             if seen.is_some() && host.stat_now(&target).map(|e| (e.dev, e.ino)) != seen {
-                return Ok(Err(parent_of(p)));
+                return Err(parent_of(p));
             }
             // A writable root named by itself (the workspace, `--allow-write ~/.local/bin`)
             // stays writable.
-            if writable_roots.iter().any(|w| is_within(&target, w))
-                && target != place.workspace
-                && !writable_roots.contains(&target)
+            if self.writable_roots.iter().any(|w| is_within(&target, w))
+                && target != self.place.workspace
+                && !self.writable_roots.contains(&target)
             {
-                protected.insert(target);
+                self.protected.insert(target);
             }
         }
-        let mut redirect_gitdirs: BTreeSet<PathBuf> = BTreeSet::new();
-        let mut git_dirs: Vec<git::GitDir> = Vec::new();
-        for gitfile in &found.git_files {
+        Ok(())
+    }
+
+    /// The git dirs whose code paths are protected: those git files point to (protected
+    /// themselves), the walk's, those under other names, and those enclosing a writable
+    /// root.
+    fn git_dirs(&mut self) {
+        let host = self.host;
+        for gitfile in &self.found.git_files {
             protect_git_file(
                 host,
                 gitfile,
-                &writable_roots,
-                &mut protected,
-                &mut redirect_gitdirs,
-                &mut git_dirs,
+                &self.writable_roots,
+                &mut self.protected,
+                &mut self.redirect_gitdirs,
+                &mut self.git_dirs,
             );
         }
         // Everything else in those git dirs that makes git run code or look elsewhere.
-        for d in &found.git_dirs {
+        for d in &self.found.git_dirs {
             let top = (d.file_name().is_some_and(|n| n == ".git"))
                 .then(|| d.parent().map(Path::to_path_buf))
                 .flatten();
-            git_dirs.push(git::GitDir {
+            self.git_dirs.push(git::GitDir {
                 dir: d.clone(),
                 top,
             });
@@ -364,7 +537,9 @@ impl Scan {
         // protected as such), nor a linked worktree's admin dir as git makes it
         // (`worktrees/<name>` with `commondir` `../..`: inert, its worktree files protected
         // as such; `git worktree remove` deletes it).
-        let bare: Vec<PathBuf> = found
+        let found = &self.found;
+        let writable_roots = &self.writable_roots;
+        self.bare = found
             .accepted_git_dirs
             .iter()
             .filter(|d| {
@@ -375,20 +550,25 @@ impl Scan {
             })
             .cloned()
             .collect();
-        git_dirs.extend(bare.iter().map(|d| git::GitDir {
+        self.git_dirs.extend(self.bare.iter().map(|d| git::GitDir {
             dir: d.clone(),
             top: None,
         }));
-        git_dirs.extend(
+        self.git_dirs.extend(
             writable_roots
                 .iter()
                 .filter_map(|r| git::enclosing(host, r)),
         );
-        git_dirs.sort();
-        git_dirs.dedup();
+        self.git_dirs.sort();
+        self.git_dirs.dedup();
+    }
+
+    /// What the sweep compares the git dirs in the writable roots with after the run.
+    fn git_before(&mut self) {
+        let host = self.host;
+        let writable_roots = &self.writable_roots;
         // Their indexes: which entries git does not check for changes, before the run.
-        let git_indexes: Vec<GitIndex> = git_dirs
-            .iter()
+        self.git_indexes = (self.git_dirs.iter())
             .filter(|d| writable_roots.iter().any(|w| is_within(&d.dir, w)))
             .filter_map(|d| {
                 let path = d.dir.join("index");
@@ -404,8 +584,7 @@ impl Scan {
             .collect();
         // Their state of a stopped rebase or sequence, as it is before the run.
         // A linked worktree keeps its own in its admin dir (`worktrees/<name>`).
-        let git_state: Vec<(PathBuf, Vec<u8>)> = git_dirs
-            .iter()
+        self.git_state = (self.git_dirs.iter())
             .filter(|d| writable_roots.iter().any(|w| is_within(&d.dir, w)))
             .flat_map(|d| std::iter::once(d.dir.clone()).chain(git::worktree_dirs(host, &d.dir)))
             .flat_map(|dir| {
@@ -416,50 +595,73 @@ impl Scan {
                 })
             })
             .collect();
-        let mut git_paths = git::protected_paths(
+    }
+
+    /// Git's code paths (hooks, configs, what they name), protected where they exist in a
+    /// writable root.
+    fn protect_git_paths(&mut self) {
+        let host = self.host;
+        let place = self.place;
+        self.git_paths = git::protected_paths(
             host,
-            &git_dirs,
-            &writable_roots,
+            &self.git_dirs,
+            &self.writable_roots,
             &place.home,
             &git::global_configs(&place.home, place.xdg_config_home.as_deref()),
         );
-        for d in &bare {
+        for d in &self.bare {
             for name in GIT_DIR_CODE {
-                git_paths.insert(d.join(name));
+                self.git_paths.insert(d.join(name));
             }
         }
-        for p in &git_paths {
-            decided.push((p.clone(), identity(host, p)));
+        for p in &self.git_paths {
+            self.decided.push((p.clone(), identity(host, p)));
             if let Some(target) = mount_target(host, p) {
-                if writable_roots.iter().any(|w| is_within(&target, w)) && target != place.workspace
+                if self.writable_roots.iter().any(|w| is_within(&target, w))
+                    && target != place.workspace
                 {
-                    protected.insert(target);
+                    self.protected.insert(target);
                 }
             }
         }
-        // Git's exact paths in the writable roots that do not exist now: one there after a
-        // native run was made by someone else (the creation guard refused the run's own), and
-        // the run could then write it (`sweep::made_by_others`).
+    }
+
+    /// Git's exact paths in the writable roots that do not exist now: one there after a
+    /// native run was made by someone else (the creation guard refused the run's own), and
+    /// the run could then write it (`sweep::made_by_others`).
+    fn git_absent(&mut self) {
+        let host = self.host;
+        let writable_roots = &self.writable_roots;
         let redirect_paths =
-            (redirect_gitdirs.iter()).flat_map(|d| GIT_DIR_CODE.map(|n| d.join(n)));
-        let git_absent: BTreeSet<PathBuf> = (git_paths.iter().cloned())
+            (self.redirect_gitdirs.iter()).flat_map(|d| GIT_DIR_CODE.map(|n| d.join(n)));
+        self.git_absent = (self.git_paths.iter().cloned())
             .chain(redirect_paths)
             .filter(|p| writable_roots.iter().any(|w| is_within(p, w) && p != w))
             .filter(|p| host.lstat_kind(p).is_none())
             .collect();
-        let (mut guard, sweep_only) =
-            guard_patterns(host, &deny_write, &redirect_gitdirs, &writable_roots);
+    }
+
+    /// What a creation guard refuses: the `deny_write` patterns (those it cannot express
+    /// are left to the sweep), where they land through links to directories, git's code
+    /// paths and linked worktrees' files.
+    fn guard(&mut self, via_links: Vec<GuardPattern>) {
+        let (mut guard, sweep_only) = guard_patterns(
+            self.host,
+            &self.deny_write,
+            &self.redirect_gitdirs,
+            &self.writable_roots,
+        );
         for g in via_links {
             if !guard.contains(&g) {
                 guard.push(g);
             }
         }
-        guard.extend(git_paths.iter().map(|p| GuardPattern {
+        guard.extend(self.git_paths.iter().map(|p| GuardPattern {
             base: p.clone(),
             tail: Vec::new(),
         }));
-        for d in &git_dirs {
-            if writable_roots.iter().any(|w| is_within(&d.dir, w)) {
+        for d in &self.git_dirs {
+            if self.writable_roots.iter().any(|w| is_within(&d.dir, w)) {
                 for name in git::WORKTREE_FILES {
                     guard.push(GuardPattern {
                         base: d.dir.join("worktrees"),
@@ -468,48 +670,71 @@ impl Scan {
                 }
             }
         }
-        for p in &protected {
+        self.guard = guard;
+        self.sweep_only = sweep_only;
+    }
+
+    /// The git dir holding a protected path is pinned (unless it is a writable root).
+    fn pin_git_dirs(&mut self) {
+        for p in &self.protected {
             if let Some(parent) = p.parent() {
                 let is_gitdir = parent.file_name().is_some_and(|n| n == ".git")
-                    || host.stat(&parent.join("HEAD")).is_some();
-                if is_gitdir && !writable_roots.iter().any(|w| w == parent) {
-                    pins.insert(parent.to_path_buf());
+                    || self.host.stat(&parent.join("HEAD")).is_some();
+                if is_gitdir && !self.writable_roots.iter().any(|w| w == parent) {
+                    self.pins.insert(parent.to_path_buf());
                 }
             }
         }
+    }
+
+    /// Where masks and protections overlap, the masks win. Returns the masked paths.
+    fn masks_win(&mut self) -> Vec<PathBuf> {
         // A mask inside a protected path or a protected path inside a mask: the mask wins.
         // A path read as empty too (its cover is read-only): a read-only bind of the path
         // itself at the same place would show its content under gVisor.
-        let masked_paths: Vec<PathBuf> = masks.iter().map(|(p, _)| p.clone()).collect();
-        protected.retain(|p| {
+        let masked_paths: Vec<PathBuf> = self.masks.iter().map(|(p, _)| p.clone()).collect();
+        let emptied = &self.emptied;
+        self.protected.retain(|p| {
             !(masked_paths.iter().chain(emptied.iter().map(|(e, _)| e))).any(|m| is_within(p, m))
         });
         // Nor is a directory pinned inside a mask (a git dir in the quarantine, masked whole:
         // its pin's mount point is gone once the mask is; every run failed at set-up, red
         // team issue 32d, 06).
-        pins.retain(|p| !masked_paths.iter().any(|m| is_within(p, m)));
+        self.pins
+            .retain(|p| !masked_paths.iter().any(|m| is_within(p, m)));
+        masked_paths
+    }
 
+    /// The identities of every masked, emptied, protected and pinned path.
+    fn identities(&self, masked_paths: &[PathBuf]) -> BTreeMap<PathBuf, (u64, u64)> {
         // Paths read as empty too: inside a writable root (a home as the workspace) the cover
         // goes only over the file the scan saw.
-        let identities = masked_paths
+        masked_paths
             .iter()
-            .chain(emptied.iter().map(|(p, _)| p))
-            .chain(&protected)
-            .chain(&pins)
-            .filter_map(|p| host.stat(p).map(|e| (p.clone(), (e.dev, e.ino))))
-            .collect();
+            .chain(self.emptied.iter().map(|(p, _)| p))
+            .chain(&self.protected)
+            .chain(&self.pins)
+            .filter_map(|p| self.host.stat(p).map(|e| (p.clone(), (e.dev, e.ino))))
+            .collect()
+    }
+
+    /// What the sweep after the run compares against (the walk's record, the git state and
+    /// absent paths taken over).
+    fn sweep_plan(&mut self) -> SweepPlan {
+        let host = self.host;
+        let found = &self.found;
         let sweep = SweepPlan {
-            roots: writable_roots.clone(),
+            roots: self.writable_roots.clone(),
             // Git's code paths too (a git dir's config that is a symlink of the user's,
             // `gd/config -> config.real`: protected as its target, and no creation after
             // a run that left it alone; Docker and gVisor as root quarantined it, red team
             // of issue 33, eighth round).
             existing: (found.deny_write.iter())
                 .chain(&found.git_files)
-                .chain(&git_paths)
+                .chain(&self.git_paths)
                 .cloned()
                 .chain(
-                    redirect_gitdirs
+                    self.redirect_gitdirs
                         .iter()
                         .flat_map(|d| GIT_DIR_CODE.map(|n| d.join(n))),
                 )
@@ -524,10 +749,10 @@ impl Scan {
                 .chain(&found.git_dirs)
                 .cloned()
                 .collect(),
-            dirs,
-            git_indexes,
-            git_state,
-            git_absent,
+            dirs: std::mem::take(&mut self.dirs),
+            git_indexes: std::mem::take(&mut self.git_indexes),
+            git_state: std::mem::take(&mut self.git_state),
+            git_absent: std::mem::take(&mut self.git_absent),
             links: BTreeMap::new(),
             own: BTreeMap::new(),
             closed: (found.unlisted.iter())
@@ -544,7 +769,14 @@ impl Scan {
                 Some((p.clone(), ProtectedLink { target, resolves }))
             })
             .collect();
-        let sweep = SweepPlan { links, ..sweep };
+        SweepPlan { links, ..sweep }
+    }
+
+    /// The directory that moved since the walk, if one did, or the parent of a path decided
+    /// about that is another file now.
+    fn moved_since_walk(&self, sweep: &SweepPlan) -> Option<PathBuf> {
+        let host = self.host;
+        let found = &self.found;
         // Everything above read the tree after the walk (where each match resolves, the git
         // dirs' configs and what they name): it holds only if no directory on the way to a
         // match or git dir changed since the walk's re-check; else the scan starts again.
@@ -555,7 +787,7 @@ impl Scan {
             .chain(&found.git_files)
             .chain(&found.git_dirs)
             .chain(&found.accepted_git_dirs)
-            .chain(decided.iter().map(|(p, _)| p))
+            .chain(self.decided.iter().map(|(p, _)| p))
             .map(PathBuf::as_path);
         let git_dirs: Vec<&Path> = (found.git_dirs.iter())
             .chain(&found.accepted_git_dirs)
@@ -563,35 +795,49 @@ impl Scan {
             .collect();
         if let Some(dir) = sweep
             .dirs
-            .moved_since(host, &writable_roots, &git_dirs, walked)
+            .moved_since(host, &self.writable_roots, &git_dirs, walked)
         {
-            return Ok(Err(dir));
+            return Some(dir);
         }
-        for (p, id) in &decided {
+        for (p, id) in &self.decided {
             if identity(host, p) != *id {
-                return Ok(Err(parent_of(p)));
+                return Some(parent_of(p));
             }
         }
-        Ok(Ok(Scan {
-            writable_roots,
-            allows,
-            masks,
-            emptied,
+        None
+    }
+
+    /// The scan, with the protected files' other names among the linked secrets.
+    fn into_scan(self, sweep: SweepPlan, identities: BTreeMap<PathBuf, (u64, u64)>) -> Scan {
+        Scan {
+            writable_roots: self.writable_roots,
+            allows: self.allows,
+            masks: self.masks,
+            emptied: self.emptied,
             // Protected files with another name (`ln .git/config keep`): refused alike.
             linked_secrets: [
-                linked_secrets,
-                crate::secrets::linked_protected(host, &protected),
+                self.linked_secrets,
+                crate::secrets::linked_protected(self.host, &self.protected),
             ]
             .concat(),
-            protected,
-            pins,
-            guard,
-            sweep_only,
+            protected: self.protected,
+            pins: self.pins,
+            guard: self.guard,
+            sweep_only: self.sweep_only,
             sweep,
-            deny_globs: found.globs,
+            deny_globs: self.found.globs,
             identities,
-        }))
+        }
     }
+}
+
+/// The holes to split a mask at `canon` around: every read grant, and the writable roots
+/// inside it.
+fn holes_in(allows: &[PathBuf], writable_roots: &[PathBuf], canon: &Path) -> Vec<PathBuf> {
+    (allows.iter())
+        .chain(writable_roots.iter().filter(|w| is_within(w, canon)))
+        .cloned()
+        .collect()
 }
 
 /// The directory to name for a path that moved.
