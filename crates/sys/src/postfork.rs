@@ -504,7 +504,39 @@ pub const FORWARDED_SIGNALS: [c_int; 6] = [
 ];
 
 /// Entry point of the init (pid 1 of the sandbox). Never returns.
+///
+/// One step after the other, each a function below (a failure is reported and ends the init
+/// inside the step): first away from the caller and into the sandbox's ids, then the sandbox
+/// itself (mounts, names, network, terminal, Landlock), then the command, then the init's
+/// watch over it.
 pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
+    close_inherited(spec, slots);
+    detach_from_caller(spec);
+    join_opened_groups(spec);
+    wait_for_maps(spec);
+    take_sandbox_ids(spec);
+    make_undumpable();
+    die_with_supervisor(spec);
+    let mask_fd = build_mount_tree(spec, slots);
+    set_hostname_and_loopback(spec);
+    open_proxy_listener(spec);
+    let (streams, controlling) = open_terminal(spec);
+    confine_init(spec, mask_fd);
+    let (init_sock, cmd_sock) = mediation_channel(spec);
+    join_sent_groups(spec);
+    wait_for_group(spec);
+    let cmd = start_command(spec, streams, controlling, init_sock, cmd_sock);
+    release_command_streams(spec, controlling);
+    let listener = receive_listener(spec, cmd, init_sock, cmd_sock);
+    close_set_up(spec, listener, slots);
+    forward_signals(cmd);
+    drop_init_privileges(listener);
+    let status = serve_command(spec, listener, cmd, slots);
+    finish(spec, status)
+}
+
+/// Closes every descriptor inherited at the clone but not this run's.
+fn close_inherited(spec: &ChildSpec<'_>, slots: &[c_int]) {
     let fd = spec.report_fd;
     // First of all, give up every descriptor the supervisor held at the clone but this run
     // does not need (the clone copied them all, close-on-exec or not, and the init never
@@ -515,6 +547,11 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
     if let Err(e) = raw::close_all_except_each(|| spec.inherited().chain(slots.iter().copied())) {
         fail(fd, Stage::CloseDescriptors, 0, e, 125);
     }
+}
+
+/// Leaves the caller's controlling terminal and process group.
+fn detach_from_caller(spec: &ChildSpec<'_>) {
+    let fd = spec.report_fd;
     // Rid of the caller's controlling terminal before anything else: the init performs opens
     // for the command (mediated creation), and an `open("/dev/tty")` made by a process that
     // still had the caller's controlling terminal would hand the command the caller's
@@ -527,18 +564,34 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
     if let Err(e) = raw::leave_caller_terminal() {
         fail(fd, Stage::Setsid, 0, e, 125);
     }
+}
+
+/// Joins the cgroups whose `tasks` files the supervisor opened before the clone
+/// ([`ChildSpec::join_tasks`]).
+fn join_opened_groups(spec: &ChildSpec<'_>) {
+    let fd = spec.report_fd;
     for (i, tasks) in spec.join_tasks.iter().enumerate() {
         if let Err(e) = raw::write_all(*tasks, b"0") {
             fail(fd, Stage::JoinGroup, i, e, 125);
         }
         raw::close(*tasks);
     }
+}
+
+/// Waits for the sync pipe's first byte: the supervisor has written the id maps.
+fn wait_for_maps(spec: &ChildSpec<'_>) {
+    let fd = spec.report_fd;
     let mut byte = [0u8; 1];
     match raw::read(spec.sync_fd, &mut byte) {
         Ok(1) => {}
         Ok(_) => fail(fd, Stage::WaitForMaps, 0, Errno(libc::EPIPE), 125),
         Err(e) => fail(fd, Stage::WaitForMaps, 0, e, 125),
     }
+}
+
+/// Drops the supplementary groups (when asked) and takes the sandbox's gid and uid.
+fn take_sandbox_ids(spec: &ChildSpec<'_>) {
+    let fd = spec.report_fd;
     if spec.clear_groups {
         if let Err(e) = raw::clear_groups() {
             fail(fd, Stage::SetGroups, 0, e, 125);
@@ -547,11 +600,21 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
     if let Err(e) = raw::setresgid(spec.gid).and_then(|_| raw::setresuid(spec.uid)) {
         fail(fd, Stage::SetIds, 0, e, 125);
     }
+}
+
+/// Makes the init non-dumpable.
+fn make_undumpable() {
     // Not dumpable from here on (a root caller's init already is: its uid changed): the
-    // supervisor wrote the id maps before the byte above, and nothing in the sandbox may
-    // trace the init or open its /proc files (its descriptors, its memory) — not even in the
-    // moment between the command's `execve` and the init's last set-up steps.
+    // supervisor wrote the id maps before the byte above (`wait_for_maps`), and nothing in
+    // the sandbox may trace the init or open its /proc files (its descriptors, its memory) —
+    // not even in the moment between the command's `execve` and the init's last set-up
+    // steps.
     let _ = raw::prctl(libc::PR_SET_DUMPABLE, 0, 0);
+}
+
+/// Arms the parent-death signal and checks the supervisor is still there.
+fn die_with_supervisor(spec: &ChildSpec<'_>) {
+    let fd = spec.report_fd;
     // Die with the supervisor. Armed only now because the kernel clears the setting when the
     // uid or gid changes; a supervisor that died before this point has hung up the sync pipe.
     // The init's credentials never change after this.
@@ -564,6 +627,12 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
         Ok(true) => fail(fd, Stage::ParentGone, 0, Errno(libc::ESRCH), 125),
         Err(e) => fail(fd, Stage::ParentGone, 0, e, 125),
     }
+}
+
+/// Builds the sandbox's mount tree in the planned order. Returns the masks' detached tmpfs
+/// (-1: none made).
+fn build_mount_tree(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> c_int {
+    let fd = spec.report_fd;
     raw::umask(0o022);
     let mut mask_fd: c_int = -1;
     for (i, op) in spec.mounts.iter().enumerate() {
@@ -576,7 +645,12 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
     // to 0.5 ms measured here), and the command need not wait for that. It is close-on-exec,
     // so the command never holds it past its `execve`; the init's close of what its set-up
     // left open, once the command runs, closes it.
-    let _ = mask_fd;
+    mask_fd
+}
+
+/// Sets the sandbox's hostname, and brings loopback up in a new network namespace.
+fn set_hostname_and_loopback(spec: &ChildSpec<'_>) {
+    let fd = spec.report_fd;
     if let Err(e) = raw::sethostname(spec.hostname) {
         fail(fd, Stage::Hostname, 0, e, 125);
     }
@@ -585,6 +659,12 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
             fail(fd, Stage::Loopback, 0, e, 125);
         }
     }
+}
+
+/// Opens the egress proxy's listening socket in the sandbox and sends it to the supervisor
+/// ([`ChildSpec::proxy`]).
+fn open_proxy_listener(spec: &ChildSpec<'_>) {
+    let fd = spec.report_fd;
     if let Some(p) = spec.proxy {
         let sent = raw::tcp_listen(p.addr, p.port, 1024).and_then(|listener| {
             let r = raw::send_fd(p.sock, listener);
@@ -596,6 +676,13 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
             fail(fd, Stage::ProxyListener, 0, e, 125);
         }
     }
+}
+
+/// Opens the command's own terminal ([`ChildSpec::terminal`]) and sends its master side to
+/// the supervisor. Returns the command's stdin, stdout and stderr, and its controlling
+/// terminal (-1: none).
+fn open_terminal(spec: &ChildSpec<'_>) -> ((c_int, c_int, c_int), c_int) {
+    let fd = spec.report_fd;
     // The command's terminal comes from the sandbox's own devpts, opened before Landlock
     // (the init's rules need not grant /dev/pts/ptmx); the master side goes to the supervisor.
     let mut streams = (spec.stdin, spec.stdout, spec.stderr);
@@ -623,6 +710,13 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
         }
         controlling = slave;
     }
+    (streams, controlling)
+}
+
+/// Adds the Landlock rules for the init's own mounts and enforces the command's ruleset on
+/// the init.
+fn confine_init(spec: &ChildSpec<'_>, mask_fd: c_int) {
+    let fd = spec.report_fd;
     // The init takes the command's Landlock rules itself: it performs mediated calls for the
     // command and must not be able to do more than the command could. The command's domain
     // will be nested in this one.
@@ -641,13 +735,25 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
             fail(fd, Stage::LandlockRestrict, 0, e, 125);
         }
     }
-    let (init_sock, cmd_sock) = match spec.mediate {
+}
+
+/// The channel over which the command hands the init its mediation listener: the init's end
+/// and the command's (-1, -1 without mediation).
+fn mediation_channel(spec: &ChildSpec<'_>) -> (c_int, c_int) {
+    let fd = spec.report_fd;
+    match spec.mediate {
         Some(_) => match raw::socketpair() {
             Ok(pair) => pair,
             Err(e) => fail(fd, Stage::ForkCommand, 0, e, 125),
         },
         None => (-1, -1),
-    };
+    }
+}
+
+/// Joins the cgroups made after the clone, whose `tasks` files come over
+/// [`ChildSpec::join_sock`].
+fn join_sent_groups(spec: &ChildSpec<'_>) {
+    let fd = spec.report_fd;
     if spec.join_sock >= 0 {
         for i in 0..spec.join_count {
             let tasks = match raw::recv_fd(spec.join_sock) {
@@ -662,13 +768,32 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
         }
         raw::close(spec.join_sock);
     }
+}
+
+/// Waits for the sync pipe's second byte when the supervisor moves the init into the run's
+/// cgroup ([`ChildSpec::wait_group`]).
+fn wait_for_group(spec: &ChildSpec<'_>) {
+    let fd = spec.report_fd;
     if spec.wait_group {
+        let mut byte = [0u8; 1];
         match raw::read(spec.sync_fd, &mut byte) {
             Ok(1) => raw::close(spec.sync_fd),
             Ok(_) => fail(fd, Stage::WaitForGroup, 0, Errno(libc::EPIPE), 125),
             Err(e) => fail(fd, Stage::WaitForGroup, 0, e, 125),
         }
     }
+}
+
+/// Empties the capability bounding set and starts the command (see [`command`]); returns
+/// once the command has called `execve` or exited, with its pid.
+fn start_command(
+    spec: &ChildSpec<'_>,
+    streams: (c_int, c_int, c_int),
+    controlling: c_int,
+    init_sock: c_int,
+    cmd_sock: c_int,
+) -> libc::pid_t {
+    let fd = spec.report_fd;
     // The command shares the init's memory until its `execve` (`CLONE_VM | CLONE_VFORK`, on a
     // stack of its own): the init is suspended meanwhile, as after `vfork`, so nothing runs
     // beside it, and there is no copy of the address space to make and then throw away at
@@ -699,10 +824,15 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
             COMMAND_STACK.get(),
         )
     };
-    let cmd = match cloned {
+    match cloned {
         Ok(pid) => pid,
         Err(e) => fail(fd, Stage::ForkCommand, 0, e, 125),
-    };
+    }
+}
+
+/// Closes the init's copies of the command's streams and points its own stdin, stdout and
+/// stderr at `/dev/null`.
+fn release_command_streams(spec: &ChildSpec<'_>, controlling: c_int) {
     // The output pipes are the command's: the init writes nothing to them, and must not be
     // what keeps them open (end of output is when the command and its descendants are gone).
     for own in [spec.stdin, spec.stdout, spec.stderr, controlling] {
@@ -714,7 +844,18 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
     // interactive, even when the command's output goes through the supervisor's pipes): the
     // command has its own copies, and the init should hold nothing of the caller's.
     release_stdio();
-    let listener = match spec.mediate {
+}
+
+/// Receives the mediation listener the command sends once its filter is installed (`None`
+/// without mediation, or when the command failed before).
+fn receive_listener(
+    spec: &ChildSpec<'_>,
+    cmd: libc::pid_t,
+    init_sock: c_int,
+    cmd_sock: c_int,
+) -> Option<c_int> {
+    let fd = spec.report_fd;
+    match spec.mediate {
         Some(_) => {
             raw::close(cmd_sock);
             // EOF means the command failed before installing the filter (and reported why).
@@ -731,12 +872,21 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
             }
         }
         None => None,
-    };
+    }
+}
+
+/// Closes what the set-up needed and no longer does.
+fn close_set_up(spec: &ChildSpec<'_>, listener: Option<c_int>, slots: &[c_int]) {
+    let fd = spec.report_fd;
     // From here the init needs only its report pipe, the mediation listener and the slots
     // mediation acts through. What the supervisor held for other runs went first thing;
     // this closes what the set-up needed and no longer does (the Landlock ruleset, the
     // channels' ends, anything a set-up step left open).
     let _ = raw::close_all_except(&[fd, listener.unwrap_or(-1)], slots);
+}
+
+/// Passes the [`FORWARDED_SIGNALS`] on to the command from here on.
+fn forward_signals(cmd: libc::pid_t) {
     COMMAND_PID.store(cmd, Ordering::Relaxed);
     for sig in FORWARDED_SIGNALS {
         // Best effort: without a handler the signal is simply not forwarded. One the caller
@@ -746,6 +896,11 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
     // The supervisor cloned us with these signals blocked: one sent meanwhile is pending and
     // reaches the command now. (The command unblocks every signal before its exec.)
     let _ = raw::unblock_all_signals();
+}
+
+/// Drops the init's capabilities (all but `CAP_SYS_PTRACE` under mediation) and sets
+/// `no_new_privs`.
+fn drop_init_privileges(listener: Option<c_int>) {
     // The init needs no privilege from here on: it waits, forwards, kills, and performs
     // mediated calls with the command's rights. The one exception is CAP_SYS_PTRACE (in the
     // sandbox's user namespace): without it the init could not read the path arguments of a
@@ -755,7 +910,18 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
     let keep = listener.map(|_| CAP_SYS_PTRACE);
     let _ = raw::drop_capabilities_except(keep);
     let _ = raw::set_no_new_privs();
-    let status = match (listener, spec.mediate) {
+}
+
+/// Serves mediated creation (or only waits) until the command ends; returns its raw wait
+/// status.
+fn serve_command(
+    spec: &ChildSpec<'_>,
+    listener: Option<c_int>,
+    cmd: libc::pid_t,
+    slots: &[c_int],
+) -> c_int {
+    let fd = spec.report_fd;
+    match (listener, spec.mediate) {
         (Some(listener), Some(m)) => mediate::serve(listener, cmd, &m.rules, slots, fd),
         _ => loop {
             match raw::waitpid(-1, 0) {
@@ -764,7 +930,12 @@ pub fn init(spec: &ChildSpec<'_>, slots: &mut [c_int]) -> ! {
                 Err(_) => break 0x7f00, // no children left: report 127<<8-ish "unknown"
             }
         },
-    };
+    }
+}
+
+/// Reports the command's status, ends the namespace and exits with the command's code.
+fn finish(spec: &ChildSpec<'_>, status: c_int) -> ! {
+    let fd = spec.report_fd;
     report(
         fd,
         Report {
@@ -1075,7 +1246,7 @@ fn mask(
     res
 }
 
-/// What the command needs to start (see `init`), read from the init's memory.
+/// What the command needs to start (see `start_command`), read from the init's memory.
 struct CommandStart<'a> {
     fd: c_int,
     init_sock: c_int,
@@ -1090,7 +1261,7 @@ struct CommandStart<'a> {
 /// allocated) in the supervisor, used once per init.
 struct Stack(std::cell::UnsafeCell<[u8; COMMAND_STACK_SIZE]>);
 const COMMAND_STACK_SIZE: usize = 256 * 1024;
-// SAFETY: only the init's one command child uses it (see `init`).
+// SAFETY: only the init's one command child uses it (see `start_command`).
 unsafe impl Sync for Stack {}
 static COMMAND_STACK: Stack = Stack(std::cell::UnsafeCell::new([0; COMMAND_STACK_SIZE]));
 
