@@ -10,11 +10,13 @@ use policy::{is_within, Policy};
 use sandbox::Spec;
 use serde::Serialize;
 
-use crate::cgroup::{Missing, ResourcePlan, Wanted};
+use crate::cgroup::{Missing, ResourcePlan};
 use crate::error::PlanError;
 use crate::host::{Host, HostView, Kind};
 use workspace::{GuardPattern, LinkedSecret};
 
+mod landlock;
+mod limits;
 mod mounts;
 mod reach;
 pub use reach::CwdFallback;
@@ -368,29 +370,12 @@ impl Plan {
         let writable_roots = spec.writable_roots.clone();
         let allows = &spec.read_grants;
         let tmp_grants = &workspace::tmp_read_grants(host, allows, &writable_roots);
-        // Everything attached below the private /tmp: a grant inside another needs no mount
-        // point of its own (see `reach::tmp_mount_points`).
-        let tmp_attached: Vec<PathBuf> = (writable_roots.iter())
-            .chain(tmp_grants.iter().map(|(g, _)| g))
-            .filter(|p| is_within(p, Path::new("/tmp")))
-            .cloned()
-            .collect();
-        let as_host_kind = |k: sandbox::Kind| match k {
-            sandbox::Kind::Dir => Kind::Dir,
-            sandbox::Kind::File => Kind::File,
-        };
-        let masks_where = |readable: bool| -> Vec<(PathBuf, Kind)> {
-            (spec.masks.iter())
-                .filter(|m| m.readable == readable)
-                .map(|m| (m.path.clone(), as_host_kind(m.kind)))
-                .collect()
-        };
-        let mut masks = masks_where(false);
-        let emptied = &masks_where(true);
-        let masked_paths: Vec<PathBuf> = masks.iter().map(|(p, _)| p.clone()).collect();
-        let emptied_paths: Vec<PathBuf> = emptied.iter().map(|(p, _)| p.clone()).collect();
+        let tmp_attached = tmp_attached(&writable_roots, tmp_grants);
+        let mut masks = masks_where(spec, false);
+        let emptied = &masks_where(spec, true);
+        let masked_paths = paths(&masks);
+        let emptied_paths = paths(emptied);
         let protected = &spec.protected;
-        let root_caller = spec.caller.uid == 0;
         let ids = ids(spec.caller);
         // 1. Detached copies of everything that later steps cover (devices live under /dev,
         //    writable roots may live under /tmp), taken while the host tree is still intact,
@@ -404,21 +389,10 @@ impl Plan {
         m.reachable(&mut masks);
         m.protections(&masks, emptied);
 
-        // 2. The host tree becomes read-only; private /tmp, /dev and /proc replace the host's.
-        // The private /tmp and /dev/shm are memory: bounded by `limits.tmp_size` each. A memory
-        // cgroup counts their pages with the rest of the run's; `RLIMIT_DATA` does not, so
-        // under it neither may hold more than the memory limit.
-        let (resources, resources_missing, output_limit) = resources(&spec.limits, host);
-        let uncounted = match resources.memory {
-            Some((bytes, crate::cgroup::Mechanism::Rlimit)) => Some(bytes),
-            _ => None,
-        };
-        let tmp_bytes = spec.limits.tmp_bytes;
-        let tmp_data = match (tmp_bytes, uncounted) {
-            (Some(t), Some(m)) => format!("mode=1777,size={}", t.min(m)),
-            (None, Some(m)) | (Some(m), None) => format!("mode=1777,size={m}"),
-            (None, None) => "mode=1777".to_string(),
-        };
+        // 2. The host tree becomes read-only; private /tmp, /dev and /proc replace the host's
+        // (the memory ones sized by `limits::tmp_data`).
+        let (resources, resources_missing, output_limit) = limits::resources(&spec.limits, host);
+        let tmp_data = limits::tmp_data(spec.limits.tmp_bytes, &resources);
         // 2. (`Mounts::system`) then 3.: home, writable roots, pins, protected paths and masks
         // over them, parents before children.
         let mounts::Mounts {
@@ -433,61 +407,30 @@ impl Plan {
             ..
         } = m.system(tmp_data);
 
-        let mut landlock = landlock_plan(
-            spec.read_scope,
+        let landlock = landlock::plan(
+            spec,
             host,
-            &writable_roots,
-            allows,
             &masked_paths,
             emptied,
             &devices,
+            review.as_ref(),
         );
-        let mut identities = spec.identities.clone();
-        if let Some(r) = &review {
-            // The view's inodes are not the host's: the workspace's rule is added by the
-            // command once the view is mounted.
-            let host_rules = &mut landlock.host_rules;
-            host_rules.retain(|rule| rule.path != r.workspace || rule.access != Access::Full);
-            landlock
-                .child_rules
-                .push(Rule::child(r.workspace.clone(), Access::Full, true));
-            identities = review_identities(identities, &r.workspace, spec.review.as_ref());
-        }
+        let identities = match &review {
+            Some(r) => {
+                review_identities(spec.identities.clone(), &r.workspace, spec.review.as_ref())
+            }
+            None => spec.identities.clone(),
+        };
         let network = net_plan(spec.network);
         let env = spec.env.clone();
-        let readable: Option<Vec<PathBuf>> = match spec.read_scope {
-            sandbox::ReadScope::Host => None,
-            sandbox::ReadScope::AllowList => Some(
-                SYSTEM_READ
-                    .iter()
-                    .map(PathBuf::from)
-                    .chain(allows.iter().cloned())
-                    .collect(),
-            ),
-        };
-        let (cwd, cwd_fallback) = reach::start_dir(
-            &spec.cwd,
-            &reach::View {
-                host,
-                workspace: &spec.workspace,
-                root_caller,
-                granted: &granted,
-                covers: &covers,
-                masks: &masks.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>(),
-                readable: readable.as_deref(),
-            },
-        );
+        let (cwd, cwd_fallback) = start_dir(spec, host, &granted, &covers, &paths(&masks));
         let candidates = candidates(host, program, &env);
-        let creations = creations(&writable_roots, review.as_ref(), &held_configs);
-        let creation_guard = CreationGuard {
-            roots: writable_roots.clone(),
-            protected: spec.guard.clone(),
-            sweep_only: spec.guard_sweep_only.clone(),
-            creations,
-            calls: seccomp::mediated_calls_for(resources.allocation_watch, creations),
+        let creation_guard = creation_guard(
+            spec,
+            review.as_ref(),
             held_configs,
-            reviewed: review.as_ref().map(|r| r.workspace.clone()),
-        };
+            resources.allocation_watch,
+        );
         Ok(Plan {
             ids,
             idmapped,
@@ -510,18 +453,91 @@ impl Plan {
             linked_secrets: spec.linked_secrets.clone(),
             network,
             timeout_secs: spec.limits.timeout.map(|t| t.as_secs()),
-            rlimits: spec
-                .limits
-                .files
-                .map(|n| ("RLIMIT_NOFILE".to_string(), n))
-                .into_iter()
-                .chain(resources.rlimits.iter().cloned())
-                .collect(),
+            rlimits: limits::rlimits(&spec.limits, &resources),
             resources,
             resources_missing,
             output_limit,
             identities,
         })
+    }
+}
+
+/// Everything attached below the private /tmp: a grant inside another needs no mount
+/// point of its own (see `reach::tmp_mount_points`).
+fn tmp_attached(writable_roots: &[PathBuf], tmp_grants: &[(PathBuf, Kind)]) -> Vec<PathBuf> {
+    (writable_roots.iter())
+        .chain(tmp_grants.iter().map(|(g, _)| g))
+        .filter(|p| is_within(p, Path::new("/tmp")))
+        .cloned()
+        .collect()
+}
+
+/// The spec's masks read as empty (`readable`) or hidden, with their kinds.
+fn masks_where(spec: &Spec, readable: bool) -> Vec<(PathBuf, Kind)> {
+    let as_host_kind = |k: sandbox::Kind| match k {
+        sandbox::Kind::Dir => Kind::Dir,
+        sandbox::Kind::File => Kind::File,
+    };
+    (spec.masks.iter())
+        .filter(|m| m.readable == readable)
+        .map(|m| (m.path.clone(), as_host_kind(m.kind)))
+        .collect()
+}
+
+/// The paths of `entries` (masks or emptied paths), without their kinds.
+fn paths(entries: &[(PathBuf, Kind)]) -> Vec<PathBuf> {
+    entries.iter().map(|(p, _)| p.clone()).collect()
+}
+
+/// Where the command starts (see [`reach::start_dir`]): `masks`, those left after
+/// `Mounts::reachable`.
+fn start_dir(
+    spec: &Spec,
+    host: &dyn HostView,
+    granted: &[reach::Granted],
+    covers: &[reach::Cover],
+    masks: &[PathBuf],
+) -> (PathBuf, Option<CwdFallback>) {
+    let readable: Option<Vec<PathBuf>> = match spec.read_scope {
+        sandbox::ReadScope::Host => None,
+        sandbox::ReadScope::AllowList => Some(
+            SYSTEM_READ
+                .iter()
+                .map(PathBuf::from)
+                .chain(spec.read_grants.iter().cloned())
+                .collect(),
+        ),
+    };
+    reach::start_dir(
+        &spec.cwd,
+        &reach::View {
+            host,
+            workspace: &spec.workspace,
+            root_caller: spec.caller.uid == 0,
+            granted,
+            covers,
+            masks,
+            readable: readable.as_deref(),
+        },
+    )
+}
+
+/// What the init checks on every name-creating call (see [`CreationGuard`]).
+fn creation_guard(
+    spec: &Spec,
+    review: Option<&ReviewView>,
+    held_configs: Vec<(PathBuf, usize)>,
+    allocation_watch: Option<u64>,
+) -> CreationGuard {
+    let creations = creations(&spec.writable_roots, review, &held_configs);
+    CreationGuard {
+        roots: spec.writable_roots.clone(),
+        protected: spec.guard.clone(),
+        sweep_only: spec.guard_sweep_only.clone(),
+        creations,
+        calls: seccomp::mediated_calls_for(allocation_watch, creations),
+        held_configs,
+        reviewed: review.map(|r| r.workspace.clone()),
     }
 }
 
@@ -577,32 +593,6 @@ fn review_identities(
     identities
 }
 
-/// The limits of the whole run and how this machine enforces them (see [`crate::cgroup`]).
-fn resources(
-    limits: &sandbox::Limits,
-    host: &dyn Host,
-) -> (ResourcePlan, Option<Missing>, Option<u64>) {
-    let wanted = Wanted {
-        memory: limits.memory_bytes,
-        pids: limits.pids,
-        cpu_millis: limits.cpu_millis,
-    };
-    let output = limits.output_bytes;
-    let facts = host.cgroups();
-    match crate::cgroup::choose(&facts, &wanted) {
-        Ok(plan) => (plan, None, output),
-        Err(missing) => {
-            // Everything else still planned; the CPU limit is what is missing.
-            let rest = Wanted {
-                cpu_millis: None,
-                ..wanted
-            };
-            let plan = crate::cgroup::choose(&facts, &rest).unwrap_or_default();
-            (plan, Some(missing), output)
-        }
-    }
-}
-
 fn ids(req: sandbox::Ids) -> Ids {
     if req.uid == 0 {
         let (i, h) = (ROOT_CALLER_INSIDE_ID, ROOT_CALLER_HOST_ID);
@@ -627,152 +617,6 @@ fn ids(req: sandbox::Ids) -> Ids {
             deny_setgroups: true,
             clear_groups: false,
         }
-    }
-}
-
-fn landlock_plan(
-    read_scope: sandbox::ReadScope,
-    host: &dyn HostView,
-    writable_roots: &[PathBuf],
-    allows: &[PathBuf],
-    masked: &[PathBuf],
-    emptied: &[(PathBuf, Kind)],
-    devices: &[(PathBuf, usize)],
-) -> LandlockPlan {
-    let mut starts: Vec<PathBuf> = match read_scope {
-        // The whole host, and each read grant by its own path as well: a grant below a
-        // directory a root caller's sandbox cannot search is bound in that directory's cover
-        // (`reach::covers`), where the host directory's own rule (one of the siblings a mask
-        // beside it splits the host's rules into) no longer lies on its way.
-        sandbox::ReadScope::Host => std::iter::once(PathBuf::from("/"))
-            .chain(allows.iter().cloned())
-            .collect(),
-        sandbox::ReadScope::AllowList => SYSTEM_READ
-            .iter()
-            .chain(workspace::REPLACED.iter())
-            .map(PathBuf::from)
-            .chain(allows.iter().cloned())
-            .collect(),
-    };
-    starts.sort();
-    starts.dedup();
-    // Masks inside writable roots cannot be mirrored (a rule on the root grants everything
-    // beneath it); the mount masks enforce those alone.
-    // Paths read as empty are split out the same way: Landlock does not look at the inode a
-    // mount hides, so the host file's rule would be lost; the empty file or directory that
-    // covers it gets its own read rule once mounted (below, `child_rules`).
-    let outside: Vec<&PathBuf> = masked
-        .iter()
-        .chain(emptied.iter().map(|(p, _)| p))
-        .filter(|m| !writable_roots.iter().any(|w| is_within(m, w)))
-        .collect();
-    let mut rules = Vec::new();
-    for s in &starts {
-        // A fixed system start in `/` may be a link there (`/bin -> usr/bin`): no run can
-        // make one in `/`. An allowed path never: the scan resolved it (canonical when
-        // planned), so a link seen there now was put there since (a concurrent writer
-        // swapping it); its rule then records what the path leads to, is looked up through
-        // no link, and the build refuses the run as changed (red team i32 L2).
-        let fixed = SYSTEM_READ
-            .iter()
-            .chain(workspace::REPLACED.iter())
-            .any(|f| s.as_path() == Path::new(f));
-        let links = fixed && host.lstat_kind(s) == Some(Kind::Symlink);
-        read_rules(host, s, None, links, &outside, &mut rules);
-    }
-    for w in writable_roots {
-        let Some(e) = host.stat(w) else {
-            continue; // gone since the scan: nothing to grant (the mounts refuse the run)
-        };
-        rules.push(Rule {
-            path: w.clone(),
-            access: Access::Full,
-            dir: e.kind == Kind::Dir,
-            id: Some((e.dev, e.ino)),
-            links: false,
-        });
-    }
-    for (d, _) in devices {
-        let Some(e) = host.stat(d) else {
-            continue;
-        };
-        rules.push(Rule {
-            path: d.clone(),
-            access: Access::Device,
-            dir: false,
-            id: Some((e.dev, e.ino)),
-            links: host.lstat_kind(d) == Some(Kind::Symlink),
-        });
-    }
-    let mut child_rules = vec![
-        Rule::child("/tmp", Access::Full, true),
-        Rule::child("/dev/shm", Access::Full, true),
-        Rule::child("/dev/pts", Access::Device, true),
-        Rule::child("/proc", Access::ReadWriteFiles, true),
-    ];
-    child_rules.extend(
-        emptied
-            .iter()
-            .map(|(p, kind)| Rule::child(p.clone(), Access::Read, *kind == Kind::Dir)),
-    );
-    LandlockPlan {
-        host_rules: rules,
-        child_rules,
-    }
-}
-
-/// Read rules covering `root` except the masked paths: a root holding a mask is replaced by
-/// its children, recursively (Landlock can grant, never subtract). `listed` is the kind the
-/// parent's listing gave (not following symlinks; a listed link gets no rule); `links`,
-/// whether a fixed system start is a link (see [`Rule::links`]). Each rule records what its path led to ([`Rule::id`]), one
-/// `stat` each, so the builder can tell the path was changed after planning.
-fn read_rules(
-    host: &dyn HostView,
-    root: &Path,
-    listed: Option<Kind>,
-    links: bool,
-    masked: &[&PathBuf],
-    out: &mut Vec<Rule>,
-) {
-    if masked.iter().any(|m| m.as_path() == root) {
-        return;
-    }
-    // A symbolic link listed beside a mask gets no rule: Landlock judges an access by the
-    // path of what it reaches, so the link needs none, and a rule through it would grant
-    // its target, anywhere (red team i32 L1: `shared/link -> private` read `private`).
-    if listed == Some(Kind::Symlink) {
-        return;
-    }
-    let Some(entry) = host.stat(root) else {
-        return; // gone (or a dangling link): nothing to grant
-    };
-    let kind = entry.kind;
-    // Listed as a directory or a file but found as something else: changed while planning;
-    // granting nothing there is the safe side (it is not read again by name).
-    if matches!(listed, Some(k @ (Kind::Dir | Kind::File)) if k != kind) {
-        return;
-    }
-    let id = Some((entry.dev, entry.ino));
-    let holds_mask = masked.iter().any(|m| is_within(m, root));
-    if !holds_mask || kind != Kind::Dir {
-        out.push(Rule {
-            path: root.to_path_buf(),
-            access: Access::Read,
-            dir: kind == Kind::Dir,
-            id,
-            links,
-        });
-        return;
-    }
-    out.push(Rule {
-        path: root.to_path_buf(),
-        access: Access::List,
-        dir: true,
-        id,
-        links,
-    });
-    for (name, kind) in host.list_dir(root) {
-        read_rules(host, &root.join(name), Some(kind), links, masked, out);
     }
 }
 
