@@ -55,97 +55,14 @@ pub(super) fn supervise(
     process_signals: bool,
     attached: bool,
 ) -> Result<Ended, RunError> {
-    let mut failure: Option<postfork::Report> = None;
-    let mut exec_failure: Option<postfork::Report> = None;
-    let mut status: Option<c_int> = None;
-    let mut blocked: Vec<Violation> = Vec::new();
-    // The deadline: at it, SIGTERM to the command (through the init); after a grace period,
-    // SIGKILL to the init, which takes every process of the pid namespace with it.
-    // A limit past what the clock can hold (`--timeout 18446744073709551615`) is none.
-    let mut deadline = plan
-        .timeout_secs
-        .and_then(|t| started.checked_add(Duration::from_secs(t)));
-    let mut timed_out = false;
-    // Ctrl-C (or SIGTERM, SIGHUP) to stockade: forwarded to the command by the handler; the
-    // whole sandbox ends after the same grace period if the command is still there.
-    let mut interrupted: Option<c_int> = None;
-    let mut interrupt_end: Option<Instant> = None;
-    // Limits enforced by RLIMIT_NPROC and RLIMIT_DATA are not counted for the run by the
-    // kernel: the run's processes and their data are sampled every PIDS_SAMPLE instead, for
-    // the report's peak and the limit events.
-    let mut next_sample = (by_rlimit(plan.resources.pids) || by_rlimit(plan.resources.memory))
-        .then_some(started + PIDS_FIRST_SAMPLE);
-    let mut sampled = crate::cgroup::TreeSample::default();
-    // Allocations the allocation watch saw RLIMIT_DATA refuse: how many, and the first
-    // (size asked for, data held, limit).
-    let mut refused_allocations: (u64, Option<(u64, u64, u64)>) = (0, None);
-    // Shared memory the sampler saw over the rlimit-bounded memory limit (the run was ended).
-    let mut shared_over: Option<u64> = None;
+    let mut wait = Wait::new(plan, started);
     loop {
-        if interrupted.is_none() {
-            let from_process = process_signals.then(sys::parent::interrupted).flatten();
-            if let Some(sig) = from_process {
-                interrupted = Some(sig);
-                interrupt_end = Some(Instant::now() + TIMEOUT_GRACE);
-            } else if control.is_cancelled() {
-                // This run's own cancel: the command is told as by Ctrl-C's SIGTERM.
-                let _ = sys::raw::kill(child.pid, libc::SIGTERM);
-                interrupted = Some(libc::SIGTERM);
-                interrupt_end = Some(Instant::now() + TIMEOUT_GRACE);
-            }
-        }
-        // Signals asked for through this run's handle go to its init, which passes them on.
-        for sig in control.take_signals() {
-            let _ = sys::raw::kill(child.pid, sig);
-        }
-        let wake = [deadline, interrupt_end, next_sample]
-            .into_iter()
-            .flatten()
-            .min();
-        let left = wake.map_or(Duration::from_secs(86_400), |at| {
-            at.saturating_duration_since(Instant::now())
-        });
-        // A handle the caller may use (or the terminal's `~.`): looked at every 50 ms.
-        let left = if process_signals && !attached {
-            left
-        } else {
-            left.min(CONTROL_TICK)
-        };
+        wait.pass_on(child, control, process_signals);
         let ready = child
-            .report_ready(left)
+            .report_ready(wait.left(process_signals, attached))
             .map_err(|e| RunError::io("wait for the sandbox", e))?;
         if !ready {
-            let now = Instant::now();
-            if next_sample.is_some_and(|t| now >= t) {
-                let now_sample = crate::cgroup::sample_tree(child.pid);
-                sampled.tasks = sampled.tasks.max(now_sample.tasks);
-                sampled.data_peak = sampled.data_peak.max(now_sample.data_peak);
-                sampled.shared = sampled.shared.max(now_sample.shared);
-                next_sample = Some(now + PIDS_SAMPLE);
-                // RLIMIT_DATA does not count shared memory (shared anonymous mappings above
-                // all; memfd, SysV and /dev/shm are refused or bounded on their own): the run
-                // ends when what its processes hold of it passes the limit.
-                if let Some((bytes, crate::cgroup::Mechanism::Rlimit)) = plan.resources.memory {
-                    if now_sample.shared > bytes && shared_over.is_none() {
-                        shared_over = Some(now_sample.shared);
-                        child.kill();
-                    }
-                }
-            }
-            if interrupt_end.is_some_and(|t| now >= t) {
-                child.kill();
-                interrupt_end = None;
-                deadline = None;
-            } else if deadline.is_some_and(|t| now >= t) {
-                if timed_out {
-                    child.kill();
-                    deadline = None;
-                } else {
-                    timed_out = true;
-                    child.signal(libc::SIGTERM);
-                    deadline = Some(Instant::now() + TIMEOUT_GRACE);
-                }
-            }
+            wait.on_time(plan, child);
             continue;
         }
         let (report, path) = match child.next_report() {
@@ -157,25 +74,167 @@ pub(super) fn supervise(
                 return Err(RunError::io("read the sandbox's reports", e));
             }
         };
-        match report.kind {
-            postfork::REPORT_STATUS => status = Some(report.value),
-            postfork::REPORT_FAILURE if report.stage == Stage::Exec as u32 => {
-                exec_failure = Some(report)
+        wait.ended.record(report, path);
+    }
+    Ok(wait.ended)
+}
+
+/// The wait's state: what it has seen so far, and when it must next act without a report.
+struct Wait {
+    ended: Ended,
+    deadline: Option<Instant>,
+    interrupt_end: Option<Instant>,
+    next_sample: Option<Instant>,
+}
+
+impl Wait {
+    fn new(plan: &Plan, started: Instant) -> Wait {
+        // The deadline: at it, SIGTERM to the command (through the init); after a grace period,
+        // SIGKILL to the init, which takes every process of the pid namespace with it.
+        // A limit past what the clock can hold (`--timeout 18446744073709551615`) is none.
+        let deadline = plan
+            .timeout_secs
+            .and_then(|t| started.checked_add(Duration::from_secs(t)));
+        // Limits enforced by RLIMIT_NPROC and RLIMIT_DATA are not counted for the run by the
+        // kernel: the run's processes and their data are sampled every PIDS_SAMPLE instead, for
+        // the report's peak and the limit events.
+        let next_sample = (by_rlimit(plan.resources.pids) || by_rlimit(plan.resources.memory))
+            .then_some(started + PIDS_FIRST_SAMPLE);
+        Wait {
+            ended: Ended {
+                failure: None,
+                exec_failure: None,
+                status: None,
+                blocked: Vec::new(),
+                timed_out: false,
+                // Ctrl-C (or SIGTERM, SIGHUP) to stockade: forwarded to the command by the
+                // handler; the whole sandbox ends after the same grace period (`interrupt_end`)
+                // if the command is still there.
+                interrupted: None,
+                sampled: crate::cgroup::TreeSample::default(),
+                // Allocations the allocation watch saw RLIMIT_DATA refuse: how many, and the
+                // first (size asked for, data held, limit).
+                refused_allocations: (0, None),
+                // Shared memory the sampler saw over the rlimit-bounded memory limit (the run
+                // was ended).
+                shared_over: None,
+            },
+            deadline,
+            interrupt_end: None,
+            next_sample,
+        }
+    }
+
+    /// Passes on this process's ending signal or the run's cancel (once), and the signals
+    /// asked for through the run's handle.
+    fn pass_on(
+        &mut self,
+        child: &sys::parent::Spawned,
+        control: &sandbox::Cancel,
+        process_signals: bool,
+    ) {
+        if self.ended.interrupted.is_none() {
+            let from_process = process_signals.then(sys::parent::interrupted).flatten();
+            if let Some(sig) = from_process {
+                self.ended.interrupted = Some(sig);
+                self.interrupt_end = Some(Instant::now() + TIMEOUT_GRACE);
+            } else if control.is_cancelled() {
+                // This run's own cancel: the command is told as by Ctrl-C's SIGTERM.
+                let _ = sys::raw::kill(child.pid, libc::SIGTERM);
+                self.ended.interrupted = Some(libc::SIGTERM);
+                self.interrupt_end = Some(Instant::now() + TIMEOUT_GRACE);
             }
-            postfork::REPORT_FAILURE if failure.is_none() => failure = Some(report),
-            mediate::REPORT_BLOCKED => blocked.push(blocked_violation(&report, path)),
+        }
+        // Signals asked for through this run's handle go to its init, which passes them on.
+        for sig in control.take_signals() {
+            let _ = sys::raw::kill(child.pid, sig);
+        }
+    }
+
+    /// How long to wait for a report: until the next deadline, grace period's end or sample.
+    fn left(&self, process_signals: bool, attached: bool) -> Duration {
+        let wake = [self.deadline, self.interrupt_end, self.next_sample]
+            .into_iter()
+            .flatten()
+            .min();
+        let left = wake.map_or(Duration::from_secs(86_400), |at| {
+            at.saturating_duration_since(Instant::now())
+        });
+        // A handle the caller may use (or the terminal's `~.`): looked at every 50 ms.
+        if process_signals && !attached {
+            left
+        } else {
+            left.min(CONTROL_TICK)
+        }
+    }
+
+    /// No report came in time: samples when due, then ends the run at the end of an
+    /// interrupt's grace period, or at its deadline (SIGTERM, then SIGKILL after the grace).
+    fn on_time(&mut self, plan: &Plan, child: &sys::parent::Spawned) {
+        let now = Instant::now();
+        if self.next_sample.is_some_and(|t| now >= t) {
+            self.sample(plan, child, now);
+        }
+        if self.interrupt_end.is_some_and(|t| now >= t) {
+            child.kill();
+            self.interrupt_end = None;
+            self.deadline = None;
+        } else if self.deadline.is_some_and(|t| now >= t) {
+            if self.ended.timed_out {
+                child.kill();
+                self.deadline = None;
+            } else {
+                self.ended.timed_out = true;
+                child.signal(libc::SIGTERM);
+                self.deadline = Some(Instant::now() + TIMEOUT_GRACE);
+            }
+        }
+    }
+
+    /// One sample of what rlimits bound, into the peaks; the run ends when its shared memory
+    /// passes an rlimit-bounded memory limit.
+    fn sample(&mut self, plan: &Plan, child: &sys::parent::Spawned, now: Instant) {
+        let now_sample = crate::cgroup::sample_tree(child.pid);
+        let sampled = &mut self.ended.sampled;
+        sampled.tasks = sampled.tasks.max(now_sample.tasks);
+        sampled.data_peak = sampled.data_peak.max(now_sample.data_peak);
+        sampled.shared = sampled.shared.max(now_sample.shared);
+        self.next_sample = Some(now + PIDS_SAMPLE);
+        // RLIMIT_DATA does not count shared memory (shared anonymous mappings above
+        // all; memfd, SysV and /dev/shm are refused or bounded on their own): the run
+        // ends when what its processes hold of it passes the limit.
+        if let Some((bytes, crate::cgroup::Mechanism::Rlimit)) = plan.resources.memory {
+            if now_sample.shared > bytes && self.ended.shared_over.is_none() {
+                self.ended.shared_over = Some(now_sample.shared);
+                child.kill();
+            }
+        }
+    }
+}
+
+impl Ended {
+    /// One report of the init's: `path` is its trailing bytes (a path, or a refused
+    /// allocation's words).
+    fn record(&mut self, report: postfork::Report, path: Vec<u8>) {
+        match report.kind {
+            postfork::REPORT_STATUS => self.status = Some(report.value),
+            postfork::REPORT_FAILURE if report.stage == Stage::Exec as u32 => {
+                self.exec_failure = Some(report)
+            }
+            postfork::REPORT_FAILURE if self.failure.is_none() => self.failure = Some(report),
+            mediate::REPORT_BLOCKED => self.blocked.push(blocked_violation(&report, path)),
             mediate::REPORT_MEMORY => {
                 let word = |i: usize| {
                     path.get(8 * i..8 * i + 8)
                         .and_then(|b| b.try_into().ok())
                         .map_or(0, u64::from_ne_bytes)
                 };
-                refused_allocations.0 += 1;
-                refused_allocations
+                self.refused_allocations.0 += 1;
+                self.refused_allocations
                     .1
                     .get_or_insert((word(0), word(1), word(2)));
             }
-            mediate::REPORT_BLOCKED_MORE => blocked.push(Violation {
+            mediate::REPORT_BLOCKED_MORE => self.blocked.push(Violation {
                 code: sandbox::Code::SandboxViolation,
                 kind: BLOCKED,
                 path: PathBuf::new(),
@@ -188,15 +247,4 @@ pub(super) fn supervise(
             _ => {}
         }
     }
-    Ok(Ended {
-        failure,
-        exec_failure,
-        status,
-        blocked,
-        timed_out,
-        interrupted,
-        sampled,
-        refused_allocations,
-        shared_over,
-    })
 }
