@@ -672,48 +672,21 @@ fn resolve_slowly(
     path: &[u8],
     follow_last: bool,
 ) -> Result<Resolved, Errno> {
-    // The unresolved rest of the path lives at the end of `rest`, from `pos`: a symlink's
-    // target is spliced in front of it.
-    const REST: usize = 4 * PATH_MAX;
-    let mut rest = [0u8; REST];
-    if path.len() > REST {
-        return Err(Errno(libc::ENAMETOOLONG));
-    }
-    let mut pos = REST - path.len();
-    rest[pos..].copy_from_slice(path);
+    let mut rest = Rest::new(path)?;
     let mut cur = start;
     let mut links = 0u32;
     loop {
-        while pos < REST && rest[pos] == b'/' {
-            pos += 1;
-        }
-        if pos == REST {
-            return Ok(Resolved::Entry {
-                dir: cur,
-                name: name_of(b".")?,
-                trailing: true,
-                last: None,
-                lexical: false,
-            });
-        }
-        let end = rest[pos..]
-            .iter()
-            .position(|b| *b == b'/')
-            .map_or(REST, |i| pos + i);
-        let comp = name_of(&rest[pos..end])?;
-        let after = rest[end..].iter().position(|b| *b != b'/').map(|i| end + i);
-        let is_last = after.is_none();
-        let trailing = is_last && end < REST;
-        pos = after.unwrap_or(REST);
+        let Some(Component {
+            name: comp,
+            is_last,
+            trailing,
+        }) = rest.next()?
+        else {
+            return Ok(walked(cur, name_of(b".")?, true, None));
+        };
         let c = comp.bytes();
         if is_last && (is_dot(c) || (!follow_last && !trailing)) {
-            return Ok(Resolved::Entry {
-                dir: cur,
-                name: comp,
-                trailing,
-                last: None,
-                lexical: false,
-            });
+            return Ok(walked(cur, comp, trailing, None));
         }
         if c == b"." {
             continue;
@@ -730,25 +703,13 @@ fn resolve_slowly(
         let st = match raw::fstatat(cur.0, comp.cstr()?, libc::AT_SYMLINK_NOFOLLOW) {
             Ok(st) => st,
             Err(Errno(libc::ENOENT)) if is_last => {
-                return Ok(Resolved::Entry {
-                    dir: cur,
-                    name: comp,
-                    trailing,
-                    last: Some(Err(Errno(libc::ENOENT))),
-                    lexical: false,
-                })
+                return Ok(walked(cur, comp, trailing, Some(Err(Errno(libc::ENOENT)))))
             }
             Err(e) => return Err(e),
         };
         if st.st_mode & libc::S_IFMT != libc::S_IFLNK {
             if is_last {
-                return Ok(Resolved::Entry {
-                    dir: cur,
-                    name: comp,
-                    trailing,
-                    last: Some(Ok(st)),
-                    lexical: false,
-                });
+                return Ok(walked(cur, comp, trailing, Some(Ok(st))));
             }
             cur = Dir::Own(Fd(raw::openat_exact(
                 cur.0,
@@ -762,65 +723,166 @@ fn resolve_slowly(
         if links > 40 {
             return Err(Errno(libc::ELOOP));
         }
-        let in_proc = raw::fs_magic(cur.0)? == PROC_SUPER_MAGIC;
-        let at_root =
-            in_proc && raw::fstatat(cur.0, c"", libc::AT_EMPTY_PATH)?.st_ino == PROC_ROOT_INO;
-        let self_link = at_root && (c == b"self" || c == b"thread-self");
-        // procfs's other top-level links (`mounts` -> `self/mounts`, `net` -> `self/net`) are
-        // plain ones: spliced below like any symlink, so that their `self` is the command's.
-        if self_link || (in_proc && !at_root) {
-            // The init may open what belongs to itself (its descriptors: the report pipe, the
-            // listener, whatever the supervisor held) and, with CAP_SYS_PTRACE, what belongs
-            // to non-dumpable processes: only a jump the command could make itself is made.
-            if !(self_link || command_may_open_in_proc(t, &cur, &st)?) {
-                return Err(Errno(libc::EACCES));
-            }
-            let obj = if self_link {
-                // Resolved by the init, "self" would be the init: substitute the target.
-                let (_, tgid) = t.status()?;
-                let mut p = PathBuf::new();
-                p.push(b"/proc/")?;
-                p.push_num(tgid as u64)?;
-                if c == b"thread-self" {
-                    p.push(b"/task/")?;
-                    p.push_num(t.tid as u64)?;
-                }
-                open_path(p.bytes(), libc::O_PATH | libc::O_DIRECTORY)?
-            } else {
-                // A magic link (fd/N, cwd, root, exe, ...): let the kernel jump.
-                Fd(raw::openat_exact(
-                    cur.0,
-                    comp.cstr()?,
-                    libc::O_PATH | libc::O_CLOEXEC,
-                    0,
-                )?)
-            };
+        if let Some(obj) = jump_in_proc(t, &cur, &comp, &st)? {
             if is_last {
                 return Ok(Resolved::Object(obj));
             }
             cur = Dir::Own(obj);
             continue;
         }
+        if rest.splice_link(&cur, &comp, is_last, trailing)? {
+            cur = Dir::Own(open_path(b"/", libc::O_PATH | libc::O_DIRECTORY)?);
+        }
+    }
+}
+
+/// [`resolve_slowly`]'s answer: `name` in `dir`, with the path's string not taken as the
+/// entry's path (`lexical` is false).
+fn walked(
+    dir: Dir,
+    name: Name,
+    trailing: bool,
+    last: Option<Result<libc::stat, Errno>>,
+) -> Resolved {
+    Resolved::Entry {
+        dir,
+        name,
+        trailing,
+        last,
+        lexical: false,
+    }
+}
+
+/// The length of [`Rest`]'s buffer.
+const REST: usize = 4 * PATH_MAX;
+
+/// The unresolved rest of the path lives at the end of `rest`, from `pos`: a symlink's
+/// target is spliced in front of it.
+struct Rest {
+    rest: [u8; REST],
+    pos: usize,
+}
+
+/// A component of the path, from [`Rest::next`]: whether it is the last one, and (if it is)
+/// whether the path ended with `/`.
+struct Component {
+    name: Name,
+    is_last: bool,
+    trailing: bool,
+}
+
+impl Rest {
+    fn new(path: &[u8]) -> Result<Rest, Errno> {
+        let mut rest = [0u8; REST];
+        if path.len() > REST {
+            return Err(Errno(libc::ENAMETOOLONG));
+        }
+        let pos = REST - path.len();
+        rest[pos..].copy_from_slice(path);
+        Ok(Rest { rest, pos })
+    }
+
+    /// The next component, past the slashes before it; `None` when only slashes were left.
+    fn next(&mut self) -> Result<Option<Component>, Errno> {
+        let Rest { rest, pos } = self;
+        while *pos < REST && rest[*pos] == b'/' {
+            *pos += 1;
+        }
+        if *pos == REST {
+            return Ok(None);
+        }
+        let end = rest[*pos..]
+            .iter()
+            .position(|b| *b == b'/')
+            .map_or(REST, |i| *pos + i);
+        let comp = name_of(&rest[*pos..end])?;
+        let after = rest[end..].iter().position(|b| *b != b'/').map(|i| end + i);
+        let is_last = after.is_none();
+        let trailing = is_last && end < REST;
+        *pos = after.unwrap_or(REST);
+        Ok(Some(Component {
+            name: comp,
+            is_last,
+            trailing,
+        }))
+    }
+
+    /// Read the symlink `comp` in `cur` and splice its target in front of the rest; `true`
+    /// when the target is absolute (the walk goes on from `/`).
+    fn splice_link(
+        &mut self,
+        cur: &Fd,
+        comp: &Name,
+        is_last: bool,
+        trailing: bool,
+    ) -> Result<bool, Errno> {
+        let Rest { rest, pos } = self;
         let mut target = PathBuf::new();
         let n = raw::readlinkat(cur.0, comp.cstr()?, &mut target.buf[..PATH_MAX - 1])?;
         target.len = n;
         // Splice "target/" in front of the rest.
         let need = n + 1;
-        if need > pos {
+        if need > *pos {
             return Err(Errno(libc::ENAMETOOLONG));
         }
-        pos -= need;
-        rest[pos..pos + n].copy_from_slice(&target.buf[..n]);
-        rest[pos + n] = b'/';
+        *pos -= need;
+        rest[*pos..*pos + n].copy_from_slice(&target.buf[..n]);
+        rest[*pos + n] = b'/';
         if is_last && !trailing {
             // Nothing followed: drop the separator we just added (keeps the last component last).
-            rest.copy_within(pos..pos + n, pos + 1);
-            pos += 1;
+            rest.copy_within(*pos..*pos + n, *pos + 1);
+            *pos += 1;
         }
-        if target.buf.first() == Some(&b'/') {
-            cur = Dir::Own(open_path(b"/", libc::O_PATH | libc::O_DIRECTORY)?);
-        }
+        Ok(target.buf.first() == Some(&b'/'))
     }
+}
+
+/// A symlink `comp` (its `lstat`: `st`) in `cur` that procfs resolves itself: `self` and
+/// `thread-self` at its root (the target's own directories), or a magic link in a process's
+/// directory (`fd/N`, `cwd`, `root`, `exe`, ...). The object it leads to, or `None` for a
+/// symlink to splice like any other.
+fn jump_in_proc(
+    t: &mut Target,
+    cur: &Dir,
+    comp: &Name,
+    st: &libc::stat,
+) -> Result<Option<Fd>, Errno> {
+    let c = comp.bytes();
+    let in_proc = raw::fs_magic(cur.0)? == PROC_SUPER_MAGIC;
+    let at_root = in_proc && raw::fstatat(cur.0, c"", libc::AT_EMPTY_PATH)?.st_ino == PROC_ROOT_INO;
+    let self_link = at_root && (c == b"self" || c == b"thread-self");
+    // procfs's other top-level links (`mounts` -> `self/mounts`, `net` -> `self/net`) are
+    // plain ones: spliced like any symlink (`None`), so that their `self` is the command's.
+    if !(self_link || (in_proc && !at_root)) {
+        return Ok(None);
+    }
+    // The init may open what belongs to itself (its descriptors: the report pipe, the
+    // listener, whatever the supervisor held) and, with CAP_SYS_PTRACE, what belongs
+    // to non-dumpable processes: only a jump the command could make itself is made.
+    if !(self_link || command_may_open_in_proc(t, cur, st)?) {
+        return Err(Errno(libc::EACCES));
+    }
+    let obj = if self_link {
+        // Resolved by the init, "self" would be the init: substitute the target.
+        let (_, tgid) = t.status()?;
+        let mut p = PathBuf::new();
+        p.push(b"/proc/")?;
+        p.push_num(tgid as u64)?;
+        if c == b"thread-self" {
+            p.push(b"/task/")?;
+            p.push_num(t.tid as u64)?;
+        }
+        open_path(p.bytes(), libc::O_PATH | libc::O_DIRECTORY)?
+    } else {
+        // A magic link (fd/N, cwd, root, exe, ...): let the kernel jump.
+        Fd(raw::openat_exact(
+            cur.0,
+            comp.cstr()?,
+            libc::O_PATH | libc::O_CLOEXEC,
+            0,
+        )?)
+    };
+    Ok(Some(obj))
 }
 
 /// Whether the command could itself follow the procfs magic link, or open the procfs file,
