@@ -944,6 +944,26 @@ struct Blocked {
     path: PathBuf,
 }
 
+/// An `open` call as [`Server::open`] serves it: the flags (with `O_NOCTTY`), what they ask
+/// for, the mode and the path string.
+struct OpenCall<'p> {
+    flags: c_int,
+    mode: u64,
+    creates: bool,
+    writes: bool,
+    cloexec: bool,
+    path: &'p PathBuf,
+}
+
+/// Where [`Server::open`]'s path led ([`Resolved::Entry`] but `last`): the entry `name` in
+/// `dir`, whether the path ended with `/`, and whether the string is the entry's path.
+struct OpenEntry {
+    dir: Dir,
+    name: Name,
+    trailing: bool,
+    lexical: bool,
+}
+
 struct Server<'a> {
     listener: c_int,
     report_fd: c_int,
@@ -1573,38 +1593,84 @@ impl Server<'_> {
         if let Some(reply) = self.create_directly(t, &base, &path, flags, mode)? {
             return Ok(reply);
         }
-        let (dir, name, trailing, last, lexical) = match resolve(t, base, path.bytes(), follow)? {
-            Resolved::Object(obj) => {
-                let p = self_fd_path(obj.0)?;
-                let reopen = flags & !(libc::O_CREAT | libc::O_EXCL);
-                let st = raw::fstatat(obj.0, c"", libc::AT_EMPTY_PATH);
-                if st.as_ref().is_ok_and(controlling_terminal::is_dev_tty) {
-                    return controlling_terminal::open(t, reopen);
-                }
-                if let (true, Ok(st)) = (writes, &st) {
-                    if let (full, Some(reason)) = self.judge_object(&obj, st, None, WRITE)? {
-                        return Err(self.deny(Op::Open, reason, full.bytes(), blocked));
-                    }
-                }
-                let is_fifo = st.is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFIFO);
-                return open_maybe_fifo(
-                    self.listener,
-                    t.id,
-                    libc::AT_FDCWD,
-                    p.cstr()?,
-                    reopen,
-                    is_fifo,
-                    cloexec,
-                );
-            }
+        let call = OpenCall {
+            flags,
+            mode,
+            creates,
+            writes,
+            cloexec,
+            path: &path,
+        };
+        let (entry, last) = match resolve(t, base, path.bytes(), follow)? {
+            Resolved::Object(obj) => return self.open_object(t, &call, obj, blocked),
             Resolved::Entry {
                 dir,
                 name,
                 trailing,
                 last,
                 lexical,
-            } => (dir, name, trailing, last, lexical),
+            } => (
+                OpenEntry {
+                    dir,
+                    name,
+                    trailing,
+                    lexical,
+                },
+                last,
+            ),
         };
+        self.open_name(t, &call, &entry, last, blocked)
+    }
+
+    /// [`Self::open`] of an object reached through a procfs magic link: reopened through the
+    /// init's own descriptor to it, without `O_CREAT` and `O_EXCL`.
+    fn open_object(
+        &self,
+        t: &mut Target,
+        call: &OpenCall,
+        obj: Fd,
+        blocked: &mut Option<Blocked>,
+    ) -> Result<Reply, Errno> {
+        let p = self_fd_path(obj.0)?;
+        let reopen = call.flags & !(libc::O_CREAT | libc::O_EXCL);
+        let st = raw::fstatat(obj.0, c"", libc::AT_EMPTY_PATH);
+        if st.as_ref().is_ok_and(controlling_terminal::is_dev_tty) {
+            return controlling_terminal::open(t, reopen);
+        }
+        if let (true, Ok(st)) = (call.writes, &st) {
+            if let (full, Some(reason)) = self.judge_object(&obj, st, None, WRITE)? {
+                return Err(self.deny(Op::Open, reason, full.bytes(), blocked));
+            }
+        }
+        let is_fifo = st.is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFIFO);
+        open_maybe_fifo(
+            self.listener,
+            t.id,
+            libc::AT_FDCWD,
+            p.cstr()?,
+            reopen,
+            is_fifo,
+            call.cloexec,
+        )
+    }
+
+    /// [`Self::open`] of the entry its path resolved to; `last` is the entry's `lstat` when
+    /// the resolver made it.
+    fn open_name(
+        &self,
+        t: &mut Target,
+        call: &OpenCall,
+        entry: &OpenEntry,
+        last: Option<Result<libc::stat, Errno>>,
+        blocked: &mut Option<Blocked>,
+    ) -> Result<Reply, Errno> {
+        let OpenEntry {
+            dir,
+            name,
+            trailing,
+            ..
+        } = entry;
+        let (flags, cloexec) = (call.flags, call.cloexec);
         let n = name.cstr()?;
         // With O_EXCL the name needs no lookup of its own: a creation the rules allow is made
         // with O_EXCL, so an existing name gets the kernel's own EEXIST; only a refusal looks
@@ -1619,8 +1685,7 @@ impl Server<'_> {
         // Nothing is ever created in procfs, but what exists there is opened with the init's
         // identity: only what the command could open itself.
         if let Ok(st) = &last {
-            if raw::fs_magic(dir.0)? == PROC_SUPER_MAGIC && !command_may_open_in_proc(t, &dir, st)?
-            {
+            if raw::fs_magic(dir.0)? == PROC_SUPER_MAGIC && !command_may_open_in_proc(t, dir, st)? {
                 return Err(Errno(libc::EACCES));
             }
         }
@@ -1646,89 +1711,125 @@ impl Server<'_> {
             Ok(st) if flags & libc::O_EXCL == 0 && controlling_terminal::is_dev_tty(&st) => {
                 controlling_terminal::open(t, flags)
             }
-            Ok(st) => {
-                // Exists: nothing is created (O_EXCL makes this EEXIST, O_NOFOLLOW ELOOP).
-                // `name/` is the kernel's EISDIR with O_CREAT, ENOTDIR for a file without.
-                let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
-                if trailing && (creates || !is_dir) {
-                    return Err(Errno(if creates { libc::EISDIR } else { libc::ENOTDIR }));
-                }
-                let mut flags = flags;
-                if writes && !(creates && flags & libc::O_EXCL != 0) {
-                    let st = &st;
-                    self.refuse_writing(Op::Open, &dir, &name, st, lexical, path.bytes(), blocked)?;
-                    // What was judged is this entry, not a symlink: one swapped in since (by
-                    // another run sharing the workspace: red team, sixth round, second pass)
-                    // is ELOOP, not followed to a file the name was not judged as.
-                    if st.st_mode & libc::S_IFMT != libc::S_IFLNK {
-                        flags |= libc::O_NOFOLLOW;
-                    }
-                }
-                raw::openat_exact(dir.0, n, flags | libc::O_CLOEXEC, 0).map(|fd| Reply::Fd {
-                    fd: Fd(fd),
-                    cloexec,
-                })
-            }
+            Ok(st) => self.open_existing(call, entry, st, blocked),
             // Without O_CREAT nothing is made: the kernel's own answer.
-            Err(Errno(libc::ENOENT)) if !creates => Err(Errno(libc::ENOENT)),
-            Err(Errno(libc::ENOENT)) => {
-                if trailing {
-                    return Err(Errno(libc::EISDIR));
-                }
-                let full = entry_path_of(&dir, &name, lexical, path.bytes())?;
-                match self.decide_making(&dir, full.bytes(), Create::File, t.id) {
-                    Verdict::Deny(_)
-                        if presumed_new
-                            && raw::fstatat(dir.0, n, libc::AT_SYMLINK_NOFOLLOW).is_ok() =>
-                    {
-                        return Err(Errno(libc::EEXIST))
-                    }
-                    Verdict::Deny(reason) => {
-                        return Err(self.deny(Op::Open, reason, full.bytes(), blocked))
-                    }
-                    Verdict::EmptyConfig => {
-                        // Created empty and read-only; the caller gets a read-only descriptor,
-                        // so content can only arrive by an (inert) rename.
-                        let made = raw::openat_exact(
-                            dir.0,
-                            n,
-                            libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC,
-                            0o444,
-                        )?;
-                        raw::close(made);
-                        let ro = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-                        return raw::openat_exact(dir.0, n, ro, 0).map(|fd| Reply::Fd {
-                            fd: Fd(fd),
-                            cloexec,
-                        });
-                    }
-                    Verdict::CodeLock => {
-                        let mode = (mode as u32) & 0o7777 & !SET_ID & !t.umask()?;
-                        let made = self
-                            .locks
-                            .borrow_mut()
-                            .make(&dir, &name, flags, mode, t.id)?;
-                        let Some(fd) = made else {
-                            return Err(self.deny(
-                                Op::Open,
-                                Reason::GitConfig,
-                                full.bytes(),
-                                blocked,
-                            ));
-                        };
-                        return Ok(Reply::Fd { fd, cloexec });
-                    }
-                    Verdict::Allow | Verdict::InertConfig => {}
-                }
-                // Set-ID bits are dropped, as `chmod` refuses them (see `chmod`).
-                let mode = (mode as u32) & 0o7777 & !SET_ID & !t.umask()?;
-                raw::openat_exact(dir.0, n, flags | libc::O_CLOEXEC, mode).map(|fd| Reply::Fd {
-                    fd: Fd(fd),
-                    cloexec,
-                })
-            }
+            Err(Errno(libc::ENOENT)) if !call.creates => Err(Errno(libc::ENOENT)),
+            Err(Errno(libc::ENOENT)) => self.create_file(t, call, entry, presumed_new, blocked),
             Err(e) => Err(e),
         }
+    }
+
+    /// [`Self::open`] of an existing entry (`st`: its `lstat`) other than a FIFO or
+    /// `/dev/tty`: opening it for writing is judged ([`Self::refuse_writing`]).
+    fn open_existing(
+        &self,
+        call: &OpenCall,
+        entry: &OpenEntry,
+        st: libc::stat,
+        blocked: &mut Option<Blocked>,
+    ) -> Result<Reply, Errno> {
+        let OpenEntry {
+            dir,
+            name,
+            trailing,
+            lexical,
+        } = entry;
+        let (creates, writes) = (call.creates, call.writes);
+        let n = name.cstr()?;
+        // Exists: nothing is created (O_EXCL makes this EEXIST, O_NOFOLLOW ELOOP).
+        // `name/` is the kernel's EISDIR with O_CREAT, ENOTDIR for a file without.
+        let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+        if *trailing && (creates || !is_dir) {
+            return Err(Errno(if creates { libc::EISDIR } else { libc::ENOTDIR }));
+        }
+        let mut flags = call.flags;
+        if writes && !(creates && flags & libc::O_EXCL != 0) {
+            let st = &st;
+            self.refuse_writing(
+                Op::Open,
+                dir,
+                name,
+                st,
+                *lexical,
+                call.path.bytes(),
+                blocked,
+            )?;
+            // What was judged is this entry, not a symlink: one swapped in since (by
+            // another run sharing the workspace: red team, sixth round, second pass)
+            // is ELOOP, not followed to a file the name was not judged as.
+            if st.st_mode & libc::S_IFMT != libc::S_IFLNK {
+                flags |= libc::O_NOFOLLOW;
+            }
+        }
+        raw::openat_exact(dir.0, n, flags | libc::O_CLOEXEC, 0).map(|fd| Reply::Fd {
+            fd: Fd(fd),
+            cloexec: call.cloexec,
+        })
+    }
+
+    /// [`Self::open`] with `O_CREAT` of a name that does not exist: the rules decide whether
+    /// and how the file is made ([`Self::decide_making`]).
+    fn create_file(
+        &self,
+        t: &mut Target,
+        call: &OpenCall,
+        entry: &OpenEntry,
+        presumed_new: bool,
+        blocked: &mut Option<Blocked>,
+    ) -> Result<Reply, Errno> {
+        let OpenEntry {
+            dir,
+            name,
+            trailing,
+            lexical,
+        } = entry;
+        let (flags, cloexec) = (call.flags, call.cloexec);
+        let n = name.cstr()?;
+        if *trailing {
+            return Err(Errno(libc::EISDIR));
+        }
+        let full = entry_path_of(dir, name, *lexical, call.path.bytes())?;
+        match self.decide_making(dir, full.bytes(), Create::File, t.id) {
+            Verdict::Deny(_)
+                if presumed_new && raw::fstatat(dir.0, n, libc::AT_SYMLINK_NOFOLLOW).is_ok() =>
+            {
+                return Err(Errno(libc::EEXIST))
+            }
+            Verdict::Deny(reason) => {
+                return Err(self.deny(Op::Open, reason, full.bytes(), blocked))
+            }
+            Verdict::EmptyConfig => {
+                // Created empty and read-only; the caller gets a read-only descriptor,
+                // so content can only arrive by an (inert) rename.
+                let made = raw::openat_exact(
+                    dir.0,
+                    n,
+                    libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC,
+                    0o444,
+                )?;
+                raw::close(made);
+                let ro = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+                return raw::openat_exact(dir.0, n, ro, 0).map(|fd| Reply::Fd {
+                    fd: Fd(fd),
+                    cloexec,
+                });
+            }
+            Verdict::CodeLock => {
+                let mode = (call.mode as u32) & 0o7777 & !SET_ID & !t.umask()?;
+                let made = self.locks.borrow_mut().make(dir, name, flags, mode, t.id)?;
+                let Some(fd) = made else {
+                    return Err(self.deny(Op::Open, Reason::GitConfig, full.bytes(), blocked));
+                };
+                return Ok(Reply::Fd { fd, cloexec });
+            }
+            Verdict::Allow | Verdict::InertConfig => {}
+        }
+        // Set-ID bits are dropped, as `chmod` refuses them (see `chmod`).
+        let mode = (call.mode as u32) & 0o7777 & !SET_ID & !t.umask()?;
+        raw::openat_exact(dir.0, n, flags | libc::O_CLOEXEC, mode).map(|fd| Reply::Fd {
+            fd: Fd(fd),
+            cloexec,
+        })
     }
 
     /// The common creation (`tar`, compilers, editors: `O_CREAT|O_EXCL` of one name in the
