@@ -861,48 +861,11 @@ impl Matches {
         stamps: &mut DirStamps,
         cache: Option<&mut crate::walk_cache::WalkCache>,
     ) -> Result<Matches, ScanError> {
-        let (mut deny_read_found, mut deny_write_found) = (Vec::new(), Vec::new());
-        let mut read_globs = Vec::new();
-        let mut write_globs = Vec::new();
-        for (list, found, globs) in [
-            (deny_read, &mut deny_read_found, &mut read_globs),
-            (deny_write, &mut deny_write_found, &mut write_globs),
-        ] {
-            for pat in list {
-                match pat {
-                    PathPattern::Exact(p) => {
-                        if host.lstat_kind(p).is_some() {
-                            found.push(p.clone());
-                        }
-                    }
-                    PathPattern::Glob(g) => globs.push(g),
-                }
-            }
-        }
-        // A read glob with wildcards in its last component only (`~/.env*`) needs one listing
-        // of its base, not a walk of everything beneath (the whole home), nor a place in the
-        // compiled matcher (its shape would cost a regex set on every run).
-        let (one_level, read_globs): (Vec<&policy::Glob>, Vec<&policy::Glob>) =
-            read_globs.into_iter().partition(|g| g.is_one_level());
-        for g in &one_level {
-            for (name, _) in host.list_dir(g.base()) {
-                if g.matches_name(&name) {
-                    deny_read_found.push(g.base().join(name));
-                }
-            }
-        }
+        let (mut deny_read_found, read_globs) = exact_matches(host, deny_read);
+        let (deny_write_found, write_globs) = exact_matches(host, deny_write);
+        let read_globs = list_one_level(host, read_globs, &mut deny_read_found);
         let globs = DenyGlobs::new(read_globs.iter().copied(), write_globs.iter().copied())?;
-        let mut w = Walked::default();
-        // Walk every distinct glob base once (writable roots are the bases of the relative
-        // patterns); a base inside another base is covered by the outer walk.
-        let mut bases: Vec<PathBuf> = read_globs
-            .iter()
-            .chain(&write_globs)
-            .map(|g| g.base().to_path_buf())
-            .collect();
-        bases.extend(roots.iter().cloned());
-        bases.sort_by_key(|p| (depth(p), p.clone()));
-        bases.dedup();
+        let bases = glob_bases(roots, &read_globs, &write_globs);
         if let Some(cache) = cache {
             let key = crate::walk_cache::key(
                 cache.binary(),
@@ -917,34 +880,208 @@ impl Matches {
                 stamps.set_prior(prior);
             }
         }
+        let mut planning = Planning {
+            host,
+            roots,
+            globs: &globs,
+            w: Walked::default(),
+            count: 0,
+        };
+        stamps.round_start = stamps.taken_at;
+        planning.walk_bases(bases, stamps)?;
+        planning.recheck(stamps)?;
+        let w = planning.w;
+        let mut m = Matches {
+            deny_read: [deny_read_found, w.deny_read].concat(),
+            deny_write: [deny_write_found, w.deny_write].concat(),
+            git_files: w.git_files,
+            git_dirs: w.git_dirs,
+            accepted_git_dirs: w.accepted_git_dirs,
+            unlisted: w.unlisted,
+            dir_links: w.dir_links,
+            seen_as: w.seen_as,
+            globs,
+        };
+        Matches::mask_unlisted(&mut m, host, roots, w.too_deep)?;
+        // What was not reached (removed, or below a changed directory) is dropped.
+        stamps.prior = None;
+        for v in [
+            &mut m.deny_read,
+            &mut m.deny_write,
+            &mut m.git_files,
+            &mut m.git_dirs,
+            &mut m.accepted_git_dirs,
+            &mut m.dir_links,
+        ] {
+            v.sort();
+            v.dedup();
+        }
+        Ok(m)
+    }
+
+    /// What the walk could not list ([`Matches::unlisted`]), stockade's quarantine and the
+    /// ancestors of matches too deep to mask (`too_deep`) are masked whole: denied to read and
+    /// to write. One that is or holds a writable root refuses the run.
+    fn mask_unlisted(
+        m: &mut Matches,
+        host: &dyn HostView,
+        roots: &[PathBuf],
+        too_deep: Vec<PathBuf>,
+    ) -> Result<(), ScanError> {
+        // stockade's own quarantine holds what earlier sweeps took from runs (a dotenv file
+        // a run buried below `PATH_MAX`, its planted hooks): a later run sees none of it.
+        for root in roots {
+            let q = root.join(".stockade").join("quarantine");
+            if host.lstat_kind(&q) == Some(Kind::Dir) {
+                m.unlisted.push(q);
+            }
+        }
+        // A directory the planner could not list, that a command could enter (it can
+        // `chmod` it back open, or search it for names it knows): masked whole, unreadable
+        // and unwritable, since nothing in it was checked.
+        m.unlisted.extend(too_deep);
+        m.unlisted.sort();
+        m.unlisted.dedup();
+        // One that is or holds a writable root cannot be masked (the command writes there):
+        // the run is refused, naming it (a run's `chmod 0311` of its own workspace, a secret
+        // moved beyond `PATH_MAX` in a shallow tree).
+        for d in &m.unlisted {
+            if let Some(root) = roots.iter().find(|r| is_within(r, d)) {
+                let deep = (host.try_list_dir(d))
+                    .map_or_else(|e| !crate::beneath::is_denied(&e), |_| true);
+                return Err(ScanError::Unlistable {
+                    dir: d.clone(),
+                    root: root.clone(),
+                    deep,
+                });
+            }
+        }
+        for d in std::mem::take(&mut m.unlisted) {
+            m.deny_read.push(d.clone());
+            m.deny_write.push(d.clone());
+            m.unlisted.push(d);
+        }
+        Ok(())
+    }
+}
+
+/// The exact paths of `list` that exist (found by stat), and its globs (found by walking).
+fn exact_matches<'p>(
+    host: &dyn HostView,
+    list: &'p [PathPattern],
+) -> (Vec<PathBuf>, Vec<&'p policy::Glob>) {
+    let (mut found, mut globs) = (Vec::new(), Vec::new());
+    for pat in list {
+        match pat {
+            PathPattern::Exact(p) => {
+                if host.lstat_kind(p).is_some() {
+                    found.push(p.clone());
+                }
+            }
+            PathPattern::Glob(g) => globs.push(g),
+        }
+    }
+    (found, globs)
+}
+
+/// The read globs that need a walk; those of one level are matched here, into `found`.
+fn list_one_level<'p>(
+    host: &dyn HostView,
+    read_globs: Vec<&'p policy::Glob>,
+    found: &mut Vec<PathBuf>,
+) -> Vec<&'p policy::Glob> {
+    // A read glob with wildcards in its last component only (`~/.env*`) needs one listing
+    // of its base, not a walk of everything beneath (the whole home), nor a place in the
+    // compiled matcher (its shape would cost a regex set on every run).
+    let (one_level, read_globs): (Vec<&policy::Glob>, Vec<&policy::Glob>) =
+        read_globs.into_iter().partition(|g| g.is_one_level());
+    for g in &one_level {
+        for (name, _) in host.list_dir(g.base()) {
+            if g.matches_name(&name) {
+                found.push(g.base().join(name));
+            }
+        }
+    }
+    read_globs
+}
+
+/// The directories the planner walks, outermost first.
+fn glob_bases(
+    roots: &[PathBuf],
+    read_globs: &[&policy::Glob],
+    write_globs: &[&policy::Glob],
+) -> Vec<PathBuf> {
+    // Walk every distinct glob base once (writable roots are the bases of the relative
+    // patterns); a base inside another base is covered by the outer walk.
+    let mut bases: Vec<PathBuf> = read_globs
+        .iter()
+        .chain(write_globs)
+        .map(|g| g.base().to_path_buf())
+        .collect();
+    bases.extend(roots.iter().cloned());
+    bases.sort_by_key(|p| (depth(p), p.clone()));
+    bases.dedup();
+    bases
+}
+
+/// The planner's walk under way ([`Matches::collect`]): what it found so far, and how many
+/// entries it went through.
+struct Planning<'a> {
+    host: &'a dyn HostView,
+    roots: &'a [PathBuf],
+    globs: &'a DenyGlobs,
+    w: Walked,
+    count: usize,
+}
+
+impl Planning<'_> {
+    /// Walks each of `bases` that exists and is not inside one already walked.
+    fn walk_bases(&mut self, bases: Vec<PathBuf>, stamps: &mut DirStamps) -> Result<(), ScanError> {
         let mut walked: Vec<PathBuf> = Vec::new();
-        let mut count = 0usize;
+        for base in bases {
+            if walked.iter().any(|w| is_within(&base, w)) || self.host.lstat_kind(&base).is_none() {
+                continue;
+            }
+            self.walk_dir(&base, None, stamps)?;
+            walked.push(base);
+        }
+        Ok(())
+    }
+
+    /// Walks `dir` (whose parent is `parent` in [`DirStamps::seen`], none for a base),
+    /// recording what it finds, then looks for secrets among the git internals it passed.
+    fn walk_dir(
+        &mut self,
+        dir: &Path,
+        parent: Option<usize>,
+        stamps: &mut DirStamps,
+    ) -> Result<(), ScanError> {
+        let (host, globs, roots) = (self.host, self.globs, self.roots);
         let concern = |name: &std::ffi::OsStr, _| globs.may_concern(name);
         let unlisted = |w: &mut Walked, dir: &Path, e: std::io::Error| {
             if let Some(closed) = closed_to_planner(dir, &e, roots) {
                 w.unlisted.push(closed);
             }
         };
-        stamps.round_start = stamps.taken_at;
-        for base in bases {
-            if walked.iter().any(|w| is_within(&base, w)) || host.lstat_kind(&base).is_none() {
-                continue;
-            }
-            let w = std::cell::RefCell::new(&mut w);
-            walk(
-                host,
-                &base,
-                &mut count,
-                Stamps::Record(stamps),
-                &concern,
-                &mut |p, k| w.borrow_mut().visit(host, &globs, p, k),
-                &mut |d, e| unlisted(&mut w.borrow_mut(), d, e),
-            )?;
-            for (p, k) in std::mem::take(&mut stamps.in_git) {
-                w.borrow_mut().visit_secret(host, &globs, &p, k);
-            }
-            walked.push(base);
+        let w = std::cell::RefCell::new(&mut self.w);
+        walk_from(
+            host,
+            dir,
+            parent,
+            &mut self.count,
+            Stamps::Record(stamps),
+            &concern,
+            &mut |p, k| w.borrow_mut().visit(host, globs, p, k),
+            &mut |d, e| unlisted(&mut w.borrow_mut(), d, e),
+        )?;
+        for (p, k) in std::mem::take(&mut stamps.in_git) {
+            w.borrow_mut().visit_secret(host, globs, &p, k);
         }
+        Ok(())
+    }
+
+    /// Checks the walk again once it is over, and walks again what changed during it.
+    fn recheck(&mut self, stamps: &mut DirStamps) -> Result<(), ScanError> {
         // The walk is checked again once it is over (`DirStamps::changed` says why that
         // proves it saw the tree as it was at one instant); what changed during it is walked
         // again (what was found below it before is found again, or where it went), and
@@ -967,6 +1104,7 @@ impl Matches {
         // 7 timed runs). Those directories unchanged at this re-check, after every visit,
         // prove each visit found the file of the run's start; one changed brings the whole
         // re-check and a walk again, as below. A walk that listed anything re-checks all.
+        let host = self.host;
         let mut only =
             (stamps.listed == 0 && stamps.from_cache > 0).then(|| stamps.visited_and_above());
         let began = std::time::Instant::now();
@@ -985,82 +1123,12 @@ impl Matches {
                 (BACKOFF_STEP * u32::try_from(stamps.rewalks).unwrap_or(u32::MAX)).min(BACKOFF_MAX);
             std::thread::sleep(stamps.settle_wait(host, &stale).max(backoff));
             for (dir, parent) in stamps.rewalk(&tops, &stale) {
-                w.supersede(&dir);
-                let w = std::cell::RefCell::new(&mut w);
-                walk_from(
-                    host,
-                    &dir,
-                    parent,
-                    &mut count,
-                    Stamps::Record(stamps),
-                    &concern,
-                    &mut |p, k| w.borrow_mut().visit(host, &globs, p, k),
-                    &mut |d, e| unlisted(&mut w.borrow_mut(), d, e),
-                )?;
-                for (p, k) in std::mem::take(&mut stamps.in_git) {
-                    w.borrow_mut().visit_secret(host, &globs, &p, k);
-                }
+                self.w.supersede(&dir);
+                self.walk_dir(&dir, parent, stamps)?;
             }
             stamps.refresh(host);
         }
-        let mut m = Matches {
-            deny_read: [deny_read_found, w.deny_read].concat(),
-            deny_write: [deny_write_found, w.deny_write].concat(),
-            git_files: w.git_files,
-            git_dirs: w.git_dirs,
-            accepted_git_dirs: w.accepted_git_dirs,
-            unlisted: w.unlisted,
-            dir_links: w.dir_links,
-            seen_as: w.seen_as,
-            globs,
-        };
-        // stockade's own quarantine holds what earlier sweeps took from runs (a dotenv file
-        // a run buried below `PATH_MAX`, its planted hooks): a later run sees none of it.
-        for root in roots {
-            let q = root.join(".stockade").join("quarantine");
-            if host.lstat_kind(&q) == Some(Kind::Dir) {
-                m.unlisted.push(q);
-            }
-        }
-        // A directory the planner could not list, that a command could enter (it can
-        // `chmod` it back open, or search it for names it knows): masked whole, unreadable
-        // and unwritable, since nothing in it was checked.
-        m.unlisted.extend(w.too_deep);
-        m.unlisted.sort();
-        m.unlisted.dedup();
-        // One that is or holds a writable root cannot be masked (the command writes there):
-        // the run is refused, naming it (a run's `chmod 0311` of its own workspace, a secret
-        // moved beyond `PATH_MAX` in a shallow tree).
-        for d in &m.unlisted {
-            if let Some(root) = roots.iter().find(|r| is_within(r, d)) {
-                let deep = (host.try_list_dir(d))
-                    .map_or_else(|e| !crate::beneath::is_denied(&e), |_| true);
-                return Err(ScanError::Unlistable {
-                    dir: d.clone(),
-                    root: root.clone(),
-                    deep,
-                });
-            }
-        }
-        for d in std::mem::take(&mut m.unlisted) {
-            m.deny_read.push(d.clone());
-            m.deny_write.push(d.clone());
-            m.unlisted.push(d);
-        }
-        // What was not reached (removed, or below a changed directory) is dropped.
-        stamps.prior = None;
-        for v in [
-            &mut m.deny_read,
-            &mut m.deny_write,
-            &mut m.git_files,
-            &mut m.git_dirs,
-            &mut m.accepted_git_dirs,
-            &mut m.dir_links,
-        ] {
-            v.sort();
-            v.dedup();
-        }
-        Ok(m)
+        Ok(())
     }
 }
 
