@@ -446,34 +446,75 @@ fn sweep_inspecting(
     ours: &[PathBuf],
     restored: &[PathBuf],
 ) -> Vec<Violation> {
+    let SweepWalk {
+        mut found,
+        mut links,
+        maybe_planted,
+        unlisted,
+        replaced,
+    } = walk_roots(run, host, ours);
+    let mut linked = Vec::new();
+    // Judged once the walk is done: every directory on a link's way that the run closed has
+    // been opened up by then (`l -> d/x` with `d` at mode 000 and `d/x -> ~/.ssh`).
+    links.retain(|l| !restored.contains(l) && new_link_into_mask(run, host, l));
+    for link in links {
+        if let Some(root) = run.watch.sweep.roots.iter().find(|r| is_within(&link, r)) {
+            linked.push(quarantine(root, &link, run_id, "symlink_to_masked_path"));
+        }
+    }
+    found.sort();
+    let writable: Vec<&[u8]> = run
+        .watch
+        .sweep
+        .roots
+        .iter()
+        .map(|r| r.as_os_str().as_encoded_bytes())
+        .collect();
+    let already: BTreeSet<PathBuf> = found.iter().cloned().collect();
+    let mut s = Sweeping {
+        run,
+        host,
+        run_id,
+        writable,
+        out: replaced,
+        moved: Vec::new(),
+    };
+    s.protected_created(found);
+    s.unlisted(unlisted);
+    s.planted_git_dirs(maybe_planted, &already);
+    let mut out = s.out;
+    out.extend(linked);
+    out.extend(hidden_changes(run, host));
+    out
+}
+
+/// What the sweep's walk of the writable roots found ([`walk_roots`]).
+struct SweepWalk {
+    /// Protected paths the run made.
+    found: Vec<PathBuf>,
+    /// Symlinks in changed directories, not yet judged.
+    links: Vec<PathBuf>,
+    /// Directories holding a config, hooks or a commondir that were not git dirs at the start.
+    maybe_planted: BTreeSet<PathBuf>,
+    /// Directories the walk could not list, with the reason.
+    unlisted: Vec<(PathBuf, std::io::Error)>,
+    /// Roots not walked: replaced by a link during the run.
+    replaced: Vec<Violation>,
+}
+
+/// Walks each writable root through the directories the run changed.
+fn walk_roots(run: &Resolved, host: &Inspect<'_>, ours: &[PathBuf]) -> SweepWalk {
     let mut found = Vec::new();
     let mut links = Vec::new();
-    let mut linked = Vec::new();
     // Directories holding a config, hooks or a commondir that were not git dirs at the start.
     let mut maybe_planted: BTreeSet<PathBuf> = BTreeSet::new();
     let mut count = 0usize;
     let mut unlisted: Vec<(PathBuf, std::io::Error)> = Vec::new();
     let mut replaced: Vec<Violation> = Vec::new();
     for root in &run.watch.sweep.roots {
-        // A root reached only through a link: a directory above it (in another writable root,
-        // or swapped by whoever could) replaced during the run. Not walked, nothing moved:
-        // the link leads wherever the run chose (red team of issue 33, tenth round: a no-op
-        // run under Docker had the sweep, as root, quarantine a victim directory's `.bashrc`,
-        // `.envrc` and hooks).
-        if let Err(e) = Root::open_exact(root) {
-            use rustix::io::Errno;
-            if matches!(Errno::from_io_error(&e), Some(Errno::LOOP | Errno::NOTDIR)) {
-                replaced.push(Violation {
-                    allow: Some(WRITABLE_ROOT_REPLACED_HINT),
-                    code: sandbox::Code::SandboxViolation,
-                    kind: WRITABLE_ROOT_REPLACED,
-                    path: root.clone(),
-                    action: format!(
-                        "not swept ({e}): a directory on its path was replaced by a symbolic link during the run, and nothing where it leads was looked at or moved; put the directory back by hand, and look at where the link leads"
-                    ),
-                });
-                continue;
-            }
+        if let Some(v) = root_replaced(root) {
+            replaced.push(v);
+            continue;
         }
         let known = Stamps::SkipUnchanged(&run.watch.sweep.dirs);
         let globs = &run.watch.deny_globs;
@@ -512,128 +553,175 @@ fn sweep_inspecting(
             &mut |dir, e| unlisted.push((dir.to_path_buf(), e)),
         );
     }
-    // Judged once the walk is done: every directory on a link's way that the run closed has
-    // been opened up by then (`l -> d/x` with `d` at mode 000 and `d/x -> ~/.ssh`).
-    links.retain(|l| !restored.contains(l) && new_link_into_mask(run, host, l));
-    for link in links {
-        if let Some(root) = run.watch.sweep.roots.iter().find(|r| is_within(&link, r)) {
-            linked.push(quarantine(root, &link, run_id, "symlink_to_masked_path"));
+    SweepWalk {
+        found,
+        links,
+        maybe_planted,
+        unlisted,
+        replaced,
+    }
+}
+
+/// The violation of a writable root the sweep does not walk, if it is one.
+fn root_replaced(root: &Path) -> Option<Violation> {
+    // A root reached only through a link: a directory above it (in another writable root,
+    // or swapped by whoever could) replaced during the run. Not walked, nothing moved:
+    // the link leads wherever the run chose (red team of issue 33, tenth round: a no-op
+    // run under Docker had the sweep, as root, quarantine a victim directory's `.bashrc`,
+    // `.envrc` and hooks).
+    if let Err(e) = Root::open_exact(root) {
+        use rustix::io::Errno;
+        if matches!(Errno::from_io_error(&e), Some(Errno::LOOP | Errno::NOTDIR)) {
+            return Some(Violation {
+                allow: Some(WRITABLE_ROOT_REPLACED_HINT),
+                code: sandbox::Code::SandboxViolation,
+                kind: WRITABLE_ROOT_REPLACED,
+                path: root.to_path_buf(),
+                action: format!(
+                    "not swept ({e}): a directory on its path was replaced by a symbolic link during the run, and nothing where it leads was looked at or moved; put the directory back by hand, and look at where the link leads"
+                ),
+            });
         }
     }
-    found.sort();
-    let writable: Vec<&[u8]> = run
-        .watch
-        .sweep
-        .roots
-        .iter()
-        .map(|r| r.as_os_str().as_encoded_bytes())
-        .collect();
-    let already: BTreeSet<PathBuf> = found.iter().cloned().collect();
-    let mut out: Vec<Violation> = replaced;
-    let mut moved: Vec<PathBuf> = Vec::new();
-    // The quarantine lives in `<root>/.stockade`; one the sandbox created (possibly a symlink
-    // to somewhere else) is quarantined first, so nothing below is written through it.
-    found.sort_by_key(|p| {
-        let is_own_dir = run
-            .watch
-            .sweep
-            .roots
-            .iter()
-            .any(|r| p == &r.join(".stockade"));
-        (!is_own_dir, p.clone())
-    });
-    for path in found {
-        if moved.iter().any(|m| is_within(&path, m)) {
-            continue;
-        }
-        let Some(root) = run.watch.sweep.roots.iter().find(|r| is_within(&path, r)) else {
-            continue;
-        };
-        // Inside a git dir: the top-level `.git` or a submodule's under `.git/modules`.
-        let in_gitdir = path
-            .parent()
-            .is_some_and(|p| p.file_name().is_some_and(|n| n == ".git") || in_git_modules(p));
-        let is_hooks = in_gitdir && path.file_name().is_some_and(|n| n == "hooks");
-        let is_git_config = in_gitdir && path.file_name().is_some_and(|n| n == "config");
-        if is_hooks && host.lstat_kind(&path) == Some(Kind::Dir) {
-            match host.try_list_dir(&path) {
-                Ok(hooks) => {
-                    for (name, _) in hooks {
-                        if name.to_string_lossy().ends_with(".sample") {
-                            continue;
-                        }
-                        let hook = path.join(&name);
-                        out.push(quarantine(root, &hook, run_id, "protected_path_created"));
-                    }
-                }
-                Err(e) => {
-                    out.push(uninspectable(root, &path, &e, run_id));
-                    moved.push(path);
-                }
-            }
-        } else if is_git_config && host.lstat_kind(&path) == Some(Kind::File) {
-            out.extend(neutralise_config(
-                host,
-                (root, &path),
-                run_id,
-                "protected_path_created",
-                &writable,
-            ));
-        } else {
-            out.push(quarantine(root, &path, run_id, "protected_path_created"));
-            moved.push(path);
-        }
-    }
-    // What the walk could not list, even opened up: quarantined whole (not inspected, so not
-    // passed), unless the run cannot have reached into it.
-    for (dir, e) in unlisted {
-        if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR))
-            || moved.iter().any(|m| is_within(&dir, m))
-            || closed_since_before(run.watch.sweep.dirs.settled_before(), host, &dir)
-            || in_or_is_closed(run, host, &dir)
-        {
-            continue;
-        }
-        let Some(root) = run.watch.sweep.roots.iter().find(|r| is_within(&dir, r)) else {
-            continue;
-        };
-        out.push(uninspectable(root, &dir, &e, run_id));
-        moved.push(dir);
-    }
-    for dir in maybe_planted {
-        let Some(root) = run.watch.sweep.roots.iter().find(|r| is_within(&dir, r)) else {
-            continue;
-        };
-        // A linked worktree's admin dir as git makes it (the user's `git worktree add`
-        // beside a run): its common dir is the `.git` above it, whose hooks and config git
-        // runs; its own worktree files have rules of their own.
-        if moved.iter().any(|m| is_within(&dir, m))
-            || crate::git::is_plain_worktree_admin_dir(host, &dir)
-            || !planted_git::accepted_by_git(host, &dir)
-        {
-            continue;
-        }
-        for name in ["config", "config.worktree", "hooks", "commondir"] {
-            let path = dir.join(name);
-            // A new `.git`'s config and hooks went through the protected paths above.
-            if already.contains(&path) {
+    None
+}
+
+/// The sweep acting on what its walk found: what it did so far (`out`) and what it moved
+/// away whole (`moved`: nothing below those is acted on again).
+struct Sweeping<'a, 'h> {
+    run: &'a Resolved,
+    host: &'a Inspect<'h>,
+    run_id: &'a str,
+    writable: Vec<&'a [u8]>,
+    out: Vec<Violation>,
+    moved: Vec<PathBuf>,
+}
+
+impl Sweeping<'_, '_> {
+    /// The protected paths the run made (`found`): quarantined, a config neutralised, the
+    /// hooks of a hooks directory quarantined one by one.
+    fn protected_created(&mut self, mut found: Vec<PathBuf>) {
+        let (run, host, run_id) = (self.run, self.host, self.run_id);
+        let (out, moved) = (&mut self.out, &mut self.moved);
+        // The quarantine lives in `<root>/.stockade`; one the sandbox created (possibly a symlink
+        // to somewhere else) is quarantined first, so nothing below is written through it.
+        found.sort_by_key(|p| {
+            let is_own_dir = run
+                .watch
+                .sweep
+                .roots
+                .iter()
+                .any(|r| p == &r.join(".stockade"));
+            (!is_own_dir, p.clone())
+        });
+        for path in found {
+            if moved.iter().any(|m| is_within(&path, m)) {
                 continue;
             }
-            out.extend(neutralise_code_path(host, (root, &path), run_id, &writable));
-        }
-        // A git dir made during the run had no state (any that runs code is the run's), nor
-        // a link of the user's.
-        if !run.watch.sweep.git_dirs.contains(&dir) {
-            for rel in protect::git_state::STATE_FILES {
-                out.extend(armed_git_state(host, root, &dir.join(rel), b"", run_id));
+            let Some(root) = run.watch.sweep.roots.iter().find(|r| is_within(&path, r)) else {
+                continue;
+            };
+            // Inside a git dir: the top-level `.git` or a submodule's under `.git/modules`.
+            let in_gitdir = path
+                .parent()
+                .is_some_and(|p| p.file_name().is_some_and(|n| n == ".git") || in_git_modules(p));
+            let is_hooks = in_gitdir && path.file_name().is_some_and(|n| n == "hooks");
+            let is_git_config = in_gitdir && path.file_name().is_some_and(|n| n == "config");
+            if is_hooks && host.lstat_kind(&path) == Some(Kind::Dir) {
+                match host.try_list_dir(&path) {
+                    Ok(hooks) => {
+                        for (name, _) in hooks {
+                            if name.to_string_lossy().ends_with(".sample") {
+                                continue;
+                            }
+                            let hook = path.join(&name);
+                            out.push(quarantine(root, &hook, run_id, "protected_path_created"));
+                        }
+                    }
+                    Err(e) => {
+                        out.push(uninspectable(root, &path, &e, run_id));
+                        moved.push(path);
+                    }
+                }
+            } else if is_git_config && host.lstat_kind(&path) == Some(Kind::File) {
+                out.extend(neutralise_config(
+                    host,
+                    (root, &path),
+                    run_id,
+                    "protected_path_created",
+                    &self.writable,
+                ));
+            } else {
+                out.push(quarantine(root, &path, run_id, "protected_path_created"));
+                moved.push(path);
             }
-            let known = &run.watch.sweep.git_dirs;
-            out.extend(links_in_git_dir(host, (root, &dir), known, None, run_id));
         }
     }
-    out.extend(linked);
-    out.extend(hidden_changes(run, host));
-    out
+
+    /// The directories the walk could not list (`unlisted`).
+    fn unlisted(&mut self, unlisted: Vec<(PathBuf, std::io::Error)>) {
+        let (run, host, run_id) = (self.run, self.host, self.run_id);
+        // What the walk could not list, even opened up: quarantined whole (not inspected, so not
+        // passed), unless the run cannot have reached into it.
+        for (dir, e) in unlisted {
+            if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR))
+                || self.moved.iter().any(|m| is_within(&dir, m))
+                || closed_since_before(run.watch.sweep.dirs.settled_before(), host, &dir)
+                || in_or_is_closed(run, host, &dir)
+            {
+                continue;
+            }
+            let Some(root) = run.watch.sweep.roots.iter().find(|r| is_within(&dir, r)) else {
+                continue;
+            };
+            self.out.push(uninspectable(root, &dir, &e, run_id));
+            self.moved.push(dir);
+        }
+    }
+
+    /// The directories that gained a git dir's code during the run (`maybe_planted`) and that
+    /// git would take for a git dir: their code neutralised (what is `already` a protected
+    /// path the run made was dealt with as such), and the state and links of a new one.
+    fn planted_git_dirs(&mut self, maybe_planted: BTreeSet<PathBuf>, already: &BTreeSet<PathBuf>) {
+        let (run, host, run_id) = (self.run, self.host, self.run_id);
+        let out = &mut self.out;
+        for dir in maybe_planted {
+            let Some(root) = run.watch.sweep.roots.iter().find(|r| is_within(&dir, r)) else {
+                continue;
+            };
+            // A linked worktree's admin dir as git makes it (the user's `git worktree add`
+            // beside a run): its common dir is the `.git` above it, whose hooks and config git
+            // runs; its own worktree files have rules of their own.
+            if self.moved.iter().any(|m| is_within(&dir, m))
+                || crate::git::is_plain_worktree_admin_dir(host, &dir)
+                || !planted_git::accepted_by_git(host, &dir)
+            {
+                continue;
+            }
+            for name in ["config", "config.worktree", "hooks", "commondir"] {
+                let path = dir.join(name);
+                // A new `.git`'s config and hooks went through the protected paths above.
+                if already.contains(&path) {
+                    continue;
+                }
+                out.extend(neutralise_code_path(
+                    host,
+                    (root, &path),
+                    run_id,
+                    &self.writable,
+                ));
+            }
+            // A git dir made during the run had no state (any that runs code is the run's), nor
+            // a link of the user's.
+            if !run.watch.sweep.git_dirs.contains(&dir) {
+                for rel in protect::git_state::STATE_FILES {
+                    out.extend(armed_git_state(host, root, &dir.join(rel), b"", run_id));
+                }
+                let known = &run.watch.sweep.git_dirs;
+                out.extend(links_in_git_dir(host, (root, &dir), known, None, run_id));
+            }
+        }
+    }
 }
 
 /// Violation kind of git's state of a stopped rebase or sequence that gained a line that runs
