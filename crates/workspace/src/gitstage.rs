@@ -683,7 +683,7 @@ fn reconcile_inner(
     writable_roots: &[PathBuf],
     (root_caller, from): (bool, Option<u32>),
 ) -> (Vec<Violation>, Vec<String>) {
-    let mut violations = Vec::new();
+    let violations = Vec::new();
     let mut errors = Vec::new();
     let g = match open_checked(&staged.gitdir, staged.identity) {
         Ok(g) => g,
@@ -714,140 +714,211 @@ fn reconcile_inner(
     all.extend(names(&c).unwrap_or_default());
     all.sort();
     all.dedup();
-    let at = |n: &OsStr| staged.gitdir.join(n);
-    let budget = Cell::new(BUDGET);
-    for d in &staged.copied {
-        let now = tree(&c, d);
-        if Some(&now) == snapshot.copy_trees.get(d) {
-            continue;
-        }
-        if Some(&tree(&g, d)) != snapshot.host_trees.get(d) {
-            violations.push(violation(
-                CONFLICT,
-                at(d),
-                "not brought back from the run: changed on the host during it too".into(),
-                None,
-            ));
-            continue;
-        }
-        let mut done = Ok(());
-        if seen(&g, d).is_some() {
-            done = remove_tree(&g, d, 0);
-        }
-        if done.is_ok() && now.is_some() {
-            done = copy_tree(&c, &g, d, d, owner, from, 0, &budget);
-        }
-        if let Err(e) = done {
-            errors.push(format!(
-                "the run's {} was not brought back: {e}",
-                at(d).display()
-            ));
+    let mut r = Reconciling {
+        staged,
+        snapshot,
+        g: &g,
+        c: &c,
+        owner,
+        from,
+        budget: Cell::new(BUDGET),
+        violations,
+        errors,
+    };
+    r.copied_dirs();
+    for n in all {
+        r.entry(n, writable_roots);
+    }
+    (r.violations, r.errors)
+}
+
+/// [`reconcile_inner`] under way: the git dir `g` and its copy `c` (open), whom what comes
+/// back belongs to (`owner`) and whose entries may come back (`from`), and what it refused
+/// (`violations`) or could not do (`errors`) so far.
+struct Reconciling<'a> {
+    staged: &'a Staged,
+    snapshot: &'a Snapshot,
+    g: &'a OwnedFd,
+    c: &'a OwnedFd,
+    owner: Option<(u32, u32)>,
+    from: Option<u32>,
+    budget: Cell<u64>,
+    violations: Vec<Violation>,
+    errors: Vec<String>,
+}
+
+impl Reconciling<'_> {
+    fn at(&self, n: &OsStr) -> PathBuf {
+        self.staged.gitdir.join(n)
+    }
+
+    /// The directories copied whole ([`Staged::copied`]) the run changed: brought back
+    /// whole, unless the host changed them too.
+    fn copied_dirs(&mut self) {
+        let (staged, snapshot, g, c) = (self.staged, self.snapshot, self.g, self.c);
+        let (owner, from, budget) = (self.owner, self.from, &self.budget);
+        for d in &staged.copied {
+            let now = tree(c, d);
+            if Some(&now) == snapshot.copy_trees.get(d) {
+                continue;
+            }
+            if Some(&tree(g, d)) != snapshot.host_trees.get(d) {
+                self.violations.push(violation(
+                    CONFLICT,
+                    self.at(d),
+                    "not brought back from the run: changed on the host during it too".into(),
+                    None,
+                ));
+                continue;
+            }
+            let mut done = Ok(());
+            if seen(g, d).is_some() {
+                done = remove_tree(g, d, 0);
+            }
+            if done.is_ok() && now.is_some() {
+                done = copy_tree(c, g, d, d, owner, from, 0, budget);
+            }
+            if let Err(e) = done {
+                self.errors.push(format!(
+                    "the run's {} was not brought back: {e}",
+                    self.at(d).display()
+                ));
+            }
         }
     }
-    for n in all {
+
+    /// The top-level entry `n` of the git dir or its copy (neither a subdirectory staged on
+    /// its own nor one copied whole).
+    fn entry(&mut self, n: OsString, writable_roots: &[PathBuf]) {
+        let (staged, snapshot, g, c) = (self.staged, self.snapshot, self.g, self.c);
         if staged.subdirs.contains(&n) || staged.copied.contains(&n) {
-            continue;
+            return;
         }
-        let now = seen(&c, &n);
+        let now = seen(c, &n);
         if snapshot.withheld.contains(&n) {
             // Another owner's file, left out of the copy: the run's own file of that name
             // never replaces it.
             if now.is_some() {
-                violations.push(violation(
+                self.violations.push(violation(
                     REFUSED,
-                    at(&n),
+                    self.at(&n),
                     "not brought back from the run: the host's file of that name belongs to another user, and was not the run's to change".into(),
                     None,
                 ));
             }
-            continue;
+            return;
         }
         if now == snapshot.copy.get(&n).copied() {
-            continue;
+            return;
         }
-        if seen(&g, &n) != snapshot.host.get(&n).copied() {
-            // Both changed it: the host's stays, the run's is kept beside it.
-            let mut aside = n.clone();
-            aside.push(".stockade-conflict");
-            let kept = match now.map(|s| s.kind) {
-                Some(libc::S_IFREG) | Some(libc::S_IFLNK) => {
-                    copy_entry_as(&c, &n, &g, &aside, (owner, from), &budget).is_ok()
-                }
-                _ => false,
-            };
-            violations.push(violation(
-                CONFLICT,
-                at(&n),
-                if kept {
-                    format!(
-                        "not brought back from the run: changed on the host during it too; the run's version was moved to {}",
-                        at(&aside).display()
-                    )
-                } else {
-                    "not brought back from the run: changed on the host during it too".into()
-                },
-                None,
-            ));
-            continue;
+        if seen(g, &n) != snapshot.host.get(&n).copied() {
+            self.conflict(&n, now);
+            return;
         }
         if staged.protected.contains(&n) {
             if let Some(v) = judge_protected(
                 staged,
-                (&g, &c),
+                (g, c),
                 &n,
                 now,
                 writable_roots,
-                (owner, from),
-                &budget,
+                (self.owner, self.from),
+                &self.budget,
             ) {
-                violations.push(v);
+                self.violations.push(v);
             }
-            continue;
+            return;
         }
+        self.bring_back(&n, now);
+    }
+
+    /// `n` changed both on the host and in the copy.
+    fn conflict(&mut self, n: &OsStr, now: Option<Seen>) {
+        // Both changed it: the host's stays, the run's is kept beside it.
+        let mut aside = n.to_os_string();
+        aside.push(".stockade-conflict");
+        let kept = match now.map(|s| s.kind) {
+            Some(libc::S_IFREG) | Some(libc::S_IFLNK) => copy_entry_as(
+                self.c,
+                n,
+                self.g,
+                &aside,
+                (self.owner, self.from),
+                &self.budget,
+            )
+            .is_ok(),
+            _ => false,
+        };
+        self.violations.push(violation(
+            CONFLICT,
+            self.at(n),
+            if kept {
+                format!(
+                    "not brought back from the run: changed on the host during it too; the run's version was moved to {}",
+                    self.at(&aside).display()
+                )
+            } else {
+                "not brought back from the run: changed on the host during it too".into()
+            },
+            None,
+        ));
+    }
+
+    /// `n`, changed by the run alone (now `now` in the copy, unprotected): removed, brought
+    /// back, or kept aside and refused.
+    fn bring_back(&mut self, n: &OsStr, now: Option<Seen>) {
+        let (g, c) = (self.g, self.c);
+        let (owner, from, budget) = (self.owner, self.from, &self.budget);
         let kind = now.map(|s| s.kind);
         let known_file = BROUGHT_BACK.iter().any(|b| n == *b);
-        let known_dir = NEW_DIRS.iter().any(|b| n == *b) && !snapshot.host.contains_key(&n);
+        let known_dir = NEW_DIRS.iter().any(|b| n == *b) && !self.snapshot.host.contains_key(n);
         let done = match kind {
             // Removing a file names nothing for git to follow.
-            None => rustix::fs::unlinkat(&g, &n, AtFlags::empty()).map_err(io),
-            Some(libc::S_IFREG) if known_file => copy_entry(&c, &g, &n, owner, from, &budget),
-            Some(libc::S_IFDIR) if known_dir => copy_tree(&c, &g, &n, &n, owner, from, 0, &budget),
+            None => rustix::fs::unlinkat(g, n, AtFlags::empty()).map_err(io),
+            Some(libc::S_IFREG) if known_file => copy_entry(c, g, n, owner, from, budget),
+            Some(libc::S_IFDIR) if known_dir => copy_tree(c, g, n, n, owner, from, 0, budget),
             Some(libc::S_IFREG) | Some(libc::S_IFLNK) | Some(libc::S_IFDIR) => {
-                // Any other name: kept aside under a name nothing reads, never live.
-                let mut aside = n.clone();
-                aside.push(".stockade-refused");
-                let kept = if kind == Some(libc::S_IFDIR) {
-                    let _ = remove_tree(&g, &aside, 0);
-                    copy_tree(&c, &g, &n, &aside, owner, from, 0, &budget)
-                } else {
-                    copy_entry_as(&c, &n, &g, &aside, (owner, from), &budget)
-                };
-                violations.push(violation(
-                    REFUSED,
-                    at(&n),
-                    match kept {
-                        Ok(()) => format!(
-                            "not brought back from the run: only git's everyday state files come back to the top of a git dir staged for the run (gVisor, Podman, Docker); the run's version was moved to {}",
-                            at(&aside).display()
-                        ),
-                        Err(e) => format!(
-                            "not brought back from the run: only git's everyday state files come back to the top of a git dir staged for the run (gVisor, Podman, Docker) (the run's version is lost: {e})"
-                        ),
-                    },
-                    Some("make that change on the host, or run with --backend native"),
-                ));
+                self.refuse(n, kind);
                 Ok(())
             }
             Some(_) => Err(std::io::Error::other("not a file, link or directory")),
         };
         if let Err(e) = done {
-            errors.push(format!(
+            self.errors.push(format!(
                 "the run's {} was not brought back: {e}",
-                at(&n).display()
+                self.at(n).display()
             ));
         }
     }
-    (violations, errors)
+
+    /// `n` (of `kind`) is not a name that comes back to the top of a git dir: refused.
+    fn refuse(&mut self, n: &OsStr, kind: Option<u32>) {
+        let (g, c) = (self.g, self.c);
+        let (owner, from, budget) = (self.owner, self.from, &self.budget);
+        // Any other name: kept aside under a name nothing reads, never live.
+        let mut aside = n.to_os_string();
+        aside.push(".stockade-refused");
+        let kept = if kind == Some(libc::S_IFDIR) {
+            let _ = remove_tree(g, &aside, 0);
+            copy_tree(c, g, n, &aside, owner, from, 0, budget)
+        } else {
+            copy_entry_as(c, n, g, &aside, (owner, from), budget)
+        };
+        self.violations.push(violation(
+            REFUSED,
+            self.at(n),
+            match kept {
+                Ok(()) => format!(
+                    "not brought back from the run: only git's everyday state files come back to the top of a git dir staged for the run (gVisor, Podman, Docker); the run's version was moved to {}",
+                    self.at(&aside).display()
+                ),
+                Err(e) => format!(
+                    "not brought back from the run: only git's everyday state files come back to the top of a git dir staged for the run (gVisor, Podman, Docker) (the run's version is lost: {e})"
+                ),
+            },
+            Some("make that change on the host, or run with --backend native"),
+        ));
+    }
 }
 
 /// `copy_entry` to another name.
