@@ -4,8 +4,8 @@
 use sha2::{Digest, Sha256};
 
 use crate::error::PolicyError;
-use crate::file::PolicyFile;
-use crate::model::{BackendName, Cores, Limits, Network, NetworkMode, Policy};
+use crate::file::{FilesystemPatch, PolicyFile};
+use crate::model::{BackendName, Cores, Filesystem, Limits, Network, NetworkMode, Policy};
 use crate::net::NetList;
 use crate::paths::{check_syntax, has_glob_meta, is_relative_pattern};
 use crate::profile::{profile, DEFAULT_PROFILE};
@@ -83,6 +83,27 @@ pub fn resolve(file: Option<PolicyFile>, overrides: &Overrides) -> Result<Policy
     let mut policy = profile(name)?;
     // Presets are layered on the profile, before the file and the flags (which may change
     // what they set). The flag's agent replaces the file's.
+    let presets = preset_names(file.as_ref(), overrides)?;
+    crate::presets::apply(&mut policy, &presets)?;
+
+    if let Some(file) = file {
+        apply_file(&mut policy, file)?;
+    }
+    apply_overrides(&mut policy, overrides)?;
+
+    validate(&policy)?;
+    canonicalize_network(&mut policy.network)?;
+    credential_network(&mut policy)?;
+    Ok(policy)
+}
+
+/// The presets to layer on the profile, in order: the agent (the flag's, else the file's),
+/// the file's presets, then the flags'. An agent given as `--preset` or a toolchain preset as
+/// `--agent` is refused.
+fn preset_names(
+    file: Option<&PolicyFile>,
+    overrides: &Overrides,
+) -> Result<Vec<String>, PolicyError> {
     let mut presets: Vec<String> = Vec::new();
     if let Some(agent) = &overrides.agent {
         let p = crate::presets::preset(agent)?;
@@ -94,7 +115,7 @@ pub fn resolve(file: Option<PolicyFile>, overrides: &Overrides) -> Result<Policy
             });
         }
         presets.push(agent.clone());
-    } else if let Some(agent) = file.as_ref().and_then(|f| f.agent.clone()) {
+    } else if let Some(agent) = file.and_then(|f| f.agent.clone()) {
         presets.push(agent);
     }
     presets.extend(file.iter().flat_map(|f| f.presets.iter().cloned()));
@@ -108,65 +129,77 @@ pub fn resolve(file: Option<PolicyFile>, overrides: &Overrides) -> Result<Policy
         }
         presets.push(name.clone());
     }
-    crate::presets::apply(&mut policy, &presets)?;
+    Ok(presets)
+}
 
-    if let Some(file) = file {
-        policy.commands.clone_from(&file.commands);
-        let fs = &mut policy.filesystem;
-        if let Some(scope) = file.filesystem.read_scope {
-            fs.read_scope = scope;
-        }
-        append(&mut fs.deny_read, file.filesystem.deny_read);
-        append(&mut fs.read_empty, file.filesystem.read_empty);
-        append(&mut fs.allow_read, file.filesystem.allow_read);
-        append(&mut fs.allow_write, file.filesystem.allow_write);
-        append(&mut fs.deny_write, file.filesystem.deny_write);
-        for name in &file.filesystem.unprotect {
-            crate::file::check_unprotect(name).map_err(|(reason, _)| {
-                PolicyError::InvalidPattern {
-                    field: "filesystem.unprotect",
-                    pattern: name.clone(),
-                    reason,
-                }
-            })?;
-        }
-        append(&mut fs.unprotect, file.filesystem.unprotect);
-        append(&mut policy.env.allow, file.env.allow);
-        policy.env.set.extend(file.env.set);
-        append(&mut policy.env.passthrough, file.env.passthrough);
-        let net = &mut policy.network;
-        if let Some(mode) = file.network.mode {
-            net.mode = mode;
-        }
-        append(&mut net.allow_domains, file.network.allow_domains);
-        append(&mut net.deny_domains, file.network.deny_domains);
-        append(&mut net.allow_hosts, file.network.allow_hosts);
-        if let Some(t) = file.limits.timeout {
-            policy.limits.timeout = Some(t);
-        }
-        if let Some(size) = file.limits.tmp_size.clone() {
-            policy.limits.tmp_size = Some(size);
-        }
-        if let Some(n) = file.limits.files {
-            policy.limits.files = Some(n);
-        }
-        merge_limits(&mut policy.limits, file.limits);
-        if let Some(b) = file.backend {
-            policy.backend = b;
-        }
-        match file.review {
-            Some(true) => policy.workspace_mode = crate::WorkspaceMode::Review,
-            Some(false) => policy.workspace_mode = crate::WorkspaceMode::Direct,
-            None => {}
-        }
-        // The file's credentials replace a preset's of the same name.
-        for c in file.credentials {
-            match policy.credentials.iter_mut().find(|o| o.name == c.name) {
-                Some(o) => *o = c,
-                None => policy.credentials.push(c),
-            }
+/// The policy file's sections, on the profile and presets: lists appended, `env.set` merged,
+/// optional fields replacing, credentials replacing a preset's of the same name.
+fn apply_file(policy: &mut Policy, file: PolicyFile) -> Result<(), PolicyError> {
+    policy.commands.clone_from(&file.commands);
+    apply_file_filesystem(&mut policy.filesystem, file.filesystem)?;
+    append(&mut policy.env.allow, file.env.allow);
+    policy.env.set.extend(file.env.set);
+    append(&mut policy.env.passthrough, file.env.passthrough);
+    let net = &mut policy.network;
+    if let Some(mode) = file.network.mode {
+        net.mode = mode;
+    }
+    append(&mut net.allow_domains, file.network.allow_domains);
+    append(&mut net.deny_domains, file.network.deny_domains);
+    append(&mut net.allow_hosts, file.network.allow_hosts);
+    if let Some(t) = file.limits.timeout {
+        policy.limits.timeout = Some(t);
+    }
+    if let Some(size) = file.limits.tmp_size.clone() {
+        policy.limits.tmp_size = Some(size);
+    }
+    if let Some(n) = file.limits.files {
+        policy.limits.files = Some(n);
+    }
+    merge_limits(&mut policy.limits, file.limits);
+    if let Some(b) = file.backend {
+        policy.backend = b;
+    }
+    match file.review {
+        Some(true) => policy.workspace_mode = crate::WorkspaceMode::Review,
+        Some(false) => policy.workspace_mode = crate::WorkspaceMode::Direct,
+        None => {}
+    }
+    // The file's credentials replace a preset's of the same name.
+    for c in file.credentials {
+        match policy.credentials.iter_mut().find(|o| o.name == c.name) {
+            Some(o) => *o = c,
+            None => policy.credentials.push(c),
         }
     }
+    Ok(())
+}
+
+/// The file's `filesystem` section: `read_scope` replaces, the lists are appended; each
+/// `unprotect` name is checked before they are added.
+fn apply_file_filesystem(fs: &mut Filesystem, patch: FilesystemPatch) -> Result<(), PolicyError> {
+    if let Some(scope) = patch.read_scope {
+        fs.read_scope = scope;
+    }
+    append(&mut fs.deny_read, patch.deny_read);
+    append(&mut fs.read_empty, patch.read_empty);
+    append(&mut fs.allow_read, patch.allow_read);
+    append(&mut fs.allow_write, patch.allow_write);
+    append(&mut fs.deny_write, patch.deny_write);
+    for name in &patch.unprotect {
+        crate::file::check_unprotect(name).map_err(|(reason, _)| PolicyError::InvalidPattern {
+            field: "filesystem.unprotect",
+            pattern: name.clone(),
+            reason,
+        })?;
+    }
+    append(&mut fs.unprotect, patch.unprotect);
+    Ok(())
+}
+
+/// The command line's overrides, after the file: credentials, backend and workspace mode,
+/// then the filesystem, the environment, the network mode, the limits and the network lists.
+fn apply_overrides(policy: &mut Policy, overrides: &Overrides) -> Result<(), PolicyError> {
     for flag in &overrides.credentials {
         let c = crate::credentials::parse_flag(flag, &policy.credentials)?;
         match policy.credentials.iter_mut().find(|o| o.name == c.name) {
@@ -181,17 +214,7 @@ pub fn resolve(file: Option<PolicyFile>, overrides: &Overrides) -> Result<Policy
         policy.workspace_mode = m;
     }
 
-    let fs = &mut policy.filesystem;
-    append(&mut fs.allow_write, overrides.allow_write.iter().cloned());
-    append(&mut fs.deny_read, overrides.deny_read.iter().cloned());
-    append(&mut fs.allow_read, overrides.allow_read.iter().cloned());
-    append(&mut fs.deny_write, overrides.deny_write.iter().cloned());
-    // Catalogue entries the policy file removed; one a flag adds back stays.
-    let unprotect = fs.unprotect.clone();
-    let builtin = crate::profile::default_deny_write();
-    fs.deny_write.retain(|p| {
-        !unprotect.contains(p) || overrides.deny_write.contains(p) || !builtin.contains(p)
-    });
+    override_filesystem(&mut policy.filesystem, overrides);
     for entry in &overrides.env {
         match entry.split_once('=') {
             Some((name, value)) => {
@@ -205,35 +228,7 @@ pub fn resolve(file: Option<PolicyFile>, overrides: &Overrides) -> Result<Policy
     if let Some(mode) = overrides.net {
         net.mode = mode;
     }
-    if let Some(t) = overrides.timeout {
-        policy.limits.timeout = Some(t);
-    }
-    if let Some(size) = &overrides.tmp_size {
-        policy.limits.tmp_size = Some(size.clone());
-    }
-    if let Some(n) = overrides.files {
-        policy.limits.files = Some(n);
-    }
-    merge_limits(
-        &mut policy.limits,
-        Limits {
-            memory: overrides.memory.clone(),
-            pids: overrides.pids,
-            cpu: overrides.cpu,
-            output_limit: overrides.output_limit.clone(),
-            disk: overrides.disk.clone(),
-            ..Limits::default()
-        },
-    );
-    if policy.limits.files.is_some_and(|n| n < 16) {
-        return Err(PolicyError::InvalidValue {
-            key: "limits.files".into(),
-            value: policy.limits.files.unwrap_or_default().to_string(),
-            reason: "at least 16 (stdin, stdout, stderr and the dynamic loader need some)".into(),
-        });
-    }
-    // Refused here, as the policy is made; the run's spec takes the same typed values.
-    policy.limits.typed()?;
+    override_limits(&mut policy.limits, overrides)?;
     append(
         &mut net.allow_domains,
         overrides.allow_domains.iter().cloned(),
@@ -243,11 +238,57 @@ pub fn resolve(file: Option<PolicyFile>, overrides: &Overrides) -> Result<Policy
         overrides.deny_domains.iter().cloned(),
     );
     append(&mut net.allow_hosts, overrides.allow_hosts.iter().cloned());
+    Ok(())
+}
 
-    validate(&policy)?;
-    canonicalize_network(&mut policy.network)?;
-    credential_network(&mut policy)?;
-    Ok(policy)
+/// The flags' filesystem lists, appended; then the built-in `deny_write` entries the file
+/// unprotected are dropped, unless a flag adds them back.
+fn override_filesystem(fs: &mut Filesystem, overrides: &Overrides) {
+    append(&mut fs.allow_write, overrides.allow_write.iter().cloned());
+    append(&mut fs.deny_read, overrides.deny_read.iter().cloned());
+    append(&mut fs.allow_read, overrides.allow_read.iter().cloned());
+    append(&mut fs.deny_write, overrides.deny_write.iter().cloned());
+    // Catalogue entries the policy file removed; one a flag adds back stays.
+    let unprotect = fs.unprotect.clone();
+    let builtin = crate::profile::default_deny_write();
+    fs.deny_write.retain(|p| {
+        !unprotect.contains(p) || overrides.deny_write.contains(p) || !builtin.contains(p)
+    });
+}
+
+/// The flags' limits, replacing the file's; then the limits are checked (`limits.files` at
+/// least 16, every value typed).
+fn override_limits(limits: &mut Limits, overrides: &Overrides) -> Result<(), PolicyError> {
+    if let Some(t) = overrides.timeout {
+        limits.timeout = Some(t);
+    }
+    if let Some(size) = &overrides.tmp_size {
+        limits.tmp_size = Some(size.clone());
+    }
+    if let Some(n) = overrides.files {
+        limits.files = Some(n);
+    }
+    merge_limits(
+        limits,
+        Limits {
+            memory: overrides.memory.clone(),
+            pids: overrides.pids,
+            cpu: overrides.cpu,
+            output_limit: overrides.output_limit.clone(),
+            disk: overrides.disk.clone(),
+            ..Limits::default()
+        },
+    );
+    if limits.files.is_some_and(|n| n < 16) {
+        return Err(PolicyError::InvalidValue {
+            key: "limits.files".into(),
+            value: limits.files.unwrap_or_default().to_string(),
+            reason: "at least 16 (stdin, stdout, stderr and the dynamic loader need some)".into(),
+        });
+    }
+    // Refused here, as the policy is made; the run's spec takes the same typed values.
+    limits.typed()?;
+    Ok(())
 }
 
 /// Credentials travel only through the proxy: with them, mode `none` becomes `proxy` with the
