@@ -168,13 +168,6 @@ pub fn relay(t: Terminal, wake: OwnedFd) -> Relayed {
     keys.take();
     let _ = fcntl_getfl(&master).and_then(|f| fcntl_setfl(&master, f | OFlags::NONBLOCK));
     let mut out = Outflow::new(output.as_fd(), limit, stream, sanitize).line_editing();
-    let follow_size = || {
-        if let Some(from) = &size_from {
-            if let Ok(size) = termios::tcgetwinsize(from) {
-                let _ = termios::tcsetwinsize(&master, size);
-            }
-        }
-    };
     // The caller's window may have changed since the terminal was made (only then: the
     // command may have set a size of its own meanwhile, on a loaded machine even before this
     // thread ran).
@@ -185,32 +178,99 @@ pub fn relay(t: Terminal, wake: OwnedFd) -> Relayed {
             }
         }
     }
-    let mut escape = Escape::default();
-    let mut pending: Vec<u8> = Vec::new();
-    let mut buf = vec![0u8; CHUNK];
-    let mut stopping = false;
-    'relay: loop {
-        let master_events = if pending.is_empty() {
+    Relaying {
+        master: &master,
+        wake: &wake,
+        size_from: size_from.as_ref(),
+        end: end.as_ref(),
+        keys: &mut keys,
+        out: &mut out,
+        escape: Escape::default(),
+        pending: Vec::new(),
+        buf: vec![0u8; CHUNK],
+        stopping: false,
+    }
+    .rounds();
+    // The caller's terminal gets its settings back now, not when the run ends: the command
+    // may go on without its terminal (every holder closed it) for as long as it likes.
+    keys.release();
+    out.finish()
+}
+
+/// A relay under way: what [`relay`] connects, and where it is.
+struct Relaying<'a> {
+    master: &'a OwnedFd,
+    wake: &'a OwnedFd,
+    size_from: Option<&'a OwnedFd>,
+    end: Option<&'a sandbox::Cancel>,
+    keys: &'a mut Keys,
+    out: &'a mut Outflow,
+    escape: Escape,
+    /// Keystrokes the terminal has not taken yet.
+    pending: Vec<u8>,
+    buf: Vec<u8>,
+    /// Told to stop: the terminal's output is drained, then the relay ends.
+    stopping: bool,
+}
+
+/// Readable, or at its end (hung up, or an error to read).
+fn readable(f: PollFlags) -> bool {
+    f.intersects(PollFlags::IN | PollFlags::HUP | PollFlags::ERR)
+}
+
+impl Relaying<'_> {
+    /// The relay's rounds: wait, then the wake-up pipe, the keyboard to take, the terminal's
+    /// output, the keystrokes it takes, the caller's keys; until the terminal is closed or
+    /// everything was passed on after a stop.
+    fn rounds(&mut self) {
+        loop {
+            let ready = match self.wait() {
+                Ok(ready) => ready,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(_) => break,
+            };
+            if readable(ready[1]) {
+                self.woken();
+            }
+            if self.keys.waiting() {
+                self.keys.take();
+            }
+            // The terminal's output: one chunk a round (all of it once the run is over).
+            if (readable(ready[0]) || self.stopping) && self.pass_output() {
+                break;
+            }
+            if !self.pending.is_empty() && ready[0].contains(PollFlags::OUT) {
+                self.write_pending();
+            }
+            self.read_keys(ready.get(2).copied());
+        }
+    }
+
+    /// Wait for the master, the wake-up pipe and the caller's keys (while more are taken);
+    /// what each is ready for, in that order.
+    fn wait(&self) -> rustix::io::Result<Vec<PollFlags>> {
+        let master_events = if self.pending.is_empty() {
             PollFlags::IN
         } else {
             PollFlags::IN | PollFlags::OUT
         };
-        let reading_input = keys.input.is_some() && pending.len() < PENDING_MAX && !stopping;
+        let reading_input =
+            self.keys.input.is_some() && self.pending.len() < PENDING_MAX && !self.stopping;
         let mut fds = vec![
-            PollFd::new(&master, master_events),
-            PollFd::new(&wake, PollFlags::IN),
+            PollFd::new(self.master, master_events),
+            PollFd::new(self.wake, PollFlags::IN),
         ];
-        if let (Some(i), true) = (&keys.input, reading_input) {
+        if let (Some(i), true) = (&self.keys.input, reading_input) {
             fds.push(PollFd::new(&i.fd, PollFlags::IN));
         }
         // Stopping: drain without waiting. Waiting for the foreground (a shell's `fg` sends
         // SIGCONT, which wakes the relay; a second's look covers one that does not).
-        let timeout = if stopping {
+        let timeout = if self.stopping {
             Some(&rustix::event::Timespec {
                 tv_sec: 0,
                 tv_nsec: 0,
             })
-        } else if keys.waiting() {
+        } else if self.keys.waiting() {
             Some(&rustix::event::Timespec {
                 tv_sec: 1,
                 tv_nsec: 0,
@@ -218,94 +278,100 @@ pub fn relay(t: Terminal, wake: OwnedFd) -> Relayed {
         } else {
             None
         };
-        match poll(&mut fds, timeout) {
-            Ok(_) => {}
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(_) => break,
-        }
-        let ready: Vec<PollFlags> = fds.iter().map(PollFd::revents).collect();
-        drop(fds);
-        let any = |f: PollFlags| f.intersects(PollFlags::IN | PollFlags::HUP | PollFlags::ERR);
-        if any(ready[1]) {
-            let mut got = [0u8; 64];
-            while let Ok(n @ 1..) = rustix::io::read(&wake, &mut got) {
-                if got[..n].contains(&b'w') {
-                    follow_size();
-                }
-                if got[..n].contains(&b's') {
-                    stopping = true;
-                }
-                if got[..n].contains(&b't') {
-                    keys.release();
-                    // Stop as SIGTSTP would have, with the caller's terminal as it was.
-                    let me = rustix::process::getpid();
-                    let _ = rustix::process::kill_process(me, rustix::process::Signal::STOP);
-                }
-                if got[..n].contains(&b'c') {
-                    keys.resume();
-                }
+        poll(&mut fds, timeout)?;
+        Ok(fds.iter().map(PollFd::revents).collect())
+    }
+
+    /// Read the wake-up pipe: `w` the caller's window changed, `s` stop, `t` stop this
+    /// process (keyboard given back first), `c` continued.
+    fn woken(&mut self) {
+        let mut got = [0u8; 64];
+        while let Ok(n @ 1..) = rustix::io::read(self.wake, &mut got) {
+            if got[..n].contains(&b'w') {
+                self.follow_size();
+            }
+            if got[..n].contains(&b's') {
+                self.stopping = true;
+            }
+            if got[..n].contains(&b't') {
+                self.keys.release();
+                // Stop as SIGTSTP would have, with the caller's terminal as it was.
+                let me = rustix::process::getpid();
+                let _ = rustix::process::kill_process(me, rustix::process::Signal::STOP);
+            }
+            if got[..n].contains(&b'c') {
+                self.keys.resume();
             }
         }
-        if keys.waiting() {
-            keys.take();
-        }
-        // The terminal's output: one chunk a round (all of it once the run is over).
-        if any(ready[0]) || stopping {
-            loop {
-                match rustix::io::read(&master, &mut buf) {
-                    Ok(0) => break 'relay,
-                    Ok(n) => {
-                        // A caller that is gone takes nothing more; the terminal is still
-                        // drained, so the command never blocks on it.
-                        let _ = out.push(&buf[..n]);
-                        if !stopping {
-                            break;
-                        }
-                    }
-                    Err(rustix::io::Errno::INTR) => {}
-                    Err(rustix::io::Errno::AGAIN) => break,
-                    // EIO: no process holds the terminal any more.
-                    Err(_) => break 'relay,
-                }
-            }
-            if stopping {
-                break;
+    }
+
+    /// Give the run's terminal the caller's window size.
+    fn follow_size(&self) {
+        if let Some(from) = self.size_from {
+            if let Ok(size) = termios::tcgetwinsize(from) {
+                let _ = termios::tcsetwinsize(self.master, size);
             }
         }
-        if !pending.is_empty() && ready[0].contains(PollFlags::OUT) {
-            match rustix::io::write(&master, &pending) {
+    }
+
+    /// Pass on one chunk of the terminal's output, or all of it when stopping. True: the
+    /// relay ends (the terminal is closed, or its output was drained after a stop).
+    fn pass_output(&mut self) -> bool {
+        loop {
+            match rustix::io::read(self.master, &mut self.buf) {
+                Ok(0) => return true,
                 Ok(n) => {
-                    pending.drain(..n);
+                    // A caller that is gone takes nothing more; the terminal is still
+                    // drained, so the command never blocks on it.
+                    let _ = self.out.push(&self.buf[..n]);
+                    if !self.stopping {
+                        break;
+                    }
                 }
-                Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => {}
-                Err(_) => pending.clear(),
+                Err(rustix::io::Errno::INTR) => {}
+                Err(rustix::io::Errno::AGAIN) => break,
+                // EIO: no process holds the terminal any more.
+                Err(_) => return true,
             }
         }
-        if let (Some(i), Some(flags)) = (&keys.input, ready.get(2)) {
-            if any(*flags) {
+        self.stopping
+    }
+
+    /// Write what the terminal takes of the pending keystrokes.
+    fn write_pending(&mut self) {
+        match rustix::io::write(self.master, &self.pending) {
+            Ok(n) => {
+                self.pending.drain(..n);
+            }
+            Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => {}
+            Err(_) => self.pending.clear(),
+        }
+    }
+
+    /// Read the caller's keys (`flags`: what the poll found on them), through the escape,
+    /// into the pending keystrokes; the escape cancels the run.
+    fn read_keys(&mut self, flags: Option<PollFlags>) {
+        if let (Some(i), Some(flags)) = (&self.keys.input, flags) {
+            if readable(flags) {
                 let hung_up = flags.intersects(PollFlags::HUP | PollFlags::ERR);
-                match rustix::io::read(&i.fd, &mut buf[..PENDING_MAX - pending.len()]) {
+                match rustix::io::read(&i.fd, &mut self.buf[..PENDING_MAX - self.pending.len()]) {
                     // The shared description reads nothing, at once, when another reader
                     // took the keys first (`VMIN` 0): not the end of the terminal.
                     Ok(0) if i.shared && !hung_up => {}
-                    Ok(0) => keys.done(),
+                    Ok(0) => self.keys.done(),
                     Ok(n) => {
-                        if escape.feed(&buf[..n], &mut pending) {
-                            if let Some(end) = &end {
+                        if self.escape.feed(&self.buf[..n], &mut self.pending) {
+                            if let Some(end) = self.end {
                                 end.cancel();
                             }
                         }
                     }
                     Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => {}
-                    Err(_) => keys.done(),
+                    Err(_) => self.keys.done(),
                 }
             }
         }
     }
-    // The caller's terminal gets its settings back now, not when the run ends: the command
-    // may go on without its terminal (every holder closed it) for as long as it likes.
-    keys.release();
-    out.finish()
 }
 
 /// The caller's keyboard, as the relay holds it: taken while this process is in the
