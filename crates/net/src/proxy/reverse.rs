@@ -16,12 +16,14 @@ use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use policy::credentials::Inject;
+use zeroize::Zeroizing;
 
 use super::{
     connect, content_length, event, exchange, set_https_host, strip_hop_by_hop, text, when_done,
     Body, Counted, Denial, Event, Shared, Upstream, CREDENTIAL_REFUSED,
 };
-use crate::credential::{self, Presented, Route};
+use crate::credential::oauth::Login;
+use crate::credential::{self, Presented, Route, Routes, Secret};
 
 /// The protocol named in a route's events.
 const PROTOCOL: &str = "credential";
@@ -82,19 +84,80 @@ pub(super) async fn request(
             "only absolute-form http:// requests and CONNECT are proxied (this run has no credential routes)",
         );
     };
-    let Some((route, rest)) = routes.find(&path) else {
-        let name = credential::split_route(&path).map(|(n, _)| n).unwrap_or("");
+    let (on, target) = match admit(&req, &path, &shared, &routes) {
+        Ok(admitted) => admitted,
+        Err(refusal) => return *refusal,
+    };
+    // A login's access token that has expired is refreshed first, on this side.
+    let current = match on.current(&shared, &routes.tls).await {
+        Ok(current) => current,
+        Err(refusal) => return *refusal,
+    };
+    let (request, sent_up) = match on.upstream_request(req, current.as_ref(), target) {
+        Ok(sent) => sent,
+        Err(refusal) => return *refusal,
+    };
+    let route = on.route;
+    let up = &route.upstream;
+    let key = pool_key(route);
+    let pooled = shared.pool.take_any(&key, up.port);
+    let opened = exchange(pooled, || open(&shared, route, &routes.tls), request).await;
+    let (sender, addr, resp) = match opened {
+        Ok(x) => x,
+        Err(e) => return text(StatusCode::BAD_GATEWAY, &e),
+    };
+    match resp {
+        Ok(r) => on.answer(r, shared, key, (sender, addr), sent_up),
+        Err(e) => {
+            shared.record(event(
+                PROTOCOL,
+                &up.host,
+                up.port,
+                Ok(&on.rule),
+                Some(addr),
+                sent_up,
+                0,
+            ));
+            text(StatusCode::BAD_GATEWAY, &format!("upstream: {e}"))
+        }
+    }
+}
+
+/// The answer to a request refused before it went upstream (boxed: it is large).
+type Refusal = Box<Response<Body>>;
+
+/// A request let onto its route (see [`admit`]).
+struct OnRoute<'r> {
+    route: &'r Route,
+    /// The rule its events name: `credential:<name>`.
+    rule: String,
+    /// The OAuth login of the route, whose access stand-ins are its own.
+    login: Option<&'r Login>,
+}
+
+/// The checks of a request before anything goes upstream, in order: a route for its path,
+/// a method that is forwarded, a path the route does not refuse, the run's stand-in, a
+/// target on the route's upstream. Each refusal is recorded and is the answer (`Err`).
+/// `Ok`: the route and the request's target upstream.
+fn admit<'r>(
+    req: &Request<Incoming>,
+    path: &str,
+    shared: &Shared,
+    routes: &'r Routes,
+) -> Result<(OnRoute<'r>, Zeroizing<String>), Refusal> {
+    let Some((route, rest)) = routes.find(path) else {
+        let name = credential::split_route(path).map(|(n, _)| n).unwrap_or("");
         let e = refused(
-            &shared,
+            shared,
             "",
             0,
             format!("credential:{name}"),
             format!(
                 "no credential route `{name}` in this run (path {})",
-                cut(&path)
+                cut(path)
             ),
         );
-        return text(StatusCode::NOT_FOUND, e.reason.as_deref().unwrap_or(""));
+        return Err(text(StatusCode::NOT_FOUND, e.reason.as_deref().unwrap_or("")).into());
     };
     let up = &route.upstream;
     let rule = format!("credential:{}", route.name);
@@ -103,11 +166,12 @@ pub(super) async fn request(
             "method {} is not forwarded on a credential route",
             req.method()
         );
-        let e = refused(&shared, &up.host, up.port, rule, reason);
-        return text(
+        let e = refused(shared, &up.host, up.port, rule, reason);
+        return Err(text(
             StatusCode::METHOD_NOT_ALLOWED,
             e.reason.as_deref().unwrap_or(""),
-        );
+        )
+        .into());
     }
     let (rest_path, query) = match rest.split_once('?') {
         Some((p, q)) => (p, Some(q)),
@@ -119,8 +183,8 @@ pub(super) async fn request(
             cut(rest_path),
             route.name
         );
-        let e = refused(&shared, &up.host, up.port, rule, reason);
-        return text(StatusCode::FORBIDDEN, e.reason.as_deref().unwrap_or(""));
+        let e = refused(shared, &up.host, up.port, rule, reason);
+        return Err(text(StatusCode::FORBIDDEN, e.reason.as_deref().unwrap_or("")).into());
     }
     // An OAuth login's access stand-ins are its own (a refresh hands out new ones).
     let login = routes.login(&route.name);
@@ -129,112 +193,128 @@ pub(super) async fn request(
         None => credential::presented(route, req.headers(), query),
     };
     if shown != Presented::Valid {
-        let e = refused(&shared, &up.host, up.port, rule, shown.reason(&route.name));
+        let e = refused(shared, &up.host, up.port, rule, shown.reason(&route.name));
         let mut r = text(StatusCode::UNAUTHORIZED, e.reason.as_deref().unwrap_or(""));
         if let Ok(v) = hyper::header::HeaderValue::from_str(CREDENTIAL_REFUSED) {
             r.headers_mut().insert("x-stockade-code", v);
         }
-        return r;
+        return Err(r.into());
     }
     let target = match credential::upstream_target(route, rest) {
         Ok(t) => t,
         Err(reason) => {
-            let e = refused(&shared, &up.host, up.port, rule, reason.to_owned());
-            return text(StatusCode::BAD_REQUEST, e.reason.as_deref().unwrap_or(""));
+            let e = refused(shared, &up.host, up.port, rule, reason.to_owned());
+            return Err(text(StatusCode::BAD_REQUEST, e.reason.as_deref().unwrap_or("")).into());
         }
     };
-    // A login's access token that has expired is refreshed first, on this side.
-    let current = match login {
-        Some(l) => {
-            if let Err((status, why)) = super::oauth::renew(
-                &shared,
-                &routes.tls,
-                l,
-                credential::oauth::REQUEST_MARGIN_MS,
-            )
-            .await
-            {
-                let e = refused(&shared, &up.host, up.port, rule, why);
-                return text(status, e.reason.as_deref().unwrap_or(""));
-            }
-            match l.access() {
-                Ok(s) => Some(s),
-                Err(reason) => return text(StatusCode::INTERNAL_SERVER_ERROR, reason),
-            }
+    Ok((OnRoute { route, rule, login }, target))
+}
+
+impl OnRoute<'_> {
+    /// The login's access token, renewed first when it is about to expire (`None`: the route
+    /// has no login; its secret is the value). A failed renewal is recorded and answered.
+    async fn current(
+        &self,
+        shared: &Shared,
+        tls: &Arc<rustls::ClientConfig>,
+    ) -> Result<Option<Secret>, Refusal> {
+        let Some(l) = self.login else {
+            return Ok(None);
+        };
+        if let Err((status, why)) =
+            super::oauth::renew(shared, tls, l, credential::oauth::REQUEST_MARGIN_MS).await
+        {
+            let up = &self.route.upstream;
+            let e = refused(shared, &up.host, up.port, self.rule.clone(), why);
+            return Err(text(status, e.reason.as_deref().unwrap_or("")).into());
         }
-        None => None,
-    };
-    let (mut parts, body) = req.into_parts();
-    strip_hop_by_hop(&mut parts.headers);
-    for h in credential::CREDENTIAL_HEADERS {
-        parts.headers.remove(*h);
+        match l.access() {
+            Ok(s) => Ok(Some(s)),
+            Err(reason) => Err(text(StatusCode::INTERNAL_SERVER_ERROR, reason).into()),
+        }
     }
-    parts.headers.remove(hyper::header::HOST);
-    if let Inject::Header { name, format } = &route.inject {
-        match credential::header_value(format, current.as_ref().unwrap_or(&route.secret)) {
-            Ok(v) => {
-                if let Ok(n) = hyper::header::HeaderName::from_bytes(name.as_bytes()) {
-                    parts.headers.insert(n, v);
+
+    /// The request as it goes upstream, and the size it declares: hop-by-hop and credential
+    /// headers dropped, the real value injected (`current`, else the route's secret), the
+    /// upstream's `Host`, no compression, no ranges, `target` as its URI, HTTP/1.1.
+    fn upstream_request(
+        &self,
+        req: Request<Incoming>,
+        current: Option<&Secret>,
+        target: Zeroizing<String>,
+    ) -> Result<(Request<Incoming>, u64), Refusal> {
+        let route = self.route;
+        let up = &route.upstream;
+        let (mut parts, body) = req.into_parts();
+        strip_hop_by_hop(&mut parts.headers);
+        for h in credential::CREDENTIAL_HEADERS {
+            parts.headers.remove(*h);
+        }
+        parts.headers.remove(hyper::header::HOST);
+        if let Inject::Header { name, format } = &route.inject {
+            match credential::header_value(format, current.unwrap_or(&route.secret)) {
+                Ok(v) => {
+                    if let Ok(n) = hyper::header::HeaderName::from_bytes(name.as_bytes()) {
+                        parts.headers.insert(n, v);
+                    }
                 }
+                Err(reason) => return Err(text(StatusCode::INTERNAL_SERVER_ERROR, reason).into()),
             }
-            Err(reason) => return text(StatusCode::INTERNAL_SERVER_ERROR, reason),
         }
+        set_https_host(&mut parts.headers, &up.host, up.port);
+        // Responses must be readable to be masked: no compression.
+        parts.headers.insert(
+            hyper::header::ACCEPT_ENCODING,
+            hyper::header::HeaderValue::from_static("identity"),
+        );
+        // Whole answers only: a range of an echo could hold a piece of the value.
+        parts.headers.remove(hyper::header::RANGE);
+        parts.headers.remove(hyper::header::IF_RANGE);
+        parts.uri = match target.parse() {
+            Ok(u) => u,
+            Err(_) => return Err(text(StatusCode::BAD_REQUEST, "bad request target").into()),
+        };
+        drop(target);
+        parts.version = hyper::Version::HTTP_11;
+        let sent_up = content_length(&parts.headers);
+        Ok((Request::from_parts(parts, body), sent_up))
     }
-    set_https_host(&mut parts.headers, &up.host, up.port);
-    // Responses must be readable to be masked: no compression.
-    parts.headers.insert(
-        hyper::header::ACCEPT_ENCODING,
-        hyper::header::HeaderValue::from_static("identity"),
-    );
-    // Whole answers only: a range of an echo could hold a piece of the value.
-    parts.headers.remove(hyper::header::RANGE);
-    parts.headers.remove(hyper::header::IF_RANGE);
-    parts.uri = match target.parse() {
-        Ok(u) => u,
-        Err(_) => return text(StatusCode::BAD_REQUEST, "bad request target"),
-    };
-    drop(target);
-    parts.version = hyper::Version::HTTP_11;
-    let sent_up = content_length(&parts.headers);
-    let request = Request::from_parts(parts, body);
-    let key = pool_key(route);
-    let pooled = shared.pool.take_any(&key, up.port);
-    let opened = exchange(pooled, || open(&shared, route, &routes.tls), request).await;
-    let (sender, addr, resp) = match opened {
-        Ok(x) => x,
-        Err(e) => return text(StatusCode::BAD_GATEWAY, &e),
-    };
-    match resp {
-        Ok(r) => {
-            if let Some(reason) = encoded(&r) {
-                let e = refused(&shared, &up.host, up.port, rule, reason);
-                return text(StatusCode::BAD_GATEWAY, e.reason.as_deref().unwrap_or(""));
-            }
-            let host = up.host.clone();
-            let port = up.port;
-            let record = event(PROTOCOL, &host, port, Ok(&rule), Some(addr), sent_up, 0);
-            let done = when_done(shared, key, port, addr, sender, record);
-            // The real value never comes back: not in a redirect's Location, not echoed in a
-            // body.
-            let scrub = match login {
-                // Every real value of the login (access and refresh, earlier ones too).
-                Some(l) => credential::Scrubber::of(l.held().iter(), false),
-                None => credential::Scrubber::new(route),
-            };
-            scrubbed(r, scrub, done)
+
+    /// The upstream's answer, passed on masked; one in an encoding that cannot be masked is
+    /// refused. The connection goes back to the pool under `key` when the body is done.
+    fn answer(
+        &self,
+        r: Response<Incoming>,
+        shared: Arc<Shared>,
+        key: String,
+        (sender, addr): (Upstream, std::net::SocketAddr),
+        sent_up: u64,
+    ) -> Response<Body> {
+        let up = &self.route.upstream;
+        if let Some(reason) = encoded(&r) {
+            let e = refused(&shared, &up.host, up.port, self.rule.clone(), reason);
+            return text(StatusCode::BAD_GATEWAY, e.reason.as_deref().unwrap_or(""));
         }
-        Err(e) => {
-            shared.record(event(
-                PROTOCOL,
-                &up.host,
-                up.port,
-                Ok(&rule),
-                Some(addr),
-                sent_up,
-                0,
-            ));
-            text(StatusCode::BAD_GATEWAY, &format!("upstream: {e}"))
-        }
+        let host = up.host.clone();
+        let port = up.port;
+        let record = event(
+            PROTOCOL,
+            &host,
+            port,
+            Ok(&self.rule),
+            Some(addr),
+            sent_up,
+            0,
+        );
+        let done = when_done(shared, key, port, addr, sender, record);
+        // The real value never comes back: not in a redirect's Location, not echoed in a
+        // body.
+        let scrub = match self.login {
+            // Every real value of the login (access and refresh, earlier ones too).
+            Some(l) => credential::Scrubber::of(l.held().iter(), false),
+            None => credential::Scrubber::new(self.route),
+        };
+        scrubbed(r, scrub, done)
     }
 }
 
