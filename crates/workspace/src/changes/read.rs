@@ -1021,250 +1021,332 @@ impl Walker<'_, '_> {
         // What the upper holds goes into the digests; what the run set, into the changes.
         let up_mode = perm(&st);
         let mode = self.l.run_modes.get(&rel).copied().unwrap_or(up_mode);
-        let layers = self.l;
-        let lower_state = |whole: bool| -> Result<LowerState, ChangesError> {
-            match (&lower, low) {
-                (Some(ls), Some(l)) => {
-                    state_of(l, name, ls, whole, true).map_err(|e| layers.lower_err(&rel, e))
-                }
-                _ => Ok(LowerState::absent()),
-            }
+        let m = Met {
+            up,
+            low,
+            name,
+            rel,
+            st,
+            lower,
+            compare,
+            up_mode,
+            mode,
+            hidden,
+            in_git,
+            depth,
         };
-        match Ft::from_raw_mode(st.st_mode) {
-            Ft::Directory => {
-                let fd = open_child(up, name, OFlags::RDONLY | OFlags::DIRECTORY)
-                    .map_err(|e| self.upper_err(&rel, e))?;
-                let (opaque, _) = self.opaque(fd.as_fd(), &rel, true)?;
-                self.record(&rel, b'd', up_mode, 0, if opaque { b"opaque" } else { b"" });
-                let mut child_low = None;
-                if compare {
-                    let none = (None, None, false, None);
-                    match &lower {
-                        None => {
-                            let base = LowerState::absent();
-                            self.push(
-                                &rel,
-                                ChangeKind::Added,
-                                FileType::Dir,
-                                Some(&st),
-                                none,
-                                in_git,
-                                base,
-                            );
-                        }
-                        Some(ls) if file_type(ls) == FileType::Dir => {
-                            let from = perm(ls);
-                            let base = lower_state(false)?;
-                            if opaque && !hidden {
-                                self.push(
-                                    &rel,
-                                    ChangeKind::ReplacedDir,
-                                    FileType::Dir,
-                                    Some(&st),
-                                    none,
-                                    in_git,
-                                    base,
-                                );
-                            } else if from != mode {
-                                let kind = ChangeKind::ModeChanged { from, to: mode };
-                                self.push(&rel, kind, FileType::Dir, Some(&st), none, in_git, base);
-                            }
-                            if let Some(l) = low {
-                                let fd = open_child(l, name, OFlags::RDONLY | OFlags::DIRECTORY)
-                                    .map_err(|e| self.lower_err(&rel, e))?;
-                                child_low = Some(fd);
-                            }
-                        }
-                        Some(_) => {
-                            let base = lower_state(true)?;
-                            self.push(
-                                &rel,
-                                ChangeKind::TypeChanged,
-                                FileType::Dir,
-                                Some(&st),
-                                none,
-                                in_git,
-                                base,
-                            );
-                        }
-                    }
-                }
-                let hidden = hidden || opaque;
-                let cl = child_low.as_ref().map(|f| f.as_fd());
-                let git = in_git || self.git_shaped(fd.as_fd(), cl, hidden, &rel)?;
-                self.walk_dir(fd.as_fd(), cl, &rel, hidden, git, depth + 1)?;
-            }
-            Ft::RegularFile => {
-                let mut file = std::fs::File::from(
-                    open_regular(up, name).map_err(|e| self.upper_err(&rel, e))?,
-                );
-                // A file with holes costs the data it holds (see `hash_file`), bounded there.
-                if st.st_size as u64 > MAX_FILE_BYTES
-                    && !has_hole(&file, st.st_size as u64).map_err(|e| self.upper_err(&rel, e))?
-                {
-                    return Err(ChangesError::Unsupported {
-                        path: self.l.upper_path.join(&rel),
-                        reason: format!(
-                            "a file of {} bytes, over the {MAX_FILE_BYTES} a change set may hold",
-                            st.st_size
-                        ),
-                    });
-                }
-                let (_, copied_up) = self.opaque(file.as_fd(), &rel, false)?;
-                if !self.l.content && !compare {
-                    self.record(&rel, b'f', up_mode, st.st_size as u64, b"");
-                    return Ok(());
-                }
-                let small = st.st_size as u64 <= super::diff::MAX_DIFF_BYTES;
-                // Another name of a file already read (a hard link) is not read again: a
-                // run's 1000 links to one file cost one read, not 1000.
-                let link = (st.st_nlink > 1).then(|| LinkKey::of(&st));
-                if let Some(k) = &link {
-                    self.links.entry(k.file()).or_default().0 += 1;
-                }
-                let known = link.as_ref().and_then(|k| self.read_files.get(k)).cloned();
-                let hashed = match known {
-                    Some(h) => h,
-                    None => {
-                        let h =
-                            hash_file(&mut file, compare && small).map_err(|e| match e.kind() {
-                                io::ErrorKind::FileTooLarge => ChangesError::Unsupported {
-                                    path: self.l.upper_path.join(&rel),
-                                    reason: format!("a sparse file of {} bytes: {e}", st.st_size),
-                                },
-                                _ => self.upper_err(&rel, e),
-                            })?;
-                        if let Some(k) = &link {
-                            self.read_files.insert(*k, h.clone());
-                        }
-                        h
-                    }
-                };
-                let (sha, script) = (hashed.sha256, hashed.script);
-                let content = match (compare, small) {
-                    (false, _) => None,
-                    (true, _) if hashed.sparse => hashed.content,
-                    (true, false) => Some(Content::Large),
-                    (true, true) => hashed.content,
-                };
-                self.record(&rel, b'f', up_mode, st.st_size as u64, sha.as_bytes());
-                if !compare {
-                    return Ok(());
-                }
-                let mut base = lower_state(true)?;
-                if copied_up && lower.is_none() {
-                    // The run copied the workspace's file up, and the host has removed it
-                    // since: a change on the host during the run, whatever the times say.
-                    base.ctime = self.l.started_ns;
-                }
-                let kind = match (&lower, &base.state) {
-                    (None, _) => ChangeKind::Added,
-                    (Some(_), BaseState::File { sha256, mode: from }) if *sha256 == sha => {
-                        if *from == mode {
-                            self.scan.unchanged_copies += 1;
-                            return Ok(());
-                        }
-                        ChangeKind::ModeChanged {
-                            from: *from,
-                            to: mode,
-                        }
-                    }
-                    (Some(_), BaseState::File { .. }) => ChangeKind::Modified,
-                    (Some(_), _) => ChangeKind::TypeChanged,
-                };
-                self.push(
-                    &rel,
-                    kind,
-                    FileType::File,
-                    Some(&st),
-                    (Some(sha), None, script, content),
-                    in_git,
-                    base,
-                );
-                if let Some(k) = link {
-                    let at = self.scan.entries.len() - 1;
-                    self.links.entry(k.file()).or_default().1.push(at);
-                }
-            }
-            Ft::Symlink => {
-                let target = read_link(up, name).map_err(|e| self.upper_err(&rel, e))?;
-                let t = target.as_os_str().as_bytes();
-                self.record(&rel, b'l', up_mode, t.len() as u64, t);
-                if !compare {
-                    return Ok(());
-                }
-                let base = lower_state(true)?;
-                let kind = match (&lower, &base.state) {
-                    (None, _) => ChangeKind::Added,
-                    (Some(_), BaseState::Symlink { target: old }) if *old == target => {
-                        self.scan.unchanged_copies += 1;
-                        return Ok(());
-                    }
-                    (Some(_), BaseState::Symlink { .. }) => ChangeKind::Modified,
-                    (Some(_), _) => ChangeKind::TypeChanged,
-                };
-                let content = (None, Some(target), false, None);
-                self.push(
-                    &rel,
-                    kind,
-                    FileType::Symlink,
-                    Some(&st),
-                    content,
-                    in_git,
-                    base,
-                );
-            }
-            _ if is_whiteout(&st) => {
-                self.record(&rel, b'w', 0, 0, b"");
-                if let Some(ls) = &lower {
-                    let ft = file_type(ls);
-                    let base = lower_state(true)?;
+        match Ft::from_raw_mode(m.st.st_mode) {
+            Ft::Directory => self.dir_entry(&m),
+            Ft::RegularFile => self.file_entry(&m),
+            Ft::Symlink => self.symlink_entry(&m),
+            _ if is_whiteout(&m.st) => self.whiteout_entry(&m),
+            _ => self.other_entry(&m),
+        }
+    }
+
+    /// A directory of the upper: recorded, compared with the workspace's, then walked.
+    fn dir_entry(&mut self, m: &Met<'_>) -> Result<(), ChangesError> {
+        let fd = open_child(m.up, m.name, OFlags::RDONLY | OFlags::DIRECTORY)
+            .map_err(|e| self.upper_err(&m.rel, e))?;
+        let (opaque, _) = self.opaque(fd.as_fd(), &m.rel, true)?;
+        self.record(
+            &m.rel,
+            b'd',
+            m.up_mode,
+            0,
+            if opaque { b"opaque" } else { b"" },
+        );
+        let mut child_low = None;
+        if m.compare {
+            let none = (None, None, false, None);
+            match &m.lower {
+                None => {
+                    let base = LowerState::absent();
                     self.push(
-                        &rel,
-                        ChangeKind::Deleted,
-                        ft,
-                        None,
-                        (None, None, false, None),
-                        in_git,
+                        &m.rel,
+                        ChangeKind::Added,
+                        FileType::Dir,
+                        Some(&m.st),
+                        none,
+                        m.in_git,
+                        base,
+                    );
+                }
+                Some(ls) if file_type(ls) == FileType::Dir => {
+                    let from = perm(ls);
+                    let base = m.lower_state(self.l, false)?;
+                    if opaque && !m.hidden {
+                        self.push(
+                            &m.rel,
+                            ChangeKind::ReplacedDir,
+                            FileType::Dir,
+                            Some(&m.st),
+                            none,
+                            m.in_git,
+                            base,
+                        );
+                    } else if from != m.mode {
+                        let kind = ChangeKind::ModeChanged { from, to: m.mode };
+                        self.push(
+                            &m.rel,
+                            kind,
+                            FileType::Dir,
+                            Some(&m.st),
+                            none,
+                            m.in_git,
+                            base,
+                        );
+                    }
+                    if let Some(l) = m.low {
+                        let fd = open_child(l, m.name, OFlags::RDONLY | OFlags::DIRECTORY)
+                            .map_err(|e| self.lower_err(&m.rel, e))?;
+                        child_low = Some(fd);
+                    }
+                }
+                Some(_) => {
+                    let base = m.lower_state(self.l, true)?;
+                    self.push(
+                        &m.rel,
+                        ChangeKind::TypeChanged,
+                        FileType::Dir,
+                        Some(&m.st),
+                        none,
+                        m.in_git,
                         base,
                     );
                 }
             }
-            _ => {
-                let mut detail = (st.st_mode & !0o7777).to_le_bytes().to_vec();
-                detail.extend(st.st_rdev.to_le_bytes());
-                self.record(&rel, b'o', up_mode, 0, &detail);
-                if !compare {
+        }
+        let hidden = m.hidden || opaque;
+        let cl = child_low.as_ref().map(|f| f.as_fd());
+        let git = m.in_git || self.git_shaped(fd.as_fd(), cl, hidden, &m.rel)?;
+        self.walk_dir(fd.as_fd(), cl, &m.rel, hidden, git, m.depth + 1)
+    }
+
+    /// A regular file of the upper: its size checked, read (once for all its names),
+    /// recorded, then compared with the workspace's.
+    fn file_entry(&mut self, m: &Met<'_>) -> Result<(), ChangesError> {
+        let st = &m.st;
+        let mut file =
+            std::fs::File::from(open_regular(m.up, m.name).map_err(|e| self.upper_err(&m.rel, e))?);
+        // A file with holes costs the data it holds (see `hash_file`), bounded there.
+        if st.st_size as u64 > MAX_FILE_BYTES
+            && !has_hole(&file, st.st_size as u64).map_err(|e| self.upper_err(&m.rel, e))?
+        {
+            return Err(ChangesError::Unsupported {
+                path: self.l.upper_path.join(&m.rel),
+                reason: format!(
+                    "a file of {} bytes, over the {MAX_FILE_BYTES} a change set may hold",
+                    st.st_size
+                ),
+            });
+        }
+        let (_, copied_up) = self.opaque(file.as_fd(), &m.rel, false)?;
+        if !self.l.content && !m.compare {
+            self.record(&m.rel, b'f', m.up_mode, st.st_size as u64, b"");
+            return Ok(());
+        }
+        let small = st.st_size as u64 <= super::diff::MAX_DIFF_BYTES;
+        let (link, hashed) = self.hash_once(m, &mut file, small)?;
+        let (sha, script) = (hashed.sha256, hashed.script);
+        let content = match (m.compare, small) {
+            (false, _) => None,
+            (true, _) if hashed.sparse => hashed.content,
+            (true, false) => Some(Content::Large),
+            (true, true) => hashed.content,
+        };
+        self.record(&m.rel, b'f', m.up_mode, st.st_size as u64, sha.as_bytes());
+        if !m.compare {
+            return Ok(());
+        }
+        let mut base = m.lower_state(self.l, true)?;
+        if copied_up && m.lower.is_none() {
+            // The run copied the workspace's file up, and the host has removed it
+            // since: a change on the host during the run, whatever the times say.
+            base.ctime = self.l.started_ns;
+        }
+        let kind = match (&m.lower, &base.state) {
+            (None, _) => ChangeKind::Added,
+            (Some(_), BaseState::File { sha256, mode: from }) if *sha256 == sha => {
+                if *from == m.mode {
+                    self.scan.unchanged_copies += 1;
                     return Ok(());
                 }
-                let base = lower_state(true)?;
-                let kind = match (&lower, &base.state) {
-                    (None, _) => ChangeKind::Added,
-                    (Some(ls), BaseState::Other { mode: from, rdev })
-                        if ls.st_mode == st.st_mode && *rdev == st.st_rdev && *from == mode =>
-                    {
-                        self.scan.unchanged_copies += 1;
-                        return Ok(());
-                    }
-                    (Some(ls), BaseState::Other { .. })
-                        if ls.st_mode & !0o7777 == st.st_mode & !0o7777 =>
-                    {
-                        ChangeKind::Modified
-                    }
-                    (Some(_), _) => ChangeKind::TypeChanged,
-                };
-                self.push(
-                    &rel,
-                    kind,
-                    FileType::Other,
-                    Some(&st),
-                    (None, None, false, None),
-                    in_git,
-                    base,
-                );
+                ChangeKind::ModeChanged {
+                    from: *from,
+                    to: m.mode,
+                }
             }
+            (Some(_), BaseState::File { .. }) => ChangeKind::Modified,
+            (Some(_), _) => ChangeKind::TypeChanged,
+        };
+        self.push(
+            &m.rel,
+            kind,
+            FileType::File,
+            Some(st),
+            (Some(sha), None, script, content),
+            m.in_git,
+            base,
+        );
+        if let Some(k) = link {
+            let at = self.scan.entries.len() - 1;
+            self.links.entry(k.file()).or_default().1.push(at);
         }
         Ok(())
+    }
+
+    /// What reading an upper file found, read only at its first name; with the key of a file
+    /// of more than one name.
+    fn hash_once(
+        &mut self,
+        m: &Met<'_>,
+        file: &mut std::fs::File,
+        small: bool,
+    ) -> Result<(Option<LinkKey>, Hashed), ChangesError> {
+        let st = &m.st;
+        // Another name of a file already read (a hard link) is not read again: a
+        // run's 1000 links to one file cost one read, not 1000.
+        let link = (st.st_nlink > 1).then(|| LinkKey::of(st));
+        if let Some(k) = &link {
+            self.links.entry(k.file()).or_default().0 += 1;
+        }
+        let known = link.as_ref().and_then(|k| self.read_files.get(k)).cloned();
+        let hashed = match known {
+            Some(h) => h,
+            None => {
+                let h = hash_file(file, m.compare && small).map_err(|e| match e.kind() {
+                    io::ErrorKind::FileTooLarge => ChangesError::Unsupported {
+                        path: self.l.upper_path.join(&m.rel),
+                        reason: format!("a sparse file of {} bytes: {e}", st.st_size),
+                    },
+                    _ => self.upper_err(&m.rel, e),
+                })?;
+                if let Some(k) = &link {
+                    self.read_files.insert(*k, h.clone());
+                }
+                h
+            }
+        };
+        Ok((link, hashed))
+    }
+
+    /// A symbolic link of the upper: its target recorded, then compared with the workspace's.
+    fn symlink_entry(&mut self, m: &Met<'_>) -> Result<(), ChangesError> {
+        let target = read_link(m.up, m.name).map_err(|e| self.upper_err(&m.rel, e))?;
+        let t = target.as_os_str().as_bytes();
+        self.record(&m.rel, b'l', m.up_mode, t.len() as u64, t);
+        if !m.compare {
+            return Ok(());
+        }
+        let base = m.lower_state(self.l, true)?;
+        let kind = match (&m.lower, &base.state) {
+            (None, _) => ChangeKind::Added,
+            (Some(_), BaseState::Symlink { target: old }) if *old == target => {
+                self.scan.unchanged_copies += 1;
+                return Ok(());
+            }
+            (Some(_), BaseState::Symlink { .. }) => ChangeKind::Modified,
+            (Some(_), _) => ChangeKind::TypeChanged,
+        };
+        let content = (None, Some(target), false, None);
+        self.push(
+            &m.rel,
+            kind,
+            FileType::Symlink,
+            Some(&m.st),
+            content,
+            m.in_git,
+            base,
+        );
+        Ok(())
+    }
+
+    /// A whiteout of the upper: recorded; the workspace's entry under its name is deleted.
+    fn whiteout_entry(&mut self, m: &Met<'_>) -> Result<(), ChangesError> {
+        self.record(&m.rel, b'w', 0, 0, b"");
+        if let Some(ls) = &m.lower {
+            let ft = file_type(ls);
+            let base = m.lower_state(self.l, true)?;
+            self.push(
+                &m.rel,
+                ChangeKind::Deleted,
+                ft,
+                None,
+                (None, None, false, None),
+                m.in_git,
+                base,
+            );
+        }
+        Ok(())
+    }
+
+    /// Any other entry of the upper (a device, a fifo, a socket): its type and device
+    /// recorded, then compared with the workspace's.
+    fn other_entry(&mut self, m: &Met<'_>) -> Result<(), ChangesError> {
+        let st = &m.st;
+        let mut detail = (st.st_mode & !0o7777).to_le_bytes().to_vec();
+        detail.extend(st.st_rdev.to_le_bytes());
+        self.record(&m.rel, b'o', m.up_mode, 0, &detail);
+        if !m.compare {
+            return Ok(());
+        }
+        let base = m.lower_state(self.l, true)?;
+        let kind = match (&m.lower, &base.state) {
+            (None, _) => ChangeKind::Added,
+            (Some(ls), BaseState::Other { mode: from, rdev })
+                if ls.st_mode == st.st_mode && *rdev == st.st_rdev && *from == m.mode =>
+            {
+                self.scan.unchanged_copies += 1;
+                return Ok(());
+            }
+            (Some(ls), BaseState::Other { .. }) if ls.st_mode & !0o7777 == st.st_mode & !0o7777 => {
+                ChangeKind::Modified
+            }
+            (Some(_), _) => ChangeKind::TypeChanged,
+        };
+        self.push(
+            &m.rel,
+            kind,
+            FileType::Other,
+            Some(st),
+            (None, None, false, None),
+            m.in_git,
+            base,
+        );
+        Ok(())
+    }
+}
+
+/// One entry of the upper the walk met: where it is, what the upper and the workspace have
+/// under its name, and the walk's state there.
+struct Met<'e> {
+    up: BorrowedFd<'e>,
+    low: Option<BorrowedFd<'e>>,
+    name: &'e OsStr,
+    rel: PathBuf,
+    st: Stat,
+    lower: Option<Stat>,
+    /// Whether the run is compared with a workspace (`layers.lower`).
+    compare: bool,
+    /// The permissions the upper holds.
+    up_mode: u32,
+    /// The permissions the run set.
+    mode: u32,
+    hidden: bool,
+    in_git: bool,
+    depth: usize,
+}
+
+impl Met<'_> {
+    /// What the workspace has under the entry's name, absent when it has nothing.
+    fn lower_state(&self, layers: &Layers<'_>, whole: bool) -> Result<LowerState, ChangesError> {
+        match (&self.lower, self.low) {
+            (Some(ls), Some(l)) => {
+                state_of(l, self.name, ls, whole, true).map_err(|e| layers.lower_err(&self.rel, e))
+            }
+            _ => Ok(LowerState::absent()),
+        }
     }
 }
 
