@@ -240,10 +240,55 @@ pub(crate) fn flags_of(
     let deleted = rec.kind == ChangeKind::Deleted;
     let names = folded_names(path);
 
+    host_flags(rules, &names, deleted, &mut out);
+    let is_dir_like = deleted || rec.file_type == FileType::Dir;
+    protected_flags(
+        rec,
+        rules,
+        &absolute,
+        is_dir_like,
+        protected,
+        guard,
+        &mut out,
+    );
+    if rec.file_type == FileType::File && !deleted {
+        runnable_flags(rec, &mut out);
+    }
+    if rec.file_type == FileType::File && !deleted {
+        content_flags(rec, &mut out);
+    }
+    directory_flags(rec, rules, &absolute, masked, &mut out);
+    if let (false, Some(why)) = (deleted, unshown_name(path)) {
+        out.push(flag("unshown-name", why));
+    }
+    if let Some(reason) = world_writable(rec) {
+        out.push(flag("world-writable", reason));
+    }
+    if let (false, Some(target)) = (deleted, &rec.symlink_target) {
+        symlink_flags(rules, workspace, path, target, masked, &mut out);
+    }
+    git_flags(rec, is_dir_like, &mut out);
+    let limit = rules.size_threshold.min(super::diff::MAX_DIFF_BYTES);
+    size_and_kind_flags(rec, limit, &mut out);
+    // The allow-list's last word: what is not plain is flagged, if nothing above said why.
+    if out.is_empty() && !is_plain(rec, limit) {
+        out.push(flag(
+            "not-plain",
+            format!(
+                "a {} that is not plain text `stockade diff` shows: the host may run or load it",
+                rec.file_type
+            ),
+        ));
+    }
+    out
+}
+
+/// `host-executed` and `host-run`: a path a host tool reads or runs.
+fn host_flags(rules: &FlagRules, names: &[Vec<u8>], deleted: bool, out: &mut Vec<Flag>) {
     if let Some(e) = rules
         .host_exec
         .iter()
-        .find(|e| matches_folded(e.path, &names))
+        .find(|e| matches_folded(e.path, names))
     {
         out.push(flag(
             "host-executed",
@@ -254,19 +299,32 @@ pub(crate) fn flags_of(
         if let Some(e) = rules
             .host_run
             .iter()
-            .find(|e| matches_folded(e.path, &names))
+            .find(|e| matches_folded(e.path, names))
         {
             out.push(flag(e.kind.code(), format!("`{}`: {}", e.path, e.why)));
         }
     }
-    let is_dir_like = deleted || rec.file_type == FileType::Dir;
+}
+
+/// `protected`: a protected path of the run at, below or above it, or a creation the guard
+/// refuses.
+fn protected_flags(
+    rec: &Recorded,
+    rules: &FlagRules,
+    absolute: &Path,
+    is_dir_like: bool,
+    protected: &[PathBuf],
+    guard: &[GuardRule],
+    out: &mut Vec<Flag>,
+) {
+    let deleted = rec.kind == ChangeKind::Deleted;
     if let Some(p) = rules
         .protected
         .iter()
         .chain(protected)
-        .find(|p| is_within(&absolute, p) || (is_dir_like && is_within(p, &absolute)))
+        .find(|p| is_within(absolute, p) || (is_dir_like && is_within(p, absolute)))
     {
-        let reason = if is_within(&absolute, p) {
+        let reason = if is_within(absolute, p) {
             format!("{} is a protected path of the run", p.display())
         } else {
             format!("the protected path {} lies below it", p.display())
@@ -275,45 +333,58 @@ pub(crate) fn flags_of(
     } else if deleted {
         // A removal creates nothing: the guard never saw one.
     } else if let Some(reason) =
-        guard_refusal(&rules.guard, &absolute, rec).or_else(|| guard_refusal(guard, &absolute, rec))
+        guard_refusal(&rules.guard, absolute, rec).or_else(|| guard_refusal(guard, absolute, rec))
     {
         out.push(flag("protected", reason));
     }
-    if rec.file_type == FileType::File && !deleted {
-        let exec = match rec.kind {
-            ChangeKind::ModeChanged { from, to } if from & 0o111 == 0 => (to & 0o111 != 0)
-                .then(|| format!("made executable (mode {from:o} → {to:o}): the host may run it")),
-            ChangeKind::ModeChanged { from, to } => (to & 0o111 != 0).then(|| {
-                format!("an executable file whose mode changes ({from:o} → {to:o}): the host may run it")
-            }),
-            ChangeKind::Added | ChangeKind::TypeChanged => is_executable(rec.mode)
-                .then(|| "a new executable file: the host may run it".to_owned()),
-            ChangeKind::Modified => is_executable(rec.mode)
-                .then(|| "an executable file with new content: the host may run it".to_owned()),
-            ChangeKind::Deleted | ChangeKind::ReplacedDir => None,
-        };
-        if let Some(reason) = exec {
-            out.push(flag("executable", reason));
+}
+
+/// `executable`, `script` and `setuid` of a regular file that is not deleted.
+fn runnable_flags(rec: &Recorded, out: &mut Vec<Flag>) {
+    let exec = match rec.kind {
+        ChangeKind::ModeChanged { from, to } if from & 0o111 == 0 => (to & 0o111 != 0)
+            .then(|| format!("made executable (mode {from:o} → {to:o}): the host may run it")),
+        ChangeKind::ModeChanged { from, to } => (to & 0o111 != 0).then(|| {
+            format!(
+                "an executable file whose mode changes ({from:o} → {to:o}): the host may run it"
+            )
+        }),
+        ChangeKind::Added | ChangeKind::TypeChanged => {
+            is_executable(rec.mode).then(|| "a new executable file: the host may run it".to_owned())
         }
-        if rec.script {
-            out.push(flag(
-                "script",
-                "starts with `#!`: a script the host may run".into(),
-            ));
-        }
-        if rec.mode.is_some_and(|m| m & 0o6000 != 0) {
-            out.push(flag(
-                "setuid",
-                format!(
-                    "carries the setuid or setgid bit (mode {:o}); apply writes it without",
-                    rec.mode.unwrap_or(0)
-                ),
-            ));
-        }
+        ChangeKind::Modified => is_executable(rec.mode)
+            .then(|| "an executable file with new content: the host may run it".to_owned()),
+        ChangeKind::Deleted | ChangeKind::ReplacedDir => None,
+    };
+    if let Some(reason) = exec {
+        out.push(flag("executable", reason));
     }
-    if rec.file_type == FileType::File && !deleted {
-        content_flags(rec, &mut out);
+    if rec.script {
+        out.push(flag(
+            "script",
+            "starts with `#!`: a script the host may run".into(),
+        ));
     }
+    if rec.mode.is_some_and(|m| m & 0o6000 != 0) {
+        out.push(flag(
+            "setuid",
+            format!(
+                "carries the setuid or setgid bit (mode {:o}); apply writes it without",
+                rec.mode.unwrap_or(0)
+            ),
+        ));
+    }
+}
+
+/// `opens-masked` and `setuid` of a directory.
+fn directory_flags(
+    rec: &Recorded,
+    rules: &FlagRules,
+    absolute: &Path,
+    masked: &[PathBuf],
+    out: &mut Vec<Flag>,
+) {
+    let deleted = rec.kind == ChangeKind::Deleted;
     // A directory opened to group or others (read or search) above a masked path: the
     // sandbox was not shown what lies there, and after the apply every local account may be.
     if let (ChangeKind::ModeChanged { from, to }, FileType::Dir) = (rec.kind, rec.file_type) {
@@ -322,7 +393,7 @@ pub(crate) fn flags_of(
                 .masked
                 .iter()
                 .chain(masked)
-                .find(|m| is_within(m, &absolute))
+                .find(|m| is_within(m, absolute))
             {
                 out.push(flag(
                     "opens-masked",
@@ -346,43 +417,52 @@ pub(crate) fn flags_of(
             ),
         ));
     }
-    if let (false, Some(why)) = (deleted, unshown_name(path)) {
-        out.push(flag("unshown-name", why));
-    }
-    if let Some(reason) = world_writable(rec) {
-        out.push(flag("world-writable", reason));
-    }
-    if let (false, Some(target)) = (deleted, &rec.symlink_target) {
+}
+
+/// `symlink`, `symlink-outside` and `symlink-into-masked` of a symbolic link that is not
+/// deleted.
+fn symlink_flags(
+    rules: &FlagRules,
+    workspace: &Path,
+    path: &Path,
+    target: &Path,
+    masked: &[PathBuf],
+    out: &mut Vec<Flag>,
+) {
+    out.push(flag(
+        "symlink",
+        format!(
+            "a symbolic link to {}: host tools follow it",
+            target.display()
+        ),
+    ));
+    let dest = link_destination(workspace, path, target);
+    if !is_within(&dest, workspace) {
         out.push(flag(
-            "symlink",
+            "symlink-outside",
+            format!("it points to {}, outside the workspace", dest.display()),
+        ));
+    }
+    if let Some(m) = rules
+        .masked
+        .iter()
+        .chain(masked)
+        .find(|m| is_within(&dest, m))
+    {
+        out.push(flag(
+            "symlink-into-masked",
             format!(
-                "a symbolic link to {}: host tools follow it",
-                target.display()
+                "it points to {}, inside the masked path {}",
+                dest.display(),
+                m.display()
             ),
         ));
-        let dest = link_destination(workspace, path, target);
-        if !is_within(&dest, workspace) {
-            out.push(flag(
-                "symlink-outside",
-                format!("it points to {}, outside the workspace", dest.display()),
-            ));
-        }
-        if let Some(m) = rules
-            .masked
-            .iter()
-            .chain(masked)
-            .find(|m| is_within(&dest, m))
-        {
-            out.push(flag(
-                "symlink-into-masked",
-                format!(
-                    "it points to {}, inside the masked path {}",
-                    dest.display(),
-                    m.display()
-                ),
-            ));
-        }
     }
+}
+
+/// `git-internals`: a `.git` of any case in its path, or inside a git directory.
+fn git_flags(rec: &Recorded, is_dir_like: bool, out: &mut Vec<Flag>) {
+    let path = &rec.path;
     // Any case: `.GIT` is the git directory on a case-insensitive filesystem.
     let git_component = path
         .components()
@@ -399,7 +479,12 @@ pub(crate) fn flags_of(
         };
         out.push(flag("git-internals", reason.into()));
     }
-    let limit = rules.size_threshold.min(super::diff::MAX_DIFF_BYTES);
+}
+
+/// `large`, `hard-link` and `special-file`: what `stockade diff` does not show, or apply
+/// does not write as it is.
+fn size_and_kind_flags(rec: &Recorded, limit: u64, out: &mut Vec<Flag>) {
+    let deleted = rec.kind == ChangeKind::Deleted;
     if rec.file_type == FileType::File
         && !deleted
         && (rec.size > limit || rec.content == Some(Content::Large))
@@ -427,17 +512,6 @@ pub(crate) fn flags_of(
             "a fifo, socket or device node: never applied".into(),
         ));
     }
-    // The allow-list's last word: what is not plain is flagged, if nothing above said why.
-    if out.is_empty() && !is_plain(rec, limit) {
-        out.push(flag(
-            "not-plain",
-            format!(
-                "a {} that is not plain text `stockade diff` shows: the host may run or load it",
-                rec.file_type
-            ),
-        ));
-    }
-    out
 }
 
 /// The allow-list: a deletion, a directory, or a regular file of text `stockade diff` shows
