@@ -47,6 +47,10 @@ enum Done {
     Deleted,
 }
 
+/// What writing the selected entries did: the paths done, the failure that stopped it, the
+/// directories the run closed to their owner with their bits.
+type Writing = (Vec<PathBuf>, Option<ChangesError>, Vec<(PathBuf, u32)>);
+
 impl RunDir {
     /// Applies the change set, or the part of it `opts` selects (see the module's docs of
     /// [`super`]). When nothing is left pending, the run directory is removed; otherwise the
@@ -81,45 +85,7 @@ impl RunDir {
             .collect::<Result<Vec<_>, _>>()?;
         let ws = self.meta.workspace.clone();
         let root = self.open_workspace()?;
-        // A git dir this apply would assemble with what the workspace holds now (another
-        // change set applied earlier, a direct run): `assembly`.
-        let assembled: HashMap<PathBuf, Flag> = git_assembly(root.as_fd(), &ws, &selected)
-            .into_iter()
-            .collect();
-        // The protected links of the workspace as it is now (the host may have made or
-        // changed one since the run): an entry that would become what one leads to is held.
-        let links_now = super::recorded::links_now(
-            &ws,
-            &self.meta.protected,
-            &self.meta.guard,
-            self.meta.checks.as_ref(),
-            &selected,
-        );
-        let flagged: Vec<(PathBuf, Vec<Flag>)> = selected
-            .iter()
-            .filter(|e| !opts.accept_flagged && !accept.iter().any(|a| covers(a, &e.path)))
-            .map(|e| {
-                let mut flags = self.change(e, rules).flags;
-                if let Some(f) = assembled.get(&e.path) {
-                    if !flags.iter().any(|g| g.code == f.code) {
-                        flags.push(f.clone());
-                    }
-                }
-                if !flags.iter().any(|g| g.code == "protected") {
-                    let absolute = ws.join(&e.path);
-                    if let Some(reason) =
-                        super::recorded::link_target_refusal(&links_now, &absolute, e)
-                    {
-                        flags.push(Flag {
-                            code: "protected",
-                            reason: format!("now, in the workspace: {reason}"),
-                        });
-                    }
-                }
-                (e.path.clone(), flags)
-            })
-            .filter(|(_, flags)| !flags.is_empty())
-            .collect();
+        let flagged = self.apply_flags(root.as_fd(), &ws, &selected, opts, &accept, rules);
         let (selected, held) = hold(selected, &flagged);
         if !held.is_empty() && (!opts.hold_flagged || selected.is_empty()) {
             return Err(ChangesError::Flagged(flagged));
@@ -141,76 +107,22 @@ impl RunDir {
             held,
             ..ApplyReport::default()
         };
-        let mut log = self.open_log()?;
-        let mut done: Vec<PathBuf> = Vec::new();
-        let mut failed = None;
-        let mut closed: Vec<(PathBuf, u32)> = Vec::new();
-        for (e, action) in selected.iter().zip(actions) {
-            let (op, list) = match action {
-                Action::Already => ("already", &mut report.already),
-                Action::Skip => ("skipped", &mut report.skipped),
-                Action::Write => {
-                    match self.write_entry(root.as_fd(), upper.as_fd(), e, as_root, &mut closed) {
-                        Ok(Done::Written) => ("written", &mut report.written),
-                        Ok(Done::Deleted) => ("deleted", &mut report.deleted),
-                        Err(err) => {
-                            failed = Some(err);
-                            break;
-                        }
-                    }
-                }
-            };
-            list.push(e.path.clone());
-            done.push(e.path.clone());
-            if let Err(err) = log.line(op, &e.path) {
-                failed = Some(err);
-                break;
-            }
-        }
-        drop(log);
-        // Directories the run closed to their owner get their bits last, deepest first, once
-        // what they hold is written (even after a failure: never left more open than the run
-        // made them but for their owner's bits). One with entries below it still pending
-        // (held, left out, not reached) stays open to its owner, or those could never be
-        // written by a regular user: the apply that writes the last of them closes it.
-        let now_done: HashSet<&Path> = done.iter().map(PathBuf::as_path).collect();
-        let below_pending: HashSet<&Path> = pending
-            .iter()
-            .map(|e| e.path.as_path())
-            .filter(|p| !now_done.contains(p))
-            .flat_map(|p| p.ancestors().skip(1))
-            .collect();
-        let below_done: HashSet<&Path> = now_done
-            .iter()
-            .flat_map(|p| p.ancestors().skip(1))
-            .collect();
-        let before = self.applied();
-        let mut closing: Vec<(PathBuf, u32)> = closed
-            .iter()
-            .filter(|(p, _)| !below_pending.contains(p.as_path()))
-            .cloned()
-            .collect();
-        // Closed by an earlier apply's deferral: its mode as the run gave it, the setgid bit
-        // it has kept.
-        for e in finished.entries.iter().filter(|e| {
-            e.file_type == FileType::Dir
-                && e.kind != ChangeKind::Deleted
-                && before.contains(e.path.as_path())
-                && below_done.contains(e.path.as_path())
-                && !below_pending.contains(e.path.as_path())
-        }) {
-            let mode = e.mode.unwrap_or(0o700) & 0o1777;
-            if mode & 0o700 != 0o700 {
-                closing.push((e.path.clone(), mode | KEEP_SETGID));
-            }
-        }
-        drop(before);
-        closing.sort();
-        for (path, mode) in closing.iter().rev() {
-            if let Err(err) = close_dir(root.as_fd(), path, *mode) {
-                failed.get_or_insert(err);
-            }
-        }
+        let (done, mut failed, closed) = self.write_selected(
+            root.as_fd(),
+            upper.as_fd(),
+            &selected,
+            actions,
+            as_root,
+            &mut report,
+        )?;
+        self.close_deferred(
+            root.as_fd(),
+            &finished.entries,
+            &pending,
+            &done,
+            &closed,
+            &mut failed,
+        );
         // What was written is on disk before the record says so: an entry an interrupted
         // apply wrote but did not record is looked at again next time (and found `already`).
         rustix::fs::syncfs(&root).map_err(|e| ChangesError::Write {
@@ -235,6 +147,153 @@ impl RunDir {
             self.write_meta()?;
         }
         Ok(report)
+    }
+
+    /// The flags that refuse or hold each selected entry not accepted: its change's, the git
+    /// dir it would assemble, a protected link of the workspace as it is now.
+    fn apply_flags(
+        &self,
+        root: BorrowedFd<'_>,
+        ws: &Path,
+        selected: &[&Recorded],
+        opts: &ApplyOptions,
+        accept: &[PathBuf],
+        rules: &FlagRules,
+    ) -> Vec<(PathBuf, Vec<Flag>)> {
+        // A git dir this apply would assemble with what the workspace holds now (another
+        // change set applied earlier, a direct run): `assembly`.
+        let assembled: HashMap<PathBuf, Flag> =
+            git_assembly(root, ws, selected).into_iter().collect();
+        // The protected links of the workspace as it is now (the host may have made or
+        // changed one since the run): an entry that would become what one leads to is held.
+        let links_now = super::recorded::links_now(
+            ws,
+            &self.meta.protected,
+            &self.meta.guard,
+            self.meta.checks.as_ref(),
+            selected,
+        );
+        selected
+            .iter()
+            .filter(|e| !opts.accept_flagged && !accept.iter().any(|a| covers(a, &e.path)))
+            .map(|e| {
+                let mut flags = self.change(e, rules).flags;
+                if let Some(f) = assembled.get(&e.path) {
+                    if !flags.iter().any(|g| g.code == f.code) {
+                        flags.push(f.clone());
+                    }
+                }
+                if !flags.iter().any(|g| g.code == "protected") {
+                    let absolute = ws.join(&e.path);
+                    if let Some(reason) =
+                        super::recorded::link_target_refusal(&links_now, &absolute, e)
+                    {
+                        flags.push(Flag {
+                            code: "protected",
+                            reason: format!("now, in the workspace: {reason}"),
+                        });
+                    }
+                }
+                (e.path.clone(), flags)
+            })
+            .filter(|(_, flags)| !flags.is_empty())
+            .collect()
+    }
+
+    /// Writes the selected entries in path order, each logged to `applied.log` at once,
+    /// stopping at the first failure: the paths done, that failure, and the directories the
+    /// run closed to their owner (given their bits last, by `close_deferred`).
+    fn write_selected(
+        &self,
+        root: BorrowedFd<'_>,
+        upper: BorrowedFd<'_>,
+        selected: &[&Recorded],
+        actions: Vec<Action>,
+        as_root: bool,
+        report: &mut ApplyReport,
+    ) -> Result<Writing, ChangesError> {
+        let mut log = self.open_log()?;
+        let mut done: Vec<PathBuf> = Vec::new();
+        let mut failed = None;
+        let mut closed: Vec<(PathBuf, u32)> = Vec::new();
+        for (e, action) in selected.iter().zip(actions) {
+            let (op, list) = match action {
+                Action::Already => ("already", &mut report.already),
+                Action::Skip => ("skipped", &mut report.skipped),
+                Action::Write => match self.write_entry(root, upper, e, as_root, &mut closed) {
+                    Ok(Done::Written) => ("written", &mut report.written),
+                    Ok(Done::Deleted) => ("deleted", &mut report.deleted),
+                    Err(err) => {
+                        failed = Some(err);
+                        break;
+                    }
+                },
+            };
+            list.push(e.path.clone());
+            done.push(e.path.clone());
+            if let Err(err) = log.line(op, &e.path) {
+                failed = Some(err);
+                break;
+            }
+        }
+        drop(log);
+        Ok((done, failed, closed))
+    }
+
+    /// Gives the directories the run closed to their owner their bits, deepest first; a
+    /// failure is kept in `failed` unless one is there already.
+    fn close_deferred(
+        &self,
+        root: BorrowedFd<'_>,
+        entries: &[Recorded],
+        pending: &[&Recorded],
+        done: &[PathBuf],
+        closed: &[(PathBuf, u32)],
+        failed: &mut Option<ChangesError>,
+    ) {
+        // Directories the run closed to their owner get their bits last, deepest first, once
+        // what they hold is written (even after a failure: never left more open than the run
+        // made them but for their owner's bits). One with entries below it still pending
+        // (held, left out, not reached) stays open to its owner, or those could never be
+        // written by a regular user: the apply that writes the last of them closes it.
+        let now_done: HashSet<&Path> = done.iter().map(PathBuf::as_path).collect();
+        let below_pending: HashSet<&Path> = pending
+            .iter()
+            .map(|e| e.path.as_path())
+            .filter(|p| !now_done.contains(p))
+            .flat_map(|p| p.ancestors().skip(1))
+            .collect();
+        let below_done: HashSet<&Path> = now_done
+            .iter()
+            .flat_map(|p| p.ancestors().skip(1))
+            .collect();
+        let before = self.applied();
+        let mut closing: Vec<(PathBuf, u32)> = closed
+            .iter()
+            .filter(|(p, _)| !below_pending.contains(p.as_path()))
+            .cloned()
+            .collect();
+        // Closed by an earlier apply's deferral: its mode as the run gave it, the setgid bit
+        // it has kept.
+        for e in entries.iter().filter(|e| {
+            e.file_type == FileType::Dir
+                && e.kind != ChangeKind::Deleted
+                && before.contains(e.path.as_path())
+                && below_done.contains(e.path.as_path())
+                && !below_pending.contains(e.path.as_path())
+        }) {
+            let mode = e.mode.unwrap_or(0o700) & 0o1777;
+            if mode & 0o700 != 0o700 {
+                closing.push((e.path.clone(), mode | KEEP_SETGID));
+            }
+        }
+        drop(before);
+        closing.sort();
+        for (path, mode) in closing.iter().rev() {
+            if let Err(err) = close_dir(root, path, *mode) {
+                failed.get_or_insert(err);
+            }
+        }
     }
 
     fn write_entry(
